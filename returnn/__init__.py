@@ -1,0 +1,1 @@
+"""RETURNN-style TensorFlow training engine."""

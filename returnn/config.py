@@ -1,0 +1,278 @@
+"""RETURNN-style configuration: Python or JSON files, ``++key value`` overrides, typed getters.
+
+A Python config is executed as a module; its public module-level variables become config
+entries. While it runs, ``config`` (this object) is in its namespace, already holding the values
+given with ``++key value`` on the command line, so the config can read them.
+"""
+from __future__ import annotations
+
+import ast
+import json
+import os
+import sys
+import traceback
+import types
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+
+from returnn.errors import ConfigError
+
+_global_config: Optional["Config"] = None
+
+
+def get_global_config() -> "Config":
+    """The config of the running process (set by the CLI)."""
+    global _global_config
+    if _global_config is None:
+        _global_config = Config()
+    return _global_config
+
+
+def set_global_config(config: "Config") -> None:
+    """Makes ``config`` the one :func:`get_global_config` returns."""
+    global _global_config
+    _global_config = config
+
+
+def parse_override_value(text: str, current: Any = None) -> Any:
+    """Parses the value of a ``++key value`` argument.
+
+    A key that already holds a string stays a string. Otherwise ``true``/``false`` become bools and
+    anything that is a Python literal is parsed as one; the rest stays a string.
+    """
+    if isinstance(current, str):
+        return text
+    low = text.strip().lower()
+    if low in ("true", "yes", "on"):
+        return True
+    if low in ("false", "no", "off"):
+        return False
+    if low in ("none", "null"):
+        return None
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return text
+    if isinstance(current, bool) and isinstance(value, int):
+        return bool(value)
+    if isinstance(current, float) and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    return value
+
+
+def split_cmd_args(args: Sequence[str]) -> Tuple[List[str], List[Tuple[str, str]]]:
+    """Splits argv into config files and ``(key, value)`` overrides (``++key value`` or ``--key value``
+    for keys that are not CLI flags)."""
+    files: List[str] = []
+    overrides: List[Tuple[str, str]] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg.startswith("++"):
+            key = arg[2:]
+            if "=" in key:
+                key, value = key.split("=", 1)
+            else:
+                if i + 1 >= len(args):
+                    raise ConfigError("command line: ++%s needs a value" % key)
+                value = args[i + 1]
+                i += 1
+            if not key:
+                raise ConfigError("command line: empty key in %r" % arg)
+            overrides.append((key, value))
+        else:
+            files.append(arg)
+        i += 1
+    return files, overrides
+
+
+class Config:
+    """Holds config entries; typed getters with defaults."""
+
+    def __init__(self, items: Optional[Dict[str, Any]] = None):
+        self.typed_dict: Dict[str, Any] = dict(items or {})
+        self.files: List[str] = []
+
+    # ---- loading
+    def load_file(self, filename: str) -> None:
+        """Loads a Python or JSON config file and merges its entries."""
+        if not os.path.exists(filename):
+            raise ConfigError("config file not found: %s" % filename)
+        try:
+            with open(filename, encoding="utf8") as f:
+                content = f.read()
+        except OSError as exc:
+            raise ConfigError("cannot read config file %s: %s" % (filename, exc.strerror))
+        self.files.append(filename)
+        if content.lstrip().startswith("{"):
+            self._load_json(filename, content)
+        else:  # '#!' first line, a .py name, or anything else: Python, as RETURNN does
+            self._load_python(filename, content)
+
+    def _load_json(self, filename: str, content: str) -> None:
+        try:
+            obj = json.loads(content)
+        except json.JSONDecodeError as exc:
+            raise ConfigError("%s:%i: JSON syntax error: %s" % (filename, exc.lineno, exc.msg))
+        if not isinstance(obj, dict):
+            raise ConfigError("%s: a JSON config must be an object" % filename)
+        self.typed_dict.update(obj)
+
+    def _load_python(self, filename: str, content: str) -> None:
+        try:
+            code = compile(content, filename, "exec")
+        except SyntaxError as exc:
+            raise ConfigError("%s:%s: syntax error: %s" % (filename, exc.lineno, exc.msg))
+        namespace: Dict[str, Any] = dict(self.typed_dict)
+        namespace.update({"__file__": filename, "__name__": "__returnn_config__", "config": self})
+        try:
+            exec(code, namespace)
+        except Exception as exc:
+            line = _config_error_line(exc, filename)
+            raise ConfigError("%s:%s: error while running config: %s: %s"
+                              % (filename, line, type(exc).__name__, exc)) from exc
+        for key, value in namespace.items():
+            if key.startswith("_") or key == "config" or _is_imported_object(value):
+                continue
+            self.typed_dict[key] = value
+
+    def apply_overrides(self, overrides: Iterable[Tuple[str, str]]) -> None:
+        """Applies ``++key value`` overrides, typed by the value the key already holds."""
+        for key, text in overrides:
+            self.typed_dict[key] = parse_override_value(text, self.typed_dict.get(key))
+
+    def parse_cmd_args(self, args: Sequence[str]) -> None:
+        """Loads all config files of ``args`` and applies the ``++`` overrides after them.
+
+        The overrides are visible to Python configs while they run (as ``config`` entries and as
+        module globals), and are applied again afterwards so they win over the config's own values.
+        """
+        files, overrides = split_cmd_args(args)
+        self.apply_overrides(overrides)
+        for filename in files:
+            self.load_file(filename)
+        self.apply_overrides(overrides)
+
+    # ---- access
+    def has(self, key: str) -> bool:
+        """Whether ``key`` is set."""
+        return key in self.typed_dict
+
+    def set(self, key: str, value: Any) -> None:
+        """Sets ``key``."""
+        self.typed_dict[key] = value
+
+    def typed_value(self, key: str, default: Any = None) -> Any:
+        """The raw Python value of ``key``."""
+        return self.typed_dict.get(key, default)
+
+    def value(self, key: str, default: Optional[str] = None) -> Optional[str]:
+        """``key`` as a string (lists joined with commas), or ``default``."""
+        if key not in self.typed_dict:
+            return default
+        value = self.typed_dict[key]
+        if value is None:
+            return default
+        if isinstance(value, (list, tuple)):
+            return ",".join(str(v) for v in value)
+        return str(value)
+
+    def bool(self, key: str, default: bool = False) -> bool:
+        """``key`` as a bool; accepts bools, numbers and strings like 'true'/'0'."""
+        if key not in self.typed_dict or self.typed_dict[key] is None:
+            return default
+        value = self.typed_dict[key]
+        if isinstance(value, str):
+            low = value.strip().lower()
+            if low in ("true", "yes", "on", "1"):
+                return True
+            if low in ("false", "no", "off", "0", ""):
+                return False
+            raise ConfigError("config key %r: expected a boolean, got %r" % (key, value))
+        return bool(value)
+
+    def is_true(self, key: str, default: bool = False) -> bool:
+        """Same as :meth:`bool`."""
+        return self.bool(key, default)
+
+    def int(self, key: str, default: Optional[int] = None) -> Optional[int]:
+        """``key`` as an int; a float that is not integral is an error naming the key."""
+        if key not in self.typed_dict or self.typed_dict[key] is None:
+            return default
+        value = self.typed_dict[key]
+        if isinstance(value, bool):
+            return int(value)
+        if isinstance(value, int):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        if isinstance(value, str):
+            try:
+                return int(value.strip())
+            except ValueError:
+                pass
+        raise ConfigError("config key %r: expected an integer, got %r" % (key, value))
+
+    def float(self, key: str, default: Optional[float] = None) -> Optional[float]:
+        """``key`` as a float."""
+        if key not in self.typed_dict or self.typed_dict[key] is None:
+            return default
+        value = self.typed_dict[key]
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            raise ConfigError("config key %r: expected a number, got %r" % (key, value))
+
+    def list(self, key: str, default: Optional[list] = None) -> Optional[list]:
+        """``key`` as a list (a comma-separated string is split)."""
+        if key not in self.typed_dict or self.typed_dict[key] is None:
+            return default
+        value = self.typed_dict[key]
+        if isinstance(value, (list, tuple)):
+            return list(value)
+        if isinstance(value, str):
+            return [v.strip() for v in value.split(",") if v.strip()]
+        return [value]
+
+    def get_of_type(self, key: str, types_, default: Any = None) -> Any:
+        """The value of ``key`` if it is an instance of ``types_``, else an error naming the key."""
+        if key not in self.typed_dict or self.typed_dict[key] is None:
+            return default
+        value = self.typed_dict[key]
+        if not isinstance(value, types_):
+            raise ConfigError("config key %r: unexpected value %r" % (key, value))
+        return value
+
+
+def _is_imported_object(value: Any) -> bool:
+    """Modules, classes and functions imported by a config are not config entries; functions the
+    config defines itself are (RETURNN configs may define e.g. custom hooks)."""
+    if isinstance(value, types.ModuleType) or isinstance(value, type):
+        return True
+    if callable(value):
+        return getattr(value, "__module__", None) != "__returnn_config__"
+    return False
+
+
+def _config_error_line(exc: BaseException, filename: str) -> str:
+    """Line number in ``filename`` where ``exc`` was raised, or '?'."""
+    for frame in reversed(traceback.extract_tb(exc.__traceback__)):
+        if frame.filename == filename:
+            return str(frame.lineno)
+    return "?"
+
+
+def load_config_from_args(args: Sequence[str]) -> Config:
+    """Builds the process config from argv (without the program name)."""
+    config = Config()
+    files, _ = split_cmd_args(args)
+    if not files:
+        raise ConfigError("usage: rnn.py CONFIG [CONFIG2 ...] [++key value ...]")
+    config.parse_cmd_args(args)
+    set_global_config(config)
+    return config
+
+
+if __name__ == "__main__":  # pragma: no cover
+    c = load_config_from_args(sys.argv[1:])
+    for k in sorted(c.typed_dict):
+        print(k, "=", repr(c.typed_dict[k]))

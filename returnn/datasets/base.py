@@ -1,0 +1,231 @@
+"""The sequence-based Dataset API.
+
+A dataset holds ``num_corpus_seqs`` sequences (the corpus). Each epoch, :meth:`Dataset.init_seq_order`
+picks the order (``seq_ordering``) and, with ``partition_epoch = P``, the part of that order the
+(sub-)epoch uses. Afterwards sequences are addressed by their index ``0 .. num_seqs-1`` in that order.
+
+Subclasses implement the corpus-level methods (``_corpus_*``); everything about ordering lives
+here, once.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Sequence, Type
+
+import numpy as np
+
+from returnn.errors import DataError, known_list
+
+
+class DataInfo:
+    """What one data key holds: feature dim, sparse (class indices) or dense, dtype, label names."""
+
+    def __init__(self, dim: int, sparse: bool, dtype: str, labels: Optional[List[str]] = None,
+                 shape: Optional[Sequence[int]] = None):
+        self.dim = int(dim)
+        self.sparse = bool(sparse)
+        self.dtype = str(np.dtype(dtype))
+        self.labels = labels
+        # Shape of one frame (without time): () for sparse, (dim,) for dense.
+        self.shape = tuple(shape) if shape is not None else (() if sparse else (self.dim,))
+
+    @property
+    def ndim(self) -> int:
+        """RETURNN's ndim: counts the time axis (1 = sparse indices, 2 = dense (T, dim))."""
+        return 1 + len(self.shape)
+
+    def __repr__(self) -> str:
+        return "DataInfo(dim=%i, sparse=%s, dtype=%s)" % (self.dim, self.sparse, self.dtype)
+
+
+class Dataset:
+    """Base class. Options are RETURNN's dataset options; unknown ones are an error naming them."""
+
+    def __init__(self, name: Optional[str] = None, seq_ordering: str = "default", partition_epoch: int = 1,
+                 fixed_random_seed: Optional[int] = None, random_seed_offset: int = 0,
+                 seq_list_filter_file: Optional[str] = None, estimated_num_seqs: Optional[int] = None,
+                 **unknown: Any):
+        if unknown:
+            raise DataError("dataset %s: unknown option(s) %s" % (self.__class__.__name__, known_list(unknown)))
+        self.name = name or self.__class__.__name__
+        self.seq_ordering = seq_ordering
+        self.partition_epoch = int(partition_epoch or 1)
+        if self.partition_epoch < 1:
+            raise DataError("dataset %s: partition_epoch must be >= 1" % self.name)
+        self.fixed_random_seed = fixed_random_seed
+        self.random_seed_offset = int(random_seed_offset or 0)
+        self.epoch: Optional[int] = None
+        self._seq_order: np.ndarray = np.zeros((0,), dtype=np.int64)
+
+    # ---- to implement in subclasses (corpus level)
+    def data_infos(self) -> Dict[str, DataInfo]:
+        """Data keys -> :class:`DataInfo`."""
+        raise NotImplementedError
+
+    def _corpus_num_seqs(self) -> int:
+        raise NotImplementedError
+
+    def _corpus_seq_lengths(self) -> np.ndarray:
+        """int array (num_corpus_seqs, len(data_keys)) of lengths, keys in :meth:`get_data_keys` order."""
+        raise NotImplementedError
+
+    def _corpus_load(self, corpus_indices: Sequence[int]) -> List[Dict[str, np.ndarray]]:
+        """Loads the sequences with the given corpus indices (in that order)."""
+        raise NotImplementedError
+
+    def _corpus_tag(self, corpus_index: int) -> str:
+        return "seq-%i" % corpus_index
+
+    def _prepare_epoch(self, full_epoch: int) -> None:
+        """Hook for datasets that generate data per epoch (called before ordering)."""
+
+    # ---- data description
+    def get_data_keys(self) -> List[str]:
+        """Data keys, 'data' first, then sorted."""
+        keys = list(self.data_infos())
+        return sorted(keys, key=lambda k: (k != "data", k))
+
+    def get_data_dim(self, key: str) -> int:
+        return self._info(key).dim
+
+    def is_data_sparse(self, key: str) -> bool:
+        return self._info(key).sparse
+
+    def get_data_dtype(self, key: str) -> str:
+        return self._info(key).dtype
+
+    def get_data_shape(self, key: str) -> tuple:
+        """Shape of one frame (without the time axis)."""
+        return self._info(key).shape
+
+    @property
+    def num_outputs(self) -> Dict[str, List[int]]:
+        """RETURNN's ``num_outputs`` form: key -> [dim, ndim]."""
+        return {k: [i.dim, i.ndim] for k, i in self.data_infos().items()}
+
+    def _info(self, key: str) -> DataInfo:
+        infos = self.data_infos()
+        if key not in infos:
+            raise DataError("dataset %s: no data key %r (has: %s)" % (self.name, key, known_list(infos)))
+        return infos[key]
+
+    # ---- epoch level
+    @property
+    def num_corpus_seqs(self) -> int:
+        return self._corpus_num_seqs()
+
+    def init_seq_order(self, epoch: int = 1) -> None:
+        """Chooses the sequences and their order for ``epoch`` (1-based)."""
+        epoch = int(epoch or 1)
+        full_epoch = (epoch - 1) // self.partition_epoch + 1
+        self._prepare_epoch(full_epoch)
+        order = self.full_epoch_order(full_epoch)
+        part = (epoch - 1) % self.partition_epoch
+        bounds = np.linspace(0, len(order), self.partition_epoch + 1).round().astype(np.int64)
+        self._seq_order = order[bounds[part]:bounds[part + 1]]
+        self.epoch = epoch
+
+    def random_seed_for_epoch(self, full_epoch: int) -> int:
+        """Seed for generating/shuffling: ``fixed_random_seed`` if set, else the epoch, plus offset."""
+        base = self.fixed_random_seed if self.fixed_random_seed is not None else full_epoch
+        return int(base) + self.random_seed_offset
+
+    def full_epoch_order(self, full_epoch: int) -> np.ndarray:
+        """Corpus indices of a whole (un-partitioned) epoch, in ``seq_ordering`` order."""
+        n = self._corpus_num_seqs()
+        seed = self.random_seed_for_epoch(full_epoch)
+        return compute_seq_order(self.seq_ordering, n, lambda: self._ordering_lengths(), seed, self.name)
+
+    def _ordering_lengths(self) -> np.ndarray:
+        lengths = np.asarray(self._corpus_seq_lengths())
+        return lengths[:, 0] if lengths.ndim == 2 else lengths
+
+    @property
+    def num_seqs(self) -> int:
+        """Number of sequences in the current (sub-)epoch."""
+        return int(len(self._seq_order))
+
+    def corpus_index(self, seq_idx: int) -> int:
+        """Corpus index of the ``seq_idx``-th sequence of the current epoch."""
+        return int(self._seq_order[seq_idx])
+
+    @property
+    def seq_order(self) -> np.ndarray:
+        """Corpus indices of the current epoch in order."""
+        return self._seq_order
+
+    def seq_lengths_in_order(self) -> np.ndarray:
+        """int array (num_seqs, len(data_keys)): lengths of the epoch's sequences, in order."""
+        lengths = np.asarray(self._corpus_seq_lengths(), dtype=np.int64)
+        if lengths.ndim == 1:
+            lengths = lengths[:, None]
+        return lengths[self._seq_order]
+
+    def get_seq_length(self, seq_idx: int) -> Dict[str, int]:
+        """Length per data key of one sequence."""
+        row = np.asarray(self._corpus_seq_lengths())[self.corpus_index(seq_idx)]
+        return dict(zip(self.get_data_keys(), (int(v) for v in np.atleast_1d(row))))
+
+    def get_seqs(self, seq_indices: Sequence[int]) -> List[Dict[str, np.ndarray]]:
+        """Loads several sequences of the current epoch; datasets batch the reads where they can."""
+        return self._corpus_load([self.corpus_index(i) for i in seq_indices])
+
+    def get_data(self, seq_idx: int, key: str) -> np.ndarray:
+        """Data of one sequence for one key: (T,) for sparse, (T, dim) for dense."""
+        return self.get_seqs([seq_idx])[0][key]
+
+    def get_tag(self, seq_idx: int) -> str:
+        """Sequence tag (name) of one sequence."""
+        return self._corpus_tag(self.corpus_index(seq_idx))
+
+    def close(self) -> None:
+        """Releases file handles."""
+
+
+def compute_seq_order(ordering: str, n: int, get_lengths, seed: int, name: str = "dataset") -> np.ndarray:
+    """Corpus indices in the order ``ordering`` asks for.
+
+    ``default``, ``reverse``, ``random[:seed]``, ``sorted``, ``sorted_reverse``,
+    ``laplace:<n_bins>[:seed]`` and ``laplace:.<seqs_per_bin>[:seed]`` (shuffle, split into bins,
+    sort each bin by length, every second bin in reverse).
+    """
+    ordering = ordering or "default"
+    parts = ordering.split(":")
+    kind = parts[0]
+    idx = np.arange(n, dtype=np.int64)
+    if kind == "default":
+        return idx
+    if kind == "reverse":
+        return idx[::-1].copy()
+    if kind == "random":
+        rng = np.random.RandomState((int(parts[1]) if len(parts) > 1 else seed) % (2 ** 32))
+        return rng.permutation(n).astype(np.int64)
+    if kind in ("sorted", "sorted_reverse"):
+        lengths = np.asarray(get_lengths())
+        order = np.argsort(lengths, kind="stable").astype(np.int64)
+        return order[::-1].copy() if kind == "sorted_reverse" else order
+    if kind == "laplace":
+        if len(parts) < 2 or not parts[1]:
+            raise DataError("%s: seq_ordering %r needs a bin count, e.g. 'laplace:100'" % (name, ordering))
+        rng = np.random.RandomState((int(parts[2]) if len(parts) > 2 else seed) % (2 ** 32))
+        lengths = np.asarray(get_lengths())
+        shuffled = rng.permutation(n).astype(np.int64)
+        if parts[1].startswith("."):
+            num_bins = max(1, int(round(n / max(1, int(parts[1][1:])))))
+        else:
+            num_bins = max(1, int(parts[1]))
+        out = []
+        for b, chunk in enumerate(np.array_split(shuffled, min(num_bins, max(n, 1)))):
+            sub = chunk[np.argsort(lengths[chunk], kind="stable")]
+            out.append(sub[::-1] if b % 2 else sub)
+        return np.concatenate(out) if out else idx
+    raise DataError("%s: unknown seq_ordering %r (known: default, reverse, random, sorted, sorted_reverse, laplace:N)"
+                    % (name, ordering))
+
+
+DATASET_CLASSES: Dict[str, Type[Dataset]] = {}
+
+
+def register_dataset(cls: Type[Dataset]) -> Type[Dataset]:
+    """Class decorator: makes ``cls`` available as ``{"class": cls.__name__}``."""
+    DATASET_CLASSES[cls.__name__] = cls
+    return cls

@@ -1,0 +1,172 @@
+"""Batching like RETURNN: ``batch_size`` in frames (padded max length x sequences), ``max_seqs``,
+``chunking = "size:step"``, and per-rank sharding of the batch list.
+
+A :class:`BatchSlices` says which frames of which sequences form a batch; :func:`make_batch_arrays`
+turns it into padded numpy arrays plus sequence lengths.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from returnn.datasets.base import Dataset
+from returnn.errors import ConfigError, DataError
+
+
+@dataclass
+class BatchSlices:
+    """One batch: for each entry, sequence index in the epoch and the frame range [start, end)
+    on the time axis of the chunked keys (``end = -1`` means the whole sequence)."""
+
+    seq_idxs: np.ndarray
+    starts: np.ndarray
+    ends: np.ndarray
+
+    @property
+    def num_seqs(self) -> int:
+        return int(len(self.seq_idxs))
+
+    def entries(self) -> List[Tuple[int, int, int]]:
+        return list(zip(self.seq_idxs.tolist(), self.starts.tolist(), self.ends.tolist()))
+
+
+def parse_chunking(chunking) -> Optional[Tuple[int, int]]:
+    """``"200:100"`` -> (200, 100); ``"0"``, ``None``, ``0`` -> None (no chunking)."""
+    if chunking in (None, 0, "0", "", "none", False):
+        return None
+    if isinstance(chunking, (tuple, list)) and len(chunking) == 2:
+        size, step = chunking
+    elif isinstance(chunking, int):
+        size, step = chunking, chunking
+    else:
+        text = str(chunking)
+        try:
+            if ":" in text:
+                size, step = (int(v) for v in text.split(":"))
+            else:
+                size = step = int(text)
+        except ValueError:
+            raise ConfigError("config key 'chunking': expected 'size:step', got %r" % (chunking,))
+    size, step = int(size), int(step)
+    if size <= 0 or step <= 0:
+        raise ConfigError("config key 'chunking': size and step must be positive, got %r" % (chunking,))
+    return size, step
+
+
+def chunk_ranges(length: int, size: int, step: int) -> List[Tuple[int, int]]:
+    """Overlapping chunks [start, start+size) at start = 0, step, 2*step, ...; the last may be
+    shorter. A sequence no longer than ``size`` is one chunk."""
+    if length <= size:
+        return [(0, length)]
+    out = []
+    start = 0
+    while start < length:
+        end = min(start + size, length)
+        out.append((start, end))
+        if end == length:
+            break
+        start += step
+    return out
+
+
+def generate_batches(dataset: Dataset, batch_size: int, max_seqs: int = -1,
+                     chunking=None, max_seq_length: int = 0) -> List[BatchSlices]:
+    """Cuts the current epoch of ``dataset`` (after ``init_seq_order``) into batches, in order.
+
+    A batch's cost is (longest entry) x (number of entries); it stays <= ``batch_size`` unless a
+    single entry alone is longer. ``max_seqs`` (> 0) bounds entries per batch. Sequences longer than
+    ``max_seq_length`` (> 0) are skipped, as in RETURNN.
+    """
+    chunk = parse_chunking(chunking)
+    lengths = dataset.seq_lengths_in_order()  # (num_seqs, num_keys)
+    if lengths.shape[0] == 0:
+        return []
+    if chunk:
+        keys = dataset.get_data_keys()
+        data_len = lengths[:, 0]
+        unequal = [k for i, k in enumerate(keys) if np.any(lengths[:, i] != data_len)]
+        if unequal:
+            raise DataError("chunking needs all data keys as long as %r, but %s differ in dataset %s"
+                            % (keys[0], ", ".join(repr(k) for k in unequal), dataset.name))
+    max_len = lengths.max(axis=1)
+    batch_size = int(batch_size)
+    max_seqs = int(max_seqs) if max_seqs and int(max_seqs) > 0 else 1 << 62
+    batches: List[BatchSlices] = []
+    cur_idx: List[int] = []
+    cur_start: List[int] = []
+    cur_end: List[int] = []
+    cur_max = 0
+
+    def flush() -> None:
+        nonlocal cur_idx, cur_start, cur_end, cur_max
+        if cur_idx:
+            batches.append(BatchSlices(np.array(cur_idx, dtype=np.int64), np.array(cur_start, dtype=np.int64),
+                                       np.array(cur_end, dtype=np.int64)))
+        cur_idx, cur_start, cur_end, cur_max = [], [], [], 0
+
+    for seq_idx in range(lengths.shape[0]):
+        length = int(max_len[seq_idx])
+        if max_seq_length and length > max_seq_length:
+            continue
+        pieces = chunk_ranges(length, *chunk) if chunk else [(0, -1)]
+        for start, end in pieces:
+            piece_len = (end - start) if end >= 0 else length
+            new_max = max(cur_max, piece_len)
+            if cur_idx and (new_max * (len(cur_idx) + 1) > batch_size or len(cur_idx) >= max_seqs):
+                flush()
+                new_max = piece_len
+            cur_idx.append(seq_idx)
+            cur_start.append(start)
+            cur_end.append(end)
+            cur_max = new_max
+    flush()
+    return batches
+
+
+def shard_batches(batches: Sequence[BatchSlices], rank: int, size: int) -> List[BatchSlices]:
+    """Batch i of the epoch goes to rank i mod size."""
+    if size <= 1:
+        return list(batches)
+    return list(batches[rank::size])
+
+
+def make_batch_arrays(dataset: Dataset, batch: BatchSlices, keys: Optional[Sequence[str]] = None
+                      ) -> Dict[str, np.ndarray]:
+    """Loads and pads one batch.
+
+    Returns ``{key: (B, T_max[, dim]) array, key + ":seq_len": (B,) int32}`` for each key. Padding
+    is zeros. Sequences are read once per batch through :meth:`Dataset.get_seqs`.
+    """
+    keys = list(keys) if keys is not None else dataset.get_data_keys()
+    unique, inverse = np.unique(batch.seq_idxs, return_inverse=True)
+    # Keep the epoch order when reading (datasets can read contiguous ranges in one slice).
+    seqs = dataset.get_seqs(unique.tolist())
+    out: Dict[str, np.ndarray] = {}
+    n = batch.num_seqs
+    chunked = bool(np.any(batch.ends >= 0))
+    for key in keys:
+        pieces = []
+        for j in range(n):
+            arr = seqs[inverse[j]][key]
+            if chunked and batch.ends[j] >= 0:
+                arr = arr[batch.starts[j]:batch.ends[j]]
+            pieces.append(arr)
+        lens = np.fromiter((len(p) for p in pieces), dtype=np.int32, count=n)
+        t_max = int(lens.max()) if n else 0
+        first = pieces[0]
+        padded = np.zeros((n, t_max) + first.shape[1:], dtype=first.dtype)
+        for j, piece in enumerate(pieces):
+            padded[j, :len(piece)] = piece
+        out[key] = padded
+        out[key + ":seq_len"] = lens
+    return out
+
+
+def iterate_epoch_batches(dataset: Dataset, epoch: int, batch_size: int, max_seqs: int = -1, chunking=None,
+                          rank: int = 0, size: int = 1, max_seq_length: int = 0) -> List[BatchSlices]:
+    """Orders the dataset for ``epoch`` and returns this rank's batch slices."""
+    dataset.init_seq_order(epoch)
+    batches = generate_batches(dataset, batch_size, max_seqs, chunking, max_seq_length)
+    return shard_batches(batches, rank, size)

@@ -1,0 +1,186 @@
+"""Datasets that need no files: the 12AX task, random dummy data, and given numpy data."""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Sequence
+
+import numpy as np
+
+from returnn.datasets.base import DataInfo, Dataset, register_dataset
+from returnn.errors import DataError
+
+
+class InMemoryDataset(Dataset):
+    """Holds the sequences of the current full epoch as numpy dicts."""
+
+    def __init__(self, **kwargs: Any):
+        super().__init__(**kwargs)
+        self._seqs: List[Dict[str, np.ndarray]] = []
+        self._lengths: Optional[np.ndarray] = None
+        self._tags: List[str] = []
+
+    def _set_seqs(self, seqs: List[Dict[str, np.ndarray]], tags: Optional[List[str]] = None) -> None:
+        keys = self.get_data_keys()
+        self._seqs = seqs
+        self._lengths = np.array([[len(s[k]) for k in keys] for s in seqs], dtype=np.int64).reshape(len(seqs), len(keys))
+        self._tags = tags if tags is not None else ["seq-%i" % i for i in range(len(seqs))]
+
+    def _corpus_num_seqs(self) -> int:
+        if self._lengths is None:
+            self._prepare_epoch(1)
+        return len(self._seqs)
+
+    def _corpus_seq_lengths(self) -> np.ndarray:
+        if self._lengths is None:
+            self._prepare_epoch(1)
+        return self._lengths
+
+    def _corpus_load(self, corpus_indices: Sequence[int]) -> List[Dict[str, np.ndarray]]:
+        return [self._seqs[i] for i in corpus_indices]
+
+    def _corpus_tag(self, corpus_index: int) -> str:
+        return self._tags[corpus_index]
+
+
+class GeneratingDataset(InMemoryDataset):
+    """Generates ``num_seqs`` sequences per full epoch, deterministically from the epoch's seed."""
+
+    def __init__(self, num_seqs: int = 1000, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.num_generated_seqs = int(num_seqs)
+        self._generated_for_seed: Optional[int] = None
+
+    def generate_seq(self, rng: np.random.RandomState, seq_idx: int) -> Dict[str, np.ndarray]:
+        """One sequence; override."""
+        raise NotImplementedError
+
+    def _prepare_epoch(self, full_epoch: int) -> None:
+        seed = self.random_seed_for_epoch(full_epoch)
+        if seed == self._generated_for_seed:
+            return
+        rng = np.random.RandomState(seed % (2 ** 32))
+        seqs = [self.generate_seq(rng, i) for i in range(self.num_generated_seqs)]
+        self._set_seqs(seqs)
+        self._generated_for_seed = seed
+
+
+@register_dataset
+class Task12AXDataset(GeneratingDataset):
+    """The 12AX memory task. Inputs: the 9 symbols ``123ABCXYZ``; classes: ``L`` / ``R``.
+
+    The target is ``R`` exactly when the current symbol completes the target pair of the most
+    recent digit: ``A`` then ``X`` after a ``1``, ``B`` then ``Y`` after a ``2``.
+    """
+
+    INPUT_SYMBOLS = "123ABCXYZ"
+    OUTPUT_SYMBOLS = "LR"
+
+    def data_infos(self) -> Dict[str, DataInfo]:
+        return {"data": DataInfo(9, True, "int32", labels=list(self.INPUT_SYMBOLS)),
+                "classes": DataInfo(2, True, "int32", labels=list(self.OUTPUT_SYMBOLS))}
+
+    @classmethod
+    def make_targets(cls, symbols: str) -> str:
+        """Computes the L/R target string for an input symbol string."""
+        out, digit, prev = [], None, None
+        for s in symbols:
+            if s in "123":
+                digit = s
+            hit = (digit == "1" and prev == "A" and s == "X") or (digit == "2" and prev == "B" and s == "Y")
+            out.append("R" if hit else "L")
+            prev = s
+        return "".join(out)
+
+    def generate_seq(self, rng: np.random.RandomState, seq_idx: int) -> Dict[str, np.ndarray]:
+        symbols: List[str] = []
+        for _ in range(rng.randint(1, 4)):  # outer loops
+            symbols.append("123"[rng.choice(3, p=[0.45, 0.45, 0.1])])
+            for _ in range(rng.randint(1, 11)):  # inner loops: letter pairs
+                if rng.rand() < 0.5:
+                    pair = ("AX", "BY")[rng.randint(2)]
+                else:
+                    pair = "ABC"[rng.randint(3)] + "XYZ"[rng.randint(3)]
+                symbols.extend(pair)
+        text = "".join(symbols)
+        targets = self.make_targets(text)
+        return {"data": np.array([self.INPUT_SYMBOLS.index(c) for c in text], dtype=np.int32),
+                "classes": np.array([self.OUTPUT_SYMBOLS.index(c) for c in targets], dtype=np.int32)}
+
+
+@register_dataset
+class DummyDataset(GeneratingDataset):
+    """Random data: dense float32 ``data`` (or sparse with ``input_sparse``) and sparse ``classes``.
+
+    ``seq_len`` is an int (all sequences equally long) or a ``(min, max)`` pair.
+    """
+
+    def __init__(self, input_dim: int, output_dim: int, num_seqs: int = 100, seq_len: Any = 20,
+                 input_sparse: bool = False, **kwargs: Any):
+        super().__init__(num_seqs=num_seqs, **kwargs)
+        self.input_dim, self.output_dim = int(input_dim), int(output_dim)
+        self.input_sparse = bool(input_sparse)
+        if isinstance(seq_len, (list, tuple)):
+            self.seq_len_range = (int(seq_len[0]), int(seq_len[1]))
+        else:
+            self.seq_len_range = (int(seq_len), int(seq_len))
+
+    def data_infos(self) -> Dict[str, DataInfo]:
+        data = (DataInfo(self.input_dim, True, "int32") if self.input_sparse
+                else DataInfo(self.input_dim, False, "float32"))
+        return {"data": data, "classes": DataInfo(self.output_dim, True, "int32")}
+
+    def generate_seq(self, rng: np.random.RandomState, seq_idx: int) -> Dict[str, np.ndarray]:
+        t = rng.randint(self.seq_len_range[0], self.seq_len_range[1] + 1)
+        if self.input_sparse:
+            data = rng.randint(0, self.input_dim, size=(t,)).astype(np.int32)
+        else:
+            data = rng.uniform(-1.0, 1.0, size=(t, self.input_dim)).astype(np.float32)
+        classes = rng.randint(0, self.output_dim, size=(t,)).astype(np.int32)
+        return {"data": data, "classes": classes}
+
+
+@register_dataset
+class StaticDataset(InMemoryDataset):
+    """Sequences given as a list of dicts key -> numpy array (time axis first).
+
+    Integer 1-D arrays are sparse; their dim is ``output_dim`` (int for 'classes', or a dict
+    key -> dim / [dim, ndim]) or else max+1 over the data. ``input_dim`` sets the dim of 'data'.
+    """
+
+    def __init__(self, data: List[Dict[str, Any]], output_dim: Any = None, input_dim: Optional[int] = None,
+                 tags: Optional[List[str]] = None, **kwargs: Any):
+        super().__init__(**kwargs)
+        if not data:
+            raise DataError("StaticDataset: 'data' is empty")
+        seqs = [{k: np.asarray(v) for k, v in seq.items()} for seq in data]
+        dims: Dict[str, Any] = {}
+        if isinstance(output_dim, dict):
+            dims.update({k: (v[0] if isinstance(v, (list, tuple)) else v) for k, v in output_dim.items()})
+        elif output_dim is not None:
+            dims["classes"] = output_dim
+        if input_dim is not None:
+            dims["data"] = input_dim
+        self._infos: Dict[str, DataInfo] = {}
+        for key, first in seqs[0].items():
+            sparse = first.ndim == 1 and np.issubdtype(first.dtype, np.integer)
+            if sparse:
+                dim = dims.get(key) or int(max(int(s[key].max(initial=0)) for s in seqs)) + 1
+                dtype = "int32"
+            else:
+                if first.ndim != 2:
+                    raise DataError("StaticDataset: key %r must be (T,) ints or (T, dim), got shape %s"
+                                    % (key, first.shape))
+                dim = first.shape[1]
+                dtype = str(first.dtype)
+            self._infos[key] = DataInfo(int(dim), sparse, dtype)
+        for seq in seqs:
+            for key, info in self._infos.items():
+                if key not in seq:
+                    raise DataError("StaticDataset: a sequence lacks key %r" % key)
+                seq[key] = seq[key].astype(info.dtype, copy=False)
+        self._set_seqs(seqs, tags)
+
+    def data_infos(self) -> Dict[str, DataInfo]:
+        return self._infos
+
+    def _prepare_epoch(self, full_epoch: int) -> None:
+        pass
