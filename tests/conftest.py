@@ -1,0 +1,11 @@
+"""Shared pytest setup: keep TensorFlow to one intra-op thread (small CI machines)."""
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import tensorflow as tf  # noqa: E402
+
+try:
+    tf.config.threading.set_intra_op_parallelism_threads(1)
+except RuntimeError:  # runtime already initialised
+    pass
