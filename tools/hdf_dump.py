@@ -1,0 +1,57 @@
+#!/usr/bin/env python3
+"""Dumps a dataset into one HDF file in RETURNN's layout.
+
+Usage: tools/hdf_dump.py CONFIG_OR_DATASET OUT.hdf [--start_seq N] [--end_seq M] [--epoch E]
+
+CONFIG_OR_DATASET is a config file (its ``train`` dataset), a ``{...}`` dict literal, or a
+comma-separated list of HDF files. Sequences are written in the epoch's order; ``--end_seq`` is
+inclusive. Errors are printed as one line, exit code 2.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import List, Optional
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from returnn.errors import ReturnnError  # noqa: E402
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    """Command-line entry point; returns the exit code."""
+    parser = argparse.ArgumentParser(description="Dump a dataset to an HDF file (RETURNN layout).")
+    parser.add_argument("dataset", help="config file, {...} dataset dict, or comma-separated HDF files")
+    parser.add_argument("out", help="output HDF file")
+    parser.add_argument("--start_seq", type=int, default=0, help="first sequence (epoch order)")
+    parser.add_argument("--end_seq", type=int, default=None, help="last sequence, inclusive (default: all)")
+    parser.add_argument("--epoch", type=int, default=1, help="epoch whose order is dumped")
+    args = parser.parse_args(argv)
+    from returnn.datasets.from_cli import ProgressPrinter, dataset_from_cli_arg
+    from returnn.datasets.hdf import dump_dataset_to_hdf
+    printer = ProgressPrinter("hdf_dump")
+    try:
+        dataset, _ = dataset_from_cli_arg(args.dataset)
+        try:
+            count = dump_dataset_to_hdf(dataset, args.out, epoch=args.epoch, start_seq=args.start_seq,
+                                        end_seq=args.end_seq, progress=printer)
+        finally:
+            printer.finish()
+            dataset.close()
+    except ReturnnError as exc:
+        print("hdf_dump: error: %s" % exc, file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print("hdf_dump: error: cannot write %s: %s" % (args.out, str(exc).splitlines()[0] if str(exc) else exc),
+              file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("hdf_dump: interrupted", file=sys.stderr)
+        return 130
+    print("hdf_dump: wrote %i sequences to %s" % (count, args.out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
