@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# Data-parallel training with Horovod on one machine (or a given host list) via Open MPI's mpirun.
+#
+#   demos/launch-mpirun.sh [-n N] [-H host1:slots,host2:slots] [--dry-run] CONFIG [++key value ...]
+#
+# Runs (one rank per GPU, or per core on a CPU-only machine):
+#   mpirun -np N -bind-to none -map-by slot -x NCCL_DEBUG=INFO [-x LD_LIBRARY_PATH] -x PATH \
+#     -mca pml ob1 -mca btl ^openib [--allow-run-as-root] [--oversubscribe] \
+#     python3 rnn.py CONFIG ++use_horovod 1 [++key value ...]
+# --allow-run-as-root is added only when running as root; --oversubscribe only when N exceeds the
+# cores of this machine (and no host list is given). --dry-run prints the command instead of running it.
+#
+# Environment overrides:
+#   PYTHON        interpreter for the ranks (default python3; give the venv's absolute path for remote hosts)
+#   RNN           path of rnn.py (default: ./rnn.py if present, else $RETURNN_ROOT/rnn.py, else next to demos/)
+#   NP            number of ranks when -n is not given (default: number of GPUs, else number of cores)
+#   HOSTS         host list for -H
+#   MPIRUN        mpirun binary (default mpirun)
+#   MPI_BTL       value for -mca btl (default ^openib, i.e. no InfiniBand verbs; tcp,self forces TCP)
+#   NCCL_DEBUG    exported to the ranks (default INFO)
+#   MPI_EXPORT    further variable names to export with -x (space separated)
+#   MPIRUN_ARGS   further mpirun arguments (word split), put before the program
+#   DRY_RUN=1     same as --dry-run
+set -euo pipefail
+
+usage() { sed -n '2,4p' "$0" | sed 's/^# \{0,1\}//'; }
+
+# Quotes one word for display so that the printed line can be pasted into a shell.
+q() {
+  case "$1" in
+    '' | *[!A-Za-z0-9_./:=,+@%^-]*) printf "'%s'" "${1//\'/\'\\\'\'}" ;;
+    *) printf '%s' "$1" ;;
+  esac
+}
+print_cmd() {
+  local out="" a
+  for a in "$@"; do out+="${out:+ }$(q "$a")"; done
+  printf '%s\n' "$out"
+}
+die() { echo "$(basename "$0"): $*" >&2; exit 2; }
+
+find_rnn() {
+  if [ -n "${RNN:-}" ]; then echo "$RNN"; return; fi
+  if [ -f rnn.py ]; then echo rnn.py; return; fi
+  local here
+  here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." 2>/dev/null && pwd || true)"
+  for d in "${RETURNN_ROOT:-}" "$here"; do
+    if [ -n "$d" ] && [ -f "$d/rnn.py" ]; then echo "$d/rnn.py"; return; fi
+  done
+  echo rnn.py
+}
+
+default_np() {
+  local gpus=0
+  if command -v nvidia-smi >/dev/null 2>&1; then gpus="$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)"; fi
+  if [ "${gpus:-0}" -gt 0 ]; then echo "$gpus"; else nproc; fi
+}
+
+NP="${NP:-}"
+HOSTS="${HOSTS:-}"
+DRY_RUN="${DRY_RUN:-0}"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -n | -np | --np) [ $# -ge 2 ] || die "$1 needs a value"; NP="$2"; shift 2 ;;
+    -n=* | --np=*) NP="${1#*=}"; shift ;;
+    -H | --hosts) [ $# -ge 2 ] || die "$1 needs a value"; HOSTS="$2"; shift 2 ;;
+    --hosts=*) HOSTS="${1#*=}"; shift ;;
+    --dry-run) DRY_RUN=1; shift ;;
+    -h | --help) usage; exit 0 ;;
+    --) shift; break ;;
+    -*) die "unknown option $1 (see --help)" ;;
+    *) break ;;
+  esac
+done
+[ $# -ge 1 ] || { usage >&2; exit 2; }
+CONFIG="$1"
+shift
+[ -n "$NP" ] || NP="$(default_np)"
+[[ "$NP" =~ ^[1-9][0-9]*$ ]] || die "number of ranks must be a positive integer, got '$NP'"
+
+cmd=("${MPIRUN:-mpirun}" -np "$NP")
+[ -z "$HOSTS" ] || cmd+=(-H "$HOSTS")
+cmd+=(-bind-to none -map-by slot -x "NCCL_DEBUG=${NCCL_DEBUG:-INFO}")
+[ -z "${LD_LIBRARY_PATH:-}" ] || cmd+=(-x LD_LIBRARY_PATH)
+cmd+=(-x PATH)
+[ -z "${PYTHONPATH:-}" ] || cmd+=(-x PYTHONPATH)
+for var in ${MPI_EXPORT:-}; do cmd+=(-x "$var"); done
+cmd+=(-mca pml ob1 -mca btl "${MPI_BTL:-^openib}")
+[ "$(id -u)" != 0 ] || cmd+=(--allow-run-as-root)
+if [ -z "$HOSTS" ] && [ "$NP" -gt "$(nproc)" ]; then cmd+=(--oversubscribe); fi
+# shellcheck disable=SC2206 # word splitting of MPIRUN_ARGS is intended
+[ -z "${MPIRUN_ARGS:-}" ] || cmd+=(${MPIRUN_ARGS})
+cmd+=("${PYTHON:-python3}" "$(find_rnn)" "$CONFIG" ++use_horovod 1 "$@")
+
+if [ "$DRY_RUN" = 1 ]; then
+  print_cmd "${cmd[@]}"
+else
+  exec "${cmd[@]}"
+fi
