@@ -1,0 +1,405 @@
+"""Layers against numpy references, incl. masking of padded frames and tf.function tracing."""
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from returnn.errors import NetworkError
+from returnn.tf.activations import get_activation
+from returnn.tf.layers import LayerOutput, OutputSpec, RunContext, get_layer_class
+from returnn.tf.layers.conv import conv_out_len
+
+LENS = [5, 3, 1]
+B, T, D = 3, 5, 4
+
+
+def make(cls: str, opts: dict, specs, name: str = "lay", seed: int = 1):
+    return get_layer_class(cls, name)(name, dict(opts), list(specs), seed=seed)
+
+
+def dense(seed=0, lens=LENS, dim=D, t=None):
+    rng = np.random.RandomState(seed)
+    t = t or max(lens)
+    x = rng.randn(len(lens), t, dim).astype(np.float32)
+    return x, np.array(lens, np.int32)
+
+
+def garble(x, lens, value=None, seed=5):
+    """Copy of x with padded frames overwritten (random large values, or ``value``)."""
+    x = x.copy()
+    rng = np.random.RandomState(seed)
+    for b, n in enumerate(lens):
+        pad = x[b, n:]
+        x[b, n:] = value if value is not None else rng.randn(*pad.shape).astype(x.dtype) * 100
+    return x
+
+
+def lo(x, lens, dim=None, sparse=False, has_time=True):
+    dim = dim if dim is not None else x.shape[-1]
+    return LayerOutput(tf.constant(x), None if lens is None else tf.constant(lens), OutputSpec(dim, sparse, has_time))
+
+
+def run(layer, srcs, train=False, seed=(1, 2)):
+    return layer(srcs, RunContext(train, tf.constant(seed, tf.int64)))
+
+
+def real_frames_close(a, b, lens, atol=1e-5):
+    for i, n in enumerate(lens):
+        np.testing.assert_allclose(a[i, :n], b[i, :n], atol=atol, rtol=1e-5)
+
+
+def sigmoid(x):
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+# ------------------------------------------------------------------ linear family
+
+def test_linear_matches_numpy_and_concatenates_sources():
+    x1, lens = dense(0)
+    x2, _ = dense(1, dim=2)
+    layer = make("linear", {"n_out": 6, "activation": "relu"}, [OutputSpec(4), OutputSpec(2)])
+    out = run(layer, [lo(x1, lens), lo(x2, lens)])
+    w, b = layer.W.numpy(), layer.bias.numpy()
+    ref = np.maximum(np.concatenate([x1, x2], -1) @ w + b, 0)
+    real_frames_close(out.tensor.numpy(), ref, lens)
+    assert layer.out_spec == OutputSpec(6) and out.logits is None
+    assert [v.name for v in layer.l2_variables()] == ["W:0"]
+
+
+def test_linear_without_bias_and_time_less_input():
+    x = np.random.RandomState(0).randn(3, 4).astype(np.float32)
+    layer = make("linear", {"n_out": 2, "with_bias": False}, [OutputSpec(4, has_time=False)])
+    out = run(layer, [lo(x, None, has_time=False)])
+    assert layer.bias is None and out.seq_len is None and not layer.out_spec.has_time
+    np.testing.assert_allclose(out.tensor.numpy(), x @ layer.W.numpy(), atol=1e-5)
+
+
+def test_sparse_input_is_embedding_and_padding_indices_are_ignored():
+    idx = np.array([[1, 4, 0, 2, 3], [2, 2, 1, 999, -7], [4, 12345, 0, 0, 0]], np.int32)
+    layer = make("linear", {"n_out": 3}, [OutputSpec(5, sparse=True)])
+    out = run(layer, [lo(idx, LENS, dim=5, sparse=True)]).tensor.numpy()
+    ref = np.eye(5, dtype=np.float32)[np.clip(idx, 0, 4)] @ layer.W.numpy() + layer.bias.numpy()
+    real_frames_close(out, ref, LENS)
+
+
+def test_linear_mixed_sparse_and_dense_sources_equal_onehot_concat():
+    idx = np.array([[1, 0, 2, 2, 1], [0, 1, 2, 0, 0], [2, 0, 0, 0, 0]], np.int32)
+    x, lens = dense(3, dim=2)
+    layer = make("linear", {"n_out": 4}, [OutputSpec(3, sparse=True), OutputSpec(2)])
+    out = run(layer, [lo(idx, lens, dim=3, sparse=True), lo(x, lens)]).tensor.numpy()
+    ref = np.concatenate([np.eye(3, dtype=np.float32)[idx], x], -1) @ layer.W.numpy() + layer.bias.numpy()
+    real_frames_close(out, ref, lens)
+
+
+def test_softmax_sets_logits():
+    x, lens = dense(0)
+    layer = make("softmax", {"n_out": 5}, [OutputSpec(4)])
+    out = run(layer, [lo(x, lens)])
+    logits = x @ layer.W.numpy() + layer.bias.numpy()
+    probs = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
+    real_frames_close(out.logits.numpy(), logits, lens)
+    real_frames_close(out.tensor.numpy(), probs, lens)
+
+
+def test_copy_activation_combine_source():
+    x1, lens = dense(0)
+    x2, _ = dense(1)
+    s1, s2 = lo(x1, lens), lo(x2, lens)
+    out = run(make("copy", {}, [s1.spec, s2.spec]), [s1, s2])
+    assert out.spec.dim == 8
+    np.testing.assert_allclose(out.tensor.numpy(), np.concatenate([x1, x2], -1))
+    out = run(make("activation", {"activation": "relu|tanh"}, [s1.spec]), [s1])
+    np.testing.assert_allclose(out.tensor.numpy(), np.tanh(np.maximum(x1, 0)), atol=1e-6)
+    for kind, ref in [("add", x1 + x2), ("sub", x1 - x2), ("mul", x1 * x2), ("average", (x1 + x2) / 2)]:
+        out = run(make("combine", {"kind": kind}, [s1.spec, s2.spec]), [s1, s2])
+        np.testing.assert_allclose(out.tensor.numpy(), ref, atol=1e-6)
+    out = run(make("combine", {"kind": "add", "activation": "sigmoid"}, [s1.spec, s2.spec]), [s1, s2])
+    np.testing.assert_allclose(out.tensor.numpy(), sigmoid(x1 + x2), atol=1e-6)
+    with pytest.raises(NetworkError, match="'comb'"):
+        make("combine", {"kind": "add"}, [OutputSpec(4), OutputSpec(3)], name="comb")
+    idx = lo(np.array([[1, 2, 3, 0, 0]] * 3, np.int32), lens, dim=4, sparse=True)
+    layer = make("source", {"data_key": "classes"}, [idx.spec])
+    out = run(layer, [idx], train=True)
+    assert layer.out_spec == idx.spec and out.tensor is idx.tensor
+
+
+def test_activations_registry():
+    x = tf.constant([-2.0, 0.5, 3.0])
+    np.testing.assert_allclose(get_activation("abs")(x).numpy(), [2.0, 0.5, 3.0])
+    np.testing.assert_allclose(get_activation(None)(x).numpy(), x.numpy())
+    np.testing.assert_allclose(get_activation("log_softmax")(x).numpy(), tf.nn.log_softmax(x).numpy())
+    with pytest.raises(NetworkError, match="'foo'.*bogus"):
+        get_activation("relu|bogus", "foo")
+
+
+# ------------------------------------------------------------------ dropout
+
+def test_dropout_deterministic_keep_rate_and_eval_identity():
+    x = np.ones([4, 50, 20], np.float32)
+    lens = np.array([50, 40, 30, 20], np.int32)
+    layer = make("dropout", {"dropout": 0.3}, [OutputSpec(20)])
+    src = lo(x, lens)
+    a = run(layer, [src], train=True, seed=(3, 4)).tensor.numpy()
+    b = run(layer, [src], train=True, seed=(3, 4)).tensor.numpy()
+    c = run(layer, [src], train=True, seed=(3, 5)).tensor.numpy()
+    np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(a, c)
+    np.testing.assert_allclose(np.unique(a), [0.0, 1 / 0.7], rtol=1e-6)
+    assert abs((a > 0).mean() - 0.7) < 0.03
+    np.testing.assert_array_equal(run(layer, [src], train=False).tensor.numpy(), x)
+
+
+def test_dropout_option_applies_to_input_of_any_layer():
+    x, lens = dense(0)
+    plain = make("linear", {"n_out": 3}, [OutputSpec(4)], name="l1")
+    drop = make("linear", {"n_out": 3, "dropout": 0.5}, [OutputSpec(4)], name="l1")
+    np.testing.assert_allclose(run(drop, [lo(x, lens)]).tensor.numpy(), run(plain, [lo(x, lens)]).tensor.numpy())
+    out = run(drop, [lo(x, lens)], train=True).tensor.numpy()
+    ref = run(plain, [lo(x, lens)]).tensor.numpy()
+    assert not np.allclose(out, ref)
+    # every output frame is (x * mask / keep) @ W + b for some 0/1 mask: check the bias-only case
+    zero = run(drop, [lo(np.zeros_like(x), lens)], train=True).tensor.numpy()
+    np.testing.assert_allclose(zero, np.broadcast_to(drop.bias.numpy(), zero.shape))
+
+
+# ------------------------------------------------------------------ reduce
+
+@pytest.mark.parametrize("mode", ["sum", "mean", "max", "min"])
+def test_reduce_time_is_masked(mode):
+    x, lens = dense(0)
+    layer = make("reduce", {"mode": mode, "axes": "T"}, [OutputSpec(4)])
+    out = run(layer, [lo(garble(x, lens), lens)])
+    fn = {"sum": np.sum, "mean": np.mean, "max": np.max, "min": np.min}[mode]
+    ref = np.stack([fn(x[b, :n], axis=0) for b, n in enumerate(lens)])
+    np.testing.assert_allclose(out.tensor.numpy(), ref, atol=1e-5)
+    assert out.seq_len is None and layer.out_spec == OutputSpec(4, has_time=False)
+
+
+def test_reduce_feature_and_keep_dims():
+    x, lens = dense(0)
+    out = run(make("reduce", {"mode": "max", "axis": "F"}, [OutputSpec(4)]), [lo(x, lens)])
+    np.testing.assert_allclose(out.tensor.numpy(), x.max(-1, keepdims=True))
+    assert out.spec == OutputSpec(1)
+    layer = make("reduce", {"mode": "sum", "axes": ["time"], "keep_dims": True}, [OutputSpec(4)])
+    out = run(layer, [lo(x, lens)])
+    assert out.tensor.shape == (3, 1, 4) and list(out.seq_len.numpy()) == [1, 1, 1] and layer.out_spec.has_time
+    with pytest.raises(NetworkError, match="'red'.*axis"):
+        make("reduce", {"mode": "sum", "axes": "B"}, [OutputSpec(4)], name="red")
+
+
+# ------------------------------------------------------------------ LSTM
+
+def np_lstm(x, w, w_re, b, forget_bias=1.0):
+    h_dim = w_re.shape[0]
+    h, c, ys = np.zeros(h_dim), np.zeros(h_dim), []
+    for t in range(len(x)):
+        z = x[t] @ w + h @ w_re + b
+        i, g, f, o = np.split(z, 4)
+        c = sigmoid(f + forget_bias) * c + sigmoid(i) * np.tanh(g)
+        h = sigmoid(o) * np.tanh(c)
+        ys.append(h)
+    return np.array(ys).reshape(len(x), h_dim)
+
+
+@pytest.mark.parametrize("direction", [1, -1])
+def test_lstm_matches_numpy_per_sequence(direction):
+    x, lens = dense(0)
+    layer = make("rec", {"unit": "nativelstm2", "n_out": 3, "direction": direction}, [OutputSpec(4)])
+    out = run(layer, [lo(garble(x, lens), lens)]).tensor.numpy()
+    args = (layer.W.numpy(), layer.W_re.numpy(), layer.bias.numpy())
+    for b, n in enumerate(lens):
+        seq = x[b, :n]
+        ref = np_lstm(seq, *args) if direction == 1 else np_lstm(seq[::-1], *args)[::-1]
+        np.testing.assert_allclose(out[b, :n], ref, atol=1e-5)
+        np.testing.assert_array_equal(out[b, n:], 0.0)
+
+
+def test_lstm_units_forget_bias_and_sparse_input():
+    for unit in ["lstm", "NativeLSTM", "nativelstm2", "standardlstm", "basiclstm", "lstmblock"]:
+        make("rec", {"unit": unit, "n_out": 2}, [OutputSpec(4)])
+    idx = np.array([[1, 0, 2, 2, 1], [0, 1, 2, 0, 0], [2, 0, 0, 0, 0]], np.int32)
+    layer = make("rec", {"unit": "lstm", "n_out": 2, "unit_opts": {"forget_bias": 0.0}}, [OutputSpec(3, sparse=True)])
+    layer.bias.assign(np.random.RandomState(0).randn(8).astype(np.float32))
+    out = run(layer, [lo(idx, LENS, dim=3, sparse=True)]).tensor.numpy()
+    for b, n in enumerate(LENS):
+        ref = np_lstm(np.eye(3)[idx[b, :n]], layer.W.numpy(), layer.W_re.numpy(), layer.bias.numpy(), 0.0)
+        np.testing.assert_allclose(out[b, :n], ref, atol=1e-5)
+
+
+def test_lstm_nan_padding_does_not_reach_outputs_or_gradients():
+    x, lens = dense(1)
+    layer = make("rec", {"unit": "lstm", "n_out": 3}, [OutputSpec(4)])
+    with tf.GradientTape() as tape:
+        out = run(layer, [lo(garble(x, lens, value=np.nan), lens)])
+        loss = tf.reduce_sum(out.tensor)
+    grads = tape.gradient(loss, layer.trainable_variables)
+    assert np.isfinite(out.tensor.numpy()).all()
+    assert all(np.isfinite(g.numpy()).all() for g in grads)
+
+
+def test_rec_errors_name_layer():
+    with pytest.raises(NetworkError, match="'enc'.*'gru'.*nativelstm2"):
+        make("rec", {"unit": "gru", "n_out": 2}, [OutputSpec(4)], name="enc")
+    with pytest.raises(NetworkError, match="'enc'.*direction"):
+        make("rec", {"unit": "lstm", "n_out": 2, "direction": 2}, [OutputSpec(4)], name="enc")
+    with pytest.raises(NetworkError, match="'enc'.*n_out"):
+        make("rec", {"unit": "lstm"}, [OutputSpec(4)], name="enc")
+
+
+# ------------------------------------------------------------------ conv / pool
+
+def np_conv(x, w, b, stride, dilation, padding):
+    k = w.shape[0]
+    k_eff = (k - 1) * dilation + 1
+    if padding == "same":
+        left = (k_eff - 1) // 2
+        x = np.pad(x, [(left, k_eff - 1 - left), (0, 0)])
+    starts = range(0, len(x) - k_eff + 1, stride)
+    return np.array([sum(x[t + j * dilation] @ w[j] for j in range(k)) + b for t in starts]).reshape(-1, w.shape[2])
+
+
+@pytest.mark.parametrize("k,stride,dilation,padding", [
+    (3, 1, 1, "same"), (2, 1, 1, "same"), (3, 2, 1, "same"), (3, 2, 1, "valid"), (2, 1, 2, "same"),
+    (3, 1, 2, "valid"), (2, 3, 2, "same"), (4, 1, 1, "valid")])
+def test_conv_matches_numpy_per_sequence(k, stride, dilation, padding):
+    lens = [7, 4, 2]
+    x, lens = dense(0, lens=lens)
+    opts = {"filter_size": [k], "strides": stride, "dilation_rate": dilation, "padding": padding, "n_out": 3}
+    layer = make("conv", opts, [OutputSpec(4)])
+    out = run(layer, [lo(garble(x, lens), lens)])
+    y, out_lens = out.tensor.numpy(), out.seq_len.numpy()
+    for b, n in enumerate(lens):
+        ref = np_conv(x[b, :n], layer.W.numpy(), layer.bias.numpy(), stride, dilation, padding)
+        assert out_lens[b] == len(ref) == conv_out_len(n, k, stride, dilation, padding)
+        np.testing.assert_allclose(y[b, :out_lens[b]], ref, atol=1e-5)
+        np.testing.assert_array_equal(y[b, out_lens[b]:], 0.0)
+
+
+def test_conv_same_stride1_agrees_with_tf_conv1d():
+    x, lens = dense(2, lens=[6, 6, 6])
+    layer = make("conv", {"filter_size": 4, "padding": "same", "n_out": 2, "with_bias": False}, [OutputSpec(4)])
+    ref = tf.nn.conv1d(x, layer.W, stride=1, padding="SAME").numpy()
+    np.testing.assert_allclose(run(layer, [lo(x, lens)]).tensor.numpy(), ref, atol=1e-5)
+
+
+def np_pool(x, k, stride, padding, mode):
+    rows = [r for r in x]
+    if padding == "same":
+        left = (k - 1) // 2
+        rows = [None] * left + rows + [None] * (k - 1 - left)
+    out = []
+    for t in range(0, len(rows) - k + 1, stride):
+        win = np.array([r for r in rows[t:t + k] if r is not None])
+        out.append(win.max(0) if mode == "max" else win.mean(0))
+    return np.array(out).reshape(-1, x.shape[1])
+
+
+@pytest.mark.parametrize("mode", ["max", "avg"])
+@pytest.mark.parametrize("k,stride,padding", [(2, None, "valid"), (3, None, "same"), (3, 1, "same"), (2, 1, "valid")])
+def test_pool_matches_numpy_per_sequence(mode, k, stride, padding):
+    lens = [7, 4, 2]
+    x, lens = dense(0, lens=lens)
+    opts = {"mode": mode, "pool_size": k, "padding": padding}
+    if stride:
+        opts["strides"] = stride
+    layer = make("pool", opts, [OutputSpec(4)])
+    out = run(layer, [lo(garble(x, lens, value=1e4), lens)])
+    y, out_lens = out.tensor.numpy(), out.seq_len.numpy()
+    for b, n in enumerate(lens):
+        ref = np_pool(x[b, :n], k, stride or k, padding, mode)
+        assert out_lens[b] == len(ref)
+        np.testing.assert_allclose(y[b, :out_lens[b]], ref, atol=1e-5)
+
+
+def test_conv_pool_option_errors():
+    with pytest.raises(NetworkError, match="'c1'.*filter_size"):
+        make("conv", {"filter_size": [3, 3], "n_out": 2}, [OutputSpec(4)], name="c1")
+    with pytest.raises(NetworkError, match="'c1'.*padding"):
+        make("conv", {"filter_size": 3, "n_out": 2, "padding": "full"}, [OutputSpec(4)], name="c1")
+    with pytest.raises(NetworkError, match="'p1'.*mode"):
+        make("pool", {"mode": "median", "pool_size": 2}, [OutputSpec(4)], name="p1")
+    with pytest.raises(NetworkError, match="'p1'.*time axis"):
+        make("pool", {"mode": "max", "pool_size": 2}, [OutputSpec(4, has_time=False)], name="p1")
+
+
+# ------------------------------------------------------------------ norm
+
+def test_layer_norm():
+    x, lens = dense(0)
+    layer = make("layer_norm", {"epsilon": 1e-5}, [OutputSpec(4)])
+    layer.gamma.assign([1.0, 2.0, 0.5, 1.0])
+    layer.beta.assign([0.0, 1.0, 0.0, -1.0])
+    ref = (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-5) * layer.gamma.numpy() \
+        + layer.beta.numpy()
+    np.testing.assert_allclose(run(layer, [lo(x, lens)]).tensor.numpy(), ref, atol=1e-5)
+    assert layer.l2_variables() == []
+
+
+def test_batch_norm_train_uses_masked_stats_and_updates_moving_averages():
+    x, lens = dense(0)
+    x = x * 3 + 2
+    layer = make("batch_norm", {"momentum": 0.25, "epsilon": 1e-4}, [OutputSpec(4)])
+    assert {v.name for v in layer.trainable_variables} == {"gamma:0", "beta:0"}
+    real = np.concatenate([x[b, :n] for b, n in enumerate(lens)])
+    mean, var = real.mean(0), real.var(0)
+    out = run(layer, [lo(garble(x, lens), lens)], train=True).tensor.numpy()
+    real_frames_close(out, (x - mean) / np.sqrt(var + 1e-4), lens, atol=1e-4)
+    np.testing.assert_allclose(layer.moving_mean.numpy(), 0.25 * mean, atol=1e-5)
+    np.testing.assert_allclose(layer.moving_variance.numpy(), 0.75 + 0.25 * var, atol=1e-5)
+    run(layer, [lo(x, lens)], train=True)
+    np.testing.assert_allclose(layer.moving_mean.numpy(), 0.75 * 0.25 * mean + 0.25 * mean, atol=1e-5)
+    mm, mv = layer.moving_mean.numpy(), layer.moving_variance.numpy()
+    ev = run(layer, [lo(x, lens)], train=False).tensor.numpy()
+    np.testing.assert_allclose(ev, (x - mm) / np.sqrt(mv + 1e-4), atol=1e-4)
+    np.testing.assert_array_equal(layer.moving_mean.numpy(), mm)  # eval does not update
+
+
+# ------------------------------------------------------------------ errors / registry
+
+def test_unknown_option_class_and_activation_errors_name_the_layer():
+    with pytest.raises(NetworkError, match="'hidden'.*bogus_opt"):
+        make("linear", {"n_out": 2, "bogus_opt": 1}, [OutputSpec(4)], name="hidden")
+    with pytest.raises(NetworkError, match="'hidden'.*'blstm'.*linear"):
+        get_layer_class("blstm", "hidden")
+    with pytest.raises(NetworkError, match="'hidden'.*nope"):
+        make("linear", {"n_out": 2, "activation": "nope"}, [OutputSpec(4)], name="hidden")
+    with pytest.raises(NetworkError, match="'hidden'.*kind"):
+        make("combine", {"kind": "div"}, [OutputSpec(4)], name="hidden")
+
+
+# ------------------------------------------------------------------ tf.function
+
+def test_stack_in_tf_function_traces_once_and_matches_eager():
+    spec = OutputSpec(4)
+    rec = make("rec", {"unit": "nativelstm2", "n_out": 5, "direction": -1, "dropout": 0.2}, [spec], name="rec")
+    conv = make("conv", {"filter_size": 3, "n_out": 4, "strides": 2, "padding": "same"}, [rec.out_spec], name="conv")
+    pool = make("pool", {"mode": "max", "pool_size": 2, "padding": "same"}, [conv.out_spec], name="pool")
+    bn = make("batch_norm", {}, [pool.out_spec], name="bn")
+    red = make("reduce", {"mode": "mean", "axes": "T"}, [bn.out_spec], name="red")
+    out_layer = make("softmax", {"n_out": 3}, [red.out_spec], name="out")
+    layers = [rec, conv, pool, bn, red, out_layer]
+    variables = [v for lay in layers for v in lay.trainable_variables]
+
+    def forward(x, lens, seed):
+        ctx = RunContext(True, seed)
+        h = LayerOutput(x, lens, spec)
+        for lay in layers:
+            h = lay([h], ctx)
+        return h.tensor
+
+    @tf.function(input_signature=[tf.TensorSpec([None, None, 4], tf.float32), tf.TensorSpec([None], tf.int32),
+                                  tf.TensorSpec([2], tf.int64)])
+    def step(x, lens, seed):
+        with tf.GradientTape() as tape:
+            y = forward(x, lens, seed)
+            loss = tf.reduce_sum(y[:, 0])
+        return y, tape.gradient(loss, variables)
+
+    n_vars = len([v for lay in layers for v in lay.variables])
+    for t, lens in [(5, [5, 3, 1]), (9, [9, 2, 7])]:
+        x, lens = dense(t, lens=lens)
+        seed = tf.constant([7, t], tf.int64)
+        y, grads = step(tf.constant(x), tf.constant(lens), seed)
+        np.testing.assert_allclose(y.numpy(), forward(tf.constant(x), tf.constant(lens), seed).numpy(), atol=1e-5)
+        assert all(g is not None and np.isfinite(g.numpy()).all() for g in grads)
+    assert step.experimental_get_tracing_count() == 1
+    assert len([v for lay in layers for v in lay.variables]) == n_vars
