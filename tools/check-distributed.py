@@ -1,14 +1,24 @@
 #!/usr/bin/env python3
 """Checks an MPI + Horovod set-up; run it under the launcher, e.g. ``mpirun -np 2 python3 tools/check-distributed.py``.
 
-See ``returnn/distributed/check.py`` and docs/running.md.
+See ``returnn/distributed/check.py`` (``--help``) and docs/running.md.
 """
+import importlib.util
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-from returnn.distributed.check import main  # noqa: E402
+
+def _load_check():
+    """Loads returnn/distributed/check.py by path: the check only needs the standard library up front
+    and must still report (instead of crash) when TensorFlow or the engine's package cannot be imported."""
+    spec = importlib.util.spec_from_file_location("returnn_distributed_check",
+                                                  os.path.join(ROOT, "returnn", "distributed", "check.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(_load_check().main())

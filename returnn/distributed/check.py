@@ -40,6 +40,8 @@ def launcher_env(env: Optional[Dict[str, str]] = None) -> Tuple[Optional[int], O
             size = int(env[size_var])
         except (KeyError, ValueError):
             continue
+        if size_var.startswith("SLURM") and rank_var not in env:
+            continue  # an sbatch script itself, not a task started by srun
         try:
             rank: Optional[int] = int(env[rank_var])
         except (KeyError, ValueError):
