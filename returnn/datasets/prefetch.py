@@ -1,0 +1,122 @@
+"""Produces padded batches in a background thread so data loading overlaps the compiled step.
+
+The queue is bounded (``prefetch_batches``). An exception in the producer is handed to the
+consumer with its traceback at the next ``get``; closing the iterator stops and joins the thread,
+so no producer outlives its epoch. Batch order and content are exactly those of the slice list.
+"""
+from __future__ import annotations
+
+import queue
+import sys
+import threading
+import time
+import traceback
+from typing import Callable, Dict, Iterator, List, Optional, Sequence
+
+import numpy as np
+
+from returnn.datasets.base import Dataset
+from returnn.datasets.batching import BatchSlices, make_batch_arrays
+
+Batch = Dict[str, np.ndarray]
+
+
+class ProducerError(RuntimeError):
+    """Raised in the consumer when the producer failed; carries the producer's traceback text."""
+
+    def __init__(self, exc: BaseException, tb_text: str):
+        super().__init__("%s: %s" % (type(exc).__name__, exc))
+        self.original = exc
+        self.tb_text = tb_text
+
+
+_DONE = object()
+
+
+class BatchPrefetcher:
+    """Iterates padded batches for ``slices``; with ``num_prefetch`` = 0 it loads inline.
+
+    ``wait_time`` accumulates the seconds the consumer spent blocked waiting for data.
+    """
+
+    def __init__(self, dataset: Dataset, slices: Sequence[BatchSlices], keys: Sequence[str],
+                 num_prefetch: int = 8, make_batch: Optional[Callable[[Dataset, BatchSlices, Sequence[str]], Batch]] = None):
+        self.dataset = dataset
+        self.slices = list(slices)
+        self.keys = list(keys)
+        self.num_prefetch = max(0, int(num_prefetch))
+        self.make_batch = make_batch or make_batch_arrays
+        self.wait_time = 0.0
+        self._queue: "queue.Queue" = queue.Queue(maxsize=max(1, self.num_prefetch))
+        self._stop = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+
+    def __len__(self) -> int:
+        return len(self.slices)
+
+    def _produce(self) -> None:
+        try:
+            for sl in self.slices:
+                if self._stop.is_set():
+                    return
+                item = self.make_batch(self.dataset, sl, self.keys)
+                while not self._stop.is_set():
+                    try:
+                        self._queue.put(item, timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+            self._put_final(_DONE)
+        except BaseException as exc:  # noqa: BLE001 - handed to the consumer
+            self._put_final(ProducerError(exc, "".join(traceback.format_exception(*sys.exc_info()))))
+
+    def _put_final(self, item) -> None:
+        while not self._stop.is_set():
+            try:
+                self._queue.put(item, timeout=0.1)
+                return
+            except queue.Full:
+                continue
+
+    def __iter__(self) -> Iterator[Batch]:
+        if self.num_prefetch == 0:
+            for sl in self.slices:
+                t0 = time.perf_counter()
+                batch = self.make_batch(self.dataset, sl, self.keys)
+                self.wait_time += time.perf_counter() - t0
+                yield batch
+            return
+        self._thread = threading.Thread(target=self._produce, name="batch-prefetch", daemon=True)
+        self._thread.start()
+        try:
+            while True:
+                t0 = time.perf_counter()
+                item = self._queue.get()
+                self.wait_time += time.perf_counter() - t0
+                if item is _DONE:
+                    return
+                if isinstance(item, ProducerError):
+                    raise item
+                yield item
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Stops the producer and waits for it."""
+        self._stop.set()
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            while True:  # unblock a producer waiting on a full queue
+                try:
+                    self._queue.get_nowait()
+                except queue.Empty:
+                    break
+            thread.join(timeout=30)
+
+
+def producer_only_rate(dataset: Dataset, slices: List[BatchSlices], keys: Sequence[str]) -> float:
+    """Batches per second the producer makes alone (no consumer work), for benchmarks."""
+    t0 = time.perf_counter()
+    for sl in slices:
+        make_batch_arrays(dataset, sl, keys)
+    return len(slices) / max(1e-9, time.perf_counter() - t0)

@@ -1,0 +1,131 @@
+"""What the config asks of distributed training, and the process's place in it.
+
+``DistributedContext`` reads the ``horovod_*`` options once and holds the backend (Horovod, or MPI
+via mpi4py), so the engine asks one object: am I rank 0, how do I reduce, when do I sync.
+"""
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+from returnn.config import Config
+from returnn.errors import ConfigError, DistributedError
+from returnn.distributed.backend import Backend, LocalBackend
+
+REDUCE_TYPES = ("grad", "param")
+DATASET_DISTRIBUTIONS = ("shard", "random_seed_offset")
+BACKENDS = ("horovod", "mpi")
+
+# Environment variables launchers set for the world size (mpirun, MPICH/Intel MPI, SLURM srun).
+_LAUNCHER_SIZE_VARS = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "SLURM_NTASKS")
+
+
+def launcher_world_size() -> int:
+    """World size the launcher announced through the environment, or 1."""
+    for var in _LAUNCHER_SIZE_VARS:
+        value = os.environ.get(var)
+        if value and value.isdigit():
+            if var == "SLURM_NTASKS" and "SLURM_PROCID" not in os.environ:
+                continue  # inside an sbatch script but not started by srun
+            return int(value)
+    return 1
+
+
+class DistributedContext:
+    """The distributed options of a run plus the backend that carries them out."""
+
+    def __init__(self, backend: Backend, reduce_type: str = "grad", param_sync_step: int = 1,
+                 param_sync_time_diff: Optional[float] = None, scale_lr: bool = False,
+                 dataset_distribution: str = "shard", stall_timeout: float = 300.0):
+        self.backend = backend
+        self.reduce_type = reduce_type
+        self.param_sync_step = max(1, int(param_sync_step))
+        self.param_sync_time_diff = param_sync_time_diff
+        self.scale_lr = scale_lr
+        self.dataset_distribution = dataset_distribution
+        self.stall_timeout = float(stall_timeout)
+
+    @property
+    def rank(self) -> int:
+        return self.backend.rank
+
+    @property
+    def size(self) -> int:
+        return self.backend.size
+
+    @property
+    def is_chief(self) -> bool:
+        """Rank 0 writes checkpoints, the learning-rate file and the main log."""
+        return self.backend.rank == 0
+
+    @property
+    def enabled(self) -> bool:
+        return self.backend.size > 1 or self.backend.name != "local"
+
+    def learning_rate_factor(self) -> float:
+        """``horovod_scale_lr``: gradients are summed over ranks, so the rate is divided by size."""
+        return 1.0 / self.size if self.scale_lr else 1.0
+
+    def dataset_seed_offset(self) -> int:
+        """``random_seed_offset`` distribution: each rank shuffles with its own seed."""
+        if self.dataset_distribution == "random_seed_offset":
+            return self.rank * 1013
+        return 0
+
+    def shard_batches(self) -> bool:
+        """``shard`` distribution: batch i goes to rank i mod size."""
+        return self.size > 1 and self.dataset_distribution == "shard"
+
+    @classmethod
+    def from_config(cls, config: Config) -> "DistributedContext":
+        """Reads the options and initialises the backend when ``use_horovod`` is set."""
+        reduce_type = config.value("horovod_reduce_type", "grad")
+        if reduce_type not in REDUCE_TYPES:
+            raise ConfigError("config key 'horovod_reduce_type': unknown %r (known: %s)"
+                              % (reduce_type, ", ".join(REDUCE_TYPES)))
+        distribution = config.value("horovod_dataset_distribution", "shard")
+        if distribution not in DATASET_DISTRIBUTIONS:
+            raise ConfigError("config key 'horovod_dataset_distribution': unknown %r (known: %s)"
+                              % (distribution, ", ".join(DATASET_DISTRIBUTIONS)))
+        time_diff = config.float("horovod_param_sync_time_diff", None)
+        kwargs = dict(reduce_type=reduce_type, param_sync_step=config.int("horovod_param_sync_step", 1),
+                      param_sync_time_diff=time_diff, scale_lr=config.bool("horovod_scale_lr", False),
+                      dataset_distribution=distribution,
+                      stall_timeout=config.float("horovod_stall_timeout", 300.0))
+        if not config.bool("use_horovod", False):
+            if launcher_world_size() > 1:
+                raise DistributedError(
+                    "started by a parallel launcher with %i processes but use_horovod is off; "
+                    "add '++use_horovod 1' (otherwise every process would train alone)" % launcher_world_size())
+            return cls(LocalBackend(), **kwargs)
+        return cls(create_backend(config), **kwargs)
+
+
+def create_backend(config: Config) -> Backend:
+    """Horovod if importable (or asked for), else MPI through mpi4py; checks the world size."""
+    choice = config.value("distributed_backend", None)
+    if choice is not None and choice not in BACKENDS:
+        raise ConfigError("config key 'distributed_backend': unknown %r (known: %s)" % (choice, ", ".join(BACKENDS)))
+    if choice in (None, "horovod"):
+        try:
+            import horovod.tensorflow  # noqa: F401
+            have_horovod = True
+        except ImportError as exc:
+            if choice == "horovod":
+                raise DistributedError("distributed_backend 'horovod' asked for, but Horovod cannot be imported: %s" % exc)
+            have_horovod = False
+        if have_horovod:
+            from returnn.distributed.horovod_backend import HorovodBackend
+            backend: Backend = HorovodBackend(config)
+        else:
+            from returnn.distributed.mpi_backend import MpiBackend
+            backend = MpiBackend(config, reason="Horovod is not installed")
+    else:
+        from returnn.distributed.mpi_backend import MpiBackend
+        backend = MpiBackend(config, reason="distributed_backend = 'mpi'")
+    expected = launcher_world_size()
+    if expected > 1 and backend.size == 1:
+        raise DistributedError(
+            "the launcher started %i processes but %s reports size 1: %s was probably built without MPI, "
+            "or the processes were not started by a matching mpirun" % (expected, backend.name, backend.name))
+    return backend

@@ -1,0 +1,145 @@
+"""Checkpoints ``<model>.NNN`` (TF2 checkpoint files), written so a crash never leaves one that
+looks complete but is not.
+
+A checkpoint is written under a temporary prefix, its files are fsynced, then renamed: the data
+shards first, the ``.index`` file last. The ``.index`` file is the completion mark: resume discovery
+only considers prefixes whose index exists and whose data shards are all there, and falls back to
+the next older one if reading fails.
+
+``<model>.interrupted`` holds the state saved on SIGTERM/SIGUSR1 mid-epoch (with the epoch it
+belongs to); it is used on resume when it is newer than the newest epoch checkpoint.
+"""
+from __future__ import annotations
+
+import glob
+import os
+import re
+from typing import List, Optional, Tuple
+
+import tensorflow as tf
+
+from returnn.errors import ConfigError
+from returnn.util.basic import fsync_dir
+
+_DATA_RE = re.compile(r"\.data-(\d+)-of-(\d+)$")
+INTERRUPTED_SUFFIX = "interrupted"
+
+
+def epoch_prefix(model: str, epoch: int) -> str:
+    """'/x/model', 3 -> '/x/model.003'."""
+    return "%s.%03d" % (model, epoch)
+
+
+def checkpoint_files(prefix: str) -> List[str]:
+    """Existing files of a checkpoint prefix."""
+    return sorted(glob.glob(glob.escape(prefix) + ".index") + glob.glob(glob.escape(prefix) + ".data-*"))
+
+
+def is_complete(prefix: str) -> bool:
+    """Index present and all data shards present."""
+    if not os.path.exists(prefix + ".index"):
+        return False
+    shards = glob.glob(glob.escape(prefix) + ".data-*-of-*")
+    if not shards:
+        return False
+    total = int(_DATA_RE.search(shards[0]).group(2))
+    present = {int(_DATA_RE.search(s).group(1)) for s in shards if _DATA_RE.search(s)}
+    return present == set(range(total))
+
+
+def list_epoch_checkpoints(model: str) -> List[int]:
+    """Epochs with a complete checkpoint, ascending."""
+    pattern = re.compile(re.escape(os.path.basename(model)) + r"\.(\d{3,})\.index$")
+    epochs = []
+    for path in glob.glob(glob.escape(model) + ".*.index"):
+        m = pattern.search(os.path.basename(path))
+        if m and is_complete(epoch_prefix(model, int(m.group(1)))):
+            epochs.append(int(m.group(1)))
+    return sorted(epochs)
+
+
+def prepare_model_dir(model: str) -> None:
+    """Creates the directory of ``model``; an error naming the key when that is impossible."""
+    directory = os.path.dirname(os.path.abspath(model))
+    try:
+        os.makedirs(directory, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError("config key 'model': cannot create directory %s: %s" % (directory, exc.strerror or exc))
+    if not os.access(directory, os.W_OK):
+        raise ConfigError("config key 'model': directory %s is not writable" % directory)
+
+
+class CheckpointManager:
+    """Saves and restores network, optimizer, global step and epoch."""
+
+    def __init__(self, model: str, **objects):
+        self.model = model
+        self.epoch_var = tf.Variable(0, dtype=tf.int64, trainable=False, name="epoch")
+        self.checkpoint = tf.train.Checkpoint(epoch=self.epoch_var, **objects)
+
+    # ---- writing
+    def save(self, epoch: int) -> str:
+        """Writes ``<model>.NNN`` atomically; returns the prefix."""
+        return self._write(epoch_prefix(self.model, epoch), epoch)
+
+    def save_interrupted(self, epoch_done: int) -> str:
+        """Mid-epoch state after SIGTERM/SIGUSR1; resume restarts epoch ``epoch_done + 1`` from it."""
+        return self._write("%s.%s" % (self.model, INTERRUPTED_SUFFIX), epoch_done)
+
+    def _write(self, final: str, epoch: int) -> str:
+        prepare_model_dir(self.model)
+        self.epoch_var.assign(epoch)
+        tmp = "%s.tmp-%i" % (final, os.getpid())
+        for stale in checkpoint_files(tmp):
+            os.remove(stale)
+        self.checkpoint.write(tmp)
+        written = checkpoint_files(tmp)
+        for path in written:
+            with open(path, "rb") as f:
+                os.fsync(f.fileno())
+        # The old index goes first, so the final name never pairs an old index with new data.
+        if os.path.exists(final + ".index"):
+            os.remove(final + ".index")
+        for old in glob.glob(glob.escape(final) + ".data-*"):
+            os.remove(old)
+        data = [p for p in written if not p.endswith(".index")]
+        for path in data:
+            os.replace(path, final + path[len(tmp):])
+        os.replace(tmp + ".index", final + ".index")
+        fsync_dir(os.path.dirname(os.path.abspath(final)))
+        return final
+
+    def remove_interrupted(self) -> None:
+        """Drops the interrupted state once a newer epoch checkpoint exists."""
+        for path in checkpoint_files("%s.%s" % (self.model, INTERRUPTED_SUFFIX)):
+            os.remove(path)
+
+    # ---- reading
+    def restore(self, prefix: str) -> int:
+        """Loads ``prefix``; returns the epoch stored in it."""
+        self.checkpoint.read(prefix).assert_existing_objects_matched().expect_partial()
+        return int(self.epoch_var.numpy())
+
+    def find_resume_point(self) -> Optional[Tuple[str, int]]:
+        """(prefix, completed epoch) of the newest loadable checkpoint, or None."""
+        candidates: List[Tuple[int, int, str]] = []
+        for epoch in list_epoch_checkpoints(self.model):
+            candidates.append((epoch, 0, epoch_prefix(self.model, epoch)))
+        interrupted = "%s.%s" % (self.model, INTERRUPTED_SUFFIX)
+        if is_complete(interrupted):
+            stored = _stored_epoch(interrupted)
+            if stored is not None:
+                candidates.append((stored, 1, interrupted))
+        for epoch, _, prefix in sorted(candidates, reverse=True):
+            if _stored_epoch(prefix) is not None:
+                return prefix, epoch
+        return None
+
+
+def _stored_epoch(prefix: str) -> Optional[int]:
+    """The epoch variable stored in a checkpoint, or None if it cannot be read."""
+    try:
+        reader = tf.train.load_checkpoint(prefix)
+        return int(reader.get_tensor("epoch/.ATTRIBUTES/VARIABLE_VALUE"))
+    except Exception:  # noqa: BLE001 - a corrupt checkpoint is skipped, not fatal
+        return None

@@ -1,0 +1,341 @@
+"""The engine: builds datasets, network, optimizer and step functions from a config, and runs the
+tasks ``train``, ``eval`` and ``forward``.
+
+The training loop, per epoch: choose the learning rate, cut this rank's batches, run the compiled
+step on prefetched batches (timing only the step and parameter sync as computing time), average
+parameters (``param`` reduce), evaluate dev/eval sets, record scores, save a checkpoint (rank 0).
+"""
+from __future__ import annotations
+
+import time
+from typing import Dict, List, Optional
+
+import numpy as np
+
+from returnn.config import Config
+from returnn.datasets import init_dataset
+from returnn.datasets.base import Dataset
+from returnn.datasets.batching import shard_batches
+from returnn.datasets.prefetch import BatchPrefetcher
+from returnn.distributed.context import DistributedContext
+from returnn.errors import ConfigError, ReturnnError
+from returnn.extern_data import check_dataset_matches, extern_data_from_config
+from returnn.interrupts import StopRequest, Watchdog
+from returnn.learning_rate_control import LearningRateControl
+from returnn.log import log
+from returnn.tf.checkpoint import CheckpointManager, epoch_prefix, is_complete, prepare_model_dir
+from returnn.tf.evaluation import BatchOptions, evaluate_dataset, forward_to_hdf
+from returnn.tf.layers.base import OutputSpec
+from returnn.tf.network import TFNetwork
+from returnn.tf.optimizers import create_optimizer
+from returnn.tf.progress import ProgressReporter
+from returnn.tf.reporting import (EpochTimer, ScoreAccumulator, breakdown_line, finished_line, format_scores)
+from returnn.tf.steps import FLAG_NAMES, StepFunctions
+from returnn.tf.summaries import SummaryLogger
+from returnn.util.basic import hms
+
+TASKS = ("train", "eval", "forward")
+
+
+class NonFiniteScoreError(ReturnnError):
+    """Training produced inf/nan; the last good checkpoint is kept."""
+
+    exit_code = 1
+
+
+class TrainingInterrupted(Exception):
+    """SIGTERM/SIGUSR1 arrived; a resumable checkpoint was saved."""
+
+    def __init__(self, exit_code: int):
+        super().__init__("interrupted")
+        self.exit_code = exit_code
+
+
+class Engine:
+    """Everything a run needs, built once from the config."""
+
+    def __init__(self, config: Config, dist: DistributedContext):
+        self.config = config
+        self.dist = dist
+        self.seed = config.int("random_seed", 42)
+        self.num_epochs = config.int("num_epochs", 5)
+        self.save_interval = max(1, config.int("save_interval", 1))
+        self.model = config.value("model", None)
+        self.stop_on_nonfinite = config.bool("stop_on_nonfinite_train_score", True)
+        self.batching = BatchOptions.from_config(config)
+        self.datasets = self._init_datasets()
+        train = self.datasets.get("train")
+        specs = extern_data_from_config(config, train)
+        for name, dataset in self.datasets.items():
+            check_dataset_matches(specs, dataset, name, config)
+        net_dict = config.typed_value("network")
+        if net_dict is None:
+            raise ConfigError("config has no 'network' (the layer dict)")
+        self.network = TFNetwork(net_dict, {k: OutputSpec(s.dim, s.sparse) for k, s in specs.items()}, seed=self.seed)
+        self.optimizer = create_optimizer(config, self.network.trainable_variables)
+        self.steps = StepFunctions(self.network, self.optimizer, dist, config.float("gradient_clip", 0.0),
+                                   config.float("gradient_clip_global_norm", 0.0))
+        self.lr_control = LearningRateControl.from_config(config)
+        self.checkpoints = CheckpointManager(self.model, network=self.network, optimizer=self.optimizer) \
+            if self.model else None
+        self.stop_request = StopRequest()
+        self.global_step = 0
+        self.summaries = SummaryLogger.from_config(config, dist.is_chief)
+        self.progress = ProgressReporter.from_config(config)
+
+    # ---- set-up
+    def _init_datasets(self) -> Dict[str, Dataset]:
+        defaults = {"cache_size": self.config.typed_value("cache_size")}
+        out: Dict[str, Dataset] = {}
+        for name in ("train", "dev", "eval"):
+            spec = self.config.typed_value(name)
+            if spec:
+                out[name] = init_dataset(spec, defaults, name=name)
+        for name, spec in (self.config.typed_value("eval_datasets") or {}).items():
+            out[name] = init_dataset(spec, defaults, name=name)
+        train = out.get("train")
+        if train is not None and self.dist.dataset_seed_offset():
+            train.random_seed_offset += self.dist.dataset_seed_offset()
+        return out
+
+    def _eval_dataset_names(self) -> List[str]:
+        names = [n for n in ("dev", "eval") if n in self.datasets]
+        names += [n for n in (self.config.typed_value("eval_datasets") or {}) if n not in names]
+        return names
+
+    def _broadcast_scalar(self, value: float) -> float:
+        """Rank 0's value on every rank."""
+        contribution = np.array([value if self.dist.is_chief else 0.0])
+        return float(self.dist.backend.allreduce_host(contribution, "sum")[0])
+
+    def _sync_from_chief(self) -> None:
+        self.dist.backend.broadcast_variables(list(self.network.variables) + list(self.optimizer.variables))
+
+    def _trace(self) -> None:
+        t0 = time.perf_counter()
+        self.steps.trace()
+        print("step functions traced in %.2f sec (one-time cost, not part of epoch timing)"
+              % (time.perf_counter() - t0), file=log.v4)
+
+    # ---- tasks
+    def run(self, task: str) -> None:
+        if task not in TASKS:
+            raise ConfigError("unknown task %r (known: %s)" % (task, ", ".join(TASKS)))
+        try:
+            getattr(self, "task_" + task)()
+        finally:
+            self.summaries.close()
+            for dataset in self.datasets.values():
+                dataset.close()
+
+    def task_train(self) -> None:
+        if "train" not in self.datasets:
+            raise ConfigError("task 'train' needs a 'train' dataset in the config")
+        if self.checkpoints is None:
+            raise ConfigError("task 'train' needs 'model' (the checkpoint path prefix)")
+        if self.dist.is_chief:
+            prepare_model_dir(self.model)
+        start_epoch = self._restore_for_training()
+        print("start training at epoch %i" % start_epoch, file=log.v3)
+        if start_epoch > self.num_epochs:
+            print("Finished training in epoch %i." % self.num_epochs, file=log.v3)
+            return
+        self._trace()
+        watchdog = Watchdog(self.dist.stall_timeout,
+                            describe=lambda: "rank %i of %i gives up; a peer rank probably died or stalls"
+                            % (self.dist.rank, self.dist.size)) if self.dist.size > 1 else None
+        self.stop_request.install()
+        try:
+            if watchdog:
+                watchdog.start()
+                watchdog.arm()
+            for epoch in range(start_epoch, self.num_epochs + 1):
+                self._train_and_report_epoch(epoch, watchdog)
+        finally:
+            self.stop_request.uninstall()
+            if watchdog:
+                watchdog.stop()
+        print("Finished training in epoch %i." % self.num_epochs, file=log.v3)
+
+    def _restore_for_training(self) -> int:
+        """Loads the newest complete checkpoint (rank 0's choice) and syncs all ranks to it."""
+        point = self.checkpoints.find_resume_point()
+        completed = int(self._broadcast_scalar(point[1] if point else 0))
+        if point and point[1] == completed:
+            self.checkpoints.restore(point[0])
+            print("loaded checkpoint %s (after epoch %i, global step %i)"
+                  % (point[0], completed, int(self.optimizer.iterations.numpy())), file=log.v4)
+        self._sync_from_chief()
+        self.global_step = int(self.optimizer.iterations.numpy())
+        return completed + 1
+
+    def _train_and_report_epoch(self, epoch: int, watchdog: Optional[Watchdog]) -> None:
+        lr = self._broadcast_scalar(self.lr_control.get_learning_rate_for_epoch(epoch))
+        effective = lr * self.dist.learning_rate_factor()
+        self.optimizer.learning_rate.assign(effective)
+        note = (" (horovod_scale_lr: effective %s = %s / %i ranks)" % (effective, lr, self.dist.size)
+                if effective != lr else "")
+        print("start epoch %i with learning rate %s ...%s" % (epoch, lr, note), file=log.v3)
+        heartbeat = watchdog.beat if watchdog else (lambda: None)
+        train_scores, timer, steps = self._train_epoch(epoch, heartbeat)
+        print(finished_line("train", epoch, steps, timer), file=log.v3)
+        self._report_breakdown(epoch, timer)
+        eval_scores = {}
+        for name in self._eval_dataset_names():
+            eval_scores[name] = evaluate_dataset(self.steps, self.datasets[name], epoch, self.batching, self.dist,
+                                                 heartbeat)
+        errors = {"train_" + k: v for k, v in train_scores.items()}
+        for name, scores in eval_scores.items():
+            errors.update({"%s_%s" % (name, k): v for k, v in scores.items()})
+        self.lr_control.set_epoch_error(epoch, errors)
+        if self.dist.is_chief:
+            self.lr_control.save()
+            if epoch % self.save_interval == 0 or epoch == self.num_epochs:
+                prefix = self.checkpoints.save(epoch)
+                self.checkpoints.remove_interrupted()
+                print("saved model %s" % prefix, file=log.v4)
+        heartbeat()
+        line = "epoch %i %s elapsed: %s" % (epoch, format_scores(train_scores, True), hms(timer.elapsed))
+        for name, scores in eval_scores.items():
+            line += " %s: %s" % (name, format_scores(scores, False))
+        print(line, file=log.v3)
+        self.summaries.epoch(epoch, lr, train_scores, eval_scores, timer.computing_fraction)
+
+    def _epoch_batches(self, epoch: int):
+        dataset = self.datasets["train"]
+        slices = self.batching.epoch_slices(dataset, epoch, chunked=True)
+        if self.dist.shard_batches():
+            slices = shard_batches(slices, self.dist.rank, self.dist.size)
+        if self.dist.size > 1:  # the epoch ends for all when the first rank runs out
+            count = int(self.dist.backend.allreduce_host(np.array([len(slices)]), "min")[0])
+            if count < len(slices):
+                print("train epoch %i: using %i of this rank's %i batches (another rank has fewer)"
+                      % (epoch, count, len(slices)), file=log.v4)
+            slices = slices[:count]
+        return dataset, slices
+
+    def _train_epoch(self, epoch: int, heartbeat):
+        """Runs one epoch; returns (scores reduced over ranks, timer, number of steps)."""
+        dataset, slices = self._epoch_batches(epoch)
+        acc = ScoreAccumulator(self.steps.loss_names)
+        dist = self.dist
+        param_mode = dist.size > 1 and dist.reduce_type == "param"
+        time_sync = param_mode and dist.param_sync_time_diff is not None
+        pending = np.zeros(len(FLAG_NAMES), dtype=np.float32)  # flags not yet agreed on (param mode)
+        prefetcher = BatchPrefetcher(dataset, slices, self.steps.train_keys, self.batching.prefetch)
+        self.progress.start_epoch("train", epoch, len(slices))
+        timer = EpochTimer()
+        last_sync = time.monotonic()
+        step = 0
+        for batch in prefetcher:
+            pending[0] = 1.0 if self.stop_request.requested else pending[0]
+            seed = np.array([epoch, self.global_step], dtype=np.int64)
+            t0 = time.perf_counter()
+            out = self.steps.train_step(batch, seed, pending).numpy()
+            timer.step += time.perf_counter() - t0
+            stats, flags = self.steps.split_stats(out)
+            self.global_step += 1
+            step += 1
+            if param_mode:
+                pending = np.maximum(pending, flags)
+                due = step % dist.param_sync_step == 0
+                if time_sync:
+                    due_flag = 1.0 if time.monotonic() - last_sync >= dist.param_sync_time_diff else 0.0
+                    t0 = time.perf_counter()
+                    due = dist.backend.allreduce_host(np.array([due_flag]), "max")[0] > 0
+                    timer.sync += time.perf_counter() - t0
+                flags = np.zeros_like(pending)
+                if due or step == len(slices):  # always once more at epoch end
+                    t0 = time.perf_counter()
+                    flags = self.steps.sync_params(pending).numpy()
+                    timer.sync += time.perf_counter() - t0
+                    last_sync = time.monotonic()
+                    pending = np.zeros_like(pending)
+            heartbeat()
+            acc.add(stats)
+            self.progress.step(step, stats, batch, self.steps.loss_names)
+            self.summaries.train_step(self.global_step, stats, self.steps.loss_names)
+            if flags[FLAG_NAMES.index("nonfinite")] > 0 and self.stop_on_nonfinite:
+                prefetcher.close()
+                raise NonFiniteScoreError("Model seems broken, got inf or nan score.")
+            if flags[FLAG_NAMES.index("stop")] > 0:
+                prefetcher.close()
+                self._save_interrupted(epoch, step)
+        timer.data_wait = prefetcher.wait_time
+        timer.stop()
+        self.progress.end_epoch()
+        acc.reduce(dist.backend)
+        scores = acc.scores()
+        if self.stop_on_nonfinite and any(not np.isfinite(v) for v in scores.values()) and step > 0:
+            raise NonFiniteScoreError("Model seems broken, got inf or nan score.")
+        return scores, timer, step
+
+    def _save_interrupted(self, epoch: int, step: int) -> None:
+        """All ranks agreed to stop: rank 0 saves a resumable state, everyone exits."""
+        if self.dist.is_chief:
+            prefix = self.checkpoints.save_interrupted(epoch - 1)
+            self.lr_control.save()
+            print("stop requested (signal) in epoch %i at step %i; saved %s; run the same command again to "
+                  "resume (epoch %i restarts)" % (epoch, step, prefix, epoch), file=log.v1)
+        self.dist.backend.barrier()
+        raise TrainingInterrupted(self.stop_request.exit_code())
+
+    def _report_breakdown(self, epoch: int, timer: EpochTimer) -> None:
+        """At log_verbosity >= 4: where each rank's epoch time went."""
+        if log.verbosity < 4:
+            return
+        figures = np.zeros((self.dist.size, 4))
+        figures[self.dist.rank] = timer.as_array()
+        if self.dist.size > 1:
+            figures = self.dist.backend.allreduce_host(figures.reshape(-1), "sum").reshape(self.dist.size, 4)
+        comm_in_step = self.dist.size > 1 and self.dist.reduce_type == "grad"
+        print("train epoch %i, time split per rank:" % epoch, file=log.v4)
+        for rank in range(self.dist.size):
+            print(breakdown_line(rank, figures[rank], comm_in_step), file=log.v4)
+
+    # ---- eval / forward
+    def _load_for_inference(self) -> int:
+        """Loads ``load`` / ``load_epoch`` / the newest checkpoint; returns its epoch."""
+        load = self.config.value("load", None)
+        if load:
+            prefix = load[:-len(".index")] if load.endswith(".index") else load
+        else:
+            if self.model is None:
+                raise ConfigError("task needs 'model' or 'load' to find a checkpoint")
+            epoch = self.config.int("load_epoch", None)
+            if epoch is None:
+                point = self.checkpoints.find_resume_point()
+                if point is None:
+                    raise ConfigError("no complete checkpoint found for model %s" % self.model)
+                prefix = point[0]
+            else:
+                prefix = epoch_prefix(self.model, epoch)
+        if not is_complete(prefix):
+            raise ConfigError("checkpoint %s is missing or incomplete" % prefix)
+        if self.checkpoints is None:
+            self.checkpoints = CheckpointManager(prefix, network=self.network, optimizer=self.optimizer)
+        epoch = self.checkpoints.restore(prefix)
+        print("loaded checkpoint %s (epoch %i)" % (prefix, epoch), file=log.v3)
+        return epoch
+
+    def task_eval(self) -> None:
+        epoch = self._load_for_inference()
+        names = self._eval_dataset_names()
+        if not names:
+            raise ConfigError("task 'eval' needs a 'dev', 'eval' or 'eval_datasets' dataset")
+        for name in names:
+            scores = evaluate_dataset(self.steps, self.datasets[name], epoch, self.batching, self.dist)
+            print("epoch %i %s: %s" % (epoch, name, format_scores(scores, False)), file=log.v1)
+
+    def task_forward(self) -> None:
+        epoch = self._load_for_inference()
+        dataset = self.datasets.get("eval") or self.datasets.get("dev")
+        if dataset is None:
+            raise ConfigError("task 'forward' needs an 'eval' (or 'dev') dataset")
+        output_file = self.config.value("output_file", None)
+        if not output_file:
+            raise ConfigError("task 'forward' needs 'output_file'")
+        if not self.dist.is_chief:
+            return
+        count = forward_to_hdf(self.steps, dataset, output_file, self.batching, epoch)
+        print("forwarded %i sequences of %s to %s" % (count, dataset.name, output_file), file=log.v1)

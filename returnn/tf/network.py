@@ -1,0 +1,189 @@
+"""Builds a network from RETURNN's layer dict.
+
+``network = {name: {"class": ..., "from": ..., ...}}``. ``"from"`` is a name or a list, default
+``"data"``; ``"data:KEY"`` selects a data key. Layers are ordered by their dependencies; unknown
+sources and cycles are errors naming the layer. Variables are created here, eagerly.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Tuple
+
+import tensorflow as tf
+
+from returnn.errors import NetworkError
+from returnn.tf.layers.base import Layer, LayerOutput, OutputSpec, RunContext, get_layer_class
+from returnn.tf.losses import Loss, LossValues, get_loss_class
+
+
+def parse_source(name: str) -> Tuple[str, str]:
+    """'data' -> ('data', 'data'); 'data:classes' -> ('data', 'classes'); 'fw0' -> ('layer', 'fw0')."""
+    if name == "data":
+        return "data", "data"
+    if name.startswith("data:"):
+        return "data", name[len("data:"):]
+    return "layer", name
+
+
+def layer_sources(name: str, opts: Dict[str, Any]) -> List[str]:
+    """The ``from`` list of a layer (``source`` layers read ``data_key``)."""
+    if opts.get("class") == "source":
+        return ["data:" + opts.get("data_key", "data")]
+    src = opts.get("from", ["data"])
+    if isinstance(src, str):
+        src = [src]
+    if not isinstance(src, (list, tuple)):
+        raise NetworkError("layer %r: 'from' must be a name or a list of names, got %r" % (name, src))
+    return list(src)
+
+
+def topological_order(net_dict: Dict[str, Dict[str, Any]], data_keys) -> List[str]:
+    """Layer names so that every layer comes after its sources."""
+    order: List[str] = []
+    state: Dict[str, int] = {}  # 1 = visiting, 2 = done
+
+    def visit(name: str, path: List[str]) -> None:
+        if state.get(name) == 2:
+            return
+        if state.get(name) == 1:
+            cycle = path[path.index(name):] + [name]
+            raise NetworkError("dependency cycle between layers: %s" % " -> ".join(cycle))
+        state[name] = 1
+        for src in layer_sources(name, net_dict[name]):
+            kind, ref = parse_source(src)
+            if kind == "data":
+                if ref not in data_keys:
+                    raise NetworkError("layer %r: 'from' names unknown data key %r (known: %s)"
+                                       % (name, ref, ", ".join(sorted(data_keys))))
+                continue
+            if ref not in net_dict:
+                raise NetworkError("layer %r: 'from' names unknown layer %r" % (name, ref))
+            visit(ref, path + [name])
+        state[name] = 2
+        order.append(name)
+
+    for layer_name in net_dict:
+        visit(layer_name, [])
+    return order
+
+
+@dataclass
+class LossInfo:
+    """A layer's loss: the loss object, its target data key and scale."""
+
+    layer: str
+    loss: Loss
+    target: str
+    scale: float
+
+
+class TFNetwork(tf.Module):
+    """The layers of a net dict, built in dependency order, plus their losses."""
+
+    def __init__(self, net_dict: Dict[str, Dict[str, Any]], extern_data: Dict[str, OutputSpec], seed: int = 42):
+        super().__init__(name="network")
+        if not isinstance(net_dict, dict) or not net_dict:
+            raise NetworkError("config key 'network': expected a non-empty dict of layers")
+        for name, opts in net_dict.items():
+            if not isinstance(opts, dict) or "class" not in opts:
+                raise NetworkError("layer %r: expected a dict with 'class'" % name)
+        self.extern_data = dict(extern_data)
+        self.order = topological_order(net_dict, self.extern_data)
+        self.net_dict = net_dict
+        self.layers: Dict[str, Layer] = {}
+        self.sources: Dict[str, List[str]] = {}
+        self.losses: List[LossInfo] = []
+        for name in self.order:
+            opts = dict(net_dict[name])
+            srcs = layer_sources(name, opts)
+            self.sources[name] = srcs
+            cls = get_layer_class(opts["class"], name)
+            layer_opts = {k: v for k, v in opts.items() if k != "from"}
+            self._infer_n_out(name, layer_opts)
+            layer = cls(name, layer_opts, [self._spec_of(s) for s in srcs], seed=seed)
+            self.layers[name] = layer
+            if opts.get("loss"):
+                target = opts.get("target", "classes")
+                if target not in self.extern_data:
+                    raise NetworkError("layer %r: target %r is not a data key (known: %s)"
+                                       % (name, target, ", ".join(sorted(self.extern_data))))
+                loss_cls = get_loss_class(opts["loss"], name)
+                self.losses.append(LossInfo(name, loss_cls(name, dict(opts.get("loss_opts") or {}), target),
+                                            target, float(opts.get("loss_scale", 1.0))))
+        self.output_layer_name = self._find_output_layer()
+
+    def _infer_n_out(self, name: str, opts: Dict[str, Any]) -> None:
+        """Like RETURNN: a loss layer without ``n_out`` takes the target's dim (+1 blank for ctc)."""
+        if opts.get("n_out") is not None or not opts.get("loss") or opts["class"] not in ("softmax", "linear"):
+            return
+        target = opts.get("target", "classes")
+        if target in self.extern_data:
+            opts["n_out"] = self.extern_data[target].dim + (1 if opts["loss"] == "ctc" else 0)
+
+    def _spec_of(self, source: str) -> OutputSpec:
+        kind, ref = parse_source(source)
+        return self.extern_data[ref] if kind == "data" else self.layers[ref].out_spec
+
+    def _find_output_layer(self) -> str:
+        if "output" in self.layers:
+            return "output"
+        marked = [n for n in self.order if self.net_dict[n].get("is_output_layer")]
+        if marked:
+            return marked[-1]
+        return self.order[-1]
+
+    def required_data_keys(self, with_targets: bool) -> List[str]:
+        """Data keys the layers read (plus loss targets when ``with_targets``), 'data' first."""
+        keys = set()
+        for srcs in self.sources.values():
+            for s in srcs:
+                kind, ref = parse_source(s)
+                if kind == "data":
+                    keys.add(ref)
+        if with_targets:
+            keys.update(info.target for info in self.losses)
+        return sorted(keys, key=lambda k: (k != "data", k))
+
+    def forward(self, batch: Dict[str, tf.Tensor], ctx: RunContext,
+                only: Optional[List[str]] = None) -> Dict[str, LayerOutput]:
+        """Runs the layers (all, or those needed for ``only``) on a batch dict
+        ``{key: tensor, key + ":seq_len": lengths}``."""
+        needed = self._needed_layers(only) if only else set(self.order)
+        outputs: Dict[str, LayerOutput] = {}
+        for name in self.order:
+            if name not in needed:
+                continue
+            srcs = [self._resolve(s, batch, outputs) for s in self.sources[name]]
+            outputs[name] = self.layers[name](srcs, ctx)
+        return outputs
+
+    def _needed_layers(self, names: List[str]) -> set:
+        needed, todo = set(), list(names)
+        while todo:
+            name = todo.pop()
+            if name in needed:
+                continue
+            needed.add(name)
+            todo.extend(ref for kind, ref in map(parse_source, self.sources[name]) if kind == "layer")
+        return needed
+
+    def _resolve(self, source: str, batch: Dict[str, tf.Tensor], outputs: Dict[str, LayerOutput]) -> LayerOutput:
+        kind, ref = parse_source(source)
+        if kind == "data":
+            return self.data_output(batch, ref)
+        return outputs[ref]
+
+    def data_output(self, batch: Dict[str, tf.Tensor], key: str) -> LayerOutput:
+        """A data key of the batch as a :class:`LayerOutput`."""
+        return LayerOutput(batch[key], batch[key + ":seq_len"], self.extern_data[key])
+
+    def compute_losses(self, outputs: Dict[str, LayerOutput], batch: Dict[str, tf.Tensor]) -> Dict[str, LossValues]:
+        """Loss values per loss layer."""
+        return {info.layer: info.loss.compute(outputs[info.layer], self.data_output(batch, info.target))
+                for info in self.losses}
+
+    def l2_loss(self) -> tf.Tensor:
+        """Sum of ``L2 * sum(w**2)`` over layers that set ``L2``."""
+        terms = [layer.l2 * tf.add_n([tf.reduce_sum(tf.square(v)) for v in layer.l2_variables()])
+                 for layer in self.layers.values() if layer.l2 and layer.l2_variables()]
+        return tf.add_n(terms) if terms else tf.constant(0.0)

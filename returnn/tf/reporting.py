@@ -1,0 +1,116 @@
+"""Scores and timing of an epoch, and the log lines in RETURNN's format."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional
+
+import numpy as np
+
+from returnn.util.basic import hms
+
+
+class ScoreAccumulator:
+    """Sums ``[loss_sum, norm, error_sum, error_norm]`` per loss layer over steps (and ranks)."""
+
+    def __init__(self, loss_names: List[str]):
+        self.loss_names = list(loss_names)
+        self.totals = np.zeros((len(loss_names), 4), dtype=np.float64)
+
+    def add(self, stats: np.ndarray) -> None:
+        self.totals += stats
+
+    def reduce(self, backend) -> None:
+        """Sums the totals over ranks (call on all ranks)."""
+        self.totals = backend.allreduce_host(self.totals.reshape(-1), "sum").reshape(self.totals.shape)
+
+    def scores(self) -> Dict[str, float]:
+        """Per-frame score and error: ``{"score": .., "error": ..}`` for one loss layer, else
+        ``score_<layer>`` / ``error_<layer>`` per layer."""
+        out: Dict[str, float] = {}
+        single = len(self.loss_names) == 1
+        for name, (loss, norm, err, err_norm) in zip(self.loss_names, self.totals):
+            suffix = "" if single else "_" + name
+            out["score" + suffix] = loss / norm if norm > 0 else float("nan")
+            if err_norm > 0:
+                out["error" + suffix] = err / err_norm
+        return out
+
+
+def step_costs(loss_names: List[str], stats: np.ndarray) -> str:
+    """'cost:output 1.15, error:output 0.79' for one step."""
+    parts = []
+    for name, (loss, norm, err, err_norm) in zip(loss_names, stats):
+        parts.append("cost:%s %s" % (name, _fmt(loss / norm if norm > 0 else float("nan"))))
+        if err_norm > 0:
+            parts.append("error:%s %s" % (name, _fmt(err / err_norm)))
+    return ", ".join(parts)
+
+
+def format_scores(scores: Dict[str, float], with_colon: bool) -> str:
+    """``score: 0.32 error: 0.14`` (epoch line) or ``score 0.21 error 0.13`` (dev part)."""
+    sep = ": " if with_colon else " "
+    keys = sorted(scores, key=lambda k: (not k.startswith("score"), k))
+    return " ".join("%s%s%s" % (k, sep, _fmt(scores[k])) for k in keys)
+
+
+def _fmt(value: float) -> str:
+    return ("%.6g" % value) if np.isfinite(value) else str(float(value))
+
+
+@dataclass
+class EpochTimer:
+    """Where an epoch's wall time went. ``computing`` = time in the compiled step + parameter sync."""
+
+    start: float = field(default_factory=time.perf_counter)
+    step: float = 0.0
+    sync: float = 0.0
+    data_wait: float = 0.0
+    end: Optional[float] = None
+
+    def stop(self) -> None:
+        self.end = time.perf_counter()
+
+    @property
+    def elapsed(self) -> float:
+        return (self.end or time.perf_counter()) - self.start
+
+    @property
+    def computing_fraction(self) -> float:
+        return (self.step + self.sync) / self.elapsed if self.elapsed > 0 else 0.0
+
+    def as_array(self) -> np.ndarray:
+        """[elapsed, step, sync, data_wait] for gathering over ranks."""
+        return np.array([self.elapsed, self.step, self.sync, self.data_wait], dtype=np.float64)
+
+
+def finished_line(name: str, epoch: int, steps: int, timer: EpochTimer) -> str:
+    """``train epoch 1, finished after 100 steps, 0:00:03 elapsed (97.8% computing time)``."""
+    return "%s epoch %i, finished after %i steps, %s elapsed (%.1f%% computing time)" % (
+        name, epoch, steps, hms(timer.elapsed), 100.0 * timer.computing_fraction)
+
+
+def breakdown_line(rank: int, figures: np.ndarray, comm_in_step: bool) -> str:
+    """Per-rank split of an epoch's wall time: step, sync, data wait and the rest."""
+    elapsed, step, sync, wait = (float(v) for v in figures)
+    other = max(0.0, elapsed - step - sync - wait)
+    pct = (lambda v: 100.0 * v / elapsed if elapsed > 0 else 0.0)
+    note = " (gradient allreduce is inside the step)" if comm_in_step else ""
+    return ("  rank %i: step %.1f%%, param sync %.1f%%, data wait %.1f%%, other %.1f%%%s"
+            % (rank, pct(step), pct(sync), pct(wait), pct(other), note))
+
+
+def progress_line(name: str, epoch: int, step: int, costs: str, batch_info: str, sec_per_step: float,
+                  elapsed: float, fraction: float) -> str:
+    """The per-step line (log_verbosity 5)."""
+    remaining = elapsed / fraction - elapsed if fraction > 0 else 0.0
+    return ("%s epoch %i, step %i, %s, %s, %.3f sec/step, elapsed %s, exp. remaining %s, complete %.2f%%"
+            % (name, epoch, step, costs, batch_info, sec_per_step, hms(elapsed), hms(remaining), 100.0 * fraction))
+
+
+def progress_bar(name: str, epoch: int, fraction: float, elapsed: float, width: int = 30) -> str:
+    """A one-line progress bar with ETA (log_verbosity 4 on a terminal)."""
+    filled = int(round(width * min(1.0, fraction)))
+    remaining = elapsed / fraction - elapsed if fraction > 0 else 0.0
+    return "%s epoch %i [%s%s] %5.1f%% elapsed %s ETA %s" % (
+        name, epoch, "#" * filled, "." * (width - filled), 100.0 * fraction, hms(elapsed), hms(remaining))

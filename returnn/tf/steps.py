@@ -1,0 +1,129 @@
+"""The compiled step functions: train, eval, forward and parameter averaging.
+
+Each is one ``tf.function`` with an input signature (batch and time dims are None), so variable
+lengths never retrace. A step returns one float32 vector: per loss layer
+``[loss_sum, norm, error_sum, error_norm]``, then the control flags (see :data:`FLAG_NAMES`).
+With ``horovod_reduce_type = "grad"`` the flags ride along in the same fused allreduce as the
+gradients, so every rank learns of a stop request, an error or a non-finite loss at the same step
+for free; with ``"param"`` they are reduced at each parameter sync.
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Sequence, Tuple
+
+import numpy as np
+import tensorflow as tf
+
+from returnn.distributed.context import DistributedContext
+from returnn.tf.layers.base import RunContext
+from returnn.tf.network import TFNetwork
+from returnn.tf.optimizers import Optimizer
+
+FLAG_NAMES = ("stop", "error", "nonfinite")
+NUM_FLAGS = len(FLAG_NAMES)
+STATS_PER_LOSS = 4
+
+
+def batch_signature(network: TFNetwork, keys: Sequence[str]) -> Dict[str, tf.TensorSpec]:
+    """TensorSpecs of a batch dict with unknown batch and time dims."""
+    sig: Dict[str, tf.TensorSpec] = {}
+    for key in keys:
+        spec = network.extern_data[key]
+        shape = [None, None] if spec.sparse else [None, None, spec.dim]
+        sig[key] = tf.TensorSpec(shape, spec.dtype, name=key.replace(":", "_"))
+        sig[key + ":seq_len"] = tf.TensorSpec([None], tf.int32, name=key.replace(":", "_") + "_seq_len")
+    return sig
+
+
+class StepFunctions:
+    """Builds the step functions of one network/optimizer pair."""
+
+    def __init__(self, network: TFNetwork, optimizer: Optimizer, dist: DistributedContext,
+                 gradient_clip: float = 0.0, gradient_clip_global_norm: float = 0.0):
+        self.network = network
+        self.optimizer = optimizer
+        self.dist = dist
+        self.variables: List[tf.Variable] = list(network.trainable_variables)
+        self.gradient_clip = float(gradient_clip or 0.0)
+        self.gradient_clip_global_norm = float(gradient_clip_global_norm or 0.0)
+        self.loss_names = [info.layer for info in network.losses]
+        self.train_keys = network.required_data_keys(with_targets=True)
+        self.forward_keys = network.required_data_keys(with_targets=False)
+        train_sig = batch_signature(network, self.train_keys)
+        seed_spec = tf.TensorSpec([2], tf.int64, name="seed")
+        flags_spec = tf.TensorSpec([NUM_FLAGS], tf.float32, name="flags")
+        self.train_step = tf.function(self._train_step, input_signature=[train_sig, seed_spec, flags_spec])
+        self.eval_step = tf.function(self._eval_step, input_signature=[train_sig])
+        self.forward_step = tf.function(self._forward_step,
+                                        input_signature=[batch_signature(network, self.forward_keys)])
+        self.sync_params = tf.function(self._sync_params, input_signature=[flags_spec])
+
+    # ---- graph code
+    def _loss_stats(self, batch, ctx: RunContext) -> Tuple[tf.Tensor, tf.Tensor]:
+        outputs = self.network.forward(batch, ctx, only=self.loss_names)
+        values = self.network.compute_losses(outputs, batch)
+        stats, total = [], []
+        for info in self.network.losses:
+            v = values[info.layer]
+            err = v.error_sum if v.error_sum is not None else tf.constant(0.0)
+            err_norm = v.error_norm if v.error_norm is not None else tf.constant(0.0)
+            stats += [v.loss_sum, v.norm, err, err_norm]
+            total.append(info.scale * v.loss_sum / tf.maximum(v.norm, 1.0))
+        total_loss = tf.add_n(total) if total else tf.constant(0.0)
+        return tf.stack([tf.cast(s, tf.float32) for s in stats]) if stats else tf.zeros([0]), total_loss
+
+    def _train_step(self, batch, seed, flags):
+        with tf.GradientTape() as tape:
+            stats, loss = self._loss_stats(batch, RunContext(True, seed))
+            loss = loss + self.network.l2_loss()
+        grads = tape.gradient(loss, self.variables)
+        grads = [g if g is not None else tf.zeros_like(v) for g, v in zip(grads, self.variables)]
+        grads = [tf.convert_to_tensor(g) for g in grads]  # IndexedSlices (embeddings) -> dense
+        nonfinite = tf.cast(tf.logical_not(tf.math.is_finite(loss)), tf.float32)
+        flags = tf.tensor_scatter_nd_max(flags, [[FLAG_NAMES.index("nonfinite")]], [nonfinite])
+        if self.dist.size > 1 and self.dist.reduce_type == "grad":
+            reduced = self.dist.backend.allreduce_sum_graph(grads + [flags])
+            grads, flags = reduced[:-1], reduced[-1]
+        if self.gradient_clip > 0:
+            grads = [tf.clip_by_value(g, -self.gradient_clip, self.gradient_clip) for g in grads]
+        if self.gradient_clip_global_norm > 0:
+            grads, _ = tf.clip_by_global_norm(grads, self.gradient_clip_global_norm)
+        self.optimizer.apply(grads, self.variables)
+        return tf.concat([stats, flags], axis=0)
+
+    def _eval_step(self, batch):
+        stats, _ = self._loss_stats(batch, RunContext(False))
+        return stats
+
+    def _forward_step(self, batch):
+        name = self.network.output_layer_name
+        out = self.network.forward(batch, RunContext(False), only=[name])[name]
+        seq_len = out.seq_len if out.seq_len is not None else tf.ones([tf.shape(out.tensor)[0]], tf.int32)
+        tensor = out.tensor
+        if not out.spec.has_time:
+            tensor = tensor[:, None]
+        return tensor, seq_len
+
+    def _sync_params(self, flags):
+        """Averages all network variables over ranks; returns the reduced flags."""
+        variables = list(self.network.variables)
+        if self.dist.size == 1:
+            return flags
+        reduced = self.dist.backend.allreduce_sum_graph([v.read_value() for v in variables] + [flags])
+        inv = 1.0 / float(self.dist.size)
+        for v, total in zip(variables, reduced[:-1]):
+            v.assign(tf.cast(tf.cast(total, tf.float32) * inv, v.dtype))
+        return reduced[-1]
+
+    # ---- host side helpers
+    def trace(self) -> None:
+        """Traces every step function once (cost reported separately from epoch timing)."""
+        self.train_step.get_concrete_function()
+        self.eval_step.get_concrete_function()
+        self.forward_step.get_concrete_function()
+        self.sync_params.get_concrete_function()
+
+    def split_stats(self, vector: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+        """Step output -> (loss stats (n_losses, 4), flags)."""
+        n = len(self.loss_names) * STATS_PER_LOSS
+        return vector[:n].reshape(len(self.loss_names), STATS_PER_LOSS), vector[n:n + NUM_FLAGS]
