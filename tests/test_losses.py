@@ -1,0 +1,180 @@
+"""Losses against hand-computed values (ctc: by enumerating all alignments in numpy)."""
+import itertools
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from returnn.errors import NetworkError
+from returnn.tf.layers import LayerOutput, OutputSpec
+from returnn.tf.losses import LOSS_CLASSES, get_loss_class
+
+
+def log_softmax(x):
+    x = x - x.max(-1, keepdims=True)
+    return x - np.log(np.exp(x).sum(-1, keepdims=True))
+
+
+def output(logits, lens, with_logits=True, has_time=True):
+    probs = np.exp(log_softmax(logits)).astype(np.float32)
+    return LayerOutput(tf.constant(probs), None if lens is None else tf.constant(lens, tf.int32),
+                       OutputSpec(logits.shape[-1], has_time=has_time),
+                       logits=tf.constant(logits.astype(np.float32)) if with_logits else None)
+
+
+def sparse_target(labels, lens, dim, has_time=True):
+    return LayerOutput(tf.constant(labels, tf.int32), None if lens is None else tf.constant(lens, tf.int32),
+                       OutputSpec(dim, sparse=True, has_time=has_time))
+
+
+def compute(name, out, tgt, **opts):
+    values = get_loss_class(name, "output")("output", opts, "classes").compute(out, tgt)
+    as_np = {k: (None if v is None else float(v.numpy())) for k, v in vars(values).items()}
+    return as_np
+
+
+LOGITS = np.array([
+    [[2.0, 0.5, -1.0], [0.1, 0.2, 0.3], [1.0, 3.0, 0.0], [0.0, 0.0, 5.0]],
+    [[0.5, 1.5, 0.0], [9.0, 9.0, 9.0], [9.0, 9.0, 9.0], [9.0, 9.0, 9.0]],
+], np.float32)
+LABELS = np.array([[0, 2, 1, 0], [0, 77, -3, 5]], np.int32)  # padded labels are garbage
+LENS = [4, 1]
+
+
+@pytest.mark.parametrize("with_logits", [True, False])
+def test_ce_masked_sum_and_frame_error(with_logits):
+    vals = compute("ce", output(LOGITS, LENS, with_logits), sparse_target(LABELS, LENS, 3))
+    lp = log_softmax(LOGITS.astype(np.float64))
+    expected = -(lp[0, 0, 0] + lp[0, 1, 2] + lp[0, 2, 1] + lp[0, 3, 0] + lp[1, 0, 0])
+    assert vals["loss_sum"] == pytest.approx(expected, rel=1e-5)
+    assert vals["norm"] == 5.0 and vals["error_norm"] == 5.0
+    # argmax per real frame: [0, 2, 1, 2] vs [0, 2, 1, 0] -> 1 wrong; seq 2: argmax 1 vs 0 -> wrong
+    assert vals["error_sum"] == 2.0
+
+
+def test_ce_label_smoothing():
+    ls = 0.2
+    vals = compute("ce", output(LOGITS, LENS), sparse_target(LABELS, LENS, 3), label_smoothing=ls)
+    lp = log_softmax(LOGITS.astype(np.float64))
+    expected = 0.0
+    for b, t in [(0, 0), (0, 1), (0, 2), (0, 3), (1, 0)]:
+        q = np.full(3, ls / 3) + (1 - ls) * np.eye(3)[LABELS[b, t]]
+        expected -= (q * lp[b, t]).sum()
+    assert vals["loss_sum"] == pytest.approx(expected, rel=1e-5)
+
+
+def test_ce_without_time_axis_and_soft_targets():
+    logits = LOGITS[:, 0]
+    vals = compute("ce", output(logits, None, has_time=False), sparse_target(np.array([0, 0]), None, 3, has_time=False))
+    lp = log_softmax(logits.astype(np.float64))
+    assert vals["loss_sum"] == pytest.approx(-(lp[0, 0] + lp[1, 0]), rel=1e-5)
+    assert vals["norm"] == 2.0 and vals["error_sum"] == 1.0
+    soft = np.array([[0.5, 0.5, 0.0], [0.0, 0.25, 0.75]], np.float32)
+    tgt = LayerOutput(tf.constant(soft), None, OutputSpec(3, has_time=False))
+    vals = compute("ce", output(logits, None, has_time=False), tgt)
+    assert vals["loss_sum"] == pytest.approx(-(soft * lp).sum(), rel=1e-5)
+
+
+def test_mse_masked():
+    out = np.arange(2 * 3 * 2, dtype=np.float32).reshape(2, 3, 2)
+    tgt = np.ones_like(out)
+    tgt[1, 1:] = np.nan  # padding of the target is garbage
+    vals = compute("mse", LayerOutput(tf.constant(out), tf.constant([3, 1]), OutputSpec(2)),
+                   LayerOutput(tf.constant(tgt), tf.constant([3, 1]), OutputSpec(2)))
+    # real frames: seq 0 all 3 frames, seq 1 frame 0
+    expected = ((out[0] - 1) ** 2).sum() + ((out[1, 0] - 1) ** 2).sum()
+    assert vals == {"loss_sum": pytest.approx(expected), "norm": 4.0, "error_sum": None, "error_norm": None}
+
+
+# ------------------------------------------------------------------ ctc
+
+def ctc_collapse(path, blank):
+    out = []
+    prev = None
+    for s in path:
+        if s != prev and s != blank:
+            out.append(s)
+        prev = s
+    return out
+
+
+def ctc_nll_bruteforce(logits, label):
+    """-log sum over all length-T paths that collapse to ``label`` (blank = last class)."""
+    lp = log_softmax(logits.astype(np.float64))
+    n_time, n_cls = lp.shape
+    total = 0.0
+    for path in itertools.product(range(n_cls), repeat=n_time):
+        if ctc_collapse(path, n_cls - 1) == list(label):
+            total += np.exp(sum(lp[t, s] for t, s in enumerate(path)))
+    return -np.log(total)
+
+
+def levenshtein(a, b):
+    d = np.arange(len(b) + 1)
+    for i, x in enumerate(a, 1):
+        prev, d[0] = d[0], i
+        for j, y in enumerate(b, 1):
+            prev, d[j] = d[j], min(d[j] + 1, d[j - 1] + 1, prev + (x != y))
+    return d[len(b)]
+
+
+CTC_LOGITS = np.array([
+    # seq 0: 4 frames, greedy path [0, 2, 0, 1] -> "0 0 1"
+    [[2.0, 0.0, 0.5], [0.0, 0.3, 1.0], [1.5, 0.2, 0.1], [0.1, 1.2, 0.3]],
+    # seq 1: 3 real frames, greedy path [1, 1, 2] -> "1"; frame 3 is padding (garbage)
+    [[0.2, 1.0, 0.1], [0.0, 2.0, 1.0], [0.3, 0.1, 0.9], [50.0, -50.0, 7.0]],
+    # seq 2: 2 real frames, greedy path [2, 2] -> ""
+    [[0.0, 0.1, 3.0], [0.5, 0.0, 0.7], [1.0, 1.0, 1.0], [1.0, 1.0, 1.0]],
+], np.float32)
+CTC_OUT_LENS = [4, 3, 2]
+CTC_LABELS = np.array([[0, 1], [1, 1], [0, 9]], np.int32)  # seq 1: "1 1" needs a blank in between
+CTC_LABEL_LENS = [2, 2, 1]
+
+
+@pytest.mark.parametrize("with_logits", [True, False])
+def test_ctc_against_enumerated_alignments_and_label_error(with_logits):
+    out = output(CTC_LOGITS, CTC_OUT_LENS, with_logits)
+    vals = compute("ctc", out, sparse_target(CTC_LABELS, CTC_LABEL_LENS, 2))
+    expected = sum(ctc_nll_bruteforce(CTC_LOGITS[b, :n], CTC_LABELS[b, :m])
+                   for b, (n, m) in enumerate(zip(CTC_OUT_LENS, CTC_LABEL_LENS)))
+    assert vals["loss_sum"] == pytest.approx(expected, rel=1e-4)
+    assert vals["norm"] == float(sum(CTC_OUT_LENS))
+    greedy = [ctc_collapse(CTC_LOGITS[b, :n].argmax(-1), 2) for b, n in enumerate(CTC_OUT_LENS)]
+    assert greedy == [[0, 0, 1], [1], []]
+    errors = sum(levenshtein(g, CTC_LABELS[b, :m]) for b, (g, m) in enumerate(zip(greedy, CTC_LABEL_LENS)))
+    assert errors == 3
+    assert vals["error_sum"] == errors and vals["error_norm"] == float(sum(CTC_LABEL_LENS))
+
+
+def test_ctc_ignores_padding_and_has_gradient_in_tf_function():
+    garbled = CTC_LOGITS.copy()
+    garbled[1, 3] = [-9.0, 9.0, 0.0]
+    garbled[2, 2:] = 4.0
+    a = compute("ctc", output(CTC_LOGITS, CTC_OUT_LENS), sparse_target(CTC_LABELS, CTC_LABEL_LENS, 2))
+    b = compute("ctc", output(garbled, CTC_OUT_LENS), sparse_target(CTC_LABELS, CTC_LABEL_LENS, 2))
+    assert a == pytest.approx(b)
+    loss = get_loss_class("ctc", "out")("out", {}, "classes")
+
+    @tf.function(input_signature=[tf.TensorSpec([None, None, 3]), tf.TensorSpec([None], tf.int32),
+                                  tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([None], tf.int32)])
+    def grad(logits, lens, labels, label_lens):
+        with tf.GradientTape() as tape:
+            tape.watch(logits)
+            out = LayerOutput(tf.nn.softmax(logits), lens, OutputSpec(3), logits=logits)
+            values = loss.compute(out, LayerOutput(labels, label_lens, OutputSpec(2, sparse=True)))
+        return values.loss_sum, tape.gradient(values.loss_sum, logits)
+
+    loss_sum, g = grad(tf.constant(CTC_LOGITS), tf.constant(CTC_OUT_LENS), tf.constant(CTC_LABELS),
+                       tf.constant(CTC_LABEL_LENS))
+    assert float(loss_sum) == pytest.approx(a["loss_sum"], rel=1e-5)
+    g = g.numpy()
+    assert np.isfinite(g).all() and np.abs(g[1, 3]).max() == 0.0 and np.abs(g[0]).max() > 0
+    np.testing.assert_allclose(g.sum(-1), 0.0, atol=1e-5)  # d/dlogits of a log-softmax based loss
+
+
+def test_loss_registry_errors():
+    assert set(LOSS_CLASSES) >= {"ce", "mse", "ctc"}
+    with pytest.raises(NetworkError, match="layer 'x': unknown loss 'y' \\(known: ce, ctc, mse"):
+        get_loss_class("y", "x")
+    with pytest.raises(NetworkError, match="'x'.*focal"):
+        get_loss_class("ce", "x")("x", {"focal": 1}, "classes")
