@@ -72,7 +72,7 @@ if [ -z "$NP" ]; then
       NP=$((NP + s))
     done
   else
-    NP="$(nproc)"
+    NP="$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)"
   fi
 fi
 [[ "$NP" =~ ^[1-9][0-9]*$ ]] || die "number of ranks must be a positive integer, got '$NP'"

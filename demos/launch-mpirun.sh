@@ -50,10 +50,13 @@ find_rnn() {
   echo rnn.py
 }
 
+# Usable cores (GNU nproc would also obey OMP_NUM_THREADS, which says nothing about the machine).
+cores() { env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc; }
+
 default_np() {
   local gpus=0
   if command -v nvidia-smi >/dev/null 2>&1; then gpus="$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)"; fi
-  if [ "${gpus:-0}" -gt 0 ]; then echo "$gpus"; else nproc; fi
+  if [ "${gpus:-0}" -gt 0 ]; then echo "$gpus"; else cores; fi
 }
 
 NP="${NP:-}"
@@ -87,7 +90,7 @@ cmd+=(-x PATH)
 for var in ${MPI_EXPORT:-}; do cmd+=(-x "$var"); done
 cmd+=(-mca pml ob1 -mca btl "${MPI_BTL:-^openib}")
 [ "$(id -u)" != 0 ] || cmd+=(--allow-run-as-root)
-if [ -z "$HOSTS" ] && [ "$NP" -gt "$(nproc)" ]; then cmd+=(--oversubscribe); fi
+if [ -z "$HOSTS" ] && [ "$NP" -gt "$(cores)" ]; then cmd+=(--oversubscribe); fi
 # shellcheck disable=SC2206 # word splitting of MPIRUN_ARGS is intended
 [ -z "${MPIRUN_ARGS:-}" ] || cmd+=(${MPIRUN_ARGS})
 cmd+=("${PYTHON:-python3}" "$(find_rnn)" "$CONFIG" ++use_horovod 1 "$@")
