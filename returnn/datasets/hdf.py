@@ -87,18 +87,8 @@ def _read_strings(h5: "h5py.File", name: str, path: str) -> List[str]:
 
 
 def _read_rows(ds: "h5py.Dataset", start: int, end: int) -> np.ndarray:
-    """Reads ``ds[start:end]`` with one HDF5 read call and little Python overhead."""
-    shape = (end - start,) + tuple(ds.shape[1:])
-    out = np.empty(shape, dtype=ds.dtype)
-    if end <= start or out.size == 0:
-        return out
-    if ds.dtype.kind not in "biuf":
-        return ds[start:end]
-    fspace = ds.id.get_space()
-    fspace.select_hyperslab((start,) + (0,) * (len(shape) - 1), shape)
-    mspace = h5py.h5s.create_simple(shape)
-    ds.id.read(mspace, fspace, out)
-    return out
+    """Reads ``ds[start:end]`` in one HDF5 read (h5py's fast path for simple slices)."""
+    return ds[start:end]
 
 
 class _HDFFile:
@@ -221,22 +211,29 @@ class _HDFFile:
                 self._tags = np.array([t.encode("utf8") for t in tags[:self.num_seqs]], dtype=bytes)
         return self._tags[local_idx].decode("utf8")
 
-    def read_range(self, key: str, first: int, last: int) -> Tuple[np.ndarray, np.ndarray]:
-        """Frames of sequences ``first .. last`` (inclusive) of ``key`` in one read, plus the
-        split points (relative to the block) between the sequences."""
+    def read_runs(self, key: str, firsts: np.ndarray, lasts: np.ndarray) -> List[np.ndarray]:
+        """Frames of ``key`` for the runs of sequences ``firsts[r] .. lasts[r]`` (inclusive, local
+        indices): one read per run, split into one array per sequence (all runs, in order)."""
         offsets = self.offsets[key]
-        start, end = int(offsets[first]), int(offsets[last + 1])
+        ds = self.datasets[key]
+        out: List[np.ndarray] = []
+        start = end = 0
         try:
-            block = _read_rows(self.datasets[key], start, end)
-        except (OSError, ValueError, KeyError) as exc:
+            for start, end, first, last in zip(offsets[firsts].tolist(), offsets[lasts + 1].tolist(),
+                                               firsts.tolist(), lasts.tolist()):
+                block = _read_rows(ds, start, end)
+                if first == last:
+                    out.append(block)
+                else:
+                    out.extend(np.split(block, offsets[first + 1:last + 1] - start))
+        except (OSError, ValueError, KeyError, RuntimeError) as exc:
             raise DataError("HDFDataset: %s: reading key %r frames %i:%i failed: %s"
                             % (self.path, key, start, end, str(exc).splitlines()[0] if str(exc) else exc))
-        return block, offsets[first + 1:last + 1] - start
+        return out
 
     def read_all(self, key: str) -> np.ndarray:
         """All frames of ``key`` that belong to sequences."""
-        return self.read_range(key, 0, self.num_seqs - 1)[0] if self.num_seqs else \
-            _read_rows(self.datasets[key], 0, 0)
+        return _read_rows(self.datasets[key], 0, int(self.offsets[key][-1]))
 
     def close(self) -> None:
         """Closes the h5py file."""
@@ -363,27 +360,27 @@ class HDFDataset(Dataset):
     def _load_streaming(self, idx: np.ndarray) -> Dict[int, Dict[str, np.ndarray]]:
         """Reads the given corpus indices; runs contiguous in one file are one slice per key."""
         uniq = np.unique(idx)
-        out: Dict[int, Dict[str, np.ndarray]] = {}
         if not uniq.size:
-            return out
+            return {}
         file_ids = self._locate(uniq)
-        breaks = np.flatnonzero((np.diff(uniq) != 1) | (np.diff(file_ids) != 0)) + 1
-        run_starts = np.concatenate([[0], breaks]).tolist()
-        run_ends = np.concatenate([breaks, [len(uniq)]]).tolist()
-        for a, b in zip(run_starts, run_ends):
-            file_idx = int(file_ids[a])
+        local = uniq - self._file_starts[file_ids]
+        is_start = np.ones(len(uniq), dtype=bool)
+        is_start[1:] = (np.diff(uniq) != 1) | (np.diff(file_ids) != 0)
+        run_first = np.flatnonzero(is_start)  # positions in uniq
+        run_last = np.append(run_first[1:], len(uniq)) - 1
+        run_file = file_ids[run_first]
+        seqs: List[Dict[str, np.ndarray]] = [{} for _ in range(len(uniq))]
+        # uniq is sorted, so the sequences of one file are contiguous in it.
+        for file_idx in np.unique(run_file).tolist():
+            sel = run_file == file_idx if len(self._files) > 1 else slice(None)
+            firsts, lasts = run_first[sel], run_last[sel]
             f = self._files[file_idx]
-            base = int(self._file_starts[file_idx])
-            first, last = int(uniq[a]) - base, int(uniq[b - 1]) - base
-            seqs: List[Dict[str, np.ndarray]] = [{} for _ in range(b - a)]
+            pos0, pos1 = int(firsts[0]), int(lasts[-1]) + 1
             for key in self._keys:
-                block, splits = f.read_range(key, first, last)
-                parts = np.split(block, splits) if b - a > 1 else [block]
-                for seq, part in zip(seqs, parts):
-                    seq[key] = part
-            for j, seq in enumerate(seqs):
-                out[int(uniq[a + j])] = seq
-        return out
+                arrays = f.read_runs(key, local[firsts], local[lasts])
+                for seq, arr in zip(seqs[pos0:pos1], arrays):
+                    seq[key] = arr
+        return dict(zip(uniq.tolist(), seqs))
 
     # ---- extras
     def get_all_tags(self) -> List[str]:
