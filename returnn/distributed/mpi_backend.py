@@ -63,9 +63,9 @@ class MpiBackend(Backend):
         if self.size == 1:
             return
         for var in variables:
-            value = np.ascontiguousarray(var.numpy())
+            value = np.array(var.numpy(), copy=True, order="C").reshape(-1)
             self.comm.Bcast(value, root=root_rank)
-            var.assign(value)
+            var.assign(value.reshape(var.shape))
 
     def barrier(self) -> None:
         self.comm.Barrier()
