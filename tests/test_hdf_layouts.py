@@ -260,6 +260,11 @@ def test_contiguous_sequences_read_with_one_slice_per_key(dense_file, monkeypatc
     assert len(calls) == 4
 
 
+def test_uncompressed_file_opened_without_chunk_cache(dense_file):
+    ds = open_ds(dense_file[0])
+    assert ds._files[0].h5.id.get_access_plist().get_cache()[2] == 0
+
+
 def test_tags_are_read_lazily(dense_file):
     ds = open_ds(dense_file[0])
     assert all(f._tags is None for f in ds._files)
@@ -340,3 +345,29 @@ def test_lengths_beyond_data_is_error(tmp_path):
 def test_no_files_is_error():
     with pytest.raises(DataError, match="files"):
         init_dataset({"class": "HDFDataset", "files": []})
+
+
+def test_compressed_chunked_file(tmp_path):
+    """Filtered (gzip + shuffle) chunked datasets read the same in every cache mode."""
+    rng = np.random.RandomState(5)
+    lens = rng.randint(1, 30, size=(50,))
+    feats = rng.randn(int(lens.sum()), 3).astype(np.float32)
+    classes = rng.randint(0, 7, size=int(lens.sum())).astype(np.int32)
+    path = str(tmp_path / "gzip.hdf")
+    with h5py.File(path, "w") as f:
+        f["seqLengths"] = np.stack([lens, lens], axis=1).astype(np.int32)
+        f["seqTags"] = np.array([b"g%i" % i for i in range(50)])
+        f.create_dataset("inputs", data=feats, chunks=(64, 3), compression="gzip", shuffle=True)
+        f.create_dataset("targets/data/classes", data=classes, chunks=(64,), compression="gzip")
+        f.create_group("targets/labels")
+        f.create_group("targets/size")
+        f["targets/size"].attrs["classes"] = np.array([7, 1])
+    for cache_size in (0, "1K", -1):
+        ds = open_ds(path, cache_size=cache_size, seq_ordering="random:1")
+        seqs = all_seqs(ds)
+        for i, seq in enumerate(seqs):
+            j = ds.corpus_index(i)
+            np.testing.assert_array_equal(seq["data"], split(feats, lens)[j])
+            np.testing.assert_array_equal(seq["classes"], split(classes, lens)[j])
+        assert ds.num_outputs == {"data": [3, 2], "classes": [7, 1]}
+        assert ds._files[0].h5.id.get_access_plist().get_cache()[2] > 0  # compressed: chunk cache kept
