@@ -145,3 +145,10 @@ def test_watchdog_aborts_a_stuck_rank():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 3
     assert "stuck in stage 'stuck'" in proc.stderr
+
+
+def test_via_rnn_entry_point():
+    """``rnn.py --check-distributed [options]`` hands its command line to the check."""
+    proc = _run([sys.executable, os.path.join(ROOT, "rnn.py"), "--check-distributed"] + TOOL_ARGS)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert re.search(r"^OK: 1 rank\(s\)", proc.stdout, re.M)

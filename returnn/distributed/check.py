@@ -322,6 +322,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     p.add_argument("--require-gpu", action="store_true", help="fail when a rank sees no GPU")
     p.add_argument("--timeout", type=float, default=300.0,
                    help="abort a rank stuck in one stage for this many seconds (0 = never; default 300)")
+    # `rnn.py --check-distributed [options]` hands over its own command line.
+    p.add_argument("--check-distributed", action="store_true", help=argparse.SUPPRESS)
     return p.parse_args(argv)
 
 
