@@ -1,0 +1,74 @@
+"""Shared helpers for the end-to-end tests: write a config, run ``rnn.py`` as a subprocess."""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence
+
+REPO = Path(__file__).resolve().parents[1]
+_VENV_PY = REPO / ".venv" / "bin" / "python"
+PYTHON = str(_VENV_PY) if _VENV_PY.exists() else sys.executable
+
+
+def write_config(path: Path, text: str) -> Path:
+    """Writes ``text`` (dedented by the caller) to ``path``; returns the path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def run_rnn(args: Sequence[str], module: bool = False, env: Optional[Dict[str, str]] = None,
+            timeout: float = 600) -> subprocess.CompletedProcess:
+    """Runs ``python rnn.py ARGS`` (or ``python -m returnn ARGS``) in the repo; captures output."""
+    cmd: List[str] = [PYTHON] + (["-m", "returnn"] if module else ["rnn.py"]) + [str(a) for a in args]
+    full_env = dict(os.environ)
+    full_env["TF_CPP_MIN_LOG_LEVEL"] = "2"
+    full_env.pop("PYTHONWARNINGS", None)
+    if env:
+        full_env.update(env)
+    return subprocess.run(cmd, cwd=str(REPO), env=full_env, capture_output=True, text=True, timeout=timeout)
+
+
+def train_args(config: Path, tmp_path: Path, *extra: str, model_name: str = "model") -> List[str]:
+    """``config ++model ... ++learning_rate_file ... ++log ...`` under ``tmp_path``."""
+    return [str(config), "++model", str(tmp_path / model_name), "++learning_rate_file",
+            str(tmp_path / (model_name + ".lr.data")), "++log", str(tmp_path / (model_name + ".log"))] + list(extra)
+
+
+def nonempty_lines(text: str) -> List[str]:
+    return [line for line in text.splitlines() if line.strip()]
+
+
+def describe(proc: subprocess.CompletedProcess) -> str:
+    """Output of a finished run, for assertion messages."""
+    return "exit code %s\n--- stdout\n%s\n--- stderr\n%s" % (proc.returncode, proc.stdout[-4000:], proc.stderr[-4000:])
+
+
+def lines_matching(pattern: str, text: str) -> List[re.Match]:
+    """All full-line matches of ``pattern`` in ``text``."""
+    rx = re.compile(pattern)
+    return [m for m in (rx.fullmatch(line.strip()) for line in text.splitlines()) if m]
+
+
+# A tiny 12AX setup: feed-forward net (fast to trace), few sequences.
+TINY_12AX = '''#!rnn.py
+task = "train"
+train = {"class": "Task12AXDataset", "num_seqs": 40}
+dev = {"class": "Task12AXDataset", "num_seqs": 10, "fixed_random_seed": 1}
+batching = "random"
+batch_size = 400
+max_seqs = 8
+network = {
+    "hidden": {"class": "linear", "activation": "tanh", "n_out": 8, "from": ["data"]},
+    "output": {"class": "softmax", "loss": "ce", "from": ["hidden"], "dropout": 0.3},
+}
+adam = True
+learning_rate = 0.01
+num_epochs = 2
+tf_session_opts = {"intra_op_parallelism_threads": 1, "inter_op_parallelism_threads": 1}
+log_verbosity = 3
+'''
