@@ -1,0 +1,278 @@
+"""Batching: frame budget, max_seqs, chunking, padding, sharding, seq_ordering, partition_epoch."""
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from returnn.datasets.batching import (
+    chunk_ranges, generate_batches, iterate_epoch_batches, make_batch_arrays, parse_chunking, shard_batches,
+)
+from returnn.datasets.generating import StaticDataset
+from returnn.errors import ConfigError, DataError
+
+
+def make_dataset(lengths, target_lengths=None, **kwargs):
+    """Dense 'data' (T, 3) whose frame t of seq i holds (i, t, 1); sparse 'classes' = (i + t) % 5."""
+    seqs = []
+    for i, n in enumerate(lengths):
+        t = np.arange(n)
+        data = np.stack([np.full(n, i), t, np.ones(n)], axis=1).astype(np.float32)
+        m = n if target_lengths is None else target_lengths[i]
+        seqs.append({"data": data, "classes": ((i + np.arange(m)) % 5).astype(np.int32)})
+    return StaticDataset(seqs, output_dim=5, **kwargs)
+
+
+def random_lengths(n, seed, low=1, high=30):
+    return np.random.RandomState(seed).randint(low, high + 1, size=n).tolist()
+
+
+# ---------------------------------------------------------------- budget
+
+@pytest.mark.parametrize("seed,batch_size,max_seqs", [(0, 60, -1), (1, 60, 3), (2, 100, 5), (3, 25, 2),
+                                                      (4, 1000, 7), (5, 10, -1)])
+def test_frame_budget_max_seqs_and_coverage(seed, batch_size, max_seqs):
+    lengths = random_lengths(50, seed)
+    ds = make_dataset(lengths)
+    ds.init_seq_order(1)
+    batches = generate_batches(ds, batch_size, max_seqs)
+    seen = Counter()
+    for b in batches:
+        lens = [lengths[ds.corpus_index(i)] for i in b.seq_idxs]
+        assert b.num_seqs >= 1
+        if b.num_seqs > 1:
+            assert max(lens) * b.num_seqs <= batch_size
+        if max_seqs > 0:
+            assert b.num_seqs <= max_seqs
+        assert np.all(b.ends == -1) and np.all(b.starts == 0)
+        seen.update(b.seq_idxs.tolist())
+    assert seen == Counter(range(50))  # every sequence exactly once
+    # Batches keep the epoch order and are greedy: the next sequence would not have fitted.
+    flat = np.concatenate([b.seq_idxs for b in batches])
+    assert flat.tolist() == list(range(50))
+    for b, nxt in zip(batches, batches[1:]):
+        lens = [lengths[ds.corpus_index(i)] for i in b.seq_idxs] + [lengths[ds.corpus_index(nxt.seq_idxs[0])]]
+        full = max_seqs > 0 and b.num_seqs >= max_seqs
+        assert full or max(lens) * len(lens) > batch_size
+
+
+def test_long_sequence_alone_and_max_seq_length():
+    lengths = [5, 50, 5, 5, 80, 3]
+    ds = make_dataset(lengths)
+    ds.init_seq_order(1)
+    batches = generate_batches(ds, 20, -1)
+    as_lists = [b.seq_idxs.tolist() for b in batches]
+    assert [1] in as_lists and [4] in as_lists
+    assert sorted(sum(as_lists, [])) == list(range(6))
+    batches = generate_batches(ds, 20, -1, max_seq_length=40)
+    assert sorted(np.concatenate([b.seq_idxs for b in batches]).tolist()) == [0, 2, 3, 5]
+
+
+def test_budget_uses_longest_key():
+    # classes longer than data: the cost must count the longer key.
+    ds = make_dataset([4, 4, 4, 4], target_lengths=[4, 10, 4, 4])
+    ds.init_seq_order(1)
+    for b in generate_batches(ds, 20, -1):
+        longest = max(max(ds.get_seq_length(i).values()) for i in b.seq_idxs)
+        assert b.num_seqs == 1 or longest * b.num_seqs <= 20
+
+
+# ---------------------------------------------------------------- chunking
+
+@pytest.mark.parametrize("length,size,step,expected", [
+    (10, 4, 2, [(0, 4), (2, 6), (4, 8), (6, 10)]),
+    (250, 200, 100, [(0, 200), (100, 250)]),
+    (11, 5, 5, [(0, 5), (5, 10), (10, 11)]),
+    (5, 10, 5, [(0, 5)]),
+    (10, 10, 10, [(0, 10)]),
+    (1, 3, 1, [(0, 1)]),
+])
+def test_chunk_ranges_examples(length, size, step, expected):
+    assert chunk_ranges(length, size, step) == expected
+
+
+@pytest.mark.parametrize("size,step", [(7, 3), (5, 5), (10, 1), (4, 2), (20, 20)])
+def test_chunk_ranges_properties(size, step):
+    for length in range(1, 60):
+        chunks = chunk_ranges(length, size, step)
+        covered = np.zeros(length, dtype=int)
+        for k, (s, e) in enumerate(chunks):
+            assert s == k * step  # overlapping chunks every `step` frames
+            assert 0 < e - s <= size
+            if k < len(chunks) - 1:
+                assert e - s == size  # only the last one may be shorter
+            covered[s:e] += 1
+        assert covered.min() >= 1  # every frame covered
+        assert chunks[-1][1] == length
+        if length <= size:
+            assert chunks == [(0, length)]
+
+
+@pytest.mark.parametrize("spec,expected", [("200:100", (200, 100)), ("50", (50, 50)), (30, (30, 30)),
+                                           ((6, 2), (6, 2)), ("0", None), (None, None), (0, None), ("", None)])
+def test_parse_chunking(spec, expected):
+    assert parse_chunking(spec) == expected
+
+
+@pytest.mark.parametrize("spec", ["a:b", "10:0", "-5:2", "1:2:3"])
+def test_parse_chunking_errors(spec):
+    with pytest.raises(ConfigError, match="chunking"):
+        parse_chunking(spec)
+
+
+def test_chunked_batches_cover_every_frame_within_budget():
+    lengths = random_lengths(20, 7, 1, 40)
+    ds = make_dataset(lengths)
+    ds.init_seq_order(1)
+    batches = generate_batches(ds, 30, 4, chunking="10:5")
+    pieces = {}
+    for b in batches:
+        sizes = b.ends - b.starts
+        assert np.all(b.ends >= 0) and np.all(sizes <= 10)
+        assert b.num_seqs <= 4
+        assert b.num_seqs == 1 or sizes.max() * b.num_seqs <= 30
+        for i, s, e in b.entries():
+            pieces.setdefault(i, []).append((s, e))
+        arrays = make_batch_arrays(ds, b)
+        for j, (i, s, e) in enumerate(b.entries()):
+            n = e - s
+            assert arrays["data:seq_len"][j] == n and arrays["classes:seq_len"][j] == n
+            np.testing.assert_array_equal(arrays["data"][j, :n, 1], np.arange(s, e))
+            np.testing.assert_array_equal(arrays["data"][j, :n, 0], ds.corpus_index(i))
+    assert sorted(pieces) == list(range(20))
+    for i, chunks in pieces.items():
+        assert sorted(chunks) == chunk_ranges(lengths[ds.corpus_index(i)], 10, 5)
+
+
+def test_chunking_needs_equal_lengths():
+    ds = make_dataset([4, 5], target_lengths=[4, 3])
+    ds.init_seq_order(1)
+    with pytest.raises(DataError, match="classes"):
+        generate_batches(ds, 100, -1, chunking="2:2")
+
+
+# ---------------------------------------------------------------- padding
+
+def test_make_batch_arrays_padding_and_lengths():
+    lengths = [3, 7, 1, 5]
+    ds = make_dataset(lengths, target_lengths=[2, 9, 1, 4])
+    ds.init_seq_order(1)
+    (batch,) = generate_batches(ds, 1000, -1)
+    arrays = make_batch_arrays(ds, batch)
+    assert set(arrays) == {"data", "data:seq_len", "classes", "classes:seq_len"}
+    assert arrays["data"].shape == (4, 7, 3) and arrays["data"].dtype == np.float32
+    assert arrays["classes"].shape == (4, 9) and arrays["classes"].dtype == np.int32
+    assert arrays["data:seq_len"].tolist() == lengths
+    assert arrays["classes:seq_len"].tolist() == [2, 9, 1, 4]
+    for j in range(4):
+        n, m = lengths[j], arrays["classes:seq_len"][j]
+        np.testing.assert_array_equal(arrays["data"][j, :n], ds.get_data(j, "data"))
+        assert np.all(arrays["data"][j, n:] == 0)
+        np.testing.assert_array_equal(arrays["classes"][j, :m], ds.get_data(j, "classes"))
+        assert np.all(arrays["classes"][j, m:] == 0)
+    only = make_batch_arrays(ds, batch, keys=["classes"])
+    assert set(only) == {"classes", "classes:seq_len"}
+
+
+# ---------------------------------------------------------------- sharding
+
+@pytest.mark.parametrize("size", [1, 2, 3, 5])
+def test_shard_batches_i_mod_n(size):
+    ds = make_dataset(random_lengths(40, 3))
+    ds.init_seq_order(1)
+    batches = generate_batches(ds, 50, -1)
+    shards = [shard_batches(batches, r, size) for r in range(size)]
+    for r, shard in enumerate(shards):
+        assert [id(b) for b in shard] == [id(b) for i, b in enumerate(batches) if i % size == r]
+    assert sum(len(s) for s in shards) == len(batches)
+    via = [iterate_epoch_batches(ds, 1, 50, rank=r, size=size) for r in range(size)]
+    for shard, other in zip(shards, via):
+        assert [b.seq_idxs.tolist() for b in shard] == [b.seq_idxs.tolist() for b in other]
+
+
+# ---------------------------------------------------------------- seq_ordering
+
+def _order(ds, epoch):
+    ds.init_seq_order(epoch)
+    return ds.seq_order.tolist()
+
+
+def test_sorted_orderings():
+    lengths = random_lengths(30, 11)
+    ds = make_dataset(lengths, seq_ordering="sorted")
+    order = _order(ds, 1)
+    assert sorted(order) == list(range(30))
+    assert [lengths[i] for i in order] == sorted(lengths)
+    ds = make_dataset(lengths, seq_ordering="sorted_reverse")
+    assert [lengths[i] for i in _order(ds, 1)] == sorted(lengths, reverse=True)
+    assert _order(make_dataset(lengths, seq_ordering="reverse"), 1) == list(range(29, -1, -1))
+    assert _order(make_dataset(lengths), 3) == list(range(30))
+
+
+def test_random_ordering_deterministic_per_epoch_and_seed():
+    lengths = random_lengths(40, 12)
+    a, b = make_dataset(lengths, seq_ordering="random"), make_dataset(lengths, seq_ordering="random")
+    assert _order(a, 1) == _order(b, 1)
+    assert sorted(_order(a, 1)) == list(range(40))
+    assert _order(a, 1) != _order(a, 2)
+    assert _order(a, 2) == _order(b, 2)
+    assert _order(a, 1) != list(range(40))
+    fixed = make_dataset(lengths, seq_ordering="random", fixed_random_seed=5)
+    assert _order(fixed, 1) == _order(fixed, 2)
+    explicit = make_dataset(lengths, seq_ordering="random:9")
+    assert _order(explicit, 1) == _order(explicit, 4)
+    assert _order(explicit, 1) != _order(make_dataset(lengths, seq_ordering="random:10"), 1)
+    offset = make_dataset(lengths, seq_ordering="random", random_seed_offset=3)
+    assert _order(offset, 1) != _order(a, 1)
+
+
+def _assert_alternating_bins(order, lengths, bin_sizes):
+    assert sorted(order) == list(range(len(lengths)))
+    pos = 0
+    for b, size in enumerate(bin_sizes):
+        lens = [lengths[i] for i in order[pos:pos + size]]
+        assert lens == (sorted(lens, reverse=True) if b % 2 else sorted(lens)), (b, lens)
+        pos += size
+    assert pos == len(lengths)
+
+
+def test_laplace_ordering_bins_sorted_alternately():
+    lengths = np.random.RandomState(0).permutation(np.arange(1, 31)).tolist()  # distinct lengths
+    ds = make_dataset(lengths, seq_ordering="laplace:3")
+    o1, o2 = _order(ds, 1), _order(ds, 2)
+    _assert_alternating_bins(o1, lengths, [10, 10, 10])
+    _assert_alternating_bins(o2, lengths, [10, 10, 10])
+    assert o1 != o2  # bins are drawn at random per epoch
+    assert o1 == _order(make_dataset(lengths, seq_ordering="laplace:3"), 1)
+    # Not simply globally sorted: bins are random subsets.
+    assert [lengths[i] for i in o1[:10]] != sorted(lengths)[:10]
+    ds = make_dataset(lengths, seq_ordering="laplace:.6")  # 6 sequences per bin -> 5 bins
+    _assert_alternating_bins(_order(ds, 1), lengths, [6] * 5)
+
+
+def test_unknown_ordering_is_an_error():
+    with pytest.raises(DataError, match="seq_ordering"):
+        make_dataset([1, 2], seq_ordering="shuffled").init_seq_order(1)
+    with pytest.raises(DataError):
+        make_dataset([1, 2], seq_ordering="laplace").init_seq_order(1)
+
+
+# ---------------------------------------------------------------- partition_epoch
+
+@pytest.mark.parametrize("ordering,n,parts", [("random", 31, 3), ("default", 10, 4), ("sorted", 7, 7),
+                                              ("laplace:3", 20, 2)])
+def test_partition_epoch_covers_full_epoch_once(ordering, n, parts):
+    lengths = random_lengths(n, 21)
+    ds = make_dataset(lengths, seq_ordering=ordering, partition_epoch=parts)
+    whole = make_dataset(lengths, seq_ordering=ordering)
+    for full_epoch in (1, 2):
+        subs = [_order(ds, (full_epoch - 1) * parts + p + 1) for p in range(parts)]
+        assert all(subs), subs
+        assert max(map(len, subs)) - min(map(len, subs)) <= 1
+        assert sum(subs, []) == _order(whole, full_epoch)  # sub-epochs = the full epoch, split in order
+        assert sorted(sum(subs, [])) == list(range(n))
+        ds.init_seq_order(full_epoch * parts)
+        assert ds.num_seqs == len(subs[-1])
+    if ordering == "random":
+        assert _order(ds, 1) != _order(ds, parts + 1)
