@@ -159,6 +159,10 @@ class StaticDataset(InMemoryDataset):
             dims["classes"] = output_dim
         if input_dim is not None:
             dims["data"] = input_dim
+        for i, seq in enumerate(seqs):
+            missing = [k for k in seqs[0] if k not in seq]
+            if missing:
+                raise DataError("StaticDataset: sequence %i lacks key(s) %s" % (i, ", ".join(map(repr, missing))))
         self._infos: Dict[str, DataInfo] = {}
         for key, first in seqs[0].items():
             sparse = first.ndim == 1 and np.issubdtype(first.dtype, np.integer)
@@ -174,8 +178,6 @@ class StaticDataset(InMemoryDataset):
             self._infos[key] = DataInfo(int(dim), sparse, dtype)
         for seq in seqs:
             for key, info in self._infos.items():
-                if key not in seq:
-                    raise DataError("StaticDataset: a sequence lacks key %r" % key)
                 seq[key] = seq[key].astype(info.dtype, copy=False)
         self._set_seqs(seqs, tags)
 
