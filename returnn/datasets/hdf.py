@@ -15,6 +15,7 @@ The writers (:class:`SimpleHDFWriter`, :func:`dump_dataset_to_hdf`) live in
 """
 from __future__ import annotations
 
+import bisect
 import os
 from collections import OrderedDict
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
@@ -180,6 +181,9 @@ class _HDFFile:
                 raise DataError("HDFDataset: %s: key %r has %i frames but 'seqLengths' sums to %i "
                                 "(truncated or inconsistent file)" % (path, key, frames, offsets[-1]))
             self.offsets[key] = offsets
+        # (key, h5py dataset, offsets) in data key order: what the read loop iterates over.
+        self.columns: List[Tuple[str, "h5py.Dataset", np.ndarray]] = [
+            (key, self.datasets[key], self.offsets[key]) for key in self.keys]
 
     def _labels(self, name: str) -> Optional[List[str]]:
         if name not in self.h5:
@@ -229,26 +233,6 @@ class _HDFFile:
                 self._tags = np.array([t.encode("utf8") for t in tags[:self.num_seqs]], dtype=bytes)
         return self._tags[local_idx].decode("utf8")
 
-    def read_runs(self, key: str, firsts: np.ndarray, lasts: np.ndarray) -> List[np.ndarray]:
-        """Frames of ``key`` for the runs of sequences ``firsts[r] .. lasts[r]`` (inclusive, local
-        indices): one read per run, split into one array per sequence (all runs, in order)."""
-        offsets = self.offsets[key]
-        ds = self.datasets[key]
-        out: List[np.ndarray] = []
-        start = end = 0
-        try:
-            for start, end, first, last in zip(offsets[firsts].tolist(), offsets[lasts + 1].tolist(),
-                                               firsts.tolist(), lasts.tolist()):
-                block = _read_rows(ds, start, end)
-                if first == last:
-                    out.append(block)
-                else:
-                    out.extend(np.split(block, offsets[first + 1:last + 1] - start))
-        except (OSError, ValueError, KeyError, RuntimeError) as exc:
-            raise DataError("HDFDataset: %s: reading key %r frames %i:%i failed: %s"
-                            % (self.path, key, start, end, str(exc).splitlines()[0] if str(exc) else exc))
-        return out
-
     def read_all(self, key: str) -> np.ndarray:
         """All frames of ``key`` that belong to sequences."""
         return _read_rows(self.datasets[key], 0, int(self.offsets[key][-1]))
@@ -289,8 +273,10 @@ class HDFDataset(Dataset):
         first = self._files[0]
         self._infos: Dict[str, DataInfo] = dict(first.infos)
         self._keys = list(first.keys)
-        self._file_starts = np.zeros(len(self._files) + 1, dtype=np.int64)
-        np.cumsum([f.num_seqs for f in self._files], out=self._file_starts[1:])
+        self._file_start_list: List[int] = [0]
+        for f in self._files:
+            self._file_start_list.append(self._file_start_list[-1] + f.num_seqs)
+        self._num_corpus_seqs = self._file_start_list[-1]
         self._lengths = np.concatenate([f.lengths for f in self._files], axis=0)
         for f in self._files:
             f.lengths = None  # the concatenated table is the only copy kept
@@ -319,33 +305,39 @@ class HDFDataset(Dataset):
         return self._infos
 
     def _corpus_num_seqs(self) -> int:
-        return int(self._file_starts[-1])
+        return self._num_corpus_seqs
 
     def _corpus_seq_lengths(self) -> np.ndarray:
         return self._lengths
 
-    def _locate(self, corpus_indices: np.ndarray) -> np.ndarray:
-        n = self._corpus_num_seqs()
-        if corpus_indices.size and (corpus_indices.min() < 0 or corpus_indices.max() >= n):
-            raise DataError("HDFDataset %s: sequence index out of range (corpus has %i sequences)" % (self.name, n))
-        return np.searchsorted(self._file_starts, corpus_indices, side="right") - 1
+    def _locate(self, corpus_index: int) -> Tuple[int, int]:
+        """(file index, index within that file) of a corpus index."""
+        if not 0 <= corpus_index < self._num_corpus_seqs:
+            raise DataError("HDFDataset %s: sequence index %i out of range (corpus has %i sequences)"
+                            % (self.name, corpus_index, self._num_corpus_seqs))
+        file_idx = 0 if len(self._files) == 1 else bisect.bisect_right(self._file_start_list, corpus_index) - 1
+        return file_idx, corpus_index - self._file_start_list[file_idx]
 
     def _corpus_tag(self, corpus_index: int) -> str:
-        file_idx = int(self._locate(np.array([corpus_index], dtype=np.int64))[0])
-        return self._files[file_idx].tag(int(corpus_index - self._file_starts[file_idx]))
+        self._check_open()
+        file_idx, local = self._locate(int(corpus_index))
+        return self._files[file_idx].tag(local)
 
-    def _corpus_load(self, corpus_indices: Sequence[int]) -> List[Dict[str, np.ndarray]]:
-        idx = np.asarray(corpus_indices, dtype=np.int64).reshape(-1)
+    def _check_open(self) -> None:
         if not self._files:
             raise DataError("HDFDataset %s: dataset is closed" % self.name)
+
+    def _corpus_load(self, corpus_indices: Sequence[int]) -> List[Dict[str, np.ndarray]]:
+        idx = [int(i) for i in corpus_indices]
+        self._check_open()
         if self._memory is not None:
-            return [self._load_from_memory(int(i)) for i in idx]
+            return [self._load_from_memory(i) for i in idx]
         if self.cache_size <= 0:
             loaded = self._load_streaming(idx)
-            return [loaded[int(i)] for i in idx]
+            return [loaded[i] for i in idx]
         result: Dict[int, Dict[str, np.ndarray]] = {}
         missing = []
-        for i in idx.tolist():
+        for i in idx:
             hit = self._lru.get(i)
             if hit is not None:
                 self._lru.move_to_end(i)
@@ -353,17 +345,15 @@ class HDFDataset(Dataset):
             elif i not in result:
                 missing.append(i)
         if missing:
-            loaded = self._load_streaming(np.asarray(missing, dtype=np.int64))
-            for i, seq in loaded.items():
+            for i, seq in self._load_streaming(missing).items():
                 result[i] = seq
                 self._cache_put(i, seq)
-        return [result[int(i)] for i in idx]
+        return [result[i] for i in idx]
 
     def _load_from_memory(self, corpus_index: int) -> Dict[str, np.ndarray]:
-        file_idx = int(self._locate(np.array([corpus_index], dtype=np.int64))[0])
-        f, local = self._files[file_idx], corpus_index - int(self._file_starts[file_idx])
-        arrays = self._memory[file_idx]
-        return {k: arrays[k][f.offsets[k][local]:f.offsets[k][local + 1]].copy() for k in self._keys}
+        file_idx, local = self._locate(corpus_index)
+        f, arrays = self._files[file_idx], self._memory[file_idx]
+        return {k: arrays[k][f.offsets[k].item(local):f.offsets[k].item(local + 1)].copy() for k in self._keys}
 
     def _cache_put(self, corpus_index: int, seq: Dict[str, np.ndarray]) -> None:
         size = sum(v.nbytes for v in seq.values())
@@ -375,30 +365,43 @@ class HDFDataset(Dataset):
             _, old = self._lru.popitem(last=False)
             self._lru_bytes -= sum(v.nbytes for v in old.values())
 
-    def _load_streaming(self, idx: np.ndarray) -> Dict[int, Dict[str, np.ndarray]]:
-        """Reads the given corpus indices; runs contiguous in one file are one slice per key."""
-        uniq = np.unique(idx)
-        if not uniq.size:
-            return {}
-        file_ids = self._locate(uniq)
-        local = uniq - self._file_starts[file_ids]
-        is_start = np.ones(len(uniq), dtype=bool)
-        is_start[1:] = (np.diff(uniq) != 1) | (np.diff(file_ids) != 0)
-        run_first = np.flatnonzero(is_start)  # positions in uniq
-        run_last = np.append(run_first[1:], len(uniq)) - 1
-        run_file = file_ids[run_first]
-        seqs: List[Dict[str, np.ndarray]] = [{} for _ in range(len(uniq))]
-        # uniq is sorted, so the sequences of one file are contiguous in it.
-        for file_idx in np.unique(run_file).tolist():
-            sel = run_file == file_idx if len(self._files) > 1 else slice(None)
-            firsts, lasts = run_first[sel], run_last[sel]
-            f = self._files[file_idx]
-            pos0, pos1 = int(firsts[0]), int(lasts[-1]) + 1
-            for key in self._keys:
-                arrays = f.read_runs(key, local[firsts], local[lasts])
-                for seq, arr in zip(seqs[pos0:pos1], arrays):
-                    seq[key] = arr
-        return dict(zip(uniq.tolist(), seqs))
+    def _load_streaming(self, idx: List[int]) -> Dict[int, Dict[str, np.ndarray]]:
+        """Reads the given corpus indices. Sequences that are contiguous in one file (after
+        sorting) are read with one slice per key. Plain Python: batches are small and the per-
+        sequence overhead must stay small next to h5py's own."""
+        uniq = sorted(set(idx))
+        out: Dict[int, Dict[str, np.ndarray]] = {}
+        if uniq and not (0 <= uniq[0] and uniq[-1] < self._num_corpus_seqs):
+            self._locate(uniq[0] if uniq[0] < 0 else uniq[-1])  # raises the DataError
+        starts, single = self._file_start_list, len(self._files) == 1
+        pos, count = 0, len(uniq)
+        f: Optional[_HDFFile] = None
+        try:
+            while pos < count:
+                corpus_idx = uniq[pos]
+                file_idx = 0 if single else bisect.bisect_right(starts, corpus_idx) - 1
+                f = self._files[file_idx]
+                first = corpus_idx - starts[file_idx]
+                end, limit = pos + 1, starts[file_idx + 1]
+                while end < count and uniq[end] == uniq[end - 1] + 1 and uniq[end] < limit:
+                    end += 1
+                if end == pos + 1:  # a single sequence (the common case in random order)
+                    out[corpus_idx] = {key: ds[offsets.item(first):offsets.item(first + 1)]
+                                       for key, ds, offsets in f.columns}
+                else:
+                    last = first + (end - pos - 1)
+                    per_key = []
+                    for key, ds, offsets in f.columns:
+                        start = offsets.item(first)
+                        block = ds[start:offsets.item(last + 1)]
+                        per_key.append(np.split(block, offsets[first + 1:last + 1] - start))
+                    for j in range(end - pos):
+                        out[uniq[pos + j]] = {col[0]: parts[j] for col, parts in zip(f.columns, per_key)}
+                pos = end
+        except (OSError, ValueError, KeyError, RuntimeError) as exc:
+            raise DataError("HDFDataset: %s: reading sequence data failed: %s"
+                            % (f.path if f is not None else self.files, str(exc).splitlines()[0] if str(exc) else exc))
+        return out
 
     # ---- extras
     def get_all_tags(self) -> List[str]:
