@@ -1,0 +1,186 @@
+"""Optimizers against numpy re-implementations on a tiny quadratic; config forms and errors."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from returnn.config import Config
+from returnn.errors import ConfigError
+from returnn.tf.optimizers import create_optimizer, optimizer_options
+
+STEPS = 6
+X0 = [np.array([1.0, -2.0, 0.5], dtype=np.float64), np.array([[0.3, -0.7], [2.0, 0.0]], dtype=np.float64)]
+SCALE = [np.array([1.0, 3.0, 0.5]), np.array([[2.0, 1.0], [0.25, 4.0]])]
+TARGET = [np.array([0.5, 0.5, -1.0]), np.array([[0.0, 1.0], [-1.0, 0.2]])]
+
+
+def grads_np(xs):
+    """Gradient of 0.5 * sum(scale * (x - target)**2)."""
+    return [a * (x - b) for x, a, b in zip(xs, SCALE, TARGET)]
+
+
+def run_tf(config_dict, steps=STEPS):
+    variables = [tf.Variable(x.astype(np.float32)) for x in X0]
+    opt = create_optimizer(Config(config_dict), variables)
+
+    @tf.function
+    def step():
+        with tf.GradientTape() as tape:
+            loss = tf.add_n([0.5 * tf.reduce_sum(a * tf.square(v - b))
+                             for v, a, b in zip(variables, SCALE, TARGET)])
+        opt.apply(tape.gradient(loss, variables), variables)
+
+    for _ in range(steps):
+        step()
+    return opt, [v.numpy().astype(np.float64) for v in variables]
+
+
+# ---- numpy references: each returns the parameters after STEPS updates
+
+def np_sgd(lr, **_):
+    xs = [x.copy() for x in X0]
+    for _ in range(STEPS):
+        xs = [x - lr * g for x, g in zip(xs, grads_np(xs))]
+    return xs
+
+
+def np_momentum(lr, mu, nesterov=False, **_):
+    xs, ms = [x.copy() for x in X0], [np.zeros_like(x) for x in X0]
+    for _ in range(STEPS):
+        gs = grads_np(xs)
+        ms = [mu * m + g for m, g in zip(ms, gs)]
+        xs = [x - lr * ((g + mu * m) if nesterov else m) for x, g, m in zip(xs, gs, ms)]
+    return xs
+
+
+def np_adam(lr, b1=0.9, b2=0.999, eps=1e-16, nesterov=False, **_):
+    xs, ms, vs = [x.copy() for x in X0], [np.zeros_like(x) for x in X0], [np.zeros_like(x) for x in X0]
+    for t in range(1, STEPS + 1):
+        gs = grads_np(xs)
+        ms = [b1 * m + (1 - b1) * g for m, g in zip(ms, gs)]
+        vs = [b2 * v + (1 - b2) * g * g for v, g in zip(vs, gs)]
+        new = []
+        for x, m, v, g in zip(xs, ms, vs, gs):
+            if nesterov:  # Dozat's Nadam (constant momentum)
+                m_hat = b1 * m / (1 - b1 ** (t + 1)) + (1 - b1) * g / (1 - b1 ** t)
+            else:
+                m_hat = m / (1 - b1 ** t)
+            v_hat = v / (1 - b2 ** t)
+            new.append(x - lr * m_hat / (np.sqrt(v_hat) + eps))
+        xs = new
+    return xs
+
+
+def np_rmsprop(lr, rho=0.9, eps=1e-16, **_):
+    xs, ss = [x.copy() for x in X0], [np.zeros_like(x) for x in X0]
+    for _ in range(STEPS):
+        gs = grads_np(xs)
+        ss = [rho * s + (1 - rho) * g * g for s, g in zip(ss, gs)]
+        xs = [x - lr * g / (np.sqrt(s) + eps) for x, g, s in zip(xs, gs, ss)]
+    return xs
+
+
+def np_adadelta(lr, rho=0.95, eps=1e-6, **_):
+    xs = [x.copy() for x in X0]
+    acc_g, acc_u = [np.zeros_like(x) for x in X0], [np.zeros_like(x) for x in X0]
+    for _ in range(STEPS):
+        gs = grads_np(xs)
+        new_x, new_g, new_u = [], [], []
+        for x, g, ag, au in zip(xs, gs, acc_g, acc_u):
+            ag = rho * ag + (1 - rho) * g * g
+            upd = np.sqrt(au + eps) / np.sqrt(ag + eps) * g
+            au = rho * au + (1 - rho) * upd * upd
+            new_x.append(x - lr * upd)
+            new_g.append(ag)
+            new_u.append(au)
+        xs, acc_g, acc_u = new_x, new_g, new_u
+    return xs
+
+
+CASES = [
+    ("sgd", {"optimizer": {"class": "sgd"}, "learning_rate": 0.1}, lambda: np_sgd(0.1)),
+    ("sgd-default", {"learning_rate": 0.05}, lambda: np_sgd(0.05)),
+    ("momentum", {"optimizer": {"class": "momentum", "momentum": 0.8}, "learning_rate": 0.05},
+     lambda: np_momentum(0.05, 0.8)),
+    ("momentum-nesterov", {"optimizer": {"class": "momentum", "momentum": 0.7, "nesterov": True},
+                           "learning_rate": 0.05}, lambda: np_momentum(0.05, 0.7, nesterov=True)),
+    ("momentum-old-style", {"momentum": 0.6, "learning_rate": 0.05}, lambda: np_momentum(0.05, 0.6)),
+    ("adam", {"optimizer": {"class": "adam"}, "learning_rate": 0.01}, lambda: np_adam(0.01)),
+    ("adam-old-style", {"adam": True, "learning_rate": 0.02}, lambda: np_adam(0.02)),
+    ("adam-options", {"optimizer": {"class": "Adam", "beta_1": 0.5, "beta_2": 0.9, "epsilon": 0.1},
+                      "learning_rate": 0.03}, lambda: np_adam(0.03, 0.5, 0.9, 0.1)),
+    ("adam-config-epsilon", {"adam": True, "optimizer_epsilon": 0.01, "learning_rate": 0.02},
+     lambda: np_adam(0.02, eps=0.01)),
+    ("nadam", {"optimizer": "nadam", "learning_rate": 0.01}, lambda: np_adam(0.01, nesterov=True)),
+    ("nadam-old-style", {"nadam": True, "learning_rate": 0.01}, lambda: np_adam(0.01, nesterov=True)),
+    ("rmsprop", {"optimizer": {"class": "rmsprop", "decay": 0.8}, "learning_rate": 0.01},
+     lambda: np_rmsprop(0.01, 0.8)),
+    ("rmsprop-old-style", {"rmsprop": True, "learning_rate": 0.01}, lambda: np_rmsprop(0.01)),
+    ("adadelta", {"optimizer": {"class": "adadelta"}, "learning_rate": 1.0}, lambda: np_adadelta(1.0)),
+    ("adadelta-options", {"optimizer": {"class": "adadelta", "rho": 0.9, "epsilon": 1e-3}, "learning_rate": 0.5},
+     lambda: np_adadelta(0.5, 0.9, 1e-3)),
+]
+
+
+@pytest.mark.parametrize("name,config,reference", CASES, ids=[c[0] for c in CASES])
+def test_optimizer_matches_numpy(name, config, reference):
+    opt, got = run_tf(config)
+    expected = reference()
+    for g, e, x0 in zip(got, expected, X0):
+        assert np.max(np.abs(e - x0)) > 1e-3  # the reference moved, so the comparison means something
+        np.testing.assert_allclose(g, e, rtol=2e-5, atol=2e-6)
+    assert int(opt.iterations.numpy()) == STEPS
+
+
+def test_nadam_differs_from_adam_and_nesterov_from_momentum():
+    adam, nadam = np_adam(0.01), np_adam(0.01, nesterov=True)
+    assert max(np.max(np.abs(a - b)) for a, b in zip(adam, nadam)) > 1e-3
+    m, n = np_momentum(0.05, 0.7), np_momentum(0.05, 0.7, nesterov=True)
+    assert max(np.max(np.abs(a - b)) for a, b in zip(m, n)) > 1e-3
+
+
+def test_learning_rate_variable_controls_step():
+    variables = [tf.Variable(x.astype(np.float32)) for x in X0]
+    opt = create_optimizer(Config({"learning_rate": 0.1}), variables)
+    opt.learning_rate.assign(0.0)
+    opt.apply([tf.constant(g, tf.float32) for g in grads_np(X0)], variables)
+    for v, x in zip(variables, X0):
+        np.testing.assert_allclose(v.numpy(), x, rtol=1e-6)
+    opt.learning_rate.assign(0.5)
+    opt.apply([tf.constant(g, tf.float32) for g in grads_np(X0)], variables)
+    for v, x, g in zip(variables, X0, grads_np(X0)):
+        np.testing.assert_allclose(v.numpy(), x - 0.5 * g, rtol=1e-6)
+
+
+def test_slots_are_per_variable_and_tracked():
+    variables = [tf.Variable(x.astype(np.float32)) for x in X0]
+    opt = create_optimizer(Config({"adam": True}), variables)
+    assert [s.shape for s in opt.slots["m"]] == [v.shape for v in variables]
+    names = {v.name for v in opt.variables}
+    assert len(opt.variables) == 2 + 2 * len(variables)  # lr, iterations, m and v per variable
+    assert any("iterations" in n for n in names)
+
+
+def test_optimizer_options_forms():
+    assert optimizer_options(Config({}))["class"] == "sgd"
+    assert optimizer_options(Config({"adam": True})) == {"class": "adam"}
+    assert optimizer_options(Config({"adam": False, "nadam": True})) == {"class": "nadam"}
+    assert optimizer_options(Config({"optimizer": "rmsprop"})) == {"class": "rmsprop"}
+    assert optimizer_options(Config({"momentum": 0.9})) == {"class": "momentum", "momentum": 0.9}
+
+
+def test_unknown_optimizer_lists_known():
+    with pytest.raises(ConfigError) as info:
+        create_optimizer(Config({"optimizer": {"class": "lion"}}), [tf.Variable([1.0])])
+    text = str(info.value)
+    assert "lion" in text
+    for known in ("adam", "nadam", "sgd", "momentum", "rmsprop", "adadelta"):
+        assert known in text
+
+
+def test_bad_optimizer_option_is_config_error():
+    with pytest.raises(ConfigError, match="adam"):
+        create_optimizer(Config({"optimizer": {"class": "adam", "bogus": 1}}), [tf.Variable([1.0])])
+    with pytest.raises(ConfigError, match="optimizer"):
+        create_optimizer(Config({"optimizer": {"beta_1": 0.9}}), [tf.Variable([1.0])])
