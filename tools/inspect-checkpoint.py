@@ -125,8 +125,9 @@ def human_bytes(n: float) -> str:
 
 def format_report(prefix: str, groups: Dict[str, List[Entry]]) -> str:
     """The listing printed by the tool."""
-    scalars = {name: value for name, _, _, _, value in groups["other"] if value is not None}
-    extra = ", ".join("%s %s" % (k, scalars[k]) for k in ("epoch", "global_step") if k in scalars)
+    scalars = {name: value for name, _, _, _, value in groups["other"] + groups["optimizer"] if value is not None}
+    counters = ("epoch", "global_step") if "global_step" in scalars else ("epoch", "optimizer/iterations")
+    extra = ", ".join("%s %s" % (k, scalars[k]) for k in counters if k in scalars)
     lines = ["checkpoint %s%s" % (prefix, " (%s)" % extra if extra else "")]
     all_entries = [e for g in GROUPS for e in groups[g]]
     width = max([len(e[0]) for e in all_entries] + [4])
