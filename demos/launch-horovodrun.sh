@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Horovod training via Horovod's own launcher, horovodrun (it calls mpirun, or Gloo when built with it).
 #
-#   demos/launch-horovodrun.sh [-n N] [-H host1:slots,host2:slots | --hostfile FILE] [--dry-run] CONFIG [++key value ...]
+#   demos/launch-horovodrun.sh [-n N] [-H host:slots,... | --hostfile FILE] [--dry-run] CONFIG [++key value ...]
 #
 # Runs
 #   horovodrun -np N -H localhost:N python3 rnn.py CONFIG ++use_horovod 1 [++key value ...]
