@@ -1,0 +1,124 @@
+"""Data-parallel training under real ``mpirun -np 2`` (TCP only, one TF thread per rank), with the
+Horovod backend and with the mpi4py backend."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PYTHON = sys.executable
+BACKENDS = ["horovod", "mpi"]
+
+CONFIG = textwrap.dedent("""\
+    #!rnn.py
+    import os
+    _rank = int(os.environ.get("OMPI_COMM_WORLD_RANK", "0"))
+    task = "train"
+    train = {"class": "DummyDataset", "input_dim": 5, "output_dim": 3, "num_seqs": 40, "seq_len": 10}
+    num_inputs = 5
+    num_outputs = 3
+    batch_size = 50
+    max_seqs = 5
+    network = {
+        "hidden": {"class": "linear", "activation": "tanh", "n_out": 8},
+        "output": {"class": "softmax", "loss": "ce", "from": "hidden"},
+    }
+    optimizer = {"class": "adam"}
+    learning_rate = 0.01
+    num_epochs = 1
+    tf_session_opts = {"intra_op_parallelism_threads": 1, "inter_op_parallelism_threads": 1}
+    log_verbosity = 4
+    """)
+
+
+def mpirun(tmp_path, name: str, args, config_text: str = CONFIG, timeout: float = 240):
+    """Runs the probe under mpirun -np 2; returns (returncode, output, [rank0 events, rank1 events])."""
+    config = tmp_path / ("%s.config" % name)
+    config.write_text(config_text)
+    prefix = str(tmp_path / name)
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", TF_CPP_MIN_LOG_LEVEL="2")
+    cmd = ["mpirun", "-np", "2", "--oversubscribe", "--bind-to", "none", "--mca", "btl", "tcp,self",
+           PYTHON, os.path.join(REPO, "tests", "mpi_probe.py"), prefix, str(config),
+           "++use_horovod", "1", "++model", str(tmp_path / name / "model"), "++log", str(tmp_path / (name + ".log")),
+           "++learning_rate_file", str(tmp_path / name / "lr.data")] + list(args)
+    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+    events = []
+    for rank in range(2):
+        path = "%s.rank%i.json" % (prefix, rank)
+        events.append(json.load(open(path)) if os.path.exists(path) else None)
+    return proc.returncode, proc.stdout + proc.stderr, events
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_grad_reduce_shard_scale_lr_checkpoints(tmp_path, backend):
+    code, out, (r0, r1) = mpirun(tmp_path, "grad", ["++distributed_backend", backend, "++horovod_scale_lr", "1",
+                                                    "++num_epochs", "2"])
+    assert code == 0, out
+    # grad: parameters are bit-identical on both ranks after every step
+    assert len(r0["steps"]) == len(r1["steps"]) == 8
+    assert r0["steps"] == r1["steps"]
+    assert len(set(r0["steps"])) == len(r0["steps"])  # and they do change every step
+    # scale_lr: the applied learning rate is the configured one divided by the number of ranks
+    assert r0["lr"] == r1["lr"] and r0["lr"] == pytest.approx([0.005] * 8)
+    assert "effective 0.005 = 0.01 / 2 ranks" in out
+    # shard: per epoch, the union of the ranks' sequences is the whole dataset, none seen twice
+    for epoch in range(2):
+        seen = [tag for ev in (r0, r1) for batch in ev["train_tags"][epoch * 4:(epoch + 1) * 4] for tag in batch]
+        assert sorted(seen) == sorted("seq-%i" % i for i in range(40))
+    assert set(map(tuple, r0["train_tags"][:4])).isdisjoint(map(tuple, r1["train_tags"][:4]))
+    # only rank 0 writes checkpoints; rank 1 has its own log file
+    assert r0["checkpoint_writes"] == ["model.001", "model.002"]
+    assert r1["checkpoint_writes"] == []
+    assert (tmp_path / "grad.horovod-1-2.log").exists()
+    assert "rank 1 / size 2" in (tmp_path / "grad.horovod-1-2.log").read_text()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_param_sync_every_3_steps(tmp_path, backend):
+    code, out, (r0, r1) = mpirun(tmp_path, "param", [
+        "++distributed_backend", backend, "++horovod_reduce_type", "param", "++horovod_param_sync_step", "3",
+        "++train", "{'class': 'DummyDataset', 'input_dim': 5, 'output_dim': 3, 'num_seqs': 80, 'seq_len': 10}"])
+    assert code == 0, out
+    n = len(r0["steps"])
+    assert n == len(r1["steps"]) == 8
+    # synced after steps 3 and 6, and once more at epoch end (step 8)
+    assert [s for s, _ in r0["syncs"]] == [3, 6, 8] == [s for s, _ in r1["syncs"]]
+    assert [h for _, h in r0["syncs"]] == [h for _, h in r1["syncs"]]
+    # between syncs each rank trains on its own data: parameters differ
+    for step in (1, 2, 4, 5, 7):
+        assert r0["steps"][step - 1] != r1["steps"][step - 1], step
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_random_seed_offset_and_uneven_data(tmp_path, backend):
+    config = CONFIG.replace('"num_seqs": 40', '"num_seqs": 40 if _rank == 0 else 25, "seq_ordering": "random"')
+    code, out, (r0, r1) = mpirun(tmp_path, "uneven", [
+        "++distributed_backend", backend, "++horovod_dataset_distribution", "random_seed_offset"],
+        config_text=config)
+    assert code == 0, out
+    # rank 1 has 5 batches, rank 0 has 8: the epoch ends for both after 5 steps, nobody hangs
+    assert len(r0["steps"]) == len(r1["steps"]) == 5
+    assert r0["steps"] == r1["steps"]
+    order0 = [t for b in r0["train_tags"] for t in b]
+    order1 = [t for b in r1["train_tags"] for t in b]
+    assert order0[:25] != order1[:25]  # each rank shuffles with its own seed
+    assert "finished after 5 steps" in out
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_resume_two_ranks(tmp_path, backend):
+    args = ["++distributed_backend", backend]
+    code, out, (r0, _) = mpirun(tmp_path, "resume", args + ["++num_epochs", "1"])
+    assert code == 0, out
+    code, out, (r0b, r1b) = mpirun(tmp_path, "resume", args + ["++num_epochs", "2"])
+    assert code == 0, out
+    assert "start training at epoch 2" in out
+    assert r0b["checkpoint_writes"] == ["model.002"] and r1b["checkpoint_writes"] == []
+    # the second run starts from the saved parameters on both ranks
+    assert r0b["steps"] == r1b["steps"]
+    assert r0b["steps"][0] != r0["steps"][0]
