@@ -223,15 +223,26 @@ class _HDFFile:
     def tag(self, local_idx: int) -> str:
         """Tag of one sequence; all tags of the file are read on first use and kept as bytes."""
         if self._tags is None:
-            if "seqTags" not in self.h5:
-                self._tags = np.array([b"seq-%i" % i for i in range(self.num_seqs)])
-            else:
-                tags = _read_strings(self.h5, "seqTags", self.path)
-                if len(tags) < self.num_seqs:
-                    raise DataError("HDFDataset: %s: 'seqTags' has %i entries for %i sequences"
-                                    % (self.path, len(tags), self.num_seqs))
-                self._tags = np.array([t.encode("utf8") for t in tags[:self.num_seqs]], dtype=bytes)
-        return self._tags[local_idx].decode("utf8")
+            self._tags = self._read_tags()
+        return decode_hdf_string(self._tags[local_idx])
+
+    def _read_tags(self) -> np.ndarray:
+        if "seqTags" not in self.h5:
+            return np.array([b"seq-%i" % i for i in range(self.num_seqs)])
+        try:
+            raw = self.h5["seqTags"][...]
+        except (OSError, ValueError) as exc:
+            raise DataError("HDFDataset: %s: cannot read 'seqTags': %s" % (self.path, exc))
+        if raw.ndim == 1 and raw.dtype.kind == "S":
+            tags = raw
+        elif raw.ndim == 1 and raw.dtype.kind == "O":
+            tags = np.array([v.encode("utf8") if isinstance(v, str) else bytes(v) for v in raw.tolist()], dtype=bytes)
+        else:
+            tags = np.array([t.encode("utf8") for t in _read_strings(self.h5, "seqTags", self.path)], dtype=bytes)
+        if len(tags) < self.num_seqs:
+            raise DataError("HDFDataset: %s: 'seqTags' has %i entries for %i sequences"
+                            % (self.path, len(tags), self.num_seqs))
+        return tags
 
     def read_all(self, key: str) -> np.ndarray:
         """All frames of ``key`` that belong to sequences."""
