@@ -1,5 +1,13 @@
 """Per-epoch learning rate: constant, newbob (relative), newbob_abs, newbob_multi_epoch.
 
+Newbob decays the rate (``newbob_learning_rate_decay``, not below ``min_learning_rate``) when the
+error measure of the last epoch did not improve enough over the one before: relative change
+``(new - old) / |new|`` (``/ |old|`` with ``newbob_relative_error_div_by_old``) above
+``newbob_relative_error_threshold``, or absolute change ``new - old`` above ``newbob_error_threshold``
+(``newbob_abs``). ``newbob_multi_epoch`` averages the relative changes over the last
+``newbob_multi_num_epochs`` epochs (fewer at the start) and decides every
+``newbob_multi_update_interval`` epochs (default: ``newbob_multi_num_epochs``). As in RETURNN.
+
 The learning-rate file holds, per epoch, the learning rate used and the scores measured, in
 RETURNN's format (a Python dict literal of ``EpochData(learningRate=..., error={...})``), so files
 move between the two projects. It is written atomically and reloaded on resume.
@@ -61,8 +69,9 @@ class LearningRateControl:
     def __init__(self, kind: str = "constant", default_learning_rate: float = 1.0,
                  learning_rates: Optional[List[float]] = None, filename: Optional[str] = None,
                  min_learning_rate: float = 0.0, decay: float = 0.5, relative_error_threshold: float = -0.01,
-                 error_threshold: float = -0.01, multi_num_epochs: int = 5, multi_update_interval: int = 1,
-                 error_measure: Optional[str] = None, relative_error_div_by_old: bool = True):
+                 error_threshold: float = -0.01, multi_num_epochs: int = 5, multi_update_interval: Optional[int] = None,
+                 error_measure: Optional[str] = None, relative_error_div_by_old: bool = False,
+                 relative_error_relative_lr: bool = False):
         if kind not in KNOWN_CONTROLS:
             raise ConfigError("config key 'learning_rate_control': unknown %r (known: %s)" % (kind, ", ".join(KNOWN_CONTROLS)))
         self.kind = kind
@@ -74,9 +83,11 @@ class LearningRateControl:
         self.relative_error_threshold = float(relative_error_threshold)
         self.error_threshold = float(error_threshold)
         self.multi_num_epochs = max(1, int(multi_num_epochs))
-        self.multi_update_interval = max(1, int(multi_update_interval))
+        self.multi_update_interval = max(1, int(multi_update_interval if multi_update_interval is not None
+                                                else self.multi_num_epochs))
         self.error_measure = error_measure
-        self.relative_error_div_by_old = relative_error_div_by_old
+        self.relative_error_div_by_old = bool(relative_error_div_by_old)
+        self.relative_error_relative_lr = bool(relative_error_relative_lr)
         self.epochs: Dict[int, EpochData] = {}
         if filename and os.path.exists(filename):
             self.epochs = read_learning_rate_file(filename)
@@ -95,9 +106,10 @@ class LearningRateControl:
             relative_error_threshold=config.float("newbob_relative_error_threshold", -0.01),
             error_threshold=config.float("newbob_error_threshold", -0.01),
             multi_num_epochs=config.int("newbob_multi_num_epochs", 5),
-            multi_update_interval=config.int("newbob_multi_update_interval", 1),
+            multi_update_interval=config.int("newbob_multi_update_interval", config.int("newbob_multi_num_epochs", 5)),
             error_measure=config.value("learning_rate_control_error_measure", None),
-            relative_error_div_by_old=config.bool("newbob_relative_error_div_by_old", True),
+            relative_error_div_by_old=config.bool("newbob_relative_error_div_by_old", False),
+            relative_error_relative_lr=config.bool("learning_rate_control_relative_error_relative_lr", False),
         )
 
     # ---- per-epoch learning rate
@@ -126,40 +138,60 @@ class LearningRateControl:
         if self.kind == "newbob_multi_epoch":
             if (epoch - 1) % self.multi_update_interval != 0:
                 return False
-            rels = [self._relative_improvement(e) for e in range(epoch - self.multi_num_epochs, epoch)]
+            # The last N+1 epochs give N relative changes; at the start, use those there are.
+            epochs = list(range(max(1, epoch - self.multi_num_epochs - 1), epoch))
+            if len(epochs) < 2:
+                return False
+            rels = [self._relative_change(a, b) for a, b in zip(epochs[:-1], epochs[1:])]
             if any(r is None for r in rels):
                 return False
             return sum(rels) / len(rels) > self.relative_error_threshold
-        old, new = self._error(epoch - 2), self._error(epoch - 1)
-        if old is None or new is None:
+        if epoch < 3:
             return False
         if self.kind == "newbob_abs":
+            old, new = self._error(epoch - 2), self._error(epoch - 1)
+            if old is None or new is None or self.error_key(epoch - 2) != self.error_key(epoch - 1):
+                return False
             return (new - old) > self.error_threshold
-        return self._relative(old, new) > self.relative_error_threshold
+        rel = self._relative_change(epoch - 2, epoch - 1)
+        return rel is not None and rel > self.relative_error_threshold
 
-    def _relative_improvement(self, epoch: int) -> Optional[float]:
-        old, new = self._error(epoch - 1), self._error(epoch)
-        if old is None or new is None:
+    def _relative_change(self, old_epoch: int, new_epoch: int) -> Optional[float]:
+        """Relative change of the error measure from ``old_epoch`` to ``new_epoch`` (negative = better)."""
+        old, new = self._error(old_epoch), self._error(new_epoch)
+        if old is None or new is None or self.error_key(old_epoch) != self.error_key(new_epoch):
             return None
-        return self._relative(old, new)
-
-    def _relative(self, old: float, new: float) -> float:
         denom = abs(old) if self.relative_error_div_by_old else abs(new)
-        return (new - old) / denom if denom else 0.0
+        rel = (new - old) / denom if denom else 0.0
+        if self.relative_error_relative_lr:  # a smaller rate is expected to improve less
+            lr = self.epochs[new_epoch].learning_rate
+            if lr > 0 and self.default_learning_rate > 0:
+                rel /= lr / self.default_learning_rate
+        return rel
 
     def error_key(self, epoch: int) -> Optional[str]:
-        """The score the control looks at: ``learning_rate_control_error_measure`` or the first
-        dev score, else the train score."""
+        """The score the control looks at: ``learning_rate_control_error_measure`` (or it with
+        ``_output``), else ``dev_score`` (of the layer ``output`` first), another dev score, any dev
+        value, ``train_score``, and finally the alphabetically first key."""
         data = self.epochs.get(epoch)
         if data is None or not data.error:
             return None
-        if self.error_measure:
-            return self.error_measure if self.error_measure in data.error else None
-        for prefix in ("dev_score", "train_score"):
-            keys = sorted(k for k in data.error if k.startswith(prefix))
+        errors = data.error
+        if len(errors) == 1 and "old_format_score" in errors:
+            return "old_format_score"
+        preferred = [self.error_measure, self.error_measure + "_output"] if self.error_measure else []
+        for key in preferred + ["dev_score", "dev_score_output"]:
+            if key in errors:
+                return key
+        for prefix in ("dev_score", "dev_"):
+            keys = sorted(k for k in errors if k.startswith(prefix))
             if keys:
                 return keys[0]
-        return sorted(data.error)[0]
+        for key in ("train_score", "train_score_output"):
+            if key in errors:
+                return key
+        keys = sorted(k for k in errors if k.startswith("train_score"))
+        return keys[0] if keys else sorted(errors)[0]
 
     def _error(self, epoch: int) -> Optional[float]:
         key = self.error_key(epoch)
