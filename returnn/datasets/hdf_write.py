@@ -251,7 +251,7 @@ ProgressFn = Callable[[int, int], None]
 
 def dump_dataset_to_hdf(dataset: Dataset, out_path: str, epoch: int = 1, start_seq: int = 0,
                         end_seq: Optional[int] = None, progress: Optional[ProgressFn] = None,
-                        max_chunk_bytes: int = 32 << 20) -> int:
+                        max_chunk_bytes: int = 8 << 20) -> int:
     """Writes sequences ``start_seq .. end_seq`` (inclusive; None = last) of ``epoch`` of
     ``dataset`` to ``out_path`` in RETURNN's HDF layout and returns how many were written.
 
