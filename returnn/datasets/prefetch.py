@@ -54,29 +54,29 @@ class BatchPrefetcher:
     def __len__(self) -> int:
         return len(self.slices)
 
-    def _produce(self) -> None:
+    def _produce(self, out: "queue.Queue", stop: threading.Event) -> None:
+        """Thread body. Gets its own queue and stop event, so a thread left over from an earlier
+        iteration can never feed or stop a later one."""
         try:
             for sl in self.slices:
-                if self._stop.is_set():
+                if stop.is_set():
                     return
-                item = self.make_batch(self.dataset, sl, self.keys)
-                while not self._stop.is_set():
-                    try:
-                        self._queue.put(item, timeout=0.1)
-                        break
-                    except queue.Full:
-                        continue
-            self._put_final(_DONE)
+                if not self._put(out, stop, self.make_batch(self.dataset, sl, self.keys)):
+                    return
+            self._put(out, stop, _DONE)
         except BaseException as exc:  # noqa: BLE001 - handed to the consumer
-            self._put_final(ProducerError(exc, "".join(traceback.format_exception(*sys.exc_info()))))
+            self._put(out, stop, ProducerError(exc, "".join(traceback.format_exception(*sys.exc_info()))))
 
-    def _put_final(self, item) -> None:
-        while not self._stop.is_set():
+    @staticmethod
+    def _put(out: "queue.Queue", stop: threading.Event, item) -> bool:
+        """Puts ``item`` unless stopped first; returns whether it was put."""
+        while not stop.is_set():
             try:
-                self._queue.put(item, timeout=0.1)
-                return
+                out.put(item, timeout=0.1)
+                return True
             except queue.Full:
                 continue
+        return False
 
     def __iter__(self) -> Iterator[Batch]:
         if self.num_prefetch == 0:
@@ -86,12 +86,17 @@ class BatchPrefetcher:
                 self.wait_time += time.perf_counter() - t0
                 yield batch
             return
-        self._thread = threading.Thread(target=self._produce, name="batch-prefetch", daemon=True)
-        self._thread.start()
+        self.close()  # a previous iteration's producer, if any
+        self._queue = queue.Queue(maxsize=self.num_prefetch)
+        self._stop = threading.Event()
+        thread = threading.Thread(target=self._produce, args=(self._queue, self._stop), name="batch-prefetch",
+                                  daemon=True)
+        self._thread = thread
+        thread.start()
         try:
             while True:
                 t0 = time.perf_counter()
-                item = self._queue.get()
+                item = self._get(thread)
                 self.wait_time += time.perf_counter() - t0
                 if item is _DONE:
                     return
@@ -100,6 +105,15 @@ class BatchPrefetcher:
                 yield item
         finally:
             self.close()
+
+    def _get(self, thread: threading.Thread):
+        """Next item; an error instead of waiting forever if the producer ended without one."""
+        while True:
+            try:
+                return self._queue.get(timeout=0.5)
+            except queue.Empty:
+                if not thread.is_alive() and self._queue.empty():
+                    raise RuntimeError("batch prefetch thread ended without delivering its batches")
 
     def close(self) -> None:
         """Stops the producer and waits for it."""
