@@ -254,3 +254,28 @@ def test_simple_writer_abort_leaves_nothing(tmp_path):
             writer.insert_batch(np.zeros((1, 2, 2), np.float32), [2], ["a"])
             raise RuntimeError("crash")
     assert os.listdir(tmp_path) == []
+
+
+def test_tool_unwritable_output_exit_2(tmp_path):
+    out = str(tmp_path / "no" / "such" / "dir" / "out.hdf")
+    proc = run_tool("{'class': 'Task12AXDataset', 'num_seqs': 3}", out)
+    assert proc.returncode == 2
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip() and "seqs/s" not in ln]
+    assert len(lines) == 1 and "out.hdf" in lines[0]
+
+
+def test_progress_printer_plain_and_terminal():
+    import io
+    from returnn.datasets.from_cli import ProgressPrinter
+    buf = io.StringIO()
+    printer = ProgressPrinter("hdf_dump", stream=buf, interval=0.0, is_tty=False)
+    printer(5, 10)
+    printer(10, 10)
+    lines = buf.getvalue().splitlines()
+    assert len(lines) == 2 and "5/10 seqs" in lines[0] and "seqs/s" in lines[0] and "ETA" in lines[0]
+    buf = io.StringIO()
+    printer = ProgressPrinter("hdf_dump", stream=buf, is_tty=True)
+    printer(3, 10)
+    printer.finish()
+    text = buf.getvalue()
+    assert text.startswith("\rhdf_dump [#########") and "3/10 seqs" in text and text.endswith("\n")

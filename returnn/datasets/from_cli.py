@@ -75,7 +75,7 @@ class ProgressPrinter:
         if self.is_tty:
             width = 30
             filled = int(width * done / total) if total else width
-            self.stream.write("\r%s [%s%s] %s " % (self.prefix, "#" * filled, "." * (width - filled),
+            self.stream.write("\r%s [%s%s] %s\x1b[K" % (self.prefix, "#" * filled, "." * (width - filled),
                                                    self.text(done, total)))
             self.stream.flush()
             self._bar_shown = True
