@@ -3,6 +3,10 @@
 Loads the config, initialises distributed training and the log, and runs the task. Bad input is
 one line on stderr and exit code 2 (with a traceback only at log_verbosity 5). In a multi-rank run,
 a failure on one rank ends all ranks, so no rank waits for a dead peer.
+
+Exit codes: 0 done; 1 runtime failure (including a non-finite score); 2 bad input; 128 + signum after
+SIGTERM/SIGUSR1 (the newest checkpoint on disk, possibly ``<model>.interrupted``, is the state the
+same command resumes from); 130 keyboard interrupt.
 """
 from __future__ import annotations
 
@@ -11,18 +15,43 @@ import sys
 import traceback
 from typing import List, Optional
 
-from returnn.config import Config, load_config_from_args
+from returnn.config import Config, load_config_from_args, parse_override_value, split_cmd_args
 from returnn.errors import ConfigError, ReturnnError
+from returnn.interrupts import EarlyStop, StopSignal
 
 KNOWN_TASKS = ("train", "eval", "forward")
 USAGE = "usage: rnn.py CONFIG [CONFIG2 ...] [++key value ...]   (or: rnn.py --check-distributed)"
 
 
-def _verbosity(config: Optional[Config]) -> int:
+def _verbosity(config: Optional[Config], argv: Optional[List[str]] = None) -> int:
+    """``log_verbosity`` of the config; without a config (it failed to load), from ``++log_verbosity``."""
     try:
-        return config.int("log_verbosity", 3) if config is not None else 3
-    except ReturnnError:
+        if config is not None:
+            return config.int("log_verbosity", 3)
+        value = 3
+        for key, text in split_cmd_args(argv or [])[1]:
+            if key == "log_verbosity":
+                value = int(parse_override_value(text))
+        return value
+    except (ReturnnError, ValueError, TypeError):
         return 3
+
+
+def _prepare_outputs(config: Config, task: str) -> None:
+    """Training writes ``model`` and ``learning_rate_file``: their directories must be creatable
+    (checked before anything is built, so the error names the key). Leftovers of a killed writer
+    are removed."""
+    from returnn.tf.checkpoint import prepare_output_dir, remove_stale_temp_files
+    if task != "train":
+        return
+    model = config.value("model", None)
+    lr_file = config.value("learning_rate_file", None)
+    if model:
+        prepare_output_dir(model, "model")
+    if lr_file:
+        prepare_output_dir(lr_file, "learning_rate_file")
+    if model:
+        remove_stale_temp_files(model, [lr_file] if lr_file else [])
 
 
 def _configure_tensorflow(config: Config) -> None:
@@ -53,9 +82,15 @@ def run(config: Config) -> int:
     from returnn.log import log
     dist = DistributedContext.from_config(config)
     _state["dist"] = dist
-    log.initialize(config.list("log", []), _verbosity(config), dist.rank, dist.size)
+    try:
+        log.initialize(config.list("log", []), _verbosity(config), dist.rank, dist.size)
+    except OSError as exc:
+        raise ConfigError("config key 'log': cannot write log file %s: %s"
+                          % (config.value("log"), exc.strerror or exc))
     if dist.enabled:
         print(dist.backend.describe(), file=log.v3)
+    if dist.is_chief:
+        _prepare_outputs(config, task)
     from returnn.tf.engine import Engine, NonFiniteScoreError, TrainingInterrupted
     try:
         Engine(config, dist).run(task)
@@ -93,6 +128,39 @@ def _fail(message: str, exit_code: int, tb: Optional[str]) -> int:
     return exit_code
 
 
+def _user_error(exc: BaseException) -> Optional[ReturnnError]:
+    """The ReturnnError behind a wrapper (e.g. the prefetcher's ProducerError), if any."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, ReturnnError):
+            return exc
+        seen.add(id(exc))
+        exc = getattr(exc, "original", None) or exc.__cause__
+    return None
+
+
+def _stopped(exc: StopSignal) -> int:
+    """A stop signal outside the training loop (start-up): nothing new to save; end all ranks."""
+    import signal as _signal
+    try:
+        name = _signal.Signals(exc.signum).name
+    except ValueError:
+        name = "signal %i" % exc.signum
+    message = ("stopped by %s outside the training loop: nothing new to save; the same command resumes "
+               "from the newest checkpoint" % name)
+    from returnn.log import log
+    dist = _state.get("dist")
+    if log.files:
+        for f in log.files:
+            f.write(message + "\n")
+        log.flush_all()
+    sys.stderr.write(message + "\n")
+    sys.stderr.flush()
+    if dist is not None and dist.size > 1:
+        dist.backend.abort(exc.exit_code)
+    return exc.exit_code
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     """Entry point of ``rnn.py``, ``python -m returnn`` and the ``returnn`` console script."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -103,16 +171,27 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(USAGE)
         return 0 if argv else 2
     config: Optional[Config] = None
+    early_stop = EarlyStop()
     try:
         config = load_config_from_args(argv)
+        if config.value("task", "train") == "train":
+            early_stop.install()
         return run(config)
     except ReturnnError as exc:
-        tb = traceback.format_exc() if _verbosity(config) >= 5 else None
+        tb = traceback.format_exc() if _verbosity(config, argv) >= 5 else None
         return _fail(str(exc), exc.exit_code, tb)
+    except StopSignal as exc:
+        return _stopped(exc)
     except KeyboardInterrupt:
         return _fail("interrupted by keyboard", 130, None)
     except Exception as exc:  # noqa: BLE001 - anything else is a bug or a runtime failure: show it
+        user_error = _user_error(exc)
+        if user_error is not None:  # bad input found late (e.g. by the data loader thread)
+            tb = traceback.format_exc() if _verbosity(config, argv) >= 5 else None
+            return _fail(str(user_error), user_error.exit_code, tb)
         return _fail("%s: %s" % (type(exc).__name__, exc), 1, traceback.format_exc())
+    finally:
+        early_stop.uninstall()
 
 
 if __name__ == "__main__":

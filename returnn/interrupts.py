@@ -27,6 +27,7 @@ class StopRequest:
             self._previous[sig] = signal.signal(sig, self._handle)
 
     def uninstall(self) -> None:
+        """Restores the handlers that were there before :meth:`install`."""
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)
         self._previous = {}
@@ -43,6 +44,50 @@ class StopRequest:
     def exit_code(self) -> int:
         """128 + signal number, the shell's convention for death by signal."""
         return 128 + int(self.signum or signal.SIGTERM)
+
+
+class StopSignal(BaseException):
+    """A stop signal that arrived before the training loop took over the handlers.
+
+    A BaseException, so that no ``except Exception`` on the way swallows it. Nothing new has been
+    trained yet, so the newest checkpoint on disk already is the state to resume from."""
+
+    def __init__(self, signum: int):
+        super().__init__("stopped by signal %i" % signum)
+        self.signum = int(signum)
+
+    @property
+    def exit_code(self) -> int:
+        """128 + signal number."""
+        return 128 + self.signum
+
+
+class EarlyStop:
+    """Handlers for the start-up phase of training (config, data, network, tracing): a stop
+    signal raises :class:`StopSignal` at once instead of killing the process without a word.
+
+    The engine's :class:`StopRequest` replaces these handlers for the training loop and puts them
+    back afterwards."""
+
+    def __init__(self) -> None:
+        self._previous = {}
+
+    def install(self) -> None:
+        """Installs the handlers (main thread only)."""
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for sig in STOP_SIGNALS:
+            self._previous[sig] = signal.signal(sig, self._handle)
+
+    def uninstall(self) -> None:
+        """Restores the handlers that were there before :meth:`install`."""
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+        self._previous = {}
+
+    @staticmethod
+    def _handle(signum, frame) -> None:  # noqa: ARG004
+        raise StopSignal(signum)
 
 
 class Watchdog:

@@ -14,7 +14,8 @@ from __future__ import annotations
 import glob
 import os
 import re
-from typing import List, Optional, Tuple
+import shutil
+from typing import List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
@@ -58,15 +59,78 @@ def list_epoch_checkpoints(model: str) -> List[int]:
     return sorted(epochs)
 
 
-def prepare_model_dir(model: str) -> None:
-    """Creates the directory of ``model``; an error naming the key when that is impossible."""
-    directory = os.path.dirname(os.path.abspath(model))
+def prepare_output_dir(path: str, key: str) -> None:
+    """Creates the directory of the output file ``path`` (config key ``key``); a one-line
+    ConfigError naming the key and the directory when that is impossible."""
+    directory = os.path.dirname(os.path.abspath(path))
     try:
         os.makedirs(directory, exist_ok=True)
     except OSError as exc:
-        raise ConfigError("config key 'model': cannot create directory %s: %s" % (directory, exc.strerror or exc))
+        blocker = _non_directory_ancestor(directory)
+        reason = ("%s is a file, not a directory" % blocker) if blocker else (exc.strerror or str(exc))
+        raise ConfigError("config key %r: cannot create directory %s: %s" % (key, directory, reason))
     if not os.access(directory, os.W_OK):
-        raise ConfigError("config key 'model': directory %s is not writable" % directory)
+        raise ConfigError("config key %r: directory %s is not writable" % (key, directory))
+
+
+def _non_directory_ancestor(directory: str) -> Optional[str]:
+    """The first existing path on the way to ``directory`` that is not a directory, if any."""
+    path = directory
+    chain = []
+    while True:
+        chain.append(path)
+        parent = os.path.dirname(path)
+        if parent == path:
+            break
+        path = parent
+    for candidate in reversed(chain):
+        if os.path.exists(candidate) and not os.path.isdir(candidate):
+            return candidate
+    return None
+
+
+def prepare_model_dir(model: str) -> None:
+    """Creates the directory of ``model``; an error naming the key when that is impossible."""
+    prepare_output_dir(model, "model")
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # e.g. EPERM: exists, owned by someone else
+        return True
+    return True
+
+
+def remove_stale_temp_files(model: str, extra_files: Sequence[str] = ()) -> List[str]:
+    """Removes what a killed writer left behind: ``<model>.NNN.tmp-PID*`` and
+    ``<model>.interrupted.tmp-PID*`` checkpoint parts (including TF's ``*_temp`` directory) and
+    ``<file>.tmp-PID`` of ``extra_files`` (e.g. the learning-rate file), when process PID is gone.
+
+    These names never count as checkpoints, so this is tidying, not a correctness step. Returns
+    the removed paths."""
+    patterns = [(model, re.compile(re.escape(os.path.basename(model))
+                                   + r"\.(?:\d{3,}|%s)\.tmp-(\d+)(?:[._].*)?$" % INTERRUPTED_SUFFIX))]
+    patterns += [(f, re.compile(re.escape(os.path.basename(f)) + r"\.tmp-(\d+)$")) for f in extra_files if f]
+    removed: List[str] = []
+    for base, pattern in patterns:
+        for path in glob.glob(glob.escape(base) + ".*"):
+            m = pattern.match(os.path.basename(path))
+            if not m or _pid_alive(int(m.group(1))):
+                continue
+            try:
+                if os.path.isdir(path) and not os.path.islink(path):
+                    shutil.rmtree(path)
+                else:
+                    os.remove(path)
+                removed.append(path)
+            except OSError:
+                pass  # a read-only leftover is harmless: it never looks like a checkpoint
+    return removed
 
 
 class CheckpointManager:
