@@ -260,6 +260,9 @@ def dump_dataset_to_hdf(dataset: Dataset, out_path: str, epoch: int = 1, start_s
     data length differs from its declared length is a DataError. ``progress(done, total)`` is
     called after every chunk.
     """
+    out_dir = os.path.dirname(os.path.abspath(out_path))
+    if not os.path.isdir(out_dir):
+        raise DataError("cannot write %s: directory %s does not exist" % (out_path, out_dir))
     dataset.init_seq_order(epoch)
     n = dataset.num_seqs
     start = max(0, int(start_seq or 0))
