@@ -12,9 +12,13 @@ export TF_CPP_MIN_LOG_LEVEL := 2
 setup:
 	@bash tools/setup_env.sh
 
+DEMO_DIR ?= /tmp/returnn-demo
+
+# Trains the 12AX LSTM demo, then the same task from HDF files (cache_size = "0"); fresh each time.
 demo: setup
-	$(PY) rnn.py demos/demo-tf-lstm.12ax.config ++num_epochs 5 ++log_verbosity 4 ++model /tmp/returnn-demo/12ax/model ++learning_rate_file /tmp/returnn-demo/12ax/newbob.data ++tf_log_dir /tmp/returnn-demo/12ax/tf-log
-	bash demos/run-hdf-demo.sh
+	rm -rf $(DEMO_DIR)
+	$(PY) rnn.py demos/demo-tf-lstm.12ax.config ++model $(DEMO_DIR)/12ax/model ++learning_rate_file $(DEMO_DIR)/12ax/newbob.data
+	RETURNN_DEMO_DIR=$(DEMO_DIR)/12ax-hdf bash demos/run-hdf-demo.sh
 
 demo-horovod: setup
 	bash demos/run-horovod-demo.sh

@@ -76,8 +76,8 @@ class Engine:
         self.steps = StepFunctions(self.network, self.optimizer, dist, config.float("gradient_clip", 0.0),
                                    config.float("gradient_clip_global_norm", 0.0))
         self.lr_control = LearningRateControl.from_config(config)
-        self.checkpoints = CheckpointManager(self.model, network=self.network, optimizer=self.optimizer) \
-            if self.model else None
+        self.checkpoints = CheckpointManager(self.model, network=self.network, optimizer=self.optimizer,
+                                             global_step=self.optimizer.iterations) if self.model else None
         self.stop_request = StopRequest()
         self.global_step = 0
         self.summaries = SummaryLogger.from_config(config, dist.is_chief)
@@ -313,7 +313,8 @@ class Engine:
         if not is_complete(prefix):
             raise ConfigError("checkpoint %s is missing or incomplete" % prefix)
         if self.checkpoints is None:
-            self.checkpoints = CheckpointManager(prefix, network=self.network, optimizer=self.optimizer)
+            self.checkpoints = CheckpointManager(prefix, network=self.network, optimizer=self.optimizer,
+                                                 global_step=self.optimizer.iterations)
         epoch = self.checkpoints.restore(prefix)
         print("loaded checkpoint %s (epoch %i)" % (prefix, epoch), file=log.v3)
         return epoch
