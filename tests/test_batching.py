@@ -276,3 +276,14 @@ def test_partition_epoch_covers_full_epoch_once(ordering, n, parts):
         assert ds.num_seqs == len(subs[-1])
     if ordering == "random":
         assert _order(ds, 1) != _order(ds, parts + 1)
+
+
+@pytest.mark.parametrize("n,parts,sizes", [(10, 4, [3, 3, 2, 2]), (9, 3, [3, 3, 3]), (2, 3, [1, 1, 0]),
+                                           (7, 1, [7])])
+def test_partition_sizes_like_returnn(n, parts, sizes):
+    ds = make_dataset(random_lengths(n, 5), partition_epoch=parts)
+    got = []
+    for epoch in range(1, parts + 1):
+        ds.init_seq_order(epoch)
+        got.append(ds.num_seqs)
+    assert got == sizes

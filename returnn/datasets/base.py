@@ -120,8 +120,8 @@ class Dataset:
         self._prepare_epoch(full_epoch)
         order = self.full_epoch_order(full_epoch)
         part = (epoch - 1) % self.partition_epoch
-        bounds = np.linspace(0, len(order), self.partition_epoch + 1).round().astype(np.int64)
-        self._seq_order = order[bounds[part]:bounds[part + 1]]
+        start, end = partition_bounds(len(order), self.partition_epoch, part)
+        self._seq_order = order[start:end]
         self.epoch = epoch
 
     def random_seed_for_epoch(self, full_epoch: int) -> int:
@@ -179,6 +179,14 @@ class Dataset:
 
     def close(self) -> None:
         """Releases file handles."""
+
+
+def partition_bounds(n: int, num_parts: int, part: int) -> "tuple[int, int]":
+    """[start, end) of part ``part`` when ``n`` sequences are split into ``num_parts`` consecutive
+    parts; as in RETURNN, the first ``n % num_parts`` parts get one sequence more."""
+    base, extra = divmod(n, num_parts)
+    start = part * base + min(part, extra)
+    return start, start + base + (1 if part < extra else 0)
 
 
 def compute_seq_order(ordering: str, n: int, get_lengths, seed: int, name: str = "dataset") -> np.ndarray:
