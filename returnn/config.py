@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import json
+import numbers
 import os
 import sys
 import traceback
@@ -201,9 +202,9 @@ class Config:
         value = self.typed_dict[key]
         if isinstance(value, bool):
             return int(value)
-        if isinstance(value, int):
-            return value
-        if isinstance(value, float) and value.is_integer():
+        if isinstance(value, numbers.Integral):  # also numpy integers
+            return int(value)
+        if isinstance(value, numbers.Real) and float(value).is_integer():
             return int(value)
         if isinstance(value, str):
             try:

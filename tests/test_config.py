@@ -242,3 +242,12 @@ def test_python_m_returnn_same_as_rnn_py(tmp_path):
     assert proc.returncode == 0, describe(proc)
     assert "start training at epoch 1" in proc.stdout
     assert "Finished training in epoch 0." in proc.stdout
+
+
+def test_int_accepts_numpy_integers():
+    import numpy as np
+    c = Config({"a": np.int64(5), "b": np.float32(3.0), "c": np.float64(2.5)})
+    assert c.int("a") == 5 and type(c.int("a")) is int
+    assert c.int("b") == 3
+    with pytest.raises(ConfigError, match="'c'"):
+        c.int("c")

@@ -197,3 +197,11 @@ def test_learning_rate_file_is_valid_python_literal(demo):
     tree = ast.parse(text, mode="eval")
     assert isinstance(tree.body, ast.Dict)
     assert all(isinstance(v, ast.Call) and v.func.id == "EpochData" for v in tree.body.values)
+
+
+@pytest.mark.parametrize("seconds,text", [(0, "0:00:00"), (59.4, "0:00:59"), (61, "0:01:01"),
+                                          (3600 * 25 + 62, "25:01:02"), (-1, "0:00:00")])
+def test_hms_format(seconds, text):
+    from returnn.util.basic import hms
+    assert hms(seconds) == text
+    assert re.fullmatch(HMS, hms(seconds))

@@ -1,7 +1,6 @@
 """Helpers that RETURNN configs import (``from returnn.util.basic import ...``)."""
 from __future__ import annotations
 
-import datetime
 import getpass
 import os
 import socket
@@ -16,8 +15,9 @@ def get_login_username() -> str:
 
 
 def hms(seconds: float) -> str:
-    """Formats seconds as H:MM:SS, like RETURNN's log lines."""
-    return str(datetime.timedelta(seconds=int(round(seconds))))
+    """Formats seconds as H:MM:SS, like RETURNN's log lines (hours keep counting past 24)."""
+    total = max(0, int(round(seconds)))
+    return "%i:%02i:%02i" % (total // 3600, total // 60 % 60, total % 60)
 
 
 def get_hostname() -> str:
