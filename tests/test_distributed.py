@@ -56,9 +56,13 @@ def mpirun(tmp_path, name: str, args, config_text: str = CONFIG, timeout: float 
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_grad_reduce_shard_scale_lr_checkpoints(tmp_path, backend):
+    timeline = tmp_path / "timeline.json"
+    extra = ["++horovod_timeline", str(timeline)] if backend == "horovod" else []
     code, out, (r0, r1) = mpirun(tmp_path, "grad", ["++distributed_backend", backend, "++horovod_scale_lr", "1",
-                                                    "++num_epochs", "2"])
+                                                    "++num_epochs", "2"] + extra)
     assert code == 0, out
+    if backend == "horovod":  # horovod_timeline turns on Horovod's timeline for the run
+        assert "ALLREDUCE" in timeline.read_text()
     # grad: parameters are bit-identical on both ranks after every step
     assert len(r0["steps"]) == len(r1["steps"]) == 8
     assert r0["steps"] == r1["steps"]
