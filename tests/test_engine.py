@@ -9,7 +9,7 @@ import h5py
 import numpy as np
 import pytest
 
-from helpers import REPO, TINY_12AX, describe, lines_matching, run_rnn, write_config
+from helpers import REPO, TINY_12AX, describe, lines_matching, nonempty_lines, run_rnn, write_config
 from returnn.datasets.generating import Task12AXDataset
 
 DEMO = REPO / "demos" / "demo-tf-lstm.12ax.config"
@@ -205,3 +205,18 @@ def test_hms_format(seconds, text):
     from returnn.util.basic import hms
     assert hms(seconds) == text
     assert re.fullmatch(HMS, hms(seconds))
+
+
+@pytest.mark.xfail(reason="returnn/tf/engine.py task_forward (and evaluation.forward_to_hdf) does not check the "
+                          "directory of 'output_file': h5py's FileNotFoundError escapes as a traceback with exit 1 "
+                          "instead of one line naming the key, exit 2 (or creating the directory)", strict=True)
+def test_forward_to_missing_directory_is_one_line_error(demo, tmp_path):
+    d = demo["dir"]
+    proc = run_rnn([DEMO, "++task", "forward", "++load_epoch", "1", "++model", d / "model",
+                    "++learning_rate_file", d / "newbob.data", "++output_file", tmp_path / "no" / "such" / "x.hdf"])
+    if proc.returncode == 0:  # creating the directory is a fine fix too
+        assert (tmp_path / "no" / "such" / "x.hdf").exists()
+        return
+    assert proc.returncode == 2, describe(proc)
+    lines = nonempty_lines(proc.stderr)
+    assert len(lines) == 1 and "output_file" in lines[0], describe(proc)
