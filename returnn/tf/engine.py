@@ -74,7 +74,8 @@ class Engine:
         self.network = TFNetwork(net_dict, {k: OutputSpec(s.dim, s.sparse) for k, s in specs.items()}, seed=self.seed)
         self.optimizer = create_optimizer(config, self.network.trainable_variables)
         self.steps = StepFunctions(self.network, self.optimizer, dist, config.float("gradient_clip", 0.0),
-                                   config.float("gradient_clip_global_norm", 0.0))
+                                   config.float("gradient_clip_global_norm", 0.0),
+                                   config.float("gradient_clip_norm", 0.0), config.float("gradient_noise", 0.0))
         self.lr_control = LearningRateControl.from_config(config)
         self.checkpoints = CheckpointManager(self.model, network=self.network, optimizer=self.optimizer,
                                              global_step=self.optimizer.iterations) if self.model else None

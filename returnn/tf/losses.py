@@ -79,7 +79,8 @@ class CrossEntropyLoss(Loss):
     """
 
     loss_class = "ce"
-    known_opts = ("label_smoothing",)
+    # "use_fused" selects a TF kernel in RETURNN; ours is always the stable fused form.
+    known_opts = ("label_smoothing", "use_fused")
 
     def compute(self, output: LayerOutput, target: LayerOutput) -> LossValues:
         mask = _frame_mask(target)

@@ -39,13 +39,16 @@ class StepFunctions:
     """Builds the step functions of one network/optimizer pair."""
 
     def __init__(self, network: TFNetwork, optimizer: Optimizer, dist: DistributedContext,
-                 gradient_clip: float = 0.0, gradient_clip_global_norm: float = 0.0):
+                 gradient_clip: float = 0.0, gradient_clip_global_norm: float = 0.0,
+                 gradient_clip_norm: float = 0.0, gradient_noise: float = 0.0):
         self.network = network
         self.optimizer = optimizer
         self.dist = dist
         self.variables: List[tf.Variable] = list(network.trainable_variables)
         self.gradient_clip = float(gradient_clip or 0.0)
         self.gradient_clip_global_norm = float(gradient_clip_global_norm or 0.0)
+        self.gradient_clip_norm = float(gradient_clip_norm or 0.0)
+        self.gradient_noise = float(gradient_noise or 0.0)
         self.loss_names = [info.layer for info in network.losses]
         self.train_keys = network.required_data_keys(with_targets=True)
         self.forward_keys = network.required_data_keys(with_targets=False)
@@ -84,12 +87,22 @@ class StepFunctions:
         if self.dist.size > 1 and self.dist.reduce_type == "grad":
             reduced = self.dist.backend.allreduce_sum_graph(grads + [flags])
             grads, flags = reduced[:-1], reduced[-1]
-        if self.gradient_clip > 0:
-            grads = [tf.clip_by_value(g, -self.gradient_clip, self.gradient_clip) for g in grads]
-        if self.gradient_clip_global_norm > 0:
-            grads, _ = tf.clip_by_global_norm(grads, self.gradient_clip_global_norm)
+        grads = self._postprocess_gradients(grads, seed)
         self.optimizer.apply(grads, self.variables)
         return tf.concat([stats, flags], axis=0)
+
+    def _postprocess_gradients(self, grads: List[tf.Tensor], seed: tf.Tensor) -> List[tf.Tensor]:
+        """RETURNN's gradient options, in its order: noise, clip by value, by norm, by global norm."""
+        if self.gradient_noise > 0:  # same noise on every rank: seeded by the step, not the rank
+            grads = [g + self.gradient_noise * tf.random.stateless_normal(tf.shape(g), seed + [1, i], dtype=g.dtype)
+                     for i, g in enumerate(grads)]
+        if self.gradient_clip > 0:
+            grads = [tf.clip_by_value(g, -self.gradient_clip, self.gradient_clip) for g in grads]
+        if self.gradient_clip_norm > 0:
+            grads = [tf.clip_by_norm(g, self.gradient_clip_norm) for g in grads]
+        if self.gradient_clip_global_norm > 0:
+            grads, _ = tf.clip_by_global_norm(grads, self.gradient_clip_global_norm)
+        return grads
 
     def _eval_step(self, batch):
         stats, _ = self._loss_stats(batch, RunContext(False))

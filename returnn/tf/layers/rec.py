@@ -67,7 +67,8 @@ class RecLayer(Layer):
     """``{"class": "rec", "unit": "nativelstm2", "n_out": H, "direction": 1 or -1}``."""
 
     layer_class = "rec"
-    extra_options = frozenset({"unit", "direction", "unit_opts"})
+    # "unroll" and "max_seq_len" are RETURNN implementation hints; accepted, nothing to do here.
+    extra_options = frozenset({"unit", "direction", "unit_opts", "unroll", "max_seq_len"})
 
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[OutputSpec], seed: int = 42):
         super().__init__(name, opts, sources, seed)
