@@ -395,3 +395,23 @@ def test_stale_temp_files_of_dead_writers_are_removed(tmp_path):
     removed = remove_stale_temp_files(str(model), [str(lr_file)])
     assert sorted(os.path.basename(p) for p in removed) == sorted(stale + ["model.004.tmp-%i_temp" % dead])
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(kept)
+
+
+def test_restore_of_unfitting_or_corrupt_checkpoint_is_one_line_error(tmp_path):
+    """A checkpoint from a different network, or with damaged data, is a ReturnnError naming it
+    (one line from the CLI), not a TF traceback."""
+    from returnn.errors import ConfigError, DataError
+    model = tmp_path / "model"
+    _manager(model, 1.0).save(1)
+    prefix = epoch_prefix(str(model), 1)
+    wider = CheckpointManager(str(model), net=tf.Module(), w=tf.Variable(np.zeros([5], np.float32)))
+    with pytest.raises(ConfigError, match=re.escape(prefix) + " does not fit the network"):
+        wider.restore(prefix)
+    extra = CheckpointManager(str(model), net=tf.Module(), w=tf.Variable(np.zeros([4], np.float32)),
+                              u=tf.Variable(1.0))
+    with pytest.raises(ConfigError, match=re.escape(prefix)):
+        extra.restore(prefix)
+    data = Path(prefix + ".data-00000-of-00001")
+    data.write_bytes(data.read_bytes()[:8])
+    with pytest.raises(DataError, match=re.escape(prefix) + " cannot be read"):
+        _manager(model, 0.0).restore(prefix)

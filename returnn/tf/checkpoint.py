@@ -19,7 +19,7 @@ from typing import List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
-from returnn.errors import ConfigError
+from returnn.errors import ConfigError, DataError
 from returnn.util.basic import fsync_dir
 
 _DATA_RE = re.compile(r"\.data-(\d+)-of-(\d+)$")
@@ -180,8 +180,20 @@ class CheckpointManager:
 
     # ---- reading
     def restore(self, prefix: str) -> int:
-        """Loads ``prefix``; returns the epoch stored in it."""
-        self.checkpoint.read(prefix).assert_existing_objects_matched().expect_partial()
+        """Loads ``prefix``; returns the epoch stored in it.
+
+        A checkpoint that does not fit the network (changed layers, dims or optimizer) is a
+        ConfigError naming it; one whose data cannot be read is a DataError naming it."""
+        try:
+            status = self.checkpoint.read(prefix)
+            status.expect_partial()  # no warnings about unused values when this fails
+            status.assert_existing_objects_matched()
+        except (ValueError, AssertionError) as exc:
+            raise ConfigError("checkpoint %s does not fit the network/optimizer of the config (changed layers, "
+                              "n_out or optimizer?): %s" % (prefix, _first_line(exc)))
+        except (tf.errors.OpError, IndexError, OSError) as exc:
+            raise DataError("checkpoint %s cannot be read (corrupt?): %s: %s"
+                            % (prefix, type(exc).__name__, _first_line(exc)))
         return int(self.epoch_var.numpy())
 
     def find_resume_point(self) -> Optional[Tuple[str, int]]:
@@ -198,6 +210,11 @@ class CheckpointManager:
             if _stored_epoch(prefix) is not None:
                 return prefix, epoch
         return None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _stored_epoch(prefix: str) -> Optional[int]:
