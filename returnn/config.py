@@ -99,10 +99,12 @@ class Config:
         if not os.path.exists(filename):
             raise ConfigError("config file not found: %s" % filename)
         try:
-            with open(filename, encoding="utf8") as f:
+            with open(filename, encoding="utf-8-sig") as f:  # a leading BOM is not part of the config
                 content = f.read()
         except OSError as exc:
             raise ConfigError("cannot read config file %s: %s" % (filename, exc.strerror))
+        except UnicodeDecodeError as exc:
+            raise ConfigError("config file %s is not UTF-8 text (byte %i)" % (filename, exc.start))
         self.files.append(filename)
         if content.lstrip().startswith("{"):
             self._load_json(filename, content)

@@ -251,3 +251,18 @@ def test_int_accepts_numpy_integers():
     assert c.int("b") == 3
     with pytest.raises(ConfigError, match="'c'"):
         c.int("c")
+
+
+def test_bom_and_non_utf8_files(tmp_path):
+    bom_json = tmp_path / "bom.json"
+    bom_json.write_bytes(b"\xef\xbb\xbf" + json.dumps({"num_epochs": 4}).encode())
+    bom_py = tmp_path / "bom.config"
+    bom_py.write_bytes(b"\xef\xbb\xbf#!rnn.py\nbatch_size = 9\n")
+    config = load_config_from_args([str(bom_json), str(bom_py)])
+    assert config.int("num_epochs") == 4 and config.int("batch_size") == 9
+    latin = tmp_path / "latin.config"
+    latin.write_bytes(b"#!rnn.py\nname = '\xe9t\xe9'\n")
+    with pytest.raises(ConfigError, match="latin.config"):
+        Config().load_file(str(latin))
+    line = _one_error_line(run_rnn([latin]))
+    assert str(latin) in line
