@@ -7,6 +7,7 @@ parameters (``param`` reduce), evaluate dev/eval sets, record scores, save a che
 """
 from __future__ import annotations
 
+import os
 import time
 from typing import Dict, List, Optional
 
@@ -90,6 +91,8 @@ class Engine:
         out: Dict[str, Dataset] = {}
         for name in ("train", "dev", "eval"):
             spec = self.config.typed_value(name)
+            if name == "train" and isinstance(spec, dict) and "seq_ordering" not in spec and self.config.has("batching"):
+                spec = dict(spec, seq_ordering=self.config.value("batching"))  # RETURNN's global default
             if spec:
                 out[name] = init_dataset(spec, defaults, name=name)
         for name, spec in (self.config.typed_value("eval_datasets") or {}).items():
@@ -339,5 +342,11 @@ class Engine:
             raise ConfigError("task 'forward' needs 'output_file'")
         if not self.dist.is_chief:
             return
+        directory = os.path.dirname(os.path.abspath(output_file))
+        try:
+            os.makedirs(directory, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError("config key 'output_file': cannot create directory %s: %s"
+                              % (directory, exc.strerror or exc))
         count = forward_to_hdf(self.steps, dataset, output_file, self.batching, epoch)
         print("forwarded %i sequences of %s to %s" % (count, dataset.name, output_file), file=log.v1)
