@@ -217,9 +217,6 @@ def test_load_epoch_for_eval_and_missing_epoch(straight, tmp_path):
     assert len(lines) == 1 and "model.007" in lines[0]
 
 
-@pytest.mark.xfail(reason="returnn/tf/checkpoint.py CheckpointManager.restore (line ~184) lets TF's ValueError "
-                          "escape: a checkpoint that does not fit the network gives a 60-line traceback and exit 1 "
-                          "instead of one line naming the checkpoint, exit 2", strict=True)
 def test_resume_with_changed_network_is_one_line_error(straight, tmp_path):
     _copy_checkpoints(straight["dir"], tmp_path, lambda n: n.count(".") >= 2 and not n.endswith(".log"))
     wider = write_config(tmp_path / "wider.config", TINY_12AX.replace('"n_out": 8', '"n_out": 16'))
