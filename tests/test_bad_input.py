@@ -171,7 +171,8 @@ def _run_both(args: Sequence[str]) -> Tuple[subprocess.CompletedProcess, subproc
 def test_bad_input_is_one_line_exit_2(files, case):
     args, expected = _case_args(case, files)
     plain, verbose = _run_both(args)
-    shown = "exit code %s\n--- stdout\n%s\n--- stderr\n%s" % (plain.returncode, plain.stdout[-2000:], plain.stderr[-3000:])
+    shown = "exit code %s\n--- stdout\n%s\n--- stderr\n%s" % (plain.returncode, plain.stdout[-2000:],
+                                                               plain.stderr[-3000:])
     assert plain.returncode == 2, shown
     lines = [line for line in plain.stderr.splitlines() if line.strip()]
     assert len(lines) == 1, shown

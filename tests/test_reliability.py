@@ -166,9 +166,10 @@ def _read_ckpt(prefix: str) -> Dict[str, int]:
     """Epoch and global step stored in a checkpoint (fails if it cannot be read)."""
     reader = tf.train.load_checkpoint(prefix)
     keys = reader.get_variable_to_shape_map()
-    step_key = next(k for k in ("global_step/.ATTRIBUTES/VARIABLE_VALUE", "optimizer/iterations/.ATTRIBUTES/VARIABLE_VALUE")
-                    if k in keys)
-    return {"epoch": int(reader.get_tensor("epoch/.ATTRIBUTES/VARIABLE_VALUE")), "step": int(reader.get_tensor(step_key))}
+    step_key = next(k + "/.ATTRIBUTES/VARIABLE_VALUE" for k in ("global_step", "optimizer/iterations")
+                    if k + "/.ATTRIBUTES/VARIABLE_VALUE" in keys)
+    return {"epoch": int(reader.get_tensor("epoch/.ATTRIBUTES/VARIABLE_VALUE")),
+            "step": int(reader.get_tensor(step_key))}
 
 
 # ---------------------------------------------------------------- kill -9 and resume
