@@ -1,0 +1,51 @@
+"""Start-up checks of distributed training that need no second process."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DEMO = "demos/demo-tf-lstm.12ax.config"
+
+
+def run(args, **env):
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "PMI_", "PMIX_", "SLURM_"))}
+    full_env.update(TF_CPP_MIN_LOG_LEVEL="2", **env)
+    return subprocess.run([sys.executable, "rnn.py", DEMO] + args, cwd=REPO, env=full_env, capture_output=True,
+                          text=True, timeout=120)
+
+
+@pytest.mark.parametrize("backend", ["horovod", "mpi"])
+def test_launcher_says_two_ranks_but_backend_sees_one(tmp_path, backend):
+    # What happens when Horovod/mpi4py were built against another MPI than the launcher's:
+    # the launcher announces 2 processes, the backend initialises a singleton world of size 1.
+    proc = run(["++use_horovod", "1", "++distributed_backend", backend, "++model", str(tmp_path / "model")],
+               OMPI_COMM_WORLD_SIZE="2", OMPI_COMM_WORLD_RANK="0")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = [l for l in proc.stderr.splitlines() if l.strip()]
+    assert len(lines) == 1 and "2 processes" in lines[0] and "size 1" in lines[0], proc.stderr
+
+
+def test_parallel_launch_without_use_horovod_is_an_error(tmp_path):
+    proc = run(["++model", str(tmp_path / "model")], OMPI_COMM_WORLD_SIZE="2", OMPI_COMM_WORLD_RANK="1")
+    assert proc.returncode == 2
+    assert "use_horovod" in proc.stderr and "2 processes" in proc.stderr
+
+
+def test_horovod_single_process_logs_init_line(tmp_path):
+    proc = run(["++use_horovod", "1", "++num_epochs", "1", "++model", str(tmp_path / "model"),
+                "++train", "{'class': 'Task12AXDataset', 'num_seqs': 20}", "++dev", "None"])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Horovod initialized. Hostname" in proc.stdout
+    assert "rank 0 / size 1, local rank 0 / local size 1." in proc.stdout
+
+
+def test_unknown_backend_and_distribution_are_one_line_errors(tmp_path):
+    for key, value in (("distributed_backend", "nccl"), ("horovod_dataset_distribution", "round_robin")):
+        proc = run(["++use_horovod", "1", "++" + key, value, "++model", str(tmp_path / "model")])
+        assert proc.returncode == 2
+        lines = [l for l in proc.stderr.splitlines() if l.strip()]
+        assert len(lines) == 1 and key in lines[0] and value in lines[0], proc.stderr
