@@ -80,6 +80,9 @@ def test_grad_reduce_shard_scale_lr_checkpoints(tmp_path, backend):
     assert r1["checkpoint_writes"] == []
     assert (tmp_path / "grad.horovod-1-2.log").exists()
     assert "rank 1 / size 2" in (tmp_path / "grad.horovod-1-2.log").read_text()
+    # rank 1's normal lines go to its own file only; the console and main log are rank 0's
+    assert out.count("initialized. Hostname") == 1 and "rank 0 / size 2" in out
+    assert "rank 1 / size 2" not in (tmp_path / "grad.log").read_text()
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
