@@ -188,6 +188,10 @@ def test_kill9_at_random_points_then_resume_finishes_all_epochs(tmp_path):
     args = _train_args(config, model)
     plan = ["ckpt"] * 4 + ["step"] * 4 + ["startup"] * 2
     rng.shuffle(plan)
+    # Delays after the first temp file shows up: two kills at once (inside TF's write, whatever the
+    # disk speed), two anywhere in the write (TF write ~10-30 ms here, then fsync and renames).
+    ckpt_delays = [0.0, 0.0, rng.uniform(0.0, 0.04), rng.uniform(0.0, 0.04)]
+    rng.shuffle(ckpt_delays)
     kills_inside_write = 0
     history = []  # (kind, target epoch, complete epochs after the kill, temp leftovers), for messages
     for i, kind in enumerate(plan):
@@ -206,7 +210,7 @@ def test_kill9_at_random_points_then_resume_finishes_all_epochs(tmp_path):
             assert run.wait_until(lambda: model.parent.exists() and any(
                 n.startswith(tmp_name) for n in os.listdir(model.parent)), interval=0.0005), \
                 "checkpoint of epoch %i never written\n%s" % (target, run.describe())
-            time.sleep(rng.uniform(0.0, 0.04))  # TF write ~10-30 ms, then fsync and renames
+            time.sleep(ckpt_delays.pop())
         assert run.proc.poll() is None, "run %i (%s) ended before the kill\n%s" % (i, kind, run.describe())
         run.kill(signal.SIGKILL)
         assert run.wait(60) == -signal.SIGKILL
