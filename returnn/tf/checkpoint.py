@@ -8,6 +8,9 @@ the next older one if reading fails.
 
 ``<model>.interrupted`` holds the state saved on SIGTERM/SIGUSR1 mid-epoch (with the epoch it
 belongs to); it is used on resume when it is newer than the newest epoch checkpoint.
+
+Temporary files of a killed writer never count as checkpoints; :func:`remove_stale_temp_files`
+tidies them up at the next start. See ``docs/reliability.md``.
 """
 from __future__ import annotations
 
