@@ -259,7 +259,7 @@ def test_sigusr1_to_mpirun_saves_interrupted_state_and_resumes(tmp_path, runs):
     time.sleep(0.2)
     run.proc.send_signal(signal.SIGUSR1)
     assert run.wait() == 128 + signal.SIGUSR1, run.describe()
-    m = re.search(r"stop requested \(signal\) in epoch (\d+) at step (\d+); saved (\S+);", run.rank_log(0))
+    m = re.search(r"stop requested \(signal\) in epoch (\d+) after step (\d+); saved (\S+);", run.rank_log(0))
     assert m and m.group(3) == str(run.model) + ".interrupted", run.describe()
     assert Path(str(run.model) + ".interrupted.index").exists()
     stopped_epoch = int(m.group(1))

@@ -262,20 +262,24 @@ def test_stop_signal_saves_interrupted_checkpoint_and_resumes(tmp_path, signame)
     time.sleep(0.2)
     run.kill(signum)
     assert run.wait() == 128 + signum, run.describe()
-    m = re.search(r"stop requested \(signal\) in epoch (\d+) at step (\d+); saved (\S+);", run.stdout)
+    m = re.search(r"stop requested \(signal\) in epoch (\d+) after step (\d+); saved (\S+);", run.stdout)
     assert m, run.describe()
     stopped_epoch = int(m.group(1))
     assert m.group(3) == str(model) + ".interrupted"
     state = _read_ckpt(str(model) + ".interrupted")
-    assert state["epoch"] == stopped_epoch - 1  # the epoch it belongs to restarts on resume
+    assert state["epoch"] == stopped_epoch - 1  # epochs complete before the interrupted one
     assert state["step"] == (stopped_epoch - 1) * STEPS_PER_EPOCH + int(m.group(2))
+    steps_done = int(m.group(2))
     assert "Traceback" not in run.stderr
 
     resumed = Run(args, tmp_path, "second")
     assert resumed.wait() == 0, resumed.describe()
     assert _start_epoch(resumed.stdout) == stopped_epoch, resumed.describe()
     assert "loaded checkpoint %s.interrupted" % model in resumed.stdout
+    assert "continuing epoch %i after its first %i steps" % (stopped_epoch, steps_done) in resumed.stdout
     assert "Finished training in epoch 3." in resumed.stdout
+    # no batch is trained twice: the final step count is that of an uninterrupted run
+    assert _read_ckpt(str(model) + ".003")["step"] == 3 * STEPS_PER_EPOCH
     assert _complete_epochs(model) == [1, 2, 3]
     assert not Path(str(model) + ".interrupted.index").exists(), "stale interrupted state kept"
     assert sorted(read_learning_rate_file(str(model) + ".lr.data")) == [1, 2, 3]

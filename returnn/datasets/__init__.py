@@ -47,7 +47,8 @@ def init_dataset(spec: Union[Dict[str, Any], str, Dataset], defaults: Optional[D
         raise DataError("dataset %s: missing 'class' (known: %s)" % (name or "?", known_list(_load_registry())))
     registry = _load_registry()
     if class_name not in registry:
-        raise DataError("unknown dataset class %r (known: %s)" % (class_name, known_list(registry)))
+        raise DataError("dataset %s: unknown dataset class %r (known: %s)"
+                        % (name or "?", class_name, known_list(registry)))
     cls = registry[class_name]
     for key in getattr(cls, "global_options", ()):
         if key not in opts and defaults and defaults.get(key) is not None:

@@ -142,20 +142,24 @@ class CheckpointManager:
     def __init__(self, model: str, **objects):
         self.model = model
         self.epoch_var = tf.Variable(0, dtype=tf.int64, trainable=False, name="epoch")
-        self.checkpoint = tf.train.Checkpoint(epoch=self.epoch_var, **objects)
+        # Steps of the following epoch already trained (only non-zero in an interrupted state).
+        self.epoch_step_var = tf.Variable(0, dtype=tf.int64, trainable=False, name="epoch_step")
+        self.checkpoint = tf.train.Checkpoint(epoch=self.epoch_var, epoch_step=self.epoch_step_var, **objects)
 
     # ---- writing
     def save(self, epoch: int) -> str:
         """Writes ``<model>.NNN`` atomically; returns the prefix."""
         return self._write(epoch_prefix(self.model, epoch), epoch)
 
-    def save_interrupted(self, epoch_done: int) -> str:
-        """Mid-epoch state after SIGTERM/SIGUSR1; resume restarts epoch ``epoch_done + 1`` from it."""
-        return self._write("%s.%s" % (self.model, INTERRUPTED_SUFFIX), epoch_done)
+    def save_interrupted(self, epoch_done: int, steps_done: int) -> str:
+        """Mid-epoch state after SIGTERM/SIGUSR1: epoch ``epoch_done`` complete plus ``steps_done``
+        steps of the next one; resume continues that epoch after those steps."""
+        return self._write("%s.%s" % (self.model, INTERRUPTED_SUFFIX), epoch_done, steps_done)
 
-    def _write(self, final: str, epoch: int) -> str:
+    def _write(self, final: str, epoch: int, epoch_step: int = 0) -> str:
         prepare_model_dir(self.model)
         self.epoch_var.assign(epoch)
+        self.epoch_step_var.assign(epoch_step)
         tmp = "%s.tmp-%i" % (final, os.getpid())
         for stale in checkpoint_files(tmp):
             os.remove(stale)

@@ -7,6 +7,7 @@ parameters (``param`` reduce), evaluate dev/eval sets, record scores, save a che
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from typing import Dict, List, Optional
@@ -36,6 +37,19 @@ from returnn.tf.summaries import SummaryLogger
 from returnn.util.basic import hms
 
 TASKS = ("train", "eval", "forward")
+
+
+@contextlib.contextmanager
+def _paused(watchdog: Optional[Watchdog]):
+    """Disarms the stall watchdog for a phase that may legitimately take long."""
+    if watchdog is None:
+        yield
+        return
+    watchdog.disarm()
+    try:
+        yield
+    finally:
+        watchdog.arm()
 
 
 class NonFiniteScoreError(ReturnnError):
@@ -82,6 +96,8 @@ class Engine:
                                              global_step=self.optimizer.iterations) if self.model else None
         self.stop_request = StopRequest()
         self.global_step = 0
+        self.resume_skip_steps = 0  # steps of the first resumed epoch trained before an interruption
+        self.interrupted_epoch_offset = 0
         self.summaries = SummaryLogger.from_config(config, dist.is_chief)
         self.progress = ProgressReporter.from_config(config)
 
@@ -171,6 +187,10 @@ class Engine:
                   % (point[0], completed, int(self.optimizer.iterations.numpy())), file=log.v4)
         self._sync_from_chief()
         self.global_step = int(self.optimizer.iterations.numpy())
+        self.resume_skip_steps = int(self._broadcast_scalar(float(self.checkpoints.epoch_step_var.numpy())))
+        if self.resume_skip_steps:
+            print("continuing epoch %i after its first %i steps (interrupted run)"
+                  % (completed + 1, self.resume_skip_steps), file=log.v3)
         return completed + 1
 
     def _train_and_report_epoch(self, epoch: int, watchdog: Optional[Watchdog]) -> None:
@@ -192,13 +212,15 @@ class Engine:
         for name, scores in eval_scores.items():
             errors.update({"%s_%s" % (name, k): v for k, v in scores.items()})
         self.lr_control.set_epoch_error(epoch, errors)
-        if self.dist.is_chief:
-            self.lr_control.save()
-            if epoch % self.save_interval == 0 or epoch == self.num_epochs:
-                prefix = self.checkpoints.save(epoch)
-                self.checkpoints.remove_interrupted()
-                print("saved model %s" % prefix, file=log.v4)
-        heartbeat()
+        with _paused(watchdog):  # a long checkpoint write is not a stall; the barrier keeps ranks together
+            if self.dist.is_chief:
+                self.lr_control.save()
+                if epoch % self.save_interval == 0 or epoch == self.num_epochs:
+                    prefix = self.checkpoints.save(epoch)
+                    self.checkpoints.remove_interrupted()
+                    print("saved model %s" % prefix, file=log.v4)
+            if self.dist.size > 1:
+                self.dist.backend.barrier()
         line = "epoch %i %s elapsed: %s" % (epoch, format_scores(train_scores, True), hms(timer.elapsed))
         for name, scores in eval_scores.items():
             line += " %s: %s" % (name, format_scores(scores, False))
@@ -206,6 +228,8 @@ class Engine:
         self.summaries.epoch(epoch, lr, train_scores, eval_scores, timer.computing_fraction)
 
     def _epoch_batches(self, epoch: int):
+        """This rank's batch slices of ``epoch`` (sharded, cut to the smallest rank's count, and
+        without the steps an interrupted run already trained)."""
         dataset = self.datasets["train"]
         slices = self.batching.epoch_slices(dataset, epoch, chunked=True)
         if self.dist.shard_batches():
@@ -216,10 +240,12 @@ class Engine:
                 print("train epoch %i: using %i of this rank's %i batches (another rank has fewer)"
                       % (epoch, count, len(slices)), file=log.v4)
             slices = slices[:count]
-        return dataset, slices
+        skip, self.resume_skip_steps = self.resume_skip_steps, 0
+        return dataset, slices[skip:]
 
     def _train_epoch(self, epoch: int, heartbeat):
         """Runs one epoch; returns (scores reduced over ranks, timer, number of steps)."""
+        self.interrupted_epoch_offset = self.resume_skip_steps  # steps of this epoch done by an earlier run
         dataset, slices = self._epoch_batches(epoch)
         acc = ScoreAccumulator(self.steps.loss_names)
         dist = self.dist
@@ -277,10 +303,10 @@ class Engine:
     def _save_interrupted(self, epoch: int, step: int) -> None:
         """All ranks agreed to stop: rank 0 saves a resumable state, everyone exits."""
         if self.dist.is_chief:
-            prefix = self.checkpoints.save_interrupted(epoch - 1)
+            prefix = self.checkpoints.save_interrupted(epoch - 1, self.interrupted_epoch_offset + step)
             self.lr_control.save()
-            print("stop requested (signal) in epoch %i at step %i; saved %s; run the same command again to "
-                  "resume (epoch %i restarts)" % (epoch, step, prefix, epoch), file=log.v1)
+            print("stop requested (signal) in epoch %i after step %i; saved %s; run the same command again to "
+                  "continue from there" % (epoch, self.interrupted_epoch_offset + step, prefix), file=log.v1)
         self.dist.backend.barrier()
         raise TrainingInterrupted(self.stop_request.exit_code())
 
