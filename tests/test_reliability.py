@@ -370,8 +370,11 @@ def test_interrupted_state_used_only_when_newer_than_epoch_checkpoints(tmp_path)
     model = tmp_path / "model"
     mgr = _manager(model, 1.0)
     mgr.save(1)
-    mgr.save_interrupted(1)  # stopped during epoch 2
+    mgr.save_interrupted(1, 5)  # stopped after 5 steps of epoch 2
     assert mgr.find_resume_point() == (str(model) + ".interrupted", 1)
+    fresh = _manager(model, 0.0)
+    assert fresh.restore(str(model) + ".interrupted") == 1
+    assert int(fresh.epoch_step_var.numpy()) == 5
     mgr.save(2)  # epoch 2 done, but killed before the interrupted state was removed
     assert mgr.find_resume_point() == (epoch_prefix(str(model), 2), 2)
     mgr.remove_interrupted()
