@@ -40,16 +40,24 @@ class BatchPrefetcher:
     """
 
     def __init__(self, dataset: Dataset, slices: Sequence[BatchSlices], keys: Sequence[str],
-                 num_prefetch: int = 8, make_batch: Optional[Callable[[Dataset, BatchSlices, Sequence[str]], Batch]] = None):
+                 num_prefetch: int = 8, make_batch: Optional[Callable[[Dataset, BatchSlices, Sequence[str]], Batch]] = None,
+                 transform: Optional[Callable[[Batch], Dict]] = None):
         self.dataset = dataset
         self.slices = list(slices)
         self.keys = list(keys)
         self.num_prefetch = max(0, int(num_prefetch))
         self.make_batch = make_batch or make_batch_arrays
+        # Applied to each batch in the producer, e.g. the engine's conversion to framework tensors,
+        # so that work also overlaps the step instead of happening inside it.
+        self.transform = transform
         self.wait_time = 0.0
         self._queue: "queue.Queue" = queue.Queue(maxsize=max(1, self.num_prefetch))
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
+
+    def _load(self, sl: BatchSlices):
+        batch = self.make_batch(self.dataset, sl, self.keys)
+        return self.transform(batch) if self.transform is not None else batch
 
     def __len__(self) -> int:
         return len(self.slices)
@@ -61,7 +69,7 @@ class BatchPrefetcher:
             for sl in self.slices:
                 if stop.is_set():
                     return
-                if not self._put(out, stop, self.make_batch(self.dataset, sl, self.keys)):
+                if not self._put(out, stop, self._load(sl)):
                     return
             self._put(out, stop, _DONE)
         except BaseException as exc:  # noqa: BLE001 - handed to the consumer
@@ -82,7 +90,7 @@ class BatchPrefetcher:
         if self.num_prefetch == 0:
             for sl in self.slices:
                 t0 = time.perf_counter()
-                batch = self.make_batch(self.dataset, sl, self.keys)
+                batch = self._load(sl)
                 self.wait_time += time.perf_counter() - t0
                 yield batch
             return

@@ -252,7 +252,8 @@ class Engine:
         param_mode = dist.size > 1 and dist.reduce_type == "param"
         time_sync = param_mode and dist.param_sync_time_diff is not None
         pending = np.zeros(len(FLAG_NAMES), dtype=np.float32)  # flags not yet agreed on (param mode)
-        prefetcher = BatchPrefetcher(dataset, slices, self.steps.train_keys, self.batching.prefetch)
+        prefetcher = BatchPrefetcher(dataset, slices, self.steps.train_keys, self.batching.prefetch,
+                                     transform=self.steps.to_tensors)
         self.progress.start_epoch("train", epoch, len(slices))
         timer = EpochTimer()
         last_sync = time.monotonic()

@@ -45,7 +45,7 @@ def evaluate_dataset(steps: StepFunctions, dataset: Dataset, epoch: int, batchin
     sums reduced, so every rank gets the score of the whole dataset."""
     slices = shard_batches(batching.epoch_slices(dataset, epoch, chunked=False), dist.rank, dist.size)
     acc = ScoreAccumulator(steps.loss_names)
-    for batch in BatchPrefetcher(dataset, slices, steps.train_keys, batching.prefetch):
+    for batch in BatchPrefetcher(dataset, slices, steps.train_keys, batching.prefetch, transform=steps.to_tensors):
         stats, _ = steps.split_stats(np.concatenate([steps.eval_step(batch).numpy(), np.zeros(3, np.float32)]))
         acc.add(stats)
         heartbeat()
@@ -65,7 +65,8 @@ def forward_to_hdf(steps: StepFunctions, dataset: Dataset, output_file: str, bat
     writer = SimpleHDFWriter(output_file, dim=spec.dim, ndim=ndim)
     count = 0
     try:
-        for sl, batch in zip(slices, BatchPrefetcher(dataset, slices, steps.forward_keys, batching.prefetch)):
+        for sl, batch in zip(slices, BatchPrefetcher(dataset, slices, steps.forward_keys, batching.prefetch,
+                                                            transform=steps.to_tensors)):
             values, seq_len = steps.forward_step(batch)
             tags = [dataset.get_tag(int(i)) for i in sl.seq_idxs]
             writer.insert_batch(values.numpy(), seq_len.numpy(), tags)

@@ -129,6 +129,11 @@ class StepFunctions:
         return reduced[-1]
 
     # ---- host side helpers
+    @staticmethod
+    def to_tensors(batch: Dict[str, np.ndarray]) -> Dict[str, tf.Tensor]:
+        """Numpy batch -> tensors; the prefetcher calls it in its thread, off the step's clock."""
+        return {key: tf.convert_to_tensor(value) for key, value in batch.items()}
+
     def trace(self) -> None:
         """Traces every step function once (cost reported separately from epoch timing)."""
         self.train_step.get_concrete_function()
