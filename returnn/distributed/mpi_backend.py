@@ -11,7 +11,7 @@ import numpy as np
 import tensorflow as tf
 
 from returnn.config import Config
-from returnn.distributed.backend import Backend, fuse, pin_gpu_to_local_rank
+from returnn.distributed.backend import Backend, fuse, pin_gpu_to_local_rank, prepare_mpi_environment
 from returnn.errors import DistributedError
 
 
@@ -21,6 +21,7 @@ class MpiBackend(Backend):
     name = "mpi"
 
     def __init__(self, config: Config, reason: str = ""):
+        prepare_mpi_environment()
         try:
             from mpi4py import MPI
         except ImportError as exc:
