@@ -65,7 +65,9 @@ def run_setting(np_: int, reduce: str, args) -> dict:
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     cmd = ["mpirun", "-np", str(np_), "--oversubscribe", "--bind-to", "none", "--mca", "btl", "tcp,self",
            sys.executable, os.path.abspath(__file__), "--worker", "--reduce", reduce, "--steps", str(args.steps),
-           "--n_out", str(args.n_out), "--backend", args.backend, "--cycle_time", str(args.cycle_time)]
+           "--n_out", str(args.n_out), "--backend", args.backend]
+    if args.cycle_time is not None:
+        cmd += ["--cycle_time", str(args.cycle_time)]
     out = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=1800)
     for line in out.stdout.splitlines():
         if line.startswith("RESULT "):
@@ -80,14 +82,15 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=300, help="measured steps per rank")
     parser.add_argument("--n_out", type=int, default=128, help="LSTM units")
     parser.add_argument("--backend", default="horovod", choices=["horovod", "mpi"])
-    parser.add_argument("--cycle_time", type=float, default=5.0, help="HOROVOD_CYCLE_TIME in ms")
+    parser.add_argument("--cycle_time", type=float, default=None,
+                        help="HOROVOD_CYCLE_TIME in ms (default: the engine's, 2 ms)")
     args = parser.parse_args()
     if args.worker:
         worker(args)
         return
     print("LSTM %i units over 40-dim features, 10 seqs x 100 frames per step, %i steps per rank, backend %s%s"
           % (args.n_out, args.steps, args.backend,
-             ", HOROVOD_CYCLE_TIME %g ms" % args.cycle_time if args.backend == "horovod" else ""))
+             ", HOROVOD_CYCLE_TIME %s ms" % (args.cycle_time or "2 (default)") if args.backend == "horovod" else ""))
     print("%-24s %4s %8s %10s %12s %10s %9s" % ("setting", "np", "steps/s", "frames/s", "computing", "sync", "speed-up"))
     for reduce in ("grad", "param"):
         base = None
