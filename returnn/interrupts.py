@@ -12,11 +12,10 @@ from typing import Callable, Optional
 STOP_SIGNALS = tuple(s for s in (getattr(signal, "SIGTERM", None), getattr(signal, "SIGUSR1", None)) if s)
 
 
-class StopRequest:
-    """Remembers that a stop signal arrived; the training loop polls it after each step."""
+class _SignalHandlers:
+    """Installs ``_handle`` for the stop signals and puts the previous handlers back."""
 
     def __init__(self) -> None:
-        self.signum: Optional[int] = None
         self._previous = {}
 
     def install(self) -> None:
@@ -32,10 +31,20 @@ class StopRequest:
             signal.signal(sig, handler)
         self._previous = {}
 
+    def _handle(self, signum, frame) -> None:
+        raise NotImplementedError
+
+
+class StopRequest(_SignalHandlers):
+    """Remembers that a stop signal arrived; the training loop polls it after each step."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.signum: Optional[int] = None
+
     def _handle(self, signum, frame) -> None:  # noqa: ARG002
-        if self.signum is not None and signum == self.signum:
-            return
-        self.signum = signum
+        if self.signum is None:
+            self.signum = signum
 
     @property
     def requested(self) -> bool:
@@ -62,31 +71,14 @@ class StopSignal(BaseException):
         return 128 + self.signum
 
 
-class EarlyStop:
+class EarlyStop(_SignalHandlers):
     """Handlers for the start-up phase of training (config, data, network, tracing): a stop
     signal raises :class:`StopSignal` at once instead of killing the process without a word.
 
     The engine's :class:`StopRequest` replaces these handlers for the training loop and puts them
     back afterwards."""
 
-    def __init__(self) -> None:
-        self._previous = {}
-
-    def install(self) -> None:
-        """Installs the handlers (main thread only)."""
-        if threading.current_thread() is not threading.main_thread():
-            return
-        for sig in STOP_SIGNALS:
-            self._previous[sig] = signal.signal(sig, self._handle)
-
-    def uninstall(self) -> None:
-        """Restores the handlers that were there before :meth:`install`."""
-        for sig, handler in self._previous.items():
-            signal.signal(sig, handler)
-        self._previous = {}
-
-    @staticmethod
-    def _handle(signum, frame) -> None:  # noqa: ARG004
+    def _handle(self, signum, frame) -> None:  # noqa: ARG002
         raise StopSignal(signum)
 
 

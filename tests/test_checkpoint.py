@@ -112,8 +112,9 @@ def test_interrupted_checkpoint_used_when_newest(tmp_path):
     manager = CheckpointManager(model, network=net, optimizer=opt)
     manager.save(1)
     train_steps(net, opt, 2)
-    interrupted = manager.save_interrupted(1)
+    interrupted = manager.save_interrupted(1, 2)  # epoch 1 done, 2 steps of epoch 2
     assert manager.find_resume_point() == (interrupted, 1)
+    assert manager.restore(interrupted) == 1 and int(manager.epoch_step_var.numpy()) == 2
     manager.save(2)
     assert manager.find_resume_point() == (model + ".002", 2)
     manager.remove_interrupted()

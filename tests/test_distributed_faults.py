@@ -252,11 +252,12 @@ def test_sigusr1_to_mpirun_saves_interrupted_state_and_resumes(tmp_path, runs):
     """SGE sends SIGUSR1 to the job; mpirun forwards it to every rank. All ranks stop at the
     same step, rank 0 saves ``<model>.interrupted``, every rank exits with 128 + SIGUSR1, and the
     same mpirun command resumes from it."""
-    run = MpiRun(tmp_path, "usr1", "horovod", num_epochs=3).start()
+    # max_seqs 2: 100 short steps per epoch, so the signal surely lands inside epoch 2's loop
+    run = MpiRun(tmp_path, "usr1", "horovod", num_epochs=3, extra=["++max_seqs", "2"]).start()
     runs.append(run)
     run.wait_for_line(0, "start epoch 2 with")
     run.wait_for_line(1, "start epoch 2 with")
-    time.sleep(0.2)
+    time.sleep(0.05)
     run.proc.send_signal(signal.SIGUSR1)
     assert run.wait() == 128 + signal.SIGUSR1, run.describe()
     m = re.search(r"stop requested \(signal\) in epoch (\d+) after step (\d+); saved (\S+);", run.rank_log(0))
