@@ -15,7 +15,7 @@ done
 PYTHON=${PYTHON:-$( [ -x .venv/bin/python ] && echo "$(pwd)/.venv/bin/python" || echo python3 )}
 export RETURNN_DEMO_DIR=${RETURNN_DEMO_DIR:-/tmp/$(id -un)/returnn/demo-horovod}
 mkdir -p "$RETURNN_DEMO_DIR"
-for part in train:5000:11 dev:200:12; do
+for part in train:20000:11 dev:200:12; do
   IFS=: read -r name num seed <<<"$part"
   [ -f "$RETURNN_DEMO_DIR/12ax.$name.hdf" ] || "$PYTHON" tools/hdf_dump.py \
     "{'class': 'Task12AXDataset', 'num_seqs': $num, 'fixed_random_seed': $seed}" "$RETURNN_DEMO_DIR/12ax.$name.hdf"

@@ -6,6 +6,7 @@ so no producer outlives its epoch. Batch order and content are exactly those of 
 """
 from __future__ import annotations
 
+import os
 import queue
 import sys
 import threading
@@ -65,6 +66,7 @@ class BatchPrefetcher:
     def _produce(self, out: "queue.Queue", stop: threading.Event) -> None:
         """Thread body. Gets its own queue and stop event, so a thread left over from an earlier
         iteration can never feed or stop a later one."""
+        _lower_thread_priority()
         try:
             for sl in self.slices:
                 if stop.is_set():
@@ -134,6 +136,15 @@ class BatchPrefetcher:
                 except queue.Empty:
                     break
             thread.join(timeout=30)
+
+
+def _lower_thread_priority(niceness: int = 10) -> None:
+    """Makes the calling thread yield the CPU to the training step when cores are short (Linux
+    schedules threads individually; elsewhere, or without permission, nothing happens)."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), niceness)
+    except (AttributeError, OSError):
+        pass
 
 
 def producer_only_rate(dataset: Dataset, slices: List[BatchSlices], keys: Sequence[str]) -> float:
