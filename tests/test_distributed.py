@@ -129,3 +129,13 @@ def test_resume_two_ranks(tmp_path, backend):
     # the second run starts from the saved parameters on both ranks
     assert r0b["steps"] == r1b["steps"]
     assert r0b["steps"][0] != r0["steps"][0]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_param_sync_by_time(tmp_path, backend):
+    # horovod_param_sync_time_diff = 0: every step is "late", so the ranks agree to sync every step
+    code, out, (r0, r1) = mpirun(tmp_path, "ptime", [
+        "++distributed_backend", backend, "++horovod_reduce_type", "param", "++horovod_param_sync_time_diff", "0"])
+    assert code == 0, out
+    assert [s for s, _ in r0["syncs"]] == list(range(1, 5)) == [s for s, _ in r1["syncs"]]
+    assert [h for _, h in r0["syncs"]] == [h for _, h in r1["syncs"]]

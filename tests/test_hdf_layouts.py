@@ -92,7 +92,7 @@ def test_sparse_inputs_and_scalar_size_attr(tmp_path):
     lens = [2, 3]
     data = np.array([0, 7, 1, 2, 3], dtype=np.int32)
     classes = np.array([1, 0, 2, 2, 0], dtype=np.int32)
-    path = write_hdf(str(tmp_path / "sparse.hdf"), [[2, 2], [3, 3]], ["s0", "s1"], inputs=data,
+    path = write_hdf(str(tmp_path / "sparse.hdf"), [[n, n] for n in lens], ["s0", "s1"], inputs=data,
                      targets={"classes": classes}, sizes={"classes": 3}, input_patt_size=8,
                      labels=["l%i" % i for i in range(8)])
     ds = open_ds(path)

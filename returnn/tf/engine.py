@@ -52,6 +52,31 @@ def _paused(watchdog: Optional[Watchdog]):
         watchdog.arm()
 
 
+class ParamSyncSchedule:
+    """When ``horovod_reduce_type = "param"`` averages parameters: every ``horovod_param_sync_step``
+    steps, or, with ``horovod_param_sync_time_diff``, when any rank's clock says so (agreed by a
+    small collective each step), and always after the epoch's last step."""
+
+    def __init__(self, dist: DistributedContext, num_steps: int):
+        self.dist = dist
+        self.num_steps = num_steps
+        self.last_sync = time.monotonic()
+
+    def due(self, step: int, timer: EpochTimer) -> bool:
+        if step == self.num_steps:
+            return True
+        if self.dist.param_sync_time_diff is None:
+            return step % self.dist.param_sync_step == 0
+        late = 1.0 if time.monotonic() - self.last_sync >= self.dist.param_sync_time_diff else 0.0
+        t0 = time.perf_counter()
+        agreed = self.dist.backend.allreduce_host(np.array([late]), "max")[0] > 0
+        timer.sync += time.perf_counter() - t0
+        return agreed
+
+    def synced(self) -> None:
+        self.last_sync = time.monotonic()
+
+
 class NonFiniteScoreError(ReturnnError):
     """Training produced inf/nan; the last good checkpoint is kept."""
 
@@ -97,7 +122,6 @@ class Engine:
         self.stop_request = StopRequest()
         self.global_step = 0
         self.resume_skip_steps = 0  # steps of the first resumed epoch trained before an interruption
-        self.interrupted_epoch_offset = 0
         self.summaries = SummaryLogger.from_config(config, dist.is_chief)
         self.progress = ProgressReporter.from_config(config)
 
@@ -227,7 +251,7 @@ class Engine:
         print(line, file=log.v3)
         self.summaries.epoch(epoch, lr, train_scores, eval_scores, timer.computing_fraction)
 
-    def _epoch_batches(self, epoch: int):
+    def _epoch_batches(self, epoch: int, skip: int = 0):
         """This rank's batch slices of ``epoch`` (sharded, cut to the smallest rank's count, and
         without the steps an interrupted run already trained)."""
         dataset = self.datasets["train"]
@@ -240,23 +264,20 @@ class Engine:
                 print("train epoch %i: using %i of this rank's %i batches (another rank has fewer)"
                       % (epoch, count, len(slices)), file=log.v4)
             slices = slices[:count]
-        skip, self.resume_skip_steps = self.resume_skip_steps, 0
         return dataset, slices[skip:]
 
     def _train_epoch(self, epoch: int, heartbeat):
         """Runs one epoch; returns (scores reduced over ranks, timer, number of steps)."""
-        self.interrupted_epoch_offset = self.resume_skip_steps  # steps of this epoch done by an earlier run
-        dataset, slices = self._epoch_batches(epoch)
+        skip, self.resume_skip_steps = self.resume_skip_steps, 0  # steps an interrupted run already did
+        dataset, slices = self._epoch_batches(epoch, skip)
         acc = ScoreAccumulator(self.steps.loss_names)
-        dist = self.dist
-        param_mode = dist.size > 1 and dist.reduce_type == "param"
-        time_sync = param_mode and dist.param_sync_time_diff is not None
-        pending = np.zeros(len(FLAG_NAMES), dtype=np.float32)  # flags not yet agreed on (param mode)
+        param_sync = ParamSyncSchedule(self.dist, len(slices)) \
+            if self.dist.size > 1 and self.dist.reduce_type == "param" else None
+        pending = np.zeros(len(FLAG_NAMES), dtype=np.float32)  # local flags not yet agreed on
         prefetcher = BatchPrefetcher(dataset, slices, self.steps.train_keys, self.batching.prefetch,
                                      transform=self.steps.to_tensors)
         self.progress.start_epoch("train", epoch, len(slices))
         timer = EpochTimer()
-        last_sync = time.monotonic()
         step = 0
         for batch in prefetcher:
             pending[0] = 1.0 if self.stop_request.requested else pending[0]
@@ -267,20 +288,14 @@ class Engine:
             stats, flags = self.steps.split_stats(out)
             self.global_step += 1
             step += 1
-            if param_mode:
+            if param_sync is not None:  # flags are agreed on only at syncs
                 pending = np.maximum(pending, flags)
-                due = step % dist.param_sync_step == 0
-                if time_sync:
-                    due_flag = 1.0 if time.monotonic() - last_sync >= dist.param_sync_time_diff else 0.0
-                    t0 = time.perf_counter()
-                    due = dist.backend.allreduce_host(np.array([due_flag]), "max")[0] > 0
-                    timer.sync += time.perf_counter() - t0
                 flags = np.zeros_like(pending)
-                if due or step == len(slices):  # always once more at epoch end
+                if param_sync.due(step, timer):
                     t0 = time.perf_counter()
                     flags = self.steps.sync_params(pending).numpy()
                     timer.sync += time.perf_counter() - t0
-                    last_sync = time.monotonic()
+                    param_sync.synced()
                     pending = np.zeros_like(pending)
             heartbeat()
             acc.add(stats)
@@ -291,23 +306,24 @@ class Engine:
                 raise NonFiniteScoreError("Model seems broken, got inf or nan score.")
             if flags[FLAG_NAMES.index("stop")] > 0:
                 prefetcher.close()
-                self._save_interrupted(epoch, step)
+                self._save_interrupted(epoch, skip + step)
         timer.data_wait = prefetcher.wait_time
         timer.stop()
         self.progress.end_epoch()
-        acc.reduce(dist.backend)
+        acc.reduce(self.dist.backend)
         scores = acc.scores()
         if self.stop_on_nonfinite and any(not np.isfinite(v) for v in scores.values()) and step > 0:
             raise NonFiniteScoreError("Model seems broken, got inf or nan score.")
         return scores, timer, step
 
-    def _save_interrupted(self, epoch: int, step: int) -> None:
-        """All ranks agreed to stop: rank 0 saves a resumable state, everyone exits."""
+    def _save_interrupted(self, epoch: int, steps_done: int) -> None:
+        """All ranks agreed to stop after ``steps_done`` steps of ``epoch``: rank 0 saves a
+        resumable state, everyone exits."""
         if self.dist.is_chief:
-            prefix = self.checkpoints.save_interrupted(epoch - 1, self.interrupted_epoch_offset + step)
+            prefix = self.checkpoints.save_interrupted(epoch - 1, steps_done)
             self.lr_control.save()
             print("stop requested (signal) in epoch %i after step %i; saved %s; run the same command again to "
-                  "continue from there" % (epoch, self.interrupted_epoch_offset + step, prefix), file=log.v1)
+                  "continue from there" % (epoch, steps_done, prefix), file=log.v1)
         self.dist.backend.barrier()
         raise TrainingInterrupted(self.stop_request.exit_code())
 
