@@ -27,3 +27,8 @@ find_rnn() {
   echo rnn.py
 }
 
+
+# Usable cores (GNU nproc would also obey OMP_NUM_THREADS, which says nothing about the machine).
+cores() { env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc; }
+
+check_np() { [[ "$1" =~ ^[1-9][0-9]*$ ]] || die "number of ranks must be a positive integer, got '$1'"; }

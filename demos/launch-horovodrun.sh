@@ -50,10 +50,10 @@ if [ -z "$NP" ]; then
       NP=$((NP + s))
     done
   else
-    NP="$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)"
+    NP="$(cores)"
   fi
 fi
-[[ "$NP" =~ ^[1-9][0-9]*$ ]] || die "number of ranks must be a positive integer, got '$NP'"
+check_np "$NP"
 
 cmd=("${HOROVODRUN:-horovodrun}" -np "$NP")
 if [ -n "$HOSTFILE" ]; then

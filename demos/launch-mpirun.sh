@@ -27,9 +27,6 @@ usage() { sed -n '2,4p' "$0" | sed 's/^# \{0,1\}//'; }
 
 source "$(dirname "${BASH_SOURCE[0]}")/launch-common.sh"
 
-# Usable cores (GNU nproc would also obey OMP_NUM_THREADS, which says nothing about the machine).
-cores() { env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc; }
-
 default_np() {
   local gpus=0
   if command -v nvidia-smi >/dev/null 2>&1; then gpus="$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)"; fi
@@ -56,7 +53,7 @@ done
 CONFIG="$1"
 shift
 [ -n "$NP" ] || NP="$(default_np)"
-[[ "$NP" =~ ^[1-9][0-9]*$ ]] || die "number of ranks must be a positive integer, got '$NP'"
+check_np "$NP"
 
 cmd=("${MPIRUN:-mpirun}" -np "$NP")
 [ -z "$HOSTS" ] || cmd+=(-H "$HOSTS")

@@ -48,6 +48,15 @@ def check_sources(layer_name: str, layer_class: str, specs: Sequence[OutputSpec]
         raise NetworkError("layer %r (%s): needs at least %i source(s) in 'from'" % (layer_name, layer_class, n_min))
 
 
+def dense_source_spec(layer: Layer, specs: Sequence[OutputSpec]) -> OutputSpec:
+    """Spec of the feature-concatenated sources of a layer that needs dense input."""
+    check_sources(layer.layer_name, layer.layer_class, specs)
+    spec = concat_specs(specs, layer.layer_name)
+    if spec.sparse:
+        raise NetworkError("layer %r (%s): sparse input not supported" % (layer.layer_name, layer.layer_class))
+    return spec
+
+
 def dropout_sources(layer: Layer, sources: List[LayerOutput], ctx: RunContext) -> List[LayerOutput]:
     """Applies the layer's input dropout to each dense source (each with its own seed)."""
     if not layer.dropout or not ctx.train:
@@ -166,10 +175,7 @@ class ActivationLayer(Layer):
 
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[OutputSpec], seed: int = 42):
         super().__init__(name, opts, sources, seed)
-        check_sources(name, self.layer_class, sources)
-        spec = concat_specs(sources, name)
-        if spec.sparse:
-            raise NetworkError("layer %r (activation): sparse input not supported" % name)
+        spec = dense_source_spec(self, sources)
         self.activation_name = opts.get("activation")
         self.activation = get_activation(self.activation_name, name)
         self.out_spec = spec

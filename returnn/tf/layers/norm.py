@@ -17,17 +17,9 @@ import numpy as np
 import tensorflow as tf
 
 from returnn.errors import NetworkError
-from returnn.tf.layers.base import Layer, LayerOutput, OutputSpec, RunContext, concat_sources, concat_specs, \
+from returnn.tf.layers.base import Layer, LayerOutput, OutputSpec, RunContext, concat_sources, \
     register_layer
-from returnn.tf.layers.basic import check_sources
-
-
-def _dense_spec(layer: Layer, specs: Sequence[OutputSpec]) -> OutputSpec:
-    check_sources(layer.layer_name, layer.layer_class, specs)
-    spec = concat_specs(specs, layer.layer_name)
-    if spec.sparse:
-        raise NetworkError("layer %r (%s): sparse input not supported" % (layer.layer_name, layer.layer_class))
-    return spec
+from returnn.tf.layers.basic import dense_source_spec
 
 
 @register_layer
@@ -39,7 +31,7 @@ class LayerNormLayer(Layer):
 
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[OutputSpec], seed: int = 42):
         super().__init__(name, opts, sources, seed)
-        spec = _dense_spec(self, sources)
+        spec = dense_source_spec(self, sources)
         self.epsilon = float(opts.get("epsilon", 1e-6))
         self.gamma = self.weight("gamma", [spec.dim], "ones")
         self.beta = self.weight("beta", [spec.dim], "zeros")
@@ -65,7 +57,7 @@ class BatchNormLayer(Layer):
 
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[OutputSpec], seed: int = 42):
         super().__init__(name, opts, sources, seed)
-        spec = _dense_spec(self, sources)
+        spec = dense_source_spec(self, sources)
         self.momentum = float(opts.get("momentum", 0.1))
         if not 0.0 <= self.momentum <= 1.0:
             raise NetworkError("layer %r (batch_norm): momentum must be in [0, 1], got %r" % (name, self.momentum))
