@@ -8,57 +8,21 @@ error measure of the last epoch did not improve enough over the one before: rela
 ``newbob_multi_num_epochs`` epochs (fewer at the start) and decides every
 ``newbob_multi_update_interval`` epochs (default: ``newbob_multi_num_epochs``). As in RETURNN.
 
-The learning-rate file holds, per epoch, the learning rate used and the scores measured, in
-RETURNN's format (a Python dict literal of ``EpochData(learningRate=..., error={...})``), so files
-move between the two projects. It is written atomically and reloaded on resume.
+The learning-rate file (``returnn/learning_rate_file.py``: RETURNN's format, parsed without
+evaluating it) holds, per epoch, the learning rate used and the scores measured. It is written
+atomically and reloaded on resume.
 """
 from __future__ import annotations
 
-import ast
 import os
 from typing import Dict, List, Optional
 
 from returnn.config import Config
 from returnn.errors import ConfigError
+from returnn.learning_rate_file import EpochData, format_learning_rate_file, read_learning_rate_file
 from returnn.util.basic import atomic_write_text
 
-
-class EpochData:
-    """Learning rate and scores of one epoch."""
-
-    def __init__(self, learningRate: float, error: Optional[Dict[str, float]] = None):  # noqa: N803 (file format)
-        self.learning_rate = float(learningRate)
-        if isinstance(error, (int, float)):  # very old files: one score
-            error = {"old_format_score": float(error)}
-        self.error: Dict[str, float] = dict(error or {})
-
-    def __repr__(self) -> str:
-        items = "".join("%r: %r,\n" % (k, float(v)) for k, v in sorted(self.error.items()))
-        return "EpochData(learningRate=%r, error={\n%s})" % (self.learning_rate, items)
-
-
-def format_learning_rate_file(epochs: Dict[int, EpochData]) -> str:
-    """The file text for ``epochs``."""
-    return "{\n" + "".join("%i: %r,\n" % (ep, epochs[ep]) for ep in sorted(epochs)) + "}\n"
-
-
-def read_learning_rate_file(filename: str) -> Dict[int, EpochData]:
-    """Parses a learning-rate file (ours or RETURNN's)."""
-    with open(filename, encoding="utf8") as f:
-        text = f.read()
-    try:
-        tree = ast.parse(text, filename, mode="eval")
-    except SyntaxError as exc:
-        raise ConfigError("%s:%s: cannot parse learning-rate file: %s" % (filename, exc.lineno, exc.msg))
-    try:
-        value = eval(compile(tree, filename, "eval"), {"__builtins__": {}},  # noqa: S307 (own file format)
-                     {"EpochData": EpochData, "nan": float("nan"), "inf": float("inf")})
-    except Exception as exc:
-        raise ConfigError("%s: bad learning-rate file: %s" % (filename, exc))
-    if not isinstance(value, dict):
-        raise ConfigError("%s: learning-rate file must hold a dict" % filename)
-    return {int(k): v for k, v in value.items()}
-
+__all__ = ["EpochData", "LearningRateControl", "format_learning_rate_file", "read_learning_rate_file"]
 
 KNOWN_CONTROLS = ("constant", "newbob", "newbob_rel", "newbob_relative", "newbob_abs", "newbob_multi_epoch")
 

@@ -72,3 +72,14 @@ num_epochs = 2
 tf_session_opts = {"intra_op_parallelism_threads": 1, "inter_op_parallelism_threads": 1}
 log_verbosity = 3
 '''
+
+
+def assert_one_line_error(proc: subprocess.CompletedProcess, *needles: str) -> str:
+    """Exit code 2, exactly one non-empty stderr line ``ERROR: ...`` holding all ``needles``, no
+    traceback; returns the line."""
+    lines = nonempty_lines(proc.stderr)
+    assert proc.returncode == 2 and len(lines) == 1 and lines[0].startswith("ERROR: "), describe(proc)
+    assert "Traceback" not in proc.stderr + proc.stdout, describe(proc)
+    for needle in needles:
+        assert needle in lines[0], "%r not in %r" % (needle, lines[0])
+    return lines[0]

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from returnn.config import Config
-from returnn.errors import ConfigError
+from returnn.errors import ConfigError, DataError
 from returnn.learning_rate_control import LearningRateControl, read_learning_rate_file
 
 
@@ -221,8 +221,8 @@ def test_reads_returnn_written_file(tmp_path):
     assert control.get_learning_rate_for_epoch(3) == 0.0005  # stored rates are kept
 
 
-def test_bad_file_is_config_error(tmp_path):
+def test_bad_file_is_data_error(tmp_path):
     path = tmp_path / "lr.data"
     path.write_text("{1: EpochData(learningRate=0.1, error={)}\n")
-    with pytest.raises(ConfigError, match="lr.data"):
+    with pytest.raises(DataError, match="lr.data"):
         read_learning_rate_file(str(path))

@@ -17,8 +17,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from returnn.errors import ConfigError  # noqa: E402
-from returnn.learning_rate_control import EpochData, read_learning_rate_file  # noqa: E402
+from returnn.errors import ConfigError, ReturnnError  # noqa: E402
+from returnn.learning_rate_file import EpochData, read_learning_rate_file  # noqa: E402
 
 Curve = List[Tuple[int, float]]
 
@@ -120,10 +120,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     out = args.output or default_output(args.file)
     try:
         num_epochs, scores, errors = plot(args.file, out, args.title)
-    except FileNotFoundError:
-        print("error: learning-rate file not found: %s" % args.file, file=sys.stderr)
-        return 2
-    except (ConfigError, OSError) as exc:
+    except (ReturnnError, OSError) as exc:
         print("error: %s" % exc, file=sys.stderr)
         return 2
     print("wrote %s (%i epochs, %i score and %i error curves)" % (out, num_epochs, len(scores), len(errors)))
