@@ -20,8 +20,11 @@ from returnn.errors import ConfigError
 _global_config: Optional["Config"] = None
 
 
-def get_global_config() -> "Config":
-    """The config of the running process (set by the CLI)."""
+def get_global_config(raise_exception: bool = True, auto_create: bool = False,
+                      return_empty_if_none: bool = False) -> Optional["Config"]:
+    """The config of the running process (set by the CLI before the config file runs, so config code
+    may call it too). Without one: an empty config, as RETURNN's ``auto_create`` /
+    ``return_empty_if_none`` give (``raise_exception`` is accepted for RETURNN's signature)."""
     global _global_config
     if _global_config is None:
         _global_config = Config()
@@ -125,8 +128,11 @@ class Config:
             code = compile(content, filename, "exec")
         except SyntaxError as exc:
             raise ConfigError("%s:%s: syntax error: %s" % (filename, exc.lineno, exc.msg))
+        from returnn.config_env import config_builtins, install_old_module_names
+        install_old_module_names()
         namespace: Dict[str, Any] = dict(self.typed_dict)
-        namespace.update({"__file__": filename, "__name__": "__returnn_config__", "config": self})
+        namespace.update({"__file__": filename, "__name__": "__returnn_config__", "config": self,
+                          "__builtins__": config_builtins()})
         try:
             exec(code, namespace)
         except Exception as exc:
@@ -236,6 +242,31 @@ class Config:
             return [v.strip() for v in value.split(",") if v.strip()]
         return [value]
 
+    def opt_typed_value(self, key: str, default: Any = None) -> Any:
+        """Same as :meth:`typed_value` (RETURNN's name for configs that call it)."""
+        return self.typed_value(key, default)
+
+    def is_typed(self, key: str) -> bool:
+        """Whether ``key`` is set (every value here keeps its Python type)."""
+        return key in self.typed_dict
+
+    def int_list(self, key: str, default: Optional[List[int]] = None) -> Optional[List[int]]:
+        """``key`` as a list of ints."""
+        return self._typed_list(key, default, int, "integers")
+
+    def float_list(self, key: str, default: Optional[List[float]] = None) -> Optional[List[float]]:
+        """``key`` as a list of floats."""
+        return self._typed_list(key, default, float, "numbers")
+
+    def _typed_list(self, key: str, default: Optional[list], cast, what: str) -> Optional[list]:
+        values = self.list(key, None)
+        if values is None:
+            return default
+        try:
+            return [cast(v) for v in values]
+        except (TypeError, ValueError):
+            raise ConfigError("config key %r: expected a list of %s, got %r" % (key, what, self.typed_dict[key]))
+
     def get_of_type(self, key: str, types_, default: Any = None) -> Any:
         """The value of ``key`` if it is an instance of ``types_``, else an error naming the key."""
         if key not in self.typed_dict or self.typed_dict[key] is None:
@@ -270,8 +301,8 @@ def load_config_from_args(args: Sequence[str]) -> Config:
     files, _ = split_cmd_args(args)
     if not files:
         raise ConfigError("usage: rnn.py CONFIG [CONFIG2 ...] [++key value ...]")
+    set_global_config(config)  # config code may call get_global_config() while it runs
     config.parse_cmd_args(args)
-    set_global_config(config)
     return config
 
 

@@ -2,8 +2,23 @@
 from __future__ import annotations
 
 import getpass
+import importlib
 import os
+import shutil
 import socket
+import subprocess
+import sys
+import types
+
+from returnn.util.numbers_dict import NumbersDict  # noqa: F401 (configs import it from here)
+
+PY3 = True  # old configs branch on these
+unicode = str
+long = int
+
+
+class NotSpecified:
+    """Marks an argument that was not given (distinct from None)."""
 
 
 def get_login_username() -> str:
@@ -74,3 +89,103 @@ def fsync_dir(directory: str) -> None:
         pass
     finally:
         os.close(fd)
+
+
+class BackendEngine:
+    """Which backend runs the network: always TensorFlow here (configs ask before using tf)."""
+
+    TensorFlowNetDict = 1
+    TensorFlow = 2
+    Torch = 3
+    Jax = 4
+    selected_engine = TensorFlowNetDict
+
+    @classmethod
+    def select_engine(cls, engine=None, **_kwargs) -> None:
+        """Only TensorFlow engines are accepted."""
+        if engine not in (None, cls.TensorFlowNetDict, cls.TensorFlow):
+            raise ValueError("this engine runs TensorFlow only (asked for backend %r)" % engine)
+        cls.selected_engine = engine or cls.TensorFlowNetDict
+
+    @classmethod
+    def get_selected_engine(cls) -> int:
+        return cls.selected_engine
+
+    @classmethod
+    def is_tensorflow_selected(cls) -> bool:
+        return True
+
+    @classmethod
+    def is_torch_selected(cls) -> bool:
+        return False
+
+    @classmethod
+    def is_jax_selected(cls) -> bool:
+        return False
+
+
+def describe_returnn_version() -> str:
+    """Version of this package (with the git commit when run from a checkout)."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    try:
+        out = subprocess.run(["git", "-C", root, "describe", "--always", "--dirty"], capture_output=True,
+                             text=True, timeout=10)
+        commit = out.stdout.strip() if out.returncode == 0 else ""
+    except (OSError, subprocess.SubprocessError):
+        commit = ""
+    return "returnn-tf2 (%s)" % commit if commit else "returnn-tf2"
+
+
+def describe_tensorflow_version() -> str:
+    """TensorFlow's version and install path."""
+    import tensorflow as tf
+    return "%s (%s)" % (tf.__version__, os.path.dirname(tf.__file__))
+
+
+def cleanup_env_var_path(env_var: str, path_prefix: str) -> None:
+    """Removes the entries equal to or under ``path_prefix`` from the ``:``-separated ``env_var``."""
+    if env_var not in os.environ:
+        return
+    keep = []
+    for entry in os.environ[env_var].split(":"):
+        if entry == path_prefix or entry.startswith(path_prefix.rstrip("/") + "/"):
+            print("Removing %s from %s." % (entry, env_var))
+        else:
+            keep.append(entry)
+    os.environ[env_var] = ":".join(keep)
+
+
+def py2_utf8_str_to_unicode(s: str) -> str:
+    """Python 2 leftover: strings are already text."""
+    return s
+
+
+def cf(filename: str) -> str:
+    """The i6 cluster cache manager: ``cf FILE`` prints a local copy's path. Without the ``cf``
+    tool (or when it fails) the file itself is used."""
+    if shutil.which("cf") is None:
+        return filename
+    try:
+        out = subprocess.run(["cf", filename], capture_output=True, text=True, check=True, timeout=3600)
+    except (OSError, subprocess.SubprocessError):
+        return filename
+    cached = out.stdout.strip()
+    return cached if cached and os.path.exists(cached) else filename
+
+
+def generic_import_module(filename: str) -> types.ModuleType:
+    """Imports a module by name (``a.b``) or by file path (``dir/mod.py``: the first directory
+    above it without ``__init__.py`` goes on ``sys.path``)."""
+    if "/" not in filename:
+        return importlib.import_module(filename)
+    path = os.path.abspath(filename)
+    if not os.path.exists(path):
+        raise ImportError("generic_import_module: %s not found" % filename)
+    parts = [os.path.splitext(os.path.basename(path))[0]]
+    directory = os.path.dirname(path)
+    while os.path.exists(os.path.join(directory, "__init__.py")):
+        parts.insert(0, os.path.basename(directory))
+        directory = os.path.dirname(directory)
+    if directory not in sys.path:
+        sys.path.append(directory)
+    return importlib.import_module(".".join(parts))

@@ -1,0 +1,284 @@
+"""Pretraining as RETURNN defines it: the network grows over the first epochs (old name ``Pretrain``).
+
+``pretrain = "default"`` (or ``True``, or a dict of options) builds a list of net dicts, one per
+pretrain step, from the config's ``network``:
+
+- ``construction_algo = "from_output"`` (default): the first step keeps only the first hidden
+  layer(s) below the output; each step adds the next layer, the last step is the full network.
+  A step that would connect an output directly to the input, or that only removed non-trainable
+  layers, is skipped.
+- ``"from_input"``: step N keeps the layers up to N hops from the input (plus outputs, their
+  sources re-wired to the nearest kept layers).
+- a function ``f(idx, net_dict) -> net_dict or None``: step ``idx`` is what it returns, until it
+  returns None; the full network follows.
+- ``"no_network_modifications"``: one step, the full network.
+
+Steps adding only non-trainable or output layers are merged into the next (except for custom
+functions). ``repetitions`` (int, list, or dict with ``"default"``, ``"final"`` and step indices;
+or ``"#repetition"`` in a step's dict) repeats steps; each repetition is one epoch. Values wrapped
+in :class:`WrapEpochValue` are resolved per pretrain epoch. Epochs after the last pretrain epoch
+use the last (full) net dict. Parameters carry over by name between epochs (the engine does that;
+``copy_param_mode`` / ``copy_output_layer`` say what happens to parameters whose shape changed).
+"""
+from __future__ import annotations
+
+import copy
+from typing import Any, Callable, Dict, List, Optional, Sequence, Union
+
+from returnn.errors import ConfigError
+
+NetDict = Dict[str, Dict[str, Any]]
+CONSTRUCTION_ALGOS = ("from_output", "from_input", "no_network_modifications")
+COPY_PARAM_MODES = (None, "ifpossible", "subset", "reset")
+
+
+class WrapEpochValue:
+    """A value in a net dict that depends on the (pretrain) epoch: ``WrapEpochValue(lambda epoch: ...)``."""
+
+    def __init__(self, func: Callable[..., Any]):
+        self.func = func
+
+    def get_value(self, epoch: int) -> Any:
+        """The value for ``epoch`` (1-based)."""
+        return self.func(epoch=epoch)
+
+
+def layer_from(layer: Dict[str, Any]) -> List[str]:
+    """A layer's ``from`` as a list (default ``["data"]``)."""
+    src = layer.get("from", ["data"])
+    return [src] if isinstance(src, str) else list(src)
+
+
+def resolve_epoch_values(value: Any, epoch: int) -> Any:
+    """``value`` with every :class:`WrapEpochValue` inside (dicts, lists, tuples) resolved for ``epoch``."""
+    if isinstance(value, WrapEpochValue):
+        return value.get_value(epoch=epoch)
+    if isinstance(value, dict):
+        return {k: resolve_epoch_values(v, epoch) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(resolve_epoch_values(v, epoch) for v in value)
+    return value
+
+
+class Pretrain:
+    """The per-epoch net dicts of a pretraining scheme."""
+
+    def __init__(self, original_network_json: NetDict, copy_param_mode: Optional[str] = None,
+                 copy_output_layer: Union[bool, str, None] = None, greedy: Optional[bool] = None,
+                 repetitions: Union[None, int, List[int], Dict[Any, int]] = None,
+                 construction_algo: Union[str, Callable] = "from_output",
+                 output_layers: Sequence[str] = ("output",), input_layers: Sequence[str] = ("data",),
+                 network_init_args: Any = None):
+        if copy_param_mode not in COPY_PARAM_MODES:
+            raise ConfigError("pretrain: copy_param_mode %r unknown (known: %s)"
+                              % (copy_param_mode, ", ".join(str(m) for m in COPY_PARAM_MODES)))
+        if greedy:
+            raise ConfigError("pretrain: greedy (train only the new layers) is not supported")
+        if copy_output_layer is None:
+            copy_output_layer = copy_param_mode or "ifpossible"
+        self.copy_param_mode = copy_param_mode
+        self.copy_output_layer = False if copy_output_layer == "reset" else copy_output_layer
+        self.construction_algo = construction_algo
+        self.original = original_network_json
+        self.output_layers = list(output_layers)
+        self.input_layers = list(input_layers)
+        if callable(construction_algo):
+            steps = self._construct_custom(construction_algo)
+        elif construction_algo == "from_output":
+            steps = self._construct_from_output()
+        elif construction_algo == "from_input":
+            steps = self._construct_from_input()
+        elif construction_algo == "no_network_modifications":
+            steps = [self.original]
+        else:
+            raise ConfigError("pretrain: construction_algo %r unknown (known: %s, or a function)"
+                              % (construction_algo, ", ".join(CONSTRUCTION_ALGOS)))
+        if not callable(construction_algo):
+            steps = self._drop_steps_without_new_trainable(steps)
+        steps = [copy.deepcopy(s) for s in steps]
+        self.repetitions = self._repetitions(repetitions, steps)
+        self._nets: List[NetDict] = []
+        for count, net in zip(self.repetitions, steps):
+            self._nets.extend(copy.deepcopy(net) for _ in range(count))
+        self._nets = [resolve_epoch_values(net, i + 1) for i, net in enumerate(self._nets)]
+
+    # ---- construction
+    def _is_output(self, net: NetDict, name: str) -> bool:
+        layer = net[name]
+        return name in self.output_layers or layer.get("class") == "softmax" or "target" in layer
+
+    def _construct_custom(self, func: Callable) -> List[NetDict]:
+        steps: List[NetDict] = []
+        while True:
+            net = func(idx=len(steps), net_dict=copy.deepcopy(self.original))
+            if not net:
+                break
+            steps.append(net)
+        return steps + [self.original]
+
+    def _construct_from_output(self) -> List[NetDict]:
+        steps = [self.original]
+        while True:
+            smaller = self._shrink_from_output(steps[0])
+            if smaller is None:
+                return steps
+            steps.insert(0, smaller)
+
+    def _shrink_from_output(self, net: NetDict) -> Optional[NetDict]:
+        """The next smaller net: the outputs' sources replaced by their own sources; None at the end."""
+        net = copy.deepcopy(net)
+        for name in self.output_layers:
+            if name not in net:
+                raise ConfigError("pretrain: output layer %r not in the network (set pretrain "
+                                  "{'output_layers': [...]})" % name)
+        while True:
+            new_sources, deleted = set(), set()
+            for out in self.output_layers:
+                for src in layer_from(net[out]):
+                    if src in self.input_layers or src.startswith("data:"):
+                        new_sources.add(src)
+                    elif src in net:
+                        new_sources.update(layer_from(net[src]))
+                        del net[src]
+                        deleted.add(src)
+                    elif src not in deleted:
+                        raise ConfigError("pretrain: layer %r reads unknown layer %r" % (out, src))
+            current = set(s for out in self.output_layers for s in layer_from(net[out]))
+            if new_sources == current:
+                return None
+            for out in self.output_layers:
+                net[out]["from"] = sorted(new_sources)
+            if new_sources & set(self.input_layers):
+                continue  # the output would read the input directly: shrink further
+            if all(not self.original[d].get("trainable", True) for d in deleted):
+                continue
+            return net
+
+    def _descendants(self, sources: Sequence[str]) -> List[str]:
+        return [name for name, layer in sorted(self.original.items())
+                if any(s in layer_from(layer) for s in sources)]
+
+    def _existing_inputs(self, net: NetDict, name: str) -> List[str]:
+        """Sources of ``name`` in the original net, skipping (transitively) layers not in ``net``."""
+        found: List[str] = []
+        seen = {name}
+        todo = list(layer_from(self.original[name]))
+        while todo:
+            src = todo.pop(0)
+            if src in net or src in self.input_layers:
+                if src not in found:
+                    found.append(src)
+            elif src not in seen and src in self.original:
+                seen.add(src)
+                todo = list(layer_from(self.original[src])) + todo
+        return found
+
+    def _from_input_step(self, depth: int) -> Optional[NetDict]:
+        net: NetDict = {}
+        sources = list(self.input_layers)
+        while True:  # non-trainable layers on the input (windows, feature extraction) come first
+            added = [n for n in self._descendants(sources) if n not in net and not self.original[n].get("trainable", True)]
+            if not added:
+                break
+            for name in added:
+                net[name] = copy.deepcopy(self.original[name])
+            sources += added
+        for _ in range(depth):
+            level = [n for n in self._descendants(sources) if n not in net]
+            if not level:
+                return None
+            for name in level:
+                net[name] = copy.deepcopy(self.original[name])
+            sources = level
+        for name in sorted(self.original):
+            if name not in net and self._is_output(self.original, name):
+                net[name] = copy.deepcopy(self.original[name])
+        missing = {s for layer in net.values() for s in layer_from(layer)} - set(net) - set(self.input_layers)
+        if not missing:
+            return None  # this is the full topology
+        for name in sorted(net):
+            rewired = self._existing_inputs(net, name)
+            if rewired != layer_from(net[name]):
+                net[name]["from"] = [s for s in rewired if s not in self.input_layers]
+        return net
+
+    def _construct_from_input(self) -> List[NetDict]:
+        steps: List[NetDict] = []
+        while True:
+            step = self._from_input_step(len(steps) + 1)
+            if step is None:
+                return steps + [self.original]
+            steps.append(step)
+
+    def _drop_steps_without_new_trainable(self, steps: List[NetDict]) -> List[NetDict]:
+        kept: List[NetDict] = []
+        previous: NetDict = {}
+        for net in steps[:-1]:
+            if any(name not in previous and not self._is_output(net, name) and layer.get("trainable", True)
+                   for name, layer in net.items()):
+                kept.append(net)
+            previous = net
+        return kept + [steps[-1]]
+
+    @staticmethod
+    def _repetitions(repetitions: Any, steps: List[NetDict]) -> List[int]:
+        n = len(steps)
+        if not repetitions:
+            counts = [1] * n
+        elif isinstance(repetitions, dict):
+            opts = dict(repetitions)
+            counts = [int(opts.pop("default", 1))] * n
+            for key, value in opts.items():
+                counts[n - 1 if key == "final" else int(key)] = int(value)
+        else:
+            counts = [int(r) for r in (repetitions if isinstance(repetitions, (list, tuple)) else [repetitions])]
+            if len(counts) > n:
+                raise ConfigError("pretrain: %i repetitions given for %i pretrain steps" % (len(counts), n))
+            counts += [counts[-1]] * (n - len(counts))
+        for i, net in enumerate(steps):
+            if "#repetition" in net:
+                counts[i] = int(net.pop("#repetition"))
+        return counts
+
+    # ---- public interface
+    def get_train_num_epochs(self) -> int:
+        """Number of pretrain epochs (steps times repetitions; the last is the full network)."""
+        return len(self._nets)
+
+    def get_network_json_for_epoch(self, epoch: int) -> NetDict:
+        """The net dict of ``epoch`` (1-based); after pretraining, the final one."""
+        return self._nets[min(max(epoch, 1), len(self._nets)) - 1]
+
+    def get_final_network_json(self) -> NetDict:
+        """The full network (with epoch values resolved for the last pretrain epoch)."""
+        return self._nets[-1]
+
+    def __str__(self) -> str:
+        algo = getattr(self.construction_algo, "__name__", self.construction_algo)
+        text = "Pretrain construction algo %r, number of pretrain epochs: %i" % (algo, self.get_train_num_epochs())
+        if set(self.repetitions) != {1}:
+            text += " (repetitions: %r)" % self.repetitions
+        return text
+
+
+def pretrain_from_config(config) -> Optional[Pretrain]:
+    """The :class:`Pretrain` of ``pretrain`` (``"default"``, ``True`` or an options dict), or None."""
+    value = config.typed_value("pretrain")
+    if isinstance(value, str) and value.lower() in ("", "0", "false", "none", "no"):
+        value = None
+    if not value:
+        return None
+    if not (value is True or value == "default" or value in ("1", "true") or isinstance(value, dict)):
+        raise ConfigError("config key 'pretrain': expected 'default', True or a dict of options, got %r" % (value,))
+    network = config.typed_value("network")
+    if not isinstance(network, dict) or not network:
+        raise ConfigError("config key 'pretrain' needs 'network' (the full net dict)")
+    opts = dict(value) if isinstance(value, dict) else {}
+    for key, opt in (("pretrain_copy_output_layer", "copy_output_layer"), ("pretrain_greedy", "greedy"),
+                     ("pretrain_repetitions", "repetitions"), ("pretrain_construction_algo", "construction_algo")):
+        if config.has(key):
+            opts.setdefault(opt, config.typed_value(key))
+    try:
+        return Pretrain(network, **opts)
+    except TypeError as exc:
+        raise ConfigError("config key 'pretrain': %s" % exc)

@@ -1,0 +1,70 @@
+"""``TFHorovod.get_ctx(config)`` as configs call it (``hvd = TFHorovod.get_ctx(config=config)``).
+
+Returns None without ``use_horovod``; otherwise a small view of the job: rank and size as the
+launcher announced them (the config runs before MPI is initialised) and the ``horovod_*`` options.
+"""
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+from returnn.distributed.context import launcher_world_size
+
+_RANK_VARS = ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID")
+_LOCAL_RANK_VARS = ("OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID")
+_LOCAL_SIZE_VARS = ("OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE")
+
+
+def _env_int(names, default: int) -> int:
+    for name in names:
+        value = os.environ.get(name, "")
+        if value.isdigit():
+            return int(value)
+    return default
+
+
+class HorovodContext:
+    """Rank, size and reduce options of a ``use_horovod`` run."""
+
+    def __init__(self, config):
+        self.config = config
+
+    def rank(self) -> int:
+        return _env_int(_RANK_VARS, 0)
+
+    def size(self) -> int:
+        return launcher_world_size()
+
+    def local_rank(self) -> int:
+        return _env_int(_LOCAL_RANK_VARS, 0)
+
+    def local_size(self) -> int:
+        return _env_int(_LOCAL_SIZE_VARS, 1)
+
+    def get_reduce_type(self) -> str:
+        return self.config.value("horovod_reduce_type", "grad")
+
+    def is_reduce_type_grad(self) -> bool:
+        return self.get_reduce_type() == "grad"
+
+    def is_reduce_type_param(self) -> bool:
+        return self.get_reduce_type() == "param"
+
+    def get_dataset_distribution_type(self) -> str:
+        return self.config.value("horovod_dataset_distribution", "shard")
+
+    def is_dataset_distribution_shard(self) -> bool:
+        return self.get_dataset_distribution_type() == "shard"
+
+    def is_dataset_distribution_random_seed_offset(self) -> bool:
+        return self.get_dataset_distribution_type() == "random_seed_offset"
+
+
+def get_ctx(config=None) -> Optional[HorovodContext]:
+    """None unless the config sets ``use_horovod``."""
+    if config is None:
+        from returnn.config import get_global_config
+        config = get_global_config()
+    if not config.bool("use_horovod", False):
+        return None
+    return HorovodContext(config)

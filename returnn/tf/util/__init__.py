@@ -1,0 +1,1 @@
+"""TensorFlow helpers under RETURNN's module names (``returnn.tf.util.basic`` = old ``TFUtil``)."""
