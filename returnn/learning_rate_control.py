@@ -7,6 +7,9 @@ error measure of the last epoch did not improve enough over the one before: rela
 (``newbob_abs``). ``newbob_multi_epoch`` averages the relative changes over the last
 ``newbob_multi_num_epochs`` epochs (fewer at the start) and decides every
 ``newbob_multi_update_interval`` epochs (default: ``newbob_multi_num_epochs``). As in RETURNN.
+``learning_rate_control_min_num_epochs_per_new_lr`` = N keeps a new rate (and the first one) for at
+least N epochs before the control may change it again. A ``learning_rate_control_error_measure``
+ending in ``:exp`` compares ``exp`` of the score (perplexity for a cross-entropy score).
 
 The learning-rate file (``returnn/learning_rate_file.py``: RETURNN's format, parsed without
 evaluating it) holds, per epoch, the learning rate used and the scores measured. It is written
@@ -14,6 +17,7 @@ atomically and reloaded on resume.
 """
 from __future__ import annotations
 
+import math
 import os
 from typing import Dict, List, Optional
 
@@ -35,7 +39,7 @@ class LearningRateControl:
                  min_learning_rate: float = 0.0, decay: float = 0.5, relative_error_threshold: float = -0.01,
                  error_threshold: float = -0.01, multi_num_epochs: int = 5, multi_update_interval: Optional[int] = None,
                  error_measure: Optional[str] = None, relative_error_div_by_old: bool = False,
-                 relative_error_relative_lr: bool = False):
+                 relative_error_relative_lr: bool = False, min_num_epochs_per_new_lr: int = 0):
         if kind not in KNOWN_CONTROLS:
             raise ConfigError("config key 'learning_rate_control': unknown %r (known: %s)" % (kind, ", ".join(KNOWN_CONTROLS)))
         self.kind = kind
@@ -52,6 +56,7 @@ class LearningRateControl:
         self.error_measure = error_measure
         self.relative_error_div_by_old = bool(relative_error_div_by_old)
         self.relative_error_relative_lr = bool(relative_error_relative_lr)
+        self.min_num_epochs_per_new_lr = int(min_num_epochs_per_new_lr or 0)
         self.epochs: Dict[int, EpochData] = {}
         if filename and os.path.exists(filename):
             self.epochs = read_learning_rate_file(filename)
@@ -74,6 +79,7 @@ class LearningRateControl:
             error_measure=config.value("learning_rate_control_error_measure", None),
             relative_error_div_by_old=config.bool("newbob_relative_error_div_by_old", False),
             relative_error_relative_lr=config.bool("learning_rate_control_relative_error_relative_lr", False),
+            min_num_epochs_per_new_lr=config.int("learning_rate_control_min_num_epochs_per_new_lr", 0),
         )
 
     # ---- per-epoch learning rate
@@ -85,9 +91,22 @@ class LearningRateControl:
         self.epochs[epoch] = EpochData(lr)
         return lr
 
+    def set_default_learning_rate_for_epoch(self, epoch: int, learning_rate: float) -> float:
+        """Fixes the rate of ``epoch`` unless it has one already (e.g. from the file of a resumed
+        run); returns the rate in effect. Pretraining uses it for its constant rate."""
+        if epoch not in self.epochs or not self.epochs[epoch].learning_rate:
+            if epoch in self.epochs:
+                self.epochs[epoch].learning_rate = float(learning_rate)
+            else:
+                self.epochs[epoch] = EpochData(float(learning_rate))
+        return self.epochs[epoch].learning_rate
+
     def _calc_learning_rate(self, epoch: int) -> float:
         if self.learning_rates and epoch <= len(self.learning_rates):
             return self.learning_rates[epoch - 1]
+        held = self._held_learning_rate(epoch)
+        if held is not None:
+            return held
         if epoch <= 1:
             return self.default_learning_rate
         last_lr = self.get_learning_rate_for_epoch(epoch - 1) if epoch - 1 >= 1 else self.default_learning_rate
@@ -96,6 +115,17 @@ class LearningRateControl:
         if self._should_decay(epoch):
             return max(last_lr * self.decay, self.min_learning_rate)
         return last_lr
+
+    def _held_learning_rate(self, epoch: int) -> Optional[float]:
+        """With ``min_num_epochs_per_new_lr`` = N: the last rate, while it has been used for fewer
+        than N of the (up to N) epochs before ``epoch``."""
+        n = self.min_num_epochs_per_new_lr
+        if n <= 1:
+            return None
+        last = [self.epochs[e].learning_rate for e in sorted(e for e in self.epochs if e < epoch)[-n:]]
+        if len(set(last)) >= 2 or 0 < len(last) < n:
+            return last[-1]
+        return None
 
     def _should_decay(self, epoch: int) -> bool:
         """Newbob decision for ``epoch`` from the errors of the epochs before it."""
@@ -143,7 +173,10 @@ class LearningRateControl:
         errors = data.error
         if len(errors) == 1 and "old_format_score" in errors:
             return "old_format_score"
-        preferred = [self.error_measure, self.error_measure + "_output"] if self.error_measure else []
+        measure = self._measure_base()
+        preferred = [measure, measure + "_output"] if measure else []
+        if measure and measure.endswith("_output"):  # RETURNN's name when our single loss is "score"
+            preferred.append(measure[:-len("_output")])
         for key in preferred + ["dev_score", "dev_score_output"]:
             if key in errors:
                 return key
@@ -157,9 +190,20 @@ class LearningRateControl:
         keys = sorted(k for k in errors if k.startswith("train_score"))
         return keys[0] if keys else sorted(errors)[0]
 
+    def _measure_base(self) -> Optional[str]:
+        """The error measure without a ``:exp`` suffix."""
+        if self.error_measure and self.error_measure.endswith(":exp"):
+            return self.error_measure[:-len(":exp")]
+        return self.error_measure
+
     def _error(self, epoch: int) -> Optional[float]:
         key = self.error_key(epoch)
-        return self.epochs[epoch].error[key] if key else None
+        if not key:
+            return None
+        value = self.epochs[epoch].error[key]
+        if self.error_measure and self.error_measure.endswith(":exp") and not key.endswith(":exp"):
+            value = math.exp(min(value, 700.0))  # perplexity of a cross-entropy score
+        return value
 
     # ---- scores and the file
     def set_epoch_error(self, epoch: int, errors: Dict[str, float]) -> None:

@@ -226,3 +226,42 @@ def test_bad_file_is_data_error(tmp_path):
     path.write_text("{1: EpochData(learningRate=0.1, error={)}\n")
     with pytest.raises(DataError, match="lr.data"):
         read_learning_rate_file(str(path))
+
+
+def test_min_num_epochs_per_new_lr_holds_each_rate():
+    """Errors only grow, so newbob would decay every epoch; N=3 keeps every rate 3 epochs
+    (the first one too), as RETURNN's learning_rate_control_min_num_epochs_per_new_lr does."""
+    control = LearningRateControl("newbob", default_learning_rate=1.0, min_num_epochs_per_new_lr=3)
+    rates = drive(control, [1.0, 1.1, 1.2, 1.3, 1.4, 1.5, 1.6])
+    assert rates == [1.0, 1.0, 1.0, 0.5, 0.5, 0.5, 0.25, 0.25]
+    plain = drive(LearningRateControl("newbob", default_learning_rate=1.0), [1.0, 1.1, 1.2, 1.3])
+    assert plain == [1.0, 1.0, 0.5, 0.25, 0.125]
+
+
+def test_min_num_epochs_from_config():
+    config = Config({"learning_rate_control": "newbob_multi_epoch", "newbob_multi_num_epochs": 1,
+                     "newbob_multi_update_interval": 1, "learning_rate_control_min_num_epochs_per_new_lr": 2})
+    control = LearningRateControl.from_config(config)
+    assert drive(control, [1.0, 1.1, 1.2, 1.3, 1.4]) == [1.0, 1.0, 0.5, 0.5, 0.25, 0.25]
+
+
+def test_error_measure_exp_suffix_compares_perplexities():
+    """CE 2.015 -> 2.0: relative change -0.0075 (decay at threshold -0.01), but the perplexity
+    changes by 1 - e^0.015 = -0.0151 (no decay)."""
+    errors = [2.015, 2.0]
+    ce = drive(LearningRateControl("newbob", default_learning_rate=1.0, error_measure="dev_score"), errors)
+    assert ce == [1.0, 1.0, 0.5]
+    for measure in ("dev_score:exp", "dev_score_output:exp"):
+        ppl = drive(LearningRateControl("newbob", default_learning_rate=1.0, error_measure=measure), errors)
+        assert ppl == [1.0, 1.0, 1.0], measure
+    # scores written with calculate_exp_loss carry their own ':exp' entry; it is used as is
+    both = [{"dev_score": e, "dev_score:exp": math.exp(e)} for e in errors]
+    ppl = drive(LearningRateControl("newbob", default_learning_rate=1.0, error_measure="dev_score:exp"), both)
+    assert ppl == [1.0, 1.0, 1.0]
+
+
+def test_set_default_learning_rate_keeps_a_stored_rate():
+    control = LearningRateControl("newbob", default_learning_rate=1.0)
+    assert control.set_default_learning_rate_for_epoch(1, 0.3) == 0.3
+    assert control.set_default_learning_rate_for_epoch(1, 0.7) == 0.3
+    assert control.get_learning_rate_for_epoch(1) == 0.3
