@@ -1,8 +1,9 @@
 """Checkpoints: save/restore of network, optimizer state and epoch; resume equals an uninterrupted
-run; incomplete checkpoints are skipped; no temporary files."""
+run; incomplete checkpoints are skipped, damaged ones refused; no temporary files."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 
 import numpy as np
@@ -11,6 +12,7 @@ import tensorflow as tf
 
 from helpers import TINY_12AX, describe, lines_matching, nonempty_lines, run_rnn, train_args, write_config
 from returnn.config import Config
+from returnn.errors import DataError
 from returnn.tf.checkpoint import (
     CheckpointManager, checkpoint_files, epoch_prefix, is_complete, list_epoch_checkpoints,
 )
@@ -86,23 +88,25 @@ def test_save_leaves_no_temp_files_and_overwrites(tmp_path):
     np.testing.assert_array_equal(reader.get_tensor("network/w/.ATTRIBUTES/VARIABLE_VALUE"), net.w.numpy())
 
 
-def test_resume_point_skips_incomplete_and_corrupt(tmp_path):
+def test_resume_point_refuses_damaged_newest_checkpoint(tmp_path):
     model = str(tmp_path / "model")
     net, opt = make_state()
     manager = CheckpointManager(model, network=net, optimizer=opt)
-    for epoch in (1, 2, 3, 4):
+    for epoch in (1, 2, 3):
         manager.save(epoch)
     (tmp_path / "model.unrelated.index").write_text("x")
-    assert list_epoch_checkpoints(model) == [1, 2, 3, 4]
-    assert manager.find_resume_point() == (model + ".004", 4)
-    os.remove(model + ".004.data-00000-of-00001")  # data missing
-    assert not is_complete(model + ".004")
+    assert list_epoch_checkpoints(model) == [1, 2, 3]
     assert manager.find_resume_point() == (model + ".003", 3)
-    os.remove(model + ".003.index")  # index missing
+    with open(model + ".003.data-00000-of-00001", "r+b") as f:  # emptied data file (issue 13)
+        f.truncate(0)
+    with pytest.raises(DataError, match=re.escape(model + ".003") + " cannot be read"):
+        manager.find_resume_point()
+    os.remove(model + ".003.data-00000-of-00001")  # data missing
+    assert not is_complete(model + ".003")
+    with pytest.raises(DataError, match=re.escape(model + ".003") + " is damaged"):
+        manager.find_resume_point()
+    os.remove(model + ".003.index")  # no index: a checkpoint that never was
     assert manager.find_resume_point() == (model + ".002", 2)
-    with open(model + ".002.data-00000-of-00001", "r+b") as f:  # truncated data: unreadable
-        f.truncate(3)
-    assert manager.find_resume_point() == (model + ".001", 1)
     assert list_epoch_checkpoints(model) == [1, 2]
 
 
@@ -183,16 +187,34 @@ def _copy_checkpoints(src, dst, keep):
             shutil.copy(path, dst / path.name)
 
 
-def test_resume_ignores_checkpoint_without_data(straight, tmp_path):
+def test_resume_refuses_checkpoint_without_data_until_start_epoch_given(straight, tmp_path):
     src = straight["dir"]
-    _copy_checkpoints(src, tmp_path, lambda n: not n.startswith("model.003.data") and not n.endswith("lr.data")
-                      and not n.endswith(".log"))
+    _copy_checkpoints(src, tmp_path, lambda n: not n.startswith("model.003.data") and not n.endswith(".log"))
     assert (tmp_path / "model.003.index").exists()
     proc = run_rnn(train_args(straight["config"], tmp_path, "++num_epochs", "3"))
+    lines = nonempty_lines(proc.stderr)
+    assert proc.returncode == 2 and len(lines) == 1, describe(proc)
+    assert str(tmp_path / "model.003") + " is damaged" in lines[0] and "start_epoch" in lines[0]
+    assert (tmp_path / "model.003.index").exists()  # nothing overwritten
+    proc = run_rnn(train_args(straight["config"], tmp_path, "++num_epochs", "3", "++start_epoch", "3"))
     assert proc.returncode == 0, describe(proc)
     assert "start training at epoch 3" in proc.stdout
     compare_checkpoints(str(src / "model.003"), str(tmp_path / "model.003"))
     assert not [n for n in os.listdir(tmp_path) if "tmp" in n.lower()]
+
+
+def test_model_path_with_glob_characters_resumes(tmp_path):
+    """TF reads checkpoint prefixes as patterns: ``exp[lr=0.01]/model`` must still resume (issue 13)."""
+    config = write_config(tmp_path / "tiny.config", TINY_12AX.replace("num_epochs = 2", "num_epochs = 1"))
+    exp = tmp_path / "exp[lr=0.01]*?"
+    first = run_rnn(train_args(config, exp))
+    assert first.returncode == 0, describe(first)
+    second = run_rnn(train_args(config, exp, "++num_epochs", "2"))
+    assert second.returncode == 0, describe(second)
+    assert "start training at epoch 2" in second.stdout, describe(second)
+    assert sorted(p.name for p in exp.iterdir() if p.name.endswith(".index")) == ["model.001.index", "model.002.index"]
+    proc = run_rnn([config, "++task", "eval", "++model", exp / "model", "++learning_rate_file", tmp_path / "lr"])
+    assert proc.returncode == 0 and "loaded checkpoint %s.002 (epoch 2)" % (exp / "model") in proc.stdout, describe(proc)
 
 
 def test_resume_ignores_checkpoint_without_index(straight, tmp_path):

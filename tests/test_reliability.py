@@ -342,7 +342,8 @@ def _manager(model: Path, value: float) -> CheckpointManager:
     return CheckpointManager(str(model), net=tf.Module(), w=tf.Variable(np.full([4], value, np.float32)))
 
 
-def test_resume_point_ignores_incomplete_corrupt_and_temporary_checkpoints(tmp_path):
+def test_resume_point_ignores_incomplete_and_temporary_but_refuses_damaged_checkpoints(tmp_path):
+    from returnn.errors import DataError
     model = tmp_path / "model"
     mgr = _manager(model, 1.0)
     for epoch in (1, 2, 3, 4):
@@ -355,12 +356,18 @@ def test_resume_point_ignores_incomplete_corrupt_and_temporary_checkpoints(tmp_p
     Path(epoch_prefix(str(model), 5) + ".tmp-12345.data-00000-of-00001").write_bytes(b"")
     assert list_epoch_checkpoints(str(model)) == [1, 2, 3]
     assert mgr.find_resume_point() == (epoch_prefix(str(model), 3), 3)
-    # An index that cannot be read (e.g. disk damage) is skipped for the next older one.
+    # An index that cannot be read, or an index without its data (disk damage, never a crash):
+    # an error naming the checkpoint, not a silent fall-back to an older one.
     Path(epoch_prefix(str(model), 3) + ".index").write_bytes(b"garbage")
-    assert mgr.find_resume_point() == (epoch_prefix(str(model), 2), 2)
-    # Missing data shard: incomplete.
+    with pytest.raises(DataError, match=re.escape(epoch_prefix(str(model), 3)) + " cannot be read.*start_epoch"):
+        mgr.find_resume_point()
+    os.remove(epoch_prefix(str(model), 3) + ".index")
     os.remove(epoch_prefix(str(model), 2) + ".data-00000-of-00001")
-    assert mgr.find_resume_point() == (epoch_prefix(str(model), 1), 1)
+    with pytest.raises(DataError, match=re.escape(epoch_prefix(str(model), 2)) + " is damaged: .*data-00000"):
+        mgr.find_resume_point()
+    # The deliberate fall-back: start_epoch N continues after <model>.N-1.
+    assert mgr.find_resume_point(start_epoch=2) == (epoch_prefix(str(model), 1), 1)
+    assert mgr.find_resume_point(start_epoch=1) is None
     fresh = _manager(model, 0.0)
     assert fresh.restore(epoch_prefix(str(model), 1)) == 1
     assert np.all(fresh.checkpoint.w.numpy() == 1.0)

@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 import tensorflow as tf
 
 from returnn.learning_rate_control import LearningRateControl
@@ -146,8 +147,10 @@ def test_inspect_checkpoint_lists_variables_and_counts(tmp_path):
         assert ["epoch", "[]", "int64", "=", "3"] in lines
 
 
-def test_inspect_show_values(tmp_path):
-    prefix = str(tmp_path / "model.001")
+@pytest.mark.parametrize("directory", ["plain", "exp[lr=0.01]"])  # TF reads '[' as a pattern
+def test_inspect_show_values(tmp_path, directory):
+    (tmp_path / directory).mkdir()
+    prefix = str(tmp_path / directory / "model.001")
     write_checkpoint(prefix)
     proc = run_tool(INSPECT, prefix, "--show", "network/layers/output/b")
     assert proc.returncode == 0, proc.stderr

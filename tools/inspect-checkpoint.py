@@ -17,6 +17,8 @@ import re
 import sys
 from typing import Dict, List, Optional, Sequence, Tuple
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
 VALUE_SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
 SLOT_MARK = "/.OPTIMIZER_SLOT/"
 OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
@@ -81,14 +83,15 @@ def num_elements(shape: Sequence[int]) -> int:
 Entry = Tuple[str, List[int], str, int, Optional[str]]  # name, shape, dtype, bytes, scalar value
 
 
-def read_checkpoint(prefix: str) -> Dict[str, List[Entry]]:
-    """Entries per group, sorted by name; raises CheckpointError for an unreadable checkpoint."""
+def read_checkpoint(prefix: str, path: Optional[str] = None) -> Dict[str, List[Entry]]:
+    """Entries per group, sorted by name; raises CheckpointError for an unreadable checkpoint.
+    ``path``: the same files under a name TF does not read as a pattern (default ``prefix``)."""
     check_files(prefix)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import tensorflow as tf
 
     try:
-        reader = tf.train.load_checkpoint(prefix)
+        reader = tf.train.load_checkpoint(path or prefix)
         shapes = reader.get_variable_to_shape_map()
         dtypes = reader.get_variable_to_dtype_map()
         groups: Dict[str, List[Entry]] = {g: [] for g in GROUPS}
@@ -151,12 +154,12 @@ def format_report(prefix: str, groups: Dict[str, List[Entry]]) -> str:
     return "\n".join(lines)
 
 
-def show_values(prefix: str, names: Sequence[str]) -> List[str]:
+def show_values(prefix: str, names: Sequence[str], path: Optional[str] = None) -> List[str]:
     """The values of the variables ``names`` (display names or raw checkpoint keys)."""
     import numpy as np
     import tensorflow as tf
 
-    reader = tf.train.load_checkpoint(prefix)
+    reader = tf.train.load_checkpoint(path or prefix)
     by_name = {display_name(k): k for k in reader.get_variable_to_shape_map()}
     lines = []
     for name in names:
@@ -176,10 +179,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                    help="also print the values of variable NAME (as listed); may be repeated")
     args = p.parse_args(argv)
     prefix = normalize_prefix(args.checkpoint)
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    from returnn.tf.checkpoint import readable_prefix  # TF reads '[', '*', '?' in names as patterns
     try:
-        print(format_report(prefix, read_checkpoint(prefix)))
-        if args.show:
-            print("\n".join(show_values(prefix, args.show)))
+        with readable_prefix(prefix) as path:
+            print(format_report(prefix, read_checkpoint(prefix, path)))
+            if args.show:
+                print("\n".join(show_values(prefix, args.show, path)))
     except CheckpointError as exc:
         print("error: %s" % exc, file=sys.stderr)
         return 2

@@ -3,8 +3,12 @@ looks complete but is not.
 
 A checkpoint is written under a temporary prefix, its files are fsynced, then renamed: the data
 shards first, the ``.index`` file last. The ``.index`` file is the completion mark: resume discovery
-only considers prefixes whose index exists and whose data shards are all there, and falls back to
-the next older one if reading fails.
+only considers prefixes whose index exists. A crash never leaves an index without its data, so a
+newest checkpoint whose data is missing or cannot be read is damage: an error naming it, never
+skipped silently (``start_epoch`` chooses an older one deliberately).
+
+TensorFlow's reader treats a checkpoint prefix as a file pattern (``*?[\\``): a prefix with such
+characters (``exp[lr=0.01]/model``) is read through symlinks in a private directory.
 
 ``<model>.interrupted`` holds the state saved on SIGTERM/SIGUSR1 mid-epoch (with the epoch it
 belongs to); it is used on resume when it is newer than the newest epoch checkpoint.
@@ -14,11 +18,13 @@ tidies them up at the next start. See ``docs/reliability.md``.
 """
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import re
 import shutil
-from typing import List, Optional, Sequence, Tuple
+import tempfile
+from typing import Iterator, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
@@ -27,6 +33,7 @@ from returnn.util.basic import fsync_dir
 
 _DATA_RE = re.compile(r"\.data-(\d+)-of-(\d+)$")
 INTERRUPTED_SUFFIX = "interrupted"
+_PATTERN_CHARS = "*?[\\"  # special in TF's GetMatchingPaths
 
 
 def epoch_prefix(model: str, epoch: int) -> str:
@@ -39,27 +46,54 @@ def checkpoint_files(prefix: str) -> List[str]:
     return sorted(glob.glob(glob.escape(prefix) + ".index") + glob.glob(glob.escape(prefix) + ".data-*"))
 
 
+def missing_part(prefix: str) -> Optional[str]:
+    """The first missing file of checkpoint ``prefix`` (index, or a data shard), or None if complete."""
+    if not os.path.exists(prefix + ".index"):
+        return prefix + ".index"
+    shards = [m for m in (_DATA_RE.search(s) for s in glob.glob(glob.escape(prefix) + ".data-*-of-*")) if m]
+    if not shards:
+        return prefix + ".data-00000-of-00001"
+    total = int(shards[0].group(2))
+    missing = sorted(set(range(total)) - {int(m.group(1)) for m in shards})
+    return "%s.data-%05d-of-%05d" % (prefix, missing[0], total) if missing else None
+
+
 def is_complete(prefix: str) -> bool:
     """Index present and all data shards present."""
-    if not os.path.exists(prefix + ".index"):
-        return False
-    shards = glob.glob(glob.escape(prefix) + ".data-*-of-*")
-    if not shards:
-        return False
-    total = int(_DATA_RE.search(shards[0]).group(2))
-    present = {int(_DATA_RE.search(s).group(1)) for s in shards if _DATA_RE.search(s)}
-    return present == set(range(total))
+    return missing_part(prefix) is None
+
+
+@contextlib.contextmanager
+def readable_prefix(prefix: str) -> Iterator[str]:
+    """A prefix naming the same checkpoint files without pattern characters, for TF's reader."""
+    if not any(c in prefix for c in _PATTERN_CHARS):
+        yield prefix
+        return
+    tmp = tempfile.mkdtemp(prefix="returnn-ckpt-")
+    if any(c in tmp for c in _PATTERN_CHARS):  # an odd TMPDIR
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp = tempfile.mkdtemp(prefix="returnn-ckpt-", dir="/tmp")
+    try:
+        for path in checkpoint_files(prefix):
+            os.symlink(os.path.abspath(path), os.path.join(tmp, "ckpt" + path[len(prefix):]))
+        yield os.path.join(tmp, "ckpt")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def read_tensor(prefix: str, key: str):
+    """One stored value of checkpoint ``prefix``; a DataError naming the checkpoint if it cannot be read."""
+    try:
+        with readable_prefix(prefix) as path:
+            return tf.train.load_checkpoint(path).get_tensor(key)
+    except Exception as exc:  # noqa: BLE001 - TF raises many types for damaged files; all are reported
+        raise DataError("checkpoint %s cannot be read (corrupt?): %s: %s" % (prefix, type(exc).__name__,
+                                                                              _first_line(exc)))
 
 
 def list_epoch_checkpoints(model: str) -> List[int]:
     """Epochs with a complete checkpoint, ascending."""
-    pattern = re.compile(re.escape(os.path.basename(model)) + r"\.(\d{3,})\.index$")
-    epochs = []
-    for path in glob.glob(glob.escape(model) + ".*.index"):
-        m = pattern.search(os.path.basename(path))
-        if m and is_complete(epoch_prefix(model, int(m.group(1)))):
-            epochs.append(int(m.group(1)))
-    return sorted(epochs)
+    return [e for e in _indexed_epochs(model) if is_complete(epoch_prefix(model, e))]
 
 
 def prepare_output_dir(path: str, key: str) -> None:
@@ -181,9 +215,14 @@ class CheckpointManager:
         return final
 
     def remove_interrupted(self) -> None:
-        """Drops the interrupted state once a newer epoch checkpoint exists."""
-        for path in checkpoint_files("%s.%s" % (self.model, INTERRUPTED_SUFFIX)):
+        """Drops the interrupted state once a newer epoch checkpoint exists (index first, so a kill
+        in between leaves data without index: not a checkpoint)."""
+        for path in sorted(checkpoint_files(self.interrupted_prefix), key=lambda p: not p.endswith(".index")):
             os.remove(path)
+
+    @property
+    def interrupted_prefix(self) -> str:
+        return "%s.%s" % (self.model, INTERRUPTED_SUFFIX)
 
     # ---- reading
     def restore(self, prefix: str) -> int:
@@ -192,9 +231,10 @@ class CheckpointManager:
         A checkpoint that does not fit the network (changed layers, dims or optimizer) is a
         ConfigError naming it; one whose data cannot be read is a DataError naming it."""
         try:
-            status = self.checkpoint.read(prefix)
-            status.expect_partial()  # no warnings about unused values when this fails
-            status.assert_existing_objects_matched()
+            with readable_prefix(prefix) as path:
+                status = self.checkpoint.read(path)
+                status.expect_partial()  # no warnings about unused values when this fails
+                status.assert_existing_objects_matched()
         except (ValueError, AssertionError) as exc:
             raise ConfigError("checkpoint %s does not fit the network/optimizer of the config (changed layers, "
                               "n_out or optimizer?): %s" % (prefix, _first_line(exc)))
@@ -203,31 +243,53 @@ class CheckpointManager:
                             % (prefix, type(exc).__name__, _first_line(exc)))
         return int(self.epoch_var.numpy())
 
-    def find_resume_point(self) -> Optional[Tuple[str, int]]:
-        """(prefix, completed epoch) of the newest loadable checkpoint, or None."""
-        candidates: List[Tuple[int, int, str]] = []
-        for epoch in list_epoch_checkpoints(self.model):
-            candidates.append((epoch, 0, epoch_prefix(self.model, epoch)))
-        interrupted = "%s.%s" % (self.model, INTERRUPTED_SUFFIX)
-        if is_complete(interrupted):
-            stored = _stored_epoch(interrupted)
-            if stored is not None:
-                candidates.append((stored, 1, interrupted))
-        for epoch, _, prefix in sorted(candidates, reverse=True):
-            if _stored_epoch(prefix) is not None:
-                return prefix, epoch
-        return None
+    def find_resume_point(self, start_epoch: Optional[int] = None) -> Optional[Tuple[str, int]]:
+        """(prefix, completed epoch) to continue training from, or None to start at epoch 1.
+
+        By default the newest checkpoint: the newest ``<model>.NNN`` with an index, or
+        ``<model>.interrupted`` when it is at least as new. It must be complete and readable, else
+        a DataError naming it. ``start_epoch`` N (RETURNN's key) deliberately takes ``<model>.N-1``
+        instead (N = 1: from scratch)."""
+        if start_epoch is not None:
+            if start_epoch <= 1:
+                return None
+            prefix = epoch_prefix(self.model, start_epoch - 1)
+            if not os.path.exists(prefix + ".index"):
+                raise ConfigError("config key 'start_epoch': %i needs checkpoint %s, which does not exist"
+                                  % (start_epoch, prefix))
+            return prefix, self._check_readable(prefix)
+        indexed = _indexed_epochs(self.model)
+        point = None
+        if indexed:
+            prefix = epoch_prefix(self.model, indexed[-1])
+            point = (prefix, self._check_readable(prefix))
+        if os.path.exists(self.interrupted_prefix + ".index"):
+            stored = self._check_readable(self.interrupted_prefix)
+            if point is None or stored >= point[1]:
+                point = (self.interrupted_prefix, stored)
+        return point
+
+    @staticmethod
+    def _check_readable(prefix: str) -> int:
+        """The epoch stored in checkpoint ``prefix``; DataError naming it when it is damaged."""
+        missing = missing_part(prefix)
+        hint = ("; delete it to resume from an older checkpoint, or choose one with ++start_epoch N "
+                "(continues after <model>.N-1)")
+        if missing:
+            raise DataError("checkpoint %s is damaged: %s is missing%s" % (prefix, missing, hint))
+        try:
+            return int(read_tensor(prefix, "epoch/.ATTRIBUTES/VARIABLE_VALUE"))
+        except DataError as exc:
+            raise DataError(str(exc) + hint)
+
+
+def _indexed_epochs(model: str) -> List[int]:
+    """Epochs N whose ``<model>.NNN.index`` exists, ascending."""
+    pattern = re.compile(re.escape(os.path.basename(model)) + r"\.(\d{3,})\.index$")
+    found = (pattern.match(os.path.basename(p)) for p in glob.glob(glob.escape(model) + ".*.index"))
+    return sorted(int(m.group(1)) for m in found if m)
 
 
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
-
-
-def _stored_epoch(prefix: str) -> Optional[int]:
-    """The epoch variable stored in a checkpoint, or None if it cannot be read."""
-    try:
-        reader = tf.train.load_checkpoint(prefix)
-        return int(reader.get_tensor("epoch/.ATTRIBUTES/VARIABLE_VALUE"))
-    except Exception:  # noqa: BLE001 - a corrupt checkpoint is skipped, not fatal
-        return None

@@ -203,9 +203,9 @@ class Engine:
 
     def _restore_for_training(self) -> int:
         """Loads the newest complete checkpoint (rank 0's choice) and syncs all ranks to it."""
-        point = self.checkpoints.find_resume_point()
+        point = self.checkpoints.find_resume_point(self._start_epoch()) if self.dist.is_chief else None
         completed = int(self._broadcast_scalar(point[1] if point else 0))
-        if point and point[1] == completed:
+        if point:
             self.checkpoints.restore(point[0])
             print("loaded checkpoint %s (after epoch %i, global step %i)"
                   % (point[0], completed, int(self.optimizer.iterations.numpy())), file=log.v4)
@@ -216,6 +216,17 @@ class Engine:
             print("continuing epoch %i after its first %i steps (interrupted run)"
                   % (completed + 1, self.resume_skip_steps), file=log.v3)
         return completed + 1
+
+    def _start_epoch(self) -> Optional[int]:
+        """``start_epoch`` (RETURNN's key): ``"auto"`` (default, resume from the newest checkpoint) or N
+        (continue after ``<model>.N-1``; 1 = from scratch)."""
+        value = self.config.value("start_epoch", "auto")
+        if value == "auto":
+            return None
+        epoch = self.config.int("start_epoch")
+        if epoch < 1:
+            raise ConfigError("config key 'start_epoch': expected \"auto\" or an epoch >= 1, got %r" % value)
+        return epoch
 
     def _train_and_report_epoch(self, epoch: int, watchdog: Optional[Watchdog]) -> None:
         lr = self._broadcast_scalar(self.lr_control.get_learning_rate_for_epoch(epoch))
