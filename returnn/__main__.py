@@ -39,7 +39,8 @@ def _verbosity(config: Optional[Config], argv: Optional[List[str]] = None) -> in
 
 def _prepare_outputs(config: Config, task: str) -> None:
     """Training writes ``model`` and ``learning_rate_file``: their directories must be creatable
-    (checked before anything is built, so the error names the key). Leftovers of a killed writer
+    (checked before anything is built, so the error names the key). The model prefix is locked for
+    this run (a second training on it is an error naming the first). Leftovers of a killed writer
     are removed."""
     from returnn.tf.checkpoint import prepare_output_dir, remove_stale_temp_files
     if task != "train":
@@ -51,6 +52,10 @@ def _prepare_outputs(config: Config, task: str) -> None:
     if lr_file:
         prepare_output_dir(lr_file, "learning_rate_file")
     if model:
+        from returnn.util.run_lock import ModelLock
+        lock = ModelLock(model)
+        lock.acquire()  # one training per model prefix; released at exit
+        _state["lock"] = lock
         remove_stale_temp_files(model, [lr_file] if lr_file else [])
 
 
@@ -192,6 +197,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         return _fail("%s: %s" % (type(exc).__name__, exc), 1, traceback.format_exc())
     finally:
         early_stop.uninstall()
+        if "lock" in _state:
+            _state.pop("lock").release()
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@ import tensorflow as tf
 
 from returnn.errors import ConfigError, DataError
 from returnn.util.basic import fsync_dir
+from returnn.util.run_lock import pid_alive
 
 _DATA_RE = re.compile(r"\.data-(\d+)-of-(\d+)$")
 INTERRUPTED_SUFFIX = "interrupted"
@@ -131,18 +132,6 @@ def prepare_model_dir(model: str) -> None:
     prepare_output_dir(model, "model")
 
 
-def _pid_alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # e.g. EPERM: exists, owned by someone else
-        return True
-    return True
-
-
 def remove_stale_temp_files(model: str, extra_files: Sequence[str] = ()) -> List[str]:
     """Removes what a killed writer left behind: ``<model>.NNN.tmp-PID*`` and
     ``<model>.interrupted.tmp-PID*`` checkpoint parts (including TF's ``*_temp`` directory) and
@@ -157,7 +146,7 @@ def remove_stale_temp_files(model: str, extra_files: Sequence[str] = ()) -> List
     for base, pattern in patterns:
         for path in glob.glob(glob.escape(base) + ".*"):
             m = pattern.match(os.path.basename(path))
-            if not m or _pid_alive(int(m.group(1))):
+            if not m or pid_alive(int(m.group(1))):
                 continue
             try:
                 if os.path.isdir(path) and not os.path.islink(path):
