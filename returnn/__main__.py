@@ -18,9 +18,9 @@ from typing import List, Optional
 from returnn.config import Config, load_config_from_args, parse_override_value, split_cmd_args
 from returnn.errors import ConfigError, ReturnnError
 from returnn.interrupts import EarlyStop, StopSignal
+from returnn.startup import HELP, USAGE, banner_lines, versions_line
 
 KNOWN_TASKS = ("train", "eval", "forward")
-USAGE = "usage: rnn.py CONFIG [CONFIG2 ...] [++key value ...]   (or: rnn.py --check-distributed)"
 
 
 def _verbosity(config: Optional[Config], argv: Optional[List[str]] = None) -> int:
@@ -73,11 +73,36 @@ def _configure_tensorflow(config: Config) -> None:
         tf.config.experimental.enable_op_determinism()
 
 
+def _unknown_option_message(flag: str) -> str:
+    """One line for an argument that starts with '-' but is no option of rnn.py."""
+    from returnn import config_keys
+    key = flag.lstrip("-").split("=", 1)[0]
+    if config_keys.is_known(key) or config_keys.suggest(key):
+        return "unknown option %s: config keys are set with ++%s VALUE" % (flag, config_keys.suggest(key) or key)
+    return ("unknown option %s (options: --help, --help-keys [PATTERN], --version, --check-distributed; "
+            "config keys are set with ++key value)" % flag)
+
+
+def _warn_unknown_keys(config: Config) -> None:
+    """Typos and unsupported RETURNN keys: one warning each (rank 0); the config's own helper variables
+    in one line at log_verbosity 4."""
+    from returnn.config_keys.check import unknown_keys
+    from returnn.log import log
+    warnings, helpers = unknown_keys(config.typed_dict, config.cmdline_keys)
+    for line in warnings:
+        print(line, file=log.warn)
+    if helpers:
+        print("config entries the engine does not read (the config's own variables?): %s" % ", ".join(helpers),
+              file=log.v4)
+
+
 def run(config: Config) -> int:
     """Runs the configured task; returns the exit code."""
-    task = config.value("task", "train")
+    task = config.value("task")
     if task not in KNOWN_TASKS:
         raise ConfigError("unknown task %r (known: %s)" % (task, ", ".join(KNOWN_TASKS)))
+    if task == "forward" and not config.value("output_file"):
+        raise ConfigError("task 'forward' needs 'output_file' (the HDF file to write)")
     num_epochs = config.typed_value("num_epochs")
     if num_epochs is not None:
         config.int("num_epochs")  # non-integers are an error naming the key
@@ -92,9 +117,12 @@ def run(config: Config) -> int:
     except OSError as exc:
         raise ConfigError("config key 'log': cannot write log file %s: %s"
                           % (config.value("log"), exc.strerror or exc))
+    for level, line in banner_lines(sys.argv):
+        print(line, file=log.v(level))
     if dist.enabled:
         print(dist.backend.describe(), file=log.v3)
     if dist.is_chief:
+        _warn_unknown_keys(config)
         _prepare_outputs(config, task)
     from returnn.tf.engine import Engine, NonFiniteScoreError, TrainingInterrupted
     try:
@@ -172,14 +200,27 @@ def main(argv: Optional[List[str]] = None) -> int:
     if "--check-distributed" in argv:
         from returnn.distributed.check import main as check_main
         return int(check_main() or 0)
-    if not argv or argv[0] in ("-h", "--help"):
-        print(USAGE)
-        return 0 if argv else 2
+    if not argv:
+        sys.stderr.write("%s\n(rnn.py --help explains more)\n" % USAGE)
+        return 2
+    if argv[0] in ("-h", "--help"):
+        print(HELP)
+        return 0
+    if argv[0] == "--version":
+        print(versions_line())
+        return 0
+    if argv[0] == "--help-keys":
+        from returnn.config_keys.docs import help_keys_text
+        print(help_keys_text(argv[1] if len(argv) > 1 else None))
+        return 0
+    flags = [a for a in split_cmd_args(argv)[0] if a.startswith("-")]
+    if flags:
+        return _fail(_unknown_option_message(flags[0]), 2, None)
     config: Optional[Config] = None
     early_stop = EarlyStop()
     try:
         config = load_config_from_args(argv)
-        if config.value("task", "train") == "train":
+        if config.value("task") == "train":
             early_stop.install()
         return run(config)
     except ReturnnError as exc:
@@ -188,7 +229,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     except StopSignal as exc:
         return _stopped(exc)
     except KeyboardInterrupt:
-        return _fail("interrupted by keyboard", 130, None)
+        hint = ""
+        if config is not None and config.value("task") == "train" and config.value("model"):
+            hint = "; the same command resumes from the newest checkpoint"
+        return _fail("interrupted by keyboard" + hint, 130, None)
     except Exception as exc:  # noqa: BLE001 - anything else is a bug or a runtime failure: show it
         user_error = _user_error(exc)
         if user_error is not None:  # bad input found late (e.g. by the data loader thread)

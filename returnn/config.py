@@ -15,7 +15,13 @@ import traceback
 import types
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
+from returnn import config_keys
 from returnn.errors import ConfigError
+
+_UNSET: Any = object()
+"""Default of the getters' ``default``: the key's declared default (returnn/config_keys/)."""
+CHECK_KEYS_ENV = "RETURNN_CHECK_KEYS"
+"""When set (the test suite sets it), engine code reading an undeclared key raises UndeclaredKeyError."""
 
 _global_config: Optional["Config"] = None
 
@@ -37,13 +43,40 @@ def set_global_config(config: "Config") -> None:
     _global_config = config
 
 
-def parse_override_value(text: str, current: Any = None) -> Any:
+class UndeclaredKeyError(AssertionError):
+    """Engine code read a config key that returnn/config_keys/declarations.py does not declare (a bug)."""
+
+
+def _check_declared(key: str) -> None:
+    """Under ``RETURNN_CHECK_KEYS``: engine code (not a config file) may read declared keys only."""
+    if not os.environ.get(CHECK_KEYS_ENV) or config_keys.lookup(key) is not None:
+        return
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_globals.get("__name__") == __name__:
+        frame = frame.f_back
+    caller = frame.f_globals.get("__name__", "") if frame is not None else ""
+    if caller == "returnn" or caller.startswith("returnn."):
+        raise UndeclaredKeyError("%s reads config key %r, which is not declared in returnn/config_keys/declarations.py"
+                                 % (caller, key))
+
+
+def _default(key: str, default: Any) -> Any:
+    """``default``, or the declared default of ``key`` when the caller gave none."""
+    _check_declared(key)
+    return config_keys.default_of(key) if default is _UNSET else default
+
+
+def parse_override_value(text: str, current: Any = None, key: Optional[str] = None) -> Any:
     """Parses the value of a ``++key value`` argument.
 
-    A key that already holds a string stays a string. Otherwise ``true``/``false`` become bools and
-    anything that is a Python literal is parsed as one; the rest stays a string.
+    A key that already holds a string, or is declared as a string, stays a string. Otherwise
+    ``true``/``false`` become bools and anything that is a Python literal is parsed as one; the rest
+    stays a string.
     """
     if isinstance(current, str):
+        return text
+    declared = config_keys.lookup(key) if key else None
+    if current is None and declared is not None and declared.types == ["str"]:
         return text
     low = text.strip().lower()
     if low in ("true", "yes", "on"):
@@ -64,8 +97,7 @@ def parse_override_value(text: str, current: Any = None) -> Any:
 
 
 def split_cmd_args(args: Sequence[str]) -> Tuple[List[str], List[Tuple[str, str]]]:
-    """Splits argv into config files and ``(key, value)`` overrides (``++key value`` or ``--key value``
-    for keys that are not CLI flags)."""
+    """Splits argv into config files and ``(key, value)`` overrides (``++key value`` or ``++key=value``)."""
     files: List[str] = []
     overrides: List[Tuple[str, str]] = []
     i = 0
@@ -95,6 +127,7 @@ class Config:
     def __init__(self, items: Optional[Dict[str, Any]] = None):
         self.typed_dict: Dict[str, Any] = dict(items or {})
         self.files: List[str] = []
+        self.cmdline_keys: List[str] = []  # keys set with ++key value
 
     # ---- loading
     def load_file(self, filename: str) -> None:
@@ -147,7 +180,7 @@ class Config:
     def apply_overrides(self, overrides: Iterable[Tuple[str, str]]) -> None:
         """Applies ``++key value`` overrides, typed by the value the key already holds."""
         for key, text in overrides:
-            self.typed_dict[key] = parse_override_value(text, self.typed_dict.get(key))
+            self.typed_dict[key] = parse_override_value(text, self.typed_dict.get(key), key)
 
     def parse_cmd_args(self, args: Sequence[str]) -> None:
         """Loads all config files of ``args`` and applies the ``++`` overrides after them.
@@ -156,6 +189,7 @@ class Config:
         module globals), and are applied again afterwards so they win over the config's own values.
         """
         files, overrides = split_cmd_args(args)
+        self.cmdline_keys += [key for key, _ in overrides]
         self.apply_overrides(overrides)
         for filename in files:
             self.load_file(filename)
@@ -164,18 +198,20 @@ class Config:
     # ---- access
     def has(self, key: str) -> bool:
         """Whether ``key`` is set."""
+        _check_declared(key)
         return key in self.typed_dict
 
     def set(self, key: str, value: Any) -> None:
         """Sets ``key``."""
         self.typed_dict[key] = value
 
-    def typed_value(self, key: str, default: Any = None) -> Any:
+    def typed_value(self, key: str, default: Any = _UNSET) -> Any:
         """The raw Python value of ``key``."""
-        return self.typed_dict.get(key, default)
+        return self.typed_dict.get(key, _default(key, default))
 
-    def value(self, key: str, default: Optional[str] = None) -> Optional[str]:
+    def value(self, key: str, default: Any = _UNSET) -> Optional[str]:
         """``key`` as a string (lists joined with commas), or ``default``."""
+        default = _default(key, default)
         if key not in self.typed_dict:
             return default
         value = self.typed_dict[key]
@@ -185,8 +221,11 @@ class Config:
             return ",".join(str(v) for v in value)
         return str(value)
 
-    def bool(self, key: str, default: bool = False) -> bool:
+    def bool(self, key: str, default: Any = _UNSET) -> Any:
         """``key`` as a bool; accepts bools, numbers and strings like 'true'/'0'."""
+        if default is _UNSET and key not in config_keys.KEYS:
+            default = False  # RETURNN's default for an undeclared key
+        default = _default(key, default)
         if key not in self.typed_dict or self.typed_dict[key] is None:
             return default
         value = self.typed_dict[key]
@@ -199,12 +238,13 @@ class Config:
             raise ConfigError("config key %r: expected a boolean, got %r" % (key, value))
         return bool(value)
 
-    def is_true(self, key: str, default: bool = False) -> bool:
+    def is_true(self, key: str, default: Any = _UNSET) -> Any:
         """Same as :meth:`bool`."""
         return self.bool(key, default)
 
-    def int(self, key: str, default: Optional[int] = None) -> Optional[int]:
+    def int(self, key: str, default: Any = _UNSET) -> Optional[int]:
         """``key`` as an int; a float that is not integral is an error naming the key."""
+        default = _default(key, default)
         if key not in self.typed_dict or self.typed_dict[key] is None:
             return default
         value = self.typed_dict[key]
@@ -221,8 +261,9 @@ class Config:
                 pass
         raise ConfigError("config key %r: expected an integer, got %r" % (key, value))
 
-    def float(self, key: str, default: Optional[float] = None) -> Optional[float]:
+    def float(self, key: str, default: Any = _UNSET) -> Optional[float]:
         """``key`` as a float."""
+        default = _default(key, default)
         if key not in self.typed_dict or self.typed_dict[key] is None:
             return default
         value = self.typed_dict[key]
@@ -231,8 +272,9 @@ class Config:
         except (TypeError, ValueError):
             raise ConfigError("config key %r: expected a number, got %r" % (key, value))
 
-    def list(self, key: str, default: Optional[list] = None) -> Optional[list]:
+    def list(self, key: str, default: Any = _UNSET) -> Optional[list]:
         """``key`` as a list (a comma-separated string is split)."""
+        default = _default(key, default)
         if key not in self.typed_dict or self.typed_dict[key] is None:
             return default
         value = self.typed_dict[key]
@@ -242,33 +284,35 @@ class Config:
             return [v.strip() for v in value.split(",") if v.strip()]
         return [value]
 
-    def opt_typed_value(self, key: str, default: Any = None) -> Any:
+    def opt_typed_value(self, key: str, default: Any = _UNSET) -> Any:
         """Same as :meth:`typed_value` (RETURNN's name for configs that call it)."""
         return self.typed_value(key, default)
 
     def is_typed(self, key: str) -> bool:
         """Whether ``key`` is set (every value here keeps its Python type)."""
+        _check_declared(key)
         return key in self.typed_dict
 
-    def int_list(self, key: str, default: Optional[List[int]] = None) -> Optional[List[int]]:
+    def int_list(self, key: str, default: Any = _UNSET) -> Optional[List[int]]:
         """``key`` as a list of ints."""
         return self._typed_list(key, default, int, "integers")
 
-    def float_list(self, key: str, default: Optional[List[float]] = None) -> Optional[List[float]]:
+    def float_list(self, key: str, default: Any = _UNSET) -> Optional[List[float]]:
         """``key`` as a list of floats."""
         return self._typed_list(key, default, float, "numbers")
 
-    def _typed_list(self, key: str, default: Optional[list], cast, what: str) -> Optional[list]:
+    def _typed_list(self, key: str, default: Any, cast, what: str) -> Optional[list]:
         values = self.list(key, None)
         if values is None:
-            return default
+            return _default(key, default)
         try:
             return [cast(v) for v in values]
         except (TypeError, ValueError):
             raise ConfigError("config key %r: expected a list of %s, got %r" % (key, what, self.typed_dict[key]))
 
-    def get_of_type(self, key: str, types_, default: Any = None) -> Any:
+    def get_of_type(self, key: str, types_, default: Any = _UNSET) -> Any:
         """The value of ``key`` if it is an instance of ``types_``, else an error naming the key."""
+        default = _default(key, default)
         if key not in self.typed_dict or self.typed_dict[key] is None:
             return default
         value = self.typed_dict[key]

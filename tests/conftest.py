@@ -9,3 +9,7 @@ try:
     tf.config.threading.set_intra_op_parallelism_threads(1)
 except RuntimeError:  # runtime already initialised
     pass
+
+# Engine code that reads a config key not declared in returnn/config_keys/declarations.py fails
+# (here and in the rnn.py subprocesses the tests start, which inherit the environment).
+os.environ["RETURNN_CHECK_KEYS"] = "1"

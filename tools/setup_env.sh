@@ -1,18 +1,48 @@
 #!/usr/bin/env bash
-# Idempotent environment set-up: OpenMPI, a virtualenv in .venv/ with TensorFlow 2.15.1,
-# Horovod 0.28.1 built against it with MPI, and this package installed in editable mode.
-# A second run checks a stamp file and returns in seconds.
+# Idempotent environment set-up: OpenMPI, a virtualenv (default .venv/), TensorFlow, a distributed
+# backend, and this package in editable mode. A second run checks a stamp file and returns in seconds.
+#
+# Which TensorFlow (one line says which and why):
+#   Python <= 3.11: TensorFlow 2.15.1 + Horovod 0.28.1 built against it with MPI (Horovod's last
+#                   release builds only against TensorFlow <= 2.15);
+#   Python >= 3.12: the newest TensorFlow + the mpi4py backend (TensorFlow 2.15 has no wheels there).
+# Environment: PYTHON=python3.X chooses the interpreter; VENV=DIR the virtualenv; TF_STACK=horovod|latest
+# overrides the choice; TF_PKG=... the TensorFlow requirement.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
-VENV="$ROOT/.venv"
+VENV="${VENV:-$ROOT/.venv}"
+case "$VENV" in /*) ;; *) VENV="$ROOT/$VENV" ;; esac
 PY="${PYTHON:-python3}"
 STAMP="$VENV/.setup-stamp"
-TF_PKG="${TF_PKG:-tensorflow-cpu==2.15.1}"
 HVD_VERSION="0.28.1"
-want="tf=$TF_PKG hvd=$HVD_VERSION script=$(md5sum "$0" | cut -c1-12) setup=$(md5sum setup.py | cut -c1-12)"
 
 say() { echo "[setup] $*"; }
+die() { echo "[setup] error: $*" >&2; exit 1; }
+
+command -v "$PY" >/dev/null 2>&1 || die "no '$PY' on PATH; set PYTHON=python3.X to the interpreter to use"
+pyver=$("$PY" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+pyminor=${pyver#3.}
+[ "${pyver%%.*}" = "3" ] && [ "$pyminor" -ge 9 ] || die "Python $pyver is too old (3.9 or newer needed); set PYTHON=python3.X"
+
+stack="${TF_STACK:-auto}"
+if [ "$stack" = "auto" ]; then
+  if [ "$pyminor" -le 11 ]; then stack=horovod; else stack=latest; fi
+  why="chosen for Python $pyver"
+else
+  why="TF_STACK=$stack"
+fi
+case "$stack" in
+  horovod)
+    TF_PKG="${TF_PKG:-tensorflow-cpu==2.15.1}"
+    [ "$pyminor" -le 11 ] || die "TF_STACK=horovod needs Python <= 3.11 (TensorFlow 2.15 has no wheels for $pyver)"
+    say "TensorFlow 2.15.1 + Horovod $HVD_VERSION ($why; Horovod builds only against TensorFlow <= 2.15)" ;;
+  latest)
+    TF_PKG="${TF_PKG:-tensorflow-cpu}"
+    say "newest TensorFlow + mpi4py backend, no Horovod ($why; Horovod builds only against TensorFlow <= 2.15, which has no wheels for Python >= 3.12)" ;;
+  *) die "TF_STACK must be auto, horovod or latest (got '$stack')" ;;
+esac
+want="stack=$stack tf=$TF_PKG hvd=$HVD_VERSION py=$pyver script=$(md5sum "$0" | cut -c1-12) setup=$(md5sum setup.py | cut -c1-12)"
 
 # 1. OpenMPI (system packages; Horovod and mpi4py compile against it).
 if ! command -v mpicc >/dev/null 2>&1 || ! command -v mpirun >/dev/null 2>&1; then
@@ -22,17 +52,23 @@ if ! command -v mpicc >/dev/null 2>&1 || ! command -v mpirun >/dev/null 2>&1; th
     apt-get update -qq
     apt-get install -y -qq openmpi-bin libopenmpi-dev >/dev/null
   else
-    echo "[setup] error: OpenMPI is missing. Install it first, e.g. 'sudo apt-get install openmpi-bin libopenmpi-dev'." >&2
-    exit 1
+    die "OpenMPI is missing. Install it first, e.g. 'sudo apt-get install openmpi-bin libopenmpi-dev'."
   fi
 else
   say "OpenMPI present: $(command -v mpirun)"
 fi
 
-# 2. Virtualenv.
+# 2. Virtualenv (made again when it was made with another Python than the one asked for).
+if [ -x "$VENV/bin/python" ]; then
+  have=$("$VENV/bin/python" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null || echo none)
+  if [ "$have" != "$pyver" ]; then
+    say "recreating $VENV: it has Python $have, $PY is $pyver"
+    rm -rf "$VENV"
+  fi
+fi
 if [ ! -x "$VENV/bin/python" ]; then
-  say "creating virtualenv $VENV"
-  "$PY" -m venv "$VENV"
+  say "creating virtualenv $VENV (Python $pyver)"
+  "$PY" -m venv "$VENV" || die "'$PY -m venv' failed; on Debian/Ubuntu install python$pyver-venv"
 fi
 
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ]; then
@@ -40,25 +76,37 @@ if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ]; then
   exit 0
 fi
 
-export PATH="$VENV/bin:$PATH"
+export PATH="$VENV/bin:$PATH" TF_CPP_MIN_LOG_LEVEL=2
 PIP="$VENV/bin/python -m pip"
-say "installing Python packages into $VENV (TensorFlow, numpy<2, h5py, mpi4py, cmake, pytest)"
-$PIP install -q --upgrade pip setuptools wheel packaging
-$PIP install -q "$TF_PKG" "numpy<2" h5py mpi4py cmake pytest matplotlib
+say "installing Python packages into $VENV ($TF_PKG, h5py, mpi4py, tensorboard, pytest)"
+# TensorBoard imports pkg_resources, which setuptools 81 removed.
+$PIP install -q --upgrade pip wheel packaging "setuptools<81"
+if [ "$stack" = "horovod" ]; then
+  $PIP install -q "$TF_PKG" "numpy<2" h5py mpi4py cmake pytest matplotlib
+else
+  $PIP install -q "$TF_PKG" tensorboard h5py mpi4py pytest matplotlib
+fi
 
 # 3. Horovod, built from source against the TensorFlow above, with MPI.
-if ! "$VENV/bin/python" -c "import horovod.tensorflow as h; assert h.mpi_built()" >/dev/null 2>&1; then
-  say "building horovod==$HVD_VERSION against TensorFlow with MPI (takes a few minutes)"
-  HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_MPI=1 HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1 \
-    HOROVOD_WITHOUT_GLOO=1 MAKEFLAGS="-j$(nproc)" \
-    $PIP install -q --no-cache-dir --no-build-isolation "horovod==$HVD_VERSION"
-else
-  say "horovod already built with MPI"
+if [ "$stack" = "horovod" ]; then
+  if ! "$VENV/bin/python" -c "import horovod.tensorflow as h; assert h.mpi_built()" >/dev/null 2>&1; then
+    say "building horovod==$HVD_VERSION against TensorFlow with MPI (takes a few minutes)"
+    HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_MPI=1 HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1 \
+      HOROVOD_WITHOUT_GLOO=1 MAKEFLAGS="-j$(nproc)" \
+      $PIP install -q --no-cache-dir --no-build-isolation "horovod==$HVD_VERSION"
+  else
+    say "horovod already built with MPI"
+  fi
 fi
 
 # 4. This package, editable, with the `returnn` console script.
 say "installing this package (editable)"
 $PIP install -q --no-deps --no-build-isolation -e "$ROOT"
 
-"$VENV/bin/python" -c "import tensorflow as tf, horovod.tensorflow as hvd, h5py, mpi4py; print('[setup] ok: tensorflow', tf.__version__, '/ horovod mpi_built', hvd.mpi_built())"
+if [ "$stack" = "horovod" ]; then
+  "$VENV/bin/python" -c "import tensorflow as tf, horovod.tensorflow as hvd, h5py, mpi4py; print('[setup] ok: tensorflow', tf.__version__, '/ horovod mpi_built', hvd.mpi_built())"
+else
+  "$VENV/bin/python" -c "import tensorflow as tf, h5py, mpi4py; print('[setup] ok: tensorflow', tf.__version__, '/ mpi4py', mpi4py.__version__)"
+fi
+"$VENV/bin/tensorboard" --version >/dev/null 2>&1 || die "$VENV/bin/tensorboard does not start"
 echo "$want" > "$STAMP"
