@@ -40,6 +40,7 @@ _batch("prefetch_batches", "int", 8, "Batches prepared ahead by the background t
 # ---- network
 _net = partial(declare, group="network")
 _net("network", "dict", None, "The layer dict: {name: {'class': ..., 'from': ..., ...}}.")
+_net("pretrain", "bool|str|dict", None, "Layer-wise pretraining: 'default', True or an options dict (RETURNN's).")
 _net("random_seed", "int", 42, "Seed for parameter initialisation, dropout and dataset shuffling.")
 
 # ---- training
@@ -75,6 +76,7 @@ _lr("newbob_relative_error_threshold", "float", -0.01, "newbob: decay when the r
 _lr("newbob_error_threshold", "float", -0.01, "newbob_abs: decay when the absolute improvement is above this.")
 _lr("newbob_relative_error_div_by_old", "bool", False, "Relative error divided by the old score instead of the new.")
 _lr("newbob_multi_num_epochs", "int", 5, "newbob_multi_epoch: sub-epochs averaged per decision.")
+_lr("learning_rate_control_min_num_epochs_per_new_lr", "int", 0, "Keep a new rate at least this many epochs.")
 _lr("newbob_multi_update_interval", "int", None, "newbob_multi_epoch: epochs between decisions; default: newbob_multi_num_epochs.")
 
 # ---- checkpoints
