@@ -82,6 +82,7 @@ _lr("newbob_multi_update_interval", "int", None, "newbob_multi_epoch: epochs bet
 # ---- checkpoints
 _ckpt = partial(declare, group="checkpoints")
 _ckpt("model", "str", None, "Checkpoint prefix: <model>.NNN per epoch; re-running resumes from the newest.")
+_ckpt("start_epoch", "int|str", "auto", "auto: resume from the newest checkpoint; N: continue after <model>.N-1 (1: from scratch).")
 _ckpt("save_interval", "int", 1, "Save a checkpoint every N epochs (and always the last).")
 
 # ---- logging
