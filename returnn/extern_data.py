@@ -3,62 +3,125 @@ or, when the config says nothing, the train dataset. Mismatches with a dataset a
 naming both sides."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Dict, Optional
 
 from returnn.config import Config
 from returnn.datasets.base import Dataset
 from returnn.errors import ConfigError, DataError
+from returnn.tensor import Data, Dim
+
+# Keys of an ``extern_data`` / ``num_outputs`` dict entry (RETURNN's Data options). Others are errors.
+DATA_OPTS = {
+    "dim": "feature dim, or number of classes when sparse",
+    "shape": "shape without the batch axis, None for dynamic axes, e.g. (None, 40)",
+    "sparse": "True: integer class indices",
+    "sparse_dim": "Dim of the classes (instead of dim + sparse)",
+    "dtype": "e.g. 'float32', 'int32'",
+    "time_dim_axis": "time axis counted with batch (None: no time axis)",
+    "feature_dim_axis": "feature axis counted with batch",
+    "batch_dim_axis": "batch axis (only 0 is supported: batches are batch-major)",
+    "available_for_inference": "whether the key exists in forward/search",
+    "dim_tags": "the axes as Dim objects, batch included",
+    "dims": "same as dim_tags",
+    "same_dim_tags_as": "{axis description: Dim}: make that axis this Dim",
+    "vocab": "accepted, not used",
+}
 
 
-@dataclass(frozen=True)
-class DataSpec:
-    """One data key: feature dim (number of classes when sparse), sparse or dense."""
-
-    dim: int
-    sparse: bool
+def _where(config_key: str, key: str) -> str:
+    return "config key %r: entry %r" % (config_key, key)
 
 
-def _spec_from_num(key: str, value: Any) -> DataSpec:
-    """RETURNN's ``num_outputs`` entry: ``dim`` or ``[dim, ndim]`` (ndim 1 = sparse)."""
+def data_from_opts(key: str, opts: Dict[str, Any], config_key: str = "extern_data") -> Data:
+    """RETURNN's Data options (an ``extern_data`` entry) -> :class:`Data`; one-line errors."""
+    where = _where(config_key, key)
+    if not isinstance(opts, dict):
+        raise ConfigError("%s must be a dict, got %r" % (where, opts))
+    unknown = sorted(set(opts) - set(DATA_OPTS))
+    if unknown:
+        raise ConfigError("%s: unknown option(s) %s (known: %s)" % (where, ", ".join(unknown), ", ".join(sorted(DATA_OPTS))))
+    kwargs = {k: v for k, v in opts.items() if k not in ("vocab", "same_dim_tags_as", "dims")}
+    if "dims" in opts:
+        kwargs["dim_tags"] = opts["dims"]
+    dim = opts.get("dim")
+    if dim is not None and (isinstance(dim, bool) or not isinstance(dim, int) or dim < 1):
+        raise ConfigError("%s: 'dim' must be an int >= 1, got %r" % (where, dim))
+    shape = opts.get("shape")
+    if shape is not None and (not isinstance(shape, (list, tuple)) or any(
+            s is not None and (isinstance(s, bool) or not isinstance(s, int) or s < 1) for s in shape)):
+        raise ConfigError("%s: 'shape' must be a tuple of ints >= 1 or None, got %r" % (where, shape))
+    if opts.get("batch_dim_axis", 0) != 0:
+        raise ConfigError("%s: only batch_dim_axis 0 is supported (batches are batch-major), got %r"
+                          % (where, opts["batch_dim_axis"]))
+    if dim is None and shape is None and not opts.get("dim_tags") and not opts.get("dims"):
+        raise ConfigError("%s needs 'dim' or 'shape'" % where)
+    if dim is None and shape is not None and not opts.get("sparse") and shape and shape[-1] is not None:
+        kwargs["dim"] = shape[-1]
+    try:
+        data = Data(key, **kwargs)
+    except (ValueError, TypeError) as exc:
+        raise ConfigError("%s: %s" % (where, exc)) from None
+    for axis, tag in dict(opts.get("same_dim_tags_as") or {}).items():
+        if not isinstance(tag, Dim):
+            raise ConfigError("%s: same_dim_tags_as[%r] must be a Dim, got %r" % (where, axis, tag))
+        try:
+            data = data.copy_template_replace_dim_tag(data.get_axis_from_description(axis), tag)
+        except ValueError as exc:
+            raise ConfigError("%s: same_dim_tags_as: %s" % (where, exc)) from None
+    if data.have_batch_axis() and data.batch_dim_axis != 0:
+        raise ConfigError("%s: the batch axis must come first, got %s" % (where, data.short_repr()))
+    if data.have_time_axis() and data.time_dim_axis != 1:
+        raise ConfigError("%s: the time axis must follow the batch axis, got %s" % (where, data.short_repr()))
+    if len(data.get_dynamic_axes()) > 1:
+        raise ConfigError("%s: only one dynamic axis (time) is supported for data, got %s" % (where, data.short_repr()))
+    return data
+
+
+def _data_from_num(key: str, value: Any, config_key: str, sparse_input: bool = False) -> Data:
+    """A ``num_outputs`` entry: ``dim``, ``[dim, ndim]`` (ndim 1 = sparse) or a Data dict."""
+    where = _where(config_key, key)
+    if isinstance(value, dict):
+        return data_from_opts(key, value, config_key)
     if isinstance(value, (list, tuple)):
-        if len(value) < 2:
-            raise ConfigError("config key 'num_outputs': entry %r must be [dim, ndim], got %r" % (key, value))
-        return DataSpec(int(value[0]), int(value[1]) == 1)
-    return DataSpec(int(value), key != "data")
+        if len(value) < 2 or not all(isinstance(v, int) and not isinstance(v, bool) for v in value[:2]):
+            raise ConfigError("%s must be [dim, ndim] or a dict, got %r" % (where, value))
+        dim, ndim = value[0], value[1]
+        if ndim < 1:
+            raise ConfigError("%s: ndim must be >= 1, got %r" % (where, ndim))
+        if ndim == 1:
+            return data_from_opts(key, {"dim": dim, "sparse": True, "shape": (None,)}, config_key)
+        return data_from_opts(key, {"dim": dim, "shape": (None,) * (ndim - 1) + (dim,)}, config_key)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError("%s must be an int, [dim, ndim] or a dict, got %r" % (where, value))
+    sparse = sparse_input if key == "data" else True
+    return data_from_opts(key, {"dim": value, "sparse": sparse}, config_key)
 
 
-def _spec_from_extern(key: str, value: Dict[str, Any]) -> DataSpec:
-    if not isinstance(value, dict):
-        raise ConfigError("config key 'extern_data': entry %r must be a dict, got %r" % (key, value))
-    sparse = bool(value.get("sparse", False))
-    dim = value.get("dim")
-    if dim is None and value.get("shape"):
-        dim = value["shape"][-1] if not sparse else None
-    if dim is None:
-        raise ConfigError("config key 'extern_data': entry %r needs 'dim'" % key)
-    return DataSpec(int(dim), sparse)
-
-
-def extern_data_from_config(config: Config, dataset: Optional[Dataset] = None) -> Dict[str, DataSpec]:
+def extern_data_from_config(config: Config, dataset: Optional[Dataset] = None) -> Dict[str, Data]:
     """The data description: ``extern_data`` > ``num_inputs``/``num_outputs`` > the dataset."""
     extern = config.typed_value("extern_data")
+    if extern is not None and not isinstance(extern, dict):
+        raise ConfigError("config key 'extern_data' must be a dict of data keys, got %r" % (extern,))
     if extern:
-        return {k: _spec_from_extern(k, v) for k, v in extern.items()}
-    specs: Dict[str, DataSpec] = {}
+        return {k: data_from_opts(k, v) for k, v in extern.items()}
+    specs: Dict[str, Data] = {}
     num_outputs = config.typed_value("num_outputs")
+    sparse_input = bool(config.typed_value("sparse_input", False))
     if isinstance(num_outputs, dict):
-        specs.update({k: _spec_from_num(k, v) for k, v in num_outputs.items()})
+        specs.update({k: _data_from_num(k, v, "num_outputs", sparse_input) for k, v in num_outputs.items()})
     elif num_outputs is not None:
-        specs["classes"] = DataSpec(int(num_outputs), True)
+        specs["classes"] = _data_from_num("classes", num_outputs, "num_outputs")
     num_inputs = config.typed_value("num_inputs")
     if num_inputs is not None:
-        sparse = specs["data"].sparse if "data" in specs else bool(dataset and "data" in dataset.data_infos()
-                                                                    and dataset.is_data_sparse("data"))
-        specs["data"] = DataSpec(int(num_inputs), sparse)
+        if isinstance(num_inputs, bool) or not isinstance(num_inputs, int) or num_inputs < 1:
+            raise ConfigError("config key 'num_inputs' must be an int >= 1, got %r" % (num_inputs,))
+        sparse = specs["data"].sparse if "data" in specs else sparse_input or bool(
+            dataset and "data" in dataset.data_infos() and dataset.is_data_sparse("data"))
+        specs["data"] = data_from_opts("data", {"dim": num_inputs, "sparse": sparse}, "num_inputs")
     if dataset is not None:
         for key, info in dataset.data_infos().items():
-            specs.setdefault(key, DataSpec(info.dim, info.sparse))
+            if key not in specs:
+                specs[key] = Data(key, dim=info.dim, sparse=info.sparse, shape=(None,) + tuple(info.shape))
     if not specs:
         raise ConfigError("no data description: set 'extern_data' or 'num_inputs'/'num_outputs', or a 'train' dataset")
     return specs
@@ -73,7 +136,7 @@ def _config_key_for(key: str, config: Config) -> str:
         else "num_outputs"
 
 
-def check_dataset_matches(specs: Dict[str, DataSpec], dataset: Dataset, dataset_name: str, config: Config) -> None:
+def check_dataset_matches(specs: Dict[str, Data], dataset: Dataset, dataset_name: str, config: Config) -> None:
     """Raises a one-line error when ``dataset`` disagrees with the data description."""
     infos = dataset.data_infos()
     where = getattr(dataset, "description", None) or dataset.name

@@ -5,7 +5,8 @@ import tensorflow as tf
 
 from returnn.errors import NetworkError
 from returnn.tf.activations import get_activation
-from returnn.tf.layers import LayerOutput, OutputSpec, RunContext, get_layer_class
+from data_utils import lo, rebind, sig, spec, value
+from returnn.tf.layers import RunContext, get_layer_class
 from returnn.tf.layers.conv import conv_out_len
 
 LENS = [5, 3, 1]
@@ -33,12 +34,9 @@ def garble(x, lens, value=None, seed=5):
     return x
 
 
-def lo(x, lens, dim=None, sparse=False, has_time=True):
-    dim = dim if dim is not None else x.shape[-1]
-    return LayerOutput(tf.constant(x), None if lens is None else tf.constant(lens), OutputSpec(dim, sparse, has_time))
-
-
 def run(layer, srcs, train=False, seed=(1, 2)):
+    """Runs ``layer`` on values re-bound to the templates it was built with."""
+    srcs = [rebind(x, data) for x, data in zip(srcs, layer.sources)]
     return layer(srcs, RunContext(train, tf.constant(seed, tf.int64)))
 
 
@@ -56,26 +54,26 @@ def sigmoid(x):
 def test_linear_matches_numpy_and_concatenates_sources():
     x1, lens = dense(0)
     x2, _ = dense(1, dim=2)
-    layer = make("linear", {"n_out": 6, "activation": "relu"}, [OutputSpec(4), OutputSpec(2)])
+    layer = make("linear", {"n_out": 6, "activation": "relu"}, [spec(4), spec(2)])
     out = run(layer, [lo(x1, lens), lo(x2, lens)])
     w, b = layer.W.numpy(), layer.bias.numpy()
     ref = np.maximum(np.concatenate([x1, x2], -1) @ w + b, 0)
     real_frames_close(out.tensor.numpy(), ref, lens)
-    assert layer.out_spec == OutputSpec(6) and out.logits is None
+    assert sig(layer.output) == (6, False, True, 3) and out.logits is None
     assert [v.name for v in layer.l2_variables()] == ["W:0"]
 
 
 def test_linear_without_bias_and_time_less_input():
     x = np.random.RandomState(0).randn(3, 4).astype(np.float32)
-    layer = make("linear", {"n_out": 2, "with_bias": False}, [OutputSpec(4, has_time=False)])
+    layer = make("linear", {"n_out": 2, "with_bias": False}, [spec(4, has_time=False)])
     out = run(layer, [lo(x, None, has_time=False)])
-    assert layer.bias is None and out.seq_len is None and not layer.out_spec.has_time
+    assert layer.bias is None and out.seq_len is None and not layer.output.have_time_axis()
     np.testing.assert_allclose(out.tensor.numpy(), x @ layer.W.numpy(), atol=1e-5)
 
 
 def test_sparse_input_is_embedding_and_padding_indices_are_ignored():
     idx = np.array([[1, 4, 0, 2, 3], [2, 2, 1, 999, -7], [4, 12345, 0, 0, 0]], np.int32)
-    layer = make("linear", {"n_out": 3}, [OutputSpec(5, sparse=True)])
+    layer = make("linear", {"n_out": 3}, [spec(5, sparse=True)])
     out = run(layer, [lo(idx, LENS, dim=5, sparse=True)]).tensor.numpy()
     ref = np.eye(5, dtype=np.float32)[np.clip(idx, 0, 4)] @ layer.W.numpy() + layer.bias.numpy()
     real_frames_close(out, ref, LENS)
@@ -84,7 +82,7 @@ def test_sparse_input_is_embedding_and_padding_indices_are_ignored():
 def test_linear_mixed_sparse_and_dense_sources_equal_onehot_concat():
     idx = np.array([[1, 0, 2, 2, 1], [0, 1, 2, 0, 0], [2, 0, 0, 0, 0]], np.int32)
     x, lens = dense(3, dim=2)
-    layer = make("linear", {"n_out": 4}, [OutputSpec(3, sparse=True), OutputSpec(2)])
+    layer = make("linear", {"n_out": 4}, [spec(3, sparse=True), spec(2)])
     out = run(layer, [lo(idx, lens, dim=3, sparse=True), lo(x, lens)]).tensor.numpy()
     ref = np.concatenate([np.eye(3, dtype=np.float32)[idx], x], -1) @ layer.W.numpy() + layer.bias.numpy()
     real_frames_close(out, ref, lens)
@@ -92,7 +90,7 @@ def test_linear_mixed_sparse_and_dense_sources_equal_onehot_concat():
 
 def test_softmax_sets_logits():
     x, lens = dense(0)
-    layer = make("softmax", {"n_out": 5}, [OutputSpec(4)])
+    layer = make("softmax", {"n_out": 5}, [spec(4)])
     out = run(layer, [lo(x, lens)])
     logits = x @ layer.W.numpy() + layer.bias.numpy()
     probs = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
@@ -104,22 +102,22 @@ def test_copy_activation_combine_source():
     x1, lens = dense(0)
     x2, _ = dense(1)
     s1, s2 = lo(x1, lens), lo(x2, lens)
-    out = run(make("copy", {}, [s1.spec, s2.spec]), [s1, s2])
-    assert out.spec.dim == 8
+    out = run(make("copy", {}, [s1.data, s2.data]), [s1, s2])
+    assert out.data.dim == 8
     np.testing.assert_allclose(out.tensor.numpy(), np.concatenate([x1, x2], -1))
-    out = run(make("activation", {"activation": "relu|tanh"}, [s1.spec]), [s1])
+    out = run(make("activation", {"activation": "relu|tanh"}, [s1.data]), [s1])
     np.testing.assert_allclose(out.tensor.numpy(), np.tanh(np.maximum(x1, 0)), atol=1e-6)
     for kind, ref in [("add", x1 + x2), ("sub", x1 - x2), ("mul", x1 * x2), ("average", (x1 + x2) / 2)]:
-        out = run(make("combine", {"kind": kind}, [s1.spec, s2.spec]), [s1, s2])
+        out = run(make("combine", {"kind": kind}, [s1.data, s2.data]), [s1, s2])
         np.testing.assert_allclose(out.tensor.numpy(), ref, atol=1e-6)
-    out = run(make("combine", {"kind": "add", "activation": "sigmoid"}, [s1.spec, s2.spec]), [s1, s2])
+    out = run(make("combine", {"kind": "add", "activation": "sigmoid"}, [s1.data, s2.data]), [s1, s2])
     np.testing.assert_allclose(out.tensor.numpy(), sigmoid(x1 + x2), atol=1e-6)
     with pytest.raises(NetworkError, match="'comb'"):
-        make("combine", {"kind": "add"}, [OutputSpec(4), OutputSpec(3)], name="comb")
+        make("combine", {"kind": "add"}, [spec(4), spec(3)], name="comb")
     idx = lo(np.array([[1, 2, 3, 0, 0]] * 3, np.int32), lens, dim=4, sparse=True)
-    layer = make("source", {"data_key": "classes"}, [idx.spec])
+    layer = make("source", {"data_key": "classes"}, [idx.data])
     out = run(layer, [idx], train=True)
-    assert layer.out_spec == idx.spec and out.tensor is idx.tensor
+    assert layer.output.dims == idx.data.dims and out.tensor is idx.tensor
 
 
 def test_activations_registry():
@@ -136,7 +134,7 @@ def test_activations_registry():
 def test_dropout_deterministic_keep_rate_and_eval_identity():
     x = np.ones([4, 50, 20], np.float32)
     lens = np.array([50, 40, 30, 20], np.int32)
-    layer = make("dropout", {"dropout": 0.3}, [OutputSpec(20)])
+    layer = make("dropout", {"dropout": 0.3}, [spec(20)])
     src = lo(x, lens)
     a = run(layer, [src], train=True, seed=(3, 4)).tensor.numpy()
     b = run(layer, [src], train=True, seed=(3, 4)).tensor.numpy()
@@ -150,8 +148,8 @@ def test_dropout_deterministic_keep_rate_and_eval_identity():
 
 def test_dropout_option_applies_to_input_of_any_layer():
     x, lens = dense(0)
-    plain = make("linear", {"n_out": 3}, [OutputSpec(4)], name="l1")
-    drop = make("linear", {"n_out": 3, "dropout": 0.5}, [OutputSpec(4)], name="l1")
+    plain = make("linear", {"n_out": 3}, [spec(4)], name="l1")
+    drop = make("linear", {"n_out": 3, "dropout": 0.5}, [spec(4)], name="l1")
     np.testing.assert_allclose(run(drop, [lo(x, lens)]).tensor.numpy(), run(plain, [lo(x, lens)]).tensor.numpy())
     out = run(drop, [lo(x, lens)], train=True).tensor.numpy()
     ref = run(plain, [lo(x, lens)]).tensor.numpy()
@@ -166,24 +164,24 @@ def test_dropout_option_applies_to_input_of_any_layer():
 @pytest.mark.parametrize("mode", ["sum", "mean", "max", "min"])
 def test_reduce_time_is_masked(mode):
     x, lens = dense(0)
-    layer = make("reduce", {"mode": mode, "axes": "T"}, [OutputSpec(4)])
+    layer = make("reduce", {"mode": mode, "axes": "T"}, [spec(4)])
     out = run(layer, [lo(garble(x, lens), lens)])
     fn = {"sum": np.sum, "mean": np.mean, "max": np.max, "min": np.min}[mode]
     ref = np.stack([fn(x[b, :n], axis=0) for b, n in enumerate(lens)])
     np.testing.assert_allclose(out.tensor.numpy(), ref, atol=1e-5)
-    assert out.seq_len is None and layer.out_spec == OutputSpec(4, has_time=False)
+    assert out.seq_len is None and sig(layer.output) == (4, False, False, 2)
 
 
 def test_reduce_feature_and_keep_dims():
     x, lens = dense(0)
-    out = run(make("reduce", {"mode": "max", "axis": "F"}, [OutputSpec(4)]), [lo(x, lens)])
-    np.testing.assert_allclose(out.tensor.numpy(), x.max(-1, keepdims=True))
-    assert out.spec == OutputSpec(1)
-    layer = make("reduce", {"mode": "sum", "axes": ["time"], "keep_dims": True}, [OutputSpec(4)])
+    out = run(make("reduce", {"mode": "max", "axis": "F"}, [spec(4)]), [lo(x, lens)])
+    np.testing.assert_allclose(out.tensor.numpy(), x.max(-1))  # RETURNN: the reduced axis is removed
+    assert out.data.dims == out.data.dims[:2] and out.data.dim is None
+    layer = make("reduce", {"mode": "sum", "axes": ["time"], "keep_dims": True}, [spec(4)])
     out = run(layer, [lo(x, lens)])
-    assert out.tensor.shape == (3, 1, 4) and list(out.seq_len.numpy()) == [1, 1, 1] and layer.out_spec.has_time
+    assert out.tensor.shape == (3, 1, 4) and list(out.seq_len.numpy()) == [1, 1, 1] and layer.output.have_time_axis()
     with pytest.raises(NetworkError, match="'red'.*axis"):
-        make("reduce", {"mode": "sum", "axes": "B"}, [OutputSpec(4)], name="red")
+        make("reduce", {"mode": "sum", "axes": "B"}, [spec(4)], name="red")
 
 
 # ------------------------------------------------------------------ LSTM
@@ -203,7 +201,7 @@ def np_lstm(x, w, w_re, b, forget_bias=1.0):
 @pytest.mark.parametrize("direction", [1, -1])
 def test_lstm_matches_numpy_per_sequence(direction):
     x, lens = dense(0)
-    layer = make("rec", {"unit": "nativelstm2", "n_out": 3, "direction": direction}, [OutputSpec(4)])
+    layer = make("rec", {"unit": "nativelstm2", "n_out": 3, "direction": direction}, [spec(4)])
     out = run(layer, [lo(garble(x, lens), lens)]).tensor.numpy()
     args = (layer.W.numpy(), layer.W_re.numpy(), layer.bias.numpy())
     for b, n in enumerate(lens):
@@ -215,9 +213,9 @@ def test_lstm_matches_numpy_per_sequence(direction):
 
 def test_lstm_units_forget_bias_and_sparse_input():
     for unit in ["lstm", "NativeLSTM", "nativelstm2", "standardlstm", "basiclstm", "lstmblock"]:
-        make("rec", {"unit": unit, "n_out": 2}, [OutputSpec(4)])
+        make("rec", {"unit": unit, "n_out": 2}, [spec(4)])
     idx = np.array([[1, 0, 2, 2, 1], [0, 1, 2, 0, 0], [2, 0, 0, 0, 0]], np.int32)
-    layer = make("rec", {"unit": "lstm", "n_out": 2, "unit_opts": {"forget_bias": 0.0}}, [OutputSpec(3, sparse=True)])
+    layer = make("rec", {"unit": "lstm", "n_out": 2, "unit_opts": {"forget_bias": 0.0}}, [spec(3, sparse=True)])
     layer.bias.assign(np.random.RandomState(0).randn(8).astype(np.float32))
     out = run(layer, [lo(idx, LENS, dim=3, sparse=True)]).tensor.numpy()
     for b, n in enumerate(LENS):
@@ -227,7 +225,7 @@ def test_lstm_units_forget_bias_and_sparse_input():
 
 def test_lstm_nan_padding_does_not_reach_outputs_or_gradients():
     x, lens = dense(1)
-    layer = make("rec", {"unit": "lstm", "n_out": 3}, [OutputSpec(4)])
+    layer = make("rec", {"unit": "lstm", "n_out": 3}, [spec(4)])
     with tf.GradientTape() as tape:
         out = run(layer, [lo(garble(x, lens, value=np.nan), lens)])
         loss = tf.reduce_sum(out.tensor)
@@ -238,11 +236,11 @@ def test_lstm_nan_padding_does_not_reach_outputs_or_gradients():
 
 def test_rec_errors_name_layer():
     with pytest.raises(NetworkError, match="'enc'.*'gru'.*nativelstm2"):
-        make("rec", {"unit": "gru", "n_out": 2}, [OutputSpec(4)], name="enc")
+        make("rec", {"unit": "gru", "n_out": 2}, [spec(4)], name="enc")
     with pytest.raises(NetworkError, match="'enc'.*direction"):
-        make("rec", {"unit": "lstm", "n_out": 2, "direction": 2}, [OutputSpec(4)], name="enc")
+        make("rec", {"unit": "lstm", "n_out": 2, "direction": 2}, [spec(4)], name="enc")
     with pytest.raises(NetworkError, match="'enc'.*n_out"):
-        make("rec", {"unit": "lstm"}, [OutputSpec(4)], name="enc")
+        make("rec", {"unit": "lstm"}, [spec(4)], name="enc")
 
 
 # ------------------------------------------------------------------ conv / pool
@@ -264,7 +262,7 @@ def test_conv_matches_numpy_per_sequence(k, stride, dilation, padding):
     lens = [7, 4, 2]
     x, lens = dense(0, lens=lens)
     opts = {"filter_size": [k], "strides": stride, "dilation_rate": dilation, "padding": padding, "n_out": 3}
-    layer = make("conv", opts, [OutputSpec(4)])
+    layer = make("conv", opts, [spec(4)])
     out = run(layer, [lo(garble(x, lens), lens)])
     y, out_lens = out.tensor.numpy(), out.seq_len.numpy()
     for b, n in enumerate(lens):
@@ -276,7 +274,7 @@ def test_conv_matches_numpy_per_sequence(k, stride, dilation, padding):
 
 def test_conv_same_stride1_agrees_with_tf_conv1d():
     x, lens = dense(2, lens=[6, 6, 6])
-    layer = make("conv", {"filter_size": 4, "padding": "same", "n_out": 2, "with_bias": False}, [OutputSpec(4)])
+    layer = make("conv", {"filter_size": 4, "padding": "same", "n_out": 2, "with_bias": False}, [spec(4)])
     ref = tf.nn.conv1d(x, layer.W, stride=1, padding="SAME").numpy()
     np.testing.assert_allclose(run(layer, [lo(x, lens)]).tensor.numpy(), ref, atol=1e-5)
 
@@ -301,7 +299,7 @@ def test_pool_matches_numpy_per_sequence(mode, k, stride, padding):
     opts = {"mode": mode, "pool_size": k, "padding": padding}
     if stride:
         opts["strides"] = stride
-    layer = make("pool", opts, [OutputSpec(4)])
+    layer = make("pool", opts, [spec(4)])
     out = run(layer, [lo(garble(x, lens, value=1e4), lens)])
     y, out_lens = out.tensor.numpy(), out.seq_len.numpy()
     for b, n in enumerate(lens):
@@ -312,20 +310,20 @@ def test_pool_matches_numpy_per_sequence(mode, k, stride, padding):
 
 def test_conv_pool_option_errors():
     with pytest.raises(NetworkError, match="'c1'.*filter_size"):
-        make("conv", {"filter_size": [3, 3], "n_out": 2}, [OutputSpec(4)], name="c1")
+        make("conv", {"filter_size": [3, 3], "n_out": 2}, [spec(4)], name="c1")
     with pytest.raises(NetworkError, match="'c1'.*padding"):
-        make("conv", {"filter_size": 3, "n_out": 2, "padding": "full"}, [OutputSpec(4)], name="c1")
+        make("conv", {"filter_size": 3, "n_out": 2, "padding": "full"}, [spec(4)], name="c1")
     with pytest.raises(NetworkError, match="'p1'.*mode"):
-        make("pool", {"mode": "median", "pool_size": 2}, [OutputSpec(4)], name="p1")
-    with pytest.raises(NetworkError, match="'p1'.*time axis"):
-        make("pool", {"mode": "max", "pool_size": 2}, [OutputSpec(4, has_time=False)], name="p1")
+        make("pool", {"mode": "median", "pool_size": 2}, [spec(4)], name="p1")
+    with pytest.raises(NetworkError, match="'p1'.*spatial axes"):
+        make("pool", {"mode": "max", "pool_size": 2}, [spec(4, has_time=False)], name="p1")  # no spatial axis
 
 
 # ------------------------------------------------------------------ norm
 
 def test_layer_norm():
     x, lens = dense(0)
-    layer = make("layer_norm", {"epsilon": 1e-5}, [OutputSpec(4)])
+    layer = make("layer_norm", {"epsilon": 1e-5}, [spec(4)])
     layer.gamma.assign([1.0, 2.0, 0.5, 1.0])
     layer.beta.assign([0.0, 1.0, 0.0, -1.0])
     ref = (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-5) * layer.gamma.numpy() \
@@ -337,7 +335,7 @@ def test_layer_norm():
 def test_batch_norm_train_uses_masked_stats_and_updates_moving_averages():
     x, lens = dense(0)
     x = x * 3 + 2
-    layer = make("batch_norm", {"momentum": 0.25, "epsilon": 1e-4}, [OutputSpec(4)])
+    layer = make("batch_norm", {"momentum": 0.25, "epsilon": 1e-4}, [spec(4)])
     assert {v.name for v in layer.trainable_variables} == {"gamma:0", "beta:0"}
     real = np.concatenate([x[b, :n] for b, n in enumerate(lens)])
     mean, var = real.mean(0), real.var(0)
@@ -357,31 +355,31 @@ def test_batch_norm_train_uses_masked_stats_and_updates_moving_averages():
 
 def test_unknown_option_class_and_activation_errors_name_the_layer():
     with pytest.raises(NetworkError, match="'hidden'.*bogus_opt"):
-        make("linear", {"n_out": 2, "bogus_opt": 1}, [OutputSpec(4)], name="hidden")
+        make("linear", {"n_out": 2, "bogus_opt": 1}, [spec(4)], name="hidden")
     with pytest.raises(NetworkError, match="'hidden'.*'blstm'.*linear"):
         get_layer_class("blstm", "hidden")
     with pytest.raises(NetworkError, match="'hidden'.*nope"):
-        make("linear", {"n_out": 2, "activation": "nope"}, [OutputSpec(4)], name="hidden")
+        make("linear", {"n_out": 2, "activation": "nope"}, [spec(4)], name="hidden")
     with pytest.raises(NetworkError, match="'hidden'.*kind"):
-        make("combine", {"kind": "div"}, [OutputSpec(4)], name="hidden")
+        make("combine", {"kind": "div"}, [spec(4)], name="hidden")
 
 
 # ------------------------------------------------------------------ tf.function
 
 def test_stack_in_tf_function_traces_once_and_matches_eager():
-    spec = OutputSpec(4)
-    rec = make("rec", {"unit": "nativelstm2", "n_out": 5, "direction": -1, "dropout": 0.2}, [spec], name="rec")
-    conv = make("conv", {"filter_size": 3, "n_out": 4, "strides": 2, "padding": "same"}, [rec.out_spec], name="conv")
-    pool = make("pool", {"mode": "max", "pool_size": 2, "padding": "same"}, [conv.out_spec], name="pool")
-    bn = make("batch_norm", {}, [pool.out_spec], name="bn")
-    red = make("reduce", {"mode": "mean", "axes": "T"}, [bn.out_spec], name="red")
-    out_layer = make("softmax", {"n_out": 3}, [red.out_spec], name="out")
+    in_spec = spec(4)
+    rec = make("rec", {"unit": "nativelstm2", "n_out": 5, "direction": -1, "dropout": 0.2}, [in_spec], name="rec")
+    conv = make("conv", {"filter_size": 3, "n_out": 4, "strides": 2, "padding": "same"}, [rec.output], name="conv")
+    pool = make("pool", {"mode": "max", "pool_size": 2, "padding": "same"}, [conv.output], name="pool")
+    bn = make("batch_norm", {}, [pool.output], name="bn")
+    red = make("reduce", {"mode": "mean", "axes": "T"}, [bn.output], name="red")
+    out_layer = make("softmax", {"n_out": 3}, [red.output], name="out")
     layers = [rec, conv, pool, bn, red, out_layer]
     variables = [v for lay in layers for v in lay.trainable_variables]
 
     def forward(x, lens, seed):
         ctx = RunContext(True, seed)
-        h = LayerOutput(x, lens, spec)
+        h = value(x, lens, in_spec)
         for lay in layers:
             h = lay([h], ctx)
         return h.tensor

@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 
 from returnn.errors import NetworkError
-from returnn.tf.layers import LayerOutput, OutputSpec
+from data_utils import spec, value
 from returnn.tf.losses import LOSS_CLASSES, get_loss_class
 
 
@@ -17,14 +17,14 @@ def log_softmax(x):
 
 def output(logits, lens, with_logits=True, has_time=True):
     probs = np.exp(log_softmax(logits)).astype(np.float32)
-    return LayerOutput(tf.constant(probs), None if lens is None else tf.constant(lens, tf.int32),
-                       OutputSpec(logits.shape[-1], has_time=has_time),
+    return value(tf.constant(probs), None if lens is None else tf.constant(lens, tf.int32),
+                       spec(logits.shape[-1], has_time=has_time),
                        logits=tf.constant(logits.astype(np.float32)) if with_logits else None)
 
 
 def sparse_target(labels, lens, dim, has_time=True):
-    return LayerOutput(tf.constant(labels, tf.int32), None if lens is None else tf.constant(lens, tf.int32),
-                       OutputSpec(dim, sparse=True, has_time=has_time))
+    return value(tf.constant(labels, tf.int32), None if lens is None else tf.constant(lens, tf.int32),
+                       spec(dim, sparse=True, has_time=has_time))
 
 
 def compute(name, out, tgt, **opts):
@@ -70,7 +70,7 @@ def test_ce_without_time_axis_and_soft_targets():
     assert vals["loss_sum"] == pytest.approx(-(lp[0, 0] + lp[1, 0]), rel=1e-5)
     assert vals["norm"] == 2.0 and vals["error_sum"] == 1.0
     soft = np.array([[0.5, 0.5, 0.0], [0.0, 0.25, 0.75]], np.float32)
-    tgt = LayerOutput(tf.constant(soft), None, OutputSpec(3, has_time=False))
+    tgt = value(tf.constant(soft), None, spec(3, has_time=False))
     vals = compute("ce", output(logits, None, has_time=False), tgt)
     assert vals["loss_sum"] == pytest.approx(-(soft * lp).sum(), rel=1e-5)
 
@@ -79,8 +79,8 @@ def test_mse_masked():
     out = np.arange(2 * 3 * 2, dtype=np.float32).reshape(2, 3, 2)
     tgt = np.ones_like(out)
     tgt[1, 1:] = np.nan  # padding of the target is garbage
-    vals = compute("mse", LayerOutput(tf.constant(out), tf.constant([3, 1]), OutputSpec(2)),
-                   LayerOutput(tf.constant(tgt), tf.constant([3, 1]), OutputSpec(2)))
+    vals = compute("mse", value(tf.constant(out), tf.constant([3, 1]), spec(2)),
+                   value(tf.constant(tgt), tf.constant([3, 1]), spec(2)))
     # real frames: seq 0 all 3 frames, seq 1 frame 0
     expected = ((out[0] - 1) ** 2).sum() + ((out[1, 0] - 1) ** 2).sum()
     assert vals == {"loss_sum": pytest.approx(expected), "norm": 4.0, "error_sum": None, "error_norm": None}
@@ -160,8 +160,8 @@ def test_ctc_ignores_padding_and_has_gradient_in_tf_function():
     def grad(logits, lens, labels, label_lens):
         with tf.GradientTape() as tape:
             tape.watch(logits)
-            out = LayerOutput(tf.nn.softmax(logits), lens, OutputSpec(3), logits=logits)
-            values = loss.compute(out, LayerOutput(labels, label_lens, OutputSpec(2, sparse=True)))
+            out = value(tf.nn.softmax(logits), lens, spec(3), logits=logits)
+            values = loss.compute(out, value(labels, label_lens, spec(2, sparse=True)))
         return values.loss_sum, tape.gradient(values.loss_sum, logits)
 
     loss_sum, g = grad(tf.constant(CTC_LOGITS), tf.constant(CTC_OUT_LENS), tf.constant(CTC_LABELS),

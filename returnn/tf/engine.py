@@ -27,7 +27,6 @@ from returnn.learning_rate_control import LearningRateControl
 from returnn.log import log
 from returnn.tf.checkpoint import CheckpointManager, epoch_prefix, is_complete, prepare_model_dir
 from returnn.tf.evaluation import BatchOptions, evaluate_dataset, forward_to_hdf
-from returnn.tf.layers.base import OutputSpec
 from returnn.tf.network import TFNetwork
 from returnn.tf.optimizers import create_optimizer
 from returnn.tf.progress import ProgressReporter
@@ -111,7 +110,7 @@ class Engine:
         net_dict = config.typed_value("network")
         if net_dict is None:
             raise ConfigError("config has no 'network' (the layer dict)")
-        self.network = TFNetwork(net_dict, {k: OutputSpec(s.dim, s.sparse) for k, s in specs.items()}, seed=self.seed)
+        self.network = TFNetwork(net_dict, specs, seed=self.seed)
         self.optimizer = create_optimizer(config, self.network.trainable_variables)
         self.steps = StepFunctions(self.network, self.optimizer, dist, config.float("gradient_clip", 0.0),
                                    config.float("gradient_clip_global_norm", 0.0),

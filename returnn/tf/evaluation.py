@@ -58,10 +58,10 @@ def forward_to_hdf(steps: StepFunctions, dataset: Dataset, output_file: str, bat
     (RETURNN's HDF layout, via SimpleHDFWriter). Returns the number of sequences."""
     from returnn.datasets.hdf import SimpleHDFWriter
 
-    spec = steps.network.layers[steps.network.output_layer_name].out_spec
+    spec = steps.network.layers[steps.network.output_layer_name].output
     slices = batching.epoch_slices(dataset, epoch, chunked=False)
     ndim = 1 if spec.sparse else 2
-    writer = SimpleHDFWriter(output_file, dim=spec.dim, ndim=ndim)
+    writer = SimpleHDFWriter(output_file, dim=spec.dim or 1, ndim=ndim)
     count = 0
     try:
         for sl, batch in zip(slices, BatchPrefetcher(dataset, slices, steps.forward_keys, batching.prefetch,

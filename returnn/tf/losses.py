@@ -11,7 +11,7 @@ from typing import Any, Dict, Optional, Tuple, Type
 import tensorflow as tf
 
 from returnn.errors import NetworkError, known_list
-from returnn.tf.layers.base import LayerOutput
+from returnn.tf.layers.output import LayerOutput
 
 
 @dataclass
@@ -41,12 +41,25 @@ class Loss:
 
     def compute(self, output: LayerOutput, target: LayerOutput) -> LossValues:
         """Loss of ``output`` against ``target`` for one batch."""
+        return self.compute_btf(self._layout(output, "output"), self._layout(target, "target"))
+
+    def _layout(self, x: LayerOutput, what: str) -> LayerOutput:
+        """``x`` as (B, T, F) / (B, T) / (B, F) / (B,): losses work on that layout."""
+        x = x.copy_as_batch_time_feature()
+        allowed = 1 + x.data.have_time_axis() + (x.data.feature_dim_axis is not None)
+        if x.data.batch_dim_axis != 0 or x.data.batch_ndim != allowed:
+            raise NetworkError("layer %r: loss %r needs (batch, time, feature) %s, got %s"
+                               % (self.layer_name, self.loss_class, what, x.data.short_repr()))
+        return x
+
+    def compute_btf(self, output: LayerOutput, target: LayerOutput) -> LossValues:
+        """:meth:`compute` on batch-major, time-second, feature-last values."""
         raise NotImplementedError
 
 
 def _frame_mask(target: LayerOutput) -> Optional[tf.Tensor]:
     """(B, T) float mask of real target frames, or None without time axis."""
-    if not target.spec.has_time or target.seq_len is None:
+    if not target.data.have_time_axis() or target.seq_len is None:
         return None
     return tf.cast(target.mask(), tf.float32)
 
@@ -82,11 +95,11 @@ class CrossEntropyLoss(Loss):
     # "use_fused" selects a TF kernel in RETURNN; ours is always the stable fused form.
     known_opts = ("label_smoothing", "use_fused")
 
-    def compute(self, output: LayerOutput, target: LayerOutput) -> LossValues:
+    def compute_btf(self, output: LayerOutput, target: LayerOutput) -> LossValues:
         mask = _frame_mask(target)
-        num_classes = output.spec.dim
+        num_classes = output.data.dim
         smoothing = float(self.opts.get("label_smoothing", 0.0) or 0.0)
-        if target.spec.sparse:
+        if target.data.sparse:
             labels = target.tensor if mask is None else tf.where(mask > 0, target.tensor, 0)
             if output.logits is not None and not smoothing:
                 frame_loss = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=output.logits)
@@ -114,12 +127,12 @@ class MeanSquaredErrorLoss(Loss):
 
     loss_class = "mse"
 
-    def compute(self, output: LayerOutput, target: LayerOutput) -> LossValues:
+    def compute_btf(self, output: LayerOutput, target: LayerOutput) -> LossValues:
         mask = _frame_mask(target)
         tgt = target.tensor
-        if target.spec.sparse:
+        if target.data.sparse:
             labels = tgt if mask is None else tf.where(mask > 0, tgt, 0)
-            tgt = tf.one_hot(labels, output.spec.dim)
+            tgt = tf.one_hot(labels, output.data.dim)
         frame_loss = tf.reduce_sum(tf.square(output.tensor - tgt), axis=-1)
         return LossValues(_masked_sum(frame_loss, mask), _frame_count(target, mask))
 
@@ -137,11 +150,11 @@ class CtcLoss(Loss):
 
     loss_class = "ctc"
 
-    def compute(self, output: LayerOutput, target: LayerOutput) -> LossValues:
-        if not target.spec.sparse or not output.spec.has_time or not target.spec.has_time:
+    def compute_btf(self, output: LayerOutput, target: LayerOutput) -> LossValues:
+        if not target.data.sparse or not output.data.have_time_axis() or not target.data.have_time_axis():
             raise NetworkError("layer %r: ctc loss needs a time axis on the output and sparse targets with time"
                                % self.layer_name)
-        num_classes = output.spec.dim
+        num_classes = output.data.dim
         blank = num_classes - 1
         logits = output.logits if output.logits is not None else _log_probs(output)
         label_mask = target.mask()

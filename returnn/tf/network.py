@@ -12,7 +12,9 @@ from typing import Any, Dict, List, Optional, Tuple
 import tensorflow as tf
 
 from returnn.errors import NetworkError
-from returnn.tf.layers.base import Layer, LayerOutput, OutputSpec, RunContext, get_layer_class
+from returnn.tensor import Data
+from returnn.tf.layers.base import LAYER_CLASSES, Layer, RunContext, get_layer_class
+from returnn.tf.layers.output import LayerOutput
 from returnn.tf.losses import Loss, LossValues, get_loss_class
 
 
@@ -26,7 +28,8 @@ def parse_source(name: str) -> Tuple[str, str]:
 
 
 def layer_sources(name: str, opts: Dict[str, Any]) -> List[str]:
-    """The ``from`` list of a layer (``source`` layers read ``data_key``)."""
+    """The ``from`` list of a layer (``source`` layers read ``data_key``), followed by the layers
+    named in its reference options (e.g. ``size_base``; see ``Layer.ref_options``)."""
     if opts.get("class") == "source":
         return ["data:" + opts.get("data_key", "data")]
     src = opts.get("from", ["data"])
@@ -34,7 +37,9 @@ def layer_sources(name: str, opts: Dict[str, Any]) -> List[str]:
         src = [src]
     if not isinstance(src, (list, tuple)):
         raise NetworkError("layer %r: 'from' must be a name or a list of names, got %r" % (name, src))
-    return list(src)
+    cls = LAYER_CLASSES.get(opts.get("class"))
+    refs = [opts[k] for k in getattr(cls, "ref_options", ()) if isinstance(opts.get(k), str)]
+    return list(src) + refs
 
 
 def topological_order(net_dict: Dict[str, Dict[str, Any]], data_keys) -> List[str]:
@@ -67,6 +72,14 @@ def topological_order(net_dict: Dict[str, Dict[str, Any]], data_keys) -> List[st
     return order
 
 
+def extern_value(data: Data, tensor: tf.Tensor, seq_len: tf.Tensor) -> LayerOutput:
+    """A padded data array as a value of ``data`` (its time axis gets ``seq_len``; data without
+    a time axis come as ``(B, 1, ...)`` and lose that axis)."""
+    if data.time_dim_axis is None:
+        return LayerOutput(tensor[:, 0], data)
+    return LayerOutput(tensor, data, {data.time_dim: seq_len})
+
+
 @dataclass
 class LossInfo:
     """A layer's loss: the loss object, its target data key and scale."""
@@ -80,7 +93,7 @@ class LossInfo:
 class TFNetwork(tf.Module):
     """The layers of a net dict, built in dependency order, plus their losses."""
 
-    def __init__(self, net_dict: Dict[str, Dict[str, Any]], extern_data: Dict[str, OutputSpec], seed: int = 42):
+    def __init__(self, net_dict: Dict[str, Dict[str, Any]], extern_data: Dict[str, Data], seed: int = 42):
         super().__init__(name="network")
         if not isinstance(net_dict, dict) or not net_dict:
             raise NetworkError("config key 'network': expected a non-empty dict of layers")
@@ -100,7 +113,7 @@ class TFNetwork(tf.Module):
             cls = get_layer_class(opts["class"], name)
             layer_opts = {k: v for k, v in opts.items() if k != "from"}
             self._infer_n_out(name, layer_opts)
-            layer = cls(name, layer_opts, [self._spec_of(s) for s in srcs], seed=seed)
+            layer = cls(name, layer_opts, [self.template_of(s) for s in srcs], seed=seed)
             self.layers[name] = layer
             if opts.get("loss"):
                 target = opts.get("target", "classes")
@@ -120,9 +133,10 @@ class TFNetwork(tf.Module):
         if target in self.extern_data:
             opts["n_out"] = self.extern_data[target].dim + (1 if opts["loss"] == "ctc" else 0)
 
-    def _spec_of(self, source: str) -> OutputSpec:
+    def template_of(self, source: str) -> Data:
+        """The :class:`Data` template of a ``from`` entry."""
         kind, ref = parse_source(source)
-        return self.extern_data[ref] if kind == "data" else self.layers[ref].out_spec
+        return self.extern_data[ref] if kind == "data" else self.layers[ref].output
 
     def _find_output_layer(self) -> str:
         if "output" in self.layers:
@@ -174,8 +188,33 @@ class TFNetwork(tf.Module):
         return outputs[ref]
 
     def data_output(self, batch: Dict[str, tf.Tensor], key: str) -> LayerOutput:
-        """A data key of the batch as a :class:`LayerOutput`."""
-        return LayerOutput(batch[key], batch[key + ":seq_len"], self.extern_data[key])
+        """A data key of the batch (``(B, T, ...)`` with lengths ``key:seq_len``) as a value."""
+        return extern_value(self.extern_data[key], batch[key], batch[key + ":seq_len"])
+
+    def batch_spec(self, key: str) -> tf.TensorSpec:
+        """TensorSpec of the padded array of data ``key`` in a batch: ``(B, T, ...)``."""
+        data = self.extern_data[key]
+        shape = list(data.batch_shape)
+        if data.time_dim_axis is None:
+            shape.insert(1, 1)
+        return tf.TensorSpec([None] + shape[1:], data.dtype, name=key.replace(":", "_"))
+
+    def output_as_frames(self, out: LayerOutput) -> Tuple[tf.Tensor, tf.Tensor]:
+        """An output as ``(B, T, D)`` (``(B, T)`` when sparse) frames and ``(B,)`` lengths, as the
+        HDF writer takes them; outputs without a time axis are one frame long."""
+        out = out.copy_as_batch_time_feature()
+        data = out.data
+        tensor = out.tensor
+        extra = data.batch_ndim - 1 - data.have_time_axis() - (data.feature_dim_axis is not None)
+        if data.batch_dim_axis != 0 or extra:
+            raise NetworkError("layer %r: output %s must be (batch, time, feature) to be written"
+                               % (data.name, data.short_repr()))
+        if not data.have_time_axis():
+            tensor = tensor[:, None]
+        if data.feature_dim_axis is None and not data.sparse:
+            tensor = tensor[..., None]
+        seq_len = out.seq_len if out.seq_len is not None else tf.ones([tf.shape(tensor)[0]], tf.int32)
+        return tensor, seq_len
 
     def compute_losses(self, outputs: Dict[str, LayerOutput], batch: Dict[str, tf.Tensor]) -> Dict[str, LossValues]:
         """Loss values per loss layer."""

@@ -28,9 +28,7 @@ def batch_signature(network: TFNetwork, keys: Sequence[str]) -> Dict[str, tf.Ten
     """TensorSpecs of a batch dict with unknown batch and time dims."""
     sig: Dict[str, tf.TensorSpec] = {}
     for key in keys:
-        spec = network.extern_data[key]
-        shape = [None, None] if spec.sparse else [None, None, spec.dim]
-        sig[key] = tf.TensorSpec(shape, spec.dtype, name=key.replace(":", "_"))
+        sig[key] = network.batch_spec(key)
         sig[key + ":seq_len"] = tf.TensorSpec([None], tf.int32, name=key.replace(":", "_") + "_seq_len")
     return sig
 
@@ -110,12 +108,7 @@ class StepFunctions:
 
     def _forward_step(self, batch):
         name = self.network.output_layer_name
-        out = self.network.forward(batch, RunContext(False), only=[name])[name]
-        seq_len = out.seq_len if out.seq_len is not None else tf.ones([tf.shape(out.tensor)[0]], tf.int32)
-        tensor = out.tensor
-        if not out.spec.has_time:
-            tensor = tensor[:, None]
-        return tensor, seq_len
+        return self.network.output_as_frames(self.network.forward(batch, RunContext(False), only=[name])[name])
 
     def _sync_params(self, flags):
         """Averages all network variables over ranks; returns the reduced flags."""

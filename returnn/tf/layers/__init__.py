@@ -1,5 +1,7 @@
-"""Layer classes. Importing this package registers all of them (see :func:`base.get_layer_class`)."""
-from returnn.tf.layers import base, basic, conv, norm, rec  # noqa: F401
-from returnn.tf.layers.base import (  # noqa: F401
-    LAYER_CLASSES, Layer, LayerOutput, OutputSpec, RunContext, get_layer_class, register_layer,
-)
+"""Layer classes. Importing this package registers all of them (see :func:`base.get_layer_class`).
+
+How to write a layer: docs/architecture.md, "Writing a layer".
+"""
+from returnn.tf.layers import base, basic, conv, norm, rec, reduce, shape  # noqa: F401
+from returnn.tf.layers.base import LAYER_CLASSES, Layer, RunContext, get_layer_class, register_layer  # noqa: F401
+from returnn.tf.layers.output import LayerOutput  # noqa: F401

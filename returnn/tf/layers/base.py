@@ -1,54 +1,26 @@
-"""Layer base class, the tensor bundle that flows between layers, and the layer registry.
+"""Layer base class, the per-call run context and the layer registry.
 
-Tensors are batch-major: dense ``(B, T, D)`` float32, sparse ``(B, T)`` int32 class indices, or
-``(B, D)`` once the time axis is reduced away. Every layer knows its output shape statically
-(:class:`OutputSpec`), so variables are created eagerly in ``__init__`` (deterministically from a
-seed) and the compiled step never creates variables.
+How a layer is written (see docs/architecture.md, "Writing a layer"):
+
+- ``layer_class`` (the config name) and ``options`` (:class:`Option` tuples: name, default, doc);
+- ``__init__(name, opts, sources, seed)``: ``sources`` are the :class:`Data` templates of the
+  inputs in ``"from"`` order. Compute ``self.output`` (a :class:`Data`), create variables with
+  :meth:`Layer.weight` (eagerly, seeded), raise :class:`NetworkError` via ``self.desc``;
+- ``forward(sources, ctx)``: ``sources`` are :class:`LayerOutput` values; return
+  :meth:`Layer.make_output` ``(tensor, sources, {new_dim: sizes})``.
 """
 from __future__ import annotations
 
 import zlib
-from dataclasses import dataclass, replace
-from typing import Any, Dict, List, Optional, Sequence, Type
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Type
 
 import numpy as np
 import tensorflow as tf
 
 from returnn.errors import NetworkError, known_list
-
-
-@dataclass(frozen=True)
-class OutputSpec:
-    """Static description of a layer output."""
-
-    dim: int
-    sparse: bool = False
-    has_time: bool = True
-
-    @property
-    def dtype(self) -> tf.DType:
-        return tf.int32 if self.sparse else tf.float32
-
-
-@dataclass
-class LayerOutput:
-    """A layer's output at run time.
-
-    ``logits`` is set by layers whose output is an activation of a linear map (softmax), so losses
-    can use the numerically stable form. ``seq_len`` is ``(B,)`` int32, or None without time axis.
-    """
-
-    tensor: tf.Tensor
-    seq_len: Optional[tf.Tensor]
-    spec: OutputSpec
-    logits: Optional[tf.Tensor] = None
-
-    def mask(self) -> tf.Tensor:
-        """(B, T) bool, True on real frames."""
-        return tf.sequence_mask(self.seq_len, maxlen=tf.shape(self.tensor)[1])
-
-    def with_tensor(self, tensor: tf.Tensor, spec: Optional[OutputSpec] = None, seq_len=None) -> "LayerOutput":
-        return LayerOutput(tensor, self.seq_len if seq_len is None else seq_len, spec or self.spec)
+from returnn.tensor import AxisError, Data, Dim
+from returnn.tf.layers.options import Option, check_unknown, declared_options, non_negative, positive_int, rate
+from returnn.tf.layers.output import LayerOutput
 
 
 class RunContext:
@@ -67,50 +39,84 @@ class RunContext:
         return self.seed + tf.constant([0, h], dtype=tf.int64)
 
 
-# Options every layer accepts (handled by the base class or by the network/engine).
-COMMON_OPTIONS = frozenset({
-    "class", "from", "n_out", "activation", "with_bias", "dropout", "L2", "trainable", "target", "loss",
-    "loss_opts", "loss_scale", "is_output_layer", "only_on_eval", "loss_only_on_non_search", "register_as_extern_data",
-    "reuse_params", "forward_weights_init", "bias_init", "spatial_smoothing", "darc1", "out_type", "sources",
-})
-
-
 class Layer(tf.Module):
-    """Base layer. Subclasses set ``layer_class``, declare ``extra_options``, compute their
-    :class:`OutputSpec` in ``__init__`` and implement :meth:`forward`.
-
-    ``sources`` are the :class:`OutputSpec` of the inputs, in ``"from"`` order.
-    """
+    """Base layer; see the module docstring. ``options`` here are accepted by every layer."""
 
     layer_class = ""
-    extra_options: frozenset = frozenset()
+    # Options whose value names another layer: the network builds that layer first and appends its
+    # template/value to ``sources`` (after the ``from`` sources, in this order, when given).
+    ref_options: Tuple[str, ...] = ()
+    options = (
+        Option("class", None, "layer class name"),
+        Option("from", "data", "input layer name(s); 'data:KEY' for a data key"),
+        Option("sources", None, "old name of 'from'"),
+        Option("n_out", None, "output feature dim (checked or inferred from the target)"),
+        Option("dropout", 0.0, "dropout rate on the input, training only (inverted: scaled by 1/keep)"),
+        Option("L2", 0.0, "L2 weight of this layer's weights (not biases/scales) in the loss"),
+        Option("trainable", True, "False: variables are not trained"),
+        Option("target", None, "data key the loss compares to (default 'classes')"),
+        Option("loss", None, "loss name: ce, mse, ctc"),
+        Option("loss_opts", None, "options of the loss"),
+        Option("loss_scale", 1.0, "factor of this loss in the total"),
+        Option("is_output_layer", False, "output of the network (forward task)"),
+        Option("only_on_eval", False, "accepted for RETURNN compatibility"),
+        Option("loss_only_on_non_search", False, "accepted for RETURNN compatibility (no search here)"),
+        Option("register_as_extern_data", None, "accepted for RETURNN compatibility"),
+        Option("reuse_params", None, "accepted for RETURNN compatibility"),
+        Option("forward_weights_init", None, "accepted for RETURNN compatibility"),
+        Option("bias_init", None, "accepted for RETURNN compatibility"),
+        Option("spatial_smoothing", 0.0, "accepted for RETURNN compatibility"),
+        Option("darc1", 0.0, "accepted for RETURNN compatibility"),
+        Option("out_type", None, "accepted for RETURNN compatibility"),
+    )
 
-    def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[OutputSpec], seed: int = 42):
+    def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
         super().__init__(name=_tf_name(name))
         self.layer_name = name
+        self.desc = "layer %r (%s)" % (name, self.layer_class)
+        self.known_options = declared_options(type(self))
+        check_unknown(self.desc, opts, self.known_options)
         self.opts = opts
-        self.source_specs = list(sources)
-        unknown = set(opts) - COMMON_OPTIONS - self.extra_options
-        if unknown:
-            raise NetworkError("layer %r (%s): unknown option(s) %s" % (name, self.layer_class, known_list(unknown)))
-        self.dropout = float(opts.get("dropout", 0.0) or 0.0)
-        self.l2 = float(opts.get("L2", 0.0) or 0.0)
+        self.sources = list(sources)
+        self.dropout = rate(self.desc, "dropout", opts.get("dropout"))
+        self.l2 = non_negative(self.desc, "L2", opts.get("L2"))
         self.trainable = bool(opts.get("trainable", True))
         self._rng = np.random.RandomState((zlib.crc32(name.encode("utf8")) + int(seed) * 1000003) % (2 ** 32))
-        self.out_spec: OutputSpec = OutputSpec(dim=0)
+        self._l2_exempt = set()  # refs of weights the L2 option does not apply to (a set: not tracked)
+        self.output: Data = Data(name, dims=())
 
     # ---- helpers for subclasses
-    def option(self, key: str, default: Any = None) -> Any:
-        return self.opts.get(key, default)
+    def opt(self, key: str) -> Any:
+        """The option's value, or its declared default."""
+        return self.opts.get(key, self.known_options[key].default)
 
     def require_n_out(self) -> int:
-        n_out = self.opts.get("n_out")
-        if n_out is None:
-            raise NetworkError("layer %r (%s): needs 'n_out'" % (self.layer_name, self.layer_class))
-        return int(n_out)
+        if self.opts.get("n_out") is None:
+            raise NetworkError("%s: needs 'n_out'" % self.desc)
+        return positive_int(self.desc, "n_out", self.opts["n_out"])
 
-    def weight(self, name: str, shape: Sequence[int], init: str = "glorot_uniform") -> tf.Variable:
-        """Creates a weight variable, initialised from this layer's seeded RNG."""
+    def check_n_out(self, dim: Optional[int]) -> None:
+        """An explicit ``n_out`` must agree with the output dim the layer computes."""
+        n_out = self.opts.get("n_out")
+        if n_out is not None and positive_int(self.desc, "n_out", n_out) != dim:
+            raise NetworkError("%s: n_out %r does not match the output dim %r" % (self.desc, n_out, dim))
+
+    def axis(self, data: Data, description: Any, key: str) -> int:
+        """One axis of ``data`` for the option ``key``; errors name the layer."""
+        try:
+            return data.get_axis_from_description(description)
+        except AxisError as exc:
+            raise NetworkError("%s: option %r: %s" % (self.desc, key, exc)) from None
+
+    def axes(self, data: Data, description: Any, key: str) -> List[int]:
+        try:
+            return data.get_axes_from_description(description)
+        except AxisError as exc:
+            raise NetworkError("%s: option %r: %s" % (self.desc, key, exc)) from None
+
+    def weight(self, name: str, shape: Sequence[int], init: str = "glorot_uniform", l2: bool = True) -> tf.Variable:
+        """A variable initialised from this layer's seeded RNG. ``l2``: whether the layer's ``L2``
+        option applies to it (weights yes; biases, scales, shifts no)."""
         if init == "zeros":
             value = np.zeros(shape, dtype=np.float32)
         elif init == "ones":
@@ -120,20 +126,32 @@ class Layer(tf.Module):
             fan_out = int(shape[-1])
             limit = np.sqrt(6.0 / max(1, fan_in + fan_out))
             value = self._rng.uniform(-limit, limit, size=shape).astype(np.float32)
-        return tf.Variable(value, name=name, trainable=self.trainable)
+        var = tf.Variable(value, name=name, trainable=self.trainable)
+        if not l2:
+            self._l2_exempt.add(var.ref())
+        return var
 
     def l2_variables(self) -> List[tf.Variable]:
-        """Variables the layer's ``L2`` option applies to (weights, not biases by default)."""
-        return [v for v in self.trainable_variables if "bias" not in v.name and "beta" not in v.name
-                and "gamma" not in v.name]
+        """The trainable weights the ``L2`` option applies to."""
+        return [v for v in self.trainable_variables if v.ref() not in self._l2_exempt]
 
-    def apply_dropout(self, x: LayerOutput, ctx: RunContext) -> LayerOutput:
-        """Dropout on a dense input, in training only (inverted: scaled by 1/keep)."""
-        if not self.dropout or not ctx.train or x.spec.sparse:
+    def apply_dropout(self, x: LayerOutput, ctx: RunContext, salt: int = 0) -> LayerOutput:
+        """The layer's input dropout on one dense value (training only)."""
+        from returnn.tf.layers.helpers import dropout
+        if not self.dropout or not ctx.train or x.data.sparse:
             return x
-        keep = 1.0 - self.dropout
-        noise = tf.random.stateless_uniform(tf.shape(x.tensor), seed=ctx.layer_seed(self.layer_name))
-        return x.with_tensor(tf.where(noise < keep, x.tensor / keep, tf.zeros_like(x.tensor)))
+        return x.with_tensor(dropout(x.tensor, self.dropout, ctx.layer_seed(self.layer_name, salt)))
+
+    def make_output(self, tensor: tf.Tensor, sources: Sequence[LayerOutput] = (),
+                    sizes: Optional[Mapping[Dim, tf.Tensor]] = None, logits: Optional[tf.Tensor] = None
+                    ) -> LayerOutput:
+        """``tensor`` as this layer's output: sizes of dims kept from ``sources``, plus ``sizes``
+        of the dims the layer made."""
+        merged: Dict[Dim, tf.Tensor] = {}
+        for src in sources:
+            merged.update(src.sizes)
+        merged.update(sizes or {})
+        return LayerOutput(tensor, self.output, merged, logits)
 
     # ---- to implement
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
@@ -154,8 +172,10 @@ LAYER_CLASSES: Dict[str, Type[Layer]] = {}
 
 
 def register_layer(cls: Type[Layer]) -> Type[Layer]:
-    """Class decorator: makes ``cls`` available as ``{"class": cls.layer_class}``."""
-    LAYER_CLASSES[cls.layer_class] = cls
+    """Class decorator: makes ``cls`` available as ``{"class": cls.layer_class}`` (and under the
+    names in ``cls.aliases``, e.g. ``hidden`` for ``linear``)."""
+    for name in (cls.layer_class,) + tuple(getattr(cls, "aliases", ())):
+        LAYER_CLASSES[name] = cls
     return cls
 
 
@@ -165,23 +185,3 @@ def get_layer_class(name: str, layer_name: str) -> Type[Layer]:
     if name not in LAYER_CLASSES:
         raise NetworkError("layer %r: unknown layer class %r (known: %s)" % (layer_name, name, known_list(LAYER_CLASSES)))
     return LAYER_CLASSES[name]
-
-
-def concat_sources(sources: List[LayerOutput], layer_name: str) -> LayerOutput:
-    """Concatenates dense sources on the feature axis (the usual meaning of several 'from')."""
-    if len(sources) == 1:
-        return sources[0]
-    if any(s.spec.sparse for s in sources):
-        raise NetworkError("layer %r: cannot concatenate sparse sources" % layer_name)
-    dim = sum(s.spec.dim for s in sources)
-    tensor = tf.concat([s.tensor for s in sources], axis=-1)
-    return LayerOutput(tensor, sources[0].seq_len, replace(sources[0].spec, dim=dim))
-
-
-def concat_specs(specs: Sequence[OutputSpec], layer_name: str) -> OutputSpec:
-    """Static counterpart of :func:`concat_sources`."""
-    if len(specs) == 1:
-        return specs[0]
-    if any(s.sparse for s in specs):
-        raise NetworkError("layer %r: cannot concatenate sparse sources" % layer_name)
-    return OutputSpec(dim=sum(s.dim for s in specs), sparse=False, has_time=specs[0].has_time)

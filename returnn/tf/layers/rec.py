@@ -22,8 +22,10 @@ from typing import Any, Dict, List, Sequence
 import tensorflow as tf
 
 from returnn.errors import NetworkError, known_list
-from returnn.tf.layers.base import Layer, LayerOutput, OutputSpec, RunContext, register_layer
-from returnn.tf.layers.basic import check_sources, dropout_sources, first_seq_len, project_sources
+from returnn.tensor import Data
+from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
+from returnn.tf.layers.helpers import dropout_sources, feature_plan, new_feature_dim, plan_output, project_sources
+from returnn.tf.layers.options import Option
 
 LSTM_UNITS = ("lstm", "nativelstm", "nativelstm2", "standardlstm", "basiclstm", "lstmblock")
 UNIT_OPTS = ("forget_bias",)
@@ -64,44 +66,51 @@ def lstm_scan(x_proj: tf.Tensor, seq_len: tf.Tensor, w_re: tf.Tensor, forget_bia
 
 @register_layer
 class RecLayer(Layer):
-    """``{"class": "rec", "unit": "nativelstm2", "n_out": H, "direction": 1 or -1}``."""
+    """``{"class": "rec", "unit": "nativelstm2", "n_out": H, "direction": 1 or -1}`` over the time
+    axis of ``(B, T, ...)`` sources (sources without time axis broadcast over it)."""
 
     layer_class = "rec"
-    # "unroll" and "max_seq_len" are RETURNN implementation hints; accepted, nothing to do here.
-    extra_options = frozenset({"unit", "direction", "unit_opts", "unroll", "max_seq_len"})
+    options = (
+        Option("unit", "lstm", "LSTM implementation name (all run the same LSTM): %s" % ", ".join(LSTM_UNITS)),
+        Option("direction", 1, "1: forward in time, -1: backward"),
+        Option("unit_opts", None, "dict, e.g. {'forget_bias': 1.0}"),
+        Option("unroll", False, "accepted for RETURNN compatibility"),
+        Option("max_seq_len", None, "accepted for RETURNN compatibility"),
+    )
 
-    def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[OutputSpec], seed: int = 42):
+    def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
         super().__init__(name, opts, sources, seed)
-        check_sources(name, self.layer_class, sources)
-        unit = opts.get("unit", "lstm")
+        unit = self.opt("unit")
         if not isinstance(unit, str) or unit.lower() not in LSTM_UNITS:
-            raise NetworkError("layer %r (rec): unknown unit %r (known: %s)" % (name, unit, known_list(LSTM_UNITS)))
+            raise NetworkError("%s: unknown unit %r (known: %s)" % (self.desc, unit, known_list(LSTM_UNITS)))
         self.unit = unit.lower()
-        self.direction = opts.get("direction", 1)
+        self.direction = self.opt("direction")
         if self.direction not in (1, -1):
-            raise NetworkError("layer %r (rec): direction must be 1 or -1, got %r" % (name, self.direction))
-        unit_opts = dict(opts.get("unit_opts") or {})
+            raise NetworkError("%s: direction must be 1 or -1, got %r" % (self.desc, self.direction))
+        unit_opts = dict(self.opt("unit_opts") or {})
         unknown = set(unit_opts) - set(UNIT_OPTS)
         if unknown:
-            raise NetworkError("layer %r (rec): unknown unit_opts %s (known: %s)"
-                               % (name, known_list(unknown), known_list(UNIT_OPTS)))
+            raise NetworkError("%s: unknown unit_opts %s (known: %s)"
+                               % (self.desc, known_list(unknown), known_list(UNIT_OPTS)))
         self.forget_bias = float(unit_opts.get("forget_bias", 1.0))
-        if not all(s.has_time for s in sources):
-            raise NetworkError("layer %r (rec): all sources need a time axis" % name)
+        self.plan = feature_plan(self, sources)
+        dims = self.plan.dims
+        if len(dims) != 2 or not dims[0].is_batch_dim() or not dims[1].is_dynamic():
+            raise NetworkError("%s: input must be (batch, time, feature), got %s"
+                               % (self.desc, [s.short_repr() for s in sources]))
         n_out = self.require_n_out()
-        n_in = sum(s.dim for s in sources)
-        self.W = self.weight("W", [n_in, 4 * n_out])
+        self.W = self.weight("W", [sum(self.plan.in_dims), 4 * n_out])
         self.W_re = self.weight("W_re", [n_out, 4 * n_out])
-        self.bias = self.weight("bias", [4 * n_out], "zeros")
-        self.out_spec = OutputSpec(dim=n_out, sparse=False, has_time=True)
+        self.bias = self.weight("bias", [4 * n_out], "zeros", l2=False)
+        self.output = plan_output(name, self.plan, new_feature_dim(name, n_out))
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         sources = dropout_sources(self, sources, ctx)
-        seq_len = first_seq_len(sources)
-        x = project_sources(sources, self.W) + self.bias
+        seq_len = {d: size for s in sources for d, size in s.sizes.items()}[self.output.dims[1]]
+        x = project_sources(self.plan, sources, self.W) + self.bias
         if self.direction == -1:
             x = tf.reverse_sequence(x, seq_len, seq_axis=1, batch_axis=0)
         y = lstm_scan(x, seq_len, self.W_re, self.forget_bias)
         if self.direction == -1:
             y = tf.reverse_sequence(y, seq_len, seq_axis=1, batch_axis=0)
-        return LayerOutput(y, seq_len, self.out_spec)
+        return self.make_output(y, sources)

@@ -1,0 +1,128 @@
+"""Dimension tags (RETURNN's ``Dim``, formerly ``DimensionTag``).
+
+A :class:`Dim` names one axis: its kind (batch, spatial, feature or unspecified), a description
+and a static size (``dimension``), or ``None`` for a dynamic axis whose per-sequence sizes are
+known only at run time (they travel with the tensor, see ``returnn.tf.layers.output``).
+
+Equality is identity, extended by :meth:`Dim.declare_same_as` (both sides then share one base),
+and every batch dim equals every other batch dim. A Dim holds no tensors, so one Dim is valid in
+all traced step functions.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+
+class DimTypes:
+    """The kinds of axes (RETURNN's ``Dim.Types``)."""
+
+    Unspecified = None
+    Batch = "batch"
+    Spatial = "spatial"
+    Feature = "feature"
+
+
+class Dim:
+    """One named axis. ``dimension`` is the static size, or None when the size varies per sequence.
+
+    ``derived_from`` points at the dim this one was computed from (e.g. a conv's output time from
+    its input time); it is informative only and does not make the two equal.
+    """
+
+    Types = DimTypes
+
+    def __init__(self, dimension: Optional[int] = None, name: Optional[str] = None, *,
+                 kind: Optional[str] = DimTypes.Unspecified, description: Optional[str] = None,
+                 derived_from: Optional["Dim"] = None, auto_generated: bool = False):
+        if dimension is not None and (isinstance(dimension, bool) or not isinstance(dimension, int)
+                                      or dimension < 0):
+            raise ValueError("Dim dimension must be None or an int >= 0, got %r" % (dimension,))
+        self.dimension = dimension
+        self.kind = kind
+        self.description = description or name or ("unnamed:%s" % (kind or "dim"))
+        self.derived_from = derived_from
+        self.auto_generated = auto_generated
+        self.same_as: Optional[Dim] = None
+
+    # ---- identity
+    def get_same_base(self) -> "Dim":
+        """The dim this one was declared the same as (transitively), else itself."""
+        base = self
+        while base.same_as is not None:
+            base = base.same_as
+        return base
+
+    def declare_same_as(self, other: "Dim") -> None:
+        """From now on ``self == other``. Static sizes must agree."""
+        base, other_base = self.get_same_base(), other.get_same_base()
+        if base is other_base:
+            return
+        if base.dimension != other_base.dimension:
+            raise ValueError("cannot declare %r same as %r: sizes differ" % (self, other))
+        base.same_as = other_base
+
+    def __eq__(self, other: object) -> bool:
+        if self is other:
+            return True
+        if not isinstance(other, Dim):
+            return False
+        if self.kind == other.kind == DimTypes.Batch:
+            return True
+        return self.get_same_base() is other.get_same_base()
+
+    def __ne__(self, other: object) -> bool:
+        return not self.__eq__(other)
+
+    def __hash__(self) -> int:
+        # Equal dims have equal static sizes (declare_same_as checks), so this is stable.
+        return hash(("Dim", self.dimension))
+
+    # ---- kind and size
+    def is_batch_dim(self) -> bool:
+        return self.kind == DimTypes.Batch
+
+    def is_spatial_dim(self) -> bool:
+        return self.kind == DimTypes.Spatial
+
+    def is_feature_dim(self) -> bool:
+        return self.kind == DimTypes.Feature
+
+    def is_static(self) -> bool:
+        return self.dimension is not None
+
+    def is_dynamic(self) -> bool:
+        """True for a non-batch axis whose size varies per sequence."""
+        return self.dimension is None and not self.is_batch_dim()
+
+    def copy(self, *, kind: Optional[str] = None, description: Optional[str] = None,
+             same_as_self: bool = False) -> "Dim":
+        """A new Dim of the same size; equal to this one only with ``same_as_self``."""
+        new = Dim(self.dimension, kind=self.kind if kind is None else kind,
+                  description=description or self.description, derived_from=self.derived_from,
+                  auto_generated=self.auto_generated)
+        if same_as_self:
+            new.same_as = self.get_same_base()
+        return new
+
+    def short_repr(self) -> str:
+        """``B``, ``T?`` style: description and size, for messages."""
+        if self.is_batch_dim():
+            return "B"
+        size = "?" if self.dimension is None else str(self.dimension)
+        return "%s(%s)" % (self.description, size)
+
+    def __repr__(self) -> str:
+        return "Dim{%s}" % self.short_repr()
+
+
+batch_dim = Dim(None, kind=DimTypes.Batch, description="batch")
+
+
+def SpatialDim(description: str, dimension: Optional[int] = None, **kwargs) -> Dim:  # noqa: N802 (RETURNN name)
+    """A spatial dim (dynamic by default), as RETURNN's ``SpatialDim``."""
+    return Dim(dimension, kind=DimTypes.Spatial, description=description, **kwargs)
+
+
+def FeatureDim(description: str, dimension: Optional[int], **kwargs) -> Dim:  # noqa: N802 (RETURNN name)
+    """A feature dim, as RETURNN's ``FeatureDim``."""
+    return Dim(dimension, kind=DimTypes.Feature, description=description, **kwargs)

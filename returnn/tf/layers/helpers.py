@@ -1,0 +1,186 @@
+"""Helpers shared by layer modules: source checks, dropout, the common layout of several
+sources (broadcasting by dim tags), feature concatenation and the linear map of sources.
+
+The common layout follows RETURNN: axes are matched by dim equality; an unmatched axis is matched
+to the unique unused axis of the same kind and static size (e.g. the time axes of two data keys,
+or two feature axes of equal size); anything else is a new axis that the others broadcast over.
+"""
+from __future__ import annotations
+
+from typing import List, NamedTuple, Optional, Sequence, Tuple
+
+import tensorflow as tf
+
+from returnn.errors import NetworkError
+from returnn.tensor import Data, Dim, DimTypes
+from returnn.tf.layers.output import LayerOutput, align_tensor
+
+
+def check_sources(layer, sources: Sequence[Data], n_min: int = 1, n_max: Optional[int] = None) -> None:
+    """Raises unless ``n_min <= len(sources) <= n_max``."""
+    if len(sources) < n_min:
+        raise NetworkError("%s: needs at least %i source(s) in 'from'" % (layer.desc, n_min))
+    if n_max is not None and len(sources) > n_max:
+        raise NetworkError("%s: takes at most %i source(s) in 'from', got %i" % (layer.desc, n_max, len(sources)))
+
+
+def check_dense(layer, sources: Sequence[Data]) -> None:
+    """Raises if a source is sparse (class indices)."""
+    check_sources(layer, sources)
+    if any(s.sparse for s in sources):
+        raise NetworkError("%s: sparse input not supported" % layer.desc)
+
+
+def dropout(tensor: tf.Tensor, drop: float, seed: tf.Tensor) -> tf.Tensor:
+    """Inverted dropout: zeroes a ``drop`` fraction, scales the rest by ``1 / (1 - drop)``."""
+    keep = 1.0 - drop
+    noise = tf.random.stateless_uniform(tf.shape(tensor), seed=seed)
+    return tf.where(noise < keep, tensor / keep, tf.zeros_like(tensor))
+
+
+def dropout_sources(layer, sources: List[LayerOutput], ctx) -> List[LayerOutput]:
+    """The layer's input dropout on each dense source (each with its own seed)."""
+    return [layer.apply_dropout(src, ctx, salt=i) for i, src in enumerate(sources)]
+
+
+def dense_value(x: LayerOutput) -> LayerOutput:
+    """A sparse value as one-hot floats (feature axis last), a dense one unchanged."""
+    if not x.data.sparse:
+        return x
+    data = x.data.copy_add_dim_by_tag(x.data.sparse_dim, -1).copy(sparse_dim=None, dtype="float32")
+    return x.with_tensor(tf.one_hot(x.masked(0), x.data.dim, dtype=tf.float32), data)
+
+
+def _match(common: List[Dim], used: set, dim: Dim, own: Sequence[Dim]) -> Optional[int]:
+    for i, c in enumerate(common):
+        if i not in used and c == dim:
+            return i
+    if any(dim == c for c in common):
+        return None  # already placed for this source: a repeated dim gets its own axis
+    candidates = [i for i, c in enumerate(common) if i not in used and c.kind == dim.kind
+                  and c.dimension == dim.dimension and not c.is_batch_dim() and not any(c == d for d in own)]
+    return candidates[0] if len(candidates) == 1 else None
+
+
+def common_dims(dims_lists: Sequence[Sequence[Dim]]) -> Tuple[List[Dim], List[List[int]]]:
+    """The union of several dim lists (first list's order first) and, per list, the position of
+    each of its dims in the union (see module docstring for how dims are matched)."""
+    common: List[Dim] = []
+    maps: List[List[int]] = []
+    for dims in dims_lists:
+        used: set = set()
+        positions = []
+        for dim in dims:
+            pos = _match(common, used, dim, dims)
+            if pos is None:
+                common.append(dim)
+                pos = len(common) - 1
+            used.add(pos)
+            positions.append(pos)
+        maps.append(positions)
+    return common, maps
+
+
+class FeaturePlan(NamedTuple):
+    """How sources map into a common layout whose last axis is a (new) feature axis."""
+
+    dims: List[Dim]  # the common dims without the feature axis
+    maps: List[List[int]]  # per source: positions of its non-feature axes in ``dims``
+    feature_axes: List[Optional[int]]  # per source: its feature axis (None when sparse)
+    in_dims: List[int]  # per source: its feature size (class count when sparse)
+
+
+def feature_plan(layer, sources: Sequence[Data]) -> FeaturePlan:
+    """Plan for concatenating / projecting ``sources`` on their feature axes."""
+    check_sources(layer, sources)
+    rest, feats, in_dims = [], [], []
+    for src in sources:
+        if src.dim is None:
+            raise NetworkError("%s: source %r has no feature axis (%s)" % (layer.desc, src.name, src.short_repr()))
+        feat = src.feature_dim_axis
+        feats.append(feat)
+        in_dims.append(src.dim)
+        rest.append([d for i, d in enumerate(src.dims) if i != feat])
+    dims, maps = common_dims(rest)
+    return FeaturePlan(dims, maps, feats, in_dims)
+
+
+def plan_output(name: str, plan: FeaturePlan, feature: Dim, sparse_dim: Optional[Dim] = None) -> Data:
+    """The template ``plan.dims + [feature]``."""
+    return Data(name, dims=plan.dims + [feature], sparse_dim=sparse_dim,
+                feature_dim_axis=len(plan.dims) if sparse_dim is None else None)
+
+
+def feature_last(tensor: tf.Tensor, feature_axis: Optional[int]) -> tf.Tensor:
+    """``tensor`` with ``feature_axis`` moved to the end (unchanged when None or already last)."""
+    ndim = len(tensor.shape)
+    if feature_axis is None or feature_axis == ndim - 1:
+        return tensor
+    return tf.transpose(tensor, [a for a in range(ndim) if a != feature_axis] + [feature_axis])
+
+
+def _aligned(plan: FeaturePlan, i: int, tensor: tf.Tensor) -> tf.Tensor:
+    """``tensor`` (source ``i``'s non-feature axes in order, feature last) in the common layout."""
+    n = len(plan.dims)
+    return align_tensor(tensor, list(plan.maps[i]) + [n], n + 1)
+
+
+def concat_features(plan: FeaturePlan, sources: Sequence[LayerOutput]) -> tf.Tensor:
+    """Dense sources concatenated on the feature axis in the common layout (broadcast as needed)."""
+    parts = [_aligned(plan, i, feature_last(x.tensor, plan.feature_axes[i])) for i, x in enumerate(sources)]
+    if len(parts) == 1:
+        return parts[0]
+    shape = []
+    for pos in range(len(plan.dims)):
+        size = None
+        for i, x in enumerate(sources):
+            if pos in plan.maps[i]:
+                size = tf.shape(parts[i])[pos]
+                break
+        shape.append(size)
+    return tf.concat([tf.broadcast_to(p, tf.concat([tf.stack(shape), tf.shape(p)[-1:]], 0)) for p in parts], -1)
+
+
+def project_sources(plan: FeaturePlan, sources: Sequence[LayerOutput], w: tf.Tensor) -> tf.Tensor:
+    """The linear map of the feature-concatenation of ``sources`` by ``w`` (rows in source order),
+    without building the concatenation: the sum of each source's projection, broadcast. A sparse
+    source selects rows (= one-hot times ``w``). Padded positions are zeroed (index 0 when
+    sparse) first, so garbage cannot reach the result or the weight gradient."""
+    offset = 0
+    total = None
+    for i, src in enumerate(sources):
+        rows = w[offset:offset + plan.in_dims[i]]
+        offset += plan.in_dims[i]
+        if src.data.sparse:
+            part = tf.gather(rows, src.masked(0))
+        else:
+            part = tf.tensordot(feature_last(src.masked(0.0), plan.feature_axes[i]), rows, [[-1], [0]])
+        part = _aligned(plan, i, part)
+        total = part if total is None else total + part
+    return total
+
+
+def concat_output(layer, sources: Sequence[Data]) -> Tuple[Data, Optional[FeaturePlan]]:
+    """Template of the feature-concatenation of dense ``sources`` (one source: itself) and the
+    plan to build it (None for one source)."""
+    check_sources(layer, sources)
+    if len(sources) == 1:
+        return sources[0].copy(layer.layer_name), None
+    if any(s.sparse for s in sources):
+        raise NetworkError("%s: cannot concatenate sparse sources" % layer.desc)
+    plan = feature_plan(layer, sources)
+    return plan_output(layer.layer_name, plan, new_feature_dim(layer.layer_name, sum(plan.in_dims))), plan
+
+
+def concat_inputs(layer, data: Data, plan: Optional[FeaturePlan], sources: List[LayerOutput], ctx) -> LayerOutput:
+    """The layer's input dropout, then the concatenation planned by :func:`concat_output`."""
+    sources = dropout_sources(layer, sources, ctx)
+    if plan is None:
+        return sources[0]
+    sizes = {dim: size for src in sources for dim, size in src.sizes.items()}
+    return LayerOutput(concat_features(plan, sources), data, sizes)
+
+
+def new_feature_dim(layer_name: str, size: int) -> Dim:
+    """A fresh feature dim for a layer's output."""
+    return Dim(size, kind=DimTypes.Feature, description="%s:feature-dense" % layer_name, auto_generated=True)

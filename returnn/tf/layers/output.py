@@ -1,0 +1,130 @@
+"""The run-time value that flows between layers: a tensor, its :class:`Data` template and the
+per-sequence sizes of its dynamic axes.
+
+``sizes`` maps each dynamic :class:`Dim` of ``data.dims`` to an int32 tensor of shape ``(B,)``
+(or ``()`` when the size does not depend on the sequence). Values on padded positions (index >=
+size) are garbage unless a layer documents otherwise; use :meth:`LayerOutput.masked` before an
+operation that mixes positions.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
+
+import tensorflow as tf
+
+from returnn.tensor import Data, Dim
+
+
+class LayerOutput:
+    """``tensor`` described by ``data``; ``logits`` is set by layers whose output is a softmax of a
+    linear map, so losses can use the numerically stable form."""
+
+    def __init__(self, tensor: tf.Tensor, data: Data, sizes: Optional[Mapping[Dim, tf.Tensor]] = None,
+                 logits: Optional[tf.Tensor] = None):
+        self.tensor = tensor
+        self.data = data
+        self.logits = logits
+        self.sizes: Dict[Dim, tf.Tensor] = {}
+        given = dict(sizes or {})
+        for dim in data.dims:
+            if dim.is_dynamic() and dim not in self.sizes:
+                if dim not in given:
+                    raise ValueError("%s: no sizes given for dynamic dim %r" % (data.name, dim))
+                self.sizes[dim] = given[dim]
+
+    # ---- sizes and masks
+    def _axis(self, axis: Union[int, Dim, str, None]) -> int:
+        if axis is None:
+            axis = self.data.time_dim_axis
+            if axis is None:
+                raise ValueError("%s has no time axis" % self.data.short_repr())
+        if isinstance(axis, int):
+            return axis % self.data.batch_ndim
+        return self.data.get_axis_from_description(axis)
+
+    def size(self, axis: Union[int, Dim, str, None] = None) -> Optional[tf.Tensor]:
+        """Per-sequence sizes of a dynamic axis (default: time), or None for a static axis."""
+        dim = self.data.dims[self._axis(axis)]
+        return self.sizes.get(dim) if dim.is_dynamic() else None
+
+    @property
+    def seq_len(self) -> Optional[tf.Tensor]:
+        """Sizes of the time axis (None without a dynamic time axis)."""
+        return None if self.data.time_dim_axis is None else self.size()
+
+    def dim_value(self, axis: int) -> Any:
+        """Size of ``axis`` in this batch: the static int, else the tensor's dynamic shape."""
+        static = self.data.dims[axis].dimension
+        return static if static is not None else tf.shape(self.tensor)[axis]
+
+    def sequence_mask(self, axis: Union[int, Dim, str, None] = None) -> tf.Tensor:
+        """``(B, T)`` bool, True on real positions of ``axis`` (default: time); ``(T,)`` if the
+        sizes are scalar."""
+        axis = self._axis(axis)
+        return tf.sequence_mask(self.size(axis), maxlen=tf.shape(self.tensor)[axis])
+
+    mask = sequence_mask
+
+    def broadcast_mask(self, axis: Union[int, Dim, str, None] = None) -> tf.Tensor:
+        """The mask of ``axis`` reshaped to broadcast against :attr:`tensor`."""
+        axis = self._axis(axis)
+        mask = self.sequence_mask(axis)
+        if len(mask.shape) == 1:
+            return align_tensor(mask, [axis], self.data.batch_ndim)
+        batch_axis = self.data.batch_dim_axis
+        if batch_axis is None:
+            raise ValueError("%s: per-sequence sizes without batch axis" % self.data.short_repr())
+        return align_tensor(mask, [batch_axis, axis], self.data.batch_ndim)
+
+    def full_mask(self) -> Optional[tf.Tensor]:
+        """Bool mask of all dynamic axes together (None when there are none)."""
+        out = None
+        for axis in self.data.get_dynamic_axes():
+            m = self.broadcast_mask(axis)
+            out = m if out is None else tf.logical_and(out, m)
+        return out
+
+    def masked(self, value: Any = 0) -> tf.Tensor:
+        """:attr:`tensor` with every padded position (of any dynamic axis) set to ``value``."""
+        mask = self.full_mask()
+        if mask is None:
+            return self.tensor
+        return tf.where(mask, self.tensor, tf.cast(value, self.tensor.dtype))
+
+    # ---- derived values
+    def with_tensor(self, tensor: tf.Tensor, data: Optional[Data] = None,
+                    sizes: Optional[Mapping[Dim, tf.Tensor]] = None, logits: Optional[tf.Tensor] = None
+                    ) -> "LayerOutput":
+        """Another value with these sizes (plus ``sizes``); ``data`` defaults to this template."""
+        merged = dict(self.sizes)
+        merged.update(sizes or {})
+        return LayerOutput(tensor, data or self.data, merged, logits)
+
+    def copy_transpose(self, perm: Sequence[int]) -> "LayerOutput":
+        perm = list(perm)
+        if perm == list(range(len(perm))):
+            return self
+        logits = None if self.logits is None else tf.transpose(self.logits, perm)
+        return LayerOutput(tf.transpose(self.tensor, perm), self.data.copy_transpose(perm), self.sizes, logits)
+
+    def copy_as_batch_time_feature(self) -> "LayerOutput":
+        """Batch axis first, then time (if any), the feature axis last (if any), others between."""
+        data = self.data
+        first = [a for a in (data.batch_dim_axis, data.time_dim_axis) if a is not None]
+        last = [data.feature_dim_axis] if data.feature_dim_axis is not None else []
+        middle = [a for a in range(data.batch_ndim) if a not in first and a not in last]
+        return self.copy_transpose(first + middle + last)
+
+
+def align_tensor(tensor: tf.Tensor, axis_map: Sequence[int], out_ndim: int) -> tf.Tensor:
+    """``tensor`` with its axes moved to the positions ``axis_map`` (axis ``i`` goes
+    to ``axis_map[i]``) and size-1 axes inserted for the other positions of an ``out_ndim`` result,
+    so it broadcasts against tensors of the common layout (see ``helpers.common_dims``)."""
+    order: List[int] = sorted(range(len(axis_map)), key=lambda i: axis_map[i])
+    if order != list(range(len(order))):
+        tensor = tf.transpose(tensor, order)
+    present = sorted(axis_map)
+    for pos in range(out_ndim):
+        if pos not in present:
+            tensor = tf.expand_dims(tensor, pos)
+    return tensor

@@ -1,0 +1,94 @@
+"""``reduce``: sum/mean/max/min over any axes but the batch axis, masked on dynamic axes.
+
+Only real positions count: ``mean`` divides by their number, ``max``/``min`` ignore padding;
+over an empty sequence ``mean``, ``max`` and ``min`` give 0. Reduced axes are removed, or with
+``keep_dims`` kept with size 1 (a dynamic axis stays dynamic with all sizes 1).
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Sequence
+
+import tensorflow as tf
+
+from returnn.errors import NetworkError
+from returnn.tensor import Data, Dim
+from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
+from returnn.tf.layers.helpers import check_dense, concat_inputs, concat_output
+from returnn.tf.layers.options import Option, one_of
+
+REDUCE_MODES = ("sum", "mean", "avg", "max", "min")
+
+
+@register_layer
+class ReduceLayer(Layer):
+    """Reduces ``axes`` (RETURNN axis descriptions) with ``mode``."""
+
+    layer_class = "reduce"
+    options = (
+        Option("mode", "sum", "one of sum, mean (avg), max, min"),
+        Option("axes", None, "axis description(s) to reduce, e.g. 'T', 'F', ['T', 'F'], 'spatial'"),
+        Option("axis", None, "same as 'axes'"),
+        Option("keep_dims", False, "keep reduced axes with size 1"),
+        Option("enforce_batch_dim_axis", None, "accepted for RETURNN compatibility"),
+    )
+
+    def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
+        super().__init__(name, opts, sources, seed)
+        check_dense(self, sources)
+        self.concat_data, self.plan = concat_output(self, sources)
+        data = self.concat_data
+        self.mode = one_of(self.desc, "mode", self.opt("mode"), REDUCE_MODES)
+        if opts.get("axes") is not None and opts.get("axis") is not None:
+            raise NetworkError("%s: give either 'axes' or 'axis', not both" % self.desc)
+        axes_opt = opts.get("axes", opts.get("axis"))
+        if axes_opt is None:
+            raise NetworkError("%s: needs 'axes'" % self.desc)
+        self.red_axes = sorted(self.axes(data, axes_opt, "axes"))
+        if data.batch_dim_axis in self.red_axes:
+            raise NetworkError("%s: reducing the batch axis is not supported (axis %r)" % (self.desc, axes_opt))
+        if not self.red_axes:
+            raise NetworkError("%s: axes %r match no axis of %s" % (self.desc, axes_opt, data.short_repr()))
+        self.keep_dims = bool(self.opt("keep_dims"))
+        self.kept: Dict[int, Dim] = {}
+        if self.keep_dims:
+            dims = list(data.dims)
+            for a in self.red_axes:
+                dims[a] = Dim(None if data.dims[a].is_dynamic() else 1, kind=data.dims[a].kind,
+                              description="%s:keep-%s" % (name, data.dims[a].description))
+                self.kept[a] = dims[a]
+            self.output = data.copy(name, dims=dims, time_dim_axis=data.time_dim_axis,
+                                    feature_dim_axis=data.feature_dim_axis)
+        else:
+            out = data.copy(name)
+            for a in reversed(self.red_axes):
+                out = out.copy_template_excluding_axis(a)
+            self.output = out
+
+    def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
+        x = concat_inputs(self, self.concat_data, self.plan, sources, ctx)
+        mask = None
+        for a in self.red_axes:
+            if x.data.dims[a].is_dynamic():
+                m = x.broadcast_mask(a)
+                mask = m if mask is None else tf.logical_and(mask, m)
+        y = self._reduce(x.tensor, mask)
+        sizes = {}
+        for a, dim in self.kept.items():
+            if dim.is_dynamic():
+                sizes[dim] = tf.ones_like(x.size(a))
+        return self.make_output(y, sources, sizes)
+
+    def _reduce(self, x: tf.Tensor, mask) -> tf.Tensor:
+        axes, keep = self.red_axes, self.keep_dims
+        if mask is None:
+            fn = {"sum": tf.reduce_sum, "mean": tf.reduce_mean, "avg": tf.reduce_mean,
+                  "max": tf.reduce_max, "min": tf.reduce_min}[self.mode]
+            return fn(x, axis=axes, keepdims=keep)
+        count = tf.reduce_sum(tf.where(mask, tf.ones_like(x), 0.0), axis=axes, keepdims=keep)
+        if self.mode == "sum":
+            return tf.reduce_sum(tf.where(mask, x, 0.0), axis=axes, keepdims=keep)
+        if self.mode in ("mean", "avg"):
+            return tf.reduce_sum(tf.where(mask, x, 0.0), axis=axes, keepdims=keep) / tf.maximum(count, 1.0)
+        fill = float("-inf") if self.mode == "max" else float("inf")
+        fn = tf.reduce_max if self.mode == "max" else tf.reduce_min
+        return tf.where(count > 0, fn(tf.where(mask, x, fill), axis=axes, keepdims=keep), 0.0)

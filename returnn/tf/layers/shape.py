@@ -1,0 +1,372 @@
+"""Layers that change the shape but not the values: split_dims, merge_dims, expand_dims,
+squeeze, cast, reinterpret_data (RETURNN semantics; axes by RETURNN's descriptions).
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from returnn.errors import NetworkError
+from returnn.tensor import Data, Dim, DimTypes
+from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
+from returnn.tf.layers.helpers import check_sources, concat_inputs, concat_output
+from returnn.tf.layers.options import Option, positive_int
+
+
+class _ShapeLayer(Layer):
+    """One (feature-concatenated) input; ``self.input`` is its template."""
+
+    def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
+        super().__init__(name, opts, sources, seed)
+        check_sources(self, sources)
+        self.input, self.plan = concat_output(self, sources)
+
+    def inputs(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
+        return concat_inputs(self, self.input, self.plan, sources, ctx)
+
+
+@register_layer
+class SplitDimsLayer(_ShapeLayer):
+    """Splits ``axis`` into ``dims`` (ints, one may be -1; or Dims). A dynamic axis is padded
+    with ``pad_value`` to a multiple of the static part; the remaining dynamic dim gets sizes
+    ``ceil(L / prod(static))``. The time/feature axis moves to the remaining / last new dim."""
+
+    layer_class = "split_dims"
+    options = (
+        Option("axis", None, "axis description of the axis to split, e.g. 'F' or 'T'"),
+        Option("dims", None, "new sizes (one may be -1) or Dim objects"),
+        Option("pad_to_multiples", None, "pad a dynamic axis to a multiple (default: iff dynamic)"),
+        Option("pad_value", 0, "value of padded positions"),
+    )
+
+    def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
+        super().__init__(name, opts, sources, seed)
+        data = self.input
+        self.ax = self.axis(data, self.opt("axis"), "axis")
+        old = data.dims[self.ax]
+        if old.is_batch_dim():
+            raise NetworkError("%s: splitting the batch axis is not supported" % self.desc)
+        dims = self.opt("dims")
+        if not isinstance(dims, (list, tuple)) or not dims:
+            raise NetworkError("%s: 'dims' must be a non-empty list, got %r" % (self.desc, dims))
+        given = [d for d in dims if isinstance(d, Dim)]
+        sizes = [(-1 if d.dimension is None else d.dimension) if isinstance(d, Dim) else d for d in dims]
+        if any(isinstance(s, bool) or not isinstance(s, int) or (s < 1 and s != -1) for s in sizes) \
+                or sizes.count(-1) > 1 or (given and len(given) != len(dims)):
+            raise NetworkError("%s: 'dims' must be ints >= 1 with at most one -1 (or all Dims), got %r"
+                               % (self.desc, dims))
+        static = int(np.prod([s for s in sizes if s != -1]))
+        self.rem = sizes.index(-1) if -1 in sizes else None
+        pad = self.opt("pad_to_multiples")
+        self.pad = old.is_dynamic() if pad is None else bool(pad)
+        if old.is_static():
+            total = old.dimension + ((-old.dimension) % static if self.pad else 0)
+            if self.rem is None and static != old.dimension or total % static:
+                raise NetworkError("%s: cannot split axis of size %i into %r" % (self.desc, old.dimension, dims))
+            if self.rem is not None:
+                sizes[self.rem] = total // static
+        elif self.rem is None:
+            raise NetworkError("%s: dynamic axis %r needs a -1 (or dynamic Dim) in 'dims'" % (self.desc, self.opt("axis")))
+        kind = old.kind if old.kind != DimTypes.Unspecified else DimTypes.Spatial
+        if given:
+            new = list(given)
+        else:
+            new = [Dim(None if s == -1 else s, kind=kind, description="%s_split_dims%i" % (name, i))
+                   for i, s in enumerate(sizes)]
+            if self.rem is not None and static == 1:
+                new[self.rem] = old  # nothing split off: keep the dim and its sizes
+        self.new = new
+        self.static = static
+        self.out_dims = list(data.dims[:self.ax]) + new + list(data.dims[self.ax + 1:])
+        out = data.copy(name, dims=self.out_dims)
+        special = {}
+        if data.time_dim_axis == self.ax:
+            special["time_dim_axis"] = self.ax + (self.rem if self.rem is not None else 0)
+        elif data.time_dim_axis is not None:
+            special["time_dim_axis"] = data.time_dim_axis + (len(new) - 1 if data.time_dim_axis > self.ax else 0)
+        if data.feature_dim_axis == self.ax:
+            feats = [i for i, d in enumerate(new) if d.kind == DimTypes.Feature] or list(range(len(new)))
+            special["feature_dim_axis"] = self.ax + feats[-1]
+        elif data.feature_dim_axis is not None:
+            special["feature_dim_axis"] = data.feature_dim_axis + (len(new) - 1 if data.feature_dim_axis > self.ax else 0)
+        self.output = out.copy(**{k: v for k, v in special.items() if v != getattr(out, k)})
+
+    def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
+        x = self.inputs(sources, ctx)
+        tensor = x.tensor
+        old = self.input.dims[self.ax]
+        sizes = {}
+        if self.pad:
+            length = tf.shape(tensor)[self.ax]
+            pads = [[0, 0]] * self.input.batch_ndim
+            pads[self.ax] = [0, (-length) % self.static]
+            tensor = tf.pad(tensor, pads, constant_values=tf.cast(self.opt("pad_value"), tensor.dtype))
+        shape = tf.shape(tensor)
+        new_shape = [d.dimension if d.dimension is not None else -1 for d in self.new]
+        tensor = tf.reshape(tensor, tf.concat([shape[:self.ax], new_shape, shape[self.ax + 1:]], 0))
+        if self.rem is not None and self.new[self.rem].is_dynamic() and self.new[self.rem] is not old:
+            sizes[self.new[self.rem]] = -(-x.sizes[old] // self.static)
+        return self.make_output(tensor, sources, sizes)
+
+
+@register_layer
+class MergeDimsLayer(_ShapeLayer):
+    """Merges ``axes`` into one (row-major in the merged order). The result sits where the
+    feature axis was if it is merged (and is then the feature axis), else at the first merged
+    axis. A merged dynamic axis gets sizes ``prod`` of the merged sizes (real positions come
+    first when the dynamic axis is the first merged one)."""
+
+    layer_class = "merge_dims"
+    options = (
+        Option("axes", None, "axis descriptions to merge, e.g. 'except_time', ['s:0', 'F']"),
+        Option("keep_order", False, "merge in the order given in 'axes' (else in the input's axis order)"),
+    )
+
+    def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
+        super().__init__(name, opts, sources, seed)
+        data = self.input
+        axes_opt = self.opt("axes")
+        if self.opt("keep_order"):
+            if not isinstance(axes_opt, (list, tuple)):
+                raise NetworkError("%s: keep_order needs 'axes' as a list" % self.desc)
+            axes = [a for item in axes_opt for a in self.axes(data, item, "axes")]
+        else:
+            axes = sorted(self.axes(data, axes_opt, "axes"))
+        if data.batch_dim_axis in axes:
+            raise NetworkError("%s: merging the batch axis is not supported" % self.desc)
+        self.merge = axes
+        if len(axes) <= 1:
+            self.output = data.copy(name)
+            self.target = None
+            return
+        merged = [data.dims[a] for a in axes]
+        is_feat = data.feature_dim_axis in axes
+        size = None if any(d.is_dynamic() for d in merged) else int(np.prod([d.dimension for d in merged]))
+        self.new = Dim(size, kind=DimTypes.Feature if is_feat else DimTypes.Spatial,
+                       description="%s_merge_dims" % name)
+        self.target = data.feature_dim_axis - sum(a < data.feature_dim_axis for a in axes) if is_feat else min(axes)
+        rest = [i for i in range(data.batch_ndim) if i not in axes]
+        self.perm = rest[:self.target] + axes + rest[self.target:]
+        dims = [data.dims[i] for i in rest]
+        dims.insert(self.target, self.new)
+        self.output = data.copy(name, dims=dims)
+        if is_feat and self.output.feature_dim_axis != self.target:
+            self.output = self.output.copy(feature_dim_axis=self.target)
+
+    def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
+        x = self.inputs(sources, ctx)
+        if self.target is None:
+            return self.make_output(x.tensor, sources)
+        tensor = tf.transpose(x.tensor, self.perm)
+        shape = tf.shape(tensor)
+        n = len(self.merge)
+        tensor = tf.reshape(tensor, tf.concat([shape[:self.target], [-1], shape[self.target + n:]], 0))
+        sizes = {}
+        if self.new.is_dynamic():
+            size = None
+            for a in self.merge:
+                d = self.input.dims[a]
+                part = x.sizes[d] if d.is_dynamic() else tf.constant(d.dimension, tf.int32)
+                size = part if size is None else size * part
+            sizes[self.new] = size
+        return self.make_output(tensor, sources, sizes)
+
+
+@register_layer
+class ExpandDimsLayer(_ShapeLayer):
+    """Adds an axis of size ``dim``: ``axis`` "F" adds a feature axis after the feature axis,
+    "T"/"spatial" a spatial axis before the feature axis (it becomes the time axis if there is
+    none), an int inserts at that position (counted with batch)."""
+
+    layer_class = "expand_dims"
+    options = (
+        Option("axis", None, "'F', 'T', 'spatial' or an int position"),
+        Option("dim", 1, "size of the new axis (int or Dim)"),
+    )
+
+    def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
+        super().__init__(name, opts, sources, seed)
+        data = self.input
+        axis, dim = self.opt("axis"), self.opt("dim")
+        key = axis.lower() if isinstance(axis, str) else axis
+        if key in ("f", "feature"):
+            pos = data.batch_ndim if data.feature_dim_axis is None else data.feature_dim_axis + 1
+        elif key in ("t", "time", "spatial"):
+            pos = data.batch_ndim if data.sparse or data.feature_dim_axis is None else data.batch_ndim - 1
+        elif isinstance(key, int) and not isinstance(key, bool) and -data.batch_ndim - 1 <= key <= data.batch_ndim:
+            pos = key % (data.batch_ndim + 1)
+        else:
+            raise NetworkError("%s: 'axis' must be 'F', 'T', 'spatial' or an int position, got %r" % (self.desc, axis))
+        if isinstance(dim, Dim):
+            new = dim
+        else:
+            kind = DimTypes.Feature if key in ("f", "feature") else DimTypes.Spatial
+            new = Dim(positive_int(self.desc, "dim", dim), kind=kind, description="%s_expand_dims" % name)
+        self.new, self.pos = new, pos
+        out = data.copy_add_dim_by_tag(new, pos).copy(name)
+        if new.is_feature_dim() and not out.sparse:
+            out = out.copy_with_feature_dim_axis(pos)
+        if key in ("t", "time", "spatial") and out.time_dim_axis is None and pos not in (
+                out.batch_dim_axis, out.feature_dim_axis):
+            out = out.copy(time_dim_axis=pos)
+        self.output = out
+        if new.is_dynamic():
+            raise NetworkError("%s: 'dim' must be static" % self.desc)
+
+    def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
+        x = self.inputs(sources, ctx)
+        tensor = tf.expand_dims(x.tensor, self.pos)
+        if self.new.dimension != 1:
+            reps = [1] * self.output.batch_ndim
+            reps[self.pos] = self.new.dimension
+            tensor = tf.tile(tensor, reps)
+        return self.make_output(tensor, sources)
+
+
+@register_layer
+class SqueezeLayer(_ShapeLayer):
+    """Removes the axes of ``axis`` (descriptions) that have static size 1."""
+
+    layer_class = "squeeze"
+    options = (
+        Option("axis", None, "axis description(s) of size-1 axes to remove"),
+        Option("allow_no_op", False, "no error when no axis matches"),
+        Option("enforce_batch_dim_axis", None, "accepted for RETURNN compatibility"),
+    )
+
+    def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
+        super().__init__(name, opts, sources, seed)
+        data = self.input
+        axes = sorted(self.axes(data, self.opt("axis"), "axis"))
+        axes = [a for a in axes if data.dims[a].dimension == 1]
+        if not axes and not self.opt("allow_no_op"):
+            raise NetworkError("%s: no axis of size 1 matches %r in %s" % (self.desc, self.opt("axis"),
+                                                                         data.short_repr()))
+        if data.batch_dim_axis in axes:
+            raise NetworkError("%s: cannot squeeze the batch axis" % self.desc)
+        self.squeeze_axes = axes
+        out = data.copy(name)
+        for a in reversed(axes):
+            out = out.copy_template_excluding_axis(a)
+        self.output = out
+
+    def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
+        x = self.inputs(sources, ctx)
+        tensor = tf.squeeze(x.tensor, self.squeeze_axes) if self.squeeze_axes else x.tensor
+        return self.make_output(tensor, sources)
+
+
+@register_layer
+class CastLayer(_ShapeLayer):
+    """Casts to ``dtype``; casting to float makes sparse data dense values without feature axis
+    (as in RETURNN)."""
+
+    layer_class = "cast"
+    options = (Option("dtype", None, "target dtype, e.g. 'float32', 'int32'"),)
+
+    def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
+        super().__init__(name, opts, sources, seed)
+        dtype = self.opt("dtype")
+        try:
+            self.dtype = tf.as_dtype(dtype)
+        except TypeError:
+            raise NetworkError("%s: unknown dtype %r" % (self.desc, dtype)) from None
+        sparse_dim = self.input.sparse_dim if self.dtype.is_integer else None
+        self.output = self.input.copy(name, dtype=self.dtype.name, sparse_dim=sparse_dim)
+
+    def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
+        x = self.inputs(sources, ctx)
+        return self.make_output(tf.cast(x.tensor, self.dtype), sources)
+
+
+def _set_sparse_dim(layer: Layer, data: Data, value: Any, increase: Any) -> Optional[Dim]:
+    dim = data.sparse_dim
+    if value is not None:
+        dim = value if isinstance(value, Dim) else Dim(positive_int(layer.desc, "set_sparse_dim", value),
+                                                       kind=DimTypes.Feature, description="%s:sparse" % layer.layer_name)
+    if increase:
+        if dim is None:
+            raise NetworkError("%s: increase_sparse_dim needs sparse data" % layer.desc)
+        dim = Dim(dim.dimension + int(increase), kind=DimTypes.Feature, description="%s:sparse" % layer.layer_name)
+    return dim
+
+
+@register_layer
+class ReinterpretDataLayer(_ShapeLayer):
+    """Same values, new description: ``set_axes`` ({"T"/"F": axis}), ``set_dim_tags`` ({axis:
+    Dim}; a dynamic axis keeps its sizes), ``set_sparse``, ``set_sparse_dim``,
+    ``increase_sparse_dim``, ``enforce_batch_major``/``enforce_time_major``, ``size_base`` (a layer
+    whose time axis, with its sizes, replaces ours)."""
+
+    layer_class = "reinterpret_data"
+    ref_options = ("size_base",)
+    options = (
+        Option("set_axes", None, "dict 'T'/'F' -> axis description (or None)"),
+        Option("set_dim_tags", None, "dict axis description -> Dim"),
+        Option("set_sparse", None, "True: the values are class indices; False: dense"),
+        Option("set_sparse_dim", None, "number of classes (int or Dim)"),
+        Option("increase_sparse_dim", 0, "add this to the number of classes"),
+        Option("enforce_batch_major", False, "transpose to batch-major"),
+        Option("enforce_time_major", False, "transpose to time-major"),
+        Option("size_base", None, "layer whose time axis (and sizes) replaces this one's"),
+        Option("switch_axes", None, "not supported; use set_axes"),
+    )
+
+    def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
+        self.has_base = isinstance(opts.get("size_base"), str)
+        self.base = sources[-1] if self.has_base else None
+        super().__init__(name, opts, sources[:-1] if self.has_base else sources, seed)
+        if self.opt("switch_axes") is not None:
+            raise NetworkError("%s: 'switch_axes' is not supported; use 'set_axes'" % self.desc)
+        data = self.input.copy(name)
+        self.perm = list(range(data.batch_ndim))
+        if self.opt("enforce_time_major") and data.time_dim_axis is not None:
+            self.perm = [data.time_dim_axis] + [a for a in self.perm if a != data.time_dim_axis]
+        if self.opt("enforce_batch_major") and data.batch_dim_axis is not None:
+            self.perm = [data.batch_dim_axis] + [a for a in self.perm if a != data.batch_dim_axis]
+        data = data.copy_transpose(self.perm)
+        self.renamed: Dict[Dim, Dim] = {}
+        for axis, dim in dict(self.opt("set_dim_tags") or {}).items():
+            if not isinstance(dim, Dim):
+                raise NetworkError("%s: set_dim_tags[%r] must be a Dim, got %r" % (self.desc, axis, dim))
+            a = self.axis(data, axis, "set_dim_tags")
+            self.renamed[dim] = data.dims[a]
+            data = data.copy_template_replace_dim_tag(a, dim)
+        if self.base is not None:
+            if self.base.time_dim is None or data.time_dim_axis is None:
+                raise NetworkError("%s: size_base and input both need a time axis" % self.desc)
+            self.renamed[self.base.time_dim] = data.time_dim
+            data = data.copy_template_replace_dim_tag(data.time_dim_axis, self.base.time_dim)
+        special = {}
+        for key, value in dict(self.opt("set_axes") or {}).items():
+            attr = {"t": "time_dim_axis", "time": "time_dim_axis", "f": "feature_dim_axis",
+                    "feature": "feature_dim_axis"}.get(str(key).lower())
+            if attr is None:
+                raise NetworkError("%s: set_axes keys must be 'T' or 'F', got %r" % (self.desc, key))
+            special[attr] = None if value is None else self.axis(data, value, "set_axes")
+        data = data.copy(**special)
+        sparse = self.opt("set_sparse")
+        sparse_dim = _set_sparse_dim(self, data, self.opt("set_sparse_dim"), self.opt("increase_sparse_dim"))
+        if sparse is False:
+            sparse_dim = None
+        elif sparse and sparse_dim is None:
+            if data.dim is None:
+                raise NetworkError("%s: set_sparse needs set_sparse_dim" % self.desc)
+            sparse_dim = Dim(data.dim, kind=DimTypes.Feature, description="%s:sparse" % name)
+        if sparse_dim is not data.sparse_dim:
+            data = data.copy(sparse_dim=sparse_dim, dtype=data.dtype if sparse_dim is None else "int32")
+        self.output = data
+
+    def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
+        own = sources[:-1] if self.has_base else sources
+        x = self.inputs(own, ctx)
+        tensor = tf.transpose(x.tensor, self.perm) if self.perm != sorted(self.perm) else x.tensor
+        sizes = dict(x.sizes)
+        for new, old in self.renamed.items():
+            if old in x.sizes:
+                sizes[new] = x.sizes[old]
+        if self.has_base:
+            sizes[self.base.time_dim] = sources[-1].sizes[self.base.time_dim]
+        return self.make_output(tensor, own, sizes)

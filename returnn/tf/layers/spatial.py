@@ -1,0 +1,187 @@
+"""Sliding windows over spatial axes, shared by ``conv`` and ``pool``.
+
+The input (sources concatenated on the feature axis; sparse inputs as one-hot) is laid out
+channel-last ``(B, s_1, ..., s_n, C)``; ``in_spatial_dims`` picks the axes (default: all spatial
+axes), ``input_add_feature_dim`` first appends a feature axis of size 1 (so the old feature axis
+becomes spatial, e.g. 2-D conv over time x frequency).
+
+Padding per axis, with ``k_eff = (k - 1) * dilation + 1``:
+
+- dynamic axis, ``same``: left ``(k_eff - 1) // 2``, rest right; strides subsample that stride-1
+  result, so output frame ``t'`` is centred on input frame ``t' * stride`` whatever the batch's
+  padded length; sizes ``ceil(L / s)``;
+- static axis, ``same``: TensorFlow's SAME padding (output ``ceil(L / s)``);
+- ``valid``: sizes ``max(0, (L - k_eff) // s + 1)``.
+
+Padded input positions are masked before the window op and output padded positions are 0.
+"""
+from __future__ import annotations
+
+from typing import Any, List, NamedTuple, Optional, Sequence, Tuple
+
+import tensorflow as tf
+
+from returnn.errors import NetworkError
+from returnn.tensor import Data, Dim, DimTypes
+from returnn.tf.layers.helpers import check_sources, concat_output, dense_value
+from returnn.tf.layers.output import LayerOutput
+
+PADDINGS = ("same", "valid")
+
+
+class AxisWindow(NamedTuple):
+    """Window of one spatial axis: size, stride, dilation, the input dim and the output dim."""
+
+    size: int
+    stride: int
+    dilation: int
+    in_dim: Dim
+    out_dim: Dim
+
+    @property
+    def k_eff(self) -> int:
+        return (self.size - 1) * self.dilation + 1
+
+
+def int_tuple(layer, key: str, value: Any, n: int, default: Optional[int] = None) -> Tuple[int, ...]:
+    """An int option given as ``k`` (all axes) or a list of ``n`` ints, each >= 1."""
+    if value is None:
+        if default is None:
+            raise NetworkError("%s: needs option %r" % (layer.desc, key))
+        value = default
+    items = list(value) if isinstance(value, (list, tuple)) else [value] * n
+    if len(items) != n or any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in items):
+        raise NetworkError("%s: option %r must be an int >= 1 or a list of %i such ints (one per spatial axis), "
+                           "got %r" % (layer.desc, key, n, value))
+    return tuple(items)
+
+
+def out_size(size, window: AxisWindow, padding: str):
+    """Output length for input length ``size`` (int or int tensor)."""
+    if padding == "same":
+        return (size + window.stride - 1) // window.stride
+    if isinstance(size, int):
+        return max(size - window.k_eff, -1) // window.stride + 1
+    return tf.maximum(size - window.k_eff, -1) // window.stride + 1
+
+
+def tf_same_pads(size: int, window: AxisWindow) -> Tuple[int, int]:
+    """TensorFlow's SAME padding of a static axis."""
+    total = max((out_size(size, window, "same") - 1) * window.stride + window.k_eff - size, 0)
+    return total // 2, total - total // 2
+
+
+class SpatialPlan:
+    """Input layout and per-axis windows of a conv/pool layer; built in the layer's ``__init__``."""
+
+    def __init__(self, layer, sources: Sequence[Data], sizes_opt: str, default_stride_is_size: bool):
+        check_sources(layer, sources)
+        self.layer = layer
+        self.concat_data, self.concat_plan = concat_output(layer, sources)
+        data = self.concat_data
+        if data.sparse:
+            data = data.copy_add_dim_by_tag(data.sparse_dim, -1).copy(sparse_dim=None, dtype="float32")
+        self.add_feature = bool(layer.opt("input_add_feature_dim"))
+        if self.add_feature:
+            feat = Dim(1, kind=DimTypes.Feature, description="%s:input-feature" % layer.layer_name)
+            data = data.copy_add_dim_by_tag(feat, -1).copy_with_feature_dim_axis(data.batch_ndim)
+        if data.feature_dim_axis is None or data.batch_dim_axis is None:
+            raise NetworkError("%s: input needs a batch and a feature axis, got %s" % (layer.desc, data.short_repr()))
+        self.data = data
+        in_spatial = layer.opt("in_spatial_dims")
+        if in_spatial is not None:
+            axes = [layer.axis(data, a, "in_spatial_dims") for a in in_spatial]
+        else:
+            axes = data.get_spatial_batch_axes()
+        raw = layer.opt(sizes_opt)
+        n = len(raw) if isinstance(raw, (list, tuple)) else len(axes)
+        if n != len(axes) or not axes:
+            raise NetworkError("%s: %r has %i entries but the input %s has %i spatial axes %s; set "
+                               "'in_spatial_dims' or 'input_add_feature_dim'" % (
+                                   layer.desc, sizes_opt, n, data.short_repr(), len(axes),
+                                   [data.dims[a].description for a in axes]))
+        others = [a for a in range(data.batch_ndim) if a not in axes + [data.batch_dim_axis, data.feature_dim_axis]]
+        if others:
+            raise NetworkError("%s: input axes %s are neither batch, feature nor in_spatial_dims" % (
+                layer.desc, [data.dims[a].description for a in others]))
+        self.spatial_axes = axes
+        self.perm = [data.batch_dim_axis] + axes + [data.feature_dim_axis]
+        sizes = int_tuple(layer, sizes_opt, raw, len(axes))
+        strides_opt = layer.opt("strides")
+        strides = sizes if strides_opt is None and default_stride_is_size else \
+            int_tuple(layer, "strides", strides_opt, len(axes), 1)
+        dilations = int_tuple(layer, "dilation_rate", layer.opt("dilation_rate"), len(axes), 1)
+        self.padding = str(layer.opt("padding")).lower()
+        if self.padding not in PADDINGS:
+            raise NetworkError("%s: padding must be 'same' or 'valid', got %r" % (layer.desc, layer.opt("padding")))
+        self.windows: List[AxisWindow] = []
+        for i, axis in enumerate(axes):
+            in_dim = data.dims[axis]
+            window = AxisWindow(sizes[i], strides[i], dilations[i], in_dim, in_dim)
+            if window.stride == 1 and (self.padding == "same" or window.k_eff == 1):
+                out = in_dim  # same positions: keep the dim (and its sizes)
+            elif in_dim.is_static():
+                size = out_size(in_dim.dimension, window, self.padding)
+                if size < 1:
+                    raise NetworkError("%s: static axis %r of size %i is smaller than the window %i" % (
+                        layer.desc, in_dim.description, in_dim.dimension, window.k_eff))
+                out = Dim(size, kind=DimTypes.Spatial, description="%s:%s" % (layer.layer_name, in_dim.description))
+            else:
+                out = Dim(None, kind=in_dim.kind or DimTypes.Spatial, derived_from=in_dim,
+                          description="%s:%s" % (layer.layer_name, in_dim.description))
+            self.windows.append(window._replace(out_dim=out))
+
+    def output_data(self, name: str, feature: Dim) -> Data:
+        """``(B, out spatial..., feature)``, or ``(B, feature, out spatial...)`` with
+        ``use_channel_first``."""
+        batch = self.data.dims[self.data.batch_dim_axis]
+        spatial = [w.out_dim for w in self.windows]
+        self.out_last = Data(name, dims=[batch] + spatial + [feature], feature_dim_axis=len(spatial) + 1)
+        if self.layer.opt("use_channel_first"):
+            return Data(name, dims=[batch, feature] + spatial, feature_dim_axis=1)
+        return self.out_last
+
+    def channel_last_input(self, x: LayerOutput, fill: float = 0.0) -> Tuple[tf.Tensor, tf.Tensor]:
+        """The input ``(B, s..., C)`` with padded positions ``fill``, padded for VALID windows, and
+        the float mask of real positions ``(B, s..., 1)`` padded the same way."""
+        x = dense_value(x)
+        mask = x.full_mask()
+        tensor = x.tensor if mask is None else tf.where(mask, x.tensor, tf.cast(fill, x.tensor.dtype))
+        mask_f = tf.ones_like(tensor[..., :1]) if mask is None else tf.cast(
+            tf.broadcast_to(mask, tf.shape(tensor)), tf.float32)
+        if self.add_feature:
+            tensor, mask_f = tensor[..., None], mask_f[..., None]
+        tensor, mask_f = tf.transpose(tensor, self.perm), tf.transpose(mask_f, self.perm)[..., :1]
+        pads = [[0, 0]] + [self._pads(w, tf.shape(tensor)[i + 1]) for i, w in enumerate(self.windows)] + [[0, 0]]
+        return tf.pad(tensor, pads, constant_values=fill), tf.pad(mask_f, pads)
+
+    def _pads(self, w: AxisWindow, length) -> List[Any]:
+        if w.in_dim.is_static() and self.padding == "same":
+            return list(tf_same_pads(w.in_dim.dimension, w))
+        if self.padding == "same":
+            return [(w.k_eff - 1) // 2, w.k_eff - 1 - (w.k_eff - 1) // 2]
+        return [0, tf.maximum(w.k_eff - length, 0)]
+
+    def out_sizes(self, x: LayerOutput) -> dict:
+        """Sizes of the new dynamic output dims."""
+        out = {}
+        for axis, w in zip(self.spatial_axes, self.windows):
+            if w.out_dim.is_dynamic() and w.out_dim is not w.in_dim:
+                out[w.out_dim] = out_size(x.sizes[w.in_dim], w, self.padding)
+        return out
+
+    def subsample(self, y: tf.Tensor, strided: bool) -> tf.Tensor:
+        """Applies the strides by slicing when the op ran with stride 1."""
+        if strided or all(w.stride == 1 for w in self.windows):
+            return y
+        return y[(slice(None),) + tuple(slice(None, None, w.stride) for w in self.windows)]
+
+    def finish(self, layer, y: tf.Tensor, sources: List[LayerOutput], x: LayerOutput) -> LayerOutput:
+        """``y`` (channel-last) as the layer output: padded positions 0, channel-first if asked."""
+        sizes = dict(x.sizes)
+        sizes.update(self.out_sizes(x))
+        y = LayerOutput(y, self.out_last, sizes).masked(0.0)
+        if layer.opt("use_channel_first"):
+            n = len(self.windows)
+            y = tf.transpose(y, [0, n + 1] + list(range(1, n + 1)))
+        return layer.make_output(y, sources, sizes)

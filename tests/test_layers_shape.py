@@ -1,0 +1,175 @@
+"""Shape layers (split_dims, merge_dims, expand_dims, squeeze, cast, reinterpret_data) and
+2-D conv/pool against numpy references, incl. sequence lengths and padded frames."""
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from returnn.errors import NetworkError
+from returnn.tensor import Data, FeatureDim, SpatialDim, batch_dim
+from returnn.tf.layers import LayerOutput, RunContext, get_layer_class
+
+LENS = np.array([7, 4, 1], np.int32)
+
+
+def make(cls, opts, sources, name="lay"):
+    return get_layer_class(cls, name)(name, dict(opts), list(sources), seed=5)
+
+
+def btf(dim=6, t=7, seed=0, lens=LENS):
+    """A (B, T, F) value with garbage in padded frames, and its template."""
+    time = SpatialDim("time")
+    data = Data("in", dims=[batch_dim, time, FeatureDim("feat", dim)])
+    x = np.random.RandomState(seed).randn(len(lens), t, dim).astype(np.float32)
+    for b, n in enumerate(lens):
+        x[b, n:] = 1e4
+    return data, LayerOutput(tf.constant(x), data, {time: tf.constant(lens)}), x
+
+
+def run(layer, values, train=False):
+    return layer(values, RunContext(train, tf.constant([1, 2], tf.int64)))
+
+
+def test_split_feature_axis():
+    data, val, x = btf(6)
+    layer = make("split_dims", {"axis": "F", "dims": (2, -1)}, [data])
+    out = run(layer, [val])
+    assert layer.output.batch_shape == (None, None, 2, 3) and layer.output.feature_dim_axis == 3
+    assert layer.output.time_dim == data.time_dim and out.seq_len is val.seq_len
+    np.testing.assert_array_equal(out.tensor.numpy(), x.reshape(3, 7, 2, 3))
+    assert layer.output.get_axes_from_description("spatial") == [1, 2]
+
+
+def test_split_time_axis_pads_and_sets_lengths():
+    data, val, x = btf(2)
+    layer = make("split_dims", {"axis": "T", "dims": (-1, 3)}, [data])
+    out = run(layer, [val])
+    new_time = layer.output.dims[1]
+    assert layer.output.time_dim_axis == 1 and new_time.is_dynamic() and new_time != data.time_dim
+    assert out.tensor.shape == (3, 3, 3, 2)
+    np.testing.assert_array_equal(out.seq_len.numpy(), [3, 2, 1])
+    padded = np.concatenate([x, np.zeros([3, 2, 2], np.float32)], 1)
+    np.testing.assert_array_equal(out.tensor.numpy(), padded.reshape(3, 3, 3, 2))
+    with pytest.raises(NetworkError, match="'lay'.*cannot split axis of size 6"):
+        make("split_dims", {"axis": "F", "dims": (4, -1)}, [btf(6)[0]])
+    with pytest.raises(NetworkError, match="'lay'.*'dims'"):
+        make("split_dims", {"axis": "F", "dims": (-1, -1)}, [data])
+
+
+def test_merge_dims_roundtrip_and_lengths():
+    data, val, x = btf(6)
+    split = make("split_dims", {"axis": "F", "dims": (2, 3)}, [data], name="split")
+    merge = make("merge_dims", {"axes": "except_time"}, [split.output], name="merge")
+    out = run(merge, [run(split, [val])])
+    assert merge.output.batch_shape == (None, None, 6) and merge.output.feature_dim_axis == 2
+    np.testing.assert_array_equal(out.tensor.numpy(), x)
+    # merging time and feature: (B, T*F) with sizes T*F, real frames first
+    mtf = make("merge_dims", {"axes": ["T", "F"]}, [data], name="mtf")
+    out = run(mtf, [val])
+    assert mtf.output.batch_ndim == 2 and mtf.output.dims[1].is_dynamic()
+    np.testing.assert_array_equal(out.seq_len.numpy(), LENS * 6)
+    for b, n in enumerate(LENS):
+        np.testing.assert_array_equal(out.tensor.numpy()[b, :n * 6], x[b, :n].reshape(-1))
+    with pytest.raises(NetworkError, match="'lay'.*batch"):
+        make("merge_dims", {"axes": ["B", "T"]}, [data])
+
+
+def test_expand_squeeze_cast():
+    data, val, x = btf(4)
+    exp = make("expand_dims", {"axis": "F"}, [data], name="exp")
+    out = run(exp, [val])
+    assert out.tensor.shape == (3, 7, 4, 1) and exp.output.feature_dim_axis == 3
+    exp_t = make("expand_dims", {"axis": "spatial", "dim": 2}, [data], name="exp_t")
+    out_t = run(exp_t, [val])
+    assert out_t.tensor.shape == (3, 7, 2, 4) and exp_t.output.feature_dim_axis == 3
+    np.testing.assert_array_equal(out_t.tensor.numpy()[:, :, 1], x)
+    sq = make("squeeze", {"axis": "F"}, [exp.output], name="sq")
+    np.testing.assert_array_equal(run(sq, [out]).tensor.numpy(), x)
+    assert sq.output.dims == data.dims
+    with pytest.raises(NetworkError, match="'lay'.*no axis of size 1"):
+        make("squeeze", {"axis": "T"}, [data])
+    cast = make("cast", {"dtype": "int32"}, [data], name="c")
+    np.testing.assert_array_equal(run(cast, [val]).tensor.numpy(), x.astype(np.int32))
+    assert cast.output.dtype == "int32" and not cast.output.sparse
+    with pytest.raises(NetworkError, match="'lay'.*dtype"):
+        make("cast", {"dtype": "float99"}, [data])
+
+
+def test_reinterpret_data_sparse_axes_and_size_base():
+    data, val, x = btf(4)
+    labels = Data("lab", dims=[batch_dim, SpatialDim("lab_time")], dtype="int32")
+    lab_val = LayerOutput(tf.constant(np.ones([3, 7], np.int32)), labels, {labels.time_dim: tf.constant(LENS)})
+    layer = make("reinterpret_data", {"set_sparse": True, "set_sparse_dim": 10}, [labels])
+    assert layer.output.sparse and layer.output.dim == 10
+    layer = make("reinterpret_data", {"increase_sparse_dim": 2, "size_base": "x"}, [layer.output, data])
+    assert layer.output.dim == 12 and layer.output.time_dim == data.time_dim
+    other = LayerOutput(lab_val.tensor, layer.sources[0], {layer.sources[0].time_dim: tf.constant([1, 1, 1])})
+    out = run(layer, [other, val])
+    assert out.seq_len is val.seq_len
+    feat_first = make("reinterpret_data", {"set_axes": {"F": "T", "T": "F"}}, [data])
+    assert feat_first.output.feature_dim_axis == 1 and feat_first.output.time_dim_axis == 2
+    new_t = SpatialDim("new")
+    tagged = make("reinterpret_data", {"set_dim_tags": {"T": new_t}}, [data])
+    assert run(tagged, [val]).size(new_t) is val.seq_len
+
+
+def np_conv2d_same(x, w, b):
+    """x (T, F, C), w (kt, kf, C, N): stride 1, zero padding (k-1)//2 left, rest right."""
+    kt, kf = w.shape[:2]
+    xp = np.pad(x, [((kt - 1) // 2, kt - 1 - (kt - 1) // 2), ((kf - 1) // 2, kf - 1 - (kf - 1) // 2), (0, 0)])
+    out = np.zeros(x.shape[:2] + (w.shape[3],), np.float32)
+    for t in range(x.shape[0]):
+        for f in range(x.shape[1]):
+            out[t, f] = np.einsum("ijc,ijcn->n", xp[t:t + kt, f:f + kf], w) + b
+    return out
+
+
+@pytest.mark.parametrize("channel_first", [False, True])
+def test_conv2d_over_time_and_frequency(channel_first):
+    data, val, x = btf(5)
+    opts = {"filter_size": (3, 2), "padding": "same", "n_out": 4, "input_add_feature_dim": True,
+            "use_channel_first": channel_first}
+    layer = make("conv", opts, [data])
+    out = run(layer, [val])
+    w, b = layer.W.numpy(), layer.bias.numpy()
+    assert w.shape == (3, 2, 1, 4)
+    y = out.tensor.numpy()
+    if channel_first:
+        assert layer.output.feature_dim_axis == 1 and y.shape == (3, 4, 7, 5)
+        y = np.transpose(y, [0, 2, 3, 1])
+    else:
+        assert layer.output.batch_shape == (None, None, 5, 4)
+    assert layer.output.time_dim == data.time_dim and out.seq_len is val.seq_len
+    for bi, n in enumerate(LENS):
+        ref = np_conv2d_same(x[bi, :n, :, None], w, b)
+        np.testing.assert_allclose(y[bi, :n], ref, atol=1e-4)
+        np.testing.assert_array_equal(y[bi, n:], 0.0)
+    merged = make("merge_dims", {"axes": "except_time"}, [layer.output], name="m")
+    merged_out = run(merged, [out])
+    assert merged_out.tensor.shape == ((3, 20, 7) if channel_first else (3, 7, 20))  # merged where F was
+    assert merged_out.data.dim == 20 and merged_out.data.time_dim == data.time_dim
+
+
+def test_conv2d_strided_valid_and_pool2d():
+    data, val, x = btf(6)
+    conv = make("conv", {"filter_size": (3, 3), "strides": (2, 2), "padding": "valid", "n_out": 2,
+                         "input_add_feature_dim": True}, [data], name="c")
+    out = run(conv, [val])
+    assert out.tensor.shape[2] == 2 and conv.output.dims[2].dimension == 2
+    np.testing.assert_array_equal(out.seq_len.numpy(), [3, 1, 0])
+    w, b = conv.W.numpy(), conv.bias.numpy()
+    for bi, n in enumerate(LENS):
+        full = np.array([[np.einsum("ijc,ijcn->n", x[bi, t:t + 3, f:f + 3, None], w) + b
+                          for f in range(0, 4, 2)] for t in range(0, max(n - 2, 0), 2)]).reshape(-1, 2, 2)
+        np.testing.assert_allclose(out.tensor.numpy()[bi, :len(full)], full, atol=1e-4)
+    pool = make("pool", {"mode": "max", "pool_size": (2, 2), "padding": "same", "input_add_feature_dim": True},
+                [data], name="p")
+    pout = run(pool, [val])
+    assert pout.tensor.shape == (3, 4, 3, 1)
+    np.testing.assert_array_equal(pout.seq_len.numpy(), [4, 2, 1])
+    for bi, n in enumerate(LENS):
+        real = x[bi, :n]
+        for t in range(-(-n // 2)):
+            for f in range(3):
+                np.testing.assert_allclose(pout.tensor.numpy()[bi, t, f, 0], real[2 * t:2 * t + 2, 2 * f:2 * f + 2].max())
+    with pytest.raises(NetworkError, match="'c'.*filter_size.*2 entries.*1 spatial"):
+        make("conv", {"filter_size": (3, 3), "n_out": 2}, [data], name="c")
