@@ -106,7 +106,7 @@ def extern_data_from_config(config: Config, dataset: Optional[Dataset] = None) -
         return {k: data_from_opts(k, v) for k, v in extern.items()}
     specs: Dict[str, Data] = {}
     num_outputs = config.typed_value("num_outputs")
-    sparse_input = bool(config.typed_value("sparse_input", False))
+    sparse_input = bool(config.typed_value("sparse_input"))
     if isinstance(num_outputs, dict):
         specs.update({k: _data_from_num(k, v, "num_outputs", sparse_input) for k, v in num_outputs.items()})
     elif num_outputs is not None:

@@ -26,6 +26,7 @@ _data("eval_datasets", "dict", None, "More datasets to score after each epoch: {
 _data("extern_data", "dict", None, "Data description: {key: {'dim': D, 'sparse': bool, 'shape': ...}}.")
 _data("num_inputs", "int", None, "Feature dimension of 'data' (old style; extern_data replaces it).")
 _data("num_outputs", "int|dict", None, "Target dimensions: int (for 'classes') or {key: [dim, ndim]} (old style).")
+_data("sparse_input", "bool", False, "With num_inputs: 'data' holds class indices (old style).")
 _data("cache_size", "int|str", None, "Default cache_size of HDF datasets: 0 reads on demand, -1 loads all, else bytes.")
 _data("batching", "str", None, "Default seq_ordering of the train dataset (RETURNN's global key).")
 
