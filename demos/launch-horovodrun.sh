@@ -9,7 +9,7 @@
 # a password and have the same Python environment at the same path (set PYTHON to it).
 # horovodrun adds --allow-run-as-root and the Open MPI flags (-bind-to none -map-by slot, ...) itself.
 #
-# Environment overrides: PYTHON (default python3), RNN (path of rnn.py), NP, HOSTS, HOSTFILE,
+# Environment overrides: PYTHON (default: the .venv next to rnn.py, else python3), RNN (path of rnn.py), NP, HOSTS, HOSTFILE,
 # HOROVODRUN (default horovodrun), HOROVODRUN_ARGS (more horovodrun arguments, e.g. "--verbose"
 # or "--timeline-filename /tmp/tl.json"), DRY_RUN=1 (same as --dry-run).
 set -euo pipefail
@@ -22,6 +22,7 @@ NP="${NP:-}"
 HOSTS="${HOSTS:-}"
 HOSTFILE="${HOSTFILE:-}"
 DRY_RUN="${DRY_RUN:-0}"
+ARGS=()  # config files and ++key value pairs; options may come anywhere
 while [ $# -gt 0 ]; do
   case "$1" in
     -n | -np | --np) [ $# -ge 2 ] || die "$1 needs a value"; NP="$2"; shift 2 ;;
@@ -32,11 +33,14 @@ while [ $# -gt 0 ]; do
     --hostfile=*) HOSTFILE="${1#*=}"; shift ;;
     --dry-run) DRY_RUN=1; shift ;;
     -h | --help) usage; exit 0 ;;
-    --) shift; break ;;
+    ++*=*) ARGS+=("$1"); shift ;;
+    ++*) [ $# -ge 2 ] || die "$1 needs a value"; ARGS+=("$1" "$2"); shift 2 ;;
+    --) shift; ARGS+=("$@"); break ;;
     -*) die "unknown option $1 (see --help)" ;;
-    *) break ;;
+    *) ARGS+=("$1"); shift ;;
   esac
 done
+set -- ${ARGS[@]+"${ARGS[@]}"}
 [ $# -ge 1 ] || { usage >&2; exit 2; }
 CONFIG="$1"
 shift
@@ -63,7 +67,9 @@ else
 fi
 # shellcheck disable=SC2206 # word splitting of HOROVODRUN_ARGS is intended
 [ -z "${HOROVODRUN_ARGS:-}" ] || cmd+=(${HOROVODRUN_ARGS})
-cmd+=("${PYTHON:-python3}" "$(find_rnn)" "$CONFIG" ++use_horovod 1 "$@")
+RNN_PY="$(find_rnn)"
+PY="$(find_python "$RNN_PY")"
+cmd+=("$PY" "$RNN_PY" "$CONFIG" ++use_horovod 1 "$@")
 
 if [ "$DRY_RUN" = 1 ]; then
   print_cmd "${cmd[@]}"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Data-parallel training with Horovod on one machine (or a given host list) via Open MPI's mpirun.
 #
-#   demos/launch-mpirun.sh [-n N] [-H host1:slots,host2:slots] [--dry-run] CONFIG [++key value ...]
+#   demos/launch-mpirun.sh [-n N] [-H host1:slots,host2:slots] [--dry-run] CONFIG [++key value ...]  (options anywhere)
 #
 # Runs (one rank per GPU, or per core on a CPU-only machine):
 #   mpirun -np N -bind-to none -map-by slot -x NCCL_DEBUG=INFO [-x LD_LIBRARY_PATH] -x PATH \
@@ -11,7 +11,7 @@
 # cores of this machine (and no host list is given). --dry-run prints the command instead of running it.
 #
 # Environment overrides:
-#   PYTHON        interpreter for the ranks (default python3; give the venv's absolute path for remote hosts)
+#   PYTHON        interpreter for the ranks (default: the .venv next to rnn.py, as an absolute path, else python3)
 #   RNN           path of rnn.py (default: ./rnn.py if present, else $RETURNN_ROOT/rnn.py, else next to demos/)
 #   NP            number of ranks when -n is not given (default: number of GPUs, else number of cores)
 #   HOSTS         host list for -H
@@ -36,6 +36,7 @@ default_np() {
 NP="${NP:-}"
 HOSTS="${HOSTS:-}"
 DRY_RUN="${DRY_RUN:-0}"
+ARGS=()  # config files and ++key value pairs; options may come anywhere
 while [ $# -gt 0 ]; do
   case "$1" in
     -n | -np | --np) [ $# -ge 2 ] || die "$1 needs a value"; NP="$2"; shift 2 ;;
@@ -44,11 +45,14 @@ while [ $# -gt 0 ]; do
     --hosts=*) HOSTS="${1#*=}"; shift ;;
     --dry-run) DRY_RUN=1; shift ;;
     -h | --help) usage; exit 0 ;;
-    --) shift; break ;;
+    ++*=*) ARGS+=("$1"); shift ;;
+    ++*) [ $# -ge 2 ] || die "$1 needs a value"; ARGS+=("$1" "$2"); shift 2 ;;
+    --) shift; ARGS+=("$@"); break ;;
     -*) die "unknown option $1 (see --help)" ;;
-    *) break ;;
+    *) ARGS+=("$1"); shift ;;
   esac
 done
+set -- ${ARGS[@]+"${ARGS[@]}"}
 [ $# -ge 1 ] || { usage >&2; exit 2; }
 CONFIG="$1"
 shift
@@ -67,7 +71,9 @@ cmd+=(-mca pml ob1 -mca btl "${MPI_BTL:-^openib}")
 if [ -z "$HOSTS" ] && [ "$NP" -gt "$(cores)" ]; then cmd+=(--oversubscribe); fi
 # shellcheck disable=SC2206 # word splitting of MPIRUN_ARGS is intended
 [ -z "${MPIRUN_ARGS:-}" ] || cmd+=(${MPIRUN_ARGS})
-cmd+=("${PYTHON:-python3}" "$(find_rnn)" "$CONFIG" ++use_horovod 1 "$@")
+RNN_PY="$(find_rnn)"
+PY="$(find_python "$RNN_PY")"
+cmd+=("$PY" "$RNN_PY" "$CONFIG" ++use_horovod 1 "$@")
 
 if [ "$DRY_RUN" = 1 ]; then
   print_cmd "${cmd[@]}"

@@ -216,6 +216,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     flags = [a for a in split_cmd_args(argv)[0] if a.startswith("-")]
     if flags:
         return _fail(_unknown_option_message(flags[0]), 2, None)
+    from returnn.util.environment import ensure_packages
+    ensure_packages(("tensorflow", "numpy", "h5py"), "rnn.py")
     config: Optional[Config] = None
     early_stop = EarlyStop()
     try:

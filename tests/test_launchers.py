@@ -16,6 +16,9 @@ AS_ROOT = ["--allow-run-as-root"] if os.geteuid() == 0 else []
 CORES = len(os.sched_getaffinity(0))
 HOROVOD_EXPORTS = ["-bind-to", "none", "-map-by", "slot", "-x", "NCCL_DEBUG=INFO", "-x", "PATH"]
 MCA = ["-mca", "pml", "ob1", "-mca", "btl", "^openib"]
+# Without PYTHON the scripts use the repository's .venv (absolute path), else python3.
+_VENV_PY = os.path.join(ROOT, ".venv", "bin", "python")
+PY = _VENV_PY if os.path.exists(_VENV_PY) else "python3"
 
 
 def run_script(name: str, args: List[str], env: Optional[Dict[str, str]] = None,
@@ -56,7 +59,7 @@ def test_mpirun_exact_command():
     out = run_script("launch-mpirun.sh", ["--dry-run", "-n", "2", "demos/x.config", "++num_epochs", "3"]).stdout
     expected = ["mpirun -np 2 -bind-to none -map-by slot -x NCCL_DEBUG=INFO -x PATH -mca pml ob1 -mca btl ^openib"]
     expected += AS_ROOT + (["--oversubscribe"] if 2 > CORES else [])
-    expected += ["python3 rnn.py demos/x.config ++use_horovod 1 ++num_epochs 3\n"]
+    expected += [PY + " rnn.py demos/x.config ++use_horovod 1 ++num_epochs 3\n"]
     assert out == " ".join(expected)
 
 
@@ -74,7 +77,7 @@ def test_mpirun_oversubscribe_exports_and_quoting():
 def test_mpirun_np_env_hosts_and_single_rank():
     words = dry_run("launch-mpirun.sh", ["c.config"], {"NP": "1", "MPI_BTL": "tcp,self"})
     assert words == (["mpirun", "-np", "1"] + HOROVOD_EXPORTS + ["-mca", "pml", "ob1", "-mca", "btl", "tcp,self"]
-                     + AS_ROOT + ["python3", "rnn.py", "c.config", "++use_horovod", "1"])
+                     + AS_ROOT + [PY, "rnn.py", "c.config", "++use_horovod", "1"])
     words = dry_run("launch-mpirun.sh", ["-n", "64", "-H", "a:32,b:32", "c.config"])
     assert words[:5] == ["mpirun", "-np", "64", "-H", "a:32,b:32"]
     assert "--oversubscribe" not in words  # the host list says where the slots are
@@ -101,7 +104,7 @@ def test_sge_host_list_from_pe_hostfile(pe_hostfile):
     out = run_script("launch-sge.qsub", ["--dry-run", "demos/x.config", "++batch_size", "5000"], env).stdout
     expected = ["mpirun -np 8 -H nodeA:4,nodeB:4 -bind-to none -map-by slot -x NCCL_DEBUG=INFO -x PATH"
                 " -mca pml ob1 -mca btl ^openib"] + AS_ROOT
-    expected += ["python3 rnn.py demos/x.config ++use_horovod 1 ++batch_size 5000\n"]
+    expected += [PY + " rnn.py demos/x.config ++use_horovod 1 ++batch_size 5000\n"]
     assert out == " ".join(expected)
     # DRY_RUN=1 in the environment works like --dry-run (qsub passes no options to the script)
     env["DRY_RUN"] = "1"
@@ -116,6 +119,13 @@ def test_sge_hostfile_mode_merged_hosts_and_np(tmp_path):
     hostfile = str(tmp_path / "mpi-hosts.42")
     assert words[:5] == ["mpirun", "-np", "8", "-hostfile", hostfile]
     assert words[-5:] == ["py", "rnn.py", "c.config", "++use_horovod", "1"]
+    assert not os.path.exists(hostfile)  # a dry run writes nothing; it shows the content on stderr
+    proc = run_script("launch-sge.qsub", ["--hostfile", "--dry-run", "c.config"], env)
+    assert proc.stderr == "launch-sge: dry run: %s would hold:\nnodeA slots=4\nnodeB slots=4\n" % hostfile
+    fake_mpirun = tmp_path / "fake-mpirun"
+    fake_mpirun.write_text("#!/bin/sh\necho ran \"$@\"\n")
+    fake_mpirun.chmod(0o755)
+    run_script("launch-sge.qsub", ["--hostfile", "c.config"], dict(env, MPIRUN=str(fake_mpirun)))
     with open(hostfile) as f:
         assert f.read() == "nodeA slots=4\nnodeB slots=4\n"
     words = dry_run("launch-sge.qsub", ["-n", "6", "c.config"], env)
@@ -143,7 +153,7 @@ SLURM_ENV = {"SLURM_NTASKS": "4", "SLURM_JOB_NODELIST": "node[01-02]", "SLURM_NT
 def test_slurm_exact_command():
     out = run_script("launch-slurm.sbatch", ["--dry-run", "demos/x.config", "++num_epochs", "2"], SLURM_ENV).stdout
     assert out == ("srun --mpi=pmix --kill-on-bad-exit=1 --ntasks=4 --ntasks-per-node=2 '--nodelist=node[01-02]'"
-                   " python3 rnn.py demos/x.config ++use_horovod 1 ++num_epochs 2\n")
+                   " %s rnn.py demos/x.config ++use_horovod 1 ++num_epochs 2\n" % PY)
 
 
 def test_slurm_overrides_and_errors():
@@ -153,7 +163,7 @@ def test_slurm_overrides_and_errors():
                      "--nodelist=node[01-02]", "--cpu-bind=none", "/venv/bin/python", "rnn.py", "c.config",
                      "++use_horovod", "1", "++a", "b"]
     words = dry_run("launch-slurm.sbatch", ["-n", "3", "c.config"], {"SRUN_MPI": "none"})
-    assert words == ["srun", "--kill-on-bad-exit=1", "--ntasks=3", "python3", "rnn.py", "c.config",
+    assert words == ["srun", "--kill-on-bad-exit=1", "--ntasks=3", PY, "rnn.py", "c.config",
                      "++use_horovod", "1"]
     proc = run_script("launch-slurm.sbatch", ["--dry-run", "c.config"], check=False)
     assert proc.returncode == 2 and "SLURM_NTASKS" in proc.stderr
@@ -164,10 +174,10 @@ def test_slurm_overrides_and_errors():
 
 def test_horovodrun_commands():
     out = run_script("launch-horovodrun.sh", ["--dry-run", "-n", "2", "c.config", "++x", "1"]).stdout
-    assert out == "horovodrun -np 2 -H localhost:2 python3 rnn.py c.config ++use_horovod 1 ++x 1\n"
+    assert out == "horovodrun -np 2 -H localhost:2 %s rnn.py c.config ++use_horovod 1 ++x 1\n" % PY
     words = dry_run("launch-horovodrun.sh", ["-H", "server1:4,server2:4", "c.config"],
                     {"HOROVODRUN_ARGS": "--verbose"})
-    assert words == ["horovodrun", "-np", "8", "-H", "server1:4,server2:4", "--verbose", "python3", "rnn.py",
+    assert words == ["horovodrun", "-np", "8", "-H", "server1:4,server2:4", "--verbose", PY, "rnn.py",
                      "c.config", "++use_horovod", "1"]
     words = dry_run("launch-horovodrun.sh", ["-n", "3", "--hostfile", "hosts.txt", "c.config"])
     assert words[:5] == ["horovodrun", "-np", "3", "--hostfile", "hosts.txt"]

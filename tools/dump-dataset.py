@@ -14,9 +14,13 @@ import os
 import sys
 from typing import Dict, List, Optional, TextIO
 
-import numpy as np
-
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from returnn.util.environment import ensure_packages  # noqa: E402
+
+ensure_packages(("numpy", "h5py"), "tools/dump-dataset.py")
+
+import numpy as np  # noqa: E402
 
 from returnn.errors import ReturnnError  # noqa: E402
 

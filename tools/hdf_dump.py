@@ -16,6 +16,10 @@ from typing import List, Optional
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from returnn.util.environment import ensure_packages  # noqa: E402
+
+ensure_packages(("numpy", "h5py"), "tools/hdf_dump.py")
+
 from returnn.errors import ReturnnError  # noqa: E402
 
 

@@ -19,6 +19,10 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from returnn.util.environment import ensure_packages  # noqa: E402
+
+ensure_packages(("tensorflow", "numpy"), "tools/inspect-checkpoint.py")
+
 VALUE_SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
 SLOT_MARK = "/.OPTIMIZER_SLOT/"
 OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
