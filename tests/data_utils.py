@@ -46,3 +46,27 @@ def rebind(x: LayerOutput, data: Data) -> LayerOutput:
 def sig(data: Data):
     """(dim, sparse, has_time, ndim): what the old OutputSpec compared."""
     return data.dim, data.sparse, data.have_time_axis(), data.batch_ndim
+
+
+def make_layer(cls: str, opts: dict, sources, name: str = "lay", seed: int = 5):
+    """A layer of class ``cls`` built on the templates ``sources``."""
+    from returnn.tf.layers import get_layer_class
+    return get_layer_class(cls, name)(name, dict(opts), list(sources), seed=seed)
+
+
+def run_layer(layer, values, train: bool = False):
+    from returnn.tf.layers import RunContext
+    return layer(values, RunContext(train, tf.constant([1, 2], tf.int64)))
+
+
+def btf(dim: int, lens, t: Optional[int] = None, seed: int = 0, time: Optional[Dim] = None, garbage: float = 1e4):
+    """A (B, T, dim) template, a value of it whose padded frames hold ``garbage``, and the clean
+    numpy array."""
+    time = time or SpatialDim("time")
+    data = Data("in", dims=[batch_dim, time, FeatureDim("feat%i" % dim, dim)])
+    lens = np.asarray(lens, np.int32)
+    x = np.random.RandomState(seed).randn(len(lens), t or int(lens.max()), dim).astype(np.float32)
+    dirty = x.copy()
+    for b, n in enumerate(lens):
+        dirty[b, n:] = garbage
+    return data, LayerOutput(tf.constant(dirty), data, {time: tf.constant(lens)}), x

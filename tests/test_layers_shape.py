@@ -1,36 +1,23 @@
 """Shape layers (split_dims, merge_dims, expand_dims, squeeze, cast, reinterpret_data) and
 2-D conv/pool against numpy references, incl. sequence lengths and padded frames."""
+from functools import partial
+
 import numpy as np
 import pytest
 import tensorflow as tf
 
+from data_utils import btf as make_btf, make_layer as make, run_layer as run
 from returnn.errors import NetworkError
 from returnn.tensor import Data, FeatureDim, SpatialDim, batch_dim
 from returnn.tf.layers import LayerOutput, RunContext, get_layer_class
 
 LENS = np.array([7, 4, 1], np.int32)
-
-
-def make(cls, opts, sources, name="lay"):
-    return get_layer_class(cls, name)(name, dict(opts), list(sources), seed=5)
-
-
-def btf(dim=6, t=7, seed=0, lens=LENS):
-    """A (B, T, F) value with garbage in padded frames, and its template."""
-    time = SpatialDim("time")
-    data = Data("in", dims=[batch_dim, time, FeatureDim("feat", dim)])
-    x = np.random.RandomState(seed).randn(len(lens), t, dim).astype(np.float32)
-    for b, n in enumerate(lens):
-        x[b, n:] = 1e4
-    return data, LayerOutput(tf.constant(x), data, {time: tf.constant(lens)}), x
-
-
-def run(layer, values, train=False):
-    return layer(values, RunContext(train, tf.constant([1, 2], tf.int64)))
+btf = partial(make_btf, lens=LENS, t=7)
 
 
 def test_split_feature_axis():
-    data, val, x = btf(6)
+    data, val, _ = btf(6)
+    x = val.tensor.numpy()  # shape layers move values, padding included
     layer = make("split_dims", {"axis": "F", "dims": (2, -1)}, [data])
     out = run(layer, [val])
     assert layer.output.batch_shape == (None, None, 2, 3) and layer.output.feature_dim_axis == 3
@@ -40,7 +27,8 @@ def test_split_feature_axis():
 
 
 def test_split_time_axis_pads_and_sets_lengths():
-    data, val, x = btf(2)
+    data, val, _ = btf(2)
+    x = val.tensor.numpy()  # shape layers move values, padding included
     layer = make("split_dims", {"axis": "T", "dims": (-1, 3)}, [data])
     out = run(layer, [val])
     new_time = layer.output.dims[1]
@@ -56,7 +44,8 @@ def test_split_time_axis_pads_and_sets_lengths():
 
 
 def test_merge_dims_roundtrip_and_lengths():
-    data, val, x = btf(6)
+    data, val, _ = btf(6)
+    x = val.tensor.numpy()  # shape layers move values, padding included
     split = make("split_dims", {"axis": "F", "dims": (2, 3)}, [data], name="split")
     merge = make("merge_dims", {"axes": "except_time"}, [split.output], name="merge")
     out = run(merge, [run(split, [val])])
@@ -74,7 +63,8 @@ def test_merge_dims_roundtrip_and_lengths():
 
 
 def test_expand_squeeze_cast():
-    data, val, x = btf(4)
+    data, val, _ = btf(4)
+    x = val.tensor.numpy()  # shape layers move values, padding included
     exp = make("expand_dims", {"axis": "F"}, [data], name="exp")
     out = run(exp, [val])
     assert out.tensor.shape == (3, 7, 4, 1) and exp.output.feature_dim_axis == 3
@@ -95,7 +85,8 @@ def test_expand_squeeze_cast():
 
 
 def test_reinterpret_data_sparse_axes_and_size_base():
-    data, val, x = btf(4)
+    data, val, _ = btf(4)
+    x = val.tensor.numpy()  # shape layers move values, padding included
     labels = Data("lab", dims=[batch_dim, SpatialDim("lab_time")], dtype="int32")
     lab_val = LayerOutput(tf.constant(np.ones([3, 7], np.int32)), labels, {labels.time_dim: tf.constant(LENS)})
     layer = make("reinterpret_data", {"set_sparse": True, "set_sparse_dim": 10}, [labels])
@@ -125,7 +116,8 @@ def np_conv2d_same(x, w, b):
 
 @pytest.mark.parametrize("channel_first", [False, True])
 def test_conv2d_over_time_and_frequency(channel_first):
-    data, val, x = btf(5)
+    data, val, _ = btf(5)
+    x = val.tensor.numpy()  # shape layers move values, padding included
     opts = {"filter_size": (3, 2), "padding": "same", "n_out": 4, "input_add_feature_dim": True,
             "use_channel_first": channel_first}
     layer = make("conv", opts, [data])
@@ -150,7 +142,8 @@ def test_conv2d_over_time_and_frequency(channel_first):
 
 
 def test_conv2d_strided_valid_and_pool2d():
-    data, val, x = btf(6)
+    data, val, _ = btf(6)
+    x = val.tensor.numpy()  # shape layers move values, padding included
     conv = make("conv", {"filter_size": (3, 3), "strides": (2, 2), "padding": "valid", "n_out": 2,
                          "input_add_feature_dim": True}, [data], name="c")
     out = run(conv, [val])

@@ -32,12 +32,12 @@ def layer_sources(name: str, opts: Dict[str, Any]) -> List[str]:
     named in its reference options (e.g. ``size_base``; see ``Layer.ref_options``)."""
     if opts.get("class") == "source":
         return ["data:" + opts.get("data_key", "data")]
-    src = opts.get("from", ["data"])
+    cls = LAYER_CLASSES.get(opts.get("class"))
+    src = opts.get("from", list(getattr(cls, "default_from", ["data"])))
     if isinstance(src, str):
         src = [src]
     if not isinstance(src, (list, tuple)):
         raise NetworkError("layer %r: 'from' must be a name or a list of names, got %r" % (name, src))
-    cls = LAYER_CLASSES.get(opts.get("class"))
     refs = [opts[k] for k in getattr(cls, "ref_options", ()) if isinstance(opts.get(k), str)]
     return list(src) + refs
 

@@ -46,6 +46,7 @@ class Layer(tf.Module):
     # Options whose value names another layer: the network builds that layer first and appends its
     # template/value to ``sources`` (after the ``from`` sources, in this order, when given).
     ref_options: Tuple[str, ...] = ()
+    default_from: Tuple[str, ...] = ("data",)  # sources when the config gives no "from"
     options = (
         Option("class", None, "layer class name"),
         Option("from", "data", "input layer name(s); 'data:KEY' for a data key"),
@@ -174,7 +175,7 @@ LAYER_CLASSES: Dict[str, Type[Layer]] = {}
 def register_layer(cls: Type[Layer]) -> Type[Layer]:
     """Class decorator: makes ``cls`` available as ``{"class": cls.layer_class}`` (and under the
     names in ``cls.aliases``, e.g. ``hidden`` for ``linear``)."""
-    for name in (cls.layer_class,) + tuple(getattr(cls, "aliases", ())):
+    for name in (cls.layer_class,) + tuple(cls.__dict__.get("aliases", ())):  # own aliases, not inherited
         LAYER_CLASSES[name] = cls
     return cls
 

@@ -23,6 +23,7 @@ class LinearLayer(Layer):
     (row lookup in W); sources without some axis (e.g. time) broadcast over it."""
 
     layer_class = "linear"
+    aliases = ("hidden", "forward")  # old names
     options = (
         Option("activation", None, "activation after the linear map, e.g. 'relu', 'tanh|relu'"),
         Option("with_bias", True, "add a bias"),

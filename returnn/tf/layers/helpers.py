@@ -51,27 +51,28 @@ def dense_value(x: LayerOutput) -> LayerOutput:
     return x.with_tensor(tf.one_hot(x.masked(0), x.data.dim, dtype=tf.float32), data)
 
 
-def _match(common: List[Dim], used: set, dim: Dim, own: Sequence[Dim]) -> Optional[int]:
+def _match(common: List[Dim], used: set, dim: Dim, own: Sequence[Dim], strict: bool) -> Optional[int]:
     for i, c in enumerate(common):
         if i not in used and c == dim:
             return i
-    if any(dim == c for c in common):
+    if strict or any(dim == c for c in common):
         return None  # already placed for this source: a repeated dim gets its own axis
     candidates = [i for i, c in enumerate(common) if i not in used and c.kind == dim.kind
                   and c.dimension == dim.dimension and not c.is_batch_dim() and not any(c == d for d in own)]
     return candidates[0] if len(candidates) == 1 else None
 
 
-def common_dims(dims_lists: Sequence[Sequence[Dim]]) -> Tuple[List[Dim], List[List[int]]]:
+def common_dims(dims_lists: Sequence[Sequence[Dim]], strict: bool = False) -> Tuple[List[Dim], List[List[int]]]:
     """The union of several dim lists (first list's order first) and, per list, the position of
-    each of its dims in the union (see module docstring for how dims are matched)."""
+    each of its dims in the union (see module docstring for how dims are matched; ``strict``:
+    by dim equality only)."""
     common: List[Dim] = []
     maps: List[List[int]] = []
     for dims in dims_lists:
         used: set = set()
         positions = []
         for dim in dims:
-            pos = _match(common, used, dim, dims)
+            pos = _match(common, used, dim, dims, strict)
             if pos is None:
                 common.append(dim)
                 pos = len(common) - 1

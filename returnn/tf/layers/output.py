@@ -24,13 +24,12 @@ class LayerOutput:
         self.tensor = tensor
         self.data = data
         self.logits = logits
-        self.sizes: Dict[Dim, tf.Tensor] = {}
-        given = dict(sizes or {})
+        # All given sizes are kept (also of dims not in ``data``: e.g. time_unchunking needs the
+        # sizes of the time axis that time_chunking folded into the batch).
+        self.sizes: Dict[Dim, tf.Tensor] = dict(sizes or {})
         for dim in data.dims:
             if dim.is_dynamic() and dim not in self.sizes:
-                if dim not in given:
-                    raise ValueError("%s: no sizes given for dynamic dim %r" % (data.name, dim))
-                self.sizes[dim] = given[dim]
+                raise ValueError("%s: no sizes given for dynamic dim %r" % (data.name, dim))
 
     # ---- sizes and masks
     def _axis(self, axis: Union[int, Dim, str, None]) -> int:

@@ -1,0 +1,199 @@
+"""Layers whose values come from options or shapes, not from input values: constant, range,
+length, positional_encoding (RETURNN semantics)."""
+from __future__ import annotations
+
+import math
+from typing import Any, Dict, List, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from returnn.errors import NetworkError
+from returnn.tensor import Data, Dim, DimTypes
+from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
+from returnn.tf.layers.helpers import check_sources, new_feature_dim
+from returnn.tf.layers.options import Option, positive_int
+
+
+def _dtype(layer: Layer, value: Any, default: str) -> tf.DType:
+    try:
+        return tf.as_dtype(value or default)
+    except TypeError:
+        raise NetworkError("%s: unknown dtype %r" % (layer.desc, value)) from None
+
+
+@register_layer
+class ConstantLayer(Layer):
+    """A constant ``value`` (scalar or nested list), without batch axis; broadcasts in combine."""
+
+    layer_class = "constant"
+    default_from = ()
+    options = (
+        Option("value", 0.0, "the value: a number or a nested list"),
+        Option("dtype", None, "dtype (default: from the value)"),
+        Option("with_batch_dim", False, "not supported (the constant broadcasts over the batch instead)"),
+        Option("shape", None, "accepted when equal to the value's shape"),
+    )
+
+    def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
+        super().__init__(name, opts, sources, seed)
+        check_sources(self, sources, 0, 0)
+        if self.opt("with_batch_dim"):
+            raise NetworkError("%s: with_batch_dim is not supported; the constant broadcasts in combine" % self.desc)
+        value = np.asarray(self.opt("value"))
+        if value.dtype == object or value.dtype.kind not in "biuf":
+            raise NetworkError("%s: 'value' must be a number or a nested list of numbers" % self.desc)
+        default = "int32" if value.dtype.kind in "biu" else "float32"
+        self.dtype = _dtype(self, self.opt("dtype"), default)
+        shape = self.opt("shape")
+        if shape is not None and tuple(shape) != value.shape:
+            raise NetworkError("%s: shape %r does not match the value's shape %r" % (self.desc, shape, value.shape))
+        self.value = value.astype(self.dtype.as_numpy_dtype)
+        dims = [Dim(n, kind=DimTypes.Spatial, description="%s:c%i" % (name, i)) for i, n in enumerate(value.shape)]
+        self.output = Data(name, dims=dims, dtype=self.dtype.name)
+
+    def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
+        return self.make_output(tf.constant(self.value), sources)
+
+
+@register_layer
+class RangeLayer(Layer):
+    """``range(start, limit, delta)`` as a new static axis (no batch axis)."""
+
+    layer_class = "range"
+    default_from = ()
+    options = (
+        Option("limit", None, "end (exclusive)"),
+        Option("start", 0, "first value"),
+        Option("delta", 1, "step"),
+        Option("dtype", None, "dtype (default int32 for int arguments, else float32)"),
+        Option("sparse", False, "values are class indices with limit classes"),
+        Option("out_spatial_dim", None, "Dim of the new axis"),
+    )
+
+    def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
+        super().__init__(name, opts, sources, seed)
+        check_sources(self, sources, 0, 0)
+        start, limit, delta = self.opt("start"), self.opt("limit"), self.opt("delta")
+        if any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in (start, limit, delta)) or delta == 0:
+            raise NetworkError("%s: start, limit, delta must be numbers (delta != 0), got %r"
+                               % (self.desc, (start, limit, delta)))
+        all_int = all(isinstance(v, int) for v in (start, limit, delta))
+        self.dtype = _dtype(self, self.opt("dtype"), "int32" if all_int else "float32")
+        self.values = np.arange(start, limit, delta).astype(self.dtype.as_numpy_dtype)
+        dim = self.opt("out_spatial_dim")
+        if not isinstance(dim, Dim):
+            dim = Dim(len(self.values), kind=DimTypes.Spatial, description="%s:range" % name)
+        elif dim.dimension != len(self.values):
+            raise NetworkError("%s: out_spatial_dim has size %r, the range %i" % (self.desc, dim.dimension,
+                                                                                  len(self.values)))
+        sparse_dim = Dim(int(limit), kind=DimTypes.Feature, description="%s:classes" % name) \
+            if self.opt("sparse") else None
+        self.output = Data(name, dims=[dim], dtype=self.dtype.name, sparse_dim=sparse_dim)
+
+    def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
+        return self.make_output(tf.constant(self.values), sources)
+
+
+@register_layer
+class LengthLayer(Layer):
+    """The sizes of ``axis`` (default T) of the input: ``(B,)`` int32."""
+
+    layer_class = "length"
+    options = (
+        Option("axis", "T", "axis description"),
+        Option("dtype", "int32", "dtype of the lengths"),
+        Option("sparse", False, "values are class indices (with the axis' max length as classes)"),
+        Option("add_time_axis", False, "not supported"),
+    )
+
+    def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
+        super().__init__(name, opts, sources, seed)
+        check_sources(self, sources, 1, 1)
+        data = sources[0]
+        self.ax = self.axis(data, self.opt("axis"), "axis")
+        self.dim = data.dims[self.ax]
+        if self.opt("add_time_axis") or self.opt("sparse"):
+            raise NetworkError("%s: add_time_axis and sparse are not supported" % self.desc)
+        if data.batch_dim_axis is None:
+            raise NetworkError("%s: input needs a batch axis" % self.desc)
+        self.dtype = _dtype(self, self.opt("dtype"), "int32")
+        self.output = Data(name, dims=[data.dims[data.batch_dim_axis]], dtype=self.dtype.name, feature_dim_axis=None)
+
+    def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
+        x = sources[0]
+        if self.dim.is_dynamic():
+            sizes = x.sizes[self.dim]
+        elif self.dim.is_batch_dim():
+            sizes = tf.fill([tf.shape(x.tensor)[self.ax]], tf.shape(x.tensor)[self.ax])
+        else:
+            sizes = tf.fill([tf.shape(x.tensor)[x.data.batch_dim_axis]], self.dim.dimension)
+        return self.make_output(tf.cast(sizes, self.dtype), sources)
+
+
+def positional_encoding(positions: tf.Tensor, channels: int, min_timescale: float = 1.0,
+                        max_timescale: float = 1.0e4) -> tf.Tensor:
+    """Tensor2Tensor's sinusoids: ``positions.shape + [channels]``; the first half sin, the second
+    cos, over timescales from min to max in geometric steps (a zero channel pads an odd count)."""
+    num = channels // 2
+    increment = math.log(max_timescale / min_timescale) / max(num - 1, 1)
+    inv = min_timescale * tf.exp(tf.range(num, dtype=tf.float32) * -increment)
+    scaled = tf.cast(positions, tf.float32)[..., None] * inv
+    signal = tf.concat([tf.sin(scaled), tf.cos(scaled)], axis=-1)
+    if channels % 2:
+        signal = tf.pad(signal, [[0, 0]] * (len(signal.shape) - 1) + [[0, 1]])
+    return signal
+
+
+@register_layer
+class PositionalEncodingLayer(Layer):
+    """Sinusoidal encoding of the positions on the time axis: ``(B, T, n_out)``, or added to the
+    input with ``add_to_input``; ``constant`` >= 0 uses that position everywhere; ``offset`` (a
+    layer, (B,) or (B, T) ints) is added to the positions."""
+
+    layer_class = "positional_encoding"
+    ref_options = ("offset",)
+    options = (
+        Option("add_to_input", False, "output input + encoding"),
+        Option("constant", -1, "if >= 0: this position for all frames"),
+        Option("offset", None, "layer with position offsets, (B,) or (B, T)"),
+        Option("axis", "T", "the axis of the positions"),
+    )
+
+    def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
+        self.has_offset = isinstance(opts.get("offset"), str)
+        own = list(sources[:-1] if self.has_offset else sources)
+        super().__init__(name, opts, own, seed)
+        check_sources(self, own, 1, 1)
+        data = own[0]
+        self.ax = self.axis(data, self.opt("axis"), "axis")
+        if data.batch_dim_axis != 0 or self.ax != 1 or data.batch_ndim != 3 or data.feature_dim_axis != 2:
+            raise NetworkError("%s: input must be (batch, time, feature), got %s" % (self.desc, data.short_repr()))
+        if self.opt("add_to_input"):
+            self.check_n_out(data.dim)
+            self.channels = data.dim
+            self.output = data.copy(name)
+        else:
+            self.channels = self.require_n_out()
+            self.output = Data(name, dims=[data.dims[0], data.dims[1], new_feature_dim(name, self.channels)])
+        if self.has_offset:
+            offset = sources[-1]
+            if offset.dtype[:3] not in ("int", "uin") or offset.batch_ndim not in (1, 2) or offset.batch_dim_axis != 0:
+                raise NetworkError("%s: offset must be (B,) or (B, T) integers, got %s" % (self.desc,
+                                                                                       offset.short_repr()))
+        self.constant = int(self.opt("constant"))
+
+    def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
+        x = sources[0]
+        shape = tf.shape(x.tensor)
+        if self.constant >= 0:
+            positions = tf.fill(shape[:2], self.constant)
+        else:
+            positions = tf.broadcast_to(tf.range(shape[1])[None, :], shape[:2])
+        if self.has_offset:
+            offset = sources[-1].tensor
+            positions += tf.cast(offset if len(offset.shape) == 2 else offset[:, None], tf.int32)
+        signal = positional_encoding(positions, self.channels)
+        if self.opt("add_to_input"):
+            signal = signal + x.tensor
+        return self.make_output(signal, sources[:1])

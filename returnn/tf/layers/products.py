@@ -1,0 +1,128 @@
+"""Products of inputs: ``dot`` (contraction over named axes) and ``gating`` (GLU-style)."""
+from __future__ import annotations
+
+import string
+from typing import Any, Dict, List, Sequence
+
+import tensorflow as tf
+
+from returnn.errors import NetworkError
+from returnn.tensor import Data, Dim, DimTypes
+from returnn.tf.activations import get_activation
+from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
+from returnn.tf.layers.helpers import check_sources, common_dims, dropout_sources, new_feature_dim
+from returnn.tf.layers.options import Option
+
+
+def _axis_list(value: Any) -> List[Any]:
+    return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+@register_layer
+class DotLayer(Layer):
+    """``sum over red1/red2`` of ``a * b`` (two sources). The other axes of ``a`` and ``b`` are
+    matched by dim tags: shared ones (batch, time, ...) stay once, the rest (``var1`` of ``a``,
+    ``var2`` of ``b``) come after them in that order. Padded positions of reduced dynamic axes do
+    not count."""
+
+    layer_class = "dot"
+    options = (
+        Option("red1", -1, "axis description(s) of the first source to reduce"),
+        Option("red2", -2, "axis description(s) of the second source to reduce (paired with red1)"),
+        Option("var1", None, "accepted; the first source's own axes are those not shared or reduced"),
+        Option("var2", None, "accepted; the second source's own axes are those not shared or reduced"),
+        Option("add_var2_if_empty", True, "add a size-1 axis when the second source has no own axes"),
+        Option("debug", False, "accepted for RETURNN compatibility"),
+    )
+
+    def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
+        super().__init__(name, opts, sources, seed)
+        check_sources(self, sources, 2, 2)
+        a, b = sources
+        if a.sparse or b.sparse:
+            raise NetworkError("%s: sources must be dense" % self.desc)
+        self.red_a = [x for d in _axis_list(self.opt("red1")) for x in self.axes(a, d, "red1")]
+        self.red_b = [x for d in _axis_list(self.opt("red2")) for x in self.axes(b, d, "red2")]
+        if len(self.red_a) != len(self.red_b) or any(
+                a.dims[i].dimension != b.dims[j].dimension for i, j in zip(self.red_a, self.red_b)):
+            raise NetworkError("%s: red1 %s and red2 %s must pair axes of equal size" % (
+                self.desc, [a.dims[i].short_repr() for i in self.red_a], [b.dims[j].short_repr() for j in self.red_b]))
+        rest_a = [i for i in range(a.batch_ndim) if i not in self.red_a]
+        rest_b = [j for j in range(b.batch_ndim) if j not in self.red_b]
+        dims, (map_a, map_b) = common_dims([[a.dims[i] for i in rest_a], [b.dims[j] for j in rest_b]], strict=True)
+        shared = set(map_a) & set(map_b)
+        letters = iter(string.ascii_letters)
+        common = {pos: next(letters) for pos in range(len(dims))}
+        red = [next(letters) for _ in self.red_a]
+        sub_a, sub_b = [""] * a.batch_ndim, [""] * b.batch_ndim
+        for i, pos in zip(rest_a, map_a):
+            sub_a[i] = common[pos]
+        for j, pos in zip(rest_b, map_b):
+            sub_b[j] = common[pos]
+        for k, (i, j) in enumerate(zip(self.red_a, self.red_b)):
+            sub_a[i] = sub_b[j] = red[k]
+        order = [p for p in map_a if p in shared] + [p for p in map_a if p not in shared] + \
+            [p for p in map_b if p not in shared]
+        self.equation = "%s,%s->%s" % ("".join(sub_a), "".join(sub_b), "".join(common[p] for p in order))
+        out_dims = [dims[p] for p in order]
+        self.expand = not [p for p in map_b if p not in shared] and bool(self.opt("add_var2_if_empty"))
+        if self.expand:
+            out_dims.append(Dim(1, kind=DimTypes.Spatial, description="%s:dot-var2" % name))
+        self.output = Data(name, dims=out_dims, dtype=a.dtype)
+
+    def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
+        a, b = dropout_sources(self, sources, ctx)
+        ta, tb = a.tensor, b.tensor
+        for x, axes, which in ((a, self.red_a, 0), (b, self.red_b, 1)):
+            for axis in axes:
+                if x.data.dims[axis].is_dynamic():
+                    masked = tf.where(x.broadcast_mask(axis), ta if which == 0 else tb, 0.0)
+                    ta, tb = (masked, tb) if which == 0 else (ta, masked)
+        y = tf.einsum(self.equation, ta, tb)
+        if self.expand:
+            y = y[..., None]
+        return self.make_output(y, sources)
+
+
+@register_layer
+class GatingLayer(Layer):
+    """``activation(a) * gate_activation(b)``: with one source its feature axis is split in two
+    halves (a, b); with two sources a and b are the sources."""
+
+    layer_class = "gating"
+    options = (
+        Option("activation", "tanh", "activation of the first half"),
+        Option("gate_activation", "sigmoid", "activation of the gate (second half)"),
+        Option("out_dim", None, "Dim of the output feature axis"),
+    )
+
+    def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
+        super().__init__(name, opts, sources, seed)
+        check_sources(self, sources, 1, 2)
+        self.act = get_activation(self.opt("activation"), name)
+        self.gate = get_activation(self.opt("gate_activation"), name)
+        x = sources[0]
+        if any(s.sparse or s.feature_dim_axis is None for s in sources):
+            raise NetworkError("%s: sources must be dense with a feature axis" % self.desc)
+        if len(sources) == 2:
+            if sources[1].dim != x.dim:
+                raise NetworkError("%s: both sources need the same feature dim, got %s" % (
+                    self.desc, [s.dim for s in sources]))
+            dims, self.maps = common_dims([s.dims for s in sources])
+            self.output = Data(name, dims=dims, feature_dim_axis=self.maps[0][x.feature_dim_axis])
+        else:
+            if x.dim % 2:
+                raise NetworkError("%s: the feature dim %i must be even to split in two" % (self.desc, x.dim))
+            out = self.opt("out_dim") if isinstance(self.opt("out_dim"), Dim) else new_feature_dim(name, x.dim // 2)
+            self.output = x.copy_template_replace_dim_tag(x.feature_dim_axis, out).copy(name)
+        self.check_n_out(self.output.dim)
+
+    def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
+        from returnn.tf.layers.output import align_tensor
+        sources = dropout_sources(self, sources, ctx)
+        if len(sources) == 2:
+            n = self.output.batch_ndim
+            a, b = (align_tensor(s.tensor, m, n) for s, m in zip(sources, self.maps))
+        else:
+            a, b = tf.split(sources[0].tensor, 2, axis=sources[0].data.feature_dim_axis)
+        return self.make_output(self.act(a) * self.gate(b), sources)

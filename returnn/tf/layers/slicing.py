@@ -1,0 +1,309 @@
+"""Layers that cut, pad or window one axis: slice, pad, window, time_chunking, time_unchunking.
+
+Dynamic axes keep exact per-sequence sizes: a slice of a sequence shorter than the slice has the
+size of what is left (>= 0), padding on the right of a dynamic axis goes right after each
+sequence's end (RETURNN's ``handle_dynamic_dims``), windows see zeros beyond a sequence's end.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Sequence, Tuple
+
+import tensorflow as tf
+
+from returnn.errors import NetworkError
+from returnn.tensor import Data, Dim, DimTypes
+from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
+from returnn.tf.layers.options import Option, one_of, positive_int
+from returnn.tf.layers.shape import _ShapeLayer
+
+
+def _int(layer: Layer, key: str, value: Any, allow_none: bool = True) -> Any:
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise NetworkError("%s: %r must be an int, got %r" % (layer.desc, key, value))
+    return value
+
+
+@register_layer
+class SliceLayer(_ShapeLayer):
+    """``x[start:end:step]`` on ``axis`` (start >= 0, step >= 1, end may be negative)."""
+
+    layer_class = "slice"
+    options = (
+        Option("axis", None, "axis description, e.g. 'T' or 'F'"),
+        Option("slice_start", None, "first index (>= 0)"),
+        Option("slice_end", None, "end index (exclusive; negative: from the end)"),
+        Option("slice_step", None, "step (>= 1)"),
+        Option("out_dim", None, "Dim for the new axis"),
+    )
+
+    def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
+        super().__init__(name, opts, sources, seed)
+        data = self.input
+        self.ax = self.axis(data, self.opt("axis"), "axis")
+        self.start = _int(self, "slice_start", self.opt("slice_start")) or 0
+        self.end = _int(self, "slice_end", self.opt("slice_end"))
+        self.step = _int(self, "slice_step", self.opt("slice_step")) or 1
+        if self.start < 0 or self.step < 1:
+            raise NetworkError("%s: slice_start must be >= 0 and slice_step >= 1" % self.desc)
+        old = data.dims[self.ax]
+        if old.is_batch_dim():
+            raise NetworkError("%s: cannot slice the batch axis" % self.desc)
+        size = len(range(old.dimension)[self.start:self.end:self.step]) if old.is_static() else None
+        new = self.opt("out_dim")
+        if not isinstance(new, Dim):
+            new = Dim(size, kind=old.kind or DimTypes.Spatial, description="%s:slice" % name, derived_from=old)
+        elif new.dimension != size:
+            raise NetworkError("%s: out_dim %r does not have size %r" % (self.desc, new, size))
+        if self.start == 0 and self.end is None and self.step == 1:
+            new = old
+        self.new = new
+        self.output = data.copy_template_replace_dim_tag(self.ax, new).copy(name)
+
+    def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
+        x = self.inputs(sources, ctx)
+        index = [slice(None)] * self.input.batch_ndim
+        index[self.ax] = slice(self.start, self.end, self.step)
+        sizes = {}
+        if self.new.is_dynamic() and self.new is not self.input.dims[self.ax]:
+            length = x.sizes[self.input.dims[self.ax]]
+            end = length if self.end is None else (
+                tf.minimum(length, self.end) if self.end >= 0 else length + self.end)
+            sizes[self.new] = tf.maximum(end - self.start + self.step - 1, 0) // self.step
+        return self.make_output(x.tensor[tuple(index)], sources, sizes)
+
+
+@register_layer
+class PadLayer(_ShapeLayer):
+    """Pads ``axes`` by ``padding`` (int, (left, right), or one pair per axis) with ``value``
+    (``mode`` constant; reflect/symmetric on static axes only)."""
+
+    layer_class = "pad"
+    options = (
+        Option("axes", None, "axis description(s)"),
+        Option("padding", None, "int, (left, right), or a list of (left, right) per axis"),
+        Option("value", 0, "pad value (mode constant)"),
+        Option("mode", "constant", "constant, reflect or symmetric"),
+        Option("handle_dynamic_dims", True, "right padding of a dynamic axis goes after each sequence's end"),
+        Option("out_dims", None, "accepted for RETURNN compatibility"),
+    )
+
+    def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
+        super().__init__(name, opts, sources, seed)
+        data = self.input
+        self.pad_axes = self.axes(data, self.opt("axes"), "axes")
+        if not self.pad_axes:
+            raise NetworkError("%s: 'axes' %r match no axis" % (self.desc, self.opt("axes")))
+        padding = self.opt("padding")
+        if isinstance(padding, int) and not isinstance(padding, bool):
+            pairs = [(padding, padding)] * len(self.pad_axes)
+        elif isinstance(padding, (list, tuple)) and padding and isinstance(padding[0], (list, tuple)):
+            pairs = [tuple(p) for p in padding]
+        elif isinstance(padding, (list, tuple)) and len(padding) == 2:
+            pairs = [tuple(padding)] * len(self.pad_axes)
+        else:
+            pairs = []
+        if len(pairs) != len(self.pad_axes) or any(len(p) != 2 or any(
+                isinstance(v, bool) or not isinstance(v, int) or v < 0 for v in p) for p in pairs):
+            raise NetworkError("%s: 'padding' must be an int, (left, right) or one pair per axis, got %r"
+                               % (self.desc, padding))
+        self.pairs = pairs
+        self.mode = one_of(self.desc, "mode", str(self.opt("mode")).lower(), ("constant", "reflect", "symmetric"))
+        dims = list(data.dims)
+        self.new: Dict[int, Dim] = {}
+        for a, (left, right) in zip(self.pad_axes, pairs):
+            old = data.dims[a]
+            if old.is_batch_dim():
+                raise NetworkError("%s: cannot pad the batch axis" % self.desc)
+            if old.is_dynamic() and self.mode != "constant":
+                raise NetworkError("%s: mode %r on a dynamic axis is not supported" % (self.desc, self.mode))
+            if left or right:
+                dims[a] = Dim(None if old.is_dynamic() else old.dimension + left + right, kind=old.kind,
+                              description="%s:pad" % name, derived_from=old)
+                self.new[a] = dims[a]
+        self.output = data.copy(name, dims=dims, time_dim_axis=data.time_dim_axis,
+                                feature_dim_axis=data.feature_dim_axis)
+
+    def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
+        x = self.inputs(sources, ctx)
+        value = self.opt("value")
+        tensor = x.tensor
+        sizes = {}
+        for a, (left, right) in zip(self.pad_axes, self.pairs):
+            old = self.input.dims[a]
+            if old.is_dynamic() and self.opt("handle_dynamic_dims"):
+                tensor = tf.where(x.broadcast_mask(a), tensor, tf.cast(value, tensor.dtype))
+            if a in self.new and self.new[a].is_dynamic():
+                sizes[self.new[a]] = x.sizes[old] + left + right
+        paddings = [[0, 0]] * self.input.batch_ndim
+        for a, pair in zip(self.pad_axes, self.pairs):
+            paddings[a] = list(pair)
+        if self.mode == "constant":
+            tensor = tf.pad(tensor, paddings, constant_values=tf.cast(value, tensor.dtype))
+        else:
+            tensor = tf.pad(tensor, paddings, mode=self.mode.upper())
+        return self.make_output(tensor, sources, sizes)
+
+
+def _window_sides(size: int, left: Any, right: Any) -> Tuple[int, int]:
+    """RETURNN's defaults: right = size // 2, left = the rest."""
+    if right is None:
+        right = size - left - 1 if left is not None else size // 2
+    if left is None:
+        left = size - right - 1
+    return left, right
+
+
+@register_layer
+class WindowLayer(_ShapeLayer):
+    """Adds a window axis of ``window_size`` right after ``axis`` (default T): output frame t holds
+    input frames ``t - window_left .. t + window_right`` (zeros outside the sequence); ``valid``
+    keeps only full windows; ``stride`` keeps every n-th window."""
+
+    layer_class = "window"
+    options = (
+        Option("window_size", None, "window length"),
+        Option("window_dim", None, "Dim of the window axis (instead of window_size)"),
+        Option("window_left", None, "frames to the left (default: window_size - 1 - window_right)"),
+        Option("window_right", None, "frames to the right (default: window_size // 2)"),
+        Option("axis", "T", "axis to slide over"),
+        Option("padding", "same", "'same' or 'valid'"),
+        Option("stride", 1, "keep every n-th window"),
+        Option("out_spatial_dim", None, "accepted for RETURNN compatibility"),
+    )
+
+    def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
+        super().__init__(name, opts, sources, seed)
+        data = self.input
+        wdim = self.opt("window_dim")
+        size = wdim.dimension if isinstance(wdim, Dim) else positive_int(self.desc, "window_size", self.opt("window_size"))
+        self.size = size
+        self.stride = positive_int(self.desc, "stride", self.opt("stride"))
+        self.padding = one_of(self.desc, "padding", str(self.opt("padding")).lower(), ("same", "valid"))
+        self.left, self.right = 0, 0
+        if self.padding == "same":
+            self.left, self.right = _window_sides(size, self.opt("window_left"), self.opt("window_right"))
+            if self.left < 0 or self.right < 0 or self.left + self.right + 1 != size:
+                raise NetworkError("%s: window_left + window_right + 1 must equal window_size" % self.desc)
+        self.ax = self.axis(data, self.opt("axis"), "axis")
+        old = data.dims[self.ax]
+        self.window_dim = wdim if isinstance(wdim, Dim) else Dim(size, kind=DimTypes.Spatial, description="%s:window" % name)
+        if self.padding == "same" and self.stride == 1:
+            self.out_dim = old
+        else:
+            n = None
+            if old.is_static():
+                n = (old.dimension + self.stride - 1) // self.stride if self.padding == "same" else \
+                    max(old.dimension - size, -1) // self.stride + 1
+            self.out_dim = Dim(n, kind=old.kind or DimTypes.Spatial, description="%s:%s" % (name, old.description),
+                               derived_from=old)
+        dims = list(data.dims)
+        dims[self.ax] = self.out_dim
+        dims.insert(self.ax + 1, self.window_dim)
+        out = data.copy(name, dims=dims)
+        if data.time_dim_axis is not None:
+            out = out.copy(time_dim_axis=data.time_dim_axis + (data.time_dim_axis > self.ax))
+        if data.feature_dim_axis is not None:
+            out = out.copy(feature_dim_axis=data.feature_dim_axis + (data.feature_dim_axis > self.ax))
+        self.output = out
+
+    def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
+        x = self.inputs(sources, ctx)
+        tensor = x.masked(0)
+        pads = [[0, 0]] * self.input.batch_ndim
+        pads[self.ax] = [self.left, self.right]
+        tensor = tf.pad(tensor, pads)
+        length = tf.shape(tensor)[self.ax]
+        needed = tf.maximum(self.size - length, 0)  # valid on a too short batch: no full window
+        pads[self.ax] = [0, needed]
+        tensor = tf.pad(tensor, pads)
+        frames = tf.signal.frame(tensor, self.size, self.stride, axis=self.ax)
+        sizes = {}
+        old = self.input.dims[self.ax]
+        if self.out_dim is not old and self.out_dim.is_dynamic():
+            lens = x.sizes[old]
+            sizes[self.out_dim] = (lens + self.stride - 1) // self.stride if self.padding == "same" else \
+                tf.maximum(lens - self.size, -1) // self.stride + 1
+        return self.make_output(frames, sources, sizes)
+
+
+@register_layer
+class TimeChunkingLayer(_ShapeLayer):
+    """Cuts the time axis into chunks of ``chunk_size`` every ``chunk_step`` frames and folds them
+    into the batch: ``(B, T, ...)`` -> ``(B * N, chunk_size, ...)`` with
+    ``N = max(ceil((T - size) / step), 0) + 1``; chunk ``n`` of sequence ``b`` is row ``b * N + n``
+    and has ``clip(L_b - n * step, 0, size)`` real frames. Undo with ``time_unchunking``."""
+
+    layer_class = "time_chunking"
+    options = (
+        Option("chunk_size", None, "frames per chunk"),
+        Option("chunk_step", None, "frames between chunk starts"),
+    )
+
+    def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
+        super().__init__(name, opts, sources, seed)
+        data = self.input
+        self.size = positive_int(self.desc, "chunk_size", self.opt("chunk_size"))
+        self.step = positive_int(self.desc, "chunk_step", self.opt("chunk_step"))
+        if data.batch_dim_axis != 0 or data.time_dim_axis != 1 or not data.time_dim.is_dynamic():
+            raise NetworkError("%s: input must be (batch, time, ...), got %s" % (self.desc, data.short_repr()))
+        self.chunk_dim = Dim(None, kind=DimTypes.Spatial, description="%s:chunk" % name, derived_from=data.time_dim)
+        self.chunk_dim.chunk_step = self.step  # read by time_unchunking
+        self.output = data.copy_template_replace_dim_tag(1, self.chunk_dim).copy(name)
+
+    def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
+        x = self.inputs(sources, ctx)
+        length = tf.shape(x.tensor)[1]
+        n = tf.maximum(-(-(length - self.size) // self.step), 0) + 1
+        pads = [[0, 0]] * self.input.batch_ndim
+        pads[1] = [0, (n - 1) * self.step + self.size - length]
+        frames = tf.signal.frame(tf.pad(x.masked(0), pads), self.size, self.step, axis=1)  # (B, N, C, ...)
+        shape = tf.shape(frames)
+        frames = tf.reshape(frames, tf.concat([[-1], shape[2:]], 0))
+        starts = tf.range(n) * self.step
+        sizes = tf.clip_by_value(x.seq_len[:, None] - starts[None, :], 0, self.size)
+        return self.make_output(frames, sources, {self.chunk_dim: tf.reshape(sizes, [-1])})
+
+
+@register_layer
+class TimeUnchunkingLayer(_ShapeLayer):
+    """Inverse of ``time_chunking`` (``chunking_layer``): ``(B * N, C, ...)`` -> ``(B, T, ...)``;
+    frames covered by several chunks are the mean over those chunks."""
+
+    layer_class = "time_unchunking"
+    ref_options = ("chunking_layer",)
+    options = (Option("chunking_layer", None, "the time_chunking layer to undo"),)
+
+    def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
+        if not isinstance(opts.get("chunking_layer"), str):
+            raise NetworkError("layer %r (time_unchunking): needs 'chunking_layer' (a layer name)" % name)
+        super().__init__(name, opts, sources[:-1], seed)
+        data = self.input
+        chunk_dim = sources[-1].dims[1] if sources[-1].batch_ndim > 1 else None
+        if chunk_dim is None or not hasattr(chunk_dim, "chunk_step") or data.batch_ndim < 2 or data.dims[1] != chunk_dim:
+            raise NetworkError("%s: input must be (batch, chunk, ...) of the time_chunking layer %r"
+                               % (self.desc, opts["chunking_layer"]))
+        self.step = chunk_dim.chunk_step
+        self.time_dim = chunk_dim.derived_from
+        self.output = data.copy_template_replace_dim_tag(1, self.time_dim).copy(name)
+
+    def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
+        x = self.inputs(sources[:-1], ctx)
+        lens = x.sizes[self.time_dim]
+        batch = tf.shape(lens)[0]
+        frames = x.masked(0)
+        mask = tf.cast(x.broadcast_mask(1), frames.dtype)
+        rank = self.input.batch_ndim
+        perm = [0] + list(range(3, rank + 1)) + [1, 2]  # (B, ..., N, C) for overlap_and_add
+
+        def fold(t: tf.Tensor) -> tf.Tensor:
+            t = tf.reshape(t, tf.concat([[batch, -1], tf.shape(t)[1:]], 0))
+            return tf.signal.overlap_and_add(tf.transpose(t, perm), self.step)
+
+        total = fold(frames)
+        count = fold(mask * tf.ones_like(frames))
+        y = tf.where(count > 0, total / tf.maximum(count, 1e-8), 0.0)
+        inv = [0, rank - 1] + list(range(1, rank - 1))
+        y = tf.transpose(y, inv)[:, :tf.reduce_max(lens)]
+        return self.make_output(y, sources[:-1])

@@ -1,0 +1,103 @@
+"""slice, pad, window, time_chunking/time_unchunking against numpy, per sequence (padded
+frames hold garbage in the inputs and are checked in the outputs)."""
+from functools import partial
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from data_utils import btf as make_btf, make_layer as make, run_layer as run
+from returnn.errors import NetworkError
+from returnn.tensor import Data, FeatureDim, SpatialDim, batch_dim
+from returnn.tf.layers import LayerOutput, RunContext, get_layer_class
+
+LENS = np.array([7, 4, 1], np.int32)
+btf = partial(make_btf, lens=LENS, t=7)
+
+
+@pytest.mark.parametrize("start,end,step", [(1, None, 1), (0, 3, 1), (2, -1, 1), (1, None, 2), (0, 5, 3), (6, None, 1)])
+def test_slice_time_per_sequence(start, end, step):
+    data, val, x = btf(3)
+    layer = make("slice", {"axis": "T", "slice_start": start, "slice_end": end, "slice_step": step}, [data])
+    out = run(layer, [val])
+    assert layer.output.time_dim_axis == 1 and layer.output.time_dim != data.time_dim
+    for b, n in enumerate(LENS):
+        ref = x[b, :n][start:end:step]
+        assert out.seq_len.numpy()[b] == len(ref)
+        np.testing.assert_array_equal(out.tensor.numpy()[b, :len(ref)], ref)
+
+
+def test_slice_feature_static():
+    data, val, x = btf(5)
+    layer = make("slice", {"axis": "F", "slice_start": 1, "slice_end": 4}, [data])
+    out = run(layer, [val])
+    assert layer.output.dim == 3 and out.seq_len is val.seq_len
+    np.testing.assert_array_equal(out.tensor.numpy()[0], x[0, :, 1:4])
+    with pytest.raises(NetworkError, match="'lay'.*slice_start"):
+        make("slice", {"axis": "F", "slice_start": -1}, [data])
+
+
+def test_pad_time_goes_after_each_sequence_and_feature():
+    data, val, x = btf(3)
+    layer = make("pad", {"axes": "T", "padding": (2, 1), "value": -1.0}, [data])
+    out = run(layer, [val])
+    np.testing.assert_array_equal(out.seq_len.numpy(), LENS + 3)
+    for b, n in enumerate(LENS):
+        ref = np.concatenate([-np.ones([2, 3]), x[b, :n], -np.ones([1, 3])])
+        np.testing.assert_array_equal(out.tensor.numpy()[b, :n + 3], ref)
+    feat = make("pad", {"axes": "F", "padding": 1}, [data], name="pf")
+    assert feat.output.dim == 5
+    np.testing.assert_array_equal(run(feat, [val]).tensor.numpy()[0, :7], np.pad(x[0], [(0, 0), (1, 1)]))
+    with pytest.raises(NetworkError, match="'lay'.*mode 'reflect' on a dynamic axis"):
+        make("pad", {"axes": "T", "padding": 1, "mode": "reflect"}, [data])
+    with pytest.raises(NetworkError, match="'lay'.*'padding'"):
+        make("pad", {"axes": "T", "padding": [1, 2, 3]}, [data])
+
+
+def np_window(seq, size, left, stride, valid):
+    n = len(seq)
+    padded = np.concatenate([np.zeros([left, seq.shape[1]]), seq, np.zeros([size, seq.shape[1]])]) if not valid \
+        else np.concatenate([seq, np.zeros([size, seq.shape[1]])])
+    count = -(-n // stride) if not valid else max(n - size, -1) // stride + 1
+    return np.array([padded[i * stride:i * stride + size] for i in range(count)]).reshape(count, size, seq.shape[1])
+
+
+@pytest.mark.parametrize("size,left,stride,padding", [(3, None, 1, "same"), (4, None, 1, "same"), (3, 2, 1, "same"),
+                                                      (2, None, 2, "same"), (3, None, 1, "valid"), (2, None, 3, "valid")])
+def test_window_per_sequence(size, left, stride, padding):
+    data, val, x = btf(3)
+    opts = {"window_size": size, "stride": stride, "padding": padding}
+    if left is not None:
+        opts["window_left"] = left
+    layer = make("window", opts, [data])
+    out = run(layer, [val])
+    assert layer.output.dims[2].dimension == size and layer.output.feature_dim_axis == 3
+    default_left = size - 1 - size // 2
+    for b, n in enumerate(LENS):
+        ref = np_window(x[b, :n], size, default_left if left is None else left, stride, padding == "valid")
+        assert out.seq_len.numpy()[b] == len(ref)
+        np.testing.assert_allclose(out.tensor.numpy()[b, :len(ref)], ref)
+
+
+@pytest.mark.parametrize("size,step", [(3, 2), (4, 4), (2, 1), (8, 3)])
+def test_time_chunking_and_unchunking(size, step):
+    data, val, x = btf(3)
+    chunk = make("time_chunking", {"chunk_size": size, "chunk_step": step}, [data], name="chunk")
+    out = run(chunk, [val])
+    n = max(-(-(7 - size) // step), 0) + 1
+    assert out.tensor.shape == (3 * n, size, 3)
+    for b, length in enumerate(LENS):
+        for i in range(n):
+            real = x[b, :length][i * step:i * step + size]
+            assert out.seq_len.numpy()[b * n + i] == len(real)
+            np.testing.assert_array_equal(out.tensor.numpy()[b * n + i, :len(real)], real)
+    lin = make("linear", {"n_out": 2, "activation": "tanh"}, [chunk.output], name="lin")
+    hidden = run(lin, [out])
+    unchunk = make("time_unchunking", {"chunking_layer": "chunk"}, [lin.output, chunk.output], name="un")
+    back = run(unchunk, [hidden, out])
+    assert unchunk.output.time_dim == data.time_dim and back.seq_len is val.seq_len
+    ref = np.tanh(x @ lin.W.numpy() + lin.bias.numpy())  # framewise: every chunk copy is equal
+    for b, length in enumerate(LENS):
+        np.testing.assert_allclose(back.tensor.numpy()[b, :length], ref[b, :length], atol=1e-5)
+    with pytest.raises(NetworkError, match="'un'.*chunking_layer"):
+        make("time_unchunking", {}, [data], name="un")

@@ -1,0 +1,118 @@
+"""constant, range, length, positional_encoding, dot, gating, hidden (old name of linear) against
+numpy references, and in a network (default 'from', references to other layers)."""
+import math
+
+from functools import partial
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from data_utils import btf as make_btf, make_layer as make, run_layer as run
+from returnn.errors import NetworkError
+from returnn.tensor import Data, FeatureDim, SpatialDim, batch_dim
+from returnn.tf.layers import LAYER_CLASSES, LayerOutput, RunContext, get_layer_class
+from returnn.tf.network import TFNetwork
+
+LENS = np.array([5, 3], np.int32)
+btf = partial(make_btf, lens=LENS, garbage=np.nan)
+
+
+def np_pos_enc(positions, channels):
+    num = channels // 2
+    inc = math.log(1e4) / max(num - 1, 1)
+    inv = np.exp(np.arange(num) * -inc)
+    scaled = positions[..., None] * inv
+    out = np.concatenate([np.sin(scaled), np.cos(scaled)], -1)
+    return np.pad(out, [(0, 0)] * (out.ndim - 1) + [(0, channels % 2)])
+
+
+def test_constant_range_length():
+    const = make("constant", {"value": [[1, 2], [3, 4]]}, [])
+    out = run(const, [])
+    assert const.output.dtype == "int32" and const.output.batch_shape == (2, 2)
+    np.testing.assert_array_equal(out.tensor.numpy(), [[1, 2], [3, 4]])
+    assert make("constant", {"value": 0.5, "dtype": "float32"}, []).output.batch_ndim == 0
+    rng = make("range", {"limit": 7, "start": 1, "delta": 2}, [])
+    np.testing.assert_array_equal(run(rng, []).tensor.numpy(), [1, 3, 5])
+    assert rng.output.dims[0].dimension == 3 and rng.output.dtype == "int32"
+    data, val, x = btf(4)
+    length = make("length", {}, [data])
+    np.testing.assert_array_equal(run(length, [val]).tensor.numpy(), LENS)
+    assert length.output.dims == (batch_dim,)
+    np.testing.assert_array_equal(run(make("length", {"axis": "F"}, [data]), [val]).tensor.numpy(), [4, 4])
+    with pytest.raises(NetworkError, match="'lay'.*'value'"):
+        make("constant", {"value": "abc"}, [])
+    with pytest.raises(NetworkError, match="'lay'.*at most 0 source"):
+        make("range", {"limit": 3}, [data])
+
+
+@pytest.mark.parametrize("n_out", [6, 5])
+def test_positional_encoding(n_out):
+    data, val, x = btf(4)
+    layer = make("positional_encoding", {"n_out": n_out}, [data])
+    out = run(layer, [val]).tensor.numpy()
+    ref = np_pos_enc(np.arange(5, dtype=np.float32), n_out)
+    np.testing.assert_allclose(out[0], ref, atol=1e-5)
+    np.testing.assert_allclose(out[1, :3], ref[:3], atol=1e-5)
+    added = make("positional_encoding", {"add_to_input": True, "constant": 2}, [data])
+    np.testing.assert_allclose(run(added, [val]).tensor.numpy()[0], x[0] + np_pos_enc(np.full([5], 2.0), 4), atol=1e-5)
+    offset = Data("off", dims=[batch_dim], dtype="int32")
+    shifted = make("positional_encoding", {"n_out": 4, "offset": "off"}, [data, offset])
+    out = run(shifted, [val, LayerOutput(tf.constant([0, 10]), offset)]).tensor.numpy()
+    np.testing.assert_allclose(out[1, :3], np_pos_enc(np.arange(10, 13, dtype=np.float32), 4), atol=1e-5)
+
+
+def test_dot_attention_style_masks_reduced_time():
+    enc_time, dec_time = SpatialDim("enc"), SpatialDim("dec")
+    weights_data = Data("w", dims=[batch_dim, dec_time, enc_time], feature_dim_axis=None)
+    values_data, values, v = btf(4, time=enc_time)
+    w = np.random.RandomState(2).rand(2, 3, 5).astype(np.float32)
+    w_val = LayerOutput(tf.constant(w), weights_data, {enc_time: tf.constant(LENS), dec_time: tf.constant([3, 2])})
+    layer = make("dot", {"red1": "stag:enc", "red2": "stag:enc", "var1": "stag:dec", "var2": "F"},
+                 [weights_data, values_data])
+    out = run(layer, [w_val, values])
+    assert layer.output.dims[:2] == (batch_dim, dec_time) and layer.output.dim == 4
+    for b, n in enumerate(LENS):
+        np.testing.assert_allclose(out.tensor.numpy()[b], w[b, :, :n] @ v[b, :n], atol=1e-5)
+    # feature-with-feature over (B, T, F) x (B, T', F): the two time axes stay separate
+    other, other_val, o = btf(4, seed=3, time=dec_time)
+    sim = make("dot", {"red1": "F", "red2": "F"}, [values_data, other], name="sim")
+    other_val = LayerOutput(tf.constant(o), other, {dec_time: tf.constant([5, 5])})
+    res = run(sim, [values, other_val]).tensor.numpy()
+    assert sim.output.dims[:3] == (batch_dim, enc_time, dec_time)
+    np.testing.assert_allclose(res[0], v[0] @ o[0].T, atol=1e-5)
+
+
+def test_gating_split_and_two_sources():
+    data, val, x = btf(4)
+    layer = make("gating", {}, [data])
+    out = run(layer, [val]).tensor.numpy()
+    ref = np.tanh(x[..., :2]) / (1 + np.exp(-x[..., 2:]))
+    np.testing.assert_allclose(out[0], ref[0], atol=1e-5)
+    assert layer.output.dim == 2
+    data2, val2, x2 = btf(4, seed=1, time=data.time_dim)
+    two = make("gating", {"activation": "identity"}, [data, data2], name="g2")
+    np.testing.assert_allclose(run(two, [val, val2]).tensor.numpy()[0], x[0] / (1 + np.exp(-x2[0])), atol=1e-5)
+    with pytest.raises(NetworkError, match="'lay'.*even"):
+        make("gating", {}, [btf(3)[0]])
+
+
+def test_network_defaults_refs_and_aliases():
+    assert LAYER_CLASSES["hidden"] is LAYER_CLASSES["linear"] and LAYER_CLASSES["forward"] is LAYER_CLASSES["linear"]
+    extern = {"data": Data("data", shape=(None, 3)), "classes": Data("classes", dim=4, sparse=True)}
+    net = TFNetwork({
+        "h": {"class": "hidden", "n_out": 6, "activation": "relu"},
+        "pe": {"class": "positional_encoding", "add_to_input": True, "from": "h", "offset": "len"},
+        "len": {"class": "length", "from": "data"},
+        "two": {"class": "constant", "value": 2.0},
+        "scaled": {"class": "combine", "kind": "mul", "from": ["pe", "two"]},
+        "output": {"class": "softmax", "loss": "ce", "from": "scaled"},
+    }, extern)
+    assert net.sources["two"] == [] and net.sources["pe"] == ["h", "len"] and net.order.index("len") < net.order.index("pe")
+    batch = {"data": tf.ones([2, 3, 3]), "data:seq_len": tf.constant([3, 2]),
+             "classes": tf.constant([[1, 2, 3], [0, 0, 0]]), "classes:seq_len": tf.constant([3, 2])}
+    outs = net.forward(batch, RunContext(False))
+    h = outs["h"].tensor.numpy()
+    ref = 2 * (h + np_pos_enc(np.arange(3)[None] + np.array([3, 2])[:, None], 6))
+    np.testing.assert_allclose(outs["scaled"].tensor.numpy(), ref, atol=1e-5)
