@@ -276,7 +276,8 @@ def test_stop_signal_saves_interrupted_checkpoint_and_resumes(tmp_path, signame)
     assert resumed.wait() == 0, resumed.describe()
     assert _start_epoch(resumed.stdout) == stopped_epoch, resumed.describe()
     assert "loaded checkpoint %s.interrupted" % model in resumed.stdout
-    assert "continuing epoch %i after its first %i steps" % (stopped_epoch, steps_done) in resumed.stdout
+    assert "continuing epoch %i after the first %i batches of its batch order" % (stopped_epoch, steps_done) \
+        in resumed.stdout
     assert "Finished training in epoch 3." in resumed.stdout
     # no batch is trained twice: the final step count is that of an uninterrupted run
     assert _read_ckpt(str(model) + ".003")["step"] == 3 * STEPS_PER_EPOCH

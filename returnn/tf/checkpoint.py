@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import contextlib
 import glob
+import json
 import os
 import re
 import shutil
 import tempfile
-from typing import Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
@@ -35,6 +36,7 @@ from returnn.util.run_lock import pid_alive
 _DATA_RE = re.compile(r"\.data-(\d+)-of-(\d+)$")
 INTERRUPTED_SUFFIX = "interrupted"
 _PATTERN_CHARS = "*?[\\"  # special in TF's GetMatchingPaths
+RUN_STATE_KEY = "run_state/.ATTRIBUTES/VARIABLE_VALUE"
 
 
 def epoch_prefix(model: str, epoch: int) -> str:
@@ -165,24 +167,29 @@ class CheckpointManager:
     def __init__(self, model: str, **objects):
         self.model = model
         self.epoch_var = tf.Variable(0, dtype=tf.int64, trainable=False, name="epoch")
-        # Steps of the following epoch already trained (only non-zero in an interrupted state).
+        # Batches of the following epoch's global batch order already trained (only non-zero in an
+        # interrupted state).
         self.epoch_step_var = tf.Variable(0, dtype=tf.int64, trainable=False, name="epoch_step")
-        self.checkpoint = tf.train.Checkpoint(epoch=self.epoch_var, epoch_step=self.epoch_step_var, **objects)
+        # JSON: how the run was set up (ranks, batch order) and the learning-rate control's state.
+        self.run_state_var = tf.Variable("", dtype=tf.string, trainable=False, name="run_state")
+        self._objects = dict(objects, epoch=self.epoch_var, epoch_step=self.epoch_step_var)
+        self.checkpoint = tf.train.Checkpoint(run_state=self.run_state_var, **self._objects)
 
     # ---- writing
-    def save(self, epoch: int) -> str:
+    def save(self, epoch: int, run_state: Optional[Dict[str, Any]] = None) -> str:
         """Writes ``<model>.NNN`` atomically; returns the prefix."""
-        return self._write(epoch_prefix(self.model, epoch), epoch)
+        return self._write(epoch_prefix(self.model, epoch), epoch, 0, run_state)
 
-    def save_interrupted(self, epoch_done: int, steps_done: int) -> str:
-        """Mid-epoch state after SIGTERM/SIGUSR1: epoch ``epoch_done`` complete plus ``steps_done``
-        steps of the next one; resume continues that epoch after those steps."""
-        return self._write("%s.%s" % (self.model, INTERRUPTED_SUFFIX), epoch_done, steps_done)
+    def save_interrupted(self, epoch_done: int, position: int, run_state: Optional[Dict[str, Any]] = None) -> str:
+        """Mid-epoch state after SIGTERM/SIGUSR1: epoch ``epoch_done`` complete plus the first
+        ``position`` batches of the next epoch's global batch order; resume continues after them."""
+        return self._write(self.interrupted_prefix, epoch_done, position, run_state)
 
-    def _write(self, final: str, epoch: int, epoch_step: int = 0) -> str:
+    def _write(self, final: str, epoch: int, epoch_step: int, run_state: Optional[Dict[str, Any]]) -> str:
         prepare_model_dir(self.model)
         self.epoch_var.assign(epoch)
         self.epoch_step_var.assign(epoch_step)
+        self.run_state_var.assign(json.dumps(run_state or {}, sort_keys=True))
         tmp = "%s.tmp-%i" % (final, os.getpid())
         for stale in checkpoint_files(tmp):
             os.remove(stale)
@@ -219,9 +226,13 @@ class CheckpointManager:
 
         A checkpoint that does not fit the network (changed layers, dims or optimizer) is a
         ConfigError naming it; one whose data cannot be read is a DataError naming it."""
+        self.run_state_var.assign("")
         try:
             with readable_prefix(prefix) as path:
-                status = self.checkpoint.read(path)
+                reader = tf.train.load_checkpoint(path)
+                checkpoint = self.checkpoint if reader.has_tensor(RUN_STATE_KEY) else \
+                    tf.train.Checkpoint(**self._objects)  # written before run_state existed
+                status = checkpoint.read(path)
                 status.expect_partial()  # no warnings about unused values when this fails
                 status.assert_existing_objects_matched()
         except (ValueError, AssertionError) as exc:
@@ -231,6 +242,17 @@ class CheckpointManager:
             raise DataError("checkpoint %s cannot be read (corrupt?): %s: %s"
                             % (prefix, type(exc).__name__, _first_line(exc)))
         return int(self.epoch_var.numpy())
+
+    def run_state(self, prefix: str) -> Dict[str, Any]:
+        """The run state stored with the checkpoint restored last from ``prefix`` ({} if none)."""
+        text = self.run_state_var.numpy().decode("utf-8", "replace")
+        try:
+            state = json.loads(text) if text else {}
+        except ValueError:
+            state = None
+        if not isinstance(state, dict):
+            raise DataError("checkpoint %s: stored run state is not a JSON object" % prefix)
+        return state
 
     def find_resume_point(self, start_epoch: Optional[int] = None) -> Optional[Tuple[str, int]]:
         """(prefix, completed epoch) to continue training from, or None to start at epoch 1.

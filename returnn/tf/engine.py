@@ -30,6 +30,7 @@ from returnn.tf.evaluation import BatchOptions, evaluate_dataset, forward_to_hdf
 from returnn.tf.network import TFNetwork
 from returnn.tf.optimizers import create_optimizer
 from returnn.tf.progress import ProgressReporter
+from returnn.tf.resume import make_run_state, map_resume_position, order_digest, reconcile_learning_rates
 from returnn.tf.reporting import (EpochTimer, ScoreAccumulator, breakdown_line, finished_line, format_scores)
 from returnn.tf.steps import FLAG_NAMES, StepFunctions
 from returnn.tf.summaries import SummaryLogger
@@ -120,7 +121,9 @@ class Engine:
                                              global_step=self.optimizer.iterations) if self.model else None
         self.stop_request = StopRequest()
         self.global_step = 0
-        self.resume_skip_steps = 0  # steps of the first resumed epoch trained before an interruption
+        self.resume_position = 0  # batches of the first resumed epoch's order trained before an interruption
+        self._resume: Optional[tuple] = None  # (run state, stored position, prefix) until the first epoch
+        self.epoch_order = ("", 0)  # digest and length of the current epoch's global batch order
         self.summaries = SummaryLogger.from_config(config, dist.is_chief)
         self.progress = ProgressReporter.from_config(config)
 
@@ -210,10 +213,10 @@ class Engine:
                   % (point[0], completed, int(self.optimizer.iterations.numpy())), file=log.v4)
         self._sync_from_chief()
         self.global_step = int(self.optimizer.iterations.numpy())
-        self.resume_skip_steps = int(self._broadcast_scalar(float(self.checkpoints.epoch_step_var.numpy())))
-        if self.resume_skip_steps:
-            print("continuing epoch %i after its first %i steps (interrupted run)"
-                  % (completed + 1, self.resume_skip_steps), file=log.v3)
+        if point:
+            stored = self.checkpoints.run_state(point[0])
+            reconcile_learning_rates(self.lr_control, stored, completed, point[0])
+            self._resume = (stored, int(self.checkpoints.epoch_step_var.numpy()), point[0])
         return completed + 1
 
     def _start_epoch(self) -> Optional[int]:
@@ -250,7 +253,7 @@ class Engine:
             if self.dist.is_chief:
                 self.lr_control.save()
                 if epoch % self.save_interval == 0 or epoch == self.num_epochs:
-                    prefix = self.checkpoints.save(epoch)
+                    prefix = self.checkpoints.save(epoch, self._run_state())
                     self.checkpoints.remove_interrupted()
                     print("saved model %s" % prefix, file=log.v4)
             if self.dist.size > 1:
@@ -261,11 +264,30 @@ class Engine:
         print(line, file=log.v3)
         self.summaries.epoch(epoch, lr, train_scores, eval_scores, timer.computing_fraction)
 
-    def _epoch_batches(self, epoch: int, skip: int = 0):
-        """This rank's batch slices of ``epoch`` (sharded, cut to the smallest rank's count, and
-        without the steps an interrupted run already trained)."""
+    def _resume_start(self, epoch: int) -> int:
+        """Position in ``epoch``'s batch order to start from: non-zero only in the first epoch after
+        resuming an interrupted state (rank 0 checks it against this run's order; all ranks get it)."""
+        if self._resume is None:
+            return 0
+        (stored, position, prefix), self._resume = self._resume, None
+        if self.dist.is_chief:
+            digest, batches = self.epoch_order
+            position = map_resume_position(stored, position, self.dist.size, self.dist.shard_batches(), digest,
+                                           batches, prefix)
+        position = int(self._broadcast_scalar(float(position)))
+        if position:
+            print("continuing epoch %i after the first %i batches of its batch order (interrupted run)"
+                  % (epoch, position), file=log.v3)
+        return position
+
+    def _epoch_batches(self, epoch: int):
+        """(dataset, this rank's batch slices of ``epoch``, start position in the epoch's batch order):
+        sharded, cut to the smallest rank's count, without what an interrupted run already trained."""
         dataset = self.datasets["train"]
-        slices = self.batching.epoch_slices(dataset, epoch, chunked=True)
+        ordered = self.batching.epoch_slices(dataset, epoch, chunked=True)
+        self.epoch_order = (order_digest(ordered), len(ordered))
+        start = self._resume_start(epoch)
+        slices = ordered[start:]
         if self.dist.shard_batches():
             slices = shard_batches(slices, self.dist.rank, self.dist.size)
         if self.dist.size > 1:  # the epoch ends for all when the first rank runs out
@@ -274,12 +296,12 @@ class Engine:
                 print("train epoch %i: using %i of this rank's %i batches (another rank has fewer)"
                       % (epoch, count, len(slices)), file=log.v4)
             slices = slices[:count]
-        return dataset, slices[skip:]
+        return dataset, slices, start
 
     def _train_epoch(self, epoch: int, heartbeat):
         """Runs one epoch; returns (scores reduced over ranks, timer, number of steps)."""
-        skip, self.resume_skip_steps = self.resume_skip_steps, 0  # steps an interrupted run already did
-        dataset, slices = self._epoch_batches(epoch, skip)
+        dataset, slices, start = self._epoch_batches(epoch)
+        per_step = self.dist.size if self.dist.shard_batches() else 1  # global batches per step
         acc = ScoreAccumulator(self.steps.loss_names)
         param_sync = ParamSyncSchedule(self.dist, len(slices)) \
             if self.dist.size > 1 and self.dist.reduce_type == "param" else None
@@ -316,7 +338,7 @@ class Engine:
                 raise NonFiniteScoreError("Model seems broken, got inf or nan score.")
             if flags[FLAG_NAMES.index("stop")] > 0:
                 prefetcher.close()
-                self._save_interrupted(epoch, skip + step)
+                self._save_interrupted(epoch, step, start + step * per_step)
         timer.data_wait = prefetcher.wait_time
         timer.stop()
         self.progress.end_epoch()
@@ -326,11 +348,14 @@ class Engine:
             raise NonFiniteScoreError("Model seems broken, got inf or nan score.")
         return scores, timer, step
 
-    def _save_interrupted(self, epoch: int, steps_done: int) -> None:
-        """All ranks agreed to stop after ``steps_done`` steps of ``epoch``: rank 0 saves a
-        resumable state, everyone exits."""
+    def _run_state(self) -> dict:
+        return make_run_state(self.dist.size, self.dist.shard_batches(), *self.epoch_order, self.lr_control)
+
+    def _save_interrupted(self, epoch: int, steps_done: int, position: int) -> None:
+        """All ranks agreed to stop after ``steps_done`` steps of ``epoch`` (the first ``position``
+        batches of its order): rank 0 saves a resumable state, everyone exits."""
         if self.dist.is_chief:
-            prefix = self.checkpoints.save_interrupted(epoch - 1, steps_done)
+            prefix = self.checkpoints.save_interrupted(epoch - 1, position, self._run_state())
             self.lr_control.save()
             print("stop requested (signal) in epoch %i after step %i; saved %s; run the same command again to "
                   "continue from there" % (epoch, steps_done, prefix), file=log.v1)
