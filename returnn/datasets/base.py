@@ -13,6 +13,7 @@ from typing import Any, Dict, List, Optional, Sequence, Type
 
 import numpy as np
 
+from returnn.datasets.options import int_option, optional_int_option, str_option
 from returnn.errors import DataError, known_list
 
 
@@ -44,17 +45,23 @@ class Dataset:
                  fixed_random_seed: Optional[int] = None, random_seed_offset: int = 0,
                  seq_list_filter_file: Optional[str] = None, estimated_num_seqs: Optional[int] = None,
                  **unknown: Any):
+        self.name = str(name or self.__class__.__name__)
         if unknown:
-            raise DataError("dataset %s: unknown option(s) %s" % (self.__class__.__name__, known_list(unknown)))
-        self.name = name or self.__class__.__name__
-        self.seq_ordering = seq_ordering
-        self.partition_epoch = int(partition_epoch or 1)
-        if self.partition_epoch < 1:
-            raise DataError("dataset %s: partition_epoch must be >= 1" % self.name)
-        self.fixed_random_seed = fixed_random_seed
-        self.random_seed_offset = int(random_seed_offset or 0)
+            raise DataError("%s: unknown option(s) %s" % (self.describe(), known_list(unknown)))
+        owner = self.describe()
+        self.seq_ordering = str_option(owner, "seq_ordering", seq_ordering or "default")
+        compute_seq_order(self.seq_ordering, 0, lambda: np.zeros((0,)), 0, owner)  # checks the syntax
+        self.partition_epoch = int_option(owner, "partition_epoch", partition_epoch or 1, minimum=1)
+        self.fixed_random_seed = optional_int_option(owner, "fixed_random_seed", fixed_random_seed)
+        self.random_seed_offset = int_option(owner, "random_seed_offset", random_seed_offset or 0)
+        optional_int_option(owner, "estimated_num_seqs", estimated_num_seqs, minimum=0)
         self.epoch: Optional[int] = None
         self._seq_order: np.ndarray = np.zeros((0,), dtype=np.int64)
+
+    def describe(self) -> str:
+        """``dataset <name> (<class>)`` for messages."""
+        cls = self.__class__.__name__
+        return "dataset %s" % cls if self.name == cls else "dataset %s (%s)" % (self.name, cls)
 
     # ---- to implement in subclasses (corpus level)
     def data_infos(self) -> Dict[str, DataInfo]:
@@ -199,13 +206,20 @@ def compute_seq_order(ordering: str, n: int, get_lengths, seed: int, name: str =
     ordering = ordering or "default"
     parts = ordering.split(":")
     kind = parts[0]
+
+    def number(text: str) -> int:
+        try:
+            return int(text)
+        except ValueError:
+            raise DataError("%s: seq_ordering %r: %r is not an integer" % (name, ordering, text))
+
     idx = np.arange(n, dtype=np.int64)
     if kind == "default":
         return idx
     if kind == "reverse":
         return idx[::-1].copy()
     if kind == "random":
-        rng = np.random.RandomState((int(parts[1]) if len(parts) > 1 else seed) % (2 ** 32))
+        rng = np.random.RandomState((number(parts[1]) if len(parts) > 1 else seed) % (2 ** 32))
         return rng.permutation(n).astype(np.int64)
     if kind in ("sorted", "sorted_reverse"):
         lengths = np.asarray(get_lengths())
@@ -214,13 +228,13 @@ def compute_seq_order(ordering: str, n: int, get_lengths, seed: int, name: str =
     if kind == "laplace":
         if len(parts) < 2 or not parts[1]:
             raise DataError("%s: seq_ordering %r needs a bin count, e.g. 'laplace:100'" % (name, ordering))
-        rng = np.random.RandomState((int(parts[2]) if len(parts) > 2 else seed) % (2 ** 32))
+        rng = np.random.RandomState((number(parts[2]) if len(parts) > 2 else seed) % (2 ** 32))
         lengths = np.asarray(get_lengths())
         shuffled = rng.permutation(n).astype(np.int64)
         if parts[1].startswith("."):
-            num_bins = max(1, int(round(n / max(1, int(parts[1][1:])))))
+            num_bins = max(1, int(round(n / max(1, number(parts[1][1:])))))
         else:
-            num_bins = max(1, int(parts[1]))
+            num_bins = max(1, number(parts[1]))
         out = []
         for b, chunk in enumerate(np.array_split(shuffled, min(num_bins, max(n, 1)))):
             sub = chunk[np.argsort(lengths[chunk], kind="stable")]

@@ -6,6 +6,7 @@ from typing import Any, Dict, List, Optional, Sequence
 import numpy as np
 
 from returnn.datasets.base import DataInfo, Dataset, register_dataset
+from returnn.datasets.options import int_option
 from returnn.errors import DataError
 
 
@@ -46,7 +47,7 @@ class GeneratingDataset(InMemoryDataset):
 
     def __init__(self, num_seqs: int = 1000, **kwargs: Any):
         super().__init__(**kwargs)
-        self.num_generated_seqs = int(num_seqs)
+        self.num_generated_seqs = int_option(self.describe(), "num_seqs", num_seqs, minimum=0)
         self._generated_for_seed: Optional[int] = None
 
     def generate_seq(self, rng: np.random.RandomState, seq_idx: int) -> Dict[str, np.ndarray]:
@@ -116,12 +117,15 @@ class DummyDataset(GeneratingDataset):
     def __init__(self, input_dim: int, output_dim: int, num_seqs: int = 100, seq_len: Any = 20,
                  input_sparse: bool = False, **kwargs: Any):
         super().__init__(num_seqs=num_seqs, **kwargs)
-        self.input_dim, self.output_dim = int(input_dim), int(output_dim)
+        owner = self.describe()
+        self.input_dim = int_option(owner, "input_dim", input_dim, minimum=1)
+        self.output_dim = int_option(owner, "output_dim", output_dim, minimum=1)
         self.input_sparse = bool(input_sparse)
-        if isinstance(seq_len, (list, tuple)):
-            self.seq_len_range = (int(seq_len[0]), int(seq_len[1]))
-        else:
-            self.seq_len_range = (int(seq_len), int(seq_len))
+        lens = seq_len if isinstance(seq_len, (list, tuple)) and len(seq_len) == 2 else (seq_len, seq_len)
+        low, high = (int_option(owner, "seq_len", v, minimum=1) for v in lens)
+        if high < low:
+            raise DataError("%s: option 'seq_len' range %r is empty" % (owner, seq_len))
+        self.seq_len_range = (low, high)
 
     def data_infos(self) -> Dict[str, DataInfo]:
         data = (DataInfo(self.input_dim, True, "int32") if self.input_sparse
