@@ -8,8 +8,8 @@ import tensorflow as tf
 
 from data_utils import btf as make_btf, make_layer as make, run_layer as run
 from returnn.errors import NetworkError
-from returnn.tensor import Data, FeatureDim, SpatialDim, batch_dim
-from returnn.tf.layers import LayerOutput, RunContext, get_layer_class
+from returnn.tensor import Data, SpatialDim, batch_dim
+from returnn.tf.layers import LayerOutput
 
 LENS = np.array([7, 4, 1], np.int32)
 btf = partial(make_btf, lens=LENS, t=7)
@@ -166,3 +166,19 @@ def test_conv2d_strided_valid_and_pool2d():
                 np.testing.assert_allclose(pout.tensor.numpy()[bi, t, f, 0], real[2 * t:2 * t + 2, 2 * f:2 * f + 2].max())
     with pytest.raises(NetworkError, match="'c'.*filter_size.*2 entries.*1 spatial"):
         make("conv", {"filter_size": (3, 3), "n_out": 2}, [data], name="c")
+
+
+def test_avg_pool2d_counts_only_real_frames():
+    data, val, _ = btf(4)
+    x = val.tensor.numpy()
+    pool = make("pool", {"mode": "avg", "pool_size": (3, 2), "strides": (1, 2), "padding": "same",
+                         "input_add_feature_dim": True}, [data])
+    out = run(pool, [val])
+    assert out.tensor.shape == (3, 7, 2, 1) and out.seq_len is val.seq_len
+    for bi, n in enumerate(LENS):
+        real = np.pad(x[bi, :n], [(1, 1), (0, 0)], constant_values=np.nan)  # same: 1 left, 1 right in time
+        for t in range(n):
+            for f in range(2):
+                ref = np.nanmean(real[t:t + 3, 2 * f:2 * f + 2])
+                np.testing.assert_allclose(out.tensor.numpy()[bi, t, f, 0], ref, rtol=1e-5)
+        np.testing.assert_array_equal(out.tensor.numpy()[bi, n:], 0.0)

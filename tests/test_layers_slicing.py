@@ -4,12 +4,9 @@ from functools import partial
 
 import numpy as np
 import pytest
-import tensorflow as tf
 
 from data_utils import btf as make_btf, make_layer as make, run_layer as run
 from returnn.errors import NetworkError
-from returnn.tensor import Data, FeatureDim, SpatialDim, batch_dim
-from returnn.tf.layers import LayerOutput, RunContext, get_layer_class
 
 LENS = np.array([7, 4, 1], np.int32)
 btf = partial(make_btf, lens=LENS, t=7)

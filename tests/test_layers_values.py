@@ -10,8 +10,8 @@ import tensorflow as tf
 
 from data_utils import btf as make_btf, make_layer as make, run_layer as run
 from returnn.errors import NetworkError
-from returnn.tensor import Data, FeatureDim, SpatialDim, batch_dim
-from returnn.tf.layers import LAYER_CLASSES, LayerOutput, RunContext, get_layer_class
+from returnn.tensor import Data, SpatialDim, batch_dim
+from returnn.tf.layers import LAYER_CLASSES, LayerOutput, RunContext
 from returnn.tf.network import TFNetwork
 
 LENS = np.array([5, 3], np.int32)

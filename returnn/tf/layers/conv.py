@@ -17,7 +17,7 @@ from returnn.tf.activations import get_activation
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
 from returnn.tf.layers.helpers import concat_inputs, new_feature_dim
 from returnn.tf.layers.options import Option, one_of
-from returnn.tf.layers.spatial import SpatialPlan, out_size
+from returnn.tf.layers.spatial import SpatialPlan
 
 WINDOW_OPTIONS = (
     Option("padding", "same", "'same' or 'valid'"),
@@ -118,4 +118,4 @@ def conv_out_len(length: int, k: int, stride: int = 1, dilation: int = 1, paddin
     return max(0, (length - k_eff) // stride + 1)
 
 
-__all__: Tuple[str, ...] = ("ConvLayer", "PoolLayer", "conv_out_len", "out_size")
+__all__: Tuple[str, ...] = ("ConvLayer", "PoolLayer", "conv_out_len")

@@ -12,7 +12,7 @@ from returnn.errors import NetworkError
 from returnn.tensor import Data, Dim, DimTypes
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
 from returnn.tf.layers.helpers import check_sources, new_feature_dim
-from returnn.tf.layers.options import Option, positive_int
+from returnn.tf.layers.options import Option
 
 
 def _dtype(layer: Layer, value: Any, default: str) -> tf.DType:
