@@ -103,9 +103,8 @@ def run(config: Config) -> int:
         raise ConfigError("unknown task %r (known: %s)" % (task, ", ".join(KNOWN_TASKS)))
     if task == "forward" and not config.value("output_file"):
         raise ConfigError("task 'forward' needs 'output_file' (the HDF file to write)")
-    num_epochs = config.typed_value("num_epochs")
-    if num_epochs is not None:
-        config.int("num_epochs")  # non-integers are an error naming the key
+    from returnn.config_keys.values import check_values
+    check_values(config.typed_dict, config.cmdline_keys)  # types and ranges of declared keys: one line naming the key
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     _configure_tensorflow(config)
     from returnn.distributed.context import DistributedContext

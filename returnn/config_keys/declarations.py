@@ -24,7 +24,7 @@ _data("dev", "dict|str", None, "Development dataset, scored after each epoch; dr
 _data("eval", "dict|str", None, "Evaluation dataset, scored after each epoch.")
 _data("eval_datasets", "dict", None, "More datasets to score after each epoch: {name: dataset dict}.")
 _data("extern_data", "dict", None, "Data description: {key: {'dim': D, 'sparse': bool, 'shape': ...}}.")
-_data("num_inputs", "int", None, "Feature dimension of 'data' (old style; extern_data replaces it).")
+_data("num_inputs", "int", None, "Feature dimension of 'data' (old style; extern_data replaces it).", minimum=1)
 _data("num_outputs", "int|dict", None, "Target dimensions: int (for 'classes') or {key: [dim, ndim]} (old style).")
 _data("sparse_input", "bool", False, "With num_inputs: 'data' holds class indices (old style).")
 _data("cache_size", "int|str", None, "Default cache_size of HDF datasets: 0 reads on demand, -1 loads all, else bytes.")
@@ -32,11 +32,11 @@ _data("batching", "str", None, "Default seq_ordering of the train dataset (RETUR
 
 # ---- batching
 _batch = partial(declare, group="batching")
-_batch("batch_size", "int", 1000, "Frames per batch (padded max length x sequences).")
+_batch("batch_size", "int", 1000, "Frames per batch (padded max length x sequences).", minimum=0)
 _batch("max_seqs", "int", -1, "Sequences per batch at most; -1: no limit.")
 _batch("chunking", "str|int|dict", None, "Cut sequences into chunks: 'size:step' (or {key: size}, {key: step}).")
-_batch("max_seq_length", "int|dict", 0, "Skip sequences longer than this (int, or {key: length}); 0: no limit.")
-_batch("prefetch_batches", "int", 8, "Batches prepared ahead by the background thread.")
+_batch("max_seq_length", "int|dict", 0, "Skip sequences longer than this (int, or {key: length}); 0: no limit.", minimum=0)
+_batch("prefetch_batches", "int", 8, "Batches prepared ahead by the background thread.", minimum=1)
 
 # ---- network
 _net = partial(declare, group="network")
@@ -46,12 +46,12 @@ _net("random_seed", "int", 42, "Seed for parameter initialisation, dropout and d
 
 # ---- training
 _train = partial(declare, group="training")
-_train("num_epochs", "int", 5, "Epochs to train.")
+_train("num_epochs", "int", 5, "Epochs to train.", minimum=0)
 _train("stop_on_nonfinite_train_score", "bool", True, "Stop when the training score is inf/nan (keeps the last good checkpoint).")
-_train("gradient_clip", "float", 0.0, "Clip each gradient element to [-x, x]; 0: off.")
-_train("gradient_clip_norm", "float", 0.0, "Clip each gradient tensor to this L2 norm; 0: off.")
-_train("gradient_clip_global_norm", "float", 0.0, "Clip all gradients together to this global L2 norm; 0: off.")
-_train("gradient_noise", "float", 0.0, "Stddev of Gaussian noise added to gradients; 0: off.")
+_train("gradient_clip", "float", 0.0, "Clip each gradient element to [-x, x]; 0: off.", minimum=0)
+_train("gradient_clip_norm", "float", 0.0, "Clip each gradient tensor to this L2 norm; 0: off.", minimum=0)
+_train("gradient_clip_global_norm", "float", 0.0, "Clip all gradients together to this global L2 norm; 0: off.", minimum=0)
+_train("gradient_noise", "float", 0.0, "Stddev of Gaussian noise added to gradients; 0: off.", minimum=0)
 
 # ---- optimizer
 _opt = partial(declare, group="optimizer")
@@ -65,34 +65,34 @@ _opt("optimizer_epsilon", "float", 1e-16, "Epsilon of Adam-like optimizers (RETU
 
 # ---- learning rate
 _lr = partial(declare, group="learning rate")
-_lr("learning_rate", "float", 1.0, "Initial learning rate.")
+_lr("learning_rate", "float", 1.0, "Initial learning rate.", minimum=0)
 _lr("learning_rates", "list|dict", None, "Rates for the first epochs: [lr1, lr2, ...] or {epoch: lr}.")
 _lr("learning_rate_control", "str", "constant", "constant, newbob, newbob_abs or newbob_multi_epoch.")
 _lr("learning_rate_file", "str", None, "File of per-epoch rates and scores (RETURNN's format); read on resume.")
-_lr("min_learning_rate", "float", 0.0, "The rate never goes below this.")
+_lr("min_learning_rate", "float", 0.0, "The rate never goes below this.", minimum=0)
 _lr("learning_rate_control_error_measure", "str", None, "Score newbob watches; default: the first dev score.")
 _lr("learning_rate_control_relative_error_relative_lr", "bool", False, "Scale the relative error by the rate ratio.")
-_lr("newbob_learning_rate_decay", "float", 0.5, "Factor applied to the rate when newbob decays it.")
+_lr("newbob_learning_rate_decay", "float", 0.5, "Factor applied to the rate when newbob decays it.", minimum=0)
 _lr("newbob_relative_error_threshold", "float", -0.01, "newbob: decay when the relative improvement is above this.")
 _lr("newbob_error_threshold", "float", -0.01, "newbob_abs: decay when the absolute improvement is above this.")
 _lr("newbob_relative_error_div_by_old", "bool", False, "Relative error divided by the old score instead of the new.")
-_lr("newbob_multi_num_epochs", "int", 5, "newbob_multi_epoch: sub-epochs averaged per decision.")
-_lr("learning_rate_control_min_num_epochs_per_new_lr", "int", 0, "Keep a new rate at least this many epochs.")
-_lr("newbob_multi_update_interval", "int", None, "newbob_multi_epoch: epochs between decisions; default: newbob_multi_num_epochs.")
+_lr("newbob_multi_num_epochs", "int", 5, "newbob_multi_epoch: sub-epochs averaged per decision.", minimum=1)
+_lr("learning_rate_control_min_num_epochs_per_new_lr", "int", 0, "Keep a new rate at least this many epochs.", minimum=0)
+_lr("newbob_multi_update_interval", "int", None, "newbob_multi_epoch: epochs between decisions; default: newbob_multi_num_epochs.", minimum=1)
 
 # ---- checkpoints
 _ckpt = partial(declare, group="checkpoints")
 _ckpt("model", "str", None, "Checkpoint prefix: <model>.NNN per epoch; re-running resumes from the newest.")
 _ckpt("start_epoch", "int|str", "auto", "auto: resume from the newest checkpoint; N: continue after <model>.N-1 (1: from scratch).")
-_ckpt("save_interval", "int", 1, "Save a checkpoint every N epochs (and always the last).")
+_ckpt("save_interval", "int", 1, "Save a checkpoint every N epochs (and always the last).", minimum=1)
 
 # ---- logging
 _log = partial(declare, group="logging")
 _log("log", "str|list", None, "Log file(s); rank R of N writes <base>.horovod-R-N<ext>.")
-_log("log_verbosity", "int", 3, "0-5: how much is printed (docs/running.md lists what each level shows).")
-_log("progress_interval", "float", 10.0, "Seconds between progress lines (log_verbosity >= 4, no terminal).")
+_log("log_verbosity", "int", 3, "0-5: how much is printed (docs/running.md lists what each level shows).", minimum=0)
+_log("progress_interval", "float", 10.0, "Seconds between progress lines (log_verbosity >= 4, no terminal).", minimum=0)
 _log("tf_log_dir", "str", None, "TensorBoard directory; default: tf-log next to 'model'; None disables.")
-_log("tf_log_step_interval", "int", 10, "Write training summaries every N steps.")
+_log("tf_log_step_interval", "int", 10, "Write training summaries every N steps.", minimum=1)
 
 # ---- tensorflow
 _tf = partial(declare, group="tensorflow")
@@ -106,11 +106,11 @@ _dist = partial(declare, group="distributed")
 _dist("use_horovod", "bool", False, "Train on all ranks of the MPI job (data parallel).")
 _dist("distributed_backend", "str", None, "horovod or mpi (mpi4py); default: Horovod when installed, else mpi.")
 _dist("horovod_reduce_type", "str", "grad", "grad: sum gradients every step; param: average parameters now and then.")
-_dist("horovod_param_sync_step", "int", 1, "param: average parameters every N steps.")
-_dist("horovod_param_sync_time_diff", "float", None, "param: average parameters every N seconds instead.")
+_dist("horovod_param_sync_step", "int", 1, "param: average parameters every N steps.", minimum=1)
+_dist("horovod_param_sync_time_diff", "float", None, "param: average parameters every N seconds instead.", minimum=0)
 _dist("horovod_scale_lr", "bool", False, "Divide the learning rate by the number of ranks.")
 _dist("horovod_dataset_distribution", "str", "shard", "shard: batch i to rank i mod N; random_seed_offset: own order per rank.")
-_dist("horovod_stall_timeout", "float", 300.0, "Seconds without progress after which a rank gives up.")
+_dist("horovod_stall_timeout", "float", 300.0, "Seconds without progress after which a rank gives up.", minimum=0)
 _dist("horovod_timeline", "str", None, "Write Horovod's timeline to this file.")
 _dist("horovod_cycle_time", "float", None, "Horovod cycle time in ms (default here: 2).")
 _dist("horovod_fusion_threshold", "int", None, "Horovod tensor fusion buffer in bytes.")

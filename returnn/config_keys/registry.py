@@ -28,6 +28,7 @@ class Key:
     default: Any
     doc: str
     group: str
+    minimum: Optional[float] = None  # smallest allowed value of a number (checked at start-up)
 
     @property
     def types(self) -> List[str]:
@@ -44,7 +45,8 @@ RETURNN_UNSUPPORTED: Dict[str, str] = {}
 """RETURNN keys that would change what RETURNN does but are not implemented here: reason."""
 
 
-def declare(name: str, type_: str, default: Any, doc: str, group: str = "general") -> Key:
+def declare(name: str, type_: str, default: Any, doc: str, group: str = "general",
+            minimum: Optional[float] = None) -> Key:
     """Declares a key the engine reads. Declaring a name twice is an error."""
     for t in type_.split("|"):
         if t not in TYPE_NAMES:
@@ -53,7 +55,7 @@ def declare(name: str, type_: str, default: Any, doc: str, group: str = "general
         raise ValueError("config key %r is declared twice" % name)
     RETURNN_IGNORED.pop(name, None)
     RETURNN_UNSUPPORTED.pop(name, None)
-    key = Key(name, type_, default, doc, group)
+    key = Key(name, type_, default, doc, group, minimum)
     KEYS[name] = key
     return key
 

@@ -1,0 +1,65 @@
+"""Wrong types and ranges of declared config keys are one line naming the key, at start-up."""
+from __future__ import annotations
+
+import pytest
+
+from helpers import TINY_12AX, assert_one_line_error, run_rnn, train_args, write_config
+from returnn.config_keys.values import check_values
+from returnn.errors import ConfigError
+
+BAD = [
+    ({"num_epochs": -1}, "config key 'num_epochs': must be >= 0, got -1"),
+    ({"num_epochs": 2.5}, "config key 'num_epochs': expected an integer, got 2.5"),
+    ({"num_epochs": "many"}, "config key 'num_epochs': expected an integer, got 'many'"),
+    ({"learning_rate": -0.1}, "config key 'learning_rate': must be >= 0, got -0.1"),
+    ({"learning_rates": [0.1, -1]}, "config key 'learning_rates': learning rate -1 for epoch 2 is not a number >= 0"),
+    ({"learning_rates": [0.1, "x"]}, "config key 'learning_rates': learning rate 'x' for epoch 2"),
+    ({"learning_rates": {"a": 0.1}}, "config key 'learning_rates': epoch key 'a' is not an integer >= 1"),
+    ({"learning_rates": "0.1"}, "config key 'learning_rates': expected a list or a dict, got '0.1'"),
+    ({"max_seq_length": "abc"}, "config key 'max_seq_length': expected an integer or a dict, got 'abc'"),
+    ({"max_seq_length": {"data": -3}}, "config key 'max_seq_length': entry 'data': expected an integer >= 0"),
+    ({"num_inputs": "x"}, "config key 'num_inputs': expected an integer, got 'x'"),
+    ({"num_inputs": 0}, "config key 'num_inputs': must be >= 1, got 0"),
+    ({"num_outputs": {"classes": [0, 1]}}, "config key 'num_outputs': entry 'classes': expected a dim >= 1"),
+    ({"num_outputs": [2, 1]}, "config key 'num_outputs': expected an integer or a dict, got [2, 1]"),
+    ({"extern_data": {"data": 3}}, "config key 'extern_data': entry 'data': expected a dict, got 3"),
+    ({"extern_data": [1]}, "config key 'extern_data': expected a dict, got [1]"),
+    ({"eval_datasets": ["x"]}, "config key 'eval_datasets': expected a dict, got ['x']"),
+    ({"eval_datasets": {"x": 3}}, "config key 'eval_datasets': entry 'x': expected a dict or a string, got 3"),
+    ({"tf_session_opts": 4}, "config key 'tf_session_opts': expected a dict, got 4"),
+    ({"tf_session_opts": {"intra_op_parallelism_threads": "x"}},
+     "config key 'tf_session_opts': 'intra_op_parallelism_threads': expected an integer >= 0, got 'x'"),
+    ({"network": "2**40"}, "config key 'network': expected a dict, got '2**40'"),
+    ({"network": {"output": 3}}, "config key 'network': entry 'output': expected a dict, got 3"),
+    ({"save_interval": 0}, "config key 'save_interval': must be >= 1, got 0"),
+    ({"horovod_stall_timeout": -5}, "config key 'horovod_stall_timeout': must be >= 0, got -5"),
+]
+
+
+@pytest.mark.parametrize("entries, message", BAD, ids=[str(sorted(e.items())) for e, _ in BAD])
+def test_bad_values_name_the_key(entries, message):
+    with pytest.raises(ConfigError) as info:
+        check_values(entries)
+    assert str(info.value).startswith(message), str(info.value)
+
+
+def test_good_values_pass():
+    check_values({"num_epochs": 0, "learning_rate": 0, "learning_rates": {1: 0.5, "2": 0.25},
+                  "num_outputs": {"classes": [2, 1], "data": [9, 2], "w": {"dim": 3}, "s": {"shape": (None, 3)}},
+                  "num_inputs": "9", "max_seq_length": {"data": 100}, "eval_datasets": {"x": {"class": "A"}, "y": "d"},
+                  "tf_session_opts": {"intra_op_parallelism_threads": 1, "log_device_placement": False},
+                  "network": {"#config": {"a": 1}, "output": {"class": "softmax"}}, "batch_size": 0,
+                  "use_horovod": "true", "log": ["a", "b"], "num_epochs_extra": "not declared"})
+
+
+@pytest.mark.parametrize("args, message", [
+    (["++num_epochs", "-1"], "config key 'num_epochs': must be >= 0, got -1"),
+    (["++learning_rate", "-0.5"], "config key 'learning_rate': must be >= 0, got -0.5"),
+    (["++network", "2**40"], "config key 'network': expected a dict, got '2**40'; ++network takes a Python literal"),
+    (["++learning_rates", "[0.1, None]"], "config key 'learning_rates': learning rate None for epoch 2"),
+])
+def test_command_line_values_are_one_line_errors(tmp_path, args, message):
+    config = write_config(tmp_path / "tiny.config", TINY_12AX)
+    proc = run_rnn(train_args(config, tmp_path, *args), timeout=300)
+    assert_one_line_error(proc, message)
+    assert not (tmp_path / "model.001.index").exists()
