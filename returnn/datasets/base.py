@@ -184,6 +184,10 @@ class Dataset:
         """Sequence tag (name) of one sequence."""
         return self._corpus_tag(self.corpus_index(seq_idx))
 
+    def corpus_tags(self) -> List[str]:
+        """Tags of all corpus sequences, in corpus order."""
+        return [self._corpus_tag(i) for i in range(self.num_corpus_seqs)]
+
     def close(self) -> None:
         """Releases file handles."""
 

@@ -185,7 +185,10 @@ class HDFDataset(Dataset):
     # ---- extras
     def get_all_tags(self) -> List[str]:
         """Tags of all corpus sequences, in corpus order."""
+        self._check_open()
         return [f.tag(i) for f in self._files for i in range(f.num_seqs)]
+
+    corpus_tags = get_all_tags
 
     def close(self) -> None:
         """Closes all file handles and drops caches."""

@@ -1,0 +1,136 @@
+"""Reading the text files text datasets use: corpora (plain or gzipped), symbol lists and maps
+(vocabularies), sequence lists.
+
+No data file is ever executed or unpickled: a vocabulary is a text file (one symbol per line, or
+``<symbol> <index>`` per line) or a Python dict literal (``{"a": 0, "b": 1}``, parsed with
+``ast.literal_eval``). A pickle file (RETURNN's ``*.vocab.pkl``, ``*.pkl`` sequence lists) is
+refused with one line that says how to convert it once.
+"""
+from __future__ import annotations
+
+import ast
+import gzip
+import os
+from typing import Dict, Iterator, List, Union
+
+from returnn.errors import DataError
+
+PICKLE_HINT = ("this engine never unpickles data files; convert it once to a text file, e.g. "
+               "python3 -c \"import pickle,sys; print(repr(pickle.load(open(sys.argv[1], 'rb'))))\" %s > %s")
+
+
+def _open_binary(path: str, what: str):
+    if not os.path.exists(path):
+        raise DataError("%s: file not found: %s" % (what, path))
+    if os.path.isdir(path):
+        raise DataError("%s: %s is a directory, expected a text file" % (what, path))
+    try:
+        raw = open(path, "rb")
+    except OSError as exc:
+        raise DataError("%s: cannot read %s: %s" % (what, path, exc.strerror or exc))
+    if path.endswith(".gz"):
+        return gzip.GzipFile(fileobj=raw, mode="rb")
+    return raw
+
+
+def _check_not_pickle(path: str, head: bytes, what: str) -> None:
+    if head[:1] == b"\x80" or head.startswith((b"(dp", b"(lp", b"}q", b"]q")):
+        txt = path[:-4] + ".txt" if path.endswith(".pkl") else path + ".txt"
+        raise DataError("%s: %s is a pickle file; %s" % (what, path, PICKLE_HINT % (path, txt)))
+
+
+def read_lines(path: str, what: str, skip_empty: bool = False) -> Iterator[str]:
+    """Lines of a text file (``.gz`` is decompressed), stripped; UTF-8, else Latin-1 per line."""
+    f = _open_binary(path, what)
+    try:
+        for raw in f:
+            try:
+                line = raw.decode("utf8")
+            except UnicodeDecodeError:
+                line = raw.decode("latin_1")
+            line = line.strip()
+            if skip_empty and not line:
+                continue
+            yield line
+    except (OSError, EOFError, gzip.BadGzipFile) as exc:
+        raise DataError("%s: cannot read %s: %s" % (what, path, str(exc).splitlines()[0] if str(exc) else exc))
+    finally:
+        f.close()
+
+
+def read_text(path: str, what: str) -> str:
+    """The whole file as text (UTF-8); pickles are refused."""
+    f = _open_binary(path, what)
+    try:
+        data = f.read()
+    except (OSError, EOFError, gzip.BadGzipFile) as exc:
+        raise DataError("%s: cannot read %s: %s" % (what, path, exc))
+    finally:
+        f.close()
+    _check_not_pickle(path, data[:64], what)
+    try:
+        return data.decode("utf8")
+    except UnicodeDecodeError as exc:
+        raise DataError("%s: %s is not UTF-8 text (byte %i)" % (what, path, exc.start))
+
+
+def _literal(text: str, path: str, what: str):
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError, MemoryError, RecursionError) as exc:
+        raise DataError("%s: %s is not a Python literal: %s" % (what, path, str(exc).splitlines()[0]))
+
+
+def load_symbol_list(path: str, what: str) -> List[str]:
+    """One symbol per line; the index is the line number (RETURNN's ``orth_symbols_file``)."""
+    text = read_text(path, what)
+    return text.splitlines()
+
+
+def load_symbol_map(path: str, what: str) -> Dict[str, int]:
+    """A symbol -> index map: a dict literal ``{"a": 0, ...}``, or lines ``<symbol> <index>``, or
+    (no index column) one symbol per line numbered by line."""
+    text = read_text(path, what)
+    if text.lstrip().startswith("{"):
+        value = _literal(text, path, what)
+        if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool)
+                                                  for k, v in value.items()):
+            raise DataError("%s: %s must be a dict of symbol -> int index" % (what, path))
+        result = dict(value)
+    else:
+        lines = [ln for ln in text.splitlines() if ln.strip()]
+        pairs = [ln.rsplit(None, 1) for ln in lines]
+        if pairs and all(len(p) == 2 and p[1].lstrip("-").isdigit() for p in pairs):
+            result = {p[0]: int(p[1]) for p in pairs}
+        else:
+            result = {ln.strip(): i for i, ln in enumerate(lines)}
+    if not result:
+        raise DataError("%s: %s holds no symbols" % (what, path))
+    if min(result.values()) < 0:
+        raise DataError("%s: %s has a negative index" % (what, path))
+    return result
+
+
+def labels_of_map(symbols: Dict[str, int]) -> List[str]:
+    """Label list by index (dim = max index + 1); when several symbols share an index, the
+    lexically last wins (as RETURNN); gaps get ``<unused-i>``."""
+    labels = ["<unused-%i>" % i for i in range(max(symbols.values()) + 1)]
+    for sym, idx in sorted(symbols.items()):
+        labels[idx] = sym
+    return labels
+
+
+def load_seq_list(path: Union[str, List[str]], what: str) -> Union[List[str], Dict[str, List[str]]]:
+    """Sequence tags: a list, a text file with one tag per line (``.gz`` too), or a literal list
+    or dict (dataset key -> list of tags, as in RETURNN's MetaDataset)."""
+    if isinstance(path, (list, tuple)):
+        return [str(t) for t in path]
+    text = read_text(path, what)
+    if text.lstrip().startswith(("[", "{")):
+        value = _literal(text, path, what)
+        if isinstance(value, (list, tuple)):
+            return [str(t) for t in value]
+        if isinstance(value, dict) and all(isinstance(v, (list, tuple)) for v in value.values()):
+            return {str(k): [str(t) for t in v] for k, v in value.items()}
+        raise DataError("%s: %s must hold a list of sequence tags (or a dict of such lists)" % (what, path))
+    return [ln.strip() for ln in text.splitlines() if ln.strip()]
