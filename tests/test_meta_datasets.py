@@ -236,3 +236,53 @@ def test_training_through_meta_dataset_of_two_hdf_files(files, tmp_path):
     assert proc.returncode == 0, describe(proc)
     assert "Finished training in epoch 2." in proc.stdout
     assert (tmp_path / "model.002.index").exists()
+
+
+def test_seq_list_filter_file_keeps_listed_tags_after_partition(files, tmp_path):
+    keep = [TAGS[1], TAGS[4], TAGS[8]]
+    (tmp_path / "filter.txt").write_text("\n".join(keep) + "\n")
+    spec = {"class": "HDFDataset", "files": [files["feat"]], "seq_list_filter_file": str(tmp_path / "filter.txt"),
+            "partition_epoch": 2}
+    ds = init_dataset(spec)
+    tags1, seqs1 = epoch_contents(ds, 1)
+    tags2, _ = epoch_contents(ds, 2)
+    assert tags1 == [TAGS[1], TAGS[4]] and tags2 == [TAGS[8]]  # parts 0..4 and 5..8, then filtered
+    np.testing.assert_array_equal(seqs1[1]["data"], FEATS[4])
+    (tmp_path / "none.txt").write_text("other\n")
+    ds = init_dataset(dict(spec, seq_list_filter_file=str(tmp_path / "none.txt")))
+    with pytest.raises(DataError, match="no sequence left after seq_list_filter_file"):
+        ds.init_seq_order(1)
+
+
+def test_concat_seqs_dataset(files, tmp_path):
+    """Sequences of the alignment file joined by tag; the in-between postfix label is removed and
+    the data repeated up to a multiple, as in RETURNN."""
+    joined = ["%s;%s" % (TAGS[0], TAGS[1]), TAGS[2], ";".join(TAGS[3:6])]
+    (tmp_path / "concat.txt").write_text("\n".join(joined) + "\n")
+    (tmp_path / "lens.py").write_text(repr({t: int(n) for t, n in zip(TAGS, LENS)}))
+    ds = init_dataset({"class": "ConcatSeqsDataset", "seq_list_file": str(tmp_path / "concat.txt"),
+                       "seq_len_file": str(tmp_path / "lens.py"), "seq_ordering": "sorted_reverse",
+                       "repeat_in_between_last_frame_up_to_multiple_of": {"data": 4},
+                       "dataset": {"class": "MetaDataset",
+                                   "datasets": {"feat": {"class": "HDFDataset", "files": [files["feat"]]},
+                                                "align": {"class": "HDFDataset", "files": [files["align"]]}},
+                                   "data_map": {"data": ("feat", "data"), "classes": ("align", "classes")}}})
+    total = [LENS[0] + LENS[1], LENS[2], LENS[3] + LENS[4] + LENS[5]]
+    order = np.argsort(total, kind="stable")[::-1]
+    tags, seqs = epoch_contents(ds, 1)
+    assert tags == [joined[i] for i in order]
+
+    def padded(x, k=4):
+        return np.concatenate([x] + [x[-1:]] * ((-len(x)) % k))
+
+    want = {joined[0]: (np.concatenate([padded(FEATS[0]), FEATS[1]]), np.concatenate(ALIGN[0:2])),
+            joined[1]: (FEATS[2], ALIGN[2]),
+            joined[2]: (np.concatenate([padded(FEATS[3]), padded(FEATS[4]), FEATS[5]]), np.concatenate(ALIGN[3:6]))}
+    for tag, seq, lens in zip(tags, seqs, ds.seq_lengths_in_order()):
+        np.testing.assert_array_equal(seq["data"], want[tag][0])
+        np.testing.assert_array_equal(seq["classes"], want[tag][1])
+        assert list(lens) == [len(want[tag][0]), len(want[tag][1])]
+    (tmp_path / "bad.txt").write_text("%s;nope\n" % TAGS[0])
+    with pytest.raises(DataError, match="sub-sequence 'nope'"):
+        init_dataset({"class": "ConcatSeqsDataset", "seq_list_file": str(tmp_path / "bad.txt"),
+                      "dataset": {"class": "HDFDataset", "files": [files["feat"]]}})

@@ -10,7 +10,7 @@ from returnn.errors import DataError, known_list
 
 # Modules that register dataset classes when imported.
 _DATASET_MODULES = ("returnn.datasets.generating", "returnn.datasets.hdf", "returnn.datasets.meta",
-                    "returnn.datasets.lm", "returnn.datasets.sprint")
+                    "returnn.datasets.lm", "returnn.datasets.concat", "returnn.datasets.sprint")
 
 
 def _load_registry() -> Dict[str, type]:

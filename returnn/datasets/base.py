@@ -14,6 +14,7 @@ from typing import Any, Dict, List, Optional, Sequence, Type
 import numpy as np
 
 from returnn.datasets.options import int_option, optional_int_option, str_option
+from returnn.datasets.text_files import load_seq_list
 from returnn.errors import DataError, known_list
 
 
@@ -55,6 +56,12 @@ class Dataset:
         self.fixed_random_seed = optional_int_option(owner, "fixed_random_seed", fixed_random_seed)
         self.random_seed_offset = int_option(owner, "random_seed_offset", random_seed_offset or 0)
         optional_int_option(owner, "estimated_num_seqs", estimated_num_seqs, minimum=0)
+        self._tag_filter: Optional[set] = None
+        if seq_list_filter_file is not None:
+            tags = load_seq_list(str_option(owner, "seq_list_filter_file", seq_list_filter_file), owner)
+            if not isinstance(tags, list):
+                raise DataError("%s: seq_list_filter_file must hold a list of sequence tags" % owner)
+            self._tag_filter = set(tags)
         self.epoch: Optional[int] = None
         self._seq_order: np.ndarray = np.zeros((0,), dtype=np.int64)
 
@@ -128,8 +135,20 @@ class Dataset:
         order = self.full_epoch_order(full_epoch)
         part = (epoch - 1) % self.partition_epoch
         start, end = partition_bounds(len(order), self.partition_epoch, part)
-        self._seq_order = order[start:end]
+        self._seq_order = self.apply_tag_filter(order[start:end])
         self.epoch = epoch
+
+    def apply_tag_filter(self, order: np.ndarray) -> np.ndarray:
+        """Keeps the sequences whose tags are in ``seq_list_filter_file`` (after partitioning, as
+        RETURNN); none left is an error."""
+        if self._tag_filter is None:
+            return order
+        kept = np.array([i for i in order.tolist() if self._corpus_tag(i) in self._tag_filter], dtype=np.int64)
+        if len(order) and not len(kept):
+            raise DataError("%s: no sequence left after seq_list_filter_file (filter tags e.g. %s; dataset tags "
+                            "e.g. %s)" % (self.describe(), sorted(self._tag_filter)[:2],
+                                          [self._corpus_tag(i) for i in order[:2].tolist()]))
+        return kept
 
     def random_seed_for_epoch(self, full_epoch: int) -> int:
         """Seed for generating/shuffling: ``fixed_random_seed`` if set, else the epoch, plus offset."""

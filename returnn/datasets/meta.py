@@ -182,7 +182,7 @@ class MetaDataset(Dataset):
         to_here = np.full(control.num_corpus_seqs, -1, dtype=np.int64)
         to_here[self._index[self.control_key]] = np.arange(self._corpus_num_seqs())
         order = to_here[np.asarray(control.seq_order, dtype=np.int64)]
-        self._seq_order = order[order >= 0]
+        self._seq_order = self.apply_tag_filter(order[order >= 0])
         self.epoch = epoch
 
     def close(self) -> None:

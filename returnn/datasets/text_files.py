@@ -74,7 +74,7 @@ def read_text(path: str, what: str) -> str:
         raise DataError("%s: %s is not UTF-8 text (byte %i)" % (what, path, exc.start))
 
 
-def _literal(text: str, path: str, what: str):
+def parse_literal(text: str, path: str, what: str):
     try:
         return ast.literal_eval(text)
     except (ValueError, SyntaxError, MemoryError, RecursionError) as exc:
@@ -92,7 +92,7 @@ def load_symbol_map(path: str, what: str) -> Dict[str, int]:
     (no index column) one symbol per line numbered by line."""
     text = read_text(path, what)
     if text.lstrip().startswith("{"):
-        value = _literal(text, path, what)
+        value = parse_literal(text, path, what)
         if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool)
                                                   for k, v in value.items()):
             raise DataError("%s: %s must be a dict of symbol -> int index" % (what, path))
@@ -127,7 +127,7 @@ def load_seq_list(path: Union[str, List[str]], what: str) -> Union[List[str], Di
         return [str(t) for t in path]
     text = read_text(path, what)
     if text.lstrip().startswith(("[", "{")):
-        value = _literal(text, path, what)
+        value = parse_literal(text, path, what)
         if isinstance(value, (list, tuple)):
             return [str(t) for t in value]
         if isinstance(value, dict) and all(isinstance(v, (list, tuple)) for v in value.values()):
