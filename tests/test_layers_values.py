@@ -116,3 +116,15 @@ def test_network_defaults_refs_and_aliases():
     h = outs["h"].tensor.numpy()
     ref = 2 * (h + np_pos_enc(np.arange(3)[None] + np.array([3, 2])[:, None], 6))
     np.testing.assert_allclose(outs["scaled"].tensor.numpy(), ref, atol=1e-5)
+
+
+def test_loss_without_target_reads_no_target_data():
+    extern = {"data": Data("data", shape=(None, 3))}
+    net = TFNetwork({"sq": {"class": "activation", "activation": "square", "from": "data"},
+                     "loss": {"class": "reduce", "mode": "sum", "axes": "F", "from": "sq", "loss": "as_is"}}, extern)
+    assert net.required_data_keys(with_targets=True) == ["data"] and net.losses[0].target is None
+    x = np.arange(12, dtype=np.float32).reshape(2, 2, 3)
+    batch = {"data": tf.constant(x), "data:seq_len": tf.constant([2, 1])}
+    values = net.compute_losses(net.forward(batch, RunContext(False)), batch)["loss"]
+    assert float(values.loss_sum) == pytest.approx(float((x[0] ** 2).sum() + (x[1, 0] ** 2).sum()))
+    assert float(values.norm) == 3.0

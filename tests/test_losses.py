@@ -7,6 +7,7 @@ import tensorflow as tf
 
 from returnn.errors import NetworkError
 from data_utils import spec, value
+from returnn.tensor import Data, SpatialDim, batch_dim
 from returnn.tf.losses import LOSS_CLASSES, get_loss_class
 
 
@@ -57,10 +58,26 @@ def test_ce_label_smoothing():
     vals = compute("ce", output(LOGITS, LENS), sparse_target(LABELS, LENS, 3), label_smoothing=ls)
     lp = log_softmax(LOGITS.astype(np.float64))
     expected = 0.0
+    best = -((1 - ls) * np.log(1 - ls) + 2 * (ls / 2) * np.log(ls / 2))  # RETURNN subtracts the best value
     for b, t in [(0, 0), (0, 1), (0, 2), (0, 3), (1, 0)]:
-        q = np.full(3, ls / 3) + (1 - ls) * np.eye(3)[LABELS[b, t]]
-        expected -= (q * lp[b, t]).sum()
+        q = np.full(3, ls / 2) + (1 - ls - ls / 2) * np.eye(3)[LABELS[b, t]]  # 1 - ls on the label, ls/(V-1) else
+        expected -= (q * lp[b, t]).sum() + best
     assert vals["loss_sum"] == pytest.approx(expected, rel=1e-5)
+
+
+def test_ce_focal_loss_input_type_and_upper_bound():
+    vals = compute("ce", output(LOGITS, LENS), sparse_target(LABELS, LENS, 3), focal_loss_factor=2.0)
+    lp = log_softmax(LOGITS.astype(np.float64))
+    frames = [(0, 0), (0, 1), (0, 2), (0, 3), (1, 0)]
+    expected = sum(-lp[b, t, LABELS[b, t]] * (1 - np.exp(lp[b, t, LABELS[b, t]])) ** 2 for b, t in frames)
+    assert vals["loss_sum"] == pytest.approx(expected, rel=1e-5)
+    logits_out = value(tf.constant(LOGITS), LENS, spec(3))  # the output holds logits, not probabilities
+    vals = compute("ce", logits_out, sparse_target(LABELS, LENS, 3), input_type="logits")
+    assert vals["loss_sum"] == pytest.approx(sum(-lp[b, t, LABELS[b, t]] for b, t in frames), rel=1e-5)
+    vals = compute("ce", output(LOGITS, LENS), sparse_target(LABELS, LENS, 3), fake_upper_bound=1.0)
+    assert vals["loss_sum"] == pytest.approx(sum(min(-lp[b, t, LABELS[b, t]], 1.0) for b, t in frames), rel=1e-5)
+    with pytest.raises(NetworkError, match="'output'.*input_type"):
+        compute("ce", output(LOGITS, LENS), sparse_target(LABELS, LENS, 3), input_type="log")
 
 
 def test_ce_without_time_axis_and_soft_targets():
@@ -174,7 +191,30 @@ def test_ctc_ignores_padding_and_has_gradient_in_tf_function():
 
 def test_loss_registry_errors():
     assert set(LOSS_CLASSES) >= {"ce", "mse", "ctc"}
-    with pytest.raises(NetworkError, match="layer 'x': unknown loss 'y' \\(known: ce, ctc, mse"):
+    with pytest.raises(NetworkError, match="layer 'x': unknown loss 'y' \\(known: as_is, ce, ctc, edit_distance, mse"):
         get_loss_class("y", "x")
     with pytest.raises(NetworkError, match="'x'.*focal"):
         get_loss_class("ce", "x")("x", {"focal": 1}, "classes")
+
+
+def test_as_is_and_edit_distance():
+    per_frame = Data("loss", dims=[batch_dim, SpatialDim("time")])  # (B, T): one loss value per frame
+    out = value(tf.constant([[1.0, 2.0, 50.0], [3.0, 40.0, 40.0]]), [2, 1], per_frame)
+    vals = compute("as_is", out, None)
+    assert (vals["loss_sum"], vals["norm"], vals["error_sum"]) == (6.0, 3.0, None)
+    vals = compute("as_is", out, None, as_error=True)
+    assert (vals["loss_sum"], vals["error_sum"], vals["error_norm"]) == (0.0, 6.0, 3.0)
+    vals = compute("edit_distance", output(LOGITS, LENS), sparse_target(LABELS, LENS, 3))
+    hyp = [np.argmax(LOGITS[0], -1)[:4], np.argmax(LOGITS[1], -1)[:1]]
+    ref = [LABELS[0, :4], LABELS[1, :1]]
+    assert vals["error_sum"] == sum(_levenshtein(list(h), list(r)) for h, r in zip(hyp, ref))
+    assert vals["error_norm"] == 5.0 and vals["loss_sum"] == 0.0
+
+
+def _levenshtein(a, b):
+    d = list(range(len(b) + 1))
+    for i, x in enumerate(a, 1):
+        prev, d[0] = d[0], i
+        for j, y in enumerate(b, 1):
+            prev, d[j] = d[j], min(d[j] + 1, d[j - 1] + 1, prev + (x != y))
+    return d[len(b)]

@@ -1,10 +1,11 @@
-"""Losses (``"loss": "ce" | "mse" | "ctc"`` on an output layer).
+"""Losses (``"loss": "ce" | "mse" | "ctc" | "as_is" | "edit_distance"`` on a layer).
 
 Every loss returns sums, not averages (:class:`LossValues`); the engine divides by ``norm``
 (and ``error_sum`` by ``error_norm``), possibly after summing over several batches or workers.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Dict, Optional, Tuple, Type
 
@@ -29,6 +30,7 @@ class Loss:
 
     loss_class = ""
     known_opts: Tuple[str, ...] = ()
+    need_target = True  # False: compute() gets target None and the network reads no target data
 
     def __init__(self, layer_name: str, loss_opts: Optional[Dict[str, Any]], target_key: str):
         self.layer_name = layer_name
@@ -39,9 +41,9 @@ class Loss:
             raise NetworkError("layer %r: unknown loss_opts %s for loss %r (known: %s)"
                                % (layer_name, known_list(unknown), self.loss_class, known_list(self.known_opts) or "none"))
 
-    def compute(self, output: LayerOutput, target: LayerOutput) -> LossValues:
+    def compute(self, output: LayerOutput, target: Optional[LayerOutput]) -> LossValues:
         """Loss of ``output`` against ``target`` for one batch."""
-        return self.compute_btf(self._layout(output, "output"), self._layout(target, "target"))
+        return self.compute_btf(self._layout(output, "output"), None if target is None else self._layout(target, "target"))
 
     def _layout(self, x: LayerOutput, what: str) -> LayerOutput:
         """``x`` as (B, T, F) / (B, T) / (B, F) / (B,): losses work on that layout."""
@@ -87,34 +89,65 @@ def _log_probs(output: LayerOutput, eps: float = 1e-7) -> tf.Tensor:
 class CrossEntropyLoss(Loss):
     """Cross entropy vs sparse class targets (or dense soft targets); frame error via argmax.
 
-    ``loss_opts``: ``label_smoothing`` (the target distribution becomes
-    ``(1 - ls) * onehot + ls / num_classes``).
+    ``loss_opts`` (RETURNN's): ``label_smoothing`` ls (sparse targets: soft target ``1 - ls`` on
+    the label and ``ls / (V - 1)`` on the others, minus the constant best value, as RETURNN),
+    ``focal_loss_factor`` g (frame loss times ``(1 - p_label) ** g``), ``input_type`` ("prob":
+    the output is a softmax, its logits are used when known; "logits": the output is logits),
+    ``fake_upper_bound`` (loss values clipped, gradient unchanged). ``use_fused``,
+    ``safe_log_opts`` and ``debug_dump`` only tune speed/debugging in RETURNN and are accepted.
     """
 
     loss_class = "ce"
-    # "use_fused" selects a TF kernel in RETURNN; ours is always the stable fused form.
-    known_opts = ("label_smoothing", "use_fused")
+    known_opts = ("label_smoothing", "focal_loss_factor", "input_type", "fake_upper_bound", "use_fused",
+                  "safe_log_opts", "debug_dump")
+
+    def __init__(self, layer_name: str, loss_opts: Optional[Dict[str, Any]], target_key: str):
+        super().__init__(layer_name, loss_opts, target_key)
+        self.smoothing = self._number("label_smoothing")
+        self.focal = self._number("focal_loss_factor")
+        self.input_type = self.opts.get("input_type", "prob")
+        if self.input_type not in ("prob", "logits"):
+            raise NetworkError("layer %r: loss_opts input_type must be 'prob' or 'logits', got %r"
+                               % (layer_name, self.input_type))
+        bound = self.opts.get("fake_upper_bound")
+        self.upper_bound = None if bound is None else self._number("fake_upper_bound")
+
+    def _number(self, key: str) -> float:
+        value = self.opts.get(key) or 0.0
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            raise NetworkError("layer %r: loss_opts %s must be a number >= 0, got %r" % (self.layer_name, key, value))
+        return float(value)
+
+    def _log_probs(self, output: LayerOutput) -> tf.Tensor:
+        if self.input_type == "logits":
+            return tf.nn.log_softmax(output.tensor, axis=-1)
+        return _log_probs(output)
 
     def compute_btf(self, output: LayerOutput, target: LayerOutput) -> LossValues:
         mask = _frame_mask(target)
         num_classes = output.data.dim
-        smoothing = float(self.opts.get("label_smoothing", 0.0) or 0.0)
+        log_p = self._log_probs(output)
         if target.data.sparse:
             labels = target.tensor if mask is None else tf.where(mask > 0, target.tensor, 0)
-            if output.logits is not None and not smoothing:
+            label_log_p = tf.gather(log_p, labels, batch_dims=len(labels.shape))
+            if self.smoothing:
+                confidence, low = 1.0 - self.smoothing, self.smoothing / max(num_classes - 1, 1)
+                soft = tf.one_hot(labels, num_classes, on_value=confidence, off_value=low)
+                best = -(confidence * math.log(confidence) + (num_classes - 1) * low * math.log(low + 1e-20))
+                frame_loss = -tf.reduce_sum(soft * log_p, axis=-1) - best
+            elif output.logits is not None and self.input_type == "prob":
                 frame_loss = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=output.logits)
             else:
-                log_p = _log_probs(output)
-                frame_loss = -tf.reduce_sum(tf.one_hot(labels, num_classes) * log_p, axis=-1)
-                if smoothing:
-                    uniform = -tf.reduce_mean(log_p, axis=-1)
-                    frame_loss = (1.0 - smoothing) * frame_loss + smoothing * uniform
+                frame_loss = -label_log_p
+            if self.focal:
+                frame_loss *= (1.0 - tf.exp(label_log_p)) ** self.focal
         else:
-            probs = target.tensor
-            if smoothing:
-                probs = (1.0 - smoothing) * probs + smoothing / num_classes
-            frame_loss = -tf.reduce_sum(probs * _log_probs(output), axis=-1)
+            if self.smoothing or self.focal:
+                raise NetworkError("layer %r: label_smoothing/focal_loss_factor need sparse targets" % self.layer_name)
+            frame_loss = -tf.reduce_sum(target.tensor * log_p, axis=-1)
             labels = tf.argmax(target.tensor, axis=-1, output_type=tf.int32)
+        if self.upper_bound is not None:
+            frame_loss = frame_loss - tf.stop_gradient(frame_loss - tf.minimum(frame_loss, self.upper_bound))
         scores = output.logits if output.logits is not None else output.tensor
         wrong = tf.cast(tf.not_equal(tf.argmax(scores, axis=-1, output_type=tf.int32), labels), tf.float32)
         frames = _frame_count(target, mask)
@@ -164,15 +197,59 @@ class CtcLoss(Loss):
         norm = tf.cast(tf.reduce_sum(output.seq_len), tf.float32)
         decoded, _ = tf.nn.ctc_greedy_decoder(tf.transpose(logits, [1, 0, 2]), output.seq_len,
                                               merge_repeated=True, blank_index=blank)
-        indices = tf.where(label_mask)
-        truth = tf.SparseTensor(indices, tf.cast(tf.gather_nd(labels, indices), tf.int64),
-                                tf.cast(tf.shape(labels), tf.int64))
-        dist = tf.edit_distance(tf.cast(decoded[0], tf.int64), truth, normalize=False)
+        dist = tf.edit_distance(tf.cast(decoded[0], tf.int64), _to_sparse(labels, label_mask), normalize=False)
         error_norm = tf.cast(tf.reduce_sum(target.seq_len), tf.float32)
         return LossValues(tf.reduce_sum(loss), norm, tf.reduce_sum(dist), error_norm)
 
 
-LOSS_CLASSES: Dict[str, Type[Loss]] = {cls.loss_class: cls for cls in (CrossEntropyLoss, MeanSquaredErrorLoss, CtcLoss)}
+class AsIsLoss(Loss):
+    """The output itself is the loss (summed over real frames and features; norm = frames);
+    ``as_error``: report it as the error instead, with no loss."""
+
+    loss_class = "as_is"
+    known_opts = ("as_error",)
+    need_target = False
+
+    def compute_btf(self, output: LayerOutput, target: Optional[LayerOutput]) -> LossValues:
+        mask = _frame_mask(output)
+        values = tf.cast(output.tensor, tf.float32)
+        if output.data.feature_dim_axis is not None:
+            values = tf.reduce_sum(values, axis=-1)
+        total, frames = _masked_sum(values, mask), _frame_count(output, mask)
+        if self.opts.get("as_error"):
+            return LossValues(tf.constant(0.0), frames, total, frames)
+        return LossValues(total, frames)
+
+
+class EditDistanceLoss(Loss):
+    """Evaluation only (no loss): label error rate = edit distance between the output labels
+    (sparse output, or argmax of a dense one) and the target, over the target length."""
+
+    loss_class = "edit_distance"
+    known_opts = ("debug_print", "label_map", "ctc_decode", "output_in_log_space")
+
+    def compute_btf(self, output: LayerOutput, target: LayerOutput) -> LossValues:
+        if not target.data.sparse or not target.data.have_time_axis() or not output.data.have_time_axis():
+            raise NetworkError("layer %r: edit_distance needs sparse targets and outputs with a time axis"
+                               % self.layer_name)
+        if self.opts.get("label_map") or self.opts.get("ctc_decode"):
+            raise NetworkError("layer %r: edit_distance loss_opts label_map/ctc_decode are not supported"
+                               % self.layer_name)
+        hyp = output.tensor if output.data.sparse else tf.argmax(output.tensor, axis=-1, output_type=tf.int32)
+        dist = tf.edit_distance(_to_sparse(hyp, output.sequence_mask()), _to_sparse(target.tensor, target.mask()),
+                                normalize=False)
+        return LossValues(tf.constant(0.0), tf.constant(1.0), tf.reduce_sum(dist),
+                          tf.cast(tf.reduce_sum(target.seq_len), tf.float32))
+
+
+def _to_sparse(labels: tf.Tensor, mask: tf.Tensor) -> tf.SparseTensor:
+    """(B, T) labels on real frames as a SparseTensor (for tf.edit_distance)."""
+    indices = tf.where(mask)
+    return tf.SparseTensor(indices, tf.cast(tf.gather_nd(labels, indices), tf.int64), tf.cast(tf.shape(labels), tf.int64))
+
+
+LOSS_CLASSES: Dict[str, Type[Loss]] = {cls.loss_class: cls for cls in (
+    CrossEntropyLoss, MeanSquaredErrorLoss, CtcLoss, AsIsLoss, EditDistanceLoss)}
 
 
 def get_loss_class(name: str, layer_name: str) -> Type[Loss]:

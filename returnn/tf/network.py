@@ -86,7 +86,7 @@ class LossInfo:
 
     layer: str
     loss: Loss
-    target: str
+    target: Optional[str]  # None for losses without target (as_is)
     scale: float
 
 
@@ -116,18 +116,19 @@ class TFNetwork(tf.Module):
             layer = cls(name, layer_opts, [self.template_of(s) for s in srcs], seed=seed)
             self.layers[name] = layer
             if opts.get("loss"):
-                target = opts.get("target", "classes")
-                if target not in self.extern_data:
+                loss_cls = get_loss_class(opts["loss"], name)
+                target = opts.get("target", "classes") if loss_cls.need_target else None
+                if target is not None and target not in self.extern_data:
                     raise NetworkError("layer %r: target %r is not a data key (known: %s)"
                                        % (name, target, ", ".join(sorted(self.extern_data))))
-                loss_cls = get_loss_class(opts["loss"], name)
                 self.losses.append(LossInfo(name, loss_cls(name, dict(opts.get("loss_opts") or {}), target),
                                             target, float(opts.get("loss_scale", 1.0))))
         self.output_layer_name = self._find_output_layer()
 
     def _infer_n_out(self, name: str, opts: Dict[str, Any]) -> None:
         """Like RETURNN: a loss layer without ``n_out`` takes the target's dim (+1 blank for ctc)."""
-        if opts.get("n_out") is not None or not opts.get("loss") or opts["class"] not in ("softmax", "linear"):
+        if opts.get("n_out") is not None or opts.get("loss") not in ("ce", "ctc", "mse") \
+                or opts["class"] not in ("softmax", "linear"):
             return
         target = opts.get("target", "classes")
         if target in self.extern_data:
@@ -155,7 +156,7 @@ class TFNetwork(tf.Module):
                 if kind == "data":
                     keys.add(ref)
         if with_targets:
-            keys.update(info.target for info in self.losses)
+            keys.update(info.target for info in self.losses if info.target)
         return sorted(keys, key=lambda k: (k != "data", k))
 
     def forward(self, batch: Dict[str, tf.Tensor], ctx: RunContext,
@@ -218,7 +219,8 @@ class TFNetwork(tf.Module):
 
     def compute_losses(self, outputs: Dict[str, LayerOutput], batch: Dict[str, tf.Tensor]) -> Dict[str, LossValues]:
         """Loss values per loss layer."""
-        return {info.layer: info.loss.compute(outputs[info.layer], self.data_output(batch, info.target))
+        return {info.layer: info.loss.compute(outputs[info.layer],
+                                              self.data_output(batch, info.target) if info.target else None)
                 for info in self.losses}
 
     def l2_loss(self) -> tf.Tensor:
