@@ -152,3 +152,80 @@ def test_translation_errors(tmp_path):
     np.testing.assert_array_equal(all_seqs(ds)[1][0]["data"], [0, 1])
     with pytest.raises(DataError, match="data file not found"):
         init_dataset({"class": "TranslationDataset", "path": str(tmp_path), "file_postfix": "test"})
+
+
+SOURCE_TEXT = "This is some example text.\nIt is used to test the translation dataset.\nWe will write it into a file.\n"
+TARGET_TEXT = ("Das ist ein Beispieltext.\nEr wird zum Testen des TranslationDatasets benutzt.\n"
+               "Wir werden ihn in eine temporäre Datei schreiben.\n")
+
+
+@pytest.mark.parametrize("postfix", ["", " </S>"])
+def test_translation_reconstructs_sentences_like_returnn_test(tmp_path, postfix):
+    """RETURNN's tests/test_TranslationDataset.py, with the vocabularies as dict literals."""
+    (tmp_path / "source.test.gz").write_bytes(gzip.compress(SOURCE_TEXT.encode("utf8")))
+    (tmp_path / "target.test").write_bytes(TARGET_TEXT.encode("utf8"))
+    with_unk = TARGET_TEXT.replace("TranslationDatasets", "<UNK>")
+    vocabs = {}
+    for prefix, text in (("source", SOURCE_TEXT), ("target", with_unk)):
+        words = sorted(set((text + postfix).split()))
+        vocabs[prefix] = {w: i for i, w in enumerate(words)}
+        (tmp_path / ("%s.vocab.txt" % prefix)).write_text(repr(vocabs[prefix]), encoding="utf8")
+    ds = init_dataset({"class": "TranslationDataset", "path": str(tmp_path), "file_postfix": "test",
+                       "source_postfix": postfix, "target_postfix": postfix, "unknown_label": {"classes": "<UNK>"}})
+    tags, seqs = all_seqs(ds)
+    assert tags == ["line-0", "line-1", "line-2"]
+    inverse = {k: {i: w for w, i in v.items()} for k, v in vocabs.items()}
+    for i, seq in enumerate(seqs):
+        assert " ".join(inverse["source"][j] for j in seq["data"]) == SOURCE_TEXT.splitlines()[i] + postfix
+        assert " ".join(inverse["target"][j] for j in seq["classes"]) == with_unk.splitlines()[i] + postfix
+
+
+# RETURNN's tests/test_Dataset.py (test_LmDataset_*), same files and expected indices.
+HELLO = "Hello world\nNext line\n"
+
+
+def _char_symbols(tmp_path, text):
+    syms, seen = ["[END]"], set()
+    for c in text:
+        if c not in seen and c != "\n":
+            syms.append(c)
+            seen.add(c)
+    path = tmp_path / "chars.syms"
+    path.write_text("\n".join(syms) + "\n")
+    return str(path)
+
+
+def test_returnn_lm_char_based_and_multiple_gzipped(tmp_path):
+    (tmp_path / "a.txt.gz").write_bytes(gzip.compress(HELLO.encode()))
+    (tmp_path / "b.txt.gz").write_bytes(gzip.compress(b"Next world\n"))
+    (tmp_path / "c.txt").write_text("Hello line\n")
+    syms = _char_symbols(tmp_path, HELLO)
+    ds = init_dataset({"class": "LmDataset", "corpus_file": [str(tmp_path / n) for n in ("a.txt.gz", "b.txt.gz",
+                                                                                       "c.txt")],
+                       "orth_symbols_file": syms})
+    _, seqs = all_seqs(ds)
+    assert [s["data"].tolist() for s in seqs] == [[1, 2, 3, 3, 4, 5, 6, 4, 7, 3, 8, 0],
+                                                  [9, 2, 10, 11, 5, 3, 12, 13, 2, 0],
+                                                  [9, 2, 10, 11, 5, 6, 4, 7, 3, 8, 0],
+                                                  [1, 2, 3, 3, 4, 5, 3, 12, 13, 2, 0]]
+
+
+def test_returnn_lm_word_vocab_and_utf8_sorted(tmp_path):
+    corpus = tmp_path / "t.txt"
+    corpus.write_text(HELLO)
+    syms = tmp_path / "w.syms"
+    syms.write_text("[END]\nHello\nworld\nNext\nline\n")
+    ds = init_dataset({"class": "LmDataset", "corpus_file": str(corpus), "word_based": True,
+                       "orth_symbols_file": str(syms)})
+    assert [s["data"].tolist() for s in all_seqs(ds)[1]] == [[1, 2, 0], [3, 4, 0]]
+    vocab = tmp_path / "v.syms"
+    vocab.write_text(repr({"[END]": 0, "Hello": 1, "world": 2, "Next": 3, "line": 4}) + "\n")
+    ds = init_dataset({"class": "LmDataset", "corpus_file": str(corpus),
+                       "orth_vocab": {"vocab_file": str(vocab), "unknown_label": None}})
+    assert [s["data"].tolist() for s in all_seqs(ds)[1]] == [[1, 2], [3, 4]]
+    corpus.write_text("Hello world\nNext line\nShorty\nLonger than all the others\n")
+    ds = init_dataset({"class": "LmDataset", "corpus_file": str(corpus), "orth_vocab": {"class": "Utf8ByteTargets"},
+                       "seq_ordering": "sorted"})
+    assert ds.num_outputs["data"] == [256, 1]
+    texts = [bytes(s["data"].tolist()).decode() for s in all_seqs(ds)[1]]
+    assert texts == ["Shorty", "Next line", "Hello world", "Longer than all the others"]

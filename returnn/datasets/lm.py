@@ -207,8 +207,13 @@ class LmDataset(Dataset):
 
     @staticmethod
     def _load_orth_vocab(opts: Any, owner: str) -> Dict[str, Any]:
-        if not isinstance(opts, dict) or "vocab_file" not in opts:
-            raise DataError("%s: orth_vocab must be a dict with 'vocab_file'" % owner)
+        """``orth_vocab``: a word vocabulary file (``vocab_file``, ``unknown_label`` default "UNK",
+        ``seq_postfix``), or ``{"class": "Utf8ByteTargets"}`` (the UTF-8 bytes, dim 256)."""
+        if isinstance(opts, dict) and opts.get("class") == "Utf8ByteTargets":
+            return {"bytes": True, "map": {("%c" % i if 32 <= i < 127 else "<0x%02X>" % i): i for i in range(256)}}
+        if not isinstance(opts, dict) or "vocab_file" not in opts or opts.get("class", "Vocabulary") != "Vocabulary":
+            raise DataError("%s: orth_vocab must be {'vocab_file': ...} (a word vocabulary) or "
+                            "{'class': 'Utf8ByteTargets'}; got %r" % (owner, opts))
         bad = [k for k in opts if k not in ("vocab_file", "unknown_label", "seq_postfix", "class")]
         if bad:
             raise DataError("%s: orth_vocab options %s are not supported" % (owner, ", ".join(sorted(bad))))
@@ -226,6 +231,8 @@ class LmDataset(Dataset):
 
     def _encode(self, text: str, path: str, line_no: int) -> Optional[List[int]]:
         """Indices of one line; None when it is skipped (unknown symbol, error_on_invalid_seq off)."""
+        if self._word_vocab is not None and self._word_vocab.get("bytes"):
+            return list(text.encode("utf8"))
         if self._word_vocab is not None:
             vocab = self._word_vocab
             unk = vocab["unknown"]
