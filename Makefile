@@ -1,16 +1,22 @@
 # Two commands for a new user: `make demo` and `make test`. Both install what is missing first.
-VENV   := .venv
+# `make setup` picks TensorFlow 2.15.1 + Horovod on Python <= 3.11, else the newest TensorFlow + mpi4py
+# (PYTHON=python3.X make setup chooses the interpreter). `make test-latest-tf` tests the second path
+# in its own venv (LATEST_VENV).
+VENV   ?= .venv
 PY     := $(VENV)/bin/python
-export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+LATEST_VENV ?= .venv-latest-tf
+LATEST_TF_TESTS ?= tests
+BASE_PATH := $(PATH)
+export PATH := $(abspath $(VENV))/bin:$(PATH)
 # Running as root under mpirun (tests, demos) needs these; harmless otherwise.
 export OMPI_ALLOW_RUN_AS_ROOT := 1
 export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM := 1
 export TF_CPP_MIN_LOG_LEVEL := 2
 
-.PHONY: setup demo demo-hdf demo-horovod test bench clean
+.PHONY: setup demo demo-hdf demo-horovod test test-latest-tf bench clean
 
 setup:
-	@bash tools/setup_env.sh
+	@VENV=$(VENV) bash tools/setup_env.sh
 
 DEMO_DIR ?= /tmp/returnn-demo
 
@@ -26,6 +32,12 @@ demo-horovod: setup
 test: setup
 	$(PY) -m pytest -q tests
 
+# The newest TensorFlow with the mpi4py backend (no Horovod), in its own venv.
+test-latest-tf: export PATH := $(abspath $(LATEST_VENV))/bin:$(BASE_PATH)
+test-latest-tf:
+	@VENV=$(LATEST_VENV) TF_STACK=latest bash tools/setup_env.sh
+	$(LATEST_VENV)/bin/python -m pytest -q $(LATEST_TF_TESTS)
+
 bench: setup
 	$(PY) benchmarks/engine_overhead.py
 	$(PY) benchmarks/pipeline.py
@@ -33,4 +45,4 @@ bench: setup
 	$(PY) benchmarks/scaling.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) $(LATEST_VENV) build *.egg-info

@@ -9,8 +9,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
 REPO = Path(__file__).resolve().parents[1]
-_VENV_PY = REPO / ".venv" / "bin" / "python"
-PYTHON = str(_VENV_PY) if _VENV_PY.exists() else sys.executable
+PYTHON = sys.executable  # the environment running the tests (.venv, or the newest-TF venv of make test-latest-tf)
 
 
 def write_config(path: Path, text: str) -> Path:

@@ -20,8 +20,7 @@ from typing import Dict, List, Optional
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-_VENV_PY = REPO / ".venv" / "bin" / "python"
-PYTHON = str(_VENV_PY) if _VENV_PY.exists() else sys.executable
+PYTHON = sys.executable  # the environment running the tests
 BACKENDS = ["horovod", "mpi"]
 STALL_TIMEOUT = 20  # ++horovod_stall_timeout for the runs here
 HANG_STALL_TIMEOUT = 10  # shorter for the hang test, which has to sit it out

@@ -15,8 +15,7 @@ from returnn.datasets import init_dataset
 from returnn.datasets.hdf import SimpleHDFWriter, dump_dataset_to_hdf
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-VENV_PY = os.path.join(ROOT, ".venv", "bin", "python")
-PYTHON = VENV_PY if os.path.exists(VENV_PY) else sys.executable
+PYTHON = sys.executable  # the environment running the tests
 
 
 def run_tool(*args: str, tool: str = "hdf_dump.py") -> subprocess.CompletedProcess:

@@ -78,7 +78,9 @@ def test_slurm_dry_run_after_config_runs_no_srun(tmp_path):
 def test_horovod_demo_dry_run_writes_nothing(order, tmp_path):
     demo_dir = tmp_path / "demo"
     fake = _fake(tmp_path, "mpirun")
-    args = ["--dry-run", "-n", "2", "++num_epochs", "1"] if order == "before" else ["++num_epochs", "1", "-n", "2", "--dry-run"]
+    args = ["--dry-run", "-n", "2", "++num_epochs", "1"]
+    if order == "after":
+        args = ["++num_epochs", "1", "-n", "2", "--dry-run"]
     proc = _run("run-horovod-demo.sh", args, {"RETURNN_DEMO_DIR": str(demo_dir), "MPIRUN": str(fake)})
     assert proc.returncode == 0, proc.stderr
     assert not demo_dir.exists() and not (tmp_path / "mpirun.ran").exists()

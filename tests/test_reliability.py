@@ -24,8 +24,7 @@ from returnn.tf.checkpoint import (CheckpointManager, epoch_prefix, list_epoch_c
                                    remove_stale_temp_files)
 
 REPO = Path(__file__).resolve().parents[1]
-_VENV_PY = REPO / ".venv" / "bin" / "python"
-PYTHON = str(_VENV_PY) if _VENV_PY.exists() else sys.executable
+PYTHON = sys.executable  # the environment running the tests
 RUN_TIMEOUT = 240  # seconds for one whole training run
 WAIT_TIMEOUT = 120  # seconds to wait for a log line or file before giving up
 

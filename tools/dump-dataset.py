@@ -118,6 +118,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     """Command-line entry point; returns the exit code."""
     parser = argparse.ArgumentParser(description="Print the sequences of a dataset or statistics.")
     parser.add_argument("dataset", help="config file, {...} dataset dict, or comma-separated HDF files")
+    parser.add_argument("--dataset", dest="which", default="train",
+                        help="with a config: which dataset (train, dev, eval, or a name in eval_datasets)")
     parser.add_argument("--epoch", type=int, default=1)
     parser.add_argument("--startseq", type=int, default=0)
     parser.add_argument("--endseq", type=int, default=None, help="last sequence, inclusive; -1 = all")
@@ -126,7 +128,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = parser.parse_args(argv)
     from returnn.datasets.from_cli import dataset_from_cli_arg
     try:
-        dataset, _ = dataset_from_cli_arg(args.dataset)
+        dataset, _ = dataset_from_cli_arg(args.dataset, args.which)
         try:
             dataset.init_seq_order(args.epoch)
             end_seq = args.endseq if args.endseq is not None else (-1 if args.stats else 9)

@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Dumps a dataset into one HDF file in RETURNN's layout.
 
-Usage: tools/hdf_dump.py CONFIG_OR_DATASET OUT.hdf [--start_seq N] [--end_seq M] [--epoch E]
+Usage: tools/hdf_dump.py CONFIG_OR_DATASET OUT.hdf [--dataset NAME] [--start_seq N] [--end_seq M]
+                         [--epoch E]
 
-CONFIG_OR_DATASET is a config file (its ``train`` dataset), a ``{...}`` dict literal, or a
-comma-separated list of HDF files. Sequences are written in the epoch's order; ``--end_seq`` is
+CONFIG_OR_DATASET is a config file (its ``train`` dataset; ``--dataset dev`` chooses another), a
+``{...}`` dict literal, or a comma-separated list of HDF files. Sequences are written in the epoch's order; ``--end_seq`` is
 inclusive. Errors are printed as one line, exit code 2.
 """
 from __future__ import annotations
@@ -28,6 +29,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description="Dump a dataset to an HDF file (RETURNN layout).")
     parser.add_argument("dataset", help="config file, {...} dataset dict, or comma-separated HDF files")
     parser.add_argument("out", help="output HDF file")
+    parser.add_argument("--dataset", dest="which", default="train",
+                        help="with a config: which dataset (train, dev, eval, or a name in eval_datasets)")
     parser.add_argument("--start_seq", type=int, default=0, help="first sequence (epoch order)")
     parser.add_argument("--end_seq", type=int, default=None, help="last sequence, inclusive (default: all)")
     parser.add_argument("--epoch", type=int, default=1, help="epoch whose order is dumped")
@@ -36,7 +39,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     from returnn.datasets.hdf import dump_dataset_to_hdf
     printer = ProgressPrinter("hdf_dump")
     try:
-        dataset, _ = dataset_from_cli_arg(args.dataset)
+        dataset, _ = dataset_from_cli_arg(args.dataset, args.which)
         try:
             count = dump_dataset_to_hdf(dataset, args.out, epoch=args.epoch, start_seq=args.start_seq,
                                         end_seq=args.end_seq, progress=printer)

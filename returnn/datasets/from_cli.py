@@ -2,8 +2,8 @@
 ``tools/dump-dataset.py``).
 
 The argument is one of:
-* a config file: its ``train`` dataset is used, with the config's global options (e.g.
-  ``cache_size``) as defaults;
+* a config file: its ``train`` dataset (or the one ``config_key`` names: ``dev``, ``eval`` or a name
+  in ``eval_datasets``) is used, with the config's global options (e.g. ``cache_size``) as defaults;
 * a ``{...}`` dict literal, e.g. ``"{'class': 'Task12AXDataset', 'num_seqs': 10}"``;
 * one HDF file or a comma-separated list of HDF files.
 """
@@ -39,10 +39,19 @@ def dataset_from_cli_arg(arg: str, config_key: str = "train") -> Tuple[Dataset, 
         raise ConfigError("no such config or dataset file: %s" % text)
     config = Config()
     config.load_file(text)
-    spec = config.typed_value(config_key)
+    return init_dataset(_config_dataset(config, text, config_key), defaults=config.typed_dict, name=config_key), config
+
+
+def _config_dataset(config: Config, filename: str, name: str):
+    """The dataset dict ``name`` of a config: a top-level key, or an entry of ``eval_datasets``."""
+    extra = config.typed_value("eval_datasets") or {}
+    spec = extra.get(name) if isinstance(extra, dict) and name in extra else config.typed_dict.get(name)
     if spec is None:
-        raise ConfigError("config %s has no %r dataset" % (text, config_key))
-    return init_dataset(spec, defaults=config.typed_dict, name=config_key), config
+        have = [n for n in ("train", "dev", "eval") if config.typed_dict.get(n)]
+        have += sorted(extra) if isinstance(extra, dict) else []
+        raise ConfigError("config %s has no %r dataset (it has: %s; choose one with --dataset NAME)"
+                          % (filename, name, ", ".join(have) or "none"))
+    return spec
 
 
 class ProgressPrinter:

@@ -1,6 +1,11 @@
 """TensorBoard scalars (rank 0): train cost/error per step, scores, learning rate and computing time
 per epoch with the epoch as x axis. ``tf_log_dir`` is one run directory per training (default:
-``tf-log`` next to the model); a resumed training appends to it."""
+``tf-log`` next to the model); a resumed training appends to it.
+
+Scalars are written with TensorFlow's own summary op and TensorBoard's scalar plugin tag, so they are
+written even where the ``tensorboard`` package is not installed. Any failure to write (disk, a
+broken install) is one warning and turns summaries off; it never ends a training.
+"""
 from __future__ import annotations
 
 import os
@@ -9,6 +14,17 @@ from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
+from tensorflow.core.framework import summary_pb2
+
+from returnn.log import log
+
+_SCALAR_METADATA = summary_pb2.SummaryMetadata(
+    plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars"))
+
+
+def _scalar(tag: str, value: float, step: int) -> None:
+    """One scalar as TensorBoard's scalar plugin writes it (without importing tensorboard)."""
+    tf.summary.write(tag, tf.constant(value, tf.float32), step=step, metadata=_SCALAR_METADATA)
 
 
 class SummaryLogger:
@@ -18,10 +34,22 @@ class SummaryLogger:
         self.log_dir = log_dir
         self.step_interval = max(1, int(step_interval))
         self.flush_seconds = float(flush_seconds)
-        self.writer = tf.summary.create_file_writer(log_dir) if log_dir else None
+        self.writer = None
+        if log_dir:
+            self._guarded(lambda: setattr(self, "writer", tf.summary.create_file_writer(log_dir)))
         # Per-step scalars are buffered: eager summary ops inside the loop cost ~0.4% of a small step.
         self._pending: List[Tuple[int, str, float]] = []
         self._last_flush = time.monotonic()
+
+    def _guarded(self, write) -> None:
+        """Runs ``write``; a failure is one warning and disables summaries for the rest of the run."""
+        try:
+            write()
+        except Exception as exc:  # noqa: BLE001 - summaries are optional: never end a training for them
+            print("TensorBoard summaries to %s are off: %s: %s" % (self.log_dir, type(exc).__name__, exc),
+                  file=log.warn)
+            self.writer = None
+            self._pending = []
 
     @classmethod
     def from_config(cls, config, is_chief: bool) -> "SummaryLogger":
@@ -49,30 +77,36 @@ class SummaryLogger:
     def flush_steps(self) -> None:
         """Writes the buffered per-step scalars."""
         if self.writer is not None and self._pending:
-            with self.writer.as_default():
-                for step, tag, value in self._pending:
-                    tf.summary.scalar(tag, value, step=step)
-            self.writer.flush()
+            self._guarded(self._write_pending)
         self._pending = []
         self._last_flush = time.monotonic()
+
+    def _write_pending(self) -> None:
+        with self.writer.as_default():
+            for step, tag, value in self._pending:
+                _scalar(tag, value, step)
+        self.writer.flush()
 
     def epoch(self, epoch: int, learning_rate: float, train: Dict[str, float], evals: Dict[str, Dict[str, float]],
               computing_fraction: float) -> None:
         if self.writer is None:
             return
         self.flush_steps()
-        with self.writer.as_default(step=epoch):
-            tf.summary.scalar("epoch/learning_rate", learning_rate)
-            tf.summary.scalar("epoch/computing_time", 100.0 * computing_fraction)
-            for key, value in train.items():
-                tf.summary.scalar("epoch/train_%s" % key, value)
-            for name, scores in evals.items():
-                for key, value in scores.items():
-                    tf.summary.scalar("epoch/%s_%s" % (name, key), value)
+        values = {"epoch/learning_rate": learning_rate, "epoch/computing_time": 100.0 * computing_fraction}
+        values.update(("epoch/train_%s" % key, value) for key, value in train.items())
+        for name, scores in evals.items():
+            values.update(("epoch/%s_%s" % (name, key), value) for key, value in scores.items())
+        self._guarded(lambda: self._write_epoch(epoch, values))
+
+    def _write_epoch(self, epoch: int, values: Dict[str, float]) -> None:
+        with self.writer.as_default():
+            for tag, value in values.items():
+                _scalar(tag, float(value), epoch)
         self.writer.flush()
 
     def close(self) -> None:
         if self.writer is not None:
             self.flush_steps()
-            self.writer.close()
+            if self.writer is not None:
+                self._guarded(self.writer.close)
             self.writer = None

@@ -1,0 +1,47 @@
+"""Small things a new user meets in the first hour: choosing the dataset of a config in the tools,
+early errors for an incomplete forward config, the resume hint after Ctrl-C."""
+from __future__ import annotations
+
+import subprocess
+
+import h5py
+
+from helpers import PYTHON, REPO, describe, run_rnn, write_config
+
+CONFIG = '''#!rnn.py
+train = {"class": "Task12AXDataset", "num_seqs": 7}
+dev = {"class": "Task12AXDataset", "num_seqs": 3, "fixed_random_seed": 1}
+eval_datasets = {"devtrain": {"class": "Task12AXDataset", "num_seqs": 2, "fixed_random_seed": 2}}
+'''
+
+
+def _tool(*args):
+    return subprocess.run([PYTHON] + [str(a) for a in args], cwd=str(REPO), capture_output=True, text=True,
+                          timeout=300)
+
+
+def _num_seqs(path) -> int:
+    with h5py.File(path, "r") as f:
+        return len(f["seqLengths"])
+
+
+def test_hdf_dump_chooses_the_dataset_of_a_config(tmp_path):
+    cfg = write_config(tmp_path / "c.config", CONFIG)
+    for name, expected in ((None, 7), ("dev", 3), ("devtrain", 2)):
+        out = tmp_path / ("%s.hdf" % name)
+        proc = _tool("tools/hdf_dump.py", cfg, out, *(["--dataset", name] if name else []))
+        assert proc.returncode == 0, proc.stderr
+        assert _num_seqs(out) == expected
+    proc = _tool("tools/hdf_dump.py", cfg, tmp_path / "x.hdf", "--dataset", "eval")
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+    assert "has no 'eval' dataset (it has: train, dev, devtrain; choose one with --dataset NAME)" in proc.stderr
+    proc = _tool("tools/dump-dataset.py", cfg, "--dataset", "dev", "--stats")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("dataset dev, epoch 1: sequences 0..2 of 3\n"), proc.stdout
+
+
+def test_forward_without_output_file_fails_before_loading(tmp_path):
+    cfg = write_config(tmp_path / "c.config", CONFIG + "task = 'forward'\nmodel = %r\n" % str(tmp_path / "nothing"))
+    proc = run_rnn([cfg])
+    assert proc.returncode == 2, describe(proc)
+    assert proc.stderr.strip() == "ERROR: task 'forward' needs 'output_file' (the HDF file to write)"
