@@ -1,6 +1,7 @@
 """Shared helpers for the end-to-end tests: write a config, run ``rnn.py`` as a subprocess."""
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import subprocess
@@ -8,7 +9,13 @@ import sys
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
+HAVE_HOROVOD = importlib.util.find_spec("horovod") is not None
+# Distributed backends to test: Horovod where installed (not in the newest-TF environment), mpi4py always.
+BACKENDS = [pytest.param("horovod", marks=pytest.mark.skipif(
+    not HAVE_HOROVOD, reason="Horovod is not installed (newest-TF environment: mpi4py backend)")), "mpi"]
 PYTHON = sys.executable  # the environment running the tests (.venv, or the newest-TF venv of make test-latest-tf)
 
 

@@ -12,7 +12,7 @@ import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PYTHON = sys.executable
-BACKENDS = ["horovod", "mpi"]
+from helpers import BACKENDS  # noqa: E402  (Horovod only where installed)
 
 CONFIG = textwrap.dedent("""\
     #!rnn.py

@@ -21,7 +21,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 PYTHON = sys.executable  # the environment running the tests
-BACKENDS = ["horovod", "mpi"]
+from helpers import BACKENDS  # noqa: E402  (Horovod only where installed)
 STALL_TIMEOUT = 20  # ++horovod_stall_timeout for the runs here
 HANG_STALL_TIMEOUT = 10  # shorter for the hang test, which has to sit it out
 MPIRUN_TIMEOUT = 180

@@ -45,3 +45,24 @@ def test_forward_without_output_file_fails_before_loading(tmp_path):
     proc = run_rnn([cfg])
     assert proc.returncode == 2, describe(proc)
     assert proc.stderr.strip() == "ERROR: task 'forward' needs 'output_file' (the HDF file to write)"
+
+
+def test_rec_sub_network_unit_error_shows_the_users_dict():
+    import pytest
+    from returnn.config import Config
+    from returnn.errors import NetworkError
+    from returnn.extern_data import extern_data_from_config
+    from returnn.tf.network import TFNetwork
+    specs = extern_data_from_config(Config({"num_inputs": 9, "num_outputs": 2}))
+    unit = {"h": {"class": "linear", "from": ["data:source", "prev:h"], "n_out": 8},
+            "output": {"class": "copy", "from": "h"}}
+    net = {"rec": {"class": "rec", "from": "data", "unit": unit},
+           "output": {"class": "softmax", "loss": "ce", "from": "rec"}}
+    with pytest.raises(NetworkError) as info:
+        TFNetwork(net, specs)
+    assert str(info.value) == ("layer 'rec' (rec): 'unit' is a sub-network (layers h, output); rec sub-networks are "
+                               "not supported, only LSTM units: basiclstm, lstm, lstmblock, nativelstm, nativelstm2, "
+                               "standardlstm")
+    net["rec"]["unit"] = ["lstm"]
+    with pytest.raises(NetworkError, match=r"unknown unit \['lstm'\] \(known"):
+        TFNetwork(net, specs)

@@ -6,6 +6,7 @@ sources and cycles are errors naming the layer. Variables are created here, eage
 """
 from __future__ import annotations
 
+import types
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -102,7 +103,7 @@ class TFNetwork(tf.Module):
                 raise NetworkError("layer %r: expected a dict with 'class'" % name)
         self.extern_data = dict(extern_data)
         self.order = topological_order(net_dict, self.extern_data)
-        self.net_dict = net_dict
+        self.net_dict = types.MappingProxyType(net_dict)  # not tf.Module-tracked: errors show the user's dicts
         self.layers: Dict[str, Layer] = {}
         self.sources: Dict[str, List[str]] = {}
         self.losses: List[LossInfo] = []

@@ -11,6 +11,7 @@ How a layer is written (see docs/architecture.md, "Writing a layer"):
 """
 from __future__ import annotations
 
+import types
 import zlib
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Type
 
@@ -77,7 +78,9 @@ class Layer(tf.Module):
         self.desc = "layer %r (%s)" % (name, self.layer_class)
         self.known_options = declared_options(type(self))
         check_unknown(self.desc, opts, self.known_options)
-        self.opts = opts
+        # read-only view: tf.Module would wrap a plain dict (and nested ones) in its tracking types,
+        # which then show up in error messages instead of the user's dicts and lists
+        self.opts = types.MappingProxyType(opts)
         self.sources = list(sources)
         self.dropout = rate(self.desc, "dropout", opts.get("dropout"))
         self.l2 = non_negative(self.desc, "L2", opts.get("L2"))

@@ -17,7 +17,7 @@ T). On padded frames (t >= seq_len) the state is carried over unchanged and the 
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Sequence
+from typing import Any, Dict, List, Mapping, Sequence
 
 import tensorflow as tf
 
@@ -81,6 +81,9 @@ class RecLayer(Layer):
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
         super().__init__(name, opts, sources, seed)
         unit = self.opt("unit")
+        if isinstance(unit, Mapping):
+            raise NetworkError("%s: 'unit' is a sub-network (layers %s); rec sub-networks are not supported, only "
+                               "LSTM units: %s" % (self.desc, known_list(map(str, unit)), known_list(LSTM_UNITS)))
         if not isinstance(unit, str) or unit.lower() not in LSTM_UNITS:
             raise NetworkError("%s: unknown unit %r (known: %s)" % (self.desc, unit, known_list(LSTM_UNITS)))
         self.unit = unit.lower()
