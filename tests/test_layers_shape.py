@@ -182,3 +182,19 @@ def test_avg_pool2d_counts_only_real_frames():
                 ref = np.nanmean(real[t:t + 3, 2 * f:2 * f + 2])
                 np.testing.assert_allclose(out.tensor.numpy()[bi, t, f, 0], ref, rtol=1e-5)
         np.testing.assert_array_equal(out.tensor.numpy()[bi, n:], 0.0)
+
+
+def test_conv_input_split_feature_dim_and_expand_dims():
+    data, val, x = btf(6)
+    split = make("conv", {"filter_size": (1, 2), "padding": "valid", "n_out": 2, "input_split_feature_dim": 2,
+                          "with_bias": False}, [data], name="split")
+    out = run(split, [val])
+    assert split.W.numpy().shape == (1, 2, 2, 2) and out.tensor.shape == (3, 7, 2, 2)  # F 6 -> (3 spatial, 2)
+    xs = x.reshape(3, 7, 3, 2)
+    ref = np.einsum("btfc,fcn->btn", xs[:, :, 0:2], split.W.numpy()[0])
+    np.testing.assert_allclose(out.tensor.numpy()[0, :, 0], ref[0], atol=1e-5)
+    expand = make("conv", {"filter_size": (3, 1), "padding": "same", "n_out": 2, "input_expand_dims": 1}, [data],
+                  name="expand")
+    out = run(expand, [val])
+    assert out.tensor.shape == (3, 7, 1, 2) and expand.W.numpy().shape == (3, 1, 6, 2)
+    assert out.seq_len is val.seq_len

@@ -25,6 +25,8 @@ WINDOW_OPTIONS = (
     Option("dilation_rate", 1, "int or one int per spatial axis"),
     Option("in_spatial_dims", None, "axis descriptions of the spatial axes to slide over (default: all)"),
     Option("input_add_feature_dim", False, "append a feature axis of size 1 first (old feature axis becomes spatial)"),
+    Option("input_expand_dims", 0, "add this many spatial axes of size 1 to the input"),
+    Option("input_split_feature_dim", None, "n: split the input feature axis F into (spatial F/n, feature n)"),
     Option("use_channel_first", False, "output (B, C, spatial...) instead of (B, spatial..., C)"),
     Option("auto_use_channel_first", None, "accepted for RETURNN compatibility (channel-last is used)"),
 )

@@ -3,7 +3,8 @@
 The input (sources concatenated on the feature axis; sparse inputs as one-hot) is laid out
 channel-last ``(B, s_1, ..., s_n, C)``; ``in_spatial_dims`` picks the axes (default: all spatial
 axes), ``input_add_feature_dim`` first appends a feature axis of size 1 (so the old feature axis
-becomes spatial, e.g. 2-D conv over time x frequency).
+becomes spatial, e.g. 2-D conv over time x frequency); ``input_expand_dims`` and
+``input_split_feature_dim`` add spatial axes as in RETURNN.
 
 Padding per axis, with ``k_eff = (k - 1) * dilation + 1``:
 
@@ -17,13 +18,14 @@ Padded input positions are masked before the window op and output padded positio
 """
 from __future__ import annotations
 
-from typing import Any, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Callable, List, NamedTuple, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
 from returnn.errors import NetworkError
 from returnn.tensor import Data, Dim, DimTypes
 from returnn.tf.layers.helpers import check_sources, concat_output, dense_value
+from returnn.tf.layers.options import positive_int
 from returnn.tf.layers.output import LayerOutput
 
 PADDINGS = ("same", "valid")
@@ -81,13 +83,10 @@ class SpatialPlan:
         data = self.concat_data
         if data.sparse:
             data = data.copy_add_dim_by_tag(data.sparse_dim, -1).copy(sparse_dim=None, dtype="float32")
-        self.add_feature = bool(layer.opt("input_add_feature_dim"))
-        if self.add_feature:
-            feat = Dim(1, kind=DimTypes.Feature, description="%s:input-feature" % layer.layer_name)
-            data = data.copy_add_dim_by_tag(feat, -1).copy_with_feature_dim_axis(data.batch_ndim)
         if data.feature_dim_axis is None or data.batch_dim_axis is None:
             raise NetworkError("%s: input needs a batch and a feature axis, got %s" % (layer.desc, data.short_repr()))
-        self.data = data
+        self.reshapes: List[Callable[[tf.Tensor], tf.Tensor]] = []  # shape-only input transforms, in order
+        data = self.data = self._transform_input(data)
         in_spatial = layer.opt("in_spatial_dims")
         if in_spatial is not None:
             axes = [layer.axis(data, a, "in_spatial_dims") for a in in_spatial]
@@ -131,6 +130,34 @@ class SpatialPlan:
                           description="%s:%s" % (layer.layer_name, in_dim.description))
             self.windows.append(window._replace(out_dim=out))
 
+    def _transform_input(self, data: Data) -> Data:
+        """RETURNN's ``input_expand_dims`` (size-1 spatial axes after the last spatial axis),
+        ``input_split_feature_dim`` n (feature F -> spatial F/n, feature n) and
+        ``input_add_feature_dim`` (feature axis of size 1 at the end), in that order."""
+        layer, name = self.layer, self.layer.layer_name
+        for i in range(int(layer.opt("input_expand_dims") or 0)):
+            spatial = data.get_spatial_batch_axes()
+            pos = spatial[-1] + 1 if spatial else data.batch_ndim
+            data = data.copy_add_dim_by_tag(Dim(1, kind=DimTypes.Spatial, description="%s:expand%i" % (name, i)), pos)
+            self.reshapes.append(lambda t, pos=pos: tf.expand_dims(t, pos))
+        split = layer.opt("input_split_feature_dim")
+        if split:
+            n, axis, size = positive_int(layer.desc, "input_split_feature_dim", split), data.feature_dim_axis, data.dim
+            if size % n:
+                raise NetworkError("%s: feature dim %i is not a multiple of input_split_feature_dim %i"
+                                   % (layer.desc, size, n))
+            dims = list(data.dims)
+            dims[axis:axis + 1] = [Dim(size // n, kind=DimTypes.Spatial, description="%s:split" % name),
+                                   Dim(n, kind=DimTypes.Feature, description="%s:split-feature" % name)]
+            data = data.copy(dims=dims, feature_dim_axis=axis + 1)
+            self.reshapes.append(lambda t, a=axis, k=size // n: tf.reshape(
+                t, tf.concat([tf.shape(t)[:a], [k, n], tf.shape(t)[a + 1:]], 0)))
+        if layer.opt("input_add_feature_dim"):
+            feat = Dim(1, kind=DimTypes.Feature, description="%s:input-feature" % name)
+            data = data.copy_add_dim_by_tag(feat, -1).copy_with_feature_dim_axis(data.batch_ndim)
+            self.reshapes.append(lambda t: t[..., None])
+        return data
+
     def output_data(self, name: str, feature: Dim) -> Data:
         """``(B, out spatial..., feature)``, or ``(B, feature, out spatial...)`` with
         ``use_channel_first``."""
@@ -147,11 +174,11 @@ class SpatialPlan:
         x = dense_value(x)
         mask = x.full_mask()
         tensor = x.tensor if mask is None else tf.where(mask, x.tensor, tf.cast(fill, x.tensor.dtype))
-        mask_f = tf.ones_like(tensor[..., :1]) if mask is None else tf.cast(
-            tf.broadcast_to(mask, tf.shape(tensor)), tf.float32)
-        if self.add_feature:
-            tensor, mask_f = tensor[..., None], mask_f[..., None]
-        tensor, mask_f = tf.transpose(tensor, self.perm), tf.transpose(mask_f, self.perm)[..., :1]
+        mask_f = None if mask is None else tf.cast(tf.broadcast_to(mask, tf.shape(tensor)), tf.float32)
+        for reshape in self.reshapes:
+            tensor, mask_f = reshape(tensor), (None if mask_f is None else reshape(mask_f))
+        tensor = tf.transpose(tensor, self.perm)
+        mask_f = tf.ones_like(tensor[..., :1]) if mask_f is None else tf.transpose(mask_f, self.perm)[..., :1]
         pads = [[0, 0]] + [self._pads(w, tf.shape(tensor)[i + 1]) for i, w in enumerate(self.windows)] + [[0, 0]]
         return tf.pad(tensor, pads, constant_values=fill), tf.pad(mask_f, pads)
 
