@@ -17,7 +17,12 @@ DEFAULT_EPSILON = 1e-16
 
 
 class Optimizer(tf.Module):
-    """Base: one learning-rate variable, an update counter, per-variable slots."""
+    """Base: one learning-rate variable, an update counter, per-variable slots.
+
+    ``apply`` computes the step's scalar coefficients once (:meth:`_coefficients`), then updates
+    each variable (:meth:`_update`), where possible with one fused TensorFlow kernel
+    (``ResourceApply*``: one pass over the variable and its slots instead of one per operation).
+    """
 
     slot_names: Sequence[str] = ()
 
@@ -34,12 +39,15 @@ class Optimizer(tf.Module):
     def apply(self, grads: Sequence[tf.Tensor], variables: Sequence[tf.Variable]) -> None:
         """Applies one update (inside a tf.function)."""
         self.iterations.assign_add(1)
-        step = tf.cast(self.iterations, tf.float32)
-        lr = self.learning_rate
+        coeffs = self._coefficients(tf.convert_to_tensor(self.learning_rate), tf.cast(self.iterations, tf.float32))
         for i, (g, v) in enumerate(zip(grads, variables)):
-            self._update(i, g, v, lr, step)
+            self._update(i, g, v, {k: tf.cast(c, v.dtype) for k, c in coeffs.items()})
 
-    def _update(self, i: int, g: tf.Tensor, v: tf.Variable, lr: tf.Tensor, step: tf.Tensor) -> None:
+    def _coefficients(self, lr: tf.Tensor, step: tf.Tensor) -> Dict[str, tf.Tensor]:
+        """Scalars of this step shared by all variables (``step`` counts from 1)."""
+        return {"lr": lr}
+
+    def _update(self, i: int, g: tf.Tensor, v: tf.Variable, coeffs: Dict[str, tf.Tensor]) -> None:
         raise NotImplementedError
 
     def slot(self, name: str, i: int) -> tf.Variable:
@@ -47,66 +55,90 @@ class Optimizer(tf.Module):
 
 
 class SGD(Optimizer):
-    def _update(self, i, g, v, lr, step):
-        v.assign_sub(lr * g)
+    def _update(self, i, g, v, coeffs):
+        tf.raw_ops.ResourceApplyGradientDescent(var=v.handle, alpha=coeffs["lr"], delta=g)
 
 
 class Momentum(Optimizer):
+    """``m = mu * m + g``; ``v -= lr * m`` (Nesterov: ``v -= lr * (g + mu * m)``)."""
+
     slot_names = ("momentum",)
 
     def __init__(self, variables, momentum: float = 0.9, nesterov: bool = False, **kwargs):
         super().__init__(variables, **kwargs)
         self.mu, self.nesterov = float(momentum), bool(nesterov)
 
-    def _update(self, i, g, v, lr, step):
-        m = self.slot("momentum", i)
-        m.assign(self.mu * m + g)
-        v.assign_sub(lr * ((g + self.mu * m) if self.nesterov else m))
+    def _update(self, i, g, v, coeffs):
+        tf.raw_ops.ResourceApplyMomentum(var=v.handle, accum=self.slot("momentum", i).handle, lr=coeffs["lr"], grad=g,
+                                         momentum=tf.constant(self.mu, v.dtype), use_nesterov=self.nesterov)
 
 
 class Adam(Optimizer):
+    """``m_hat = m / (1 - b1^t)``, ``v_hat = s / (1 - b2^t)``; ``v -= lr * m_hat / (sqrt(v_hat) + eps)``.
+
+    Runs as TF's fused Adam kernel, whose update is ``lr' * m / (sqrt(s) + eps')``: with
+    ``lr' = lr * sqrt(1 - b2^t) / (1 - b1^t)`` (beta1_power 0, the bias correction folded into the
+    rate) and ``eps' = eps * sqrt(1 - b2^t)`` that is exactly the formula above.
+    """
+
     slot_names = ("m", "v")
 
     def __init__(self, variables, beta1: float = 0.9, beta2: float = 0.999, **kwargs):
         super().__init__(variables, **kwargs)
         self.beta1, self.beta2 = float(beta1), float(beta2)
 
-    def _update(self, i, g, v, lr, step):
-        m, s = self.slot("m", i), self.slot("v", i)
-        m.assign(self.beta1 * m + (1.0 - self.beta1) * g)
-        s.assign(self.beta2 * s + (1.0 - self.beta2) * tf.square(g))
-        m_hat = m / (1.0 - tf.pow(self.beta1, step))
-        s_hat = s / (1.0 - tf.pow(self.beta2, step))
-        v.assign_sub(lr * m_hat / (tf.sqrt(s_hat) + self.epsilon))
+    def _coefficients(self, lr, step):
+        b2_power = tf.pow(self.beta2, step)
+        return {"lr": lr / (1.0 - tf.pow(self.beta1, step)), "b2_power": b2_power,
+                "eps": self.epsilon * tf.sqrt(1.0 - b2_power)}
+
+    def _apply_adam(self, i, g, v, lr, coeffs) -> None:
+        """TF's fused kernel: m and s updated, ``v -= lr * sqrt(1 - b2^t) * m / (sqrt(s) + eps')``."""
+        tf.raw_ops.ResourceApplyAdam(
+            var=v.handle, m=self.slot("m", i).handle, v=self.slot("v", i).handle,
+            beta1_power=tf.constant(0.0, v.dtype), beta2_power=coeffs["b2_power"], lr=lr,
+            beta1=tf.constant(self.beta1, v.dtype), beta2=tf.constant(self.beta2, v.dtype), epsilon=coeffs["eps"],
+            grad=g, use_nesterov=False)
+
+    def _update(self, i, g, v, coeffs):
+        self._apply_adam(i, g, v, coeffs["lr"], coeffs)
 
 
 class Nadam(Adam):
-    """Adam with Nesterov momentum (Dozat 2016, without the momentum schedule)."""
+    """Adam with Nesterov momentum (Dozat 2016, without the momentum schedule):
+    ``m_hat = b1 * m / (1 - b1^(t+1)) + (1 - b1) * g / (1 - b1^t)``. The ``m`` part runs in the fused
+    Adam kernel (rate scaled by ``b1 / (1 - b1^(t+1))``), the gradient part is added after it."""
 
-    def _update(self, i, g, v, lr, step):
-        m, s = self.slot("m", i), self.slot("v", i)
-        m.assign(self.beta1 * m + (1.0 - self.beta1) * g)
-        s.assign(self.beta2 * s + (1.0 - self.beta2) * tf.square(g))
-        m_hat = (self.beta1 * m / (1.0 - tf.pow(self.beta1, step + 1.0))
-                 + (1.0 - self.beta1) * g / (1.0 - tf.pow(self.beta1, step)))
-        s_hat = s / (1.0 - tf.pow(self.beta2, step))
-        v.assign_sub(lr * m_hat / (tf.sqrt(s_hat) + self.epsilon))
+    def _coefficients(self, lr, step):
+        coeffs = super()._coefficients(lr, step)
+        coeffs["lr_m"] = lr * self.beta1 / (1.0 - tf.pow(self.beta1, step + 1.0))
+        coeffs["lr_g"] = coeffs["lr"] * (1.0 - self.beta1) * tf.sqrt(1.0 - coeffs["b2_power"])
+        return coeffs
+
+    def _update(self, i, g, v, coeffs):
+        self._apply_adam(i, g, v, coeffs["lr_m"], coeffs)
+        v.assign_sub(coeffs["lr_g"] * g / (tf.sqrt(self.slot("v", i)) + coeffs["eps"]))
 
 
 class RMSProp(Optimizer):
+    """``ms = rho * ms + (1 - rho) * g^2``; ``v -= lr * g / (sqrt(ms) + eps)`` (TF's fused RMSProp
+    kernel puts eps inside the square root, so this one stays unfused)."""
+
     slot_names = ("ms",)
 
     def __init__(self, variables, decay: float = 0.9, **kwargs):
         super().__init__(variables, **kwargs)
         self.rho = float(decay)
 
-    def _update(self, i, g, v, lr, step):
+    def _update(self, i, g, v, coeffs):
         ms = self.slot("ms", i)
         ms.assign(self.rho * ms + (1.0 - self.rho) * tf.square(g))
-        v.assign_sub(lr * g / (tf.sqrt(ms) + self.epsilon))
+        v.assign_sub(coeffs["lr"] * g / (tf.sqrt(ms) + self.epsilon))
 
 
 class Adadelta(Optimizer):
+    """Zeiler's Adadelta, as TF's fused kernel computes it."""
+
     slot_names = ("accum_grad", "accum_update")
 
     def __init__(self, variables, rho: float = 0.95, **kwargs):
@@ -114,12 +146,10 @@ class Adadelta(Optimizer):
         super().__init__(variables, **kwargs)
         self.rho = float(rho)
 
-    def _update(self, i, g, v, lr, step):
-        ag, au = self.slot("accum_grad", i), self.slot("accum_update", i)
-        ag.assign(self.rho * ag + (1.0 - self.rho) * tf.square(g))
-        update = tf.sqrt(au + self.epsilon) / tf.sqrt(ag + self.epsilon) * g
-        au.assign(self.rho * au + (1.0 - self.rho) * tf.square(update))
-        v.assign_sub(lr * update)
+    def _update(self, i, g, v, coeffs):
+        tf.raw_ops.ResourceApplyAdadelta(
+            var=v.handle, accum=self.slot("accum_grad", i).handle, accum_update=self.slot("accum_update", i).handle,
+            lr=coeffs["lr"], rho=tf.constant(self.rho, v.dtype), epsilon=tf.constant(self.epsilon, v.dtype), grad=g)
 
 
 OPTIMIZERS = {"sgd": SGD, "gradientdescent": SGD, "momentum": Momentum, "adam": Adam, "nadam": Nadam,

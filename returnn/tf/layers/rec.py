@@ -11,8 +11,8 @@ size ``n_out`` in the gate order **(input, cell-candidate, forget, output)**)::
 ``"unit_opts": {"forget_bias": ...}``. The initial state is zero.
 
 The input projection ``x W`` is one big matmul over all frames (sparse inputs are an embedding
-lookup); only the recurrent matmul is inside the time loop (``tf.while_loop``, works with unknown
-T). On padded frames (t >= seq_len) the state is carried over unchanged and the output is 0.
+lookup); the recurrence is a kernel of :mod:`returnn.tf.lstm_kernels` (chosen per device; works
+with unknown T). Padded frames (t >= seq_len) never influence real frames; their output is 0.
 ``direction: -1`` runs over each sequence reversed within its own length.
 """
 from __future__ import annotations
@@ -26,42 +26,10 @@ from returnn.tensor import Data
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
 from returnn.tf.layers.helpers import dropout_sources, feature_plan, new_feature_dim, plan_output, project_sources
 from returnn.tf.layers.options import Option
+from returnn.tf.lstm_kernels import get_kernel
 
 LSTM_UNITS = ("lstm", "nativelstm", "nativelstm2", "standardlstm", "basiclstm", "lstmblock")
 UNIT_OPTS = ("forget_bias",)
-
-
-def lstm_scan(x_proj: tf.Tensor, seq_len: tf.Tensor, w_re: tf.Tensor, forget_bias: float) -> tf.Tensor:
-    """Runs the LSTM recurrence.
-
-    :param x_proj: (B, T, 4H) input projection incl. bias, gate order (i, g, f, o)
-    :param seq_len: (B,) int32
-    :param w_re: (H, 4H) recurrent weights
-    :param forget_bias: constant added to the forget gate pre-activation
-    :return: (B, T, H) outputs, 0 on padded frames
-    """
-    n_hidden = w_re.shape[0]
-    batch = tf.shape(x_proj)[0]
-    n_time = tf.shape(x_proj)[1]
-    xs = tf.TensorArray(x_proj.dtype, size=n_time, element_shape=tf.TensorShape([None, 4 * n_hidden]))
-    xs = xs.unstack(tf.transpose(x_proj, [1, 0, 2]))
-    masks = tf.TensorArray(tf.bool, size=n_time, element_shape=tf.TensorShape([None]))
-    masks = masks.unstack(tf.transpose(tf.sequence_mask(seq_len, maxlen=n_time)))
-    out = tf.TensorArray(x_proj.dtype, size=n_time, element_shape=tf.TensorShape([None, n_hidden]))
-    zeros = tf.zeros([batch, n_hidden], dtype=x_proj.dtype)
-
-    def body(t, h, c, out_ta):
-        z = xs.read(t) + tf.matmul(h, w_re)
-        i, g, f, o = tf.split(z, 4, axis=-1)
-        c_new = tf.sigmoid(f + forget_bias) * c + tf.sigmoid(i) * tf.tanh(g)
-        h_new = tf.sigmoid(o) * tf.tanh(c_new)
-        m = masks.read(t)[:, None]
-        out_ta = out_ta.write(t, tf.where(m, h_new, tf.zeros_like(h_new)))
-        return t + 1, tf.where(m, h_new, h), tf.where(m, c_new, c), out_ta
-
-    _, _, _, out = tf.while_loop(lambda t, *_: t < n_time, body, [tf.constant(0), zeros, zeros, out])
-    y = tf.transpose(out.stack(), [1, 0, 2])
-    return tf.ensure_shape(y, [None, None, n_hidden])
 
 
 @register_layer
@@ -113,7 +81,7 @@ class RecLayer(Layer):
         x = project_sources(self.plan, sources, self.W) + self.bias
         if self.direction == -1:
             x = tf.reverse_sequence(x, seq_len, seq_axis=1, batch_axis=0)
-        y = lstm_scan(x, seq_len, self.W_re, self.forget_bias)
+        y = get_kernel()(x, seq_len, self.W_re, self.forget_bias)
         if self.direction == -1:
             y = tf.reverse_sequence(y, seq_len, seq_axis=1, batch_axis=0)
         return self.make_output(y, sources)

@@ -1,0 +1,158 @@
+"""LSTM recurrence kernels behind one interface, chosen per device.
+
+Every kernel computes the same function (see :mod:`returnn.tf.layers.rec` for the LSTM
+definition)::
+
+    kernel(x_proj, seq_len, w_re, forget_bias) -> y
+
+* ``x_proj``: (B, T, 4H) input projection incl. bias, gate order (input, cell-candidate, forget, output)
+* ``seq_len``: (B,) int32 lengths; ``w_re``: (H, 4H) recurrent weights
+* ``y``: (B, T, H) outputs, exactly 0 on padded frames (t >= seq_len); the initial state is zero.
+
+Frames past a sequence's end cannot influence its real frames (the state only flows forward in
+time and padded outputs are zeroed, so their gradient is zero), hence a kernel may compute them
+freely instead of masking the state every step.
+
+Kernels:
+
+* ``"loop"``: ``tf.while_loop`` with per-step state masking, differentiated by autodiff (the
+  reference implementation).
+* ``"fused"``: a while loop that stores the activated gates and cell states, and a hand-written
+  backward loop of a few ops per step (all factors that do not depend on the recursion are
+  computed in bulk before it); the recurrent weight gradient is one large matmul after that loop instead of
+  one accumulation per step. The default on CPU (and, untested, on GPU).
+
+A GPU kernel (e.g. cuDNN with sequence lengths) can be added by registering it in :data:`KERNELS`
+and returning it from :func:`default_kernel_name` for that device type.
+"""
+from __future__ import annotations
+
+from typing import Callable, Dict, Optional, Tuple
+
+import tensorflow as tf
+
+LstmKernel = Callable[[tf.Tensor, tf.Tensor, tf.Tensor, float], tf.Tensor]
+
+
+def _mask_outputs(y: tf.Tensor, seq_len: tf.Tensor) -> tf.Tensor:
+    mask = tf.sequence_mask(seq_len, maxlen=tf.shape(y)[1])[:, :, None]
+    return tf.where(mask, y, tf.zeros_like(y))
+
+
+def loop_lstm(x_proj: tf.Tensor, seq_len: tf.Tensor, w_re: tf.Tensor, forget_bias: float) -> tf.Tensor:
+    """Reference kernel: per-step masking, autodiff through the while loop."""
+    n_hidden = w_re.shape[0]
+    batch = tf.shape(x_proj)[0]
+    n_time = tf.shape(x_proj)[1]
+    xs = tf.TensorArray(x_proj.dtype, size=n_time, element_shape=tf.TensorShape([None, 4 * n_hidden]))
+    xs = xs.unstack(tf.transpose(x_proj, [1, 0, 2]))
+    masks = tf.TensorArray(tf.bool, size=n_time, element_shape=tf.TensorShape([None]))
+    masks = masks.unstack(tf.transpose(tf.sequence_mask(seq_len, maxlen=n_time)))
+    out = tf.TensorArray(x_proj.dtype, size=n_time, element_shape=tf.TensorShape([None, n_hidden]))
+    zeros = tf.zeros([batch, n_hidden], dtype=x_proj.dtype)
+
+    def body(t, h, c, out_ta):
+        z = xs.read(t) + tf.matmul(h, w_re)
+        i, g, f, o = tf.split(z, 4, axis=-1)
+        c_new = tf.sigmoid(f + forget_bias) * c + tf.sigmoid(i) * tf.tanh(g)
+        h_new = tf.sigmoid(o) * tf.tanh(c_new)
+        m = masks.read(t)[:, None]
+        out_ta = out_ta.write(t, tf.where(m, h_new, tf.zeros_like(h_new)))
+        return t + 1, tf.where(m, h_new, h), tf.where(m, c_new, c), out_ta
+
+    _, _, _, out = tf.while_loop(lambda t, *_: t < n_time, body, [tf.constant(0), zeros, zeros, out])
+    y = tf.transpose(out.stack(), [1, 0, 2])
+    return tf.ensure_shape(y, [None, None, n_hidden])
+
+
+def _shift_in_zero(seq: tf.Tensor) -> tf.Tensor:
+    """(T, B, D) -> the same sequence delayed by one frame, frame 0 zero."""
+    return tf.concat([tf.zeros_like(seq[:1]), seq[:-1]], axis=0)
+
+
+def _fused_forward(x_proj: tf.Tensor, w_re: tf.Tensor, forget_bias: float) -> Tuple[tf.Tensor, tf.Tensor]:
+    """Forward over batch-major ``x_proj`` without masking: returns the activated gates (T, B, 4H)
+    in gate order (i, g, f, o) and the cell states (T, B, H), both time-major."""
+    n_hidden = w_re.shape[0]
+    n_time = tf.shape(x_proj)[1]
+    a_ta = tf.TensorArray(x_proj.dtype, size=n_time, element_shape=tf.TensorShape([None, 4 * n_hidden]))
+    c_ta = tf.TensorArray(x_proj.dtype, size=n_time, element_shape=tf.TensorShape([None, n_hidden]))
+    zeros = tf.zeros([tf.shape(x_proj)[0], n_hidden], dtype=x_proj.dtype)
+
+    def body(t, h, c, a_ta, c_ta):
+        i, g, f, o = tf.split(x_proj[:, t] + tf.matmul(h, w_re), 4, axis=1)
+        i, g, f, o = tf.sigmoid(i), tf.tanh(g), tf.sigmoid(f + forget_bias), tf.sigmoid(o)
+        c = f * c + i * g
+        h = o * tf.tanh(c)
+        return t + 1, h, c, a_ta.write(t, tf.concat([i, g, f, o], axis=1)), c_ta.write(t, c)
+
+    _, _, _, a_ta, c_ta = tf.while_loop(lambda t, *_: t < n_time, body, [tf.constant(0), zeros, zeros, a_ta, c_ta])
+    return a_ta.stack(), c_ta.stack()
+
+
+def _fused_backward(dy: tf.Tensor, gates: tf.Tensor, cells: tf.Tensor, tanh_cells: tf.Tensor, outputs: tf.Tensor,
+                    w_re: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
+    """Gradients (d x_proj batch-major, d w_re) from time-major d outputs."""
+    n_hidden = w_re.shape[0]
+    n_time = tf.shape(dy)[0]
+    i, g, f, o = tf.split(gates, 4, axis=-1)
+    # All per-frame factors that do not depend on the backward recursion, computed in bulk:
+    # dc_t = dc_{t+1} * f_{t+1} + dh_t * o_t * (1 - tanh(c_t)^2);
+    # dz_t = [dc, dc, dc, dh]_t * [g i', i g', c_{t-1} f', tanh(c_t) o']_t  (' = activation derivative).
+    dc_from_dh = o * (1.0 - tf.square(tanh_cells))
+    dz_factor = tf.concat([g * i * (1.0 - i), i * (1.0 - tf.square(g)), _shift_in_zero(cells) * f * (1.0 - f),
+                           tanh_cells * o * (1.0 - o)], axis=-1)
+    dz_ta = tf.TensorArray(dy.dtype, size=n_time, element_shape=tf.TensorShape([None, 4 * n_hidden]))
+    zeros = tf.zeros([tf.shape(dy)[1], n_hidden], dtype=dy.dtype)
+
+    def body(t, dh_next, dc_next, dz_ta):
+        dh = dy[t] + dh_next
+        dc = dc_next + dh * dc_from_dh[t]
+        dz = tf.concat([dc, dc, dc, dh], axis=1) * dz_factor[t]
+        return t - 1, tf.matmul(dz, w_re, transpose_b=True), dc * f[t], dz_ta.write(t, dz)
+
+    _, _, _, dz_ta = tf.while_loop(lambda t, *_: t >= 0, body, [n_time - 1, zeros, zeros, dz_ta])
+    dz = dz_ta.stack()
+    h_prev = tf.reshape(_shift_in_zero(outputs), [-1, n_hidden])
+    d_w_re = tf.matmul(h_prev, tf.reshape(dz, [-1, 4 * n_hidden]), transpose_a=True)
+    return tf.transpose(dz, [1, 0, 2]), d_w_re
+
+
+def _fused_core(forget_bias: float):
+    """The differentiable core for one forget bias: (B, T, 4H) input projections and recurrent
+    weights -> (T, B, H) outputs (time-major, unmasked)."""
+
+    @tf.custom_gradient
+    def core(x_proj: tf.Tensor, w_re: tf.Tensor):
+        gates, cells = _fused_forward(x_proj, w_re, forget_bias)
+        tanh_cells = tf.tanh(cells)
+        outputs = gates[:, :, 3 * w_re.shape[0]:] * tanh_cells
+
+        def grad(dy):
+            return _fused_backward(dy, gates, cells, tanh_cells, outputs, w_re)
+
+        return outputs, grad
+
+    return core
+
+
+def fused_lstm(x_proj: tf.Tensor, seq_len: tf.Tensor, w_re: tf.Tensor, forget_bias: float) -> tf.Tensor:
+    """Fused gate math and a hand-written backward pass (see module docstring)."""
+    w_re = tf.convert_to_tensor(w_re)
+    y = tf.transpose(_fused_core(float(forget_bias))(x_proj, w_re), [1, 0, 2])
+    return tf.ensure_shape(_mask_outputs(y, seq_len), [None, None, w_re.shape[0]])
+
+
+KERNELS: Dict[str, LstmKernel] = {"loop": loop_lstm, "fused": fused_lstm}
+
+
+def default_kernel_name(device_type: str = "CPU") -> str:
+    """The kernel measured fastest for ``device_type`` ("CPU"; "GPU" has no kernel of its own yet)."""
+    return "fused"
+
+
+def get_kernel(name: Optional[str] = None) -> LstmKernel:
+    """The kernel ``name``, or the default for the first visible device type."""
+    if name is None:
+        name = default_kernel_name("GPU" if tf.config.list_logical_devices("GPU") else "CPU")
+    return KERNELS[name]
