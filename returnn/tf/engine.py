@@ -159,7 +159,7 @@ class Engine:
 
     def _trace(self) -> None:
         t0 = time.perf_counter()
-        self.steps.trace()
+        self.steps.trace(with_eval=bool(self._eval_dataset_names()), with_forward=False)
         print("step functions traced in %.2f sec (one-time cost, not part of epoch timing)"
               % (time.perf_counter() - t0), file=log.v4)
 

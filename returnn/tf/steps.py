@@ -129,12 +129,15 @@ class StepFunctions:
         """Numpy batch -> tensors; the prefetcher calls it in its thread, off the step's clock."""
         return {key: tf.convert_to_tensor(value) for key, value in batch.items()}
 
-    def trace(self) -> None:
-        """Traces every step function once (cost reported separately from epoch timing)."""
+    def trace(self, with_eval: bool = True, with_forward: bool = True) -> None:
+        """Traces the train step and parameter sync, plus the eval and forward steps unless a run
+        will not use them, once (cost reported separately from epoch timing)."""
         self.train_step.get_concrete_function()
-        self.eval_step.get_concrete_function()
-        self.forward_step.get_concrete_function()
         self.sync_params.get_concrete_function()
+        if with_eval:
+            self.eval_step.get_concrete_function()
+        if with_forward:
+            self.forward_step.get_concrete_function()
 
     def split_stats(self, vector: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
         """Step output -> (loss stats (n_losses, 4), flags)."""
