@@ -173,6 +173,9 @@ class TFNetwork(tf.Module):
             outputs[name] = self.layers[name](srcs, ctx)
         return outputs
 
+    # Plain Python on Python objects: kept out of autograph (newest TF's autograph cache has called
+    # one of these converted helpers in place of the other inside the compiled step).
+    @tf.autograph.experimental.do_not_convert
     def _needed_layers(self, names: List[str]) -> set:
         needed, todo = set(), list(names)
         while todo:
@@ -183,6 +186,7 @@ class TFNetwork(tf.Module):
             todo.extend(ref for kind, ref in map(parse_source, self.sources[name]) if kind == "layer")
         return needed
 
+    @tf.autograph.experimental.do_not_convert
     def _resolve(self, source: str, batch: Dict[str, tf.Tensor], outputs: Dict[str, LayerOutput]) -> LayerOutput:
         kind, ref = parse_source(source)
         if kind == "data":
