@@ -198,3 +198,42 @@ def test_conv_input_split_feature_dim_and_expand_dims():
     out = run(expand, [val])
     assert out.tensor.shape == (3, 7, 1, 2) and expand.W.numpy().shape == (3, 1, 6, 2)
     assert out.seq_len is val.seq_len
+
+
+@pytest.mark.parametrize("groups,n_out,stride,dilation", [(4, 4, 1, 1), (4, 8, 2, 1), (2, 4, 1, 2), (4, 4, 1, 3)])
+def test_grouped_and_depthwise_conv_1d(groups, n_out, stride, dilation):
+    data, val, _ = btf(4)
+    clean = val.tensor.numpy()
+    layer = make("conv", {"filter_size": (3,), "groups": groups, "n_out": n_out, "padding": "same",
+                          "strides": stride, "dilation_rate": dilation}, [data])
+    out = run(layer, [val])
+    w, b = layer.W.numpy(), layer.bias.numpy()  # (3, 4 / groups, n_out)
+    assert w.shape == (3, 4 // groups, n_out)
+    k_eff = 2 * dilation + 1
+    gi, go = 4 // groups, n_out // groups
+    for bi, n in enumerate(LENS):
+        seq = np.pad(clean[bi, :n], [((k_eff - 1) // 2, k_eff - 1 - (k_eff - 1) // 2), (0, 0)])
+        ref = []
+        for t in range(0, n, stride):
+            frame = np.zeros(n_out, np.float32)
+            for g in range(groups):
+                window = seq[t:t + k_eff:dilation, g * gi:(g + 1) * gi]  # (3, gi)
+                frame[g * go:(g + 1) * go] = np.einsum("ki,kio->o", window, w[:, :, g * go:(g + 1) * go])
+            ref.append(frame + b)
+        np.testing.assert_allclose(out.tensor.numpy()[bi, :len(ref)], np.array(ref), atol=1e-4)
+    with pytest.raises(NetworkError, match="'lay'.*groups 3"):
+        make("conv", {"filter_size": (3,), "groups": 3, "n_out": 6}, [data])
+
+
+def test_depthwise_conv_2d():
+    data, val, _ = btf(6)
+    x = val.tensor.numpy().reshape(3, 7, 3, 2)  # input_split_feature_dim 2: (T, 3 spatial, 2 channels)
+    layer = make("conv", {"filter_size": (2, 2), "groups": 2, "n_out": 4, "padding": "valid",
+                          "input_split_feature_dim": 2}, [data])
+    out = run(layer, [val])
+    w, b = layer.W.numpy(), layer.bias.numpy()  # (2, 2, 1, 4): channel c feeds outputs 2c, 2c+1
+    for bi, n in enumerate(LENS):
+        for t in range(n - 1):
+            for f in range(2):
+                ref = [np.sum(x[bi, t:t + 2, f:f + 2, o // 2] * w[:, :, 0, o]) + b[o] for o in range(4)]
+                np.testing.assert_allclose(out.tensor.numpy()[bi, t, f], ref, atol=1e-4)

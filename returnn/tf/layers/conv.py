@@ -16,7 +16,7 @@ from returnn.tensor import Data
 from returnn.tf.activations import get_activation
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
 from returnn.tf.layers.helpers import concat_inputs, new_feature_dim
-from returnn.tf.layers.options import Option, one_of
+from returnn.tf.layers.options import Option, one_of, positive_int
 from returnn.tf.layers.spatial import SpatialPlan
 
 WINDOW_OPTIONS = (
@@ -42,6 +42,7 @@ class ConvLayer(Layer):
         Option("filter_size", None, "window size per spatial axis, e.g. [3] or [3, 3]"),
         Option("activation", None, "activation after the convolution"),
         Option("with_bias", True, "add a bias"),
+        Option("groups", 1, "grouped convolution: channels in groups (groups = input channels: depthwise)"),
     )
 
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
@@ -50,7 +51,11 @@ class ConvLayer(Layer):
         n_out = self.require_n_out()
         self.activation = get_activation(self.opt("activation"), name)
         n_in = self.plan.data.dim
-        self.W = self.weight("W", [w.size for w in self.plan.windows] + [n_in, n_out])
+        self.groups = positive_int(self.desc, "groups", self.opt("groups"))
+        if n_in % self.groups or n_out % self.groups:
+            raise NetworkError("%s: groups %i must divide the input (%i) and output (%i) channels"
+                               % (self.desc, self.groups, n_in, n_out))
+        self.W = self.weight("W", [w.size for w in self.plan.windows] + [n_in // self.groups, n_out])
         self.bias = self.weight("bias", [n_out], "zeros", l2=False) if self.opt("with_bias") else None
         self.output = self.plan.output_data(name, new_feature_dim(name, n_out))
 
@@ -60,12 +65,29 @@ class ConvLayer(Layer):
         xt, _ = plan.channel_last_input(x)
         strides = [w.stride for w in plan.windows]
         dilations = [w.dilation for w in plan.windows]
-        strided = all(d == 1 for d in dilations)
-        y = tf.nn.convolution(xt, self.W, strides=strides if strided else 1, padding="VALID", dilations=dilations)
+        strided = all(d == 1 for d in dilations) and self.groups == 1
+        if self.groups == 1:
+            y = tf.nn.convolution(xt, self.W, strides=strides if strided else 1, padding="VALID", dilations=dilations)
+        else:
+            y = self._grouped(xt, dilations)
         y = plan.subsample(y, strided)
         if self.bias is not None:
             y = y + self.bias
         return plan.finish(self, self.activation(y), sources, x)
+
+
+    def _grouped(self, xt: tf.Tensor, dilations: List[int]) -> tf.Tensor:
+        """Grouped convolution with stride 1 (the caller subsamples): group g maps input channels
+        ``g*n_in/G ..`` to output channels ``g*n_out/G ..``; depthwise for G = input channels."""
+        n_in, n_out, rank = self.plan.data.dim, self.output.dim, len(self.plan.windows)
+        if self.groups == n_in and rank <= 2:
+            w = tf.reshape(self.W, [w.size for w in self.plan.windows] + [n_in, n_out // n_in])
+            x4, w4, dil = (xt[:, :, None], w[:, None], dilations + [1]) if rank == 1 else (xt, w, dilations)
+            y = tf.nn.depthwise_conv2d(x4, w4, strides=[1, 1, 1, 1], padding="VALID", dilations=dil)
+            return y[:, :, 0] if rank == 1 else y
+        xs = tf.split(xt, self.groups, axis=-1)
+        ws = tf.split(self.W, self.groups, axis=-1)
+        return tf.concat([tf.nn.convolution(x, w, padding="VALID", dilations=dilations) for x, w in zip(xs, ws)], -1)
 
 
 POOL_MODES = ("max", "avg")
