@@ -144,12 +144,14 @@ CASES = ["config_syntax_error", "config_file_missing", "unknown_layer_class", "f
          "log_file_not_writable"]
 
 
-def _run_both(args: Sequence[str]) -> Tuple[subprocess.CompletedProcess, subprocess.CompletedProcess]:
-    """Runs ``rnn.py ARGS`` and ``rnn.py ARGS ++log_verbosity 5`` side by side."""
+def _run_both(args: Sequence[str], verbose_args: Sequence[str]
+              ) -> Tuple[subprocess.CompletedProcess, subprocess.CompletedProcess]:
+    """Runs ``rnn.py ARGS`` and ``rnn.py VERBOSE_ARGS ++log_verbosity 5`` side by side (their own
+    model paths, so the model lock of one run never stops the other)."""
     env = dict(os.environ)
     for var in [v for v in env if v.startswith(("OMPI_", "PMI_", "PMIX_", "SLURM_"))] + ["TF_CPP_MIN_LOG_LEVEL"]:
         env.pop(var, None)  # the CLI's own defaults are under test
-    cmds = [[PYTHON, str(REPO / "rnn.py")] + list(args), [PYTHON, str(REPO / "rnn.py")] + list(args) +
+    cmds = [[PYTHON, str(REPO / "rnn.py")] + list(args), [PYTHON, str(REPO / "rnn.py")] + list(verbose_args) +
             ["++log_verbosity", "5"]]
     procs = [subprocess.Popen(cmd, cwd=str(REPO), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True) for cmd in cmds]
@@ -169,7 +171,9 @@ def _run_both(args: Sequence[str]) -> Tuple[subprocess.CompletedProcess, subproc
 @pytest.mark.parametrize("case", CASES)
 def test_bad_input_is_one_line_exit_2(files, case):
     args, expected = _case_args(case, files)
-    plain, verbose = _run_both(args)
+    own_model = "%smodel-%s%s" % (os.sep, case, os.sep)
+    plain, verbose = _run_both(args, [a.replace(own_model, "%smodel-%s-verbose%s" % (os.sep, case, os.sep))
+                                      for a in args])
     shown = "exit code %s\n--- stdout\n%s\n--- stderr\n%s" % (plain.returncode, plain.stdout[-2000:],
                                                                plain.stderr[-3000:])
     assert plain.returncode == 2, shown

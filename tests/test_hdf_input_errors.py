@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import textwrap
+import threading
 from pathlib import Path
 from typing import Any, Dict, Optional
 
@@ -138,16 +140,32 @@ def test_unreadable_file_is_not_called_not_an_hdf_file():
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def test_stuck_file_becomes_an_error_after_the_check_timeout(tmp_path, monkeypatch):
-    """A read that never returns (here: a FIFO nobody writes to, like a stuck file system) ends in
-    one line after RETURNN_HDF_CHECK_TIMEOUT instead of hanging the training."""
-    fifo = str(tmp_path / "stuck.hdf")
-    os.mkfifo(fifo)
-    monkeypatch.setenv("RETURNN_HDF_CHECK_TIMEOUT", "2")
-    with pytest.raises(DataError, match=r"stuck.hdf: reading the file's structure did not finish within 2 s"):
-        check_hdf_file(fifo)
-    # The helper was replaced: the next file is checked normally.
+def _helper_pid() -> int:
+    """The pid of the file-check helper process (started by a first check)."""
+    from returnn.datasets import hdf_check
+    assert hdf_check._helper is not None and hdf_check._helper.poll() is None
+    return hdf_check._helper.pid
+
+
+def test_check_that_hangs_or_crashes_becomes_one_line(tmp_path, monkeypatch):
+    """The helper process stands for libhdf5 stuck in a file (SIGSTOP: no answer) or crashing in it
+    (SIGSEGV during the check): each is one line naming the file, and the next check gets a new
+    helper. (tests/test_hdf_fuzz.py has real files that make libhdf5 crash and loop.)"""
     good = write_file(tmp_path / "good.hdf", FEATS.astype(np.float32), CLASSES.astype(np.int32))
+    monkeypatch.setenv("RETURNN_HDF_CHECK_TIMEOUT", "2")
+    check_hdf_file(good)
+    pid = _helper_pid()
+    os.kill(pid, signal.SIGSTOP)
+    with pytest.raises(DataError, match=r"good.hdf: reading the file's structure did not finish within 2 s"):
+        check_hdf_file(good)
+    check_hdf_file(good)  # a new helper
+    pid = _helper_pid()
+    os.kill(pid, signal.SIGSTOP)
+    timer = threading.Timer(0.5, lambda: (os.kill(pid, signal.SIGSEGV), os.kill(pid, signal.SIGCONT)))
+    timer.start()
+    with pytest.raises(DataError, match=r"good.hdf: the HDF5 library crashed reading this file \(signal SIGSEGV"):
+        check_hdf_file(good)
+    timer.join()
     check_hdf_file(good)
 
 
@@ -217,3 +235,11 @@ def test_rnn_bad_hdf_input_is_one_line_exit_2(tmp_path, case):
     for text in expected:
         assert text in lines[0], lines[0]
     assert "Traceback" not in proc.stdout + proc.stderr
+
+
+def test_fifo_is_not_a_regular_file(tmp_path):
+    """A named pipe would block a reader forever: refused before anything opens it."""
+    fifo = str(tmp_path / "pipe.hdf")
+    os.mkfifo(fifo)
+    with pytest.raises(DataError, match="pipe.hdf is not a regular file"):
+        init_dataset({"class": "HDFDataset", "files": [fifo]})

@@ -27,7 +27,7 @@ from returnn.datasets.options import size_option
 from returnn.errors import DataError
 from returnn.datasets.hdf_check import check_hdf_file
 from returnn.datasets.hdf_file import (READ_ERRORS, HDFFile, decode_hdf_string, first_line,  # noqa: F401
-                                       is_hdf5_file, open_hdf_file)
+                                       is_hdf5_file, open_hdf_file, precheck_hdf_file)
 
 
 @register_dataset
@@ -52,6 +52,7 @@ class HDFDataset(Dataset):
         self._files: List[HDFFile] = []
         try:
             for path in files:
+                precheck_hdf_file(path)  # missing, unreadable, not HDF5: said at once
                 check_hdf_file(path)  # in a helper process: a crash or hang of libhdf5 becomes an error
                 self._files.append(HDFFile(path))
                 self._check_consistent(self._files[-1])

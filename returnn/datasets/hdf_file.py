@@ -71,21 +71,29 @@ def open_hdf_file(path: str, what: str = "HDFDataset", **h5_options: Any) -> "h5
     problems are a DataError naming the file."""
     if h5py is None:  # pragma: no cover
         raise DataError("%s: h5py is not installed, cannot read %s" % (what, path))
+    precheck_hdf_file(path, what)
+    try:
+        return h5py.File(path, "r", **h5_options)
+    except READ_ERRORS as exc:
+        raise DataError("%s: cannot open %s (truncated or corrupt HDF file?): %s" % (what, path, first_line(exc)))
+
+
+def precheck_hdf_file(path: str, what: str = "HDFDataset") -> None:
+    """What can be said without the HDF5 library: missing, a directory, unreadable, no HDF5
+    signature."""
     if not os.path.exists(path):
         raise DataError("%s: file not found: %s" % (what, path))
     if os.path.isdir(path):
         raise DataError("%s: %s is a directory, not an HDF file" % (what, path))
+    if not os.path.isfile(path):
+        raise DataError("%s: %s is not a regular file" % (what, path))
     try:
         with open(path, "rb"):
             pass
     except OSError as exc:
         raise DataError("%s: cannot read %s: %s" % (what, path, exc.strerror or first_line(exc)))
-    try:
-        return h5py.File(path, "r", **h5_options)
-    except READ_ERRORS as exc:
-        if not is_hdf5_file(path):
-            raise DataError("%s: %s is not an HDF5 file" % (what, path))
-        raise DataError("%s: cannot open %s (truncated or corrupt HDF file?): %s" % (what, path, first_line(exc)))
+    if not is_hdf5_file(path):
+        raise DataError("%s: %s is not an HDF5 file" % (what, path))
 
 
 class Column:
