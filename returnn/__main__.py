@@ -27,7 +27,7 @@ def _verbosity(config: Optional[Config], argv: Optional[List[str]] = None) -> in
     """``log_verbosity`` of the config; without a config (it failed to load), from ``++log_verbosity``."""
     try:
         if config is not None:
-            return config.int("log_verbosity", 3)
+            return config.int("log_verbosity")
         value = 3
         for key, text in split_cmd_args(argv or [])[1]:
             if key == "log_verbosity":
@@ -45,8 +45,8 @@ def _prepare_outputs(config: Config, task: str) -> None:
     from returnn.tf.checkpoint import prepare_output_dir, remove_stale_temp_files
     if task != "train":
         return
-    model = config.value("model", None)
-    lr_file = config.value("learning_rate_file", None)
+    model = config.value("model")
+    lr_file = config.value("learning_rate_file")
     if model:
         prepare_output_dir(model, "model")
     if lr_file:
@@ -63,13 +63,13 @@ def _configure_tensorflow(config: Config) -> None:
     """Thread counts from ``tf_session_opts`` (or ``tf_intra_op_threads``), before TF does any work."""
     import tensorflow as tf
     opts = config.typed_value("tf_session_opts") or {}
-    intra = opts.get("intra_op_parallelism_threads", config.int("tf_intra_op_threads", 0))
-    inter = opts.get("inter_op_parallelism_threads", config.int("tf_inter_op_threads", 0))
+    intra = opts.get("intra_op_parallelism_threads", config.int("tf_intra_op_threads"))
+    inter = opts.get("inter_op_parallelism_threads", config.int("tf_inter_op_threads"))
     if intra:
         tf.config.threading.set_intra_op_parallelism_threads(int(intra))
     if inter:
         tf.config.threading.set_inter_op_parallelism_threads(int(inter))
-    if config.bool("tf_deterministic", False):
+    if config.bool("tf_deterministic"):
         tf.config.experimental.enable_op_determinism()
 
 
@@ -112,7 +112,7 @@ def run(config: Config) -> int:
     dist = DistributedContext.from_config(config)
     _state["dist"] = dist
     try:
-        log.initialize(config.list("log", []), _verbosity(config), dist.rank, dist.size)
+        log.initialize(config.list("log") or [], _verbosity(config), dist.rank, dist.size)
     except OSError as exc:
         raise ConfigError("config key 'log': cannot write log file %s: %s"
                           % (config.value("log"), exc.strerror or exc))

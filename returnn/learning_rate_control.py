@@ -31,6 +31,11 @@ __all__ = ["EpochData", "LearningRateControl", "format_learning_rate_file", "rea
 KNOWN_CONTROLS = ("constant", "newbob", "newbob_rel", "newbob_relative", "newbob_abs", "newbob_multi_epoch")
 
 
+def _first_set(*values):
+    """The first value that is not None."""
+    return next((v for v in values if v is not None), None)
+
+
 class LearningRateControl:
     """Chooses each epoch's learning rate from the scores of earlier epochs."""
 
@@ -64,22 +69,23 @@ class LearningRateControl:
     @classmethod
     def from_config(cls, config: Config) -> "LearningRateControl":
         """Reads RETURNN's option names."""
-        learning_rate = config.float("learning_rate", 1.0)
+        learning_rate = config.float("learning_rate")
         return cls(
-            kind=config.value("learning_rate_control", "constant"),
+            kind=config.value("learning_rate_control"),
             default_learning_rate=learning_rate,
             learning_rates=config.typed_value("learning_rates"),
-            filename=config.value("learning_rate_file", None),
-            min_learning_rate=config.float("min_learning_rate", 0.0),
-            decay=config.float("newbob_learning_rate_decay", 0.5),
-            relative_error_threshold=config.float("newbob_relative_error_threshold", -0.01),
-            error_threshold=config.float("newbob_error_threshold", -0.01),
-            multi_num_epochs=config.int("newbob_multi_num_epochs", 5),
-            multi_update_interval=config.int("newbob_multi_update_interval", config.int("newbob_multi_num_epochs", 5)),
-            error_measure=config.value("learning_rate_control_error_measure", None),
-            relative_error_div_by_old=config.bool("newbob_relative_error_div_by_old", False),
-            relative_error_relative_lr=config.bool("learning_rate_control_relative_error_relative_lr", False),
-            min_num_epochs_per_new_lr=config.int("learning_rate_control_min_num_epochs_per_new_lr", 0),
+            filename=config.value("learning_rate_file"),
+            min_learning_rate=config.float("min_learning_rate"),
+            decay=config.float("newbob_learning_rate_decay"),
+            relative_error_threshold=config.float("newbob_relative_error_threshold"),
+            error_threshold=config.float("newbob_error_threshold"),
+            multi_num_epochs=config.int("newbob_multi_num_epochs"),
+            multi_update_interval=_first_set(config.int("newbob_multi_update_interval"),
+                                             config.int("newbob_multi_num_epochs")),
+            error_measure=config.value("learning_rate_control_error_measure"),
+            relative_error_div_by_old=config.bool("newbob_relative_error_div_by_old"),
+            relative_error_relative_lr=config.bool("learning_rate_control_relative_error_relative_lr"),
+            min_num_epochs_per_new_lr=config.int("learning_rate_control_min_num_epochs_per_new_lr"),
         )
 
     # ---- per-epoch learning rate

@@ -21,9 +21,9 @@ GETTERS = {"int", "float", "bool", "is_true", "value", "typed_value", "opt_typed
            "float_list", "has", "is_typed", "get_of_type"}
 
 
-def _config_reads(path: Path):
-    """(line, key or None) of each ``<...config...>.getter(KEY, ...)`` call in a source file; None when
-    the key is not a string literal."""
+def _getter_calls(path: Path):
+    """``(call node, key or None)`` of each ``<...config...>.getter(KEY, ...)`` call in a source file;
+    None when the key is not a string literal."""
     tree = ast.parse(path.read_text(), str(path))
     for node in ast.walk(tree):
         if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in GETTERS):
@@ -31,8 +31,18 @@ def _config_reads(path: Path):
         if "config" not in ast.unparse(node.func.value).lower() or not node.args:
             continue
         arg = node.args[0]
-        key = arg.value if isinstance(arg, ast.Constant) and isinstance(arg.value, str) else None
+        yield node, (arg.value if isinstance(arg, ast.Constant) and isinstance(arg.value, str) else None)
+
+
+def _config_reads(path: Path):
+    """(line, key or None) of each config getter call in a source file."""
+    for node, key in _getter_calls(path):
         yield node.lineno, key
+
+
+def _passes_default(node: ast.Call) -> bool:
+    positional = 2 if node.func.attr == "get_of_type" else 1
+    return len(node.args) > positional or any(kw.arg == "default" for kw in node.keywords)
 
 
 def _sources():
@@ -50,6 +60,24 @@ def test_every_key_read_in_code_is_declared():
             if key is not None and key not in config_keys.KEYS:
                 undeclared.append("%s:%i reads %r" % (path.relative_to(REPO), line, key))
     assert not undeclared, "declare these in returnn/config_keys/declarations.py:\n" + "\n".join(undeclared)
+
+
+# Files whose getter calls still pass their own defaults (being migrated: engine code in flux).
+DEFAULTS_PENDING = {"returnn/tf/engine.py", "returnn/distributed/context.py", "returnn/tf/evaluation.py",
+                    "returnn/datasets/batching.py"}
+
+
+def test_declared_keys_are_read_without_a_second_default():
+    """The declared default is the only one: code reads declared keys without passing a default."""
+    doubled = []
+    for path in _sources():
+        rel = str(path.relative_to(REPO))
+        if rel == "returnn/config.py" or rel in DEFAULTS_PENDING:
+            continue
+        for node, key in _getter_calls(path):
+            if key in config_keys.KEYS and _passes_default(node):
+                doubled.append("%s:%i %s" % (rel, node.lineno, ast.unparse(node)))
+    assert not doubled, "drop the default (declared in returnn/config_keys/declarations.py):\n" + "\n".join(doubled)
 
 
 def test_scan_finds_reads(tmp_path):

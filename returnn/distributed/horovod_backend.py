@@ -33,7 +33,7 @@ class HorovodBackend(Backend):
         # prepare_mpi_environment) 1-2 ms cycles scale best here (2 ranks, 2 cores: grad 1.8x at
         # 1-2 ms, 1.7x at 5 ms, 1.6x at 10 ms); without yielding short cycles starve the step.
         os.environ.setdefault("HOROVOD_CYCLE_TIME", "2")
-        stall = config.float("horovod_stall_timeout", 300.0)
+        stall = config.float("horovod_stall_timeout")
         # Horovod's own stall check warns well before our watchdog ends the run.
         os.environ.setdefault("HOROVOD_STALL_CHECK_TIME_SECONDS", str(max(5, int(stall / 2))))
         prepare_mpi_environment()

@@ -42,7 +42,7 @@ class HorovodContext:
         return _env_int(_LOCAL_SIZE_VARS, 1)
 
     def get_reduce_type(self) -> str:
-        return self.config.value("horovod_reduce_type", "grad")
+        return self.config.value("horovod_reduce_type")
 
     def is_reduce_type_grad(self) -> bool:
         return self.get_reduce_type() == "grad"
@@ -51,7 +51,7 @@ class HorovodContext:
         return self.get_reduce_type() == "param"
 
     def get_dataset_distribution_type(self) -> str:
-        return self.config.value("horovod_dataset_distribution", "shard")
+        return self.config.value("horovod_dataset_distribution")
 
     def is_dataset_distribution_shard(self) -> bool:
         return self.get_dataset_distribution_type() == "shard"
@@ -65,6 +65,6 @@ def get_ctx(config=None) -> Optional[HorovodContext]:
     if config is None:
         from returnn.config import get_global_config
         config = get_global_config()
-    if not config.bool("use_horovod", False):
+    if not config.bool("use_horovod"):
         return None
     return HorovodContext(config)

@@ -183,11 +183,11 @@ def create_optimizer(config: Config, variables: Sequence[tf.Variable]) -> Optimi
         raise ConfigError("config key 'optimizer': unknown class %r (known: %s)" % (name, known_list(OPTIMIZERS)))
     opts.pop("learning_rate", None)
     if "epsilon" not in opts and name != "adadelta":
-        opts["epsilon"] = config.float("optimizer_epsilon", DEFAULT_EPSILON)
+        opts["epsilon"] = config.float("optimizer_epsilon")
     for key in ("beta_1", "beta_2"):
         if key in opts:
             opts[key.replace("_", "")] = opts.pop(key)
     try:
-        return OPTIMIZERS[name](variables, learning_rate=config.float("learning_rate", 1e-3), **opts)
+        return OPTIMIZERS[name](variables, learning_rate=config.float("learning_rate"), **opts)
     except TypeError as exc:
         raise ConfigError("config key 'optimizer' (%s): bad option: %s" % (name, exc))

@@ -23,7 +23,7 @@ class ProgressReporter:
 
     @classmethod
     def from_config(cls, config) -> "ProgressReporter":
-        return cls(config.float("progress_interval", 10.0))
+        return cls(config.float("progress_interval"))
 
     def start_epoch(self, name: str, epoch: int, total_steps: int) -> None:
         self.name, self.epoch, self.total = name, epoch, max(1, total_steps)
