@@ -6,9 +6,7 @@ Each case runs ``rnn.py`` twice (default verbosity and 5), both at once, each wi
 """
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Dict, List, Sequence, Tuple
 
@@ -16,9 +14,8 @@ import h5py
 import numpy as np
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-_VENV_PY = REPO / ".venv" / "bin" / "python"
-PYTHON = str(_VENV_PY) if _VENV_PY.exists() else sys.executable
+from helpers import PYTHON, REPO, child_env
+
 TIMEOUT = 180
 
 BASE_CONFIG = '''#!rnn.py
@@ -147,9 +144,8 @@ CASES = ["config_syntax_error", "config_file_missing", "unknown_layer_class", "f
 
 def _run_both(args: Sequence[str]) -> Tuple[subprocess.CompletedProcess, subprocess.CompletedProcess]:
     """Runs ``rnn.py ARGS`` and ``rnn.py ARGS ++log_verbosity 5`` side by side."""
-    env = dict(os.environ)
-    for var in [v for v in env if v.startswith(("OMPI_", "PMI_", "PMIX_", "SLURM_"))] + ["TF_CPP_MIN_LOG_LEVEL"]:
-        env.pop(var, None)  # the CLI's own defaults are under test
+    env = child_env()
+    del env["TF_CPP_MIN_LOG_LEVEL"]  # the CLI's own defaults are under test
     cmds = [[PYTHON, str(REPO / "rnn.py")] + list(args), [PYTHON, str(REPO / "rnn.py")] + list(args) +
             ["++log_verbosity", "5"]]
     procs = [subprocess.Popen(cmd, cwd=str(REPO), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

@@ -17,16 +17,16 @@ import numpy as np
 from returnn.config import Config
 from returnn.datasets import init_dataset
 from returnn.datasets.base import Dataset
-from returnn.datasets.batching import shard_batches
+from returnn.datasets.batching import BatchOptions
 from returnn.datasets.prefetch import BatchPrefetcher
 from returnn.distributed.context import DistributedContext
-from returnn.errors import ConfigError, ReturnnError
+from returnn.errors import ConfigError, NonFiniteScoreError
 from returnn.extern_data import check_dataset_matches, extern_data_from_config
 from returnn.interrupts import StopRequest, Watchdog
 from returnn.learning_rate_control import LearningRateControl
 from returnn.log import log
 from returnn.tf.checkpoint import CheckpointManager, epoch_prefix, is_complete, prepare_model_dir
-from returnn.tf.evaluation import BatchOptions, evaluate_dataset, forward_to_hdf
+from returnn.tf.evaluation import evaluate_dataset, forward_to_hdf
 from returnn.tf.network import TFNetwork
 from returnn.tf.optimizers import create_optimizer
 from returnn.tf.progress import ProgressReporter
@@ -74,20 +74,6 @@ class ParamSyncSchedule:
 
     def synced(self) -> None:
         self.last_sync = time.monotonic()
-
-
-class NonFiniteScoreError(ReturnnError):
-    """Training produced inf/nan; the last good checkpoint is kept."""
-
-    exit_code = 1
-
-
-class TrainingInterrupted(Exception):
-    """SIGTERM/SIGUSR1 arrived; a resumable checkpoint was saved."""
-
-    def __init__(self, exit_code: int):
-        super().__init__("interrupted")
-        self.exit_code = exit_code
 
 
 class Engine:
@@ -186,7 +172,7 @@ class Engine:
         self._trace()
         watchdog = Watchdog(self.dist.stall_timeout,
                             describe=lambda: "rank %i of %i gives up; a peer rank probably died or stalls"
-                            % (self.dist.rank, self.dist.size)) if self.dist.size > 1 else None
+                            % (self.dist.rank, self.dist.size)) if self.dist.has_stall_watchdog else None
         self.stop_request.install()
         try:
             if watchdog:
@@ -237,7 +223,7 @@ class Engine:
         heartbeat = watchdog.beat if watchdog else (lambda: None)
         train_scores, timer, steps = self._train_epoch(epoch, heartbeat)
         print(finished_line("train", epoch, steps, timer), file=log.v3)
-        self._report_breakdown(epoch, timer)
+        self._report_time_split(epoch, timer)
         eval_scores = {}
         for name in self._eval_dataset_names():
             eval_scores[name] = evaluate_dataset(self.steps, self.datasets[name], epoch, self.batching, self.dist,
@@ -265,9 +251,8 @@ class Engine:
         """This rank's batch slices of ``epoch`` (sharded, cut to the smallest rank's count, and
         without the steps an interrupted run already trained)."""
         dataset = self.datasets["train"]
-        slices = self.batching.epoch_slices(dataset, epoch, chunked=True)
-        if self.dist.shard_batches():
-            slices = shard_batches(slices, self.dist.rank, self.dist.size)
+        shards = self.dist.size if self.dist.shards_batches else 1
+        slices = self.batching.epoch_slices(dataset, epoch, chunked=True, rank=self.dist.rank, size=shards)
         if self.dist.size > 1:  # the epoch ends for all when the first rank runs out
             count = int(self.dist.backend.allreduce_host(np.array([len(slices)]), "min")[0])
             if count < len(slices):
@@ -281,8 +266,7 @@ class Engine:
         skip, self.resume_skip_steps = self.resume_skip_steps, 0  # steps an interrupted run already did
         dataset, slices = self._epoch_batches(epoch, skip)
         acc = ScoreAccumulator(self.steps.loss_names)
-        param_sync = ParamSyncSchedule(self.dist, len(slices)) \
-            if self.dist.size > 1 and self.dist.reduce_type == "param" else None
+        param_sync = ParamSyncSchedule(self.dist, len(slices)) if self.dist.syncs_params else None
         pending = np.zeros(len(FLAG_NAMES), dtype=np.float32)  # local flags not yet agreed on
         prefetcher = BatchPrefetcher(dataset, slices, self.steps.train_keys, self.batching.prefetch,
                                      transform=self.steps.to_tensors)
@@ -335,20 +319,19 @@ class Engine:
             print("stop requested (signal) in epoch %i after step %i; saved %s; run the same command again to "
                   "continue from there" % (epoch, steps_done, prefix), file=log.v1)
         self.dist.backend.barrier()
-        raise TrainingInterrupted(self.stop_request.exit_code())
+        raise self.stop_request.interrupted()
 
-    def _report_breakdown(self, epoch: int, timer: EpochTimer) -> None:
-        """At log_verbosity >= 4: where each rank's epoch time went."""
-        if log.verbosity < 4:
-            return
+    def _report_time_split(self, epoch: int, timer: EpochTimer) -> None:
+        """Where each rank's epoch time went (printed at log_verbosity >= 4). The figures are
+        gathered every epoch whatever the verbosity (one small collective), so a logging setting
+        never decides whether ranks communicate."""
         figures = np.zeros((self.dist.size, 4))
         figures[self.dist.rank] = timer.as_array()
         if self.dist.size > 1:
             figures = self.dist.backend.allreduce_host(figures.reshape(-1), "sum").reshape(self.dist.size, 4)
-        comm_in_step = self.dist.size > 1 and self.dist.reduce_type == "grad"
         print("train epoch %i, time split per rank:" % epoch, file=log.v4)
         for rank in range(self.dist.size):
-            print(breakdown_line(rank, figures[rank], comm_in_step), file=log.v4)
+            print(breakdown_line(rank, figures[rank], self.dist.reduces_gradients), file=log.v4)
 
     # ---- eval / forward
     def _load_for_inference(self) -> int:
