@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from returnn.config import Config, get_global_config, load_config_from_args, parse_override_value, split_cmd_args
+from returnn.config import Config, load_config_from_args, parse_override_value, split_cmd_args
 from returnn.errors import ConfigError
 from helpers import TINY_12AX, describe, nonempty_lines, run_rnn, write_config
 
@@ -68,19 +68,6 @@ def test_config_reads_overrides_while_running(tmp_path):
     config = _load(tmp_path, text, name="b.config")
     assert config.typed_value("doubled") == 2
     assert config.typed_value("name") == "run-none"
-
-
-def test_global_config_is_the_running_config(tmp_path):
-    """RETURNN configs call get_global_config(); it returns the config being loaded, overrides included."""
-    text = """\
-        #!rnn.py
-        from returnn.config import get_global_config
-        seen = get_global_config().value("tag", "none")
-        """
-    path = write_config(tmp_path / "g.config", textwrap.dedent(text))
-    config = load_config_from_args([str(path), "++tag", "abc"])
-    assert config.typed_value("seen") == "abc"
-    assert get_global_config() is config
 
 
 def test_override_wins_over_config_value(tmp_path):
