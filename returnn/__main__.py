@@ -16,8 +16,8 @@ import traceback
 from typing import List, Optional
 
 from returnn.config import Config, load_config_from_args, parse_override_value, split_cmd_args
-from returnn.errors import ConfigError, ReturnnError
-from returnn.interrupts import EarlyStop, StopSignal
+from returnn.errors import ConfigError, ReturnnError, RuntimeFailure, StopSignal, TrainingInterrupted
+from returnn.interrupts import EarlyStop
 from returnn.startup import HELP, USAGE, banner_lines, versions_line
 
 KNOWN_TASKS = ("train", "eval", "forward")
@@ -123,12 +123,12 @@ def run(config: Config) -> int:
     if dist.is_chief:
         _warn_unknown_keys(config)
         _prepare_outputs(config, task)
-    from returnn.tf.engine import Engine, NonFiniteScoreError, TrainingInterrupted
+    from returnn.tf.engine import Engine
     try:
         Engine(config, dist).run(task)
-    except TrainingInterrupted as exc:
+    except TrainingInterrupted as exc:  # rank 0 logged what was saved; every rank stopped at the same step
         return exc.exit_code
-    except NonFiniteScoreError as exc:
+    except RuntimeFailure as exc:  # raised on every rank at the same step (e.g. a non-finite score)
         print(str(exc), file=log.error)
         log.flush_all()
         return exc.exit_code
@@ -239,7 +239,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         if user_error is not None:  # bad input found late (e.g. by the data loader thread)
             tb = traceback.format_exc() if _verbosity(config, argv) >= 5 else None
             return _fail(str(user_error), user_error.exit_code, tb)
-        return _fail("%s: %s" % (type(exc).__name__, exc), 1, traceback.format_exc())
+        return _fail("%s: %s" % (type(exc).__name__, exc), RuntimeFailure.exit_code, traceback.format_exc())
     finally:
         early_stop.uninstall()
         if "lock" in _state:

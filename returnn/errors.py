@@ -1,4 +1,13 @@
-"""User-facing errors: the CLI prints them as one line and exits with code 2."""
+"""The three ways a run ends early, each a family with its exit code.
+
+- :class:`ReturnnError`: bad input from the user (config, data, network, launcher set-up). The CLI
+  prints one line naming the file, key or layer and exits with 2.
+- :class:`RuntimeFailure`: the input was fine but the run failed (e.g. a non-finite score). One
+  line, exit 1.
+- :class:`Stopped`: a stop signal (SIGTERM/SIGUSR1) ended the run; exit 128 + signal number, the
+  shell's convention. The newest checkpoint on disk is the state the same command resumes from.
+"""
+from __future__ import annotations
 
 
 class ReturnnError(Exception):
@@ -21,6 +30,47 @@ class NetworkError(ReturnnError):
 
 class DistributedError(ReturnnError):
     """Problem with the distributed setup (Horovod/MPI)."""
+
+
+class RuntimeFailure(Exception):
+    """The run failed although its input was accepted. Printed as one line, exit code 1."""
+
+    exit_code = 1
+
+
+class NonFiniteScoreError(RuntimeFailure):
+    """Training produced inf/nan; the last good checkpoint is kept."""
+
+
+class Stopped(BaseException):
+    """A stop signal ended the run; exit code 128 + signal number.
+
+    A BaseException, so that no ``except Exception`` on the way swallows it."""
+
+    def __init__(self, signum: int, message: str):
+        super().__init__(message)
+        self.signum = int(signum)
+
+    @property
+    def exit_code(self) -> int:
+        """128 + signal number, the shell's convention for death by signal."""
+        return 128 + self.signum
+
+
+class StopSignal(Stopped):
+    """A stop signal that arrived before the training loop took over the handlers. Nothing new has
+    been trained yet, so the newest checkpoint on disk already is the state to resume from."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum, "stopped by signal %i" % int(signum))
+
+
+class TrainingInterrupted(Stopped):
+    """A stop signal arrived during training; all ranks stopped at the same step and rank 0 saved a
+    resumable checkpoint."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum, "interrupted")
 
 
 def known_list(names) -> str:

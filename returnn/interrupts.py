@@ -9,6 +9,8 @@ import threading
 import time
 from typing import Callable, Optional
 
+from returnn.errors import StopSignal, TrainingInterrupted
+
 STOP_SIGNALS = tuple(s for s in (getattr(signal, "SIGTERM", None), getattr(signal, "SIGUSR1", None)) if s)
 
 
@@ -50,25 +52,10 @@ class StopRequest(_SignalHandlers):
     def requested(self) -> bool:
         return self.signum is not None
 
-    def exit_code(self) -> int:
-        """128 + signal number, the shell's convention for death by signal."""
-        return 128 + int(self.signum or signal.SIGTERM)
-
-
-class StopSignal(BaseException):
-    """A stop signal that arrived before the training loop took over the handlers.
-
-    A BaseException, so that no ``except Exception`` on the way swallows it. Nothing new has been
-    trained yet, so the newest checkpoint on disk already is the state to resume from."""
-
-    def __init__(self, signum: int):
-        super().__init__("stopped by signal %i" % signum)
-        self.signum = int(signum)
-
-    @property
-    def exit_code(self) -> int:
-        """128 + signal number."""
-        return 128 + self.signum
+    def interrupted(self) -> TrainingInterrupted:
+        """The exception that ends the run after all ranks agreed to stop (a rank that got no
+        signal itself stops as if by SIGTERM)."""
+        return TrainingInterrupted(int(self.signum or signal.SIGTERM))
 
 
 class EarlyStop(_SignalHandlers):

@@ -1,4 +1,5 @@
-"""Shared helpers for the end-to-end tests: write a config, run ``rnn.py`` as a subprocess."""
+"""Shared helpers for the end-to-end tests: where the repository and its Python are, the environment
+of a child process, write a config, run ``rnn.py`` as a subprocess."""
 from __future__ import annotations
 
 import importlib.util
@@ -17,6 +18,18 @@ HAVE_HOROVOD = importlib.util.find_spec("horovod") is not None
 BACKENDS = [pytest.param("horovod", marks=pytest.mark.skipif(
     not HAVE_HOROVOD, reason="Horovod is not installed (newest-TF environment: mpi4py backend)")), "mpi"]
 PYTHON = sys.executable  # the environment running the tests (.venv, or the newest-TF venv of make test-latest-tf)
+LAUNCHER_PREFIXES = ("OMPI_", "PMI_", "PMIX_", "SLURM_")
+MPIRUN_AS_ROOT = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+
+
+def child_env(extra: Optional[Dict[str, str]] = None) -> Dict[str, str]:
+    """This process's environment for a child: TensorFlow quiet, ``PYTHONWARNINGS`` dropped, and
+    without the variables of an outer launcher (a child never looks like a rank of some other
+    job); then ``extra``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(LAUNCHER_PREFIXES) and k != "PYTHONWARNINGS"}
+    env["TF_CPP_MIN_LOG_LEVEL"] = "2"
+    env.update(extra or {})
+    return env
 
 
 def write_config(path: Path, text: str) -> Path:
@@ -31,12 +44,7 @@ def run_rnn(args: Sequence[str], module: bool = False, env: Optional[Dict[str, s
             timeout: float = 600) -> subprocess.CompletedProcess:
     """Runs ``python rnn.py ARGS`` (or ``python -m returnn ARGS``) in the repo; captures output."""
     cmd: List[str] = [PYTHON] + (["-m", "returnn"] if module else ["rnn.py"]) + [str(a) for a in args]
-    full_env = dict(os.environ)
-    full_env["TF_CPP_MIN_LOG_LEVEL"] = "2"
-    full_env.pop("PYTHONWARNINGS", None)
-    if env:
-        full_env.update(env)
-    return subprocess.run(cmd, cwd=str(REPO), env=full_env, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(cmd, cwd=str(REPO), env=child_env(env), capture_output=True, text=True, timeout=timeout)
 
 
 def train_args(config: Path, tmp_path: Path, *extra: str, model_name: str = "model") -> List[str]:

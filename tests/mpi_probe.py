@@ -68,9 +68,9 @@ def _install() -> None:
     engine_mod.Engine.__init__ = init
     orig_write = checkpoint_mod.CheckpointManager._write
 
-    def write(self, final, epoch):
+    def write(self, final, epoch, epoch_step=0):  # same signature as CheckpointManager._write
         EVENTS["checkpoint_writes"].append(os.path.basename(final))
-        return orig_write(self, final, epoch)
+        return orig_write(self, final, epoch, epoch_step)
 
     checkpoint_mod.CheckpointManager._write = write
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Dict, List, Sequence, Tuple
 
@@ -16,8 +15,8 @@ import h5py
 import numpy as np
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-PYTHON = sys.executable  # the environment running the tests
+from helpers import PYTHON, REPO, child_env
+
 TIMEOUT = 180
 
 BASE_CONFIG = '''#!rnn.py
@@ -148,9 +147,8 @@ def _run_both(args: Sequence[str], verbose_args: Sequence[str]
               ) -> Tuple[subprocess.CompletedProcess, subprocess.CompletedProcess]:
     """Runs ``rnn.py ARGS`` and ``rnn.py VERBOSE_ARGS ++log_verbosity 5`` side by side (their own
     model paths, so the model lock of one run never stops the other)."""
-    env = dict(os.environ)
-    for var in [v for v in env if v.startswith(("OMPI_", "PMI_", "PMIX_", "SLURM_"))] + ["TF_CPP_MIN_LOG_LEVEL"]:
-        env.pop(var, None)  # the CLI's own defaults are under test
+    env = child_env()
+    del env["TF_CPP_MIN_LOG_LEVEL"]  # the CLI's own defaults are under test
     cmds = [[PYTHON, str(REPO / "rnn.py")] + list(args), [PYTHON, str(REPO / "rnn.py")] + list(verbose_args) +
             ["++log_verbosity", "5"]]
     procs = [subprocess.Popen(cmd, cwd=str(REPO), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

@@ -6,8 +6,9 @@ from collections import Counter
 import numpy as np
 import pytest
 
+from returnn.config import Config
 from returnn.datasets.batching import (
-    chunk_ranges, generate_batches, iterate_epoch_batches, make_batch_arrays, parse_chunking, shard_batches,
+    BatchOptions, chunk_ranges, generate_batches, make_batch_arrays, parse_chunking, shard_batches,
 )
 from returnn.datasets.generating import StaticDataset
 from returnn.errors import ConfigError, DataError
@@ -186,9 +187,28 @@ def test_shard_batches_i_mod_n(size):
     for r, shard in enumerate(shards):
         assert [id(b) for b in shard] == [id(b) for i, b in enumerate(batches) if i % size == r]
     assert sum(len(s) for s in shards) == len(batches)
-    via = [iterate_epoch_batches(ds, 1, 50, rank=r, size=size) for r in range(size)]
+    options = BatchOptions.from_config(Config({"batch_size": 50}))
+    via = [options.epoch_slices(ds, 1, chunked=False, rank=r, size=size) for r in range(size)]
     for shard, other in zip(shards, via):
         assert [b.seq_idxs.tolist() for b in shard] == [b.seq_idxs.tolist() for b in other]
+
+
+def test_batch_options_from_config_and_epoch_slices():
+    """The engine's path: options read from a config; chunking applies only where asked for."""
+    config = Config({"batch_size": 30, "max_seqs": 4, "chunking": "10:5", "max_seq_length": {"data": 35, "classes": 38},
+                     "prefetch_batches": 3})
+    options = BatchOptions.from_config(config)
+    assert (options.batch_size, options.max_seqs, options.max_seq_length, options.prefetch) == (30, 4, 38, 3)
+    assert BatchOptions.from_config(Config()) == BatchOptions(1000, -1, None, 0, 8)
+    lengths = random_lengths(20, 7, 1, 40)
+    ds = make_dataset(lengths)
+    chunked = options.epoch_slices(ds, 1, chunked=True)
+    ds.init_seq_order(1)
+    assert [b.entries() for b in chunked] == [b.entries() for b in generate_batches(ds, 30, 4, "10:5", 38)]
+    whole = options.epoch_slices(ds, 1, chunked=False)
+    assert all(np.all(b.ends == -1) for b in whole)
+    kept = sorted(i for b in whole for i in b.seq_idxs.tolist())
+    assert kept == [i for i in range(20) if lengths[ds.corpus_index(i)] <= 38]
 
 
 # ---------------------------------------------------------------- seq_ordering

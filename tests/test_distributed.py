@@ -5,14 +5,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import textwrap
 
 import pytest
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PYTHON = sys.executable
-from helpers import BACKENDS  # noqa: E402  (Horovod only where installed)
+from helpers import BACKENDS, MPIRUN_AS_ROOT, PYTHON, REPO, child_env  # BACKENDS: Horovod only where installed
 
 CONFIG = textwrap.dedent("""\
     #!rnn.py
@@ -41,7 +38,7 @@ def mpirun(tmp_path, name: str, args, config_text: str = CONFIG, timeout: float 
     config = tmp_path / ("%s.config" % name)
     config.write_text(config_text)
     prefix = str(tmp_path / name)
-    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", TF_CPP_MIN_LOG_LEVEL="2")
+    env = child_env(MPIRUN_AS_ROOT)
     cmd = ["mpirun", "-np", "2", "--oversubscribe", "--bind-to", "none", "--mca", "btl", "tcp,self",
            PYTHON, os.path.join(REPO, "tests", "mpi_probe.py"), prefix, str(config),
            "++use_horovod", "1", "++model", str(tmp_path / name / "model"), "++log", str(tmp_path / (name + ".log")),

@@ -12,16 +12,13 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Dict, List, Optional
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-PYTHON = sys.executable  # the environment running the tests
-from helpers import BACKENDS  # noqa: E402  (Horovod only where installed)
+from helpers import BACKENDS, MPIRUN_AS_ROOT, PYTHON, REPO, child_env  # BACKENDS: Horovod only where installed
 STALL_TIMEOUT = 20  # ++horovod_stall_timeout for the runs here
 HANG_STALL_TIMEOUT = 10  # shorter for the hang test, which has to sit it out
 MPIRUN_TIMEOUT = 180
@@ -100,8 +97,7 @@ class MpiRun:
         self.pids: Dict[int, int] = {}
 
     def start(self, run_name: str = "") -> "MpiRun":
-        env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-                   TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1")
+        env = child_env(dict(MPIRUN_AS_ROOT, PYTHONUNBUFFERED="1"))
         cmd = ["mpirun", "-np", "2", "--oversubscribe", "--bind-to", "none", "--mca", "btl", "tcp,self",
                PYTHON, str(REPO / "rnn.py")] + self.args
         tag = self.name + run_name

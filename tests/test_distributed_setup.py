@@ -1,20 +1,19 @@
 """Start-up checks of distributed training that need no second process."""
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 
 import pytest
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from returnn.distributed.backend import LocalBackend
+from returnn.distributed.context import DistributedContext
+from helpers import PYTHON, REPO, child_env
+
 DEMO = "demos/demo-tf-lstm.12ax.config"
 
 
 def run(args, **env):
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "PMI_", "PMIX_", "SLURM_"))}
-    full_env.update(TF_CPP_MIN_LOG_LEVEL="2", **env)
-    return subprocess.run([sys.executable, "rnn.py", DEMO] + args, cwd=REPO, env=full_env, capture_output=True,
+    return subprocess.run([PYTHON, "rnn.py", DEMO] + args, cwd=REPO, env=child_env(env), capture_output=True,
                           text=True, timeout=120)
 
 
@@ -49,3 +48,20 @@ def test_unknown_backend_and_distribution_are_one_line_errors(tmp_path):
         assert proc.returncode == 2
         lines = [l for l in proc.stderr.splitlines() if l.strip()]
         assert len(lines) == 1 and key in lines[0] and value in lines[0], proc.stderr
+
+
+class _FakeBackend(LocalBackend):
+    def __init__(self, size):
+        self.size = size
+
+
+@pytest.mark.parametrize("size,reduce_type,distribution,expected", [
+    (1, "grad", "shard", (False, False, False, False)),
+    (1, "param", "shard", (False, False, False, False)),
+    (2, "grad", "shard", (True, False, True, True)),
+    (2, "param", "random_seed_offset", (False, True, False, True)),
+])
+def test_context_policy(size, reduce_type, distribution, expected):
+    dist = DistributedContext(_FakeBackend(size), reduce_type=reduce_type, dataset_distribution=distribution)
+    assert (dist.reduces_gradients, dist.syncs_params, dist.shards_batches, dist.has_stall_watchdog) == expected
+    assert not DistributedContext(_FakeBackend(2), stall_timeout=0).has_stall_watchdog

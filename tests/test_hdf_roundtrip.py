@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from typing import List, Optional
 
 import h5py
@@ -13,13 +12,12 @@ import pytest
 
 from returnn.datasets import init_dataset
 from returnn.datasets.hdf import SimpleHDFWriter, dump_dataset_to_hdf
+from helpers import PYTHON, REPO
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PYTHON = sys.executable  # the environment running the tests
 
 
 def run_tool(*args: str, tool: str = "hdf_dump.py") -> subprocess.CompletedProcess:
-    return subprocess.run([PYTHON, os.path.join("tools", tool)] + list(args), cwd=ROOT, capture_output=True,
+    return subprocess.run([PYTHON, os.path.join("tools", tool)] + list(args), cwd=REPO, capture_output=True,
                           text=True, timeout=300)
 
 

@@ -19,12 +19,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from helpers import PYTHON, REPO, child_env
+
 from returnn.learning_rate_control import read_learning_rate_file
 from returnn.tf.checkpoint import (CheckpointManager, epoch_prefix, list_epoch_checkpoints,
                                    remove_stale_temp_files)
 
-REPO = Path(__file__).resolve().parents[1]
-PYTHON = sys.executable  # the environment running the tests
 RUN_TIMEOUT = 240  # seconds for one whole training run
 WAIT_TIMEOUT = 120  # seconds to wait for a log line or file before giving up
 
@@ -82,15 +82,6 @@ tf_session_opts = {"intra_op_parallelism_threads": 1, "inter_op_parallelism_thre
 
 # ---------------------------------------------------------------- helpers
 
-def _env() -> Dict[str, str]:
-    env = dict(os.environ)
-    env.update({"PYTHONUNBUFFERED": "1", "TF_CPP_MIN_LOG_LEVEL": "2"})
-    env.pop("PYTHONWARNINGS", None)
-    for var in [v for v in env if v.startswith(("OMPI_", "PMI_", "PMIX_", "SLURM_"))]:
-        env.pop(var)  # never look like a rank of some outer launcher
-    return env
-
-
 class Run:
     """One ``rnn.py`` process with stdout/stderr going to files that the test can poll."""
 
@@ -99,7 +90,7 @@ class Run:
         self.stderr_path = out_dir / ("%s.stderr" % name)
         with open(self.stdout_path, "w") as out, open(self.stderr_path, "w") as err:
             self.proc = subprocess.Popen([PYTHON, str(REPO / "rnn.py")] + [str(a) for a in args], cwd=str(REPO),
-                                         env=_env(), stdout=out, stderr=err)
+                                         env=child_env({"PYTHONUNBUFFERED": "1"}), stdout=out, stderr=err)
 
     @property
     def stdout(self) -> str:

@@ -9,7 +9,8 @@ import sys
 import numpy as np
 import tensorflow as tf
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from helpers import PYTHON, REPO, child_env
+
 
 
 def read_scalars(log_dir: str):
@@ -23,13 +24,13 @@ def read_scalars(log_dir: str):
 
 
 def train(tmp_path, num_epochs: int):
-    cmd = [sys.executable, "rnn.py", "demos/demo-tf-lstm.12ax.config", "++model", str(tmp_path / "model"),
+    cmd = [PYTHON, "rnn.py", "demos/demo-tf-lstm.12ax.config", "++model", str(tmp_path / "model"),
            "++learning_rate_file", str(tmp_path / "lr.data"), "++num_epochs", str(num_epochs),
            "++train", "{'class': 'Task12AXDataset', 'num_seqs': 100}",
            "++dev", "{'class': 'Task12AXDataset', 'num_seqs': 20, 'fixed_random_seed': 1}",
            "++tf_log_step_interval", "2", "++log_verbosity", "3"]
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300,
-                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+                          env=child_env())
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 

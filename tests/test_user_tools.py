@@ -4,23 +4,21 @@ from __future__ import annotations
 import importlib.util
 import os
 import subprocess
-import sys
 
 import pytest
 import tensorflow as tf
 
 from returnn.learning_rate_control import LearningRateControl
+from helpers import PYTHON, REPO, child_env
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PLOT = os.path.join(ROOT, "tools", "plot-learning-curves.py")
-INSPECT = os.path.join(ROOT, "tools", "inspect-checkpoint.py")
+PLOT = os.path.join(REPO, "tools", "plot-learning-curves.py")
+INSPECT = os.path.join(REPO, "tools", "inspect-checkpoint.py")
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
 def run_tool(*args: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", OMP_NUM_THREADS="1")
-    return subprocess.run([sys.executable] + list(args), cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=300)
+    return subprocess.run([PYTHON] + list(args), cwd=REPO, env=child_env({"OMP_NUM_THREADS": "1"}),
+                          capture_output=True, text=True, timeout=300)
 
 
 def load_tool(path: str):

@@ -1,5 +1,7 @@
 """Batching like RETURNN: ``batch_size`` in frames (padded max length x sequences), ``max_seqs``,
-``chunking = "size:step"``, and per-rank sharding of the batch list.
+``chunking = "size:step"``, and per-rank sharding of the batch list. :class:`BatchOptions` holds a
+config's batching options; its :meth:`~BatchOptions.epoch_slices` is the path training, evaluation
+and forwarding all take.
 
 A :class:`BatchSlices` says which frames of which sequences form a batch; :func:`make_batch_arrays`
 turns it into padded numpy arrays plus sequence lengths.
@@ -7,7 +9,7 @@ turns it into padded numpy arrays plus sequence lengths.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -164,9 +166,32 @@ def make_batch_arrays(dataset: Dataset, batch: BatchSlices, keys: Optional[Seque
     return out
 
 
-def iterate_epoch_batches(dataset: Dataset, epoch: int, batch_size: int, max_seqs: int = -1, chunking=None,
-                          rank: int = 0, size: int = 1, max_seq_length: int = 0) -> List[BatchSlices]:
-    """Orders the dataset for ``epoch`` and returns this rank's batch slices."""
-    dataset.init_seq_order(epoch)
-    batches = generate_batches(dataset, batch_size, max_seqs, chunking, max_seq_length)
-    return shard_batches(batches, rank, size)
+@dataclass
+class BatchOptions:
+    """The batching options of a config (``batch_size``, ``max_seqs``, ``chunking``,
+    ``max_seq_length``, ``prefetch_batches``), and the one way an epoch is cut into batches."""
+
+    batch_size: int
+    max_seqs: int
+    chunking: Any
+    max_seq_length: int
+    prefetch: int
+
+    @classmethod
+    def from_config(cls, config) -> "BatchOptions":
+        """Reads the options from a :class:`returnn.config.Config` (defaults: returnn/config_keys/)."""
+        max_seq_length = config.typed_value("max_seq_length")
+        if isinstance(max_seq_length, dict):  # RETURNN allows per-key limits; use the largest
+            max_seq_length = max(max_seq_length.values()) if max_seq_length else 0
+        return cls(batch_size=config.int("batch_size"), max_seqs=config.int("max_seqs"),
+                   chunking=config.typed_value("chunking"), max_seq_length=int(max_seq_length or 0),
+                   prefetch=config.int("prefetch_batches"))
+
+    def epoch_slices(self, dataset: Dataset, epoch: int, chunked: bool, rank: int = 0,
+                     size: int = 1) -> List[BatchSlices]:
+        """Orders ``dataset`` for ``epoch``, cuts it into batches (chunked when ``chunked``) and
+        returns those of ``rank`` out of ``size`` (batch i goes to rank i mod size)."""
+        dataset.init_seq_order(epoch)
+        batches = generate_batches(dataset, self.batch_size, self.max_seqs, self.chunking if chunked else None,
+                                   self.max_seq_length)
+        return shard_batches(batches, rank, size)

@@ -6,7 +6,7 @@ via mpi4py), so the engine asks one object: am I rank 0, how do I reduce, when d
 from __future__ import annotations
 
 import os
-from typing import Optional
+from typing import Any, Dict, Optional
 
 from returnn.config import Config
 from returnn.errors import ConfigError, DistributedError
@@ -15,6 +15,13 @@ from returnn.distributed.backend import Backend, LocalBackend
 REDUCE_TYPES = ("grad", "param")
 DATASET_DISTRIBUTIONS = ("shard", "random_seed_offset")
 BACKENDS = ("horovod", "mpi")
+# Config keys handed to Horovod as its environment variables (read by hvd.init()).
+HOROVOD_ENV_KEYS = {
+    "horovod_timeline": "HOROVOD_TIMELINE",
+    "horovod_cycle_time": "HOROVOD_CYCLE_TIME",
+    "horovod_fusion_threshold": "HOROVOD_FUSION_THRESHOLD",
+    "horovod_autotune": "HOROVOD_AUTOTUNE",
+}
 
 # Environment variables launchers set for the world size (mpirun, MPICH/Intel MPI, SLURM srun).
 _LAUNCHER_SIZE_VARS = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "SLURM_NTASKS")
@@ -72,40 +79,60 @@ class DistributedContext:
             return self.rank * 1013
         return 0
 
-    def shard_batches(self) -> bool:
-        """``shard`` distribution: batch i goes to rank i mod size."""
+    @property
+    def shards_batches(self) -> bool:
+        """``shard`` distribution over several ranks: training batch i goes to rank i mod size."""
         return self.size > 1 and self.dataset_distribution == "shard"
+
+    @property
+    def reduces_gradients(self) -> bool:
+        """``grad`` reduce over several ranks: gradients (and step flags) are summed in every step."""
+        return self.size > 1 and self.reduce_type == "grad"
+
+    @property
+    def syncs_params(self) -> bool:
+        """``param`` reduce over several ranks: each rank steps alone; parameters are averaged at syncs."""
+        return self.size > 1 and self.reduce_type == "param"
+
+    @property
+    def has_stall_watchdog(self) -> bool:
+        """Several ranks wait for each other, so a dead peer must end this rank (``horovod_stall_timeout``)."""
+        return self.size > 1 and self.stall_timeout > 0
 
     @classmethod
     def from_config(cls, config: Config) -> "DistributedContext":
         """Reads the options and initialises the backend when ``use_horovod`` is set."""
-        reduce_type = config.value("horovod_reduce_type", "grad")
+        reduce_type = config.value("horovod_reduce_type")
         if reduce_type not in REDUCE_TYPES:
             raise ConfigError("config key 'horovod_reduce_type': unknown %r (known: %s)"
                               % (reduce_type, ", ".join(REDUCE_TYPES)))
-        distribution = config.value("horovod_dataset_distribution", "shard")
+        distribution = config.value("horovod_dataset_distribution")
         if distribution not in DATASET_DISTRIBUTIONS:
             raise ConfigError("config key 'horovod_dataset_distribution': unknown %r (known: %s)"
                               % (distribution, ", ".join(DATASET_DISTRIBUTIONS)))
-        time_diff = config.float("horovod_param_sync_time_diff", None)
-        kwargs = dict(reduce_type=reduce_type, param_sync_step=config.int("horovod_param_sync_step", 1),
-                      param_sync_time_diff=time_diff, scale_lr=config.bool("horovod_scale_lr", False),
-                      dataset_distribution=distribution,
-                      stall_timeout=config.float("horovod_stall_timeout", 300.0))
-        if not config.bool("use_horovod", False):
+        stall_timeout = config.float("horovod_stall_timeout")
+        kwargs = dict(reduce_type=reduce_type, param_sync_step=config.int("horovod_param_sync_step"),
+                      param_sync_time_diff=config.float("horovod_param_sync_time_diff"),
+                      scale_lr=config.bool("horovod_scale_lr"), dataset_distribution=distribution,
+                      stall_timeout=stall_timeout)
+        if not config.bool("use_horovod"):
             if launcher_world_size() > 1:
                 raise DistributedError(
                     "started by a parallel launcher with %i processes but use_horovod is off; "
                     "add '++use_horovod 1' (otherwise every process would train alone)" % launcher_world_size())
             return cls(LocalBackend(), **kwargs)
-        return cls(create_backend(config), **kwargs)
+        choice = config.value("distributed_backend")
+        if choice is not None and choice not in BACKENDS:
+            raise ConfigError("config key 'distributed_backend': unknown %r (known: %s)"
+                              % (choice, ", ".join(BACKENDS)))
+        horovod_env = {env: config.typed_value(key) for key, env in HOROVOD_ENV_KEYS.items()
+                       if config.typed_value(key) is not None}
+        return cls(create_backend(choice, horovod_env, stall_timeout), **kwargs)
 
 
-def create_backend(config: Config) -> Backend:
-    """Horovod if importable (or asked for), else MPI through mpi4py; checks the world size."""
-    choice = config.value("distributed_backend", None)
-    if choice is not None and choice not in BACKENDS:
-        raise ConfigError("config key 'distributed_backend': unknown %r (known: %s)" % (choice, ", ".join(BACKENDS)))
+def create_backend(choice: Optional[str], horovod_env: Dict[str, Any], stall_timeout: float) -> Backend:
+    """``choice`` (``distributed_backend``): Horovod if importable (or asked for), else MPI through
+    mpi4py; checks the world size. ``horovod_env`` and ``stall_timeout`` go to Horovod."""
     if choice in (None, "horovod"):
         try:
             import horovod.tensorflow  # noqa: F401
@@ -116,13 +143,13 @@ def create_backend(config: Config) -> Backend:
             have_horovod = False
         if have_horovod:
             from returnn.distributed.horovod_backend import HorovodBackend
-            backend: Backend = HorovodBackend(config)
+            backend: Backend = HorovodBackend(horovod_env, stall_timeout)
         else:
             from returnn.distributed.mpi_backend import MpiBackend
-            backend = MpiBackend(config, reason="Horovod is not installed")
+            backend = MpiBackend(reason="Horovod is not installed")
     else:
         from returnn.distributed.mpi_backend import MpiBackend
-        backend = MpiBackend(config, reason="distributed_backend = 'mpi'")
+        backend = MpiBackend(reason="distributed_backend = 'mpi'")
     expected = launcher_world_size()
     if expected > 1 and backend.size == 1:
         raise DistributedError(

@@ -2,21 +2,12 @@
 from __future__ import annotations
 
 import os
-from typing import List, Sequence
+from typing import Any, List, Mapping, Sequence
 
 import numpy as np
 import tensorflow as tf
 
-from returnn.config import Config
 from returnn.distributed.backend import Backend, fuse, pin_gpu_to_local_rank, prepare_mpi_environment
-
-# Config keys that map to Horovod's environment variables (read by hvd.init()).
-_ENV_OPTIONS = {
-    "horovod_timeline": "HOROVOD_TIMELINE",
-    "horovod_cycle_time": "HOROVOD_CYCLE_TIME",
-    "horovod_fusion_threshold": "HOROVOD_FUSION_THRESHOLD",
-    "horovod_autotune": "HOROVOD_AUTOTUNE",
-}
 
 
 class HorovodBackend(Backend):
@@ -24,18 +15,17 @@ class HorovodBackend(Backend):
 
     name = "horovod"
 
-    def __init__(self, config: Config):
-        for key, env in _ENV_OPTIONS.items():
-            if config.has(key) and config.typed_value(key) is not None:
-                value = config.typed_value(key)
-                os.environ[env] = str(int(value) if isinstance(value, bool) else value)
+    def __init__(self, env: Mapping[str, Any], stall_timeout: float):
+        """``env``: Horovod environment variables to set (``HOROVOD_TIMELINE`` etc.; bools as 0/1);
+        ``stall_timeout``: seconds after which our watchdog ends a stalled rank."""
+        for name, value in env.items():
+            os.environ[name] = str(int(value) if isinstance(value, bool) else value)
         # Horovod's background thread negotiates every cycle. With MPI yielding when idle (see
         # prepare_mpi_environment) 1-2 ms cycles scale best here (2 ranks, 2 cores: grad 1.8x at
         # 1-2 ms, 1.7x at 5 ms, 1.6x at 10 ms); without yielding short cycles starve the step.
         os.environ.setdefault("HOROVOD_CYCLE_TIME", "2")
-        stall = config.float("horovod_stall_timeout")
         # Horovod's own stall check warns well before our watchdog ends the run.
-        os.environ.setdefault("HOROVOD_STALL_CHECK_TIME_SECONDS", str(max(5, int(stall / 2))))
+        os.environ.setdefault("HOROVOD_STALL_CHECK_TIME_SECONDS", str(max(5, int(stall_timeout / 2))))
         prepare_mpi_environment()
         import horovod.tensorflow as hvd
         self.hvd = hvd

@@ -10,7 +10,6 @@ from typing import List, Sequence
 import numpy as np
 import tensorflow as tf
 
-from returnn.config import Config
 from returnn.distributed.backend import Backend, fuse, pin_gpu_to_local_rank, prepare_mpi_environment
 from returnn.errors import DistributedError
 
@@ -20,7 +19,7 @@ class MpiBackend(Backend):
 
     name = "mpi"
 
-    def __init__(self, config: Config, reason: str = ""):
+    def __init__(self, reason: str = ""):
         prepare_mpi_environment()
         try:
             from mpi4py import MPI

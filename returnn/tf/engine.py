@@ -17,16 +17,16 @@ import numpy as np
 from returnn.config import Config
 from returnn.datasets import init_dataset
 from returnn.datasets.base import Dataset
-from returnn.datasets.batching import shard_batches
+from returnn.datasets.batching import BatchOptions, shard_batches
 from returnn.datasets.prefetch import BatchPrefetcher
 from returnn.distributed.context import DistributedContext
-from returnn.errors import ConfigError, ReturnnError
+from returnn.errors import ConfigError, NonFiniteScoreError
 from returnn.extern_data import check_dataset_matches, extern_data_from_config
 from returnn.interrupts import StopRequest, Watchdog
 from returnn.learning_rate_control import LearningRateControl
 from returnn.log import log
 from returnn.tf.checkpoint import CheckpointManager, epoch_prefix, is_complete, prepare_model_dir
-from returnn.tf.evaluation import BatchOptions, evaluate_dataset, forward_to_hdf
+from returnn.tf.evaluation import evaluate_dataset, forward_to_hdf
 from returnn.tf.network import TFNetwork
 from returnn.tf.optimizers import create_optimizer
 from returnn.tf.progress import ProgressReporter
@@ -75,20 +75,6 @@ class ParamSyncSchedule:
 
     def synced(self) -> None:
         self.last_sync = time.monotonic()
-
-
-class NonFiniteScoreError(ReturnnError):
-    """Training produced inf/nan; the last good checkpoint is kept."""
-
-    exit_code = 1
-
-
-class TrainingInterrupted(Exception):
-    """SIGTERM/SIGUSR1 arrived; a resumable checkpoint was saved."""
-
-    def __init__(self, exit_code: int):
-        super().__init__("interrupted")
-        self.exit_code = exit_code
 
 
 class Engine:
@@ -189,7 +175,7 @@ class Engine:
         self._trace()
         watchdog = Watchdog(self.dist.stall_timeout,
                             describe=lambda: "rank %i of %i gives up; a peer rank probably died or stalls"
-                            % (self.dist.rank, self.dist.size)) if self.dist.size > 1 else None
+                            % (self.dist.rank, self.dist.size)) if self.dist.has_stall_watchdog else None
         self.stop_request.install()
         try:
             if watchdog:
@@ -240,7 +226,7 @@ class Engine:
         heartbeat = watchdog.beat if watchdog else (lambda: None)
         train_scores, timer, steps = self._train_epoch(epoch, heartbeat)
         print(finished_line("train", epoch, steps, timer), file=log.v3)
-        self._report_breakdown(epoch, timer)
+        self._report_time_split(epoch, timer)
         eval_scores = {}
         for name in self._eval_dataset_names():
             eval_scores[name] = evaluate_dataset(self.steps, self.datasets[name], epoch, self.batching, self.dist,
@@ -272,7 +258,7 @@ class Engine:
         (stored, position, prefix), self._resume = self._resume, None
         if self.dist.is_chief:
             digest, batches = self.epoch_order
-            position = map_resume_position(stored, position, self.dist.size, self.dist.shard_batches(), digest,
+            position = map_resume_position(stored, position, self.dist.size, self.dist.shards_batches, digest,
                                            batches, prefix)
         position = int(self._broadcast_scalar(float(position)))
         if position:
@@ -288,7 +274,7 @@ class Engine:
         self.epoch_order = (order_digest(ordered), len(ordered))
         start = self._resume_start(epoch)
         slices = ordered[start:]
-        if self.dist.shard_batches():
+        if self.dist.shards_batches:
             slices = shard_batches(slices, self.dist.rank, self.dist.size)
         if self.dist.size > 1:  # the epoch ends for all when the first rank runs out
             count = int(self.dist.backend.allreduce_host(np.array([len(slices)]), "min")[0])
@@ -301,10 +287,9 @@ class Engine:
     def _train_epoch(self, epoch: int, heartbeat):
         """Runs one epoch; returns (scores reduced over ranks, timer, number of steps)."""
         dataset, slices, start = self._epoch_batches(epoch)
-        per_step = self.dist.size if self.dist.shard_batches() else 1  # global batches per step
+        per_step = self.dist.size if self.dist.shards_batches else 1  # global batches per step
         acc = ScoreAccumulator(self.steps.loss_names)
-        param_sync = ParamSyncSchedule(self.dist, len(slices)) \
-            if self.dist.size > 1 and self.dist.reduce_type == "param" else None
+        param_sync = ParamSyncSchedule(self.dist, len(slices)) if self.dist.syncs_params else None
         pending = np.zeros(len(FLAG_NAMES), dtype=np.float32)  # local flags not yet agreed on
         prefetcher = BatchPrefetcher(dataset, slices, self.steps.train_keys, self.batching.prefetch,
                                      transform=self.steps.to_tensors)
@@ -349,7 +334,7 @@ class Engine:
         return scores, timer, step
 
     def _run_state(self) -> dict:
-        return make_run_state(self.dist.size, self.dist.shard_batches(), *self.epoch_order, self.lr_control)
+        return make_run_state(self.dist.size, self.dist.shards_batches, *self.epoch_order, self.lr_control)
 
     def _save_interrupted(self, epoch: int, steps_done: int, position: int) -> None:
         """All ranks agreed to stop after ``steps_done`` steps of ``epoch`` (the first ``position``
@@ -360,20 +345,19 @@ class Engine:
             print("stop requested (signal) in epoch %i after step %i; saved %s; run the same command again to "
                   "continue from there" % (epoch, steps_done, prefix), file=log.v1)
         self.dist.backend.barrier()
-        raise TrainingInterrupted(self.stop_request.exit_code())
+        raise self.stop_request.interrupted()
 
-    def _report_breakdown(self, epoch: int, timer: EpochTimer) -> None:
-        """At log_verbosity >= 4: where each rank's epoch time went."""
-        if log.verbosity < 4:
-            return
+    def _report_time_split(self, epoch: int, timer: EpochTimer) -> None:
+        """Where each rank's epoch time went (printed at log_verbosity >= 4). The figures are
+        gathered every epoch whatever the verbosity (one small collective), so a logging setting
+        never decides whether ranks communicate."""
         figures = np.zeros((self.dist.size, 4))
         figures[self.dist.rank] = timer.as_array()
         if self.dist.size > 1:
             figures = self.dist.backend.allreduce_host(figures.reshape(-1), "sum").reshape(self.dist.size, 4)
-        comm_in_step = self.dist.size > 1 and self.dist.reduce_type == "grad"
         print("train epoch %i, time split per rank:" % epoch, file=log.v4)
         for rank in range(self.dist.size):
-            print(breakdown_line(rank, figures[rank], comm_in_step), file=log.v4)
+            print(breakdown_line(rank, figures[rank], self.dist.reduces_gradients), file=log.v4)
 
     # ---- eval / forward
     def _load_for_inference(self) -> int:

@@ -1,48 +1,21 @@
 """Evaluating a dataset (scores reduced over ranks) and forwarding it to an HDF file."""
 from __future__ import annotations
 
-from typing import Dict, List
-
+from typing import Dict
 
 from returnn.datasets.base import Dataset
-from returnn.datasets.batching import BatchSlices, generate_batches, shard_batches
+from returnn.datasets.batching import BatchOptions
 from returnn.datasets.prefetch import BatchPrefetcher
 from returnn.distributed.context import DistributedContext
 from returnn.tf.reporting import ScoreAccumulator
 from returnn.tf.steps import StepFunctions
 
 
-class BatchOptions:
-    """The batching options of a config, in one place."""
-
-    def __init__(self, batch_size: int, max_seqs: int, chunking, max_seq_length: int, prefetch: int):
-        self.batch_size = int(batch_size)
-        self.max_seqs = int(max_seqs)
-        self.chunking = chunking
-        self.max_seq_length = int(max_seq_length or 0)
-        self.prefetch = int(prefetch)
-
-    @classmethod
-    def from_config(cls, config) -> "BatchOptions":
-        max_seq_length = config.typed_value("max_seq_length", 0)
-        if isinstance(max_seq_length, dict):  # RETURNN allows per-key limits; use the largest
-            max_seq_length = max(max_seq_length.values()) if max_seq_length else 0
-        return cls(batch_size=config.int("batch_size", 1000), max_seqs=config.int("max_seqs", -1),
-                   chunking=config.typed_value("chunking", None), max_seq_length=max_seq_length or 0,
-                   prefetch=config.int("prefetch_batches", 8))
-
-    def epoch_slices(self, dataset: Dataset, epoch: int, chunked: bool) -> List[BatchSlices]:
-        """Orders ``dataset`` for ``epoch`` and cuts it into batches (all ranks' batches)."""
-        dataset.init_seq_order(epoch)
-        return generate_batches(dataset, self.batch_size, self.max_seqs, self.chunking if chunked else None,
-                                self.max_seq_length)
-
-
 def evaluate_dataset(steps: StepFunctions, dataset: Dataset, epoch: int, batching: BatchOptions,
                      dist: DistributedContext, heartbeat=lambda: None) -> Dict[str, float]:
     """Scores of ``dataset`` without training. Batches are split over ranks (i mod size) and the
     sums reduced, so every rank gets the score of the whole dataset."""
-    slices = shard_batches(batching.epoch_slices(dataset, epoch, chunked=False), dist.rank, dist.size)
+    slices = batching.epoch_slices(dataset, epoch, chunked=False, rank=dist.rank, size=dist.size)
     acc = ScoreAccumulator(steps.loss_names)
     for batch in BatchPrefetcher(dataset, slices, steps.train_keys, batching.prefetch, transform=steps.to_tensors):
         stats, _ = steps.split_stats(steps.eval_step(batch).numpy())  # eval steps carry no flags

@@ -84,7 +84,7 @@ class StepFunctions:
         grads = [tf.convert_to_tensor(g) for g in grads]  # IndexedSlices (embeddings) -> dense
         nonfinite = tf.cast(tf.logical_not(tf.math.is_finite(loss)), tf.float32)
         flags = tf.tensor_scatter_nd_max(flags, [[FLAG_NAMES.index("nonfinite")]], [nonfinite])
-        if self.dist.size > 1 and self.dist.reduce_type == "grad":
+        if self.dist.reduces_gradients:
             reduced = self.dist.backend.allreduce_sum_graph(grads + [flags])
             grads, flags = reduced[:-1], reduced[-1]
         grads = self._postprocess_gradients(grads, seed)
