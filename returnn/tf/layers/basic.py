@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Sequence
 
+import tensorflow as tf
+
 from returnn.errors import NetworkError
 from returnn.tensor import Data
 from returnn.tf.activations import get_activation
@@ -98,17 +100,26 @@ class ActivationLayer(CopyLayer):
         return self.make_output(self.activation(x.tensor), sources, logits=logits)
 
 
-COMBINE_KINDS = ("add", "sub", "mul", "average")
+# Binary ops of ``combine`` (RETURNN maps ``kind`` to the tf.math function of that name).
+COMBINE_OPS = {
+    "add": tf.add, "+": tf.add, "average": tf.add,
+    "sub": tf.subtract, "subtract": tf.subtract, "-": tf.subtract,
+    "mul": tf.multiply, "multiply": tf.multiply, "*": tf.multiply,
+    "truediv": tf.math.truediv, "/": tf.math.truediv, "floordiv": tf.math.floordiv, "//": tf.math.floordiv,
+    "maximum": tf.maximum, "minimum": tf.minimum, "squared_difference": tf.math.squared_difference,
+    "logical_and": tf.logical_and, "logical_or": tf.logical_or,
+}
+COMBINE_KINDS = tuple(COMBINE_OPS)
 
 
 @register_layer
 class CombineLayer(Layer):
-    """Elementwise ``kind`` of dense sources, broadcast over the axes some of them lack (matched
-    by dim tags), then ``activation``."""
+    """Elementwise ``kind`` of dense sources (left to right), broadcast over the axes some of them
+    lack (matched by dim tags), then ``activation``."""
 
     layer_class = "combine"
     options = (
-        Option("kind", "add", "one of add, sub, mul, average"),
+        Option("kind", "add", "add, sub, mul, average, truediv, maximum, minimum, squared_difference, ..."),
         Option("activation", None, "activation after combining"),
     )
 
@@ -135,12 +146,7 @@ class CombineLayer(Layer):
         xs = [align_tensor(s.tensor, m, n) for s, m in zip(sources, self.maps)]
         y = xs[0]
         for x in xs[1:]:
-            if self.kind in ("add", "average"):
-                y = y + x
-            elif self.kind == "sub":
-                y = y - x
-            else:
-                y = y * x
+            y = COMBINE_OPS[self.kind](y, x)
         if self.kind == "average":
             y = y / float(len(xs))
         return self.make_output(self.activation(y), sources)
