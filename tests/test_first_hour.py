@@ -6,7 +6,7 @@ import subprocess
 
 import h5py
 
-from helpers import PYTHON, REPO, describe, run_rnn, write_config
+from helpers import PYTHON, REPO, TINY_12AX, describe, nonempty_lines, run_rnn, train_args, write_config
 
 CONFIG = '''#!rnn.py
 train = {"class": "Task12AXDataset", "num_seqs": 7}
@@ -66,3 +66,20 @@ def test_rec_sub_network_unit_error_shows_the_users_dict():
     net["rec"]["unit"] = ["lstm"]
     with pytest.raises(NetworkError, match=r"unknown unit \['lstm'\] \(known"):
         TFNetwork(net, specs)
+
+
+def test_log_verbosity_levels_and_already_trained(tmp_path):
+    """Level 1 shows the epoch score lines (RETURNN's level) and nothing else; a second run of a
+    finished training says it is already trained."""
+    cfg = write_config(tmp_path / "tiny.config", TINY_12AX)
+    proc = run_rnn(train_args(cfg, tmp_path, "++log_verbosity", "1"))
+    assert proc.returncode == 0, describe(proc)
+    lines = nonempty_lines(proc.stdout)
+    assert [line.split(" score:")[0] for line in lines] == ["epoch 1", "epoch 2"], proc.stdout
+    assert all(" dev: score " in line for line in lines)
+    proc = run_rnn(train_args(cfg, tmp_path, "++log_verbosity", "2"))
+    assert proc.returncode == 0, describe(proc)
+    lines = nonempty_lines(proc.stdout)
+    assert lines[0].startswith("Local devices available to TensorFlow: ")
+    assert lines[1:] == ["model %s is already trained (num_epochs = 2, checkpoint of epoch 2 found); nothing to do: "
+                         "a larger num_epochs trains on" % (tmp_path / "model")]

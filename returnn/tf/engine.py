@@ -182,10 +182,12 @@ class Engine:
         if self.dist.is_chief:
             prepare_model_dir(self.model)
         start_epoch = self._restore_for_training()
-        print("start training at epoch %i" % start_epoch, file=log.v3)
         if start_epoch > self.num_epochs:
+            print("model %s is already trained (num_epochs = %i, checkpoint of epoch %i found); nothing to do: "
+                  "a larger num_epochs trains on" % (self.model, self.num_epochs, start_epoch - 1), file=log.v2)
             print("Finished training in epoch %i." % self.num_epochs, file=log.v3)
             return
+        print("start training at epoch %i" % start_epoch, file=log.v3)
         self._trace()
         watchdog = Watchdog(self.dist.stall_timeout,
                             describe=lambda: "rank %i of %i gives up; a peer rank probably died or stalls"
@@ -261,7 +263,7 @@ class Engine:
         line = "epoch %i %s elapsed: %s" % (epoch, format_scores(train_scores, True), hms(timer.elapsed))
         for name, scores in eval_scores.items():
             line += " %s: %s" % (name, format_scores(scores, False))
-        print(line, file=log.v3)
+        print(line, file=log.v1)  # RETURNN's level for the epoch score line
         self.summaries.epoch(epoch, lr, train_scores, eval_scores, timer.computing_fraction)
 
     def _resume_start(self, epoch: int) -> int:
