@@ -58,6 +58,23 @@ else
   say "OpenMPI present: $(command -v mpirun)"
 fi
 
+# 1b. ip (iproute2) for the multi-node tests, which simulate nodes with network namespaces, and ps
+# (procps), which the launch scripts' mpirun watchdog uses. Without root they are only named: the
+# multi-node tests then skip with that reason.
+missing=()
+command -v ip >/dev/null 2>&1 || missing+=(iproute2)
+command -v ps >/dev/null 2>&1 || missing+=(procps)
+if [ "${#missing[@]}" -gt 0 ]; then
+  if [ "$(id -u)" = "0" ]; then
+    say "installing ${missing[*]} (apt-get; for the multi-node tests and the launch scripts)"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq "${missing[@]}" >/dev/null
+  else
+    say "not installed: ${missing[*]} (multi-node tests will be skipped; launch scripts need ps)"
+  fi
+fi
+
 # 2. Virtualenv (made again when it was made with another Python than the one asked for).
 if [ -x "$VENV/bin/python" ]; then
   have=$("$VENV/bin/python" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null || echo none)

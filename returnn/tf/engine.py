@@ -19,6 +19,7 @@ from returnn.datasets import init_dataset
 from returnn.datasets.base import Dataset
 from returnn.datasets.batching import shard_batches
 from returnn.datasets.prefetch import BatchPrefetcher
+from returnn.distributed.backend import rank_hosts, stall_text
 from returnn.distributed.context import DistributedContext
 from returnn.errors import ConfigError, ReturnnError
 from returnn.extern_data import check_dataset_matches, extern_data_from_config
@@ -39,17 +40,26 @@ from returnn.util.basic import hms
 TASKS = ("train", "eval", "forward")
 
 
+# A checkpoint write (which the other ranks wait for at the barrier after it) may take this many
+# times horovod_stall_timeout before the watchdog gives up: long writes are no stall, but a peer
+# lost during one must still end the run.
+CHECKPOINT_STALL_FACTOR = 4.0
+
+
 @contextlib.contextmanager
-def _paused(watchdog: Optional[Watchdog]):
-    """Disarms the stall watchdog for a phase that may legitimately take long."""
+def _paused(watchdog: Optional[Watchdog], factor: float = CHECKPOINT_STALL_FACTOR):
+    """Gives the stall watchdog ``factor`` times its limit for a phase that may legitimately take long."""
     if watchdog is None:
         yield
         return
-    watchdog.disarm()
+    limit = watchdog.timeout
+    watchdog.beat()
+    watchdog.timeout = limit * factor
     try:
         yield
     finally:
-        watchdog.arm()
+        watchdog.timeout = limit
+        watchdog.beat()
 
 
 class ParamSyncSchedule:
@@ -189,9 +199,10 @@ class Engine:
             return
         print("start training at epoch %i" % start_epoch, file=log.v3)
         self._trace()
-        watchdog = Watchdog(self.dist.stall_timeout,
-                            describe=lambda: "rank %i of %i gives up; a peer rank probably died or stalls"
-                            % (self.dist.rank, self.dist.size)) if self.dist.size > 1 else None
+        watchdog = None
+        if self.dist.size > 1:
+            text = stall_text(self.dist.rank, rank_hosts(self.dist.backend))
+            watchdog = Watchdog(self.dist.stall_timeout, describe=lambda: text)
         self.stop_request.install()
         try:
             if watchdog:
@@ -251,7 +262,7 @@ class Engine:
         for name, scores in eval_scores.items():
             errors.update({"%s_%s" % (name, k): v for k, v in scores.items()})
         self.lr_control.set_epoch_error(epoch, errors)
-        with _paused(watchdog):  # a long checkpoint write is not a stall; the barrier keeps ranks together
+        with _paused(watchdog):  # a long checkpoint write is no stall; the barrier keeps ranks together
             if self.dist.is_chief:
                 self.lr_control.save()
                 if epoch % self.save_interval == 0 or epoch == self.num_epochs:
