@@ -70,9 +70,9 @@ def _install() -> None:
     engine_mod.Engine.__init__ = init
     orig_write = checkpoint_mod.CheckpointManager._write
 
-    def write(self, final, epoch):
+    def write(self, final, *args, **kwargs):  # whatever CheckpointManager._write takes after the path
         EVENTS["checkpoint_writes"].append(os.path.basename(final))
-        return orig_write(self, final, epoch)
+        return orig_write(self, final, *args, **kwargs)
 
     checkpoint_mod.CheckpointManager._write = write
 
