@@ -83,3 +83,24 @@ def test_log_verbosity_levels_and_already_trained(tmp_path):
     assert lines[0].startswith("Local devices available to TensorFlow: ")
     assert lines[1:] == ["model %s is already trained (num_epochs = 2, checkpoint of epoch 2 found); nothing to do: "
                          "a larger num_epochs trains on" % (tmp_path / "model")]
+
+
+def test_ctrl_c_says_that_rerunning_resumes(tmp_path):
+    import signal
+    import time
+    cfg = write_config(tmp_path / "tiny.config", TINY_12AX.replace("num_epochs = 2", "num_epochs = 500"))
+    out_path, err_path = tmp_path / "out", tmp_path / "err"
+    with open(out_path, "w") as out, open(err_path, "w") as err:
+        proc = subprocess.Popen([PYTHON, "rnn.py"] + [str(a) for a in train_args(cfg, tmp_path)], cwd=str(REPO),
+                                stdout=out, stderr=err)
+    try:
+        deadline = time.monotonic() + 300
+        while "start epoch 2 with" not in out_path.read_text() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(120) == 130, out_path.read_text() + err_path.read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert err_path.read_text().strip().endswith(
+        "ERROR: interrupted by keyboard; the same command resumes from the newest checkpoint")
