@@ -20,6 +20,7 @@ import tensorflow as tf
 
 from returnn.errors import NetworkError, known_list
 from returnn.tensor import AxisError, Data, Dim
+from returnn.tf.layers.initializers import initial_value
 from returnn.tf.layers.options import Option, check_unknown, declared_options, non_negative, positive_int, rate
 from returnn.tf.layers.output import LayerOutput
 
@@ -65,8 +66,6 @@ class Layer(tf.Module):
         Option("loss_only_on_non_search", False, "accepted for RETURNN compatibility (no search here)"),
         Option("register_as_extern_data", None, "accepted for RETURNN compatibility"),
         Option("reuse_params", None, "accepted for RETURNN compatibility"),
-        Option("forward_weights_init", None, "accepted for RETURNN compatibility"),
-        Option("bias_init", None, "accepted for RETURNN compatibility"),
         Option("spatial_smoothing", 0.0, "accepted for RETURNN compatibility"),
         Option("darc1", 0.0, "accepted for RETURNN compatibility"),
         Option("out_type", None, "accepted for RETURNN compatibility"),
@@ -118,18 +117,17 @@ class Layer(tf.Module):
         except AxisError as exc:
             raise NetworkError("%s: option %r: %s" % (self.desc, key, exc)) from None
 
-    def weight(self, name: str, shape: Sequence[int], init: str = "glorot_uniform", l2: bool = True) -> tf.Variable:
-        """A variable initialised from this layer's seeded RNG. ``l2``: whether the layer's ``L2``
-        option applies to it (weights yes; biases, scales, shifts no)."""
-        if init == "zeros":
-            value = np.zeros(shape, dtype=np.float32)
-        elif init == "ones":
-            value = np.ones(shape, dtype=np.float32)
-        else:
-            fan_in = int(np.prod(shape[:-1])) if len(shape) > 1 else int(shape[0])
-            fan_out = int(shape[-1])
-            limit = np.sqrt(6.0 / max(1, fan_in + fan_out))
-            value = self._rng.uniform(-limit, limit, size=shape).astype(np.float32)
+    def weight(self, name: str, shape: Sequence[int], init: Any = "glorot_uniform", l2: bool = True,
+               init_option: Optional[str] = None) -> tf.Variable:
+        """A variable initialised from this layer's seeded RNG by ``init`` (a RETURNN init spec, see
+        :mod:`returnn.tf.layers.initializers`; the option ``init_option`` overrides it when set).
+        ``l2``: whether the layer's ``L2`` option applies to it (weights yes; biases, scales no)."""
+        if init_option is not None and self.opts.get(init_option) is not None:
+            init = self.opts[init_option]
+        try:
+            value = initial_value(init, shape, self._rng)
+        except ValueError as exc:
+            raise NetworkError("%s: option %r: %s" % (self.desc, init_option or "init", exc)) from None
         var = tf.Variable(value, name=name, trainable=self.trainable)
         if not l2:
             self._l2_exempt.add(var.ref())

@@ -29,6 +29,8 @@ class LinearLayer(Layer):
     options = (
         Option("activation", None, "activation after the linear map, e.g. 'relu', 'tanh|relu'"),
         Option("with_bias", True, "add a bias"),
+        Option("forward_weights_init", "glorot_uniform", "init of the weights (RETURNN init spec)"),
+        Option("bias_init", 0.0, "init of the bias (RETURNN init spec)"),
     )
 
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
@@ -37,8 +39,9 @@ class LinearLayer(Layer):
         n_out = self.require_n_out()
         self.activation_name = self.opt("activation")
         self.activation = get_activation(self.activation_name, name)
-        self.W = self.weight("W", [sum(self.plan.in_dims), n_out])
-        self.bias = self.weight("bias", [n_out], "zeros", l2=False) if self.opt("with_bias") else None
+        self.W = self.weight("W", [sum(self.plan.in_dims), n_out], init_option="forward_weights_init")
+        self.bias = self.weight("bias", [n_out], 0.0, l2=False, init_option="bias_init") if self.opt("with_bias") \
+            else None
         self.output = plan_output(name, self.plan, new_feature_dim(name, n_out))
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:

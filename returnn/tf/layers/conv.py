@@ -42,6 +42,8 @@ class ConvLayer(Layer):
         Option("filter_size", None, "window size per spatial axis, e.g. [3] or [3, 3]"),
         Option("activation", None, "activation after the convolution"),
         Option("with_bias", True, "add a bias"),
+        Option("forward_weights_init", "glorot_uniform", "init of the weights (RETURNN init spec)"),
+        Option("bias_init", 0.0, "init of the bias (RETURNN init spec)"),
         Option("groups", 1, "grouped convolution: channels in groups (groups = input channels: depthwise)"),
     )
 
@@ -55,8 +57,10 @@ class ConvLayer(Layer):
         if n_in % self.groups or n_out % self.groups:
             raise NetworkError("%s: groups %i must divide the input (%i) and output (%i) channels"
                                % (self.desc, self.groups, n_in, n_out))
-        self.W = self.weight("W", [w.size for w in self.plan.windows] + [n_in // self.groups, n_out])
-        self.bias = self.weight("bias", [n_out], "zeros", l2=False) if self.opt("with_bias") else None
+        self.W = self.weight("W", [w.size for w in self.plan.windows] + [n_in // self.groups, n_out],
+                             init_option="forward_weights_init")
+        self.bias = self.weight("bias", [n_out], 0.0, l2=False, init_option="bias_init") if self.opt("with_bias") \
+            else None
         self.output = self.plan.output_data(name, new_feature_dim(name, n_out))
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
