@@ -54,6 +54,7 @@ class Layer(tf.Module):
         Option("from", "data", "input layer name(s); 'data:KEY' for a data key"),
         Option("sources", None, "old name of 'from'"),
         Option("n_out", None, "output feature dim (checked or inferred from the target)"),
+        Option("out_dim", None, "Dim of the output feature axis (instead of n_out)"),
         Option("dropout", 0.0, "dropout rate on the input, training only (inverted: scaled by 1/keep)"),
         Option("L2", 0.0, "L2 weight of this layer's weights (not biases/scales) in the loss"),
         Option("trainable", True, "False: variables are not trained"),
@@ -85,6 +86,7 @@ class Layer(tf.Module):
         self.l2 = non_negative(self.desc, "L2", opts.get("L2"))
         self.trainable = bool(opts.get("trainable", True))
         self._rng = np.random.RandomState((zlib.crc32(name.encode("utf8")) + int(seed) * 1000003) % (2 ** 32))
+        self._new_out_dim: Optional[Dim] = None
         self._l2_exempt = set()  # refs of weights the L2 option does not apply to (a set: not tracked)
         self.output: Data = Data(name, dims=())
 
@@ -94,9 +96,24 @@ class Layer(tf.Module):
         return self.opts.get(key, self.known_options[key].default)
 
     def require_n_out(self) -> int:
-        if self.opts.get("n_out") is None:
-            raise NetworkError("%s: needs 'n_out'" % self.desc)
-        return positive_int(self.desc, "n_out", self.opts["n_out"])
+        """``n_out``, or the size of ``out_dim``."""
+        return self.out_feature_dim().dimension
+
+    def out_feature_dim(self) -> Dim:
+        """The output feature Dim: ``out_dim``, else a new one of size ``n_out`` (one is needed)."""
+        out_dim, n_out = self.opts.get("out_dim"), self.opts.get("n_out")
+        if out_dim is not None:
+            if not isinstance(out_dim, Dim) or out_dim.dimension is None:
+                raise NetworkError("%s: 'out_dim' must be a static Dim, got %r" % (self.desc, out_dim))
+            if n_out is not None and positive_int(self.desc, "n_out", n_out) != out_dim.dimension:
+                raise NetworkError("%s: n_out %r does not match out_dim %r" % (self.desc, n_out, out_dim))
+            return out_dim
+        if n_out is None:
+            raise NetworkError("%s: needs 'n_out' or 'out_dim'" % self.desc)
+        if self._new_out_dim is None:
+            from returnn.tf.layers.helpers import new_feature_dim
+            self._new_out_dim = new_feature_dim(self.layer_name, positive_int(self.desc, "n_out", n_out))
+        return self._new_out_dim
 
     def check_n_out(self, dim: Optional[int]) -> None:
         """An explicit ``n_out`` must agree with the output dim the layer computes."""

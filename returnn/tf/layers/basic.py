@@ -11,7 +11,7 @@ from returnn.tf.activations import get_activation
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
 from returnn.tf.layers.helpers import (
     check_dense, check_sources, common_dims, concat_inputs, concat_output, dropout_sources, feature_plan,
-    new_feature_dim, plan_output, project_sources,
+    plan_output, project_sources,
 )
 from returnn.tf.layers.options import Option, one_of
 from returnn.tf.layers.output import align_tensor
@@ -42,7 +42,7 @@ class LinearLayer(Layer):
         self.W = self.weight("W", [sum(self.plan.in_dims), n_out], init_option="forward_weights_init")
         self.bias = self.weight("bias", [n_out], 0.0, l2=False, init_option="bias_init") if self.opt("with_bias") \
             else None
-        self.output = plan_output(name, self.plan, new_feature_dim(name, n_out))
+        self.output = plan_output(name, self.plan, self.out_feature_dim())
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         sources = dropout_sources(self, sources, ctx)

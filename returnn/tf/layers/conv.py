@@ -15,7 +15,7 @@ from returnn.errors import NetworkError
 from returnn.tensor import Data
 from returnn.tf.activations import get_activation
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
-from returnn.tf.layers.helpers import concat_inputs, new_feature_dim
+from returnn.tf.layers.helpers import concat_inputs
 from returnn.tf.layers.options import Option, one_of, positive_int
 from returnn.tf.layers.spatial import SpatialPlan
 
@@ -61,7 +61,7 @@ class ConvLayer(Layer):
                              init_option="forward_weights_init")
         self.bias = self.weight("bias", [n_out], 0.0, l2=False, init_option="bias_init") if self.opt("with_bias") \
             else None
-        self.output = self.plan.output_data(name, new_feature_dim(name, n_out))
+        self.output = self.plan.output_data(name, self.out_feature_dim())
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         plan = self.plan
