@@ -104,3 +104,29 @@ def test_ctrl_c_says_that_rerunning_resumes(tmp_path):
             proc.kill()
     assert err_path.read_text().strip().endswith(
         "ERROR: interrupted by keyboard; the same command resumes from the newest checkpoint")
+
+
+def _setup_choice(tmp_path, version: str, **env):
+    """The line tools/setup_env.sh prints for an interpreter reporting ``version`` (nothing installed)."""
+    import os
+    fake = tmp_path / ("python" + version)
+    fake.write_text("#!/bin/sh\necho %s\n" % version)
+    fake.chmod(0o755)
+    full_env = dict(os.environ, PYTHON=str(fake), SETUP_DECIDE_ONLY="1", VENV=str(tmp_path / "venv"), **env)
+    return subprocess.run(["bash", str(REPO / "tools" / "setup_env.sh")], env=full_env, capture_output=True,
+                          text=True, timeout=60)
+
+
+def test_setup_picks_tensorflow_by_python_version(tmp_path):
+    proc = _setup_choice(tmp_path, "3.11")
+    assert proc.returncode == 0 and proc.stdout.startswith("[setup] TensorFlow 2.15.1 + Horovod 0.28.1 (chosen for "
+                                                           "Python 3.11;"), proc.stdout + proc.stderr
+    proc = _setup_choice(tmp_path, "3.12")
+    assert proc.returncode == 0 and proc.stdout.startswith("[setup] newest TensorFlow + mpi4py backend, no Horovod "
+                                                           "(chosen for Python 3.12;"), proc.stdout + proc.stderr
+    assert "no wheels for Python >= 3.12" in proc.stdout and proc.stdout.count("\n") == 1
+    proc = _setup_choice(tmp_path, "3.11", TF_STACK="latest")
+    assert proc.returncode == 0 and "(TF_STACK=latest;" in proc.stdout
+    proc = _setup_choice(tmp_path, "3.13", TF_STACK="horovod")
+    assert proc.returncode == 1 and "needs Python <= 3.11" in proc.stderr
+    assert not (tmp_path / "venv").exists()
