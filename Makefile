@@ -5,7 +5,9 @@
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 LATEST_VENV ?= .venv-latest-tf
-LATEST_TF_TESTS ?= tests
+# The single-process engine and the 2-rank (mpi4py) tests; LATEST_TF_TESTS=tests runs everything.
+LATEST_TF_TESTS ?= tests/test_engine.py tests/test_distributed.py tests/test_config_keys.py tests/test_first_hour.py \
+	tests/test_tensorboard.py tests/test_layers.py tests/test_losses.py tests/test_optimizers.py tests/test_checkpoint.py
 BASE_PATH := $(PATH)
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 # Running as root under mpirun (tests, demos) needs these; harmless otherwise.

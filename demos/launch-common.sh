@@ -78,4 +78,86 @@ find_python() {
 # Usable cores (GNU nproc would also obey OMP_NUM_THREADS, which says nothing about the machine).
 cores() { env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc; }
 
+# Sum of the slots in a host list "a:4,b:4" (a host without ":N" counts 1).
+sum_slots() {
+  local n=0 e s entries
+  IFS=, read -r -a entries <<<"$1"
+  for e in "${entries[@]}"; do
+    s="${e##*:}"; [ "$s" != "$e" ] || s=1
+    [[ "$s" =~ ^[0-9]+$ ]] || die "bad slot count in host list entry '$e'"
+    n=$((n + s))
+  done
+  echo "$n"
+}
+
 check_np() { [[ "$1" =~ ^[1-9][0-9]*$ ]] || die "number of ranks must be a positive integer, got '$1'"; }
+
+# --- Multi-node: network choice and bounded teardown (launch-sge.qsub keeps a copy of this part) ---
+
+# mpirun options for the network (appended to the array named $1; $2 = 1 when several hosts take part):
+#   MPI_IFACE       interface name(s) or CIDR subnet(s), comma separated (eth0, ib0, 10.1.0.0/16): MPI's
+#                   data (btl_tcp_if_include) and control (oob_tcp_if_include) traffic use only these;
+#                   names are also exported as NCCL_SOCKET_IFNAME (GPU collectives)
+#   MPI_KEEPALIVE   seconds after which mpirun gives up on a node that stopped answering (TCP keepalive
+#                   on its control connections; default 120 when several hosts take part, 0 = Open
+#                   MPI's default of about 480)
+mpi_net_args() {
+  local -n _args="$1"
+  local iface="${MPI_IFACE:-}" keep="${MPI_KEEPALIVE:-}"
+  [ -n "$keep" ] || { [ "${2:-0}" = 1 ] && keep=120 || keep=0; }
+  if [ -n "$iface" ]; then
+    _args+=(-mca btl_tcp_if_include "$iface" -mca oob_tcp_if_include "$iface")
+    [[ "$iface" == */* ]] || _args+=(-x "NCCL_SOCKET_IFNAME=$iface")
+  fi
+  [[ "$keep" =~ ^[0-9]+$ ]] || die "MPI_KEEPALIVE must be a number of seconds, got '$keep'"
+  if [ "$keep" -gt 0 ]; then
+    local idle=$(((keep + 1) / 2)) intvl=$(((keep + 5) / 6))
+    _args+=(-mca oob_tcp_keepalive_time "$idle" -mca oob_tcp_keepalive_intvl "$intvl"
+      -mca oob_tcp_keepalive_probes 3)
+  fi
+}
+
+# Number of mpirun's ranks running on this host (its children that carry an MPI rank).
+local_ranks() {
+  local n=0 child
+  for child in $(ps -o pid= --ppid "$1" 2>/dev/null); do
+    if grep -qsz '^OMPI_COMM_WORLD_RANK=' "/proc/$child/environ"; then n=$((n + 1)); fi
+  done
+  echo "$n"
+}
+
+# Runs mpirun ("$@") with a bounded teardown. mpirun ends only when the daemons of all nodes have
+# reported; after a node is lost (link down, crash) it can wait for that daemon for many minutes
+# after its ranks have ended, holding the allocation. So once no rank is left on this host,
+# mpirun gets MPI_TEARDOWN_GRACE seconds (default 60; 0 = no watchdog, mpirun is exec'ed) to end,
+# then SIGTERM, 10 s later SIGKILL. Stop signals (TERM, INT, HUP, USR1, USR2) are passed on to mpirun.
+run_mpirun() {
+  local grace="${MPI_TEARDOWN_GRACE:-60}"
+  [[ "$grace" =~ ^[0-9]+$ ]] || die "MPI_TEARDOWN_GRACE must be a number of seconds, got '$grace'"
+  [ "$grace" -gt 0 ] || exec "$@"
+  "$@" &
+  local pid=$! seen=0 empty_since="" killed="" status sig
+  for sig in TERM INT HUP USR1 USR2; do trap "kill -$sig $pid 2>/dev/null" "$sig"; done
+  while kill -0 "$pid" 2>/dev/null; do
+    if [ "$(local_ranks "$pid")" -gt 0 ]; then
+      seen=1 empty_since=""
+    elif [ "$seen" = 1 ]; then
+      : "${empty_since:=$SECONDS}"
+      if [ -z "$killed" ] && [ $((SECONDS - empty_since)) -ge "$grace" ]; then
+        echo "$(basename "$0"): mpirun still runs ${grace} s after the last rank on $(hostname) ended" \
+          "(a node lost?); terminating it" >&2
+        kill -TERM "$pid" 2>/dev/null
+        killed=$SECONDS
+      elif [ -n "$killed" ] && [ $((SECONDS - killed)) -ge 10 ]; then
+        kill -KILL "$pid" 2>/dev/null
+      fi
+    fi
+    sleep 1 &
+    wait $! 2>/dev/null || true
+  done
+  while :; do
+    wait "$pid" && status=0 || status=$?
+    kill -0 "$pid" 2>/dev/null || break
+  done
+  return "$status"
+}

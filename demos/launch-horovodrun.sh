@@ -46,13 +46,8 @@ CONFIG="$1"
 shift
 [ -z "$HOSTS" ] || [ -z "$HOSTFILE" ] || die "give either -H or --hostfile, not both"
 if [ -z "$NP" ]; then
-  if [ -n "$HOSTS" ]; then  # sum of the slots in the host list
-    NP=0
-    IFS=, read -r -a entries <<<"$HOSTS"
-    for e in "${entries[@]}"; do
-      s="${e##*:}"; [ "$s" != "$e" ] || s=1
-      NP=$((NP + s))
-    done
+  if [ -n "$HOSTS" ]; then
+    NP="$(sum_slots "$HOSTS")"
   else
     NP="$(cores)"
   fi

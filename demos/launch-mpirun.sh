@@ -13,13 +13,20 @@
 # Environment overrides:
 #   PYTHON        interpreter for the ranks (default: the .venv next to rnn.py, as an absolute path, else python3)
 #   RNN           path of rnn.py (default: ./rnn.py if present, else $RETURNN_ROOT/rnn.py, else next to demos/)
-#   NP            number of ranks when -n is not given (default: number of GPUs, else number of cores)
+#   NP            number of ranks when -n is not given (default: the slots of the host list, else the
+#                 number of GPUs, else the number of cores)
 #   HOSTS         host list for -H
 #   MPIRUN        mpirun binary (default mpirun)
 #   MPI_BTL       value for -mca btl (default ^openib, i.e. no InfiniBand verbs; tcp,self forces TCP)
 #   NCCL_DEBUG    exported to the ranks (default INFO)
 #   MPI_EXPORT    further variable names to export with -x (space separated)
 #   MPIRUN_ARGS   further mpirun arguments (word split), put before the program
+#   MPI_IFACE     network for MPI (interface names or CIDR, e.g. eth0 or 10.1.0.0/16): adds
+#                 -mca btl_tcp_if_include/oob_tcp_if_include and NCCL_SOCKET_IFNAME; unset = all interfaces
+#   MPI_KEEPALIVE seconds until mpirun gives up on a silent node (default 120 with -H;
+#                 adds -mca oob_tcp_keepalive_*; 0 = Open MPI's default, about 480 s)
+#   MPI_TEARDOWN_GRACE  seconds mpirun may run on after the last rank on this host ended (default 60,
+#                 then it is terminated: a lost node would otherwise keep it waiting); 0 = exec mpirun
 #   DRY_RUN=1     same as --dry-run
 set -euo pipefail
 
@@ -56,7 +63,9 @@ set -- ${ARGS[@]+"${ARGS[@]}"}
 [ $# -ge 1 ] || { usage >&2; exit 2; }
 CONFIG="$1"
 shift
-[ -n "$NP" ] || NP="$(default_np)"
+if [ -z "$NP" ]; then
+  if [ -n "$HOSTS" ]; then NP="$(sum_slots "$HOSTS")"; else NP="$(default_np)"; fi
+fi
 check_np "$NP"
 
 cmd=("${MPIRUN:-mpirun}" -np "$NP")
@@ -67,6 +76,7 @@ cmd+=(-x PATH)
 [ -z "${PYTHONPATH:-}" ] || cmd+=(-x PYTHONPATH)
 for var in ${MPI_EXPORT:-}; do cmd+=(-x "$var"); done
 cmd+=(-mca pml ob1 -mca btl "${MPI_BTL:-^openib}")
+mpi_net_args cmd "$([ -n "$HOSTS" ] && echo 1 || echo 0)"
 [ "$(id -u)" != 0 ] || cmd+=(--allow-run-as-root)
 if [ -z "$HOSTS" ] && [ "$NP" -gt "$(cores)" ]; then cmd+=(--oversubscribe); fi
 # shellcheck disable=SC2206 # word splitting of MPIRUN_ARGS is intended
@@ -78,5 +88,5 @@ cmd+=("$PY" "$RNN_PY" "$CONFIG" ++use_horovod 1 "$@")
 if [ "$DRY_RUN" = 1 ]; then
   print_cmd "${cmd[@]}"
 else
-  exec "${cmd[@]}"
+  run_mpirun "${cmd[@]}"
 fi

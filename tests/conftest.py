@@ -13,3 +13,8 @@ except RuntimeError:  # runtime already initialised
 # Engine code that reads a config key not declared in returnn/config_keys/declarations.py fails
 # (here and in the rnn.py subprocesses the tests start, which inherit the environment).
 os.environ["RETURNN_CHECK_KEYS"] = "1"
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "multinode: jobs across simulated nodes (network namespaces); slow, "
+                                       "deselect with -m 'not multinode'")

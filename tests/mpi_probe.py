@@ -1,6 +1,8 @@
 """Runs ``rnn.py``'s real code path in one rank under mpirun and records what happened.
 
-Usage (under mpirun): ``python tests/mpi_probe.py OUT_PREFIX CONFIG [++key value ...]``.
+Usage (under mpirun): ``python tests/mpi_probe.py OUT_PREFIX CONFIG [++key value ...]``, or with
+``MPI_PROBE_OUT=OUT_PREFIX`` in the environment ``python tests/mpi_probe.py CONFIG ...`` (rnn.py's
+command line, for launch scripts that put the config first).
 Wraps (does not replace) the engine's compiled train step, parameter sync and checkpoint write,
 and the batch maker, to record after every step: a hash of the network parameters, the applied
 learning rate, the sequence tags of each batch, and which rank wrote checkpoints. Each rank writes
@@ -68,19 +70,19 @@ def _install() -> None:
     engine_mod.Engine.__init__ = init
     orig_write = checkpoint_mod.CheckpointManager._write
 
-    def write(self, final, epoch, epoch_step=0):  # same signature as CheckpointManager._write
+    def write(self, final, *args, **kwargs):  # whatever CheckpointManager._write takes after the path
         EVENTS["checkpoint_writes"].append(os.path.basename(final))
-        return orig_write(self, final, epoch, epoch_step)
+        return orig_write(self, final, *args, **kwargs)
 
     checkpoint_mod.CheckpointManager._write = write
 
 
 if __name__ == "__main__":
-    out_prefix = sys.argv[1]
+    out_prefix = os.environ.get("MPI_PROBE_OUT") or sys.argv.pop(1)
     _install()
     code = 1
     try:
-        code = main(sys.argv[2:])
+        code = main(sys.argv[1:])
     finally:
         rank = EVENTS["rank"] if EVENTS["rank"] is not None else int(os.environ.get("OMPI_COMM_WORLD_RANK", 0))
         with open("%s.rank%i.json" % (out_prefix, rank), "w") as f:

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from typing import Dict, List, Optional
 
+from returnn.distributed import check
 from returnn.distributed.check import analyze, format_table, launcher_env
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -49,9 +50,11 @@ def test_two_ranks_ok():
     rows = _table_rows(out)
     assert sorted(rows) == [0, 1]
     for rank, cols in rows.items():
-        # columns: rank host pid mpi_r/n mpi_local hvd_r/n hvd_local agree gpus mpi_MB/s hvd_MB/s result
+        # columns: rank host pid mpi_r/n mpi_local hvd_r/n hvd_local agree gpus iface p2p_MB/s mpi_MB/s hvd_MB/s
+        # result (no other host: no interface between hosts, no point-to-point figure)
         assert cols[3] == cols[5] == "%i/2" % rank and cols[4] == cols[6] and cols[7] == "yes"
-        assert cols[11] == "ok" and float(cols[10]) > 0
+        assert cols[9] == cols[10] == "-"
+        assert cols[13] == "ok" and float(cols[12]) > 0
     assert "Horovod: mpi=True" in out
     assert re.search(r"^OK: 2 rank\(s\) on 1 host\(s\)", out, re.M), out
     assert "PROBLEM" not in out
@@ -136,6 +139,39 @@ def test_analyze_warnings():
     assert "node0: 3 ranks on this host name but MPI local size [2]" in warnings
     _, warnings = analyze([_info(0, tf_version="2.15.1"), _info(1, tf_version="2.14.0")])
     assert warnings == ["ranks differ in tf_version: 2.14.0, 2.15.1"]
+
+
+def test_interface_facts_and_warnings(tmp_path, monkeypatch):
+    net = check.check_net
+    sys_net = tmp_path / "net"
+    for name, flags, state, rx, tx in (("lo", "0x9", "unknown", 5, 5), ("eth0", "0x1003", "up", 100, 200),
+                                       ("ib0", "0x1003", "up", 7, 0), ("eth1", "0x1002", "down", 0, 0)):
+        (sys_net / name / "statistics").mkdir(parents=True)
+        (sys_net / name / "flags").write_text(flags + "\n")
+        (sys_net / name / "operstate").write_text(state + "\n")
+        (sys_net / name / "statistics" / "rx_bytes").write_text("%i\n" % rx)
+        (sys_net / name / "statistics" / "tx_bytes").write_text("%i\n" % tx)
+    monkeypatch.setattr(net, "SYS_NET", str(sys_net))
+    monkeypatch.setattr(net, "ipv4_address", lambda name: None if name == "ib0" else "10.0.0.1")
+    assert net.interfaces() == ["eth0"]  # up and with an address, loopback left out
+    before = net.byte_counters()
+    assert before == {"lo": 10, "eth0": 300, "ib0": 7, "eth1": 0}
+    after = dict(before, eth0=300 + 5000, ib0=7 + 40, lo=10 ** 9)
+    assert net.busiest(before, after, min_bytes=1000) == ("eth0", 5000)  # loopback does not count
+    assert net.busiest(before, after, min_bytes=10 ** 6) == ("-", 5000)
+    assert net.remote_peers(["a", "a", "b", "c"], 1) == [2, 3]
+    assert net._decode(net._encode("nodeA.cluster")) == "nodeA.cluster"
+    infos = [_info(0, host="a", mpi_local_size=1), _info(1, host="b", mpi_local_size=1)]
+    infos[0].update(ifaces=["eth0", "ib0"], if_include=None)
+    infos[1].update(ifaces=["eth0", "ib0"], if_include="eth0")
+    _, warnings = analyze(infos)
+    assert warnings == ["a: MPI may use any of eth0, ib0 (no btl_tcp_if_include); if the job hangs or is slow, name "
+                        "the interface that connects the nodes with MPI_IFACE"]
+    monkeypatch.setenv("OMPI_MCA_btl_tcp_if_include", "ib0")
+    line = net.unreachable_line(0, "a", "rank 1 on b", 30, ["eth0", "ib0"])
+    assert line == ("PROBLEM: rank 0 on a cannot exchange data with rank 1 on b (no answer within 30 s): node or "
+                    "network down, a firewall, or the wrong interface; MPI is told to use ib0 (btl_tcp_if_include): "
+                    "does it connect the nodes?")
 
 
 def test_watchdog_aborts_a_stuck_rank():

@@ -227,7 +227,7 @@ def test_resume_ignores_checkpoint_without_index(straight, tmp_path):
     assert (tmp_path / "model.003.data-00000-of-00001").exists()
     proc = run_rnn(train_args(straight["config"], tmp_path, "++num_epochs", "2"))
     assert proc.returncode == 0, describe(proc)
-    assert "start training at epoch 3" in proc.stdout
+    assert "is already trained (num_epochs = 2, checkpoint of epoch 2 found)" in proc.stdout
     assert "Finished training in epoch 2." in proc.stdout
 
 

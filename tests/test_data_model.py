@@ -256,3 +256,18 @@ def test_network_on_shared_time_tags_feeds_sizes_per_key():
     assert float(losses["output"].norm) == 4.0
     assert net.batch_spec("data").shape.as_list() == [None, None, 3]
     assert net.batch_spec("classes").shape.as_list() == [None, None]
+
+
+def test_out_dim_names_the_output_feature_axis():
+    data = Data("data", shape=(None, 4))
+    hidden = FeatureDim("hidden", 6)
+    lin = _layer("linear", {"out_dim": hidden}, [data])
+    assert lin.output.feature_dim is hidden and lin.W.shape == (4, 6)
+    red = _layer("reduce", {"mode": "max", "axes": hidden}, [lin.output])  # address the axis by its Dim
+    assert red.output.dims == lin.output.dims[:2]
+    with pytest.raises(NetworkError, match="'lay'.*n_out 5 does not match out_dim"):
+        _layer("linear", {"out_dim": hidden, "n_out": 5}, [data])
+    with pytest.raises(NetworkError, match="'lay'.*needs 'n_out' or 'out_dim'"):
+        _layer("rec", {}, [data])
+    conv = _layer("conv", {"out_dim": hidden, "filter_size": (3,)}, [data])
+    assert conv.output.feature_dim is hidden

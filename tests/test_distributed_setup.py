@@ -65,3 +65,36 @@ def test_context_policy(size, reduce_type, distribution, expected):
     dist = DistributedContext(_FakeBackend(size), reduce_type=reduce_type, dataset_distribution=distribution)
     assert (dist.reduces_gradients, dist.syncs_params, dist.shards_batches, dist.has_stall_watchdog) == expected
     assert not DistributedContext(_FakeBackend(2), stall_timeout=0).has_stall_watchdog
+
+
+def test_stall_line_names_the_other_hosts_and_host_table():
+    from returnn.distributed.backend import LocalBackend, rank_hosts, stall_text
+    import socket
+
+    assert rank_hosts(LocalBackend()) == [socket.gethostname()]
+    assert stall_text(1, ["vm", "vm"]) == "rank 1 of 2 on vm gives up: a peer rank probably died or stalls"
+    assert stall_text(0, ["nodeA", "nodeB"]) == (
+        "rank 0 of 2 on nodeA gives up: no answer from nodeB (rank 1): node or network lost, or a peer rank died or "
+        "stalls")
+    assert "no answer from nodeB (ranks 2-3,5), nodeC (rank 4):" in stall_text(
+        1, ["nodeA", "nodeA", "nodeB", "nodeB", "nodeC", "nodeB"])
+
+
+def test_checkpoint_pause_extends_the_watchdog_limit_but_keeps_it_bounded():
+    import time
+    from returnn.interrupts import Watchdog
+    from returnn.tf.engine import _paused
+
+    fired = []
+    watchdog = Watchdog(0.4, describe=lambda: "x", on_stall=fired.append)
+    watchdog.start()
+    watchdog.arm()
+    try:
+        with _paused(watchdog, factor=5.0):  # 2 s allowed: 0.8 s is no stall
+            time.sleep(0.8)
+        assert not fired and watchdog.timeout == 0.4
+        with _paused(watchdog, factor=2.0):  # 0.8 s allowed: 2 s is one
+            time.sleep(2.0)
+        assert len(fired) == 1
+    finally:
+        watchdog.stop()

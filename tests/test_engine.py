@@ -115,8 +115,9 @@ def test_checkpoints_and_no_temp_files(demo):
 def test_rerun_resumes_after_last_epoch(demo):
     proc = run_rnn(demo["args"])
     assert proc.returncode == 0, describe(proc)
-    assert "start training at epoch %i" % (DEMO_EPOCHS + 1) in proc.stdout
-    assert not lines_matching(START_RE, proc.stdout)  # nothing left to train
+    assert "is already trained (num_epochs = %i, checkpoint of epoch %i found)" % (DEMO_EPOCHS, DEMO_EPOCHS) \
+        in proc.stdout
+    assert "start training" not in proc.stdout and not lines_matching(START_RE, proc.stdout)
     assert lines_matching(DONE_RE, proc.stdout)[0].group(1) == str(DEMO_EPOCHS)
     assert not (demo["dir"] / ("model.%03d.index" % (DEMO_EPOCHS + 1))).exists()
 

@@ -6,7 +6,7 @@ import subprocess
 
 import h5py
 
-from helpers import PYTHON, REPO, describe, run_rnn, write_config
+from helpers import PYTHON, REPO, TINY_12AX, describe, nonempty_lines, run_rnn, train_args, write_config
 
 CONFIG = '''#!rnn.py
 train = {"class": "Task12AXDataset", "num_seqs": 7}
@@ -66,3 +66,67 @@ def test_rec_sub_network_unit_error_shows_the_users_dict():
     net["rec"]["unit"] = ["lstm"]
     with pytest.raises(NetworkError, match=r"unknown unit \['lstm'\] \(known"):
         TFNetwork(net, specs)
+
+
+def test_log_verbosity_levels_and_already_trained(tmp_path):
+    """Level 1 shows the epoch score lines (RETURNN's level) and nothing else; a second run of a
+    finished training says it is already trained."""
+    cfg = write_config(tmp_path / "tiny.config", TINY_12AX)
+    proc = run_rnn(train_args(cfg, tmp_path, "++log_verbosity", "1"))
+    assert proc.returncode == 0, describe(proc)
+    lines = nonempty_lines(proc.stdout)
+    assert [line.split(" score:")[0] for line in lines] == ["epoch 1", "epoch 2"], proc.stdout
+    assert all(" dev: score " in line for line in lines)
+    proc = run_rnn(train_args(cfg, tmp_path, "++log_verbosity", "2"))
+    assert proc.returncode == 0, describe(proc)
+    lines = nonempty_lines(proc.stdout)
+    assert lines[0].startswith("Local devices available to TensorFlow: ")
+    assert lines[1:] == ["model %s is already trained (num_epochs = 2, checkpoint of epoch 2 found); nothing to do: "
+                         "a larger num_epochs trains on" % (tmp_path / "model")]
+
+
+def test_ctrl_c_says_that_rerunning_resumes(tmp_path):
+    import signal
+    import time
+    cfg = write_config(tmp_path / "tiny.config", TINY_12AX.replace("num_epochs = 2", "num_epochs = 500"))
+    out_path, err_path = tmp_path / "out", tmp_path / "err"
+    with open(out_path, "w") as out, open(err_path, "w") as err:
+        proc = subprocess.Popen([PYTHON, "rnn.py"] + [str(a) for a in train_args(cfg, tmp_path)], cwd=str(REPO),
+                                stdout=out, stderr=err)
+    try:
+        deadline = time.monotonic() + 300
+        while "start epoch 2 with" not in out_path.read_text() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(120) == 130, out_path.read_text() + err_path.read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert err_path.read_text().strip().endswith(
+        "ERROR: interrupted by keyboard; the same command resumes from the newest checkpoint")
+
+
+def _setup_choice(tmp_path, version: str, **env):
+    """The line tools/setup_env.sh prints for an interpreter reporting ``version`` (nothing installed)."""
+    import os
+    fake = tmp_path / ("python" + version)
+    fake.write_text("#!/bin/sh\necho %s\n" % version)
+    fake.chmod(0o755)
+    full_env = dict(os.environ, PYTHON=str(fake), SETUP_DECIDE_ONLY="1", VENV=str(tmp_path / "venv"), **env)
+    return subprocess.run(["bash", str(REPO / "tools" / "setup_env.sh")], env=full_env, capture_output=True,
+                          text=True, timeout=60)
+
+
+def test_setup_picks_tensorflow_by_python_version(tmp_path):
+    proc = _setup_choice(tmp_path, "3.11")
+    assert proc.returncode == 0 and proc.stdout.startswith("[setup] TensorFlow 2.15.1 + Horovod 0.28.1 (chosen for "
+                                                           "Python 3.11;"), proc.stdout + proc.stderr
+    proc = _setup_choice(tmp_path, "3.12")
+    assert proc.returncode == 0 and proc.stdout.startswith("[setup] newest TensorFlow + mpi4py backend, no Horovod "
+                                                           "(chosen for Python 3.12;"), proc.stdout + proc.stderr
+    assert "no wheels for Python >= 3.12" in proc.stdout and proc.stdout.count("\n") == 1
+    proc = _setup_choice(tmp_path, "3.11", TF_STACK="latest")
+    assert proc.returncode == 0 and "(TF_STACK=latest;" in proc.stdout
+    proc = _setup_choice(tmp_path, "3.13", TF_STACK="horovod")
+    assert proc.returncode == 1 and "needs Python <= 3.11" in proc.stderr
+    assert not (tmp_path / "venv").exists()

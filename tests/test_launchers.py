@@ -5,6 +5,7 @@ import os
 import shlex
 import subprocess
 import sys
+import time
 from typing import Dict, List, Optional
 
 import pytest
@@ -19,6 +20,8 @@ MCA = ["-mca", "pml", "ob1", "-mca", "btl", "^openib"]
 # Without PYTHON the scripts use the repository's .venv (absolute path), else python3.
 _VENV_PY = os.path.join(ROOT, ".venv", "bin", "python")
 PY = _VENV_PY if os.path.exists(_VENV_PY) else "python3"
+# Added when several hosts take part: mpirun gives up on a silent node after about 120 s.
+KEEPALIVE_120 = " -mca oob_tcp_keepalive_time 60 -mca oob_tcp_keepalive_intvl 20 -mca oob_tcp_keepalive_probes 3"
 
 
 def run_script(name: str, args: List[str], env: Optional[Dict[str, str]] = None,
@@ -81,7 +84,49 @@ def test_mpirun_np_env_hosts_and_single_rank():
     words = dry_run("launch-mpirun.sh", ["-n", "64", "-H", "a:32,b:32", "c.config"])
     assert words[:5] == ["mpirun", "-np", "64", "-H", "a:32,b:32"]
     assert "--oversubscribe" not in words  # the host list says where the slots are
+    # without -n, a host list gives the number of ranks (the sum of its slots; a bare host is one slot)
+    assert dry_run("launch-mpirun.sh", ["-H", "a:3,b:2,c", "c.config"])[:3] == ["mpirun", "-np", "6"]
+    assert run_script("launch-mpirun.sh", ["--dry-run", "-H", "a:x", "c"], check=False).returncode == 2
     assert run_script("launch-mpirun.sh", ["--dry-run", "-n", "zero", "c"], check=False).returncode == 2
+
+
+def test_network_interface_and_keepalive_options(pe_hostfile):
+    """MPI_IFACE picks the network for MPI's data and control traffic (and NCCL's when it is a name);
+    with several hosts mpirun gets TCP keepalive on its control connections (MPI_KEEPALIVE seconds)."""
+    words = dry_run("launch-mpirun.sh", ["-H", "a:1,b:1", "c.config"], {"MPI_IFACE": "eth1", "MPI_KEEPALIVE": "30"})
+    assert " ".join(words).count(" -mca ") == 7
+    assert ("-mca btl_tcp_if_include eth1 -mca oob_tcp_if_include eth1 -x NCCL_SOCKET_IFNAME=eth1"
+            " -mca oob_tcp_keepalive_time 15 -mca oob_tcp_keepalive_intvl 5 -mca oob_tcp_keepalive_probes 3"
+            in " ".join(words))
+    words = dry_run("launch-sge.qsub", ["c.config"], {"PE_HOSTFILE": pe_hostfile, "NSLOTS": "8",
+                                                      "MPI_IFACE": "10.1.0.0/16", "MPI_KEEPALIVE": "0"})
+    assert "-mca btl_tcp_if_include 10.1.0.0/16 -mca oob_tcp_if_include 10.1.0.0/16 " in " ".join(words)
+    assert not any("NCCL_SOCKET_IFNAME" in w or "keepalive" in w for w in words)  # a subnet is no NCCL name
+    for name in ("launch-mpirun.sh", "launch-sge.qsub"):
+        for var in ("MPI_KEEPALIVE", "MPI_TEARDOWN_GRACE"):
+            proc = run_script(name, ["-H", "a:1,b:1", "c.config"] if name == "launch-mpirun.sh" else ["c.config"],
+                              {var: "soon", "PE_HOSTFILE": pe_hostfile, "NSLOTS": "8", "MPIRUN": "true"},
+                              check=False)
+            assert proc.returncode == 2 and var in proc.stderr, (name, var, proc.stderr)
+
+
+def test_teardown_watchdog_ends_mpirun_that_outlives_its_ranks(tmp_path):
+    """A stand-in mpirun whose one local "rank" (a child with OMPI_COMM_WORLD_RANK) ends at once while
+    mpirun itself would wait 60 s (as for a lost node's daemon): the script ends it after the grace."""
+    fake = tmp_path / "mpirun"
+    fake.write_text("#!/bin/bash\nOMPI_COMM_WORLD_RANK=0 sleep 1 &\nwait $!\nexec sleep 60\n")
+    fake.chmod(0o755)
+    start = time.monotonic()
+    proc = run_script("launch-mpirun.sh", ["-n", "1", "c.config"], {"MPIRUN": str(fake), "MPI_TEARDOWN_GRACE": "2"},
+                      check=False)
+    took = time.monotonic() - start
+    assert proc.returncode != 0 and took < 20, (proc.returncode, took, proc.stderr)
+    assert "mpirun still runs 2 s after the last rank on" in proc.stderr
+    # a normal end is not delayed, and mpirun's exit status is the script's
+    fake.write_text("#!/bin/bash\nOMPI_COMM_WORLD_RANK=0 sleep 1 &\nwait $!\nexit 3\n")
+    start = time.monotonic()
+    proc = run_script("launch-mpirun.sh", ["-n", "1", "c.config"], {"MPIRUN": str(fake)}, check=False)
+    assert proc.returncode == 3 and time.monotonic() - start < 10 and "still runs" not in proc.stderr
 
 
 def test_rnn_path_outside_repo(tmp_path):
@@ -103,7 +148,7 @@ def test_sge_host_list_from_pe_hostfile(pe_hostfile):
     env = {"PE_HOSTFILE": pe_hostfile, "NSLOTS": "8"}
     out = run_script("launch-sge.qsub", ["--dry-run", "demos/x.config", "++batch_size", "5000"], env).stdout
     expected = ["mpirun -np 8 -H nodeA:4,nodeB:4 -bind-to none -map-by slot -x NCCL_DEBUG=INFO -x PATH"
-                " -mca pml ob1 -mca btl ^openib"] + AS_ROOT
+                " -mca pml ob1 -mca btl ^openib" + KEEPALIVE_120] + AS_ROOT
     expected += [PY + " rnn.py demos/x.config ++use_horovod 1 ++batch_size 5000\n"]
     assert out == " ".join(expected)
     # DRY_RUN=1 in the environment works like --dry-run (qsub passes no options to the script)

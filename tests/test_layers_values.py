@@ -128,3 +128,25 @@ def test_loss_without_target_reads_no_target_data():
     values = net.compute_losses(net.forward(batch, RunContext(False)), batch)["loss"]
     assert float(values.loss_sum) == pytest.approx(float((x[0] ** 2).sum() + (x[1, 0] ** 2).sum()))
     assert float(values.norm) == 3.0
+
+
+@pytest.mark.parametrize("mode", ["logsumexp", "argmax", "argmin"])
+def test_reduce_more_modes_are_masked(mode):
+    data, val, x = btf(4)
+    layer = make("reduce", {"mode": mode, "axes": "T"}, [data])
+    out = run(layer, [val]).tensor.numpy()
+    for b, n in enumerate(LENS):
+        seq = x[b, :n].astype(np.float64)
+        ref = {"logsumexp": np.log(np.exp(seq).sum(0)), "argmax": seq.argmax(0), "argmin": seq.argmin(0)}[mode]
+        np.testing.assert_allclose(out[b], ref, rtol=1e-5)
+    if mode != "logsumexp":
+        assert layer.output.dtype == "int32" and layer.output.dims == (batch_dim,) + data.dims[2:]
+
+
+@pytest.mark.parametrize("kind,fn", [("truediv", np.divide), ("maximum", np.maximum), ("minimum", np.minimum),
+                                     ("squared_difference", lambda a, b: (a - b) ** 2), ("-", np.subtract)])
+def test_combine_kinds(kind, fn):
+    data, val, x = btf(4)
+    data2, val2, x2 = btf(4, seed=1, time=data.time_dim)
+    out = run(make("combine", {"kind": kind}, [data, data2]), [val, val2]).tensor.numpy()
+    np.testing.assert_allclose(out[0], fn(x[0], x2[0]), rtol=1e-5)

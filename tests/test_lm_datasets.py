@@ -229,3 +229,19 @@ def test_returnn_lm_word_vocab_and_utf8_sorted(tmp_path):
     assert ds.num_outputs["data"] == [256, 1]
     texts = [bytes(s["data"].tolist()).decode() for s in all_seqs(ds)[1]]
     assert texts == ["Shorty", "Next line", "Hello world", "Longer than all the others"]
+
+
+def test_lm_reads_bliss_xml_corpus(tmp_path):
+    xml = ('<?xml version="1.0" encoding="utf8"?>\n<corpus name="c"><recording name="r">'
+           '<segment name="1"><orth> Hello\n  world </orth></segment>'
+           '<segment name="2"><orth>Next line</orth></segment></recording></corpus>\n')
+    (tmp_path / "c.xml.gz").write_bytes(gzip.compress(xml.encode()))
+    syms = tmp_path / "w.syms"
+    syms.write_text("[END]\nHello\nworld\nNext\nline\n")
+    ds = init_dataset({"class": "LmDataset", "corpus_file": str(tmp_path / "c.xml.gz"), "word_based": True,
+                       "orth_symbols_file": str(syms)})
+    tags, seqs = all_seqs(ds)
+    assert tags == ["line-0", "line-1"] and [s["data"].tolist() for s in seqs] == [[1, 2, 0], [3, 4, 0]]
+    (tmp_path / "bad.xml").write_text("<?xml version='1.0'?><corpus><segment>")
+    with pytest.raises(DataError, match="bad.xml: bad Bliss XML"):
+        init_dataset({"class": "LmDataset", "corpus_file": str(tmp_path / "bad.xml"), "orth_symbols_file": str(syms)})

@@ -286,3 +286,15 @@ def test_concat_seqs_dataset(files, tmp_path):
     with pytest.raises(DataError, match="sub-sequence 'nope'"):
         init_dataset({"class": "ConcatSeqsDataset", "seq_list_file": str(tmp_path / "bad.txt"),
                       "dataset": {"class": "HDFDataset", "files": [files["feat"]]}})
+
+
+def test_concat_dataset_goes_through_datasets_in_order(files):
+    second = {"class": "StaticDataset", "data": [{"data": np.ones((2, 3), np.float32)}], "tags": ["static-0"]}
+    ds = init_dataset({"class": "ConcatDataset", "datasets": [{"class": "HDFDataset", "files": [files["feat"]],
+                                                               "seq_ordering": "reverse"}, second]})
+    tags, seqs = epoch_contents(ds, 1)
+    assert tags == TAGS[::-1] + ["static-0"]
+    np.testing.assert_array_equal(seqs[0]["data"], FEATS[-1])
+    np.testing.assert_array_equal(seqs[-1]["data"], np.ones((2, 3)))
+    with pytest.raises(DataError, match="only seq_ordering 'default'"):
+        init_dataset({"class": "ConcatDataset", "datasets": [second], "seq_ordering": "random"})

@@ -149,7 +149,10 @@ def _temp_leftovers(model: Path) -> List[str]:
 
 def _start_epoch(stdout: str) -> Optional[int]:
     m = re.search(r"^start training at epoch (\d+)$", stdout, re.M)
-    return int(m.group(1)) if m else None
+    if m:
+        return int(m.group(1))
+    m = re.search(r"is already trained \(num_epochs = \d+, checkpoint of epoch (\d+) found\)", stdout)
+    return int(m.group(1)) + 1 if m else None
 
 
 def _read_ckpt(prefix: str) -> Dict[str, int]:

@@ -17,6 +17,10 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from returnn.util.environment import ensure_packages  # noqa: E402
+
+ensure_packages(("matplotlib",), "tools/plot-learning-curves.py")
+
 from returnn.errors import ConfigError, ReturnnError  # noqa: E402
 from returnn.learning_rate_file import EpochData, read_learning_rate_file  # noqa: E402
 

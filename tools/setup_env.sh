@@ -7,7 +7,7 @@
 #                   release builds only against TensorFlow <= 2.15);
 #   Python >= 3.12: the newest TensorFlow + the mpi4py backend (TensorFlow 2.15 has no wheels there).
 # Environment: PYTHON=python3.X chooses the interpreter; VENV=DIR the virtualenv; TF_STACK=horovod|latest
-# overrides the choice; TF_PKG=... the TensorFlow requirement.
+# overrides the choice; TF_PKG=... the TensorFlow requirement; SETUP_DECIDE_ONLY=1 prints the choice and stops.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -42,6 +42,7 @@ case "$stack" in
     say "newest TensorFlow + mpi4py backend, no Horovod ($why; Horovod builds only against TensorFlow <= 2.15, which has no wheels for Python >= 3.12)" ;;
   *) die "TF_STACK must be auto, horovod or latest (got '$stack')" ;;
 esac
+[ "${SETUP_DECIDE_ONLY:-0}" != 1 ] || exit 0
 want="stack=$stack tf=$TF_PKG hvd=$HVD_VERSION py=$pyver script=$(md5sum "$0" | cut -c1-12) setup=$(md5sum setup.py | cut -c1-12)"
 
 # 1. OpenMPI (system packages; Horovod and mpi4py compile against it).
@@ -56,6 +57,23 @@ if ! command -v mpicc >/dev/null 2>&1 || ! command -v mpirun >/dev/null 2>&1; th
   fi
 else
   say "OpenMPI present: $(command -v mpirun)"
+fi
+
+# 1b. ip (iproute2) for the multi-node tests, which simulate nodes with network namespaces, and ps
+# (procps), which the launch scripts' mpirun watchdog uses. Without root they are only named: the
+# multi-node tests then skip with that reason.
+missing=()
+command -v ip >/dev/null 2>&1 || missing+=(iproute2)
+command -v ps >/dev/null 2>&1 || missing+=(procps)
+if [ "${#missing[@]}" -gt 0 ]; then
+  if [ "$(id -u)" = "0" ]; then
+    say "installing ${missing[*]} (apt-get; for the multi-node tests and the launch scripts)"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq "${missing[@]}" >/dev/null
+  else
+    say "not installed: ${missing[*]} (multi-node tests will be skipped; launch scripts need ps)"
+  fi
 fi
 
 # 2. Virtualenv (made again when it was made with another Python than the one asked for).

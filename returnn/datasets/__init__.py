@@ -9,8 +9,9 @@ from returnn.datasets.base import DATASET_CLASSES, DataInfo, Dataset, register_d
 from returnn.errors import DataError, known_list
 
 # Modules that register dataset classes when imported.
-_DATASET_MODULES = ("returnn.datasets.generating", "returnn.datasets.hdf", "returnn.datasets.meta",
-                    "returnn.datasets.lm", "returnn.datasets.concat", "returnn.datasets.sprint")
+_DATASET_MODULES = ("returnn.datasets.generating", "returnn.datasets.tasks", "returnn.datasets.hdf",
+                    "returnn.datasets.meta", "returnn.datasets.lm", "returnn.datasets.concat",
+                    "returnn.datasets.sprint")
 
 
 def _load_registry() -> Dict[str, type]:

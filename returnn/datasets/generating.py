@@ -48,20 +48,27 @@ class GeneratingDataset(InMemoryDataset):
     def __init__(self, num_seqs: int = 1000, **kwargs: Any):
         super().__init__(**kwargs)
         self.num_generated_seqs = int_option(self.describe(), "num_seqs", num_seqs, minimum=0)
-        self._generated_for_seed: Optional[int] = None
+        self._generated_for_seed: Any = None
+        self.generating_epoch = 1  # the full epoch generate_seq currently generates for
 
     def generate_seq(self, rng: np.random.RandomState, seq_idx: int) -> Dict[str, np.ndarray]:
         """One sequence; override."""
         raise NotImplementedError
 
+    def generation_key(self, full_epoch: int) -> Any:
+        """Data is generated again when this changes: the seed; datasets whose data depends on the
+        epoch itself (e.g. lengths growing per epoch) add the epoch."""
+        return self.random_seed_for_epoch(full_epoch)
+
     def _prepare_epoch(self, full_epoch: int) -> None:
-        seed = self.random_seed_for_epoch(full_epoch)
-        if seed == self._generated_for_seed:
+        key = self.generation_key(full_epoch)
+        if key == self._generated_for_seed:
             return
-        rng = np.random.RandomState(seed % (2 ** 32))
+        self.generating_epoch = full_epoch
+        rng = np.random.RandomState(self.random_seed_for_epoch(full_epoch) % (2 ** 32))
         seqs = [self.generate_seq(rng, i) for i in range(self.num_generated_seqs)]
         self._set_seqs(seqs)
-        self._generated_for_seed = seed
+        self._generated_for_seed = key
 
 
 @register_dataset
@@ -190,3 +197,8 @@ class StaticDataset(InMemoryDataset):
 
     def _prepare_epoch(self, full_epoch: int) -> None:
         pass
+
+
+# RETURNN has the demo tasks in this module: ``from returnn.datasets.generating import CopyTaskDataset``.
+from returnn.datasets.tasks import (CopyTaskDataset, TaskEpisodicCopyDataset,  # noqa: E402,F401
+                                    TaskNumberBaseConvertDataset, TaskXmlModelingDataset)

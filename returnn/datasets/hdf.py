@@ -174,9 +174,12 @@ class HDFDataset(Dataset):
                 end, limit = pos + 1, starts[file_idx + 1]
                 while end < count and uniq[end] == uniq[end - 1] + 1 and uniq[end] < limit:
                     end += 1
-                per_key = f.read_seqs(first, first + (end - pos - 1))
-                for j in range(end - pos):
-                    out[uniq[pos + j]] = {col.key: parts[j] for col, parts in zip(f.columns, per_key)}
+                if end == pos + 1:
+                    out[corpus_idx] = f.read_seq(first)
+                else:
+                    per_key = f.read_seqs(first, first + (end - pos - 1))
+                    for j in range(end - pos):
+                        out[uniq[pos + j]] = {col.key: parts[j] for col, parts in zip(f.columns, per_key)}
                 pos = end
         except READ_ERRORS as exc:
             raise DataError("HDFDataset: %s: reading sequence data failed: %s"

@@ -100,7 +100,7 @@ class Column:
     """How one data key is read: the h5py dataset, its per-sequence offsets, and the conversion
     to what the engine takes (dtype, frame shape, class index bound)."""
 
-    __slots__ = ("key", "ds", "offsets", "dtype", "frame_shape", "bound")
+    __slots__ = ("key", "ds", "offsets", "dtype", "frame_shape", "bound", "unsigned", "needs_fix")
 
     def __init__(self, key: str, ds: "h5py.Dataset", offsets: np.ndarray, dtype: np.dtype,
                  frame_shape: Optional[Tuple[int, ...]], bound: Optional[int]):
@@ -108,6 +108,13 @@ class Column:
         self.dtype = dtype
         self.frame_shape = frame_shape  # None: keep the stored shape
         self.bound = bound  # sparse: class indices must be in [0, bound)
+        # Range check in one pass: viewed as unsigned, a negative index is huge, so max() < bound
+        # covers both ends. Booleans are always in range of a dim >= 2.
+        kind = ds.dtype.kind
+        if bound is None or (kind == "b" and bound >= 2):
+            self.bound = None
+        self.unsigned = np.dtype("u%i" % ds.dtype.itemsize) if kind in "iu" else None
+        self.needs_fix = self.bound is not None or ds.dtype != dtype or frame_shape is not None
 
     def read(self, first: int, last: int, tag: Callable[[int], str], path: str) -> np.ndarray:
         """Frames of the file's sequences ``first..last`` (inclusive), converted and checked."""
@@ -116,11 +123,13 @@ class Column:
             block = self.ds[start:self.offsets.item(last + 1)]
         except READ_ERRORS as exc:
             raise DataError("HDFDataset: %s: reading key %r failed (corrupt file?): %s" % (path, self.key, first_line(exc)))
-        return self.fix(block, start, tag, path)
+        return self.fix(block, start, tag, path) if self.needs_fix else block
 
     def fix(self, block: np.ndarray, start: int, tag: Callable[[int], str], path: str) -> np.ndarray:
         """Converts rows read from frame ``start`` on; checks class indices."""
-        if self.bound is not None and block.size and (block.min() < 0 or block.max() >= self.bound):
+        if self.bound is not None and block.size and (
+                block.view(self.unsigned).max() >= self.bound if self.unsigned is not None
+                else block.min() < 0 or block.max() >= self.bound):
             bad = int(np.flatnonzero((block < 0) | (block >= self.bound))[0])
             seq = int(np.searchsorted(self.offsets, start + bad, side="right")) - 1
             raise DataError("HDFDataset: %s: key %r, sequence %s: class index %i outside [0, %i) (dim of %r)"
@@ -350,6 +359,10 @@ class HDFFile:
             return "%r (#%i in file)" % (self.tag(local_idx), local_idx)
         except DataError:
             return "#%i in file" % local_idx
+
+    def read_seq(self, local: int) -> Dict[str, np.ndarray]:
+        """Key -> frames of one sequence of this file (the common case in random order)."""
+        return {col.key: col.read(local, local, self.safe_tag, self.path) for col in self.columns}
 
     def read_seqs(self, first: int, last: int) -> List[List[np.ndarray]]:
         """Per column, the frames of sequences ``first..last`` (inclusive) of this file."""

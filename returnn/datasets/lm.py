@@ -14,8 +14,8 @@ from typing import Any, Dict, List, Optional, Sequence
 import numpy as np
 
 from returnn.datasets.base import DataInfo, Dataset, register_dataset
-from returnn.datasets.text_files import (labels_of_map, load_seq_list, load_symbol_list, load_symbol_map,
-                                         read_lines, read_text)
+from returnn.datasets.text_files import (is_bliss, labels_of_map, load_seq_list, load_symbol_list,
+                                         load_symbol_map, read_bliss_orths, read_lines, read_text)
 from returnn.errors import DataError
 
 
@@ -97,7 +97,8 @@ _PARSE_OPTS = ("prefix", "postfix", "remove_chars", "collapse_spaces", "final_st
 
 @register_dataset
 class LmDataset(Dataset):
-    """One line of ``corpus_file`` (text, ``.gz``; a list of files is concatenated) = one sequence.
+    """One line of ``corpus_file`` (text, ``.gz``, or a Bliss XML corpus: one segment's orth; a list
+    of files is concatenated) = one sequence.
 
     Vocabulary: ``orth_symbols_file`` (one symbol per line), ``orth_symbols_map_file`` (``<symbol>
     <index>`` lines or a dict literal) or ``orth_vocab`` (``{"vocab_file": ..., "unknown_label":
@@ -185,8 +186,9 @@ class LmDataset(Dataset):
         self._tag_numbers: List[int] = []
         line_no = 0
         for path in files:
-            self._check_not_bliss(str(path), owner)
-            for text in read_lines(str(path), owner, skip_empty=skip_empty_lines):
+            bliss = is_bliss(str(path), owner)
+            lines = read_bliss_orths(str(path), owner) if bliss else read_lines(str(path), owner, skip_empty_lines)
+            for text in lines:
                 ids = self._encode(text, str(path), line_no)
                 if ids is not None:
                     seq = {"data": ids}
@@ -222,12 +224,6 @@ class LmDataset(Dataset):
         if unknown is not None and unknown not in symbols:
             raise DataError("%s: orth_vocab unknown_label %r is not in %s" % (owner, unknown, opts["vocab_file"]))
         return {"map": symbols, "unknown": unknown, "postfix": list(opts.get("seq_postfix") or [])}
-
-    @staticmethod
-    def _check_not_bliss(path: str, owner: str) -> None:
-        if path.endswith((".xml", ".xml.gz")):
-            raise DataError("%s: %s is a Bliss XML corpus, which is not supported; give the orthographies as a "
-                            "text file (one sequence per line)" % (owner, path))
 
     def _encode(self, text: str, path: str, line_no: int) -> Optional[List[int]]:
         """Indices of one line; None when it is skipped (unknown symbol, error_on_invalid_seq off)."""

@@ -337,3 +337,24 @@ class CombinedDataset(Dataset):
     def close(self) -> None:
         for sub in getattr(self, "datasets", {}).values():
             sub.close()
+
+
+@register_dataset
+class ConcatDataset(CombinedDataset):
+    """``datasets``: a list of dataset dicts with the same data keys and dims; an epoch is all
+    sequences of the first (in its own order), then of the second, ... (RETURNN's ConcatDataset)."""
+
+    def __init__(self, datasets: Sequence[Any], cache_size: Any = None, **kwargs: Any):
+        name = str(kwargs.get("name") or "ConcatDataset")
+        if not isinstance(datasets, (list, tuple)) or not datasets:
+            raise DataError("dataset %s (ConcatDataset): 'datasets' must be a non-empty list of dataset dicts" % name)
+        if kwargs.get("seq_ordering", "default") != "default":
+            raise DataError("dataset %s (ConcatDataset): only seq_ordering 'default' (as in RETURNN); order the "
+                            "sub-datasets instead" % name)
+        from returnn.datasets import init_dataset
+        first = init_dataset(datasets[0], defaults={"cache_size": cache_size}, name="%s_0" % name)
+        keys = first.get_data_keys()
+        first.close()
+        subs = {"%04i" % i: spec for i, spec in enumerate(datasets)}
+        super().__init__(datasets=subs, data_map={(k, key): key for k in subs for key in keys},
+                         cache_size=cache_size, **kwargs)

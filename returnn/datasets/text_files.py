@@ -58,6 +58,39 @@ def read_lines(path: str, what: str, skip_empty: bool = False) -> Iterator[str]:
         f.close()
 
 
+def is_bliss(path: str, what: str) -> bool:
+    """Whether ``path`` (maybe ``.gz``) is an XML file (a Bliss corpus) rather than plain text."""
+    f = _open_binary(path, what)
+    try:
+        head = f.read(256).lstrip()
+    except (OSError, EOFError, gzip.BadGzipFile):
+        return False
+    finally:
+        f.close()
+    return head.startswith((b"<?xml", b"<corpus"))
+
+
+def read_bliss_orths(path: str, what: str) -> Iterator[str]:
+    """The ``<orth>`` text of each ``<segment>`` of a Bliss XML corpus (white space collapsed), as
+    RETURNN's LmDataset reads it. Parsed with the standard library's XML parser; nothing is run."""
+    from xml.etree import ElementTree
+    f = _open_binary(path, what)
+    try:
+        context = ElementTree.iterparse(f, events=("start", "end"))
+        _, root = next(context)
+        if root.tag != "corpus":
+            raise DataError("%s: %s: XML root is <%s>, expected a Bliss <corpus>" % (what, path, root.tag))
+        for event, elem in context:
+            if event == "end" and elem.tag == "segment":
+                orth = elem.find("orth")
+                yield " ".join(((orth.text or "") if orth is not None else "").split())
+                root.clear()
+    except (ElementTree.ParseError, OSError, EOFError, gzip.BadGzipFile, StopIteration) as exc:
+        raise DataError("%s: %s: bad Bliss XML: %s" % (what, path, str(exc).splitlines()[0] if str(exc) else exc))
+    finally:
+        f.close()
+
+
 def read_text(path: str, what: str) -> str:
     """The whole file as text (UTF-8); pickles are refused."""
     f = _open_binary(path, what)

@@ -72,6 +72,44 @@ def fuse(tensors: Sequence[tf.Tensor]):
     return flat, unfuse
 
 
+_HOST_WIDTH = 64  # bytes of a host name exchanged by rank_hosts
+
+
+def rank_hosts(backend: Backend) -> List[str]:
+    """The host name of every rank, by rank (one host allreduce; every rank must call it)."""
+    table = np.zeros((backend.size, _HOST_WIDTH))
+    name = socket.gethostname().encode("utf-8", "replace")[:_HOST_WIDTH]
+    table[backend.rank, :len(name)] = list(name)
+    table = backend.allreduce_host(table.reshape(-1), "sum").reshape(backend.size, _HOST_WIDTH)
+    return [bytes(int(c) for c in row if c).decode("utf-8", "replace") for row in table]
+
+
+def stall_text(rank: int, hosts: Sequence[str]) -> str:
+    """What a rank that gives up waiting says: who it is and, in a multi-node job, the other
+    nodes it depended on (a lost node or link stalls every rank without killing any)."""
+    others: dict = {}
+    for r, host in enumerate(hosts):
+        if host != hosts[rank]:
+            others.setdefault(host, []).append(r)
+    text = "rank %i of %i on %s gives up: " % (rank, len(hosts), hosts[rank])
+    if not others:
+        return text + "a peer rank probably died or stalls"
+    lost = ", ".join("%s (rank%s %s)" % (h, "s" if len(r) > 1 else "", _ranges(r)) for h, r in others.items())
+    return text + "no answer from %s: node or network lost, or a peer rank died or stalls" % lost
+
+
+def _ranges(ranks: Sequence[int]) -> str:
+    """[2, 3, 5] -> '2-3,5'."""
+    parts, start = [], None
+    for i, r in enumerate(ranks):
+        if start is None:
+            start = r
+        if i + 1 == len(ranks) or ranks[i + 1] != r + 1:
+            parts.append(str(start) if start == r else "%i-%i" % (start, r))
+            start = None
+    return ",".join(parts)
+
+
 def prepare_mpi_environment() -> None:
     """Settings that must be in the environment before MPI initialises (user settings win).
 

@@ -14,12 +14,24 @@ others; a watchdog aborts a rank that is stuck in one stage for longer than ``--
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import socket
 import sys
 import threading
 import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+def _load_sibling(name: str):
+    """A module next to this file, loaded by path (this file is also loaded by path, by tools/)."""
+    spec = importlib.util.spec_from_file_location("returnn_distributed_" + name,
+                                                  os.path.join(os.path.dirname(os.path.abspath(__file__)), name + ".py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+check_net = _load_sibling("check_net")
 
 # (size variable, rank variable) set by launchers, most specific first.
 LAUNCHER_VARS: Tuple[Tuple[str, str], ...] = (
@@ -201,6 +213,8 @@ def rank_line(info: Info) -> str:
     else:
         parts.append("hvd=%s" % ("missing (%s)" % info["hvd_error"] if "hvd_error" in info else "not run"))
     parts.append("gpus=%i" % len(info.get("gpus", [])))
+    if info.get("p2p_mbps") is not None:
+        parts.append("to other hosts via %s %.1f MB/s" % (info.get("iface"), info["p2p_mbps"]))
     if "hvd_allreduce_mbps" in info:
         parts.append("hvd allreduce %.1f MB/s %s" % (info["hvd_allreduce_mbps"],
                                                      "ok" if info["hvd_allreduce_ok"] else "WRONG"))
@@ -263,6 +277,7 @@ def analyze(infos: List[Info], expect_size: Optional[int] = None,
         if any(i.get("mpi_local_size") != len(group) for i in group):
             warnings.append("%s: %i ranks on this host name but MPI local size %s"
                             % (host, len(group), sorted({i.get("mpi_local_size") for i in group})))
+    warnings += check_net.interface_warnings(infos)
     for key in ("python", "tf_version", "hvd_version", "mpi_library"):
         values = sorted({str(i.get(key)) for i in infos if i.get(key) is not None})
         if len(values) > 1:
@@ -273,7 +288,7 @@ def analyze(infos: List[Info], expect_size: Optional[int] = None,
 def format_table(infos: List[Info]) -> str:
     """Per-rank table."""
     headers = ["rank", "host", "pid", "mpi r/n", "mpi local", "hvd r/n", "hvd local", "agree", "gpus",
-               "mpi MB/s", "hvd MB/s", "result"]
+               "iface", "p2p MB/s", "mpi MB/s", "hvd MB/s", "result"]
     rows = []
     for info in sorted(infos, key=lambda i: (i.get("mpi_rank") is None, i.get("mpi_rank"))):
         has_hvd = "hvd_rank" in info
@@ -286,7 +301,8 @@ def format_table(infos: List[Info]) -> str:
             "%s/%s" % (info["hvd_rank"], info["hvd_size"]) if has_hvd else "-",
             "%s/%s" % (info["hvd_local_rank"], info["hvd_local_size"]) if has_hvd else "-",
             {True: "yes", False: "NO", None: "-"}[agree],
-            str(len(info.get("gpus", []))),
+            str(len(info.get("gpus", []))), str(info.get("iface", "-")),
+            "%.1f" % info["p2p_mbps"] if info.get("p2p_mbps") is not None else "-",
             "%.1f" % info["mpi_allreduce_mbps"] if "mpi_allreduce_mbps" in info else "-",
             "%.1f" % info["hvd_allreduce_mbps"] if "hvd_allreduce_mbps" in info else "-",
             "WRONG" if False in results else ("ok" if has_hvd else "no horovod"),
@@ -320,6 +336,9 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     p.add_argument("--expect-size", type=int, default=None,
                    help="number of ranks expected (default: from the launcher's environment)")
     p.add_argument("--require-gpu", action="store_true", help="fail when a rank sees no GPU")
+    p.add_argument("--reach-timeout", type=float, default=30.0,
+                   help="seconds a rank waits for data from a rank on another host before it reports it"
+                        " unreachable (default 30)")
     p.add_argument("--timeout", type=float, default=300.0,
                    help="abort a rank stuck in one stage for this many seconds (0 = never; default 300)")
     # `rnn.py --check-distributed [options]` hands over its own command line.
@@ -343,8 +362,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 1
     comm = MPI.COMM_WORLD
     watchdog.rank_hint = "rank %i on %s" % (comm.Get_rank(), socket.gethostname())
+    watchdog.stage("first contact with the other ranks")
+    net, unreachable = check_net.check_peers(comm, args.reach_timeout)
+    if unreachable:  # collectives would hang: report here, the launcher ends the other ranks
+        print("\n".join(unreachable), flush=True)
+        os._exit(3)
     watchdog.stage("mpi allreduce")
     info = collect_mpi(comm, MPI, args.size_mb, args.repeats)
+    info.update(net)
     watchdog.stage("import")
     hvd = import_frameworks(info)
     watchdog.stage("agree on horovod import")

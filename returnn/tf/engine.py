@@ -19,6 +19,7 @@ from returnn.datasets import init_dataset
 from returnn.datasets.base import Dataset
 from returnn.datasets.batching import BatchOptions, shard_batches
 from returnn.datasets.prefetch import BatchPrefetcher
+from returnn.distributed.backend import rank_hosts, stall_text
 from returnn.distributed.context import DistributedContext
 from returnn.errors import ConfigError, NonFiniteScoreError
 from returnn.extern_data import check_dataset_matches, extern_data_from_config
@@ -39,17 +40,26 @@ from returnn.util.basic import hms
 TASKS = ("train", "eval", "forward")
 
 
+# A checkpoint write (which the other ranks wait for at the barrier after it) may take this many
+# times horovod_stall_timeout before the watchdog gives up: long writes are no stall, but a peer
+# lost during one must still end the run.
+CHECKPOINT_STALL_FACTOR = 4.0
+
+
 @contextlib.contextmanager
-def _paused(watchdog: Optional[Watchdog]):
-    """Disarms the stall watchdog for a phase that may legitimately take long."""
+def _paused(watchdog: Optional[Watchdog], factor: float = CHECKPOINT_STALL_FACTOR):
+    """Gives the stall watchdog ``factor`` times its limit for a phase that may legitimately take long."""
     if watchdog is None:
         yield
         return
-    watchdog.disarm()
+    limit = watchdog.timeout
+    watchdog.beat()
+    watchdog.timeout = limit * factor
     try:
         yield
     finally:
-        watchdog.arm()
+        watchdog.timeout = limit
+        watchdog.beat()
 
 
 class ParamSyncSchedule:
@@ -168,14 +178,17 @@ class Engine:
         if self.dist.is_chief:
             prepare_model_dir(self.model)
         start_epoch = self._restore_for_training()
-        print("start training at epoch %i" % start_epoch, file=log.v3)
         if start_epoch > self.num_epochs:
+            print("model %s is already trained (num_epochs = %i, checkpoint of epoch %i found); nothing to do: "
+                  "a larger num_epochs trains on" % (self.model, self.num_epochs, start_epoch - 1), file=log.v2)
             print("Finished training in epoch %i." % self.num_epochs, file=log.v3)
             return
+        print("start training at epoch %i" % start_epoch, file=log.v3)
         self._trace()
-        watchdog = Watchdog(self.dist.stall_timeout,
-                            describe=lambda: "rank %i of %i gives up; a peer rank probably died or stalls"
-                            % (self.dist.rank, self.dist.size)) if self.dist.has_stall_watchdog else None
+        watchdog = None
+        if self.dist.has_stall_watchdog:
+            text = stall_text(self.dist.rank, rank_hosts(self.dist.backend))
+            watchdog = Watchdog(self.dist.stall_timeout, describe=lambda: text)
         self.stop_request.install()
         try:
             if watchdog:
@@ -203,6 +216,8 @@ class Engine:
             stored = self.checkpoints.run_state(point[0])
             reconcile_learning_rates(self.lr_control, stored, completed, point[0])
             self._resume = (stored, int(self.checkpoints.epoch_step_var.numpy()), point[0])
+        elif completed:  # the other ranks take part in rank 0's resume decisions (same collectives)
+            self._resume = (None, 0, "")
         return completed + 1
 
     def _start_epoch(self) -> Optional[int]:
@@ -235,7 +250,7 @@ class Engine:
         for name, scores in eval_scores.items():
             errors.update({"%s_%s" % (name, k): v for k, v in scores.items()})
         self.lr_control.set_epoch_error(epoch, errors)
-        with _paused(watchdog):  # a long checkpoint write is not a stall; the barrier keeps ranks together
+        with _paused(watchdog):  # a long checkpoint write is no stall; the barrier keeps ranks together
             if self.dist.is_chief:
                 self.lr_control.save()
                 if epoch % self.save_interval == 0 or epoch == self.num_epochs:
@@ -247,7 +262,7 @@ class Engine:
         line = "epoch %i %s elapsed: %s" % (epoch, format_scores(train_scores, True), hms(timer.elapsed))
         for name, scores in eval_scores.items():
             line += " %s: %s" % (name, format_scores(scores, False))
-        print(line, file=log.v3)
+        print(line, file=log.v1)  # RETURNN's level for the epoch score line
         self.summaries.epoch(epoch, lr, train_scores, eval_scores, timer.computing_fraction)
 
     def _resume_start(self, epoch: int) -> int:

@@ -128,7 +128,7 @@ class TFNetwork(tf.Module):
 
     def _infer_n_out(self, name: str, opts: Dict[str, Any]) -> None:
         """Like RETURNN: a loss layer without ``n_out`` takes the target's dim (+1 blank for ctc)."""
-        if opts.get("n_out") is not None or opts.get("loss") not in ("ce", "ctc", "mse") \
+        if opts.get("n_out") is not None or opts.get("out_dim") is not None or opts.get("loss") not in ("ce", "ctc", "mse") \
                 or opts["class"] not in ("softmax", "linear"):
             return
         target = opts.get("target", "classes")

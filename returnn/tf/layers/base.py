@@ -20,6 +20,7 @@ import tensorflow as tf
 
 from returnn.errors import NetworkError, known_list
 from returnn.tensor import AxisError, Data, Dim
+from returnn.tf.layers.initializers import initial_value
 from returnn.tf.layers.options import Option, check_unknown, declared_options, non_negative, positive_int, rate
 from returnn.tf.layers.output import LayerOutput
 
@@ -53,6 +54,7 @@ class Layer(tf.Module):
         Option("from", "data", "input layer name(s); 'data:KEY' for a data key"),
         Option("sources", None, "old name of 'from'"),
         Option("n_out", None, "output feature dim (checked or inferred from the target)"),
+        Option("out_dim", None, "Dim of the output feature axis (instead of n_out)"),
         Option("dropout", 0.0, "dropout rate on the input, training only (inverted: scaled by 1/keep)"),
         Option("L2", 0.0, "L2 weight of this layer's weights (not biases/scales) in the loss"),
         Option("trainable", True, "False: variables are not trained"),
@@ -65,8 +67,6 @@ class Layer(tf.Module):
         Option("loss_only_on_non_search", False, "accepted for RETURNN compatibility (no search here)"),
         Option("register_as_extern_data", None, "accepted for RETURNN compatibility"),
         Option("reuse_params", None, "accepted for RETURNN compatibility"),
-        Option("forward_weights_init", None, "accepted for RETURNN compatibility"),
-        Option("bias_init", None, "accepted for RETURNN compatibility"),
         Option("spatial_smoothing", 0.0, "accepted for RETURNN compatibility"),
         Option("darc1", 0.0, "accepted for RETURNN compatibility"),
         Option("out_type", None, "accepted for RETURNN compatibility"),
@@ -86,6 +86,7 @@ class Layer(tf.Module):
         self.l2 = non_negative(self.desc, "L2", opts.get("L2"))
         self.trainable = bool(opts.get("trainable", True))
         self._rng = np.random.RandomState((zlib.crc32(name.encode("utf8")) + int(seed) * 1000003) % (2 ** 32))
+        self._new_out_dim: Optional[Dim] = None
         self._l2_exempt = set()  # refs of weights the L2 option does not apply to (a set: not tracked)
         self.output: Data = Data(name, dims=())
 
@@ -95,9 +96,24 @@ class Layer(tf.Module):
         return self.opts.get(key, self.known_options[key].default)
 
     def require_n_out(self) -> int:
-        if self.opts.get("n_out") is None:
-            raise NetworkError("%s: needs 'n_out'" % self.desc)
-        return positive_int(self.desc, "n_out", self.opts["n_out"])
+        """``n_out``, or the size of ``out_dim``."""
+        return self.out_feature_dim().dimension
+
+    def out_feature_dim(self) -> Dim:
+        """The output feature Dim: ``out_dim``, else a new one of size ``n_out`` (one is needed)."""
+        out_dim, n_out = self.opts.get("out_dim"), self.opts.get("n_out")
+        if out_dim is not None:
+            if not isinstance(out_dim, Dim) or out_dim.dimension is None:
+                raise NetworkError("%s: 'out_dim' must be a static Dim, got %r" % (self.desc, out_dim))
+            if n_out is not None and positive_int(self.desc, "n_out", n_out) != out_dim.dimension:
+                raise NetworkError("%s: n_out %r does not match out_dim %r" % (self.desc, n_out, out_dim))
+            return out_dim
+        if n_out is None:
+            raise NetworkError("%s: needs 'n_out' or 'out_dim'" % self.desc)
+        if self._new_out_dim is None:
+            from returnn.tf.layers.helpers import new_feature_dim
+            self._new_out_dim = new_feature_dim(self.layer_name, positive_int(self.desc, "n_out", n_out))
+        return self._new_out_dim
 
     def check_n_out(self, dim: Optional[int]) -> None:
         """An explicit ``n_out`` must agree with the output dim the layer computes."""
@@ -118,18 +134,17 @@ class Layer(tf.Module):
         except AxisError as exc:
             raise NetworkError("%s: option %r: %s" % (self.desc, key, exc)) from None
 
-    def weight(self, name: str, shape: Sequence[int], init: str = "glorot_uniform", l2: bool = True) -> tf.Variable:
-        """A variable initialised from this layer's seeded RNG. ``l2``: whether the layer's ``L2``
-        option applies to it (weights yes; biases, scales, shifts no)."""
-        if init == "zeros":
-            value = np.zeros(shape, dtype=np.float32)
-        elif init == "ones":
-            value = np.ones(shape, dtype=np.float32)
-        else:
-            fan_in = int(np.prod(shape[:-1])) if len(shape) > 1 else int(shape[0])
-            fan_out = int(shape[-1])
-            limit = np.sqrt(6.0 / max(1, fan_in + fan_out))
-            value = self._rng.uniform(-limit, limit, size=shape).astype(np.float32)
+    def weight(self, name: str, shape: Sequence[int], init: Any = "glorot_uniform", l2: bool = True,
+               init_option: Optional[str] = None) -> tf.Variable:
+        """A variable initialised from this layer's seeded RNG by ``init`` (a RETURNN init spec, see
+        :mod:`returnn.tf.layers.initializers`; the option ``init_option`` overrides it when set).
+        ``l2``: whether the layer's ``L2`` option applies to it (weights yes; biases, scales no)."""
+        if init_option is not None and self.opts.get(init_option) is not None:
+            init = self.opts[init_option]
+        try:
+            value = initial_value(init, shape, self._rng)
+        except ValueError as exc:
+            raise NetworkError("%s: option %r: %s" % (self.desc, init_option or "init", exc)) from None
         var = tf.Variable(value, name=name, trainable=self.trainable)
         if not l2:
             self._l2_exempt.add(var.ref())

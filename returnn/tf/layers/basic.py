@@ -3,13 +3,15 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Sequence
 
+import tensorflow as tf
+
 from returnn.errors import NetworkError
 from returnn.tensor import Data
 from returnn.tf.activations import get_activation
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
 from returnn.tf.layers.helpers import (
     check_dense, check_sources, common_dims, concat_inputs, concat_output, dropout_sources, feature_plan,
-    new_feature_dim, plan_output, project_sources,
+    plan_output, project_sources,
 )
 from returnn.tf.layers.options import Option, one_of
 from returnn.tf.layers.output import align_tensor
@@ -27,6 +29,8 @@ class LinearLayer(Layer):
     options = (
         Option("activation", None, "activation after the linear map, e.g. 'relu', 'tanh|relu'"),
         Option("with_bias", True, "add a bias"),
+        Option("forward_weights_init", "glorot_uniform", "init of the weights (RETURNN init spec)"),
+        Option("bias_init", 0.0, "init of the bias (RETURNN init spec)"),
     )
 
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
@@ -35,9 +39,10 @@ class LinearLayer(Layer):
         n_out = self.require_n_out()
         self.activation_name = self.opt("activation")
         self.activation = get_activation(self.activation_name, name)
-        self.W = self.weight("W", [sum(self.plan.in_dims), n_out])
-        self.bias = self.weight("bias", [n_out], "zeros", l2=False) if self.opt("with_bias") else None
-        self.output = plan_output(name, self.plan, new_feature_dim(name, n_out))
+        self.W = self.weight("W", [sum(self.plan.in_dims), n_out], init_option="forward_weights_init")
+        self.bias = self.weight("bias", [n_out], 0.0, l2=False, init_option="bias_init") if self.opt("with_bias") \
+            else None
+        self.output = plan_output(name, self.plan, self.out_feature_dim())
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         sources = dropout_sources(self, sources, ctx)
@@ -98,17 +103,26 @@ class ActivationLayer(CopyLayer):
         return self.make_output(self.activation(x.tensor), sources, logits=logits)
 
 
-COMBINE_KINDS = ("add", "sub", "mul", "average")
+# Binary ops of ``combine`` (RETURNN maps ``kind`` to the tf.math function of that name).
+COMBINE_OPS = {
+    "add": tf.add, "+": tf.add, "average": tf.add,
+    "sub": tf.subtract, "subtract": tf.subtract, "-": tf.subtract,
+    "mul": tf.multiply, "multiply": tf.multiply, "*": tf.multiply,
+    "truediv": tf.math.truediv, "/": tf.math.truediv, "floordiv": tf.math.floordiv, "//": tf.math.floordiv,
+    "maximum": tf.maximum, "minimum": tf.minimum, "squared_difference": tf.math.squared_difference,
+    "logical_and": tf.logical_and, "logical_or": tf.logical_or,
+}
+COMBINE_KINDS = tuple(COMBINE_OPS)
 
 
 @register_layer
 class CombineLayer(Layer):
-    """Elementwise ``kind`` of dense sources, broadcast over the axes some of them lack (matched
-    by dim tags), then ``activation``."""
+    """Elementwise ``kind`` of dense sources (left to right), broadcast over the axes some of them
+    lack (matched by dim tags), then ``activation``."""
 
     layer_class = "combine"
     options = (
-        Option("kind", "add", "one of add, sub, mul, average"),
+        Option("kind", "add", "add, sub, mul, average, truediv, maximum, minimum, squared_difference, ..."),
         Option("activation", None, "activation after combining"),
     )
 
@@ -135,12 +149,7 @@ class CombineLayer(Layer):
         xs = [align_tensor(s.tensor, m, n) for s, m in zip(sources, self.maps)]
         y = xs[0]
         for x in xs[1:]:
-            if self.kind in ("add", "average"):
-                y = y + x
-            elif self.kind == "sub":
-                y = y - x
-            else:
-                y = y * x
+            y = COMBINE_OPS[self.kind](y, x)
         if self.kind == "average":
             y = y / float(len(xs))
         return self.make_output(self.activation(y), sources)

@@ -15,7 +15,7 @@ from returnn.errors import NetworkError
 from returnn.tensor import Data
 from returnn.tf.activations import get_activation
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
-from returnn.tf.layers.helpers import concat_inputs, new_feature_dim
+from returnn.tf.layers.helpers import concat_inputs
 from returnn.tf.layers.options import Option, one_of, positive_int
 from returnn.tf.layers.spatial import SpatialPlan
 
@@ -42,6 +42,8 @@ class ConvLayer(Layer):
         Option("filter_size", None, "window size per spatial axis, e.g. [3] or [3, 3]"),
         Option("activation", None, "activation after the convolution"),
         Option("with_bias", True, "add a bias"),
+        Option("forward_weights_init", "glorot_uniform", "init of the weights (RETURNN init spec)"),
+        Option("bias_init", 0.0, "init of the bias (RETURNN init spec)"),
         Option("groups", 1, "grouped convolution: channels in groups (groups = input channels: depthwise)"),
     )
 
@@ -55,9 +57,11 @@ class ConvLayer(Layer):
         if n_in % self.groups or n_out % self.groups:
             raise NetworkError("%s: groups %i must divide the input (%i) and output (%i) channels"
                                % (self.desc, self.groups, n_in, n_out))
-        self.W = self.weight("W", [w.size for w in self.plan.windows] + [n_in // self.groups, n_out])
-        self.bias = self.weight("bias", [n_out], "zeros", l2=False) if self.opt("with_bias") else None
-        self.output = self.plan.output_data(name, new_feature_dim(name, n_out))
+        self.W = self.weight("W", [w.size for w in self.plan.windows] + [n_in // self.groups, n_out],
+                             init_option="forward_weights_init")
+        self.bias = self.weight("bias", [n_out], 0.0, l2=False, init_option="bias_init") if self.opt("with_bias") \
+            else None
+        self.output = self.plan.output_data(name, self.out_feature_dim())
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         plan = self.plan

@@ -11,7 +11,7 @@ import tensorflow as tf
 from returnn.errors import NetworkError
 from returnn.tensor import Data, Dim, DimTypes
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
-from returnn.tf.layers.helpers import check_sources, new_feature_dim
+from returnn.tf.layers.helpers import check_sources
 from returnn.tf.layers.options import Option
 
 
@@ -175,7 +175,7 @@ class PositionalEncodingLayer(Layer):
             self.output = data.copy(name)
         else:
             self.channels = self.require_n_out()
-            self.output = Data(name, dims=[data.dims[0], data.dims[1], new_feature_dim(name, self.channels)])
+            self.output = Data(name, dims=[data.dims[0], data.dims[1], self.out_feature_dim()])
         if self.has_offset:
             offset = sources[-1]
             if offset.dtype[:3] not in ("int", "uin") or offset.batch_ndim not in (1, 2) or offset.batch_dim_axis != 0:

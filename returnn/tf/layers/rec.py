@@ -24,7 +24,7 @@ import tensorflow as tf
 from returnn.errors import NetworkError, known_list
 from returnn.tensor import Data
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
-from returnn.tf.layers.helpers import dropout_sources, feature_plan, new_feature_dim, plan_output, project_sources
+from returnn.tf.layers.helpers import dropout_sources, feature_plan, plan_output, project_sources
 from returnn.tf.layers.options import Option
 from returnn.tf.lstm_kernels import get_kernel
 
@@ -44,6 +44,9 @@ class RecLayer(Layer):
         Option("unit_opts", None, "dict, e.g. {'forget_bias': 1.0}"),
         Option("unroll", False, "accepted for RETURNN compatibility"),
         Option("max_seq_len", None, "accepted for RETURNN compatibility"),
+        Option("forward_weights_init", "glorot_uniform", "init of the input weights W (RETURNN init spec)"),
+        Option("recurrent_weights_init", "glorot_uniform", "init of the recurrent weights W_re"),
+        Option("bias_init", 0.0, "init of the bias"),
     )
 
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
@@ -70,10 +73,10 @@ class RecLayer(Layer):
             raise NetworkError("%s: input must be (batch, time, feature), got %s"
                                % (self.desc, [s.short_repr() for s in sources]))
         n_out = self.require_n_out()
-        self.W = self.weight("W", [sum(self.plan.in_dims), 4 * n_out])
-        self.W_re = self.weight("W_re", [n_out, 4 * n_out])
-        self.bias = self.weight("bias", [4 * n_out], "zeros", l2=False)
-        self.output = plan_output(name, self.plan, new_feature_dim(name, n_out))
+        self.W = self.weight("W", [sum(self.plan.in_dims), 4 * n_out], init_option="forward_weights_init")
+        self.W_re = self.weight("W_re", [n_out, 4 * n_out], init_option="recurrent_weights_init")
+        self.bias = self.weight("bias", [4 * n_out], 0.0, l2=False, init_option="bias_init")
+        self.output = plan_output(name, self.plan, self.out_feature_dim())
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         sources = dropout_sources(self, sources, ctx)

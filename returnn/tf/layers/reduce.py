@@ -1,7 +1,8 @@
 """``reduce``: sum/mean/max/min over any axes but the batch axis, masked on dynamic axes.
 
-Only real positions count: ``mean`` divides by their number, ``max``/``min`` ignore padding;
-over an empty sequence ``mean``, ``max`` and ``min`` give 0. Reduced axes are removed, or with
+Only real positions count: ``mean`` divides by their number, ``max``/``min``/``logsumexp``/
+``argmax``/``argmin`` ignore padding; over an empty sequence ``mean``, ``max``, ``min`` and
+``logsumexp`` give 0 (``argmax``/``argmin``: 0). Reduced axes are removed, or with
 ``keep_dims`` kept with size 1 (a dynamic axis stays dynamic with all sizes 1).
 """
 from __future__ import annotations
@@ -16,7 +17,7 @@ from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_laye
 from returnn.tf.layers.helpers import check_dense, concat_inputs, concat_output
 from returnn.tf.layers.options import Option, one_of
 
-REDUCE_MODES = ("sum", "mean", "avg", "max", "min")
+REDUCE_MODES = ("sum", "mean", "avg", "max", "min", "logsumexp", "argmax", "argmin")
 
 
 @register_layer
@@ -25,11 +26,12 @@ class ReduceLayer(Layer):
 
     layer_class = "reduce"
     options = (
-        Option("mode", "sum", "one of sum, mean (avg), max, min"),
+        Option("mode", "sum", "one of sum, mean (avg), max, min, logsumexp, argmax, argmin"),
         Option("axes", None, "axis description(s) to reduce, e.g. 'T', 'F', ['T', 'F'], 'spatial'"),
         Option("axis", None, "same as 'axes'"),
         Option("keep_dims", False, "keep reduced axes with size 1"),
         Option("enforce_batch_dim_axis", None, "accepted for RETURNN compatibility"),
+        Option("use_time_mask", None, "accepted for RETURNN compatibility (padding is always masked)"),
     )
 
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
@@ -49,6 +51,9 @@ class ReduceLayer(Layer):
         if not self.red_axes:
             raise NetworkError("%s: axes %r match no axis of %s" % (self.desc, axes_opt, data.short_repr()))
         self.keep_dims = bool(self.opt("keep_dims"))
+        self.arg = self.mode in ("argmax", "argmin")
+        if self.arg and (len(self.red_axes) != 1 or self.keep_dims):
+            raise NetworkError("%s: %s reduces exactly one axis, without keep_dims" % (self.desc, self.mode))
         self.kept: Dict[int, Dim] = {}
         if self.keep_dims:
             dims = list(data.dims)
@@ -62,6 +67,9 @@ class ReduceLayer(Layer):
             out = data.copy(name)
             for a in reversed(self.red_axes):
                 out = out.copy_template_excluding_axis(a)
+            if self.arg:
+                reduced = data.dims[self.red_axes[0]]
+                out = out.copy(dtype="int32", sparse_dim=reduced if reduced.is_static() else None)
             self.output = out
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
@@ -81,14 +89,22 @@ class ReduceLayer(Layer):
     def _reduce(self, x: tf.Tensor, mask) -> tf.Tensor:
         axes, keep = self.red_axes, self.keep_dims
         if mask is None:
-            fn = {"sum": tf.reduce_sum, "mean": tf.reduce_mean, "avg": tf.reduce_mean,
-                  "max": tf.reduce_max, "min": tf.reduce_min}[self.mode]
+            if self.arg:
+                return self._arg(x)
+            fn = {"sum": tf.reduce_sum, "mean": tf.reduce_mean, "avg": tf.reduce_mean, "max": tf.reduce_max,
+                  "min": tf.reduce_min, "logsumexp": tf.reduce_logsumexp}[self.mode]
             return fn(x, axis=axes, keepdims=keep)
         count = tf.reduce_sum(tf.where(mask, tf.ones_like(x), 0.0), axis=axes, keepdims=keep)
         if self.mode == "sum":
             return tf.reduce_sum(tf.where(mask, x, 0.0), axis=axes, keepdims=keep)
         if self.mode in ("mean", "avg"):
             return tf.reduce_sum(tf.where(mask, x, 0.0), axis=axes, keepdims=keep) / tf.maximum(count, 1.0)
-        fill = float("-inf") if self.mode == "max" else float("inf")
-        fn = tf.reduce_max if self.mode == "max" else tf.reduce_min
+        fill = float("-inf") if self.mode in ("max", "logsumexp", "argmax") else float("inf")
+        fn = {"max": tf.reduce_max, "min": tf.reduce_min, "logsumexp": tf.reduce_logsumexp}.get(self.mode)
+        if self.arg:
+            return self._arg(tf.where(mask, x, fill))
         return tf.where(count > 0, fn(tf.where(mask, x, fill), axis=axes, keepdims=keep), 0.0)
+
+    def _arg(self, x: tf.Tensor) -> tf.Tensor:
+        fn = tf.argmax if self.mode == "argmax" else tf.argmin
+        return fn(x, axis=self.red_axes[0], output_type=tf.int32)
