@@ -230,6 +230,8 @@ class Engine:
             stored = self.checkpoints.run_state(point[0])
             reconcile_learning_rates(self.lr_control, stored, completed, point[0])
             self._resume = (stored, int(self.checkpoints.epoch_step_var.numpy()), point[0])
+        elif completed:  # the other ranks take part in rank 0's resume decisions (same collectives)
+            self._resume = (None, 0, "")
         return completed + 1
 
     def _start_epoch(self) -> Optional[int]:
