@@ -135,11 +135,16 @@ run_mpirun() {
   local grace="${MPI_TEARDOWN_GRACE:-60}"
   [[ "$grace" =~ ^[0-9]+$ ]] || die "MPI_TEARDOWN_GRACE must be a number of seconds, got '$grace'"
   [ "$grace" -gt 0 ] || exec "$@"
+  set -m  # mpirun in its own process group: a signal sent to this script's group reaches it once, via the trap
   "$@" &
-  local pid=$! seen=0 empty_since="" killed="" status sig
+  set +m
+  local pid=$! seen=0 empty_since="" killed="" status sig n
   for sig in TERM INT HUP USR1 USR2; do trap "kill -$sig $pid 2>/dev/null" "$sig"; done
   while kill -0 "$pid" 2>/dev/null; do
-    if [ "$(local_ranks "$pid")" -gt 0 ]; then
+    n="$(local_ranks "$pid")" || n=""  # empty when a signal cut the count short: count again
+    if [ -z "$n" ]; then
+      :
+    elif [ "$n" -gt 0 ]; then
       seen=1 empty_since=""
     elif [ "$seen" = 1 ]; then
       : "${empty_since:=$SECONDS}"

@@ -73,6 +73,16 @@ def _configure_tensorflow(config: Config) -> None:
         tf.config.experimental.enable_op_determinism()
 
 
+def _show(text: str) -> int:
+    """Prints an info text (help, version); a closed pipe (``rnn.py --help | head``) is no error."""
+    try:
+        print(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 0
+
+
 def _unknown_option_message(flag: str) -> str:
     """One line for an argument that starts with '-' but is no option of rnn.py."""
     from returnn import config_keys
@@ -203,15 +213,12 @@ def main(argv: Optional[List[str]] = None) -> int:
         sys.stderr.write("%s\n(rnn.py --help explains more)\n" % USAGE)
         return 2
     if argv[0] in ("-h", "--help"):
-        print(HELP)
-        return 0
+        return _show(HELP)
     if argv[0] == "--version":
-        print(versions_line())
-        return 0
+        return _show(versions_line())
     if argv[0] == "--help-keys":
         from returnn.config_keys.docs import help_keys_text
-        print(help_keys_text(argv[1] if len(argv) > 1 else None))
-        return 0
+        return _show(help_keys_text(argv[1] if len(argv) > 1 else None))
     flags = [a for a in split_cmd_args(argv)[0] if a.startswith("-")]
     if flags:
         return _fail(_unknown_option_message(flags[0]), 2, None)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -127,6 +128,40 @@ def test_teardown_watchdog_ends_mpirun_that_outlives_its_ranks(tmp_path):
     start = time.monotonic()
     proc = run_script("launch-mpirun.sh", ["-n", "1", "c.config"], {"MPIRUN": str(fake)}, check=False)
     assert proc.returncode == 3 and time.monotonic() - start < 10 and "still runs" not in proc.stderr
+
+
+def test_signal_to_the_scripts_process_group_reaches_mpirun_once(tmp_path):
+    """SGE and terminals signal the whole process group: mpirun (own group) gets it once, via the
+    script's trap (twice would make mpirun abort at once instead of letting the ranks save)."""
+    fake = tmp_path / "mpirun"
+    fake.write_text("#!/bin/bash\nn=0\ntrap 'n=$((n+1))' USR1\nOMPI_COMM_WORLD_RANK=0 sleep 5 &\n"
+                    "while ! wait $!; do :; done\necho $n > %s\n" % (tmp_path / "count"))
+    fake.chmod(0o755)
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "MPIRUN": str(fake)}
+    proc = subprocess.Popen(["bash", os.path.join(DEMOS, "launch-mpirun.sh"), "-n", "1", "c.config"], cwd=ROOT,
+                            env=env, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 20
+    while not any("OMPI_COMM_WORLD_RANK=0" in _environ(p) for p in _children_of_children(proc.pid)):
+        assert time.monotonic() < deadline, "the fake mpirun's rank never started"
+        time.sleep(0.1)
+    os.killpg(proc.pid, signal.SIGUSR1)
+    proc.communicate(timeout=30)
+    assert proc.returncode == 0 and (tmp_path / "count").read_text().strip() == "1"
+
+
+def _environ(pid: str) -> str:
+    try:
+        with open("/proc/%s/environ" % pid, errors="replace") as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+def _children_of_children(pid: int) -> List[str]:
+    out = subprocess.run(["ps", "-e", "-o", "pid=,ppid="], capture_output=True, text=True).stdout.split()
+    parent = dict(zip(out[0::2], out[1::2]))
+    kids = {p for p, pp in parent.items() if pp == str(pid)}
+    return [p for p, pp in parent.items() if pp in kids]
 
 
 def test_rnn_path_outside_repo(tmp_path):

@@ -237,3 +237,26 @@ def test_depthwise_conv_2d():
             for f in range(2):
                 ref = [np.sum(x[bi, t:t + 2, f:f + 2, o // 2] * w[:, :, 0, o]) + b[o] for o in range(4)]
                 np.testing.assert_allclose(out.tensor.numpy()[bi, t, f], ref, atol=1e-4)
+
+
+def test_swap_axes_pool_dilation_and_softmax_on_channel_first():
+    data, val, _ = btf(4)
+    x = val.tensor.numpy()
+    swap = make("swap_axes", {"axis1": "T", "axis2": "F"}, [data], name="swap")
+    out = run(swap, [val])
+    np.testing.assert_array_equal(out.tensor.numpy(), np.transpose(x, [0, 2, 1]))
+    assert swap.output.feature_dim == data.feature_dim and swap.output.time_dim == data.time_dim
+    soft = make("activation", {"activation": "softmax"}, [swap.output], name="soft")
+    probs = run(soft, [out]).tensor.numpy()  # softmax over the feature axis, which is moved last
+    assert soft.output.feature_dim_axis == 2
+    np.testing.assert_allclose(probs[0], np.exp(x[0]) / np.exp(x[0]).sum(-1, keepdims=True), rtol=1e-5)
+    pool = make("pool", {"mode": "max", "pool_size": (2,), "dilation_rate": 2, "strides": 1}, [data], name="p")
+    pout = run(pool, [val])
+    np.testing.assert_array_equal(pout.seq_len.numpy(), np.maximum(LENS - 2, 0))
+    for bi, n in enumerate(LENS):
+        k = max(n - 2, 0)
+        ref = np.maximum(x[bi, :k], x[bi, 2:2 + k])
+        np.testing.assert_allclose(pout.tensor.numpy()[bi, :len(ref)], ref)
+    with pytest.raises(NetworkError, match="'lay'.*batch_norm"):
+        make("copy", {"batch_norm": True}, [data])
+    make("copy", {"batch_norm": False}, [data])

@@ -35,7 +35,7 @@ _BANNER = re.compile(r"Horovod initialized\. Hostname (\S+), pid (\d+), rank (\d
 
 
 @pytest.fixture
-def cluster(tmp_path):
+def cluster():
     """Two nodes; removed (processes killed, namespaces deleted) however the test ends."""
     nodes = netns.Cluster(2)
     try:

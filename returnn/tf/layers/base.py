@@ -70,6 +70,7 @@ class Layer(tf.Module):
         Option("spatial_smoothing", 0.0, "accepted for RETURNN compatibility"),
         Option("darc1", 0.0, "accepted for RETURNN compatibility"),
         Option("out_type", None, "accepted for RETURNN compatibility"),
+        Option("batch_norm", False, "RETURNN's batch norm on the output: only False is supported"),
     )
 
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
@@ -85,6 +86,8 @@ class Layer(tf.Module):
         self.dropout = rate(self.desc, "dropout", opts.get("dropout"))
         self.l2 = non_negative(self.desc, "L2", opts.get("L2"))
         self.trainable = bool(opts.get("trainable", True))
+        if opts.get("batch_norm"):
+            raise NetworkError("%s: option 'batch_norm' is not supported; add a batch_norm layer" % self.desc)
         self._rng = np.random.RandomState((zlib.crc32(name.encode("utf8")) + int(seed) * 1000003) % (2 ** 32))
         self._new_out_dim: Optional[Dim] = None
         self._l2_exempt = set()  # refs of weights the L2 option does not apply to (a set: not tracked)

@@ -86,7 +86,8 @@ class DropoutLayer(CopyLayer):
 
 @register_layer
 class ActivationLayer(CopyLayer):
-    """Applies ``activation`` to the (concatenated) dense input."""
+    """Applies ``activation`` to the (concatenated) dense input; softmax-like activations act on
+    the feature axis, which is moved last first (as in RETURNN)."""
 
     layer_class = "activation"
     options = (Option("activation", None, "activation function name, e.g. 'relu' or 'exp|log'"),)
@@ -96,11 +97,17 @@ class ActivationLayer(CopyLayer):
         check_dense(self, sources)
         self.activation_name = self.opt("activation")
         self.activation = get_activation(self.activation_name, name)
+        self.input_data, self.perm = self.output, None
+        feat = self.output.feature_dim_axis
+        if "softmax" in str(self.activation_name) and feat is not None and feat != self.output.batch_ndim - 1:
+            self.perm = [a for a in range(self.output.batch_ndim) if a != feat] + [feat]
+            self.output = self.output.copy_transpose(self.perm)
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
-        x = concat_inputs(self, self.output, self.plan, sources, ctx)
-        logits = x.tensor if self.activation_name in LOGIT_ACTIVATIONS else None
-        return self.make_output(self.activation(x.tensor), sources, logits=logits)
+        x = concat_inputs(self, self.input_data, self.plan, sources, ctx)
+        tensor = x.tensor if self.perm is None else tf.transpose(x.tensor, self.perm)
+        logits = tensor if self.activation_name in LOGIT_ACTIVATIONS else None
+        return self.make_output(self.activation(tensor), sources, logits=logits)
 
 
 # Binary ops of ``combine`` (RETURNN maps ``kind`` to the tf.math function of that name).

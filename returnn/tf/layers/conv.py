@@ -115,8 +115,6 @@ class PoolLayer(Layer):
         mode = str(self.opt("mode")).lower()
         self.mode = one_of(self.desc, "mode", "avg" if mode == "average" else mode, POOL_MODES)
         self.plan = SpatialPlan(self, sources, "pool_size", default_stride_is_size=True)
-        if any(w.dilation != 1 for w in self.plan.windows):
-            raise NetworkError("%s: dilation_rate != 1 is not supported" % self.desc)
         self.output = self.plan.output_data(name, self.plan.data.feature_dim)
         self.check_n_out(self.output.dim)
 
@@ -124,14 +122,13 @@ class PoolLayer(Layer):
         plan = self.plan
         x = concat_inputs(self, plan.concat_data, plan.concat_plan, sources, ctx)
         window = [w.size for w in plan.windows]
-        strides = [w.stride for w in plan.windows]
-        if self.mode == "max":
-            xt, mask = plan.channel_last_input(x, float("-inf"))
-            y = tf.nn.pool(xt, window, "MAX", strides=strides, padding="VALID")
-        else:
-            xt, mask = plan.channel_last_input(x, 0.0)
-            y = tf.nn.pool(xt, window, "AVG", strides=strides, padding="VALID")
-        count = tf.nn.pool(mask, window, "AVG", strides=strides, padding="VALID")
+        dilations = [w.dilation for w in plan.windows]
+        strided = all(d == 1 for d in dilations)  # TF pools with dilation only at stride 1: subsample then
+        strides = [w.stride for w in plan.windows] if strided else None
+        xt, mask = plan.channel_last_input(x, float("-inf") if self.mode == "max" else 0.0)
+        y = tf.nn.pool(xt, window, self.mode.upper(), strides=strides, padding="VALID", dilations=dilations)
+        count = tf.nn.pool(mask, window, "AVG", strides=strides, padding="VALID", dilations=dilations)
+        y, count = plan.subsample(y, strided), plan.subsample(count, strided)
         if self.mode == "avg":
             y = y / tf.maximum(count, 1e-8)
         y = tf.where(count > 0, y, 0.0)

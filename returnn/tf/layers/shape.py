@@ -1,5 +1,5 @@
 """Layers that change the shape but not the values: split_dims, merge_dims, expand_dims,
-squeeze, cast, reinterpret_data (RETURNN semantics; axes by RETURNN's descriptions).
+squeeze, cast, swap_axes, reinterpret_data (RETURNN semantics; axes by RETURNN's descriptions).
 """
 from __future__ import annotations
 
@@ -279,6 +279,27 @@ class CastLayer(_ShapeLayer):
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         x = self.inputs(sources, ctx)
         return self.make_output(tf.cast(x.tensor, self.dtype), sources)
+
+
+@register_layer
+class SwapAxesLayer(_ShapeLayer):
+    """Swaps ``axis1`` and ``axis2``; time and feature axes stay on their dims."""
+
+    layer_class = "swap_axes"
+    options = (
+        Option("axis1", None, "axis description"),
+        Option("axis2", None, "axis description"),
+    )
+
+    def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
+        super().__init__(name, opts, sources, seed)
+        a, b = self.axis(self.input, self.opt("axis1"), "axis1"), self.axis(self.input, self.opt("axis2"), "axis2")
+        self.perm = list(range(self.input.batch_ndim))
+        self.perm[a], self.perm[b] = b, a
+        self.output = self.input.copy_transpose(self.perm).copy(name)
+
+    def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
+        return self.make_output(tf.transpose(self.inputs(sources, ctx).tensor, self.perm), sources)
 
 
 def _set_sparse_dim(layer: Layer, data: Data, value: Any, increase: Any) -> Optional[Dim]:
