@@ -63,7 +63,7 @@ def _frame_mask(target: LayerOutput) -> Optional[tf.Tensor]:
     """(B, T) float mask of real target frames, or None without time axis."""
     if not target.data.have_time_axis() or target.seq_len is None:
         return None
-    return tf.cast(target.mask(), tf.float32)
+    return tf.cast(target.sequence_mask(), tf.float32)
 
 
 def _masked_sum(values: tf.Tensor, mask: Optional[tf.Tensor]) -> tf.Tensor:
@@ -190,7 +190,7 @@ class CtcLoss(Loss):
         num_classes = output.data.dim
         blank = num_classes - 1
         logits = output.logits if output.logits is not None else _log_probs(output)
-        label_mask = target.mask()
+        label_mask = target.sequence_mask()
         labels = tf.where(label_mask, target.tensor, 0)
         loss = tf.nn.ctc_loss(labels=labels, logits=logits, label_length=target.seq_len,
                               logit_length=output.seq_len, logits_time_major=False, blank_index=blank)
@@ -236,7 +236,7 @@ class EditDistanceLoss(Loss):
             raise NetworkError("layer %r: edit_distance loss_opts label_map/ctc_decode are not supported"
                                % self.layer_name)
         hyp = output.tensor if output.data.sparse else tf.argmax(output.tensor, axis=-1, output_type=tf.int32)
-        dist = tf.edit_distance(_to_sparse(hyp, output.sequence_mask()), _to_sparse(target.tensor, target.mask()),
+        dist = tf.edit_distance(_to_sparse(hyp, output.sequence_mask()), _to_sparse(target.tensor, target.sequence_mask()),
                                 normalize=False)
         return LossValues(tf.constant(0.0), tf.constant(1.0), tf.reduce_sum(dist),
                           tf.cast(tf.reduce_sum(target.seq_len), tf.float32))

@@ -62,7 +62,6 @@ class LayerOutput:
         axis = self._axis(axis)
         return tf.sequence_mask(self.size(axis), maxlen=tf.shape(self.tensor)[axis])
 
-    mask = sequence_mask
 
     def broadcast_mask(self, axis: Union[int, Dim, str, None] = None) -> tf.Tensor:
         """The mask of ``axis`` reshaped to broadcast against :attr:`tensor`."""
