@@ -271,3 +271,16 @@ def test_out_dim_names_the_output_feature_axis():
         _layer("rec", {}, [data])
     conv = _layer("conv", {"out_dim": hidden, "filter_size": (3,)}, [data])
     assert conv.output.feature_dim is hidden
+
+
+def test_rec_on_time_major_input_equals_batch_major():
+    time = SpatialDim("time")
+    feat = FeatureDim("f", 3)
+    bm, tm = Data("bm", dims=[batch_dim, time, feat]), Data("tm", dims=[time, batch_dim, feat])
+    x = np.random.RandomState(4).randn(2, 5, 3).astype(np.float32)
+    lens = tf.constant([5, 2])
+    ref = _layer("rec", {"n_out": 4}, [bm])([LayerOutput(tf.constant(x), bm, {time: lens})], RunContext(False))
+    layer = _layer("rec", {"n_out": 4}, [tm])
+    out = layer([LayerOutput(tf.constant(np.transpose(x, [1, 0, 2])), tm, {time: lens})], RunContext(False))
+    assert layer.output.dims[:2] == (batch_dim, time) and out.seq_len is lens
+    np.testing.assert_allclose(out.tensor.numpy(), ref.tensor.numpy(), atol=1e-6)

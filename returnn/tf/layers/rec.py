@@ -35,7 +35,8 @@ UNIT_OPTS = ("forget_bias",)
 @register_layer
 class RecLayer(Layer):
     """``{"class": "rec", "unit": "nativelstm2", "n_out": H, "direction": 1 or -1}`` over the time
-    axis of ``(B, T, ...)`` sources (sources without time axis broadcast over it)."""
+    axis of ``(B, T, F)`` or ``(T, B, F)`` sources (sources without time axis broadcast over it);
+    the output is ``(B, T, H)``."""
 
     layer_class = "rec"
     options = (
@@ -69,7 +70,8 @@ class RecLayer(Layer):
         self.forget_bias = float(unit_opts.get("forget_bias", 1.0))
         self.plan = feature_plan(self, sources)
         dims = self.plan.dims
-        if len(dims) != 2 or not dims[0].is_batch_dim() or not dims[1].is_dynamic():
+        self.time_major = len(dims) == 2 and dims[1].is_batch_dim()  # (T, B, F) input: run batch-major
+        if len(dims) != 2 or not any(d.is_batch_dim() for d in dims) or not any(d.is_dynamic() for d in dims):
             raise NetworkError("%s: input must be (batch, time, feature), got %s"
                                % (self.desc, [s.short_repr() for s in sources]))
         n_out = self.require_n_out()
@@ -77,11 +79,15 @@ class RecLayer(Layer):
         self.W_re = self.weight("W_re", [n_out, 4 * n_out], init_option="recurrent_weights_init")
         self.bias = self.weight("bias", [4 * n_out], 0.0, l2=False, init_option="bias_init")
         self.output = plan_output(name, self.plan, self.out_feature_dim())
+        if self.time_major:
+            self.output = self.output.copy_transpose([1, 0, 2])
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         sources = dropout_sources(self, sources, ctx)
         seq_len = {d: size for s in sources for d, size in s.sizes.items()}[self.output.dims[1]]
         x = project_sources(self.plan, sources, self.W) + self.bias
+        if self.time_major:
+            x = tf.transpose(x, [1, 0, 2])
         if self.direction == -1:
             x = tf.reverse_sequence(x, seq_len, seq_axis=1, batch_axis=0)
         y = get_kernel()(x, seq_len, self.W_re, self.forget_bias)
