@@ -172,6 +172,11 @@ class CheckpointManager:
         self.epoch_step_var = tf.Variable(0, dtype=tf.int64, trainable=False, name="epoch_step")
         # JSON: how the run was set up (ranks, batch order) and the learning-rate control's state.
         self.run_state_var = tf.Variable("", dtype=tf.string, trainable=False, name="run_state")
+        self.set_objects(**objects)
+
+    def set_objects(self, **objects) -> None:
+        """What checkpoints hold besides epoch and run state (network, optimizer, ...): replaced
+        when the network changes between epochs (pretrain, ``get_network``)."""
         self._objects = dict(objects, epoch=self.epoch_var, epoch_step=self.epoch_step_var)
         self.checkpoint = tf.train.Checkpoint(run_state=self.run_state_var, **self._objects)
 

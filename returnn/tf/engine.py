@@ -13,6 +13,7 @@ import time
 from typing import Dict, List, Optional
 
 import numpy as np
+import tensorflow as tf
 
 from returnn.config import Config
 from returnn.datasets import init_dataset
@@ -26,13 +27,19 @@ from returnn.extern_data import check_dataset_matches, extern_data_from_config
 from returnn.interrupts import StopRequest, Watchdog
 from returnn.learning_rate_control import LearningRateControl
 from returnn.log import log
-from returnn.tf.checkpoint import CheckpointManager, epoch_prefix, is_complete, prepare_model_dir
+from returnn.tf.checkpoint import (
+    CheckpointManager, epoch_prefix, is_complete, prepare_model_dir, read_tensor,
+)
 from returnn.tf.evaluation import evaluate_dataset, forward_to_hdf
+from returnn.tf.model_cleanup import cleanup_old_models, cleanup_options
 from returnn.tf.network import TFNetwork
+from returnn.tf.network_schedule import ConfigOverlay, NetworkSchedule, carry_params, split_net_dict
 from returnn.tf.optimizers import create_optimizer
 from returnn.tf.progress import ProgressReporter
 from returnn.tf.resume import make_run_state, map_resume_position, order_digest, reconcile_learning_rates
-from returnn.tf.reporting import (EpochTimer, ScoreAccumulator, breakdown_line, finished_line, format_scores)
+from returnn.tf.reporting import (
+    EpochTimer, ScoreAccumulator, breakdown_line, finished_line, format_scores, with_exp_scores,
+)
 from returnn.tf.steps import FLAG_NAMES, StepFunctions
 from returnn.tf.summaries import SummaryLogger
 from returnn.util.basic import hms
@@ -104,17 +111,15 @@ class Engine:
         specs = extern_data_from_config(config, train)
         for name, dataset in self.datasets.items():
             check_dataset_matches(specs, dataset, name, config)
-        net_dict = config.typed_value("network")
-        if net_dict is None:
-            raise ConfigError("config has no 'network' (the layer dict)")
-        self.network = TFNetwork(net_dict, specs, seed=self.seed)
-        self.optimizer = create_optimizer(config, self.network.trainable_variables)
-        self.steps = StepFunctions(self.network, self.optimizer, dist, config.float("gradient_clip", 0.0),
-                                   config.float("gradient_clip_global_norm", 0.0),
-                                   config.float("gradient_clip_norm", 0.0), config.float("gradient_noise", 0.0))
+        self.network_data = specs
+        self.schedule = NetworkSchedule.from_config(config)
+        self.config_overlay = ConfigOverlay(config)
+        self.global_step_var = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
+        self.checkpoints = CheckpointManager(self.model) if self.model else None
+        self.net_dict: Optional[dict] = None
+        self.network: Optional[TFNetwork] = None
+        self._use_network_of_epoch(1)
         self.lr_control = LearningRateControl.from_config(config)
-        self.checkpoints = CheckpointManager(self.model, network=self.network, optimizer=self.optimizer,
-                                             global_step=self.optimizer.iterations) if self.model else None
         self.stop_request = StopRequest()
         self.global_step = 0
         self.resume_position = 0  # batches of the first resumed epoch's order trained before an interruption
@@ -152,6 +157,55 @@ class Engine:
 
     def _sync_from_chief(self) -> None:
         self.dist.backend.broadcast_variables(list(self.network.variables) + list(self.optimizer.variables))
+
+    def _use_network_of_epoch(self, epoch: int, carry: bool = False) -> bool:
+        """Builds network, optimizer and step functions for the net dict of ``epoch`` unless the
+        current ones were built from the same dict; with ``carry``, parameters of the old network
+        move over by name (see :mod:`returnn.tf.network_schedule`). Returns whether it rebuilt."""
+        net_dict = self.schedule.net_dict_for_epoch(epoch)
+        if self.net_dict is not None and net_dict == self.net_dict:
+            return False
+        layers, meta = split_net_dict(net_dict)
+        network = TFNetwork(layers, self.network_data, seed=self.seed)
+        if carry and self.network is not None:
+            skip = [] if self.schedule.copy_output_layers(epoch) else \
+                [info.layer for info in self.network.losses] + [self.network.output_layer_name]
+            moved = carry_params(self.network.layers, network.layers, self.schedule.copy_param_mode(meta, epoch), skip)
+            print("network for epoch %i: layers %s; parameters copied: %i, partly copied: %i, new: %s"
+                  % (epoch, ", ".join(network.order), len(moved["copied"]), len(moved["partial"]),
+                     ", ".join(moved["fresh"]) or "none"), file=log.v3)
+        self.network, self.net_dict = network, net_dict
+        config = self.config
+        self.optimizer = create_optimizer(config, network.trainable_variables)
+        self.steps = StepFunctions(network, self.optimizer, self.dist, config.float("gradient_clip", 0.0),
+                                   config.float("gradient_clip_global_norm", 0.0),
+                                   config.float("gradient_clip_norm", 0.0), config.float("gradient_noise", 0.0),
+                                   accum_grad_multiple_step=config.int("accum_grad_multiple_step", 0) or 0)
+        if self.checkpoints is not None:
+            self.checkpoints.set_objects(network=network, optimizer=self.optimizer, global_step=self.global_step_var)
+        return True
+
+    def _apply_epoch_config(self, epoch: int) -> None:
+        """``#config`` of the epoch's net dict: config keys for this epoch (batching is re-read),
+        ``learning_rate`` as the epoch's rate."""
+        overrides = split_net_dict(self.net_dict)[1].get("#config") or {}
+        for key, (old, new) in self.config_overlay.apply(overrides).items():
+            print("epoch %i: config key %r: %r -> %r (#config)" % (epoch, key, old, new), file=log.v3)
+            self.batching = BatchOptions.from_config(self.config)
+        if "learning_rate" in overrides:
+            self.lr_control.get_learning_rate_for_epoch(epoch)
+            self.lr_control.epochs[epoch].learning_rate = float(overrides["learning_rate"])
+
+    def _learning_rate_of_epoch(self, epoch: int) -> float:
+        """RETURNN's rule: pretrain epochs use ``pretrain_learning_rate`` (default ``learning_rate``),
+        the first epoch after them ``learning_rate`` again, unless ``use_learning_rate_control_always``."""
+        if not self.config.bool("use_learning_rate_control_always", False) and self.schedule.pretrain is not None:
+            if self.schedule.is_pretrain_epoch(epoch):
+                rate = self.config.float("pretrain_learning_rate", self.lr_control.default_learning_rate)
+                return self.lr_control.set_default_learning_rate_for_epoch(epoch, rate)
+            if epoch == self.schedule.pretrain_epochs + 1:
+                return self.lr_control.set_default_learning_rate_for_epoch(epoch, self.lr_control.default_learning_rate)
+        return self.lr_control.get_learning_rate_for_epoch(epoch)
 
     def _trace(self) -> None:
         t0 = time.perf_counter()
@@ -206,12 +260,15 @@ class Engine:
         """Loads the newest complete checkpoint (rank 0's choice) and syncs all ranks to it."""
         point = self.checkpoints.find_resume_point(self._start_epoch()) if self.dist.is_chief else None
         completed = int(self._broadcast_scalar(point[1] if point else 0))
+        interrupted = self._broadcast_scalar(1.0 if point and point[0] == self.checkpoints.interrupted_prefix else 0.0)
+        # the network the checkpoint was written from: of its epoch, or of the next one if interrupted in it
+        self._use_network_of_epoch(max(1, completed + (1 if interrupted else 0)))
         if point:
             self.checkpoints.restore(point[0])
             print("loaded checkpoint %s (after epoch %i, global step %i)"
-                  % (point[0], completed, int(self.optimizer.iterations.numpy())), file=log.v4)
+                  % (point[0], completed, int(self.global_step_var.numpy())), file=log.v4)
         self._sync_from_chief()
-        self.global_step = int(self.optimizer.iterations.numpy())
+        self.global_step = int(self.global_step_var.numpy())
         if point:
             stored = self.checkpoints.run_state(point[0])
             reconcile_learning_rates(self.lr_control, stored, completed, point[0])
@@ -232,7 +289,12 @@ class Engine:
         return epoch
 
     def _train_and_report_epoch(self, epoch: int, watchdog: Optional[Watchdog]) -> None:
-        lr = self._broadcast_scalar(self.lr_control.get_learning_rate_for_epoch(epoch))
+        if self.schedule.changes_per_epoch and self._use_network_of_epoch(epoch, carry=True):
+            if self.dist.size > 1:
+                self._sync_from_chief()
+            self._trace()
+        self._apply_epoch_config(epoch)
+        lr = self._broadcast_scalar(self._learning_rate_of_epoch(epoch))
         effective = lr * self.dist.learning_rate_factor()
         self.optimizer.learning_rate.assign(effective)
         note = (" (horovod_scale_lr: effective %s = %s / %i ranks)" % (effective, lr, self.dist.size)
@@ -246,6 +308,9 @@ class Engine:
         for name in self._eval_dataset_names():
             eval_scores[name] = evaluate_dataset(self.steps, self.datasets[name], epoch, self.batching, self.dist,
                                                  heartbeat)
+        if self.config.bool("calculate_exp_loss", False):
+            train_scores = with_exp_scores(train_scores)
+            eval_scores = {name: with_exp_scores(scores) for name, scores in eval_scores.items()}
         errors = {"train_" + k: v for k, v in train_scores.items()}
         for name, scores in eval_scores.items():
             errors.update({"%s_%s" % (name, k): v for k, v in scores.items()})
@@ -254,9 +319,11 @@ class Engine:
             if self.dist.is_chief:
                 self.lr_control.save()
                 if epoch % self.save_interval == 0 or epoch == self.num_epochs:
+                    self.global_step_var.assign(self.global_step)
                     prefix = self.checkpoints.save(epoch, self._run_state())
                     self.checkpoints.remove_interrupted()
                     print("saved model %s" % prefix, file=log.v4)
+                    self._cleanup_old_models()
             if self.dist.size > 1:
                 self.dist.backend.barrier()
         line = "epoch %i %s elapsed: %s" % (epoch, format_scores(train_scores, True), hms(timer.elapsed))
@@ -355,6 +422,7 @@ class Engine:
         """All ranks agreed to stop after ``steps_done`` steps of ``epoch`` (the first ``position``
         batches of its order): rank 0 saves a resumable state, everyone exits."""
         if self.dist.is_chief:
+            self.global_step_var.assign(self.global_step)
             prefix = self.checkpoints.save_interrupted(epoch - 1, position, self._run_state())
             self.lr_control.save()
             print("stop requested (signal) in epoch %i after step %i; saved %s; run the same command again to "
@@ -373,6 +441,15 @@ class Engine:
         print("train epoch %i, time split per rank:" % epoch, file=log.v4)
         for rank in range(self.dist.size):
             print(breakdown_line(rank, figures[rank], self.dist.reduces_gradients), file=log.v4)
+
+    def _cleanup_old_models(self) -> None:
+        value = self.config.typed_value("cleanup_old_models")
+        if not value:
+            return
+        scores = {e: d.error for e, d in self.lr_control.epochs.items()}
+        removed = cleanup_old_models(self.model, cleanup_options(value), scores)
+        if removed:
+            print("cleanup_old_models: deleted the checkpoints of epochs %s" % removed, file=log.v3)
 
     # ---- eval / forward
     def _load_for_inference(self) -> int:
@@ -394,8 +471,9 @@ class Engine:
         if not is_complete(prefix):
             raise ConfigError("checkpoint %s is missing or incomplete" % prefix)
         if self.checkpoints is None:
-            self.checkpoints = CheckpointManager(prefix, network=self.network, optimizer=self.optimizer,
-                                                 global_step=self.optimizer.iterations)
+            self.checkpoints = CheckpointManager(prefix)
+        self._use_network_of_epoch(max(1, int(read_tensor(prefix, "epoch/.ATTRIBUTES/VARIABLE_VALUE"))))
+        self.checkpoints.set_objects(network=self.network, optimizer=self.optimizer, global_step=self.global_step_var)
         epoch = self.checkpoints.restore(prefix)
         print("loaded checkpoint %s (epoch %i)" % (prefix, epoch), file=log.v3)
         return epoch

@@ -37,6 +37,16 @@ class ScoreAccumulator:
         return out
 
 
+def with_exp_scores(scores: Dict[str, float]) -> Dict[str, float]:
+    """``calculate_exp_loss``: each ``score...`` also as ``score...:exp`` = exp(score) (perplexity
+    of a cross-entropy score), as RETURNN adds ``cost:<layer>:exp``."""
+    out = dict(scores)
+    for key, value in scores.items():
+        if key.startswith("score"):
+            out[key + ":exp"] = float(np.exp(min(value, 700.0))) if np.isfinite(value) else float(value)
+    return out
+
+
 def step_costs(loss_names: List[str], stats: np.ndarray) -> str:
     """'cost:output 1.15, error:output 0.79' for one step."""
     parts = []

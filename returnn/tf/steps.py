@@ -38,7 +38,7 @@ class StepFunctions:
 
     def __init__(self, network: TFNetwork, optimizer: Optimizer, dist: DistributedContext,
                  gradient_clip: float = 0.0, gradient_clip_global_norm: float = 0.0,
-                 gradient_clip_norm: float = 0.0, gradient_noise: float = 0.0):
+                 gradient_clip_norm: float = 0.0, gradient_noise: float = 0.0, accum_grad_multiple_step: int = 0):
         self.network = network
         self.optimizer = optimizer
         self.dist = dist
@@ -47,6 +47,11 @@ class StepFunctions:
         self.gradient_clip_global_norm = float(gradient_clip_global_norm or 0.0)
         self.gradient_clip_norm = float(gradient_clip_norm or 0.0)
         self.gradient_noise = float(gradient_noise or 0.0)
+        # accum_grad_multiple_step = k: gradients are summed over k steps and applied at every k-th
+        # (global step mod k == k - 1), as RETURNN does; the sums live in these variables
+        self.accum_steps = int(accum_grad_multiple_step or 0)
+        self.accum_grads = [tf.Variable(tf.zeros(v.shape, v.dtype), trainable=False, name="accum_grad")
+                            for v in self.variables] if self.accum_steps > 1 else []
         self.loss_names = [info.layer for info in network.losses]
         self.train_keys = network.required_data_keys(with_targets=True)
         self.forward_keys = network.required_data_keys(with_targets=False)
@@ -87,8 +92,19 @@ class StepFunctions:
         if self.dist.reduces_gradients:
             reduced = self.dist.backend.allreduce_sum_graph(grads + [flags])
             grads, flags = reduced[:-1], reduced[-1]
-        grads = self._postprocess_gradients(grads, seed)
-        self.optimizer.apply(grads, self.variables)
+        if self.accum_steps > 1:
+            phase = seed[1] % self.accum_steps
+            for acc, g in zip(self.accum_grads, grads):
+                acc.assign(tf.where(tf.equal(phase, 0), g, acc + g))
+
+            def apply_accumulated():
+                self.optimizer.apply(self._postprocess_gradients([a.read_value() for a in self.accum_grads], seed),
+                                     self.variables)
+                return tf.constant(True)
+
+            tf.cond(tf.equal(phase, self.accum_steps - 1), apply_accumulated, lambda: tf.constant(False))
+        else:
+            self.optimizer.apply(self._postprocess_gradients(grads, seed), self.variables)
         return tf.concat([stats, flags], axis=0)
 
     def _postprocess_gradients(self, grads: List[tf.Tensor], seed: tf.Tensor) -> List[tf.Tensor]:

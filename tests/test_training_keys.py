@@ -1,0 +1,151 @@
+"""Training keys of RETURNN configs: accum_grad_multiple_step, pretrain, get_network with #config,
+cleanup_old_models, calculate_exp_loss, start_epoch."""
+from __future__ import annotations
+
+import math
+import textwrap
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from helpers import TINY_12AX, describe, run_rnn, train_args, write_config
+from returnn.config import Config
+from returnn.distributed.backend import LocalBackend
+from returnn.distributed.context import DistributedContext
+from returnn.learning_rate_file import read_learning_rate_file
+from returnn.tf.layers.base import OutputSpec
+from returnn.tf.network import TFNetwork
+from returnn.tf.model_cleanup import epochs_to_keep
+from returnn.tf.optimizers import create_optimizer
+from returnn.tf.steps import StepFunctions
+
+NET = {"hidden": {"class": "linear", "activation": "tanh", "n_out": 5},
+       "output": {"class": "softmax", "loss": "ce", "from": ["hidden"]}}
+
+
+def make_steps(optimizer: dict, learning_rate: float, accum: int):
+    network = TFNetwork(NET, {"data": OutputSpec(3), "classes": OutputSpec(4, sparse=True)}, seed=7)
+    opt = create_optimizer(Config({"optimizer": optimizer, "learning_rate": learning_rate}), network.trainable_variables)
+    assert type(opt).__name__.lower() == optimizer["class"]
+    return network, StepFunctions(network, opt, DistributedContext(LocalBackend()), accum_grad_multiple_step=accum)
+
+
+def batch(x, y):
+    return {"data": tf.constant(x), "data:seq_len": tf.constant([x.shape[1]] * len(x), tf.int32),
+            "classes": tf.constant(y), "classes:seq_len": tf.constant([x.shape[1]] * len(x), tf.int32)}
+
+
+@pytest.mark.parametrize("optimizer,accum_lr", [({"class": "sgd"}, 0.05), ({"class": "adam"}, 0.1)])
+def test_accum_grad_multiple_step_equals_a_bigger_batch(optimizer, accum_lr):
+    """Two steps of 2 sequences with accumulation = one step of all 4 (equal lengths). Gradients
+    are summed as in RETURNN, so SGD needs half the rate; Adam does not care about the scale."""
+    rng = np.random.RandomState(0)
+    x = rng.randn(4, 6, 3).astype(np.float32)
+    y = rng.randint(0, 4, size=(4, 6)).astype(np.int32)
+    flags = tf.zeros([3])
+    big_net, big = make_steps(optimizer, 0.1, 0)
+    big.train_step(batch(x, y), np.array([1, 0]), flags)
+    acc_net, acc = make_steps(optimizer, accum_lr, 2)
+    before = [v.numpy().copy() for v in acc_net.trainable_variables]
+    acc.train_step(batch(x[:2], y[:2]), np.array([1, 0]), flags)
+    for a, b in zip(before, acc_net.trainable_variables):  # first step of the cycle only accumulates
+        np.testing.assert_array_equal(a, b.numpy())
+    acc.train_step(batch(x[2:], y[2:]), np.array([1, 1]), flags)
+    for a, b in zip(big_net.trainable_variables, acc_net.trainable_variables):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-6)
+    assert int(acc.optimizer.iterations.numpy()) == 1
+
+
+def checkpoint_values(prefix, layer):
+    reader = tf.train.load_checkpoint(str(prefix))
+    keys = sorted(k for k in reader.get_variable_to_shape_map()
+                  if "/layers/%s/" % layer in k and k.endswith("VARIABLE_VALUE") and "optimizer" not in k)
+    return {k: reader.get_tensor(k) for k in keys}
+
+
+def tiny(extra: str, network: str = None, epochs: int = 3) -> str:
+    text = TINY_12AX.replace("num_epochs = 2", "num_epochs = %i" % epochs)
+    if network is not None:
+        start = text.index("network = {")
+        end = text.index("}\n", text.index('"output"')) + 2
+        text = text[:start] + textwrap.dedent(network) + text[end:]
+    return text + textwrap.dedent(extra)
+
+
+def test_pretrain_grows_network_and_carries_params(tmp_path):
+    config = write_config(tmp_path / "pretrain.config", tiny("""
+        pretrain = {"repetitions": 1, "construction_algo": "from_output"}
+        pretrain_learning_rate = 0.005
+        """, network="""
+        from Pretrain import WrapEpochValue
+        network = {
+            "hidden_0": {"class": "linear", "activation": "tanh", "n_out": 8,
+                         "trainable": WrapEpochValue(lambda epoch: epoch == 1)},
+            "hidden_1": {"class": "linear", "activation": "tanh", "n_out": 8, "from": ["hidden_0"]},
+            "output": {"class": "softmax", "loss": "ce", "from": ["hidden_1"]},
+        }
+        """))
+    proc = run_rnn(train_args(config, tmp_path))
+    assert proc.returncode == 0, describe(proc)
+    out = proc.stdout
+    assert "network for epoch 2: layers hidden_0, hidden_1, output; parameters copied: 4" in out, out[-3000:]
+    assert "network for epoch 3" not in out  # the last pretrain net is the final one: no rebuild
+    model = tmp_path / "model"
+    assert checkpoint_values("%s.001" % model, "hidden_1") == {}
+    assert checkpoint_values("%s.002" % model, "hidden_1")
+    first, second, third = (checkpoint_values("%s.%03d" % (model, e), "hidden_0") for e in (1, 2, 3))
+    assert first and first.keys() == second.keys() == third.keys()
+    for key in first:  # trained in epoch 1, frozen afterwards: carried over unchanged
+        np.testing.assert_array_equal(first[key], second[key])
+        np.testing.assert_array_equal(first[key], third[key])
+    rates = {e: d.learning_rate for e, d in read_learning_rate_file(str(tmp_path / "model.lr.data")).items()}
+    assert rates == {1: 0.005, 2: 0.005, 3: 0.01}  # pretrain rate, then learning_rate again
+
+
+def test_get_network_with_config_overrides_subset_copy_cleanup_and_exp_loss(tmp_path):
+    config = write_config(tmp_path / "getnet.config", tiny("""
+        def get_network(epoch, **kwargs):
+            net = {
+                "hidden": {"class": "linear", "activation": "tanh", "n_out": 4 if epoch == 1 else 8,
+                           "trainable": epoch == 1},
+                "output": {"class": "softmax", "loss": "ce", "from": ["hidden"]},
+            }
+            if epoch >= 2:
+                net["#copy_param_mode"] = "subset"
+                net["#config"] = {"learning_rate": 0.002, "batch_size": 200}
+            return net
+        calculate_exp_loss = True
+        learning_rate_control = "newbob"
+        learning_rate_control_error_measure = "dev_score_output:exp"
+        cleanup_old_models = {"keep_last_n": 1, "keep_best_n": 1, "keep": []}
+        """, network="", epochs=4))
+    proc = run_rnn(train_args(config, tmp_path))
+    assert proc.returncode == 0, describe(proc)
+    out = proc.stdout
+    assert "epoch 2: config key 'batch_size': 400 -> 200 (#config)" in out, out[-3000:]
+    assert "partly copied: 3" in out  # hidden W, hidden b, output W grew; output b kept its shape
+    lr_file = read_learning_rate_file(str(tmp_path / "model.lr.data"))
+    assert lr_file[1].learning_rate == 0.01 and lr_file[2].learning_rate == 0.002
+    for data in lr_file.values():
+        assert data.error["dev_score:exp"] == pytest.approx(math.exp(data.error["dev_score"]), rel=1e-6)
+    for line in (line for line in out.splitlines() if line.startswith("epoch ") and " score: " in line):
+        assert "score:exp" in line
+    kept = {e for e in range(1, 5) if (tmp_path / ("model.%03d.index" % e)).exists()}
+    expected = set()
+    for epoch in range(1, 5):  # cleanup runs after every save, on the checkpoints left by then
+        scores = {e: lr_file[e].error for e in range(1, epoch + 1)}
+        expected = epochs_to_keep(sorted(expected | {epoch}), scores, 1, 1, [])
+    assert kept == expected and 4 in kept and len(kept) < 4, (kept, expected)
+    assert "cleanup_old_models: deleted the checkpoints of epochs" in out
+
+
+def test_start_epoch_restarts_from_the_given_epoch(tmp_path):
+    config = write_config(tmp_path / "t.config", tiny("", epochs=2))
+    proc = run_rnn(train_args(config, tmp_path))
+    assert proc.returncode == 0, describe(proc)
+    again = run_rnn(train_args(config, tmp_path, "++num_epochs", "3", "++start_epoch", "2"))
+    assert again.returncode == 0, describe(again)
+    assert "start training at epoch 2" in again.stdout and "start epoch 3 " in again.stdout
+    missing = run_rnn(train_args(config, tmp_path / "none", "++start_epoch", "5"))
+    assert missing.returncode == 2 and "start_epoch" in missing.stderr
