@@ -14,7 +14,7 @@ from returnn.config import Config
 from returnn.distributed.backend import LocalBackend
 from returnn.distributed.context import DistributedContext
 from returnn.learning_rate_file import read_learning_rate_file
-from returnn.tf.layers.base import OutputSpec
+from returnn.extern_data import extern_data_from_config
 from returnn.tf.network import TFNetwork
 from returnn.tf.model_cleanup import epochs_to_keep
 from returnn.tf.optimizers import create_optimizer
@@ -25,7 +25,8 @@ NET = {"hidden": {"class": "linear", "activation": "tanh", "n_out": 5},
 
 
 def make_steps(optimizer: dict, learning_rate: float, accum: int):
-    network = TFNetwork(NET, {"data": OutputSpec(3), "classes": OutputSpec(4, sparse=True)}, seed=7)
+    data = extern_data_from_config(Config({"extern_data": {"data": {"dim": 3}, "classes": {"dim": 4, "sparse": True}}}))
+    network = TFNetwork(NET, data, seed=7)
     opt = create_optimizer(Config({"optimizer": optimizer, "learning_rate": learning_rate}), network.trainable_variables)
     assert type(opt).__name__.lower() == optimizer["class"]
     return network, StepFunctions(network, opt, DistributedContext(LocalBackend()), accum_grad_multiple_step=accum)

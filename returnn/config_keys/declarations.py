@@ -42,6 +42,11 @@ _batch("prefetch_batches", "int", 8, "Batches prepared ahead by the background t
 _net = partial(declare, group="network")
 _net("network", "dict", None, "The layer dict: {name: {'class': ..., 'from': ..., ...}}.")
 _net("pretrain", "bool|str|dict", None, "Layer-wise pretraining: 'default', True or an options dict (RETURNN's).")
+_net("pretrain_repetitions", "int|list|dict", None, "Old style: pretrain 'repetitions' (the pretrain dict wins).")
+_net("pretrain_construction_algo", "str|callable", None, "Old style: pretrain 'construction_algo'.")
+_net("pretrain_copy_output_layer", "bool|str", None, "Old style: pretrain 'copy_output_layer'.")
+_net("pretrain_greedy", "bool", None, "Old style: pretrain 'greedy' (not supported: an error when true).")
+_net("get_network", "callable", None, "get_network(epoch, **kwargs) -> net dict, called every epoch (instead of 'network').")
 _net("random_seed", "int", 42, "Seed for parameter initialisation, dropout and dataset shuffling.")
 
 # ---- training
@@ -51,6 +56,8 @@ _train("stop_on_nonfinite_train_score", "bool", True, "Stop when the training sc
 _train("gradient_clip", "float", 0.0, "Clip each gradient element to [-x, x]; 0: off.", minimum=0)
 _train("gradient_clip_norm", "float", 0.0, "Clip each gradient tensor to this L2 norm; 0: off.", minimum=0)
 _train("gradient_clip_global_norm", "float", 0.0, "Clip all gradients together to this global L2 norm; 0: off.", minimum=0)
+_train("accum_grad_multiple_step", "int", 0, "Sum gradients over N steps and apply them every N-th step (RETURNN's).", minimum=0)
+_train("calculate_exp_loss", "bool", False, "Also report exp(score) (perplexity) as score:exp.")
 _train("gradient_noise", "float", 0.0, "Stddev of Gaussian noise added to gradients; 0: off.", minimum=0)
 
 # ---- optimizer
@@ -78,12 +85,15 @@ _lr("newbob_error_threshold", "float", -0.01, "newbob_abs: decay when the absolu
 _lr("newbob_relative_error_div_by_old", "bool", False, "Relative error divided by the old score instead of the new.")
 _lr("newbob_multi_num_epochs", "int", 5, "newbob_multi_epoch: sub-epochs averaged per decision.", minimum=1)
 _lr("learning_rate_control_min_num_epochs_per_new_lr", "int", 0, "Keep a new rate at least this many epochs.", minimum=0)
+_lr("pretrain_learning_rate", "float", None, "Rate of pretrain epochs; default: learning_rate.", minimum=0)
+_lr("use_learning_rate_control_always", "bool", False, "Let the control choose the rate in pretrain epochs too.")
 _lr("newbob_multi_update_interval", "int", None, "newbob_multi_epoch: epochs between decisions; default: newbob_multi_num_epochs.", minimum=1)
 
 # ---- checkpoints
 _ckpt = partial(declare, group="checkpoints")
 _ckpt("model", "str", None, "Checkpoint prefix: <model>.NNN per epoch; re-running resumes from the newest.")
 _ckpt("start_epoch", "int|str", "auto", "auto: resume from the newest checkpoint; N: continue after <model>.N-1 (1: from scratch).")
+_ckpt("cleanup_old_models", "bool|dict", None, "Delete old epoch checkpoints: True or {'keep_last_n', 'keep_best_n', 'keep'}.")
 _ckpt("save_interval", "int", 1, "Save a checkpoint every N epochs (and always the last).", minimum=1)
 
 # ---- logging
