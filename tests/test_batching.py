@@ -111,12 +111,14 @@ def test_chunk_ranges_properties(size, step):
 
 
 @pytest.mark.parametrize("spec,expected", [("200:100", (200, 100)), ("50", (50, 50)), (30, (30, 30)),
-                                           ((6, 2), (6, 2)), ("0", None), (None, None), (0, None), ("", None)])
+                                           ((6, 2), (6, 2)), ("0", None), (None, None), (0, None), ("", None),
+                                           ({"data": 50, "classes": 50}, (50, 50)), ((40, None), (40, 40)),
+                                           (({"data": 50, "classes": 50}, {"data": 25, "classes": 25}), (50, 25))])
 def test_parse_chunking(spec, expected):
     assert parse_chunking(spec) == expected
 
 
-@pytest.mark.parametrize("spec", ["a:b", "10:0", "-5:2", "1:2:3"])
+@pytest.mark.parametrize("spec", ["a:b", "10:0", "-5:2", "1:2:3", {"data": 100, "classes": 25}])
 def test_parse_chunking_errors(spec):
     with pytest.raises(ConfigError, match="chunking"):
         parse_chunking(spec)

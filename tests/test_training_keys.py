@@ -150,3 +150,12 @@ def test_start_epoch_restarts_from_the_given_epoch(tmp_path):
     assert "start training at epoch 2" in again.stdout and "start epoch 3 " in again.stdout
     missing = run_rnn(train_args(config, tmp_path / "none", "++start_epoch", "5"))
     assert missing.returncode == 2 and "start_epoch" in missing.stderr
+
+
+def test_target_is_the_default_loss_target():
+    data = extern_data_from_config(Config({"extern_data": {"data": {"dim": 3}, "labels": {"dim": 6, "sparse": True}}}))
+    network = TFNetwork({"output": {"class": "softmax", "loss": "ce"}}, data, default_target="labels")
+    assert [info.target for info in network.losses] == ["labels"]
+    assert network.layers["output"].output.dim == 6  # n_out inferred from the default target
+    with pytest.raises(Exception, match="classes"):
+        TFNetwork({"output": {"class": "softmax", "loss": "ce", "n_out": 6}}, data)  # RETURNN's default: 'classes'

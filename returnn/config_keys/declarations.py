@@ -28,6 +28,7 @@ _data("num_inputs", "int", None, "Feature dimension of 'data' (old style; extern
 _data("num_outputs", "int|dict", None, "Target dimensions: int (for 'classes') or {key: [dim, ndim]} (old style).")
 _data("sparse_input", "bool", False, "With num_inputs: 'data' holds class indices (old style).")
 _data("cache_size", "int|str", None, "Default cache_size of HDF datasets: 0 reads on demand, -1 loads all, else bytes.")
+_data("target", "str", "classes", "Data key loss layers compare to unless they set 'target' (RETURNN's default target).")
 _data("batching", "str", None, "Default seq_ordering of the train dataset (RETURNN's global key).")
 
 # ---- batching

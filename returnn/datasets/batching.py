@@ -34,9 +34,30 @@ class BatchSlices:
         return list(zip(self.seq_idxs.tolist(), self.starts.tolist(), self.ends.tolist()))
 
 
+def _per_key_value(value, what: str):
+    """A chunk size or step given per data key (``{"data": 50, "classes": 50}``, RETURNN's dict
+    form) as one number; keys with different values are not supported here."""
+    if hasattr(value, "dict") and hasattr(value, "value"):  # NumbersDict
+        value = dict(value.dict, **({} if value.value is None else {"*": value.value}))
+    if not isinstance(value, dict):
+        return value
+    values = set(value.values())
+    if len(values) != 1:
+        raise ConfigError("config key 'chunking': a %s per data key must be the same for all keys here, got %r"
+                          % (what, value))
+    return values.pop()
+
+
 def parse_chunking(chunking) -> Optional[Tuple[int, int]]:
-    """``"200:100"`` -> (200, 100); ``"0"``, ``None``, ``0`` -> None (no chunking)."""
-    if chunking in (None, 0, "0", "", "none", False):
+    """``"200:100"`` -> (200, 100); ``"0"``, ``None``, ``0`` -> None (no chunking). Also RETURNN's
+    ``(size, step)`` and per-key dicts: ``{"data": 200}`` or ``({"data": 200}, {"data": 100})``."""
+    if isinstance(chunking, dict) or hasattr(chunking, "dict"):
+        chunking = (chunking, None)
+    if isinstance(chunking, (tuple, list)) and len(chunking) == 2:
+        chunking = (_per_key_value(chunking[0], "size"), _per_key_value(chunking[1], "step"))
+        if chunking[1] in (None, 0):
+            chunking = (chunking[0], chunking[0])
+    if chunking in (None, 0, "0", "", "none", False) or (isinstance(chunking, tuple) and chunking[0] in (None, 0)):
         return None
     if isinstance(chunking, (tuple, list)) and len(chunking) == 2:
         size, step = chunking

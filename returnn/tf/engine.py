@@ -166,7 +166,7 @@ class Engine:
         if self.net_dict is not None and net_dict == self.net_dict:
             return False
         layers, meta = split_net_dict(net_dict)
-        network = TFNetwork(layers, self.network_data, seed=self.seed)
+        network = TFNetwork(layers, self.network_data, seed=self.seed, default_target=self.config.value("target"))
         if carry and self.network is not None:
             skip = [] if self.schedule.copy_output_layers(epoch) else \
                 [info.layer for info in self.network.losses] + [self.network.output_layer_name]

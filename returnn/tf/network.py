@@ -94,8 +94,10 @@ class LossInfo:
 class TFNetwork(tf.Module):
     """The layers of a net dict, built in dependency order, plus their losses."""
 
-    def __init__(self, net_dict: Dict[str, Dict[str, Any]], extern_data: Dict[str, Data], seed: int = 42):
+    def __init__(self, net_dict: Dict[str, Dict[str, Any]], extern_data: Dict[str, Data], seed: int = 42,
+                 default_target: str = "classes"):
         super().__init__(name="network")
+        self.default_target = default_target  # the config's 'target': loss target of layers without one
         if not isinstance(net_dict, dict) or not net_dict:
             raise NetworkError("config key 'network': expected a non-empty dict of layers")
         for name, opts in net_dict.items():
@@ -118,7 +120,7 @@ class TFNetwork(tf.Module):
             self.layers[name] = layer
             if opts.get("loss"):
                 loss_cls = get_loss_class(opts["loss"], name)
-                target = opts.get("target", "classes") if loss_cls.need_target else None
+                target = (opts.get("target") or self.default_target) if loss_cls.need_target else None
                 if target is not None and target not in self.extern_data:
                     raise NetworkError("layer %r: target %r is not a data key (known: %s)"
                                        % (name, target, ", ".join(sorted(self.extern_data))))
@@ -131,7 +133,7 @@ class TFNetwork(tf.Module):
         if opts.get("n_out") is not None or opts.get("out_dim") is not None or opts.get("loss") not in ("ce", "ctc", "mse") \
                 or opts["class"] not in ("softmax", "linear"):
             return
-        target = opts.get("target", "classes")
+        target = opts.get("target") or self.default_target
         if target in self.extern_data:
             opts["n_out"] = self.extern_data[target].dim + (1 if opts["loss"] == "ctc" else 0)
 
