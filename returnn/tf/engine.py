@@ -268,7 +268,8 @@ class Engine:
             print("loaded checkpoint %s (after epoch %i, global step %i)"
                   % (point[0], completed, int(self.global_step_var.numpy())), file=log.v4)
         self._sync_from_chief()
-        self.global_step = int(self.global_step_var.numpy())
+        self.global_step = int(self._broadcast_scalar(float(self.global_step_var.numpy())))  # rank 0's
+        self.global_step_var.assign(self.global_step)
         if point:
             stored = self.checkpoints.run_state(point[0])
             reconcile_learning_rates(self.lr_control, stored, completed, point[0])
