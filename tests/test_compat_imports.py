@@ -157,3 +157,17 @@ def test_config_with_old_imports_trains(tmp_path):
     proc = run_rnn(train_args(config, tmp_path))
     assert proc.returncode == 0, describe(proc)
     assert "epoch 1 score:" in proc.stdout
+
+
+def test_data_model_under_old_names(tmp_path):
+    config = load(tmp_path, """
+        from TFUtil import DimensionTag, Data
+        from returnn.tf.util.data import batch_dim, SpatialDim, FeatureDim, Dim
+        time_tag = DimensionTag(kind=DimensionTag.Types.Spatial, description="time")
+        feat = FeatureDim("feat", 40)
+        refs = (DimensionTag, Data, Dim, time_tag, feat, batch_dim)
+        """)
+    from returnn.tensor import Data, Dim, batch_dim
+    tag_cls, data_cls, dim_cls, time_tag, feat, bdim = config.typed_value("refs")
+    assert tag_cls is Dim and dim_cls is Dim and data_cls is Data and bdim is batch_dim
+    assert time_tag.dimension is None and time_tag.description == "time" and feat.dimension == 40

@@ -15,7 +15,9 @@ from typing import List, Optional, Sequence, Union
 import numpy as np
 import tensorflow as tf
 
-Dim = Union[int, tf.Tensor]
+from returnn.tf.util.data import Data, DimensionTag  # noqa: E402,F401 (configs: from TFUtil import Data)
+
+Dim = Union[int, tf.Tensor]  # a static or dynamic size
 
 
 def tf_version_tuple() -> tuple:
