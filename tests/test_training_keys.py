@@ -159,3 +159,28 @@ def test_target_is_the_default_loss_target():
     assert network.layers["output"].output.dim == 6  # n_out inferred from the default target
     with pytest.raises(Exception, match="classes"):
         TFNetwork({"output": {"class": "softmax", "loss": "ce", "n_out": 6}}, data)  # RETURNN's default: 'classes'
+
+
+def test_sliding_window_matches_manual_concatenation():
+    from returnn.datasets.windowing import sliding_window
+    x = np.arange(12, dtype=np.float32).reshape(4, 3)
+    out = sliding_window(x, 3)
+    pad = np.zeros((1, 3), np.float32)
+    xp = np.concatenate([pad, x, pad])
+    np.testing.assert_array_equal(out, np.stack([np.concatenate([xp[t], xp[t + 1], xp[t + 2]]) for t in range(4)]))
+
+
+def test_window_trains_with_windowed_input_dim(tmp_path):
+    text = tiny("window = 2\n", epochs=1).replace(  # even -> 3, as RETURNN
+        'train = {"class": "Task12AXDataset", "num_seqs": 40}',
+        'train = {"class": "DummyDataset", "input_dim": 9, "output_dim": 2, "num_seqs": 20, "seq_len": 7}').replace(
+        'dev = {"class": "Task12AXDataset", "num_seqs": 10, "fixed_random_seed": 1}',
+        'dev = {"class": "DummyDataset", "input_dim": 9, "output_dim": 2, "num_seqs": 4, "seq_len": 5}')
+    assert "DummyDataset" in text
+    config = write_config(tmp_path / "w.config", text)
+    proc = run_rnn(train_args(config, tmp_path, "++log_verbosity", "5"))
+    assert proc.returncode == 0, describe(proc)
+    reader = tf.train.load_checkpoint(str(tmp_path / "model.001"))
+    shapes = {k: v for k, v in reader.get_variable_to_shape_map().items()
+              if "/layers/hidden/" in k and "optimizer" not in k and k.endswith("VARIABLE_VALUE")}
+    assert sorted(s[0] for s in shapes.values() if len(s) == 2) == [27]  # 9 features x window 3

@@ -29,6 +29,7 @@ _data("num_outputs", "int|dict", None, "Target dimensions: int (for 'classes') o
 _data("sparse_input", "bool", False, "With num_inputs: 'data' holds class indices (old style).")
 _data("cache_size", "int|str", None, "Default cache_size of HDF datasets: 0 reads on demand, -1 loads all, else bytes.")
 _data("target", "str", "classes", "Data key loss layers compare to unless they set 'target' (RETURNN's default target).")
+_data("window", "int", 1, "Append each input frame's neighbours: 'data' gets window * dim features (RETURNN's).", minimum=1)
 _data("batching", "str", None, "Default seq_ordering of the train dataset (RETURNN's global key).")
 
 # ---- batching

@@ -18,6 +18,7 @@ import tensorflow as tf
 from returnn.config import Config
 from returnn.datasets import init_dataset
 from returnn.datasets.base import Dataset
+from returnn.datasets.windowing import WindowedDataset
 from returnn.datasets.batching import BatchOptions, shard_batches
 from returnn.datasets.prefetch import BatchPrefetcher
 from returnn.distributed.backend import rank_hosts, stall_text
@@ -143,6 +144,9 @@ class Engine:
         train = out.get("train")
         if train is not None and self.dist.dataset_seed_offset():
             train.random_seed_offset += self.dist.dataset_seed_offset()
+        window = self.config.int("window")
+        if window > 1:  # RETURNN's input windowing, for every dataset
+            out = {name: WindowedDataset(dataset, window) for name, dataset in out.items()}
         return out
 
     def _eval_dataset_names(self) -> List[str]:
