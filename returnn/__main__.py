@@ -224,6 +224,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         return _fail(_unknown_option_message(flags[0]), 2, None)
     from returnn.util.environment import ensure_packages
     ensure_packages(("tensorflow", "numpy", "h5py"), "rnn.py")
+    from returnn.util.tf_import import import_tensorflow_quietly
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import_tensorflow_quietly()
     config: Optional[Config] = None
     early_stop = EarlyStop()
     try:

@@ -130,3 +130,20 @@ def test_setup_picks_tensorflow_by_python_version(tmp_path):
     proc = _setup_choice(tmp_path, "3.13", TF_STACK="horovod")
     assert proc.returncode == 1 and "needs Python <= 3.11" in proc.stderr
     assert not (tmp_path / "venv").exists()
+
+
+def test_tensorflow_import_noise_follows_tf_cpp_min_log_level():
+    """Newest TF logs through absl while it is imported, ignoring TF_CPP_MIN_LOG_LEVEL; the engine
+    filters what the import wrote with that level (so a one-line error stays one line)."""
+    from returnn.util.tf_import import filter_import_messages
+    text = ("WARNING: All log messages before absl::InitializeLog() is called are written to STDERR\n"
+            "I0000 00:00:1795341079.538590   32252 port.cc:153] oneDNN custom operations are on.\n"
+            "I0000 00:00:1795341079.580190   32252 cpu_feature_guard.cc:227] This TensorFlow binary is optimized\n"
+            "To enable the following instructions: AVX2 FMA, rebuild TensorFlow.\n"
+            "W0000 00:00:1795341079.6   32252 gpu.cc:1] Cannot dlopen some GPU libraries.\n"
+            "E0000 00:00:1795341079.7   32252 cuda.cc:2] failed call to cuInit\n"
+            "something else\n")
+    assert filter_import_messages(text, 2) == ["E0000 00:00:1795341079.7   32252 cuda.cc:2] failed call to cuInit",
+                                               "something else"]
+    assert len(filter_import_messages(text, 1)) == 3
+    assert len(filter_import_messages(text, 0)) == 6
