@@ -51,6 +51,9 @@ def test_epoch_log_lines(demo):
     assert [int(m.group(1)) for m in epochs] == list(range(1, DEMO_EPOCHS + 1))
     assert [m.group(1) for m in lines_matching(DONE_RE, out)] == [str(DEMO_EPOCHS)]
     assert "start training at epoch 1" in out
+    assert "time split per rank" not in out  # one process: one line, no rank
+    assert len(lines_matching(r"train epoch \d+, time split: step [\d.]+%, data wait [\d.]+%, other [\d.]+%", out)) \
+        == DEMO_EPOCHS
     for m in finished:
         assert int(m.group(2)) == 100  # 1000 seqs, max_seqs 10
         assert 0.0 < float(m.group(6)) <= 100.0

@@ -101,11 +101,11 @@ class Engine:
     def __init__(self, config: Config, dist: DistributedContext):
         self.config = config
         self.dist = dist
-        self.seed = config.int("random_seed", 42)
-        self.num_epochs = config.int("num_epochs", 5)
-        self.save_interval = max(1, config.int("save_interval", 1))
-        self.model = config.value("model", None)
-        self.stop_on_nonfinite = config.bool("stop_on_nonfinite_train_score", True)
+        self.seed = config.int("random_seed")
+        self.num_epochs = config.int("num_epochs")
+        self.save_interval = max(1, config.int("save_interval"))
+        self.model = config.value("model")
+        self.stop_on_nonfinite = config.bool("stop_on_nonfinite_train_score")
         self.batching = BatchOptions.from_config(config)
         self.datasets = self._init_datasets()
         train = self.datasets.get("train")
@@ -181,10 +181,10 @@ class Engine:
         self.network, self.net_dict = network, net_dict
         config = self.config
         self.optimizer = create_optimizer(config, network.trainable_variables)
-        self.steps = StepFunctions(network, self.optimizer, self.dist, config.float("gradient_clip", 0.0),
-                                   config.float("gradient_clip_global_norm", 0.0),
-                                   config.float("gradient_clip_norm", 0.0), config.float("gradient_noise", 0.0),
-                                   accum_grad_multiple_step=config.int("accum_grad_multiple_step", 0) or 0)
+        self.steps = StepFunctions(network, self.optimizer, self.dist, config.float("gradient_clip"),
+                                   config.float("gradient_clip_global_norm"),
+                                   config.float("gradient_clip_norm"), config.float("gradient_noise"),
+                                   accum_grad_multiple_step=config.int("accum_grad_multiple_step") or 0)
         if self.checkpoints is not None:
             self.checkpoints.set_objects(network=network, optimizer=self.optimizer, global_step=self.global_step_var)
         return True
@@ -203,7 +203,7 @@ class Engine:
     def _learning_rate_of_epoch(self, epoch: int) -> float:
         """RETURNN's rule: pretrain epochs use ``pretrain_learning_rate`` (default ``learning_rate``),
         the first epoch after them ``learning_rate`` again, unless ``use_learning_rate_control_always``."""
-        if not self.config.bool("use_learning_rate_control_always", False) and self.schedule.pretrain is not None:
+        if not self.config.bool("use_learning_rate_control_always") and self.schedule.pretrain is not None:
             if self.schedule.is_pretrain_epoch(epoch):
                 rate = self.config.float("pretrain_learning_rate", self.lr_control.default_learning_rate)
                 return self.lr_control.set_default_learning_rate_for_epoch(epoch, rate)
@@ -285,7 +285,7 @@ class Engine:
     def _start_epoch(self) -> Optional[int]:
         """``start_epoch`` (RETURNN's key): ``"auto"`` (default, resume from the newest checkpoint) or N
         (continue after ``<model>.N-1``; 1 = from scratch)."""
-        value = self.config.value("start_epoch", "auto")
+        value = self.config.value("start_epoch")
         if value == "auto":
             return None
         epoch = self.config.int("start_epoch")
@@ -313,7 +313,7 @@ class Engine:
         for name in self._eval_dataset_names():
             eval_scores[name] = evaluate_dataset(self.steps, self.datasets[name], epoch, self.batching, self.dist,
                                                  heartbeat)
-        if self.config.bool("calculate_exp_loss", False):
+        if self.config.bool("calculate_exp_loss"):
             train_scores = with_exp_scores(train_scores)
             eval_scores = {name: with_exp_scores(scores) for name, scores in eval_scores.items()}
         errors = {"train_" + k: v for k, v in train_scores.items()}
@@ -443,6 +443,9 @@ class Engine:
         figures[self.dist.rank] = timer.as_array()
         if self.dist.size > 1:
             figures = self.dist.backend.allreduce_host(figures.reshape(-1), "sum").reshape(self.dist.size, 4)
+        if self.dist.size == 1:
+            print("train epoch %i, time split: %s" % (epoch, breakdown_line(None, figures[0], False)), file=log.v4)
+            return
         print("train epoch %i, time split per rank:" % epoch, file=log.v4)
         for rank in range(self.dist.size):
             print(breakdown_line(rank, figures[rank], self.dist.reduces_gradients), file=log.v4)
@@ -459,13 +462,13 @@ class Engine:
     # ---- eval / forward
     def _load_for_inference(self) -> int:
         """Loads ``load`` / ``load_epoch`` / the newest checkpoint; returns its epoch."""
-        load = self.config.value("load", None)
+        load = self.config.value("load")
         if load:
             prefix = load[:-len(".index")] if load.endswith(".index") else load
         else:
             if self.model is None:
                 raise ConfigError("task needs 'model' or 'load' to find a checkpoint")
-            epoch = self.config.int("load_epoch", None)
+            epoch = self.config.int("load_epoch")
             if epoch is None:
                 point = self.checkpoints.find_resume_point()
                 if point is None:
@@ -497,7 +500,7 @@ class Engine:
         dataset = self.datasets.get("eval") or self.datasets.get("dev")
         if dataset is None:
             raise ConfigError("task 'forward' needs an 'eval' (or 'dev') dataset")
-        output_file = self.config.value("output_file", None)
+        output_file = self.config.value("output_file")
         if not output_file:
             raise ConfigError("task 'forward' needs 'output_file'")
         if not self.dist.is_chief:

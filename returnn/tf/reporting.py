@@ -100,11 +100,14 @@ def finished_line(name: str, epoch: int, steps: int, timer: EpochTimer) -> str:
         name, epoch, steps, hms(timer.elapsed), 100.0 * timer.computing_fraction)
 
 
-def breakdown_line(rank: int, figures: np.ndarray, comm_in_step: bool) -> str:
-    """Per-rank split of an epoch's wall time: step, sync, data wait and the rest."""
+def breakdown_line(rank: Optional[int], figures: np.ndarray, comm_in_step: bool) -> str:
+    """Split of an epoch's wall time: step, sync, data wait and the rest; per rank, or for the one
+    process of a single-process run (``rank`` None: no rank, no parameter sync)."""
     elapsed, step, sync, wait = (float(v) for v in figures)
     other = max(0.0, elapsed - step - sync - wait)
     pct = (lambda v: 100.0 * v / elapsed if elapsed > 0 else 0.0)
+    if rank is None:
+        return "step %.1f%%, data wait %.1f%%, other %.1f%%" % (pct(step), pct(wait), pct(other))
     note = " (gradient allreduce is inside the step)" if comm_in_step else ""
     return ("  rank %i: step %.1f%%, param sync %.1f%%, data wait %.1f%%, other %.1f%%%s"
             % (rank, pct(step), pct(sync), pct(wait), pct(other), note))
