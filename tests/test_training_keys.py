@@ -184,3 +184,29 @@ def test_window_trains_with_windowed_input_dim(tmp_path):
     shapes = {k: v for k, v in reader.get_variable_to_shape_map().items()
               if "/layers/hidden/" in k and "optimizer" not in k and k.endswith("VARIABLE_VALUE")}
     assert sorted(s[0] for s in shapes.values() if len(s) == 2) == [27]  # 9 features x window 3
+
+
+def test_pretrain_resume_equals_uninterrupted_run(tmp_path):
+    """Resuming after pretrain epoch 1 rebuilds the epoch-1 network, restores it and grows it as the
+    uninterrupted run did: the final parameters are the same."""
+    text = tiny('pretrain = "default"\n', network="""
+        network = {
+            "hidden_0": {"class": "linear", "activation": "tanh", "n_out": 8},
+            "hidden_1": {"class": "linear", "activation": "tanh", "n_out": 8, "from": ["hidden_0"]},
+            "output": {"class": "softmax", "loss": "ce", "from": ["hidden_1"]},
+        }
+        """).replace('"dropout": 0.3', '"dropout": 0.0')
+    config = write_config(tmp_path / "p.config", text)
+    straight = run_rnn(train_args(config, tmp_path / "a"))
+    assert straight.returncode == 0, describe(straight)
+    first = run_rnn(train_args(config, tmp_path / "b", "++num_epochs", "1"))
+    assert first.returncode == 0, describe(first)
+    resumed = run_rnn(train_args(config, tmp_path / "b"))
+    assert resumed.returncode == 0, describe(resumed)
+    assert "start training at epoch 2" in resumed.stdout and "network for epoch 2" in resumed.stdout
+    for layer in ("hidden_0", "hidden_1", "output"):
+        a = checkpoint_values(tmp_path / "a" / "model.003", layer)
+        b = checkpoint_values(tmp_path / "b" / "model.003", layer)
+        assert a and a.keys() == b.keys()
+        for key in a:
+            np.testing.assert_allclose(a[key], b[key], rtol=1e-6, atol=1e-7, err_msg=key)
