@@ -33,11 +33,12 @@ CONFIG_DIR = os.path.join(REPO, "benchmarks", "configs")
 sys.path.insert(0, REPO)
 RETURNN_REQUIREMENTS = ["returnn", "tensorflow-cpu==2.15.1", "numpy<2", "h5py", "dm-tree"]
 
-# name -> (num_seqs, min_len, max_len, num_classes, seed); features are 40-dim.
+# name -> (num_seqs, min_len, max_len, num_classes, seed); features are 40-dim. The name holds
+# the sizes, so a changed definition never reuses a stale cached file.
 DATASETS = {
-    "feat40-c50": (500, 50, 200, 50, 1),
-    "feat40-c500": (120, 50, 200, 500, 2),
-    "feat40-c50-large": (2000, 50, 200, 50, 3),
+    "feat40-c50-n500": (500, 50, 200, 50, 1),
+    "feat40-c500-n60": (60, 50, 200, 500, 2),
+    "feat40-c50-n2000": (2000, 50, 200, 50, 3),
 }
 FEATURE_DIM = 40
 

@@ -8,7 +8,8 @@ import pytest
 
 from returnn.config import Config
 from returnn.datasets.batching import (
-    BatchOptions, chunk_ranges, generate_batches, make_batch_arrays, parse_chunking, shard_batches,
+    BatchOptions, chunk_ranges, generate_batches, generate_packed_batches, make_batch_arrays, parse_chunking,
+    shard_batches,
 )
 from returnn.datasets.generating import StaticDataset
 from returnn.errors import ConfigError, DataError

@@ -223,7 +223,9 @@ def test_forward_creates_output_directory(demo, tmp_path):
 
 
 def test_batching_sets_train_seq_ordering(tmp_path):
-    config = write_config(tmp_path / "tiny.config", TINY_12AX)
+    # A recurrent network: whole sequences per batch row (a frame-wise one gets packed batches).
+    recurrent = TINY_12AX.replace('"class": "linear", "activation": "tanh"', '"class": "rec", "unit": "lstm"')
+    config = write_config(tmp_path / "tiny.config", recurrent)
     proc = run_rnn([config, "++model", tmp_path / "model", "++learning_rate_file", tmp_path / "lr",
                     "++num_epochs", "1", "++batching", "sorted", "++log_verbosity", "5"])
     assert proc.returncode == 0, describe(proc)

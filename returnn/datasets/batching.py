@@ -1,7 +1,8 @@
 """Batching like RETURNN: ``batch_size`` in frames (padded max length x sequences), ``max_seqs``,
 ``chunking = "size:step"``, and per-rank sharding of the batch list. :class:`BatchOptions` holds a
 config's batching options; its :meth:`~BatchOptions.epoch_slices` is the path training, evaluation
-and forwarding all take.
+and forwarding all take. For networks without any layer that mixes frames, RETURNN packs frames
+instead (:func:`generate_packed_batches`).
 
 A :class:`BatchSlices` says which frames of which sequences form a batch; :func:`make_batch_arrays`
 turns it into padded numpy arrays plus sequence lengths.
@@ -25,6 +26,7 @@ class BatchSlices:
     seq_idxs: np.ndarray
     starts: np.ndarray
     ends: np.ndarray
+    packed: bool = False  # all entries concatenated into one row (see generate_packed_batches)
 
     @property
     def num_seqs(self) -> int:
@@ -148,6 +150,40 @@ def generate_batches(dataset: Dataset, batch_size: int, max_seqs: int = -1,
     return batches
 
 
+def generate_packed_batches(dataset: Dataset, batch_size: int, max_seqs: int = -1) -> Optional[List[BatchSlices]]:
+    """RETURNN's batches for a network whose layers all work frame by frame ("not recurrent"):
+    the frames of consecutive sequences are concatenated into one row until it holds exactly
+    ``batch_size`` frames (a sequence may continue in the next batch); a batch also ends when it
+    holds more than ``max_seqs`` (> 0) sequences. Chunking and ``max_seq_length`` do not apply, as
+    in RETURNN. None when the data keys differ in length (frames do not line up)."""
+    lengths = dataset.seq_lengths_in_order()  # (num_seqs, num_keys)
+    if lengths.shape[0] and np.any(lengths != lengths[:, :1]):
+        return None
+    batch_size = max(1, int(batch_size))
+    max_seqs = int(max_seqs) if max_seqs and int(max_seqs) > 0 else 1 << 62
+    batches: List[BatchSlices] = []
+    cur: List[Tuple[int, int, int]] = []
+    frames = 0
+    for seq_idx in range(lengths.shape[0]):
+        length, start = int(lengths[seq_idx, 0]), 0
+        while start < length:
+            n = min(length - start, batch_size - frames)
+            cur.append((seq_idx, start, start + n))
+            frames += n
+            start += n
+            if frames >= batch_size or len(cur) > max_seqs:
+                batches.append(_packed(cur))
+                cur, frames = [], 0
+    if cur:
+        batches.append(_packed(cur))
+    return batches
+
+
+def _packed(entries: List[Tuple[int, int, int]]) -> BatchSlices:
+    idx, starts, ends = (np.array(v, dtype=np.int64) for v in zip(*entries))
+    return BatchSlices(idx, starts, ends, packed=True)
+
+
 def shard_batches(batches: Sequence[BatchSlices], rank: int, size: int) -> List[BatchSlices]:
     """Batch i of the epoch goes to rank i mod size."""
     if size <= 1:
@@ -176,6 +212,10 @@ def make_batch_arrays(dataset: Dataset, batch: BatchSlices, keys: Optional[Seque
             if chunked and batch.ends[j] >= 0:
                 arr = arr[batch.starts[j]:batch.ends[j]]
             pieces.append(arr)
+        if batch.packed:  # one row: the entries' frames concatenated
+            out[key] = np.concatenate(pieces)[None]
+            out[key + ":seq_len"] = np.array([out[key].shape[1]], dtype=np.int32)
+            continue
         lens = np.fromiter((len(p) for p in pieces), dtype=np.int32, count=n)
         t_max = int(lens.max()) if n else 0
         first = pieces[0]
@@ -197,6 +237,9 @@ class BatchOptions:
     chunking: Any
     max_seq_length: int
     prefetch: int
+    # RETURNN packs frames when no layer mixes frames (its "non-recurrent" network); the engine
+    # sets this for its network. Forwarding always keeps whole sequences.
+    pack_frames: bool = False
 
     @classmethod
     def from_config(cls, config) -> "BatchOptions":
@@ -209,10 +252,15 @@ class BatchOptions:
                    prefetch=config.int("prefetch_batches"))
 
     def epoch_slices(self, dataset: Dataset, epoch: int, chunked: bool, rank: int = 0,
-                     size: int = 1) -> List[BatchSlices]:
-        """Orders ``dataset`` for ``epoch``, cuts it into batches (chunked when ``chunked``) and
-        returns those of ``rank`` out of ``size`` (batch i goes to rank i mod size)."""
+                     size: int = 1, packed: bool = False) -> List[BatchSlices]:
+        """Orders ``dataset`` for ``epoch``, cuts it into batches (chunked when ``chunked``; frames
+        packed when ``packed`` and :attr:`pack_frames`, if the data keys line up) and returns those
+        of ``rank`` out of ``size`` (batch i goes to rank i mod size)."""
         dataset.init_seq_order(epoch)
+        if packed and self.pack_frames:
+            batches = generate_packed_batches(dataset, self.batch_size, self.max_seqs)
+            if batches is not None:
+                return shard_batches(batches, rank, size)
         batches = generate_batches(dataset, self.batch_size, self.max_seqs, self.chunking if chunked else None,
                                    self.max_seq_length)
         return shard_batches(batches, rank, size)

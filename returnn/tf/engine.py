@@ -179,6 +179,7 @@ class Engine:
                   % (epoch, ", ".join(network.order), len(moved["copied"]), len(moved["partial"]),
                      ", ".join(moved["fresh"]) or "none"), file=log.v3)
         self.network, self.net_dict = network, net_dict
+        self.batching.pack_frames = not network.recurrent  # RETURNN's batching for frame-wise networks
         config = self.config
         self.optimizer = create_optimizer(config, network.trainable_variables)
         self.steps = StepFunctions(network, self.optimizer, self.dist, config.float("gradient_clip"),
@@ -196,6 +197,7 @@ class Engine:
         for key, (old, new) in self.config_overlay.apply(overrides).items():
             print("epoch %i: config key %r: %r -> %r (#config)" % (epoch, key, old, new), file=log.v3)
             self.batching = BatchOptions.from_config(self.config)
+            self.batching.pack_frames = not self.network.recurrent
         if "learning_rate" in overrides:
             self.lr_control.get_learning_rate_for_epoch(epoch)
             self.lr_control.epochs[epoch].learning_rate = float(overrides["learning_rate"])
@@ -357,7 +359,7 @@ class Engine:
         """(dataset, this rank's batch slices of ``epoch``, start position in the epoch's batch order):
         sharded, cut to the smallest rank's count, without what an interrupted run already trained."""
         dataset = self.datasets["train"]
-        ordered = self.batching.epoch_slices(dataset, epoch, chunked=True)
+        ordered = self.batching.epoch_slices(dataset, epoch, chunked=True, packed=True)
         self.epoch_order = (order_digest(ordered), len(ordered))
         start = self._resume_start(epoch)
         slices = ordered[start:]

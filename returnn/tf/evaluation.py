@@ -15,7 +15,7 @@ def evaluate_dataset(steps: StepFunctions, dataset: Dataset, epoch: int, batchin
                      dist: DistributedContext, heartbeat=lambda: None) -> Dict[str, float]:
     """Scores of ``dataset`` without training. Batches are split over ranks (i mod size) and the
     sums reduced, so every rank gets the score of the whole dataset."""
-    slices = batching.epoch_slices(dataset, epoch, chunked=False, rank=dist.rank, size=dist.size)
+    slices = batching.epoch_slices(dataset, epoch, chunked=False, rank=dist.rank, size=dist.size, packed=True)
     acc = ScoreAccumulator(steps.loss_names)
     for batch in BatchPrefetcher(dataset, slices, steps.train_keys, batching.prefetch, transform=steps.to_tensors):
         stats, _ = steps.split_stats(steps.eval_step(batch).numpy())  # eval steps carry no flags

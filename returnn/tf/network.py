@@ -91,6 +91,11 @@ class LossInfo:
     scale: float
 
 
+# Layer classes that compute each frame on its own (RETURNN's non-"recurrent" layers). A network of
+# only these gets RETURNN's packed-frames batching; any other layer keeps whole sequences per row.
+FRAME_WISE_LAYERS = frozenset({"linear", "softmax", "copy", "dropout", "activation", "combine", "source", "layer_norm"})
+
+
 class TFNetwork(tf.Module):
     """The layers of a net dict, built in dependency order, plus their losses."""
 
@@ -127,6 +132,11 @@ class TFNetwork(tf.Module):
                 self.losses.append(LossInfo(name, loss_cls(name, dict(opts.get("loss_opts") or {}), target),
                                             target, float(opts.get("loss_scale", 1.0))))
         self.output_layer_name = self._find_output_layer()
+
+    @property
+    def recurrent(self) -> bool:
+        """Whether some layer mixes frames over time (RETURNN's ``network.recurrent``)."""
+        return any(type(layer).layer_class not in FRAME_WISE_LAYERS for layer in self.layers.values())
 
     def _infer_n_out(self, name: str, opts: Dict[str, Any]) -> None:
         """Like RETURNN: a loss layer without ``n_out`` takes the target's dim (+1 blank for ctc)."""
