@@ -48,7 +48,7 @@ def main() -> None:
     ratios, engine_times, bare_times = [], [], []
     for epoch in range(2, 2 + args.epochs):
         _, timer, steps = engine._train_epoch(epoch, heartbeat)
-        dataset, slices = engine._epoch_batches(epoch)
+        dataset, slices, _ = engine._epoch_batches(epoch)
         keys = engine.steps.train_keys
         batches = [{k: tf.constant(v) for k, v in make_batch_arrays(dataset, sl, keys).items()} for sl in slices]
         flags = tf.zeros([3], tf.float32)
