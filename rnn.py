@@ -1,8 +1,6 @@
 #!/usr/bin/env python3
 """Entry point: ``python rnn.py CONFIG [CONFIG2 ...] [++key value ...]``."""
-import sys
-
-from returnn.__main__ import main
+from returnn.__main__ import exit_process, main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_process(main())

@@ -256,5 +256,26 @@ def main(argv: Optional[List[str]] = None) -> int:
             _state.pop("lock").release()
 
 
+def exit_process(code: int) -> None:
+    """Ends the process with ``code``. A single-process run skips the interpreter's teardown
+    (which spends a second or more freeing TensorFlow's objects one by one) once the log files
+    and standard streams are flushed and closed; with MPI loaded (or started by a launcher) the
+    normal exit runs, as MPI_Finalize lives in an atexit handler."""
+    launched = any(k in os.environ for k in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "SLURM_STEP_ID"))
+    if launched or any(m in sys.modules for m in ("mpi4py", "horovod", "horovod.tensorflow")):
+        sys.exit(code)
+    import logging
+    from returnn.log import log
+    log.flush_all()
+    log.close_files()
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(int(code) & 0xFF)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_process(main())
