@@ -45,6 +45,7 @@ bench: setup
 	$(PY) benchmarks/pipeline.py
 	$(PY) benchmarks/hdf_read.py
 	$(PY) benchmarks/scaling.py
+	$(PY) benchmarks/step_scaling.py
 
 clean:
 	rm -rf $(VENV) $(LATEST_VENV) build *.egg-info
