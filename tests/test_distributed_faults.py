@@ -164,6 +164,17 @@ class MpiRun:
             code, self.output()[-3000:], self.rank_log(0)[-2000:], self.rank_log(1)[-2000:])
 
 
+def pids_end(pids, timeout: float = 10.0) -> bool:
+    """Whether all ``pids`` have ended within ``timeout`` s (mpirun may return while the kernel
+    is still tearing down a rank that MPI_Abort killed)."""
+    deadline = time.time() + timeout
+    while any(pid_alive(p) for p in pids):
+        if time.time() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
 def pid_alive(pid: int) -> bool:
     """Whether ``pid`` still runs (a zombie counts as ended)."""
     try:
@@ -237,9 +248,9 @@ def test_exception_on_rank1_ends_both_ranks_within_seconds(tmp_path, runs, backe
     assert run.raise_time_file.exists(), run.describe()
     delay = ended - float(run.raise_time_file.read_text())
     assert delay < stall_timeout / 2, "the job took %.1f s to end after the exception\n%s" % (delay, run.describe())
-    assert "horovod_stall_timeout" not in run.output(), "ended by the watchdog, not by the abort"
+    assert "gives up" not in run.output(), "ended by the watchdog, not by the abort"
     assert "[rank 1] ERROR: ProducerError: RuntimeError: injected failure on rank 1 in epoch 2" in run.output()
-    assert not pid_alive(run.pids[0]) and not pid_alive(run.pids[1])
+    assert pids_end(run.pids[:2]), "a rank still runs after the job ended"
     assert (Path(str(run.model) + ".001.index")).exists(), "epoch 1's checkpoint is missing"
 
 

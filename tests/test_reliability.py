@@ -192,8 +192,8 @@ def test_kill9_at_random_points_then_resume_finishes_all_epochs(tmp_path):
         assert expected_start <= num_epochs, "more progress than one epoch per killed run?"
         target = min(expected_start + rng.randint(0, 1), num_epochs)
         run = Run(args, tmp_path, "run%02d" % i)
-        if kind == "startup":
-            time.sleep(rng.uniform(0.5, 6.0))
+        if kind == "startup":  # a random moment of start-up, before the first step (start-up is fast now)
+            run.wait_until(lambda: "start training at epoch" in run.stdout, timeout=rng.uniform(0.5, 6.0))
         elif kind == "step":
             line = "start epoch %i with" % target
             assert run.wait_until(lambda: line in run.stdout), "no %r\n%s" % (line, run.describe())

@@ -239,8 +239,11 @@ class Engine:
             prepare_model_dir(self.model)
         start_epoch = self._restore_for_training()
         if start_epoch > self.num_epochs:
-            print("model %s is already trained (num_epochs = %i, checkpoint of epoch %i found); nothing to do: "
-                  "a larger num_epochs trains on" % (self.model, self.num_epochs, start_epoch - 1), file=log.v2)
+            if start_epoch == 1:
+                print("nothing to train (num_epochs = %i)" % self.num_epochs, file=log.v2)
+            else:
+                print("model %s is already trained (num_epochs = %i, checkpoint of epoch %i found); nothing to do: "
+                      "a larger num_epochs trains on" % (self.model, self.num_epochs, start_epoch - 1), file=log.v2)
             print("Finished training in epoch %i." % self.num_epochs, file=log.v3)
             return
         print("start training at epoch %i" % start_epoch, file=log.v3)
