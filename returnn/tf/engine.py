@@ -23,7 +23,7 @@ from returnn.datasets.batching import BatchOptions, shard_batches
 from returnn.datasets.prefetch import BatchPrefetcher
 from returnn.distributed.backend import rank_hosts, stall_text
 from returnn.distributed.context import DistributedContext
-from returnn.errors import ConfigError, NonFiniteScoreError
+from returnn.errors import ConfigError, DataError, NonFiniteScoreError
 from returnn.extern_data import check_dataset_matches, extern_data_from_config
 from returnn.interrupts import StopRequest, Watchdog
 from returnn.learning_rate_control import LearningRateControl
@@ -32,12 +32,15 @@ from returnn.tf.checkpoint import (
     CheckpointManager, epoch_prefix, is_complete, prepare_model_dir, read_tensor,
 )
 from returnn.tf.evaluation import evaluate_dataset, forward_to_hdf
+from returnn.tf.losses import reporting_misalignment
 from returnn.tf.model_cleanup import cleanup_old_models, cleanup_options
 from returnn.tf.network import TFNetwork
 from returnn.tf.network_schedule import ConfigOverlay, NetworkSchedule, carry_params, split_net_dict
 from returnn.tf.optimizers import create_optimizer
 from returnn.tf.progress import ProgressReporter
-from returnn.tf.resume import make_run_state, map_resume_position, order_digest, reconcile_learning_rates
+from returnn.tf.resume import (
+    empty_epoch_message, make_run_state, map_resume_position, order_digest, reconcile_learning_rates,
+)
 from returnn.tf.reporting import (
     EpochTimer, ScoreAccumulator, breakdown_line, finished_line, format_scores, with_exp_scores,
 )
@@ -374,6 +377,8 @@ class Engine:
                 print("train epoch %i: using %i of this rank's %i batches (another rank has fewer)"
                       % (epoch, count, len(slices)), file=log.v4)
             slices = slices[:count]
+        if not slices and not start:
+            raise DataError(empty_epoch_message(dataset.name, epoch, len(ordered), self.dist.size))
         return dataset, slices, start
 
     def _train_epoch(self, epoch: int, heartbeat):
@@ -392,7 +397,8 @@ class Engine:
             pending[0] = 1.0 if self.stop_request.requested else pending[0]
             seed = np.array([epoch, self.global_step], dtype=np.int64)
             t0 = time.perf_counter()
-            out = self.steps.train_step(batch, seed, pending).numpy()
+            with reporting_misalignment(dataset, slices[step]):
+                out = self.steps.train_step(batch, seed, pending).numpy()
             timer.step += time.perf_counter() - t0
             stats, flags = self.steps.split_stats(out)
             self.global_step += 1

@@ -7,6 +7,7 @@ from returnn.datasets.base import Dataset
 from returnn.datasets.batching import BatchOptions
 from returnn.datasets.prefetch import BatchPrefetcher
 from returnn.distributed.context import DistributedContext
+from returnn.tf.losses import reporting_misalignment
 from returnn.tf.reporting import ScoreAccumulator
 from returnn.tf.steps import StepFunctions
 
@@ -17,8 +18,10 @@ def evaluate_dataset(steps: StepFunctions, dataset: Dataset, epoch: int, batchin
     sums reduced, so every rank gets the score of the whole dataset."""
     slices = batching.epoch_slices(dataset, epoch, chunked=False, rank=dist.rank, size=dist.size, packed=True)
     acc = ScoreAccumulator(steps.loss_names)
-    for batch in BatchPrefetcher(dataset, slices, steps.train_keys, batching.prefetch, transform=steps.to_tensors):
-        stats, _ = steps.split_stats(steps.eval_step(batch).numpy())  # eval steps carry no flags
+    batches = BatchPrefetcher(dataset, slices, steps.train_keys, batching.prefetch, transform=steps.to_tensors)
+    for batch_slice, batch in zip(slices, batches):
+        with reporting_misalignment(dataset, batch_slice):
+            stats, _ = steps.split_stats(steps.eval_step(batch).numpy())  # eval steps carry no flags
         acc.add(stats)
         heartbeat()
     acc.reduce(dist.backend)

@@ -5,13 +5,15 @@ Every loss returns sums, not averages (:class:`LossValues`); the engine divides 
 """
 from __future__ import annotations
 
+import contextlib
 import math
+import re
 from dataclasses import dataclass
-from typing import Any, Dict, Optional, Tuple, Type
+from typing import Any, Dict, Iterator, Optional, Tuple, Type
 
 import tensorflow as tf
 
-from returnn.errors import NetworkError, known_list
+from returnn.errors import DataError, NetworkError, known_list
 from returnn.tf.layers.output import LayerOutput
 
 
@@ -25,12 +27,18 @@ class LossValues:
     error_norm: Optional[tf.Tensor] = None
 
 
+ALIGNMENT_MARK = "framewise loss needs output and target of equal length"
+
+
 class Loss:
-    """Base class. ``loss_opts`` are checked against ``known_opts``."""
+    """Base class. ``loss_opts`` are checked against ``known_opts``. A ``framewise`` loss compares
+    output and target frame by frame: their lengths must agree per sequence (checked in the step,
+    reported by :func:`alignment_error`)."""
 
     loss_class = ""
     known_opts: Tuple[str, ...] = ()
     need_target = True  # False: compute() gets target None and the network reads no target data
+    framewise = True
 
     def __init__(self, layer_name: str, loss_opts: Optional[Dict[str, Any]], target_key: str):
         self.layer_name = layer_name
@@ -43,7 +51,19 @@ class Loss:
 
     def compute(self, output: LayerOutput, target: Optional[LayerOutput]) -> LossValues:
         """Loss of ``output`` against ``target`` for one batch."""
-        return self.compute_btf(self._layout(output, "output"), None if target is None else self._layout(target, "target"))
+        output = self._layout(output, "output")
+        target = None if target is None else self._layout(target, "target")
+        if self.framewise and target is not None and output.data.have_time_axis() and target.data.have_time_axis() \
+                and output.seq_len is not None and target.seq_len is not None:
+            differ = tf.not_equal(output.seq_len, target.seq_len)
+            first = tf.argmax(tf.cast(differ, tf.int32))
+            check = tf.debugging.Assert(tf.logical_not(tf.reduce_any(differ)), [
+                "%s|%s|%s|" % (ALIGNMENT_MARK, self.layer_name, self.target_key), "seq", first, "lengths",
+                tf.gather(output.seq_len, first), tf.gather(target.seq_len, first)])
+            with tf.control_dependencies([check]):  # before any op that combines the two
+                output = output.with_tensor(tf.identity(output.tensor))
+                target = target.with_tensor(tf.identity(target.tensor))
+        return self.compute_btf(output, target)
 
     def _layout(self, x: LayerOutput, what: str) -> LayerOutput:
         """``x`` as (B, T, F) / (B, T) / (B, F) / (B,): losses work on that layout."""
@@ -182,6 +202,7 @@ class CtcLoss(Loss):
     """
 
     loss_class = "ctc"
+    framewise = False
 
     def compute_btf(self, output: LayerOutput, target: LayerOutput) -> LossValues:
         if not target.data.sparse or not output.data.have_time_axis() or not target.data.have_time_axis():
@@ -226,6 +247,7 @@ class EditDistanceLoss(Loss):
     (sparse output, or argmax of a dense one) and the target, over the target length."""
 
     loss_class = "edit_distance"
+    framewise = False
     known_opts = ("debug_print", "label_map", "ctc_decode", "output_in_log_space")
 
     def compute_btf(self, output: LayerOutput, target: LayerOutput) -> LossValues:
@@ -257,3 +279,32 @@ def get_loss_class(name: str, layer_name: str) -> Type[Loss]:
     if name not in LOSS_CLASSES:
         raise NetworkError("layer %r: unknown loss %r (known: %s)" % (layer_name, name, known_list(LOSS_CLASSES)))
     return LOSS_CLASSES[name]
+
+
+def alignment_error(exc: Exception, dataset, batch) -> Optional[DataError]:
+    """The DataError naming the sequence, when ``exc`` is the step's alignment check failing on
+    ``batch`` (a BatchSlices of ``dataset``); else None."""
+    text = str(getattr(exc, "message", None) or exc)
+    m = re.search(re.escape(ALIGNMENT_MARK) + r"\|(.*?)\|(.*?)\|.*?\[seq\] \[(\d+)\] \[lengths\] \[(\d+)\] \[(\d+)\]",
+                  text, re.S)
+    if m is None:
+        return None
+    layer, target, index, out_len, target_len = m.groups()
+    entries = batch.entries()
+    seq_idx = entries[int(index)][0] if int(index) < len(entries) else None
+    name = ("sequence %r (index %i)" % (dataset.get_tag(seq_idx), seq_idx)) if seq_idx is not None else "a sequence"
+    return DataError("dataset %s: %s: layer %r has a framewise loss, but the lengths of its output and of target "
+                     "%r differ (output length %s, target length %s); the data must be aligned frame by frame"
+                     % (dataset.name, name, layer, target, out_len, target_len))
+
+
+@contextlib.contextmanager
+def reporting_misalignment(dataset, batch) -> Iterator[None]:
+    """Around a step on ``batch``: the alignment check failing becomes the DataError naming the sequence."""
+    try:
+        yield
+    except tf.errors.InvalidArgumentError as exc:
+        error = alignment_error(exc, dataset, batch)
+        if error is None:
+            raise
+        raise error from None

@@ -38,6 +38,15 @@ def make_run_state(ranks: int, shards: bool, order: Optional[str], batches: int,
             "batches": batches, "learning_rates": format_learning_rate_file(lr_control.epochs)}
 
 
+def empty_epoch_message(name: str, epoch: int, batches: int, ranks: int) -> str:
+    """Why an epoch cannot be trained: no batches at all, or fewer than ranks."""
+    if not batches:
+        return ("train dataset %r has no sequences in epoch %i (num_seqs 0, partition_epoch larger than the data, "
+                "or every sequence longer than max_seq_length)" % (name, epoch))
+    return ("train dataset %r has %i batch(es) in epoch %i, fewer than the %i ranks: every rank needs at least one "
+            "(use fewer ranks, a smaller batch_size or max_seqs, or more data)" % (name, batches, epoch, ranks))
+
+
 def map_resume_position(stored: Dict[str, Any], position: int, ranks: int, shards: bool, order: str,
                         batches: int, prefix: str) -> int:
     """Where in this run's global batch order the interrupted epoch continues: ``position`` when
