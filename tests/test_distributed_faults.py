@@ -250,7 +250,7 @@ def test_exception_on_rank1_ends_both_ranks_within_seconds(tmp_path, runs, backe
     assert delay < stall_timeout / 2, "the job took %.1f s to end after the exception\n%s" % (delay, run.describe())
     assert "gives up" not in run.output(), "ended by the watchdog, not by the abort"
     assert "[rank 1] ERROR: ProducerError: RuntimeError: injected failure on rank 1 in epoch 2" in run.output()
-    assert pids_end(run.pids[:2]), "a rank still runs after the job ended"
+    assert pids_end([run.pids[0], run.pids[1]]), "a rank still runs after the job ended"
     assert (Path(str(run.model) + ".001.index")).exists(), "epoch 1's checkpoint is missing"
 
 

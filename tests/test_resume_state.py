@@ -38,6 +38,8 @@ num_epochs = 3
 tf_session_opts = {"intra_op_parallelism_threads": 1, "inter_op_parallelism_threads": 1}
 use_horovod = True
 '''
+# Interruption tests send the signal once epoch 2 has started: its epochs must last seconds, not ms.
+LONG_CONFIG = CONFIG.replace('"num_seqs": 400', '"num_seqs": 4000')
 FINISHED_RE = r"train epoch (\d+), finished after (\d+) steps"
 
 
@@ -116,7 +118,7 @@ def _interrupt(tmp_path: Path, config: Path, model: Path) -> int:
     deadline = time.time() + 300
     while "start epoch 2 with" not in out.read_text() and time.time() < deadline and proc.poll() is None:
         time.sleep(0.05)
-    time.sleep(0.3)
+    time.sleep(0.1)
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=300) == 128 + signal.SIGTERM, out.read_text()
     m = re.search(r"stop requested \(signal\) in epoch (\d+) after step (\d+)", out.read_text())
@@ -125,7 +127,7 @@ def _interrupt(tmp_path: Path, config: Path, model: Path) -> int:
 
 
 def test_interrupted_state_refuses_other_batching_and_resumes_with_same(tmp_path):
-    config = write_config(tmp_path / "c.config", CONFIG)
+    config = write_config(tmp_path / "c.config", LONG_CONFIG)
     model = tmp_path / "model"
     epoch = _interrupt(tmp_path, config, model)
     state, position = _stored(str(model) + ".interrupted")
@@ -160,7 +162,7 @@ def test_lost_learning_rate_file_does_not_restart_schedule(tmp_path):
 
 @pytest.mark.skipif(shutil.which("mpirun") is None, reason="needs OpenMPI's mpirun")
 def test_interrupted_on_two_ranks_resumes_on_one_without_repeating_batches(tmp_path):
-    config = write_config(tmp_path / "c.config", CONFIG)
+    config = write_config(tmp_path / "c.config", LONG_CONFIG)
     model = tmp_path / "model"
     log = tmp_path / "run.log"
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", TF_CPP_MIN_LOG_LEVEL="2")
@@ -173,7 +175,7 @@ def test_interrupted_on_two_ranks_resumes_on_one_without_repeating_batches(tmp_p
         while not (log.exists() and "start epoch 2 with" in log.read_text()):
             assert proc.poll() is None and time.time() < deadline, proc.communicate()[0]
             time.sleep(0.05)
-        time.sleep(0.3)
+        time.sleep(0.1)
         proc.send_signal(signal.SIGUSR1)  # mpirun forwards it to both ranks
         out = proc.communicate(timeout=300)[0]
     finally:

@@ -392,7 +392,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             except Exception as exc:  # noqa: BLE001
                 info["errors"].append("Horovod test failed: %s" % _one_line(exc))
             hvd.shutdown()
-    print(rank_line(info), flush=True)
+    sys.stdout.write(rank_line(info) + "\n")  # one write: under -u, print() writes the newline separately
+    sys.stdout.flush()
     watchdog.stage("gather")
     infos = comm.gather(info, root=0)
     status = 0
