@@ -38,11 +38,13 @@ def _verbosity(config: Optional[Config], argv: Optional[List[str]] = None) -> in
 
 
 def _prepare_outputs(config: Config, task: str) -> None:
-    """Training writes ``model`` and ``learning_rate_file``: their directories must be creatable
-    (checked before anything is built, so the error names the key). The model prefix is locked for
+    """Training writes ``model``, ``learning_rate_file`` and TensorBoard summaries (``tf_log_dir``):
+    their directories must be creatable and writable (checked before anything is built, so the
+    error names the key). The model prefix is locked for
     this run (a second training on it is an error naming the first). Leftovers of a killed writer
     are removed."""
-    from returnn.tf.checkpoint import prepare_output_dir, remove_stale_temp_files
+    from returnn.tf.checkpoint import prepare_dir, prepare_output_dir, remove_stale_temp_files
+    from returnn.tf.summaries import SummaryLogger
     if task != "train":
         return
     model = config.value("model")
@@ -51,6 +53,9 @@ def _prepare_outputs(config: Config, task: str) -> None:
         prepare_output_dir(model, "model")
     if lr_file:
         prepare_output_dir(lr_file, "learning_rate_file")
+    tf_log_dir = SummaryLogger.directory(config)
+    if tf_log_dir:
+        prepare_dir(tf_log_dir, "tf_log_dir")
     if model:
         from returnn.util.run_lock import ModelLock
         lock = ModelLock(model)
@@ -142,8 +147,7 @@ def run(config: Config) -> int:
         print(str(exc), file=log.error)
         log.flush_all()
         return exc.exit_code
-    if dist.enabled:
-        dist.backend.shutdown()
+    dist.shutdown()
     log.flush_all()
     return 0
 

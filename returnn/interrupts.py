@@ -96,6 +96,10 @@ class Watchdog:
     def disarm(self) -> None:
         self._armed = False
 
+    @property
+    def armed(self) -> bool:
+        return self._armed
+
     def beat(self) -> None:
         self._last = time.monotonic()
 

@@ -37,6 +37,11 @@ class Backend:
     def barrier(self) -> None:
         """Waits for all ranks."""
 
+    def p2p_comm(self):
+        """An mpi4py communicator of its own for point-to-point messages between the ranks
+        (:mod:`returnn.distributed.rendezvous`), or None. Called by every rank at the same time."""
+        return None
+
     def abort(self, exit_code: int = 1) -> None:
         """Ends all ranks (used after an error so no rank waits for the failed one)."""
         os._exit(exit_code)

@@ -5,12 +5,15 @@ via mpi4py), so the engine asks one object: am I rank 0, how do I reduce, when d
 """
 from __future__ import annotations
 
+import contextlib
 import os
 from typing import Any, Dict, Optional
 
 from returnn.config import Config
 from returnn.errors import ConfigError, DistributedError
 from returnn.distributed.backend import Backend, LocalBackend
+from returnn.distributed.rendezvous import Rendezvous, StartupGuard, report_and_abort
+from returnn.interrupts import Watchdog
 
 REDUCE_TYPES = ("grad", "param")
 DATASET_DISTRIBUTIONS = ("shard", "random_seed_offset")
@@ -25,6 +28,15 @@ HOROVOD_ENV_KEYS = {
 
 # Environment variables launchers set for the world size (mpirun, MPICH/Intel MPI, SLURM srun).
 _LAUNCHER_SIZE_VARS = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "SLURM_NTASKS")
+
+
+def launcher_rank() -> Optional[int]:
+    """This process's rank as the launcher announced it, or None."""
+    for var in ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"):
+        value = os.environ.get(var)
+        if value and value.isdigit():
+            return int(value)
+    return None
 
 
 def launcher_world_size() -> int:
@@ -51,6 +63,12 @@ class DistributedContext:
         self.scale_lr = scale_lr
         self.dataset_distribution = dataset_distribution
         self.stall_timeout = float(stall_timeout)
+        self.watchdog: Optional[Watchdog] = None  # the training loop's, paused while ranks meet
+        self.rendezvous: Optional[Rendezvous] = None
+        if self.size > 1 and self.stall_timeout > 0:
+            comm = backend.p2p_comm()
+            if comm is not None:
+                self.rendezvous = Rendezvous(comm, self.stall_timeout, report_and_abort(backend, _log_error))
 
     @property
     def rank(self) -> int:
@@ -99,6 +117,42 @@ class DistributedContext:
         """Several ranks wait for each other, so a dead peer must end this rank (``horovod_stall_timeout``)."""
         return self.size > 1 and self.stall_timeout > 0
 
+    @contextlib.contextmanager
+    def watchdog_paused(self):
+        """For work of this rank alone that may take long (rank 0 writing a checkpoint): the
+        others watch it at the next :meth:`meet`, so this rank's watchdog does not."""
+        watchdog = self.watchdog
+        if watchdog is None or not watchdog.armed:
+            yield
+            return
+        watchdog.disarm()
+        try:
+            yield
+        finally:
+            watchdog.arm()
+
+    def meet(self, phase: str, factor: float = 1.0) -> None:
+        """All ranks finished ``phase`` (a barrier). A rank that is ``horovod_stall_timeout`` s late
+        (``factor`` times that for rank 0, where it alone does slow work such as writing the
+        checkpoint) ends the job with one line naming it and the phase (see :mod:`rendezvous`)."""
+        if self.size <= 1:
+            return
+        with self.watchdog_paused():
+            if self.rendezvous is not None:
+                self.rendezvous.meet(phase, factor)
+            else:  # no point-to-point messages (Horovod without MPI): a plain barrier
+                self.backend.barrier()
+
+    def shutdown(self) -> None:
+        """The end of a run: all ranks meet, then the backend shuts down."""
+        if not self.enabled:
+            return
+        self.meet("the end of the run")
+        if self.rendezvous is not None:
+            self.rendezvous.close()
+            self.rendezvous = None
+        self.backend.shutdown()
+
     @classmethod
     def from_config(cls, config: Config) -> "DistributedContext":
         """Reads the options and initialises the backend when ``use_horovod`` is set."""
@@ -127,7 +181,15 @@ class DistributedContext:
                               % (choice, ", ".join(BACKENDS)))
         horovod_env = {env: config.typed_value(key) for key, env in HOROVOD_ENV_KEYS.items()
                        if config.typed_value(key) is not None}
-        return cls(create_backend(choice, horovod_env, stall_timeout), **kwargs)
+        with StartupGuard(stall_timeout, launcher_rank(), launcher_world_size()):
+            backend = create_backend(choice, horovod_env, stall_timeout)
+        return cls(backend, **kwargs)
+
+
+def _log_error(message: str) -> None:
+    from returnn.log import log
+    print(message, file=log.error)
+    log.flush_all()
 
 
 def create_backend(choice: Optional[str], horovod_env: Dict[str, Any], stall_timeout: float) -> Backend:

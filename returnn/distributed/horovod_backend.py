@@ -29,7 +29,11 @@ class HorovodBackend(Backend):
         prepare_mpi_environment()
         import horovod.tensorflow as hvd
         self.hvd = hvd
-        hvd.init()
+        self._mpi = _mpi4py_world()
+        if self._mpi is not None:  # MPI initialised (and finalised at exit) by mpi4py, shared with Horovod
+            hvd.init(comm=self._mpi.COMM_WORLD)
+        else:
+            hvd.init()
         self.rank, self.size = hvd.rank(), hvd.size()
         self.local_rank, self.local_size = hvd.local_rank(), hvd.local_size()
         pin_gpu_to_local_rank(self.local_rank)
@@ -54,6 +58,10 @@ class HorovodBackend(Backend):
         if self.size > 1 and variables:
             self.hvd.broadcast_variables(list(variables), root_rank=root_rank)
 
+    def p2p_comm(self):
+        """A duplicate of MPI's world through mpi4py (which initialised MPI for Horovod), or None."""
+        return self._mpi.COMM_WORLD.Dup() if self._mpi is not None and self.size > 1 else None
+
     def barrier(self) -> None:
         if self.size > 1:
             self.allreduce_host(np.zeros(1))
@@ -68,3 +76,16 @@ class HorovodBackend(Backend):
 
     def shutdown(self) -> None:
         self.hvd.shutdown()
+
+
+def _mpi4py_world():
+    """mpi4py's MPI module when MPI is to be used (started by an MPI launcher), else None. Horovod
+    is then initialised on mpi4py's world, so both share one MPI that mpi4py finalises at exit
+    after Horovod shut down (Horovod's documented way to use mpi4py next to it)."""
+    if not any(k in os.environ for k in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK")):
+        return None
+    try:
+        from mpi4py import MPI
+    except ImportError:
+        return None
+    return MPI

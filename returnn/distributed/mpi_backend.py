@@ -67,6 +67,9 @@ class MpiBackend(Backend):
             self.comm.Bcast(value, root=root_rank)
             var.assign(value.reshape(var.shape))
 
+    def p2p_comm(self):
+        return self.comm.Dup()
+
     def barrier(self) -> None:
         self.comm.Barrier()
 

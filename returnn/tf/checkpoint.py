@@ -102,15 +102,24 @@ def list_epoch_checkpoints(model: str) -> List[int]:
 def prepare_output_dir(path: str, key: str) -> None:
     """Creates the directory of the output file ``path`` (config key ``key``); a one-line
     ConfigError naming the key and the directory when that is impossible."""
-    directory = os.path.dirname(os.path.abspath(path))
+    prepare_dir(os.path.dirname(os.path.abspath(path)), key)
+
+
+def prepare_dir(directory: str, key: str) -> None:
+    """Creates ``directory`` (config key ``key``) and checks that a file can be created in it (by
+    creating one: ``os.access`` misses read-only mounts for root and file systems like sysfs)."""
     try:
         os.makedirs(directory, exist_ok=True)
     except OSError as exc:
         blocker = _non_directory_ancestor(directory)
         reason = ("%s is a file, not a directory" % blocker) if blocker else (exc.strerror or str(exc))
         raise ConfigError("config key %r: cannot create directory %s: %s" % (key, directory, reason))
-    if not os.access(directory, os.W_OK):
-        raise ConfigError("config key %r: directory %s is not writable" % (key, directory))
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".write-test-", dir=directory)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise ConfigError("config key %r: directory %s is not writable: %s" % (key, directory, exc.strerror or exc))
 
 
 def _non_directory_ancestor(directory: str) -> Optional[str]:

@@ -7,7 +7,6 @@ parameters (``param`` reduce), evaluate dev/eval sets, record scores, save a che
 """
 from __future__ import annotations
 
-import contextlib
 import os
 import time
 from typing import Dict, List, Optional
@@ -51,26 +50,9 @@ from returnn.util.basic import hms
 TASKS = ("train", "eval", "forward")
 
 
-# A checkpoint write (which the other ranks wait for at the barrier after it) may take this many
-# times horovod_stall_timeout before the watchdog gives up: long writes are no stall, but a peer
-# lost during one must still end the run.
+# Rank 0 alone may take this many times horovod_stall_timeout to write a checkpoint (the other
+# ranks wait for it): a long write is no stall, but a rank 0 stuck in one must still end the run.
 CHECKPOINT_STALL_FACTOR = 4.0
-
-
-@contextlib.contextmanager
-def _paused(watchdog: Optional[Watchdog], factor: float = CHECKPOINT_STALL_FACTOR):
-    """Gives the stall watchdog ``factor`` times its limit for a phase that may legitimately take long."""
-    if watchdog is None:
-        yield
-        return
-    limit = watchdog.timeout
-    watchdog.beat()
-    watchdog.timeout = limit * factor
-    try:
-        yield
-    finally:
-        watchdog.timeout = limit
-        watchdog.beat()
 
 
 class ParamSyncSchedule:
@@ -111,6 +93,7 @@ class Engine:
         self.stop_on_nonfinite = config.bool("stop_on_nonfinite_train_score")
         self.batching = BatchOptions.from_config(config)
         self.datasets = self._init_datasets()
+        dist.meet("data set-up")
         train = self.datasets.get("train")
         specs = extern_data_from_config(config, train)
         for name, dataset in self.datasets.items():
@@ -219,6 +202,7 @@ class Engine:
     def _trace(self) -> None:
         t0 = time.perf_counter()
         self.steps.trace(with_eval=bool(self._eval_dataset_names()), with_forward=False)
+        self.dist.meet("tracing")
         print("step functions traced in %.2f sec (one-time cost, not part of epoch timing)"
               % (time.perf_counter() - t0), file=log.v4)
 
@@ -258,6 +242,7 @@ class Engine:
         self.stop_request.install()
         try:
             if watchdog:
+                self.dist.watchdog = watchdog
                 watchdog.start()
                 watchdog.arm()
             for epoch in range(start_epoch, self.num_epochs + 1):
@@ -266,11 +251,13 @@ class Engine:
             self.stop_request.uninstall()
             if watchdog:
                 watchdog.stop()
+                self.dist.watchdog = None
         print("Finished training in epoch %i." % self.num_epochs, file=log.v3)
 
     def _restore_for_training(self) -> int:
         """Loads the newest complete checkpoint (rank 0's choice) and syncs all ranks to it."""
         point = self.checkpoints.find_resume_point(self._start_epoch()) if self.dist.is_chief else None
+        self.dist.meet("building the network and finding the checkpoint to resume from")
         completed = int(self._broadcast_scalar(point[1] if point else 0))
         interrupted = self._broadcast_scalar(1.0 if point and point[0] == self.checkpoints.interrupted_prefix else 0.0)
         # the network the checkpoint was written from: of its epoch, or of the next one if interrupted in it
@@ -279,6 +266,7 @@ class Engine:
             self.checkpoints.restore(point[0])
             print("loaded checkpoint %s (after epoch %i, global step %i)"
                   % (point[0], completed, int(self.global_step_var.numpy())), file=log.v4)
+        self.dist.meet("restoring the checkpoint", CHECKPOINT_STALL_FACTOR)
         self._sync_from_chief()
         self.global_step = int(self._broadcast_scalar(float(self.global_step_var.numpy())))  # rank 0's
         self.global_step_var.assign(self.global_step)
@@ -328,17 +316,19 @@ class Engine:
         for name, scores in eval_scores.items():
             errors.update({"%s_%s" % (name, k): v for k, v in scores.items()})
         self.lr_control.set_epoch_error(epoch, errors)
-        with _paused(watchdog):  # a long checkpoint write is no stall; the barrier keeps ranks together
-            if self.dist.is_chief:
+        saving = epoch % self.save_interval == 0 or epoch == self.num_epochs
+        if self.dist.is_chief:
+            with self.dist.watchdog_paused():
                 self.lr_control.save()
-                if epoch % self.save_interval == 0 or epoch == self.num_epochs:
+                if saving:
                     self.global_step_var.assign(self.global_step)
                     prefix = self.checkpoints.save(epoch, self._run_state())
                     self.checkpoints.remove_interrupted()
                     print("saved model %s" % prefix, file=log.v4)
                     self._cleanup_old_models()
-            if self.dist.size > 1:
-                self.dist.backend.barrier()
+        # the others wait for rank 0's write: a long one is no stall, up to the factor
+        self.dist.meet("saving the %s of epoch %i" % ("checkpoint" if saving else "learning-rate file", epoch),
+                       CHECKPOINT_STALL_FACTOR)
         line = "epoch %i %s elapsed: %s" % (epoch, format_scores(train_scores, True), hms(timer.elapsed))
         for name, scores in eval_scores.items():
             line += " %s: %s" % (name, format_scores(scores, False))
@@ -372,6 +362,7 @@ class Engine:
         if self.dist.shards_batches:
             slices = shard_batches(slices, self.dist.rank, self.dist.size)
         if self.dist.size > 1:  # the epoch ends for all when the first rank runs out
+            self.dist.meet("preparing epoch %i" % epoch)
             count = int(self.dist.backend.allreduce_host(np.array([len(slices)]), "min")[0])
             if count < len(slices):
                 print("train epoch %i: using %i of this rank's %i batches (another rank has fewer)"

@@ -24,6 +24,7 @@ def evaluate_dataset(steps: StepFunctions, dataset: Dataset, epoch: int, batchin
             stats, _ = steps.split_stats(steps.eval_step(batch).numpy())  # eval steps carry no flags
         acc.add(stats)
         heartbeat()
+    dist.meet("evaluation of %r in epoch %i" % (dataset.name, epoch))
     acc.reduce(dist.backend)
     return acc.scores()
 

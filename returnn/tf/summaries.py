@@ -51,17 +51,24 @@ class SummaryLogger:
             self.writer = None
             self._pending = []
 
-    @classmethod
-    def from_config(cls, config, is_chief: bool) -> "SummaryLogger":
-        if not is_chief or (config.has("tf_log_dir") and config.typed_value("tf_log_dir") is None):
-            return cls(None)  # tf_log_dir = None switches summaries off
+    @staticmethod
+    def directory(config) -> Optional[str]:
+        """``tf_log_dir``, by default ``tf-log`` next to the model in training; None when off."""
+        if config.has("tf_log_dir") and config.typed_value("tf_log_dir") is None:
+            return None  # tf_log_dir = None switches summaries off
         log_dir = config.value("tf_log_dir")
         if not log_dir:
             model = config.value("model")
             if not model or config.value("task") != "train":
-                return cls(None)
+                return None
             log_dir = os.path.join(os.path.dirname(os.path.abspath(model)), "tf-log")
-        return cls(log_dir, config.int("tf_log_step_interval"))
+        return log_dir
+
+    @classmethod
+    def from_config(cls, config, is_chief: bool) -> "SummaryLogger":
+        if not is_chief:
+            return cls(None)
+        return cls(cls.directory(config), config.int("tf_log_step_interval"))
 
     def train_step(self, global_step: int, stats: np.ndarray, loss_names: List[str]) -> None:
         if self.writer is None or global_step % self.step_interval:
