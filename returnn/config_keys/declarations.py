@@ -95,6 +95,7 @@ _lr("newbob_multi_update_interval", "int", None, "newbob_multi_epoch: epochs bet
 _ckpt = partial(declare, group="checkpoints")
 _ckpt("model", "str", None, "Checkpoint prefix: <model>.NNN per epoch; re-running resumes from the newest.")
 _ckpt("start_epoch", "int|str", "auto", "auto: resume from the newest checkpoint; N: continue after <model>.N-1 (1: from scratch).")
+_ckpt("load_ignore_missing_vars", "bool", False, "Restoring: parameters the checkpoint lacks keep their initialisation, layers only in the checkpoint are left out (a warning each).")
 _ckpt("cleanup_old_models", "bool|dict", None, "Delete old epoch checkpoints: True or {'keep_last_n', 'keep_best_n', 'keep'}.")
 _ckpt("save_interval", "int", 1, "Save a checkpoint every N epochs (and always the last).", minimum=1)
 

@@ -29,7 +29,7 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
-from returnn.errors import ConfigError, DataError
+from returnn.errors import ConfigError, DataError, ReturnnError
 from returnn.util.basic import fsync_dir
 from returnn.util.run_lock import pid_alive
 
@@ -181,6 +181,7 @@ class CheckpointManager:
         self.epoch_step_var = tf.Variable(0, dtype=tf.int64, trainable=False, name="epoch_step")
         # JSON: how the run was set up (ranks, batch order) and the learning-rate control's state.
         self.run_state_var = tf.Variable("", dtype=tf.string, trainable=False, name="run_state")
+        self.ignore_missing_vars = False  # load_ignore_missing_vars (RETURNN's key)
         self.set_objects(**objects)
 
     def set_objects(self, **objects) -> None:
@@ -244,11 +245,15 @@ class CheckpointManager:
         try:
             with readable_prefix(prefix) as path:
                 reader = tf.train.load_checkpoint(path)
+                partial = self._check_fit(reader, prefix)
                 checkpoint = self.checkpoint if reader.has_tensor(RUN_STATE_KEY) else \
                     tf.train.Checkpoint(**self._objects)  # written before run_state existed
                 status = checkpoint.read(path)
                 status.expect_partial()  # no warnings about unused values when this fails
-                status.assert_existing_objects_matched()
+                if not partial:
+                    status.assert_existing_objects_matched()
+        except ReturnnError:
+            raise
         except (ValueError, AssertionError) as exc:
             raise ConfigError("checkpoint %s does not fit the network/optimizer of the config (changed layers, "
                               "n_out or optimizer?): %s" % (prefix, _first_line(exc)))
@@ -256,6 +261,19 @@ class CheckpointManager:
             raise DataError("checkpoint %s cannot be read (corrupt?): %s: %s"
                             % (prefix, type(exc).__name__, _first_line(exc)))
         return int(self.epoch_var.numpy())
+
+    def _check_fit(self, reader, prefix: str) -> bool:
+        """Names the layer/parameter that does not fit (see :mod:`checkpoint_fit`); True when
+        ``ignore_missing_vars`` let parameters pass that the checkpoint or the network lacks."""
+        network = self._objects.get("network")
+        if network is None:
+            return False
+        from returnn.log import log
+        from returnn.tf.checkpoint_fit import check_fit
+        warnings = check_fit(reader.get_variable_to_shape_map(), network, prefix, self.ignore_missing_vars)
+        for line in warnings:
+            print(line, file=log.warn)
+        return bool(warnings)
 
     def run_state(self, prefix: str) -> Dict[str, Any]:
         """The run state stored with the checkpoint restored last from ``prefix`` ({} if none)."""

@@ -263,6 +263,7 @@ class Engine:
         # the network the checkpoint was written from: of its epoch, or of the next one if interrupted in it
         self._use_network_of_epoch(max(1, completed + (1 if interrupted else 0)))
         if point:
+            self.checkpoints.ignore_missing_vars = self.config.bool("load_ignore_missing_vars")
             self.checkpoints.restore(point[0])
             print("loaded checkpoint %s (after epoch %i, global step %i)"
                   % (point[0], completed, int(self.global_step_var.numpy())), file=log.v4)
@@ -484,6 +485,7 @@ class Engine:
             self.checkpoints = CheckpointManager(prefix)
         self._use_network_of_epoch(max(1, int(read_tensor(prefix, "epoch/.ATTRIBUTES/VARIABLE_VALUE"))))
         self.checkpoints.set_objects(network=self.network, optimizer=self.optimizer, global_step=self.global_step_var)
+        self.checkpoints.ignore_missing_vars = self.config.bool("load_ignore_missing_vars")
         epoch = self.checkpoints.restore(prefix)
         print("loaded checkpoint %s (epoch %i)" % (prefix, epoch), file=log.v3)
         return epoch

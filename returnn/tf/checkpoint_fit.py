@@ -1,0 +1,110 @@
+"""Whether a checkpoint fits the network of the config, said per layer and parameter.
+
+TensorFlow's own message for a changed network names a variable like ``W:0`` or lists unmatched
+Python objects. Before restoring, the parameters stored in the checkpoint
+(``network/layers/<layer>/<param>``) are compared with the network's: a layer renamed, removed or
+added, and a parameter whose shape changed are named with the checkpoint.
+
+``load_ignore_missing_vars`` (RETURNN's key): parameters of the network that the checkpoint lacks
+keep their initialisation, and checkpoint layers the network lacks are left out, each with a
+warning; shapes must still agree.
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Mapping, Sequence, Tuple
+
+import tensorflow as tf
+
+from returnn.errors import ConfigError
+
+_SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
+_PREFIX = "network/"
+
+
+def _escape(name: str) -> str:
+    """A name as TensorFlow's object checkpoints write it in a key ('.' -> '..', '/' -> '.S')."""
+    return name.replace(".", "..").replace("/", ".S")
+
+
+def _unescape(name: str) -> str:
+    out, i = [], 0
+    while i < len(name):
+        if name[i] == "." and i + 1 < len(name):
+            out.append("/" if name[i + 1] == "S" else name[i + 1])
+            i += 2
+        else:
+            out.append(name[i])
+            i += 1
+    return "".join(out)
+
+
+def network_params(network: tf.Module) -> Dict[str, Tuple[str, str, tuple]]:
+    """Checkpoint key -> (layer, parameter, shape) of every variable of ``network``."""
+    out = {}
+    for path, var in network._flatten(predicate=lambda v: isinstance(v, tf.Variable), with_path=True):
+        parts = [str(p) for p in path]
+        layer = parts[1] if len(parts) > 1 and parts[0] == "layers" else parts[0]
+        param = "/".join(parts[2:]) if len(parts) > 2 and parts[0] == "layers" else "/".join(parts[1:])
+        out[_PREFIX + "/".join(_escape(p) for p in parts) + _SUFFIX] = (layer, param, tuple(var.shape))
+    return out
+
+
+def checkpoint_params(shapes: Mapping[str, Sequence[int]]) -> Dict[str, Tuple[str, str, tuple]]:
+    """Checkpoint key -> (layer, parameter, shape) of the network parameters stored in a checkpoint
+    (``shapes``: its variable-to-shape map; optimizer slots and other objects left out)."""
+    out = {}
+    for key, shape in shapes.items():
+        if not (key.startswith(_PREFIX) and key.endswith(_SUFFIX)) or ".OPTIMIZER_SLOT" in key:
+            continue
+        parts = [_unescape(p) for p in key[len(_PREFIX):-len(_SUFFIX)].split("/")]
+        if len(parts) > 1 and parts[0] == "layers":
+            layer, param = parts[1], "/".join(parts[2:])
+        else:
+            layer, param = parts[0], "/".join(parts[1:])
+        out[key] = (layer, param, tuple(int(d) for d in shape))
+    return out
+
+
+def _by_layer(entries) -> Dict[str, List[str]]:
+    layers: Dict[str, List[str]] = {}
+    for layer, param, _ in entries:
+        layers.setdefault(layer, []).append(param)
+    return layers
+
+
+def _describe(layers: Dict[str, List[str]]) -> str:
+    return ", ".join("'%s' (%s)" % (layer, ", ".join(sorted(params))) for layer, params in sorted(layers.items()))
+
+
+def check_fit(shapes: Mapping[str, Sequence[int]], network: tf.Module, prefix: str,
+              ignore_missing: bool = False) -> List[str]:
+    """Raises a ConfigError naming the checkpoint ``prefix`` and the first layer/parameter that does
+    not fit; returns warnings for what ``ignore_missing`` lets pass."""
+    have = network_params(network)
+    stored = checkpoint_params(shapes)
+    for key, (layer, param, shape) in sorted(have.items()):
+        if key in stored and stored[key][2] != shape:
+            raise ConfigError("checkpoint %s does not fit the network of the config: layer '%s' parameter '%s' "
+                              "has shape %s in the checkpoint but %s in the network (changed n_out, input or "
+                              "layer options?)" % (prefix, layer, param, stored[key][2], shape))
+    missing = _by_layer(v for k, v in have.items() if k not in stored)
+    extra = _by_layer(v for k, v in stored.items() if k not in have)
+    # a parameter of a layer that exists on both sides is a changed layer, not a renamed one
+    new_layers = {l: p for l, p in missing.items() if l not in _by_layer(stored.values())}
+    gone_layers = {l: p for l, p in extra.items() if l not in _by_layer(have.values())}
+    parts = []
+    if missing:
+        parts.append("the checkpoint lacks %s %s of the network" % ("layer" if new_layers == missing else "parameters of layer",
+                                                                     _describe(missing)))
+    if extra:
+        parts.append("the network lacks %s %s of the checkpoint" % ("layer" if gone_layers == extra else "parameters of layer",
+                                                                    _describe(extra)))
+    if not parts:
+        return []
+    hint = " (renamed?)" if new_layers and gone_layers else (" (removed?)" if gone_layers else "")
+    text = "; ".join(parts) + hint
+    if not ignore_missing:
+        raise ConfigError("checkpoint %s does not fit the network of the config: %s. load_ignore_missing_vars = True "
+                          "starts such parameters from their initialisation" % (prefix, text))
+    return ["checkpoint %s: %s; load_ignore_missing_vars: those parameters start from their initialisation "
+            "or are left out" % (prefix, text)]
