@@ -61,8 +61,10 @@ class ConcatSeqsDataset(Dataset):
         self._order_lengths: Optional[np.ndarray] = None
         if seq_len_file:
             lens = parse_literal(read_text(seq_len_file, owner), seq_len_file, owner)
-            if not isinstance(lens, dict):
-                raise DataError("%s: seq_len_file %s must be a dict literal tag -> length" % (owner, seq_len_file))
+            if not isinstance(lens, dict) or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0
+                                                     for n in lens.values()):
+                raise DataError("%s: seq_len_file %s must be a dict literal tag -> length (int >= 0)"
+                                % (owner, seq_len_file))
             try:
                 self._order_lengths = np.array([sum(int(lens[s]) for s in tag.split(seq_tag_delim)) for tag in tags],
                                                dtype=np.int64)

@@ -166,8 +166,9 @@ class LmDataset(Dataset):
                 raw = json.loads(read_text(orth_replace_map_file, owner))
             except ValueError as exc:
                 raise DataError("%s: %s is not JSON: %s" % (owner, orth_replace_map_file, exc))
-            if not isinstance(raw, dict):
-                raise DataError("%s: %s must be a JSON object" % (owner, orth_replace_map_file))
+            if not isinstance(raw, dict) or not all(isinstance(v, str) for v in raw.values()):
+                raise DataError("%s: %s must be a JSON object of strings (symbol -> replacement text)"
+                                % (owner, orth_replace_map_file))
             self.replace_map = {k: orthography_symbols(v, word_based=self.word_based) for k, v in raw.items()}
         self.space = word_end_symbol if word_end_symbol and not word_based else " "
         if word_end_symbol and not word_based:
