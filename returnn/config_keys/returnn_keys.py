@@ -44,7 +44,7 @@ ignore("""accum_grad_multiple_step adagrad allow_random_model_init allow_skippin
     loss loss_name max_pad_size maximize_grad_norm min_chunk_size min_seq_length model_outputs
     newbob_learning_rate_growth on_size_limit online_shuffle_batches onnx_export optimizer_use_locking
     output_per_seq_file_format output_per_seq_format packed_batch_size packed_fallback_allowed packed_tensors
-    preload_from_files pretrain pretrain_construction_algo pretrain_copy_output_layer pretrain_greedy
+    pretrain pretrain_construction_algo pretrain_copy_output_layer pretrain_greedy
     pretrain_learning_rate pretrain_repetitions reinit_network_each_epoch reset_updater_vars_mod_step
     save_epoch1_initial_model search_data search_do_eval search_output_file search_output_file_format
     search_output_layer search_train_network_layers seq_drop seq_drop_freq share_batches shuffle_batches

@@ -38,15 +38,22 @@ def _unescape(name: str) -> str:
     return "".join(out)
 
 
-def network_params(network: tf.Module) -> Dict[str, Tuple[str, str, tuple]]:
-    """Checkpoint key -> (layer, parameter, shape) of every variable of ``network``."""
-    out = {}
+def network_variables(network: tf.Module) -> List[Tuple[str, str, str, tf.Variable]]:
+    """(checkpoint key, layer, parameter, variable) of every variable of ``network``."""
+    out = []
     for path, var in network._flatten(predicate=lambda v: isinstance(v, tf.Variable), with_path=True):
         parts = [str(p) for p in path]
-        layer = parts[1] if len(parts) > 1 and parts[0] == "layers" else parts[0]
-        param = "/".join(parts[2:]) if len(parts) > 2 and parts[0] == "layers" else "/".join(parts[1:])
-        out[_PREFIX + "/".join(_escape(p) for p in parts) + _SUFFIX] = (layer, param, tuple(var.shape))
+        if len(parts) > 1 and parts[0] == "layers":
+            layer, param = parts[1], "/".join(parts[2:])
+        else:
+            layer, param = parts[0], "/".join(parts[1:])
+        out.append((_PREFIX + "/".join(_escape(p) for p in parts) + _SUFFIX, layer, param, var))
     return out
+
+
+def network_params(network: tf.Module) -> Dict[str, Tuple[str, str, tuple]]:
+    """Checkpoint key -> (layer, parameter, shape) of every variable of ``network``."""
+    return {key: (layer, param, tuple(var.shape)) for key, layer, param, var in network_variables(network)}
 
 
 def checkpoint_params(shapes: Mapping[str, Sequence[int]]) -> Dict[str, Tuple[str, str, tuple]]:

@@ -36,6 +36,7 @@ from returnn.tf.model_cleanup import cleanup_old_models, cleanup_options
 from returnn.tf.network import TFNetwork
 from returnn.tf.network_schedule import ConfigOverlay, NetworkSchedule, carry_params, split_net_dict
 from returnn.tf.optimizers import create_optimizer
+from returnn.tf.preload import preload_from_files
 from returnn.tf.progress import ProgressReporter
 from returnn.tf.resume import (
     empty_epoch_message, make_run_state, map_resume_position, order_digest, reconcile_learning_rates,
@@ -267,6 +268,8 @@ class Engine:
             self.checkpoints.restore(point[0])
             print("loaded checkpoint %s (after epoch %i, global step %i)"
                   % (point[0], completed, int(self.global_step_var.numpy())), file=log.v4)
+        elif self.dist.is_chief:  # training from scratch: RETURNN's init_for_train preloading
+            preload_from_files(self.config.typed_value("preload_from_files"), self.network, starting_training=True)
         self.dist.meet("restoring the checkpoint", CHECKPOINT_STALL_FACTOR)
         self._sync_from_chief()
         self.global_step = int(self._broadcast_scalar(float(self.global_step_var.numpy())))  # rank 0's
@@ -488,6 +491,7 @@ class Engine:
         self.checkpoints.ignore_missing_vars = self.config.bool("load_ignore_missing_vars")
         epoch = self.checkpoints.restore(prefix)
         print("loaded checkpoint %s (epoch %i)" % (prefix, epoch), file=log.v3)
+        preload_from_files(self.config.typed_value("preload_from_files"), self.network, starting_training=False)
         return epoch
 
     def task_eval(self) -> None:

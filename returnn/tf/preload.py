@@ -1,0 +1,101 @@
+"""RETURNN's ``preload_from_files``: parameters of the network taken from other checkpoints.
+
+::
+
+    preload_from_files = {
+        "base": {"filename": "/exp/base/model.080", "init_for_train": True,
+                 "prefix": "",                 # network layer <prefix><name> <- checkpoint layer <name>
+                 "ignore_missing": False,      # parameters the checkpoint lacks keep their initialisation
+                 "ignore_params": [],          # "layer/param" names not to load
+                 "ignore_params_prefixes": [],
+                 "var_name_mapping": {},       # "layer/param" in the network -> "layer/param" in the file
+                 },
+    }
+
+As in RETURNN: entries are applied in the order of their names, and a parameter loaded by one
+entry is not loaded again by a later one. ``init_for_train`` entries apply when a training starts
+from scratch (not on resume, where the run's own checkpoint holds everything); the others apply
+when a model is loaded for ``eval``/``forward`` (after the model checkpoint, so they win, as in
+RETURNN). The files are checkpoints of this engine (``<model>.NNN``).
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, Set
+
+import tensorflow as tf
+
+from returnn.errors import ConfigError
+from returnn.log import log
+from returnn.tf.checkpoint import is_complete, readable_prefix
+from returnn.tf.checkpoint_fit import checkpoint_params, network_variables
+
+OPTIONS = ("filename", "init_for_train", "prefix", "ignore_missing", "ignore_params", "ignore_params_prefixes",
+           "var_name_mapping")
+
+
+def _entries(spec: Any) -> Dict[str, Dict[str, Any]]:
+    if not isinstance(spec, dict):
+        raise ConfigError("config key 'preload_from_files': expected a dict name -> options, got %r" % (spec,))
+    for name, opts in spec.items():
+        where = "config key 'preload_from_files' entry %r" % name
+        if not isinstance(opts, dict):
+            raise ConfigError("%s: expected a dict of options, got %r" % (where, opts))
+        unknown = sorted(set(opts) - set(OPTIONS))
+        if unknown:
+            raise ConfigError("%s: unknown option(s) %s (known: %s)" % (where, ", ".join(unknown), ", ".join(OPTIONS)))
+        if not isinstance(opts.get("filename"), str):
+            raise ConfigError("%s: 'filename' (a checkpoint prefix like /exp/model.080) is missing" % where)
+    return spec
+
+
+def preload_from_files(spec: Any, network: tf.Module, starting_training: bool) -> int:
+    """Applies the entries of ``spec`` that fit the situation (see the module doc); returns the
+    number of parameters loaded."""
+    if not spec:
+        return 0
+    done: Set[int] = set()
+    total = 0
+    for name, opts in sorted(_entries(spec).items()):
+        if bool(opts.get("init_for_train", False)) != starting_training:
+            continue
+        total += _load(name, opts, network, done)
+    return total
+
+
+def _load(name: str, opts: Dict[str, Any], network: tf.Module, done: Set[int]) -> int:
+    where = "preload_from_files entry %r" % name
+    filename = opts["filename"]
+    if not is_complete(filename):
+        raise ConfigError("%s: checkpoint %s not found (expected %s.index and its data)" % (where, filename, filename))
+    prefix = str(opts.get("prefix", "") or "")
+    ignore = set(opts.get("ignore_params", ()) or ())
+    ignore_prefixes = tuple(opts.get("ignore_params_prefixes", ()) or ())
+    mapping = dict(opts.get("var_name_mapping", {}) or {})
+    with readable_prefix(filename) as path:
+        reader = tf.train.load_checkpoint(path)
+        stored = {"%s/%s" % (layer, param): (key, shape) for key, (layer, param, shape)
+                  in checkpoint_params(reader.get_variable_to_shape_map()).items()}
+        loaded, missing = 0, []
+        for _, layer, param, var in network_variables(network):
+            shape = tuple(var.shape)
+            own = "%s/%s" % (layer, param)
+            if id(var) in done or own in ignore or own.startswith(ignore_prefixes) or not layer.startswith(prefix):
+                continue
+            source = mapping.get(own, "%s/%s" % (layer[len(prefix):], param))
+            if source not in stored:
+                missing.append(own)
+                continue
+            key, stored_shape = stored[source]
+            if stored_shape != shape:
+                raise ConfigError("%s: parameter %r has shape %s in %s but %r has %s in the network"
+                                  % (where, source, stored_shape, filename, own, shape))
+            var.assign(reader.get_tensor(key))
+            done.add(id(var))
+            loaded += 1
+    if missing and not opts.get("ignore_missing", False):
+        raise ConfigError("%s: checkpoint %s has no parameter for %s (set 'ignore_missing': True to keep their "
+                          "initialisation)" % (where, filename, ", ".join(repr(m) for m in missing[:5])
+                                               + (" and %i more" % (len(missing) - 5) if len(missing) > 5 else "")))
+    print("preload_from_files %r: %i parameter(s) from %s%s" % (name, loaded, filename,
+          ("; %i not in it keep their initialisation" % len(missing)) if missing else ""), file=log.v3)
+    return loaded
