@@ -9,6 +9,7 @@ it is opened, evaluated or closed, or a wrapped engine function that sleeps.
 """
 from __future__ import annotations
 
+import os
 import re
 import time
 
@@ -21,7 +22,7 @@ STALL = 6  # ++horovod_stall_timeout here
 GRACE = 45  # start-up of two TF processes on a busy 2-core machine plus the engine's grace
 
 HOOKS = '''
-import returnn.tf.steps, returnn.tf.checkpoint, returnn.datasets.generating as _gen
+import returnn.tf.steps, returnn.tf.checkpoint, returnn.learning_rate_control, returnn.datasets.generating as _gen
 _phase, _stall_rank, _sleep = %(phase)r, %(rank)r, %(sleep)r
 
 def _stall(where):
@@ -53,6 +54,7 @@ def _wrap(cls, name, where):
 
 _wrap(returnn.tf.steps.StepFunctions, "trace", "trace")
 _wrap(returnn.tf.checkpoint.CheckpointManager, "save", "save")
+_wrap(returnn.learning_rate_control.LearningRateControl, "set_epoch_error", "save_peer")
 _stall("startup")
 train = {"class": "StallDataset", "num_seqs": 40}
 dev = {"class": "StallDataset", "num_seqs": 10}
@@ -72,6 +74,7 @@ CASES = [
     ("trace", "1", r"rank 1 of 2 .*did not finish tracing"),
     ("eval", "1", r"rank 1 of 2 .*did not finish evaluation of 'dev' in epoch 1"),
     ("save", "0", r"rank 0 of 2 .*did not finish saving the checkpoint of epoch 1"),
+    ("save_peer", "1", r"rank 1 of 2 .*did not finish saving the checkpoint of epoch 1"),
     ("after", "1", r"rank 1 of 2 .*did not finish the end of the run"),
 ]
 
@@ -103,3 +106,28 @@ def test_slow_checkpoint_write_is_no_stall(tmp_path, runs, backend):
     runs.append(run)
     assert run.wait(timeout=240) == 0, run.describe()
     assert "Finished training in epoch 2." in run.rank_log(1), run.describe()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_rank_blocked_opening_its_data_file_ends_job(tmp_path, runs, backend):
+    """Rank 1's sequence list is a FIFO nobody writes: opening it blocks, as on a stuck file system."""
+    fifo = tmp_path / "stuck-seq-list.txt"
+    os.mkfifo(fifo)
+    run = MpiRun(tmp_path, "fifo", backend, num_epochs=2, stall_timeout=STALL)
+    run.config.write_text(run.config.read_text() + "if _rank == '1':\n    train['seq_list_filter_file'] = %r\n"
+                          % str(fifo))
+    run.start()
+    runs.append(run)
+    try:
+        t0 = time.monotonic()
+        code = run.wait(timeout=STALL + GRACE + 60)
+        took = time.monotonic() - t0
+    finally:  # let whatever still waits on the FIFO go
+        try:
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        except OSError:
+            pass
+    out = run.output() + run.rank_log(0)
+    assert code != 0 and took < STALL + GRACE, run.describe()
+    assert re.search(r"ERROR: rank 1 of 2 on \S+ did not finish data set-up within 6 s of rank 0 \(horovod_stall_timeout\)",
+                     out), run.describe()
