@@ -115,6 +115,7 @@ class Engine:
         self.epoch_order = ("", 0)  # digest and length of the current epoch's global batch order
         self.summaries = SummaryLogger.from_config(config, dist.is_chief)
         self.progress = ProgressReporter.from_config(config)
+        self.activity = "start-up"  # what the training loop does, for the stall watchdog's message
 
     # ---- set-up
     def _init_datasets(self) -> Dict[str, Dataset]:
@@ -239,7 +240,7 @@ class Engine:
         watchdog = None
         if self.dist.has_stall_watchdog:
             text = stall_text(self.dist.rank, rank_hosts(self.dist.backend))
-            watchdog = Watchdog(self.dist.stall_timeout, describe=lambda: text)
+            watchdog = Watchdog(self.dist.stall_timeout, describe=lambda: "%s (this rank was in %s)" % (text, self.activity))
         self.stop_request.install()
         try:
             if watchdog:
@@ -296,6 +297,7 @@ class Engine:
     def _train_and_report_epoch(self, epoch: int, watchdog: Optional[Watchdog]) -> None:
         if self.schedule.changes_per_epoch and self._use_network_of_epoch(epoch, carry=True):
             if self.dist.size > 1:
+                self.dist.meet("building the network of epoch %i" % epoch)
                 self._sync_from_chief()
             self._trace()
         self._apply_epoch_config(epoch)
@@ -306,11 +308,13 @@ class Engine:
                 if effective != lr else "")
         print("start epoch %i with learning rate %s ...%s" % (epoch, lr, note), file=log.v3)
         heartbeat = watchdog.beat if watchdog else (lambda: None)
+        self.activity = "the training steps of epoch %i" % epoch
         train_scores, timer, steps = self._train_epoch(epoch, heartbeat)
         print(finished_line("train", epoch, steps, timer), file=log.v3)
         self._report_time_split(epoch, timer)
         eval_scores = {}
         for name in self._eval_dataset_names():
+            self.activity = "evaluation of %r in epoch %i" % (name, epoch)
             eval_scores[name] = evaluate_dataset(self.steps, self.datasets[name], epoch, self.batching, self.dist,
                                                  heartbeat)
         if self.config.bool("calculate_exp_loss"):
