@@ -51,7 +51,7 @@ def sig(data: Data):
 def make_layer(cls: str, opts: dict, sources, name: str = "lay", seed: int = 5):
     """A layer of class ``cls`` built on the templates ``sources``."""
     from returnn.tf.layers import get_layer_class
-    return get_layer_class(cls, name)(name, dict(opts), list(sources), seed=seed)
+    return get_layer_class(cls, name, opts)(name, dict(opts), list(sources), seed=seed)
 
 
 def run_layer(layer, values, train: bool = False):

@@ -118,7 +118,7 @@ class TFNetwork(tf.Module):
             opts = dict(net_dict[name])
             srcs = layer_sources(name, opts)
             self.sources[name] = srcs
-            cls = get_layer_class(opts["class"], name)
+            cls = get_layer_class(opts["class"], name, opts)
             layer_opts = {k: v for k, v in opts.items() if k != "from"}
             self._infer_n_out(name, layer_opts)
             layer = cls(name, layer_opts, [self.template_of(s) for s in srcs], seed=seed)

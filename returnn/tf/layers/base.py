@@ -36,6 +36,11 @@ class RunContext:
         self.train = train
         self.seed = seed if seed is not None else tf.constant([0, 0], dtype=tf.int64)
 
+    @property
+    def global_step(self) -> tf.Tensor:
+        """The global training step (int64 scalar; 0 outside training steps)."""
+        return self.seed[1]
+
     def layer_seed(self, layer_name: str, salt: int = 0) -> tf.Tensor:
         h = (zlib.crc32(layer_name.encode("utf8")) + salt * 7919) % (2 ** 31)
         return self.seed + tf.constant([0, h], dtype=tf.int64)
@@ -49,6 +54,8 @@ class Layer(tf.Module):
     # template/value to ``sources`` (after the ``from`` sources, in this order, when given).
     ref_options: Tuple[str, ...] = ()
     default_from: Tuple[str, ...] = ("data",)  # sources when the config gives no "from"
+    # opts -> another class that builds this layer (e.g. combine with kind "eval"), or None
+    class_selector = None
     options = (
         Option("class", None, "layer class name"),
         Option("from", "data", "input layer name(s); 'data:KEY' for a data key"),
@@ -201,9 +208,13 @@ def register_layer(cls: Type[Layer]) -> Type[Layer]:
     return cls
 
 
-def get_layer_class(name: str, layer_name: str) -> Type[Layer]:
-    """Registry lookup; an unknown class is an error naming the layer and listing the known ones."""
+def get_layer_class(name: str, layer_name: str, opts: Optional[Mapping[str, Any]] = None) -> Type[Layer]:
+    """Registry lookup; an unknown class is an error naming the layer and listing the known ones.
+    With ``opts``, the class's ``class_selector`` may pick another class for those options."""
     from returnn.tf import layers as _all  # noqa: F401  (imports register the classes)
     if name not in LAYER_CLASSES:
         raise NetworkError("layer %r: unknown layer class %r (known: %s)" % (layer_name, name, known_list(LAYER_CLASSES)))
-    return LAYER_CLASSES[name]
+    cls = LAYER_CLASSES[name]
+    if opts is not None and cls.class_selector is not None:
+        cls = cls.class_selector(opts) or cls
+    return cls

@@ -1,0 +1,178 @@
+"""The eval layer (and combine with kind eval): RETURNN's eval names against numpy references,
+layouts (broadcasting, sparse, out_type), train-only code through self.network, bad expressions as
+one line, and a config with a SpecAugment-style transform trained through rnn.py."""
+from functools import partial
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from data_utils import btf as make_btf, make_layer as make, run_layer as run
+from helpers import assert_one_line_error, describe, run_rnn, train_args, write_config
+from returnn.config import Config, get_global_config, set_global_config
+from returnn.errors import NetworkError
+from returnn.tensor import Data, FeatureDim, SpatialDim, batch_dim
+from returnn.tf.layers import LayerOutput, RunContext
+
+LENS = np.array([5, 3], np.int32)
+btf = partial(make_btf, lens=LENS, garbage=np.nan)
+
+
+def test_expression_over_two_sources():
+    a, va, x = btf(4)
+    b, vb, y = btf(4, seed=1, time=a.time_dim)
+    layer = make("eval", {"eval": "source(0) * 2.0 + tf.tanh(source(1))"}, [a, b])
+    assert layer.output.dims == a.dims and layer.output.dim == 4
+    out = run(layer, [va, vb])
+    for i, n in enumerate(LENS):
+        np.testing.assert_allclose(out.tensor.numpy()[i, :n], x[i, :n] * 2 + np.tanh(y[i, :n]), rtol=1e-6)
+    assert out.size("T") is not None
+    # combine with kind "eval" is the same layer
+    comb = make("combine", {"kind": "eval", "eval": "source(0) - source(1)"}, [a, b])
+    np.testing.assert_allclose(run(comb, [va, vb]).tensor.numpy()[0], x[0] - y[0], rtol=1e-6)
+
+
+def test_sources_broadcast_over_missing_axes():
+    a, va, x = btf(3)
+    vec = Data("v", dims=[batch_dim, a.feature_dim])
+    v = np.array([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], np.float32)
+    layer = make("eval", {"eval": "source(1) * source(0)"}, [a, vec])
+    assert layer.output.dims == a.dims  # the source with most axes gives the layout
+    out = run(layer, [va, LayerOutput(tf.constant(v), vec)]).tensor.numpy()
+    np.testing.assert_allclose(out[0], x[0] * v[0], rtol=1e-6)
+    # the same when the smaller source comes first in "from"
+    layer = make("eval", {"eval": "source(0) + source(1)"}, [vec, a])
+    assert layer.output.dims == a.dims
+    out = run(layer, [LayerOutput(tf.constant(v), vec), va]).tensor.numpy()
+    np.testing.assert_allclose(out[1, :3], x[1, :3] + v[1], rtol=1e-6)
+
+
+def test_as_data_gives_placeholder_and_lengths_for_masking():
+    a, va, x = btf(2)
+    expr = ("tf.where(source(0, as_data=True).get_sequence_mask_broadcast(), source(0, as_data=True).placeholder, "
+            "0.0) + tf.cast(source(0, as_data=True).get_sequence_lengths()[:, None, None], tf.float32) * 0")
+    out = run(make("eval", {"eval": expr}, [a]), [va]).tensor.numpy()
+    ref = x.copy()
+    ref[1, 3:] = 0
+    np.testing.assert_allclose(out, ref, rtol=1e-6)  # padded frames held NaN: masked
+    size_ph = run(make("eval", {"eval": "source(0) * 0 + tf.cast(tf.reduce_max(source(0, as_data=True)"
+                                        ".size_placeholder[0]), tf.float32)"}, [a]), [va]).tensor.numpy()
+    assert size_ph[0, 0, 0] == 5
+
+
+def test_sparse_source_and_out_type():
+    time = SpatialDim("time")
+    classes = Data("c", dims=[batch_dim, time], sparse_dim=FeatureDim("cls", 7))
+    labels = np.array([[1, 2, 3, 4, 5], [6, 0, 1, 0, 0]], np.int32)
+    val = LayerOutput(tf.constant(labels), classes, {time: tf.constant(LENS)})
+    shifted = make("eval", {"eval": "source(0) + 1"}, [classes])
+    assert shifted.output.sparse and shifted.output.dim == 7 and shifted.output.dtype == "int32"
+    np.testing.assert_array_equal(run(shifted, [val]).tensor.numpy(), labels + 1)
+    as_float = make("eval", {"eval": "tf.cast(source(0), tf.float32) / 2",
+                             "out_type": {"dtype": "float32", "sparse": False}}, [classes])
+    assert not as_float.output.sparse and as_float.output.dtype == "float32" and as_float.output.dim is None
+    np.testing.assert_allclose(run(as_float, [val]).tensor.numpy(), labels / 2)
+    a, va, x = btf(3)
+    doubled = make("eval", {"eval": "tf.concat([source(0), -source(0)], axis=-1)", "out_type": {"dim": 6}}, [a])
+    assert doubled.output.dim == 6 and doubled.output.feature_dim_axis == 2
+    np.testing.assert_allclose(run(doubled, [va]).tensor.numpy()[0], np.concatenate([x[0], -x[0]], -1), rtol=1e-6)
+    by_fn = make("eval", {"eval": "source(0)", "out_type": lambda sources, name, **_: sources[0].output.copy()}, [a])
+    assert by_fn.output.dims == a.dims and by_fn.output.name == "lay"
+
+
+def test_callable_eval_locals_and_bias():
+    a, va, x = btf(3)
+    layer = make("eval", {"eval": lambda source, scale, **kw: source(0) * scale, "eval_locals": {"scale": 3.0},
+                          "with_bias": True, "activation": "relu"}, [a])
+    assert [v.shape.as_list() for v in layer.trainable_variables] == [[3]]
+    np.testing.assert_allclose(run(layer, [va]).tensor.numpy()[0], np.maximum(x[0] * 3, 0), rtol=1e-6)
+
+
+def test_train_flag_step_and_config_through_self_network():
+    old = get_global_config()
+    config = Config()
+    config.typed_dict["transform"] = lambda data, network: network.cond_on_train(
+        lambda: data.placeholder * 0.0 + tf.cast(network.global_train_step, tf.float32), lambda: data.placeholder)
+    set_global_config(config)
+    try:
+        a, va, x = btf(2)
+        layer = make("eval", {"eval": "self.network.get_config().typed_value('transform')(source(0, as_data=True), "
+                                      "network=self.network)"}, [a])
+        train = layer([va], RunContext(True, tf.constant([3, 17], tf.int64))).tensor.numpy()
+        assert np.all(train[0] == 17.0)
+        np.testing.assert_allclose(run(layer, [va]).tensor.numpy()[0], x[0])
+        flag = make("eval", {"eval": "tf.cast(self.network.train_flag, tf.float32) + source(0) * 0"}, [a])
+        assert run(flag, [va], train=True).tensor.numpy()[0, 0, 0] == 1.0
+        assert run(flag, [va]).tensor.numpy()[0, 0, 0] == 0.0
+    finally:
+        set_global_config(old)
+
+
+def test_tf1_names_and_tfutil_functions_are_available():
+    a, va, x = btf(2)
+    out = run(make("eval", {"eval": "tf.to_float(source(0) > 0) + where_bc(source(0) > 0, 1.0, 0.0)"}, [a]), [va])
+    np.testing.assert_allclose(out.tensor.numpy()[0], 2.0 * (x[0] > 0))
+
+
+@pytest.mark.parametrize("opts,sources,message", [
+    ({"eval": "source(0) +"}, 1, "'lay'.*eval.*syntax error"),
+    ({"eval": "source(0)"}, 2, "'lay'.*does not use source.*\\[1\\]"),
+    ({"eval": "source(0) + undefined_name"}, 1, "'lay'.*eval failed: NameError"),
+    ({"eval": "tf.reduce_sum(source(0))"}, 1, "'lay'.*rank 0.*out_type"),
+    ({"eval": 3}, 1, "'lay'.*must be a string or a callable"),
+    ({"eval": "source(0)", "out_type": {"bogus": 1}}, 1, "'lay'.*unsupported keys \\['bogus'\\]"),
+])
+def test_bad_expressions_name_the_layer(opts, sources, message):
+    a, va, x = btf(2)
+    with pytest.raises(NetworkError, match=message):
+        layer = make("eval", opts, [a] * sources)
+        run(layer, [va] * sources)
+
+
+CONFIG = '''#!rnn.py
+import numpy
+task = "train"
+train = {"class": "Task12AXDataset", "num_seqs": 40}
+dev = {"class": "Task12AXDataset", "num_seqs": 10, "fixed_random_seed": 2}
+num_inputs = 9
+num_outputs = 2
+batch_size = 500
+max_seqs = 10
+
+def transform(data, network):
+    """Zeroes a random feature band in training (SpecAugment-like), identity otherwise."""
+    import tensorflow as tf
+    from TFUtil import where_bc
+    x = data.placeholder
+    def masked():
+        start = tf.random_uniform((), 0, data.dim - 2, dtype=tf.int32)
+        band = tf.logical_and(tf.range(data.dim) >= start, tf.range(data.dim) < start + 2)
+        return where_bc(band[None, None, :], 0.0, x)
+    return network.cond_on_train(masked, lambda: x)
+
+network = {
+    "input": {"class": "eval", "from": "data", "eval": "tf.one_hot(source(0), 9)",
+              "out_type": {"dim": 9, "sparse": False, "dtype": "float32"}},
+    "aug": {"class": "eval", "from": "input",
+            "eval": "self.network.get_config().typed_value('transform')(source(0, as_data=True), network=self.network)"},
+    "hidden": {"class": "linear", "activation": "tanh", "n_out": 10, "from": "aug"},
+    "scaled": {"class": "combine", "kind": "eval", "from": ["hidden", "hidden"], "eval": "source(0) * 0.5 + source(1) * 0.5"},
+    "output": {"class": "softmax", "loss": "ce", "from": "scaled"},
+}
+adam = True
+learning_rate = 0.01
+num_epochs = 2
+'''
+
+
+def test_config_with_eval_layers_trains(tmp_path):
+    config = write_config(tmp_path / "eval.config", CONFIG)
+    proc = run_rnn(train_args(config, tmp_path), timeout=300)
+    assert proc.returncode == 0, describe(proc)
+    assert "dev: score" in proc.stdout or "epoch 2 score" in proc.stdout, describe(proc)
+
+
+def test_failing_eval_is_one_line(tmp_path):
+    config = write_config(tmp_path / "bad.config", CONFIG.replace("tf.one_hot(source(0), 9)", "tf.one_hotx(source(0), 9)"))
+    proc = run_rnn(train_args(config, tmp_path), timeout=300)
+    assert_one_line_error(proc, "layer 'input' (eval): eval failed: AttributeError")
