@@ -2,6 +2,8 @@
 
 How to write a layer: docs/architecture.md, "Writing a layer".
 """
-from returnn.tf.layers import base, basic, conv, eval_layer, generated, norm, products, rec, reduce, shape, slicing  # noqa: F401,E501
+from returnn.tf.layers import (  # noqa: F401
+    base, basic, conv, eval_layer, generated, norm, products, rec, reduce, self_attention, shape, slicing,
+)
 from returnn.tf.layers.base import LAYER_CLASSES, Layer, RunContext, get_layer_class, register_layer  # noqa: F401
 from returnn.tf.layers.output import LayerOutput  # noqa: F401

@@ -1,0 +1,160 @@
+"""Multi-head self-attention over the time axis, and relative positional encodings for it.
+
+``self_attention`` (RETURNN's semantics): one matrix ``QKV`` (no bias) maps the (concatenated)
+input to queries, keys and values of ``num_heads`` heads (key size ``total_key_dim // num_heads``,
+value size ``n_out // num_heads``); queries are scaled by ``key_size ** -0.5``; energies
+``q . k`` (plus ``q . key_shift[q, k]`` when ``key_shift`` names a layer of shape (T, T, key_size),
+e.g. ``relative_positional_encoding``); keys beyond a sequence's length are masked, or with
+``attention_left_only`` every key after the query (a lower-triangular mask, as RETURNN: lengths
+are not used then); softmax over keys, ``attention_dropout`` on the weights in training; the
+heads' weighted values are concatenated: ``(B, T, n_out)``.
+
+``relative_positional_encoding``: ``(T, T, n_out)`` without batch axis: entry ``[q, k]`` is row
+``clip(k - q, -clipping, clipping) + clipping`` of a learned ``(2 * clipping + 1, n_out)`` matrix
+(``fixed``: of sinusoids of the positions ``0 .. 2 * clipping``).
+
+Inside a ``rec`` loop (one query per step, keys accumulated) neither layer is available yet: the
+input must have a time axis.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Sequence
+
+import tensorflow as tf
+
+from returnn.errors import NetworkError
+from returnn.tensor import Data, Dim
+from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
+from returnn.tf.layers.generated import positional_encoding
+from returnn.tf.layers.helpers import check_sources, dropout, dropout_sources, feature_plan, project_sources
+from returnn.tf.layers.options import Option, positive_int, rate
+
+UNSUPPORTED_STATE_OPTIONS = ("initial_state", "state_var_lengths")
+
+
+def _batch_time_axes(layer: Layer, dims: Sequence[Dim], data: Data) -> List[int]:
+    """Positions of the batch and time dims among ``dims`` (the input without its feature axis)."""
+    time = data.time_dim
+    if time is None:
+        raise NetworkError("%s: needs an input with a time axis (inside rec loops it is not supported yet), got %s"
+                           % (layer.desc, data.short_repr()))
+    pos = [i for i, d in enumerate(dims) if d.is_batch_dim()] + [i for i, d in enumerate(dims) if d == time]
+    if len(pos) != 2 or len(dims) != 2:
+        raise NetworkError("%s: input must be (batch, time, feature), got %s" % (layer.desc, data.short_repr()))
+    return pos
+
+
+@register_layer
+class SelfAttentionLayer(Layer):
+    """See the module docstring."""
+
+    layer_class = "self_attention"
+    ref_options = ("key_shift",)
+    options = (
+        Option("num_heads", None, "number of attention heads"),
+        Option("total_key_dim", None, "key size summed over heads (divisible by num_heads)"),
+        Option("key_shift", None, "layer of shape (T, T, key_dim // num_heads) added to the keys per query"),
+        Option("forward_weights_init", "glorot_uniform", "init of the QKV matrix"),
+        Option("attention_dropout", 0.0, "dropout on the attention weights (training only)"),
+        Option("attention_left_only", False, "mask out keys after the query (causal)"),
+        Option("initial_state", None, "RETURNN's key/value state inside loops: not supported"),
+        Option("restrict_state_to_last_seq", False, "RETURNN's state option: no effect over a whole sequence"),
+        Option("state_var_lengths", None, "RETURNN's state option: not supported"),
+    )
+
+    def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
+        self.has_shift = isinstance(opts.get("key_shift"), str)
+        own = list(sources[:-1] if self.has_shift else sources)
+        super().__init__(name, opts, own, seed)
+        check_sources(self, own)
+        for key in UNSUPPORTED_STATE_OPTIONS:
+            if self.opts.get(key) is not None:
+                raise NetworkError("%s: option %r is not supported" % (self.desc, key))
+        self.heads = positive_int(self.desc, "num_heads", self.opt("num_heads"))
+        self.key_dim = positive_int(self.desc, "total_key_dim", self.opt("total_key_dim"))
+        self.value_dim = self.require_n_out()
+        for key, value in (("total_key_dim", self.key_dim), ("n_out", self.value_dim)):
+            if value % self.heads:
+                raise NetworkError("%s: %s %i is not divisible by num_heads %i" % (self.desc, key, value, self.heads))
+        self.plan = feature_plan(self, own)
+        self.bt = _batch_time_axes(self, self.plan.dims, own[0])
+        if self.has_shift:
+            shift = sources[-1]
+            if shift.batch_dim_axis is not None or shift.batch_ndim != 3 or shift.dim != self.key_dim // self.heads:
+                raise NetworkError("%s: key_shift %r must be (T, T, %i) without batch axis, got %s"
+                                   % (self.desc, shift.name, self.key_dim // self.heads, shift.short_repr()))
+        self.att_dropout = rate(self.desc, "attention_dropout", self.opt("attention_dropout"))
+        self.left_only = bool(self.opt("attention_left_only"))
+        self.qkv = self.weight("QKV", [sum(self.plan.in_dims), 2 * self.key_dim + self.value_dim],
+                               init_option="forward_weights_init")
+        dims = self.plan.dims
+        self.output = Data(name, dims=[dims[self.bt[0]], dims[self.bt[1]], self.out_feature_dim()], time_dim_axis=1)
+
+    def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
+        own = dropout_sources(self, sources[:len(self.sources)], ctx)
+        x = project_sources(self.plan, own, self.qkv)  # plan dims + (2K + V,)
+        if self.bt != [0, 1]:
+            x = tf.transpose(x, [1, 0, 2])
+        shape = tf.shape(x)
+        n_b, n_t, h = shape[0], shape[1], self.heads
+        kh, vh = self.key_dim // h, self.value_dim // h
+        x = tf.transpose(tf.reshape(x, [n_b, n_t, h, 2 * kh + vh]), [0, 2, 1, 3])  # (B, H, T, 2K/H + V/H)
+        q, k, v = tf.split(x, [kh, kh, vh], axis=-1)
+        q = q * (kh ** -0.5)
+        energy = tf.matmul(q, k, transpose_b=True)  # (B, H, Tq, Tk)
+        if self.has_shift:
+            energy += tf.einsum("bhqd,qkd->bhqk", q, sources[-1].tensor)
+        if self.left_only:
+            mask = tf.linalg.band_part(tf.ones([n_t, n_t], tf.bool), -1, 0)[None, None]
+        else:
+            seq_len = own[0].seq_len
+            mask = tf.sequence_mask(seq_len, maxlen=n_t)[:, None, None, :]
+        energy = tf.where(mask, energy, tf.constant(float("-inf"), energy.dtype))
+        weights = tf.nn.softmax(energy, axis=-1)
+        if self.att_dropout and ctx.train:
+            weights = dropout(weights, self.att_dropout, ctx.layer_seed(self.layer_name, 1))
+        out = tf.matmul(weights, v)  # (B, H, T, V/H)
+        out = tf.reshape(tf.transpose(out, [0, 2, 1, 3]), [n_b, n_t, self.value_dim])
+        return self.make_output(out, own)
+
+
+@register_layer
+class RelativePositionalEncodingLayer(Layer):
+    """See the module docstring."""
+
+    layer_class = "relative_positional_encoding"
+    options = (
+        Option("clipping", 16, "relative distances beyond this share the last encoding"),
+        Option("fixed", False, "sinusoids instead of a learned matrix"),
+        Option("forward_weights_init", "glorot_uniform", "init of the learned encoding matrix"),
+        Option("query_spatial_dim", None, "RETURNN's option: only the default (the input's time axis)"),
+        Option("key_value_spatial_dim", None, "RETURNN's option: only the default (the input's time axis)"),
+        Option("query_offset", None, "RETURNN's option: only the default (0)"),
+    )
+
+    def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
+        super().__init__(name, opts, sources, seed)
+        check_sources(self, sources)
+        for key in ("query_spatial_dim", "key_value_spatial_dim", "query_offset"):
+            if self.opts.get(key) is not None:
+                raise NetworkError("%s: option %r is not supported (only its default)" % (self.desc, key))
+        time = sources[0].time_dim
+        if time is None:
+            raise NetworkError("%s: needs an input with a time axis (inside rec loops it is not supported yet), "
+                               "got %s" % (self.desc, sources[0].short_repr()))
+        self.clipping = positive_int(self.desc, "clipping", self.opt("clipping"))
+        self.channels = self.require_n_out()
+        self.fixed = bool(self.opt("fixed"))
+        self.matrix = None if self.fixed else self.weight(
+            "encoding_matrix", [2 * self.clipping + 1, self.channels], init_option="forward_weights_init")
+        self.key_time = Dim(None, description="%s:key-time" % name, derived_from=time)
+        self.output = Data(name, dims=[time, self.key_time, self.out_feature_dim()], time_dim_axis=0)
+
+    def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
+        x = sources[0]
+        n_t = tf.shape(x.tensor)[x.data.time_dim_axis]
+        pos = tf.range(n_t)
+        index = tf.clip_by_value(pos[None, :] - pos[:, None], -self.clipping, self.clipping) + self.clipping
+        table = self.matrix if self.matrix is not None else \
+            positional_encoding(tf.range(2 * self.clipping + 1), self.channels)
+        return self.make_output(tf.gather(table, index), sources, {self.key_time: x.seq_len})
