@@ -57,8 +57,7 @@ def worker(args) -> None:
     if dist.rank == 0:
         print("RESULT " + json.dumps({"np": size, "steps": steps, "elapsed": elapsed, "frames": total_frames,
                                       "computing": timer.computing_fraction, "sync": timer.sync / timer.elapsed}))
-    if dist.enabled:
-        dist.backend.shutdown()
+    dist.shutdown()
 
 
 def run_setting(np_: int, reduce: str, args) -> dict:
