@@ -61,8 +61,8 @@ def test_rec_sub_network_unit_error_shows_the_users_dict():
     with pytest.raises(NetworkError) as info:
         TFNetwork(net, specs)
     assert str(info.value) == ("layer 'rec' (rec): 'unit' is a sub-network (layers h, output); rec sub-networks are "
-                               "not supported, only LSTM units: basiclstm, lstm, lstmblock, nativelstm, nativelstm2, "
-                               "standardlstm")
+                               "not supported, only LSTM units: basiclstm, cudnnlstm, layernormvariantslstm, lstm, "
+                               "lstmblock, lstmblockfused, lstmp, nativelstm, nativelstm2, standardlstm")
     net["rec"]["unit"] = ["lstm"]
     with pytest.raises(NetworkError, match=r"unknown unit \['lstm'\] \(known"):
         TFNetwork(net, specs)

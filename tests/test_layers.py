@@ -203,7 +203,7 @@ def test_lstm_matches_numpy_per_sequence(direction):
     x, lens = dense(0)
     layer = make("rec", {"unit": "nativelstm2", "n_out": 3, "direction": direction}, [spec(4)])
     out = run(layer, [lo(garble(x, lens), lens)]).tensor.numpy()
-    args = (layer.W.numpy(), layer.W_re.numpy(), layer.bias.numpy())
+    args = (layer.W.numpy(), layer.W_re.numpy(), layer.bias.numpy(), 0.0)  # RETURNN's NativeLSTM: no forget bias
     for b, n in enumerate(lens):
         seq = x[b, :n]
         ref = np_lstm(seq, *args) if direction == 1 else np_lstm(seq[::-1], *args)[::-1]
@@ -212,8 +212,12 @@ def test_lstm_matches_numpy_per_sequence(direction):
 
 
 def test_lstm_units_forget_bias_and_sparse_input():
-    for unit in ["lstm", "NativeLSTM", "nativelstm2", "standardlstm", "basiclstm", "lstmblock"]:
-        make("rec", {"unit": unit, "n_out": 2}, [spec(4)])
+    # RETURNN's defaults: the native kernels (and names it maps to them) have no forget bias,
+    # TensorFlow's LSTM cells add 1.0
+    for unit in ["lstm", "NativeLSTM", "nativelstm2", "lstmp", "CudnnLSTM", "lstmblock", "LSTMBlockFused"]:
+        assert make("rec", {"unit": unit, "n_out": 2}, [spec(4)]).forget_bias == 0.0
+    for unit in ["standardlstm", "basiclstm"]:
+        assert make("rec", {"unit": unit, "n_out": 2}, [spec(4)]).forget_bias == 1.0
     idx = np.array([[1, 0, 2, 2, 1], [0, 1, 2, 0, 0], [2, 0, 0, 0, 0]], np.int32)
     layer = make("rec", {"unit": "lstm", "n_out": 2, "unit_opts": {"forget_bias": 0.0}}, [spec(3, sparse=True)])
     layer.bias.assign(np.random.RandomState(0).randn(8).astype(np.float32))

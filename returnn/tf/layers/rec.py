@@ -7,8 +7,12 @@ size ``n_out`` in the gate order **(input, cell-candidate, forget, output)**)::
     c_t = sigmoid(f + forget_bias) * c_{t-1} + sigmoid(i) * tanh(g)
     h_t = sigmoid(o) * tanh(c_t)
 
-``forget_bias`` is a constant (not a variable), default 1.0, settable by
-``"unit_opts": {"forget_bias": ...}``. The initial state is zero.
+``forget_bias`` is a constant (not a variable), settable by ``"unit_opts": {"forget_bias": ...}``;
+its default is RETURNN's per unit: 0 for the native/fused units (``lstm``, ``nativelstm(2)``,
+``lstmp``, ``cudnnlstm``, ``lstmblock(fused)``, which RETURNN runs as NativeLSTM on TF 2), 1.0 for
+``standardlstm`` and ``basiclstm`` (TensorFlow's cells). The initial state is zero.
+``layernormvariantslstm`` is RETURNN's layer-normalized LSTM (see
+:mod:`returnn.tf.layers.lstm_layernorm`).
 
 The input projection ``x W`` is one big matmul over all frames (sparse inputs are an embedding
 lookup); the recurrence is a kernel of :mod:`returnn.tf.lstm_kernels` (chosen per device; works
@@ -25,10 +29,15 @@ from returnn.errors import NetworkError, known_list
 from returnn.tensor import Data
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
 from returnn.tf.layers.helpers import dropout_sources, feature_plan, plan_output, project_sources
+from returnn.tf.layers.lstm_layernorm import LayerNormLstm
 from returnn.tf.layers.options import Option
 from returnn.tf.lstm_kernels import get_kernel
 
-LSTM_UNITS = ("lstm", "nativelstm", "nativelstm2", "standardlstm", "basiclstm", "lstmblock")
+# unit name -> default forget bias (RETURNN's: native kernels 0, TensorFlow's LSTM cells 1)
+FORGET_BIAS = {"lstm": 0.0, "nativelstm": 0.0, "nativelstm2": 0.0, "lstmp": 0.0, "cudnnlstm": 0.0,
+               "lstmblock": 0.0, "lstmblockfused": 0.0, "standardlstm": 1.0, "basiclstm": 1.0}
+LAYER_NORM_UNIT = "layernormvariantslstm"
+LSTM_UNITS = tuple(FORGET_BIAS) + (LAYER_NORM_UNIT,)
 UNIT_OPTS = ("forget_bias",)
 
 
@@ -64,10 +73,10 @@ class RecLayer(Layer):
             raise NetworkError("%s: direction must be 1 or -1, got %r" % (self.desc, self.direction))
         unit_opts = dict(self.opt("unit_opts") or {})
         unknown = set(unit_opts) - set(UNIT_OPTS)
-        if unknown:
+        if unknown and self.unit != LAYER_NORM_UNIT:
             raise NetworkError("%s: unknown unit_opts %s (known: %s)"
                                % (self.desc, known_list(unknown), known_list(UNIT_OPTS)))
-        self.forget_bias = float(unit_opts.get("forget_bias", 1.0))
+        self.forget_bias = float(unit_opts.get("forget_bias", FORGET_BIAS.get(self.unit, 0.0)))
         self.plan = feature_plan(self, sources)
         dims = self.plan.dims
         self.time_major = len(dims) == 2 and dims[1].is_batch_dim()  # (T, B, F) input: run batch-major
@@ -75,9 +84,13 @@ class RecLayer(Layer):
             raise NetworkError("%s: input must be (batch, time, feature), got %s"
                                % (self.desc, [s.short_repr() for s in sources]))
         n_out = self.require_n_out()
-        self.W = self.weight("W", [sum(self.plan.in_dims), 4 * n_out], init_option="forward_weights_init")
-        self.W_re = self.weight("W_re", [n_out, 4 * n_out], init_option="recurrent_weights_init")
-        self.bias = self.weight("bias", [4 * n_out], 0.0, l2=False, init_option="bias_init")
+        self.cell = None
+        if self.unit == LAYER_NORM_UNIT:
+            self.cell = LayerNormLstm(self, sum(self.plan.in_dims), n_out, unit_opts)
+        else:
+            self.W = self.weight("W", [sum(self.plan.in_dims), 4 * n_out], init_option="forward_weights_init")
+            self.W_re = self.weight("W_re", [n_out, 4 * n_out], init_option="recurrent_weights_init")
+            self.bias = self.weight("bias", [4 * n_out], 0.0, l2=False, init_option="bias_init")
         self.output = plan_output(name, self.plan, self.out_feature_dim())
         if self.time_major:
             self.output = self.output.copy_transpose([1, 0, 2])
@@ -85,12 +98,18 @@ class RecLayer(Layer):
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         sources = dropout_sources(self, sources, ctx)
         seq_len = {d: size for s in sources for d, size in s.sizes.items()}[self.output.dims[1]]
-        x = project_sources(self.plan, sources, self.W) + self.bias
+        if self.cell is not None:
+            x = project_sources(self.plan, sources, self.cell.W)
+        else:
+            x = project_sources(self.plan, sources, self.W) + self.bias
         if self.time_major:
             x = tf.transpose(x, [1, 0, 2])
         if self.direction == -1:
             x = tf.reverse_sequence(x, seq_len, seq_axis=1, batch_axis=0)
-        y = get_kernel()(x, seq_len, self.W_re, self.forget_bias)
+        if self.cell is not None:
+            y = self.cell.run(x, seq_len, ctx.layer_seed(self.layer_name) if ctx.train else None)
+        else:
+            y = get_kernel()(x, seq_len, self.W_re, self.forget_bias)
         if self.direction == -1:
             y = tf.reverse_sequence(y, seq_len, seq_axis=1, batch_axis=0)
         return self.make_output(y, sources)
