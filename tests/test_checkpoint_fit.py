@@ -52,11 +52,13 @@ REMOVED = {"output": dict(BASE["output"], **{"from": "data"})}
     (dict(BASE, hidden=dict(BASE["hidden"], n_out=10)),
      ["layer 'hidden' parameter 'W' has shape (9, 8) in the checkpoint but (9, 10) in the network"]),
     (REMOVED, ["layer 'output' parameter 'W' has shape (8, 2) in the checkpoint but (9, 2)"]),
-    (dict(BASE, hidden=dict(BASE["hidden"], with_bias=False)),
-     ["the network lacks parameters of layer 'hidden' (bias) of the checkpoint"]),
-], ids=["renamed", "added", "n_out", "removed", "param_removed"])
+    (dict(BASE, unused={"class": "linear", "n_out": 8, "from": "data"}, output=dict(BASE["output"], **{"from": "unused"}),
+          hidden=None),
+     ["the network lacks layer 'hidden' (W, bias) of the checkpoint"]),
+], ids=["renamed", "added", "n_out", "removed", "removed_parallel"])
 def test_changed_network_names_checkpoint_and_layer(tmp_path, layers, needles):
     from returnn.errors import ConfigError
+    layers = {k: v for k, v in layers.items() if v is not None}
     prefix, _ = _saved(tmp_path, BASE)
     with pytest.raises(ConfigError) as info:
         _restore(prefix, layers)
@@ -97,3 +99,13 @@ def test_rnn_resume_after_rename_is_one_line_and_ignore_missing_trains_on(tmp_pa
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "load_ignore_missing_vars" in proc.stdout + proc.stderr
     assert (tmp_path / "model.002.index").exists()
+
+
+def test_layer_only_in_checkpoint_is_named_unless_ignore_missing(tmp_path):
+    """TensorFlow's restore would skip the values of a removed layer silently."""
+    from returnn.errors import ConfigError
+    prefix, _ = _saved(tmp_path, EXTRA)
+    with pytest.raises(ConfigError, match=r"the network lacks layer 'extra' \(W, bias\) of the checkpoint \(removed\?\)"):
+        _restore(prefix, BASE)
+    net = _restore(prefix, BASE, ignore_missing=True)
+    assert all(np.all(v.numpy() == 0.25) for v in net.variables)

@@ -32,6 +32,8 @@ import tensorflow as tf
 from returnn.errors import ConfigError, DataError, ReturnnError
 from returnn.util.basic import fsync_dir
 from returnn.util.run_lock import pid_alive
+from returnn.log import log
+from returnn.tf.checkpoint_fit import misfit, removed_layers
 
 _DATA_RE = re.compile(r"\.data-(\d+)-of-(\d+)$")
 INTERRUPTED_SUFFIX = "interrupted"
@@ -170,6 +172,13 @@ def remove_stale_temp_files(model: str, extra_files: Sequence[str] = ()) -> List
     return removed
 
 
+def _unfit(prefix: str, detail: str) -> ConfigError:
+    """The error for a checkpoint whose parameters do not fit the network (``detail``: which)."""
+    hint = "" if " has shape " in detail else (". load_ignore_missing_vars = True starts parameters the checkpoint "
+                                               "lacks from their initialisation and leaves out those the network lacks")
+    return ConfigError("checkpoint %s does not fit the network of the config: %s%s" % (prefix, detail, hint))
+
+
 class CheckpointManager:
     """Saves and restores network, optimizer, global step and epoch."""
 
@@ -245,16 +254,22 @@ class CheckpointManager:
         try:
             with readable_prefix(prefix) as path:
                 reader = tf.train.load_checkpoint(path)
-                partial = self._check_fit(reader, prefix)
+                self._check_layers(reader, prefix)
                 checkpoint = self.checkpoint if reader.has_tensor(RUN_STATE_KEY) else \
                     tf.train.Checkpoint(**self._objects)  # written before run_state existed
                 status = checkpoint.read(path)
                 status.expect_partial()  # no warnings about unused values when this fails
-                if not partial:
+                if not self.ignore_missing_vars:
                     status.assert_existing_objects_matched()
+                elif self._misfit(reader):
+                    print("checkpoint %s: %s; load_ignore_missing_vars: those parameters start from their "
+                          "initialisation or are left out" % (prefix, self._misfit(reader)), file=log.warn)
         except ReturnnError:
             raise
         except (ValueError, AssertionError) as exc:
+            detail = self._misfit(reader)
+            if detail:
+                raise _unfit(prefix, detail)
             raise ConfigError("checkpoint %s does not fit the network/optimizer of the config (changed layers, "
                               "n_out or optimizer?): %s" % (prefix, _first_line(exc)))
         except (tf.errors.OpError, IndexError, OSError) as exc:
@@ -262,18 +277,18 @@ class CheckpointManager:
                             % (prefix, type(exc).__name__, _first_line(exc)))
         return int(self.epoch_var.numpy())
 
-    def _check_fit(self, reader, prefix: str) -> bool:
-        """Names the layer/parameter that does not fit (see :mod:`checkpoint_fit`); True when
-        ``ignore_missing_vars`` let parameters pass that the checkpoint or the network lacks."""
+    def _misfit(self, reader) -> Optional[str]:
+        """What does not fit the network, by layer and parameter (:mod:`checkpoint_fit`), or None."""
         network = self._objects.get("network")
-        if network is None:
-            return False
-        from returnn.log import log
-        from returnn.tf.checkpoint_fit import check_fit
-        warnings = check_fit(reader.get_variable_to_shape_map(), network, prefix, self.ignore_missing_vars)
-        for line in warnings:
-            print(line, file=log.warn)
-        return bool(warnings)
+        return misfit(reader.get_variable_to_shape_map(), network) if network is not None else None
+
+    def _check_layers(self, reader, prefix: str) -> None:
+        """A layer only in the checkpoint (removed or renamed in the config) is an error unless
+        ``ignore_missing_vars``; TensorFlow's restore would skip its values silently."""
+        network = self._objects.get("network")
+        if network is None or self.ignore_missing_vars or not removed_layers(reader.get_variable_to_shape_map(), network):
+            return
+        raise _unfit(prefix, self._misfit(reader))
 
     def run_state(self, prefix: str) -> Dict[str, Any]:
         """The run state stored with the checkpoint restored last from ``prefix`` ({} if none)."""

@@ -5,17 +5,18 @@ Python objects. Before restoring, the parameters stored in the checkpoint
 (``network/layers/<layer>/<param>``) are compared with the network's: a layer renamed, removed or
 added, and a parameter whose shape changed are named with the checkpoint.
 
-``load_ignore_missing_vars`` (RETURNN's key): parameters of the network that the checkpoint lacks
-keep their initialisation, and checkpoint layers the network lacks are left out, each with a
-warning; shapes must still agree.
+TensorFlow's restore decides what fits (it matches objects, not these names); the names here
+explain a failure, and catch what TensorFlow accepts silently: a checkpoint layer the network no
+longer has. ``load_ignore_missing_vars`` (RETURNN's key): parameters of the network that the
+checkpoint lacks keep their initialisation, and checkpoint layers the network lacks are left out,
+with a warning; shapes must still agree.
 """
 from __future__ import annotations
 
-from typing import Dict, List, Mapping, Sequence, Tuple
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
-from returnn.errors import ConfigError
 
 _SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
 _PREFIX = "network/"
@@ -83,17 +84,15 @@ def _describe(layers: Dict[str, List[str]]) -> str:
     return ", ".join("'%s' (%s)" % (layer, ", ".join(sorted(params))) for layer, params in sorted(layers.items()))
 
 
-def check_fit(shapes: Mapping[str, Sequence[int]], network: tf.Module, prefix: str,
-              ignore_missing: bool = False) -> List[str]:
-    """Raises a ConfigError naming the checkpoint ``prefix`` and the first layer/parameter that does
-    not fit; returns warnings for what ``ignore_missing`` lets pass."""
+def misfit(shapes: Mapping[str, Sequence[int]], network: tf.Module) -> Optional[str]:
+    """What does not fit between the parameters stored in a checkpoint (``shapes``: its
+    variable-to-shape map) and ``network``, said by layer and parameter; None if all fits."""
     have = network_params(network)
     stored = checkpoint_params(shapes)
     for key, (layer, param, shape) in sorted(have.items()):
         if key in stored and stored[key][2] != shape:
-            raise ConfigError("checkpoint %s does not fit the network of the config: layer '%s' parameter '%s' "
-                              "has shape %s in the checkpoint but %s in the network (changed n_out, input or "
-                              "layer options?)" % (prefix, layer, param, stored[key][2], shape))
+            return ("layer '%s' parameter '%s' has shape %s in the checkpoint but %s in the network (changed n_out, "
+                    "input or layer options?)" % (layer, param, stored[key][2], shape))
     missing = _by_layer(v for k, v in have.items() if k not in stored)
     extra = _by_layer(v for k, v in stored.items() if k not in have)
     # a parameter of a layer that exists on both sides is a changed layer, not a renamed one
@@ -107,11 +106,12 @@ def check_fit(shapes: Mapping[str, Sequence[int]], network: tf.Module, prefix: s
         parts.append("the network lacks %s %s of the checkpoint" % ("layer" if gone_layers == extra else "parameters of layer",
                                                                     _describe(extra)))
     if not parts:
-        return []
-    hint = " (renamed?)" if new_layers and gone_layers else (" (removed?)" if gone_layers else "")
-    text = "; ".join(parts) + hint
-    if not ignore_missing:
-        raise ConfigError("checkpoint %s does not fit the network of the config: %s. load_ignore_missing_vars = True "
-                          "starts such parameters from their initialisation" % (prefix, text))
-    return ["checkpoint %s: %s; load_ignore_missing_vars: those parameters start from their initialisation "
-            "or are left out" % (prefix, text)]
+        return None
+    return "; ".join(parts) + (" (renamed?)" if new_layers and gone_layers else (" (removed?)" if gone_layers else ""))
+
+
+def removed_layers(shapes: Mapping[str, Sequence[int]], network: tf.Module) -> List[str]:
+    """Layers with parameters in the checkpoint that the network does not have at all (TensorFlow's
+    restore ignores such values silently)."""
+    have = {layer for layer, _, _ in network_params(network).values()}
+    return sorted({layer for layer, _, _ in checkpoint_params(shapes).values()} - have)
