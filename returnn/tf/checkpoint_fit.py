@@ -113,5 +113,5 @@ def misfit(shapes: Mapping[str, Sequence[int]], network: tf.Module) -> Optional[
 def removed_layers(shapes: Mapping[str, Sequence[int]], network: tf.Module) -> List[str]:
     """Layers with parameters in the checkpoint that the network does not have at all (TensorFlow's
     restore ignores such values silently)."""
-    have = {layer for layer, _, _ in network_params(network).values()}
+    have = {layer for layer, _, _ in network_params(network).values()} | set(getattr(network, "layers", None) or ())
     return sorted({layer for layer, _, _ in checkpoint_params(shapes).values()} - have)
