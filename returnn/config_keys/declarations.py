@@ -43,6 +43,7 @@ _batch("prefetch_batches", "int", 8, "Batches prepared ahead by the background t
 # ---- network
 _net = partial(declare, group="network")
 _net("network", "dict", None, "The layer dict: {name: {'class': ..., 'from': ..., ...}}.")
+_net("behavior_version", "int", 0, "RETURNN's behavior version: layer defaults RETURNN changed with it (batch_norm from 12).")
 _net("pretrain", "bool|str|dict", None, "Layer-wise pretraining: 'default', True or an options dict (RETURNN's).")
 _net("pretrain_repetitions", "int|list|dict", None, "Old style: pretrain 'repetitions' (the pretrain dict wins).")
 _net("pretrain_construction_algo", "str|callable", None, "Old style: pretrain 'construction_algo'.")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from returnn.config_keys.registry import ignore
 
-ignore("""use_tensorflow backend device behavior_version patch_atfork check_unsupported_device ipython
+ignore("""use_tensorflow backend device patch_atfork check_unsupported_device ipython
     use_hot_reloading web_server_port use_lovely_tensors EnableAutoNumpySharedMemPickling
     PYTORCH_CUDA_ALLOC_CONF __debug_dummy_distributed_rank_and_size""".split(),
        "RETURNN process set-up; no effect here")

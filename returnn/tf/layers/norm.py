@@ -1,13 +1,19 @@
 """Normalisation layers: ``layer_norm`` and ``batch_norm``.
 
-``batch_norm`` moving statistics (non-trainable variables ``moving_mean``/``moving_variance``,
-initialised to 0 and 1) are updated in training only, with PyTorch-style momentum, i.e.
-``momentum`` is the weight of the current batch::
+``batch_norm`` follows RETURNN's options. Moving statistics (non-trainable ``moving_mean`` /
+``moving_variance``, initialised to 0 and 1) move towards the current batch's statistics with
+``momentum`` as the weight of the current batch::
 
-    moving = (1 - momentum) * moving + momentum * batch_stat      (default momentum = 0.1)
+    moving = moving + (batch_stat - moving) * momentum
 
-Batch statistics are the mean and the biased variance over all real frames of the batch (padded
-frames are excluded). In evaluation the moving statistics are used.
+Batch statistics are the mean and biased variance over all real frames (``masked_time``, default)
+or over all positions including padding (``masked_time: False``). Training normalises with
+``(1 - use_sample) * batch + use_sample * moving`` statistics (default ``use_sample`` 0), evaluation
+with the moving ones (unless ``force_sample``). Defaults that RETURNN changed with behavior
+version 12 follow the config's ``behavior_version``: before 12, ``momentum`` 0.99, the moving
+statistics are also updated in evaluation steps (``update_sample_only_in_training`` False), and the
+updated values are used at once (``delay_sample_update`` False); from 12 on, 0.1, training only,
+delayed.
 """
 from __future__ import annotations
 
@@ -67,36 +73,71 @@ class LayerNormLayer(_FeatureNorm):
         return self.make_output(y, sources)
 
 
+def behavior_version() -> int:
+    """The config's ``behavior_version`` (0 when unset)."""
+    from returnn.config import get_global_config
+    try:
+        return int(get_global_config().int("behavior_version") or 0)
+    except (TypeError, ValueError):
+        return 0
+
+
 @register_layer
 class BatchNormLayer(_FeatureNorm):
-    """Batch normalisation per feature over all other axes (real positions only)."""
+    """Batch normalisation per feature over all other axes; see the module docstring."""
 
     layer_class = "batch_norm"
     options = (
-        Option("momentum", 0.1, "weight of the current batch in the moving statistics"),
+        Option("momentum", None, "weight of the current batch in the moving statistics (0.99, or 0.1 from "
+                                 "behavior_version 12)"),
         Option("epsilon", 1e-3, "added to the variance"),
         Option("use_shift", True, "learn a shift beta"),
         Option("use_std", True, "learn a scale gamma"),
+        Option("use_sample", 0.0, "weight of the moving statistics when normalising in training"),
+        Option("force_sample", False, "use the use_sample mix in evaluation too"),
+        Option("update_sample_only_in_training", None, "update the moving statistics only in training "
+                                                       "(default: from behavior_version 12)"),
+        Option("delay_sample_update", None, "normalise with the moving statistics before this batch's update "
+                                            "(default: from behavior_version 12)"),
+        Option("param_version", None, "RETURNN's parameter naming (0, 1, 2): the same computation here"),
+        Option("gamma_init", 1.0, "init of gamma (RETURNN init spec)"),
+        Option("beta_init", 0.0, "init of beta (RETURNN init spec)"),
+        Option("masked_time", True, "statistics over real frames only (False: padding included)"),
     )
 
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
         super().__init__(name, opts, sources, seed)
-        self.momentum = float(self.opt("momentum"))
+        new = behavior_version() >= 12
+        momentum = self.opt("momentum")
+        self.momentum = float((0.1 if new else 0.99) if momentum is None else momentum)
         if not 0.0 <= self.momentum <= 1.0:
             raise NetworkError("%s: momentum must be in [0, 1], got %r" % (self.desc, self.momentum))
+        self.use_sample = float(self.opt("use_sample"))
+        if not 0.0 <= self.use_sample <= 1.0:
+            raise NetworkError("%s: use_sample must be in [0, 1], got %r" % (self.desc, self.use_sample))
+        if self.opt("param_version") not in (None, 0, 1, 2):
+            raise NetworkError("%s: param_version must be 0, 1 or 2, got %r" % (self.desc, self.opt("param_version")))
+        only_train, delay = self.opt("update_sample_only_in_training"), self.opt("delay_sample_update")
+        self.update_only_in_training = bool(new if only_train is None else only_train)
+        self.delay_update = bool(new if delay is None else delay)
+        self.force_sample = bool(self.opt("force_sample"))
+        self.masked_time = bool(self.opt("masked_time"))
         self.epsilon = float(self.opt("epsilon"))
         dim = self.n_feat
-        self.gamma = self.weight("gamma", [dim], "ones", l2=False) if self.opt("use_std") else None
-        self.beta = self.weight("beta", [dim], "zeros", l2=False) if self.opt("use_shift") else None
+        self.gamma = self.weight("gamma", [dim], self.opt("gamma_init"), l2=False, init_option="gamma_init") \
+            if self.opt("use_std") else None
+        self.beta = self.weight("beta", [dim], self.opt("beta_init"), l2=False, init_option="beta_init") \
+            if self.opt("use_shift") else None
         self.moving_mean = tf.Variable(np.zeros([dim], np.float32), name="moving_mean", trainable=False)
         self.moving_variance = tf.Variable(np.ones([dim], np.float32), name="moving_variance", trainable=False)
 
     def batch_moments(self, x: LayerOutput):
-        """Mean and biased variance, shape (D,), over all real positions of ``x``."""
+        """Mean and biased variance, shape (D,), over the real positions of ``x`` (all positions
+        without ``masked_time``)."""
         axes = [a for a in range(x.data.batch_ndim) if a != x.data.feature_dim_axis]
-        mask = x.full_mask()
+        mask = x.full_mask() if self.masked_time else None
         if mask is None:
-            mask = tf.ones([1] * x.data.batch_ndim, tf.bool)
+            return tf.nn.moments(x.tensor, axes=axes)
         weight = tf.where(mask, tf.ones_like(x.tensor), 0.0)
         count = tf.maximum(tf.reduce_sum(weight, axis=axes), 1.0)
         mean = tf.reduce_sum(weight * tf.where(mask, x.tensor, 0.0), axis=axes) / count
@@ -106,13 +147,24 @@ class BatchNormLayer(_FeatureNorm):
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         x = self.inputs(sources, ctx)
-        if ctx.train:
-            mean, var = self.batch_moments(x)
+        update = ctx.train or not self.update_only_in_training
+        use_batch = (ctx.train or self.force_sample) and self.use_sample < 1.0
+        # values before this batch's update (read first: in a tf.function reads follow program order)
+        moving_mean, moving_var = self.moving_mean.read_value(), self.moving_variance.read_value()
+        if update or use_batch:
+            mean_b, var_b = self.batch_moments(x)
+        if update:
             m = self.momentum
-            self.moving_mean.assign((1.0 - m) * self.moving_mean + m * tf.stop_gradient(mean))
-            self.moving_variance.assign((1.0 - m) * self.moving_variance + m * tf.stop_gradient(var))
+            new_mean = self.moving_mean.assign_add((tf.stop_gradient(mean_b) - moving_mean) * m)
+            new_var = self.moving_variance.assign_add((tf.stop_gradient(var_b) - moving_var) * m)
+            if not self.delay_update:
+                moving_mean, moving_var = new_mean, new_var
+        if ctx.train or self.force_sample:
+            k = self.use_sample
+            mean = mean_b if k == 0.0 else moving_mean if k == 1.0 else (1 - k) * mean_b + k * moving_mean
+            var = var_b if k == 0.0 else moving_var if k == 1.0 else (1 - k) * var_b + k * moving_var
         else:
-            mean, var = self.moving_mean, self.moving_variance
+            mean, var = moving_mean, moving_var
         y = (x.tensor - self.per_feature(mean)) * tf.math.rsqrt(self.per_feature(var) + self.epsilon)
         if self.gamma is not None:
             y = y * self.per_feature(self.gamma)
