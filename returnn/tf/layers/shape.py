@@ -319,7 +319,7 @@ class ReinterpretDataLayer(_ShapeLayer):
     """Same values, new description: ``set_axes`` ({"T"/"F": axis}), ``set_dim_tags`` ({axis:
     Dim}; a dynamic axis keeps its sizes), ``set_sparse``, ``set_sparse_dim``,
     ``increase_sparse_dim``, ``enforce_batch_major``/``enforce_time_major``, ``size_base`` (a layer
-    whose time axis, with its sizes, replaces ours)."""
+    whose time axis, with its sizes, replaces ours; the values are cut or zero-padded to its extent)."""
 
     layer_class = "reinterpret_data"
     ref_options = ("size_base",)
@@ -389,5 +389,18 @@ class ReinterpretDataLayer(_ShapeLayer):
             if old in x.sizes:
                 sizes[new] = x.sizes[old]
         if self.has_base:
-            sizes[self.base.time_dim] = sources[-1].sizes[self.base.time_dim]
+            base = sources[-1]
+            sizes[self.base.time_dim] = base.sizes[self.base.time_dim]
+            tensor = _fit_axis(tensor, self.output.time_dim_axis, tf.shape(base.tensor)[base.data.time_dim_axis])
         return self.make_output(tensor, own, sizes)
+
+
+def _fit_axis(tensor: tf.Tensor, axis: int, length: tf.Tensor) -> tf.Tensor:
+    """``tensor`` cut or zero-padded to ``length`` on ``axis`` (e.g. an upsampled time axis a few
+    frames longer than the frames its new sizes come from; real frames are unchanged)."""
+    pad = tf.maximum(length - tf.shape(tensor)[axis], 0)
+    paddings = tf.scatter_nd([[axis, 1]], [pad], [len(tensor.shape), 2])
+    tensor = tf.pad(tensor, paddings)
+    begin = tf.zeros([len(tensor.shape)], tf.int32)
+    size = tf.tensor_scatter_nd_update(-tf.ones([len(tensor.shape)], tf.int32), [[axis]], [length])
+    return tf.slice(tensor, begin, size)

@@ -1,0 +1,127 @@
+"""``transposed_conv`` (RETURNN's TransposedConvLayer): upsampling over 1 or 2 spatial axes.
+
+Per spatial axis with input length ``n``, filter ``k``, stride ``s`` (default: ``k``), the output
+length is (as Keras' ``deconv_output_length``, which RETURNN uses)::
+
+    output_padding None:  valid: n * s + max(k - s, 0)      same: n * s
+    output_padding p:     (n - 1) * s + k - 2 * pad + p      (pad = k // 2 for same, 0 for valid)
+
+minus ``2 * remove_padding`` (frames cut at both ends). Sequence lengths follow the same formula;
+input padding is zeroed first and output positions beyond a sequence's length are 0. Weights
+``W``: filter_size + [n_out, n_in] (TensorFlow's transposed layout, as RETURNN).
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Sequence
+
+import tensorflow as tf
+
+from returnn.errors import NetworkError
+from returnn.tensor import Data, Dim, DimTypes
+from returnn.tf.activations import get_activation
+from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
+from returnn.tf.layers.conv import WINDOW_OPTIONS
+from returnn.tf.layers.helpers import concat_inputs, dense_value
+from returnn.tf.layers.options import Option
+from returnn.tf.layers.spatial import SpatialPlan
+
+
+def transposed_length(n: Any, k: int, s: int, padding: str, output_padding: Optional[int], remove: int) -> Any:
+    """Output length for input length ``n`` (int or int tensor); see the module docstring."""
+    if output_padding is None:
+        if padding == "valid":
+            length = n * s + max(k - s, 0)
+        else:
+            length = n * s
+    else:
+        pad = k // 2 if padding == "same" else 0
+        length = (n - 1) * s + k - 2 * pad + output_padding
+    return length - 2 * remove
+
+
+def _per_axis(layer: Layer, key: str, value: Any, n: int, allow_none: bool) -> List[Any]:
+    items = list(value) if isinstance(value, (list, tuple)) else [value] * n
+    ok = len(items) == n and all((v is None and allow_none) or (isinstance(v, int) and not isinstance(v, bool)
+                                                                 and v >= 0) for v in items)
+    if not ok:
+        raise NetworkError("%s: option %r must be an int >= 0%s or a list of %i (one per spatial axis), got %r"
+                           % (layer.desc, key, " or None" if allow_none else "", n, value))
+    return items
+
+
+@register_layer
+class TransposedConvLayer(Layer):
+    """See the module docstring."""
+
+    layer_class = "transposed_conv"
+    options = WINDOW_OPTIONS + (
+        Option("filter_size", None, "window size per spatial axis, e.g. [3]"),
+        Option("remove_padding", 0, "frames to cut at both ends of each spatial axis (int or list)"),
+        Option("output_padding", None, "extra output frames per axis (int, None or list); see module docstring"),
+        Option("activation", None, "activation after the transposed convolution"),
+        Option("with_bias", True, "add a bias"),
+        Option("forward_weights_init", "glorot_uniform", "init of the weights (RETURNN init spec)"),
+        Option("bias_init", 0.0, "init of the bias (RETURNN init spec)"),
+        Option("out_spatial_dims", None, "accepted for RETURNN compatibility (lengths are computed)"),
+        Option("use_time_mask", False, "accepted for RETURNN compatibility (padding is always zeroed)"),
+    )
+
+    def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
+        super().__init__(name, opts, sources, seed)
+        for key in ("dilation_rate", "use_channel_first"):
+            if self.opt(key) not in (1, False, None):
+                raise NetworkError("%s: option %r is not supported" % (self.desc, key))
+        self.plan = SpatialPlan(self, sources, "filter_size", default_stride_is_size=True)
+        windows = self.plan.windows
+        if len(windows) > 2:
+            raise NetworkError("%s: 1-D or 2-D only, got %i spatial axes" % (self.desc, len(windows)))
+        self.remove = _per_axis(self, "remove_padding", self.opt("remove_padding"), len(windows), False)
+        self.out_pad = _per_axis(self, "output_padding", self.opt("output_padding"), len(windows), True)
+        n_out = self.require_n_out()
+        n_in = self.plan.data.dim
+        self.activation = get_activation(self.opt("activation"), name)
+        self.W = self.weight("W", [w.size for w in windows] + [n_out, n_in], init_option="forward_weights_init")
+        self.bias = self.weight("bias", [n_out], 0.0, l2=False, init_option="bias_init") if self.opt("with_bias") \
+            else None
+        self.out_dims: List[Dim] = []
+        for i, w in enumerate(windows):
+            args = (w.size, w.stride, self.plan.padding, self.out_pad[i], self.remove[i])
+            if w.in_dim.is_static():
+                size = transposed_length(w.in_dim.dimension, *args)
+                if size < 1:
+                    raise NetworkError("%s: output length %i of axis %r is < 1" % (self.desc, size,
+                                                                                 w.in_dim.description))
+                out = Dim(size, kind=DimTypes.Spatial, description="%s:%s" % (name, w.in_dim.description))
+            else:
+                out = Dim(None, kind=w.in_dim.kind or DimTypes.Spatial, derived_from=w.in_dim,
+                          description="%s:%s" % (name, w.in_dim.description))
+            self.out_dims.append(out)
+        batch = self.plan.data.dims[self.plan.data.batch_dim_axis]
+        self.output = Data(name, dims=[batch] + self.out_dims + [self.out_feature_dim()],
+                           feature_dim_axis=len(self.out_dims) + 1)
+
+    def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
+        plan = self.plan
+        x = dense_value(concat_inputs(self, plan.concat_data, plan.concat_plan, sources, ctx))
+        tensor = x.masked(0.0)
+        for reshape in plan.reshapes:
+            tensor = reshape(tensor)
+        xt = tf.transpose(tensor, plan.perm)  # (B, spatial..., C_in)
+        shape = tf.shape(xt)
+        full = []  # output lengths before remove_padding
+        for i, w in enumerate(plan.windows):
+            full.append(transposed_length(shape[i + 1], w.size, w.stride, plan.padding, self.out_pad[i], 0))
+        out_shape = tf.stack([shape[0]] + full + [self.output.dim])
+        y = tf.nn.conv_transpose(xt, self.W, out_shape, strides=[w.stride for w in plan.windows],
+                                 padding=plan.padding.upper())
+        if any(self.remove):
+            y = y[(slice(None),) + tuple(slice(r, -r if r else None) for r in self.remove)]
+        if self.bias is not None:
+            y = y + self.bias
+        sizes = dict(x.sizes)
+        for i, (w, out) in enumerate(zip(plan.windows, self.out_dims)):
+            if out.is_dynamic():
+                sizes[out] = transposed_length(x.sizes[w.in_dim], w.size, w.stride, plan.padding, self.out_pad[i],
+                                               self.remove[i])
+        y = LayerOutput(self.activation(y), self.output, sizes).masked(0.0)
+        return self.make_output(y, sources, sizes)

@@ -1,0 +1,105 @@
+"""transposed_conv against a numpy reference per sequence (lengths, padding modes, output_padding,
+remove_padding, NaN in padded input frames), 2-D, and in a network that upsamples back to the
+frame rate after a strided conv."""
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from data_utils import btf, make_layer as make, run_layer as run
+from helpers import describe, run_rnn, train_args, write_config
+from returnn.errors import NetworkError
+from returnn.tensor import Data, FeatureDim, SpatialDim, batch_dim
+from returnn.tf.layers import LayerOutput
+from returnn.tf.layers.transposed_conv import transposed_length
+
+LENS = np.array([4, 2], np.int32)
+
+
+def np_transposed_conv_1d(x, w, s, padding, length):
+    """x: (n, c_in), w: (k, c_out, c_in); output of ``length`` frames, cropped as TensorFlow."""
+    n, k = len(x), w.shape[0]
+    full = np.zeros(((n - 1) * s + k, w.shape[1]))
+    for t in range(n):
+        for j in range(k):
+            full[t * s + j] += w[j] @ x[t]
+    before = max((n - 1) * s + k - length, 0) // 2 if padding == "same" else 0
+    out = np.zeros((length, w.shape[1]))
+    part = full[before:before + length]
+    out[:len(part)] = part
+    return out
+
+
+@pytest.mark.parametrize("k,s,padding,output_padding,remove", [
+    (3, 3, "same", None, 0), (4, 2, "valid", None, 0), (2, 3, "valid", None, 0), (3, 2, "same", 1, 0),
+    (5, 2, "valid", None, 1),
+])
+def test_matches_numpy_per_sequence(k, s, padding, output_padding, remove):
+    data, val, x = btf(3, LENS, garbage=np.nan)
+    layer = make("transposed_conv", {"filter_size": [k], "strides": [s], "padding": padding, "n_out": 2,
+                                     "output_padding": output_padding, "remove_padding": remove,
+                                     "with_bias": False}, [data])
+    out = run(layer, [val])
+    y = out.tensor.numpy()
+    sizes = out.size(1).numpy()
+    w = layer.W.numpy()
+    for b, n in enumerate(LENS):
+        full_len = transposed_length(int(n), k, s, padding, output_padding, 0)
+        ref = np_transposed_conv_1d(x[b, :n], w, s, padding, full_len)
+        ref = ref[remove:full_len - remove]
+        assert sizes[b] == len(ref)
+        np.testing.assert_allclose(y[b, :len(ref)], ref, rtol=1e-5, atol=1e-5)
+        np.testing.assert_array_equal(y[b, len(ref):], 0.0)
+
+
+def test_two_spatial_axes_static_and_bias():
+    time, freq = SpatialDim("t"), SpatialDim("f", 3)
+    data = Data("x", dims=[batch_dim, time, freq, FeatureDim("c", 2)])
+    x = np.random.RandomState(0).randn(2, 4, 3, 2).astype(np.float32)
+    val = LayerOutput(tf.constant(x), data, {time: tf.constant(LENS)})
+    layer = make("transposed_conv", {"filter_size": [2, 2], "n_out": 3, "activation": "relu"}, [data])
+    assert layer.output.dims[2].dimension == 6 and layer.output.dim == 3
+    y = run(layer, [val]).tensor.numpy()
+    w, b = layer.W.numpy(), layer.bias.numpy()
+    ref = np.zeros((4 * 2, 6, 3))
+    for t in range(4):
+        for f in range(3):
+            for i in range(2):
+                for j in range(2):
+                    ref[t * 2 + i, f * 2 + j] += w[i, j] @ x[0, t, f]
+    np.testing.assert_allclose(y[0], np.maximum(ref + b, 0), rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(y[1, 4:], 0.0)
+
+
+def test_bad_options_name_the_layer():
+    data, val, x = btf(3, LENS)
+    with pytest.raises(NetworkError, match="'lay'.*remove_padding"):
+        make("transposed_conv", {"filter_size": [3], "n_out": 2, "remove_padding": -1}, [data])
+    with pytest.raises(NetworkError, match="'lay'.*filter_size"):
+        make("transposed_conv", {"n_out": 2}, [data])
+
+
+CONFIG = '''#!rnn.py
+task = "train"
+train = {"class": "Task12AXDataset", "num_seqs": 40}
+num_inputs = 9
+num_outputs = 2
+batch_size = 400
+max_seqs = 10
+network = {
+    "conv": {"class": "conv", "from": "data", "filter_size": [3], "strides": [3], "padding": "same", "n_out": 8,
+             "activation": "relu"},
+    "up": {"class": "transposed_conv", "from": "conv", "filter_size": [3], "strides": [3], "n_out": 8,
+           "activation": "relu"},
+    "frames": {"class": "reinterpret_data", "from": "up", "size_base": "data"},
+    "output": {"class": "softmax", "loss": "ce", "from": "frames"},
+}
+adam = True
+learning_rate = 0.01
+num_epochs = 1
+'''
+
+
+def test_upsampling_back_to_frame_rate_trains(tmp_path):
+    config = write_config(tmp_path / "up.config", CONFIG)
+    proc = run_rnn(train_args(config, tmp_path), timeout=300)
+    assert proc.returncode == 0, describe(proc)
