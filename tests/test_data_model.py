@@ -191,11 +191,24 @@ def test_option_declarations_errors_and_validation():
     assert "n_out (default None): output feature dim" in options_help(get_layer_class("linear", "x"))
 
 
-def test_l2_is_a_property_of_each_weight():
+def test_l2_covers_all_trainable_parameters_as_in_returnn():
     data = Data("data", shape=(None, 4))
-    assert [v.name for v in _layer("linear", {"n_out": 2, "L2": 0.1}, [data]).l2_variables()] == ["W:0"]
-    assert [v.name for v in _layer("rec", {"n_out": 2}, [data]).l2_variables()] == ["W:0", "W_re:0"]
-    assert _layer("batch_norm", {}, [data]).l2_variables() == []
+    assert sorted(v.name for v in _layer("linear", {"n_out": 2, "L2": 0.1}, [data]).l2_variables()) == \
+        ["W:0", "bias:0"]
+    assert sorted(v.name for v in _layer("rec", {"n_out": 2}, [data]).l2_variables()) == ["W:0", "W_re:0", "bias:0"]
+    assert sorted(v.name for v in _layer("batch_norm", {}, [data]).l2_variables()) == ["beta:0", "gamma:0"]
+    assert _layer("linear", {"n_out": 2, "trainable": False}, [data]).l2_variables() == []
+
+
+def test_network_l2_loss_value():
+    from returnn.tf.network import TFNetwork
+    net = TFNetwork({"h": {"class": "linear", "n_out": 3, "L2": 0.01, "from": "data", "bias_init": 0.5},
+                     "output": {"class": "softmax", "n_out": 2, "from": "h", "L2": 0.1}},
+                    {"data": Data("data", shape=(None, 4))})
+    h, out = net.layers["h"], net.layers["output"]
+    ref = 0.01 * (np.sum(h.W.numpy() ** 2) + np.sum(h.bias.numpy() ** 2)) \
+        + 0.1 * (np.sum(out.W.numpy() ** 2) + np.sum(out.bias.numpy() ** 2))
+    np.testing.assert_allclose(net.l2_loss().numpy(), ref, rtol=1e-5)
 
 
 # ------------------------------------------------------------------ extern_data

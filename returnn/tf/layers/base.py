@@ -63,7 +63,7 @@ class Layer(tf.Module):
         Option("n_out", None, "output feature dim (checked or inferred from the target)"),
         Option("out_dim", None, "Dim of the output feature axis (instead of n_out)"),
         Option("dropout", 0.0, "dropout rate on the input, training only (inverted: scaled by 1/keep)"),
-        Option("L2", 0.0, "L2 weight of this layer's weights (not biases/scales) in the loss"),
+        Option("L2", 0.0, "adds L2 * sum(p ** 2) over all the layer's trainable parameters to the loss"),
         Option("trainable", True, "False: variables are not trained"),
         Option("target", None, "data key the loss compares to (default 'classes')"),
         Option("loss", None, "loss name: ce, mse, ctc"),
@@ -97,7 +97,6 @@ class Layer(tf.Module):
             raise NetworkError("%s: option 'batch_norm' is not supported; add a batch_norm layer" % self.desc)
         self._rng = np.random.RandomState((zlib.crc32(name.encode("utf8")) + int(seed) * 1000003) % (2 ** 32))
         self._new_out_dim: Optional[Dim] = None
-        self._l2_exempt = set()  # refs of weights the L2 option does not apply to (a set: not tracked)
         self.output: Data = Data(name, dims=())
 
     # ---- helpers for subclasses
@@ -144,25 +143,22 @@ class Layer(tf.Module):
         except AxisError as exc:
             raise NetworkError("%s: option %r: %s" % (self.desc, key, exc)) from None
 
-    def weight(self, name: str, shape: Sequence[int], init: Any = "glorot_uniform", l2: bool = True,
+    def weight(self, name: str, shape: Sequence[int], init: Any = "glorot_uniform",
                init_option: Optional[str] = None) -> tf.Variable:
         """A variable initialised from this layer's seeded RNG by ``init`` (a RETURNN init spec, see
-        :mod:`returnn.tf.layers.initializers`; the option ``init_option`` overrides it when set).
-        ``l2``: whether the layer's ``L2`` option applies to it (weights yes; biases, scales no)."""
+        :mod:`returnn.tf.layers.initializers`; the option ``init_option`` overrides it when set)."""
         if init_option is not None and self.opts.get(init_option) is not None:
             init = self.opts[init_option]
         try:
             value = initial_value(init, shape, self._rng)
         except ValueError as exc:
             raise NetworkError("%s: option %r: %s" % (self.desc, init_option or "init", exc)) from None
-        var = tf.Variable(value, name=name, trainable=self.trainable)
-        if not l2:
-            self._l2_exempt.add(var.ref())
-        return var
+        return tf.Variable(value, name=name, trainable=self.trainable)
 
     def l2_variables(self) -> List[tf.Variable]:
-        """The trainable weights the ``L2`` option applies to."""
-        return [v for v in self.trainable_variables if v.ref() not in self._l2_exempt]
+        """The parameters the ``L2`` option applies to: all trainable ones of the layer, biases and
+        scales included (RETURNN's ``L2 * sum(p ** 2)`` over the layer's params)."""
+        return list(self.trainable_variables)
 
     def apply_dropout(self, x: LayerOutput, ctx: RunContext, salt: int = 0) -> LayerOutput:
         """The layer's input dropout on one dense value (training only)."""

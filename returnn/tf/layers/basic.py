@@ -40,7 +40,7 @@ class LinearLayer(Layer):
         self.activation_name = self.opt("activation")
         self.activation = get_activation(self.activation_name, name)
         self.W = self.weight("W", [sum(self.plan.in_dims), n_out], init_option="forward_weights_init")
-        self.bias = self.weight("bias", [n_out], 0.0, l2=False, init_option="bias_init") if self.opt("with_bias") \
+        self.bias = self.weight("bias", [n_out], 0.0, init_option="bias_init") if self.opt("with_bias") \
             else None
         self.output = plan_output(name, self.plan, self.out_feature_dim())
 

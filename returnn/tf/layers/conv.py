@@ -59,7 +59,7 @@ class ConvLayer(Layer):
                                % (self.desc, self.groups, n_in, n_out))
         self.W = self.weight("W", [w.size for w in self.plan.windows] + [n_in // self.groups, n_out],
                              init_option="forward_weights_init")
-        self.bias = self.weight("bias", [n_out], 0.0, l2=False, init_option="bias_init") if self.opt("with_bias") \
+        self.bias = self.weight("bias", [n_out], 0.0, init_option="bias_init") if self.opt("with_bias") \
             else None
         self.output = self.plan.output_data(name, self.out_feature_dim())
 

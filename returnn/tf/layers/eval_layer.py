@@ -183,7 +183,7 @@ class EvalLayer(Layer):
         if self.opt("with_bias"):
             if self.output.dim is None or self.output.sparse:
                 raise NetworkError("%s: with_bias needs a dense output with a static feature dim" % self.desc)
-            self.bias = self.weight("b", [self.output.dim], 0.0, l2=False)
+            self.bias = self.weight("b", [self.output.dim], 0.0)
 
     def _output_template(self, name: str, sources: List[Data], base: Optional[Data], layout: List[Dim],
                          base_map: List[List[int]]):

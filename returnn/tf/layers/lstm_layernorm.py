@@ -59,7 +59,7 @@ class LayerNormLstm:
         self.W_re = layer.weight("W_re", [n_out, 4 * n_out], init_option="recurrent_weights_init")
         self.b = None
         if self.ff_with_bias:
-            self.b = layer.weight("bias_ff", [4 * n_out], [0.0] * 2 * n_out + [fb] * n_out + [0.0] * n_out, l2=False)
+            self.b = layer.weight("bias_ff", [4 * n_out], [0.0] * 2 * n_out + [fb] * n_out + [0.0] * n_out)
         self.norms: Dict[str, List[Optional[tf.Variable]]] = {}
         if o["global_norm"]:
             self._norm("input_below", 4 * n_out, fb)
@@ -77,9 +77,9 @@ class LayerNormLstm:
 
     def _norm(self, name: str, size: int, beta_extra: Optional[float]) -> None:
         gain, shift = float(self.o["norm_gain"]), float(self.o["norm_shift"])
-        gamma = self.layer.weight("gamma_" + name, [size], [gain] * size, l2=False)
+        gamma = self.layer.weight("gamma_" + name, [size], [gain] * size)
         beta = None if beta_extra is None else \
-            self.layer.weight("beta_" + name, [size], [shift + beta_extra] * size, l2=False)
+            self.layer.weight("beta_" + name, [size], [shift + beta_extra] * size)
         self.norms[name] = [gamma, beta]
 
     def ln(self, name: str, v: tf.Tensor) -> tf.Tensor:

@@ -61,8 +61,8 @@ class LayerNormLayer(_FeatureNorm):
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
         super().__init__(name, opts, sources, seed)
         self.epsilon = float(self.opt("epsilon"))
-        self.gamma = self.weight("gamma", [self.n_feat], "ones", l2=False)
-        self.beta = self.weight("beta", [self.n_feat], "zeros", l2=False)
+        self.gamma = self.weight("gamma", [self.n_feat], "ones")
+        self.beta = self.weight("beta", [self.n_feat], "zeros")
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         x = self.inputs(sources, ctx)
@@ -124,9 +124,9 @@ class BatchNormLayer(_FeatureNorm):
         self.masked_time = bool(self.opt("masked_time"))
         self.epsilon = float(self.opt("epsilon"))
         dim = self.n_feat
-        self.gamma = self.weight("gamma", [dim], self.opt("gamma_init"), l2=False, init_option="gamma_init") \
+        self.gamma = self.weight("gamma", [dim], self.opt("gamma_init"), init_option="gamma_init") \
             if self.opt("use_std") else None
-        self.beta = self.weight("beta", [dim], self.opt("beta_init"), l2=False, init_option="beta_init") \
+        self.beta = self.weight("beta", [dim], self.opt("beta_init"), init_option="beta_init") \
             if self.opt("use_shift") else None
         self.moving_mean = tf.Variable(np.zeros([dim], np.float32), name="moving_mean", trainable=False)
         self.moving_variance = tf.Variable(np.ones([dim], np.float32), name="moving_variance", trainable=False)

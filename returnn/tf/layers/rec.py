@@ -90,7 +90,7 @@ class RecLayer(Layer):
         else:
             self.W = self.weight("W", [sum(self.plan.in_dims), 4 * n_out], init_option="forward_weights_init")
             self.W_re = self.weight("W_re", [n_out, 4 * n_out], init_option="recurrent_weights_init")
-            self.bias = self.weight("bias", [4 * n_out], 0.0, l2=False, init_option="bias_init")
+            self.bias = self.weight("bias", [4 * n_out], 0.0, init_option="bias_init")
         self.output = plan_output(name, self.plan, self.out_feature_dim())
         if self.time_major:
             self.output = self.output.copy_transpose([1, 0, 2])

@@ -81,7 +81,7 @@ class TransposedConvLayer(Layer):
         n_in = self.plan.data.dim
         self.activation = get_activation(self.opt("activation"), name)
         self.W = self.weight("W", [w.size for w in windows] + [n_out, n_in], init_option="forward_weights_init")
-        self.bias = self.weight("bias", [n_out], 0.0, l2=False, init_option="bias_init") if self.opt("with_bias") \
+        self.bias = self.weight("bias", [n_out], 0.0, init_option="bias_init") if self.opt("with_bias") \
             else None
         self.out_dims: List[Dim] = []
         for i, w in enumerate(windows):
