@@ -161,8 +161,9 @@ class Config:
             code = compile(content, filename, "exec")
         except SyntaxError as exc:
             raise ConfigError("%s:%s: syntax error: %s" % (filename, exc.lineno, exc.msg))
-        from returnn.config_env import config_builtins, install_old_module_names
+        from returnn.config_env import config_builtins, install_getlogin_fallback, install_old_module_names
         install_old_module_names()
+        install_getlogin_fallback()
         namespace: Dict[str, Any] = dict(self.typed_dict)
         namespace.update({"__file__": filename, "__name__": "__returnn_config__", "config": self,
                           "__builtins__": config_builtins()})

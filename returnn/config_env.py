@@ -13,6 +13,10 @@ Two mechanisms, both installed by :class:`returnn.config.Config` before it runs 
   ``tf.compat.v1`` has. Functions defined in the config keep these builtins, so code they run
   later (eval layers, ``get_network``, pretrain construction algorithms) sees the same names.
   Python modules the config imports from elsewhere see plain TensorFlow.
+- **os.getlogin without a terminal.** Configs build paths from ``os.getlogin()``, which fails
+  with ``OSError`` when the process has no controlling terminal (batch jobs, ``nohup``, pipes).
+  :func:`install_getlogin_fallback` makes it fall back to the user name of the process (as
+  ``getpass.getuser()``: ``LOGNAME``/``USER``/... or the password database), process-wide.
 """
 from __future__ import annotations
 
@@ -88,6 +92,27 @@ def install_old_module_names() -> None:
     """Appends the old-name finder to ``sys.meta_path`` (once)."""
     if _finder not in sys.meta_path:
         sys.meta_path.append(_finder)
+
+
+def _getlogin_with_fallback() -> str:
+    """``os.getlogin()``, or the process's user name when there is no controlling terminal."""
+    try:
+        return _real_getlogin()
+    except OSError:
+        import getpass
+        return getpass.getuser()
+
+
+_real_getlogin = None
+
+
+def install_getlogin_fallback() -> None:
+    """Makes ``os.getlogin`` fall back to the process's user name (once)."""
+    global _real_getlogin
+    import os
+    if _real_getlogin is None:
+        _real_getlogin = os.getlogin
+        os.getlogin = _getlogin_with_fallback
 
 
 def _config_import(name: str, globals=None, locals=None, fromlist=(), level: int = 0) -> Any:

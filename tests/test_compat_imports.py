@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from helpers import TINY_12AX, describe, run_rnn, train_args, write_config
+from helpers import REPO, TINY_12AX, describe, run_rnn, train_args, write_config
 from returnn.config import Config, get_global_config
 from returnn.errors import ConfigError
 
@@ -171,3 +171,19 @@ def test_data_model_under_old_names(tmp_path):
     tag_cls, data_cls, dim_cls, time_tag, feat, bdim = config.typed_value("refs")
     assert tag_cls is Dim and dim_cls is Dim and data_cls is Data and bdim is batch_dim
     assert time_tag.dimension is None and time_tag.description == "time" and feat.dimension == 40
+
+
+def test_getlogin_without_terminal_falls_back_to_the_user_name(tmp_path):
+    """Configs build paths from os.getlogin(), which fails without a controlling terminal (batch
+    jobs): the config still loads, with the process's user name."""
+    import getpass
+    import subprocess
+    import sys
+    config = tmp_path / "login.config"
+    config.write_text("#!rnn.py\nimport os\nmodel = '/tmp/%s/model' % os.getlogin()\n")
+    code = ("import sys; sys.path.insert(0, %r); from returnn.config import Config; c = Config(); "
+            "c.load_file(%r); print(c.value('model'))" % (str(REPO), str(config)))
+    proc = subprocess.run([sys.executable, "-c", code], stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                          start_new_session=True, timeout=120)  # no controlling terminal
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "/tmp/%s/model" % getpass.getuser()
