@@ -62,7 +62,7 @@ def test_rec_sub_network_unit_error_shows_the_users_dict():
         TFNetwork(net, specs)
     assert str(info.value) == ("layer 'rec' (rec): 'unit' is a sub-network (layers h, output); rec sub-networks are "
                                "not supported, only LSTM units: basiclstm, cudnnlstm, layernormvariantslstm, lstm, "
-                               "lstmblock, lstmblockfused, lstmp, nativelstm, nativelstm2, standardlstm")
+                               "lstmblock, lstmblockfused, lstmp, nativelstm, nativelstm2, nativelstmlowmem, standardlstm")
     net["rec"]["unit"] = ["lstm"]
     with pytest.raises(NetworkError, match=r"unknown unit \['lstm'\] \(known"):
         TFNetwork(net, specs)

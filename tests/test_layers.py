@@ -213,7 +213,8 @@ def test_lstm_matches_numpy_per_sequence(direction):
 def test_lstm_units_forget_bias_and_sparse_input():
     # RETURNN's defaults: the native kernels (and names it maps to them) have no forget bias,
     # TensorFlow's LSTM cells add 1.0
-    for unit in ["lstm", "NativeLSTM", "nativelstm2", "lstmp", "CudnnLSTM", "lstmblock", "LSTMBlockFused"]:
+    for unit in ["lstm", "NativeLSTM", "nativelstm2", "NativeLstmLowMem", "lstmp", "CudnnLSTM", "lstmblock",
+                 "LSTMBlockFused"]:
         assert make("rec", {"unit": unit, "n_out": 2}, [spec(4)]).forget_bias == 0.0
     for unit in ["standardlstm", "basiclstm"]:
         assert make("rec", {"unit": unit, "n_out": 2}, [spec(4)]).forget_bias == 1.0

@@ -34,8 +34,8 @@ from returnn.tf.layers.options import Option
 from returnn.tf.lstm_kernels import get_kernel
 
 # unit name -> default forget bias (RETURNN's: native kernels 0, TensorFlow's LSTM cells 1)
-FORGET_BIAS = {"lstm": 0.0, "nativelstm": 0.0, "nativelstm2": 0.0, "lstmp": 0.0, "cudnnlstm": 0.0,
-               "lstmblock": 0.0, "lstmblockfused": 0.0, "standardlstm": 1.0, "basiclstm": 1.0}
+FORGET_BIAS = {"lstm": 0.0, "nativelstm": 0.0, "nativelstm2": 0.0, "nativelstmlowmem": 0.0, "lstmp": 0.0,
+               "cudnnlstm": 0.0, "lstmblock": 0.0, "lstmblockfused": 0.0, "standardlstm": 1.0, "basiclstm": 1.0}
 LAYER_NORM_UNIT = "layernormvariantslstm"
 LSTM_UNITS = tuple(FORGET_BIAS) + (LAYER_NORM_UNIT,)
 UNIT_OPTS = ("forget_bias",)
