@@ -142,10 +142,34 @@ class Config:
         except UnicodeDecodeError as exc:
             raise ConfigError("config file %s is not UTF-8 text (byte %i)" % (filename, exc.start))
         self.files.append(filename)
-        if content.lstrip().startswith("{"):
+        text = content.strip()
+        if text.startswith("{"):
             self._load_json(filename, content)
-        else:  # '#!' first line, a .py name, or anything else: Python, as RETURNN does
+        elif not text.startswith("#!") and not filename.endswith(".py") and not _compiles(content, filename):
+            self._load_lines(filename, content)  # RETURNN's old "key value" line format
+        else:  # '#!' first line, a .py name, or any Python code
             self._load_python(filename, content)
+
+    def _load_lines(self, filename: str, content: str) -> None:
+        """RETURNN's old line format: ``key value`` per line, ``#`` starts a comment, ``include
+        FILE`` loads another config; values are read like ``++key value`` (numbers, true/false,
+        Python literals, else strings)."""
+        for number, line in enumerate(content.splitlines(), 1):
+            line = line.split("#", 1)[0].strip()
+            if not line:
+                continue
+            parts = line.split(None, 1)
+            if len(parts) != 2:
+                raise ConfigError("%s:%i: expected 'key value', got %r" % (filename, number, line))
+            key, value = parts
+            if key == "include":
+                for name in value.split(","):
+                    path = name.strip()
+                    if not os.path.exists(path):  # relative to the working directory, else to this file
+                        path = os.path.join(os.path.dirname(filename), path)
+                    self.load_file(path)
+                continue
+            self.typed_dict[key] = parse_override_value(value, self.typed_dict.get(key), key)
 
     def _load_json(self, filename: str, content: str) -> None:
         try:
@@ -332,6 +356,15 @@ def _is_imported_object(value: Any) -> bool:
     return False
 
 
+def _compiles(content: str, filename: str) -> bool:
+    """Whether ``content`` is Python code (a config without ``#!`` line may still be Python)."""
+    try:
+        compile(content, filename, "exec")
+    except (SyntaxError, ValueError):
+        return False
+    return True
+
+
 def _config_error_line(exc: BaseException, filename: str) -> str:
     """Line number in ``filename`` where ``exc`` was raised, or '?'."""
     for frame in reversed(traceback.extract_tb(exc.__traceback__)):
@@ -348,6 +381,8 @@ def load_config_from_args(args: Sequence[str]) -> Config:
         raise ConfigError("usage: rnn.py CONFIG [CONFIG2 ...] [++key value ...]")
     set_global_config(config)  # config code may call get_global_config() while it runs
     config.parse_cmd_args(args)
+    from returnn.old_network import apply_old_network_keys
+    apply_old_network_keys(config)
     return config
 
 

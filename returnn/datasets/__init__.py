@@ -2,7 +2,9 @@
 one from a config entry such as ``{"class": "HDFDataset", "files": [...]}``."""
 from __future__ import annotations
 
+import ast
 import importlib
+import re
 from typing import Any, Dict, Optional, Union
 
 from returnn.datasets.base import DATASET_CLASSES, DataInfo, Dataset, register_dataset
@@ -24,23 +26,62 @@ def _load_registry() -> Dict[str, type]:
     return DATASET_CLASSES
 
 
+_CLASS_ARGS = re.compile(r"^\s*(?:\w+::)?(\w+)\s*\((.*)\)\s*$", re.S)  # [Module::]Class(key=value, ...)
+_CLASS_COLON = re.compile(r"^\s*(\w+):(.*)$", re.S)  # Class:key=value,...
+
+
+def _literal_kwargs(text: str, name: Optional[str]) -> Dict[str, Any]:
+    """``key=literal, ...`` as a dict (parsed, never evaluated)."""
+    try:
+        call = ast.parse("dict(%s)" % text, mode="eval").body
+        if call.args:
+            raise ValueError("positional arguments")
+        return {kw.arg: ast.literal_eval(kw.value) for kw in call.keywords}
+    except (SyntaxError, ValueError) as exc:
+        raise DataError("dataset %s: cannot read the options %r (%s)" % (name or "?", text, exc)) from None
+
+
+def dataset_dict_from_string(text: str, name: Optional[str] = None) -> Dict[str, Any]:
+    """RETURNN's string forms of a dataset: a Python-literal dict, ``config:NAME`` (another config
+    entry), ``Class:key=value,...``, ``Module::Class(key=value, ...)``, or HDF file(s) separated
+    by commas."""
+    text = text.strip()
+    if text.startswith("{"):
+        try:
+            value = ast.literal_eval(text)
+        except (SyntaxError, ValueError) as exc:
+            raise DataError("dataset %s: cannot read %r (%s)" % (name or "?", text, exc)) from None
+        if not isinstance(value, dict):
+            raise DataError("dataset %s: expected a dict, got %r" % (name or "?", text))
+        return value
+    if text.startswith("config:"):
+        from returnn.config import get_global_config
+        key = text[len("config:"):].strip()
+        value = get_global_config().typed_dict.get(key)
+        if not isinstance(value, (dict, str)):
+            raise DataError("dataset %s: %r names no dataset dict in the config" % (name or "?", text))
+        return dataset_dict_from_string(value, name) if isinstance(value, str) else dict(value)
+    m = _CLASS_ARGS.match(text)
+    if m:
+        return dict(_literal_kwargs(m.group(2), name), **{"class": m.group(1)})
+    m = _CLASS_COLON.match(text)
+    if m:
+        return dict(_literal_kwargs(m.group(2), name), **{"class": m.group(1)})
+    return {"class": "HDFDataset", "files": [f for f in text.split(",") if f]}
+
+
 def init_dataset(spec: Union[Dict[str, Any], str, Dataset], defaults: Optional[Dict[str, Any]] = None,
                  name: Optional[str] = None) -> Dataset:
     """Builds a dataset from a config entry.
 
-    ``spec`` is a dict with ``"class"``, a string naming HDF file(s) (comma-separated), or a dataset.
+    ``spec`` is a dict with ``"class"``, a string (see :func:`dataset_dict_from_string`), or a dataset.
     ``defaults`` are global options (e.g. ``cache_size``) a dataset class takes when its dict does
     not set them (see ``Dataset.global_options``).
     """
     if isinstance(spec, Dataset):
         return spec
     if isinstance(spec, str):
-        text = spec.strip()
-        if text.startswith("{"):
-            import ast
-            spec = ast.literal_eval(text)
-        else:
-            spec = {"class": "HDFDataset", "files": [f for f in text.split(",") if f]}
+        spec = dataset_dict_from_string(spec, name)
     if not isinstance(spec, dict):
         raise DataError("dataset %s: expected a dict with 'class', got %r" % (name or "?", spec))
     opts = dict(spec)
