@@ -9,7 +9,7 @@ import h5py
 import numpy as np
 import pytest
 
-from helpers import REPO, TINY_12AX, describe, lines_matching, run_rnn, write_config
+from helpers import REPO, TINY_12AX, assert_one_line_error, describe, lines_matching, run_rnn, write_config
 from returnn.datasets.generating import Task12AXDataset
 
 DEMO = REPO / "demos" / "demo-tf-lstm.12ax.config"
@@ -232,3 +232,17 @@ def test_batching_sets_train_seq_ordering(tmp_path):
     sizes = [int(m.group(1)) for m in re.finditer(r"max_size:data (\d+)", proc.stdout)]
     assert len(sizes) > 2
     assert sizes == sorted(sizes), sizes
+
+
+def test_forward_without_checkpoint_needs_allow_random_model_init(tmp_path):
+    """RETURNN's demo-fwd: forward with a fresh network only when allow_random_model_init says so."""
+    target = tmp_path / "fwd.hdf"
+    args = [DEMO, "++task", "forward", "++model", tmp_path / "none" / "model", "++output_file", target]
+    proc = run_rnn(args)
+    assert_one_line_error(proc, "no complete checkpoint found for model %s" % (tmp_path / "none" / "model"))
+    proc = run_rnn(args + ["++allow_random_model_init", "1"])
+    assert proc.returncode == 0, describe(proc)
+    assert "parameters randomly initialised (allow_random_model_init)" in proc.stdout + proc.stderr
+    with h5py.File(target, "r") as f:
+        assert len(f["seqTags"]) == 100 and np.allclose(f["inputs"][...].sum(axis=1), 1.0, rtol=1e-4)
+    assert not (tmp_path / "none").exists() or not any((tmp_path / "none").iterdir())  # nothing saved

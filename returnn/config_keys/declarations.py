@@ -16,6 +16,7 @@ _task("task", "str", "train", "What to run: train, eval (scores of dev/eval sets
 _task("output_file", "str", None, "task = forward: the HDF file to write.")
 _task("load", "str", None, "Checkpoint to start from (a model prefix <model>.NNN); default: the newest of 'model'.")
 _task("load_epoch", "int", None, "Epoch of 'model' to load for eval/forward; default: the newest.")
+_task("allow_random_model_init", "bool", False, "eval/forward without any checkpoint: use randomly initialised parameters.")
 
 # ---- data
 _data = partial(declare, group="data")

@@ -481,6 +481,13 @@ class Engine:
             epoch = self.config.int("load_epoch")
             if epoch is None:
                 point = self.checkpoints.find_resume_point()
+                if point is None and self.config.bool("allow_random_model_init"):
+                    print("no checkpoint found for model %s: parameters randomly initialised "
+                          "(allow_random_model_init)" % self.model, file=log.v2)
+                    self._use_network_of_epoch(1)
+                    preload_from_files(self.config.typed_value("preload_from_files"), self.network,
+                                       starting_training=False)
+                    return 1
                 if point is None:
                     raise ConfigError("no complete checkpoint found for model %s" % self.model)
                 prefix = point[0]
