@@ -176,6 +176,8 @@ class TFNetwork(tf.Module):
                 only: Optional[List[str]] = None) -> Dict[str, LayerOutput]:
         """Runs the layers (all, or those needed for ``only``) on a batch dict
         ``{key: tensor, key + ":seq_len": lengths}``."""
+        if only and ctx.train:  # layers that update state in training run even off the loss path
+            only = list(only) + [n for n, layer in self.layers.items() if type(layer).updates_in_training]
         needed = self._needed_layers(only) if only else set(self.order)
         outputs: Dict[str, LayerOutput] = {}
         for name in self.order:

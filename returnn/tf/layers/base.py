@@ -56,6 +56,8 @@ class Layer(tf.Module):
     default_from: Tuple[str, ...] = ("data",)  # sources when the config gives no "from"
     # opts -> another class that builds this layer (e.g. combine with kind "eval"), or None
     class_selector = None
+    # True: the layer updates state in training steps, so it runs there even when no loss needs it
+    updates_in_training = False
     options = (
         Option("class", None, "layer class name"),
         Option("from", "data", "input layer name(s); 'data:KEY' for a data key"),

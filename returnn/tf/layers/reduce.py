@@ -108,3 +108,54 @@ class ReduceLayer(Layer):
     def _arg(self, x: tf.Tensor) -> tf.Tensor:
         fn = tf.argmax if self.mode == "argmax" else tf.argmin
         return fn(x, axis=self.red_axes[0], output_type=tf.int32)
+
+
+@register_layer
+class AccumulateMeanLayer(Layer):
+    """RETURNN's ``accumulate_mean``: a non-trainable ``mean`` (shape: the feature axis) that each
+    training step moves towards the batch's mean over all real frames (batch and time)::
+
+        mean = (1 - exp_average) * mean + exp_average * batch_mean
+
+    The output is the accumulated mean before this step's update (in evaluation: unchanged).
+    Initial value: ``initial_value``, else ``1 / dim`` with ``is_prob_distribution``, else 0."""
+
+    layer_class = "accumulate_mean"
+    updates_in_training = True
+    options = (
+        Option("exp_average", None, "weight of the batch mean in the exponential average"),
+        Option("axes", "bt", "the axes to average: batch and time (RETURNN's default 'bt')"),
+        Option("initial_value", None, "initial value of every entry"),
+        Option("is_prob_distribution", None, "the input is a distribution: default initial value 1 / dim"),
+    )
+
+    def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
+        super().__init__(name, opts, sources, seed)
+        check_dense(self, sources)
+        self.concat_data, self.plan = concat_output(self, sources)
+        data = self.concat_data
+        if str(self.opt("axes")).lower() not in ("bt", "tb", "['b', 't']", "['t', 'b']"):
+            raise NetworkError("%s: only axes 'bt' (batch and time) are supported, got %r" % (self.desc,
+                                                                                         self.opt("axes")))
+        if data.batch_ndim != 3 or data.time_dim_axis is None or data.batch_dim_axis is None \
+                or data.feature_dim_axis is None:
+            raise NetworkError("%s: input must be (batch, time, feature), got %s" % (self.desc, data.short_repr()))
+        try:
+            self.alpha = float(self.opt("exp_average"))
+        except (TypeError, ValueError):
+            raise NetworkError("%s: needs 'exp_average' (a number in (0, 1])" % self.desc) from None
+        init = self.opt("initial_value")
+        if init is None:
+            init = 1.0 / data.dim if self.opt("is_prob_distribution") else 0.0
+        self.mean = tf.Variable(tf.fill([data.dim], float(init)), name="mean", trainable=False)
+        self.output = Data(name, dims=[data.feature_dim])
+
+    def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
+        x = concat_inputs(self, self.concat_data, self.plan, sources, ctx).copy_as_batch_time_feature()
+        value = self.mean.read_value()
+        if ctx.train:
+            mask = tf.cast(x.sequence_mask(), x.tensor.dtype)[:, :, None]
+            batch_mean = tf.reduce_sum(tf.where(mask > 0, x.tensor, 0.0), axis=[0, 1]) / \
+                tf.maximum(tf.reduce_sum(mask), 1.0)
+            self.mean.assign((1.0 - self.alpha) * value + self.alpha * tf.stop_gradient(batch_mean))
+        return LayerOutput(value, self.output)
