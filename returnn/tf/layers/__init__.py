@@ -3,7 +3,7 @@
 How to write a layer: docs/architecture.md, "Writing a layer".
 """
 from returnn.tf.layers import (  # noqa: F401
-    base, basic, conv, eval_layer, generated, norm, products, rec, reduce, self_attention, shape, slicing,
+    base, basic, control, conv, eval_layer, generated, norm, products, rec, reduce, self_attention, shape, slicing,
     transposed_conv,
 )
 from returnn.tf.layers.base import LAYER_CLASSES, Layer, RunContext, get_layer_class, register_layer  # noqa: F401

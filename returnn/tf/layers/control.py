@@ -1,0 +1,142 @@
+"""``compare`` (elementwise comparisons to bool) and ``switch`` (elementwise choice by a bool).
+
+``compare``: ``x0 kind x1 kind ... kind value`` as a chain (all must hold), sources broadcast
+over the axes some of them lack (matched by dim tags, as ``combine``); ``kind`` is ``equal``,
+``not_equal``, ``less``, ``less_equal``, ``greater``, ``greater_equal`` or ``==``, ``!=``,
+``<>``, ``<``, ``<=``, ``>``, ``>=``. The output is bool, without a sparse dim.
+
+``switch``: ``where(condition, true_from, false_from)``: ``condition`` is a bool layer or a Python
+bool (then the chosen source is copied); ``true_from``/``false_from`` are layers or constants.
+"""
+from __future__ import annotations
+
+import functools
+from typing import Any, Dict, List, Sequence
+
+import tensorflow as tf
+
+from returnn.errors import NetworkError
+from returnn.tensor import Data
+from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
+from returnn.tf.layers.helpers import check_sources, common_dims
+from returnn.tf.layers.options import Option, one_of
+from returnn.tf.layers.output import align_tensor
+
+COMPARE_OPS = {"equal": tf.equal, "not_equal": tf.not_equal, "less": tf.less, "less_equal": tf.less_equal,
+               "greater": tf.greater, "greater_equal": tf.greater_equal}
+COMPARE_ALIASES = {"==": "equal", "!=": "not_equal", "<>": "not_equal", "<": "less", "<=": "less_equal",
+                   ">": "greater", ">=": "greater_equal"}
+
+
+def _common_template(name: str, sources: Sequence[Data], dtype: str):
+    """Union of the sources' dims (the source with most axes first) and per source its positions."""
+    base = max(sources, key=lambda s: s.batch_ndim)
+    dims, maps = common_dims([base.dims] + [s.dims for s in sources])
+    feat = None if base.feature_dim_axis is None or base.sparse else maps[0][base.feature_dim_axis]
+    time = None if base.time_dim_axis is None else maps[0][base.time_dim_axis]
+    return Data(name, dims=dims, dtype=dtype, time_dim_axis=time, feature_dim_axis=feat), maps[1:]
+
+
+def _common_shape(tensors: List[tf.Tensor]) -> tf.Tensor:
+    """The broadcast shape of ``tensors`` (all of one rank)."""
+    return functools.reduce(tf.broadcast_dynamic_shape, [tf.shape(t) for t in tensors])
+
+
+def _aligned(values: List[LayerOutput], maps: List[List[int]], n: int, dtype=None) -> List[tf.Tensor]:
+    out = []
+    for v, m in zip(values, maps):
+        t = align_tensor(v.tensor, m, n)
+        out.append(t if dtype is None else tf.cast(t, dtype))
+    return out
+
+
+@register_layer
+class CompareLayer(Layer):
+    """See the module docstring."""
+
+    layer_class = "compare"
+    options = (
+        Option("kind", "equal", "comparison: equal, not_equal, less, less_equal, greater, greater_equal (or ==, <, ...)"),
+        Option("value", None, "a constant compared last in the chain"),
+        Option("allow_broadcast_all_sources", None, "accepted for RETURNN compatibility"),
+    )
+
+    def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
+        super().__init__(name, opts, sources, seed)
+        check_sources(self, sources)
+        kind = COMPARE_ALIASES.get(self.opt("kind"), self.opt("kind"))
+        self.op = COMPARE_OPS[one_of(self.desc, "kind", kind, tuple(COMPARE_OPS))]
+        self.value = self.opt("value")
+        if self.value is None and len(sources) < 2:
+            raise NetworkError("%s: needs two sources, or one and 'value'" % self.desc)
+        self.output, self.maps = _common_template(name, sources, "bool")
+
+    def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
+        xs = _aligned(sources, self.maps, self.output.batch_ndim)
+        result = None
+        for a, b in zip(xs, xs[1:] + ([None] if self.value is not None else [])):
+            b = tf.cast(self.value, a.dtype) if b is None else tf.cast(b, a.dtype)
+            r = self.op(a, b)
+            result = r if result is None else tf.logical_and(result, r)
+        return self.make_output(tf.broadcast_to(result, _common_shape(xs)), sources)
+
+
+@register_layer
+class SwitchLayer(Layer):
+    """See the module docstring."""
+
+    layer_class = "switch"
+    ref_options = ("condition", "true_from", "false_from")
+    default_from = ()
+    options = (
+        Option("condition", None, "bool layer, or a Python bool"),
+        Option("true_from", None, "layer or constant where the condition holds"),
+        Option("false_from", None, "layer or constant elsewhere"),
+    )
+
+    def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
+        refs = [k for k in self.ref_options if isinstance(opts.get(k), str)]
+        if len(sources) != len(refs):
+            raise NetworkError("layer %r (switch): give the inputs as 'condition', 'true_from', 'false_from', "
+                               "not 'from'" % name)
+        super().__init__(name, opts, [], seed)
+        self.refs = dict(zip(refs, sources))
+        cond = self.opt("condition")
+        if isinstance(cond, str):
+            if self.refs["condition"].dtype != "bool":
+                raise NetworkError("%s: condition %r must be bool, got %s" % (self.desc, cond,
+                                                                             self.refs["condition"].short_repr()))
+        elif not isinstance(cond, bool):
+            raise NetworkError("%s: condition must be a layer name or a bool, got %r" % (self.desc, cond))
+        used = [k for k in ("true_from", "false_from") if not isinstance(cond, bool) or k == self._chosen()]
+        for key in used:
+            if key not in self.refs and not isinstance(self.opt(key), (int, float)):
+                raise NetworkError("%s: %s must be a layer name or a number, got %r" % (self.desc, key,
+                                                                                      self.opt(key)))
+        layer_refs = [k for k in ("condition", "true_from", "false_from") if k in self.refs and
+                      (k == "condition" or k in used)]
+        if not any(k in self.refs for k in used):
+            raise NetworkError("%s: needs a layer in true_from or false_from" % self.desc)
+        value_refs = [k for k in used if k in self.refs]
+        dtype = self.refs[value_refs[0]].dtype
+        self.order = layer_refs
+        self.output, self.maps = _common_template(name, [self.refs[k] for k in layer_refs], dtype)
+        if len(value_refs) == 1 and self.refs[value_refs[0]].sparse and isinstance(cond, bool):
+            self.output = self.refs[value_refs[0]].copy(name)
+
+    def _chosen(self) -> str:
+        return "true_from" if self.opt("condition") else "false_from"
+
+    def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
+        by_key = dict(zip([k for k in self.ref_options if k in self.refs], sources))
+        values = dict(zip(self.order, _aligned([by_key[k] for k in self.order], self.maps, self.output.batch_ndim)))
+        dtype = tf.as_dtype(self.output.dtype)
+
+        def pick(key):
+            return tf.cast(values[key], dtype) if key in values else tf.constant(self.opt(key), dtype)
+
+        cond = self.opt("condition")
+        if isinstance(cond, bool):
+            return self.make_output(pick(self._chosen()), sources)
+        result = tf.where(values["condition"], pick("true_from"), pick("false_from"))
+        return self.make_output(tf.broadcast_to(result, _common_shape(list(values.values()))), sources)

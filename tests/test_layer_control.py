@@ -1,0 +1,64 @@
+"""compare and switch against numpy, with broadcasting and constants, and in a network."""
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from data_utils import btf, make_layer as make, run_layer as run
+from returnn.errors import NetworkError
+from returnn.tensor import Data, FeatureDim, SpatialDim, batch_dim
+from returnn.tf.layers import LayerOutput, RunContext
+from returnn.tf.network import TFNetwork
+
+LENS = np.array([3, 2], np.int32)
+
+
+def test_compare_chain_value_and_broadcast():
+    a, va, x = btf(2, LENS)
+    b, vb, y = btf(2, LENS, seed=1, time=a.time_dim)
+    less = make("compare", {"kind": "<", "value": 0.5}, [a, b])
+    assert less.output.dtype == "bool" and less.output.dims == a.dims
+    got = run(less, [va, vb]).tensor.numpy()
+    for i, n in enumerate(LENS):  # padded frames hold garbage
+        np.testing.assert_array_equal(got[i, :n], ((x < y) & (y < 0.5))[i, :n])
+    vec = Data("v", dims=[batch_dim, a.feature_dim])
+    v = np.array([[0.0, 1.0], [2.0, -1.0]], np.float32)
+    eq = make("compare", {"kind": "greater_equal"}, [vec, a])
+    assert eq.output.dims == a.dims
+    got = run(eq, [LayerOutput(tf.constant(v), vec), va]).tensor.numpy()
+    for i, n in enumerate(LENS):
+        np.testing.assert_array_equal(got[i, :n], (v[:, None, :] >= x)[i, :n])
+    time = SpatialDim("t")
+    labels = Data("l", dims=[batch_dim, time], sparse_dim=FeatureDim("c", 5))
+    lab = np.array([[1, 4, 0], [4, 4, 0]], np.int32)
+    end = make("compare", {"value": 4}, [labels])
+    assert end.output.dtype == "bool" and end.output.sparse_dim is None
+    np.testing.assert_array_equal(run(end, [LayerOutput(tf.constant(lab), labels, {time: tf.constant(LENS)})])
+                                  .tensor.numpy(), lab == 4)
+    with pytest.raises(NetworkError, match="'lay'.*kind"):
+        make("compare", {"kind": "almost", "value": 1}, [a])
+    with pytest.raises(NetworkError, match="'lay'.*two sources"):
+        make("compare", {}, [a])
+
+
+def test_switch_in_a_network():
+    net = TFNetwork({
+        "mask": {"class": "compare", "from": "data", "kind": "greater", "value": 0.0},
+        "relu": {"class": "switch", "condition": "mask", "true_from": "data", "false_from": 0.0},
+        "neg": {"class": "switch", "condition": "mask", "true_from": -1.0, "false_from": "data"},
+        "static": {"class": "switch", "condition": False, "true_from": "relu", "false_from": "data"},
+        "output": {"class": "copy", "from": "relu"},
+    }, {"data": Data("data", shape=(None, 3))})
+    x = np.random.RandomState(0).randn(2, 4, 3).astype(np.float32)
+    out = net.forward({"data": tf.constant(x), "data:seq_len": tf.constant([4, 2])}, RunContext(False))
+    np.testing.assert_allclose(out["relu"].tensor.numpy(), np.maximum(x, 0))
+    np.testing.assert_allclose(out["neg"].tensor.numpy(), np.where(x > 0, -1.0, x))
+    np.testing.assert_allclose(out["static"].tensor.numpy(), x)
+
+
+def test_switch_errors_name_the_layer():
+    with pytest.raises(NetworkError, match="'sw'.*condition 'data' must be bool"):
+        TFNetwork({"sw": {"class": "switch", "condition": "data", "true_from": 1.0, "false_from": "data"},
+                   "output": {"class": "copy", "from": "sw"}}, {"data": Data("data", shape=(None, 3))})
+    with pytest.raises(NetworkError, match="'sw'.*not 'from'"):
+        TFNetwork({"sw": {"class": "switch", "from": "data", "condition": True, "true_from": 1.0, "false_from": 2.0},
+                   "output": {"class": "copy", "from": "sw"}}, {"data": Data("data", shape=(None, 3))})
