@@ -17,6 +17,7 @@ from returnn.tensor import Data
 from returnn.tf.layers.base import LAYER_CLASSES, Layer, RunContext, get_layer_class
 from returnn.tf.layers.output import LayerOutput
 from returnn.tf.losses import Loss, LossValues, get_loss_class
+from returnn.tf.subnetwork import expand_subnetworks
 
 
 def parse_source(name: str) -> Tuple[str, str]:
@@ -105,6 +106,7 @@ class TFNetwork(tf.Module):
         self.default_target = default_target  # the config's 'target': loss target of layers without one
         if not isinstance(net_dict, dict) or not net_dict:
             raise NetworkError("config key 'network': expected a non-empty dict of layers")
+        net_dict = expand_subnetworks(net_dict)
         for name, opts in net_dict.items():
             if not isinstance(opts, dict) or "class" not in opts:
                 raise NetworkError("layer %r: expected a dict with 'class'" % name)
