@@ -37,7 +37,21 @@ def _verbosity(config: Optional[Config], argv: Optional[List[str]] = None) -> in
         return 3
 
 
-def _prepare_outputs(config: Config, task: str) -> None:
+class RunState:
+    """What the process holds while it runs, for the error paths: the distributed context (to end
+    the other ranks) and the model lock (released at exit)."""
+
+    def __init__(self):
+        self.dist = None
+        self.lock = None
+
+    def release(self) -> None:
+        if self.lock is not None:
+            self.lock.release()
+            self.lock = None
+
+
+def _prepare_outputs(config: Config, task: str, state: RunState) -> None:
     """Training writes ``model``, ``learning_rate_file`` and TensorBoard summaries (``tf_log_dir``):
     their directories must be creatable and writable (checked before anything is built, so the
     error names the key). The model prefix is locked for
@@ -60,7 +74,7 @@ def _prepare_outputs(config: Config, task: str) -> None:
         from returnn.util.run_lock import ModelLock
         lock = ModelLock(model)
         lock.acquire()  # one training per model prefix; released at exit
-        _state["lock"] = lock
+        state.lock = lock
         remove_stale_temp_files(model, [lr_file] if lr_file else [])
 
 
@@ -111,8 +125,9 @@ def _warn_unknown_keys(config: Config) -> None:
               file=log.v4)
 
 
-def run(config: Config) -> int:
+def run(config: Config, state: Optional[RunState] = None) -> int:
     """Runs the configured task; returns the exit code."""
+    state = state if state is not None else RunState()
     task = config.value("task")
     if task not in KNOWN_TASKS:
         raise ConfigError("unknown task %r (known: %s)" % (task, ", ".join(KNOWN_TASKS)))
@@ -125,7 +140,7 @@ def run(config: Config) -> int:
     from returnn.distributed.context import DistributedContext
     from returnn.log import log
     dist = DistributedContext.from_config(config)
-    _state["dist"] = dist
+    state.dist = dist
     try:
         log.initialize(config.list("log") or [], _verbosity(config), dist.rank, dist.size)
     except OSError as exc:
@@ -137,7 +152,7 @@ def run(config: Config) -> int:
         print(dist.backend.describe(), file=log.v3)
     if dist.is_chief:
         _warn_unknown_keys(config)
-        _prepare_outputs(config, task)
+        _prepare_outputs(config, task, state)
     from returnn.tf.engine import Engine
     try:
         Engine(config, dist).run(task)
@@ -152,15 +167,12 @@ def run(config: Config) -> int:
     return 0
 
 
-_state: dict = {}
-
-
-def _fail(message: str, exit_code: int, tb: Optional[str]) -> int:
+def _fail(message: str, exit_code: int, tb: Optional[str], state: Optional[RunState] = None) -> int:
     """Reports a failure; in a multi-rank run also ends the other ranks."""
     from returnn.log import log
     if tb:
         sys.stderr.write(tb)
-    dist = _state.get("dist")
+    dist = state.dist if state is not None else None
     if dist is not None and dist.size > 1:
         print(message, file=log.error)
         log.flush_all()
@@ -185,7 +197,7 @@ def _user_error(exc: BaseException) -> Optional[ReturnnError]:
     return None
 
 
-def _stopped(exc: StopSignal) -> int:
+def _stopped(exc: StopSignal, state: RunState) -> int:
     """A stop signal outside the training loop (start-up): nothing new to save; end all ranks."""
     import signal as _signal
     try:
@@ -195,7 +207,7 @@ def _stopped(exc: StopSignal) -> int:
     message = ("stopped by %s outside the training loop: nothing new to save; the same command resumes "
                "from the newest checkpoint" % name)
     from returnn.log import log
-    dist = _state.get("dist")
+    dist = state.dist
     if log.files:
         for f in log.files:
             f.write(message + "\n")
@@ -232,32 +244,32 @@ def main(argv: Optional[List[str]] = None) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import_tensorflow_quietly()
     config: Optional[Config] = None
+    state = RunState()
     early_stop = EarlyStop()
     try:
         config = load_config_from_args(argv)
         if config.value("task") == "train":
             early_stop.install()
-        return run(config)
+        return run(config, state)
     except ReturnnError as exc:
         tb = traceback.format_exc() if _verbosity(config, argv) >= 5 else None
-        return _fail(str(exc), exc.exit_code, tb)
+        return _fail(str(exc), exc.exit_code, tb, state)
     except StopSignal as exc:
-        return _stopped(exc)
+        return _stopped(exc, state)
     except KeyboardInterrupt:
         hint = ""
         if config is not None and config.value("task") == "train" and config.value("model"):
             hint = "; the same command resumes from the newest checkpoint"
-        return _fail("interrupted by keyboard" + hint, 130, None)
+        return _fail("interrupted by keyboard" + hint, 130, None, state)
     except Exception as exc:  # noqa: BLE001 - anything else is a bug or a runtime failure: show it
         user_error = _user_error(exc)
         if user_error is not None:  # bad input found late (e.g. by the data loader thread)
             tb = traceback.format_exc() if _verbosity(config, argv) >= 5 else None
-            return _fail(str(user_error), user_error.exit_code, tb)
-        return _fail("%s: %s" % (type(exc).__name__, exc), RuntimeFailure.exit_code, traceback.format_exc())
+            return _fail(str(user_error), user_error.exit_code, tb, state)
+        return _fail("%s: %s" % (type(exc).__name__, exc), RuntimeFailure.exit_code, traceback.format_exc(), state)
     finally:
         early_stop.uninstall()
-        if "lock" in _state:
-            _state.pop("lock").release()
+        state.release()
 
 
 def exit_process(code: int) -> None:

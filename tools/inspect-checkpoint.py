@@ -19,6 +19,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from returnn.util.basic import human_bytes  # noqa: E402
 from returnn.util.environment import ensure_packages  # noqa: E402
 
 ensure_packages(("tensorflow", "numpy"), "tools/inspect-checkpoint.py")
@@ -121,15 +122,6 @@ def read_checkpoint(prefix: str, path: Optional[str] = None) -> Dict[str, List[E
     return groups
 
 
-def human_bytes(n: float) -> str:
-    """1536 -> '1.5 KB'."""
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1024 or unit == "GB":
-            return "%i %s" % (n, unit) if unit == "B" else "%.1f %s" % (n, unit)
-        n /= 1024.0
-    return "%.1f GB" % n
-
-
 def format_report(prefix: str, groups: Dict[str, List[Entry]]) -> str:
     """The listing printed by the tool."""
     scalars = {name: value for name, _, _, _, value in groups["other"] + groups["optimizer"] if value is not None}
@@ -146,7 +138,7 @@ def format_report(prefix: str, groups: Dict[str, List[Entry]]) -> str:
             continue
         count = sum(num_elements(e[1]) for e in entries)
         lines += ["", "%s: %i variables, %s values, %s"
-                  % (titles[group], len(entries), "{:,}".format(count), human_bytes(sum(e[3] for e in entries)))]
+                  % (titles[group], len(entries), "{:,}".format(count), human_bytes(sum(e[3] for e in entries), " "))]
         for name, shape, dtype, _, value in entries:
             row = "  %s  %s  %s" % (name.ljust(width), str(shape).ljust(shape_width), dtype.ljust(8))
             lines.append((row + ("  = %s" % value if value is not None else "")).rstrip())

@@ -76,10 +76,3 @@ def get_activation(name: Optional[str], layer_name: str = "?") -> ActivationFn:
 
     return chained
 
-
-def last_activation_name(name: Optional[str]) -> Optional[str]:
-    """The last element of an ``"a|b"`` chain (e.g. to know whether the output is a softmax)."""
-    if not name or callable(name):
-        return None
-    parts = [p.strip() for p in str(name).split("|") if p.strip()]
-    return parts[-1] if parts else None

@@ -48,7 +48,6 @@ from returnn.tf.steps import FLAG_NAMES, StepFunctions
 from returnn.tf.summaries import SummaryLogger
 from returnn.util.basic import hms
 
-TASKS = ("train", "eval", "forward")
 
 
 # Rank 0 alone may take this many times horovod_stall_timeout to write a checkpoint (the other
@@ -210,8 +209,7 @@ class Engine:
 
     # ---- tasks
     def run(self, task: str) -> None:
-        if task not in TASKS:
-            raise ConfigError("unknown task %r (known: %s)" % (task, ", ".join(TASKS)))
+        """Runs ``task`` (one of :data:`returnn.__main__.KNOWN_TASKS`, checked there before start-up)."""
         try:
             getattr(self, "task_" + task)()
         finally:

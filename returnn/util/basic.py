@@ -40,13 +40,13 @@ def get_hostname() -> str:
     return socket.gethostname()
 
 
-def human_bytes(n: float) -> str:
-    """1536 -> '1.5KB'."""
+def human_bytes(n: float, sep: str = "") -> str:
+    """1536 -> '1.5KB' (``sep`` between number and unit: ' ' gives '1.5 KB')."""
     for unit in ("B", "KB", "MB", "GB", "TB"):
         if abs(n) < 1024 or unit == "TB":
-            return ("%.1f%s" % (n, unit)) if unit != "B" else ("%i%s" % (n, unit))
+            return ("%.1f%s%s" % (n, sep, unit)) if unit != "B" else ("%i%s%s" % (n, sep, unit))
         n /= 1024.0
-    return "%.1fTB" % n
+    return "%.1f%sTB" % (n, sep)
 
 
 def parse_size(value) -> int:
