@@ -277,8 +277,8 @@ def exit_process(code: int) -> None:
     (which spends a second or more freeing TensorFlow's objects one by one) once the log files
     and standard streams are flushed and closed; with MPI loaded (or started by a launcher) the
     normal exit runs, as MPI_Finalize lives in an atexit handler."""
-    launched = any(k in os.environ for k in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "SLURM_STEP_ID"))
-    if launched or any(m in sys.modules for m in ("mpi4py", "horovod", "horovod.tensorflow")):
+    from returnn.distributed.launcher_env import launched
+    if launched() or any(m in sys.modules for m in ("mpi4py", "horovod", "horovod.tensorflow")):
         sys.exit(code)
     import logging
     from returnn.log import log

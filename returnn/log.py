@@ -125,7 +125,8 @@ class Log:
 
     def console_is_terminal(self) -> bool:
         """Whether the console is an interactive terminal."""
-        if self.size > 1 or any(os.environ.get(v) for v in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_PROCID")):
+        from returnn.distributed.launcher_env import launched
+        if self.size > 1 or launched():
             return False  # MPI launchers give ranks a pty even when the job's output goes to a file
         try:
             return self.rank == 0 and self.console.isatty()

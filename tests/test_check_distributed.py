@@ -188,3 +188,17 @@ def test_via_rnn_entry_point():
     proc = _run([sys.executable, os.path.join(ROOT, "rnn.py"), "--check-distributed"] + TOOL_ARGS)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert re.search(r"^OK: 1 rank\(s\)", proc.stdout, re.M)
+
+
+def test_one_launcher_table_for_all_readers():
+    from returnn.distributed.launcher_env import launched, launcher_local, launcher_rank, launcher_world_size
+    ompi = {"OMPI_COMM_WORLD_SIZE": "4", "OMPI_COMM_WORLD_RANK": "3", "OMPI_COMM_WORLD_LOCAL_RANK": "1",
+            "OMPI_COMM_WORLD_LOCAL_SIZE": "2"}
+    assert (launcher_world_size(ompi), launcher_rank(ompi), launcher_local(ompi), launched(ompi)) == (4, 3, (1, 2), True)
+    srun = {"SLURM_STEP_NUM_TASKS": "2", "SLURM_NTASKS": "8", "SLURM_PROCID": "1", "SLURM_LOCALID": "1",
+            "SLURM_NTASKS_PER_NODE": "2"}
+    assert (launcher_world_size(srun), launcher_rank(srun), launcher_local(srun)) == (2, 1, (1, 2))
+    sbatch = {"SLURM_NTASKS": "8"}
+    assert (launcher_world_size(sbatch), launcher_rank(sbatch), launcher_local(sbatch), launched(sbatch)) == \
+        (1, None, (0, 1), False)
+    assert launched({"SLURM_STEP_ID": "0"}) and not launched({})

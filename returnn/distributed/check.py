@@ -32,34 +32,9 @@ def _load_sibling(name: str):
 
 
 check_net = _load_sibling("check_net")
-
-# (size variable, rank variable) set by launchers, most specific first.
-LAUNCHER_VARS: Tuple[Tuple[str, str], ...] = (
-    ("OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK"),  # Open MPI mpirun / horovodrun
-    ("PMI_SIZE", "PMI_RANK"),  # MPICH / Intel MPI (hydra), srun --mpi=pmi2
-    ("SLURM_STEP_NUM_TASKS", "SLURM_PROCID"),  # srun
-    ("SLURM_NTASKS", "SLURM_PROCID"),  # sbatch allocation
-)
+launcher_env = _load_sibling("launcher_env").launcher_env  # the one launcher table
 
 Info = Dict[str, Any]
-
-
-def launcher_env(env: Optional[Dict[str, str]] = None) -> Tuple[Optional[int], Optional[int], str]:
-    """(size, rank, variable name) the launcher announced in the environment, or (None, None, "")."""
-    env = os.environ if env is None else env
-    for size_var, rank_var in LAUNCHER_VARS:
-        try:
-            size = int(env[size_var])
-        except (KeyError, ValueError):
-            continue
-        if size_var.startswith("SLURM") and rank_var not in env:
-            continue  # an sbatch script itself, not a task started by srun
-        try:
-            rank: Optional[int] = int(env[rank_var])
-        except (KeyError, ValueError):
-            rank = None
-        return size, rank, size_var
-    return None, None, ""
 
 
 def pin_threads() -> None:

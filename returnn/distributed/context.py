@@ -6,12 +6,12 @@ via mpi4py), so the engine asks one object: am I rank 0, how do I reduce, when d
 from __future__ import annotations
 
 import contextlib
-import os
 from typing import Any, Dict, Optional
 
 from returnn.config import Config
 from returnn.errors import ConfigError, DistributedError
 from returnn.distributed.backend import Backend, LocalBackend
+from returnn.distributed.launcher_env import launcher_rank, launcher_world_size
 from returnn.distributed.rendezvous import Rendezvous, StartupGuard, report_and_abort
 from returnn.interrupts import Watchdog
 
@@ -25,30 +25,6 @@ HOROVOD_ENV_KEYS = {
     "horovod_fusion_threshold": "HOROVOD_FUSION_THRESHOLD",
     "horovod_autotune": "HOROVOD_AUTOTUNE",
 }
-
-# Environment variables launchers set for the world size (mpirun, MPICH/Intel MPI, SLURM srun).
-_LAUNCHER_SIZE_VARS = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "SLURM_NTASKS")
-
-
-def launcher_rank() -> Optional[int]:
-    """This process's rank as the launcher announced it, or None."""
-    for var in ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"):
-        value = os.environ.get(var)
-        if value and value.isdigit():
-            return int(value)
-    return None
-
-
-def launcher_world_size() -> int:
-    """World size the launcher announced through the environment, or 1."""
-    for var in _LAUNCHER_SIZE_VARS:
-        value = os.environ.get(var)
-        if value and value.isdigit():
-            if var == "SLURM_NTASKS" and "SLURM_PROCID" not in os.environ:
-                continue  # inside an sbatch script but not started by srun
-            return int(value)
-    return 1
-
 
 class DistributedContext:
     """The distributed options of a run plus the backend that carries them out."""

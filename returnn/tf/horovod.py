@@ -5,22 +5,9 @@ launcher announced them (the config runs before MPI is initialised) and the ``ho
 """
 from __future__ import annotations
 
-import os
 from typing import Optional
 
-from returnn.distributed.context import launcher_world_size
-
-_RANK_VARS = ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID")
-_LOCAL_RANK_VARS = ("OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID")
-_LOCAL_SIZE_VARS = ("OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE")
-
-
-def _env_int(names, default: int) -> int:
-    for name in names:
-        value = os.environ.get(name, "")
-        if value.isdigit():
-            return int(value)
-    return default
+from returnn.distributed.launcher_env import launcher_local, launcher_rank, launcher_world_size
 
 
 class HorovodContext:
@@ -30,16 +17,17 @@ class HorovodContext:
         self.config = config
 
     def rank(self) -> int:
-        return _env_int(_RANK_VARS, 0)
+        rank = launcher_rank()
+        return rank if rank is not None else 0
 
     def size(self) -> int:
         return launcher_world_size()
 
     def local_rank(self) -> int:
-        return _env_int(_LOCAL_RANK_VARS, 0)
+        return launcher_local()[0]
 
     def local_size(self) -> int:
-        return _env_int(_LOCAL_SIZE_VARS, 1)
+        return launcher_local()[1]
 
     def get_reduce_type(self) -> str:
         return self.config.value("horovod_reduce_type")
