@@ -1,4 +1,4 @@
-"""HDFDataset: reads RETURNN's HDF layout (see ``/work/shared/HDF_FORMAT.md``).
+"""HDFDataset: reads RETURNN's HDF layout (see docs/hdf-format.md).
 
 All frames of all sequences of a key are concatenated along axis 0 of one h5py dataset;
 ``/seqLengths`` marks the boundaries. With ``cache_size = 0`` (default) only per-file offset tables

@@ -1,4 +1,4 @@
-"""One RETURNN-layout HDF file opened for reading (see ``/work/shared/HDF_FORMAT.md``).
+"""One RETURNN-layout HDF file opened for reading (see docs/hdf-format.md).
 
 :class:`HDFFile` checks the file's structure when it opens it, so a damaged or foreign file is one
 :class:`DataError` naming the file and the object, never a traceback:

@@ -1,4 +1,4 @@
-"""Writers for RETURNN's HDF layout (see ``/work/shared/HDF_FORMAT.md``).
+"""Writers for RETURNN's HDF layout (see docs/hdf-format.md).
 
 * :class:`SimpleHDFWriter` appends batches (RETURNN's interface) to resizable datasets.
 * :func:`dump_dataset_to_hdf` streams a whole dataset (one epoch's order) into a file.
