@@ -86,7 +86,7 @@ def test_watchdog_pauses_while_this_rank_works_alone_and_rearms_after():
     import time
     from returnn.distributed.backend import LocalBackend
     from returnn.distributed.context import DistributedContext
-    from returnn.interrupts import Watchdog
+    from returnn.util.watchdog import Watchdog
 
     fired = []
     dist = DistributedContext(LocalBackend(), stall_timeout=0.4)

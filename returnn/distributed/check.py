@@ -18,13 +18,13 @@ import importlib.util
 import os
 import socket
 import sys
-import threading
 import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 def _load_sibling(name: str):
-    """A module next to this file, loaded by path (this file is also loaded by path, by tools/)."""
-    spec = importlib.util.spec_from_file_location("returnn_distributed_" + name,
+    """A module of this package by its path relative to this file (this file is also loaded by path, by
+    tools/), e.g. ``check_net`` or ``../util/watchdog``."""
+    spec = importlib.util.spec_from_file_location("returnn_check_" + os.path.basename(name),
                                                   os.path.join(os.path.dirname(os.path.abspath(__file__)), name + ".py"))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -44,31 +44,17 @@ def pin_threads() -> None:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
-class Watchdog:
-    """Aborts this process when one stage takes longer than ``timeout`` seconds (0 = never)."""
+class Watchdog(_load_sibling("../util/watchdog").Watchdog):
+    """The engine's stall watchdog, per stage: aborts this process (exit 3) when one stage takes
+    longer than ``timeout`` seconds (0 = never)."""
 
     def __init__(self, rank_hint: str, timeout: float):
+        super().__init__(timeout, on_stall=self._abort, timeout_name="--timeout")
         self.rank_hint = rank_hint
-        self.timeout = timeout
-        self._timer: Optional[threading.Timer] = None
 
-    def stage(self, name: str) -> None:
-        """Starts (or restarts) the clock for stage ``name``."""
-        self.stop()
-        if self.timeout > 0:
-            self._timer = threading.Timer(self.timeout, self._fire, args=(name,))
-            self._timer.daemon = True
-            self._timer.start()
-
-    def stop(self) -> None:
-        """Stops the clock."""
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-
-    def _fire(self, name: str) -> None:
+    def _abort(self, message: str) -> None:  # noqa: ARG002
         sys.stderr.write("PROBLEM: %s stuck in stage %r for %.0fs (another rank failed or the network is blocked);"
-                         " aborting\n" % (self.rank_hint, name, self.timeout))
+                         " aborting\n" % (self.rank_hint, self.current_stage, self.timeout))
         sys.stderr.flush()
         os._exit(3)
 

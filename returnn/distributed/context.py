@@ -13,7 +13,7 @@ from returnn.errors import ConfigError, DistributedError
 from returnn.distributed.backend import Backend, LocalBackend
 from returnn.distributed.launcher_env import launcher_rank, launcher_world_size
 from returnn.distributed.rendezvous import Rendezvous, StartupGuard, report_and_abort
-from returnn.interrupts import Watchdog
+from returnn.util.watchdog import Watchdog
 
 REDUCE_TYPES = ("grad", "param")
 DATASET_DISTRIBUTIONS = ("shard", "random_seed_offset")

@@ -24,7 +24,8 @@ from returnn.distributed.backend import rank_hosts, stall_text
 from returnn.distributed.context import DistributedContext
 from returnn.errors import ConfigError, DataError, NonFiniteScoreError
 from returnn.extern_data import check_dataset_matches, extern_data_from_config
-from returnn.interrupts import StopRequest, Watchdog
+from returnn.interrupts import StopRequest
+from returnn.util.watchdog import Watchdog
 from returnn.learning_rate_control import LearningRateControl
 from returnn.log import log
 from returnn.tf.checkpoint import (
