@@ -280,3 +280,9 @@ def test_progress_printer_plain_and_terminal():
     printer.finish()
     text = buf.getvalue()
     assert text.startswith("\rhdf_dump [#########") and "3/10 seqs" in text and text.endswith("\n")
+
+
+def test_progress_bar_and_time_left_are_one_formula():
+    from returnn.util.progress import bar, remaining_seconds
+    assert bar(0.5, 10) == "[#####.....]" and bar(1.5, 4) == "[####]" and bar(-1, 2) == "[..]"
+    assert remaining_seconds(30.0, 0.25) == 90.0 and remaining_seconds(5.0, 0.0) == 0.0

@@ -20,6 +20,7 @@ from returnn.datasets.base import Dataset
 from returnn.datasets.hdf import is_hdf5_file
 from returnn.errors import ConfigError, DataError
 from returnn.util.basic import hms
+from returnn.util.progress import bar, remaining_seconds
 
 HDF_SUFFIXES = (".hdf", ".hdf5", ".h5")
 
@@ -74,18 +75,15 @@ class ProgressPrinter:
     def text(self, done: int, total: int) -> str:
         """The progress text (without bar)."""
         elapsed = max(time.monotonic() - self.start, 1e-9)
-        rate = done / elapsed
-        eta = (total - done) / rate if rate > 0 else 0.0
-        pct = 100.0 * done / total if total else 100.0
-        return "%i/%i seqs (%.1f%%), %.1f seqs/s, ETA %s" % (done, total, pct, rate, hms(eta))
+        fraction = done / total if total else 1.0
+        return "%i/%i seqs (%.1f%%), %.1f seqs/s, ETA %s" % (done, total, 100.0 * fraction, done / elapsed,
+                                                            hms(remaining_seconds(elapsed, fraction)))
 
     def __call__(self, done: int, total: int) -> None:
         now = time.monotonic()
         if self.is_tty:
-            width = 30
-            filled = int(width * done / total) if total else width
-            self.stream.write("\r%s [%s%s] %s\x1b[K" % (self.prefix, "#" * filled, "." * (width - filled),
-                                                   self.text(done, total)))
+            self.stream.write("\r%s %s %s\x1b[K" % (self.prefix, bar(done / total if total else 1.0),
+                                                  self.text(done, total)))
             self.stream.flush()
             self._bar_shown = True
         elif now - self._last >= self.interval or done >= total:

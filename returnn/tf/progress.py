@@ -9,6 +9,7 @@ import numpy as np
 
 from returnn.log import log
 from returnn.tf.reporting import progress_bar, progress_line, step_costs
+from returnn.util.progress import remaining_seconds
 from returnn.util.basic import hms
 
 
@@ -48,10 +49,9 @@ class ProgressReporter:
                 log.write_progress(progress_bar(self.name, self.epoch, fraction, elapsed))
                 self.last_shown = now
         elif now - self.last_shown >= self.interval:
-            remaining = elapsed / fraction - elapsed if fraction > 0 else 0.0
             print("%s epoch %i, step %i of %i, %.2f%% complete, elapsed %s, exp. remaining %s"
-                  % (self.name, self.epoch, step, self.total, 100.0 * fraction, hms(elapsed), hms(remaining)),
-                  file=log.v4)
+                  % (self.name, self.epoch, step, self.total, 100.0 * fraction, hms(elapsed),
+                     hms(remaining_seconds(elapsed, fraction))), file=log.v4)
             self.last_shown = now
         self.last_step_time = time.perf_counter()
 

@@ -8,6 +8,7 @@ from typing import Dict, List, Optional
 import numpy as np
 
 from returnn.util.basic import hms
+from returnn.util.progress import bar, remaining_seconds
 
 
 class ScoreAccumulator:
@@ -116,14 +117,12 @@ def breakdown_line(rank: Optional[int], figures: np.ndarray, comm_in_step: bool)
 def progress_line(name: str, epoch: int, step: int, costs: str, batch_info: str, sec_per_step: float,
                   elapsed: float, fraction: float) -> str:
     """The per-step line (log_verbosity 5)."""
-    remaining = elapsed / fraction - elapsed if fraction > 0 else 0.0
     return ("%s epoch %i, step %i, %s, %s, %.3f sec/step, elapsed %s, exp. remaining %s, complete %.2f%%"
-            % (name, epoch, step, costs, batch_info, sec_per_step, hms(elapsed), hms(remaining), 100.0 * fraction))
+            % (name, epoch, step, costs, batch_info, sec_per_step, hms(elapsed),
+               hms(remaining_seconds(elapsed, fraction)), 100.0 * fraction))
 
 
 def progress_bar(name: str, epoch: int, fraction: float, elapsed: float, width: int = 30) -> str:
     """A one-line progress bar with ETA (log_verbosity 4 on a terminal)."""
-    filled = int(round(width * min(1.0, fraction)))
-    remaining = elapsed / fraction - elapsed if fraction > 0 else 0.0
-    return "%s epoch %i [%s%s] %5.1f%% elapsed %s ETA %s" % (
-        name, epoch, "#" * filled, "." * (width - filled), 100.0 * fraction, hms(elapsed), hms(remaining))
+    return "%s epoch %i %s %5.1f%% elapsed %s ETA %s" % (
+        name, epoch, bar(fraction, width), 100.0 * fraction, hms(elapsed), hms(remaining_seconds(elapsed, fraction)))
