@@ -69,6 +69,15 @@ def lines_matching(pattern: str, text: str) -> List[re.Match]:
 
 
 # A tiny 12AX setup: feed-forward net (fast to trace), few sequences.
+def config_12ax(network: str, num_epochs: int = 2, head: str = "", num_seqs: int = 40) -> str:
+    """A small 12AX training config (Task12AXDataset train and dev, adam) around ``network``, the
+    text of a layer dict; ``head``: config code before it (imports, functions)."""
+    return ("#!rnn.py\n%s\ntask = \"train\"\ntrain = {\"class\": \"Task12AXDataset\", \"num_seqs\": %i}\n"
+            "dev = {\"class\": \"Task12AXDataset\", \"num_seqs\": 10, \"fixed_random_seed\": 2}\n"
+            "num_inputs = 9\nnum_outputs = 2\nbatch_size = 400\nmax_seqs = 10\nnetwork = %s\n"
+            "adam = True\nlearning_rate = 0.01\nnum_epochs = %i\n" % (head, num_seqs, network.strip(), num_epochs))
+
+
 TINY_12AX = '''#!rnn.py
 task = "train"
 train = {"class": "Task12AXDataset", "num_seqs": 40}

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from data_utils import btf, make_layer as make, run_layer as run
-from helpers import describe, run_rnn, train_args, write_config
+from helpers import config_12ax, describe, run_rnn, train_args, write_config
 from returnn.errors import NetworkError
 
 LENS = np.array([4, 2], np.int32)
@@ -28,24 +28,14 @@ def test_exponential_average_of_real_frames():
         make("accumulate_mean", {"exp_average": 0.1, "axes": "t"}, [data])
 
 
-CONFIG = '''#!rnn.py
-task = "train"
-train = {"class": "Task12AXDataset", "num_seqs": 40}
-num_inputs = 9
-num_outputs = 2
-batch_size = 400
-max_seqs = 10
-network = {
+NETWORK = '''{
     "hidden": {"class": "linear", "activation": "tanh", "n_out": 8, "from": "data"},
     "output": {"class": "softmax", "loss": "ce", "from": "hidden"},
     "prior": {"class": "accumulate_mean", "from": "output", "exp_average": 0.01, "is_prob_distribution": True},
     "scaled": {"class": "eval", "from": ["output", "prior"], "eval": "tf.math.log(source(0)) - tf.math.log(source(1))",
                "is_output_layer": True},
-}
-adam = True
-learning_rate = 0.01
-num_epochs = 2
-'''
+}'''
+CONFIG = config_12ax(network=NETWORK, num_epochs=2)
 
 
 def test_prior_in_a_config_is_saved_and_restored(tmp_path):

@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 
 from data_utils import btf as make_btf, make_layer as make, run_layer as run
-from helpers import assert_one_line_error, describe, run_rnn, train_args, write_config
+from helpers import assert_one_line_error, config_12ax, describe, run_rnn, train_args, write_config
 from returnn.config import Config, get_global_config, set_global_config
 from returnn.errors import NetworkError
 from returnn.tensor import Data, FeatureDim, SpatialDim, batch_dim
@@ -129,17 +129,7 @@ def test_bad_expressions_name_the_layer(opts, sources, message):
         run(layer, [va] * sources)
 
 
-CONFIG = '''#!rnn.py
-import numpy
-task = "train"
-train = {"class": "Task12AXDataset", "num_seqs": 40}
-dev = {"class": "Task12AXDataset", "num_seqs": 10, "fixed_random_seed": 2}
-num_inputs = 9
-num_outputs = 2
-batch_size = 500
-max_seqs = 10
-
-def transform(data, network):
+HEAD = '''def transform(data, network):
     """Zeroes a random feature band in training (SpecAugment-like), identity otherwise."""
     import tensorflow as tf
     from TFUtil import where_bc
@@ -148,9 +138,8 @@ def transform(data, network):
         start = tf.random_uniform((), 0, data.dim - 2, dtype=tf.int32)
         band = tf.logical_and(tf.range(data.dim) >= start, tf.range(data.dim) < start + 2)
         return where_bc(band[None, None, :], 0.0, x)
-    return network.cond_on_train(masked, lambda: x)
-
-network = {
+    return network.cond_on_train(masked, lambda: x)'''
+NETWORK = '''{
     "input": {"class": "eval", "from": "data", "eval": "tf.one_hot(source(0), 9)",
               "out_type": {"dim": 9, "sparse": False, "dtype": "float32"}},
     "aug": {"class": "eval", "from": "input",
@@ -158,11 +147,8 @@ network = {
     "hidden": {"class": "linear", "activation": "tanh", "n_out": 10, "from": "aug"},
     "scaled": {"class": "combine", "kind": "eval", "from": ["hidden", "hidden"], "eval": "source(0) * 0.5 + source(1) * 0.5"},
     "output": {"class": "softmax", "loss": "ce", "from": "scaled"},
-}
-adam = True
-learning_rate = 0.01
-num_epochs = 2
-'''
+}'''
+CONFIG = config_12ax(network=NETWORK, num_epochs=2, head=HEAD)
 
 
 def test_config_with_eval_layers_trains(tmp_path):

@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 
 from data_utils import btf as make_btf, make_layer as make, run_layer as run
-from helpers import describe, run_rnn, train_args, write_config
+from helpers import config_12ax, describe, run_rnn, train_args, write_config
 from returnn.errors import NetworkError
 from returnn.tensor import Data, FeatureDim, SpatialDim, batch_dim
 from returnn.tf.layers import LayerOutput
@@ -125,15 +125,7 @@ def test_needs_time_axis():
         make("self_attention", {"num_heads": 1, "total_key_dim": 2, "n_out": 2, "key_shift": "w"}, [data, wrong])
 
 
-CONFIG = '''#!rnn.py
-task = "train"
-train = {"class": "Task12AXDataset", "num_seqs": 60}
-dev = {"class": "Task12AXDataset", "num_seqs": 10, "fixed_random_seed": 2}
-num_inputs = 9
-num_outputs = 2
-batch_size = 400
-max_seqs = 10
-network = {
+NETWORK = '''{
     "emb": {"class": "linear", "activation": None, "n_out": 16, "from": "data"},
     "ln": {"class": "layer_norm", "from": "emb"},
     "rel_pos": {"class": "relative_positional_encoding", "from": "ln", "n_out": 4, "clipping": 8},
@@ -141,11 +133,8 @@ network = {
             "key_shift": "rel_pos", "attention_dropout": 0.1},
     "res": {"class": "combine", "kind": "add", "from": ["emb", "att"]},
     "output": {"class": "softmax", "loss": "ce", "from": "res"},
-}
-adam = True
-learning_rate = 0.01
-num_epochs = 2
-'''
+}'''
+CONFIG = config_12ax(network=NETWORK, num_epochs=2, num_seqs=60)
 
 
 def test_conformer_style_block_trains_and_resumes(tmp_path):

@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 
 from data_utils import btf, make_layer as make, run_layer as run
-from helpers import describe, run_rnn, train_args, write_config
+from helpers import config_12ax, describe, run_rnn, train_args, write_config
 from returnn.errors import NetworkError
 from returnn.tensor import Data, FeatureDim, SpatialDim, batch_dim
 from returnn.tf.layers import LayerOutput
@@ -78,25 +78,15 @@ def test_bad_options_name_the_layer():
         make("transposed_conv", {"n_out": 2}, [data])
 
 
-CONFIG = '''#!rnn.py
-task = "train"
-train = {"class": "Task12AXDataset", "num_seqs": 40}
-num_inputs = 9
-num_outputs = 2
-batch_size = 400
-max_seqs = 10
-network = {
+NETWORK = '''{
     "conv": {"class": "conv", "from": "data", "filter_size": [3], "strides": [3], "padding": "same", "n_out": 8,
              "activation": "relu"},
     "up": {"class": "transposed_conv", "from": "conv", "filter_size": [3], "strides": [3], "n_out": 8,
            "activation": "relu"},
     "frames": {"class": "reinterpret_data", "from": "up", "size_base": "data"},
     "output": {"class": "softmax", "loss": "ce", "from": "frames"},
-}
-adam = True
-learning_rate = 0.01
-num_epochs = 1
-'''
+}'''
+CONFIG = config_12ax(network=NETWORK, num_epochs=1)
 
 
 def test_upsampling_back_to_frame_rate_trains(tmp_path):

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from helpers import assert_one_line_error, describe, run_rnn, train_args, write_config
+from helpers import assert_one_line_error, config_12ax, describe, run_rnn, train_args, write_config
 from returnn.errors import NetworkError
 from returnn.tensor import Data
 from returnn.tf.layers import RunContext
@@ -60,23 +60,13 @@ def test_bad_subnetwork_names_the_layer():
                    "output": {"class": "copy", "from": "block"}}, {"data": Data("data", shape=(None, 5))})
 
 
-CONFIG = '''#!rnn.py
-task = "train"
-train = {"class": "Task12AXDataset", "num_seqs": 40}
-num_inputs = 9
-num_outputs = 2
-batch_size = 400
-max_seqs = 10
-network = {
+NETWORK = '''{
     "block": {"class": "subnetwork", "from": "data", "subnetwork": {
         "ff": {"class": "linear", "activation": "relu", "n_out": 8},
         "output": {"class": "linear", "activation": "tanh", "n_out": 8, "from": "ff"}}},
     "output": {"class": "softmax", "loss": "ce", "from": "block"},
-}
-adam = True
-learning_rate = 0.01
-num_epochs = 2
-'''
+}'''
+CONFIG = config_12ax(network=NETWORK, num_epochs=2)
 
 
 def test_config_with_subnetwork_trains_and_resumes(tmp_path):
