@@ -1,0 +1,162 @@
+"""Dependency analysis of a rec sub-network (``unit`` dict).
+
+A reference in a sub-layer's ``from`` (or another layer-valued option) is one of:
+
+- ``NAME``: the sub-layer NAME of the same step,
+- ``prev:NAME``: NAME's output of the previous step (``initial_output`` at step 0),
+- ``base:NAME``: the layer NAME of the outer network (fixed over steps),
+- ``data`` / ``data:KEY``: the current input frame (``data:source``) or an extern data key,
+- ``:i``: the step index.
+
+Sub-layers that depend, directly or through other sub-layers, on a ``prev:`` value or on per-step
+state must run inside the step loop; all others are computed once over the whole sequence
+("move out of loop"), which gives the same numbers per step.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple
+
+from returnn.errors import NetworkError, known_list
+
+# Options whose string values name layers (besides "from"), declared once here.
+LAYER_REF_OPTS = ("base", "weights", "keys", "values", "condition", "true_from", "false_from",
+                  "explicit_search_source", "size_base", "position", "mask")
+# Sub-layer classes that carry state from step to step or only exist per step: always in the loop.
+STEP_ONLY_CLASSES = frozenset(("rnn_cell", "get_last_hidden_state", "masked_computation", "choice", "decide"))
+# Classes whose "from" defaults to nothing (instead of "data") when not given.
+NO_DEFAULT_FROM_CLASSES = frozenset(("generic_attention", "constant"))
+INITIAL_OUTPUT_KEYWORDS = frozenset(("zeros", "ones", "var", "keep_over_epoch", "apply(0)"))
+
+
+@dataclass(frozen=True)
+class Ref:
+    """One parsed layer reference: ``kind`` in 'self', 'prev', 'base', 'data', 'step'; ``name``."""
+
+    kind: str
+    name: str
+
+    @classmethod
+    def parse(cls, ref: str) -> "Ref":
+        """Parses a reference string as written in a sub-layer's ``from``."""
+        if ref == ":i":
+            return cls("step", ":i")
+        if ref == "data" or ref.startswith("data:"):
+            return cls("data", ref.partition(":")[2] or "source")
+        for kind in ("prev", "base"):
+            if ref.startswith(kind + ":"):
+                return cls(kind, ref[len(kind) + 1:])
+        return cls("self", ref)
+
+
+def _as_list(value: Any) -> List[Any]:
+    if value is None:
+        return []
+    if isinstance(value, (list, tuple)):
+        return list(value)
+    return [value]
+
+
+def layer_refs(name: str, layer: Mapping[str, Any], rec_name: str = "?") -> List[Ref]:
+    """All references of the sub-layer ``name`` (``from``, layer-valued options, ``initial_output``)."""
+    if not isinstance(layer, Mapping):
+        raise NetworkError("rec layer %r, sub-layer %r: expected a dict, got %r" % (rec_name, name, layer))
+    default_from = None if layer.get("class") in NO_DEFAULT_FROM_CLASSES else "data"
+    raw: List[Any] = _as_list(layer.get("from", default_from))
+    for opt in LAYER_REF_OPTS:
+        raw.extend(v for v in _as_list(layer.get(opt)) if isinstance(v, str))
+    refs = []
+    for r in raw:
+        if not isinstance(r, str):
+            raise NetworkError("rec layer %r, sub-layer %r: 'from' entries must be layer names, got %r"
+                               % (rec_name, name, r))
+        refs.append(Ref.parse(r))
+    return refs
+
+
+def initial_output_ref(layer: Mapping[str, Any]) -> Optional[Ref]:
+    """The layer named by ``initial_output`` (a string that is no keyword), else None."""
+    init = layer.get("initial_output")
+    if isinstance(init, str) and init not in INITIAL_OUTPUT_KEYWORDS:
+        ref = Ref.parse(init)
+        return ref if ref.kind in ("self", "base", "data") else Ref("self", init)
+    return None
+
+
+@dataclass
+class UnitPlan:
+    """The analysed unit: in-loop layers in step order, out-of-loop layers in dependency order."""
+
+    in_loop: List[str]
+    out_of_loop: List[str]
+    prev_used: Set[str]  # layers whose previous-step output is read (carried over steps)
+    base_used: Set[str]
+    deps: Dict[str, List[Ref]]
+
+
+def _toposort(names: Sequence[str], deps: Mapping[str, List[Ref]], rec_name: str) -> List[str]:
+    """Same-step dependency order; a cycle without ``prev:`` is a NetworkError naming its layers."""
+    order: List[str] = []
+    state: Dict[str, int] = {}  # 1 visiting, 2 done
+
+    def visit(n: str, path: Tuple[str, ...]) -> None:
+        if state.get(n) == 2:
+            return
+        if state.get(n) == 1:
+            cycle = path[path.index(n):] + (n,)
+            raise NetworkError("rec layer %r: sub-layer %r is in a cycle without 'prev:' (%s)"
+                               % (rec_name, n, " -> ".join(cycle)))
+        state[n] = 1
+        for r in deps[n]:
+            if r.kind == "self":
+                visit(r.name, path + (n,))
+        state[n] = 2
+        order.append(n)
+
+    for n in names:
+        visit(n, ())
+    return order
+
+
+def analyse_unit(unit: Mapping[str, Any], rec_name: str, base_layers: Sequence[str] = (),
+                 has_source: bool = True, step_only: Sequence[str] = ()) -> UnitPlan:
+    """Checks ``unit`` and splits it into per-step and whole-sequence layers.
+
+    ``base_layers``: names of the outer network (for ``base:`` checks; empty skips the check).
+    ``has_source``: whether the rec layer has a source (``data:source`` is valid).
+    ``step_only``: extra layer names that must stay in the loop (e.g. ``end`` and choices in search).
+    """
+    if not isinstance(unit, Mapping) or not unit:
+        raise NetworkError("rec layer %r: 'unit' must be a non-empty dict of layers" % rec_name)
+    if "output" not in unit:
+        raise NetworkError("rec layer %r: unit has no 'output' layer (layers: %s)" % (rec_name, known_list(unit)))
+    names = list(unit)
+    deps: Dict[str, List[Ref]] = {}
+    for n in names:
+        refs = layer_refs(n, unit[n], rec_name)
+        init = initial_output_ref(unit[n])
+        if init is not None:
+            refs = refs + [init]
+        for r in refs:
+            where = "rec layer %r, sub-layer %r" % (rec_name, n)
+            if r.kind in ("self", "prev") and r.name not in unit:
+                raise NetworkError("%s: unknown layer %r%s (unit layers: %s)"
+                                   % (where, r.name, " in 'prev:'" if r.kind == "prev" else "", known_list(unit)))
+            if r.kind == "base" and base_layers and r.name not in base_layers:
+                raise NetworkError("%s: unknown outer layer 'base:%s' (known: %s)"
+                                   % (where, r.name, known_list(base_layers)))
+            if r.kind == "data" and r.name == "source" and not has_source:
+                raise NetworkError("%s: 'data:source' but the rec layer has no 'from'" % where)
+        deps[n] = refs
+    # initial_output references are read once before the loop, not per step: no same-step edge.
+    step_deps = {n: layer_refs(n, unit[n], rec_name) for n in names}
+    order = _toposort(names, step_deps, rec_name)
+    prev_used = {r.name for n in names for r in step_deps[n] if r.kind == "prev"}
+    in_loop: Set[str] = set(prev_used) | {n for n in names if unit[n].get("class") in STEP_ONLY_CLASSES}
+    in_loop |= set(step_only)
+    for n in order:  # dependency order: a layer reading an in-loop layer or per-step input is in the loop
+        if any(r.kind in ("prev", "step") or (r.kind == "self" and r.name in in_loop) for r in step_deps[n]):
+            in_loop.add(n)
+    return UnitPlan(in_loop=[n for n in order if n in in_loop], out_of_loop=[n for n in order if n not in in_loop],
+                    prev_used=prev_used, base_used={r.name for rs in deps.values() for r in rs if r.kind == "base"},
+                    deps=deps)
