@@ -85,3 +85,12 @@ def test_cycle_through_prev_is_fine():
     unit = {"a": {"class": "copy", "from": ["prev:output"]}, "output": {"class": "copy", "from": ["a"]}}
     plan = analyse_unit(unit, "r")
     assert plan.in_loop == ["a", "output"]
+
+
+def test_switch_refs_without_default_from():
+    unit = {"c": {"class": "constant", "value": 1.0},
+            "output": {"class": "switch", "condition": "base:flag", "true_from": "prev:output", "false_from": "c",
+                       "initial_output": 0}}
+    plan = analyse_unit(unit, "r", base_layers=["flag"], has_source=False)
+    assert plan.out_of_loop == ["c"] and plan.in_loop == ["output"]
+    assert plan.base_used == {"flag"} and plan.prev_used == {"output"}

@@ -25,7 +25,8 @@ LAYER_REF_OPTS = ("base", "weights", "keys", "values", "condition", "true_from",
 # Sub-layer classes that carry state from step to step or only exist per step: always in the loop.
 STEP_ONLY_CLASSES = frozenset(("rnn_cell", "get_last_hidden_state", "masked_computation", "choice", "decide"))
 # Classes whose "from" defaults to nothing (instead of "data") when not given.
-NO_DEFAULT_FROM_CLASSES = frozenset(("generic_attention", "constant"))
+NO_DEFAULT_FROM_CLASSES = frozenset(("generic_attention", "constant", "range", "random", "rand_int", "switch",
+                                     "train_flag", "global_train_step"))
 INITIAL_OUTPUT_KEYWORDS = frozenset(("zeros", "ones", "var", "keep_over_epoch", "apply(0)"))
 
 
