@@ -277,7 +277,7 @@ def exit_process(code: int) -> None:
     (which spends a second or more freeing TensorFlow's objects one by one) once the log files
     and standard streams are flushed and closed; with MPI loaded (or started by a launcher) the
     normal exit runs, as MPI_Finalize lives in an atexit handler."""
-    from returnn.distributed.launcher_env import launched
+    from returnn.util.launcher_env import launched
     if launched() or any(m in sys.modules for m in ("mpi4py", "horovod", "horovod.tensorflow")):
         sys.exit(code)
     import logging

@@ -125,7 +125,7 @@ class Log:
 
     def console_is_terminal(self) -> bool:
         """Whether the console is an interactive terminal."""
-        from returnn.distributed.launcher_env import launched
+        from returnn.util.launcher_env import launched
         if self.size > 1 or launched():
             return False  # MPI launchers give ranks a pty even when the job's output goes to a file
         try:

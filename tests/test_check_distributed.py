@@ -191,7 +191,7 @@ def test_via_rnn_entry_point():
 
 
 def test_one_launcher_table_for_all_readers():
-    from returnn.distributed.launcher_env import launched, launcher_local, launcher_rank, launcher_world_size
+    from returnn.util.launcher_env import launched, launcher_local, launcher_rank, launcher_world_size
     ompi = {"OMPI_COMM_WORLD_SIZE": "4", "OMPI_COMM_WORLD_RANK": "3", "OMPI_COMM_WORLD_LOCAL_RANK": "1",
             "OMPI_COMM_WORLD_LOCAL_SIZE": "2"}
     assert (launcher_world_size(ompi), launcher_rank(ompi), launcher_local(ompi), launched(ompi)) == (4, 3, (1, 2), True)
@@ -202,3 +202,14 @@ def test_one_launcher_table_for_all_readers():
     assert (launcher_world_size(sbatch), launcher_rank(sbatch), launcher_local(sbatch), launched(sbatch)) == \
         (1, None, (0, 1), False)
     assert launched({"SLURM_STEP_ID": "0"}) and not launched({})
+
+
+def test_launcher_table_does_not_import_tensorflow():
+    """The exit path reads the launcher table; importing it must not pull in TensorFlow (newest TF
+    prints its start-up lines then, after a one-line error)."""
+    code = ("import sys; sys.path.insert(0, %r)\n"
+            "from returnn.util.launcher_env import launched; launched()\n"
+            "import returnn.log\n"
+            "print(sorted(m for m in ('tensorflow', 'returnn.distributed') if m in sys.modules))" % ROOT)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip() == "[]", proc.stdout + proc.stderr

@@ -32,7 +32,7 @@ def _load_sibling(name: str):
 
 
 check_net = _load_sibling("check_net")
-launcher_env = _load_sibling("launcher_env").launcher_env  # the one launcher table
+launcher_env = _load_sibling("../util/launcher_env").launcher_env  # the one launcher table
 
 Info = Dict[str, Any]
 

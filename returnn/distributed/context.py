@@ -11,7 +11,7 @@ from typing import Any, Dict, Optional
 from returnn.config import Config
 from returnn.errors import ConfigError, DistributedError
 from returnn.distributed.backend import Backend, LocalBackend
-from returnn.distributed.launcher_env import launcher_rank, launcher_world_size
+from returnn.util.launcher_env import launcher_rank, launcher_world_size
 from returnn.distributed.rendezvous import Rendezvous, StartupGuard, report_and_abort
 from returnn.util.watchdog import Watchdog
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from returnn.distributed.launcher_env import launcher_local, launcher_rank, launcher_world_size
+from returnn.util.launcher_env import launcher_local, launcher_rank, launcher_world_size
 
 
 class HorovodContext:

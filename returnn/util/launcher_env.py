@@ -1,7 +1,8 @@
 """What launchers (mpirun, MPICH/Intel MPI hydra, PMIx, SLURM srun) announce in the environment:
 world size, rank, local rank and local size. The one table all readers use (the engine's
 distributed context, TFHorovod.get_ctx for configs, the log's terminal check, the exit path and
-tools/check-distributed.py). No imports from this package: check.py loads it by path."""
+tools/check-distributed.py). Standard library only, imported without the distributed package (the exit path must not import
+TensorFlow), and loaded by path by check.py."""
 from __future__ import annotations
 
 import os
