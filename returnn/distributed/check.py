@@ -37,6 +37,14 @@ launcher_env = _load_sibling("../util/launcher_env").launcher_env  # the one lau
 Info = Dict[str, Any]
 
 
+def say(text: str) -> None:
+    """``text`` and its newline to stdout in one write, flushed: mpirun forwards the ranks' output per
+    write, so whole lines of different ranks (and nodes) never run into each other (``print`` under
+    ``python -u`` writes the newline separately)."""
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()
+
+
 def pin_threads() -> None:
     """One intra-op and one inter-op thread for TF and OpenMP (set before TF is imported)."""
     for var in ("OMP_NUM_THREADS", "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS"):
@@ -318,15 +326,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         from mpi4py import MPI
     except Exception as exc:  # noqa: BLE001
         watchdog.stop()
-        print("PROBLEM: rank %s on %s: cannot import mpi4py (%s); the check needs it"
-              % (env_rank, socket.gethostname(), _one_line(exc)), flush=True)
+        say("PROBLEM: rank %s on %s: cannot import mpi4py (%s); the check needs it"
+            % (env_rank, socket.gethostname(), _one_line(exc)))
         return 1
     comm = MPI.COMM_WORLD
     watchdog.rank_hint = "rank %i on %s" % (comm.Get_rank(), socket.gethostname())
     watchdog.stage("first contact with the other ranks")
     net, unreachable = check_net.check_peers(comm, args.reach_timeout)
     if unreachable:  # collectives would hang: report here, the launcher ends the other ranks
-        print("\n".join(unreachable), flush=True)
+        say("\n".join(unreachable))
         os._exit(3)
     watchdog.stage("mpi allreduce")
     info = collect_mpi(comm, MPI, args.size_mb, args.repeats)
@@ -353,24 +361,23 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             except Exception as exc:  # noqa: BLE001
                 info["errors"].append("Horovod test failed: %s" % _one_line(exc))
             hvd.shutdown()
-    sys.stdout.write(rank_line(info) + "\n")  # one write: under -u, print() writes the newline separately
-    sys.stdout.flush()
+    say(rank_line(info))
     watchdog.stage("gather")
     infos = comm.gather(info, root=0)
     status = 0
     if comm.Get_rank() == 0:
         problems, warnings = analyze(infos, args.expect_size, args.require_gpu)
-        print("\n".join(["", format_table(infos), ""] + _summary(infos, args.size_mb)))
+        say("\n".join(["", format_table(infos), ""] + _summary(infos, args.size_mb)))
         for text in warnings:
-            print("WARNING: " + text)
+            say("WARNING: " + text)
         hosts = len({i["host"] for i in infos})
         if problems:
-            print("\n".join("PROBLEM: " + text for text in problems))
-            print("PROBLEM: %i issue(s) found (%i rank(s) on %i host(s))" % (len(problems), len(infos), hosts))
+            say("\n".join("PROBLEM: " + text for text in problems))
+            say("PROBLEM: %i issue(s) found (%i rank(s) on %i host(s))" % (len(problems), len(infos), hosts))
             status = 1
         else:
             speed = min(i.get("hvd_allreduce_mbps", 0.0) for i in infos)
-            print("OK: %i rank(s) on %i host(s); MPI and Horovod agree; allreduce correct, slowest rank %.1f MB/s"
+            say("OK: %i rank(s) on %i host(s); MPI and Horovod agree; allreduce correct, slowest rank %.1f MB/s"
                   % (len(infos), hosts, speed))
         sys.stdout.flush()
     status = comm.bcast(status, root=0)
