@@ -94,3 +94,25 @@ def test_switch_refs_without_default_from():
     plan = analyse_unit(unit, "r", base_layers=["flag"], has_source=False)
     assert plan.out_of_loop == ["c"] and plan.in_loop == ["output"]
     assert plan.base_used == {"flag"} and plan.prev_used == {"output"}
+
+
+def test_teacher_forcing_moves_target_choice_out():
+    plan = analyse_unit(ATTENTION_UNIT, "output", base_layers=["encoder", "enc_ctx"], has_source=False,
+                        teacher_forcing=True)
+    # the choice is the target: its embedding and 'end' move out; the attention state cycle stays
+    assert set(plan.out_of_loop) == {"output", "target_embed", "end"}
+    assert {"s", "att", "att_weights", "readout_in", "output_prob"} <= set(plan.in_loop)
+
+
+def test_enc_dec_teacher_forcing_has_no_loop():
+    unit = {
+        "output_embed": {"class": "linear", "activation": None, "from": "output", "n_out": 5},
+        "s": {"class": "rec", "unit": "nativelstm2", "from": ["prev:output_embed", "base:input_last"], "n_out": 5},
+        "prob": {"class": "softmax", "from": "s", "target": "classes0", "loss": "ce"},
+        "output": {"class": "choice", "from": "prob", "target": "classes0", "beam_size": 8},
+        "end": {"class": "compare", "from": "output", "value": 2},
+    }
+    plan = analyse_unit(unit, "output", base_layers=["input_last"], has_source=False, teacher_forcing=True)
+    assert plan.in_loop == [] and set(plan.out_of_loop) == set(unit)
+    plan = analyse_unit(unit, "output", base_layers=["input_last"], has_source=False, step_only=["output", "end"])
+    assert set(plan.in_loop) == set(unit)

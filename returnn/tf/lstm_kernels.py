@@ -39,6 +39,14 @@ def _mask_outputs(y: tf.Tensor, seq_len: tf.Tensor) -> tf.Tensor:
     return tf.where(mask, y, tf.zeros_like(y))
 
 
+def lstm_step(z: tf.Tensor, c: tf.Tensor, forget_bias: float) -> Tuple[tf.Tensor, tf.Tensor]:
+    """One LSTM step from the gate pre-activations ``z = x W + h W_re + bias`` (B, 4H) and the cell
+    state ``c`` (B, H): returns the new ``(h, c)``."""
+    i, g, f, o = tf.split(z, 4, axis=-1)
+    c_new = tf.sigmoid(f + forget_bias) * c + tf.sigmoid(i) * tf.tanh(g)
+    return tf.sigmoid(o) * tf.tanh(c_new), c_new
+
+
 def loop_lstm(x_proj: tf.Tensor, seq_len: tf.Tensor, w_re: tf.Tensor, forget_bias: float) -> tf.Tensor:
     """Reference kernel: per-step masking, autodiff through the while loop."""
     n_hidden = w_re.shape[0]
@@ -52,10 +60,7 @@ def loop_lstm(x_proj: tf.Tensor, seq_len: tf.Tensor, w_re: tf.Tensor, forget_bia
     zeros = tf.zeros([batch, n_hidden], dtype=x_proj.dtype)
 
     def body(t, h, c, out_ta):
-        z = xs.read(t) + tf.matmul(h, w_re)
-        i, g, f, o = tf.split(z, 4, axis=-1)
-        c_new = tf.sigmoid(f + forget_bias) * c + tf.sigmoid(i) * tf.tanh(g)
-        h_new = tf.sigmoid(o) * tf.tanh(c_new)
+        h_new, c_new = lstm_step(xs.read(t) + tf.matmul(h, w_re), c, forget_bias)
         m = masks.read(t)[:, None]
         out_ta = out_ta.write(t, tf.where(m, h_new, tf.zeros_like(h_new)))
         return t + 1, tf.where(m, h_new, h), tf.where(m, c_new, c), out_ta

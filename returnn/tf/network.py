@@ -29,12 +29,17 @@ def parse_source(name: str) -> Tuple[str, str]:
     return "layer", name
 
 
-def layer_sources(name: str, opts: Dict[str, Any]) -> List[str]:
+def layer_sources(name: str, opts: Dict[str, Any], default_target: str = "classes") -> List[str]:
     """The ``from`` list of a layer (``source`` layers read ``data_key``), followed by the layers
-    named in its reference options (e.g. ``size_base``; see ``Layer.ref_options``)."""
+    named in its reference options (e.g. ``size_base``; see ``Layer.ref_options``). A class with
+    ``outer_sources`` (a rec sub-network) lists its own."""
     if opts.get("class") == "source":
         return ["data:" + opts.get("data_key", "data")]
     cls = LAYER_CLASSES.get(opts.get("class"))
+    if cls is not None and cls.class_selector is not None:
+        cls = cls.class_selector(opts) or cls
+    if hasattr(cls, "outer_sources"):
+        return cls.outer_sources(name, opts, default_target)
     src = opts.get("from", list(getattr(cls, "default_from", ["data"])))
     if isinstance(src, str):
         src = [src]
@@ -44,8 +49,9 @@ def layer_sources(name: str, opts: Dict[str, Any]) -> List[str]:
     return list(src) + refs
 
 
-def topological_order(net_dict: Dict[str, Dict[str, Any]], data_keys) -> List[str]:
-    """Layer names so that every layer comes after its sources."""
+def topological_order(deps: Dict[str, List[str]], data_keys) -> List[str]:
+    """Layer names so that every layer comes after its dependencies (``deps``: layer -> its
+    source names; ``"rec/sub"`` counts as the layer ``rec``)."""
     order: List[str] = []
     state: Dict[str, int] = {}  # 1 = visiting, 2 = done
 
@@ -56,22 +62,30 @@ def topological_order(net_dict: Dict[str, Dict[str, Any]], data_keys) -> List[st
             cycle = path[path.index(name):] + [name]
             raise NetworkError("dependency cycle between layers: %s" % " -> ".join(cycle))
         state[name] = 1
-        for src in layer_sources(name, net_dict[name]):
+        for src in deps[name]:
             kind, ref = parse_source(src)
             if kind == "data":
                 if ref not in data_keys:
                     raise NetworkError("layer %r: 'from' names unknown data key %r (known: %s)"
                                        % (name, ref, ", ".join(sorted(data_keys))))
                 continue
-            if ref not in net_dict:
+            ref = base_layer_name(ref, deps)
+            if ref not in deps:
                 raise NetworkError("layer %r: 'from' names unknown layer %r" % (name, ref))
             visit(ref, path + [name])
         state[name] = 2
         order.append(name)
 
-    for layer_name in net_dict:
+    for layer_name in deps:
         visit(layer_name, [])
     return order
+
+
+def base_layer_name(ref: str, layers) -> str:
+    """``"rec/sub"`` -> ``"rec"`` when ``ref`` is no layer itself but ``rec`` is."""
+    if ref not in layers and "/" in ref and ref.split("/", 1)[0] in layers:
+        return ref.split("/", 1)[0]
+    return ref
 
 
 def extern_value(data: Data, tensor: tf.Tensor, seq_len: tf.Tensor) -> LayerOutput:
@@ -111,29 +125,58 @@ class TFNetwork(tf.Module):
             if not isinstance(opts, dict) or "class" not in opts:
                 raise NetworkError("layer %r: expected a dict with 'class'" % name)
         self.extern_data = dict(extern_data)
-        self.order = topological_order(net_dict, self.extern_data)
+        # data keys registered by layers ("register_as_extern_data"): key -> layer name
+        self.data_layers: Dict[str, str] = {
+            opts["register_as_extern_data"]: name for name, opts in net_dict.items()
+            if isinstance(opts.get("register_as_extern_data"), str)}
         self.net_dict = types.MappingProxyType(net_dict)  # not tf.Module-tracked: errors show the user's dicts
+        self.raw_sources = {name: layer_sources(name, opts, default_target) for name, opts in net_dict.items()}
+        self.sources: Dict[str, List[str]] = {
+            name: [self._registered(s) for s in srcs] for name, srcs in self.raw_sources.items()}
+        deps = {name: list(srcs) for name, srcs in self.sources.items()}
+        for name, opts in net_dict.items():  # a loss on a registered key needs that layer first
+            target = opts.get("target") or default_target
+            if opts.get("loss") and isinstance(target, str) and target in self.data_layers:
+                deps[name].append(self.data_layers[target])
+        self.order = topological_order(deps, set(self.extern_data) | set(self.data_layers))
         self.layers: Dict[str, Layer] = {}
-        self.sources: Dict[str, List[str]] = {}
         self.losses: List[LossInfo] = []
         for name in self.order:
             opts = dict(net_dict[name])
-            srcs = layer_sources(name, opts)
-            self.sources[name] = srcs
+            srcs = self.sources[name]
             cls = get_layer_class(opts["class"], name, opts)
             layer_opts = {k: v for k, v in opts.items() if k != "from"}
             self._infer_n_out(name, layer_opts)
-            layer = cls(name, layer_opts, [self.template_of(s) for s in srcs], seed=seed)
+            templates = [self.template_of(s) for s in srcs]
+            if hasattr(cls, "outer_sources"):  # it reads its own 'from' (to tell it from the rest)
+                layer = cls(name, dict(layer_opts, **{"from": opts.get("from", ["data"])}), templates, seed=seed, outer_names=self.raw_sources[name],
+                            default_target=default_target, infer_n_out=self._infer_n_out)
+            else:
+                layer = cls(name, layer_opts, templates, seed=seed)
             self.layers[name] = layer
-            if opts.get("loss"):
-                loss_cls = get_loss_class(opts["loss"], name)
-                target = (opts.get("target") or self.default_target) if loss_cls.need_target else None
-                if target is not None and target not in self.extern_data:
-                    raise NetworkError("layer %r: target %r is not a data key (known: %s)"
-                                       % (name, target, ", ".join(sorted(self.extern_data))))
-                self.losses.append(LossInfo(name, loss_cls(name, dict(opts.get("loss_opts") or {}), target),
-                                            target, float(opts.get("loss_scale", 1.0))))
+            if isinstance(opts.get("register_as_extern_data"), str):
+                self.extern_data.setdefault(opts["register_as_extern_data"], layer.output)
+            self._add_loss(name, opts)
+            subs = layer.sub_layer_dicts() if hasattr(layer, "sub_layer_dicts") else {}
+            for sub, sub_opts in subs.items():
+                self._add_loss("%s/%s" % (name, sub), sub_opts)
         self.output_layer_name = self._find_output_layer()
+
+    def _registered(self, src: str) -> str:
+        """``data:KEY`` of a key registered by a layer -> that layer's name."""
+        kind, ref = parse_source(src)
+        return self.data_layers[ref] if kind == "data" and ref in self.data_layers else src
+
+    def _add_loss(self, name: str, opts: Dict[str, Any]) -> None:
+        if not opts.get("loss"):
+            return
+        loss_cls = get_loss_class(opts["loss"], name)
+        target = (opts.get("target") or self.default_target) if loss_cls.need_target else None
+        if target is not None and target not in self.extern_data:
+            raise NetworkError("layer %r: target %r is not a data key (known: %s)"
+                               % (name, target, ", ".join(sorted(self.extern_data))))
+        self.losses.append(LossInfo(name, loss_cls(name, dict(opts.get("loss_opts") or {}), target),
+                                    target, float(opts.get("loss_scale", 1.0))))
 
     @property
     def recurrent(self) -> bool:
@@ -152,7 +195,12 @@ class TFNetwork(tf.Module):
     def template_of(self, source: str) -> Data:
         """The :class:`Data` template of a ``from`` entry."""
         kind, ref = parse_source(source)
-        return self.extern_data[ref] if kind == "data" else self.layers[ref].output
+        if kind == "data":
+            return self.extern_data[ref]
+        if ref not in self.layers and base_layer_name(ref, self.layers) in self.layers:
+            rec, sub = ref.split("/", 1)
+            return self.layers[rec].sub_template(sub)
+        return self.layers[ref].output
 
     def _find_output_layer(self) -> str:
         if "output" in self.layers:
@@ -171,7 +219,7 @@ class TFNetwork(tf.Module):
                 if kind == "data":
                     keys.add(ref)
         if with_targets:
-            keys.update(info.target for info in self.losses if info.target)
+            keys.update(info.target for info in self.losses if info.target and info.target not in self.data_layers)
         return sorted(keys, key=lambda k: (k != "data", k))
 
     def forward(self, batch: Dict[str, tf.Tensor], ctx: RunContext,
@@ -186,20 +234,25 @@ class TFNetwork(tf.Module):
             if name not in needed:
                 continue
             srcs = [self._resolve(s, batch, outputs) for s in self.sources[name]]
-            outputs[name] = self.layers[name](srcs, ctx)
+            outputs[name] = out = self.layers[name](srcs, ctx)
+            for sub, value in out.sub_outputs.items():
+                outputs["%s/%s" % (name, sub)] = value
         return outputs
 
     # Plain Python on Python objects: kept out of autograph (newest TF's autograph cache has called
     # one of these converted helpers in place of the other inside the compiled step).
     @tf.autograph.experimental.do_not_convert
     def _needed_layers(self, names: List[str]) -> set:
-        needed, todo = set(), list(names)
+        needed, todo = set(), [base_layer_name(n, self.layers) for n in names]
+        todo += [self.data_layers[info.target] for info in self.losses
+                 if info.target in self.data_layers and info.layer in names]
         while todo:
             name = todo.pop()
             if name in needed:
                 continue
             needed.add(name)
-            todo.extend(ref for kind, ref in map(parse_source, self.sources[name]) if kind == "layer")
+            todo.extend(base_layer_name(ref, self.layers)
+                        for kind, ref in map(parse_source, self.sources[name]) if kind == "layer")
         return needed
 
     @tf.autograph.experimental.do_not_convert
@@ -240,12 +293,22 @@ class TFNetwork(tf.Module):
 
     def compute_losses(self, outputs: Dict[str, LayerOutput], batch: Dict[str, tf.Tensor]) -> Dict[str, LossValues]:
         """Loss values per loss layer."""
-        return {info.layer: info.loss.compute(outputs[info.layer],
-                                              self.data_output(batch, info.target) if info.target else None)
+        return {info.layer: info.loss.compute(outputs[info.layer], self._target(batch, outputs, info.target))
                 for info in self.losses}
+
+    def _target(self, batch: Dict[str, tf.Tensor], outputs: Dict[str, LayerOutput], key: Optional[str]
+                ) -> Optional[LayerOutput]:
+        if key is None:
+            return None
+        if key in self.data_layers:
+            return outputs[self.data_layers[key]]
+        return self.data_output(batch, key)
 
     def l2_loss(self) -> tf.Tensor:
         """Sum of ``L2 * sum(w**2)`` over layers that set ``L2``."""
+        layers = list(self.layers.values())
+        for layer in self.layers.values():
+            layers += list(getattr(layer, "sub_layers", dict)().values())
         terms = [layer.l2 * tf.add_n([tf.reduce_sum(tf.square(v)) for v in layer.l2_variables()])
-                 for layer in self.layers.values() if layer.l2 and layer.l2_variables()]
+                 for layer in layers if layer.l2 and layer.l2_variables()]
         return tf.add_n(terms) if terms else tf.constant(0.0)

@@ -47,8 +47,7 @@ def dense_value(x: LayerOutput) -> LayerOutput:
     """A sparse value as one-hot floats (feature axis last), a dense one unchanged."""
     if not x.data.sparse:
         return x
-    data = x.data.copy_add_dim_by_tag(x.data.sparse_dim, -1).copy(sparse_dim=None, dtype="float32")
-    return x.with_tensor(tf.one_hot(x.masked(0), x.data.dim, dtype=tf.float32), data)
+    return x.with_tensor(tf.one_hot(x.masked(0), x.data.dim, dtype=tf.float32), dense_template(x.data))
 
 
 def _match(common: List[Dim], used: set, dim: Dim, own: Sequence[Dim], strict: bool) -> Optional[int]:
@@ -161,15 +160,20 @@ def project_sources(plan: FeaturePlan, sources: Sequence[LayerOutput], w: tf.Ten
     return total
 
 
+def dense_template(data: Data) -> Data:
+    """The template of :func:`dense_value`: a sparse one as one-hot floats, feature axis last."""
+    if not data.sparse:
+        return data
+    return data.copy_add_dim_by_tag(data.sparse_dim, -1).copy(sparse_dim=None, dtype="float32")
+
+
 def concat_output(layer, sources: Sequence[Data]) -> Tuple[Data, Optional[FeaturePlan]]:
-    """Template of the feature-concatenation of dense ``sources`` (one source: itself) and the
-    plan to build it (None for one source)."""
+    """Template of the feature-concatenation of ``sources`` (one source: itself) and the plan to
+    build it (None for one source). Sparse sources join as one-hot vectors (like RETURNN)."""
     check_sources(layer, sources)
     if len(sources) == 1:
         return sources[0].copy(layer.layer_name), None
-    if any(s.sparse for s in sources):
-        raise NetworkError("%s: cannot concatenate sparse sources" % layer.desc)
-    plan = feature_plan(layer, sources)
+    plan = feature_plan(layer, [dense_template(s) for s in sources])
     return plan_output(layer.layer_name, plan, new_feature_dim(layer.layer_name, sum(plan.in_dims))), plan
 
 
@@ -178,6 +182,7 @@ def concat_inputs(layer, data: Data, plan: Optional[FeaturePlan], sources: List[
     sources = dropout_sources(layer, sources, ctx)
     if plan is None:
         return sources[0]
+    sources = [dense_value(s) for s in sources]
     sizes = {dim: size for src in sources for dim, size in src.sizes.items()}
     return LayerOutput(concat_features(plan, sources), data, sizes)
 

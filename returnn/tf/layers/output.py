@@ -24,6 +24,8 @@ class LayerOutput:
         self.tensor = tensor
         self.data = data
         self.logits = logits
+        # a rec sub-network's value also carries each sub-layer's whole sequence (by sub-layer name)
+        self.sub_outputs: Dict[str, "LayerOutput"] = {}
         # All given sizes are kept (also of dims not in ``data``: e.g. time_unchunking needs the
         # sizes of the time axis that time_chunking folded into the batch).
         self.sizes: Dict[Dim, tf.Tensor] = dict(sizes or {})

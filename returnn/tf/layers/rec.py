@@ -59,12 +59,17 @@ class RecLayer(Layer):
         Option("bias_init", 0.0, "init of the bias"),
     )
 
+    @staticmethod
+    def class_selector(opts: Mapping[str, Any]):
+        """A dict ``unit`` is a sub-network: :class:`returnn.tf.layers.rec_net.layer.RecSubnetLayer`."""
+        if isinstance(opts.get("unit"), Mapping):
+            from returnn.tf.layers.rec_net.layer import RecSubnetLayer
+            return RecSubnetLayer
+        return None
+
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
         super().__init__(name, opts, sources, seed)
         unit = self.opt("unit")
-        if isinstance(unit, Mapping):
-            raise NetworkError("%s: 'unit' is a sub-network (layers %s); rec sub-networks are not supported, only "
-                               "LSTM units: %s" % (self.desc, known_list(map(str, unit)), known_list(LSTM_UNITS)))
         if not isinstance(unit, str) or unit.lower() not in LSTM_UNITS:
             raise NetworkError("%s: unknown unit %r (known: %s)" % (self.desc, unit, known_list(LSTM_UNITS)))
         self.unit = unit.lower()

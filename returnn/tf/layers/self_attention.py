@@ -13,8 +13,10 @@ heads' weighted values are concatenated: ``(B, T, n_out)``.
 ``clip(k - q, -clipping, clipping) + clipping`` of a learned ``(2 * clipping + 1, n_out)`` matrix
 (``fixed``: of sinusoids of the positions ``0 .. 2 * clipping``).
 
-Inside a ``rec`` loop (one query per step, keys accumulated) neither layer is available yet: the
-input must have a time axis.
+Inside a ``rec`` loop (per-step sources without time axis) ``self_attention`` runs one query per
+step against the keys and values of all steps so far (accumulated in its loop state), which is
+the same as ``attention_left_only`` over the whole sequence. ``key_shift`` and
+``relative_positional_encoding`` need a time axis.
 """
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_laye
 from returnn.tf.layers.generated import positional_encoding
 from returnn.tf.layers.helpers import check_sources, dropout, dropout_sources, feature_plan, project_sources
 from returnn.tf.layers.options import Option, positive_int, rate
+from returnn.tf.layers.rnn_cell import is_step_template
 
 UNSUPPORTED_STATE_OPTIONS = ("initial_state", "state_var_lengths")
 
@@ -77,7 +80,11 @@ class SelfAttentionLayer(Layer):
             if value % self.heads:
                 raise NetworkError("%s: %s %i is not divisible by num_heads %i" % (self.desc, key, value, self.heads))
         self.plan = feature_plan(self, own)
-        self.bt = _batch_time_axes(self, self.plan.dims, own[0])
+        self.step_mode = is_step_template(own)
+        if self.step_mode and (self.has_shift or len(self.plan.dims) != 1):
+            raise NetworkError("%s: inside a rec loop the input must be (batch, feature) and key_shift is not "
+                               "supported, got %s" % (self.desc, [s.short_repr() for s in own]))
+        self.bt = [0] if self.step_mode else _batch_time_axes(self, self.plan.dims, own[0])
         if self.has_shift:
             shift = sources[-1]
             if shift.batch_dim_axis is not None or shift.batch_ndim != 3 or shift.dim != self.key_dim // self.heads:
@@ -88,9 +95,41 @@ class SelfAttentionLayer(Layer):
         self.qkv = self.weight("QKV", [sum(self.plan.in_dims), 2 * self.key_dim + self.value_dim],
                                init_option="forward_weights_init")
         dims = self.plan.dims
-        self.output = Data(name, dims=[dims[self.bt[0]], dims[self.bt[1]], self.out_feature_dim()], time_dim_axis=1)
+        if self.step_mode:
+            self.output = Data(name, dims=[dims[0], self.out_feature_dim()])
+        else:
+            self.output = Data(name, dims=[dims[self.bt[0]], dims[self.bt[1]], self.out_feature_dim()], time_dim_axis=1)
+
+    # ---- inside a rec loop
+    def initial_state(self, batch: tf.Tensor, n_time: tf.Tensor):
+        """Keys and values of the steps so far: (B, H, T, K/H) and (B, H, T, V/H), zero."""
+        h = self.heads
+        return (tf.zeros([batch, h, n_time, self.key_dim // h]), tf.zeros([batch, h, n_time, self.value_dim // h]))
+
+    def step(self, sources: List[LayerOutput], state, ctx: RunContext, t: tf.Tensor):
+        """One query at step ``t`` against the keys and values of steps ``0..t``."""
+        own = dropout_sources(self, sources, ctx)
+        x = project_sources(self.plan, own, self.qkv)  # (B, 2K + V)
+        h = self.heads
+        kh, vh = self.key_dim // h, self.value_dim // h
+        x = tf.reshape(x, [-1, h, 2 * kh + vh])
+        q, k, v = tf.split(x, [kh, kh, vh], axis=-1)
+        keys, values = state
+        at_t = tf.one_hot(t, tf.shape(keys)[2], dtype=keys.dtype)[None, None, :, None]
+        keys = keys * (1.0 - at_t) + k[:, :, None, :] * at_t
+        values = values * (1.0 - at_t) + v[:, :, None, :] * at_t
+        energy = tf.einsum("bhd,bhtd->bht", q * (kh ** -0.5), keys)
+        visible = tf.range(tf.shape(keys)[2]) <= t
+        energy = tf.where(visible[None, None, :], energy, tf.constant(float("-inf"), energy.dtype))
+        weights = tf.nn.softmax(energy, axis=-1)
+        if self.att_dropout and ctx.train:
+            weights = dropout(weights, self.att_dropout, ctx.layer_seed(self.layer_name, 1))
+        out = tf.reshape(tf.einsum("bht,bhtd->bhd", weights, values), [-1, self.value_dim])
+        return self.make_output(out, own), (keys, values)
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
+        if self.step_mode:
+            raise NetworkError("%s: on single steps it runs only inside a rec loop" % self.desc)
         own = dropout_sources(self, sources[:len(self.sources)], ctx)
         x = project_sources(self.plan, own, self.qkv)  # plan dims + (2K + V,)
         if self.bt != [0, 1]:

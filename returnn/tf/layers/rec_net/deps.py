@@ -8,9 +8,12 @@ A reference in a sub-layer's ``from`` (or another layer-valued option) is one of
 - ``data`` / ``data:KEY``: the current input frame (``data:source``) or an extern data key,
 - ``:i``: the step index.
 
-Sub-layers that depend, directly or through other sub-layers, on a ``prev:`` value or on per-step
-state must run inside the step loop; all others are computed once over the whole sequence
-("move out of loop"), which gives the same numbers per step.
+A sub-layer must run inside the step loop when it lies on a dependency cycle (which always goes
+through a ``prev:`` edge), reads the step index ``:i``, is forced into the loop by the caller (the
+choices and ``end`` in search), or reads (same-step or ``prev:``) a layer that runs in the loop.
+All others are computed once over the whole sequence ("move out of loop"), which gives the same
+numbers per step. With teacher forcing, a ``choice`` with a target is the target itself: its
+``from`` is no dependency, which breaks the usual output -> embedding -> state -> output cycle.
 """
 from __future__ import annotations
 
@@ -20,10 +23,12 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 from returnn.errors import NetworkError, known_list
 
 # Options whose string values name layers (besides "from"), declared once here.
-LAYER_REF_OPTS = ("base", "weights", "keys", "values", "condition", "true_from", "false_from",
+LAYER_REF_OPTS = ("base", "base_ctx", "weights", "keys", "values", "condition", "true_from", "false_from",
                   "explicit_search_source", "size_base", "position", "mask")
 # Sub-layer classes that carry state from step to step or only exist per step: always in the loop.
-STEP_ONLY_CLASSES = frozenset(("rnn_cell", "get_last_hidden_state", "masked_computation", "choice", "decide"))
+STEP_ONLY_CLASSES = frozenset(("masked_computation",))
+# Classes whose value in training is their target (teacher forcing), not a function of their "from".
+TARGET_CHOICE_CLASSES = frozenset(("choice",))
 # Classes whose "from" defaults to nothing (instead of "data") when not given.
 NO_DEFAULT_FROM_CLASSES = frozenset(("generic_attention", "constant", "range", "random", "rand_int", "switch",
                                      "train_flag", "global_train_step"))
@@ -119,13 +124,49 @@ def _toposort(names: Sequence[str], deps: Mapping[str, List[Ref]], rec_name: str
     return order
 
 
+def _on_cycle(names: Sequence[str], edges: Mapping[str, Set[str]]) -> Set[str]:
+    """The names on a dependency cycle (a self-loop counts), by strongly connected components."""
+    index: Dict[str, int] = {}
+    low: Dict[str, int] = {}
+    stack: List[str] = []
+    on_stack: Set[str] = set()
+    result: Set[str] = set()
+
+    def connect(v: str) -> None:  # Tarjan's algorithm; units are small, recursion depth is fine
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in edges[v]:
+            if w not in index:
+                connect(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1 or v in edges[v]:
+                result.update(comp)
+
+    for n in names:
+        if n not in index:
+            connect(n)
+    return result
+
+
 def analyse_unit(unit: Mapping[str, Any], rec_name: str, base_layers: Sequence[str] = (),
-                 has_source: bool = True, step_only: Sequence[str] = ()) -> UnitPlan:
+                 has_source: bool = True, step_only: Sequence[str] = (), teacher_forcing: bool = False) -> UnitPlan:
     """Checks ``unit`` and splits it into per-step and whole-sequence layers.
 
     ``base_layers``: names of the outer network (for ``base:`` checks; empty skips the check).
     ``has_source``: whether the rec layer has a source (``data:source`` is valid).
     ``step_only``: extra layer names that must stay in the loop (e.g. ``end`` and choices in search).
+    ``teacher_forcing``: choices with a target are their target (training, evaluation).
     """
     if not isinstance(unit, Mapping) or not unit:
         raise NetworkError("rec layer %r: 'unit' must be a non-empty dict of layers" % rec_name)
@@ -151,13 +192,26 @@ def analyse_unit(unit: Mapping[str, Any], rec_name: str, base_layers: Sequence[s
         deps[n] = refs
     # initial_output references are read once before the loop, not per step: no same-step edge.
     step_deps = {n: layer_refs(n, unit[n], rec_name) for n in names}
+    if teacher_forcing:
+        step_deps = {n: ([] if is_target_choice(unit[n]) else refs) for n, refs in step_deps.items()}
     order = _toposort(names, step_deps, rec_name)
     prev_used = {r.name for n in names for r in step_deps[n] if r.kind == "prev"}
-    in_loop: Set[str] = set(prev_used) | {n for n in names if unit[n].get("class") in STEP_ONLY_CLASSES}
-    in_loop |= set(step_only)
-    for n in order:  # dependency order: a layer reading an in-loop layer or per-step input is in the loop
-        if any(r.kind in ("prev", "step") or (r.kind == "self" and r.name in in_loop) for r in step_deps[n]):
-            in_loop.add(n)
+    edges = {n: {r.name for r in step_deps[n] if r.kind in ("self", "prev")} for n in names}
+    in_loop: Set[str] = _on_cycle(names, edges) | set(step_only)
+    in_loop |= {n for n in names if unit[n].get("class") in STEP_ONLY_CLASSES}
+    in_loop |= {n for n in names if any(r.kind == "step" for r in step_deps[n])}
+    changed = True
+    while changed:  # closure: a layer reading an in-loop layer (same step or prev:) is in the loop
+        changed = False
+        for n in names:
+            if n not in in_loop and edges[n] & in_loop:
+                in_loop.add(n)
+                changed = True
     return UnitPlan(in_loop=[n for n in order if n in in_loop], out_of_loop=[n for n in order if n not in in_loop],
                     prev_used=prev_used, base_used={r.name for rs in deps.values() for r in rs if r.kind == "base"},
                     deps=deps)
+
+
+def is_target_choice(layer: Mapping[str, Any]) -> bool:
+    """Whether the sub-layer is a choice whose value under teacher forcing is its target."""
+    return layer.get("class") in TARGET_CHOICE_CLASSES and bool(layer.get("target"))

@@ -1,0 +1,59 @@
+"""``choice``: the label chosen at each output step of a rec loop.
+
+In training and evaluation (teacher forcing) the choice is its ``target``: the layer's value is
+the target's labels, and its ``from`` (the label distribution) only feeds the loss of that layer.
+The rec layer then gives this layer the target as its only source. In search, the rec loop does
+the choice itself (beam search over the scores of ``from``, see
+:mod:`returnn.tf.layers.rec_net.search`); the options below are read there.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Sequence
+
+from returnn.errors import NetworkError
+from returnn.tensor import Data
+from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
+from returnn.tf.layers.options import Option
+
+
+@register_layer
+class ChoiceLayer(Layer):
+    """See the module docstring."""
+
+    layer_class = "choice"
+    options = (
+        Option("beam_size", 1, "hypotheses kept per sequence in search"),
+        Option("input_type", "prob", "what 'from' gives: 'prob', 'log_prob' or 'regression'"),
+        Option("length_normalization", True, "search: rank finished hypotheses by score / length"),
+        Option("length_normalization_exponent", 1.0, "search: exponent of the length in that division"),
+        Option("explicit_search_source", None, "accepted for RETURNN compatibility"),
+        Option("explicit_search_sources", None, "accepted for RETURNN compatibility"),
+        Option("search", None, "None: search in the search task only; False: never"),
+        Option("cheating", False, "accepted for RETURNN compatibility ('exclusive' is not supported)"),
+        Option("scheduled_sampling", False, "only False is supported"),
+        Option("prob_scale", 1.0, "search: factor of the log-probabilities"),
+        Option("base_beam_score_scale", 1.0, "search: factor of the previous beam score"),
+        Option("random_sample_scale", 0.0, "only 0 is supported"),
+        Option("custom_score_combine", None, "not supported"),
+        Option("source_beam_sizes", None, "not supported"),
+    )
+
+    def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
+        super().__init__(name, opts, sources, seed)
+        for key, ok in (("scheduled_sampling", False), ("random_sample_scale", 0.0), ("custom_score_combine", None),
+                        ("source_beam_sizes", None)):
+            if self.opt(key) not in (ok, None):
+                raise NetworkError("%s: option %r is not supported (got %r)" % (self.desc, key, self.opt(key)))
+        if not self.opt("target"):
+            raise NetworkError("%s: needs a 'target' (the labels in training)" % self.desc)
+        if not sources:
+            raise NetworkError("%s: no source" % self.desc)
+        target = sources[-1]
+        if not target.sparse:
+            raise NetworkError("%s: target %r must be sparse labels, got %s" % (self.desc, self.opt("target"),
+                                                                                target.short_repr()))
+        self.output = target.copy(name)
+
+    def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
+        target = sources[-1]
+        return target.with_tensor(target.tensor, self.output)

@@ -1,0 +1,248 @@
+"""The ``rec`` layer whose ``unit`` is a dict of layers: a small network run once per step.
+
+Building (see :mod:`.deps` for the in-loop / moved-out split): moved-out sub-layers are built on
+whole-sequence templates (with the loop's time axis), in-loop ones on one-frame templates. A
+``prev:X`` of an in-loop layer not built yet is assumed to look like X's declared ``n_out`` (or
+its first source); after X is built the assumption is checked.
+
+The loop's time axis is the rec layer's source's time axis, else its target's (teacher forcing).
+Sub-layer ``X`` is readable from outside as ``"rec_name/X"`` (whole sequence); sub-layer losses
+are losses of the network (see :meth:`sub_layer_dicts`).
+"""
+from __future__ import annotations
+
+import types
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from returnn.errors import NetworkError, known_list
+from returnn.tensor import Data, Dim
+from returnn.tf.layers.base import Layer, LayerOutput, RunContext, get_layer_class
+from returnn.tf.layers.helpers import concat_output
+from returnn.tf.layers.options import Option
+from returnn.tf.layers.rec_net import frames
+from returnn.tf.layers.rec_net.deps import Ref, analyse_unit, initial_output_ref, is_target_choice, layer_refs
+from returnn.tf.layers.rnn_cell import cell_class_for
+
+# Options of sub-layers that only the rec layer reads.
+REC_ONLY_SUB_OPTIONS = ("initial_output", "initial_state_from", "is_output_layer", "need_last", "rec_previous_layer")
+
+
+def _as_list(value: Any) -> List[Any]:
+    if value is None:
+        return []
+    return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+def rec_targets(opts: Mapping[str, Any]) -> List[str]:
+    """The rec layer's own target, then its choices' targets (first gives the loop length)."""
+    out = [t for t in _as_list(opts.get("target")) + _as_list(opts.get("size_target")) if isinstance(t, str)]
+    for sub in opts["unit"].values():
+        if isinstance(sub, Mapping) and is_target_choice(sub):
+            out.append(sub["target"])
+    return list(dict.fromkeys(out))
+
+
+class RecSubnetLayer(Layer):
+    """``{"class": "rec", "unit": {...}, "from": [...], "target": ...}``; see the module doc."""
+
+    layer_class = "rec"
+    options = (
+        Option("unit", None, "dict of sub-layers"),
+        Option("max_seq_len", None, "search: the longest output (number or expression); training ignores it"),
+        Option("include_eos", False, "accepted for RETURNN compatibility"),
+        Option("size_target", None, "data key that gives the loop length (instead of 'target')"),
+        Option("optimize_move_layers_out", True, "accepted: layers not depending on the loop always move out"),
+        Option("cheating", False, "accepted for RETURNN compatibility"),
+        Option("unroll", False, "accepted for RETURNN compatibility"),
+        Option("back_prop", True, "accepted for RETURNN compatibility"),
+        Option("direction", 1, "1 only for a sub-network"),
+        Option("axis", None, "accepted for RETURNN compatibility (the time axis)"),
+        Option("unit_opts", None, "not used with a sub-network"),
+    )
+
+    @classmethod
+    def outer_sources(cls, name: str, opts: Mapping[str, Any], default_target: str) -> List[str]:
+        """The outer-network names this layer reads: its ``from``, then ``base:`` layers and data
+        keys of the unit (``data:KEY``, choice and loss targets)."""
+        unit = opts.get("unit")
+        if not isinstance(unit, Mapping):
+            raise NetworkError("rec layer %r: 'unit' must be a dict of layers" % name)
+        extra: List[str] = []
+        for sub, sub_opts in unit.items():
+            refs = layer_refs(sub, sub_opts, name)
+            init = initial_output_ref(sub_opts)
+            for r in refs + ([init] if init else []):
+                if r.kind == "base":
+                    extra.append(r.name)
+                elif r.kind == "data" and r.name != "source":
+                    extra.append("data:" + r.name)
+            if sub_opts.get("loss") and sub_opts.get("loss") not in ("as_is",):
+                extra.append("data:" + (sub_opts.get("target") or default_target))
+        extra += ["data:" + t for t in rec_targets(opts)]
+        return _as_list(opts.get("from", ["data"])) + list(dict.fromkeys(extra))
+
+    def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42, *,
+                 outer_names: Sequence[str] = (), default_target: str = "classes", infer_n_out=None):
+        super().__init__(name, opts, sources, seed)
+        if self.opt("direction") != 1:
+            raise NetworkError("%s: a sub-network runs forward only (direction %r)" % (self.desc, self.opt("direction")))
+        # read-only proxies: tf.Module would wrap plain dicts in tracking types that are no Mappings
+        self.unit: Mapping[str, Mapping[str, Any]] = types.MappingProxyType(
+            {k: types.MappingProxyType(dict(v)) if isinstance(v, Mapping) else v
+             for k, v in dict(self.opt("unit")).items()})
+        self.n_from = len(_as_list(opts.get("from", ["data"])))
+        self.outer_names = list(outer_names)
+        self.outer = types.MappingProxyType(dict(zip(self.outer_names[self.n_from:], sources[self.n_from:])))
+        self.seed = seed
+        self.plan = analyse_unit(self.unit, name, has_source=self.n_from > 0, teacher_forcing=True)
+        self.source_template: Optional[Data] = None
+        if self.n_from:
+            self.source_template, self._source_plan = concat_output(self, list(sources[:self.n_from]))
+            if self.source_template.time_dim is None:
+                raise NetworkError("%s: the source has no time axis (%s)" % (self.desc, self.source_template.short_repr()))
+            self.time_dim = self.source_template.time_dim
+            self.length_key: Optional[str] = None
+        else:
+            targets = rec_targets(opts)
+            if not targets:
+                raise NetworkError("%s: without 'from', the loop length comes from a 'target' (none given)" % self.desc)
+            self.length_key = targets[0]
+            tmpl = self.outer["data:" + self.length_key]
+            if tmpl.time_dim is None:
+                raise NetworkError("%s: target %r has no time axis" % (self.desc, self.length_key))
+            self.time_dim = tmpl.time_dim
+        self.in_loop = set(self.plan.in_loop)
+        self.layers: Dict[str, Layer] = {}
+        self.sub_sources: Dict[str, List[str]] = {}
+        self._guessed: Dict[str, Data] = {}
+        self._infer_n_out = infer_n_out
+        for sub in self._build_order():
+            self._build(sub)
+        for sub, guess in self._guessed.items():
+            real = self.layers[sub].output
+            if [d.dimension for d in real.dims] != [d.dimension for d in guess.dims] or real.dtype != guess.dtype \
+                    or real.sparse != guess.sparse:
+                raise NetworkError("%s, sub-layer %r: output %s differs from what 'prev:%s' was taken to be (%s); "
+                                   "give it 'n_out'" % (self.desc, sub, real.short_repr(), sub, guess.short_repr()))
+        self.output = self.sub_template("output")
+
+    # ---- building
+    def _build_order(self) -> List[str]:
+        """Moved-out layers ordered by all their references (no cycles there), then the loop's."""
+        order: List[str] = []
+        out = set(self.plan.out_of_loop)
+
+        visiting = set()
+
+        def visit(n: str) -> None:
+            if n in order or n in visiting:
+                return
+            visiting.add(n)
+            for r in self.plan.deps[n]:
+                if r.kind in ("self", "prev") and r.name in out and r.name != n:
+                    visit(r.name)
+            order.append(n)
+
+        for n in self.plan.out_of_loop:
+            visit(n)
+        return order + list(self.plan.in_loop)
+
+    def sub_source_names(self, sub: str) -> List[str]:
+        """The sources of sub-layer ``sub`` as the layer class takes them (``from``, then its
+        reference options); a teacher-forced choice reads its target."""
+        from returnn.tf.network import layer_sources
+        opts = self.unit[sub]
+        if is_target_choice(opts):
+            return ["data:" + opts["target"]]
+        return layer_sources(sub, opts)
+
+    def _template(self, ref_str: str, in_loop: bool, where: str) -> Data:
+        ref = Ref.parse(ref_str)
+        if ref.kind == "step":
+            return Data(":i", dims=(), dtype="int32")
+        if ref.kind == "data":
+            if ref.name == "source":
+                data = self.source_template
+            else:
+                data = self.outer["data:" + ref.name]
+            return frames.step_template(data, self.time_dim, is_data=True) if in_loop else data
+        if ref.kind == "base":
+            return self.outer[ref.name]
+        if ref.name in self.layers:
+            data = self.layers[ref.name].output
+        elif ref.kind == "prev" and ref.name in self.in_loop:
+            data = self._guess(ref.name, where)
+        else:
+            raise NetworkError("%s: sub-layer %r is read before it is built" % (where, ref.name))
+        if in_loop and ref.name not in self.in_loop:
+            data = frames.step_template(data, self.time_dim)
+        return data
+
+    def _guess(self, sub: str, where: str, seen: Tuple[str, ...] = ()) -> Data:
+        """The one-frame template assumed for ``prev:sub`` before ``sub`` is built."""
+        if sub in self._guessed:
+            return self._guessed[sub]
+        opts = self.unit[sub]
+        n_out = opts.get("n_out")
+        if isinstance(opts.get("out_dim"), Dim):
+            n_out = opts["out_dim"].dimension
+        src_names = self.sub_source_names(sub)
+        if n_out is not None and not is_target_choice(opts):
+            from returnn.tensor.dim import batch_dim
+            from returnn.tf.layers.helpers import new_feature_dim
+            guess = Data(sub, dims=(batch_dim, new_feature_dim(self.layer_name + "/" + sub, int(n_out))))
+        elif src_names and sub not in seen:
+            first = Ref.parse(src_names[0])
+            if first.kind in ("self", "prev") and first.name not in self.layers:
+                guess = self._guess(first.name, where, seen + (sub,))
+            else:
+                guess = self._template(src_names[0], True, where)
+            guess = guess.copy(sub)
+        else:
+            raise NetworkError("%s: cannot tell the shape of 'prev:%s' before it is computed; give it 'n_out'"
+                               % (where, sub))
+        self._guessed[sub] = guess
+        return guess
+
+    def _build(self, sub: str) -> None:
+        where = "%s, sub-layer %r" % (self.desc, sub)
+        opts = dict(self.unit[sub])
+        if "class" not in opts:
+            raise NetworkError("%s: expected a dict with 'class'" % where)
+        in_loop = sub in self.in_loop
+        src_names = self.sub_source_names(sub)
+        templates = [self._template(s, in_loop, where) for s in src_names]
+        layer_opts = {k: v for k, v in opts.items() if k != "from" and k not in REC_ONLY_SUB_OPTIONS}
+        if self._infer_n_out is not None:
+            self._infer_n_out(sub, layer_opts)
+        full_name = "%s/%s" % (self.layer_name, sub)
+        cls = get_layer_class(opts["class"], full_name, layer_opts)
+        if in_loop and opts["class"] == "rec" and isinstance(opts.get("unit", "lstm"), str):
+            cls = cell_class_for(layer_opts, templates) or cls
+        self.layers[sub] = cls(full_name, layer_opts, templates, seed=self.seed)
+        self.sub_sources[sub] = src_names
+
+    # ---- templates seen from outside
+    def sub_template(self, sub: str) -> Data:
+        """The whole-sequence template of sub-layer ``sub``."""
+        if sub not in self.layers:
+            raise NetworkError("%s: no sub-layer %r (known: %s)" % (self.desc, sub, known_list(self.layers)))
+        data = self.layers[sub].output
+        if sub in self.in_loop:
+            data = frames.stacked_template(data, self.time_dim)
+        return data.copy("%s/%s" % (self.layer_name, sub))
+
+    def sub_layer_dicts(self) -> Dict[str, Dict[str, Any]]:
+        """Sub-layer name -> its dict (for the network's loss collection)."""
+        return {k: dict(v) for k, v in self.unit.items()}
+
+    def l2_variables(self):
+        return []  # sub-layers' own L2 is collected by the network through sub_layers()
+
+    def sub_layers(self) -> Dict[str, Layer]:
+        return dict(self.layers)
+
+    # ---- running
+    def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
+        from returnn.tf.layers.rec_net.loop import run_unit
+        return run_unit(self, sources, ctx)

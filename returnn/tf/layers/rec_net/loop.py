@@ -1,0 +1,198 @@
+"""Running a rec sub-network: the moved-out layers once over whole sequences, then the in-loop
+layers in one ``tf.while_loop`` over the loop's time axis, their per-step outputs stacked.
+
+Loop state: the step ``t``, the previous-step outputs read by ``prev:``, the state of cells
+(``rnn_cell``, LSTM ``rec`` sub-layers) and one TensorArray per in-loop layer. With teacher
+forcing every step runs for every sequence; frames past a sequence's end are computed but never
+reach its real frames (they only flow forward in time), and the losses ignore them.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Mapping, Optional
+
+import tensorflow as tf
+
+from returnn.errors import NetworkError
+from returnn.tensor import Data, Dim
+from returnn.tf.layers.basic import LOGIT_ACTIVATIONS
+from returnn.tf.layers.base import LayerOutput, RunContext
+from returnn.tf.layers.helpers import concat_inputs
+from returnn.tf.layers.rec_net import frames
+from returnn.tf.layers.rec_net.deps import Ref, initial_output_ref
+
+STEP_SEED_STRIDE = 1000003  # per-step offset of the dropout seed inside the loop
+
+
+def step_context(ctx: RunContext, t: tf.Tensor) -> RunContext:
+    """``ctx`` with a seed of its own for step ``t`` (dropout masks differ per step); the global
+    step (``seed[1]``) is unchanged."""
+    offset = tf.stack([(tf.cast(t, tf.int64) + 1) * STEP_SEED_STRIDE, tf.constant(0, tf.int64)])
+    return RunContext(ctx.train, ctx.seed + offset)
+
+
+def has_state(layer) -> bool:
+    return bool(getattr(layer, "step_mode", False)) and hasattr(layer, "initial_state")
+
+
+def has_logits(layer) -> bool:
+    return getattr(layer, "activation_name", None) in LOGIT_ACTIVATIONS
+
+
+def _invariant(x: tf.Tensor) -> tf.TensorShape:
+    """The shape a loop variable keeps over steps: the batch axis (first) and unknown sizes free."""
+    dims = x.shape.as_list()
+    return tf.TensorShape([None if i == 0 else d for i, d in enumerate(dims)])
+
+
+class UnitRun:
+    """One call of a rec sub-network on a batch."""
+
+    def __init__(self, rec, sources: List[LayerOutput], ctx: RunContext):
+        self.rec = rec
+        self.ctx = ctx
+        self.outer = dict(zip(rec.outer_names[rec.n_from:], sources[rec.n_from:]))
+        self.source: Optional[LayerOutput] = None
+        if rec.n_from:
+            srcs = sources[:rec.n_from]
+            if rec._source_plan is None:
+                self.source = srcs[0].with_tensor(srcs[0].tensor, rec.source_template)
+            else:
+                self.source = concat_inputs(rec, rec.source_template, rec._source_plan, srcs, RunContext(False))
+            length_value = self.source
+        else:
+            length_value = self.outer["data:" + rec.length_key]
+        axis = frames.time_axis_of(length_value.data, rec.time_dim, is_data=True)
+        self.seq_len = length_value.size(axis)
+        self.n_time = tf.shape(length_value.tensor)[axis]
+        self.batch = tf.shape(length_value.tensor)[length_value.data.batch_dim_axis]
+        known = dict(self.outer)
+        if self.source is not None:
+            known["data:source"] = self.source
+        self.extents = frames.dim_extents(known)
+        self.sizes: Dict[Dim, tf.Tensor] = {}
+        for v in known.values():
+            self.sizes.update(v.sizes)
+        self.sizes[rec.time_dim] = self.seq_len
+        self.full: Dict[str, LayerOutput] = {}
+        self._readers: Dict[str, frames.FrameReader] = {}
+
+    # ---- whole sequences
+    def value(self, ref_str: str) -> LayerOutput:
+        """A reference outside the loop: data, base layers, moved-out layers, their prev:."""
+        ref = Ref.parse(ref_str)
+        if ref.kind == "data":
+            return self.source if ref.name == "source" else self.outer["data:" + ref.name]
+        if ref.kind == "base":
+            return self.outer[ref.name]
+        if ref.kind == "self":
+            return self.full[ref.name]
+        if ref.kind == "prev":
+            return self._shifted(ref.name)
+        raise NetworkError("%s: ':i' outside the loop" % self.rec.desc)
+
+    def _shifted(self, name: str) -> LayerOutput:
+        key = "prev:" + name
+        if key not in self.full:
+            value = self.full[name]
+            axis = frames.time_axis_of(value.data, self.rec.time_dim)
+            if axis is None:
+                self.full[key] = value
+            else:
+                init = self.initial(name, value.data.copy_template_excluding_axis(axis))
+                self.full[key] = frames.shift_right(value, axis, init)
+        return self.full[key]
+
+    def initial(self, name: str, template: Data) -> tf.Tensor:
+        """``prev:name`` at step 0, shaped like ``template``."""
+        opts = self.rec.unit[name]
+        where = "%s, sub-layer %r" % (self.rec.desc, name)
+        ref = initial_output_ref(opts)
+        layer_value = self.value(ref.kind + ":" + ref.name if ref.kind != "self" else ref.name) if ref else None
+        return frames.initial_value(opts.get("initial_output"), template, self.batch, self.extents, where, layer_value)
+
+    def run_moved_out(self) -> None:
+        for sub in self.rec._build_order():
+            if sub in self.rec.in_loop:
+                continue
+            srcs = [self.value(s) for s in self.rec.sub_sources[sub]]
+            self.full[sub] = self.rec.layers[sub](srcs, self.ctx)
+
+    # ---- the loop
+    def _frame(self, key: str, value: LayerOutput, t: tf.Tensor, is_data: bool = False) -> LayerOutput:
+        if key not in self._readers:
+            self._readers[key] = frames.FrameReader(value, self.rec.time_dim, is_data)
+        return self._readers[key].frame(t)
+
+    def _prev_template(self, name: str) -> Data:
+        return self.rec._guessed.get(name, self.rec.layers[name].output)
+
+    def step_value(self, ref_str: str, t: tf.Tensor, prev: Mapping[str, tf.Tensor],
+                   vals: Mapping[str, LayerOutput]) -> LayerOutput:
+        ref = Ref.parse(ref_str)
+        if ref.kind == "step":
+            return LayerOutput(t, Data(":i", dims=(), dtype="int32"))
+        if ref.kind == "data":
+            return self._frame(ref_str if ref.name != "source" else "data:source", self.value(ref_str), t, True)
+        if ref.kind == "base":
+            return self.outer[ref.name]
+        if ref.name in self.rec.in_loop:
+            if ref.kind == "self":
+                return vals[ref.name]
+            return LayerOutput(prev[ref.name], self._prev_template(ref.name), self.sizes)
+        return self._frame(ref_str, self.value(ref_str), t)
+
+    def run_loop(self) -> Dict[str, LayerOutput]:
+        rec = self.rec
+        names = rec.plan.in_loop
+        prev_names = [n for n in names if n in rec.plan.prev_used]
+        prev0 = {n: self.initial(n, self._prev_template(n)) for n in prev_names}
+        state0 = {n: rec.layers[n].initial_state(self.batch, self.n_time) for n in names if has_state(rec.layers[n])}
+        tas = {n: tf.TensorArray(tf.as_dtype(rec.layers[n].output.dtype), size=self.n_time, infer_shape=False)
+               for n in names}
+        logit_tas = {n: tf.TensorArray(tf.float32, size=self.n_time, infer_shape=False)
+                     for n in names if has_logits(rec.layers[n])}
+
+        def body(t, prev, state, tas, logit_tas):
+            ctx = step_context(self.ctx, t)
+            vals: Dict[str, LayerOutput] = {}
+            new_state = {}
+            tas, logit_tas = dict(tas), dict(logit_tas)
+            for n in names:
+                layer = rec.layers[n]
+                srcs = [self.step_value(s, t, prev, vals) for s in rec.sub_sources[n]]
+                if n in state:
+                    out, new_state[n] = layer.step(srcs, state[n], ctx, t)
+                else:
+                    out = layer(srcs, ctx)
+                vals[n] = out
+                tas[n] = tas[n].write(t, out.tensor)
+                if n in logit_tas:
+                    logit_tas[n] = logit_tas[n].write(t, out.logits)
+            new_prev = {n: tf.cast(vals[n].tensor, prev[n].dtype) for n in prev}
+            return t + 1, new_prev, new_state, tas, logit_tas
+
+        loop_vars = (tf.constant(0), prev0, state0, tas, logit_tas)
+        invariants = (tf.TensorShape([]), tf.nest.map_structure(_invariant, prev0),
+                      tf.nest.map_structure(_invariant, state0),
+                      {n: tf.TensorShape(None) for n in tas}, {n: tf.TensorShape(None) for n in logit_tas})
+        _, _, _, tas, logit_tas = tf.while_loop(lambda t, *_: t < self.n_time, body, loop_vars,
+                                                shape_invariants=invariants)
+        out = {}
+        for n in names:
+            logits = logit_tas[n].stack() if n in logit_tas else None
+            out[n] = frames.stack_steps(tas[n].stack(), rec.layers[n].output, rec.time_dim, self.sizes, logits)
+        return out
+
+
+def run_unit(rec, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
+    """The rec layer's value; ``sub_outputs`` on it holds every sub-layer's whole sequence."""
+    run = UnitRun(rec, sources, ctx)
+    run.run_moved_out()
+    values = {n: v for n, v in run.full.items() if not n.startswith("prev:")}
+    if rec.plan.in_loop:
+        values.update(run.run_loop())
+    subs = {n: LayerOutput(v.tensor, rec.sub_template(n), v.sizes, v.logits) for n, v in values.items()}
+    main = subs["output"]
+    result = LayerOutput(main.tensor, rec.output, main.sizes, main.logits)
+    result.sub_outputs = subs
+    return result

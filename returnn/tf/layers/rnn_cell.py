@@ -1,0 +1,190 @@
+"""``rnn_cell``: one recurrent cell (LSTM, GRU or plain RNN) that runs step by step inside a rec
+loop or over a whole sequence outside it.
+
+In a rec unit, a layer is built with per-step source templates (no time axis) when it runs in the
+loop: then it is a cell with a state carried from step to step (:meth:`initial_state`,
+:meth:`step`). When it was moved out of the loop, or used in a normal network, its sources have a
+time axis and it runs over the whole sequence; both give the same numbers.
+
+Cells (``unit``, case-insensitive), following RETURNN's choice of implementation on TensorFlow 2:
+
+- LSTM (gate order input, cell-candidate, forget, output; see :mod:`returnn.tf.layers.rec`):
+  ``LSTMBlock``, ``LSTMBlockFused``, ``BasicLSTM``, ``StandardLSTM``, ``LSTMCell`` run as TensorFlow's
+  LSTM cell (``forget_bias`` 1.0); ``NativeLSTM``, ``NativeLSTM2``, ``LSTM``, ``LSTMP`` as RETURNN's
+  native LSTM (``forget_bias`` 0).
+- GRU (``GRU``, ``GRUBlock``, ``GRUCell``, ``CudnnGRU``): TensorFlow's GRU cell,
+  ``r, u = sigmoid([x, h] W_g + b_g)`` (``b_g`` starts at 1), ``c = tanh([x, r * h] W_c + b_c)``,
+  ``h' = u * h + (1 - u) * c``.
+- ``BasicRNN`` / ``RNN``: ``h' = tanh(x W + h W_re + b)``.
+
+The initial state is zero. Padded frames (t >= length) keep the state and output 0.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Mapping, Sequence, Tuple
+
+import tensorflow as tf
+
+from returnn.errors import NetworkError, known_list
+from returnn.tensor import Data
+from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
+from returnn.tf.layers.helpers import dropout_sources, feature_plan, plan_output, project_sources
+from returnn.tf.layers.options import Option
+from returnn.tf.lstm_kernels import get_kernel, lstm_step
+
+# unit name (lower case) -> (cell kind, default forget bias)
+CELL_UNITS: Dict[str, Tuple[str, float]] = {
+    "lstmblock": ("lstm", 1.0), "lstmblockfused": ("lstm", 1.0), "basiclstm": ("lstm", 1.0),
+    "standardlstm": ("lstm", 1.0), "lstmcell": ("lstm", 1.0), "lstmblockcell": ("lstm", 1.0),
+    "nativelstm": ("lstm", 0.0), "nativelstm2": ("lstm", 0.0), "lstm": ("lstm", 0.0), "lstmp": ("lstm", 0.0),
+    "cudnnlstm": ("lstm", 1.0),
+    "gru": ("gru", 0.0), "grublock": ("gru", 0.0), "grucell": ("gru", 0.0), "cudnngru": ("gru", 0.0),
+    "basicrnn": ("rnn", 0.0), "rnn": ("rnn", 0.0), "rnncell": ("rnn", 0.0), "basicrnncell": ("rnn", 0.0),
+}
+
+
+def is_step_template(sources: Sequence[Data]) -> bool:
+    """Whether the sources are per-step values of a rec loop (no dynamic axis at all)."""
+    return not any(d.is_dynamic() for s in sources for d in s.dims)
+
+
+@register_layer
+class RnnCellLayer(Layer):
+    """``{"class": "rnn_cell", "unit": "LSTMBlock", "n_out": H, "from": [...]}``; see module doc."""
+
+    layer_class = "rnn_cell"
+    units = CELL_UNITS
+    options = (
+        Option("unit", None, "cell name: %s" % ", ".join(CELL_UNITS)),
+        Option("unit_opts", None, "dict, e.g. {'forget_bias': 0.0}"),
+        Option("initial_state", None, "only zeros ('zeros', 0 or None)"),
+        Option("forward_weights_init", "glorot_uniform", "init of the input weights"),
+        Option("recurrent_weights_init", "glorot_uniform", "init of the recurrent weights"),
+        Option("bias_init", 0.0, "init of the bias"),
+        Option("weights_init", None, "accepted for RETURNN compatibility (cells use the two inits above)"),
+        Option("max_seq_len", None, "accepted for RETURNN compatibility"),
+        Option("unroll", False, "accepted for RETURNN compatibility"),
+        Option("direction", 1, "1 only (a cell runs forward in time)"),
+    )
+
+    def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
+        super().__init__(name, opts, sources, seed)
+        unit = self.opt("unit")
+        if not isinstance(unit, str) or unit.lower() not in self.units:
+            raise NetworkError("%s: unknown unit %r (known: %s)" % (self.desc, unit, known_list(self.units)))
+        self.kind, default_bias = self.units[unit.lower()]
+        unit_opts = dict(self.opt("unit_opts") or {})
+        unknown = set(unit_opts) - {"forget_bias"}
+        if unknown:
+            raise NetworkError("%s: unknown unit_opts %s (known: forget_bias)" % (self.desc, known_list(unknown)))
+        self.forget_bias = float(unit_opts.get("forget_bias", default_bias))
+        if self.opt("initial_state") not in (None, 0, 0.0, "zeros"):
+            raise NetworkError("%s: only a zero 'initial_state' is supported, got %r"
+                               % (self.desc, self.opt("initial_state")))
+        if self.opt("direction") != 1:
+            raise NetworkError("%s: a cell runs forward only; direction %r" % (self.desc, self.opt("direction")))
+        self.step_mode = is_step_template(sources)
+        self.plan = feature_plan(self, sources)
+        n_in, n = sum(self.plan.in_dims), self.require_n_out()
+        self.n_hidden = n
+        if self.kind == "lstm":
+            self.W = self.weight("W", [n_in, 4 * n], init_option="forward_weights_init")
+            self.W_re = self.weight("W_re", [n, 4 * n], init_option="recurrent_weights_init")
+            self.bias = self.weight("bias", [4 * n], 0.0, init_option="bias_init")
+        elif self.kind == "gru":
+            self.W = self.weight("W", [n_in, 3 * n], init_option="forward_weights_init")
+            self.W_re = self.weight("W_re", [n, 3 * n], init_option="recurrent_weights_init")
+            self.bias = tf.Variable(tf.concat([tf.ones([2 * n]), tf.zeros([n])], 0), name="bias",
+                                    trainable=self.trainable)
+        else:
+            self.W = self.weight("W", [n_in, n], init_option="forward_weights_init")
+            self.W_re = self.weight("W_re", [n, n], init_option="recurrent_weights_init")
+            self.bias = self.weight("bias", [n], 0.0, init_option="bias_init")
+        if not self.step_mode:
+            dims = self.plan.dims
+            if len(dims) != 2 or not any(d.is_batch_dim() for d in dims):
+                raise NetworkError("%s: input must be (batch, time, feature) or one step (batch, feature), got %s"
+                                   % (self.desc, [s.short_repr() for s in sources]))
+            if dims[1].is_batch_dim():
+                raise NetworkError("%s: time-major input is not supported here" % self.desc)
+        elif len(self.plan.dims) != 1:
+            raise NetworkError("%s: one step must be (batch, feature), got %s"
+                               % (self.desc, [s.short_repr() for s in sources]))
+        self.output = plan_output(name, self.plan, self.out_feature_dim())
+
+    # ---- the cell
+    def _input_proj(self, sources: List[LayerOutput], ctx: RunContext) -> tf.Tensor:
+        sources = dropout_sources(self, sources, ctx)
+        x = project_sources(self.plan, sources, self.W)
+        return x + self.bias if self.kind != "gru" else x
+
+    def _cell(self, x: tf.Tensor, state: Tuple[tf.Tensor, ...]) -> Tuple[tf.Tensor, Tuple[tf.Tensor, ...]]:
+        """One step from the input projection ``x`` (B, k*H); returns the output and the new state."""
+        n = self.n_hidden
+        if self.kind == "lstm":
+            h, c = lstm_step(x + tf.matmul(state[0], self.W_re), state[1], self.forget_bias)
+            return h, (h, c)
+        if self.kind == "gru":
+            (h,) = state
+            gates = tf.sigmoid(x[:, :2 * n] + tf.matmul(h, self.W_re[:, :2 * n]) + self.bias[:2 * n])
+            r, u = gates[:, :n], gates[:, n:]
+            c = tf.tanh(x[:, 2 * n:] + tf.matmul(r * h, self.W_re[:, 2 * n:]) + self.bias[2 * n:])
+            h = u * h + (1.0 - u) * c
+            return h, (h,)
+        h = tf.tanh(x + tf.matmul(state[0], self.W_re))
+        return h, (h,)
+
+    def initial_state(self, batch: tf.Tensor, n_time: Any = None) -> Tuple[tf.Tensor, ...]:
+        """The zero state for ``batch`` sequences (``n_time``: the loop length, unused here)."""
+        zeros = tf.zeros([batch, self.n_hidden])
+        return (zeros, zeros) if self.kind == "lstm" else (zeros,)
+
+    def step(self, sources: List[LayerOutput], state: Tuple[tf.Tensor, ...], ctx: RunContext, t: Any = None
+             ) -> Tuple[LayerOutput, Tuple[tf.Tensor, ...]]:
+        """One step inside a rec loop: sources are (B, F) values."""
+        y, state = self._cell(self._input_proj(sources, ctx), state)
+        return self.make_output(y, sources), state
+
+    def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
+        if self.step_mode:
+            raise NetworkError("%s: a cell on single steps runs only inside a rec loop" % self.desc)
+        seq_len = {d: size for s in sources for d, size in s.sizes.items()}[self.output.dims[1]]
+        x = self._input_proj(sources, ctx)
+        if self.kind == "lstm":
+            return self.make_output(get_kernel()(x, seq_len, self.W_re, self.forget_bias), sources)
+        return self.make_output(run_over_time(self, x, seq_len), sources)
+
+
+def run_over_time(cell: RnnCellLayer, x: tf.Tensor, seq_len: tf.Tensor) -> tf.Tensor:
+    """``cell`` over (B, T, k*H) input projections: (B, T, H) outputs, 0 on padded frames, the
+    state held there."""
+    n_time = tf.shape(x)[1]
+    xs = tf.TensorArray(x.dtype, size=n_time).unstack(tf.transpose(x, [1, 0, 2]))
+    out = tf.TensorArray(x.dtype, size=n_time, element_shape=tf.TensorShape([None, cell.n_hidden]))
+
+    def body(t, state, out_ta):
+        y, new_state = cell._cell(xs.read(t), state)
+        m = (t < seq_len)[:, None]
+        state = tuple(tf.where(m, n, o) for n, o in zip(new_state, state))
+        return t + 1, state, out_ta.write(t, tf.where(m, y, tf.zeros_like(y)))
+
+    _, _, out = tf.while_loop(lambda t, *_: t < n_time, body,
+                              [tf.constant(0), cell.initial_state(tf.shape(x)[0]), out])
+    return tf.ensure_shape(tf.transpose(out.stack(), [1, 0, 2]), [None, None, cell.n_hidden])
+
+
+class RecStepLayer(RnnCellLayer):
+    """A ``rec`` layer with an LSTM unit name inside a rec loop: the same LSTM as the
+    whole-sequence ``rec`` layer (same unit names, same forget bias defaults), as a cell."""
+
+    layer_class = "rec"
+
+    def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
+        from returnn.tf.layers.rec import FORGET_BIAS
+        self.units = {u: ("lstm", b) for u, b in FORGET_BIAS.items()}
+        super().__init__(name, opts, sources, seed)
+
+
+def cell_class_for(opts: Mapping[str, Any], sources: Sequence[Data]):
+    """The class that runs a ``rec`` sub-layer with a string unit on per-step sources."""
+    return RecStepLayer if is_step_template(sources) else None
