@@ -11,7 +11,7 @@ from data_utils import btf as make_btf, make_layer as make, run_layer as run
 from helpers import config_12ax, describe, run_rnn, train_args, write_config
 from returnn.errors import NetworkError
 from returnn.tensor import Data, FeatureDim, SpatialDim, batch_dim
-from returnn.tf.layers import LayerOutput
+from returnn.tf.layers import LayerOutput, RunContext
 
 LENS = np.array([6, 4], np.int32)
 btf = partial(make_btf, lens=LENS, garbage=np.nan)
@@ -115,8 +115,10 @@ def test_bad_options_name_the_layer(opts, message):
 
 def test_needs_time_axis():
     vec = Data("v", dims=[batch_dim, FeatureDim("f", 4)])
-    with pytest.raises(NetworkError, match="'lay'.*needs an input with a time axis"):
-        make("self_attention", {"num_heads": 1, "total_key_dim": 2, "n_out": 2}, [vec])
+    # one frame (no time axis) is a step of a rec loop: built, but it runs only inside the loop
+    layer = make("self_attention", {"num_heads": 1, "total_key_dim": 2, "n_out": 2}, [vec])
+    with pytest.raises(NetworkError, match="'lay'.*only inside a rec loop"):
+        layer.forward([LayerOutput(tf.zeros([3, 4]), vec)], RunContext(False))
     with pytest.raises(NetworkError, match="'lay'.*needs an input with a time axis"):
         make("relative_positional_encoding", {"n_out": 2}, [vec])
     data = Data("x", dims=[batch_dim, SpatialDim("t"), FeatureDim("f", 4)])

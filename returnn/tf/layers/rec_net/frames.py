@@ -26,6 +26,25 @@ def time_axis_of(data: Data, time_dim: Dim, is_data: bool = False) -> Optional[i
     return data.time_dim_axis if is_data else None
 
 
+def on_loop_time(data: Data, time_dim: Dim) -> Data:
+    """A data key's template with its time axis taken as the loop's time axis (inside a rec
+    layer, ``data:KEY`` is read frame by frame along the loop, like RETURNN)."""
+    axis = data.time_dim_axis
+    if axis is None or data.dims[axis] == time_dim:
+        return data
+    return data.copy_template_replace_dim_tag(axis, time_dim)
+
+
+def value_on_loop_time(value: LayerOutput, data: Data) -> LayerOutput:
+    """``value`` of a data key as a value of :func:`on_loop_time`'s template ``data``."""
+    if data is value.data:
+        return value
+    axis = value.data.time_dim_axis
+    sizes = dict(value.sizes)
+    sizes[data.dims[axis]] = value.sizes[value.data.dims[axis]]
+    return LayerOutput(value.tensor, data, sizes, value.logits)
+
+
 def step_template(data: Data, time_dim: Dim, is_data: bool = False) -> Data:
     """``data`` as one frame: without the loop's time axis (unchanged if it has none)."""
     axis = time_axis_of(data, time_dim, is_data)
@@ -61,7 +80,8 @@ def stack_steps(stacked: tf.Tensor, step: Data, time_dim: Dim, sizes: Mapping[Di
 
 class FrameReader:
     """Frame ``t`` of a whole-sequence value along the loop's time axis (time-major once, then
-    one cheap index per step); values without that axis are returned as they are."""
+    one cheap index per step); values without that axis are returned as they are. Padded
+    positions are zeroed first (a frame has no lengths left to mask them with)."""
 
     def __init__(self, value: LayerOutput, time_dim: Dim, is_data: bool = False):
         self.value = value
@@ -71,7 +91,8 @@ class FrameReader:
             return
         self.template = value.data.copy_template_excluding_axis(self.axis)
         perm = [self.axis] + [a for a in range(value.data.batch_ndim) if a != self.axis]
-        self.time_major = tf.transpose(value.tensor, perm) if self.axis else value.tensor
+        tensor = value.masked(0)
+        self.time_major = tf.transpose(tensor, perm) if self.axis else tensor
         self.logits = None
         if value.logits is not None:
             self.logits = tf.transpose(value.logits, perm) if self.axis else value.logits

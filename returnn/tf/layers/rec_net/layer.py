@@ -51,7 +51,7 @@ class RecSubnetLayer(Layer):
         Option("max_seq_len", None, "search: the longest output (number or expression); training ignores it"),
         Option("include_eos", False, "accepted for RETURNN compatibility"),
         Option("size_target", None, "data key that gives the loop length (instead of 'target')"),
-        Option("optimize_move_layers_out", True, "accepted: layers not depending on the loop always move out"),
+        Option("optimize_move_layers_out", True, "False: every sub-layer runs step by step in the loop"),
         Option("cheating", False, "accepted for RETURNN compatibility"),
         Option("unroll", False, "accepted for RETURNN compatibility"),
         Option("back_prop", True, "accepted for RETURNN compatibility"),
@@ -94,7 +94,9 @@ class RecSubnetLayer(Layer):
         self.outer_names = list(outer_names)
         self.outer = types.MappingProxyType(dict(zip(self.outer_names[self.n_from:], sources[self.n_from:])))
         self.seed = seed
-        self.plan = analyse_unit(self.unit, name, has_source=self.n_from > 0, teacher_forcing=True)
+        step_only = [] if self.opt("optimize_move_layers_out") else list(self.unit)
+        self.plan = analyse_unit(self.unit, name, has_source=self.n_from > 0, teacher_forcing=True,
+                                 step_only=step_only)
         self.source_template: Optional[Data] = None
         if self.n_from:
             self.source_template, self._source_plan = concat_output(self, list(sources[:self.n_from]))
@@ -138,7 +140,7 @@ class RecSubnetLayer(Layer):
             if n in order or n in visiting:
                 return
             visiting.add(n)
-            for r in self.plan.deps[n]:
+            for r in map(Ref.parse, self.sub_source_names(n)):  # a teacher-forced choice reads its target only
                 if r.kind in ("self", "prev") and r.name in out and r.name != n:
                     visit(r.name)
             order.append(n)
@@ -164,7 +166,7 @@ class RecSubnetLayer(Layer):
             if ref.name == "source":
                 data = self.source_template
             else:
-                data = self.outer["data:" + ref.name]
+                data = self.data_template(ref.name)
             return frames.step_template(data, self.time_dim, is_data=True) if in_loop else data
         if ref.kind == "base":
             return self.outer[ref.name]
@@ -178,8 +180,13 @@ class RecSubnetLayer(Layer):
             data = frames.step_template(data, self.time_dim)
         return data
 
-    def _guess(self, sub: str, where: str, seen: Tuple[str, ...] = ()) -> Data:
-        """The one-frame template assumed for ``prev:sub`` before ``sub`` is built."""
+    def data_template(self, key: str) -> Data:
+        """``data:KEY`` inside the unit: its time axis is the loop's."""
+        return frames.on_loop_time(self.outer["data:" + key], self.time_dim)
+
+    def _guess(self, sub: str, where: str, seen: Tuple[str, ...] = ()) -> Optional[Data]:
+        """The one-frame template assumed for ``prev:sub`` before ``sub`` is built (None inside
+        the recursion when it cannot be told)."""
         if sub in self._guessed:
             return self._guessed[sub]
         opts = self.unit[sub]
@@ -191,16 +198,25 @@ class RecSubnetLayer(Layer):
             from returnn.tensor.dim import batch_dim
             from returnn.tf.layers.helpers import new_feature_dim
             guess = Data(sub, dims=(batch_dim, new_feature_dim(self.layer_name + "/" + sub, int(n_out))))
-        elif src_names and sub not in seen:
-            first = Ref.parse(src_names[0])
-            if first.kind in ("self", "prev") and first.name not in self.layers:
-                guess = self._guess(first.name, where, seen + (sub,))
-            else:
-                guess = self._template(src_names[0], True, where)
-            guess = guess.copy(sub)
         else:
-            raise NetworkError("%s: cannot tell the shape of 'prev:%s' before it is computed; give it 'n_out'"
-                               % (where, sub))
+            guess = None
+            for src in src_names:  # the first source whose shape is known without going round in a cycle
+                ref = Ref.parse(src)
+                if ref.kind in ("self", "prev") and ref.name not in self.layers:
+                    if ref.name in seen or ref.name == sub:
+                        continue
+                    guess = self._guess(ref.name, where, seen + (sub,))
+                    if guess is None:
+                        continue
+                else:
+                    guess = self._template(src, True, where)
+                break
+            if guess is None and seen:
+                return None
+            if guess is None:
+                raise NetworkError("%s: cannot tell the shape of 'prev:%s' before it is computed; give it 'n_out'"
+                                   % (where, sub))
+            guess = guess.copy(sub)
         self._guessed[sub] = guess
         return guess
 

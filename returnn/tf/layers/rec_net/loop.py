@@ -81,7 +81,9 @@ class UnitRun:
         """A reference outside the loop: data, base layers, moved-out layers, their prev:."""
         ref = Ref.parse(ref_str)
         if ref.kind == "data":
-            return self.source if ref.name == "source" else self.outer["data:" + ref.name]
+            if ref.name == "source":
+                return self.source
+            return frames.value_on_loop_time(self.outer["data:" + ref.name], self.rec.data_template(ref.name))
         if ref.kind == "base":
             return self.outer[ref.name]
         if ref.kind == "self":

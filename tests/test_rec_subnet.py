@@ -1,0 +1,156 @@
+"""rec layers whose unit is a dict: per-step loop vs. whole sequences, prev:, initial outputs,
+cells, self-attention in the loop, sub-layer losses and references, one-line errors."""
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from returnn.errors import NetworkError
+from returnn.tensor import Data
+from returnn.tf.layers import RunContext
+from returnn.tf.network import TFNetwork
+
+LENS = [5, 3, 1]
+
+
+def _extern(dim=4, classes=3):
+    return {"data": Data("data", shape=(None, dim)), "classes": Data("classes", dim=classes, sparse=True)}
+
+
+def _batch(dim=4, classes=3, seed=0, lens=LENS):
+    rng = np.random.RandomState(seed)
+    n_t = max(lens)
+    x = rng.randn(len(lens), n_t, dim).astype("float32")
+    y = rng.randint(0, classes, size=(len(lens), n_t)).astype("int32")
+    for b, n in enumerate(lens):
+        x[b, n:] = np.nan  # padded frames must not reach real ones
+        y[b, n:] = 10 ** 6
+    return {"data": tf.constant(x), "data:seq_len": tf.constant(lens), "classes": tf.constant(y),
+            "classes:seq_len": tf.constant(lens)}, x, y
+
+
+def _real(a, lens=LENS):
+    """The real frames of (B, T, ...) as one list per sequence."""
+    return [a[b, :n] for b, n in enumerate(lens)]
+
+
+def _assert_real_close(a, b, lens=LENS, atol=1e-5):
+    for x, y in zip(_real(a, lens), _real(b, lens)):
+        np.testing.assert_allclose(x, y, atol=atol)
+
+
+def test_explicit_rnn_matches_numpy():
+    net = TFNetwork({"rnn": {"class": "rec", "from": "data", "unit": {
+        "output": {"class": "linear", "activation": "tanh", "from": ["prev:output", "data:source"], "n_out": 6}}},
+        "output": {"class": "softmax", "loss": "ce", "from": "rnn"}}, _extern())
+    rec = net.layers["rnn"]
+    assert rec.plan.in_loop == ["output"] and rec.output.dim == 6 and rec.output.time_dim is net.extern_data["data"].time_dim
+    batch, x, _ = _batch()
+    out = net.forward(batch, RunContext(False))["rnn"].tensor.numpy()
+    w, b = rec.layers["output"].W.numpy(), rec.layers["output"].bias.numpy()
+    for s, n in enumerate(LENS):
+        h = np.zeros(6, "float32")
+        for t in range(n):
+            h = np.tanh(np.concatenate([h, x[s, t]]) @ w + b)
+            np.testing.assert_allclose(out[s, t], h, atol=1e-5)
+
+
+def test_initial_output_and_step_index():
+    net = TFNetwork({"acc": {"class": "rec", "from": "data", "unit": {
+        "i": {"class": "cast", "from": ":i", "dtype": "float32"},
+        "output": {"class": "combine", "kind": "add", "from": ["prev:output", "data:source"], "initial_output": 1},
+        "with_i": {"class": "combine", "kind": "add", "from": ["output", "i"]}}}}, _extern())
+    batch, x, _ = _batch()
+    outs = net.forward(batch, RunContext(False))
+    ref = 1 + np.cumsum(np.nan_to_num(x), axis=1)
+    _assert_real_close(outs["acc"].tensor.numpy(), ref)
+    _assert_real_close(outs["acc/with_i"].tensor.numpy(), ref + np.arange(5)[None, :, None])
+
+
+UNIT_LSTM = {
+    "emb": {"class": "linear", "activation": None, "from": "data:classes", "n_out": 5},
+    "s": {"class": "rnn_cell", "unit": "LSTMBlock", "from": ["prev:emb", "data:source"], "n_out": 7},
+    "s2": {"class": "rec", "unit": "nativelstm2", "from": ["s"], "n_out": 6},
+    "att": {"class": "self_attention", "from": ["s2", "prev:s"], "num_heads": 2, "total_key_dim": 4, "n_out": 4,
+            "attention_left_only": True},
+    "prob": {"class": "softmax", "from": ["att", "s"], "target": "classes", "loss": "ce"},
+    "output": {"class": "choice", "from": "prob", "target": "classes", "beam_size": 3},
+    "end": {"class": "compare", "from": "output", "value": 0},
+}
+
+
+@pytest.mark.parametrize("cell", ["LSTMBlock", "GRU", "BasicRNN"])
+def test_step_loop_equals_whole_sequence(cell):
+    """The same unit run step by step (optimize_move_layers_out False) and moved out of the loop
+    (cells over whole sequences, causal self-attention): same outputs, loss and gradients."""
+    unit = dict(UNIT_LSTM, s=dict(UNIT_LSTM["s"], unit=cell))
+    results = []
+    for move_out in (True, False):
+        net = TFNetwork({"dec": {"class": "rec", "from": "data", "unit": unit, "optimize_move_layers_out": move_out}},
+                        _extern())
+        rec = net.layers["dec"]
+        if move_out:
+            assert rec.plan.in_loop == []  # teacher forcing: nothing depends on the loop
+        else:
+            assert set(rec.plan.in_loop) == set(unit)
+        batch, _, y = _batch()
+        with tf.GradientTape() as tape:
+            outs = net.forward(batch, RunContext(False))
+            loss = net.compute_losses(outs, batch)["dec/prob"].loss_sum
+        grads = tape.gradient(loss, net.trainable_variables)
+        assert all(g is not None for g in grads)
+        results.append((outs["dec/prob"].tensor.numpy(), outs["dec"].tensor.numpy(), float(loss),
+                        [np.asarray(tf.convert_to_tensor(g)) for g in grads]))
+        _assert_real_close(outs["dec"].tensor.numpy(), y)  # the choice is the target
+    (p1, o1, l1, g1), (p2, o2, l2, g2) = results
+    _assert_real_close(p1, p2)
+    assert l1 == pytest.approx(l2, rel=1e-5) and np.isfinite(l1)
+    for a, b in zip(g1, g2):
+        np.testing.assert_allclose(a, b, atol=1e-4)
+
+
+def test_registered_target_and_loop_length_from_target():
+    """A decoder without 'from' runs over the target's time axis; the target can be a layer
+    registered as data (register_as_extern_data), here the labels shifted by one."""
+    net = TFNetwork({
+        "enc": {"class": "reduce", "mode": "mean", "axes": "T", "from": "data"},
+        "shifted": {"class": "combine", "kind": "add", "from": "data:classes", "eval": None} if False else
+                   {"class": "copy", "from": "data:classes", "register_as_extern_data": "labels"},
+        "output": {"class": "rec", "from": [], "target": "labels", "unit": {
+            "emb": {"class": "linear", "activation": None, "from": "output", "n_out": 5},
+            "s": {"class": "rnn_cell", "unit": "GRU", "from": ["prev:emb", "base:enc"], "n_out": 6},
+            "prob": {"class": "softmax", "from": "s", "target": "labels", "loss": "ce"},
+            "output": {"class": "choice", "from": "prob", "target": "labels", "beam_size": 2}}},
+    }, _extern())
+    assert [info.layer for info in net.losses] == ["output/prob"]
+    assert net.required_data_keys(with_targets=True) == ["data", "classes"]
+    batch, _, y = _batch()
+    outs = net.forward(batch, RunContext(True), only=["output/prob"])
+    assert outs["output/prob"].tensor.shape[:2] == (3, 5)
+    losses = net.compute_losses(outs, batch)
+    assert float(losses["output/prob"].norm) == sum(LENS)
+
+
+def test_prev_of_layer_without_n_out_follows_its_source():
+    """RETURNN's explicit LSTM demo: prev:c of an eval layer takes the shape of its first source."""
+    net = TFNetwork({"lstm": {"class": "rec", "from": "data", "unit": {
+        "input": {"class": "copy", "from": ["prev:output", "data:source"]},
+        "input_gate": {"class": "linear", "from": "input", "activation": "sigmoid", "n_out": 3},
+        "cell_in": {"class": "linear", "from": "input", "activation": "tanh", "n_out": 3},
+        "c": {"class": "eval", "from": ["input_gate", "cell_in", "prev:c"], "eval": "source(0) * source(1) + source(2)"},
+        "output": {"class": "eval", "from": ["input_gate", "c"], "eval": "source(0) * source(1)"}}}}, _extern())
+    batch, _, _ = _batch()
+    out = net.forward(batch, RunContext(False))["lstm"].tensor.numpy()
+    assert out.shape == (3, 5, 3) and all(np.isfinite(r).all() for r in _real(out))
+
+
+@pytest.mark.parametrize("unit, message", [
+    ({"output": {"class": "nope", "from": "data:source"}}, "layer 'r/output': unknown layer class 'nope'"),
+    ({"output": {"class": "copy", "from": ["prev:output", "x"]},
+      "x": {"class": "linear", "from": "data:source", "n_out": 2}}, "sub-layer 'output'"),
+    ({"a": {"class": "copy", "from": "prev:output"}, "output": {"class": "copy", "from": "a"}},
+     "cannot tell the shape of 'prev:output'"),
+])
+def test_bad_units_one_line(unit, message):
+    with pytest.raises(NetworkError) as e:
+        TFNetwork({"r": {"class": "rec", "from": "data", "unit": unit}}, _extern())
+    assert message in str(e.value) and "\n" not in str(e.value)
