@@ -58,11 +58,11 @@ def test_rec_sub_network_unit_error_shows_the_users_dict():
             "output": {"class": "copy", "from": "h"}}
     net = {"rec": {"class": "rec", "from": "data", "unit": unit},
            "output": {"class": "softmax", "loss": "ce", "from": "rec"}}
+    assert set(TFNetwork(net, specs).layers["rec"].layers) == {"h", "output"}  # sub-networks build
+    unit["h"] = {"class": "linear", "from": ["data:source", "prev:h"], "n_out": 8, "activaton": "tanh"}
     with pytest.raises(NetworkError) as info:
         TFNetwork(net, specs)
-    assert str(info.value) == ("layer 'rec' (rec): 'unit' is a sub-network (layers h, output); rec sub-networks are "
-                               "not supported, only LSTM units: basiclstm, cudnnlstm, layernormvariantslstm, lstm, "
-                               "lstmblock, lstmblockfused, lstmp, nativelstm, nativelstm2, nativelstmlowmem, standardlstm")
+    assert str(info.value) == ("layer 'rec/h' (linear): unknown option(s) 'activaton' (did you mean 'activation'?)")
     net["rec"]["unit"] = ["lstm"]
     with pytest.raises(NetworkError, match=r"unknown unit \['lstm'\] \(known"):
         TFNetwork(net, specs)
