@@ -91,8 +91,10 @@ def test_ctrl_c_says_that_rerunning_resumes(tmp_path):
     cfg = write_config(tmp_path / "tiny.config", TINY_12AX.replace("num_epochs = 2", "num_epochs = 500"))
     out_path, err_path = tmp_path / "out", tmp_path / "err"
     with open(out_path, "w") as out, open(err_path, "w") as err:
+        # a test run started in the background (nohup, &) has SIGINT ignored, and children inherit
+        # that: give the child the default handling, as in a terminal
         proc = subprocess.Popen([PYTHON, "rnn.py"] + [str(a) for a in train_args(cfg, tmp_path)], cwd=str(REPO),
-                                stdout=out, stderr=err)
+                                stdout=out, stderr=err, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.monotonic() + 300
         while "start epoch 2 with" not in out_path.read_text() and proc.poll() is None and time.monotonic() < deadline:
