@@ -49,6 +49,13 @@ def lstm_step(z: tf.Tensor, c: tf.Tensor, forget_bias: float) -> Tuple[tf.Tensor
 
 def loop_lstm(x_proj: tf.Tensor, seq_len: tf.Tensor, w_re: tf.Tensor, forget_bias: float) -> tf.Tensor:
     """Reference kernel: per-step masking, autodiff through the while loop."""
+    return loop_lstm_with_state(x_proj, seq_len, w_re, forget_bias)[0]
+
+
+def loop_lstm_with_state(x_proj: tf.Tensor, seq_len: tf.Tensor, w_re: tf.Tensor, forget_bias: float
+                         ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+    """The reference kernel's outputs and each sequence's final state ``(h, c)`` (B, H): the state
+    after its last real frame (it is held over padded frames)."""
     n_hidden = w_re.shape[0]
     batch = tf.shape(x_proj)[0]
     n_time = tf.shape(x_proj)[1]
@@ -65,9 +72,9 @@ def loop_lstm(x_proj: tf.Tensor, seq_len: tf.Tensor, w_re: tf.Tensor, forget_bia
         out_ta = out_ta.write(t, tf.where(m, h_new, tf.zeros_like(h_new)))
         return t + 1, tf.where(m, h_new, h), tf.where(m, c_new, c), out_ta
 
-    _, _, _, out = tf.while_loop(lambda t, *_: t < n_time, body, [tf.constant(0), zeros, zeros, out])
+    _, h, c, out = tf.while_loop(lambda t, *_: t < n_time, body, [tf.constant(0), zeros, zeros, out])
     y = tf.transpose(out.stack(), [1, 0, 2])
-    return tf.ensure_shape(y, [None, None, n_hidden])
+    return tf.ensure_shape(y, [None, None, n_hidden]), h, c
 
 
 def _shift_in_zero(seq: tf.Tensor) -> tf.Tensor:

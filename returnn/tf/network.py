@@ -124,7 +124,8 @@ class TFNetwork(tf.Module):
         for name, opts in net_dict.items():
             if not isinstance(opts, dict) or "class" not in opts:
                 raise NetworkError("layer %r: expected a dict with 'class'" % name)
-        self.extern_data = dict(extern_data)
+        extern = dict(extern_data)  # plus the keys layers register, below
+        self.extern_data = types.MappingProxyType(extern)  # read-only view, not tf.Module-tracked
         # data keys registered by layers ("register_as_extern_data"): key -> layer name
         self.data_layers: Dict[str, str] = {
             opts["register_as_extern_data"]: name for name, opts in net_dict.items()
@@ -155,7 +156,7 @@ class TFNetwork(tf.Module):
                 layer = cls(name, layer_opts, templates, seed=seed)
             self.layers[name] = layer
             if isinstance(opts.get("register_as_extern_data"), str):
-                self.extern_data.setdefault(opts["register_as_extern_data"], layer.output)
+                extern.setdefault(opts["register_as_extern_data"], layer.output)
             self._add_loss(name, opts)
             subs = layer.sub_layer_dicts() if hasattr(layer, "sub_layer_dicts") else {}
             for sub, sub_opts in subs.items():
@@ -184,13 +185,15 @@ class TFNetwork(tf.Module):
         return any(type(layer).layer_class not in FRAME_WISE_LAYERS for layer in self.layers.values())
 
     def _infer_n_out(self, name: str, opts: Dict[str, Any]) -> None:
-        """Like RETURNN: a loss layer without ``n_out`` takes the target's dim (+1 blank for ctc)."""
-        if opts.get("n_out") is not None or opts.get("out_dim") is not None or opts.get("loss") not in ("ce", "ctc", "mse") \
-                or opts["class"] not in ("softmax", "linear"):
+        """Like RETURNN: a softmax/linear layer without ``n_out`` that has a loss or an explicit
+        ``target`` takes the target's dim (+1 blank for ctc)."""
+        if opts.get("n_out") is not None or opts.get("out_dim") is not None or opts["class"] not in ("softmax", "linear"):
+            return
+        if opts.get("loss") not in ("ce", "ctc", "mse") and not (opts.get("target") and not opts.get("loss")):
             return
         target = opts.get("target") or self.default_target
-        if target in self.extern_data:
-            opts["n_out"] = self.extern_data[target].dim + (1 if opts["loss"] == "ctc" else 0)
+        if isinstance(target, str) and target in self.extern_data and self.extern_data[target].dim is not None:
+            opts["n_out"] = self.extern_data[target].dim + (1 if opts.get("loss") == "ctc" else 0)
 
     def template_of(self, source: str) -> Data:
         """The :class:`Data` template of a ``from`` entry."""

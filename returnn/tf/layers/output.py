@@ -8,7 +8,7 @@ operation that mixes positions.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 import tensorflow as tf
 
@@ -26,6 +26,8 @@ class LayerOutput:
         self.logits = logits
         # a rec sub-network's value also carries each sub-layer's whole sequence (by sub-layer name)
         self.sub_outputs: Dict[str, "LayerOutput"] = {}
+        # recurrent layers: a function giving the final state tensors (each (B, D)), for get_last_hidden_state
+        self.last_state: Optional[Callable[[], Sequence[tf.Tensor]]] = None
         # All given sizes are kept (also of dims not in ``data``: e.g. time_unchunking needs the
         # sizes of the time axis that time_chunking folded into the batch).
         self.sizes: Dict[Dim, tf.Tensor] = dict(sizes or {})

@@ -31,7 +31,7 @@ from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_laye
 from returnn.tf.layers.helpers import dropout_sources, feature_plan, plan_output, project_sources
 from returnn.tf.layers.lstm_layernorm import LayerNormLstm
 from returnn.tf.layers.options import Option
-from returnn.tf.lstm_kernels import get_kernel
+from returnn.tf.lstm_kernels import get_kernel, loop_lstm_with_state
 
 # unit name -> default forget bias (RETURNN's: native kernels 0, TensorFlow's LSTM cells 1)
 FORGET_BIAS = {"lstm": 0.0, "nativelstm": 0.0, "nativelstm2": 0.0, "nativelstmlowmem": 0.0, "lstmp": 0.0,
@@ -117,4 +117,12 @@ class RecLayer(Layer):
             y = get_kernel()(x, seq_len, self.W_re, self.forget_bias)
         if self.direction == -1:
             y = tf.reverse_sequence(y, seq_len, seq_axis=1, batch_axis=0)
-        return self.make_output(y, sources)
+        out = self.make_output(y, sources)
+        if self.cell is None:
+            # get_last_hidden_state: the final (c, h), computed again by the reference kernel only
+            # when a layer asks for it (autodiff through it gives the right gradients)
+            def final_c_h():
+                _, h, c = loop_lstm_with_state(x, seq_len, self.W_re, self.forget_bias)
+                return c, h
+            out.last_state = final_c_h
+        return out

@@ -159,3 +159,42 @@ class AccumulateMeanLayer(Layer):
                 tf.maximum(tf.reduce_sum(mask), 1.0)
             self.mean.assign((1.0 - self.alpha) * value + self.alpha * tf.stop_gradient(batch_mean))
         return LayerOutput(value, self.output)
+
+
+@register_layer
+class ReduceOutLayer(Layer):
+    """``reduce_out``: max-out (or sum/mean) over groups of ``num_pieces`` consecutive features:
+    ``(..., F)`` -> ``(..., F / num_pieces)``."""
+
+    layer_class = "reduce_out"
+    options = (
+        Option("mode", "max", "max, sum or mean over each group"),
+        Option("num_pieces", None, "group size (divides the feature size)"),
+    )
+
+    def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
+        super().__init__(name, opts, sources, seed)
+        check_dense(self, sources)
+        self.concat_data, self.plan = concat_output(self, sources)
+        data = self.concat_data
+        self.mode = one_of(self.desc, "mode", self.opt("mode"), ("max", "sum", "mean"))
+        pieces = self.opt("num_pieces")
+        if isinstance(pieces, bool) or not isinstance(pieces, int) or pieces < 1 or data.dim is None \
+                or data.dim % pieces:
+            raise NetworkError("%s: num_pieces must be an int dividing the feature size %r, got %r"
+                               % (self.desc, data.dim, pieces))
+        if data.feature_dim_axis != data.batch_ndim - 1:
+            raise NetworkError("%s: the feature axis must be last, got %s" % (self.desc, data.short_repr()))
+        self.pieces = pieces
+        from returnn.tf.layers.helpers import new_feature_dim
+        out_dim = new_feature_dim(name, data.dim // pieces)
+        self.check_n_out(out_dim.dimension)
+        self.output = data.copy_template_replace_dim_tag(data.feature_dim_axis, out_dim).copy(name)
+
+    def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
+        x = concat_inputs(self, self.concat_data, self.plan, sources, ctx)
+        t = x.tensor
+        shape = tf.shape(t)
+        groups = tf.reshape(t, tf.concat([shape[:-1], [self.concat_data.dim // self.pieces, self.pieces]], 0))
+        fn = {"max": tf.reduce_max, "sum": tf.reduce_sum, "mean": tf.reduce_mean}[self.mode]
+        return self.make_output(fn(groups, axis=-1), [x])

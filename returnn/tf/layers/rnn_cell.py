@@ -30,7 +30,7 @@ from returnn.tensor import Data
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
 from returnn.tf.layers.helpers import dropout_sources, feature_plan, plan_output, project_sources
 from returnn.tf.layers.options import Option
-from returnn.tf.lstm_kernels import get_kernel, lstm_step
+from returnn.tf.lstm_kernels import get_kernel, loop_lstm_with_state, lstm_step
 
 # unit name (lower case) -> (cell kind, default forget bias)
 CELL_UNITS: Dict[str, Tuple[str, float]] = {
@@ -151,13 +151,22 @@ class RnnCellLayer(Layer):
         seq_len = {d: size for s in sources for d, size in s.sizes.items()}[self.output.dims[1]]
         x = self._input_proj(sources, ctx)
         if self.kind == "lstm":
-            return self.make_output(get_kernel()(x, seq_len, self.W_re, self.forget_bias), sources)
-        return self.make_output(run_over_time(self, x, seq_len), sources)
+            out = self.make_output(get_kernel()(x, seq_len, self.W_re, self.forget_bias), sources)
+
+            def final_c_h():
+                _, h, c = loop_lstm_with_state(x, seq_len, self.W_re, self.forget_bias)
+                return c, h
+            out.last_state = final_c_h
+            return out
+        y, state = run_over_time(self, x, seq_len)
+        out = self.make_output(y, sources)
+        out.last_state = lambda: state
+        return out
 
 
-def run_over_time(cell: RnnCellLayer, x: tf.Tensor, seq_len: tf.Tensor) -> tf.Tensor:
-    """``cell`` over (B, T, k*H) input projections: (B, T, H) outputs, 0 on padded frames, the
-    state held there."""
+def run_over_time(cell: RnnCellLayer, x: tf.Tensor, seq_len: tf.Tensor) -> Tuple[tf.Tensor, Tuple[tf.Tensor, ...]]:
+    """``cell`` over (B, T, k*H) input projections: (B, T, H) outputs, 0 on padded frames, and the
+    final state (held over padded frames)."""
     n_time = tf.shape(x)[1]
     xs = tf.TensorArray(x.dtype, size=n_time).unstack(tf.transpose(x, [1, 0, 2]))
     out = tf.TensorArray(x.dtype, size=n_time, element_shape=tf.TensorShape([None, cell.n_hidden]))
@@ -168,9 +177,9 @@ def run_over_time(cell: RnnCellLayer, x: tf.Tensor, seq_len: tf.Tensor) -> tf.Te
         state = tuple(tf.where(m, n, o) for n, o in zip(new_state, state))
         return t + 1, state, out_ta.write(t, tf.where(m, y, tf.zeros_like(y)))
 
-    _, _, out = tf.while_loop(lambda t, *_: t < n_time, body,
-                              [tf.constant(0), cell.initial_state(tf.shape(x)[0]), out])
-    return tf.ensure_shape(tf.transpose(out.stack(), [1, 0, 2]), [None, None, cell.n_hidden])
+    _, state, out = tf.while_loop(lambda t, *_: t < n_time, body,
+                                  [tf.constant(0), cell.initial_state(tf.shape(x)[0]), out])
+    return tf.ensure_shape(tf.transpose(out.stack(), [1, 0, 2]), [None, None, cell.n_hidden]), state
 
 
 class RecStepLayer(RnnCellLayer):

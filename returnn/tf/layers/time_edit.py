@@ -1,0 +1,137 @@
+"""Layers that add frames to a sequence or read a recurrent layer's final state.
+
+- ``postfix_in_time`` / ``prefix_in_time``: ``repeat`` frames of ``postfix`` / ``prefix`` (a
+  number, or a layer without time axis broadcast to the frame shape) after each sequence's own
+  last frame / before its first. The time axis is a new dim whose sizes are the old ones +
+  ``repeat``.
+- ``get_last_hidden_state``: the final state of recurrent sources (LSTM: ``key`` ``"*"`` gives
+  ``[c, h]`` concatenated as RETURNN's LSTM state tuple, ``"c"``/``0`` or ``"h"``/``1`` one of them;
+  GRU and plain RNN cells: ``h``); several sources are concatenated (``combine: "concat"``) or
+  added (``"add"``). Output ``(B, n_out)``.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Sequence
+
+import tensorflow as tf
+
+from returnn.errors import NetworkError
+from returnn.tensor import Data, Dim
+from returnn.tensor.dim import batch_dim
+from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
+from returnn.tf.layers.helpers import check_sources
+from returnn.tf.layers.options import Option, one_of, positive_int
+from returnn.tf.layers.output import align_tensor
+
+
+class _InTimeLayer(Layer):
+    """Shared by postfix/prefix: ``value_key`` names the option with the frame value."""
+
+    value_key = ""
+    at_end = True
+    options = (Option("repeat", 1, "number of frames to add"),)
+
+    def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
+        self.value_layer = isinstance(opts.get(self.value_key), str)
+        own = list(sources[:-1] if self.value_layer else sources)
+        super().__init__(name, opts, own, seed)
+        check_sources(self, own, 1, 1)
+        data = own[0]
+        self.ax = data.time_dim_axis
+        if self.ax is None:
+            raise NetworkError("%s: the input %s has no time axis" % (self.desc, data.short_repr()))
+        self.repeat = positive_int(self.desc, "repeat", self.opt("repeat"))
+        value = self.opts.get(self.value_key, 0.0)
+        if self.value_layer:
+            v = sources[-1]
+            if v.have_time_axis():
+                raise NetworkError("%s: %s layer %r must have no time axis" % (self.desc, self.value_key, v.name))
+        elif isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise NetworkError("%s: %r must be a number or a layer name, got %r" % (self.desc, self.value_key, value))
+        old = data.dims[self.ax]
+        self.time = Dim(None, kind=old.kind, description="%s:%s-time" % (name, self.layer_class), derived_from=old)
+        self.output = data.copy_template_replace_dim_tag(self.ax, self.time).copy(name)
+
+    def _value(self, x: LayerOutput, sources: List[LayerOutput], shape: tf.Tensor) -> tf.Tensor:
+        """The added frames' value broadcast to ``shape``."""
+        if self.value_layer:
+            v = sources[-1]
+            return tf.broadcast_to(tf.cast(tf.expand_dims(v.tensor, self.ax), x.tensor.dtype), shape)
+        return tf.fill(shape, tf.cast(self.opt(self.value_key) or 0, x.tensor.dtype))
+
+    def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
+        x = sources[0]
+        seq_len = x.size(self.ax)
+        shape = tf.tensor_scatter_nd_update(tf.shape(x.tensor), [[self.ax]], [self.repeat])
+        added = self._value(x, sources, shape)
+        if not self.at_end:
+            out = tf.concat([added, x.tensor], axis=self.ax)
+            return self.make_output(out, [x], {self.time: seq_len + self.repeat})
+        padded = tf.concat([x.masked(0), tf.zeros_like(added)], axis=self.ax)
+        real = tf.sequence_mask(seq_len, maxlen=tf.shape(padded)[self.ax])  # (B, T') or (T',)
+        if len(real.shape) == 1:
+            real = align_tensor(real, [self.ax], x.data.batch_ndim)
+        else:
+            real = align_tensor(real, [x.data.batch_dim_axis, self.ax], x.data.batch_ndim)
+        full_shape = tf.shape(padded)
+        out = tf.where(tf.broadcast_to(real, full_shape), padded, self._value(x, sources, full_shape))
+        return self.make_output(out, [x], {self.time: seq_len + self.repeat})
+
+
+@register_layer
+class PostfixInTimeLayer(_InTimeLayer):
+    """See the module docstring."""
+
+    layer_class = "postfix_in_time"
+    value_key = "postfix"
+    ref_options = ("postfix",)
+    options = (Option("postfix", 0.0, "the added frames' value: a number or a layer"),)
+
+
+@register_layer
+class PrefixInTimeLayer(_InTimeLayer):
+    """See the module docstring."""
+
+    layer_class = "prefix_in_time"
+    value_key = "prefix"
+    at_end = False
+    ref_options = ("prefix",)
+    options = (Option("prefix", 0.0, "the added frames' value: a number or a layer"),)
+
+
+STATE_KEYS = {"*": None, "c": 0, 0: 0, "h": 1, 1: 1}
+
+
+@register_layer
+class GetLastHiddenStateLayer(Layer):
+    """See the module docstring."""
+
+    layer_class = "get_last_hidden_state"
+    options = (
+        Option("key", "*", "'*' (all of the state), 'c'/0 or 'h'/1"),
+        Option("combine", "concat", "several sources: 'concat' or 'add'"),
+    )
+
+    def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
+        super().__init__(name, opts, sources, seed)
+        check_sources(self, sources)
+        self.key = one_of(self.desc, "key", self.opt("key"), tuple(STATE_KEYS))
+        self.combine = one_of(self.desc, "combine", self.opt("combine"), ("concat", "add"))
+        n_out = self.require_n_out()
+        self.output = Data(name, dims=[batch_dim, self.out_feature_dim()])
+        self.n_out = n_out
+
+    def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
+        parts = []
+        for i, src in enumerate(sources):
+            if src.last_state is None:
+                raise NetworkError("%s: source %r has no hidden state (use a recurrent layer)"
+                                   % (self.desc, self.sources[i].name))
+            state = list(src.last_state())
+            if STATE_KEYS[self.key] is not None:
+                state = [state[STATE_KEYS[self.key]]] if len(state) > 1 else state
+            parts.append(tf.concat(state, -1) if len(state) > 1 else state[0])
+        out = tf.concat(parts, -1) if self.combine == "concat" else tf.add_n(parts)
+        if out.shape[-1] is not None and out.shape[-1] != self.n_out:
+            raise NetworkError("%s: the state has size %i, n_out is %i" % (self.desc, out.shape[-1], self.n_out))
+        return self.make_output(out)
