@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import types
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import tensorflow as tf
 
@@ -49,9 +49,9 @@ def layer_sources(name: str, opts: Dict[str, Any], default_target: str = "classe
     return list(src) + refs
 
 
-def topological_order(deps: Dict[str, List[str]], data_keys) -> List[str]:
+def topological_order(deps: Dict[str, List[str]], data_keys, net_dict: Mapping[str, Any]) -> List[str]:
     """Layer names so that every layer comes after its dependencies (``deps``: layer -> its
-    source names; ``"rec/sub"`` counts as the layer ``rec``)."""
+    source names; ``"rec/sub"`` counts as the rec sub-network ``rec`` of ``net_dict``)."""
     order: List[str] = []
     state: Dict[str, int] = {}  # 1 = visiting, 2 = done
 
@@ -69,7 +69,7 @@ def topological_order(deps: Dict[str, List[str]], data_keys) -> List[str]:
                     raise NetworkError("layer %r: 'from' names unknown data key %r (known: %s)"
                                        % (name, ref, ", ".join(sorted(data_keys))))
                 continue
-            ref = base_layer_name(ref, deps)
+            ref = base_layer_name(ref, net_dict)
             if ref not in deps:
                 raise NetworkError("layer %r: 'from' names unknown layer %r" % (name, ref))
             visit(ref, path + [name])
@@ -82,9 +82,13 @@ def topological_order(deps: Dict[str, List[str]], data_keys) -> List[str]:
 
 
 def base_layer_name(ref: str, layers) -> str:
-    """``"rec/sub"`` -> ``"rec"`` when ``ref`` is no layer itself but ``rec`` is."""
-    if ref not in layers and "/" in ref and ref.split("/", 1)[0] in layers:
-        return ref.split("/", 1)[0]
+    """``"rec/sub"`` -> ``"rec"`` when ``ref`` is no layer itself but ``rec`` is a layer with
+    sub-layers (a rec sub-network; ``layers`` maps names to their dicts or built layers)."""
+    if ref not in layers and "/" in ref:
+        parent = ref.split("/", 1)[0]
+        layer = layers.get(parent)
+        if isinstance(layer, Mapping) and isinstance(layer.get("unit"), Mapping) or hasattr(layer, "sub_template"):
+            return parent
     return ref
 
 
@@ -139,7 +143,7 @@ class TFNetwork(tf.Module):
             target = opts.get("target") or default_target
             if opts.get("loss") and isinstance(target, str) and target in self.data_layers:
                 deps[name].append(self.data_layers[target])
-        self.order = topological_order(deps, set(self.extern_data) | set(self.data_layers))
+        self.order = topological_order(deps, set(self.extern_data) | set(self.data_layers), net_dict)
         self.layers: Dict[str, Layer] = {}
         self.losses: List[LossInfo] = []
         for name in self.order:
