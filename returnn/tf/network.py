@@ -29,7 +29,7 @@ def parse_source(name: str) -> Tuple[str, str]:
     return "layer", name
 
 
-def layer_sources(name: str, opts: Dict[str, Any], default_target: str = "classes") -> List[str]:
+def layer_sources(name: str, opts: Dict[str, Any], default_target: str = "classes", search: bool = False) -> List[str]:
     """The ``from`` list of a layer (``source`` layers read ``data_key``), followed by the layers
     named in its reference options (e.g. ``size_base``; see ``Layer.ref_options``). A class with
     ``outer_sources`` (a rec sub-network) lists its own."""
@@ -39,7 +39,7 @@ def layer_sources(name: str, opts: Dict[str, Any], default_target: str = "classe
     if cls is not None and cls.class_selector is not None:
         cls = cls.class_selector(opts) or cls
     if hasattr(cls, "outer_sources"):
-        return cls.outer_sources(name, opts, default_target)
+        return cls.outer_sources(name, opts, default_target, search)
     src = opts.get("from", list(getattr(cls, "default_from", ["data"])))
     if isinstance(src, str):
         src = [src]
@@ -119,7 +119,7 @@ class TFNetwork(tf.Module):
     """The layers of a net dict, built in dependency order, plus their losses."""
 
     def __init__(self, net_dict: Dict[str, Dict[str, Any]], extern_data: Dict[str, Data], seed: int = 42,
-                 default_target: str = "classes"):
+                 default_target: str = "classes", search: bool = False):
         super().__init__(name="network")
         self.default_target = default_target  # the config's 'target': loss target of layers without one
         if not isinstance(net_dict, dict) or not net_dict:
@@ -135,7 +135,8 @@ class TFNetwork(tf.Module):
             opts["register_as_extern_data"]: name for name, opts in net_dict.items()
             if isinstance(opts.get("register_as_extern_data"), str)}
         self.net_dict = types.MappingProxyType(net_dict)  # not tf.Module-tracked: errors show the user's dicts
-        self.raw_sources = {name: layer_sources(name, opts, default_target) for name, opts in net_dict.items()}
+        self.search = search  # built for beam search: rec sub-networks choose their labels
+        self.raw_sources = {name: layer_sources(name, opts, default_target, search) for name, opts in net_dict.items()}
         self.sources: Dict[str, List[str]] = {
             name: [self._registered(s) for s in srcs] for name, srcs in self.raw_sources.items()}
         deps = {name: list(srcs) for name, srcs in self.sources.items()}
@@ -155,7 +156,7 @@ class TFNetwork(tf.Module):
             templates = [self.template_of(s) for s in srcs]
             if hasattr(cls, "outer_sources"):  # it reads its own 'from' (to tell it from the rest)
                 layer = cls(name, dict(layer_opts, **{"from": opts.get("from", ["data"])}), templates, seed=seed, outer_names=self.raw_sources[name],
-                            default_target=default_target, infer_n_out=self._infer_n_out)
+                            default_target=default_target, infer_n_out=self._infer_n_out, search=search)
             else:
                 layer = cls(name, layer_opts, templates, seed=seed)
             self.layers[name] = layer
@@ -173,7 +174,7 @@ class TFNetwork(tf.Module):
         return self.data_layers[ref] if kind == "data" and ref in self.data_layers else src
 
     def _add_loss(self, name: str, opts: Dict[str, Any]) -> None:
-        if not opts.get("loss"):
+        if not opts.get("loss") or self.search:
             return
         loss_cls = get_loss_class(opts["loss"], name)
         target = (opts.get("target") or self.default_target) if loss_cls.need_target else None

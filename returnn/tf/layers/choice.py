@@ -49,11 +49,19 @@ class ChoiceLayer(Layer):
         if not sources:
             raise NetworkError("%s: no source" % self.desc)
         target = sources[-1]
-        if not target.sparse:
-            raise NetworkError("%s: target %r must be sparse labels, got %s" % (self.desc, self.opt("target"),
-                                                                                target.short_repr()))
+        if not target.sparse:  # in search: built on the label scores, the loop picks the labels
+            if target.feature_dim is None or target.feature_dim_axis != target.batch_ndim - 1:
+                raise NetworkError("%s: source %s must be label scores (feature axis last)"
+                                   % (self.desc, target.short_repr()))
+            dims = [d for i, d in enumerate(target.dims) if i != target.feature_dim_axis]
+            self.output = Data(name, dims=dims, sparse_dim=target.feature_dim)
+            self.searching = True
+            return
+        self.searching = False
         self.output = target.copy(name)
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
+        if self.searching:
+            raise NetworkError("%s: in search, the choice is made by its rec layer's loop" % self.desc)
         target = sources[-1]
         return target.with_tensor(target.tensor, self.output)

@@ -61,9 +61,10 @@ class RecSubnetLayer(Layer):
     )
 
     @classmethod
-    def outer_sources(cls, name: str, opts: Mapping[str, Any], default_target: str) -> List[str]:
+    def outer_sources(cls, name: str, opts: Mapping[str, Any], default_target: str, search: bool = False
+                      ) -> List[str]:
         """The outer-network names this layer reads: its ``from``, then ``base:`` layers and data
-        keys of the unit (``data:KEY``, choice and loss targets)."""
+        keys of the unit (``data:KEY``; choice and loss targets unless in search)."""
         unit = opts.get("unit")
         if not isinstance(unit, Mapping):
             raise NetworkError("rec layer %r: 'unit' must be a dict of layers" % name)
@@ -76,13 +77,15 @@ class RecSubnetLayer(Layer):
                     extra.append(r.name)
                 elif r.kind == "data" and r.name != "source":
                     extra.append("data:" + r.name)
-            if sub_opts.get("loss") and sub_opts.get("loss") not in ("as_is",):
+            if sub_opts.get("loss") and sub_opts.get("loss") not in ("as_is",) and not search:
                 extra.append("data:" + (sub_opts.get("target") or default_target))
-        extra += ["data:" + t for t in rec_targets(opts)]
+        if not search:
+            extra += ["data:" + t for t in rec_targets(opts)]
         return _as_list(opts.get("from", ["data"])) + list(dict.fromkeys(extra))
 
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42, *,
-                 outer_names: Sequence[str] = (), default_target: str = "classes", infer_n_out=None):
+                 outer_names: Sequence[str] = (), default_target: str = "classes", infer_n_out=None,
+                 search: bool = False):
         super().__init__(name, opts, sources, seed)
         if self.opt("direction") != 1:
             raise NetworkError("%s: a sub-network runs forward only (direction %r)" % (self.desc, self.opt("direction")))
@@ -94,8 +97,17 @@ class RecSubnetLayer(Layer):
         self.outer_names = list(outer_names)
         self.outer = types.MappingProxyType(dict(zip(self.outer_names[self.n_from:], sources[self.n_from:])))
         self.seed = seed
+        self.search = search
         step_only = [] if self.opt("optimize_move_layers_out") else list(self.unit)
-        self.plan = analyse_unit(self.unit, name, has_source=self.n_from > 0, teacher_forcing=True,
+        self.search_choice: Optional[str] = None
+        if search:
+            choices = [n for n, o in self.unit.items() if isinstance(o, Mapping) and o.get("class") == "choice"]
+            if len(choices) != 1:
+                raise NetworkError("%s: search needs exactly one 'choice' sub-layer, got %s"
+                                   % (self.desc, known_list(choices) if choices else "none"))
+            self.search_choice = choices[0]
+            step_only += choices + (["end"] if "end" in self.unit else [])
+        self.plan = analyse_unit(self.unit, name, has_source=self.n_from > 0, teacher_forcing=not search,
                                  step_only=step_only)
         self.source_template: Optional[Data] = None
         if self.n_from:
@@ -104,6 +116,9 @@ class RecSubnetLayer(Layer):
                 raise NetworkError("%s: the source has no time axis (%s)" % (self.desc, self.source_template.short_repr()))
             self.time_dim = self.source_template.time_dim
             self.length_key: Optional[str] = None
+        elif search:
+            self.length_key = None
+            self.time_dim = Dim(None, kind=Dim.Types.Spatial, description="%s:search-time" % name)
         else:
             targets = rec_targets(opts)
             if not targets:
@@ -154,7 +169,7 @@ class RecSubnetLayer(Layer):
         reference options); a teacher-forced choice reads its target."""
         from returnn.tf.network import layer_sources
         opts = self.unit[sub]
-        if is_target_choice(opts):
+        if is_target_choice(opts) and not self.search:
             return ["data:" + opts["target"]]
         return layer_sources(sub, opts)
 
@@ -194,7 +209,7 @@ class RecSubnetLayer(Layer):
         if isinstance(opts.get("out_dim"), Dim):
             n_out = opts["out_dim"].dimension
         src_names = self.sub_source_names(sub)
-        if n_out is not None and not is_target_choice(opts):
+        if n_out is not None and opts.get("class") != "choice":
             from returnn.tensor.dim import batch_dim
             from returnn.tf.layers.helpers import new_feature_dim
             guess = Data(sub, dims=(batch_dim, new_feature_dim(self.layer_name + "/" + sub, int(n_out))))
@@ -213,6 +228,9 @@ class RecSubnetLayer(Layer):
                 break
             if guess is None and seen:
                 return None
+            if guess is not None and self.search and opts.get("class") == "choice" and not guess.sparse:
+                dims = [d for i, d in enumerate(guess.dims) if i != guess.feature_dim_axis]
+                guess = Data(sub, dims=dims, sparse_dim=guess.feature_dim)  # labels of the scores
             if guess is None:
                 raise NetworkError("%s: cannot tell the shape of 'prev:%s' before it is computed; give it 'n_out'"
                                    % (where, sub))
@@ -260,5 +278,11 @@ class RecSubnetLayer(Layer):
 
     # ---- running
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
+        if self.search:
+            from returnn.tf.layers.rec_net.search import BeamSearchRun
+            out = BeamSearchRun(self, sources, ctx).run()
+            result = LayerOutput(out.tensor, self.output, out.sizes)
+            result.sub_outputs = {"output": result}
+            return result
         from returnn.tf.layers.rec_net.loop import run_unit
         return run_unit(self, sources, ctx)

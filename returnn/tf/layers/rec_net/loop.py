@@ -60,19 +60,31 @@ class UnitRun:
                 self.source = concat_inputs(rec, rec.source_template, rec._source_plan, srcs, RunContext(False))
             length_value = self.source
         else:
-            length_value = self.outer["data:" + rec.length_key]
-        axis = frames.time_axis_of(length_value.data, rec.time_dim, is_data=True)
-        self.seq_len = length_value.size(axis)
-        self.n_time = tf.shape(length_value.tensor)[axis]
-        self.batch = tf.shape(length_value.tensor)[length_value.data.batch_dim_axis]
+            length_value = self.outer["data:" + rec.length_key] if rec.length_key else None
+        self.seq_len: Optional[tf.Tensor] = None  # the loop's lengths (search without source: found in the loop)
+        self.n_time: Optional[tf.Tensor] = None
+        if length_value is not None:
+            axis = frames.time_axis_of(length_value.data, rec.time_dim, is_data=True)
+            self.seq_len = length_value.size(axis)
+            self.n_time = tf.shape(length_value.tensor)[axis]
+        self._set_known()
+
+    def _set_known(self) -> None:
+        """Batch size, extents and sizes of the dims of all outer values (again after a beam expansion)."""
         known = dict(self.outer)
         if self.source is not None:
             known["data:source"] = self.source
+        batched = [v for v in known.values() if v.data.batch_dim_axis is not None]
+        if not batched:
+            raise NetworkError("%s: no input with a batch axis (give the rec layer a source or a base: layer)"
+                               % self.rec.desc)
+        self.batch = tf.shape(batched[0].tensor)[batched[0].data.batch_dim_axis]
         self.extents = frames.dim_extents(known)
         self.sizes: Dict[Dim, tf.Tensor] = {}
         for v in known.values():
             self.sizes.update(v.sizes)
-        self.sizes[rec.time_dim] = self.seq_len
+        if self.seq_len is not None:
+            self.sizes[self.rec.time_dim] = self.seq_len
         self.full: Dict[str, LayerOutput] = {}
         self._readers: Dict[str, frames.FrameReader] = {}
 
@@ -120,10 +132,22 @@ class UnitRun:
             self.full[sub] = self.rec.layers[sub](srcs, self.ctx)
 
     # ---- the loop
-    def _frame(self, key: str, value: LayerOutput, t: tf.Tensor, is_data: bool = False) -> LayerOutput:
+    def _frame(self, key: str, value: LayerOutput, t: Optional[tf.Tensor], is_data: bool = False
+               ) -> Optional[LayerOutput]:
         if key not in self._readers:
             self._readers[key] = frames.FrameReader(value, self.rec.time_dim, is_data)
-        return self._readers[key].frame(t)
+        return None if t is None else self._readers[key].frame(t)
+
+    def prepare_frames(self) -> None:
+        """Creates the frame readers of everything the in-loop layers read from whole sequences
+        (their transposes must happen once, before the loop, not in every step)."""
+        for n in self.rec.plan.in_loop:
+            for ref_str in self.rec.sub_sources[n]:
+                ref = Ref.parse(ref_str)
+                if ref.kind == "data":
+                    self._frame(ref_str if ref.name != "source" else "data:source", self.value(ref_str), None, True)
+                elif ref.kind in ("self", "prev") and ref.name not in self.rec.in_loop:
+                    self._frame(ref_str, self.value(ref_str), None)
 
     def _prev_template(self, name: str) -> Data:
         return self.rec._guessed.get(name, self.rec.layers[name].output)
@@ -143,9 +167,20 @@ class UnitRun:
             return LayerOutput(prev[ref.name], self._prev_template(ref.name), self.sizes)
         return self._frame(ref_str, self.value(ref_str), t)
 
+    def step_layer(self, n: str, t: tf.Tensor, prev: Mapping[str, tf.Tensor], state: Mapping[str, Any],
+                   vals: Mapping[str, LayerOutput], new_state: Dict[str, Any], ctx: RunContext) -> LayerOutput:
+        """In-loop layer ``n`` at step ``t`` (a cell's new state goes to ``new_state``)."""
+        layer = self.rec.layers[n]
+        srcs = [self.step_value(s, t, prev, vals) for s in self.rec.sub_sources[n]]
+        if n in state:
+            out, new_state[n] = layer.step(srcs, state[n], ctx, t)
+            return out
+        return layer(srcs, ctx)
+
     def run_loop(self) -> Dict[str, LayerOutput]:
         rec = self.rec
         names = rec.plan.in_loop
+        self.prepare_frames()
         prev_names = [n for n in names if n in rec.plan.prev_used]
         prev0 = {n: self.initial(n, self._prev_template(n)) for n in prev_names}
         state0 = {n: rec.layers[n].initial_state(self.batch, self.n_time) for n in names if has_state(rec.layers[n])}
@@ -160,13 +195,7 @@ class UnitRun:
             new_state = {}
             tas, logit_tas = dict(tas), dict(logit_tas)
             for n in names:
-                layer = rec.layers[n]
-                srcs = [self.step_value(s, t, prev, vals) for s in rec.sub_sources[n]]
-                if n in state:
-                    out, new_state[n] = layer.step(srcs, state[n], ctx, t)
-                else:
-                    out = layer(srcs, ctx)
-                vals[n] = out
+                out = vals[n] = self.step_layer(n, t, prev, state, vals, new_state, ctx)
                 tas[n] = tas[n].write(t, out.tensor)
                 if n in logit_tas:
                     logit_tas[n] = logit_tas[n].write(t, out.logits)

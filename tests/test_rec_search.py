@@ -1,0 +1,67 @@
+"""Beam search through rec sub-networks: greedy equivalence, a known best path, different
+lengths per sequence, and the search task end to end."""
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from returnn.tensor import Data
+from returnn.tf.layers import RunContext
+from returnn.tf.network import TFNetwork
+
+EOS = 3
+
+
+def _net(beam, length_norm=False, max_len=8):
+    extern = {"data": Data("data", shape=(None, 2)), "classes": Data("classes", dim=4, sparse=True)}
+    return TFNetwork({
+        "enc": {"class": "reduce", "mode": "mean", "axes": "T", "from": "data"},
+        "output": {"class": "rec", "from": [], "target": "classes", "max_seq_len": max_len, "unit": {
+            "prob": {"class": "softmax", "from": ["prev:output", "base:enc"], "n_out": 4, "with_bias": False},
+            "output": {"class": "choice", "from": "prob", "target": "classes", "beam_size": beam,
+                       "length_normalization": length_norm},
+            "end": {"class": "compare", "from": "output", "value": EOS}}},
+    }, extern, search=True)
+
+
+# label -> next-label probabilities: greedy follows 1 -> 1 -> ...; the best ended path is 0 -> 2 -> EOS
+P = np.array([[0.0001, 0.6, 0.3998, 0.0001],
+              [0.0001, 0.4, 0.2999, 0.3],
+              [0.0001, 0.0001, 0.0098, 0.99],
+              [0.25, 0.25, 0.25, 0.25]])
+# the encoder feature e adds e * U to the logits: with e = 1 label 1 leads to the end at once
+U = np.array([[0, 0, 0, 0], [0, 0, 0, 9.0], [0, 0, 0, 0], [0, 0, 0, 0]], "float32")
+
+
+def _search(net, enc_values):
+    layer = net.layers["output"].layers["prob"]  # rows: previous label (one-hot), then the 2 encoder features
+    layer.W.assign(np.concatenate([np.log(P), np.zeros((1, 4)), U[1:2]], 0).astype("float32"))
+    x = np.zeros((len(enc_values), 3, 2), "float32")
+    x[:, :, 1] = np.asarray(enc_values)[:, None]
+    out = net.forward({"data": tf.constant(x), "data:seq_len": tf.constant([3] * len(enc_values))},
+                      RunContext(False), only=["output"])["output"]
+    labels, lens = out.tensor.numpy(), out.seq_len.numpy()
+    return [list(labels[b, :n]) for b, n in enumerate(lens)]
+
+
+def _greedy(max_len, e=0.0):
+    prev, out = 0, []
+    for _ in range(max_len):
+        nxt = int(np.argmax(np.log(P[prev]) + e * U[1]))
+        if nxt == EOS:
+            break
+        out.append(nxt)
+        prev = nxt
+    return out
+
+
+def test_beam_one_is_greedy_and_wider_beam_finds_best_path():
+    assert _search(_net(1), [0.0]) == [_greedy(8)] == [[1] * 8]
+    assert _search(_net(2), [0.0]) == [[2]]  # log .3998 + log .99 beats 0.6 followed by 1 -> 1 ...
+    assert _search(_net(4), [0.0, 0.0]) == [[2], [2]]
+
+
+def test_different_lengths_and_max_seq_len():
+    assert _search(_net(1, max_len=3), [0.0]) == [[1, 1, 1]]  # never ends: cut at max_seq_len
+    # the second sequence ends at once (empty hypothesis), the first runs on: lengths differ per sequence
+    assert _search(_net(1), [0.0, 1.0, 0.5]) == [_greedy(8), _greedy(8, 1.0), _greedy(8, 0.5)]
+    assert _search(_net(2), [0.0, 1.0]) == [[2], []]
