@@ -20,7 +20,7 @@ from returnn.errors import ConfigError, ReturnnError, RuntimeFailure, StopSignal
 from returnn.interrupts import EarlyStop
 from returnn.startup import HELP, USAGE, banner_lines, versions_line
 
-KNOWN_TASKS = ("train", "eval", "forward")
+KNOWN_TASKS = ("train", "eval", "forward", "search")
 
 
 def _verbosity(config: Optional[Config], argv: Optional[List[str]] = None) -> int:

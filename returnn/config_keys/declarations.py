@@ -12,7 +12,13 @@ from returnn.config_keys.registry import declare
 
 # ---- task
 _task = partial(declare, group="task")
-_task("task", "str", "train", "What to run: train, eval (scores of dev/eval sets) or forward (network output to HDF).")
+_task("task", "str", "train", "What to run: train, eval (scores of dev/eval sets), forward (network output to HDF) "
+      "or search (beam search through rec sub-networks).")
+_task("search_data", "dict|str", None, "task = search: the dataset to decode (default: eval, else dev).")
+_task("search_output_layer", "str", None, "task = search: the layer whose labels are written (default: the output layer).")
+_task("search_output_file", "str", None, "task = search: file for the best hypothesis of each sequence.")
+_task("search_output_file_format", "str", "txt", "task = search: 'txt' (one 'tag<TAB>hypothesis' line per "
+      "sequence) or 'py' (a Python dict literal {tag: hypothesis}).")
 _task("output_file", "str", None, "task = forward: the HDF file to write.")
 _task("load", "str", None, "Checkpoint to start from (a model prefix <model>.NNN); default: the newest of 'model'.")
 _task("load_epoch", "int", None, "Epoch of 'model' to load for eval/forward; default: the newest.")

@@ -46,8 +46,7 @@ ignore("""accum_grad_multiple_step adagrad allow_skipping_seqs_in_forward
     output_per_seq_file_format output_per_seq_format packed_batch_size packed_fallback_allowed packed_tensors
     pretrain pretrain_construction_algo pretrain_copy_output_layer pretrain_greedy
     pretrain_learning_rate pretrain_repetitions reinit_network_each_epoch reset_updater_vars_mod_step
-    save_epoch1_initial_model search_data search_do_eval search_output_file search_output_file_format
-    search_output_layer search_train_network_layers seq_drop seq_drop_freq share_batches shuffle_batches
+    save_epoch1_initial_model search_do_eval search_train_network_layers seq_drop seq_drop_freq share_batches shuffle_batches
     shuffle_frames_of_nseqs sil_label_idx sort_dataset start_batch start_epoch startup_callback
     stop_for_resubmission_safety_factor stop_for_resubmission_when_low_time_left target tf_amp tf_jit
     tf_native_ctc_zero_infinity train_dummy_dataset_num_seqs update_batch_size use_dummy_datasets

@@ -29,7 +29,7 @@ from returnn.util.watchdog import Watchdog
 from returnn.learning_rate_control import LearningRateControl
 from returnn.log import log
 from returnn.tf.checkpoint import (
-    CheckpointManager, epoch_prefix, is_complete, prepare_model_dir, read_tensor,
+    CheckpointManager, epoch_prefix, is_complete, prepare_model_dir, prepare_output_dir, read_tensor,
 )
 from returnn.tf.evaluation import evaluate_dataset, forward_to_hdf
 from returnn.tf.losses import reporting_misalignment
@@ -106,6 +106,7 @@ class Engine:
         self.checkpoints = CheckpointManager(self.model) if self.model else None
         self.net_dict: Optional[dict] = None
         self.network: Optional[TFNetwork] = None
+        self.search_mode = False  # task search: networks are built for beam search
         self._use_network_of_epoch(1)
         self.lr_control = LearningRateControl.from_config(config)
         self.stop_request = StopRequest()
@@ -158,7 +159,13 @@ class Engine:
         if self.net_dict is not None and net_dict == self.net_dict:
             return False
         layers, meta = split_net_dict(net_dict)
-        network = TFNetwork(layers, self.network_data, seed=self.seed, default_target=self.config.value("target"))
+        network = TFNetwork(layers, self.network_data, seed=self.seed, default_target=self.config.value("target"),
+                            search=self.search_mode)
+        if self.search_mode and self.config.value("search_output_layer"):
+            name = self.config.value("search_output_layer")
+            if name not in network.layers:
+                raise ConfigError("config key 'search_output_layer': no layer %r" % name)
+            network.output_layer_name = name
         if carry and self.network is not None:
             skip = [] if self.schedule.copy_output_layers(epoch) else \
                 [info.layer for info in self.network.losses] + [self.network.output_layer_name]
@@ -512,6 +519,36 @@ class Engine:
         for name in names:
             scores = evaluate_dataset(self.steps, self.datasets[name], epoch, self.batching, self.dist)
             print("epoch %i %s: %s" % (epoch, name, format_scores(scores, False)), file=log.v1)
+
+    def task_search(self) -> None:
+        """Beam search (see :mod:`returnn.tf.search_task`); rank 0 decodes and writes."""
+        from returnn.tf.search_task import hypothesis_text, run_search, write_hypotheses
+        self.search_mode = True
+        self.net_dict = None  # rebuild for search
+        epoch = self._load_for_inference()
+        spec = self.config.typed_value("search_data")
+        dataset = init_dataset(spec, {"cache_size": self.config.typed_value("cache_size")}, name="search_data") \
+            if spec else (self.datasets.get("eval") or self.datasets.get("dev"))
+        if dataset is None:
+            raise ConfigError("task 'search' needs 'search_data' (or an 'eval' or 'dev' dataset)")
+        output_file = self.config.value("search_output_file")
+        if output_file:
+            prepare_output_dir(output_file, "search_output_file")
+        if not self.dist.is_chief:
+            return
+        target = self.config.value("target") or "classes"
+        results, stats = run_search(self.steps, dataset, self.batching, epoch, target)
+        names = dataset.data_infos()[target].labels if target in dataset.data_infos() else None
+        if output_file:
+            write_hypotheses(output_file, [(tag, hypothesis_text(labels, names)) for tag, labels in results],
+                             self.config.value("search_output_file_format"))
+        line = "search epoch %i %s: %i sequences" % (epoch, dataset.name, len(results))
+        if stats:
+            line += ", edit distance %i of %i reference labels (%.2f%% error rate)" % (
+                stats["edit_distance"], stats["ref_len"], 100.0 * stats["error_rate"])
+        if output_file:
+            line += ", hypotheses in %s" % output_file
+        print(line, file=log.v1)
 
     def task_forward(self) -> None:
         epoch = self._load_for_inference()

@@ -81,6 +81,18 @@ def topological_order(deps: Dict[str, List[str]], data_keys, net_dict: Mapping[s
     return order
 
 
+def _targets(opts: Mapping[str, Any], default_target: str) -> List[str]:
+    """Target keys a layer (and the sub-layers of a rec unit) name."""
+    out = [opts.get("target") or (default_target if opts.get("loss") else None)]
+    unit = opts.get("unit")
+    if isinstance(unit, Mapping):
+        out += [_targets(sub, default_target) for sub in unit.values() if isinstance(sub, Mapping)]
+    flat: List[str] = []
+    for t in out:
+        flat += t if isinstance(t, list) else [t]
+    return [t for t in flat if isinstance(t, str)]
+
+
 def base_layer_name(ref: str, layers) -> str:
     """``"rec/sub"`` -> ``"rec"`` when ``ref`` is no layer itself but ``rec`` is a layer with
     sub-layers (a rec sub-network; ``layers`` maps names to their dicts or built layers)."""
@@ -140,10 +152,8 @@ class TFNetwork(tf.Module):
         self.sources: Dict[str, List[str]] = {
             name: [self._registered(s) for s in srcs] for name, srcs in self.raw_sources.items()}
         deps = {name: list(srcs) for name, srcs in self.sources.items()}
-        for name, opts in net_dict.items():  # a loss on a registered key needs that layer first
-            target = opts.get("target") or default_target
-            if opts.get("loss") and isinstance(target, str) and target in self.data_layers:
-                deps[name].append(self.data_layers[target])
+        for name, opts in net_dict.items():  # a registered target key: that layer's template is built first
+            deps[name] += [self.data_layers[t] for t in _targets(opts, default_target) if t in self.data_layers]
         self.order = topological_order(deps, set(self.extern_data) | set(self.data_layers), net_dict)
         self.layers: Dict[str, Layer] = {}
         self.losses: List[LossInfo] = []
@@ -219,10 +229,12 @@ class TFNetwork(tf.Module):
         return self.order[-1]
 
     def required_data_keys(self, with_targets: bool) -> List[str]:
-        """Data keys the layers read (plus loss targets when ``with_targets``), 'data' first."""
+        """Data keys the layers read (plus loss targets when ``with_targets``), 'data' first.
+        Without targets (forward, search) only the layers the output layer needs count."""
         keys = set()
-        for srcs in self.sources.values():
-            for s in srcs:
+        layers = self.sources if with_targets else self._needed_layers([self.output_layer_name])
+        for name in layers:
+            for s in self.sources[name]:
                 kind, ref = parse_source(s)
                 if kind == "data":
                     keys.add(ref)

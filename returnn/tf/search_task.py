@@ -1,0 +1,78 @@
+"""``task = "search"``: beam search over a dataset, the best hypotheses written to
+``search_output_file``, and the edit distance to the reference printed when the data has it.
+
+Output formats (``search_output_file_format``): ``txt``, one ``tag<TAB>hypothesis`` line per
+sequence; ``py``, a Python dict literal ``{tag: hypothesis, ...}`` as RETURNN writes it (read it
+with ``ast.literal_eval``, never ``eval``). A hypothesis is the label names joined by spaces when
+the dataset knows them (its ``labels`` of the target key), else the label indices.
+"""
+from __future__ import annotations
+
+import os
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from returnn.datasets.base import Dataset
+from returnn.datasets.batching import BatchOptions
+from returnn.datasets.prefetch import BatchPrefetcher
+from returnn.errors import ConfigError
+from returnn.tf.steps import StepFunctions
+
+
+def edit_distance(a: Sequence[int], b: Sequence[int]) -> int:
+    """Levenshtein distance of two label sequences."""
+    prev = list(range(len(b) + 1))
+    for i, x in enumerate(a, 1):
+        cur = [i] + [0] * len(b)
+        for j, y in enumerate(b, 1):
+            cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (x != y))
+        prev = cur
+    return prev[-1]
+
+
+def hypothesis_text(labels: Sequence[int], names: Optional[List[str]]) -> str:
+    if names:
+        return " ".join(names[i] if 0 <= i < len(names) else str(i) for i in labels)
+    return " ".join(str(int(i)) for i in labels)
+
+
+def write_hypotheses(path: str, hyps: List[Tuple[str, str]], fmt: str) -> None:
+    """Writes atomically (a temporary file renamed at the end)."""
+    if fmt not in ("txt", "py"):
+        raise ConfigError("config key 'search_output_file_format': 'txt' or 'py', got %r" % fmt)
+    tmp = "%s.tmp-%i" % (path, os.getpid())
+    with open(tmp, "w", encoding="utf8") as f:
+        if fmt == "py":
+            f.write("{\n")
+            for tag, text in hyps:
+                f.write("%r: %r,\n" % (tag, text))
+            f.write("}\n")
+        else:
+            for tag, text in hyps:
+                f.write("%s\t%s\n" % (tag, text))
+    os.replace(tmp, path)
+
+
+def run_search(steps: StepFunctions, dataset: Dataset, batching: BatchOptions, epoch: int,
+               target: Optional[str]) -> Tuple[List[Tuple[str, List[int]]], Dict[str, float]]:
+    """Decodes ``dataset``; returns ``[(tag, labels)]`` in dataset order and the edit-distance
+    statistics against ``target`` (empty when the data has no such key)."""
+    slices = batching.epoch_slices(dataset, epoch, chunked=False)
+    results: List[Tuple[str, List[int]]] = []
+    errors = ref_len = 0
+    have_ref = target is not None and target in dataset.data_infos()
+    for sl, batch in zip(slices, BatchPrefetcher(dataset, slices, steps.forward_keys, batching.prefetch,
+                                                 transform=steps.to_tensors)):
+        values, seq_len = steps.forward_step(batch)
+        values, seq_len = values.numpy(), seq_len.numpy()
+        for row, seq_idx in enumerate(sl.seq_idxs):
+            labels = [int(x) for x in np.asarray(values[row, :seq_len[row]]).reshape(-1)]
+            results.append((dataset.get_tag(int(seq_idx)), labels))
+            if have_ref:
+                ref = [int(x) for x in np.asarray(dataset.get_data(int(seq_idx), target)).reshape(-1)]
+                errors += edit_distance(labels, ref)
+                ref_len += len(ref)
+    stats = {"edit_distance": float(errors), "ref_len": float(ref_len),
+             "error_rate": errors / ref_len if ref_len else 0.0} if have_ref else {}
+    return results, stats
