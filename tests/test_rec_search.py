@@ -65,3 +65,52 @@ def test_different_lengths_and_max_seq_len():
     # the second sequence ends at once (empty hypothesis), the first runs on: lengths differ per sequence
     assert _search(_net(1), [0.0, 1.0, 0.5]) == [_greedy(8), _greedy(8, 1.0), _greedy(8, 0.5)]
     assert _search(_net(2), [0.0, 1.0]) == [[2], []]
+
+
+ENC_DEC = """
+train = {"class": "TaskNumberBaseConvertDataset", "num_seqs": 200}
+dev = {"class": "TaskNumberBaseConvertDataset", "num_seqs": 20, "fixed_random_seed": 42}
+extern_data = {"data": {"sparse": True, "dim": 8}, "classes": {"sparse": True, "dim": 2}}
+network = {
+    "input_embed": {"class": "linear", "activation": None, "from": "data", "n_out": 16},
+    "input": {"class": "rec", "unit": "nativelstm2", "from": "input_embed", "n_out": 16},
+    "input_last": {"class": "get_last_hidden_state", "from": "input", "n_out": 32},
+    "output": {"class": "rec", "from": [], "max_seq_len": "max_len_from('base:input') * 3", "unit": {
+        "output_embed": {"class": "linear", "activation": None, "from": "output", "n_out": 8},
+        "s": {"class": "rec", "unit": "nativelstm2", "from": ["prev:output_embed", "base:input_last"], "n_out": 16},
+        "prob": {"class": "softmax", "from": "s", "target": "classes0", "loss": "ce"},
+        "output": {"class": "choice", "from": "prob", "target": "classes0", "beam_size": 3},
+        "end": {"class": "compare", "from": "output", "value": 2}}, "target": "classes0"},
+    "target_with_eos_": {"class": "reinterpret_data", "from": "data:classes", "increase_sparse_dim": 1},
+    "target_with_eos": {"class": "postfix_in_time", "postfix": 2, "from": "target_with_eos_",
+                        "register_as_extern_data": "classes0"},
+}
+batch_size = 2000
+max_seqs = 20
+optimizer = {"class": "adam"}
+learning_rate = 0.01
+num_epochs = 2
+"""
+
+
+@pytest.mark.parametrize("fmt", ["txt", "py"])
+def test_search_task_end_to_end(tmp_path, fmt):
+    """RETURNN's encoder-decoder demo (smaller): train with teacher forcing, then task search
+    writes one hypothesis per dev sequence and prints the edit distance to the targets."""
+    import ast
+    from helpers import describe, run_rnn, train_args, write_config
+    cfg = write_config(tmp_path / "encdec.config", ENC_DEC)
+    proc = run_rnn(train_args(cfg, tmp_path), timeout=600)
+    assert proc.returncode == 0 and "epoch 2 score" in proc.stdout, describe(proc)
+    out = tmp_path / ("hyps." + fmt)
+    proc = run_rnn(train_args(cfg, tmp_path, "++task", "search", "++search_output_file", str(out),
+                              "++search_output_file_format", fmt), timeout=600)
+    assert proc.returncode == 0, describe(proc)
+    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("search epoch 2 dev: 20 sequences, edit distance")]
+    assert line and "hypotheses in %s" % out in line[0], describe(proc)
+    text = out.read_text()
+    if fmt == "py":
+        hyps = ast.literal_eval(text)
+    else:
+        hyps = dict(ln.split("\t", 1) for ln in text.splitlines())
+    assert len(hyps) == 20 and all(set(h.split()) <= {"0", "1"} for h in hyps.values())

@@ -11,6 +11,7 @@ are losses of the network (see :meth:`sub_layer_dicts`).
 """
 from __future__ import annotations
 
+import re
 import types
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
@@ -81,6 +82,9 @@ class RecSubnetLayer(Layer):
                 extra.append("data:" + (sub_opts.get("target") or default_target))
         if not search:
             extra += ["data:" + t for t in rec_targets(opts)]
+        if isinstance(opts.get("max_seq_len"), str):  # e.g. "max_len_from('base:encoder') * 2"
+            extra += [m.group(2) if m.group(1) == "base:" else "data:" + m.group(2)
+                      for m in re.finditer(r"['\"](base:|data:)([^'\"]+)['\"]", opts["max_seq_len"])]
         return _as_list(opts.get("from", ["data"])) + list(dict.fromkeys(extra))
 
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42, *,
