@@ -221,9 +221,12 @@ class EvalLayer(Layer):
         if "dims" in out_type or "dim_tags" in out_type or "shape" in out_type:
             kwargs = {k: v for k, v in out_type.items() if k != "dims"}
             try:
-                return Data(self.layer_name, dims=out_type.get("dims"), **kwargs)
+                new = Data(self.layer_name, dims=out_type.get("dims"), **kwargs)
             except (TypeError, ValueError) as exc:
                 raise NetworkError("%s: option 'out_type': %s" % (self.desc, exc)) from None
+            if "shape" in out_type and "dims" not in out_type and "dim_tags" not in out_type:
+                new = _dims_from_sources(new, out)
+            return new
         sparse = bool(out_type.get("sparse", out.sparse))
         dim = out_type.get("dim", out.dim if sparse == out.sparse else None)
         dtype = out_type.get("dtype", out.dtype if sparse == out.sparse else None)
@@ -350,3 +353,22 @@ def _select_combine_class(opts: Dict[str, Any]) -> Optional[type]:
 
 
 CombineLayer.class_selector = staticmethod(_select_combine_class)
+
+
+def _dims_from_sources(new: Data, computed: Data) -> Data:
+    """An old-style ``out_type`` shape creates fresh dims; like RETURNN, its dynamic axes are the
+    sources' dynamic axes (in order) and, when all sizes agree, the computed axes are kept."""
+    sizes = [None if (d.is_dynamic() and not d.is_batch_dim()) else ("B" if d.is_batch_dim() else d.dimension)
+             for d in new.dims]
+    old = [None if (d.is_dynamic() and not d.is_batch_dim()) else ("B" if d.is_batch_dim() else d.dimension)
+           for d in computed.dims]
+    if sizes == old:
+        return computed.copy(new.name, dtype=new.dtype, sparse_dim=new.sparse_dim)
+    dynamic = [d for d in computed.dims if d.is_dynamic() and not d.is_batch_dim()]
+    mine = [i for i, d in enumerate(new.dims) if d.is_dynamic() and not d.is_batch_dim()]
+    if len(dynamic) != len(mine):
+        return new
+    dims = list(new.dims)
+    for i, d in zip(mine, dynamic):
+        dims[i] = d
+    return new.copy(dims=dims)

@@ -28,6 +28,15 @@ from returnn.tf.layers.rnn_cell import cell_class_for
 REC_ONLY_SUB_OPTIONS = ("initial_output", "initial_state_from", "is_output_layer", "need_last", "rec_previous_layer")
 
 
+MAX_TEMPLATE_ROUNDS = 4
+
+
+def _shape_key(data: Data) -> Tuple[Any, ...]:
+    """What must agree between an assumed and a real template: sizes, dtype, sparse dim size."""
+    return (tuple(d.dimension if not d.is_batch_dim() else "B" for d in data.dims), data.dtype,
+            None if data.sparse_dim is None else data.sparse_dim.dimension)
+
+
 def _as_list(value: Any) -> List[Any]:
     if value is None:
         return []
@@ -137,14 +146,25 @@ class RecSubnetLayer(Layer):
         self.sub_sources: Dict[str, List[str]] = {}
         self._guessed: Dict[str, Data] = {}
         self._infer_n_out = infer_n_out
-        for sub in self._build_order():
-            self._build(sub)
-        for sub, guess in self._guessed.items():
-            real = self.layers[sub].output
-            if [d.dimension for d in real.dims] != [d.dimension for d in guess.dims] or real.dtype != guess.dtype \
-                    or real.sparse != guess.sparse:
-                raise NetworkError("%s, sub-layer %r: output %s differs from what 'prev:%s' was taken to be (%s); "
-                                   "give it 'n_out'" % (self.desc, sub, real.short_repr(), sub, guess.short_repr()))
+        order = self._build_order()
+        for sub in order:
+            if sub not in self.in_loop:
+                self._build(sub)
+        # In-loop layers: a 'prev:X' read before X is built is first assumed (see _guess); when
+        # X turns out different, all in-loop layers are built again with X's real template
+        # (same seeds: same initial values), until the assumptions hold.
+        for _ in range(MAX_TEMPLATE_ROUNDS):
+            for sub in self.plan.in_loop:
+                self._build(sub)
+            wrong = {sub: self.layers[sub].output for sub, guess in self._guessed.items()
+                     if _shape_key(self.layers[sub].output) != _shape_key(guess)}
+            if not wrong:
+                break
+            self._guessed.update({sub: data.copy(sub) for sub, data in wrong.items()})
+        else:
+            sub, real = next(iter(wrong.items()))
+            raise NetworkError("%s, sub-layer %r: cannot settle the shape of 'prev:%s' (last %s); give it 'n_out'"
+                               % (self.desc, sub, sub, real.short_repr()))
         self.output = self.sub_template("output")
 
     # ---- building
