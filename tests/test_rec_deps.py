@@ -34,9 +34,10 @@ def test_attention_unit_all_in_loop():
     assert plan.prev_used == {"target_embed", "att"}
     assert plan.base_used == {"encoder", "enc_ctx"}
     # everything depends on the state s (rnn_cell) or on the choice: nothing moves out
-    assert set(plan.in_loop) == set(ATTENTION_UNIT) and plan.out_of_loop == []
+    assert set(plan.in_loop) == set(ATTENTION_UNIT) - {"end"} and plan.out_of_loop == []
+    assert plan.after_loop == ["end"]  # nothing in the loop reads it (search forces it in: step_only)
     pos = {n: i for i, n in enumerate(plan.in_loop)}
-    for a, b in [("s", "s_transformed"), ("att_weights", "att"), ("output_prob", "output"), ("output", "end")]:
+    for a, b in [("s", "s_transformed"), ("att_weights", "att"), ("output_prob", "output")]:
         assert pos[a] < pos[b]
 
 
@@ -50,7 +51,7 @@ def test_move_out_of_loop():
     }
     plan = analyse_unit(unit, "r", base_layers=["enc"], has_source=True)
     assert plan.out_of_loop == ["ff", "ff2"]
-    assert set(plan.in_loop) == {"state", "idx", "output"}
+    assert set(plan.in_loop) == {"state", "idx"} and plan.after_loop == ["output"]
     plan2 = analyse_unit(unit, "r", step_only=["ff"])
     assert plan2.out_of_loop == []
 
@@ -84,7 +85,7 @@ def test_bad_units_one_line(unit, msg):
 def test_cycle_through_prev_is_fine():
     unit = {"a": {"class": "copy", "from": ["prev:output"]}, "output": {"class": "copy", "from": ["a"]}}
     plan = analyse_unit(unit, "r")
-    assert plan.in_loop == ["a", "output"]
+    assert plan.in_loop == ["a", "output"] and plan.after_loop == []
 
 
 def test_switch_refs_without_default_from():
@@ -101,7 +102,9 @@ def test_teacher_forcing_moves_target_choice_out():
                         teacher_forcing=True)
     # the choice is the target: its embedding and 'end' move out; the attention state cycle stays
     assert set(plan.out_of_loop) == {"output", "target_embed", "end"}
-    assert {"s", "att", "att_weights", "readout_in", "output_prob"} <= set(plan.in_loop)
+    assert {"s", "att", "att_weights"} <= set(plan.in_loop)
+    # the readout only reads the loop: computed after it on the stacked outputs
+    assert plan.after_loop == ["readout_in", "output_prob"]
 
 
 def test_enc_dec_teacher_forcing_has_no_loop():

@@ -95,6 +95,7 @@ class UnitPlan:
 
     in_loop: List[str]
     out_of_loop: List[str]
+    after_loop: List[str]  # read the loop's layers but nothing in the loop reads them: run on the stacked outputs
     prev_used: Set[str]  # layers whose previous-step output is read (carried over steps)
     base_used: Set[str]
     deps: Dict[str, List[Ref]]
@@ -200,6 +201,7 @@ def analyse_unit(unit: Mapping[str, Any], rec_name: str, base_layers: Sequence[s
     in_loop: Set[str] = _on_cycle(names, edges) | set(step_only)
     in_loop |= {n for n in names if unit[n].get("class") in STEP_ONLY_CLASSES}
     in_loop |= {n for n in names if any(r.kind == "step" for r in step_deps[n])}
+    core = set(in_loop)  # what must run step by step: cycles, forced layers and what they read in the loop
     changed = True
     while changed:  # closure: a layer reading an in-loop layer (same step or prev:) is in the loop
         changed = False
@@ -207,7 +209,15 @@ def analyse_unit(unit: Mapping[str, Any], rec_name: str, base_layers: Sequence[s
             if n not in in_loop and edges[n] & in_loop:
                 in_loop.add(n)
                 changed = True
-    return UnitPlan(in_loop=[n for n in order if n in in_loop], out_of_loop=[n for n in order if n not in in_loop],
+    todo = list(core)
+    while todo:
+        n = todo.pop()
+        for m in edges[n] & in_loop:
+            if m not in core:
+                core.add(m)
+                todo.append(m)
+    return UnitPlan(in_loop=[n for n in order if n in core], out_of_loop=[n for n in order if n not in in_loop],
+                    after_loop=[n for n in order if n in in_loop and n not in core],
                     prev_used=prev_used, base_used={r.name for rs in deps.values() for r in rs if r.kind == "base"},
                     deps=deps)
 

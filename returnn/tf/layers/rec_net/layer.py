@@ -165,14 +165,20 @@ class RecSubnetLayer(Layer):
             sub, real = next(iter(wrong.items()))
             raise NetworkError("%s, sub-layer %r: cannot settle the shape of 'prev:%s' (last %s); give it 'n_out'"
                                % (self.desc, sub, sub, real.short_repr()))
+        self.after_order = self._ordered(self.plan.after_loop)
+        for sub in self.after_order:  # on the stacked outputs of the loop
+            self._build(sub)
         self.output = self.sub_template("output")
 
     # ---- building
     def _build_order(self) -> List[str]:
         """Moved-out layers ordered by all their references (no cycles there), then the loop's."""
-        order: List[str] = []
-        out = set(self.plan.out_of_loop)
+        return self._ordered(self.plan.out_of_loop) + list(self.plan.in_loop)
 
+    def _ordered(self, names: Sequence[str]) -> List[str]:
+        """``names`` (acyclic among themselves) ordered by their same-step and ``prev:`` references."""
+        order: List[str] = []
+        subset = set(names)
         visiting = set()
 
         def visit(n: str) -> None:
@@ -180,13 +186,13 @@ class RecSubnetLayer(Layer):
                 return
             visiting.add(n)
             for r in map(Ref.parse, self.sub_source_names(n)):  # a teacher-forced choice reads its target only
-                if r.kind in ("self", "prev") and r.name in out and r.name != n:
+                if r.kind in ("self", "prev") and r.name in subset and r.name != n:
                     visit(r.name)
             order.append(n)
 
-        for n in self.plan.out_of_loop:
+        for n in names:
             visit(n)
-        return order + list(self.plan.in_loop)
+        return order
 
     def sub_source_names(self, sub: str) -> List[str]:
         """The sources of sub-layer ``sub`` as the layer class takes them (``from``, then its
@@ -217,6 +223,8 @@ class RecSubnetLayer(Layer):
             raise NetworkError("%s: sub-layer %r is read before it is built" % (where, ref.name))
         if in_loop and ref.name not in self.in_loop:
             data = frames.step_template(data, self.time_dim)
+        elif not in_loop and ref.name in self.in_loop:
+            data = frames.stacked_template(data, self.time_dim)
         return data
 
     def data_template(self, key: str) -> Data:

@@ -221,7 +221,11 @@ def run_unit(rec, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
     run.run_moved_out()
     values = {n: v for n, v in run.full.items() if not n.startswith("prev:")}
     if rec.plan.in_loop:
-        values.update(run.run_loop())
+        stacked = run.run_loop()
+        values.update(stacked)
+        run.full.update(stacked)
+    for sub in rec.after_order:  # layers that only read the loop's outputs: once over the stacked sequences
+        run.full[sub] = values[sub] = rec.layers[sub]([run.value(s) for s in rec.sub_sources[sub]], run.ctx)
     subs = {n: LayerOutput(v.tensor, rec.sub_template(n), v.sizes, v.logits) for n, v in values.items()}
     main = subs["output"]
     result = LayerOutput(main.tensor, rec.output, main.sizes, main.logits)
