@@ -249,6 +249,10 @@ class TFNetwork(tf.Module):
         if only and ctx.train:  # layers that update state in training run even off the loss path
             only = list(only) + [n for n, layer in self.layers.items() if type(layer).updates_in_training]
         needed = self._needed_layers(only) if only else set(self.order)
+        if ctx.batch_size is None:
+            arrays = [v for k, v in sorted(batch.items()) if not k.endswith(":seq_len")]
+            if arrays:
+                ctx = ctx.with_batch_size(tf.shape(arrays[0])[0])
         outputs: Dict[str, LayerOutput] = {}
         for name in self.order:
             if name not in needed:

@@ -10,6 +10,7 @@ import tensorflow as tf
 
 from returnn.errors import NetworkError
 from returnn.tensor import Data, Dim, DimTypes
+from returnn.tensor.dim import batch_dim
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
 from returnn.tf.layers.helpers import check_sources
 from returnn.tf.layers.options import Option
@@ -24,22 +25,21 @@ def _dtype(layer: Layer, value: Any, default: str) -> tf.DType:
 
 @register_layer
 class ConstantLayer(Layer):
-    """A constant ``value`` (scalar or nested list), without batch axis; broadcasts in combine."""
+    """A constant ``value`` (scalar or nested list), without batch axis (it broadcasts in combine),
+    or with ``with_batch_dim`` repeated over the batch."""
 
     layer_class = "constant"
     default_from = ()
     options = (
         Option("value", 0.0, "the value: a number or a nested list"),
         Option("dtype", None, "dtype (default: from the value)"),
-        Option("with_batch_dim", False, "not supported (the constant broadcasts over the batch instead)"),
+        Option("with_batch_dim", False, "add a batch axis (first): the value repeated per sequence"),
         Option("shape", None, "accepted when equal to the value's shape"),
     )
 
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
         super().__init__(name, opts, sources, seed)
         check_sources(self, sources, 0, 0)
-        if self.opt("with_batch_dim"):
-            raise NetworkError("%s: with_batch_dim is not supported; the constant broadcasts in combine" % self.desc)
         value = np.asarray(self.opt("value"))
         if value.dtype == object or value.dtype.kind not in "biuf":
             raise NetworkError("%s: 'value' must be a number or a nested list of numbers" % self.desc)
@@ -50,10 +50,18 @@ class ConstantLayer(Layer):
             raise NetworkError("%s: shape %r does not match the value's shape %r" % (self.desc, shape, value.shape))
         self.value = value.astype(self.dtype.as_numpy_dtype)
         dims = [Dim(n, kind=DimTypes.Spatial, description="%s:c%i" % (name, i)) for i, n in enumerate(value.shape)]
+        self.with_batch = bool(self.opt("with_batch_dim"))
+        if self.with_batch:
+            dims = [batch_dim] + dims
         self.output = Data(name, dims=dims, dtype=self.dtype.name)
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
-        return self.make_output(tf.constant(self.value), sources)
+        value = tf.constant(self.value)
+        if self.with_batch:
+            if ctx.batch_size is None:
+                raise NetworkError("%s: with_batch_dim needs the batch size (run it inside a network)" % self.desc)
+            value = tf.broadcast_to(value[None], tf.concat([[ctx.batch_size], tf.shape(value)], 0))
+        return self.make_output(value, sources)
 
 
 @register_layer

@@ -23,11 +23,11 @@ from returnn.tf.layers.rec_net.deps import Ref, initial_output_ref
 STEP_SEED_STRIDE = 1000003  # per-step offset of the dropout seed inside the loop
 
 
-def step_context(ctx: RunContext, t: tf.Tensor) -> RunContext:
+def step_context(ctx: RunContext, t: tf.Tensor, batch_size: Optional[tf.Tensor] = None) -> RunContext:
     """``ctx`` with a seed of its own for step ``t`` (dropout masks differ per step); the global
-    step (``seed[1]``) is unchanged."""
+    step (``seed[1]``) is unchanged. ``batch_size``: the loop's (B * beam in search)."""
     offset = tf.stack([(tf.cast(t, tf.int64) + 1) * STEP_SEED_STRIDE, tf.constant(0, tf.int64)])
-    return RunContext(ctx.train, ctx.seed + offset)
+    return RunContext(ctx.train, ctx.seed + offset, batch_size if batch_size is not None else ctx.batch_size)
 
 
 def has_state(layer) -> bool:
@@ -190,7 +190,7 @@ class UnitRun:
                      for n in names if has_logits(rec.layers[n])}
 
         def body(t, prev, state, tas, logit_tas):
-            ctx = step_context(self.ctx, t)
+            ctx = step_context(self.ctx, t, self.batch)
             vals: Dict[str, LayerOutput] = {}
             new_state = {}
             tas, logit_tas = dict(tas), dict(logit_tas)

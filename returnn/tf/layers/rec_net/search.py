@@ -119,7 +119,7 @@ class BeamSearchRun(UnitRun):
         choice_tmpl = rec.layers[self.choice].output
 
         def body(t, prev, state, scores, ended, lens, labels_ta, src_ta):
-            ctx = step_context(self.ctx, t)
+            ctx = step_context(self.ctx, t, self.batch)
             vals: Dict[str, LayerOutput] = {}
             new_state: Dict[str, Any] = {}
             for n in names:
