@@ -125,3 +125,31 @@ def test_reduce_out_maxout():
     np.testing.assert_allclose(out, x.reshape(2, 3, 3, 2).max(-1))
     with pytest.raises(NetworkError, match="'lay'.*num_pieces"):
         make("reduce_out", {"num_pieces": 4}, [data])
+
+
+def test_generic_attention_with_heads_and_decoder_time():
+    """RETURNN's multi-head form: weights (B, T_enc, H) over values (B, T_enc, H, D); and weights
+    with an extra decoder time axis (whole-sequence attention)."""
+    enc_time, heads = SpatialDim("enc"), FeatureDim("heads", 2)
+    base_d = Data("v", dims=[batch_dim, enc_time, SpatialDim("h", 2), FeatureDim("d", 3)])
+    v = np.random.RandomState(0).randn(2, 4, 2, 3).astype("float32")
+    v[1, 2:] = np.nan
+    base = LayerOutput(tf.constant(v), base_d, {enc_time: tf.constant(ENC_LENS)})
+    w_d = Data("w", dims=[batch_dim, enc_time, heads])
+    w = np.random.RandomState(1).rand(2, 4, 2).astype("float32")
+    w[1, 2:] = np.nan
+    layer = make("generic_attention", {"weights": "w", "base": "v"}, [w_d, base_d])
+    assert layer.output.batch_shape == (None, 2, 3)
+    out = run(layer, [LayerOutput(tf.constant(w), w_d, {enc_time: tf.constant(ENC_LENS)}), base]).tensor.numpy()
+    for b, n in enumerate(ENC_LENS):
+        np.testing.assert_allclose(out[b], np.einsum("th,thd->hd", w[b, :n], v[b, :n]), atol=1e-5)
+    dec = SpatialDim("dec")
+    wd_d = Data("wd", dims=[batch_dim, dec, enc_time, FeatureDim("one", 1)])
+    e_d = Data("e", dims=[batch_dim, enc_time, FeatureDim("f", 3)])
+    e = np.random.RandomState(2).randn(2, 4, 3).astype("float32")
+    wd = np.random.RandomState(3).rand(2, 5, 4, 1).astype("float32")
+    layer = make("generic_attention", {"weights": "wd", "base": "e"}, [wd_d, e_d])
+    assert layer.output.dims[1] is dec and layer.output.dim == 3
+    out = run(layer, [LayerOutput(tf.constant(wd), wd_d, {dec: tf.constant([5, 5]), enc_time: tf.constant(ENC_LENS)}),
+                      LayerOutput(tf.constant(e), e_d, {enc_time: tf.constant(ENC_LENS)})]).tensor.numpy()
+    np.testing.assert_allclose(out[1], np.einsum("st,tf->sf", wd[1, :, :2, 0], e[1, :2]), atol=1e-5)

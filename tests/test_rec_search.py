@@ -114,3 +114,26 @@ def test_search_task_end_to_end(tmp_path, fmt):
     else:
         hyps = dict(ln.split("\t", 1) for ln in text.splitlines())
     assert len(hyps) == 20 and all(set(h.split()) <= {"0", "1"} for h in hyps.values())
+
+
+def test_decide_with_edit_distance_on_the_searched_output():
+    """A 'decision' layer (decide + edit_distance, as RETURNN's attention configs) gives the
+    searched labels and their label error rate against the target."""
+    extern = {"data": Data("data", shape=(None, 2)), "classes": Data("classes", dim=4, sparse=True)}
+    net_dict = {
+        "enc": {"class": "reduce", "mode": "mean", "axes": "T", "from": "data"},
+        "output": {"class": "rec", "from": [], "target": "classes", "max_seq_len": 8, "unit": {
+            "prob": {"class": "softmax", "from": ["prev:output", "base:enc"], "n_out": 4, "with_bias": False},
+            "output": {"class": "choice", "from": "prob", "target": "classes", "beam_size": 2,
+                       "length_normalization": False},
+            "end": {"class": "compare", "from": "output", "value": EOS}}},
+        "decision": {"class": "decide", "from": "output", "loss": "edit_distance", "target": "classes"}}
+    net = TFNetwork(dict(net_dict), extern, search=True)
+    net.layers["output"].layers["prob"].W.assign(np.concatenate([np.log(P), np.zeros((1, 4)), U[1:2]], 0).astype("float32"))
+    batch = {"data": tf.zeros([1, 3, 2]), "data:seq_len": tf.constant([3])}
+    out = net.forward(batch, RunContext(False), only=["decision"])["decision"]
+    assert list(out.tensor.numpy()[0, :int(out.seq_len[0])]) == [2]
+    train_net = TFNetwork(dict(net_dict), extern)  # teacher forcing: the decision is the target
+    batch.update({"classes": tf.constant([[1, 2]]), "classes:seq_len": tf.constant([2])})
+    values = train_net.compute_losses(train_net.forward(batch, RunContext(False)), batch)["decision"]
+    assert float(values.error_sum) == 0.0 and float(values.error_norm) == 2.0

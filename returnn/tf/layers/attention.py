@@ -19,6 +19,7 @@ import tensorflow as tf
 
 from returnn.errors import NetworkError
 from returnn.tensor import Data, Dim
+from returnn.tensor.dim import batch_dim
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
 from returnn.tf.layers.helpers import check_sources
 from returnn.tf.layers.options import Option
@@ -76,30 +77,19 @@ class SoftmaxOverSpatialLayer(Layer):
         return self.make_output(w, sources)
 
 
-def _weighted_sum(weights: tf.Tensor, w_axis: int, values: LayerOutput, v_axis: int) -> tf.Tensor:
-    """``sum_t weights[..., t, ...] * values[b, t, f]``: weights (B, ..., T at w_axis) batch first,
-    values (B, T, F) with T at v_axis; returns weights' other axes + F."""
-    v = values.masked(0.0)
-    v = tf.transpose(v, [0, v_axis] + [a for a in range(len(v.shape)) if a not in (0, v_axis)])  # (B, T, F)
-    w_rest = [a for a in range(len(weights.shape)) if a != w_axis]
-    w = tf.transpose(weights, w_rest + [w_axis])  # (B, ..., T)
-    shape = tf.shape(w)
-    w_flat = tf.reshape(w, [shape[0], -1, shape[-1]])  # (B, N, T)
-    out = tf.matmul(w_flat, v)  # (B, N, F)
-    return tf.reshape(out, tf.concat([shape[:-1], tf.shape(v)[-1:]], 0))
-
-
 @register_layer
 class GenericAttentionLayer(Layer):
-    """See the module docstring."""
+    """See the module docstring. Multi-head: base ``(B, T, H, D)`` with weights ``(B, T, H)``;
+    the axes of the base other than batch, time and feature are matched in the weights (same dim,
+    else the same static size) and kept; other weight axes (e.g. a decoder time) are kept too."""
 
     layer_class = "generic_attention"
     ref_options = ("weights", "base")
     default_from = ()
     options = (
         Option("weights", None, "layer of attention weights over the base's time axis"),
-        Option("base", None, "layer of values (B, T_enc, F)"),
-        Option("auto_squeeze", True, "drop a size-1 feature axis of the weights"),
+        Option("base", None, "layer of values (B, T_enc, ..., F)"),
+        Option("auto_squeeze", True, "drop size-1 axes of the weights (e.g. the feature axis of an energy)"),
     )
 
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
@@ -107,28 +97,54 @@ class GenericAttentionLayer(Layer):
         if not isinstance(opts.get("weights"), str) or not isinstance(opts.get("base"), str):
             raise NetworkError("%s: needs 'weights' and 'base' (layer names)" % self.desc)
         weights, base = sources[-2], sources[-1]
-        self.v_axis = base.time_dim_axis
-        if self.v_axis is None or base.batch_dim_axis != 0 or base.batch_ndim != 3 or base.sparse:
-            raise NetworkError("%s: base must be (batch, time, feature), got %s" % (self.desc, base.short_repr()))
-        time = base.dims[self.v_axis]
-        w_axes = [i for i, d in enumerate(weights.dims) if d == time]
-        if len(w_axes) != 1 or weights.batch_dim_axis != 0:
-            raise NetworkError("%s: weights %s must be batch-first and have the base's time axis %r"
-                               % (self.desc, weights.short_repr(), time.description))
-        self.w_axis = w_axes[0]
-        w_dims = [d for i, d in enumerate(weights.dims) if i != self.w_axis]
-        self.squeeze_axis: Optional[int] = None
-        if len(w_dims) > 1 and w_dims[-1].dimension == 1 and not w_dims[-1].is_batch_dim():
-            self.squeeze_axis = len(w_dims) - 1
-            w_dims = w_dims[:-1]
+        where = "%s: base %s, weights %s" % (self.desc, base.short_repr(), weights.short_repr())
+        if base.time_dim_axis is None or base.batch_dim_axis is None or base.feature_dim_axis is None or base.sparse:
+            raise NetworkError("%s: the base needs batch, time and feature axes" % where)
+        time = base.dims[base.time_dim_axis]
+        letters = iter("acdeghijklmnopqrsuvwxyz")
+        base_l: List[str] = []
+        for i, d in enumerate(base.dims):
+            base_l.append("b" if d.is_batch_dim() else "t" if i == base.time_dim_axis else
+                          "f" if i == base.feature_dim_axis else next(letters))
+        w_l: List[Optional[str]] = [None] * weights.batch_ndim
+        for i, d in enumerate(weights.dims):
+            if d.is_batch_dim():
+                w_l[i] = "b"
+            elif d == time:
+                w_l[i] = "t"
+        if "b" not in w_l or "t" not in w_l:
+            raise NetworkError("%s: the weights need the batch axis and the base's time axis" % where)
+        for j, d in enumerate(base.dims):  # shared axes, e.g. heads
+            if base_l[j] in "btf":
+                continue
+            same = [i for i, w in enumerate(weights.dims) if w_l[i] is None and w == d]
+            if not same:
+                same = [i for i, w in enumerate(weights.dims) if w_l[i] is None and w.dimension == d.dimension]
+            if len(same) != 1:
+                raise NetworkError("%s: base axis %r not found in the weights" % (where, d.description))
+            w_l[same[0]] = base_l[j]
+        self.squeeze = []
+        for i, d in enumerate(weights.dims):
+            if w_l[i] is None:
+                if d.dimension == 1 and self.opt("auto_squeeze"):
+                    self.squeeze.append(i)
+                    w_l[i] = ""
+                else:
+                    w_l[i] = next(letters)
+        keep_w = [(i, w_l[i]) for i in range(weights.batch_ndim) if w_l[i] not in ("b", "t", "") and w_l[i] not in base_l]
+        shared = [(j, base_l[j]) for j in range(base.batch_ndim) if base_l[j] not in "btf"]
+        out_l = ["b"] + [x for _, x in keep_w] + [x for _, x in shared] + ["f"]
+        self.equation = "%s,%s->%s" % ("".join(w_l), "".join(base_l), "".join(out_l))
+        dims = [batch_dim] + [weights.dims[i] for i, _ in keep_w] + [base.dims[j] for j, _ in shared] + [base.feature_dim]
         self.check_n_out(base.dim)
-        self.output = Data(name, dims=w_dims + [base.feature_dim])
+        self.output = Data(name, dims=dims, feature_dim_axis=len(dims) - 1)
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         weights, base = sources[-2], sources[-1]
-        out = _weighted_sum(weights.masked(0.0), self.w_axis, base, self.v_axis)
-        if self.squeeze_axis is not None:
-            out = tf.squeeze(out, self.squeeze_axis)
+        w = weights.masked(0.0)
+        if self.squeeze:
+            w = tf.squeeze(w, self.squeeze)
+        out = tf.einsum(self.equation, w, base.masked(0.0))
         return self.make_output(out, [weights, base])
 
 

@@ -65,3 +65,24 @@ class ChoiceLayer(Layer):
             raise NetworkError("%s: in search, the choice is made by its rec layer's loop" % self.desc)
         target = sources[-1]
         return target.with_tensor(target.tensor, self.output)
+
+
+@register_layer
+class DecideLayer(Layer):
+    """``decide``: the final labels of a searched rec layer. The rec layer's value in search is
+    already the best hypothesis per sequence (and the target under teacher forcing), so this is
+    its value unchanged; configs put ``edit_distance`` losses on it."""
+
+    layer_class = "decide"
+    options = (
+        Option("length_normalization", True, "accepted (the rec layer's search already ranked the hypotheses)"),
+    )
+
+    def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
+        super().__init__(name, opts, sources, seed)
+        if len(sources) != 1:
+            raise NetworkError("%s: needs exactly one source" % self.desc)
+        self.output = sources[0].copy(name)
+
+    def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
+        return sources[0].with_tensor(sources[0].tensor, self.output)
