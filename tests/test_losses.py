@@ -218,3 +218,24 @@ def _levenshtein(a, b):
         for j, y in enumerate(b, 1):
             prev, d[j] = d[j], min(d[j] + 1, d[j - 1] + 1, prev + (x != y))
     return d[len(b)]
+
+
+def test_ctc_ignore_longer_outputs_than_inputs_and_option_checks():
+    """RETURNN's ctc_opts: a target longer than the output counts 0 instead of a huge loss."""
+    import numpy as np
+    import pytest
+    from data_utils import lo
+    from returnn.errors import NetworkError
+    from returnn.tf.losses import CtcLoss
+    logits = np.random.RandomState(0).randn(2, 3, 4).astype("float32")
+
+    def loss(opts, n):
+        out = lo(logits[:n], [3, 2][:n])
+        target = lo(np.array([[1, 2, 0, 0], [1, 2, 1, 2]], "int32")[:n], [2, 4][:n], dim=3, sparse=True)
+        return float(CtcLoss("ctc", opts, "classes").compute_btf(out, target).loss_sum)
+
+    ignore = {"beam_width": 1, "ctc_opts": {"ignore_longer_outputs_than_inputs": True}}
+    assert loss({}, 2) > loss({}, 1) + 100  # the infeasible second sequence
+    assert loss(ignore, 2) == pytest.approx(loss({}, 1), rel=1e-5)
+    with pytest.raises(NetworkError, match="'ctc'.*unknown ctc_opts nope"):
+        CtcLoss("ctc", {"ctc_opts": {"nope": 1}}, "classes")

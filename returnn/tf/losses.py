@@ -199,10 +199,32 @@ class CtcLoss(Loss):
     of real OUTPUT frames (sum of the output lengths), as for frame-wise losses. The error is the
     label error rate of greedy (best-path) decoding: ``error_sum`` = sum of the edit distances,
     ``error_norm`` = total number of target labels.
+
+    ``loss_opts``: ``ctc_opts`` with ``ignore_longer_outputs_than_inputs`` (sequences whose target
+    is longer than the output count 0 instead of an infinite loss; RETURNN's option of TF's CTC
+    op); ``beam_width`` (RETURNN decodes with it for the error; accepted, the error here is always
+    from greedy decoding); ``use_native``, ``focal_loss_factor`` 0 accepted.
     """
 
     loss_class = "ctc"
     framewise = False
+    known_opts = ("ctc_opts", "beam_width", "use_native", "focal_loss_factor")
+    known_ctc_opts = ("ignore_longer_outputs_than_inputs", "preprocess_collapse_repeated", "ctc_merge_repeated")
+
+    def __init__(self, layer_name: str, loss_opts: Optional[Dict[str, Any]], target_key: str):
+        super().__init__(layer_name, loss_opts, target_key)
+        ctc_opts = dict(self.opts.get("ctc_opts") or {})
+        unknown = set(ctc_opts) - set(self.known_ctc_opts)
+        if unknown:
+            raise NetworkError("layer %r: unknown ctc_opts %s (known: %s)"
+                               % (layer_name, known_list(unknown), known_list(self.known_ctc_opts)))
+        for key, default in (("preprocess_collapse_repeated", False), ("ctc_merge_repeated", True)):
+            if ctc_opts.get(key, default) != default:
+                raise NetworkError("layer %r: ctc_opts %s=%r is not supported (only %r)"
+                                   % (layer_name, key, ctc_opts[key], default))
+        if self.opts.get("focal_loss_factor"):
+            raise NetworkError("layer %r: ctc focal_loss_factor is not supported" % layer_name)
+        self.ignore_longer = bool(ctc_opts.get("ignore_longer_outputs_than_inputs", False))
 
     def compute_btf(self, output: LayerOutput, target: LayerOutput) -> LossValues:
         if not target.data.sparse or not output.data.have_time_axis() or not target.data.have_time_axis():
@@ -215,6 +237,8 @@ class CtcLoss(Loss):
         labels = tf.where(label_mask, target.tensor, 0)
         loss = tf.nn.ctc_loss(labels=labels, logits=logits, label_length=target.seq_len,
                               logit_length=output.seq_len, logits_time_major=False, blank_index=blank)
+        if self.ignore_longer:
+            loss = tf.where(target.seq_len > output.seq_len, tf.zeros_like(loss), loss)
         norm = tf.cast(tf.reduce_sum(output.seq_len), tf.float32)
         decoded, _ = tf.nn.ctc_greedy_decoder(tf.transpose(logits, [1, 0, 2]), output.seq_len,
                                               merge_repeated=True, blank_index=blank)

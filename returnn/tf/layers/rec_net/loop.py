@@ -38,6 +38,12 @@ def has_logits(layer) -> bool:
     return getattr(layer, "activation_name", None) in LOGIT_ACTIVATIONS
 
 
+def keep_shape(new: tf.Tensor, old: tf.Tensor) -> tf.Tensor:
+    """``new`` with the static shape of the loop variable ``old`` (a layer may lose static sizes,
+    e.g. a reshape; the loop needs them to stay)."""
+    return tf.ensure_shape(new, _invariant(old))
+
+
 def _invariant(x: tf.Tensor) -> tf.TensorShape:
     """The shape a loop variable keeps over steps: the batch axis (first) and unknown sizes free."""
     dims = x.shape.as_list()
@@ -199,7 +205,8 @@ class UnitRun:
                 tas[n] = tas[n].write(t, out.tensor)
                 if n in logit_tas:
                     logit_tas[n] = logit_tas[n].write(t, out.logits)
-            new_prev = {n: tf.cast(vals[n].tensor, prev[n].dtype) for n in prev}
+            new_prev = {n: keep_shape(tf.cast(vals[n].tensor, prev[n].dtype), prev[n]) for n in prev}
+            new_state = {n: tf.nest.map_structure(keep_shape, new_state[n], state[n]) for n in state}
             return t + 1, new_prev, new_state, tas, logit_tas
 
         loop_vars = (tf.constant(0), prev0, state0, tas, logit_tas)

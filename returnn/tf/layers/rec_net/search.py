@@ -22,7 +22,7 @@ import tensorflow as tf
 from returnn.errors import NetworkError
 from returnn.tf.layers.base import LayerOutput, RunContext
 from returnn.tf.layers.rec_net import frames
-from returnn.tf.layers.rec_net.loop import UnitRun, _invariant, has_state, step_context
+from returnn.tf.layers.rec_net.loop import UnitRun, _invariant, has_state, keep_shape, step_context
 
 NEG_INF = -1e30
 
@@ -147,8 +147,8 @@ class BeamSearchRun(UnitRun):
             lens = lens + tf.cast(step_counts, tf.int32)
             ended = ended | end
             for n in state:
-                new_state.setdefault(n, state[n])
-            new_prev = {n: tf.cast(vals[n].tensor, prev[n].dtype) for n in prev}
+                new_state[n] = tf.nest.map_structure(keep_shape, new_state.get(n, state[n]), state[n])
+            new_prev = {n: keep_shape(tf.cast(vals[n].tensor, prev[n].dtype), prev[n]) for n in prev}
             return t + 1, new_prev, new_state, scores, ended, lens, labels_ta, src_ta
 
         def cond(t, prev, state, scores, ended, lens, *_):
