@@ -107,3 +107,18 @@ def test_numbers_dict_semantics():
     assert NumbersDict(5)["anything"] == 5
     assert d > 9 and not d > 10
     assert NumbersDict.max([d, NumbersDict({"data": 12, "classes": 1})]).dict == {"data": 12, "classes": 4}
+
+
+def test_config_tf_where_with_vector_condition_selects_rows():
+    """TF1's tf.where(cond (B,), x (B, T, F), y) picks whole rows (SpecAugment code in RETURNN's
+    2019 LibriSpeech configs relies on it); TF2's broadcasting where stays for the rest."""
+    import numpy as np
+    import tensorflow as real_tf
+    from returnn.tf.compat import tf_with_v1_names
+    tf = tf_with_v1_names()
+    x, y = np.ones((2, 3, 4), "float32"), np.zeros((2, 3, 4), "float32")
+    out = tf.where(real_tf.constant([True, False]), x, y).numpy()
+    assert (out[0] == 1).all() and (out[1] == 0).all()
+    out = tf.where(real_tf.constant([True, False, True, False]), x, y).numpy()  # TF2: broadcast on the last axis
+    assert (out[..., 0] == 1).all() and (out[..., 1] == 0).all()
+    assert tf.where(real_tf.constant([[False, True]])).numpy().tolist() == [[0, 1]]

@@ -9,7 +9,9 @@ RETURNN configs written for TF1 call ``tf.log``, ``tf.random_uniform``, ``tf.to_
 - a name only ``tf.compat.v1`` has (``log``, ``to_float``, ``random_uniform``, ``Print``,
   ``nn.softmax_cross_entropy_with_logits_v2``, ...) comes from there, in submodules too;
 - a TF2 function called with keyword arguments only its TF1 namesake accepts (``keep_dims``,
-  ``reduction_indices``, ``squeeze_dims``, ``keep_prob``, ...) runs as the TF1 function.
+  ``reduction_indices``, ``squeeze_dims``, ``keep_prob``, ...) runs as the TF1 function;
+- ``tf.where(cond, x, y)`` with a vector ``cond`` and ``x`` of higher rank selects whole rows,
+  as TF1 did (TF2 would broadcast ``cond`` against the last axis); otherwise it is TF2's.
 
 Config files get this view when they ``import tensorflow`` (see :mod:`returnn.config_env`); the
 eval layer can hand it to its strings as ``tf``. RETURNN's ``returnn.tf.compat`` names ``v1`` and
@@ -65,8 +67,24 @@ class TF1FallbackModule(types.ModuleType):
         return "<module %r (TensorFlow 2 with tf.compat.v1 names)>" % self.__name__
 
 
+def _where(condition, x=None, y=None, name=None):
+    """TF2's ``where``; a rank-1 condition with higher-rank values selects rows (TF1's rule)."""
+    if x is not None and y is not None:
+        condition = tf.convert_to_tensor(condition)
+        x = tf.convert_to_tensor(x)
+        if condition.shape.rank == 1 and x.shape.rank is not None and x.shape.rank > 1:
+            condition = tf.reshape(condition, tf.concat([tf.shape(condition), tf.ones([x.shape.rank - 1], tf.int32)], 0))
+    return tf.where(condition, x, y, name=name)
+
+
+# Names whose TF1 and TF2 meanings differ in a way the arguments tell apart.
+_SEMANTIC_SHIMS: Dict[str, Callable] = {"tensorflow.where": _where}
+
+
 def _wrap(value: Any, old: Any, qualname: str) -> Any:
     """``value`` as config code sees it: submodules proxied, functions with a TF1 keyword fallback."""
+    if qualname in _SEMANTIC_SHIMS:
+        return _SEMANTIC_SHIMS[qualname]
     if isinstance(value, types.ModuleType):
         if qualname.rsplit(".", 1)[-1] in _NOT_PROXIED:
             return value
