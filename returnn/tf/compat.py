@@ -11,7 +11,7 @@ RETURNN configs written for TF1 call ``tf.log``, ``tf.random_uniform``, ``tf.to_
 - a TF2 function called with keyword arguments only its TF1 namesake accepts (``keep_dims``,
   ``reduction_indices``, ``squeeze_dims``, ``keep_prob``, ...) runs as the TF1 function;
 - ``tf.where(cond, x, y)`` with a vector ``cond`` and ``x`` of higher rank selects whole rows,
-  as TF1 did (TF2 would broadcast ``cond`` against the last axis); otherwise it is TF2's.
+  as TF1 did, unless ``cond``'s static size says it matches ``x``'s last axis (TF2's broadcast).
 
 Config files get this view when they ``import tensorflow`` (see :mod:`returnn.config_env`); the
 eval layer can hand it to its strings as ``tf``. RETURNN's ``returnn.tf.compat`` names ``v1`` and
@@ -72,7 +72,11 @@ def _where(condition, x=None, y=None, name=None):
     if x is not None and y is not None:
         condition = tf.convert_to_tensor(condition)
         x = tf.convert_to_tensor(x)
-        if condition.shape.rank == 1 and x.shape.rank is not None and x.shape.rank > 1:
+        n, first, last = (condition.shape[0] if condition.shape.rank == 1 else None,
+                          x.shape[0] if x.shape.rank else None, x.shape[-1] if x.shape.rank else None)
+        rows = n is None or n == first or first is None
+        if condition.shape.rank == 1 and x.shape.rank is not None and x.shape.rank > 1 and rows \
+                and not (n is not None and n == last and n != first):
             condition = tf.reshape(condition, tf.concat([tf.shape(condition), tf.ones([x.shape.rank - 1], tf.int32)], 0))
     return tf.where(condition, x, y, name=name)
 
