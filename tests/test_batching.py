@@ -71,6 +71,17 @@ def test_long_sequence_alone_and_max_seq_length():
     assert sorted(np.concatenate([b.seq_idxs for b in batches]).tolist()) == [0, 2, 3, 5]
 
 
+def test_max_seq_length_per_key():
+    """RETURNN's forms: {key: limit} limits only those keys; a negative int limits 'classes'."""
+    ds = make_dataset([50, 50, 50, 50], target_lengths=[4, 10, 12, 3])
+    ds.init_seq_order(1)
+    kept = lambda msl: sorted(np.concatenate([b.seq_idxs for b in generate_batches(ds, 1000, -1, max_seq_length=msl)]
+                                             ).tolist())  # noqa: E731
+    assert kept({"classes": 9}) == [0, 3]  # the 50 frames of 'data' do not count
+    assert kept(-10) == [0, 1, 3]
+    assert kept({"data": 60}) == [0, 1, 2, 3] and kept(60) == [0, 1, 2, 3]
+
+
 def test_budget_uses_longest_key():
     # classes longer than data: the cost must count the longer key.
     ds = make_dataset([4, 4, 4, 4], target_lengths=[4, 10, 4, 4])
@@ -201,13 +212,15 @@ def test_batch_options_from_config_and_epoch_slices():
     config = Config({"batch_size": 30, "max_seqs": 4, "chunking": "10:5", "max_seq_length": {"data": 35, "classes": 38},
                      "prefetch_batches": 3})
     options = BatchOptions.from_config(config)
-    assert (options.batch_size, options.max_seqs, options.max_seq_length, options.prefetch) == (30, 4, 38, 3)
+    assert (options.batch_size, options.max_seqs, options.max_seq_length, options.prefetch) == \
+        (30, 4, {"data": 35, "classes": 38}, 3)
     assert BatchOptions.from_config(Config()) == BatchOptions(1000, -1, None, 0, 8)
     lengths = random_lengths(20, 7, 1, 40)
     ds = make_dataset(lengths)
     chunked = options.epoch_slices(ds, 1, chunked=True)
     ds.init_seq_order(1)
-    assert [b.entries() for b in chunked] == [b.entries() for b in generate_batches(ds, 30, 4, "10:5", 38)]
+    assert [b.entries() for b in chunked] == [b.entries() for b in generate_batches(ds, 30, 4, "10:5",
+                                                                                   {"data": 35, "classes": 38})]
     whole = options.epoch_slices(ds, 1, chunked=False)
     assert all(np.all(b.ends == -1) for b in whole)
     kept = sorted(i for b in whole for i in b.seq_idxs.tolist())

@@ -153,3 +153,17 @@ def test_generic_attention_with_heads_and_decoder_time():
     out = run(layer, [LayerOutput(tf.constant(wd), wd_d, {dec: tf.constant([5, 5]), enc_time: tf.constant(ENC_LENS)}),
                       LayerOutput(tf.constant(e), e_d, {enc_time: tf.constant(ENC_LENS)})]).tensor.numpy()
     np.testing.assert_allclose(out[1], np.einsum("st,tf->sf", wd[1, :, :2, 0], e[1, :2]), atol=1e-5)
+
+
+def test_softmax_over_spatial_window():
+    """Local attention: only positions start <= t < start + size get weight (start per sequence)."""
+    ctx_d, ctx, c = _enc(1, 4)
+    start_d = Data("start", dims=[batch_dim], dtype="int32")
+    layer = make("softmax_over_spatial", {"window_start": "start", "window_size": 2}, [ctx_d, start_d])
+    w = run(layer, [ctx, LayerOutput(tf.constant([1, 0]), start_d)]).tensor.numpy()
+    np.testing.assert_allclose(w[0, 1:3, 0], _np_softmax(c[0, 1:3, 0]), atol=1e-6)
+    assert w[0, 0, 0] == 0 and w[0, 3, 0] == 0
+    np.testing.assert_allclose(w[1, 0:2, 0], _np_softmax(c[1, 0:2, 0]), atol=1e-6)
+    fixed = run(make("softmax_over_spatial", {"window_start": 2, "window_size": 5}, [ctx_d]), [ctx]).tensor.numpy()
+    np.testing.assert_allclose(fixed[0, 2:, 0], _np_softmax(c[0, 2:4, 0]), atol=1e-6)
+    assert (fixed[1] == 0).all()  # the window lies beyond the sequence: no weight anywhere

@@ -237,3 +237,24 @@ num_epochs = 1
     assert proc.returncode == 0 and "epoch 1 score" in proc.stdout, describe(proc)
     proc = run_rnn(train_args(cfg, tmp_path, "++num_epochs", "2"), timeout=300)
     assert proc.returncode == 0 and "epoch 2 score" in proc.stdout and "epoch 1 score" not in proc.stdout, describe(proc)
+
+
+def test_subnetwork_and_variable_inside_a_unit():
+    """A subnetwork sub-layer (RETURNN's LM-fusion configs) is flattened inside the unit, its
+    cells keep their own state; a variable sub-layer has no 'from' (no data:source needed)."""
+    net = TFNetwork({"dec": {"class": "rec", "from": [], "target": "classes", "unit": {
+        "v": {"class": "variable", "shape": [3]},
+        "lm": {"class": "subnetwork", "from": ["prev:output"], "subnetwork": {
+            "input": {"class": "linear", "n_out": 4, "activation": None},
+            "lstm": {"class": "rnn_cell", "unit": "LSTMBlock", "n_out": 5, "from": ["input"]},
+            "output": {"class": "linear", "from": ["lstm", "base:v"], "n_out": 3}}},
+        "prob": {"class": "softmax", "from": ["lm"], "target": "classes", "loss": "ce"},
+        "output": {"class": "choice", "from": "prob", "target": "classes", "beam_size": 2}}}}, _extern())
+    rec = net.layers["dec"]
+    assert {"lm/input", "lm/lstm", "lm/output", "lm", "v"} <= set(rec.layers)
+    batch, _, _ = _batch()
+    outs = net.forward(batch, RunContext(False))
+    assert outs["dec/prob"].tensor.shape[:2] == (3, 5) and np.isfinite(_real(outs["dec/prob"].tensor.numpy())[0]).all()
+    search = TFNetwork({"dec": dict(net.net_dict["dec"])}, _extern(), search=True)
+    out = search.forward({"data": batch["data"], "data:seq_len": batch["data:seq_len"]}, RunContext(False))["dec"]
+    assert out.tensor.shape[0] == 3

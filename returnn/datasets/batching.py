@@ -96,8 +96,27 @@ def chunk_ranges(length: int, size: int, step: int) -> List[Tuple[int, int]]:
     return out
 
 
+def too_long(dataset: Dataset, lengths: np.ndarray, max_seq_length: Any) -> np.ndarray:
+    """(num_seqs,) bool: sequences over ``max_seq_length`` (RETURNN's: an int limits every data key,
+    a negative int the key ``classes``, a dict ``{key: limit}`` only those keys; 0/None: no limit)."""
+    if not max_seq_length:
+        return np.zeros(lengths.shape[0], dtype=bool)
+    if isinstance(max_seq_length, dict):
+        limits = {k: int(v) for k, v in max_seq_length.items() if v}
+    elif int(max_seq_length) < 0:
+        limits = {"classes": -int(max_seq_length)}
+    else:
+        return lengths.max(axis=1) > int(max_seq_length)
+    keys = list(dataset.get_data_keys())
+    out = np.zeros(lengths.shape[0], dtype=bool)
+    for key, limit in limits.items():
+        if key in keys:
+            out |= lengths[:, keys.index(key)] > limit
+    return out
+
+
 def generate_batches(dataset: Dataset, batch_size: int, max_seqs: int = -1,
-                     chunking=None, max_seq_length: int = 0) -> List[BatchSlices]:
+                     chunking=None, max_seq_length: Any = 0) -> List[BatchSlices]:
     """Cuts the current epoch of ``dataset`` (after ``init_seq_order``) into batches, in order.
 
     A batch's cost is (longest entry) x (number of entries); it stays <= ``batch_size`` unless a
@@ -116,6 +135,7 @@ def generate_batches(dataset: Dataset, batch_size: int, max_seqs: int = -1,
             raise DataError("chunking needs all data keys as long as %r, but %s differ in dataset %s"
                             % (keys[0], ", ".join(repr(k) for k in unequal), dataset.name))
     max_len = lengths.max(axis=1)
+    skip = too_long(dataset, lengths, max_seq_length)
     batch_size = int(batch_size)
     max_seqs = int(max_seqs) if max_seqs and int(max_seqs) > 0 else 1 << 62
     batches: List[BatchSlices] = []
@@ -133,7 +153,7 @@ def generate_batches(dataset: Dataset, batch_size: int, max_seqs: int = -1,
 
     for seq_idx in range(lengths.shape[0]):
         length = int(max_len[seq_idx])
-        if max_seq_length and length > max_seq_length:
+        if skip[seq_idx]:
             continue
         pieces = chunk_ranges(length, *chunk) if chunk else [(0, -1)]
         for start, end in pieces:
@@ -235,7 +255,7 @@ class BatchOptions:
     batch_size: int
     max_seqs: int
     chunking: Any
-    max_seq_length: int
+    max_seq_length: Any  # int or {data key: limit}, see too_long()
     prefetch: int
     # RETURNN packs frames when no layer mixes frames (its "non-recurrent" network); the engine
     # sets this for its network. Forwarding always keeps whole sequences.
@@ -245,10 +265,10 @@ class BatchOptions:
     def from_config(cls, config) -> "BatchOptions":
         """Reads the options from a :class:`returnn.config.Config` (defaults: returnn/config_keys/)."""
         max_seq_length = config.typed_value("max_seq_length")
-        if isinstance(max_seq_length, dict):  # RETURNN allows per-key limits; use the largest
-            max_seq_length = max(max_seq_length.values()) if max_seq_length else 0
+        if not isinstance(max_seq_length, dict):
+            max_seq_length = int(max_seq_length or 0)
         return cls(batch_size=config.int("batch_size"), max_seqs=config.int("max_seqs"),
-                   chunking=config.typed_value("chunking"), max_seq_length=int(max_seq_length or 0),
+                   chunking=config.typed_value("chunking"), max_seq_length=max_seq_length,
                    prefetch=config.int("prefetch_batches"))
 
     def epoch_slices(self, dataset: Dataset, epoch: int, chunked: bool, rank: int = 0,

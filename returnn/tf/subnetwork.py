@@ -5,7 +5,8 @@ The sub-network is flattened into the enclosing dict before the network is built
 ``"data"`` is the subnetwork's input (its ``from``; several sources are concatenated first),
 ``"data:KEY"`` is still the extern data, ``"base:x"`` is layer ``x`` of the enclosing dict, and
 ``NAME`` itself is a copy of ``NAME/output`` that keeps the subnetwork layer's own options
-(``loss``, ``target``, ``is_output_layer``, ...). Sub-networks nest.
+(``loss``, ``target``, ``is_output_layer``, ...). Sub-networks nest, and in a rec unit they are
+flattened the same way (``prev:x`` inside is ``prev:NAME/x``).
 """
 from __future__ import annotations
 
@@ -32,6 +33,8 @@ def _map_ref(ref: str, prefix: str, data_name: str) -> str:
         return ref
     if ref.startswith("base:"):
         return ref[len("base:"):]
+    if ref.startswith("prev:"):  # inside a rec unit: the previous step of a layer of this subnetwork
+        return "prev:" + prefix + ref[len("prev:"):]
     return prefix + ref
 
 

@@ -4,7 +4,8 @@ whole sequences (one query per frame).
 - ``softmax_over_spatial``: softmax of energies over a dynamic axis (default: the input's time
   axis; with several dynamic axes the last one, e.g. the encoder time of per-step energies
   ``(B, T_enc, 1)`` broadcast from a decoder frame), padded positions get weight 0;
-  ``energy_factor`` scales the energies first.
+  ``energy_factor`` scales the energies first; ``window_start`` (an int or a layer of shape (B,))
+  with ``window_size`` keeps only positions ``start <= t < start + size`` (local attention).
 - ``generic_attention``: ``sum_t weights[..., t] * base[t, :]`` over the base's time axis; a
   size-1 feature axis of the weights (from a ``linear`` with ``n_out: 1``) is dropped.
 - ``dot_attention`` (RETURNN's old layer): query ``from`` (``(B, F)`` per step or ``(B, T, F)``),
@@ -23,6 +24,7 @@ from returnn.tensor.dim import batch_dim
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
 from returnn.tf.layers.helpers import check_sources
 from returnn.tf.layers.options import Option
+from returnn.tf.layers.output import align_tensor
 
 
 def _attention_axis(layer: Layer, data: Data, axis: Any) -> int:
@@ -48,29 +50,46 @@ class SoftmaxOverSpatialLayer(Layer):
     """See the module docstring."""
 
     layer_class = "softmax_over_spatial"
+    ref_options = ("window_start",)
     options = (
         Option("axis", None, "axis to normalize over (default: see module docstring)"),
         Option("energy_factor", None, "factor of the energies before the softmax"),
         Option("use_time_mask", True, "padded positions get weight 0 (always)"),
         Option("log_space", False, "output log-weights"),
-        Option("window_start", None, "not supported"),
-        Option("window_size", None, "not supported"),
+        Option("window_start", None, "first position of the window: an int or a layer (B,)"),
+        Option("window_size", None, "window length (with window_start)"),
         Option("start", None, "not supported"),
     )
 
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
-        super().__init__(name, opts, sources, seed)
-        check_sources(self, sources, 1, 1)
-        for key in ("window_start", "window_size", "start"):
-            if self.opts.get(key) is not None:
-                raise NetworkError("%s: option %r is not supported" % (self.desc, key))
-        self.ax = _attention_axis(self, sources[0], self.opt("axis"))
-        self.output = sources[0].copy(name)
+        self.start_layer = isinstance(opts.get("window_start"), str)
+        own = list(sources[:-1] if self.start_layer else sources)
+        super().__init__(name, opts, own, seed)
+        check_sources(self, own, 1, 1)
+        if self.opts.get("start") is not None:
+            raise NetworkError("%s: option 'start' is not supported" % self.desc)
+        if (self.opt("window_start") is None) != (self.opt("window_size") is None):
+            raise NetworkError("%s: window_start and window_size go together" % self.desc)
+        if self.start_layer and (sources[-1].batch_ndim - (sources[-1].feature_dim_axis is not None and
+                                                           sources[-1].dim == 1)) != 1:
+            raise NetworkError("%s: window_start %r must be one position per sequence (B,), got %s"
+                               % (self.desc, opts["window_start"], sources[-1].short_repr()))
+        self.ax = _attention_axis(self, own[0], self.opt("axis"))
+        if self.opt("window_start") is not None and own[0].batch_dim_axis != 0:
+            raise NetworkError("%s: a window needs batch-major energies" % self.desc)
+        self.output = own[0].copy(name)
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         x = sources[0]
         if self.opt("energy_factor") is not None:
             x = x.with_tensor(x.tensor * float(self.opt("energy_factor")))
+        if self.opt("window_start") is not None:
+            start = sources[-1].tensor if self.start_layer else tf.fill([tf.shape(x.tensor)[0]], self.opt("window_start"))
+            start = tf.cast(tf.reshape(start, [-1]), tf.int32)  # (B,)
+            pos = tf.range(tf.shape(x.tensor)[self.ax])
+            inside = (pos[None, :] >= start[:, None]) & (pos[None, :] < start[:, None] + int(self.opt("window_size")))
+            inside = align_tensor(inside, [0, self.ax], x.data.batch_ndim)
+            x = x.with_tensor(tf.where(inside, x.tensor, tf.constant(float("-inf"), x.tensor.dtype)))
         w = masked_softmax(x, self.ax)
         if self.opt("log_space"):
             w = tf.math.log(tf.maximum(w, 1e-30))

@@ -29,7 +29,7 @@ LAYER_REF_OPTS = ("base", "base_ctx", "weights", "keys", "values", "condition", 
 STEP_ONLY_CLASSES = frozenset(("masked_computation",))
 # Classes whose value in training is their target (teacher forcing), not a function of their "from".
 TARGET_CHOICE_CLASSES = frozenset(("choice",))
-# Classes whose "from" defaults to nothing (instead of "data") when not given.
+# Classes (not implemented here) whose "from" defaults to nothing; implemented ones say it themselves.
 NO_DEFAULT_FROM_CLASSES = frozenset(("generic_attention", "constant", "range", "random", "rand_int", "switch",
                                      "train_flag", "global_train_step"))
 INITIAL_OUTPUT_KEYWORDS = frozenset(("zeros", "ones", "var", "keep_over_epoch", "apply(0)"))
@@ -63,12 +63,22 @@ def _as_list(value: Any) -> List[Any]:
     return [value]
 
 
+def _default_from(class_name: Any) -> List[str]:
+    """The sources of a sub-layer without ``from``: its class's ``default_from`` (the registry is
+    the one place that says it), else ``data`` (``data:source`` in a unit)."""
+    from returnn.tf import layers as _registered  # noqa: F401  (fills the registry)
+    from returnn.tf.layers.base import LAYER_CLASSES
+    if class_name in NO_DEFAULT_FROM_CLASSES:
+        return []
+    cls = LAYER_CLASSES.get(class_name)
+    return list(cls.default_from) if cls is not None else ["data"]
+
+
 def layer_refs(name: str, layer: Mapping[str, Any], rec_name: str = "?") -> List[Ref]:
     """All references of the sub-layer ``name`` (``from``, layer-valued options, ``initial_output``)."""
     if not isinstance(layer, Mapping):
         raise NetworkError("rec layer %r, sub-layer %r: expected a dict, got %r" % (rec_name, name, layer))
-    default_from = None if layer.get("class") in NO_DEFAULT_FROM_CLASSES else "data"
-    raw: List[Any] = _as_list(layer.get("from", default_from))
+    raw: List[Any] = _as_list(layer.get("from", _default_from(layer.get("class"))))
     for opt in LAYER_REF_OPTS:
         raw.extend(v for v in _as_list(layer.get(opt)) if isinstance(v, str))
     refs = []

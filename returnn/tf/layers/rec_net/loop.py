@@ -73,6 +73,8 @@ class UnitRun:
             axis = frames.time_axis_of(length_value.data, rec.time_dim, is_data=True)
             self.seq_len = length_value.size(axis)
             self.n_time = tf.shape(length_value.tensor)[axis]
+        self.full: Dict[str, LayerOutput] = {}
+        self._readers: Dict[str, frames.FrameReader] = {}
         self._set_known()
 
     def _set_known(self) -> None:
@@ -81,18 +83,19 @@ class UnitRun:
         if self.source is not None:
             known["data:source"] = self.source
         batched = [v for v in known.values() if v.data.batch_dim_axis is not None]
-        if not batched:
+        if batched:
+            self.batch = tf.shape(batched[0].tensor)[batched[0].data.batch_dim_axis]
+        elif self.ctx.batch_size is not None:
+            self.batch = self.ctx.batch_size * getattr(self, "k", 1)
+        else:
             raise NetworkError("%s: no input with a batch axis (give the rec layer a source or a base: layer)"
                                % self.rec.desc)
-        self.batch = tf.shape(batched[0].tensor)[batched[0].data.batch_dim_axis]
         self.extents = frames.dim_extents(known)
         self.sizes: Dict[Dim, tf.Tensor] = {}
         for v in known.values():
             self.sizes.update(v.sizes)
         if self.seq_len is not None:
             self.sizes[self.rec.time_dim] = self.seq_len
-        self.full: Dict[str, LayerOutput] = {}
-        self._readers: Dict[str, frames.FrameReader] = {}
 
     # ---- whole sequences
     def value(self, ref_str: str) -> LayerOutput:
