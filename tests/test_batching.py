@@ -287,6 +287,21 @@ def test_laplace_ordering_bins_sorted_alternately():
     _assert_alternating_bins(_order(ds, 1), lengths, [6] * 5)
 
 
+@pytest.mark.parametrize("ordering, n_bins", [("sort_bin_shuffle:3", 3), ("sort_bin_shuffle:.10", 3),
+                                              ("sort_bin_shuffle", 2), ("sort_bin_shuffle_x2:3", 3)])
+def test_sort_bin_shuffle_orderings(ordering, n_bins):
+    """RETURNN's sort_bin_shuffle: all sorted by length, cut into bins of neighbouring lengths, the
+    bins in random order (x2: each bin shuffled inside too)."""
+    lengths = np.random.RandomState(1).permutation(np.arange(1, 31)).tolist()
+    o1, o2 = _order(make_dataset(lengths, seq_ordering=ordering), 1), _order(make_dataset(lengths, seq_ordering=ordering), 2)
+    assert sorted(o1) == list(range(30)) and o1 != o2
+    size = 30 // n_bins
+    bins = [sorted(lengths[i] for i in o1[b * size:(b + 1) * size]) for b in range(n_bins)]
+    assert sorted(bins) == [sorted(lengths)[b * size:(b + 1) * size] for b in range(n_bins)]
+    inside = [[lengths[i] for i in o1[b * size:(b + 1) * size]] for b in range(n_bins)]
+    assert all(x == sorted(x) for x in inside) == (not ordering.startswith("sort_bin_shuffle_x2"))
+
+
 def test_unknown_ordering_is_an_error():
     with pytest.raises(DataError, match="seq_ordering"):
         make_dataset([1, 2], seq_ordering="shuffled").init_seq_order(1)

@@ -70,6 +70,17 @@ def test_linear_without_bias_and_time_less_input():
     np.testing.assert_allclose(out.tensor.numpy(), x @ layer.W.numpy(), atol=1e-5)
 
 
+def test_linear_with_transposed_weights():
+    """use_transposed_weights: W is stored (n_out, n_in), the map is x @ W.T (RETURNN's LM configs
+    share it with an embedding); param_device is accepted."""
+    x = np.random.RandomState(0).randn(3, 4).astype(np.float32)
+    layer = make("softmax", {"n_out": 5, "use_transposed_weights": True, "param_device": "CPU"},
+                 [spec(4, has_time=False)])
+    assert layer.W.shape == (5, 4)
+    out = run(layer, [lo(x, None, has_time=False)])
+    np.testing.assert_allclose(out.logits.numpy(), x @ layer.W.numpy().T + layer.bias.numpy(), atol=1e-5)
+
+
 def test_sparse_input_is_embedding_and_padding_indices_are_ignored():
     idx = np.array([[1, 4, 0, 2, 3], [2, 2, 1, 999, -7], [4, 12345, 0, 0, 0]], np.int32)
     layer = make("linear", {"n_out": 3}, [spec(5, sparse=True)])

@@ -224,7 +224,9 @@ def compute_seq_order(ordering: str, n: int, get_lengths, seed: int, name: str =
 
     ``default``, ``reverse``, ``random[:seed]``, ``sorted``, ``sorted_reverse``,
     ``laplace:<n_bins>[:seed]`` and ``laplace:.<seqs_per_bin>[:seed]`` (shuffle, split into bins,
-    sort each bin by length, every second bin in reverse).
+    sort each bin by length, every second bin in reverse), ``sort_bin_shuffle[:<n_bins>|:.<seqs_per_bin>]``
+    (shuffle, sort all by length, cut into bins (default 2), bins in random order) and
+    ``sort_bin_shuffle_x2`` (the same, each bin also shuffled inside).
     """
     ordering = ordering or "default"
     parts = ordering.split(":")
@@ -263,8 +265,27 @@ def compute_seq_order(ordering: str, n: int, get_lengths, seed: int, name: str =
             sub = chunk[np.argsort(lengths[chunk], kind="stable")]
             out.append(sub[::-1] if b % 2 else sub)
         return np.concatenate(out) if out else idx
-    raise DataError("%s: unknown seq_ordering %r (known: default, reverse, random, sorted, sorted_reverse, laplace:N)"
-                    % (name, ordering))
+    if kind in ("sort_bin_shuffle", "sort_bin_shuffle_x2"):
+        rng = np.random.RandomState(seed % (2 ** 32))
+        lengths = np.asarray(get_lengths())
+        shuffled = rng.permutation(n).astype(np.int64)
+        by_length = shuffled[np.argsort(lengths[shuffled], kind="stable")]
+        if len(parts) < 2 or not parts[1]:
+            num_bins = 2
+        elif parts[1].startswith("."):
+            num_bins = max(n // max(1, number(parts[1][1:])), 2)
+        else:
+            num_bins = max(1, number(parts[1]))
+        bins = [by_length[b * n // num_bins:(b + 1) * n // num_bins] for b in range(num_bins)]
+        out = []
+        for b in rng.permutation(num_bins):
+            part = bins[b].copy()
+            if kind == "sort_bin_shuffle_x2":
+                rng.shuffle(part)
+            out.append(part)
+        return np.concatenate(out) if out else idx
+    raise DataError("%s: unknown seq_ordering %r (known: default, reverse, random, sorted, sorted_reverse, laplace:N, "
+                    "sort_bin_shuffle[_x2]:N)" % (name, ordering))
 
 
 DATASET_CLASSES: Dict[str, Type[Dataset]] = {}

@@ -31,6 +31,8 @@ class LinearLayer(Layer):
         Option("with_bias", True, "add a bias"),
         Option("forward_weights_init", "glorot_uniform", "init of the weights (RETURNN init spec)"),
         Option("bias_init", 0.0, "init of the bias (RETURNN init spec)"),
+        Option("use_transposed_weights", False, "store W as (n_out, n_in) (e.g. to share it with an embedding)"),
+        Option("param_device", None, "accepted for RETURNN compatibility (device placement of the parameters)"),
     )
 
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
@@ -39,14 +41,16 @@ class LinearLayer(Layer):
         n_out = self.require_n_out()
         self.activation_name = self.opt("activation")
         self.activation = get_activation(self.activation_name, name)
-        self.W = self.weight("W", [sum(self.plan.in_dims), n_out], init_option="forward_weights_init")
+        self.transposed = bool(self.opt("use_transposed_weights"))
+        shape = [sum(self.plan.in_dims), n_out]
+        self.W = self.weight("W", shape[::-1] if self.transposed else shape, init_option="forward_weights_init")
         self.bias = self.weight("bias", [n_out], 0.0, init_option="bias_init") if self.opt("with_bias") \
             else None
         self.output = plan_output(name, self.plan, self.out_feature_dim())
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         sources = dropout_sources(self, sources, ctx)
-        x = project_sources(self.plan, sources, self.W)
+        x = project_sources(self.plan, sources, tf.transpose(self.W) if self.transposed else self.W)
         if self.bias is not None:
             x = x + self.bias
         logits = x if self.activation_name in LOGIT_ACTIVATIONS else None
