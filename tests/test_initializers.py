@@ -51,3 +51,18 @@ def test_layers_read_init_options_and_errors_name_them():
         make_layer("linear", {"n_out": 4, "forward_weights_init": "bogus_init(3)"}, [data])
     with pytest.raises(NetworkError, match="'lay'.*bias_init"):
         make_layer("copy", {"bias_init": 0.0}, [data])  # as in RETURNN: copy has no weights
+
+
+def test_initializer_given_as_a_class_dict():
+    """RETURNN configs also write initializers as {"class": "VarianceScaling", ...}."""
+    import numpy as np
+    import pytest
+    from returnn.tf.layers.initializers import initial_value
+    rng = np.random.RandomState(0)
+    w = initial_value({"class": "VarianceScaling", "distribution": "uniform", "mode": "fan_in", "scale": 0.78},
+                      [400, 300], rng)
+    limit = np.sqrt(3 * 0.78 / 400)
+    assert np.abs(w).max() <= limit and np.abs(w).max() > 0.9 * limit
+    assert np.allclose(initial_value({"class": "Constant", "value": 0.5}, [2], rng), 0.5)
+    with pytest.raises(ValueError, match="known classes:.*VarianceScaling"):
+        initial_value({"class": "NoSuchInit"}, [2], rng)

@@ -239,3 +239,20 @@ def test_ctc_ignore_longer_outputs_than_inputs_and_option_checks():
     assert loss(ignore, 2) == pytest.approx(loss({}, 1), rel=1e-5)
     with pytest.raises(NetworkError, match="'ctc'.*unknown ctc_opts nope"):
         CtcLoss("ctc", {"ctc_opts": {"nope": 1}}, "classes")
+
+
+def test_sampling_loss_is_the_full_softmax_cross_entropy():
+    import numpy as np
+    import pytest
+    from data_utils import lo
+    from returnn.errors import NetworkError
+    from returnn.tf.losses import CrossEntropyLoss, SamplingLoss
+    logits = np.random.RandomState(0).randn(2, 3, 5).astype("float32")
+    out = lo(logits, [3, 2])
+    out.logits = out.tensor
+    target = lo(np.array([[1, 2, 4], [0, 3, 999]], "int32"), [3, 2], dim=5, sparse=True)
+    sampled = SamplingLoss("out", {"num_sampled": 3, "use_full_softmax": False, "nce_loss": False}, "data")
+    assert float(sampled.compute(out, target).loss_sum) == pytest.approx(
+        float(CrossEntropyLoss("out", {}, "data").compute(out, target).loss_sum))
+    with pytest.raises(NetworkError, match="nce_loss"):
+        SamplingLoss("out", {"nce_loss": True}, "data")

@@ -1,4 +1,4 @@
-"""Losses (``"loss": "ce" | "mse" | "ctc" | "as_is" | "edit_distance"`` on a layer).
+"""Losses (``"loss": "ce" | "mse" | "ctc" | "as_is" | "edit_distance" | "sampling_loss"`` on a layer).
 
 Every loss returns sums, not averages (:class:`LossValues`); the engine divides by ``norm``
 (and ``error_sum`` by ``error_norm``), possibly after summing over several batches or workers.
@@ -247,6 +247,22 @@ class CtcLoss(Loss):
         return LossValues(tf.reduce_sum(loss), norm, tf.reduce_sum(dist), error_norm)
 
 
+class SamplingLoss(CrossEntropyLoss):
+    """RETURNN's ``sampling_loss`` (sampled softmax for large vocabularies, e.g. word LMs), computed
+    here as the exact cross entropy of the full softmax: what the sampled loss estimates, and what
+    RETURNN itself reports with ``use_full_softmax``. It costs the full output matmul per frame.
+    The sampling options are accepted; ``nce_loss`` (a different objective) is not supported."""
+
+    loss_class = "sampling_loss"
+    known_opts = CrossEntropyLoss.known_opts + ("num_sampled", "use_full_softmax", "nce_loss", "num_splits",
+                                                "sampler", "nce_log_norm_term")
+
+    def __init__(self, layer_name: str, loss_opts: Optional[Dict[str, Any]], target_key: str):
+        super().__init__(layer_name, loss_opts, target_key)
+        if self.opts.get("nce_loss"):
+            raise NetworkError("layer %r: sampling_loss with nce_loss is not supported" % layer_name)
+
+
 class AsIsLoss(Loss):
     """The output itself is the loss (summed over real frames and features; norm = frames);
     ``as_error``: report it as the error instead, with no loss."""
@@ -295,7 +311,7 @@ def _to_sparse(labels: tf.Tensor, mask: tf.Tensor) -> tf.SparseTensor:
 
 
 LOSS_CLASSES: Dict[str, Type[Loss]] = {cls.loss_class: cls for cls in (
-    CrossEntropyLoss, MeanSquaredErrorLoss, CtcLoss, AsIsLoss, EditDistanceLoss)}
+    CrossEntropyLoss, MeanSquaredErrorLoss, CtcLoss, AsIsLoss, EditDistanceLoss, SamplingLoss)}
 
 
 def get_loss_class(name: str, layer_name: str) -> Type[Loss]:

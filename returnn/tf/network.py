@@ -204,7 +204,7 @@ class TFNetwork(tf.Module):
         ``target`` takes the target's dim (+1 blank for ctc)."""
         if opts.get("n_out") is not None or opts.get("out_dim") is not None or opts["class"] not in ("softmax", "linear"):
             return
-        if opts.get("loss") not in ("ce", "ctc", "mse") and not (opts.get("target") and not opts.get("loss")):
+        if opts.get("loss") not in ("ce", "ctc", "mse", "sampling_loss") and not (opts.get("target") and not opts.get("loss")):
             return
         target = opts.get("target") or self.default_target
         if isinstance(target, str) and target in self.extern_data and self.extern_data[target].dim is not None:

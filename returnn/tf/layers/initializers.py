@@ -5,13 +5,15 @@ A spec is a number (constant), a name (``"glorot_uniform"``, ``"zeros"``, ``"ort
 with the ``_initializer`` suffix) or a call as RETURNN writes it, e.g.
 ``"random_normal_initializer(stddev=0.1)"`` or
 ``"variance_scaling_initializer(mode='fan_in', distribution='uniform', scale=0.78)"``; arguments
-may use ``math`` (``stddev=1/math.sqrt(512)``). Configs are trusted code, so call specs are
+may use ``math`` (``stddev=1/math.sqrt(512)``), or a dict naming a TensorFlow initializer class
+with its arguments (``{"class": "VarianceScaling", "mode": "fan_in", "scale": 0.78}``). Configs are trusted code, so call specs are
 evaluated like RETURNN does, but only against the initialisers below and ``math``.
 Fans follow TensorFlow: ``fan_in = shape[-2] * receptive``, ``fan_out = shape[-1] * receptive``.
 """
 from __future__ import annotations
 
 import math
+import re
 from typing import Any, Callable, Dict, Sequence, Tuple
 
 import numpy as np
@@ -101,12 +103,27 @@ INITIALIZERS: Dict[str, Callable[..., Init]] = {
 }
 
 
+def _camel(name: str) -> str:
+    return "".join(part.capitalize() for part in name.split("_"))
+
+
 def get_init(spec: Any) -> Init:
     """The initialiser of a RETURNN init spec; ``ValueError`` with the known names otherwise."""
     if isinstance(spec, (int, float)) and not isinstance(spec, bool):
         return constant(float(spec))
     if isinstance(spec, (list, tuple, np.ndarray)):
         return constant(np.asarray(spec, np.float32))
+    if isinstance(spec, dict):  # {"class": "VarianceScaling", "scale": ..., ...}: a TF initializer class
+        kwargs = dict(spec)
+        cls = str(kwargs.pop("class", ""))
+        name = re.sub(r"(?<!^)(?=[A-Z])", "_", cls).lower().replace("_initializer", "")
+        if name not in INITIALIZERS:
+            raise ValueError("invalid initializer %r (known classes: %s)"
+                             % (spec, ", ".join(sorted(_camel(k) for k in INITIALIZERS))))
+        try:
+            return INITIALIZERS[name](**kwargs)
+        except TypeError as exc:
+            raise ValueError("invalid initializer %r (%s)" % (spec, exc)) from None
     if not isinstance(spec, str) or not spec.strip():
         raise ValueError("invalid initializer %r" % (spec,))
     name = spec.strip()
