@@ -137,6 +137,9 @@ def test_activations_registry():
     np.testing.assert_allclose(get_activation("log_softmax")(x).numpy(), tf.nn.log_softmax(x).numpy())
     with pytest.raises(NetworkError, match="'foo'.*bogus"):
         get_activation("relu|bogus", "foo")
+    # a factor, as in RETURNN's attention demos ("2*sigmoid")
+    np.testing.assert_allclose(get_activation("2*sigmoid")(x).numpy(), 2 * tf.sigmoid(x).numpy(), rtol=1e-6)
+    np.testing.assert_allclose(get_activation("abs|0.5*relu")(x).numpy(), [1.0, 0.25, 1.5])
 
 
 # ------------------------------------------------------------------ dropout

@@ -50,7 +50,8 @@ ACTIVATIONS: Dict[str, ActivationFn] = {
 
 
 def get_activation(name: Optional[str], layer_name: str = "?") -> ActivationFn:
-    """Returns the function for ``name`` (possibly an ``"a|b"`` chain).
+    """Returns the function for ``name`` (possibly an ``"a|b"`` chain; a part may carry a factor,
+    ``"2*sigmoid"``, as RETURNN allows).
 
     Raises :class:`NetworkError` naming the layer for an unknown activation.
     """
@@ -61,9 +62,17 @@ def get_activation(name: Optional[str], layer_name: str = "?") -> ActivationFn:
     parts = [p.strip() for p in str(name).split("|") if p.strip()]
     fns = []
     for part in parts:
+        factor = None
+        if "*" in part:
+            head, _, rest = part.partition("*")
+            try:
+                factor, part = float(head), rest.strip()
+            except ValueError:
+                pass
         if part not in ACTIVATIONS:
             raise NetworkError("layer %r: unknown activation %r (known: %s)" % (layer_name, part, known_list(ACTIVATIONS)))
-        fns.append(ACTIVATIONS[part])
+        fn = ACTIVATIONS[part]
+        fns.append(fn if factor is None else (lambda x, fn=fn, factor=factor: factor * fn(x)))
     if not fns:
         return _identity
     if len(fns) == 1:
