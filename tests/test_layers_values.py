@@ -150,3 +150,15 @@ def test_combine_kinds(kind, fn):
     data2, val2, x2 = btf(4, seed=1, time=data.time_dim)
     out = run(make("combine", {"kind": kind}, [data, data2]), [val, val2]).tensor.numpy()
     np.testing.assert_allclose(out[0], fn(x[0], x2[0]), rtol=1e-5)
+
+
+def test_length_as_sparse_labels_over_the_axis():
+    """length with sparse: the lengths are class indices over the measured axis (RETURNN's
+    transducer configs compare step indices with it)."""
+    data = Data("x", shape=(None, 3))
+    layer = make("length", {"sparse": True}, [data])
+    assert layer.output.sparse and layer.output.sparse_dim == data.time_dim
+    out = run(layer, [LayerOutput(tf.zeros([2, 5, 3]), data, {data.time_dim: tf.constant([5, 2])})])
+    assert out.tensor.numpy().tolist() == [5, 2]
+    with pytest.raises(NetworkError, match="'lay'.*add_time_axis"):
+        make("length", {"add_time_axis": True}, [data])

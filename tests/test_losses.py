@@ -256,3 +256,21 @@ def test_sampling_loss_is_the_full_softmax_cross_entropy():
         float(CrossEntropyLoss("out", {}, "data").compute(out, target).loss_sum))
     with pytest.raises(NetworkError, match="nce_loss"):
         SamplingLoss("out", {"nce_loss": True}, "data")
+
+
+def test_ctc_output_in_log_space_equals_logits():
+    """output_in_log_space: the output holds log-probabilities (e.g. a log_softmax layer); the loss
+    equals the one from the same network's logits; RETURNN's native-CTC ctc_opts are accepted."""
+    import numpy as np
+    import pytest
+    import tensorflow as tf
+    from data_utils import lo
+    from returnn.tf.losses import CtcLoss
+    logits = np.random.RandomState(2).randn(2, 4, 4).astype("float32")
+    target = lo(np.array([[1, 2], [0, 0]], "int32"), [2, 1], dim=3, sparse=True)
+    ref = lo(logits, [4, 3])
+    ref.logits = ref.tensor
+    log_probs = lo(tf.nn.log_softmax(logits).numpy(), [4, 3])
+    opts = {"output_in_log_space": True, "ctc_opts": {"logits_normalize": False, "grad_wrt_softmax_in": True}}
+    assert float(CtcLoss("ctc", opts, "classes").compute_btf(log_probs, target).loss_sum) == pytest.approx(
+        float(CtcLoss("ctc", {}, "classes").compute_btf(ref, target).loss_sum), rel=1e-5)

@@ -202,14 +202,18 @@ class CtcLoss(Loss):
 
     ``loss_opts``: ``ctc_opts`` with ``ignore_longer_outputs_than_inputs`` (sequences whose target
     is longer than the output count 0 instead of an infinite loss; RETURNN's option of TF's CTC
-    op); ``beam_width`` (RETURNN decodes with it for the error; accepted, the error here is always
-    from greedy decoding); ``use_native``, ``focal_loss_factor`` 0 accepted.
+    op), ``logits_normalize`` / ``grad_wrt_softmax_in`` of RETURNN's native CTC (the loss is the
+    same: normalizing log-probabilities again changes nothing, and autodiff gives the gradient the
+    native op computes in closed form); ``beam_width`` (RETURNN decodes with it for the error; accepted, the error here is always
+    from greedy decoding); ``output_in_log_space`` (the output holds log-probabilities);
+    ``use_native``, ``focal_loss_factor`` 0 accepted.
     """
 
     loss_class = "ctc"
     framewise = False
-    known_opts = ("ctc_opts", "beam_width", "use_native", "focal_loss_factor")
-    known_ctc_opts = ("ignore_longer_outputs_than_inputs", "preprocess_collapse_repeated", "ctc_merge_repeated")
+    known_opts = ("ctc_opts", "beam_width", "use_native", "focal_loss_factor", "output_in_log_space")
+    known_ctc_opts = ("ignore_longer_outputs_than_inputs", "preprocess_collapse_repeated", "ctc_merge_repeated",
+                      "logits_normalize", "grad_wrt_softmax_in")
 
     def __init__(self, layer_name: str, loss_opts: Optional[Dict[str, Any]], target_key: str):
         super().__init__(layer_name, loss_opts, target_key)
@@ -232,7 +236,10 @@ class CtcLoss(Loss):
                                % self.layer_name)
         num_classes = output.data.dim
         blank = num_classes - 1
-        logits = output.logits if output.logits is not None else _log_probs(output)
+        if self.opts.get("output_in_log_space"):  # the output holds log-probabilities already
+            logits = output.tensor
+        else:
+            logits = output.logits if output.logits is not None else _log_probs(output)
         label_mask = target.sequence_mask()
         labels = tf.where(label_mask, target.tensor, 0)
         loss = tf.nn.ctc_loss(labels=labels, logits=logits, label_length=target.seq_len,

@@ -111,8 +111,8 @@ class LengthLayer(Layer):
     options = (
         Option("axis", "T", "axis description"),
         Option("dtype", "int32", "dtype of the lengths"),
-        Option("sparse", False, "values are class indices (with the axis' max length as classes)"),
-        Option("add_time_axis", False, "not supported"),
+        Option("sparse", False, "the lengths are class indices over the measured axis (RETURNN: its dim tag)"),
+        Option("add_time_axis", False, "not supported (RETURNN: 'should not be used')"),
     )
 
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
@@ -121,12 +121,13 @@ class LengthLayer(Layer):
         data = sources[0]
         self.ax = self.axis(data, self.opt("axis"), "axis")
         self.dim = data.dims[self.ax]
-        if self.opt("add_time_axis") or self.opt("sparse"):
-            raise NetworkError("%s: add_time_axis and sparse are not supported" % self.desc)
+        if self.opt("add_time_axis"):
+            raise NetworkError("%s: add_time_axis is not supported" % self.desc)
         if data.batch_dim_axis is None:
             raise NetworkError("%s: input needs a batch axis" % self.desc)
         self.dtype = _dtype(self, self.opt("dtype"), "int32")
-        self.output = Data(name, dims=[data.dims[data.batch_dim_axis]], dtype=self.dtype.name, feature_dim_axis=None)
+        self.output = Data(name, dims=[data.dims[data.batch_dim_axis]], dtype=self.dtype.name, feature_dim_axis=None,
+                           sparse_dim=self.dim if self.opt("sparse") else None)
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         x = sources[0]
