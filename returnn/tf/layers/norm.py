@@ -67,9 +67,13 @@ class LayerNormLayer(_FeatureNorm):
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         x = self.inputs(sources, ctx)
         axis = self.output.feature_dim_axis
-        mean, var = tf.nn.moments(x.tensor, axes=[axis], keepdims=True)
-        y = (x.tensor - mean) * tf.math.rsqrt(var + self.epsilon) * self.per_feature(self.gamma) \
-            + self.per_feature(self.beta)
+        # Centred values squared by hand, not tf.nn.moments: TF 2.15's grappler remapper fuses the
+        # moments pattern into a oneDNN layer norm and crashed (protobuf CHECK) on RETURNN's
+        # transformer LM configs in evaluation.
+        mean = tf.reduce_mean(x.tensor, axis=axis, keepdims=True)
+        centred = x.tensor - mean
+        var = tf.reduce_mean(centred * centred, axis=axis, keepdims=True)
+        y = centred * tf.math.rsqrt(var + self.epsilon) * self.per_feature(self.gamma) + self.per_feature(self.beta)
         return self.make_output(y, sources)
 
 
