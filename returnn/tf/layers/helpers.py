@@ -190,3 +190,13 @@ def concat_inputs(layer, data: Data, plan: Optional[FeaturePlan], sources: List[
 def new_feature_dim(layer_name: str, size: int) -> Dim:
     """A fresh feature dim for a layer's output."""
     return Dim(size, kind=DimTypes.Feature, description="%s:feature-dense" % layer_name, auto_generated=True)
+
+
+def normalize(x: tf.Tensor, axis: int, epsilon: float) -> tf.Tensor:
+    """``(x - mean) / sqrt(var + epsilon)`` over ``axis``. The variance is taken from the centred
+    values by hand, not by tf.nn.moments: TF 2.15's grappler remapper fuses the moments pattern
+    into a oneDNN layer norm and the process died (protobuf CHECK, signal 11) evaluating RETURNN's
+    transformer LM configs."""
+    centred = x - tf.reduce_mean(x, axis=axis, keepdims=True)
+    var = tf.reduce_mean(centred * centred, axis=axis, keepdims=True)
+    return centred * tf.math.rsqrt(var + epsilon)

@@ -25,7 +25,7 @@ from typing import Any, Dict, List, Optional
 import tensorflow as tf
 
 from returnn.errors import NetworkError, known_list
-from returnn.tf.layers.helpers import dropout as inverted_dropout
+from returnn.tf.layers.helpers import dropout as inverted_dropout, normalize
 
 DEFAULTS: Dict[str, Any] = {
     "norm_gain": 1.0, "norm_shift": 0.0, "forget_bias": 0.0, "dropout": 0.0, "dropout_h": 0.0,
@@ -84,8 +84,7 @@ class LayerNormLstm:
 
     def ln(self, name: str, v: tf.Tensor) -> tf.Tensor:
         gamma, beta = self.norms[name]
-        mean, var = tf.nn.moments(v, axes=[-1], keepdims=True)
-        y = (v - mean) * tf.math.rsqrt(var + float(self.o["variance_epsilon"])) * gamma
+        y = normalize(v, -1, float(self.o["variance_epsilon"])) * gamma
         return y + beta if beta is not None else y
 
     def _mask(self, rate: float, batch: tf.Tensor, seed: Optional[tf.Tensor]) -> Optional[tf.Tensor]:

@@ -25,7 +25,7 @@ import tensorflow as tf
 from returnn.errors import NetworkError
 from returnn.tensor import Data
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
-from returnn.tf.layers.helpers import check_dense, concat_inputs, concat_output
+from returnn.tf.layers.helpers import check_dense, concat_inputs, concat_output, normalize
 from returnn.tf.layers.options import Option
 
 
@@ -67,13 +67,7 @@ class LayerNormLayer(_FeatureNorm):
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         x = self.inputs(sources, ctx)
         axis = self.output.feature_dim_axis
-        # Centred values squared by hand, not tf.nn.moments: TF 2.15's grappler remapper fuses the
-        # moments pattern into a oneDNN layer norm and crashed (protobuf CHECK) on RETURNN's
-        # transformer LM configs in evaluation.
-        mean = tf.reduce_mean(x.tensor, axis=axis, keepdims=True)
-        centred = x.tensor - mean
-        var = tf.reduce_mean(centred * centred, axis=axis, keepdims=True)
-        y = centred * tf.math.rsqrt(var + self.epsilon) * self.per_feature(self.gamma) + self.per_feature(self.beta)
+        y = normalize(x.tensor, axis, self.epsilon) * self.per_feature(self.gamma) + self.per_feature(self.beta)
         return self.make_output(y, sources)
 
 
