@@ -64,3 +64,11 @@ def test_options_validated():
         cleanup_options({"keep_lats_n": 3})
     with pytest.raises(ConfigError, match="cleanup_old_models"):
         cleanup_options("yes please")
+
+
+def test_cleanup_value_in_a_tuple_means_the_defaults():
+    """A published config writes ``cleanup_old_models = {...},`` (a tuple): RETURNN reads any true
+    non-dict value as 'on, with the default policy'; so do we, with a warning."""
+    from returnn.tf.model_cleanup import cleanup_options
+    assert cleanup_options(({"keep": [60, 90], "keep_best_n": 4},)) == {}
+    assert cleanup_options({"keep_best_n": 2}) == {"keep_best_n": 2}

@@ -258,3 +258,30 @@ def test_subnetwork_and_variable_inside_a_unit():
     search = TFNetwork({"dec": dict(net.net_dict["dec"])}, _extern(), search=True)
     out = search.forward({"data": batch["data"], "data:seq_len": batch["data:seq_len"]}, RunContext(False))["dec"]
     assert out.tensor.shape[0] == 3
+
+
+def test_get_last_hidden_state_of_a_cell_inside_the_loop():
+    """Inside a unit, get_last_hidden_state of an rnn_cell is its state after this step ([c, h])."""
+    net = TFNetwork({"r": {"class": "rec", "from": "data", "unit": {
+        "s": {"class": "rnn_cell", "unit": "LSTMBlock", "from": ["data:source", "prev:s_state"], "n_out": 3},
+        "s_state": {"class": "get_last_hidden_state", "from": "s", "n_out": 6},
+        "output": {"class": "copy", "from": "s_state"}}}}, _extern())
+    batch, _, _ = _batch()
+    out = net.forward(batch, RunContext(False))["r"].tensor.numpy()
+    h = net.forward(batch, RunContext(False))["r/s"].tensor.numpy()
+    _assert_real_close(out[..., 3:], h)  # the h part of [c, h] is the cell's output
+    assert not np.allclose(_real(out[..., :3])[0], _real(h)[0])
+
+
+def test_get_last_hidden_state_of_prev_cell():
+    """RETURNN's local-attention configs read get_last_hidden_state of 'prev:s': the cell state
+    entering the step (zero at step 0)."""
+    net = TFNetwork({"r": {"class": "rec", "from": "data", "unit": {
+        "prev_state": {"class": "get_last_hidden_state", "from": "prev:s", "n_out": 6},
+        "s": {"class": "rnn_cell", "unit": "LSTMBlock", "from": ["data:source", "prev_state"], "n_out": 3},
+        "output": {"class": "copy", "from": "prev_state"}}}}, _extern())
+    batch, _, _ = _batch()
+    outs = net.forward(batch, RunContext(False))
+    prev_state, h = outs["r"].tensor.numpy(), outs["r/s"].tensor.numpy()
+    assert (prev_state[:, 0] == 0).all()
+    np.testing.assert_allclose(prev_state[0, 1:5, 3:], h[0, 0:4], atol=1e-6)  # h of the step before

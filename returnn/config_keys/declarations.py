@@ -115,7 +115,8 @@ _ckpt("model", "str", None, "Checkpoint prefix: <model>.NNN per epoch; re-runnin
 _ckpt("start_epoch", "int|str", "auto", "auto: resume from the newest checkpoint; N: continue after <model>.N-1 (1: from scratch).")
 _ckpt("load_ignore_missing_vars", "bool", False, "Restoring: parameters the checkpoint lacks keep their initialisation, layers only in the checkpoint are left out (a warning each).")
 _ckpt("preload_from_files", "dict", None, "Parameters from other checkpoints: {name: {'filename': ..., 'init_for_train': bool, 'prefix', 'ignore_missing', 'ignore_params', 'ignore_params_prefixes', 'var_name_mapping'}} (RETURNN's).")
-_ckpt("cleanup_old_models", "bool|dict", None, "Delete old epoch checkpoints: True or {'keep_last_n', 'keep_best_n', 'keep'}.")
+_ckpt("cleanup_old_models", "bool|dict|list", None, "Delete old epoch checkpoints: True or {'keep_last_n', 'keep_best_n', "
+      "'keep'}; any other true value (e.g. a dict in a tuple by a stray comma) means True, as RETURNN reads it.")
 _ckpt("save_interval", "int", 1, "Save a checkpoint every N epochs (and always the last).", minimum=1)
 
 # ---- logging

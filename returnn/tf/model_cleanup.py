@@ -24,6 +24,11 @@ def cleanup_options(value: Any) -> Dict[str, Any]:
     """The options of the config value (True or a dict); unknown options are an error naming them."""
     if value is True or value in (1, "1", "true", "True"):
         return {}
+    if isinstance(value, (list, tuple)) and value:  # RETURNN: a true value that is no dict -> the defaults
+        from returnn.log import log
+        print("WARNING: config key 'cleanup_old_models' is %s, not a dict (a trailing comma?); like RETURNN, the "
+              "default keep policy applies" % type(value).__name__, file=log.v2)
+        return {}
     if not isinstance(value, dict):
         raise ConfigError("config key 'cleanup_old_models': expected True or a dict, got %r" % (value,))
     unknown = sorted(set(value) - set(OPTIONS))

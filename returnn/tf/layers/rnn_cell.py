@@ -143,7 +143,14 @@ class RnnCellLayer(Layer):
              ) -> Tuple[LayerOutput, Tuple[tf.Tensor, ...]]:
         """One step inside a rec loop: sources are (B, F) values."""
         y, state = self._cell(self._input_proj(sources, ctx), state)
-        return self.make_output(y, sources), state
+        out = self.make_output(y, sources)
+        out.last_state = lambda: self.state_tensors(state)
+        return out, state
+
+    def state_tensors(self, state: Tuple[tf.Tensor, ...]) -> Tuple[tf.Tensor, ...]:
+        """The loop state as get_last_hidden_state gives it: (c, h) for an LSTM (RETURNN's LSTM
+        state tuple order), else (h,)."""
+        return (state[1], state[0]) if self.kind == "lstm" else tuple(state)
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         if self.step_mode:

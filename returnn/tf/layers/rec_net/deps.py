@@ -74,12 +74,21 @@ def _default_from(class_name: Any) -> List[str]:
     return list(cls.default_from) if cls is not None else ["data"]
 
 
+def _ref_options(class_name: Any) -> List[str]:
+    """Options whose string values name layers: the class's own ``ref_options`` (the registry
+    says it) plus the names of :data:`LAYER_REF_OPTS` for classes not implemented here."""
+    from returnn.tf.layers.base import LAYER_CLASSES
+    cls = LAYER_CLASSES.get(class_name)
+    own = list(getattr(cls, "ref_options", ())) if cls is not None else []
+    return own + [o for o in LAYER_REF_OPTS if o not in own]
+
+
 def layer_refs(name: str, layer: Mapping[str, Any], rec_name: str = "?") -> List[Ref]:
     """All references of the sub-layer ``name`` (``from``, layer-valued options, ``initial_output``)."""
     if not isinstance(layer, Mapping):
         raise NetworkError("rec layer %r, sub-layer %r: expected a dict, got %r" % (rec_name, name, layer))
     raw: List[Any] = _as_list(layer.get("from", _default_from(layer.get("class"))))
-    for opt in LAYER_REF_OPTS:
+    for opt in _ref_options(layer.get("class")):
         raw.extend(v for v in _as_list(layer.get(opt)) if isinstance(v, str))
     refs = []
     for r in raw:

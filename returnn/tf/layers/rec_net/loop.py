@@ -162,7 +162,7 @@ class UnitRun:
         return self.rec._guessed.get(name, self.rec.layers[name].output)
 
     def step_value(self, ref_str: str, t: tf.Tensor, prev: Mapping[str, tf.Tensor],
-                   vals: Mapping[str, LayerOutput]) -> LayerOutput:
+                   vals: Mapping[str, LayerOutput], state: Optional[Mapping[str, Any]] = None) -> LayerOutput:
         ref = Ref.parse(ref_str)
         if ref.kind == "step":
             return LayerOutput(t, Data(":i", dims=(), dtype="int32"))
@@ -173,14 +173,19 @@ class UnitRun:
         if ref.name in self.rec.in_loop:
             if ref.kind == "self":
                 return vals[ref.name]
-            return LayerOutput(prev[ref.name], self._prev_template(ref.name), self.sizes)
+            value = LayerOutput(prev[ref.name], self._prev_template(ref.name), self.sizes)
+            if state is not None and ref.name in state and hasattr(self.rec.layers[ref.name], "state_tensors"):
+                # prev: of a cell: its state entering this step (for get_last_hidden_state)
+                cell, cell_state = self.rec.layers[ref.name], state[ref.name]
+                value.last_state = lambda: cell.state_tensors(cell_state)
+            return value
         return self._frame(ref_str, self.value(ref_str), t)
 
     def step_layer(self, n: str, t: tf.Tensor, prev: Mapping[str, tf.Tensor], state: Mapping[str, Any],
                    vals: Mapping[str, LayerOutput], new_state: Dict[str, Any], ctx: RunContext) -> LayerOutput:
         """In-loop layer ``n`` at step ``t`` (a cell's new state goes to ``new_state``)."""
         layer = self.rec.layers[n]
-        srcs = [self.step_value(s, t, prev, vals) for s in self.rec.sub_sources[n]]
+        srcs = [self.step_value(s, t, prev, vals, state) for s in self.rec.sub_sources[n]]
         if n in state:
             out, new_state[n] = layer.step(srcs, state[n], ctx, t)
             return out
