@@ -50,6 +50,9 @@ def expand_subnetworks(net_dict: Dict[str, Any]) -> Dict[str, Any]:
         if not (isinstance(opts, dict) and opts.get("class") == "subnetwork"):
             out[name] = opts
             continue
+        if opts.get("load_on_init"):
+            raise NetworkError("layer %r (subnetwork): 'load_on_init' (parameters from %r) is not supported; load them "
+                               "with preload_from_files (with 'prefix' %r)" % (name, opts["load_on_init"], name + "/"))
         inner = opts.get("subnetwork")
         if not isinstance(inner, dict) or "output" not in inner:
             raise NetworkError("layer %r (subnetwork): 'subnetwork' must be a layer dict with an 'output' layer"
