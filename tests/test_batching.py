@@ -338,3 +338,22 @@ def test_partition_sizes_like_returnn(n, parts, sizes):
         ds.init_seq_order(epoch)
         got.append(ds.num_seqs)
     assert got == sizes
+
+
+@pytest.mark.parametrize("keys,expected", [
+    ({}, (40, 40, 40)),
+    ({"eval_batch_size": 15}, (40, 15, 15)),
+    ({"eval_batch_size": 15, "forward_batch_size": 25}, (40, 15, 25)),
+    ({"forward_batch_size": 25}, (40, 40, 25)),
+])
+def test_eval_and_forward_batch_size(keys, expected):
+    """eval_batch_size bounds the batches of scoring and search, forward_batch_size those of forward
+    (falling back to eval_batch_size, then batch_size); training keeps batch_size."""
+    options = BatchOptions.from_config(Config(dict(keys, batch_size=40, prefetch_batches=2)))
+    ds = make_dataset(random_lengths(30, 11, 1, 12))
+    for opts, budget in zip((options, options.for_eval(), options.for_forward()), expected):
+        assert (opts.batch_size, opts.max_seqs, opts.prefetch) == (budget, -1, 2)
+        batches = opts.epoch_slices(ds, 1, chunked=False)
+        ds.init_seq_order(1)
+        assert [b.entries() for b in batches] == [b.entries() for b in generate_batches(ds, budget, -1)]
+    assert options.batch_size == 40  # for_eval/for_forward return copies

@@ -43,6 +43,10 @@ _data("batching", "str", None, "Default seq_ordering of the train dataset (RETUR
 _batch = partial(declare, group="batching")
 _batch("batch_size", "int", 1000, "Frames per batch (padded max length x sequences).", minimum=0)
 _batch("max_seqs", "int", -1, "Sequences per batch at most; -1: no limit.")
+_batch("eval_batch_size", "int", 0, "Frames per batch when scoring dev/eval sets and in search; 0: batch_size.",
+       minimum=0)
+_batch("forward_batch_size", "int", 0, "Frames per batch in task forward; 0: eval_batch_size, else batch_size.",
+       minimum=0)
 _batch("chunking", "str|int|dict", None, "Cut sequences into chunks: 'size:step' (or {key: size}, {key: step}).")
 _batch("max_seq_length", "int|dict", 0, "Skip sequences longer than this (int, or {key: length}); 0: no limit.", minimum=0)
 _batch("prefetch_batches", "int", 8, "Batches prepared ahead by the background thread.", minimum=1)

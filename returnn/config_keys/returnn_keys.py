@@ -34,9 +34,9 @@ ignore("""accum_grad_multiple_step adagrad allow_skipping_seqs_in_forward
     apply_cleanup_old_models_to_optim_states calculate_exp_loss check_learning_rates chunk_eval chunking_variance
     cleanup_old_models combine_labels context_window ctc_prior_file data_key decouple_constraints
     decouple_constraints_factor default_float_dtype default_input deterministic_train distributed_tf
-    dummy_dataset_num_seqs dynamic_learning_rate enforce_min_len1 epoch epoch_end epoch_start eval_batch_size
+    dummy_dataset_num_seqs dynamic_learning_rate enforce_min_len1 epoch epoch_end epoch_start
     eval_output_file eval_output_file_per_seq eval_use_train_flag exclude extra_updates extract
-    forward_auto_split_batch_on_oom forward_batch_size forward_callback forward_data forward_output_layer
+    forward_auto_split_batch_on_oom forward_callback forward_data forward_output_layer
     forward_override_hdf_output forward_use_search get_network global_norm_tag grad_clip grad_norm_to_clip_to_zero
     grad_scaler gradient_clip_avg_norm gradient_clip_global_norm_tag gradient_nan_inf_filter horovod_avg_grad
     import_model_train_epoch1 inc_seq_length inf_value init_new_network_callback init_train_epoch_posthook

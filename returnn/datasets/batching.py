@@ -9,7 +9,7 @@ turns it into padded numpy arrays plus sequence lengths.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -260,6 +260,8 @@ class BatchOptions:
     # RETURNN packs frames when no layer mixes frames (its "non-recurrent" network); the engine
     # sets this for its network. Forwarding always keeps whole sequences.
     pack_frames: bool = False
+    eval_batch_size: int = 0  # 0: batch_size (RETURNN's eval_batch_size)
+    forward_batch_size: int = 0  # 0: eval_batch_size, else batch_size
 
     @classmethod
     def from_config(cls, config) -> "BatchOptions":
@@ -269,7 +271,16 @@ class BatchOptions:
             max_seq_length = int(max_seq_length or 0)
         return cls(batch_size=config.int("batch_size"), max_seqs=config.int("max_seqs"),
                    chunking=config.typed_value("chunking"), max_seq_length=max_seq_length,
-                   prefetch=config.int("prefetch_batches"))
+                   prefetch=config.int("prefetch_batches"), eval_batch_size=config.int("eval_batch_size"),
+                   forward_batch_size=config.int("forward_batch_size"))
+
+    def for_eval(self) -> "BatchOptions":
+        """These options with ``eval_batch_size`` (when set) as the batch size: scoring and search."""
+        return replace(self, batch_size=self.eval_batch_size or self.batch_size)
+
+    def for_forward(self) -> "BatchOptions":
+        """These options with ``forward_batch_size`` (else ``eval_batch_size``) as the batch size."""
+        return replace(self, batch_size=self.forward_batch_size or self.eval_batch_size or self.batch_size)
 
     def epoch_slices(self, dataset: Dataset, epoch: int, chunked: bool, rank: int = 0,
                      size: int = 1, packed: bool = False) -> List[BatchSlices]:

@@ -321,8 +321,8 @@ class Engine:
         eval_scores = {}
         for name in self._eval_dataset_names():
             self.activity = "evaluation of %r in epoch %i" % (name, epoch)
-            eval_scores[name] = evaluate_dataset(self.steps, self.datasets[name], epoch, self.batching, self.dist,
-                                                 heartbeat)
+            eval_scores[name] = evaluate_dataset(self.steps, self.datasets[name], epoch, self.batching.for_eval(),
+                                                 self.dist, heartbeat)
         if self.config.bool("calculate_exp_loss"):
             train_scores = with_exp_scores(train_scores)
             eval_scores = {name: with_exp_scores(scores) for name, scores in eval_scores.items()}
@@ -517,7 +517,7 @@ class Engine:
         if not names:
             raise ConfigError("task 'eval' needs a 'dev', 'eval' or 'eval_datasets' dataset")
         for name in names:
-            scores = evaluate_dataset(self.steps, self.datasets[name], epoch, self.batching, self.dist)
+            scores = evaluate_dataset(self.steps, self.datasets[name], epoch, self.batching.for_eval(), self.dist)
             print("epoch %i %s: %s" % (epoch, name, format_scores(scores, False)), file=log.v1)
 
     def task_search(self) -> None:
@@ -537,7 +537,7 @@ class Engine:
         if not self.dist.is_chief:
             return
         target = self.config.value("target") or "classes"
-        results, stats = run_search(self.steps, dataset, self.batching, epoch, target)
+        results, stats = run_search(self.steps, dataset, self.batching.for_eval(), epoch, target)
         names = dataset.data_infos()[target].labels if target in dataset.data_infos() else None
         if output_file:
             write_hypotheses(output_file, [(tag, hypothesis_text(labels, names)) for tag, labels in results],
@@ -566,5 +566,5 @@ class Engine:
         except OSError as exc:
             raise ConfigError("config key 'output_file': cannot create directory %s: %s"
                               % (directory, exc.strerror or exc))
-        count = forward_to_hdf(self.steps, dataset, output_file, self.batching, epoch)
+        count = forward_to_hdf(self.steps, dataset, output_file, self.batching.for_forward(), epoch)
         print("forwarded %i sequences of %s to %s" % (count, dataset.name, output_file), file=log.v1)
