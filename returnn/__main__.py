@@ -230,12 +230,15 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 2
     if argv[0] in ("-h", "--help"):
         return _show(HELP)
-    if argv[0] == "--version":
+    if argv[0] in ("--version", "-V"):
         return _show(versions_line())
     if argv[0] == "--help-keys":
         from returnn.config_keys.docs import help_keys_text
         return _show(help_keys_text(argv[1] if len(argv) > 1 else None))
-    flags = [a for a in split_cmd_args(argv)[0] if a.startswith("-")]
+    try:
+        flags = [a for a in split_cmd_args(argv)[0] if a.startswith("-")]
+    except ConfigError as exc:
+        return _fail(str(exc), exc.exit_code, None)
     if flags:
         return _fail(_unknown_option_message(flags[0]), 2, None)
     from returnn.util.environment import ensure_packages

@@ -16,6 +16,7 @@ import types
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from returnn import config_keys
+from returnn.cmdline_flags import take_flag
 from returnn.errors import ConfigError
 
 _UNSET: Any = object()
@@ -96,13 +97,29 @@ def parse_override_value(text: str, current: Any = None, key: Optional[str] = No
     return value
 
 
+def _unescape(value: str) -> str:
+    """RETURNN's escape for values starting with '-': ``++threshold +-0.1`` sets -0.1."""
+    return value[1:] if value.startswith("+-") else value
+
+
 def split_cmd_args(args: Sequence[str]) -> Tuple[List[str], List[Tuple[str, str]]]:
-    """Splits argv into config files and ``(key, value)`` overrides (``++key value`` or ``++key=value``)."""
+    """Splits argv into config files and ``(key, value)`` overrides (``++key value`` or ``++key=value``,
+    and RETURNN's old options such as ``--task search`` or ``-x search``, see
+    :mod:`returnn.cmdline_flags`; ``--config FILE`` is one more file). A value ``+-0.1`` means ``-0.1``,
+    as in RETURNN. Other arguments starting with ``-`` are returned as files (the caller rejects them)."""
     files: List[str] = []
     overrides: List[Tuple[str, str]] = []
     i = 0
     while i < len(args):
         arg = args[i]
+        flag = take_flag(args, i) if arg.startswith("-") else None
+        if flag is not None:
+            key, value, i = flag
+            if key:
+                overrides.append((key, _unescape(value)))
+            else:
+                files.append(value)
+            continue
         if arg.startswith("++"):
             key = arg[2:]
             if "=" in key:
@@ -114,7 +131,7 @@ def split_cmd_args(args: Sequence[str]) -> Tuple[List[str], List[Tuple[str, str]
                 i += 1
             if not key:
                 raise ConfigError("command line: empty key in %r" % arg)
-            overrides.append((key, value))
+            overrides.append((key, _unescape(value)))
         else:
             files.append(arg)
         i += 1

@@ -10,6 +10,7 @@ from importlib import metadata
 from typing import List, Optional, Tuple
 
 import returnn
+from returnn.cmdline_flags import flag_help_lines
 
 USAGE = "usage: rnn.py CONFIG [CONFIG2 ...] [++key value ...]"
 
@@ -28,8 +29,11 @@ arguments:
 options:
   -h, --help             show this help
   --help-keys [PATTERN]  list config keys with type, default and meaning (PATTERN: substring or glob)
-  --version              versions of this engine, Python, TensorFlow, Horovod / mpi4py
+  -V, --version          versions of this engine, Python, TensorFlow, Horovod / mpi4py
   --check-distributed    check ranks, GPUs and allreduce of an MPI job (run it under mpirun)
+  --config FILE          one more config file
+RETURNN's old options set one key each, as ++key value does (--task search, -x search, --task=search):
+%s
 
 common keys: task, train, dev, network, num_epochs, batch_size, max_seqs, learning_rate, optimizer,
   learning_rate_control, model, log, log_verbosity (0-5), use_horovod
@@ -41,7 +45,7 @@ examples:
 
 exit codes: 0 done, 1 runtime failure, 2 bad input (one line naming the file, key or layer),
   128+N after signal N (a resumable state was saved), 130 Ctrl-C.
-docs: README.md, docs/running.md, docs/config-keys.md"""
+docs: README.md, docs/running.md, docs/config-keys.md""" % flag_help_lines()
 
 
 def _dist_version(*names: str) -> Optional[str]:

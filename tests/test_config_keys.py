@@ -178,9 +178,9 @@ def test_help_version_and_help_keys():
 
 def test_unknown_option_is_rejected_naming_the_fix(tmp_path):
     cfg = write_config(tmp_path / "tiny.config", TINY_12AX)
-    proc = run_rnn([cfg, "--num_epochs", "1"])
+    proc = run_rnn([cfg, "--num_epoch", "1"])  # --num_epochs is RETURNN's option (tests/test_cmdline_flags.py)
     assert proc.returncode == 2
-    assert proc.stderr.strip() == "ERROR: unknown option --num_epochs: config keys are set with ++num_epochs VALUE"
+    assert proc.stderr.strip() == "ERROR: unknown option --num_epoch: config keys are set with ++num_epochs VALUE"
     proc = run_rnn([cfg, "--frobnicate"])
     assert proc.returncode == 2 and "unknown option --frobnicate" in proc.stderr
 
