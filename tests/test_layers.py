@@ -469,3 +469,19 @@ def test_stack_in_tf_function_traces_once_and_matches_eager():
         assert all(g is not None and np.isfinite(g.numpy()).all() for g in grads)
     assert step.experimental_get_tracing_count() == 1
     assert len([v for lay in layers for v in lay.variables]) == n_vars
+
+
+def test_dropout_noise_shape_shares_the_mask_along_an_axis():
+    """RETURNN's dropout_noise_shape: {"*": None} is plain dropout; {"T": 1} one mask per sequence
+    and feature, shared over time."""
+    x = np.ones([3, 40, 8], np.float32)
+    lens = np.array([40, 30, 20], np.int32)
+    for noise, shared in (({"*": None}, False), ({"*": None, "T": 1}, True)):
+        layer = make("dropout", {"dropout": 0.5, "dropout_noise_shape": noise}, [spec(8)])
+        out = run(layer, [lo(x, lens)], train=True, seed=(5, 6)).tensor.numpy()
+        assert set(np.unique(out)) <= {0.0, 2.0}
+        same_over_time = (out == out[:, :1]).all()
+        assert same_over_time == shared
+    with pytest.raises(NetworkError, match="'lay'.*None or 1"):
+        make("dropout", {"dropout": 0.5, "dropout_noise_shape": {"T": 2}}, [spec(8)]).forward(
+            [lo(x, lens)], RunContext(True, tf.constant([1, 2], tf.int64)))

@@ -2,8 +2,8 @@
 whole sequences (one query per frame).
 
 - ``softmax_over_spatial``: softmax of energies over a dynamic axis (default: the input's time
-  axis; with several dynamic axes the last one, e.g. the encoder time of per-step energies
-  ``(B, T_enc, 1)`` broadcast from a decoder frame), padded positions get weight 0;
+  axis, i.e. the encoder time of per-step energies ``(B, T_enc, 1)`` and of whole-sequence
+  energies ``(B, T_enc, T_dec)``), padded positions get weight 0;
   ``energy_factor`` scales the energies first; ``window_start`` (an int or a layer of shape (B,))
   with ``window_size`` keeps only positions ``start <= t < start + size`` (local attention).
 - ``generic_attention``: ``sum_t weights[..., t] * base[t, :]`` over the base's time axis; a
@@ -28,12 +28,16 @@ from returnn.tf.layers.output import align_tensor
 
 
 def _attention_axis(layer: Layer, data: Data, axis: Any) -> int:
+    """``axis``, else the input's time axis (with several dynamic axes: the first, which is the
+    encoder's in energies built from the encoder, e.g. (B, T_enc, T_dec) over whole sequences)."""
     if axis is not None:
         return layer.axis(data, axis, "axis")
+    if data.time_dim_axis is not None:
+        return data.time_dim_axis
     dyn = [i for i in data.get_dynamic_axes() if not data.dims[i].is_batch_dim()]
     if not dyn:
         raise NetworkError("%s: input %s has no dynamic axis to attend over" % (layer.desc, data.short_repr()))
-    return dyn[-1] if len(dyn) > 1 else dyn[0]
+    return dyn[0]
 
 
 def masked_softmax(x: LayerOutput, axis: int) -> tf.Tensor:

@@ -70,6 +70,7 @@ class Layer(tf.Module):
         Option("n_out", None, "output feature dim (checked or inferred from the target)"),
         Option("out_dim", None, "Dim of the output feature axis (instead of n_out)"),
         Option("dropout", 0.0, "dropout rate on the input, training only (inverted: scaled by 1/keep)"),
+        Option("dropout_noise_shape", None, "{axis: None or 1}: 1 shares one dropout mask value along that axis"),
         Option("L2", 0.0, "adds L2 * sum(p ** 2) over all the layer's trainable parameters to the loss"),
         Option("trainable", True, "False: variables are not trained"),
         Option("target", None, "data key the loss compares to (default 'classes')"),
@@ -169,10 +170,11 @@ class Layer(tf.Module):
 
     def apply_dropout(self, x: LayerOutput, ctx: RunContext, salt: int = 0) -> LayerOutput:
         """The layer's input dropout on one dense value (training only)."""
-        from returnn.tf.layers.helpers import dropout
+        from returnn.tf.layers.helpers import dropout, noise_broadcast_axes
         if not self.dropout or not ctx.train or x.data.sparse:
             return x
-        return x.with_tensor(dropout(x.tensor, self.dropout, ctx.layer_seed(self.layer_name, salt)))
+        return x.with_tensor(dropout(x.tensor, self.dropout, ctx.layer_seed(self.layer_name, salt),
+                                     noise_broadcast_axes(self, x.data)))
 
     def make_output(self, tensor: tf.Tensor, sources: Sequence[LayerOutput] = (),
                     sizes: Optional[Mapping[Dim, tf.Tensor]] = None, logits: Optional[tf.Tensor] = None

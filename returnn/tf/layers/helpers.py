@@ -31,11 +31,38 @@ def check_dense(layer, sources: Sequence[Data]) -> None:
         raise NetworkError("%s: sparse input not supported" % layer.desc)
 
 
-def dropout(tensor: tf.Tensor, drop: float, seed: tf.Tensor) -> tf.Tensor:
-    """Inverted dropout: zeroes a ``drop`` fraction, scales the rest by ``1 / (1 - drop)``."""
+def dropout(tensor: tf.Tensor, drop: float, seed: tf.Tensor, broadcast_axes: Sequence[int] = ()) -> tf.Tensor:
+    """Inverted dropout: zeroes a ``drop`` fraction, scales the rest by ``1 / (1 - drop)``; the
+    mask is shared along ``broadcast_axes`` (RETURNN's ``dropout_noise_shape`` entries of 1)."""
     keep = 1.0 - drop
-    noise = tf.random.stateless_uniform(tf.shape(tensor), seed=seed)
+    shape = tf.shape(tensor)
+    if broadcast_axes:
+        shape = tf.tensor_scatter_nd_update(shape, [[a] for a in broadcast_axes], [1] * len(broadcast_axes))
+    noise = tf.random.stateless_uniform(shape, seed=seed)
     return tf.where(noise < keep, tensor / keep, tf.zeros_like(tensor))
+
+
+def noise_broadcast_axes(layer, data: Data) -> List[int]:
+    """The axes of ``data`` where ``dropout_noise_shape`` says 1 (``{"*": None}``: none; an axis
+    description or ``"*"`` maps to None (own noise) or 1 (one mask value shared along it))."""
+    spec = layer.opts.get("dropout_noise_shape")
+    if not spec:
+        return []
+    if not isinstance(spec, dict):
+        raise NetworkError("%s: dropout_noise_shape must be a dict {axis: None or 1}, got %r" % (layer.desc, spec))
+    out = set()
+    for key, value in spec.items():
+        if value not in (None, 1):
+            raise NetworkError("%s: dropout_noise_shape values must be None or 1, got %r" % (layer.desc, value))
+        if key == "*":
+            axes = [i for i in range(data.batch_ndim) if not data.dims[i].is_batch_dim()]
+        elif not data.has_axis(key):
+            continue
+        else:
+            axes = layer.axes(data, key, "dropout_noise_shape")
+        for a in axes:
+            (out.add if value == 1 else out.discard)(a)
+    return sorted(out)
 
 
 def dropout_sources(layer, sources: List[LayerOutput], ctx) -> List[LayerOutput]:

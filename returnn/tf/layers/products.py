@@ -20,10 +20,12 @@ def _axis_list(value: Any) -> List[Any]:
 
 @register_layer
 class DotLayer(Layer):
-    """``sum over red1/red2`` of ``a * b`` (two sources). The other axes of ``a`` and ``b`` are
-    matched by dim tags: shared ones (batch, time, ...) stay once, the rest (``var1`` of ``a``,
-    ``var2`` of ``b``) come after them in that order. Padded positions of reduced dynamic axes do
-    not count."""
+    """``sum over red1/red2`` of ``a * b`` (two sources). When the config names ``var1``/``var2``
+    (RETURNN's own axes of each source; ``None`` = none, a ``?`` suffix = if present), every other
+    non-reduced axis is common and the common axes of ``a`` and ``b`` are paired in order (e.g. the
+    size-1 head axes of two split_dims). Otherwise the axes are matched by dim tags. Shared axes
+    come first, then ``a``'s own, then ``b``'s own axes. Padded positions of reduced dynamic axes
+    do not count."""
 
     layer_class = "dot"
     options = (
@@ -49,7 +51,10 @@ class DotLayer(Layer):
                 self.desc, [a.dims[i].short_repr() for i in self.red_a], [b.dims[j].short_repr() for j in self.red_b]))
         rest_a = [i for i in range(a.batch_ndim) if i not in self.red_a]
         rest_b = [j for j in range(b.batch_ndim) if j not in self.red_b]
-        dims, (map_a, map_b) = common_dims([[a.dims[i] for i in rest_a], [b.dims[j] for j in rest_b]], strict=True)
+        if "var1" in self.opts or "var2" in self.opts:
+            dims, (map_a, map_b) = self._pair_common(a, b, rest_a, rest_b)
+        else:
+            dims, (map_a, map_b) = common_dims([[a.dims[i] for i in rest_a], [b.dims[j] for j in rest_b]], strict=True)
         shared = set(map_a) & set(map_b)
         letters = iter(string.ascii_letters)
         common = {pos: next(letters) for pos in range(len(dims))}
@@ -69,6 +74,36 @@ class DotLayer(Layer):
         if self.expand:
             out_dims.append(Dim(1, kind=DimTypes.Spatial, description="%s:dot-var2" % name))
         self.output = Data(name, dims=out_dims, dtype=a.dtype)
+
+    def _var_axes(self, data: Data, key: str, rest: List[int]) -> List[int]:
+        out: List[int] = []
+        for desc in _axis_list(self.opts.get(key)):
+            if desc is None:
+                continue
+            optional = isinstance(desc, str) and desc.endswith("?")
+            if optional:
+                desc = desc[:-1]
+                if not data.has_axis(desc):
+                    continue
+            out += [i for i in self.axes(data, desc, key) if i in rest and i not in out]
+        return out
+
+    def _pair_common(self, a: Data, b: Data, rest_a: List[int], rest_b: List[int]):
+        """Union dims and maps when var1/var2 are given: common axes paired in order."""
+        var_a, var_b = self._var_axes(a, "var1", rest_a), self._var_axes(b, "var2", rest_b)
+        common_a = [i for i in rest_a if i not in var_a]
+        common_b = [j for j in rest_b if j not in var_b]
+        if len(common_a) != len(common_b) or any(
+                a.dims[i].dimension != b.dims[j].dimension and not (a.dims[i].is_dynamic() and b.dims[j].is_dynamic())
+                for i, j in zip(common_a, common_b)):
+            raise NetworkError("%s: the common axes (neither reduced nor var) %s and %s do not pair up" % (
+                self.desc, [a.dims[i].short_repr() for i in common_a], [b.dims[j].short_repr() for j in common_b]))
+        dims = [a.dims[i] for i in common_a] + [a.dims[i] for i in var_a] + [b.dims[j] for j in var_b]
+        pos_a = {i: k for k, i in enumerate(common_a)}
+        pos_a.update({i: len(common_a) + k for k, i in enumerate(var_a)})
+        pos_b = {j: k for k, j in enumerate(common_b)}
+        pos_b.update({j: len(common_a) + len(var_a) + k for k, j in enumerate(var_b)})
+        return dims, ([pos_a[i] for i in rest_a], [pos_b[j] for j in rest_b])
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         a, b = dropout_sources(self, sources, ctx)
