@@ -136,3 +136,34 @@ def test_param_sync_by_time(tmp_path, backend):
     assert code == 0, out
     assert [s for s, _ in r0["syncs"]] == list(range(1, 5)) == [s for s, _ in r1["syncs"]]
     assert [h for _, h in r0["syncs"]] == [h for _, h in r1["syncs"]]
+
+
+ATTENTION_CONFIG = CONFIG.replace(textwrap.dedent("""\
+    network = {
+        "hidden": {"class": "linear", "activation": "tanh", "n_out": 8},
+        "output": {"class": "softmax", "loss": "ce", "from": "hidden"},
+    }"""), textwrap.dedent("""\
+    network = {
+        "enc": {"class": "rec", "unit": "nativelstm2", "n_out": 6},
+        "enc_ctx": {"class": "linear", "activation": None, "from": "enc", "n_out": 4},
+        "output": {"class": "rec", "from": [], "target": "classes", "unit": {
+            "emb": {"class": "linear", "activation": None, "from": "prev:output", "n_out": 4},
+            "s": {"class": "rnn_cell", "unit": "LSTMBlock", "from": ["emb", "prev:att"], "n_out": 4},
+            "energy_in": {"class": "combine", "kind": "add", "from": ["base:enc_ctx", "s"], "n_out": 4},
+            "energy": {"class": "linear", "activation": "tanh", "from": "energy_in", "n_out": 1},
+            "weights": {"class": "softmax_over_spatial", "from": "energy"},
+            "att": {"class": "generic_attention", "weights": "weights", "base": "base:enc"},
+            "prob": {"class": "softmax", "from": ["s", "att"], "target": "classes", "loss": "ce", "dropout": 0.1},
+            "output": {"class": "choice", "from": "prob", "target": "classes", "beam_size": 2}}},
+    }"""))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_attention_decoder_trains_in_step_on_two_ranks(tmp_path, backend):
+    """A rec sub-network (attention decoder with a step loop) under mpirun -np 2: the ranks'
+    parameters stay bit-identical after every step (gradients through the loop are reduced)."""
+    assert "rnn_cell" in ATTENTION_CONFIG
+    code, out, (r0, r1) = mpirun(tmp_path, "att", ["++distributed_backend", backend], config_text=ATTENTION_CONFIG)
+    assert code == 0, out
+    assert len(r0["steps"]) == len(r1["steps"]) > 0 and r0["steps"] == r1["steps"]
+    assert len(set(r0["steps"])) == len(r0["steps"])
