@@ -32,7 +32,7 @@ WAIT_TIMEOUT = 120  # seconds to wait for a log line or file before giving up
 # that a checkpoint write takes long enough for a kill to land inside it.
 CONFIG = '''#!rnn.py
 task = "train"
-train = {"class": "Task12AXDataset", "num_seqs": 200}
+train = {"class": "Task12AXDataset", "num_seqs": %(num_seqs)i}
 dev = {"class": "Task12AXDataset", "num_seqs": 20, "fixed_random_seed": 1}
 num_inputs = 9
 num_outputs = 2
@@ -53,6 +53,13 @@ tf_session_opts = {"intra_op_parallelism_threads": 1, "inter_op_parallelism_thre
 log_verbosity = 4
 '''
 STEPS_PER_EPOCH = 20  # 200 sequences, max_seqs 10, never limited by batch_size
+# the signal test needs epochs long enough (a few seconds) that the signal surely lands inside one
+LONG_STEPS_PER_EPOCH = 200
+
+
+def _config(num_epochs: int, steps_per_epoch: int = STEPS_PER_EPOCH) -> str:
+    """CONFIG with ``num_epochs`` epochs of ``steps_per_epoch`` steps (10 sequences each)."""
+    return CONFIG % {"num_epochs": num_epochs, "num_seqs": 10 * steps_per_epoch}
 
 # Epoch 1 is normal, from epoch 2 on every input frame is NaN.
 NAN_CONFIG = '''#!rnn.py
@@ -176,7 +183,7 @@ def test_kill9_at_random_points_then_resume_finishes_all_epochs(tmp_path):
     num_epochs = 10
     rng = random.Random(4711)
     config = tmp_path / "kill.config"
-    config.write_text(CONFIG % {"num_epochs": num_epochs})
+    config.write_text(_config(num_epochs))
     model = tmp_path / "out" / "model"
     args = _train_args(config, model)
     plan = ["ckpt"] * 4 + ["step"] * 4 + ["startup"] * 2
@@ -247,12 +254,12 @@ def test_stop_signal_saves_interrupted_checkpoint_and_resumes(tmp_path, signame)
     the exit code is 128 + signum; the same command resumes from it and finishes."""
     signum = int(getattr(signal, signame))
     config = tmp_path / "sig.config"
-    config.write_text(CONFIG % {"num_epochs": 3})
+    config.write_text(_config(3, LONG_STEPS_PER_EPOCH))
     model = tmp_path / "out" / "model"
     args = _train_args(config, model)
     run = Run(args, tmp_path, "first")
     assert run.wait_until(lambda: "start epoch 2 with" in run.stdout), run.describe()
-    time.sleep(0.2)
+    time.sleep(0.5)  # into epoch 2, far from its end (an epoch takes seconds)
     run.kill(signum)
     assert run.wait() == 128 + signum, run.describe()
     m = re.search(r"stop requested \(signal\) in epoch (\d+) after step (\d+); saved (\S+);", run.stdout)
@@ -261,7 +268,7 @@ def test_stop_signal_saves_interrupted_checkpoint_and_resumes(tmp_path, signame)
     assert m.group(3) == str(model) + ".interrupted"
     state = _read_ckpt(str(model) + ".interrupted")
     assert state["epoch"] == stopped_epoch - 1  # epochs complete before the interrupted one
-    assert state["step"] == (stopped_epoch - 1) * STEPS_PER_EPOCH + int(m.group(2))
+    assert state["step"] == (stopped_epoch - 1) * LONG_STEPS_PER_EPOCH + int(m.group(2))
     steps_done = int(m.group(2))
     assert "Traceback" not in run.stderr
 
@@ -273,7 +280,7 @@ def test_stop_signal_saves_interrupted_checkpoint_and_resumes(tmp_path, signame)
         in resumed.stdout
     assert "Finished training in epoch 3." in resumed.stdout
     # no batch is trained twice: the final step count is that of an uninterrupted run
-    assert _read_ckpt(str(model) + ".003")["step"] == 3 * STEPS_PER_EPOCH
+    assert _read_ckpt(str(model) + ".003")["step"] == 3 * LONG_STEPS_PER_EPOCH
     assert _complete_epochs(model) == [1, 2, 3]
     assert not Path(str(model) + ".interrupted.index").exists(), "stale interrupted state kept"
     assert sorted(read_learning_rate_file(str(model) + ".lr.data")) == [1, 2, 3]
@@ -294,7 +301,7 @@ def test_stop_signal_during_startup_exits_at_once_without_traceback(tmp_path):
     """SIGTERM while the run is still starting (TensorFlow import, data, network): nothing has been
     trained, so it exits at once with 128 + signum and one explanatory line, writing nothing."""
     config = tmp_path / "sig.config"
-    config.write_text(CONFIG % {"num_epochs": 3})
+    config.write_text(_config(3))
     model = tmp_path / "out" / "model"
     run = Run(_train_args(config, model), tmp_path, "startup")
     assert run.wait_until(lambda: _catches(run.proc.pid, signal.SIGTERM), timeout=60, interval=0.01), \
