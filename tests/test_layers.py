@@ -4,6 +4,7 @@ import pytest
 import tensorflow as tf
 
 from returnn.errors import NetworkError
+from returnn.tensor import Data, FeatureDim, SpatialDim, batch_dim
 from returnn.tf.activations import get_activation
 from data_utils import lo, rebind, sig, spec, value
 from returnn.tf.layers import RunContext, get_layer_class
@@ -147,7 +148,7 @@ def test_activations_registry():
 def test_dropout_deterministic_keep_rate_and_eval_identity():
     x = np.ones([4, 50, 20], np.float32)
     lens = np.array([50, 40, 30, 20], np.int32)
-    layer = make("dropout", {"dropout": 0.3}, [spec(20)])
+    layer = make("dropout", {"dropout": 0.3, "dropout_noise_shape": {"*": None}}, [spec(20)])
     src = lo(x, lens)
     a = run(layer, [src], train=True, seed=(3, 4)).tensor.numpy()
     b = run(layer, [src], train=True, seed=(3, 4)).tensor.numpy()
@@ -157,6 +158,27 @@ def test_dropout_deterministic_keep_rate_and_eval_identity():
     np.testing.assert_allclose(np.unique(a), [0.0, 1 / 0.7], rtol=1e-6)
     assert abs((a > 0).mean() - 0.7) < 0.03
     np.testing.assert_array_equal(run(layer, [src], train=False).tensor.numpy(), x)
+
+
+def test_dropout_default_mask_is_shared_by_all_frames_and_sequences():
+    """RETURNN's default noise shape: one mask value per feature, the same for every sequence and
+    frame of the batch (and for both axes of a 2-D spatial input); a new mask per seed."""
+    x = np.ones([4, 50, 64], np.float32)
+    lens = np.array([50, 40, 30, 20], np.int32)
+    layer = make("dropout", {"dropout": 0.5}, [spec(64)])
+    masks = []
+    for seed in ((3, 4), (3, 5)):
+        out = run(layer, [lo(x, lens)], train=True, seed=seed).tensor.numpy()
+        assert set(np.unique(out)) == {0.0, 2.0}
+        assert (out == out[:1, :1]).all(), "the mask differs between frames or sequences"
+        masks.append(out[0, 0])
+    assert not np.array_equal(*masks)
+    # a 2-D input (B, T, F', C): shared over T and F', own value per channel
+    x4 = np.ones([2, 6, 5, 32], np.float32)
+    data = Data("x4", dims=[batch_dim, SpatialDim("time"), SpatialDim("freq", 5), FeatureDim("chan", 32)])
+    layer = make("dropout", {"dropout": 0.5}, [data])
+    out = run(layer, [value(x4, [6, 4], data)], train=True, seed=(1, 2)).tensor.numpy()
+    assert (out == out[:1, :1, :1]).all() and len(np.unique(out[0, 0, 0])) == 2
 
 
 def test_dropout_option_applies_to_input_of_any_layer():

@@ -197,7 +197,10 @@ class TFNetwork(tf.Module):
     @property
     def recurrent(self) -> bool:
         """Whether some layer mixes frames over time (RETURNN's ``network.recurrent``)."""
-        return any(type(layer).layer_class not in FRAME_WISE_LAYERS for layer in self.layers.values())
+        return any(type(layer).layer_class not in FRAME_WISE_LAYERS
+                   # an own dropout noise shape may share the mask along time: per sequence, not per packed row
+                   or (layer.dropout and layer.opts.get("dropout_noise_shape"))
+                   for layer in self.layers.values())
 
     def _infer_n_out(self, name: str, opts: Dict[str, Any]) -> None:
         """Like RETURNN: a softmax/linear layer without ``n_out`` that has a loss or an explicit

@@ -70,7 +70,8 @@ class Layer(tf.Module):
         Option("n_out", None, "output feature dim (checked or inferred from the target)"),
         Option("out_dim", None, "Dim of the output feature axis (instead of n_out)"),
         Option("dropout", 0.0, "dropout rate on the input, training only (inverted: scaled by 1/keep)"),
-        Option("dropout_noise_shape", None, "{axis: None or 1}: 1 shares one dropout mask value along that axis"),
+        Option("dropout_noise_shape", None, "{axis: None or 1}: 1 shares one dropout mask value along that axis; "
+               "default: shared along every axis but the feature axis (RETURNN)"),
         Option("L2", 0.0, "adds L2 * sum(p ** 2) over all the layer's trainable parameters to the loss"),
         Option("trainable", True, "False: variables are not trained"),
         Option("target", None, "data key the loss compares to (default 'classes')"),

@@ -33,36 +33,40 @@ def check_dense(layer, sources: Sequence[Data]) -> None:
 
 def dropout(tensor: tf.Tensor, drop: float, seed: tf.Tensor, broadcast_axes: Sequence[int] = ()) -> tf.Tensor:
     """Inverted dropout: zeroes a ``drop`` fraction, scales the rest by ``1 / (1 - drop)``; the
-    mask is shared along ``broadcast_axes`` (RETURNN's ``dropout_noise_shape`` entries of 1)."""
+    mask is shared along ``broadcast_axes`` (drawn with size 1 there, so a mask shared by all
+    frames costs one random number per feature)."""
     keep = 1.0 - drop
     shape = tf.shape(tensor)
     if broadcast_axes:
         shape = tf.tensor_scatter_nd_update(shape, [[a] for a in broadcast_axes], [1] * len(broadcast_axes))
     noise = tf.random.stateless_uniform(shape, seed=seed)
-    return tf.where(noise < keep, tensor / keep, tf.zeros_like(tensor))
+    scale = tf.cast(noise < keep, tensor.dtype) * (1.0 / keep)
+    return tensor * scale
+
+
+_NOISE_VALUES = {None: False, -1: False, 1: True, "x": True}  # RETURNN's spellings: own noise / shared
 
 
 def noise_broadcast_axes(layer, data: Data) -> List[int]:
-    """The axes of ``data`` where ``dropout_noise_shape`` says 1 (``{"*": None}``: none; an axis
-    description or ``"*"`` maps to None (own noise) or 1 (one mask value shared along it))."""
+    """The axes along which a layer's input dropout mask is shared, as RETURNN decides it: by
+    default every axis except the feature axis (one mask per step and feature, shared by all
+    sequences and frames, RETURNN's behaviour since 2017). ``dropout_noise_shape`` overrides it:
+    ``{"*": None}`` gives every axis its own noise (``"*": 1`` shares along all), an axis
+    description sets that axis; None (or -1) is own noise, 1 (or "x") a shared value."""
+    shared = {a: a != data.feature_dim_axis for a in range(data.batch_ndim)}
     spec = layer.opts.get("dropout_noise_shape")
-    if not spec:
-        return []
-    if not isinstance(spec, dict):
+    if spec and not isinstance(spec, dict):
         raise NetworkError("%s: dropout_noise_shape must be a dict {axis: None or 1}, got %r" % (layer.desc, spec))
-    out = set()
-    for key, value in spec.items():
-        if value not in (None, 1):
+    explicit = {}
+    for key, value in (spec or {}).items():
+        if not isinstance(value, (int, str, type(None))) or value not in _NOISE_VALUES:
             raise NetworkError("%s: dropout_noise_shape values must be None or 1, got %r" % (layer.desc, value))
         if key == "*":
-            axes = [i for i in range(data.batch_ndim) if not data.dims[i].is_batch_dim()]
-        elif not data.has_axis(key):
-            continue
-        else:
-            axes = layer.axes(data, key, "dropout_noise_shape")
-        for a in axes:
-            (out.add if value == 1 else out.discard)(a)
-    return sorted(out)
+            shared = {a: _NOISE_VALUES[value] for a in shared}
+        elif data.has_axis(key):
+            for a in layer.axes(data, key, "dropout_noise_shape"):
+                explicit[a] = _NOISE_VALUES[value]
+    return [a for a in range(data.batch_ndim) if explicit.get(a, shared[a])]
 
 
 def dropout_sources(layer, sources: List[LayerOutput], ctx) -> List[LayerOutput]:
