@@ -53,6 +53,20 @@ def test_ce_masked_sum_and_frame_error(with_logits):
     assert vals["error_sum"] == 2.0
 
 
+def test_ce_uses_the_logits_of_a_softmax_output_far_below_the_probability_floor():
+    """A label with probability e^-40 (below float32 softmax resolution): the loss is the exact 40
+    from the logits, and its gradient is the full softmax gradient, not the zero of a clipped log."""
+    logits = tf.Variable(np.array([[[0.0, 40.0, 0.0]]], np.float32))
+    lens = np.array([1], np.int32)
+    target = sparse_target(np.array([[0]]), lens, 3)
+    with tf.GradientTape() as tape:
+        out = value(tf.nn.softmax(logits), tf.constant(lens), spec(3), logits=logits)
+        values = get_loss_class("ce", "output")("output", {}, "classes").compute(out, target)
+    np.testing.assert_allclose(values.loss_sum.numpy(), 40.0, rtol=1e-5)
+    grad = tape.gradient(values.loss_sum, logits).numpy()[0, 0]
+    np.testing.assert_allclose(grad, [-1.0, 1.0, 0.0], atol=1e-5)
+
+
 def test_ce_label_smoothing():
     ls = 0.2
     vals = compute("ce", output(LOGITS, LENS), sparse_target(LABELS, LENS, 3), label_smoothing=ls)

@@ -61,7 +61,8 @@ class Loss:
                 "%s|%s|%s|" % (ALIGNMENT_MARK, self.layer_name, self.target_key), "seq", first, "lengths",
                 tf.gather(output.seq_len, first), tf.gather(target.seq_len, first)])
             with tf.control_dependencies([check]):  # before any op that combines the two
-                output = output.with_tensor(tf.identity(output.tensor))
+                logits = None if output.logits is None else tf.identity(output.logits)
+                output = output.with_tensor(tf.identity(output.tensor), logits=logits)
                 target = target.with_tensor(tf.identity(target.tensor))
         return self.compute_btf(output, target)
 
@@ -146,25 +147,27 @@ class CrossEntropyLoss(Loss):
     def compute_btf(self, output: LayerOutput, target: LayerOutput) -> LossValues:
         mask = _frame_mask(target)
         num_classes = output.data.dim
-        log_p = self._log_probs(output)
         if target.data.sparse:
             labels = target.tensor if mask is None else tf.where(mask > 0, target.tensor, 0)
-            label_log_p = tf.gather(log_p, labels, batch_dims=len(labels.shape))
             if self.smoothing:
+                log_p = self._log_probs(output)
                 confidence, low = 1.0 - self.smoothing, self.smoothing / max(num_classes - 1, 1)
                 soft = tf.one_hot(labels, num_classes, on_value=confidence, off_value=low)
                 best = -(confidence * math.log(confidence) + (num_classes - 1) * low * math.log(low + 1e-20))
                 frame_loss = -tf.reduce_sum(soft * log_p, axis=-1) - best
-            elif output.logits is not None and self.input_type == "prob":
+                label_log_p = tf.gather(log_p, labels, batch_dims=len(labels.shape)) if self.focal else None
+            elif output.logits is not None and self.input_type == "prob":  # fused, as RETURNN
                 frame_loss = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=output.logits)
+                label_log_p = -frame_loss
             else:
+                label_log_p = tf.gather(self._log_probs(output), labels, batch_dims=len(labels.shape))
                 frame_loss = -label_log_p
             if self.focal:
                 frame_loss *= (1.0 - tf.exp(label_log_p)) ** self.focal
         else:
             if self.smoothing or self.focal:
                 raise NetworkError("layer %r: label_smoothing/focal_loss_factor need sparse targets" % self.layer_name)
-            frame_loss = -tf.reduce_sum(target.tensor * log_p, axis=-1)
+            frame_loss = -tf.reduce_sum(target.tensor * self._log_probs(output), axis=-1)
             labels = tf.argmax(target.tensor, axis=-1, output_type=tf.int32)
         if self.upper_bound is not None:
             frame_loss = frame_loss - tf.stop_gradient(frame_loss - tf.minimum(frame_loss, self.upper_bound))
