@@ -105,3 +105,13 @@ def test_tensorboard_command_starts():
         pytest.skip("no tensorboard command in this environment")
     proc = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def test_tf_log_dir_none_on_the_command_line_switches_summaries_off(tmp_path):
+    from returnn.config import load_config_from_args
+    from returnn.tf.summaries import SummaryLogger
+    model = str(tmp_path / "model")
+    config = load_config_from_args(["demos/demo-tf-lstm.12ax.config", "++model", model, "++tf_log_dir", "None"])
+    assert SummaryLogger.directory(config) is None  # not a directory named 'None'
+    config = load_config_from_args(["demos/demo-tf-lstm.12ax.config", "++model", model])
+    assert SummaryLogger.directory(config) == str(tmp_path / "tf-log")

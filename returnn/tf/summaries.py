@@ -54,8 +54,8 @@ class SummaryLogger:
     @staticmethod
     def directory(config) -> Optional[str]:
         """``tf_log_dir``, by default ``tf-log`` next to the model in training; None when off."""
-        if config.has("tf_log_dir") and config.typed_value("tf_log_dir") is None:
-            return None  # tf_log_dir = None switches summaries off
+        if config.has("tf_log_dir") and config.typed_value("tf_log_dir") in (None, "None"):
+            return None  # tf_log_dir = None (``++tf_log_dir None`` on the command line) switches summaries off
         log_dir = config.value("tf_log_dir")
         if not log_dir:
             model = config.value("model")
