@@ -10,7 +10,8 @@ A reference in a sub-layer's ``from`` (or another layer-valued option) is one of
 
 A sub-layer must run inside the step loop when it lies on a dependency cycle (which always goes
 through a ``prev:`` edge), reads the step index ``:i``, is forced into the loop by the caller (the
-choices and ``end`` in search), or reads (same-step or ``prev:``) a layer that runs in the loop.
+choices and ``end`` in search), belongs to a ``masked_computation`` (it keeps its previous output
+where the mask is False), or reads (same-step or ``prev:``) a layer that runs in the loop.
 All others are computed once over the whole sequence ("move out of loop"), which gives the same
 numbers per step. With teacher forcing, a ``choice`` with a target is the target itself: its
 ``from`` is no dependency, which breaks the usual output -> embedding -> state -> output cycle.
@@ -21,12 +22,11 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 from returnn.errors import NetworkError, known_list
+from returnn.tf.subnetwork import MASKED_BY
 
 # Options whose string values name layers (besides "from"), declared once here.
 LAYER_REF_OPTS = ("base", "base_ctx", "weights", "keys", "values", "condition", "true_from", "false_from",
-                  "explicit_search_source", "size_base", "position", "mask")
-# Sub-layer classes that carry state from step to step or only exist per step: always in the loop.
-STEP_ONLY_CLASSES = frozenset(("masked_computation",))
+                  "explicit_search_source", "size_base", "position", "mask", MASKED_BY)
 # Classes whose value in training is their target (teacher forcing), not a function of their "from".
 TARGET_CHOICE_CLASSES = frozenset(("choice",))
 # Classes (not implemented here) whose "from" defaults to nothing; implemented ones say it themselves.
@@ -218,7 +218,9 @@ def analyse_unit(unit: Mapping[str, Any], rec_name: str, base_layers: Sequence[s
     prev_used = {r.name for n in names for r in step_deps[n] if r.kind == "prev"}
     edges = {n: {r.name for r in step_deps[n] if r.kind in ("self", "prev")} for n in names}
     in_loop: Set[str] = _on_cycle(names, edges) | set(step_only)
-    in_loop |= {n for n in names if unit[n].get("class") in STEP_ONLY_CLASSES}
+    masked = {n for n in names if unit[n].get(MASKED_BY)}  # a masked_computation's layers keep their
+    in_loop |= masked  # previous output and state where the mask is False: they run step by step
+    prev_used |= masked
     in_loop |= {n for n in names if any(r.kind == "step" for r in step_deps[n])}
     core = set(in_loop)  # what must run step by step: cycles, forced layers and what they read in the loop
     changed = True

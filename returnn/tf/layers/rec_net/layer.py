@@ -23,10 +23,11 @@ from returnn.tf.layers.options import Option
 from returnn.tf.layers.rec_net import frames
 from returnn.tf.layers.rec_net.deps import Ref, analyse_unit, initial_output_ref, is_target_choice, layer_refs
 from returnn.tf.layers.rnn_cell import cell_class_for
-from returnn.tf.subnetwork import expand_subnetworks
+from returnn.tf.subnetwork import MASKED_BY, expand_subnetworks
 
 # Options of sub-layers that only the rec layer reads.
-REC_ONLY_SUB_OPTIONS = ("initial_output", "initial_state_from", "is_output_layer", "need_last", "rec_previous_layer")
+REC_ONLY_SUB_OPTIONS = ("initial_output", "initial_state_from", "is_output_layer", "need_last", "rec_previous_layer",
+                        MASKED_BY)
 
 
 MAX_TEMPLATE_ROUNDS = 4
@@ -47,7 +48,7 @@ def _as_list(value: Any) -> List[Any]:
 def rec_targets(opts: Mapping[str, Any]) -> List[str]:
     """The rec layer's own target, then its choices' targets (first gives the loop length)."""
     out = [t for t in _as_list(opts.get("target")) + _as_list(opts.get("size_target")) if isinstance(t, str)]
-    for sub in expand_subnetworks(dict(opts["unit"])).values():
+    for sub in expand_subnetworks(dict(opts["unit"]), in_rec_unit=True).values():
         if isinstance(sub, Mapping) and is_target_choice(sub):
             out.append(sub["target"])
     return list(dict.fromkeys(out))
@@ -79,7 +80,7 @@ class RecSubnetLayer(Layer):
         unit = opts.get("unit")
         if not isinstance(unit, Mapping):
             raise NetworkError("rec layer %r: 'unit' must be a dict of layers" % name)
-        unit = expand_subnetworks(dict(unit))
+        unit = expand_subnetworks(dict(unit), in_rec_unit=True)
         extra: List[str] = []
         for sub, sub_opts in unit.items():
             refs = layer_refs(sub, sub_opts, name)
@@ -107,7 +108,7 @@ class RecSubnetLayer(Layer):
         # read-only proxies: tf.Module would wrap plain dicts in tracking types that are no Mappings
         self.unit: Mapping[str, Mapping[str, Any]] = types.MappingProxyType(
             {k: types.MappingProxyType(dict(v)) if isinstance(v, Mapping) else v
-             for k, v in expand_subnetworks(dict(self.opt("unit"))).items()})
+             for k, v in expand_subnetworks(dict(self.opt("unit")), in_rec_unit=True).items()})
         self.n_from = len(_as_list(opts.get("from", ["data"])))
         self.outer_names = list(outer_names)
         self.outer = types.MappingProxyType(dict(zip(self.outer_names[self.n_from:], sources[self.n_from:])))

@@ -19,6 +19,7 @@ from returnn.tf.layers.base import LayerOutput, RunContext
 from returnn.tf.layers.helpers import concat_inputs
 from returnn.tf.layers.rec_net import frames
 from returnn.tf.layers.rec_net.deps import Ref, initial_output_ref
+from returnn.tf.subnetwork import MASKED_BY
 
 STEP_SEED_STRIDE = 1000003  # per-step offset of the dropout seed inside the loop
 
@@ -36,6 +37,13 @@ def has_state(layer) -> bool:
 
 def has_logits(layer) -> bool:
     return getattr(layer, "activation_name", None) in LOGIT_ACTIVATIONS
+
+
+def _where_rows(mask: tf.Tensor, new: tf.Tensor, old: tf.Tensor) -> tf.Tensor:
+    """Per batch row (axis 0): ``new`` where ``mask`` (B,) holds, else ``old``."""
+    if not len(new.shape):
+        return new
+    return tf.where(tf.reshape(mask, [-1] + [1] * (len(new.shape) - 1)), new, old)
 
 
 def keep_shape(new: tf.Tensor, old: tf.Tensor) -> tf.Tensor:
@@ -188,8 +196,15 @@ class UnitRun:
         srcs = [self.step_value(s, t, prev, vals, state) for s in self.rec.sub_sources[n]]
         if n in state:
             out, new_state[n] = layer.step(srcs, state[n], ctx, t)
-            return out
-        return layer(srcs, ctx)
+        else:
+            out = layer(srcs, ctx)
+        mask_ref = self.rec.unit[n].get(MASKED_BY)
+        if mask_ref:  # a masked_computation's layer: where the mask is False, it keeps its last output and state
+            mask = tf.reshape(tf.cast(self.step_value(mask_ref, t, prev, vals, state).tensor, tf.bool), [-1])
+            out = out.with_tensor(_where_rows(mask, out.tensor, tf.cast(prev[n], out.tensor.dtype)))
+            if n in state:
+                new_state[n] = tf.nest.map_structure(lambda a, b: _where_rows(mask, a, b), new_state[n], state[n])
+        return out
 
     def run_loop(self) -> Dict[str, LayerOutput]:
         rec = self.rec
