@@ -95,11 +95,13 @@ def _targets(opts: Mapping[str, Any], default_target: str) -> List[str]:
 
 def base_layer_name(ref: str, layers) -> str:
     """``"rec/sub"`` -> ``"rec"`` when ``ref`` is no layer itself but ``rec`` is a layer with
-    sub-layers (a rec sub-network; ``layers`` maps names to their dicts or built layers)."""
+    sub-layers (a rec sub-network, or a class listing ``sub_output_names`` such as forced_align's
+    ``scores``; ``layers`` maps names to their dicts or built layers)."""
     if ref not in layers and "/" in ref:
         parent = ref.split("/", 1)[0]
         layer = layers.get(parent)
-        if isinstance(layer, Mapping) and isinstance(layer.get("unit"), Mapping) or hasattr(layer, "sub_template"):
+        if isinstance(layer, Mapping) and (isinstance(layer.get("unit"), Mapping) or ref.split("/", 1)[1] in getattr(
+                LAYER_CLASSES.get(layer.get("class")), "sub_output_names", ())) or hasattr(layer, "sub_template"):
             return parent
     return ref
 
@@ -146,6 +148,10 @@ class TFNetwork(tf.Module):
         self.data_layers: Dict[str, str] = {
             opts["register_as_extern_data"]: name for name, opts in net_dict.items()
             if isinstance(opts.get("register_as_extern_data"), str)}
+        for opts in net_dict.values():  # RETURNN's "target": "layer:NAME": the output of layer NAME
+            for t in _targets(opts, default_target):
+                if t.startswith("layer:") and t[len("layer:"):] in net_dict:
+                    self.data_layers[t] = t[len("layer:"):]
         self.net_dict = types.MappingProxyType(net_dict)  # not tf.Module-tracked: errors show the user's dicts
         self.search = search  # built for beam search: rec sub-networks choose their labels
         self.raw_sources = {name: layer_sources(name, opts, default_target, search) for name, opts in net_dict.items()}
@@ -172,6 +178,8 @@ class TFNetwork(tf.Module):
             self.layers[name] = layer
             if isinstance(opts.get("register_as_extern_data"), str):
                 extern.setdefault(opts["register_as_extern_data"], layer.output)
+            if "layer:" + name in self.data_layers:
+                extern.setdefault("layer:" + name, layer.output)
             self._add_loss(name, opts)
             subs = layer.sub_layer_dicts() if hasattr(layer, "sub_layer_dicts") else {}
             for sub, sub_opts in subs.items():

@@ -61,6 +61,9 @@ class Layer(tf.Module):
     default_from: Tuple[str, ...] = ("data",)  # sources when the config gives no "from"
     # opts -> another class that builds this layer (e.g. combine with kind "eval"), or None
     class_selector = None
+    # Names of extra outputs readable as "NAME/sub" (the layer then has ``sub_template(sub)`` and sets
+    # them in its output's ``sub_outputs``), e.g. forced_align's "scores"
+    sub_output_names: Tuple[str, ...] = ()
     # True: the layer updates state in training steps, so it runs there even when no loss needs it
     updates_in_training = False
     options = (

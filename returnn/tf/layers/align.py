@@ -1,0 +1,139 @@
+"""``forced_align``: the best (Viterbi) alignment of a label sequence to frame-wise label scores.
+
+``{"class": "forced_align", "from": "ctc", "align_target": "data:bpe", "topology": "ctc",
+"input_type": "prob"}``: input ``(B, T, V)`` (probabilities or log-probabilities, ``input_type``)
+whose last class is blank (``blank_idx``, default -1), and the labels ``(B, U)`` of
+``align_target`` (without blank unless ``blank_included``). The states of one sequence are
+blank, l1, blank, l2, ..., lU, blank; every frame emits the label of its state. Topology
+``"ctc"``: a label may repeat over frames, and two equal labels in a row need a blank between
+them; ``"rna"`` (RNA): each label takes exactly one frame, nothing else restricted. A path starts
+in the first blank or the first label and ends in the last label or the last blank.
+
+Output ``(B, T)`` int32, sparse over the input's classes: the label of each frame on the best
+path (0 on padded frames, and on every frame of a sequence that has no path, e.g. more labels
+than frames). ``"NAME/scores"`` is ``(B,)``: the best path's summed log-probability (-inf
+without a path). No gradient flows through the alignment.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Sequence
+
+import tensorflow as tf
+
+from returnn.errors import NetworkError
+from returnn.tensor import Data
+from returnn.tensor.dim import batch_dim
+from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
+from returnn.tf.layers.helpers import check_sources
+from returnn.tf.layers.options import Option, one_of
+
+NEG_INF = float("-inf")
+
+
+@register_layer
+class ForcedAlignLayer(Layer):
+    """See the module docstring."""
+
+    layer_class = "forced_align"
+    ref_options = ("align_target",)
+    sub_output_names = ("scores",)
+    options = (
+        Option("align_target", None, "layer or 'data:KEY' with the label sequences (sparse, with a time axis)"),
+        Option("topology", None, "'ctc' or 'rna'"),
+        Option("input_type", None, "'prob' or 'log_prob'"),
+        Option("blank_idx", -1, "class index of blank in the input (negative: from the end)"),
+        Option("blank_included", False, "whether the align target's classes include blank"),
+    )
+
+    def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
+        if not isinstance(opts.get("align_target"), str):
+            raise NetworkError("layer %r (forced_align): 'align_target' must name a layer or data key, got %r"
+                               % (name, opts.get("align_target")))
+        super().__init__(name, opts, sources[:-1], seed)
+        check_sources(self, sources[:-1], 1, 1)
+        data, target = sources[0], sources[-1]
+        self.label_loop = one_of(self.desc, "topology", self.opt("topology"), ("ctc", "rna")) == "ctc"
+        self.log_input = one_of(self.desc, "input_type", self.opt("input_type"), ("prob", "log_prob")) == "log_prob"
+        if data.sparse or data.feature_dim_axis is None or data.time_dim_axis is None or data.batch_ndim != 3:
+            raise NetworkError("%s: the input must be (batch, time, classes) scores, got %s" % (self.desc,
+                                                                                                 data.short_repr()))
+        if not target.sparse or target.time_dim_axis is None or target.batch_ndim != 2:
+            raise NetworkError("%s: 'align_target' must be sparse labels (batch, time), got %s"
+                               % (self.desc, target.short_repr()))
+        n_classes = data.dim
+        expected = n_classes if self.opt("blank_included") else n_classes - 1
+        if target.dim != expected:
+            raise NetworkError("%s: the input has %i classes, so 'align_target' must have %i (blank %s), got %i"
+                               % (self.desc, n_classes, expected,
+                                  "included" if self.opt("blank_included") else "not included", target.dim))
+        self.blank = int(self.opt("blank_idx")) % n_classes
+        self.output = Data(name, dims=(batch_dim, data.dims[data.time_dim_axis]), dtype="int32",
+                           sparse_dim=data.dims[data.feature_dim_axis])
+
+    def sub_template(self, sub: str) -> Data:
+        if sub != "scores":
+            raise NetworkError("%s: no sub-layer %r (known: 'scores')" % (self.desc, sub))
+        return Data("%s/scores" % self.layer_name, dims=(batch_dim,), dtype="float32")
+
+    def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
+        x, target = sources[0].copy_as_batch_time_feature(), sources[-1].copy_as_batch_time_feature()
+        scores = tf.stop_gradient(tf.cast(x.tensor, tf.float32))
+        logp = scores if self.log_input else tf.math.log(tf.maximum(scores, 1e-30))
+        t_len, u_len = x.seq_len, target.seq_len
+        labels = tf.where(target.sequence_mask(), tf.cast(target.tensor, tf.int32), 0)
+        alignment, best = viterbi_align(logp, t_len, labels, u_len, self.blank, self.label_loop)
+        out = self.make_output(alignment, [x])
+        out.sub_outputs = {"scores": LayerOutput(best, self.sub_template("scores"))}
+        return out
+
+
+def viterbi_align(logp: tf.Tensor, t_len: tf.Tensor, labels: tf.Tensor, u_len: tf.Tensor, blank: int,
+                  label_loop: bool) -> "tuple[tf.Tensor, tf.Tensor]":
+    """``logp`` (B, T, V), ``labels`` (B, U) -> (alignment (B, T) int32, best path score (B,))."""
+    n_b, n_t = tf.shape(logp)[0], tf.shape(logp)[1]
+    n_u = tf.shape(labels)[1]
+    n_s = 2 * n_u + 1
+    blanks = tf.fill([n_b, n_u], blank)
+    blanks1 = tf.fill([n_b, 1], blank)
+    ext = tf.concat([tf.reshape(tf.stack([blanks, labels], axis=2), [n_b, 2 * n_u]), blanks1], 1)  # (B, S)
+    s_idx = tf.range(n_s)[None, :]  # (1, S)
+    is_label = tf.equal(s_idx % 2, 1)
+    valid = s_idx < (2 * u_len + 1)[:, None]  # (B, S)
+    ext_prev2 = tf.concat([tf.fill([n_b, 2], -1), ext[:, :-2]], 1)
+    allow_skip = is_label & (s_idx >= 2) & (tf.not_equal(ext, ext_prev2) | (not label_loop))
+    allow_self = tf.logical_not(is_label) | label_loop
+    emit = tf.transpose(tf.gather(logp, ext, axis=2, batch_dims=1), [1, 0, 2])  # (T, B, S)
+    neg = tf.fill([n_b, n_s], NEG_INF)
+    alpha0 = tf.where(valid & (s_idx < 2), emit[0], neg)  # a path starts in the first blank or label
+    bps = tf.TensorArray(tf.int32, size=n_t, element_shape=[None, None])
+    bps = bps.write(0, tf.zeros([n_b, n_s], tf.int32))
+
+    def body(t, alpha, bps):
+        stay = tf.where(tf.broadcast_to(allow_self, [n_b, n_s]), alpha, neg)
+        from1 = tf.concat([neg[:, :1], alpha[:, :-1]], 1)
+        from2 = tf.where(allow_skip, tf.concat([neg[:, :2], alpha[:, :-2]], 1), neg)
+        cands = tf.stack([stay, from1, from2], axis=-1)  # (B, S, 3): back by 0, 1 or 2 states
+        step = tf.argmax(cands, axis=-1, output_type=tf.int32)
+        new = tf.where(valid, tf.reduce_max(cands, axis=-1) + emit[t], neg)
+        active = (t < t_len)[:, None]
+        return t + 1, tf.where(active, new, alpha), bps.write(t, tf.where(active, step, 0))
+
+    _, alpha, bps = tf.while_loop(lambda t, *_: t < n_t, body, [tf.constant(1), alpha0, bps],
+                                  shape_invariants=[tf.TensorShape([]), tf.TensorShape([None, None]),
+                                                    tf.TensorShape(None)])
+    last = 2 * u_len  # the final blank; the final label is one before it
+    end_scores = tf.stack([tf.gather(alpha, last, batch_dims=1),
+                           tf.where(u_len > 0, tf.gather(alpha, tf.maximum(last - 1, 0), batch_dims=1), NEG_INF)], 1)
+    best = tf.reduce_max(end_scores, axis=1)
+    state = last - tf.argmax(end_scores, axis=1, output_type=tf.int32)
+    bp = bps.stack()  # (T, B, S)
+    out = tf.TensorArray(tf.int32, size=n_t, element_shape=[None])
+
+    def back(t, state, out):
+        out = out.write(t, tf.gather(ext, state, batch_dims=1))
+        return t - 1, state - tf.gather(bp[t], state, batch_dims=1), out
+
+    _, _, out = tf.while_loop(lambda t, *_: t >= 0, back, [n_t - 1, state, out])
+    alignment = tf.transpose(tf.reshape(out.stack(), [n_t, n_b]))  # (B, T)
+    found = tf.math.is_finite(best)[:, None] & tf.sequence_mask(t_len, n_t)
+    return tf.where(found, alignment, 0), best
