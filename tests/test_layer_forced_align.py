@@ -110,3 +110,61 @@ def test_alignment_as_the_target_of_a_framewise_loss():
     ref = -sum(np.log(prob[b, t, align[b, t]]) for b, n in enumerate([6, 4]) for t in range(n))
     np.testing.assert_allclose(losses["output"].loss_sum.numpy(), ref, rtol=1e-4)
     assert float(losses["output"].norm.numpy()) == 10
+
+
+CTC_CONFIG = """
+task = "train"
+train = {"class": "TaskNumberBaseConvertDataset", "input_base": 2, "output_base": 8, "num_seqs": 40,
+         "min_input_seq_len": 6, "max_input_seq_len": 12}
+dev = {"class": "TaskNumberBaseConvertDataset", "input_base": 2, "output_base": 8, "num_seqs": 12,
+       "min_input_seq_len": 6, "max_input_seq_len": 12, "fixed_random_seed": 1}
+num_epochs = 1
+batch_size = 200
+learning_rate = 0.01
+optimizer = {"class": "adam"}
+network = {
+    "emb": {"class": "linear", "activation": "tanh", "n_out": 8, "from": "data"},
+    "ctc": {"class": "softmax", "from": "emb", "loss": "ctc", "target": "classes"},
+    "align": {"class": "forced_align", "from": "ctc", "align_target": "data:classes", "topology": "ctc",
+              "input_type": "prob"},
+    "dump": {"class": "hdf_dump", "from": "align", "filename": DUMP_DIR + "/align-{dataset_name}.hdf",
+             "is_output_layer": True},
+}
+"""
+
+
+def test_alignments_dumped_to_hdf_in_forward_and_eval(tmp_path):
+    """A CTC model's Viterbi alignments of the dev set, written by hdf_dump under the dev set's tags:
+    each collapses to the sequence's labels."""
+    import h5py
+    from helpers import describe, run_rnn, train_args, write_config
+    from returnn.datasets.generating import TaskNumberBaseConvertDataset
+
+    config = write_config(tmp_path / "ctc.config", "DUMP_DIR = %r\n" % str(tmp_path / "dumps") + CTC_CONFIG)
+    proc = run_rnn(train_args(config, tmp_path))
+    assert proc.returncode == 0, describe(proc)
+    assert not (tmp_path / "dumps").exists()  # training writes no dumps
+    dev = TaskNumberBaseConvertDataset(input_base=2, output_base=8, num_seqs=12, min_input_seq_len=6,
+                                       max_input_seq_len=12, fixed_random_seed=1)
+    dev.init_seq_order(1)
+    by_tag = {dev.get_tag(i): (dev.get_data(i, "data"), dev.get_data(i, "classes")) for i in range(dev.num_seqs)}
+    for task in ("forward", "eval"):
+        target = tmp_path / "dumps" / "align-dev.hdf"
+        if target.exists():
+            target.unlink()
+        proc = run_rnn(train_args(config, tmp_path, "++task", task, "++load_epoch", "1"))
+        assert proc.returncode == 0, describe(proc)
+        assert "dumped dump of dev to" in proc.stdout + proc.stderr
+        with h5py.File(target, "r") as f:
+            inputs = f["inputs"][...]
+            lens = f["seqLengths"][...]
+            tags = [t.decode() if isinstance(t, bytes) else t for t in f["seqTags"][...]]
+        lens = lens[:, 0] if lens.ndim == 2 else lens
+        assert sorted(tags) == sorted(by_tag) and inputs.ndim == 1
+        offsets = np.concatenate([[0], np.cumsum(lens)])
+        for i, tag in enumerate(tags):
+            frames, labels = by_tag[tag]
+            path = inputs[offsets[i]:offsets[i + 1]]
+            assert len(path) == len(frames)
+            collapsed = [int(s) for j, s in enumerate(path) if s != 8 and (j == 0 or s != path[j - 1])]
+            assert collapsed == labels.tolist()

@@ -31,7 +31,7 @@ from returnn.log import log
 from returnn.tf.checkpoint import (
     CheckpointManager, epoch_prefix, is_complete, prepare_model_dir, prepare_output_dir, read_tensor,
 )
-from returnn.tf.evaluation import evaluate_dataset, forward_to_hdf
+from returnn.tf.evaluation import dump_to_hdf, evaluate_dataset, forward_to_hdf
 from returnn.tf.losses import reporting_misalignment
 from returnn.tf.model_cleanup import cleanup_old_models, cleanup_options
 from returnn.tf.network import TFNetwork
@@ -519,6 +519,14 @@ class Engine:
         for name in names:
             scores = evaluate_dataset(self.steps, self.datasets[name], epoch, self.batching.for_eval(), self.dist)
             print("epoch %i %s: %s" % (epoch, name, format_scores(scores, False)), file=log.v1)
+            self._dump(self.datasets[name], epoch)
+
+    def _dump(self, dataset, epoch: int) -> None:
+        """Rank 0 writes the network's hdf_dump layers over ``dataset``."""
+        if self.network.dump_layers and self.dist.is_chief:
+            files = dump_to_hdf(self.steps, dataset, self.batching.for_forward(), epoch)
+            print("dumped %s of %s to %s" % (", ".join(self.network.dump_layers), dataset.name, ", ".join(files)),
+                  file=log.v1)
 
     def task_search(self) -> None:
         """Beam search (see :mod:`returnn.tf.search_task`); rank 0 decodes and writes."""
@@ -556,9 +564,12 @@ class Engine:
         if dataset is None:
             raise ConfigError("task 'forward' needs an 'eval' (or 'dev') dataset")
         output_file = self.config.value("output_file")
-        if not output_file:
-            raise ConfigError("task 'forward' needs 'output_file'")
+        if not output_file and not self.network.dump_layers:
+            raise ConfigError("task 'forward' needs 'output_file' (or an hdf_dump layer)")
         if not self.dist.is_chief:
+            return
+        self._dump(dataset, epoch)
+        if not output_file:
             return
         directory = os.path.dirname(os.path.abspath(output_file))
         try:

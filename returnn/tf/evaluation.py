@@ -1,12 +1,15 @@
 """Evaluating a dataset (scores reduced over ranks) and forwarding it to an HDF file."""
 from __future__ import annotations
 
-from typing import Dict
+import os
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from returnn.datasets.base import Dataset
 from returnn.datasets.batching import BatchOptions
 from returnn.datasets.prefetch import BatchPrefetcher
 from returnn.distributed.context import DistributedContext
+from returnn.errors import ConfigError
+from returnn.tensor import Data
 from returnn.tf.losses import reporting_misalignment
 from returnn.tf.reporting import ScoreAccumulator
 from returnn.tf.steps import StepFunctions
@@ -33,24 +36,63 @@ def forward_to_hdf(steps: StepFunctions, dataset: Dataset, output_file: str, bat
                    epoch: int = 1) -> int:
     """Writes the output layer's activations for every sequence of ``dataset`` to ``output_file``
     (RETURNN's HDF layout, via SimpleHDFWriter). Returns the number of sequences."""
-    from returnn.datasets.hdf import SimpleHDFWriter
-
     spec = steps.network.layers[steps.network.output_layer_name].output
+    writer = _writer(spec, output_file)
+    return _write_dataset(steps, dataset, batching, epoch, steps.forward_keys,
+                          lambda batch: [steps.forward_step(batch)], [writer])
+
+
+def dump_to_hdf(steps: StepFunctions, dataset: Dataset, batching: BatchOptions, epoch: int = 1) -> List[str]:
+    """Writes every ``hdf_dump`` layer's value for every sequence of ``dataset`` to its file;
+    returns the file names (none without such layers)."""
+    network = steps.network
+    if not network.dump_layers:
+        return []
+    files, writers = [], []
+    try:
+        for name in network.dump_layers:
+            layer = network.layers[name]
+            filename = layer.filename(dataset.name, epoch)
+            directory = os.path.dirname(os.path.abspath(filename))
+            try:
+                os.makedirs(directory, exist_ok=True)
+            except OSError as exc:
+                raise ConfigError("layer %r (hdf_dump): cannot create directory %s: %s"
+                                  % (name, directory, exc.strerror or exc)) from None
+            files.append(filename)
+            writers.append(_writer(layer.output, filename, layer.opt("labels")))
+    except BaseException:
+        for writer in writers:
+            _abandon_writer(writer)
+        raise
+    _write_dataset(steps, dataset, batching, epoch, steps.dump_keys, steps.dump_step, writers)
+    return files
+
+
+def _writer(spec: Data, filename: str, labels: Optional[Sequence[str]] = None):
+    from returnn.datasets.hdf import SimpleHDFWriter
+    return SimpleHDFWriter(filename, dim=spec.dim or 1, ndim=1 if spec.sparse else 2, labels=labels)
+
+
+def _write_dataset(steps: StepFunctions, dataset: Dataset, batching: BatchOptions, epoch: int, keys: List[str],
+                   step_fn: Callable, writers: List[Any]) -> int:
+    """Runs ``step_fn`` (batch -> one (frames, lengths) pair per writer) over ``dataset`` and writes
+    the sequences under their tags; a failure leaves no file behind."""
     slices = batching.epoch_slices(dataset, epoch, chunked=False)
-    ndim = 1 if spec.sparse else 2
-    writer = SimpleHDFWriter(output_file, dim=spec.dim or 1, ndim=ndim)
     count = 0
     try:
-        for sl, batch in zip(slices, BatchPrefetcher(dataset, slices, steps.forward_keys, batching.prefetch,
+        for sl, batch in zip(slices, BatchPrefetcher(dataset, slices, keys, batching.prefetch,
                                                             transform=steps.to_tensors)):
-            values, seq_len = steps.forward_step(batch)
             tags = [dataset.get_tag(int(i)) for i in sl.seq_idxs]
-            writer.insert_batch(values.numpy(), seq_len.numpy(), tags)
+            for writer, (values, seq_len) in zip(writers, step_fn(batch)):
+                writer.insert_batch(values.numpy(), seq_len.numpy(), tags)
             count += len(tags)
     except BaseException:
-        _abandon_writer(writer)
+        for writer in writers:
+            _abandon_writer(writer)
         raise
-    writer.close()
+    for writer in writers:
+        writer.close()
     return count
 
 

@@ -239,11 +239,17 @@ class TFNetwork(tf.Module):
             return marked[-1]
         return self.order[-1]
 
-    def required_data_keys(self, with_targets: bool) -> List[str]:
+    @property
+    def dump_layers(self) -> List[str]:
+        """The ``hdf_dump`` layers (written in the forward and eval tasks)."""
+        return [n for n in self.order if type(self.layers[n]).layer_class == "hdf_dump"]
+
+    def required_data_keys(self, with_targets: bool, layers: Optional[List[str]] = None) -> List[str]:
         """Data keys the layers read (plus loss targets when ``with_targets``), 'data' first.
-        Without targets (forward, search) only the layers the output layer needs count."""
+        Without targets (forward, search) only the layers that ``layers`` (default: the output
+        layer) need count."""
         keys = set()
-        layers = self.sources if with_targets else self._needed_layers([self.output_layer_name])
+        layers = self.sources if with_targets else self._needed_layers(layers or [self.output_layer_name])
         for name in layers:
             for s in self.sources[name]:
                 kind, ref = parse_source(s)

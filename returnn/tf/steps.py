@@ -65,6 +65,9 @@ class StepFunctions:
         self.eval_step = compile_fn(self._eval_step, [train_sig])
         self.forward_step = compile_fn(self._forward_step, [batch_signature(network, self.forward_keys)])
         self.sync_params = compile_fn(self._sync_params, [flags_spec])
+        self.dump_keys = network.required_data_keys(False, network.dump_layers) if network.dump_layers else []
+        self.dump_step = compile_fn(self._dump_step, [batch_signature(network, self.dump_keys)]) \
+            if network.dump_layers else None
 
     # ---- graph code
     def _loss_stats(self, batch, ctx: RunContext) -> Tuple[tf.Tensor, tf.Tensor]:
@@ -127,6 +130,12 @@ class StepFunctions:
     def _forward_step(self, batch):
         name = self.network.output_layer_name
         return self.network.output_as_frames(self.network.forward(batch, RunContext(False), only=[name])[name])
+
+    def _dump_step(self, batch):
+        """Frames and lengths of each hdf_dump layer (see :attr:`TFNetwork.dump_layers`)."""
+        names = self.network.dump_layers
+        outputs = self.network.forward(batch, RunContext(False), only=names)
+        return [self.network.output_as_frames(outputs[n]) for n in names]
 
     def _sync_params(self, flags):
         """Averages all network variables over ranks; returns the reduced flags."""
