@@ -90,6 +90,7 @@ class CopyLayer(Layer):
     """Identity, or feature-concatenation of several sources."""
 
     layer_class = "copy"
+    aliases = ("identity",)
 
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
         super().__init__(name, opts, sources, seed)

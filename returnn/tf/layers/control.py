@@ -7,6 +7,9 @@ over the axes some of them lack (matched by dim tags, as ``combine``); ``kind`` 
 
 ``switch``: ``where(condition, true_from, false_from)``: ``condition`` is a bool layer or a Python
 bool (then the chosen source is copied); ``true_from``/``false_from`` are layers or constants.
+
+Also here: ``scaled_grad`` (gradient times ``scale``), ``print`` (prints each step), ``train_flag``
+and ``global_train_step`` (scalars of the running step).
 """
 from __future__ import annotations
 
@@ -140,3 +143,78 @@ class SwitchLayer(Layer):
             return self.make_output(pick(self._chosen()), sources)
         result = tf.where(values["condition"], pick("true_from"), pick("false_from"))
         return self.make_output(tf.broadcast_to(result, _common_shape(list(values.values()))), sources)
+
+
+@register_layer
+class ScaledGradLayer(Layer):
+    """``scaled_grad``: the input unchanged; the gradient flowing back through it times ``scale``
+    (0 stops it, -1 reverses it as in gradient-reversal training)."""
+
+    layer_class = "scaled_grad"
+    options = (Option("scale", None, "factor on the gradient"),)
+
+    def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
+        super().__init__(name, opts, sources, seed)
+        check_sources(self, sources, 1, 1)
+        if not isinstance(self.opt("scale"), (int, float)) or isinstance(self.opt("scale"), bool):
+            raise NetworkError("%s: 'scale' must be a number, got %r" % (self.desc, self.opt("scale")))
+        self.output = sources[0].copy(name)
+
+    def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
+        x = sources[0].tensor
+        scale = tf.cast(self.opt("scale"), x.dtype)
+        y = tf.stop_gradient(x) + scale * (x - tf.stop_gradient(x)) if x.dtype.is_floating else x
+        return self.make_output(y, sources)
+
+
+@register_layer
+class PrintLayer(Layer):
+    """``print``: the input unchanged; each step prints its shape and first values to stderr."""
+
+    layer_class = "print"
+    options = (Option("summarize", 3, "values printed per axis"),)
+
+    def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
+        super().__init__(name, opts, sources, seed)
+        check_sources(self, sources, 1, 1)
+        self.output = sources[0].copy(name)
+
+    def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
+        x = sources[0].tensor
+        op = tf.print("layer %r:" % self.layer_name, tf.shape(x), x, summarize=int(self.opt("summarize")),
+                      output_stream="file:///dev/stderr")
+        with tf.control_dependencies([op]):
+            return self.make_output(tf.identity(x), sources)
+
+
+class _StepValueLayer(Layer):
+    """A scalar of the running step, without sources."""
+
+    default_from = ()
+
+    def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
+        super().__init__(name, opts, sources, seed)
+        check_sources(self, sources, 0, 0)
+        self.output = Data(name, dims=(), dtype=self.dtype)
+
+
+@register_layer
+class TrainFlagLayer(_StepValueLayer):
+    """``train_flag``: True in training steps, False in evaluation, forward and search."""
+
+    layer_class = "train_flag"
+    dtype = "bool"
+
+    def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
+        return self.make_output(tf.constant(bool(ctx.train)))
+
+
+@register_layer
+class GlobalTrainStepLayer(_StepValueLayer):
+    """``global_train_step``: the number of the training step (int64; 0 outside training)."""
+
+    layer_class = "global_train_step"
+    dtype = "int64"
+
+    def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
+        return self.make_output(ctx.global_step)

@@ -1,0 +1,371 @@
+"""Layers that work along one axis (RETURNN semantics): cumsum, seq_len_mask, shift_axis, repeat,
+tile, range_in_axis, range_from_length.
+
+- ``cumsum``: running sum over ``axis`` (default T), ``reverse`` from the end, plus
+  ``additional_left_summand_per_element``; padded frames count as 0, so a reverse sum over real
+  frames only (padded outputs hold the sum up to them).
+- ``seq_len_mask``: ``mask_value`` at positions of ``axis`` outside the sequence (the input's own
+  lengths, or ``seq_len_source``'s), before ``start`` (a layer, per sequence), or outside
+  ``[window_start, window_start + window_size)``.
+- ``shift_axis``: shifts the values along ``axis`` by ``amount`` frames (> 0 to later positions),
+  filling ``pad_value``; without ``pad`` the axis gets shorter. ``adjust_size_info``: lengths
+  follow (+amount with padding on the right shift, -amount on a left shift, clipped).
+- ``repeat``: each position of ``axis`` ``repetitions`` times (an int, or an int layer with one
+  count per position); a new axis whose sizes are the summed counts of real positions.
+- ``tile``: the whole axis repeated, ``multiples = {axis: n}`` (static axes; dynamic ones per sequence).
+- ``range_in_axis``: ``0 .. n-1`` over ``axis`` of the input, shaped as that one axis.
+- ``range_from_length``: from lengths ``(B,)`` a range over a new dynamic axis with those sizes.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Sequence
+
+import tensorflow as tf
+
+from returnn.errors import NetworkError
+from returnn.tensor import Data, Dim, DimTypes
+from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
+from returnn.tf.layers.helpers import check_sources
+from returnn.tf.layers.options import Option, positive_int
+from returnn.tf.layers.output import align_tensor
+
+
+def _new_dim(name: str, old: Dim, size: Any, tag: str) -> Dim:
+    return Dim(size, kind=old.kind if not old.is_batch_dim() else DimTypes.Spatial,
+               description="%s:%s" % (name, tag), derived_from=old)
+
+
+def _positions(x: LayerOutput, ax: int) -> tf.Tensor:
+    """``0 .. n-1`` along axis ``ax``, shaped to broadcast against ``x``."""
+    return align_tensor(tf.range(tf.shape(x.tensor)[ax]), [ax], x.data.batch_ndim)
+
+
+def _per_seq(value: LayerOutput, like: LayerOutput) -> tf.Tensor:
+    """A ``(B,)`` (or scalar) value shaped to broadcast against ``like`` (batch axis kept)."""
+    t = value.tensor
+    if len(t.shape) == 0:
+        return t
+    return align_tensor(t, [like.data.batch_dim_axis], like.data.batch_ndim)
+
+
+@register_layer
+class CumsumLayer(Layer):
+    """See the module docstring."""
+
+    layer_class = "cumsum"
+    options = (
+        Option("axis", "T", "axis to sum over"),
+        Option("reverse", False, "sum from the end"),
+        Option("additional_left_summand_per_element", None, "a number added to every element first"),
+    )
+
+    def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
+        super().__init__(name, opts, sources, seed)
+        check_sources(self, sources, 1, 1)
+        self.ax = self.axis(sources[0], self.opt("axis"), "axis")
+        self.output = sources[0].copy(name)
+
+    def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
+        x = self.apply_dropout(sources[0], ctx)
+        value = x.tensor
+        extra = self.opt("additional_left_summand_per_element")
+        if extra is not None:
+            value = value + tf.cast(extra, value.dtype)
+        if x.data.dims[self.ax].is_dynamic():
+            value = tf.where(x.broadcast_mask(self.ax), value, tf.zeros_like(value))
+        return self.make_output(tf.cumsum(value, axis=self.ax, reverse=bool(self.opt("reverse"))), [x])
+
+
+@register_layer
+class SeqLenMaskLayer(Layer):
+    """See the module docstring."""
+
+    layer_class = "seq_len_mask"
+    ref_options = ("seq_len_source", "start", "window_start", "window_size")
+    options = (
+        Option("mask_value", None, "value at masked positions"),
+        Option("axis", "T", "a dynamic axis"),
+        Option("seq_len_source", None, "layer whose lengths of that axis to use"),
+        Option("start", None, "layer (B,): positions before it are masked"),
+        Option("window_start", None, "int or layer (B,): first unmasked position"),
+        Option("window_size", None, "int or layer (B,): number of unmasked positions from window_start"),
+    )
+
+    def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
+        self.refs = [k for k in self.ref_options if isinstance(opts.get(k), str)]
+        own = list(sources[:len(sources) - len(self.refs)])
+        super().__init__(name, opts, own, seed)
+        check_sources(self, own, 1, 1)
+        if not isinstance(self.opt("mask_value"), (int, float)) or isinstance(self.opt("mask_value"), bool):
+            raise NetworkError("%s: 'mask_value' must be a number, got %r" % (self.desc, self.opt("mask_value")))
+        self.ax = self.axis(own[0], self.opt("axis"), "axis")
+        if self.opt("window_start") is not None and self.opt("window_size") is None:
+            raise NetworkError("%s: 'window_start' needs 'window_size'" % self.desc)
+        self.output = own[0].copy(name)
+
+    def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
+        x = sources[0]
+        refs = dict(zip(self.refs, sources[len(sources) - len(self.refs):]))
+        if "seq_len_source" in refs:
+            src = refs["seq_len_source"]
+            lengths = src.size(src.data.time_dim_axis) if src.data.time_dim_axis is not None else src.tensor
+            mask = _positions(x, self.ax) < align_tensor(tf.cast(lengths, tf.int32), [x.data.batch_dim_axis],
+                                                         x.data.batch_ndim)
+        elif x.data.dims[self.ax].is_dynamic():
+            mask = x.broadcast_mask(self.ax)
+        else:
+            mask = tf.ones_like(_positions(x, self.ax), tf.bool)
+        pos = _positions(x, self.ax)
+
+        def value(key: str) -> tf.Tensor:
+            if key in refs:
+                return tf.cast(_per_seq(refs[key], x), tf.int32)
+            return tf.constant(int(self.opt(key)), tf.int32)
+
+        if self.opt("start") is not None:
+            mask = tf.logical_and(mask, pos >= value("start"))
+        if self.opt("window_start") is not None:
+            begin = value("window_start")
+            mask = tf.logical_and(mask, tf.logical_and(pos >= begin, pos < begin + value("window_size")))
+        fill = tf.cast(self.opt("mask_value"), x.tensor.dtype)
+        return self.make_output(tf.where(tf.broadcast_to(mask, tf.shape(x.tensor)), x.tensor, fill), [x])
+
+
+@register_layer
+class ShiftAxisLayer(Layer):
+    """See the module docstring."""
+
+    layer_class = "shift_axis"
+    options = (
+        Option("axis", None, "axis to shift along"),
+        Option("amount", None, "frames to shift (> 0: to later positions, < 0: to earlier ones)"),
+        Option("pad", True, "fill the freed positions (keeps the extent)"),
+        Option("pad_value", 0, "value of the freed positions"),
+        Option("adjust_size_info", True, "lengths follow the shift"),
+    )
+
+    def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
+        super().__init__(name, opts, sources, seed)
+        check_sources(self, sources, 1, 1)
+        amount = self.opt("amount")
+        if not isinstance(amount, int) or isinstance(amount, bool) or amount == 0:
+            raise NetworkError("%s: 'amount' must be a non-zero int, got %r" % (self.desc, amount))
+        data = sources[0]
+        self.ax = self.axis(data, self.opt("axis"), "axis")
+        self.amount = amount
+        old = data.dims[self.ax]
+        self.new = None
+        if self.opt("adjust_size_info") or not self.opt("pad"):
+            size = None if old.dimension is None else (old.dimension if self.opt("pad") else
+                                                        max(0, old.dimension - abs(amount)))
+            self.new = _new_dim(name, old, size, "shift_axis")
+            data = data.copy_template_replace_dim_tag(self.ax, self.new)
+        self.output = data.copy(name)
+
+    def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
+        x = sources[0]
+        n = tf.shape(x.tensor)[self.ax]
+        k = tf.minimum(abs(self.amount), n)
+        begin = [0] * x.data.batch_ndim
+        size = [-1] * x.data.batch_ndim
+        if self.amount > 0:
+            size[self.ax] = n - k
+        else:
+            begin[self.ax] = k
+        shifted = tf.slice(x.tensor, tf.stack(begin), tf.stack(size))
+        if self.opt("pad"):
+            pads = [[0, 0]] * x.data.batch_ndim
+            pads[self.ax] = [k, 0] if self.amount > 0 else [0, k]
+            shifted = tf.pad(shifted, tf.stack([tf.stack(p) for p in pads]),
+                             constant_values=tf.cast(self.opt("pad_value"), x.tensor.dtype))
+        sizes = {}
+        if self.new is not None and self.new.is_dynamic():
+            old_sizes = x.size(self.ax)
+            delta = self.amount if (self.amount < 0 or self.opt("pad")) else 0
+            if not self.opt("adjust_size_info"):
+                delta = 0 if self.opt("pad") else -abs(self.amount)
+            sizes[self.new] = tf.clip_by_value(old_sizes + delta, 0, tf.shape(shifted)[self.ax])
+        return self.make_output(shifted, [x], sizes)
+
+
+@register_layer
+class RepeatLayer(Layer):
+    """See the module docstring."""
+
+    layer_class = "repeat"
+    ref_options = ("repetitions",)
+    options = (
+        Option("repetitions", None, "int, or layer of int counts (one per position of the axis)"),
+        Option("axis", "T", "axis whose positions are repeated"),
+        Option("out_dim", None, "Dim of the new axis"),
+    )
+
+    def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
+        self.reps_layer = isinstance(opts.get("repetitions"), str)
+        own = list(sources[:-1] if self.reps_layer else sources)
+        super().__init__(name, {k: v for k, v in opts.items() if k != "out_dim"}, own, seed)
+        check_sources(self, own, 1, 1)
+        data = own[0]
+        self.ax = self.axis(data, self.opt("axis"), "axis")
+        if data.batch_dim_axis is None or self.ax == data.batch_dim_axis:
+            raise NetworkError("%s: needs a batch axis and a non-batch 'axis'" % self.desc)
+        old = data.dims[self.ax]
+        static = None
+        if not self.reps_layer:
+            self.reps = positive_int(self.desc, "repetitions", self.opt("repetitions"))
+            static = None if old.dimension is None else old.dimension * self.reps
+        out_dim = opts.get("out_dim")
+        self.new = out_dim if isinstance(out_dim, Dim) else _new_dim(name, old, static, "repeat")
+        self.output = data.copy_template_replace_dim_tag(self.ax, self.new).copy(name)
+
+    def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
+        x = sources[0]
+        b = x.data.batch_dim_axis
+        perm = [b, self.ax] + [i for i in range(x.data.batch_ndim) if i not in (b, self.ax)]
+        x_bt = tf.transpose(x.tensor, perm)  # (B, T, ...)
+        n_b, n_t = tf.shape(x_bt)[0], tf.shape(x_bt)[1]
+        real = x.sequence_mask(self.ax) if x.data.dims[self.ax].is_dynamic() else tf.ones([n_b, n_t], tf.bool)
+        if len(real.shape) == 1:
+            real = tf.broadcast_to(real[None], [n_b, n_t])
+        if self.reps_layer:
+            r = sources[-1].copy_as_batch_time_feature().tensor
+            counts = tf.broadcast_to(tf.cast(tf.reshape(r, [tf.shape(r)[0], -1])[:, :n_t], tf.int32), [n_b, n_t])
+        else:
+            counts = tf.fill([n_b, n_t], self.reps)
+        counts = tf.where(real, tf.maximum(counts, 0), 0)
+        lengths = tf.reduce_sum(counts, axis=1)
+        n_new = tf.reduce_max(tf.concat([lengths, [0]], 0))
+        # position j of the output takes the frame i with ends[i-1] <= j < ends[i]
+        ends = tf.cumsum(counts, axis=1)  # (B, T)
+        j = tf.broadcast_to(tf.range(n_new)[None], [n_b, n_new])
+        src = tf.minimum(tf.searchsorted(ends, j, side="right"), n_t - 1)
+        y = tf.gather(x_bt, src, batch_dims=1)  # (B, T', ...)
+        inv = [perm.index(i) for i in range(len(perm))]
+        sizes = {self.new: lengths} if self.new.is_dynamic() else {}
+        return self.make_output(tf.transpose(y, inv), [x], sizes)
+
+
+@register_layer
+class TileLayer(Layer):
+    """See the module docstring."""
+
+    layer_class = "tile"
+    options = (
+        Option("multiples", None, "{axis: n}: how often each axis is repeated as a whole"),
+        Option("out_dims", None, "{axis: Dim} for the new axes"),
+    )
+
+    def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
+        super().__init__(name, opts, sources, seed)
+        check_sources(self, sources, 1, 1)
+        multiples = self.opt("multiples")
+        if not isinstance(multiples, dict) or not multiples:
+            raise NetworkError("%s: 'multiples' must be a dict {axis: n}, got %r" % (self.desc, multiples))
+        data = sources[0]
+        self.mult: Dict[int, int] = {}
+        out_dims = self.opt("out_dims") or {}
+        for key, n in multiples.items():
+            ax = self.axis(data, key, "multiples")
+            if ax == data.batch_dim_axis:
+                raise NetworkError("%s: tiling the batch axis is not supported" % self.desc)
+            self.mult[ax] = positive_int(self.desc, "multiples", n)
+            old = data.dims[ax]
+            new = out_dims.get(key) if isinstance(out_dims.get(key), Dim) else _new_dim(
+                name, old, None if old.dimension is None else old.dimension * self.mult[ax], "tile%i" % ax)
+            data = data.copy_template_replace_dim_tag(ax, new)
+        self.output = data.copy(name)
+
+    def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
+        x = sources[0]
+        tensor = x.tensor
+        sizes = {}
+        for ax, n in self.mult.items():
+            old = x.data.dims[ax]
+            if old.is_dynamic():  # per sequence: the real positions n times, then padding
+                tensor = self._tile_dynamic(x, tensor, ax, n)
+                sizes[self.output.dims[ax]] = x.size(ax) * n
+            else:
+                multiples = [1] * x.data.batch_ndim
+                multiples[ax] = n
+                tensor = tf.tile(tensor, multiples)
+        return self.make_output(tensor, [x], sizes)
+
+    @staticmethod
+    def _tile_dynamic(x: LayerOutput, tensor: tf.Tensor, ax: int, n: int) -> tf.Tensor:
+        lengths = x.size(ax)  # (B,)
+        n_t = tf.shape(tensor)[ax]
+        j = tf.range(n_t * n)  # output position -> source position j mod length of its sequence
+        src = j[None, :] % tf.maximum(lengths[:, None], 1)  # (B, T*n)
+        src = tf.minimum(src, n_t - 1)
+        b = x.data.batch_dim_axis
+        perm = [b, ax] + [i for i in range(x.data.batch_ndim) if i not in (b, ax)]
+        y = tf.gather(tf.transpose(tensor, perm), src, batch_dims=1)
+        return tf.transpose(y, [perm.index(i) for i in range(len(perm))])
+
+
+@register_layer
+class RangeInAxisLayer(Layer):
+    """See the module docstring."""
+
+    layer_class = "range_in_axis"
+    options = (
+        Option("axis", None, "axis of the input (or 'sparse_dim')"),
+        Option("dtype", "int32", "dtype of the values"),
+        Option("sparse", False, "the values are class indices over that axis"),
+        Option("unbroadcast", False, "not supported (RETURNN: do not use)"),
+        Option("keepdims", False, "not supported (RETURNN: do not use)"),
+    )
+
+    def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
+        super().__init__(name, opts, sources, seed)
+        check_sources(self, sources, 1, 1)
+        for key in ("unbroadcast", "keepdims"):
+            if self.opt(key):
+                raise NetworkError("%s: option %r is not supported" % (self.desc, key))
+        data = sources[0]
+        if self.opt("axis") == "sparse_dim":
+            if data.sparse_dim is None:
+                raise NetworkError("%s: the input %s is not sparse" % (self.desc, data.short_repr()))
+            self.ax, self.dim = None, data.sparse_dim
+        else:
+            self.ax = self.axis(data, self.opt("axis"), "axis")
+            self.dim = data.dims[self.ax]
+        self.output = Data(name, dims=[self.dim], dtype=str(self.opt("dtype")),
+                           sparse_dim=self.dim if self.opt("sparse") else None, feature_dim_axis=None,
+                           batch_dim_axis=0 if self.dim.is_batch_dim() else None)
+
+    def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
+        x = sources[0]
+        n = self.dim.dimension if self.ax is None else tf.shape(x.tensor)[self.ax]
+        return self.make_output(tf.range(n, dtype=tf.as_dtype(self.output.dtype)), [x])
+
+
+@register_layer
+class RangeFromLengthLayer(Layer):
+    """See the module docstring."""
+
+    layer_class = "range_from_length"
+    options = (
+        Option("dtype", "int32", "dtype of the values"),
+        Option("sparse", False, "the values are class indices over the new axis"),
+        Option("out_spatial_dim", None, "Dim of the new axis"),
+    )
+
+    def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
+        super().__init__(name, opts, sources, seed)
+        check_sources(self, sources, 1, 1)
+        data = sources[0]
+        if data.dtype not in ("int32", "int64") or data.batch_ndim != 1 or data.batch_dim_axis != 0:
+            raise NetworkError("%s: the input must be lengths (batch,) int32, got %s" % (self.desc, data.short_repr()))
+        out_dim = self.opt("out_spatial_dim")
+        self.dim = out_dim if isinstance(out_dim, Dim) else Dim(None, kind=DimTypes.Spatial,
+                                                                 description="%s:length" % name)
+        self.output = Data(name, dims=[self.dim], dtype=str(self.opt("dtype")),
+                           sparse_dim=self.dim if self.opt("sparse") else None, feature_dim_axis=None,
+                           batch_dim_axis=None)
+
+    def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
+        lengths = tf.cast(sources[0].tensor, tf.int32)
+        n = tf.reduce_max(tf.concat([lengths, [0]], 0))
+        return self.make_output(tf.range(n, dtype=tf.as_dtype(self.output.dtype)), [sources[0]],
+                                {self.dim: lengths})
