@@ -100,8 +100,11 @@ def base_layer_name(ref: str, layers) -> str:
     if ref not in layers and "/" in ref:
         parent = ref.split("/", 1)[0]
         layer = layers.get(parent)
-        if isinstance(layer, Mapping) and (isinstance(layer.get("unit"), Mapping) or ref.split("/", 1)[1] in getattr(
-                LAYER_CLASSES.get(layer.get("class")), "sub_output_names", ())) or hasattr(layer, "sub_template"):
+        if isinstance(layer, Mapping):
+            cls = LAYER_CLASSES.get(layer.get("class"))
+            if isinstance(layer.get("unit"), Mapping) or (cls is not None and cls.has_sub_output(layer, ref.split("/", 1)[1])):
+                return parent
+        elif hasattr(layer, "sub_template"):
             return parent
     return ref
 

@@ -4,7 +4,7 @@ How to write a layer: docs/architecture.md, "Writing a layer".
 """
 from returnn.tf.layers import (  # noqa: F401
     align, attention, axis_ops, base, basic, choice, control, conv, eval_layer, gather, generated, hdf_dump, masked, norm, products, rec, reduce,
-    rnn_cell, self_attention, shape, slicing, time_edit, transposed_conv,
+    rnn_cell, self_attention, shape, slicing, split_stack, time_edit, transposed_conv,
 )
 from returnn.tf.layers.base import LAYER_CLASSES, Layer, RunContext, get_layer_class, register_layer  # noqa: F401
 from returnn.tf.layers.output import LayerOutput  # noqa: F401

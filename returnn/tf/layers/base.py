@@ -64,6 +64,11 @@ class Layer(tf.Module):
     # Names of extra outputs readable as "NAME/sub" (the layer then has ``sub_template(sub)`` and sets
     # them in its output's ``sub_outputs``), e.g. forced_align's "scores"
     sub_output_names: Tuple[str, ...] = ()
+
+    @classmethod
+    def has_sub_output(cls, opts: Mapping[str, Any], sub: str) -> bool:
+        """Whether a layer of this class with ``opts`` offers ``"NAME/sub"``."""
+        return sub in cls.sub_output_names
     # True: the layer updates state in training steps, so it runs there even when no loss needs it
     updates_in_training = False
     options = (
