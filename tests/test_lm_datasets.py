@@ -245,3 +245,32 @@ def test_lm_reads_bliss_xml_corpus(tmp_path):
     (tmp_path / "bad.xml").write_text("<?xml version='1.0'?><corpus><segment>")
     with pytest.raises(DataError, match="bad.xml: bad Bliss XML"):
         init_dataset({"class": "LmDataset", "corpus_file": str(tmp_path / "bad.xml"), "orth_symbols_file": str(syms)})
+
+
+def test_lexicon_of_a_bliss_file(tmp_path):
+    """RETURNN's Lexicon (``from LmDataset import Lexicon``): phoneme inventory and lemmas of a
+    gzipped Bliss lexicon; a broken file is one DataError naming it."""
+    import gzip
+    from returnn.datasets.lm import Lexicon
+    from returnn.errors import DataError
+    xml = """<?xml version="1.0" encoding="utf8"?>
+<lexicon>
+  <phoneme-inventory>
+    <phoneme><symbol>aa</symbol></phoneme>
+    <phoneme><symbol>[SILENCE]</symbol><variation>none</variation></phoneme>
+  </phoneme-inventory>
+  <lemma special="silence"><orth>[SILENCE]</orth><phon>[SILENCE]</phon></lemma>
+  <lemma><orth>ah</orth><orth>AH</orth><phon score="1.5">aa</phon><phon>aa aa</phon></lemma>
+</lexicon>"""
+    path = tmp_path / "lex.xml.gz"
+    with gzip.open(path, "wt", encoding="utf8") as f:
+        f.write(xml)
+    lex = Lexicon(str(path))
+    assert lex.phoneme_list == ["aa", "[SILENCE]"]
+    assert lex.phonemes["[SILENCE]"] == {"index": 1, "symbol": "[SILENCE]", "variation": "none"}
+    assert lex.lemmas["AH"] == {"orth": "AH", "phons": [{"phon": "aa", "score": 1.5}, {"phon": "aa aa", "score": 0.0}]}
+    assert set(lex.lemmas) == {"[SILENCE]", "ah", "AH"}
+    bad = tmp_path / "bad.xml"
+    bad.write_text("<lexicon><lemma>")
+    with pytest.raises(DataError, match="lexicon .*bad.xml"):
+        Lexicon(str(bad))

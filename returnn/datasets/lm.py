@@ -14,6 +14,7 @@ from typing import Any, Dict, List, Optional, Sequence
 import numpy as np
 
 from returnn.datasets.base import DataInfo, Dataset, register_dataset
+from returnn.datasets.lexicon import Lexicon  # noqa: F401  (RETURNN configs import it from here)
 from returnn.datasets.text_files import (is_bliss, labels_of_map, load_seq_list, load_symbol_list,
                                          load_symbol_map, read_bliss_orths, read_lines, read_text)
 from returnn.errors import DataError
