@@ -97,6 +97,40 @@ def parse_override_value(text: str, current: Any = None, key: Optional[str] = No
     return value
 
 
+def strip_json_comments(text: str) -> str:
+    """``text`` without ``// ...`` and ``/* ... */`` comments outside strings (RETURNN's JSON
+    configs have them); newlines stay, so error line numbers still match the file."""
+    out: List[str] = []
+    i, n = 0, len(text)
+    in_string = False
+    while i < n:
+        c = text[i]
+        if in_string:
+            out.append(c)
+            if c == "\\" and i + 1 < n:
+                out.append(text[i + 1])
+                i += 1
+            elif c == '"':
+                in_string = False
+            i += 1
+        elif c == '"':
+            in_string = True
+            out.append(c)
+            i += 1
+        elif text.startswith("//", i):
+            end = text.find("\n", i)
+            i = n if end < 0 else end
+        elif text.startswith("/*", i):
+            end = text.find("*/", i + 2)
+            end = n if end < 0 else end + 2
+            out.append("\n" * text.count("\n", i, end))
+            i = end
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
 def _unescape(value: str) -> str:
     """RETURNN's escape for values starting with '-': ``++threshold +-0.1`` sets -0.1."""
     return value[1:] if value.startswith("+-") else value
@@ -190,7 +224,7 @@ class Config:
 
     def _load_json(self, filename: str, content: str) -> None:
         try:
-            obj = json.loads(content)
+            obj = json.loads(strip_json_comments(content))
         except json.JSONDecodeError as exc:
             raise ConfigError("%s:%i: JSON syntax error: %s" % (filename, exc.lineno, exc.msg))
         if not isinstance(obj, dict):

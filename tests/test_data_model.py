@@ -50,7 +50,9 @@ def test_old_style_construction_and_default_axes():
     time_major = Data("tm", shape=(None, 8), batch_dim_axis=1)
     assert (time_major.batch_dim_axis, time_major.time_dim_axis, time_major.feature_dim_axis) == (1, 0, 2)
     with pytest.raises(ValueError):
-        Data("bad", dim=None, sparse=True)
+        Data("bad", sparse=True)  # sparse without 'dim'
+    unknown = Data("align", dim=None, sparse=True)  # RETURNN: "dim": None, class count not known
+    assert unknown.sparse and unknown.sparse_dim.dimension is None and unknown.batch_shape == (None, None)
 
 
 def test_feature_axis_prefers_last_static_and_explicit_axes_follow_transposes():

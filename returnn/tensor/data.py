@@ -44,8 +44,9 @@ class Data:
         if dims is None:
             dims = dim_tags
         if sparse and sparse_dim is None:
-            if dim is NotSpecified or dim is None:
+            if dim is NotSpecified:
                 raise ValueError("data %r: sparse needs 'dim' (the number of classes)" % name)
+            # "dim": None with "sparse": True (RETURNN): class indices whose number is not known
             sparse_dim = Dim(dim, kind=DimTypes.Feature, description="%s:sparse-dim" % name, auto_generated=True)
         if dims is None:
             dims, time_dim_axis = dims_from_shape(name, shape, dim, sparse_dim is not None, batch_dim_axis,

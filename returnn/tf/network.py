@@ -93,6 +93,13 @@ def _targets(opts: Mapping[str, Any], default_target: str) -> List[str]:
     return [t for t in flat if isinstance(t, str)]
 
 
+def without_search_only(net_dict: Dict[str, Any], search: bool) -> Dict[str, Any]:
+    """``net_dict`` without the layers marked ``only_on_search`` unless it is built for search."""
+    if search:
+        return net_dict
+    return {k: v for k, v in net_dict.items() if not (isinstance(v, Mapping) and v.get("only_on_search"))}
+
+
 def base_layer_name(ref: str, layers) -> str:
     """``"rec/sub"`` -> ``"rec"`` when ``ref`` is no layer itself but ``rec`` is a layer with
     sub-layers (a rec sub-network, or a class listing ``sub_output_names`` such as forced_align's
@@ -141,7 +148,7 @@ class TFNetwork(tf.Module):
         self.default_target = default_target  # the config's 'target': loss target of layers without one
         if not isinstance(net_dict, dict) or not net_dict:
             raise NetworkError("config key 'network': expected a non-empty dict of layers")
-        net_dict = expand_subnetworks(net_dict)
+        net_dict = without_search_only(expand_subnetworks(net_dict), search)
         for name, opts in net_dict.items():
             if not isinstance(opts, dict) or "class" not in opts:
                 raise NetworkError("layer %r: expected a dict with 'class'" % name)

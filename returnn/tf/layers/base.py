@@ -88,9 +88,12 @@ class Layer(tf.Module):
         Option("loss_scale", 1.0, "factor of this loss in the total"),
         Option("is_output_layer", False, "output of the network (forward task)"),
         Option("only_on_eval", False, "accepted for RETURNN compatibility"),
+        Option("only_on_search", False, "the layer exists only in networks built for search (e.g. a decision "
+                                        "with an edit_distance loss); training leaves it out"),
         Option("loss_only_on_non_search", False, "accepted for RETURNN compatibility (no search here)"),
         Option("register_as_extern_data", None, "accepted for RETURNN compatibility"),
         Option("reuse_params", None, "accepted for RETURNN compatibility"),
+        Option("collocate_with", None, "accepted for RETURNN compatibility (device placement)"),
         Option("spatial_smoothing", 0.0, "accepted for RETURNN compatibility"),
         Option("darc1", 0.0, "accepted for RETURNN compatibility"),
         Option("out_type", None, "accepted for RETURNN compatibility"),

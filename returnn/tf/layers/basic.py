@@ -6,7 +6,7 @@ from typing import Any, Dict, List, Sequence
 import tensorflow as tf
 
 from returnn.errors import NetworkError
-from returnn.tensor import Data
+from returnn.tensor import Data, Dim
 from returnn.tf.activations import get_activation
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
 from returnn.tf.layers.helpers import (
@@ -91,6 +91,8 @@ class CopyLayer(Layer):
 
     layer_class = "copy"
     aliases = ("identity",)
+    options = (Option("extra_deps", None, "accepted for RETURNN compatibility (layers to run first; "
+                                          "here every layer runs when something needs it)"),)
 
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
         super().__init__(name, opts, sources, seed)
@@ -165,7 +167,7 @@ class CombineLayer(Layer):
         if any(s.sparse for s in sources):
             raise NetworkError("%s: sources must be dense, got sparse %s" % (self.desc, [s.name for s in sources
                                                                                        if s.sparse]))
-        dims, self.maps = common_dims([s.dims for s in sources])
+        dims, self.maps = common_dims(_broadcast_unit_features(sources))
         feats = {m[s.feature_dim_axis] for s, m in zip(sources, self.maps) if s.feature_dim_axis is not None}
         if len(feats) > 1:
             raise NetworkError("%s: sources must have equal feature dims, got %s" % (self.desc, [s.dim for s in sources]))
@@ -202,3 +204,15 @@ class SourceLayer(Layer):
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         return self.make_output(self.apply_dropout(sources[0], ctx).tensor, sources)
 
+
+def _broadcast_unit_features(sources: Sequence[Data]) -> List[List[Dim]]:
+    """The sources' dims, where a feature axis of size 1 stands for the other sources' feature
+    axis (RETURNN broadcasts it, e.g. a per-frame log-probability added to per-label ones)."""
+    wide = {s.dims[s.feature_dim_axis] for s in sources if s.feature_dim_axis is not None and s.dim != 1}
+    out = []
+    for s in sources:
+        dims = list(s.dims)
+        if len(wide) == 1 and s.feature_dim_axis is not None and s.dim == 1:
+            dims[s.feature_dim_axis] = next(iter(wide))
+        out.append(dims)
+    return out

@@ -101,6 +101,8 @@ class BatchNormLayer(_FeatureNorm):
         Option("gamma_init", 1.0, "init of gamma (RETURNN init spec)"),
         Option("beta_init", 0.0, "init of beta (RETURNN init spec)"),
         Option("masked_time", True, "statistics over real frames only (False: padding included)"),
+        Option("axes", None, "older RETURNN: the axes that keep own statistics; only the feature axis ('f')"),
+        Option("fused", None, "older RETURNN: use the fused kernel (speed only; accepted)"),
     )
 
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
@@ -121,6 +123,13 @@ class BatchNormLayer(_FeatureNorm):
         self.force_sample = bool(self.opt("force_sample"))
         self.masked_time = bool(self.opt("masked_time"))
         self.epsilon = float(self.opt("epsilon"))
+        axes = self.opt("axes")
+        if axes is not None:
+            data = self.output
+            names = axes if isinstance(axes, (list, tuple)) else [axes]
+            if [self.axis(data, a, "axes") for a in names] != [data.feature_dim_axis]:
+                raise NetworkError("%s: 'axes' %r: only the feature axis (statistics per feature) is supported"
+                                   % (self.desc, axes))
         dim = self.n_feat
         self.gamma = self.weight("gamma", [dim], self.opt("gamma_init"), init_option="gamma_init") \
             if self.opt("use_std") else None

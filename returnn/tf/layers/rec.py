@@ -28,9 +28,9 @@ import tensorflow as tf
 from returnn.errors import NetworkError, known_list
 from returnn.tensor import Data
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
-from returnn.tf.layers.helpers import dropout_sources, feature_plan, plan_output, project_sources
+from returnn.tf.layers.helpers import dropout, dropout_sources, feature_plan, plan_output, project_sources
 from returnn.tf.layers.lstm_layernorm import LayerNormLstm
-from returnn.tf.layers.options import Option
+from returnn.tf.layers.options import Option, rate
 from returnn.tf.lstm_kernels import get_kernel, loop_lstm_with_state
 
 # unit name -> default forget bias (RETURNN's: native kernels 0, TensorFlow's LSTM cells 1)
@@ -38,7 +38,7 @@ FORGET_BIAS = {"lstm": 0.0, "nativelstm": 0.0, "nativelstm2": 0.0, "nativelstmlo
                "cudnnlstm": 0.0, "lstmblock": 0.0, "lstmblockfused": 0.0, "standardlstm": 1.0, "basiclstm": 1.0}
 LAYER_NORM_UNIT = "layernormvariantslstm"
 LSTM_UNITS = tuple(FORGET_BIAS) + (LAYER_NORM_UNIT,)
-UNIT_OPTS = ("forget_bias",)
+UNIT_OPTS = ("forget_bias", "rec_weight_dropout")
 
 
 @register_layer
@@ -57,6 +57,7 @@ class RecLayer(Layer):
         Option("forward_weights_init", "glorot_uniform", "init of the input weights W (RETURNN init spec)"),
         Option("recurrent_weights_init", "glorot_uniform", "init of the recurrent weights W_re"),
         Option("bias_init", 0.0, "init of the bias"),
+        Option("sampling", 1, "Theano-era RETURNN: subsampling of the recurrence; only 1 (none)"),
     )
 
     @staticmethod
@@ -82,6 +83,10 @@ class RecLayer(Layer):
             raise NetworkError("%s: unknown unit_opts %s (known: %s)"
                                % (self.desc, known_list(unknown), known_list(UNIT_OPTS)))
         self.forget_bias = float(unit_opts.get("forget_bias", FORGET_BIAS.get(self.unit, 0.0)))
+        # RETURNN's NativeLSTM2 option: dropout on the recurrent weights W_re, one mask per training step
+        self.rec_weight_dropout = rate(self.desc, "rec_weight_dropout", unit_opts.get("rec_weight_dropout"))
+        if self.opt("sampling") != 1:
+            raise NetworkError("%s: 'sampling' %r is not supported (only 1)" % (self.desc, self.opt("sampling")))
         self.plan = feature_plan(self, sources)
         dims = self.plan.dims
         self.time_major = len(dims) == 2 and dims[1].is_batch_dim()  # (T, B, F) input: run batch-major
@@ -114,7 +119,10 @@ class RecLayer(Layer):
         if self.cell is not None:
             y = self.cell.run(x, seq_len, ctx.layer_seed(self.layer_name) if ctx.train else None)
         else:
-            y = get_kernel()(x, seq_len, self.W_re, self.forget_bias)
+            w_re = self.W_re
+            if self.rec_weight_dropout and ctx.train:
+                w_re = dropout(w_re, self.rec_weight_dropout, ctx.layer_seed(self.layer_name, salt=97))
+            y = get_kernel()(x, seq_len, w_re, self.forget_bias)
         if self.direction == -1:
             y = tf.reverse_sequence(y, seq_len, seq_axis=1, batch_axis=0)
         out = self.make_output(y, sources)
@@ -122,7 +130,7 @@ class RecLayer(Layer):
             # get_last_hidden_state: the final (c, h), computed again by the reference kernel only
             # when a layer asks for it (autodiff through it gives the right gradients)
             def final_c_h():
-                _, h, c = loop_lstm_with_state(x, seq_len, self.W_re, self.forget_bias)
+                _, h, c = loop_lstm_with_state(x, seq_len, w_re, self.forget_bias)
                 return c, h
             out.last_state = final_c_h
         return out

@@ -46,8 +46,10 @@ class ReduceLayer(Layer):
         if axes_opt is None:
             raise NetworkError("%s: needs 'axes'" % self.desc)
         self.red_axes = sorted(self.axes(data, axes_opt, "axes"))
-        if data.batch_dim_axis in self.red_axes:
-            raise NetworkError("%s: reducing the batch axis is not supported (axis %r)" % (self.desc, axes_opt))
+        if data.batch_dim_axis in self.red_axes and any(
+                data.dims[a].is_dynamic() and a not in self.red_axes for a in range(data.batch_ndim)):
+            raise NetworkError("%s: reducing the batch axis needs every dynamic axis reduced too (axes %r of %s)"
+                               % (self.desc, axes_opt, data.short_repr()))
         if not self.red_axes:
             raise NetworkError("%s: axes %r match no axis of %s" % (self.desc, axes_opt, data.short_repr()))
         self.keep_dims = bool(self.opt("keep_dims"))

@@ -16,6 +16,10 @@ Cells (``unit``, case-insensitive), following RETURNN's choice of implementation
   ``r, u = sigmoid([x, h] W_g + b_g)`` (``b_g`` starts at 1), ``c = tanh([x, r * h] W_c + b_c)``,
   ``h' = u * h + (1 - u) * c``.
 - ``BasicRNN`` / ``RNN``: ``h' = tanh(x W + h W_re + b)``.
+- ``ZoneoutLSTM`` (``unit_opts``: ``zoneout_factor_cell``, ``zoneout_factor_output``,
+  ``use_zoneout_output``): TensorFlow's LSTM cell whose c and h keep their previous value with that
+  probability in training (in evaluation: the expected mix); the output is the zoned-out h from
+  ``behavior_version`` 17 on, before it the LSTM's own h (RETURNN's choice).
 
 The initial state is zero. Padded frames (t >= length) keep the state and output 0.
 """
@@ -29,7 +33,7 @@ from returnn.errors import NetworkError, known_list
 from returnn.tensor import Data
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
 from returnn.tf.layers.helpers import dropout_sources, feature_plan, plan_output, project_sources
-from returnn.tf.layers.options import Option
+from returnn.tf.layers.options import Option, rate
 from returnn.tf.lstm_kernels import get_kernel, loop_lstm_with_state, lstm_step
 
 # unit name (lower case) -> (cell kind, default forget bias)
@@ -40,7 +44,9 @@ CELL_UNITS: Dict[str, Tuple[str, float]] = {
     "cudnnlstm": ("lstm", 1.0),
     "gru": ("gru", 0.0), "grublock": ("gru", 0.0), "grucell": ("gru", 0.0), "cudnngru": ("gru", 0.0),
     "basicrnn": ("rnn", 0.0), "rnn": ("rnn", 0.0), "rnncell": ("rnn", 0.0), "basicrnncell": ("rnn", 0.0),
+    "zoneoutlstm": ("zoneout", 1.0),
 }
+ZONEOUT_OPTS = ("zoneout_factor_cell", "zoneout_factor_output", "use_zoneout_output")
 
 
 def is_step_template(sources: Sequence[Data]) -> bool:
@@ -74,10 +80,18 @@ class RnnCellLayer(Layer):
             raise NetworkError("%s: unknown unit %r (known: %s)" % (self.desc, unit, known_list(self.units)))
         self.kind, default_bias = self.units[unit.lower()]
         unit_opts = dict(self.opt("unit_opts") or {})
-        unknown = set(unit_opts) - {"forget_bias"}
+        known = {"forget_bias"} | (set(ZONEOUT_OPTS) if self.kind == "zoneout" else set())
+        unknown = set(unit_opts) - known
         if unknown:
-            raise NetworkError("%s: unknown unit_opts %s (known: forget_bias)" % (self.desc, known_list(unknown)))
+            raise NetworkError("%s: unknown unit_opts %s (known: %s)" % (self.desc, known_list(unknown), known_list(known)))
         self.forget_bias = float(unit_opts.get("forget_bias", default_bias))
+        self.zoneout = (rate(self.desc, "zoneout_factor_cell", unit_opts.get("zoneout_factor_cell")),
+                        rate(self.desc, "zoneout_factor_output", unit_opts.get("zoneout_factor_output")))
+        use_out = unit_opts.get("use_zoneout_output")
+        if use_out is None:
+            from returnn.tf.layers.norm import behavior_version
+            use_out = behavior_version() >= 17
+        self.zoneout_output = bool(use_out)  # the output is the zoned-out h (else the LSTM's own)
         if self.opt("initial_state") not in (None, 0, 0.0, "zeros"):
             raise NetworkError("%s: only a zero 'initial_state' is supported, got %r"
                                % (self.desc, self.opt("initial_state")))
@@ -87,7 +101,7 @@ class RnnCellLayer(Layer):
         self.plan = feature_plan(self, sources)
         n_in, n = sum(self.plan.in_dims), self.require_n_out()
         self.n_hidden = n
-        if self.kind == "lstm":
+        if self.kind in ("lstm", "zoneout"):
             self.W = self.weight("W", [n_in, 4 * n], init_option="forward_weights_init")
             self.W_re = self.weight("W_re", [n, 4 * n], init_option="recurrent_weights_init")
             self.bias = self.weight("bias", [4 * n], 0.0, init_option="bias_init")
@@ -118,12 +132,18 @@ class RnnCellLayer(Layer):
         x = project_sources(self.plan, sources, self.W)
         return x + self.bias if self.kind != "gru" else x
 
-    def _cell(self, x: tf.Tensor, state: Tuple[tf.Tensor, ...]) -> Tuple[tf.Tensor, Tuple[tf.Tensor, ...]]:
-        """One step from the input projection ``x`` (B, k*H); returns the output and the new state."""
+    def _cell(self, x: tf.Tensor, state: Tuple[tf.Tensor, ...], seed: Any = None
+              ) -> Tuple[tf.Tensor, Tuple[tf.Tensor, ...]]:
+        """One step from the input projection ``x`` (B, k*H); returns the output and the new state
+        (``seed``: the step's seed in training, for zoneout)."""
         n = self.n_hidden
-        if self.kind == "lstm":
+        if self.kind in ("lstm", "zoneout"):
             h, c = lstm_step(x + tf.matmul(state[0], self.W_re), state[1], self.forget_bias)
-            return h, (h, c)
+            if self.kind == "lstm":
+                return h, (h, c)
+            zc, zh = self.zoneout
+            new_c, new_h = self._zone(c, state[1], zc, seed, 0), self._zone(h, state[0], zh, seed, 1)
+            return (new_h if self.zoneout_output else h), (new_h, new_c)
         if self.kind == "gru":
             (h,) = state
             gates = tf.sigmoid(x[:, :2 * n] + tf.matmul(h, self.W_re[:, :2 * n]) + self.bias[:2 * n])
@@ -134,15 +154,27 @@ class RnnCellLayer(Layer):
         h = tf.tanh(x + tf.matmul(state[0], self.W_re))
         return h, (h,)
 
+    @staticmethod
+    def _zone(new: tf.Tensor, old: tf.Tensor, factor: float, seed: Any, salt: int) -> tf.Tensor:
+        """Zoneout: in training each unit keeps its old value with probability ``factor``; in
+        evaluation the expectation ``factor * old + (1 - factor) * new``."""
+        if not factor:
+            return new
+        if seed is None:
+            return factor * old + (1.0 - factor) * new
+        keep_new = tf.random.stateless_uniform(tf.shape(new), seed + [0, 7 + salt]) >= factor
+        return tf.where(keep_new, new, old)
+
     def initial_state(self, batch: tf.Tensor, n_time: Any = None) -> Tuple[tf.Tensor, ...]:
         """The zero state for ``batch`` sequences (``n_time``: the loop length, unused here)."""
         zeros = tf.zeros([batch, self.n_hidden])
-        return (zeros, zeros) if self.kind == "lstm" else (zeros,)
+        return (zeros, zeros) if self.kind in ("lstm", "zoneout") else (zeros,)
 
     def step(self, sources: List[LayerOutput], state: Tuple[tf.Tensor, ...], ctx: RunContext, t: Any = None
              ) -> Tuple[LayerOutput, Tuple[tf.Tensor, ...]]:
         """One step inside a rec loop: sources are (B, F) values."""
-        y, state = self._cell(self._input_proj(sources, ctx), state)
+        seed = ctx.layer_seed(self.layer_name) if ctx.train else None
+        y, state = self._cell(self._input_proj(sources, ctx), state, seed)
         out = self.make_output(y, sources)
         out.last_state = lambda: self.state_tensors(state)
         return out, state
@@ -150,7 +182,7 @@ class RnnCellLayer(Layer):
     def state_tensors(self, state: Tuple[tf.Tensor, ...]) -> Tuple[tf.Tensor, ...]:
         """The loop state as get_last_hidden_state gives it: (c, h) for an LSTM (RETURNN's LSTM
         state tuple order), else (h,)."""
-        return (state[1], state[0]) if self.kind == "lstm" else tuple(state)
+        return (state[1], state[0]) if self.kind in ("lstm", "zoneout") else tuple(state)
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         if self.step_mode:
@@ -165,21 +197,23 @@ class RnnCellLayer(Layer):
                 return c, h
             out.last_state = final_c_h
             return out
-        y, state = run_over_time(self, x, seq_len)
+        y, state = run_over_time(self, x, seq_len, ctx.layer_seed(self.layer_name) if ctx.train else None)
         out = self.make_output(y, sources)
         out.last_state = lambda: state
         return out
 
 
-def run_over_time(cell: RnnCellLayer, x: tf.Tensor, seq_len: tf.Tensor) -> Tuple[tf.Tensor, Tuple[tf.Tensor, ...]]:
+def run_over_time(cell: RnnCellLayer, x: tf.Tensor, seq_len: tf.Tensor, seed: Any = None
+                  ) -> Tuple[tf.Tensor, Tuple[tf.Tensor, ...]]:
     """``cell`` over (B, T, k*H) input projections: (B, T, H) outputs, 0 on padded frames, and the
-    final state (held over padded frames)."""
+    final state (held over padded frames); ``seed``: training (a seed of its own per step)."""
     n_time = tf.shape(x)[1]
     xs = tf.TensorArray(x.dtype, size=n_time).unstack(tf.transpose(x, [1, 0, 2]))
     out = tf.TensorArray(x.dtype, size=n_time, element_shape=tf.TensorShape([None, cell.n_hidden]))
 
     def body(t, state, out_ta):
-        y, new_state = cell._cell(xs.read(t), state)
+        step_seed = None if seed is None else seed + tf.stack([(tf.cast(t, tf.int64) + 1) * 1000003, 0])
+        y, new_state = cell._cell(xs.read(t), state, step_seed)
         m = (t < seq_len)[:, None]
         state = tuple(tf.where(m, n, o) for n, o in zip(new_state, state))
         return t + 1, state, out_ta.write(t, tf.where(m, y, tf.zeros_like(y)))

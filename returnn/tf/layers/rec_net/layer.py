@@ -103,12 +103,14 @@ class RecSubnetLayer(Layer):
                  outer_names: Sequence[str] = (), default_target: str = "classes", infer_n_out=None,
                  search: bool = False):
         super().__init__(name, opts, sources, seed)
+        from returnn.tf.network import without_search_only
         if self.opt("direction") != 1:
             raise NetworkError("%s: a sub-network runs forward only (direction %r)" % (self.desc, self.opt("direction")))
         # read-only proxies: tf.Module would wrap plain dicts in tracking types that are no Mappings
         self.unit: Mapping[str, Mapping[str, Any]] = types.MappingProxyType(
             {k: types.MappingProxyType(dict(v)) if isinstance(v, Mapping) else v
-             for k, v in expand_subnetworks(dict(self.opt("unit")), in_rec_unit=True).items()})
+             for k, v in without_search_only(expand_subnetworks(dict(self.opt("unit")), in_rec_unit=True),
+                                             search).items()})
         self.n_from = len(_as_list(opts.get("from", ["data"])))
         self.outer_names = list(outer_names)
         self.outer = types.MappingProxyType(dict(zip(self.outer_names[self.n_from:], sources[self.n_from:])))
@@ -116,8 +118,10 @@ class RecSubnetLayer(Layer):
         self.search = search
         step_only = [] if self.opt("optimize_move_layers_out") else list(self.unit)
         self.search_choice: Optional[str] = None
+        choices = [n for n, o in self.unit.items() if isinstance(o, Mapping) and o.get("class") == "choice"]
+        if search and not choices and self.n_from:  # nothing to choose (e.g. an LM over its input): a plain loop
+            self.search = search = False
         if search:
-            choices = [n for n, o in self.unit.items() if isinstance(o, Mapping) and o.get("class") == "choice"]
             if len(choices) != 1:
                 raise NetworkError("%s: search needs exactly one 'choice' sub-layer, got %s"
                                    % (self.desc, known_list(choices) if choices else "none"))

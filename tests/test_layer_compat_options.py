@@ -1,0 +1,56 @@
+"""Options and forms of published configs: a prior as the mean over batch and time, older
+batch_norm options, RETURNN's placement/dependency options, a rec loop without choice in search."""
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from returnn.errors import NetworkError
+from returnn.tensor import Data
+from returnn.tf.layers import RunContext
+from returnn.tf.network import TFNetwork
+
+
+def _batch():
+    x = np.random.RandomState(0).randn(2, 4, 3).astype("float32")
+    x[1, 2:] = np.nan  # padding
+    return {"data": tf.constant(x), "data:seq_len": tf.constant([4, 2])}, x
+
+
+def test_reduce_over_batch_and_time_is_a_prior_over_real_frames():
+    net = TFNetwork({"prior": {"class": "reduce", "mode": "mean", "axes": "bt", "from": "data"},
+                     "sum": {"class": "reduce", "mode": "sum", "axes": ["B", "T"], "from": "data"}},
+                    {"data": Data("data", shape=(None, 3))})
+    batch, x = _batch()
+    out = net.forward(batch, RunContext(False))
+    real = np.concatenate([x[0], x[1, :2]])
+    assert out["prior"].data.batch_dim_axis is None and out["prior"].tensor.shape == (3,)
+    np.testing.assert_allclose(out["prior"].tensor.numpy(), real.mean(0), rtol=1e-5)
+    np.testing.assert_allclose(out["sum"].tensor.numpy(), real.sum(0), rtol=1e-5)
+    with pytest.raises(NetworkError, match="needs every dynamic axis reduced"):
+        TFNetwork({"bad": {"class": "reduce", "mode": "mean", "axes": "B", "from": "data"}},
+                  {"data": Data("data", shape=(None, 3))})
+
+
+def test_older_batch_norm_options_and_accepted_placement_options():
+    net = TFNetwork({"bn": {"class": "batch_norm", "from": "data", "axes": ["f"], "fused": True},
+                     "c": {"class": "constant", "value": 1.0, "collocate_with": "data"},
+                     "cp": {"class": "copy", "from": "data", "extra_deps": "bn"}},
+                    {"data": Data("data", shape=(None, 3))})
+    batch, x = _batch()
+    out = net.forward(batch, RunContext(False))
+    np.testing.assert_array_equal(out["cp"].tensor.numpy()[0], x[0])
+    with pytest.raises(NetworkError, match="only the feature axis"):
+        TFNetwork({"bn": {"class": "batch_norm", "from": "data", "axes": ["t"]}}, {"data": Data("data", shape=(None, 3))})
+
+
+def test_rec_unit_without_choice_runs_as_a_loop_in_search():
+    """A language model's rec layer (no choice) inside a network built for search: the plain loop."""
+    unit = {"output": {"class": "linear", "activation": "tanh", "n_out": 3, "from": ["prev:output", "data:source"]}}
+    extern = {"data": Data("data", shape=(None, 3))}
+    batch, _ = _batch()
+    train = TFNetwork({"lm": {"class": "rec", "from": "data", "unit": unit}}, extern, seed=5)
+    search = TFNetwork({"lm": {"class": "rec", "from": "data", "unit": unit}}, extern, seed=5, search=True)
+    a = train.forward(batch, RunContext(False))["lm"].tensor.numpy()
+    b = search.forward(batch, RunContext(False))["lm"].tensor.numpy()
+    np.testing.assert_allclose(a[0], b[0], rtol=1e-6)
+    np.testing.assert_allclose(a[1, :2], b[1, :2], rtol=1e-6)

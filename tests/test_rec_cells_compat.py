@@ -1,0 +1,101 @@
+"""Recurrent options of published configs: ZoneoutLSTM cells (numpy reference in evaluation,
+zoned-out units in training), rec_weight_dropout of NativeLSTM2, Theano-era 'sampling'."""
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from returnn.errors import NetworkError
+from returnn.tensor import Data
+from returnn.tf.layers import RunContext
+from returnn.tf.network import TFNetwork
+
+LENS = [4, 2]
+
+
+def _batch():
+    x = np.random.RandomState(0).randn(2, 4, 3).astype("float32")
+    x[1, 2:] = np.nan
+    return {"data": tf.constant(x), "data:seq_len": tf.constant(LENS)}, x
+
+
+def _sig(v):
+    return 1 / (1 + np.exp(-v))
+
+
+def _zoneout_ref(x, w, w_re, b, zc, zh, use_out, n):
+    h, c, outs = np.zeros(n), np.zeros(n), []
+    for t in range(len(x)):
+        z = x[t] @ w + h @ w_re + b
+        i, g, f, o = np.split(z, 4)
+        c_new = _sig(f + 1.0) * c + _sig(i) * np.tanh(g)
+        h_new = _sig(o) * np.tanh(c_new)
+        c, h_prev = zc * c + (1 - zc) * c_new, h
+        h = zh * h_prev + (1 - zh) * h_new
+        outs.append(h if use_out else h_new)
+    return np.array(outs)
+
+
+@pytest.mark.parametrize("in_loop", [False, True])
+def test_zoneout_lstm_in_evaluation_matches_numpy(in_loop):
+    cell = {"class": "rnn_cell", "unit": "zoneoutlstm", "n_out": 5,
+            "unit_opts": {"zoneout_factor_cell": 0.15, "zoneout_factor_output": 0.05, "use_zoneout_output": True}}
+    if in_loop:
+        net = TFNetwork({"r": {"class": "rec", "from": "data", "unit": {
+            "s": dict(cell, **{"from": ["data:source"]}),
+            "output": {"class": "combine", "kind": "add", "from": ["s", "prev:s"]}}}}, {"data": Data("data", shape=(None, 3))})
+        layer = net.layers["r"].layers["s"]
+        key = "r/s"
+    else:
+        net = TFNetwork({"s": dict(cell, **{"from": "data"})}, {"data": Data("data", shape=(None, 3))})
+        layer, key = net.layers["s"], "s"
+    batch, x = _batch()
+    out = net.forward(batch, RunContext(False))[key].tensor.numpy()
+    for b, n in enumerate(LENS):
+        ref = _zoneout_ref(x[b, :n], layer.W.numpy(), layer.W_re.numpy(), layer.bias.numpy(), 0.15, 0.05, True, 5)
+        np.testing.assert_allclose(out[b, :n], ref, rtol=1e-4, atol=1e-5)
+
+
+def test_zoneout_lstm_in_training_keeps_or_updates_each_unit():
+    net = TFNetwork({"s": {"class": "rnn_cell", "unit": "ZoneoutLSTM", "n_out": 64, "from": "data",
+                           "unit_opts": {"zoneout_factor_cell": 0.5, "zoneout_factor_output": 0.5,
+                                         "use_zoneout_output": True}}}, {"data": Data("data", shape=(None, 3))})
+    batch, _ = _batch()
+    y = net.forward(batch, RunContext(True, tf.constant([1, 2], tf.int64)))["s"].tensor.numpy()
+    kept = np.isclose(y[0, 1:], y[0, :-1])  # the output h kept its previous value
+    assert 0.3 < kept.mean() < 0.7  # about half of the units with factor 0.5
+    y2 = net.forward(batch, RunContext(False))["s"].tensor.numpy()
+    assert not np.isclose(y2[0, 1:], y2[0, :-1]).any()
+
+
+def test_rec_weight_dropout_only_in_training():
+    net_dict = {"l": {"class": "rec", "unit": "nativelstm2", "n_out": 8, "from": "data",
+                      "unit_opts": {"rec_weight_dropout": 0.5}}}
+    ref_dict = {"l": {"class": "rec", "unit": "nativelstm2", "n_out": 8, "from": "data"}}
+    extern = {"data": Data("data", shape=(None, 3))}
+    net, ref = TFNetwork(net_dict, extern), TFNetwork(ref_dict, extern)
+    for a, b in zip(net.layers["l"].trainable_variables, ref.layers["l"].trainable_variables):
+        b.assign(a)
+    batch, _ = _batch()
+    evaluated = net.forward(batch, RunContext(False))["l"].tensor.numpy()
+    np.testing.assert_allclose(evaluated, ref.forward(batch, RunContext(False))["l"].tensor.numpy(), rtol=1e-6)
+    seed = tf.constant([3, 4], tf.int64)
+    trained = net.forward(batch, RunContext(True, seed))["l"].tensor.numpy()
+    assert not np.allclose(trained[0, 1:], evaluated[0, 1:])  # from the 2nd frame on W_re matters
+    np.testing.assert_allclose(trained[0, 0], evaluated[0, 0], rtol=1e-6)  # frame 0: h = 0, W_re unused
+    np.testing.assert_array_equal(trained, net.forward(batch, RunContext(True, seed))["l"].tensor.numpy())
+    with pytest.raises(NetworkError, match="sampling"):
+        TFNetwork({"l": {"class": "rec", "unit": "lstmp", "n_out": 8, "from": "data", "sampling": 2}}, extern)
+    TFNetwork({"l": {"class": "rec", "unit": "lstmp", "n_out": 8, "from": "data", "sampling": 1}}, extern)
+
+
+def test_json_config_with_comments(tmp_path):
+    from returnn.config import Config
+    path = tmp_path / "old.config"
+    path.write_text('{\n// data\n"task": "train", /* a\nblock */ "num_epochs": 3,\n"model": "net//model" // end\n}\n')
+    config = Config()
+    config.load_file(str(path))
+    assert config.value("model") == "net//model" and config.int("num_epochs") == 3
+    path.write_text('{\n// c\n"task": "train",,\n}\n')
+    from returnn.errors import ConfigError
+    with pytest.raises(ConfigError, match=r"old.config:3: JSON syntax error"):
+        Config().load_file(str(path))
