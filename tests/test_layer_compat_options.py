@@ -54,3 +54,21 @@ def test_rec_unit_without_choice_runs_as_a_loop_in_search():
     b = search.forward(batch, RunContext(False))["lm"].tensor.numpy()
     np.testing.assert_allclose(a[0], b[0], rtol=1e-6)
     np.testing.assert_allclose(a[1, :2], b[1, :2], rtol=1e-6)
+
+
+def test_combine_broadcasts_a_size_one_feature_axis():
+    net = TFNetwork({"one": {"class": "reduce", "mode": "sum", "axes": "F", "keep_dims": True, "from": "data"},
+                     "sum": {"class": "combine", "kind": "add", "from": ["data", "one"]}},
+                    {"data": Data("data", shape=(None, 3))})
+    batch, x = _batch()
+    out = net.forward(batch, RunContext(False))
+    assert out["one"].data.dim == 1 and out["sum"].data.dim == 3
+    np.testing.assert_allclose(out["sum"].tensor.numpy()[0], x[0] + x[0].sum(-1, keepdims=True), rtol=1e-5)
+
+
+def test_only_on_search_layers_exist_only_in_search_networks():
+    net_dict = {"output": {"class": "softmax", "from": "data", "n_out": 4},
+                "decision": {"class": "decide", "from": "output", "only_on_search": True}}
+    extern = {"data": Data("data", shape=(None, 3))}
+    assert "decision" not in TFNetwork(net_dict, extern).layers
+    assert "decision" in TFNetwork(net_dict, extern, search=True).layers
