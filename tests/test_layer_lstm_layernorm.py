@@ -120,3 +120,19 @@ def test_dropout_only_in_training_and_sparse_input():
 def test_bad_unit_opts_name_the_layer(unit_opts, message):
     with pytest.raises(NetworkError, match="'lay'.*" + message):
         make("rec", {"unit": "layernormvariantslstm", "n_out": 2, "unit_opts": unit_opts}, [spec(3)])
+
+
+def test_all_parameters_of_the_unit_are_trained_and_saved():
+    """The unit's norm parameters belong to the network's trainable variables (so the optimizer
+    updates them and checkpoints hold them), not only W and W_re."""
+    from returnn.tensor import Data
+    from returnn.tf.network import TFNetwork
+    net = TFNetwork({"l": {"class": "rec", "unit": "layernormvariantslstm", "n_out": 4, "from": "data",
+                           "unit_opts": {"hidden_norm": True}}}, {"data": Data("data", shape=(None, 3))})
+    names = sorted(v.name.split(":")[0].split("/")[-1] for v in net.trainable_variables)
+    assert names == sorted(["W_ff", "W_re", "gamma_input_below", "beta_input_below", "gamma_state_below",
+                            "gamma_new_c", "beta_new_c", "gamma_new_h", "beta_new_h"])
+    ckpt = tf.train.Checkpoint(network=net)
+    path = ckpt.save("/tmp/lnlstm-track-test/ckpt")
+    stored = {n for n, _ in tf.train.list_variables(path)}
+    assert sum("/l/cell/norms/new_h/" in n for n in stored) == 2  # gamma and beta of LN_h

@@ -99,3 +99,26 @@ def test_json_config_with_comments(tmp_path):
     from returnn.errors import ConfigError
     with pytest.raises(ConfigError, match=r"old.config:3: JSON syntax error"):
         Config().load_file(str(path))
+
+
+def test_layer_norm_lstm_cell_in_a_loop_equals_the_rec_layer():
+    """rnn_cell with unit layernormvariantslstm, step by step in a rec loop, gives the rec layer's
+    whole-sequence values with the same parameters."""
+    opts = {"unit": "layernormvariantslstm", "n_out": 4,
+            "unit_opts": {"global_norm": False, "per_gate_norm": True, "hidden_norm": True, "forget_bias": 1.0}}
+    net = TFNetwork({
+        "ref": dict(opts, **{"class": "rec", "from": "data"}),
+        "loop": {"class": "rec", "from": "data", "unit": {
+            "s": dict(opts, **{"class": "rnn_cell", "from": ["data:source"]}),
+            "output": {"class": "combine", "kind": "add", "from": ["s", "prev:s"]}}}},
+        {"data": Data("data", shape=(None, 3))})
+    cell, ref = net.layers["loop"].layers["s"], net.layers["ref"]
+    assert len(cell.trainable_variables) == len(ref.trainable_variables)
+    for a, b in zip(sorted(cell.trainable_variables, key=lambda v: v.name),
+                    sorted(ref.trainable_variables, key=lambda v: v.name)):
+        a.assign(b)
+    batch, _ = _batch()
+    out = net.forward(batch, RunContext(False))
+    for b, n in enumerate(LENS):
+        np.testing.assert_allclose(out["loop/s"].tensor.numpy()[b, :n], out["ref"].tensor.numpy()[b, :n],
+                                   rtol=1e-5, atol=1e-6)

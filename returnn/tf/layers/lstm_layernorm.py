@@ -34,10 +34,12 @@ DEFAULTS: Dict[str, Any] = {
 }
 
 
-class LayerNormLstm:
-    """Parameters (created through the owning layer's ``weight``) and the loop of the unit."""
+class LayerNormLstm(tf.Module):
+    """Parameters (created through the owning layer's ``weight``) and the loop of the unit. A
+    ``tf.Module``: the layer holding it tracks its variables (training, checkpoints)."""
 
     def __init__(self, layer, n_in: int, n_out: int, unit_opts: Dict[str, Any]):
+        super().__init__(name="cell")
         unknown = set(unit_opts) - set(DEFAULTS)
         if unknown:
             raise NetworkError("%s: unknown unit_opts %s for layernormvariantslstm (known: %s)"
@@ -47,7 +49,8 @@ class LayerNormLstm:
             raise NetworkError("%s: unit_opts global_norm and global_norm_joined exclude each other" % layer.desc)
         if o["per_gate_norm"] and (o["global_norm"] or o["global_norm_joined"]):
             raise NetworkError("%s: unit_opts per_gate_norm excludes global_norm and global_norm_joined" % layer.desc)
-        self.o, self.n, self.layer = o, n_out, layer
+        self.o, self.n = o, n_out
+        self._weight = layer.weight  # used while building only
         fb = float(o["forget_bias"]) if o["forget_bias"] > 0 else 0.0
         self.ff_with_bias = not (o["global_norm"] or o["global_norm_joined"] or o["per_gate_norm"])
         if o["with_concat"]:
@@ -60,7 +63,7 @@ class LayerNormLstm:
         self.b = None
         if self.ff_with_bias:
             self.b = layer.weight("bias_ff", [4 * n_out], [0.0] * 2 * n_out + [fb] * n_out + [0.0] * n_out)
-        self.norms: Dict[str, List[Optional[tf.Variable]]] = {}
+        self.norms: Dict[str, List[Optional[tf.Variable]]] = {}  # tracked by tf.Module (dict of lists)
         if o["global_norm"]:
             self._norm("input_below", 4 * n_out, fb)
             self._norm("state_below", 4 * n_out, None)
@@ -74,12 +77,13 @@ class LayerNormLstm:
             self._norm("new_c", n_out, 0.0)
         if o["hidden_norm"]:
             self._norm("new_h", n_out, 0.0)
+        del self._weight
 
     def _norm(self, name: str, size: int, beta_extra: Optional[float]) -> None:
         gain, shift = float(self.o["norm_gain"]), float(self.o["norm_shift"])
-        gamma = self.layer.weight("gamma_" + name, [size], [gain] * size)
+        gamma = self._weight("gamma_" + name, [size], [gain] * size)
         beta = None if beta_extra is None else \
-            self.layer.weight("beta_" + name, [size], [shift + beta_extra] * size)
+            self._weight("beta_" + name, [size], [shift + beta_extra] * size)
         self.norms[name] = [gamma, beta]
 
     def ln(self, name: str, v: tf.Tensor) -> tf.Tensor:
@@ -92,45 +96,61 @@ class LayerNormLstm:
             return None
         return inverted_dropout(tf.ones([batch, self.n]), rate, seed)
 
-    def run(self, below: tf.Tensor, seq_len: tf.Tensor, seed: Optional[tf.Tensor]) -> tf.Tensor:
-        """``below``: the input times ``W`` (B, T, 4 n_out); ``seed``: None outside training."""
-        o, n, x = self.o, self.n, below
+    def prepare(self, below: tf.Tensor) -> tf.Tensor:
+        """The input part of the gates from ``x W`` (any leading axes): bias and ``LN_in``."""
         if self.b is not None:
             below += self.b
-        if o["global_norm"]:
+        if self.o["global_norm"]:
             below = self.ln("input_below", below)
+        return below
+
+    def masks(self, batch: tf.Tensor, seed: Optional[tf.Tensor]):
+        """The dropout masks (on tanh(j), on h) for ``batch`` sequences; None outside training."""
+        return (self._mask(float(self.o["dropout"]), batch, None if seed is None else seed + [0, 11]),
+                self._mask(float(self.o["dropout_h"]), batch, None if seed is None else seed + [0, 13]))
+
+    def step(self, below_t: tf.Tensor, h: tf.Tensor, c: tf.Tensor, masks=(None, None)):
+        """One frame: ``below_t`` from :meth:`prepare` (B, 4 n_out) and the state -> new ``(h, c)``."""
+        o = self.o
+        mask_j, mask_h = masks
+        h_in = h * mask_h if mask_h is not None else h
+        state = tf.matmul(h_in, self.W_re)
+        if o["global_norm"]:
+            state = self.ln("state_below", state)
+        z = below_t + state
+        if o["global_norm_joined"]:
+            z = self.ln("lstm_in", z)
+        i, j, f, g_out = tf.split(z, 4, axis=-1)
+        if o["per_gate_norm"]:
+            i, j, f, g_out = (self.ln(k, v) for k, v in zip(("i_gate", "j_gate", "f_gate", "o_gate"),
+                                                            (i, j, f, g_out)))
+        cand = tf.tanh(j)
+        if mask_j is not None:
+            cand = cand * mask_j
+        c_new = tf.sigmoid(f) * c + tf.sigmoid(i) * cand
+        c_out = c_new
+        if o["cell_norm"]:
+            c_new = self.ln("new_c", c_new)
+            if o["cell_norm_in_output"]:
+                c_out = c_new
+        h_new = tf.sigmoid(g_out) * tf.tanh(c_out)
+        if o["hidden_norm"]:
+            h_new = self.ln("new_h", h_new)
+        return h_new, c_new
+
+    def run(self, below: tf.Tensor, seq_len: tf.Tensor, seed: Optional[tf.Tensor]) -> tf.Tensor:
+        """``below``: the input times ``W`` (B, T, 4 n_out); ``seed``: None outside training."""
+        n, x = self.n, below
+        below = self.prepare(below)
         batch, n_time = tf.shape(x)[0], tf.shape(x)[1]
-        mask_j = self._mask(float(o["dropout"]), batch, None if seed is None else seed + [0, 11])
-        mask_h = self._mask(float(o["dropout_h"]), batch, None if seed is None else seed + [0, 13])
+        masks = self.masks(batch, seed)
         xs = tf.TensorArray(x.dtype, size=n_time).unstack(tf.transpose(below, [1, 0, 2]))
         valid = tf.TensorArray(tf.bool, size=n_time).unstack(tf.transpose(tf.sequence_mask(seq_len, n_time)))
         out = tf.TensorArray(x.dtype, size=n_time, element_shape=tf.TensorShape([None, n]))
         zeros = tf.zeros([batch, n], x.dtype)
 
         def body(t, h, c, out_ta):
-            h_in = h * mask_h if mask_h is not None else h
-            state = tf.matmul(h_in, self.W_re)
-            if o["global_norm"]:
-                state = self.ln("state_below", state)
-            z = xs.read(t) + state
-            if o["global_norm_joined"]:
-                z = self.ln("lstm_in", z)
-            i, j, f, g_out = tf.split(z, 4, axis=-1)
-            if o["per_gate_norm"]:
-                i, j, f, g_out = (self.ln(k, v) for k, v in zip(("i_gate", "j_gate", "f_gate", "o_gate"),
-                                                                (i, j, f, g_out)))
-            cand = tf.tanh(j)
-            if mask_j is not None:
-                cand = cand * mask_j
-            c_new = tf.sigmoid(f) * c + tf.sigmoid(i) * cand
-            c_out = c_new
-            if o["cell_norm"]:
-                c_new = self.ln("new_c", c_new)
-                if o["cell_norm_in_output"]:
-                    c_out = c_new
-            h_new = tf.sigmoid(g_out) * tf.tanh(c_out)
-            if o["hidden_norm"]:
-                h_new = self.ln("new_h", h_new)
+            h_new, c_new = self.step(xs.read(t), h, c, masks)
             m = valid.read(t)[:, None]
             out_ta = out_ta.write(t, tf.where(m, h_new, tf.zeros_like(h_new)))
             return t + 1, tf.where(m, h_new, h), tf.where(m, c_new, c), out_ta

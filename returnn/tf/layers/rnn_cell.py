@@ -20,6 +20,8 @@ Cells (``unit``, case-insensitive), following RETURNN's choice of implementation
   ``use_zoneout_output``): TensorFlow's LSTM cell whose c and h keep their previous value with that
   probability in training (in evaluation: the expected mix); the output is the zoned-out h from
   ``behavior_version`` 17 on, before it the LSTM's own h (RETURNN's choice).
+- ``LayerNormVariantsLSTM``: :mod:`returnn.tf.layers.lstm_layernorm` one step at a time (in a loop,
+  its dropout masks are drawn per step).
 
 The initial state is zero. Padded frames (t >= length) keep the state and output 0.
 """
@@ -44,7 +46,7 @@ CELL_UNITS: Dict[str, Tuple[str, float]] = {
     "cudnnlstm": ("lstm", 1.0),
     "gru": ("gru", 0.0), "grublock": ("gru", 0.0), "grucell": ("gru", 0.0), "cudnngru": ("gru", 0.0),
     "basicrnn": ("rnn", 0.0), "rnn": ("rnn", 0.0), "rnncell": ("rnn", 0.0), "basicrnncell": ("rnn", 0.0),
-    "zoneoutlstm": ("zoneout", 1.0),
+    "zoneoutlstm": ("zoneout", 1.0), "layernormvariantslstm": ("lnlstm", 0.0),
 }
 ZONEOUT_OPTS = ("zoneout_factor_cell", "zoneout_factor_output", "use_zoneout_output")
 
@@ -82,7 +84,7 @@ class RnnCellLayer(Layer):
         unit_opts = dict(self.opt("unit_opts") or {})
         known = {"forget_bias"} | (set(ZONEOUT_OPTS) if self.kind == "zoneout" else set())
         unknown = set(unit_opts) - known
-        if unknown:
+        if unknown and self.kind != "lnlstm":  # the layer-norm LSTM checks its own unit_opts
             raise NetworkError("%s: unknown unit_opts %s (known: %s)" % (self.desc, known_list(unknown), known_list(known)))
         self.forget_bias = float(unit_opts.get("forget_bias", default_bias))
         self.zoneout = (rate(self.desc, "zoneout_factor_cell", unit_opts.get("zoneout_factor_cell")),
@@ -101,7 +103,12 @@ class RnnCellLayer(Layer):
         self.plan = feature_plan(self, sources)
         n_in, n = sum(self.plan.in_dims), self.require_n_out()
         self.n_hidden = n
-        if self.kind in ("lstm", "zoneout"):
+        self.ln_cell = None
+        if self.kind == "lnlstm":
+            from returnn.tf.layers.lstm_layernorm import LayerNormLstm
+            self.ln_cell = LayerNormLstm(self, n_in, n, unit_opts)
+            self.W, self.W_re, self.bias = self.ln_cell.W, self.ln_cell.W_re, None
+        elif self.kind in ("lstm", "zoneout"):
             self.W = self.weight("W", [n_in, 4 * n], init_option="forward_weights_init")
             self.W_re = self.weight("W_re", [n, 4 * n], init_option="recurrent_weights_init")
             self.bias = self.weight("bias", [4 * n], 0.0, init_option="bias_init")
@@ -130,6 +137,8 @@ class RnnCellLayer(Layer):
     def _input_proj(self, sources: List[LayerOutput], ctx: RunContext) -> tf.Tensor:
         sources = dropout_sources(self, sources, ctx)
         x = project_sources(self.plan, sources, self.W)
+        if self.ln_cell is not None:
+            return self.ln_cell.prepare(x)
         return x + self.bias if self.kind != "gru" else x
 
     def _cell(self, x: tf.Tensor, state: Tuple[tf.Tensor, ...], seed: Any = None
@@ -137,6 +146,9 @@ class RnnCellLayer(Layer):
         """One step from the input projection ``x`` (B, k*H); returns the output and the new state
         (``seed``: the step's seed in training, for zoneout)."""
         n = self.n_hidden
+        if self.ln_cell is not None:
+            h, c = self.ln_cell.step(x, state[0], state[1], self.ln_cell.masks(tf.shape(x)[0], seed))
+            return h, (h, c)
         if self.kind in ("lstm", "zoneout"):
             h, c = lstm_step(x + tf.matmul(state[0], self.W_re), state[1], self.forget_bias)
             if self.kind == "lstm":
@@ -168,7 +180,7 @@ class RnnCellLayer(Layer):
     def initial_state(self, batch: tf.Tensor, n_time: Any = None) -> Tuple[tf.Tensor, ...]:
         """The zero state for ``batch`` sequences (``n_time``: the loop length, unused here)."""
         zeros = tf.zeros([batch, self.n_hidden])
-        return (zeros, zeros) if self.kind in ("lstm", "zoneout") else (zeros,)
+        return (zeros, zeros) if self.kind in ("lstm", "zoneout", "lnlstm") else (zeros,)
 
     def step(self, sources: List[LayerOutput], state: Tuple[tf.Tensor, ...], ctx: RunContext, t: Any = None
              ) -> Tuple[LayerOutput, Tuple[tf.Tensor, ...]]:
@@ -182,12 +194,16 @@ class RnnCellLayer(Layer):
     def state_tensors(self, state: Tuple[tf.Tensor, ...]) -> Tuple[tf.Tensor, ...]:
         """The loop state as get_last_hidden_state gives it: (c, h) for an LSTM (RETURNN's LSTM
         state tuple order), else (h,)."""
-        return (state[1], state[0]) if self.kind in ("lstm", "zoneout") else tuple(state)
+        return (state[1], state[0]) if self.kind in ("lstm", "zoneout", "lnlstm") else tuple(state)
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         if self.step_mode:
             raise NetworkError("%s: a cell on single steps runs only inside a rec loop" % self.desc)
         seq_len = {d: size for s in sources for d, size in s.sizes.items()}[self.output.dims[1]]
+        if self.ln_cell is not None:  # over the sequence: the layer-norm LSTM's own loop (the same step)
+            y = self.ln_cell.run(project_sources(self.plan, dropout_sources(self, sources, ctx), self.W), seq_len,
+                                 ctx.layer_seed(self.layer_name) if ctx.train else None)
+            return self.make_output(y, sources)
         x = self._input_proj(sources, ctx)
         if self.kind == "lstm":
             out = self.make_output(get_kernel()(x, seq_len, self.W_re, self.forget_bias), sources)
