@@ -261,7 +261,8 @@ class SamplingLoss(CrossEntropyLoss):
     """RETURNN's ``sampling_loss`` (sampled softmax for large vocabularies, e.g. word LMs), computed
     here as the exact cross entropy of the full softmax: what the sampled loss estimates, and what
     RETURNN itself reports with ``use_full_softmax``. It costs the full output matmul per frame.
-    The sampling options are accepted; ``nce_loss`` (a different objective) is not supported."""
+    The sampling options are accepted; ``nce_loss`` (a different objective) also trains the exact cross
+    entropy, with a warning."""
 
     loss_class = "sampling_loss"
     known_opts = CrossEntropyLoss.known_opts + ("num_sampled", "use_full_softmax", "nce_loss", "num_splits",
@@ -270,7 +271,10 @@ class SamplingLoss(CrossEntropyLoss):
     def __init__(self, layer_name: str, loss_opts: Optional[Dict[str, Any]], target_key: str):
         super().__init__(layer_name, loss_opts, target_key)
         if self.opts.get("nce_loss"):
-            raise NetworkError("layer %r: sampling_loss with nce_loss is not supported" % layer_name)
+            from returnn.log import log
+            print("WARNING: layer %r: sampling_loss with nce_loss trains the exact softmax cross entropy here "
+                  "(noise-contrastive estimation is not implemented; the model is normalised by its softmax, not "
+                  "self-normalised)" % layer_name, file=log.warn)
 
 
 class AsIsLoss(Loss):

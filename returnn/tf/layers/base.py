@@ -225,11 +225,24 @@ def register_layer(cls: Type[Layer]) -> Type[Layer]:
     return cls
 
 
+# RETURNN layer classes that depend on software outside TensorFlow: why they cannot run here.
+NOT_HERE = {
+    "fast_bw": "it needs RASR (Sprint) to build the alignment automata; train with a 'ctc' loss or with "
+               "alignments dumped to HDF (tools/hdf_dump.py) as frame-wise targets instead",
+    "kenlm": "it needs the KenLM native library; use a neural LM layer, or rescore n-best lists outside",
+    "twod_lstm": "it needs RETURNN's CUDA-only 2D-LSTM kernel",
+    "mask_based_gevbeamforming": "it needs the pb_bss beamforming package",
+    "mask_based_mvdrbeamforming": "it needs the pb_bss beamforming package",
+}
+
+
 def get_layer_class(name: str, layer_name: str, opts: Optional[Mapping[str, Any]] = None) -> Type[Layer]:
     """Registry lookup; an unknown class is an error naming the layer and listing the known ones.
     With ``opts``, the class's ``class_selector`` may pick another class for those options."""
     from returnn.tf import layers as _all  # noqa: F401  (imports register the classes)
     if name not in LAYER_CLASSES:
+        if name in NOT_HERE:
+            raise NetworkError("layer %r: layer class %r is not available here: %s" % (layer_name, name, NOT_HERE[name]))
         raise NetworkError("layer %r: unknown layer class %r (known: %s)" % (layer_name, name, known_list(LAYER_CLASSES)))
     cls = LAYER_CLASSES[name]
     if opts is not None and cls.class_selector is not None:
