@@ -72,3 +72,44 @@ def test_only_on_search_layers_exist_only_in_search_networks():
     extern = {"data": Data("data", shape=(None, 3))}
     assert "decision" not in TFNetwork(net_dict, extern).layers
     assert "decision" in TFNetwork(net_dict, extern, search=True).layers
+
+
+def test_positional_encoding_inside_a_loop_uses_the_step_index():
+    from returnn.tf.layers.generated import positional_encoding
+    unit = {"emb": {"class": "linear", "activation": "tanh", "n_out": 4, "from": ["prev:output", "data:source"]},
+            "pos": {"class": "positional_encoding", "add_to_input": True, "from": "emb"},
+            "output": {"class": "linear", "activation": "tanh", "n_out": 4, "from": "pos"}}
+    net = TFNetwork({"loop": {"class": "rec", "from": "data", "unit": unit}}, {"data": Data("data", shape=(None, 3))})
+    assert "pos" in net.layers["loop"].plan.in_loop
+    batch, _ = _batch()
+    out = net.forward(batch, RunContext(False))
+    emb, pos = out["loop/emb"].tensor.numpy(), out["loop/pos"].tensor.numpy()
+    signal = positional_encoding(tf.range(4)[None, :], 4).numpy()[0]  # (T, 4)
+    np.testing.assert_allclose(pos[0], emb[0] + signal, rtol=1e-5, atol=1e-6)
+
+
+def test_squeeze_a_dynamic_axis_of_one_frame_and_other_old_forms(tmp_path):
+    net = TFNetwork({"label": {"class": "squeeze", "axis": "T", "from": "data:speaker"},
+                     "bn": {"class": "batch_norm", "from": "data", "fused_bn": True},
+                     "l": {"class": "rec", "unit": "nativelstm2", "n_out": 2, "from": "data", "initial_state": "zeros"}},
+                    {"data": Data("data", shape=(None, 3)), "speaker": Data("speaker", dim=5, sparse=True)})
+    assert net.layers["label"].output.batch_ndim == 1
+    batch, _ = _batch()
+    batch.update({"speaker": tf.constant([[3], [1]]), "speaker:seq_len": tf.constant([1, 1])})
+    assert net.forward(batch, RunContext(False))["label"].tensor.numpy().tolist() == [3, 1]
+    batch.update({"speaker": tf.constant([[3, 2], [1, 0]]), "speaker:seq_len": tf.constant([2, 2])})
+    with pytest.raises(tf.errors.InvalidArgumentError, match="must have size 1"):
+        net.forward(batch, RunContext(False))
+    with pytest.raises(NetworkError, match="keep_over_epoch"):
+        TFNetwork({"l": {"class": "rec", "unit": "nativelstm2", "n_out": 2, "from": "data",
+                         "initial_state": "keep_over_epoch"}}, {"data": Data("data", shape=(None, 3))})
+
+
+def test_extern_data_entries_in_the_num_outputs_form():
+    from returnn.config import Config
+    from returnn.extern_data import extern_data_from_config
+    config = Config()
+    config.typed_dict.update({"extern_data": {"data": (80, 2), "classes": [10, 1], "x": {"dim": 3}}})
+    specs = extern_data_from_config(config)
+    assert specs["data"].dim == 80 and not specs["data"].sparse
+    assert specs["classes"].sparse and specs["classes"].dim == 10 and specs["x"].dim == 3

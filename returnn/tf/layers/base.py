@@ -32,14 +32,17 @@ class RunContext:
     seeds from it with :meth:`layer_seed` so dropout masks are reproducible given the step.
     """
 
-    def __init__(self, train: bool, seed: Optional[tf.Tensor] = None, batch_size: Optional[tf.Tensor] = None):
+    def __init__(self, train: bool, seed: Optional[tf.Tensor] = None, batch_size: Optional[tf.Tensor] = None,
+                 step: Optional[tf.Tensor] = None):
         self.train = train
         self.seed = seed if seed is not None else tf.constant([0, 0], dtype=tf.int64)
+        # inside a rec loop: the step index (RETURNN's ":i"), for layers that need the position
+        self.step = step
         # the batch size of this call (set by the network from its data; inside a beam search B * beam)
         self.batch_size = batch_size
 
     def with_batch_size(self, batch_size: tf.Tensor) -> "RunContext":
-        return RunContext(self.train, self.seed, batch_size)
+        return RunContext(self.train, self.seed, batch_size, self.step)
 
     @property
     def global_step(self) -> tf.Tensor:

@@ -175,16 +175,20 @@ class PositionalEncodingLayer(Layer):
         super().__init__(name, opts, own, seed)
         check_sources(self, own, 1, 1)
         data = own[0]
-        self.ax = self.axis(data, self.opt("axis"), "axis")
-        if data.batch_dim_axis != 0 or self.ax != 1 or data.batch_ndim != 3 or data.feature_dim_axis != 2:
-            raise NetworkError("%s: input must be (batch, time, feature), got %s" % (self.desc, data.short_repr()))
+        # one step inside a rec loop: (batch, feature), the position is the step index
+        self.step_mode = data.batch_dim_axis == 0 and data.batch_ndim == 2 and data.feature_dim_axis == 1
+        if not self.step_mode:
+            self.ax = self.axis(data, self.opt("axis"), "axis")
+            if data.batch_dim_axis != 0 or self.ax != 1 or data.batch_ndim != 3 or data.feature_dim_axis != 2:
+                raise NetworkError("%s: input must be (batch, time, feature) or one step (batch, feature) in a rec "
+                                   "loop, got %s" % (self.desc, data.short_repr()))
         if self.opt("add_to_input"):
             self.check_n_out(data.dim)
             self.channels = data.dim
             self.output = data.copy(name)
         else:
             self.channels = self.require_n_out()
-            self.output = Data(name, dims=[data.dims[0], data.dims[1], self.out_feature_dim()])
+            self.output = Data(name, dims=list(data.dims[:-1]) + [self.out_feature_dim()])
         if self.has_offset:
             offset = sources[-1]
             if offset.dtype[:3] not in ("int", "uin") or offset.batch_ndim not in (1, 2) or offset.batch_dim_axis != 0:
@@ -195,11 +199,18 @@ class PositionalEncodingLayer(Layer):
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         x = sources[0]
         shape = tf.shape(x.tensor)
-        if self.constant >= 0:
+        if self.step_mode:
+            if ctx.step is None and self.constant < 0:
+                raise NetworkError("%s: a one-step input needs a rec loop (the step index is the position)" % self.desc)
+            position = self.constant if self.constant >= 0 else tf.cast(ctx.step, tf.int32)
+            positions = tf.fill(shape[:1], position)
+            if self.has_offset:
+                positions += tf.reshape(tf.cast(sources[-1].tensor, tf.int32), [-1])
+        elif self.constant >= 0:
             positions = tf.fill(shape[:2], self.constant)
         else:
             positions = tf.broadcast_to(tf.range(shape[1])[None, :], shape[:2])
-        if self.has_offset:
+        if self.has_offset and not self.step_mode:
             offset = sources[-1].tensor
             positions += tf.cast(offset if len(offset.shape) == 2 else offset[:, None], tf.int32)
         signal = positional_encoding(positions, self.channels)

@@ -103,6 +103,7 @@ class BatchNormLayer(_FeatureNorm):
         Option("masked_time", True, "statistics over real frames only (False: padding included)"),
         Option("axes", None, "older RETURNN: the axes that keep own statistics; only the feature axis ('f')"),
         Option("fused", None, "older RETURNN: use the fused kernel (speed only; accepted)"),
+        Option("fused_bn", None, "older RETURNN: use the fused kernel (speed only; accepted)"),
     )
 
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):

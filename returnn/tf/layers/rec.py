@@ -58,6 +58,7 @@ class RecLayer(Layer):
         Option("recurrent_weights_init", "glorot_uniform", "init of the recurrent weights W_re"),
         Option("bias_init", 0.0, "init of the bias"),
         Option("sampling", 1, "Theano-era RETURNN: subsampling of the recurrence; only 1 (none)"),
+        Option("initial_state", None, "only a zero initial state (None, 0, 'zeros')"),
     )
 
     @staticmethod
@@ -85,6 +86,10 @@ class RecLayer(Layer):
         self.forget_bias = float(unit_opts.get("forget_bias", FORGET_BIAS.get(self.unit, 0.0)))
         # RETURNN's NativeLSTM2 option: dropout on the recurrent weights W_re, one mask per training step
         self.rec_weight_dropout = rate(self.desc, "rec_weight_dropout", unit_opts.get("rec_weight_dropout"))
+        if self.opt("initial_state") not in (None, 0, 0.0, "zeros"):
+            raise NetworkError("%s: initial_state %r is not supported (only zeros%s)" % (
+                self.desc, self.opt("initial_state"), "; carrying the state over batches ('keep_over_epoch') "
+                "is not implemented" if self.opt("initial_state") == "keep_over_epoch" else ""))
         if self.opt("sampling") != 1:
             raise NetworkError("%s: 'sampling' %r is not supported (only 1)" % (self.desc, self.opt("sampling")))
         self.plan = feature_plan(self, sources)

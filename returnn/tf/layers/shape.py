@@ -227,7 +227,8 @@ class ExpandDimsLayer(_ShapeLayer):
 
 @register_layer
 class SqueezeLayer(_ShapeLayer):
-    """Removes the axes of ``axis`` (descriptions) that have static size 1."""
+    """Removes the axes of ``axis`` (descriptions) that have static size 1; a single dynamic axis
+    named alone is removed too and must have size 1 in every batch (checked when it runs)."""
 
     layer_class = "squeeze"
     options = (
@@ -239,8 +240,12 @@ class SqueezeLayer(_ShapeLayer):
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
         super().__init__(name, opts, sources, seed)
         data = self.input
-        axes = sorted(self.axes(data, self.opt("axis"), "axis"))
-        axes = [a for a in axes if data.dims[a].dimension == 1]
+        named = sorted(self.axes(data, self.opt("axis"), "axis"))
+        axes = [a for a in named if data.dims[a].dimension == 1]
+        # a dynamic axis named on its own (e.g. 'T' of per-sequence labels of one frame): size 1 at run time
+        self.dynamic = [a for a in named if data.dims[a].is_dynamic() and a != data.batch_dim_axis] \
+            if len(named) == 1 and not axes else []
+        axes += self.dynamic
         if not axes and not self.opt("allow_no_op"):
             raise NetworkError("%s: no axis of size 1 matches %r in %s" % (self.desc, self.opt("axis"),
                                                                          data.short_repr()))
@@ -254,7 +259,10 @@ class SqueezeLayer(_ShapeLayer):
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         x = self.inputs(sources, ctx)
-        tensor = tf.squeeze(x.tensor, self.squeeze_axes) if self.squeeze_axes else x.tensor
+        checks = [tf.debugging.assert_equal(tf.shape(x.tensor)[a], 1, message="%s: axis %r must have size 1"
+                                            % (self.desc, self.opt("axis"))) for a in self.dynamic]
+        with tf.control_dependencies(checks):
+            tensor = tf.squeeze(x.tensor, self.squeeze_axes) if self.squeeze_axes else x.tensor
         return self.make_output(tensor, sources)
 
 

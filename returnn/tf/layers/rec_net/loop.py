@@ -28,7 +28,7 @@ def step_context(ctx: RunContext, t: tf.Tensor, batch_size: Optional[tf.Tensor] 
     """``ctx`` with a seed of its own for step ``t`` (dropout masks differ per step); the global
     step (``seed[1]``) is unchanged. ``batch_size``: the loop's (B * beam in search)."""
     offset = tf.stack([(tf.cast(t, tf.int64) + 1) * STEP_SEED_STRIDE, tf.constant(0, tf.int64)])
-    return RunContext(ctx.train, ctx.seed + offset, batch_size if batch_size is not None else ctx.batch_size)
+    return RunContext(ctx.train, ctx.seed + offset, batch_size if batch_size is not None else ctx.batch_size, t)
 
 
 def has_state(layer) -> bool:
