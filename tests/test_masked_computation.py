@@ -197,3 +197,22 @@ def test_search_through_a_masked_unit_agrees_with_teacher_forcing():
         assert prob[b, :n].argmax(-1).tolist() == labels[b, :n].tolist()
     wide = _transducer_like(True, 3).forward(batch, RunContext(False), only=["loop"])["loop"]
     assert wide.seq_len.numpy().tolist() == LENS
+
+
+def test_masked_from_without_mask_and_unmask_skip_initial():
+    """The unit over an already packed sequence (masked_from, mask None); unmask with skip_initial
+    takes the input's first frame as the value before the first kept frame."""
+    net = TFNetwork(dict(MASK_LAYER, **{
+        "packed": {"class": "masked_computation", "from": "data", "mask": "mask", "unit": {"class": "copy"}},
+        "start": {"class": "prefix_in_time", "from": "packed", "prefix": 7.0},
+        "lm": {"class": "masked_computation", "from": [], "mask": None, "masked_from": "start",
+               "unit": {"class": "copy", "from": "data"}},
+        "back": {"class": "unmask", "from": "lm", "mask": "mask", "skip_initial": True}}), _extern())
+    batch, x, _ = _batch()
+    back = net.forward(batch, RunContext(False))["back"].tensor.numpy()
+    for b, n in enumerate(LENS):
+        last = np.full(3, 7.0, "float32")
+        for t in range(n):
+            if MASK[b, t]:
+                last = x[b, t]
+            np.testing.assert_array_equal(back[b, t], last)

@@ -114,11 +114,11 @@ def _expand_masked(name: str, opts: Dict[str, Any], in_rec_unit: bool) -> Dict[s
     the masked frames (``NAME/_packed``, see :mod:`returnn.tf.layers.masked`; or ``masked_from``,
     already packed), so its output has the packed time axis (``unmask`` restores the original).
     Inside a rec unit every resulting layer carries :data:`MASKED_BY`: where the mask is False, it
-    keeps its previous output and state.
+    keeps its previous output and state. Outside loops ``masked_from`` may stand without ``mask``.
     """
     where = "layer %r (masked_computation)" % name
     mask, unit = opts.get("mask"), opts.get("unit")
-    if not isinstance(mask, str):
+    if not isinstance(mask, str) and not (mask is None and opts.get("masked_from") and not in_rec_unit):
         raise NetworkError("%s: 'mask' must name a bool layer, got %r" % (where, mask))
     if not isinstance(unit, dict) or "class" not in unit:
         raise NetworkError("%s: 'unit' must be a layer dict with 'class', got %r" % (where, unit))

@@ -12,7 +12,9 @@ mask is False (:mod:`returnn.tf.layers.rec_net.loop`); ``unmask`` there is a cop
   Padded frames of the output hold zeros.
 - ``unmask``: input ``(B, T', ...)`` (packed by that mask) and the mask ``(B, T)`` ->
   ``(B, T, ...)``: each frame takes the packed frame of the last True position up to and
-  including it; frames before the first True one hold zeros (RETURNN's initial output).
+  including it; frames before the first True one hold zeros (RETURNN's initial output). With
+  ``skip_initial`` the input's frame 0 is that initial value (an input with a start frame, as after
+  ``prefix_in_time``): frame t takes input frame ``(kept frames up to t)``.
 """
 from __future__ import annotations
 
@@ -121,7 +123,9 @@ class UnmaskLayer(_MaskedLayer):
     """See the module docstring (``unmask`` outside loops; inside a rec unit it becomes a copy)."""
 
     layer_class = "unmask"
-    options = (Option("skip_initial", False, "accepted for RETURNN compatibility"),)
+    options = (Option("skip_initial", False, "the input's first frame is the initial value (e.g. the state after a "
+                                             "prefix_in_time start symbol): frame t takes input frame (number of kept "
+                                             "frames up to t), no zeros"),)
 
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
         super().__init__(name, opts, sources, seed)
@@ -137,10 +141,13 @@ class UnmaskLayer(_MaskedLayer):
         m = _mask_bt(mask)  # (B, T)
         x_bt, perm = _batch_time_first(x, self.ax)
         x_bt = tf.where(_bt_mask(x, self.ax, x_bt), x_bt, tf.zeros_like(x_bt))  # no garbage from padding
-        initial = tf.zeros_like(x_bt[:, :1])
         idx = tf.cumsum(tf.cast(m, tf.int32), axis=1)  # 0: before the first kept frame
-        idx = tf.minimum(idx, tf.shape(x_bt)[1])
-        y = tf.gather(tf.concat([initial, x_bt], axis=1), idx, batch_dims=1)  # (B, T, ...)
+        if self.opt("skip_initial"):
+            src = x_bt
+        else:
+            src = tf.concat([tf.zeros_like(x_bt[:, :1]), x_bt], axis=1)
+        idx = tf.minimum(idx, tf.shape(src)[1] - 1)
+        y = tf.gather(src, idx, batch_dims=1)  # (B, T, ...)
         return self.make_output(tf.transpose(y, _inverse(perm)), [x, mask],
                                 {self.time: mask.size(mask.data.time_dim_axis)})
 
