@@ -23,6 +23,11 @@ from returnn.startup import HELP, USAGE, banner_lines, versions_line
 KNOWN_TASKS = ("train", "eval", "forward", "search")
 
 
+# Input errors show their traceback from this log_verbosity on: above RETURNN's levels 0-5, because
+# published configs run at 5 (one line per step) and still must get one error line.
+TRACEBACK_VERBOSITY = 6
+
+
 def _verbosity(config: Optional[Config], argv: Optional[List[str]] = None) -> int:
     """``log_verbosity`` of the config; without a config (it failed to load), from ``++log_verbosity``."""
     try:
@@ -263,7 +268,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             early_stop.install()
         return run(config, state)
     except ReturnnError as exc:
-        tb = traceback.format_exc() if _verbosity(config, argv) >= 5 else None
+        tb = traceback.format_exc() if _verbosity(config, argv) >= TRACEBACK_VERBOSITY else None
         return _fail(str(exc), exc.exit_code, tb, state)
     except StopSignal as exc:
         return _stopped(exc, state)
@@ -275,7 +280,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     except Exception as exc:  # noqa: BLE001 - anything else is a bug or a runtime failure: show it
         user_error = _user_error(exc)
         if user_error is not None:  # bad input found late (e.g. by the data loader thread)
-            tb = traceback.format_exc() if _verbosity(config, argv) >= 5 else None
+            tb = traceback.format_exc() if _verbosity(config, argv) >= TRACEBACK_VERBOSITY else None
             return _fail(str(user_error), user_error.exit_code, tb, state)
         return _fail("%s: %s" % (type(exc).__name__, exc), RuntimeFailure.exit_code, traceback.format_exc(), state)
     finally:

@@ -1,6 +1,6 @@
 """Bad input gets ONE clear line: ``rnn.py`` exits with code 2, stderr holds exactly one non-empty
 line (``ERROR: ...``) naming the file, config key or layer, and no traceback; with
-``++log_verbosity 5`` the traceback is shown as well.
+``++log_verbosity 6`` the traceback is shown as well.
 
 Each case runs ``rnn.py`` twice (default verbosity and 5), both at once, each with a timeout.
 """
@@ -145,12 +145,12 @@ CASES = ["config_syntax_error", "config_file_missing", "unknown_layer_class", "f
 
 def _run_both(args: Sequence[str], verbose_args: Sequence[str]
               ) -> Tuple[subprocess.CompletedProcess, subprocess.CompletedProcess]:
-    """Runs ``rnn.py ARGS`` and ``rnn.py VERBOSE_ARGS ++log_verbosity 5`` side by side (their own
+    """Runs ``rnn.py ARGS`` and ``rnn.py VERBOSE_ARGS ++log_verbosity 6`` side by side (their own
     model paths, so the model lock of one run never stops the other)."""
     env = child_env()
     del env["TF_CPP_MIN_LOG_LEVEL"]  # the CLI's own defaults are under test
     cmds = [[PYTHON, str(REPO / "rnn.py")] + list(args), [PYTHON, str(REPO / "rnn.py")] + list(verbose_args) +
-            ["++log_verbosity", "5"]]
+            ["++log_verbosity", "6"]]
     procs = [subprocess.Popen(cmd, cwd=str(REPO), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True) for cmd in cmds]
     results = []
@@ -182,7 +182,7 @@ def test_bad_input_is_one_line_exit_2(files, case):
     for text in expected:
         assert text in line, "%r not in %r" % (text, line)
     assert "Traceback" not in plain.stderr + plain.stdout
-    # log_verbosity 5: same exit code and line, with the traceback before it.
+    # log_verbosity 6: same exit code and line, with the traceback before it.
     assert verbose.returncode == 2, verbose.stderr[-3000:]
     assert "Traceback (most recent call last)" in verbose.stderr, verbose.stderr[-3000:]
     assert [ln for ln in verbose.stderr.splitlines() if ln.strip()][-1] == line

@@ -126,7 +126,8 @@ _ckpt("save_interval", "int", 1, "Save a checkpoint every N epochs (and always t
 # ---- logging
 _log = partial(declare, group="logging")
 _log("log", "str|list", None, "Log file(s); rank R of N writes <base>.horovod-R-N<ext>.")
-_log("log_verbosity", "int", 3, "0-5: how much is printed (docs/running.md lists what each level shows).", minimum=0)
+_log("log_verbosity", "int", 3, "0-5: how much is printed (docs/running.md lists what each level shows); 6 also "
+                                "shows the traceback behind a one-line input error.", minimum=0)
 _log("progress_interval", "float", 10.0, "Seconds between progress lines (log_verbosity >= 4, no terminal).", minimum=0)
 _log("tf_log_dir", "str", None, "TensorBoard directory; default: tf-log next to 'model'; None disables.")
 _log("tf_log_step_interval", "int", 10, "Write training summaries every N steps.", minimum=1)
