@@ -103,7 +103,7 @@ def extern_data_from_config(config: Config, dataset: Optional[Dataset] = None) -
     if extern is not None and not isinstance(extern, dict):
         raise ConfigError("config key 'extern_data' must be a dict of data keys, got %r" % (extern,))
     if extern:  # entries are option dicts, or RETURNN's [dim, ndim] as in num_outputs
-        return {k: data_from_opts(k, v) if isinstance(v, dict) else _data_from_num(k, v, "extern_data")
+        return {k: _data_from_num(k, v, "extern_data") if isinstance(v, (list, tuple)) else data_from_opts(k, v)
                 for k, v in extern.items()}
     specs: Dict[str, Data] = {}
     num_outputs = config.typed_value("num_outputs")

@@ -76,7 +76,7 @@ def test_expand_squeeze_cast():
     np.testing.assert_array_equal(run(sq, [out]).tensor.numpy(), x)
     assert sq.output.dims == data.dims
     with pytest.raises(NetworkError, match="'lay'.*no axis of size 1"):
-        make("squeeze", {"axis": "T"}, [data])
+        make("squeeze", {"axis": "F"}, [data])  # a static axis of size 4
     cast = make("cast", {"dtype": "int32"}, [data], name="c")
     np.testing.assert_array_equal(run(cast, [val]).tensor.numpy(), x.astype(np.int32))
     assert cast.output.dtype == "int32" and not cast.output.sparse
