@@ -96,3 +96,29 @@ def test_fused_kernel_in_tf_function_traces_once_for_any_shape():
 def test_default_kernel_is_registered():
     assert default_kernel_name("CPU") in KERNELS
     assert get_kernel() is KERNELS[default_kernel_name("CPU")]
+
+
+@pytest.mark.parametrize("name", sorted(KERNELS))
+def test_time_major_kernel_equals_batch_major_values_and_gradients(name):
+    x, lens, w_re = random_case(seed=3)
+    dy = np.random.RandomState(4).randn(4, 7, 5).astype(np.float32)
+    kernel = get_kernel(name)
+
+    def run(time_major):
+        xt, wt = tf.constant(x.transpose(1, 0, 2) if time_major else x), tf.constant(w_re)
+        with tf.GradientTape() as tape:
+            tape.watch([xt, wt])
+            y = kernel(xt, tf.constant(lens), wt, 0.3, time_major=time_major)
+            if time_major:
+                y = tf.transpose(y, [1, 0, 2])
+            loss = tf.reduce_sum(y * dy)
+        dx, dw = tape.gradient(loss, [xt, wt])
+        dx = dx.numpy().transpose(1, 0, 2) if time_major else dx.numpy()
+        return y.numpy(), dx, dw.numpy()
+
+    for a, b in zip(run(False), run(True)):
+        np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-6)
+    y_tm = run(True)[0]
+    for b, n in enumerate(lens):
+        np.testing.assert_allclose(y_tm[b, :n], np_lstm_from_proj(x[b, :n], w_re, 0.3), rtol=1e-4, atol=1e-5)
+        assert np.all(y_tm[b, n:] == 0.0)

@@ -172,21 +172,35 @@ def concat_features(plan: FeaturePlan, sources: Sequence[LayerOutput]) -> tf.Ten
     return tf.concat([tf.broadcast_to(p, tf.concat([tf.stack(shape), tf.shape(p)[-1:]], 0)) for p in parts], -1)
 
 
-def project_sources(plan: FeaturePlan, sources: Sequence[LayerOutput], w: tf.Tensor) -> tf.Tensor:
+def project_sources(plan: FeaturePlan, sources: Sequence[LayerOutput], w: tf.Tensor,
+                    order: Optional[Sequence[int]] = None) -> tf.Tensor:
     """The linear map of the feature-concatenation of ``sources`` by ``w`` (rows in source order),
     without building the concatenation: the sum of each source's projection, broadcast. A sparse
     source selects rows (= one-hot times ``w``). Padded positions are zeroed (index 0 when
-    sparse) first, so garbage cannot reach the result or the weight gradient."""
+    sparse) first, so garbage cannot reach the result or the weight gradient.
+
+    ``order``: the result's non-feature axes as positions of ``plan.dims`` (default: plan order),
+    e.g. ``[1, 0]`` for a time-major result of (batch, time) sources. Each source is transposed
+    before it is projected, where it is the smaller tensor when the projection widens it."""
     offset = 0
     total = None
     for i, src in enumerate(sources):
         rows = w[offset:offset + plan.in_dims[i]]
         offset += plan.in_dims[i]
+        value = src.masked(0) if src.data.sparse else feature_last(src.masked(0.0), plan.feature_axes[i])
+        positions = list(plan.maps[i])
+        if order is not None:
+            positions = [list(order).index(m) for m in positions]
+            axes = sorted(range(len(positions)), key=lambda a: positions[a])
+            if axes != list(range(len(axes))):
+                value = tf.transpose(value, axes + ([] if src.data.sparse else [len(axes)]))
+            positions = sorted(positions)
         if src.data.sparse:
-            part = tf.gather(rows, src.masked(0))
+            part = tf.gather(rows, value)
         else:
-            part = tf.tensordot(feature_last(src.masked(0.0), plan.feature_axes[i]), rows, [[-1], [0]])
-        part = _aligned(plan, i, part)
+            part = tf.tensordot(value, rows, [[-1], [0]])
+        n = len(plan.dims)
+        part = align_tensor(part, positions + [n], n + 1)
         total = part if total is None else total + part
     return total
 

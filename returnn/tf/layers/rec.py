@@ -113,29 +113,33 @@ class RecLayer(Layer):
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         sources = dropout_sources(self, sources, ctx)
         seq_len = {d: size for s in sources for d, size in s.sizes.items()}[self.output.dims[1]]
-        if self.cell is not None:
+        if self.cell is not None:  # batch-major recursion
             x = project_sources(self.plan, sources, self.cell.W)
-        else:
-            x = project_sources(self.plan, sources, self.W) + self.bias
-        if self.time_major:
-            x = tf.transpose(x, [1, 0, 2])
-        if self.direction == -1:
-            x = tf.reverse_sequence(x, seq_len, seq_axis=1, batch_axis=0)
-        if self.cell is not None:
+            if self.time_major:
+                x = tf.transpose(x, [1, 0, 2])
+            if self.direction == -1:
+                x = tf.reverse_sequence(x, seq_len, seq_axis=1, batch_axis=0)
             y = self.cell.run(x, seq_len, ctx.layer_seed(self.layer_name) if ctx.train else None)
+            if self.direction == -1:
+                y = tf.reverse_sequence(y, seq_len, seq_axis=1, batch_axis=0)
         else:
+            # time-major recursion: the (narrower) input is transposed before its projection
+            x = project_sources(self.plan, sources, self.W, order=None if self.time_major else [1, 0]) + self.bias
+            if self.direction == -1:
+                x = tf.reverse_sequence(x, seq_len, seq_axis=0, batch_axis=1)
             w_re = self.W_re
             if self.rec_weight_dropout and ctx.train:
                 w_re = dropout(w_re, self.rec_weight_dropout, ctx.layer_seed(self.layer_name, salt=97))
-            y = get_kernel()(x, seq_len, w_re, self.forget_bias)
-        if self.direction == -1:
-            y = tf.reverse_sequence(y, seq_len, seq_axis=1, batch_axis=0)
+            y = get_kernel()(x, seq_len, w_re, self.forget_bias, time_major=True)
+            if self.direction == -1:
+                y = tf.reverse_sequence(y, seq_len, seq_axis=0, batch_axis=1)
+            y = tf.transpose(y, [1, 0, 2])
         out = self.make_output(y, sources)
         if self.cell is None:
             # get_last_hidden_state: the final (c, h), computed again by the reference kernel only
             # when a layer asks for it (autodiff through it gives the right gradients)
             def final_c_h():
-                _, h, c = loop_lstm_with_state(x, seq_len, w_re, self.forget_bias)
+                _, h, c = loop_lstm_with_state(x, seq_len, w_re, self.forget_bias, time_major=True)
                 return c, h
             out.last_state = final_c_h
         return out
