@@ -8,7 +8,8 @@ LATEST_VENV ?= .venv-latest-tf
 # The single-process engine and the 2-rank (mpi4py) tests; LATEST_TF_TESTS=tests runs everything.
 LATEST_TF_TESTS ?= tests/test_engine.py tests/test_distributed.py tests/test_config_keys.py tests/test_first_hour.py \
 	tests/test_tensorboard.py tests/test_layers.py tests/test_losses.py tests/test_optimizers.py tests/test_checkpoint.py \
-	tests/test_rec_subnet.py tests/test_rec_search.py tests/test_layers_attention.py tests/test_layers_gather.py
+	tests/test_rec_subnet.py tests/test_rec_search.py tests/test_layers_attention.py tests/test_layers_gather.py \
+	tests/test_lstm_kernels.py tests/test_dense_dot.py
 BASE_PATH := $(PATH)
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 # Running as root under mpirun (tests, demos) needs these; harmless otherwise.

@@ -15,6 +15,7 @@ from returnn.tf.layers.helpers import (
 )
 from returnn.tf.layers.options import Option, one_of
 from returnn.tf.layers.output import align_tensor
+from returnn.tf.util.dense import matmul_2d
 
 LOGIT_ACTIVATIONS = ("softmax", "log_softmax")
 
@@ -58,7 +59,8 @@ class LinearLayer(Layer):
         if self.flat:
             x = sources[0].masked(0.0)
             n_out = self.output.dim
-            y = tf.matmul(tf.reshape(x, [-1, self.plan.in_dims[0]]), self.W, transpose_b=self.transposed)
+            w = tf.transpose(self.W) if self.transposed else tf.convert_to_tensor(self.W)
+            y = matmul_2d(tf.reshape(x, [-1, self.plan.in_dims[0]]), w)
             if self.bias is not None:
                 y = tf.nn.bias_add(y, self.bias)
             shape = tf.concat([tf.shape(x)[:-1], [n_out]], 0)

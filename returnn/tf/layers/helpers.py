@@ -14,6 +14,7 @@ import tensorflow as tf
 from returnn.errors import NetworkError
 from returnn.tensor import Data, Dim, DimTypes
 from returnn.tf.layers.output import LayerOutput, align_tensor
+from returnn.tf.util.dense import dense_dot
 
 
 def check_sources(layer, sources: Sequence[Data], n_min: int = 1, n_max: Optional[int] = None) -> None:
@@ -198,7 +199,7 @@ def project_sources(plan: FeaturePlan, sources: Sequence[LayerOutput], w: tf.Ten
         if src.data.sparse:
             part = tf.gather(rows, value)
         else:
-            part = tf.tensordot(value, rows, [[-1], [0]])
+            part = dense_dot(value, rows)
         n = len(plan.dims)
         part = align_tensor(part, positions + [n], n + 1)
         total = part if total is None else total + part
