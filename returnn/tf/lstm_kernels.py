@@ -96,6 +96,17 @@ def loop_lstm_with_state(x_proj: tf.Tensor, seq_len: tf.Tensor, w_re: tf.Tensor,
     return tf.ensure_shape(y, [None, None, n_hidden]), h, c
 
 
+def final_state_fn(x_proj: tf.Tensor, seq_len: tf.Tensor, w_re: tf.Tensor, forget_bias: float,
+                   time_major: bool = False) -> Callable[[], Tuple[tf.Tensor, tf.Tensor]]:
+    """For ``get_last_hidden_state``: a function giving each sequence's final ``(c, h)`` (RETURNN's
+    LSTM state order), computed again by the reference kernel only when a layer asks for it
+    (autodiff through it gives the right gradients)."""
+    def final_c_h() -> Tuple[tf.Tensor, tf.Tensor]:
+        _, h, c = loop_lstm_with_state(x_proj, seq_len, w_re, forget_bias, time_major)
+        return c, h
+    return final_c_h
+
+
 def _shift_in_zero(seq: tf.Tensor) -> tf.Tensor:
     """(T, B, D) -> the same sequence delayed by one frame, frame 0 zero."""
     return tf.concat([tf.zeros_like(seq[:1]), seq[:-1]], axis=0)

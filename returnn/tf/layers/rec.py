@@ -31,7 +31,7 @@ from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_laye
 from returnn.tf.layers.helpers import dropout, dropout_sources, feature_plan, plan_output, project_sources
 from returnn.tf.layers.lstm_layernorm import LayerNormLstm
 from returnn.tf.layers.options import Option, rate
-from returnn.tf.lstm_kernels import get_kernel, loop_lstm_with_state
+from returnn.tf.lstm_kernels import final_state_fn, get_kernel
 
 # unit name -> default forget bias (RETURNN's: native kernels 0, TensorFlow's LSTM cells 1)
 FORGET_BIAS = {"lstm": 0.0, "nativelstm": 0.0, "nativelstm2": 0.0, "nativelstmlowmem": 0.0, "lstmp": 0.0,
@@ -94,7 +94,7 @@ class RecLayer(Layer):
             raise NetworkError("%s: 'sampling' %r is not supported (only 1)" % (self.desc, self.opt("sampling")))
         self.plan = feature_plan(self, sources)
         dims = self.plan.dims
-        self.time_major = len(dims) == 2 and dims[1].is_batch_dim()  # (T, B, F) input: run batch-major
+        self.time_major = len(dims) == 2 and dims[1].is_batch_dim()  # (T, B, F) input (output: batch-major)
         if len(dims) != 2 or not any(d.is_batch_dim() for d in dims) or not any(d.is_dynamic() for d in dims):
             raise NetworkError("%s: input must be (batch, time, feature), got %s"
                                % (self.desc, [s.short_repr() for s in sources]))
@@ -136,10 +136,5 @@ class RecLayer(Layer):
             y = tf.transpose(y, [1, 0, 2])
         out = self.make_output(y, sources)
         if self.cell is None:
-            # get_last_hidden_state: the final (c, h), computed again by the reference kernel only
-            # when a layer asks for it (autodiff through it gives the right gradients)
-            def final_c_h():
-                _, h, c = loop_lstm_with_state(x, seq_len, w_re, self.forget_bias, time_major=True)
-                return c, h
-            out.last_state = final_c_h
+            out.last_state = final_state_fn(x, seq_len, w_re, self.forget_bias, time_major=True)
         return out

@@ -36,7 +36,7 @@ from returnn.tensor import Data
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
 from returnn.tf.layers.helpers import dropout_sources, feature_plan, plan_output, project_sources
 from returnn.tf.layers.options import Option, rate
-from returnn.tf.lstm_kernels import get_kernel, loop_lstm_with_state, lstm_step
+from returnn.tf.lstm_kernels import final_state_fn, get_kernel, lstm_step
 
 # unit name (lower case) -> (cell kind, default forget bias)
 CELL_UNITS: Dict[str, Tuple[str, float]] = {
@@ -204,15 +204,13 @@ class RnnCellLayer(Layer):
             y = self.ln_cell.run(project_sources(self.plan, dropout_sources(self, sources, ctx), self.W), seq_len,
                                  ctx.layer_seed(self.layer_name) if ctx.train else None)
             return self.make_output(y, sources)
-        x = self._input_proj(sources, ctx)
-        if self.kind == "lstm":
-            out = self.make_output(get_kernel()(x, seq_len, self.W_re, self.forget_bias), sources)
-
-            def final_c_h():
-                _, h, c = loop_lstm_with_state(x, seq_len, self.W_re, self.forget_bias)
-                return c, h
-            out.last_state = final_c_h
+        if self.kind == "lstm":  # time-major recursion, as the rec layer runs it
+            x = project_sources(self.plan, dropout_sources(self, sources, ctx), self.W, order=[1, 0]) + self.bias
+            y = get_kernel()(x, seq_len, self.W_re, self.forget_bias, time_major=True)
+            out = self.make_output(tf.transpose(y, [1, 0, 2]), sources)
+            out.last_state = final_state_fn(x, seq_len, self.W_re, self.forget_bias, time_major=True)
             return out
+        x = self._input_proj(sources, ctx)
         y, state = run_over_time(self, x, seq_len, ctx.layer_seed(self.layer_name) if ctx.train else None)
         out = self.make_output(y, sources)
         out.last_state = lambda: state
