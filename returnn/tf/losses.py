@@ -15,6 +15,7 @@ import tensorflow as tf
 
 from returnn.errors import DataError, NetworkError, known_list
 from returnn.tf.layers.output import LayerOutput
+from returnn.tf.layers.packed import PackedFrames
 
 
 @dataclass
@@ -39,6 +40,7 @@ class Loss:
     known_opts: Tuple[str, ...] = ()
     need_target = True  # False: compute() gets target None and the network reads no target data
     framewise = True
+    frame_local = False  # each frame's loss depends on that frame only: computed on the real frames
 
     def __init__(self, layer_name: str, loss_opts: Optional[Dict[str, Any]], target_key: str):
         self.layer_name = layer_name
@@ -61,9 +63,10 @@ class Loss:
                 "%s|%s|%s|" % (ALIGNMENT_MARK, self.layer_name, self.target_key), "seq", first, "lengths",
                 tf.gather(output.seq_len, first), tf.gather(target.seq_len, first)])
             with tf.control_dependencies([check]):  # before any op that combines the two
-                logits = None if output.logits is None else tf.identity(output.logits)
-                output = output.with_tensor(tf.identity(output.tensor), logits=logits)
+                output = _after_check(output)
                 target = target.with_tensor(tf.identity(target.tensor))
+        if self.frame_local and output.packed is not None and target is not None and target.data.have_time_axis():
+            output, target = _packed_views(output, target)
         return self.compute_btf(output, target)
 
     def _layout(self, x: LayerOutput, what: str) -> LayerOutput:
@@ -78,6 +81,24 @@ class Loss:
     def compute_btf(self, output: LayerOutput, target: LayerOutput) -> LossValues:
         """:meth:`compute` on batch-major, time-second, feature-last values."""
         raise NotImplementedError
+
+
+def _after_check(x: LayerOutput) -> LayerOutput:
+    """``x`` through identities (also its logits and packed rows) that run after the length check."""
+    def ident(t: Optional[tf.Tensor]) -> Optional[tf.Tensor]:
+        return None if t is None else tf.identity(t)
+    rows = x.packed
+    packed = None if rows is None else PackedFrames(ident(rows.values), rows.index, rows.outer, ident(rows.logits))
+    return x.with_tensor(ident(x.tensor), logits=ident(x.logits), packed=packed)
+
+
+def _packed_views(output: LayerOutput, target: LayerOutput) -> Tuple[LayerOutput, LayerOutput]:
+    """Output (B, T, F) and target (B, T[, F]) of equal lengths as their real frames, (N, F) and
+    (N[, F]): each frame a batch entry without time axis, no padding to mask."""
+    rows = output.packed
+    out = LayerOutput(rows.values, output.data.copy_template_excluding_axis(1), {}, rows.logits)
+    tgt = LayerOutput(rows.gather(target.tensor), target.data.copy_template_excluding_axis(1), {})
+    return out, tgt
 
 
 def _frame_mask(target: LayerOutput) -> Optional[tf.Tensor]:
@@ -119,6 +140,7 @@ class CrossEntropyLoss(Loss):
     """
 
     loss_class = "ce"
+    frame_local = True
     known_opts = ("label_smoothing", "focal_loss_factor", "input_type", "fake_upper_bound", "use_fused",
                   "safe_log_opts", "debug_dump")
 
@@ -182,6 +204,7 @@ class MeanSquaredErrorLoss(Loss):
     Sparse targets are compared as one-hot vectors."""
 
     loss_class = "mse"
+    frame_local = True
 
     def compute_btf(self, output: LayerOutput, target: LayerOutput) -> LossValues:
         mask = _frame_mask(target)

@@ -23,6 +23,7 @@ from returnn.tensor import AxisError, Data, Dim
 from returnn.tf.layers.initializers import initial_value
 from returnn.tf.layers.options import Option, check_unknown, declared_options, non_negative, positive_int, rate
 from returnn.tf.layers.output import LayerOutput
+from returnn.tf.layers.packed import PackedFrames
 
 
 class RunContext:
@@ -185,22 +186,29 @@ class Layer(tf.Module):
 
     def apply_dropout(self, x: LayerOutput, ctx: RunContext, salt: int = 0) -> LayerOutput:
         """The layer's input dropout on one dense value (training only)."""
-        from returnn.tf.layers.helpers import dropout, noise_broadcast_axes
+        from returnn.tf.layers.helpers import dropout, dropout_scale, noise_broadcast_axes
         if not self.dropout or not ctx.train or x.data.sparse:
             return x
-        return x.with_tensor(dropout(x.tensor, self.dropout, ctx.layer_seed(self.layer_name, salt),
-                                     noise_broadcast_axes(self, x.data)))
+        seed, axes = ctx.layer_seed(self.layer_name, salt), noise_broadcast_axes(self, x.data)
+        if x.packed is None:
+            return x.with_tensor(dropout(x.tensor, self.dropout, seed, axes))
+        # the same mask on the padded tensor and on its packed rows (only one of them is computed)
+        rows = x.packed
+        shape = [1 if a in axes else (rows.outer[a] if a < 2 else x.data.dims[a].dimension) for a in range(3)]
+        scale = dropout_scale(tf.cast(tf.stack(shape), tf.int32), self.dropout, seed, x.tensor.dtype)
+        scale.set_shape([1 if a in axes else None for a in range(3)])
+        return x.with_tensor(x.tensor * scale, packed=rows.like(rows.values * rows.flat_mask(scale)))
 
     def make_output(self, tensor: tf.Tensor, sources: Sequence[LayerOutput] = (),
-                    sizes: Optional[Mapping[Dim, tf.Tensor]] = None, logits: Optional[tf.Tensor] = None
-                    ) -> LayerOutput:
+                    sizes: Optional[Mapping[Dim, tf.Tensor]] = None, logits: Optional[tf.Tensor] = None,
+                    packed: Optional[PackedFrames] = None) -> LayerOutput:
         """``tensor`` as this layer's output: sizes of dims kept from ``sources``, plus ``sizes``
         of the dims the layer made."""
         merged: Dict[Dim, tf.Tensor] = {}
         for src in sources:
             merged.update(src.sizes)
         merged.update(sizes or {})
-        return LayerOutput(tensor, self.output, merged, logits)
+        return LayerOutput(tensor, self.output, merged, logits, packed)
 
     # ---- to implement
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:

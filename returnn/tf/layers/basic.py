@@ -15,6 +15,7 @@ from returnn.tf.layers.helpers import (
 )
 from returnn.tf.layers.options import Option, one_of
 from returnn.tf.layers.output import align_tensor
+from returnn.tf.layers.packed import pack, packable
 from returnn.tf.util.dense import matmul_2d
 
 LOGIT_ACTIVATIONS = ("softmax", "log_softmax")
@@ -53,8 +54,12 @@ class LinearLayer(Layer):
         src = sources[0]
         self.flat = len(sources) == 1 and not src.sparse and src.feature_dim_axis == src.batch_ndim - 1 \
             and list(self.plan.maps[0]) == list(range(len(self.plan.dims)))
+        # (batch, time, feature) with padding: computed on the real frames only
+        self.packs = self.flat and packable(src)
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
+        if self.packs:
+            return self._forward_packed(sources[0], ctx)
         sources = dropout_sources(self, sources, ctx)
         if self.flat:
             x = sources[0].masked(0.0)
@@ -77,6 +82,19 @@ class LinearLayer(Layer):
             x = x + self.bias
         logits = x if self.activation_name in LOGIT_ACTIVATIONS else None
         return self.make_output(self.activation(x), sources, logits=logits)
+
+    def _forward_packed(self, src: LayerOutput, ctx: RunContext) -> LayerOutput:
+        """The flat case on the real frames only (see packed.py): the output keeps its rows."""
+        src = self.apply_dropout(src.with_tensor(src.tensor, packed=pack(src)), ctx)
+        rows = src.packed
+        w = tf.transpose(self.W) if self.transposed else tf.convert_to_tensor(self.W)
+        y = matmul_2d(rows.values, w)
+        if self.bias is not None:
+            y = tf.nn.bias_add(y, self.bias)
+        out = rows.like(self.activation(y), y if self.activation_name in LOGIT_ACTIVATIONS else None)
+        static = src.tensor.shape[:2]
+        logits = None if out.logits is None else out.unpack(out.logits, static)
+        return self.make_output(out.unpack(out.values, static), [src], logits=logits, packed=out)
 
 
 @register_layer

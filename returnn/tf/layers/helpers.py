@@ -7,7 +7,7 @@ or two feature axes of equal size); anything else is a new axis that the others 
 """
 from __future__ import annotations
 
-from typing import List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, List, NamedTuple, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
@@ -36,13 +36,17 @@ def dropout(tensor: tf.Tensor, drop: float, seed: tf.Tensor, broadcast_axes: Seq
     """Inverted dropout: zeroes a ``drop`` fraction, scales the rest by ``1 / (1 - drop)``; the
     mask is shared along ``broadcast_axes`` (drawn with size 1 there, so a mask shared by all
     frames costs one random number per feature)."""
-    keep = 1.0 - drop
     shape = tf.shape(tensor)
     if broadcast_axes:
         shape = tf.tensor_scatter_nd_update(shape, [[a] for a in broadcast_axes], [1] * len(broadcast_axes))
+    return tensor * dropout_scale(shape, drop, seed, tensor.dtype)
+
+
+def dropout_scale(shape: Any, drop: float, seed: tf.Tensor, dtype: tf.DType = tf.float32) -> tf.Tensor:
+    """The factors of inverted dropout, of ``shape``: 0 for a ``drop`` fraction, else ``1 / (1 - drop)``."""
+    keep = 1.0 - drop
     noise = tf.random.stateless_uniform(shape, seed=seed)
-    scale = tf.cast(noise < keep, tensor.dtype) * (1.0 / keep)
-    return tensor * scale
+    return tf.cast(noise < keep, dtype) * (1.0 / keep)
 
 
 _NOISE_VALUES = {None: False, -1: False, 1: True, "x": True}  # RETURNN's spellings: own noise / shared

@@ -13,6 +13,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 import tensorflow as tf
 
 from returnn.tensor import Data, Dim
+from returnn.tf.layers.packed import PackedFrames
 
 
 class LayerOutput:
@@ -20,10 +21,12 @@ class LayerOutput:
     linear map, so losses can use the numerically stable form."""
 
     def __init__(self, tensor: tf.Tensor, data: Data, sizes: Optional[Mapping[Dim, tf.Tensor]] = None,
-                 logits: Optional[tf.Tensor] = None):
+                 logits: Optional[tf.Tensor] = None, packed: Optional[PackedFrames] = None):
         self.tensor = tensor
         self.data = data
         self.logits = logits
+        # frame-wise layers: the same value as rows of its real frames (see packed.py)
+        self.packed = packed
         # a rec sub-network's value also carries each sub-layer's whole sequence (by sub-layer name)
         self.sub_outputs: Dict[str, "LayerOutput"] = {}
         # recurrent layers: a function giving the final state tensors (each (B, D)), for get_last_hidden_state
@@ -95,12 +98,12 @@ class LayerOutput:
 
     # ---- derived values
     def with_tensor(self, tensor: tf.Tensor, data: Optional[Data] = None,
-                    sizes: Optional[Mapping[Dim, tf.Tensor]] = None, logits: Optional[tf.Tensor] = None
-                    ) -> "LayerOutput":
+                    sizes: Optional[Mapping[Dim, tf.Tensor]] = None, logits: Optional[tf.Tensor] = None,
+                    packed: Optional[PackedFrames] = None) -> "LayerOutput":
         """Another value with these sizes (plus ``sizes``); ``data`` defaults to this template."""
         merged = dict(self.sizes)
         merged.update(sizes or {})
-        return LayerOutput(tensor, data or self.data, merged, logits)
+        return LayerOutput(tensor, data or self.data, merged, logits, packed)
 
     def copy_transpose(self, perm: Sequence[int]) -> "LayerOutput":
         perm = list(perm)
