@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import sys
 import traceback
-from typing import List, Optional
+from typing import Any, List, Optional
 
 from returnn.config import Config, load_config_from_args, parse_override_value, split_cmd_args
 from returnn.errors import ConfigError, ReturnnError, RuntimeFailure, StopSignal, TrainingInterrupted
@@ -21,6 +21,7 @@ from returnn.interrupts import EarlyStop
 from returnn.startup import HELP, USAGE, banner_lines, versions_line
 
 KNOWN_TASKS = ("train", "eval", "forward", "search")
+DATASET_KEYS = ("train", "dev", "eval", "eval_datasets", "search_data")
 
 
 # Input errors show their traceback from this log_verbosity on: above RETURNN's levels 0-5, because
@@ -130,6 +131,21 @@ def _warn_unknown_keys(config: Config) -> None:
               file=log.v4)
 
 
+def _mentions_hdf(config: Config) -> bool:
+    """Whether a dataset of the config may be an HDF file (its class name or a file name says so)."""
+    def walk(value: Any, depth: int = 0) -> bool:
+        if isinstance(value, str):
+            return "hdf" in value.lower()
+        if depth > 4:
+            return False
+        if isinstance(value, dict):
+            return any(walk(v, depth + 1) for v in value.values())
+        if isinstance(value, (list, tuple)):
+            return any(walk(v, depth + 1) for v in value)
+        return False
+    return any(walk(config.typed_value(key)) for key in DATASET_KEYS)
+
+
 def _has_hdf_dump(config: Config) -> bool:
     """Whether the config's network (a dict, or made per epoch) may write hdf_dump files."""
     net = config.typed_value("network")
@@ -149,6 +165,9 @@ def run(config: Config, state: Optional[RunState] = None) -> int:
     from returnn.config_keys.values import check_values
     check_values(config.typed_dict, config.cmdline_keys)  # types and ranges of declared keys: one line naming the key
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    if _mentions_hdf(config):
+        from returnn.datasets import hdf_check
+        hdf_check.prestart()  # imports h5py in its own process while this one imports TensorFlow
     _configure_tensorflow(config)
     from returnn.distributed.context import DistributedContext
     from returnn.log import log

@@ -143,3 +143,34 @@ def test_gradient_to_an_unpacked_source_is_zero_on_padding():
     mask = np.arange(x.shape[1])[None, :] < LENS[:, None]
     np.testing.assert_allclose(grad[mask], ref[mask], rtol=1e-4, atol=1e-5)
     assert np.all(grad[~mask] == 0.0)
+
+
+@pytest.mark.parametrize("has_time", [True, False])
+def test_input_dropout_shared_by_all_frames_folds_into_the_weights(has_time):
+    """Default noise shape: the mask is one factor per input feature, applied to W's rows; the
+    output and the gradients equal dropout applied to the input."""
+    if has_time:
+        data, val, x = btf(64, LENS, garbage=np.nan)
+    else:
+        x = np.random.RandomState(4).randn(3, 64).astype(np.float32)
+        data = spec(64, has_time=False)
+        val = value(x, None, data)
+    layer = make_layer("linear", {"n_out": 7, "activation": "tanh", "dropout": 0.3}, [data])
+    ctx = RunContext(True, tf.constant([5, 6], tf.int64))
+    assert layer._folds_dropout(val, ctx)
+    with tf.GradientTape() as tape:
+        out = layer([val], ctx)
+        total = tf.reduce_sum(out.packed.values if has_time else out.tensor)
+    g_w, g_b = tape.gradient(total, [layer.W, layer.bias])
+    dropped = layer.apply_dropout(val, ctx).tensor.numpy()  # the explicit mask, same seed
+    mask = np.arange(x.shape[1])[None, :] < LENS[:, None] if has_time else np.ones(x.shape[:1], bool)
+    w, b = _params(layer)
+    xd = np.where(mask[..., None], dropped, 0.0)
+    assert 0.5 < (xd[mask] != 0).mean() < 0.9
+    h = np.tanh(xd @ w + b)
+    np.testing.assert_allclose(out.tensor.numpy()[mask], h[mask], rtol=1e-5, atol=1e-5)
+    dh = (1 - h ** 2) * mask[..., None]
+    np.testing.assert_allclose(g_w.numpy(), xd.reshape(-1, 64).T @ dh.reshape(-1, 7), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(g_b.numpy(), dh.reshape(-1, 7).sum(0), rtol=1e-4, atol=1e-4)
+    own = make_layer("linear", {"n_out": 7, "dropout": 0.3, "dropout_noise_shape": {"*": None}}, [data])
+    assert not own._folds_dropout(val, ctx) and not layer._folds_dropout(val, RunContext(False))

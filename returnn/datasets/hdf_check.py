@@ -29,6 +29,7 @@ DEFAULT_TIMEOUT = 300.0
 STARTUP_TIMEOUT = 120.0  # the helper imports h5py and numpy
 _lock = threading.Lock()
 _helper: Optional[subprocess.Popen] = None
+_ready = False  # the helper said "ready" (it may have been started early, see prestart())
 
 
 def check_timeout() -> float:
@@ -59,13 +60,30 @@ def check_hdf_file(path: str) -> None:
                         "or stuck file system?; RETURNN_HDF_CHECK_TIMEOUT)" % (path, timeout))
 
 
+def prestart() -> None:
+    """Starts the helper without waiting for it: it imports h5py while this process starts up
+    (e.g. imports TensorFlow), so the first check does not wait for that."""
+    global _helper, _ready
+    if check_timeout() <= 0:
+        return
+    with _lock:
+        if _helper is None:
+            _helper, _ready = _spawn_helper(), False
+
+
 def _ask_helper(path: str, timeout: float) -> Optional[Dict[str, Any]]:
     """Has the helper process check ``path``; None when no helper can be started."""
-    global _helper
+    global _helper, _ready
     with _lock:
+        if _helper is not None and not _ready:
+            _ready = _wait_ready(_helper)
+            if not _ready:
+                _helper = None
         if _helper is None or _helper.poll() is not None:
-            _helper = _start_helper()
-            if _helper is None:
+            _helper = _spawn_helper()
+            _ready = _helper is not None and _wait_ready(_helper)
+            if not _ready:
+                _helper = None
                 return None
         helper = _helper
         try:
@@ -87,25 +105,29 @@ def _ask_helper(path: str, timeout: float) -> Optional[Dict[str, Any]]:
         return {"status": "crash", "how": how}
 
 
-def _start_helper() -> Optional[subprocess.Popen]:
-    """Starts the helper and waits until it has imported h5py (None if that fails)."""
+def _spawn_helper() -> Optional[subprocess.Popen]:
+    """Starts the helper process (None if that fails)."""
     env = dict(os.environ)
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     try:
-        proc = subprocess.Popen([sys.executable, "-m", "returnn.datasets.hdf_check"], stdin=subprocess.PIPE,
+        return subprocess.Popen([sys.executable, "-m", "returnn.datasets.hdf_check"], stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
     except OSError:
         return None
-    if _read_line(proc, STARTUP_TIMEOUT) != "ready\n":
-        proc.kill()
-        proc.wait()
-        return None
-    return proc
+
+
+def _wait_ready(proc: subprocess.Popen) -> bool:
+    """Waits until the helper has imported h5py; a helper that does not get there is ended."""
+    if _read_line(proc, STARTUP_TIMEOUT) == "ready\n":
+        return True
+    proc.kill()
+    proc.wait()
+    return False
 
 
 def _stop_helper() -> None:
-    global _helper
+    global _helper, _ready
     if _helper is not None:
         try:
             _helper.kill()
@@ -113,6 +135,7 @@ def _stop_helper() -> None:
         except (OSError, subprocess.TimeoutExpired):
             pass
     _helper = None
+    _ready = False
 
 
 def _read_line(proc: subprocess.Popen, timeout: float) -> Optional[str]:

@@ -10,8 +10,8 @@ from returnn.tensor import Data, Dim
 from returnn.tf.activations import get_activation
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
 from returnn.tf.layers.helpers import (
-    check_dense, check_sources, common_dims, concat_inputs, concat_output, dropout_sources, feature_plan,
-    plan_output, project_sources,
+    check_dense, check_sources, common_dims, concat_inputs, concat_output, dropout_scale, dropout_sources,
+    feature_plan, noise_broadcast_axes, plan_output, project_sources,
 )
 from returnn.tf.layers.options import Option, one_of
 from returnn.tf.layers.output import align_tensor
@@ -60,11 +60,10 @@ class LinearLayer(Layer):
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         if self.packs:
             return self._forward_packed(sources[0], ctx)
-        sources = dropout_sources(self, sources, ctx)
         if self.flat:
-            x = sources[0].masked(0.0)
+            w = self._weights(sources[0], ctx)
+            x = self._dropped(sources[0], ctx).masked(0.0)
             n_out = self.output.dim
-            w = tf.transpose(self.W) if self.transposed else tf.convert_to_tensor(self.W)
             y = matmul_2d(tf.reshape(x, [-1, self.plan.in_dims[0]]), w)
             if self.bias is not None:
                 y = tf.nn.bias_add(y, self.bias)
@@ -77,17 +76,39 @@ class LinearLayer(Layer):
                 return t
             logits = unflat(y) if self.activation_name in LOGIT_ACTIVATIONS else None
             return self.make_output(unflat(self.activation(y)), sources, logits=logits)
+        sources = dropout_sources(self, sources, ctx)
         x = project_sources(self.plan, sources, tf.transpose(self.W) if self.transposed else self.W)
         if self.bias is not None:
             x = x + self.bias
         logits = x if self.activation_name in LOGIT_ACTIVATIONS else None
         return self.make_output(self.activation(x), sources, logits=logits)
 
+    def _folds_dropout(self, src: LayerOutput, ctx: RunContext) -> bool:
+        """Input dropout whose mask is shared by all frames (RETURNN's default noise shape) is a
+        factor per input feature: applied to the rows of W (n_in x n_out numbers) instead of to
+        every frame of the input (frames x n_in), in the forward and the backward pass."""
+        data = src.data
+        return bool(self.dropout) and ctx.train and \
+            noise_broadcast_axes(self, data) == [a for a in range(data.batch_ndim) if a != data.feature_dim_axis]
+
+    def _weights(self, src: LayerOutput, ctx: RunContext) -> tf.Tensor:
+        """W as (n_in, n_out), its rows scaled by the input dropout mask when that folds in."""
+        w = tf.transpose(self.W) if self.transposed else tf.convert_to_tensor(self.W)
+        if not self._folds_dropout(src, ctx):
+            return w
+        shape = [1] * (src.data.batch_ndim - 1) + [self.plan.in_dims[0]]  # the draw apply_dropout makes
+        scale = dropout_scale(shape, self.dropout, ctx.layer_seed(self.layer_name, 0), w.dtype)
+        return w * tf.reshape(scale, [-1, 1])
+
+    def _dropped(self, src: LayerOutput, ctx: RunContext) -> LayerOutput:
+        """The source after input dropout, unless :meth:`_weights` took it."""
+        return src if self._folds_dropout(src, ctx) else self.apply_dropout(src, ctx)
+
     def _forward_packed(self, src: LayerOutput, ctx: RunContext) -> LayerOutput:
         """The flat case on the real frames only (see packed.py): the output keeps its rows."""
-        src = self.apply_dropout(src.with_tensor(src.tensor, packed=pack(src)), ctx)
+        w = self._weights(src, ctx)
+        src = self._dropped(src.with_tensor(src.tensor, packed=pack(src)), ctx)
         rows = src.packed
-        w = tf.transpose(self.W) if self.transposed else tf.convert_to_tensor(self.W)
         y = matmul_2d(rows.values, w)
         if self.bias is not None:
             y = tf.nn.bias_add(y, self.bias)
