@@ -114,8 +114,11 @@ class LinearLayer(Layer):
             y = tf.nn.bias_add(y, self.bias)
         out = rows.like(self.activation(y), y if self.activation_name in LOGIT_ACTIVATIONS else None)
         static = src.tensor.shape[:2]
-        logits = None if out.logits is None else out.unpack(out.logits, static)
-        return self.make_output(out.unpack(out.values, static), [src], logits=logits, packed=out)
+        # padded frames: what the layer computes from a zero input frame, as on the unpacked path
+        pad = tf.zeros([1, self.output.dim], y.dtype) if self.bias is None else self.bias[None]
+        logits = None if out.logits is None else out.unpack(out.logits, static, pad)
+        return self.make_output(out.unpack(out.values, static, self.activation(pad)), [src], logits=logits,
+                                packed=out)
 
 
 @register_layer

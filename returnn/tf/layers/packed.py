@@ -5,7 +5,8 @@ A batch of sequences of different lengths is padded to its longest one; in the b
 frame) and a frame-wise loss need not see them. :class:`PackedFrames` holds the real frames of a
 (B, T, F) value as rows (N, F) and where each row belongs (``index``: its position in the
 flattened (B*T) layout). A layer that computes packed rows also gives its padded (B, T, F) tensor
-(zeros on the padding) for layers that need that layout; in a traced step function, a padded
+for layers that need that layout (its padded frames hold what the layer computes from a zero
+frame, e.g. softmax(bias), as without packing); in a traced step function, a padded
 tensor no layer reads is never computed, so a chain of frame-wise layers runs packed from its
 first input to its loss. The rows of one chain share one ``index``: packed values of different
 chains are only combined through their padded tensors.
@@ -35,10 +36,15 @@ class PackedFrames:
         """Other rows of the same frames."""
         return PackedFrames(values, self.index, self.outer, logits)
 
-    def unpack(self, rows: tf.Tensor, static_outer: tf.TensorShape) -> tf.Tensor:
-        """The (B, T, F') tensor of ``rows`` (N, F') of these frames, zeros on the padding."""
+    def unpack(self, rows: tf.Tensor, static_outer: tf.TensorShape, fill: Optional[tf.Tensor] = None) -> tf.Tensor:
+        """The (B, T, F') tensor of ``rows`` (N, F') of these frames; on the padding ``fill``
+        (broadcast from (1, F')), else zeros."""
         n_out = rows.shape[-1]
-        flat = tf.scatter_nd(self.index[:, None], rows, tf.stack([self.outer[0] * self.outer[1], n_out]))
+        shape = tf.stack([self.outer[0] * self.outer[1], n_out])
+        if fill is None:
+            flat = tf.scatter_nd(self.index[:, None], rows, shape)
+        else:
+            flat = tf.tensor_scatter_nd_update(tf.broadcast_to(fill, shape), self.index[:, None], rows)
         out = tf.reshape(flat, tf.concat([tf.cast(self.outer, tf.int32), [n_out]], 0))
         out.set_shape(static_outer.concatenate([n_out]))
         return out
