@@ -10,6 +10,8 @@ Once, it creates a virtualenv (default ``<repo>/.bench-venv-returnn``, gitignore
 (who goes first alternates too), each run in a fresh directory outside the repository (so
 ``python -m returnn`` imports the installed RETURNN, not this package). RETURNN's native LSTM ops
 need CUDA, so for RETURNN the LSTM unit is rewritten to ``--returnn-unit`` (``standardlstm``).
+Both engines load byte-compiled modules, as in users' runs: pip compiled the installed RETURNN,
+this package is compiled once before the runs (``PYTHONDONTWRITEBYTECODE`` is dropped).
 
 Per config it prints: median whole-run wall time of each engine (process start to exit), the
 ratio ours/RETURNN (target <= 0.8), steps per epoch of each, median step time (the ``sec/step``
@@ -100,13 +102,21 @@ class RunResult:
         self.score = tuple(float(v) for v in scores[-1]) if scores else (float("nan"), float("nan"))
 
 
+def compile_package() -> None:
+    """Byte-compiles this package once, as pip does for the installed RETURNN, so neither engine
+    compiles its modules from source in the timed runs (``__pycache__`` is gitignored)."""
+    import compileall
+    compileall.compile_dir(os.path.join(REPO, "returnn"), quiet=1)
+
+
 def run_once(cmd: List[str], run_dir: str, data_dir: str) -> RunResult:
     """Runs ``cmd`` in a fresh ``run_dir`` that sees the data as ``bench-data/``."""
     shutil.rmtree(run_dir, ignore_errors=True)
     os.makedirs(run_dir)
     os.symlink(data_dir, os.path.join(run_dir, "bench-data"))
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONDONTWRITEBYTECODE="1")
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     env.pop("PYTHONPATH", None)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # both read compiled modules, as users' runs do (see compile_package)
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, cwd=run_dir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     wall = time.perf_counter() - t0
@@ -164,6 +174,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     returnn_python = ensure_returnn_venv(os.path.abspath(args.returnn_venv))
     data_dir = os.path.join(os.path.abspath(args.workdir), "data")
     write_datasets(data_dir)
+    compile_package()
     rows = []
     for name in args.configs:
         ours, theirs = bench_config(name, args, returnn_python, data_dir)
