@@ -393,6 +393,7 @@ class Engine:
         acc = ScoreAccumulator(self.steps.loss_names)
         param_sync = ParamSyncSchedule(self.dist, len(slices)) if self.dist.syncs_params else None
         pending = np.zeros(len(FLAG_NAMES), dtype=np.float32)  # local flags not yet agreed on
+        zero_flags = tf.zeros([len(FLAG_NAMES)], tf.float32)  # converted once: the usual value
         prefetcher = BatchPrefetcher(dataset, slices, self.steps.train_keys, self.batching.prefetch,
                                      transform=self.steps.to_tensors)
         self.progress.start_epoch("train", epoch, len(slices))
@@ -403,7 +404,7 @@ class Engine:
             seed = np.array([epoch, self.global_step], dtype=np.int64)
             t0 = time.perf_counter()
             with reporting_misalignment(dataset, slices[step]):
-                out = self.steps.train_step(batch, seed, pending).numpy()
+                out = self.steps.train_step(batch, seed, pending if pending.any() else zero_flags).numpy()
             timer.step += time.perf_counter() - t0
             stats, flags = self.steps.split_stats(out)
             self.global_step += 1

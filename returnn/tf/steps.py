@@ -18,6 +18,7 @@ from returnn.distributed.context import DistributedContext
 from returnn.tf.layers.base import RunContext
 from returnn.tf.network import TFNetwork
 from returnn.tf.optimizers import Optimizer
+from returnn.tf.util.compiled import CompiledFunction
 
 FLAG_NAMES = ("stop", "error", "nonfinite")
 NUM_FLAGS = len(FLAG_NAMES)
@@ -58,9 +59,7 @@ class StepFunctions:
         train_sig = batch_signature(network, self.train_keys)
         seed_spec = tf.TensorSpec([2], tf.int64, name="seed")
         flags_spec = tf.TensorSpec([NUM_FLAGS], tf.float32, name="flags")
-        # The graph code uses explicit TF control flow, so AutoGraph's source conversion (the larger
-        # part of the tracing time) is switched off.
-        compile_fn = lambda fn, sig: tf.function(fn, input_signature=sig, autograph=False)  # noqa: E731
+        compile_fn = CompiledFunction
         self.train_step = compile_fn(self._train_step, [train_sig, seed_spec, flags_spec])
         self.eval_step = compile_fn(self._eval_step, [train_sig])
         self.forward_step = compile_fn(self._forward_step, [batch_signature(network, self.forward_keys)])
@@ -152,7 +151,7 @@ class StepFunctions:
     @staticmethod
     def to_tensors(batch: Dict[str, np.ndarray]) -> Dict[str, tf.Tensor]:
         """Numpy batch -> tensors; the prefetcher calls it in its thread, off the step's clock."""
-        return {key: tf.convert_to_tensor(value) for key, value in batch.items()}
+        return {key: tf.constant(value) for key, value in batch.items()}  # measured faster than convert_to_tensor
 
     def trace(self, with_eval: bool = True, with_forward: bool = True) -> None:
         """Traces the train step and parameter sync, plus the eval and forward steps unless a run
