@@ -179,3 +179,14 @@ def test_input_dropout_shared_by_all_frames_folds_into_the_weights(has_time):
     own = make_layer("linear", {"n_out": 7, "dropout": 0.3, "dropout_noise_shape": {"*": None}}, [data])
     assert not own._folds_dropout(val, ctx) and not layer._folds_dropout(val, RunContext(False))
 
+
+
+def test_time_sizes_without_batch_axis_are_not_packed():
+    """Sizes given as one scalar for the whole batch (e.g. a time axis made by a range layer)."""
+    data, val, x = btf(4, [4, 4])
+    scalar = val.with_tensor(val.tensor, sizes={data.time_dim: tf.constant(3, tf.int32)})
+    layer = make_layer("linear", {"n_out": 2}, [data])
+    out = run_layer(layer, [scalar])
+    assert out.packed is None
+    w, b = _params(layer)
+    np.testing.assert_allclose(out.tensor.numpy()[:, :3], (x @ w + b)[:, :3], rtol=1e-5, atol=1e-5)

@@ -15,7 +15,7 @@ from returnn.tf.layers.helpers import (
 )
 from returnn.tf.layers.options import Option, one_of
 from returnn.tf.layers.output import align_tensor
-from returnn.tf.layers.packed import pack, packable
+from returnn.tf.layers.packed import has_frame_sizes, pack, packable
 from returnn.tf.util.dense import matmul_2d
 
 LOGIT_ACTIVATIONS = ("softmax", "log_softmax")
@@ -58,7 +58,7 @@ class LinearLayer(Layer):
         self.packs = self.flat and packable(src)
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
-        if self.packs:
+        if self.packs and has_frame_sizes(sources[0]):
             return self._forward_packed(sources[0], ctx)
         if self.flat:
             w = self._weights(sources[0], ctx)

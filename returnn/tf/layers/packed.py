@@ -72,6 +72,14 @@ def packable(data: Data) -> bool:
     return data.get_dynamic_axes() == [1] and data.dims[2].dimension is not None
 
 
+def has_frame_sizes(x) -> bool:
+    """Whether the time sizes of a :class:`LayerOutput` are per sequence ((B,), not one scalar)."""
+    if x.packed is not None:
+        return True
+    seq_len = x.seq_len
+    return seq_len is not None and seq_len.shape.rank == 1
+
+
 def frame_index(seq_len: tf.Tensor, max_len: tf.Tensor) -> tf.Tensor:
     """Positions (N,) int64 of the real frames in the flattened (B*T) layout, sequence by sequence."""
     mask = tf.sequence_mask(seq_len, maxlen=max_len)
