@@ -102,4 +102,5 @@ def pack(x) -> PackedFrames:
     tensor = x.tensor
     outer = tf.shape(tensor, out_type=tf.int64)[:2]
     index = frame_index(x.seq_len, outer[1])
-    return PackedFrames(gather_rows(tf.reshape(tensor, [-1, tensor.shape[-1]]), index), index, outer)
+    rows = gather_rows(tf.reshape(tensor, [-1, x.data.dims[2].dimension]), index)  # static F (packable)
+    return PackedFrames(rows, index, outer)
