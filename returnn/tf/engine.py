@@ -394,14 +394,17 @@ class Engine:
         param_sync = ParamSyncSchedule(self.dist, len(slices)) if self.dist.syncs_params else None
         pending = np.zeros(len(FLAG_NAMES), dtype=np.float32)  # local flags not yet agreed on
         zero_flags = tf.zeros([len(FLAG_NAMES)], tf.float32)  # converted once: the usual value
+        step_numbers = iter(range(self.global_step, self.global_step + len(slices)))
+
+        def step_input(batch):  # in the prefetch thread: tensors of the batch and of its step's seed
+            return self.steps.to_tensors(batch), tf.constant([epoch, next(step_numbers)], tf.int64)
         prefetcher = BatchPrefetcher(dataset, slices, self.steps.train_keys, self.batching.prefetch,
-                                     transform=self.steps.to_tensors)
+                                     transform=step_input)
         self.progress.start_epoch("train", epoch, len(slices))
         timer = EpochTimer()
         step = 0
-        for batch in prefetcher:
+        for batch, seed in prefetcher:  # seed = [epoch, global step]: one batch per step
             pending[0] = 1.0 if self.stop_request.requested else pending[0]
-            seed = np.array([epoch, self.global_step], dtype=np.int64)
             t0 = time.perf_counter()
             with reporting_misalignment(dataset, slices[step]):
                 out = self.steps.train_step(batch, seed, pending if pending.any() else zero_flags).numpy()
