@@ -1,7 +1,7 @@
 """Basic layers: linear, softmax, copy, dropout, activation, combine, source."""
 from __future__ import annotations
 
-from typing import Any, Dict, List, Sequence
+from typing import Any, Dict, List, Sequence, Tuple
 
 import tensorflow as tf
 
@@ -61,8 +61,8 @@ class LinearLayer(Layer):
         if self.packs and has_frame_sizes(sources[0]):
             return self._forward_packed(sources[0], ctx)
         if self.flat:
-            w = self._weights(sources[0], ctx)
-            x = self._dropped(sources[0], ctx).masked(0.0)
+            src, w = self._input_and_weights(sources[0], ctx)
+            x = src.masked(0.0)
             n_out = self.output.dim
             y = matmul_2d(tf.reshape(x, [-1, self.plan.in_dims[0]]), w)
             if self.bias is not None:
@@ -91,23 +91,19 @@ class LinearLayer(Layer):
         return bool(self.dropout) and ctx.train and \
             noise_broadcast_axes(self, data) == [a for a in range(data.batch_ndim) if a != data.feature_dim_axis]
 
-    def _weights(self, src: LayerOutput, ctx: RunContext) -> tf.Tensor:
-        """W as (n_in, n_out), its rows scaled by the input dropout mask when that folds in."""
+    def _input_and_weights(self, src: LayerOutput, ctx: RunContext) -> Tuple[LayerOutput, tf.Tensor]:
+        """The source after input dropout and W as (n_in, n_out); a dropout mask that folds in
+        scales W's rows (the same draw apply_dropout makes) and leaves the source as it is."""
         w = tf.transpose(self.W) if self.transposed else tf.convert_to_tensor(self.W)
         if not self._folds_dropout(src, ctx):
-            return w
-        shape = [1] * (src.data.batch_ndim - 1) + [self.plan.in_dims[0]]  # the draw apply_dropout makes
+            return self.apply_dropout(src, ctx), w
+        shape = [1] * (src.data.batch_ndim - 1) + [self.plan.in_dims[0]]
         scale = dropout_scale(shape, self.dropout, ctx.layer_seed(self.layer_name, 0), w.dtype)
-        return w * tf.reshape(scale, [-1, 1])
-
-    def _dropped(self, src: LayerOutput, ctx: RunContext) -> LayerOutput:
-        """The source after input dropout, unless :meth:`_weights` took it."""
-        return src if self._folds_dropout(src, ctx) else self.apply_dropout(src, ctx)
+        return src, w * tf.reshape(scale, [-1, 1])
 
     def _forward_packed(self, src: LayerOutput, ctx: RunContext) -> LayerOutput:
         """The flat case on the real frames only (see packed.py): the output keeps its rows."""
-        w = self._weights(src, ctx)
-        src = self._dropped(src.with_tensor(src.tensor, packed=pack(src)), ctx)
+        src, w = self._input_and_weights(src.with_tensor(src.tensor, packed=pack(src)), ctx)
         rows = src.packed
         y = matmul_2d(rows.values, w)
         if self.bias is not None:

@@ -36,15 +36,11 @@ class PackedFrames:
         """Other rows of the same frames."""
         return PackedFrames(values, self.index, self.outer, logits)
 
-    def unpack(self, rows: tf.Tensor, static_outer: tf.TensorShape, fill: Optional[tf.Tensor] = None) -> tf.Tensor:
-        """The (B, T, F') tensor of ``rows`` (N, F') of these frames; on the padding ``fill``
-        (broadcast from (1, F')), else zeros."""
+    def unpack(self, rows: tf.Tensor, static_outer: tf.TensorShape, fill: tf.Tensor) -> tf.Tensor:
+        """The (B, T, F') tensor of ``rows`` (N, F') of these frames; ``fill`` (1, F') on the padding."""
         n_out = rows.shape[-1]
         shape = tf.stack([self.outer[0] * self.outer[1], n_out])
-        if fill is None:
-            flat = tf.scatter_nd(self.index[:, None], rows, shape)
-        else:
-            flat = tf.tensor_scatter_nd_update(tf.broadcast_to(fill, shape), self.index[:, None], rows)
+        flat = tf.tensor_scatter_nd_update(tf.broadcast_to(fill, shape), self.index[:, None], rows)
         out = tf.reshape(flat, tf.concat([tf.cast(self.outer, tf.int32), [n_out]], 0))
         out.set_shape(static_outer.concatenate([n_out]))
         return out
@@ -52,9 +48,9 @@ class PackedFrames:
     def gather(self, tensor: tf.Tensor) -> tf.Tensor:
         """These frames of a (B, T', ...) tensor with the same lengths (maybe other padding T')
         as rows (N, ...), e.g. the targets of a packed output."""
-        shape = tf.shape(tensor, out_type=self.index.dtype)
-        rows = self.index // self.outer[1] * shape[1] + self.index % self.outer[1]
-        return tf.gather(tf.reshape(tensor, tf.concat([[-1], tf.shape(tensor)[2:]], 0)), rows)
+        shape = tf.shape(tensor)
+        rows = self.index // self.outer[1] * tf.cast(shape[1], self.index.dtype) + self.index % self.outer[1]
+        return tf.gather(tf.reshape(tensor, tf.concat([[-1], shape[2:]], 0)), rows)
 
     def flat_mask(self, mask: tf.Tensor) -> tf.Tensor:
         """A (B, T, F) factor (static size 1 where it broadcasts) for the rows: (1, F) when it is
