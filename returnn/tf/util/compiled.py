@@ -24,6 +24,7 @@ class CompiledFunction:
         # larger part of the tracing time) is switched off.
         self.function = tf.function(fn, input_signature=list(input_signature), autograph=False)
         self.signature = list(input_signature)
+        self._leaves = [_compile_signature(spec) for spec in self.signature]
         self._concrete = None
         self._flat_call = None
 
@@ -43,14 +44,16 @@ class CompiledFunction:
         if self._flat_call is None or len(args) != len(self.signature):
             return concrete(*args)
         flat: List[tf.Tensor] = []
-        for value, spec in zip(args, self.signature):
+        for value, spec in zip(args, self._leaves):
             _flatten(value, spec, flat)
         return self._flat_call(flat, concrete.captured_inputs)
 
 
 def _flatten(value: Any, spec: Any, out: List[tf.Tensor]) -> None:
     """Appends the tensors of ``value`` in ``tf.nest`` order (dict keys sorted) of ``spec``."""
-    if isinstance(spec, dict):
+    if isinstance(spec, _Leaf):
+        out.append(spec.tensor(value))
+    elif isinstance(spec, dict):
         if not isinstance(value, dict) or value.keys() != spec.keys():
             raise TypeError("step input: expected keys %s, got %s"
                             % (sorted(spec), sorted(value) if isinstance(value, dict) else type(value).__name__))
@@ -62,10 +65,36 @@ def _flatten(value: Any, spec: Any, out: List[tf.Tensor]) -> None:
         for v, s in zip(value, spec):
             _flatten(v, s, out)
     else:
+        _flatten(value, _Leaf(spec), out)
+
+
+class _Leaf:
+    """One ``tf.TensorSpec`` with its dims as plain ints (``None``: any size), checked per call at
+    a few microseconds instead of ``TensorShape.is_compatible_with``'s 3 per tensor."""
+
+    def __init__(self, spec: tf.TensorSpec):
+        self.spec = spec
+        self.dtype = spec.dtype
+        self.dims = tuple(spec.shape.as_list()) if spec.shape.rank is not None else None
+
+    def tensor(self, value: Any) -> tf.Tensor:
+        """``value`` as a tensor of the spec's dtype; TypeError if its shape does not fit."""
         if not isinstance(value, tf.Tensor):
-            value = tf.constant(value, dtype=spec.dtype)
-        elif value.dtype != spec.dtype:
-            value = tf.cast(value, spec.dtype)
-        if not spec.shape.is_compatible_with(value.shape):
-            raise TypeError("step input %s: expected shape %s, got %s" % (spec.name, spec.shape, value.shape))
-        out.append(value)
+            value = tf.constant(value, dtype=self.dtype)
+        elif value.dtype is not self.dtype and value.dtype != self.dtype:
+            value = tf.cast(value, self.dtype)
+        if self.dims is not None:
+            shape = value.shape.as_list() if value.shape.rank is not None else None
+            if shape is None or len(shape) != len(self.dims) or \
+                    any(d is not None and d != v for d, v in zip(self.dims, shape)):
+                raise TypeError("step input %s: expected shape %s, got %s" % (self.spec.name, self.spec.shape, value.shape))
+        return value
+
+
+def _compile_signature(spec: Any) -> Any:
+    """``spec`` with every ``tf.TensorSpec`` replaced by its :class:`_Leaf` (dicts, lists kept)."""
+    if isinstance(spec, dict):
+        return {key: _compile_signature(s) for key, s in spec.items()}
+    if isinstance(spec, (list, tuple)):
+        return type(spec)(_compile_signature(s) for s in spec)
+    return _Leaf(spec)
