@@ -9,7 +9,8 @@ LATEST_VENV ?= .venv-latest-tf
 LATEST_TF_TESTS ?= tests/test_engine.py tests/test_distributed.py tests/test_config_keys.py tests/test_first_hour.py \
 	tests/test_tensorboard.py tests/test_layers.py tests/test_losses.py tests/test_optimizers.py tests/test_checkpoint.py \
 	tests/test_rec_subnet.py tests/test_rec_search.py tests/test_layers_attention.py tests/test_layers_gather.py \
-	tests/test_lstm_kernels.py tests/test_dense_dot.py tests/test_packed_frames.py tests/test_compiled_function.py
+	tests/test_lstm_kernels.py tests/test_dense_dot.py tests/test_packed_frames.py tests/test_compiled_function.py \
+	tests/test_tf_import.py
 BASE_PATH := $(PATH)
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 # Running as root under mpirun (tests, demos) needs these; harmless otherwise.

@@ -86,6 +86,8 @@ def _prepare_outputs(config: Config, task: str, state: RunState) -> None:
 
 def _configure_tensorflow(config: Config) -> None:
     """Thread counts from ``tf_session_opts`` (or ``tf_intra_op_threads``), before TF does any work."""
+    from returnn.util.tf_import import import_tensorflow
+    import_tensorflow()
     import tensorflow as tf
     opts = config.typed_value("tf_session_opts") or {}
     intra = opts.get("intra_op_parallelism_threads", config.int("tf_intra_op_threads"))
