@@ -14,6 +14,7 @@ from typing import Any, Dict, List, Optional, Sequence, Type
 import numpy as np
 
 from returnn.datasets.options import int_option, optional_int_option, str_option
+from returnn.datasets.ordering import compute_seq_order, resolve_ordering, seed_for_epoch
 from returnn.datasets.text_files import load_seq_list
 from returnn.errors import DataError, known_list
 
@@ -50,8 +51,11 @@ class Dataset:
         if unknown:
             raise DataError("%s: unknown option(s) %s" % (self.describe(), known_list(unknown)))
         owner = self.describe()
-        self.seq_ordering = str_option(owner, "seq_ordering", seq_ordering or "default")
-        compute_seq_order(self.seq_ordering, 0, lambda: np.zeros((0,)), 0, owner)  # checks the syntax
+        # a string, or a function of the epoch giving one (RETURNN allows both)
+        self.seq_ordering = seq_ordering if callable(seq_ordering) else \
+            str_option(owner, "seq_ordering", seq_ordering or "default")
+        if not callable(self.seq_ordering):
+            compute_seq_order(self.seq_ordering, 0, lambda: np.zeros((0,)), 0, owner)  # checks the syntax
         self.partition_epoch = int_option(owner, "partition_epoch", partition_epoch or 1, minimum=1)
         self.fixed_random_seed = optional_int_option(owner, "fixed_random_seed", fixed_random_seed)
         self.random_seed_offset = int_option(owner, "random_seed_offset", random_seed_offset or 0)
@@ -132,7 +136,7 @@ class Dataset:
         epoch = int(epoch or 1)
         full_epoch = (epoch - 1) // self.partition_epoch + 1
         self._prepare_epoch(full_epoch)
-        order = self.full_epoch_order(full_epoch)
+        order = self.full_epoch_order(full_epoch, epoch)
         part = (epoch - 1) % self.partition_epoch
         start, end = partition_bounds(len(order), self.partition_epoch, part)
         self._seq_order = self.apply_tag_filter(order[start:end])
@@ -150,16 +154,19 @@ class Dataset:
                                           [self._corpus_tag(i) for i in order[:2].tolist()]))
         return kept
 
-    def random_seed_for_epoch(self, full_epoch: int) -> int:
-        """Seed for generating/shuffling: ``fixed_random_seed`` if set, else the epoch, plus offset."""
-        base = self.fixed_random_seed if self.fixed_random_seed is not None else full_epoch
-        return int(base) + self.random_seed_offset
+    def random_seed_for_epoch(self, full_epoch: int, nth: int = 1) -> int:
+        """Seed for generating/shuffling: ``fixed_random_seed`` if set, else the full epoch (in
+        blocks of ``nth``) plus ``random_seed_offset``, as RETURNN (:func:`seed_for_epoch`)."""
+        return seed_for_epoch(full_epoch, self.fixed_random_seed, self.random_seed_offset, nth)
 
-    def full_epoch_order(self, full_epoch: int) -> np.ndarray:
-        """Corpus indices of a whole (un-partitioned) epoch, in ``seq_ordering`` order."""
+    def full_epoch_order(self, full_epoch: int, epoch: Optional[int] = None) -> np.ndarray:
+        """Corpus indices of a whole (un-partitioned) epoch, in ``seq_ordering`` order; ``epoch``
+        (the sub-epoch, default the full epoch's first) is what a ``seq_ordering`` function gets."""
         n = self._corpus_num_seqs()
-        seed = self.random_seed_for_epoch(full_epoch)
-        return compute_seq_order(self.seq_ordering, n, lambda: self._ordering_lengths(), seed, self.name)
+        epoch = epoch if epoch is not None else (full_epoch - 1) * self.partition_epoch + 1
+        ordering = resolve_ordering(self.seq_ordering, epoch, self.describe())
+        return compute_seq_order(ordering, n, lambda: self._ordering_lengths(),
+                                 lambda nth: self.random_seed_for_epoch(full_epoch, nth), self.name)
 
     def _ordering_lengths(self) -> np.ndarray:
         lengths = np.asarray(self._corpus_seq_lengths())
@@ -217,75 +224,6 @@ def partition_bounds(n: int, num_parts: int, part: int) -> "tuple[int, int]":
     base, extra = divmod(n, num_parts)
     start = part * base + min(part, extra)
     return start, start + base + (1 if part < extra else 0)
-
-
-def compute_seq_order(ordering: str, n: int, get_lengths, seed: int, name: str = "dataset") -> np.ndarray:
-    """Corpus indices in the order ``ordering`` asks for.
-
-    ``default``, ``reverse``, ``random[:seed]``, ``sorted``, ``sorted_reverse``,
-    ``laplace:<n_bins>[:seed]`` and ``laplace:.<seqs_per_bin>[:seed]`` (shuffle, split into bins,
-    sort each bin by length, every second bin in reverse), ``sort_bin_shuffle[:<n_bins>|:.<seqs_per_bin>]``
-    (shuffle, sort all by length, cut into bins (default 2), bins in random order) and
-    ``sort_bin_shuffle_x2`` (the same, each bin also shuffled inside).
-    """
-    ordering = ordering or "default"
-    parts = ordering.split(":")
-    kind = parts[0]
-
-    def number(text: str) -> int:
-        try:
-            return int(text)
-        except ValueError:
-            raise DataError("%s: seq_ordering %r: %r is not an integer" % (name, ordering, text))
-
-    idx = np.arange(n, dtype=np.int64)
-    if kind == "default":
-        return idx
-    if kind == "reverse":
-        return idx[::-1].copy()
-    if kind == "random":
-        rng = np.random.RandomState((number(parts[1]) if len(parts) > 1 else seed) % (2 ** 32))
-        return rng.permutation(n).astype(np.int64)
-    if kind in ("sorted", "sorted_reverse"):
-        lengths = np.asarray(get_lengths())
-        order = np.argsort(lengths, kind="stable").astype(np.int64)
-        return order[::-1].copy() if kind == "sorted_reverse" else order
-    if kind == "laplace":
-        if len(parts) < 2 or not parts[1]:
-            raise DataError("%s: seq_ordering %r needs a bin count, e.g. 'laplace:100'" % (name, ordering))
-        rng = np.random.RandomState((number(parts[2]) if len(parts) > 2 else seed) % (2 ** 32))
-        lengths = np.asarray(get_lengths())
-        shuffled = rng.permutation(n).astype(np.int64)
-        if parts[1].startswith("."):
-            num_bins = max(1, int(round(n / max(1, number(parts[1][1:])))))
-        else:
-            num_bins = max(1, number(parts[1]))
-        out = []
-        for b, chunk in enumerate(np.array_split(shuffled, min(num_bins, max(n, 1)))):
-            sub = chunk[np.argsort(lengths[chunk], kind="stable")]
-            out.append(sub[::-1] if b % 2 else sub)
-        return np.concatenate(out) if out else idx
-    if kind in ("sort_bin_shuffle", "sort_bin_shuffle_x2"):
-        rng = np.random.RandomState(seed % (2 ** 32))
-        lengths = np.asarray(get_lengths())
-        shuffled = rng.permutation(n).astype(np.int64)
-        by_length = shuffled[np.argsort(lengths[shuffled], kind="stable")]
-        if len(parts) < 2 or not parts[1]:
-            num_bins = 2
-        elif parts[1].startswith("."):
-            num_bins = max(n // max(1, number(parts[1][1:])), 2)
-        else:
-            num_bins = max(1, number(parts[1]))
-        bins = [by_length[b * n // num_bins:(b + 1) * n // num_bins] for b in range(num_bins)]
-        out = []
-        for b in rng.permutation(num_bins):
-            part = bins[b].copy()
-            if kind == "sort_bin_shuffle_x2":
-                rng.shuffle(part)
-            out.append(part)
-        return np.concatenate(out) if out else idx
-    raise DataError("%s: unknown seq_ordering %r (known: default, reverse, random, sorted, sorted_reverse, laplace:N, "
-                    "sort_bin_shuffle[_x2]:N)" % (name, ordering))
 
 
 DATASET_CLASSES: Dict[str, Type[Dataset]] = {}

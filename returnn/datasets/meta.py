@@ -271,9 +271,9 @@ class CombinedDataset(Dataset):
         self._union(int(epoch or 1))
         super().init_seq_order(epoch)
 
-    def full_epoch_order(self, full_epoch: int) -> np.ndarray:
+    def full_epoch_order(self, full_epoch: int, epoch: Optional[int] = None) -> np.ndarray:
         if not self._random_dataset:
-            return super().full_epoch_order(full_epoch)
+            return super().full_epoch_order(full_epoch, epoch)
         entries = self._ensure_union()
         rng = np.random.RandomState(self.random_seed_for_epoch(full_epoch) % (2 ** 32))
         picks = rng.permutation(entries[:, 0])  # dataset of each position; each keeps its own order

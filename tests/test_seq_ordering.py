@@ -1,0 +1,87 @@
+"""seq_ordering (returnn/datasets/ordering.py) gives RETURNN's orders.
+
+``data/returnn_seq_orders.json`` holds the orders RETURNN itself computed (the PyPI package,
+``Dataset(seq_ordering=..., fixed_random_seed=..., random_seed_offset=...).get_seq_order_for_epoch``)
+for 13 sequences of lengths ``LENGTHS``: every ordering kind, with and without bin counts and
+``nth``, for epochs 1-3, a seed offset and a fixed seed. Keys: ``ordering|epoch|fixed_seed|offset``.
+"""
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from returnn.datasets.base import Dataset
+from returnn.datasets.ordering import compute_seq_order, seed_for_epoch
+from returnn.errors import DataError
+
+LENGTHS = np.array([5, 3, 9, 3, 7, 1, 8, 3, 6, 2, 9, 4, 5])
+with open(os.path.join(os.path.dirname(__file__), "data", "returnn_seq_orders.json")) as _f:
+    RETURNN_ORDERS = json.load(_f)
+
+
+@pytest.mark.parametrize("key", sorted(RETURNN_ORDERS))
+def test_order_equals_returnns(key):
+    ordering, epoch, fixed, offset = key.split("|")
+    fixed_seed = None if fixed == "None" else int(fixed)
+    order = compute_seq_order(ordering, len(LENGTHS), lambda: LENGTHS,
+                              lambda nth: seed_for_epoch(int(epoch), fixed_seed, int(offset), nth))
+    assert order.tolist() == RETURNN_ORDERS[key]
+
+
+class _Lengths(Dataset):
+    """Sequences of given lengths (only what ordering needs)."""
+
+    def __init__(self, lengths, **kwargs):
+        self.lengths = list(lengths)
+        super().__init__(**kwargs)
+
+    def _corpus_num_seqs(self) -> int:
+        return len(self.lengths)
+
+    def _corpus_seq_lengths(self):
+        return np.array(self.lengths)
+
+
+def _order(ds, epoch):
+    ds.init_seq_order(epoch)
+    return [ds.corpus_index(i) for i in range(ds.num_seqs)]
+
+
+def test_dataset_orders_like_returnn_with_offset_and_fixed_seed():
+    """The dataset options reach the ordering as RETURNN's do (fixed seed: the offset is ignored)."""
+    ds = _Lengths(LENGTHS, seq_ordering="laplace:.5:2", random_seed_offset=5)
+    assert _order(ds, 2) == RETURNN_ORDERS["laplace:.5:2|2|None|5"]
+    ds = _Lengths(LENGTHS, seq_ordering="sort_bin_shuffle_x2:.3:2", fixed_random_seed=7, random_seed_offset=5)
+    assert _order(ds, 2) == RETURNN_ORDERS["sort_bin_shuffle_x2:.3:2|2|7|5"]
+
+
+def test_nth_keeps_the_order_for_nth_epochs():
+    ds = _Lengths(LENGTHS, seq_ordering="random:2")
+    assert _order(ds, 1) == _order(ds, 2) != _order(ds, 3) == _order(ds, 4)
+
+
+def test_seq_ordering_function_of_the_epoch():
+    """A config's function gets the (sub-)epoch and returns the ordering string of that epoch."""
+    seen = []
+
+    def ordering(epoch, **_kwargs):
+        seen.append(epoch)
+        return "sorted" if epoch == 1 else "sorted_reverse"
+
+    ds = _Lengths(LENGTHS, seq_ordering=ordering, partition_epoch=2)
+    first, second = _order(ds, 1), _order(ds, 4)
+    assert seen == [1, 4]
+    assert [LENGTHS[i] for i in first] == sorted(LENGTHS)[:7]
+    assert [LENGTHS[i] for i in second] == sorted(LENGTHS, reverse=True)[7:]
+    with pytest.raises(DataError, match="must return a string"):
+        _order(_Lengths(LENGTHS, seq_ordering=lambda epoch: 3), 1)
+
+
+@pytest.mark.parametrize("ordering", ["laplace:0", "laplace:.x", "random:0", "random:a", "sorted:2",
+                                      "default_every_n", "sort_bin_shuffle:3:2:1", "shuffled"])
+def test_unreadable_ordering_is_an_error_naming_the_dataset(ordering):
+    with pytest.raises(DataError, match="lens-data.*seq_ordering"):
+        _Lengths(LENGTHS, seq_ordering=ordering, name="lens-data")
