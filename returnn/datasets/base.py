@@ -4,8 +4,8 @@ A dataset holds ``num_corpus_seqs`` sequences (the corpus). Each epoch, :meth:`D
 picks the order (``seq_ordering``) and, with ``partition_epoch = P``, the part of that order the
 (sub-)epoch uses. Afterwards sequences are addressed by their index ``0 .. num_seqs-1`` in that order.
 
-Subclasses implement the corpus-level methods (``_corpus_*``); everything about ordering lives
-here, once.
+Subclasses implement the corpus-level methods (``_corpus_*``); choosing and partitioning the
+epoch's order lives here, once, and the orders themselves in :mod:`returnn.datasets.ordering`.
 """
 from __future__ import annotations
 
