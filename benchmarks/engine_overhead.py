@@ -3,8 +3,10 @@
 loop calling the same compiled step on the same batches already held in memory as tensors.
 
 Usage: python benchmarks/engine_overhead.py [--config demos/demo-tf-lstm.12ax.config] [--epochs 3]
-Prints per measured epoch: engine wall time, its computing time, bare loop time, and the ratio
-(target: at most 1.05x, issue 14).
+Prints per measured epoch: engine wall time, its computing time, bare loop time, the ratio
+(target: at most 1.05x, issue 14), and where the difference is: the engine's time in the step calls
+over the bare loop's ("steps/bare": the steps slowed by the prefetch thread's work beside them),
+its time waiting for batches, and the rest of its loop ("other": queue, scores, progress).
 """
 from __future__ import annotations
 
@@ -59,7 +61,8 @@ def main() -> None:
     print("trace time: %.2f s (one-time, excluded below)" % (time.perf_counter() - t0))
     heartbeat = lambda: None  # noqa: E731
     engine._train_epoch(1, heartbeat)  # warm-up: first execution of the graph
-    print("%-6s %10s %10s %10s %8s" % ("epoch", "engine s", "computing", "bare s", "ratio"))
+    print("%-6s %10s %10s %10s %8s %9s %8s %8s" % ("epoch", "engine s", "computing", "bare s", "ratio", "steps/bare",
+                                                 "wait s", "other s"))
     ratios, engine_times, bare_times = [], [], []
     for epoch in range(2, 2 + args.epochs):
         # who goes first alternates, so neither side always runs on a warmer (or noisier) machine
@@ -72,7 +75,10 @@ def main() -> None:
         ratios.append(ratio)
         engine_times.append(timer.elapsed)
         bare_times.append(bare)
-        print("%-6i %10.3f %9.1f%% %10.3f %7.3fx" % (epoch, timer.elapsed, 100 * timer.computing_fraction, bare, ratio))
+        other = timer.elapsed - timer.step - timer.data_wait
+        print("%-6i %10.3f %9.1f%% %10.3f %7.3fx %9.3f %8.4f %8.4f"
+              % (epoch, timer.elapsed, 100 * timer.computing_fraction, bare, ratio, timer.step / bare, timer.data_wait,
+                 other))
     print("steps per epoch: %i; overhead ratio: median %.3fx, best-of %.3fx (min engine / min bare; "
           "target <= 1.05x)" % (steps, float(np.median(ratios)), min(engine_times) / min(bare_times)))
 
