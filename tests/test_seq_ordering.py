@@ -85,3 +85,33 @@ def test_seq_ordering_function_of_the_epoch():
 def test_unreadable_ordering_is_an_error_naming_the_dataset(ordering):
     with pytest.raises(DataError, match="lens-data.*seq_ordering"):
         _Lengths(LENGTHS, seq_ordering=ordering, name="lens-data")
+
+
+class _Tagged(_Lengths):
+    def __init__(self, lengths, tags, **kwargs):
+        self.tags = list(tags)
+        super().__init__(lengths, **kwargs)
+
+    def _corpus_tag(self, corpus_index: int) -> str:
+        return self.tags[corpus_index]
+
+
+def test_repeat_epoch_reads_the_order_n_times():
+    once = _order(_Lengths(LENGTHS, seq_ordering="laplace:3"), 2)
+    assert _order(_Lengths(LENGTHS, seq_ordering="laplace:3", repeat_epoch=3), 2) == once * 3
+    with pytest.raises(DataError, match="repeat_epoch and partition_epoch"):
+        _Lengths(LENGTHS, repeat_epoch=2, partition_epoch=2)
+    with pytest.raises(DataError, match="repeat_epoch"):
+        _Lengths(LENGTHS, repeat_epoch=-1)
+
+
+def test_unique_seq_tags_keeps_the_first_sequence_of_each_tag():
+    """As RETURNN: applied to the epoch's whole order, before partitioning."""
+    tags = ["a", "b", "a", "c", "b", "d"]
+    lengths = [1, 2, 3, 4, 5, 6]
+    assert _order(_Tagged(lengths, tags, seq_ordering="sorted_reverse"), 1) == [5, 4, 3, 2, 1, 0]
+    assert _order(_Tagged(lengths, tags, seq_ordering="sorted_reverse", unique_seq_tags=True), 1) == [5, 4, 3, 2]
+    parts = _Tagged(lengths, tags, unique_seq_tags=True, partition_epoch=2)
+    assert _order(parts, 1) + _order(parts, 2) == [0, 1, 3, 5]
+    with pytest.raises(DataError, match="unique_seq_tags"):
+        _Tagged(lengths, tags, unique_seq_tags="yes")

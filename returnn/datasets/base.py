@@ -46,7 +46,7 @@ class Dataset:
     def __init__(self, name: Optional[str] = None, seq_ordering: str = "default", partition_epoch: int = 1,
                  fixed_random_seed: Optional[int] = None, random_seed_offset: int = 0,
                  seq_list_filter_file: Optional[str] = None, estimated_num_seqs: Optional[int] = None,
-                 **unknown: Any):
+                 repeat_epoch: int = 1, unique_seq_tags: bool = False, **unknown: Any):
         self.name = str(name or self.__class__.__name__)
         if unknown:
             raise DataError("%s: unknown option(s) %s" % (self.describe(), known_list(unknown)))
@@ -60,6 +60,13 @@ class Dataset:
         self.fixed_random_seed = optional_int_option(owner, "fixed_random_seed", fixed_random_seed)
         self.random_seed_offset = int_option(owner, "random_seed_offset", random_seed_offset or 0)
         optional_int_option(owner, "estimated_num_seqs", estimated_num_seqs, minimum=0)
+        # RETURNN's: every (sub-)epoch's order N times in a row; not together with partition_epoch
+        self.repeat_epoch = int_option(owner, "repeat_epoch", repeat_epoch or 1, minimum=1)
+        if self.repeat_epoch > 1 and self.partition_epoch > 1:
+            raise DataError("%s: repeat_epoch and partition_epoch cannot be combined (as in RETURNN)" % owner)
+        if not isinstance(unique_seq_tags, (bool, int, np.integer)):
+            raise DataError("%s: option 'unique_seq_tags' must be True or False, got %r" % (owner, unique_seq_tags))
+        self.unique_seq_tags = bool(unique_seq_tags)  # a tag met again in the epoch's order is left out
         self._tag_filter: Optional[set] = None
         if seq_list_filter_file is not None:
             tags = load_seq_list(str_option(owner, "seq_list_filter_file", seq_list_filter_file), owner)
@@ -137,10 +144,24 @@ class Dataset:
         full_epoch = (epoch - 1) // self.partition_epoch + 1
         self._prepare_epoch(full_epoch)
         order = self.full_epoch_order(full_epoch, epoch)
+        if self.unique_seq_tags:
+            order = self._first_of_each_tag(order)
         part = (epoch - 1) % self.partition_epoch
         start, end = partition_bounds(len(order), self.partition_epoch, part)
-        self._seq_order = self.apply_tag_filter(order[start:end])
+        order = self.apply_tag_filter(order[start:end])
+        self._seq_order = np.tile(order, self.repeat_epoch) if self.repeat_epoch > 1 else order
         self.epoch = epoch
+
+    def _first_of_each_tag(self, order: np.ndarray) -> np.ndarray:
+        """``order`` without the sequences whose tag came earlier in it (``unique_seq_tags``)."""
+        seen: set = set()
+        kept = []
+        for i in order.tolist():
+            tag = self._corpus_tag(i)
+            if tag not in seen:
+                seen.add(tag)
+                kept.append(i)
+        return np.array(kept, dtype=np.int64)
 
     def apply_tag_filter(self, order: np.ndarray) -> np.ndarray:
         """Keeps the sequences whose tags are in ``seq_list_filter_file`` (after partitioning, as
