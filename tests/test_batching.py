@@ -93,33 +93,48 @@ def test_budget_uses_longest_key():
 
 # ---------------------------------------------------------------- chunking
 
-@pytest.mark.parametrize("length,size,step,expected", [
-    (10, 4, 2, [(0, 4), (2, 6), (4, 8), (6, 10)]),
-    (250, 200, 100, [(0, 200), (100, 250)]),
-    (11, 5, 5, [(0, 5), (5, 10), (10, 11)]),
-    (5, 10, 5, [(0, 5)]),
-    (10, 10, 10, [(0, 10)]),
-    (1, 3, 1, [(0, 1)]),
+# Chunks as RETURNN cuts them (checked against RETURNN's Dataset.iterate_seqs, PyPI package).
+@pytest.mark.parametrize("length,size,step,min_chunk,expected", [
+    (10, 4, 2, 0, [(0, 4), (2, 6), (4, 8), (6, 10), (8, 10)]),
+    (250, 200, 100, 0, [(0, 200), (100, 250), (200, 250)]),
+    (250, 200, 100, 50, [(0, 200), (100, 250)]),
+    (150, 200, 100, 0, [(0, 150), (100, 150)]),
+    (150, 200, 100, 50, [(0, 150)]),
+    (200, 200, 100, 50, [(0, 200), (100, 200)]),
+    (301, 200, 100, 0, [(0, 200), (100, 300), (200, 301), (300, 301)]),
+    (301, 200, 100, 50, [(0, 200), (100, 300), (200, 301)]),
+    (11, 5, 5, 0, [(0, 5), (5, 10), (10, 11)]),
+    (5, 10, 5, 0, [(0, 5)]),
+    (10, 10, 10, 0, [(0, 10)]),
+    (1, 3, 1, 0, [(0, 1)]),
+    (0, 3, 1, 0, []),
 ])
-def test_chunk_ranges_examples(length, size, step, expected):
-    assert chunk_ranges(length, size, step) == expected
+def test_chunk_ranges_as_returnn(length, size, step, min_chunk, expected):
+    assert chunk_ranges(length, size, step, min_chunk) == expected
 
 
-@pytest.mark.parametrize("size,step", [(7, 3), (5, 5), (10, 1), (4, 2), (20, 20)])
-def test_chunk_ranges_properties(size, step):
+@pytest.mark.parametrize("size,step,min_chunk", [(7, 3, 0), (5, 5, 0), (10, 1, 0), (4, 2, 0), (20, 20, 0),
+                                                 (7, 3, 2), (10, 4, 5)])
+def test_chunk_ranges_properties(size, step, min_chunk):
     for length in range(1, 60):
-        chunks = chunk_ranges(length, size, step)
+        chunks = chunk_ranges(length, size, step, min_chunk)
+        # a chunk every `step` frames while more than `min_chunk` frames are left (the first always)
+        assert [s for s, _ in chunks] == [0] + [t for t in range(step, length, step) if length - t > min_chunk]
         covered = np.zeros(length, dtype=int)
-        for k, (s, e) in enumerate(chunks):
-            assert s == k * step  # overlapping chunks every `step` frames
-            assert 0 < e - s <= size
-            if k < len(chunks) - 1:
-                assert e - s == size  # only the last one may be shorter
+        for s, e in chunks:
+            assert e == min(s + size, length)
             covered[s:e] += 1
-        assert covered.min() >= 1  # every frame covered
-        assert chunks[-1][1] == length
-        if length <= size:
-            assert chunks == [(0, length)]
+        if step <= size:
+            assert covered.min() >= 1  # every frame covered
+
+
+def test_min_chunk_size_from_the_config():
+    from returnn.config import Config
+    from returnn.datasets.batching import parse_min_chunk_size
+    assert BatchOptions.from_config(Config({"min_chunk_size": 10})).min_chunk_size == 10
+    assert parse_min_chunk_size({"data": 5, "classes": 2}) == 5
+    with pytest.raises(ConfigError, match="min_chunk_size"):
+        parse_min_chunk_size(-1)
 
 
 @pytest.mark.parametrize("spec,expected", [("200:100", (200, 100)), ("50", (50, 50)), (30, (30, 30)),

@@ -48,6 +48,8 @@ _batch("eval_batch_size", "int", 0, "Frames per batch when scoring dev/eval sets
 _batch("forward_batch_size", "int", 0, "Frames per batch in task forward; 0: eval_batch_size, else batch_size.",
        minimum=0)
 _batch("chunking", "str|int|dict", None, "Cut sequences into chunks: 'size:step' (or {key: size}, {key: step}).")
+_batch("min_chunk_size", "int|dict", 0, "Chunking: a chunk starts only where more than this many frames are left "
+       "(RETURNN's; 0: at every step inside the sequence).")
 _batch("max_seq_length", "int|dict", 0, "Skip sequences longer than this (int, or {key: length}); 0: no limit.", minimum=0)
 _batch("prefetch_batches", "int", 8, "Batches prepared ahead by the background thread.", minimum=1)
 

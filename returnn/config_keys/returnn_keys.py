@@ -41,7 +41,7 @@ ignore("""accum_grad_multiple_step adagrad allow_skipping_seqs_in_forward
     grad_scaler gradient_clip_avg_norm gradient_clip_global_norm_tag gradient_nan_inf_filter horovod_avg_grad
     import_model_train_epoch1 inc_seq_length inf_value init_new_network_callback init_train_epoch_posthook
     learning_rate_control_min_num_epochs_per_new_lr lm_dataset_debug_limit_line_count load_model_post_hooks
-    loss loss_name max_pad_size maximize_grad_norm min_chunk_size min_seq_length model_outputs
+    loss loss_name max_pad_size maximize_grad_norm min_seq_length model_outputs
     newbob_learning_rate_growth on_size_limit online_shuffle_batches onnx_export optimizer_use_locking
     output_per_seq_file_format output_per_seq_format packed_batch_size packed_fallback_allowed packed_tensors
     pretrain pretrain_construction_algo pretrain_copy_output_layer pretrain_greedy

@@ -80,20 +80,35 @@ def parse_chunking(chunking) -> Optional[Tuple[int, int]]:
     return size, step
 
 
-def chunk_ranges(length: int, size: int, step: int) -> List[Tuple[int, int]]:
-    """Overlapping chunks [start, start+size) at start = 0, step, 2*step, ...; the last may be
-    shorter. A sequence no longer than ``size`` is one chunk."""
-    if length <= size:
-        return [(0, length)]
+def chunk_ranges(length: int, size: int, step: int, min_chunk_size: int = 0) -> List[Tuple[int, int]]:
+    """RETURNN's chunks of a sequence: [t, min(t + size, length)) for t = 0, step, 2*step, ... as
+    long as more than ``min_chunk_size`` frames are left from t (the first chunk always). With
+    the default 0 every start inside the sequence gives a chunk, so the end of a sequence also
+    comes in shorter trailing chunks (250 frames, 200:100 -> (0, 200), (100, 250), (200, 250)),
+    and a sequence of 0 frames gives none."""
     out = []
     start = 0
     while start < length:
-        end = min(start + size, length)
-        out.append((start, end))
-        if end == length:
-            break
+        out.append((start, min(start + size, length)))
         start += step
+        if length - start <= min_chunk_size:
+            break
     return out
+
+
+def parse_min_chunk_size(value: Any) -> int:
+    """``min_chunk_size``: an int, or RETURNN's per-key dict (chunking ends when any key has no
+    more than its value left; the keys are equally long here, so the largest value counts)."""
+    if isinstance(value, dict):
+        value = max([int(v or 0) for v in value.values()] or [0])
+    try:
+        number = int(value or 0)
+    except (TypeError, ValueError):
+        number = -1
+    if number < 0:
+        raise ConfigError("config key 'min_chunk_size': expected a frame count >= 0 (or {key: count}), got %r"
+                          % (value,))
+    return number
 
 
 def too_long(dataset: Dataset, lengths: np.ndarray, max_seq_length: Any) -> np.ndarray:
@@ -116,7 +131,7 @@ def too_long(dataset: Dataset, lengths: np.ndarray, max_seq_length: Any) -> np.n
 
 
 def generate_batches(dataset: Dataset, batch_size: int, max_seqs: int = -1,
-                     chunking=None, max_seq_length: Any = 0) -> List[BatchSlices]:
+                     chunking=None, max_seq_length: Any = 0, min_chunk_size: int = 0) -> List[BatchSlices]:
     """Cuts the current epoch of ``dataset`` (after ``init_seq_order``) into batches, in order.
 
     A batch's cost is (longest entry) x (number of entries); it stays <= ``batch_size`` unless a
@@ -155,7 +170,7 @@ def generate_batches(dataset: Dataset, batch_size: int, max_seqs: int = -1,
         length = int(max_len[seq_idx])
         if skip[seq_idx]:
             continue
-        pieces = chunk_ranges(length, *chunk) if chunk else [(0, -1)]
+        pieces = chunk_ranges(length, *chunk, min_chunk_size) if chunk else [(0, -1)]
         for start, end in pieces:
             piece_len = (end - start) if end >= 0 else length
             new_max = max(cur_max, piece_len)
@@ -251,7 +266,7 @@ def make_batch_arrays(dataset: Dataset, batch: BatchSlices, keys: Optional[Seque
 
 @dataclass
 class BatchOptions:
-    """The batching options of a config (``batch_size``, ``max_seqs``, ``chunking``,
+    """The batching options of a config (``batch_size``, ``max_seqs``, ``chunking``, ``min_chunk_size``,
     ``max_seq_length``, ``prefetch_batches``), and the one way an epoch is cut into batches."""
 
     batch_size: int
@@ -264,6 +279,7 @@ class BatchOptions:
     pack_frames: bool = False
     eval_batch_size: int = 0  # 0: batch_size (RETURNN's eval_batch_size)
     forward_batch_size: int = 0  # 0: eval_batch_size, else batch_size
+    min_chunk_size: int = 0  # see chunk_ranges()
 
     @classmethod
     def from_config(cls, config) -> "BatchOptions":
@@ -274,7 +290,8 @@ class BatchOptions:
         return cls(batch_size=config.int("batch_size"), max_seqs=config.int("max_seqs"),
                    chunking=config.typed_value("chunking"), max_seq_length=max_seq_length,
                    prefetch=config.int("prefetch_batches"), eval_batch_size=config.int("eval_batch_size"),
-                   forward_batch_size=config.int("forward_batch_size"))
+                   forward_batch_size=config.int("forward_batch_size"),
+                   min_chunk_size=parse_min_chunk_size(config.typed_value("min_chunk_size")))
 
     def for_eval(self) -> "BatchOptions":
         """These options with ``eval_batch_size`` (when set) as the batch size: scoring and search."""
@@ -295,5 +312,5 @@ class BatchOptions:
             if batches is not None:
                 return shard_batches(batches, rank, size)
         batches = generate_batches(dataset, self.batch_size, self.max_seqs, self.chunking if chunked else None,
-                                   self.max_seq_length)
+                                   self.max_seq_length, self.min_chunk_size)
         return shard_batches(batches, rank, size)
