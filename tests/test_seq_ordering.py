@@ -115,3 +115,34 @@ def test_unique_seq_tags_keeps_the_first_sequence_of_each_tag():
     assert _order(parts, 1) + _order(parts, 2) == [0, 1, 3, 5]
     with pytest.raises(DataError, match="unique_seq_tags"):
         _Tagged(lengths, tags, unique_seq_tags="yes")
+
+
+def test_dev_and_eval_datasets_are_ordered_by_length_unless_their_dict_says_otherwise():
+    """RETURNN's eval defaults (least padding when scoring); train, explicit orders, ConcatDataset
+    (its parts keep their own orders) and non-dict specs are left alone."""
+    from returnn.datasets import eval_dataset_spec
+    hdf = {"class": "HDFDataset", "files": ["dev.hdf"]}
+    assert eval_dataset_spec(hdf) == dict(hdf, seq_ordering="sorted") and "seq_ordering" not in hdf
+    assert eval_dataset_spec(dict(hdf, seq_ordering="default"))["seq_ordering"] == "default"
+    concat = {"class": "ConcatDataset", "datasets": [hdf, hdf]}
+    assert eval_dataset_spec(concat) == concat
+    assert eval_dataset_spec("hdf:dev.hdf") == "hdf:dev.hdf"
+
+
+def test_engine_scores_dev_in_length_order(tmp_path):
+    from returnn.config import Config
+    from returnn.distributed.context import DistributedContext
+    from returnn.tf.engine import Engine
+    config = Config({
+        "task": "train", "train": {"class": "Task12AXDataset", "num_seqs": 6},
+        "dev": {"class": "Task12AXDataset", "num_seqs": 8, "fixed_random_seed": 1},
+        "eval_datasets": {"devtrain": {"class": "Task12AXDataset", "num_seqs": 5, "seq_ordering": "reverse"}},
+        "num_inputs": 9, "num_outputs": 2, "model": str(tmp_path / "model"),
+        "network": {"output": {"class": "softmax", "loss": "ce", "from": "data"}}})
+    engine = Engine(config, DistributedContext.from_config(config))
+    assert engine.datasets["train"].seq_ordering == "default"
+    assert engine.datasets["devtrain"].seq_ordering == "reverse"
+    dev = engine.datasets["dev"]
+    dev.init_seq_order(1)
+    lengths = dev.seq_lengths_in_order()[:, 0].tolist()
+    assert dev.seq_ordering == "sorted" and lengths == sorted(lengths) and len(set(lengths)) > 1

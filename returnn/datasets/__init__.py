@@ -70,6 +70,14 @@ def dataset_dict_from_string(text: str, name: Optional[str] = None) -> Dict[str,
     return {"class": "HDFDataset", "files": [f for f in text.split(",") if f]}
 
 
+def eval_dataset_spec(spec: Any) -> Any:
+    """A dev/eval dataset dict as RETURNN reads it: ordered by length (``sorted``: least padding)
+    unless the dict names a ``seq_ordering``; a ConcatDataset keeps its parts' own orders."""
+    if isinstance(spec, dict) and "seq_ordering" not in spec and spec.get("class") != "ConcatDataset":
+        return dict(spec, seq_ordering="sorted")
+    return spec
+
+
 def init_dataset(spec: Union[Dict[str, Any], str, Dataset], defaults: Optional[Dict[str, Any]] = None,
                  name: Optional[str] = None) -> Dataset:
     """Builds a dataset from a config entry.

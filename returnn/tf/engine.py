@@ -15,7 +15,7 @@ import numpy as np
 import tensorflow as tf
 
 from returnn.config import Config
-from returnn.datasets import init_dataset
+from returnn.datasets import eval_dataset_spec, init_dataset
 from returnn.datasets.base import Dataset
 from returnn.datasets.windowing import WindowedDataset
 from returnn.datasets.batching import BatchOptions, shard_batches
@@ -127,9 +127,9 @@ class Engine:
             if name == "train" and isinstance(spec, dict) and "seq_ordering" not in spec and self.config.has("batching"):
                 spec = dict(spec, seq_ordering=self.config.value("batching"))  # RETURNN's global default
             if spec:
-                out[name] = init_dataset(spec, defaults, name=name)
+                out[name] = init_dataset(spec if name == "train" else eval_dataset_spec(spec), defaults, name=name)
         for name, spec in (self.config.typed_value("eval_datasets") or {}).items():
-            out[name] = init_dataset(spec, defaults, name=name)
+            out[name] = init_dataset(eval_dataset_spec(spec), defaults, name=name)
         train = out.get("train")
         if train is not None and self.dist.dataset_seed_offset():
             train.random_seed_offset += self.dist.dataset_seed_offset()
