@@ -27,7 +27,7 @@ def bare_loop(engine, epoch: int) -> float:
     from returnn.datasets.batching import make_batch_arrays
     dataset, slices, _ = engine._epoch_batches(epoch)
     keys = engine.steps.train_keys
-    batches = [{k: tf.constant(v) for k, v in make_batch_arrays(dataset, sl, keys).items()} for sl in slices]
+    batches = [engine.steps.to_tensors(make_batch_arrays(dataset, sl, keys)) for sl in slices]
     flags = tf.zeros([3], tf.float32)
     seeds = [tf.constant([epoch, i], tf.int64) for i in range(len(batches))]
     t0 = time.perf_counter()

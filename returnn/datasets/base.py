@@ -14,7 +14,7 @@ from typing import Any, Dict, List, Optional, Sequence, Type
 import numpy as np
 
 from returnn.datasets.options import int_option, optional_int_option, str_option
-from returnn.datasets.ordering import compute_seq_order, resolve_ordering, seed_for_epoch
+from returnn.datasets.ordering import check_ordering, compute_seq_order, resolve_ordering, seed_for_epoch
 from returnn.datasets.text_files import load_seq_list
 from returnn.errors import DataError, known_list
 
@@ -55,7 +55,7 @@ class Dataset:
         self.seq_ordering = seq_ordering if callable(seq_ordering) else \
             str_option(owner, "seq_ordering", seq_ordering or "default")
         if not callable(self.seq_ordering):
-            compute_seq_order(self.seq_ordering, 0, lambda: np.zeros((0,)), 0, owner)  # checks the syntax
+            check_ordering(self.seq_ordering, owner)
         self.partition_epoch = int_option(owner, "partition_epoch", partition_epoch or 1, minimum=1)
         self.fixed_random_seed = optional_int_option(owner, "fixed_random_seed", fixed_random_seed)
         self.random_seed_offset = int_option(owner, "random_seed_offset", random_seed_offset or 0)

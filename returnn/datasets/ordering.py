@@ -72,8 +72,9 @@ def compute_seq_order(ordering: str, n: int, get_lengths: Callable[[], np.ndarra
         return rng(args[0]).permutation(n).astype(np.int64)
     if kind == "random_sample":
         return rng(args[0]).randint(0, n, size=n).astype(np.int64) if n else np.zeros((0,), np.int64)
-    bins_arg, nth = args
-    bins = bins_arg if isinstance(bins_arg, int) else max(n // int(bins_arg[1:]), 2)
+    bins, per_bin, nth = args
+    if per_bin:
+        bins = max(n // per_bin, 2)
     random = rng(nth)
     shuffled = random.permutation(n).astype(np.int64)
     lengths = _lengths(get_lengths, n)
@@ -94,6 +95,11 @@ def compute_seq_order(ordering: str, n: int, get_lengths: Callable[[], np.ndarra
     return np.concatenate(parts) if parts else by_length
 
 
+def check_ordering(ordering: str, name: str) -> None:
+    """A DataError naming ``name`` if ``ordering`` cannot be read."""
+    _parse(ordering or "default", name)
+
+
 def resolve_ordering(ordering: Union[str, Callable[..., str]], epoch: int, name: str) -> str:
     """The ordering string of ``epoch``: ``ordering`` itself, or what the config's function gives."""
     if not callable(ordering):
@@ -106,7 +112,7 @@ def resolve_ordering(ordering: Union[str, Callable[..., str]], epoch: int, name:
 
 
 def _parse(ordering: str, name: str):
-    """(kind, args): ``args`` are [every] / [nth] / [bins (int) or '.M' (str), nth]."""
+    """(kind, args): ``args`` are [every] / [nth] / [bins, seqs per bin (0: bins counts), nth]."""
     parts = ordering.split(":")
     kind, rest = parts[0], parts[1:]
 
@@ -126,12 +132,13 @@ def _parse(ordering: str, name: str):
     if kind in ("random", "random_sample") and len(rest) <= 1:
         return kind, [number(rest[0], "nth") if rest else 1]
     if kind in ("laplace", "sort_bin_shuffle", "sort_bin_shuffle_x2") and len(rest) <= 2:
-        bins: Union[int, str] = 2
-        if rest:
-            bins = "." + str(number(rest[0][1:], "sequences per bin")) if rest[0].startswith(".") \
-                else number(rest[0], "bin count")
+        bins, per_bin = 2, 0
+        if rest and rest[0].startswith("."):
+            per_bin = number(rest[0][1:], "sequences per bin")
+        elif rest:
+            bins = number(rest[0], "bin count")
         nth = number(rest[1], "nth") if len(rest) > 1 else 1
-        return kind, [bins, nth]
+        return kind, [bins, per_bin, nth]
     raise DataError("%s: unknown seq_ordering %r (known: %s)" % (name, ordering, KNOWN))
 
 
@@ -140,4 +147,3 @@ def _lengths(get_lengths: Callable[[], np.ndarray], n: int) -> np.ndarray:
     if len(lengths) != n:
         raise DataError("sequence lengths for the ordering: %i lengths for %i sequences" % (len(lengths), n))
     return lengths
-

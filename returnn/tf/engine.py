@@ -124,10 +124,12 @@ class Engine:
         out: Dict[str, Dataset] = {}
         for name in ("train", "dev", "eval"):
             spec = self.config.typed_value(name)
-            if name == "train" and isinstance(spec, dict) and "seq_ordering" not in spec and self.config.has("batching"):
+            if name != "train":
+                spec = eval_dataset_spec(spec)
+            elif isinstance(spec, dict) and "seq_ordering" not in spec and self.config.has("batching"):
                 spec = dict(spec, seq_ordering=self.config.value("batching"))  # RETURNN's global default
             if spec:
-                out[name] = init_dataset(spec if name == "train" else eval_dataset_spec(spec), defaults, name=name)
+                out[name] = init_dataset(spec, defaults, name=name)
         for name, spec in (self.config.typed_value("eval_datasets") or {}).items():
             out[name] = init_dataset(eval_dataset_spec(spec), defaults, name=name)
         train = out.get("train")

@@ -50,7 +50,8 @@ class CompiledFunction:
 
 
 def _flatten(value: Any, spec: Any, out: List[tf.Tensor]) -> None:
-    """Appends the tensors of ``value`` in ``tf.nest`` order (dict keys sorted) of ``spec``."""
+    """Appends the tensors of ``value`` in ``tf.nest`` order (dict keys sorted) of ``spec``, a
+    signature made by :func:`_compile_signature`."""
     if isinstance(spec, _Leaf):
         out.append(spec.tensor(value))
     elif isinstance(spec, dict):
@@ -64,8 +65,6 @@ def _flatten(value: Any, spec: Any, out: List[tf.Tensor]) -> None:
             raise TypeError("step input: expected %i values, got %r" % (len(spec), type(value).__name__))
         for v, s in zip(value, spec):
             _flatten(v, s, out)
-    else:
-        _flatten(value, _Leaf(spec), out)
 
 
 class _Leaf:
