@@ -168,3 +168,31 @@ def test_empty_slice_list():
     assert run_guarded(lambda: list(BatchPrefetcher(ds, [], KEYS, num_prefetch=8))) == []
     assert list(BatchPrefetcher(ds, [], KEYS, num_prefetch=0)) == []
     assert not prefetch_threads()
+
+
+@pytest.mark.parametrize("num_prefetch", [1, 3])
+def test_producer_stays_at_most_num_prefetch_batches_ahead(num_prefetch):
+    ds = make_dataset(n=60)
+    slices = slices_for(ds, batch_size=10)
+    assert len(slices) > num_prefetch + 4
+    loaded = []
+
+    def make_batch(dataset, sl, keys):
+        loaded.append(sl)
+        return make_batch_arrays(dataset, sl, keys)
+
+    def consume():
+        ahead = []
+        for taken, _ in enumerate(BatchPrefetcher(ds, slices, KEYS, num_prefetch=num_prefetch,
+                                                  make_batch=make_batch), start=1):
+            for _ in range(50):  # give the producer time to run ahead as far as it may
+                if len(loaded) >= min(len(slices), taken + num_prefetch):
+                    break
+                threading.Event().wait(0.002)
+            ahead.append(len(loaded) - taken)
+        return ahead
+    ahead = run_guarded(consume)
+    # the batch just taken freed a slot: at most num_prefetch more may be loaded, and they are
+    assert max(ahead) == num_prefetch
+    assert all(a <= num_prefetch for a in ahead)
+    assert not prefetch_threads()

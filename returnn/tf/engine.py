@@ -32,7 +32,6 @@ from returnn.tf.checkpoint import (
     CheckpointManager, epoch_prefix, is_complete, prepare_model_dir, prepare_output_dir, read_tensor,
 )
 from returnn.tf.evaluation import dump_to_hdf, evaluate_dataset, forward_to_hdf
-from returnn.tf.losses import reporting_misalignment
 from returnn.tf.model_cleanup import cleanup_old_models, cleanup_options
 from returnn.tf.network import TFNetwork
 from returnn.tf.network_schedule import ConfigOverlay, NetworkSchedule, carry_params, split_net_dict
@@ -43,10 +42,11 @@ from returnn.tf.resume import (
     empty_epoch_message, make_run_state, map_resume_position, order_digest, reconcile_learning_rates,
 )
 from returnn.tf.reporting import (
-    EpochTimer, ScoreAccumulator, breakdown_line, finished_line, format_scores, with_exp_scores,
+    EpochTimer, breakdown_line, finished_line, format_scores, with_exp_scores,
 )
-from returnn.tf.steps import FLAG_NAMES, StepFunctions
+from returnn.tf.steps import StepFunctions
 from returnn.tf.summaries import SummaryLogger
+from returnn.tf.train_loop import run_train_steps
 from returnn.util.basic import hms
 
 
@@ -54,31 +54,6 @@ from returnn.util.basic import hms
 # Rank 0 alone may take this many times horovod_stall_timeout to write a checkpoint (the other
 # ranks wait for it): a long write is no stall, but a rank 0 stuck in one must still end the run.
 CHECKPOINT_STALL_FACTOR = 4.0
-
-
-class ParamSyncSchedule:
-    """When ``horovod_reduce_type = "param"`` averages parameters: every ``horovod_param_sync_step``
-    steps, or, with ``horovod_param_sync_time_diff``, when any rank's clock says so (agreed by a
-    small collective each step), and always after the epoch's last step."""
-
-    def __init__(self, dist: DistributedContext, num_steps: int):
-        self.dist = dist
-        self.num_steps = num_steps
-        self.last_sync = time.monotonic()
-
-    def due(self, step: int, timer: EpochTimer) -> bool:
-        if step == self.num_steps:
-            return True
-        if self.dist.param_sync_time_diff is None:
-            return step % self.dist.param_sync_step == 0
-        late = 1.0 if time.monotonic() - self.last_sync >= self.dist.param_sync_time_diff else 0.0
-        t0 = time.perf_counter()
-        agreed = self.dist.backend.allreduce_host(np.array([late]), "max")[0] > 0
-        timer.sync += time.perf_counter() - t0
-        return agreed
-
-    def synced(self) -> None:
-        self.last_sync = time.monotonic()
 
 
 class Engine:
@@ -392,55 +367,37 @@ class Engine:
         """Runs one epoch; returns (scores reduced over ranks, timer, number of steps)."""
         dataset, slices, start = self._epoch_batches(epoch)
         per_step = self.dist.size if self.dist.shards_batches else 1  # global batches per step
-        acc = ScoreAccumulator(self.steps.loss_names)
-        param_sync = ParamSyncSchedule(self.dist, len(slices)) if self.dist.syncs_params else None
-        pending = np.zeros(len(FLAG_NAMES), dtype=np.float32)  # local flags not yet agreed on
-        zero_flags = tf.zeros([len(FLAG_NAMES)], tf.float32)  # converted once: the usual value
         step_numbers = iter(range(self.global_step, self.global_step + len(slices)))
 
         def step_input(batch):  # in the prefetch thread: tensors of the batch and of its step's seed
             return self.steps.to_tensors(batch), tf.constant([epoch, next(step_numbers)], tf.int64)
         prefetcher = BatchPrefetcher(dataset, slices, self.steps.train_keys, self.batching.prefetch,
                                      transform=step_input)
-        self.progress.start_epoch("train", epoch, len(slices))
-        timer = EpochTimer()
-        step = 0
-        for batch, seed in prefetcher:  # seed = [epoch, global step]: one batch per step
-            pending[0] = 1.0 if self.stop_request.requested else pending[0]
-            t0 = time.perf_counter()
-            with reporting_misalignment(dataset, slices[step]):
-                out = self.steps.train_step(batch, seed, pending if pending.any() else zero_flags).numpy()
-            timer.step += time.perf_counter() - t0
-            stats, flags = self.steps.split_stats(out)
-            self.global_step += 1
-            step += 1
-            if param_sync is not None:  # flags are agreed on only at syncs
-                pending = np.maximum(pending, flags)
-                flags = np.zeros_like(pending)
-                if param_sync.due(step, timer):
-                    t0 = time.perf_counter()
-                    flags = self.steps.sync_params(pending).numpy()
-                    timer.sync += time.perf_counter() - t0
-                    param_sync.synced()
-                    pending = np.zeros_like(pending)
+        progress, summaries, loss_names = self.progress, self.summaries, self.steps.loss_names
+        first_step = self.global_step
+
+        def on_step(step: int, stats: np.ndarray, batch: dict) -> None:
             heartbeat()
-            acc.add(stats)
-            self.progress.step(step, stats, batch, self.steps.loss_names)
-            self.summaries.train_step(self.global_step, stats, self.steps.loss_names)
-            if flags[FLAG_NAMES.index("nonfinite")] > 0 and self.stop_on_nonfinite:
-                prefetcher.close()
-                raise NonFiniteScoreError("Model seems broken, got inf or nan score.")
-            if flags[FLAG_NAMES.index("stop")] > 0:
-                prefetcher.close()
-                self._save_interrupted(epoch, step, start + step * per_step)
+            progress.step(step, stats, batch, loss_names)
+            summaries.train_step(first_step + step, stats, loss_names)
+        progress.start_epoch("train", epoch, len(slices))
+        try:
+            done = run_train_steps(self.steps, prefetcher, slices, dataset, self.dist,
+                                   lambda: self.stop_request.requested, on_step, self.stop_on_nonfinite)
+        finally:
+            prefetcher.close()
+        self.global_step = first_step + done.steps
+        if done.stopped:
+            self._save_interrupted(epoch, done.steps, start + done.steps * per_step)
+        timer = done.timer
         timer.data_wait = prefetcher.wait_time
-        timer.stop()
-        self.progress.end_epoch()
+        progress.end_epoch()
+        acc = done.scores
         acc.reduce(self.dist.backend)
         scores = acc.scores()
-        if self.stop_on_nonfinite and any(not np.isfinite(v) for v in scores.values()) and step > 0:
+        if self.stop_on_nonfinite and any(not np.isfinite(v) for v in scores.values()) and done.steps > 0:
             raise NonFiniteScoreError("Model seems broken, got inf or nan score.")
-        return scores, timer, step
+        return scores, timer, done.steps
 
     def _run_state(self) -> dict:
         return make_run_state(self.dist.size, self.dist.shards_batches, *self.epoch_order, self.lr_control)
