@@ -46,7 +46,7 @@ from returnn.tf.reporting import (
 )
 from returnn.tf.steps import StepFunctions
 from returnn.tf.summaries import SummaryLogger
-from returnn.tf.train_loop import run_train_steps
+from returnn.tf.train_loop import run_train_steps, step_seeds
 from returnn.util.basic import hms
 
 
@@ -367,10 +367,10 @@ class Engine:
         """Runs one epoch; returns (scores reduced over ranks, timer, number of steps)."""
         dataset, slices, start = self._epoch_batches(epoch)
         per_step = self.dist.size if self.dist.shards_batches else 1  # global batches per step
-        step_numbers = iter(range(self.global_step, self.global_step + len(slices)))
+        seeds = iter(step_seeds(epoch, self.global_step, len(slices)))
 
-        def step_input(batch):  # in the prefetch thread: tensors of the batch and of its step's seed
-            return self.steps.to_tensors(batch), tf.constant([epoch, next(step_numbers)], tf.int64)
+        def step_input(batch):  # in the prefetch thread: tensors of the batch, and its step's seed
+            return self.steps.to_tensors(batch), next(seeds)
         prefetcher = BatchPrefetcher(dataset, slices, self.steps.train_keys, self.batching.prefetch,
                                      transform=step_input)
         progress, summaries, loss_names = self.progress, self.summaries, self.steps.loss_names

@@ -150,8 +150,20 @@ class StepFunctions:
     # ---- host side helpers
     @staticmethod
     def to_tensors(batch: Dict[str, np.ndarray]) -> Dict[str, tf.Tensor]:
-        """Numpy batch -> tensors; the prefetcher calls it in its thread, off the step's clock."""
-        return {key: tf.constant(value) for key, value in batch.items()}  # measured faster than convert_to_tensor
+        """Numpy batch -> tensors; the prefetcher calls it in its thread, off the step's clock.
+        Equal length vectors (inputs and frame-wise targets) become one tensor, converted once."""
+        out: Dict[str, tf.Tensor] = {}
+        lengths: Dict[Tuple[str, bytes], tf.Tensor] = {}  # length vectors by content
+        for key, value in batch.items():
+            if key.endswith(":seq_len"):
+                raw = (value.dtype.str, value.tobytes())
+                tensor = lengths.get(raw)
+                if tensor is None:
+                    tensor = lengths[raw] = tf.constant(value)
+                out[key] = tensor
+            else:
+                out[key] = tf.constant(value)  # measured faster than convert_to_tensor
+        return out
 
     def trace(self, with_eval: bool = True, with_forward: bool = True) -> None:
         """Traces the train step and parameter sync, plus the eval and forward steps unless a run
