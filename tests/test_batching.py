@@ -8,9 +8,9 @@ import pytest
 
 from returnn.config import Config
 from returnn.datasets.batching import (
-    BatchOptions, chunk_ranges, generate_batches, generate_packed_batches, make_batch_arrays, parse_chunking,
-    shard_batches,
+    BatchOptions, generate_batches, generate_packed_batches, make_batch_arrays, shard_batches,
 )
+from returnn.datasets.chunking import chunk_ranges, parse_chunking
 from returnn.datasets.generating import StaticDataset
 from returnn.errors import ConfigError, DataError
 
@@ -130,7 +130,7 @@ def test_chunk_ranges_properties(size, step, min_chunk):
 
 def test_min_chunk_size_from_the_config():
     from returnn.config import Config
-    from returnn.datasets.batching import parse_min_chunk_size
+    from returnn.datasets.chunking import parse_min_chunk_size
     assert BatchOptions.from_config(Config({"min_chunk_size": 10})).min_chunk_size == 10
     assert parse_min_chunk_size({"data": 5, "classes": 2}) == 5
     with pytest.raises(ConfigError, match="min_chunk_size"):
@@ -217,7 +217,7 @@ def test_shard_batches_i_mod_n(size):
         assert [id(b) for b in shard] == [id(b) for i, b in enumerate(batches) if i % size == r]
     assert sum(len(s) for s in shards) == len(batches)
     options = BatchOptions.from_config(Config({"batch_size": 50}))
-    via = [options.epoch_slices(ds, 1, chunked=False, rank=r, size=size) for r in range(size)]
+    via = [options.epoch_slices(ds, 1, "forward", rank=r, size=size) for r in range(size)]
     for shard, other in zip(shards, via):
         assert [b.seq_idxs.tolist() for b in shard] == [b.seq_idxs.tolist() for b in other]
 
@@ -232,11 +232,11 @@ def test_batch_options_from_config_and_epoch_slices():
     assert BatchOptions.from_config(Config()) == BatchOptions(1000, -1, None, 0, 8)
     lengths = random_lengths(20, 7, 1, 40)
     ds = make_dataset(lengths)
-    chunked = options.epoch_slices(ds, 1, chunked=True)
+    chunked = options.epoch_slices(ds, 1, "train")
     ds.init_seq_order(1)
     assert [b.entries() for b in chunked] == [b.entries() for b in generate_batches(ds, 30, 4, "10:5",
                                                                                    {"data": 35, "classes": 38})]
-    whole = options.epoch_slices(ds, 1, chunked=False)
+    whole = options.epoch_slices(ds, 1, "forward")
     assert all(np.all(b.ends == -1) for b in whole)
     kept = sorted(i for b in whole for i in b.seq_idxs.tolist())
     assert kept == [i for i in range(20) if lengths[ds.corpus_index(i)] <= 38]
@@ -368,7 +368,7 @@ def test_eval_and_forward_batch_size(keys, expected):
     ds = make_dataset(random_lengths(30, 11, 1, 12))
     for opts, budget in zip((options, options.for_eval(), options.for_forward()), expected):
         assert (opts.batch_size, opts.max_seqs, opts.prefetch) == (budget, -1, 2)
-        batches = opts.epoch_slices(ds, 1, chunked=False)
+        batches = opts.epoch_slices(ds, 1, "forward")
         ds.init_seq_order(1)
         assert [b.entries() for b in batches] == [b.entries() for b in generate_batches(ds, budget, -1)]
     assert options.batch_size == 40  # for_eval/for_forward return copies

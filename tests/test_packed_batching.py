@@ -29,10 +29,10 @@ def test_batch_options_pack_only_when_asked_and_allowed():
     ds = StaticDataset([{"data": np.ones((n, 3), np.float32), "classes": np.zeros(n, np.int32)} for n in lengths],
                        output_dim=4)
     opts = BatchOptions(batch_size=10, max_seqs=-1, chunking=None, max_seq_length=0, prefetch=0)
-    padded = opts.epoch_slices(ds, 1, chunked=True, packed=True)
+    padded = opts.epoch_slices(ds, 1, "train", packed=True)
     assert not any(b.packed for b in padded)
     opts.pack_frames = True
-    packed = opts.epoch_slices(ds, 1, chunked=True, packed=True)
+    packed = opts.epoch_slices(ds, 1, "train", packed=True)
     assert all(b.packed for b in packed)
     assert [int(np.sum(b.ends - b.starts)) for b in packed] == [10, 10, 2]
-    assert not any(b.packed for b in opts.epoch_slices(ds, 1, chunked=False, packed=False))  # forwarding
+    assert not any(b.packed for b in opts.epoch_slices(ds, 1, "forward", packed=False))  # forwarding

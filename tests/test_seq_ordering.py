@@ -146,3 +146,46 @@ def test_engine_scores_dev_in_length_order(tmp_path):
     dev.init_seq_order(1)
     lengths = dev.seq_lengths_in_order()[:, 0].tolist()
     assert dev.seq_ordering == "sorted" and lengths == sorted(lengths) and len(set(lengths)) > 1
+
+
+def _tagged_dataset(path=None, **kwargs):
+    from returnn.datasets.generating import StaticDataset
+    seqs = [{"data": np.zeros((int(n), 1), np.float32), "classes": np.zeros(int(n), np.int32)} for n in LENGTHS]
+    return StaticDataset(seqs, output_dim=2, tags=["t%i" % i for i in range(len(LENGTHS))],
+                         seq_order_seq_lens_file=path, **kwargs)
+
+
+def _corpus_order(ds, epoch=1):
+    ds.init_seq_order(epoch)
+    return [ds.corpus_index(i) for i in range(ds.num_seqs)]
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_seq_order_seq_lens_file_gives_the_lengths_to_sort_by(tmp_path, gz):
+    import gzip
+    fake = {"t%i" % i: float(-i) for i in range(len(LENGTHS))}  # sorted by these: reverse corpus order
+    text = repr(fake).encode("utf8")
+    path = tmp_path / ("lens.txt.gz" if gz else "lens.txt")
+    path.write_bytes(gzip.compress(text) if gz else text)
+    assert _corpus_order(_tagged_dataset(str(path), seq_ordering="sorted")) == list(range(len(LENGTHS)))[::-1]
+    assert _corpus_order(_tagged_dataset(None, seq_ordering="sorted")) == \
+        np.argsort(LENGTHS, kind="stable").tolist()
+    laplace = _tagged_dataset(str(path), seq_ordering="laplace:3")
+    from returnn.datasets.ordering import compute_seq_order
+    expected = compute_seq_order("laplace:3", len(LENGTHS), lambda: np.array([-i for i in range(len(LENGTHS))]),
+                                 lambda nth: seed_for_epoch(1, None, 0, nth))
+    assert _corpus_order(laplace) == expected.tolist()
+
+
+@pytest.mark.parametrize("content,needle", [
+    ("{'t0': 3}", "no length for sequence 't1'"),
+    ("[1, 2]", "must hold a dict"),
+    ("{%s}" % ", ".join("'t%i': 'long'" % i for i in range(13)), "must be a number"),
+    ("__import__('os').system('touch /tmp/pwned_lens')", "not a Python literal"),
+])
+def test_seq_order_seq_lens_file_bad_content_is_one_data_error(tmp_path, content, needle):
+    path = tmp_path / "lens.txt"
+    path.write_text(content)
+    with pytest.raises(DataError, match=needle):
+        _tagged_dataset(str(path), seq_ordering="sorted").init_seq_order(1)
+    assert not os.path.exists("/tmp/pwned_lens")

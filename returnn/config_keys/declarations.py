@@ -50,6 +50,10 @@ _batch("forward_batch_size", "int", 0, "Frames per batch in task forward; 0: eva
 _batch("chunking", "str|int|dict", None, "Cut sequences into chunks: 'size:step' (or {key: size}, {key: step}).")
 _batch("min_chunk_size", "int|dict", 0, "Chunking: a chunk starts only where more than this many frames are left "
        "(RETURNN's; 0: at every step inside the sequence).")
+_batch("chunking_variance", "float", 0.0, "Chunking: each sequence's chunk size and step scaled by 1 - r * x, "
+       "r uniform in [0, 1) from the dataset's epoch seed (RETURNN's); 0: off.", minimum=0)
+_batch("chunk_eval", "bool", False, "Chunk dev/eval datasets with 'chunking' too (RETURNN's; they are not by default).")
+_batch("on_size_limit", "str", "ignore", "RETURNN's: 'chunk' cuts dev/eval sequences into chunks of batch_size frames.")
 _batch("max_seq_length", "int|dict", 0, "Skip sequences longer than this (int, or {key: length}); 0: no limit.", minimum=0)
 _batch("prefetch_batches", "int", 8, "Batches prepared ahead by the background thread.", minimum=1)
 

@@ -31,7 +31,7 @@ ignore("""sprint_interface_custom_dataset sprint_interface_dataset_opts sprint_t
     use_train_proc_manager file_cache_opts reset_dev_memory_caches need_data""".split(),
        "RETURNN infrastructure option; no effect here")
 ignore("""accum_grad_multiple_step adagrad allow_skipping_seqs_in_forward
-    apply_cleanup_old_models_to_optim_states calculate_exp_loss check_learning_rates chunk_eval chunking_variance
+    apply_cleanup_old_models_to_optim_states calculate_exp_loss check_learning_rates
     cleanup_old_models combine_labels context_window ctc_prior_file data_key decouple_constraints
     decouple_constraints_factor default_float_dtype default_input deterministic_train distributed_tf
     dummy_dataset_num_seqs dynamic_learning_rate enforce_min_len1 epoch epoch_end epoch_start
@@ -42,7 +42,7 @@ ignore("""accum_grad_multiple_step adagrad allow_skipping_seqs_in_forward
     import_model_train_epoch1 inc_seq_length inf_value init_new_network_callback init_train_epoch_posthook
     learning_rate_control_min_num_epochs_per_new_lr lm_dataset_debug_limit_line_count load_model_post_hooks
     loss loss_name max_pad_size maximize_grad_norm min_seq_length model_outputs
-    newbob_learning_rate_growth on_size_limit online_shuffle_batches onnx_export optimizer_use_locking
+    newbob_learning_rate_growth online_shuffle_batches onnx_export optimizer_use_locking
     output_per_seq_file_format output_per_seq_format packed_batch_size packed_fallback_allowed packed_tensors
     pretrain pretrain_construction_algo pretrain_copy_output_layer pretrain_greedy
     pretrain_learning_rate pretrain_repetitions reinit_network_each_epoch reset_updater_vars_mod_step

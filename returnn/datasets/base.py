@@ -9,13 +9,15 @@ epoch's order lives here, once, and the orders themselves in :mod:`returnn.datas
 """
 from __future__ import annotations
 
+import random
 from typing import Any, Dict, List, Optional, Sequence, Type
 
 import numpy as np
 
+from returnn.datasets.chunking import chunk_options
 from returnn.datasets.options import int_option, optional_int_option, str_option
 from returnn.datasets.ordering import check_ordering, compute_seq_order, resolve_ordering, seed_for_epoch
-from returnn.datasets.text_files import load_seq_list
+from returnn.datasets.text_files import load_seq_list, parse_literal, read_text
 from returnn.errors import DataError, known_list
 
 
@@ -46,11 +48,21 @@ class Dataset:
     def __init__(self, name: Optional[str] = None, seq_ordering: str = "default", partition_epoch: int = 1,
                  fixed_random_seed: Optional[int] = None, random_seed_offset: int = 0,
                  seq_list_filter_file: Optional[str] = None, estimated_num_seqs: Optional[int] = None,
-                 repeat_epoch: int = 1, unique_seq_tags: bool = False, **unknown: Any):
+                 repeat_epoch: int = 1, unique_seq_tags: bool = False, chunking: Any = None,
+                 min_chunk_size: Any = None, chunking_variance: Any = None, window: Any = None,
+                 context_window: Any = None, shuffle_frames_of_nseqs: Any = None,
+                 seq_order_seq_lens_file: Optional[str] = None, **unknown: Any):
         self.name = str(name or self.__class__.__name__)
         if unknown:
             raise DataError("%s: unknown option(s) %s" % (self.describe(), known_list(unknown)))
         owner = self.describe()
+        # RETURNN's batching options of a dataset dict; the config's keys are their defaults (None: not set here)
+        self.chunk_settings = {key: value for key, value in (("chunking", chunking), ("min_chunk_size", min_chunk_size),
+                                                             ("chunking_variance", chunking_variance))
+                               if value is not None}
+        chunk_options(chunking, min_chunk_size, chunking_variance, owner + ": option")  # checked now
+        _check_unsupported(owner, window=window, context_window=context_window,
+                           shuffle_frames_of_nseqs=shuffle_frames_of_nseqs)
         # a string, or a function of the epoch giving one (RETURNN allows both)
         self.seq_ordering = seq_ordering if callable(seq_ordering) else \
             str_option(owner, "seq_ordering", seq_ordering or "default")
@@ -73,6 +85,10 @@ class Dataset:
             if not isinstance(tags, list):
                 raise DataError("%s: seq_list_filter_file must hold a list of sequence tags" % owner)
             self._tag_filter = set(tags)
+        # RETURNN's: the lengths the ordering sorts by, {tag: length} from a file (read as a literal, never run)
+        self.seq_order_seq_lens_file = None if seq_order_seq_lens_file is None else \
+            str_option(owner, "seq_order_seq_lens_file", seq_order_seq_lens_file)
+        self._file_lengths: Optional[np.ndarray] = None
         self.epoch: Optional[int] = None
         self._seq_order: np.ndarray = np.zeros((0,), dtype=np.int64)
 
@@ -175,6 +191,12 @@ class Dataset:
                                           [self._corpus_tag(i) for i in order[:2].tolist()]))
         return kept
 
+    def epoch_random(self) -> random.Random:
+        """RETURNN's random generator of the current epoch (its ``rnd_seq_drop``, e.g. for
+        ``chunking_variance``): Python's ``random.Random``, seeded as the epoch's order is."""
+        full_epoch = (int(self.epoch or 1) - 1) // self.partition_epoch + 1
+        return random.Random(self.random_seed_for_epoch(full_epoch))
+
     def random_seed_for_epoch(self, full_epoch: int, nth: int = 1) -> int:
         """Seed for generating/shuffling: ``fixed_random_seed`` if set, else the full epoch (in
         blocks of ``nth``) plus ``random_seed_offset``, as RETURNN (:func:`seed_for_epoch`)."""
@@ -186,12 +208,39 @@ class Dataset:
         n = self._corpus_num_seqs()
         epoch = epoch if epoch is not None else (full_epoch - 1) * self.partition_epoch + 1
         ordering = resolve_ordering(self.seq_ordering, epoch, self.describe())
-        return compute_seq_order(ordering, n, lambda: self._ordering_lengths(),
+        return compute_seq_order(ordering, n, self._lengths_for_ordering,
                                  lambda nth: self.random_seed_for_epoch(full_epoch, nth), self.name)
+
+    def _lengths_for_ordering(self) -> np.ndarray:
+        """What length-based orderings sort by: ``seq_order_seq_lens_file``'s lengths when given
+        (they win, as in RETURNN), else :meth:`_ordering_lengths`."""
+        if not self.seq_order_seq_lens_file:
+            return self._ordering_lengths()
+        if self._file_lengths is None:
+            self._file_lengths = self._lengths_from_file(self.seq_order_seq_lens_file)
+        return self._file_lengths
 
     def _ordering_lengths(self) -> np.ndarray:
         lengths = np.asarray(self._corpus_seq_lengths())
         return lengths[:, 0] if lengths.ndim == 2 else lengths
+
+    def _lengths_from_file(self, path: str) -> np.ndarray:
+        """``seq_order_seq_lens_file``: a dict literal ``{tag: length}`` (gzipped too) -> the
+        corpus sequences' lengths; a missing tag or a non-number is a DataError naming the file."""
+        what = "%s: seq_order_seq_lens_file" % self.describe()
+        table = parse_literal(read_text(path, what), path, what)
+        if not isinstance(table, dict):
+            raise DataError("%s: %s must hold a dict {sequence tag: length}, got a %s" % (what, path, type(table).__name__))
+        out = np.zeros(self._corpus_num_seqs(), dtype=np.float64)
+        for i in range(len(out)):
+            tag = self._corpus_tag(i)
+            value = table.get(tag)
+            if value is None:
+                raise DataError("%s: %s has no length for sequence %r" % (what, path, tag))
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise DataError("%s: %s: length of %r must be a number, got %r" % (what, path, tag, value))
+            out[i] = value
+        return out
 
     @property
     def num_seqs(self) -> int:
@@ -237,6 +286,19 @@ class Dataset:
 
     def close(self) -> None:
         """Releases file handles."""
+
+
+def _check_unsupported(owner: str, window: Any, context_window: Any, shuffle_frames_of_nseqs: Any) -> None:
+    """RETURNN dataset options accepted only at their no-op values here, each refused in one line."""
+    if window not in (None, 0, 1):
+        raise DataError("%s: option 'window' is supported on the train/dev/eval datasets themselves (or as the "
+                        "config key 'window'), not on a dataset inside another one" % owner)
+    if context_window not in (None, 0, {}):
+        raise DataError("%s: option 'context_window' (extra frames around each chunk) is not supported; "
+                        "'window' appends neighbouring frames instead" % owner)
+    if shuffle_frames_of_nseqs not in (None, 0):
+        raise DataError("%s: option 'shuffle_frames_of_nseqs' is not supported (RETURNN's own HDF and "
+                        "generating datasets do not implement it either)" % owner)
 
 
 def partition_bounds(n: int, num_parts: int, part: int) -> "tuple[int, int]":

@@ -15,7 +15,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from returnn.datasets.base import Dataset
-from returnn.errors import ConfigError, DataError
+from returnn.datasets.chunking import ChunkOptions, chunk_options
+from returnn.errors import DataError
 
 
 @dataclass
@@ -34,81 +35,6 @@ class BatchSlices:
 
     def entries(self) -> List[Tuple[int, int, int]]:
         return list(zip(self.seq_idxs.tolist(), self.starts.tolist(), self.ends.tolist()))
-
-
-def _per_key_value(value, what: str):
-    """A chunk size or step given per data key (``{"data": 50, "classes": 50}``, RETURNN's dict
-    form) as one number; keys with different values are not supported here."""
-    if hasattr(value, "dict") and hasattr(value, "value"):  # NumbersDict
-        value = dict(value.dict, **({} if value.value is None else {"*": value.value}))
-    if not isinstance(value, dict):
-        return value
-    values = set(value.values())
-    if len(values) != 1:
-        raise ConfigError("config key 'chunking': a %s per data key must be the same for all keys here, got %r"
-                          % (what, value))
-    return values.pop()
-
-
-def parse_chunking(chunking) -> Optional[Tuple[int, int]]:
-    """``"200:100"`` -> (200, 100); ``"0"``, ``None``, ``0`` -> None (no chunking). Also RETURNN's
-    ``(size, step)`` and per-key dicts: ``{"data": 200}`` or ``({"data": 200}, {"data": 100})``."""
-    if isinstance(chunking, dict) or hasattr(chunking, "dict"):
-        chunking = (chunking, None)
-    if isinstance(chunking, (tuple, list)) and len(chunking) == 2:
-        chunking = (_per_key_value(chunking[0], "size"), _per_key_value(chunking[1], "step"))
-        if chunking[1] in (None, 0):
-            chunking = (chunking[0], chunking[0])
-    if chunking in (None, 0, "0", "", "none", False) or (isinstance(chunking, tuple) and chunking[0] in (None, 0)):
-        return None
-    if isinstance(chunking, (tuple, list)) and len(chunking) == 2:
-        size, step = chunking
-    elif isinstance(chunking, int):
-        size, step = chunking, chunking
-    else:
-        text = str(chunking)
-        try:
-            if ":" in text:
-                size, step = (int(v) for v in text.split(":"))
-            else:
-                size = step = int(text)
-        except ValueError:
-            raise ConfigError("config key 'chunking': expected 'size:step', got %r" % (chunking,))
-    size, step = int(size), int(step)
-    if size <= 0 or step <= 0:
-        raise ConfigError("config key 'chunking': size and step must be positive, got %r" % (chunking,))
-    return size, step
-
-
-def chunk_ranges(length: int, size: int, step: int, min_chunk_size: int = 0) -> List[Tuple[int, int]]:
-    """RETURNN's chunks of a sequence: [t, min(t + size, length)) for t = 0, step, 2*step, ... as
-    long as more than ``min_chunk_size`` frames are left from t (the first chunk always). With
-    the default 0 every start inside the sequence gives a chunk, so the end of a sequence also
-    comes in shorter trailing chunks (250 frames, 200:100 -> (0, 200), (100, 250), (200, 250)),
-    and a sequence of 0 frames gives none."""
-    out = []
-    start = 0
-    while start < length:
-        out.append((start, min(start + size, length)))
-        start += step
-        if length - start <= min_chunk_size:
-            break
-    return out
-
-
-def parse_min_chunk_size(value: Any) -> int:
-    """``min_chunk_size``: an int, or RETURNN's per-key dict (chunking ends when any key has no
-    more than its value left; the keys are equally long here, so the largest value counts)."""
-    if isinstance(value, dict):
-        value = max([int(v or 0) for v in value.values()] or [0])
-    try:
-        number = int(value or 0)
-    except (TypeError, ValueError):
-        number = -1
-    if number < 0:
-        raise ConfigError("config key 'min_chunk_size': expected a frame count >= 0 (or {key: count}), got %r"
-                          % (value,))
-    return number
 
 
 def too_long(dataset: Dataset, lengths: np.ndarray, max_seq_length: Any) -> np.ndarray:
@@ -131,17 +57,21 @@ def too_long(dataset: Dataset, lengths: np.ndarray, max_seq_length: Any) -> np.n
 
 
 def generate_batches(dataset: Dataset, batch_size: int, max_seqs: int = -1,
-                     chunking=None, max_seq_length: Any = 0, min_chunk_size: int = 0) -> List[BatchSlices]:
+                     chunking: Any = None, max_seq_length: Any = 0, min_chunk_size: Any = 0,
+                     chunking_variance: Any = 0.0) -> List[BatchSlices]:
     """Cuts the current epoch of ``dataset`` (after ``init_seq_order``) into batches, in order.
 
     A batch's cost is (longest entry) x (number of entries); it stays <= ``batch_size`` unless a
     single entry alone is longer. ``max_seqs`` (> 0) bounds entries per batch. Sequences longer than
-    ``max_seq_length`` (> 0) are skipped, as in RETURNN.
+    ``max_seq_length`` (> 0) are skipped, as in RETURNN. ``chunking`` is a config value or
+    :class:`ChunkOptions` (then ``min_chunk_size`` and ``chunking_variance`` are its own).
     """
-    chunk = parse_chunking(chunking)
+    chunk = chunking if isinstance(chunking, ChunkOptions) else \
+        chunk_options(chunking, min_chunk_size, chunking_variance)
     lengths = dataset.seq_lengths_in_order()  # (num_seqs, num_keys)
     if lengths.shape[0] == 0:
         return []
+    rng = dataset.epoch_random() if chunk is not None and chunk.variance > 0 else None
     if chunk:
         keys = dataset.get_data_keys()
         data_len = lengths[:, 0]
@@ -168,9 +98,10 @@ def generate_batches(dataset: Dataset, batch_size: int, max_seqs: int = -1,
 
     for seq_idx in range(lengths.shape[0]):
         length = int(max_len[seq_idx])
+        # RETURNN draws a chunk scale for every sequence, skipped ones too
+        pieces = chunk.ranges(length, rng) if chunk else [(0, -1)]
         if skip[seq_idx]:
             continue
-        pieces = chunk_ranges(length, *chunk, min_chunk_size) if chunk else [(0, -1)]
         for start, end in pieces:
             piece_len = (end - start) if end >= 0 else length
             new_max = max(cur_max, piece_len)
@@ -264,11 +195,12 @@ def make_batch_arrays(dataset: Dataset, batch: BatchSlices, keys: Optional[Seque
 @dataclass
 class BatchOptions:
     """The batching options of a config (``batch_size``, ``max_seqs``, ``chunking``, ``min_chunk_size``,
-    ``max_seq_length``, ``prefetch_batches``), and the one way an epoch is cut into batches."""
+    ``chunking_variance``, ``max_seq_length``, ``prefetch_batches``), and the one way an epoch is
+    cut into batches."""
 
     batch_size: int
     max_seqs: int
-    chunking: Any
+    chunking: Any  # of train datasets whose dict sets none
     max_seq_length: Any  # int or {data key: limit}, see too_long()
     prefetch: int
     # RETURNN packs frames when no layer mixes frames (its "non-recurrent" network); the engine
@@ -276,7 +208,9 @@ class BatchOptions:
     pack_frames: bool = False
     eval_batch_size: int = 0  # 0: batch_size (RETURNN's eval_batch_size)
     forward_batch_size: int = 0  # 0: eval_batch_size, else batch_size
-    min_chunk_size: int = 0  # see chunk_ranges()
+    min_chunk_size: Any = 0  # see chunk_ranges()
+    chunking_variance: Any = 0.0
+    eval_chunking: Any = None  # of dev/eval datasets whose dict sets none (see eval_chunking())
 
     @classmethod
     def from_config(cls, config) -> "BatchOptions":
@@ -284,11 +218,15 @@ class BatchOptions:
         max_seq_length = config.typed_value("max_seq_length")
         if not isinstance(max_seq_length, dict):
             max_seq_length = int(max_seq_length or 0)
-        return cls(batch_size=config.int("batch_size"), max_seqs=config.int("max_seqs"),
-                   chunking=config.typed_value("chunking"), max_seq_length=max_seq_length,
-                   prefetch=config.int("prefetch_batches"), eval_batch_size=config.int("eval_batch_size"),
-                   forward_batch_size=config.int("forward_batch_size"),
-                   min_chunk_size=parse_min_chunk_size(config.typed_value("min_chunk_size")))
+        out = cls(batch_size=config.int("batch_size"), max_seqs=config.int("max_seqs"),
+                  chunking=config.typed_value("chunking"), max_seq_length=max_seq_length,
+                  prefetch=config.int("prefetch_batches"), eval_batch_size=config.int("eval_batch_size"),
+                  forward_batch_size=config.int("forward_batch_size"),
+                  min_chunk_size=config.typed_value("min_chunk_size"),
+                  chunking_variance=config.typed_value("chunking_variance"), eval_chunking=eval_chunking(config))
+        chunk_options(out.chunking, out.min_chunk_size, out.chunking_variance)  # errors now, naming the key
+        chunk_options(out.eval_chunking)
+        return out
 
     def for_eval(self) -> "BatchOptions":
         """These options with ``eval_batch_size`` (when set) as the batch size: scoring and search."""
@@ -298,16 +236,43 @@ class BatchOptions:
         """These options with ``forward_batch_size`` (else ``eval_batch_size``) as the batch size."""
         return replace(self, batch_size=self.forward_batch_size or self.eval_batch_size or self.batch_size)
 
-    def epoch_slices(self, dataset: Dataset, epoch: int, chunked: bool, rank: int = 0,
+    def chunk_options(self, dataset: Dataset, purpose: str) -> Optional[ChunkOptions]:
+        """How ``dataset``'s sequences are cut for ``purpose`` (``train``, ``eval`` or ``forward``):
+        its own dict's ``chunking`` / ``min_chunk_size`` / ``chunking_variance`` where set, else
+        the config's (RETURNN copies them into each dataset's options); dev/eval sets default to no
+        chunking (see :func:`eval_chunking`); forwarding and search always see whole sequences."""
+        if purpose == "forward":
+            return None
+        own = getattr(dataset, "chunk_settings", {})
+        default = self.chunking if purpose == "train" else self.eval_chunking
+        return chunk_options(own.get("chunking", default), own.get("min_chunk_size", self.min_chunk_size),
+                             own.get("chunking_variance", self.chunking_variance))
+
+    def epoch_slices(self, dataset: Dataset, epoch: int, purpose: str, rank: int = 0,
                      size: int = 1, packed: bool = False) -> List[BatchSlices]:
-        """Orders ``dataset`` for ``epoch``, cuts it into batches (chunked when ``chunked``; frames
-        packed when ``packed`` and :attr:`pack_frames`, if the data keys line up) and returns those
-        of ``rank`` out of ``size`` (batch i goes to rank i mod size)."""
+        """Orders ``dataset`` for ``epoch``, cuts it into batches (chunked as :meth:`chunk_options`
+        says for ``purpose``; frames packed when ``packed`` and :attr:`pack_frames`, if the data
+        keys line up) and returns those of ``rank`` out of ``size`` (batch i goes to rank i mod size)."""
+        if purpose not in ("train", "eval", "forward"):
+            raise ValueError("purpose: expected train, eval or forward, got %r" % (purpose,))
         dataset.init_seq_order(epoch)
         if packed and self.pack_frames:
             batches = generate_packed_batches(dataset, self.batch_size, self.max_seqs)
             if batches is not None:
                 return shard_batches(batches, rank, size)
-        batches = generate_batches(dataset, self.batch_size, self.max_seqs, self.chunking if chunked else None,
-                                   self.max_seq_length, self.min_chunk_size)
+        batches = generate_batches(dataset, self.batch_size, self.max_seqs, self.chunk_options(dataset, purpose),
+                                   self.max_seq_length)
         return shard_batches(batches, rank, size)
+
+
+def eval_chunking(config) -> Any:
+    """RETURNN's chunking of dev/eval datasets whose dict sets none: the batch size with
+    ``on_size_limit = "chunk"``, ``"1"`` when training is frame-wise (``chunking = "1"``), the
+    config's chunking with ``chunk_eval``, else none."""
+    if config.value("on_size_limit") == "chunk":
+        return config.int("batch_size")
+    if str(config.typed_value("chunking")) == "1":
+        return "1"
+    if config.bool("chunk_eval"):
+        return config.typed_value("chunking")
+    return None

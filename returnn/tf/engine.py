@@ -17,6 +17,7 @@ import tensorflow as tf
 from returnn.config import Config
 from returnn.datasets import eval_dataset_spec, init_dataset
 from returnn.datasets.base import Dataset
+from returnn.datasets.options import int_option
 from returnn.datasets.windowing import WindowedDataset
 from returnn.datasets.batching import BatchOptions, shard_batches
 from returnn.datasets.prefetch import BatchPrefetcher
@@ -97,22 +98,23 @@ class Engine:
     def _init_datasets(self) -> Dict[str, Dataset]:
         defaults = {"cache_size": self.config.typed_value("cache_size")}
         out: Dict[str, Dataset] = {}
-        for name in ("train", "dev", "eval"):
-            spec = self.config.typed_value(name)
-            if name != "train":
+        specs = [(name, self.config.typed_value(name), name == "train") for name in ("train", "dev", "eval")]
+        specs += [(name, spec, False) for name, spec in (self.config.typed_value("eval_datasets") or {}).items()]
+        for name, spec, is_train in specs:
+            if not is_train:
                 spec = eval_dataset_spec(spec)
             elif isinstance(spec, dict) and "seq_ordering" not in spec and self.config.has("batching"):
                 spec = dict(spec, seq_ordering=self.config.value("batching"))  # RETURNN's global default
-            if spec:
-                out[name] = init_dataset(spec, defaults, name=name)
-        for name, spec in (self.config.typed_value("eval_datasets") or {}).items():
-            out[name] = init_dataset(eval_dataset_spec(spec), defaults, name=name)
-        train = out.get("train")
-        if train is not None and self.dist.dataset_seed_offset():
-            train.random_seed_offset += self.dist.dataset_seed_offset()
-        window = self.config.int("window")
-        if window > 1:  # RETURNN's input windowing, for every dataset
-            out = {name: WindowedDataset(dataset, window) for name, dataset in out.items()}
+            if not spec:
+                continue
+            window = self.config.int("window")
+            if isinstance(spec, dict) and spec.get("window") is not None:  # the dataset's own wins (RETURNN)
+                spec = dict(spec)
+                window = int_option("dataset %s" % name, "window", spec.pop("window"), minimum=0)
+            dataset = init_dataset(spec, defaults, name=name)
+            if is_train and self.dist.dataset_seed_offset():
+                dataset.random_seed_offset += self.dist.dataset_seed_offset()
+            out[name] = WindowedDataset(dataset, window) if window > 1 else dataset  # RETURNN's input windowing
         return out
 
     def _eval_dataset_names(self) -> List[str]:
@@ -346,7 +348,7 @@ class Engine:
         """(dataset, this rank's batch slices of ``epoch``, start position in the epoch's batch order):
         sharded, cut to the smallest rank's count, without what an interrupted run already trained."""
         dataset = self.datasets["train"]
-        ordered = self.batching.epoch_slices(dataset, epoch, chunked=True, packed=True)
+        ordered = self.batching.epoch_slices(dataset, epoch, "train", packed=True)
         self.epoch_order = (order_digest(ordered), len(ordered))
         start = self._resume_start(epoch)
         slices = ordered[start:]

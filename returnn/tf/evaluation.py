@@ -19,7 +19,7 @@ def evaluate_dataset(steps: StepFunctions, dataset: Dataset, epoch: int, batchin
                      dist: DistributedContext, heartbeat=lambda: None) -> Dict[str, float]:
     """Scores of ``dataset`` without training. Batches are split over ranks (i mod size) and the
     sums reduced, so every rank gets the score of the whole dataset."""
-    slices = batching.epoch_slices(dataset, epoch, chunked=False, rank=dist.rank, size=dist.size, packed=True)
+    slices = batching.epoch_slices(dataset, epoch, "eval", rank=dist.rank, size=dist.size, packed=True)
     acc = ScoreAccumulator(steps.loss_names)
     batches = BatchPrefetcher(dataset, slices, steps.train_keys, batching.prefetch, transform=steps.to_tensors)
     for batch_slice, batch in zip(slices, batches):
@@ -78,7 +78,7 @@ def _write_dataset(steps: StepFunctions, dataset: Dataset, batching: BatchOption
                    step_fn: Callable, writers: List[Any]) -> int:
     """Runs ``step_fn`` (batch -> one (frames, lengths) pair per writer) over ``dataset`` and writes
     the sequences under their tags; a failure leaves no file behind."""
-    slices = batching.epoch_slices(dataset, epoch, chunked=False)
+    slices = batching.epoch_slices(dataset, epoch, "forward")
     count = 0
     try:
         for sl, batch in zip(slices, BatchPrefetcher(dataset, slices, keys, batching.prefetch,

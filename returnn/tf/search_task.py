@@ -58,7 +58,7 @@ def run_search(steps: StepFunctions, dataset: Dataset, batching: BatchOptions, e
                target: Optional[str]) -> Tuple[List[Tuple[str, List[int]]], Dict[str, float]]:
     """Decodes ``dataset``; returns ``[(tag, labels)]`` in dataset order and the edit-distance
     statistics against ``target`` (empty when the data has no such key)."""
-    slices = batching.epoch_slices(dataset, epoch, chunked=False)
+    slices = batching.epoch_slices(dataset, epoch, "forward")
     results: List[Tuple[str, List[int]]] = []
     errors = ref_len = 0
     have_ref = target is not None and target in dataset.data_infos()
