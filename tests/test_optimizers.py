@@ -72,12 +72,27 @@ def np_adam(lr, b1=0.9, b2=0.999, eps=1e-16, nesterov=False, **_):
     return xs
 
 
-def np_rmsprop(lr, rho=0.9, eps=1e-16, **_):
-    xs, ss = [x.copy() for x in X0], [np.zeros_like(x) for x in X0]
+def np_rmsprop(lr, rho=0.9, eps=1e-16, momentum=0.0, centered=False, **_):
+    """TensorFlow's v1 RMSPropOptimizer, which RETURNN uses: ms starts at ones, eps inside the root."""
+    xs, ss = [x.copy() for x in X0], [np.ones_like(x) for x in X0]
+    moms, mgs = [np.zeros_like(x) for x in X0], [np.zeros_like(x) for x in X0]
     for _ in range(STEPS):
         gs = grads_np(xs)
         ss = [rho * s + (1 - rho) * g * g for s, g in zip(ss, gs)]
-        xs = [x - lr * g / (np.sqrt(s) + eps) for x, g, s in zip(xs, gs, ss)]
+        mgs = [rho * m + (1 - rho) * g for m, g in zip(mgs, gs)]
+        denom = [s - m * m if centered else s for s, m in zip(ss, mgs)]
+        moms = [momentum * m + lr * g / np.sqrt(d + eps) for m, g, d in zip(moms, gs, denom)]
+        xs = [x - m for x, m in zip(xs, moms)]
+    return xs
+
+
+def np_adagrad(lr, init=0.1, **_):
+    """TensorFlow's v1 AdagradOptimizer: the accumulator starts at ``init``, no epsilon."""
+    xs, accs = [x.copy() for x in X0], [np.full_like(x, init) for x in X0]
+    for _ in range(STEPS):
+        gs = grads_np(xs)
+        accs = [a + g * g for a, g in zip(accs, gs)]
+        xs = [x - lr * g / np.sqrt(a) for x, g, a in zip(xs, gs, accs)]
     return xs
 
 
@@ -117,6 +132,16 @@ CASES = [
     ("rmsprop", {"optimizer": {"class": "rmsprop", "decay": 0.8}, "learning_rate": 0.01},
      lambda: np_rmsprop(0.01, 0.8)),
     ("rmsprop-old-style", {"rmsprop": True, "learning_rate": 0.01}, lambda: np_rmsprop(0.01)),
+    ("rmsprop-old-style-decay-momentum", {"rmsprop": 0.7, "momentum": 0.5, "learning_rate": 0.01},
+     lambda: np_rmsprop(0.01, 0.7, momentum=0.5)),
+    ("rmsprop-centered", {"optimizer": {"class": "rmsprop", "centered": True, "momentum": 0.3, "epsilon": 1e-3},
+                          "learning_rate": 0.01}, lambda: np_rmsprop(0.01, momentum=0.3, centered=True, eps=1e-3)),
+    ("adagrad", {"optimizer": {"class": "adagrad"}, "learning_rate": 0.1}, lambda: np_adagrad(0.1)),
+    ("adagrad-old-style", {"adagrad": True, "learning_rate": 0.2, "optimizer_epsilon": 0.5}, lambda: np_adagrad(0.2)),
+    ("adagrad-initial", {"optimizer": {"class": "adagrad", "initial_accumulator_value": 1.0}, "learning_rate": 0.1},
+     lambda: np_adagrad(0.1, 1.0)),
+    ("lr-multiplier", {"optimizer": {"class": "sgd", "learning_rate_multiplier": 0.5}, "learning_rate": 0.2},
+     lambda: np_sgd(0.1)),
     ("adadelta", {"optimizer": {"class": "adadelta"}, "learning_rate": 1.0}, lambda: np_adadelta(1.0)),
     ("adadelta-options", {"optimizer": {"class": "adadelta", "rho": 0.9, "epsilon": 1e-3}, "learning_rate": 0.5},
      lambda: np_adadelta(0.5, 0.9, 1e-3)),
@@ -167,7 +192,11 @@ def test_optimizer_options_forms():
     assert optimizer_options(Config({"adam": True})) == {"class": "adam"}
     assert optimizer_options(Config({"adam": False, "nadam": True})) == {"class": "nadam"}
     assert optimizer_options(Config({"optimizer": "rmsprop"})) == {"class": "rmsprop"}
-    assert optimizer_options(Config({"momentum": 0.9})) == {"class": "momentum", "momentum": 0.9}
+    assert optimizer_options(Config({"momentum": 0.9}))["class"] == "momentum"
+    # RETURNN's precedence of the old flags: adam, nadam, adadelta, adagrad, rmsprop, momentum
+    assert optimizer_options(Config({"rmsprop": True, "adagrad": True}))["class"] == "adagrad"
+    assert optimizer_options(Config({"rmsprop": True, "adadelta": True}))["class"] == "adadelta"
+    assert optimizer_options(Config({"rmsprop": 0.95, "momentum": 0.9})) == {"class": "rmsprop", "decay": 0.95}
 
 
 def test_unknown_optimizer_lists_known():
@@ -175,7 +204,7 @@ def test_unknown_optimizer_lists_known():
         create_optimizer(Config({"optimizer": {"class": "lion"}}), [tf.Variable([1.0])])
     text = str(info.value)
     assert "lion" in text
-    for known in ("adam", "nadam", "sgd", "momentum", "rmsprop", "adadelta"):
+    for known in ("adam", "nadam", "sgd", "momentum", "rmsprop", "adadelta", "adagrad"):
         assert known in text
 
 

@@ -92,12 +92,15 @@ _train("gradient_noise", "float", 0.0, "Stddev of Gaussian noise added to gradie
 
 # ---- optimizer
 _opt = partial(declare, group="optimizer")
-_opt("optimizer", "dict|str", None, "{'class': 'adam' | 'nadam' | 'sgd' | 'momentum' | 'rmsprop' | 'adadelta', ...options}.")
+_opt("optimizer", "dict|str", None, "{'class': 'adam' | 'nadam' | 'sgd' | 'momentum' | 'rmsprop' | 'adadelta' | "
+     "'adagrad', ...options, 'learning_rate_multiplier': x}.")
 _opt("adam", "bool", False, "Old style: use Adam (when 'optimizer' is not set).")
 _opt("nadam", "bool", False, "Old style: use Nadam.")
-_opt("rmsprop", "bool", False, "Old style: use RMSProp.")
+_opt("rmsprop", "bool|float", False, "Old style: use RMSProp (a number is its decay).")
 _opt("adadelta", "bool", False, "Old style: use Adadelta.")
-_opt("momentum", "bool|float", False, "Old style: SGD with momentum (a number is the momentum).")
+_opt("adagrad", "bool", False, "Old style: use Adagrad.")
+_opt("momentum", "bool|float", False, "Old style: SGD with momentum (a number is the momentum); also the momentum "
+     "of RMSProp.")
 _opt("optimizer_epsilon", "float", 1e-16, "Epsilon of Adam-like optimizers (RETURNN's default).")
 
 # ---- learning rate

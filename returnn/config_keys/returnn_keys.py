@@ -30,7 +30,7 @@ ignore("""sprint_interface_custom_dataset sprint_interface_dataset_opts sprint_t
     SprintInterfacePythonFeatureScorer tf_data_provider_capacity tf_run_options tf_static_shapes
     use_train_proc_manager file_cache_opts reset_dev_memory_caches need_data""".split(),
        "RETURNN infrastructure option; no effect here")
-ignore("""accum_grad_multiple_step adagrad allow_skipping_seqs_in_forward
+ignore("""accum_grad_multiple_step allow_skipping_seqs_in_forward
     apply_cleanup_old_models_to_optim_states calculate_exp_loss check_learning_rates
     cleanup_old_models combine_labels context_window ctc_prior_file data_key decouple_constraints
     decouple_constraints_factor default_float_dtype default_input deterministic_train distributed_tf

@@ -121,19 +121,47 @@ class Nadam(Adam):
 
 
 class RMSProp(Optimizer):
-    """``ms = rho * ms + (1 - rho) * g^2``; ``v -= lr * g / (sqrt(ms) + eps)`` (TF's fused RMSProp
-    kernel puts eps inside the square root, so this one stays unfused)."""
+    """RMSProp as RETURNN runs it (TensorFlow's v1 ``RMSPropOptimizer``): ``ms`` starts at ones,
+    ``ms = rho * ms + (1 - rho) * g^2``, ``mom = momentum * mom + lr * g / sqrt(ms + eps)``,
+    ``v -= mom``; ``centered`` also tracks ``mg`` (mean gradient) and uses ``ms - mg^2``. One fused
+    kernel per variable."""
 
-    slot_names = ("ms",)
+    slot_names = ("ms", "momentum")
 
-    def __init__(self, variables, decay: float = 0.9, **kwargs):
+    def __init__(self, variables, decay: float = 0.9, momentum: float = 0.0, centered: bool = False, **kwargs):
         super().__init__(variables, **kwargs)
-        self.rho = float(decay)
+        self.rho, self.momentum, self.centered = float(decay), float(momentum), bool(centered)
+        for ms in self.slots["ms"]:
+            ms.assign(tf.ones_like(ms))
+        if self.centered:
+            self.slots["mg"] = [tf.Variable(tf.zeros_like(v), trainable=False, name="mg_%i" % i)
+                                for i, v in enumerate(variables)]
 
     def _update(self, i, g, v, coeffs):
-        ms = self.slot("ms", i)
-        ms.assign(self.rho * ms + (1.0 - self.rho) * tf.square(g))
-        v.assign_sub(coeffs["lr"] * g / (tf.sqrt(ms) + self.epsilon))
+        args = dict(var=v.handle, ms=self.slot("ms", i).handle, mom=self.slot("momentum", i).handle, lr=coeffs["lr"],
+                    rho=tf.constant(self.rho, v.dtype), momentum=tf.constant(self.momentum, v.dtype),
+                    epsilon=tf.constant(self.epsilon, v.dtype), grad=g)
+        if self.centered:
+            tf.raw_ops.ResourceApplyCenteredRMSProp(mg=self.slot("mg", i).handle, **args)
+        else:
+            tf.raw_ops.ResourceApplyRMSProp(**args)
+
+
+class Adagrad(Optimizer):
+    """Adagrad as RETURNN runs it (TensorFlow's v1 ``AdagradOptimizer``): the accumulator starts at
+    ``initial_accumulator_value``; ``acc += g^2``, ``v -= lr * g / sqrt(acc)``."""
+
+    slot_names = ("accumulator",)
+
+    def __init__(self, variables, initial_accumulator_value: float = 0.1, **kwargs):
+        kwargs.pop("epsilon", None)  # v1 Adagrad has none
+        super().__init__(variables, **kwargs)
+        for acc in self.slots["accumulator"]:
+            acc.assign(tf.fill(tf.shape(acc), tf.cast(initial_accumulator_value, acc.dtype)))
+
+    def _update(self, i, g, v, coeffs):
+        tf.raw_ops.ResourceApplyAdagrad(var=v.handle, accum=self.slot("accumulator", i).handle, lr=coeffs["lr"],
+                                        grad=g)
 
 
 class Adadelta(Optimizer):
@@ -153,8 +181,9 @@ class Adadelta(Optimizer):
 
 
 OPTIMIZERS = {"sgd": SGD, "gradientdescent": SGD, "momentum": Momentum, "adam": Adam, "nadam": Nadam,
-              "rmsprop": RMSProp, "adadelta": Adadelta}
-_OLD_FLAGS = ("adam", "nadam", "rmsprop", "adadelta", "momentum")
+              "rmsprop": RMSProp, "adadelta": Adadelta, "adagrad": Adagrad}
+_OLD_FLAGS = ("adam", "nadam", "adadelta", "adagrad", "rmsprop", "momentum")  # RETURNN's order of precedence
+_TAKES_MOMENTUM = ("momentum", "rmsprop")  # classes that get the config's 'momentum' (RETURNN's rule)
 
 
 def optimizer_options(config: Config) -> Dict[str, Any]:
@@ -168,8 +197,9 @@ def optimizer_options(config: Config) -> Dict[str, Any]:
             if config.bool(flag, False):
                 opts = {"class": flag}
                 break
-        if opts["class"] == "momentum" and config.has("momentum"):
-            opts["momentum"] = config.float("momentum")
+        rmsprop = config.typed_value("rmsprop")
+        if opts["class"] == "rmsprop" and isinstance(rmsprop, float):  # a number is the decay (RETURNN)
+            opts["decay"] = rmsprop
     if not isinstance(opts, dict) or "class" not in opts:
         raise ConfigError("config key 'optimizer': expected a dict with 'class', got %r" % (opts,))
     return dict(opts)
@@ -182,12 +212,15 @@ def create_optimizer(config: Config, variables: Sequence[tf.Variable]) -> Optimi
     if name not in OPTIMIZERS:
         raise ConfigError("config key 'optimizer': unknown class %r (known: %s)" % (name, known_list(OPTIMIZERS)))
     opts.pop("learning_rate", None)
-    if "epsilon" not in opts and name != "adadelta":
+    learning_rate = config.float("learning_rate") * float(opts.pop("learning_rate_multiplier", 1.0))
+    if "epsilon" not in opts and name not in ("adadelta", "adagrad"):
         opts["epsilon"] = config.float("optimizer_epsilon")
+    if name in _TAKES_MOMENTUM and "momentum" not in opts and config.float("momentum", 0.0):
+        opts["momentum"] = config.float("momentum")
     for key in ("beta_1", "beta_2"):
         if key in opts:
             opts[key.replace("_", "")] = opts.pop(key)
     try:
-        return OPTIMIZERS[name](variables, learning_rate=config.float("learning_rate"), **opts)
+        return OPTIMIZERS[name](variables, learning_rate=learning_rate, **opts)
     except TypeError as exc:
         raise ConfigError("config key 'optimizer' (%s): bad option: %s" % (name, exc))
