@@ -215,7 +215,7 @@ def create_optimizer(config: Config, variables: Sequence[tf.Variable]) -> Optimi
     learning_rate = config.float("learning_rate") * float(opts.pop("learning_rate_multiplier", 1.0))
     if "epsilon" not in opts and name not in ("adadelta", "adagrad"):
         opts["epsilon"] = config.float("optimizer_epsilon")
-    if name in _TAKES_MOMENTUM and "momentum" not in opts and config.float("momentum", 0.0):
+    if name in _TAKES_MOMENTUM and "momentum" not in opts and config.float("momentum"):
         opts["momentum"] = config.float("momentum")
     for key in ("beta_1", "beta_2"):
         if key in opts:
