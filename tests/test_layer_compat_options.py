@@ -113,3 +113,13 @@ def test_extern_data_entries_in_the_num_outputs_form():
     specs = extern_data_from_config(config)
     assert specs["data"].dim == 80 and not specs["data"].sparse
     assert specs["classes"].sparse and specs["classes"].dim == 10 and specs["x"].dim == 3
+
+
+def test_layers_and_losses_that_need_rasr_are_one_line_naming_the_layer():
+    extern = {"data": Data("data", shape=(None, 3)), "classes": Data("classes", shape=(None,), sparse=True, dim=4)}
+    with pytest.raises(NetworkError, match=r"layer 'bw': layer class 'fast_bw' is not available here: .*RASR"):
+        TFNetwork({"bw": {"class": "fast_bw", "from": "data"}}, extern)
+    for loss in ("fast_bw", "sprint"):  # RETURNN's full-sum losses, with their sprint_opts
+        net = {"output": {"class": "softmax", "n_out": 4, "from": "data", "loss": loss, "sprint_opts": {"x": 1}}}
+        with pytest.raises(NetworkError, match=r"layer 'output': loss %r is not available here: .*RASR" % loss):
+            TFNetwork(net, extern)

@@ -245,6 +245,10 @@ NOT_HERE = {
     "mask_based_gevbeamforming": "it needs the pb_bss beamforming package",
     "mask_based_mvdrbeamforming": "it needs the pb_bss beamforming package",
 }
+# Losses likewise: RETURNN's full-sum losses computed by RASR.
+LOSSES_NOT_HERE = {"fast_bw": NOT_HERE["fast_bw"],
+                   "sprint": "it is computed by RASR (Sprint); train with 'ce' on alignments dumped to HDF "
+                             "(tools/hdf_dump.py) or with a 'ctc' loss instead"}
 
 
 def get_layer_class(name: str, layer_name: str, opts: Optional[Mapping[str, Any]] = None) -> Type[Layer]:
@@ -256,6 +260,9 @@ def get_layer_class(name: str, layer_name: str, opts: Optional[Mapping[str, Any]
             raise NetworkError("layer %r: layer class %r is not available here: %s" % (layer_name, name, NOT_HERE[name]))
         raise NetworkError("layer %r: unknown layer class %r (known: %s)" % (layer_name, name, known_list(LAYER_CLASSES)))
     cls = LAYER_CLASSES[name]
+    loss = opts.get("loss") if opts is not None else None
+    if isinstance(loss, str) and loss in LOSSES_NOT_HERE:  # before its options (sprint_opts) are checked
+        raise NetworkError("layer %r: loss %r is not available here: %s" % (layer_name, loss, LOSSES_NOT_HERE[loss]))
     if opts is not None and cls.class_selector is not None:
         cls = cls.class_selector(opts) or cls
     return cls
