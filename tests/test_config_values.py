@@ -22,7 +22,7 @@ BAD = [
     ({"num_inputs": 0}, "config key 'num_inputs': must be >= 1, got 0"),
     ({"num_outputs": {"classes": [0, 1]}}, "config key 'num_outputs': entry 'classes': expected a dim >= 1"),
     ({"num_outputs": [2, 1]}, "config key 'num_outputs': expected an integer or a dict, got [2, 1]"),
-    ({"extern_data": {"data": 3}}, "config key 'extern_data': entry 'data': expected a dict, got 3"),
+    ({"extern_data": {"data": 3}}, "config key 'extern_data': entry 'data': expected a dict or a list, got 3"),
     ({"extern_data": [1]}, "config key 'extern_data': expected a dict, got [1]"),
     ({"eval_datasets": ["x"]}, "config key 'eval_datasets': expected a dict, got ['x']"),
     ({"eval_datasets": {"x": 3}}, "config key 'eval_datasets': entry 'x': expected a dict or a string, got 3"),
@@ -46,6 +46,7 @@ def test_bad_values_name_the_key(entries, message):
 def test_good_values_pass():
     check_values({"num_epochs": 0, "learning_rate": 0, "learning_rates": {1: 0.5, "2": 0.25},
                   "num_outputs": {"classes": [2, 1], "data": [9, 2], "w": {"dim": 3}, "s": {"shape": (None, 3)}},
+                  "extern_data": {"data": (80, 2), "classes": [10, 1], "x": {"dim": 3}},  # RETURNN's [dim, ndim] too
                   "num_inputs": "9", "max_seq_length": {"data": 100}, "eval_datasets": {"x": {"class": "A"}, "y": "d"},
                   "tf_session_opts": {"intra_op_parallelism_threads": 1, "log_device_placement": False},
                   "network": {"#config": {"a": 1}, "output": {"class": "softmax"}}, "batch_size": 0,

@@ -122,7 +122,7 @@ def _check_lengths(value: Any) -> Optional[str]:
 _STRUCTURE: Dict[str, Callable[[Any], Optional[str]]] = {
     "learning_rates": _check_learning_rates,
     "eval_datasets": _values_of("dict|str"),
-    "extern_data": _values_of("dict"),
+    "extern_data": _values_of("dict|list"),  # an option dict, or RETURNN's [dim, ndim] as in num_outputs
     "network": _values_of("dict"),
     "num_outputs": _check_num_outputs,
     "tf_session_opts": _check_thread_counts,
