@@ -10,7 +10,7 @@ LATEST_TF_TESTS ?= tests/test_engine.py tests/test_distributed.py tests/test_con
 	tests/test_tensorboard.py tests/test_layers.py tests/test_losses.py tests/test_optimizers.py tests/test_checkpoint.py \
 	tests/test_rec_subnet.py tests/test_rec_search.py tests/test_layers_attention.py tests/test_layers_gather.py \
 	tests/test_lstm_kernels.py tests/test_dense_dot.py tests/test_packed_frames.py tests/test_compiled_function.py \
-	tests/test_tf_import.py
+	tests/test_tf_import.py tests/test_train_loop.py tests/test_chunk_options.py
 BASE_PATH := $(PATH)
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 # Running as root under mpirun (tests, demos) needs these; harmless otherwise.
