@@ -123,3 +123,12 @@ def test_layers_and_losses_that_need_rasr_are_one_line_naming_the_layer():
         net = {"output": {"class": "softmax", "n_out": 4, "from": "data", "loss": loss, "sprint_opts": {"x": 1}}}
         with pytest.raises(NetworkError, match=r"layer 'output': loss %r is not available here: .*RASR" % loss):
             TFNetwork(net, extern)
+
+
+def test_a_loss_layer_without_n_out_infers_it_or_names_the_missing_target():
+    extern = {"data": Data("data", shape=(None, 3)), "classes": Data("classes", shape=(None,), sparse=True, dim=4)}
+    net = TFNetwork({"ctc": {"class": "softmax", "from": "data", "loss": "ctc", "target": "classes"},
+                     "output": {"class": "softmax", "from": "data", "loss": "ce"}}, extern)
+    assert net.layers["ctc"].output.dim == 5 and net.layers["output"].output.dim == 4  # + the CTC blank
+    with pytest.raises(NetworkError, match=r"layer 'ctc': its target 'src' is no data key \(known: classes, data\)"):
+        TFNetwork({"ctc": {"class": "softmax", "from": "data", "loss": "ctc", "target": "src"}}, extern)

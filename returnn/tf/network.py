@@ -230,6 +230,9 @@ class TFNetwork(tf.Module):
         target = opts.get("target") or self.default_target
         if isinstance(target, str) and target in self.extern_data and self.extern_data[target].dim is not None:
             opts["n_out"] = self.extern_data[target].dim + (1 if opts.get("loss") == "ctc" else 0)
+        elif isinstance(target, str) and ":" not in target and target not in self.extern_data:
+            raise NetworkError("layer %r: its target %r is no data key (known: %s) and it sets no 'n_out' to use "
+                               "instead" % (name, target, ", ".join(sorted(self.extern_data))))
 
     def template_of(self, source: str) -> Data:
         """The :class:`Data` template of a ``from`` entry."""
