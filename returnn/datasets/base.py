@@ -157,7 +157,7 @@ class Dataset:
     def init_seq_order(self, epoch: int = 1) -> None:
         """Chooses the sequences and their order for ``epoch`` (1-based)."""
         epoch = int(epoch or 1)
-        full_epoch = (epoch - 1) // self.partition_epoch + 1
+        full_epoch = self._full_epoch(epoch)
         self._prepare_epoch(full_epoch)
         order = self.full_epoch_order(full_epoch, epoch)
         if self.unique_seq_tags:
@@ -194,8 +194,11 @@ class Dataset:
     def epoch_random(self) -> random.Random:
         """RETURNN's random generator of the current epoch (its ``rnd_seq_drop``, e.g. for
         ``chunking_variance``): Python's ``random.Random``, seeded as the epoch's order is."""
-        full_epoch = (int(self.epoch or 1) - 1) // self.partition_epoch + 1
-        return random.Random(self.random_seed_for_epoch(full_epoch))
+        return random.Random(self.random_seed_for_epoch(self._full_epoch(int(self.epoch or 1))))
+
+    def _full_epoch(self, epoch: int) -> int:
+        """The full epoch a (sub-)epoch of ``partition_epoch`` belongs to."""
+        return (epoch - 1) // self.partition_epoch + 1
 
     def random_seed_for_epoch(self, full_epoch: int, nth: int = 1) -> int:
         """Seed for generating/shuffling: ``fixed_random_seed`` if set, else the full epoch (in

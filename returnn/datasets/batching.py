@@ -170,8 +170,8 @@ def make_batch_arrays(dataset: Dataset, batch: BatchSlices, keys: Optional[Seque
     seqs = dataset.get_seqs(unique)
     by_idx = dict(zip(unique, seqs))
     rows = [by_idx[idx] for idx in idxs]  # a sequence may fill several entries (chunks)
-    ranges = [(s, e) for s, e in zip(batch.starts.tolist(), batch.ends.tolist())] \
-        if any(e >= 0 for e in batch.ends.tolist()) else None
+    ends = batch.ends.tolist()
+    ranges = list(zip(batch.starts.tolist(), ends)) if any(e >= 0 for e in ends) else None  # None: whole sequences
     out: Dict[str, np.ndarray] = {}
     for key in keys:
         pieces = [row[key] for row in rows]
@@ -182,9 +182,7 @@ def make_batch_arrays(dataset: Dataset, batch: BatchSlices, keys: Optional[Seque
             out[key + ":seq_len"] = np.array([out[key].shape[1]], dtype=np.int32)
             continue
         lens = [len(p) for p in pieces]
-        first = pieces[0] if pieces else None
-        padded = np.zeros((len(pieces), max(lens, default=0)) + (first.shape[1:] if first is not None else ()),
-                          dtype=first.dtype if first is not None else np.float32)
+        padded = np.zeros((len(pieces), max(lens)) + pieces[0].shape[1:], dtype=pieces[0].dtype)
         for j, piece in enumerate(pieces):
             padded[j, :lens[j]] = piece
         out[key] = padded
@@ -243,7 +241,7 @@ class BatchOptions:
         chunking (see :func:`eval_chunking`); forwarding and search always see whole sequences."""
         if purpose == "forward":
             return None
-        own = getattr(dataset, "chunk_settings", {})
+        own = dataset.chunk_settings
         default = self.chunking if purpose == "train" else self.eval_chunking
         return chunk_options(own.get("chunking", default), own.get("min_chunk_size", self.min_chunk_size),
                              own.get("chunking_variance", self.chunking_variance))

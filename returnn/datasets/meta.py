@@ -178,7 +178,7 @@ class MetaDataset(Dataset):
         epoch = int(epoch or 1)
         control = self.datasets[self.control_key]
         control.init_seq_order(epoch)
-        self._prepare_epoch((epoch - 1) // control.partition_epoch + 1)
+        self._prepare_epoch(control._full_epoch(epoch))
         to_here = np.full(control.num_corpus_seqs, -1, dtype=np.int64)
         to_here[self._index[self.control_key]] = np.arange(self._corpus_num_seqs())
         order = to_here[np.asarray(control.seq_order, dtype=np.int64)]

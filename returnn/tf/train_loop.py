@@ -2,8 +2,8 @@
 control flags acted on, and the parameter syncs of ``horovod_reduce_type = "param"``.
 
 This loop runs between two compiled steps, on a CPU whose caches the step has just used, so it
-is kept short: no context managers, no numpy work on the flags unless a flag is set, one slice
-of the step's output per step (measured with ``benchmarks/engine_overhead.py``: 1.05x -> 1.03x
+is kept short: no context managers, no numpy work on the flags unless a flag is set, stats
+summed in place (measured with ``benchmarks/engine_overhead.py``: 1.05x -> 1.03x
 of a bare loop on the 12AX demo's 2.4 ms steps).
 """
 from __future__ import annotations
@@ -19,7 +19,7 @@ from returnn.distributed.context import DistributedContext
 from returnn.errors import NonFiniteScoreError
 from returnn.tf.losses import alignment_error
 from returnn.tf.reporting import EpochTimer, ScoreAccumulator
-from returnn.tf.steps import FLAG_NAMES, NUM_FLAGS, STATS_PER_LOSS, StepFunctions
+from returnn.tf.steps import FLAG_NAMES, NUM_FLAGS, StepFunctions
 
 STOP = FLAG_NAMES.index("stop")
 NONFINITE = FLAG_NAMES.index("nonfinite")
@@ -82,9 +82,7 @@ def run_train_steps(steps: StepFunctions, batches: Iterable, slices: Sequence, d
     zero_flags = tf.zeros([NUM_FLAGS], tf.float32)  # converted once: the usual value
     pending = np.zeros(NUM_FLAGS, np.float32)  # this rank's flags not yet agreed on
     pending_set = False  # whether any of them is set
-    n_stats = len(steps.loss_names) * STATS_PER_LOSS
-    shape = (len(steps.loss_names), STATS_PER_LOSS)
-    totals, train_step, clock = acc.totals, steps.train_step, time.perf_counter
+    totals, train_step, split_stats, clock = acc.totals, steps.train_step, steps.split_stats, time.perf_counter
     timer = EpochTimer()
     step_time, step = 0.0, 0
     for batch, seed in batches:  # seed = [epoch, global step]: one batch per step
@@ -101,9 +99,8 @@ def run_train_steps(steps: StepFunctions, batches: Iterable, slices: Sequence, d
             raise error from None
         step_time += clock() - t0
         step += 1
-        stats = out[:n_stats].reshape(shape)
+        stats, flags = split_stats(out)
         totals += stats
-        flags = out[n_stats:n_stats + NUM_FLAGS]
         if param_sync is not None:  # flags are agreed on only at syncs
             pending = np.maximum(pending, flags)
             pending_set = bool(pending.any())
