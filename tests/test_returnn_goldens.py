@@ -1,0 +1,155 @@
+"""Our engine against the real RETURNN: each ``tests/data/returnn_goldens/<case>.npz`` holds a small
+network, its inputs, its parameters by RETURNN's names and the output RETURNN computed (written by
+``tests/returnn_goldens/make_goldens.py``, which runs the PyPI RETURNN; its docstring describes the
+file format and how to regenerate). Here the same net dict is built with our engine, the parameters
+are set by RETURNN's names (:mod:`returnn.tf.returnn_params`), the forward pass runs in evaluation
+mode, and the output must match RETURNN's on the real (non-padded) positions within 1e-5.
+"""
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from returnn.config import Config, get_global_config, set_global_config
+from returnn.extern_data import extern_data_from_config
+from returnn.tf.layers import RunContext
+from returnn.tf.network import TFNetwork
+
+GOLDEN_DIR = Path(__file__).resolve().parent / "data" / "returnn_goldens"
+FILES = sorted(GOLDEN_DIR.glob("*.npz"))
+META_KEYS = {"case", "family", "network", "extern_data", "config", "output_layer", "train_flag", "returnn_version",
+             "tf_version", "params", "out_dims", "time_axis"}
+ATOL = RTOL = 1e-5
+
+
+def load_case(path: Path):
+    """(meta, {array name: array}) of one golden file."""
+    with np.load(path, allow_pickle=False) as z:
+        arrays = {k: z[k] for k in z.files}
+    return json.loads(str(arrays.pop("meta"))), arrays
+
+
+@contextlib.contextmanager
+def case_config(meta):
+    """The case's config keys (e.g. ``behavior_version``) as the global config, restored after."""
+    old = get_global_config()
+    set_global_config(Config(copy.deepcopy(meta["config"])))
+    try:
+        yield
+    finally:
+        set_global_config(old)
+
+
+def build_network(meta) -> TFNetwork:
+    extern = extern_data_from_config(Config({"extern_data": copy.deepcopy(meta["extern_data"])}))
+    return TFNetwork(copy.deepcopy(meta["network"]), extern)
+
+
+def dims_desc(data) -> list:
+    """Axis roles like make_goldens.py writes them: B, T, F, S(n)."""
+    parts = []
+    for i, dim in enumerate(data.dims):
+        if i == data.batch_dim_axis:
+            parts.append("B")
+        elif i == data.time_dim_axis:
+            parts.append("T")
+        elif i == data.feature_dim_axis:
+            parts.append("F" if dim.dimension is not None else "F?")
+        else:
+            parts.append("S(%s)" % (dim.dimension if dim.dimension is not None else "dyn"))
+    return parts
+
+
+def run_ours(net: TFNetwork, meta, arrays):
+    """Our output (numpy, batch-major, axes ordered as RETURNN's) and {axis: (B,) sizes}."""
+    name = meta["output_layer"]
+    batch = {}
+    for key in meta["extern_data"]:
+        batch[key] = tf.constant(arrays["in:" + key])
+        batch[key + ":seq_len"] = tf.constant(arrays["len:" + key])
+    out = net.forward(batch, RunContext(False), only=[name])[name]
+    data = out.data
+    perm = [data.batch_dim_axis] + [i for i in range(data.batch_ndim) if i != data.batch_dim_axis]
+    ours, gold = [dims_desc(data)[i] for i in perm], meta["out_dims"].split(",")
+    if ours != gold and sorted(ours) == sorted(gold) and len(set(gold)) == len(gold):
+        perm = [perm[ours.index(d)] for d in gold]  # same roles, other order: RETURNN's order
+    value = tf.transpose(out.tensor, perm).numpy() if out.tensor.shape.rank else out.tensor.numpy()
+    sizes = {}
+    for new_axis, axis in enumerate(perm):
+        if data.dims[axis].is_dynamic():
+            size = out.size(axis)
+            sizes[new_axis] = None if size is None else np.asarray(size)
+    return value, sizes, ",".join(dims_desc(data))
+
+
+def real_mask(shape, sizes):
+    mask = np.ones(shape, bool)
+    for axis, size in sizes.items():
+        bc = [1] * len(shape)
+        bc[0], bc[axis] = shape[0], shape[axis]
+        mask &= (np.arange(shape[axis])[None, :] < size[:, None]).reshape(bc)
+    return mask
+
+
+@pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
+def test_golden_file_format(path):
+    """Each file has what the consumer reads (cheap; independent of our engine)."""
+    meta, arrays = load_case(path)
+    assert META_KEYS <= set(meta), sorted(META_KEYS - set(meta))
+    assert meta["case"] == path.stem and meta["train_flag"] is False
+    for key in meta["extern_data"]:
+        assert arrays["in:" + key].shape[0] == arrays["len:" + key].shape[0] == 3
+        assert arrays["len:" + key].dtype == np.int32
+    assert sorted(k[len("param:"):] for k in arrays if k.startswith("param:")) == sorted(meta["params"])
+    assert "global_step" not in meta["params"]
+    assert "out" in arrays and len(meta["out_dims"].split(",")) == arrays["out"].ndim
+    if meta["time_axis"] is not None:
+        assert arrays["out_len"].shape == (3,)
+
+
+def test_golden_files_present():
+    assert len(FILES) >= 40, "expected the golden files in %s (run tests/returnn_goldens/make_goldens.py)" % GOLDEN_DIR
+
+
+@pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
+def test_same_output_as_returnn(path):
+    from returnn.tf.returnn_params import returnn_param_shapes, set_returnn_param_values
+
+    meta, arrays = load_case(path)
+    with case_config(meta):
+        net = build_network(meta)
+        shapes = {k: tuple(v) for k, v in returnn_param_shapes(net).items()}
+        expected = meta["params"]
+        assert sorted(shapes) == sorted(expected), "parameter names differ from RETURNN's: missing %s, extra %s" % (
+            sorted(set(expected) - set(shapes)), sorted(set(shapes) - set(expected)))
+        if "param_shapes" in meta:
+            gold_shapes = {k: tuple(v) for k, v in meta["param_shapes"].items()}
+            assert shapes == gold_shapes, "parameter shapes differ from RETURNN's: %s" % {
+                k: (shapes[k], gold_shapes[k]) for k in shapes if shapes[k] != gold_shapes[k]}
+        set_returnn_param_values(net, {name: arrays["param:" + name] for name in expected})
+        value, sizes, our_desc = run_ours(net, meta, arrays)
+    gold = arrays["out"]
+    where = "%s (RETURNN out %s %s, ours %s %s)" % (meta["case"], meta["out_dims"], gold.shape, our_desc, value.shape)
+    assert value.ndim == gold.ndim, where
+    gold_sizes = {int(k[len("out_size:"):]): v for k, v in arrays.items() if k.startswith("out_size:")}
+    if meta["time_axis"] is not None:
+        gold_sizes.setdefault(meta["time_axis"], arrays["out_len"])
+    for axis, size in gold_sizes.items():
+        ours = sizes.get(axis)
+        assert ours is not None, "%s: axis %i has sizes in RETURNN %s, none here" % (where, axis, size.tolist())
+        np.testing.assert_array_equal(ours, size, err_msg="%s: sizes of axis %i" % (where, axis))
+        n = int(size.max(initial=0))
+        assert value.shape[axis] >= n, "%s: axis %i shorter than its sizes" % (where, axis)
+        value, gold = value.take(range(n), axis=axis), gold.take(range(n), axis=axis)
+    assert value.shape == gold.shape, where
+    mask = real_mask(gold.shape, gold_sizes)
+    if gold.dtype.kind in "iub":
+        np.testing.assert_array_equal(value[mask], gold[mask], err_msg=where)
+    else:
+        np.testing.assert_allclose(value[mask], gold[mask], rtol=RTOL, atol=ATOL, err_msg=where)
