@@ -33,6 +33,11 @@ The generator runs each case with two different garbage paddings; when RETURNN's
 differ (RETURNN does not mask there, e.g. ``conv``/``pool`` without ``use_time_mask``), the
 case is stored with zero padding (what RETURNN's datasets feed) and ``input_padding: "zeros"``.
 Padded positions of ``out`` hold whatever RETURNN left there: compare real positions only.
+
+Left out because RETURNN itself fails on them: ``rec`` unit ``nativelstm2`` with ``unit_opts``
+``forget_bias`` (RETURNN: set it via the parameter init), ``rnn_cell`` unit ``NativeLSTM2`` in a
+rec unit (AssertionError), ``rec`` unit ``rnn`` (NotImplementedError), ``pool`` mode ``avg`` with
+``use_time_mask`` (dtype error in RETURNN's masking).
 """
 from __future__ import annotations
 
@@ -203,6 +208,7 @@ case("rec_nativelstm2_backward", "rec_lstm", {"output": {"class": "rec", "unit":
                                                          "direction": -1, "from": "data"}})
 case("rec_standardlstm_backward", "rec_lstm", {"output": {"class": "rec", "unit": "standardlstm", "n_out": 3,
                                                           "direction": -1, "from": "data"}})
+# (RETURNN's native LSTM units refuse unit_opts forget_bias: "should be done via right param init")
 case("rec_basiclstm_forget_bias", "rec_lstm", {"output": {"class": "rec", "unit": "basiclstm", "n_out": 4,
                                                           "unit_opts": {"forget_bias": 1.5}, "from": "data"}})
 case("rec_standardlstm_forget_bias0", "rec_lstm", {"output": {"class": "rec", "unit": "standardlstm", "n_out": 4,
@@ -217,6 +223,7 @@ case("rec_bilstm_two_layers", "rec_lstm", {
     "fw2": {"class": "rec", "unit": "nativelstm2", "n_out": 3, "direction": 1, "from": ["fw1", "bw1"]},
     "bw2": {"class": "rec", "unit": "nativelstm2", "n_out": 3, "direction": -1, "from": ["fw1", "bw1"]},
     "output": {"class": "copy", "from": ["fw2", "bw2"]}})
+# (rnn_cell unit NativeLSTM2 fails in RETURNN with an AssertionError; rec unit "rnn": NotImplementedError)
 for cell in ["LSTMBlock", "GRU", "BasicLSTM", "BasicRNN", "StandardLSTM", "LSTMBlockFused"]:
     case("rnn_cell_" + cell.lower(), "rnn_cell",
          {"output": {"class": "rec", "from": "data", "unit": {
@@ -480,7 +487,7 @@ def _seed(name, salt):
     return zlib.crc32(("%s/%s" % (name, salt)).encode()) & 0x7FFFFFFF
 
 
-def _inputs(c, extern, padding, rng_seed):
+def _inputs(c, extern, padding):
     """{key: (array, lens)}; padding: 'garbage:N' (random large values) or 'zeros'."""
     import numpy as np
     out = {}
@@ -576,7 +583,7 @@ def run_case(c):
             def run(padding):
                 for p in params:  # again before each run: batch_norm may update its statistics in eval
                     p.load(values[p.name.split(":")[0]], sess)
-                feeds = _inputs(c, net.extern_data, padding, None)
+                feeds = _inputs(c, net.extern_data, padding)
                 feed_dict = {}
                 for key, (arr, lens) in feeds.items():
                     data = net.extern_data.data[key]
