@@ -677,7 +677,8 @@ def main(argv=None):
             if not args.keep_going:
                 raise
             failed.append(name)
-            print("FAILED %s: %s: %s" % (name, type(exc).__name__, str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""), flush=True)
+            first = (str(exc).strip().splitlines() or [""])[0][:300]
+            print("FAILED %s: %s: %s" % (name, type(exc).__name__, first), flush=True)
             continue
         path = os.path.join(args.out, name + ".npz")
         write_npz(path, arrays)
