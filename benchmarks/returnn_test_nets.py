@@ -91,17 +91,27 @@ def _variable_shapes(network) -> Dict[str, tuple]:
     return out
 
 
-def build_ours(entry: Dict[str, Any], shapes_fn=None) -> Dict[str, Any]:
-    """Build one net of the JSON in this engine: {"built", "mode", "error", "params", "num_params"}."""
+# RETURNN's builds in the JSON: key -> what the output calls it
+RUNS = OrderedDict([("returnn", "behavior version as RETURNN's tests run (latest, 38, unless the test sets one)"),
+                    ("returnn_bv0", "behavior version 0 (a config without behavior_version)")])
+
+
+def behavior_version_of(entry: Dict[str, Any], run: str) -> int:
+    return entry["behavior_version"] if run == "returnn" else 0
+
+
+def build_ours(entry: Dict[str, Any], shapes_fn=None, run: str = "returnn") -> Dict[str, Any]:
+    """Build one net of the JSON in this engine as RETURNN's build ``run`` was made (behavior version,
+    train or search mode): {"built", "mode", "error", "params", "num_params"}."""
     from returnn.config import Config, get_global_config, set_global_config
     from returnn.extern_data import extern_data_from_config
     from returnn.tf.network import TFNetwork
 
-    mode = entry["returnn"]["mode"] if entry["returnn"]["built"] else "train"
+    mode = entry[run]["mode"] if entry[run]["built"] else "train"
     net = ast.literal_eval(entry["net"])
     extern = _make_dims(ast.literal_eval(entry["extern"]), {})
     opts = dict(ast.literal_eval(entry["config"]))
-    opts["behavior_version"] = entry["behavior_version"]
+    opts["behavior_version"] = behavior_version_of(entry, run)
     opts.update(extern)
     old = get_global_config(auto_create=True)
     config = Config(opts)
@@ -144,9 +154,9 @@ def param_diff(ours: List[List[Any]], theirs: List[List[Any]]) -> List[str]:
         if n in a and n not in b:
             lines.append("only RETURNN: %s %s" % (n, a[n]))
         elif n in b and n not in a:
-            lines.append("only ours:    %s %s" % (n, b[n]))
+            lines.append("only ours: %s %s" % (n, b[n]))
         elif a[n] != b[n]:
-            lines.append("shape:        %s RETURNN %s, ours %s" % (n, a[n], b[n]))
+            lines.append("shape: %s RETURNN %s, ours %s" % (n, a[n], b[n]))
     return lines
 
 
@@ -182,9 +192,10 @@ def classify(error: str) -> Tuple[str, str]:
     return "other (%s)" % error.split(":", 1)[0], text if len(text) <= 110 else text[:107] + "..."
 
 
-def compare(data: Dict[str, Any], only: Optional[Sequence[str]] = None, progress: bool = False
-            ) -> Tuple[List[Dict[str, Any]], str]:
-    """Build every net; per-net result records (id, ours, returnn, category, mismatch) and the params note."""
+def compare(data: Dict[str, Any], only: Optional[Sequence[str]] = None, progress: bool = False,
+            run: str = "returnn") -> Tuple[List[Dict[str, Any]], str]:
+    """Build every net as RETURNN's build ``run``; per-net result records (id, ours, returnn, category,
+    parameter agreement) and the parameters note."""
     shapes_fn, note = param_shapes_function()
     results = []
     nets = [n for n in data["nets"] if not only or n["id"] in only]
@@ -192,11 +203,12 @@ def compare(data: Dict[str, Any], only: Optional[Sequence[str]] = None, progress
     for i, entry in enumerate(nets):
         if progress:
             print("\r%d/%d %-60s" % (i + 1, len(nets), entry["id"][:60]), end="", file=sys.stderr, flush=True)
-        ours = build_ours(entry, shapes_fn)
-        theirs = entry["returnn"]
+        ours = build_ours(entry, shapes_fn, run)
+        theirs = entry[run]
         category = {(True, True): "both", (False, True): "returnn_only", (True, False): "ours_only",
                     (False, False): "neither"}[(ours["built"], theirs["built"])]
         rec = {"id": entry["id"], "file": entry["file"], "line": entry["line"], "category": category,
+               "behavior_version": behavior_version_of(entry, run),
                "ours": ours, "returnn": {k: theirs[k] for k in ("built", "mode", "error", "num_params", "params")}}
         if category == "both":
             rec["params_agree"] = ours["num_params"] == returnn_count(theirs)
@@ -207,17 +219,25 @@ def compare(data: Dict[str, Any], only: Optional[Sequence[str]] = None, progress
     return results, note + " (%.1f s for %d nets)" % (time.time() - t0, len(nets))
 
 
-def report(results: List[Dict[str, Any]], note: str, data: Dict[str, Any], verbose: bool = False) -> str:
+def report(results: List[Dict[str, Any]], note: str, data: Dict[str, Any], verbose: bool = False,
+           run: str = "returnn", primary: Optional[List[Dict[str, Any]]] = None) -> str:
+    """The text report of one run; with ``primary`` (the results of the first run), the failures
+    are listed only for nets whose category differs from it."""
     out: List[str] = []
     cats = OrderedDict((c, [r for r in results if r["category"] == c]) for c in ("both", "returnn_only", "ours_only", "neither"))
     built_ours = len(cats["both"]) + len(cats["ours_only"])
     built_returnn = len(cats["both"]) + len(cats["returnn_only"])
-    out.append("RETURNN's TF test nets: %d (RETURNN %s, TF %s, behavior version as recorded per net)"
-               % (len(results), data.get("returnn_version"), data.get("tensorflow_version")))
+    out.append("RETURNN's TF test nets: %d (RETURNN %s, TF %s), %s"
+               % (len(results), data.get("returnn_version"), data.get("tensorflow_version"), RUNS[run]))
     out.append("  RETURNN builds %d, this engine builds %d" % (built_returnn, built_ours))
     out.append("  both %d | RETURNN only %d | ours only %d | neither %d"
                % tuple(len(v) for v in cats.values()))
     out.append("  " + note)
+    if primary is not None:
+        first = {r["id"]: r["category"] for r in primary}
+        cats = OrderedDict((c, [r for r in rs if c == "both" or first.get(r["id"]) != c]) for c, rs in cats.items())
+        if any(cats[c] for c in ("returnn_only", "neither", "ours_only")):
+            out.append("  (below: only the failures that differ from the first run)")
     for title, failed in (("this engine fails, RETURNN builds", cats["returnn_only"]),
                           ("both fail", cats["neither"])):
         if not failed:
@@ -265,14 +285,22 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--json", metavar="OUT", help="write the per-net results to this file")
     parser.add_argument("--only", nargs="*", help="only these net ids")
     parser.add_argument("-v", "--verbose", action="store_true", help="every failing net's error")
+    parser.add_argument("--runs", choices=("both", "tests", "bv0"), default="both",
+                        help="compare with RETURNN's build at the tests' behavior version, at 0, or both (default)")
     args = parser.parse_args(argv)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     data = load(args.data)
-    results, note = compare(data, args.only, progress=sys.stderr.isatty())
-    print(report(results, note, data, args.verbose))
+    runs = list(RUNS) if args.runs == "both" else ["returnn" if args.runs == "tests" else "returnn_bv0"]
+    per_run: Dict[str, List[Dict[str, Any]]] = {}
+    for i, run in enumerate(runs):
+        results, note = compare(data, args.only, progress=sys.stderr.isatty(), run=run)
+        if i:
+            print("\n" + "=" * 100 + "\n")
+        print(report(results, note, data, args.verbose, run, per_run.get(runs[0])))
+        per_run[run] = results
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"note": note, "nets": results}, f, indent=1, sort_keys=True)
+            json.dump({"note": note, "runs": per_run}, f, indent=1, sort_keys=True)
             f.write("\n")
     return 0
 

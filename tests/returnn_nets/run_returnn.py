@@ -12,10 +12,11 @@ graph; when that fails and the test builds with ``search_flag=True``, the search
 or the error's one-line reason, the saveable parameters (name without ``:0``, shape; global_step
 left out) and ``get_num_params()``.
 
-Behavior version: RETURNN's tests run with the latest behavior version as minimum
-(tests/_setup_test_env.py), so a net gets the ``behavior_version`` its test's config states, else
-RETURNN's latest; the value is stored per net (our engine reads it from the global config).
-``--behavior-version N`` builds all nets with N instead.
+Behavior version: every net is built twice. Key ``returnn``: as RETURNN's tests run, with the latest
+behavior version as minimum (tests/_setup_test_env.py), i.e. the ``behavior_version`` the test's
+config states, else RETURNN's latest; the value is stored per net (``behavior_version``; this engine
+reads it from the global config). Key ``returnn_bv0``: behavior version 0, what a config without
+``behavior_version`` gets (layer defaults differ, e.g. conv ``with_bias``, batch_norm).
 
 Nets are built by worker processes (several nets each, in order); a worker that dies or hangs
 (``--timeout`` per net) is recorded for that net and a new worker continues with the next one.
@@ -165,74 +166,43 @@ def _entries(src: str, latest: int, only: Optional[List[str]]) -> List[Dict[str,
     return out
 
 
+# The RETURNN builds recorded per net: key -> behavior version (None: the net's own, see above)
+RUNS = (("returnn", None), ("returnn_bv0", 0))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--src", default=extract.DEFAULT_SRC, help="RETURNN source with tests/ (default %(default)s)")
     parser.add_argument("--out", default=DEFAULT_OUT, help="JSON to write (default %(default)s)")
     parser.add_argument("--only", nargs="*", help="only these net ids (for debugging; the JSON then holds only them)")
     parser.add_argument("--timeout", type=float, default=300, help="seconds one net may take (default %(default)s)")
-    parser.add_argument("--behavior-version", type=int, default=None, help="build every net with this version")
-    parser.add_argument("--worker", nargs=3, metavar=("ENTRIES", "START", "RESULTS"), help=argparse.SUPPRESS)
+    parser.add_argument("--worker", nargs=4, metavar=("ENTRIES", "START", "RESULTS", "BV"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        worker(args.worker[0], int(args.worker[1]), args.worker[2], args.behavior_version)
+        bv = None if args.worker[3] == "-" else int(args.worker[3])
+        worker(args.worker[0], int(args.worker[1]), args.worker[2], bv)
         return 0
     _refuse_own_package()
     import returnn
     from returnn.util.basic import BehaviorVersion
     latest = BehaviorVersion._latest_behavior_version
     entries = _entries(args.src, latest, args.only)
-    if args.behavior_version is not None:
-        for e in entries:
-            e["behavior_version"], e["behavior_version_origin"] = args.behavior_version, "--behavior-version"
     tmp = tempfile.mkdtemp(prefix="returnn_test_nets.")
-    entries_file, results_file = os.path.join(tmp, "entries.json"), os.path.join(tmp, "results.jsonl")
+    entries_file = os.path.join(tmp, "entries.json")
     with open(entries_file, "w") as f:
         json.dump(entries, f)
-    results: Dict[int, Dict[str, Any]] = {}
-    log_path = os.path.join(tmp, "worker.log")
-    env = dict(os.environ, DISABLE_CUDA="1", TF_CPP_MIN_LOG_LEVEL="2")
-    env.pop("PYTHONPATH", None)
-    start = 0
-    t0 = time.time()
-    while start < len(entries):
-        cmd = [sys.executable, os.path.abspath(__file__), "--worker", entries_file, str(start), results_file]
-        if args.behavior_version is not None:
-            cmd += ["--behavior-version", str(args.behavior_version)]
-        with open(log_path, "a") as log_file:
-            proc = subprocess.Popen(cmd, stdout=log_file, stderr=subprocess.STDOUT, cwd=tmp, env=env)
-            last_count, last_change = -1, time.time()
-            while proc.poll() is None:
-                time.sleep(0.5)
-                count = _read_results(results_file, results)
-                if count != last_count:
-                    last_count, last_change = count, time.time()
-                    print("\r%d/%d nets built in RETURNN (%.0f s)" % (len(results), len(entries), time.time() - t0),
-                          end="", file=sys.stderr, flush=True)
-                elif time.time() - last_change > args.timeout:
-                    proc.kill()
-                    proc.wait()
-            _read_results(results_file, results)
-        nxt = max(results) + 1 if results else 0
-        if nxt < len(entries):  # the worker ended (or hung) on entries[nxt]
-            results[nxt] = {"built": False, "mode": "train", "params": None, "num_params": None, "train_error": None,
-                            "search_error": None,
-                            "error": "worker process ended on this net (exit code %s, or no result in %g s)"
-                                     % (proc.returncode, args.timeout)}
-            with open(results_file, "a") as f:
-                f.write(json.dumps({"index": nxt, "result": results[nxt]}, sort_keys=True) + "\n")
-            nxt += 1
-        start = nxt
-    print(file=sys.stderr)
-    for i, e in enumerate(entries):
-        e["returnn"] = results[i]
+    for key, bv in RUNS:
+        results = _run_pass(entries_file, len(entries), tmp, key, bv, args.timeout)
+        for i, e in enumerate(entries):
+            e[key] = results[i]
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import tensorflow as tf
     doc = {
         "about": ("Literal network dicts of RETURNN's TF tests (tests/returnn_nets/extract.py) and what the real "
-                  "RETURNN builds of them (tests/returnn_nets/run_returnn.py). 'net', 'extern' and 'config' are "
-                  "Python reprs (read with ast.literal_eval); dicts with key '$dim' in 'extern' are dim tags "
-                  "(one Dim per name within a net)."),
+                  "RETURNN builds of them (tests/returnn_nets/run_returnn.py): 'returnn' with the net's "
+                  "'behavior_version' (as RETURNN's tests run), 'returnn_bv0' with behavior version 0 (a config "
+                  "without behavior_version). 'net', 'extern' and 'config' are Python reprs (read with "
+                  "ast.literal_eval); dicts with key '$dim' in 'extern' are dim tags (one Dim per name within a net)."),
         "returnn_version": returnn.__version__,
         "tensorflow_version": tf.__version__,
         "latest_behavior_version": latest,
@@ -243,11 +213,53 @@ def main() -> int:
     with open(args.out, "w") as f:
         json.dump(doc, f, indent=1, sort_keys=True)
         f.write("\n")
-    built = sum(1 for e in entries if e["returnn"]["built"])
-    print("%d nets, RETURNN builds %d (%d in search mode); wrote %s (worker log: %s)"
-          % (len(entries), built, sum(1 for e in entries if e["returnn"]["built"] and e["returnn"]["mode"] == "search"),
-             args.out, log_path))
+    for key, bv in RUNS:
+        built = [e for e in entries if e[key]["built"]]
+        print("%s (behavior version %s): %d nets, RETURNN builds %d (%d in search mode)"
+              % (key, "as the tests" if bv is None else bv, len(entries), len(built),
+                 sum(1 for e in built if e[key]["mode"] == "search")))
+    print("wrote %s (worker logs: %s)" % (args.out, tmp))
     return 0
+
+
+def _run_pass(entries_file: str, n: int, tmp: str, key: str, bv: Optional[int], timeout: float
+              ) -> Dict[int, Dict[str, Any]]:
+    """All nets built by worker processes with behavior version ``bv``: index -> result."""
+    results_file = os.path.join(tmp, key + ".jsonl")
+    log_path = os.path.join(tmp, key + ".log")
+    env = dict(os.environ, DISABLE_CUDA="1", TF_CPP_MIN_LOG_LEVEL="2")
+    env.pop("PYTHONPATH", None)
+    results: Dict[int, Dict[str, Any]] = {}
+    start, t0 = 0, time.time()
+    while start < n:
+        cmd = [sys.executable, os.path.abspath(__file__), "--worker", entries_file, str(start), results_file,
+               "-" if bv is None else str(bv)]
+        with open(log_path, "a") as log_file:
+            proc = subprocess.Popen(cmd, stdout=log_file, stderr=subprocess.STDOUT, cwd=tmp, env=env)
+            last_count, last_change = -1, time.time()
+            while proc.poll() is None:
+                time.sleep(0.5)
+                count = _read_results(results_file, results)
+                if count != last_count:
+                    last_count, last_change = count, time.time()
+                    print("\r%s: %d/%d nets built in RETURNN (%.0f s)" % (key, len(results), n, time.time() - t0),
+                          end="", file=sys.stderr, flush=True)
+                elif time.time() - last_change > timeout:
+                    proc.kill()
+                    proc.wait()
+            _read_results(results_file, results)
+        nxt = max(results) + 1 if results else 0
+        if nxt < n:  # the worker ended (or hung) on entry nxt
+            results[nxt] = {"built": False, "mode": "train", "params": None, "num_params": None, "train_error": None,
+                            "search_error": None,
+                            "error": "worker process ended on this net (exit code %s, or no result in %g s)"
+                                     % (proc.returncode, timeout)}
+            with open(results_file, "a") as f:
+                f.write(json.dumps({"index": nxt, "result": results[nxt]}, sort_keys=True) + "\n")
+            nxt += 1
+        start = nxt
+    print(file=sys.stderr)
+    return results
 
 
 def _read_results(path: str, results: Dict[int, Dict[str, Any]]) -> int:
