@@ -81,13 +81,17 @@ def param_shapes_function():
 
 
 def _variable_shapes(network) -> Dict[str, tuple]:
-    """Fallback: every tf.Variable of the layers (trainable and not), by this engine's names."""
+    """Fallback: every tf.Variable of the layers (trainable and not; shared ones once), named by
+    layer and attribute path in this engine (not RETURNN's names)."""
+    import tensorflow as tf
     out: Dict[str, tuple] = {}
+    seen = set()
     for layer_name, layer in network.layers.items():
-        for var in layer.variables:
-            name = var.name[:-2] if var.name.endswith(":0") else var.name
-            out.setdefault(name if name.startswith(layer_name + "/") else "%s/%s" % (layer_name, name),
-                           tuple(var.shape.as_list()))
+        for path, var in layer._flatten(predicate=lambda v: isinstance(v, tf.Variable), with_path=True):
+            if id(var) in seen:
+                continue
+            seen.add(id(var))
+            out["%s/%s" % (layer_name, "/".join(str(p) for p in path))] = tuple(var.shape.as_list())
     return out
 
 
@@ -224,7 +228,8 @@ def report(results: List[Dict[str, Any]], note: str, data: Dict[str, Any], verbo
     """The text report of one run; with ``primary`` (the results of the first run), the failures
     are listed only for nets whose category differs from it."""
     out: List[str] = []
-    cats = OrderedDict((c, [r for r in results if r["category"] == c]) for c in ("both", "returnn_only", "ours_only", "neither"))
+    cats = OrderedDict((c, [r for r in results if r["category"] == c])
+                       for c in ("both", "returnn_only", "ours_only", "neither"))
     built_ours = len(cats["both"]) + len(cats["ours_only"])
     built_returnn = len(cats["both"]) + len(cats["returnn_only"])
     out.append("RETURNN's TF test nets: %d (RETURNN %s, TF %s), %s"

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The literal network dicts of RETURNN's own TF tests, found with :mod:`ast` (never imported or run).
 
-Usage: python tests/returnn_nets/extract.py [--src RETURNN_SOURCE_DIR] [--list | --json]
+Usage: python tests/returnn_nets/extract.py [--src RETURNN_SOURCE_DIR] [--list] [--skipped]
 
 A *net dict* is a dict display that :func:`ast.literal_eval` accepts, with string keys, whose values
 are mostly (at least half, at least one) dicts with a ``"class"`` key. The outermost such dict wins:
@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import ast
 import glob
-import json
 import os
 import sys
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
@@ -73,7 +72,8 @@ def literal(node: ast.AST) -> Tuple[bool, Any]:
 def canonical(value: Any) -> str:
     """A repr that does not depend on dict order (for dedupe)."""
     if isinstance(value, dict):
-        return "{%s}" % ", ".join("%r: %s" % (k, canonical(v)) for k, v in sorted(value.items(), key=lambda kv: repr(kv[0])))
+        items = sorted(value.items(), key=lambda kv: repr(kv[0]))
+        return "{%s}" % ", ".join("%r: %s" % (k, canonical(v)) for k, v in items)
     if isinstance(value, (list, tuple)):
         inner = ", ".join(canonical(v) for v in value)
         return ("[%s]" if isinstance(value, list) else "(%s,)") % inner
@@ -232,7 +232,8 @@ class _Dataset:
         self.num_outputs = num_outputs
 
     def extern_data(self) -> Dict[str, Dict[str, Any]]:
-        return {k: ({"dim": d, "sparse": True} if ndim == 1 else {"dim": d}) for k, (d, ndim) in self.num_outputs.items()}
+        return {k: ({"dim": d, "sparse": True} if ndim == 1 else {"dim": d})
+                for k, (d, ndim) in self.num_outputs.items()}
 
 
 class _Evaluator:
@@ -331,7 +332,8 @@ def _usage(parents) -> str:
     return type(holder).__name__
 
 
-def _extern_for(scope: _Scope, scopes: Dict[str, _Scope], line: int, parents) -> Tuple[Dict[str, Any], Dict[str, Any], str, List[str]]:
+def _extern_for(scope: _Scope, scopes: Dict[str, _Scope], line: int, parents
+                ) -> Tuple[Dict[str, Any], Dict[str, Any], str, List[str]]:
     """(extern spec {key: value}, config keys, where from, notes)."""
     notes: List[str] = []
     holder = None
@@ -470,8 +472,9 @@ def extract_file(path: str, rel: str) -> List[Dict[str, Any]]:
                 skip = "assigned to %s, used as a rec unit/subnetwork" % target
             for fname, args, kwargs in scope.calls:  # passed to a function that makes it a rec unit
                 params = sub_net_params.get(fname, ())
-                passed = [i for i, a in enumerate(args) if a is dnode or (target and isinstance(a, ast.Name) and a.id == target)]
-                passed += [k for k, a in kwargs.items() if a is dnode or (target and isinstance(a, ast.Name) and a.id == target)]
+                def is_it(a: ast.AST) -> bool:
+                    return a is dnode or bool(target and isinstance(a, ast.Name) and a.id == target)
+                passed = [i for i, a in enumerate(args) if is_it(a)] + [k for k, a in kwargs.items() if is_it(a)]
                 if any(p in params for p in passed):
                     skip = "passed to %s(), which puts it in a rec unit/subnetwork" % fname
             spec, config, origin, notes = _extern_for(scope, scopes, dnode.lineno, parents)
