@@ -46,15 +46,15 @@ REMOVED = {"output": dict(BASE["output"], **{"from": "data"})}
 
 
 @pytest.mark.parametrize("layers,needles", [
-    (RENAMED, ["lacks layer 'hid' (W, bias) of the network", "lacks layer 'hidden' (W, bias) of the checkpoint",
+    (RENAMED, ["lacks layer 'hid' (W, b) of the network", "lacks layer 'hidden' (W, b) of the checkpoint",
                "(renamed?)"]),
-    (EXTRA, ["the checkpoint lacks layer 'extra' (W, bias)"]),
+    (EXTRA, ["the checkpoint lacks layer 'extra' (W, b)"]),
     (dict(BASE, hidden=dict(BASE["hidden"], n_out=10)),
      ["layer 'hidden' parameter 'W' has shape (9, 8) in the checkpoint but (9, 10) in the network"]),
     (REMOVED, ["layer 'output' parameter 'W' has shape (8, 2) in the checkpoint but (9, 2)"]),
     (dict(BASE, unused={"class": "linear", "n_out": 8, "from": "data"}, output=dict(BASE["output"], **{"from": "unused"}),
           hidden=None),
-     ["the network lacks layer 'hidden' (W, bias) of the checkpoint"]),
+     ["the network lacks layer 'hidden' (W, b) of the checkpoint"]),
 ], ids=["renamed", "added", "n_out", "removed", "removed_parallel"])
 def test_changed_network_names_checkpoint_and_layer(tmp_path, layers, needles):
     from returnn.errors import ConfigError
@@ -105,7 +105,7 @@ def test_layer_only_in_checkpoint_is_named_unless_ignore_missing(tmp_path):
     """TensorFlow's restore would skip the values of a removed layer silently."""
     from returnn.errors import ConfigError
     prefix, _ = _saved(tmp_path, EXTRA)
-    with pytest.raises(ConfigError, match=r"the network lacks layer 'extra' \(W, bias\) of the checkpoint \(removed\?\)"):
+    with pytest.raises(ConfigError, match=r"the network lacks layer 'extra' \(W, b\) of the checkpoint \(removed\?\)"):
         _restore(prefix, BASE)
     net = _restore(prefix, BASE, ignore_missing=True)
     assert all(np.all(v.numpy() == 0.25) for v in net.variables)

@@ -175,8 +175,12 @@ def test_checkpoint_run_state_is_json_not_code(tmp_path, pwn):
     import tensorflow as tf
     from returnn.tf.checkpoint import CheckpointManager
     marker, code = pwn
-    manager = CheckpointManager(str(tmp_path / "model"), network=tf.Module())
+    from returnn.tf import checkpoint_format as fmt
+    manager = CheckpointManager(str(tmp_path / "model"))
     prefix = manager.save(1, {"note": code})
-    manager.run_state_var.assign(code)  # as if the stored JSON were replaced by code
+    values = manager.values(1, 0, {"note": code})
+    values[fmt.RUN_STATE_KEY] = code  # as if the stored JSON were replaced by code
+    fmt.write_named(prefix, values)
+    assert manager.restore(prefix) == 1
     with pytest.raises(DataError, match="stored run state is not a JSON object"):
         manager.run_state(prefix)

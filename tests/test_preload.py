@@ -33,7 +33,7 @@ def test_init_for_train_loads_by_name_and_keeps_initialisation_of_missing_with_i
 def test_missing_parameter_without_ignore_missing_names_entry_file_and_parameter(tmp_path):
     prefix, _ = _saved(tmp_path, BASE)
     with pytest.raises(ConfigError, match=r"preload_from_files entry 'a': checkpoint .*model\.001 has no parameter "
-                                          r"for 'extra/W', 'extra/bias'"):
+                                          r"for 'extra/W', 'extra/b'"):
         preload_from_files({"a": {"filename": prefix}}, _net(EXTRA), starting_training=False)
 
 
@@ -43,7 +43,7 @@ def test_prefix_mapping_ignore_and_first_entry_wins(tmp_path):
     net = _net(layers)
     init_output = _values(net, "output")
     spec = {"1": {"filename": prefix, "prefix": "enc_"},  # enc_hidden <- hidden; output does not match the prefix
-            "2": {"filename": prefix, "ignore_params": ["output/bias"], "ignore_missing": True,
+            "2": {"filename": prefix, "ignore_params": ["output/b"], "ignore_missing": True,
                   "var_name_mapping": {"enc_hidden/W": "output/W"}}}  # enc_hidden/W is already loaded by "1"
     assert preload_from_files(spec, net, starting_training=False) == 3
     assert all(np.all(v == 0.25) for v in _values(net, "enc_hidden"))
@@ -67,7 +67,7 @@ def test_rnn_training_from_scratch_preloads_renamed_layer(tmp_path):
     first = write_config(tmp_path / "a.config", TINY_12AX.replace("num_epochs = 2", "num_epochs = 1"))
     assert run_rnn(train_args(first, tmp_path / "a")).returncode == 0
     spec = {"base": {"filename": str(tmp_path / "a" / "model.001"), "init_for_train": True,
-                     "var_name_mapping": {"hid/W": "hidden/W", "hid/bias": "hidden/bias"}}}
+                     "var_name_mapping": {"hid/W": "hidden/W", "hid/b": "hidden/b"}}}
     second = write_config(tmp_path / "b.config", TINY_12AX.replace('"hidden"', '"hid"').replace(
         "num_epochs = 2", "num_epochs = 1\npreload_from_files = %r" % (spec,)))
     proc = run_rnn(train_args(second, tmp_path / "b"))

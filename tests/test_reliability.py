@@ -165,11 +165,7 @@ def _start_epoch(stdout: str) -> Optional[int]:
 def _read_ckpt(prefix: str) -> Dict[str, int]:
     """Epoch and global step stored in a checkpoint (fails if it cannot be read)."""
     reader = tf.train.load_checkpoint(prefix)
-    keys = reader.get_variable_to_shape_map()
-    step_key = next(k + "/.ATTRIBUTES/VARIABLE_VALUE" for k in ("global_step", "optimizer/iterations")
-                    if k + "/.ATTRIBUTES/VARIABLE_VALUE" in keys)
-    return {"epoch": int(reader.get_tensor("epoch/.ATTRIBUTES/VARIABLE_VALUE")),
-            "step": int(reader.get_tensor(step_key))}
+    return {"epoch": int(reader.get_tensor("_engine/epoch")), "step": int(reader.get_tensor("global_step"))}
 
 
 # ---------------------------------------------------------------- kill -9 and resume
@@ -340,7 +336,14 @@ def test_nonfinite_loss_stops_and_keeps_last_good_checkpoint(tmp_path):
 # ---------------------------------------------------------------- checkpoint discovery (in-process)
 
 def _manager(model: Path, value: float) -> CheckpointManager:
-    return CheckpointManager(str(model), net=tf.Module(), w=tf.Variable(np.full([4], value, np.float32)))
+    """A manager of a one-layer network whose parameters all hold ``value``."""
+    from returnn.tensor import Data
+    from returnn.tf.network import TFNetwork
+    net = TFNetwork({"l": {"class": "linear", "n_out": 2, "from": "data", "is_output_layer": True}},
+                    {"data": Data("data", shape=(None, 2))})
+    for var in net.variables:
+        var.assign(np.full(var.shape, value, np.float32))
+    return CheckpointManager(str(model), network=net)
 
 
 def test_resume_point_ignores_incomplete_and_temporary_but_refuses_damaged_checkpoints(tmp_path):
@@ -371,7 +374,7 @@ def test_resume_point_ignores_incomplete_and_temporary_but_refuses_damaged_check
     assert mgr.find_resume_point(start_epoch=1) is None
     fresh = _manager(model, 0.0)
     assert fresh.restore(epoch_prefix(str(model), 1)) == 1
-    assert np.all(fresh.checkpoint.w.numpy() == 1.0)
+    assert all(np.all(v.numpy() == 1.0) for v in fresh.network.variables)
 
 
 def test_interrupted_state_used_only_when_newer_than_epoch_checkpoints(tmp_path):
@@ -382,7 +385,7 @@ def test_interrupted_state_used_only_when_newer_than_epoch_checkpoints(tmp_path)
     assert mgr.find_resume_point() == (str(model) + ".interrupted", 1)
     fresh = _manager(model, 0.0)
     assert fresh.restore(str(model) + ".interrupted") == 1
-    assert int(fresh.epoch_step_var.numpy()) == 5
+    assert fresh.epoch_step == 5
     mgr.save(2)  # epoch 2 done, but killed before the interrupted state was removed
     assert mgr.find_resume_point() == (epoch_prefix(str(model), 2), 2)
     mgr.remove_interrupted()

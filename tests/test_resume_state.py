@@ -45,8 +45,8 @@ FINISHED_RE = r"train epoch (\d+), finished after (\d+) steps"
 
 def _stored(prefix: str):
     reader = tf.train.load_checkpoint(prefix)
-    state = json.loads(reader.get_tensor("run_state/.ATTRIBUTES/VARIABLE_VALUE").decode())
-    return state, int(reader.get_tensor("epoch_step/.ATTRIBUTES/VARIABLE_VALUE"))
+    state = json.loads(reader.get_tensor("_engine/run_state").decode())
+    return state, int(reader.get_tensor("_engine/epoch_step"))
 
 
 # ---------------------------------------------------------------- units

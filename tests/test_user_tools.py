@@ -113,13 +113,33 @@ class _Optimizer(tf.Module):
         self.slots = {s: [tf.Variable(tf.zeros_like(v)) for v in variables] for s in ("m", "v")}
 
 
-def write_checkpoint(prefix: str) -> int:
-    """Writes ``prefix`` like the engine does; returns the number of network parameters."""
+def write_legacy_checkpoint(prefix: str) -> int:
+    """Writes ``prefix`` as earlier versions of the engine did (a TensorFlow object checkpoint)."""
     net = _Net()
     opt = _Optimizer(net.trainable_variables)
     ckpt = tf.train.Checkpoint(network=net, optimizer=opt, global_step=tf.Variable(120, dtype=tf.int64),
                                epoch=tf.Variable(3, dtype=tf.int64))
     ckpt.write(prefix)
+    return sum(int(tf.size(v)) for v in net.trainable_variables)
+
+
+def write_checkpoint(prefix: str) -> int:
+    """Writes ``prefix`` as the engine does (epoch 3, global step 120, Adam after 7 updates);
+    returns the number of network parameters."""
+    from returnn.config import Config
+    from returnn.tensor import Data
+    from returnn.tf.checkpoint import CheckpointManager
+    from returnn.tf.network import TFNetwork
+    from returnn.tf.optimizers import create_optimizer
+    net = TFNetwork({"hidden": {"class": "linear", "n_out": 5, "from": "data"},
+                     "output": {"class": "linear", "n_out": 2, "from": "hidden", "is_output_layer": True}},
+                    {"data": Data("data", shape=(None, 3))})
+    net.layers["output"].bias.assign(tf.zeros([2]))
+    opt = create_optimizer(Config({"adam": True, "learning_rate": 0.001}), net.trainable_variables)
+    opt.iterations.assign(7)
+    manager = CheckpointManager(prefix.rsplit(".", 1)[0], network=net, optimizer=opt,
+                                global_step=tf.Variable(120, dtype=tf.int64))
+    manager._write(prefix, 3, 0, None)
     return sum(int(tf.size(v)) for v in net.trainable_variables)
 
 
@@ -131,18 +151,35 @@ def test_inspect_checkpoint_lists_variables_and_counts(tmp_path):
         proc = run_tool(INSPECT, arg)
         assert proc.returncode == 0, proc.stderr
         out = proc.stdout
-        assert out.splitlines()[0] == "checkpoint %s (epoch 3, global_step 120)" % prefix
-        assert ".ATTRIBUTES" not in out and "_CHECKPOINTABLE_OBJECT_GRAPH" not in out
+        assert out.splitlines()[:2] == ["checkpoint %s (epoch 3, global_step 120)" % prefix, "written by this engine"]
         assert "network parameters: 4 variables, 32 values, 128 B" in out
         assert "network parameters: 32\n" in out
-        assert "optimizer state values: %i\n" % (2 * 32 + 2) in out
+        assert "optimizer state values: %i\n" % (2 * 32 + 2 + 2) in out  # slots, beta powers, lr, iterations
         lines = [line.split() for line in out.splitlines()]
-        assert ["network/layers/hidden/W", "[3,", "5]", "float32"] in lines
-        assert ["network/layers/output/b", "[2]", "float32"] in lines
-        assert ["optimizer/slots/m/0", "[3,", "5]", "float32"] in lines
-        assert ["optimizer/slots/v/3", "[2]", "float32"] in lines
-        assert ["optimizer/iterations", "[]", "int64", "=", "7"] in lines
-        assert ["epoch", "[]", "int64", "=", "3"] in lines
+        assert ["hidden/W", "[3,", "5]", "float32"] in lines
+        assert ["output/b", "[2]", "float32"] in lines
+        assert ["hidden/W/Adam", "[3,", "5]", "float32"] in lines
+        assert ["output/b/Adam_1", "[2]", "float32"] in lines
+        assert ["_engine/optimizer/iterations", "[]", "int64", "=", "7"] in lines
+        assert ["_engine/epoch", "[]", "int64", "=", "3"] in lines
+
+
+def test_inspect_legacy_and_returnn_checkpoints(tmp_path):
+    prefix = str(tmp_path / "model.003")
+    write_legacy_checkpoint(prefix)
+    proc = run_tool(INSPECT, prefix)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[1] == "written by an earlier version of this engine"
+    assert ".ATTRIBUTES" not in proc.stdout and "_CHECKPOINTABLE_OBJECT_GRAPH" not in proc.stdout
+    assert ["network/layers/hidden/W", "[3,", "5]", "float32"] in [line.split() for line in proc.stdout.splitlines()]
+    returnn_prefix = str(tmp_path / "returnn.model.012")  # as RETURNN's Saver writes it: names, global_step
+    tf.raw_ops.SaveV2(prefix=returnn_prefix, tensor_names=["global_step", "output/W"], shape_and_slices=["", ""],
+                      tensors=[tf.constant(5, tf.int64), tf.ones([3, 2])])
+    proc = run_tool(INSPECT, returnn_prefix)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[:2] == ["checkpoint %s (epoch 12 (from its name), global_step 5)" % returnn_prefix,
+                                            "written by RETURNN (or another TensorFlow program)"]
+    assert "network parameters: 6\n" in proc.stdout
 
 
 @pytest.mark.parametrize("directory", ["plain", "exp[lr=0.01]"])  # TF reads '[' as a pattern
@@ -150,9 +187,9 @@ def test_inspect_show_values(tmp_path, directory):
     (tmp_path / directory).mkdir()
     prefix = str(tmp_path / directory / "model.001")
     write_checkpoint(prefix)
-    proc = run_tool(INSPECT, prefix, "--show", "network/layers/output/b")
+    proc = run_tool(INSPECT, prefix, "--show", "output/b")
     assert proc.returncode == 0, proc.stderr
-    assert "network/layers/output/b:\n[0. 0.]" in proc.stdout
+    assert "output/b:\n[0. 0.]" in proc.stdout
     proc = run_tool(INSPECT, prefix, "--show", "no/such/var")
     assert proc.returncode == 2 and "no/such/var" in proc.stderr
 
@@ -182,3 +219,6 @@ def test_inspect_name_helpers():
     assert tool.display_name(slot) == "network/W [slot optimizer/m]"
     assert tool.group_of(slot) == "optimizer"
     assert tool.group_of("global_step/.ATTRIBUTES/VARIABLE_VALUE") == "other"
+    assert [tool.group_of(k, legacy=False) for k in ("lstm/rec/W_re", "lstm/rec/W_re/Adam", "beta1_power",
+                                                     "_engine/optimizer/iterations", "global_step", "_engine/epoch")] \
+        == ["network", "optimizer", "optimizer", "optimizer", "other", "other"]

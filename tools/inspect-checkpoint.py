@@ -3,10 +3,13 @@
 
     tools/inspect-checkpoint.py MODEL.NNN[.index] [--show NAME ...]
 
-Names are the checkpoint's object paths without TF2's ``/.ATTRIBUTES/VARIABLE_VALUE`` suffix,
-grouped into network parameters (``network/...``), optimizer state (``optimizer/...`` and slot
-variables) and the rest (``epoch``, ``global_step``), with shapes, dtypes, parameter counts and the
-values of scalars. A missing or incomplete checkpoint is reported in one line, exit status 2.
+Checkpoints of this engine and of RETURNN (TensorFlow) hold RETURNN's names: network parameters
+(``output/W``, ``lstm/rec/W_re``), optimizer state (``<param>/Adam``, ``beta1_power``,
+``_engine/optimizer/...``) and the rest (``global_step``, ``_engine/epoch``, ...); they are listed in
+these groups with shapes, dtypes, parameter counts and the values of scalars, and the first line
+says who wrote the checkpoint. Checkpoints of earlier versions of this engine (TensorFlow object
+paths, ``network/...``) are listed by their paths without the ``/.ATTRIBUTES/VARIABLE_VALUE``
+suffix. A missing or incomplete checkpoint is reported in one line, exit status 2.
 """
 from __future__ import annotations
 
@@ -68,13 +71,18 @@ def display_name(key: str) -> str:
     return key[:-len(VALUE_SUFFIX)] if key.endswith(VALUE_SUFFIX) else key
 
 
-def group_of(key: str) -> str:
-    """network, optimizer or other."""
-    if SLOT_MARK in key or key.startswith("optimizer/"):
+def group_of(key: str, legacy: bool = True) -> str:
+    """network, optimizer or other (``legacy``: a TensorFlow object checkpoint's path)."""
+    if legacy:
+        if SLOT_MARK in key or key.startswith("optimizer/"):
+            return "optimizer"
+        return "network" if key.startswith("network/") else "other"
+    from returnn.tf.checkpoint_fit import stored_params
+    if key.startswith("_engine/optimizer/") or key in ("beta1_power", "beta2_power"):
         return "optimizer"
-    if key.startswith("network/"):
-        return "network"
-    return "other"
+    if key.startswith("_") or key == "global_step":
+        return "other"
+    return "network" if key in stored_params({key: []}) else "optimizer"
 
 
 def num_elements(shape: Sequence[int]) -> int:
@@ -100,6 +108,7 @@ def read_checkpoint(prefix: str, path: Optional[str] = None) -> Dict[str, List[E
         shapes = reader.get_variable_to_shape_map()
         dtypes = reader.get_variable_to_dtype_map()
         groups: Dict[str, List[Entry]] = {g: [] for g in GROUPS}
+        legacy = OBJECT_GRAPH_KEY in shapes
         for key in sorted(shapes):
             if key == OBJECT_GRAPH_KEY:
                 continue
@@ -110,7 +119,7 @@ def read_checkpoint(prefix: str, path: Optional[str] = None) -> Dict[str, List[E
                 tensor = reader.get_tensor(key)
                 value = tensor.decode("utf8", "replace") if isinstance(tensor, bytes) else str(tensor)
             size = num_elements(shape) * (dtype.size if dtype != tf.string else 0)
-            groups[group_of(key)].append((display_name(key), shape, dtype.name, size, value))
+            groups[group_of(key, legacy)].append((display_name(key), shape, dtype.name, size, value))
     except (tf.errors.OpError, ValueError) as exc:
         message = (getattr(exc, "message", None) or str(exc)).strip().splitlines()
         raise CheckpointError("cannot read checkpoint %s: %s" % (prefix, message[0] if message else exc))
@@ -124,10 +133,20 @@ def read_checkpoint(prefix: str, path: Optional[str] = None) -> Dict[str, List[E
 
 def format_report(prefix: str, groups: Dict[str, List[Entry]]) -> str:
     """The listing printed by the tool."""
+    from returnn.tf.checkpoint_format import epoch_from_filename
     scalars = {name: value for name, _, _, _, value in groups["other"] + groups["optimizer"] if value is not None}
+    legacy = any(e[0].startswith("network/") for e in groups["network"])
+    if "_engine/epoch" in scalars:
+        scalars["epoch"], writer = scalars["_engine/epoch"], "this engine"
+    elif legacy:
+        writer = "an earlier version of this engine"
+    else:
+        writer = "RETURNN (or another TensorFlow program)"
+        if epoch_from_filename(prefix) is not None:
+            scalars["epoch"] = "%i (from its name)" % epoch_from_filename(prefix)
     counters = ("epoch", "global_step") if "global_step" in scalars else ("epoch", "optimizer/iterations")
     extra = ", ".join("%s %s" % (k, scalars[k]) for k in counters if k in scalars)
-    lines = ["checkpoint %s%s" % (prefix, " (%s)" % extra if extra else "")]
+    lines = ["checkpoint %s%s" % (prefix, " (%s)" % extra if extra else ""), "written by %s" % writer]
     all_entries = [e for g in GROUPS for e in groups[g]]
     width = max([len(e[0]) for e in all_entries] + [4])
     shape_width = max([len(str(e[1])) for e in all_entries] + [5])
@@ -146,7 +165,7 @@ def format_report(prefix: str, groups: Dict[str, List[Entry]]) -> str:
     optimizer = sum(num_elements(e[1]) for e in groups["optimizer"])
     lines += ["", "network parameters: {:,}".format(network), "optimizer state values: {:,}".format(optimizer)]
     if not groups["network"]:
-        lines.append("note: no network/ variables (not written by this engine's CheckpointManager?)")
+        lines.append("note: no network parameters")
     return "\n".join(lines)
 
 

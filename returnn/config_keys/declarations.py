@@ -20,8 +20,10 @@ _task("search_output_file", "str", None, "task = search: file for the best hypot
 _task("search_output_file_format", "str", "txt", "task = search: 'txt' (one 'tag<TAB>hypothesis' line per "
       "sequence) or 'py' (a Python dict literal {tag: hypothesis}).")
 _task("output_file", "str", None, "task = forward: the HDF file to write.")
-_task("load", "str", None, "Checkpoint to start from (a model prefix <model>.NNN); default: the newest of 'model'.")
+_task("load", "str", None, "Checkpoint to start from (a model prefix <model>.NNN, written here or by RETURNN); eval/forward/search: default the newest of 'model'; train without own checkpoints: its parameters, continuing with its epoch + 1 (RETURNN's).")
 _task("load_epoch", "int", None, "Epoch of 'model' to load for eval/forward; default: the newest.")
+_task("import_model_train_epoch1", "str", None, "task = train without own checkpoints: the parameters of this "
+      "checkpoint (written here or by RETURNN) start epoch 1 (RETURNN's; the optimizer starts fresh).")
 _task("allow_random_model_init", "bool", False, "eval/forward without any checkpoint: use randomly initialised parameters.")
 
 # ---- data

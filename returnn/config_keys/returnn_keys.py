@@ -39,7 +39,7 @@ ignore("""accum_grad_multiple_step allow_skipping_seqs_in_forward
     forward_auto_split_batch_on_oom forward_callback forward_data forward_output_layer
     forward_override_hdf_output forward_use_search get_network global_norm_tag grad_clip grad_norm_to_clip_to_zero
     grad_scaler gradient_clip_avg_norm gradient_clip_global_norm_tag gradient_nan_inf_filter horovod_avg_grad
-    import_model_train_epoch1 inc_seq_length inf_value init_new_network_callback init_train_epoch_posthook
+    inc_seq_length inf_value init_new_network_callback init_train_epoch_posthook
     learning_rate_control_min_num_epochs_per_new_lr lm_dataset_debug_limit_line_count load_model_post_hooks
     loss loss_name max_pad_size maximize_grad_norm min_seq_length model_outputs
     newbob_learning_rate_growth online_shuffle_batches onnx_export optimizer_use_locking

@@ -1,4 +1,4 @@
-"""Checkpoints ``<model>.NNN`` (TF2 checkpoint files), written so a crash never leaves one that
+"""Checkpoints ``<model>.NNN`` (RETURNN's layout, :mod:`checkpoint_format`), written so a crash never leaves one that
 looks complete but is not.
 
 A checkpoint is written under a temporary prefix, its files are fsynced, then renamed: the data
@@ -27,18 +27,21 @@ import shutil
 import tempfile
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
+import numpy as np
 import tensorflow as tf
 
 from returnn.errors import ConfigError, DataError, ReturnnError
 from returnn.util.basic import fsync_dir
 from returnn.util.run_lock import pid_alive
 from returnn.log import log
-from returnn.tf.checkpoint_fit import misfit, removed_layers
+from returnn.tf import checkpoint_format as fmt
+from returnn.tf.checkpoint_fit import named_misfit
+from returnn.tf.checkpoint_legacy import restore_legacy
+from returnn.tf.returnn_params import NetParam, network_params, set_returnn_param_values
 
 _DATA_RE = re.compile(r"\.data-(\d+)-of-(\d+)$")
 INTERRUPTED_SUFFIX = "interrupted"
 _PATTERN_CHARS = "*?[\\"  # special in TF's GetMatchingPaths
-RUN_STATE_KEY = "run_state/.ATTRIBUTES/VARIABLE_VALUE"
 
 
 def epoch_prefix(model: str, epoch: int) -> str:
@@ -86,19 +89,9 @@ def readable_prefix(prefix: str) -> Iterator[str]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def read_tensor(prefix: str, key: str):
-    """One stored value of checkpoint ``prefix``; a DataError naming the checkpoint if it cannot be read."""
-    try:
-        with readable_prefix(prefix) as path:
-            return tf.train.load_checkpoint(path).get_tensor(key)
-    except Exception as exc:  # noqa: BLE001 - TF raises many types for damaged files; all are reported
-        raise DataError("checkpoint %s cannot be read (corrupt?): %s: %s" % (prefix, type(exc).__name__,
-                                                                              _first_line(exc)))
-
-
 def list_epoch_checkpoints(model: str) -> List[int]:
     """Epochs with a complete checkpoint, ascending."""
-    return [e for e in _indexed_epochs(model) if is_complete(epoch_prefix(model, e))]
+    return [e for e in _indexed_epochs(model) if is_complete(existing_epoch_prefix(model, e))]
 
 
 def prepare_output_dir(path: str, key: str) -> None:
@@ -180,24 +173,19 @@ def _unfit(prefix: str, detail: str) -> ConfigError:
 
 
 class CheckpointManager:
-    """Saves and restores network, optimizer, global step and epoch."""
+    """Saves and restores network, optimizer, global step and epoch (:mod:`checkpoint_format`)."""
 
     def __init__(self, model: str, **objects):
         self.model = model
-        self.epoch_var = tf.Variable(0, dtype=tf.int64, trainable=False, name="epoch")
-        # Batches of the following epoch's global batch order already trained (only non-zero in an
-        # interrupted state).
-        self.epoch_step_var = tf.Variable(0, dtype=tf.int64, trainable=False, name="epoch_step")
-        # JSON: how the run was set up (ranks, batch order) and the learning-rate control's state.
-        self.run_state_var = tf.Variable("", dtype=tf.string, trainable=False, name="run_state")
+        self.epoch_step = 0  # of the checkpoint restored last: batches of the next epoch already trained
+        self._run_state_text = ""  # of the checkpoint restored last
         self.ignore_missing_vars = False  # load_ignore_missing_vars (RETURNN's key)
         self.set_objects(**objects)
 
-    def set_objects(self, **objects) -> None:
-        """What checkpoints hold besides epoch and run state (network, optimizer, ...): replaced
-        when the network changes between epochs (pretrain, ``get_network``)."""
-        self._objects = dict(objects, epoch=self.epoch_var, epoch_step=self.epoch_step_var)
-        self.checkpoint = tf.train.Checkpoint(run_state=self.run_state_var, **self._objects)
+    def set_objects(self, network=None, optimizer=None, global_step: Optional[tf.Variable] = None) -> None:
+        """What checkpoints hold besides epoch and run state: replaced when the network changes
+        between epochs (pretrain, ``get_network``)."""
+        self.network, self.optimizer, self.global_step = network, optimizer, global_step
 
     # ---- writing
     def save(self, epoch: int, run_state: Optional[Dict[str, Any]] = None) -> str:
@@ -209,15 +197,42 @@ class CheckpointManager:
         ``position`` batches of the next epoch's global batch order; resume continues after them."""
         return self._write(self.interrupted_prefix, epoch_done, position, run_state)
 
+    def values(self, epoch: int, epoch_step: int = 0, run_state: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+        """Everything a checkpoint stores, by name (see :mod:`checkpoint_format`)."""
+        out: Dict[str, Any] = {fmt.EPOCH_KEY: np.int64(epoch), fmt.EPOCH_STEP_KEY: np.int64(epoch_step),
+                               fmt.RUN_STATE_KEY: json.dumps(run_state or {}, sort_keys=True)}
+        if self.global_step is not None:
+            out[fmt.GLOBAL_STEP_KEY] = np.int64(self.global_step.numpy())
+        if self.network is None:
+            return out
+        params = network_params(self.network)
+        out.update((name, p.value()) for name, p in params.items() if p.param.saveable)
+        opt = self.optimizer
+        if opt is not None:
+            for name, p, slot, slot_vars in self._slots(params):
+                out["%s/%s" % (name, opt.slot_checkpoint_name(slot))] = p.convert(slot_vars)
+            out.update(opt.extra_checkpoint_values())
+            out[fmt.ITERATIONS_KEY] = np.int64(opt.iterations.numpy())
+            out[fmt.LEARNING_RATE_KEY] = np.float32(opt.learning_rate.numpy())
+        return out
+
+    def _slots(self, params: Dict[str, NetParam]):
+        """(name, parameter, slot, slot variables of the parameter's variables) of every optimizer slot."""
+        opt = self.optimizer
+        for name, p in params.items():
+            index = [opt.var_index.get(id(v)) for v in p.param.variables]
+            if not p.param.saveable or None in index:
+                continue  # not trained
+            for slot, slot_vars in opt.slots.items():
+                yield name, p, slot, [slot_vars[i] for i in index]
+
     def _write(self, final: str, epoch: int, epoch_step: int, run_state: Optional[Dict[str, Any]]) -> str:
         prepare_model_dir(self.model)
-        self.epoch_var.assign(epoch)
-        self.epoch_step_var.assign(epoch_step)
-        self.run_state_var.assign(json.dumps(run_state or {}, sort_keys=True))
+        values = self.values(epoch, epoch_step, run_state)
         tmp = "%s.tmp-%i" % (final, os.getpid())
         for stale in checkpoint_files(tmp):
             os.remove(stale)
-        self.checkpoint.write(tmp)
+        fmt.write_named(tmp, values)
         written = checkpoint_files(tmp)
         for path in written:
             with open(path, "rb") as f:
@@ -245,54 +260,86 @@ class CheckpointManager:
         return "%s.%s" % (self.model, INTERRUPTED_SUFFIX)
 
     # ---- reading
-    def restore(self, prefix: str) -> int:
-        """Loads ``prefix``; returns the epoch stored in it.
+    def restore(self, prefix: str, params_only: bool = False) -> int:
+        """Loads ``prefix`` (written here or by RETURNN); returns the epoch stored in it (RETURNN's:
+        the number in its name). ``params_only``: network parameters and global step, as RETURNN
+        takes an initial model (``import_model_train_epoch1``, ``load``); the optimizer starts fresh.
 
-        A checkpoint that does not fit the network (changed layers, dims or optimizer) is a
-        ConfigError naming it; one whose data cannot be read is a DataError naming it."""
-        self.run_state_var.assign("")
+        A checkpoint that does not fit the network (changed layers, dims) is a ConfigError naming
+        it; one whose data cannot be read is a DataError naming it."""
+        self.epoch_step, self._run_state_text = 0, ""
         try:
             with readable_prefix(prefix) as path:
                 reader = tf.train.load_checkpoint(path)
-                self._check_layers(reader, prefix)
-                checkpoint = self.checkpoint if reader.has_tensor(RUN_STATE_KEY) else \
-                    tf.train.Checkpoint(**self._objects)  # written before run_state existed
-                status = checkpoint.read(path)
-                status.expect_partial()  # no warnings about unused values when this fails
-                if not self.ignore_missing_vars:
-                    status.assert_existing_objects_matched()
-                elif self._misfit(reader):
-                    print("checkpoint %s: %s; load_ignore_missing_vars: those parameters start from their "
-                          "initialisation or are left out" % (prefix, self._misfit(reader)), file=log.warn)
+                shapes = reader.get_variable_to_shape_map()
+                if fmt.is_legacy(shapes):
+                    optimizer = self.optimizer
+                    self.optimizer = None if params_only else optimizer
+                    try:
+                        return restore_legacy(self, reader, path, prefix)
+                    finally:
+                        self.optimizer = optimizer
+                self._restore_named(reader, shapes, prefix, params_only)
+                return fmt.stored_epoch(reader, prefix)
         except ReturnnError:
             raise
-        except (ValueError, AssertionError) as exc:
-            detail = self._misfit(reader)
-            if detail:
-                raise _unfit(prefix, detail)
-            raise ConfigError("checkpoint %s does not fit the network/optimizer of the config (changed layers, "
-                              "n_out or optimizer?): %s" % (prefix, _first_line(exc)))
-        except (tf.errors.OpError, IndexError, OSError) as exc:
+        except (tf.errors.OpError, IndexError, OSError, ValueError) as exc:
             raise DataError("checkpoint %s cannot be read (corrupt?): %s: %s"
                             % (prefix, type(exc).__name__, _first_line(exc)))
-        return int(self.epoch_var.numpy())
 
-    def _misfit(self, reader) -> Optional[str]:
-        """What does not fit the network, by layer and parameter (:mod:`checkpoint_fit`), or None."""
-        network = self._objects.get("network")
-        return misfit(reader.get_variable_to_shape_map(), network) if network is not None else None
-
-    def _check_layers(self, reader, prefix: str) -> None:
-        """A layer only in the checkpoint (removed or renamed in the config) is an error unless
-        ``ignore_missing_vars``; TensorFlow's restore would skip its values silently."""
-        network = self._objects.get("network")
-        if network is None or self.ignore_missing_vars or not removed_layers(reader.get_variable_to_shape_map(), network):
+    def _restore_named(self, reader, shapes: Dict[str, Any], prefix: str, params_only: bool = False) -> None:
+        params = network_params(self.network) if self.network is not None else {}
+        if self.network is not None:
+            self._check_fit(shapes, params, prefix)
+            set_returnn_param_values(self.network, {n: reader.get_tensor(n) for n in params if n in shapes},
+                                     ignore_missing=True, where="checkpoint %s" % prefix)
+        if self.global_step is not None:
+            self.global_step.assign(int(reader.get_tensor(fmt.GLOBAL_STEP_KEY)) if fmt.GLOBAL_STEP_KEY in shapes else 0)
+        if params_only:
             return
-        raise _unfit(prefix, self._misfit(reader))
+        if fmt.EPOCH_STEP_KEY in shapes:
+            self.epoch_step = int(reader.get_tensor(fmt.EPOCH_STEP_KEY))
+        if fmt.RUN_STATE_KEY in shapes:
+            self._run_state_text = fmt.as_text(reader.get_tensor(fmt.RUN_STATE_KEY))
+        if self.optimizer is not None:
+            self._restore_optimizer(reader, shapes, params, prefix)
+
+    def _restore_optimizer(self, reader, shapes: Dict[str, Any], params: Dict[str, NetParam], prefix: str) -> None:
+        """Slots as stored; without them (a RETURNN checkpoint, or another optimizer) the optimizer
+        starts fresh, as RETURNN's does on every start."""
+        opt = self.optimizer
+        missing = 0
+        for name, p, slot, slot_vars in self._slots(params):
+            key = "%s/%s" % (name, opt.slot_checkpoint_name(slot))
+            if key in shapes:
+                p.assign(reader.get_tensor(key), slot_vars)
+            else:
+                missing += 1
+        extra = {k: reader.get_tensor(k) for k in opt.extra_checkpoint_values() if k in shapes}
+        if fmt.ITERATIONS_KEY in shapes:
+            opt.iterations.assign(int(reader.get_tensor(fmt.ITERATIONS_KEY)))
+        elif opt.iterations_from_checkpoint(extra) is not None:
+            opt.iterations.assign(opt.iterations_from_checkpoint(extra))
+        if fmt.LEARNING_RATE_KEY in shapes:
+            opt.learning_rate.assign(float(reader.get_tensor(fmt.LEARNING_RATE_KEY)))
+        if missing and fmt.is_own(shapes):
+            print("checkpoint %s holds no state of the %s optimizer for %i parameter(s) (written with another "
+                  "optimizer?): that state starts fresh" % (prefix, type(opt).__name__, missing), file=log.warn)
+
+    def _check_fit(self, shapes: Dict[str, Any], params: Dict[str, NetParam], prefix: str) -> None:
+        """Shapes must agree; a parameter the checkpoint lacks, or a layer only the checkpoint has
+        (removed or renamed in the config), is an error unless ``ignore_missing_vars``."""
+        detail = named_misfit(shapes, params)
+        if detail is None:
+            return
+        if " has shape " in detail or not self.ignore_missing_vars:
+            raise _unfit(prefix, detail)
+        print("checkpoint %s: %s; load_ignore_missing_vars: those parameters start from their initialisation or "
+              "are left out" % (prefix, detail), file=log.warn)
 
     def run_state(self, prefix: str) -> Dict[str, Any]:
         """The run state stored with the checkpoint restored last from ``prefix`` ({} if none)."""
-        text = self.run_state_var.numpy().decode("utf-8", "replace")
+        text = self._run_state_text
         try:
             state = json.loads(text) if text else {}
         except ValueError:
@@ -304,22 +351,22 @@ class CheckpointManager:
     def find_resume_point(self, start_epoch: Optional[int] = None) -> Optional[Tuple[str, int]]:
         """(prefix, completed epoch) to continue training from, or None to start at epoch 1.
 
-        By default the newest checkpoint: the newest ``<model>.NNN`` with an index, or
-        ``<model>.interrupted`` when it is at least as new. It must be complete and readable, else
-        a DataError naming it. ``start_epoch`` N (RETURNN's key) deliberately takes ``<model>.N-1``
-        instead (N = 1: from scratch)."""
+        By default the newest checkpoint: the newest ``<model>.NNN`` (or RETURNN's
+        ``<model>.pretrain.NNN``) with an index, or ``<model>.interrupted`` when it is at least as
+        new. It must be complete and readable, else a DataError naming it. ``start_epoch`` N
+        (RETURNN's key) deliberately takes the checkpoint of epoch N-1 instead (N = 1: from scratch)."""
         if start_epoch is not None:
             if start_epoch <= 1:
                 return None
-            prefix = epoch_prefix(self.model, start_epoch - 1)
-            if not os.path.exists(prefix + ".index"):
+            prefix = existing_epoch_prefix(self.model, start_epoch - 1)
+            if prefix is None:
                 raise ConfigError("config key 'start_epoch': %i needs checkpoint %s, which does not exist"
-                                  % (start_epoch, prefix))
+                                  % (start_epoch, epoch_prefix(self.model, start_epoch - 1)))
             return prefix, self._check_readable(prefix)
         indexed = _indexed_epochs(self.model)
         point = None
         if indexed:
-            prefix = epoch_prefix(self.model, indexed[-1])
+            prefix = existing_epoch_prefix(self.model, indexed[-1])
             point = (prefix, self._check_readable(prefix))
         if os.path.exists(self.interrupted_prefix + ".index"):
             stored = self._check_readable(self.interrupted_prefix)
@@ -335,17 +382,33 @@ class CheckpointManager:
                 "(continues after <model>.N-1)")
         if missing:
             raise DataError("checkpoint %s is damaged: %s is missing%s" % (prefix, missing, hint))
-        try:
-            return int(read_tensor(prefix, "epoch/.ATTRIBUTES/VARIABLE_VALUE"))
-        except DataError as exc:
-            raise DataError(str(exc) + hint)
+        return stored_epoch_of(prefix, hint)
+
+
+def stored_epoch_of(prefix: str, hint: str = "") -> int:
+    """The epoch checkpoint ``prefix`` was saved after (its record, else its name's number); a
+    DataError naming it when it cannot be read."""
+    try:
+        with readable_prefix(prefix) as path:
+            return fmt.stored_epoch(tf.train.load_checkpoint(path), prefix)
+    except Exception as exc:  # noqa: BLE001 - TF raises many types for damaged files; all are reported
+        raise DataError("checkpoint %s cannot be read (corrupt?): %s: %s%s" % (prefix, type(exc).__name__,
+                                                                                _first_line(exc), hint))
+
+
+def existing_epoch_prefix(model: str, epoch: int) -> Optional[str]:
+    """``<model>.NNN``, or RETURNN's ``<model>.pretrain.NNN``, whichever has an index (None: neither)."""
+    for prefix in (epoch_prefix(model, epoch), "%s.pretrain.%03d" % (model, epoch)):
+        if os.path.exists(prefix + ".index"):
+            return prefix
+    return None
 
 
 def _indexed_epochs(model: str) -> List[int]:
     """Epochs N whose ``<model>.NNN.index`` exists, ascending."""
-    pattern = re.compile(re.escape(os.path.basename(model)) + r"\.(\d{3,})\.index$")
+    pattern = re.compile(re.escape(os.path.basename(model)) + r"\.(?:pretrain\.)?(\d{3,})\.index$")
     found = (pattern.match(os.path.basename(p)) for p in glob.glob(glob.escape(model) + ".*.index"))
-    return sorted(int(m.group(1)) for m in found if m)
+    return sorted({int(m.group(1)) for m in found if m})
 
 
 def _first_line(exc: BaseException) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -30,8 +30,9 @@ from returnn.util.watchdog import Watchdog
 from returnn.learning_rate_control import LearningRateControl
 from returnn.log import log
 from returnn.tf.checkpoint import (
-    CheckpointManager, epoch_prefix, is_complete, prepare_model_dir, prepare_output_dir, read_tensor,
+    CheckpointManager, epoch_prefix, is_complete, prepare_model_dir, prepare_output_dir, stored_epoch_of,
 )
+from returnn.tf.checkpoint_format import epoch_from_filename
 from returnn.tf.evaluation import dump_to_hdf, evaluate_dataset, forward_to_hdf
 from returnn.tf.model_cleanup import cleanup_old_models, cleanup_options
 from returnn.tf.network import TFNetwork
@@ -242,10 +243,14 @@ class Engine:
         print("Finished training in epoch %i." % self.num_epochs, file=log.v3)
 
     def _restore_for_training(self) -> int:
-        """Loads the newest complete checkpoint (rank 0's choice) and syncs all ranks to it."""
-        point = self.checkpoints.find_resume_point(self._start_epoch()) if self.dist.is_chief else None
+        """Loads the newest complete checkpoint (rank 0's choice) and syncs all ranks to it.
+        Without one, RETURNN's initial models: ``import_model_train_epoch1`` (parameters for epoch
+        1), else ``load`` (parameters of its epoch N; training continues with epoch N+1)."""
+        start = self._start_epoch()
+        point = self.checkpoints.find_resume_point(start) if self.dist.is_chief else None
+        initial = self._initial_model(start) if self.dist.is_chief and point is None else None
         self.dist.meet("building the network and finding the checkpoint to resume from")
-        completed = int(self._broadcast_scalar(point[1] if point else 0))
+        completed = int(self._broadcast_scalar(point[1] if point else (initial[1] if initial else 0)))
         interrupted = self._broadcast_scalar(1.0 if point and point[0] == self.checkpoints.interrupted_prefix else 0.0)
         # the network the checkpoint was written from: of its epoch, or of the next one if interrupted in it
         self._use_network_of_epoch(max(1, completed + (1 if interrupted else 0)))
@@ -254,7 +259,12 @@ class Engine:
             self.checkpoints.restore(point[0])
             print("loaded checkpoint %s (after epoch %i, global step %i)"
                   % (point[0], completed, int(self.global_step_var.numpy())), file=log.v4)
-        elif self.dist.is_chief:  # training from scratch: RETURNN's init_for_train preloading
+        elif initial:
+            self.checkpoints.ignore_missing_vars = self.config.bool("load_ignore_missing_vars")
+            self.checkpoints.restore(initial[0], params_only=True)
+            print("loaded the parameters of %s (%s); training starts with epoch %i"
+                  % (initial[0], initial[2], completed + 1), file=log.v3)
+        if not point and self.dist.is_chief and completed == 0:  # RETURNN's init_for_train preloading
             preload_from_files(self.config.typed_value("preload_from_files"), self.network, starting_training=True)
         self.dist.meet("restoring the checkpoint", CHECKPOINT_STALL_FACTOR)
         self._sync_from_chief()
@@ -263,10 +273,31 @@ class Engine:
         if point:
             stored = self.checkpoints.run_state(point[0])
             reconcile_learning_rates(self.lr_control, stored, completed, point[0])
-            self._resume = (stored, int(self.checkpoints.epoch_step_var.numpy()), point[0])
+            self._resume = (stored, self.checkpoints.epoch_step, point[0])
         elif completed:  # the other ranks take part in rank 0's resume decisions (same collectives)
             self._resume = (None, 0, "")
         return completed + 1
+
+    def _initial_model(self, start: Optional[int]) -> Optional[Tuple[str, int, str]]:
+        """(prefix, epoch it counts as, config key) of RETURNN's initial model of a training without
+        own checkpoints: ``import_model_train_epoch1`` (epoch 0: training starts with epoch 1),
+        else ``load`` (its epoch: ``load_epoch`` or the number in its name)."""
+        for key in ("import_model_train_epoch1", "load"):
+            value = self.config.value(key)
+            if not value or (key == "import_model_train_epoch1" and start not in (None, 1)):
+                continue
+            prefix = value[:-len(".index")] if value.endswith(".index") else value
+            if not is_complete(prefix):
+                raise ConfigError("config key %r: checkpoint %s is missing or incomplete (expected %s.index and its "
+                                  "data)" % (key, prefix, prefix))
+            if key == "import_model_train_epoch1":
+                epoch = 0
+            elif start is not None:  # RETURNN: load's parameters, training starts with start_epoch
+                epoch = start - 1
+            else:
+                epoch = self.config.int("load_epoch") or epoch_from_filename(prefix) or stored_epoch_of(prefix)
+            return prefix, epoch, key
+        return None
 
     def _start_epoch(self) -> Optional[int]:
         """``start_epoch`` (RETURNN's key): ``"auto"`` (default, resume from the newest checkpoint) or N
@@ -468,7 +499,7 @@ class Engine:
             raise ConfigError("checkpoint %s is missing or incomplete" % prefix)
         if self.checkpoints is None:
             self.checkpoints = CheckpointManager(prefix)
-        self._use_network_of_epoch(max(1, int(read_tensor(prefix, "epoch/.ATTRIBUTES/VARIABLE_VALUE"))))
+        self._use_network_of_epoch(max(1, stored_epoch_of(prefix)))
         self.checkpoints.set_objects(network=self.network, optimizer=self.optimizer, global_step=self.global_step_var)
         self.checkpoints.ignore_missing_vars = self.config.bool("load_ignore_missing_vars")
         epoch = self.checkpoints.restore(prefix)

@@ -6,8 +6,9 @@ RETURNN's 1e-16 (``optimizer_epsilon`` or the dict's ``epsilon`` override it).
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
+import numpy as np
 import tensorflow as tf
 
 from returnn.config import Config
@@ -25,10 +26,14 @@ class Optimizer(tf.Module):
     """
 
     slot_names: Sequence[str] = ()
+    # slot -> the suffix TensorFlow's v1 optimizer (RETURNN's) gives its slot variable in a checkpoint
+    # ("<param>/Adam"); slots without one are stored as "<param>/_engine_<class>_<slot>"
+    returnn_slot_names: Dict[str, str] = {}
 
     def __init__(self, variables: Sequence[tf.Variable], learning_rate: float = 1e-3,
                  epsilon: float = DEFAULT_EPSILON, name: str = "optimizer"):
         super().__init__(name=name)
+        self.var_index = {id(v): i for i, v in enumerate(variables)}  # a variable's slot index
         self.learning_rate = tf.Variable(float(learning_rate), trainable=False, dtype=tf.float32, name="learning_rate")
         self.iterations = tf.Variable(0, trainable=False, dtype=tf.int64, name="iterations")
         self.epsilon = float(epsilon)
@@ -53,6 +58,18 @@ class Optimizer(tf.Module):
     def slot(self, name: str, i: int) -> tf.Variable:
         return self.slots[name][i]
 
+    def slot_checkpoint_name(self, slot: str) -> str:
+        """The suffix of ``slot``'s entries in a checkpoint (``<param>/<suffix>``)."""
+        return self.returnn_slot_names.get(slot, "_engine_%s_%s" % (type(self).__name__, slot))
+
+    def extra_checkpoint_values(self) -> Dict[str, Any]:
+        """Values TensorFlow's v1 optimizer keeps besides slots (Adam's ``beta1_power``), by name."""
+        return {}
+
+    def iterations_from_checkpoint(self, values: Dict[str, Any]) -> Optional[int]:
+        """The update count that those values (of a checkpoint without this engine's own) stand for."""
+        return None
+
 
 class SGD(Optimizer):
     def _update(self, i, g, v, coeffs):
@@ -63,6 +80,7 @@ class Momentum(Optimizer):
     """``m = mu * m + g``; ``v -= lr * m`` (Nesterov: ``v -= lr * (g + mu * m)``)."""
 
     slot_names = ("momentum",)
+    returnn_slot_names = {"momentum": "Momentum"}
 
     def __init__(self, variables, momentum: float = 0.9, nesterov: bool = False, **kwargs):
         super().__init__(variables, **kwargs)
@@ -82,10 +100,23 @@ class Adam(Optimizer):
     """
 
     slot_names = ("m", "v")
+    returnn_slot_names = {"m": "Adam", "v": "Adam_1"}
 
     def __init__(self, variables, beta1: float = 0.9, beta2: float = 0.999, **kwargs):
         super().__init__(variables, **kwargs)
         self.beta1, self.beta2 = float(beta1), float(beta2)
+
+    def extra_checkpoint_values(self) -> Dict[str, Any]:
+        """TensorFlow's v1 Adam keeps ``beta1^(t+1)`` and ``beta2^(t+1)`` after t updates."""
+        t = int(self.iterations.numpy()) + 1
+        return {"beta1_power": np.float32(self.beta1 ** t), "beta2_power": np.float32(self.beta2 ** t)}
+
+    def iterations_from_checkpoint(self, values: Dict[str, Any]) -> Optional[int]:
+        """The update count that a v1 Adam's ``beta1_power`` in ``values`` stands for, if any."""
+        power = values.get("beta1_power")
+        if power is None or not 0.0 < self.beta1 < 1.0 or not 0.0 < float(power) <= self.beta1:
+            return None
+        return max(0, int(round(np.log(float(power)) / np.log(self.beta1))) - 1)
 
     def _coefficients(self, lr, step):
         b2_power = tf.pow(self.beta2, step)
@@ -127,6 +158,7 @@ class RMSProp(Optimizer):
     kernel per variable."""
 
     slot_names = ("ms", "momentum")
+    returnn_slot_names = {"ms": "RMSProp", "momentum": "RMSProp_1", "mg": "RMSProp_2"}
 
     def __init__(self, variables, decay: float = 0.9, momentum: float = 0.0, centered: bool = False, **kwargs):
         super().__init__(variables, **kwargs)
@@ -152,6 +184,7 @@ class Adagrad(Optimizer):
     ``initial_accumulator_value``; ``acc += g^2``, ``v -= lr * g / sqrt(acc)``."""
 
     slot_names = ("accumulator",)
+    returnn_slot_names = {"accumulator": "Adagrad"}
 
     def __init__(self, variables, initial_accumulator_value: float = 0.1, **kwargs):
         kwargs.pop("epsilon", None)  # v1 Adagrad has none
@@ -168,6 +201,7 @@ class Adadelta(Optimizer):
     """Zeiler's Adadelta, as TF's fused kernel computes it."""
 
     slot_names = ("accum_grad", "accum_update")
+    returnn_slot_names = {"accum_grad": "Adadelta", "accum_update": "Adadelta_1"}
 
     def __init__(self, variables, rho: float = 0.95, **kwargs):
         kwargs.setdefault("epsilon", 1e-6)

@@ -4,11 +4,11 @@
 
     preload_from_files = {
         "base": {"filename": "/exp/base/model.080", "init_for_train": True,
-                 "prefix": "",                 # network layer <prefix><name> <- checkpoint layer <name>
+                 "prefix": "",                 # network parameter <prefix><name> <- checkpoint's <name>
                  "ignore_missing": False,      # parameters the checkpoint lacks keep their initialisation
-                 "ignore_params": [],          # "layer/param" names not to load
+                 "ignore_params": [],          # parameter names ("layer/W") not to load
                  "ignore_params_prefixes": [],
-                 "var_name_mapping": {},       # "layer/param" in the network -> "layer/param" in the file
+                 "var_name_mapping": {},       # parameter name in the network -> name in the file
                  },
     }
 
@@ -16,7 +16,8 @@ As in RETURNN: entries are applied in the order of their names, and a parameter 
 entry is not loaded again by a later one. ``init_for_train`` entries apply when a training starts
 from scratch (not on resume, where the run's own checkpoint holds everything); the others apply
 when a model is loaded for ``eval``/``forward`` (after the model checkpoint, so they win, as in
-RETURNN). The files are checkpoints of this engine (``<model>.NNN``).
+RETURNN). The files are checkpoints written here or by RETURNN (``<model>.NNN``); names are
+RETURNN's parameter names (``layer/W``, ``lstm/rec/W_re``).
 """
 from __future__ import annotations
 
@@ -27,7 +28,9 @@ import tensorflow as tf
 from returnn.errors import ConfigError
 from returnn.log import log
 from returnn.tf.checkpoint import is_complete, readable_prefix
-from returnn.tf.checkpoint_fit import checkpoint_params, network_variables
+from returnn.tf.checkpoint_fit import stored_params
+from returnn.tf.checkpoint_format import is_legacy
+from returnn.tf.returnn_params import network_params
 
 OPTIONS = ("filename", "init_for_train", "prefix", "ignore_missing", "ignore_params", "ignore_params_prefixes",
            "var_name_mapping")
@@ -65,6 +68,7 @@ def preload_from_files(spec: Any, network: tf.Module, starting_training: bool) -
 def _load(name: str, opts: Dict[str, Any], network: tf.Module, done: Set[int]) -> int:
     where = "preload_from_files entry %r" % name
     filename = opts["filename"]
+    filename = filename[:-len(".index")] if filename.endswith(".index") else filename
     if not is_complete(filename):
         raise ConfigError("%s: checkpoint %s not found (expected %s.index and its data)" % (where, filename, filename))
     prefix = str(opts.get("prefix", "") or "")
@@ -73,24 +77,26 @@ def _load(name: str, opts: Dict[str, Any], network: tf.Module, done: Set[int]) -
     mapping = dict(opts.get("var_name_mapping", {}) or {})
     with readable_prefix(filename) as path:
         reader = tf.train.load_checkpoint(path)
-        stored = {"%s/%s" % (layer, param): (key, shape) for key, (layer, param, shape)
-                  in checkpoint_params(reader.get_variable_to_shape_map()).items()}
+        shapes = reader.get_variable_to_shape_map()
+        if is_legacy(shapes):
+            raise ConfigError("%s: %s is a checkpoint of an earlier version of this engine; load it once with "
+                              "'load' (or resume from it) and use the checkpoint that run writes" % (where, filename))
+        stored = stored_params(shapes)
         loaded, missing = 0, []
-        for _, layer, param, var in network_variables(network):
-            shape = tuple(var.shape)
-            own = "%s/%s" % (layer, param)
-            if id(var) in done or own in ignore or own.startswith(ignore_prefixes) or not layer.startswith(prefix):
+        for own, param in network_params(network).items():
+            ids = [id(v) for v in param.param.variables]
+            if any(i in done for i in ids) or own in ignore or own.startswith(ignore_prefixes) or \
+                    not own.startswith(prefix) or not param.param.saveable:
                 continue
-            source = mapping.get(own, "%s/%s" % (layer[len(prefix):], param))
+            source = mapping.get(own, own[len(prefix):])
             if source not in stored:
                 missing.append(own)
                 continue
-            key, stored_shape = stored[source]
-            if stored_shape != shape:
+            if stored[source] != param.shape:
                 raise ConfigError("%s: parameter %r has shape %s in %s but %r has %s in the network"
-                                  % (where, source, stored_shape, filename, own, shape))
-            var.assign(reader.get_tensor(key))
-            done.add(id(var))
+                                  % (where, source, stored[source], filename, own, param.shape))
+            param.assign(reader.get_tensor(source))
+            done.update(ids)
             loaded += 1
     if missing and not opts.get("ignore_missing", False):
         raise ConfigError("%s: checkpoint %s has no parameter for %s (set 'ignore_missing': True to keep their "

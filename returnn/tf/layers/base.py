@@ -24,6 +24,7 @@ from returnn.tf.layers.initializers import initial_value
 from returnn.tf.layers.options import Option, check_unknown, declared_options, non_negative, positive_int, rate
 from returnn.tf.layers.output import LayerOutput
 from returnn.tf.layers.packed import PackedFrames
+from returnn.tf.layers.params import Param, same
 
 
 class RunContext:
@@ -75,6 +76,8 @@ class Layer(tf.Module):
         return sub in cls.sub_output_names
     # True: the layer updates state in training steps, so it runs there even when no loss needs it
     updates_in_training = False
+    # RETURNN's variable scope inside the layer's own for all its parameters (rec layers: "rec/")
+    param_subscope = ""
     options = (
         Option("class", None, "layer class name"),
         Option("from", "data", "input layer name(s); 'data:KEY' for a data key"),
@@ -96,6 +99,8 @@ class Layer(tf.Module):
                                         "with an edit_distance loss); training leaves it out"),
         Option("loss_only_on_non_search", False, "accepted for RETURNN compatibility (no search here)"),
         Option("register_as_extern_data", None, "accepted for RETURNN compatibility"),
+        Option("name_scope", None, "RETURNN's variable scope of the layer's parameters: None (the layer's name), "
+                                   "'' (its network's), 'x' (x in its network), '/x' (absolute)"),
         Option("reuse_params", None, "accepted for RETURNN compatibility"),
         Option("collocate_with", None, "accepted for RETURNN compatibility (device placement)"),
         Option("spatial_smoothing", 0.0, "accepted for RETURNN compatibility"),
@@ -121,6 +126,12 @@ class Layer(tf.Module):
             raise NetworkError("%s: option 'batch_norm' is not supported; add a batch_norm layer" % self.desc)
         self._rng = np.random.RandomState((zlib.crc32(name.encode("utf8")) + int(seed) * 1000003) % (2 ** 32))
         self._new_out_dim: Optional[Dim] = None
+        # the variables this layer made, by RETURNN's name in the layer's scope (without param_subscope);
+        # held outside tf.Module's tracking (the variables are tracked as the attributes that hold them)
+        self._own = _ParamTable()
+        name_scope = opts.get("name_scope")
+        if name_scope is not None and (not isinstance(name_scope, str) or (name_scope.endswith("/") and name_scope != "/")):
+            raise NetworkError("%s: 'name_scope' must be a scope name without a trailing '/', got %r" % (self.desc, name_scope))
         self.output: Data = Data(name, dims=())
 
     # ---- helpers for subclasses
@@ -170,14 +181,43 @@ class Layer(tf.Module):
     def weight(self, name: str, shape: Sequence[int], init: Any = "glorot_uniform",
                init_option: Optional[str] = None) -> tf.Variable:
         """A variable initialised from this layer's seeded RNG by ``init`` (a RETURNN init spec, see
-        :mod:`returnn.tf.layers.initializers`; the option ``init_option`` overrides it when set)."""
+        :mod:`returnn.tf.layers.initializers`; the option ``init_option`` overrides it when set).
+        ``name`` is RETURNN's name of the parameter in the layer's scope (``"W"``, ``"b"``)."""
         if init_option is not None and self.opts.get(init_option) is not None:
             init = self.opts[init_option]
         try:
             value = initial_value(init, shape, self._rng)
         except ValueError as exc:
             raise NetworkError("%s: option %r: %s" % (self.desc, init_option or "init", exc)) from None
-        return tf.Variable(value, name=name, trainable=self.trainable)
+        return self.variable(name, value)
+
+    def variable(self, name: str, value: Any, trainable: Optional[bool] = None) -> tf.Variable:
+        """A new parameter of this layer with initial ``value`` and RETURNN's ``name`` in the layer's
+        scope (statistics such as batch-norm means pass ``trainable=False``)."""
+        if name in self.own_params:
+            raise NetworkError("%s: internal error: parameter %r made twice" % (self.desc, name))
+        var = tf.Variable(value, name=name.replace("/", "_"),
+                          trainable=self.trainable if trainable is None else trainable)
+        self.own_params[name] = var
+        return var
+
+    def returnn_params(self) -> List[Param]:
+        """The parameters this layer made, as RETURNN names (in the layer's scope, e.g. ``"W"``,
+        ``"rec/W_re"``) and lays them out (:mod:`returnn.tf.layers.params`); by default each
+        variable as it is. Layers whose layout differs from RETURNN's override this."""
+        return [same(self.param_subscope + key, var) for key, var in self.own_params.items()]
+
+    @property
+    def own_params(self) -> Dict[str, tf.Variable]:
+        """The variables this layer made, by RETURNN's name in the layer's scope (without
+        ``param_subscope``), in the order made."""
+        return self._own.by_name
+
+    @property
+    def params(self) -> Dict[str, tf.Variable]:
+        """RETURNN's ``layer.params``: the layer's variables by name (as config code reads them,
+        e.g. in a ``reuse_params`` custom function)."""
+        return dict(self.own_params)
 
     def l2_variables(self) -> List[tf.Variable]:
         """The parameters the ``L2`` option applies to: all trainable ones of the layer, biases and
@@ -216,6 +256,13 @@ class Layer(tf.Module):
 
     def __call__(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         return self.forward(sources, ctx)
+
+
+class _ParamTable:
+    """A plain holder of a dict (tf.Module would track a dict attribute as an object of its own)."""
+
+    def __init__(self):
+        self.by_name: Dict[str, tf.Variable] = {}
 
 
 def _tf_name(name: str) -> str:

@@ -46,7 +46,7 @@ class LinearLayer(Layer):
         self.transposed = bool(self.opt("use_transposed_weights"))
         shape = [sum(self.plan.in_dims), n_out]
         self.W = self.weight("W", shape[::-1] if self.transposed else shape, init_option="forward_weights_init")
-        self.bias = self.weight("bias", [n_out], 0.0, init_option="bias_init") if self.opt("with_bias") \
+        self.bias = self.weight("b", [n_out], 0.0, init_option="bias_init") if self.opt("with_bias") \
             else None
         self.output = plan_output(name, self.plan, self.out_feature_dim())
         # one dense source with its feature axis last, laid out as the output: one flat matmul and

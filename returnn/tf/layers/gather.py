@@ -10,6 +10,7 @@
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Dict, List, Sequence
 
 import tensorflow as tf
@@ -20,6 +21,7 @@ from returnn.tensor.dim import batch_dim
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
 from returnn.tf.layers.helpers import check_sources
 from returnn.tf.layers.options import Option
+from returnn.tf.layers.params import Param
 
 
 @register_layer
@@ -102,6 +104,9 @@ class VariableLayer(Layer):
         Option("add_batch_axis", False, "repeat the parameter over the batch (first axis)"),
         Option("add_time_axis", False, "add a time axis of size 1 after the batch axis"),
         Option("init_by_layer", None, "not supported"),
+        Option("param_name", None, "RETURNN's name of the parameter in the layer's scope (default: the layer's name)"),
+        Option("saveable", True, "False: the parameter is not stored in checkpoints (starts from init when loaded)"),
+        Option("non_critical_for_restore", False, "True: a checkpoint without the parameter is no error"),
     )
 
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
@@ -112,7 +117,10 @@ class VariableLayer(Layer):
             raise NetworkError("%s: 'shape' must be a list of positive ints, got %r" % (self.desc, shape))
         if self.opt("init_by_layer") is not None:
             raise NetworkError("%s: option 'init_by_layer' is not supported" % self.desc)
-        self.var = self.weight("param", list(shape), self.opt("init"))
+        param_name = self.opt("param_name") or name.rsplit("/", 1)[-1]
+        if not isinstance(param_name, str):
+            raise NetworkError("%s: 'param_name' must be a str, got %r" % (self.desc, param_name))
+        self.var = self.weight(param_name, list(shape), self.opt("init"))
         if self.opt("dtype") != "float32":
             raise NetworkError("%s: only float32 variables are supported, got %r" % (self.desc, self.opt("dtype")))
         dims = [Dim(n, kind=DimTypes.Feature if i == len(shape) - 1 else DimTypes.Spatial,
@@ -124,6 +132,10 @@ class VariableLayer(Layer):
         if self.with_batch:
             dims = [batch_dim] + dims
         self.output = Data(name, dims=dims, time_dim_axis=(1 if self.with_batch else 0) if self.with_time else None)
+
+    def returnn_params(self) -> List[Param]:
+        return [dataclasses.replace(p, saveable=bool(self.opt("saveable")), critical=not self.opt("non_critical_for_restore"))
+                for p in super().returnn_params()]
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         value = tf.convert_to_tensor(self.var)

@@ -62,7 +62,7 @@ class LayerNormLstm(tf.Module):
         self.W_re = layer.weight("W_re", [n_out, 4 * n_out], init_option="recurrent_weights_init")
         self.b = None
         if self.ff_with_bias:
-            self.b = layer.weight("bias_ff", [4 * n_out], [0.0] * 2 * n_out + [fb] * n_out + [0.0] * n_out)
+            self.b = layer.weight("b_ff_re" if o["with_concat"] else "b_ff", [4 * n_out], [0.0] * 2 * n_out + [fb] * n_out + [0.0] * n_out)
         self.norms: Dict[str, List[Optional[tf.Variable]]] = {}  # tracked by tf.Module (dict of lists)
         if o["global_norm"]:
             self._norm("input_below", 4 * n_out, fb)

@@ -26,6 +26,7 @@ from returnn.errors import NetworkError
 from returnn.tensor import Data
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
 from returnn.tf.layers.helpers import check_dense, concat_inputs, concat_output, normalize
+from returnn.tf.layers.params import Param, reshaped, same
 from returnn.tf.layers.options import Option
 
 
@@ -61,8 +62,8 @@ class LayerNormLayer(_FeatureNorm):
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
         super().__init__(name, opts, sources, seed)
         self.epsilon = float(self.opt("epsilon"))
-        self.gamma = self.weight("gamma", [self.n_feat], "ones")
-        self.beta = self.weight("beta", [self.n_feat], "zeros")
+        self.gamma = self.weight("scale", [self.n_feat], "ones")
+        self.beta = self.weight("bias", [self.n_feat], "zeros")
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         x = self.inputs(sources, ctx)
@@ -97,7 +98,9 @@ class BatchNormLayer(_FeatureNorm):
                                                        "(default: from behavior_version 12)"),
         Option("delay_sample_update", None, "normalise with the moving statistics before this batch's update "
                                             "(default: from behavior_version 12)"),
-        Option("param_version", None, "RETURNN's parameter naming (0, 1, 2): the same computation here"),
+        Option("param_version", None, "RETURNN's parameter names and shapes in checkpoints: 0 ('<name>_<name>_output_mean', "
+                                      "(1, .., F)), 1 ('mean', (1, .., F)), 2 ('v2_mean', (F,)); default 2 from "
+                                      "behavior_version 12, else 0"),
         Option("gamma_init", 1.0, "init of gamma (RETURNN init spec)"),
         Option("beta_init", 0.0, "init of beta (RETURNN init spec)"),
         Option("masked_time", True, "statistics over real frames only (False: padding included)"),
@@ -118,6 +121,7 @@ class BatchNormLayer(_FeatureNorm):
             raise NetworkError("%s: use_sample must be in [0, 1], got %r" % (self.desc, self.use_sample))
         if self.opt("param_version") not in (None, 0, 1, 2):
             raise NetworkError("%s: param_version must be 0, 1 or 2, got %r" % (self.desc, self.opt("param_version")))
+        self.param_version = (2 if new else 0) if self.opt("param_version") is None else self.opt("param_version")
         only_train, delay = self.opt("update_sample_only_in_training"), self.opt("delay_sample_update")
         self.update_only_in_training = bool(new if only_train is None else only_train)
         self.delay_update = bool(new if delay is None else delay)
@@ -132,12 +136,22 @@ class BatchNormLayer(_FeatureNorm):
                 raise NetworkError("%s: 'axes' %r: only the feature axis (statistics per feature) is supported"
                                    % (self.desc, axes))
         dim = self.n_feat
+        self.moving_mean = self.variable("mean", np.zeros([dim], np.float32), trainable=False)
+        self.moving_variance = self.variable("variance", np.ones([dim], np.float32), trainable=False)
         self.gamma = self.weight("gamma", [dim], self.opt("gamma_init"), init_option="gamma_init") \
             if self.opt("use_std") else None
         self.beta = self.weight("beta", [dim], self.opt("beta_init"), init_option="beta_init") \
             if self.opt("use_shift") else None
-        self.moving_mean = tf.Variable(np.zeros([dim], np.float32), name="moving_mean", trainable=False)
-        self.moving_variance = tf.Variable(np.ones([dim], np.float32), name="moving_variance", trainable=False)
+
+    def returnn_params(self) -> List[Param]:
+        """RETURNN's ``batch_norm/<prefix><mean|variance|gamma|beta>``, by ``param_version``: 0 and
+        1 as (1, .., F) (broadcast over the output's other axes), 2 as (F,)."""
+        short = self.layer_name.rsplit("/", 1)[-1]
+        prefix = {0: "%s_%s_output_" % (short, short), 1: "", 2: "v2_"}[self.param_version]
+        shape = [1] * self.output.batch_ndim
+        shape[self.output.feature_dim_axis] = self.n_feat
+        return [reshaped("batch_norm/" + prefix + key, var, shape) if self.param_version < 2
+                else same("batch_norm/" + prefix + key, var) for key, var in self.own_params.items()]
 
     def batch_moments(self, x: LayerOutput):
         """Mean and biased variance, shape (D,), over the real positions of ``x`` (all positions

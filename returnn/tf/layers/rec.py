@@ -31,6 +31,8 @@ from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_laye
 from returnn.tf.layers.helpers import dropout, dropout_sources, feature_plan, plan_output, project_sources
 from returnn.tf.layers.lstm_layernorm import LayerNormLstm
 from returnn.tf.layers.options import Option, rate
+from returnn.tf.layers.params import Param
+from returnn.tf.layers.rec_params import unit_params
 from returnn.tf.lstm_kernels import final_state_fn, get_kernel
 
 # unit name -> default forget bias (RETURNN's: native kernels 0, TensorFlow's LSTM cells 1)
@@ -48,6 +50,7 @@ class RecLayer(Layer):
     the output is ``(B, T, H)``."""
 
     layer_class = "rec"
+    param_subscope = "rec/"
     options = (
         Option("unit", "lstm", "LSTM implementation name (all run the same LSTM): %s" % ", ".join(LSTM_UNITS)),
         Option("direction", 1, "1: forward in time, -1: backward"),
@@ -105,10 +108,13 @@ class RecLayer(Layer):
         else:
             self.W = self.weight("W", [sum(self.plan.in_dims), 4 * n_out], init_option="forward_weights_init")
             self.W_re = self.weight("W_re", [n_out, 4 * n_out], init_option="recurrent_weights_init")
-            self.bias = self.weight("bias", [4 * n_out], 0.0, init_option="bias_init")
+            self.bias = self.weight("b", [4 * n_out], 0.0, init_option="bias_init")
         self.output = plan_output(name, self.plan, self.out_feature_dim())
         if self.time_major:
             self.output = self.output.copy_transpose([1, 0, 2])
+
+    def returnn_params(self) -> List[Param]:
+        return unit_params(self, self.unit)
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         sources = dropout_sources(self, sources, ctx)

@@ -149,7 +149,7 @@ class AccumulateMeanLayer(Layer):
         init = self.opt("initial_value")
         if init is None:
             init = 1.0 / data.dim if self.opt("is_prob_distribution") else 0.0
-        self.mean = tf.Variable(tf.fill([data.dim], float(init)), name="mean", trainable=False)
+        self.mean = self.variable("mean", tf.fill([data.dim], float(init)), trainable=False)
         self.output = Data(name, dims=[data.feature_dim])
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:

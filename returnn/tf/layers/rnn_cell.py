@@ -36,6 +36,8 @@ from returnn.tensor import Data
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
 from returnn.tf.layers.helpers import dropout_sources, feature_plan, plan_output, project_sources
 from returnn.tf.layers.options import Option, rate
+from returnn.tf.layers.params import Param
+from returnn.tf.layers.rec_params import unit_params
 from returnn.tf.lstm_kernels import final_state_fn, get_kernel, lstm_step
 
 # unit name (lower case) -> (cell kind, default forget bias)
@@ -62,6 +64,8 @@ class RnnCellLayer(Layer):
 
     layer_class = "rnn_cell"
     units = CELL_UNITS
+    param_subscope = "rec/"
+    in_rnn_cell = True  # RETURNN's parameter layout of an rnn_cell layer (a rec layer in a loop: False)
     options = (
         Option("unit", None, "cell name: %s" % ", ".join(CELL_UNITS)),
         Option("unit_opts", None, "dict, e.g. {'forget_bias': 0.0}"),
@@ -80,6 +84,7 @@ class RnnCellLayer(Layer):
         unit = self.opt("unit")
         if not isinstance(unit, str) or unit.lower() not in self.units:
             raise NetworkError("%s: unknown unit %r (known: %s)" % (self.desc, unit, known_list(self.units)))
+        self.unit = unit.lower()
         self.kind, default_bias = self.units[unit.lower()]
         unit_opts = dict(self.opt("unit_opts") or {})
         known = {"forget_bias"} | (set(ZONEOUT_OPTS) if self.kind == "zoneout" else set())
@@ -111,16 +116,19 @@ class RnnCellLayer(Layer):
         elif self.kind in ("lstm", "zoneout"):
             self.W = self.weight("W", [n_in, 4 * n], init_option="forward_weights_init")
             self.W_re = self.weight("W_re", [n, 4 * n], init_option="recurrent_weights_init")
-            self.bias = self.weight("bias", [4 * n], 0.0, init_option="bias_init")
-        elif self.kind == "gru":
-            self.W = self.weight("W", [n_in, 3 * n], init_option="forward_weights_init")
-            self.W_re = self.weight("W_re", [n, 3 * n], init_option="recurrent_weights_init")
-            self.bias = tf.Variable(tf.concat([tf.ones([2 * n]), tf.zeros([n])], 0), name="bias",
-                                    trainable=self.trainable)
+            self.bias = self.weight("b", [4 * n], 0.0, init_option="bias_init")
+        elif self.kind == "gru":  # as TensorFlow's GRU cell keeps them: gates (reset, update) and candidate
+            self.W_gates = self.weight("W_gates", [n_in, 2 * n], init_option="forward_weights_init")
+            self.W_candidate = self.weight("W_candidate", [n_in, n], init_option="forward_weights_init")
+            self.W_re_gates = self.weight("W_re_gates", [n, 2 * n], init_option="recurrent_weights_init")
+            self.W_re_candidate = self.weight("W_re_candidate", [n, n], init_option="recurrent_weights_init")
+            self.b_gates = self.weight("b_gates", [2 * n], 1.0)
+            self.b_candidate = self.weight("b_candidate", [n], 0.0, init_option="bias_init")
+            self.W = self.W_re = self.bias = None
         else:
             self.W = self.weight("W", [n_in, n], init_option="forward_weights_init")
             self.W_re = self.weight("W_re", [n, n], init_option="recurrent_weights_init")
-            self.bias = self.weight("bias", [n], 0.0, init_option="bias_init")
+            self.bias = self.weight("b", [n], 0.0, init_option="bias_init")
         if not self.step_mode:
             dims = self.plan.dims
             if len(dims) != 2 or not any(d.is_batch_dim() for d in dims):
@@ -133,10 +141,19 @@ class RnnCellLayer(Layer):
                                % (self.desc, [s.short_repr() for s in sources]))
         self.output = plan_output(name, self.plan, self.out_feature_dim())
 
+    def returnn_params(self) -> List[Param]:
+        return unit_params(self, self.unit, self.in_rnn_cell)
+
     # ---- the cell
+    def _input_weights(self) -> tf.Tensor:
+        """The input weights of all gates (n_in, k*H)."""
+        if self.kind == "gru":
+            return tf.concat([self.W_gates, self.W_candidate], axis=1)
+        return self.W
+
     def _input_proj(self, sources: List[LayerOutput], ctx: RunContext) -> tf.Tensor:
         sources = dropout_sources(self, sources, ctx)
-        x = project_sources(self.plan, sources, self.W)
+        x = project_sources(self.plan, sources, self._input_weights())
         if self.ln_cell is not None:
             return self.ln_cell.prepare(x)
         return x + self.bias if self.kind != "gru" else x
@@ -158,9 +175,9 @@ class RnnCellLayer(Layer):
             return (new_h if self.zoneout_output else h), (new_h, new_c)
         if self.kind == "gru":
             (h,) = state
-            gates = tf.sigmoid(x[:, :2 * n] + tf.matmul(h, self.W_re[:, :2 * n]) + self.bias[:2 * n])
+            gates = tf.sigmoid(x[:, :2 * n] + tf.matmul(h, self.W_re_gates) + self.b_gates)
             r, u = gates[:, :n], gates[:, n:]
-            c = tf.tanh(x[:, 2 * n:] + tf.matmul(r * h, self.W_re[:, 2 * n:]) + self.bias[2 * n:])
+            c = tf.tanh(x[:, 2 * n:] + tf.matmul(r * h, self.W_re_candidate) + self.b_candidate)
             h = u * h + (1.0 - u) * c
             return h, (h,)
         h = tf.tanh(x + tf.matmul(state[0], self.W_re))
@@ -247,6 +264,8 @@ class RecStepLayer(RnnCellLayer):
         from returnn.tf.layers.rec import FORGET_BIAS
         self.units = {u: ("lstm", b) for u, b in FORGET_BIAS.items()}
         super().__init__(name, opts, sources, seed)
+
+    in_rnn_cell = False
 
 
 def cell_class_for(opts: Mapping[str, Any], sources: Sequence[Data]):

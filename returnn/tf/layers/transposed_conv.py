@@ -23,6 +23,7 @@ from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_laye
 from returnn.tf.layers.conv import WINDOW_OPTIONS
 from returnn.tf.layers.helpers import concat_inputs, dense_value
 from returnn.tf.layers.options import Option
+from returnn.tf.layers.params import Param, reshaped
 from returnn.tf.layers.spatial import SpatialPlan
 
 
@@ -80,7 +81,7 @@ class TransposedConvLayer(Layer):
         n_out = self.require_n_out()
         n_in = self.plan.data.dim
         self.activation = get_activation(self.opt("activation"), name)
-        self.W = self.weight("W", [w.size for w in windows] + [n_out, n_in], init_option="forward_weights_init")
+        self.W = self.weight("W_native_transposed_conv", [w.size for w in windows] + [n_out, n_in], init_option="forward_weights_init")
         self.bias = self.weight("bias", [n_out], 0.0, init_option="bias_init") if self.opt("with_bias") \
             else None
         self.out_dims: List[Dim] = []
@@ -99,6 +100,13 @@ class TransposedConvLayer(Layer):
         batch = self.plan.data.dims[self.plan.data.batch_dim_axis]
         self.output = Data(name, dims=[batch] + self.out_dims + [self.out_feature_dim()],
                            feature_dim_axis=len(self.out_dims) + 1)
+
+    def returnn_params(self) -> List[Param]:
+        """RETURNN runs a 1-D transposed convolution as a 2-D one: its kernel is (k, 1, n_out, n_in)."""
+        params = super().returnn_params()
+        if self.W.shape.rank == 3:
+            params[0] = reshaped(params[0].name, self.W, [self.W.shape[0], 1] + list(self.W.shape[1:]))
+        return params
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         plan = self.plan

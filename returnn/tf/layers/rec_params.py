@@ -1,0 +1,59 @@
+"""RETURNN's parameter names and layouts of the recurrent units (``rec`` and ``rnn_cell`` layers).
+
+Every unit here keeps its input weights ``W`` (n_in, k*H), recurrent weights ``W_re`` (H, k*H) and
+bias ``b`` (k*H) apart, LSTM gates in the order (input, cell-in, forget, output). RETURNN names
+them by the implementation it runs for the unit name, under the layer's ``rec/`` scope:
+
+- its native LSTM (``nativelstm2``, ``lstm``, ``lstmp``, ``nativelstm``; on a CPU also ``cudnnlstm``
+  and ``lstmblock(fused)`` in a ``rec`` layer): ``W``, ``W_re``, ``b``, gates (cell-in, input,
+  forget, output); ``nativelstmlowmem``: ``W`` = [W; W_re] and ``b``;
+- TensorFlow's cells (``standardlstm``, and in ``rnn_cell`` the LSTM block names): ``lstm_cell/kernel``
+  = [W; W_re] and ``lstm_cell/bias``, gates as ours; ``basiclstm``: ``basic_lstm_cell/...``;
+  ``gru``: ``gru_cell/gates/{kernel,bias}`` (reset and update gate) and
+  ``gru_cell/candidate/{kernel,bias}``; ``basicrnn``: ``basic_rnn_cell/{kernel,bias}``;
+- ``layernormvariantslstm``: ``W_ff``, ``W_re``, ``b_ff``, ``gamma_*``, ``beta_*`` as they are
+  (``with_concat``: ``W_ff_re`` = [W_ff; W_re], ``b_ff_re``).
+"""
+from __future__ import annotations
+
+from typing import Dict, List
+
+from returnn.tf.layers.params import Param, native_lstm_gates, same, stacked_rows
+
+# unit name (lower case) -> RETURNN's parameter layout in a ``rec`` layer
+REC_LAYOUT: Dict[str, str] = {
+    "lstm": "native", "nativelstm": "native", "nativelstm2": "native", "lstmp": "native", "cudnnlstm": "native",
+    "lstmblock": "native", "lstmblockfused": "native", "nativelstmlowmem": "native_lowmem",
+    "standardlstm": "lstm_cell", "lstmcell": "lstm_cell", "lstmblockcell": "lstm_cell",
+    "basiclstm": "basic_lstm_cell", "zoneoutlstm": "lstm_cell",
+    "gru": "gru_cell", "grublock": "gru_cell", "grucell": "gru_cell", "cudnngru": "gru_cell",
+    "basicrnn": "basic_rnn_cell", "rnn": "basic_rnn_cell", "rnncell": "basic_rnn_cell",
+    "basicrnncell": "basic_rnn_cell", "layernormvariantslstm": "layer_norm_lstm",
+}
+# ... in an ``rnn_cell`` layer (RETURNN picks a cell, never a sequence kernel, for the LSTM block names)
+CELL_LAYOUT: Dict[str, str] = dict(REC_LAYOUT, lstmblock="lstm_cell", lstmblockfused="lstm_cell",
+                                   cudnnlstm="lstm_cell")
+
+
+def unit_params(layer, unit: str, in_rnn_cell: bool = False) -> List[Param]:
+    """The RETURNN parameters of ``layer`` (a rec/rnn_cell layer with ``own_params`` ``W``,
+    ``W_re``, ``b`` or the unit's own) for ``unit``."""
+    table = CELL_LAYOUT if in_rnn_cell else REC_LAYOUT
+    layout = table.get(unit.lower(), "native")
+    p = layer.own_params
+    if layout == "native":
+        return [native_lstm_gates("rec/" + key, p[key]) for key in ("W", "W_re", "b")]
+    if layout == "native_lowmem":
+        return [stacked_rows("rec/W", [p["W"], p["W_re"]], swap_gates=True), native_lstm_gates("rec/b", p["b"])]
+    if layout in ("lstm_cell", "basic_lstm_cell", "basic_rnn_cell"):
+        return [stacked_rows("rec/%s/kernel" % layout, [p["W"], p["W_re"]]), same("rec/%s/bias" % layout, p["b"])]
+    if layout == "gru_cell":
+        return [stacked_rows("rec/gru_cell/gates/kernel", [p["W_gates"], p["W_re_gates"]]),
+                same("rec/gru_cell/gates/bias", p["b_gates"]),
+                stacked_rows("rec/gru_cell/candidate/kernel", [p["W_candidate"], p["W_re_candidate"]]),
+                same("rec/gru_cell/candidate/bias", p["b_candidate"])]
+    cell = getattr(layer, "cell", None) or getattr(layer, "ln_cell", None)  # layer_norm_lstm
+    if cell is not None and cell.o["with_concat"]:
+        return [stacked_rows("rec/W_ff_re", [p["W_ff"], p["W_re"]])] + \
+            [same("rec/" + key, var) for key, var in p.items() if key not in ("W_ff", "W_re")]
+    return [same("rec/" + key, var) for key, var in p.items()]
