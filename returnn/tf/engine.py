@@ -139,13 +139,15 @@ class Engine:
         if self.net_dict is not None and net_dict == self.net_dict:
             return False
         layers, meta = split_net_dict(net_dict)
+        search_layer = self.config.value("search_output_layer") if self.search_mode else None
+        if search_layer and search_layer not in layers:
+            raise ConfigError("config key 'search_output_layer': no layer %r" % search_layer)
+        # RETURNN builds what its task names too; only_on_eval layers in every task but forward
         network = TFNetwork(layers, self.network_data, seed=self.seed, default_target=self.config.value("target"),
-                            search=self.search_mode)
-        if self.search_mode and self.config.value("search_output_layer"):
-            name = self.config.value("search_output_layer")
-            if name not in network.layers:
-                raise ConfigError("config key 'search_output_layer': no layer %r" % name)
-            network.output_layer_name = name
+                            search=self.search_mode, eval_flag=self.config.value("task") != "forward",
+                            extra_roots=[search_layer] if search_layer else ())
+        if search_layer:
+            network.output_layer_name = search_layer
         if carry and self.network is not None:
             skip = [] if self.schedule.copy_output_layers(epoch) else \
                 [info.layer for info in self.network.losses] + [self.network.output_layer_name]
@@ -210,6 +212,9 @@ class Engine:
             raise ConfigError("task 'train' needs a 'train' dataset in the config")
         if self.checkpoints is None:
             raise ConfigError("task 'train' needs 'model' (the checkpoint path prefix)")
+        if all(info.only_on_eval for info in self.network.losses) and not self.network.has_constraints:
+            raise ConfigError("task 'train': the network has no loss to train (no layer with 'loss' outside "
+                              "only_on_eval, and no L2 or other constraint) (RETURNN: 'no loss defined?')")
         if self.dist.is_chief:
             prepare_model_dir(self.model)
         start_epoch = self._restore_for_training()
@@ -406,7 +411,7 @@ class Engine:
             return self.steps.to_tensors(batch), next(seeds)
         prefetcher = BatchPrefetcher(dataset, slices, self.steps.train_keys, self.batching.prefetch,
                                      transform=step_input)
-        progress, summaries, loss_names = self.progress, self.summaries, self.steps.loss_names
+        progress, summaries, loss_names = self.progress, self.summaries, self.steps.train_loss_names
         first_step = self.global_step
 
         def on_step(step: int, stats: np.ndarray, batch: dict) -> None:

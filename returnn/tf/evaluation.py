@@ -24,7 +24,7 @@ def evaluate_dataset(steps: StepFunctions, dataset: Dataset, epoch: int, batchin
     batches = BatchPrefetcher(dataset, slices, steps.train_keys, batching.prefetch, transform=steps.to_tensors)
     for batch_slice, batch in zip(slices, batches):
         with reporting_misalignment(dataset, batch_slice):
-            stats, _ = steps.split_stats(steps.eval_step(batch).numpy())  # eval steps carry no flags
+            stats, _ = steps.split_stats(steps.eval_step(batch).numpy(), train=False)  # eval steps carry no flags
         acc.add(stats)
         heartbeat()
     dist.meet("evaluation of %r in epoch %i" % (dataset.name, epoch))

@@ -8,15 +8,17 @@ from __future__ import annotations
 
 import types
 from dataclasses import dataclass
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
 from returnn.errors import NetworkError
 from returnn.tensor import Data
+from returnn.tf.layers import reuse
 from returnn.tf.layers.base import LAYER_CLASSES, Layer, RunContext, get_layer_class
 from returnn.tf.layers.output import LayerOutput
 from returnn.tf.losses import Loss, LossValues, get_loss_class
+from returnn.tf.net_dict import needed_layers, without_search_only
 from returnn.tf.subnetwork import expand_subnetworks
 
 
@@ -93,13 +95,6 @@ def _targets(opts: Mapping[str, Any], default_target: str) -> List[str]:
     return [t for t in flat if isinstance(t, str)]
 
 
-def without_search_only(net_dict: Dict[str, Any], search: bool) -> Dict[str, Any]:
-    """``net_dict`` without the layers marked ``only_on_search`` unless it is built for search."""
-    if search:
-        return net_dict
-    return {k: v for k, v in net_dict.items() if not (isinstance(v, Mapping) and v.get("only_on_search"))}
-
-
 def base_layer_name(ref: str, layers) -> str:
     """``"rec/sub"`` -> ``"rec"`` when ``ref`` is no layer itself but ``rec`` is a layer with
     sub-layers (a rec sub-network, or a class listing ``sub_output_names`` such as forced_align's
@@ -132,6 +127,7 @@ class LossInfo:
     loss: Loss
     target: Optional[str]  # None for losses without target (as_is)
     scale: float
+    only_on_eval: bool = False  # RETURNN's only_on_eval: computed in evaluation, not in training steps
 
 
 # Layer classes that compute each frame on its own (RETURNN's non-"recurrent" layers). A network of
@@ -143,12 +139,13 @@ class TFNetwork(tf.Module):
     """The layers of a net dict, built in dependency order, plus their losses."""
 
     def __init__(self, net_dict: Dict[str, Dict[str, Any]], extern_data: Dict[str, Data], seed: int = 42,
-                 default_target: str = "classes", search: bool = False):
+                 default_target: str = "classes", search: bool = False, eval_flag: bool = True,
+                 extra_roots: Sequence[str] = ()):
         super().__init__(name="network")
         self.default_target = default_target  # the config's 'target': loss target of layers without one
         if not isinstance(net_dict, dict) or not net_dict:
             raise NetworkError("config key 'network': expected a non-empty dict of layers")
-        net_dict = without_search_only(expand_subnetworks(net_dict), search)
+        net_dict = without_search_only(expand_subnetworks(net_dict), search, eval_flag)
         for name, opts in net_dict.items():
             if not isinstance(opts, dict) or "class" not in opts:
                 raise NetworkError("layer %r: expected a dict with 'class'" % name)
@@ -170,6 +167,17 @@ class TFNetwork(tf.Module):
         deps = {name: list(srcs) for name, srcs in self.sources.items()}
         for name, opts in net_dict.items():  # a registered target key: that layer's template is built first
             deps[name] += [self.data_layers[t] for t in _targets(opts, default_target) if t in self.data_layers]
+            for ref in reuse.referenced_layers(opts.get("reuse_params")):  # layers whose parameters it shares
+                if base_layer_name(ref, net_dict) not in net_dict:
+                    raise NetworkError("layer %r: 'reuse_params' names unknown layer %r" % (name, ref))
+                deps[name].append(ref)
+        # RETURNN's rule: only output, loss, is_output_layer and data-registering layers and what they need
+        self.needed = needed_layers(net_dict, lambda n: self._layer_refs(deps[n], net_dict), search=search,
+                                    extra_roots=extra_roots)
+        if not self.needed:
+            raise NetworkError("config key 'network': no layer is built: it has no 'output' layer, no layer with a "
+                               "'loss' and none with 'is_output_layer' (RETURNN builds only those and what they need)")
+        deps = {name: deps[name] for name in self.needed}
         self.order = topological_order(deps, set(self.extern_data) | set(self.data_layers), net_dict)
         self.layers: Dict[str, Layer] = {}
         self.losses: List[LossInfo] = []
@@ -180,11 +188,13 @@ class TFNetwork(tf.Module):
             layer_opts = {k: v for k, v in opts.items() if k != "from"}
             self._infer_n_out(name, layer_opts)
             templates = [self.template_of(s) for s in srcs]
-            if hasattr(cls, "outer_sources"):  # it reads its own 'from' (to tell it from the rest)
-                layer = cls(name, dict(layer_opts, **{"from": opts.get("from", ["data"])}), templates, seed=seed, outer_names=self.raw_sources[name],
-                            default_target=default_target, infer_n_out=self._infer_n_out, search=search)
-            else:
-                layer = cls(name, layer_opts, templates, seed=seed)
+            with reuse.resolving(self._built_layer):
+                if hasattr(cls, "outer_sources"):  # it reads its own 'from' (to tell it from the rest)
+                    layer = cls(name, dict(layer_opts, **{"from": opts.get("from", ["data"])}), templates, seed=seed,
+                                outer_names=self.raw_sources[name], default_target=default_target,
+                                infer_n_out=self._infer_n_out, search=search)
+                else:
+                    layer = cls(name, layer_opts, templates, seed=seed)
             self.layers[name] = layer
             if isinstance(opts.get("register_as_extern_data"), str):
                 extern.setdefault(opts["register_as_extern_data"], layer.output)
@@ -195,6 +205,19 @@ class TFNetwork(tf.Module):
             for sub, sub_opts in subs.items():
                 self._add_loss("%s/%s" % (name, sub), sub_opts)
         self.output_layer_name = self._find_output_layer()
+
+    def _built_layer(self, name: str) -> Layer:
+        """A layer built before (``reuse_params`` of the one being built names it; ``rec/sub`` a
+        rec unit's sub-layer); KeyError if none."""
+        if name not in self.layers and "/" in name:
+            rec, sub = name.split("/", 1)
+            return getattr(self.layers[rec], "sub_layers", dict)()[sub]
+        return self.layers[name]
+
+    @staticmethod
+    def _layer_refs(sources: List[str], net_dict: Mapping[str, Any]) -> List[str]:
+        """The layer names among ``from``-style ``sources`` (``"rec/sub"`` as ``"rec"``)."""
+        return [base_layer_name(ref, net_dict) for kind, ref in map(parse_source, sources) if kind == "layer"]
 
     def _registered(self, src: str) -> str:
         """``data:KEY`` of a key registered by a layer -> that layer's name."""
@@ -210,7 +233,7 @@ class TFNetwork(tf.Module):
             raise NetworkError("layer %r: target %r is not a data key (known: %s)"
                                % (name, target, ", ".join(sorted(self.extern_data))))
         self.losses.append(LossInfo(name, loss_cls(name, dict(opts.get("loss_opts") or {}), target),
-                                    target, float(opts.get("loss_scale", 1.0))))
+                                    target, float(opts.get("loss_scale", 1.0)), bool(opts.get("only_on_eval"))))
 
     @property
     def recurrent(self) -> bool:
@@ -245,12 +268,14 @@ class TFNetwork(tf.Module):
         return self.layers[ref].output
 
     def _find_output_layer(self) -> str:
+        """RETURNN's default output layer: ``output``, else the (last) ``is_output_layer`` layer,
+        else the last layer with a loss (built for its loss; forward and search name their layer)."""
         if "output" in self.layers:
             return "output"
         marked = [n for n in self.order if self.net_dict[n].get("is_output_layer")]
         if marked:
             return marked[-1]
-        return self.order[-1]
+        return [n for n in self.order if self.net_dict[n].get("loss")][-1] if self.losses else self.order[-1]
 
     @property
     def dump_layers(self) -> List[str]:
@@ -345,10 +370,11 @@ class TFNetwork(tf.Module):
         seq_len = out.seq_len if out.seq_len is not None else tf.ones([tf.shape(tensor)[0]], tf.int32)
         return tensor, seq_len
 
-    def compute_losses(self, outputs: Dict[str, LayerOutput], batch: Dict[str, tf.Tensor]) -> Dict[str, LossValues]:
-        """Loss values per loss layer."""
+    def compute_losses(self, outputs: Dict[str, LayerOutput], batch: Dict[str, tf.Tensor],
+                       names: Optional[Sequence[str]] = None) -> Dict[str, LossValues]:
+        """Loss values per loss layer (of the layers ``names``, default all)."""
         return {info.layer: info.loss.compute(outputs[info.layer], self._target(batch, outputs, info.target))
-                for info in self.losses}
+                for info in self.losses if names is None or info.layer in names}
 
     def _target(self, batch: Dict[str, tf.Tensor], outputs: Dict[str, LayerOutput], key: Optional[str]
                 ) -> Optional[LayerOutput]:
@@ -357,6 +383,14 @@ class TFNetwork(tf.Module):
         if key in self.data_layers:
             return outputs[self.data_layers[key]]
         return self.data_output(batch, key)
+
+    @property
+    def has_constraints(self) -> bool:
+        """Whether some layer adds a term to the training objective besides losses (``L2``, ...)."""
+        layers = list(self.layers.values())
+        for layer in self.layers.values():
+            layers += list(getattr(layer, "sub_layers", dict)().values())
+        return any(layer.l2 and layer.l2_variables() for layer in layers)
 
     def l2_loss(self) -> tf.Tensor:
         """Sum of ``L2 * sum(w**2)`` over layers that set ``L2``."""

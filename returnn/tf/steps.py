@@ -54,6 +54,8 @@ class StepFunctions:
         self.accum_grads = [tf.Variable(tf.zeros(v.shape, v.dtype), trainable=False, name="accum_grad")
                             for v in self.variables] if self.accum_steps > 1 else []
         self.loss_names = [info.layer for info in network.losses]
+        # the losses of training steps: RETURNN computes only_on_eval losses in evaluation only
+        self.train_loss_names = [info.layer for info in network.losses if not info.only_on_eval]
         self.train_keys = network.required_data_keys(with_targets=True)
         self.forward_keys = network.required_data_keys(with_targets=False)
         train_sig = batch_signature(network, self.train_keys)
@@ -70,15 +72,18 @@ class StepFunctions:
 
     # ---- graph code
     def _loss_stats(self, batch, ctx: RunContext) -> Tuple[tf.Tensor, tf.Tensor]:
-        outputs = self.network.forward(batch, ctx, only=self.loss_names)
-        values = self.network.compute_losses(outputs, batch)
+        names = self.train_loss_names if ctx.train else self.loss_names
+        outputs = self.network.forward(batch, ctx, only=names)
+        values = self.network.compute_losses(outputs, batch, names)
         stats, total = [], []
         for info in self.network.losses:
+            if info.layer not in names:
+                continue
             v = values[info.layer]
             err = v.error_sum if v.error_sum is not None else tf.constant(0.0)
             err_norm = v.error_norm if v.error_norm is not None else tf.constant(0.0)
             stats += [v.loss_sum, v.norm, err, err_norm]
-            total.append(info.scale * v.loss_sum / tf.maximum(v.norm, 1.0))
+            total.append(info.scale * info.loss.objective(v))
         total_loss = tf.add_n(total) if total else tf.constant(0.0)
         return tf.stack([tf.cast(s, tf.float32) for s in stats]) if stats else tf.zeros([0]), total_loss
 
@@ -175,7 +180,9 @@ class StepFunctions:
         if with_forward:
             self.forward_step.get_concrete_function()
 
-    def split_stats(self, vector: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
-        """Step output -> (loss stats (n_losses, 4), flags)."""
-        n = len(self.loss_names) * STATS_PER_LOSS
-        return vector[:n].reshape(len(self.loss_names), STATS_PER_LOSS), vector[n:n + NUM_FLAGS]
+    def split_stats(self, vector: np.ndarray, train: bool = True) -> Tuple[np.ndarray, np.ndarray]:
+        """Step output -> (loss stats (n_losses, 4), flags); ``train``: of a train step (its losses:
+        :attr:`train_loss_names`), else of an eval step (:attr:`loss_names`)."""
+        losses = len(self.train_loss_names if train else self.loss_names)
+        n = losses * STATS_PER_LOSS
+        return vector[:n].reshape(losses, STATS_PER_LOSS), vector[n:n + NUM_FLAGS]

@@ -43,6 +43,20 @@ def _map_ref(ref: str, prefix: str, data_name: Optional[str], where: str = "?") 
     return prefix + ref
 
 
+def _map_reuse(spec: Any, prefix: str, data_name: Optional[str], where: str) -> Any:
+    """A ``reuse_params`` value with its layer names as the flattened network names them."""
+    if isinstance(spec, str):
+        return _map_ref(spec, prefix, data_name, where)
+    if not isinstance(spec, dict):
+        return spec
+    out = dict(spec)
+    if isinstance(out.get("reuse_layer"), str):
+        out["reuse_layer"] = _map_ref(out["reuse_layer"], prefix, data_name, where)
+    if isinstance(out.get("map"), dict):
+        out["map"] = {k: _map_reuse(v, prefix, data_name, where) for k, v in out["map"].items()}
+    return out
+
+
 # Private option of the layers a masked_computation becomes inside a rec unit: the mask (a layer
 # reference) under which their outputs and states advance; where it is False they keep the previous
 # step's (see returnn.tf.layers.rec_net.loop).
@@ -100,6 +114,8 @@ def expand_subnetworks(net_dict: Dict[str, Any], in_rec_unit: bool = False) -> D
             for key in tuple(getattr(cls, "ref_options", ())) + (MASKED_BY,):
                 if isinstance(new.get(key), str):
                     new[key] = _map_ref(new[key], prefix, data_name, where)
+            if new.get("reuse_params"):
+                new["reuse_params"] = _map_reuse(new["reuse_params"], prefix, data_name, where)
             out[where] = new
         own = {k: v for k, v in opts.items() if k not in _OWN_OPTIONS}
         out[name] = dict(own, **{"class": "copy", "from": [prefix + "output"]})
@@ -139,8 +155,8 @@ def _expand_masked(name: str, opts: Dict[str, Any], in_rec_unit: bool) -> Dict[s
     if unit["class"] == "subnetwork" and unit.get("from", "data") in ("data", ["data"]):
         inner = dict(unit["subnetwork"]) if isinstance(unit.get("subnetwork"), dict) else unit.get("subnetwork")
         unit_own = {k: v for k, v in unit.items() if k not in ("class", "from", "subnetwork")}
-    else:
-        inner, unit_own = {"output": unit}, {}
+    else:  # the unit is the masked layer itself: RETURNN names its parameters in NAME's scope
+        inner, unit_own = {"output": dict(unit, name_scope=unit.get("name_scope", ""))}, {}
     own = {k: v for k, v in opts.items() if k not in _MASKED_OWN_OPTIONS}
     sub = {**unit_own, **own, "class": "subnetwork", "from": sources, "subnetwork": inner}
     for key, value in expand_subnetworks({name: sub}, in_rec_unit).items():

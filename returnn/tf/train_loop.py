@@ -77,7 +77,7 @@ def run_train_steps(steps: StepFunctions, batches: Iterable, slices: Sequence, d
     """Runs ``steps.train_step`` on each ``(batch, seed)`` of ``batches`` (one per entry of
     ``slices``, which name the sequences for error messages). ``on_step(step, stats, batch)``
     follows each step (heartbeat, progress, summaries); ``step`` counts from 1."""
-    acc = ScoreAccumulator(steps.loss_names)
+    acc = ScoreAccumulator(steps.train_loss_names)
     param_sync = ParamSyncSchedule(dist, len(slices)) if dist.syncs_params else None
     zero_flags = tf.zeros([NUM_FLAGS], tf.float32)  # converted once: the usual value
     pending = np.zeros(NUM_FLAGS, np.float32)  # this rank's flags not yet agreed on

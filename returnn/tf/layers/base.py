@@ -25,6 +25,7 @@ from returnn.tf.layers.options import Option, check_unknown, declared_options, n
 from returnn.tf.layers.output import LayerOutput
 from returnn.tf.layers.packed import PackedFrames
 from returnn.tf.layers.params import Param, same
+from returnn.tf.layers.reuse import ReuseParams
 
 
 class RunContext:
@@ -101,7 +102,8 @@ class Layer(tf.Module):
         Option("register_as_extern_data", None, "accepted for RETURNN compatibility"),
         Option("name_scope", None, "RETURNN's variable scope of the layer's parameters: None (the layer's name), "
                                    "'' (its network's), 'x' (x in its network), '/x' (absolute)"),
-        Option("reuse_params", None, "accepted for RETURNN compatibility"),
+        Option("reuse_params", None, "parameters of other layers (a layer name, or a dict with 'reuse_layer', "
+                                     "'map', 'custom', 'auto_create_missing'): see returnn/tf/layers/reuse.py"),
         Option("collocate_with", None, "accepted for RETURNN compatibility (device placement)"),
         Option("spatial_smoothing", 0.0, "accepted for RETURNN compatibility"),
         Option("darc1", 0.0, "accepted for RETURNN compatibility"),
@@ -129,6 +131,8 @@ class Layer(tf.Module):
         # the variables this layer made, by RETURNN's name in the layer's scope (without param_subscope);
         # held outside tf.Module's tracking (the variables are tracked as the attributes that hold them)
         self._own = _ParamTable()
+        spec = opts.get("reuse_params")
+        self._reuse = ReuseParams(self.desc, spec) if spec else None
         name_scope = opts.get("name_scope")
         if name_scope is not None and (not isinstance(name_scope, str) or (name_scope.endswith("/") and name_scope != "/")):
             raise NetworkError("%s: 'name_scope' must be a scope name without a trailing '/', got %r" % (self.desc, name_scope))
@@ -194,12 +198,20 @@ class Layer(tf.Module):
     def variable(self, name: str, value: Any, trainable: Optional[bool] = None) -> tf.Variable:
         """A new parameter of this layer with initial ``value`` and RETURNN's ``name`` in the layer's
         scope (statistics such as batch-norm means pass ``trainable=False``)."""
-        if name in self.own_params:
+        if name in self.own_params or name in self._own.shared:
             raise NetworkError("%s: internal error: parameter %r made twice" % (self.desc, name))
-        var = tf.Variable(value, name=name.replace("/", "_"),
-                          trainable=self.trainable if trainable is None else trainable)
-        self.own_params[name] = var
-        return var
+
+        def make(**_kwargs) -> tf.Variable:  # also the getter of reuse_params custom functions
+            if name not in self.own_params:
+                self.own_params[name] = tf.Variable(value, name=name.replace("/", "_"),
+                                                    trainable=self.trainable if trainable is None else trainable)
+            return self.own_params[name]
+        if self._reuse is not None:
+            shared = self._reuse.lookup(self, name, np.shape(value), make)
+            if shared is not None and shared is not self.own_params.get(name):
+                self._own.shared[name] = shared
+                return shared
+        return make()
 
     def returnn_params(self) -> List[Param]:
         """The parameters this layer made, as RETURNN names (in the layer's scope, e.g. ``"W"``,
@@ -215,9 +227,11 @@ class Layer(tf.Module):
 
     @property
     def params(self) -> Dict[str, tf.Variable]:
-        """RETURNN's ``layer.params``: the layer's variables by name (as config code reads them,
-        e.g. in a ``reuse_params`` custom function)."""
-        return dict(self.own_params)
+        """RETURNN's ``layer.params``: the layer's variables by name, its own and those it shares
+        (``reuse_params``), as config code reads them (e.g. in a ``reuse_params`` custom function)."""
+        out = dict(self.own_params)
+        out.update((k, v) for k, v in self._own.shared.items() if isinstance(v, tf.Variable))
+        return out
 
     def l2_variables(self) -> List[tf.Variable]:
         """The parameters the ``L2`` option applies to: all trainable ones of the layer, biases and
@@ -263,6 +277,7 @@ class _ParamTable:
 
     def __init__(self):
         self.by_name: Dict[str, tf.Variable] = {}
+        self.shared: Dict[str, Any] = {}  # reuse_params: another layer's variables, or ComputedParams
 
 
 def _tf_name(name: str) -> str:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 from returnn.errors import NetworkError, known_list
+from returnn.tf.net_dict import needed_layers
 from returnn.tf.subnetwork import MASKED_BY
 
 # Options whose string values name layers (besides "from"), declared once here.
@@ -241,6 +242,19 @@ def analyse_unit(unit: Mapping[str, Any], rec_name: str, base_layers: Sequence[s
                     after_loop=[n for n in order if n in in_loop and n not in core],
                     prev_used=prev_used, base_used={r.name for rs in deps.values() for r in rs if r.kind == "base"},
                     deps=deps)
+
+
+def needed_unit(unit: Mapping[str, Any], rec_name: str, search: bool = False) -> Dict[str, Any]:
+    """The sub-layers of ``unit`` RETURNN builds (:func:`returnn.tf.net_dict.needed_layers`:
+    ``output``, layers with a loss or ``is_output_layer``, ``end`` in search, and what they read,
+    ``prev:`` and ``initial_output`` included), in the unit's order."""
+    def refs_of(name: str) -> List[str]:
+        refs = layer_refs(name, unit[name], rec_name) if isinstance(unit[name], Mapping) else []
+        init = initial_output_ref(unit[name]) if isinstance(unit[name], Mapping) else None
+        return [r.name for r in refs + ([init] if init else []) if r.kind in ("self", "prev")]
+    if "output" not in unit:
+        return dict(unit)  # analyse_unit names the missing output
+    return {n: unit[n] for n in needed_layers(unit, refs_of, in_rec_unit=True, search=search)}
 
 
 def is_target_choice(layer: Mapping[str, Any]) -> bool:

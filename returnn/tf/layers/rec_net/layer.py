@@ -20,9 +20,13 @@ from returnn.tensor import Data, Dim
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, get_layer_class
 from returnn.tf.layers.helpers import concat_output
 from returnn.tf.layers.options import Option
+from returnn.tf.layers import reuse
 from returnn.tf.layers.rec_net import frames
-from returnn.tf.layers.rec_net.deps import Ref, analyse_unit, initial_output_ref, is_target_choice, layer_refs
+from returnn.tf.layers.rec_net.deps import (
+    Ref, analyse_unit, initial_output_ref, is_target_choice, layer_refs, needed_unit,
+)
 from returnn.tf.layers.rnn_cell import cell_class_for
+from returnn.tf.net_dict import without_search_only
 from returnn.tf.subnetwork import MASKED_BY, expand_subnetworks
 
 # Options of sub-layers that only the rec layer reads.
@@ -45,10 +49,16 @@ def _as_list(value: Any) -> List[Any]:
     return list(value) if isinstance(value, (list, tuple)) else [value]
 
 
-def rec_targets(opts: Mapping[str, Any]) -> List[str]:
+def unit_layers(unit: Mapping[str, Any], rec_name: str, search: bool = False) -> Dict[str, Any]:
+    """The sub-layers of a rec unit that are built: subnetworks flattened, ``only_on_search``
+    layers only in search, and only what RETURNN builds (:func:`deps.needed_unit`)."""
+    return needed_unit(without_search_only(expand_subnetworks(dict(unit), in_rec_unit=True), search), rec_name, search)
+
+
+def rec_targets(opts: Mapping[str, Any], rec_name: str = "?", search: bool = False) -> List[str]:
     """The rec layer's own target, then its choices' targets (first gives the loop length)."""
     out = [t for t in _as_list(opts.get("target")) + _as_list(opts.get("size_target")) if isinstance(t, str)]
-    for sub in expand_subnetworks(dict(opts["unit"]), in_rec_unit=True).values():
+    for sub in unit_layers(opts["unit"], rec_name, search).values():
         if isinstance(sub, Mapping) and is_target_choice(sub):
             out.append(sub["target"])
     return list(dict.fromkeys(out))
@@ -80,7 +90,7 @@ class RecSubnetLayer(Layer):
         unit = opts.get("unit")
         if not isinstance(unit, Mapping):
             raise NetworkError("rec layer %r: 'unit' must be a dict of layers" % name)
-        unit = expand_subnetworks(dict(unit), in_rec_unit=True)
+        unit = unit_layers(unit, name, search)
         extra: List[str] = []
         for sub, sub_opts in unit.items():
             refs = layer_refs(sub, sub_opts, name)
@@ -93,7 +103,7 @@ class RecSubnetLayer(Layer):
             if sub_opts.get("loss") and sub_opts.get("loss") not in ("as_is",) and not search:
                 extra.append("data:" + (sub_opts.get("target") or default_target))
         if not search:
-            extra += ["data:" + t for t in rec_targets(opts)]
+            extra += ["data:" + t for t in rec_targets(opts, name)]
         if isinstance(opts.get("max_seq_len"), str):  # e.g. "max_len_from('base:encoder') * 2"
             extra += [m.group(2) if m.group(1) == "base:" else "data:" + m.group(2)
                       for m in re.finditer(r"['\"](base:|data:)([^'\"]+)['\"]", opts["max_seq_len"])]
@@ -103,14 +113,12 @@ class RecSubnetLayer(Layer):
                  outer_names: Sequence[str] = (), default_target: str = "classes", infer_n_out=None,
                  search: bool = False):
         super().__init__(name, opts, sources, seed)
-        from returnn.tf.network import without_search_only
         if self.opt("direction") != 1:
             raise NetworkError("%s: a sub-network runs forward only (direction %r)" % (self.desc, self.opt("direction")))
         # read-only proxies: tf.Module would wrap plain dicts in tracking types that are no Mappings
         self.unit: Mapping[str, Mapping[str, Any]] = types.MappingProxyType(
             {k: types.MappingProxyType(dict(v)) if isinstance(v, Mapping) else v
-             for k, v in without_search_only(expand_subnetworks(dict(self.opt("unit")), in_rec_unit=True),
-                                             search).items()})
+             for k, v in unit_layers(self.opt("unit"), name, search).items()})
         self.n_from = len(_as_list(opts.get("from", ["data"])))
         self.outer_names = list(outer_names)
         self.outer = types.MappingProxyType(dict(zip(self.outer_names[self.n_from:], sources[self.n_from:])))
@@ -140,7 +148,7 @@ class RecSubnetLayer(Layer):
             self.length_key = None
             self.time_dim = Dim(None, kind=Dim.Types.Spatial, description="%s:search-time" % name)
         else:
-            targets = rec_targets(opts)
+            targets = rec_targets(opts, name, search)
             if not targets:
                 raise NetworkError("%s: without 'from', the loop length comes from a 'target' (none given)" % self.desc)
             self.length_key = targets[0]
@@ -153,6 +161,7 @@ class RecSubnetLayer(Layer):
         self.sub_sources: Dict[str, List[str]] = {}
         self._guessed: Dict[str, Data] = {}
         self._infer_n_out = infer_n_out
+        self._outer_layer = reuse.outer_resolver()  # reuse_params of sub-layers may name base:x
         order = self._build_order()
         for sub in order:
             if sub not in self.in_loop:
@@ -161,7 +170,7 @@ class RecSubnetLayer(Layer):
         # X turns out different, all in-loop layers are built again with X's real template
         # (same seeds: same initial values), until the assumptions hold.
         for _ in range(MAX_TEMPLATE_ROUNDS):
-            for sub in self.plan.in_loop:
+            for sub in self._reused_first(self.plan.in_loop):
                 self._build(sub)
             wrong = {sub: self.layers[sub].output for sub, guess in self._guessed.items()
                      if _shape_key(self.layers[sub].output) != _shape_key(guess)}
@@ -180,7 +189,31 @@ class RecSubnetLayer(Layer):
     # ---- building
     def _build_order(self) -> List[str]:
         """Moved-out layers ordered by all their references (no cycles there), then the loop's."""
-        return self._ordered(self.plan.out_of_loop) + list(self.plan.in_loop)
+        return self._reused_first(self._ordered(self.plan.out_of_loop)) + self._reused_first(self.plan.in_loop)
+
+    def _reused_first(self, names: Sequence[str]) -> List[str]:
+        """``names`` with each layer after the sub-layers whose parameters it reuses (``reuse_params``)."""
+        order: List[str] = []
+        subset = set(names)
+
+        def visit(n: str, path: Tuple[str, ...]) -> None:
+            if n in order or n in path:
+                return
+            for target in reuse.referenced_layers(self.unit[n].get("reuse_params")):
+                if target in subset:
+                    visit(target, path + (n,))
+            order.append(n)
+        for n in names:
+            visit(n, ())
+        return order
+
+    def _get_reused_layer(self, name: str) -> Layer:
+        """A layer that a sub-layer's ``reuse_params`` names: a sub-layer built before, or ``base:x``."""
+        if name.startswith("base:"):
+            if self._outer_layer is None:
+                raise KeyError(name)
+            return self._outer_layer(name[len("base:"):])
+        return self.layers[name]
 
     def _ordered(self, names: Sequence[str]) -> List[str]:
         """``names`` (acyclic among themselves) ordered by their same-step and ``prev:`` references."""
@@ -292,7 +325,8 @@ class RecSubnetLayer(Layer):
         cls = get_layer_class(opts["class"], full_name, layer_opts)
         if in_loop and opts["class"] == "rec" and isinstance(opts.get("unit", "lstm"), str):
             cls = cell_class_for(layer_opts, templates) or cls
-        self.layers[sub] = cls(full_name, layer_opts, templates, seed=self.seed)
+        with reuse.resolving(self._get_reused_layer):
+            self.layers[sub] = cls(full_name, layer_opts, templates, seed=self.seed)
         self.sub_sources[sub] = src_names
 
     # ---- templates seen from outside

@@ -1,0 +1,82 @@
+"""Pure analysis of a (flattened) net dict: which layers RETURNN builds.
+
+RETURNN constructs only what is needed: in a network, the layer ``output``, every layer with a
+``loss`` or ``is_output_layer``, the layers that register data (``register_as_extern_data``), and
+what they depend on; in a subnetwork that is built, the same rule among its own layers (here
+``NAME/x`` after flattening, :mod:`returnn.tf.subnetwork`); in a rec unit, ``output``, layers
+with a loss or ``is_output_layer``, and ``end`` when searching. A layer nothing needs gets no
+parameters, no L2, no computation. ``only_on_search`` layers exist only in networks built for
+search, ``only_on_eval`` layers not in the forward task.
+
+No TensorFlow here: the network (:mod:`returnn.tf.network`) and rec units
+(:mod:`returnn.tf.layers.rec_net`) both use it.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Set
+
+
+def without_search_only(net_dict: Dict[str, Any], search: bool, eval_flag: bool = True) -> Dict[str, Any]:
+    """``net_dict`` without the layers marked ``only_on_search`` unless it is built for search,
+    and without ``only_on_eval`` layers unless ``eval_flag`` (RETURNN: every task but forward)."""
+    def keep(opts: Any) -> bool:
+        if not isinstance(opts, Mapping):
+            return True
+        return (search or not opts.get("only_on_search")) and (eval_flag or not opts.get("only_on_eval"))
+    if all(keep(v) for v in net_dict.values()):
+        return net_dict
+    return {k: v for k, v in net_dict.items() if keep(v)}
+
+
+def is_root(local_name: str, opts: Any, in_rec_unit: bool = False, search: bool = False) -> bool:
+    """Whether RETURNN builds layer ``local_name`` (its name in its own network) for its own sake."""
+    if not isinstance(opts, Mapping):
+        return False
+    if local_name == "output" or opts.get("loss") or opts.get("is_output_layer"):
+        return True
+    if in_rec_unit:
+        return search and local_name == "end"
+    return bool(opts.get("register_as_extern_data"))
+
+
+def owner(name: str, net_dict: Mapping[str, Any]) -> Optional[str]:
+    """The flattened subnetwork ``name`` belongs to (``"sub/x"`` -> ``"sub"``), or None at top level."""
+    parts = name.split("/")
+    for i in range(len(parts) - 1, 0, -1):
+        prefix = "/".join(parts[:i])
+        if prefix in net_dict:
+            return prefix
+    return None
+
+
+def needed_layers(net_dict: Mapping[str, Any], refs_of: Callable[[str], Iterable[str]], in_rec_unit: bool = False,
+                  search: bool = False, extra_roots: Iterable[str] = ()) -> List[str]:
+    """The layers of ``net_dict`` RETURNN builds, in dict order. ``refs_of(name)``: the names of
+    ``net_dict`` that layer reads (other names are ignored here; building reports them)."""
+    members: Dict[Optional[str], List[str]] = {}
+    for name in net_dict:
+        members.setdefault(owner(name, net_dict), []).append(name)
+
+    def local(name: str, parent: Optional[str]) -> str:
+        return name if parent is None else name[len(parent) + 1:]
+
+    def roots(parent: Optional[str]) -> List[str]:
+        return [n for n in members.get(parent, ()) if is_root(local(n, parent), net_dict[n], in_rec_unit, search)]
+
+    needed: Set[str] = set()
+    opened: Set[Optional[str]] = {None}
+    todo = roots(None) + [n for n in extra_roots if n in net_dict]
+    while todo:
+        name = todo.pop()
+        if name in needed:
+            continue
+        needed.add(name)
+        todo.extend(r for r in refs_of(name) if r in net_dict and r not in needed)
+        # a subnetwork that is built builds its own roots; so does every subnetwork around it
+        parent = name if name in members else owner(name, net_dict)
+        while parent is not None and parent not in opened:
+            opened.add(parent)
+            todo.extend(roots(parent))
+            todo.append(parent)
+            parent = owner(parent, net_dict)
+    return [n for n in net_dict if n in needed]
