@@ -301,7 +301,8 @@ def np_conv(x, w, b, stride, dilation, padding):
 def test_conv_matches_numpy_per_sequence(k, stride, dilation, padding):
     lens = [7, 4, 2]
     x, lens = dense(0, lens=lens)
-    opts = {"filter_size": [k], "strides": stride, "dilation_rate": dilation, "padding": padding, "n_out": 3}
+    opts = {"filter_size": [k], "strides": stride, "dilation_rate": dilation, "padding": padding, "n_out": 3,
+            "with_bias": True}
     layer = make("conv", opts, [spec(4)])
     out = run(layer, [lo(garble(x, lens), lens)])
     y, out_lens = out.tensor.numpy(), out.seq_len.numpy()
@@ -319,33 +320,44 @@ def test_conv_same_stride1_agrees_with_tf_conv1d():
     np.testing.assert_allclose(run(layer, [lo(x, lens)]).tensor.numpy(), ref, atol=1e-5)
 
 
-def np_pool(x, k, stride, padding, mode):
+def np_pool(x, k, stride, padding, mode, n=None, use_time_mask=False):
+    """RETURNN's pool of one padded sequence ``x`` (T, F) whose first ``n`` frames are real: padded
+    frames take part as zeros (use_time_mask: left out of max, counted as 0 by avg); window
+    padding beyond T is ignored (TF's SAME)."""
     rows = [r for r in x]
+    n = len(rows) if n is None else n
+    rows = rows[:n] + [(None if mode == "max" else np.zeros_like(r)) if use_time_mask else np.zeros_like(r)
+                       for r in rows[n:]]
     if padding == "same":
         left = (k - 1) // 2
         rows = [None] * left + rows + [None] * (k - 1 - left)
     out = []
     for t in range(0, len(rows) - k + 1, stride):
         win = np.array([r for r in rows[t:t + k] if r is not None])
-        out.append(win.max(0) if mode == "max" else win.mean(0))
+        out.append(np.zeros(x.shape[1]) if not len(win) else win.max(0) if mode == "max" else win.mean(0))
     return np.array(out).reshape(-1, x.shape[1])
 
 
+@pytest.mark.parametrize("use_time_mask", [False, True])
 @pytest.mark.parametrize("mode", ["max", "avg"])
 @pytest.mark.parametrize("k,stride,padding", [(2, None, "valid"), (3, None, "same"), (3, 1, "same"), (2, 1, "valid")])
-def test_pool_matches_numpy_per_sequence(mode, k, stride, padding):
+def test_pool_matches_numpy_per_sequence(mode, k, stride, padding, use_time_mask):
+    """RETURNN's pooling: padded frames inside the batch take part (as zeros here, RETURNN's numbers
+    when its padding is zero) unless use_time_mask (max: left out; avg: counted as 0)."""
     lens = [7, 4, 2]
     x, lens = dense(0, lens=lens)
-    opts = {"mode": mode, "pool_size": k, "padding": padding}
+    x = x - 1.0  # mostly negative values: a padded 0 wins a max window
+    opts = {"mode": mode, "pool_size": k, "padding": padding, "use_time_mask": use_time_mask}
     if stride:
         opts["strides"] = stride
     layer = make("pool", opts, [spec(4)])
     out = run(layer, [lo(garble(x, lens, value=1e4), lens)])
     y, out_lens = out.tensor.numpy(), out.seq_len.numpy()
     for b, n in enumerate(lens):
-        ref = np_pool(x[b, :n], k, stride or k, padding, mode)
-        assert out_lens[b] == len(ref)
+        ref = np_pool(x[b], k, stride or k, padding, mode, n, use_time_mask)[:out_lens[b]]
+        assert out_lens[b] == len(np_pool(x[b, :n], k, stride or k, padding, mode))
         np.testing.assert_allclose(y[b, :out_lens[b]], ref, atol=1e-5)
+        np.testing.assert_array_equal(y[b, out_lens[b]:], 0.0)
 
 
 def test_conv_pool_option_errors():

@@ -119,7 +119,7 @@ def test_conv2d_over_time_and_frequency(channel_first):
     data, val, _ = btf(5)
     x = val.tensor.numpy()  # shape layers move values, padding included
     opts = {"filter_size": (3, 2), "padding": "same", "n_out": 4, "input_add_feature_dim": True,
-            "use_channel_first": channel_first}
+            "use_channel_first": channel_first, "with_bias": True}
     layer = make("conv", opts, [data])
     out = run(layer, [val])
     w, b = layer.W.numpy(), layer.bias.numpy()
@@ -145,7 +145,7 @@ def test_conv2d_strided_valid_and_pool2d():
     data, val, _ = btf(6)
     x = val.tensor.numpy()  # shape layers move values, padding included
     conv = make("conv", {"filter_size": (3, 3), "strides": (2, 2), "padding": "valid", "n_out": 2,
-                         "input_add_feature_dim": True}, [data], name="c")
+                         "input_add_feature_dim": True, "with_bias": True}, [data], name="c")
     out = run(conv, [val])
     assert out.tensor.shape[2] == 2 and conv.output.dims[2].dimension == 2
     np.testing.assert_array_equal(out.seq_len.numpy(), [3, 1, 0])
@@ -168,7 +168,9 @@ def test_conv2d_strided_valid_and_pool2d():
         make("conv", {"filter_size": (3, 3), "n_out": 2}, [data], name="c")
 
 
-def test_avg_pool2d_counts_only_real_frames():
+def test_avg_pool2d_counts_padded_frames_as_zeros():
+    """RETURNN (use_time_mask False): padded frames inside the batch count as zeros (RETURNN takes
+    them as they are); window padding beyond the batch's extent is not counted (TF's SAME)."""
     data, val, _ = btf(4)
     x = val.tensor.numpy()
     pool = make("pool", {"mode": "avg", "pool_size": (3, 2), "strides": (1, 2), "padding": "same",
@@ -176,7 +178,8 @@ def test_avg_pool2d_counts_only_real_frames():
     out = run(pool, [val])
     assert out.tensor.shape == (3, 7, 2, 1) and out.seq_len is val.seq_len
     for bi, n in enumerate(LENS):
-        real = np.pad(x[bi, :n], [(1, 1), (0, 0)], constant_values=np.nan)  # same: 1 left, 1 right in time
+        frames = np.concatenate([x[bi, :n], np.zeros_like(x[bi, n:])])  # padded frames: zeros
+        real = np.pad(frames, [(1, 1), (0, 0)], constant_values=np.nan)  # same: 1 left, 1 right in time
         for t in range(n):
             for f in range(2):
                 ref = np.nanmean(real[t:t + 3, 2 * f:2 * f + 2])
@@ -205,7 +208,7 @@ def test_grouped_and_depthwise_conv_1d(groups, n_out, stride, dilation):
     data, val, _ = btf(4)
     clean = val.tensor.numpy()
     layer = make("conv", {"filter_size": (3,), "groups": groups, "n_out": n_out, "padding": "same",
-                          "strides": stride, "dilation_rate": dilation}, [data])
+                          "strides": stride, "dilation_rate": dilation, "with_bias": True}, [data])
     out = run(layer, [val])
     w, b = layer.W.numpy(), layer.bias.numpy()  # (3, 4 / groups, n_out)
     assert w.shape == (3, 4 // groups, n_out)
@@ -229,7 +232,7 @@ def test_depthwise_conv_2d():
     data, val, _ = btf(6)
     x = val.tensor.numpy().reshape(3, 7, 3, 2)  # input_split_feature_dim 2: (T, 3 spatial, 2 channels)
     layer = make("conv", {"filter_size": (2, 2), "groups": 2, "n_out": 4, "padding": "valid",
-                          "input_split_feature_dim": 2}, [data])
+                          "input_split_feature_dim": 2, "with_bias": True}, [data])
     out = run(layer, [val])
     w, b = layer.W.numpy(), layer.bias.numpy()  # (2, 2, 1, 4): channel c feeds outputs 2c, 2c+1
     for bi, n in enumerate(LENS):

@@ -1,10 +1,21 @@
 """Activation functions by name, as used in the ``activation`` option of layers.
 
-Names follow RETURNN's configs. ``"a|b"`` chains activations left to right, i.e. ``b(a(x))``.
-``None``, ``""``, ``"identity"`` and ``"linear"`` mean no activation.
+RETURNN's forms (its ``get_activation_function``):
+
+- a name: the table below, else a function of ``tf.nn``, ``tf``, ``tf.math`` or ``tf.compat.v1``
+  of that name (``"erf"``, ``"log1p"``, ``"sign"``, ...), and RETURNN's ``safe_log``, ``safe_exp``,
+  ``gelu2``, ``gelu3``; ``"neg"`` is ``negative``;
+- ``"a+b"``, ``"a-b"``, ``"a*b"``, ``"a/b"``: both sides applied to x and combined (``"tanh+sigmoid"``
+  is ``tanh(x) + sigmoid(x)``); a side may be a number (``"2*sigmoid"``, ``"1-sigmoid"``); ``+`` binds
+  loosest, then ``-``, ``*``, ``/`` (RETURNN splits at the first of these it finds, in that order);
+- with ``(``: a Python expression in ``x`` (and ``tf``), e.g. ``"tf.nn.relu(x) ** 2"`` (config code).
+
+This engine also chains with ``|``: ``"a|b"`` is ``b(a(x))``. ``None``, ``""``, ``"none"``,
+``"identity"`` and ``"linear"`` mean no activation.
 """
 from __future__ import annotations
 
+import math
 from typing import Callable, Dict, Optional
 
 import tensorflow as tf
@@ -49,30 +60,78 @@ ACTIVATIONS: Dict[str, ActivationFn] = {
 }
 
 
-def get_activation(name: Optional[str], layer_name: str = "?") -> ActivationFn:
-    """Returns the function for ``name`` (possibly an ``"a|b"`` chain; a part may carry a factor,
-    ``"2*sigmoid"``, as RETURNN allows).
+def _safe_log(x: tf.Tensor) -> tf.Tensor:
+    return tf.math.log(tf.maximum(x, tf.cast(1e-20, x.dtype)))
 
-    Raises :class:`NetworkError` naming the layer for an unknown activation.
-    """
+
+def _safe_exp(x: tf.Tensor) -> tf.Tensor:
+    bound = math.log(1e20)
+    return tf.exp(tf.clip_by_value(x, -bound, bound))
+
+
+# RETURNN's own functions (TFUtil) found by name after TensorFlow's
+RETURNN_EXTRA: Dict[str, ActivationFn] = {
+    "safe_log": _safe_log,
+    "safe_exp": _safe_exp,
+    "gelu2": lambda x: x * tf.sigmoid(1.702 * x),
+    "gelu3": lambda x: tf.nn.gelu(x, approximate=False),
+}
+_ALIASES = {"neg": "negative", "none": "identity"}
+_BIN_OPS = {"+": tf.add, "-": tf.subtract, "*": tf.multiply, "/": tf.divide}
+
+
+def _number(text: str) -> Optional[float]:
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def _by_name(name: str, layer_name: str) -> ActivationFn:
+    name = _ALIASES.get(name, name)
+    if name in ACTIVATIONS:
+        return ACTIVATIONS[name]
+    for namespace in (tf.nn, tf, tf.math, tf.compat.v1):
+        fn = getattr(namespace, name, None)
+        if callable(fn) and not isinstance(fn, type) and not name.startswith("_"):
+            return fn
+    if name in RETURNN_EXTRA:
+        return RETURNN_EXTRA[name]
+    raise NetworkError("layer %r: unknown activation %r (known: %s, or a function of tf.nn / tf / tf.math)"
+                       % (layer_name, name, known_list(ACTIVATIONS)))
+
+
+def _one(spec: str, layer_name: str) -> ActivationFn:
+    """One activation in RETURNN's grammar (see the module docstring)."""
+    spec = spec.strip()
+    if not spec or spec in ("identity", "none"):
+        return _identity
+    if "(" in spec:
+        try:
+            return eval("lambda x: %s" % spec, {"tf": tf})  # config code, as RETURNN evaluates it
+        except SyntaxError as exc:
+            raise NetworkError("layer %r: activation %r: %s" % (layer_name, spec, exc.msg)) from None
+    for op in "+-*/":
+        if op in spec:
+            left, right = spec.split(op, 1)
+            parts = []
+            for side in (left, right):
+                value = _number(side.strip())
+                parts.append((lambda x, v=value: tf.cast(v, x.dtype)) if value is not None else _one(side, layer_name))
+            a, b = parts
+            return lambda x, a=a, b=b, fn=_BIN_OPS[op]: fn(a(x), b(x))
+    return _by_name(spec, layer_name)
+
+
+def get_activation(name: Optional[str], layer_name: str = "?") -> ActivationFn:
+    """Returns the function for ``name`` (RETURNN's forms, see the module docstring; possibly an
+    ``"a|b"`` chain). Raises :class:`NetworkError` naming the layer for an unknown activation."""
     if name is None:
         return _identity
     if callable(name):
         return name
-    parts = [p.strip() for p in str(name).split("|") if p.strip()]
-    fns = []
-    for part in parts:
-        factor = None
-        if "*" in part:
-            head, _, rest = part.partition("*")
-            try:
-                factor, part = float(head), rest.strip()
-            except ValueError:
-                pass
-        if part not in ACTIVATIONS:
-            raise NetworkError("layer %r: unknown activation %r (known: %s)" % (layer_name, part, known_list(ACTIVATIONS)))
-        fn = ACTIVATIONS[part]
-        fns.append(fn if factor is None else (lambda x, fn=fn, factor=factor: factor * fn(x)))
+    fns = [_one(p, layer_name) for p in str(name).split("|") if p.strip()]
+    fns = [f for f in fns if f is not _identity]
     if not fns:
         return _identity
     if len(fns) == 1:
@@ -84,4 +143,3 @@ def get_activation(name: Optional[str], layer_name: str = "?") -> ActivationFn:
         return x
 
     return chained
-

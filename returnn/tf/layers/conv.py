@@ -1,9 +1,15 @@
 """``conv`` and ``pool`` over 1, 2 or more spatial axes (layout, padding and lengths: see
 :mod:`returnn.tf.layers.spatial`).
 
-Pooling counts only real positions: ``max`` ignores padding, ``avg`` divides by the number of
-real positions in the window (like TF's SAME-padding avg pool at the borders); a window without
-any real position gives 0.
+Padded frames of the input (positions beyond a sequence's length, inside the batch's padded
+extent) take part as RETURNN lets them, ``use_time_mask`` False (its default): RETURNN convolves and
+pools over them *as they are*. Padded values here may be garbage, so they enter as zeros: the same
+numbers as RETURNN whenever its input's padding is zero (data, LSTM outputs, a previous conv or
+pool with masked output). So a ``max`` pool sees 0 at padded frames (0 may win) and ``avg`` counts
+them as 0 in its window. ``use_time_mask`` True: padded frames are left out as RETURNN masks them
+(``max``: -inf; ``avg``: 0, still counted, as RETURNN). Window padding (``same``, beyond the batch's
+padded extent) is TensorFlow's: ignored by ``max``, not counted by ``avg``. Output padding is 0.
+A convolution sees zeros at padded frames with or without ``use_time_mask`` (RETURNN masks to 0).
 """
 from __future__ import annotations
 
@@ -28,23 +34,29 @@ WINDOW_OPTIONS = (
     Option("input_expand_dims", 0, "add this many spatial axes of size 1 to the input"),
     Option("input_split_feature_dim", None, "n: split the input feature axis F into (spatial F/n, feature n)"),
     Option("use_channel_first", False, "output (B, C, spatial...) instead of (B, spatial..., C)"),
-    Option("auto_use_channel_first", None, "accepted for RETURNN compatibility (channel-last is used)"),
+    Option("auto_use_channel_first", None, "RETURNN: channel-first internally on a GPU",
+           noop="a layout choice RETURNN makes for GPU speed: the output has the same dims and values; this "
+                "engine keeps channel-last, as RETURNN on a CPU"),
 )
 
 
 @register_layer
 class ConvLayer(Layer):
     """Convolution: ``filter_size`` (one int per spatial axis), ``n_out`` channels, ``activation``,
-    ``with_bias``; sparse inputs are used as one-hot. Weights ``W``: filter_size + [in, n_out]."""
+    ``with_bias`` (RETURNN's default: True from ``behavior_version`` 10, else False); sparse inputs
+    are used as one-hot. Weights ``W``: filter_size + [in, n_out]."""
 
     layer_class = "conv"
     options = WINDOW_OPTIONS + (
         Option("filter_size", None, "window size per spatial axis, e.g. [3] or [3, 3]"),
         Option("activation", None, "activation after the convolution"),
-        Option("with_bias", True, "add a bias"),
+        Option("with_bias", None, "add a bias (default: True from behavior_version 10, else False; RETURNN's)"),
         Option("forward_weights_init", "glorot_uniform", "init of the weights (RETURNN init spec)"),
         Option("bias_init", 0.0, "init of the bias (RETURNN init spec)"),
         Option("groups", 1, "grouped convolution: channels in groups (groups = input channels: depthwise)"),
+        Option("use_time_mask", False, "RETURNN: padded input frames set to 0 before the convolution",
+               noop="padded frames enter as zeros either way here (module docstring): True is RETURNN's masking "
+                    "to 0, False gives RETURNN's numbers whenever its input padding is zero"),
     )
 
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
@@ -59,8 +71,11 @@ class ConvLayer(Layer):
                                % (self.desc, self.groups, n_in, n_out))
         self.W = self.weight("W", [w.size for w in self.plan.windows] + [n_in // self.groups, n_out],
                              init_option="forward_weights_init")
-        self.bias = self.weight("bias", [n_out], 0.0, init_option="bias_init") if self.opt("with_bias") \
-            else None
+        with_bias = self.opt("with_bias")
+        if with_bias is None:
+            from returnn.tf.layers.norm import behavior_version
+            with_bias = behavior_version() >= 10
+        self.bias = self.weight("bias", [n_out], 0.0, init_option="bias_init") if with_bias else None
         self.output = self.plan.output_data(name, self.out_feature_dim())
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
@@ -107,7 +122,8 @@ class PoolLayer(Layer):
         Option("padding", "valid", "'same' or 'valid'"),
         Option("mode", "max", "'max' or 'avg'"),
         Option("pool_size", None, "window size per spatial axis, e.g. [2] or [1, 2]"),
-        Option("use_time_mask", None, "accepted for RETURNN compatibility (padding is always masked)"),
+        Option("use_time_mask", False, "True: padded input frames are left out (max: -inf, avg: 0 counted), "
+                                        "as RETURNN masks them; False: they take part as zeros (module docstring)"),
     )
 
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
@@ -125,9 +141,11 @@ class PoolLayer(Layer):
         dilations = [w.dilation for w in plan.windows]
         strided = all(d == 1 for d in dilations)  # TF pools with dilation only at stride 1: subsample then
         strides = [w.stride for w in plan.windows] if strided else None
-        xt, mask = plan.channel_last_input(x, float("-inf") if self.mode == "max" else 0.0)
+        outside = float("-inf") if self.mode == "max" else 0.0  # window padding: ignored / not counted
+        fill = outside if self.opt("use_time_mask") else 0.0
+        xt, extent = plan.channel_last_input(x, fill, pad_fill=outside)
         y = tf.nn.pool(xt, window, self.mode.upper(), strides=strides, padding="VALID", dilations=dilations)
-        count = tf.nn.pool(mask, window, "AVG", strides=strides, padding="VALID", dilations=dilations)
+        count = tf.nn.pool(extent, window, "AVG", strides=strides, padding="VALID", dilations=dilations)
         y, count = plan.subsample(y, strided), plan.subsample(count, strided)
         if self.mode == "avg":
             y = y / tf.maximum(count, 1e-8)

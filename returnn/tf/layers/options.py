@@ -4,21 +4,48 @@ A layer class lists its own options in ``options``; :func:`declared_options` col
 the class hierarchy (base class first). Unknown options, help texts and docs are derived from
 these declarations. Value checks shared by many layers live here too, each raising a one-line
 :class:`NetworkError` naming the layer.
+
+No option is accepted and ignored (tests/test_option_audit.py checks it). Each declared option
+either has its RETURNN effect (the layer's code reads it), or is declared with
+
+- ``only=(v, ...)``: only these values are accepted (RETURNN's default, or values that give the
+  same result here); any other value is refused in one line by :func:`check_unknown`, which the
+  base layer calls before anything else; or
+- ``noop="why"``: it is read nowhere *because* the result is the same here whatever its value
+  (e.g. a device placement, or a speed-only switch of RETURNN's); the reason says why.
 """
 from __future__ import annotations
 
 import difflib
-from typing import Any, Dict, NamedTuple, Optional
+from typing import Any, Dict, NamedTuple, Optional, Tuple
 
 from returnn.errors import NetworkError
 
 
 class Option(NamedTuple):
-    """One layer option: ``name``, its ``default`` and a one-line ``doc``."""
+    """One layer option: ``name``, its ``default`` and a one-line ``doc``; ``only``: the values
+    accepted (others are refused); ``noop``: why the option changes nothing here (then no code
+    reads it)."""
 
     name: str
     default: Any
     doc: str
+    only: Optional[Tuple[Any, ...]] = None
+    noop: Optional[str] = None
+
+    def accepts(self, value: Any) -> bool:
+        """Whether ``value`` is allowed by ``only`` (always, without ``only``)."""
+        return self.only is None or any(_same_value(value, v) for v in self.only)
+
+
+def _same_value(a: Any, b: Any) -> bool:
+    """Equality of option values without bool/number confusion (True is not 1 here)."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    try:
+        return bool(a == b)
+    except Exception:  # e.g. arrays: no single truth value
+        return False
 
 
 def declared_options(cls: type) -> Dict[str, Option]:
@@ -31,9 +58,13 @@ def declared_options(cls: type) -> Dict[str, Option]:
 
 
 def check_unknown(layer_desc: str, opts: Dict[str, Any], known: Dict[str, Option]) -> None:
-    """Error for options not in ``known``, with close matches suggested."""
+    """Error for options not in ``known``, with close matches suggested; then for values an option
+    with ``only`` does not accept (one line naming the layer, the option and the accepted values)."""
     unknown = sorted(set(opts) - set(known))
     if not unknown:
+        for name, value in opts.items():
+            if not known[name].accepts(value):
+                raise NetworkError(refusal(layer_desc, known[name], value))
         return
     hints = []
     for name in unknown:
@@ -42,9 +73,19 @@ def check_unknown(layer_desc: str, opts: Dict[str, Any], known: Dict[str, Option
     raise NetworkError("%s: unknown option(s) %s" % (layer_desc, ", ".join(hints)))
 
 
+def refusal(layer_desc: str, opt: Option, value: Any) -> str:
+    """The one line refusing ``value`` for ``opt`` (an option with ``only``)."""
+    return "%s: option %r = %r is not supported here (only %s): %s" % (
+        layer_desc, opt.name, value, " or ".join(map(repr, opt.only or ())), opt.doc)
+
+
 def options_help(cls: type) -> str:
-    """One line per option: ``name (default): doc``."""
-    return "\n".join("%s (default %r): %s" % (o.name, o.default, o.doc) for o in declared_options(cls).values())
+    """One line per option: ``name (default): doc`` (and the accepted values, or why it changes nothing)."""
+    def line(o: Option) -> str:
+        extra = (" [only %s]" % ", ".join(map(repr, o.only)) if o.only is not None else "") + \
+            (" [no effect here: %s]" % o.noop if o.noop else "")
+        return "%s (default %r): %s%s" % (o.name, o.default, o.doc, extra)
+    return "\n".join(line(o) for o in declared_options(cls).values())
 
 
 def positive_int(layer_desc: str, key: str, value: Any, limit: int = 2 ** 31 - 1) -> int:

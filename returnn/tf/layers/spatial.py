@@ -14,7 +14,8 @@ Padding per axis, with ``k_eff = (k - 1) * dilation + 1``:
 - static axis, ``same``: TensorFlow's SAME padding (output ``ceil(L / s)``);
 - ``valid``: sizes ``max(0, (L - k_eff) // s + 1)``.
 
-Padded input positions are masked before the window op and output padded positions are 0.
+Padded input positions are masked before the window op (to 0, or what the layer asks) and output
+padded positions are 0.
 """
 from __future__ import annotations
 
@@ -168,19 +169,20 @@ class SpatialPlan:
             return Data(name, dims=[batch, feature] + spatial, feature_dim_axis=1)
         return self.out_last
 
-    def channel_last_input(self, x: LayerOutput, fill: float = 0.0) -> Tuple[tf.Tensor, tf.Tensor]:
-        """The input ``(B, s..., C)`` with padded positions ``fill``, padded for VALID windows, and
-        the float mask of real positions ``(B, s..., 1)`` padded the same way."""
+    def channel_last_input(self, x: LayerOutput, fill: float = 0.0, pad_fill: Optional[float] = None
+                           ) -> Tuple[tf.Tensor, tf.Tensor]:
+        """The input ``(B, s..., C)`` with padded positions ``fill``, padded for the windows with
+        ``pad_fill`` (default ``fill``), and the float mask ``(B, s..., 1)`` of the positions inside
+        the batch's padded extent (1; the window padding 0)."""
         x = dense_value(x)
         mask = x.full_mask()
         tensor = x.tensor if mask is None else tf.where(mask, x.tensor, tf.cast(fill, x.tensor.dtype))
-        mask_f = None if mask is None else tf.cast(tf.broadcast_to(mask, tf.shape(tensor)), tf.float32)
         for reshape in self.reshapes:
-            tensor, mask_f = reshape(tensor), (None if mask_f is None else reshape(mask_f))
+            tensor = reshape(tensor)
         tensor = tf.transpose(tensor, self.perm)
-        mask_f = tf.ones_like(tensor[..., :1]) if mask_f is None else tf.transpose(mask_f, self.perm)[..., :1]
         pads = [[0, 0]] + [self._pads(w, tf.shape(tensor)[i + 1]) for i, w in enumerate(self.windows)] + [[0, 0]]
-        return tf.pad(tensor, pads, constant_values=fill), tf.pad(mask_f, pads)
+        extent = tf.ones_like(tensor[..., :1], dtype=tf.float32)
+        return tf.pad(tensor, pads, constant_values=fill if pad_fill is None else pad_fill), tf.pad(extent, pads)
 
     def _pads(self, w: AxisWindow, length) -> List[Any]:
         if w.in_dim.is_static() and self.padding == "same":

@@ -63,8 +63,11 @@ class TransposedConvLayer(Layer):
         Option("with_bias", True, "add a bias"),
         Option("forward_weights_init", "glorot_uniform", "init of the weights (RETURNN init spec)"),
         Option("bias_init", 0.0, "init of the bias (RETURNN init spec)"),
-        Option("out_spatial_dims", None, "accepted for RETURNN compatibility (lengths are computed)"),
-        Option("use_time_mask", False, "accepted for RETURNN compatibility (padding is always zeroed)"),
+        Option("out_spatial_dims", None, "Dims of the output's spatial axes, one per input spatial axis (a static one "
+                                         "must have the computed length)"),
+        Option("use_time_mask", False, "RETURNN: padded input frames set to 0 first",
+               noop="padded input frames enter as zeros either way here: True is RETURNN's masking to 0, False gives "
+                    "RETURNN's numbers whenever its input padding is zero"),
     )
 
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
@@ -97,6 +100,13 @@ class TransposedConvLayer(Layer):
                 out = Dim(None, kind=w.in_dim.kind or DimTypes.Spatial, derived_from=w.in_dim,
                           description="%s:%s" % (name, w.in_dim.description))
             self.out_dims.append(out)
+        given = self.opt("out_spatial_dims")
+        if given is not None:
+            if not isinstance(given, (list, tuple)) or len(given) != len(windows) or \
+                    not all(isinstance(d, Dim) and d.dimension == o.dimension for d, o in zip(given, self.out_dims)):
+                raise NetworkError("%s: 'out_spatial_dims' must be %i Dims of sizes %s, got %r" % (
+                    self.desc, len(windows), [o.dimension for o in self.out_dims], given))
+            self.out_dims = list(given)
         batch = self.plan.data.dims[self.plan.data.batch_dim_axis]
         self.output = Data(name, dims=[batch] + self.out_dims + [self.out_feature_dim()],
                            feature_dim_axis=len(self.out_dims) + 1)
