@@ -195,6 +195,7 @@ class TFNetwork(tf.Module):
                                 infer_n_out=self._infer_n_out, search=search)
                 else:
                     layer = cls(name, layer_opts, templates, seed=seed)
+                layer.post_init()
             self.layers[name] = layer
             if isinstance(opts.get("register_as_extern_data"), str):
                 extern.setdefault(opts["register_as_extern_data"], layer.output)
@@ -390,7 +391,25 @@ class TFNetwork(tf.Module):
         layers = list(self.layers.values())
         for layer in self.layers.values():
             layers += list(getattr(layer, "sub_layers", dict)().values())
-        return any(layer.l2 and layer.l2_variables() for layer in layers)
+        return any(layer.l2 and layer.l2_variables() for layer in layers) or bool(self.output_constraint_layers)
+
+    @property
+    def output_constraint_layers(self) -> List[str]:
+        """Layers whose ``spatial_smoothing`` or ``darc1`` adds a term of their output to the objective."""
+        return [n for n in self.order if self.layers[n].spatial_smoothing or self.layers[n].darc1]
+
+    def constraints(self, outputs: Dict[str, LayerOutput]) -> tf.Tensor:
+        """The training objective's terms besides the losses (RETURNN's constraints): ``L2`` of the
+        parameters and ``spatial_smoothing`` / ``darc1`` of the outputs in ``outputs``."""
+        from returnn.tf.constraints import darc1, spatial_smoothing_energy
+        total = self.l2_loss()
+        for name in self.output_constraint_layers:
+            layer = self.layers[name]
+            if layer.spatial_smoothing:
+                total += layer.spatial_smoothing * spatial_smoothing_energy(layer.desc, outputs[name])
+            if layer.darc1:
+                total += layer.darc1 * darc1(outputs[name])
+        return total
 
     def l2_loss(self) -> tf.Tensor:
         """Sum of ``L2 * sum(w**2)`` over layers that set ``L2``."""

@@ -70,7 +70,7 @@ def network_params(network) -> Dict[str, NetParam]:
     out: Dict[str, NetParam] = {}
     covered: Dict[int, str] = {}
     for name, scope, layer in _layer_entries(network):
-        for param in layer.returnn_params():
+        for param in layer.all_returnn_params():
             full = "/".join(p for p in (scope, param.name) if p)
             if full in out:
                 raise NetworkError("layer %r: its parameter %r has the same RETURNN name as one of layer %r "

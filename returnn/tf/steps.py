@@ -72,8 +72,11 @@ class StepFunctions:
 
     # ---- graph code
     def _loss_stats(self, batch, ctx: RunContext) -> Tuple[tf.Tensor, tf.Tensor]:
+        """Per-loss statistics and the objective: losses (training: without only_on_eval ones) plus,
+        in training, the constraints (L2, spatial_smoothing, darc1)."""
         names = self.train_loss_names if ctx.train else self.loss_names
-        outputs = self.network.forward(batch, ctx, only=names)
+        extra = self.network.output_constraint_layers if ctx.train else []
+        outputs = self.network.forward(batch, ctx, only=names + extra)
         values = self.network.compute_losses(outputs, batch, names)
         stats, total = [], []
         for info in self.network.losses:
@@ -85,12 +88,13 @@ class StepFunctions:
             stats += [v.loss_sum, v.norm, err, err_norm]
             total.append(info.scale * info.loss.objective(v))
         total_loss = tf.add_n(total) if total else tf.constant(0.0)
+        if ctx.train:
+            total_loss = total_loss + self.network.constraints(outputs)
         return tf.stack([tf.cast(s, tf.float32) for s in stats]) if stats else tf.zeros([0]), total_loss
 
     def _train_step(self, batch, seed, flags):
         with tf.GradientTape() as tape:
             stats, loss = self._loss_stats(batch, RunContext(True, seed))
-            loss = loss + self.network.l2_loss()
         grads = tape.gradient(loss, self.variables)
         grads = [g if g is not None else tf.zeros_like(v) for g, v in zip(grads, self.variables)]
         grads = [tf.convert_to_tensor(g) for g in grads]  # IndexedSlices (embeddings) -> dense

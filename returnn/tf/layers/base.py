@@ -95,20 +95,28 @@ class Layer(tf.Module):
         Option("loss_opts", None, "options of the loss"),
         Option("loss_scale", 1.0, "factor of this loss in the total"),
         Option("is_output_layer", False, "output of the network (forward task)"),
-        Option("only_on_eval", False, "accepted for RETURNN compatibility"),
+        Option("only_on_eval", False, "the layer is not built in the forward task, and its loss is computed in "
+                                      "evaluation (dev/eval scores) but not in training steps"),
         Option("only_on_search", False, "the layer exists only in networks built for search (e.g. a decision "
                                         "with an edit_distance loss); training leaves it out"),
-        Option("loss_only_on_non_search", False, "accepted for RETURNN compatibility (no search here)"),
-        Option("register_as_extern_data", None, "accepted for RETURNN compatibility"),
+        Option("loss_only_on_non_search", False, "RETURNN: no loss in search",
+               noop="the search task here computes no losses, so every loss is computed outside search only"),
+        Option("register_as_extern_data", None, "data key under which the layer's output is readable as data "
+                                                "('data:KEY') and as a loss target"),
         Option("name_scope", None, "RETURNN's variable scope of the layer's parameters: None (the layer's name), "
                                    "'' (its network's), 'x' (x in its network), '/x' (absolute)"),
         Option("reuse_params", None, "parameters of other layers (a layer name, or a dict with 'reuse_layer', "
                                      "'map', 'custom', 'auto_create_missing'): see returnn/tf/layers/reuse.py"),
-        Option("collocate_with", None, "accepted for RETURNN compatibility (device placement)"),
-        Option("spatial_smoothing", 0.0, "accepted for RETURNN compatibility"),
-        Option("darc1", 0.0, "accepted for RETURNN compatibility"),
-        Option("out_type", None, "accepted for RETURNN compatibility"),
-        Option("batch_norm", False, "RETURNN's batch norm on the output: only False is supported"),
+        Option("collocate_with", None, "RETURNN: place the layer's ops on the device of these layers",
+               noop="device placement only; the computed values are the same"),
+        Option("spatial_smoothing", 0.0, "adds s * (smoothing energy of the output over its real frames) to the "
+                                         "training objective (returnn/tf/constraints.py)"),
+        Option("darc1", 0.0, "adds d * max over features of the summed |pre-activation values| over real frames "
+                             "to the training objective (DARC1; returnn/tf/constraints.py)"),
+        Option("out_type", None, "dict of the output's dim, shape, sparse, dtype: checked against what the layer "
+                                 "computes (a mismatch is an error); axis positions are layout only here"),
+        Option("batch_norm", False, "True or a dict of batch_norm layer options: RETURNN's batch normalisation of "
+                                    "the layer's output (parameters under <layer>/batch_norm/)"),
     )
 
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
@@ -124,8 +132,9 @@ class Layer(tf.Module):
         self.dropout = rate(self.desc, "dropout", opts.get("dropout"))
         self.l2 = non_negative(self.desc, "L2", opts.get("L2"))
         self.trainable = bool(opts.get("trainable", True))
-        if opts.get("batch_norm"):
-            raise NetworkError("%s: option 'batch_norm' is not supported; add a batch_norm layer" % self.desc)
+        self.spatial_smoothing = non_negative(self.desc, "spatial_smoothing", opts.get("spatial_smoothing"))
+        self.darc1 = non_negative(self.desc, "darc1", opts.get("darc1"))
+        self.post_bn = None  # RETURNN's batch_norm option: set by post_init
         self._rng = np.random.RandomState((zlib.crc32(name.encode("utf8")) + int(seed) * 1000003) % (2 ** 32))
         self._new_out_dim: Optional[Dim] = None
         # the variables this layer made, by RETURNN's name in the layer's scope (without param_subscope);
@@ -264,12 +273,65 @@ class Layer(tf.Module):
         merged.update(sizes or {})
         return LayerOutput(tensor, self.output, merged, logits, packed)
 
+    def post_init(self) -> None:
+        """What RETURNN's base layer adds once the output template is known (the network calls this
+        after building the layer): the ``batch_norm`` option's normalisation of the output, and the
+        checks of the constraint options."""
+        spec = self.opts.get("batch_norm")
+        if spec:
+            from returnn.tf.layers.norm import BatchNorm
+            if spec is not True and not isinstance(spec, Mapping):
+                raise NetworkError("%s: 'batch_norm' must be True or a dict of batch_norm options, got %r"
+                                   % (self.desc, spec))
+            self.post_bn = BatchNorm(self, self.output, {} if spec is True else dict(spec))
+        if self.opts.get("out_type") is not None and self.known_options["out_type"] is Layer.options_by_name["out_type"]:
+            self._check_out_type(self.opts["out_type"])
+        if self.spatial_smoothing:
+            from returnn.tf.constraints import smoothing_grid
+            smoothing_grid(self.desc, self.output.dim)
+        activation = self.opt("activation") if "activation" in self.known_options else None
+        if self.darc1 and activation not in (None, "identity", "linear", "softmax", "log_softmax"):
+            raise NetworkError("%s: 'darc1' with activation %r is not supported (RETURNN takes the values before "
+                               "the activation)" % (self.desc, activation))
+
+    def _check_out_type(self, out_type: Any) -> None:
+        """RETURNN's ``out_type`` on a layer that computes its own output: what it states must hold."""
+        if not isinstance(out_type, Mapping):
+            raise NetworkError("%s: 'out_type' must be a dict here (a function only for eval layers), got %r"
+                               % (self.desc, out_type))
+        out = self.output
+        known = {"dim": out.dim, "sparse": out.sparse, "dtype": out.dtype,
+                 "shape": tuple(d.dimension for i, d in enumerate(out.dims) if i != out.batch_dim_axis)}
+        layout = ("batch_dim_axis", "time_dim_axis", "feature_dim_axis")  # order only: layers align by dim tags
+        unknown = sorted(k for k in out_type if k not in known and k not in layout)
+        if unknown:
+            raise NetworkError("%s: 'out_type' key(s) %s are not supported here (dim, shape, sparse, dtype)"
+                               % (self.desc, ", ".join(map(repr, unknown))))
+        for key, want in out_type.items():
+            if key in known and key != "shape" and want != known[key]:
+                raise NetworkError("%s: 'out_type' says %s %r, but the layer's output has %r (%s)"
+                                   % (self.desc, key, want, known[key], out.short_repr()))
+        if "shape" in out_type and sorted(map(str, out_type["shape"])) != sorted(map(str, known["shape"])):
+            raise NetworkError("%s: 'out_type' says shape %r, but the layer's output is %s"
+                               % (self.desc, tuple(out_type["shape"]), out.short_repr()))
+
+    def all_returnn_params(self) -> List[Param]:
+        """:meth:`returnn_params` plus those of the ``batch_norm`` option's normalisation."""
+        if self.post_bn is None:
+            return self.returnn_params()
+        bn_vars = {id(v) for v in self.post_bn.variables}
+        return [p for p in self.returnn_params() if not any(id(v) in bn_vars for v in p.variables)] + \
+            self.post_bn.returnn_params()
+
     # ---- to implement
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         raise NotImplementedError
 
     def __call__(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
-        return self.forward(sources, ctx)
+        out = self.forward(sources, ctx)
+        if self.post_bn is not None:
+            out = out.with_tensor(self.post_bn.apply(out, ctx))
+        return out
 
 
 class _ParamTable:
@@ -287,6 +349,7 @@ def _tf_name(name: str) -> str:
     return clean
 
 
+Layer.options_by_name = {o.name: o for o in Layer.options}
 LAYER_CLASSES: Dict[str, Type[Layer]] = {}
 
 

@@ -81,77 +81,95 @@ def behavior_version() -> int:
         return 0
 
 
-@register_layer
-class BatchNormLayer(_FeatureNorm):
-    """Batch normalisation per feature over all other axes; see the module docstring."""
-
-    layer_class = "batch_norm"
-    options = (
-        Option("momentum", None, "weight of the current batch in the moving statistics (0.99, or 0.1 from "
+# RETURNN's batch-norm options: of the batch_norm layer, and of any layer's 'batch_norm' dict
+BATCH_NORM_OPTIONS = (
+    Option("momentum", None, "weight of the current batch in the moving statistics (0.99, or 0.1 from "
                                  "behavior_version 12)"),
-        Option("epsilon", 1e-3, "added to the variance"),
-        Option("use_shift", True, "learn a shift beta"),
-        Option("use_std", True, "learn a scale gamma"),
-        Option("use_sample", 0.0, "weight of the moving statistics when normalising in training"),
-        Option("force_sample", False, "use the use_sample mix in evaluation too"),
-        Option("update_sample_only_in_training", None, "update the moving statistics only in training "
+    Option("epsilon", 1e-3, "added to the variance"),
+    Option("use_shift", True, "learn a shift beta"),
+    Option("use_std", True, "learn a scale gamma"),
+    Option("use_sample", 0.0, "weight of the moving statistics when normalising in training"),
+    Option("force_sample", False, "use the use_sample mix in evaluation too"),
+    Option("update_sample_only_in_training", None, "update the moving statistics only in training "
                                                        "(default: from behavior_version 12)"),
-        Option("delay_sample_update", None, "normalise with the moving statistics before this batch's update "
+    Option("delay_sample_update", None, "normalise with the moving statistics before this batch's update "
                                             "(default: from behavior_version 12)"),
-        Option("param_version", None, "RETURNN's parameter names and shapes in checkpoints: 0 ('<name>_<name>_output_mean', "
+    Option("param_version", None, "RETURNN's parameter names and shapes in checkpoints: 0 ('<name>_<name>_output_mean', "
                                       "(1, .., F)), 1 ('mean', (1, .., F)), 2 ('v2_mean', (F,)); default 2 from "
                                       "behavior_version 12, else 0"),
-        Option("gamma_init", 1.0, "init of gamma (RETURNN init spec)"),
-        Option("beta_init", 0.0, "init of beta (RETURNN init spec)"),
-        Option("masked_time", True, "statistics over real frames only (False: padding included)"),
-        Option("axes", None, "older RETURNN: the axes that keep own statistics; only the feature axis ('f')"),
-        Option("fused", None, "older RETURNN: use the fused kernel (speed only; accepted)"),
-        Option("fused_bn", None, "older RETURNN: use the fused kernel (speed only; accepted)"),
-    )
+    Option("gamma_init", 1.0, "init of gamma (RETURNN init spec)"),
+    Option("beta_init", 0.0, "init of beta (RETURNN init spec)"),
+    Option("masked_time", True, "statistics over real frames only (False: padding included)"),
+    Option("axes", None, "older RETURNN: the axes that keep own statistics; only the feature axis ('f')"),
+    Option("fused", None, "older RETURNN: use the fused kernel (speed only; accepted)"),
+    Option("fused_bn", None, "older RETURNN: use the fused kernel (speed only; accepted)"),
+)
 
-    def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
-        super().__init__(name, opts, sources, seed)
+
+
+class BatchNorm(tf.Module):
+    """RETURNN's batch normalisation of one layer's values (see the module docstring): the
+    options, the parameters (made as ``owner``'s, RETURNN's names under ``batch_norm/``) and the
+    computation. The ``batch_norm`` layer uses it on its input, any layer's ``batch_norm`` option
+    on its output (RETURNN's ``LayerBase.batch_norm``)."""
+
+    def __init__(self, owner: Layer, data: Data, opts: Dict[str, Any]):
+        super().__init__(name="batch_norm")
+        desc = owner.desc
+        o = {opt.name: opts.get(opt.name, opt.default) for opt in BATCH_NORM_OPTIONS}
+        unknown = sorted(set(opts) - set(o))
+        if unknown:
+            raise NetworkError("%s: unknown batch_norm option(s) %s" % (desc, ", ".join(map(repr, unknown))))
         new = behavior_version() >= 12
-        momentum = self.opt("momentum")
-        self.momentum = float((0.1 if new else 0.99) if momentum is None else momentum)
+        self.data, self._owner = data, lambda: owner  # (a function: tf.Module must not track the owner)
+        self.momentum = float((0.1 if new else 0.99) if o["momentum"] is None else o["momentum"])
         if not 0.0 <= self.momentum <= 1.0:
-            raise NetworkError("%s: momentum must be in [0, 1], got %r" % (self.desc, self.momentum))
-        self.use_sample = float(self.opt("use_sample"))
+            raise NetworkError("%s: momentum must be in [0, 1], got %r" % (desc, self.momentum))
+        self.use_sample = float(o["use_sample"])
         if not 0.0 <= self.use_sample <= 1.0:
-            raise NetworkError("%s: use_sample must be in [0, 1], got %r" % (self.desc, self.use_sample))
-        if self.opt("param_version") not in (None, 0, 1, 2):
-            raise NetworkError("%s: param_version must be 0, 1 or 2, got %r" % (self.desc, self.opt("param_version")))
-        self.param_version = (2 if new else 0) if self.opt("param_version") is None else self.opt("param_version")
-        only_train, delay = self.opt("update_sample_only_in_training"), self.opt("delay_sample_update")
+            raise NetworkError("%s: use_sample must be in [0, 1], got %r" % (desc, self.use_sample))
+        if o["param_version"] not in (None, 0, 1, 2):
+            raise NetworkError("%s: param_version must be 0, 1 or 2, got %r" % (desc, o["param_version"]))
+        self.param_version = (2 if new else 0) if o["param_version"] is None else o["param_version"]
+        only_train, delay = o["update_sample_only_in_training"], o["delay_sample_update"]
         self.update_only_in_training = bool(new if only_train is None else only_train)
         self.delay_update = bool(new if delay is None else delay)
-        self.force_sample = bool(self.opt("force_sample"))
-        self.masked_time = bool(self.opt("masked_time"))
-        self.epsilon = float(self.opt("epsilon"))
-        axes = self.opt("axes")
-        if axes is not None:
-            data = self.output
-            names = axes if isinstance(axes, (list, tuple)) else [axes]
-            if [self.axis(data, a, "axes") for a in names] != [data.feature_dim_axis]:
+        self.force_sample = bool(o["force_sample"])
+        self.masked_time = bool(o["masked_time"])
+        self.epsilon = float(o["epsilon"])
+        if o["axes"] is not None:
+            names = o["axes"] if isinstance(o["axes"], (list, tuple)) else [o["axes"]]
+            if [owner.axis(data, a, "axes") for a in names] != [data.feature_dim_axis]:
                 raise NetworkError("%s: 'axes' %r: only the feature axis (statistics per feature) is supported"
-                                   % (self.desc, axes))
-        dim = self.n_feat
-        self.moving_mean = self.variable("mean", np.zeros([dim], np.float32), trainable=False)
-        self.moving_variance = self.variable("variance", np.ones([dim], np.float32), trainable=False)
-        self.gamma = self.weight("gamma", [dim], self.opt("gamma_init"), init_option="gamma_init") \
-            if self.opt("use_std") else None
-        self.beta = self.weight("beta", [dim], self.opt("beta_init"), init_option="beta_init") \
-            if self.opt("use_shift") else None
+                                   % (desc, o["axes"]))
+        dim = data.dim
+        if data.feature_dim_axis is None or not dim:
+            raise NetworkError("%s: batch norm needs a static feature axis, got %s" % (desc, data.short_repr()))
+        self.moving_mean = owner.variable("batch_norm/mean", np.zeros([dim], np.float32), trainable=False)
+        self.moving_variance = owner.variable("batch_norm/variance", np.ones([dim], np.float32), trainable=False)
+        self.gamma = owner.weight("batch_norm/gamma", [dim], o["gamma_init"]) if o["use_std"] else None
+        self.beta = owner.weight("batch_norm/beta", [dim], o["beta_init"]) if o["use_shift"] else None
 
     def returnn_params(self) -> List[Param]:
         """RETURNN's ``batch_norm/<prefix><mean|variance|gamma|beta>``, by ``param_version``: 0 and
         1 as (1, .., F) (broadcast over the output's other axes), 2 as (F,)."""
-        short = self.layer_name.rsplit("/", 1)[-1]
+        owner = self._owner()
+        short = owner.layer_name.rsplit("/", 1)[-1]
         prefix = {0: "%s_%s_output_" % (short, short), 1: "", 2: "v2_"}[self.param_version]
-        shape = [1] * self.output.batch_ndim
-        shape[self.output.feature_dim_axis] = self.n_feat
-        return [reshaped("batch_norm/" + prefix + key, var, shape) if self.param_version < 2
-                else same("batch_norm/" + prefix + key, var) for key, var in self.own_params.items()]
+        shape = [1] * self.data.batch_ndim
+        shape[self.data.feature_dim_axis] = self.data.dim
+        out = []
+        for key, var in owner.own_params.items():
+            if key.startswith("batch_norm/"):
+                name = "batch_norm/" + prefix + key[len("batch_norm/"):]
+                out.append(reshaped(name, var, shape) if self.param_version < 2 else same(name, var))
+        return out
+
+    def per_feature(self, v: tf.Tensor) -> tf.Tensor:
+        """A (D,) vector shaped to broadcast on the feature axis."""
+        shape = [1] * self.data.batch_ndim
+        shape[self.data.feature_dim_axis] = -1
+        return tf.reshape(v, shape)
 
     def batch_moments(self, x: LayerOutput):
         """Mean and biased variance, shape (D,), over the real positions of ``x`` (all positions
@@ -167,8 +185,8 @@ class BatchNormLayer(_FeatureNorm):
         var = tf.reduce_sum(tf.square(centered), axis=axes) / count
         return mean, var
 
-    def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
-        x = self.inputs(sources, ctx)
+    def apply(self, x: LayerOutput, ctx: RunContext) -> tf.Tensor:
+        """The normalised values of ``x`` (laid out as ``data``); updates the moving statistics."""
         update = ctx.train or not self.update_only_in_training
         use_batch = (ctx.train or self.force_sample) and self.use_sample < 1.0
         # values before this batch's update (read first: in a tf.function reads follow program order)
@@ -192,4 +210,22 @@ class BatchNormLayer(_FeatureNorm):
             y = y * self.per_feature(self.gamma)
         if self.beta is not None:
             y = y + self.per_feature(self.beta)
-        return self.make_output(y, sources)
+        return y
+
+
+@register_layer
+class BatchNormLayer(_FeatureNorm):
+    """Batch normalisation per feature over all other axes; see the module docstring."""
+
+    layer_class = "batch_norm"
+    options = BATCH_NORM_OPTIONS
+
+    def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
+        super().__init__(name, opts, sources, seed)
+        self.bn = BatchNorm(self, self.output, {o.name: self.opt(o.name) for o in BATCH_NORM_OPTIONS})
+
+    def returnn_params(self) -> List[Param]:
+        return self.bn.returnn_params()
+
+    def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
+        return self.make_output(self.bn.apply(self.inputs(sources, ctx), ctx), sources)

@@ -327,6 +327,10 @@ class RecSubnetLayer(Layer):
             cls = cell_class_for(layer_opts, templates) or cls
         with reuse.resolving(self._get_reused_layer):
             self.layers[sub] = cls(full_name, layer_opts, templates, seed=self.seed)
+            self.layers[sub].post_init()
+        if in_loop and hasattr(self.layers[sub], "step") and self.layers[sub].post_bn is not None:
+            raise NetworkError("%s: option 'batch_norm' on a sub-layer with a state inside the loop is not supported"
+                               % where)
         self.sub_sources[sub] = src_names
 
     # ---- templates seen from outside
