@@ -73,3 +73,61 @@ def test_transposed_conv_out_spatial_dims():
     np.testing.assert_array_equal(out.sizes[out_dim].numpy(), LENS * 2)
     with pytest.raises(NetworkError, match="'lay'.*out_spatial_dims"):
         make("transposed_conv", {"filter_size": [2], "n_out": 2, "out_spatial_dims": [SpatialDim("s", 3)]}, [data])
+
+
+# ---------------------------------------------------------------- rec with cell units, rnn_cell
+
+def np_gru(x, n, layer):
+    """TensorFlow's GRU cell over one sequence x (T, F) with the layer's weights."""
+    wg, wc = layer.W_gates.numpy(), layer.W_candidate.numpy()
+    ug, uc = layer.W_re_gates.numpy(), layer.W_re_candidate.numpy()
+    bg, bc = layer.b_gates.numpy(), layer.b_candidate.numpy()
+    h, out = np.zeros(n), []
+    for frame in x:
+        g = 1 / (1 + np.exp(-(frame @ wg + h @ ug + bg)))
+        r, u = g[:n], g[n:]
+        c = np.tanh(frame @ wc + (r * h) @ uc + bc)
+        h = u * h + (1 - u) * c
+        out.append(h)
+    return np.array(out)
+
+
+@pytest.mark.parametrize("direction", [1, -1])
+def test_rec_gru_unit_over_sequences_both_directions(direction):
+    from returnn.tf.layers.rnn_cell import RecStepLayer
+    data, val, x = btf(3, LENS)
+    layer = make("rec", {"unit": "gru", "n_out": 4, "direction": direction}, [data])
+    assert isinstance(layer, RecStepLayer) and [p.name for p in layer.returnn_params()] == [
+        "rec/gru_cell/gates/kernel", "rec/gru_cell/gates/bias", "rec/gru_cell/candidate/kernel",
+        "rec/gru_cell/candidate/bias"]
+    y = run(layer, [val]).tensor.numpy()
+    for b, n in enumerate(LENS):
+        seq = x[b, :n] if direction == 1 else x[b, :n][::-1]
+        ref = np_gru(seq, 4, layer)
+        np.testing.assert_allclose(y[b, :n], ref if direction == 1 else ref[::-1], atol=1e-5)
+        np.testing.assert_array_equal(y[b, n:], 0.0)
+
+
+def test_rec_max_seq_len_and_unroll():
+    """RETURNN: max_seq_len only with unroll on its TensorFlow cells (the input must fit); LSTM kernels refuse it."""
+    data, val, _ = btf(3, LENS)
+    with pytest.raises(NetworkError, match="'lay'.*'max_seq_len'"):
+        make("rec", {"unit": "nativelstm2", "n_out": 2, "max_seq_len": 9}, [data])
+    with pytest.raises(NetworkError, match="'lay'.*max_seq_len.*unroll"):
+        make("rec", {"unit": "gru", "n_out": 2, "max_seq_len": 9}, [data])
+    run(make("rec", {"unit": "gru", "n_out": 2, "max_seq_len": 5, "unroll": True}, [data]), [val])
+    with pytest.raises(tf.errors.InvalidArgumentError, match="max_seq_len >= seq_len"):
+        run(make("rec", {"unit": "gru", "n_out": 2, "max_seq_len": 4, "unroll": True}, [data]), [val])
+
+
+def test_rnn_cell_weights_init_and_unit_opts():
+    data, _, _ = btf(3, LENS)
+    layer = make("rnn_cell", {"unit": "GRU", "n_out": 2, "weights_init": "zeros"}, [data])
+    assert not layer.W_gates.numpy().any() and not layer.W_re_candidate.numpy().any()
+    layer = make("rnn_cell", {"unit": "LSTMBlock", "n_out": 2, "weights_init": "zeros",
+                              "forward_weights_init": "ones"}, [data])
+    assert (layer.W.numpy() == 1).all() and not layer.W_re.numpy().any()
+    with pytest.raises(NetworkError, match="'lay'.*forget_bias"):
+        make("rnn_cell", {"unit": "GRU", "n_out": 2, "unit_opts": {"forget_bias": 1.0}}, [data])
+    with pytest.raises(NetworkError, match="'lay'.*'unroll'"):
+        make("rnn_cell", {"unit": "GRU", "n_out": 2, "unroll": True}, [data])

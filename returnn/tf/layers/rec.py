@@ -18,6 +18,10 @@ The input projection ``x W`` is one big matmul over all frames (sparse inputs ar
 lookup); the recurrence is a kernel of :mod:`returnn.tf.lstm_kernels` (chosen per device; works
 with unknown T). Padded frames (t >= seq_len) never influence real frames; their output is 0.
 ``direction: -1`` runs over each sequence reversed within its own length.
+
+Other cell units (``gru``, ``basicrnn``, ``zoneoutlstm``, ...: RETURNN runs TensorFlow's cells) and
+LSTM units inside a rec loop run as :class:`returnn.tf.layers.rnn_cell.RecStepLayer`; a dict unit is a
+sub-network (:class:`returnn.tf.layers.rec_net.layer.RecSubnetLayer`).
 """
 from __future__ import annotations
 
@@ -52,11 +56,15 @@ class RecLayer(Layer):
     layer_class = "rec"
     param_subscope = "rec/"
     options = (
-        Option("unit", "lstm", "LSTM implementation name (all run the same LSTM): %s" % ", ".join(LSTM_UNITS)),
+        Option("unit", "lstm", "LSTM implementation name (all run the same LSTM): %s; other cells: "
+                               "rnn_cell's" % ", ".join(LSTM_UNITS)),
         Option("direction", 1, "1: forward in time, -1: backward"),
         Option("unit_opts", None, "dict, e.g. {'forget_bias': 1.0}"),
-        Option("unroll", False, "accepted for RETURNN compatibility"),
-        Option("max_seq_len", None, "accepted for RETURNN compatibility"),
+        Option("unroll", False, "RETURNN: unroll the loop (its TensorFlow cells only)",
+               noop="an implementation detail of RETURNN's loop: an unrolled loop computes the same outputs, and "
+                    "RETURNN's LSTM kernels ignore it"),
+        Option("max_seq_len", None, "RETURNN allows it only with unroll on its TensorFlow cells (rec of a cell unit)",
+               only=(None,)),
         Option("forward_weights_init", "glorot_uniform", "init of the input weights W (RETURNN init spec)"),
         Option("recurrent_weights_init", "glorot_uniform", "init of the recurrent weights W_re"),
         Option("bias_init", 0.0, "init of the bias"),
@@ -66,10 +74,17 @@ class RecLayer(Layer):
 
     @staticmethod
     def class_selector(opts: Mapping[str, Any]):
-        """A dict ``unit`` is a sub-network: :class:`returnn.tf.layers.rec_net.layer.RecSubnetLayer`."""
-        if isinstance(opts.get("unit"), Mapping):
+        """A dict ``unit`` is a sub-network: :class:`returnn.tf.layers.rec_net.layer.RecSubnetLayer`; a
+        cell unit that is no LSTM here (``gru``, ``basicrnn``, ...) runs as that cell:
+        :class:`returnn.tf.layers.rnn_cell.RecStepLayer`."""
+        unit = opts.get("unit", "lstm")
+        if isinstance(unit, Mapping):
             from returnn.tf.layers.rec_net.layer import RecSubnetLayer
             return RecSubnetLayer
+        if isinstance(unit, str) and unit.lower() not in LSTM_UNITS:
+            from returnn.tf.layers.rnn_cell import RecStepLayer, rec_cell_units
+            if unit.lower() in rec_cell_units():
+                return RecStepLayer
         return None
 
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):

@@ -24,6 +24,12 @@ Cells (``unit``, case-insensitive), following RETURNN's choice of implementation
   its dropout masks are drawn per step).
 
 The initial state is zero. Padded frames (t >= length) keep the state and output 0.
+
+The input and recurrent weights start from ``weights_init`` (RETURNN's ``"xavier"``: RETURNN keeps
+them in one kernel [W; W_re] initialised as one matrix), unless ``forward_weights_init`` /
+``recurrent_weights_init`` (this engine's) are set. A ``rec`` layer whose unit is not one of the
+LSTMs of :mod:`returnn.tf.layers.rec` (``gru``, ``basicrnn``, ``zoneoutlstm``, ...) runs as the same
+cell (:class:`RecStepLayer`), over a whole sequence (``direction`` 1 or -1) or one step in a loop.
 """
 from __future__ import annotations
 
@@ -35,7 +41,7 @@ from returnn.errors import NetworkError, known_list
 from returnn.tensor import Data
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
 from returnn.tf.layers.helpers import dropout_sources, feature_plan, plan_output, project_sources
-from returnn.tf.layers.options import Option, rate
+from returnn.tf.layers.options import Option, positive_int, rate
 from returnn.tf.layers.params import Param
 from returnn.tf.layers.rec_params import unit_params
 from returnn.tf.lstm_kernels import final_state_fn, get_kernel, lstm_step
@@ -70,14 +76,15 @@ class RnnCellLayer(Layer):
         Option("unit", None, "cell name: %s" % ", ".join(CELL_UNITS)),
         Option("unit_opts", None, "dict, e.g. {'forget_bias': 0.0}"),
         Option("initial_state", None, "only zeros ('zeros', 0 or None)"),
-        Option("forward_weights_init", "glorot_uniform", "init of the input weights"),
-        Option("recurrent_weights_init", "glorot_uniform", "init of the recurrent weights"),
+        Option("forward_weights_init", None, "init of the input weights (default: weights_init)"),
+        Option("recurrent_weights_init", None, "init of the recurrent weights (default: weights_init)"),
         Option("bias_init", 0.0, "init of the bias"),
-        Option("weights_init", None, "accepted for RETURNN compatibility (cells use the two inits above)"),
-        Option("max_seq_len", None, "accepted for RETURNN compatibility"),
-        Option("unroll", False, "accepted for RETURNN compatibility"),
+        Option("weights_init", "xavier", "init of the input and recurrent weights (RETURNN's rnn_cell option)"),
+        Option("max_seq_len", None, "not an option of RETURNN's rnn_cell", only=(None,)),
+        Option("unroll", False, "not an option of RETURNN's rnn_cell", only=(False,)),
         Option("direction", 1, "1 only (a cell runs forward in time)"),
     )
+    directions = (1,)  # over a whole sequence
 
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
         super().__init__(name, opts, sources, seed)
@@ -87,7 +94,8 @@ class RnnCellLayer(Layer):
         self.unit = unit.lower()
         self.kind, default_bias = self.units[unit.lower()]
         unit_opts = dict(self.opt("unit_opts") or {})
-        known = {"forget_bias"} | (set(ZONEOUT_OPTS) if self.kind == "zoneout" else set())
+        # TensorFlow's LSTM cell and RETURNN's native LSTM take a forget bias; the GRU, RNN and zoneout cells do not
+        known = {"forget_bias"} if self.kind == "lstm" else set(ZONEOUT_OPTS) if self.kind == "zoneout" else set()
         unknown = set(unit_opts) - known
         if unknown and self.kind != "lnlstm":  # the layer-norm LSTM checks its own unit_opts
             raise NetworkError("%s: unknown unit_opts %s (known: %s)" % (self.desc, known_list(unknown), known_list(known)))
@@ -102,32 +110,36 @@ class RnnCellLayer(Layer):
         if self.opt("initial_state") not in (None, 0, 0.0, "zeros"):
             raise NetworkError("%s: only a zero 'initial_state' is supported, got %r"
                                % (self.desc, self.opt("initial_state")))
-        if self.opt("direction") != 1:
-            raise NetworkError("%s: a cell runs forward only; direction %r" % (self.desc, self.opt("direction")))
         self.step_mode = is_step_template(sources)
+        self.direction = self.opt("direction")
+        if self.direction not in (self.directions if not self.step_mode else (1,)):
+            raise NetworkError("%s: direction must be %s%s, got %r" % (
+                self.desc, " or ".join(map(str, self.directions)), " in a loop step" if self.step_mode else "",
+                self.direction))
         self.plan = feature_plan(self, sources)
         n_in, n = sum(self.plan.in_dims), self.require_n_out()
         self.n_hidden = n
         self.ln_cell = None
+        w_init = self.opt("weights_init") or "xavier"
         if self.kind == "lnlstm":
             from returnn.tf.layers.lstm_layernorm import LayerNormLstm
             self.ln_cell = LayerNormLstm(self, n_in, n, unit_opts)
             self.W, self.W_re, self.bias = self.ln_cell.W, self.ln_cell.W_re, None
         elif self.kind in ("lstm", "zoneout"):
-            self.W = self.weight("W", [n_in, 4 * n], init_option="forward_weights_init")
-            self.W_re = self.weight("W_re", [n, 4 * n], init_option="recurrent_weights_init")
+            self.W = self.weight("W", [n_in, 4 * n], w_init, init_option="forward_weights_init")
+            self.W_re = self.weight("W_re", [n, 4 * n], w_init, init_option="recurrent_weights_init")
             self.bias = self.weight("b", [4 * n], 0.0, init_option="bias_init")
         elif self.kind == "gru":  # as TensorFlow's GRU cell keeps them: gates (reset, update) and candidate
-            self.W_gates = self.weight("W_gates", [n_in, 2 * n], init_option="forward_weights_init")
-            self.W_candidate = self.weight("W_candidate", [n_in, n], init_option="forward_weights_init")
-            self.W_re_gates = self.weight("W_re_gates", [n, 2 * n], init_option="recurrent_weights_init")
-            self.W_re_candidate = self.weight("W_re_candidate", [n, n], init_option="recurrent_weights_init")
+            self.W_gates = self.weight("W_gates", [n_in, 2 * n], w_init, init_option="forward_weights_init")
+            self.W_candidate = self.weight("W_candidate", [n_in, n], w_init, init_option="forward_weights_init")
+            self.W_re_gates = self.weight("W_re_gates", [n, 2 * n], w_init, init_option="recurrent_weights_init")
+            self.W_re_candidate = self.weight("W_re_candidate", [n, n], w_init, init_option="recurrent_weights_init")
             self.b_gates = self.weight("b_gates", [2 * n], 1.0)
             self.b_candidate = self.weight("b_candidate", [n], 0.0, init_option="bias_init")
             self.W = self.W_re = self.bias = None
         else:
-            self.W = self.weight("W", [n_in, n], init_option="forward_weights_init")
-            self.W_re = self.weight("W_re", [n, n], init_option="recurrent_weights_init")
+            self.W = self.weight("W", [n_in, n], w_init, init_option="forward_weights_init")
+            self.W_re = self.weight("W_re", [n, n], w_init, init_option="recurrent_weights_init")
             self.bias = self.weight("b", [n], 0.0, init_option="bias_init")
         if not self.step_mode:
             dims = self.plan.dims
@@ -217,20 +229,24 @@ class RnnCellLayer(Layer):
         if self.step_mode:
             raise NetworkError("%s: a cell on single steps runs only inside a rec loop" % self.desc)
         seq_len = {d: size for s in sources for d, size in s.sizes.items()}[self.output.dims[1]]
+        backward = self.direction == -1  # each sequence reversed within its length, and the output back
+
+        def rev(t: tf.Tensor, time_axis: int) -> tf.Tensor:
+            return tf.reverse_sequence(t, seq_len, seq_axis=time_axis, batch_axis=1 - time_axis) if backward else t
+
+        seed = ctx.layer_seed(self.layer_name) if ctx.train else None
         if self.ln_cell is not None:  # over the sequence: the layer-norm LSTM's own loop (the same step)
-            y = self.ln_cell.run(project_sources(self.plan, dropout_sources(self, sources, ctx), self.W), seq_len,
-                                 ctx.layer_seed(self.layer_name) if ctx.train else None)
-            return self.make_output(y, sources)
+            x = rev(project_sources(self.plan, dropout_sources(self, sources, ctx), self.W), 1)
+            return self.make_output(rev(self.ln_cell.run(x, seq_len, seed), 1), sources)
         if self.kind == "lstm":  # time-major recursion, as the rec layer runs it
-            x = project_sources(self.plan, dropout_sources(self, sources, ctx), self.W, order=[1, 0]) + self.bias
-            y = get_kernel()(x, seq_len, self.W_re, self.forget_bias, time_major=True)
+            x = rev(project_sources(self.plan, dropout_sources(self, sources, ctx), self.W, order=[1, 0]) + self.bias, 0)
+            y = rev(get_kernel()(x, seq_len, self.W_re, self.forget_bias, time_major=True), 0)
             out = self.make_output(tf.transpose(y, [1, 0, 2]), sources)
             out.last_state = final_state_fn(x, seq_len, self.W_re, self.forget_bias, time_major=True)
             return out
-        x = self._input_proj(sources, ctx)
-        y, state = run_over_time(self, x, seq_len, ctx.layer_seed(self.layer_name) if ctx.train else None)
-        out = self.make_output(y, sources)
-        out.last_state = lambda: state
+        y, state = run_over_time(self, rev(self._input_proj(sources, ctx), 1), seq_len, seed)
+        out = self.make_output(rev(y, 1), sources)
+        out.last_state = lambda: self.state_tensors(state)
         return out
 
 
@@ -255,17 +271,52 @@ def run_over_time(cell: RnnCellLayer, x: tf.Tensor, seq_len: tf.Tensor, seed: An
 
 
 class RecStepLayer(RnnCellLayer):
-    """A ``rec`` layer with an LSTM unit name inside a rec loop: the same LSTM as the
-    whole-sequence ``rec`` layer (same unit names, same forget bias defaults), as a cell."""
+    """A ``rec`` layer run as a cell: an LSTM unit inside a rec loop (the same LSTM as the
+    whole-sequence ``rec`` layer: same unit names, same forget bias defaults), or any other cell unit
+    (``gru``, ``basicrnn``, ``zoneoutlstm``, ...) in a loop or over a whole sequence (RETURNN runs
+    TensorFlow's cells there; ``direction`` -1 over each sequence reversed)."""
 
     layer_class = "rec"
+    in_rnn_cell = False
+    directions = (1, -1)
+    options = (
+        Option("unit", "lstm", "cell name (see the module docstring)"),
+        Option("forward_weights_init", "glorot_uniform", "init of the input weights"),
+        Option("recurrent_weights_init", "glorot_uniform", "init of the recurrent weights"),
+        Option("weights_init", None, "not an option of RETURNN's rec layer (rnn_cell's)", only=(None,)),
+        Option("direction", 1, "1: forward in time, -1: backward (over a whole sequence)"),
+        Option("unroll", False, "RETURNN: unroll the loop over time",
+               noop="an implementation detail of RETURNN's loop: an unrolled loop computes the same outputs"),
+        Option("max_seq_len", None, "RETURNN: the unrolled loop's length (with unroll; T must not exceed it)"),
+        Option("sampling", 1, "Theano-era RETURNN: subsampling of the recurrence", only=(1,)),
+    )
 
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
-        from returnn.tf.layers.rec import FORGET_BIAS
-        self.units = {u: ("lstm", b) for u, b in FORGET_BIAS.items()}
+        self.units = rec_cell_units()
         super().__init__(name, opts, sources, seed)
+        max_len = self.opt("max_seq_len")
+        if max_len is not None and not (self.opt("unroll") and not self.step_mode):
+            raise NetworkError("%s: 'max_seq_len' %r needs 'unroll' over a whole sequence (RETURNN's rule)"
+                               % (self.desc, max_len))
+        self.max_len = None if max_len is None else positive_int(self.desc, "max_seq_len", max_len)
 
-    in_rnn_cell = False
+    def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
+        if self.max_len is not None:  # RETURNN's unrolled loop: the input must fit into max_seq_len frames
+            check = tf.debugging.assert_less_equal(
+                tf.shape(sources[0].tensor)[sources[0].data.time_dim_axis], self.max_len,
+                message="%s: required for unroll: max_seq_len >= seq_len" % self.desc)
+            with tf.control_dependencies([check]):
+                sources = [s.with_tensor(tf.identity(s.tensor)) for s in sources]
+        return super().forward(sources, ctx)
+
+
+def rec_cell_units() -> Dict[str, Tuple[str, float]]:
+    """Unit name -> (cell kind, default forget bias) in a ``rec`` layer: its LSTM units with the rec
+    layer's defaults (:data:`returnn.tf.layers.rec.FORGET_BIAS`), the other cells as rnn_cell has them."""
+    from returnn.tf.layers.rec import FORGET_BIAS
+    units = dict(CELL_UNITS)
+    units.update({u: ("lstm", b) for u, b in FORGET_BIAS.items()})
+    return units
 
 
 def cell_class_for(opts: Mapping[str, Any], sources: Sequence[Data]):
