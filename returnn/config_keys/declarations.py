@@ -14,7 +14,8 @@ from returnn.config_keys.registry import declare
 _task = partial(declare, group="task")
 _task("task", "str", "train", "What to run: train, eval (scores of dev/eval sets), forward (network output to HDF) "
       "or search (beam search through rec sub-networks).")
-_task("search_data", "dict|str", None, "task = search: the dataset to decode (default: eval, else dev).")
+_task("search_data", "dict|str", None, "task = search: the dataset to decode (a dataset dict or string; \"train\", "
+      "\"dev\" or \"eval\": that dataset of the config, as in RETURNN); default: eval, else dev.")
 _task("search_output_layer", "str", None, "task = search: the layer whose labels are written (default: the output layer).")
 _task("search_output_file", "str", None, "task = search: file for the best hypothesis of each sequence.")
 _task("search_output_file_format", "str", "txt", "task = search: 'txt' (one 'tag<TAB>hypothesis' line per "

@@ -536,8 +536,14 @@ class Engine:
         self.net_dict = None  # rebuild for search
         epoch = self._load_for_inference()
         spec = self.config.typed_value("search_data")
-        dataset = init_dataset(spec, {"cache_size": self.config.typed_value("cache_size")}, name="search_data") \
-            if spec else (self.datasets.get("eval") or self.datasets.get("dev"))
+        if spec in ("train", "dev", "eval"):  # RETURNN: the config's dataset of that name
+            if spec not in self.datasets:
+                raise ConfigError("config key 'search_data': %r names the config's %r dataset, which it lacks"
+                                  % (spec, spec))
+            dataset = self.datasets[spec]
+        else:
+            dataset = init_dataset(spec, {"cache_size": self.config.typed_value("cache_size")}, name="search_data") \
+                if spec else (self.datasets.get("eval") or self.datasets.get("dev"))
         if dataset is None:
             raise ConfigError("task 'search' needs 'search_data' (or an 'eval' or 'dev' dataset)")
         output_file = self.config.value("search_output_file")
