@@ -131,3 +131,54 @@ def test_rnn_cell_weights_init_and_unit_opts():
         make("rnn_cell", {"unit": "GRU", "n_out": 2, "unit_opts": {"forget_bias": 1.0}}, [data])
     with pytest.raises(NetworkError, match="'lay'.*'unroll'"):
         make("rnn_cell", {"unit": "GRU", "n_out": 2, "unroll": True}, [data])
+
+
+# ---------------------------------------------------------------- attention, choice, search
+
+def test_softmax_over_spatial_use_time_mask():
+    """None/True: padded positions get weight 0; False (RETURNN): their energies take part as they are."""
+    data, val, x = btf(1, LENS, garbage=0.5)
+    energies = np.where(np.arange(5)[None, :, None] < LENS[:, None, None], x, 0.5)
+    masked = run(make("softmax_over_spatial", {}, [data]), [val]).tensor.numpy()
+    full = run(make("softmax_over_spatial", {"use_time_mask": False}, [data]), [val]).tensor.numpy()
+    for b, n in enumerate(LENS):
+        e = np.exp(energies[b, :, 0])
+        np.testing.assert_allclose(masked[b, :n, 0], e[:n] / e[:n].sum(), rtol=1e-5)
+        np.testing.assert_allclose(full[b, :n, 0], e[:n] / e.sum(), rtol=1e-5)
+    with pytest.raises(NetworkError, match="'lay'.*use_time_mask"):
+        make("softmax_over_spatial", {"use_time_mask": False, "window_start": 0, "window_size": 2}, [data])
+
+
+def test_choice_options_refused_where_not_implemented():
+    labels = spec(4, sparse=True)
+    scores = spec(4)
+    with pytest.raises(NetworkError, match="'lay'.*'cheating'"):
+        make("choice", {"target": "classes", "cheating": True}, [labels])
+    with pytest.raises(NetworkError, match="'lay'.*search True"):
+        make("choice", {"target": "classes", "search": True}, [labels])
+    with pytest.raises(NetworkError, match="'lay'.*search False"):
+        make("choice", {"target": "classes", "search": False}, [scores])
+    make("choice", {"target": "classes", "search": False}, [labels])  # training: the target, as RETURNN
+    with pytest.raises(NetworkError, match="'lay'.*'length_normalization'"):
+        make("decide", {"length_normalization": True}, [labels])
+
+
+def test_base_beam_score_scale():
+    """RETURNN's base_beam_score_scale multiplies the previous beam scores: 10 makes the first step
+    dominate, so the search keeps following label 1 (0.6 at step 0) instead of ending via label 2."""
+    from test_rec_search import EOS, _search
+    from returnn.tf.network import TFNetwork
+
+    def net(scale):
+        extern = {"data": Data("data", shape=(None, 2)), "classes": Data("classes", dim=4, sparse=True)}
+        return TFNetwork({
+            "enc": {"class": "reduce", "mode": "mean", "axes": "T", "from": "data"},
+            "output": {"class": "rec", "from": [], "target": "classes", "max_seq_len": 8, "unit": {
+                "prob": {"class": "softmax", "from": ["prev:output", "base:enc"], "n_out": 4, "with_bias": False},
+                "output": {"class": "choice", "from": "prob", "target": "classes", "beam_size": 2,
+                           "length_normalization": False, "base_beam_score_scale": scale},
+                "end": {"class": "compare", "from": "output", "value": EOS}}},
+        }, extern, search=True)
+
+    assert _search(net(1.0), [0.0]) == [[2]]
+    assert _search(net(10.0), [0.0]) == [[1] * 8]

@@ -3,7 +3,8 @@ whole sequences (one query per frame).
 
 - ``softmax_over_spatial``: softmax of energies over a dynamic axis (default: the input's time
   axis, i.e. the encoder time of per-step energies ``(B, T_enc, 1)`` and of whole-sequence
-  energies ``(B, T_enc, T_dec)``), padded positions get weight 0;
+  energies ``(B, T_enc, T_dec)``), padded positions get weight 0 (``use_time_mask`` None or True;
+  False, as RETURNN: padded positions' energies take part as they are);
   ``energy_factor`` scales the energies first; ``window_start`` (an int or a layer of shape (B,))
   with ``window_size`` keeps only positions ``start <= t < start + size`` (local attention).
 - ``generic_attention``: ``sum_t weights[..., t] * base[t, :]`` over the base's time axis; a
@@ -40,10 +41,11 @@ def _attention_axis(layer: Layer, data: Data, axis: Any) -> int:
     return dyn[0]
 
 
-def masked_softmax(x: LayerOutput, axis: int) -> tf.Tensor:
-    """Softmax over ``axis`` with padded positions of that axis excluded (weight 0)."""
+def masked_softmax(x: LayerOutput, axis: int, use_mask: bool = True) -> tf.Tensor:
+    """Softmax over ``axis`` with padded positions of that axis excluded (weight 0); without
+    ``use_mask`` over all positions of the padded tensor."""
     energy = x.tensor
-    if x.data.dims[axis].is_dynamic():
+    if use_mask and x.data.dims[axis].is_dynamic():
         energy = tf.where(x.broadcast_mask(axis), energy, tf.constant(float("-inf"), energy.dtype))
     weights = tf.nn.softmax(energy, axis=axis)
     return tf.where(tf.math.is_nan(weights), tf.zeros_like(weights), weights)  # an empty sequence: all 0
@@ -58,7 +60,8 @@ class SoftmaxOverSpatialLayer(Layer):
     options = (
         Option("axis", None, "axis to normalize over (default: see module docstring)"),
         Option("energy_factor", None, "factor of the energies before the softmax"),
-        Option("use_time_mask", True, "padded positions get weight 0 (always)"),
+        Option("use_time_mask", None, "padded positions get weight 0 (None: when the axis is dynamic; False: "
+                                        "their energies take part as they are, as RETURNN)"),
         Option("log_space", False, "output log-weights"),
         Option("window_start", None, "first position of the window: an int or a layer (B,)"),
         Option("window_size", None, "window length (with window_start)"),
@@ -74,6 +77,9 @@ class SoftmaxOverSpatialLayer(Layer):
             raise NetworkError("%s: option 'start' is not supported" % self.desc)
         if (self.opt("window_start") is None) != (self.opt("window_size") is None):
             raise NetworkError("%s: window_start and window_size go together" % self.desc)
+        self.use_mask = self.opt("use_time_mask") is not False
+        if not self.use_mask and self.opt("window_start") is not None:
+            raise NetworkError("%s: a window needs use_time_mask (RETURNN's rule)" % self.desc)
         if self.start_layer and (sources[-1].batch_ndim - (sources[-1].feature_dim_axis is not None and
                                                            sources[-1].dim == 1)) != 1:
             raise NetworkError("%s: window_start %r must be one position per sequence (B,), got %s"
@@ -94,7 +100,7 @@ class SoftmaxOverSpatialLayer(Layer):
             inside = (pos[None, :] >= start[:, None]) & (pos[None, :] < start[:, None] + int(self.opt("window_size")))
             inside = align_tensor(inside, [0, self.ax], x.data.batch_ndim)
             x = x.with_tensor(tf.where(inside, x.tensor, tf.constant(float("-inf"), x.tensor.dtype)))
-        w = masked_softmax(x, self.ax)
+        w = masked_softmax(x, self.ax, self.use_mask)
         if self.opt("log_space"):
             w = tf.math.log(tf.maximum(w, 1e-30))
         return self.make_output(w, sources)

@@ -26,13 +26,16 @@ class ChoiceLayer(Layer):
         Option("input_type", "prob", "what 'from' gives: 'prob', 'log_prob' or 'regression'"),
         Option("length_normalization", True, "search: rank finished hypotheses by score / length"),
         Option("length_normalization_exponent", 1.0, "search: exponent of the length in that division"),
-        Option("explicit_search_source", None, "accepted for RETURNN compatibility"),
-        Option("explicit_search_sources", None, "accepted for RETURNN compatibility"),
-        Option("search", None, "None: search in the search task only; False: never"),
-        Option("cheating", False, "accepted for RETURNN compatibility ('exclusive' is not supported)"),
+        Option("explicit_search_source", None, "RETURNN: the layer whose search beam this one follows",
+               noop="a rec unit searches with exactly one choice here, so its beam is the only one to follow"),
+        Option("explicit_search_sources", None, "RETURNN: the layers whose search beams this one follows",
+               noop="a rec unit searches with exactly one choice here, so its beam is the only one to follow"),
+        Option("search", None, "None: search in the search task only (True: also in training, False: never; "
+                               "both only where they agree with None here)"),
+        Option("cheating", False, "RETURNN: keep the reference label in the beam", only=(False,)),
         Option("scheduled_sampling", False, "only False is supported"),
         Option("prob_scale", 1.0, "search: factor of the log-probabilities"),
-        Option("base_beam_score_scale", 1.0, "search: factor of the previous beam score"),
+        Option("base_beam_score_scale", 1.0, "search: factor of the previous beam score (RETURNN's)"),
         Option("random_sample_scale", 0.0, "only 0 is supported"),
         Option("custom_score_combine", None, "not supported"),
         Option("source_beam_sizes", None, "not supported"),
@@ -56,8 +59,14 @@ class ChoiceLayer(Layer):
             dims = [d for i, d in enumerate(target.dims) if i != target.feature_dim_axis]
             self.output = Data(name, dims=dims, sparse_dim=target.feature_dim)
             self.searching = True
+            if self.opt("search") is False:
+                raise NetworkError("%s: search False in a search network (RETURNN then feeds the target) is not "
+                                   "supported here" % self.desc)
             return
         self.searching = False
+        if self.opt("search") is True:
+            raise NetworkError("%s: search True outside the search task (RETURNN then searches in training) is "
+                               "not supported here" % self.desc)
         self.output = target.copy(name)
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
@@ -75,7 +84,9 @@ class DecideLayer(Layer):
 
     layer_class = "decide"
     options = (
-        Option("length_normalization", True, "accepted (the rec layer's search already ranked the hypotheses)"),
+        Option("length_normalization", False, "RETURNN: divide the beam scores by the lengths before picking the "
+                                              "best (the rec layer's search already picked it by the choice's "
+                                              "length_normalization)", only=(False,)),
     )
 
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):

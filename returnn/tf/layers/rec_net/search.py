@@ -63,6 +63,7 @@ class BeamSearchRun(UnitRun):
             raise NetworkError("%s, sub-layer %r: input_type %r is not supported in search (prob, log_prob)"
                                % (rec.desc, self.choice, self.input_type))
         self.prob_scale = float(opts.get("prob_scale", 1.0))
+        self.base_scale = float(opts.get("base_beam_score_scale", 1.0))
         self.length_norm = bool(opts.get("length_normalization", True))
         self.length_exp = float(opts.get("length_normalization_exponent", 1.0))
         self.include_eos = bool(rec.opt("include_eos"))
@@ -132,7 +133,10 @@ class BeamSearchRun(UnitRun):
                 n_labels = tf.shape(logp)[-1]
                 frozen = tf.concat([tf.zeros_like(logp[:, :1]), tf.fill(tf.shape(logp[:, 1:]), NEG_INF)], 1)
                 logp = tf.where(ended[:, None], frozen, logp)
-                total = scores[:, :, None] + tf.reshape(logp, [base_batch, k, n_labels])
+                base = scores  # RETURNN's base_beam_score_scale (the unused beams of step 0 stay out)
+                if self.base_scale != 1.0:
+                    base = tf.where(scores > NEG_INF / 2, scores * self.base_scale, scores)
+                total = base[:, :, None] + tf.reshape(logp, [base_batch, k, n_labels])
                 scores, best = tf.math.top_k(tf.reshape(total, [base_batch, k * n_labels]), k)
                 src_beam, label = best // n_labels, best % n_labels
                 index = tf.reshape(src_beam + offsets, [-1])
