@@ -128,7 +128,7 @@ network = {
     "align": {"class": "forced_align", "from": "ctc", "align_target": "data:classes", "topology": "ctc",
               "input_type": "prob"},
     "dump": {"class": "hdf_dump", "from": "align", "filename": DUMP_DIR + "/align-{dataset_name}.hdf",
-             "is_output_layer": True},
+             "dump_per_run": True, "is_output_layer": True},
 }
 """
 

@@ -11,8 +11,9 @@ import tensorflow as tf
 from data_utils import btf, lo, make_layer as make, run_layer as run, spec
 from returnn.config import Config, get_global_config, set_global_config
 from returnn.errors import NetworkError
-from returnn.tensor import Data, SpatialDim, batch_dim
+from returnn.tensor import Data, FeatureDim, SpatialDim, batch_dim
 from returnn.tf.activations import get_activation
+from returnn.tf.layers import LayerOutput
 
 LENS = np.array([5, 3, 1], np.int32)
 
@@ -182,3 +183,64 @@ def test_base_beam_score_scale():
 
     assert _search(net(1.0), [0.0]) == [[2]]
     assert _search(net(10.0), [0.0]) == [[1] * 8]
+
+
+# ---------------------------------------------------------------- reduce, squeeze, pad, window
+
+def test_reduce_use_time_mask_false_counts_padding_as_zeros():
+    data, val, x = btf(2, LENS)
+    x = x - 2.0  # negative: a padded 0 wins a max
+    val = val.with_tensor(tf.constant(np.where(np.arange(5)[None, :, None] < LENS[:, None, None], x, 1e4)))
+    zeros = np.where(np.arange(5)[None, :, None] < LENS[:, None, None], x, 0.0)
+    for mode, ref_masked, ref_full in (
+            ("mean", lambda b, n: x[b, :n].mean(0), lambda b, n: zeros[b].mean(0)),
+            ("max", lambda b, n: x[b, :n].max(0), lambda b, n: zeros[b].max(0))):
+        masked = run(make("reduce", {"mode": mode, "axes": "T"}, [data]), [val]).tensor.numpy()
+        full = run(make("reduce", {"mode": mode, "axes": "T", "use_time_mask": False}, [data]), [val]).tensor.numpy()
+        for b, n in enumerate(LENS):
+            np.testing.assert_allclose(masked[b], ref_masked(b, n), rtol=1e-5)
+            np.testing.assert_allclose(full[b], ref_full(b, n), rtol=1e-5)
+
+
+def test_enforce_batch_dim_axis_reduce_and_squeeze():
+    """RETURNN: int axes count with the batch axis moved to enforce_batch_dim_axis (0 by default for
+    reduce with int axes); the output keeps that layout."""
+    time = SpatialDim("t")
+    feat = Data("x", dims=[time, batch_dim, SpatialDim("one", 1), FeatureDim("f", 3)])
+    x = np.random.RandomState(0).randn(4, 2, 1, 3).astype(np.float32)  # (T, B, 1, F)
+    val = LayerOutput(tf.constant(x), feat, {time: tf.constant([4, 4])})
+    red = make("reduce", {"mode": "sum", "axes": 3}, [feat])  # (B, T, 1, F) layout: axis 3 is F
+    np.testing.assert_allclose(run(red, [val]).tensor.numpy(), x.transpose(1, 0, 2, 3).sum(3), rtol=1e-5)
+    red = make("reduce", {"mode": "sum", "axes": 3, "enforce_batch_dim_axis": 1}, [feat])  # own layout
+    np.testing.assert_allclose(run(red, [val]).tensor.numpy(), x.sum(3), rtol=1e-5)
+    sq = make("squeeze", {"axis": 2, "enforce_batch_dim_axis": 0}, [feat])
+    assert sq.output.batch_dim_axis == 0
+    np.testing.assert_allclose(run(sq, [val]).tensor.numpy(), x[:, :, 0].transpose(1, 0, 2))
+
+
+def test_pad_out_dims_and_window_out_spatial_dim():
+    data, val, _ = btf(2, LENS)
+    new = SpatialDim("padded")
+    pad = make("pad", {"axes": "T", "padding": (1, 2), "out_dims": [new]}, [data])
+    assert pad.output.dims[1] is new
+    np.testing.assert_array_equal(run(pad, [val]).sizes[new].numpy(), LENS + 3)
+    with pytest.raises(NetworkError, match="'lay'.*'out_dims'"):
+        make("pad", {"axes": "F", "padding": 1, "out_dims": SpatialDim("s", 3)}, [data])
+    out = SpatialDim("strided")
+    win = make("window", {"window_size": 3, "stride": 2, "out_spatial_dim": out}, [data])
+    assert win.output.dims[1] is out
+    np.testing.assert_array_equal(run(win, [val]).sizes[out].numpy(), (LENS + 1) // 2)
+
+
+def test_hdf_dump_name_as_is_without_dump_per_run():
+    """RETURNN: without dump_per_run the file name is taken as it is and all dataset runs go into it
+    (here one: a second dataset is refused); with it, the name is filled in per run."""
+    data, _, _ = btf(2, LENS)
+    layer = make("hdf_dump", {"filename": "out-{dataset_name}.hdf"}, [data])
+    assert layer.filename("dev", 1) == "out-{dataset_name}.hdf"
+    with pytest.raises(NetworkError, match="'lay'.*dump_per_run"):
+        layer.filename("eval", 1)
+    assert make("hdf_dump", {"filename": "out-{dataset_name}.hdf", "dump_per_run": True}, [data]).filename(
+        "dev", 1) == "out-dev.hdf"
+    with pytest.raises(NetworkError, match="'lay'.*dump_per_run"):
+        make("hdf_dump", {"filename": lambda **kw: "x.hdf"}, [data])

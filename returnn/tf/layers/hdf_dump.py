@@ -1,11 +1,13 @@
 """``hdf_dump``: its input, unchanged, and written sequence by sequence to an HDF file.
 
 ``{"class": "hdf_dump", "from": "ctc_forced_align", "filename": "alignments-{dataset_name}.hdf",
-"is_output_layer": True}``. The file has RETURNN's HDF layout (readable by ``HDFDataset``, keyed
-by the dataset's sequence tags), so a dumped alignment can be a target of a later training.
-``filename`` may hold ``{dataset_name}`` and ``{epoch}``, or be a function taking them as
-keyword arguments. Written in the ``forward`` and ``eval`` tasks, over each dataset they process
-(by rank 0; the file appears complete or not at all). Options of RETURNN this engine does not
+"dump_per_run": True, "is_output_layer": True}``. The file has RETURNN's HDF layout (readable by
+``HDFDataset``, keyed by the dataset's sequence tags), so a dumped alignment can be a target of a
+later training. With ``dump_per_run`` (RETURNN's), one file per dataset run: ``filename`` may hold
+``{dataset_name}`` and ``{epoch}``, or be a function taking them as keyword arguments. Without it
+(RETURNN's default) the name is taken as it is (RETURNN fills in nothing) and RETURNN writes every
+dataset of the run into that one file: here one dataset per run, a second one is refused. Written
+in the ``forward`` and ``eval`` tasks (by rank 0; the file appears complete or not at all). Options of RETURNN this engine does not
 implement (``extra``, ``dump_whole_batches``, ``extend_existing_file``) are errors when set.
 """
 from __future__ import annotations
@@ -29,7 +31,7 @@ class HDFDumpLayer(Layer):
     options = (
         Option("filename", None, "HDF file to write ({dataset_name}, {epoch} are filled in), or a function"),
         Option("labels", None, "class names written with the data"),
-        Option("dump_per_run", False, "accepted for RETURNN compatibility (one file per dataset run here)"),
+        Option("dump_per_run", False, "one file per dataset run, its name filled in (else the name as it is)"),
         Option("extra", None, "not supported: only None or {}"),
         Option("dump_whole_batches", False, "not supported: only False"),
         Option("extend_existing_file", False, "not supported: only False"),
@@ -44,6 +46,10 @@ class HDFDumpLayer(Layer):
         filename = self.opt("filename")
         if not (isinstance(filename, str) and filename) and not callable(filename):
             raise NetworkError("%s: 'filename' must be a file name or a function, got %r" % (self.desc, filename))
+        self.per_run = bool(self.opt("dump_per_run"))
+        if callable(filename) and not self.per_run:
+            raise NetworkError("%s: a 'filename' function needs 'dump_per_run': True (RETURNN's rule)" % self.desc)
+        self.dumped_runs: List[str] = []  # the dataset runs written (without dump_per_run: one file for the run)
         data = sources[0]
         if data.batch_dim_axis is None:
             raise NetworkError("%s: the input %s has no batch axis" % (self.desc, data.short_repr()))
@@ -56,6 +62,13 @@ class HDFDumpLayer(Layer):
     def filename(self, dataset_name: str, epoch: int) -> str:
         """The file for one run over the dataset ``dataset_name``."""
         spec = self.opt("filename")
+        if not self.per_run:
+            if self.dumped_runs and dataset_name not in self.dumped_runs:
+                raise NetworkError("%s: without 'dump_per_run' RETURNN writes the datasets %s into one file %r; "
+                                   "here one dataset per file: set 'dump_per_run': True (and {dataset_name} in the "
+                                   "name)" % (self.desc, self.dumped_runs + [dataset_name], spec))
+            self.dumped_runs.append(dataset_name)
+            return spec
         run_opts = {"dataset_name": dataset_name, "epoch": epoch}
         try:
             name = spec(**run_opts) if callable(spec) else spec.format_map(_Keep(run_opts))

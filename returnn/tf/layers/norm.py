@@ -101,8 +101,10 @@ BATCH_NORM_OPTIONS = (
     Option("beta_init", 0.0, "init of beta (RETURNN init spec)"),
     Option("masked_time", True, "statistics over real frames only (False: padding included)"),
     Option("axes", None, "older RETURNN: the axes that keep own statistics; only the feature axis ('f')"),
-    Option("fused", None, "older RETURNN: use the fused kernel (speed only; accepted)"),
-    Option("fused_bn", None, "older RETURNN: use the fused kernel (speed only; accepted)"),
+    Option("fused", None, "older RETURNN: use TensorFlow's fused batch-norm kernel",
+           noop="the fused kernel computes the same normalisation (a speed switch)"),
+    Option("fused_bn", None, "older RETURNN: use TensorFlow's fused batch-norm kernel",
+           noop="the fused kernel computes the same normalisation (a speed switch)"),
 )
 
 

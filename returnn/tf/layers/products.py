@@ -34,7 +34,8 @@ class DotLayer(Layer):
         Option("var1", None, "accepted; the first source's own axes are those not shared or reduced"),
         Option("var2", None, "accepted; the second source's own axes are those not shared or reduced"),
         Option("add_var2_if_empty", True, "add a size-1 axis when the second source has no own axes"),
-        Option("debug", False, "accepted for RETURNN compatibility"),
+        Option("debug", False, "RETURNN: print the axes it reduces and keeps",
+               noop="a debug print of RETURNN's; the value is the same"),
     )
 
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):

@@ -1,9 +1,14 @@
 """``reduce``: sum/mean/max/min over any axes but the batch axis, masked on dynamic axes.
 
-Only real positions count: ``mean`` divides by their number, ``max``/``min``/``logsumexp``/
-``argmax``/``argmin`` ignore padding; over an empty sequence ``mean``, ``max``, ``min`` and
-``logsumexp`` give 0 (``argmax``/``argmin``: 0). Reduced axes are removed, or with
-``keep_dims`` kept with size 1 (a dynamic axis stays dynamic with all sizes 1).
+Only real positions count (``use_time_mask`` None, RETURNN's default, or True): ``mean`` divides by
+their number, ``max``/``min``/``logsumexp``/``argmax``/``argmin`` ignore padding; over an empty
+sequence ``mean``, ``max``, ``min`` and ``logsumexp`` give 0 (``argmax``/``argmin``: 0). With
+``use_time_mask`` False the padded positions take part as RETURNN lets them: as zeros here (RETURNN
+takes them as they are: the same numbers whenever its padding is zero), ``mean`` over the padded
+length. Reduced axes are removed, or with ``keep_dims`` kept with size 1 (a dynamic axis stays
+dynamic with all sizes 1). Integer ``axes`` count in a layout whose batch axis is at
+``enforce_batch_dim_axis`` (default 0 when an axis is an int, as RETURNN), and the output keeps that
+layout.
 """
 from __future__ import annotations
 
@@ -16,8 +21,18 @@ from returnn.tensor import Data, Dim
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
 from returnn.tf.layers.helpers import check_dense, concat_inputs, concat_output
 from returnn.tf.layers.options import Option, one_of
+from returnn.tf.layers.shape import batch_axis_perm
 
 REDUCE_MODES = ("sum", "mean", "avg", "max", "min", "logsumexp", "argmax", "argmin")
+
+
+def _has_int(axes: Any) -> bool:
+    """Whether an axes option holds an int (RETURNN then fixes the batch axis at 0 first)."""
+    if isinstance(axes, bool):
+        return False
+    if isinstance(axes, int):
+        return True
+    return isinstance(axes, (list, tuple)) and any(_has_int(a) for a in axes)
 
 
 @register_layer
@@ -30,8 +45,8 @@ class ReduceLayer(Layer):
         Option("axes", None, "axis description(s) to reduce, e.g. 'T', 'F', ['T', 'F'], 'spatial'"),
         Option("axis", None, "same as 'axes'"),
         Option("keep_dims", False, "keep reduced axes with size 1"),
-        Option("enforce_batch_dim_axis", None, "accepted for RETURNN compatibility"),
-        Option("use_time_mask", None, "accepted for RETURNN compatibility (padding is always masked)"),
+        Option("enforce_batch_dim_axis", None, "move the batch axis here first (default: 0 when an axis is an int)"),
+        Option("use_time_mask", None, "None/True: padded positions are left out; False: they take part (as zeros)"),
     )
 
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
@@ -45,6 +60,12 @@ class ReduceLayer(Layer):
         axes_opt = opts.get("axes", opts.get("axis"))
         if axes_opt is None:
             raise NetworkError("%s: needs 'axes'" % self.desc)
+        self.use_mask = self.opt("use_time_mask") is not False
+        enforce = self.opt("enforce_batch_dim_axis")
+        self.perm = batch_axis_perm(self, data, 0 if enforce is None and _has_int(axes_opt) else enforce)
+        if self.perm is not None:  # the input in RETURNN's enforce_batch_dim_axis layout
+            data = data.copy_transpose(self.perm)
+        self.in_data = data
         self.red_axes = sorted(self.axes(data, axes_opt, "axes"))
         if data.batch_dim_axis in self.red_axes and any(
                 data.dims[a].is_dynamic() and a not in self.red_axes for a in range(data.batch_ndim)):
@@ -76,12 +97,17 @@ class ReduceLayer(Layer):
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         x = concat_inputs(self, self.concat_data, self.plan, sources, ctx)
+        if self.perm is not None:
+            x = LayerOutput(tf.transpose(x.tensor, self.perm), self.in_data, x.sizes)
         mask = None
         for a in self.red_axes:
             if x.data.dims[a].is_dynamic():
                 m = x.broadcast_mask(a)
                 mask = m if mask is None else tf.logical_and(mask, m)
-        y = self._reduce(x.tensor, mask)
+        tensor = x.tensor
+        if not self.use_mask and mask is not None:  # RETURNN's use_time_mask False: padding as zeros, counted
+            tensor, mask = tf.where(mask, tensor, tf.zeros_like(tensor)), None
+        y = self._reduce(tensor, mask)
         sizes = {}
         for a, dim in self.kept.items():
             if dim.is_dynamic():

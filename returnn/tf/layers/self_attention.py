@@ -61,7 +61,9 @@ class SelfAttentionLayer(Layer):
         Option("attention_dropout", 0.0, "dropout on the attention weights (training only)"),
         Option("attention_left_only", False, "mask out keys after the query (causal)"),
         Option("initial_state", None, "RETURNN's key/value state inside loops: not supported"),
-        Option("restrict_state_to_last_seq", False, "RETURNN's state option: no effect over a whole sequence"),
+        Option("restrict_state_to_last_seq", False, "RETURNN: keep only the last sequence's keys in the final state",
+               noop="it trims the key/value state left after the sequence for the next batch, which only "
+                    "initial_state (not supported here) would read; outputs are the same"),
         Option("state_var_lengths", None, "RETURNN's state option: not supported"),
     )
 

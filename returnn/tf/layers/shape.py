@@ -15,6 +15,22 @@ from returnn.tf.layers.helpers import check_sources, concat_inputs, concat_outpu
 from returnn.tf.layers.options import Option, positive_int
 
 
+def batch_axis_perm(layer: Layer, data: Data, enforce: Any) -> Optional[List[int]]:
+    """RETURNN's ``enforce_batch_dim_axis``: the permutation that moves the batch axis of ``data`` to
+    ``enforce`` (None: nothing to move)."""
+    if enforce is None or data.batch_dim_axis is None:
+        return None
+    n = data.batch_ndim
+    if isinstance(enforce, bool) or not isinstance(enforce, int) or not -n <= enforce < n:
+        raise NetworkError("%s: 'enforce_batch_dim_axis' must be an axis index of %s, got %r"
+                           % (layer.desc, data.short_repr(), enforce))
+    if data.batch_dim_axis == enforce % n:
+        return None
+    perm = [i for i in range(n) if i != data.batch_dim_axis]
+    perm.insert(enforce % n, data.batch_dim_axis)
+    return perm
+
+
 class _ShapeLayer(Layer):
     """One (feature-concatenated) input; ``self.input`` is its template."""
 
@@ -228,18 +244,23 @@ class ExpandDimsLayer(_ShapeLayer):
 @register_layer
 class SqueezeLayer(_ShapeLayer):
     """Removes the axes of ``axis`` (descriptions) that have static size 1; a single dynamic axis
-    named alone is removed too and must have size 1 in every batch (checked when it runs)."""
+    named alone is removed too and must have size 1 in every batch (checked when it runs). With
+    ``enforce_batch_dim_axis`` (RETURNN's) the batch axis moves there first: integer axes count in
+    that layout, and the output keeps it."""
 
     layer_class = "squeeze"
     options = (
         Option("axis", None, "axis description(s) of size-1 axes to remove"),
         Option("allow_no_op", False, "no error when no axis matches"),
-        Option("enforce_batch_dim_axis", None, "accepted for RETURNN compatibility"),
+        Option("enforce_batch_dim_axis", None, "move the batch axis to this position first"),
     )
 
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
         super().__init__(name, opts, sources, seed)
         data = self.input
+        self.perm = batch_axis_perm(self, data, self.opt("enforce_batch_dim_axis"))
+        if self.perm is not None:
+            data = self.input = data.copy_transpose(self.perm)
         named = sorted(self.axes(data, self.opt("axis"), "axis"))
         axes = [a for a in named if data.dims[a].dimension == 1]
         # a dynamic axis named on its own (e.g. 'T' of per-sequence labels of one frame): size 1 at run time
@@ -259,6 +280,8 @@ class SqueezeLayer(_ShapeLayer):
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         x = self.inputs(sources, ctx)
+        if self.perm is not None:
+            x = LayerOutput(tf.transpose(x.tensor, self.perm), self.input, x.sizes)
         checks = [tf.debugging.assert_equal(tf.shape(x.tensor)[a], 1, message="%s: axis %r must have size 1"
                                             % (self.desc, self.opt("axis"))) for a in self.dynamic]
         with tf.control_dependencies(checks):

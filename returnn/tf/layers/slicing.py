@@ -6,7 +6,7 @@ sequence's end (RETURNN's ``handle_dynamic_dims``), windows see zeros beyond a s
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
@@ -77,7 +77,8 @@ class SliceLayer(_ShapeLayer):
 @register_layer
 class PadLayer(_ShapeLayer):
     """Pads ``axes`` by ``padding`` (int, (left, right), or one pair per axis) with ``value``
-    (``mode`` constant; reflect/symmetric on static axes only)."""
+    (``mode`` constant; reflect/symmetric on static axes only); ``out_dims``: the padded axes' new
+    Dims (one per axis)."""
 
     layer_class = "pad"
     options = (
@@ -86,7 +87,7 @@ class PadLayer(_ShapeLayer):
         Option("value", 0, "pad value (mode constant)"),
         Option("mode", "constant", "constant, reflect or symmetric"),
         Option("handle_dynamic_dims", True, "right padding of a dynamic axis goes after each sequence's end"),
-        Option("out_dims", None, "accepted for RETURNN compatibility"),
+        Option("out_dims", None, "Dim (or one per axis) of the padded axes in the output"),
     )
 
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
@@ -112,16 +113,21 @@ class PadLayer(_ShapeLayer):
         self.mode = one_of(self.desc, "mode", str(self.opt("mode")).lower(), ("constant", "reflect", "symmetric"))
         dims = list(data.dims)
         self.new: Dict[int, Dim] = {}
-        for a, (left, right) in zip(self.pad_axes, pairs):
+        given = self.opt("out_dims")
+        given = [given] * len(pairs) if isinstance(given, Dim) else given
+        if given is not None and (not isinstance(given, (list, tuple)) or len(given) != len(pairs)):
+            raise NetworkError("%s: 'out_dims' must be a Dim or one Dim per padded axis, got %r" % (self.desc, given))
+        for i, (a, (left, right)) in enumerate(zip(self.pad_axes, pairs)):
             old = data.dims[a]
             if old.is_batch_dim():
                 raise NetworkError("%s: cannot pad the batch axis" % self.desc)
             if old.is_dynamic() and self.mode != "constant":
                 raise NetworkError("%s: mode %r on a dynamic axis is not supported" % (self.desc, self.mode))
-            if left or right:
-                dims[a] = Dim(None if old.is_dynamic() else old.dimension + left + right, kind=old.kind,
-                              description="%s:pad" % name, derived_from=old)
-                self.new[a] = dims[a]
+            if left or right or given is not None:
+                size = None if old.is_dynamic() else old.dimension + left + right
+                new = given_dim(self, "out_dims", given[i] if given is not None else None, size) or \
+                    Dim(size, kind=old.kind, description="%s:pad" % name, derived_from=old)
+                dims[a] = self.new[a] = new
         self.output = data.copy(name, dims=dims, time_dim_axis=data.time_dim_axis,
                                 feature_dim_axis=data.feature_dim_axis)
 
@@ -144,6 +150,17 @@ class PadLayer(_ShapeLayer):
         else:
             tensor = tf.pad(tensor, paddings, mode=self.mode.upper())
         return self.make_output(tensor, sources, sizes)
+
+
+def given_dim(layer: Layer, key: str, dim: Any, size: Optional[int]) -> Optional[Dim]:
+    """A Dim the config gives for a new axis (``out_dim``-like options), checked against the size the
+    layer computes (None: dynamic); None when not given."""
+    if dim is None:
+        return None
+    if not isinstance(dim, Dim) or dim.dimension != size:
+        raise NetworkError("%s: %r must be a %s Dim, got %r" % (
+            layer.desc, key, "dynamic" if size is None else "static size-%i" % size, dim))
+    return dim
 
 
 def _window_sides(size: int, left: Any, right: Any) -> Tuple[int, int]:
@@ -170,7 +187,7 @@ class WindowLayer(_ShapeLayer):
         Option("axis", "T", "axis to slide over"),
         Option("padding", "same", "'same' or 'valid'"),
         Option("stride", 1, "keep every n-th window"),
-        Option("out_spatial_dim", None, "accepted for RETURNN compatibility"),
+        Option("out_spatial_dim", None, "Dim of the output's axis in place of the slid-over one"),
     )
 
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
@@ -190,14 +207,15 @@ class WindowLayer(_ShapeLayer):
         old = data.dims[self.ax]
         self.window_dim = wdim if isinstance(wdim, Dim) else Dim(size, kind=DimTypes.Spatial, description="%s:window" % name)
         if self.padding == "same" and self.stride == 1:
-            self.out_dim = old
+            self.out_dim = given_dim(self, "out_spatial_dim", self.opt("out_spatial_dim"), old.dimension) or old
         else:
             n = None
             if old.is_static():
                 n = (old.dimension + self.stride - 1) // self.stride if self.padding == "same" else \
                     max(old.dimension - size, -1) // self.stride + 1
-            self.out_dim = Dim(n, kind=old.kind or DimTypes.Spatial, description="%s:%s" % (name, old.description),
-                               derived_from=old)
+            self.out_dim = given_dim(self, "out_spatial_dim", self.opt("out_spatial_dim"), n) or \
+                Dim(n, kind=old.kind or DimTypes.Spatial, description="%s:%s" % (name, old.description),
+                    derived_from=old)
         dims = list(data.dims)
         dims[self.ax] = self.out_dim
         dims.insert(self.ax + 1, self.window_dim)
