@@ -72,9 +72,11 @@ def test_rec_unit_builds_output_loss_layers_and_end_only_in_search():
     assert {"end", "stop"} <= set(search.layers["output"].sub_layers())
 
 
-def test_no_layer_to_build_is_one_error():
-    with pytest.raises(NetworkError, match="no layer is built: it has no 'output' layer"):
-        TFNetwork({"a": {"class": "linear", "n_out": 3, "from": "data"}}, _extern())
+def test_a_net_without_output_loss_or_output_layer_builds_nothing():
+    net = TFNetwork({"a": {"class": "linear", "n_out": 3, "from": "data"}}, _extern())
+    assert net.layers == {} and net.output_layer_name is None  # as RETURNN: nothing needs layer a
+    with pytest.raises(NetworkError, match="task 'forward': the network has no output layer"):
+        net.require_output_layer("forward")
 
 
 def test_train_without_loss_is_an_error(tmp_path):

@@ -535,6 +535,7 @@ class Engine:
         self.search_mode = True
         self.net_dict = None  # rebuild for search
         epoch = self._load_for_inference()
+        self.network.require_output_layer("search")
         spec = self.config.typed_value("search_data")
         if spec in ("train", "dev", "eval"):  # RETURNN: the config's dataset of that name
             if spec not in self.datasets:
@@ -573,6 +574,8 @@ class Engine:
         output_file = self.config.value("output_file")
         if not output_file and not self.network.dump_layers:
             raise ConfigError("task 'forward' needs 'output_file' (or an hdf_dump layer)")
+        if output_file:
+            self.network.require_output_layer("forward")
         if not self.dist.is_chief:
             return
         self._dump(dataset, epoch)

@@ -174,9 +174,6 @@ class TFNetwork(tf.Module):
         # RETURNN's rule: only output, loss, is_output_layer and data-registering layers and what they need
         self.needed = needed_layers(net_dict, lambda n: self._layer_refs(deps[n], net_dict), search=search,
                                     extra_roots=extra_roots)
-        if not self.needed:
-            raise NetworkError("config key 'network': no layer is built: it has no 'output' layer, no layer with a "
-                               "'loss' and none with 'is_output_layer' (RETURNN builds only those and what they need)")
         deps = {name: deps[name] for name in self.needed}
         self.order = topological_order(deps, set(self.extern_data) | set(self.data_layers), net_dict)
         self.layers: Dict[str, Layer] = {}
@@ -268,15 +265,23 @@ class TFNetwork(tf.Module):
             return self.layers[rec].sub_template(sub)
         return self.layers[ref].output
 
-    def _find_output_layer(self) -> str:
+    def _find_output_layer(self) -> Optional[str]:
         """RETURNN's default output layer: ``output``, else the (last) ``is_output_layer`` layer,
-        else the last layer with a loss (built for its loss; forward and search name their layer)."""
+        else the last layer with a loss; None when nothing is built (RETURNN builds only output,
+        loss and is_output_layer layers and what they need: a net without them has no layers)."""
         if "output" in self.layers:
             return "output"
         marked = [n for n in self.order if self.net_dict[n].get("is_output_layer")]
         if marked:
             return marked[-1]
-        return [n for n in self.order if self.net_dict[n].get("loss")][-1] if self.losses else self.order[-1]
+        return [n for n in self.order if self.net_dict[n].get("loss")][-1] if self.losses else None
+
+    def require_output_layer(self, task: str) -> str:
+        """The output layer; a NetworkError naming ``task`` when the network has none."""
+        if self.output_layer_name is None:
+            raise NetworkError("task %r: the network has no output layer: no layer 'output', none with 'is_output_layer' "
+                               "or a 'loss' (RETURNN builds only those and what they need)" % task)
+        return self.output_layer_name
 
     @property
     def dump_layers(self) -> List[str]:
@@ -288,6 +293,8 @@ class TFNetwork(tf.Module):
         Without targets (forward, search) only the layers that ``layers`` (default: the output
         layer) need count."""
         keys = set()
+        if not with_targets and not layers and self.output_layer_name is None:
+            return []
         layers = self.sources if with_targets else self._needed_layers(layers or [self.output_layer_name])
         for name in layers:
             for s in self.sources[name]:

@@ -34,7 +34,8 @@ class LinearLayer(Layer):
         Option("forward_weights_init", "glorot_uniform", "init of the weights (RETURNN init spec)"),
         Option("bias_init", 0.0, "init of the bias (RETURNN init spec)"),
         Option("use_transposed_weights", False, "store W as (n_out, n_in) (e.g. to share it with an embedding)"),
-        Option("param_device", None, "accepted for RETURNN compatibility (device placement of the parameters)"),
+        Option("param_device", None, "RETURNN: the device ('CPU', 'GPU') that holds the parameters",
+               noop="a device placement only: the parameters and every value computed are the same"),
     )
 
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
@@ -157,7 +158,8 @@ class ActivationLayer(CopyLayer):
     the feature axis, which is moved last first (as in RETURNN)."""
 
     layer_class = "activation"
-    options = (Option("activation", None, "activation function name, e.g. 'relu' or 'exp|log'"),)
+    options = (Option("activation", None, "activation function name, e.g. 'relu' or 'exp|log'"),
+               Option("extra_deps", None, "not an option of RETURNN's activation layer (copy's)", only=(None,)))
 
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
         super().__init__(name, opts, sources, seed)
@@ -207,7 +209,7 @@ class CombineLayer(Layer):
         if any(s.sparse for s in sources):
             raise NetworkError("%s: sources must be dense, got sparse %s" % (self.desc, [s.name for s in sources
                                                                                        if s.sparse]))
-        dims, self.maps = common_dims(_broadcast_unit_features(sources))
+        dims, self.maps = common_dims(_broadcast_unit_features(sources), layer=self)
         feats = {m[s.feature_dim_axis] for s, m in zip(sources, self.maps) if s.feature_dim_axis is not None}
         if len(feats) > 1:
             raise NetworkError("%s: sources must have equal feature dims, got %s" % (self.desc, [s.dim for s in sources]))

@@ -21,7 +21,7 @@ import tensorflow as tf
 from returnn.errors import NetworkError
 from returnn.tensor import Data
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
-from returnn.tf.layers.helpers import check_sources, common_dims
+from returnn.tf.layers.helpers import check_broadcast, check_sources, common_dims
 from returnn.tf.layers.options import Option, one_of
 from returnn.tf.layers.output import align_tensor
 
@@ -31,10 +31,12 @@ COMPARE_ALIASES = {"==": "equal", "!=": "not_equal", "<>": "not_equal", "<": "le
                    ">": "greater", ">=": "greater_equal"}
 
 
-def _common_template(name: str, sources: Sequence[Data], dtype: str):
+def _common_template(layer, sources: Sequence[Data], dtype: str):
     """Union of the sources' dims (the source with most axes first) and per source its positions."""
+    name = layer.layer_name
     base = max(sources, key=lambda s: s.batch_ndim)
     dims, maps = common_dims([base.dims] + [s.dims for s in sources])
+    check_broadcast(layer, [s.dims for s in sources], dims, maps[1:])
     feat = None if base.feature_dim_axis is None or base.sparse else maps[0][base.feature_dim_axis]
     time = None if base.time_dim_axis is None else maps[0][base.time_dim_axis]
     return Data(name, dims=dims, dtype=dtype, time_dim_axis=time, feature_dim_axis=feat), maps[1:]
@@ -72,7 +74,7 @@ class CompareLayer(Layer):
         self.value = self.opt("value")
         if self.value is None and len(sources) < 2:
             raise NetworkError("%s: needs two sources, or one and 'value'" % self.desc)
-        self.output, self.maps = _common_template(name, sources, "bool")
+        self.output, self.maps = _common_template(self, sources, "bool")
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         xs = _aligned(sources, self.maps, self.output.batch_ndim)
@@ -123,7 +125,7 @@ class SwitchLayer(Layer):
         value_refs = [k for k in used if k in self.refs]
         dtype = self.refs[value_refs[0]].dtype
         self.order = layer_refs
-        self.output, self.maps = _common_template(name, [self.refs[k] for k in layer_refs], dtype)
+        self.output, self.maps = _common_template(self, [self.refs[k] for k in layer_refs], dtype)
         if len(value_refs) == 1 and self.refs[value_refs[0]].sparse and isinstance(cond, bool):
             self.output = self.refs[value_refs[0]].copy(name)
 

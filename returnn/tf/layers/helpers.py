@@ -1,13 +1,17 @@
 """Helpers shared by layer modules: source checks, dropout, the common layout of several
 sources (broadcasting by dim tags), feature concatenation and the linear map of sources.
 
-The common layout follows RETURNN: axes are matched by dim equality; an unmatched axis is matched
-to the unique unused axis of the same kind and static size (e.g. the time axes of two data keys,
-or two feature axes of equal size); anything else is a new axis that the others broadcast over.
+The common layout follows RETURNN: axes are matched by dim equality; an unmatched static axis is
+matched to the unique unused axis of the same kind and size (e.g. two feature axes of equal size);
+anything else is a new axis that the others broadcast over: two different dynamic axes (e.g. the
+time axes of two data keys) are two axes. When every source would need broadcasting (none has all
+axes of the result), RETURNN refuses from behavior_version 4 on (:func:`check_broadcast`).
 """
 from __future__ import annotations
 
-from typing import Any, List, NamedTuple, Optional, Sequence, Tuple
+import contextlib
+
+from typing import Any, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
@@ -92,15 +96,18 @@ def _match(common: List[Dim], used: set, dim: Dim, own: Sequence[Dim], strict: b
             return i
     if strict or any(dim == c for c in common):
         return None  # already placed for this source: a repeated dim gets its own axis
+    if dim.dimension is None:  # two different dynamic axes (e.g. time axes of different lengths) never match
+        return None
     candidates = [i for i, c in enumerate(common) if i not in used and c.kind == dim.kind
                   and c.dimension == dim.dimension and not c.is_batch_dim() and not any(c == d for d in own)]
     return candidates[0] if len(candidates) == 1 else None
 
 
-def common_dims(dims_lists: Sequence[Sequence[Dim]], strict: bool = False) -> Tuple[List[Dim], List[List[int]]]:
+def common_dims(dims_lists: Sequence[Sequence[Dim]], strict: bool = False, layer=None
+                ) -> Tuple[List[Dim], List[List[int]]]:
     """The union of several dim lists (first list's order first) and, per list, the position of
     each of its dims in the union (see module docstring for how dims are matched; ``strict``:
-    by dim equality only)."""
+    by dim equality only). With ``layer``: :func:`check_broadcast` for it."""
     common: List[Dim] = []
     maps: List[List[int]] = []
     for dims in dims_lists:
@@ -114,8 +121,41 @@ def common_dims(dims_lists: Sequence[Sequence[Dim]], strict: bool = False) -> Tu
             used.add(pos)
             positions.append(pos)
         maps.append(positions)
+    if layer is not None:
+        check_broadcast(layer, dims_lists, common, maps)
     return common, maps
 
+
+_LOOP_AXES: List[Dim] = []  # time axes of rec loops whose sub-layers are being built over whole sequences
+
+
+@contextlib.contextmanager
+def loop_axis(dim: Dim) -> Iterator[None]:
+    """While a rec unit builds a sub-layer over the whole sequence (moved out of its loop): that
+    loop's time axis is no broadcasting the sub-layer asks for (in the loop it has no such axis)."""
+    _LOOP_AXES.append(dim)
+    try:
+        yield
+    finally:
+        _LOOP_AXES.pop()
+
+
+def check_broadcast(layer, dims_lists: Sequence[Sequence[Dim]], common: List[Dim], maps: List[List[int]]) -> None:
+    """RETURNN (behavior_version >= 4): when several sources all need broadcasting to their common
+    layout (none has all its axes, e.g. [B,T1,F] + [B,T2,F]), the layer is refused unless it
+    states its output shape (``out_shape``). A rec loop's own time axis does not count (a layer
+    moved out of the loop sees it, the same layer in the loop does not)."""
+    loop = [i for i, d in enumerate(common) if any(d == a for a in _LOOP_AXES)]
+    if len(dims_lists) < 2 or any(len(set(m) | set(loop)) == len(common) for m in maps) or layer.opts.get("out_shape"):
+        return
+    from returnn.tf.layers.norm import behavior_version
+    if behavior_version() < 4:
+        return
+    def axes(dims) -> str:
+        return "[%s]" % ", ".join(d.short_repr() if hasattr(d, "short_repr") else str(d) for d in dims)
+    raise NetworkError("%s: every source needs broadcasting to the common axes %s (sources: %s); RETURNN refuses "
+                       "this from behavior_version 4 (different time axes?)"
+                       % (layer.desc, axes(common), ", ".join(axes(dims) for dims in dims_lists)))
 
 class FeaturePlan(NamedTuple):
     """How sources map into a common layout whose last axis is a (new) feature axis."""
@@ -137,7 +177,7 @@ def feature_plan(layer, sources: Sequence[Data]) -> FeaturePlan:
         feats.append(feat)
         in_dims.append(src.dim)
         rest.append([d for i, d in enumerate(src.dims) if i != feat])
-    dims, maps = common_dims(rest)
+    dims, maps = common_dims(rest, layer=layer)
     return FeaturePlan(dims, maps, feats, in_dims)
 
 

@@ -196,7 +196,8 @@ def analyse_unit(unit: Mapping[str, Any], rec_name: str, base_layers: Sequence[s
     names = list(unit)
     deps: Dict[str, List[Ref]] = {}
     for n in names:
-        refs = layer_refs(n, unit[n], rec_name)
+        # a teacher-forced choice is its target: RETURNN does not build what its 'from' names
+        refs = [] if teacher_forcing and is_target_choice(unit[n]) else layer_refs(n, unit[n], rec_name)
         init = initial_output_ref(unit[n])
         if init is not None:
             refs = refs + [init]
@@ -247,9 +248,12 @@ def analyse_unit(unit: Mapping[str, Any], rec_name: str, base_layers: Sequence[s
 def needed_unit(unit: Mapping[str, Any], rec_name: str, search: bool = False) -> Dict[str, Any]:
     """The sub-layers of ``unit`` RETURNN builds (:func:`returnn.tf.net_dict.needed_layers`:
     ``output``, layers with a loss or ``is_output_layer``, ``end`` in search, and what they read,
-    ``prev:`` and ``initial_output`` included), in the unit's order."""
+    ``prev:`` and ``initial_output`` included; a choice with a target reads only its target outside
+    search), in the unit's order."""
     def refs_of(name: str) -> List[str]:
-        refs = layer_refs(name, unit[name], rec_name) if isinstance(unit[name], Mapping) else []
+        layer = unit[name]
+        teacher_forced = not search and isinstance(layer, Mapping) and is_target_choice(layer)
+        refs = layer_refs(name, layer, rec_name) if isinstance(layer, Mapping) and not teacher_forced else []
         init = initial_output_ref(unit[name]) if isinstance(unit[name], Mapping) else None
         return [r.name for r in refs + ([init] if init else []) if r.kind in ("self", "prev")]
     if "output" not in unit:

@@ -11,6 +11,7 @@ are losses of the network (see :meth:`sub_layer_dicts`).
 """
 from __future__ import annotations
 
+import contextlib
 import re
 import types
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
@@ -21,6 +22,7 @@ from returnn.tf.layers.base import Layer, LayerOutput, RunContext, get_layer_cla
 from returnn.tf.layers.helpers import concat_output
 from returnn.tf.layers.options import Option
 from returnn.tf.layers import reuse
+from returnn.tf.layers.helpers import loop_axis
 from returnn.tf.layers.rec_net import frames
 from returnn.tf.layers.rec_net.deps import (
     Ref, analyse_unit, initial_output_ref, is_target_choice, layer_refs, needed_unit,
@@ -325,7 +327,8 @@ class RecSubnetLayer(Layer):
         cls = get_layer_class(opts["class"], full_name, layer_opts)
         if in_loop and opts["class"] == "rec" and isinstance(opts.get("unit", "lstm"), str):
             cls = cell_class_for(layer_opts, templates) or cls
-        with reuse.resolving(self._get_reused_layer):
+        loop = contextlib.nullcontext() if in_loop and sub not in self.plan.after_loop else loop_axis(self.time_dim)
+        with reuse.resolving(self._get_reused_layer), loop:
             self.layers[sub] = cls(full_name, layer_opts, templates, seed=self.seed)
             self.layers[sub].post_init()
         if in_loop and hasattr(self.layers[sub], "step") and self.layers[sub].post_bn is not None:
