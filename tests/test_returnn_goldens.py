@@ -119,6 +119,16 @@ def test_golden_files_present():
 
 @pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
 def test_same_output_as_returnn(path):
+    meta, ours, gold, where = real_outputs(path)
+    if gold.dtype.kind in "iub":
+        np.testing.assert_array_equal(ours, gold, err_msg=where)
+    else:
+        np.testing.assert_allclose(ours, gold, rtol=RTOL, atol=ATOL, err_msg=where)
+
+
+def real_outputs(path):
+    """(meta, our values, RETURNN's values, description) of a case on the real positions, after
+    checking parameter names, shapes and sizes (benchmarks/returnn_goldens_report.py uses it too)."""
     from returnn.tf.returnn_params import returnn_param_shapes, set_returnn_param_values
 
     meta, arrays = load_case(path)
@@ -149,7 +159,4 @@ def test_same_output_as_returnn(path):
         value, gold = value.take(range(n), axis=axis), gold.take(range(n), axis=axis)
     assert value.shape == gold.shape, where
     mask = real_mask(gold.shape, gold_sizes)
-    if gold.dtype.kind in "iub":
-        np.testing.assert_array_equal(value[mask], gold[mask], err_msg=where)
-    else:
-        np.testing.assert_allclose(value[mask], gold[mask], rtol=RTOL, atol=ATOL, err_msg=where)
+    return meta, value[mask], gold[mask], where
