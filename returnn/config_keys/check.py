@@ -16,20 +16,18 @@ def unknown_keys(entries: Dict[str, Any], cmdline_keys: Iterable[str]) -> Tuple[
     names of the config's own helper variables).
 
     A ``++key`` from the command line that is not declared is always a warning; a config entry when it
-    is close to a declared key (a typo) or a RETURNN option this engine does not implement. Other
-    module-level variables of a config are helpers the config uses itself (functions it defines are
-    not listed). RETURNN keys without effect here are accepted silently.
+    is close to a declared key (a typo). Other module-level variables of a config are helpers the
+    config uses itself (functions it defines are not listed). RETURNN keys without effect here are
+    accepted silently, and so are RETURNN keys not implemented here at RETURNN's default (other values
+    are refused before, by :func:`returnn.config_keys.values.check_values`).
     """
     cmdline = set(cmdline_keys)
     lines: List[str] = []
     helpers: List[str] = []
     for name in sorted(entries):
-        if name in KEYS or name in RETURNN_IGNORED:
+        if name in KEYS or name in RETURNN_IGNORED or name in RETURNN_UNSUPPORTED:
             continue
         where = "++%s (command line)" % name if name in cmdline else "config key %r" % name
-        if name in RETURNN_UNSUPPORTED:
-            lines.append("%s: %s; it is ignored" % (where, RETURNN_UNSUPPORTED[name]))
-            continue
         near = suggest(name)
         if near is not None:
             lines.append("%s is unknown; did you mean %s? (rnn.py --help-keys lists all keys)" % (where, near))

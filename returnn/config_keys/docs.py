@@ -4,7 +4,7 @@ from __future__ import annotations
 import fnmatch
 from typing import List, Optional
 
-from returnn.config_keys.registry import KEYS, RETURNN_IGNORED, RETURNN_UNSUPPORTED, Key
+from returnn.config_keys.registry import KEYS, RETURNN_DEFAULTS, RETURNN_IGNORED, RETURNN_UNSUPPORTED, Key
 
 DOC_PATH = "docs/config-keys.md"
 
@@ -34,11 +34,12 @@ def help_keys_text(pattern: Optional[str] = None) -> str:
         for key in (k for k in keys if k.group == group):
             out.append("  %-34s %-12s default %-10s %s" % (key.name, key.type, repr(key.default), key.doc))
     for title, table in (("RETURNN keys without effect here", RETURNN_IGNORED),
-                         ("RETURNN keys not implemented here (a warning when set)", RETURNN_UNSUPPORTED)):
+                         ("RETURNN keys not implemented here (refused unless RETURNN's default)", RETURNN_UNSUPPORTED)):
         names = sorted(n for n in table if _matches(n, pattern))
         if names and pattern:
             out.append("[%s]" % title)
-            out.extend("  %-34s %s" % (n, table[n]) for n in names)
+            out.extend("  %-34s %s%s" % (n, table[n], "" if n not in RETURNN_DEFAULTS else
+                                          "; only %r" % (RETURNN_DEFAULTS[n][0],)) for n in names)
         elif names:
             out.append("[%s] %i keys; rnn.py --help-keys PATTERN shows them" % (title, len(names)))
     if not out:
@@ -60,11 +61,13 @@ def markdown() -> str:
             out.append("| `%s` | %s | `%r` | %s |" % (key.name, key.type.replace("|", " or "), key.default, doc))
         out.append("")
     for title, table in (("RETURNN keys without effect here", RETURNN_IGNORED),
-                         ("RETURNN keys not implemented here", RETURNN_UNSUPPORTED)):
+                         ("RETURNN keys not implemented here (refused unless RETURNN's default)", RETURNN_UNSUPPORTED)):
         out += ["## %s" % title, ""]
         by_reason: dict = {}
         for name in sorted(table):
             by_reason.setdefault(table[name], []).append(name)
         for reason, names in by_reason.items():
-            out += ["%s: %s." % (reason[0].upper() + reason[1:], ", ".join("`%s`" % n for n in names)), ""]
+            listed = ", ".join("`%s`" % n if n not in RETURNN_DEFAULTS else "`%s` (`%r`)" % (n, RETURNN_DEFAULTS[n][0])
+                               for n in names)
+            out += ["%s: %s." % (reason[0].upper() + reason[1:], listed), ""]
     return "\n".join(out)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-from typing import Any, Dict, Iterable, List, Optional
+from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 TYPE_NAMES = ("int", "float", "bool", "str", "list", "dict", "any", "callable")
 
@@ -39,10 +39,15 @@ KEYS: Dict[str, Key] = {}
 """Keys this engine reads, by name."""
 
 RETURNN_IGNORED: Dict[str, str] = {}
-"""RETURNN keys accepted without effect here (other backends, debugging, RETURNN internals): reason."""
+"""RETURNN keys accepted without effect here: the reason the result is the same (other backends,
+debugging aids, tasks this engine refuses, RETURNN internals)."""
 
 RETURNN_UNSUPPORTED: Dict[str, str] = {}
-"""RETURNN keys that would change what RETURNN does but are not implemented here: reason."""
+"""RETURNN keys that would change what RETURNN does but are not implemented here: reason. A config
+that sets one to anything but :data:`RETURNN_DEFAULTS` is refused at start-up (one ConfigError)."""
+
+RETURNN_DEFAULTS: Dict[str, Tuple[Any, ...]] = {}
+"""The values of a :data:`RETURNN_UNSUPPORTED` key that change nothing (RETURNN's default; None = unset)."""
 
 
 def declare(name: str, type_: str, default: Any, doc: str, group: str = "general",
@@ -60,14 +65,32 @@ def declare(name: str, type_: str, default: Any, doc: str, group: str = "general
     return key
 
 
-def ignore(names: Iterable[str], reason: str, supported: bool = True) -> None:
-    """Lists RETURNN keys this engine does not read. ``supported=False``: the key changes what RETURNN
-    does, so a config that sets it gets a warning; otherwise it has no effect here and is accepted
-    silently. Keys declared with :func:`declare` stay declared."""
+def ignore(names: Iterable[str], reason: str) -> None:
+    """Lists RETURNN keys this engine does not read because they change nothing here; ``reason``
+    says why. Keys declared with :func:`declare` stay declared."""
     for name in names:
-        if name in KEYS:
+        if name not in KEYS:
+            RETURNN_IGNORED[name] = reason
+
+
+def refuse(defaults: Dict[str, Any], reason: str) -> None:
+    """Lists RETURNN keys that change what RETURNN does and are not implemented here, each with
+    RETURNN's default: a config may set that value (or None), any other is refused at start-up."""
+    for name, default in defaults.items():
+        if name not in KEYS:
+            RETURNN_UNSUPPORTED[name] = reason
+            RETURNN_DEFAULTS[name] = (default,) if default is None else (default, None)
+
+
+def accepts_default(name: str, value: Any) -> bool:
+    """Whether ``value`` of the unsupported key ``name`` is one that changes nothing."""
+    for ok in RETURNN_DEFAULTS.get(name, (None,)):
+        try:
+            if value is ok or (value == ok and (value is None) == (ok is None)):
+                return True
+        except Exception:  # e.g. arrays
             continue
-        (RETURNN_IGNORED if supported else RETURNN_UNSUPPORTED)[name] = reason
+    return False
 
 
 def lookup(name: str) -> Optional[Key]:

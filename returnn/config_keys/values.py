@@ -1,13 +1,13 @@
 """Start-up check of the values a config sets for declared keys: type (as declared), minimum (as
-declared) and the shape of the structured keys. The first problem is one ConfigError naming the key,
-before anything is built (a ``++network 2**40`` stays a string and is reported here, not deep in
-the network builder)."""
+declared) and the shape of the structured keys; and of RETURNN keys not implemented here, which only
+RETURNN's default passes. The first problem is one ConfigError naming the key, before anything is
+built (a ``++network 2**40`` stays a string and is reported here, not deep in the network builder)."""
 from __future__ import annotations
 
 import numbers
 from typing import Any, Callable, Dict, Iterable, Optional
 
-from returnn.config_keys.registry import KEYS
+from returnn.config_keys.registry import KEYS, RETURNN_DEFAULTS, RETURNN_UNSUPPORTED, accepts_default
 from returnn.errors import ConfigError
 
 _BOOL_WORDS = ("true", "false", "yes", "no", "on", "off", "0", "1", "")
@@ -136,6 +136,9 @@ def check_values(entries: Dict[str, Any], cmdline_keys: Iterable[str] = ()) -> N
     cmdline = set(cmdline_keys)
     for name in sorted(entries):
         key, value = KEYS.get(name), entries[name]
+        if name in RETURNN_UNSUPPORTED and not accepts_default(name, value):
+            raise ConfigError("config key %r = %s: %s (only RETURNN's default %s is accepted)" % (
+                name, _short(value), RETURNN_UNSUPPORTED[name], _short(RETURNN_DEFAULTS[name][0])))
         if key is None or value is None:
             continue
         if not any(_TYPES[t](value) for t in key.types):
