@@ -244,3 +244,43 @@ def test_hdf_dump_name_as_is_without_dump_per_run():
         "dev", 1) == "out-dev.hdf"
     with pytest.raises(NetworkError, match="'lay'.*dump_per_run"):
         make("hdf_dump", {"filename": lambda **kw: "x.hdf"}, [data])
+
+
+# ---------------------------------------------------------------- compare / eval: broadcasting, out_shape
+
+def test_allow_broadcast_all_sources_and_out_shape():
+    """RETURNN: sources that all need broadcasting ([B,T1,F] + [B,T2,F]) are refused from
+    behavior_version 4, unless allow_broadcast_all_sources (False: always refused) or out_shape."""
+    a, b = spec(3, name="a"), spec(3, name="b")
+    for cls, extra in (("compare", {}), ("eval", {"eval": "source(0) + source(1)"})):
+        with behavior_version(4):
+            with pytest.raises(NetworkError, match="'lay'.*broadcast"):
+                make(cls, dict(extra), [a, b])
+            make(cls, dict(extra, allow_broadcast_all_sources=True), [a, b])
+        with behavior_version(0):
+            make(cls, dict(extra), [a, b])
+            with pytest.raises(NetworkError, match="'lay'.*broadcast"):
+                make(cls, dict(extra, allow_broadcast_all_sources=False), [a, b])
+    with behavior_version(4):
+        dims = make("eval", {"eval": "source(0) + source(1)", "allow_broadcast_all_sources": True}, [a, b]).output.dims
+        make("eval", {"eval": "source(0) + source(1)", "out_shape": set(dims)}, [a, b])
+        with pytest.raises(NetworkError, match="'lay'.*out_shape"):
+            make("eval", {"eval": "source(0) + source(1)", "out_shape": set(dims[:-1])}, [a, b])
+
+
+def test_rec_subnetwork_axis_back_prop_unit_opts():
+    from returnn.tf.network import TFNetwork
+    extern = {"data": Data("data", shape=(None, 3))}
+
+    def net(**opts):
+        return TFNetwork({"output": dict({"class": "rec", "from": "data", "unit": {
+            "output": {"class": "linear", "activation": "tanh", "from": ["prev:output", "data:source"], "n_out": 2}}},
+            **opts)}, extern)
+
+    net(axis="T", back_prop=True, unit_opts={})
+    with pytest.raises(NetworkError, match="'output'.*'axis'"):
+        net(axis="F")
+    with pytest.raises(NetworkError, match="'output'.*'back_prop'"):
+        net(back_prop=False)
+    with pytest.raises(NetworkError, match="'output'.*'unit_opts'"):
+        net(unit_opts={"x": 1})

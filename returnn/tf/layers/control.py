@@ -63,7 +63,8 @@ class CompareLayer(Layer):
     options = (
         Option("kind", "equal", "comparison: equal, not_equal, less, less_equal, greater, greater_equal (or ==, <, ...)"),
         Option("value", None, "a constant compared last in the chain"),
-        Option("allow_broadcast_all_sources", None, "accepted for RETURNN compatibility"),
+        Option("allow_broadcast_all_sources", None, "True: sources may all need broadcasting; False: refused; None: "
+                                                    "refused from behavior_version 4 (RETURNN's)"),
     )
 
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):

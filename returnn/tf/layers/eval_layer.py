@@ -28,7 +28,7 @@ from returnn.tensor import Data, Dim
 from returnn.tf.activations import get_activation
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
 from returnn.tf.layers.basic import CombineLayer
-from returnn.tf.layers.helpers import common_dims, new_feature_dim
+from returnn.tf.layers.helpers import check_broadcast, common_dims, new_feature_dim
 from returnn.tf.layers.options import Option
 from returnn.tf.layers.output import align_tensor
 
@@ -150,8 +150,9 @@ class EvalLayer(Layer):
         Option("out_type", None, "output template: dict (dtype, dim, sparse, dims) or callable returning Data"),
         Option("activation", None, "activation applied to the result"),
         Option("with_bias", False, "add a trainable bias on the feature axis"),
-        Option("allow_broadcast_all_sources", None, "accepted for RETURNN compatibility"),
-        Option("out_shape", None, "accepted for RETURNN compatibility (not checked)"),
+        Option("allow_broadcast_all_sources", None, "True: sources may all need broadcasting; False: refused; None: "
+                                                    "refused from behavior_version 4 unless out_shape (RETURNN's)"),
+        Option("out_shape", None, "the output's dims (a set of Dims, batch included), checked as RETURNN does"),
         Option("eval_for_output_loss", False, "RETURNN's option; only False is supported"),
     )
 
@@ -176,14 +177,30 @@ class EvalLayer(Layer):
         # auto_convert layout: the union of the sources' dims, the source with most axes first
         base = max(sources, key=lambda s: s.batch_ndim) if sources else None
         layout, maps = common_dims(([base.dims] if base else []) + [s.dims for s in sources])
+        if not callable(self.opt("out_type")):
+            check_broadcast(self, [s.dims for s in sources], layout, maps[1:])
         self.layout, self.maps, self.n = layout, maps[1:], len(layout)
         self.output, self.same_layout = self._output_template(name, list(sources), base, layout, maps[:1])
+        if self.opt("out_shape") is not None:
+            self._verify_out_shape(self.opt("out_shape"))
         self.activation = get_activation(self.opt("activation"), name)
         self.bias = None
         if self.opt("with_bias"):
             if self.output.dim is None or self.output.sparse:
                 raise NetworkError("%s: with_bias needs a dense output with a static feature dim" % self.desc)
             self.bias = self.weight("b", [self.output.dim], 0.0)
+
+    def _verify_out_shape(self, out_shape: Any) -> None:
+        """RETURNN's ``out_shape``: the output's dims, as a set (batch included)."""
+        if not isinstance(out_shape, (set, frozenset, list, tuple)) or not all(isinstance(d, Dim) for d in out_shape):
+            raise NetworkError("%s: 'out_shape' must be a set of Dims here (RETURNN's markers such as OptionalDim "
+                               "are not supported), got %r" % (self.desc, out_shape))
+        dims = list(self.output.dims)
+        missing = [d for d in out_shape if not any(d == o for o in dims)]
+        extra = [o for o in dims if not any(d == o for d in out_shape)]
+        if missing or extra:
+            raise NetworkError("%s: the output %s does not have the dims of 'out_shape' (missing %s, not in it %s)"
+                               % (self.desc, self.output.short_repr(), missing, extra))
 
     def _output_template(self, name: str, sources: List[Data], base: Optional[Data], layout: List[Dim],
                          base_map: List[List[int]]):

@@ -143,18 +143,25 @@ def loop_axis(dim: Dim) -> Iterator[None]:
 def check_broadcast(layer, dims_lists: Sequence[Sequence[Dim]], common: List[Dim], maps: List[List[int]]) -> None:
     """RETURNN (behavior_version >= 4): when several sources all need broadcasting to their common
     layout (none has all its axes, e.g. [B,T1,F] + [B,T2,F]), the layer is refused unless it
-    states its output shape (``out_shape``). A rec loop's own time axis does not count (a layer
-    moved out of the loop sees it, the same layer in the loop does not)."""
+    states its output shape (``out_shape``, an ``out_type`` with a shape) or allows it
+    (``allow_broadcast_all_sources`` True; False refuses it whatever the behavior_version). A rec
+    loop's own time axis does not count (a layer moved out of the loop sees it, the same layer in
+    the loop does not)."""
+    allow = layer.opts.get("allow_broadcast_all_sources")
     loop = [i for i, d in enumerate(common) if any(d == a for a in _LOOP_AXES)]
-    if len(dims_lists) < 2 or any(len(set(m) | set(loop)) == len(common) for m in maps) or layer.opts.get("out_shape"):
+    if allow is True or len(dims_lists) < 2 or any(len(set(m) | set(loop)) == len(common) for m in maps):
         return
-    from returnn.tf.layers.norm import behavior_version
-    if behavior_version() < 4:
-        return
+    if allow is None:
+        out_type = layer.opts.get("out_type")
+        if layer.opts.get("out_shape") or (isinstance(out_type, dict) and ({"shape", "dim_tags"} & set(out_type))):
+            return
+        from returnn.tf.layers.norm import behavior_version
+        if behavior_version() < 4:
+            return
     def axes(dims) -> str:
         return "[%s]" % ", ".join(d.short_repr() if hasattr(d, "short_repr") else str(d) for d in dims)
     raise NetworkError("%s: every source needs broadcasting to the common axes %s (sources: %s); RETURNN refuses "
-                       "this from behavior_version 4 (different time axes?)"
+                       "this from behavior_version 4 unless allow_broadcast_all_sources (different time axes?)"
                        % (layer.desc, axes(common), ", ".join(axes(dims) for dims in dims_lists)))
 
 class FeaturePlan(NamedTuple):

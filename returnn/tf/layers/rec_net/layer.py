@@ -73,15 +73,17 @@ class RecSubnetLayer(Layer):
     options = (
         Option("unit", None, "dict of sub-layers"),
         Option("max_seq_len", None, "search: the longest output (number or expression); training ignores it"),
-        Option("include_eos", False, "accepted for RETURNN compatibility"),
+        Option("include_eos", False, "search: the frame where 'end' is True counts in the output length"),
         Option("size_target", None, "data key that gives the loop length (instead of 'target')"),
         Option("optimize_move_layers_out", True, "False: every sub-layer runs step by step in the loop"),
-        Option("cheating", False, "accepted for RETURNN compatibility"),
-        Option("unroll", False, "accepted for RETURNN compatibility"),
-        Option("back_prop", True, "accepted for RETURNN compatibility"),
+        Option("cheating", False, "RETURNN: unused on the rec layer (a choice option now)",
+               noop="RETURNN ignores it here with a warning; cheating is set on the choice layer"),
+        Option("unroll", False, "RETURNN: unroll the loop",
+               noop="RETURNN reads it only for its TensorFlow cells, never for a sub-network unit"),
+        Option("back_prop", True, "False (no gradient through the loop) is not supported", only=(None, True)),
         Option("direction", 1, "1 only for a sub-network"),
-        Option("axis", None, "accepted for RETURNN compatibility (the time axis)"),
-        Option("unit_opts", None, "not used with a sub-network"),
+        Option("axis", None, "the axis to loop over: only the source's time axis here"),
+        Option("unit_opts", None, "not used with a sub-network", only=(None, {})),
     )
 
     @classmethod
@@ -146,6 +148,13 @@ class RecSubnetLayer(Layer):
                 raise NetworkError("%s: the source has no time axis (%s)" % (self.desc, self.source_template.short_repr()))
             self.time_dim = self.source_template.time_dim
             self.length_key: Optional[str] = None
+            if self.opt("axis") is not None and \
+                    self.axis(self.source_template, self.opt("axis"), "axis") != self.source_template.time_dim_axis:
+                raise NetworkError("%s: 'axis' %r: only the source's time axis is supported as the loop axis"
+                                   % (self.desc, self.opt("axis")))
+        elif self.opt("axis") is not None:
+            raise NetworkError("%s: 'axis' %r without 'from' is not supported (the loop length comes from the "
+                               "target)" % (self.desc, self.opt("axis")))
         elif search:
             self.length_key = None
             self.time_dim = Dim(None, kind=Dim.Types.Spatial, description="%s:search-time" % name)
