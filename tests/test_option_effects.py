@@ -284,3 +284,32 @@ def test_rec_subnetwork_axis_back_prop_unit_opts():
         net(back_prop=False)
     with pytest.raises(NetworkError, match="'output'.*'unit_opts'"):
         net(unit_opts={"x": 1})
+
+
+def np_rhn(x, layer, mask=None):
+    """RETURNN's RHN cell over one sequence x (T, F) with the layer's weights (mask: (H,) dropout scale)."""
+    w, b = layer.W.numpy(), layer.bias.numpy()
+    n = layer.n_hidden
+    s, out = np.zeros(n), []
+    for frame in x:
+        for i, wi in enumerate(layer.W_depth):
+            z = (s if mask is None else s * mask) @ wi.numpy() + (frame @ w + b if i == 0 else 0)
+            s = s + 1 / (1 + np.exp(-z[n:])) * (np.tanh(z[:n]) - s)
+        out.append(s)
+    return np.array(out)
+
+
+def test_rhn_dropout_is_one_mask_per_sequence_and_unit(monkeypatch):
+    """RETURNN's RHN dropout (training): the state is scaled before each depth by one mask per
+    sequence and unit, the same at every frame; evaluation uses none."""
+    from returnn.tf.layers import rnn_cell
+    data, val, x = btf(3, LENS)
+    layer = make("rec", {"unit": "rhn", "n_out": 4, "unit_opts": {"depth": 2, "dropout": 0.5}}, [data])
+    masks = np.array([[2, 0, 2, 0], [0, 2, 2, 0], [2, 2, 0, 0]], np.float32)
+    monkeypatch.setattr(rnn_cell, "dropout_scale", lambda shape, rate, seed: tf.constant(masks))
+    evaluated, trained = run(layer, [val]).tensor.numpy(), run(layer, [val], train=True).tensor.numpy()
+    for b, n in enumerate(LENS):
+        np.testing.assert_allclose(evaluated[b, :n], np_rhn(x[b, :n], layer), atol=1e-5)
+        np.testing.assert_allclose(trained[b, :n], np_rhn(x[b, :n], layer, masks[b]), atol=1e-5)
+    with pytest.raises(NetworkError, match="'lay'.*unit_opts"):
+        make("rec", {"unit": "rhn", "n_out": 4, "unit_opts": {"dropout_seed": 1}}, [data])

@@ -452,6 +452,18 @@ for bv in (0, 17):
               "behavior_version 17")
 case("rnn_cell_gru_outside_loop", "rnn_cell",
      {"output": {"class": "rnn_cell", "unit": "GRU", "n_out": 3, "from": "data"}})
+case("rec_rhn", "rec_rhn", {"output": {"class": "rec", "unit": "rhn", "n_out": 4, "from": "data"}})
+case("rec_rhn_depth2_backward", "rec_rhn", {
+    "output": {"class": "rec", "unit": "rhn", "n_out": 3, "direction": -1, "from": "data",
+               "unit_opts": {"depth": 2, "transform_bias": -2.0, "dropout": 0.3}}},
+     notes="eval mode: no dropout")
+case("rec_gru_backward", "rec_gru", {"output": {"class": "rec", "unit": "gru", "n_out": 3, "direction": -1,
+                                                "from": "data"}})
+case("rnn_cell_rhn", "rnn_cell", {
+    "output": {"class": "rec", "from": "data", "unit": {
+        "cell": {"class": "rnn_cell", "unit": "RHN", "n_out": 4, "from": "data:source", "unit_opts": {"depth": 3}},
+        "output": {"class": "copy", "from": "cell"}}}},
+     notes="rnn_cell inside a rec unit (one step per frame)")
 case("self_attention_in_rec_loop", "self_attention", {
     "output": {"class": "rec", "from": "data", "unit": {
         "h": {"class": "linear", "activation": "tanh", "from": ["data:source", "prev:h"], "n_out": 4},

@@ -12,7 +12,8 @@ them by the implementation it runs for the unit name, under the layer's ``rec/``
   ``gru``: ``gru_cell/gates/{kernel,bias}`` (reset and update gate) and
   ``gru_cell/candidate/{kernel,bias}``; ``basicrnn``: ``basic_rnn_cell/{kernel,bias}``;
 - ``layernormvariantslstm``: ``W_ff``, ``W_re``, ``b_ff``, ``gamma_*``, ``beta_*`` as they are
-  (``with_concat``: ``W_ff_re`` = [W_ff; W_re], ``b_ff_re``).
+  (``with_concat``: ``W_ff_re`` = [W_ff; W_re], ``b_ff_re``);
+- ``rhn`` (RETURNN's RHNCell): ``W``, ``b``, ``rhn_cell/depth_i/W`` as they are.
 """
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ REC_LAYOUT: Dict[str, str] = {
     "basiclstm": "basic_lstm_cell", "zoneoutlstm": "lstm_cell",
     "gru": "gru_cell", "grublock": "gru_cell", "grucell": "gru_cell", "cudnngru": "gru_cell",
     "basicrnn": "basic_rnn_cell", "rnn": "basic_rnn_cell", "rnncell": "basic_rnn_cell",
-    "basicrnncell": "basic_rnn_cell", "layernormvariantslstm": "layer_norm_lstm",
+    "basicrnncell": "basic_rnn_cell", "layernormvariantslstm": "layer_norm_lstm", "rhn": "as_is",
 }
 # ... in an ``rnn_cell`` layer (RETURNN picks a cell, never a sequence kernel, for the LSTM block names)
 CELL_LAYOUT: Dict[str, str] = dict(REC_LAYOUT, lstmblock="lstm_cell", lstmblockfused="lstm_cell",

@@ -22,6 +22,11 @@ Cells (``unit``, case-insensitive), following RETURNN's choice of implementation
   ``behavior_version`` 17 on, before it the LSTM's own h (RETURNN's choice).
 - ``LayerNormVariantsLSTM``: :mod:`returnn.tf.layers.lstm_layernorm` one step at a time (in a loop,
   its dropout masks are drawn per step).
+- ``RHN`` (RETURNN's recurrent highway network, ``unit_opts`` ``depth`` (5), ``transform_bias`` (0),
+  ``dropout``): ``x W + b`` once per frame (b starts at [0, transform_bias]), then per depth ``i``
+  ``[h, t] = s W_i (+ that at i = 0)``, ``s += sigmoid(t) * (tanh(h) - s)``; the output is s.
+  ``dropout`` (training, over whole sequences) scales s before each ``W_i`` by one mask per sequence
+  and unit, fixed over the frames (RETURNN's); parameters ``W``, ``b``, ``rhn_cell/depth_i/W``.
 
 The initial state is zero. Padded frames (t >= length) keep the state and output 0.
 
@@ -35,12 +40,13 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Sequence, Tuple
 
+import numpy as np
 import tensorflow as tf
 
 from returnn.errors import NetworkError, known_list
 from returnn.tensor import Data
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
-from returnn.tf.layers.helpers import dropout_sources, feature_plan, plan_output, project_sources
+from returnn.tf.layers.helpers import dropout_scale, dropout_sources, feature_plan, plan_output, project_sources
 from returnn.tf.layers.options import Option, positive_int, rate
 from returnn.tf.layers.params import Param
 from returnn.tf.layers.rec_params import unit_params
@@ -54,9 +60,10 @@ CELL_UNITS: Dict[str, Tuple[str, float]] = {
     "cudnnlstm": ("lstm", 1.0),
     "gru": ("gru", 0.0), "grublock": ("gru", 0.0), "grucell": ("gru", 0.0), "cudnngru": ("gru", 0.0),
     "basicrnn": ("rnn", 0.0), "rnn": ("rnn", 0.0), "rnncell": ("rnn", 0.0), "basicrnncell": ("rnn", 0.0),
-    "zoneoutlstm": ("zoneout", 1.0), "layernormvariantslstm": ("lnlstm", 0.0),
+    "zoneoutlstm": ("zoneout", 1.0), "layernormvariantslstm": ("lnlstm", 0.0), "rhn": ("rhn", 0.0),
 }
 ZONEOUT_OPTS = ("zoneout_factor_cell", "zoneout_factor_output", "use_zoneout_output")
+RHN_OPTS = ("depth", "transform_bias", "dropout")
 
 
 def is_step_template(sources: Sequence[Data]) -> bool:
@@ -95,7 +102,8 @@ class RnnCellLayer(Layer):
         self.kind, default_bias = self.units[unit.lower()]
         unit_opts = dict(self.opt("unit_opts") or {})
         # TensorFlow's LSTM cell and RETURNN's native LSTM take a forget bias; the GRU, RNN and zoneout cells do not
-        known = {"forget_bias"} if self.kind == "lstm" else set(ZONEOUT_OPTS) if self.kind == "zoneout" else set()
+        known = {"forget_bias"} if self.kind == "lstm" else set(ZONEOUT_OPTS) if self.kind == "zoneout" else \
+            set(RHN_OPTS) if self.kind == "rhn" else set()
         unknown = set(unit_opts) - known
         if unknown and self.kind != "lnlstm":  # the layer-norm LSTM checks its own unit_opts
             raise NetworkError("%s: unknown unit_opts %s (known: %s)" % (self.desc, known_list(unknown), known_list(known)))
@@ -137,6 +145,22 @@ class RnnCellLayer(Layer):
             self.b_gates = self.weight("b_gates", [2 * n], 1.0)
             self.b_candidate = self.weight("b_candidate", [n], 0.0, init_option="bias_init")
             self.W = self.W_re = self.bias = None
+        elif self.kind == "rhn":  # RETURNN's RHNCell: W, b (transform half at transform_bias), depth_i/W
+            depth = positive_int(self.desc, "unit_opts depth", unit_opts.get("depth", 5))
+            self.rhn_dropout = rate(self.desc, "unit_opts dropout", unit_opts.get("dropout"))
+            if self.rhn_dropout and self.step_mode:
+                raise NetworkError("%s: RHN dropout inside a rec loop is not supported here (only over a whole "
+                                   "sequence)" % self.desc)
+            transform_bias = float(unit_opts.get("transform_bias") or 0.0)
+            self.W = self.weight("W", [n_in, 2 * n], w_init, init_option="forward_weights_init")
+            if self.opts.get("bias_init") is not None:
+                self.bias = self.weight("b", [2 * n], 0.0, init_option="bias_init")
+            else:
+                self.bias = self.variable("b", np.array([0.0] * n + [transform_bias] * n, np.float32))
+            self.W_depth = [self.weight("rhn_cell/depth_%i/W" % i, [n, 2 * n], w_init,
+                                        init_option="recurrent_weights_init") for i in range(depth)]
+            self.W_re = None
+            self._rhn_mask = None  # training over a sequence: the dropout mask of this call (B, H)
         else:
             self.W = self.weight("W", [n_in, n], w_init, init_option="forward_weights_init")
             self.W_re = self.weight("W_re", [n, n], w_init, init_option="recurrent_weights_init")
@@ -192,6 +216,14 @@ class RnnCellLayer(Layer):
             c = tf.tanh(x[:, 2 * n:] + tf.matmul(r * h, self.W_re_candidate) + self.b_candidate)
             h = u * h + (1.0 - u) * c
             return h, (h,)
+        if self.kind == "rhn":
+            (s,) = state
+            for i, w in enumerate(self.W_depth):
+                z = tf.matmul(s if self._rhn_mask is None else s * self._rhn_mask, w)
+                if i == 0:
+                    z = z + x
+                s = s + tf.sigmoid(z[:, n:]) * (tf.tanh(z[:, :n]) - s)
+            return s, (s,)
         h = tf.tanh(x + tf.matmul(state[0], self.W_re))
         return h, (h,)
 
@@ -239,12 +271,17 @@ class RnnCellLayer(Layer):
             x = rev(project_sources(self.plan, dropout_sources(self, sources, ctx), self.W), 1)
             return self.make_output(rev(self.ln_cell.run(x, seq_len, seed), 1), sources)
         if self.kind == "lstm":  # time-major recursion, as the rec layer runs it
-            x = rev(project_sources(self.plan, dropout_sources(self, sources, ctx), self.W, order=[1, 0]) + self.bias, 0)
+            x = project_sources(self.plan, dropout_sources(self, sources, ctx), self.W, order=[1, 0]) + self.bias
+            x = rev(x, 0)
             y = rev(get_kernel()(x, seq_len, self.W_re, self.forget_bias, time_major=True), 0)
             out = self.make_output(tf.transpose(y, [1, 0, 2]), sources)
             out.last_state = final_state_fn(x, seq_len, self.W_re, self.forget_bias, time_major=True)
             return out
-        y, state = run_over_time(self, rev(self._input_proj(sources, ctx), 1), seq_len, seed)
+        x = rev(self._input_proj(sources, ctx), 1)
+        if self.kind == "rhn" and self.rhn_dropout and seed is not None:  # one mask per sequence and unit
+            self._rhn_mask = dropout_scale(tf.stack([tf.shape(x)[0], self.n_hidden]), self.rhn_dropout, seed + [0, 31])
+        y, state = run_over_time(self, x, seq_len, seed)
+        self._rhn_mask = None
         out = self.make_output(rev(y, 1), sources)
         out.last_state = lambda: self.state_tensors(state)
         return out
