@@ -453,6 +453,7 @@ for bv in (0, 17):
 case("rnn_cell_gru_outside_loop", "rnn_cell",
      {"output": {"class": "rnn_cell", "unit": "GRU", "n_out": 3, "from": "data"}})
 case("rec_rhn", "rec_rhn", {"output": {"class": "rec", "unit": "rhn", "n_out": 4, "from": "data"}})
+case("rec_vanillalstm", "rec_lstm", {"output": {"class": "rec", "unit": "vanillalstm", "n_out": 4, "from": "data"}})
 case("rec_rhn_depth2_backward", "rec_rhn", {
     "output": {"class": "rec", "unit": "rhn", "n_out": 3, "direction": -1, "from": "data",
                "unit_opts": {"depth": 2, "transform_bias": -2.0, "dropout": 0.3}}},

@@ -9,7 +9,8 @@ size ``n_out`` in the gate order **(input, cell-candidate, forget, output)**)::
 
 ``forget_bias`` is a constant (not a variable), settable by ``"unit_opts": {"forget_bias": ...}``;
 its default is RETURNN's per unit: 0 for the native/fused units (``lstm``, ``nativelstm(2)``,
-``lstmp``, ``cudnnlstm``, ``lstmblock(fused)``, which RETURNN runs as NativeLSTM on TF 2), 1.0 for
+``lstmp``, ``cudnnlstm``, ``lstmblock(fused)``, which RETURNN runs as NativeLSTM on TF 2, and its
+``vanillalstm`` cell), 1.0 for
 ``standardlstm`` and ``basiclstm`` (TensorFlow's cells). The initial state is zero.
 ``layernormvariantslstm`` is RETURNN's layer-normalized LSTM (see
 :mod:`returnn.tf.layers.lstm_layernorm`).
@@ -41,7 +42,8 @@ from returnn.tf.lstm_kernels import final_state_fn, get_kernel
 
 # unit name -> default forget bias (RETURNN's: native kernels 0, TensorFlow's LSTM cells 1)
 FORGET_BIAS = {"lstm": 0.0, "nativelstm": 0.0, "nativelstm2": 0.0, "nativelstmlowmem": 0.0, "lstmp": 0.0,
-               "cudnnlstm": 0.0, "lstmblock": 0.0, "lstmblockfused": 0.0, "standardlstm": 1.0, "basiclstm": 1.0}
+               "cudnnlstm": 0.0, "lstmblock": 0.0, "lstmblockfused": 0.0, "standardlstm": 1.0, "basiclstm": 1.0,
+               "vanillalstm": 0.0}
 LAYER_NORM_UNIT = "layernormvariantslstm"
 LSTM_UNITS = tuple(FORGET_BIAS) + (LAYER_NORM_UNIT,)
 UNIT_OPTS = ("forget_bias", "rec_weight_dropout")

@@ -5,8 +5,8 @@ bias ``b`` (k*H) apart, LSTM gates in the order (input, cell-in, forget, output)
 them by the implementation it runs for the unit name, under the layer's ``rec/`` scope:
 
 - its native LSTM (``nativelstm2``, ``lstm``, ``lstmp``, ``nativelstm``; on a CPU also ``cudnnlstm``
-  and ``lstmblock(fused)`` in a ``rec`` layer): ``W``, ``W_re``, ``b``, gates (cell-in, input,
-  forget, output); ``nativelstmlowmem``: ``W`` = [W; W_re] and ``b``;
+  and ``lstmblock(fused)`` in a ``rec`` layer; its ``vanillalstm`` cell, the same LSTM): ``W``,
+  ``W_re``, ``b``, gates (cell-in, input, forget, output); ``nativelstmlowmem``: ``W`` = [W; W_re] and ``b``;
 - TensorFlow's cells (``standardlstm``, and in ``rnn_cell`` the LSTM block names): ``lstm_cell/kernel``
   = [W; W_re] and ``lstm_cell/bias``, gates as ours; ``basiclstm``: ``basic_lstm_cell/...``;
   ``gru``: ``gru_cell/gates/{kernel,bias}`` (reset and update gate) and
@@ -24,7 +24,7 @@ from returnn.tf.layers.params import Param, native_lstm_gates, same, stacked_row
 # unit name (lower case) -> RETURNN's parameter layout in a ``rec`` layer
 REC_LAYOUT: Dict[str, str] = {
     "lstm": "native", "nativelstm": "native", "nativelstm2": "native", "lstmp": "native", "cudnnlstm": "native",
-    "lstmblock": "native", "lstmblockfused": "native", "nativelstmlowmem": "native_lowmem",
+    "lstmblock": "native", "lstmblockfused": "native", "nativelstmlowmem": "native_lowmem", "vanillalstm": "native",
     "standardlstm": "lstm_cell", "lstmcell": "lstm_cell", "lstmblockcell": "lstm_cell",
     "basiclstm": "basic_lstm_cell", "zoneoutlstm": "lstm_cell",
     "gru": "gru_cell", "grublock": "gru_cell", "grucell": "gru_cell", "cudnngru": "gru_cell",

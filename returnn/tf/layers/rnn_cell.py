@@ -10,8 +10,8 @@ Cells (``unit``, case-insensitive), following RETURNN's choice of implementation
 
 - LSTM (gate order input, cell-candidate, forget, output; see :mod:`returnn.tf.layers.rec`):
   ``LSTMBlock``, ``LSTMBlockFused``, ``BasicLSTM``, ``StandardLSTM``, ``LSTMCell`` run as TensorFlow's
-  LSTM cell (``forget_bias`` 1.0); ``NativeLSTM``, ``NativeLSTM2``, ``LSTM``, ``LSTMP`` as RETURNN's
-  native LSTM (``forget_bias`` 0).
+  LSTM cell (``forget_bias`` 1.0); ``NativeLSTM``, ``NativeLSTM2``, ``LSTM``, ``LSTMP``,
+  ``VanillaLSTM`` as RETURNN's native LSTM (``forget_bias`` 0).
 - GRU (``GRU``, ``GRUBlock``, ``GRUCell``, ``CudnnGRU``): TensorFlow's GRU cell,
   ``r, u = sigmoid([x, h] W_g + b_g)`` (``b_g`` starts at 1), ``c = tanh([x, r * h] W_c + b_c)``,
   ``h' = u * h + (1 - u) * c``.
@@ -57,7 +57,7 @@ CELL_UNITS: Dict[str, Tuple[str, float]] = {
     "lstmblock": ("lstm", 1.0), "lstmblockfused": ("lstm", 1.0), "basiclstm": ("lstm", 1.0),
     "standardlstm": ("lstm", 1.0), "lstmcell": ("lstm", 1.0), "lstmblockcell": ("lstm", 1.0),
     "nativelstm": ("lstm", 0.0), "nativelstm2": ("lstm", 0.0), "lstm": ("lstm", 0.0), "lstmp": ("lstm", 0.0),
-    "cudnnlstm": ("lstm", 1.0),
+    "cudnnlstm": ("lstm", 1.0), "vanillalstm": ("lstm", 0.0),
     "gru": ("gru", 0.0), "grublock": ("gru", 0.0), "grucell": ("gru", 0.0), "cudnngru": ("gru", 0.0),
     "basicrnn": ("rnn", 0.0), "rnn": ("rnn", 0.0), "rnncell": ("rnn", 0.0), "basicrnncell": ("rnn", 0.0),
     "zoneoutlstm": ("zoneout", 1.0), "layernormvariantslstm": ("lnlstm", 0.0), "rhn": ("rhn", 0.0),
