@@ -313,3 +313,13 @@ def test_rhn_dropout_is_one_mask_per_sequence_and_unit(monkeypatch):
         np.testing.assert_allclose(trained[b, :n], np_rhn(x[b, :n], layer, masks[b]), atol=1e-5)
     with pytest.raises(NetworkError, match="'lay'.*unit_opts"):
         make("rec", {"unit": "rhn", "n_out": 4, "unit_opts": {"dropout_seed": 1}}, [data])
+
+
+def test_constant_shape_fills_a_scalar_and_names_the_axes():
+    from returnn.tf.layers import RunContext
+    feat = FeatureDim("f", 3)
+    layer = make("constant", {"value": 2.0, "shape": [feat, 2]}, [])
+    assert layer.output.dims[0] is feat and layer.output.batch_shape == (3, 2)
+    np.testing.assert_array_equal(layer([], RunContext(False)).tensor.numpy(), np.full((3, 2), 2.0))
+    with pytest.raises(NetworkError, match="'lay'.*shape"):
+        make("constant", {"value": [1.0, 2.0], "shape": [3]}, [])

@@ -26,7 +26,8 @@ def _dtype(layer: Layer, value: Any, default: str) -> tf.DType:
 @register_layer
 class ConstantLayer(Layer):
     """A constant ``value`` (scalar or nested list), without batch axis (it broadcasts in combine),
-    or with ``with_batch_dim`` repeated over the batch."""
+    or with ``with_batch_dim`` repeated over the batch. ``shape`` (RETURNN's: ints or static Dims)
+    checks a list value's shape, fills it with a scalar value, and gives the axes those Dims."""
 
     layer_class = "constant"
     default_from = ()
@@ -34,7 +35,7 @@ class ConstantLayer(Layer):
         Option("value", 0.0, "the value: a number or a nested list"),
         Option("dtype", None, "dtype (default: from the value)"),
         Option("with_batch_dim", False, "add a batch axis (first): the value repeated per sequence"),
-        Option("shape", None, "accepted when equal to the value's shape"),
+        Option("shape", None, "ints or static Dims: the value's shape (a scalar is filled to it), the Dims its axes"),
     )
 
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
@@ -46,10 +47,20 @@ class ConstantLayer(Layer):
         default = "int32" if value.dtype.kind in "biu" else "float32"
         self.dtype = _dtype(self, self.opt("dtype"), default)
         shape = self.opt("shape")
-        if shape is not None and tuple(shape) != value.shape:
-            raise NetworkError("%s: shape %r does not match the value's shape %r" % (self.desc, shape, value.shape))
+        given: List[Any] = [None] * value.ndim
+        if shape is not None:
+            given = list(shape) if isinstance(shape, (list, tuple)) else [shape]
+            sizes = [d.dimension if isinstance(d, Dim) else d for d in given]
+            if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in sizes):
+                raise NetworkError("%s: 'shape' must be ints or static Dims (dynamic ones need RETURNN's shape_deps, "
+                                   "not supported here), got %r" % (self.desc, shape))
+            if value.ndim == 0:
+                value = np.full(sizes, value)
+            elif tuple(sizes) != value.shape:
+                raise NetworkError("%s: shape %r does not match the value's shape %r" % (self.desc, shape, value.shape))
         self.value = value.astype(self.dtype.as_numpy_dtype)
-        dims = [Dim(n, kind=DimTypes.Spatial, description="%s:c%i" % (name, i)) for i, n in enumerate(value.shape)]
+        dims = [g if isinstance(g, Dim) else Dim(n, kind=DimTypes.Spatial, description="%s:c%i" % (name, i))
+                for i, (n, g) in enumerate(zip(value.shape, given))]
         self.with_batch = bool(self.opt("with_batch_dim"))
         if self.with_batch:
             dims = [batch_dim] + dims

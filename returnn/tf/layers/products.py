@@ -31,8 +31,8 @@ class DotLayer(Layer):
     options = (
         Option("red1", -1, "axis description(s) of the first source to reduce"),
         Option("red2", -2, "axis description(s) of the second source to reduce (paired with red1)"),
-        Option("var1", None, "accepted; the first source's own axes are those not shared or reduced"),
-        Option("var2", None, "accepted; the second source's own axes are those not shared or reduced"),
+        Option("var1", None, "the first source's own axes (given: the other non-reduced axes pair up in order)"),
+        Option("var2", None, "the second source's own axes (given: the other non-reduced axes pair up in order)"),
         Option("add_var2_if_empty", True, "add a size-1 axis when the second source has no own axes"),
         Option("debug", False, "RETURNN: print the axes it reduces and keeps",
                noop="a debug print of RETURNN's; the value is the same"),
