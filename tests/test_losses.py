@@ -288,3 +288,17 @@ def test_ctc_output_in_log_space_equals_logits():
     opts = {"output_in_log_space": True, "ctc_opts": {"logits_normalize": False, "grad_wrt_softmax_in": True}}
     assert float(CtcLoss("ctc", opts, "classes").compute_btf(log_probs, target).loss_sum) == pytest.approx(
         float(CtcLoss("ctc", {}, "classes").compute_btf(ref, target).loss_sum), rel=1e-5)
+
+
+@pytest.mark.parametrize("name", sorted(LOSS_CLASSES))
+def test_objective_is_the_frame_sum_unless_use_normalized_loss(name):
+    """RETURNN's Loss option for every loss: the training objective is loss_sum (what L2 weighs
+    against), divided by norm only with use_normalized_loss; anything but a bool is one line."""
+    from returnn.tf.losses import LossValues
+    values = LossValues(tf.constant(12.0), tf.constant(4.0))
+    cls = get_loss_class(name, "output")
+    assert float(cls("output", {}, "classes").objective(values)) == 12.0
+    assert float(cls("output", {"use_normalized_loss": True}, "classes").objective(values)) == 3.0
+    with pytest.raises(NetworkError, match=r"^layer 'output': loss_opts use_normalized_loss must be True or False, "
+                                           r"got 'yes'$"):
+        cls("output", {"use_normalized_loss": "yes"}, "classes")

@@ -37,10 +37,10 @@ def batch(x, y):
             "classes": tf.constant(y), "classes:seq_len": tf.constant([x.shape[1]] * len(x), tf.int32)}
 
 
-@pytest.mark.parametrize("optimizer,accum_lr", [({"class": "sgd"}, 0.05), ({"class": "adam"}, 0.1)])
+@pytest.mark.parametrize("optimizer,accum_lr", [({"class": "sgd"}, 0.1), ({"class": "adam"}, 0.1)])
 def test_accum_grad_multiple_step_equals_a_bigger_batch(optimizer, accum_lr):
-    """Two steps of 2 sequences with accumulation = one step of all 4 (equal lengths). Gradients
-    are summed as in RETURNN, so SGD needs half the rate; Adam does not care about the scale."""
+    """Two steps of 2 sequences with accumulation = one step of all 4 at the same rate: as in
+    RETURNN, gradients are summed over the steps and each step's loss is summed over its frames."""
     rng = np.random.RandomState(0)
     x = rng.randn(4, 6, 3).astype(np.float32)
     y = rng.randint(0, 4, size=(4, 6)).astype(np.int32)

@@ -1,7 +1,9 @@
 """Losses (``"loss": "ce" | "mse" | "ctc" | "as_is" | "edit_distance" | "sampling_loss"`` on a layer).
 
-Every loss returns sums, not averages (:class:`LossValues`); the engine divides by ``norm``
+Every loss returns sums, not averages (:class:`LossValues`); the reported scores divide by ``norm``
 (and ``error_sum`` by ``error_norm``), possibly after summing over several batches or workers.
+What training minimises is :meth:`Loss.objective`: the sum itself, as in RETURNN, so that a layer's
+``L2`` weighs against the loss summed over the batch's frames, not against a per-frame average.
 """
 from __future__ import annotations
 
@@ -29,12 +31,15 @@ class LossValues:
 
 
 ALIGNMENT_MARK = "framewise loss needs output and target of equal length"
+# loss_opts of every loss (RETURNN's Loss base class): use_normalized_loss (default False: the
+# training objective is the loss summed over the batch's frames; True: divided by their number)
+COMMON_OPTS: Tuple[str, ...] = ("use_normalized_loss",)
 
 
 class Loss:
-    """Base class. ``loss_opts`` are checked against ``known_opts``. A ``framewise`` loss compares
-    output and target frame by frame: their lengths must agree per sequence (checked in the step,
-    reported by :func:`alignment_error`)."""
+    """Base class. ``loss_opts`` are checked against ``known_opts`` and :data:`COMMON_OPTS`. A
+    ``framewise`` loss compares output and target frame by frame: their lengths must agree per
+    sequence (checked in the step, reported by :func:`alignment_error`)."""
 
     loss_class = ""
     known_opts: Tuple[str, ...] = ()
@@ -46,10 +51,23 @@ class Loss:
         self.layer_name = layer_name
         self.target_key = target_key
         self.opts = dict(loss_opts or {})
-        unknown = set(self.opts) - set(self.known_opts)
+        known = self.known_opts + COMMON_OPTS
+        unknown = set(self.opts) - set(known)
         if unknown:
             raise NetworkError("layer %r: unknown loss_opts %s for loss %r (known: %s)"
-                               % (layer_name, known_list(unknown), self.loss_class, known_list(self.known_opts) or "none"))
+                               % (layer_name, known_list(unknown), self.loss_class, known_list(known)))
+        self.normalized = self.opts.get("use_normalized_loss", False)
+        if not isinstance(self.normalized, bool):
+            raise NetworkError("layer %r: loss_opts use_normalized_loss must be True or False, got %r"
+                               % (layer_name, self.normalized))
+
+    def objective(self, values: LossValues) -> tf.Tensor:
+        """This loss's term of the training objective (before the layer's ``loss_scale``): RETURNN's
+        ``loss_sum`` over all real frames of all sequences of the batch, or with ``use_normalized_loss``
+        that sum over ``norm`` (the batch's per-frame average)."""
+        if self.normalized:
+            return values.loss_sum / tf.maximum(values.norm, 1.0)
+        return values.loss_sum
 
     def compute(self, output: LayerOutput, target: Optional[LayerOutput]) -> LossValues:
         """Loss of ``output`` against ``target`` for one batch."""
