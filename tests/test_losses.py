@@ -264,12 +264,11 @@ def test_sampling_loss_is_the_full_softmax_cross_entropy():
     out = lo(logits, [3, 2])
     out.logits = out.tensor
     target = lo(np.array([[1, 2, 4], [0, 3, 999]], "int32"), [3, 2], dim=5, sparse=True)
-    sampled = SamplingLoss("out", {"num_sampled": 3, "use_full_softmax": False, "nce_loss": False}, "data")
-    assert float(sampled.compute(out, target).loss_sum) == pytest.approx(
+    full = SamplingLoss("out", {"num_sampled": 3, "use_full_softmax": True, "nce_loss": False}, "data")
+    assert float(full.compute(out, target).loss_sum) == pytest.approx(
         float(CrossEntropyLoss("out", {}, "data").compute(out, target).loss_sum))
-    nce = SamplingLoss("out", {"nce_loss": True}, "data")  # a warning: the exact cross entropy instead
-    assert float(nce.compute(out, target).loss_sum) == pytest.approx(
-        float(CrossEntropyLoss("out", {}, "data").compute(out, target).loss_sum))
+    with pytest.raises(NetworkError, match="'out'.*use_full_softmax"):  # RETURNN samples then: not here
+        SamplingLoss("out", {"nce_loss": True}, "data")
 
 
 def test_ctc_output_in_log_space_equals_logits():
@@ -297,8 +296,9 @@ def test_objective_is_the_frame_sum_unless_use_normalized_loss(name):
     from returnn.tf.losses import LossValues
     values = LossValues(tf.constant(12.0), tf.constant(4.0))
     cls = get_loss_class(name, "output")
-    assert float(cls("output", {}, "classes").objective(values)) == 12.0
-    assert float(cls("output", {"use_normalized_loss": True}, "classes").objective(values)) == 3.0
+    base = {"use_full_softmax": True} if name == "sampling_loss" else {}
+    assert float(cls("output", dict(base), "classes").objective(values)) == 12.0
+    assert float(cls("output", dict(base, use_normalized_loss=True), "classes").objective(values)) == 3.0
     with pytest.raises(NetworkError, match=r"^layer 'output': loss_opts use_normalized_loss must be True or False, "
                                            r"got 'yes'$"):
-        cls("output", {"use_normalized_loss": "yes"}, "classes")
+        cls("output", dict(base, use_normalized_loss="yes"), "classes")

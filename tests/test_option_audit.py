@@ -25,7 +25,7 @@ import inspect
 import sys
 import textwrap
 from pathlib import Path
-from typing import Dict, Iterable, List, Set, Type
+from typing import Dict, Iterable, List, Set, Tuple, Type
 
 import pytest
 
@@ -44,6 +44,9 @@ LEAD_PENDING: set = set()
 # RETURNN builds copy's extra_deps layers (they become dependencies); here layer_sources() takes only
 # string-valued ref_options, and a list is common. Pending there; the test fails once one is handled.
 LEAD_PENDING_LAYER_OPTIONS: Dict[str, Set[str]] = {"CopyLayer": {"extra_deps"}, "DropoutLayer": {"extra_deps"}}
+# Loss options that need the network (the lead's): RETURNN's CTC error decodes with beam search of
+# beam_width in evaluation (greedy in training); Loss.compute does not know train from eval yet.
+LEAD_PENDING_LOSS_OPTIONS: Set[Tuple[str, str]] = {("ctc", "beam_width")}
 
 # Layer classes whose options (some of them) another module reads on their behalf.
 READ_ELSEWHERE: Dict[str, List[str]] = {
@@ -208,6 +211,28 @@ def test_audit_catches_an_unread_option(tmp_path, monkeypatch):
     finally:
         sys.modules.pop("dummy_layers", None)
         LAYER_CLASSES.pop("dummy_audit", None)
+
+
+# ---------------------------------------------------------------- losses
+
+def loss_option_declarations():
+    """(loss name, Option) for every loss_opts option and nested option table (ctc_opts) of every loss."""
+    from returnn.tf.losses import LOSS_CLASSES
+    for name, cls in sorted(LOSS_CLASSES.items()):
+        for opt in list(cls.declared().values()) + list(getattr(cls, "ctc_options", ())):
+            yield name, opt
+
+
+def test_every_loss_option_has_an_effect_a_refusal_or_a_reason(tf_scan):
+    reads = tf_scan.reads([TF_DIR / "losses.py"])
+    bad = sorted("%s: %s" % (name, o.name) for name, o in loss_option_declarations()
+                 if not handled(o, reads) and (name, o.name) not in LEAD_PENDING_LOSS_OPTIONS)
+    assert not bad, "loss_opts accepted but never read (effect, only=..., or noop='why'): %s" % bad
+    still = {(name, o.name) for name, o in loss_option_declarations() if not handled(o, reads)}
+    assert LEAD_PENDING_LOSS_OPTIONS <= still, "drop from LEAD_PENDING_LOSS_OPTIONS: %s" % (
+        LEAD_PENDING_LOSS_OPTIONS - still)
+    for name, o in loss_option_declarations():
+        assert not (o.only is not None and o.noop) and (o.only is None or o.accepts(o.default)), (name, o.name)
 
 
 # ---------------------------------------------------------------- config keys

@@ -16,6 +16,7 @@ from typing import Any, Dict, Iterator, Optional, Tuple, Type
 import tensorflow as tf
 
 from returnn.errors import DataError, NetworkError, known_list
+from returnn.tf.layers.options import Option
 from returnn.tf.layers.output import LayerOutput
 from returnn.tf.layers.packed import PackedFrames
 
@@ -31,18 +32,24 @@ class LossValues:
 
 
 ALIGNMENT_MARK = "framewise loss needs output and target of equal length"
-# loss_opts of every loss (RETURNN's Loss base class): use_normalized_loss (default False: the
-# training objective is the loss summed over the batch's frames; True: divided by their number)
-COMMON_OPTS: Tuple[str, ...] = ("use_normalized_loss",)
+# loss_opts of every loss (RETURNN's Loss base class); each loss adds its own (``Loss.options``).
+# As for layers (returnn/tf/layers/options.py): an option is read by the loss, or accepted only at
+# the values in ``only`` (others refused in one line), or a documented no-op (``noop``: why).
+COMMON_OPTIONS: Tuple[Option, ...] = (
+    Option("use_normalized_loss", False, "False: the training objective is the loss summed over the batch's "
+                                         "frames; True: divided by their number"),
+    Option("use_flatten_frames", True, "RETURNN: compute on the real frames flattened",
+           noop="a layout RETURNN computes in: the per-frame values and their sums are the same"),
+)
 
 
 class Loss:
-    """Base class. ``loss_opts`` are checked against ``known_opts`` and :data:`COMMON_OPTS`. A
-    ``framewise`` loss compares output and target frame by frame: their lengths must agree per
-    sequence (checked in the step, reported by :func:`alignment_error`)."""
+    """Base class. ``loss_opts`` are checked against :meth:`declared` (:data:`COMMON_OPTIONS` and each
+    class's ``options``). A ``framewise`` loss compares output and target frame by frame: their
+    lengths must agree per sequence (checked in the step, reported by :func:`alignment_error`)."""
 
     loss_class = ""
-    known_opts: Tuple[str, ...] = ()
+    options: Tuple[Option, ...] = ()
     need_target = True  # False: compute() gets target None and the network reads no target data
     framewise = True
     frame_local = False  # each frame's loss depends on that frame only: computed on the real frames
@@ -51,15 +58,25 @@ class Loss:
         self.layer_name = layer_name
         self.target_key = target_key
         self.opts = dict(loss_opts or {})
-        known = self.known_opts + COMMON_OPTS
+        known = self.declared()
         unknown = set(self.opts) - set(known)
         if unknown:
             raise NetworkError("layer %r: unknown loss_opts %s for loss %r (known: %s)"
                                % (layer_name, known_list(unknown), self.loss_class, known_list(known)))
+        for name, value in self.opts.items():
+            refuse_value(layer_name, "loss %r loss_opts" % self.loss_class, known[name], value)
         self.normalized = self.opts.get("use_normalized_loss", False)
         if not isinstance(self.normalized, bool):
             raise NetworkError("layer %r: loss_opts use_normalized_loss must be True or False, got %r"
                                % (layer_name, self.normalized))
+
+    @classmethod
+    def declared(cls) -> Dict[str, Option]:
+        """All loss_opts of this loss: the common ones, then each class's own (base classes first)."""
+        out = {o.name: o for o in COMMON_OPTIONS}
+        for klass in reversed(cls.__mro__):
+            out.update({o.name: o for o in klass.__dict__.get("options", ())})
+        return out
 
     def objective(self, values: LossValues) -> tf.Tensor:
         """This loss's term of the training objective (before the layer's ``loss_scale``): RETURNN's
@@ -99,6 +116,13 @@ class Loss:
     def compute_btf(self, output: LayerOutput, target: LayerOutput) -> LossValues:
         """:meth:`compute` on batch-major, time-second, feature-last values."""
         raise NotImplementedError
+
+
+def refuse_value(layer_name: str, where: str, opt: Option, value: Any) -> None:
+    """One line refusing a value an option with ``only`` does not accept."""
+    if not opt.accepts(value):
+        raise NetworkError("layer %r: %s %s = %r is not supported here (only %s): %s" % (
+            layer_name, where, opt.name, value, " or ".join(map(repr, opt.only or ())), opt.doc))
 
 
 def _after_check(x: LayerOutput) -> LayerOutput:
@@ -146,6 +170,14 @@ def _log_probs(output: LayerOutput, eps: float = 1e-7) -> tf.Tensor:
     return tf.math.log(tf.clip_by_value(output.tensor, eps, 1.0))
 
 
+def safe_log(p: tf.Tensor, eps: float = 1e-20, fake_grad: bool = True) -> tf.Tensor:
+    """RETURNN's ``safe_log``: ``log(max(p, eps))``; ``fake_grad``: the gradient of ``log(p)`` also
+    below ``eps`` (RETURNN's maximum_with_identity_grad), else tf.maximum's (0 there)."""
+    eps = tf.cast(eps, p.dtype)
+    clipped = p + tf.stop_gradient(tf.maximum(p, eps) - p) if fake_grad else tf.maximum(p, eps)
+    return tf.math.log(clipped)
+
+
 class CrossEntropyLoss(Loss):
     """Cross entropy vs sparse class targets (or dense soft targets); frame error via argmax.
 
@@ -153,14 +185,23 @@ class CrossEntropyLoss(Loss):
     the label and ``ls / (V - 1)`` on the others, minus the constant best value, as RETURNN),
     ``focal_loss_factor`` g (frame loss times ``(1 - p_label) ** g``), ``input_type`` ("prob":
     the output is a softmax, its logits are used when known; "logits": the output is logits),
-    ``fake_upper_bound`` (loss values clipped, gradient unchanged). ``use_fused``,
-    ``safe_log_opts`` and ``debug_dump`` only tune speed/debugging in RETURNN and are accepted.
+    ``fake_upper_bound`` (loss values clipped, gradient unchanged), ``use_fused`` (default: the fused
+    softmax cross entropy on the logits when known; False, or no logits: ``-safe_log(p_label)`` as
+    RETURNN, ``safe_log_opts`` ``eps`` (1e-20) and ``use_fake_grad`` (True)).
     """
 
     loss_class = "ce"
     frame_local = True
-    known_opts = ("label_smoothing", "focal_loss_factor", "input_type", "fake_upper_bound", "use_fused",
-                  "safe_log_opts", "debug_dump")
+    options = (
+        Option("label_smoothing", 0.0, "sparse targets: 1 - ls on the label, ls / (V - 1) on the others"),
+        Option("focal_loss_factor", 0.0, "frame loss times (1 - p_label) ** factor"),
+        Option("input_type", "prob", "'prob' (the output is a softmax) or 'logits'"),
+        Option("fake_upper_bound", None, "loss values clipped to it, the gradient unchanged"),
+        Option("use_fused", True, "the fused softmax cross entropy on the logits (False: -safe_log(p))"),
+        Option("safe_log_opts", None, "RETURNN's safe_log options without fused loss: eps (1e-20), use_fake_grad"),
+        Option("debug_dump", False, "RETURNN: print the targets and their probabilities",
+               noop="a debug print of RETURNN's; the loss is the same"),
+    )
 
     def __init__(self, layer_name: str, loss_opts: Optional[Dict[str, Any]], target_key: str):
         super().__init__(layer_name, loss_opts, target_key)
@@ -172,6 +213,14 @@ class CrossEntropyLoss(Loss):
                                % (layer_name, self.input_type))
         bound = self.opts.get("fake_upper_bound")
         self.upper_bound = None if bound is None else self._number("fake_upper_bound")
+        self.use_fused = bool(self.opts.get("use_fused", True))
+        log_opts = dict(self.opts.get("safe_log_opts") or {})
+        unknown = sorted(set(log_opts) - {"eps", "use_fake_grad"})
+        if unknown:
+            raise NetworkError("layer %r: loss_opts safe_log_opts: unknown %s (known: eps, use_fake_grad)"
+                               % (layer_name, ", ".join(map(repr, unknown))))
+        self.log_eps = float(log_opts.get("eps", 1e-20))
+        self.fake_grad = bool(log_opts.get("use_fake_grad", True))
 
     def _number(self, key: str) -> float:
         value = self.opts.get(key) or 0.0
@@ -179,10 +228,17 @@ class CrossEntropyLoss(Loss):
             raise NetworkError("layer %r: loss_opts %s must be a number >= 0, got %r" % (self.layer_name, key, value))
         return float(value)
 
+    def _logits(self, output: LayerOutput) -> Optional[tf.Tensor]:
+        """The scores before the softmax, when known (RETURNN's output_before_softmax)."""
+        return output.tensor if self.input_type == "logits" else output.logits
+
     def _log_probs(self, output: LayerOutput) -> tf.Tensor:
-        if self.input_type == "logits":
-            return tf.nn.log_softmax(output.tensor, axis=-1)
-        return _log_probs(output)
+        """Fused (logits known): log_softmax; else RETURNN's ``safe_log`` of the probabilities."""
+        logits = self._logits(output)
+        if logits is not None and self.use_fused:
+            return tf.nn.log_softmax(logits, axis=-1)
+        probs = tf.nn.softmax(logits, axis=-1) if logits is not None else output.tensor
+        return safe_log(probs, self.log_eps, self.fake_grad)
 
     def compute_btf(self, output: LayerOutput, target: LayerOutput) -> LossValues:
         mask = _frame_mask(target)
@@ -196,8 +252,8 @@ class CrossEntropyLoss(Loss):
                 best = -(confidence * math.log(confidence) + (num_classes - 1) * low * math.log(low + 1e-20))
                 frame_loss = -tf.reduce_sum(soft * log_p, axis=-1) - best
                 label_log_p = tf.gather(log_p, labels, batch_dims=len(labels.shape)) if self.focal else None
-            elif output.logits is not None and self.input_type == "prob":  # fused, as RETURNN
-                frame_loss = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=output.logits)
+            elif self._logits(output) is not None and self.use_fused:  # fused, as RETURNN
+                frame_loss = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=self._logits(output))
                 label_log_p = -frame_loss
             else:
                 label_log_p = tf.gather(self._log_probs(output), labels, batch_dims=len(labels.shape))
@@ -244,34 +300,44 @@ class CtcLoss(Loss):
     label error rate of greedy (best-path) decoding: ``error_sum`` = sum of the edit distances,
     ``error_norm`` = total number of target labels.
 
-    ``loss_opts``: ``ctc_opts`` with ``ignore_longer_outputs_than_inputs`` (sequences whose target
-    is longer than the output count 0 instead of an infinite loss; RETURNN's option of TF's CTC
-    op), ``logits_normalize`` / ``grad_wrt_softmax_in`` of RETURNN's native CTC (the loss is the
-    same: normalizing log-probabilities again changes nothing, and autodiff gives the gradient the
-    native op computes in closed form); ``beam_width`` (RETURNN decodes with it for the error; accepted, the error here is always
-    from greedy decoding); ``output_in_log_space`` (the output holds log-probabilities);
-    ``use_native``, ``focal_loss_factor`` 0 accepted.
+    ``loss_opts`` (:attr:`options`) and ``ctc_opts`` (:attr:`ctc_options`, the options of TF's or
+    RETURNN's native CTC op) as declared below.
     """
 
     loss_class = "ctc"
     framewise = False
-    known_opts = ("ctc_opts", "beam_width", "use_native", "focal_loss_factor", "output_in_log_space")
-    known_ctc_opts = ("ignore_longer_outputs_than_inputs", "preprocess_collapse_repeated", "ctc_merge_repeated",
-                      "logits_normalize", "grad_wrt_softmax_in")
+    options = (
+        Option("ctc_opts", None, "options of the CTC op (see ctc_options)"),
+        Option("beam_width", 100, "RETURNN: the error in evaluation from beam search of this width (here: greedy "
+                                  "decoding, pending the train flag in Loss.compute)"),
+        Option("use_native", False, "RETURNN's own CTC op",
+               noop="RETURNN's native CTC computes the same loss as TensorFlow's CTC op used here"),
+        Option("focal_loss_factor", 0.0, "not an option of RETURNN's ctc loss", only=(0, 0.0, None)),
+        Option("output_in_log_space", False, "the output holds log-probabilities (else probabilities or logits)"),
+    )
+    ctc_options = (
+        Option("ignore_longer_outputs_than_inputs", False, "a target longer than the output counts 0 (TF's CTC op)"),
+        Option("preprocess_collapse_repeated", False, "TF's CTC op: merge repeated target labels", only=(False,)),
+        Option("ctc_merge_repeated", True, "TF's CTC op: repeated outputs merge", only=(True,)),
+        Option("logits_normalize", True, "RETURNN's native CTC: log-softmax the input first (False: it holds "
+                                         "log-probabilities already: only with output_in_log_space here)"),
+        Option("grad_wrt_softmax_in", True, "RETURNN's native CTC: how its gradient is formulated",
+               noop="the same gradient: autodiff here, RETURNN's closed form w.r.t. the softmax input"),
+    )
 
     def __init__(self, layer_name: str, loss_opts: Optional[Dict[str, Any]], target_key: str):
         super().__init__(layer_name, loss_opts, target_key)
         ctc_opts = dict(self.opts.get("ctc_opts") or {})
-        unknown = set(ctc_opts) - set(self.known_ctc_opts)
+        known = {o.name: o for o in self.ctc_options}
+        unknown = set(ctc_opts) - set(known)
         if unknown:
             raise NetworkError("layer %r: unknown ctc_opts %s (known: %s)"
-                               % (layer_name, known_list(unknown), known_list(self.known_ctc_opts)))
-        for key, default in (("preprocess_collapse_repeated", False), ("ctc_merge_repeated", True)):
-            if ctc_opts.get(key, default) != default:
-                raise NetworkError("layer %r: ctc_opts %s=%r is not supported (only %r)"
-                                   % (layer_name, key, ctc_opts[key], default))
-        if self.opts.get("focal_loss_factor"):
-            raise NetworkError("layer %r: ctc focal_loss_factor is not supported" % layer_name)
+                               % (layer_name, known_list(unknown), known_list(known)))
+        for name, value in ctc_opts.items():
+            refuse_value(layer_name, "ctc_opts", known[name], value)
+        if ctc_opts.get("logits_normalize", True) is False and not self.opts.get("output_in_log_space"):
+            raise NetworkError("layer %r: ctc_opts logits_normalize False (the input holds log-probabilities) needs "
+                               "loss_opts output_in_log_space here" % layer_name)
         self.ignore_longer = bool(ctc_opts.get("ignore_longer_outputs_than_inputs", False))
 
     def compute_btf(self, output: LayerOutput, target: LayerOutput) -> LossValues:
@@ -298,24 +364,37 @@ class CtcLoss(Loss):
         return LossValues(tf.reduce_sum(loss), norm, tf.reduce_sum(dist), error_norm)
 
 
+_ONLY_WHEN_SAMPLING = "RETURNN uses it only when sampling (use_full_softmax False, refused here)"
+
+
 class SamplingLoss(CrossEntropyLoss):
-    """RETURNN's ``sampling_loss`` (sampled softmax for large vocabularies, e.g. word LMs), computed
-    here as the exact cross entropy of the full softmax: what the sampled loss estimates, and what
-    RETURNN itself reports with ``use_full_softmax``. It costs the full output matmul per frame.
-    The sampling options are accepted; ``nce_loss`` (a different objective) also trains the exact cross
-    entropy, with a warning."""
+    """RETURNN's ``sampling_loss`` (sampled softmax for large vocabularies, e.g. word LMs) with
+    ``use_full_softmax``: the exact cross entropy of the full softmax, as RETURNN computes it then (it
+    costs the full output matmul per frame). Sampling (``use_full_softmax`` False, RETURNN's default:
+    a sampled softmax or NCE estimate in training and evaluation) is not implemented: refused in one
+    line; the sampling options change nothing with the full softmax."""
 
     loss_class = "sampling_loss"
-    known_opts = CrossEntropyLoss.known_opts + ("num_sampled", "use_full_softmax", "nce_loss", "num_splits",
-                                                "sampler", "nce_log_norm_term")
+    options = (
+        Option("use_full_softmax", False, "True: the full softmax cross entropy (RETURNN's); False (RETURNN's "
+                                          "default): sampled training, not implemented here: refused"),
+        Option("num_sampled", 128, "classes sampled", noop=_ONLY_WHEN_SAMPLING),
+        Option("num_splits", 1, "frames split into this many parts for sampling", noop=_ONLY_WHEN_SAMPLING),
+        Option("sampler", "log_uniform", "the candidate sampler", noop=_ONLY_WHEN_SAMPLING),
+        Option("sampler_args", None, "options of the sampler", noop=_ONLY_WHEN_SAMPLING),
+        Option("remove_accidental_hits", None, "sampled classes equal to the target left out",
+               noop=_ONLY_WHEN_SAMPLING),
+        Option("nce_loss", False, "noise-contrastive estimation instead of the sampled softmax",
+               noop=_ONLY_WHEN_SAMPLING),
+        Option("nce_log_norm_term", 0.0, "NCE's log normalisation constant", noop=_ONLY_WHEN_SAMPLING),
+    )
 
     def __init__(self, layer_name: str, loss_opts: Optional[Dict[str, Any]], target_key: str):
         super().__init__(layer_name, loss_opts, target_key)
-        if self.opts.get("nce_loss"):
-            from returnn.log import log
-            print("WARNING: layer %r: sampling_loss with nce_loss trains the exact softmax cross entropy here "
-                  "(noise-contrastive estimation is not implemented; the model is normalised by its softmax, not "
-                  "self-normalised)" % layer_name, file=log.warn)
+        if self.opts.get("use_full_softmax") is not True:
+            raise NetworkError("layer %r: sampling_loss without use_full_softmax trains on a sampled estimate in "
+                               "RETURNN, not implemented here: set loss_opts use_full_softmax True (the full softmax "
+                               "cross entropy) or use loss 'ce'" % layer_name)
 
 
 class AsIsLoss(Loss):
@@ -323,7 +402,7 @@ class AsIsLoss(Loss):
     ``as_error``: report it as the error instead, with no loss."""
 
     loss_class = "as_is"
-    known_opts = ("as_error",)
+    options = (Option("as_error", False, "report the output as the error, with no loss"),)
     need_target = False
 
     def compute_btf(self, output: LayerOutput, target: Optional[LayerOutput]) -> LossValues:
@@ -343,14 +422,19 @@ class EditDistanceLoss(Loss):
 
     loss_class = "edit_distance"
     framewise = False
-    known_opts = ("debug_print", "label_map", "ctc_decode", "output_in_log_space")
+    options = (
+        Option("debug_print", False, "RETURNN: print the sequences", noop="a debug print of RETURNN's; the error "
+                                                                          "is the same"),
+        Option("label_map", None, "RETURNN: map labels before comparing", only=(None, {})),
+        Option("ctc_decode", False, "RETURNN: CTC-decode a dense output first", only=(False,)),
+        Option("output_in_log_space", False, "RETURNN: a dense output holds log-probabilities",
+               noop="without ctc_decode only the argmax of a dense output counts, the same label for "
+                    "probabilities and their logarithms"),
+    )
 
     def compute_btf(self, output: LayerOutput, target: LayerOutput) -> LossValues:
         if not target.data.sparse or not target.data.have_time_axis() or not output.data.have_time_axis():
             raise NetworkError("layer %r: edit_distance needs sparse targets and outputs with a time axis"
-                               % self.layer_name)
-        if self.opts.get("label_map") or self.opts.get("ctc_decode"):
-            raise NetworkError("layer %r: edit_distance loss_opts label_map/ctc_decode are not supported"
                                % self.layer_name)
         hyp = output.tensor if output.data.sparse else tf.argmax(output.tensor, axis=-1, output_type=tf.int32)
         dist = tf.edit_distance(_to_sparse(hyp, output.sequence_mask()), _to_sparse(target.tensor, target.sequence_mask()),

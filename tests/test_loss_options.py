@@ -1,0 +1,62 @@
+"""Loss options (``loss_opts``) with their RETURNN effect or refused in one line (the rule of
+tests/test_option_audit.py), against numpy references."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from data_utils import lo
+from returnn.errors import NetworkError
+from returnn.tf.losses import CrossEntropyLoss, CtcLoss, EditDistanceLoss, SamplingLoss
+
+
+def _extreme():
+    """Logits where the label's probability is far below 1e-20 in the first frame; the log-softmax."""
+    logits = np.zeros((1, 2, 3), "float32")
+    logits[0, 0] = [0.0, 0.0, 60.0]  # label 0: p = e^-60 / (2 + e^-60) ~ 1e-26
+    out = lo(logits, [2])
+    out.logits = out.tensor
+    x = logits.astype("float64")
+    top = x.max(-1, keepdims=True)
+    log_p = x - top - np.log(np.exp(x - top).sum(-1, keepdims=True))
+    return out, lo(np.array([[0, 1]], "int32"), [2], dim=3, sparse=True), log_p
+
+
+def test_ce_use_fused_false_and_safe_log_opts():
+    """RETURNN: fused softmax cross entropy on the logits by default; use_fused False computes
+    -safe_log(p_label) = -log(max(p, eps)), eps from safe_log_opts (default 1e-20)."""
+    out, target, log_p = _extreme()
+    fused = float(CrossEntropyLoss("o", {}, "classes").compute_btf(out, target).loss_sum)
+    assert fused == pytest.approx(-log_p[0, 0, 0] - log_p[0, 1, 1], rel=1e-5)
+    unfused = float(CrossEntropyLoss("o", {"use_fused": False}, "classes").compute_btf(out, target).loss_sum)
+    assert unfused == pytest.approx(-np.log(1e-20) - log_p[0, 1, 1], rel=1e-5)
+    eps = float(CrossEntropyLoss("o", {"use_fused": False, "safe_log_opts": {"eps": 1e-3}}, "classes")
+                .compute_btf(out, target).loss_sum)
+    assert eps == pytest.approx(-np.log(1e-3) - log_p[0, 1, 1], rel=1e-5)
+    with pytest.raises(NetworkError, match="'o'.*safe_log_opts.*'nope'"):
+        CrossEntropyLoss("o", {"safe_log_opts": {"nope": 1}}, "classes")
+
+
+def test_sampling_loss_only_with_the_full_softmax():
+    """RETURNN's sampling_loss samples unless use_full_softmax: refused here; with it, the cross entropy."""
+    out, target, _ = _extreme()
+    with pytest.raises(NetworkError, match="'o'.*use_full_softmax"):
+        SamplingLoss("o", {"num_sampled": 3}, "classes")
+    full = SamplingLoss("o", {"use_full_softmax": True, "num_sampled": 3}, "classes")
+    assert float(full.compute_btf(out, target).loss_sum) == pytest.approx(
+        float(CrossEntropyLoss("o", {}, "classes").compute_btf(out, target).loss_sum))
+
+
+def test_refused_loss_option_values_are_one_line():
+    with pytest.raises(NetworkError) as exc:
+        CtcLoss("c", {"focal_loss_factor": 1.0}, "classes")
+    assert "\n" not in str(exc.value) and "'c'" in str(exc.value) and "focal_loss_factor" in str(exc.value)
+    with pytest.raises(NetworkError, match="'c'.*ctc_merge_repeated"):
+        CtcLoss("c", {"ctc_opts": {"ctc_merge_repeated": False}}, "classes")
+    with pytest.raises(NetworkError, match="'c'.*logits_normalize.*output_in_log_space"):
+        CtcLoss("c", {"ctc_opts": {"logits_normalize": False}}, "classes")
+    CtcLoss("c", {"output_in_log_space": True, "ctc_opts": {"logits_normalize": False}}, "classes")
+    with pytest.raises(NetworkError, match="'e'.*label_map"):
+        EditDistanceLoss("e", {"label_map": {1: 2}}, "classes")
+    with pytest.raises(NetworkError, match="'e'.*ctc_decode"):
+        EditDistanceLoss("e", {"ctc_decode": True}, "classes")
