@@ -15,9 +15,16 @@ variables over literal tuples, class attributes and helper functions that read t
   beam options are read by the rec loop's beam search). Options in a class's ``ref_options`` are
   read by the network (it builds the named layer and passes it as an extra source);
 - the base ``Layer``'s options are looked up in every module of ``returnn/tf``;
-- loss options (``Loss.options``) in ``returnn/tf/losses.py``;
+- loss options (``Loss.declared()``: the common ones, each loss's ``options``, and nested tables such
+  as ``CtcLoss.ctc_options``) in ``returnn/tf/losses.py``;
 - config keys declared in ``returnn/config_keys/declarations.py``: a config getter call with the
-  key (``config.int("num_epochs")``, also through literal loops) anywhere in ``returnn/`` or ``tools/``.
+  key (``config.int("num_epochs")``, also through literal loops and tables) anywhere in
+  ``returnn/`` or ``tools/``; RETURNN keys not read are listed in ``returnn_keys.py`` with the reason
+  they change nothing here (``ignore``) or with RETURNN's default, the only value not refused at
+  start-up (``refuse``).
+
+Options whose effect belongs to code owned elsewhere are listed explicitly (``LEAD_PENDING*``); each
+list fails once an entry is handled, so it only shrinks.
 """
 from __future__ import annotations
 
