@@ -106,3 +106,16 @@ def assert_one_line_error(proc: subprocess.CompletedProcess, *needles: str) -> s
     for needle in needles:
         assert needle in lines[0], "%r not in %r" % (needle, lines[0])
     return lines[0]
+
+
+def outputs(layers: dict, *rec_sub_layers: str) -> dict:
+    """``layers`` with every top-level layer marked ``is_output_layer`` (and the sub-layers
+    ``"rec/sub"`` of rec units), so a test may read them all: RETURNN (and this engine) builds
+    only output, loss and is_output_layer layers and what they need."""
+    out = {name: dict(opts, is_output_layer=True) for name, opts in layers.items()}
+    for ref in rec_sub_layers:
+        rec, sub = ref.split("/", 1)
+        unit = dict(out[rec]["unit"])
+        unit[sub] = dict(unit[sub], is_output_layer=True)
+        out[rec] = dict(out[rec], unit=unit)
+    return out

@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from helpers import outputs
 from returnn.config import Config
 from returnn.errors import ConfigError, NetworkError
 from returnn.extern_data import extern_data_from_config
@@ -129,11 +130,12 @@ def test_sizes_masks_and_transpose():
         LayerOutput(x, data, {})
 
 
-def test_common_dims_match_by_tag_then_by_kind_and_size():
+def test_common_dims_match_by_tag_then_static_dims_by_kind_and_size():
     time, feat = SpatialDim("time"), FeatureDim("f", 4)
     other_time, other_feat = SpatialDim("time2"), FeatureDim("g", 4)
     dims, maps = common_dims([[batch_dim, time, feat], [batch_dim, feat], [batch_dim, other_time, other_feat]])
-    assert dims == [batch_dim, time, feat] and maps == [[0, 1, 2], [0, 2], [0, 1, 2]]
+    # another dynamic axis is another axis (RETURNN: the time axes of two data keys broadcast)
+    assert dims == [batch_dim, time, feat, other_time] and maps == [[0, 1, 2], [0, 2], [0, 3, 2]]
     dims, maps = common_dims([[batch_dim, feat], [batch_dim, time, FeatureDim("h", 5)]])
     assert len(dims) == 4 and maps == [[0, 1], [0, 2, 3]]
 
@@ -196,16 +198,17 @@ def test_option_declarations_errors_and_validation():
 def test_l2_covers_all_trainable_parameters_as_in_returnn():
     data = Data("data", shape=(None, 4))
     assert sorted(v.name for v in _layer("linear", {"n_out": 2, "L2": 0.1}, [data]).l2_variables()) == \
-        ["W:0", "bias:0"]
-    assert sorted(v.name for v in _layer("rec", {"n_out": 2}, [data]).l2_variables()) == ["W:0", "W_re:0", "bias:0"]
-    assert sorted(v.name for v in _layer("batch_norm", {}, [data]).l2_variables()) == ["beta:0", "gamma:0"]
+        ["W:0", "b:0"]
+    assert sorted(v.name for v in _layer("rec", {"n_out": 2}, [data]).l2_variables()) == ["W:0", "W_re:0", "b:0"]
+    assert sorted(v.name for v in _layer("batch_norm", {}, [data]).l2_variables()) == \
+        ["batch_norm_beta:0", "batch_norm_gamma:0"]
     assert _layer("linear", {"n_out": 2, "trainable": False}, [data]).l2_variables() == []
 
 
 def test_network_l2_loss_value():
     from returnn.tf.network import TFNetwork
-    net = TFNetwork({"h": {"class": "linear", "n_out": 3, "L2": 0.01, "from": "data", "bias_init": 0.5},
-                     "output": {"class": "softmax", "n_out": 2, "from": "h", "L2": 0.1}},
+    net = TFNetwork(outputs({"h": {"class": "linear", "n_out": 3, "L2": 0.01, "from": "data", "bias_init": 0.5},
+                     "output": {"class": "softmax", "n_out": 2, "from": "h", "L2": 0.1}}),
                     {"data": Data("data", shape=(None, 4))})
     h, out = net.layers["h"], net.layers["output"]
     ref = 0.01 * (np.sum(h.W.numpy() ** 2) + np.sum(h.bias.numpy() ** 2)) \
@@ -261,7 +264,7 @@ def test_network_on_shared_time_tags_feeds_sizes_per_key():
     specs = extern_data_from_config(_config(extern_data={
         "data": {"dim": 3, "same_dim_tags_as": {"t": time}},
         "classes": {"dim": 4, "sparse": True, "same_dim_tags_as": {"t": time}}}))
-    net = TFNetwork({"output": {"class": "softmax", "loss": "ce", "from": ["data", "data:classes"]}}, specs)
+    net = TFNetwork(outputs({"output": {"class": "softmax", "loss": "ce", "from": ["data", "data:classes"]}}), specs)
     assert net.layers["output"].output.time_dim is time and net.layers["output"].output.dim == 4
     batch = {"data": tf.zeros([2, 3, 3]), "data:seq_len": tf.constant([3, 1]),
              "classes": tf.constant([[1, 2, 3], [0, 0, 0]]), "classes:seq_len": tf.constant([3, 1])}

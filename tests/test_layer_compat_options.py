@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from helpers import outputs
 from returnn.errors import NetworkError
 from returnn.tensor import Data
 from returnn.tf.layers import RunContext
@@ -17,8 +18,8 @@ def _batch():
 
 
 def test_reduce_over_batch_and_time_is_a_prior_over_real_frames():
-    net = TFNetwork({"prior": {"class": "reduce", "mode": "mean", "axes": "bt", "from": "data"},
-                     "sum": {"class": "reduce", "mode": "sum", "axes": ["B", "T"], "from": "data"}},
+    net = TFNetwork(outputs({"prior": {"class": "reduce", "mode": "mean", "axes": "bt", "from": "data"},
+                     "sum": {"class": "reduce", "mode": "sum", "axes": ["B", "T"], "from": "data"}}),
                     {"data": Data("data", shape=(None, 3))})
     batch, x = _batch()
     out = net.forward(batch, RunContext(False))
@@ -27,20 +28,20 @@ def test_reduce_over_batch_and_time_is_a_prior_over_real_frames():
     np.testing.assert_allclose(out["prior"].tensor.numpy(), real.mean(0), rtol=1e-5)
     np.testing.assert_allclose(out["sum"].tensor.numpy(), real.sum(0), rtol=1e-5)
     with pytest.raises(NetworkError, match="needs every dynamic axis reduced"):
-        TFNetwork({"bad": {"class": "reduce", "mode": "mean", "axes": "B", "from": "data"}},
+        TFNetwork(outputs({"bad": {"class": "reduce", "mode": "mean", "axes": "B", "from": "data"}}),
                   {"data": Data("data", shape=(None, 3))})
 
 
 def test_older_batch_norm_options_and_accepted_placement_options():
-    net = TFNetwork({"bn": {"class": "batch_norm", "from": "data", "axes": ["f"], "fused": True},
+    net = TFNetwork(outputs({"bn": {"class": "batch_norm", "from": "data", "axes": ["f"], "fused": True},
                      "c": {"class": "constant", "value": 1.0, "collocate_with": "data"},
-                     "cp": {"class": "copy", "from": "data", "extra_deps": "bn"}},
+                     "cp": {"class": "copy", "from": "data", "extra_deps": "bn"}}),
                     {"data": Data("data", shape=(None, 3))})
     batch, x = _batch()
     out = net.forward(batch, RunContext(False))
     np.testing.assert_array_equal(out["cp"].tensor.numpy()[0], x[0])
     with pytest.raises(NetworkError, match="only the feature axis"):
-        TFNetwork({"bn": {"class": "batch_norm", "from": "data", "axes": ["t"]}}, {"data": Data("data", shape=(None, 3))})
+        TFNetwork(outputs({"bn": {"class": "batch_norm", "from": "data", "axes": ["t"]}}), {"data": Data("data", shape=(None, 3))})
 
 
 def test_rec_unit_without_choice_runs_as_a_loop_in_search():
@@ -48,8 +49,8 @@ def test_rec_unit_without_choice_runs_as_a_loop_in_search():
     unit = {"output": {"class": "linear", "activation": "tanh", "n_out": 3, "from": ["prev:output", "data:source"]}}
     extern = {"data": Data("data", shape=(None, 3))}
     batch, _ = _batch()
-    train = TFNetwork({"lm": {"class": "rec", "from": "data", "unit": unit}}, extern, seed=5)
-    search = TFNetwork({"lm": {"class": "rec", "from": "data", "unit": unit}}, extern, seed=5, search=True)
+    train = TFNetwork(outputs({"lm": {"class": "rec", "from": "data", "unit": unit}}), extern, seed=5)
+    search = TFNetwork(outputs({"lm": {"class": "rec", "from": "data", "unit": unit}}), extern, seed=5, search=True)
     a = train.forward(batch, RunContext(False))["lm"].tensor.numpy()
     b = search.forward(batch, RunContext(False))["lm"].tensor.numpy()
     np.testing.assert_allclose(a[0], b[0], rtol=1e-6)
@@ -57,8 +58,8 @@ def test_rec_unit_without_choice_runs_as_a_loop_in_search():
 
 
 def test_combine_broadcasts_a_size_one_feature_axis():
-    net = TFNetwork({"one": {"class": "reduce", "mode": "sum", "axes": "F", "keep_dims": True, "from": "data"},
-                     "sum": {"class": "combine", "kind": "add", "from": ["data", "one"]}},
+    net = TFNetwork(outputs({"one": {"class": "reduce", "mode": "sum", "axes": "F", "keep_dims": True, "from": "data"},
+                     "sum": {"class": "combine", "kind": "add", "from": ["data", "one"]}}),
                     {"data": Data("data", shape=(None, 3))})
     batch, x = _batch()
     out = net.forward(batch, RunContext(False))
@@ -70,8 +71,8 @@ def test_only_on_search_layers_exist_only_in_search_networks():
     net_dict = {"output": {"class": "softmax", "from": "data", "n_out": 4},
                 "decision": {"class": "decide", "from": "output", "only_on_search": True}}
     extern = {"data": Data("data", shape=(None, 3))}
-    assert "decision" not in TFNetwork(net_dict, extern).layers
-    assert "decision" in TFNetwork(net_dict, extern, search=True).layers
+    assert "decision" not in TFNetwork(outputs(net_dict), extern).layers
+    assert "decision" in TFNetwork(outputs(net_dict), extern, search=True).layers
 
 
 def test_positional_encoding_inside_a_loop_uses_the_step_index():
@@ -79,7 +80,7 @@ def test_positional_encoding_inside_a_loop_uses_the_step_index():
     unit = {"emb": {"class": "linear", "activation": "tanh", "n_out": 4, "from": ["prev:output", "data:source"]},
             "pos": {"class": "positional_encoding", "add_to_input": True, "from": "emb"},
             "output": {"class": "linear", "activation": "tanh", "n_out": 4, "from": "pos"}}
-    net = TFNetwork({"loop": {"class": "rec", "from": "data", "unit": unit}}, {"data": Data("data", shape=(None, 3))})
+    net = TFNetwork(outputs({"loop": {"class": "rec", "from": "data", "unit": unit}}), {"data": Data("data", shape=(None, 3))})
     assert "pos" in net.layers["loop"].plan.in_loop
     batch, _ = _batch()
     out = net.forward(batch, RunContext(False))
@@ -89,9 +90,9 @@ def test_positional_encoding_inside_a_loop_uses_the_step_index():
 
 
 def test_squeeze_a_dynamic_axis_of_one_frame_and_other_old_forms(tmp_path):
-    net = TFNetwork({"label": {"class": "squeeze", "axis": "T", "from": "data:speaker"},
+    net = TFNetwork(outputs({"label": {"class": "squeeze", "axis": "T", "from": "data:speaker"},
                      "bn": {"class": "batch_norm", "from": "data", "fused_bn": True},
-                     "l": {"class": "rec", "unit": "nativelstm2", "n_out": 2, "from": "data", "initial_state": "zeros"}},
+                     "l": {"class": "rec", "unit": "nativelstm2", "n_out": 2, "from": "data", "initial_state": "zeros"}}),
                     {"data": Data("data", shape=(None, 3)), "speaker": Data("speaker", dim=5, sparse=True)})
     assert net.layers["label"].output.batch_ndim == 1
     batch, _ = _batch()
@@ -101,8 +102,8 @@ def test_squeeze_a_dynamic_axis_of_one_frame_and_other_old_forms(tmp_path):
     with pytest.raises(tf.errors.InvalidArgumentError, match="must have size 1"):
         net.forward(batch, RunContext(False))
     with pytest.raises(NetworkError, match="keep_over_epoch"):
-        TFNetwork({"l": {"class": "rec", "unit": "nativelstm2", "n_out": 2, "from": "data",
-                         "initial_state": "keep_over_epoch"}}, {"data": Data("data", shape=(None, 3))})
+        TFNetwork(outputs({"l": {"class": "rec", "unit": "nativelstm2", "n_out": 2, "from": "data",
+                         "initial_state": "keep_over_epoch"}}), {"data": Data("data", shape=(None, 3))})
 
 
 def test_extern_data_entries_in_the_num_outputs_form():
@@ -118,17 +119,17 @@ def test_extern_data_entries_in_the_num_outputs_form():
 def test_layers_and_losses_that_need_rasr_are_one_line_naming_the_layer():
     extern = {"data": Data("data", shape=(None, 3)), "classes": Data("classes", shape=(None,), sparse=True, dim=4)}
     with pytest.raises(NetworkError, match=r"layer 'bw': layer class 'fast_bw' is not available here: .*RASR"):
-        TFNetwork({"bw": {"class": "fast_bw", "from": "data"}}, extern)
+        TFNetwork(outputs({"bw": {"class": "fast_bw", "from": "data"}}), extern)
     for loss in ("fast_bw", "sprint"):  # RETURNN's full-sum losses, with their sprint_opts
         net = {"output": {"class": "softmax", "n_out": 4, "from": "data", "loss": loss, "sprint_opts": {"x": 1}}}
         with pytest.raises(NetworkError, match=r"layer 'output': loss %r is not available here: .*RASR" % loss):
-            TFNetwork(net, extern)
+            TFNetwork(outputs(net), extern)
 
 
 def test_a_loss_layer_without_n_out_infers_it_or_names_the_missing_target():
     extern = {"data": Data("data", shape=(None, 3)), "classes": Data("classes", shape=(None,), sparse=True, dim=4)}
-    net = TFNetwork({"ctc": {"class": "softmax", "from": "data", "loss": "ctc", "target": "classes"},
-                     "output": {"class": "softmax", "from": "data", "loss": "ce"}}, extern)
+    net = TFNetwork(outputs({"ctc": {"class": "softmax", "from": "data", "loss": "ctc", "target": "classes"},
+                     "output": {"class": "softmax", "from": "data", "loss": "ce"}}), extern)
     assert net.layers["ctc"].output.dim == 5 and net.layers["output"].output.dim == 4  # + the CTC blank
     with pytest.raises(NetworkError, match=r"layer 'ctc': its target 'src' is no data key \(known: classes, data\)"):
-        TFNetwork({"ctc": {"class": "softmax", "from": "data", "loss": "ctc", "target": "src"}}, extern)
+        TFNetwork(outputs({"ctc": {"class": "softmax", "from": "data", "loss": "ctc", "target": "src"}}), extern)

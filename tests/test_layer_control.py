@@ -4,6 +4,7 @@ import pytest
 import tensorflow as tf
 
 from data_utils import btf, make_layer as make, run_layer as run
+from helpers import outputs
 from returnn.errors import NetworkError
 from returnn.tensor import Data, FeatureDim, SpatialDim, batch_dim
 from returnn.tf.layers import LayerOutput, RunContext
@@ -41,13 +42,13 @@ def test_compare_chain_value_and_broadcast():
 
 
 def test_switch_in_a_network():
-    net = TFNetwork({
+    net = TFNetwork(outputs({
         "mask": {"class": "compare", "from": "data", "kind": "greater", "value": 0.0},
         "relu": {"class": "switch", "condition": "mask", "true_from": "data", "false_from": 0.0},
         "neg": {"class": "switch", "condition": "mask", "true_from": -1.0, "false_from": "data"},
         "static": {"class": "switch", "condition": False, "true_from": "relu", "false_from": "data"},
         "output": {"class": "copy", "from": "relu"},
-    }, {"data": Data("data", shape=(None, 3))})
+    }), {"data": Data("data", shape=(None, 3))})
     x = np.random.RandomState(0).randn(2, 4, 3).astype(np.float32)
     out = net.forward({"data": tf.constant(x), "data:seq_len": tf.constant([4, 2])}, RunContext(False))
     np.testing.assert_allclose(out["relu"].tensor.numpy(), np.maximum(x, 0))
@@ -57,8 +58,8 @@ def test_switch_in_a_network():
 
 def test_switch_errors_name_the_layer():
     with pytest.raises(NetworkError, match="'sw'.*condition 'data' must be bool"):
-        TFNetwork({"sw": {"class": "switch", "condition": "data", "true_from": 1.0, "false_from": "data"},
-                   "output": {"class": "copy", "from": "sw"}}, {"data": Data("data", shape=(None, 3))})
+        TFNetwork(outputs({"sw": {"class": "switch", "condition": "data", "true_from": 1.0, "false_from": "data"},
+                   "output": {"class": "copy", "from": "sw"}}), {"data": Data("data", shape=(None, 3))})
     with pytest.raises(NetworkError, match="'sw'.*not 'from'"):
-        TFNetwork({"sw": {"class": "switch", "from": "data", "condition": True, "true_from": 1.0, "false_from": 2.0},
-                   "output": {"class": "copy", "from": "sw"}}, {"data": Data("data", shape=(None, 3))})
+        TFNetwork(outputs({"sw": {"class": "switch", "from": "data", "condition": True, "true_from": 1.0, "false_from": 2.0},
+                   "output": {"class": "copy", "from": "sw"}}), {"data": Data("data", shape=(None, 3))})

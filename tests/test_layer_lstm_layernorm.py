@@ -6,6 +6,7 @@ import pytest
 import tensorflow as tf
 
 from data_utils import lo, make_layer as make, rebind, spec
+from helpers import outputs
 from returnn.errors import NetworkError
 from returnn.tf.layers import RunContext
 
@@ -127,8 +128,8 @@ def test_all_parameters_of_the_unit_are_trained_and_saved():
     updates them and checkpoints hold them), not only W and W_re."""
     from returnn.tensor import Data
     from returnn.tf.network import TFNetwork
-    net = TFNetwork({"l": {"class": "rec", "unit": "layernormvariantslstm", "n_out": 4, "from": "data",
-                           "unit_opts": {"hidden_norm": True}}}, {"data": Data("data", shape=(None, 3))})
+    net = TFNetwork(outputs({"l": {"class": "rec", "unit": "layernormvariantslstm", "n_out": 4, "from": "data",
+                           "unit_opts": {"hidden_norm": True}}}), {"data": Data("data", shape=(None, 3))})
     names = sorted(v.name.split(":")[0].split("/")[-1] for v in net.trainable_variables)
     assert names == sorted(["W_ff", "W_re", "gamma_input_below", "beta_input_below", "gamma_state_below",
                             "gamma_new_c", "beta_new_c", "gamma_new_h", "beta_new_h"])

@@ -5,6 +5,7 @@ import pytest
 import tensorflow as tf
 
 from data_utils import make_layer as make, run_layer as run
+from helpers import outputs
 from returnn.errors import NetworkError
 from returnn.tensor import Data, FeatureDim, SpatialDim, batch_dim
 from returnn.tf.layers import LayerOutput, RunContext
@@ -93,12 +94,12 @@ def test_postfix_and_prefix_in_time(sparse):
 
 def test_get_last_hidden_state_of_lstm_and_gru():
     extern = {"data": Data("data", shape=(None, 3))}
-    net = TFNetwork({"lstm": {"class": "rec", "unit": "nativelstm2", "n_out": 4, "from": "data"},
+    net = TFNetwork(outputs({"lstm": {"class": "rec", "unit": "nativelstm2", "n_out": 4, "from": "data"},
                      "bw": {"class": "rec", "unit": "nativelstm2", "n_out": 4, "from": "data", "direction": -1},
                      "gru": {"class": "rnn_cell", "unit": "GRU", "n_out": 2, "from": "data"},
                      "last": {"class": "get_last_hidden_state", "from": "lstm", "n_out": 8},
                      "last_h": {"class": "get_last_hidden_state", "from": ["lstm", "gru"], "key": "h", "n_out": 6},
-                     "last_bw": {"class": "get_last_hidden_state", "from": "bw", "key": "h", "n_out": 4}}, extern)
+                     "last_bw": {"class": "get_last_hidden_state", "from": "bw", "key": "h", "n_out": 4}}), extern)
     x = np.random.RandomState(0).randn(2, 5, 3).astype("float32")
     lens = [5, 2]
     x[1, 2:] = np.nan

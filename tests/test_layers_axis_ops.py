@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from helpers import outputs
 from returnn.errors import NetworkError
 from returnn.tensor import Data
 from returnn.tf.layers import RunContext
@@ -26,7 +27,7 @@ def _run(net_dict, seed=0):
         reps[b, n:] = 7
     lens = tf.constant(LENS)
     batch = {"data": tf.constant(x), "data:seq_len": lens, "reps": tf.constant(reps), "reps:seq_len": lens}
-    net = TFNetwork(net_dict, _extern())
+    net = TFNetwork(outputs(net_dict), _extern())
     return net, net.forward(batch, RunContext(False)), x, reps
 
 
@@ -125,13 +126,13 @@ def test_ranges():
 ])
 def test_bad_options_are_one_line(layer, message):
     with pytest.raises(NetworkError, match=message):
-        TFNetwork({"output": layer}, _extern())
+        TFNetwork(outputs({"output": layer}), _extern())
 
 
 def test_scaled_grad_train_flag_global_step_and_identity():
-    net = TFNetwork({"scaled": {"class": "scaled_grad", "from": "data", "scale": -0.5},
+    net = TFNetwork(outputs({"scaled": {"class": "scaled_grad", "from": "data", "scale": -0.5},
                      "same": {"class": "identity", "from": "data"},
-                     "flag": {"class": "train_flag"}, "step": {"class": "global_train_step"}}, _extern())
+                     "flag": {"class": "train_flag"}, "step": {"class": "global_train_step"}}), _extern())
     x = tf.constant(np.ones((1, 2, 2), "float32"))
     batch = {"data": x, "data:seq_len": tf.constant([2])}
     with tf.GradientTape() as tape:

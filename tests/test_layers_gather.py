@@ -4,6 +4,7 @@ import pytest
 import tensorflow as tf
 
 from data_utils import make_layer as make, run_layer as run
+from helpers import outputs
 from returnn.errors import NetworkError
 from returnn.tensor import Data, FeatureDim, SpatialDim, batch_dim
 from returnn.tf.layers import LayerOutput, RunContext
@@ -40,12 +41,12 @@ def test_gather_int_and_per_sequence_positions():
 
 def test_variable_and_constant_with_batch_dim_in_a_network():
     extern = {"data": Data("data", shape=(None, 3)), "classes": Data("classes", dim=2, sparse=True)}
-    net = TFNetwork({
+    net = TFNetwork(outputs({
         "v": {"class": "variable", "shape": [3], "init": 0.5, "add_batch_axis": True},
         "vt": {"class": "variable", "shape": [2, 3], "init": "glorot_uniform"},
         "c": {"class": "constant", "value": [1.0, 2.0], "with_batch_dim": True},
         "plus": {"class": "combine", "kind": "add", "from": ["data", "v"]},
-        "output": {"class": "softmax", "loss": "ce", "from": "plus"}}, extern)
+        "output": {"class": "softmax", "loss": "ce", "from": "plus"}}), extern)
     assert net.layers["v"].output.batch_shape == (None, 3) and net.layers["c"].output.batch_shape == (None, 2)
     x = np.ones((2, 4, 3), "float32")
     batch = {"data": tf.constant(x), "data:seq_len": tf.constant([4, 3]),

@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from helpers import outputs
 from returnn.errors import NetworkError
 from returnn.tensor import Data
 from returnn.tf.layers import RunContext
@@ -16,7 +17,7 @@ def _run(net_dict, dim=6):
     x = rng.randn(2, 4, dim).astype("float32")
     for b, n in enumerate(LENS):
         x[b, n:] = np.nan
-    net = TFNetwork(net_dict, {"data": Data("data", shape=(None, dim))})
+    net = TFNetwork(outputs(net_dict), {"data": Data("data", shape=(None, dim))})
     return net, net.forward({"data": tf.constant(x), "data:seq_len": tf.constant(LENS)}, RunContext(False)), x
 
 
@@ -74,4 +75,4 @@ def test_math_norm():
 ])
 def test_bad_options_are_one_line(layer, message):
     with pytest.raises(NetworkError, match=message):
-        TFNetwork({"output": layer}, {"data": Data("data", shape=(None, 6))})
+        TFNetwork(outputs({"output": layer}), {"data": Data("data", shape=(None, 6))})

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from helpers import outputs
 from returnn.errors import NetworkError
 from returnn.tensor import Data
 from returnn.tf.layers import RunContext
@@ -43,10 +44,10 @@ MASK_LAYER = {"mask": {"class": "compare", "from": "data:flag", "value": 1, "kin
 
 
 def test_masked_copy_packs_the_kept_frames_and_unmask_repeats_the_last_one():
-    net = TFNetwork(dict(MASK_LAYER, **{
+    net = TFNetwork(outputs(dict(MASK_LAYER, **{
         "packed": {"class": "masked_computation", "from": "data", "mask": "mask", "unit": {"class": "copy"}},
         "labels": {"class": "masked_computation", "from": "data:classes", "mask": "mask", "unit": {"class": "copy"}},
-        "back": {"class": "unmask", "from": "packed", "mask": "mask"}}), _extern())
+        "back": {"class": "unmask", "from": "packed", "mask": "mask"}})), _extern())
     batch, x, y = _batch()
     out = net.forward(batch, RunContext(False))
     packed = out["packed"]
@@ -74,11 +75,11 @@ def test_masked_copy_packs_the_kept_frames_and_unmask_repeats_the_last_one():
 
 def test_unit_runs_on_the_packed_frames_only():
     """An LSTM unit outside loops sees only the kept frames, as if the others never existed."""
-    net = TFNetwork(dict(MASK_LAYER, **{
+    net = TFNetwork(outputs(dict(MASK_LAYER, **{
         "m": {"class": "masked_computation", "from": "data", "mask": "mask",
               "unit": {"class": "rec", "unit": "nativelstm2", "n_out": 4}},
         "ref_in": {"class": "masked_computation", "from": "data", "mask": "mask", "unit": {"class": "copy"}},
-        "ref": {"class": "rec", "unit": "nativelstm2", "n_out": 4, "from": "ref_in"}}), _extern())
+        "ref": {"class": "rec", "unit": "nativelstm2", "n_out": 4, "from": "ref_in"}})), _extern())
     for a, b in zip(net.layers["m/output"].trainable_variables, net.layers["ref"].trainable_variables):
         a.assign(b)
     batch, _, _ = _batch()
@@ -114,7 +115,7 @@ def _loop_net(extra_unit=None):
 
 
 def test_inside_a_loop_the_unit_keeps_output_and_state_where_the_mask_is_false():
-    net = TFNetwork(_loop_net(), _extern())
+    net = TFNetwork(outputs(_loop_net()), _extern())
     rec = net.layers["loop"]
     assert {"lm/lin", "lm/lstm", "lm/output", "lm"} <= set(rec.plan.in_loop)
     for name in ("lin", "lstm"):
@@ -141,7 +142,7 @@ def test_prev_mask_inside_a_loop_and_gradients():
                "unit": {"class": "rec", "unit": "nativelstm2", "n_out": 4}},
         "output": {"class": "softmax", "from": ["lm"], "target": "classes", "loss": "ce"},
     }
-    net = TFNetwork({"loop": {"class": "rec", "from": "data", "unit": unit}}, _extern())
+    net = TFNetwork(outputs({"loop": {"class": "rec", "from": "data", "unit": unit}}), _extern())
     batch, _, _ = _batch()
     with tf.GradientTape() as tape:
         out = net.forward(batch, RunContext(True))
@@ -168,7 +169,7 @@ def test_prev_mask_inside_a_loop_and_gradients():
 ])
 def test_bad_masked_computation_is_one_line(layer, message):
     with pytest.raises(NetworkError, match=message):
-        TFNetwork(dict(MASK_LAYER, m=layer), _extern())
+        TFNetwork(outputs(dict(MASK_LAYER, m=layer)), _extern())
 
 
 def _transducer_like(search: bool, beam: int = 1) -> TFNetwork:
@@ -180,7 +181,7 @@ def _transducer_like(search: bool, beam: int = 1) -> TFNetwork:
         "prob": {"class": "softmax", "from": ["lm", "data:source"], "n_out": 5, "target": "classes", "loss": "ce"},
         "output": {"class": "choice", "from": "prob", "target": "classes", "beam_size": beam},
     }
-    return TFNetwork({"loop": {"class": "rec", "from": "data", "unit": unit}}, _extern(), seed=3, search=search)
+    return TFNetwork(outputs({"loop": {"class": "rec", "from": "data", "unit": unit}}), _extern(), seed=3, search=search)
 
 
 def test_search_through_a_masked_unit_agrees_with_teacher_forcing():
@@ -202,12 +203,12 @@ def test_search_through_a_masked_unit_agrees_with_teacher_forcing():
 def test_masked_from_without_mask_and_unmask_skip_initial():
     """The unit over an already packed sequence (masked_from, mask None); unmask with skip_initial
     takes the input's first frame as the value before the first kept frame."""
-    net = TFNetwork(dict(MASK_LAYER, **{
+    net = TFNetwork(outputs(dict(MASK_LAYER, **{
         "packed": {"class": "masked_computation", "from": "data", "mask": "mask", "unit": {"class": "copy"}},
         "start": {"class": "prefix_in_time", "from": "packed", "prefix": 7.0},
         "lm": {"class": "masked_computation", "from": [], "mask": None, "masked_from": "start",
                "unit": {"class": "copy", "from": "data"}},
-        "back": {"class": "unmask", "from": "lm", "mask": "mask", "skip_initial": True}}), _extern())
+        "back": {"class": "unmask", "from": "lm", "mask": "mask", "skip_initial": True}})), _extern())
     batch, x, _ = _batch()
     back = net.forward(batch, RunContext(False))["back"].tensor.numpy()
     for b, n in enumerate(LENS):

@@ -2,6 +2,7 @@
 import numpy as np
 import pytest
 
+from helpers import outputs
 from returnn.datasets.generating import StaticDataset
 from returnn.tensor import Data
 from returnn.datasets.batching import BatchOptions
@@ -21,7 +22,7 @@ FF = {"h": {"class": "hidden", "n_out": 5, "activation": "relu"},
     ({"p": {"class": "positional_encoding", "add_to_input": True, "from": "h"}}, True),
 ])
 def test_network_is_recurrent_when_a_layer_mixes_frames(extra, recurrent):
-    assert TFNetwork(dict(FF, **extra), EXTERN).recurrent is recurrent
+    assert TFNetwork(outputs(dict(FF, **extra)), EXTERN).recurrent is recurrent
 
 
 def test_batch_options_pack_only_when_asked_and_allowed():

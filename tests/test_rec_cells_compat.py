@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from helpers import outputs
 from returnn.errors import NetworkError
 from returnn.tensor import Data
 from returnn.tf.layers import RunContext
@@ -40,13 +41,13 @@ def test_zoneout_lstm_in_evaluation_matches_numpy(in_loop):
     cell = {"class": "rnn_cell", "unit": "zoneoutlstm", "n_out": 5,
             "unit_opts": {"zoneout_factor_cell": 0.15, "zoneout_factor_output": 0.05, "use_zoneout_output": True}}
     if in_loop:
-        net = TFNetwork({"r": {"class": "rec", "from": "data", "unit": {
+        net = TFNetwork(outputs({"r": {"class": "rec", "from": "data", "unit": {
             "s": dict(cell, **{"from": ["data:source"]}),
-            "output": {"class": "combine", "kind": "add", "from": ["s", "prev:s"]}}}}, {"data": Data("data", shape=(None, 3))})
+            "output": {"class": "combine", "kind": "add", "from": ["s", "prev:s"]}}}}), {"data": Data("data", shape=(None, 3))})
         layer = net.layers["r"].layers["s"]
         key = "r/s"
     else:
-        net = TFNetwork({"s": dict(cell, **{"from": "data"})}, {"data": Data("data", shape=(None, 3))})
+        net = TFNetwork(outputs({"s": dict(cell, **{"from": "data"})}), {"data": Data("data", shape=(None, 3))})
         layer, key = net.layers["s"], "s"
     batch, x = _batch()
     out = net.forward(batch, RunContext(False))[key].tensor.numpy()
@@ -56,9 +57,9 @@ def test_zoneout_lstm_in_evaluation_matches_numpy(in_loop):
 
 
 def test_zoneout_lstm_in_training_keeps_or_updates_each_unit():
-    net = TFNetwork({"s": {"class": "rnn_cell", "unit": "ZoneoutLSTM", "n_out": 64, "from": "data",
+    net = TFNetwork(outputs({"s": {"class": "rnn_cell", "unit": "ZoneoutLSTM", "n_out": 64, "from": "data",
                            "unit_opts": {"zoneout_factor_cell": 0.5, "zoneout_factor_output": 0.5,
-                                         "use_zoneout_output": True}}}, {"data": Data("data", shape=(None, 3))})
+                                         "use_zoneout_output": True}}}), {"data": Data("data", shape=(None, 3))})
     batch, _ = _batch()
     y = net.forward(batch, RunContext(True, tf.constant([1, 2], tf.int64)))["s"].tensor.numpy()
     kept = np.isclose(y[0, 1:], y[0, :-1])  # the output h kept its previous value
@@ -72,7 +73,7 @@ def test_rec_weight_dropout_only_in_training():
                       "unit_opts": {"rec_weight_dropout": 0.5}}}
     ref_dict = {"l": {"class": "rec", "unit": "nativelstm2", "n_out": 8, "from": "data"}}
     extern = {"data": Data("data", shape=(None, 3))}
-    net, ref = TFNetwork(net_dict, extern), TFNetwork(ref_dict, extern)
+    net, ref = TFNetwork(outputs(net_dict), extern), TFNetwork(outputs(ref_dict), extern)
     for a, b in zip(net.layers["l"].trainable_variables, ref.layers["l"].trainable_variables):
         b.assign(a)
     batch, _ = _batch()
@@ -84,8 +85,8 @@ def test_rec_weight_dropout_only_in_training():
     np.testing.assert_allclose(trained[0, 0], evaluated[0, 0], rtol=1e-6)  # frame 0: h = 0, W_re unused
     np.testing.assert_array_equal(trained, net.forward(batch, RunContext(True, seed))["l"].tensor.numpy())
     with pytest.raises(NetworkError, match="sampling"):
-        TFNetwork({"l": {"class": "rec", "unit": "lstmp", "n_out": 8, "from": "data", "sampling": 2}}, extern)
-    TFNetwork({"l": {"class": "rec", "unit": "lstmp", "n_out": 8, "from": "data", "sampling": 1}}, extern)
+        TFNetwork(outputs({"l": {"class": "rec", "unit": "lstmp", "n_out": 8, "from": "data", "sampling": 2}}), extern)
+    TFNetwork(outputs({"l": {"class": "rec", "unit": "lstmp", "n_out": 8, "from": "data", "sampling": 1}}), extern)
 
 
 def test_json_config_with_comments(tmp_path):
@@ -106,11 +107,11 @@ def test_layer_norm_lstm_cell_in_a_loop_equals_the_rec_layer():
     whole-sequence values with the same parameters."""
     opts = {"unit": "layernormvariantslstm", "n_out": 4,
             "unit_opts": {"global_norm": False, "per_gate_norm": True, "hidden_norm": True, "forget_bias": 1.0}}
-    net = TFNetwork({
+    net = TFNetwork(outputs({
         "ref": dict(opts, **{"class": "rec", "from": "data"}),
         "loop": {"class": "rec", "from": "data", "unit": {
             "s": dict(opts, **{"class": "rnn_cell", "from": ["data:source"]}),
-            "output": {"class": "combine", "kind": "add", "from": ["s", "prev:s"]}}}},
+            "output": {"class": "combine", "kind": "add", "from": ["s", "prev:s"]}}}}),
         {"data": Data("data", shape=(None, 3))})
     cell, ref = net.layers["loop"].layers["s"], net.layers["ref"]
     assert len(cell.trainable_variables) == len(ref.trainable_variables)
