@@ -1,8 +1,11 @@
 """Optimizers as small tf.Modules: slots are created eagerly in ``__init__``, the update runs
 inside the compiled step, and everything is tracked by the checkpoint.
 
-``optimizer = {"class": "adam", ...}`` or the old ``adam = True`` form. Epsilon defaults to
-RETURNN's 1e-16 (``optimizer_epsilon`` or the dict's ``epsilon`` override it).
+``optimizer = {"class": "adam", ...}`` or the old ``adam = True`` form, each computing what RETURNN's
+TensorFlow v1 optimizer of that name computes (goldens from the real RETURNN in
+``tests/data/returnn_optimizers.json``). Epsilon (Adam, Nadam, RMSProp, Adadelta) defaults to
+RETURNN's ``optimizer_epsilon`` 1e-16 (the dict's ``epsilon`` overrides it); Adam's betas to TF's
+0.9 and 0.999.
 """
 from __future__ import annotations
 
@@ -77,14 +80,16 @@ class SGD(Optimizer):
 
 
 class Momentum(Optimizer):
-    """``m = mu * m + g``; ``v -= lr * m`` (Nesterov: ``v -= lr * (g + mu * m)``)."""
+    """TensorFlow's v1 ``MomentumOptimizer`` (RETURNN's): ``m = mu * m + g``; ``v -= lr * m``
+    (``use_nesterov``: ``v -= lr * (g + mu * m)``; ``nesterov`` is accepted as the same option)."""
 
     slot_names = ("momentum",)
     returnn_slot_names = {"momentum": "Momentum"}
 
-    def __init__(self, variables, momentum: float = 0.9, nesterov: bool = False, **kwargs):
+    def __init__(self, variables, momentum: float = 0.9, use_nesterov: bool = False, nesterov: bool = False,
+                 **kwargs):
         super().__init__(variables, **kwargs)
-        self.mu, self.nesterov = float(momentum), bool(nesterov)
+        self.mu, self.nesterov = float(momentum), bool(use_nesterov or nesterov)
 
     def _update(self, i, g, v, coeffs):
         tf.raw_ops.ResourceApplyMomentum(var=v.handle, accum=self.slot("momentum", i).handle, lr=coeffs["lr"], grad=g,
@@ -92,15 +97,19 @@ class Momentum(Optimizer):
 
 
 class Adam(Optimizer):
-    """``m_hat = m / (1 - b1^t)``, ``v_hat = s / (1 - b2^t)``; ``v -= lr * m_hat / (sqrt(v_hat) + eps)``.
+    """TensorFlow's v1 ``AdamOptimizer``, which RETURNN uses: ``m = b1 * m + (1 - b1) * g``,
+    ``s = b2 * s + (1 - b2) * g^2``; ``v -= lr_t * m / (sqrt(s) + eps)`` with
+    ``lr_t = lr * sqrt(1 - b2^t) / (1 - b1^t)``. Epsilon is added to ``sqrt(s)`` AFTER the bias
+    correction (Kingma & Ba's "epsilon hat"), not to ``sqrt(s_hat)``: with RETURNN's default 1e-16 the
+    two hardly differ, with a larger epsilon (1e-3, 0.1) they do.
 
-    Runs as TF's fused Adam kernel, whose update is ``lr' * m / (sqrt(s) + eps')``: with
-    ``lr' = lr * sqrt(1 - b2^t) / (1 - b1^t)`` (beta1_power 0, the bias correction folded into the
-    rate) and ``eps' = eps * sqrt(1 - b2^t)`` that is exactly the formula above.
+    Runs as TF's fused kernel (``ResourceApplyAdam``, the kernel TF's v1 Adam runs), given
+    ``beta1_power = b1^t``, ``beta2_power = b2^t`` and the raw epsilon.
     """
 
     slot_names = ("m", "v")
     returnn_slot_names = {"m": "Adam", "v": "Adam_1"}
+    use_nesterov = False
 
     def __init__(self, variables, beta1: float = 0.9, beta2: float = 0.999, **kwargs):
         super().__init__(variables, **kwargs)
@@ -119,36 +128,25 @@ class Adam(Optimizer):
         return max(0, int(round(np.log(float(power)) / np.log(self.beta1))) - 1)
 
     def _coefficients(self, lr, step):
-        b2_power = tf.pow(self.beta2, step)
-        return {"lr": lr / (1.0 - tf.pow(self.beta1, step)), "b2_power": b2_power,
-                "eps": self.epsilon * tf.sqrt(1.0 - b2_power)}
-
-    def _apply_adam(self, i, g, v, lr, coeffs) -> None:
-        """TF's fused kernel: m and s updated, ``v -= lr * sqrt(1 - b2^t) * m / (sqrt(s) + eps')``."""
-        tf.raw_ops.ResourceApplyAdam(
-            var=v.handle, m=self.slot("m", i).handle, v=self.slot("v", i).handle,
-            beta1_power=tf.constant(0.0, v.dtype), beta2_power=coeffs["b2_power"], lr=lr,
-            beta1=tf.constant(self.beta1, v.dtype), beta2=tf.constant(self.beta2, v.dtype), epsilon=coeffs["eps"],
-            grad=g, use_nesterov=False)
+        return {"lr": lr, "b1_power": tf.pow(self.beta1, step), "b2_power": tf.pow(self.beta2, step)}
 
     def _update(self, i, g, v, coeffs):
-        self._apply_adam(i, g, v, coeffs["lr"], coeffs)
+        tf.raw_ops.ResourceApplyAdam(
+            var=v.handle, m=self.slot("m", i).handle, v=self.slot("v", i).handle,
+            beta1_power=coeffs["b1_power"], beta2_power=coeffs["b2_power"], lr=coeffs["lr"],
+            beta1=tf.constant(self.beta1, v.dtype), beta2=tf.constant(self.beta2, v.dtype),
+            epsilon=tf.constant(self.epsilon, v.dtype), grad=g, use_nesterov=self.use_nesterov)
 
 
 class Nadam(Adam):
-    """Adam with Nesterov momentum (Dozat 2016, without the momentum schedule):
-    ``m_hat = b1 * m / (1 - b1^(t+1)) + (1 - b1) * g / (1 - b1^t)``. The ``m`` part runs in the fused
-    Adam kernel (rate scaled by ``b1 / (1 - b1^(t+1))``), the gradient part is added after it."""
+    """RETURNN's ``NadamOptimizer`` (``optimizer = "nadam"``; a copy of TF 1's
+    ``tf.contrib.opt.NadamOptimizer``, which the old ``nadam = True`` used): TF's v1 Adam with the
+    fused kernel's Nesterov form, ``v -= lr_t * (b1 * m + (1 - b1) * g) / (sqrt(s) + eps)`` (``m``,
+    ``s``, ``lr_t`` as :class:`Adam`; no momentum schedule, unlike Dozat's paper and Keras' Nadam).
+    On TF 2 RETURNN maps the old ``nadam = True`` to Keras' Nadam, which its wrapper fails to
+    drive with TF 2.15; here it is this same optimizer."""
 
-    def _coefficients(self, lr, step):
-        coeffs = super()._coefficients(lr, step)
-        coeffs["lr_m"] = lr * self.beta1 / (1.0 - tf.pow(self.beta1, step + 1.0))
-        coeffs["lr_g"] = coeffs["lr"] * (1.0 - self.beta1) * tf.sqrt(1.0 - coeffs["b2_power"])
-        return coeffs
-
-    def _update(self, i, g, v, coeffs):
-        self._apply_adam(i, g, v, coeffs["lr_m"], coeffs)
-        v.assign_sub(coeffs["lr_g"] * g / (tf.sqrt(self.slot("v", i)) + coeffs["eps"]))
+    use_nesterov = True
 
 
 class RMSProp(Optimizer):
@@ -198,13 +196,13 @@ class Adagrad(Optimizer):
 
 
 class Adadelta(Optimizer):
-    """Zeiler's Adadelta, as TF's fused kernel computes it."""
+    """TensorFlow's v1 ``AdadeltaOptimizer`` (Zeiler's Adadelta, TF's fused kernel); RETURNN gives it
+    ``optimizer_epsilon`` (default 1e-16) unless the dict sets ``epsilon``."""
 
     slot_names = ("accum_grad", "accum_update")
     returnn_slot_names = {"accum_grad": "Adadelta", "accum_update": "Adadelta_1"}
 
     def __init__(self, variables, rho: float = 0.95, **kwargs):
-        kwargs.setdefault("epsilon", 1e-6)
         super().__init__(variables, **kwargs)
         self.rho = float(rho)
 
@@ -234,6 +232,9 @@ def optimizer_options(config: Config) -> Dict[str, Any]:
         rmsprop = config.typed_value("rmsprop")
         if opts["class"] == "rmsprop" and isinstance(rmsprop, float):  # a number is the decay (RETURNN)
             opts["decay"] = rmsprop
+        if opts["class"] in ("adam", "nadam", "adadelta", "adagrad") and config.float("momentum"):
+            raise ConfigError("config keys %r and 'momentum': RETURNN refuses momentum with the old %s = True "
+                              "(set 'optimizer' instead)" % (opts["class"], opts["class"]))
     if not isinstance(opts, dict) or "class" not in opts:
         raise ConfigError("config key 'optimizer': expected a dict with 'class', got %r" % (opts,))
     return dict(opts)
@@ -247,7 +248,7 @@ def create_optimizer(config: Config, variables: Sequence[tf.Variable]) -> Optimi
         raise ConfigError("config key 'optimizer': unknown class %r (known: %s)" % (name, known_list(OPTIMIZERS)))
     opts.pop("learning_rate", None)
     learning_rate = config.float("learning_rate") * float(opts.pop("learning_rate_multiplier", 1.0))
-    if "epsilon" not in opts and name not in ("adadelta", "adagrad"):
+    if "epsilon" not in opts and name != "adagrad":  # RETURNN: every class whose __init__ takes one
         opts["epsilon"] = config.float("optimizer_epsilon")
     if name in _TAKES_MOMENTUM and "momentum" not in opts and config.float("momentum"):
         opts["momentum"] = config.float("momentum")
