@@ -169,3 +169,24 @@ def test_bad_reuse_params_are_one_line(spec, needle):
                               "is_output_layer": True},
                    "o2": {"class": "copy", "from": ["a", "wide"], "is_output_layer": True}}, _extern())
     assert needle in str(info.value) and "\n" not in str(info.value)
+
+
+def test_extra_deps_are_built_and_run_with_the_layer():
+    net = TFNetwork({"side": {"class": "linear", "n_out": 2, "from": "data"},  # needed only as an extra dep
+                     "output": {"class": "copy", "from": "data", "extra_deps": "side", "is_output_layer": True}},
+                    _extern())
+    assert sorted(net.layers) == ["output", "side"]
+    outs = net.forward(_batch(), RunContext(False), only=["output"])
+    assert "side" in outs
+
+
+def test_out_shape_is_checked_on_every_layer():
+    from returnn.tensor import batch_dim
+    ext = _extern()
+    time, feat = ext["data"].time_dim, ext["data"].feature_dim
+    net = TFNetwork({"output": {"class": "copy", "from": "data", "out_shape": {batch_dim, time, feat},
+                                "is_output_layer": True}}, ext)
+    assert "output" in net.layers
+    with pytest.raises(NetworkError, match="does not have the dims of 'out_shape'"):
+        TFNetwork({"output": {"class": "reduce", "mode": "max", "axis": "T", "from": "data",
+                              "out_shape": {batch_dim, time, feat}, "is_output_layer": True}}, ext)

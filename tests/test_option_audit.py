@@ -50,7 +50,7 @@ LEAD_PENDING: set = set()
 # Layer options whose effect is which layers the network builds (returnn/tf/network.py, the lead's):
 # RETURNN builds copy's extra_deps layers (they become dependencies); here layer_sources() takes only
 # string-valued ref_options, and a list is common. Pending there; the test fails once one is handled.
-LEAD_PENDING_LAYER_OPTIONS: Dict[str, Set[str]] = {"CopyLayer": {"extra_deps"}, "DropoutLayer": {"extra_deps"}}
+LEAD_PENDING_LAYER_OPTIONS: Dict[str, Set[str]] = {}
 # Loss options that need the network (the lead's): RETURNN's CTC error decodes with beam search of
 # beam_width in evaluation (greedy in training); Loss.compute does not know train from eval yet.
 LEAD_PENDING_LOSS_OPTIONS: Set[Tuple[str, str]] = {("ctc", "beam_width")}
@@ -58,6 +58,8 @@ LEAD_PENDING_LOSS_OPTIONS: Set[Tuple[str, str]] = {("ctc", "beam_width")}
 # Layer classes whose options (some of them) another module reads on their behalf.
 READ_ELSEWHERE: Dict[str, List[str]] = {
     "ChoiceLayer": ["returnn/tf/layers/rec_net/search.py", "returnn/tf/layers/rec_net/layer.py"],
+    "CopyLayer": ["returnn/tf/network.py"],  # extra_deps: layers the network builds and runs with it
+    "DropoutLayer": ["returnn/tf/network.py"],
     "SourceLayer": ["returnn/tf/network.py"],
 }
 

@@ -165,8 +165,13 @@ class TFNetwork(tf.Module):
         self.sources: Dict[str, List[str]] = {
             name: [self._registered(s) for s in srcs] for name, srcs in self.raw_sources.items()}
         deps = {name: list(srcs) for name, srcs in self.sources.items()}
+        # RETURNN's extra_deps (copy, dropout): layers built and run with this one, their values unused
+        self.extra_deps: Dict[str, List[str]] = {
+            name: [opts["extra_deps"]] if isinstance(opts["extra_deps"], str) else list(opts["extra_deps"])
+            for name, opts in net_dict.items() if opts.get("extra_deps")}
         for name, opts in net_dict.items():  # a registered target key: that layer's template is built first
             deps[name] += [self.data_layers[t] for t in _targets(opts, default_target) if t in self.data_layers]
+            deps[name] += self.extra_deps.get(name, [])
             for ref in reuse.referenced_layers(opts.get("reuse_params")):  # layers whose parameters it shares
                 if base_layer_name(ref, net_dict) not in net_dict:
                     raise NetworkError("layer %r: 'reuse_params' names unknown layer %r" % (name, ref))
@@ -340,6 +345,7 @@ class TFNetwork(tf.Module):
             needed.add(name)
             todo.extend(base_layer_name(ref, self.layers)
                         for kind, ref in map(parse_source, self.sources[name]) if kind == "layer")
+            todo.extend(self.extra_deps.get(name, ()))
         return needed
 
     @tf.autograph.experimental.do_not_convert

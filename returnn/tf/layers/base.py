@@ -113,6 +113,8 @@ class Layer(tf.Module):
                                          "training objective (returnn/tf/constraints.py)"),
         Option("darc1", 0.0, "adds d * max over features of the summed |pre-activation values| over real frames "
                              "to the training objective (DARC1; returnn/tf/constraints.py)"),
+        Option("out_shape", None, "the output's dims (a set of Dims, batch included), checked as RETURNN does; it also "
+                                  "allows every source to be broadcast"),
         Option("out_type", None, "dict of the output's dim, shape, sparse, dtype: checked against what the layer "
                                  "computes (a mismatch is an error); axis positions are layout only here"),
         Option("batch_norm", False, "True or a dict of batch_norm layer options: RETURNN's batch normalisation of "
@@ -286,6 +288,8 @@ class Layer(tf.Module):
             self.post_bn = BatchNorm(self, self.output, {} if spec is True else dict(spec))
         if self.opts.get("out_type") is not None and self.known_options["out_type"] is Layer.options_by_name["out_type"]:
             self._check_out_type(self.opts["out_type"])
+        if self.opts.get("out_shape") is not None:
+            self._verify_out_shape(self.opts["out_shape"])
         if self.spatial_smoothing:
             from returnn.tf.constraints import smoothing_grid
             smoothing_grid(self.desc, self.output.dim)
@@ -293,6 +297,18 @@ class Layer(tf.Module):
         if self.darc1 and activation not in (None, "identity", "linear", "softmax", "log_softmax"):
             raise NetworkError("%s: 'darc1' with activation %r is not supported (RETURNN takes the values before "
                                "the activation)" % (self.desc, activation))
+
+    def _verify_out_shape(self, out_shape: Any) -> None:
+        """RETURNN's ``out_shape``: the output's dims, as a set (batch included)."""
+        if not isinstance(out_shape, (set, frozenset, list, tuple)) or not all(isinstance(d, Dim) for d in out_shape):
+            raise NetworkError("%s: 'out_shape' must be a set of Dims here (RETURNN's markers such as OptionalDim "
+                               "are not supported), got %r" % (self.desc, out_shape))
+        dims = list(self.output.dims)
+        missing = [d for d in out_shape if not any(d == o for o in dims)]
+        extra = [o for o in dims if not any(d == o for d in out_shape)]
+        if missing or extra:
+            raise NetworkError("%s: the output %s does not have the dims of 'out_shape' (missing %s, not in it %s)"
+                               % (self.desc, self.output.short_repr(), missing, extra))
 
     def _check_out_type(self, out_type: Any) -> None:
         """RETURNN's ``out_type`` on a layer that computes its own output: what it states must hold."""

@@ -132,8 +132,8 @@ class CopyLayer(Layer):
 
     layer_class = "copy"
     aliases = ("identity",)
-    options = (Option("extra_deps", None, "accepted for RETURNN compatibility (layers to run first; "
-                                          "here every layer runs when something needs it)"),)
+    options = (Option("extra_deps", None, "layer name(s) built and run whenever this layer runs (their values "
+                                          "unused: e.g. print or hdf_dump layers), as RETURNN's control dependencies"),)
 
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
         super().__init__(name, opts, sources, seed)

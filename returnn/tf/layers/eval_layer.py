@@ -152,7 +152,6 @@ class EvalLayer(Layer):
         Option("with_bias", False, "add a trainable bias on the feature axis"),
         Option("allow_broadcast_all_sources", None, "True: sources may all need broadcasting; False: refused; None: "
                                                     "refused from behavior_version 4 unless out_shape (RETURNN's)"),
-        Option("out_shape", None, "the output's dims (a set of Dims, batch included), checked as RETURNN does"),
         Option("eval_for_output_loss", False, "RETURNN's option; only False is supported"),
     )
 
@@ -181,26 +180,12 @@ class EvalLayer(Layer):
             check_broadcast(self, [s.dims for s in sources], layout, maps[1:])
         self.layout, self.maps, self.n = layout, maps[1:], len(layout)
         self.output, self.same_layout = self._output_template(name, list(sources), base, layout, maps[:1])
-        if self.opt("out_shape") is not None:
-            self._verify_out_shape(self.opt("out_shape"))
         self.activation = get_activation(self.opt("activation"), name)
         self.bias = None
         if self.opt("with_bias"):
             if self.output.dim is None or self.output.sparse:
                 raise NetworkError("%s: with_bias needs a dense output with a static feature dim" % self.desc)
             self.bias = self.weight("b", [self.output.dim], 0.0)
-
-    def _verify_out_shape(self, out_shape: Any) -> None:
-        """RETURNN's ``out_shape``: the output's dims, as a set (batch included)."""
-        if not isinstance(out_shape, (set, frozenset, list, tuple)) or not all(isinstance(d, Dim) for d in out_shape):
-            raise NetworkError("%s: 'out_shape' must be a set of Dims here (RETURNN's markers such as OptionalDim "
-                               "are not supported), got %r" % (self.desc, out_shape))
-        dims = list(self.output.dims)
-        missing = [d for d in out_shape if not any(d == o for o in dims)]
-        extra = [o for o in dims if not any(d == o for d in out_shape)]
-        if missing or extra:
-            raise NetworkError("%s: the output %s does not have the dims of 'out_shape' (missing %s, not in it %s)"
-                               % (self.desc, self.output.short_repr(), missing, extra))
 
     def _output_template(self, name: str, sources: List[Data], base: Optional[Data], layout: List[Dim],
                          base_map: List[List[int]]):
