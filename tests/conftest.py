@@ -18,3 +18,6 @@ os.environ["RETURNN_CHECK_KEYS"] = "1"
 def pytest_configure(config):
     config.addinivalue_line("markers", "multinode: jobs across simulated nodes (network namespaces); slow, "
                                        "deselect with -m 'not multinode'")
+    config.addinivalue_line("markers", "returnn_interop: model files moving between the real RETURNN (its own "
+                                       "venv, RETURNN_VENV) and this engine; run alone: "
+                                       "pytest tests/test_returnn_checkpoints.py")

@@ -16,6 +16,7 @@ from returnn.errors import DataError
 from returnn.tf.checkpoint import (
     CheckpointManager, checkpoint_files, epoch_prefix, is_complete, list_epoch_checkpoints,
 )
+from returnn.tf import checkpoint_format as fmt
 from returnn.tf.optimizers import create_optimizer
 
 FINISHED_RE = r"train epoch (\d+), finished after (\d+) steps, .*"
@@ -87,10 +88,13 @@ def test_save_leaves_no_temp_files_and_overwrites(tmp_path):
     manager.save(1)
     manager.save(2)
     names = sorted(os.listdir(tmp_path))
-    assert names == ["model.001.data-00000-of-00001", "model.001.index",
-                     "model.002.data-00000-of-00001", "model.002.index"]
+    assert names == ["model.001.data-00000-of-00001", "model.001.index", "model.001.meta",
+                     "model.002.data-00000-of-00001", "model.002.index", "model.002.meta"]
     reader = tf.train.load_checkpoint(model + ".001")
     np.testing.assert_array_equal(reader.get_tensor("l/W"), net.w.numpy())  # RETURNN's names
+    from tensorflow.core.protobuf import meta_graph_pb2  # the .meta RETURNN's load wants: valid, no graph
+    meta = meta_graph_pb2.MetaGraphDef.FromString((tmp_path / "model.001.meta").read_bytes())
+    assert list(meta.meta_info_def.tags) == [fmt.META_TAG] and not meta.graph_def.node
 
 
 def test_resume_point_refuses_damaged_newest_checkpoint(tmp_path):

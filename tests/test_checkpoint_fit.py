@@ -41,7 +41,8 @@ def _restore(prefix: str, layers: dict, ignore_missing: bool = False):
 
 
 RENAMED = {"hid": BASE["hidden"], "output": dict(BASE["output"], **{"from": "hid"})}
-EXTRA = dict(BASE, extra={"class": "linear", "activation": "tanh", "n_out": 4, "from": "data"})
+EXTRA = dict(BASE, extra={"class": "linear", "activation": "tanh", "n_out": 4, "from": "data",
+                          "is_output_layer": True})  # built although no loss needs it
 REMOVED = {"output": dict(BASE["output"], **{"from": "data"})}
 
 

@@ -50,8 +50,10 @@ def epoch_prefix(model: str, epoch: int) -> str:
 
 
 def checkpoint_files(prefix: str) -> List[str]:
-    """Existing files of a checkpoint prefix."""
-    return sorted(glob.glob(glob.escape(prefix) + ".index") + glob.glob(glob.escape(prefix) + ".data-*"))
+    """Existing files of a checkpoint prefix (``.index``, data shards, and the ``.meta`` file that
+    RETURNN writes and wants, see :func:`checkpoint_format.write_meta`)."""
+    escaped = glob.escape(prefix)
+    return sorted(glob.glob(escaped + ".index") + glob.glob(escaped + ".data-*") + glob.glob(escaped + ".meta"))
 
 
 def missing_part(prefix: str) -> Optional[str]:
@@ -233,11 +235,13 @@ class CheckpointManager:
         for stale in checkpoint_files(tmp):
             os.remove(stale)
         fmt.write_named(tmp, values)
+        fmt.write_meta(tmp)
         written = checkpoint_files(tmp)
         for path in written:
             with open(path, "rb") as f:
                 os.fsync(f.fileno())
-        # The old index goes first, so the final name never pairs an old index with new data.
+        # The old index goes first, so the final name never pairs an old index with new data
+        # (data and .meta are renamed before the new index).
         if os.path.exists(final + ".index"):
             os.remove(final + ".index")
         for old in glob.glob(glob.escape(final) + ".data-*"):

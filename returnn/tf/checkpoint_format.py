@@ -12,6 +12,11 @@ names to arrays, as RETURNN's TF1 ``Saver`` writes them:
   optimizer's ``iterations`` and ``learning_rate``): no RETURNN layer scope starts with ``_``
   (RETURNN writes such a layer name as ``.95.``), and RETURNN's loader skips names it does not know.
 
+Next to the ``.index`` and data files a ``.meta`` file is written: RETURNN's ``load`` and
+``import_model_train_epoch1`` accept a checkpoint only when ``<prefix>.meta`` exists (its TF1
+graph file; RETURNN never reads it). Ours is a valid ``MetaGraphDef`` without a graph, tagged
+:data:`META_TAG`; this engine does not need it (the ``.index`` marks a complete checkpoint).
+
 A RETURNN checkpoint has the first group only: its epoch comes from the file name
 (``model.NNN``, ``model.pretrain.NNN``), optimizer state starts fresh (as in RETURNN, whose
 checkpoints do not keep it), the run state is empty. Checkpoints of earlier versions of this engine
@@ -35,6 +40,7 @@ LEARNING_RATE_KEY = ENGINE + "optimizer/learning_rate"
 GLOBAL_STEP_KEY = "global_step"
 OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"  # TensorFlow object checkpoints (legacy format here)
 LEGACY_EPOCH_KEY = "epoch/.ATTRIBUTES/VARIABLE_VALUE"
+META_TAG = "returnn-layout checkpoint without graph"
 _EPOCH_NAME_RE = re.compile(r"\.(?:pretrain\.)?(\d{3,})$")
 
 
@@ -43,6 +49,16 @@ def write_named(prefix: str, values: Mapping[str, Any]) -> None:
     names = sorted(values)
     tensors = [tf.constant(values[n]) if not isinstance(values[n], tf.Tensor) else values[n] for n in names]
     tf.raw_ops.SaveV2(prefix=prefix, tensor_names=names, shape_and_slices=[""] * len(names), tensors=tensors)
+
+
+def write_meta(prefix: str) -> None:
+    """Writes ``<prefix>.meta``: a ``MetaGraphDef`` holding no graph (see the module docstring)."""
+    from tensorflow.core.protobuf import meta_graph_pb2
+    meta = meta_graph_pb2.MetaGraphDef()
+    meta.meta_info_def.tensorflow_version = tf.__version__
+    meta.meta_info_def.tags.append(META_TAG)
+    with open(prefix + ".meta", "wb") as f:
+        f.write(meta.SerializeToString())
 
 
 def is_legacy(shapes: Mapping[str, Any]) -> bool:

@@ -4,11 +4,12 @@
 
     preload_from_files = {
         "base": {"filename": "/exp/base/model.080", "init_for_train": True,
-                 "prefix": "",                 # network parameter <prefix><name> <- checkpoint's <name>
+                 "prefix": "",                 # only parameters whose name contains it; the file's name
+                                               # is the parameter's without it ("dec/rec/pre_s/W" <- "dec/rec/s/W")
                  "ignore_missing": False,      # parameters the checkpoint lacks keep their initialisation
-                 "ignore_params": [],          # parameter names ("layer/W") not to load
+                 "ignore_params": [],          # names ("layer/W", without the prefix) not to load
                  "ignore_params_prefixes": [],
-                 "var_name_mapping": {},       # parameter name in the network -> name in the file
+                 "var_name_mapping": {},       # name (without the prefix) -> name in the file
                  },
     }
 
@@ -85,10 +86,12 @@ def _load(name: str, opts: Dict[str, Any], network: tf.Module, done: Set[int]) -
         loaded, missing = 0, []
         for own, param in network_params(network).items():
             ids = [id(v) for v in param.param.variables]
-            if any(i in done for i in ids) or own in ignore or own.startswith(ignore_prefixes) or \
-                    not own.startswith(prefix) or not param.param.saveable:
+            if any(i in done for i in ids) or not param.param.saveable or (prefix and prefix not in own):
                 continue
-            source = mapping.get(own, own[len(prefix):])
+            short = own.replace(prefix, "") if prefix else own  # RETURNN's: the prefix anywhere in the name
+            if short in ignore or short.startswith(ignore_prefixes):
+                continue
+            source = mapping.get(short, short)
             if source not in stored:
                 missing.append(own)
                 continue

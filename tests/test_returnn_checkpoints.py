@@ -1,0 +1,632 @@
+"""Model files moving between the real RETURNN and this engine, both ways, end to end.
+
+The real RETURNN (PyPI ``returnn``, TF backend) runs from its own virtualenv (``RETURNN_VENV``,
+default ``<repo>/.bench-venv-returnn``) in a directory outside the repository, with
+``DISABLE_CUDA=1``; without it these tests skip, saying why. Both engines run the same config
+files on the same HDF data (written here), so their numbers are comparable:
+
+- a BLSTM model RETURNN trained 2 epochs continues here at epoch 3 (its parameters, global step
+  and learning-rate file: the newbob decay decided at epoch 3 from RETURNN's scores), with an
+  epoch-3 score next to RETURNN's own continuation (both restart Adam) and far from a fresh model;
+- eval/forward here of RETURNN's checkpoint give RETURNN's numbers;
+- a model trained here continues in RETURNN at epoch 3 (it loads our ``model.002``), and
+  RETURNN's eval (``load``) and forward of our checkpoint give our numbers;
+- an attention encoder-decoder (rec sub-network) from RETURNN continues here; eval and beam search
+  here give RETURNN's scores and hypotheses;
+- ``import_model_train_epoch1``, ``preload_from_files`` (also with ``prefix``) and ``load`` take
+  RETURNN checkpoints; RETURNN's ``model.pretrain.NNN`` resumes here;
+- networks with many parametric layer families: RETURNN loads our checkpoint and we load its one
+  (``tests/returnn_checkpoints/returnn_units.py``): same names, same values, same outputs.
+
+Run alone: ``pytest tests/test_returnn_checkpoints.py`` (or ``-m returnn_interop``); ~2-3 minutes.
+"""
+from __future__ import annotations
+
+import ast
+import contextlib
+import copy
+import functools
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Dict, List
+
+import numpy as np
+import pytest
+
+from helpers import REPO, child_env, describe, run_rnn
+
+pytestmark = pytest.mark.returnn_interop
+
+RETURNN_VENV = Path(os.environ.get("RETURNN_VENV") or REPO / ".bench-venv-returnn")
+RETURNN_PYTHON = RETURNN_VENV / "bin" / "python"
+UNITS_SCRIPT = REPO / "tests" / "returnn_checkpoints" / "returnn_units.py"
+TIMEOUT = 600
+
+
+# ---------------------------------------------------------------- running the two engines
+
+@functools.lru_cache(maxsize=None)
+def returnn_unusable() -> str:
+    """Why the real RETURNN cannot run here ('' when it can)."""
+    if not RETURNN_PYTHON.exists():
+        return "no RETURNN virtualenv at %s (set RETURNN_VENV)" % RETURNN_VENV
+    code = "import os, returnn, tensorflow; print(os.path.realpath(returnn.__file__))"
+    try:
+        proc = subprocess.run([str(RETURNN_PYTHON), "-c", code], cwd=tempfile.gettempdir(), env=child_env(),
+                              capture_output=True, text=True, timeout=300)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return "%s cannot run: %s" % (RETURNN_PYTHON, exc)
+    lines = proc.stdout.strip().splitlines()
+    if proc.returncode != 0 or not lines:
+        return "%s cannot import returnn/tensorflow: %s" % (RETURNN_PYTHON, (proc.stderr.strip().splitlines()
+                                                                             or ["?"])[-1])
+    if lines[-1].startswith(str(REPO.resolve() / "returnn")):
+        return "%s imports this repository's package, not RETURNN" % RETURNN_PYTHON
+    return ""
+
+
+@pytest.fixture(scope="module", autouse=True)
+def need_returnn():
+    reason = returnn_unusable()
+    if reason:
+        pytest.skip("real RETURNN unavailable: " + reason)
+
+
+def run_returnn(workdir: Path, *args, expect_ok: bool = True) -> subprocess.CompletedProcess:
+    """``python -m returnn ARGS`` of the RETURNN venv in ``workdir`` (outside the repository)."""
+    from returnn import __version__ as ours
+    proc = subprocess.run([str(RETURNN_PYTHON), "-m", "returnn"] + [str(a) for a in args], cwd=str(workdir),
+                          env=child_env({"DISABLE_CUDA": "1"}), capture_output=True, text=True, timeout=TIMEOUT)
+    banner = re.search(r"^RETURNN starting up, version (\S+),", proc.stdout, re.M)
+    assert banner and banner.group(1) != ours, "not the real RETURNN:\n" + describe(proc)
+    if expect_ok:
+        assert proc.returncode == 0, describe(proc)
+    return proc
+
+
+def run_ours(*args) -> subprocess.CompletedProcess:
+    proc = run_rnn([str(a) for a in args], timeout=TIMEOUT)
+    assert proc.returncode == 0, describe(proc)
+    return proc
+
+
+def has_line(text: str, line: str) -> bool:
+    return any(ln.strip() == line for ln in text.splitlines())
+
+
+def said(text: str, message: str) -> bool:
+    """Whether RETURNN's output has ``message``, also when its data-loading thread wrote lines into
+    the middle of it (the words in order, at most a few lines apart)."""
+    words = [re.escape(w) for w in message.split()]
+    return message in text or re.search(r"[\s\S]{0,400}?".join(words), text) is not None
+
+
+# ---------------------------------------------------------------- data and configs
+
+def write_hdf(path: Path, seqs, in_dim: int, sparse_input: bool, num_classes: int) -> None:
+    """RETURNN's HDF layout (docs/hdf-format.md), written with h5py alone: ``data`` (dense frames
+    or class indices) and sparse ``classes`` (labels ``c0``, ``c1``, ...)."""
+    import h5py
+    with h5py.File(path, "w") as f:
+        f.create_dataset("inputs", data=np.concatenate([x for x, _ in seqs]).astype("int32" if sparse_input
+                                                                                     else "float32"))
+        f.attrs["inputPattSize"] = in_dim
+        f.attrs["numSeqs"] = len(seqs)
+        f.create_dataset("seqLengths", data=np.array([[len(x), len(y)] for x, y in seqs], "int32"))
+        f.create_dataset("seqTags", data=np.array([b"seq-%i" % i for i in range(len(seqs))]))
+        targets = f.create_group("targets")
+        targets.create_group("data").create_dataset("classes", data=np.concatenate([y for _, y in seqs]))
+        targets.create_group("size").attrs["classes"] = np.array([num_classes, 1], "int64")
+        targets.create_group("labels").create_dataset("classes", data=np.array([b"c%i" % i
+                                                                                 for i in range(num_classes)]))
+
+
+def parity_seqs(n: int, seed: int):
+    """One-hot symbols 0..8; class: whether symbol 0 has been seen an odd number of times."""
+    rng = np.random.RandomState(seed)
+    out = []
+    for _ in range(n):
+        sym = rng.randint(0, 9, size=rng.randint(5, 30))
+        out.append((np.eye(9, dtype="float32")[sym], (np.cumsum(sym == 0) % 2).astype("int32")))
+    return out
+
+
+def base_convert_seqs(n: int, seed: int):
+    """Octal digits -> the binary digits of the number, then end-of-sequence label 2."""
+    rng = np.random.RandomState(seed)
+    out = []
+    for _ in range(n):
+        digits = rng.randint(0, 8, size=rng.randint(2, 6))
+        bits = [int(b) for b in bin(int("".join(str(d) for d in digits), 8))[2:]]
+        out.append((digits.astype("int32"), np.array(bits + [2], "int32")))
+    return out
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory) -> Dict[str, Path]:
+    d = tmp_path_factory.mktemp("data")
+    files = {"lstm_train": (parity_seqs(200, 1), 9, False, 2), "lstm_dev": (parity_seqs(50, 2), 9, False, 2),
+             "att_train": (base_convert_seqs(300, 3), 8, True, 3), "att_dev": (base_convert_seqs(50, 4), 8, True, 3)}
+    for name, (seqs, dim, sparse, classes) in files.items():
+        write_hdf(d / (name + ".hdf"), seqs, dim, sparse, classes)
+    return {name: d / (name + ".hdf") for name in files}
+
+
+COMMON = """#!rnn.py
+use_tensorflow = True
+task = "train"
+train = {"class": "HDFDataset", "files": [%(train)r]}
+dev = {"class": "HDFDataset", "files": [%(dev)r]}
+optimizer = {"class": "adam"}
+learning_rate = 0.01
+learning_rate_control = "newbob_multi_epoch"
+newbob_multi_num_epochs = 1
+newbob_relative_error_threshold = -0.99  # every improvement counts as too small: the rate halves at epoch 3
+newbob_learning_rate_decay = 0.5
+model = %(model)r
+learning_rate_file = %(lr_file)r
+num_epochs = 2
+log_verbosity = 4
+"""
+BLSTM = """
+extern_data = {"data": {"dim": 9}, "classes": {"dim": 2, "sparse": True}}
+batch_size = 300
+max_seqs = 20
+network = {
+    "fw0": {"class": "rec", "unit": "NativeLstm2", "n_out": 12, "from": ["data"]},
+    "bw0": {"class": "rec", "unit": "NativeLstm2", "n_out": 12, "from": ["data"], "direction": -1},
+    "output": {"class": "softmax", "loss": "ce", "from": ["fw0", "bw0"]},
+}
+"""
+PRETRAIN = """
+extern_data = {"data": {"dim": 9}, "classes": {"dim": 2, "sparse": True}}
+batch_size = 300
+max_seqs = 20
+network = {
+    "fw0": {"class": "rec", "unit": "NativeLstm2", "n_out": 12, "from": ["data"]},
+    "fw1": {"class": "rec", "unit": "NativeLstm2", "n_out": 12, "from": ["fw0"]},
+    "output": {"class": "softmax", "loss": "ce", "from": ["fw1"]},
+}
+pretrain = "default"
+"""
+ATTENTION = """
+extern_data = {"data": {"dim": 8, "sparse": True}, "classes": {"dim": 3, "sparse": True}}
+batch_size = 300
+max_seqs = 30
+network = {
+    "input_embed": {"class": "linear", "activation": None, "from": "data", "n_out": 12},
+    "enc_fw": {"class": "rec", "unit": "nativelstm2", "from": "input_embed", "n_out": 12, "direction": 1},
+    "enc_bw": {"class": "rec", "unit": "nativelstm2", "from": "input_embed", "n_out": 12, "direction": -1},
+    "encoder": {"class": "copy", "from": ["enc_fw", "enc_bw"]},
+    "enc_ctx": {"class": "linear", "activation": "tanh", "from": "encoder", "n_out": 12},
+    "output": {"class": "rec", "from": [], "max_seq_len": 20, "target": "classes", "unit": {
+        "output_embed": {"class": "linear", "activation": None, "from": "output", "n_out": 6},
+        "s": {"class": "rec", "unit": "nativelstm2", "from": ["prev:c", "prev:output_embed"], "n_out": 12},
+        "c_in": {"class": "linear", "activation": "tanh", "from": ["s", "prev:output_embed"], "n_out": 12},
+        "c": {"class": "dot_attention", "from": "c_in", "base": "base:encoder", "base_ctx": "base:enc_ctx"},
+        "prob": {"class": "softmax", "from": ["s", "c"], "target": "classes", "loss": "ce"},
+        "output": {"class": "choice", "from": "prob", "target": "classes", "beam_size": 3},
+        "end": {"class": "compare", "from": "output", "value": 2}}},
+}
+"""
+
+
+def write_config(directory: Path, data: Dict[str, Path], kind: str, body: str, extra: str = "") -> Path:
+    """``directory/<kind>.config``: model ``directory/model``, learning-rate file ``directory/lr.txt``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    text = COMMON % dict(train=str(data[kind + "_train"]), dev=str(data[kind + "_dev"]), model=str(directory / "model"),
+                         lr_file=str(directory / "lr.txt")) + body + extra
+    path = directory / (kind + ".config")
+    path.write_text(text)
+    return path
+
+
+def forward_extra(data: Dict[str, Path], kind: str) -> str:
+    """Config lines for task forward (both engines forward the ``eval`` dataset)."""
+    return "eval = {\"class\": \"HDFDataset\", \"files\": [%r]}\nforward_batch_size = 400\n" % str(data[kind + "_dev"])
+
+
+def copy_model_dir(src: Path, dst: Path, kind: str, data: Dict[str, Path], body: str) -> Path:
+    """A copy of a model directory (checkpoints, learning-rate file) with a config pointing at it."""
+    shutil.copytree(src, dst, ignore=shutil.ignore_patterns("*.config"))
+    return write_config(dst, data, kind, body)
+
+
+def lr_file(path: Path):
+    from returnn.learning_rate_file import read_learning_rate_file
+    return read_learning_rate_file(str(path))
+
+
+def score_line(stdout: str, epoch: int, name: str = "dev") -> float:
+    """The score of ``epoch <epoch> <name>: score X error Y`` of our task eval."""
+    m = re.search(r"^epoch %i %s: score (\S+) error" % (epoch, name), stdout, re.M)
+    assert m, stdout[-3000:]
+    return float(m.group(1))
+
+
+def read_forward_hdf(path: Path) -> Dict[str, np.ndarray]:
+    """Forward output file -> {sequence tag: frames}."""
+    import h5py
+    with h5py.File(path, "r") as f:
+        tags = [t.decode("utf8") if isinstance(t, bytes) else str(t) for t in f["seqTags"][()]]
+        lens = f["seqLengths"][()][:, 0]
+        values = f["inputs"][()]
+    starts = np.concatenate([[0], np.cumsum(lens)])
+    return {tag: values[starts[i]:starts[i + 1]] for i, tag in enumerate(tags)}
+
+
+def assert_same_forward(ours: Path, theirs: Path, atol: float = 1e-5) -> None:
+    a, b = read_forward_hdf(ours), read_forward_hdf(theirs)
+    assert sorted(a) == sorted(b) and len(a) == 50
+    for tag in a:
+        assert a[tag].shape == b[tag].shape, tag
+        np.testing.assert_allclose(a[tag], b[tag], atol=atol, rtol=0, err_msg=tag)
+
+
+def checkpoint_values(prefix: Path) -> Dict[str, np.ndarray]:
+    import tensorflow as tf
+    reader = tf.train.load_checkpoint(str(prefix))
+    return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()}
+
+
+def assert_same_parameters(ours: Path, theirs: Path) -> List[str]:
+    """The network parameters of checkpoint ``theirs`` (RETURNN's) are in ``ours``, bit for bit."""
+    a, b = checkpoint_values(ours), checkpoint_values(theirs)
+    params = [n for n in b if n != "global_step"]
+    assert params
+    for name in params:
+        assert name in a, name
+        np.testing.assert_array_equal(a[name], b[name], err_msg=name)
+    return params
+
+
+def continued_epoch_checks(ours_dir: Path, returnn_dir: Path, stdout: str) -> None:
+    """Our epoch 3 after RETURNN's 2 epochs: resumed there, rate and scores as RETURNN's own epoch 3."""
+    ckpt = checkpoint_values(returnn_dir / "model.002")
+    step = int(ckpt["global_step"])
+    assert has_line(stdout, "loaded checkpoint %s/model.002 (after epoch 2, global step %i)" % (ours_dir, step)), stdout
+    assert has_line(stdout, "start training at epoch 3") and "start epoch 1 " not in stdout, stdout
+    assert has_line(stdout, "start epoch 3 with learning rate 0.005 ..."), stdout  # newbob from RETURNN's file
+    ours, theirs = lr_file(ours_dir / "lr.txt"), lr_file(returnn_dir / "lr.txt")
+    for epoch in (1, 2):  # RETURNN's entries kept, with their meta data
+        assert ours[epoch].error == theirs[epoch].error and ours[epoch].meta == theirs[epoch].meta
+    assert ours[3].learning_rate == theirs[3].learning_rate == 0.005
+    ours3, theirs3 = ours[3].error["train_score"], theirs[3].error["train_score"]
+    fresh, trained = theirs[1].error["train_score"], theirs[2].error["train_score"]
+    # our epoch 3 is RETURNN's epoch 3 (both restart Adam from the same parameters), not a fresh start
+    assert abs(ours3 - theirs3) < 0.2 * abs(fresh - theirs3), (ours3, theirs3, trained, fresh)
+    assert int(checkpoint_values(ours_dir / "model.003")["global_step"]) > step
+
+
+# ---------------------------------------------------------------- a model trained by RETURNN
+
+@pytest.fixture(scope="module")
+def returnn_blstm(tmp_path_factory, data) -> Path:
+    """A directory with RETURNN's 2-epoch BLSTM model (never changed: tests copy it)."""
+    d = tmp_path_factory.mktemp("returnn_blstm")
+    proc = run_returnn(d, write_config(d, data, "lstm", BLSTM))
+    assert (d / "model.002.index").exists(), describe(proc)
+    return d
+
+
+def test_returnn_model_continues_here_at_epoch_3(tmp_path, data, returnn_blstm):
+    ours_cfg = copy_model_dir(returnn_blstm, tmp_path / "ours", "lstm", data, BLSTM)
+    theirs_cfg = copy_model_dir(returnn_blstm, tmp_path / "returnn", "lstm", data, BLSTM)
+    proc = run_ours(ours_cfg, "++num_epochs", 3)
+    returnn = run_returnn(tmp_path / "returnn", theirs_cfg, "++num_epochs", 3)
+    assert said(returnn.stdout, "loading weights from %s/model.002" % (tmp_path / "returnn")), describe(returnn)
+    continued_epoch_checks(tmp_path / "ours", tmp_path / "returnn", proc.stdout)
+
+
+def test_eval_and_forward_here_of_a_returnn_model(tmp_path, data, returnn_blstm):
+    cfg = write_config(tmp_path, data, "lstm", BLSTM, forward_extra(data, "lstm"))
+    ckpt = returnn_blstm / "model.002"
+    proc = run_ours(cfg, "++task", "eval", "++load", ckpt)
+    assert abs(score_line(proc.stdout, 2) - lr_file(returnn_blstm / "lr.txt")[2].error["dev_score"]) < 1e-5
+    run_ours(cfg, "++task", "forward", "++load", ckpt, "++output_file", tmp_path / "ours.hdf")
+    run_returnn(tmp_path, cfg, "++task", "forward", "++load", ckpt, "++output_file", tmp_path / "returnn.hdf")
+    assert_same_forward(tmp_path / "ours.hdf", tmp_path / "returnn.hdf")
+
+
+def test_import_model_train_epoch1_and_preload_from_a_returnn_checkpoint(tmp_path, data, returnn_blstm):
+    """With learning rate 0, the epoch-1 checkpoint holds exactly what was taken from RETURNN's."""
+    ckpt = returnn_blstm / "model.002"
+    dev_score = lr_file(returnn_blstm / "lr.txt")[2].error["dev_score"]
+    frozen = "\nlearning_rate = 0.0\nlearning_rate_control = \"constant\"\nnum_epochs = 1\n"
+    preload = "preload_from_files = {\"base\": {\"filename\": %r, \"init_for_train\": True}}\n" % str(ckpt)
+    for name, extra in (("import", "import_model_train_epoch1 = %r\n" % str(ckpt)), ("preload", preload)):
+        proc = run_ours(write_config(tmp_path / name, data, "lstm", BLSTM, frozen + extra))
+        assert has_line(proc.stdout, "start training at epoch 1"), proc.stdout
+        assert len(assert_same_parameters(tmp_path / name / "model.001", ckpt)) == 8
+        m = re.search(r"^epoch 1 score: .* dev: score (\S+) error", proc.stdout, re.M)
+        assert m and abs(float(m.group(1)) - dev_score) < 1e-5, (proc.stdout[-2000:], dev_score)
+    global_steps = [int(checkpoint_values(p)["global_step"]) for p in (ckpt, tmp_path / "import" / "model.001")]
+    assert global_steps[1] > global_steps[0]  # as RETURNN: the imported model's global step continues
+
+
+def test_preload_prefix_takes_renamed_layers_from_a_returnn_checkpoint(data, returnn_blstm):
+    """RETURNN's ``prefix``: the parameters whose name contains it, from the file's names without it."""
+    from returnn.tf.preload import preload_from_files
+    from returnn.tf.returnn_params import returnn_param_values
+    with our_network(rename_layers(BLSTM, {"fw0": "pre_fw0", "bw0": "pre_bw0"}), {}) as net:
+        spec = {"a": {"filename": str(returnn_blstm / "model.002"), "prefix": "pre_"}}
+        assert preload_from_files(spec, net, starting_training=False) == 6
+        values, stored = returnn_param_values(net), checkpoint_values(returnn_blstm / "model.002")
+    for name in ("fw0/rec/W", "fw0/rec/W_re", "fw0/rec/b", "bw0/rec/W", "bw0/rec/W_re", "bw0/rec/b"):
+        np.testing.assert_array_equal(values["pre_" + name], stored[name])
+    assert not np.array_equal(values["output/W"], stored["output/W"])  # not under the prefix: not loaded
+
+
+def test_returnn_pretrain_checkpoint_resumes_here(tmp_path, data):
+    """RETURNN names pretrain epochs' checkpoints ``model.pretrain.NNN``; training resumes from them
+    with the pretrain network of that epoch, then grows it."""
+    d = tmp_path / "m"
+    cfg = write_config(d, data, "lstm", PRETRAIN)
+    returnn = run_returnn(d, cfg, "++num_epochs", 1)
+    assert (d / "model.pretrain.001.index").exists(), describe(returnn)
+    proc = run_ours(cfg)
+    assert has_line(proc.stdout, "start training at epoch 2"), proc.stdout
+    assert "loaded checkpoint %s/model.pretrain.001 (after epoch 1" % d in proc.stdout, proc.stdout
+    assert re.search(r"^network for epoch 2: layers fw0, fw1, output; parameters copied: \d+", proc.stdout, re.M)
+    assert (d / "model.002.index").exists()
+
+
+# ---------------------------------------------------------------- a model trained here, continued by RETURNN
+
+def test_model_trained_here_continues_in_returnn_and_gives_the_same_numbers(tmp_path, data):
+    cfg = write_config(tmp_path / "ours", data, "lstm", BLSTM)
+    run_ours(cfg)
+    pristine = tmp_path / "pristine"
+    copy_model_dir(tmp_path / "ours", pristine, "lstm", data, BLSTM)
+    ours_lr = lr_file(pristine / "lr.txt")
+    step = int(checkpoint_values(pristine / "model.002")["global_step"])
+    # RETURNN continues our model directory at epoch 3
+    proc = run_returnn(tmp_path / "ours", cfg, "++num_epochs", 3)
+    assert said(proc.stdout, "loading weights from %s/model.002" % (tmp_path / "ours")), describe(proc)
+    assert said(proc.stdout, "start training at epoch 3"), describe(proc)
+    assert "_engine/epoch" not in checkpoint_values(tmp_path / "ours" / "model.003")  # RETURNN's own file
+    theirs = lr_file(tmp_path / "ours" / "lr.txt")
+    assert theirs[3].learning_rate == 0.005  # from our learning-rate file's scores: newbob halved the rate
+    assert theirs[3].meta.get("global_train_step") == step  # RETURNN took our global step
+    assert theirs[2].error == ours_lr[2].error
+    # RETURNN's eval (load = our checkpoint: it wants <prefix>.meta) and forward give our numbers
+    out = tmp_path / "eval.txt"
+    fwd_cfg = write_config(tmp_path / "fwd", data, "lstm", BLSTM, forward_extra(data, "lstm"))
+    run_returnn(tmp_path / "fwd", fwd_cfg, "++task", "eval", "++load", pristine / "model.002",
+                "++eval_output_file", out)
+    scores = ast.literal_eval(out.read_text())["dev"]
+    assert abs(scores["score"]["cost:output"] - ours_lr[2].error["dev_score"]) < 1e-5, (scores, ours_lr[2].error)
+    assert abs(scores["error"]["error:output"] - ours_lr[2].error["dev_error"]) < 1e-5
+    run_returnn(tmp_path / "fwd", fwd_cfg, "++task", "forward", "++load", pristine / "model.002",
+                "++output_file", tmp_path / "returnn.hdf")
+    run_ours(fwd_cfg, "++task", "forward", "++load", pristine / "model.002", "++output_file", tmp_path / "ours.hdf")
+    assert_same_forward(tmp_path / "ours.hdf", tmp_path / "returnn.hdf")
+
+
+# ---------------------------------------------------------------- an attention encoder-decoder from RETURNN
+
+@pytest.fixture(scope="module")
+def returnn_attention(tmp_path_factory, data) -> Path:
+    d = tmp_path_factory.mktemp("returnn_attention")
+    proc = run_returnn(d, write_config(d, data, "att", ATTENTION))
+    assert (d / "model.002.index").exists(), describe(proc)
+    return d
+
+
+def test_returnn_attention_model_continues_here(tmp_path, data, returnn_attention):
+    ours_cfg = copy_model_dir(returnn_attention, tmp_path / "ours", "att", data, ATTENTION)
+    theirs_cfg = copy_model_dir(returnn_attention, tmp_path / "returnn", "att", data, ATTENTION)
+    proc = run_ours(ours_cfg, "++num_epochs", 3)
+    run_returnn(tmp_path / "returnn", theirs_cfg, "++num_epochs", 3)
+    continued_epoch_checks(tmp_path / "ours", tmp_path / "returnn", proc.stdout)
+
+
+def test_eval_and_search_here_of_a_returnn_attention_model(tmp_path, data, returnn_attention):
+    cfg = write_config(tmp_path, data, "att", ATTENTION)
+    ckpt = returnn_attention / "model.002"
+    proc = run_ours(cfg, "++task", "eval", "++load", ckpt)
+    assert abs(score_line(proc.stdout, 2) - lr_file(returnn_attention / "lr.txt")[2].error["dev_score"]) < 1e-5
+    common = ["++task", "search", "++load", ckpt, "++search_data", "dev", "++search_output_file_format", "py"]
+    run_ours(cfg, *common, "++search_output_file", tmp_path / "ours.py")
+    run_returnn(tmp_path, cfg, *common, "++search_output_file", tmp_path / "returnn.py")
+    ours = ast.literal_eval((tmp_path / "ours.py").read_text())  # {tag: best hypothesis}
+    theirs = ast.literal_eval((tmp_path / "returnn.py").read_text())  # {tag: [(score, hypothesis), ...]}
+    assert sorted(ours) == sorted(theirs) and len(ours) == 50
+    clear = 0
+    for tag, beam in theirs.items():
+        beam = sorted(beam, reverse=True)
+        if len(beam) > 1 and beam[0][0] - beam[1][0] < 1e-4:
+            continue  # a near tie: the engines' last digits may decide it either way
+        clear += 1
+        assert ours[tag] == beam[0][1], (tag, ours[tag], beam)
+    assert clear >= 40
+
+
+def test_preload_prefix_inside_a_rec_unit(data, returnn_attention):
+    """RETURNN's ``prefix`` matches anywhere in the name: ``output/rec/pre_s/...`` <- ``output/rec/s/...``."""
+    from returnn.tf.preload import preload_from_files
+    from returnn.tf.returnn_params import returnn_param_values
+    body = ATTENTION.replace('"s": {', '"pre_s": {').replace('["s", ', '["pre_s", ')
+    assert body.count('"pre_s"') == 3
+    with our_network(body, {}) as net:
+        spec = {"a": {"filename": str(returnn_attention / "model.002"), "prefix": "pre_"}}
+        assert preload_from_files(spec, net, starting_training=False) == 3
+        values, stored = returnn_param_values(net), checkpoint_values(returnn_attention / "model.002")
+    for name in ("W", "W_re", "b"):
+        np.testing.assert_array_equal(values["output/rec/pre_s/rec/" + name], stored["output/rec/s/rec/" + name])
+
+
+# ---------------------------------------------------------------- in-process networks of this engine
+
+def rename_layers(body: str, names: Dict[str, str]) -> str:
+    for old, new in names.items():
+        body = re.sub(r'"%s"' % old, '"%s"' % new, body)
+    return body
+
+
+@contextlib.contextmanager
+def our_network(body_or_dict, config: dict, extern_data: dict = None):
+    """This engine's network of a config body (text with ``network`` and ``extern_data``) or of a
+    net dict, built with ``config`` (e.g. ``behavior_version``) as the global config."""
+    from returnn.config import Config, get_global_config, set_global_config
+    from returnn.extern_data import extern_data_from_config
+    from returnn.tf.network import TFNetwork
+    if isinstance(body_or_dict, str):
+        namespace: dict = {}
+        exec(body_or_dict, namespace)  # noqa: S102 - the test's own config text
+        net_dict, extern_data = namespace["network"], namespace["extern_data"]
+    else:
+        net_dict = body_or_dict
+    old = get_global_config()
+    set_global_config(Config(copy.deepcopy(config)))
+    try:
+        extern = extern_data_from_config(Config({"extern_data": copy.deepcopy(extern_data)}))
+        yield TFNetwork(copy.deepcopy(net_dict), extern)
+    finally:
+        set_global_config(old)
+
+
+# ---------------------------------------------------------------- many layer families, both ways
+
+OUT = {"is_output_layer": True}
+UNITS_EXTERN = {"data": {"dim": 5}, "classes": {"dim": 6, "sparse": True, "available_for_inference": True}}
+UNITS_BV12 = {
+    "lstm": dict(OUT, **{"class": "rec", "unit": "nativelstm2", "n_out": 6, "from": "data"}),
+    "std": dict(OUT, **{"class": "rec", "unit": "standardlstm", "n_out": 5, "from": "data"}),
+    "gru": dict(OUT, **{"class": "rec", "unit": "GRU", "n_out": 4, "from": "data"}),
+    "lstmp": dict(OUT, **{"class": "rec", "unit": "lstmp", "n_out": 3, "from": "data"}),
+    "block": dict(OUT, **{"class": "rec", "unit": "lstmblock", "n_out": 3, "from": "data"}),
+    "cudnn": dict(OUT, **{"class": "rec", "unit": "cudnnlstm", "n_out": 3, "from": "data"}),
+    "lnlstm": dict(OUT, **{"class": "rec", "unit": "layernormvariantslstm", "n_out": 3, "from": "data",
+                           "unit_opts": {"cell_norm": True}}),
+    "conv": dict(OUT, **{"class": "conv", "filter_size": (3,), "padding": "same", "n_out": 4, "with_bias": True,
+                         "activation": "relu", "from": "data"}),
+    "bn": dict(OUT, **{"class": "batch_norm", "masked_time": True, "from": "conv"}),
+    "bn1": dict(OUT, **{"class": "batch_norm", "param_version": 1, "masked_time": True, "from": "data"}),
+    "ln": dict(OUT, **{"class": "layer_norm", "from": "lstm"}),
+    "att": dict(OUT, **{"class": "self_attention", "num_heads": 2, "total_key_dim": 4, "n_out": 6, "from": "ln"}),
+    "tconv": dict(OUT, **{"class": "transposed_conv", "filter_size": (2,), "strides": (2,), "n_out": 3,
+                          "from": "att"}),
+    "sub": dict(OUT, **{"class": "subnetwork", "from": "data", "subnetwork": {
+        "a": {"class": "linear", "activation": "tanh", "n_out": 3, "from": "data"},
+        "output": {"class": "linear", "activation": None, "n_out": 2, "from": "a"}}}),
+    "scoped": dict(OUT, **{"class": "linear", "activation": None, "n_out": 2, "from": "data", "name_scope": "other"}),
+    "shared": dict(OUT, **{"class": "linear", "activation": None, "n_out": 2, "from": "data",
+                           "reuse_params": "scoped"}),
+    "var": dict(OUT, **{"class": "variable", "shape": (3,), "add_batch_axis": False}),
+    "cells": dict(OUT, **{"class": "rec", "from": "data", "unit": {
+        "c1": {"class": "rnn_cell", "unit": "LSTMBlock", "from": ["data:source", "prev:c2"], "n_out": 3},
+        "c2": {"class": "rnn_cell", "unit": "BasicLSTM", "from": "c1", "n_out": 3},
+        "output": {"class": "copy", "from": ["c1", "c2"]}}}),
+    "enc_k": {"class": "linear", "activation": "tanh", "n_out": 5, "from": ["att", "std"]},
+    "dec": {"class": "rec", "from": [], "target": "classes", "unit": {
+        "emb": {"class": "linear", "activation": None, "with_bias": False, "from": "output", "n_out": 4,
+                "initial_output": 0},
+        "s": {"class": "rnn_cell", "unit": "GRU", "from": ["prev:emb", "prev:ctx"], "n_out": 5},
+        "q": {"class": "linear", "activation": None, "from": "s", "n_out": 5},
+        "ctx": {"class": "dot_attention", "from": "q", "base": "base:gru", "base_ctx": "base:enc_k"},
+        "h": {"class": "rec", "unit": "nativelstm2", "from": ["s", "ctx"], "n_out": 4},
+        "prob": {"class": "softmax", "from": ["h", "ctx"], "target": "classes", "is_output_layer": True},
+        "output": {"class": "choice", "from": "prob", "target": "classes", "beam_size": 3, "initial_output": 0}}},
+    "dec_prob": dict(OUT, **{"class": "copy", "from": "dec/prob"}),
+}
+UNITS_BV0 = {  # behavior_version 0: batch_norm's param_version 0 names and shapes, conv without bias by default
+    "conv": dict(OUT, **{"class": "conv", "filter_size": (3,), "padding": "same", "n_out": 4, "from": "data"}),
+    "bn": dict(OUT, **{"class": "batch_norm", "from": "conv"}),
+    "lstm": dict(OUT, **{"class": "rec", "unit": "lstm", "n_out": 3, "from": "bn"}),
+    "basic": dict(OUT, **{"class": "rec", "unit": "basiclstm", "n_out": 3, "from": "conv"}),
+}
+UNIT_CASES = {"bv12": (UNITS_BV12, {"behavior_version": 12}), "bv0": (UNITS_BV0, {})}
+
+
+def units_inputs() -> Dict[str, np.ndarray]:
+    rng = np.random.RandomState(3)
+    lens, class_lens = np.array([7, 5, 3], np.int32), np.array([4, 3, 2], np.int32)
+    x = rng.normal(size=(3, 7, 5)).astype("float32") * (np.arange(7)[None, :, None] < lens[:, None, None])
+    c = rng.randint(0, 6, size=(3, 4)).astype("int32") * (np.arange(4)[None] < class_lens[:, None])
+    return {"data": x, "data:seq_len": lens, "classes": c, "classes:seq_len": class_lens}
+
+
+def our_outputs(net, inputs, names):
+    """{layer: (value, {axis: sizes})} in RETURNN's order: batch, spatial axes, feature."""
+    import tensorflow as tf
+    from returnn.tf.layers import RunContext
+    outs = net.forward({k: tf.constant(v) for k, v in inputs.items()}, RunContext(False), only=list(names))
+    res = {}
+    for name in names:
+        out = outs[name].copy_as_batch_time_feature()
+        sizes = {i: np.asarray(out.size(i)) for i in range(out.data.batch_ndim) if out.data.dims[i].is_dynamic()}
+        res[name] = (out.tensor.numpy(), sizes)
+    return res
+
+
+def assert_same_output(ours, theirs: np.ndarray, sizes: Dict[int, np.ndarray], where: str) -> None:
+    value, our_sizes = ours
+    assert value.shape == theirs.shape, (where, value.shape, theirs.shape)
+    mask = np.ones(value.shape, bool)
+    for axis, size in sizes.items():
+        np.testing.assert_array_equal(our_sizes[axis], size, err_msg=where)
+        shape = [1] * value.ndim
+        shape[0], shape[axis] = value.shape[0], value.shape[axis]
+        mask &= (np.arange(value.shape[axis])[None] < size[:, None]).reshape(shape)
+    np.testing.assert_allclose(np.where(mask, value, 0), np.where(mask, theirs, 0), atol=1e-5, rtol=0, err_msg=where)
+
+
+def test_units_checkpoint_files_both_ways(tmp_path):
+    """Ours -> RETURNN: our checkpoint of random parameters has every parameter RETURNN's network
+    has, and RETURNN's outputs after loading it are ours. RETURNN -> ours: RETURNN's saved
+    checkpoint (random values, batch-norm statistics too) loads here, parameter by parameter equal
+    by name, with RETURNN's outputs."""
+    import tensorflow as tf
+    from returnn.tf.checkpoint import CheckpointManager
+    from returnn.tf.returnn_params import returnn_param_shapes, returnn_param_values, set_returnn_param_values
+    inputs = units_inputs()
+    np.savez(tmp_path / "inputs.npz", **inputs)
+    spec, ours = {"inputs": str(tmp_path / "inputs.npz"), "cases": []}, {}
+    for name, (net_dict, config) in UNIT_CASES.items():
+        layers = [k for k, v in net_dict.items() if v.get("is_output_layer")]
+        with our_network(net_dict, config, UNITS_EXTERN) as net:
+            rng = np.random.RandomState(5)
+            set_returnn_param_values(net, {k: ((np.abs(rng.normal(size=s)) + 0.5) if "variance" in k else
+                                               rng.normal(size=s) * 0.5).astype("float32")
+                                           for k, s in returnn_param_shapes(net).items()})
+            CheckpointManager(str(tmp_path / ("ours_" + name)), network=net,
+                              global_step=tf.Variable(0, dtype=tf.int64)).save(1)
+            ours[name] = our_outputs(net, inputs, layers)
+        spec["cases"].append({"name": name, "network": net_dict, "extern_data": UNITS_EXTERN, "config": config,
+                              "layers": layers, "ours": str(tmp_path / ("ours_%s.001" % name)),
+                              "returnn": str(tmp_path / ("returnn_%s.001" % name))})
+    (tmp_path / "spec.json").write_text(json.dumps(spec))
+    proc = subprocess.run([str(RETURNN_PYTHON), str(UNITS_SCRIPT), str(tmp_path / "spec.json"),
+                           str(tmp_path / "out.npz")], cwd=str(tmp_path), env=child_env({"DISABLE_CUDA": "1"}),
+                          capture_output=True, text=True, timeout=TIMEOUT)
+    assert proc.returncode == 0, describe(proc)
+    with np.load(tmp_path / "out.npz") as z:
+        res = {k: z[k] for k in z.files}
+    for name, (net_dict, config) in UNIT_CASES.items():
+        assert str(res[name + "/missing"]) == "", "RETURNN's parameters missing in our checkpoint: %s" % res[
+            name + "/missing"]
+        layers = [k for k, v in net_dict.items() if v.get("is_output_layer")]
+        sizes = {layer: {int(k.rsplit("/", 1)[1]): v for k, v in res.items()
+                         if k.startswith("%s/size/%s/" % (name, layer))} for layer in layers}
+        for layer in layers:
+            assert_same_output(ours[name][layer], res["%s/ours/%s" % (name, layer)], sizes[layer],
+                               "%s: RETURNN's output of %r over our checkpoint" % (name, layer))
+        with our_network(net_dict, config, UNITS_EXTERN) as net:
+            prefix = str(tmp_path / ("returnn_%s.001" % name))
+            CheckpointManager(str(tmp_path / "x"), network=net).restore(prefix, params_only=True)
+            values, stored = returnn_param_values(net), checkpoint_values(Path(prefix))
+            saved = [n for n in str(res[name + "/params"]).split("\n") if n != "global_step"]
+            assert sorted(values) == sorted(saved), "names: only ours %s, only RETURNN's %s" % (
+                sorted(set(values) - set(saved)), sorted(set(saved) - set(values)))
+            for param, value in values.items():
+                np.testing.assert_array_equal(value, stored[param], err_msg="%s: %s" % (name, param))
+            theirs = our_outputs(net, inputs, layers)
+        for layer in layers:
+            assert_same_output(theirs[layer], res["%s/returnn/%s" % (name, layer)], sizes[layer],
+                               "%s: our output of %r over RETURNN's checkpoint" % (name, layer))
