@@ -10,12 +10,18 @@ from returnn.tensor import Data, Dim, FeatureDim, SpatialDim, batch_dim
 from returnn.tf.layers import LayerOutput
 
 
+# The time axis of templates made here unless a test gives its own: several sources of one layer
+# share it (two different dynamic axes are two axes, as in RETURNN).
+TIME = SpatialDim("time")
+
+
 def spec(dim: int, sparse: bool = False, has_time: bool = True, time: Optional[Dim] = None,
          name: str = "in") -> Data:
-    """A fresh template ``(B, T, dim)`` (``(B, T)`` sparse; without T when not ``has_time``)."""
+    """A fresh template ``(B, T, dim)`` (``(B, T)`` sparse; without T when not ``has_time``); T is
+    :data:`TIME` unless ``time`` is given."""
     dims = [batch_dim]
     if has_time:
-        dims.append(time or SpatialDim("time:%s" % name))
+        dims.append(time or TIME)
     if sparse:
         return Data(name, dims=dims, sparse_dim=FeatureDim("classes:%s" % name, dim))
     return Data(name, dims=dims + [FeatureDim("feature:%s" % name, dim)])

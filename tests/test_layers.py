@@ -388,19 +388,19 @@ def test_batch_norm_train_uses_masked_stats_and_updates_moving_averages():
     x = x * 3 + 2
     layer = make("batch_norm", {"momentum": 0.25, "epsilon": 1e-4, "update_sample_only_in_training": True,
                                 "delay_sample_update": True}, [spec(4)])
-    assert {v.name for v in layer.trainable_variables} == {"gamma:0", "beta:0"}
+    assert {v.name for v in layer.trainable_variables} == {"batch_norm_gamma:0", "batch_norm_beta:0"}
     real = np.concatenate([x[b, :n] for b, n in enumerate(lens)])
     mean, var = real.mean(0), real.var(0)
     out = run(layer, [lo(garble(x, lens), lens)], train=True).tensor.numpy()
     real_frames_close(out, (x - mean) / np.sqrt(var + 1e-4), lens, atol=1e-4)
-    np.testing.assert_allclose(layer.moving_mean.numpy(), 0.25 * mean, atol=1e-5)
-    np.testing.assert_allclose(layer.moving_variance.numpy(), 0.75 + 0.25 * var, atol=1e-5)
+    np.testing.assert_allclose(layer.bn.moving_mean.numpy(), 0.25 * mean, atol=1e-5)
+    np.testing.assert_allclose(layer.bn.moving_variance.numpy(), 0.75 + 0.25 * var, atol=1e-5)
     run(layer, [lo(x, lens)], train=True)
-    np.testing.assert_allclose(layer.moving_mean.numpy(), 0.75 * 0.25 * mean + 0.25 * mean, atol=1e-5)
-    mm, mv = layer.moving_mean.numpy(), layer.moving_variance.numpy()
+    np.testing.assert_allclose(layer.bn.moving_mean.numpy(), 0.75 * 0.25 * mean + 0.25 * mean, atol=1e-5)
+    mm, mv = layer.bn.moving_mean.numpy(), layer.bn.moving_variance.numpy()
     ev = run(layer, [lo(x, lens)], train=False).tensor.numpy()
     np.testing.assert_allclose(ev, (x - mm) / np.sqrt(mv + 1e-4), atol=1e-4)
-    np.testing.assert_array_equal(layer.moving_mean.numpy(), mm)  # eval does not update (behavior_version 12)
+    np.testing.assert_array_equal(layer.bn.moving_mean.numpy(), mm)  # eval does not update (behavior_version 12)
 
 
 def _bn_config(version):
@@ -423,13 +423,13 @@ def test_batch_norm_defaults_follow_behavior_version(version):
     finally:
         set_global_config(old)
     m = 0.99 if version < 12 else 0.1
-    assert layer.momentum == m
+    assert layer.bn.momentum == m
     ev = run(layer, [lo(garble(x, lens), lens)], train=False).tensor.numpy()
     if version < 12:  # old RETURNN: evaluation updates the moving statistics and uses them at once
-        np.testing.assert_allclose(layer.moving_mean.numpy(), m * mean, atol=1e-5)
+        np.testing.assert_allclose(layer.bn.moving_mean.numpy(), m * mean, atol=1e-5)
         mm, mv = m * mean, 1 + (var - 1) * m
     else:
-        np.testing.assert_array_equal(layer.moving_mean.numpy(), 0.0)
+        np.testing.assert_array_equal(layer.bn.moving_mean.numpy(), 0.0)
         mm, mv = np.zeros(4), np.ones(4)
     real_frames_close(ev, (x - mm) / np.sqrt(mv + 1e-4), lens, atol=1e-4)
 
@@ -445,7 +445,7 @@ def test_batch_norm_use_sample_force_sample_unmasked_and_inits():
     out = run(layer, [lo(g, lens)], train=True).tensor.numpy()
     mix_m, mix_v = 0.75 * mean + 0.25 * 0.0, 0.75 * var + 0.25 * 1.0  # moving stats before the update
     real_frames_close(out, (g - mix_m) / np.sqrt(mix_v + 1e-4) * 2.0 + 0.5, lens, atol=1e-4)
-    np.testing.assert_allclose(layer.moving_mean.numpy(), 0.5 * mean, atol=1e-5)
+    np.testing.assert_allclose(layer.bn.moving_mean.numpy(), 0.5 * mean, atol=1e-5)
     ev = run(layer, [lo(g, lens)], train=False).tensor.numpy()  # force_sample: the mix in evaluation too
     mix_m, mix_v = 0.75 * mean + 0.25 * 0.5 * mean, 0.75 * var + 0.25 * (0.5 + 0.5 * var)
     real_frames_close(ev, (g - mix_m) / np.sqrt(mix_v + 1e-4) * 2.0 + 0.5, lens, atol=1e-4)

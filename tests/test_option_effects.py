@@ -251,7 +251,7 @@ def test_hdf_dump_name_as_is_without_dump_per_run():
 def test_allow_broadcast_all_sources_and_out_shape():
     """RETURNN: sources that all need broadcasting ([B,T1,F] + [B,T2,F]) are refused from
     behavior_version 4, unless allow_broadcast_all_sources (False: always refused) or out_shape."""
-    a, b = spec(3, name="a"), spec(3, name="b")
+    a, b = spec(3, name="a", time=SpatialDim("time:a")), spec(3, name="b", time=SpatialDim("time:b"))
     for cls, extra in (("compare", {}), ("eval", {"eval": "source(0) + source(1)"})):
         with behavior_version(4):
             with pytest.raises(NetworkError, match="'lay'.*broadcast"):

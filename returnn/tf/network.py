@@ -197,7 +197,6 @@ class TFNetwork(tf.Module):
                                 infer_n_out=self._infer_n_out, search=search)
                 else:
                     layer = cls(name, layer_opts, templates, seed=seed)
-                layer.post_init()
             self.layers[name] = layer
             if isinstance(opts.get("register_as_extern_data"), str):
                 extern.setdefault(opts["register_as_extern_data"], layer.output)

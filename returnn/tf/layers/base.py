@@ -11,6 +11,7 @@ How a layer is written (see docs/architecture.md, "Writing a layer"):
 """
 from __future__ import annotations
 
+import functools
 import types
 import zlib
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Type
@@ -120,6 +121,28 @@ class Layer(tf.Module):
         Option("batch_norm", False, "True or a dict of batch_norm layer options: RETURNN's batch normalisation of "
                                     "the layer's output (parameters under <layer>/batch_norm/)"),
     )
+
+    def __init_subclass__(cls, **kwargs):
+        """Every layer class's ``__init__`` ends with :meth:`post_init` (once, after the outermost
+        ``__init__`` of a class hierarchy returns), wherever the layer is built."""
+        super().__init_subclass__(**kwargs)
+        init = cls.__dict__.get("__init__")
+        if init is None or getattr(init, "_with_post_init", False):
+            return
+
+        @functools.wraps(init)
+        def __init__(self, *args, **kw):
+            outer = not getattr(self, "_in_init", False)
+            object.__setattr__(self, "_in_init", True)
+            try:
+                init(self, *args, **kw)
+            finally:
+                if outer:
+                    object.__setattr__(self, "_in_init", False)
+            if outer:
+                self.post_init()
+        __init__._with_post_init = True
+        cls.__init__ = __init__
 
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
         super().__init__(name=_tf_name(name))
@@ -276,9 +299,9 @@ class Layer(tf.Module):
         return LayerOutput(tensor, self.output, merged, logits, packed)
 
     def post_init(self) -> None:
-        """What RETURNN's base layer adds once the output template is known (the network calls this
-        after building the layer): the ``batch_norm`` option's normalisation of the output, and the
-        checks of the constraint options."""
+        """What RETURNN's base layer adds once the output template is known (runs at the end of the
+        layer's construction, see ``__init_subclass__``): the ``batch_norm`` option's normalisation
+        of the output, and the checks of ``out_shape``, ``out_type`` and the constraint options."""
         spec = self.opts.get("batch_norm")
         if spec:
             from returnn.tf.layers.norm import BatchNorm

@@ -339,7 +339,6 @@ class RecSubnetLayer(Layer):
         loop = contextlib.nullcontext() if in_loop and sub not in self.plan.after_loop else loop_axis(self.time_dim)
         with reuse.resolving(self._get_reused_layer), loop:
             self.layers[sub] = cls(full_name, layer_opts, templates, seed=self.seed)
-            self.layers[sub].post_init()
         if in_loop and hasattr(self.layers[sub], "step") and self.layers[sub].post_bn is not None:
             raise NetworkError("%s: option 'batch_norm' on a sub-layer with a state inside the loop is not supported"
                                % where)
