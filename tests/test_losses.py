@@ -112,9 +112,10 @@ def test_mse_masked():
     tgt[1, 1:] = np.nan  # padding of the target is garbage
     vals = compute("mse", value(tf.constant(out), tf.constant([3, 1]), spec(2)),
                    value(tf.constant(tgt), tf.constant([3, 1]), spec(2)))
-    # real frames: seq 0 all 3 frames, seq 1 frame 0
-    expected = ((out[0] - 1) ** 2).sum() + ((out[1, 0] - 1) ** 2).sum()
-    assert vals == {"loss_sum": pytest.approx(expected), "norm": 4.0, "error_sum": None, "error_norm": None}
+    # real frames: seq 0 all 3 frames, seq 1 frame 0; RETURNN's mse: the mean over the features per frame
+    expected = ((out[0] - 1) ** 2).mean(-1).sum() + ((out[1, 0] - 1) ** 2).mean()
+    # RETURNN's default frame error: argmax of the output (1) against the target's (0): every real frame
+    assert vals == {"loss_sum": pytest.approx(expected), "norm": 4.0, "error_sum": 4.0, "error_norm": 4.0}
 
 
 # ------------------------------------------------------------------ ctc
@@ -169,7 +170,7 @@ def test_ctc_against_enumerated_alignments_and_label_error(with_logits):
     expected = sum(ctc_nll_bruteforce(CTC_LOGITS[b, :n], CTC_LABELS[b, :m])
                    for b, (n, m) in enumerate(zip(CTC_OUT_LENS, CTC_LABEL_LENS)))
     assert vals["loss_sum"] == pytest.approx(expected, rel=1e-4)
-    assert vals["norm"] == float(sum(CTC_OUT_LENS))
+    assert vals["norm"] == float(sum(CTC_LABEL_LENS))  # RETURNN's norm: the target labels, not the frames
     greedy = [ctc_collapse(CTC_LOGITS[b, :n].argmax(-1), 2) for b, n in enumerate(CTC_OUT_LENS)]
     assert greedy == [[0, 0, 1], [1], []]
     errors = sum(levenshtein(g, CTC_LABELS[b, :m]) for b, (g, m) in enumerate(zip(greedy, CTC_LABEL_LENS)))
@@ -302,3 +303,16 @@ def test_objective_is_the_frame_sum_unless_use_normalized_loss(name):
     with pytest.raises(NetworkError, match=r"^layer 'output': loss_opts use_normalized_loss must be True or False, "
                                            r"got 'yes'$"):
         cls("output", dict(base, use_normalized_loss="yes"), "classes")
+
+
+def test_safe_log_value_is_exactly_log_max_and_gradient_identity():
+    """RETURNN's safe_log: log(max(p, eps)) for every p (also p < 0, where a stop_gradient trick
+    rounds to log(0) = -inf), with the gradient of log going through (maximum_with_identity_grad)."""
+    from returnn.tf.losses import safe_log
+    p = tf.constant([-0.9, 0.0, 1e-30, 0.5], tf.float32)
+    with tf.GradientTape() as tape:
+        tape.watch(p)
+        y = safe_log(p)
+    np.testing.assert_allclose(y.numpy(), np.log(np.maximum(p.numpy(), np.float32(1e-20))), rtol=1e-6)
+    np.testing.assert_allclose(tape.gradient(y, p).numpy(), 1.0 / np.maximum(p.numpy(), np.float32(1e-20)),
+                               rtol=1e-6)

@@ -116,7 +116,7 @@ def test_ce_and_mse_on_packed_rows_match_numpy_and_the_padded_gradient():
     mse = MeanSquaredErrorLoss("lay", {}, "d").compute(out, dense_target)
     ref = x @ w + b
     probs = np.exp(ref) / np.exp(ref).sum(-1, keepdims=True)
-    np.testing.assert_allclose(mse.loss_sum.numpy(), ((probs - soft) ** 2).sum(-1)[mask].sum(), rtol=1e-5)
+    np.testing.assert_allclose(mse.loss_sum.numpy(), ((probs - soft) ** 2).mean(-1)[mask].sum(), rtol=1e-5)
 
 
 def test_packed_target_with_other_padding():

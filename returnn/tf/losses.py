@@ -37,7 +37,8 @@ ALIGNMENT_MARK = "framewise loss needs output and target of equal length"
 # the values in ``only`` (others refused in one line), or a documented no-op (``noop``: why).
 COMMON_OPTIONS: Tuple[Option, ...] = (
     Option("use_normalized_loss", False, "False: the training objective is the loss summed over the batch's "
-                                         "frames; True: divided by their number"),
+                                         "frames; True: divided by RETURNN's norm (the target frames or "
+                                         "labels, e.g. CTC's target labels)"),
     Option("use_flatten_frames", True, "RETURNN: compute on the real frames flattened",
            noop="a layout RETURNN computes in: the per-frame values and their sums are the same"),
 )
@@ -163,19 +164,20 @@ def _frame_count(target: LayerOutput, mask: Optional[tf.Tensor]) -> tf.Tensor:
     return tf.reduce_sum(mask)
 
 
-def _log_probs(output: LayerOutput, eps: float = 1e-7) -> tf.Tensor:
-    """Log-probabilities of ``output``: log_softmax of the logits if present, else log(clip(p))."""
-    if output.logits is not None:
-        return tf.nn.log_softmax(output.logits, axis=-1)
-    return tf.math.log(tf.clip_by_value(output.tensor, eps, 1.0))
-
-
 def safe_log(p: tf.Tensor, eps: float = 1e-20, fake_grad: bool = True) -> tf.Tensor:
     """RETURNN's ``safe_log``: ``log(max(p, eps))``; ``fake_grad``: the gradient of ``log(p)`` also
-    below ``eps`` (RETURNN's maximum_with_identity_grad), else tf.maximum's (0 there)."""
+    below ``eps`` (RETURNN's maximum_with_identity_grad), else tf.maximum's (0 there). The value is
+    exactly ``max(p, eps)`` (a ``p + stop_gradient(max(p, eps) - p)`` rounds to 0 for p < 0)."""
     eps = tf.cast(eps, p.dtype)
-    clipped = p + tf.stop_gradient(tf.maximum(p, eps) - p) if fake_grad else tf.maximum(p, eps)
-    return tf.math.log(clipped)
+    return tf.math.log(_maximum_identity_grad(p, eps) if fake_grad else tf.maximum(p, eps))
+
+
+@tf.custom_gradient
+def _maximum_identity_grad(x: tf.Tensor, floor: tf.Tensor):
+    """``tf.maximum(x, floor)`` whose gradient goes to ``x`` everywhere (none to ``floor``)."""
+    def grad(dy):
+        return dy, tf.zeros_like(floor)
+    return tf.maximum(x, floor), grad
 
 
 class CrossEntropyLoss(Loss):
@@ -263,7 +265,12 @@ class CrossEntropyLoss(Loss):
         else:
             if self.smoothing or self.focal:
                 raise NetworkError("layer %r: label_smoothing/focal_loss_factor need sparse targets" % self.layer_name)
-            frame_loss = -tf.reduce_sum(target.tensor * self._log_probs(output), axis=-1)
+            if self._logits(output) is not None and self.use_fused:  # RETURNN's fused op (and its gradient,
+                # softmax - target, which assumes targets summing to 1)
+                frame_loss = tf.nn.softmax_cross_entropy_with_logits(
+                    labels=tf.cast(target.tensor, tf.float32), logits=self._logits(output))
+            else:
+                frame_loss = -tf.reduce_sum(target.tensor * self._log_probs(output), axis=-1)
             labels = tf.argmax(target.tensor, axis=-1, output_type=tf.int32)
         if self.upper_bound is not None:
             frame_loss = frame_loss - tf.stop_gradient(frame_loss - tf.minimum(frame_loss, self.upper_bound))
@@ -274,8 +281,10 @@ class CrossEntropyLoss(Loss):
 
 
 class MeanSquaredErrorLoss(Loss):
-    """Sum over features of the squared difference, summed over real frames; norm = frames.
-    Sparse targets are compared as one-hot vectors."""
+    """RETURNN's ``mse``: per frame the MEAN over the features of the squared difference between the
+    output (its values: probabilities for a softmax) and the target (sparse targets as one-hot
+    vectors), summed over the real frames; norm = target frames. The error is RETURNN's default frame
+    error: argmax of the output against the target label (argmax of a dense target)."""
 
     loss_class = "mse"
     frame_local = True
@@ -286,19 +295,30 @@ class MeanSquaredErrorLoss(Loss):
         if target.data.sparse:
             labels = tgt if mask is None else tf.where(mask > 0, tgt, 0)
             tgt = tf.one_hot(labels, output.data.dim)
-        frame_loss = tf.reduce_sum(tf.square(output.tensor - tgt), axis=-1)
-        return LossValues(_masked_sum(frame_loss, mask), _frame_count(target, mask))
+        else:
+            labels = tf.argmax(tgt, axis=-1, output_type=tf.int32)
+        diff = tf.square(output.tensor - tf.cast(tgt, output.tensor.dtype))
+        has_features = output.data.feature_dim_axis is not None
+        frame_loss = tf.reduce_mean(diff, axis=-1) if has_features else diff
+        frames = _frame_count(target, mask)
+        if not has_features:
+            return LossValues(_masked_sum(frame_loss, mask), frames)
+        wrong = tf.cast(tf.not_equal(tf.argmax(output.tensor, axis=-1, output_type=tf.int32), labels), tf.float32)
+        return LossValues(_masked_sum(frame_loss, mask), frames, _masked_sum(wrong, mask), frames)
 
 
 class CtcLoss(Loss):
     """Connectionist temporal classification.
 
     The output has ``num_labels + 1`` classes; the blank is the LAST index. Uses ``output.logits``
-    when present, else ``log(output.tensor)`` (the output is taken to be probabilities).
+    when present, else RETURNN's ``safe_log(output.tensor)`` (the output is taken to be probabilities).
     ``loss_sum`` is the sum of the per-sequence negative log-likelihoods; ``norm`` is the number
-    of real OUTPUT frames (sum of the output lengths), as for frame-wise losses. The error is the
-    label error rate of greedy (best-path) decoding: ``error_sum`` = sum of the edit distances,
-    ``error_norm`` = total number of target labels.
+    of target LABELS (sum of the target lengths), RETURNN's norm factor for every loss with a target
+    with time axis: the reported score is the loss per label, and ``use_normalized_loss`` divides the
+    objective by the labels. The error is the label error rate of greedy (best-path) decoding, as
+    RETURNN's in training: ``error_sum`` = sum of the edit distances, ``error_norm`` = the same
+    label count. (RETURNN's error in evaluation decodes with a beam search of ``beam_width``; here
+    greedy decoding in evaluation too: the loss has no train flag.)
 
     ``loss_opts`` (:attr:`options`) and ``ctc_opts`` (:attr:`ctc_options`, the options of TF's or
     RETURNN's native CTC op) as declared below.
@@ -348,20 +368,19 @@ class CtcLoss(Loss):
         blank = num_classes - 1
         if self.opts.get("output_in_log_space"):  # the output holds log-probabilities already
             logits = output.tensor
-        else:
-            logits = output.logits if output.logits is not None else _log_probs(output)
+        else:  # RETURNN: the softmax input when known, else safe_log of the output (probabilities)
+            logits = output.logits if output.logits is not None else safe_log(output.tensor)
         label_mask = target.sequence_mask()
         labels = tf.where(label_mask, target.tensor, 0)
         loss = tf.nn.ctc_loss(labels=labels, logits=logits, label_length=target.seq_len,
                               logit_length=output.seq_len, logits_time_major=False, blank_index=blank)
         if self.ignore_longer:
             loss = tf.where(target.seq_len > output.seq_len, tf.zeros_like(loss), loss)
-        norm = tf.cast(tf.reduce_sum(output.seq_len), tf.float32)
+        labels_total = tf.cast(tf.reduce_sum(target.seq_len), tf.float32)
         decoded, _ = tf.nn.ctc_greedy_decoder(tf.transpose(logits, [1, 0, 2]), output.seq_len,
                                               merge_repeated=True, blank_index=blank)
         dist = tf.edit_distance(tf.cast(decoded[0], tf.int64), _to_sparse(labels, label_mask), normalize=False)
-        error_norm = tf.cast(tf.reduce_sum(target.seq_len), tf.float32)
-        return LossValues(tf.reduce_sum(loss), norm, tf.reduce_sum(dist), error_norm)
+        return LossValues(tf.reduce_sum(loss), labels_total, tf.reduce_sum(dist), labels_total)
 
 
 _ONLY_WHEN_SAMPLING = "RETURNN uses it only when sampling (use_full_softmax False, refused here)"
@@ -388,6 +407,13 @@ class SamplingLoss(CrossEntropyLoss):
                noop=_ONLY_WHEN_SAMPLING),
         Option("nce_log_norm_term", 0.0, "NCE's log normalisation constant", noop=_ONLY_WHEN_SAMPLING),
     )
+
+    @classmethod
+    def declared(cls) -> Dict[str, Option]:
+        """RETURNN's SamplingBasedLoss takes none of ``ce``'s own options (label_smoothing & co.)."""
+        out = {o.name: o for o in COMMON_OPTIONS}
+        out.update({o.name: o for o in cls.options})
+        return out
 
     def __init__(self, layer_name: str, loss_opts: Optional[Dict[str, Any]], target_key: str):
         super().__init__(layer_name, loss_opts, target_key)

@@ -1,0 +1,201 @@
+"""Golden loss values from the real RETURNN (PyPI package ``returnn``, TF backend, graph mode): for one
+small network per loss (``ce`` with its options, ``mse``, ``ctc``, ``as_is``, ``edit_distance``,
+``sampling_loss``), what RETURNN's ``LossHolder`` reports on one batch: the loss value (summed over
+the batch, before ``loss_scale``), the error value (summed), the norm factor (RETURNN divides both by
+it for the reported scores: ``1 / sum(target lengths)`` for targets with a time axis) and the gradient
+of the training objective (``network.get_objective()``: with ``use_normalized_loss`` the loss times
+the norm factor). ``tests/test_returnn_losses.py`` builds the same network with this engine, sets
+the same parameters by RETURNN's names, runs one train step on the batch and compares.
+
+RETURNN runs with the train flag on (its CTC error is then greedy decoding; in evaluation it decodes
+with a beam search of ``beam_width``).
+
+Regenerate (from a directory OUTSIDE the repository, so that ``import returnn`` is the PyPI package)::
+
+    cd /tmp && DISABLE_CUDA=1 /work/main/.bench-venv-returnn/bin/python \\
+        /work/main/tests/returnn_goldens/make_loss_goldens.py
+
+Writes ``tests/data/returnn_losses/<case>.npz`` (``--out DIR`` elsewhere), byte-reproducible, with
+  ``meta``          0-d unicode string, JSON: case, network, extern_data, loss_layer, params (RETURNN names),
+                    has_loss (false when RETURNN's loss value is None: edit_distance, as_is as_error),
+                    has_error, returnn_version, tf_version;
+  ``in:KEY``, ``len:KEY``  the batch (float32 features or int32 labels, padded with zeros) and lengths;
+  ``param:NAME``    the parameters (RETURNN's own initialisation, graph seed 1);
+  ``grad:NAME``     the gradient of RETURNN's objective at those parameters;
+  ``loss``, ``error``, ``norm_factor``, ``objective``  float32 scalars (``loss``/``error`` 0 when None).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+DEFAULT_OUT = os.path.join(REPO, "tests", "data", "returnn_losses")
+
+B = 3
+LENS = [7, 5, 4]  # data, classes, target_dense (frame-wise)
+LABEL_LENS = [3, 2, 1]  # labels (CTC / edit distance targets)
+HYP_LENS = [2, 3, 0]  # hyp (a sparse output for edit_distance)
+EXTERN_DATA = {
+    "data": {"dim": 4},
+    "classes": {"dim": 5, "sparse": True},
+    "target_dense": {"dim": 3},
+    "labels": {"dim": 3, "sparse": True},
+    "hyp": {"dim": 3, "sparse": True},
+    "seq_class": {"dim": 5, "sparse": True, "shape": ()},
+}
+
+
+def softmax_net(loss, target="classes", loss_opts=None, n_out=5, extra=None):
+    out = {"class": "softmax", "from": "data", "n_out": n_out, "loss": loss, "target": target}
+    if loss_opts is not None:
+        out["loss_opts"] = loss_opts
+    out.update(extra or {})
+    return {"output": out}
+
+
+CASES = {
+    "ce": softmax_net("ce"),
+    "ce_label_smoothing": softmax_net("ce", loss_opts={"label_smoothing": 0.1}),
+    "ce_label_smoothing_normalized": softmax_net("ce", loss_opts={"label_smoothing": 0.2,
+                                                                  "use_normalized_loss": True}),
+    "ce_focal": softmax_net("ce", loss_opts={"focal_loss_factor": 2.0}),
+    "ce_not_fused": softmax_net("ce", loss_opts={"use_fused": False}),
+    "ce_scale": softmax_net("ce", extra={"loss_scale": 0.5}),
+    "ce_dense_target": softmax_net("ce", target="target_dense", n_out=3),
+    "ce_no_time": {"pool": {"class": "reduce", "mode": "mean", "axis": "T", "from": "data"},
+                   "output": {"class": "softmax", "from": "pool", "n_out": 5, "loss": "ce", "target": "seq_class"}},
+    "mse_dense": {"output": {"class": "linear", "activation": None, "from": "data", "n_out": 3, "loss": "mse",
+                             "target": "target_dense"}},
+    "mse_sparse": softmax_net("mse"),
+    "mse_normalized": {"output": {"class": "linear", "activation": "tanh", "from": "data", "n_out": 3, "loss": "mse",
+                                  "target": "target_dense", "loss_opts": {"use_normalized_loss": True}}},
+    "ctc": softmax_net("ctc", target="labels", n_out=4),
+    "ctc_normalized": softmax_net("ctc", target="labels", n_out=4, loss_opts={"use_normalized_loss": True}),
+    "ctc_sigmoid_output": {"output": {"class": "linear", "activation": "sigmoid", "from": "data", "n_out": 4,
+                                      "loss": "ctc", "target": "labels"}},
+    "as_is": {"output": {"class": "linear", "activation": "relu", "from": "data", "n_out": 2, "loss": "as_is"}},
+    "as_is_as_error": {"output": {"class": "linear", "activation": "relu", "from": "data", "n_out": 2,
+                                  "loss": "as_is", "loss_opts": {"as_error": True}},
+                       "other": {"class": "softmax", "from": "data", "n_out": 5, "loss": "ce", "target": "classes"}},
+    "edit_distance": {"output": {"class": "copy", "from": "data:hyp", "loss": "edit_distance", "target": "labels"},
+                      "other": {"class": "softmax", "from": "data", "n_out": 5, "loss": "ce", "target": "classes"}},
+    "sampling_loss_full_softmax": softmax_net("sampling_loss", loss_opts={"use_full_softmax": True}),
+}
+
+
+def make_batch():
+    """{key: (array, lengths)}: random features / labels, zero padding (as RETURNN's datasets)."""
+    import numpy as np
+    rng = np.random.RandomState(42)
+    batch = {}
+
+    def pad(seqs, dtype):
+        lens = np.array([len(s) for s in seqs], np.int32)
+        shape = (len(seqs), max(1, lens.max())) + np.shape(seqs[0])[1:]
+        arr = np.zeros(shape, dtype)
+        for i, s in enumerate(seqs):
+            arr[i, :len(s)] = s
+        return arr, lens
+
+    batch["data"] = pad([rng.randn(n, 4).astype(np.float32) for n in LENS], np.float32)
+    batch["classes"] = pad([rng.randint(0, 5, n) for n in LENS], np.int32)
+    batch["target_dense"] = pad([rng.randn(n, 3).astype(np.float32) for n in LENS], np.float32)
+    batch["labels"] = pad([rng.randint(0, 3, n) for n in LABEL_LENS], np.int32)
+    batch["hyp"] = pad([rng.randint(0, 3, n) for n in HYP_LENS], np.int32)
+    batch["seq_class"] = (rng.randint(0, 5, B).astype(np.int32), None)
+    return batch
+
+
+def run_case(name, network):
+    import numpy as np
+    import tensorflow as tf
+    import returnn
+    from returnn.config import Config, set_global_config
+    from returnn.tf.network import TFNetwork
+
+    network = json.loads(json.dumps(network))
+    config = Config(dict(extern_data=json.loads(json.dumps(EXTERN_DATA)), network=network, task="train"))
+    set_global_config(config)
+    batch = make_batch()
+    with tf.compat.v1.Graph().as_default() as graph:
+        tf.compat.v1.set_random_seed(1)
+        net = TFNetwork(config=config, train_flag=True)
+        net.construct_from_dict(network)
+        params = [p for p in net.get_saveable_params_list() if p.name.split(":")[0] != "global_step"]
+        names = [p.name.split(":")[0] for p in params]
+        objective = net.get_objective()
+        holder = net.losses_dict["output"]
+        loss = holder.get_loss_value()
+        error = holder.get_error_value()
+        scalars = {"norm_factor": tf.convert_to_tensor(holder.get_norm_factor()),
+                   "objective": tf.convert_to_tensor(objective)}
+        if loss is not None:
+            scalars["loss"] = loss
+        if error is not None:
+            scalars["error"] = error
+        grads = []
+        if params:
+            grads = [tf.zeros_like(p) if g is None else tf.convert_to_tensor(g)
+                     for p, g in zip(params, tf.gradients(objective, params))]
+        feed = {}
+        used = set()
+        for key, (arr, lens) in batch.items():
+            if key not in net.extern_data.data:
+                continue
+            data = net.extern_data.data[key]
+            if data.placeholder is None:
+                continue
+            used.add(key)
+            feed[data.placeholder] = arr
+            if data.time_dim_axis is not None:
+                feed[data.size_placeholder[data.time_dim_axis_excluding_batch]] = lens
+        sess_cfg = tf.compat.v1.ConfigProto(intra_op_parallelism_threads=1, inter_op_parallelism_threads=1,
+                                            device_count={"GPU": 0})
+        with tf.compat.v1.Session(graph=graph, config=sess_cfg) as sess:
+            sess.run(tf.compat.v1.global_variables_initializer())
+            before = sess.run(params)
+            values = sess.run(scalars, feed)
+            grad_values = sess.run(grads, feed)
+    meta = {"case": name, "network": network, "extern_data": EXTERN_DATA, "loss_layer": "output", "params": names,
+            "has_loss": loss is not None, "has_error": error is not None,
+            "returnn_version": getattr(returnn, "__long_version__", returnn.__version__), "tf_version": tf.__version__}
+    arrays = {"meta": np.array(json.dumps(meta, sort_keys=True))}
+    for key, (arr, lens) in batch.items():
+        arrays["in:" + key] = arr
+        if lens is not None:
+            arrays["len:" + key] = lens
+    for key in ("loss", "error", "norm_factor", "objective"):
+        arrays[key] = np.float32(values.get(key, 0.0))
+    for name_, p0, g in zip(names, before, grad_values):
+        arrays["param:" + name_] = p0
+        arrays["grad:" + name_] = g
+    return arrays
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", default=DEFAULT_OUT, help="output directory (default: %(default)s)")
+    parser.add_argument("--only", nargs="+", metavar="CASE", help="only these cases")
+    args = parser.parse_args(argv)
+    sys.path.insert(0, HERE)
+    from make_goldens import _check_real_returnn, write_npz
+    _check_real_returnn()
+    os.environ.setdefault("DISABLE_CUDA", "1")
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import tensorflow as tf
+    tf.compat.v1.disable_eager_execution()
+    os.makedirs(args.out, exist_ok=True)
+    for name in args.only or list(CASES):
+        arrays = run_case(name, CASES[name])
+        path = os.path.join(args.out, name + ".npz")
+        write_npz(path, arrays)
+        print("wrote %s (loss %.6g, error %.6g, norm factor 1/%.6g, objective %.6g)" % (
+            path, arrays["loss"], arrays["error"], 1.0 / arrays["norm_factor"], arrays["objective"]), flush=True)
+
+
+if __name__ == "__main__":
+    main()
