@@ -10,7 +10,8 @@ Regenerate (from a directory OUTSIDE the repository, so that ``import returnn`` 
     cd /tmp && DISABLE_CUDA=1 /work/main/.bench-venv-returnn/bin/python \\
         /work/main/tests/returnn_goldens/make_goldens.py [--only CASE ...] [--list]
 
-Writes ``tests/data/returnn_goldens/<case>.npz`` (``--out DIR`` elsewhere). The output is
+Writes ``tests/data/returnn_goldens/<case>.npz`` (``--out DIR`` elsewhere). More cases live in
+``cases_<area>.py`` beside this file (``from make_goldens import case, ...``; loaded by ``main``). The output is
 deterministic: fixed numpy seeds per case, one TF thread, zip members with a fixed date.
 
 Each ``.npz`` holds
@@ -492,6 +493,19 @@ case("transposed_conv_remove_padding", "transposed_conv", {
                "remove_padding": 1, "n_out": 3, "from": "data"}}, lens={"data": LENS_LONG})
 
 
+def _load_more_cases():
+    """Cases of other layer families live in ``cases_*.py`` beside this file: each imports
+    ``case`` (and helpers) from this module and registers its cases when imported."""
+    import importlib.util
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.modules.setdefault("make_goldens", sys.modules[__name__])
+    for fn in sorted(os.listdir(here)):
+        if fn.startswith("cases_") and fn.endswith(".py"):
+            spec = importlib.util.spec_from_file_location(fn[:-3], os.path.join(here, fn))
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+
+
 # --------------------------------------------------------------------------------------------------
 # Running one case in RETURNN
 # --------------------------------------------------------------------------------------------------
@@ -669,6 +683,7 @@ def main(argv=None):
     parser.add_argument("--list", action="store_true", help="list the cases and exit")
     parser.add_argument("--keep-going", action="store_true", help="report failing cases and continue")
     args = parser.parse_args(argv)
+    _load_more_cases()
     if args.list:
         for name, c in CASES.items():
             print("%-40s %s" % (name, c["family"]))
