@@ -59,7 +59,8 @@ def _sub_entries(layer, scope: str) -> Iterator[Tuple[str, str, object]]:
     subs = layer.sub_layers() if hasattr(layer, "sub_layers") else {}
     for sub, sub_layer in subs.items():
         rel, absolute = layer_scope(sub, sub_layer.opts.get("name_scope"))
-        sub_scope = rel if absolute else "/".join(p for p in (scope, "rec", rel) if p)
+        # a rec unit's sub-layers live in "<rec>/rec/"; a class may say otherwise (cond: directly in its scope)
+        sub_scope = rel if absolute else "/".join(p for p in (scope, getattr(layer, "sub_param_scope", "rec"), rel) if p)
         yield sub_layer.layer_name, sub_scope, sub_layer
         yield from _sub_entries(sub_layer, sub_scope)
 

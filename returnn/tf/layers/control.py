@@ -175,7 +175,8 @@ class PrintLayer(Layer):
     """``print``: the input unchanged; each step prints its shape and first values to stderr."""
 
     layer_class = "print"
-    options = (Option("summarize", 3, "values printed per axis"),)
+    options = (Option("summarize", 3, "values printed per axis"),
+               Option("extra_print_args", (), "more values printed after the layer's (RETURNN's)"))
 
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
         super().__init__(name, opts, sources, seed)
@@ -184,7 +185,8 @@ class PrintLayer(Layer):
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         x = sources[0].tensor
-        op = tf.print("layer %r:" % self.layer_name, tf.shape(x), x, summarize=int(self.opt("summarize")),
+        extra = list(self.opt("extra_print_args") or ())
+        op = tf.print("layer %r:" % self.layer_name, *extra, tf.shape(x), x, summarize=int(self.opt("summarize")),
                       output_stream="file:///dev/stderr")
         with tf.control_dependencies([op]):
             return self.make_output(tf.identity(x), sources)
