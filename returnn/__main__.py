@@ -33,6 +33,9 @@ def _verbosity(config: Optional[Config], argv: Optional[List[str]] = None) -> in
     """``log_verbosity`` of the config; without a config (it failed to load), from ``++log_verbosity``."""
     try:
         if config is not None:
+            value = config.typed_value("log_verbosity")
+            if isinstance(value, (list, tuple)):  # RETURNN's one per log target: the most verbose one here
+                return max([int(v) for v in value] or [3])
             return config.int("log_verbosity")
         value = 3
         for key, text in split_cmd_args(argv or [])[1]:

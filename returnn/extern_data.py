@@ -93,6 +93,8 @@ def _data_from_num(key: str, value: Any, config_key: str, sparse_input: bool = F
         return data_from_opts(key, {"dim": dim, "shape": (None,) * (ndim - 1) + (dim,)}, config_key)
     if isinstance(value, bool) or not isinstance(value, int):
         raise ConfigError("%s must be an int, [dim, ndim] or a dict, got %r" % (where, value))
+    if key == "data" and config_key == "num_outputs":  # RETURNN: an int for 'data' in num_outputs is dense
+        sparse_input = False
     sparse = sparse_input if key == "data" else True
     return data_from_opts(key, {"dim": value, "sparse": sparse}, config_key)
 
@@ -110,8 +112,9 @@ def extern_data_from_config(config: Config, dataset: Optional[Dataset] = None) -
     sparse_input = bool(config.typed_value("sparse_input"))
     if isinstance(num_outputs, dict):
         specs.update({k: _data_from_num(k, v, "num_outputs", sparse_input) for k, v in num_outputs.items()})
-    elif num_outputs is not None:
-        specs["classes"] = _data_from_num("classes", num_outputs, "num_outputs")
+    elif num_outputs is not None:  # RETURNN: the description of the key 'target'
+        target = config.value("target") or "classes"
+        specs[target] = _data_from_num(target, num_outputs, "num_outputs")
     num_inputs = config.typed_value("num_inputs")
     if num_inputs is not None:
         if isinstance(num_inputs, bool) or not isinstance(num_inputs, int) or num_inputs < 1:
@@ -133,8 +136,8 @@ def _config_key_for(key: str, config: Config) -> str:
         return "extern_data[%r]" % key
     if key == "data" and config.has("num_inputs"):
         return "num_inputs"
-    return "num_outputs[%r]" % key if isinstance(config.typed_value("num_outputs"), dict) or key != "classes" \
-        else "num_outputs"
+    return "num_outputs[%r]" % key if isinstance(config.typed_value("num_outputs"), dict) \
+        or key != (config.value("target") or "classes") else "num_outputs"
 
 
 def check_dataset_matches(specs: Dict[str, Data], dataset: Dataset, dataset_name: str, config: Config) -> None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Dict, List, Optional
+from typing import Any, Dict, List, Optional, Union
 
 from returnn.config import Config
 from returnn.errors import ConfigError
@@ -41,9 +41,9 @@ class LearningRateControl:
 
     def __init__(self, kind: str = "constant", default_learning_rate: float = 1.0,
                  learning_rates: Optional[List[float]] = None, filename: Optional[str] = None,
-                 min_learning_rate: float = 0.0, decay: float = 0.5, relative_error_threshold: float = -0.01,
+                 min_learning_rate: float = 0.0, decay: Any = 0.5, relative_error_threshold: float = -0.01,
                  error_threshold: float = -0.01, multi_num_epochs: int = 5, multi_update_interval: Optional[int] = None,
-                 error_measure: Optional[str] = None, relative_error_div_by_old: bool = False,
+                 error_measure: Union[None, str, List[str]] = None, relative_error_div_by_old: bool = False,
                  relative_error_relative_lr: bool = False, min_num_epochs_per_new_lr: int = 0):
         if kind not in KNOWN_CONTROLS:
             raise ConfigError("config key 'learning_rate_control': unknown %r (known: %s)" % (kind, ", ".join(KNOWN_CONTROLS)))
@@ -52,7 +52,8 @@ class LearningRateControl:
         self.learning_rates = [float(v) for v in (learning_rates or [])]
         self.filename = filename
         self.min_learning_rate = float(min_learning_rate)
-        self.decay = float(decay)
+        # a factor, or RETURNN's function lr -> new lr
+        self.decay = decay if callable(decay) else float(decay)
         self.relative_error_threshold = float(relative_error_threshold)
         self.error_threshold = float(error_threshold)
         self.multi_num_epochs = max(1, int(multi_num_epochs))
@@ -76,13 +77,13 @@ class LearningRateControl:
             learning_rates=config.typed_value("learning_rates"),
             filename=config.value("learning_rate_file"),
             min_learning_rate=config.float("min_learning_rate"),
-            decay=config.float("newbob_learning_rate_decay"),
+            decay=_decay_from_config(config),
             relative_error_threshold=config.float("newbob_relative_error_threshold"),
             error_threshold=config.float("newbob_error_threshold"),
             multi_num_epochs=config.int("newbob_multi_num_epochs"),
             multi_update_interval=_first_set(config.int("newbob_multi_update_interval"),
                                              config.int("newbob_multi_num_epochs")),
-            error_measure=config.value("learning_rate_control_error_measure"),
+            error_measure=config.typed_value("learning_rate_control_error_measure"),
             relative_error_div_by_old=config.bool("newbob_relative_error_div_by_old"),
             relative_error_relative_lr=config.bool("learning_rate_control_relative_error_relative_lr"),
             min_num_epochs_per_new_lr=config.int("learning_rate_control_min_num_epochs_per_new_lr"),
@@ -119,7 +120,8 @@ class LearningRateControl:
         if self.kind == "constant":
             return last_lr if self.learning_rates else self.default_learning_rate
         if self._should_decay(epoch):
-            return max(last_lr * self.decay, self.min_learning_rate)
+            new_lr = self.decay(last_lr) if callable(self.decay) else last_lr * self.decay
+            return max(float(new_lr), self.min_learning_rate)
         return last_lr
 
     def _held_learning_rate(self, epoch: int) -> Optional[float]:
@@ -179,10 +181,11 @@ class LearningRateControl:
         errors = data.error
         if len(errors) == 1 and "old_format_score" in errors:
             return "old_format_score"
-        measure = self._measure_base()
-        preferred = [measure, measure + "_output"] if measure else []
-        if measure and measure.endswith("_output"):  # RETURNN's name when our single loss is "score"
-            preferred.append(measure[:-len("_output")])
+        preferred = []
+        for measure in self._measures():
+            preferred += [measure, measure + "_output"]
+            if measure.endswith("_output"):  # RETURNN's name when our single loss is "score"
+                preferred.append(measure[:-len("_output")])
         for key in preferred + ["dev_score", "dev_score_output"]:
             if key in errors:
                 return key
@@ -196,18 +199,27 @@ class LearningRateControl:
         keys = sorted(k for k in errors if k.startswith("train_score"))
         return keys[0] if keys else sorted(errors)[0]
 
-    def _measure_base(self) -> Optional[str]:
-        """The error measure without a ``:exp`` suffix."""
-        if self.error_measure and self.error_measure.endswith(":exp"):
-            return self.error_measure[:-len(":exp")]
-        return self.error_measure
+    def _measures(self) -> List[str]:
+        """The error measures (a list: RETURNN tries them in order), without ``:exp`` suffixes."""
+        measures = self.error_measure if isinstance(self.error_measure, (list, tuple)) else \
+            [self.error_measure] if self.error_measure else []
+        return [m[:-len(":exp")] if m.endswith(":exp") else m for m in measures]
+
+    def _exp_measure(self, key: str) -> bool:
+        """Whether the measure that chose ``key`` asks for ``exp`` (``name:exp``)."""
+        measures = self.error_measure if isinstance(self.error_measure, (list, tuple)) else [self.error_measure]
+        for m in measures:
+            base = m[:-len(":exp")] if m and m.endswith(":exp") else None
+            if base and (key in (base, base + "_output") or (base.endswith("_output") and key == base[:-7])):
+                return True
+        return False
 
     def _error(self, epoch: int) -> Optional[float]:
         key = self.error_key(epoch)
         if not key:
             return None
         value = self.epochs[epoch].error[key]
-        if self.error_measure and self.error_measure.endswith(":exp") and not key.endswith(":exp"):
+        if self._exp_measure(key) and not key.endswith(":exp"):
             value = math.exp(min(value, 700.0))  # perplexity of a cross-entropy score
         return value
 
@@ -227,3 +239,15 @@ class LearningRateControl:
         """Newest epoch that has scores, or 0."""
         done = [e for e, d in self.epochs.items() if d.error]
         return max(done) if done else 0
+
+
+def _decay_from_config(config: Config) -> Any:
+    """``learning_rate_decay`` (RETURNN reads it first), else ``newbob_learning_rate_decay``: a
+    factor or a function lr -> new lr."""
+    for key in ("learning_rate_decay", "newbob_learning_rate_decay"):
+        value = config.typed_value(key)
+        if callable(value):
+            return value
+        if value is not None:
+            return config.float(key)
+    return config.float("newbob_learning_rate_decay")

@@ -16,12 +16,16 @@ BAD = [
     ({"learning_rates": [0.1, "x"]}, "config key 'learning_rates': learning rate 'x' for epoch 2"),
     ({"learning_rates": {"a": 0.1}}, "config key 'learning_rates': epoch key 'a' is not an integer >= 1"),
     ({"learning_rates": "0.1"}, "config key 'learning_rates': expected a list or a dict, got '0.1'"),
-    ({"max_seq_length": "abc"}, "config key 'max_seq_length': expected an integer or a dict, got 'abc'"),
+    ({"max_seq_length": "abc"}, "config key 'max_seq_length': expected an integer or a number or a dict, got 'abc'"),
     ({"max_seq_length": {"data": -3}}, "config key 'max_seq_length': entry 'data': expected an integer >= 0"),
     ({"num_inputs": "x"}, "config key 'num_inputs': expected an integer, got 'x'"),
     ({"num_inputs": 0}, "config key 'num_inputs': must be >= 1, got 0"),
-    ({"num_outputs": {"classes": [0, 1]}}, "config key 'num_outputs': entry 'classes': expected a dim >= 1"),
-    ({"num_outputs": [2, 1]}, "config key 'num_outputs': expected an integer or a dict, got [2, 1]"),
+    ({"num_outputs": {"classes": [0, 1]}}, "config key 'num_outputs': entry 'classes': expected [dim >= 1, ndim >= 1]"),
+    ({"num_outputs": [2, 1, 3]}, "config key 'num_outputs': expected [dim >= 1, ndim >= 1], got [2, 1, 3]"),
+    ({"batch_size": {"data": "x"}}, "config key 'batch_size': entry 'data': expected an integer >= 0"),
+    ({"log_verbosity": [5, "loud"]}, "config key 'log_verbosity': expected integers >= 0"),
+    ({"search_output_layer": ["output", 3]}, "config key 'search_output_layer': expected names (strings)"),
+    ({"chunking": 1.5}, "config key 'chunking': expected a string or an integer or a dict or a list or a function"),
     ({"extern_data": {"data": 3}}, "config key 'extern_data': entry 'data': expected a dict or a list, got 3"),
     ({"extern_data": [1]}, "config key 'extern_data': expected a dict, got [1]"),
     ({"eval_datasets": ["x"]}, "config key 'eval_datasets': expected a dict, got ['x']"),
@@ -51,6 +55,20 @@ def test_good_values_pass():
                   "tf_session_opts": {"intra_op_parallelism_threads": 1, "log_device_placement": False},
                   "network": {"#config": {"a": 1}, "output": {"class": "softmax"}}, "batch_size": 0,
                   "use_horovod": "true", "log": ["a", "b"], "num_epochs_extra": "not declared"})
+
+
+def test_returnn_value_forms_pass():
+    """Forms RETURNN's config getters accept for these keys (per-key dicts, NumbersDicts, lists,
+    functions)."""
+    from returnn.util.basic import NumbersDict
+    check_values({"chunking": ({"data": 200, "classes": 50}, {"data": 100, "classes": 25}),
+                  "min_chunk_size": {"data": 10, "classes": 2}, "batch_size": NumbersDict({"data": 5000}),
+                  "eval_batch_size": {"data": 2000}, "max_seq_length": NumbersDict(75), "max_seqs": 20,
+                  "search_output_layer": ["output", "ctc"], "log_verbosity": [5, 3], "cache_size": ["1G", "1G", "0"],
+                  "learning_rate_control_error_measure": ["dev_score_output", "dev_error"],
+                  "newbob_learning_rate_decay": lambda lr: lr * 0.7, "learning_rate_decay": 0.8,
+                  "num_outputs": [10, 1]})
+    check_values({"chunking": lambda dataset, **_: iter(()), "num_outputs": {"data": 9, "classes": (4, 1)}})
 
 
 @pytest.mark.parametrize("args, message", [

@@ -16,7 +16,8 @@ _task("task", "str", "train", "What to run: train, eval (scores of dev/eval sets
       "or search (beam search through rec sub-networks).")
 _task("search_data", "dict|str", None, "task = search: the dataset to decode (a dataset dict or string; \"train\", "
       "\"dev\" or \"eval\": that dataset of the config, as in RETURNN); default: eval, else dev.")
-_task("search_output_layer", "str", None, "task = search: the layer whose labels are written (default: the output layer).")
+_task("search_output_layer", "str|list", None, "task = search: the layer whose labels are written (default: the "
+      "output layer); a list of layers writes {tag: {layer: hypothesis}} (search_output_file_format 'py', as RETURNN).")
 _task("search_output_file", "str", None, "task = search: file for the best hypothesis of each sequence.")
 _task("search_output_file_format", "str", "txt", "task = search: 'txt' (one 'tag<TAB>hypothesis' line per "
       "sequence) or 'py' (a Python dict literal {tag: hypothesis}).")
@@ -35,29 +36,34 @@ _data("eval", "dict|str", None, "Evaluation dataset, scored after each epoch.")
 _data("eval_datasets", "dict", None, "More datasets to score after each epoch: {name: dataset dict}.")
 _data("extern_data", "dict", None, "Data description: {key: {'dim': D, 'sparse': bool, 'shape': ...}}.")
 _data("num_inputs", "int", None, "Feature dimension of 'data' (old style; extern_data replaces it).", minimum=1)
-_data("num_outputs", "int|dict", None, "Target dimensions: int (for 'classes') or {key: [dim, ndim]} (old style).")
+_data("num_outputs", "int|dict|list", None, "Target dimensions (old style): int or [dim, ndim] (for the key 'target'), "
+      "or {key: dim | [dim, ndim] | data options} (an int is sparse, dense for 'data', as RETURNN).")
 _data("sparse_input", "bool", False, "With num_inputs: 'data' holds class indices (old style).")
-_data("cache_size", "int|str", None, "Default cache_size of HDF datasets: 0 reads on demand, -1 loads all, else bytes.")
+_data("cache_size", "int|str|list", None, "Default cache_size of HDF datasets: 0 reads on demand, -1 loads all, else "
+      "bytes ('512M', '1G'); RETURNN's list form gives train, dev, eval their own ('1G,1G,0').")
 _data("target", "str", "classes", "Data key loss layers compare to unless they set 'target' (RETURNN's default target).")
 _data("window", "int", 1, "Append each input frame's neighbours: 'data' gets window * dim features (RETURNN's).", minimum=1)
 _data("batching", "str", None, "Default seq_ordering of the train dataset (RETURNN's global key).")
 
 # ---- batching
 _batch = partial(declare, group="batching")
-_batch("batch_size", "int", 1000, "Frames per batch (padded max length x sequences).", minimum=0)
+_batch("batch_size", "int|dict", 1000, "Frames per batch (padded max length x sequences); RETURNN's {data key: frames} "
+       "(or NumbersDict) limits those keys.", minimum=0)
 _batch("max_seqs", "int", -1, "Sequences per batch at most; -1: no limit.")
-_batch("eval_batch_size", "int", 0, "Frames per batch when scoring dev/eval sets and in search; 0: batch_size.",
+_batch("eval_batch_size", "int|dict", 0, "Frames per batch when scoring dev/eval sets and in search; 0: batch_size.",
        minimum=0)
-_batch("forward_batch_size", "int", 0, "Frames per batch in task forward; 0: eval_batch_size, else batch_size.",
+_batch("forward_batch_size", "int|dict", 0, "Frames per batch in task forward; 0: eval_batch_size, else batch_size.",
        minimum=0)
-_batch("chunking", "str|int|dict", None, "Cut sequences into chunks: 'size:step' (or {key: size}, {key: step}).")
+_batch("chunking", "str|int|dict|list|callable", None, "Cut sequences into chunks: 'size:step', size, (size, step), "
+       "per-key ({key: size}, {key: step}) (keys at other frame rates), or a chunking function (RETURNN's forms).")
 _batch("min_chunk_size", "int|dict", 0, "Chunking: a chunk starts only where more than this many frames are left "
        "(RETURNN's; 0: at every step inside the sequence).")
 _batch("chunking_variance", "float", 0.0, "Chunking: each sequence's chunk size and step scaled by 1 - r * x, "
        "r uniform in [0, 1) from the dataset's epoch seed (RETURNN's); 0: off.", minimum=0)
 _batch("chunk_eval", "bool", False, "Chunk dev/eval datasets with 'chunking' too (RETURNN's; they are not by default).")
 _batch("on_size_limit", "str", "ignore", "RETURNN's: 'chunk' cuts dev/eval sequences into chunks of batch_size frames.")
-_batch("max_seq_length", "int|dict", 0, "Skip sequences longer than this (int, or {key: length}); 0: no limit.", minimum=0)
+_batch("max_seq_length", "int|float|dict", 0, "Skip sequences (chunks, when chunking) longer than this: int for every "
+       "key, negative for 'classes', or {key: length}; 0: no limit.")
 _batch("prefetch_batches", "int", 8, "Batches prepared ahead by the background thread.", minimum=1)
 
 # ---- network
@@ -113,9 +119,13 @@ _lr("learning_rates", "list|dict", None, "Rates for the first epochs: [lr1, lr2,
 _lr("learning_rate_control", "str", "constant", "constant, newbob, newbob_abs or newbob_multi_epoch.")
 _lr("learning_rate_file", "str", None, "File of per-epoch rates and scores (RETURNN's format); read on resume.")
 _lr("min_learning_rate", "float", 0.0, "The rate never goes below this.", minimum=0)
-_lr("learning_rate_control_error_measure", "str", None, "Score newbob watches; default: the first dev score.")
+_lr("learning_rate_control_error_measure", "str|list", None, "Score newbob watches (a list: the first one an epoch "
+    "has); default: the first dev score.")
 _lr("learning_rate_control_relative_error_relative_lr", "bool", False, "Scale the relative error by the rate ratio.")
-_lr("newbob_learning_rate_decay", "float", 0.5, "Factor applied to the rate when newbob decays it.", minimum=0)
+_lr("newbob_learning_rate_decay", "float|callable", 0.5, "Factor applied to the rate when newbob decays it (or a "
+    "function lr -> new lr).", minimum=0)
+_lr("learning_rate_decay", "float|callable", None, "RETURNN's newer name of newbob_learning_rate_decay (wins when set).",
+    minimum=0)
 _lr("newbob_relative_error_threshold", "float", -0.01, "newbob: decay when the relative improvement is above this.")
 _lr("newbob_error_threshold", "float", -0.01, "newbob_abs: decay when the absolute improvement is above this.")
 _lr("newbob_relative_error_div_by_old", "bool", False, "Relative error divided by the old score instead of the new.")
@@ -138,7 +148,7 @@ _ckpt("save_interval", "int", 1, "Save a checkpoint every N epochs (and always t
 # ---- logging
 _log = partial(declare, group="logging")
 _log("log", "str|list", None, "Log file(s); rank R of N writes <base>.horovod-R-N<ext>.")
-_log("log_verbosity", "int", 3, "0-5: how much is printed (docs/running.md lists what each level shows); 6 also "
+_log("log_verbosity", "int|list", 3, "0-5: how much is printed (docs/running.md lists what each level shows); 6 also "
                                 "shows the traceback behind a one-line input error.", minimum=0)
 _log("progress_interval", "float", 10.0, "Seconds between progress lines (log_verbosity >= 4, no terminal).", minimum=0)
 _log("tf_log_dir", "str", None, "TensorBoard directory; default: tf-log next to 'model'; None disables.")

@@ -49,12 +49,17 @@ _TYPES: Dict[str, Callable[[Any], bool]] = {
     "bool": lambda v: isinstance(v, (bool, numbers.Integral)) or (isinstance(v, str) and v.strip().lower() in _BOOL_WORDS),
     "str": lambda v: isinstance(v, str),
     "list": lambda v: isinstance(v, (list, tuple)),
-    "dict": lambda v: isinstance(v, dict),
+    "dict": lambda v: isinstance(v, dict) or _is_numbers_dict(v),
     "any": lambda v: True,
     "callable": callable,
 }
 _WORDS = {"int": "an integer", "float": "a number", "bool": "a boolean", "str": "a string", "list": "a list",
           "dict": "a dict", "callable": "a function"}
+
+
+def _is_numbers_dict(v: Any) -> bool:
+    """RETURNN's NumbersDict (per-key numbers), which configs give where a dict is allowed."""
+    return type(v).__name__ == "NumbersDict" and hasattr(v, "dict") and hasattr(v, "value")
 
 
 def _short(value: Any) -> str:
@@ -92,15 +97,26 @@ def _values_of(kinds: str) -> Callable[[Any], Optional[str]]:
     return check
 
 
+def _check_num_entry(item: Any) -> Optional[str]:
+    """``dim``, ``[dim, ndim]`` or a data-options dict (checked with extern_data)."""
+    if isinstance(item, dict):
+        return None
+    if isinstance(item, (list, tuple)):
+        if len(item) != 2 or not all(_is_int(v) for v in item) or int(item[0]) < 1 or int(item[1]) < 1:
+            return "expected [dim >= 1, ndim >= 1], got %s" % _short(item)
+        return None
+    if not _is_int(item) or int(item) < 1:
+        return "expected a dim >= 1, [dim, ndim] or a dict, got %s" % _short(item)
+    return None
+
+
 def _check_num_outputs(value: Any) -> Optional[str]:
     if not isinstance(value, dict):
-        return None if int(value) >= 1 else "must be >= 1, got %s" % _short(value)
+        return _check_num_entry(value)
     for name, item in value.items():
-        dim = item[0] if isinstance(item, (list, tuple)) and item else item.get("dim") if isinstance(item, dict) else item
-        if isinstance(item, dict) and dim is None:
-            continue  # {"shape": ...} descriptions are checked with extern_data
-        if not _is_int(dim) or int(dim) < 1:
-            return "entry %r: expected a dim >= 1 or [dim, ndim], got %s" % (name, _short(item))
+        problem = _check_num_entry(item)
+        if problem:
+            return "entry %r: %s" % (name, problem)
     return None
 
 
@@ -112,10 +128,26 @@ def _check_thread_counts(value: Any) -> Optional[str]:
 
 
 def _check_lengths(value: Any) -> Optional[str]:
+    """Frame counts per data key (``{key: n}`` or a NumbersDict); a plain number passes (its sign
+    has a meaning for max_seq_length)."""
+    if _is_numbers_dict(value):
+        value = dict(value.dict, **({} if value.value is None else {"(broadcast)": value.value}))
     if isinstance(value, dict):
         for name, item in value.items():
             if not _is_int(item) or int(item) < 0:
                 return "entry %r: expected an integer >= 0, got %s" % (name, _short(item))
+    return None
+
+
+def _check_int_list(value: Any) -> Optional[str]:
+    if isinstance(value, (list, tuple)) and not all(_is_int(v) and int(v) >= 0 for v in value):
+        return "expected integers >= 0, got %s" % _short(value)
+    return None
+
+
+def _check_str_list(value: Any) -> Optional[str]:
+    if isinstance(value, (list, tuple)) and not all(isinstance(v, str) for v in value):
+        return "expected names (strings), got %s" % _short(value)
     return None
 
 
@@ -127,6 +159,12 @@ _STRUCTURE: Dict[str, Callable[[Any], Optional[str]]] = {
     "num_outputs": _check_num_outputs,
     "tf_session_opts": _check_thread_counts,
     "max_seq_length": _check_lengths,
+    "batch_size": _check_lengths,
+    "eval_batch_size": _check_lengths,
+    "forward_batch_size": _check_lengths,
+    "log_verbosity": _check_int_list,
+    "search_output_layer": _check_str_list,
+    "learning_rate_control_error_measure": _check_str_list,
 }
 
 

@@ -78,6 +78,24 @@ def eval_dataset_spec(spec: Any) -> Any:
     return spec
 
 
+def cache_size_for(value: Any, name: Optional[str]) -> Any:
+    """The config's ``cache_size`` for the dataset ``name``: RETURNN's list form (``"1G,1G,0"`` or a
+    list) gives train, dev and eval their own (two values: eval 0; one: every dataset); other
+    datasets take dev's, ``search_data`` eval's. RETURNN divides a single value among the datasets:
+    that only changes memory use, not the data, so each takes it whole here."""
+    if isinstance(value, str) and "," in value:
+        value = [v.strip() for v in value.split(",") if v.strip()]
+    if not isinstance(value, (list, tuple)):
+        return value
+    sizes = list(value) + (["0"] if len(value) == 2 else [])
+    if len(sizes) == 1:
+        return sizes[0]
+    if len(sizes) != 3:
+        raise DataError("config key 'cache_size': one, two or three sizes (train, dev, eval), got %r" % (value,))
+    base = "search_data" if name == "search_data" else (name or "").split("_")[0]
+    return sizes[{"train": 0, "eval": 2, "search_data": 2}.get(base, 1)]
+
+
 def init_dataset(spec: Union[Dict[str, Any], str, Dataset], defaults: Optional[Dict[str, Any]] = None,
                  name: Optional[str] = None) -> Dataset:
     """Builds a dataset from a config entry.
@@ -103,7 +121,7 @@ def init_dataset(spec: Union[Dict[str, Any], str, Dataset], defaults: Optional[D
     cls = registry[class_name]
     for key in getattr(cls, "global_options", ()):
         if key not in opts and defaults and defaults.get(key) is not None:
-            opts[key] = defaults[key]
+            opts[key] = cache_size_for(defaults[key], name) if key == "cache_size" else defaults[key]
     if name and "name" not in opts:
         opts["name"] = name
     try:

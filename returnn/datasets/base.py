@@ -19,6 +19,7 @@ from returnn.datasets.options import int_option, optional_int_option, str_option
 from returnn.datasets.ordering import check_ordering, compute_seq_order, resolve_ordering, seed_for_epoch
 from returnn.datasets.text_files import load_seq_list, parse_literal, read_text
 from returnn.errors import DataError, known_list
+from returnn.util.numbers_dict import NumbersDict
 
 
 class DataInfo:
@@ -266,10 +267,29 @@ class Dataset:
             lengths = lengths[:, None]
         return lengths[self._seq_order]
 
-    def get_seq_length(self, seq_idx: int) -> Dict[str, int]:
-        """Length per data key of one sequence."""
+    def get_seq_length(self, seq_idx: int) -> NumbersDict:
+        """Length per data key of one sequence (a NumbersDict, as RETURNN's; compares equal to a dict)."""
         row = np.asarray(self._corpus_seq_lengths())[self.corpus_index(seq_idx)]
-        return dict(zip(self.get_data_keys(), (int(v) for v in np.atleast_1d(row))))
+        return NumbersDict(dict(zip(self.get_data_keys(), (int(v) for v in np.atleast_1d(row)))))
+
+    # ---- RETURNN's names, for config code (chunking functions, seq_ordering functions, hooks)
+    def is_less_than_num_seqs(self, n: int) -> bool:
+        return n < self.num_seqs
+
+    def get_corpus_seq_idx(self, seq_idx: int) -> int:
+        return self.corpus_index(seq_idx)
+
+    def have_corpus_seq_idx(self) -> bool:
+        return True
+
+    def get_current_epoch(self) -> Optional[int]:
+        return self.epoch
+
+    def load_seqs(self, start: int, end: int) -> None:
+        """RETURNN's explicit loading; sequences are read on demand here."""
+
+    def initialize(self) -> None:
+        """RETURNN's two-step construction; datasets here are ready after ``__init__``."""
 
     def get_seqs(self, seq_indices: Sequence[int]) -> List[Dict[str, np.ndarray]]:
         """Loads several sequences of the current epoch; datasets batch the reads where they can."""

@@ -16,18 +16,21 @@ import numpy as np
 
 from returnn.datasets.base import Dataset
 from returnn.datasets.chunking import ChunkOptions, chunk_options
+from returnn.datasets.key_chunking import function_chunks, key_chunks
 from returnn.errors import DataError
 
 
 @dataclass
 class BatchSlices:
     """One batch: for each entry, sequence index in the epoch and the frame range [start, end)
-    on the time axis of the chunked keys (``end = -1`` means the whole sequence)."""
+    on the time axis of the chunked keys (``end = -1`` means the whole sequence). ``key_ranges``
+    gives other ranges for some keys (per-key chunking: ``{key: (starts, ends)}``)."""
 
     seq_idxs: np.ndarray
     starts: np.ndarray
     ends: np.ndarray
     packed: bool = False  # all entries concatenated into one row (see generate_packed_batches)
+    key_ranges: Optional[Dict[str, Tuple[np.ndarray, np.ndarray]]] = None
 
     @property
     def num_seqs(self) -> int:
@@ -36,84 +39,142 @@ class BatchSlices:
     def entries(self) -> List[Tuple[int, int, int]]:
         return list(zip(self.seq_idxs.tolist(), self.starts.tolist(), self.ends.tolist()))
 
+    def ranges_of(self, key: str) -> Tuple[np.ndarray, np.ndarray]:
+        """(starts, ends) of ``key``'s frames per entry."""
+        if self.key_ranges and key in self.key_ranges:
+            return self.key_ranges[key]
+        return self.starts, self.ends
 
-def too_long(dataset: Dataset, lengths: np.ndarray, max_seq_length: Any) -> np.ndarray:
-    """(num_seqs,) bool: sequences over ``max_seq_length`` (RETURNN's: an int limits every data key,
-    a negative int the key ``classes``, a dict ``{key: limit}`` only those keys; 0/None: no limit)."""
-    if not max_seq_length:
-        return np.zeros(lengths.shape[0], dtype=bool)
-    if isinstance(max_seq_length, dict):
-        limits = {k: int(v) for k, v in max_seq_length.items() if v}
-    elif int(max_seq_length) < 0:
-        limits = {"classes": -int(max_seq_length)}
-    else:
-        return lengths.max(axis=1) > int(max_seq_length)
-    keys = list(dataset.get_data_keys())
-    out = np.zeros(lengths.shape[0], dtype=bool)
-    for key, limit in limits.items():
-        if key in keys:
-            out |= lengths[:, keys.index(key)] > limit
+
+def per_key_limits(keys: Sequence[str], value: Any, what: str) -> np.ndarray:
+    """RETURNN's ``NumbersDict`` limit per data key (float array; inf: no limit): an int limits
+    every key, a dict ``{key: limit}`` (or NumbersDict) only those keys (its broadcast value the rest)."""
+    out = np.full(len(keys), np.inf)
+    if hasattr(value, "dict") and hasattr(value, "value") and not isinstance(value, dict):  # NumbersDict
+        if value.value is not None:
+            out[:] = float(value.value)
+        value = value.dict
+    if isinstance(value, dict):
+        for key, limit in value.items():
+            if key in keys and limit:
+                out[list(keys).index(key)] = float(limit)
+        return out
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise DataError("%s: expected a number or {data key: number}, got %r" % (what, value)) from None
+    if number:
+        out[:] = number
     return out
 
 
-def generate_batches(dataset: Dataset, batch_size: int, max_seqs: int = -1,
+def max_seq_length_limits(keys: Sequence[str], max_seq_length: Any) -> np.ndarray:
+    """RETURNN's ``max_seq_length``: an int limits every data key, a negative int the key ``classes``,
+    a dict ``{key: limit}`` only those keys; 0/None: no limit."""
+    if not max_seq_length:
+        return np.full(len(keys), np.inf)
+    if not isinstance(max_seq_length, dict) and not hasattr(max_seq_length, "dict") and float(max_seq_length) < 0:
+        max_seq_length = {"classes": -int(max_seq_length)}
+    return per_key_limits(keys, max_seq_length, "config key 'max_seq_length'")
+
+
+def too_long(dataset: Dataset, lengths: np.ndarray, max_seq_length: Any) -> np.ndarray:
+    """(num_seqs,) bool: sequences over ``max_seq_length`` (see :func:`max_seq_length_limits`)."""
+    limits = max_seq_length_limits(dataset.get_data_keys(), max_seq_length)
+    return np.any(lengths > limits[None, :], axis=1)
+
+
+def generate_batches(dataset: Dataset, batch_size: Any, max_seqs: int = -1,
                      chunking: Any = None, max_seq_length: Any = 0, min_chunk_size: Any = 0,
                      chunking_variance: Any = 0.0) -> List[BatchSlices]:
     """Cuts the current epoch of ``dataset`` (after ``init_seq_order``) into batches, in order.
 
-    A batch's cost is (longest entry) x (number of entries); it stays <= ``batch_size`` unless a
-    single entry alone is longer. ``max_seqs`` (> 0) bounds entries per batch. Sequences longer than
-    ``max_seq_length`` (> 0) are skipped, as in RETURNN. ``chunking`` is a config value or
-    :class:`ChunkOptions` (then ``min_chunk_size`` and ``chunking_variance`` are its own).
+    A batch's cost is (longest entry) x (number of entries), per data key; it stays <= ``batch_size``
+    (an int for every key, or RETURNN's ``{key: frames}``) unless a single entry alone is longer.
+    ``max_seqs`` (> 0) bounds entries per batch. Entries (whole sequences, or chunks) longer than
+    ``max_seq_length`` are skipped, as in RETURNN (which checks the chunk, not the sequence).
+    ``chunking`` is a config value or :class:`ChunkOptions` (then ``min_chunk_size`` and
+    ``chunking_variance`` are its own); per-key chunking: :mod:`returnn.datasets.key_chunking`.
     """
     chunk = chunking if isinstance(chunking, ChunkOptions) else \
         chunk_options(chunking, min_chunk_size, chunking_variance)
     lengths = dataset.seq_lengths_in_order()  # (num_seqs, num_keys)
     if lengths.shape[0] == 0:
         return []
-    rng = dataset.epoch_random() if chunk is not None and chunk.variance > 0 else None
-    if chunk:
-        keys = dataset.get_data_keys()
-        data_len = lengths[:, 0]
-        unequal = [k for i, k in enumerate(keys) if np.any(lengths[:, i] != data_len)]
-        if unequal:
-            raise DataError("chunking needs all data keys as long as %r, but %s differ in dataset %s"
-                            % (keys[0], ", ".join(repr(k) for k in unequal), dataset.name))
-    max_len = lengths.max(axis=1)
-    skip = too_long(dataset, lengths, max_seq_length)
-    batch_size = int(batch_size)
+    keys = dataset.get_data_keys()
+    limits = per_key_limits(keys, batch_size, "config key 'batch_size'")
+    max_lens = max_seq_length_limits(keys, max_seq_length)
     max_seqs = int(max_seqs) if max_seqs and int(max_seqs) > 0 else 1 << 62
-    batches: List[BatchSlices] = []
-    cur_idx: List[int] = []
-    cur_start: List[int] = []
-    cur_end: List[int] = []
-    cur_max = 0
-
-    def flush() -> None:
-        nonlocal cur_idx, cur_start, cur_end, cur_max
-        if cur_idx:
-            batches.append(BatchSlices(np.array(cur_idx, dtype=np.int64), np.array(cur_start, dtype=np.int64),
-                                       np.array(cur_end, dtype=np.int64)))
-        cur_idx, cur_start, cur_end, cur_max = [], [], [], 0
-
+    rng = dataset.epoch_random() if chunk is not None and chunk.variance > 0 else None
+    by_key = chunk is not None and (chunk.per_key or bool(np.any(lengths != lengths[:, :1])))
+    builder = _BatchBuilder(keys, limits, max_seqs, by_key)
+    if chunk is not None and chunk.func is not None:
+        for seq_idx, ranges in function_chunks(chunk.func, dataset, keys):
+            builder.add(seq_idx, ranges, max_lens)
+        return builder.finish()
     for seq_idx in range(lengths.shape[0]):
-        length = int(max_len[seq_idx])
-        # RETURNN draws a chunk scale for every sequence, skipped ones too
-        pieces = chunk.ranges(length, rng) if chunk else [(0, -1)]
-        if skip[seq_idx]:
-            continue
-        for start, end in pieces:
-            piece_len = (end - start) if end >= 0 else length
-            new_max = max(cur_max, piece_len)
-            if cur_idx and (new_max * (len(cur_idx) + 1) > batch_size or len(cur_idx) >= max_seqs):
-                flush()
-                new_max = piece_len
-            cur_idx.append(seq_idx)
-            cur_start.append(start)
-            cur_end.append(end)
-            cur_max = new_max
-    flush()
-    return batches
+        row = lengths[seq_idx]
+        if chunk is None:
+            builder.add(seq_idx, None, max_lens, row)
+        elif by_key:
+            for ranges in key_chunks(chunk, dict(zip(keys, row.tolist())), rng, dataset.describe()):
+                builder.add(seq_idx, ranges, max_lens)
+        else:  # RETURNN draws a chunk scale for every sequence, skipped ones too
+            for start, end in chunk.ranges(int(row[0]), rng):
+                builder.add(seq_idx, {k: (start, end) for k in keys[:1]}, max_lens,
+                            np.full(len(keys), end - start))
+    return builder.finish()
+
+
+class _BatchBuilder:
+    """Collects entries into batches: each entry's length per key, the batch's longest per key
+    times the entry count against the per-key budget, ``max_seqs``; entries over ``max_seq_length``
+    are left out."""
+
+    def __init__(self, keys: Sequence[str], limits: np.ndarray, max_seqs: int, by_key: bool):
+        self.keys, self.limits, self.max_seqs, self.by_key = list(keys), limits, max_seqs, by_key
+        self.batches: List[BatchSlices] = []
+        self.entries: List[Tuple[int, Optional[Dict[str, Tuple[int, int]]]]] = []
+        self.cur_max = np.zeros(len(self.keys))
+
+    def add(self, seq_idx: int, ranges: Optional[Dict[str, Tuple[int, int]]], max_lens: np.ndarray,
+            piece: Optional[np.ndarray] = None) -> None:
+        if piece is None:
+            piece = np.array([ranges[k][1] - ranges[k][0] for k in self.keys])
+        if np.any(piece > max_lens):
+            return
+        new_max = np.maximum(self.cur_max, piece)
+        if self.entries and (np.any(new_max * (len(self.entries) + 1) > self.limits)
+                             or len(self.entries) >= self.max_seqs):
+            self.flush()
+            new_max = piece
+        self.entries.append((seq_idx, ranges))
+        self.cur_max = new_max
+
+    def flush(self) -> None:
+        if not self.entries:
+            return
+        idx = np.array([i for i, _ in self.entries], dtype=np.int64)
+        if self.entries[0][1] is None:  # whole sequences
+            minus = np.full(len(idx), -1, dtype=np.int64)
+            batch = BatchSlices(idx, np.zeros(len(idx), dtype=np.int64), minus)
+        else:
+            first = self.keys[0]
+            starts = np.array([r[first][0] for _, r in self.entries], dtype=np.int64)
+            ends = np.array([r[first][1] for _, r in self.entries], dtype=np.int64)
+            key_ranges = None
+            if self.by_key:
+                key_ranges = {k: (np.array([r[k][0] for _, r in self.entries], dtype=np.int64),
+                                  np.array([r[k][1] for _, r in self.entries], dtype=np.int64))
+                              for k in self.keys[1:]}
+            batch = BatchSlices(idx, starts, ends, key_ranges=key_ranges)
+        self.batches.append(batch)
+        self.entries = []
+        self.cur_max = np.zeros(len(self.keys))
+
+    def finish(self) -> List[BatchSlices]:
+        self.flush()
+        return self.batches
 
 
 def generate_packed_batches(dataset: Dataset, batch_size: int, max_seqs: int = -1) -> Optional[List[BatchSlices]]:
@@ -170,10 +231,10 @@ def make_batch_arrays(dataset: Dataset, batch: BatchSlices, keys: Optional[Seque
     seqs = dataset.get_seqs(unique)
     by_idx = dict(zip(unique, seqs))
     rows = [by_idx[idx] for idx in idxs]  # a sequence may fill several entries (chunks)
-    ends = batch.ends.tolist()
-    ranges = list(zip(batch.starts.tolist(), ends)) if any(e >= 0 for e in ends) else None  # None: whole sequences
     out: Dict[str, np.ndarray] = {}
     for key in keys:
+        starts, ends = batch.ranges_of(key)
+        ranges = list(zip(starts.tolist(), ends.tolist())) if np.any(ends >= 0) else None  # None: whole sequences
         pieces = [row[key] for row in rows]
         if ranges is not None:
             pieces = [p[s:e] if e >= 0 else p for p, (s, e) in zip(pieces, ranges)]
@@ -196,10 +257,10 @@ class BatchOptions:
     ``chunking_variance``, ``max_seq_length``, ``prefetch_batches``), and the one way an epoch is
     cut into batches."""
 
-    batch_size: int
+    batch_size: Any  # frames: an int, or RETURNN's {data key: frames} (see per_key_limits())
     max_seqs: int
     chunking: Any  # of train datasets whose dict sets none
-    max_seq_length: Any  # int or {data key: limit}, see too_long()
+    max_seq_length: Any  # int or {data key: limit}, see max_seq_length_limits()
     prefetch: int
     # RETURNN packs frames when no layer mixes frames (its "non-recurrent" network); the engine
     # sets this for its network. Forwarding always keeps whole sequences.
@@ -213,13 +274,12 @@ class BatchOptions:
     @classmethod
     def from_config(cls, config) -> "BatchOptions":
         """Reads the options from a :class:`returnn.config.Config` (defaults: returnn/config_keys/)."""
-        max_seq_length = config.typed_value("max_seq_length")
-        if not isinstance(max_seq_length, dict):
-            max_seq_length = int(max_seq_length or 0)
-        out = cls(batch_size=config.int("batch_size"), max_seqs=config.int("max_seqs"),
+        max_seq_length = _frames(config.typed_value("max_seq_length"), "max_seq_length")
+        out = cls(batch_size=_frames(config.typed_value("batch_size"), "batch_size"), max_seqs=config.int("max_seqs"),
                   chunking=config.typed_value("chunking"), max_seq_length=max_seq_length,
-                  prefetch=config.int("prefetch_batches"), eval_batch_size=config.int("eval_batch_size"),
-                  forward_batch_size=config.int("forward_batch_size"),
+                  prefetch=config.int("prefetch_batches"),
+                  eval_batch_size=_frames(config.typed_value("eval_batch_size"), "eval_batch_size"),
+                  forward_batch_size=_frames(config.typed_value("forward_batch_size"), "forward_batch_size"),
                   min_chunk_size=config.typed_value("min_chunk_size"),
                   chunking_variance=config.typed_value("chunking_variance"), eval_chunking=eval_chunking(config))
         chunk_options(out.chunking, out.min_chunk_size, out.chunking_variance)  # errors now, naming the key
@@ -255,7 +315,7 @@ class BatchOptions:
             raise ValueError("purpose: expected train, eval or forward, got %r" % (purpose,))
         dataset.init_seq_order(epoch)
         if packed and self.pack_frames:
-            batches = generate_packed_batches(dataset, self.batch_size, self.max_seqs)
+            batches = generate_packed_batches(dataset, scalar_budget(self.batch_size), self.max_seqs)
             if batches is not None:
                 return shard_batches(batches, rank, size)
         batches = generate_batches(dataset, self.batch_size, self.max_seqs, self.chunk_options(dataset, purpose),
@@ -268,9 +328,32 @@ def eval_chunking(config) -> Any:
     ``on_size_limit = "chunk"``, ``"1"`` when training is frame-wise (``chunking = "1"``), the
     config's chunking with ``chunk_eval``, else none."""
     if config.value("on_size_limit") == "chunk":
-        return config.int("batch_size")
+        return scalar_budget(_frames(config.typed_value("batch_size"), "batch_size"))
     if str(config.typed_value("chunking")) == "1":
         return "1"
     if config.bool("chunk_eval"):
         return config.typed_value("chunking")
     return None
+
+
+def _frames(value: Any, key: str) -> Any:
+    """A frame count of the config key ``key``: an int, or RETURNN's per-key form (a dict or
+    NumbersDict, kept as it is: see :func:`per_key_limits`)."""
+    if isinstance(value, dict) or (hasattr(value, "dict") and hasattr(value, "value")):
+        return value
+    if value is None:
+        return 0
+    if isinstance(value, float) and not value.is_integer() and key == "max_seq_length":
+        return value  # RETURNN compares lengths with it as it is
+    from returnn.config import Config
+    return Config({key: value}).int(key, 0)  # the config's int reading and its error naming the key
+
+
+def scalar_budget(value: Any) -> int:
+    """One frame count for what needs one (packed frames, ``on_size_limit = "chunk"``): an int as it
+    is; of a per-key form the smallest limit."""
+    if isinstance(value, dict) or (hasattr(value, "dict") and hasattr(value, "value")):
+        limits = [v for v in (dict(value) if isinstance(value, dict) else
+                              dict(value.dict, **({} if value.value is None else {"*": value.value}))).values() if v]
+        return int(min(limits)) if limits else 0
+    return int(value or 0)

@@ -110,15 +110,22 @@ class NumbersDict:
     def __bool__(self) -> bool:
         return any(self.values())
 
+    @staticmethod
+    def _other(other, like: "NumbersDict") -> "NumbersDict":
+        """``other`` as a NumbersDict: a dict per key, a number for every key of ``like``."""
+        if isinstance(other, NumbersDict):
+            return other
+        return NumbersDict(other) if isinstance(other, dict) else NumbersDict.constant_like(other, like)
+
     def __eq__(self, other) -> bool:
-        other = other if isinstance(other, NumbersDict) else NumbersDict.constant_like(other, self)
+        other = self._other(other, self)
         keys = set(self.dict) | set(other.dict)
         if any(self.get(k) != other.get(k) for k in keys):
             return False
         return self.value == other.value or self.value is None or other.value is None
 
     def _any_compare(self, other, cmp: Callable[[Any, Any], bool]) -> bool:
-        other = other if isinstance(other, NumbersDict) else NumbersDict.constant_like(other, self)
+        other = self._other(other, self)
         pairs = [(self.get(k), other.get(k)) for k in set(self.dict) | set(other.dict)] + [(self.value, other.value)]
         return any(a is not None and b is not None and cmp(a, b) for a, b in pairs)
 
