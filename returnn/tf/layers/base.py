@@ -408,6 +408,7 @@ NOT_HERE = {
     "twod_lstm": "it needs RETURNN's CUDA-only 2D-LSTM kernel",
     "mask_based_gevbeamforming": "it needs the pb_bss beamforming package",
     "mask_based_mvdrbeamforming": "it needs the pb_bss beamforming package",
+    "parametric_wiener_filter": "it needs i6's tfSi6Proc package (its TfParametricWienerFilter), which is not public",
 }
 # Losses likewise: RETURNN's full-sum losses computed by RASR.
 LOSSES_NOT_HERE = {"fast_bw": NOT_HERE["fast_bw"],

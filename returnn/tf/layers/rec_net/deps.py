@@ -75,6 +75,13 @@ def _default_from(class_name: Any) -> List[str]:
     return list(cls.default_from) if cls is not None else ["data"]
 
 
+def _stays_in_loop(class_name: Any) -> bool:
+    """Whether RETURNN never computes this class over the whole sequence (moved out of the loop):
+    the class says so (``stays_in_loop``, e.g. ``random``: new numbers in every step)."""
+    from returnn.tf.layers.base import LAYER_CLASSES
+    return bool(getattr(LAYER_CLASSES.get(class_name), "stays_in_loop", False))
+
+
 def _ref_options(class_name: Any) -> List[str]:
     """Options whose string values name layers: the class's own ``ref_options`` (the registry
     says it) plus the names of :data:`LAYER_REF_OPTS` for classes not implemented here."""
@@ -224,6 +231,7 @@ def analyse_unit(unit: Mapping[str, Any], rec_name: str, base_layers: Sequence[s
     in_loop |= masked  # previous output and state where the mask is False: they run step by step
     prev_used |= masked
     in_loop |= {n for n in names if any(r.kind == "step" for r in step_deps[n])}
+    in_loop |= {n for n in names if _stays_in_loop(unit[n].get("class"))}
     core = set(in_loop)  # what must run step by step: cycles, forced layers and what they read in the loop
     changed = True
     while changed:  # closure: a layer reading an in-loop layer (same step or prev:) is in the loop
