@@ -6,6 +6,7 @@ descriptions such as ``"T"``, ``"s:0"``, ``"stag:NAME"``). The run-time value of
 """
 from returnn.tensor.axes import AxisError, resolve_axes, resolve_axis  # noqa: F401
 from returnn.tensor.data import Data, NotSpecified  # noqa: F401
-from returnn.tensor.dim import Dim, DimTypes, FeatureDim, SpatialDim, batch_dim  # noqa: F401
+from returnn.tensor.dim import (Dim, DimensionTag, DimTypes, FeatureDim, SpatialDim, batch_dim,  # noqa: F401
+                                single_step_dim)
 
 Tensor = Data

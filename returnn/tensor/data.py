@@ -17,7 +17,13 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from returnn.tensor.data_compat import DataCompat
 from returnn.tensor.dim import Dim, DimTypes, batch_dim
+
+
+# RETURNN Data options that change nothing here (batch info, beams, version, creation flags)
+_RETURNN_NOOP_OPTS = ("batch", "beam", "version", "control_flow_ctx", "auto_create_placeholders",
+                      "dim_tags_sparse", "feature_dim", "shape_sparse")
 
 
 class _NotSpecified:
@@ -28,7 +34,7 @@ class _NotSpecified:
 NotSpecified: Any = _NotSpecified()
 
 
-class Data:
+class Data(DataCompat):
     """Static description of a tensor: dims, dtype, sparse_dim, special axes.
 
     Construct from ``dims`` (RETURNN's ``dim_tags``), or the old way from ``shape`` (without the
@@ -39,7 +45,12 @@ class Data:
                  sparse_dim: Optional[Dim] = None, *, time_dim_axis: Any = NotSpecified,
                  feature_dim_axis: Any = NotSpecified, available_for_inference: bool = True,
                  shape: Optional[Sequence[Optional[int]]] = None, dim: Any = NotSpecified, sparse: bool = False,
-                 batch_dim_axis: Optional[int] = 0, dim_tags: Optional[Sequence[Dim]] = None):
+                 batch_dim_axis: Optional[int] = 0, dim_tags: Optional[Sequence[Dim]] = None,
+                 placeholder: Any = None, size_placeholder: Optional[Dict[int, Any]] = None, vocab: Any = None,
+                 same_dim_tags_as: Optional[Dict[Any, Dim]] = None, **returnn_opts: Any):
+        unknown = sorted(set(returnn_opts) - set(_RETURNN_NOOP_OPTS))
+        if unknown:
+            raise TypeError("Data: option(s) %s are not supported here" % ", ".join(unknown))
         self.name = name
         if dims is None:
             dims = dim_tags
@@ -52,6 +63,12 @@ class Data:
             dims, time_dim_axis = dims_from_shape(name, shape, dim, sparse_dim is not None, batch_dim_axis,
                                                   time_dim_axis, feature_dim_axis)
         self.dims: Tuple[Dim, ...] = tuple(dims)
+        if same_dim_tags_as:  # RETURNN's {axis description: Dim}: that axis is this Dim
+            from returnn.tensor.axes import resolve_axis
+            new = list(self.dims)
+            for axis, tag in same_dim_tags_as.items():
+                new[resolve_axis(_AxesOnly(self.dims), axis)] = tag
+            self.dims = tuple(new)
         for d in self.dims:
             if not isinstance(d, Dim):
                 raise TypeError("data %r: dims must be Dim objects, got %r" % (name, d))
@@ -62,6 +79,11 @@ class Data:
         self.available_for_inference = available_for_inference
         if dim is not NotSpecified and dim is not None and self.dim != dim:
             raise ValueError("data %r: dim %r does not match the dims %s" % (name, dim, self.short_repr()))
+        self.vocab = vocab
+        if placeholder is not None:
+            self.placeholder = placeholder
+        if size_placeholder:
+            self.size_placeholder = size_placeholder
 
     def _valid_axis_or_marker(self, axis: Any) -> Any:
         if axis is NotSpecified or axis is None:
@@ -194,12 +216,24 @@ class Data:
         if "sparse_dim" in changes and "dtype" not in changes and self.sparse != (changes["sparse_dim"] is not None):
             kwargs["dtype"] = None
         kwargs.update(changes)
-        return Data(name or self.name, **kwargs)
+        out = Data(name or self.name, **kwargs)
+        if "dims" not in changes and self.placeholder is not None:  # same axes: the value stays (RETURNN's copy)
+            out.placeholder = self.placeholder
+        if self.__dict__.get("_dyn_sizes"):
+            out.__dict__["_dyn_sizes"] = dict(self.dyn_sizes)
+        return out
 
-    def copy_transpose(self, perm: Sequence[int]) -> "Data":
-        """Axes reordered: new axis ``i`` is old axis ``perm[i]``; time and feature stay on their dims."""
+    def copy_transpose(self, perm: Sequence[Any]) -> "Data":
+        """Axes reordered: new axis ``i`` is old axis ``perm[i]`` (an int or a Dim); time and feature
+        stay on their dims; a value is transposed along."""
+        perm = [self.get_axis_from_description(p) if isinstance(p, Dim) else int(p) % self.batch_ndim for p in perm]
         inv = {old: new for new, old in enumerate(perm)}
-        return self._with_dims([self.dims[i] for i in perm], inv)
+        out = self._with_dims([self.dims[i] for i in perm], inv)
+        if self.placeholder is not None:
+            import tensorflow as tf
+            out.placeholder = self.placeholder if perm == list(range(self.batch_ndim)) else \
+                tf.transpose(self.placeholder, perm)
+        return out
 
     def copy_move_axis(self, old_axis: int, new_axis: int) -> "Data":
         perm = [i for i in range(self.batch_ndim) if i != old_axis % self.batch_ndim]
@@ -212,22 +246,40 @@ class Data:
         inv = {i: i - (i > axis) for i in range(self.batch_ndim) if i != axis}
         return self._with_dims([d for i, d in enumerate(self.dims) if i != axis], inv)
 
-    def copy_template_replace_dim_tag(self, axis: int, new_dim: Dim) -> "Data":
+    def copy_template_replace_dim_tag(self, axis: int, new_dim: Dim, name: Optional[str] = None) -> "Data":
         dims = list(self.dims)
         dims[axis] = new_dim
-        return self._with_dims(dims, {i: i for i in range(self.batch_ndim)})
+        out = self._with_dims(dims, {i: i for i in range(self.batch_ndim)})
+        return out.copy(name) if name else out
 
-    def copy_add_dim_by_tag(self, dim: Dim, axis: int) -> "Data":
-        """A new axis ``dim`` inserted before ``axis`` (negative: counted from the end, -1 = last)."""
+    def copy_add_dim_by_tag(self, dim: Dim, *args: Any, unbroadcast: bool = False,
+                            axis: Optional[int] = None) -> "Data":
+        """A new axis ``dim`` inserted before ``axis`` (negative: counted from the end, -1 = last).
+        RETURNN's signature ``(dim_tag, unbroadcast=False, axis=None)`` works too (a bool second
+        argument is ``unbroadcast``); default axis: batch first, a feature dim last, else after the
+        last spatial axis. A value gets a new axis of size 1 (repeated to ``dim`` with ``unbroadcast``)."""
+        if args:
+            if isinstance(args[0], bool):
+                unbroadcast = args[0]
+                axis = args[1] if len(args) > 1 else axis
+            else:
+                axis = args[0]
+        if axis is None:
+            spatial = self.get_spatial_batch_axes()
+            axis = 0 if dim.is_batch_dim() else self.batch_ndim if dim.is_feature_dim() or not spatial \
+                else spatial[-1] + 1
         if axis < 0:
             axis += self.batch_ndim + 1
         dims = list(self.dims)
         dims.insert(axis, dim)
-        return self._with_dims(dims, {i: i + (i >= axis) for i in range(self.batch_ndim)})
-
-    def copy_with_feature_dim_axis(self, axis: Optional[int]) -> "Data":
-        """Marks ``axis`` as the feature axis explicitly (None: no feature axis)."""
-        return self.copy(feature_dim_axis=axis)
+        out = self._with_dims(dims, {i: i + (i >= axis) for i in range(self.batch_ndim)})
+        if self.placeholder is not None:
+            import tensorflow as tf
+            value = tf.expand_dims(self.placeholder, axis)
+            if unbroadcast and dim.dimension is not None and dim.dimension != 1:
+                value = tf.repeat(value, dim.dimension, axis=axis)
+            out.placeholder = value
+        return out
 
     def _with_dims(self, dims: Sequence[Dim], mapping: Dict[int, int]) -> "Data":
         """New dims; the time and feature axes follow ``mapping`` (old -> new axis) and are kept
@@ -262,6 +314,16 @@ class Data:
 
     def __repr__(self) -> str:
         return "Data{%r, %s, %s}" % (self.name, self.short_repr(), self.dtype)
+
+
+class _AxesOnly:
+    """Enough of a Data to resolve axis descriptions while the Data itself is being built."""
+
+    def __init__(self, dims: Sequence[Dim]):
+        self._tmp = Data("_", dims=dims)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._tmp, name)
 
 
 def dims_from_shape(name: str, shape: Optional[Sequence[Optional[int]]], dim: Any, sparse: bool,

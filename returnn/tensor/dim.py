@@ -10,7 +10,7 @@ all traced step functions.
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, List, Optional, Tuple
 
 
 class DimTypes:
@@ -20,6 +20,12 @@ class DimTypes:
     Batch = "batch"
     Spatial = "spatial"
     Feature = "feature"
+
+
+# RETURNN Dim options that change nothing here (batch info, search beams, matching priorities, ...)
+_RETURNN_NOOP_OPTS = ("batch", "control_flow_ctx", "src_data", "src_axis", "match_priority", "generic", "special",
+                      "undefined", "dyn_size", "dyn_size_ext", "capacity", "bounded_by", "is_batch_dim",
+                      "derived_from_op")
 
 
 class Dim:
@@ -33,16 +39,37 @@ class Dim:
 
     def __init__(self, dimension: Optional[int] = None, name: Optional[str] = None, *,
                  kind: Optional[str] = DimTypes.Unspecified, description: Optional[str] = None,
-                 derived_from: Optional["Dim"] = None, auto_generated: bool = False):
+                 derived_from: Optional["Dim"] = None, auto_generated: bool = False,
+                 derived_from_tag: Optional["Dim"] = None, vocab: Any = None, **returnn_opts: Any):
         if dimension is not None and (isinstance(dimension, bool) or not isinstance(dimension, int)
                                       or dimension < 0):
             raise ValueError("Dim dimension must be None or an int >= 0, got %r" % (dimension,))
+        unknown = sorted(set(returnn_opts) - set(_RETURNN_NOOP_OPTS))
+        if unknown:
+            raise TypeError("Dim: option(s) %s are not supported here (accepted: dimension, name, kind, description, "
+                            "derived_from_tag, vocab, %s)" % (", ".join(unknown), ", ".join(_RETURNN_NOOP_OPTS)))
         self.dimension = dimension
         self.kind = kind
         self.description = description or name or ("unnamed:%s" % (kind or "dim"))
-        self.derived_from = derived_from
+        self.derived_from = derived_from if derived_from is not None else derived_from_tag
         self.auto_generated = auto_generated
+        self.vocab = vocab
         self.same_as: Optional[Dim] = None
+        self.derived_from_op: Optional[Tuple[str, List[Any]]] = None  # dim math: (kind, [inputs]), see dim_math
+
+    @property
+    def name(self) -> str:
+        """RETURNN's short name: the description here."""
+        return self.description
+
+    @property
+    def size(self) -> Optional[int]:
+        """RETURNN's newer name of :attr:`dimension`."""
+        return self.dimension
+
+    @property
+    def derived_from_tag(self) -> Optional["Dim"]:
+        return self.derived_from
 
     # ---- identity
     def get_same_base(self) -> "Dim":
@@ -114,8 +141,73 @@ class Dim:
     def __repr__(self) -> str:
         return "Dim{%s}" % self.short_repr()
 
+    # ---- dim math (returnn.tensor.dim_math): RETURNN's derived dims
+    def __add__(self, other):
+        from returnn.tensor.dim_math import bin_op
+        return bin_op("add", self, other)
+
+    def __radd__(self, other):
+        from returnn.tensor.dim_math import bin_op
+        return bin_op("add", other, self)
+
+    def __sub__(self, other):
+        from returnn.tensor.dim_math import bin_op
+        return bin_op("sub", self, other)
+
+    def __rsub__(self, other):
+        from returnn.tensor.dim_math import bin_op
+        return bin_op("sub", other, self)
+
+    def __mul__(self, other):
+        from returnn.tensor.dim_math import bin_op
+        return bin_op("mul", self, other)
+
+    def __rmul__(self, other):
+        from returnn.tensor.dim_math import bin_op
+        return bin_op("mul", other, self)
+
+    def __floordiv__(self, other):
+        from returnn.tensor.dim_math import bin_op
+        return bin_op("floordiv", self, other)
+
+    def __truediv__(self, other):
+        from returnn.tensor.dim_math import bin_op
+        return bin_op("truediv", self, other)
+
+    def __neg__(self):
+        return -1 * self
+
+    add_right, add_left = __add__, __radd__
+    sub_right, sub_left = __sub__, __rsub__
+    mul_right, mul_left = __mul__, __rmul__
+    div_right = __truediv__
+
+    def div_left(self, other):
+        from returnn.tensor.dim_math import bin_op
+        return bin_op("truediv", other, self)
+
+    def ceildiv_right(self, other):
+        """``ceil(self / other)`` (e.g. frames after striding by ``other`` with padding)."""
+        from returnn.tensor.dim_math import bin_op
+        return bin_op("ceildiv", self, other)
+
+    def ceildiv_left(self, other):
+        from returnn.tensor.dim_math import bin_op
+        return bin_op("ceildiv", other, self)
+
+    def is_dim_known(self) -> bool:
+        return True
+
+    def is_same_size_tensor(self, x: Any) -> bool:
+        return False
+
 
 batch_dim = Dim(None, kind=DimTypes.Batch, description="batch")
+single_step_dim = Dim(1, kind=DimTypes.Spatial, description="single-step")
+"""RETURNN's marker of one step of a loop (``axis=single_step_dim``)."""
+
+DimensionTag = Dim
+"""RETURNN's old name of :class:`Dim` (``DimensionTag(kind=DimensionTag.Types.Spatial, description="time")``)."""
 
 
 def SpatialDim(description: str, dimension: Optional[int] = None, **kwargs) -> Dim:  # noqa: N802 (RETURNN name)

@@ -223,7 +223,7 @@ class ExpandDimsLayer(_ShapeLayer):
         self.new, self.pos = new, pos
         out = data.copy_add_dim_by_tag(new, pos).copy(name)
         if new.is_feature_dim() and not out.sparse:
-            out = out.copy_with_feature_dim_axis(pos)
+            out = out.copy_with_feature_axis_at(pos)
         if key in ("t", "time", "spatial") and out.time_dim_axis is None and pos not in (
                 out.batch_dim_axis, out.feature_dim_axis):
             out = out.copy(time_dim_axis=pos)

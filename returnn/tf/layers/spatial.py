@@ -155,7 +155,7 @@ class SpatialPlan:
                 t, tf.concat([tf.shape(t)[:a], [k, n], tf.shape(t)[a + 1:]], 0)))
         if layer.opt("input_add_feature_dim"):
             feat = Dim(1, kind=DimTypes.Feature, description="%s:input-feature" % name)
-            data = data.copy_add_dim_by_tag(feat, -1).copy_with_feature_dim_axis(data.batch_ndim)
+            data = data.copy_add_dim_by_tag(feat, -1).copy_with_feature_axis_at(data.batch_ndim)
             self.reshapes.append(lambda t: t[..., None])
         return data
 

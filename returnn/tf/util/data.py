@@ -3,6 +3,5 @@
 ``DimensionTag`` is the old name of ``Dim`` (``DimensionTag(kind=DimensionTag.Types.Spatial,
 description="time")`` works as before).
 """
-from returnn.tensor import Data, Dim, DimTypes, FeatureDim, SpatialDim, Tensor, batch_dim  # noqa: F401
-
-DimensionTag = Dim
+from returnn.tensor import (Data, Dim, DimensionTag, DimTypes, FeatureDim, SpatialDim, Tensor,  # noqa: F401
+                            batch_dim, single_step_dim)

@@ -1,0 +1,306 @@
+"""RETURNN's ``Data``/``Tensor`` API for config code, mixed into :class:`~returnn.tensor.data.Data`.
+
+Config code (custom layer classes, ``out_type`` functions, eval strings with ``as_data=True``)
+calls RETURNN's methods; the templates here answer them:
+
+- layout copies: ``copy_as_batch_major``, ``copy_as_time_major``, ``copy_as_batch_feature_major``,
+  ``copy_as_bt_or_tb_major``, ``copy_with_batch_dim_axis``, ``copy_with_time_dim_axis``,
+  ``copy_with_feature_dim_axis`` (moves the feature axis, as RETURNN; :meth:`copy_with_feature_axis_at`
+  marks one instead), ``copy_add_batch_dim``, ``copy_add_spatial_dim``, ``copy_add_feature_dim``,
+  ``copy_squeeze_axes``, ``copy_template`` (no value), ``copy_template_excluding_time_dim``,
+  ``copy_template_excluding_spatial_dim``, ``copy_template_adding_time_dim``,
+  ``copy_template_new_dim_tags``, ``copy_extend_with_beam`` (no beams here: itself);
+- axes: ``get_time_dim_tag``, ``get_dim_tag``, ``get_size_dim_tag``, ``get_batch_axis``,
+  ``get_batch_axis_excluding_batch``, ``time_dim_axis_excluding_batch``, ``is_batch_major``,
+  ``is_time_major``, ``feature_dim_or_sparse_dim``, ``have_dim_tag``, ``get_axes``, ``get_kwargs``;
+- values, when the template carries one (``placeholder``, set by the engine for config code; the
+  layout copies above transform it with the template): ``placeholder``, ``size_placeholder``
+  (``{axis without batch: lengths}``), ``get_sequence_lengths``, ``get_dynamic_size``,
+  ``get_sequence_mask``, ``get_sequence_mask_broadcast``, ``get_placeholder_as_batch_major``,
+  ``get_placeholder_as_time_major``. Sizes are kept per Dim (``dyn_sizes``), so every copy has them.
+
+TensorFlow is imported only when a value is transformed; templates stay pure Python.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Sequence
+
+
+def _tf():
+    import tensorflow as tf
+    return tf
+
+
+class DataCompat:
+    """The methods listed in the module docstring (``self`` is a ``Data``)."""
+
+    placeholder: Any = None
+
+    # ---- values
+    @property
+    def dyn_sizes(self) -> Dict[Any, Any]:
+        """Per-sequence sizes by Dim (the dynamic axes of a template with a value)."""
+        return self.__dict__.setdefault("_dyn_sizes", {})
+
+    def with_value(self, placeholder: Any, sizes: Optional[Dict[Any, Any]] = None):
+        """A copy carrying ``placeholder`` and the sizes ``{Dim: lengths}`` (what the engine gives
+        config code)."""
+        out = self.copy()
+        out.placeholder = placeholder
+        out.__dict__["_dyn_sizes"] = dict(sizes or {})
+        return out
+
+    def _derived(self, template, placeholder: Any):
+        template.placeholder = placeholder
+        template.__dict__["_dyn_sizes"] = dict(self.dyn_sizes)
+        return template
+
+    @property
+    def size_placeholder(self) -> Dict[int, Any]:
+        """RETURNN's ``{axis counted without batch: lengths}`` of the dynamic axes with known sizes."""
+        out = {}
+        for i, d in enumerate(self.dims):
+            if d.is_batch_dim():
+                continue
+            size = self._size_of(d)
+            if size is not None:
+                out[self.get_batch_axis_excluding_batch(i)] = size
+        return out
+
+    @size_placeholder.setter
+    def size_placeholder(self, value: Optional[Dict[int, Any]]) -> None:
+        sizes = self.dyn_sizes
+        for axis_wo_b, size in (value or {}).items():
+            sizes[self.dims[self.get_batch_axis(axis_wo_b)]] = size
+
+    def _size_of(self, dim) -> Any:
+        for d, size in self.dyn_sizes.items():
+            if d == dim:
+                return size
+        if getattr(dim, "derived_from_op", None) is not None:
+            from returnn.tensor.dim_math import dyn_size_of
+            try:
+                return dyn_size_of(dim, lambda d: self._size_of_or_fail(d))
+            except KeyError:
+                return None
+        return None
+
+    def _size_of_or_fail(self, dim) -> Any:
+        for d, size in self.dyn_sizes.items():
+            if d == dim:
+                return size
+        raise KeyError(dim)
+
+    def get_dynamic_size(self, axis: Any) -> Any:
+        """Lengths (B,) of ``axis`` (a description, counted with batch)."""
+        dim = self.dims[self.get_axis_from_description(axis)]
+        size = self._size_of(dim)
+        if size is None:
+            if dim.dimension is not None:
+                return dim.dimension
+            raise ValueError("%s: no sizes known for axis %r (%s)" % (self.short_repr(), axis, dim.short_repr()))
+        return size
+
+    def get_sequence_lengths(self) -> Any:
+        """Lengths (B,) of the time axis."""
+        if self.time_dim_axis is None:
+            raise ValueError("%s has no time axis" % self.short_repr())
+        return self.get_dynamic_size(self.time_dim_axis)
+
+    def get_sequence_mask(self) -> Any:
+        """(B, T) (batch-major) or (T, B) bool mask of the real frames of the time axis."""
+        tf = _tf()
+        maxlen = tf.shape(self.placeholder)[self.time_dim_axis] if self.placeholder is not None else None
+        mask = tf.sequence_mask(self.get_sequence_lengths(), maxlen=maxlen)
+        return mask if self.batch_dim_axis is None or self.batch_dim_axis < self.time_dim_axis else tf.transpose(mask)
+
+    def get_sequence_mask_broadcast(self, axis: Any = None) -> Any:
+        """The mask of ``axis`` (default time) shaped to broadcast against the value."""
+        tf = _tf()
+        axis = self.time_dim_axis if axis is None else self.get_axis_from_description(axis)
+        mask = tf.sequence_mask(self.get_dynamic_size(axis), maxlen=tf.shape(self.placeholder)[axis])  # (B, T)
+        b = self.batch_dim_axis
+        if b is not None and b > axis:
+            mask = tf.transpose(mask)
+        for i in range(self.batch_ndim):
+            if i not in (b, axis):
+                mask = tf.expand_dims(mask, i)
+        return mask
+
+    def get_placeholder_as_batch_major(self) -> Any:
+        return self.copy_as_batch_major().placeholder
+
+    def get_placeholder_as_time_major(self) -> Any:
+        return self.copy_as_time_major().placeholder
+
+    # ---- axes
+    def get_batch_axis(self, axis_wo_b: int) -> int:
+        """Axis counted with batch of ``axis_wo_b`` (counted without)."""
+        b = self.batch_dim_axis
+        if axis_wo_b < 0:
+            axis_wo_b += self.batch_ndim - (b is not None)
+        return axis_wo_b if b is None or axis_wo_b < b else axis_wo_b + 1
+
+    def get_batch_axis_excluding_batch(self, axis: int) -> Optional[int]:
+        b = self.batch_dim_axis
+        axis %= self.batch_ndim
+        if b is None or axis < b:
+            return axis
+        return None if axis == b else axis - 1
+
+    @property
+    def time_dim_axis_excluding_batch(self) -> Optional[int]:
+        return None if self.time_dim_axis is None else self.get_batch_axis_excluding_batch(self.time_dim_axis)
+
+    @property
+    def feature_dim_axis_or_unspecified(self) -> Any:
+        from returnn.tensor.data import NotSpecified
+        return self._feature_dim_axis if self._feature_dim_axis is not NotSpecified else NotSpecified
+
+    @property
+    def feature_dim_or_sparse_dim(self) -> Any:
+        return self.sparse_dim if self.sparse_dim is not None else self.feature_dim
+
+    def get_time_dim_tag(self) -> Any:
+        if self.time_dim_axis is None:
+            raise ValueError("%s has no time axis" % self.short_repr())
+        return self.dims[self.time_dim_axis]
+
+    def get_dim_tag(self, axis: int) -> Any:
+        return self.dims[axis]
+
+    def get_size_dim_tag(self, number: int) -> Any:
+        """The ``number``-th dynamic axis' dim."""
+        return self.dims[self.get_dynamic_axes()[number]]
+
+    def have_dim_tag(self, tag: Any, include_implicit: bool = True, unique: bool = False) -> bool:
+        count = sum(1 for d in self.dims if d == tag)
+        return count == 1 if unique else count >= 1
+
+    def is_batch_major(self) -> bool:
+        return self.batch_dim_axis == 0
+
+    def is_time_major(self) -> bool:
+        return self.time_dim_axis == 0
+
+    def get_axes(self, exclude_time: bool = False, exclude_batch: bool = False,
+                 exclude_feature: bool = False) -> List[int]:
+        return [i for i in range(self.batch_ndim)
+                if not (exclude_time and i == self.time_dim_axis) and not (exclude_batch and i == self.batch_dim_axis)
+                and not (exclude_feature and i == self.feature_dim_axis)]
+
+    def get_kwargs(self, include_special_axes: bool = True) -> Dict[str, Any]:
+        out = {"name": self.name, "dims": self.dims, "dtype": self.dtype}
+        if self.sparse_dim is not None:
+            out["sparse_dim"] = self.sparse_dim
+        if include_special_axes:
+            out["time_dim_axis"] = self.time_dim_axis
+            out["feature_dim_axis"] = self.feature_dim_axis_or_unspecified
+        return out
+
+    # ---- layout copies (the value follows)
+    def _transposed(self, perm: Sequence[int]):
+        return self.copy_transpose(perm)  # the value follows (Data.copy_transpose)
+
+    def _moved(self, old: int, new: int):
+        perm = [i for i in range(self.batch_ndim) if i != old % self.batch_ndim]
+        perm.insert(new % self.batch_ndim, old % self.batch_ndim)
+        return self._transposed(perm)
+
+    def copy_as_batch_major(self):
+        return self.copy_with_batch_dim_axis(0)
+
+    def copy_as_time_major(self):
+        return self._moved(self.time_dim_axis, 0)
+
+    def copy_with_batch_dim_axis(self, batch_dim_axis: int):
+        return self._moved(self.batch_dim_axis, batch_dim_axis)
+
+    def copy_with_time_dim_axis(self, time_dim_axis: int):
+        return self._moved(self.time_dim_axis, time_dim_axis)
+
+    def copy_with_feature_dim_axis(self, feature_dim_axis: int):
+        """RETURNN's: the feature axis moved to ``feature_dim_axis``."""
+        if self.feature_dim_axis is None:
+            raise ValueError("%s has no feature axis" % self.short_repr())
+        return self._moved(self.feature_dim_axis, feature_dim_axis)
+
+    def copy_with_feature_axis_at(self, axis: Optional[int]):
+        """Marks ``axis`` as the feature axis (None: no feature axis); the layout stays."""
+        return self._derived(self.copy(feature_dim_axis=axis), self.placeholder)
+
+    def copy_as_batch_feature_major(self):
+        out = self.copy_as_batch_major()
+        return out if out.feature_dim_axis is None else out._moved(out.feature_dim_axis, 1)
+
+    def copy_as_bt_or_tb_major(self):
+        if self.batch_dim_axis == 0 and self.time_dim_axis in (1, None):
+            return self
+        if self.time_dim_axis == 0 and self.batch_dim_axis == 1:
+            return self
+        out = self.copy_as_batch_major()
+        return out if out.time_dim_axis is None else out._moved(out.time_dim_axis, 1)
+
+    def _expanded(self, dim, axis: int):
+        return self.copy_add_dim_by_tag(dim, axis=axis)  # the value follows (Data.copy_add_dim_by_tag)
+
+    def copy_add_batch_dim(self, batch_dim_axis: int = 0, batch: Any = None, dim_tag: Any = None):
+        """A batch axis of size 1 (broadcasting) at ``batch_dim_axis``."""
+        from returnn.tensor.dim import batch_dim
+        if self.batch_dim_axis is not None:
+            raise ValueError("%s already has a batch axis" % self.short_repr())
+        return self._expanded(dim_tag or batch_dim, batch_dim_axis)
+
+    def copy_add_spatial_dim(self, spatial_dim_axis: Optional[int] = None, dim: int = 1,
+                             auto_time_dim_axis: bool = True):
+        from returnn.tensor.dim import Dim, DimTypes
+        if dim != 1 and self.placeholder is not None:
+            raise ValueError("copy_add_spatial_dim: a value gets a new axis of size 1 only (got dim=%r)" % dim)
+        axis = self.batch_ndim if spatial_dim_axis is None else spatial_dim_axis
+        new = Dim(dim, kind=DimTypes.Spatial, description="%s:spatial%i" % (self.name, axis), auto_generated=True)
+        return self._expanded(new, axis)
+
+    def copy_add_feature_dim(self, axis: Optional[int] = None):
+        from returnn.tensor.dim import Dim, DimTypes
+        axis = self.batch_ndim if axis is None else axis
+        new = Dim(1, kind=DimTypes.Feature, description="%s:feature-dim" % self.name, auto_generated=True)
+        return self._expanded(new, axis).copy_with_feature_axis_at(axis % (self.batch_ndim + 1))
+
+    def copy_squeeze_axes(self, axes: Sequence[int]):
+        out = self
+        for axis in sorted((a % self.batch_ndim for a in axes), reverse=True):
+            if out.dims[axis].dimension != 1:
+                raise ValueError("copy_squeeze_axes: axis %i of %s is not of size 1" % (axis, self.short_repr()))
+            template = out.copy_template_excluding_axis(axis)
+            value = None if out.placeholder is None else _tf().squeeze(out.placeholder, axis)
+            out = out._derived(template, value)
+        return out
+
+    def copy_extend_with_beam(self, beam: Any):
+        """No beams on templates here: the same template."""
+        return self
+
+    def copy_template(self, name: Optional[str] = None, dtype: Optional[str] = None):
+        """The template without its value."""
+        out = self.copy(name, **({"dtype": dtype} if dtype else {}))
+        out.placeholder = None
+        return out
+
+    def copy_template_excluding_time_dim(self, name: Optional[str] = None):
+        return self.copy_template_excluding_axis(self.time_dim_axis).copy(name)
+
+    def copy_template_excluding_spatial_dim(self, spatial_axis_num: int, name: Optional[str] = None):
+        return self.copy_template_excluding_axis(self.get_spatial_batch_axes()[spatial_axis_num]).copy(name)
+
+    def copy_template_adding_time_dim(self, name: Optional[str] = None, time_dim_axis: int = 0):
+        from returnn.tensor.dim import Dim, DimTypes
+        time = Dim(None, kind=DimTypes.Spatial, description="%s:time" % (name or self.name), auto_generated=True)
+        out = self.copy_template().copy_add_dim_by_tag(time, axis=time_dim_axis)
+        return out.copy(name, time_dim_axis=time_dim_axis % out.batch_ndim)
+
+    def copy_template_new_dim_tags(self, new_dim_tags: Sequence[Any], name: Optional[str] = None,
+                                   keep_special_axes: bool = False):
+        if keep_special_axes:
+            return self.copy(name, dims=tuple(new_dim_tags), time_dim_axis=self.time_dim_axis,
+                             feature_dim_axis=self.feature_dim_axis)
+        return self.copy(name, dims=tuple(new_dim_tags))

@@ -1,0 +1,110 @@
+"""Arithmetic on dims, as RETURNN's dim math: ``time * 2``, ``2 * time``, ``time + 1``, ``time - 1``,
+``time // 2``, ``time.ceildiv_right(2)``, ``a + b`` of two dims, ...
+
+A result is a new :class:`~returnn.tensor.dim.Dim` whose static size is computed when the operands
+are static, and whose ``derived_from_op`` records ``(kind, inputs)`` so its per-sequence sizes can
+be computed from its inputs' (:func:`dyn_size_of`). The same operation on the same dim gives the
+same Dim object (cached on the operand's base, as RETURNN does), so ``time // 2`` written twice in
+a config names one axis. Simplifications as RETURNN: ``x + 0``, ``x * 1``, ``x // 1`` are ``x``;
+``(x * n) // n`` is ``x``.
+
+Kinds: ``add``, ``sub``, ``mul``, ``floordiv``, ``truediv`` (exact division), ``ceildiv``; inputs are
+Dims or ints, in the order of the operation (``2 * time``: ``mul`` of ``[2, time]``).
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Optional, Union
+
+Operand = Union["Dim", int]  # noqa: F821
+
+
+def _static(x: Any) -> Optional[int]:
+    if isinstance(x, int) and not isinstance(x, bool):
+        return x
+    return x.dimension
+
+
+def _ceildiv(a: Any, b: Any) -> Any:
+    return -(-a // b)
+
+
+_OPS = {
+    "add": lambda a, b: a + b,
+    "sub": lambda a, b: a - b,
+    "mul": lambda a, b: a * b,
+    "floordiv": lambda a, b: a // b,
+    "truediv": lambda a, b: a // b,
+    "ceildiv": _ceildiv,
+}
+_SYMBOL = {"add": "+", "sub": "-", "mul": "*", "floordiv": "//", "truediv": "/", "ceildiv": "/^"}
+
+
+def _desc(x: Operand) -> str:
+    return str(x) if isinstance(x, int) else x.description
+
+
+def bin_op(kind: str, left: Operand, right: Operand) -> "Dim":  # noqa: F821
+    """``left <kind> right`` as a Dim (one of them is a Dim); cached on the Dim operand's base."""
+    from returnn.tensor.dim import Dim, DimTypes
+    if not isinstance(left, Dim) and not isinstance(right, Dim):
+        raise TypeError("dim math needs a Dim operand, got %r and %r" % (left, right))
+    for x in (left, right):
+        if not isinstance(x, (Dim, int)) or isinstance(x, bool):
+            raise TypeError("dim math: operands must be Dims or ints, got %r" % (x,))
+    # RETURNN's simplifications
+    if kind in ("add", "sub") and right == 0 and isinstance(right, int):
+        return left
+    if kind == "add" and left == 0 and isinstance(left, int):
+        return right
+    if kind == "mul" and isinstance(right, int) and right == 1:
+        return left
+    if kind == "mul" and isinstance(left, int) and left == 1:
+        return right
+    if kind in ("floordiv", "truediv", "ceildiv") and isinstance(right, int) and right == 1:
+        return left
+    if kind in ("floordiv", "truediv", "ceildiv") and isinstance(left, Dim) and left.derived_from_op \
+            and left.derived_from_op[0] == "mul" and _same(left.derived_from_op[1][1], right):
+        return left.derived_from_op[1][0]
+    anchor = left if isinstance(left, Dim) else right
+    key = (kind, "right" if anchor is left else "left", _key(right if anchor is left else left))
+    cache = anchor.get_same_base().__dict__.setdefault("_math_cache", {})
+    if key in cache:
+        return cache[key]
+    a, b = _static(left), _static(right)
+    size = None
+    if a is not None and b is not None:
+        if kind == "truediv" and a % b:
+            raise ValueError("dim math: %s / %s does not divide exactly" % (_desc(left), _desc(right)))
+        size = _OPS[kind](a, b)
+        if size < 0:
+            raise ValueError("dim math: %s %s %s is negative" % (_desc(left), _SYMBOL[kind], _desc(right)))
+    kinds = {x.kind for x in (left, right) if isinstance(x, Dim)}
+    out = Dim(size, kind=kinds.pop() if len(kinds) == 1 else DimTypes.Unspecified,
+              description="%s%s%s" % (_desc(left), _SYMBOL[kind], _desc(right)), derived_from=anchor,
+              auto_generated=True)
+    out.derived_from_op = (kind, [left, right])
+    cache[key] = out
+    return out
+
+
+def _key(x: Operand) -> Any:
+    return ("int", x) if isinstance(x, int) else ("dim", id(x.get_same_base()))
+
+
+def _same(a: Operand, b: Operand) -> bool:
+    if isinstance(a, int) or isinstance(b, int):
+        return isinstance(a, int) and isinstance(b, int) and a == b
+    return a == b
+
+
+def dyn_size_of(dim: "Dim", sizes_of: Callable[["Dim"], Any]) -> Any:  # noqa: F821
+    """Per-sequence sizes of ``dim``: ``sizes_of(d)`` for a dim with sizes of its own, else computed
+    from its ``derived_from_op`` inputs (works on numpy arrays and TF tensors alike; a static
+    operand is its size)."""
+    op = getattr(dim, "derived_from_op", None)
+    if op is None:
+        return sizes_of(dim)
+    kind, inputs = op
+    values = [x if isinstance(x, int) else (x.dimension if x.dimension is not None else dyn_size_of(x, sizes_of))
+              for x in inputs]
+    return _OPS[kind](values[0], values[1])
