@@ -13,7 +13,8 @@ from returnn.errors import DataError, known_list
 # Modules that register dataset classes when imported.
 _DATASET_MODULES = ("returnn.datasets.generating", "returnn.datasets.tasks", "returnn.datasets.hdf",
                     "returnn.datasets.meta", "returnn.datasets.lm", "returnn.datasets.concat",
-                    "returnn.datasets.sprint")
+                    "returnn.datasets.sprint", "returnn.datasets.dummy", "returnn.datasets.wrappers",
+                    "returnn.datasets.map", "returnn.datasets.numpy_dump", "returnn.datasets.not_here")
 
 
 def _load_registry() -> Dict[str, type]:

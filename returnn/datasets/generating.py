@@ -202,3 +202,4 @@ class StaticDataset(InMemoryDataset):
 # RETURNN has the demo tasks in this module: ``from returnn.datasets.generating import CopyTaskDataset``.
 from returnn.datasets.tasks import (CopyTaskDataset, TaskEpisodicCopyDataset,  # noqa: E402,F401
                                     TaskNumberBaseConvertDataset, TaskXmlModelingDataset)
+from returnn.datasets.dummy import DummyDatasetMultipleDataKeys, DummyDatasetMultipleSequenceLength  # noqa: E402,F401
