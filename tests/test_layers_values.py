@@ -40,7 +40,7 @@ def test_constant_range_length():
     length = make("length", {}, [data])
     np.testing.assert_array_equal(run(length, [val]).tensor.numpy(), LENS)
     assert length.output.dims == (batch_dim,)
-    np.testing.assert_array_equal(run(make("length", {"axis": "F"}, [data]), [val]).tensor.numpy(), [4, 4])
+    np.testing.assert_array_equal(run(make("length", {"axis": "F"}, [data]), [val]).tensor.numpy(), 4)  # static: a scalar
     with pytest.raises(NetworkError, match="'lay'.*'value'"):
         make("constant", {"value": "abc"}, [])
     with pytest.raises(NetworkError, match="'lay'.*at most 0 source"):
@@ -160,5 +160,9 @@ def test_length_as_sparse_labels_over_the_axis():
     assert layer.output.sparse and layer.output.sparse_dim == data.time_dim
     out = run(layer, [LayerOutput(tf.zeros([2, 5, 3]), data, {data.time_dim: tf.constant([5, 2])})])
     assert out.tensor.numpy().tolist() == [5, 2]
-    with pytest.raises(NetworkError, match="'lay'.*add_time_axis"):
-        make("length", {"add_time_axis": True}, [data])
+    # add_time_axis: (B, 1); the batch axis and a static axis give scalars (RETURNN)
+    lens = LayerOutput(tf.zeros([2, 5, 3]), data, {data.time_dim: tf.constant([5, 2])})
+    out = run(make("length", {"add_time_axis": True}, [data]), [lens])
+    assert out.tensor.numpy().tolist() == [[5], [2]] and out.data.time_dim_axis == 1
+    assert run(make("length", {"axis": "B"}, [data]), [lens]).tensor.numpy() == 2
+    assert run(make("length", {"axis": data.time_dim}, [data]), [lens]).tensor.numpy().tolist() == [5, 2]

@@ -355,17 +355,20 @@ class RangeFromLengthLayer(Layer):
         super().__init__(name, opts, sources, seed)
         check_sources(self, sources, 1, 1)
         data = sources[0]
-        if data.dtype not in ("int32", "int64") or data.batch_ndim != 1 or data.batch_dim_axis != 0:
-            raise NetworkError("%s: the input must be lengths (batch,) int32, got %s" % (self.desc, data.short_repr()))
+        if data.dtype not in ("int32", "int64") or not (data.batch_ndim == 0 or (data.batch_ndim == 1 and data.batch_dim_axis == 0)):
+            raise NetworkError("%s: the input must be lengths (batch,) or one length (scalar), int32, got %s"
+                               % (self.desc, data.short_repr()))
         out_dim = self.opt("out_spatial_dim")
         self.dim = out_dim if isinstance(out_dim, Dim) else Dim(None, kind=DimTypes.Spatial,
                                                                  description="%s:length" % name)
+        if data.batch_ndim == 0:  # one length for all sequences (e.g. the batch size): scalar sizes
+            self.dim.scalar_sizes = True
         self.output = Data(name, dims=[self.dim], dtype=str(self.opt("dtype")),
                            sparse_dim=self.dim if self.opt("sparse") else None, feature_dim_axis=None,
                            batch_dim_axis=None)
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         lengths = tf.cast(sources[0].tensor, tf.int32)
-        n = tf.reduce_max(tf.concat([lengths, [0]], 0))
+        n = tf.reduce_max(tf.concat([tf.reshape(lengths, [-1]), [0]], 0))
         return self.make_output(tf.range(n, dtype=tf.as_dtype(self.output.dtype)), [sources[0]],
                                 {self.dim: lengths})

@@ -116,39 +116,68 @@ class RangeLayer(Layer):
 
 @register_layer
 class LengthLayer(Layer):
-    """The sizes of ``axis`` (default T) of the input: ``(B,)`` int32."""
+    """The size of ``axis`` (default T; a description, a Dim of a source, or ``"sparse_dim"``), as
+    RETURNN: a dynamic axis gives its sizes (``(B,)``, or a scalar for an axis whose size does not
+    vary per sequence, e.g. ``boolean_mask``'s), the batch axis and a static axis a scalar.
+    ``add_time_axis`` (RETURNN: "should not be used") gives ``(B, 1)`` with the sizes on a time axis
+    of size 1."""
 
     layer_class = "length"
     options = (
-        Option("axis", "T", "axis description"),
+        Option("axis", "T", "axis description, Dim, or 'sparse_dim'"),
         Option("dtype", "int32", "dtype of the lengths"),
         Option("sparse", False, "the lengths are class indices over the measured axis (RETURNN: its dim tag)"),
-        Option("add_time_axis", False, "not supported (RETURNN: 'should not be used')"),
+        Option("add_time_axis", False, "the sizes (B,) as (B, 1) with a time axis of size 1"),
     )
 
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
         super().__init__(name, opts, sources, seed)
-        check_sources(self, sources, 1, 1)
-        data = sources[0]
-        self.ax = self.axis(data, self.opt("axis"), "axis")
-        self.dim = data.dims[self.ax]
-        if self.opt("add_time_axis"):
-            raise NetworkError("%s: add_time_axis is not supported" % self.desc)
-        if data.batch_dim_axis is None:
-            raise NetworkError("%s: input needs a batch axis" % self.desc)
+        axis = self.opt("axis")
+        check_sources(self, sources, 1, None if isinstance(axis, Dim) else 1)
+        self.src = 0
+        if isinstance(axis, Dim):
+            found = [i for i, s in enumerate(sources) if any(d == axis for d in s.dims) or s.sparse_dim == axis]
+            if not found:
+                raise NetworkError("%s: no source has the axis %r" % (self.desc, axis))
+            self.src = found[0]
+            data = sources[self.src]
+            self.dim = next((d for d in data.dims if d == axis), axis)
+        elif axis == "sparse_dim":
+            data = sources[0]
+            if data.sparse_dim is None:
+                raise NetworkError("%s: axis 'sparse_dim' needs sparse input, got %s" % (self.desc, data.short_repr()))
+            self.dim = data.sparse_dim
+        else:
+            data = sources[0]
+            self.dim = data.dims[self.axis(data, axis, "axis")]
         self.dtype = _dtype(self, self.opt("dtype"), "int32")
-        self.output = Data(name, dims=[data.dims[data.batch_dim_axis]], dtype=self.dtype.name, feature_dim_axis=None,
-                           sparse_dim=self.dim if self.opt("sparse") else None)
+        sparse_dim = self.dim if self.opt("sparse") else None
+        self.per_seq = self.dim.is_dynamic() and not getattr(self.dim, "scalar_sizes", False)
+        self.add_time = bool(self.opt("add_time_axis"))
+        if self.add_time and not self.per_seq:
+            raise NetworkError("%s: add_time_axis needs an axis with sizes per sequence, got %r" % (self.desc, self.dim))
+        if self.add_time:
+            one = Dim(1, kind=DimTypes.Spatial, description="%s:time" % name)
+            self.output = Data(name, dims=[batch_dim, one], dtype=self.dtype.name, time_dim_axis=1,
+                               feature_dim_axis=None, sparse_dim=sparse_dim)
+        else:
+            dims = [batch_dim] if self.per_seq else []
+            self.output = Data(name, dims=dims, dtype=self.dtype.name, feature_dim_axis=None, sparse_dim=sparse_dim)
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
-        x = sources[0]
+        x = sources[self.src]
         if self.dim.is_dynamic():
+            if self.dim not in x.sizes:
+                raise NetworkError("%s: the sizes of %r did not reach this layer" % (self.desc, self.dim))
             sizes = x.sizes[self.dim]
         elif self.dim.is_batch_dim():
-            sizes = tf.fill([tf.shape(x.tensor)[self.ax]], tf.shape(x.tensor)[self.ax])
+            sizes = tf.shape(x.tensor)[x.data.batch_dim_axis]
         else:
-            sizes = tf.fill([tf.shape(x.tensor)[x.data.batch_dim_axis]], self.dim.dimension)
-        return self.make_output(tf.cast(sizes, self.dtype), sources)
+            sizes = tf.constant(self.dim.dimension)
+        sizes = tf.cast(sizes, self.dtype)
+        if self.add_time:
+            sizes = sizes[:, None]
+        return self.make_output(sizes, sources)
 
 
 def positional_encoding(positions: tf.Tensor, channels: int, min_timescale: float = 1.0,

@@ -1,0 +1,169 @@
+"""``concat``: RETURNN's ConcatLayer, the sources concatenated along one axis each.
+
+``{"class": "concat", "from": [("a", "F"), ("b", "F"), ("data", "T")]}``: every entry of ``from``
+is a (layer, axis) pair; the named axes are joined into one new axis (RETURNN's sum of their dims,
+or ``out_dim``), all other axes are matched by their dims (the common layout of the sources, as
+elsewhere: ``helpers.common_dims``). A source that lacks one of the other axes is an error unless
+``allow_broadcast`` (then it is repeated along it).
+
+The network has no general support for (layer, axis) pairs in ``from`` yet, so this class reads
+its own ``from`` (``outer_sources``): the network builds the named layers and passes their
+templates and values in order.
+
+Dynamic axes (e.g. two time axes): the result's sizes are the sums of the parts' sizes, and each
+sequence's real frames are packed one part after the other (part 2 starts right after part 1's
+last real frame; RETURNN's TF layer concatenates the padded tensors, so its "real" frames can hold
+padding, while its newer frontend ``rf.concat(handle_dynamic_dims=True)`` packs like this).
+Without a batch axis, or when the sizes do not vary per sequence, the padded parts are joined as
+they are. Padded positions of the result hold zeros when packed, else what the inputs held.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+import tensorflow as tf
+
+from returnn.errors import NetworkError
+from returnn.tensor import Data, Dim
+from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
+from returnn.tf.layers.helpers import check_sources, common_dims, dropout_sources
+from returnn.tf.layers.options import Option
+from returnn.tf.layers.output import align_tensor
+
+
+def source_axis_pairs(name: str, value: Any) -> List[Tuple[str, Any]]:
+    """RETURNN's ``from`` of a concat layer: a list of (layer name, axis) pairs."""
+    items = [value] if isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], str) else value
+    if not isinstance(items, (list, tuple)) or not items:
+        raise NetworkError("layer %r (concat): 'from' must be a list of (layer, axis) pairs, got %r" % (name, value))
+    out = []
+    for item in items:
+        if not isinstance(item, (list, tuple)) or len(item) != 2 or not isinstance(item[0], str):
+            raise NetworkError("layer %r (concat): every 'from' entry must be a (layer, axis) pair, got %r"
+                               % (name, item))
+        out.append((item[0], item[1]))
+    return out
+
+
+@register_layer
+class ConcatLayer(Layer):
+    """See the module docstring."""
+
+    layer_class = "concat"
+    options = (
+        Option("allow_broadcast", False, "sources without some of the other axes are repeated along them"),
+    )
+
+    @classmethod
+    def outer_sources(cls, name: str, opts: Mapping[str, Any], default_target: str, search: bool = False
+                      ) -> List[str]:
+        """The layers of the (layer, axis) pairs of ``from``."""
+        return [src for src, _ in source_axis_pairs(name, opts.get("from"))]
+
+    def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42, *,
+                 outer_names: Sequence[str] = (), default_target: str = "classes", infer_n_out=None,
+                 search: bool = False):
+        super().__init__(name, opts, sources, seed)
+        if "from" not in opts:
+            raise NetworkError("%s: needs 'from' as (layer, axis) pairs (inside a rec unit this is not supported yet)"
+                               % self.desc)
+        pairs = source_axis_pairs(name, opts["from"])
+        check_sources(self, sources, len(pairs), len(pairs))
+        self.axes = [self.axis(src, axis, "from") for src, (_, axis) in zip(sources, pairs)]
+        parts = [src.dims[a] for src, a in zip(sources, self.axes)]
+        if any(d.is_batch_dim() for d in parts):
+            raise NetworkError("%s: cannot concatenate along the batch axis" % self.desc)
+        static = None if any(d.dimension is None for d in parts) else sum(d.dimension for d in parts)
+        out_dim = self.opts.get("out_dim")
+        if out_dim is not None:
+            if not isinstance(out_dim, Dim):
+                raise NetworkError("%s: 'out_dim' must be a Dim, got %r" % (self.desc, out_dim))
+            if out_dim.dimension != static:
+                raise NetworkError("%s: out_dim %r does not match the concatenated size %r"
+                                   % (self.desc, out_dim, static))
+        else:
+            out_dim = Dim(static, kind=parts[0].kind, description="%s:concat" % name)
+        self.parts, self.new = parts, out_dim
+        # the common layout: each source with its concat axis as the new dim
+        dims_lists = [list(src.dims[:a]) + [out_dim] + list(src.dims[a + 1:]) for src, a in zip(sources, self.axes)]
+        dims, self.maps = common_dims(dims_lists)
+        self.out_axis = dims.index(out_dim)
+        if not self.opt("allow_broadcast"):
+            for src, m in zip(sources, self.maps):
+                missing = [dims[i].short_repr() for i in range(len(dims)) if i not in m]
+                if missing:
+                    raise NetworkError("%s: source %r lacks the axes %s of the others (allow_broadcast=True repeats "
+                                       "it along them)" % (self.desc, src.name, ", ".join(missing)))
+        first = sources[0]
+        feat = first.feature_dim_axis
+        kwargs = {}
+        if feat is not None and feat != self.axes[0]:
+            kwargs["feature_dim_axis"] = self.maps[0][feat]
+        elif feat is not None and out_dim.is_feature_dim():
+            kwargs["feature_dim_axis"] = self.out_axis
+        if first.time_dim_axis is not None and first.time_dim_axis != self.axes[0]:
+            kwargs["time_dim_axis"] = self.maps[0][first.time_dim_axis]
+        elif first.time_dim_axis is not None:
+            kwargs["time_dim_axis"] = self.out_axis
+        out = Data(name, dims=dims, dtype=first.dtype, sparse_dim=first.sparse_dim)
+        self.output = out.copy(**{k: v for k, v in kwargs.items() if v != getattr(out, k)})
+
+    def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
+        sources = dropout_sources(self, sources, ctx)
+        n = self.output.batch_ndim
+        shape = self._common_shape(sources)
+        parts = []
+        for x, m, a in zip(sources, self.maps, self.axes):
+            t = align_tensor(x.tensor, m, n)
+            target = tf.tensor_scatter_nd_update(shape, [[self.out_axis]], [tf.shape(x.tensor)[a]])
+            parts.append(tf.broadcast_to(t, target))
+        sizes = {}
+        if self.new.is_dynamic():
+            lens = [x.sizes[d] if d.is_dynamic() else tf.constant(d.dimension, tf.int32)
+                    for x, d in zip(sources, self.parts)]
+            total = lens[0]
+            for size in lens[1:]:
+                total = total + size
+            sizes[self.new] = total
+            batch = self.output.batch_dim_axis
+            if batch is not None and any(len(s.shape) == 1 for s in lens):
+                return self.make_output(self._packed(parts, lens, total, batch), sources, sizes)
+        return self.make_output(tf.concat(parts, self.out_axis) if len(parts) > 1 else parts[0], sources, sizes)
+
+    def _common_shape(self, sources: List[LayerOutput]) -> tf.Tensor:
+        """The extents of the common layout (the concat axis' entry is replaced per part)."""
+        shape = []
+        for pos in range(self.output.batch_ndim):
+            for x, m in zip(sources, self.maps):
+                if pos in m:
+                    shape.append(tf.shape(x.tensor)[m.index(pos)])
+                    break
+        return tf.stack(shape)
+
+    def _packed(self, parts: List[tf.Tensor], lens: List[tf.Tensor], total: tf.Tensor, batch: int) -> tf.Tensor:
+        """Each sequence's real frames of the parts, one part after the other, then zeros."""
+        axis = self.out_axis
+        joined = tf.concat(parts, axis)  # padded parts one after the other
+        n_batch = tf.shape(joined)[batch]
+        extents = [tf.shape(p)[axis] for p in parts]
+        pos = tf.range(tf.reduce_max(total) if len(total.shape) else total)  # (T',)
+        index = tf.zeros([n_batch, tf.size(pos)], tf.int32)
+        real = tf.zeros([n_batch, tf.size(pos)], tf.bool)
+        start_out = tf.zeros([n_batch], tf.int32)  # where the part starts in the output, per sequence
+        start_in = 0  # where the part starts in ``joined``
+        for size, extent in zip(lens, extents):
+            size = tf.broadcast_to(size, [n_batch])
+            rel = pos[None, :] - start_out[:, None]  # (B, T')
+            inside = (rel >= 0) & (rel < size[:, None])
+            index = tf.where(inside, start_in + rel, index)
+            real = real | inside
+            start_out += size
+            start_in += extent
+        # move batch and the concat axis to the front, gather per sequence, move back
+        perm = [batch, axis] + [i for i in range(len(joined.shape)) if i not in (batch, axis)]
+        inv = [perm.index(i) for i in range(len(perm))]
+        moved = tf.transpose(joined, perm)
+        out = tf.gather(moved, index, axis=1, batch_dims=1)
+        mask = tf.reshape(real, tf.concat([tf.shape(real), tf.ones([len(perm) - 2], tf.int32)], 0))
+        out = tf.where(mask, out, tf.zeros_like(out))
+        return tf.transpose(out, inv)

@@ -1,0 +1,395 @@
+"""Index-driven layers (RETURNN semantics): slice_nd, scatter_nd, boolean_mask.
+
+- ``slice_nd``: from ``axis`` (default T) of the input, per sequence (and per entry of ``start``)
+  the frames ``start .. start + size - 1``: input ``(B, T, F)`` with start ``(B,)`` gives
+  ``(B, size, F)``, with start ``(B, T')`` ``(B, T', size, F)``. ``start``: an int or a layer;
+  ``size``: an int (static), a layer (per entry), a Dim, or None (up to the end of each sequence,
+  at least ``min_size``). Frames beyond the sequence (or the entry's size) are zeros.
+- ``scatter_nd``: the inverse of gathering: the input (updates) is written into a new axis at the
+  indices ``position`` holds along its ``position_axis``; the output is ``position``'s layout with
+  that axis replaced by ``out_spatial_dim`` (or ``output_dim_via_time_from``'s time axis), plus
+  the input's other axes. Entries on padded positions of ``position`` are dropped; with
+  ``filter_invalid_indices`` so are indices outside the new axis (else they are an error).
+  Updates to the same index are summed.
+- ``boolean_mask``: the entries of the input where ``mask`` (over the axes ``dims``) is True
+  (padded positions of the mask count as False), as one new axis ``out_dim`` (first), followed by
+  the input's other axes. The new axis has one size for the whole batch (the count).
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Sequence
+
+import tensorflow as tf
+
+from returnn.errors import NetworkError
+from returnn.tensor import Data, Dim, DimTypes
+from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
+from returnn.tf.layers.helpers import check_sources, concat_inputs, concat_output
+from returnn.tf.layers.options import Option
+from returnn.tf.layers.output import align_tensor
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _batch_major(x: LayerOutput) -> tf.Tensor:
+    """``x``'s tensor with its batch axis first."""
+    b = x.data.batch_dim_axis
+    if not b:
+        return x.tensor
+    return tf.transpose(x.tensor, [b] + [i for i in range(x.data.batch_ndim) if i != b])
+
+
+@register_layer
+class SliceNdLayer(Layer):
+    """See the module docstring."""
+
+    layer_class = "slice_nd"
+    ref_options = ("start", "size")
+    options = (
+        Option("start", None, "first frame: an int or a layer of ints (per sequence, e.g. (B,) or (B,T))"),
+        Option("size", None, "number of frames: an int, a layer, a Dim, or None (to the end of the sequence)"),
+        Option("min_size", None, "with a size from a layer or None: at least this many frames"),
+        Option("axis", "T", "the axis to slice"),
+        Option("out_spatial_dim", None, "Dim of the sliced axis"),
+    )
+
+    def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
+        self.start_layer = isinstance(opts.get("start"), str)
+        self.size_layer = isinstance(opts.get("size"), str)
+        n_refs = int(self.start_layer) + int(self.size_layer)
+        own = list(sources[:len(sources) - n_refs])
+        super().__init__(name, opts, own, seed)
+        check_sources(self, own)
+        self.input, self.plan = concat_output(self, own)
+        data = self.input
+        if data.batch_dim_axis is None:
+            raise NetworkError("%s: the input needs a batch axis, got %s" % (self.desc, data.short_repr()))
+        refs = list(sources[len(own):])
+        self.start_data = refs.pop(0) if self.start_layer else None
+        self.size_data = refs.pop(0) if self.size_layer else None
+        start, size, min_size = self.opt("start"), self.opt("size"), self.opt("min_size")
+        if start is None:
+            start = 0
+        if not self.start_layer and not _is_int(start):
+            raise NetworkError("%s: 'start' must be an int or a layer name, got %r" % (self.desc, start))
+        if self.start_layer and not self.start_data.dtype.startswith("int"):
+            raise NetworkError("%s: 'start' must hold ints, got %s" % (self.desc, self.start_data.short_repr()))
+        if min_size is not None and not _is_int(min_size):
+            raise NetworkError("%s: 'min_size' must be an int, got %r" % (self.desc, min_size))
+        self.ax = self.axis(data, self.opt("axis"), "axis")
+        self.in_dim = data.dims[self.ax]
+        if self.in_dim.is_batch_dim():
+            raise NetworkError("%s: cannot slice the batch axis" % self.desc)
+        start_dims = [] if self.start_data is None else [d for d in self.start_data.dims if not d.is_batch_dim()]
+        if any(any(d == o for o in data.dims) for d in start_dims):
+            raise NetworkError("%s: 'start' %s shares axes with the input %s (not supported here)"
+                               % (self.desc, self.start_data.short_repr(), data.short_repr()))
+        self.start_dims = start_dims
+        self.static_size: Optional[int] = None
+        self.size_dim: Optional[Dim] = None
+        if self.size_layer:
+            if not self.size_data.dtype.startswith("int"):
+                raise NetworkError("%s: 'size' must hold ints, got %s" % (self.desc, self.size_data.short_repr()))
+            slice_dim = None
+        elif isinstance(size, Dim):
+            self.size_dim = size
+            slice_dim = size if not min_size else None
+            if size.dimension is not None:
+                self.static_size = max(size.dimension, min_size or 0)
+        elif size is None:
+            slice_dim = None
+            if self.in_dim.dimension is not None and not self.start_layer:
+                self.static_size = max(self.in_dim.dimension - start, min_size or 0)
+        elif _is_int(size) and size >= 0:
+            self.static_size = size
+            slice_dim = None
+        else:
+            raise NetworkError("%s: 'size' must be an int, a layer name, a Dim or None, got %r" % (self.desc, size))
+        given = self.opt("out_spatial_dim")
+        if given is not None:
+            if not isinstance(given, Dim) or (given.dimension is not None and given.dimension != self.static_size):
+                raise NetworkError("%s: out_spatial_dim %r does not fit the slice size %r"
+                                   % (self.desc, given, self.static_size))
+            slice_dim = given
+        if slice_dim is None:
+            slice_dim = Dim(self.static_size, kind=DimTypes.Spatial, description="sliced-time:%s" % name,
+                            derived_from=self.in_dim)
+        self.slice_dim = slice_dim
+        self.start_value = start
+        batch = data.dims[data.batch_dim_axis]
+        before = [d for i, d in enumerate(data.dims[:self.ax]) if i != data.batch_dim_axis]
+        after = [d for i, d in enumerate(data.dims) if i > self.ax and i != data.batch_dim_axis]
+        dims = [batch] + before + start_dims + [slice_dim] + after
+        self.perm = [data.batch_dim_axis] + [i for i in range(data.batch_ndim) if i != data.batch_dim_axis]
+        self.bm_axis = self.perm.index(self.ax)
+        special = {}
+        if data.feature_dim_axis is not None and data.feature_dim_axis != self.ax:
+            feat = data.dims[data.feature_dim_axis]
+            special["feature_dim_axis"] = next(i for i, d in enumerate(dims) if d is feat)
+        if data.time_dim_axis == self.ax:
+            special["time_dim_axis"] = dims.index(slice_dim)
+        out = Data(name, dims=dims, dtype=data.dtype, sparse_dim=data.sparse_dim)
+        self.output = out.copy(**{k: v for k, v in special.items() if v != getattr(out, k)})
+
+    def _start_tensor(self, sources: List[LayerOutput], n_batch: tf.Tensor) -> tf.Tensor:
+        """``(B, S...)`` int32 start positions (S: start's own axes)."""
+        if not self.start_layer:
+            return tf.fill([n_batch], tf.constant(self.start_value, tf.int32))
+        value = sources[len(self.sources)]
+        start = tf.cast(value.masked(0), tf.int32)
+        if value.data.batch_dim_axis is None:
+            start = tf.broadcast_to(start[None], tf.concat([[n_batch], tf.shape(start)], 0))
+        else:
+            start = _batch_major(LayerOutput(start, value.data, value.sizes))
+        return start
+
+    def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
+        x = concat_inputs(self, self.input, self.plan, sources[:len(self.sources)], ctx)
+        tensor = tf.transpose(x.tensor, self.perm)  # batch first
+        n_batch, extent = tf.shape(tensor)[0], tf.shape(tensor)[self.bm_axis]
+        start = self._start_tensor(sources, n_batch)  # (B, S...)
+        n_s = len(start.shape) - 1
+        if self.in_dim.is_dynamic():
+            seq_len = x.sizes[self.in_dim]
+            seq_len = tf.broadcast_to(seq_len, [n_batch]) if not len(seq_len.shape) else seq_len
+        else:
+            seq_len = tf.fill([n_batch], extent)
+        seq_len = tf.reshape(seq_len, [-1] + [1] * n_s)  # broadcasts against start
+        size = None  # (B, S...) per-entry sizes, if any
+        if self.size_layer:
+            sv = sources[-1]
+            size = tf.cast(sv.masked(0), tf.int32)
+            size = size if sv.data.batch_dim_axis is None else _batch_major(LayerOutput(size, sv.data, sv.sizes))
+            size = tf.broadcast_to(size, tf.shape(start))
+            if self.opt("min_size"):
+                size = tf.maximum(size, self.opt("min_size"))
+        elif self.size_dim is not None and self.size_dim.is_dynamic():
+            known = [s.sizes[self.size_dim] for s in sources if self.size_dim in s.sizes]
+            if not known:
+                raise NetworkError("%s: the sizes of 'size' %r did not reach this layer" % (self.desc, self.size_dim))
+            size = tf.broadcast_to(tf.reshape(known[0], [-1] + [1] * n_s) if len(known[0].shape) else known[0],
+                                   tf.shape(start))
+            if self.opt("min_size"):
+                size = tf.maximum(size, self.opt("min_size"))
+        elif self.static_size is None:  # to the end of each sequence
+            size = tf.maximum(seq_len - start, self.opt("min_size") or 0)
+        n_out = tf.constant(self.static_size) if self.static_size is not None else \
+            tf.reduce_max(tf.concat([tf.reshape(size, [-1]), [0]], 0))
+        positions = start[..., None] + tf.range(n_out)  # (B, S..., K)
+        pad = (positions < 0) | (positions >= seq_len[..., None])
+        if size is not None:
+            pad = pad | (positions >= (start + size)[..., None])
+        index = tf.clip_by_value(positions, 0, tf.maximum(extent - 1, 0))
+        out = tf.gather(tensor, index, axis=self.bm_axis, batch_dims=1)
+        mask = align_tensor(tf.logical_not(pad), [0] + list(range(self.bm_axis, self.bm_axis + n_s + 1)), len(out.shape))
+        out = tf.where(mask, out, tf.zeros_like(out))
+        sizes = {}
+        if self.slice_dim.is_dynamic() and self.slice_dim not in x.sizes:
+            if size is None:
+                raise NetworkError("%s: no sizes for the sliced axis" % self.desc)
+            if n_s:
+                raise NetworkError("%s: a dynamic slice size per entry of a start with axes %s is not supported "
+                                   "here (sizes are per sequence)" % (self.desc, self.start_dims))
+            sizes[self.slice_dim] = size
+        return self.make_output(out, sources, sizes)
+
+
+@register_layer
+class ScatterNdLayer(Layer):
+    """See the module docstring."""
+
+    layer_class = "scatter_nd"
+    ref_options = ("position", "output_dim_via_time_from")
+    options = (
+        Option("position", None, "layer of the indices into the new axis"),
+        Option("position_axis", None, "the axis of 'position' that the new axis replaces"),
+        Option("output_dim_via_time_from", None, "layer whose time axis is the new axis"),
+        Option("out_spatial_dim", None, "Dim of the new axis (instead of output_dim_via_time_from)"),
+        Option("filter_invalid_indices", False, "drop indices outside the new axis (else an error)"),
+    )
+
+    def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
+        if not isinstance(opts.get("position"), str):
+            raise NetworkError("layer %r (scatter_nd): 'position' must be a layer name, got %r" % (name, opts.get("position")))
+        self.via = isinstance(opts.get("output_dim_via_time_from"), str)
+        own = list(sources[:len(sources) - 1 - int(self.via)])
+        super().__init__(name, opts, own, seed)
+        check_sources(self, own)
+        self.input, self.plan = concat_output(self, own)
+        pos = sources[len(own)]
+        if not (pos.sparse or pos.dtype.startswith("int")):
+            raise NetworkError("%s: position must hold ints, got %s" % (self.desc, pos.short_repr()))
+        given = self.opt("out_spatial_dim")
+        if bool(given is not None) == self.via:
+            raise NetworkError("%s: give either out_spatial_dim or output_dim_via_time_from (one of them)" % self.desc)
+        if self.via:
+            via = sources[-1]
+            if via.time_dim is None:
+                raise NetworkError("%s: output_dim_via_time_from has no time axis (%s)" % (self.desc, via.short_repr()))
+            new = via.time_dim
+        elif not isinstance(given, Dim):
+            raise NetworkError("%s: out_spatial_dim must be a Dim, got %r" % (self.desc, given))
+        else:
+            new = given
+        self.new = new
+        self.pos_axis = self.axis(pos, self.opt("position_axis"), "position_axis")
+        if pos.dims[self.pos_axis].is_batch_dim():
+            raise NetworkError("%s: position_axis must not be the batch axis" % self.desc)
+        data = self.input
+        # the updates' axes in the position's layout, then their own other axes
+        self.in_map: List[int] = []
+        extra = []
+        for d in data.dims:
+            match = [i for i, p in enumerate(pos.dims) if p == d and i not in self.in_map]
+            if match:
+                self.in_map.append(match[0])
+            else:
+                self.in_map.append(pos.batch_ndim + len(extra))
+                extra.append(d)
+        self.pos = pos
+        dims = list(pos.dims) + extra
+        self.batch_in_out = next((i for i, d in enumerate(dims) if d.is_batch_dim()), None)
+        dims[self.pos_axis] = new
+        kwargs = {}
+        if data.feature_dim_axis is not None and data.dims[data.feature_dim_axis] in extra:
+            kwargs["feature_dim_axis"] = self.in_map[data.feature_dim_axis]
+        if pos.time_dim_axis is None or pos.time_dim_axis == self.pos_axis:
+            kwargs["time_dim_axis"] = self.pos_axis
+        out = Data(name, dims=dims, dtype=data.dtype, sparse_dim=data.sparse_dim)
+        self.output = out.copy(**{k: v for k, v in kwargs.items() if v != getattr(out, k)})
+
+    def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
+        n_own = len(self.sources)
+        x = concat_inputs(self, self.input, self.plan, sources[:n_own], ctx)
+        pos = sources[n_own]
+        n_pos, n = self.pos.batch_ndim, self.output.batch_ndim
+        pos_t = tf.cast(pos.tensor, tf.int32)
+        pos_shape = tf.shape(pos_t)
+        if self.new.dimension is not None:
+            extent = tf.constant(self.new.dimension)
+        elif self.via:
+            via = sources[-1]
+            extent = tf.shape(via.tensor)[via.data.time_dim_axis]
+        else:
+            known = [s.sizes[self.new] for s in sources if self.new in s.sizes]
+            if not known:
+                raise NetworkError("%s: the sizes of out_spatial_dim %r did not reach this layer" % (self.desc, self.new))
+            extent = tf.reduce_max(tf.concat([tf.reshape(known[0], [-1]), [0]], 0))
+        updates = align_tensor(x.tensor, self.in_map, n)
+        extra_axes = [a for a, m in enumerate(self.in_map) if m >= n_pos]
+        extra_shape = [tf.shape(x.tensor)[a] for a in extra_axes]
+        target = tf.concat([pos_shape, tf.stack(extra_shape)], 0) if extra_axes else pos_shape
+        updates = tf.broadcast_to(updates, target)
+        keep = tf.ones_like(pos_t, tf.bool)  # entries of position that write (position's layout)
+        keep_upd = None  # padding known only with the updates' batch axis (output layout)
+        for i, d in enumerate(self.pos.dims):
+            size = pos.sizes.get(d) if d.is_dynamic() else None
+            if size is None:
+                continue
+            mask = tf.sequence_mask(size, maxlen=pos_shape[i])
+            if len(size.shape) == 0:
+                keep = keep & align_tensor(mask, [i], n_pos)
+            elif self.pos.batch_dim_axis is not None:
+                keep = keep & align_tensor(mask, [self.pos.batch_dim_axis, i], n_pos)
+            elif self.batch_in_out is not None:
+                m = align_tensor(mask, [self.batch_in_out, i], n)
+                keep_upd = m if keep_upd is None else keep_upd & m
+        if self.opt("filter_invalid_indices"):
+            keep = keep & (pos_t >= 0) & (pos_t < extent)
+        pos_t = tf.where(keep, pos_t, 0)
+        keep_full = tf.reshape(keep, tf.concat([pos_shape, tf.ones([n - n_pos], tf.int32)], 0))
+        if keep_upd is not None:
+            keep_full = keep_full & keep_upd
+        updates = tf.where(keep_full, updates, tf.zeros_like(updates))
+        grids = []
+        for i in range(n_pos):
+            if i == self.pos_axis:
+                grids.append(pos_t)
+            else:
+                shape = [1] * n_pos
+                shape[i] = -1
+                grids.append(tf.broadcast_to(tf.reshape(tf.range(pos_shape[i]), shape), pos_shape))
+        indices = tf.stack(grids, axis=-1)
+        out_shape = tf.tensor_scatter_nd_update(target, [[self.pos_axis]], [extent])
+        out = tf.scatter_nd(indices, updates, out_shape)
+        sizes = {}
+        if self.new.is_dynamic():
+            for s in sources:
+                if self.new in s.sizes:
+                    sizes[self.new] = s.sizes[self.new]
+                    break
+        return self.make_output(out, sources[:n_own + 1], sizes)
+
+
+@register_layer
+class BooleanMaskLayer(Layer):
+    """See the module docstring."""
+
+    layer_class = "boolean_mask"
+    ref_options = ("mask",)
+    options = (
+        Option("mask", None, "layer of bools over the axes 'dims'"),
+        Option("dims", None, "the axes of the mask (Dims or descriptions of the mask's axes)"),
+    )
+
+    def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
+        if not isinstance(opts.get("mask"), str):
+            raise NetworkError("layer %r (boolean_mask): 'mask' must be a layer name, got %r" % (name, opts.get("mask")))
+        super().__init__(name, opts, sources[:-1], seed)
+        check_sources(self, sources[:-1], 1, 1)
+        data, mask = sources[0], sources[-1]
+        if mask.dtype != "bool":
+            raise NetworkError("%s: the mask must be bool, got %s" % (self.desc, mask.short_repr()))
+        dims_opt = self.opt("dims")
+        dims_opt = list(dims_opt) if isinstance(dims_opt, (list, tuple, set)) else [dims_opt]
+        mask_axes = [self.axis(mask, d, "dims") for d in dims_opt]
+        if sorted(mask_axes) != list(range(mask.batch_ndim)):
+            raise NetworkError("%s: 'dims' %r must be exactly the mask's axes %s" % (self.desc, dims_opt, mask.short_repr()))
+        self.mask_perm = mask_axes
+        self.mask_dims = [mask.dims[a] for a in mask_axes]
+        self.x_map = []  # input axes: position in (mask dims..., remaining...)
+        rest = []
+        for d in data.dims:
+            match = [i for i, m in enumerate(self.mask_dims) if m == d]
+            if match:
+                self.x_map.append(match[0])
+            else:
+                self.x_map.append(len(self.mask_dims) + len(rest))
+                rest.append(d)
+        out_dim = self.opts.get("out_dim")
+        if out_dim is None:
+            out_dim = Dim(None, kind=DimTypes.Spatial, description="%s:mask" % name)
+        elif not isinstance(out_dim, Dim) or out_dim.dimension is not None:
+            raise NetworkError("%s: out_dim must be a dynamic Dim, got %r" % (self.desc, out_dim))
+        out_dim.scalar_sizes = True  # one count for the whole batch
+        self.new = out_dim
+        special = {}
+        if data.feature_dim_axis is not None and data.dims[data.feature_dim_axis] in rest:
+            special["feature_dim_axis"] = 1 + rest.index(data.dims[data.feature_dim_axis])
+        out = Data(name, dims=[out_dim] + rest, dtype=data.dtype, sparse_dim=data.sparse_dim, time_dim_axis=0)
+        self.output = out.copy(**{k: v for k, v in special.items() if v != getattr(out, k)})
+
+    def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
+        x = self.apply_dropout(sources[0], ctx)
+        mask_v = sources[-1]
+        mask = mask_v.tensor
+        full = mask_v.full_mask()
+        if full is not None:
+            mask = mask & full
+        mask = tf.transpose(mask, self.mask_perm)
+        n_mask = len(self.mask_dims)
+        n = n_mask + len(self.output.dims) - 1
+        tensor = align_tensor(x.tensor, self.x_map, n)
+        rest_axes = [a for a, m in enumerate(self.x_map) if m >= n_mask]
+        if rest_axes:
+            shape = tf.concat([tf.shape(mask), tf.stack([tf.shape(x.tensor)[a] for a in rest_axes])], 0)
+        else:
+            shape = tf.shape(mask)
+        tensor = tf.broadcast_to(tensor, shape)
+        out = tf.boolean_mask(tensor, mask)
+        count = tf.shape(out)[0]
+        sizes = {d: s for d, s in x.sizes.items()}
+        sizes[self.new] = count
+        return self.make_output(out, [], sizes)

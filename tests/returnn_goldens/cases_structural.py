@@ -1,0 +1,76 @@
+"""Golden cases of issue 27's structural layers (loaded by make_goldens.py): concat, flatten_batch /
+unflatten_batch, transpose, combine_dims, slice_nd, scatter_nd, top_k, search_sorted,
+weighted_sum, elemwise_prod, resize, rec_unstack, get_rec_accumulated,
+rec_last_output, cum_concat.
+
+Left out: layers whose options need Dim objects (the cases are JSON: reshape, boolean_mask,
+unflatten_nd's out_dims), scalar or batch-less outputs (length of the batch axis), the gradient
+layer (RETURNN's graph only; ours runs in compiled steps, tested in tests/test_layers_structural.py),
+image_summary (RETURNN needs a (T, T, B, 1) input for its TensorBoard image).
+Left out because RETURNN itself fails on them: ``top_k`` over a dynamic axis (its masking: "ndim does not
+match"), ``batch_softmax`` (tf.where of a (B*T,) mask with (B*T, F) values: not broadcastable), ``remove``
+(its new dim stays undefined), ``fold`` with axis descriptions (it takes only Dim objects).
+``concat`` along time uses equal lengths: RETURNN joins the padded tensors (its "real" frames hold
+padding when lengths differ), this engine packs each sequence's real frames (see
+returnn/tf/layers/concat.py)."""
+from make_goldens import LENS_LONG, X6, case
+
+
+def _lin(n, src="data", act=None):
+    return {"class": "linear", "activation": act, "with_bias": True, "n_out": n, "from": src}
+
+
+EQUAL = {"data": [5, 5, 5]}
+
+case("concat_features", "concat", {
+    "a": _lin(3, act="tanh"),
+    "output": {"class": "concat", "from": [("data", "F"), ("a", "F")]}})
+case("concat_time_equal_lengths", "concat", {
+    "a": _lin(5, act="tanh"),
+    "output": {"class": "concat", "from": [("data", "T"), ("a", "T")]}}, lens=EQUAL)
+case("flatten_batch", "flatten_batch", {"output": {"class": "flatten_batch", "from": "data"}},
+     notes="the batch axis holds the real frames of all sequences, sequence by sequence")
+case("flatten_batch_time_major", "flatten_batch", {
+    "output": {"class": "flatten_batch", "batch_major": False, "from": "data"}})
+case("flatten_unflatten_batch", "flatten_batch", {
+    "flat": {"class": "flatten_batch", "from": "data"},
+    "lin": _lin(4, src="flat", act="tanh"),
+    "output": {"class": "unflatten_batch", "from": "lin"}},
+    notes="frame-wise layer on the packed frames, then back to (B, T, F)")
+case("transpose_time_feature", "transpose", {"output": {"class": "transpose", "from": "data",
+                                                        "perm": {"T": "F", "F": "T"}}})
+case("combine_dims_reordered", "combine_dims", {
+    "split": {"class": "split_dims", "axis": "F", "dims": [2, 3], "from": "data"},
+    "output": {"class": "combine_dims", "axes": ["dim:3", "dim:2"], "from": "split"}}, extern=X6)
+case("slice_nd_start_per_seq", "slice_nd", {
+    "start": {"class": "range_in_axis", "from": "data", "axis": "B"},
+    "output": {"class": "slice_nd", "from": "data", "start": "start", "size": 2}}, lens={"data": LENS_LONG})
+case("slice_nd_to_end", "slice_nd", {
+    "start": {"class": "range_in_axis", "from": "data", "axis": "B"},
+    "output": {"class": "slice_nd", "from": "data", "start": "start", "size": None}}, lens={"data": LENS_LONG})
+case("scatter_nd_shift_time", "scatter_nd", {
+    "pos0": {"class": "range_in_axis", "from": "data", "axis": "T"},
+    "one": {"class": "constant", "value": 1},
+    "pos": {"class": "combine", "kind": "add", "from": ["pos0", "one"]},
+    "output": {"class": "scatter_nd", "from": "data", "position": "pos", "position_axis": "T",
+               "output_dim_via_time_from": "data", "filter_invalid_indices": True}},
+    notes="frame t written to t + 1 (the last real frame of the longest sequence is dropped)")
+case("top_k_feature", "top_k", {"output": {"class": "top_k", "from": "data", "axis": "F", "k": 2}})
+case("top_k_feature_indices", "top_k", {
+    "top": {"class": "top_k", "from": "data", "axis": "F", "k": 3},
+    "output": {"class": "copy", "from": "top/indices"}})
+case("search_sorted", "search_sorted", {
+    "abs": {"class": "activation", "activation": "abs", "from": "data"},
+    "cs": {"class": "cumsum", "axis": "T", "from": "abs"},
+    "srt": {"class": "gather", "axis": "F", "position": 0, "from": "cs"},
+    "vals": {"class": "reduce", "mode": "sum", "axes": "T", "from": "abs"},
+    "output": {"class": "search_sorted", "sorted_sequence": "srt", "values": "vals", "axis": "T"}})
+case("weighted_sum_feature", "weighted_sum", {"output": {"class": "weighted_sum", "axes": "F", "from": "data"}})
+case("elemwise_prod_feature", "elemwise_prod", {"output": {"class": "elemwise_prod", "axes": "F", "from": "data"}})
+for kind in ("nn", "linear", "cubic"):
+    case("resize_%s_x2" % kind, "resize", {"output": {"class": "resize", "axis": "T", "factor": 2, "kind": kind,
+                                                      "from": "data"}})
+case("resize_fill", "resize", {"output": {"class": "resize", "axis": "T", "factor": 3, "kind": "fill",
+                                          "fill_value": -1.0, "from": "data"}})
+case("resize_nn_float_factor", "resize", {"output": {"class": "resize", "axis": "T", "factor": 1.5, "kind": "nn",
+                                                     "from": "data"}})

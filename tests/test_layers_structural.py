@@ -1,0 +1,332 @@
+"""Structural layers of issue 27 against numpy: concat, flatten_batch / unflatten_batch /
+split_batch_time, reshape, transpose, combine_dims, unflatten_nd, slice_nd, scatter_nd,
+boolean_mask, top_k, search_sorted, weighted_sum, elemwise_prod, batch_softmax, resize, remove,
+fold, length variants, gradient, image_summary, framewise_statistics; refusals.
+
+Padded frames of the inputs hold NaN (they must not reach real ones); one sequence has length 0.
+"""
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from helpers import outputs
+from returnn.errors import NetworkError
+from returnn.tensor import Data, Dim, FeatureDim, SpatialDim, batch_dim
+from returnn.tf.layers import RunContext
+from returnn.tf.network import TFNetwork
+
+LENS = [5, 3, 0]
+T = 5
+
+
+def _extern(**more):
+    ext = {"data": Data("data", shape=(None, 3)), "classes": Data("classes", dim=4, sparse=True),
+           "other": Data("other", shape=(None, 2))}
+    ext.update(more)
+    return ext
+
+
+def _batch(seed=0, lens=LENS, other_lens=(2, 4, 1)):
+    rng = np.random.RandomState(seed)
+    x = rng.randn(3, T, 3).astype("float32")
+    y = rng.randn(3, max(other_lens), 2).astype("float32")
+    c = rng.randint(0, 4, size=(3, T)).astype("int32")
+    for b, n in enumerate(lens):
+        x[b, n:] = np.nan
+        c[b, n:] = 3
+    for b, n in enumerate(other_lens):
+        y[b, n:] = np.nan
+    batch = {"data": tf.constant(x), "data:seq_len": tf.constant(lens), "classes": tf.constant(c),
+             "classes:seq_len": tf.constant(lens), "other": tf.constant(y), "other:seq_len": tf.constant(other_lens)}
+    return batch, x, y, c
+
+
+def _run(net_dict, extern=None, seed=0, **kw):
+    batch, x, y, c = _batch(seed, **kw)
+    net = TFNetwork(outputs(net_dict), extern or _extern())
+    return net, net.forward(batch, RunContext(False)), x, y, c
+
+
+def _real(a, lens, axis=1):
+    return [np.take(a[b], range(n), axis=axis - 1) for b, n in enumerate(lens)]
+
+
+# ---- concat
+def test_concat_features_and_packed_time():
+    net, out, x, y, _ = _run({
+        "lin": {"class": "linear", "activation": None, "n_out": 2, "from": "data"},
+        "cat": {"class": "concat", "from": [("data", "F"), ("lin", "F")]}})
+    assert net.layers["cat"].output.batch_shape == (None, None, 5)
+    cat = out["cat"].tensor.numpy()
+    for b, n in enumerate(LENS):
+        np.testing.assert_array_equal(cat[b, :n, :3], x[b, :n])
+        np.testing.assert_allclose(cat[b, :n, 3:], out["lin"].tensor.numpy()[b, :n], rtol=1e-6)
+    # along time, features of size 3 and 2 are two different axes: each source lacks one of them
+    with pytest.raises(NetworkError, match="lacks the axes"):
+        TFNetwork(outputs({"c": {"class": "concat", "from": [("data", "T"), ("data:other", "T")]}}), _extern())
+
+
+def test_concat_time_packs_real_frames():
+    ext = _extern(other=Data("other", shape=(None, 3)))
+    batch, x, _, _ = _batch()
+    y = np.random.RandomState(3).randn(3, 4, 3).astype("float32")
+    other_lens = [2, 4, 1]
+    for b, n in enumerate(other_lens):
+        y[b, n:] = np.nan
+    batch["other"], batch["other:seq_len"] = tf.constant(y), tf.constant(other_lens)
+    net = TFNetwork(outputs({"time": {"class": "concat", "from": [("data", "T"), ("data:other", "T")]}}), ext)
+    out = net.forward(batch, RunContext(False))["time"]
+    total = np.array(LENS) + np.array(other_lens)
+    np.testing.assert_array_equal(out.seq_len.numpy(), total)
+    v = out.tensor.numpy()
+    assert v.shape[1] == total.max()
+    for b in range(3):
+        ref = np.concatenate([x[b, :LENS[b]], y[b, :other_lens[b]]], 0)
+        np.testing.assert_array_equal(v[b, :total[b]], ref)
+        assert not np.isnan(v[b]).any()
+
+
+def test_concat_needs_pairs():
+    with pytest.raises(NetworkError, match="pair"):
+        TFNetwork(outputs({"c": {"class": "concat", "from": ["data", "data"]}}), _extern())
+
+
+# ---- flatten_batch, unflatten_batch, split_batch_time, length
+@pytest.mark.parametrize("batch_major", [True, False])
+def test_flatten_unflatten_batch(batch_major):
+    net, out, x, _, _ = _run({
+        "flat": {"class": "flatten_batch", "from": "data", "batch_major": batch_major},
+        "back": {"class": "unflatten_batch", "from": "flat"},
+        "n": {"class": "length", "from": "flat", "axis": "B"}})
+    mask = np.arange(T)[None, :] < np.array(LENS)[:, None]
+    ref = x[mask] if batch_major else x.transpose(1, 0, 2)[mask.T]
+    np.testing.assert_array_equal(out["flat"].tensor.numpy(), ref)
+    assert out["n"].tensor.numpy() == sum(LENS) and net.layers["n"].output.batch_ndim == 0
+    back = out["back"].tensor.numpy()
+    if not batch_major:
+        assert net.layers["back"].output.batch_dim_axis == 1
+        back = back.transpose(1, 0, 2)
+    np.testing.assert_array_equal(np.where(mask[..., None], back, 0), np.where(mask[..., None], x, 0))
+    assert np.all(back[~mask] == 0)
+
+
+def test_split_batch_time_after_flatten_of_static_axis():
+    net, out, x, _, _ = _run({
+        "sp": {"class": "split_dims", "from": "data", "axis": "F", "dims": [3, 1]},
+        "flat": {"class": "flatten_batch", "from": "sp", "axis": "dim:3"},
+        "back": {"class": "unflatten_batch", "from": "flat"}})
+    np.testing.assert_array_equal(out["flat"].tensor.numpy()[:, :LENS[0], 0], x.transpose(0, 2, 1).reshape(9, T)[:, :5])
+    np.testing.assert_array_equal(out["back"].tensor.numpy()[0, :, :5, 0], x[0].T)
+
+
+def test_length_variants():
+    f = FeatureDim("feat", 3)
+    time = SpatialDim("t")
+    ext = _extern(data=Data("data", dims=[batch_dim, time, f]))
+    net, out, x, _, _ = _run({
+        "lt": {"class": "length", "from": "data"},
+        "lb": {"class": "length", "from": "data", "axis": "B"},
+        "lf": {"class": "length", "from": "data", "axis": f},
+        "ld": {"class": "length", "from": "data", "axis": time, "add_time_axis": True},
+        "ls": {"class": "length", "from": "data:classes", "axis": "sparse_dim"}}, ext)
+    assert out["lt"].tensor.numpy().tolist() == LENS
+    assert out["lb"].tensor.numpy() == 3 and out["lf"].tensor.numpy() == 3 and out["ls"].tensor.numpy() == 4
+    assert out["ld"].tensor.numpy().tolist() == [[n] for n in LENS]
+
+
+# ---- reshape, transpose, combine_dims, unflatten_nd
+def test_reshape_transpose_combine_dims():
+    a, b = FeatureDim("a", 1), FeatureDim("b", 3)
+    net, out, x, _, _ = _run({
+        "r": {"class": "reshape", "from": "data", "in_dims": ["F"], "out_dims": [a, b]},
+        "tr": {"class": "transpose", "from": "data", "perm": {"T": "B", "B": "T"}},
+        "tl": {"class": "transpose", "from": "r", "perm": [batch_dim, b, a, "T"]},
+        "cd": {"class": "combine_dims", "from": "r", "axes": [b, a]}})
+    np.testing.assert_array_equal(out["r"].tensor.numpy(), x[:, :, None, :])
+    assert net.layers["tr"].output.batch_dim_axis == 1 and net.layers["tr"].output.time_dim_axis == 0
+    np.testing.assert_array_equal(out["tr"].tensor.numpy(), x.transpose(1, 0, 2))
+    assert net.layers["tl"].output.dims[1] is b and net.layers["tl"].output.feature_dim_axis == 1
+    np.testing.assert_array_equal(out["tl"].tensor.numpy(), x[:, :, None, :].transpose(0, 3, 2, 1))
+    np.testing.assert_array_equal(out["cd"].tensor.numpy(), x)
+    with pytest.raises(NetworkError, match="total size"):
+        TFNetwork(outputs({"r": {"class": "reshape", "from": "data", "in_dims": ["F"],
+                                 "out_dims": [FeatureDim("x", 2)]}}), _extern())
+
+
+def test_unflatten_nd():
+    ext = _extern(sizes=Data("sizes", shape=(2,), dtype="int32"))
+    batch, x, _, _ = _batch()
+    grid = np.array([[1, 5], [3, 1], [0, 2]], "int32")  # products 5, 3, 0 = the lengths
+    batch["sizes"], batch["sizes:seq_len"] = tf.constant(grid[:, None]), tf.constant([1, 1, 1])
+    net = TFNetwork(outputs({"u": {"class": "unflatten_nd", "from": "data", "sizes": "data:sizes", "num_axes": 2}}), ext)
+    out = net.forward(batch, RunContext(False))["u"]
+    v = out.tensor.numpy()
+    assert v.shape == (3, 3, 5, 3)
+    for b, (h, w) in enumerate(grid):
+        np.testing.assert_array_equal(v[b, :h, :w], x[b, :h * w].reshape(h, w, 3))
+        assert not np.isnan(v[b]).any()
+    dims = net.layers["u"].output.dims
+    assert out.sizes[dims[1]].numpy().tolist() == [1, 3, 0] and out.sizes[dims[2]].numpy().tolist() == [5, 1, 2]
+
+
+# ---- slice_nd, scatter_nd, boolean_mask
+def test_slice_nd_per_sequence_start():
+    _, out, x, _, _ = _run({
+        "start": {"class": "range_in_axis", "from": "data", "axis": "B"},
+        "to_end": {"class": "slice_nd", "from": "data", "start": "start", "size": None},
+        "two": {"class": "slice_nd", "from": "data", "start": "start", "size": 2},
+        "fixed": {"class": "slice_nd", "from": "data", "start": 1, "size": None, "min_size": 1}})
+    to_end, two = out["to_end"].tensor.numpy(), out["two"].tensor.numpy()
+    assert out["to_end"].sizes[out["to_end"].data.dims[1]].numpy().tolist() == [5, 2, 0]
+    for b, n in enumerate(LENS):
+        np.testing.assert_array_equal(to_end[b, :max(n - b, 0)], x[b, b:n])
+        ref = np.zeros((2, 3), "float32")
+        k = max(min(n - b, 2), 0)
+        ref[:k] = x[b, b:b + k]
+        np.testing.assert_array_equal(two[b], ref)
+    assert out["fixed"].sizes[out["fixed"].data.dims[1]].numpy().tolist() == [4, 2, 1]
+    np.testing.assert_array_equal(out["fixed"].tensor.numpy()[0, :4], x[0, 1:5])
+    assert np.all(out["fixed"].tensor.numpy()[2] == 0)
+
+
+def test_scatter_nd_into_time():
+    ts = SpatialDim("ts", 4)
+    net, out, x, _, _ = _run({
+        "b": {"class": "range_in_axis", "from": "data", "axis": "B"},
+        "r": {"class": "range", "limit": 4, "out_spatial_dim": ts},
+        "pos": {"class": "combine", "kind": "add", "from": ["b", "r"], "out_shape": {batch_dim, ts}},
+        "upd": {"class": "cast", "from": "pos", "dtype": "float32"},
+        "out": {"class": "scatter_nd", "from": "upd", "position": "pos", "position_axis": ts,
+                "output_dim_via_time_from": "data", "filter_invalid_indices": True}})
+    v = out["out"].tensor.numpy()
+    assert v.shape == (3, T) and net.layers["out"].output.dims[1] == net.extern_data["data"].time_dim
+    for b in range(3):
+        ref = np.zeros(T, "float32")
+        for i in range(4):
+            if b + i < T:
+                ref[b + i] += b + i
+        np.testing.assert_array_equal(v[b], ref)
+
+
+def test_boolean_mask():
+    _, out, x, _, c = _run({
+        "f0": {"class": "gather", "from": "data", "axis": "F", "position": 0},
+        "m": {"class": "compare", "from": "f0", "kind": "greater", "value": 0.0},
+        "sel": {"class": "boolean_mask", "from": "data", "mask": "m", "dims": ["B", "T"]},
+        "n": {"class": "length", "from": "sel", "axis": "T"}})
+    mask = (np.nan_to_num(x[..., 0]) > 0) & (np.arange(T)[None, :] < np.array(LENS)[:, None])
+    np.testing.assert_array_equal(out["sel"].tensor.numpy(), x[mask])
+    assert out["n"].tensor.numpy() == mask.sum()
+
+
+# ---- top_k, search_sorted
+def test_top_k_single_and_joint():
+    _, out, x, _, _ = _run({
+        "k": {"class": "top_k", "from": "data", "axis": "F", "k": 2},
+        "i": {"class": "copy", "from": "k/indices"},
+        "j": {"class": "top_k", "from": "data", "axis": ["T", "F"], "k": 3},
+        "j0": {"class": "copy", "from": "j/indices0"}, "j1": {"class": "copy", "from": "j/indices1"}})
+    for b, n in enumerate(LENS):
+        order = np.argsort(-x[b, :n], axis=-1)[:, :2]
+        np.testing.assert_array_equal(out["i"].tensor.numpy()[b, :n], order)
+        np.testing.assert_array_equal(out["k"].tensor.numpy()[b, :n], np.take_along_axis(x[b, :n], order, -1))
+        if n:
+            flat = np.argsort(-x[b, :n].reshape(-1))[:3]
+            np.testing.assert_array_equal(out["j0"].tensor.numpy()[b], flat // 3)
+            np.testing.assert_array_equal(out["j1"].tensor.numpy()[b], flat % 3)
+
+
+def test_search_sorted():
+    ext = {"s": Data("s", shape=(None,)), "v": Data("v", shape=(2,))}
+    srt = np.array([[1.0, 2.0, 3.0, np.nan], [0.5, 1.5, np.nan, np.nan]], "float32")
+    vals = np.array([[[2.0, 0.0]], [[1.5, 9.0]]], "float32")
+    net = TFNetwork(outputs({"left": {"class": "search_sorted", "sorted_sequence": "data:s", "values": "data:v"},
+                             "right": {"class": "search_sorted", "sorted_sequence": "data:s", "values": "data:v",
+                                       "side": "right"}}), ext)
+    out = net.forward({"s": tf.constant(srt), "s:seq_len": tf.constant([3, 2]), "v": tf.constant(vals),
+                       "v:seq_len": tf.constant([1, 1])}, RunContext(False))
+    assert out["left"].tensor.numpy().tolist() == [[1, 0], [1, 2]]
+    assert out["right"].tensor.numpy().tolist() == [[2, 0], [2, 2]]
+
+
+# ---- weighted_sum, elemwise_prod, batch_softmax
+def test_weighted_sum_elemwise_prod_batch_softmax():
+    net, out, x, _, _ = _run({
+        "ws": {"class": "weighted_sum", "from": "data", "axes": "F"},
+        "wt": {"class": "weighted_sum", "from": "data", "axes": "T", "size": [3], "padding": "same"},
+        "ep": {"class": "elemwise_prod", "from": "data", "axes": "F"},
+        "bs": {"class": "batch_softmax", "from": "data"}})
+    w = net.layers["ws"].w.numpy()
+    assert w.shape == (3,) and np.allclose(w, 1 / 3)
+    wt = net.layers["wt"].w.numpy()
+    xs = np.nan_to_num(x)
+    for b, n in enumerate(LENS):
+        np.testing.assert_allclose(out["ws"].tensor.numpy()[b, :n], x[b, :n].mean(-1), rtol=1e-5)
+        padded = np.pad(xs[b], [(1, 1), (0, 0)])
+        ref = sum(wt[i] * padded[i:i + T] for i in range(3))
+        np.testing.assert_allclose(out["wt"].tensor.numpy()[b, :n], ref[:n], rtol=1e-5, atol=1e-6)
+        np.testing.assert_array_equal(out["ep"].tensor.numpy()[b, :n], x[b, :n])
+        e = np.exp(x[b, :n] - x[b, :n].max()) if n else np.zeros((0, 3))
+        np.testing.assert_allclose(out["bs"].tensor.numpy()[b, :n], e / max(e.sum(), 1e-30), rtol=1e-5)
+    assert np.all(out["bs"].tensor.numpy()[2] == 0)
+    assert sorted(p.name for p in net.layers["ws"].returnn_params()) == ["W"]
+
+
+# ---- resize, remove, fold
+def test_resize_kinds():
+    net, out, x, _, _ = _run({
+        "nn": {"class": "resize", "from": "data", "axis": "T", "factor": 2, "kind": "nn"},
+        "fill": {"class": "resize", "from": "data", "axis": "T", "factor": 3, "kind": "fill", "fill_value": 0.5},
+        "lin": {"class": "resize", "from": "data", "axis": "T", "factor": 2, "kind": "linear"}})
+    for b, n in enumerate(LENS):
+        np.testing.assert_array_equal(out["nn"].tensor.numpy()[b, :2 * n], np.repeat(x[b, :n], 2, 0))
+        ref = np.full((n, 3, 3), 0.5, "float32")
+        ref[:, 0] = x[b, :n]
+        np.testing.assert_array_equal(out["fill"].tensor.numpy()[b, :3 * n], ref.reshape(3 * n, 3))
+        lin = out["lin"].tensor.numpy()[b]
+        np.testing.assert_allclose(lin[0:2 * n:2], x[b, :n], rtol=1e-6)
+        if n > 1:
+            np.testing.assert_allclose(lin[1:2 * n - 2:2], (x[b, :n - 1] + x[b, 1:n]) / 2, rtol=1e-5, atol=1e-6)
+    assert out["nn"].seq_len.numpy().tolist() == [10, 6, 0]
+
+
+def test_remove_and_fold():
+    _, out, x, _, c = _run({
+        "rm": {"class": "remove", "from": "data:classes", "symbol": 0},
+        "win": {"class": "window", "from": "data", "window_size": 3},
+        "sum": {"class": "fold", "from": "win", "mode": "sum", "in_spatial_dim": "T", "window_dim": "stag:win"},
+        "mean": {"class": "fold", "from": "win", "mode": "mean", "in_spatial_dim": "T", "window_dim": "stag:win"}})
+    for b, n in enumerate(LENS):
+        kept = [v for v in c[b, :n] if v != 0]
+        assert out["rm"].seq_len.numpy()[b] == len(kept)
+        np.testing.assert_array_equal(out["rm"].tensor.numpy()[b, :len(kept)], kept)
+        mean = out["mean"].tensor.numpy()[:, b]  # fold's output is time-major (as RETURNN)
+        np.testing.assert_allclose(mean[:n], x[b, :n], rtol=1e-5)
+        counts = np.array([min(t + 1, n - 1) - max(t - 1, 0) + 1 for t in range(n)])
+        np.testing.assert_allclose(out["sum"].tensor.numpy()[:n, b], x[b, :n] * counts[:, None], rtol=1e-5)
+
+
+# ---- gradient, monitoring layers, refusals
+def test_gradient_in_a_compiled_step():
+    net = TFNetwork(outputs({
+        "sq": {"class": "eval", "from": "data", "eval": "source(0) * source(0)"},
+        "s": {"class": "reduce", "mode": "sum", "axes": ["T", "F"], "from": "sq"},
+        "tot": {"class": "reduce", "mode": "sum", "axes": "B", "from": "s"},
+        "g": {"class": "gradient", "y": "tot", "x": "data"}}), _extern())
+    batch, x, _, _ = _batch()
+    fn = tf.function(lambda b: net.forward(b, RunContext(False), only=["g"])["g"].tensor)
+    g = fn(batch).numpy()
+    for b, n in enumerate(LENS):
+        np.testing.assert_allclose(g[b, :n], 2 * x[b, :n], rtol=1e-6)
+    with pytest.raises(NetworkError, match="compiled step"):
+        net.forward(batch, RunContext(False), only=["g"])
+
+
+def test_monitoring_layers_and_refusals():
+    _, out, x, _, _ = _run({"img": {"class": "image_summary", "from": "data", "max_outputs": 2},
+                            "st": {"class": "framewise_statistics", "from": "data", "sil_label_idx": 0}})
+    np.testing.assert_array_equal(out["img"].tensor.numpy()[0], x[0])
+    assert out["st"].tensor.numpy() == 0
+    for cls, extra in (("synthetic_gradient", {"gradient": "data"}), ("tikhonov_regularization", {"meta_loss_scale": 0.1})):
+        with pytest.raises(NetworkError, match="not available here.*meta|MetaLosses"):
+            TFNetwork(outputs({"x": dict({"class": cls, "from": "data"}, **extra)}), _extern())
