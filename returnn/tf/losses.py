@@ -244,6 +244,14 @@ class CrossEntropyLoss(Loss):
 
     def compute_btf(self, output: LayerOutput, target: LayerOutput) -> LossValues:
         mask = _frame_mask(target)
+        frame_loss, wrong = self.frame_values(output, target, mask)
+        frames = _frame_count(target, mask)
+        return LossValues(_masked_sum(frame_loss, mask), frames, _masked_sum(wrong, mask), frames)
+
+    def frame_values(self, output: LayerOutput, target: LayerOutput, mask: Optional[tf.Tensor] = None
+                     ) -> Tuple[tf.Tensor, tf.Tensor]:
+        """Per frame: the loss and the frame error (1.0 where the argmax is not the label); the
+        ``loss`` layer reads them as they are (RETURNN's LossLayer)."""
         num_classes = output.data.dim
         if target.data.sparse:
             labels = target.tensor if mask is None else tf.where(mask > 0, target.tensor, 0)
@@ -276,8 +284,7 @@ class CrossEntropyLoss(Loss):
             frame_loss = frame_loss - tf.stop_gradient(frame_loss - tf.minimum(frame_loss, self.upper_bound))
         scores = output.logits if output.logits is not None else output.tensor
         wrong = tf.cast(tf.not_equal(tf.argmax(scores, axis=-1, output_type=tf.int32), labels), tf.float32)
-        frames = _frame_count(target, mask)
-        return LossValues(_masked_sum(frame_loss, mask), frames, _masked_sum(wrong, mask), frames)
+        return frame_loss, wrong
 
 
 class MeanSquaredErrorLoss(Loss):

@@ -62,3 +62,33 @@ case("first_t_frames_noise_estimator", "complex", {
 case("signal_masking", "complex", {
     "mask": {"class": "linear", "activation": "sigmoid", "n_out": 6, "from": "data"},
     "output": {"class": "signal_masking", "signal": "data", "mask": "mask", "from": [], "n_out": 6}}, extern=X6)
+
+# --- losses and distances as layers
+SPARSE6 = {"dim": 6, "sparse": True, "available_for_inference": True}
+X5_C6 = {"data": {"dim": 5}, "classes": SPARSE6}
+X5_L6 = {"data": {"dim": 5}, "labels": SPARSE6}
+CTC_LENS = {"data": [7, 5, 3], "labels": [3, 2, 0]}
+SM6 = {"class": "softmax", "from": "data", "n_out": 6}
+case("loss_layer_ce", "loss_layer", {"sm": SM6, "output": {"class": "loss", "from": "sm", "loss_": "ce",
+                                                           "target_": "classes"}}, extern=X5_C6)
+case("loss_layer_ce_error", "loss_layer", {"sm": SM6, "output": {"class": "loss", "from": "sm", "loss_": "ce",
+                                                                 "target_": "classes", "use_error": True}}, extern=X5_C6)
+case("loss_layer_ce_label_smoothing", "loss_layer", {"sm": SM6, "output": {
+    "class": "loss", "from": "sm", "loss_": "ce", "target_": "classes", "loss_opts_": {"label_smoothing": 0.1}}},
+    extern=X5_C6)
+case("sparse_softmax_ce_with_logits", "loss_layer", {
+    "lin": {"class": "linear", "from": "data", "n_out": 6},
+    "lin2": {"class": "linear", "from": "data", "n_out": 6},
+    "am": {"class": "reduce", "mode": "argmax", "axes": "F", "from": "lin2"},
+    "output": {"class": "sparse_softmax_cross_entropy_with_logits", "logits": "lin", "targets": "am"}})
+for variant, extra in (("", {}), ("_max_approx", {"max_approx": True}), ("_rna", {"label_loop": False}),
+                       ("_normalized_blank0", {"logits_normalized": True, "blank_index": 0})):
+    net = {"lin": {"class": "linear", "from": "data", "n_out": 7},
+           "output": dict({"class": "ctc_loss", "logits": "lin", "targets": "data:labels"}, **extra)}
+    if extra.get("logits_normalized"):
+        net["lin"]["activation"] = "log_softmax"
+    case("ctc_loss" + variant, "loss_layer", net, extern=X5_L6, lens=CTC_LENS)
+case("edit_distance_layer", "loss_layer", {
+    "output": {"class": "edit_distance", "a": "data:classes", "b": "data:labels"}},
+    extern={"classes": SPARSE6, "labels": SPARSE6},
+    lens={"classes": [7, 4, 1], "labels": [5, 4, 0]})

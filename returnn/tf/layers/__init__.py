@@ -8,7 +8,7 @@ from returnn.tf.layers import (  # noqa: F401
 )
 from returnn.tf.layers.base import LAYER_CLASSES, Layer, RunContext, get_layer_class, register_layer  # noqa: F401
 from returnn.tf.layers.output import LayerOutput  # noqa: F401
-from returnn.tf.layers import cond, complex_signal, random_layers, stft  # noqa: F401,E402  (issue 27: search/signal/loss layers)
 from returnn.tf.layers import (  # noqa: F401,E402  (issue 27: structural layers)
     batch_fold, concat, gradient_ops, indexing, reshape, resize, sorting, summaries, weighted,
 )
+from returnn.tf.layers import cond, complex_signal, loss_layers, random_layers, stft  # noqa: F401,E402  (issue 27: search/signal/loss layers)

@@ -60,7 +60,7 @@ def _as_list(value: Any) -> List[str]:
     return [value] if isinstance(value, str) else list(value)
 
 
-def _match_dims(want: Sequence[Dim], have: Sequence[Dim]) -> Optional[List[int]]:
+def match_dims(want: Sequence[Dim], have: Sequence[Dim]) -> Optional[List[int]]:
     """For each dim of ``want``, the axis of ``have`` that holds it (by tag, else same kind and
     static size, else the next dynamic one); None when the two do not correspond."""
     if len(want) != len(have):
@@ -211,7 +211,7 @@ class CondLayer(Layer):
             raise NetworkError("%s: the condition must be a scalar bool (no batch axis), got %s"
                                % (self.desc, cond.short_repr()))
         true, false = self._template("true_layer", outer), self._template("false_layer", outer)
-        self.false_axes = _match_dims(true.dims, false.dims)
+        self.false_axes = match_dims(true.dims, false.dims)
         if self.false_axes is None or false.dtype != true.dtype:
             raise NetworkError("%s: true_layer %s and false_layer %s do not have the same shape"
                                % (self.desc, true.short_repr(), false.short_repr()))
@@ -221,7 +221,7 @@ class CondLayer(Layer):
             t_layers, f_layers = self.branches["true_layer"].layers, self.branches["false_layer"].layers
             for n in t_layers:
                 if n.startswith(name + "/") and n in f_layers:
-                    axes = _match_dims(t_layers[n].output.dims, f_layers[n].output.dims)
+                    axes = match_dims(t_layers[n].output.dims, f_layers[n].output.dims)
                     if axes is not None:
                         self.extra[n[len(name) + 1:]] = (t_layers[n].output.copy(n), axes)
 
