@@ -258,3 +258,9 @@ def _broadcast_unit_features(sources: Sequence[Data]) -> List[List[Dim]]:
             dims[s.feature_dim_axis] = next(iter(wide))
         out.append(dims)
     return out
+
+
+# RETURNN's API for layer classes defined in configs (``from returnn.tf.layers.basic import LayerBase,
+# register_layer_class``): see returnn/tf/layers/config_layer.py
+from returnn.tf.layers.config_layer import (LayerBase, _ConcatInputLayer, get_concat_sources_data_template,  # noqa: E402,F401
+                                            register_layer_class)

@@ -1,0 +1,167 @@
+"""Layer classes defined in a config with RETURNN's API (LayerBase subclass, get_out_data_from_opts,
+__init__ setting self.output.placeholder from the sources' placeholders, register_layer_class) run on
+this engine's layers (returnn/tf/layers/config_layer.py): template, values, variables created once and
+trained, new dynamic axes, layouts, errors; and a config trained through rnn.py."""
+from __future__ import annotations
+
+import textwrap
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from data_utils import btf, make_layer, run_layer
+from helpers import config_12ax, describe, run_rnn, train_args, write_config
+from returnn.config import Config
+from returnn.errors import NetworkError
+
+LENS = np.array([4, 2], np.int32)
+
+CLASSES = """
+import tensorflow as tf
+from returnn.tf.layers.basic import LayerBase, _ConcatInputLayer, register_layer_class
+from returnn.tf.util.data import Data, FeatureDim
+
+
+class ScaleShiftLayer(LayerBase):
+    layer_class = "scale_shift_cfg"
+
+    def __init__(self, shift=1.0, **kwargs):
+        super().__init__(**kwargs)
+        with self.var_creation_scope():
+            scale = self.add_param(tf.Variable(tf.ones([self.output.dim]) * 2.0, name="scale"))
+        x = self.sources[0].output.copy_as_batch_major().placeholder
+        self.output.placeholder = x * scale + shift
+
+    @classmethod
+    def get_out_data_from_opts(cls, name, sources, **kwargs):
+        return sources[0].output.copy_template(name="%s_output" % name)
+
+
+class ProjectLayer(_ConcatInputLayer):
+    layer_class = "project_cfg"
+
+    def __init__(self, n_out=None, **kwargs):
+        super().__init__(n_out=n_out, **kwargs)
+        dense = tf.keras.layers.Dense(n_out, use_bias=False, kernel_initializer="ones")
+        self.output.placeholder = dense(self.input_data.placeholder)
+
+
+class TimeMajorSumLayer(LayerBase):
+    '''Returns time-major, masked with the sequence lengths; the engine puts it into the template's order.'''
+    layer_class = "time_major_cfg"
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        src = self.sources[0].output
+        mask = tf.cast(src.get_sequence_mask_broadcast(), tf.float32)
+        tm = src.copy_as_time_major()
+        self.output = self.output.copy_as_time_major()
+        lens = tf.cast(tm.get_sequence_lengths(), tf.float32)
+        self.output.placeholder = tm.placeholder * tf.transpose(mask, [1, 0, 2]) + lens[None, :, None]
+
+
+class HalveTimeLayer(LayerBase):
+    '''A new dynamic axis: every second frame, with its own lengths.'''
+    layer_class = "halve_time_cfg"
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        src = self.sources[0].output
+        self.output.placeholder = src.placeholder[:, ::2]
+        self.output.size_placeholder = {0: (src.get_sequence_lengths() + 1) // 2}
+
+    @classmethod
+    def get_out_data_from_opts(cls, name, sources, **kwargs):
+        src = sources[0].output
+        return src.copy_template_replace_dim_tag(src.time_dim_axis, src.get_time_dim_tag().ceildiv_right(2),
+                                                 name="%s_output" % name)
+
+
+for cls in (ScaleShiftLayer, ProjectLayer, TimeMajorSumLayer, HalveTimeLayer):
+    register_layer_class(cls)
+"""
+
+
+@pytest.fixture(scope="module", autouse=True)
+def registered(tmp_path_factory):
+    path = tmp_path_factory.mktemp("cfg") / "classes.py"
+    path.write_text(CLASSES)
+    Config().load_file(str(path))
+
+
+def test_values_and_variables_created_once():
+    a, va, x = btf(3, LENS)
+    layer = make_layer("scale_shift_cfg", {"shift": 0.5}, [a])
+    assert layer.output.dims == a.dims and list(layer.own_params) == ["scale"]
+    assert [v.name for v in layer.trainable_variables] == ["scale:0"]
+    out = run_layer(layer, [va])
+    np.testing.assert_allclose(out.tensor.numpy()[0, :4], x[0, :4] * 2 + 0.5, rtol=1e-6)
+    assert out.size("T").numpy().tolist() == LENS.tolist()
+    # in a compiled step, the variable is the one made at construction (no new one)
+    step = tf.function(lambda t: run_layer(layer, [va.with_tensor(t)]).tensor)
+    layer.own_params["scale"].assign(tf.fill([3], 3.0))
+    np.testing.assert_allclose(step(va.tensor).numpy()[1, :2], x[1, :2] * 3 + 0.5, rtol=1e-6)
+    assert len(layer.trainable_variables) == 1
+
+
+def test_concat_input_and_keras_layer_with_default_template():
+    a, va, x = btf(3, LENS)
+    b, vb, y = btf(2, LENS, time=a.time_dim, seed=1)
+    layer = make_layer("project_cfg", {"n_out": 5}, [a, b])
+    assert layer.output.dim == 5 and layer.output.dims[:2] == a.dims[:2]
+    out = run_layer(layer, [va, vb]).tensor.numpy()
+    np.testing.assert_allclose(out[0, :4], np.repeat((x[0, :4].sum(-1) + y[0, :4].sum(-1))[:, None], 5, -1),
+                               rtol=1e-5)
+    assert len(layer.trainable_variables) == 1
+
+
+def test_layout_masks_and_new_dynamic_axis():
+    a, va, x = btf(2, LENS)  # padded frames hold 1e4
+    out = run_layer(make_layer("time_major_cfg", {}, [a]), [va])
+    got = out.tensor.numpy()  # back in the template's (B, T, F) order
+    np.testing.assert_allclose(got[1, :2], x[1, :2] + 2, rtol=1e-6)
+    assert np.all(got[1, 2:] == 2)  # padding masked by get_sequence_mask_broadcast
+    halve = make_layer("halve_time_cfg", {}, [a])
+    out = run_layer(halve, [va])
+    assert out.tensor.shape[1] == 2 and out.size("T").numpy().tolist() == [2, 1]
+    assert halve.output.time_dim.dimension is None and halve.output.time_dim != a.time_dim
+
+
+def test_unknown_option_and_errors_are_one_line():
+    a, va, x = btf(3, LENS)
+    with pytest.raises(NetworkError, match="shfit"):
+        make_layer("scale_shift_cfg", {"shfit": 1.0}, [a])
+
+
+def test_config_with_own_layer_class_trains(tmp_path):
+    """The class is defined in the config file itself; its variable is trained and checkpointed."""
+    head = textwrap.dedent('''
+        import tensorflow as tf
+        from returnn.tf.layers.basic import LayerBase, register_layer_class
+
+        class GainLayer(LayerBase):
+            layer_class = "gain"
+
+            def __init__(self, **kwargs):
+                super().__init__(**kwargs)
+                gain = self.add_param(tf.Variable(tf.ones([self.output.dim]), name="gain"))
+                self.output.placeholder = tf.tanh(self.sources[0].output.placeholder * gain)
+
+            @classmethod
+            def get_out_data_from_opts(cls, name, sources, **kwargs):
+                return sources[0].output.copy_template(name=name)
+
+        register_layer_class(GainLayer)
+        ''')
+    net = ('{"hidden": {"class": "linear", "activation": None, "n_out": 8, "from": "data"},'
+           ' "gain": {"class": "gain", "from": "hidden"},'
+           ' "output": {"class": "softmax", "loss": "ce", "from": "gain"}}')
+    config = write_config(tmp_path / "own_layer.config", config_12ax(net, num_epochs=2, head=head))
+    proc = run_rnn(train_args(config, tmp_path))
+    assert proc.returncode == 0, describe(proc)
+    reader = tf.train.load_checkpoint(str(tmp_path / "model.002"))
+    names = [n for n in reader.get_variable_to_shape_map() if n.startswith("gain/")]
+    assert any(n.startswith("gain/gain") for n in names), names
+    gain = reader.get_tensor([n for n in names if n.startswith("gain/gain") and "Adam" not in n][0])
+    assert not np.allclose(gain, 1.0)  # trained
