@@ -405,7 +405,6 @@ NOT_HERE = {
     "fast_bw": "it needs RASR (Sprint) to build the alignment automata; train with a 'ctc' loss or with "
                "alignments dumped to HDF (tools/hdf_dump.py) as frame-wise targets instead",
     "kenlm": "it needs the KenLM native library; use a neural LM layer, or rescore n-best lists outside",
-    "twod_lstm": "it needs RETURNN's CUDA-only 2D-LSTM kernel",
     "mask_based_gevbeamforming": "it needs the pb_bss beamforming package",
     "mask_based_mvdrbeamforming": "it needs the pb_bss beamforming package",
     "parametric_wiener_filter": "it needs i6's tfSi6Proc package (its TfParametricWienerFilter), which is not public",
