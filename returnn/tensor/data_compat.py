@@ -127,6 +127,13 @@ class DataCompat:
                 mask = tf.expand_dims(mask, i)
         return mask
 
+    def time_dimension(self) -> Any:
+        """The time axis' size in this value (a scalar tensor)."""
+        return _tf().shape(self.placeholder)[self.time_dim_axis]
+
+    def get_batch_dim(self) -> Any:
+        return _tf().shape(self.placeholder)[self.batch_dim_axis]
+
     def get_placeholder_as_batch_major(self) -> Any:
         return self.copy_as_batch_major().placeholder
 

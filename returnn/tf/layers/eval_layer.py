@@ -9,8 +9,10 @@ config code (trusted, like the config itself); it runs when the step is traced, 
   the ones it lacks, so sources broadcast); ``as_data`` gives a :class:`DataValue` (the template
   with ``placeholder`` and ``get_sequence_lengths()``); ``as_layer`` a :class:`SourceView`;
 - ``self``: the layer (``self.network``, ``self.sources``, ``self.output``, ``self.name``);
-- ``tf`` (TensorFlow with its TF1 names, as config code sees it), the functions of TFUtil, and
-  ``eval_locals``. ``eval`` may also be a callable, called with these names as keyword arguments.
+- ``tf`` (TensorFlow with its TF1 names, as config code sees it), the functions of TFUtil
+  (returnn/tf/util/basic.py with eval_helpers.py: ``py_print``, ``where_bc``, ``safe_log``,
+  ``softmax_cross_entropy_over_size``, ...), and ``eval_locals``; ``self.network.get_rec_step_index()``
+  inside a rec loop. ``eval`` may also be a callable, called with these names as keyword arguments.
 
 Every source must be used (as in RETURNN). The output template is the union of the sources' dims
 (the source with most axes gives dtype and feature/sparse dim) unless ``out_type`` says otherwise:
@@ -40,9 +42,11 @@ class DataValue:
     def __init__(self, value: LayerOutput):
         self._value = value
         self.placeholder = value.tensor
+        # the rest of RETURNN's Data API (returnn/tensor/data_compat.py), on the template with this value
+        self._full = value.data.with_value(value.tensor, value.sizes)
 
     def __getattr__(self, item: str) -> Any:
-        return getattr(self._value.data, item)
+        return getattr(self._full, item)
 
     @property
     def size_placeholder(self) -> Dict[int, tf.Tensor]:
@@ -116,7 +120,13 @@ class NetworkView:
         return fn_train() if self._ctx is not None and self._ctx.train else fn_eval()
 
     def is_inside_rec_layer(self, inside_loop: bool = True) -> bool:
-        return False
+        return self._ctx is not None and self._ctx.step is not None
+
+    def get_rec_step_index(self) -> tf.Tensor:
+        """The step of the rec loop the layer is in (RETURNN's ``:i``)."""
+        if self._ctx is None or self._ctx.step is None:
+            raise NetworkError("self.network.get_rec_step_index(): the layer is not inside a rec loop")
+        return self._ctx.step
 
 
 class _EvalSelf:

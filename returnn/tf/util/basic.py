@@ -278,3 +278,10 @@ def get_shared_vocab(vocab_strings: Sequence[str]) -> tf.Tensor:
     """The vocabulary as a string tensor (shape (len,)), placed on the CPU."""
     with tf.device("/cpu:0"):
         return tf.constant(list(vocab_strings), dtype=tf.string)
+
+
+# more of RETURNN's TFUtil functions that config code calls (eval strings, custom layers)
+from returnn.tf.util.eval_helpers import (batch_gather, check_input_ndim, get_range, identity, l1_normalized,  # noqa: E402,F401
+                                          layer_norm, lin_exp, lin_exp_normed, move_axis, pad_zeros_in_axis,
+                                          py_print, reversed, simplify_add, simplify_sub, slice_pad_zeros,
+                                          softmax_cross_entropy_over_size, swapaxes)
