@@ -6,7 +6,8 @@ twod_lstm.
 Left out because RETURNN itself fails on them: ``alternating_real_to_complex`` and
 ``complex_to_alternating_real`` (its output placeholder has no static shape: "Mismatching shape"),
 the ``blackman`` window (RETURNN imports scipy), ``split_concatenated_multichannel`` and
-``batch_median_pooling`` (they change the batch size, which the golden format does not hold)."""
+``batch_median_pooling`` (they change the batch size, which the golden format does not hold),
+``gauss_window_attention`` with ``inner_size`` (RETURNN: "setting the shape is not allowed")."""
 from make_goldens import case
 
 SAMPLES = {"data": {"dim": 1}}
@@ -92,3 +93,16 @@ case("edit_distance_layer", "loss_layer", {
     "output": {"class": "edit_distance", "a": "data:classes", "b": "data:labels"}},
     extern={"classes": SPARSE6, "labels": SPARSE6},
     lens={"classes": [7, 4, 1], "labels": [5, 4, 0]})
+
+# --- RETURNN's older attention layers in a rec loop
+ENC = {"enc": {"class": "linear", "activation": "tanh", "n_out": 4, "from": "data"},
+       "enc_ctx": {"class": "linear", "activation": None, "n_out": 3, "from": "data"}}
+case("concat_attention_in_loop", "old_attention", dict(ENC, output={"class": "rec", "from": "data", "unit": {
+    "q": {"class": "linear", "activation": "tanh", "n_out": 3, "from": ["data:source", "prev:att"]},
+    "att": {"class": "concat_attention", "from": "q", "base": "base:enc", "base_ctx": "base:enc_ctx"},
+    "output": {"class": "copy", "from": "att"}}}), lens={"data": [7, 5, 3]})
+case("gauss_window_attention", "old_attention", dict(ENC, output={"class": "rec", "from": "data", "unit": {
+    "dt": {"class": "linear", "activation": "2*sigmoid", "n_out": 1, "from": ["data:source", "prev:att"]},
+    "t": {"class": "combine", "kind": "add", "n_out": 1, "from": ["prev:t", "dt"], "initial_output": -1},
+    "att": {"class": "gauss_window_attention", "window_size": 4, "std": 1.5, "from": "t", "base": "base:enc"},
+    "output": {"class": "copy", "from": "att"}}}), lens={"data": [7, 5, 3]})
