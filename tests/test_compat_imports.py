@@ -187,3 +187,30 @@ def test_getlogin_without_terminal_falls_back_to_the_user_name(tmp_path):
                           start_new_session=True, timeout=120)  # no controlling terminal
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "/tmp/%s/model" % getpass.getuser()
+
+
+def test_util_helpers_configs_import(tmp_path):
+    config = load(tmp_path, """
+        from returnn.util.basic import (BehaviorVersion, NumbersDict, dict_joined, make_hashable, better_repr,
+                                        hms_fraction, softmax, DictAsObj, get_fwd_compat_kwargs)
+        from returnn.util import better_exchook
+        better_exchook.install()
+        behavior_version = 12
+        joined = dict_joined({"a": 1}, {"b": 2})
+        hashable = hash(make_hashable({"x": [1, {"y": 2}]}))
+        text = better_repr({"b": 1, "a": [2]})
+        obj = DictAsObj({"k": 3}).k
+        kwargs = get_fwd_compat_kwargs()
+        """)
+    from returnn.config import set_global_config
+    from returnn.util.basic import BehaviorVersion
+    assert config.typed_value("joined") == {"a": 1, "b": 2} and config.typed_value("text") == "{'a': [2], 'b': 1}"
+    assert config.typed_value("obj") == 3 and config.typed_value("kwargs") == {}
+    set_global_config(config)
+    try:
+        assert BehaviorVersion.get() == 12
+        BehaviorVersion.require(True, "fine", 5)
+        with pytest.raises(ValueError, match="not allowed"):
+            BehaviorVersion.require(False, "not allowed", 5)
+    finally:
+        set_global_config(Config())

@@ -189,3 +189,123 @@ def generic_import_module(filename: str) -> types.ModuleType:
     if directory not in sys.path:
         sys.path.append(directory)
     return importlib.import_module(".".join(parts))
+
+
+# ---- more of RETURNN's returnn.util.basic that configs import
+class OptionalNotImplementedError(NotImplementedError):
+    """RETURNN's marker of an optional method that is not implemented."""
+
+
+def dict_joined(*ds: dict) -> dict:
+    """The dicts merged, later ones winning."""
+    out: dict = {}
+    for d in ds:
+        out.update(d)
+    return out
+
+
+def make_hashable(obj):
+    """``obj`` with lists as tuples, dicts as sorted tuples of pairs, sets as frozensets (RETURNN's)."""
+    if isinstance(obj, (list, tuple)):
+        return tuple(make_hashable(x) for x in obj)
+    if isinstance(obj, dict):
+        return tuple(sorted(((make_hashable(k), make_hashable(v)) for k, v in obj.items()), key=repr))
+    if isinstance(obj, (set, frozenset)):
+        return frozenset(make_hashable(x) for x in obj)
+    try:
+        import numpy as np
+        if isinstance(obj, np.ndarray):
+            return tuple(make_hashable(x) for x in obj.tolist())
+    except ImportError:  # pragma: no cover
+        pass
+    return obj
+
+
+def better_repr(obj) -> str:
+    """``repr`` with dicts in sorted key order (stable text, as RETURNN writes its files)."""
+    if isinstance(obj, dict):
+        return "{%s}" % ", ".join("%s: %s" % (better_repr(k), better_repr(v)) for k, v in sorted(obj.items(), key=repr))
+    if isinstance(obj, list):
+        return "[%s]" % ", ".join(better_repr(v) for v in obj)
+    if isinstance(obj, tuple):
+        return "(%s%s)" % (", ".join(better_repr(v) for v in obj), "," if len(obj) == 1 else "")
+    return repr(obj)
+
+
+def get_fwd_compat_kwargs() -> dict:
+    """RETURNN passes this to config functions to make them take ``**kwargs``; nothing here."""
+    return {}
+
+
+def hms_fraction(seconds: float, decimals: int = 4) -> str:
+    """Like :func:`hms`, with ``decimals`` digits of the seconds."""
+    total = max(0.0, float(seconds))
+    hours, rest = divmod(total, 3600)
+    minutes, secs = divmod(rest, 60)
+    return "%i:%02i:%0*.*f" % (hours, minutes, 3 + decimals if decimals else 2, decimals, secs)
+
+
+def softmax(x, axis=None):
+    """Numpy softmax along ``axis``."""
+    import numpy as np
+    e = np.exp(x - np.max(x, axis=axis, keepdims=True))
+    return e / np.sum(e, axis=axis, keepdims=True)
+
+
+def which(program: str):
+    """The path of ``program`` on PATH, or None."""
+    return shutil.which(program)
+
+
+class DictAsObj:
+    """A dict's entries as attributes."""
+
+    def __init__(self, dikt: dict):
+        self.__dict__.update(dikt)
+
+
+class ObjAsDict(dict):
+    """An object's attributes as a read-only dict view."""
+
+    def __init__(self, obj):
+        super().__init__()
+        self.__obj = obj
+
+    def __getitem__(self, item):
+        try:
+            return getattr(self.__obj, item)
+        except AttributeError as exc:
+            raise KeyError(item) from exc
+
+    def __contains__(self, item) -> bool:
+        return hasattr(self.__obj, item)
+
+    def items(self):
+        return vars(self.__obj).items()
+
+
+class BehaviorVersion:
+    """RETURNN's ``behavior_version``: the config's key (0 when unset); :meth:`require` fails when a
+    config at that version or newer does what the version forbids."""
+
+    _forced = None
+
+    @classmethod
+    def get(cls) -> int:
+        if cls._forced is not None:
+            return cls._forced
+        from returnn.config import get_global_config
+        return int(get_global_config().int("behavior_version") or 0)
+
+    @classmethod
+    def set(cls, version) -> None:
+        cls._forced = None if version is None else int(version)
+
+    @classmethod
+    def is_set(cls) -> bool:
+        return cls.get() > 0
+
+    @classmethod
+    def require(cls, condition: bool, message: str, version: int) -> None:
+        if not condition and cls.get() >= version:
+            raise ValueError("%s (behavior_version %i >= %i)" % (message, cls.get(), version))
