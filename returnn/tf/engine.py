@@ -139,13 +139,15 @@ class Engine:
         if self.net_dict is not None and net_dict == self.net_dict:
             return False
         layers, meta = split_net_dict(net_dict)
-        search_layer = self.config.value("search_output_layer") if self.search_mode else None
-        if search_layer and search_layer not in layers:
-            raise ConfigError("config key 'search_output_layer': no layer %r" % search_layer)
+        search_layers = search_output_layers(self.config) if self.search_mode else []
+        for search_layer in search_layers:
+            if search_layer not in layers:
+                raise ConfigError("config key 'search_output_layer': no layer %r" % search_layer)
+        search_layer = search_layers[0] if search_layers else None
         # RETURNN builds what its task names too; only_on_eval layers in every task but forward
         network = TFNetwork(layers, self.network_data, seed=self.seed, default_target=self.config.value("target"),
                             search=self.search_mode, eval_flag=self.config.value("task") != "forward",
-                            extra_roots=[search_layer] if search_layer else ())
+                            extra_roots=search_layers)
         if search_layer:
             network.output_layer_name = search_layer
         if carry and self.network is not None:
@@ -548,15 +550,22 @@ class Engine:
         if dataset is None:
             raise ConfigError("task 'search' needs 'search_data' (or an 'eval' or 'dev' dataset)")
         output_file = self.config.value("search_output_file")
+        if output_file and len(search_output_layers(self.config)) > 1 \
+                and self.config.value("search_output_file_format") != "py":
+            raise ConfigError("config key 'search_output_layer' lists several layers: their hypotheses need "
+                              "search_output_file_format 'py' (as RETURNN)")
         if output_file:
             prepare_output_dir(output_file, "search_output_file")
         if not self.dist.is_chief:
             return
         target = self.config.value("target") or "classes"
-        results, stats = run_search(self.steps, dataset, self.batching.for_eval(), epoch, target)
+        layers = search_output_layers(self.config)
+        results, stats = run_search(self.steps, dataset, self.batching.for_eval(), epoch, target, layers)
         names = dataset.data_infos()[target].labels if target in dataset.data_infos() else None
         if output_file:
-            write_hypotheses(output_file, [(tag, hypothesis_text(labels, names)) for tag, labels in results],
+            write_hypotheses(output_file, [(tag, {k: hypothesis_text(v, names) for k, v in labels.items()}
+                                            if isinstance(labels, dict) else hypothesis_text(labels, names))
+                                           for tag, labels in results],
                              self.config.value("search_output_file_format"))
         line = "search epoch %i %s: %i sequences" % (epoch, dataset.name, len(results))
         if stats:
@@ -589,3 +598,11 @@ class Engine:
                               % (directory, exc.strerror or exc))
         count = forward_to_hdf(self.steps, dataset, output_file, self.batching.for_forward(), epoch)
         print("forwarded %i sequences of %s to %s" % (count, dataset.name, output_file), file=log.v1)
+
+
+def search_output_layers(config) -> List[str]:
+    """``search_output_layer``: one layer name, or RETURNN's list of them (none: the output layer)."""
+    value = config.typed_value("search_output_layer")
+    if not value:
+        return []
+    return [value] if isinstance(value, str) else [str(v) for v in value]

@@ -1,5 +1,6 @@
 """``task = "search"``: beam search over a dataset, the best hypotheses written to
 ``search_output_file``, and the edit distance to the reference printed when the data has it.
+``search_output_layer`` may list several layers (RETURNN's): one search, ``{tag: {layer: hypothesis}}``.
 
 Output formats (``search_output_file_format``): ``txt``, one ``tag<TAB>hypothesis`` line per
 sequence; ``py``, a Python dict literal ``{tag: hypothesis, ...}`` as RETURNN writes it (read it
@@ -9,7 +10,7 @@ the dataset knows them (its ``labels`` of the target key), else the label indice
 from __future__ import annotations
 
 import os
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -37,10 +38,14 @@ def hypothesis_text(labels: Sequence[int], names: Optional[List[str]]) -> str:
     return " ".join(str(int(i)) for i in labels)
 
 
-def write_hypotheses(path: str, hyps: List[Tuple[str, str]], fmt: str) -> None:
-    """Writes atomically (a temporary file renamed at the end)."""
+def write_hypotheses(path: str, hyps: List[Tuple[str, Any]], fmt: str) -> None:
+    """Writes atomically (a temporary file renamed at the end). A hypothesis is a text, or
+    ``{layer: text}`` with several search output layers (``py`` format only, as RETURNN)."""
     if fmt not in ("txt", "py"):
         raise ConfigError("config key 'search_output_file_format': 'txt' or 'py', got %r" % fmt)
+    if fmt == "txt" and any(isinstance(text, dict) for _, text in hyps):
+        raise ConfigError("config key 'search_output_file_format': 'txt' does not hold several search output "
+                          "layers (search_output_layer is a list): use 'py', as RETURNN")
     tmp = "%s.tmp-%i" % (path, os.getpid())
     with open(tmp, "w", encoding="utf8") as f:
         if fmt == "py":
@@ -55,20 +60,29 @@ def write_hypotheses(path: str, hyps: List[Tuple[str, str]], fmt: str) -> None:
 
 
 def run_search(steps: StepFunctions, dataset: Dataset, batching: BatchOptions, epoch: int,
-               target: Optional[str]) -> Tuple[List[Tuple[str, List[int]]], Dict[str, float]]:
+               target: Optional[str], layers: Optional[Sequence[str]] = None
+               ) -> Tuple[List[Tuple[str, List[int]]], Dict[str, float]]:
     """Decodes ``dataset``; returns ``[(tag, labels)]`` in dataset order and the edit-distance
-    statistics against ``target`` (empty when the data has no such key)."""
+    statistics against ``target`` (empty when the data has no such key). With several ``layers``
+    (RETURNN's list ``search_output_layer``), the labels are ``{layer: labels}`` from one search,
+    and the statistics are those of the first layer."""
     slices = batching.epoch_slices(dataset, epoch, "forward")
-    results: List[Tuple[str, List[int]]] = []
+    results: List[Tuple[str, Any]] = []
     errors = ref_len = 0
     have_ref = target is not None and target in dataset.data_infos()
-    for sl, batch in zip(slices, BatchPrefetcher(dataset, slices, steps.forward_keys, batching.prefetch,
+    if layers and len(layers) > 1:
+        step, keys = steps.layers_step(layers)
+    else:
+        step, keys = (lambda batch: [steps.forward_step(batch)]), steps.forward_keys
+    for sl, batch in zip(slices, BatchPrefetcher(dataset, slices, keys, batching.prefetch,
                                                  transform=steps.to_tensors)):
-        values, seq_len = steps.forward_step(batch)
-        values, seq_len = values.numpy(), seq_len.numpy()
+        outputs = [(values.numpy(), seq_len.numpy()) for values, seq_len in step(batch)]
         for row, seq_idx in enumerate(sl.seq_idxs):
-            labels = [int(x) for x in np.asarray(values[row, :seq_len[row]]).reshape(-1)]
-            results.append((dataset.get_tag(int(seq_idx)), labels))
+            per_layer = [[int(x) for x in np.asarray(values[row, :seq_len[row]]).reshape(-1)]
+                         for values, seq_len in outputs]
+            labels = per_layer[0]
+            tag = dataset.get_tag(int(seq_idx))
+            results.append((tag, dict(zip(layers, per_layer)) if layers and len(layers) > 1 else labels))
             if have_ref:
                 ref = [int(x) for x in np.asarray(dataset.get_data(int(seq_idx), target)).reshape(-1)]
                 errors += edit_distance(labels, ref)

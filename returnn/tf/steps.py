@@ -145,6 +145,21 @@ class StepFunctions:
         outputs = self.network.forward(batch, RunContext(False), only=names)
         return [self.network.output_as_frames(outputs[n]) for n in names]
 
+    def layers_step(self, names: Sequence[str]):
+        """A compiled step giving ``[(values, seq_len)]`` of the layers ``names`` (as the forward step
+        gives the output layer's), e.g. several ``search_output_layer`` layers from one search;
+        returns ``(step, data keys it reads)``, made once per list of names."""
+        key = tuple(names)
+        cache = self.__dict__.setdefault("_layers_steps", {})
+        if key not in cache:
+            keys = self.network.required_data_keys(False, list(key))
+
+            def step(batch):
+                outputs = self.network.forward(batch, RunContext(False), only=list(key))
+                return [self.network.output_as_frames(outputs[n]) for n in key]
+            cache[key] = (CompiledFunction(step, [batch_signature(self.network, keys)]), keys)
+        return cache[key]
+
     def _sync_params(self, flags):
         """Averages all network variables over ranks; returns the reduced flags."""
         variables = list(self.network.variables)
