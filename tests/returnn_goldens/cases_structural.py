@@ -74,3 +74,29 @@ case("resize_fill", "resize", {"output": {"class": "resize", "axis": "T", "facto
                                           "fill_value": -1.0, "from": "data"}})
 case("resize_nn_float_factor", "resize", {"output": {"class": "resize", "axis": "T", "factor": 1.5, "kind": "nn",
                                                      "from": "data"}})
+
+# --- access to rec sub-layers
+case("rec_unstack_declare_rec_time", "rec_access", {
+    "output": {"class": "rec", "from": [], "unit": {
+        "input": {"class": "rec_unstack", "from": "base:data:data", "axis": "T", "declare_rec_time": True},
+        "output": {"class": "combine", "kind": "add", "from": ["prev:output", "input"]}}}},
+    notes="a rec layer without from and target loops over the rec_unstack's axis (a running sum)")
+case("rec_unstack_with_source", "rec_access", {
+    "lin": _lin(4, act="tanh"),
+    "output": {"class": "rec", "from": "data", "unit": {
+        "other": {"class": "rec_unstack", "from": "base:lin"},
+        "h": {"class": "linear", "activation": "tanh", "n_out": 4, "from": ["data:source", "other", "prev:h"]},
+        "output": {"class": "copy", "from": "h"}}}})
+case("get_rec_accumulated", "rec_access", {
+    "rec": {"class": "rec", "from": "data", "unit": {
+        "h": {"class": "linear", "activation": "tanh", "n_out": 4, "from": ["data:source", "prev:h"],
+              "is_output_layer": True},
+        "output": {"class": "linear", "activation": None, "n_out": 3, "from": "h"}}},
+    "output": {"class": "get_rec_accumulated", "from": "rec", "sub_layer": "h"}})
+case("rec_last_output", "rec_access", {
+    "rec": {"class": "rec", "from": "data", "unit": {
+        "h": {"class": "linear", "activation": "tanh", "n_out": 4, "from": ["data:source", "prev:h"],
+              "need_last": True, "initial_output": 1.0},
+        "output": {"class": "copy", "from": "h"}}},
+    "output": {"class": "rec_last_output", "rec_layer": "rec", "sub_layer_name": "h"}},
+    lens={"data": [5, 3, 0]}, notes="last frame per sequence; the length-0 sequence gets the initial output")

@@ -11,4 +11,6 @@ from returnn.tf.layers.output import LayerOutput  # noqa: F401
 from returnn.tf.layers import (  # noqa: F401,E402  (issue 27: structural layers)
     batch_fold, concat, gradient_ops, indexing, reshape, resize, sorting, summaries, weighted,
 )
-from returnn.tf.layers import cond, complex_signal, loss_layers, old_attention, random_layers, stft, twod_lstm  # noqa: F401,E402  (issue 27: search/signal/loss layers)
+from returnn.tf.layers import (  # noqa: F401,E402  (issue 27: search/signal/loss layers)
+    cond, complex_signal, loss_layers, old_attention, random_layers, segmental, stft, twod_lstm,
+)

@@ -83,7 +83,8 @@ class SliceNdLayer(Layer):
         if self.in_dim.is_batch_dim():
             raise NetworkError("%s: cannot slice the batch axis" % self.desc)
         start_dims = [] if self.start_data is None else [d for d in self.start_data.dims if not d.is_batch_dim()]
-        if any(any(d == o for o in data.dims) for d in start_dims):
+        kept = [d for i, d in enumerate(data.dims) if i != self.ax and not d.is_batch_dim()]
+        if any(any(d == o for o in kept) for d in start_dims):
             raise NetworkError("%s: 'start' %s shares axes with the input %s (not supported here)"
                                % (self.desc, self.start_data.short_repr(), data.short_repr()))
         self.start_dims = start_dims
@@ -189,9 +190,8 @@ class SliceNdLayer(Layer):
         if self.slice_dim.is_dynamic() and self.slice_dim not in x.sizes:
             if size is None:
                 raise NetworkError("%s: no sizes for the sliced axis" % self.desc)
-            if n_s:
-                raise NetworkError("%s: a dynamic slice size per entry of a start with axes %s is not supported "
-                                   "here (sizes are per sequence)" % (self.desc, self.start_dims))
+            if n_s:  # a size per entry of start: sizes over (B, start's axes), see LayerOutput.broadcast_mask
+                self.slice_dim.sizes_over = (self.output.dims[0],) + tuple(self.start_dims)
             sizes[self.slice_dim] = size
         return self.make_output(out, sources, sizes)
 

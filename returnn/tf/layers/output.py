@@ -74,6 +74,14 @@ class LayerOutput:
         """The mask of ``axis`` reshaped to broadcast against :attr:`tensor`."""
         axis = self._axis(axis)
         mask = self.sequence_mask(axis)
+        over = getattr(self.data.dims[axis], "sizes_over", None)
+        if over is not None and len(over) == len(mask.shape) - 1:
+            # sizes per position of other axes (e.g. cum_concat's frames so far, per loop frame)
+            where = [next((i for i, d in enumerate(self.data.dims) if d == o), None) for o in over]
+            lost = [k for k, w in enumerate(where) if w is None]
+            if lost:  # that axis is gone (e.g. reduced): a position is real if it is real for any of it
+                mask = tf.reduce_any(mask, axis=lost)
+            return align_tensor(mask, [w for w in where if w is not None] + [axis], self.data.batch_ndim)
         if len(mask.shape) == 1:
             return align_tensor(mask, [axis], self.data.batch_ndim)
         batch_axis = self.data.batch_dim_axis

@@ -94,6 +94,11 @@ class DotLayer(Layer):
         var_a, var_b = self._var_axes(a, "var1", rest_a), self._var_axes(b, "var2", rest_b)
         common_a = [i for i in rest_a if i not in var_a]
         common_b = [j for j in rest_b if j not in var_b]
+        by_dim: List[int] = []  # the same dims in another order (e.g. after a transpose): paired by dim
+        for i in common_a:
+            by_dim += [j for j in common_b if b.dims[j] == a.dims[i] and j not in by_dim][:1]
+        if len(by_dim) == len(common_a) == len(common_b):
+            common_b = by_dim
         if len(common_a) != len(common_b) or any(
                 a.dims[i].dimension != b.dims[j].dimension and not (a.dims[i].is_dynamic() and b.dims[j].is_dynamic())
                 for i, j in zip(common_a, common_b)):

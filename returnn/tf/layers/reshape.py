@@ -236,7 +236,8 @@ class UnflattenNdLayer(Layer):
                 if other.time_dim is None:
                     raise NetworkError("%s: declare_same_sizes_as[%r] has no time axis" % (self.desc, i))
                 out_dims[i] = other.time_dim
-        self.same_src = {out_dims[i]: n_from + 1 + k for k, (i, _) in enumerate(sorted(same.items()))}
+        # (dim, source index) pairs: a list (tf.Module would try to track a dict keyed by Dims)
+        self.same_src = [(out_dims[i], n_from + 1 + k) for k, (i, _) in enumerate(sorted(same.items()))]
         self.out_dims = out_dims
         rest = [a for a in range(data.batch_ndim) if a not in (data.batch_dim_axis, ax)]
         self.perm = [data.batch_dim_axis, ax] + rest
@@ -276,8 +277,9 @@ class UnflattenNdLayer(Layer):
         for i, d in enumerate(self.out_dims):
             if not d.is_dynamic():
                 continue
-            if d in self.same_src and d in sources[self.same_src[d]].sizes:
-                sizes[d] = sources[self.same_src[d]].sizes[d]
+            src = next((k for dim, k in self.same_src if dim is d), None)
+            if src is not None and d in sources[src].sizes:
+                sizes[d] = sources[src].sizes[d]
             else:
                 sizes[d] = grid[:, i]
         return self.make_output(out, sources[:self.n_from], sizes)

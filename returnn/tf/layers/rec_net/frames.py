@@ -151,3 +151,15 @@ def dim_extents(values: Mapping[Any, LayerOutput]) -> Dict[Dim, tf.Tensor]:
             if d.is_dynamic() and not d.is_batch_dim() and d not in out:
                 out[d] = tf.shape(v.tensor)[i]
     return out
+
+
+def stacked_sizes(stacked: tf.Tensor, dim: Dim, time_dim: Dim) -> tf.Tensor:
+    """The sizes of ``dim`` (made in the loop, e.g. cum_concat's frames so far) over all steps:
+    ``(T,)`` when they are one size per step, ``(B, T)`` when per sequence; ``dim.sizes_over`` says
+    which axes they run over (see ``LayerOutput.broadcast_mask``)."""
+    from returnn.tensor.dim import batch_dim
+    if len(stacked.shape) == 1:
+        dim.sizes_over = (time_dim,)
+        return stacked
+    dim.sizes_over = (batch_dim, time_dim)
+    return tf.transpose(stacked)

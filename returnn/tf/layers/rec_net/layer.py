@@ -152,9 +152,13 @@ class RecSubnetLayer(Layer):
                     self.axis(self.source_template, self.opt("axis"), "axis") != self.source_template.time_dim_axis:
                 raise NetworkError("%s: 'axis' %r: only the source's time axis is supported as the loop axis"
                                    % (self.desc, self.opt("axis")))
-        elif self.opt("axis") is not None:
-            raise NetworkError("%s: 'axis' %r without 'from' is not supported (the loop length comes from the "
-                               "target)" % (self.desc, self.opt("axis")))
+        elif not search and (self.opt("axis") is not None or not rec_targets(opts, name, search)):
+            from returnn.tf.layers.rec_access import loop_from_unit  # rec_unstack's declare_rec_time, axis Dim
+            found = loop_from_unit(self.desc, self.unit, self.outer, self.opt("axis"))
+            if found is None:
+                raise NetworkError("%s: without 'from', the loop length comes from a 'target' (none given)" % self.desc)
+            self.time_dim, self.length_source = found
+            self.length_key = None
         elif search:
             self.length_key = None
             self.time_dim = Dim(None, kind=Dim.Types.Spatial, description="%s:search-time" % name)

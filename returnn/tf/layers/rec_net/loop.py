@@ -74,7 +74,8 @@ class UnitRun:
                 self.source = concat_inputs(rec, rec.source_template, rec._source_plan, srcs, RunContext(False))
             length_value = self.source
         else:
-            length_value = self.outer["data:" + rec.length_key] if rec.length_key else None
+            key = getattr(rec, "length_source", None) or ("data:" + rec.length_key if rec.length_key else None)
+            length_value = self.outer[key] if key else None  # a target's, or an input's (rec_unstack, axis)
         self.seq_len: Optional[tf.Tensor] = None  # the loop's lengths (search without source: found in the loop)
         self.n_time: Optional[tf.Tensor] = None
         if length_value is not None:
@@ -217,6 +218,9 @@ class UnitRun:
                for n in names}
         logit_tas = {n: tf.TensorArray(tf.float32, size=self.n_time, infer_shape=False)
                      for n in names if has_logits(rec.layers[n])}
+        step_dims = self._step_dims(names)  # dynamic dims made in the loop: their sizes per step are stacked too
+        tas.update({_size_key(n, d): tf.TensorArray(tf.int32, size=self.n_time, infer_shape=False)
+                    for n, dims in step_dims.items() for d in dims})
 
         def body(t, prev, state, tas, logit_tas):
             ctx = step_context(self.ctx, t, self.batch)
@@ -226,6 +230,8 @@ class UnitRun:
             for n in names:
                 out = vals[n] = self.step_layer(n, t, prev, state, vals, new_state, ctx)
                 tas[n] = tas[n].write(t, out.tensor)
+                for d in step_dims.get(n, ()):
+                    tas[_size_key(n, d)] = tas[_size_key(n, d)].write(t, out.sizes[d])
                 if n in logit_tas:
                     logit_tas[n] = logit_tas[n].write(t, out.logits)
             new_prev = {n: keep_shape(tf.cast(vals[n].tensor, prev[n].dtype), prev[n]) for n in prev}
@@ -241,7 +247,20 @@ class UnitRun:
         out = {}
         for n in names:
             logits = logit_tas[n].stack() if n in logit_tas else None
-            out[n] = frames.stack_steps(tas[n].stack(), rec.layers[n].output, rec.time_dim, self.sizes, logits)
+            sizes = dict(self.sizes)
+            for d in step_dims.get(n, ()):
+                sizes[d] = frames.stacked_sizes(tas[_size_key(n, d)].stack(), d, rec.time_dim)
+            out[n] = frames.stack_steps(tas[n].stack(), rec.layers[n].output, rec.time_dim, sizes, logits)
+        return out
+
+    def _step_dims(self, names: List[str]) -> Dict[str, List[Dim]]:
+        """Per in-loop layer, the dynamic dims of its frames whose sizes come from the step (e.g.
+        cum_concat's frames so far): not known outside the loop."""
+        out = {}
+        for n in names:
+            dims = [d for d in self.rec.layers[n].output.dims if d.is_dynamic() and d not in self.sizes]
+            if dims:
+                out[n] = dims
         return out
 
 
@@ -260,4 +279,11 @@ def run_unit(rec, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
     main = subs["output"]
     result = LayerOutput(main.tensor, rec.output, main.sizes, main.logits)
     result.sub_outputs = subs
+    # a sub-layer's value before the first frame (rec_last_output of a sequence of length 0)
+    result.initial_output = lambda n: run.initial(n, frames.step_template(rec.layers[n].output, rec.time_dim))
     return result
+
+
+def _size_key(name: str, dim: Dim) -> str:
+    """Key of the TensorArray of the per-step sizes of ``dim`` of in-loop layer ``name``."""
+    return "%s:size:%s" % (name, dim.description)

@@ -1,0 +1,149 @@
+"""Layers at rec loops (issue 27) against numpy: rec_unstack (declare_rec_time, rec axis),
+get_rec_accumulated, rec_last_output (length-0 sequences get the initial output), cum_concat in
+the loop and read after it (per-frame sizes of its new axis), slice_nd with a start per frame
+(sizes per entry); LayerOutput masks of sizes that run over other axes.
+
+Padded frames of the inputs hold NaN (they must not reach real ones); one sequence has length 0.
+"""
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from helpers import outputs
+from returnn.errors import NetworkError
+from returnn.tensor import Data, FeatureDim, SpatialDim, batch_dim
+from returnn.tf.layers import LayerOutput, RunContext
+from returnn.tf.network import TFNetwork
+
+LENS = [5, 3, 0]
+
+
+def _run(net_dict, seed=0, extern=None):
+    x = np.random.RandomState(seed).randn(3, 5, 3).astype("float32")
+    for b, n in enumerate(LENS):
+        x[b, n:] = np.nan
+    net = TFNetwork(outputs(net_dict), extern or {"data": Data("data", shape=(None, 3))})
+    return net, net.forward({"data": tf.constant(x), "data:seq_len": tf.constant(LENS)}, RunContext(False)), x
+
+
+def _running_sum(x):
+    return np.cumsum(np.nan_to_num(x), axis=1)
+
+
+def test_rec_unstack_declares_the_loop():
+    net, out, x = _run({
+        "loop": {"class": "rec", "from": [], "unit": {
+            "input": {"class": "rec_unstack", "from": "base:data:data", "axis": "T", "declare_rec_time": True},
+            "output": {"class": "combine", "kind": "add", "from": ["prev:output", "input"]}}},
+        "acc": {"class": "get_rec_accumulated", "from": "loop", "sub_layer": "output"},
+        "last": {"class": "rec_last_output", "rec_layer": "loop", "sub_layer_name": "output"}})
+    assert net.layers["loop"].output.time_dim == net.extern_data["data"].time_dim
+    assert "input" not in net.layers["loop"].plan.in_loop
+    ref = _running_sum(x)
+    for b, n in enumerate(LENS):
+        np.testing.assert_allclose(out["loop"].tensor.numpy()[b, :n], ref[b, :n], rtol=1e-5)
+        np.testing.assert_allclose(out["acc"].tensor.numpy()[b, :n], ref[b, :n], rtol=1e-5)
+        np.testing.assert_allclose(out["last"].tensor.numpy()[b], ref[b, n - 1] if n else 0.0, rtol=1e-5)
+    assert out["loop"].seq_len.numpy().tolist() == LENS
+
+
+def test_rec_axis_dim_without_from_and_unstack_errors():
+    time = SpatialDim("time")
+    ext = {"data": Data("data", dims=[batch_dim, time, FeatureDim("f", 3)])}
+    net, out, x = _run({"loop": {"class": "rec", "from": [], "axis": time, "unit": {
+        "input": {"class": "rec_unstack", "from": "base:data:data"},
+        "output": {"class": "combine", "kind": "add", "from": ["prev:output", "input"]}}}}, extern=ext)
+    np.testing.assert_allclose(out["loop"].tensor.numpy()[0], _running_sum(x)[0], rtol=1e-5)
+    with pytest.raises(NetworkError, match="not the rec loop's time axis"):
+        TFNetwork(outputs({"other": {"class": "linear", "n_out": 2, "from": "data"},
+                           "loop": {"class": "rec", "from": "data", "unit": {
+                               "u": {"class": "rec_unstack", "from": "base:other", "axis": "F"},
+                               "output": {"class": "copy", "from": "u"}}}}), ext)
+    with pytest.raises(NetworkError, match="inside a rec layer"):
+        TFNetwork(outputs({"u": {"class": "rec_unstack", "from": "data"}}), ext)
+
+
+def test_rec_last_output_initial_output_for_empty_sequences():
+    net, out, x = _run({
+        "loop": {"class": "rec", "from": "data", "unit": {
+            "h": {"class": "combine", "kind": "add", "from": ["prev:h", "data:source"], "initial_output": 2.0},
+            "output": {"class": "copy", "from": "h"}}},
+        "last": {"class": "rec_last_output", "rec_layer": "loop", "sub_layer_name": "h"}})
+    ref = _running_sum(x) + 2.0
+    last = out["last"].tensor.numpy()
+    np.testing.assert_allclose(last[0], ref[0, 4], rtol=1e-5)
+    np.testing.assert_allclose(last[1], ref[1, 2], rtol=1e-5)
+    np.testing.assert_array_equal(last[2], [2.0, 2.0, 2.0])
+    assert net.layers["last"].output.batch_shape == (None, 3)
+
+
+def _self_attention_ref(x, w, prev_feedback):
+    """Causal dot self-attention over k = x @ w (or tanh([x, prev]) @ w with feedback), per sequence."""
+    out = np.zeros((3, 5, w.shape[1]), "float32")
+    for b, n in enumerate(LENS):
+        prev, keys = np.zeros(w.shape[1], "float32"), []
+        for t in range(n):
+            k = np.tanh(np.concatenate([x[b, t], prev]) @ w) if prev_feedback else x[b, t] @ w
+            keys.append(k)
+            kk = np.array(keys)
+            e = kk @ k
+            a = np.exp(e - e.max())
+            prev = out[b, t] = (a / a.sum()) @ kk
+    return out
+
+
+@pytest.mark.parametrize("feedback", [False, True])
+def test_cum_concat_self_attention(feedback):
+    new = SpatialDim("history")
+    k = {"class": "linear", "activation": None, "with_bias": False, "n_out": 3, "from": "data:source"}
+    if feedback:
+        k = dict(k, activation="tanh", **{"from": ["data:source", "prev:output"]})
+    net, out, x = _run({"loop": {"class": "rec", "from": "data", "unit": {
+        "k": k,
+        "kk": {"class": "cum_concat", "from": "k", "out_spatial_dim": new},
+        "e": {"class": "dot", "from": ["k", "kk"], "red1": "F", "red2": "F", "var1": None, "var2": new},
+        "w": {"class": "softmax_over_spatial", "from": "e", "axis": new},
+        "output": {"class": "dot", "from": ["w", "kk"], "red1": new, "red2": new, "var1": None, "var2": "F"}}}})
+    plan = net.layers["loop"].plan
+    assert "kk" in plan.in_loop and (("e" in plan.after_loop) != feedback)
+    w = net.layers["loop"].layers["k"].own_params["W"].numpy()
+    ref = _self_attention_ref(x, w, feedback)
+    for b, n in enumerate(LENS):
+        np.testing.assert_allclose(out["loop"].tensor.numpy()[b, :n], ref[b, :n], rtol=1e-4, atol=1e-5)
+    if not feedback:  # the history after the loop: sizes t + 1 per frame of the loop
+        kk = out["loop"].sub_outputs["kk"]
+        assert kk.sizes[new].numpy().tolist() == [1, 2, 3, 4, 5]
+    with pytest.raises(NetworkError, match="inside a rec"):
+        net2 = TFNetwork(outputs({"c": {"class": "cum_concat", "from": "data"}}),
+                         {"data": Data("data", shape=(3,), time_dim_axis=None)})
+        net2.forward({"data": tf.zeros([2, 1, 3]), "data:seq_len": tf.constant([1, 1])}, RunContext(False))
+
+
+def test_slice_nd_with_a_start_per_frame():
+    """start (B, T) moved out of a loop: sizes of the slice per sequence and frame."""
+    net, out, x = _run({
+        "t": {"class": "range_in_axis", "from": "data", "axis": "T"},
+        "zero": {"class": "eval", "from": "data", "eval": "tf.zeros_like(source(0)[..., 0], tf.int32)",
+                 "out_type": {"dtype": "int32", "shape": (None,)}},
+        "start": {"class": "combine", "kind": "add", "from": ["zero", "t"]},
+        "sl": {"class": "slice_nd", "from": "data", "start": "start", "size": None},
+        "mx": {"class": "reduce", "mode": "sum", "axes": "stag:sliced", "from": "sl"}})
+    sl = out["sl"].tensor.numpy()
+    assert sl.shape[:3] == (3, 5, 5)
+    mx = out["mx"].tensor.numpy()
+    xs = np.nan_to_num(x)
+    for b, n in enumerate(LENS):
+        for t in range(n):
+            np.testing.assert_allclose(mx[b, t], xs[b, t:n].sum(0), rtol=1e-5, atol=1e-6)
+
+
+def test_broadcast_mask_of_sizes_over_another_axis():
+    time, hist = SpatialDim("t"), SpatialDim("h")
+    hist.sizes_over = (time,)
+    data = Data("x", dims=[batch_dim, time, hist])
+    value = LayerOutput(tf.ones([2, 3, 3]), data, {time: tf.constant([3, 2]), hist: tf.constant([1, 2, 3])})
+    mask = value.broadcast_mask(2).numpy()
+    assert mask.shape == (1, 3, 3) and mask[0].tolist() == [[True, False, False], [True, True, False], [True] * 3]
+    without_time = Data("y", dims=[batch_dim, hist])  # the time axis reduced: real where any frame is real
+    value = LayerOutput(tf.ones([2, 3]), without_time, {hist: tf.constant([1, 2, 3])})
+    assert value.broadcast_mask(1).numpy().tolist() == [[True, True, True]]
