@@ -9,7 +9,8 @@ from returnn.tf.layers import (  # noqa: F401
 from returnn.tf.layers.base import LAYER_CLASSES, Layer, RunContext, get_layer_class, register_layer  # noqa: F401
 from returnn.tf.layers.output import LayerOutput  # noqa: F401
 from returnn.tf.layers import (  # noqa: F401,E402  (issue 27: structural layers)
-    batch_fold, concat, gradient_ops, indexing, reshape, resize, sorting, summaries, weighted,
+    batch_fold, concat, cum_concat, gradient_ops, indexing, rec_access, reshape, resize, sorting, summaries,
+    weighted,
 )
 from returnn.tf.layers import (  # noqa: F401,E402  (issue 27: search/signal/loss layers)
     cond, complex_signal, loss_layers, old_attention, random_layers, segmental, stft, twod_lstm,
