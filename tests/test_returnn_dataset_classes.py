@@ -133,3 +133,16 @@ def test_numpy_dump_dataset(tmp_path):
     with pytest.raises(DataError, match="missing"):
         init_dataset({"class": "NumpyDumpDataset", "prefix": str(tmp_path / "d"), "num_inputs": 2, "num_outputs": 3,
                       "end_seq": 5})
+
+
+def test_timit_phone_tables_as_returnn():
+    """The TIMIT demo imports TimitDataset for its label map (data from real RETURNN); building the
+    dataset is refused in one line."""
+    from returnn.datasets.generating import TimitDataset
+    with open(os.path.join(os.path.dirname(__file__), "data", "returnn_timit_phones.json")) as f:
+        ref = json.load(f)
+    assert {str(k): v for k, v in TimitDataset.get_label_map().items()} == ref["map"]
+    assert {str(k): v for k, v in TimitDataset.get_label_map(61, 48).items()} == ref["map48"]
+    assert TimitDataset.get_labels(39) == ref["labels39"]
+    with pytest.raises(DataError, match="TimitDataset is not available here: it decodes audio"):
+        init_dataset({"class": "TimitDataset", "timit_dir": "/x"}, name="train")

@@ -203,3 +203,7 @@ class StaticDataset(InMemoryDataset):
 from returnn.datasets.tasks import (CopyTaskDataset, TaskEpisodicCopyDataset,  # noqa: E402,F401
                                     TaskNumberBaseConvertDataset, TaskXmlModelingDataset)
 from returnn.datasets.dummy import DummyDatasetMultipleDataKeys, DummyDatasetMultipleSequenceLength  # noqa: E402,F401
+# RETURNN's classes of this module that are refused here, importable as there (returnn/datasets/not_here.py)
+from returnn.datasets.not_here import (BlissDataset, DummyGenericDataset, Enwik8Corpus,  # noqa: E402,F401
+                                       LibriSpeechCorpus, NltkTimitDataset, TaskVariableAssignmentDataset,
+                                       TimitDataset)

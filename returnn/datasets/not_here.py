@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any, Dict
 
 from returnn.datasets.base import Dataset, register_dataset
+from returnn.datasets.timit_phones import TimitPhones
 from returnn.errors import DataError
 
 _AUDIO = ("it decodes audio and computes features, which needs packages this engine does not install "
@@ -42,8 +43,12 @@ def _refusing(class_name: str, reason: str) -> type:
     def __init__(self, name: Any = None, **_opts: Any):
         what = "dataset %s (%s)" % (name, class_name) if name and name != class_name else "dataset %s" % class_name
         raise DataError("%s: RETURNN's dataset class %s is not available here: %s" % (what, class_name, reason))
-    return type(class_name, (Dataset,), {"__init__": __init__, "__doc__": "Refused: " + reason})
+    # TIMIT's classes keep RETURNN's class-level phone tables (TimitDataset.get_label_map() in configs)
+    bases = (TimitPhones, Dataset) if "Timit" in class_name else (Dataset,)
+    return type(class_name, bases, {"__init__": __init__, "__doc__": "Refused: " + reason, "__module__": __name__})
 
 
+REFUSED: Dict[str, type] = {}
 for _name, _reason in NOT_HERE.items():
-    register_dataset(_refusing(_name, _reason))
+    REFUSED[_name] = register_dataset(_refusing(_name, _reason))
+globals().update({k: v for k, v in REFUSED.items() if k not in ("Dataset",)})  # importable by RETURNN's names
