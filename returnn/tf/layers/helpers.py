@@ -140,6 +140,23 @@ def loop_axis(dim: Dim) -> Iterator[None]:
         _LOOP_AXES.pop()
 
 
+def shifted_dim(old: Dim, delta: int, description: str) -> Dim:
+    """The dynamic axis whose sizes are ``old``'s plus ``delta`` (a valid convolution, a slice by
+    fixed amounts, a padding). As RETURNN's dim math makes ``T - 2 - 2`` and ``T - 4`` one dim,
+    every such axis is kept per (root axis, total offset): two layers that shorten the time axis by
+    the same amount (a valid conv and a crop, as in a residual block) give the same axis."""
+    root, offset = getattr(old, "_shift_of", None) or (old, 0)
+    offset += delta
+    if offset == 0:
+        return root
+    cache = root.__dict__.setdefault("_shifted", {})
+    if offset not in cache:
+        new = Dim(None, kind=old.kind or Dim.Types.Spatial, description=description, derived_from=old)
+        new._shift_of = (root, offset)
+        cache[offset] = new
+    return cache[offset]
+
+
 def check_broadcast(layer, dims_lists: Sequence[Sequence[Dim]], common: List[Dim], maps: List[List[int]]) -> None:
     """RETURNN (behavior_version >= 4): when several sources all need broadcasting to their common
     layout (none has all its axes, e.g. [B,T1,F] + [B,T2,F]), the layer is refused unless it

@@ -13,6 +13,7 @@ import tensorflow as tf
 from returnn.errors import NetworkError
 from returnn.tensor import Data, Dim, DimTypes
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
+from returnn.tf.layers.helpers import shifted_dim
 from returnn.tf.layers.options import Option, one_of, positive_int
 from returnn.tf.layers.shape import _ShapeLayer
 
@@ -52,7 +53,9 @@ class SliceLayer(_ShapeLayer):
             raise NetworkError("%s: cannot slice the batch axis" % self.desc)
         size = len(range(old.dimension)[self.start:self.end:self.step]) if old.is_static() else None
         new = self.opt("out_dim")
-        if not isinstance(new, Dim):
+        if not isinstance(new, Dim) and old.is_dynamic() and self.step == 1 and (self.end is None or self.end < 0):
+            new = shifted_dim(old, -self.start + (self.end or 0), "%s:slice" % name)  # T - start - |end|
+        elif not isinstance(new, Dim):
             new = Dim(size, kind=old.kind or DimTypes.Spatial, description="%s:slice" % name, derived_from=old)
         elif new.dimension != size:
             raise NetworkError("%s: out_dim %r does not have size %r" % (self.desc, new, size))
@@ -125,8 +128,9 @@ class PadLayer(_ShapeLayer):
                 raise NetworkError("%s: mode %r on a dynamic axis is not supported" % (self.desc, self.mode))
             if left or right or given is not None:
                 size = None if old.is_dynamic() else old.dimension + left + right
-                new = given_dim(self, "out_dims", given[i] if given is not None else None, size) or \
-                    Dim(size, kind=old.kind, description="%s:pad" % name, derived_from=old)
+                new = given_dim(self, "out_dims", given[i] if given is not None else None, size) or (
+                    shifted_dim(old, left + right, "%s:pad" % name) if old.is_dynamic() else
+                    Dim(size, kind=old.kind, description="%s:pad" % name, derived_from=old))
                 dims[a] = self.new[a] = new
         self.output = data.copy(name, dims=dims, time_dim_axis=data.time_dim_axis,
                                 feature_dim_axis=data.feature_dim_axis)

@@ -25,7 +25,7 @@ import tensorflow as tf
 
 from returnn.errors import NetworkError
 from returnn.tensor import Data, Dim, DimTypes
-from returnn.tf.layers.helpers import check_sources, concat_output, dense_value
+from returnn.tf.layers.helpers import check_sources, concat_output, dense_value, shifted_dim
 from returnn.tf.layers.options import positive_int
 from returnn.tf.layers.output import LayerOutput
 
@@ -126,6 +126,8 @@ class SpatialPlan:
                     raise NetworkError("%s: static axis %r of size %i is smaller than the window %i" % (
                         layer.desc, in_dim.description, in_dim.dimension, window.k_eff))
                 out = Dim(size, kind=DimTypes.Spatial, description="%s:%s" % (layer.layer_name, in_dim.description))
+            elif window.stride == 1 and self.padding == "valid":  # T - (k - 1): the same axis as other such cuts
+                out = shifted_dim(in_dim, 1 - window.k_eff, "%s:%s" % (layer.layer_name, in_dim.description))
             else:
                 out = Dim(None, kind=in_dim.kind or DimTypes.Spatial, derived_from=in_dim,
                           description="%s:%s" % (layer.layer_name, in_dim.description))
