@@ -147,3 +147,39 @@ def test_broadcast_mask_of_sizes_over_another_axis():
     without_time = Data("y", dims=[batch_dim, hist])  # the time axis reduced: real where any frame is real
     value = LayerOutput(tf.ones([2, 3]), without_time, {hist: tf.constant([1, 2, 3])})
     assert value.broadcast_mask(1).numpy().tolist() == [[True, True, True]]
+
+
+def test_cum_concat_in_beam_search_with_beam_one_is_greedy():
+    new = SpatialDim("hist")
+    extern = {"data": Data("data", shape=(None, 2)), "classes": Data("classes", dim=4, sparse=True)}
+    net = TFNetwork({
+        "enc": {"class": "reduce", "mode": "mean", "axes": "T", "from": "data"},
+        "output": {"class": "rec", "from": [], "target": "classes", "max_seq_len": 6, "unit": {
+            "emb": {"class": "linear", "activation": None, "n_out": 3, "from": "prev:output"},
+            "kk": {"class": "cum_concat", "from": "emb", "out_spatial_dim": new},
+            "e": {"class": "dot", "from": ["emb", "kk"], "red1": "F", "red2": "F", "var1": None, "var2": new},
+            "w": {"class": "softmax_over_spatial", "from": "e", "axis": new},
+            "att": {"class": "dot", "from": ["w", "kk"], "red1": new, "red2": new, "var1": None, "var2": "F"},
+            "prob": {"class": "softmax", "from": ["att", "base:enc"], "n_out": 4},
+            "output": {"class": "choice", "from": "prob", "target": "classes", "beam_size": 1},
+            "end": {"class": "compare", "from": "output", "value": 3}}}}, extern, search=True)
+    x = np.random.RandomState(1).randn(2, 3, 2).astype("float32")
+    out = net.forward({"data": tf.constant(x), "data:seq_len": tf.constant([3, 2])}, RunContext(False),
+                      only=["output"])["output"]
+    layers = net.layers["output"].layers
+    we, be = (layers["emb"].own_params[k].numpy() for k in ("W", "b"))
+    wp, bp = (layers["prob"].own_params[k].numpy() for k in ("W", "b"))
+    for b, n in enumerate([3, 2]):
+        enc, prev, keys, labels = x[b, :n].mean(0), 0, [], []
+        for _ in range(6):
+            k = we[prev] + be
+            keys.append(k)
+            kk = np.array(keys)
+            e = kk @ k
+            a = np.exp(e - e.max())
+            att = (a / a.sum()) @ kk
+            prev = int(np.argmax(np.concatenate([att, enc]) @ wp + bp))
+            if prev == 3:
+                break
+            labels.append(prev)
+        assert out.tensor.numpy()[b, :out.seq_len.numpy()[b]].tolist() == labels
