@@ -145,6 +145,9 @@ class BeamSearchRun(UnitRun):
                 ended, lens = tf.gather(ended, index), tf.gather(lens, index)
                 labels_ta, src_ta = labels_ta.write(t, label), src_ta.write(t, src_beam)
                 vals[n] = LayerOutput(tf.reshape(label, [-1]), choice_tmpl, self.sizes)
+                # the beam after this choice, for choice_get_beam_scores / choice_get_src_beams (layers/beam.py)
+                vals[n].sub_outputs = {"beam_scores": LayerOutput(tf.reshape(scores, [-1]), choice_tmpl),
+                                       "src_beams": LayerOutput(tf.reshape(src_beam, [-1]), choice_tmpl)}
             end = tf.cast(vals["end"].tensor, tf.bool) if "end" in vals else tf.zeros_like(ended)
             end = tf.reshape(end, [-1])
             step_counts = tf.logical_not(ended) if self.include_eos else tf.logical_not(ended | end)
