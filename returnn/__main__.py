@@ -20,7 +20,13 @@ from returnn.errors import ConfigError, ReturnnError, RuntimeFailure, StopSignal
 from returnn.interrupts import EarlyStop
 from returnn.startup import HELP, USAGE, banner_lines, versions_line
 
-KNOWN_TASKS = ("train", "eval", "forward", "search")
+# the tasks (config key 'task'), with one line each for the generated docs (README)
+KNOWN_TASKS = {
+    "train": "trains epochs and saves checkpoints; re-running resumes (dev/eval scores each epoch)",
+    "eval": "scores the dev/eval datasets with a checkpoint",
+    "forward": "writes the output layer's values (or hdf_dump layers) for a dataset to HDF (`output_file`)",
+    "search": "beam search through rec sub-networks; hypotheses to `search_output_file`, edit distance",
+}
 DATASET_KEYS = ("train", "dev", "eval", "eval_datasets", "search_data")
 
 
