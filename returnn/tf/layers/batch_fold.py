@@ -22,7 +22,7 @@ import tensorflow as tf
 from returnn.errors import NetworkError
 from returnn.tensor import Data, Dim, DimTypes
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
-from returnn.tf.layers.helpers import check_sources, concat_inputs, concat_output
+from returnn.tf.layers.helpers import check_sources, concat_inputs, concat_output, relaid
 from returnn.tf.layers.options import Option
 
 
@@ -89,14 +89,7 @@ class FlattenBatchLayer(_OneInput):
         rest = [a for a in range(data.batch_ndim) if a not in (data.batch_dim_axis, self.ax)]
         self.perm = [data.batch_dim_axis, self.ax] if self.batch_major else [self.ax, data.batch_dim_axis]
         self.perm += rest
-        dims = [self.new_batch] + [data.dims[a] for a in rest]
-        special = {}
-        for key in ("time_dim_axis", "feature_dim_axis"):
-            old = getattr(data, key)
-            if old is not None and old in rest:
-                special[key] = rest.index(old) + 1
-        out = Data(name, dims=dims, dtype=data.dtype, sparse_dim=data.sparse_dim)
-        self.output = out.copy(**{k: v for k, v in special.items() if v != getattr(out, k)})
+        self.output = relaid(name, data, [self.new_batch] + [data.dims[a] for a in rest])
         self.repeated = [data.dims[a] for a in rest if data.dims[a].is_dynamic()]  # sizes per packed row
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
@@ -138,16 +131,10 @@ class UnflattenBatchLayer(_OneInput):
         rest = [a for a in range(data.batch_ndim) if a != data.batch_dim_axis]
         self.perm = [data.batch_dim_axis] + rest
         pair = [self.packed.outer, self.packed.dim] if self.packed.batch_major else [self.packed.dim, self.packed.outer]
-        dims = pair + [data.dims[a] for a in rest]
         special = {}
-        for key in ("time_dim_axis", "feature_dim_axis"):
-            old = getattr(data, key)
-            if old is not None and old in rest:
-                special[key] = rest.index(old) + 2
-        out = Data(name, dims=dims, dtype=data.dtype, sparse_dim=data.sparse_dim)
-        if special.get("time_dim_axis") is None and self.packed.dim.is_dynamic() and data.time_dim_axis is None:
+        if self.packed.dim.is_dynamic() and data.time_dim_axis is None:  # the unpacked axis is the time axis
             special["time_dim_axis"] = pair.index(self.packed.dim)
-        self.output = out.copy(**{k: v for k, v in special.items() if v != getattr(out, k)})
+        self.output = relaid(name, data, pair + [data.dims[a] for a in rest], **special)
         self.repeated = [data.dims[a] for a in rest if data.dims[a].is_dynamic()]
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
@@ -211,12 +198,7 @@ class SplitBatchTimeLayer(_OneInput):
         self.perm = [data.batch_dim_axis] + rest
         packed = getattr(data.dims[data.batch_dim_axis], "packed", None)
         batch = packed.outer if packed is not None else base.dims[base.batch_dim_axis]
-        dims = [batch, base.time_dim] + [data.dims[a] for a in rest]
-        special = {"time_dim_axis": 1}
-        if data.feature_dim_axis is not None and data.feature_dim_axis in rest:
-            special["feature_dim_axis"] = rest.index(data.feature_dim_axis) + 2
-        out = Data(name, dims=dims, dtype=data.dtype, sparse_dim=data.sparse_dim)
-        self.output = out.copy(**{k: v for k, v in special.items() if v != getattr(out, k)})
+        self.output = relaid(name, data, [batch, base.time_dim] + [data.dims[a] for a in rest], time_dim_axis=1)
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         x = self.inputs(sources[:-1], ctx)

@@ -314,3 +314,17 @@ def normalize(x: tf.Tensor, axis: int, epsilon: float) -> tf.Tensor:
     centred = x - tf.reduce_mean(x, axis=axis, keepdims=True)
     var = tf.reduce_mean(centred * centred, axis=axis, keepdims=True)
     return centred * tf.math.rsqrt(var + epsilon)
+
+
+def relaid(name: str, data: Data, dims: Sequence[Dim], **special) -> Data:
+    """A template of ``dims`` with ``data``'s dtype and sparse dim whose time and feature axes stay
+    on the dims they were on in ``data`` (found by identity; the default rule where they are gone),
+    unless ``special`` gives ``time_dim_axis`` / ``feature_dim_axis``."""
+    out = Data(name, dims=dims, dtype=data.dtype, sparse_dim=data.sparse_dim)
+    for key in ("time_dim_axis", "feature_dim_axis"):
+        old = getattr(data, key)
+        if key not in special and old is not None:
+            hit = [i for i, d in enumerate(dims) if d is data.dims[old]]
+            if hit:
+                special[key] = hit[0]
+    return out.copy(**{k: v for k, v in special.items() if v != getattr(out, k)})

@@ -24,7 +24,7 @@ import tensorflow as tf
 from returnn.errors import NetworkError
 from returnn.tensor import Data, Dim, DimTypes
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
-from returnn.tf.layers.helpers import check_sources, concat_inputs, concat_output
+from returnn.tf.layers.helpers import check_sources, concat_inputs, concat_output, relaid
 from returnn.tf.layers.options import Option
 from returnn.tf.layers.output import align_tensor
 
@@ -125,14 +125,8 @@ class SliceNdLayer(Layer):
         dims = [batch] + before + start_dims + [slice_dim] + after
         self.perm = [data.batch_dim_axis] + [i for i in range(data.batch_ndim) if i != data.batch_dim_axis]
         self.bm_axis = self.perm.index(self.ax)
-        special = {}
-        if data.feature_dim_axis is not None and data.feature_dim_axis != self.ax:
-            feat = data.dims[data.feature_dim_axis]
-            special["feature_dim_axis"] = next(i for i, d in enumerate(dims) if d is feat)
-        if data.time_dim_axis == self.ax:
-            special["time_dim_axis"] = dims.index(slice_dim)
-        out = Data(name, dims=dims, dtype=data.dtype, sparse_dim=data.sparse_dim)
-        self.output = out.copy(**{k: v for k, v in special.items() if v != getattr(out, k)})
+        special = {"time_dim_axis": dims.index(slice_dim)} if data.time_dim_axis == self.ax else {}
+        self.output = relaid(name, data, dims, **special)
 
     def _start_tensor(self, sources: List[LayerOutput], n_batch: tf.Tensor) -> tf.Tensor:
         """``(B, S...)`` int32 start positions (S: start's own axes)."""
@@ -252,13 +246,8 @@ class ScatterNdLayer(Layer):
         dims = list(pos.dims) + extra
         self.batch_in_out = next((i for i, d in enumerate(dims) if d.is_batch_dim()), None)
         dims[self.pos_axis] = new
-        kwargs = {}
-        if data.feature_dim_axis is not None and data.dims[data.feature_dim_axis] in extra:
-            kwargs["feature_dim_axis"] = self.in_map[data.feature_dim_axis]
-        if pos.time_dim_axis is None or pos.time_dim_axis == self.pos_axis:
-            kwargs["time_dim_axis"] = self.pos_axis
-        out = Data(name, dims=dims, dtype=data.dtype, sparse_dim=data.sparse_dim)
-        self.output = out.copy(**{k: v for k, v in kwargs.items() if v != getattr(out, k)})
+        time = self.pos_axis if pos.time_dim_axis is None or pos.time_dim_axis == self.pos_axis else pos.time_dim_axis
+        self.output = relaid(name, data, dims, time_dim_axis=time)
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         n_own = len(self.sources)
@@ -365,11 +354,7 @@ class BooleanMaskLayer(Layer):
             raise NetworkError("%s: out_dim must be a dynamic Dim, got %r" % (self.desc, out_dim))
         out_dim.scalar_sizes = True  # one count for the whole batch
         self.new = out_dim
-        special = {}
-        if data.feature_dim_axis is not None and data.dims[data.feature_dim_axis] in rest:
-            special["feature_dim_axis"] = 1 + rest.index(data.dims[data.feature_dim_axis])
-        out = Data(name, dims=[out_dim] + rest, dtype=data.dtype, sparse_dim=data.sparse_dim, time_dim_axis=0)
-        self.output = out.copy(**{k: v for k, v in special.items() if v != getattr(out, k)})
+        self.output = relaid(name, data, [out_dim] + rest, time_dim_axis=0)
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         x = self.apply_dropout(sources[0], ctx)

@@ -24,7 +24,7 @@ import tensorflow as tf
 from returnn.errors import NetworkError
 from returnn.tensor import Data, Dim, DimTypes
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
-from returnn.tf.layers.helpers import check_sources, concat_inputs, concat_output
+from returnn.tf.layers.helpers import check_sources, concat_inputs, concat_output, relaid
 from returnn.tf.layers.options import Option, positive_int
 from returnn.tf.layers.shape import MergeDimsLayer
 
@@ -84,15 +84,7 @@ class ReshapeLayer(Layer):
         after = [a for a in rest if a > insert]
         self.perm = before + in_axes + after
         self.insert, self.out_dims, self.n_in = len(before), out_dims, len(in_axes)
-        dims = [data.dims[a] for a in before] + out_dims + [data.dims[a] for a in after]
-        special = {}
-        for key in ("time_dim_axis", "feature_dim_axis"):
-            old = getattr(data, key)
-            if old is not None and old in rest:
-                old_dim = data.dims[old]
-                special[key] = next(i for i, d in enumerate(dims) if d is old_dim)
-        out = Data(name, dims=dims, dtype=data.dtype, sparse_dim=data.sparse_dim)
-        self.output = out.copy(**{k: v for k, v in special.items() if v != getattr(out, k)})
+        self.output = relaid(name, data, [data.dims[a] for a in before] + out_dims + [data.dims[a] for a in after])
         self.new_dynamic = [d for d in out_dims if d.is_dynamic()]
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
@@ -241,12 +233,8 @@ class UnflattenNdLayer(Layer):
         self.out_dims = out_dims
         rest = [a for a in range(data.batch_ndim) if a not in (data.batch_dim_axis, ax)]
         self.perm = [data.batch_dim_axis, ax] + rest
-        dims = [data.dims[data.batch_dim_axis]] + out_dims + [data.dims[a] for a in rest]
-        special = {"time_dim_axis": 1}
-        if data.feature_dim_axis is not None and data.feature_dim_axis in rest:
-            special["feature_dim_axis"] = rest.index(data.feature_dim_axis) + 1 + self.n
-        out = Data(name, dims=dims, dtype=data.dtype, sparse_dim=data.sparse_dim)
-        self.output = out.copy(**{k: v for k, v in special.items() if v != getattr(out, k)})
+        self.output = relaid(name, data, [data.dims[data.batch_dim_axis]] + out_dims + [data.dims[a] for a in rest],
+                             time_dim_axis=1)
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         x = concat_inputs(self, self.input, self.plan, sources[:self.n_from], ctx)

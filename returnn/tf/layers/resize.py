@@ -24,7 +24,7 @@ import tensorflow as tf
 from returnn.errors import NetworkError
 from returnn.tensor import Data, Dim, DimTypes
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
-from returnn.tf.layers.helpers import check_sources, concat_inputs, concat_output
+from returnn.tf.layers.helpers import check_sources, concat_inputs, concat_output, relaid
 from returnn.tf.layers.options import Option, one_of, positive_int
 
 RESIZE_KINDS = ("nn", "nearest_neighbor", "linear", "cubic", "fill")
@@ -244,14 +244,8 @@ class FoldLayer(Layer):
             raise NetworkError("%s: out_spatial_dim %r does not fit the folded size %r" % (self.desc, new, size))
         self.new = new or Dim(size, kind=DimTypes.Spatial, description="%s:fold" % name, derived_from=self.in_dim)
         self.rest = [a for a in range(data.batch_ndim) if a not in (self.in_ax, self.win_ax)]
-        dims = [self.new] + [data.dims[a] for a in self.rest]
-        kwargs = {}
-        if data.time_dim_axis == self.in_ax:
-            kwargs["time_dim_axis"] = 0
-        if data.feature_dim_axis is not None and data.feature_dim_axis in self.rest:
-            kwargs["feature_dim_axis"] = 1 + self.rest.index(data.feature_dim_axis)
-        out = Data(name, dims=dims, dtype=data.dtype, sparse_dim=data.sparse_dim)
-        self.output = out.copy(**{k: v for k, v in kwargs.items() if v != getattr(out, k)})
+        special = {"time_dim_axis": 0} if data.time_dim_axis == self.in_ax else {}
+        self.output = relaid(name, data, [self.new] + [data.dims[a] for a in self.rest], **special)
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         x = self.apply_dropout(sources[0], ctx)
