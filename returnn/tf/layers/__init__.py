@@ -13,5 +13,5 @@ from returnn.tf.layers import (  # noqa: F401,E402  (issue 27: structural layers
     weighted,
 )
 from returnn.tf.layers import (  # noqa: F401,E402  (issue 27: search/signal/loss layers)
-    beam, cond, complex_signal, loss_layers, old_attention, random_layers, segmental, stft, twod_lstm,
+    beam, cond, complex_signal, loss_layers, old_attention, random_layers, segmental, stft, twod_lstm, variable_ops,
 )

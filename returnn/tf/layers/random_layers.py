@@ -54,7 +54,7 @@ def _as_list(value: Any) -> List[Any]:
     return list(value) if isinstance(value, (list, tuple)) else [value]
 
 
-class _RefsLayer(Layer):
+class RefsLayer(Layer):
     """Layers whose layer-valued options (``ref_options``, strings or lists of strings) are sources
     after ``from``: the same list in networks and in rec units."""
 
@@ -129,7 +129,7 @@ def _seed_pair(value: Any) -> tf.Tensor:
 
 
 @register_layer
-class RandomLayer(_RefsLayer):
+class RandomLayer(RefsLayer):
     """See the module docstring."""
 
     layer_class = "random"
@@ -265,7 +265,7 @@ class RandomLayer(_RefsLayer):
 
 
 @register_layer
-class RandIntLayer(_RefsLayer):
+class RandIntLayer(RefsLayer):
     """See the module docstring."""
 
     layer_class = "rand_int"
