@@ -110,6 +110,27 @@ def test_flatten_unflatten_batch(batch_major):
     assert np.all(back[~mask] == 0)
 
 
+@pytest.mark.parametrize("keep_order_time_first", [False, True])
+def test_merge_dims_batch_time_and_split_batch_time(keep_order_time_first):
+    axes = {"axes": ["T", "B"], "keep_order": True} if keep_order_time_first else {"axes": ["B", "T"]}
+    net, out, x, _, _ = _run({
+        "m": dict({"class": "merge_dims", "from": "data"}, **axes),
+        "lin": {"class": "linear", "activation": None, "n_out": 2, "from": "m"},
+        "split": {"class": "split_batch_time", "from": "lin", "base": "data"},
+        "back": {"class": "unflatten_batch", "from": "m"},
+        "n": {"class": "length", "from": "m", "axis": "B"}})
+    merged = x.transpose(1, 0, 2) if keep_order_time_first else x
+    np.testing.assert_array_equal(out["m"].tensor.numpy(), merged.reshape(15, 3))  # padding included
+    assert out["n"].tensor.numpy() == 15
+    back = out["back"].tensor.numpy()
+    np.testing.assert_array_equal(back.transpose(1, 0, 2) if keep_order_time_first else back, x)
+    if not keep_order_time_first:
+        lin = out["lin"].tensor.numpy().reshape(3, 5, 2)
+        assert net.layers["split"].output.time_dim == net.extern_data["data"].time_dim
+        np.testing.assert_array_equal(out["split"].tensor.numpy(), lin)
+        assert out["split"].seq_len.numpy().tolist() == LENS
+
+
 def test_split_batch_time_after_flatten_of_static_axis():
     net, out, x, _, _ = _run({
         "sp": {"class": "split_dims", "from": "data", "axis": "F", "dims": [3, 1]},

@@ -37,6 +37,11 @@ case("flatten_unflatten_batch", "flatten_batch", {
     "lin": _lin(4, src="flat", act="tanh"),
     "output": {"class": "unflatten_batch", "from": "lin"}},
     notes="frame-wise layer on the packed frames, then back to (B, T, F)")
+case("merge_dims_batch_split_batch_time", "flatten_batch", {
+    "m": {"class": "merge_dims", "axes": ["B", "T"], "from": "data"},
+    "lin": _lin(4, src="m", act="tanh"),
+    "output": {"class": "split_batch_time", "base": "data", "from": "lin"}},
+    notes="merge_dims of B and T keeps the padded frames (B*T rows); split_batch_time restores (B, T)")
 case("transpose_time_feature", "transpose", {"output": {"class": "transpose", "from": "data",
                                                         "perm": {"T": "F", "F": "T"}}})
 case("combine_dims_reordered", "combine_dims", {

@@ -7,6 +7,8 @@
   or before it (time-major), padded positions hold zeros.
 - ``split_batch_time``: ``(B * T, ...)`` (e.g. ``merge_dims`` of B and T, padding included) ->
   ``(B, T, ...)`` with the batch and time extents of ``base`` (default ``data``) and its time axis.
+- ``merge_dims`` of the batch axis and one other (:class:`BatchMerge`, used by shape.py): all
+  positions of that axis, padding included, as rows of the batch axis.
 
 The new batch axis is a batch :class:`Dim` of its own (equal to every batch dim, as all batch dims
 are) that records what it holds (:class:`PackedBatch`): the axis merged into it, its order, and the
@@ -144,7 +146,10 @@ class UnflattenBatchLayer(_OneInput):
         if lens is None:
             raise NetworkError("%s: the sizes of the flattened axis %r did not reach this layer"
                                % (self.desc, self.packed.dim.description))
-        extent = tf.reduce_max(tf.concat([lens, [0]], 0)) if self.packed.real_only else self.packed.dim.dimension
+        if self.packed.real_only:
+            extent = tf.reduce_max(tf.concat([lens, [0]], 0))
+        else:  # every position of the axis was merged (its padded extent: rows / sequences)
+            extent = tf.shape(tensor)[0] // tf.maximum(tf.shape(lens)[0], 1)
         mask = tf.sequence_mask(lens, maxlen=extent)  # (B, T)
         if not self.packed.batch_major:
             mask = tf.transpose(mask)
@@ -211,3 +216,37 @@ class SplitBatchTimeLayer(_OneInput):
         if self.base.time_dim.is_dynamic():
             sizes[self.base.time_dim] = base.sizes[self.base.time_dim]
         return self.make_output(out, sources[:-1], sizes)
+
+
+class BatchMerge:
+    """``merge_dims`` of the batch axis and one other axis (RETURNN's ``axes: ["B", "T"]``): all
+    positions of that axis, padding included, become rows of the batch axis, in the order of the
+    merged axes (batch first: (sequence, position)); the packed batch dim records it, so
+    ``split_batch_time`` and ``unflatten_batch`` undo it."""
+
+    def __init__(self, layer: Layer, data: Data, axes: List[int]):
+        if len(axes) != 2:
+            raise NetworkError("%s: merging the batch axis with more than one other axis is not supported, got %s"
+                               % (layer.desc, [data.dims[a].short_repr() for a in axes]))
+        other = [a for a in axes if a != data.batch_dim_axis][0]
+        self.batch_major = axes[0] == data.batch_dim_axis
+        self.dim = data.dims[other]
+        self.new = packed_batch_dim(layer.layer_name, self.dim, data.dims[data.batch_dim_axis], self.batch_major,
+                                    real_only=False)
+        self.rest = [a for a in range(data.batch_ndim) if a not in axes]
+        self.perm = list(axes) + self.rest
+        self.output = relaid(layer.layer_name, data, [self.new] + [data.dims[a] for a in self.rest])
+        self.repeated = [data.dims[a] for a in self.rest if data.dims[a].is_dynamic()]
+
+    def forward(self, layer: Layer, x: LayerOutput, sources: List[LayerOutput]) -> LayerOutput:
+        tensor = tf.transpose(x.tensor, self.perm)
+        shape = tf.shape(tensor)
+        out = tf.reshape(tensor, tf.concat([[-1], shape[2:]], 0))
+        n_batch, extent = (shape[0], shape[1]) if self.batch_major else (shape[1], shape[0])
+        sizes = {self.dim: x.sizes[self.dim] if self.dim.is_dynamic() else tf.fill([n_batch], extent)}
+        for dim in self.repeated:  # per row: the sizes of its sequence
+            size = x.sizes[dim]
+            if len(size.shape):
+                size = tf.repeat(size, extent) if self.batch_major else tf.tile(size, [extent])
+            sizes[dim] = size
+        return layer.make_output(out, sources, sizes)

@@ -132,7 +132,8 @@ class MergeDimsLayer(_ShapeLayer):
     """Merges ``axes`` into one (row-major in the merged order). The result sits where the
     feature axis was if it is merged (and is then the feature axis), else at the first merged
     axis. A merged dynamic axis gets sizes ``prod`` of the merged sizes (real positions come
-    first when the dynamic axis is the first merged one)."""
+    first when the dynamic axis is the first merged one). The batch axis and one other merge into
+    the batch axis (padding included; see batch_fold.BatchMerge)."""
 
     layer_class = "merge_dims"
     options = (
@@ -150,8 +151,12 @@ class MergeDimsLayer(_ShapeLayer):
             axes = [a for item in axes_opt for a in self.axes(data, item, "axes")]
         else:
             axes = sorted(self.axes(data, axes_opt, "axes"))
-        if data.batch_dim_axis in axes:
-            raise NetworkError("%s: merging the batch axis is not supported" % self.desc)
+        self.batch_merge = None
+        if data.batch_dim_axis in axes:  # into the batch axis (RETURNN: padding included)
+            from returnn.tf.layers.batch_fold import BatchMerge
+            self.batch_merge = BatchMerge(self, data, axes)
+            self.output = self.batch_merge.output
+            return
         self.merge = axes
         if len(axes) <= 1:
             self.output = data.copy(name)
@@ -173,6 +178,8 @@ class MergeDimsLayer(_ShapeLayer):
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         x = self.inputs(sources, ctx)
+        if self.batch_merge is not None:
+            return self.batch_merge.forward(self, x, sources)
         if self.target is None:
             return self.make_output(x.tensor, sources)
         tensor = tf.transpose(x.tensor, self.perm)
