@@ -30,8 +30,9 @@ def main() -> int:
         except Exception as exc:  # noqa: BLE001 - reported per case
             failed.append((path.stem, "%s: %s" % (type(exc).__name__, str(exc).splitlines()[0][:150])))
             continue
-        diff = np.abs(ours.astype(np.float64) - gold.astype(np.float64))
-        rel = diff / np.maximum(np.abs(gold.astype(np.float64)), 1e-6)
+        wide = np.complex128 if np.iscomplexobj(gold) else np.float64  # complex outputs (stft): |complex difference|
+        diff = np.abs(ours.astype(wide) - gold.astype(wide))
+        rel = diff / np.maximum(np.abs(gold.astype(wide)), 1e-6)
         families.setdefault(meta["family"], []).append(
             (path.stem, float(diff.max(initial=0.0)), float(rel.max(initial=0.0))))
     print("%-24s %5s  %-12s %-12s  %s" % ("family", "cases", "max |diff|", "max rel", "worst case"))
