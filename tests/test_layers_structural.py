@@ -327,6 +327,24 @@ def test_remove_and_fold():
         np.testing.assert_allclose(out["sum"].tensor.numpy()[:n, b], x[b, :n] * counts[:, None], rtol=1e-5)
 
 
+# ---- RETURNN's old fixed-layout layers
+def test_fill_unused_swap_time_feature_flatten_time_tile_features():
+    net, out, x, _, _ = _run({
+        "fill": {"class": "fill_unused", "from": "data", "fill_value": -2.0},
+        "swap": {"class": "swap_time_feature", "from": "fill"},
+        "flat": {"class": "flatten_time", "from": "fill"},
+        "tile": {"class": "tile_features", "from": "data", "repetitions": 2}})
+    mask = (np.arange(T)[None, :] < np.array(LENS)[:, None])[..., None]
+    filled = np.where(mask, x, -2.0)
+    np.testing.assert_array_equal(out["fill"].tensor.numpy(), filled)
+    np.testing.assert_array_equal(out["swap"].tensor.numpy(), filled.transpose(0, 2, 1))
+    assert net.layers["swap"].output.time_dim.dimension == 3 and net.layers["swap"].output.feature_dim_axis == 2
+    np.testing.assert_array_equal(out["flat"].tensor.numpy(), filled.reshape(3, 1, 15))
+    assert out["flat"].sizes[net.layers["flat"].output.dims[2]].numpy().tolist() == [15, 9, 0]
+    for b, n in enumerate(LENS):
+        np.testing.assert_array_equal(out["tile"].tensor.numpy()[b, :n], np.tile(x[b, :n], [1, 2]))
+
+
 # ---- gradient, monitoring layers, refusals
 def test_gradient_in_a_compiled_step():
     net = TFNetwork(outputs({

@@ -9,7 +9,10 @@ layer (RETURNN's graph only; ours runs in compiled steps, tested in tests/test_l
 image_summary (RETURNN needs a (T, T, B, 1) input for its TensorBoard image).
 Left out because RETURNN itself fails on them: ``top_k`` over a dynamic axis (its masking: "ndim does not
 match"), ``batch_softmax`` (tf.where of a (B*T,) mask with (B*T, F) values: not broadcastable), ``remove``
-(its new dim stays undefined), ``fold`` with axis descriptions (it takes only Dim objects).
+(its new dim stays undefined), ``fold`` with axis descriptions (it takes only Dim objects), the old
+fixed-layout layers ``fill_unused`` (TF1's ``expand_dims(dim=)``), ``swap_time_feature`` and
+``flatten_time`` (assertions on setting ``dim``/``shape``), ``tile_features`` (it reads a third
+non-batch axis of a (B, T, F) input).
 ``concat`` along time uses equal lengths: RETURNN joins the padded tensors (its "real" frames hold
 padding when lengths differ), this engine packs each sequence's real frames (see
 returnn/tf/layers/concat.py)."""
@@ -105,3 +108,4 @@ case("rec_last_output", "rec_access", {
         "output": {"class": "copy", "from": "h"}}},
     "output": {"class": "rec_last_output", "rec_layer": "rec", "sub_layer_name": "h"}},
     lens={"data": [5, 3, 0]}, notes="last frame per sequence; the length-0 sequence gets the initial output")
+

@@ -9,7 +9,7 @@ from returnn.tf.layers import (  # noqa: F401
 from returnn.tf.layers.base import LAYER_CLASSES, Layer, RunContext, get_layer_class, register_layer  # noqa: F401
 from returnn.tf.layers.output import LayerOutput  # noqa: F401
 from returnn.tf.layers import (  # noqa: F401,E402  (issue 27: structural layers)
-    batch_fold, concat, cum_concat, gradient_ops, indexing, rec_access, reshape, resize, sorting, summaries,
+    batch_fold, concat, cum_concat, gradient_ops, indexing, old_layout, rec_access, reshape, resize, sorting, summaries,
     weighted,
 )
 from returnn.tf.layers import (  # noqa: F401,E402  (issue 27: search/signal/loss layers)
