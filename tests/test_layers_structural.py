@@ -270,6 +270,24 @@ def test_search_sorted():
     assert out["right"].tensor.numpy().tolist() == [[2, 0], [2, 2]]
 
 
+def test_search_sorted_per_feature_as_returnn_test():
+    """RETURNN's test_SearchSortedLayer: sorted (B, T, F), values (B, F, F'): F paired by its size."""
+    rng = np.random.RandomState(1)
+    srt = np.sort(rng.uniform(0.0, 10.0, size=(2, 10, 3)), axis=1).astype("float32")
+    vals = rng.uniform(0.0, 10.0, size=(2, 1, 3, 5)).astype("float32")
+    ext = {"s": Data("s", shape=(None, 3)), "v": Data("v", shape=(3, 5), time_dim_axis=None, feature_dim_axis=1)}
+    for side in ("left", "right"):
+        net = TFNetwork(outputs({"o": {"class": "search_sorted", "sorted_sequence": "data:s", "values": "data:v",
+                                       "axis": "T", "side": side}}), ext)
+        out = net.forward({"s": tf.constant(srt), "s:seq_len": tf.constant([10, 7]), "v": tf.constant(vals),
+                           "v:seq_len": tf.constant([1, 1])}, RunContext(False))["o"]
+        assert out.data.batch_shape == (None, 3, 5) and out.data.feature_dim_axis == 1
+        for b, n in enumerate([10, 7]):
+            for f in range(3):
+                ref = np.searchsorted(srt[b, :n, f], vals[b, 0, f], side=side)
+                np.testing.assert_array_equal(out.tensor.numpy()[b, f], ref)
+
+
 # ---- weighted_sum, elemwise_prod, batch_softmax
 def test_weighted_sum_elemwise_prod_batch_softmax():
     net, out, x, _, _ = _run({
@@ -369,3 +387,18 @@ def test_monitoring_layers_and_refusals():
     for cls, extra in (("synthetic_gradient", {"gradient": "data"}), ("tikhonov_regularization", {"meta_loss_scale": 0.1})):
         with pytest.raises(NetworkError, match="not available here.*meta|MetaLosses"):
             TFNetwork(outputs({"x": dict({"class": cls, "from": "data"}, **extra)}), _extern())
+
+
+def test_fold_unchunk_as_returnn_test():
+    """RETURNN's test_FoldLayer_unchunk: windows (B, N, 3) back to frames, 'valid' padding, mean."""
+    from data_utils import make_layer, run_layer
+    from returnn.tf.layers import LayerOutput
+    n_dim, win = SpatialDim("in"), Dim(3, name="win")
+    data = Data("src", dims=[batch_dim, n_dim, win])
+    x = np.array([[[1, 2, 3], [2, 3, 4], [3, 4, 5]], [[6, 7, 8], [7, 8, 9], [8, 9, 10]],
+                  [[11, 12, 13], [12, 13, 14], [13, 14, 15]]], "float32")
+    layer = make_layer("fold", {"mode": "mean", "in_spatial_dim": n_dim, "window_dim": win, "padding": "valid"}, [data])
+    out = run_layer(layer, [LayerOutput(tf.constant(x), data, {n_dim: tf.constant([3, 2, 1])})])
+    assert layer.output.dims[0] is layer.new and layer.output.dims[1].is_batch_dim()
+    assert out.tensor.numpy().T.tolist() == [[1, 2, 3, 4, 5], [6, 7, 8, 9, 0], [11, 12, 13, 0, 0]]
+    assert out.sizes[layer.new].numpy().tolist() == [5, 4, 3]

@@ -12,7 +12,8 @@ match"), ``batch_softmax`` (tf.where of a (B*T,) mask with (B*T, F) values: not 
 (its new dim stays undefined), ``fold`` with axis descriptions (it takes only Dim objects), the old
 fixed-layout layers ``fill_unused`` (TF1's ``expand_dims(dim=)``), ``swap_time_feature`` and
 ``flatten_time`` (assertions on setting ``dim``/``shape``), ``tile_features`` (it reads a third
-non-batch axis of a (B, T, F) input).
+non-batch axis of a (B, T, F) input), ``search_sorted`` of a sorted (B, T, F) (its masked copy loses the
+placeholder: 'NoneType' has no 'dtype').
 ``concat`` along time uses equal lengths: RETURNN joins the padded tensors (its "real" frames hold
 padding when lengths differ), this engine packs each sequence's real frames (see
 returnn/tf/layers/concat.py)."""

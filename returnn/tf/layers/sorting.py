@@ -157,7 +157,12 @@ class SearchSortedLayer(Layer):
         self.sorted_batch = [a for a in range(sorted_data.batch_ndim) if a != self.ax]
         self.values_batch = []
         for a in self.sorted_batch:
-            match = [i for i, d in enumerate(values.dims) if d == sorted_data.dims[a] and i not in self.values_batch]
+            dim = sorted_data.dims[a]
+            match = [i for i, d in enumerate(values.dims) if d == dim and i not in self.values_batch]
+            if not match and dim.dimension is not None:  # as RETURNN: a unique axis of the same static size
+                same = [i for i, d in enumerate(values.dims) if d.dimension == dim.dimension and i not in self.values_batch
+                        and not any(d == o for o in sorted_data.dims)]
+                match = same if len(same) == 1 else []
             if not match:
                 raise NetworkError("%s: values %s lack the axis %r of sorted_sequence" % (
                     self.desc, values.short_repr(), sorted_data.dims[a]))
