@@ -190,3 +190,18 @@ def test_out_shape_is_checked_on_every_layer():
     with pytest.raises(NetworkError, match="does not have the dims of 'out_shape'"):
         TFNetwork({"output": {"class": "reduce", "mode": "max", "axis": "T", "from": "data",
                               "out_shape": {batch_dim, time, feat}, "is_output_layer": True}}, ext)
+
+
+@pytest.mark.parametrize("layer,needle", [
+    ({"class": "softmax", "n_out": 7, "loss": "ce", "from": "data"}, "the output dim is 7 but target 'classes' (dim 4) "
+                                                                     "needs 4"),
+    ({"class": "linear", "n_out": 4, "loss": "mse", "target": "data", "from": "data"}, "target 'data' (dim 3) needs 3"),
+    ({"class": "softmax", "n_out": 4, "loss": "ctc", "from": "data"}, "needs 5"),  # + blank
+    ({"class": "reduce", "mode": "max", "axis": "T", "loss": "ce", "from": "data"}, "do not have the same number of axes"),
+    ({"class": "softmax", "n_out": 4, "loss": "edit_distance", "from": "data"}, "needs sparse output labels"),
+])
+def test_loss_output_and_target_are_checked_when_the_network_is_built(layer, needle):
+    """RETURNN's Loss._check_init at build time: axes, time axis and the output dim the target needs."""
+    with pytest.raises(NetworkError) as info:
+        TFNetwork({"output": layer}, _extern())
+    assert needle in str(info.value) and "\n" not in str(info.value)

@@ -16,6 +16,7 @@ from typing import Any, Dict, Iterator, Optional, Tuple, Type
 import tensorflow as tf
 
 from returnn.errors import DataError, NetworkError, known_list
+from returnn.tensor import Data
 from returnn.tf.layers.options import Option
 from returnn.tf.layers.output import LayerOutput
 from returnn.tf.layers.packed import PackedFrames
@@ -78,6 +79,32 @@ class Loss:
         for klass in reversed(cls.__mro__):
             out.update({o.name: o for o in klass.__dict__.get("options", ())})
         return out
+
+    def expected_output_dim(self, target_dim: Optional[int]) -> Optional[int]:
+        """The output dim a target of ``target_dim`` classes/features needs (RETURNN's
+        ``get_auto_output_layer_dim``); None: not checked."""
+        return target_dim
+
+    def check_templates(self, output: Data, target: Optional[Data], target_name: Optional[str]) -> None:
+        """RETURNN's checks of a loss when the network is built (its ``Loss._check_init``): as many
+        axes on both sides (a sparse target counts its class axis), the output dim the target
+        needs, a time axis on both sides or on none. One NetworkError naming layer and target."""
+        where = "layer %r: loss %r" % (self.layer_name, self.loss_class)
+        if target is None:
+            return
+        def dense_ndim(d: Data) -> int:
+            return d.batch_ndim - (d.batch_dim_axis is not None) + (1 if d.sparse else 0)
+        if dense_ndim(output) != dense_ndim(target):
+            raise NetworkError("%s: output %s and target %r %s do not have the same number of axes (RETURNN: "
+                               "dimensions mismatch)" % (where, output.short_repr(), target_name, target.short_repr()))
+        if output.have_time_axis() != target.have_time_axis():
+            raise NetworkError("%s: output %s %s a time axis but target %r %s" % (
+                where, output.short_repr(), "has" if output.have_time_axis() else "has no", target_name,
+                target.short_repr()))
+        expected = self.expected_output_dim(target.dim)
+        if expected is not None and output.dim != expected:
+            raise NetworkError("%s: the output dim is %s but target %r (dim %s) needs %s (n_out?)"
+                               % (where, output.dim, target_name, target.dim, expected))
 
     def objective(self, values: LossValues) -> tf.Tensor:
         """This loss's term of the training objective (before the layer's ``loss_scale``): RETURNN's
@@ -367,6 +394,15 @@ class CtcLoss(Loss):
                                "loss_opts output_in_log_space here" % layer_name)
         self.ignore_longer = bool(ctc_opts.get("ignore_longer_outputs_than_inputs", False))
 
+    def expected_output_dim(self, target_dim: Optional[int]) -> Optional[int]:
+        return None if target_dim is None else target_dim + 1  # the blank
+
+    def check_templates(self, output: Data, target: Optional[Data], target_name: Optional[str]) -> None:
+        super().check_templates(output, target, target_name)
+        if target is not None and (not target.sparse or output.sparse):
+            raise NetworkError("layer %r: loss 'ctc' needs a dense output and sparse target labels, got output %s, "
+                               "target %r %s" % (self.layer_name, output.short_repr(), target_name, target.short_repr()))
+
     def compute_btf(self, output: LayerOutput, target: LayerOutput) -> LossValues:
         if not target.data.sparse or not output.data.have_time_axis() or not target.data.have_time_axis():
             raise NetworkError("layer %r: ctc loss needs a time axis on the output and sparse targets with time"
@@ -438,6 +474,9 @@ class AsIsLoss(Loss):
     options = (Option("as_error", False, "report the output as the error, with no loss"),)
     need_target = False
 
+    def check_templates(self, output: Data, target: Optional[Data], target_name: Optional[str]) -> None:
+        """No target: nothing to compare."""
+
     def compute_btf(self, output: LayerOutput, target: Optional[LayerOutput]) -> LossValues:
         mask = _frame_mask(output)
         values = tf.cast(output.tensor, tf.float32)
@@ -464,6 +503,14 @@ class EditDistanceLoss(Loss):
                noop="without ctc_decode only the argmax of a dense output counts, the same label for "
                     "probabilities and their logarithms"),
     )
+
+    def check_templates(self, output: Data, target: Optional[Data], target_name: Optional[str]) -> None:
+        """RETURNN: sparse labels on both sides with the same classes (a dense output needs ctc_decode,
+        which is not supported here)."""
+        if target is not None and (not output.sparse or not target.sparse or output.dim != target.dim):
+            raise NetworkError("layer %r: loss 'edit_distance' needs sparse output labels with the target's classes "
+                               "(RETURNN decodes a dense output only with ctc_decode), got output %s, target %r %s"
+                               % (self.layer_name, output.short_repr(), target_name, target.short_repr()))
 
     def compute_btf(self, output: LayerOutput, target: LayerOutput) -> LossValues:
         if not target.data.sparse or not target.data.have_time_axis() or not output.data.have_time_axis():

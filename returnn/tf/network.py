@@ -17,8 +17,11 @@ from returnn.tensor import Data
 from returnn.tf.layers import reuse
 from returnn.tf.layers.base import LAYER_CLASSES, Layer, RunContext, get_layer_class
 from returnn.tf.layers.output import LayerOutput
-from returnn.tf.losses import Loss, LossValues, get_loss_class
-from returnn.tf.net_dict import needed_layers, without_search_only
+from returnn.tf.layers.rec_state import state_layer_refs
+from returnn.tf.losses import LOSS_CLASSES, Loss, LossValues, get_loss_class
+from returnn.tf.net_dict import (
+    AXIS_PAIR_FROM_CLASSES, from_entries, has_axis_pairs, needed_layers, source_name, without_search_only,
+)
 from returnn.tf.subnetwork import expand_subnetworks
 
 
@@ -43,11 +46,19 @@ def layer_sources(name: str, opts: Dict[str, Any], default_target: str = "classe
     if hasattr(cls, "outer_sources"):
         return cls.outer_sources(name, opts, default_target, search)
     src = opts.get("from", list(getattr(cls, "default_from", ["data"])))
-    if isinstance(src, str):
-        src = [src]
-    if not isinstance(src, (list, tuple)):
+    if not isinstance(src, (str, list, tuple)):
         raise NetworkError("layer %r: 'from' must be a name or a list of names, got %r" % (name, src))
+    entries = from_entries(src)
+    if any(isinstance(e, (list, tuple)) for e in entries) and opts.get("class") not in AXIS_PAIR_FROM_CLASSES:
+        raise NetworkError("layer %r: 'from' entries (layer, axis) are for %s layers only (RETURNN's rule), got %r"
+                           % (name, " and ".join(sorted(AXIS_PAIR_FROM_CLASSES)), src))
+    src = [source_name(e) for e in entries if e != "none"]  # RETURNN: "none" is no source
+    for e in src:
+        if not isinstance(e, str):
+            raise NetworkError("layer %r: 'from' must be a name or a list of names, got %r" % (name, opts.get("from")))
     refs = [opts[k] for k in getattr(cls, "ref_options", ()) if isinstance(opts.get(k), str)]
+    if getattr(cls, "initial_state_refs", False):  # recurrent units: the layers initial_state names
+        refs += state_layer_refs(opts.get("initial_state"))
     return list(src) + refs
 
 
@@ -93,6 +104,23 @@ def _targets(opts: Mapping[str, Any], default_target: str) -> List[str]:
     for t in out:
         flat += t if isinstance(t, list) else [t]
     return [t for t in flat if isinstance(t, str)]
+
+
+def infer_target(opts: Mapping[str, Any], default_target: str, name: str = "?") -> Optional[str]:
+    """The target a layer's output dim is inferred from (RETURNN): its ``target`` (the first of a
+    list), else the default target when its loss needs one; None otherwise."""
+    target = opts.get("target")
+    if isinstance(target, (list, tuple)):
+        target = target[0] if target else None
+    if target:
+        return target if isinstance(target, str) else None
+    loss = opts.get("loss")
+    if isinstance(loss, str) and loss:
+        cls = LOSS_CLASSES.get(loss)
+        if cls is None:
+            return None  # building the layer names the unknown loss
+        return default_target if cls.need_target else None
+    return None
 
 
 def base_layer_name(ref: str, layers) -> str:
@@ -187,7 +215,8 @@ class TFNetwork(tf.Module):
             opts = dict(net_dict[name])
             srcs = self.sources[name]
             cls = get_layer_class(opts["class"], name, opts)
-            layer_opts = {k: v for k, v in opts.items() if k != "from"}
+            # "from" stays with the layer only when it holds (layer, axis) pairs: the layer reads the axes
+            layer_opts = {k: v for k, v in opts.items() if k != "from" or has_axis_pairs(v)}
             self._infer_n_out(name, layer_opts)
             templates = [self.template_of(s) for s in srcs]
             with reuse.resolving(self._built_layer):
@@ -234,8 +263,10 @@ class TFNetwork(tf.Module):
         if target is not None and target not in self.extern_data:
             raise NetworkError("layer %r: target %r is not a data key (known: %s)"
                                % (name, target, ", ".join(sorted(self.extern_data))))
-        self.losses.append(LossInfo(name, loss_cls(name, dict(opts.get("loss_opts") or {}), target),
-                                    target, float(opts.get("loss_scale", 1.0)), bool(opts.get("only_on_eval"))))
+        loss = loss_cls(name, dict(opts.get("loss_opts") or {}), target)
+        loss.check_templates(self.template_of(name), None if target is None else self.extern_data[target], target)
+        self.losses.append(LossInfo(name, loss, target, float(opts.get("loss_scale", 1.0)),
+                                    bool(opts.get("only_on_eval"))))
 
     @property
     def recurrent(self) -> bool:
@@ -246,18 +277,40 @@ class TFNetwork(tf.Module):
                    for layer in self.layers.values())
 
     def _infer_n_out(self, name: str, opts: Dict[str, Any]) -> None:
-        """Like RETURNN: a softmax/linear layer without ``n_out`` that has a loss or an explicit
-        ``target`` takes the target's dim (+1 blank for ctc)."""
-        if opts.get("n_out") is not None or opts.get("out_dim") is not None or opts["class"] not in ("softmax", "linear"):
+        """RETURNN's rule (``LayerBase.transform_config_dict``): a layer of any class without
+        ``n_out`` / ``out_dim`` that names a ``target`` (or has a loss that needs one: the default
+        target) takes the target's feature or class dim (+1 blank for ctc): linear and softmax as
+        their ``out_dim`` (the target's own Dim), other classes as ``n_out`` (their output is
+        checked against it where the class checks ``n_out``)."""
+        if opts.get("n_out") is not None or opts.get("out_dim") is not None:
             return
-        if opts.get("loss") not in ("ce", "ctc", "mse", "sampling_loss") and not (opts.get("target") and not opts.get("loss")):
+        target = infer_target(opts, self.default_target, name)
+        if target is None:
             return
-        target = opts.get("target") or self.default_target
-        if isinstance(target, str) and target in self.extern_data and self.extern_data[target].dim is not None:
-            opts["n_out"] = self.extern_data[target].dim + (1 if opts.get("loss") == "ctc" else 0)
-        elif isinstance(target, str) and ":" not in target and target not in self.extern_data:
-            raise NetworkError("layer %r: its target %r is no data key (known: %s) and it sets no 'n_out' to use "
-                               "instead" % (name, target, ", ".join(sorted(self.extern_data))))
+        data = self._target_template(target)
+        if data is None:
+            if opts["class"] in ("softmax", "linear") and ":" not in target:
+                raise NetworkError("layer %r: its target %r is no data key (known: %s) and it sets no 'n_out' to use "
+                                   "instead" % (name, target, ", ".join(sorted(self.extern_data))))
+            return
+        dim = data.sparse_dim if data.sparse_dim is not None else data.feature_dim
+        if dim is None or dim.dimension is None:
+            return
+        if opts.get("loss") == "ctc":
+            opts["n_out"] = dim.dimension + 1
+        elif opts["class"] in ("softmax", "linear"):
+            opts["out_dim"] = dim
+        else:
+            opts["n_out"] = dim.dimension
+
+    def _target_template(self, target: str) -> Optional[Data]:
+        """The template of a ``target``: a data key (registered ones included), ``layer:NAME``, or
+        None when it is not known (yet)."""
+        if target in self.extern_data:
+            return self.extern_data[target]
+        if target.startswith("layer:") and target[len("layer:"):] in getattr(self, "layers", {}):
+            return self.layers[target[len("layer:"):]].output
+        return None
 
     def template_of(self, source: str) -> Data:
         """The :class:`Data` template of a ``from`` entry."""
@@ -314,7 +367,7 @@ class TFNetwork(tf.Module):
         """Runs the layers (all, or those needed for ``only``) on a batch dict
         ``{key: tensor, key + ":seq_len": lengths}``."""
         if only and ctx.train:  # layers that update state in training run even off the loss path
-            only = list(only) + [n for n, layer in self.layers.items() if type(layer).updates_in_training]
+            only = list(only) + [n for n, layer in self.layers.items() if layer.updates_in_training]
         needed = self._needed_layers(only) if only else set(self.order)
         if ctx.batch_size is None:
             arrays = [v for k, v in sorted(batch.items()) if not k.endswith(":seq_len")]
