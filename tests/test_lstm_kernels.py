@@ -122,3 +122,69 @@ def test_time_major_kernel_equals_batch_major_values_and_gradients(name):
     for b, n in enumerate(lens):
         np.testing.assert_allclose(y_tm[b, :n], np_lstm_from_proj(x[b, :n], w_re, 0.3), rtol=1e-4, atol=1e-5)
         assert np.all(y_tm[b, n:] == 0.0)
+
+
+def np_lstm_state(x_proj, w_re, forget_bias, h0, c0, peep=None):
+    """One sequence from the state (h0, c0), optionally with peepholes (w_i, w_f, w_o) as
+    TensorFlow's LSTMCell: outputs (T, H) and the final (h, c)."""
+    n = w_re.shape[0]
+    h, c, out = h0.astype(np.float64), c0.astype(np.float64), []
+    w_i, w_f, w_o = peep if peep is not None else (0.0, 0.0, 0.0)
+    for z_x in x_proj:
+        z = z_x + h @ w_re
+        i, g, f, o = z[:n], z[n:2 * n], z[2 * n:3 * n], z[3 * n:]
+        c = sigmoid(f + forget_bias + w_f * c) * c + sigmoid(i + w_i * c) * np.tanh(g)
+        h = sigmoid(o + w_o * c) * np.tanh(c)
+        out.append(h)
+    return np.array(out).reshape(len(x_proj), n), h, c
+
+
+@pytest.mark.parametrize("name", sorted(KERNELS))
+def test_kernel_from_initial_state_matches_numpy(name):
+    x, lens, w_re = random_case(seed=5)
+    rng = np.random.RandomState(6)
+    h0, c0 = rng.randn(4, 5).astype(np.float32), rng.randn(4, 5).astype(np.float32)
+    y = get_kernel(name)(tf.constant(x), tf.constant(lens), tf.constant(w_re), 0.4,
+                         initial=(tf.constant(h0), tf.constant(c0))).numpy()
+    for b, n in enumerate(lens):
+        ref, _, _ = np_lstm_state(x[b, :n], w_re, 0.4, h0[b], c0[b])
+        np.testing.assert_allclose(y[b, :n], ref, rtol=1e-4, atol=1e-5)
+        assert np.all(y[b, n:] == 0.0)
+
+
+@pytest.mark.parametrize("peepholes", [False, True])
+def test_lstm_sequence_final_state_and_gradients_equal_autodiff_reference(peepholes):
+    """lstm_sequence from an initial state (the fused kernel, or the loop with peepholes): outputs and
+    final states as numpy; gradients of outputs and final states w.r.t. input, weights and the
+    initial state as the autodiff reference loop."""
+    from returnn.tf.lstm_kernels import loop_lstm_with_state, lstm_sequence
+    x, lens, w_re = random_case(seed=7)
+    x_tm = x.transpose(1, 0, 2)
+    rng = np.random.RandomState(8)
+    h0, c0 = rng.randn(4, 5).astype(np.float32), rng.randn(4, 5).astype(np.float32)
+    peep = tuple(rng.randn(5).astype(np.float32) for _ in range(3)) if peepholes else None
+    dy, dh, dc = rng.randn(7, 4, 5), rng.randn(4, 5), rng.randn(4, 5)
+
+    def run(fn):
+        args = [tf.constant(v) for v in (x_tm, w_re, h0, c0)]
+        with tf.GradientTape() as tape:
+            tape.watch(args)
+            y, (h, c) = fn(*args)
+            loss = tf.reduce_sum(y * dy) + tf.reduce_sum(h * dh) + tf.reduce_sum(c * dc)
+        return [y.numpy(), h.numpy(), c.numpy()] + [g.numpy() for g in tape.gradient(loss, args)]
+
+    def ours(xt, w, h, c):
+        return lstm_sequence(xt, tf.constant(lens), w, 0.2, (h, c), peep, final=True)
+
+    def reference(xt, w, h, c):
+        y, hf, cf = loop_lstm_with_state(xt, tf.constant(lens), w, 0.2, True, (h, c), peep)
+        return y, (hf, cf)
+
+    got, want = run(ours), run(reference)
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+    for b, n in enumerate(lens):
+        ref, hf, cf = np_lstm_state(x[b, :n], w_re, 0.2, h0[b], c0[b], peep)
+        np.testing.assert_allclose(got[0][:n, b], ref, rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(got[1][b], hf, rtol=1e-4, atol=1e-5)  # empty sequence: the initial state
+        np.testing.assert_allclose(got[2][b], cf, rtol=1e-4, atol=1e-5)

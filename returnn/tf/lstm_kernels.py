@@ -3,13 +3,17 @@
 Every kernel computes the same function (see :mod:`returnn.tf.layers.rec` for the LSTM
 definition)::
 
-    kernel(x_proj, seq_len, w_re, forget_bias, time_major=False) -> y
+    kernel(x_proj, seq_len, w_re, forget_bias, time_major=False, initial=None) -> y
 
 * ``x_proj``: (B, T, 4H) input projection incl. bias, gate order (input, cell-candidate, forget, output);
   (T, B, 4H) with ``time_major=True``
 * ``seq_len``: (B,) int32 lengths; ``w_re``: (H, 4H) recurrent weights
-* ``y``: (B, T, H) outputs ((T, B, H) with ``time_major``), exactly 0 on padded frames (t >= seq_len);
-  the initial state is zero.
+* ``initial``: the state ``(h0, c0)`` (B, H) each sequence starts from; None: zeros (the fast path
+  all kernels keep as it was)
+* ``y``: (B, T, H) outputs ((T, B, H) with ``time_major``), exactly 0 on padded frames (t >= seq_len).
+
+:func:`lstm_sequence` is what layers call: it adds TensorFlow's LSTM peepholes (the reference loop)
+and each sequence's final state (for ``keep_over_epoch`` and ``get_last_hidden_state``).
 
 The recursion runs time-major. A caller that can produce ``x_proj`` time-major cheaply (by
 transposing the smaller input before projecting it, as the ``rec`` layer does) passes
@@ -56,24 +60,35 @@ def _swap_bt(x: tf.Tensor) -> tf.Tensor:
     return tf.transpose(x, [1, 0, 2])
 
 
-def lstm_step(z: tf.Tensor, c: tf.Tensor, forget_bias: float) -> Tuple[tf.Tensor, tf.Tensor]:
+Peepholes = Optional[Tuple[tf.Tensor, tf.Tensor, tf.Tensor]]  # (w_i_diag, w_f_diag, w_o_diag), each (H,)
+State = Optional[Tuple[tf.Tensor, tf.Tensor]]  # (h, c), each (B, H)
+
+
+def lstm_step(z: tf.Tensor, c: tf.Tensor, forget_bias: float, peepholes: Peepholes = None
+              ) -> Tuple[tf.Tensor, tf.Tensor]:
     """One LSTM step from the gate pre-activations ``z = x W + h W_re + bias`` (B, 4H) and the cell
-    state ``c`` (B, H): returns the new ``(h, c)``."""
+    state ``c`` (B, H): returns the new ``(h, c)``. ``peepholes`` (TensorFlow's LSTMCell
+    ``use_peepholes``): the input and forget gates also see ``w * c_prev``, the output gate ``w * c_new``."""
     i, g, f, o = tf.split(z, 4, axis=-1)
-    c_new = tf.sigmoid(f + forget_bias) * c + tf.sigmoid(i) * tf.tanh(g)
-    return tf.sigmoid(o) * tf.tanh(c_new), c_new
+    if peepholes is None:
+        c_new = tf.sigmoid(f + forget_bias) * c + tf.sigmoid(i) * tf.tanh(g)
+        return tf.sigmoid(o) * tf.tanh(c_new), c_new
+    w_i, w_f, w_o = peepholes
+    c_new = tf.sigmoid(f + forget_bias + w_f * c) * c + tf.sigmoid(i + w_i * c) * tf.tanh(g)
+    return tf.sigmoid(o + w_o * c_new) * tf.tanh(c_new), c_new
 
 
 def loop_lstm(x_proj: tf.Tensor, seq_len: tf.Tensor, w_re: tf.Tensor, forget_bias: float,
-              time_major: bool = False) -> tf.Tensor:
+              time_major: bool = False, initial: State = None) -> tf.Tensor:
     """Reference kernel: per-step masking, autodiff through the while loop."""
-    return loop_lstm_with_state(x_proj, seq_len, w_re, forget_bias, time_major)[0]
+    return loop_lstm_with_state(x_proj, seq_len, w_re, forget_bias, time_major, initial)[0]
 
 
 def loop_lstm_with_state(x_proj: tf.Tensor, seq_len: tf.Tensor, w_re: tf.Tensor, forget_bias: float,
-                         time_major: bool = False) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+                         time_major: bool = False, initial: State = None, peepholes: Peepholes = None
+                         ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
     """The reference kernel's outputs and each sequence's final state ``(h, c)`` (B, H): the state
-    after its last real frame (it is held over padded frames)."""
+    after its last real frame (it is held over padded frames; ``initial`` for an empty sequence)."""
     n_hidden = w_re.shape[0]
     x_tm = x_proj if time_major else _swap_bt(x_proj)
     batch = tf.shape(x_tm)[1]
@@ -84,25 +99,27 @@ def loop_lstm_with_state(x_proj: tf.Tensor, seq_len: tf.Tensor, w_re: tf.Tensor,
     masks = masks.unstack(_time_major_mask(seq_len, n_time))
     out = tf.TensorArray(x_proj.dtype, size=n_time, element_shape=tf.TensorShape([None, n_hidden]))
     zeros = tf.zeros([batch, n_hidden], dtype=x_proj.dtype)
+    h0, c0 = initial if initial is not None else (zeros, zeros)
 
     def body(t, h, c, out_ta):
-        h_new, c_new = lstm_step(xs.read(t) + tf.matmul(h, w_re), c, forget_bias)
+        h_new, c_new = lstm_step(xs.read(t) + tf.matmul(h, w_re), c, forget_bias, peepholes)
         m = masks.read(t)[:, None]
         out_ta = out_ta.write(t, tf.where(m, h_new, tf.zeros_like(h_new)))
         return t + 1, tf.where(m, h_new, h), tf.where(m, c_new, c), out_ta
 
-    _, h, c, out = tf.while_loop(lambda t, *_: t < n_time, body, [tf.constant(0), zeros, zeros, out])
+    _, h, c, out = tf.while_loop(lambda t, *_: t < n_time, body, [tf.constant(0), h0, c0, out])
     y = out.stack() if time_major else _swap_bt(out.stack())
     return tf.ensure_shape(y, [None, None, n_hidden]), h, c
 
 
 def final_state_fn(x_proj: tf.Tensor, seq_len: tf.Tensor, w_re: tf.Tensor, forget_bias: float,
-                   time_major: bool = False) -> Callable[[], Tuple[tf.Tensor, tf.Tensor]]:
+                   time_major: bool = False, initial: State = None, peepholes: Peepholes = None
+                   ) -> Callable[[], Tuple[tf.Tensor, tf.Tensor]]:
     """For ``get_last_hidden_state``: a function giving each sequence's final ``(c, h)`` (RETURNN's
     LSTM state order), computed again by the reference kernel only when a layer asks for it
     (autodiff through it gives the right gradients)."""
     def final_c_h() -> Tuple[tf.Tensor, tf.Tensor]:
-        _, h, c = loop_lstm_with_state(x_proj, seq_len, w_re, forget_bias, time_major)
+        _, h, c = loop_lstm_with_state(x_proj, seq_len, w_re, forget_bias, time_major, initial, peepholes)
         return c, h
     return final_c_h
 
@@ -112,14 +129,25 @@ def _shift_in_zero(seq: tf.Tensor) -> tf.Tensor:
     return tf.concat([tf.zeros_like(seq[:1]), seq[:-1]], axis=0)
 
 
-def _fused_forward(x_proj: tf.Tensor, w_re: tf.Tensor, forget_bias: float) -> Tuple[tf.Tensor, tf.Tensor]:
-    """Forward over time-major ``x_proj`` (T, B, 4H) without masking: returns the activated gates
-    (T, B, 4H) in gate order (i, g, f, o) and the cell states (T, B, H)."""
+def _shift_in(seq: tf.Tensor, first: Optional[tf.Tensor]) -> tf.Tensor:
+    """(T, B, D) -> the same sequence delayed by one frame, frame 0 ``first`` (B, D) (None: zeros)."""
+    if first is None:
+        return _shift_in_zero(seq)
+    return tf.concat([first[None], seq[:-1]], axis=0)
+
+
+def _fused_forward(x_proj: tf.Tensor, w_re: tf.Tensor, forget_bias: float, h0: Optional[tf.Tensor] = None,
+                   c0: Optional[tf.Tensor] = None) -> Tuple[tf.Tensor, tf.Tensor]:
+    """Forward over time-major ``x_proj`` (T, B, 4H) without masking from the state ``(h0, c0)``
+    (None: zeros): returns the activated gates (T, B, 4H) in gate order (i, g, f, o) and the cell
+    states (T, B, H)."""
     n_hidden = w_re.shape[0]
     n_time = tf.shape(x_proj)[0]
     a_ta = tf.TensorArray(x_proj.dtype, size=n_time, element_shape=tf.TensorShape([None, 4 * n_hidden]))
     c_ta = tf.TensorArray(x_proj.dtype, size=n_time, element_shape=tf.TensorShape([None, n_hidden]))
     zeros = tf.zeros([tf.shape(x_proj)[1], n_hidden], dtype=x_proj.dtype)
+    h_init = zeros if h0 is None else h0
+    c_init = zeros if c0 is None else c0
 
     def body(t, h, c, a_ta, c_ta):
         i, g, f, o = tf.split(x_proj[t] + tf.matmul(h, w_re), 4, axis=1)
@@ -128,13 +156,16 @@ def _fused_forward(x_proj: tf.Tensor, w_re: tf.Tensor, forget_bias: float) -> Tu
         h = o * tf.tanh(c)
         return t + 1, h, c, a_ta.write(t, tf.concat([i, g, f, o], axis=1)), c_ta.write(t, c)
 
-    _, _, _, a_ta, c_ta = tf.while_loop(lambda t, *_: t < n_time, body, [tf.constant(0), zeros, zeros, a_ta, c_ta])
+    _, _, _, a_ta, c_ta = tf.while_loop(lambda t, *_: t < n_time, body,
+                                        [tf.constant(0), h_init, c_init, a_ta, c_ta])
     return a_ta.stack(), c_ta.stack()
 
 
 def _fused_backward(dy: tf.Tensor, gates: tf.Tensor, cells: tf.Tensor, tanh_cells: tf.Tensor, outputs: tf.Tensor,
-                    w_re: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
-    """Gradients (d x_proj, d w_re), all time-major."""
+                    w_re: tf.Tensor, h0: Optional[tf.Tensor] = None, c0: Optional[tf.Tensor] = None,
+                    dcells: Optional[tf.Tensor] = None) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor]:
+    """Gradients (d x_proj, d w_re, d h0, d c0), all time-major; ``h0``, ``c0``: the initial state
+    (None: zeros); ``dcells``: the gradient of the cell states when they are an output too."""
     n_hidden = w_re.shape[0]
     n_time = tf.shape(dy)[0]
     w_re_t = tf.transpose(w_re)
@@ -143,7 +174,7 @@ def _fused_backward(dy: tf.Tensor, gates: tf.Tensor, cells: tf.Tensor, tanh_cell
     # dc_t = dc_{t+1} * f_{t+1} + dh_t * o_t * (1 - tanh(c_t)^2);
     # dz_t = [dc, dc, dc, dh]_t * [g i', i g', c_{t-1} f', tanh(c_t) o']_t  (' = activation derivative).
     dc_from_dh = o * (1.0 - tf.square(tanh_cells))
-    dz_factor = tf.concat([g * i * (1.0 - i), i * (1.0 - tf.square(g)), _shift_in_zero(cells) * f * (1.0 - f),
+    dz_factor = tf.concat([g * i * (1.0 - i), i * (1.0 - tf.square(g)), _shift_in(cells, c0) * f * (1.0 - f),
                            tanh_cells * o * (1.0 - o)], axis=-1)
     dz_ta = tf.TensorArray(dy.dtype, size=n_time, element_shape=tf.TensorShape([None, 4 * n_hidden]))
     zeros = tf.zeros([tf.shape(dy)[1], n_hidden], dtype=dy.dtype)
@@ -151,14 +182,16 @@ def _fused_backward(dy: tf.Tensor, gates: tf.Tensor, cells: tf.Tensor, tanh_cell
     def body(t, dh_next, dc_next, dz_ta):
         dh = dy[t] + dh_next
         dc = dc_next + dh * dc_from_dh[t]
+        if dcells is not None:
+            dc += dcells[t]
         dz = tf.concat([dc, dc, dc, dh], axis=1) * dz_factor[t]
         return t - 1, tf.matmul(dz, w_re_t), dc * f[t], dz_ta.write(t, dz)
 
-    _, _, _, dz_ta = tf.while_loop(lambda t, *_: t >= 0, body, [n_time - 1, zeros, zeros, dz_ta])
+    _, dh0, dc0, dz_ta = tf.while_loop(lambda t, *_: t >= 0, body, [n_time - 1, zeros, zeros, dz_ta])
     dz = dz_ta.stack()
-    h_prev = tf.reshape(_shift_in_zero(outputs), [-1, n_hidden])
+    h_prev = tf.reshape(_shift_in(outputs, h0), [-1, n_hidden])
     d_w_re = tf.matmul(h_prev, tf.reshape(dz, [-1, 4 * n_hidden]), transpose_a=True)
-    return dz, d_w_re
+    return dz, d_w_re, dh0, dc0
 
 
 def _fused_core(forget_bias: float):
@@ -172,18 +205,41 @@ def _fused_core(forget_bias: float):
         outputs = gates[:, :, 3 * w_re.shape[0]:] * tanh_cells
 
         def grad(dy):
-            return _fused_backward(dy, gates, cells, tanh_cells, outputs, w_re)
+            return _fused_backward(dy, gates, cells, tanh_cells, outputs, w_re)[:2]
 
         return outputs, grad
 
     return core
 
 
+def _fused_core_with_state(forget_bias: float):
+    """Like :func:`_fused_core` from an initial state ``(h0, c0)``, with the cell states (T, B, H)
+    as a second output (for each sequence's final state); differentiable in all four inputs."""
+
+    @tf.custom_gradient
+    def core(x_proj: tf.Tensor, w_re: tf.Tensor, h0: tf.Tensor, c0: tf.Tensor):
+        gates, cells = _fused_forward(x_proj, w_re, forget_bias, h0, c0)
+        tanh_cells = tf.tanh(cells)
+        outputs = gates[:, :, 3 * w_re.shape[0]:] * tanh_cells
+
+        def grad(dy, dcells=None):
+            return _fused_backward(dy, gates, cells, tanh_cells, outputs, w_re, h0, c0, dcells)
+
+        return (outputs, cells), grad
+
+    return core
+
+
 def fused_lstm(x_proj: tf.Tensor, seq_len: tf.Tensor, w_re: tf.Tensor, forget_bias: float,
-               time_major: bool = False) -> tf.Tensor:
+               time_major: bool = False, initial: State = None) -> tf.Tensor:
     """Fused gate math and a hand-written backward pass (see module docstring)."""
     w_re = tf.convert_to_tensor(w_re)
-    y = _mask_outputs_tm(_fused_core(float(forget_bias))(x_proj if time_major else _swap_bt(x_proj), w_re), seq_len)
+    x_tm = x_proj if time_major else _swap_bt(x_proj)
+    if initial is None:
+        y = _fused_core(float(forget_bias))(x_tm, w_re)
+    else:
+        y = _fused_core_with_state(float(forget_bias))(x_tm, w_re, initial[0], initial[1])[0]
+    y = _mask_outputs_tm(y, seq_len)
     return tf.ensure_shape(y if time_major else _swap_bt(y), [None, None, w_re.shape[0]])
 
 
@@ -200,3 +256,34 @@ def get_kernel(name: Optional[str] = None) -> LstmKernel:
     if name is None:
         name = default_kernel_name("GPU" if tf.config.list_logical_devices("GPU") else "CPU")
     return KERNELS[name]
+
+
+def _final_of(seq_tm: tf.Tensor, first: tf.Tensor, seq_len: tf.Tensor) -> tf.Tensor:
+    """Frame ``seq_len - 1`` of each sequence of time-major ``seq_tm`` (T, B, H); ``first`` (B, H)
+    for an empty sequence."""
+    with_first = tf.concat([first[None], seq_tm], axis=0)
+    return tf.gather_nd(with_first, tf.stack([seq_len, tf.range(tf.shape(seq_len)[0])], axis=1))
+
+
+def lstm_sequence(x_tm: tf.Tensor, seq_len: tf.Tensor, w_re: tf.Tensor, forget_bias: float, initial: State = None,
+                  peepholes: Peepholes = None, final: bool = False) -> Tuple[tf.Tensor, State]:
+    """The LSTM over time-major input projections ``x_tm`` (T, B, 4H): outputs (T, B, H), 0 on
+    padded frames, and with ``final`` each sequence's final state ``(h, c)`` (else None).
+
+    Zero initial state, no peepholes, no final state: the device's kernel as it is. An initial
+    state: the fused kernel from it (its cell states give the final state by one gather).
+    Peepholes: the reference loop (autodiff)."""
+    if initial is None and peepholes is None and not final:
+        return get_kernel()(x_tm, seq_len, w_re, forget_bias, time_major=True), None
+    if peepholes is not None or get_kernel() is loop_lstm:
+        y, h, c = loop_lstm_with_state(x_tm, seq_len, w_re, forget_bias, True, initial, peepholes)
+        return y, ((h, c) if final else None)
+    w_re = tf.convert_to_tensor(w_re)
+    if initial is None:
+        zeros = tf.zeros([tf.shape(x_tm)[1], w_re.shape[0]], x_tm.dtype)
+        initial = (zeros, zeros)
+    out, cells = _fused_core_with_state(float(forget_bias))(x_tm, w_re, initial[0], initial[1])
+    y = tf.ensure_shape(_mask_outputs_tm(out, seq_len), [None, None, w_re.shape[0]])
+    if not final:
+        return y, None
+    return y, (_final_of(out, initial[0], seq_len), _final_of(cells, initial[1], seq_len))

@@ -16,6 +16,31 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Set
 
 
+# Classes whose "from" entries may be (layer, axis) pairs (RETURNN's concat); the layer reads the axes
+# from its own opts["from"], the network gives it the templates/values of the layers in order.
+AXIS_PAIR_FROM_CLASSES = frozenset(("concat",))
+
+
+def source_name(entry: Any) -> Any:
+    """The layer name of one ``from`` entry: the entry itself, or the first of a ``(layer, axis)`` pair."""
+    if isinstance(entry, (tuple, list)) and len(entry) == 2 and isinstance(entry[0], str):
+        return entry[0]
+    return entry
+
+
+def has_axis_pairs(value: Any) -> bool:
+    """Whether a ``from`` value holds ``(layer, axis)`` pairs."""
+    return isinstance(value, (list, tuple)) and any(isinstance(v, (list, tuple)) for v in value)
+
+
+def from_entries(value: Any) -> List[Any]:
+    """A ``from`` value as a list of entries (RETURNN: a string is one name, a list or tuple lists
+    the entries: names or ``(layer, axis)`` pairs)."""
+    if value is None:
+        return []
+    return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
 def without_search_only(net_dict: Dict[str, Any], search: bool, eval_flag: bool = True) -> Dict[str, Any]:
     """``net_dict`` without the layers marked ``only_on_search`` unless it is built for search,
     and without ``only_on_eval`` layers unless ``eval_flag`` (RETURNN: every task but forward)."""

@@ -13,28 +13,42 @@ inside a rec unit becomes a copy.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 from returnn.errors import NetworkError
+from returnn.tf.net_dict import from_entries
 
 # options of the subnetwork layer itself (the rest go to the copy of its output)
 _OWN_OPTIONS = ("class", "subnetwork", "from", "sources", "concat_sources", "load_on_init", "n_out", "out_dim")
 
 
-def _source_list(name: str, value: Any) -> List[str]:
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
-        return list(value)
+def _source_list(name: str, value: Any, pairs: bool = False) -> List[Any]:
+    """The entries of a ``from`` value: names (and with ``pairs``, ``(layer, axis)`` pairs too)."""
+    entries = from_entries(value)
+    if all(isinstance(v, str) or (pairs and isinstance(v, (list, tuple)) and len(v) == 2 and isinstance(v[0], str))
+           for v in entries):
+        return entries
     raise NetworkError("layer %r: 'from' must be a name or a list of names, got %r" % (name, value))
 
 
-def _map_ref(ref: str, prefix: str, data_name: Optional[str], where: str = "?") -> str:
+def _map_entry(entry: Any, prefix: str, data_name: Optional[str], where: str, inputs: Optional[Dict[str, str]]) -> Any:
+    """One ``from`` entry (a name or a ``(layer, axis)`` pair) as the flattened network names it."""
+    if isinstance(entry, (list, tuple)):
+        return (_map_ref(entry[0], prefix, data_name, where, inputs), entry[1])
+    return _map_ref(entry, prefix, data_name, where, inputs)
+
+
+def _map_ref(ref: str, prefix: str, data_name: Optional[str], where: str = "?",
+             inputs: Optional[Dict[str, str]] = None) -> str:
+    """``inputs``: with ``concat_sources`` False, ``data:0``, ``data:1``, ... and ``data:<source>``
+    name the subnetwork's sources (RETURNN's SubnetworkLayer)."""
     if ref == "data":
         if data_name is None:
             raise NetworkError("layer %r reads 'data' but its subnetwork has no 'from'" % where)
         return data_name
     if ref.startswith("data:"):
+        if inputs and ref[len("data:"):] in inputs:
+            return inputs[ref[len("data:"):]]
         return ref
     if ref.startswith("base:"):
         return ref[len("base:"):]
@@ -57,6 +71,60 @@ def _map_reuse(spec: Any, prefix: str, data_name: Optional[str], where: str) -> 
     return out
 
 
+def _map_state_refs(spec: Any, prefix: str, data_name: Optional[str], where: str,
+                    inputs: Optional[Dict[str, str]]) -> Any:
+    """An ``initial_state`` value with its layer names as the flattened network names them."""
+    from returnn.tf.layers.rec_state import state_layer_refs
+    if isinstance(spec, str):
+        return _map_ref(spec, prefix, data_name, where, inputs) if state_layer_refs(spec) else spec
+    if isinstance(spec, dict):
+        return {k: _map_state_refs(v, prefix, data_name, where, inputs) for k, v in spec.items()}
+    if isinstance(spec, (list, tuple)):
+        return [_map_state_refs(v, prefix, data_name, where, inputs) for v in spec]
+    return spec
+
+
+def _map_unit_base_refs(unit: Dict[str, Any], map_outer: Callable[[str], str], depth: int = 1) -> Dict[str, Any]:
+    """A rec unit inside a flattened subnetwork: its references to the network around the rec layer
+    (``depth`` times ``base:``; ``base:base:x`` leaves that network too) as the flattened network
+    names them (``map_outer`` maps a name of that network). Nested subnetworks in the unit count one
+    ``base:`` more."""
+    from returnn.tf.layers.rec_net.deps import layer_ref_options
+
+    def ref(r: Any) -> Any:
+        if not isinstance(r, str) or not r.startswith("base:" * depth):
+            return r
+        return "base:" * depth + map_outer(r[len("base:" * depth):])
+
+    out: Dict[str, Any] = {}
+    for name, layer in unit.items():
+        if not isinstance(layer, dict):
+            out[name] = layer
+            continue
+        new = dict(layer)
+        if "from" in new:
+            new["from"] = [(ref(e[0]), e[1]) if isinstance(e, (list, tuple)) else ref(e) for e in from_entries(new["from"])]
+        for key in layer_ref_options(new.get("class")) + ["initial_output", "masked_from"]:
+            if isinstance(new.get(key), str):
+                new[key] = ref(new[key])
+        if isinstance(new.get("initial_state"), (str, dict, list, tuple)):
+            new["initial_state"] = _map_nested(new["initial_state"], ref)
+        if new.get("class") == "subnetwork" and isinstance(new.get("subnetwork"), dict):
+            new["subnetwork"] = _map_unit_base_refs(new["subnetwork"], map_outer, depth + 1)
+        if new.get("class") == "masked_computation" and isinstance(new.get("unit"), dict):
+            new["unit"] = _map_unit_base_refs({"_": new["unit"]}, map_outer, depth)["_"]
+        out[name] = new
+    return out
+
+
+def _map_nested(spec: Any, fn: Callable[[Any], Any]) -> Any:
+    if isinstance(spec, dict):
+        return {k: _map_nested(v, fn) for k, v in spec.items()}
+    if isinstance(spec, (list, tuple)):
+        return [_map_nested(v, fn) for v in spec]
+    return fn(spec)
+
+
 # Private option of the layers a masked_computation becomes inside a rec unit: the mask (a layer
 # reference) under which their outputs and states advance; where it is False they keep the previous
 # step's (see returnn.tf.layers.rec_net.loop).
@@ -75,12 +143,19 @@ def expand_subnetworks(net_dict: Dict[str, Any], in_rec_unit: bool = False) -> D
     from returnn.tf import layers as _registered  # noqa: F401  (fills LAYER_CLASSES)
     from returnn.tf.layers.base import LAYER_CLASSES
     out: Dict[str, Any] = {}
+    # masked_computation layers of a rec unit with masked_from: computed over that packed sequence
+    packed_in_unit = {name for name, opts in net_dict.items() if in_rec_unit and isinstance(opts, dict)
+                      and opts.get("class") == "masked_computation" and opts.get("masked_from") is not None}
     for name, opts in net_dict.items():
         cls_name = opts.get("class") if isinstance(opts, dict) else None
         if cls_name == "masked_computation":
             out.update(_expand_masked(name, opts, in_rec_unit))
             continue
-        if cls_name == "unmask" and in_rec_unit:  # the loop already kept the last masked value
+        if cls_name == "unmask" and in_rec_unit:
+            if set(from_entries(opts.get("from", "data"))) & packed_in_unit:  # picks the packed frame per step
+                out[name] = dict(opts, **{"class": "_unmask_in_unit"})
+                continue
+            # otherwise the loop already kept the last masked value
             own = {k: v for k, v in opts.items() if k not in ("class", "mask", "skip_initial")}
             out[name] = dict(own, **{"class": "copy"})
             continue
@@ -95,9 +170,15 @@ def expand_subnetworks(net_dict: Dict[str, Any], in_rec_unit: bool = False) -> D
             raise NetworkError("layer %r (subnetwork): 'subnetwork' must be a layer dict with an 'output' layer"
                                % name)
         prefix = name + "/"
-        sources = _source_list(name, opts.get("from", opts.get("sources", "data")))
+        sources = [s for s in _source_list(name, opts.get("from", opts.get("sources", "data"))) if s != "none"]
         data_name: Optional[str] = None  # no sources: nothing may read "data"
-        if len(sources) == 1:
+        inputs: Optional[Dict[str, str]] = None
+        if opts.get("concat_sources", True) is False and sources:  # data:i / data:<source>, "data" the first
+            data_name = sources[0]
+            inputs = {str(i): src for i, src in enumerate(sources)}
+            inputs.update({src: src for src in sources})
+            inputs.setdefault("data", sources[0])
+        elif len(sources) == 1:
             data_name = sources[0]
         elif sources:
             data_name = prefix + "data"
@@ -109,13 +190,18 @@ def expand_subnetworks(net_dict: Dict[str, Any], in_rec_unit: bool = False) -> D
             cls = LAYER_CLASSES.get(new.get("class"))
             default = list(getattr(cls, "default_from", ["data"]))
             where = prefix + inner_name
-            new["from"] = [_map_ref(r, prefix, data_name, where)
-                           for r in _source_list(where, new.pop("sources", new.get("from", default)))]
-            for key in tuple(getattr(cls, "ref_options", ())) + (MASKED_BY,):
+            new["from"] = [_map_entry(r, prefix, data_name, where, inputs)
+                           for r in _source_list(where, new.pop("sources", new.get("from", default)), pairs=True)
+                           if r != "none"]
+            for key in tuple(getattr(cls, "ref_options", ())) + (MASKED_BY, "masked_from"):
                 if isinstance(new.get(key), str):
-                    new[key] = _map_ref(new[key], prefix, data_name, where)
+                    new[key] = _map_ref(new[key], prefix, data_name, where, inputs)
+            if isinstance(new.get("initial_state"), (str, dict, list, tuple)):
+                new["initial_state"] = _map_state_refs(new["initial_state"], prefix, data_name, where, inputs)
             if new.get("reuse_params"):
                 new["reuse_params"] = _map_reuse(new["reuse_params"], prefix, data_name, where)
+            if new.get("class") == "rec" and isinstance(new.get("unit"), dict):
+                new["unit"] = _map_unit_base_refs(new["unit"], lambda r: _map_ref(r, prefix, data_name, where, inputs))
             out[where] = new
         own = {k: v for k, v in opts.items() if k not in _OWN_OPTIONS}
         out[name] = dict(own, **{"class": "copy", "from": [prefix + "output"]})
@@ -130,7 +216,10 @@ def _expand_masked(name: str, opts: Dict[str, Any], in_rec_unit: bool) -> Dict[s
     the masked frames (``NAME/_packed``, see :mod:`returnn.tf.layers.masked`; or ``masked_from``,
     already packed), so its output has the packed time axis (``unmask`` restores the original).
     Inside a rec unit every resulting layer carries :data:`MASKED_BY`: where the mask is False, it
-    keeps its previous output and state. Outside loops ``masked_from`` may stand without ``mask``.
+    keeps its previous output and state; with ``masked_from`` (e.g. ``base:x``, the frames the mask
+    keeps, already packed: transducer decoders) the unit runs once over that sequence instead, and an
+    ``unmask`` of it takes its frame per step (``_unmask_in_unit``, :mod:`returnn.tf.layers.rec_net.unmask`).
+    Outside loops ``masked_from`` may stand without ``mask``.
     """
     where = "layer %r (masked_computation)" % name
     mask, unit = opts.get("mask"), opts.get("unit")
@@ -141,10 +230,12 @@ def _expand_masked(name: str, opts: Dict[str, Any], in_rec_unit: bool) -> Dict[s
     sources = _source_list(name, opts.get("from", opts.get("sources", [])))
     masked_from = opts.get("masked_from")
     out: Dict[str, Any] = {}
-    if masked_from is not None:
-        if in_rec_unit or not isinstance(masked_from, str):
-            raise NetworkError("%s: 'masked_from' must name a layer outside rec loops, got %r" % (where, masked_from))
+    step_wise = in_rec_unit  # in a rec unit: per step, keeping outputs and states where the mask is False
+    if masked_from is not None:  # the already packed sequence (in a rec unit: computed once, outside the loop)
+        if not isinstance(masked_from, str):
+            raise NetworkError("%s: 'masked_from' must name a layer, got %r" % (where, masked_from))
         sources = [masked_from]
+        step_wise = False
     elif sources and not in_rec_unit:
         pack = {"class": "_masked_pack", "from": sources, "mask": mask}
         for key in ("in_spatial_dim", "out_spatial_dim"):
@@ -160,5 +251,5 @@ def _expand_masked(name: str, opts: Dict[str, Any], in_rec_unit: bool) -> Dict[s
     own = {k: v for k, v in opts.items() if k not in _MASKED_OWN_OPTIONS}
     sub = {**unit_own, **own, "class": "subnetwork", "from": sources, "subnetwork": inner}
     for key, value in expand_subnetworks({name: sub}, in_rec_unit).items():
-        out[key] = dict(value, **{MASKED_BY: mask}) if in_rec_unit else value
+        out[key] = dict(value, **{MASKED_BY: mask}) if step_wise else value
     return out

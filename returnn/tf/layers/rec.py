@@ -11,9 +11,13 @@ size ``n_out`` in the gate order **(input, cell-candidate, forget, output)**)::
 its default is RETURNN's per unit: 0 for the native/fused units (``lstm``, ``nativelstm(2)``,
 ``lstmp``, ``cudnnlstm``, ``lstmblock(fused)``, which RETURNN runs as NativeLSTM on TF 2, and its
 ``vanillalstm`` cell), 1.0 for
-``standardlstm`` and ``basiclstm`` (TensorFlow's cells). The initial state is zero.
-``layernormvariantslstm`` is RETURNN's layer-normalized LSTM (see
-:mod:`returnn.tf.layers.lstm_layernorm`).
+``standardlstm`` and ``basiclstm`` (TensorFlow's cells). ``initial_state``: RETURNN's forms (zeros,
+ones, a trainable ``var``, ``keep_over_epoch``, layers, ``{"c": .., "h": ..}``; see
+:mod:`returnn.tf.layers.rec_state`); its ``var`` parameters are ``rec/initial_c`` and
+``rec/initial_h``. ``standardlstm`` takes TensorFlow's ``use_peepholes`` (``unit_opts``; parameters
+``rec/lstm_cell/w_i_diag``, ``w_f_diag``, ``w_o_diag``): the input and forget gates also see
+``w * c_{t-1}``, the output gate ``w * c_t``. ``layernormvariantslstm`` is RETURNN's
+layer-normalized LSTM (see :mod:`returnn.tf.layers.lstm_layernorm`).
 
 The input projection ``x W`` is one big matmul over all frames (sparse inputs are an embedding
 lookup); the recurrence is a kernel of :mod:`returnn.tf.lstm_kernels` (chosen per device; works
@@ -26,7 +30,7 @@ sub-network (:class:`returnn.tf.layers.rec_net.layer.RecSubnetLayer`).
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 import tensorflow as tf
 
@@ -36,9 +40,10 @@ from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_laye
 from returnn.tf.layers.helpers import dropout, dropout_sources, feature_plan, plan_output, project_sources
 from returnn.tf.layers.lstm_layernorm import LayerNormLstm
 from returnn.tf.layers.options import Option, rate
-from returnn.tf.layers.params import Param
+from returnn.tf.layers.params import Param, same
 from returnn.tf.layers.rec_params import unit_params
-from returnn.tf.lstm_kernels import final_state_fn, get_kernel
+from returnn.tf.layers.rec_state import LSTM_KEYS, InitialState, is_zero, state_layer_refs
+from returnn.tf.lstm_kernels import final_state_fn, get_kernel, lstm_sequence
 
 # unit name -> default forget bias (RETURNN's: native kernels 0, TensorFlow's LSTM cells 1)
 FORGET_BIAS = {"lstm": 0.0, "nativelstm": 0.0, "nativelstm2": 0.0, "nativelstmlowmem": 0.0, "lstmp": 0.0,
@@ -47,6 +52,11 @@ FORGET_BIAS = {"lstm": 0.0, "nativelstm": 0.0, "nativelstm2": 0.0, "nativelstmlo
 LAYER_NORM_UNIT = "layernormvariantslstm"
 LSTM_UNITS = tuple(FORGET_BIAS) + (LAYER_NORM_UNIT,)
 UNIT_OPTS = ("forget_bias", "rec_weight_dropout")
+PEEPHOLE_UNITS = ("standardlstm",)  # TensorFlow's LSTMCell: unit_opts use_peepholes
+# RETURNN's NativeLstm (v1) refuses an initial state ("broken support"); its low-memory LSTM keeps only c
+NO_INITIAL_STATE_UNITS = {"nativelstm": "RETURNN's NativeLstm (v1) refuses it (broken support): use nativelstm2",
+                          "nativelstmlowmem": "RETURNN's low-memory LSTM takes only a cell state; not supported here",
+                          LAYER_NORM_UNIT: "not supported here over whole sequences (in a rec loop it is)"}
 
 
 @register_layer
@@ -57,6 +67,7 @@ class RecLayer(Layer):
 
     layer_class = "rec"
     param_subscope = "rec/"
+    initial_state_refs = True  # the network appends the layers initial_state names to the sources
     options = (
         Option("unit", "lstm", "LSTM implementation name (all run the same LSTM): %s; other cells: "
                                "rnn_cell's" % ", ".join(LSTM_UNITS)),
@@ -71,7 +82,8 @@ class RecLayer(Layer):
         Option("recurrent_weights_init", "glorot_uniform", "init of the recurrent weights W_re"),
         Option("bias_init", 0.0, "init of the bias"),
         Option("sampling", 1, "Theano-era RETURNN: subsampling of the recurrence; only 1 (none)"),
-        Option("initial_state", None, "only a zero initial state (None, 0, 'zeros')"),
+        Option("initial_state", None, "the state each sequence starts from: zeros, ones, var, keep_over_epoch, a "
+                                      "layer, or {'c': .., 'h': ..} (see returnn.tf.layers.rec_state)"),
     )
 
     @staticmethod
@@ -99,17 +111,20 @@ class RecLayer(Layer):
         if self.direction not in (1, -1):
             raise NetworkError("%s: direction must be 1 or -1, got %r" % (self.desc, self.direction))
         unit_opts = dict(self.opt("unit_opts") or {})
-        unknown = set(unit_opts) - set(UNIT_OPTS)
+        known_unit_opts = UNIT_OPTS + (("use_peepholes",) if self.unit in PEEPHOLE_UNITS else ())
+        unknown = set(unit_opts) - set(known_unit_opts)
         if unknown and self.unit != LAYER_NORM_UNIT:
             raise NetworkError("%s: unknown unit_opts %s (known: %s)"
-                               % (self.desc, known_list(unknown), known_list(UNIT_OPTS)))
+                               % (self.desc, known_list(unknown), known_list(known_unit_opts)))
         self.forget_bias = float(unit_opts.get("forget_bias", FORGET_BIAS.get(self.unit, 0.0)))
         # RETURNN's NativeLSTM2 option: dropout on the recurrent weights W_re, one mask per training step
         self.rec_weight_dropout = rate(self.desc, "rec_weight_dropout", unit_opts.get("rec_weight_dropout"))
-        if self.opt("initial_state") not in (None, 0, 0.0, "zeros"):
-            raise NetworkError("%s: initial_state %r is not supported (only zeros%s)" % (
-                self.desc, self.opt("initial_state"), "; carrying the state over batches ('keep_over_epoch') "
-                "is not implemented" if self.opt("initial_state") == "keep_over_epoch" else ""))
+        n_state = len(state_layer_refs(self.opt("initial_state")))
+        self.state_sources = state_sources = list(sources[len(sources) - n_state:])
+        sources = list(sources[:len(sources) - n_state])
+        if not is_zero(self.opt("initial_state")) and self.unit in NO_INITIAL_STATE_UNITS:
+            raise NetworkError("%s: initial_state %r with unit %r: %s" % (
+                self.desc, self.opt("initial_state"), self.unit, NO_INITIAL_STATE_UNITS[self.unit]))
         if self.opt("sampling") != 1:
             raise NetworkError("%s: 'sampling' %r is not supported (only 1)" % (self.desc, self.opt("sampling")))
         self.plan = feature_plan(self, sources)
@@ -126,14 +141,48 @@ class RecLayer(Layer):
             self.W = self.weight("W", [sum(self.plan.in_dims), 4 * n_out], init_option="forward_weights_init")
             self.W_re = self.weight("W_re", [n_out, 4 * n_out], init_option="recurrent_weights_init")
             self.bias = self.weight("b", [4 * n_out], 0.0, init_option="bias_init")
+        self.peepholes = None
+        if unit_opts.get("use_peepholes"):  # TensorFlow's LSTMCell: zeros at first (its initializer: RETURNN's xavier)
+            self.peepholes = tuple(self.weight("rec/lstm_cell/w_%s_diag" % g, [n_out], "xavier") for g in "ifo")
+        self.state = None
+        self.prev_state = None  # moved out of a rec loop that reads prev: of it (see make_prev_state)
+        if not is_zero(self.opt("initial_state")):
+            self.state = InitialState(self, self.opt("initial_state"), LSTM_KEYS, n_out, "rec/", state_sources)
+            self.state_vars = self.state.trainable()  # tracked by tf.Module here
+        self.updates_in_training = self.state is not None and self.state.keeps
         self.output = plan_output(name, self.plan, self.out_feature_dim())
         if self.time_major:
             self.output = self.output.copy_transpose([1, 0, 2])
 
     def returnn_params(self) -> List[Param]:
-        return unit_params(self, self.unit)
+        out = unit_params(self, self.unit)
+        if self.peepholes is not None:
+            out += [same("rec/lstm_cell/w_%s_diag" % g, w) for g, w in zip("ifo", self.peepholes)]
+        for state in (self.state, self.prev_state):
+            out += state.params() if state is not None else []
+        return out
+
+    @property
+    def state_refs(self) -> List[str]:
+        """The layer names ``initial_state`` reads (appended to the sources)."""
+        return list(self.state.refs) if self.state is not None else []
+
+    def make_prev_state(self) -> None:
+        """Called by a rec unit that runs this layer over the whole sequence and reads ``prev:`` of
+        it: the first ``prev:`` value comes from RETURNN's loop state, variables ``initial_c`` and
+        ``initial_h`` in the layer's scope (besides the ``rec/initial_*`` its own recurrence starts from)."""
+        if self.state is not None and self.prev_state is None:
+            self.prev_state = InitialState(self, self.opt("initial_state"), LSTM_KEYS, self.output.dim, "",
+                                           self.state_sources)
+            self.prev_state_vars = self.prev_state.trainable()
+
+    def prev_initial_output(self, batch: tf.Tensor, values: Sequence[LayerOutput] = ()) -> Optional[tf.Tensor]:
+        """The first ``prev:`` value in a rec unit: the initial state's ``h`` (None: zero state)."""
+        return None if self.prev_state is None else self.prev_state.initial(batch, values)["h"]
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
+        n_state = len(self.state.refs) if self.state is not None else 0
+        state_values, sources = sources[len(sources) - n_state:], sources[:len(sources) - n_state]
         sources = dropout_sources(self, sources, ctx)
         seq_len = {d: size for s in sources for d, size in s.sizes.items()}[self.output.dims[1]]
         if self.cell is not None:  # batch-major recursion
@@ -153,11 +202,23 @@ class RecLayer(Layer):
             w_re = self.W_re
             if self.rec_weight_dropout and ctx.train:
                 w_re = dropout(w_re, self.rec_weight_dropout, ctx.layer_seed(self.layer_name, salt=97))
-            y = get_kernel()(x, seq_len, w_re, self.forget_bias, time_major=True)
+            initial, final = None, None
+            if self.state is not None:
+                init = self.state.initial(tf.shape(x)[1], state_values, ctx.train, ctx.seed[0])
+                initial = (init["h"], init["c"])
+            if initial is None and self.peepholes is None:  # the kernel as it is
+                y = get_kernel()(x, seq_len, w_re, self.forget_bias, time_major=True)
+            else:
+                y, final = lstm_sequence(x, seq_len, w_re, self.forget_bias, initial, self.peepholes, final=True)
+                if self.state is not None:
+                    self.state.keep({"h": final[0], "c": final[1]}, ctx.train, ctx.seed[0])
             if self.direction == -1:
                 y = tf.reverse_sequence(y, seq_len, seq_axis=0, batch_axis=1)
             y = tf.transpose(y, [1, 0, 2])
         out = self.make_output(y, sources)
         if self.cell is None:
-            out.last_state = final_state_fn(x, seq_len, w_re, self.forget_bias, time_major=True)
+            if final is None:
+                out.last_state = final_state_fn(x, seq_len, w_re, self.forget_bias, time_major=True)
+            else:
+                out.last_state = lambda: (final[1], final[0])
         return out

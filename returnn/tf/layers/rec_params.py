@@ -36,11 +36,15 @@ CELL_LAYOUT: Dict[str, str] = dict(REC_LAYOUT, lstmblock="lstm_cell", lstmblockf
                                    cudnnlstm="lstm_cell")
 
 
+def unit_layout(unit: str, in_rnn_cell: bool = False) -> str:
+    """RETURNN's parameter layout of ``unit`` in a ``rec`` layer (or an ``rnn_cell`` layer)."""
+    return (CELL_LAYOUT if in_rnn_cell else REC_LAYOUT).get(unit.lower(), "native")
+
+
 def unit_params(layer, unit: str, in_rnn_cell: bool = False) -> List[Param]:
     """The RETURNN parameters of ``layer`` (a rec/rnn_cell layer with ``own_params`` ``W``,
     ``W_re``, ``b`` or the unit's own) for ``unit``."""
-    table = CELL_LAYOUT if in_rnn_cell else REC_LAYOUT
-    layout = table.get(unit.lower(), "native")
+    layout = unit_layout(unit, in_rnn_cell)
     p = layer.own_params
     if layout == "native":
         return [native_lstm_gates("rec/" + key, p[key]) for key in ("W", "W_re", "b")]
@@ -56,5 +60,7 @@ def unit_params(layer, unit: str, in_rnn_cell: bool = False) -> List[Param]:
     cell = getattr(layer, "cell", None) or getattr(layer, "ln_cell", None)  # layer_norm_lstm
     if cell is not None and cell.o["with_concat"]:
         return [stacked_rows("rec/W_ff_re", [p["W_ff"], p["W_re"]])] + \
-            [same("rec/" + key, var) for key, var in p.items() if key not in ("W_ff", "W_re")]
-    return [same("rec/" + key, var) for key, var in p.items()]
+            [same("rec/" + key, var) for key, var in p.items()
+             if key not in ("W_ff", "W_re") and not key.startswith(("rec/", "initial_"))]
+    # as they are, but what the layer names itself (initial states, peepholes: keys with their own scope)
+    return [same("rec/" + key, var) for key, var in p.items() if not key.startswith(("rec/", "initial_"))]

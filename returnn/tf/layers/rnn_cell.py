@@ -28,7 +28,13 @@ Cells (``unit``, case-insensitive), following RETURNN's choice of implementation
   ``dropout`` (training, over whole sequences) scales s before each ``W_i`` by one mask per sequence
   and unit, fixed over the frames (RETURNN's); parameters ``W``, ``b``, ``rhn_cell/depth_i/W``.
 
-The initial state is zero. Padded frames (t >= length) keep the state and output 0.
+``initial_state`` takes RETURNN's forms (:mod:`returnn.tf.layers.rec_state`): its ``var`` parameters
+are ``initial_c``/``initial_h`` (LSTMs) or ``initial_var`` in the layer's scope inside a rec loop,
+``rec/initial_*`` over whole sequences (RETURNN's two code paths; a cell moved out of a loop whose
+``prev:`` is read also gets the loop's ``initial_*`` for that first ``prev:`` value, as RETURNN
+does); ``keep_over_epoch`` only over whole sequences. The units that RETURNN runs as TensorFlow's
+``LSTMCell`` take its ``use_peepholes`` (parameters ``rec/lstm_cell/w_{i,f,o}_diag``). Padded frames
+(t >= length) keep the state and output 0.
 
 The input and recurrent weights start from ``weights_init`` (RETURNN's ``"xavier"``: RETURNN keeps
 them in one kernel [W; W_re] initialised as one matrix), unless ``forward_weights_init`` /
@@ -38,7 +44,7 @@ cell (:class:`RecStepLayer`), over a whole sequence (``direction`` 1 or -1) or o
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -48,9 +54,10 @@ from returnn.tensor import Data
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
 from returnn.tf.layers.helpers import dropout_scale, dropout_sources, feature_plan, plan_output, project_sources
 from returnn.tf.layers.options import Option, positive_int, rate
-from returnn.tf.layers.params import Param
-from returnn.tf.layers.rec_params import unit_params
-from returnn.tf.lstm_kernels import final_state_fn, get_kernel, lstm_step
+from returnn.tf.layers.params import Param, same
+from returnn.tf.layers.rec_params import unit_layout, unit_params
+from returnn.tf.layers.rec_state import LSTM_KEYS, SINGLE_KEYS, InitialState, is_zero, state_layer_refs
+from returnn.tf.lstm_kernels import final_state_fn, get_kernel, lstm_sequence, lstm_step
 
 # unit name (lower case) -> (cell kind, default forget bias)
 CELL_UNITS: Dict[str, Tuple[str, float]] = {
@@ -63,7 +70,8 @@ CELL_UNITS: Dict[str, Tuple[str, float]] = {
     "zoneoutlstm": ("zoneout", 1.0), "layernormvariantslstm": ("lnlstm", 0.0), "rhn": ("rhn", 0.0),
 }
 ZONEOUT_OPTS = ("zoneout_factor_cell", "zoneout_factor_output", "use_zoneout_output")
-RHN_OPTS = ("depth", "transform_bias", "dropout")
+RHN_OPTS = ("depth", "transform_bias", "dropout", "dropout_seed")  # dropout_seed: our masks come from the step seed
+STATE_KEYS = {"lstm": LSTM_KEYS, "zoneout": LSTM_KEYS, "lnlstm": LSTM_KEYS}  # others: one state (SINGLE_KEYS)
 
 
 def is_step_template(sources: Sequence[Data]) -> bool:
@@ -82,7 +90,8 @@ class RnnCellLayer(Layer):
     options = (
         Option("unit", None, "cell name: %s" % ", ".join(CELL_UNITS)),
         Option("unit_opts", None, "dict, e.g. {'forget_bias': 0.0}"),
-        Option("initial_state", None, "only zeros ('zeros', 0 or None)"),
+        Option("initial_state", None, "the state it starts from: zeros, ones, var, keep_over_epoch (over whole "
+                                      "sequences), a layer, or {'c': .., 'h': ..} (see returnn.tf.layers.rec_state)"),
         Option("forward_weights_init", None, "init of the input weights (default: weights_init)"),
         Option("recurrent_weights_init", None, "init of the recurrent weights (default: weights_init)"),
         Option("bias_init", 0.0, "init of the bias"),
@@ -92,6 +101,7 @@ class RnnCellLayer(Layer):
         Option("direction", 1, "1 only (a cell runs forward in time)"),
     )
     directions = (1,)  # over a whole sequence
+    initial_state_refs = True  # the network appends the layers initial_state names to the sources
 
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
         super().__init__(name, opts, sources, seed)
@@ -104,6 +114,8 @@ class RnnCellLayer(Layer):
         # TensorFlow's LSTM cell and RETURNN's native LSTM take a forget bias; the GRU, RNN and zoneout cells do not
         known = {"forget_bias"} if self.kind == "lstm" else set(ZONEOUT_OPTS) if self.kind == "zoneout" else \
             set(RHN_OPTS) if self.kind == "rhn" else set()
+        if self.kind == "lstm" and unit_layout(self.unit, self.in_rnn_cell) == "lstm_cell":
+            known.add("use_peepholes")  # TensorFlow's LSTMCell
         unknown = set(unit_opts) - known
         if unknown and self.kind != "lnlstm":  # the layer-norm LSTM checks its own unit_opts
             raise NetworkError("%s: unknown unit_opts %s (known: %s)" % (self.desc, known_list(unknown), known_list(known)))
@@ -115,9 +127,9 @@ class RnnCellLayer(Layer):
             from returnn.tf.layers.norm import behavior_version
             use_out = behavior_version() >= 17
         self.zoneout_output = bool(use_out)  # the output is the zoned-out h (else the LSTM's own)
-        if self.opt("initial_state") not in (None, 0, 0.0, "zeros"):
-            raise NetworkError("%s: only a zero 'initial_state' is supported, got %r"
-                               % (self.desc, self.opt("initial_state")))
+        n_state = len(state_layer_refs(self.opt("initial_state")))
+        self.state_sources = list(sources[len(sources) - n_state:])
+        sources = list(sources[:len(sources) - n_state])
         self.step_mode = is_step_template(sources)
         self.direction = self.opt("direction")
         if self.direction not in (self.directions if not self.step_mode else (1,)):
@@ -165,6 +177,22 @@ class RnnCellLayer(Layer):
             self.W = self.weight("W", [n_in, n], w_init, init_option="forward_weights_init")
             self.W_re = self.weight("W_re", [n, n], w_init, init_option="recurrent_weights_init")
             self.bias = self.weight("b", [n], 0.0, init_option="bias_init")
+        self.peepholes = None
+        if unit_opts.get("use_peepholes"):  # TensorFlow's LSTMCell: zeros at first (its initializer: RETURNN's xavier)
+            self.peepholes = tuple(self.weight("rec/lstm_cell/w_%s_diag" % g, [n], "xavier") for g in "ifo")
+        self.state_keys = STATE_KEYS.get(self.kind, SINGLE_KEYS)
+        self.state = None  # the initial state of its own recurrence
+        self.prev_state = None  # a cell moved out of a rec loop: the first prev: value (RETURNN's loop state)
+        if not is_zero(self.opt("initial_state")):
+            self.state = InitialState(self, self.opt("initial_state"), self.state_keys, n,
+                                      "" if self.step_mode else "rec/", self.state_sources)
+            if self.state.keeps and self.step_mode:
+                raise NetworkError("%s: initial_state 'keep_over_epoch' inside a rec loop is not supported here "
+                                   "(only over whole sequences)" % self.desc)
+            self.state_vars = self.state.trainable()  # tracked by tf.Module here
+            self.updates_in_training = self.state.keeps
+            if self.step_mode:
+                self.prev_state = self.state
         if not self.step_mode:
             dims = self.plan.dims
             if len(dims) != 2 or not any(d.is_batch_dim() for d in dims):
@@ -178,7 +206,33 @@ class RnnCellLayer(Layer):
         self.output = plan_output(name, self.plan, self.out_feature_dim())
 
     def returnn_params(self) -> List[Param]:
-        return unit_params(self, self.unit, self.in_rnn_cell)
+        out = unit_params(self, self.unit, self.in_rnn_cell)
+        if self.peepholes is not None:
+            out += [same("rec/lstm_cell/w_%s_diag" % g, w) for g, w in zip("ifo", self.peepholes)]
+        for state in dict.fromkeys(s for s in (self.state, self.prev_state) if s is not None):
+            out += state.params()
+        return out
+
+    def make_prev_state(self) -> None:
+        """Called by a rec unit that moved this cell out of its loop and reads ``prev:`` of it: the
+        first ``prev:`` value comes from the loop's initial state (RETURNN's variables ``initial_*``
+        in the layer's scope, apart from the ``rec/initial_*`` the cell's own recurrence starts from)."""
+        if self.state is not None and self.prev_state is None:
+            self.prev_state = InitialState(self, self.opt("initial_state"), self.state_keys, self.n_hidden, "",
+                                           self.state_sources)
+            self.prev_state_vars = self.prev_state.trainable()
+
+    def prev_initial_output(self, batch: tf.Tensor, values: Sequence[LayerOutput] = ()) -> Optional[tf.Tensor]:
+        """The value of ``prev:`` at the first step when the initial state is not zero (RETURNN:
+        the state's ``h``, or the one state), else None (the rec layer's ``initial_output`` rules)."""
+        if self.prev_state is None:
+            return None
+        state = self.prev_state.initial(batch, values)
+        return state["h" if "h" in state else self.state_keys[0]]
+
+    def _state_tuple(self, state: Mapping[str, tf.Tensor]) -> Tuple[tf.Tensor, ...]:
+        """A state dict by key as the cell's state tuple: (h, c) for LSTMs, else (s,)."""
+        return (state["h"], state["c"]) if self.state_keys == LSTM_KEYS else (state[self.state_keys[0]],)
 
     # ---- the cell
     def _input_weights(self) -> tf.Tensor:
@@ -203,7 +257,7 @@ class RnnCellLayer(Layer):
             h, c = self.ln_cell.step(x, state[0], state[1], self.ln_cell.masks(tf.shape(x)[0], seed))
             return h, (h, c)
         if self.kind in ("lstm", "zoneout"):
-            h, c = lstm_step(x + tf.matmul(state[0], self.W_re), state[1], self.forget_bias)
+            h, c = lstm_step(x + tf.matmul(state[0], self.W_re), state[1], self.forget_bias, self.peepholes)
             if self.kind == "lstm":
                 return h, (h, c)
             zc, zh = self.zoneout
@@ -238,14 +292,30 @@ class RnnCellLayer(Layer):
         keep_new = tf.random.stateless_uniform(tf.shape(new), seed + [0, 7 + salt]) >= factor
         return tf.where(keep_new, new, old)
 
-    def initial_state(self, batch: tf.Tensor, n_time: Any = None) -> Tuple[tf.Tensor, ...]:
-        """The zero state for ``batch`` sequences (``n_time``: the loop length, unused here)."""
-        zeros = tf.zeros([batch, self.n_hidden])
-        return (zeros, zeros) if self.kind in ("lstm", "zoneout", "lnlstm") else (zeros,)
+    def initial_state(self, batch: tf.Tensor, n_time: Any = None, values: Sequence[LayerOutput] = (),
+                      ctx: Optional[RunContext] = None) -> Tuple[tf.Tensor, ...]:
+        """The state ``batch`` sequences start from (``n_time``: the loop length, unused here;
+        ``values``: those of the layers ``initial_state`` names, in :attr:`state_refs` order)."""
+        if self.state is None:
+            zeros = tf.zeros(tf.stack([batch, self.n_hidden]))
+            return (zeros, zeros) if self.state_keys == LSTM_KEYS else (zeros,)
+        train = ctx is not None and ctx.train
+        return self._state_tuple(self.state.initial(batch, values, train, ctx.seed[0] if train else None))
+
+    @property
+    def state_refs(self) -> List[str]:
+        """The layer names ``initial_state`` reads (appended to the sources)."""
+        return list(self.state.refs) if self.state is not None else []
+
+    def _own_sources(self, sources: List[LayerOutput]) -> Tuple[List[LayerOutput], List[LayerOutput]]:
+        """(the sources of the cell's input, the values of the layers initial_state names)."""
+        n = len(self.state_sources)
+        return list(sources[:len(sources) - n]), list(sources[len(sources) - n:])
 
     def step(self, sources: List[LayerOutput], state: Tuple[tf.Tensor, ...], ctx: RunContext, t: Any = None
              ) -> Tuple[LayerOutput, Tuple[tf.Tensor, ...]]:
         """One step inside a rec loop: sources are (B, F) values."""
+        sources = self._own_sources(sources)[0]
         seed = ctx.layer_seed(self.layer_name) if ctx.train else None
         y, state = self._cell(self._input_proj(sources, ctx), state, seed)
         out = self.make_output(y, sources)
@@ -260,6 +330,7 @@ class RnnCellLayer(Layer):
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         if self.step_mode:
             raise NetworkError("%s: a cell on single steps runs only inside a rec loop" % self.desc)
+        sources, state_values = self._own_sources(sources)
         seq_len = {d: size for s in sources for d, size in s.sizes.items()}[self.output.dims[1]]
         backward = self.direction == -1  # each sequence reversed within its length, and the output back
 
@@ -267,30 +338,50 @@ class RnnCellLayer(Layer):
             return tf.reverse_sequence(t, seq_len, seq_axis=time_axis, batch_axis=1 - time_axis) if backward else t
 
         seed = ctx.layer_seed(self.layer_name) if ctx.train else None
+        epoch = ctx.seed[0] if ctx.train else None
+        batch = tf.shape(sources[0].tensor)[sources[0].data.batch_dim_axis]
+        initial = self.initial_state(batch, None, state_values, ctx) if self.state is not None else None
         if self.ln_cell is not None:  # over the sequence: the layer-norm LSTM's own loop (the same step)
+            if initial is not None:
+                raise NetworkError("%s: initial_state with unit %r over whole sequences is not supported here (in a "
+                                   "rec loop it is)" % (self.desc, self.unit))
             x = rev(project_sources(self.plan, dropout_sources(self, sources, ctx), self.W), 1)
             return self.make_output(rev(self.ln_cell.run(x, seq_len, seed), 1), sources)
         if self.kind == "lstm":  # time-major recursion, as the rec layer runs it
             x = project_sources(self.plan, dropout_sources(self, sources, ctx), self.W, order=[1, 0]) + self.bias
             x = rev(x, 0)
-            y = rev(get_kernel()(x, seq_len, self.W_re, self.forget_bias, time_major=True), 0)
-            out = self.make_output(tf.transpose(y, [1, 0, 2]), sources)
-            out.last_state = final_state_fn(x, seq_len, self.W_re, self.forget_bias, time_major=True)
+            if initial is None and self.peepholes is None:
+                y = get_kernel()(x, seq_len, self.W_re, self.forget_bias, time_major=True)
+                last = final_state_fn(x, seq_len, self.W_re, self.forget_bias, time_major=True)
+            else:
+                y, final = lstm_sequence(x, seq_len, self.W_re, self.forget_bias, initial, self.peepholes, final=True)
+                self._keep(final, ctx.train, epoch)
+                last = lambda: self.state_tensors(final)  # noqa: E731
+            out = self.make_output(tf.transpose(rev(y, 0), [1, 0, 2]), sources)
+            out.last_state = last
             return out
         x = rev(self._input_proj(sources, ctx), 1)
         if self.kind == "rhn" and self.rhn_dropout and seed is not None:  # one mask per sequence and unit
             self._rhn_mask = dropout_scale(tf.stack([tf.shape(x)[0], self.n_hidden]), self.rhn_dropout, seed + [0, 31])
-        y, state = run_over_time(self, x, seq_len, seed)
+        y, state = run_over_time(self, x, seq_len, seed, initial)
         self._rhn_mask = None
+        self._keep(state, ctx.train, epoch)
         out = self.make_output(rev(y, 1), sources)
         out.last_state = lambda: self.state_tensors(state)
         return out
 
+    def _keep(self, state: Tuple[tf.Tensor, ...], train: bool, epoch: Any) -> None:
+        """``keep_over_epoch``: the final state tuple of a training step, kept for the next."""
+        if self.state is not None and self.state.keeps:
+            keys = ("h", "c") if self.state_keys == LSTM_KEYS else self.state_keys
+            self.state.keep(dict(zip(keys, state)), train, epoch)
 
-def run_over_time(cell: RnnCellLayer, x: tf.Tensor, seq_len: tf.Tensor, seed: Any = None
-                  ) -> Tuple[tf.Tensor, Tuple[tf.Tensor, ...]]:
+
+def run_over_time(cell: RnnCellLayer, x: tf.Tensor, seq_len: tf.Tensor, seed: Any = None,
+                  initial: Optional[Tuple[tf.Tensor, ...]] = None) -> Tuple[tf.Tensor, Tuple[tf.Tensor, ...]]:
     """``cell`` over (B, T, k*H) input projections: (B, T, H) outputs, 0 on padded frames, and the
-    final state (held over padded frames); ``seed``: training (a seed of its own per step)."""
+    final state (held over padded frames); ``seed``: training (a seed of its own per step);
+    ``initial``: the state tuple it starts from (default zeros)."""
     n_time = tf.shape(x)[1]
     xs = tf.TensorArray(x.dtype, size=n_time).unstack(tf.transpose(x, [1, 0, 2]))
     out = tf.TensorArray(x.dtype, size=n_time, element_shape=tf.TensorShape([None, cell.n_hidden]))
@@ -303,7 +394,8 @@ def run_over_time(cell: RnnCellLayer, x: tf.Tensor, seq_len: tf.Tensor, seed: An
         return t + 1, state, out_ta.write(t, tf.where(m, y, tf.zeros_like(y)))
 
     _, state, out = tf.while_loop(lambda t, *_: t < n_time, body,
-                                  [tf.constant(0), cell.initial_state(tf.shape(x)[0]), out])
+                                  [tf.constant(0), initial if initial is not None else cell.initial_state(tf.shape(x)[0]),
+                                   out])
     return tf.ensure_shape(tf.transpose(out.stack(), [1, 0, 2]), [None, None, cell.n_hidden]), state
 
 

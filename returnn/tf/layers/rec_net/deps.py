@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 from returnn.errors import NetworkError, known_list
-from returnn.tf.net_dict import needed_layers
+from returnn.tf.net_dict import from_entries, needed_layers, source_name
 from returnn.tf.subnetwork import MASKED_BY
 
 # Options whose string values name layers (besides "from"), declared once here.
@@ -33,6 +33,9 @@ TARGET_CHOICE_CLASSES = frozenset(("choice",))
 # Classes (not implemented here) whose "from" defaults to nothing; implemented ones say it themselves.
 NO_DEFAULT_FROM_CLASSES = frozenset(("generic_attention", "constant", "range", "random", "rand_int", "switch",
                                      "train_flag", "global_train_step"))
+# A rec unit's "X/sub" (a sub-output of unit layer X, e.g. split's "split/0"): a layer of its own that
+# runs where X runs (returnn.tf.layers.rec_net.layer.SubOutputLayer)
+SUB_OUTPUT_CLASS = "_sub_output"
 INITIAL_OUTPUT_KEYWORDS = frozenset(("zeros", "ones", "var", "keep_over_epoch", "apply(0)"))
 
 
@@ -91,11 +94,17 @@ def _ref_options(class_name: Any) -> List[str]:
     return own + [o for o in LAYER_REF_OPTS if o not in own]
 
 
+def layer_ref_options(class_name: Any) -> List[str]:
+    """The options of a sub-layer of class ``class_name`` whose string values name layers."""
+    return _ref_options(class_name)
+
+
 def layer_refs(name: str, layer: Mapping[str, Any], rec_name: str = "?") -> List[Ref]:
     """All references of the sub-layer ``name`` (``from``, layer-valued options, ``initial_output``)."""
     if not isinstance(layer, Mapping):
         raise NetworkError("rec layer %r, sub-layer %r: expected a dict, got %r" % (rec_name, name, layer))
-    raw: List[Any] = _as_list(layer.get("from", _default_from(layer.get("class"))))
+    raw: List[Any] = [source_name(e) for e in from_entries(layer.get("from", _default_from(layer.get("class"))))
+                      if e != "none"]
     for opt in _ref_options(layer.get("class")):
         raw.extend(v for v in _as_list(layer.get(opt)) if isinstance(v, str))
     refs = []
@@ -114,6 +123,16 @@ def initial_output_ref(layer: Mapping[str, Any]) -> Optional[Ref]:
         ref = Ref.parse(init)
         return ref if ref.kind in ("self", "base", "data") else Ref("self", init)
     return None
+
+
+def initial_refs(layer: Mapping[str, Any]) -> List[Ref]:
+    """The layers read once before the loop: ``initial_output``'s and ``initial_state``'s (of
+    recurrent units; see :mod:`returnn.tf.layers.rec_state`)."""
+    from returnn.tf.layers.rec_state import state_layer_refs
+    out = [r for r in (initial_output_ref(layer),) if r is not None]
+    if layer.get("class") in ("rec", "rnn_cell") and isinstance(layer.get("unit", "lstm"), str):
+        out += [Ref.parse(r) for r in state_layer_refs(layer.get("initial_state"))]
+    return out
 
 
 @dataclass
@@ -205,9 +224,7 @@ def analyse_unit(unit: Mapping[str, Any], rec_name: str, base_layers: Sequence[s
     for n in names:
         # a teacher-forced choice is its target: RETURNN does not build what its 'from' names
         refs = [] if teacher_forcing and is_target_choice(unit[n]) else layer_refs(n, unit[n], rec_name)
-        init = initial_output_ref(unit[n])
-        if init is not None:
-            refs = refs + [init]
+        refs = refs + initial_refs(unit[n])
         for r in refs:
             where = "rec layer %r, sub-layer %r" % (rec_name, n)
             if r.kind in ("self", "prev") and r.name not in unit:
@@ -219,7 +236,7 @@ def analyse_unit(unit: Mapping[str, Any], rec_name: str, base_layers: Sequence[s
             if r.kind == "data" and r.name == "source" and not has_source:
                 raise NetworkError("%s: 'data:source' but the rec layer has no 'from'" % where)
         deps[n] = refs
-    # initial_output references are read once before the loop, not per step: no same-step edge.
+    # initial_output and initial_state references are read once before the loop, not per step: no same-step edge.
     step_deps = {n: layer_refs(n, unit[n], rec_name) for n in names}
     if teacher_forcing:
         step_deps = {n: ([] if is_target_choice(unit[n]) else refs) for n, refs in step_deps.items()}
@@ -240,6 +257,8 @@ def analyse_unit(unit: Mapping[str, Any], rec_name: str, base_layers: Sequence[s
             if n not in in_loop and edges[n] & in_loop:
                 in_loop.add(n)
                 changed = True
+    # a sub-output of a layer in the loop runs in it too (the loop's stacked values carry no sub-outputs)
+    core |= {n for n in in_loop if unit[n].get("class") == SUB_OUTPUT_CLASS and edges[n] & core}
     todo = list(core)
     while todo:
         n = todo.pop()
@@ -262,8 +281,8 @@ def needed_unit(unit: Mapping[str, Any], rec_name: str, search: bool = False) ->
         layer = unit[name]
         teacher_forced = not search and isinstance(layer, Mapping) and is_target_choice(layer)
         refs = layer_refs(name, layer, rec_name) if isinstance(layer, Mapping) and not teacher_forced else []
-        init = initial_output_ref(unit[name]) if isinstance(unit[name], Mapping) else None
-        return [r.name for r in refs + ([init] if init else []) if r.kind in ("self", "prev")]
+        init = initial_refs(unit[name]) if isinstance(unit[name], Mapping) else []
+        return [r.name for r in refs + init if r.kind in ("self", "prev")]
     if "output" not in unit:
         return dict(unit)  # analyse_unit names the missing output
     return {n: unit[n] for n in needed_layers(unit, refs_of, in_rec_unit=True, search=search)}

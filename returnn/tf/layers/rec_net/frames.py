@@ -117,8 +117,9 @@ def shift_right(value: LayerOutput, axis: int, initial: tf.Tensor) -> LayerOutpu
 
 def initial_value(spec: Any, template: Data, batch: tf.Tensor, extents: Mapping[Dim, tf.Tensor],
                   where: str, layer_value: Optional[LayerOutput] = None) -> tf.Tensor:
-    """The value of ``prev:X`` at step 0 from X's ``initial_output`` (None / "zeros" / "ones" /
-    "apply(0)" / a number / a layer's value), shaped like ``template``."""
+    """The value of ``prev:X`` at step 0 from X's ``initial_output`` (None / "zeros" / "ones" / a
+    number, True as 1 / a layer's value), shaped like ``template`` ("var" and "apply(0)": the rec
+    loop, :mod:`.loop`)."""
     shape = []
     for d in template.dims:
         if d.is_batch_dim():
@@ -132,14 +133,15 @@ def initial_value(spec: Any, template: Data, batch: tf.Tensor, extents: Mapping[
     dtype = tf.as_dtype(template.dtype)
     if layer_value is not None:
         return tf.broadcast_to(tf.cast(layer_value.tensor, dtype), tf.stack(shape) if shape else [])
-    if spec is None or spec in ("zeros", "apply(0)", "keep_over_epoch"):
+    if spec is None or (isinstance(spec, str) and spec == "zeros"):
         fill = 0
-    elif spec == "ones":
+    elif isinstance(spec, str) and spec == "ones":
         fill = 1
-    elif isinstance(spec, (int, float, np.number)) and not isinstance(spec, bool):
+    elif isinstance(spec, (bool, int, float, np.number)):  # True: 1, as RETURNN's number rule gives it
         fill = spec
     else:
-        raise NetworkError("%s: unsupported initial_output %r (use zeros, ones, a number or a layer)" % (where, spec))
+        raise NetworkError("%s: invalid initial_output %r (zeros, ones, var, apply(0), a number or a layer%s)" % (
+            where, spec, "; keep_over_epoch is an initial_state of recurrent units" if spec == "keep_over_epoch" else ""))
     return tf.fill(tf.stack(shape) if shape else [], tf.cast(fill, dtype)) if shape else tf.cast(fill, dtype)
 
 

@@ -14,6 +14,8 @@ from __future__ import annotations
 import contextlib
 import re
 import types
+
+import numpy as np
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from returnn.errors import NetworkError, known_list
@@ -23,12 +25,13 @@ from returnn.tf.layers.helpers import concat_output
 from returnn.tf.layers.options import Option
 from returnn.tf.layers import reuse
 from returnn.tf.layers.helpers import loop_axis
-from returnn.tf.layers.rec_net import frames
+from returnn.tf.layers.rec_net import deps, frames
+from returnn.tf.layers.rec_net import unmask as _unmask  # noqa: F401  (registers _unmask_in_unit)
 from returnn.tf.layers.rec_net.deps import (
-    Ref, analyse_unit, initial_output_ref, is_target_choice, layer_refs, needed_unit,
+    Ref, analyse_unit, initial_refs, is_target_choice, layer_refs, needed_unit,
 )
 from returnn.tf.layers.rnn_cell import cell_class_for
-from returnn.tf.net_dict import without_search_only
+from returnn.tf.net_dict import has_axis_pairs, without_search_only
 from returnn.tf.subnetwork import MASKED_BY, expand_subnetworks
 
 # Options of sub-layers that only the rec layer reads.
@@ -37,6 +40,11 @@ REC_ONLY_SUB_OPTIONS = ("initial_output", "initial_state_from", "is_output_layer
 
 
 MAX_TEMPLATE_ROUNDS = 4
+SUB_OUTPUT_CLASS = deps.SUB_OUTPUT_CLASS
+
+
+def opts_class(opts: Mapping[str, Any]) -> Any:
+    return opts.get("class") if isinstance(opts, Mapping) else None
 
 
 def _shape_key(data: Data) -> Tuple[Any, ...]:
@@ -51,10 +59,70 @@ def _as_list(value: Any) -> List[Any]:
     return list(value) if isinstance(value, (list, tuple)) else [value]
 
 
+def _out_type_template(name: str, out_type: Any) -> Optional[Data]:
+    """The one-frame template a sub-layer's ``out_type`` dict states (``dim``, ``shape``, ``sparse``,
+    ``dtype``), when it states a static one: ``(B, dim)``, ``(B,)`` sparse, or ``(B,) + shape``;
+    None otherwise (no out_type, or a dynamic axis whose Dim only the built layer knows)."""
+    if not isinstance(out_type, Mapping) or not ({"dim", "shape", "sparse"} & set(out_type)):
+        return None
+    from returnn.tensor.dim import batch_dim
+    from returnn.tf.layers.helpers import new_feature_dim
+    sparse, dim, shape = bool(out_type.get("sparse")), out_type.get("dim"), out_type.get("shape")
+    if shape is None:
+        shape = () if sparse or dim is None else (dim,)
+    shape = tuple(shape)
+    if any(d is None for d in shape) or (sparse and dim is None):
+        return None
+    dims = [batch_dim] + [new_feature_dim(name, int(d)) if i == len(shape) - 1 and not sparse
+                          else Dim(int(d), kind=Dim.Types.Spatial, description="%s:static:%i" % (name, i))
+                          for i, d in enumerate(shape)]
+    sparse_dim = Dim(int(dim), kind=Dim.Types.Feature, description="%s:sparse-dim" % name) if sparse else None
+    dtype = out_type.get("dtype") or ("int32" if sparse else "float32")
+    return Data(name.rsplit("/", 1)[-1], dims=dims, dtype=dtype, sparse_dim=sparse_dim)
+
+
 def unit_layers(unit: Mapping[str, Any], rec_name: str, search: bool = False) -> Dict[str, Any]:
     """The sub-layers of a rec unit that are built: subnetworks flattened, ``only_on_search``
-    layers only in search, and only what RETURNN builds (:func:`deps.needed_unit`)."""
-    return needed_unit(without_search_only(expand_subnetworks(dict(unit), in_rec_unit=True), search), rec_name, search)
+    layers only in search, sub-outputs read as ``X/sub`` (``split/0``, also ``prev:split/0``) as
+    layers of their own (:data:`SUB_OUTPUT_CLASS`), and only what RETURNN builds (:func:`deps.needed_unit`)."""
+    flat = without_search_only(expand_subnetworks(dict(unit), in_rec_unit=True), search)
+    return needed_unit(with_sub_output_layers(flat, rec_name), rec_name, search)
+
+
+def with_sub_output_layers(unit: Dict[str, Any], rec_name: str) -> Dict[str, Any]:
+    """``unit`` plus a layer ``X/sub`` of class :data:`SUB_OUTPUT_CLASS` for each reference to a
+    sub-output ``sub`` of a unit layer ``X`` (whose class offers it, e.g. split's parts)."""
+    from returnn.tf.layers.base import LAYER_CLASSES
+    extra: Dict[str, Any] = {}
+    for name, opts in unit.items():
+        if not isinstance(opts, Mapping):
+            continue
+        for r in layer_refs(name, opts, rec_name) + initial_refs(opts):
+            if r.kind not in ("self", "prev") or r.name in unit or r.name in extra or "/" not in r.name:
+                continue
+            parent, sub = r.name.rsplit("/", 1)
+            parent_opts = unit.get(parent)
+            cls = LAYER_CLASSES.get(parent_opts.get("class")) if isinstance(parent_opts, Mapping) else None
+            if cls is not None and cls.has_sub_output(parent_opts, sub):
+                extra[r.name] = {"class": SUB_OUTPUT_CLASS, "from": parent, "sub": sub}
+    return dict(unit, **extra) if extra else unit
+
+
+class SubOutputLayer(Layer):
+    """A rec unit's ``X/sub``: the sub-output ``sub`` of the unit layer ``X`` (its only source) as a
+    layer of the unit, so that it runs where ``X`` runs and ``prev:X/sub`` is carried like any output."""
+
+    layer_class = SUB_OUTPUT_CLASS
+    options = (Option("sub", None, "the sub-output's name"), Option("parent", None, "the built layer X"))
+
+    def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
+        super().__init__(name, opts, sources, seed)
+        self.sub = str(self.opt("sub"))
+        self.output = self.opt("parent").sub_template(self.sub).copy(name)
+
+    def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
+        value = sources[0].sub_outputs[self.sub]
+        return LayerOutput(value.tensor, self.output, value.sizes, value.logits)
 
 
 def rec_targets(opts: Mapping[str, Any], rec_name: str = "?", search: bool = False) -> List[str]:
@@ -62,7 +130,7 @@ def rec_targets(opts: Mapping[str, Any], rec_name: str = "?", search: bool = Fal
     out = [t for t in _as_list(opts.get("target")) + _as_list(opts.get("size_target")) if isinstance(t, str)]
     for sub in unit_layers(opts["unit"], rec_name, search).values():
         if isinstance(sub, Mapping) and is_target_choice(sub):
-            out.append(sub["target"])
+            out += [t for t in _as_list(sub["target"]) if isinstance(t, str)]
     return list(dict.fromkeys(out))
 
 
@@ -98,8 +166,7 @@ class RecSubnetLayer(Layer):
         extra: List[str] = []
         for sub, sub_opts in unit.items():
             refs = layer_refs(sub, sub_opts, name)
-            init = initial_output_ref(sub_opts)
-            for r in refs + ([init] if init else []):
+            for r in refs + initial_refs(sub_opts):
                 if r.kind == "base":
                     extra.append(r.name)
                 elif r.kind == "data" and r.name != "source":
@@ -199,6 +266,17 @@ class RecSubnetLayer(Layer):
         self.after_order = self._ordered(self.plan.after_loop)
         for sub in self.after_order:  # on the stacked outputs of the loop
             self._build(sub)
+        for sub in self.plan.prev_used:
+            if self.unit[sub].get("initial_output") == "var":
+                self._make_initial_output_var(sub)
+        for sub in self.plan.prev_used:  # a cell outside the loop whose prev: is read: the loop's initial state
+            if sub not in self.in_loop and hasattr(self.layers[sub], "make_prev_state"):
+                self.layers[sub].make_prev_state()
+        for sub, sub_opts in self.unit.items():
+            for r in initial_refs(sub_opts):
+                if r.kind == "self" and r.name in self.in_loop:
+                    raise NetworkError("%s, sub-layer %r: its initial output or state reads %r, which runs in the loop "
+                                       "(only layers outside it, base: layers or data)" % (self.desc, sub, r.name))
         self.output = self.sub_template("output")
 
     # ---- building
@@ -296,7 +374,10 @@ class RecSubnetLayer(Layer):
         if isinstance(opts.get("out_dim"), Dim):
             n_out = opts["out_dim"].dimension
         src_names = self.sub_source_names(sub)
-        if n_out is not None and opts.get("class") != "choice":
+        from_out_type = _out_type_template(self.layer_name + "/" + sub, opts.get("out_type"))
+        if from_out_type is not None:
+            guess = from_out_type
+        elif n_out is not None and opts.get("class") != "choice":
             from returnn.tensor.dim import batch_dim
             from returnn.tf.layers.helpers import new_feature_dim
             guess = Data(sub, dims=(batch_dim, new_feature_dim(self.layer_name + "/" + sub, int(n_out))))
@@ -333,20 +414,46 @@ class RecSubnetLayer(Layer):
         in_loop = sub in self.in_loop
         src_names = self.sub_source_names(sub)
         templates = [self._template(s, in_loop, where) for s in src_names]
-        layer_opts = {k: v for k, v in opts.items() if k != "from" and k not in REC_ONLY_SUB_OPTIONS}
+        layer_opts = {k: v for k, v in opts.items()
+                      if (k != "from" or has_axis_pairs(v)) and k not in REC_ONLY_SUB_OPTIONS}
         if self._infer_n_out is not None:
             self._infer_n_out(sub, layer_opts)
         full_name = "%s/%s" % (self.layer_name, sub)
+        if opts["class"] == SUB_OUTPUT_CLASS:  # X/sub: X's sub-output (X is built: it is its only source)
+            layer_opts = {"sub": opts["sub"], "parent": self.layers[opts["from"]]}
+            self.layers[sub] = SubOutputLayer(full_name, layer_opts, templates, seed=self.seed)
+            if not in_loop and opts["from"] in self.in_loop:
+                raise NetworkError("%s: internal error: %r runs after the loop, its layer in it" % (where, sub))
+            self.sub_sources[sub] = src_names
+            return
         cls = get_layer_class(opts["class"], full_name, layer_opts)
         if in_loop and opts["class"] == "rec" and isinstance(opts.get("unit", "lstm"), str):
             cls = cell_class_for(layer_opts, templates) or cls
         loop = contextlib.nullcontext() if in_loop and sub not in self.plan.after_loop else loop_axis(self.time_dim)
         with reuse.resolving(self._get_reused_layer), loop:
             self.layers[sub] = cls(full_name, layer_opts, templates, seed=self.seed)
+        if getattr(self.layers[sub], "state", None) is not None and opts.get("initial_output") not in (None, 0):
+            raise NetworkError("%s: 'initial_output' %r with a non-zero 'initial_state': set initial_state only (its "
+                               "output comes from it; RETURNN's rule)" % (where, opts["initial_output"]))
         if in_loop and hasattr(self.layers[sub], "step") and self.layers[sub].post_bn is not None:
             raise NetworkError("%s: option 'batch_norm' on a sub-layer with a state inside the loop is not supported"
                                % where)
         self.sub_sources[sub] = src_names
+
+    def _make_initial_output_var(self, sub: str) -> None:
+        """RETURNN's ``initial_output: "var"``: a trainable (feature,) vector, zeros at first, named
+        ``init_<sub>_var`` in the sub-layer's scope; the sub-layer's one-frame output must be (B, F)."""
+        layer = self.layers[sub]
+        step = layer.output if sub in self.in_loop else frames.step_template(layer.output, self.time_dim)
+        static = [d.dimension for d in step.dims if not d.is_batch_dim()]
+        if step.sparse or step.batch_dim_axis is None or None in static or int(np.prod(static)) != (step.dim or 0):
+            raise NetworkError("%s, sub-layer %r: initial_output 'var' needs a dense (batch, feature) output, got %s"
+                               % (self.desc, sub, step.short_repr()))
+        name = "init_%s_var" % sub.rsplit("/", 1)[-1]
+        layer.initial_output_var = layer.variable(name, np.zeros([step.dim], np.dtype(step.dtype)))
+        if not any(v is layer.initial_output_var for p in layer.all_returnn_params() for v in p.variables):
+            raise NetworkError("%s, sub-layer %r: initial_output 'var' on a %r layer is not supported here (its "
+                               "parameter would have no RETURNN name)" % (self.desc, sub, opts_class(self.unit[sub])))
 
     # ---- templates seen from outside
     def sub_template(self, sub: str) -> Data:

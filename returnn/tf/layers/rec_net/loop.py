@@ -134,13 +134,52 @@ class UnitRun:
                 self.full[key] = frames.shift_right(value, axis, init)
         return self.full[key]
 
+    def state_values(self, layer) -> List[LayerOutput]:
+        """The values of the layers a cell's ``initial_state`` names (read once, before the loop)."""
+        return [self.value(r) for r in getattr(layer, "state_refs", ())]
+
+    def initial_state(self, name: str, n_time: Optional[tf.Tensor] = None) -> Any:
+        """The state the cell ``name`` starts the loop from (``n_time``: the loop length, default the
+        sequences' longest)."""
+        layer = self.rec.layers[name]
+        n_time = self.n_time if n_time is None else n_time
+        if getattr(layer, "state_refs", None) is None:  # no initial_state option (self-attention's own state)
+            return layer.initial_state(self.batch, n_time)
+        return layer.initial_state(self.batch, n_time, self.state_values(layer), self.ctx)
+
     def initial(self, name: str, template: Data) -> tf.Tensor:
         """``prev:name`` at step 0, shaped like ``template``."""
         opts = self.rec.unit[name]
+        layer = self.rec.layers[name]
+        if getattr(layer, "prev_state", None) is not None:  # a cell with a non-zero initial state: its output
+            return tf.cast(layer.prev_initial_output(self.batch, self.state_values(layer)), tf.as_dtype(template.dtype))
         where = "%s, sub-layer %r" % (self.rec.desc, name)
+        spec = opts.get("initial_output")
+        if isinstance(spec, str) and spec == "var":  # RETURNN's trainable initial output (B, F)
+            var = tf.cast(layer.initial_output_var, tf.as_dtype(template.dtype))
+            shape = [1 if d.is_batch_dim() else d.dimension for d in template.dims]
+            return tf.tile(tf.reshape(var, shape), [self.batch if d.is_batch_dim() else 1 for d in template.dims])
+        if isinstance(spec, str) and spec == "apply(0)":
+            return self._applied_to_zeros(name, template)
         ref = initial_output_ref(opts)
         layer_value = self.value(ref.kind + ":" + ref.name if ref.kind != "self" else ref.name) if ref else None
-        return frames.initial_value(opts.get("initial_output"), template, self.batch, self.extents, where, layer_value)
+        return frames.initial_value(spec, template, self.batch, self.extents, where, layer_value)
+
+    def _applied_to_zeros(self, name: str, template: Data) -> tf.Tensor:
+        """RETURNN's ``initial_output: "apply(0)"``: the layer applied to zeros of its sources'
+        shapes (dynamic axes of extent 1), as ``template`` (its frame 0 when it runs outside the loop)."""
+        layer = self.rec.layers[name]
+        srcs = []
+        for tmpl in layer.sources:
+            shape = [self.batch if d.is_batch_dim() else (d.dimension if d.dimension is not None else 1)
+                     for d in tmpl.dims]
+            sizes = {d: tf.ones(tf.stack([self.batch]), tf.int32) for d in tmpl.dims
+                     if d.is_dynamic() and not d.is_batch_dim()}
+            srcs.append(LayerOutput(tf.zeros(tf.stack(shape), tf.as_dtype(tmpl.dtype)), tmpl, sizes))
+        out = layer(srcs, self.ctx)
+        axis = frames.time_axis_of(out.data, self.rec.time_dim)
+        value = out.tensor if axis is None else tf.gather(out.tensor, 0, axis=axis)
+        return tf.cast(value, tf.as_dtype(template.dtype))
 
     def run_moved_out(self) -> None:
         for sub in self.rec._build_order():
@@ -213,7 +252,7 @@ class UnitRun:
         self.prepare_frames()
         prev_names = [n for n in names if n in rec.plan.prev_used]
         prev0 = {n: self.initial(n, self._prev_template(n)) for n in prev_names}
-        state0 = {n: rec.layers[n].initial_state(self.batch, self.n_time) for n in names if has_state(rec.layers[n])}
+        state0 = {n: self.initial_state(n) for n in names if has_state(rec.layers[n])}
         tas = {n: tf.TensorArray(tf.as_dtype(rec.layers[n].output.dtype), size=self.n_time, infer_shape=False)
                for n in names}
         logit_tas = {n: tf.TensorArray(tf.float32, size=self.n_time, infer_shape=False)

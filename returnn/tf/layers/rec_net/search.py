@@ -110,7 +110,7 @@ class BeamSearchRun(UnitRun):
         k = self.k
         names = rec.plan.in_loop
         prev0 = {n: self.initial(n, self._prev_template(n)) for n in names if n in rec.plan.prev_used}
-        state0 = {n: rec.layers[n].initial_state(self.batch, n_max) for n in names if has_state(rec.layers[n])}
+        state0 = {n: self.initial_state(n, n_max) for n in names if has_state(rec.layers[n])}
         scores0 = tf.tile(tf.concat([[0.0], tf.fill([k - 1], NEG_INF)], 0)[None], [base_batch, 1])
         ended0 = tf.zeros([self.batch], tf.bool)
         lens0 = tf.zeros([self.batch], tf.int32)

@@ -1,0 +1,63 @@
+"""Output dims as RETURNN infers them instead of demanding ``n_out``: from the target of any layer
+class (RETURNN's ``transform_config_dict``: linear/softmax get the target's own Dim, others its size,
++1 for ctc), and the one-frame shape of ``prev:x`` in rec units from ``x``'s ``out_type``."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from returnn.errors import NetworkError
+from returnn.extern_data import data_from_opts
+from returnn.tf.layers import RunContext
+from returnn.tf.network import TFNetwork
+from returnn.tf.returnn_params import returnn_param_shapes
+
+
+def _extern():
+    return {"data": data_from_opts("data", {"dim": 4}), "classes": data_from_opts("classes", {"dim": 3, "sparse": True}),
+            "feat": data_from_opts("feat", {"dim": 5})}
+
+
+def test_rec_lstm_with_a_loss_takes_the_target_dim():
+    """RETURNN's test_RecLayer_NativeLstm_Nan / test_rec_nativelstm: rec with mse and no n_out."""
+    net = TFNetwork({"output": {"class": "rec", "unit": "NativeLSTM", "loss": "mse", "target": "feat",
+                                "from": "data:data"}}, _extern())
+    assert net.layers["output"].output.dim == 5
+    assert returnn_param_shapes(net)["output/rec/W_re"] == (5, 20)
+    net = TFNetwork({"output": {"class": "rec", "unit": "nativelstm2", "loss": "ce", "from": "data"}}, _extern())
+    assert net.layers["output"].output.dim == 3  # the default target "classes"
+
+
+def test_linear_and_softmax_take_the_targets_dim_tag_and_ctc_one_more():
+    ext = _extern()
+    net = TFNetwork({"a": {"class": "linear", "target": "classes", "from": "data", "is_output_layer": True},
+                     "output": {"class": "softmax", "loss": "ctc", "from": "data"}}, ext)
+    assert net.layers["a"].output.feature_dim is ext["classes"].sparse_dim
+    assert net.layers["output"].output.dim == 4
+
+
+def test_other_classes_check_the_target_dim():
+    net = TFNetwork({"output": {"class": "copy", "from": "data", "target": "data", "loss": "mse"}}, _extern())
+    assert net.layers["output"].output.dim == 4
+    with pytest.raises(NetworkError, match="n_out"):
+        TFNetwork({"output": {"class": "activation", "activation": "tanh", "from": "data", "target": "feat",
+                              "loss": "mse"}}, _extern())
+
+
+def test_prev_shape_from_out_type_counts_steps():
+    """RETURNN's test_engine_rec_subnet_count: prev:output's shape comes from output's out_type."""
+    net = TFNetwork({"output": {"class": "rec", "from": ["data"], "unit": {
+        "output": {"class": "activation", "activation": "identity + 1", "from": ["prev:output"], "initial_output": 0,
+                   "out_type": {"dim": 1, "dtype": "int32"}}}}}, _extern())
+    x = np.zeros([2, 4, 4], np.float32)
+    y = net.forward({"data": tf.constant(x), "data:seq_len": tf.constant([4, 2])}, RunContext(False))["output"]
+    assert y.data.dtype == "int32"
+    np.testing.assert_array_equal(y.tensor.numpy()[0, :, 0], [1, 2, 3, 4])
+
+
+def test_softmax_in_a_rec_unit_takes_its_target_dim():
+    net = TFNetwork({"output": {"class": "rec", "from": "data", "unit": {
+        "prob": {"class": "softmax", "from": ["data:source", "prev:prob"], "target": "classes", "loss": "ce"},
+        "output": {"class": "copy", "from": "prob"}}}}, _extern())
+    assert returnn_param_shapes(net)["output/rec/prob/W"] == (7, 3)
