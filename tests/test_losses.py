@@ -28,8 +28,9 @@ def sparse_target(labels, lens, dim, has_time=True):
                        spec(dim, sparse=True, has_time=has_time))
 
 
-def compute(name, out, tgt, **opts):
-    values = get_loss_class(name, "output")("output", opts, "classes").compute(out, tgt)
+def compute(name, out, tgt, train=True, **opts):
+    """The loss values of one batch, as a training step computes them (``train``)."""
+    values = get_loss_class(name, "output")("output", opts, "classes").compute(out, tgt, train=train)
     as_np = {k: (None if v is None else float(v.numpy())) for k, v in vars(values).items()}
     return as_np
 
@@ -316,3 +317,19 @@ def test_safe_log_value_is_exactly_log_max_and_gradient_identity():
     np.testing.assert_allclose(y.numpy(), np.log(np.maximum(p.numpy(), np.float32(1e-20))), rtol=1e-6)
     np.testing.assert_allclose(tape.gradient(y, p).numpy(), 1.0 / np.maximum(p.numpy(), np.float32(1e-20)),
                                rtol=1e-6)
+
+
+def test_ctc_error_in_evaluation_comes_from_beam_search_as_in_returnn():
+    """Two frames with p(a) = 0.4, p(blank) = 0.6: the best path is blank blank (""), the best
+    labelling is "a" (0.64 > 0.36). Training decodes greedily, evaluation with a beam search."""
+    probs = np.array([[[0.4, 0.6], [0.4, 0.6]]], np.float32)
+    out = value(np.log(probs), [2], spec(2, name="o"))
+    out = out.with_tensor(out.tensor, logits=out.tensor)
+    target = value(np.array([[0]], np.int32), [1], spec(1, sparse=True, name="t", time=SpatialDim("labels")))
+    loss = get_loss_class("ctc", "l")("l", {}, "classes")
+    assert float(loss.compute(out, target, train=True).error_sum) == 1.0  # "" against "a"
+    assert float(loss.compute(out, target, train=False).error_sum) == 0.0
+    greedy = get_loss_class("ctc", "l")("l", {"beam_width": 1}, "classes")
+    assert float(greedy.compute(out, target, train=False).error_sum) == 1.0
+    with pytest.raises(NetworkError, match="use_native needs beam_width 1"):
+        get_loss_class("ctc", "l")("l", {"use_native": True}, "classes")

@@ -53,7 +53,7 @@ LEAD_PENDING: set = set()
 LEAD_PENDING_LAYER_OPTIONS: Dict[str, Set[str]] = {}
 # Loss options that need the network (the lead's): RETURNN's CTC error decodes with beam search of
 # beam_width in evaluation (greedy in training); Loss.compute does not know train from eval yet.
-LEAD_PENDING_LOSS_OPTIONS: Set[Tuple[str, str]] = {("ctc", "beam_width")}
+LEAD_PENDING_LOSS_OPTIONS: Set[Tuple[str, str]] = set()
 
 # Layer classes whose options (some of them) another module reads on their behalf.
 READ_ELSEWHERE: Dict[str, List[str]] = {

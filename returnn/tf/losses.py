@@ -114,8 +114,9 @@ class Loss:
             return values.loss_sum / tf.maximum(values.norm, 1.0)
         return values.loss_sum
 
-    def compute(self, output: LayerOutput, target: Optional[LayerOutput]) -> LossValues:
-        """Loss of ``output`` against ``target`` for one batch."""
+    def compute(self, output: LayerOutput, target: Optional[LayerOutput], train: bool = False) -> LossValues:
+        """Loss of ``output`` against ``target`` for one batch (``train``: in a training step; some
+        of RETURNN's errors are computed otherwise in evaluation)."""
         output = self._layout(output, "output")
         target = None if target is None else self._layout(target, "target")
         if self.framewise and target is not None and output.data.have_time_axis() and target.data.have_time_axis() \
@@ -130,7 +131,7 @@ class Loss:
                 target = target.with_tensor(tf.identity(target.tensor))
         if self.frame_local and output.packed is not None and target is not None and target.data.have_time_axis():
             output, target = _packed_views(output, target)
-        return self.compute_btf(output, target)
+        return self.compute_btf(output, target, train)
 
     def _layout(self, x: LayerOutput, what: str) -> LayerOutput:
         """``x`` as (B, T, F) / (B, T) / (B, F) / (B,): losses work on that layout."""
@@ -141,7 +142,7 @@ class Loss:
                                % (self.layer_name, self.loss_class, what, x.data.short_repr()))
         return x
 
-    def compute_btf(self, output: LayerOutput, target: LayerOutput) -> LossValues:
+    def compute_btf(self, output: LayerOutput, target: LayerOutput, train: bool = False) -> LossValues:
         """:meth:`compute` on batch-major, time-second, feature-last values."""
         raise NotImplementedError
 
@@ -269,7 +270,7 @@ class CrossEntropyLoss(Loss):
         probs = tf.nn.softmax(logits, axis=-1) if logits is not None else output.tensor
         return safe_log(probs, self.log_eps, self.fake_grad)
 
-    def compute_btf(self, output: LayerOutput, target: LayerOutput) -> LossValues:
+    def compute_btf(self, output: LayerOutput, target: LayerOutput, train: bool = False) -> LossValues:
         mask = _frame_mask(target)
         frame_loss, wrong = self.frame_values(output, target, mask)
         frames = _frame_count(target, mask)
@@ -323,7 +324,7 @@ class MeanSquaredErrorLoss(Loss):
     loss_class = "mse"
     frame_local = True
 
-    def compute_btf(self, output: LayerOutput, target: LayerOutput) -> LossValues:
+    def compute_btf(self, output: LayerOutput, target: LayerOutput, train: bool = False) -> LossValues:
         mask = _frame_mask(target)
         tgt = target.tensor
         if target.data.sparse:
@@ -349,10 +350,9 @@ class CtcLoss(Loss):
     ``loss_sum`` is the sum of the per-sequence negative log-likelihoods; ``norm`` is the number
     of target LABELS (sum of the target lengths), RETURNN's norm factor for every loss with a target
     with time axis: the reported score is the loss per label, and ``use_normalized_loss`` divides the
-    objective by the labels. The error is the label error rate of greedy (best-path) decoding, as
-    RETURNN's in training: ``error_sum`` = sum of the edit distances, ``error_norm`` = the same
-    label count. (RETURNN's error in evaluation decodes with a beam search of ``beam_width``; here
-    greedy decoding in evaluation too: the loss has no train flag.)
+    objective by the labels. The error is the label error rate, as RETURNN's: in training of greedy
+    (best-path) decoding, in evaluation of TensorFlow's CTC beam search of ``beam_width`` (greedy for
+    ``beam_width`` 1); ``error_sum`` = sum of the edit distances, ``error_norm`` = the same label count.
 
     ``loss_opts`` (:attr:`options`) and ``ctc_opts`` (:attr:`ctc_options`, the options of TF's or
     RETURNN's native CTC op) as declared below.
@@ -362,10 +362,9 @@ class CtcLoss(Loss):
     framewise = False
     options = (
         Option("ctc_opts", None, "options of the CTC op (see ctc_options)"),
-        Option("beam_width", 100, "RETURNN: the error in evaluation from beam search of this width (here: greedy "
-                                  "decoding, pending the train flag in Loss.compute)"),
-        Option("use_native", False, "RETURNN's own CTC op",
-               noop="RETURNN's native CTC computes the same loss as TensorFlow's CTC op used here"),
+        Option("beam_width", 100, "the error in evaluation comes from a CTC beam search of this width (1: greedy)"),
+        Option("use_native", False, "RETURNN's own CTC op (computes the same loss as TensorFlow's CTC op used "
+                                    "here); RETURNN refuses it with beam_width > 1"),
         Option("focal_loss_factor", 0.0, "not an option of RETURNN's ctc loss", only=(0, 0.0, None)),
         Option("output_in_log_space", False, "the output holds log-probabilities (else probabilities or logits)"),
     )
@@ -393,6 +392,12 @@ class CtcLoss(Loss):
             raise NetworkError("layer %r: ctc_opts logits_normalize False (the input holds log-probabilities) needs "
                                "loss_opts output_in_log_space here" % layer_name)
         self.ignore_longer = bool(ctc_opts.get("ignore_longer_outputs_than_inputs", False))
+        self.beam_width = self.opts.get("beam_width", 100)
+        if isinstance(self.beam_width, bool) or not isinstance(self.beam_width, int) or self.beam_width < 1:
+            raise NetworkError("layer %r: loss_opts beam_width must be an int >= 1, got %r" % (layer_name, self.beam_width))
+        if self.opts.get("use_native") and self.beam_width > 1:  # RETURNN asserts this
+            raise NetworkError("layer %r: loss_opts use_native needs beam_width 1 (RETURNN: 'use beam_width=1 with "
+                               "use_native')" % layer_name)
 
     def expected_output_dim(self, target_dim: Optional[int]) -> Optional[int]:
         return None if target_dim is None else target_dim + 1  # the blank
@@ -403,7 +408,7 @@ class CtcLoss(Loss):
             raise NetworkError("layer %r: loss 'ctc' needs a dense output and sparse target labels, got output %s, "
                                "target %r %s" % (self.layer_name, output.short_repr(), target_name, target.short_repr()))
 
-    def compute_btf(self, output: LayerOutput, target: LayerOutput) -> LossValues:
+    def compute_btf(self, output: LayerOutput, target: LayerOutput, train: bool = False) -> LossValues:
         if not target.data.sparse or not output.data.have_time_axis() or not target.data.have_time_axis():
             raise NetworkError("layer %r: ctc loss needs a time axis on the output and sparse targets with time"
                                % self.layer_name)
@@ -420,8 +425,11 @@ class CtcLoss(Loss):
         if self.ignore_longer:
             loss = tf.where(target.seq_len > output.seq_len, tf.zeros_like(loss), loss)
         labels_total = tf.cast(tf.reduce_sum(target.seq_len), tf.float32)
-        decoded, _ = tf.nn.ctc_greedy_decoder(tf.transpose(logits, [1, 0, 2]), output.seq_len,
-                                              merge_repeated=True, blank_index=blank)
+        time_major = tf.transpose(logits, [1, 0, 2])
+        if train or self.beam_width == 1:
+            decoded, _ = tf.nn.ctc_greedy_decoder(time_major, output.seq_len, merge_repeated=True, blank_index=blank)
+        else:  # TF's beam search takes the blank as the last class, as here
+            decoded, _ = tf.nn.ctc_beam_search_decoder(time_major, output.seq_len, beam_width=self.beam_width)
         dist = tf.edit_distance(tf.cast(decoded[0], tf.int64), _to_sparse(labels, label_mask), normalize=False)
         return LossValues(tf.reduce_sum(loss), labels_total, tf.reduce_sum(dist), labels_total)
 
@@ -477,7 +485,7 @@ class AsIsLoss(Loss):
     def check_templates(self, output: Data, target: Optional[Data], target_name: Optional[str]) -> None:
         """No target: nothing to compare."""
 
-    def compute_btf(self, output: LayerOutput, target: Optional[LayerOutput]) -> LossValues:
+    def compute_btf(self, output: LayerOutput, target: Optional[LayerOutput], train: bool = False) -> LossValues:
         mask = _frame_mask(output)
         values = tf.cast(output.tensor, tf.float32)
         if output.data.feature_dim_axis is not None:
@@ -512,7 +520,7 @@ class EditDistanceLoss(Loss):
                                "(RETURNN decodes a dense output only with ctc_decode), got output %s, target %r %s"
                                % (self.layer_name, output.short_repr(), target_name, target.short_repr()))
 
-    def compute_btf(self, output: LayerOutput, target: LayerOutput) -> LossValues:
+    def compute_btf(self, output: LayerOutput, target: LayerOutput, train: bool = False) -> LossValues:
         if not target.data.sparse or not target.data.have_time_axis() or not output.data.have_time_axis():
             raise NetworkError("layer %r: edit_distance needs sparse targets and outputs with a time axis"
                                % self.layer_name)

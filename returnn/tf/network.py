@@ -437,9 +437,10 @@ class TFNetwork(tf.Module):
         return tensor, seq_len
 
     def compute_losses(self, outputs: Dict[str, LayerOutput], batch: Dict[str, tf.Tensor],
-                       names: Optional[Sequence[str]] = None) -> Dict[str, LossValues]:
-        """Loss values per loss layer (of the layers ``names``, default all)."""
-        return {info.layer: info.loss.compute(outputs[info.layer], self._target(batch, outputs, info.target))
+                       names: Optional[Sequence[str]] = None, train: bool = False) -> Dict[str, LossValues]:
+        """Loss values per loss layer (of the layers ``names``, default all); ``train``: of a
+        training step (RETURNN computes some errors otherwise in evaluation)."""
+        return {info.layer: info.loss.compute(outputs[info.layer], self._target(batch, outputs, info.target), train)
                 for info in self.losses if names is None or info.layer in names}
 
     def _target(self, batch: Dict[str, tf.Tensor], outputs: Dict[str, LayerOutput], key: Optional[str]

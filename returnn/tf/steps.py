@@ -77,7 +77,7 @@ class StepFunctions:
         names = self.train_loss_names if ctx.train else self.loss_names
         extra = self.network.output_constraint_layers if ctx.train else []
         outputs = self.network.forward(batch, ctx, only=names + extra)
-        values = self.network.compute_losses(outputs, batch, names)
+        values = self.network.compute_losses(outputs, batch, names, ctx.train)
         stats, total = [], []
         for info in self.network.losses:
             if info.layer not in names:
