@@ -15,7 +15,6 @@ This engine also chains with ``|``: ``"a|b"`` is ``b(a(x))``. ``None``, ``""``, 
 """
 from __future__ import annotations
 
-import math
 from typing import Callable, Dict, Optional
 
 import tensorflow as tf
@@ -61,12 +60,13 @@ ACTIVATIONS: Dict[str, ActivationFn] = {
 
 
 def _safe_log(x: tf.Tensor) -> tf.Tensor:
-    return tf.math.log(tf.maximum(x, tf.cast(1e-20, x.dtype)))
+    from returnn.tf.util.basic import safe_log
+    return safe_log(x)
 
 
 def _safe_exp(x: tf.Tensor) -> tf.Tensor:
-    bound = math.log(1e20)
-    return tf.exp(tf.clip_by_value(x, -bound, bound))
+    from returnn.tf.util.basic import safe_exp
+    return safe_exp(x)
 
 
 # RETURNN's own functions (TFUtil) found by name after TensorFlow's

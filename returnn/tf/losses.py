@@ -193,19 +193,9 @@ def _frame_count(target: LayerOutput, mask: Optional[tf.Tensor]) -> tf.Tensor:
 
 
 def safe_log(p: tf.Tensor, eps: float = 1e-20, fake_grad: bool = True) -> tf.Tensor:
-    """RETURNN's ``safe_log``: ``log(max(p, eps))``; ``fake_grad``: the gradient of ``log(p)`` also
-    below ``eps`` (RETURNN's maximum_with_identity_grad), else tf.maximum's (0 there). The value is
-    exactly ``max(p, eps)`` (a ``p + stop_gradient(max(p, eps) - p)`` rounds to 0 for p < 0)."""
-    eps = tf.cast(eps, p.dtype)
-    return tf.math.log(_maximum_identity_grad(p, eps) if fake_grad else tf.maximum(p, eps))
-
-
-@tf.custom_gradient
-def _maximum_identity_grad(x: tf.Tensor, floor: tf.Tensor):
-    """``tf.maximum(x, floor)`` whose gradient goes to ``x`` everywhere (none to ``floor``)."""
-    def grad(dy):
-        return dy, tf.zeros_like(floor)
-    return tf.maximum(x, floor), grad
+    """RETURNN's ``safe_log``: ``log(max(p, eps))`` (:func:`returnn.tf.util.basic.safe_log`)."""
+    from returnn.tf.util.basic import safe_log as _safe_log
+    return _safe_log(p, eps, use_fake_grad=fake_grad)
 
 
 class CrossEntropyLoss(Loss):

@@ -173,8 +173,17 @@ def flatten_with_seq_len_mask(x: tf.Tensor, seq_lens: tf.Tensor, batch_dim_axis:
 
 # ---- arithmetic
 def _maximum_with_identity_grad(x: tf.Tensor, floor: float) -> tf.Tensor:
-    """``max(x, floor)`` whose gradient is 1 everywhere (the clipped part does not cut the gradient)."""
-    return x + tf.stop_gradient(tf.maximum(x, floor) - x)
+    """``max(x, floor)`` exactly, whose gradient goes to ``x`` everywhere (the clipped part does
+    not cut it; RETURNN's maximum_with_identity_grad). A ``x + stop_gradient(max - x)`` form
+    would round to 0 for x < 0."""
+    return _max_identity_grad(x, tf.cast(floor, x.dtype))
+
+
+@tf.custom_gradient
+def _max_identity_grad(x: tf.Tensor, floor: tf.Tensor):
+    def grad(dy):
+        return dy, tf.zeros_like(floor)
+    return tf.maximum(x, floor), grad
 
 
 def _input_of(x: tf.Tensor, op_type: str) -> Optional[tf.Tensor]:
