@@ -73,7 +73,11 @@ def engine_version() -> str:
 
 
 def versions_line() -> str:
-    """One line: this engine, Python, TensorFlow, Horovod and mpi4py versions (nothing imported)."""
+    """One line: this engine, Python, TensorFlow, Horovod and mpi4py versions (nothing imported). A
+    ``python3`` without TensorFlow re-runs the command under the repository's ``.venv`` first (as a
+    training command does), so ``python3 rnn.py --version`` reports the versions a run would use."""
+    from returnn.util.environment import prefer_venv
+    prefer_venv(("tensorflow",))
     tf_version = _dist_version("tensorflow", "tensorflow-cpu", "tensorflow-macos", "tf-nightly")
     hvd = _dist_version("horovod")
     mpi = _dist_version("mpi4py")

@@ -213,10 +213,22 @@ def test_sge_hostfile_mode_merged_hosts_and_np(tmp_path):
 
 
 def test_sge_without_slots_fails_and_without_pe_hostfile_runs_locally():
-    proc = run_script("launch-sge.qsub", ["--dry-run", "c.config"], check=False)
-    assert proc.returncode == 2 and "NSLOTS" in proc.stderr
+    proc = run_script("launch-sge.qsub", ["c.config"], check=False)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "not inside a Grid Engine parallel-environment job" in proc.stderr and "-n N" in proc.stderr
     words = dry_run("launch-sge.qsub", ["c.config"], {"NSLOTS": "2"})
     assert words[:3] == ["mpirun", "-np", "2"] and "-H" not in words
+
+
+def test_sge_dry_run_outside_a_job_shows_the_scripts_own_request():
+    """Outside a parallel environment the dry run prints what the job would run: the slots of the
+    script's '#$ -pe mpi 4' line, on this host (one note on stderr saying so), exit 0."""
+    proc = run_script("launch-sge.qsub", ["--dry-run", "c.config"])
+    words = shlex.split(proc.stdout)
+    assert words[:3] == ["mpirun", "-np", "4"] and "-H" not in words, proc.stdout
+    assert ("--oversubscribe" in words) == (CORES < 4)
+    assert proc.stderr.count("\n") == 1 and "dry run outside a Grid Engine job" in proc.stderr, proc.stderr
+    assert "running on this host only" not in proc.stderr
 
 
 def test_sge_directives():
@@ -245,8 +257,13 @@ def test_slurm_overrides_and_errors():
     words = dry_run("launch-slurm.sbatch", ["-n", "3", "c.config"], {"SRUN_MPI": "none"})
     assert words == ["srun", "--kill-on-bad-exit=1", "--ntasks=3", PY, "rnn.py", "c.config",
                      "++use_horovod", "1"]
-    proc = run_script("launch-slurm.sbatch", ["--dry-run", "c.config"], check=False)
+    proc = run_script("launch-slurm.sbatch", ["c.config"], check=False)
     assert proc.returncode == 2 and "SLURM_NTASKS" in proc.stderr
+    # a dry run outside an allocation: what the script's own #SBATCH lines ask for
+    proc = run_script("launch-slurm.sbatch", ["--dry-run", "c.config"])
+    assert shlex.split(proc.stdout) == ["srun", "--mpi=pmix", "--kill-on-bad-exit=1", "--ntasks=4",
+                                        "--ntasks-per-node=1", PY, "rnn.py", "c.config", "++use_horovod", "1"]
+    assert proc.stderr.count("\n") == 1 and "dry run outside a SLURM allocation" in proc.stderr
     with open(os.path.join(DEMOS, "launch-slurm.sbatch")) as f:
         text = f.read()
     assert "#SBATCH --ntasks=" in text and "#SBATCH --gres=gpu:1" in text

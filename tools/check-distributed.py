@@ -20,5 +20,17 @@ def _load_check():
     return module
 
 
+def _prefer_venv() -> None:
+    """A ``python3`` without mpi4py or TensorFlow (``mpirun -np 2 python3 tools/check-distributed.py``)
+    re-runs under the repository's ``.venv``, as rnn.py and the other tools do; without one, the check
+    runs here and reports what is missing."""
+    spec = importlib.util.spec_from_file_location("returnn_util_environment",
+                                                  os.path.join(ROOT, "returnn", "util", "environment.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.prefer_venv(("mpi4py", "tensorflow"))
+
+
 if __name__ == "__main__":
+    _prefer_venv()
     sys.exit(_load_check().main())

@@ -21,7 +21,21 @@ say() { echo "[setup] $*"; }
 die() { echo "[setup] error: $*" >&2; exit 1; }
 
 command -v "$PY" >/dev/null 2>&1 || die "no '$PY' on PATH; set PYTHON=python3.X to the interpreter to use"
-pyver=$("$PY" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+# The command must also run: a pyenv shim exists for every installed version but fails (exit 127)
+# unless that version is selected. One line saying so, with the interpreter's own first complaint.
+probe_err=$(mktemp)
+pyver=$("$PY" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>"$probe_err") && rc=0 || rc=$?
+why=$(grep -v '^[[:space:]]*$' "$probe_err" | head -1 || true); rm -f "$probe_err"
+if [ "$rc" != 0 ] || ! [[ "$pyver" =~ ^[0-9]+\.[0-9]+$ ]]; then
+  case "$(command -v "$PY")" in
+    */shims/*)  # pyenv: name the interpreter behind the shim when one version has it
+      real=$(ls -d "$(dirname "$(dirname "$(command -v "$PY")")")"/versions/*/bin/"$(basename "$PY")" 2>/dev/null | tail -1 || true)
+      hint="a pyenv shim of a version that is not selected: PYTHON=${real:-\$(pyenv root)/versions/<version>/bin/$(basename "$PY")}, or 'pyenv shell <version>' first" ;;
+    *) hint="set PYTHON=python3.X to an interpreter that runs" ;;
+  esac
+  [ "$rc" != 0 ] || why="it printed no version"
+  die "'$PY' ($(command -v "$PY")) does not run as Python (exit $rc${why:+: $why}); $hint"
+fi
 pyminor=${pyver#3.}
 [ "${pyver%%.*}" = "3" ] && [ "$pyminor" -ge 9 ] || die "Python $pyver is too old (3.9 or newer needed); set PYTHON=python3.X"
 
@@ -96,13 +110,13 @@ fi
 
 export PATH="$VENV/bin:$PATH" TF_CPP_MIN_LOG_LEVEL=2
 PIP="$VENV/bin/python -m pip"
-say "installing Python packages into $VENV ($TF_PKG, h5py, mpi4py, tensorboard, pytest)"
+say "installing Python packages into $VENV ($TF_PKG, h5py, mpi4py, tensorboard, pytest, pytest-xdist)"
 # TensorBoard imports pkg_resources, which setuptools 81 removed.
 $PIP install -q --upgrade pip wheel packaging "setuptools<81"
 if [ "$stack" = "horovod" ]; then
-  $PIP install -q "$TF_PKG" "numpy<2" h5py mpi4py cmake pytest matplotlib
+  $PIP install -q "$TF_PKG" "numpy<2" h5py mpi4py cmake pytest pytest-xdist matplotlib
 else
-  $PIP install -q "$TF_PKG" tensorboard h5py mpi4py pytest matplotlib
+  $PIP install -q "$TF_PKG" tensorboard h5py mpi4py pytest pytest-xdist matplotlib
 fi
 
 # 3. Horovod, built from source against the TensorFlow above, with MPI.
