@@ -333,3 +333,15 @@ def test_ctc_error_in_evaluation_comes_from_beam_search_as_in_returnn():
     assert float(greedy.compute(out, target, train=False).error_sum) == 1.0
     with pytest.raises(NetworkError, match="use_native needs beam_width 1"):
         get_loss_class("ctc", "l")("l", {"use_native": True}, "classes")
+
+
+def test_losses_without_cost_report_only_their_error():
+    """RETURNN's edit_distance and as_is with as_error have no cost: no score, only the error."""
+    from returnn.tf.reporting import ScoreAccumulator, step_costs
+    stats = np.array([[0.0, 0.0, 3.0, 10.0], [2.0, 4.0, 1.0, 4.0]])
+    acc = ScoreAccumulator(["dist", "output"])
+    acc.add(stats)
+    assert acc.scores() == {"error_dist": 0.3, "score_output": 0.5, "error_output": 0.25}
+    assert step_costs(["dist", "output"], stats) == "error:dist 0.3, cost:output 0.5, error:output 0.25"
+    out = value(np.ones((1, 2, 1), np.float32), [2], spec(1, name="o"))
+    assert compute("as_is", out, None, as_error=True)["norm"] == 0.0

@@ -27,7 +27,7 @@ class LossValues:
     """Summed loss/error of one batch and what to divide them by."""
 
     loss_sum: tf.Tensor
-    norm: tf.Tensor
+    norm: tf.Tensor  # 0: the loss reports no cost (RETURNN's edit_distance, as_is with as_error)
     error_sum: Optional[tf.Tensor] = None
     error_norm: Optional[tf.Tensor] = None
 
@@ -481,8 +481,8 @@ class AsIsLoss(Loss):
         if output.data.feature_dim_axis is not None:
             values = tf.reduce_sum(values, axis=-1)
         total, frames = _masked_sum(values, mask), _frame_count(output, mask)
-        if self.opts.get("as_error"):
-            return LossValues(tf.constant(0.0), frames, total, frames)
+        if self.opts.get("as_error"):  # RETURNN: no cost, only the error
+            return LossValues(tf.constant(0.0), tf.constant(0.0), total, frames)
         return LossValues(total, frames)
 
 
@@ -517,7 +517,7 @@ class EditDistanceLoss(Loss):
         hyp = output.tensor if output.data.sparse else tf.argmax(output.tensor, axis=-1, output_type=tf.int32)
         dist = tf.edit_distance(_to_sparse(hyp, output.sequence_mask()), _to_sparse(target.tensor, target.sequence_mask()),
                                 normalize=False)
-        return LossValues(tf.constant(0.0), tf.constant(1.0), tf.reduce_sum(dist),
+        return LossValues(tf.constant(0.0), tf.constant(0.0), tf.reduce_sum(dist),
                           tf.cast(tf.reduce_sum(target.seq_len), tf.float32))
 
 

@@ -32,7 +32,8 @@ class ScoreAccumulator:
         single = len(self.loss_names) == 1
         for name, (loss, norm, err, err_norm) in zip(self.loss_names, self.totals):
             suffix = "" if single else "_" + name
-            out["score" + suffix] = loss / norm if norm > 0 else float("nan")
+            if norm > 0:  # losses without cost (edit_distance, as_is as_error) report only their error
+                out["score" + suffix] = loss / norm
             if err_norm > 0:
                 out["error" + suffix] = err / err_norm
         return out
@@ -52,7 +53,8 @@ def step_costs(loss_names: List[str], stats: np.ndarray) -> str:
     """'cost:output 1.15, error:output 0.79' for one step."""
     parts = []
     for name, (loss, norm, err, err_norm) in zip(loss_names, stats):
-        parts.append("cost:%s %s" % (name, _fmt(loss / norm if norm > 0 else float("nan"))))
+        if norm > 0:
+            parts.append("cost:%s %s" % (name, _fmt(loss / norm)))
         if err_norm > 0:
             parts.append("error:%s %s" % (name, _fmt(err / err_norm)))
     return ", ".join(parts)
