@@ -141,7 +141,7 @@ CASES = [
     ("momentum-old-style", {"momentum": 0.6, "learning_rate": 0.05}, lambda: np_momentum(0.05, 0.6)),
     ("adam", {"optimizer": {"class": "adam"}, "learning_rate": 0.01}, lambda: np_adam(0.01)),
     ("adam-old-style", {"adam": True, "learning_rate": 0.02}, lambda: np_adam(0.02)),
-    ("adam-options", {"optimizer": {"class": "Adam", "beta_1": 0.5, "beta_2": 0.9, "epsilon": 0.1},
+    ("adam-options", {"optimizer": {"class": "Adam", "beta1": 0.5, "beta2": 0.9, "epsilon": 0.1},
                       "learning_rate": 0.03}, lambda: np_adam(0.03, 0.5, 0.9, 0.1)),
     ("adam-config-epsilon", {"adam": True, "optimizer_epsilon": 0.01, "learning_rate": 0.02},
      lambda: np_adam(0.02, eps=0.01)),
@@ -287,3 +287,15 @@ def test_bad_optimizer_option_is_config_error():
         create_optimizer(Config({"optimizer": {"class": "adam", "bogus": 1}}), [tf.Variable([1.0])])
     with pytest.raises(ConfigError, match="optimizer"):
         create_optimizer(Config({"optimizer": {"beta_1": 0.9}}), [tf.Variable([1.0])])
+
+
+@pytest.mark.parametrize("config,needle", [
+    ({"optimizer": {"class": "adam", "learning_rate": 0.1}}, "no 'learning_rate' in the dict"),
+    ({"optimizer": {"class": "adam", "beta_1": 0.5}}, "bad option"),  # Keras' name: TF v1 Adam's is beta1
+    ({"optimizer": {"class": "adagrad", "epsilon": 0.1}}, "has no 'epsilon'"),
+    ({"optimizer": {"class": "sgd"}, "momentum": 0.9}, "Keras' SGD with that momentum"),
+])
+def test_optimizer_options_returnn_refuses_are_refused(config, needle):
+    from returnn.errors import ConfigError
+    with pytest.raises(ConfigError, match=needle):
+        create_optimizer(Config(dict(config, learning_rate=0.01)), [tf.Variable([1.0])])

@@ -185,7 +185,6 @@ class Adagrad(Optimizer):
     returnn_slot_names = {"accumulator": "Adagrad"}
 
     def __init__(self, variables, initial_accumulator_value: float = 0.1, **kwargs):
-        kwargs.pop("epsilon", None)  # v1 Adagrad has none
         super().__init__(variables, **kwargs)
         for acc in self.slots["accumulator"]:
             acc.assign(tf.fill(tf.shape(acc), tf.cast(initial_accumulator_value, acc.dtype)))
@@ -246,15 +245,20 @@ def create_optimizer(config: Config, variables: Sequence[tf.Variable]) -> Optimi
     name = str(opts.pop("class")).lower().replace("optimizer", "")
     if name not in OPTIMIZERS:
         raise ConfigError("config key 'optimizer': unknown class %r (known: %s)" % (name, known_list(OPTIMIZERS)))
-    opts.pop("learning_rate", None)
+    if "learning_rate" in opts:  # RETURNN asserts: "learning_rate will be set implicitly"
+        raise ConfigError("config key 'optimizer': no 'learning_rate' in the dict; the config's learning_rate (and "
+                          "'learning_rate_multiplier' here) set it, as in RETURNN")
     learning_rate = config.float("learning_rate") * float(opts.pop("learning_rate_multiplier", 1.0))
+    if name == "adagrad" and "epsilon" in opts:  # TF's v1 Adagrad takes none (RETURNN: a TypeError)
+        raise ConfigError("config key 'optimizer' (adagrad): TensorFlow's v1 Adagrad, which RETURNN runs, has no "
+                          "'epsilon'")
     if "epsilon" not in opts and name != "adagrad":  # RETURNN: every class whose __init__ takes one
         opts["epsilon"] = config.float("optimizer_epsilon")
     if name in _TAKES_MOMENTUM and "momentum" not in opts and config.float("momentum"):
         opts["momentum"] = config.float("momentum")
-    for key in ("beta_1", "beta_2"):
-        if key in opts:
-            opts[key.replace("_", "")] = opts.pop(key)
+    if name == "sgd" and config.float("momentum"):  # RETURNN gives Keras' SGD the config's momentum
+        raise ConfigError("config key 'momentum' with optimizer class 'sgd': RETURNN runs Keras' SGD with that "
+                          "momentum, which is not implemented here; use optimizer = {'class': 'momentum'}")
     try:
         return OPTIMIZERS[name](variables, learning_rate=learning_rate, **opts)
     except TypeError as exc:
