@@ -34,14 +34,20 @@ demo: setup
 demo-horovod: setup
 	bash demos/run-horovod-demo.sh
 
+# The suite runs on TEST_WORKERS pytest-xdist workers (default: one per core; TEST_WORKERS=0 runs it in
+# this one process); tests that share a module fixture or a timing-sensitive resource stay together
+# (tests/conftest.py, xdist_group). The slowest tests are listed at the end.
+TEST_WORKERS ?= auto
+PYTEST_ARGS ?= -q -n $(TEST_WORKERS) --dist loadgroup --durations=25
+
 test: setup
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest $(PYTEST_ARGS) tests
 
 # The newest TensorFlow with the mpi4py backend (no Horovod), in its own venv.
 test-latest-tf: export PATH := $(abspath $(LATEST_VENV))/bin:$(BASE_PATH)
 test-latest-tf:
 	@VENV=$(LATEST_VENV) TF_STACK=latest bash tools/setup_env.sh
-	$(LATEST_VENV)/bin/python -m pytest -q $(LATEST_TF_TESTS)
+	$(LATEST_VENV)/bin/python -m pytest $(PYTEST_ARGS) $(LATEST_TF_TESTS)
 
 bench: setup
 	$(PY) benchmarks/engine_overhead.py
