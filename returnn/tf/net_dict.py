@@ -41,13 +41,21 @@ def from_entries(value: Any) -> List[Any]:
     return list(value) if isinstance(value, (list, tuple)) else [value]
 
 
+# Private options of the layers of RETURNN's extra nets (returnn.tf.extra_nets): the main network's name
+# of the layer, and whether its extra net is built for search (a layer's own search flag)
+EXTRA_OF, SEARCH = "_extra_of", "_search"
+EXTRA_NET_OPTIONS = (EXTRA_OF, SEARCH)
+
+
 def without_search_only(net_dict: Dict[str, Any], search: bool, eval_flag: bool = True) -> Dict[str, Any]:
-    """``net_dict`` without the layers marked ``only_on_search`` unless it is built for search,
-    and without ``only_on_eval`` layers unless ``eval_flag`` (RETURNN: every task but forward)."""
+    """``net_dict`` without the layers marked ``only_on_search`` unless it is built for search (a
+    layer of an extra net: unless that is), and without ``only_on_eval`` layers unless ``eval_flag``
+    (RETURNN: every task but forward)."""
     def keep(opts: Any) -> bool:
         if not isinstance(opts, Mapping):
             return True
-        return (search or not opts.get("only_on_search")) and (eval_flag or not opts.get("only_on_eval"))
+        return (opts.get(SEARCH, search) or not opts.get("only_on_search")) and \
+            (eval_flag or not opts.get("only_on_eval"))
     if all(keep(v) for v in net_dict.values()):
         return net_dict
     return {k: v for k, v in net_dict.items() if keep(v)}

@@ -22,7 +22,10 @@ from returnn.tf.losses import LOSS_CLASSES, Loss, LossValues, get_loss_class
 from returnn.tf.net_dict import (
     AXIS_PAIR_FROM_CLASSES, from_entries, has_axis_pairs, needed_layers, source_name, without_search_only,
 )
-from returnn.tf.subnetwork import expand_subnetworks
+from returnn.tf.extra_nets import EXTRA_OF, ParamsByScope, expand_extra_nets, shared_param_opts, sharing_layers
+from returnn.tf.layers.params import layer_scope
+from returnn.tf.net_dict import EXTRA_NET_OPTIONS, SEARCH
+from returnn.tf.subnetwork import expand_subnetworks, map_layer_refs
 
 
 def parse_source(name: str) -> Tuple[str, str]:
@@ -173,10 +176,13 @@ class TFNetwork(tf.Module):
         self.default_target = default_target  # the config's 'target': loss target of layers without one
         if not isinstance(net_dict, dict) or not net_dict:
             raise NetworkError("config key 'network': expected a non-empty dict of layers")
-        net_dict = without_search_only(expand_subnetworks(net_dict), search, eval_flag)
+        net_dict = expand_subnetworks(net_dict)
         for name, opts in net_dict.items():
             if not isinstance(opts, dict) or "class" not in opts:
                 raise NetworkError("layer %r: expected a dict with 'class'" % name)
+        net_dict = expand_extra_nets(net_dict, lambda n, o: layer_sources(n, o, default_target, search),
+                                     map_layer_refs)
+        net_dict = without_search_only(net_dict, search, eval_flag)
         extern = dict(extern_data)  # plus the keys layers register, below
         self.extern_data = types.MappingProxyType(extern)  # read-only view, not tf.Module-tracked
         # data keys registered by layers ("register_as_extern_data"): key -> layer name
@@ -189,7 +195,8 @@ class TFNetwork(tf.Module):
                     self.data_layers[t] = t[len("layer:"):]
         self.net_dict = types.MappingProxyType(net_dict)  # not tf.Module-tracked: errors show the user's dicts
         self.search = search  # built for beam search: rec sub-networks choose their labels
-        self.raw_sources = {name: layer_sources(name, opts, default_target, search) for name, opts in net_dict.items()}
+        self.raw_sources = {name: layer_sources(name, opts, default_target, self.search_of(name))
+                            for name, opts in net_dict.items()}
         self.sources: Dict[str, List[str]] = {
             name: [self._registered(s) for s in srcs] for name, srcs in self.raw_sources.items()}
         deps = {name: list(srcs) for name, srcs in self.sources.items()}
@@ -209,21 +216,30 @@ class TFNetwork(tf.Module):
                                     extra_roots=extra_roots)
         deps = {name: deps[name] for name in self.needed}
         self.order = topological_order(deps, set(self.extern_data) | set(self.data_layers), net_dict)
+        # extra nets (extra.NAME:x): x there and here share their parameters by name, made by whichever comes first
+        self._params_by_scope = ParamsByScope()
+        sharing = set(sharing_layers(net_dict, self.needed))
         self.layers: Dict[str, Layer] = {}
         self.losses: List[LossInfo] = []
         for name in self.order:
             opts = dict(net_dict[name])
             srcs = self.sources[name]
             cls = get_layer_class(opts["class"], name, opts)
+            layer_search = self.search_of(name)
+            if name in sharing:
+                main = opts.get(EXTRA_OF, name)
+                scope = layer_scope(main, opts.get("name_scope", (net_dict.get(main) or {}).get("name_scope")))[0]
+                opts = shared_param_opts(opts, scope, self._params_by_scope)
             # "from" stays with the layer only when it holds (layer, axis) pairs: the layer reads the axes
-            layer_opts = {k: v for k, v in opts.items() if k != "from" or has_axis_pairs(v)}
+            layer_opts = {k: v for k, v in opts.items()
+                          if (k != "from" or has_axis_pairs(v)) and k not in EXTRA_NET_OPTIONS}
             self._infer_n_out(name, layer_opts)
             templates = [self.template_of(s) for s in srcs]
             with reuse.resolving(self._built_layer):
                 if hasattr(cls, "outer_sources"):  # it reads its own 'from' (to tell it from the rest)
                     layer = cls(name, dict(layer_opts, **{"from": opts.get("from", ["data"])}), templates, seed=seed,
                                 outer_names=self.raw_sources[name], default_target=default_target,
-                                infer_n_out=self._infer_n_out, search=search)
+                                infer_n_out=self._infer_n_out, search=layer_search)
                 else:
                     layer = cls(name, layer_opts, templates, seed=seed)
             self.layers[name] = layer
@@ -236,6 +252,11 @@ class TFNetwork(tf.Module):
             for sub, sub_opts in subs.items():
                 self._add_loss("%s/%s" % (name, sub), sub_opts)
         self.output_layer_name = self._find_output_layer()
+
+    def search_of(self, name: str) -> bool:
+        """Whether layer ``name`` is built for search: the network's flag, or its extra net's."""
+        opts = self.net_dict.get(name) if hasattr(self, "net_dict") else None
+        return bool(opts.get(SEARCH, self.search)) if isinstance(opts, Mapping) else self.search
 
     def _built_layer(self, name: str) -> Layer:
         """A layer built before (``reuse_params`` of the one being built names it; ``rec/sub`` a
@@ -256,7 +277,7 @@ class TFNetwork(tf.Module):
         return self.data_layers[ref] if kind == "data" and ref in self.data_layers else src
 
     def _add_loss(self, name: str, opts: Dict[str, Any]) -> None:
-        if not opts.get("loss") or self.search:
+        if not opts.get("loss") or self.search_of(name.split("/", 1)[0]):
             return
         loss_cls = get_loss_class(opts["loss"], name)
         target = (opts.get("target") or self.default_target) if loss_cls.need_target else None

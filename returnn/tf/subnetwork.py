@@ -13,6 +13,7 @@ inside a rec unit becomes a copy.
 """
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable, Dict, List, Optional
 
 from returnn.errors import NetworkError
@@ -29,13 +30,6 @@ def _source_list(name: str, value: Any, pairs: bool = False) -> List[Any]:
            for v in entries):
         return entries
     raise NetworkError("layer %r: 'from' must be a name or a list of names, got %r" % (name, value))
-
-
-def _map_entry(entry: Any, prefix: str, data_name: Optional[str], where: str, inputs: Optional[Dict[str, str]]) -> Any:
-    """One ``from`` entry (a name or a ``(layer, axis)`` pair) as the flattened network names it."""
-    if isinstance(entry, (list, tuple)):
-        return (_map_ref(entry[0], prefix, data_name, where, inputs), entry[1])
-    return _map_ref(entry, prefix, data_name, where, inputs)
 
 
 def _map_ref(ref: str, prefix: str, data_name: Optional[str], where: str = "?",
@@ -57,31 +51,45 @@ def _map_ref(ref: str, prefix: str, data_name: Optional[str], where: str = "?",
     return prefix + ref
 
 
-def _map_reuse(spec: Any, prefix: str, data_name: Optional[str], where: str) -> Any:
-    """A ``reuse_params`` value with its layer names as the flattened network names them."""
+def map_layer_refs(where: str, opts: Dict[str, Any], fn: Callable[[str], str]) -> Dict[str, Any]:
+    """A layer dict with every layer reference mapped by ``fn`` (name -> name): ``from`` entries
+    (names and ``(layer, axis)`` pairs; ``sources``, RETURNN's old name, becomes ``from``), the
+    class's reference options, ``masked_from``, ``initial_state``, ``reuse_params``, ``extra_deps``
+    and a rec unit's ``base:`` references."""
+    from returnn.tf import layers as _registered  # noqa: F401  (fills LAYER_CLASSES)
+    from returnn.tf.layers.base import LAYER_CLASSES
+    new = dict(opts)
+    cls = LAYER_CLASSES.get(new.get("class"))
+    default = list(getattr(cls, "default_from", ["data"]))
+    new["from"] = [(fn(e[0]), e[1]) if isinstance(e, (list, tuple)) else fn(e)
+                   for e in _source_list(where, new.pop("sources", new.get("from", default)), pairs=True) if e != "none"]
+    for key in tuple(getattr(cls, "ref_options", ())) + (MASKED_BY, "masked_from"):
+        if isinstance(new.get(key), str):
+            new[key] = fn(new[key])
+    if isinstance(new.get("initial_state"), (str, dict, list, tuple)):
+        from returnn.tf.layers.rec_state import state_layer_refs
+        new["initial_state"] = _map_nested(new["initial_state"], lambda v: fn(v) if state_layer_refs(v) else v)
+    if new.get("reuse_params"):
+        new["reuse_params"] = _map_reuse(new["reuse_params"], fn)
+    if new.get("extra_deps"):
+        new["extra_deps"] = [fn(d) for d in from_entries(new["extra_deps"])]
+    if new.get("class") == "rec" and isinstance(new.get("unit"), dict):
+        new["unit"] = _map_unit_base_refs(new["unit"], fn)
+    return new
+
+
+def _map_reuse(spec: Any, fn: Callable[[str], str]) -> Any:
+    """A ``reuse_params`` value with its layer names mapped by ``fn``."""
     if isinstance(spec, str):
-        return _map_ref(spec, prefix, data_name, where)
+        return fn(spec)
     if not isinstance(spec, dict):
         return spec
     out = dict(spec)
     if isinstance(out.get("reuse_layer"), str):
-        out["reuse_layer"] = _map_ref(out["reuse_layer"], prefix, data_name, where)
+        out["reuse_layer"] = fn(out["reuse_layer"])
     if isinstance(out.get("map"), dict):
-        out["map"] = {k: _map_reuse(v, prefix, data_name, where) for k, v in out["map"].items()}
+        out["map"] = {k: _map_reuse(v, fn) for k, v in out["map"].items()}
     return out
-
-
-def _map_state_refs(spec: Any, prefix: str, data_name: Optional[str], where: str,
-                    inputs: Optional[Dict[str, str]]) -> Any:
-    """An ``initial_state`` value with its layer names as the flattened network names them."""
-    from returnn.tf.layers.rec_state import state_layer_refs
-    if isinstance(spec, str):
-        return _map_ref(spec, prefix, data_name, where, inputs) if state_layer_refs(spec) else spec
-    if isinstance(spec, dict):
-        return {k: _map_state_refs(v, prefix, data_name, where, inputs) for k, v in spec.items()}
-    if isinstance(spec, (list, tuple)):
-        return [_map_state_refs(v, prefix, data_name, where, inputs) for v in spec]
-    return spec
 
 
 def _map_unit_base_refs(unit: Dict[str, Any], map_outer: Callable[[str], str], depth: int = 1) -> Dict[str, Any]:
@@ -140,8 +148,6 @@ def expand_subnetworks(net_dict: Dict[str, Any], in_rec_unit: bool = False) -> D
     ``in_rec_unit``: ``net_dict`` is the unit of a rec layer (one step)."""
     if not any(isinstance(o, dict) and o.get("class") in _EXPANDED_CLASSES for o in net_dict.values()):
         return net_dict
-    from returnn.tf import layers as _registered  # noqa: F401  (fills LAYER_CLASSES)
-    from returnn.tf.layers.base import LAYER_CLASSES
     out: Dict[str, Any] = {}
     # masked_computation layers of a rec unit with masked_from: computed over that packed sequence
     packed_in_unit = {name for name, opts in net_dict.items() if in_rec_unit and isinstance(opts, dict)
@@ -186,23 +192,9 @@ def expand_subnetworks(net_dict: Dict[str, Any], in_rec_unit: bool = False) -> D
         for inner_name, inner_opts in expand_subnetworks(inner, in_rec_unit).items():
             if not isinstance(inner_opts, dict):
                 raise NetworkError("layer %r: expected a dict with 'class'" % (prefix + inner_name))
-            new = dict(inner_opts)
-            cls = LAYER_CLASSES.get(new.get("class"))
-            default = list(getattr(cls, "default_from", ["data"]))
             where = prefix + inner_name
-            new["from"] = [_map_entry(r, prefix, data_name, where, inputs)
-                           for r in _source_list(where, new.pop("sources", new.get("from", default)), pairs=True)
-                           if r != "none"]
-            for key in tuple(getattr(cls, "ref_options", ())) + (MASKED_BY, "masked_from"):
-                if isinstance(new.get(key), str):
-                    new[key] = _map_ref(new[key], prefix, data_name, where, inputs)
-            if isinstance(new.get("initial_state"), (str, dict, list, tuple)):
-                new["initial_state"] = _map_state_refs(new["initial_state"], prefix, data_name, where, inputs)
-            if new.get("reuse_params"):
-                new["reuse_params"] = _map_reuse(new["reuse_params"], prefix, data_name, where)
-            if new.get("class") == "rec" and isinstance(new.get("unit"), dict):
-                new["unit"] = _map_unit_base_refs(new["unit"], lambda r: _map_ref(r, prefix, data_name, where, inputs))
-            out[where] = new
+            out[where] = map_layer_refs(where, inner_opts, functools.partial(
+                _map_ref, prefix=prefix, data_name=data_name, where=where, inputs=inputs))
         own = {k: v for k, v in opts.items() if k not in _OWN_OPTIONS}
         out[name] = dict(own, **{"class": "copy", "from": [prefix + "output"]})
     return out

@@ -1,7 +1,8 @@
 """Golden cases of network construction features (loaded by make_goldens.py): RETURNN's
 ``initial_state`` forms of the recurrent units (trainable ``var`` states under RETURNN's parameter
 names, ``ones``, layers, per-state dicts), ``initial_output`` forms of rec sub-layers (``var``,
-``apply(0)``, True), LSTM peepholes (``use_peepholes``), references (``split/0`` in rec units) and output dims inferred from the target."""
+``apply(0)``, True), LSTM peepholes (``use_peepholes``), references (``split/0`` in rec units,
+``extra.NAME:layer``) and output dims inferred from the target."""
 from make_goldens import LENS_LONG, X5, X5_CLASSES6, case
 
 INIT = {"proj": {"class": "linear", "activation": "tanh", "n_out": 4, "from": "data"},
@@ -76,6 +77,10 @@ case("split_sub_outputs_in_rec_unit", "references", {"output": {"class": "rec", 
     "split": {"class": "split", "from": "input", "size_splits": [2, 4]},
     "output": {"class": "linear", "activation": None, "n_out": 3, "from": ["split/1", "split/0"]}}}})
 # (prev:split/1 fails in RETURNN 1.2026: KeyError 'split/1' in its loop, moved out or not)
+case("extra_net_layer", "references", {
+    "input": {"class": "linear", "activation": "relu", "n_out": 4, "from": "data"},
+    "extra.2:input": {"class": "linear", "activation": None, "n_out": 4, "from": "data"},
+    "output": {"class": "combine", "kind": "add", "from": ["input", "extra.2:input", "extra.3:input"]}})
 # --- output dims from the target
 case("rec_lstm_dim_from_target", "out_dim_inference", {"output": {
     "class": "rec", "unit": "nativelstm2", "loss": "ce", "target": "classes", "from": "data"}}, extern=X5_CLASSES6)

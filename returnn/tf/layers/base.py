@@ -382,7 +382,8 @@ class _ParamTable:
 
 
 def _tf_name(name: str) -> str:
-    clean = "".join(c if (c.isalnum() or c in "_.-") else "_" for c in name)
+    # tf.Module names are Python identifiers: "extra.search:x", "a-b" -> "extra_search_x", "a_b"
+    clean = "".join(c if (c.isascii() and c.isalnum()) or c == "_" else "_" for c in name)
     if not clean or not clean[0].isalpha():
         clean = "l_" + clean
     return clean

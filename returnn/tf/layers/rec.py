@@ -157,7 +157,8 @@ class RecLayer(Layer):
     def returnn_params(self) -> List[Param]:
         out = unit_params(self, self.unit)
         if self.peepholes is not None:
-            out += [same("rec/lstm_cell/w_%s_diag" % g, w) for g, w in zip("ifo", self.peepholes)]
+            out += [same("rec/lstm_cell/w_%s_diag" % g, w) for g, w in zip("ifo", self.peepholes)
+                    if "rec/lstm_cell/w_%s_diag" % g in self.own_params]  # (else shared by reuse_params)
         for state in (self.state, self.prev_state):
             out += state.params() if state is not None else []
         return out

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Dict, List
 
+from returnn.errors import NetworkError
 from returnn.tf.layers.params import Param, native_lstm_gates, same, stacked_rows
 
 # unit name (lower case) -> RETURNN's parameter layout in a ``rec`` layer
@@ -46,17 +47,32 @@ def unit_params(layer, unit: str, in_rnn_cell: bool = False) -> List[Param]:
     ``W_re``, ``b`` or the unit's own) for ``unit``."""
     layout = unit_layout(unit, in_rnn_cell)
     p = layer.own_params
+
+    def own(*keys: str) -> bool:
+        """Whether the layer made these variables (not all shared by reuse_params: then the layer
+        that made them names them); a RETURNN parameter made of shared and own parts is an error."""
+        have = [k in p for k in keys]
+        if any(have) and not all(have):
+            raise NetworkError("%s: RETURNN's parameter of %s is partly shared by reuse_params (%s) and partly own"
+                               % (layer.desc, "+".join(keys), ", ".join(k for k in keys if k not in p)))
+        return all(have)
+
     if layout == "native":
-        return [native_lstm_gates("rec/" + key, p[key]) for key in ("W", "W_re", "b")]
+        return [native_lstm_gates("rec/" + key, p[key]) for key in ("W", "W_re", "b") if own(key)]
     if layout == "native_lowmem":
-        return [stacked_rows("rec/W", [p["W"], p["W_re"]], swap_gates=True), native_lstm_gates("rec/b", p["b"])]
+        return ([stacked_rows("rec/W", [p["W"], p["W_re"]], swap_gates=True)] if own("W", "W_re") else []) + \
+            ([native_lstm_gates("rec/b", p["b"])] if own("b") else [])
     if layout in ("lstm_cell", "basic_lstm_cell", "basic_rnn_cell"):
-        return [stacked_rows("rec/%s/kernel" % layout, [p["W"], p["W_re"]]), same("rec/%s/bias" % layout, p["b"])]
+        return ([stacked_rows("rec/%s/kernel" % layout, [p["W"], p["W_re"]])] if own("W", "W_re") else []) + \
+            ([same("rec/%s/bias" % layout, p["b"])] if own("b") else [])
     if layout == "gru_cell":
-        return [stacked_rows("rec/gru_cell/gates/kernel", [p["W_gates"], p["W_re_gates"]]),
-                same("rec/gru_cell/gates/bias", p["b_gates"]),
-                stacked_rows("rec/gru_cell/candidate/kernel", [p["W_candidate"], p["W_re_candidate"]]),
-                same("rec/gru_cell/candidate/bias", p["b_candidate"])]
+        out = []
+        for part in ("gates", "candidate"):
+            if own("W_" + part, "W_re_" + part):
+                out.append(stacked_rows("rec/gru_cell/%s/kernel" % part, [p["W_" + part], p["W_re_" + part]]))
+            if own("b_" + part):
+                out.append(same("rec/gru_cell/%s/bias" % part, p["b_" + part]))
+        return out
     cell = getattr(layer, "cell", None) or getattr(layer, "ln_cell", None)  # layer_norm_lstm
     if cell is not None and cell.o["with_concat"]:
         return [stacked_rows("rec/W_ff_re", [p["W_ff"], p["W_re"]])] + \

@@ -186,8 +186,9 @@ class InitialState:
     def params(self) -> List[Param]:
         """The trainable state variables (``var``) under RETURNN's names. (``keep_over_epoch``'s
         variables are transient: no parameters, never saved, as RETURNN's.)"""
+        own = self.layer.own_params  # (a variable shared by reuse_params is named by the layer that made it)
         return [same(self.prefix + "initial_" + key, self.entries[key][1]) for key in self.keys
-                if self.entries[key][0] == "var"]
+                if self.entries[key][0] == "var" and own.get(self.prefix + "initial_" + key) is self.entries[key][1]]
 
     def trainable(self) -> List[tf.Variable]:
         """The ``var`` variables (the layer holds them in an attribute: tf.Module tracks them there)."""

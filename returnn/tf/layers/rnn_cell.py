@@ -208,7 +208,8 @@ class RnnCellLayer(Layer):
     def returnn_params(self) -> List[Param]:
         out = unit_params(self, self.unit, self.in_rnn_cell)
         if self.peepholes is not None:
-            out += [same("rec/lstm_cell/w_%s_diag" % g, w) for g, w in zip("ifo", self.peepholes)]
+            out += [same("rec/lstm_cell/w_%s_diag" % g, w) for g, w in zip("ifo", self.peepholes)
+                    if "rec/lstm_cell/w_%s_diag" % g in self.own_params]  # (else shared by reuse_params)
         for state in dict.fromkeys(s for s in (self.state, self.prev_state) if s is not None):
             out += state.params()
         return out
