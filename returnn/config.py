@@ -10,6 +10,7 @@ import ast
 import json
 import numbers
 import os
+import re
 import sys
 import traceback
 import types
@@ -192,13 +193,13 @@ class Config:
             raise ConfigError("cannot read config file %s: %s" % (filename, exc.strerror))
         except UnicodeDecodeError as exc:
             raise ConfigError("config file %s is not UTF-8 text (byte %i)" % (filename, exc.start))
+        form = config_form(filename, content)  # a data file is refused here, never run
         self.files.append(filename)
-        text = content.strip()
-        if text.startswith("{"):
+        if form == "json":
             self._load_json(filename, content)
-        elif not text.startswith("#!") and not filename.endswith(".py") and not _compiles(content, filename):
+        elif form == "lines":
             self._load_lines(filename, content)  # RETURNN's old "key value" line format
-        else:  # '#!' first line, a .py name, or any Python code
+        else:
             self._load_python(filename, content)
 
     def _load_lines(self, filename: str, content: str) -> None:
@@ -213,6 +214,10 @@ class Config:
             if len(parts) != 2:
                 raise ConfigError("%s:%i: expected 'key value', got %r" % (filename, number, line))
             key, value = parts
+            if not _LINE_KEY.fullmatch(key) or value.startswith("=") or "=" in key:
+                raise ConfigError("%s:%i: expected 'key value' (RETURNN's line format), got %r; a Python config "
+                                  "needs a '#!' first line (e.g. '#!rnn.py') or a .config/.py name"
+                                  % (filename, number, line))
             if key == "include":
                 for name in value.split(","):
                     path = name.strip()
@@ -405,6 +410,59 @@ def _is_imported_object(value: Any) -> bool:
     if callable(value):
         return getattr(value, "__module__", None) != "__returnn_config__"
     return False
+
+
+_LINE_KEY = re.compile(r"[A-Za-z_][\w.:-]*")
+
+# Names of data files (HDF, text corpora and lists, archives, arrays, pickles, audio, the engine's
+# own outputs): a file named so is never run as a Python config, whatever its first line says.
+DATA_SUFFIXES = (".hdf", ".hdf5", ".h5", ".txt", ".text", ".gz", ".bz2", ".xz", ".zst", ".lzma", ".zip", ".tar",
+                 ".tgz", ".npy", ".npz", ".pkl", ".pickle", ".xml", ".json", ".csv", ".tsv", ".lst", ".list",
+                 ".vocab", ".ark", ".scp", ".bin", ".data", ".index", ".meta", ".log", ".wav", ".flac", ".ogg",
+                 ".mp3", ".png", ".pdf", ".svg")
+_DATA_NAME = re.compile(r"\.data-\d+-of-\d+$|\.tmp-\d+", re.I)  # checkpoint shards, temporary files
+
+
+def data_suffix(filename: str) -> Optional[str]:
+    """The data-file suffix of ``filename`` (``.hdf``, ``.txt``, ``.gz``, ...), or None."""
+    name = os.path.basename(filename).lower()
+    match = _DATA_NAME.search(name)
+    if match:
+        return match.group(0)
+    return next((suffix for suffix in DATA_SUFFIXES if name.endswith(suffix)), None)
+
+
+def config_form(filename: str, content: str) -> str:
+    """How a config file is read: ``"python"`` (executed), ``"json"`` or ``"lines"`` (parsed, never run).
+
+    RETURNN's rule, plus one leniency of this engine and one restriction (docs/security.md):
+
+    * Python: the first line starts with ``#!`` (``#!rnn.py``, ``#!returnn/rnn.py``, ...) or the name ends
+      in ``.py`` (RETURNN), or the name ends in ``.config`` and the text is Python code (this engine;
+      RETURNN would read such a file in the line format);
+    * JSON: the text starts with ``{`` (RETURNN);
+    * otherwise RETURNN's old ``key value`` line format;
+    * never Python: a file whose name is a data file's (:data:`DATA_SUFFIXES`: ``.hdf``, ``.txt``, ``.gz``,
+      ``.json``, ...), or whose content is binary (NUL bytes). Such a file is refused with one line
+      unless it is JSON (a ``.json`` config) or harmless lines.
+    """
+    text = content.strip()
+    suffix = data_suffix(filename)
+    if "\0" in content:
+        raise ConfigError("%s is binary data, not a config" % filename)
+    if text.startswith("#!") or filename.endswith(".py"):
+        if suffix:
+            raise ConfigError("%s is a data file by its name (%s), not a config: it is never run as Python code, "
+                              "even with a '#!' first line (a config is named *.config or *.py)" % (filename, suffix))
+        return "python"
+    if text.startswith("{"):
+        return "json"
+    if suffix:
+        raise ConfigError("%s is a data file by its name (%s), not a config (a config is named *.config or *.py, "
+                          "or is a JSON object)" % (filename, suffix))
+    if filename.endswith(".config") and _compiles(content, filename):
+        return "python"
+    return "lines"
 
 
 def _compiles(content: str, filename: str) -> bool:

@@ -15,6 +15,8 @@ import sys
 import threading
 from typing import List, Optional, Sequence, TextIO
 
+from returnn.util.safe_files import open_append
+
 
 def rank_log_filename(filename: str, rank: int, size: int) -> str:
     """'logs/train.log' for rank 1 of 2 -> 'logs/train.horovod-1-2.log'."""
@@ -87,7 +89,7 @@ class Log:
                 path = rank_log_filename(name, self.rank, self.size)
                 directory = os.path.dirname(os.path.abspath(path))
                 os.makedirs(directory, exist_ok=True)
-                self.files.append(open(path, "a", buffering=1, encoding="utf8"))
+                self.files.append(open_append(path))  # never through a symbolic link (safe_files)
                 self.filenames.append(path)
 
     def v(self, level: int) -> _Stream:

@@ -10,6 +10,7 @@ knows is chosen by the output's extension (``.pdf``, ``.svg``).
 from __future__ import annotations
 
 import argparse
+import io
 import math
 import os
 import sys
@@ -23,6 +24,7 @@ ensure_packages(("matplotlib",), "tools/plot-learning-curves.py")
 
 from returnn.errors import ConfigError, ReturnnError  # noqa: E402
 from returnn.learning_rate_file import EpochData, read_learning_rate_file  # noqa: E402
+from returnn.util.safe_files import atomic_write_bytes  # noqa: E402
 
 Curve = List[Tuple[int, float]]
 
@@ -107,10 +109,10 @@ def plot(path: str, out: str, title: Optional[str] = None) -> Tuple[int, Dict[st
     bottom.xaxis.set_major_locator(MaxNLocator(integer=True))
     axes[0, 0].set_title(title if title is not None else os.path.basename(path))
     fig.tight_layout()
-    out_dir = os.path.dirname(os.path.abspath(out))
-    os.makedirs(out_dir, exist_ok=True)
-    fig.savefig(out, dpi=100)
+    image = io.BytesIO()
+    fig.savefig(image, dpi=100, format=os.path.splitext(out)[1][1:].lower() or "png")
     plt.close(fig)
+    atomic_write_bytes(out, image.getvalue())  # via a new temporary file: never through a symbolic link
     return len(epochs), scores, errors
 
 

@@ -2,7 +2,8 @@
 ``tools/dump-dataset.py``).
 
 The argument is one of:
-* a config file: its ``train`` dataset (or the one ``config_key`` names: ``dev``, ``eval`` or a name
+* a config file (by its form, :func:`returnn.config.config_form`: a data file such as ``.txt`` or ``.gz``
+  is refused, never run): its ``train`` dataset (or the one ``config_key`` names: ``dev``, ``eval`` or a name
   in ``eval_datasets``) is used, with the config's global options (e.g. ``cache_size``) as defaults;
 * a ``{...}`` dict literal, e.g. ``"{'class': 'Task12AXDataset', 'num_seqs': 10}"``;
 * one HDF file or a comma-separated list of HDF files.
@@ -14,7 +15,7 @@ import sys
 import time
 from typing import Optional, TextIO, Tuple
 
-from returnn.config import Config
+from returnn.config import Config, data_suffix
 from returnn.datasets import init_dataset
 from returnn.datasets.base import Dataset
 from returnn.datasets.hdf import is_hdf5_file
@@ -38,6 +39,11 @@ def dataset_from_cli_arg(arg: str, config_key: str = "train") -> Tuple[Dataset, 
         return init_dataset({"class": "HDFDataset", "files": parts}, name=config_key), None
     if not os.path.exists(text):
         raise ConfigError("no such config or dataset file: %s" % text)
+    suffix = data_suffix(text)
+    if suffix and suffix != ".json":  # never run as a config (returnn.config.config_form); JSON is parsed
+        raise ConfigError("%s is neither a config nor an HDF file (its name ends in %s, a data file's; data files "
+                          "are never run as configs): give a dataset dict \"{'class': ..., ...}\" that reads it"
+                          % (text, suffix))
     config = Config()
     config.load_file(text)
     return init_dataset(_config_dataset(config, text, config_key), defaults=config.typed_dict, name=config_key), config

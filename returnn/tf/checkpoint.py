@@ -1,7 +1,8 @@
 """Checkpoints ``<model>.NNN`` (RETURNN's layout, :mod:`checkpoint_format`), written so a crash never leaves one that
 looks complete but is not.
 
-A checkpoint is written under a temporary prefix, its files are fsynced, then renamed: the data
+A checkpoint is written under a temporary prefix (in a new private directory
+``<model>.NNN.tmp-<pid>``, so no planted link is written through), its files are fsynced, then renamed: the data
 shards first, the ``.index`` file last. The ``.index`` file is the completion mark: resume discovery
 only considers prefixes whose index exists. A crash never leaves an index without its data, so a
 newest checkpoint whose data is missing or cannot be read is damage: an error naming it, never
@@ -33,6 +34,7 @@ import tensorflow as tf
 from returnn.errors import ConfigError, DataError, ReturnnError
 from returnn.util.basic import fsync_dir
 from returnn.util.run_lock import pid_alive
+from returnn.util.safe_files import make_private_dir, remove_name
 from returnn.log import log
 from returnn.tf import checkpoint_format as fmt
 from returnn.tf.checkpoint_fit import named_misfit
@@ -231,9 +233,10 @@ class CheckpointManager:
     def _write(self, final: str, epoch: int, epoch_step: int, run_state: Optional[Dict[str, Any]]) -> str:
         prepare_model_dir(self.model)
         values = self.values(epoch, epoch_step, run_state)
-        tmp = "%s.tmp-%i" % (final, os.getpid())
-        for stale in checkpoint_files(tmp):
-            os.remove(stale)
+        # A private directory (mode 0700, created by mkdir, which never follows a link) holds the
+        # temporary files: nothing planted under a predictable name is ever written through.
+        tmp_dir = make_private_dir("%s.tmp-%i" % (final, os.getpid()))
+        tmp = os.path.join(tmp_dir, "ckpt")
         fmt.write_named(tmp, values)
         fmt.write_meta(tmp)
         written = checkpoint_files(tmp)
@@ -250,6 +253,7 @@ class CheckpointManager:
         for path in data:
             os.replace(path, final + path[len(tmp):])
         os.replace(tmp + ".index", final + ".index")
+        remove_name(tmp_dir)
         fsync_dir(os.path.dirname(os.path.abspath(final)))
         return final
 

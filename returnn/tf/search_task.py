@@ -9,7 +9,6 @@ the dataset knows them (its ``labels`` of the target key), else the label indice
 """
 from __future__ import annotations
 
-import os
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -19,6 +18,7 @@ from returnn.datasets.batching import BatchOptions
 from returnn.datasets.prefetch import BatchPrefetcher
 from returnn.errors import ConfigError
 from returnn.tf.steps import StepFunctions
+from returnn.util.basic import atomic_write_text
 
 
 def edit_distance(a: Sequence[int], b: Sequence[int]) -> int:
@@ -46,17 +46,14 @@ def write_hypotheses(path: str, hyps: List[Tuple[str, Any]], fmt: str) -> None:
     if fmt == "txt" and any(isinstance(text, dict) for _, text in hyps):
         raise ConfigError("config key 'search_output_file_format': 'txt' does not hold several search output "
                           "layers (search_output_layer is a list): use 'py', as RETURNN")
-    tmp = "%s.tmp-%i" % (path, os.getpid())
-    with open(tmp, "w", encoding="utf8") as f:
-        if fmt == "py":
-            f.write("{\n")
-            for tag, text in hyps:
-                f.write("%r: %r,\n" % (tag, text))
-            f.write("}\n")
-        else:
-            for tag, text in hyps:
-                f.write("%s\t%s\n" % (tag, text))
-    os.replace(tmp, path)
+    lines = []
+    if fmt == "py":
+        lines.append("{\n")
+        lines += ["%r: %r,\n" % (tag, text) for tag, text in hyps]
+        lines.append("}\n")
+    else:
+        lines += ["%s\t%s\n" % (tag, text) for tag, text in hyps]
+    atomic_write_text(path, "".join(lines))  # via a new temporary file, never through a link
 
 
 def run_search(steps: StepFunctions, dataset: Dataset, batching: BatchOptions, epoch: int,

@@ -65,30 +65,16 @@ def parse_size(value) -> int:
 
 
 def atomic_write_text(path: str, text: str) -> None:
-    """Writes a text file via a temporary file + fsync + rename, so readers never see half a file."""
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    tmp = "%s.tmp-%i" % (path, os.getpid())
-    with open(tmp, "w") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fsync_dir(directory)
+    """Writes a text file via a temporary file + fsync + rename, so readers never see half a file;
+    never through a symbolic link (:mod:`returnn.util.safe_files`)."""
+    from returnn.util.safe_files import atomic_write_bytes
+    atomic_write_bytes(path, text.encode("utf-8"))
 
 
 def fsync_dir(directory: str) -> None:
     """fsyncs a directory so a rename in it is durable."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+    from returnn.util.safe_files import fsync_dir as _fsync_dir
+    _fsync_dir(directory)
 
 
 class BackendEngine:

@@ -6,6 +6,10 @@ exit, ``kill -9`` included, and NFS maps it to its own locks. The file names its
 (``ENOLCK``, ``EOPNOTSUPP``), the file's existence is the lock: a holder on this host whose process
 is gone is a stale lock from a crash and is taken over; a holder on another host cannot be checked
 and is reported (delete the file if that run is gone). See ``docs/reliability.md``.
+
+The lock file is never opened through a symbolic link and must be a regular file with one link
+(:mod:`returnn.util.safe_files`): a ``model.lock`` planted as a link to another file is refused
+with one line, and that file is left as it is (``docs/security.md``).
 """
 from __future__ import annotations
 
@@ -16,6 +20,7 @@ import time
 from typing import Optional, Tuple
 
 from returnn.errors import ConfigError
+from returnn.util.safe_files import UnsafePathError, open_nofollow
 
 try:
     import fcntl
@@ -70,9 +75,9 @@ class ModelLock:
 
     def _try_flock(self) -> bool:
         try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = open_nofollow(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as exc:
-            raise ConfigError("config key 'model': cannot create lock file %s: %s" % (self.path, exc.strerror))
+            raise self._open_error(exc)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -94,13 +99,20 @@ class ModelLock:
 
     def _try_exclusive_create(self) -> bool:
         try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+            fd = open_nofollow(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+        except UnsafePathError as exc:
+            raise self._open_error(exc)
         except FileExistsError:
             try:
-                with open(self.path, "rb") as f:
-                    holder = _parse_holder(f.read(4096))
+                rfd = open_nofollow(self.path, os.O_RDONLY)
+            except UnsafePathError as exc:
+                raise self._open_error(exc)
             except OSError:
                 return False  # removed meanwhile: try again
+            try:
+                holder = _parse_holder(os.pread(rfd, 4096, 0))
+            finally:
+                os.close(rfd)
             if holder is None and not _older_than(self.path, 10.0):  # being written right now
                 return False
             if holder is not None and not self._stale(holder):
@@ -111,10 +123,15 @@ class ModelLock:
                 pass
             return False
         except OSError as exc:
-            raise ConfigError("config key 'model': cannot create lock file %s: %s" % (self.path, exc.strerror))
+            raise self._open_error(exc)
         _write_holder(fd)
         self._fd = fd
         return True
+
+    def _open_error(self, exc: OSError) -> ConfigError:
+        if isinstance(exc, UnsafePathError):
+            return ConfigError("config key 'model': lock file %s; nothing was written" % exc)
+        return ConfigError("config key 'model': cannot create lock file %s: %s" % (self.path, exc.strerror or exc))
 
     def _stale(self, holder: Tuple[int, str, Optional[str], str]) -> bool:
         pid, host, start, _ = holder
@@ -155,7 +172,7 @@ def _older_than(path: str, seconds: float) -> bool:
 
 def _same_file(fd: int, path: str) -> bool:
     try:
-        a, b = os.fstat(fd), os.stat(path)
+        a, b = os.fstat(fd), os.lstat(path)
     except OSError:
         return False
     return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
