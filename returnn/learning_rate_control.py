@@ -225,10 +225,20 @@ class LearningRateControl:
 
     # ---- scores and the file
     def set_epoch_error(self, epoch: int, errors: Dict[str, float]) -> None:
-        """Records scores of ``epoch`` (merged with earlier ones of the same epoch)."""
+        """Records scores of ``epoch`` (merged with earlier ones of the same epoch). A non-finite
+        score is recorded as it is (RETURNN's learning-rate file holds ``float('nan')``) and used
+        by RETURNN's formulas, and the log says what that means: a comparison with nan is false,
+        so a nan score never lowers the rate; ``cleanup_old_models`` ranks it worst (see
+        docs/reliability.md)."""
         if epoch not in self.epochs:
             self.get_learning_rate_for_epoch(epoch)
         self.epochs[epoch].error.update({k: float(v) for k, v in errors.items()})
+        bad = ["%s %s" % (k, float(v)) for k, v in sorted(errors.items()) if not math.isfinite(float(v))]
+        if bad:
+            from returnn.log import log
+            print("learning-rate control: epoch %i has non-finite scores (%s): kept and used as RETURNN does (a "
+                  "comparison with nan is false, so nan never lowers the learning rate); cleanup_old_models ranks "
+                  "them worst" % (epoch, ", ".join(bad)), file=log.v2)
 
     def save(self) -> None:
         """Writes the learning-rate file atomically (call on rank 0 only)."""

@@ -286,16 +286,18 @@ def test_sigusr1_to_mpirun_saves_interrupted_state_and_resumes(tmp_path, runs):
 
 @pytest.mark.parametrize("backend,reduce_type", [("horovod", "grad"), ("mpi", "param")])
 def test_nonfinite_loss_on_one_rank_stops_all_ranks(tmp_path, runs, backend, reduce_type):
-    """NaN loss on rank 1 only: the flag is reduced across ranks (with the gradients, or at the
-    parameter sync), so both ranks stop at the same step with the message and exit code 1, and
-    rank 0 keeps epoch 1's checkpoint without writing a broken one."""
+    """NaN loss on rank 1 only (its input data is NaN): the flag is reduced across ranks (with the
+    gradients, or at the parameter sync), so both ranks stop at the same step with the message,
+    which names rank 1's sequence on both ranks, and exit code 2 (bad data); rank 0 keeps epoch 1's
+    checkpoint without writing a broken one."""
     run = MpiRun(tmp_path, "nan", backend, dataset="NanOnRank1Dataset", num_epochs=3,
                  extra=["++horovod_reduce_type", reduce_type]).start()
     runs.append(run)
     code = run.wait()
-    assert code == 1, run.describe()
+    assert code == 2, run.describe()
     for rank in (0, 1):
-        assert "Model seems broken, got inf or nan score." in run.rank_log(rank), run.describe()
+        assert "Model seems broken, got inf or nan score. Cause: " in run.rank_log(rank), run.describe()
+        assert "non-finite input data: dataset train (NanOnRank1Dataset): sequence 'seq-" in run.rank_log(rank)
     assert Path(str(run.model) + ".001.index").exists(), run.describe()
     assert not list(run.model.parent.glob(run.model.name + ".002*"))
     assert not list(run.model.parent.glob(run.model.name + ".interrupted*"))

@@ -312,14 +312,17 @@ def test_stop_signal_during_startup_exits_at_once_without_traceback(tmp_path):
 # ---------------------------------------------------------------- non-finite loss
 
 def test_nonfinite_loss_stops_and_keeps_last_good_checkpoint(tmp_path):
-    """NaN loss in epoch 2: the fixed message, exit code 1, epoch 1's checkpoint kept and intact,
-    no checkpoint (epoch or interrupted) written from the broken state."""
+    """NaN loss in epoch 2 (from NaN input data): the fixed message naming the sequence whose data
+    is not finite, exit code 2 (bad data), epoch 1's checkpoint kept and intact, no checkpoint
+    (epoch or interrupted) written from the broken state. (A model that diverges on finite data:
+    exit code 1, tests/test_reliability_data.py.)"""
     config = tmp_path / "nan.config"
     config.write_text(NAN_CONFIG)
     model = tmp_path / "out" / "model"
     run = Run(_train_args(config, model), tmp_path, "nan")
-    assert run.wait() == 1, run.describe()
-    assert "Model seems broken, got inf or nan score." in run.stderr
+    assert run.wait() == 2, run.describe()
+    assert "Model seems broken, got inf or nan score. Cause: non-finite input data: dataset train " \
+           "(NanFromEpoch2Dataset): sequence 'seq-" in run.stderr
     assert "Traceback" not in run.stderr
     assert _complete_epochs(model) == [1]
     assert not list(model.parent.glob(model.name + ".interrupted*"))

@@ -9,12 +9,14 @@ epoch's order lives here, once, and the orders themselves in :mod:`returnn.datas
 """
 from __future__ import annotations
 
+import os
 import random
 from typing import Any, Dict, List, Optional, Sequence, Type
 
 import numpy as np
 
 from returnn.datasets.chunking import chunk_options
+from returnn.datasets.integrity import FileStamp, changed_message, stamp_file
 from returnn.datasets.options import int_option, optional_int_option, str_option
 from returnn.datasets.ordering import check_ordering, compute_seq_order, resolve_ordering, seed_for_epoch
 from returnn.datasets.text_files import load_seq_list, parse_literal, read_text
@@ -54,6 +56,7 @@ class Dataset:
                  context_window: Any = None, shuffle_frames_of_nseqs: Any = None,
                  seq_order_seq_lens_file: Optional[str] = None, **unknown: Any):
         self.name = str(name or self.__class__.__name__)
+        self._file_stamps: List[FileStamp] = []  # the files this dataset read, as they were (watch_file)
         if unknown:
             raise DataError("%s: unknown option(s) %s" % (self.describe(), known_list(unknown)))
         owner = self.describe()
@@ -82,7 +85,8 @@ class Dataset:
         self.unique_seq_tags = bool(unique_seq_tags)  # a tag met again in the epoch's order is left out
         self._tag_filter: Optional[set] = None
         if seq_list_filter_file is not None:
-            tags = load_seq_list(str_option(owner, "seq_list_filter_file", seq_list_filter_file), owner)
+            self.watch_file(str_option(owner, "seq_list_filter_file", seq_list_filter_file))
+            tags = load_seq_list(seq_list_filter_file, owner)
             if not isinstance(tags, list):
                 raise DataError("%s: seq_list_filter_file must hold a list of sequence tags" % owner)
             self._tag_filter = set(tags)
@@ -97,6 +101,52 @@ class Dataset:
         """``dataset <name> (<class>)`` for messages."""
         cls = self.__class__.__name__
         return "dataset %s" % cls if self.name == cls else "dataset %s (%s)" % (self.name, cls)
+
+    # ---- the files behind the data (see returnn/datasets/integrity.py)
+    def watch_file(self, path: Any) -> None:
+        """Records ``path`` as a file this dataset reads; call it *before* reading the file, so a
+        change during the read is seen too. A file that cannot be stat'ed is left to the reader."""
+        if not isinstance(path, (str, os.PathLike)):
+            return
+        stamps = self.__dict__.setdefault("_file_stamps", [])
+        stamp = stamp_file(os.fspath(path))
+        if stamp is not None and all(s.path != stamp.path for s in stamps):
+            stamps.append(stamp)
+
+    def sub_datasets(self) -> List["Dataset"]:
+        """Datasets this one reads from (their files count as this one's)."""
+        return []
+
+    def data_files(self) -> List[str]:
+        """Every file this dataset (and its sub-datasets) read, as given."""
+        out = [s.path for s in self.__dict__.get("_file_stamps", [])]
+        for sub in self.sub_datasets():
+            out += [p for p in sub.data_files() if p not in out]
+        return out
+
+    def changed_file_message(self) -> Optional[str]:
+        """The one-line message for the first file of this dataset (or a sub-dataset) that changed
+        since it was read; None while all are as they were."""
+        for stamp in self.__dict__.get("_file_stamps", []):
+            change = stamp.change()
+            if change:
+                return changed_message(self.describe(), stamp, change)
+        for sub in self.sub_datasets():
+            found = sub.changed_file_message()
+            if found:
+                return found
+        return None
+
+    def check_files_unchanged(self) -> None:
+        """Raises the DataError of :meth:`changed_file_message`, if any."""
+        message = self.changed_file_message()
+        if message:
+            raise DataError(message)
+
+    def seq_origin(self, corpus_index: int, key: Optional[str] = None) -> str:
+        """Where a corpus sequence (of data key ``key``) comes from, for messages (e.g. ``#3 of
+        file a.hdf``); empty when there is nothing to say beyond the dataset."""
+        return ""
 
     # ---- to implement in subclasses (corpus level)
     def data_infos(self) -> Dict[str, DataInfo]:
@@ -232,6 +282,7 @@ class Dataset:
         """``seq_order_seq_lens_file``: a dict literal ``{tag: length}`` (gzipped too) -> the
         corpus sequences' lengths; a missing tag or a non-number is a DataError naming the file."""
         what = "%s: seq_order_seq_lens_file" % self.describe()
+        self.watch_file(path)
         table = parse_literal(read_text(path, what), path, what)
         if not isinstance(table, dict):
             raise DataError("%s: %s must hold a dict {sequence tag: length}, got a %s" % (what, path, type(table).__name__))

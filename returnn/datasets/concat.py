@@ -16,6 +16,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from returnn.datasets.base import DataInfo, Dataset, register_dataset
+from returnn.datasets.integrity import tag_positions
 from returnn.datasets.text_files import load_seq_list, parse_literal, read_text
 from returnn.errors import DataError, known_list
 
@@ -46,11 +47,12 @@ class ConcatSeqsDataset(Dataset):
             if bad:
                 raise DataError("%s: %s names key(s) %s the dataset does not have (has: %s)"
                                 % (owner, opt, known_list(bad), known_list(keys)))
+        self.watch_file(seq_list_file)
         tags = load_seq_list(seq_list_file, owner)
         if not isinstance(tags, list):
             raise DataError("%s: seq_list_file %s must hold one line per sequence" % (owner, seq_list_file))
         self._tags = tags
-        position = {t: i for i, t in enumerate(self.dataset.corpus_tags())}
+        position = tag_positions(self.dataset)  # sub-sequences are found by tag: tags must be unique
         self._parts: List[np.ndarray] = []
         for tag in tags:
             subs = tag.split(seq_tag_delim)
@@ -60,6 +62,7 @@ class ConcatSeqsDataset(Dataset):
             self._parts.append(np.array([position[s] for s in subs], dtype=np.int64))
         self._order_lengths: Optional[np.ndarray] = None
         if seq_len_file:
+            self.watch_file(seq_len_file)
             lens = parse_literal(read_text(seq_len_file, owner), seq_len_file, owner)
             if not isinstance(lens, dict) or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0
                                                      for n in lens.values()):
@@ -137,6 +140,15 @@ class ConcatSeqsDataset(Dataset):
 
     def _prepare_epoch(self, full_epoch: int) -> None:
         self.dataset._prepare_epoch(full_epoch)
+
+    def sub_datasets(self) -> List[Dataset]:
+        return [self.dataset] if hasattr(self, "dataset") else []
+
+    def seq_origin(self, corpus_index: int, key: Optional[str] = None) -> str:
+        parts = self._parts[int(corpus_index)].tolist()
+        origins = [self.dataset.seq_origin(i, key) for i in parts[:3]]
+        return ("%s, parts %s%s" % (self.dataset.describe(), "; ".join(o for o in origins if o) or parts[:3],
+                                    ", ..." if len(parts) > 3 else ""))
 
     def close(self) -> None:
         self.dataset.close()

@@ -26,6 +26,7 @@ from returnn.datasets.base import DataInfo, Dataset, register_dataset
 from returnn.datasets.options import size_option
 from returnn.errors import DataError
 from returnn.datasets.hdf_check import check_hdf_file
+from returnn.datasets.integrity import changed_message, stamp_file
 from returnn.datasets.hdf_file import (READ_ERRORS, HDFFile, decode_hdf_string, first_line,  # noqa: F401
                                        is_hdf5_file, open_hdf_file, precheck_hdf_file)
 
@@ -52,9 +53,12 @@ class HDFDataset(Dataset):
         self._files: List[HDFFile] = []
         try:
             for path in files:
+                stamp = stamp_file(path)  # before anything reads it: a change from now on is seen
                 precheck_hdf_file(path)  # missing, unreadable, not HDF5: said at once
                 check_hdf_file(path)  # in a helper process: a crash or hang of libhdf5 becomes an error
-                self._files.append(HDFFile(path))
+                self._files.append(HDFFile(path, stamp=stamp, owner=self.describe()))
+                if stamp is not None:
+                    self._file_stamps.append(stamp)
                 self._check_consistent(self._files[-1])
         except BaseException:
             self.close()
@@ -112,6 +116,10 @@ class HDFDataset(Dataset):
         file_idx, local = self._locate(int(corpus_index))
         return self._files[file_idx].tag(local)
 
+    def seq_origin(self, corpus_index: int, key: Optional[str] = None) -> str:
+        file_idx, local = self._locate(int(corpus_index))
+        return "#%i of file %s" % (local, self._files[file_idx].path)
+
     def _check_open(self) -> None:
         if not self._files:
             raise DataError("HDFDataset %s: dataset is closed" % self.name)
@@ -165,11 +173,14 @@ class HDFDataset(Dataset):
         starts, single = self._file_start_list, len(self._files) == 1
         pos, count = 0, len(uniq)
         f: Optional[HDFFile] = None
+        touched: List[HDFFile] = []
         try:
             while pos < count:
                 corpus_idx = uniq[pos]
                 file_idx = 0 if single else bisect.bisect_right(starts, corpus_idx) - 1
                 f = self._files[file_idx]
+                if not touched or touched[-1] is not f:
+                    touched.append(f)
                 first = corpus_idx - starts[file_idx]
                 end, limit = pos + 1, starts[file_idx + 1]
                 while end < count and uniq[end] == uniq[end - 1] + 1 and uniq[end] < limit:
@@ -182,8 +193,16 @@ class HDFDataset(Dataset):
                         out[uniq[pos + j]] = {col.key: parts[j] for col, parts in zip(f.columns, per_key)}
                 pos = end
         except READ_ERRORS as exc:
+            for g in touched:
+                g.check_unchanged()  # a file changed under us is named as that, not as corrupt
             raise DataError("HDFDataset: %s: reading sequence data failed: %s"
                             % (f.path if f is not None else self.files, first_line(exc)))
+        except DataError:
+            for g in touched:
+                g.check_unchanged()
+            raise
+        for g in touched:  # (in file order, each once)
+            g.check_unchanged()  # after the read: what was read came from the file as it was opened
         return out
 
     # ---- extras

@@ -19,6 +19,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from returnn.datasets.base import DataInfo
+from returnn.datasets.integrity import FileStamp, changed_message, stamp_file
 from returnn.errors import DataError
 
 try:
@@ -42,11 +43,21 @@ def first_line(exc: BaseException) -> str:
 
 
 def decode_hdf_string(value: Any) -> str:
-    """Decodes one HDF string (bytes or str) as UTF-8 and cuts it at the first NUL."""
+    """Decodes one HDF string (bytes or str) and cuts it at the first NUL (HDF5's end of a
+    null-terminated string, as RETURNN reads tags). Losslessly: bytes that are not UTF-8 become
+    surrogate escapes (``errors="surrogateescape"``), so different bytes always give different
+    text, and :func:`encode_hdf_string` gives the bytes back."""
     if isinstance(value, str):
         return value.split("\0", 1)[0]
     raw = bytes(value)
-    return raw.split(b"\0", 1)[0].decode("utf8", errors="replace")
+    return raw.split(b"\0", 1)[0].decode("utf8", errors="surrogateescape")
+
+
+def encode_hdf_string(text: Any) -> bytes:
+    """The bytes of a string read by :func:`decode_hdf_string` (its inverse)."""
+    if isinstance(text, (bytes, np.bytes_)):
+        return bytes(text)
+    return str(text).encode("utf8", errors="surrogateescape")
 
 
 def is_hdf5_file(path: str) -> bool:
@@ -144,8 +155,11 @@ class Column:
 class HDFFile:
     """One open HDF file: data infos, a :class:`Column` per key, lengths and tags."""
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, stamp: Optional[FileStamp] = None, owner: str = "HDFDataset"):
         self.path = path
+        self.owner = owner
+        # the file as it was before it was opened (returnn/datasets/integrity.py)
+        self.stamp = stamp if stamp is not None else stamp_file(path)
         self._tags: Optional[np.ndarray] = None
         # Without a chunk cache, HDF5 reads just the requested rows of unfiltered chunks instead of
         # whole chunks: random access gets about twice as fast. Compressed data needs the cache.
@@ -162,6 +176,12 @@ class HDFFile:
         except READ_ERRORS as exc:
             self.close()
             raise DataError("HDFDataset: %s: unreadable file structure: %s" % (path, first_line(exc)))
+
+    def check_unchanged(self) -> None:
+        """A DataError when the file is no longer what was opened (truncated, rewritten, replaced)."""
+        change = self.stamp.change() if self.stamp is not None else None
+        if change:
+            raise DataError(changed_message(self.owner, self.stamp, change))
 
     # ---- structure checks
     def _error(self, text: str) -> DataError:
@@ -328,7 +348,12 @@ class HDFFile:
     def tag(self, local_idx: int) -> str:
         """Tag of one sequence; all tags of the file are read on first use and kept as bytes."""
         if self._tags is None:
-            self._tags = self._read_tags()
+            try:
+                self._tags = self._read_tags()
+            except DataError:
+                self.check_unchanged()
+                raise
+            self.check_unchanged()
         return decode_hdf_string(self._tags[local_idx])
 
     def _read_tags(self) -> np.ndarray:
@@ -343,10 +368,9 @@ class HDFFile:
             if raw.ndim == 1 and raw.dtype.kind == "S":
                 tags = raw
             elif raw.ndim == 1 and raw.dtype.kind == "O":
-                tags = np.array([v.encode("utf8") if isinstance(v, str) else bytes(v) for v in raw.tolist()],
-                                dtype=bytes)
+                tags = np.array([encode_hdf_string(v) for v in raw.tolist()], dtype=bytes)
             else:
-                tags = np.array([t.encode("utf8") for t in read_strings(ds, "seqTags", self.path)], dtype=bytes)
+                tags = np.array([encode_hdf_string(t) for t in read_strings(ds, "seqTags", self.path)], dtype=bytes)
         except READ_ERRORS as exc:
             raise self._error("cannot read 'seqTags': %s" % first_line(exc))
         if len(tags) < self.num_seqs:
@@ -361,7 +385,8 @@ class HDFFile:
             return "#%i in file" % local_idx
 
     def read_seq(self, local: int) -> Dict[str, np.ndarray]:
-        """Key -> frames of one sequence of this file (the common case in random order)."""
+        """Key -> frames of one sequence of this file (the common case in random order). The
+        caller checks :meth:`check_unchanged` after its reads (once per batch, not per sequence)."""
         return {col.key: col.read(local, local, self.safe_tag, self.path) for col in self.columns}
 
     def read_seqs(self, first: int, last: int) -> List[List[np.ndarray]]:

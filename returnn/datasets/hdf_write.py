@@ -19,6 +19,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from returnn.datasets.base import Dataset
+from returnn.datasets.hdf_file import encode_hdf_string
 from returnn.errors import DataError
 
 import h5py
@@ -31,9 +32,22 @@ def _tmp_name(filename: str) -> str:
     return os.path.join(directory, ".%s.tmp-%i-%s" % (base, os.getpid(), uuid.uuid4().hex[:8]))
 
 
+def tag_bytes(tags: Sequence[Any], owner: str) -> np.ndarray:
+    """Sequence tags as the bytes written to ``/seqTags``: text as UTF-8, where the surrogate
+    escapes of bytes that were not UTF-8 in the source (see ``decode_hdf_string``) become those
+    bytes again, so a tag is written as it was read. A NUL in a tag is refused: readers cut tags
+    there (RETURNN as well), and two tags could become one."""
+    out = [encode_hdf_string(t) for t in tags]
+    for raw in out:
+        if b"\0" in raw:
+            raise DataError("%s: sequence tag %r holds a NUL byte, which HDF readers take as the end of the tag"
+                            % (owner, raw))
+    return np.array(out, dtype=object)
+
+
 def write_label_list(group: "h5py.Group", name: str, labels: Sequence[str]) -> None:
     """Writes ``labels`` as a 1-D fixed-length bytes dataset (UTF-8)."""
-    encoded = [str(label).encode("utf8") for label in labels]
+    encoded = [encode_hdf_string(label) for label in labels]
     width = max([len(e) for e in encoded] + [1])
     group.create_dataset(name, data=np.array(encoded, dtype="S%i" % width), dtype="S%i" % width)
 
@@ -192,8 +206,7 @@ class SimpleHDFWriter:
         if len(rows) == 1:
             rows.append(in_lens)  # RETURNN's dummy 'classes' column
         _append(self._ensure_seq_lengths(), np.stack(rows, axis=1).astype(np.int32))
-        _append(self._tags, np.array([t.decode("utf8") if isinstance(t, bytes) else str(t) for t in seq_tag],
-                                     dtype=object))
+        _append(self._tags, tag_bytes(seq_tag, "SimpleHDFWriter %s" % self.filename))
 
     def close(self) -> None:
         """Finishes the file and renames it to ``filename``."""
@@ -316,7 +329,7 @@ def dump_dataset_to_hdf(dataset: Dataset, out_path: str, epoch: int = 1, start_s
                     if block.shape[0]:
                         out[key][offsets[key]:offsets[key] + block.shape[0]] = block
                     offsets[key] += block.shape[0]
-                tags_ds[pos:stop] = np.array([dataset.get_tag(i) for i in epoch_idx], dtype=object)
+                tags_ds[pos:stop] = tag_bytes([dataset.get_tag(i) for i in epoch_idx], dataset.describe())
                 pos = stop
                 if progress is not None and (pos == count or time.monotonic() - last_report > 0.2):
                     last_report = time.monotonic()

@@ -144,13 +144,17 @@ class LmDataset(Dataset):
         if callable(orth_symbols_map_file):
             orth_symbols_map_file = orth_symbols_map_file()
         if orth_symbols_file is not None:
+            self.watch_file(str(orth_symbols_file))
             symbols = load_symbol_list(str(orth_symbols_file), owner)
             self.symbol_map = {s: i for i, s in enumerate(symbols)}
             labels = symbols
         elif orth_symbols_map_file is not None:
+            self.watch_file(str(orth_symbols_map_file))
             self.symbol_map = load_symbol_map(str(orth_symbols_map_file), owner)
             labels = labels_of_map(self.symbol_map)
         else:
+            if isinstance(orth_vocab, dict) and isinstance(orth_vocab.get("vocab_file"), str):
+                self.watch_file(orth_vocab["vocab_file"])
             self._word_vocab = self._load_orth_vocab(orth_vocab, owner)
             self.symbol_map = self._word_vocab["map"]
             labels = labels_of_map(self.symbol_map)
@@ -163,6 +167,7 @@ class LmDataset(Dataset):
         self.parse_opts.setdefault("postfix", ([word_end_symbol] if word_end_symbol and not word_based else []) + end)
         self.replace_map: Dict[str, List[str]] = {}
         if orth_replace_map_file:
+            self.watch_file(orth_replace_map_file)
             try:
                 raw = json.loads(read_text(orth_replace_map_file, owner))
             except ValueError as exc:
@@ -188,6 +193,7 @@ class LmDataset(Dataset):
         self._tag_numbers: List[int] = []
         line_no = 0
         for path in files:
+            self.watch_file(str(path))
             bliss = is_bliss(str(path), owner)
             lines = read_bliss_orths(str(path), owner) if bliss else read_lines(str(path), owner, skip_empty_lines)
             for text in lines:
@@ -204,6 +210,7 @@ class LmDataset(Dataset):
         self.tag_prefix = tag_prefix or "line-"
         self._seq_list: Optional[List[str]] = None
         if seq_list_file is not None:
+            self.watch_file(seq_list_file)
             tags = load_seq_list(seq_list_file, owner)
             if not isinstance(tags, list) or len(tags) != line_no:
                 raise DataError("%s: seq_list_file has %s tags for %i lines" % (owner, len(tags), line_no))
@@ -309,9 +316,11 @@ class TranslationDataset(Dataset):
         self._infos: Dict[str, DataInfo] = {}
         columns: Dict[str, List[List[int]]] = {}
         for prefix, key in prefixes.items():
+            self.watch_file(self._vocab_file(path, prefix))
             vocab = load_symbol_map(self._vocab_file(path, prefix), owner)
             self._infos[key] = DataInfo(max(vocab.values()) + 1, True, "int32", labels=labels_of_map(vocab))
             filename = self._data_file(path, prefix, file_postfix)
+            self.watch_file(filename)
             unk = unknown_label.get(key)
             if unk is not None and unk not in vocab:
                 raise DataError("%s: unknown_label %r is not in the %s vocabulary" % (owner, unk, prefix))
@@ -323,6 +332,7 @@ class TranslationDataset(Dataset):
         num_lines = counts["data"]
         self._line_numbers = list(range(num_lines))
         if seq_list_file:
+            self.watch_file(seq_list_file)
             numbers = load_seq_list(seq_list_file, owner)
             try:
                 self._line_numbers = [int(n) for n in numbers]

@@ -10,11 +10,13 @@ alone decides the order.
 """
 from __future__ import annotations
 
+import os
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from returnn.datasets.base import DataInfo, Dataset, register_dataset
+from returnn.datasets.integrity import tag_positions, unique_tag_positions
 from returnn.datasets.text_files import load_seq_list
 from returnn.errors import DataError, known_list
 
@@ -35,6 +37,10 @@ def _check_dims(owner: str, infos: Dict[str, DataInfo], data_dims: Optional[Dict
         if int(dim) != info.dim or int(ndim) != info.ndim:
             raise DataError("%s: 'data_dims' says %r is [%s, %s], but its dataset has [%i, %i]"
                             % (owner, key, dim, ndim, info.dim, info.ndim))
+
+
+def _join_origin(sub: Dataset, origin: str) -> str:
+    return "%s, %s" % (sub.describe(), origin) if origin else sub.describe()
 
 
 def _empty(info: DataInfo) -> np.ndarray:
@@ -99,15 +105,27 @@ class MetaDataset(Dataset):
 
     # ---- sequence list and tag matching
     def _load_seq_lists(self, seq_list_file: Any) -> Dict[str, List[str]]:
-        """Dataset key -> tags, all lists of the same length (position = corpus index here)."""
+        """Dataset key -> tags, all lists of the same length (position = corpus index here). A tag
+        twice in one list is an error naming the file and the tag: both entries would be the same
+        sequence, where the list meant two."""
         owner = self.describe()
+        sources: Dict[str, Any] = {}
         if seq_list_file is None:
             tags = self.datasets[self.default_key].corpus_tags()
             lists: Any = tags
         elif isinstance(seq_list_file, dict):
-            lists = {k: load_seq_list(v, owner) for k, v in seq_list_file.items()}
+            lists = {}
+            for k, v in seq_list_file.items():
+                self.watch_file(v)
+                lists[k] = load_seq_list(v, owner)
+                sources[k] = v
         else:
+            self.watch_file(seq_list_file)
             lists = load_seq_list(seq_list_file, owner)
+            if isinstance(lists, dict):
+                sources = {k: seq_list_file for k in lists}
+            else:
+                sources = {k: seq_list_file for k in self.datasets}
         if not isinstance(lists, dict):
             lists = {key: lists for key in self.datasets}
         missing = [k for k in self.datasets if k not in lists]
@@ -118,12 +136,17 @@ class MetaDataset(Dataset):
             if not isinstance(lists[key], list) or len(lists[key]) != n:
                 raise DataError("%s: seq_list_file: dataset %r has %i tags, %r has %i"
                                 % (owner, key, len(lists[key]), self.default_key, n))
+        for key, source in sources.items():
+            if key in self.datasets:
+                what = ("seq_list_file %s" % source) if isinstance(source, (str, os.PathLike)) else \
+                    "seq_list_file (the list for %r)" % key
+                unique_tag_positions(lists[key], "%s: %s" % (owner, what), lambda i: "entry %i" % (i + 1))
         return {k: lists[k] for k in self.datasets}
 
     def _match_tags(self, key: str) -> np.ndarray:
         """Corpus index in dataset ``key`` of each sequence of the list; a missing tag is an error."""
         sub = self.datasets[key]
-        position = {tag: i for i, tag in enumerate(sub.corpus_tags())}
+        position = tag_positions(sub)
         wanted = self._seq_list[key]
         index = np.fromiter((position.get(tag, -1) for tag in wanted), dtype=np.int64, count=len(wanted))
         if len(index) and index.min() < 0:
@@ -170,6 +193,15 @@ class MetaDataset(Dataset):
     def _prepare_epoch(self, full_epoch: int) -> None:
         for sub in self.datasets.values():
             sub._prepare_epoch(full_epoch)
+
+    def sub_datasets(self) -> List[Dataset]:
+        return list(getattr(self, "datasets", {}).values())
+
+    def seq_origin(self, corpus_index: int, key: Optional[str] = None) -> str:
+        ds_key = self.data_map[key][0] if key in self.data_map else self.default_key
+        sub = self.datasets[ds_key]
+        sub_index = int(self._index[ds_key][corpus_index])
+        return _join_origin(sub, sub.seq_origin(sub_index, self.data_map[key][1] if key in self.data_map else None))
 
     def init_seq_order(self, epoch: int = 1) -> None:
         if self.control_key is None:
@@ -333,6 +365,16 @@ class CombinedDataset(Dataset):
     def _corpus_tag(self, corpus_index: int) -> str:
         d, sub_index = self._ensure_union()[corpus_index]
         return self.datasets[self.dataset_keys[int(d)]]._corpus_tag(int(sub_index))
+
+    def sub_datasets(self) -> List[Dataset]:
+        return list(getattr(self, "datasets", {}).values())
+
+    def seq_origin(self, corpus_index: int, key: Optional[str] = None) -> str:
+        d, sub_index = self._ensure_union()[corpus_index]
+        ds_key = self.dataset_keys[int(d)]
+        sub = self.datasets[ds_key]
+        sub_key = next((sk for (dk, sk), k in self.data_map.items() if dk == ds_key and k == key), None)
+        return _join_origin(sub, sub.seq_origin(int(sub_index), sub_key))
 
     def close(self) -> None:
         for sub in getattr(self, "datasets", {}).values():

@@ -38,6 +38,9 @@ class NumpyDumpDataset(Dataset):
         if i == start or (end is not None and i != end):
             raise DataError("%s: missing %s (or its targets file)" % (owner, self.data_fmt % i))
         self.file_indices = list(range(start, i))
+        for idx in self.file_indices:  # read lazily, kept once read: stamped now, before any read
+            self.watch_file(self.data_fmt % idx)
+            self.watch_file(self.targets_fmt % idx)
         self._seqs: Dict[int, Dict[str, np.ndarray]] = {}
 
     def data_infos(self) -> Dict[str, DataInfo]:
@@ -52,7 +55,8 @@ class NumpyDumpDataset(Dataset):
             try:
                 data = np.loadtxt(self.data_fmt % idx, ndmin=2).astype(np.float32)
                 targets = np.loadtxt(self.targets_fmt % idx, ndmin=1).astype(np.int32)
-            except (OSError, ValueError) as exc:
+            except (OSError, ValueError, EOFError) as exc:
+                self.check_files_unchanged()  # a file changed since the start is named as that
                 raise DataError("%s: cannot read sequence file %i: %s" % (self.describe(), idx, exc)) from None
             if data.shape[1] != self.num_in:
                 raise DataError("%s: %s has %i columns, num_inputs is %i"
@@ -66,3 +70,7 @@ class NumpyDumpDataset(Dataset):
 
     def _corpus_load(self, corpus_indices: Sequence[int]) -> List[Dict[str, np.ndarray]]:
         return [self._read(i) for i in corpus_indices]
+
+    def seq_origin(self, corpus_index: int, key: Optional[str] = None) -> str:
+        idx = self.file_indices[int(corpus_index)]
+        return "file %s" % ((self.targets_fmt if key == "classes" else self.data_fmt) % idx)

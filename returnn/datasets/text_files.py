@@ -91,8 +91,9 @@ def read_bliss_orths(path: str, what: str) -> Iterator[str]:
         f.close()
 
 
-def read_text(path: str, what: str) -> str:
-    """The whole file as text (UTF-8); pickles are refused."""
+def read_text(path: str, what: str, lossless: bool = False) -> str:
+    """The whole file as text (UTF-8); pickles are refused. ``lossless``: bytes that are not UTF-8
+    become surrogate escapes (as sequence tags read from HDF files), instead of an error."""
     f = _open_binary(path, what)
     try:
         data = f.read()
@@ -101,6 +102,8 @@ def read_text(path: str, what: str) -> str:
     finally:
         f.close()
     _check_not_pickle(path, data[:64], what)
+    if lossless:
+        return data.decode("utf8", "surrogateescape")
     try:
         return data.decode("utf8")
     except UnicodeDecodeError as exc:
@@ -158,7 +161,7 @@ def load_seq_list(path: Union[str, List[str]], what: str) -> Union[List[str], Di
     or dict (dataset key -> list of tags, as in RETURNN's MetaDataset)."""
     if isinstance(path, (list, tuple)):
         return [str(t) for t in path]
-    text = read_text(path, what)
+    text = read_text(path, what, lossless=True)  # tags are compared with tags of data files, byte for byte
     if text.lstrip().startswith(("[", "{")):
         value = parse_literal(text, path, what)
         if isinstance(value, (list, tuple)):

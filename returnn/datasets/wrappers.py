@@ -36,6 +36,12 @@ class DelegatingDataset(Dataset):
     def _select(self, epoch: int) -> None:
         """Hook: choose ``self.inner`` for ``epoch``."""
 
+    def sub_datasets(self) -> List[Dataset]:
+        return [self.inner] if "inner" in self.__dict__ else []
+
+    def seq_origin(self, corpus_index: int, key: Optional[str] = None) -> str:
+        return self.inner.seq_origin(corpus_index, key)
+
     def init_seq_order(self, epoch: int = 1) -> None:
         epoch = int(epoch or 1)
         self._select(epoch)

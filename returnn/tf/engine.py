@@ -21,6 +21,7 @@ from returnn.datasets.options import int_option
 from returnn.datasets.windowing import WindowedDataset
 from returnn.datasets.batching import BatchOptions, shard_batches
 from returnn.datasets.prefetch import BatchPrefetcher
+from returnn.datasets.integrity import check_datasets_unchanged, nonfinite_error
 from returnn.distributed.backend import rank_hosts, stall_text
 from returnn.distributed.context import DistributedContext
 from returnn.errors import ConfigError, DataError, NonFiniteScoreError
@@ -332,6 +333,7 @@ class Engine:
         print("start epoch %i with learning rate %s ...%s" % (epoch, lr, note), file=log.v3)
         heartbeat = watchdog.beat if watchdog else (lambda: None)
         self.activity = "the training steps of epoch %i" % epoch
+        check_datasets_unchanged(self.datasets.values(), self.dist, "at the start of epoch %i" % epoch)
         train_scores, timer, steps = self._train_epoch(epoch, heartbeat)
         print(finished_line("train", epoch, steps, timer), file=log.v3)
         self._report_time_split(epoch, timer)
@@ -343,6 +345,8 @@ class Engine:
         if self.config.bool("calculate_exp_loss"):
             train_scores = with_exp_scores(train_scores)
             eval_scores = {name: with_exp_scores(scores) for name, scores in eval_scores.items()}
+        # nothing read from a changed file is saved: checked on all ranks before rank 0 writes
+        check_datasets_unchanged(self.datasets.values(), self.dist, "after epoch %i, before its checkpoint" % epoch)
         errors = {"train_" + k: v for k, v in train_scores.items()}
         for name, scores in eval_scores.items():
             errors.update({"%s_%s" % (name, k): v for k, v in scores.items()})
@@ -424,6 +428,10 @@ class Engine:
         try:
             done = run_train_steps(self.steps, prefetcher, slices, dataset, self.dist,
                                    lambda: self.stop_request.requested, on_step, self.stop_on_nonfinite)
+        except NonFiniteScoreError as exc:  # name the data's sequence if it is the cause (prefetching stopped)
+            prefetcher.close()
+            raise nonfinite_error(exc, dataset, [slices[i] for i in getattr(exc, "steps", [])],
+                                  self.steps.train_keys, self.dist) from None
         finally:
             prefetcher.close()
         self.global_step = first_step + done.steps
@@ -445,6 +453,7 @@ class Engine:
     def _save_interrupted(self, epoch: int, steps_done: int, position: int) -> None:
         """All ranks agreed to stop after ``steps_done`` steps of ``epoch`` (the first ``position``
         batches of its order): rank 0 saves a resumable state, everyone exits."""
+        check_datasets_unchanged(self.datasets.values(), self.dist, "before saving the interrupted state")
         if self.dist.is_chief:
             self.global_step_var.assign(self.global_step)
             prefix = self.checkpoints.save_interrupted(epoch - 1, position, self._run_state())

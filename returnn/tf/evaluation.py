@@ -4,11 +4,15 @@ from __future__ import annotations
 import os
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
+import numpy as np
+
 from returnn.datasets.base import Dataset
 from returnn.datasets.batching import BatchOptions
+from returnn.datasets.integrity import first_rank_message, nonfinite_culprit
 from returnn.datasets.prefetch import BatchPrefetcher
 from returnn.distributed.context import DistributedContext
-from returnn.errors import ConfigError
+from returnn.errors import ConfigError, DataError
+from returnn.log import log
 from returnn.tensor import Data
 from returnn.tf.losses import reporting_misalignment
 from returnn.tf.reporting import ScoreAccumulator
@@ -29,7 +33,28 @@ def evaluate_dataset(steps: StepFunctions, dataset: Dataset, epoch: int, batchin
         heartbeat()
     dist.meet("evaluation of %r in epoch %i" % (dataset.name, epoch))
     acc.reduce(dist.backend)
-    return acc.scores()
+    scores = acc.scores()
+    if not all(np.isfinite(v) for v in scores.values()):
+        _report_nonfinite(dataset, epoch, scores, slices, steps.train_keys, dist)
+    return scores
+
+
+def _report_nonfinite(dataset: Dataset, epoch: int, scores: Dict[str, float], slices, keys, dist) -> None:
+    """A non-finite evaluation score is kept (as RETURNN does; the learning-rate control and
+    cleanup_old_models treat it as the worst, see docs/reliability.md), and said in the log with
+    the sequence whose data is not finite, if one is (looked for only now, in this rank's part)."""
+    try:
+        culprit = nonfinite_culprit(dataset, slices, keys)
+    except DataError as exc:
+        culprit = str(exc)
+    culprit = first_rank_message(dist, culprit) if dist.size > 1 else culprit
+    if not dist.is_chief:
+        return
+    bad = ", ".join("%s %s" % (k, v) for k, v in sorted(scores.items()) if not np.isfinite(v))
+    cause = ("non-finite input data: %s" % culprit) if culprit and "changed while" not in culprit else \
+        (culprit or "the data of %s is finite: the model gives non-finite scores on it" % dataset.name)
+    print("epoch %i %s: %s (not finite); the score is kept, as RETURNN does. Cause: %s"
+          % (epoch, dataset.name, bad, cause), file=log.warn)
 
 
 def forward_to_hdf(steps: StepFunctions, dataset: Dataset, output_file: str, batching: BatchOptions,

@@ -10,6 +10,7 @@ Nothing is deleted while there are no more checkpoints than ``max(keep_last_n, k
 from __future__ import annotations
 
 import itertools
+import math
 import os
 from typing import Any, Dict, Iterable, List, Mapping, Set
 
@@ -71,13 +72,21 @@ def epochs_to_keep(epochs: List[int], scores: Mapping[int, Mapping[str, float]],
     kept.update(epochs[-keep_last_n:])
     keys = sorted({k for e in epochs for k in scores.get(e, {})})
     for key in keys:
-        values = [scores[e][key] for e in epochs if key in scores.get(e, {})]
+        # a non-finite score (nan, +-inf: a broken epoch) ranks after every finite one; sorting
+        # with nan in it would be arbitrary (RETURNN's sort), and -inf would look best
+        values = [_rank_value(scores[e][key]) for e in epochs if key in scores.get(e, {})]
         if min(values) == max(values):
             continue  # says nothing about which epoch is better
         worst = max(values)
-        ranked = sorted((scores.get(e, {}).get(key, worst), e) for e in epochs)
+        ranked = sorted((_rank_value(scores.get(e, {}).get(key, worst)), e) for e in epochs)
         kept.update(e for _, e in ranked[:keep_best_n])
     return kept & set(epochs)
+
+
+def _rank_value(value: float) -> float:
+    """A score for ranking epochs: non-finite ones (nan, inf, -inf) are the worst."""
+    value = float(value)
+    return value if math.isfinite(value) else math.inf
 
 
 def remove_checkpoint(prefix: str) -> None:

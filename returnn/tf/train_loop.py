@@ -85,6 +85,7 @@ def run_train_steps(steps: StepFunctions, batches: Iterable, slices: Sequence, d
     totals, train_step, split_stats, clock = acc.totals, steps.train_step, steps.split_stats, time.perf_counter
     timer = EpochTimer()
     step_time, step = 0.0, 0
+    synced = 0  # steps before the last parameter sync: their flags are agreed on
     for batch, seed in batches:  # seed = [epoch, global step]: one batch per step
         if stop_requested():
             pending[STOP] = 1.0
@@ -112,9 +113,13 @@ def run_train_steps(steps: StepFunctions, batches: Iterable, slices: Sequence, d
                 param_sync.synced()
                 pending = np.zeros(NUM_FLAGS, np.float32)
                 pending_set = False
+                synced, last_synced = step, synced
         on_step(step, stats, batch)
         if flags[NONFINITE] > 0 and stop_on_nonfinite:
-            raise NonFiniteScoreError("Model seems broken, got inf or nan score.")
+            error = NonFiniteScoreError("Model seems broken, got inf or nan score.")
+            # the steps (0-based) whose batches may hold the cause: this one, or all since the last sync
+            error.steps = list(range(last_synced if param_sync is not None else step - 1, step))
+            raise error
         if flags[STOP] > 0:
             timer.step = step_time
             return EpochSteps(acc, timer, step, stopped=True)
