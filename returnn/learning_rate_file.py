@@ -8,7 +8,10 @@ write non-finite numbers as ``float('nan')``; old ones wrote a single score (``e
 The file is **parsed, never evaluated**: :func:`parse_learning_rate_text` walks the syntax tree and
 accepts only dict/list/tuple literals, strings, numbers (also ``nan``, ``inf``, ``float('inf')``,
 ``np.float64(0.1)``), ``True``/``False``/``None`` and ``EpochData(...)`` with keyword arguments.
-Anything else is a :class:`DataError` naming the file and line (see ``docs/security.md``).
+Anything else is a :class:`DataError` naming the file and line (see ``docs/security.md``). Values
+are checked as the config's are: a learning rate must be a finite number >= 0 (a negative or NaN
+rate in the file would otherwise be used for that epoch); scores may be anything numeric, inf and
+NaN included (a broken epoch's scores are data).
 """
 from __future__ import annotations
 
@@ -129,6 +132,8 @@ def _epoch_data(node: ast.AST) -> EpochData:
     lr = kwargs["learningRate"]
     if isinstance(lr, bool) or not isinstance(lr, (int, float)):
         raise _Reject(node, "learningRate is not a number")
+    if not math.isfinite(lr) or lr < 0:  # checked as config key 'learning_rate' is: the rate would be used
+        raise _Reject(node, "learningRate %s is not a finite number >= 0" % literal_repr(float(lr)))
     error = kwargs.get("error")
     if error is not None and not isinstance(error, (dict, int, float)) or isinstance(error, bool):
         raise _Reject(node, "error must be a dict of scores")

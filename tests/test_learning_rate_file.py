@@ -139,3 +139,23 @@ def test_training_and_plot_tool_refuse_exploit_file(tmp_path):
                           timeout=300, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
     assert plot.returncode == 2 and str(lr_file) + ":2:" in plot.stderr, plot.stderr
     assert not marker.exists()
+
+
+@pytest.mark.parametrize("value", ["-0.5", "nan", "float('nan')", "inf", "-inf", "np.float64(-1e-3)"])
+def test_learning_rate_values_are_checked_like_the_config_key(value):
+    """A rate the file holds for an epoch is used for that epoch: it must be what config key
+    'learning_rate' accepts (finite, >= 0); scores may be non-finite (a broken epoch's)."""
+    text = "{\n1: EpochData(learningRate=0.1, error={'dev_score': nan}),\n2: EpochData(learningRate=%s, error={})}" % value
+    with pytest.raises(DataError, match=r"^/x/lr.data:3: bad learning-rate file: learningRate .* is not a finite "
+                                        r"number >= 0$"):
+        parse_learning_rate_text(text, "/x/lr.data")
+
+
+def test_training_refuses_a_negative_rate_for_the_next_epoch_in_the_file(tmp_path):
+    config = write_config(tmp_path / "tiny.config", TINY_12AX.replace("num_epochs = 2", "num_epochs = 1"))
+    lr_file = tmp_path / "model.lr.data"
+    lr_file.write_text("{\n1: EpochData(learningRate=-0.01, error={}),\n}\n")  # would be used for epoch 1
+    proc = run_rnn(train_args(config, tmp_path), timeout=300)
+    assert_one_line_error(proc, "%s:2: bad learning-rate file: learningRate -0.01 is not a finite number >= 0"
+                          % lr_file)
+    assert not (tmp_path / "model.001.index").exists()

@@ -20,7 +20,7 @@ _task("search_output_layer", "str|list", None, "task = search: the layer whose l
       "output layer); a list of layers writes {tag: {layer: hypothesis}} (search_output_file_format 'py', as RETURNN).")
 _task("search_output_file", "str", None, "task = search: file for the best hypothesis of each sequence.")
 _task("search_output_file_format", "str", "txt", "task = search: 'txt' (one 'tag<TAB>hypothesis' line per "
-      "sequence) or 'py' (a Python dict literal {tag: hypothesis}).")
+      "sequence) or 'py' (a Python dict literal {tag: hypothesis}).", choices=("txt", "py"))
 _task("output_file", "str", None, "task = forward: the HDF file to write.")
 _task("load", "str", None, "Checkpoint to start from (a model prefix <model>.NNN, written here or by RETURNN); eval/forward/search: default the newest of 'model'; train without own checkpoints: its parameters, continuing with its epoch + 1 (RETURNN's).")
 _task("load_epoch", "int", None, "Epoch of 'model' to load for eval/forward; default: the newest.")
@@ -48,8 +48,8 @@ _data("batching", "str", None, "Default seq_ordering of the train dataset (RETUR
 # ---- batching
 _batch = partial(declare, group="batching")
 _batch("batch_size", "int|dict", 1000, "Frames per batch (padded max length x sequences); RETURNN's {data key: frames} "
-       "(or NumbersDict) limits those keys.", minimum=0)
-_batch("max_seqs", "int", -1, "Sequences per batch at most; -1: no limit.")
+       "(or NumbersDict) limits those keys; > 0, as RETURNN requires.", minimum=1)
+_batch("max_seqs", "int", -1, "Sequences per batch at most; -1: no limit (0 is refused, as RETURNN asserts).")
 _batch("eval_batch_size", "int|dict", 0, "Frames per batch when scoring dev/eval sets and in search; 0: batch_size.",
        minimum=0)
 _batch("forward_batch_size", "int|dict", 0, "Frames per batch in task forward; 0: eval_batch_size, else batch_size.",
@@ -116,7 +116,8 @@ _opt("optimizer_epsilon", "float", 1e-16, "Epsilon of Adam-like optimizers (RETU
 _lr = partial(declare, group="learning rate")
 _lr("learning_rate", "float", 1.0, "Initial learning rate.", minimum=0)
 _lr("learning_rates", "list|dict", None, "Rates for the first epochs: [lr1, lr2, ...] or {epoch: lr}.")
-_lr("learning_rate_control", "str", "constant", "constant, newbob, newbob_abs or newbob_multi_epoch.")
+_lr("learning_rate_control", "str", "constant", "constant, newbob, newbob_abs or newbob_multi_epoch.",
+    choices=("constant", "newbob", "newbob_rel", "newbob_relative", "newbob_abs", "newbob_multi_epoch"))
 _lr("learning_rate_file", "str", None, "File of per-epoch rates and scores (RETURNN's format); read on resume.")
 _lr("min_learning_rate", "float", 0.0, "The rate never goes below this.", minimum=0)
 _lr("learning_rate_control_error_measure", "str|list", None, "Score newbob watches (a list: the first one an epoch "
@@ -164,12 +165,15 @@ _tf("tf_deterministic", "bool", False, "Deterministic TF ops (slower; same resul
 # ---- distributed
 _dist = partial(declare, group="distributed")
 _dist("use_horovod", "bool", False, "Train on all ranks of the MPI job (data parallel).")
-_dist("distributed_backend", "str", None, "horovod or mpi (mpi4py); default: Horovod when installed, else mpi.")
-_dist("horovod_reduce_type", "str", "grad", "grad: sum gradients every step; param: average parameters now and then.")
+_dist("distributed_backend", "str", None, "horovod or mpi (mpi4py); default: Horovod when installed, else mpi.",
+      choices=("horovod", "mpi"))
+_dist("horovod_reduce_type", "str", "grad", "grad: sum gradients every step; param: average parameters now and then.",
+      choices=("grad", "param"))
 _dist("horovod_param_sync_step", "int", 1, "param: average parameters every N steps.", minimum=1)
 _dist("horovod_param_sync_time_diff", "float", None, "param: average parameters every N seconds instead.", minimum=0)
 _dist("horovod_scale_lr", "bool", False, "Divide the learning rate by the number of ranks.")
-_dist("horovod_dataset_distribution", "str", "shard", "shard: batch i to rank i mod N; random_seed_offset: own order per rank.")
+_dist("horovod_dataset_distribution", "str", "shard", "shard: batch i to rank i mod N; random_seed_offset: own order per "
+      "rank.", choices=("shard", "random_seed_offset"))
 _dist("horovod_stall_timeout", "float", 300.0, "Seconds without progress after which a rank gives up.", minimum=0)
 _dist("horovod_timeline", "str", None, "Write Horovod's timeline to this file.")
 _dist("horovod_cycle_time", "float", None, "Horovod cycle time in ms (default here: 2).")

@@ -8,7 +8,9 @@ Declare a key (in :mod:`returnn.config_keys.declarations`, in the section it bel
 
 Types are names: ``int``, ``float``, ``bool``, ``str``, ``list``, ``dict``, ``any``, or several joined
 by ``|`` (``"str|dict"``). A ``str`` key keeps ``++key value`` as text even when the value looks
-like a number.
+like a number. ``minimum`` bounds a number, ``choices`` lists the strings an enumeration takes; the
+structure of dict/list values is checked by :mod:`returnn.config_keys.values` (every such key has
+a check there or names the module that checks it at start-up, ``tests/test_config_values.py``).
 """
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ class Key:
     doc: str
     group: str
     minimum: Optional[float] = None  # smallest allowed value of a number (checked at start-up)
+    choices: Optional[Tuple[str, ...]] = None  # the allowed strings of an enumeration (checked at start-up)
 
     @property
     def types(self) -> List[str]:
@@ -51,7 +54,7 @@ RETURNN_DEFAULTS: Dict[str, Tuple[Any, ...]] = {}
 
 
 def declare(name: str, type_: str, default: Any, doc: str, group: str = "general",
-            minimum: Optional[float] = None) -> Key:
+            minimum: Optional[float] = None, choices: Optional[Tuple[str, ...]] = None) -> Key:
     """Declares a key the engine reads. Declaring a name twice is an error."""
     for t in type_.split("|"):
         if t not in TYPE_NAMES:
@@ -60,7 +63,7 @@ def declare(name: str, type_: str, default: Any, doc: str, group: str = "general
         raise ValueError("config key %r is declared twice" % name)
     RETURNN_IGNORED.pop(name, None)
     RETURNN_UNSUPPORTED.pop(name, None)
-    key = Key(name, type_, default, doc, group, minimum)
+    key = Key(name, type_, default, doc, group, minimum, tuple(choices) if choices else None)
     KEYS[name] = key
     return key
 

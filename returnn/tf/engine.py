@@ -15,6 +15,7 @@ import numpy as np
 import tensorflow as tf
 
 from returnn.config import Config
+from returnn.config_keys.values import check_epoch_config
 from returnn.datasets import eval_dataset_spec, init_dataset
 from returnn.datasets.base import Dataset
 from returnn.datasets.options import int_option
@@ -79,6 +80,9 @@ class Engine:
             check_dataset_matches(specs, dataset, name, config)
         self.network_data = specs
         self.schedule = NetworkSchedule.from_config(config)
+        if self.schedule.get_network is None:  # every epoch's '#config' is known now: checked at start-up
+            for epoch in range(1, self.schedule.pretrain_epochs + 2):
+                check_epoch_config(self.schedule.net_dict_for_epoch(epoch), epoch)
         self.config_overlay = ConfigOverlay(config)
         self.global_step_var = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
         self.checkpoints = CheckpointManager(self.model) if self.model else None
@@ -173,6 +177,7 @@ class Engine:
     def _apply_epoch_config(self, epoch: int) -> None:
         """``#config`` of the epoch's net dict: config keys for this epoch (batching is re-read),
         ``learning_rate`` as the epoch's rate."""
+        check_epoch_config(self.net_dict, epoch)  # get_network's: known only now
         overrides = split_net_dict(self.net_dict)[1].get("#config") or {}
         for key, (old, new) in self.config_overlay.apply(overrides).items():
             print("epoch %i: config key %r: %r -> %r (#config)" % (epoch, key, old, new), file=log.v3)
