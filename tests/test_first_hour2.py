@@ -99,3 +99,93 @@ def test_check_distributed_without_packages_reports_instead_of_crashing():
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "PROBLEM: rank" in proc.stdout and "mpi4py" in proc.stdout, proc.stdout
     assert "Traceback" not in proc.stdout + proc.stderr
+
+
+# ---------------------------------------------------------------- 3. --help-keys finds keys by meaning
+
+def _help_keys(pattern: str) -> str:
+    from returnn.config_keys.docs import help_keys_text
+    return help_keys_text(pattern)
+
+
+def _listed(text: str) -> set:
+    return {line.split()[0] for line in text.splitlines() if line.startswith("  ")}
+
+
+@pytest.mark.parametrize("pattern, expected", [
+    ("lr", {"learning_rate", "learning_rates", "learning_rate_control", "min_learning_rate", "horovod_scale_lr"}),
+    ("learning rate", {"learning_rate", "learning_rate_file"}),
+    ("seq", {"max_seqs", "max_seq_length", "batching"}),
+    ("dim", {"num_inputs", "num_outputs", "extern_data"}),
+    ("num", {"num_epochs", "num_inputs", "max_seqs"}),
+    ("bs", {"batch_size", "eval_batch_size"}),
+    ("epochs", {"num_epochs", "load_epoch", "start_epoch"}),
+    ("checkpoint", {"model", "load", "save_interval", "cleanup_old_models"}),
+    ("truncation", {"truncation"}),  # a RETURNN key this engine does not read
+    ("debug_print", {"debug_print_layer_output_template"}),
+    ("horovod_*", {"horovod_reduce_type", "horovod_scale_lr"}),
+])
+def test_help_keys_searches_names_abbreviations_and_descriptions(pattern, expected):
+    listed = _listed(_help_keys(pattern))
+    assert expected <= listed, (pattern, sorted(expected - listed))
+
+
+def test_help_keys_without_match_and_command_line():
+    assert _help_keys("zzqx") == "no config key matches 'zzqx'"
+    assert "L2_reg" not in _listed(_help_keys("lr"))  # initials only of word parts: L2_reg is no "lr"
+    from helpers import run_rnn
+    proc = run_rnn(["--help-keys", "lr"])
+    assert proc.returncode == 0 and "  learning_rate " in proc.stdout, proc.stderr
+
+
+# ---------------------------------------------------------------- 4. RETURNN's keys, and what is no typo
+
+def test_every_returnn_key_is_known():
+    """Every key RETURNN's source reads (and its Theano-era demo keys) is declared here or listed with
+    what this engine does about it: never 'the config's own variable?', never a typo."""
+    from returnn import config_keys
+    from returnn.config_keys.returnn_keys import RETURNN_OLD_KEYS, RETURNN_SOURCE_KEYS
+    assert len(RETURNN_SOURCE_KEYS) > 250
+    assert not [k for k in sorted(RETURNN_SOURCE_KEYS | RETURNN_OLD_KEYS) if not config_keys.is_known(k)]
+    for name in ("truncation", "debug_print_layer_output_template", "learning_rate", "param_variational_noise"):
+        assert config_keys.is_known(name)
+
+
+@pytest.mark.skipif(not os.path.isdir(os.environ.get("RETURNN_SRC", "/tmp/rsrc/returnn")),
+                    reason="RETURNN's source not here (RETURNN_SRC=.../returnn)")
+def test_returnn_source_keys_are_the_keys_returnn_reads():
+    src = os.environ.get("RETURNN_SRC", "/tmp/rsrc/returnn")
+    proc = subprocess.run([sys.executable, str(REPO / "tools" / "returnn-config-keys.py"), src, "--check"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_config_own_functions_classes_modules_and_underscore_names_are_no_typos():
+    import types
+    from returnn.config_keys.check import unknown_keys
+
+    def pretrain_construct(idx, net_dict):  # a config's own function, close to pretrain_construction_algo
+        return net_dict
+
+    class Pretrain_construct:
+        pass
+
+    entries = {"pretrain_construct": pretrain_construct, "Pretrain_construct": Pretrain_construct,
+               "learning_rat": 0.1, "_learning_rat": 0.1, "netwrok": {"output": {}}, "demo_name": "x",
+               "num_epoch": 2, "learning_rates_module": types.ModuleType("x"), "truncation": -1,
+               "debug_print_layer_output_template": True, "truncaton": 5, "my_helper": object()}
+    warnings, own = unknown_keys(entries, ["num_epoch"])
+    assert warnings == [
+        "config key 'learning_rat' is unknown; did you mean learning_rate? (rnn.py --help-keys lists all keys)",
+        "config key 'netwrok' is unknown; did you mean network? (rnn.py --help-keys lists all keys)",
+        "++num_epoch (command line) is unknown; did you mean num_epochs? (rnn.py --help-keys lists all keys)",
+        "config key 'truncaton' is unknown; did you mean truncation? (rnn.py --help-keys lists all keys)"]
+    assert own == ["demo_name"]
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in (REPO / "demos").glob("*.config")))
+def test_the_projects_demos_set_only_known_keys(name):
+    from returnn.config import load_config_from_args
+    from returnn.config_keys.check import unknown_keys
+    config = load_config_from_args([str(REPO / "demos" / name)])
+    assert unknown_keys(config.typed_dict, config.cmdline_keys) == ([], [])
