@@ -5,8 +5,9 @@ one line on stderr and exit code 2 (with a traceback only at log_verbosity 5). I
 a failure on one rank ends all ranks, so no rank waits for a dead peer.
 
 Exit codes: 0 done; 1 runtime failure (including a non-finite score); 2 bad input; 128 + signum after
-SIGTERM/SIGUSR1 (the newest checkpoint on disk, possibly ``<model>.interrupted``, is the state the
-same command resumes from); 130 keyboard interrupt.
+SIGTERM/SIGUSR1/SIGINT (the newest checkpoint on disk, possibly ``<model>.interrupted``, is the state
+the same command resumes from; 130 is Ctrl-C: in the training loop it saves the interrupted state like
+SIGTERM, a second Ctrl-C stops at once, and the message says what a re-run does).
 """
 from __future__ import annotations
 
@@ -240,15 +241,12 @@ def _user_error(exc: BaseException) -> Optional[ReturnnError]:
     return None
 
 
-def _stopped(exc: StopSignal, state: RunState) -> int:
-    """A stop signal outside the training loop (start-up): nothing new to save; end all ranks."""
-    import signal as _signal
-    try:
-        name = _signal.Signals(exc.signum).name
-    except ValueError:
-        name = "signal %i" % exc.signum
-    message = ("stopped by %s outside the training loop: nothing new to save; the same command resumes "
-               "from the newest checkpoint" % name)
+def _stopped(exc: StopSignal, state: RunState, config: Optional[Config] = None) -> int:
+    """A stop signal outside the training loop (start-up): nothing new to save; end all ranks. The
+    line says what the same command will do (from the checkpoints on disk)."""
+    from returnn.interrupts import resume_hint, signal_name
+    message = ("stopped by %s outside the training loop: nothing new to save; %s"
+               % (signal_name(exc.signum), resume_hint(config)))
     from returnn.log import log
     dist = state.dist
     if log.files:
@@ -301,11 +299,12 @@ def main(argv: Optional[List[str]] = None) -> int:
         tb = traceback.format_exc() if _verbosity(config, argv) >= TRACEBACK_VERBOSITY else None
         return _fail(str(exc), exc.exit_code, tb, state)
     except StopSignal as exc:
-        return _stopped(exc, state)
-    except KeyboardInterrupt:
+        return _stopped(exc, state, config)
+    except KeyboardInterrupt:  # Ctrl-C outside the training loop's handlers, or a second Ctrl-C
         hint = ""
         if config is not None and config.value("task") == "train" and config.value("model"):
-            hint = "; the same command resumes from the newest checkpoint"
+            from returnn.interrupts import resume_hint
+            hint = "; " + resume_hint(config)  # from the checkpoints on disk now
         return _fail("interrupted by keyboard" + hint, 130, None, state)
     except Exception as exc:  # noqa: BLE001 - anything else is a bug or a runtime failure: show it
         user_error = _user_error(exc)

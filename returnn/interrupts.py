@@ -1,15 +1,57 @@
-"""Graceful stop on SIGTERM/SIGUSR1 (what SGE and SLURM send before a time limit); the watchdog
-that ends the process when it makes no progress (a dead or stalled peer rank) is
-:class:`returnn.util.watchdog.Watchdog`."""
+"""Graceful stop on SIGTERM/SIGUSR1 (what SGE and SLURM send before a time limit) and on SIGINT
+(Ctrl-C): in the training loop all three save the interrupted state (``<model>.interrupted``) after
+the current step, so the same command continues where the run stopped, whatever ``save_interval``
+is; a second Ctrl-C stops at once (:class:`StopRequest`). What a re-run will do is said truthfully
+(:func:`resume_hint`). The watchdog that ends the process when it makes no progress (a dead or
+stalled peer rank) is :class:`returnn.util.watchdog.Watchdog`."""
 from __future__ import annotations
 
 import signal
 import threading
-from typing import Optional
+from typing import Any, Optional
 
 from returnn.errors import StopSignal, TrainingInterrupted
 
-STOP_SIGNALS = tuple(s for s in (getattr(signal, "SIGTERM", None), getattr(signal, "SIGUSR1", None)) if s)
+STOP_SIGNALS = tuple(s for s in (getattr(signal, "SIGTERM", None), getattr(signal, "SIGUSR1", None),
+                                 getattr(signal, "SIGINT", None)) if s)
+
+
+def signal_name(signum: Optional[int]) -> str:
+    """``SIGINT (Ctrl-C)``, ``SIGTERM``, ... for a message."""
+    if signum is None:
+        return "a signal"
+    try:
+        name = signal.Signals(signum).name
+    except ValueError:
+        return "signal %i" % signum
+    return name + (" (Ctrl-C)" if signum == getattr(signal, "SIGINT", None) else "")
+
+
+def resume_hint(config: Any) -> str:
+    """What running the same training command again does, from the checkpoints on disk now: continue
+    after the newest complete epoch (or from the interrupted state), or start from epoch 1 (or from the
+    initial model) because there is no checkpoint yet. Never raises."""
+    model = config.value("model") if config is not None else None
+    if not model:
+        return "the same command starts training again"
+    try:
+        start = config.value("start_epoch")
+        if start not in (None, "auto"):
+            return "the same command starts again at epoch %s (start_epoch)" % start
+        from returnn.tf.checkpoint import CheckpointManager
+        manager = CheckpointManager(model)
+        point = manager.find_resume_point()
+    except Exception:  # noqa: BLE001 - a damaged checkpoint is reported by the next run itself
+        return "the same command resumes from the newest complete checkpoint of %s" % model
+    if point is None:
+        initial = config.value("import_model_train_epoch1") or config.value("load")
+        if initial:
+            return "no checkpoint of %s exists yet: the same command starts again from %s" % (model, initial)
+        return "no checkpoint of %s exists yet: the same command starts again from epoch 1" % model
+    prefix, epoch = point
+    if prefix == manager.interrupted_prefix:
+        return "the same command continues epoch %i from %s (saved mid-epoch)" % (epoch + 1, prefix)
+    return "the same command continues after epoch %i (%s)" % (epoch, prefix)
 
 
 class _SignalHandlers:
@@ -23,6 +65,8 @@ class _SignalHandlers:
         if threading.current_thread() is not threading.main_thread():
             return
         for sig in STOP_SIGNALS:
+            if sig == getattr(signal, "SIGINT", None) and signal.getsignal(sig) is signal.SIG_IGN:
+                continue  # started with SIGINT ignored (nohup, a background job): keep it so
             self._previous[sig] = signal.signal(sig, self._handle)
 
     def uninstall(self) -> None:
@@ -36,7 +80,8 @@ class _SignalHandlers:
 
 
 class StopRequest(_SignalHandlers):
-    """Remembers that a stop signal arrived; the training loop polls it after each step."""
+    """Remembers that a stop signal arrived; the training loop polls it after each step. A second
+    Ctrl-C (SIGINT after any stop signal) does not wait for the step: KeyboardInterrupt at once."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -45,6 +90,8 @@ class StopRequest(_SignalHandlers):
     def _handle(self, signum, frame) -> None:  # noqa: ARG002
         if self.signum is None:
             self.signum = signum
+        elif signum == getattr(signal, "SIGINT", None):
+            raise KeyboardInterrupt
 
     @property
     def requested(self) -> bool:
