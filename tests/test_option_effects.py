@@ -311,8 +311,10 @@ def test_rhn_dropout_is_one_mask_per_sequence_and_unit(monkeypatch):
     for b, n in enumerate(LENS):
         np.testing.assert_allclose(evaluated[b, :n], np_rhn(x[b, :n], layer), atol=1e-5)
         np.testing.assert_allclose(trained[b, :n], np_rhn(x[b, :n], layer, masks[b]), atol=1e-5)
+    # RETURNN's dropout_seed (its own mask stream; ours come from the step seed): accepted (test_rec_rhn_nan)
+    make("rec", {"unit": "rhn", "n_out": 4, "unit_opts": {"dropout": 0.5, "dropout_seed": 1}}, [data])
     with pytest.raises(NetworkError, match="'lay'.*unit_opts"):
-        make("rec", {"unit": "rhn", "n_out": 4, "unit_opts": {"dropout_seed": 1}}, [data])
+        make("rec", {"unit": "rhn", "n_out": 4, "unit_opts": {"dropout_sed": 1}}, [data])
 
 
 def test_constant_shape_fills_a_scalar_and_names_the_axes():

@@ -15,7 +15,8 @@ from returnn.tf.returnn_params import returnn_param_shapes
 
 
 def _extern():
-    return {"data": data_from_opts("data", {"dim": 4}), "classes": data_from_opts("classes", {"dim": 3, "sparse": True}),
+    return {"data": data_from_opts("data", {"dim": 4}),
+            "classes": data_from_opts("classes", {"dim": 3, "sparse": True}),
             "feat": data_from_opts("feat", {"dim": 5})}
 
 
@@ -37,12 +38,15 @@ def test_linear_and_softmax_take_the_targets_dim_tag_and_ctc_one_more():
     assert net.layers["output"].output.dim == 4
 
 
-def test_other_classes_check_the_target_dim():
-    net = TFNetwork({"output": {"class": "copy", "from": "data", "target": "data", "loss": "mse"}}, _extern())
-    assert net.layers["output"].output.dim == 4
-    with pytest.raises(NetworkError, match="n_out"):
-        TFNetwork({"output": {"class": "activation", "activation": "tanh", "from": "data", "target": "feat",
-                              "loss": "mse"}}, _extern())
+def test_other_classes_use_the_target_dim_only_where_they_need_one():
+    """RETURNN's templates take the target's dim, its layers keep the dim they compute (e.g. a copy of
+    a ctc softmax with an edit_distance loss: one more than the target, demo-timit-lstm-ctc)."""
+    net = TFNetwork({"prob": {"class": "softmax", "loss": "ctc", "from": "data"},
+                     "ler": {"class": "copy", "from": "prob", "target": "classes", "is_output_layer": True}}, _extern())
+    assert net.layers["ler"].output.dim == 4
+    net = TFNetwork({"output": {"class": "rnn_cell", "unit": "GRU", "from": "data", "target": "feat", "loss": "mse"}},
+                    _extern())
+    assert net.layers["output"].output.dim == 5
 
 
 def test_prev_shape_from_out_type_counts_steps():

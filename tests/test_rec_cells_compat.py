@@ -123,3 +123,26 @@ def test_layer_norm_lstm_cell_in_a_loop_equals_the_rec_layer():
     for b, n in enumerate(LENS):
         np.testing.assert_allclose(out["loop/s"].tensor.numpy()[b, :n], out["ref"].tensor.numpy()[b, :n],
                                    rtol=1e-5, atol=1e-6)
+
+
+def test_unrolled_tensorflow_lstm_cell_with_max_seq_len():
+    """RETURNN's demo-tf-maxgradnorm-lstm: BasicLSTM with unroll and max_seq_len (its TensorFlow cell
+    unrolled to that length): the input must fit; native LSTM units refuse max_seq_len as RETURNN does."""
+    import pytest
+    from returnn.errors import NetworkError
+    from returnn.extern_data import data_from_opts
+    from returnn.tf.layers import RunContext
+    from returnn.tf.network import TFNetwork
+    ext = {"data": data_from_opts("data", {"dim": 2})}
+    net = TFNetwork({"output": {"class": "rec", "unit": "BasicLSTM", "unroll": True, "max_seq_len": 3, "n_out": 4,
+                                "from": "data"}}, ext)
+
+    def run(t):
+        return net.forward({"data": tf.zeros([1, t, 2]), "data:seq_len": tf.constant([t])}, RunContext(False))
+
+    assert run(3)["output"].tensor.shape == (1, 3, 4)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="max_seq_len >= seq_len"):
+        run(4)
+    with pytest.raises(NetworkError, match="needs 'unroll'"):
+        TFNetwork({"output": {"class": "rec", "unit": "nativelstm2", "unroll": True, "max_seq_len": 3, "n_out": 4,
+                              "from": "data"}}, ext)

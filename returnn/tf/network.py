@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import types
 from dataclasses import dataclass
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
@@ -126,6 +126,20 @@ def infer_target(opts: Mapping[str, Any], default_target: str, name: str = "?") 
     return None
 
 
+def build_with_n_out(build: Callable[[Dict[str, Any]], Layer], opts: Dict[str, Any],
+                     fallback: Optional[Dict[str, Any]]) -> Layer:
+    """``build(opts)``; when that fails for want of ``n_out`` and the target gives one
+    (``fallback``, see ``TFNetwork._infer_n_out``), ``build`` with it."""
+    if not fallback:
+        return build(opts)
+    try:
+        return build(opts)
+    except NetworkError as exc:
+        if "needs 'n_out'" not in str(exc) and "needs n_out" not in str(exc):
+            raise
+    return build(dict(opts, **fallback))
+
+
 def base_layer_name(ref: str, layers) -> str:
     """``"rec/sub"`` -> ``"rec"`` when ``ref`` is no layer itself but ``rec`` is a layer with
     sub-layers (a rec sub-network, or a class listing ``sub_output_names`` such as forced_align's
@@ -233,15 +247,16 @@ class TFNetwork(tf.Module):
             # "from" stays with the layer only when it holds (layer, axis) pairs: the layer reads the axes
             layer_opts = {k: v for k, v in opts.items()
                           if (k != "from" or has_axis_pairs(v)) and k not in EXTRA_NET_OPTIONS}
-            self._infer_n_out(name, layer_opts)
+            n_out_fallback = self._infer_n_out(name, layer_opts)
             templates = [self.template_of(s) for s in srcs]
             with reuse.resolving(self._built_layer):
                 if hasattr(cls, "outer_sources"):  # it reads its own 'from' (to tell it from the rest)
-                    layer = cls(name, dict(layer_opts, **{"from": opts.get("from", ["data"])}), templates, seed=seed,
-                                outer_names=self.raw_sources[name], default_target=default_target,
-                                infer_n_out=self._infer_n_out, search=layer_search)
+                    layer = build_with_n_out(lambda o: cls(
+                        name, dict(o, **{"from": opts.get("from", ["data"])}), templates, seed=seed,
+                        outer_names=self.raw_sources[name], default_target=default_target,
+                        infer_n_out=self._infer_n_out, search=layer_search), layer_opts, n_out_fallback)
                 else:
-                    layer = cls(name, layer_opts, templates, seed=seed)
+                    layer = build_with_n_out(lambda o: cls(name, o, templates, seed=seed), layer_opts, n_out_fallback)
             self.layers[name] = layer
             if isinstance(opts.get("register_as_extern_data"), str):
                 extern.setdefault(opts["register_as_extern_data"], layer.output)
@@ -297,32 +312,35 @@ class TFNetwork(tf.Module):
                    or (layer.dropout and layer.opts.get("dropout_noise_shape"))
                    for layer in self.layers.values())
 
-    def _infer_n_out(self, name: str, opts: Dict[str, Any]) -> None:
+    def _infer_n_out(self, name: str, opts: Dict[str, Any]) -> Optional[Dict[str, Any]]:
         """RETURNN's rule (``LayerBase.transform_config_dict``): a layer of any class without
         ``n_out`` / ``out_dim`` that names a ``target`` (or has a loss that needs one: the default
-        target) takes the target's feature or class dim (+1 blank for ctc): linear and softmax as
-        their ``out_dim`` (the target's own Dim), other classes as ``n_out`` (their output is
-        checked against it where the class checks ``n_out``)."""
+        target) takes the target's feature or class dim (+1 blank for ctc). Linear and softmax get it
+        here as their ``out_dim`` (the target's own Dim; ctc: ``n_out``); for other classes it is
+        returned as ``{"n_out": dim}``, to use only where the layer needs an ``n_out``
+        (:func:`build_with_n_out`: RETURNN's other layers keep the dim they compute)."""
         if opts.get("n_out") is not None or opts.get("out_dim") is not None:
-            return
+            return None
         target = infer_target(opts, self.default_target, name)
         if target is None:
-            return
+            return None
         data = self._target_template(target)
         if data is None:
             if opts["class"] in ("softmax", "linear") and ":" not in target:
                 raise NetworkError("layer %r: its target %r is no data key (known: %s) and it sets no 'n_out' to use "
                                    "instead" % (name, target, ", ".join(sorted(self.extern_data))))
-            return
+            return None
         dim = data.sparse_dim if data.sparse_dim is not None else data.feature_dim
         if dim is None or dim.dimension is None:
-            return
-        if opts.get("loss") == "ctc":
-            opts["n_out"] = dim.dimension + 1
-        elif opts["class"] in ("softmax", "linear"):
-            opts["out_dim"] = dim
-        else:
-            opts["n_out"] = dim.dimension
+            return None
+        n_out = dim.dimension + 1 if opts.get("loss") == "ctc" else dim.dimension
+        if opts["class"] in ("softmax", "linear"):
+            if n_out == dim.dimension:
+                opts["out_dim"] = dim
+            else:
+                opts["n_out"] = n_out
+            return None
+        return {"n_out": n_out}
 
     def _target_template(self, target: str) -> Optional[Data]:
         """The template of a ``target``: a data key (registered ones included), ``layer:NAME``, or

@@ -62,7 +62,8 @@ def map_layer_refs(where: str, opts: Dict[str, Any], fn: Callable[[str], str]) -
     cls = LAYER_CLASSES.get(new.get("class"))
     default = list(getattr(cls, "default_from", ["data"]))
     new["from"] = [(fn(e[0]), e[1]) if isinstance(e, (list, tuple)) else fn(e)
-                   for e in _source_list(where, new.pop("sources", new.get("from", default)), pairs=True) if e != "none"]
+                   for e in _source_list(where, new.pop("sources", new.get("from", default)), pairs=True)
+                   if e != "none"]
     for key in tuple(getattr(cls, "ref_options", ())) + (MASKED_BY, "masked_from"):
         if isinstance(new.get(key), str):
             new[key] = fn(new[key])
@@ -111,7 +112,8 @@ def _map_unit_base_refs(unit: Dict[str, Any], map_outer: Callable[[str], str], d
             continue
         new = dict(layer)
         if "from" in new:
-            new["from"] = [(ref(e[0]), e[1]) if isinstance(e, (list, tuple)) else ref(e) for e in from_entries(new["from"])]
+            new["from"] = [(ref(e[0]), e[1]) if isinstance(e, (list, tuple)) else ref(e)
+                           for e in from_entries(new["from"])]
         for key in layer_ref_options(new.get("class")) + ["initial_output", "masked_from"]:
             if isinstance(new.get(key), str):
                 new[key] = ref(new[key])

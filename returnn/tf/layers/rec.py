@@ -43,6 +43,7 @@ from returnn.tf.layers.options import Option, rate
 from returnn.tf.layers.params import Param, same
 from returnn.tf.layers.rec_params import unit_params
 from returnn.tf.layers.rec_state import LSTM_KEYS, InitialState, is_zero, state_layer_refs
+from returnn.tf.layers.rnn_cell import check_unrolled_length, unrolled_max_len
 from returnn.tf.lstm_kernels import final_state_fn, get_kernel, lstm_sequence
 
 # unit name -> default forget bias (RETURNN's: native kernels 0, TensorFlow's LSTM cells 1)
@@ -53,6 +54,7 @@ LAYER_NORM_UNIT = "layernormvariantslstm"
 LSTM_UNITS = tuple(FORGET_BIAS) + (LAYER_NORM_UNIT,)
 UNIT_OPTS = ("forget_bias", "rec_weight_dropout")
 PEEPHOLE_UNITS = ("standardlstm",)  # TensorFlow's LSTMCell: unit_opts use_peepholes
+TF_CELL_UNITS = ("basiclstm", "standardlstm")  # RETURNN runs TensorFlow's cells (unroll, max_seq_len)
 # RETURNN's NativeLstm (v1) refuses an initial state ("broken support"); its low-memory LSTM keeps only c
 NO_INITIAL_STATE_UNITS = {"nativelstm": "RETURNN's NativeLstm (v1) refuses it (broken support): use nativelstm2",
                           "nativelstmlowmem": "RETURNN's low-memory LSTM takes only a cell state; not supported here",
@@ -76,8 +78,8 @@ class RecLayer(Layer):
         Option("unroll", False, "RETURNN: unroll the loop (its TensorFlow cells only)",
                noop="an implementation detail of RETURNN's loop: an unrolled loop computes the same outputs, and "
                     "RETURNN's LSTM kernels ignore it"),
-        Option("max_seq_len", None, "RETURNN allows it only with unroll on its TensorFlow cells (rec of a cell unit)",
-               only=(None,)),
+        Option("max_seq_len", None, "with unroll of RETURNN's TensorFlow cells (%s): the longest input (checked)"
+               % ", ".join(TF_CELL_UNITS)),
         Option("forward_weights_init", "glorot_uniform", "init of the input weights W (RETURNN init spec)"),
         Option("recurrent_weights_init", "glorot_uniform", "init of the recurrent weights W_re"),
         Option("bias_init", 0.0, "init of the bias"),
@@ -125,6 +127,8 @@ class RecLayer(Layer):
         if not is_zero(self.opt("initial_state")) and self.unit in NO_INITIAL_STATE_UNITS:
             raise NetworkError("%s: initial_state %r with unit %r: %s" % (
                 self.desc, self.opt("initial_state"), self.unit, NO_INITIAL_STATE_UNITS[self.unit]))
+        self.max_len = unrolled_max_len(self, self.opt("max_seq_len"),
+                                        bool(self.opt("unroll")) and self.unit in TF_CELL_UNITS)
         if self.opt("sampling") != 1:
             raise NetworkError("%s: 'sampling' %r is not supported (only 1)" % (self.desc, self.opt("sampling")))
         self.plan = feature_plan(self, sources)
@@ -184,7 +188,7 @@ class RecLayer(Layer):
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         n_state = len(self.state.refs) if self.state is not None else 0
         state_values, sources = sources[len(sources) - n_state:], sources[:len(sources) - n_state]
-        sources = dropout_sources(self, sources, ctx)
+        sources = dropout_sources(self, check_unrolled_length(self, sources, self.max_len), ctx)
         seq_len = {d: size for s in sources for d, size in s.sizes.items()}[self.output.dims[1]]
         if self.cell is not None:  # batch-major recursion
             x = project_sources(self.plan, sources, self.cell.W)

@@ -90,7 +90,8 @@ class InitialState:
             elif value == "ones" or (not isinstance(value, str) and value == 1):
                 self.entries[key] = ("ones", None)
             elif value == "var":
-                self.entries[key] = ("var", layer.variable(prefix + "initial_" + key, np.zeros([self.size], np.float32)))
+                var = layer.variable(prefix + "initial_" + key, np.zeros([self.size], np.float32))
+                self.entries[key] = ("var", var)
             elif value == "keep_over_epoch":  # transient state: no parameter, not tracked by the layer
                 self.entries[key] = ("keep", tf.Variable(tf.zeros([0, self.size]), trainable=False,
                                                          shape=tf.TensorShape([None, self.size]),

@@ -395,7 +395,7 @@ def run_over_time(cell: RnnCellLayer, x: tf.Tensor, seq_len: tf.Tensor, seed: An
         return t + 1, state, out_ta.write(t, tf.where(m, y, tf.zeros_like(y)))
 
     _, state, out = tf.while_loop(lambda t, *_: t < n_time, body,
-                                  [tf.constant(0), initial if initial is not None else cell.initial_state(tf.shape(x)[0]),
+                                  [tf.constant(0), cell.initial_state(tf.shape(x)[0]) if initial is None else initial,
                                    out])
     return tf.ensure_shape(tf.transpose(out.stack(), [1, 0, 2]), [None, None, cell.n_hidden]), state
 
@@ -424,20 +424,29 @@ class RecStepLayer(RnnCellLayer):
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
         self.units = rec_cell_units()
         super().__init__(name, opts, sources, seed)
-        max_len = self.opt("max_seq_len")
-        if max_len is not None and not (self.opt("unroll") and not self.step_mode):
-            raise NetworkError("%s: 'max_seq_len' %r needs 'unroll' over a whole sequence (RETURNN's rule)"
-                               % (self.desc, max_len))
-        self.max_len = None if max_len is None else positive_int(self.desc, "max_seq_len", max_len)
+        self.max_len = unrolled_max_len(self, self.opt("max_seq_len"), self.opt("unroll") and not self.step_mode)
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
-        if self.max_len is not None:  # RETURNN's unrolled loop: the input must fit into max_seq_len frames
-            check = tf.debugging.assert_less_equal(
-                tf.shape(sources[0].tensor)[sources[0].data.time_dim_axis], self.max_len,
-                message="%s: required for unroll: max_seq_len >= seq_len" % self.desc)
-            with tf.control_dependencies([check]):
-                sources = [s.with_tensor(tf.identity(s.tensor)) for s in sources]
-        return super().forward(sources, ctx)
+        return super().forward(check_unrolled_length(self, sources, self.max_len), ctx)
+
+
+def unrolled_max_len(layer: Layer, max_len: Any, unrolled: bool) -> Optional[int]:
+    """A rec layer's ``max_seq_len`` (RETURNN: only with ``unroll`` of its TensorFlow cells over a
+    whole sequence; ``unrolled`` says whether that is the case), else None."""
+    if max_len is not None and not unrolled:
+        raise NetworkError("%s: 'max_seq_len' %r needs 'unroll' of a TensorFlow cell over a whole sequence (RETURNN's "
+                           "rule)" % (layer.desc, max_len))
+    return None if max_len is None else positive_int(layer.desc, "max_seq_len", max_len)
+
+
+def check_unrolled_length(layer: Layer, sources: List[LayerOutput], max_len: Optional[int]) -> List[LayerOutput]:
+    """RETURNN's unrolled loop: the input must fit into ``max_len`` frames (checked in the step)."""
+    if max_len is None:
+        return sources
+    check = tf.debugging.assert_less_equal(tf.shape(sources[0].tensor)[sources[0].data.time_dim_axis], max_len,
+                                           message="%s: required for unroll: max_seq_len >= seq_len" % layer.desc)
+    with tf.control_dependencies([check]):
+        return [s.with_tensor(tf.identity(s.tensor)) for s in sources]
 
 
 def rec_cell_units() -> Dict[str, Tuple[str, float]]:

@@ -32,7 +32,9 @@ from returnn.tf.layers.helpers import check_sources, dropout, dropout_sources, f
 from returnn.tf.layers.options import Option, positive_int, rate
 from returnn.tf.layers.rnn_cell import is_step_template
 
-UNSUPPORTED_STATE_OPTIONS = ("initial_state", "state_var_lengths")
+UNSUPPORTED_STATE_OPTIONS = ("state_var_lengths",)
+# RETURNN's initial key/value state has no frames: zeros or ones of it (and None) are the same empty state
+EMPTY_INITIAL_STATES = (None, 0, 1, "zeros", "ones")
 
 
 def _batch_time_axes(layer: Layer, dims: Sequence[Dim], data: Data) -> List[int]:
@@ -60,10 +62,12 @@ class SelfAttentionLayer(Layer):
         Option("forward_weights_init", "glorot_uniform", "init of the QKV matrix"),
         Option("attention_dropout", 0.0, "dropout on the attention weights (training only)"),
         Option("attention_left_only", False, "mask out keys after the query (causal)"),
-        Option("initial_state", None, "RETURNN's key/value state inside loops: not supported"),
+        Option("initial_state", None, "RETURNN's key/value state at the start: it has no frames, so None, 0, 1, "
+                                      "'zeros', 'ones' are the same (other values, e.g. keep_over_epoch carrying the "
+                                      "keys over batches, are not supported)"),
         Option("restrict_state_to_last_seq", False, "RETURNN: keep only the last sequence's keys in the final state",
                noop="it trims the key/value state left after the sequence for the next batch, which only "
-                    "initial_state (not supported here) would read; outputs are the same"),
+                    "initial_state keep_over_epoch (not supported here) would read; outputs are the same"),
         Option("state_var_lengths", None, "RETURNN's state option: not supported"),
     )
 
@@ -75,6 +79,11 @@ class SelfAttentionLayer(Layer):
         for key in UNSUPPORTED_STATE_OPTIONS:
             if self.opts.get(key) is not None:
                 raise NetworkError("%s: option %r is not supported" % (self.desc, key))
+        state = self.opt("initial_state")
+        if state not in EMPTY_INITIAL_STATES:
+            raise NetworkError("%s: initial_state %r is not supported (RETURNN's key/value state starts without "
+                               "frames: None, zeros, ones; keep_over_epoch is not implemented here)"
+                               % (self.desc, state))
         self.heads = positive_int(self.desc, "num_heads", self.opt("num_heads"))
         self.key_dim = positive_int(self.desc, "total_key_dim", self.opt("total_key_dim"))
         self.value_dim = self.require_n_out()

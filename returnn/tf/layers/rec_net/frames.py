@@ -140,8 +140,9 @@ def initial_value(spec: Any, template: Data, batch: tf.Tensor, extents: Mapping[
     elif isinstance(spec, (bool, int, float, np.number)):  # True: 1, as RETURNN's number rule gives it
         fill = spec
     else:
-        raise NetworkError("%s: invalid initial_output %r (zeros, ones, var, apply(0), a number or a layer%s)" % (
-            where, spec, "; keep_over_epoch is an initial_state of recurrent units" if spec == "keep_over_epoch" else ""))
+        hint = "; keep_over_epoch is an initial_state of recurrent units" if spec == "keep_over_epoch" else ""
+        raise NetworkError("%s: invalid initial_output %r (zeros, ones, var, apply(0), a number or a layer%s)"
+                           % (where, spec, hint))
     return tf.fill(tf.stack(shape) if shape else [], tf.cast(fill, dtype)) if shape else tf.cast(fill, dtype)
 
 

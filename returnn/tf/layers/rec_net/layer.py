@@ -416,8 +416,8 @@ class RecSubnetLayer(Layer):
         templates = [self._template(s, in_loop, where) for s in src_names]
         layer_opts = {k: v for k, v in opts.items()
                       if (k != "from" or has_axis_pairs(v)) and k not in REC_ONLY_SUB_OPTIONS}
-        if self._infer_n_out is not None:
-            self._infer_n_out(sub, layer_opts)
+        n_out_fallback = self._infer_n_out(sub, layer_opts) if self._infer_n_out is not None else None
+        from returnn.tf.network import build_with_n_out
         full_name = "%s/%s" % (self.layer_name, sub)
         if opts["class"] == SUB_OUTPUT_CLASS:  # X/sub: X's sub-output (X is built: it is its only source)
             layer_opts = {"sub": opts["sub"], "parent": self.layers[opts["from"]]}
@@ -431,7 +431,8 @@ class RecSubnetLayer(Layer):
             cls = cell_class_for(layer_opts, templates) or cls
         loop = contextlib.nullcontext() if in_loop and sub not in self.plan.after_loop else loop_axis(self.time_dim)
         with reuse.resolving(self._get_reused_layer), loop:
-            self.layers[sub] = cls(full_name, layer_opts, templates, seed=self.seed)
+            self.layers[sub] = build_with_n_out(lambda o: cls(full_name, o, templates, seed=self.seed), layer_opts,
+                                                n_out_fallback)
         if getattr(self.layers[sub], "state", None) is not None and opts.get("initial_output") not in (None, 0):
             raise NetworkError("%s: 'initial_output' %r with a non-zero 'initial_state': set initial_state only (its "
                                "output comes from it; RETURNN's rule)" % (where, opts["initial_output"]))
