@@ -29,7 +29,7 @@ NETWORKS = {
 def make_file(path: str, num_seqs: int) -> None:
     from returnn.datasets import init_dataset
     from returnn.datasets.hdf import dump_dataset_to_hdf
-    dataset = init_dataset({"class": "DummyDataset", "input_dim": 40, "output_dim": 20, "num_seqs": num_seqs,
+    dataset = init_dataset({"class": "RandomDataset", "input_dim": 40, "output_dim": 20, "num_seqs": num_seqs,
                             "seq_len": (50, 300), "fixed_random_seed": 1})
     dump_dataset_to_hdf(dataset, path)
 

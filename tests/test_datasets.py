@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from returnn.datasets import init_dataset
-from returnn.datasets.generating import DummyDataset, StaticDataset, Task12AXDataset
+from returnn.datasets.generating import DummyDataset, RandomDataset, StaticDataset, Task12AXDataset
 from returnn.errors import DataError
 
 SYMBOLS = "123ABCXYZ"
@@ -118,8 +118,8 @@ def test_dummy_dataset_dense():
         assert np.all(np.abs(s["data"]) <= 1.0)
 
 
-def test_dummy_dataset_sparse_and_length_range():
-    ds = DummyDataset(input_dim=5, output_dim=2, num_seqs=30, seq_len=(2, 9), input_sparse=True)
+def test_random_dataset_sparse_and_length_range():
+    ds = RandomDataset(input_dim=5, output_dim=2, num_seqs=30, seq_len=(2, 9), input_sparse=True)
     assert ds.num_outputs == {"data": [5, 1], "classes": [2, 1]}
     lens = []
     for s in all_seqs(ds):

@@ -29,7 +29,7 @@ CONFIG = '''#!rnn.py
 import os, time
 import numpy as np
 from returnn.datasets.base import register_dataset
-from returnn.datasets.generating import DummyDataset, Task12AXDataset
+from returnn.datasets.generating import RandomDataset, Task12AXDataset
 
 _rank = os.environ.get("OMPI_COMM_WORLD_RANK", "0")
 
@@ -45,7 +45,7 @@ class FailOnRank1Dataset(Task12AXDataset):
         return super()._corpus_load(corpus_indices)
 
 @register_dataset
-class NanOnRank1Dataset(DummyDataset):
+class NanOnRank1Dataset(RandomDataset):
     """Dense random input (dim 9, 2 classes); on rank 1 from epoch 2 on, every frame is NaN."""
 
     def __init__(self, **kwargs):

@@ -187,8 +187,10 @@ def test_hdf_options_of_wrong_type(tmp_path, opts, key):
 @pytest.mark.parametrize("spec,key", [
     ({"class": "Task12AXDataset", "num_seqs": "abc"}, "'num_seqs'"),
     ({"class": "Task12AXDataset", "num_seqs": -2}, "'num_seqs'"),
-    ({"class": "DummyDataset", "input_dim": "x", "output_dim": 3}, "'input_dim'"),
-    ({"class": "DummyDataset", "input_dim": 2, "output_dim": 3, "seq_len": "long"}, "'seq_len'"),
+    ({"class": "RandomDataset", "input_dim": "x", "output_dim": 3}, "'input_dim'"),
+    ({"class": "RandomDataset", "input_dim": 2, "output_dim": 3, "seq_len": "long"}, "'seq_len'"),
+    ({"class": "DummyDataset", "input_dim": "x", "output_dim": 3, "num_seqs": 2}, "'input_dim'"),
+    ({"class": "DummyDataset", "input_dim": 2, "output_dim": 3, "num_seqs": 2, "seq_len": "long"}, "'seq_len'"),
 ])
 def test_generating_options_of_wrong_type(spec, key):
     with pytest.raises(DataError, match=key):

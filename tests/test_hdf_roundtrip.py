@@ -79,7 +79,7 @@ def check_layout(path: str, keys: List[str], dims: dict, ndims: dict, num_seqs: 
 
 
 def test_dense_dummy_roundtrip(tmp_path):
-    spec = "{'class': 'DummyDataset', 'input_dim': 7, 'output_dim': 5, 'num_seqs': 40, 'seq_len': (3, 12)}"
+    spec = "{'class': 'RandomDataset', 'input_dim': 7, 'output_dim': 5, 'num_seqs': 40, 'seq_len': (3, 12)}"
     out = str(tmp_path / "dense.hdf")
     dump(spec, out)
     src = init_dataset(spec)
@@ -157,7 +157,7 @@ def test_static_multi_key_unicode_roundtrip_from_config(tmp_path):
 
 
 def test_start_end_seq_and_epoch_order(tmp_path):
-    spec = ("{'class': 'DummyDataset', 'input_dim': 3, 'output_dim': 4, 'num_seqs': 30, 'seq_len': (1, 9),"
+    spec = ("{'class': 'RandomDataset', 'input_dim': 3, 'output_dim': 4, 'num_seqs': 30, 'seq_len': (1, 9),"
             " 'seq_ordering': 'random'}")
     out = str(tmp_path / "part.hdf")
     dump(spec, out, "--start_seq", "5", "--end_seq", "12", "--epoch", "3")

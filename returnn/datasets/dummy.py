@@ -1,8 +1,11 @@
-"""RETURNN's deterministic dummy datasets with per-key lengths: ``DummyDatasetMultipleSequenceLength``
-(``data`` and ``classes`` of different lengths) and ``DummyDatasetMultipleDataKeys`` (any keys, sparse
-or dense by ``output_dim``). Their data is RETURNN's ramp, not random: sequence ``s`` counts up from
-``s`` over the keys in order, dense values ``((i % input_max_value) + input_shift) * input_scale``,
-sparse ``i % dim``; every epoch holds the same data, as in RETURNN."""
+"""RETURNN's deterministic dummy datasets: ``DummyDataset`` (dense ``data``, sparse ``classes``, both
+``seq_len`` frames, default 2), ``DummyDatasetMultipleSequenceLength`` (``data`` and ``classes`` of
+different lengths) and ``DummyDatasetMultipleDataKeys`` (any keys, sparse or dense by ``output_dim``).
+One implementation, :class:`_RampDataset`: the data is RETURNN's ramp, not random: sequence ``s`` counts
+up from ``s`` over the keys in order, dense values ``((i % input_max_value) + input_shift) * input_scale``
+(defaults: ``input_max_value`` 10, ``input_shift`` ``-input_max_value / 2``, ``input_scale``
+``1 / input_max_value``), sparse ``i % dim``; every epoch holds the same data, as in RETURNN. Random data
+of this engine's own is ``RandomDataset`` (:mod:`returnn.datasets.generating`)."""
 from __future__ import annotations
 
 from typing import Any, Dict, List, Optional
@@ -23,7 +26,8 @@ class _RampDataset(InMemoryDataset):
                  input_scale: Optional[float] = None, **kwargs: Any):
         super().__init__(**kwargs)
         owner = self.describe()
-        self._keys = keys  # key -> [dim, ndim] (ndim 1: sparse)
+        self._keys = {k: [int_option(owner, "output_dim" if ndim == 1 or k != "data" else "input_dim", dim, minimum=1),
+                          int(ndim)] for k, (dim, ndim) in keys.items()}  # key -> [dim, ndim] (ndim 1: sparse)
         self._lens = {k: int_option(owner, "seq_len", seq_len[k], minimum=0) for k in keys}
         self._n = int_option(owner, "num_seqs", num_seqs, minimum=0)
         self._max = float(input_max_value)
@@ -49,6 +53,23 @@ class _RampDataset(InMemoryDataset):
 
     def _prepare_epoch(self, full_epoch: int) -> None:
         pass
+
+
+@register_dataset
+class DummyDataset(_RampDataset):
+    """RETURNN's ``DummyDataset``: dense ``data`` (``input_dim``) and sparse ``classes`` (``output_dim``),
+    every sequence ``seq_len`` frames long (default 2, as RETURNN), RETURNN's ramp values (module doc)."""
+
+    def __init__(self, input_dim: int, output_dim: int, num_seqs: int, seq_len: int = 2, **kwargs: Any):
+        if "input_sparse" in kwargs or isinstance(seq_len, (list, tuple)):
+            raise DataError("dataset %s (DummyDataset): DummyDataset is RETURNN's deterministic ramp (seq_len one "
+                            "int, dense input); random data with sequence length ranges or sparse input is "
+                            "RandomDataset (this engine's own)" % kwargs.get("name", "?"))
+        if isinstance(output_dim, dict):  # RETURNN's {key: dim or [dim, ndim]}: the dim of 'classes'
+            value = output_dim.get("classes")
+            output_dim = value[0] if isinstance(value, (list, tuple)) else value
+        super().__init__({"data": [input_dim, 2], "classes": [output_dim, 1]},
+                         {"data": seq_len, "classes": seq_len}, num_seqs, **kwargs)
 
 
 @register_dataset

@@ -1,4 +1,6 @@
-"""Datasets that need no files: the 12AX task, random dummy data, and given numpy data."""
+"""Datasets that need no files: the 12AX task, this engine's random data (``RandomDataset``), and given
+numpy data; RETURNN's dummy datasets (deterministic ramps, ``DummyDataset`` & co.) are in
+:mod:`returnn.datasets.dummy` and importable from here, as in RETURNN."""
 from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Sequence
@@ -115,10 +117,13 @@ class Task12AXDataset(GeneratingDataset):
 
 
 @register_dataset
-class DummyDataset(GeneratingDataset):
-    """Random data: dense float32 ``data`` (or sparse with ``input_sparse``) and sparse ``classes``.
+class RandomDataset(GeneratingDataset):
+    """This engine's own random data (no RETURNN class of this name): dense float32 ``data`` uniform in
+    [-1, 1) (or sparse with ``input_sparse``) and sparse ``classes``, drawn from the epoch's seed.
 
-    ``seq_len`` is an int (all sequences equally long) or a ``(min, max)`` pair.
+    ``seq_len`` is an int (all sequences equally long) or a ``(min, max)`` pair. Until issue 28 this was
+    the engine's ``DummyDataset``; that name is now RETURNN's deterministic ramp
+    (:class:`returnn.datasets.dummy.DummyDataset`), so a RETURNN config trains on the same data here.
     """
 
     def __init__(self, input_dim: int, output_dim: int, num_seqs: int = 100, seq_len: Any = 20,
@@ -202,7 +207,16 @@ class StaticDataset(InMemoryDataset):
 # RETURNN has the demo tasks in this module: ``from returnn.datasets.generating import CopyTaskDataset``.
 from returnn.datasets.tasks import (CopyTaskDataset, TaskEpisodicCopyDataset,  # noqa: E402,F401
                                     TaskNumberBaseConvertDataset, TaskXmlModelingDataset)
-from returnn.datasets.dummy import DummyDatasetMultipleDataKeys, DummyDatasetMultipleSequenceLength  # noqa: E402,F401
+_IN_DUMMY = ("DummyDataset", "DummyDatasetMultipleSequenceLength", "DummyDatasetMultipleDataKeys")
+
+
+def __getattr__(name: str) -> Any:
+    """RETURNN's dummy datasets, importable from here as in RETURNN (``from returnn.datasets.generating
+    import DummyDataset``); defined in :mod:`returnn.datasets.dummy`, which builds on this module."""
+    if name in _IN_DUMMY:
+        from returnn.datasets import dummy
+        return getattr(dummy, name)
+    raise AttributeError("module %r has no attribute %r" % (__name__, name))
 # RETURNN's classes of this module that are refused here, importable as there (returnn/datasets/not_here.py)
 from returnn.datasets.not_here import (BlissDataset, DummyGenericDataset, Enwik8Corpus,  # noqa: E402,F401
                                        LibriSpeechCorpus, NltkTimitDataset, TaskVariableAssignmentDataset,
