@@ -116,10 +116,16 @@ def test_bad_options_name_the_layer(opts, message):
 
 def test_needs_time_axis():
     vec = Data("v", dims=[batch_dim, FeatureDim("f", 4)])
-    # one frame (no time axis) is a step of a rec loop: built, but it runs only inside the loop
-    layer = make("self_attention", {"num_heads": 1, "total_key_dim": 2, "n_out": 2}, [vec])
+    # one frame (no time axis) is a step only where a rec unit builds it in its loop
+    with pytest.raises(NetworkError, match="'lay'.*needs an input with a time axis"):
+        make("self_attention", {"num_heads": 1, "total_key_dim": 2, "n_out": 2}, [vec])
+    from returnn.tf.layers.rnn_cell import building_loop_step
+    with building_loop_step(True):
+        layer = make("self_attention", {"num_heads": 1, "total_key_dim": 2, "n_out": 2}, [vec])
     with pytest.raises(NetworkError, match="'lay'.*only inside a rec loop"):
         layer.forward([LayerOutput(tf.zeros([3, 4]), vec)], RunContext(False))
+    static = Data("s", dims=[batch_dim, SpatialDim("t", 5), FeatureDim("f", 4)], time_dim_axis=1)
+    assert not make("self_attention", {"num_heads": 1, "total_key_dim": 2, "n_out": 2}, [static]).step_mode
     with pytest.raises(NetworkError, match="'lay'.*needs an input with a time axis"):
         make("relative_positional_encoding", {"n_out": 2}, [vec])
     data = Data("x", dims=[batch_dim, SpatialDim("t"), FeatureDim("f", 4)])

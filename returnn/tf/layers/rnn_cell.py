@@ -44,7 +44,8 @@ cell (:class:`RecStepLayer`), over a whole sequence (``direction`` 1 or -1) or o
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+import contextlib
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -74,9 +75,25 @@ RHN_OPTS = ("depth", "transform_bias", "dropout", "dropout_seed")  # dropout_see
 STATE_KEYS = {"lstm": LSTM_KEYS, "zoneout": LSTM_KEYS, "lnlstm": LSTM_KEYS}  # others: one state (SINGLE_KEYS)
 
 
+_LOOP_STEP: List[bool] = []  # while a rec unit builds a sub-layer: whether it runs step by step in the loop
+
+
+@contextlib.contextmanager
+def building_loop_step(in_step: bool) -> Iterator[None]:
+    """While a rec unit builds a sub-layer: ``in_step`` says whether it runs in the loop (one frame)."""
+    _LOOP_STEP.append(in_step)
+    try:
+        yield
+    finally:
+        _LOOP_STEP.pop()
+
+
 def is_step_template(sources: Sequence[Data]) -> bool:
-    """Whether the sources are per-step values of a rec loop (no dynamic axis at all)."""
-    return not any(d.is_dynamic() for s in sources for d in s.dims)
+    """Whether the sources are per-step values of a rec loop: the rec unit building the layer says
+    so (:func:`building_loop_step`); elsewhere a layer runs over whole sequences (also with a static
+    time axis)."""
+    del sources  # (the templates alone cannot tell a static time axis from another axis of one frame)
+    return bool(_LOOP_STEP) and _LOOP_STEP[-1]
 
 
 @register_layer

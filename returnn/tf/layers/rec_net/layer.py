@@ -30,7 +30,7 @@ from returnn.tf.layers.rec_net import unmask as _unmask  # noqa: F401  (register
 from returnn.tf.layers.rec_net.deps import (
     Ref, analyse_unit, initial_refs, is_target_choice, layer_refs, needed_unit,
 )
-from returnn.tf.layers.rnn_cell import cell_class_for
+from returnn.tf.layers.rnn_cell import building_loop_step, cell_class_for
 from returnn.tf.net_dict import has_axis_pairs, without_search_only
 from returnn.tf.subnetwork import MASKED_BY, expand_subnetworks
 
@@ -427,10 +427,12 @@ class RecSubnetLayer(Layer):
             self.sub_sources[sub] = src_names
             return
         cls = get_layer_class(opts["class"], full_name, layer_opts)
-        if in_loop and opts["class"] == "rec" and isinstance(opts.get("unit", "lstm"), str):
-            cls = cell_class_for(layer_opts, templates) or cls
-        loop = contextlib.nullcontext() if in_loop and sub not in self.plan.after_loop else loop_axis(self.time_dim)
-        with reuse.resolving(self._get_reused_layer), loop:
+        in_step = in_loop and sub not in self.plan.after_loop
+        with building_loop_step(in_step):
+            if in_loop and opts["class"] == "rec" and isinstance(opts.get("unit", "lstm"), str):
+                cls = cell_class_for(layer_opts, templates) or cls
+        loop = contextlib.nullcontext() if in_step else loop_axis(self.time_dim)
+        with reuse.resolving(self._get_reused_layer), loop, building_loop_step(in_step):
             self.layers[sub] = build_with_n_out(lambda o: cls(full_name, o, templates, seed=self.seed), layer_opts,
                                                 n_out_fallback)
         if getattr(self.layers[sub], "state", None) is not None and opts.get("initial_output") not in (None, 0):
