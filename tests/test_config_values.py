@@ -70,7 +70,6 @@ BAD = [
     ({"start_epoch": "latest"}, "config key 'start_epoch': expected \"auto\" or an epoch >= 1, got 'latest'"),
     ({"chunking": "50:x"}, "config key 'chunking': expected 'size:step', got '50:x'"),
     ({"min_chunk_size": -1}, "config key 'min_chunk_size': expected a frame count >= 0"),
-    ({"cache_size": ["1G", "lots"]}, "config key 'cache_size': expected sizes like 0, -1, '512M' or '1G', got 'lots'"),
     ({"train": {"files": ["a.hdf"]}}, "config key 'train': a dataset dict needs 'class'"),
     ({"eval_datasets": {"x": {"files": []}}}, "config key 'eval_datasets': entry 'x': a dataset dict needs 'class'"),
     ({"log": ["a.log", 3]}, "config key 'log': expected names (strings), got ['a.log', 3]"),

@@ -217,18 +217,6 @@ def _check_min_chunk_size(value: Any) -> Optional[str]:
     return None
 
 
-def _check_cache_size(value: Any) -> Optional[str]:
-    """``0``, ``-1``, ``'512M'``, or RETURNN's list/comma form giving train, dev, eval their own."""
-    from returnn.util.basic import parse_size
-    items = value if isinstance(value, (list, tuple)) else str(value).split(",") if isinstance(value, str) else [value]
-    for item in items:
-        try:
-            parse_size(item)
-        except (TypeError, ValueError):
-            return "expected sizes like 0, -1, '512M' or '1G', got %s" % _short(item)
-    return None
-
-
 def _check_dataset(value: Any) -> Optional[str]:
     """A dataset: a dict with a string ``class`` (its options are checked when it is built at
     start-up), or one of RETURNN's string forms."""
@@ -272,7 +260,6 @@ _STRUCTURE: Dict[str, Callable[[Any], Optional[str]]] = {
     "start_epoch": _check_start_epoch,
     "chunking": _check_chunking,
     "min_chunk_size": _check_min_chunk_size,
-    "cache_size": _check_cache_size,
     "log": _check_str_list,
     "extern_data": _values_of("dict|list"),  # an option dict, or RETURNN's [dim, ndim] as in num_outputs
     "network": _values_of("dict"),
@@ -297,6 +284,8 @@ CHECKED_WHEN_BUILT: Dict[str, str] = {
     "pretrain": "returnn/tf/network_schedule.py (NetworkSchedule.from_config, Engine set-up)",
     "pretrain_repetitions": "returnn/tf/network_schedule.py (NetworkSchedule.from_config, Engine set-up)",
     "optimizer": "returnn/tf/optimizers.py (create_optimizer, Engine set-up)",
+    "cache_size": "the datasets that take it, when they are built (Engine set-up: 'dataset train (HDFDataset): option "
+                  "'cache_size' ...')",
     "preload_from_files": "returnn/tf/preload.py when the training or the checkpoint is set up (before the first step)",
 }
 """Declared keys with dict/list values checked by the module that reads them, during start-up."""
