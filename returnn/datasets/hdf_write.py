@@ -276,6 +276,12 @@ def dump_dataset_to_hdf(dataset: Dataset, out_path: str, epoch: int = 1, start_s
     out_dir = os.path.dirname(os.path.abspath(out_path))
     if not os.path.isdir(out_dir):
         raise DataError("cannot write %s: directory %s does not exist" % (out_path, out_dir))
+    if os.path.isdir(out_path):
+        raise DataError("cannot write %s: it is a directory" % out_path)
+    for path in dataset.data_files():  # never over an input (the same file by device and inode)
+        if os.path.exists(out_path) and os.path.samefile(path, out_path):
+            raise DataError("the output %s is a data file of %s: writing would replace it; choose another file"
+                            % (out_path, dataset.describe()))
     dataset.init_seq_order(epoch)
     n = dataset.num_seqs
     start = max(0, int(start_seq or 0))

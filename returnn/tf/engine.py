@@ -28,6 +28,7 @@ from returnn.distributed.context import DistributedContext
 from returnn.errors import ConfigError, DataError, NonFiniteScoreError
 from returnn.extern_data import check_dataset_matches, extern_data_from_config
 from returnn.interrupts import StopRequest
+from returnn.util.output_guard import check_run_outputs
 from returnn.util.watchdog import Watchdog
 from returnn.learning_rate_control import LearningRateControl
 from returnn.log import log
@@ -225,6 +226,7 @@ class Engine:
                               "only_on_eval, and no L2 or other constraint) (RETURNN: 'no loss defined?')")
         if self.dist.is_chief:
             prepare_model_dir(self.model)
+            check_run_outputs(self.config, "train", self.datasets.values())  # never over an input
         start_epoch = self._restore_for_training()
         if start_epoch > self.num_epochs:
             if start_epoch == 1:
@@ -533,6 +535,9 @@ class Engine:
         names = self._eval_dataset_names()
         if not names:
             raise ConfigError("task 'eval' needs a 'dev', 'eval' or 'eval_datasets' dataset")
+        if self.dist.is_chief:
+            check_run_outputs(self.config, "eval", self.datasets.values(), self.network,
+                              [self.datasets[n].name for n in names], epoch)
         for name in names:
             scores = evaluate_dataset(self.steps, self.datasets[name], epoch, self.batching.for_eval(), self.dist)
             print("epoch %i %s: %s" % (epoch, name, format_scores(scores, False)), file=log.v1)
@@ -572,6 +577,7 @@ class Engine:
             prepare_output_dir(output_file, "search_output_file")
         if not self.dist.is_chief:
             return
+        check_run_outputs(self.config, "search", list(self.datasets.values()) + [dataset])
         target = self.config.value("target") or "classes"
         layers = search_output_layers(self.config)
         results, stats = run_search(self.steps, dataset, self.batching.for_eval(), epoch, target, layers)
@@ -601,6 +607,7 @@ class Engine:
             self.network.require_output_layer("forward")
         if not self.dist.is_chief:
             return
+        check_run_outputs(self.config, "forward", self.datasets.values(), self.network, [dataset.name], epoch)
         self._dump(dataset, epoch)
         if not output_file:
             return
