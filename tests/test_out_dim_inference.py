@@ -65,3 +65,14 @@ def test_softmax_in_a_rec_unit_takes_its_target_dim():
         "prob": {"class": "softmax", "from": ["data:source", "prev:prob"], "target": "classes", "loss": "ce"},
         "output": {"class": "copy", "from": "prob"}}}}, _extern())
     assert returnn_param_shapes(net)["output/rec/prob/W"] == (7, 3)
+
+
+def test_prev_shape_from_a_sparse_out_type_without_dim():
+    """out_type {"sparse": True, "dim": None}: class indices of an unknown number of classes."""
+    net = TFNetwork({"output": {"class": "rec", "from": "data", "unit": {
+        "last": {"class": "eval", "from": ["prev:last"], "initial_output": 0, "eval": "source(0) + 1",
+                 "out_type": {"shape": (), "dtype": "int32", "dim": None, "sparse": True}},
+        "output": {"class": "copy", "from": "last"}}}}, _extern())
+    y = net.forward({"data": tf.zeros([2, 3, 4]), "data:seq_len": tf.constant([3, 2])}, RunContext(False))["output"]
+    assert y.data.sparse and y.data.dim is None
+    np.testing.assert_array_equal(y.tensor.numpy(), [[1, 2, 3]] * 2)

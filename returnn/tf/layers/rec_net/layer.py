@@ -61,8 +61,9 @@ def _as_list(value: Any) -> List[Any]:
 
 def _out_type_template(name: str, out_type: Any) -> Optional[Data]:
     """The one-frame template a sub-layer's ``out_type`` dict states (``dim``, ``shape``, ``sparse``,
-    ``dtype``), when it states a static one: ``(B, dim)``, ``(B,)`` sparse, or ``(B,) + shape``;
-    None otherwise (no out_type, or a dynamic axis whose Dim only the built layer knows)."""
+    ``dtype``), when it states a static one: ``(B, dim)``, ``(B,)`` sparse (``dim`` None: of an
+    unknown number of classes), or ``(B,) + shape``; None otherwise (no out_type, or a dynamic axis
+    whose Dim only the built layer knows)."""
     if not isinstance(out_type, Mapping) or not ({"dim", "shape", "sparse"} & set(out_type)):
         return None
     from returnn.tensor.dim import batch_dim
@@ -71,12 +72,14 @@ def _out_type_template(name: str, out_type: Any) -> Optional[Data]:
     if shape is None:
         shape = () if sparse or dim is None else (dim,)
     shape = tuple(shape)
-    if any(d is None for d in shape) or (sparse and dim is None):
+    if any(d is None for d in shape):
         return None
     dims = [batch_dim] + [new_feature_dim(name, int(d)) if i == len(shape) - 1 and not sparse
                           else Dim(int(d), kind=Dim.Types.Spatial, description="%s:static:%i" % (name, i))
                           for i, d in enumerate(shape)]
-    sparse_dim = Dim(int(dim), kind=Dim.Types.Feature, description="%s:sparse-dim" % name) if sparse else None
+    sparse_dim = None  # sparse with "dim": None: class indices of an unknown number of classes
+    if sparse:
+        sparse_dim = Dim(None if dim is None else int(dim), kind=Dim.Types.Feature, description="%s:sparse-dim" % name)
     dtype = out_type.get("dtype") or ("int32" if sparse else "float32")
     return Data(name.rsplit("/", 1)[-1], dims=dims, dtype=dtype, sparse_dim=sparse_dim)
 
