@@ -200,3 +200,19 @@ def test_peepholes_are_tensorflows_lstm_cell_and_only_there():
     with pytest.raises(NetworkError, match="unknown unit_opts use_peepholes"):
         TFNetwork({"output": {"class": "rec", "unit": "nativelstm2", "n_out": 3, "from": "data",
                               "unit_opts": {"use_peepholes": True}}}, _extern())
+
+
+def test_initial_state_from_a_recurrent_layer_is_its_last_hidden_state():
+    """RETURNN's get_last_hidden_state(key="*") of the layer initial_state names: a GRU decoder
+    starting from a GRU encoder's final state equals it starting from get_last_hidden_state."""
+    layers = {"enc": {"class": "rec", "unit": "gru", "n_out": 3, "from": "data"},
+              "last": {"class": "get_last_hidden_state", "from": "enc", "n_out": 3}}
+    x = np.random.RandomState(6).randn(2, 4, 3).astype(np.float32)
+    outs = []
+    for init in ("enc", "last"):
+        net = TFNetwork(dict(layers, output={"class": "rec", "unit": "gru", "n_out": 3, "from": "data",
+                                             "initial_state": init}), _extern())
+        outs.append(net.forward(_batch(x, [4, 3]), RunContext(False))["output"].tensor.numpy())
+        assert net.layers["output"].state.refs == [init]
+    np.testing.assert_allclose(outs[0], outs[1], rtol=1e-6)
+    assert not np.allclose(outs[0][:, 0], 0.0)

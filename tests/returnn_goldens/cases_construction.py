@@ -31,6 +31,10 @@ case("rec_gru_initial_state_var", "initial_state",
      {"output": {"class": "rec", "unit": "gru", "n_out": 4, "initial_state": "var", "from": "data"}})
 case("rec_gru_initial_state_layer", "initial_state", dict(INIT, output={
     "class": "rec", "unit": "gru", "n_out": 4, "initial_state": "init_h", "from": "data"}))
+case("rec_gru_initial_state_from_rec_layer", "initial_state", {
+    "enc": {"class": "rec", "unit": "gru", "n_out": 4, "from": "data"},
+    "output": {"class": "rec", "unit": "gru", "n_out": 4, "initial_state": "enc", "from": "data"}},
+    notes="a recurrent layer as initial_state: its last hidden state")
 case("rec_rhn_initial_state_var", "initial_state",
      {"output": {"class": "rec", "unit": "rhn", "n_out": 4, "initial_state": "var", "from": "data"}})
 

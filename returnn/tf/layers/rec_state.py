@@ -14,7 +14,9 @@ A unit's state is one vector per sequence (GRU, RNN, RHN: key ``"var"``) or two 
   up to the smaller size keep their state and new entries start at zeros. Only training steps carry
   it (an evaluation or forward step starts at zeros and leaves it), where RETURNN also carries it
   over the batches of an evaluation;
-- a layer name: that layer's ``(batch, n_out)`` value (the layer is built first);
+- a layer name: that layer's ``(batch, n_out)`` value (the layer is built first); a recurrent
+  layer over a sequence gives its last hidden state (RETURNN's ``get_last_hidden_state(key="*")``:
+  an LSTM's ``c`` and ``h`` concatenated);
 - for an LSTM, a dict ``{"c": ..., "h": ...}`` or a list ``[c, h]`` of the above per key (a single
   layer for both is refused, as RETURNN does: say which state it is).
 
@@ -130,9 +132,11 @@ class InitialState:
 
     def _check_source(self, name: str, data: Data) -> None:
         dims = [d for i, d in enumerate(data.dims) if i != data.batch_dim_axis]
+        if data.batch_dim_axis is not None and data.time_dim_axis is not None and len(dims) == 2:
+            return  # a recurrent layer's last hidden state (checked when it runs)
         if data.batch_dim_axis is None or data.sparse or len(dims) != 1 or dims[0].dimension != self.size:
-            raise NetworkError("%s: layer %r must be (batch, %i), got %s" % (self.where, name, self.size,
-                                                                             data.short_repr()))
+            raise NetworkError("%s: layer %r must be (batch, %i) or a recurrent layer, got %s"
+                               % (self.where, name, self.size, data.short_repr()))
 
     @property
     def keeps(self) -> bool:
@@ -153,14 +157,28 @@ class InitialState:
             elif kind == "var":
                 out[key] = tf.tile(tf.convert_to_tensor(arg)[None, :], tf.stack([batch, 1]))
             elif kind == "layer":
-                v = values[arg]
-                x = tf.cast(v.tensor, tf.float32)
-                if v.data.batch_dim_axis != 0:
-                    x = tf.transpose(x, [v.data.batch_dim_axis] + [a for a in range(2) if a != v.data.batch_dim_axis])
-                out[key] = tf.ensure_shape(x, [None, self.size])
+                out[key] = self._layer_state(values[arg], key)
             else:
                 out[key] = self._kept(arg, batch, train, epoch)
         return out
+
+    def _layer_state(self, v: LayerOutput, key: str) -> tf.Tensor:
+        """A layer's value as one state ``(batch, size)``; of a recurrent layer over a sequence, its
+        whole last hidden state (RETURNN's key "*")."""
+        if v.data.time_dim_axis is not None:
+            if v.last_state is None:
+                raise NetworkError("%s: layer %r has a time axis and no hidden state (give a (batch, %i) layer, "
+                                   "e.g. get_last_hidden_state)" % (self.where, v.data.name, self.size))
+            parts = [tf.cast(p, tf.float32) for p in v.last_state()]
+            x = tf.concat(parts, -1) if len(parts) > 1 else parts[0]
+            if x.shape[-1] is not None and x.shape[-1] != self.size:
+                raise NetworkError("%s: the last hidden state of %r has size %i, state %r needs %i"
+                                   % (self.where, v.data.name, x.shape[-1], key, self.size))
+            return tf.ensure_shape(x, [None, self.size])
+        x = tf.cast(v.tensor, tf.float32)
+        if v.data.batch_dim_axis != 0:
+            x = tf.transpose(x, [v.data.batch_dim_axis] + [a for a in range(2) if a != v.data.batch_dim_axis])
+        return tf.ensure_shape(x, [None, self.size])
 
     def _kept(self, var: tf.Variable, batch: tf.Tensor, train: bool, epoch: Optional[tf.Tensor]) -> tf.Tensor:
         zeros = tf.zeros(tf.stack([batch, self.size]))
