@@ -215,6 +215,22 @@ def run(config: Config, state: Optional[RunState] = None) -> int:
     return 0
 
 
+def _fail_on_every_rank(exc: ReturnnError, tb: Optional[str]) -> int:
+    """An error every rank raised at the same point (ranks that disagree on config or network): each
+    rank writes it to its own log file, only the reporting rank (0) to stderr, so the job shows one
+    line; every rank ends with the error's exit code, no rank aborts the others."""
+    from returnn.log import log
+    for f in log.files:
+        f.write("ERROR: %s\n" % exc)
+    log.flush_all()
+    if getattr(exc, "report_here", True):
+        if tb:
+            sys.stderr.write(tb)
+        sys.stderr.write("ERROR: %s\n" % exc)
+        sys.stderr.flush()
+    return exc.exit_code
+
+
 def _fail(message: str, exit_code: int, tb: Optional[str], state: Optional[RunState] = None) -> int:
     """Reports a failure; in a multi-rank run also ends the other ranks."""
     from returnn.log import log
@@ -301,6 +317,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         return run(config, state)
     except ReturnnError as exc:
         tb = traceback.format_exc() if _verbosity(config, argv) >= TRACEBACK_VERBOSITY else None
+        if getattr(exc, "on_every_rank", False):  # every rank raised it at the same point: none aborts
+            return _fail_on_every_rank(exc, tb)
         return _fail(str(exc), exc.exit_code, tb, state)
     except StopSignal as exc:
         return _stopped(exc, state, config)

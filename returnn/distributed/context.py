@@ -10,6 +10,7 @@ from typing import Any, Dict, Optional
 
 from returnn.config import Config
 from returnn.errors import ConfigError, DistributedError
+from returnn.distributed.agreement import check_same_on_all_ranks, compared_config_items, network_items
 from returnn.distributed.backend import Backend, LocalBackend
 from returnn.util.launcher_env import launcher_rank, launcher_world_size
 from returnn.distributed.rendezvous import Rendezvous, StartupGuard, report_and_abort
@@ -119,6 +120,16 @@ class DistributedContext:
             else:  # no point-to-point messages (Horovod without MPI): a plain barrier
                 self.backend.barrier()
 
+    def check_network_agrees(self, net_dict: Dict[str, Any], data: Dict[str, Any], params: Dict[str, Any],
+                             epoch: int) -> None:
+        """All ranks built the same network (net dict, data description, parameter shapes) for
+        ``epoch``; else every rank raises the same one-line error (see :mod:`agreement`)."""
+        if self.size <= 1:
+            return
+        self.meet("building the network of epoch %i" % epoch)
+        check_same_on_all_ranks(self.backend, network_items(net_dict, data, params),
+                                "the network of epoch %i" % epoch)
+
     def shutdown(self) -> None:
         """The end of a run: all ranks meet, then the backend shuts down."""
         if not self.enabled:
@@ -159,6 +170,9 @@ class DistributedContext:
                        if config.typed_value(key) is not None}
         with StartupGuard(stall_timeout, launcher_rank(), launcher_world_size()):
             backend = create_backend(choice, horovod_env, stall_timeout)
+        # before anything else the ranks do together (the rendezvous communicator, the data): a rank with
+        # another horovod_stall_timeout or reduce type would not even meet the others the same way
+        check_same_on_all_ranks(backend, compared_config_items(config), "the config")
         return cls(backend, **kwargs)
 
 

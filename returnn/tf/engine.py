@@ -46,6 +46,7 @@ from returnn.tf.progress import ProgressReporter
 from returnn.tf.resume import (
     empty_epoch_message, make_run_state, map_resume_position, order_digest, reconcile_learning_rates,
 )
+from returnn.tf.returnn_params import network_params
 from returnn.tf.reporting import (
     EpochTimer, breakdown_line, finished_line, format_scores, with_exp_scores,
 )
@@ -91,6 +92,7 @@ class Engine:
         self.network: Optional[TFNetwork] = None
         self.search_mode = False  # task search: networks are built for beam search
         self._use_network_of_epoch(1)
+        self._check_ranks_agree(1)
         self.lr_control = LearningRateControl.from_config(config)
         self.stop_request = StopRequest()
         self.global_step = 0
@@ -174,6 +176,12 @@ class Engine:
         if self.checkpoints is not None:
             self.checkpoints.set_objects(network=network, optimizer=self.optimizer, global_step=self.global_step_var)
         return True
+
+    def _check_ranks_agree(self, epoch: int) -> None:
+        """Every rank built the same network (returnn/distributed/agreement.py): one line, exit 2 else."""
+        if self.dist.size > 1:
+            params = {name: p.shape for name, p in network_params(self.network).items()}
+            self.dist.check_network_agrees(self.net_dict, self.network_data, params, epoch)
 
     def _apply_epoch_config(self, epoch: int) -> None:
         """``#config`` of the epoch's net dict: config keys for this epoch (batching is re-read),
@@ -328,7 +336,7 @@ class Engine:
     def _train_and_report_epoch(self, epoch: int, watchdog: Optional[Watchdog]) -> None:
         if self.schedule.changes_per_epoch and self._use_network_of_epoch(epoch, carry=True):
             if self.dist.size > 1:
-                self.dist.meet("building the network of epoch %i" % epoch)
+                self._check_ranks_agree(epoch)  # the ranks meet there
                 self._sync_from_chief()
             self._trace()
         self._apply_epoch_config(epoch)
