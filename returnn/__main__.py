@@ -207,6 +207,8 @@ def run(config: Config, state: Optional[RunState] = None) -> int:
     except TrainingInterrupted as exc:  # rank 0 logged what was saved; every rank stopped at the same step
         return exc.exit_code
     except RuntimeFailure as exc:  # raised on every rank at the same step (e.g. a non-finite score)
+        if not exc.all_ranks:  # e.g. an output that could not be written: main() ends the other ranks
+            raise
         print(str(exc), file=log.error)
         log.flush_all()
         return exc.exit_code
@@ -320,6 +322,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         if getattr(exc, "on_every_rank", False):  # every rank raised it at the same point: none aborts
             return _fail_on_every_rank(exc, tb)
         return _fail(str(exc), exc.exit_code, tb, state)
+    except RuntimeFailure as exc:  # one line, no traceback (e.g. a full disk, naming the file)
+        return _fail(str(exc), exc.exit_code, None, state)
     except StopSignal as exc:
         return _stopped(exc, state, config)
     except KeyboardInterrupt:  # Ctrl-C outside the training loop's handlers, or a second Ctrl-C

@@ -33,13 +33,42 @@ class DistributedError(ReturnnError):
 
 
 class RuntimeFailure(Exception):
-    """The run failed although its input was accepted. Printed as one line, exit code 1."""
+    """The run failed although its input was accepted. Printed as one line, exit code 1.
+    ``all_ranks``: raised on every rank at the same step (else the other ranks are ended)."""
 
     exit_code = 1
+    all_ranks = True
 
 
 class NonFiniteScoreError(RuntimeFailure):
     """Training produced inf/nan; the last good checkpoint is kept."""
+
+
+class OutputWriteError(RuntimeFailure):
+    """An output could not be written (disk full, quota, I/O error): one line naming the file;
+    what was written before (older checkpoints, the last learning-rate file) is intact and the
+    half-written temporary file is removed. Raised on the rank that writes: the other ranks are
+    ended (``all_ranks`` False)."""
+
+    all_ranks = False
+
+
+def output_write_error(path: str, exc: BaseException, what: str = "file") -> OutputWriteError:
+    """The one-line error for ``exc`` raised while writing ``path`` (an OSError, h5py's or
+    TensorFlow's error): ``cannot write checkpoint /x/model.003: No space left on device``."""
+    import errno
+    import os
+    code = getattr(exc, "errno", None)
+    reason = os.strerror(code) if isinstance(code, int) and code > 0 else ""
+    if not reason:
+        text = str(getattr(exc, "message", None) or exc)
+        for code in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO, errno.EROFS):
+            if os.strerror(code) in text or "errno = %i" % code in text:
+                reason = os.strerror(code)
+                break
+        else:
+            reason = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+    return OutputWriteError("cannot write %s %s: %s" % (what, path, reason))
 
 
 class Stopped(BaseException):

@@ -22,7 +22,7 @@ import os
 from typing import Any, Dict, List, Optional, Union
 
 from returnn.config import Config
-from returnn.errors import ConfigError
+from returnn.errors import ConfigError, output_write_error
 from returnn.learning_rate_file import EpochData, format_learning_rate_file, read_learning_rate_file
 from returnn.util.basic import atomic_write_text
 
@@ -243,7 +243,13 @@ class LearningRateControl:
     def save(self) -> None:
         """Writes the learning-rate file atomically (call on rank 0 only)."""
         if self.filename:
-            atomic_write_text(self.filename, format_learning_rate_file(self.epochs))
+            try:
+                atomic_write_text(self.filename, format_learning_rate_file(self.epochs))
+            except OSError as exc:  # a full disk: one line; the file of the epoch before is intact
+                from returnn.util.safe_files import UnsafePathError
+                if isinstance(exc, UnsafePathError):
+                    raise
+                raise output_write_error(self.filename, exc, "learning-rate file") from None
 
     def last_epoch_with_error(self) -> int:
         """Newest epoch that has scores, or 0."""

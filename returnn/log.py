@@ -101,8 +101,15 @@ class Log:
         is_problem = level < 0
         if not is_problem and level > self.verbosity:
             return
-        for f in self.files:
-            f.write(line + "\n")
+        failed = None
+        for f in list(self.files):
+            try:
+                f.write(line + "\n")
+            except OSError as exc:  # a full disk, a quota: the file is dropped, the run ends naming it
+                failed = failed or (self._drop(f), exc)
+        if failed is not None:
+            from returnn.errors import output_write_error
+            raise output_write_error(failed[0], failed[1], "log file")
         if self.rank == 0:
             out = sys.stderr if level == ERROR_LEVEL else self.console
             self.clear_progress()
@@ -135,10 +142,27 @@ class Log:
         except (AttributeError, ValueError):
             return False
 
+    def _drop(self, f) -> str:
+        """Stops writing the log file ``f`` (after a write failed); returns its name."""
+        i = self.files.index(f)
+        name = self.filenames[i] if i < len(self.filenames) else getattr(f, "name", "?")
+        del self.files[i]
+        if i < len(self.filenames):
+            del self.filenames[i]
+        try:
+            f.close()
+        except OSError:
+            pass
+        return name
+
     def flush_all(self) -> None:
-        """Flushes console and files."""
-        for f in self.files:
-            f.flush()
+        """Flushes console and files (a log file that cannot be written any more is dropped: its
+        error was raised when its line was written)."""
+        for f in list(self.files):
+            try:
+                f.flush()
+            except OSError:
+                self._drop(f)
         try:
             self.console.flush()
         except ValueError:

@@ -153,3 +153,23 @@ def test_training_on_a_part_with_duplicate_tags_is_one_line(tmp_path):
     config = write_config(tmp_path / "t.config", TRAIN % {"feat": feat, "align": align})
     proc = run_rnn([config, "++model", tmp_path / "model"], timeout=300)
     assert_one_line_error(proc, "sequence tag 'b' occurs twice (#1 of file %s and #2 of file %s)" % (align, align))
+
+
+def test_search_py_output_refuses_duplicate_tags_before_decoding(tmp_path):
+    """The 'py' search output is a dict by tag: a tag twice would drop a hypothesis, so it is one line
+    before any decoding ('txt' lines keep both)."""
+    from test_output_files import SEARCH
+    dev = ('dev = {"class": "StaticDataset", "output_dim": {"data": 8, "classes": 2}, "tags": ["a", "b", "a"], '
+           '"data": [{"data": np.array([1, 2, 3], "int32"), "classes": np.array([0, 1], "int32")}] * 3}\n')
+    text = SEARCH.replace('dev = {"class": "TaskNumberBaseConvertDataset", "num_seqs": 4, "fixed_random_seed": 42}\n',
+                          "import numpy as np\n" + dev)
+    config = write_config(tmp_path / "s.config", text)
+    out = tmp_path / "hyps.py"
+    proc = run_rnn([config, "++task", "search", "++model", tmp_path / "model", "++search_output_file", out])
+    assert_one_line_error(proc, "dataset dev (StaticDataset): search_output_file %s is a dict by sequence tag: "
+                                "sequence tag 'a' occurs twice (sequence #0 and sequence #2)" % out)
+    assert not out.exists()
+    proc = run_rnn([config, "++task", "search", "++model", tmp_path / "model", "++search_output_file", out,
+                    "++search_output_file_format", "txt"])
+    assert proc.returncode == 0, proc.stderr
+    assert [line.split("\t")[0] for line in out.read_text().splitlines()] == ["a", "b", "a"]

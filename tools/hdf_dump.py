@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from typing import List, Optional
 
@@ -37,7 +38,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = parser.parse_args(argv)
     from returnn.datasets.from_cli import ProgressPrinter, dataset_from_cli_arg
     from returnn.datasets.hdf import dump_dataset_to_hdf
+    from returnn.errors import OutputWriteError
     printer = ProgressPrinter("hdf_dump")
+    _stop_on_signals()  # SIGTERM/SIGHUP end the dump like Ctrl-C: its temporary file is removed
     try:
         dataset, _ = dataset_from_cli_arg(args.dataset, args.which)
         try:
@@ -49,15 +52,36 @@ def main(argv: Optional[List[str]] = None) -> int:
     except ReturnnError as exc:
         print("hdf_dump: error: %s" % exc, file=sys.stderr)
         return 2
+    except OutputWriteError as exc:  # a full disk: the temporary file is gone, nothing under OUT
+        print("hdf_dump: error: %s" % exc, file=sys.stderr)
+        return exc.exit_code
     except OSError as exc:
         print("hdf_dump: error: cannot write %s: %s" % (args.out, str(exc).splitlines()[0] if str(exc) else exc),
               file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("hdf_dump: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        signum = getattr(exc, "signum", signal.SIGINT)
+        print("hdf_dump: interrupted (%s); nothing written to %s" % (signal.Signals(signum).name, args.out),
+              file=sys.stderr)
+        return 128 + signum
     print("hdf_dump: wrote %i sequences to %s" % (count, args.out))
     return 0
+
+
+def _stop_on_signals() -> None:
+    """SIGTERM and SIGHUP (a job's end, a closed terminal) raise KeyboardInterrupt carrying the
+    signal, so the dump's temporary file is removed on the way out. SIGKILL cannot be caught: the
+    next writer into the same directory removes what the killed one left
+    (``returnn.datasets.hdf_write.remove_stale_hdf_temp_files``)."""
+    def stop(signum, _frame):
+        exc = KeyboardInterrupt()
+        exc.signum = signum
+        raise exc
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        try:
+            signal.signal(sig, stop)
+        except (ValueError, OSError):  # pragma: no cover - not the main thread
+            pass
 
 
 if __name__ == "__main__":

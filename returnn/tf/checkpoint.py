@@ -31,7 +31,7 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 
-from returnn.errors import ConfigError, DataError, ReturnnError
+from returnn.errors import ConfigError, DataError, ReturnnError, output_write_error
 from returnn.util.basic import fsync_dir
 from returnn.util.run_lock import pid_alive
 from returnn.util.safe_files import make_private_dir, remove_name
@@ -150,7 +150,7 @@ def remove_stale_temp_files(model: str, extra_files: Sequence[str] = ()) -> List
     These names never count as checkpoints, so this is tidying, not a correctness step. Returns
     the removed paths."""
     patterns = [(model, re.compile(re.escape(os.path.basename(model))
-                                   + r"\.(?:\d{3,}|%s)\.tmp-(\d+)(?:[._].*)?$" % INTERRUPTED_SUFFIX))]
+                                   + r"\.(?:\d{3,}|%s)\.tmp-(\d+)(?:[._].*)?$" % INTERRUPTED_SUFFIX))] if model else []
     patterns += [(f, re.compile(re.escape(os.path.basename(f)) + r"\.tmp-(\d+)$")) for f in extra_files if f]
     removed: List[str] = []
     for base, pattern in patterns:
@@ -237,12 +237,16 @@ class CheckpointManager:
         # temporary files: nothing planted under a predictable name is ever written through.
         tmp_dir = make_private_dir("%s.tmp-%i" % (final, os.getpid()))
         tmp = os.path.join(tmp_dir, "ckpt")
-        fmt.write_named(tmp, values)
-        fmt.write_meta(tmp)
-        written = checkpoint_files(tmp)
-        for path in written:
-            with open(path, "rb") as f:
-                os.fsync(f.fileno())
+        try:
+            fmt.write_named(tmp, values)
+            fmt.write_meta(tmp)
+            written = checkpoint_files(tmp)
+            for path in written:
+                with open(path, "rb") as f:
+                    os.fsync(f.fileno())
+        except (OSError, tf.errors.OpError) as exc:  # a full disk: one line; older checkpoints are untouched
+            remove_name(tmp_dir)
+            raise output_write_error(final, exc, "checkpoint") from None
         # The old index goes first, so the final name never pairs an old index with new data
         # (data and .meta are renamed before the new index).
         if os.path.exists(final + ".index"):

@@ -588,7 +588,8 @@ class Engine:
         check_run_outputs(self.config, "search", list(self.datasets.values()) + [dataset])
         target = self.config.value("target") or "classes"
         layers = search_output_layers(self.config)
-        results, stats = run_search(self.steps, dataset, self.batching.for_eval(), epoch, target, layers)
+        keyed = output_file if output_file and self.config.value("search_output_file_format") == "py" else None
+        results, stats = run_search(self.steps, dataset, self.batching.for_eval(), epoch, target, layers, keyed)
         names = dataset.data_infos()[target].labels if target in dataset.data_infos() else None
         if output_file:
             write_hypotheses(output_file, [(tag, {k: hypothesis_text(v, names) for k, v in labels.items()}

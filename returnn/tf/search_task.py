@@ -15,10 +15,12 @@ import numpy as np
 
 from returnn.datasets.base import Dataset
 from returnn.datasets.batching import BatchOptions
+from returnn.datasets.integrity import unique_tag_positions
 from returnn.datasets.prefetch import BatchPrefetcher
-from returnn.errors import ConfigError
+from returnn.errors import ConfigError, output_write_error
 from returnn.tf.steps import StepFunctions
-from returnn.util.basic import atomic_write_text
+from returnn.tf.checkpoint import remove_stale_temp_files as _remove_stale
+from returnn.util.safe_files import UnsafePathError, atomic_write_bytes
 
 
 def edit_distance(a: Sequence[int], b: Sequence[int]) -> int:
@@ -53,17 +55,30 @@ def write_hypotheses(path: str, hyps: List[Tuple[str, Any]], fmt: str) -> None:
         lines.append("}\n")
     else:
         lines += ["%s\t%s\n" % (tag, text) for tag, text in hyps]
-    atomic_write_text(path, "".join(lines))  # via a new temporary file, never through a link
+    # surrogateescape: a tag whose bytes were not UTF-8 in its data file is written as those bytes
+    data = "".join(lines).encode("utf-8", "surrogateescape")
+    remove_stale_temp_files(path)  # <path>.tmp-<pid> of a killed search
+    try:
+        atomic_write_bytes(path, data)  # via a new temporary file, never through a link
+    except OSError as exc:  # a full disk: one line; the temporary file is removed
+        if isinstance(exc, UnsafePathError):
+            raise
+        raise output_write_error(path, exc, "search output file") from None
 
 
 def run_search(steps: StepFunctions, dataset: Dataset, batching: BatchOptions, epoch: int,
-               target: Optional[str], layers: Optional[Sequence[str]] = None
+               target: Optional[str], layers: Optional[Sequence[str]] = None, keyed_output: Optional[str] = None
                ) -> Tuple[List[Tuple[str, List[int]]], Dict[str, float]]:
     """Decodes ``dataset``; returns ``[(tag, labels)]`` in dataset order and the edit-distance
     statistics against ``target`` (empty when the data has no such key). With several ``layers``
     (RETURNN's list ``search_output_layer``), the labels are ``{layer: labels}`` from one search,
-    and the statistics are those of the first layer."""
+    and the statistics are those of the first layer. ``keyed_output``: the file of a dict by tag
+    (the 'py' format): a tag twice would drop a hypothesis, so it is refused before decoding."""
     slices = batching.epoch_slices(dataset, epoch, "forward")
+    if keyed_output:
+        unique_tag_positions([dataset.get_tag(i) for i in range(dataset.num_seqs)],
+                             "%s: search_output_file %s is a dict by sequence tag" % (dataset.describe(), keyed_output),
+                             lambda i: "sequence #%i%s" % (i, _origin(dataset, i)))
     results: List[Tuple[str, Any]] = []
     errors = ref_len = 0
     have_ref = target is not None and target in dataset.data_infos()
@@ -87,3 +102,16 @@ def run_search(steps: StepFunctions, dataset: Dataset, batching: BatchOptions, e
     stats = {"edit_distance": float(errors), "ref_len": float(ref_len),
              "error_rate": errors / ref_len if ref_len else 0.0} if have_ref else {}
     return results, stats
+
+
+def remove_stale_temp_files(path: str) -> None:
+    """Removes ``<path>.tmp-<pid>`` files of searches that were killed while writing ``path``."""
+    _remove_stale("", [path])
+
+
+def _origin(dataset: Dataset, seq_idx: int) -> str:
+    try:
+        origin = dataset.seq_origin(dataset.corpus_index(seq_idx))
+    except Exception:  # noqa: BLE001 - only for the message
+        origin = ""
+    return " (%s)" % origin if origin else ""

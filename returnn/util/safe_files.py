@@ -146,7 +146,12 @@ def atomic_write_bytes(path: str, data: bytes, tmp: Optional[str] = None) -> Non
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
     tmp = tmp or "%s.tmp-%i" % (path, os.getpid())
-    write_new_file(tmp, data)
+    try:
+        write_new_file(tmp, data)
+    except OSError as exc:  # e.g. a full disk: no half-written temporary file is left behind
+        if not isinstance(exc, UnsafePathError):
+            remove_name(tmp)
+        raise
     try:
         os.replace(tmp, path)
     except BaseException:
