@@ -355,3 +355,34 @@ def test_cleanup_ranks_nonfinite_scores_worst():
     kept = epochs_to_keep(list(scores), {e: {"dev_score": v} for e, v in scores.items()}, keep_last_n=1,
                           keep_best_n=2, keep=[])
     assert kept == {3, 5, 6}
+
+
+FORWARD = '''#!rnn.py
+import os, shutil
+_FILE = %(file)r
+
+
+def _order(epoch, **_):
+    if not os.path.exists(_FILE + ".changed"):  # the data file is rewritten once the forward pass starts
+        open(_FILE + ".changed", "w").close()
+        shutil.copyfile(_FILE + ".other", _FILE)
+    return "default"
+
+
+task = "forward"
+eval = {"class": "HDFDataset", "files": [_FILE], "cache_size": -1, "seq_ordering": _order}
+num_inputs = %(dim)i
+num_outputs = {"classes": [%(classes)i, 1]}
+network = {"output": {"class": "softmax", "from": "data", "n_out": %(classes)i, "is_output_layer": True}}
+allow_random_model_init = True
+'''
+
+
+def test_forward_writes_nothing_computed_from_a_changed_file(tmp_path):
+    data = write_hdf(tmp_path / "eval.hdf")
+    write_hdf(Path(data + ".other"), seed=5)
+    config = write_config(tmp_path / "fwd.config", FORWARD % {"file": data, "dim": DIM, "classes": CLASSES})
+    out = tmp_path / "out.hdf"
+    proc = run_rnn([config, "++model", tmp_path / "model", "++output_file", out], timeout=300)
+    assert_one_line_error(proc, "data file %s changed while the job runs: modified in place" % data)
+    assert not out.exists() and not list(tmp_path.glob(".out.hdf.tmp-*"))

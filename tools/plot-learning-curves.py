@@ -112,6 +112,8 @@ def plot(path: str, out: str, title: Optional[str] = None) -> Tuple[int, Dict[st
     image = io.BytesIO()
     fig.savefig(image, dpi=100, format=os.path.splitext(out)[1][1:].lower() or "png")
     plt.close(fig)
+    from returnn.util.output_guard import remove_stale_temp_files
+    remove_stale_temp_files(out)  # <out>.tmp-<pid> of a killed run of this tool
     atomic_write_bytes(out, image.getvalue())  # via a new temporary file: never through a symbolic link
     return len(epochs), scores, errors
 

@@ -8,7 +8,7 @@ import numpy as np
 
 from returnn.datasets.base import Dataset
 from returnn.datasets.batching import BatchOptions
-from returnn.datasets.integrity import first_rank_message, nonfinite_culprit
+from returnn.datasets.integrity import check_datasets_unchanged, first_rank_message, nonfinite_culprit
 from returnn.datasets.prefetch import BatchPrefetcher
 from returnn.distributed.context import DistributedContext
 from returnn.errors import ConfigError, DataError
@@ -32,6 +32,8 @@ def evaluate_dataset(steps: StepFunctions, dataset: Dataset, epoch: int, batchin
         acc.add(stats)
         heartbeat()
     dist.meet("evaluation of %r in epoch %i" % (dataset.name, epoch))
+    # scores of data whose file changed meanwhile are not reported (every rank checks its own)
+    check_datasets_unchanged([dataset], dist, "after evaluating %s" % dataset.name)
     acc.reduce(dist.backend)
     scores = acc.scores()
     if not all(np.isfinite(v) for v in scores.values()):
@@ -112,6 +114,7 @@ def _write_dataset(steps: StepFunctions, dataset: Dataset, batching: BatchOption
             for writer, (values, seq_len) in zip(writers, step_fn(batch)):
                 writer.insert_batch(values.numpy(), seq_len.numpy(), tags)
             count += len(tags)
+        dataset.check_files_unchanged()  # nothing computed from a changed data file is written
     except BaseException:
         for writer in writers:
             _abandon_writer(writer)

@@ -19,7 +19,7 @@ from returnn.datasets.integrity import unique_tag_positions
 from returnn.datasets.prefetch import BatchPrefetcher
 from returnn.errors import ConfigError, output_write_error
 from returnn.tf.steps import StepFunctions
-from returnn.tf.checkpoint import remove_stale_temp_files as _remove_stale
+from returnn.util.output_guard import remove_stale_temp_files
 from returnn.util.safe_files import UnsafePathError, atomic_write_bytes
 
 
@@ -99,14 +99,10 @@ def run_search(steps: StepFunctions, dataset: Dataset, batching: BatchOptions, e
                 ref = [int(x) for x in np.asarray(dataset.get_data(int(seq_idx), target)).reshape(-1)]
                 errors += edit_distance(labels, ref)
                 ref_len += len(ref)
+    dataset.check_files_unchanged()  # no hypotheses of a changed data file are written
     stats = {"edit_distance": float(errors), "ref_len": float(ref_len),
              "error_rate": errors / ref_len if ref_len else 0.0} if have_ref else {}
     return results, stats
-
-
-def remove_stale_temp_files(path: str) -> None:
-    """Removes ``<path>.tmp-<pid>`` files of searches that were killed while writing ``path``."""
-    _remove_stale("", [path])
 
 
 def _origin(dataset: Dataset, seq_idx: int) -> str:

@@ -218,3 +218,24 @@ def check_early_outputs(config, task: str, log_files: Sequence[str]) -> None:
     if task == "train":
         plan.model(config.value("model"))
         plan.file("config key 'learning_rate_file'", config.value("learning_rate_file"), "training")
+
+
+def remove_stale_temp_files(path: str) -> List[str]:
+    """Removes ``<path>.tmp-<pid>`` leftovers of writers of ``path`` (``atomic_write_bytes``'s
+    temporary files: search outputs, plots) whose process no longer runs on this host; returns
+    them. (Checkpoints and the learning-rate file: ``returnn.tf.checkpoint.remove_stale_temp_files``
+    at the start of a training; HDF outputs: ``returnn.datasets.hdf_write.remove_stale_hdf_temp_files``.)"""
+    from returnn.util.run_lock import pid_alive
+    pattern = re.compile(re.escape(os.path.basename(path)) + r"\.tmp-(\d+)$")
+    removed = []
+    for candidate in glob.glob(glob.escape(path) + ".tmp-*"):
+        m = pattern.match(os.path.basename(candidate))
+        if not m or pid_alive(int(m.group(1))):
+            continue
+        try:
+            if os.path.isfile(candidate) or os.path.islink(candidate):
+                os.remove(candidate)
+                removed.append(candidate)
+        except OSError:
+            pass
+    return removed
