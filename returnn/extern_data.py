@@ -3,7 +3,7 @@ or, when the config says nothing, the train dataset. Mismatches with a dataset a
 naming both sides."""
 from __future__ import annotations
 
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 from returnn.config import Config
 from returnn.datasets.base import Dataset
@@ -19,7 +19,7 @@ DATA_OPTS = {
     "dtype": "e.g. 'float32', 'int32'",
     "time_dim_axis": "time axis counted with batch (None: no time axis)",
     "feature_dim_axis": "feature axis counted with batch",
-    "batch_dim_axis": "batch axis (only 0 is supported: batches are batch-major)",
+    "batch_dim_axis": "batch axis (None: no batch axis); batches arrive batch-major and are transposed",
     "available_for_inference": "whether the key exists in forward/search",
     "dim_tags": "the axes as Dim objects, batch included",
     "dims": "same as dim_tags",
@@ -50,10 +50,10 @@ def data_from_opts(key: str, opts: Dict[str, Any], config_key: str = "extern_dat
     if shape is not None and (not isinstance(shape, (list, tuple)) or any(
             s is not None and (isinstance(s, bool) or not isinstance(s, int) or s < 1) for s in shape)):
         raise ConfigError("%s: 'shape' must be a tuple of ints >= 1 or None, got %r" % (where, shape))
-    if opts.get("batch_dim_axis", 0) != 0:
-        raise ConfigError("%s: only batch_dim_axis 0 is supported (batches are batch-major), got %r"
-                          % (where, opts["batch_dim_axis"]))
-    if dim is None and shape is None and not opts.get("dim_tags") and not opts.get("dims"):
+    batch_axis = opts.get("batch_dim_axis", 0)
+    if batch_axis is not None and (isinstance(batch_axis, bool) or not isinstance(batch_axis, int)):
+        raise ConfigError("%s: 'batch_dim_axis' must be an int or None, got %r" % (where, batch_axis))
+    if dim is None and shape is None and opts.get("dim_tags", opts.get("dims")) is None:
         raise ConfigError("%s needs 'dim' or 'shape'" % where)
     if dim is None and shape is not None and not opts.get("sparse") and shape and shape[-1] is not None:
         kwargs["dim"] = shape[-1]
@@ -68,13 +68,50 @@ def data_from_opts(key: str, opts: Dict[str, Any], config_key: str = "extern_dat
             data = data.copy_template_replace_dim_tag(data.get_axis_from_description(axis), tag)
         except ValueError as exc:
             raise ConfigError("%s: same_dim_tags_as: %s" % (where, exc)) from None
-    if data.have_batch_axis() and data.batch_dim_axis != 0:
-        raise ConfigError("%s: the batch axis must come first, got %s" % (where, data.short_repr()))
-    if data.have_time_axis() and data.time_dim_axis != 1:
-        raise ConfigError("%s: the time axis must follow the batch axis, got %s" % (where, data.short_repr()))
-    if len(data.get_dynamic_axes()) > 1:
-        raise ConfigError("%s: only one dynamic axis (time) is supported for data, got %s" % (where, data.short_repr()))
+    if not data.have_batch_axis() and data.get_dynamic_axes():
+        raise ConfigError("%s: data without a batch axis must have static axes only, got %s" % (where, data.short_repr()))
     return data
+
+
+def frame_axis(data: Data) -> Optional[int]:
+    """The axis of ``data`` (counted with batch) that a batch array holds second, with the lengths
+    ``key:seq_len``: the time axis, else the first dynamic axis; None when there is neither (the
+    array then has a length-1 axis there)."""
+    if data.time_dim_axis is not None:
+        return data.time_dim_axis
+    dyn = data.get_dynamic_axes()
+    return dyn[0] if dyn else None
+
+
+def batch_array_axes(data: Data) -> List[Optional[int]]:
+    """The axes of ``data`` in the order a batch array holds them: batch, frame axis (None: a
+    length-1 axis, data without one), then the other axes as ``data`` declares them. Datasets give
+    every key so (batch-major, ``(B, T, ...)``); the network transposes it to the declared layout.
+    Data without a batch axis come as declared."""
+    if not data.have_batch_axis():
+        return list(range(data.batch_ndim))
+    b, t = data.batch_dim_axis, frame_axis(data)
+    return [b, t] + [i for i in range(data.batch_ndim) if i not in (b, t)]
+
+
+def size_key(key: str, data: Data, axis: int) -> str:
+    """The batch dict's key of the per-sequence sizes of dynamic ``axis`` of data ``key``:
+    ``key:seq_len`` for the frame axis, ``key:size:AXIS`` for others (fed directly; datasets deliver
+    one length per sequence, see :func:`check_batch_deliverable`)."""
+    return key + ":seq_len" if axis == frame_axis(data) else "%s:size:%i" % (key, axis)
+
+
+def check_batch_deliverable(key: str, data: Data) -> None:
+    """One-line error when a dataset cannot deliver data ``key`` in batches: no batch axis, or more
+    than one dynamic axis (datasets give one length per sequence; RETURNN's feeding asserts both)."""
+    where = "data key %r (%s)" % (key, data.short_repr())
+    if not data.have_batch_axis():
+        raise ConfigError("%s has no batch axis: datasets deliver batches (batch, ...); only a direct feed "
+                          "can give it (RETURNN's data feeding asserts a batch axis too)" % where)
+    if len(data.get_dynamic_axes()) > 1:
+        raise ConfigError("%s has %i dynamic axes: datasets deliver one length per sequence, so only its "
+                          "time axis can be dynamic (RETURNN's data feeding asserts the same)"
+                          % (where, len(data.get_dynamic_axes())))
 
 
 def _data_from_num(key: str, value: Any, config_key: str, sparse_input: bool = False) -> Data:

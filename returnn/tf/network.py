@@ -13,6 +13,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 import tensorflow as tf
 
 from returnn.errors import NetworkError
+from returnn.extern_data import batch_array_axes, check_batch_deliverable, size_key
 from returnn.tensor import Data
 from returnn.tf.layers import reuse
 from returnn.tf.layers.base import LAYER_CLASSES, Layer, RunContext, get_layer_class
@@ -156,12 +157,17 @@ def base_layer_name(ref: str, layers) -> str:
     return ref
 
 
-def extern_value(data: Data, tensor: tf.Tensor, seq_len: tf.Tensor) -> LayerOutput:
-    """A padded data array as a value of ``data`` (its time axis gets ``seq_len``; data without
-    a time axis come as ``(B, 1, ...)`` and lose that axis)."""
-    if data.time_dim_axis is None:
-        return LayerOutput(tensor[:, 0], data)
-    return LayerOutput(tensor, data, {data.time_dim: seq_len})
+def extern_value(data: Data, tensor: tf.Tensor, sizes: Mapping[int, tf.Tensor]) -> LayerOutput:
+    """A padded batch array of ``data`` (axes as :func:`returnn.extern_data.batch_array_axes` lists
+    them: ``(B, T, ...)``; data without a time axis come as ``(B, 1, ...)``) as a value in the layout
+    ``data`` declares; ``sizes``: {axis of data: (B,) sizes} of its dynamic axes."""
+    order = batch_array_axes(data)
+    if data.have_batch_axis() and order[1] is None:  # no frame axis: drop the length-1 axis
+        tensor, order = tensor[:, 0], [order[0]] + order[2:]
+    perm = [order.index(i) for i in range(data.batch_ndim)]
+    if perm != sorted(perm):
+        tensor = tf.transpose(tensor, perm)
+    return LayerOutput(tensor, data, {data.dims[axis]: size for axis, size in sizes.items()})
 
 
 @dataclass
@@ -409,7 +415,8 @@ class TFNetwork(tf.Module):
             only = list(only) + [n for n, layer in self.layers.items() if layer.updates_in_training]
         needed = self._needed_layers(only) if only else set(self.order)
         if ctx.batch_size is None:
-            arrays = [v for k, v in sorted(batch.items()) if not k.endswith(":seq_len")]
+            arrays = [v for k, v in sorted(batch.items()) if not k.endswith(":seq_len") and ":size:" not in k
+                      and (k not in self.extern_data or self.extern_data[k].have_batch_axis())]
             if arrays:
                 ctx = ctx.with_batch_size(tf.shape(arrays[0])[0])
         outputs: Dict[str, LayerOutput] = {}
@@ -447,15 +454,28 @@ class TFNetwork(tf.Module):
         return outputs[ref]
 
     def data_output(self, batch: Dict[str, tf.Tensor], key: str) -> LayerOutput:
-        """A data key of the batch (``(B, T, ...)`` with lengths ``key:seq_len``) as a value."""
-        return extern_value(self.extern_data[key], batch[key], batch[key + ":seq_len"])
+        """A data key of the batch as a value in the layout its template declares. The batch holds
+        it batch-major (``(B, T, ...)``, see :func:`returnn.extern_data.batch_array_axes`) with the
+        lengths ``key:seq_len``; sizes of other dynamic axes as ``key:size:AXIS`` (direct feeds only)."""
+        data = self.extern_data[key]
+        sizes = {}
+        for axis in data.get_dynamic_axes():
+            name = size_key(key, data, axis)
+            if name not in batch:
+                raise NetworkError("data key %r (%s): the batch has no sizes %r of its dynamic axis %i"
+                                   % (key, data.short_repr(), name, axis))
+            sizes[axis] = batch[name]
+        return extern_value(data, batch[key], sizes)
 
     def batch_spec(self, key: str) -> tf.TensorSpec:
-        """TensorSpec of the padded array of data ``key`` in a batch: ``(B, T, ...)``."""
+        """TensorSpec of the padded array of data ``key`` in a batch from a dataset: ``(B, T, ...)``
+        (:func:`returnn.extern_data.batch_array_axes`); a one-line error for data a dataset cannot
+        deliver (no batch axis, several dynamic axes)."""
         data = self.extern_data[key]
-        shape = list(data.batch_shape)
-        if data.time_dim_axis is None:
-            shape.insert(1, 1)
+        check_batch_deliverable(key, data)
+        shape = [None if i is None else data.batch_shape[i] for i in batch_array_axes(data)]
+        if shape[1] is None and batch_array_axes(data)[1] is None:
+            shape[1] = 1
         return tf.TensorSpec([None] + shape[1:], data.dtype, name=key.replace(":", "_"))
 
     def output_as_frames(self, out: LayerOutput) -> Tuple[tf.Tensor, tf.Tensor]:

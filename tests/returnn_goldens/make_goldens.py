@@ -22,7 +22,9 @@ Each ``.npz`` holds
                     global_step), param_shapes, out_dims ("B,T,F"-like), time_axis (of "out", or null),
                     dynamic_axes (axes of "out" with per-sequence sizes), input_padding ("garbage"
                     or "zeros", see below), zero_length, notes;
-  ``in:KEY``        batch-major padded input of each data key (float32, or int32 class indices);
+  ``in:KEY``        batch-major padded input of each data key (float32, or int32 class indices), axes
+                    as batch, time, then the others in the declared order (RETURNN is fed it
+                    transposed to the layout the extern data declares, e.g. time-major);
   ``len:KEY``       int32 (B,) sequence lengths of KEY;
   ``param:NAME``    the value of each parameter;
   ``out``           the output layer's value, batch-major (float32, or the layer's int dtype);
@@ -522,7 +524,8 @@ def _inputs(c, extern, padding):
         data = extern.data[key]
         lens = np.array(c["lens"][key], np.int32)
         t = int(lens.max())
-        shape = [B] + [t if s is None else s for s in data.batch_shape[1:]]
+        order = _batch_array_axes(data)
+        shape = [B] + [t if s is None else s for s in (data.batch_shape[i] for i in order[1:])]
         rng = np.random.RandomState(_seed(c["name"], "in:%s" % key))
         if data.sparse:
             real = rng.randint(0, data.dim, size=shape).astype(np.int32)
@@ -540,6 +543,18 @@ def _inputs(c, extern, padding):
         mask = mask.reshape(mask.shape + (1,) * (len(shape) - 2))
         out[key] = (np.where(mask, real, pad).astype(real.dtype), lens)
     return out
+
+
+def _batch_array_axes(data):
+    """The axes of ``data`` in the order the batch arrays ``in:KEY`` hold them (the engine's batch
+    format, returnn/extern_data.py batch_array_axes): batch, time, then the others as declared;
+    RETURNN is fed the array transposed to the declared layout."""
+    b, t = data.batch_dim_axis, data.time_dim_axis
+    assert b is not None, "golden inputs need a batch axis"
+    if t is None:
+        assert b == 0, "golden inputs without a time axis must be batch-major"
+        return list(range(data.batch_ndim))
+    return [b, t] + [i for i in range(data.batch_ndim) if i not in (b, t)]
 
 
 def _dims_desc(data):
@@ -614,7 +629,8 @@ def run_case(c):
                 feed_dict = {}
                 for key, (arr, lens) in feeds.items():
                     data = net.extern_data.data[key]
-                    feed_dict[data.placeholder] = arr
+                    order = _batch_array_axes(data)
+                    feed_dict[data.placeholder] = arr.transpose([order.index(i) for i in range(arr.ndim)])
                     feed_dict[data.size_placeholder[data.time_dim_axis_excluding_batch]] = lens
                 res = sess.run(fetch, feed_dict=feed_dict)
                 sizes = {i: np.asarray(res["size%i" % i]) for i in dyn_axes}

@@ -209,13 +209,19 @@ class CombineLayer(Layer):
         if any(s.sparse for s in sources):
             raise NetworkError("%s: sources must be dense, got sparse %s" % (self.desc, [s.name for s in sources
                                                                                        if s.sparse]))
-        dims, self.maps = common_dims(_broadcast_unit_features(sources), layer=self)
-        feats = {m[s.feature_dim_axis] for s, m in zip(sources, self.maps) if s.feature_dim_axis is not None}
-        if len(feats) > 1:
-            raise NetworkError("%s: sources must have equal feature dims, got %s" % (self.desc, [s.dim for s in sources]))
-        first = sources[0]
-        feature_axis = feats.pop() if feats else None
-        self.output = Data(name, dims=dims, dtype=first.dtype, feature_dim_axis=feature_axis)
+        # RETURNN's get_common_data: the layout of the first source with the most axes, the others'
+        # axes matched into it (new ones appended); its special axes kept where they were set
+        # explicitly, else RETURNN's default rule on the common axes picks the feature axis
+        base = max(range(len(sources)), key=lambda i: (sources[i].batch_ndim, -i))
+        order = [base] + [i for i in range(len(sources)) if i != base]
+        unit = _broadcast_unit_features(sources)
+        dims, maps = common_dims([unit[i] for i in order], layer=self)
+        self.maps = [maps[order.index(i)] for i in range(len(sources))]
+        special = {}
+        for key, axis in (("feature_dim_axis", sources[base]._feature_dim_axis),
+                          ("time_dim_axis", sources[base]._time_dim_axis)):
+            special[key] = self.maps[base][axis] if isinstance(axis, int) else axis
+        self.output = Data(name, dims=dims, dtype=sources[0].dtype, **special)
         self.check_n_out(self.output.dim)
         self.activation = get_activation(self.opt("activation"), name)
 

@@ -124,7 +124,7 @@ class VariableLayer(Layer):
         if self.opt("dtype") != "float32":
             raise NetworkError("%s: only float32 variables are supported, got %r" % (self.desc, self.opt("dtype")))
         dims = [Dim(n, kind=DimTypes.Feature if i == len(shape) - 1 else DimTypes.Spatial,
-                    description="%s:var%i" % (name, i)) for i, n in enumerate(shape)]
+                    description="%s:var%i" % (name, i), auto_generated=True) for i, n in enumerate(shape)]
         self.with_batch = bool(self.opt("add_batch_axis"))
         self.with_time = bool(self.opt("add_time_axis"))
         if self.with_time:

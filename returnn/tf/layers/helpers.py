@@ -2,10 +2,12 @@
 sources (broadcasting by dim tags), feature concatenation and the linear map of sources.
 
 The common layout follows RETURNN: axes are matched by dim equality; an unmatched static axis is
-matched to the unique unused axis of the same kind and size (e.g. two feature axes of equal size);
-anything else is a new axis that the others broadcast over: two different dynamic axes (e.g. the
-time axes of two data keys) are two axes. When every source would need broadcasting (none has all
-axes of the result), RETURNN refuses from behavior_version 4 on (:func:`check_broadcast`).
+matched to the unique unused axis of the same kind and size (e.g. two feature axes of equal size),
+else, when both were made by the engine (``auto_generated``: a variable's shape, extern data
+without dim tags), to the first unused axis of that size whatever its kind (RETURNN's
+``get_common_data``: ``treat_feature_as_spatial``, first match); anything else is a new axis that
+the others broadcast over: two different dynamic axes (e.g. the time axes of two data keys) are two
+axes. When every source would need broadcasting (none has all axes of the result), RETURNN refuses from behavior_version 4 on (:func:`check_broadcast`).
 """
 from __future__ import annotations
 
@@ -98,9 +100,15 @@ def _match(common: List[Dim], used: set, dim: Dim, own: Sequence[Dim], strict: b
         return None  # already placed for this source: a repeated dim gets its own axis
     if dim.dimension is None:  # two different dynamic axes (e.g. time axes of different lengths) never match
         return None
-    candidates = [i for i, c in enumerate(common) if i not in used and c.kind == dim.kind
-                  and c.dimension == dim.dimension and not c.is_batch_dim() and not any(c == d for d in own)]
-    return candidates[0] if len(candidates) == 1 else None
+    free = [i for i, c in enumerate(common) if i not in used and c.dimension == dim.dimension
+            and not c.is_batch_dim() and not any(c == d for d in own)]
+    candidates = [i for i in free if common[i].kind == dim.kind]
+    if len(candidates) == 1:
+        return candidates[0]
+    # RETURNN's get_common_data: static axes both made by the engine (auto_generated: a variable's
+    # shape, extern data without dim tags) match whatever their kind, the first one first
+    generated = [i for i in free if dim.auto_generated and common[i].auto_generated]
+    return generated[0] if generated and not dim.is_batch_dim() else None
 
 
 def common_dims(dims_lists: Sequence[Sequence[Dim]], strict: bool = False, layer=None
