@@ -63,3 +63,23 @@ def test_switch_errors_name_the_layer():
     with pytest.raises(NetworkError, match="'sw'.*not 'from'"):
         TFNetwork(outputs({"sw": {"class": "switch", "from": "data", "condition": True, "true_from": 1.0, "false_from": 2.0},
                    "output": {"class": "copy", "from": "sw"}}), {"data": Data("data", shape=(None, 3))})
+
+
+def test_switch_between_two_constants():
+    """RETURNN's test_SwitchLayer_sanity_check: no layer in true_from/false_from; the output has the
+    condition's axes and the dtype of the constant true_from (RETURNN's template_from_constant); a
+    bool condition choosing a constant gives that scalar."""
+    net = TFNetwork(outputs({
+        "mask": {"class": "compare", "from": "data", "kind": "greater", "value": 0.0},
+        "f": {"class": "switch", "condition": "mask", "true_from": 2.5, "false_from": -1.0},
+        "i": {"class": "switch", "condition": "mask", "true_from": 3, "false_from": 0.5},
+        "s": {"class": "switch", "condition": True, "true_from": 4.0, "false_from": "data"},
+        "output": {"class": "copy", "from": "f"},
+    }), {"data": Data("data", shape=(None, 3))})
+    assert net.layers["f"].output.dims == net.layers["mask"].output.dims and net.layers["f"].output.dtype == "float32"
+    assert net.layers["i"].output.dtype == "int32" and net.layers["s"].output.batch_ndim == 0
+    x = np.random.RandomState(0).randn(2, 4, 3).astype(np.float32)
+    out = net.forward({"data": tf.constant(x), "data:seq_len": tf.constant([4, 2])}, RunContext(False))
+    np.testing.assert_array_equal(out["f"].tensor.numpy(), np.where(x > 0, 2.5, -1.0))
+    np.testing.assert_array_equal(out["i"].tensor.numpy(), np.where(x > 0, 3, 0))
+    assert float(out["s"].tensor.numpy()) == 4.0

@@ -89,6 +89,8 @@ class Layer(tf.Module):
         Option("dropout", 0.0, "dropout rate on the input, training only (inverted: scaled by 1/keep)"),
         Option("dropout_noise_shape", None, "{axis: None or 1}: 1 shares one dropout mask value along that axis; "
                "default: shared along every axis but the feature axis (RETURNN)"),
+        Option("dropout_axis", None, "axis or axes (descriptions or Dims, no ints) along which the dropout mask "
+                                     "varies; shared along all others (RETURNN; not with dropout_noise_shape)"),
         Option("L2", 0.0, "adds L2 * sum(p ** 2) over all the layer's trainable parameters to the loss"),
         Option("trainable", True, "False: variables are not trained"),
         Option("target", None, "data key the loss compares to (default 'classes')"),
@@ -159,6 +161,9 @@ class Layer(tf.Module):
         self.trainable = bool(opts.get("trainable", True))
         self.spatial_smoothing = non_negative(self.desc, "spatial_smoothing", opts.get("spatial_smoothing"))
         self.darc1 = non_negative(self.desc, "darc1", opts.get("darc1"))
+        if self.dropout and opts.get("dropout_axis") is not None and sources and not sources[0].sparse:
+            from returnn.tf.layers.helpers import dropout_axes
+            dropout_axes(self, sources[0])  # checked on the input now (RETURNN: only with dropout), used in training
         self.post_bn = None  # RETURNN's batch_norm option: set by post_init
         self._rng = np.random.RandomState((zlib.crc32(name.encode("utf8")) + int(seed) * 1000003) % (2 ** 32))
         self._new_out_dim: Optional[Dim] = None

@@ -6,7 +6,8 @@ over the axes some of them lack (matched by dim tags, as ``combine``); ``kind`` 
 ``<>``, ``<``, ``<=``, ``>``, ``>=``. The output is bool, without a sparse dim.
 
 ``switch``: ``where(condition, true_from, false_from)``: ``condition`` is a bool layer or a Python
-bool (then the chosen source is copied); ``true_from``/``false_from`` are layers or constants.
+bool (then the chosen source is copied); ``true_from``/``false_from`` are layers or constants (both
+constants: the condition's shape, the dtype of the constant ``true_from``, as RETURNN).
 
 Also here: ``scaled_grad`` (gradient times ``scale``), ``print`` (prints each step), ``train_flag``
 and ``global_train_step`` (scalars of the running step).
@@ -87,6 +88,11 @@ class CompareLayer(Layer):
         return self.make_output(tf.broadcast_to(result, _common_shape(xs)), sources)
 
 
+def _constant_dtype(value: Any) -> str:
+    """RETURNN's dtype of a Python constant (``Data.template_from_constant``)."""
+    return "bool" if isinstance(value, bool) else "int32" if isinstance(value, int) else "float32"
+
+
 @register_layer
 class SwitchLayer(Layer):
     """See the module docstring."""
@@ -121,12 +127,15 @@ class SwitchLayer(Layer):
                                                                                       self.opt(key)))
         layer_refs = [k for k in ("condition", "true_from", "false_from") if k in self.refs and
                       (k == "condition" or k in used)]
-        if not any(k in self.refs for k in used):
-            raise NetworkError("%s: needs a layer in true_from or false_from" % self.desc)
         value_refs = [k for k in used if k in self.refs]
-        dtype = self.refs[value_refs[0]].dtype
+        # RETURNN: the dtype of true_from (else false_from) when a layer, else of the constant true_from
+        # (of the chosen one when the condition is a bool): bool, int32 or float32 by its Python type
+        dtype = self.refs[value_refs[0]].dtype if value_refs else _constant_dtype(self.opt(used[0]))
         self.order = layer_refs
-        self.output, self.maps = _common_template(self, [self.refs[k] for k in layer_refs], dtype)
+        if layer_refs:
+            self.output, self.maps = _common_template(self, [self.refs[k] for k in layer_refs], dtype)
+        else:  # a bool condition choosing a constant: that scalar
+            self.output, self.maps = Data(name, dims=(), dtype=dtype), []
         if len(value_refs) == 1 and self.refs[value_refs[0]].sparse and isinstance(cond, bool):
             self.output = self.refs[value_refs[0]].copy(name)
 
@@ -139,7 +148,7 @@ class SwitchLayer(Layer):
         dtype = tf.as_dtype(self.output.dtype)
 
         def pick(key):
-            return tf.cast(values[key], dtype) if key in values else tf.constant(self.opt(key), dtype)
+            return tf.cast(values[key] if key in values else tf.constant(self.opt(key)), dtype)
 
         cond = self.opt("condition")
         if isinstance(cond, bool):

@@ -64,6 +64,9 @@ def noise_broadcast_axes(layer, data: Data) -> List[int]:
     sequences and frames, RETURNN's behaviour since 2017). ``dropout_noise_shape`` overrides it:
     ``{"*": None}`` gives every axis its own noise (``"*": 1`` shares along all), an axis
     description sets that axis; None (or -1) is own noise, 1 (or "x") a shared value."""
+    if layer.opts.get("dropout_axis") is not None:
+        varying = dropout_axes(layer, data)
+        return [a for a in range(data.batch_ndim) if a not in varying]
     shared = {a: a != data.feature_dim_axis for a in range(data.batch_ndim)}
     spec = layer.opts.get("dropout_noise_shape")
     if spec and not isinstance(spec, dict):
@@ -78,6 +81,20 @@ def noise_broadcast_axes(layer, data: Data) -> List[int]:
             for a in layer.axes(data, key, "dropout_noise_shape"):
                 explicit[a] = _NOISE_VALUES[value]
     return [a for a in range(data.batch_ndim) if explicit.get(a, shared[a])]
+
+
+def dropout_axes(layer, data: Data) -> List[int]:
+    """The axes of ``data`` that RETURNN's ``dropout_axis`` names (the mask varies along them and is
+    shared along all others); not together with ``dropout_noise_shape``, no int axes (RETURNN's rules)."""
+    spec = layer.opts.get("dropout_axis")
+    if layer.opts.get("dropout_noise_shape"):
+        raise NetworkError("%s: give either dropout_axis %r or dropout_noise_shape %r, not both (RETURNN)"
+                           % (layer.desc, spec, layer.opts.get("dropout_noise_shape")))
+    for item in spec if isinstance(spec, (list, tuple)) else [spec]:
+        if isinstance(item, int):
+            raise NetworkError("%s: dropout_axis takes axis descriptions or Dims, not the int %r (RETURNN)"
+                               % (layer.desc, item))
+    return layer.axes(data, spec, "dropout_axis")
 
 
 def dropout_sources(layer, sources: List[LayerOutput], ctx) -> List[LayerOutput]:

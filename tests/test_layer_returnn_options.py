@@ -1,0 +1,69 @@
+"""Layer options of RETURNN's own test nets against numpy: ``dropout_axis`` (RETURNN's
+_ConcatInputLayer: the mask varies along the given axes only), conv ``filter`` (another layer's
+output as the kernel), linear ``grad_filter`` (gradients of the input filtered by their norm)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from data_utils import lo, make_layer as make, rebind, spec
+from helpers import outputs
+from returnn.config import Config
+from returnn.errors import NetworkError
+from returnn.extern_data import extern_data_from_config
+from returnn.tf.layers import RunContext
+from returnn.tf.network import TFNetwork
+from returnn.tf.returnn_params import returnn_param_shapes
+
+
+def _run(layer, srcs, train=False, seed=(1, 2)):
+    srcs = [rebind(x, data) for x, data in zip(srcs, layer.sources)]
+    return layer(srcs, RunContext(train, tf.constant(seed, tf.int64)))
+
+
+# ---- dropout_axis
+@pytest.mark.parametrize("axes,varies", [(["T", "F"], (False, True, True)), ("F", (False, False, True)),
+                                         ("T", (False, True, False)), (["B", "T", "F"], (True, True, True))])
+def test_dropout_axis_mask_varies_along_the_given_axes_only(axes, varies):
+    """RETURNN's test_DropoutLayer_axis: the noise shape is the input's shape on dropout_axis, 1 elsewhere."""
+    x = np.ones([4, 30, 16], np.float32)
+    lens = np.array([30, 20, 10, 5], np.int32)
+    layer = make("dropout", {"dropout": 0.5, "dropout_axis": axes}, [spec(16)])
+    out = _run(layer, [lo(x, lens)], train=True, seed=(3, 4)).tensor.numpy()
+    assert set(np.unique(out)) == {0.0, 2.0}
+    for axis, vary in enumerate(varies):
+        same = (out == np.take(out, [0], axis=axis)).all()
+        assert same != vary, "axis %i: mask %s" % (axis, "shared" if same else "varies")
+    np.testing.assert_array_equal(_run(layer, [lo(x, lens)], train=False).tensor.numpy(), x)
+
+
+def test_dropout_axis_on_a_linear_input_and_errors():
+    x = np.random.RandomState(0).randn(2, 5, 4).astype(np.float32)
+    lens = np.array([5, 3], np.int32)
+    lin = make("linear", {"n_out": 4, "dropout": 0.5, "dropout_axis": ["T", "F"], "activation": None,
+                          "with_bias": False}, [spec(4)])
+    lin.W.assign(np.eye(4, dtype=np.float32))  # the output is the dropped-out input
+    out = _run(lin, [lo(x, lens)], train=True, seed=(7, 8)).tensor.numpy()
+    mask = out / x
+    assert set(np.unique(np.round(mask, 5))) == {0.0, 2.0}
+    np.testing.assert_allclose(mask[0, :3], mask[1, :3], rtol=1e-5)  # no noise along the batch (real frames)
+    assert not (mask[0] == mask[0, :1]).all()  # but along time
+    with pytest.raises(NetworkError, match="'lay'.*either dropout_axis .* or dropout_noise_shape"):
+        make("dropout", {"dropout": 0.5, "dropout_axis": "T", "dropout_noise_shape": {"*": None}}, [spec(4)])
+    with pytest.raises(NetworkError, match="'lay'.*not the int 1"):
+        make("dropout", {"dropout": 0.5, "dropout_axis": [1]}, [spec(4)])
+    with pytest.raises(NetworkError, match="'lay'.*option 'dropout_axis'"):
+        make("dropout", {"dropout": 0.5, "dropout_axis": "stag:nothing"}, [spec(4)])
+    make("dropout", {"dropout": 0.0, "dropout_axis": [1]}, [spec(4)])  # RETURNN: not read without dropout
+
+
+def test_dropout_axis_in_a_network_trains():
+    specs = extern_data_from_config(Config({"num_inputs": 4, "num_outputs": 9}))
+    net = TFNetwork(outputs({"drop": {"class": "dropout", "dropout": 0.3, "dropout_axis": ["T", "F"], "from": "data:data"},
+                             "output": {"class": "softmax", "loss": "ce", "from": "drop"}}), specs)
+    x = np.random.RandomState(1).randn(3, 6, 4).astype(np.float32)
+    batch = {"data": tf.constant(x), "data:seq_len": tf.constant([6, 4, 0]),
+             "classes": tf.zeros([3, 6], tf.int32), "classes:seq_len": tf.constant([6, 4, 0])}
+    out = net.forward(batch, RunContext(True, tf.constant([1, 2], tf.int64)))["drop"].tensor.numpy()
+    np.testing.assert_array_equal(out[0] == 0, out[1] == 0)
