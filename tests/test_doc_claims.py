@@ -225,3 +225,15 @@ def test_module_size_claim_of_architecture_md():
     largest = max(sizes, key=sizes.get)
     assert sizes[largest] <= int(m.group(1)), "%s has %i lines; docs/architecture.md says modules stay under %s" % (
         largest, sizes[largest], m.group(1))
+
+
+def test_tests_the_docs_name_exist():
+    """Every `tests/FILE.py::test_name` README and docs cite (reliability.md names the test behind each
+    claim) is a test function in that file."""
+    missing = []
+    for doc in [REPO / "README.md"] + sorted((REPO / "docs").glob("*.md")):
+        for path, name in re.findall(r"(tests/[\w/]+\.py)::(test_\w+)", doc.read_text()):
+            file = REPO / path
+            if not file.exists() or not re.search(r"^\s*def %s\(" % name, file.read_text(), re.M):
+                missing.append("%s: %s::%s" % (doc.name, path, name))
+    assert not missing, missing
