@@ -237,3 +237,20 @@ def test_tests_the_docs_name_exist():
             if not file.exists() or not re.search(r"^\s*def %s\(" % name, file.read_text(), re.M):
                 missing.append("%s: %s::%s" % (doc.name, path, name))
     assert not missing, missing
+
+
+def test_exit_codes_of_reliability_md_are_the_codes_the_errors_carry():
+    import signal as signals
+
+    from returnn.errors import ConfigError, RuntimeFailure, StopSignal, TrainingInterrupted
+    text = (REPO / "docs" / "reliability.md").read_text()
+    rows = dict(re.findall(r"^\| (\d+|128 \+ signum) \| ([^|]+)\|", text, re.M))
+    assert ConfigError.exit_code == 2 and "bad input" in rows["2"]
+    assert RuntimeFailure.exit_code == 1 and "runtime failure" in rows["1"]
+    assert TrainingInterrupted(signals.SIGTERM).exit_code == 143 and "SIGTERM (143)" in rows["128 + signum"]
+    assert StopSignal(signals.SIGUSR1).exit_code == 138 and "SIGUSR1 (138)" in rows["128 + signum"]
+    assert TrainingInterrupted(signals.SIGINT).exit_code == 130 and "Ctrl-C" in rows["130"]
+    # the code's own account of Ctrl-C (interrupts.py): saved like SIGTERM in the loop, a second one stops at once
+    from returnn import interrupts
+    assert signals.SIGINT in interrupts.STOP_SIGNALS
+    assert "`<model>.interrupted`" in rows["130"] and "second Ctrl-C" in rows["130"]
