@@ -228,7 +228,8 @@ class CheckpointManager:
             if not p.param.saveable or None in index:
                 continue  # not trained
             for slot, slot_vars in opt.slots.items():
-                yield name, p, slot, [slot_vars[i] for i in index]
+                if all(slot_vars[i] is not None for i in index):  # (several optimizers: its own slots only)
+                    yield name, p, slot, [slot_vars[i] for i in index]
 
     def _write(self, final: str, epoch: int, epoch_step: int, run_state: Optional[Dict[str, Any]]) -> str:
         prepare_model_dir(self.model)
@@ -332,6 +333,8 @@ class CheckpointManager:
             opt.iterations.assign(int(reader.get_tensor(fmt.ITERATIONS_KEY)))
         elif opt.iterations_from_checkpoint(extra) is not None:
             opt.iterations.assign(opt.iterations_from_checkpoint(extra))
+        if hasattr(opt, "restore_extra_values"):  # several optimizers (updater_opts.py): the others' counts
+            opt.restore_extra_values(extra)
         if fmt.LEARNING_RATE_KEY in shapes:
             opt.learning_rate.assign(float(reader.get_tensor(fmt.LEARNING_RATE_KEY)))
         if missing and fmt.is_own(shapes):

@@ -240,8 +240,16 @@ def optimizer_options(config: Config) -> Dict[str, Any]:
 
 
 def create_optimizer(config: Config, variables: Sequence[tf.Variable]) -> Optimizer:
-    """Builds the optimizer the config asks for."""
+    """Builds the optimizer the config asks for; with layers' own (``updater_opts``) or a
+    ``learning_rate_multiplier``, several behind one interface (returnn/tf/updater_opts.py)."""
+    from returnn.tf.updater_opts import create_layer_optimizers
     opts = optimizer_options(config)
+    multi = create_layer_optimizers(config, variables, opts, lambda o, vs: _create(config, vs, o))
+    return multi if multi is not None else _create(config, variables, opts)
+
+
+def _create(config: Config, variables: Sequence[tf.Variable], opts: Dict[str, Any]) -> Optimizer:
+    opts = dict(opts)
     name = str(opts.pop("class")).lower().replace("optimizer", "")
     if name not in OPTIMIZERS:
         raise ConfigError("config key 'optimizer': unknown class %r (known: %s)" % (name, known_list(OPTIMIZERS)))

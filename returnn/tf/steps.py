@@ -53,6 +53,12 @@ class StepFunctions:
         self.accum_steps = int(accum_grad_multiple_step or 0)
         self.accum_grads = [tf.Variable(tf.zeros(v.shape, v.dtype), trainable=False, name="accum_grad")
                             for v in self.variables] if self.accum_steps > 1 else []
+        # layers with updater_opts: every parameter's gradient processed and applied on its own (updater_opts.py)
+        from returnn.tf.updater_opts import LayerUpdates, has_layer_updater_opts
+        self.layer_updates = LayerUpdates(self.variables, optimizer, {
+            "accum_grad_multiple_step": self.accum_steps, "gradient_noise": self.gradient_noise,
+            "gradient_clip": self.gradient_clip, "gradient_clip_norm": self.gradient_clip_norm,
+            "gradient_clip_global_norm": self.gradient_clip_global_norm}) if has_layer_updater_opts(self.variables) else None
         self.loss_names = [info.layer for info in network.losses]
         # the losses of training steps: RETURNN computes only_on_eval losses in evaluation only
         self.train_loss_names = [info.layer for info in network.losses if not info.only_on_eval]
@@ -103,7 +109,9 @@ class StepFunctions:
         if self.dist.reduces_gradients:
             reduced = self.dist.backend.allreduce_sum_graph(grads + [flags])
             grads, flags = reduced[:-1], reduced[-1]
-        if self.accum_steps > 1:
+        if self.layer_updates is not None:
+            self.layer_updates.apply(grads, seed)
+        elif self.accum_steps > 1:
             phase = seed[1] % self.accum_steps
             for acc, g in zip(self.accum_grads, grads):
                 acc.assign(tf.where(tf.equal(phase, 0), g, acc + g))

@@ -92,6 +92,9 @@ class Layer(tf.Module):
         Option("dropout_axis", None, "axis or axes (descriptions or Dims, no ints) along which the dropout mask "
                                      "varies; shared along all others (RETURNN; not with dropout_noise_shape)"),
         Option("L2", 0.0, "adds L2 * sum(p ** 2) over all the layer's trainable parameters to the loss"),
+        Option("updater_opts", None, "RETURNN's per-layer optimizer options for the layer's parameters: optimizer "
+                                     "(dict, learning_rate_multiplier), accum_grad_multiple_step, gradient_noise, "
+                                     "gradient_clip(_norm, _global_norm); see returnn/tf/updater_opts.py"),
         Option("trainable", True, "False: variables are not trained"),
         Option("target", None, "data key the loss compares to (default 'classes')"),
         Option("loss", None, "loss name: ce, mse, ctc"),
@@ -161,6 +164,8 @@ class Layer(tf.Module):
         self.trainable = bool(opts.get("trainable", True))
         self.spatial_smoothing = non_negative(self.desc, "spatial_smoothing", opts.get("spatial_smoothing"))
         self.darc1 = non_negative(self.desc, "darc1", opts.get("darc1"))
+        from returnn.tf.updater_opts import check_layer_updater_opts
+        self.updater_opts = check_layer_updater_opts(self.desc, opts.get("updater_opts"))
         if self.dropout and opts.get("dropout_axis") is not None and sources and not sources[0].sparse:
             from returnn.tf.layers.helpers import dropout_axes
             dropout_axes(self, sources[0])  # checked on the input now (RETURNN: only with dropout), used in training
@@ -244,6 +249,9 @@ class Layer(tf.Module):
             if name not in self.own_params:
                 self.own_params[name] = tf.Variable(value, name=name.replace("/", "_"),
                                                     trainable=self.trainable if trainable is None else trainable)
+                if self.updater_opts:  # read by the optimizer and the train step (returnn/tf/updater_opts.py)
+                    from returnn.tf.updater_opts import ATTR
+                    setattr(self.own_params[name], ATTR, self.updater_opts)
             return self.own_params[name]
         if self._reuse is not None:
             shared = self._reuse.lookup(self, name, np.shape(value), make)
