@@ -188,7 +188,7 @@ def run(config: Config, state: Optional[RunState] = None) -> int:
     from returnn.log import rank_log_filename
     from returnn.util.output_guard import check_early_outputs
     check_early_outputs(config, task, [rank_log_filename(name, dist.rank, dist.size)
-                                       for name in config.list("log") or [] if name])
+                                       for name in config.list("log") or [] if name], dist.is_chief)
     try:
         log.initialize(config.list("log") or [], _verbosity(config), dist.rank, dist.size)
     except OSError as exc:

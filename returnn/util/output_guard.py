@@ -203,11 +203,12 @@ def check_run_outputs(config, task: str, datasets: Iterable[Any], network=None, 
                 plan.file("layer %r (hdf_dump)" % layer_name, layer.filename(name, epoch), task)
 
 
-def check_early_outputs(config, task: str, log_files: Sequence[str]) -> None:
+def check_early_outputs(config, task: str, log_files: Sequence[str], is_chief: bool = True) -> None:
     """Before the log files are opened (appended to) and the learning-rate file is read: none of
     them, nor the model's files, may be an input of the run known from the config alone (config
     files, the files the dataset dicts name, checkpoints). The engine checks again with the files
-    the datasets actually read (:func:`check_run_outputs`)."""
+    the datasets actually read (:func:`check_run_outputs`). Each rank checks its own log file;
+    rank 0 (``is_chief``) the files it alone writes."""
     plan = OutputPlan(run_inputs(config))
     for path in log_files:
         if path:
@@ -215,7 +216,7 @@ def check_early_outputs(config, task: str, log_files: Sequence[str]) -> None:
             if what:
                 raise ConfigError("config key 'log' names %s, which is %s: the log would be appended to it; choose "
                                   "another file" % (path, what))
-    if task == "train":
+    if task == "train" and is_chief:  # rank 0 writes them
         plan.model(config.value("model"))
         plan.file("config key 'learning_rate_file'", config.value("learning_rate_file"), "training")
 
