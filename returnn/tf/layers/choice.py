@@ -5,10 +5,16 @@ the target's labels, and its ``from`` (the label distribution) only feeds the lo
 The rec layer then gives this layer the target as its only source. In search, the rec loop does
 the choice itself (beam search over the scores of ``from``, see
 :mod:`returnn.tf.layers.rec_net.search`); the options below are read there.
+
+Several sources with a list of targets (RETURNN's multi-target choice): one choice of a label per
+source; ``NAME/out_0``, ``NAME/out_1``, ... are the labels of each (in training: the targets), the
+layer's value is ``out_0``'s. In search, each source is pruned to its ``source_beam_sizes`` best
+labels, every combination scores the sum of its labels' log-probabilities, and the beam keeps the
+best combinations (RETURNN's ``_prune_and_combine_sources``).
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Sequence
+from typing import Any, Dict, List, Mapping, Sequence
 
 from returnn.errors import NetworkError
 from returnn.tensor import Data
@@ -38,42 +44,76 @@ class ChoiceLayer(Layer):
         Option("base_beam_score_scale", 1.0, "search: factor of the previous beam score (RETURNN's)"),
         Option("random_sample_scale", 0.0, "only 0 is supported"),
         Option("custom_score_combine", None, "not supported"),
-        Option("source_beam_sizes", None, "not supported"),
+        Option("source_beam_sizes", None, "search with several sources: labels kept per source before the "
+                                          "combinations are scored (default beam_size each)"),
     )
+
+    @classmethod
+    def has_sub_output(cls, opts: Mapping[str, Any], sub: str) -> bool:
+        """``out_I`` of a choice with a list of targets (RETURNN's sub-layers of a multi-target choice)."""
+        targets = opts.get("target")
+        return (isinstance(targets, (list, tuple)) and sub.startswith("out_") and sub[4:].isdigit()
+                and int(sub[4:]) < len(targets))
 
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
         super().__init__(name, opts, sources, seed)
-        for key, ok in (("scheduled_sampling", False), ("random_sample_scale", 0.0), ("custom_score_combine", None),
-                        ("source_beam_sizes", None)):
+        for key, ok in (("scheduled_sampling", False), ("random_sample_scale", 0.0), ("custom_score_combine", None)):
             if self.opt(key) not in (ok, None):
                 raise NetworkError("%s: option %r is not supported (got %r)" % (self.desc, key, self.opt(key)))
-        if not self.opt("target"):
+        targets = self.opt("target")
+        if not targets:
             raise NetworkError("%s: needs a 'target' (the labels in training)" % self.desc)
+        self.targets = list(targets) if isinstance(targets, (list, tuple)) else [targets]
         if not sources:
             raise NetworkError("%s: no source" % self.desc)
-        target = sources[-1]
-        if not target.sparse:  # in search: built on the label scores, the loop picks the labels
-            if target.feature_dim is None or target.feature_dim_axis != target.batch_ndim - 1:
-                raise NetworkError("%s: source %s must be label scores (feature axis last)"
-                                   % (self.desc, target.short_repr()))
-            dims = [d for i, d in enumerate(target.dims) if i != target.feature_dim_axis]
-            self.output = Data(name, dims=dims, sparse_dim=target.feature_dim)
-            self.searching = True
+        if len(self.targets) > 1 and len(sources) != len(self.targets):
+            raise NetworkError("%s: %i targets %s need one source each, got %i" % (
+                self.desc, len(self.targets), self.targets, len(sources)))
+        if not isinstance(targets, (list, tuple)):
+            sources = sources[-1:]
+        self.searching = not sources[0].sparse  # in search: built on the label scores, the loop picks the labels
+        if self.searching:
+            parts = []
+            for src in sources:
+                if src.sparse or src.feature_dim is None or src.feature_dim_axis != src.batch_ndim - 1:
+                    raise NetworkError("%s: source %s must be label scores (feature axis last)"
+                                       % (self.desc, src.short_repr()))
+                dims = [d for i, d in enumerate(src.dims) if i != src.feature_dim_axis]
+                parts.append(Data(name, dims=dims, sparse_dim=src.feature_dim))
             if self.opt("search") is False:
                 raise NetworkError("%s: search False in a search network (RETURNN then feeds the target) is not "
                                    "supported here" % self.desc)
-            return
-        self.searching = False
-        if self.opt("search") is True:
-            raise NetworkError("%s: search True outside the search task (RETURNN then searches in training) is "
-                               "not supported here" % self.desc)
-        self.output = target.copy(name)
+            beams = self.opt("source_beam_sizes")
+            if beams is not None and (not isinstance(beams, (list, tuple)) or len(beams) != len(sources) or not all(
+                    isinstance(b, int) and not isinstance(b, bool) and b > 0 for b in beams)):
+                raise NetworkError("%s: source_beam_sizes must be one int > 0 per source (%i), got %r"
+                                   % (self.desc, len(sources), beams))
+        else:
+            if self.opt("search") is True:
+                raise NetworkError("%s: search True outside the search task (RETURNN then searches in training) is "
+                                   "not supported here" % self.desc)
+            if not all(src.sparse for src in sources):
+                raise NetworkError("%s: the targets %s must be class labels" % (self.desc, self.targets))
+            parts = list(sources)
+        self.parts = [part.copy("%s/out_%i" % (name, i)) for i, part in enumerate(parts)]
+        self.output = parts[0].copy(name)
+
+    def sub_template(self, sub: str) -> Data:
+        if not self.has_sub_output(self.opts, sub):
+            raise NetworkError("%s: no sub-output %r (a choice with %i target(s) has %s)" % (
+                self.desc, sub, len(self.targets), ", ".join("out_%i" % i for i in range(len(self.parts)))
+                if len(self.targets) > 1 else "none"))
+        return self.parts[int(sub[4:])]
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         if self.searching:
             raise NetworkError("%s: in search, the choice is made by its rec layer's loop" % self.desc)
-        target = sources[-1]
-        return target.with_tensor(target.tensor, self.output)
+        sources = sources if len(self.targets) > 1 else sources[-1:]
+        out = sources[0].with_tensor(sources[0].tensor, self.output)
+        if len(self.targets) > 1:
+            out.sub_outputs = {"out_%i" % i: src.with_tensor(src.tensor, self.parts[i])
+                               for i, src in enumerate(sources)}
+        return out
 
 
 @register_layer

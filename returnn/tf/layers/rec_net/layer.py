@@ -211,6 +211,9 @@ class RecSubnetLayer(Layer):
             step_only += choices + (["end"] if "end" in self.unit else [])
         self.plan = analyse_unit(self.unit, name, has_source=self.n_from > 0, teacher_forcing=not search,
                                  step_only=step_only)
+        if search and self.plan.after_loop:  # in search they run in the loop: their frames follow the hypotheses
+            self.plan = analyse_unit(self.unit, name, has_source=self.n_from > 0, teacher_forcing=False,
+                                     step_only=step_only + list(self.plan.after_loop))
         self.source_template: Optional[Data] = None
         if self.n_from:
             self.source_template, self._source_plan = concat_output(self, list(sources[:self.n_from]))
@@ -336,7 +339,7 @@ class RecSubnetLayer(Layer):
         from returnn.tf.network import layer_sources
         opts = self.unit[sub]
         if is_target_choice(opts) and not self.search:
-            return ["data:" + opts["target"]]
+            return ["data:" + t for t in _as_list(opts["target"])]
         return layer_sources(sub, opts)
 
     def _template(self, ref_str: str, in_loop: bool, where: str) -> Data:
@@ -485,9 +488,10 @@ class RecSubnetLayer(Layer):
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         if self.search:
             from returnn.tf.layers.rec_net.search import BeamSearchRun
-            out = BeamSearchRun(self, sources, ctx).run()
+            run = BeamSearchRun(self, sources, ctx)
+            out = run.run()
             result = LayerOutput(out.tensor, self.output, out.sizes)
-            result.sub_outputs = {"output": result}
+            result.sub_outputs = dict(run.exported, output=result)
             return result
         from returnn.tf.layers.rec_net.loop import run_unit
         return run_unit(self, sources, ctx)

@@ -11,7 +11,8 @@ A hypothesis ends at the step where the ``end`` layer is true (its length exclud
 unless ``include_eos``); after that its score is frozen and it keeps one continuation. The loop
 stops when all hypotheses ended or after ``max_seq_len`` steps. The result is the best hypothesis
 per sequence (by score, divided by its length with ``length_normalization``), traced back
-through the stored source-hypothesis indices.
+through the stored source-hypothesis indices; so are the frames of in-loop layers with
+``is_output_layer`` (readable from outside as ``REC/NAME``, as in RETURNN).
 """
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from returnn.tf.layers.rec_net import frames
 from returnn.tf.layers.rec_net.loop import UnitRun, _invariant, has_state, keep_shape, step_context
 
 NEG_INF = -1e30
+CHOICE_SUB = "\0choice:"  # key prefix of the choice's own sub-outputs (out_I) among the traced-back values
 
 
 def expand_beam(value: LayerOutput, k: int) -> LayerOutput:
@@ -67,6 +69,9 @@ class BeamSearchRun(UnitRun):
         self.length_norm = bool(opts.get("length_normalization", True))
         self.length_exp = float(opts.get("length_normalization_exponent", 1.0))
         self.include_eos = bool(rec.opt("include_eos"))
+        targets = opts.get("target")
+        self.multi = isinstance(targets, (list, tuple)) and len(targets) > 1  # a choice per source (choice.py)
+        self.source_beams = [int(b) for b in (opts.get("source_beam_sizes") or [self.k] * len(targets or ()))]
 
     def max_len(self) -> tf.Tensor:
         """``max_seq_len`` of the rec layer: an int, or an expression with ``max_len_from("base:x")``;
@@ -118,8 +123,16 @@ class BeamSearchRun(UnitRun):
         src_ta = tf.TensorArray(tf.int32, size=0, dynamic_size=True, element_shape=[None, k])
         offsets = tf.range(base_batch)[:, None] * k
         choice_tmpl = rec.layers[self.choice].output
+        # in-loop layers with is_output_layer (readable from outside as REC/NAME, RETURNN's rule; in search no layer
+        # runs after the loop): their frames per step, (B, K, ...), traced back along the best hypothesis
+        exported = [n for n in names if n != self.choice and rec.unit[n].get("is_output_layer")]
+        templates = {n: rec.layers[n].output for n in exported}
+        if self.multi:  # the choice's labels per source (its out_I)
+            templates.update((CHOICE_SUB + "out_%i" % i, part) for i, part in enumerate(rec.layers[self.choice].parts))
+        outs0 = {n: tf.TensorArray(tf.as_dtype(tmpl.dtype), size=0, dynamic_size=True, infer_shape=False)
+                 for n, tmpl in templates.items()}
 
-        def body(t, prev, state, scores, ended, lens, labels_ta, src_ta):
+        def body(t, prev, state, scores, ended, lens, labels_ta, src_ta, outs):
             ctx = step_context(self.ctx, t, self.batch)
             vals: Dict[str, LayerOutput] = {}
             new_state: Dict[str, Any] = {}
@@ -127,9 +140,15 @@ class BeamSearchRun(UnitRun):
                 if n != self.choice:
                     vals[n] = self.step_layer(n, t, prev, state, vals, new_state, ctx)
                     continue
-                src = self.step_value(rec.sub_sources[n][0], t, prev, vals)
-                logp = src.tensor if self.input_type == "log_prob" else tf.math.log(tf.maximum(src.tensor, 1e-30))
-                logp = tf.cast(logp, tf.float32) * self.prob_scale
+                logps = []
+                for name in (rec.sub_sources[n] if self.multi else rec.sub_sources[n][:1]):
+                    src = self.step_value(name, t, prev, vals)
+                    lp = src.tensor if self.input_type == "log_prob" else tf.math.log(tf.maximum(src.tensor, 1e-30))
+                    logps.append(tf.cast(lp, tf.float32) * self.prob_scale)
+                if self.multi:  # several sources: the combinations of each one's best labels
+                    logp, pruned = _combine_sources(logps, self.source_beams)
+                else:
+                    logp = logps[0]
                 n_labels = tf.shape(logp)[-1]
                 frozen = tf.concat([tf.zeros_like(logp[:, :1]), tf.fill(tf.shape(logp[:, 1:]), NEG_INF)], 1)
                 logp = tf.where(ended[:, None], frozen, logp)
@@ -143,11 +162,17 @@ class BeamSearchRun(UnitRun):
                 prev, state, new_state = _reorder(prev, index), _reorder(state, index), _reorder(new_state, index)
                 vals = {m: _reorder_value(v, index) for m, v in vals.items()}
                 ended, lens = tf.gather(ended, index), tf.gather(lens, index)
+                subs = {}
+                if self.multi:  # the label of each source: the combination's index into its kept labels
+                    per_source = _combined_labels(tf.reshape(label, [-1]), index, pruned, self.source_beams)
+                    subs = {"out_%i" % i: LayerOutput(lab, rec.layers[n].parts[i], self.sizes)
+                            for i, lab in enumerate(per_source)}
+                    label = tf.reshape(per_source[0], [base_batch, k])
                 labels_ta, src_ta = labels_ta.write(t, label), src_ta.write(t, src_beam)
                 vals[n] = LayerOutput(tf.reshape(label, [-1]), choice_tmpl, self.sizes)
                 # the beam after this choice, for choice_get_beam_scores / choice_get_src_beams (layers/beam.py)
                 vals[n].sub_outputs = {"beam_scores": LayerOutput(tf.reshape(scores, [-1]), choice_tmpl),
-                                       "src_beams": LayerOutput(tf.reshape(src_beam, [-1]), choice_tmpl)}
+                                       "src_beams": LayerOutput(tf.reshape(src_beam, [-1]), choice_tmpl), **subs}
             end = tf.cast(vals["end"].tensor, tf.bool) if "end" in vals else tf.zeros_like(ended)
             end = tf.reshape(end, [-1])
             step_counts = tf.logical_not(ended) if self.include_eos else tf.logical_not(ended | end)
@@ -156,37 +181,84 @@ class BeamSearchRun(UnitRun):
             for n in state:
                 new_state[n] = tf.nest.map_structure(keep_shape, new_state.get(n, state[n]), state[n])
             new_prev = {n: keep_shape(tf.cast(vals[n].tensor, prev[n].dtype), prev[n]) for n in prev}
-            return t + 1, new_prev, new_state, scores, ended, lens, labels_ta, src_ta
+            outs = {n: ta.write(t, _by_beam(vals[self.choice].sub_outputs[n[len(CHOICE_SUB):]] if n.startswith(CHOICE_SUB)
+                                            else vals[n], base_batch, k)) for n, ta in outs.items()}
+            return t + 1, new_prev, new_state, scores, ended, lens, labels_ta, src_ta, outs
 
         def cond(t, prev, state, scores, ended, lens, *_):
             return tf.logical_and(t < n_max, tf.logical_not(tf.reduce_all(ended)))
 
-        loop_vars = (tf.constant(0), prev0, state0, scores0, ended0, lens0, labels_ta, src_ta)
+        loop_vars = (tf.constant(0), prev0, state0, scores0, ended0, lens0, labels_ta, src_ta, outs0)
         invariants = (tf.TensorShape([]), tf.nest.map_structure(_invariant, prev0),
                       tf.nest.map_structure(_invariant, state0), tf.TensorShape([None, k]), tf.TensorShape([None]),
-                      tf.TensorShape([None]), tf.TensorShape(None), tf.TensorShape(None))
-        n_steps, _, _, scores, ended, lens, labels_ta, src_ta = tf.while_loop(
+                      tf.TensorShape([None]), tf.TensorShape(None), tf.TensorShape(None),
+                      {n: tf.TensorShape(None) for n in outs0})
+        n_steps, _, _, scores, ended, lens, labels_ta, src_ta, outs = tf.while_loop(
             cond, body, loop_vars, shape_invariants=invariants)
         lens = tf.reshape(lens, [base_batch, k])
         rank = scores
         if self.length_norm:
             rank = scores / tf.pow(tf.cast(tf.maximum(lens, 1), tf.float32), self.length_exp)
         best = tf.argmax(rank, axis=1, output_type=tf.int32)  # (B,)
-        labels = _backtrack(labels_ta.stack(), src_ta.stack(), best, n_steps)
+        beams = _backtrack(src_ta.stack(), best, n_steps)  # (T, B): the best hypothesis' beam at each step
+        labels = tf.gather(labels_ta.stack(), beams, axis=2, batch_dims=2)
         seq_len = tf.gather(lens, best, batch_dims=1)
         if self.seq_len is not None:  # a loop over the source: the source's lengths
             seq_len = tf.reshape(self.seq_len, [base_batch, k])[:, 0]
         self.best_scores = tf.gather(scores, best, batch_dims=1)
-        return frames.stack_steps(labels, choice_tmpl, rec.time_dim, {rec.time_dim: seq_len})
+        sizes = {rec.time_dim: seq_len}
+        stacked = {n: frames.stack_steps(tf.gather(ta.stack(), beams, axis=2, batch_dims=2), templates[n], rec.time_dim,
+                                         sizes) for n, ta in outs.items()}  # (T, B, ...) frames of the best
+        main = frames.stack_steps(labels, choice_tmpl, rec.time_dim, sizes)
+        main.sub_outputs = {n[len(CHOICE_SUB):]: stacked.pop(n) for n in list(stacked) if n.startswith(CHOICE_SUB)}
+        self.exported = {n: LayerOutput(v.tensor, rec.sub_template(n), v.sizes) for n, v in stacked.items()}
+        return main
 
 
-def _backtrack(labels: tf.Tensor, src: tf.Tensor, best: tf.Tensor, n_steps: tf.Tensor) -> tf.Tensor:
-    """Labels (T, B) of the hypotheses ``best`` (B,) at the last step, following the source
-    indices ``src`` (T, B, K) back to step 0."""
+def _combine_sources(logps: List[tf.Tensor], beams: List[int]):
+    """RETURNN's ``_prune_and_combine_sources``: each source's ``beams[i]`` best log-probabilities
+    (rows: hypotheses), summed over all combinations: ((rows, prod(beams)) scores, last source
+    fastest; per source its kept (values, labels))."""
+    pruned = [tf.math.top_k(lp, b) for lp, b in zip(logps, beams)]
+    n = len(logps)
+    combined = None
+    for i, (values, _) in enumerate(pruned):
+        shape = [-1] + [beams[i] if j == i else 1 for j in range(n)]
+        part = tf.reshape(values, shape)
+        combined = part if combined is None else combined + part
+    total = 1
+    for b in beams:
+        total *= b
+    return tf.reshape(combined, [-1, total]), pruned
+
+
+def _combined_labels(ids: tf.Tensor, src_rows: tf.Tensor, pruned, beams: List[int]) -> List[tf.Tensor]:
+    """RETURNN's ``_get_combined_labels``: the label of each source for the combination ``ids``
+    (rows: surviving hypotheses, continuing the hypotheses ``src_rows``)."""
+    per_source = []
+    for b in reversed(beams):  # the last source varies fastest
+        per_source.append(ids % b)
+        ids = ids // b
+    per_source.reverse()
+    return [tf.gather(tf.gather(labels, src_rows), i[:, None], batch_dims=1)[:, 0]
+            for (_, labels), i in zip(pruned, per_source)]
+
+
+def _by_beam(value: LayerOutput, batch: tf.Tensor, k: int) -> tf.Tensor:
+    """A step's batch-first frames (B * K, ...) as (B, K, ...)."""
+    x = value.tensor
+    if value.data.batch_dim_axis not in (0, None):
+        x = tf.transpose(x, [value.data.batch_dim_axis] + [a for a in range(len(x.shape)) if a != value.data.batch_dim_axis])
+    return tf.reshape(x, tf.concat([[batch, k], tf.shape(x)[1:]], 0))
+
+
+def _backtrack(src: tf.Tensor, best: tf.Tensor, n_steps: tf.Tensor) -> tf.Tensor:
+    """The beam (T, B) of the hypotheses ``best`` (B,) at the last step, at each step, following
+    the source indices ``src`` (T, B, K) back to step 0."""
     out = tf.TensorArray(tf.int32, size=n_steps, element_shape=[None])
 
     def body(t, beam, out):
-        out = out.write(t, tf.gather(labels[t], beam, batch_dims=1))
+        out = out.write(t, beam)
         return t - 1, tf.gather(src[t], beam, batch_dims=1), out
 
     _, _, out = tf.while_loop(lambda t, *_: t >= 0, body, [n_steps - 1, best, out])
