@@ -67,3 +67,48 @@ def test_dropout_axis_in_a_network_trains():
              "classes": tf.zeros([3, 6], tf.int32), "classes:seq_len": tf.constant([6, 4, 0])}
     out = net.forward(batch, RunContext(True, tf.constant([1, 2], tf.int64)))["drop"].tensor.numpy()
     np.testing.assert_array_equal(out[0] == 0, out[1] == 0)
+
+
+# ---- grad_filter
+@pytest.mark.parametrize("cls,opts", [("linear", {"activation": "tanh"}), ("softmax", {}),
+                                      ("linear", {"activation": None, "with_bias": False})])
+def test_grad_filter_drops_the_gradient_of_sequences_over_the_threshold(cls, opts):
+    """RETURNN's filter_grad: per sequence, max over its frames and features of grad ** 2 at the
+    pre-activation values; >= grad_filter: that sequence's gradient is zero (in W and the input)."""
+    rng = np.random.RandomState(0)
+    x = rng.randn(3, 4, 5).astype(np.float32)
+    lens = np.array([4, 3, 2], np.int32)
+    scale = tf.constant([1.0, 50.0, 0.5])[:, None, None]  # sequence 1's gradient is large
+    grads = {}
+    for flt in (None, 2.0):
+        layer = make(cls, dict(opts, n_out=3, grad_filter=flt), [spec(5)])
+        layer.W.assign(np.random.RandomState(1).randn(5, 3).astype(np.float32) * 0.3)
+        xt = tf.constant(x)
+        with tf.GradientTape() as tape:
+            tape.watch(xt)
+            out = _run(layer, [lo(xt, lens)])
+            pre = out.logits if out.logits is not None else out.tensor
+            mask = tf.sequence_mask(lens, 4, tf.float32)[:, :, None]
+            loss = tf.reduce_sum(pre * mask * scale)  # d loss / d pre-activation = scale (real frames)
+        gx, gw = tape.gradient(loss, [xt, layer.W])
+        grads[flt] = (gx.numpy(), gw.numpy(), out.tensor.numpy())
+    gx, gw, y = grads[None]
+    fx, fw, fy = grads[2.0]
+    np.testing.assert_allclose(fy, y, rtol=1e-6)  # forward unchanged
+    if cls == "linear" and opts.get("activation") is None:  # the loss gradient at the pre-activation is scale
+        np.testing.assert_array_equal(fx[1], 0.0)
+        np.testing.assert_allclose(fx[[0, 2]], gx[[0, 2]], rtol=1e-6)
+        keep = np.array([1.0, 0.0, 1.0])[:, None, None]
+        ref_w = np.einsum("btf,bto->fo", x * (np.arange(4)[None, :, None] < lens[:, None, None]),
+                          np.broadcast_to(keep * np.array([1.0, 50.0, 0.5])[:, None, None], (3, 4, 3)))
+        np.testing.assert_allclose(fw, ref_w, rtol=1e-5)
+    else:
+        np.testing.assert_array_equal(fx[1], 0.0)
+        assert np.abs(fx[0]).sum() > 0 and np.abs(gx[1]).sum() > 0
+
+
+def test_grad_filter_errors_and_packed_frames():
+    with pytest.raises(NetworkError, match="'lay'.*grad_filter must be a number"):
+        make("linear", {"n_out": 3, "grad_filter": "x"}, [spec(5)])
+    assert make("linear", {"n_out": 3}, [spec(5)]).packs and not make("linear", {"n_out": 3, "grad_filter": 1.0},
+                                                                      [spec(5)]).packs

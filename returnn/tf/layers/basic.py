@@ -36,6 +36,8 @@ class LinearLayer(Layer):
         Option("use_transposed_weights", False, "store W as (n_out, n_in) (e.g. to share it with an embedding)"),
         Option("param_device", None, "RETURNN: the device ('CPU', 'GPU') that holds the parameters",
                noop="a device placement only: the parameters and every value computed are the same"),
+        Option("grad_filter", None, "threshold: a sequence whose gradient at the pre-activation values has a "
+                                    "max(grad ** 2) over its frames and features >= it gets none (RETURNN's)"),
     )
 
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
@@ -55,8 +57,12 @@ class LinearLayer(Layer):
         src = sources[0]
         self.flat = len(sources) == 1 and not src.sparse and src.feature_dim_axis == src.batch_ndim - 1 \
             and list(self.plan.maps[0]) == list(range(len(self.plan.dims)))
-        # (batch, time, feature) with padding: computed on the real frames only
-        self.packs = self.flat and packable(src)
+        self.grad_filter = self.opt("grad_filter")
+        if self.grad_filter is not None and (isinstance(self.grad_filter, bool) or
+                                             not isinstance(self.grad_filter, (int, float))):
+            raise NetworkError("%s: grad_filter must be a number, got %r" % (self.desc, self.grad_filter))
+        # (batch, time, feature) with padding: computed on the real frames only (grad_filter: per sequence)
+        self.packs = self.flat and packable(src) and not self.grad_filter
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         if self.packs and has_frame_sizes(sources[0]):
@@ -75,14 +81,35 @@ class LinearLayer(Layer):
                 t = tf.reshape(t, shape)
                 t.set_shape(static)
                 return t
+            if self.grad_filter:
+                y = self._filter_grad(unflat(y))
+                logits = y if self.activation_name in LOGIT_ACTIVATIONS else None
+                return self.make_output(self.activation(y), sources, logits=logits)
             logits = unflat(y) if self.activation_name in LOGIT_ACTIVATIONS else None
             return self.make_output(unflat(self.activation(y)), sources, logits=logits)
         sources = dropout_sources(self, sources, ctx)
         x = project_sources(self.plan, sources, tf.transpose(self.W) if self.transposed else self.W)
         if self.bias is not None:
             x = x + self.bias
+        if self.grad_filter:
+            x = self._filter_grad(x)
         logits = x if self.activation_name in LOGIT_ACTIVATIONS else None
         return self.make_output(self.activation(x), sources, logits=logits)
+
+    def _filter_grad(self, x: tf.Tensor) -> tf.Tensor:
+        """RETURNN's ``filter_grad`` on the pre-activation values: identity; the gradient of a
+        sequence (batch entry) is zeroed when its max(grad ** 2) reaches ``grad_filter``."""
+        batch_axis = self.output.batch_dim_axis
+        axes = [a for a in range(self.output.batch_ndim) if a != batch_axis]
+        threshold = float(self.grad_filter)
+
+        @tf.custom_gradient
+        def filtered(t):
+            def grad(g):
+                keep = tf.reduce_max(tf.square(g), axis=axes, keepdims=True) < threshold
+                return tf.where(keep, g, tf.zeros_like(g))
+            return tf.identity(t), grad
+        return filtered(x)
 
     def _folds_dropout(self, src: LayerOutput, ctx: RunContext) -> bool:
         """Input dropout whose mask is shared by all frames (RETURNN's default noise shape) is a
