@@ -7,6 +7,9 @@ error measure of the last epoch did not improve enough over the one before: rela
 (``newbob_abs``). ``newbob_multi_epoch`` averages the relative changes over the last
 ``newbob_multi_num_epochs`` epochs (fewer at the start) and decides every
 ``newbob_multi_update_interval`` epochs (default: ``newbob_multi_num_epochs``). As in RETURNN.
+When newbob decides not to decay, ``learning_rate_growth`` (``newbob_learning_rate_growth``,
+default 1) multiplies the rate (``newbob_multi_epoch``: when the mean relative change is below
+``newbob_relative_error_grow_threshold``, default ``newbob_relative_error_threshold``).
 ``learning_rate_control_min_num_epochs_per_new_lr`` = N keeps a new rate (and the first one) for at
 least N epochs before the control may change it again. A ``learning_rate_control_error_measure``
 ending in ``:exp`` compares ``exp`` of the score (perplexity for a cross-entropy score).
@@ -44,7 +47,8 @@ class LearningRateControl:
                  min_learning_rate: float = 0.0, decay: Any = 0.5, relative_error_threshold: float = -0.01,
                  error_threshold: float = -0.01, multi_num_epochs: int = 5, multi_update_interval: Optional[int] = None,
                  error_measure: Union[None, str, List[str]] = None, relative_error_div_by_old: bool = False,
-                 relative_error_relative_lr: bool = False, min_num_epochs_per_new_lr: int = 0):
+                 relative_error_relative_lr: bool = False, min_num_epochs_per_new_lr: int = 0, growth: Any = 1.0,
+                 relative_error_grow_threshold: Optional[float] = None):
         if kind not in KNOWN_CONTROLS:
             raise ConfigError("config key 'learning_rate_control': unknown %r (known: %s)" % (kind, ", ".join(KNOWN_CONTROLS)))
         self.kind = kind
@@ -54,6 +58,9 @@ class LearningRateControl:
         self.min_learning_rate = float(min_learning_rate)
         # a factor, or RETURNN's function lr -> new lr
         self.decay = decay if callable(decay) else float(decay)
+        # RETURNN's learning_rate_growth: applied when newbob does not decay (multi-epoch: below the grow threshold)
+        self.growth = growth if callable(growth) else float(growth)
+        self.relative_error_grow_threshold = float(_first_set(relative_error_grow_threshold, relative_error_threshold))
         self.relative_error_threshold = float(relative_error_threshold)
         self.error_threshold = float(error_threshold)
         self.multi_num_epochs = max(1, int(multi_num_epochs))
@@ -87,6 +94,8 @@ class LearningRateControl:
             relative_error_div_by_old=config.bool("newbob_relative_error_div_by_old"),
             relative_error_relative_lr=config.bool("learning_rate_control_relative_error_relative_lr"),
             min_num_epochs_per_new_lr=config.int("learning_rate_control_min_num_epochs_per_new_lr"),
+            growth=_growth_from_config(config),
+            relative_error_grow_threshold=config.float("newbob_relative_error_grow_threshold"),
         )
 
     # ---- per-epoch learning rate
@@ -119,9 +128,12 @@ class LearningRateControl:
         last_lr = self.get_learning_rate_for_epoch(epoch - 1) if epoch - 1 >= 1 else self.default_learning_rate
         if self.kind == "constant":
             return last_lr if self.learning_rates else self.default_learning_rate
-        if self._should_decay(epoch):
+        decision = self._decision(epoch)
+        if decision == "decay":
             new_lr = self.decay(last_lr) if callable(self.decay) else last_lr * self.decay
             return max(float(new_lr), self.min_learning_rate)
+        if decision == "grow":  # RETURNN: no lower or upper bound on a grown rate
+            return float(self.growth(last_lr)) if callable(self.growth) else last_lr * self.growth
         return last_lr
 
     def _held_learning_rate(self, epoch: int) -> Optional[float]:
@@ -135,28 +147,63 @@ class LearningRateControl:
             return last[-1]
         return None
 
-    def _should_decay(self, epoch: int) -> bool:
-        """Newbob decision for ``epoch`` from the errors of the epochs before it."""
+    def _decision(self, epoch: int) -> Optional[str]:
+        """Newbob's decision for ``epoch`` from the errors of the epochs before it: "decay", "grow"
+        (RETURNN: whenever it does not decay; newbob_multi_epoch: when the mean relative error is
+        below the grow threshold) or None (no decision: too few scores)."""
         if self.kind == "newbob_multi_epoch":
             if (epoch - 1) % self.multi_update_interval != 0:
-                return False
+                return None
             # The last N+1 epochs give N relative changes; at the start, use those there are.
             epochs = list(range(max(1, epoch - self.multi_num_epochs - 1), epoch))
             if len(epochs) < 2:
-                return False
+                return None
             rels = [self._relative_change(a, b) for a, b in zip(epochs[:-1], epochs[1:])]
             if any(r is None for r in rels):
-                return False
-            return sum(rels) / len(rels) > self.relative_error_threshold
+                return None
+            mean = sum(rels) / len(rels)
+            if mean > self.relative_error_threshold:
+                return "decay"
+            return "grow" if mean < self.relative_error_grow_threshold else None
         if epoch < 3:
-            return False
+            return None
         if self.kind == "newbob_abs":
             old, new = self._error(epoch - 2), self._error(epoch - 1)
             if old is None or new is None or self.error_key(epoch - 2) != self.error_key(epoch - 1):
-                return False
-            return (new - old) > self.error_threshold
+                return None
+            return "decay" if (new - old) > self.error_threshold else "grow"
         rel = self._relative_change(epoch - 2, epoch - 1)
-        return rel is not None and rel > self.relative_error_threshold
+        if rel is None:
+            return None
+        return "decay" if rel > self.relative_error_threshold else "grow"
+
+    def last_best_epoch(self, last_epoch: int, first_epoch: int = 1, only_last_epochs: Optional[int] = None,
+                        filter_score: float = float("inf"), only_last_n: int = -1,
+                        min_score_dist: float = 0.0) -> Optional[int]:
+        """RETURNN's ``get_last_best_epoch``: among the epochs ``first_epoch .. last_epoch`` with a
+        score of the same error key as the newest one, at most ``filter_score``, the last
+        ``only_last_n`` of them, better than the newest by more than ``min_score_dist``: the best
+        (the earliest of equals); None if none."""
+        if only_last_epochs:
+            first_epoch = max(first_epoch, last_epoch - only_last_epochs + 1)
+        if first_epoch > last_epoch:
+            return None
+        values = [(self.error_key(e), self._error(e), e) for e in range(first_epoch, last_epoch + 1)]
+        values = [(k, v, e) for k, v, e in values if v is not None]
+        if not values:
+            return None
+        last_key, latest = values[-1][0], values[-1][1]
+        scored = [(v, e) for k, v, e in values if k == last_key and v <= filter_score]
+        if not scored:
+            return None
+        if only_last_n >= 1:
+            scored = scored[-only_last_n:]
+        scored = [(v, e) for v, e in scored if v + min_score_dist < latest]
+        return min(scored)[1] if scored else None
+
+    def epoch_error(self, epoch: int) -> Optional[float]:
+        """The score the control looks at for ``epoch`` (None without scores)."""
+        return self._error(epoch)
 
     def _relative_change(self, old_epoch: int, new_epoch: int) -> Optional[float]:
         """Relative change of the error measure from ``old_epoch`` to ``new_epoch`` (negative = better)."""
@@ -255,6 +302,18 @@ class LearningRateControl:
         """Newest epoch that has scores, or 0."""
         done = [e for e, d in self.epochs.items() if d.error]
         return max(done) if done else 0
+
+
+def _growth_from_config(config: Config) -> Any:
+    """``learning_rate_growth`` (RETURNN reads it first), else ``newbob_learning_rate_growth``: a
+    factor or a function lr -> new lr."""
+    for key in ("learning_rate_growth", "newbob_learning_rate_growth"):
+        value = config.typed_value(key)
+        if callable(value):
+            return value
+        if value is not None:
+            return config.float(key)
+    return 1.0
 
 
 def _decay_from_config(config: Config) -> Any:

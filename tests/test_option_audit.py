@@ -298,11 +298,11 @@ def test_unsupported_returnn_key_refused_unless_default():
         check_values({"shuffle_batches": True})
     assert "'shuffle_batches'" in str(exc.value) and "\n" not in str(exc.value)
     check_values({"shuffle_batches": False, "seq_drop": 0, "inf_value": float("inf"), "start_batch": "auto"})
-    with pytest.raises(ConfigError, match="'gradient_clip_avg_norm'"):
-        check_values({"gradient_clip_avg_norm": 1.0})
+    with pytest.raises(ConfigError, match="'global_norm_tag'"):
+        check_values({"global_norm_tag": "encoder"})
 
 
 def test_unsupported_returnn_key_stops_rnn_py_in_one_line(tmp_path):
     from helpers import TINY_12AX, assert_one_line_error, run_rnn, train_args, write_config
-    config = write_config(tmp_path / "c.config", TINY_12AX + "newbob_learning_rate_growth = 1.5\n")
-    assert_one_line_error(run_rnn(train_args(config, tmp_path)), "newbob_learning_rate_growth")
+    config = write_config(tmp_path / "c.config", TINY_12AX + "gradient_clip_global_norm_tag = 'encoder'\n")
+    assert_one_line_error(run_rnn(train_args(config, tmp_path)), "gradient_clip_global_norm_tag")

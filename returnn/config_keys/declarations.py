@@ -97,7 +97,23 @@ _train("gradient_clip_norm", "float", 0.0, "Clip each gradient tensor to this L2
 _train("gradient_clip_global_norm", "float", 0.0, "Clip all gradients together to this global L2 norm; 0: off.", minimum=0)
 _train("accum_grad_multiple_step", "int", 0, "Sum gradients over N steps and apply them every N-th step (RETURNN's).", minimum=0)
 _train("calculate_exp_loss", "bool", False, "Also report exp(score) (perplexity) as score:exp.")
-_train("gradient_noise", "float", 0.0, "Stddev of Gaussian noise added to gradients; 0: off.", minimum=0)
+_train("gradient_noise", "float", 0.0, "Stddev of the truncated normal noise added to each gradient (values beyond 2 "
+       "stddev redrawn, RETURNN's tf.truncated_normal); 0: off.", minimum=0)
+_train("gradient_clip_avg_norm", "float", 0.0, "Scale each gradient tensor to an average L2 norm (norm / number of "
+       "entries) of at most this (RETURNN's clip_by_average_norm); 0: off.", minimum=0)
+_train("gradient_nan_inf_filter", "bool", False, "Set NaN and +-inf gradient entries to 0 before the update (RETURNN's; "
+       "in an embedding's sparse gradient RETURNN makes +-inf +-1e30, here too).")
+_train("grad_norm_to_clip_to_zero", "float", 0.0, "Skip the step's gradients (all set to 0) when their global norm is "
+       "above this or not finite (RETURNN's); 0: off.", minimum=0)
+_train("maximize_grad_norm", "float", 0.0, "Add f * the gradient of -(global gradient norm) to the gradients (RETURNN's: "
+       "a second-order term); 0: off.")
+_train("decouple_constraints", "bool", False, "L2 of a layer as decoupled weight decay: each step p -= 2 * L2 * p before "
+       "the optimizer's update, instead of the L2 term in the loss (RETURNN's, AdamW-like).")
+_train("use_last_best_model", "bool|dict", None, "At an epoch start, continue from the best recent epoch's model if the "
+       "last one is worse (the optimizer starts fresh): True or {'modulo', 'filter_score', 'only_last_n', "
+       "'min_score_dist', 'only_last_epochs', 'first_epoch'} (RETURNN's).")
+_train("reset_updater_vars_mod_step", "int", 0, "Reset the optimizer's state (slots, update count, accumulated "
+       "gradients) before every N-th step of an epoch, counted from its first (RETURNN's); 0: off.", minimum=0)
 
 # ---- optimizer
 _opt = partial(declare, group="optimizer")
@@ -134,6 +150,12 @@ _lr("newbob_multi_num_epochs", "int", 5, "newbob_multi_epoch: sub-epochs average
 _lr("learning_rate_control_min_num_epochs_per_new_lr", "int", 0, "Keep a new rate at least this many epochs.", minimum=0)
 _lr("pretrain_learning_rate", "float", None, "Rate of pretrain epochs; default: learning_rate.", minimum=0)
 _lr("use_learning_rate_control_always", "bool", False, "Let the control choose the rate in pretrain epochs too.")
+_lr("learning_rate_growth", "float|callable", None, "Newbob: factor (or function lr -> new lr) applied to the rate when "
+    "it is not decayed (RETURNN's; newbob_multi_epoch: when the mean relative error is below "
+    "newbob_relative_error_grow_threshold); default: newbob_learning_rate_growth.", minimum=0)
+_lr("newbob_learning_rate_growth", "float|callable", 1.0, "RETURNN's older name of learning_rate_growth.", minimum=0)
+_lr("newbob_relative_error_grow_threshold", "float", None, "newbob_multi_epoch: grow the rate when the mean relative "
+    "error is below this; default: newbob_relative_error_threshold.")
 _lr("newbob_multi_update_interval", "int", None, "newbob_multi_epoch: epochs between decisions; default: newbob_multi_num_epochs.", minimum=1)
 
 # ---- checkpoints
@@ -172,6 +194,7 @@ _dist("horovod_reduce_type", "str", "grad", "grad: sum gradients every step; par
 _dist("horovod_param_sync_step", "int", 1, "param: average parameters every N steps.", minimum=1)
 _dist("horovod_param_sync_time_diff", "float", None, "param: average parameters every N seconds instead.", minimum=0)
 _dist("horovod_scale_lr", "bool", False, "Divide the learning rate by the number of ranks.")
+_dist("horovod_avg_grad", "bool", False, "grad: average the gradients over ranks instead of summing them (RETURNN's).")
 _dist("horovod_dataset_distribution", "str", "shard", "shard: batch i to rank i mod N; random_seed_offset: own order per "
       "rank.", choices=("shard", "random_seed_offset"))
 _dist("horovod_stall_timeout", "float", 300.0, "Seconds without progress after which a rank gives up.", minimum=0)

@@ -248,6 +248,27 @@ def _check_str_list(value: Any) -> Optional[str]:
     return None
 
 
+_LAST_BEST_OPTIONS = {"modulo": "int", "filter_score": "number", "only_last_n": "int", "min_score_dist": "number",
+                      "only_last_epochs": "int", "first_epoch": "int"}
+
+
+def _check_use_last_best_model(value: Any) -> Optional[str]:
+    """RETURNN's options (``modulo`` >= 1, the rest passed to its get_last_best_epoch, which takes no others)."""
+    if not isinstance(value, dict):
+        return None
+    for name, v in value.items():
+        kind = _LAST_BEST_OPTIONS.get(name)
+        if kind is None:
+            return "unknown option %r (known: %s)" % (name, ", ".join(_LAST_BEST_OPTIONS))
+        if v is None and name == "only_last_epochs":
+            continue
+        if not (_is_int(v) if kind == "int" else _is_number(v) and not isinstance(v, bool)):
+            return "option %r: expected %s, got %s" % (name, "an integer" if kind == "int" else "a number", _short(v))
+    if "modulo" in value and int(value["modulo"]) < 1:
+        return "option 'modulo': must be >= 1, got %s" % _short(value["modulo"])
+    return None
+
+
 _STRUCTURE: Dict[str, Callable[[Any], Optional[str]]] = {
     "learning_rates": _check_learning_rates,
     "eval_datasets": _check_eval_datasets,
@@ -272,6 +293,7 @@ _STRUCTURE: Dict[str, Callable[[Any], Optional[str]]] = {
     "log_verbosity": _check_int_list,
     "search_output_layer": _check_str_list,
     "learning_rate_control_error_measure": _check_str_list,
+    "use_last_best_model": _check_use_last_best_model,
 }
 
 

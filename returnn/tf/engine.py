@@ -33,10 +33,12 @@ from returnn.util.watchdog import Watchdog
 from returnn.learning_rate_control import LearningRateControl
 from returnn.log import log
 from returnn.tf.checkpoint import (
-    CheckpointManager, epoch_prefix, is_complete, prepare_model_dir, prepare_output_dir, stored_epoch_of,
+    CheckpointManager, epoch_prefix, existing_epoch_prefix, is_complete, prepare_model_dir, prepare_output_dir,
+    stored_epoch_of,
 )
 from returnn.tf.checkpoint_format import epoch_from_filename
 from returnn.tf.evaluation import dump_to_hdf, evaluate_dataset, forward_to_hdf
+from returnn.tf.gradients import GradientOptions
 from returnn.tf.model_cleanup import cleanup_old_models, cleanup_options
 from returnn.tf.network import TFNetwork
 from returnn.tf.network_schedule import ConfigOverlay, NetworkSchedule, carry_params, split_net_dict
@@ -172,7 +174,8 @@ class Engine:
         self.steps = StepFunctions(network, self.optimizer, self.dist, config.float("gradient_clip"),
                                    config.float("gradient_clip_global_norm"),
                                    config.float("gradient_clip_norm"), config.float("gradient_noise"),
-                                   accum_grad_multiple_step=config.int("accum_grad_multiple_step") or 0)
+                                   accum_grad_multiple_step=config.int("accum_grad_multiple_step") or 0,
+                                   gradient_options=GradientOptions.from_config(config))
         if self.checkpoints is not None:
             self.checkpoints.set_objects(network=network, optimizer=self.optimizer, global_step=self.global_step_var)
         return True
@@ -206,6 +209,54 @@ class Engine:
             if epoch == self.schedule.pretrain_epochs + 1:
                 return self.lr_control.set_default_learning_rate_for_epoch(epoch, self.lr_control.default_learning_rate)
         return self.lr_control.get_learning_rate_for_epoch(epoch)
+
+    def _maybe_use_better_last_model(self, epoch: int) -> None:
+        """RETURNN's ``use_last_best_model`` (its ``Engine._maybe_use_better_last_model``): at the start
+        of a non-pretrain epoch (every ``modulo``-th, or after a last score above ``filter_score``),
+        when an earlier epoch scored better than the last one (``LearningRateControl.last_best_epoch``),
+        its parameters and global step are loaded and the optimizer starts fresh. Rank 0 decides and
+        loads; all ranks take its variables."""
+        value = self.config.typed_value("use_last_best_model")
+        if not value or self.schedule.is_pretrain_epoch(epoch):
+            return
+        best = 0
+        if self.dist.is_chief:
+            best = self._last_best_epoch(epoch, dict(value) if isinstance(value, dict) else {}) or 0
+        if self.dist.size > 1:
+            best = int(self._broadcast_scalar(float(best)))
+        if not best:
+            return
+        control = self.lr_control
+        print("Last epoch %i (score: %f) is not the optimal model but epoch %i has better score %f (%r), will use "
+              "that model." % (epoch - 1, control.epoch_error(epoch - 1), best, control.epoch_error(best),
+                               control.epochs[best].error), file=log.v2)
+        if self.dist.is_chief:
+            prefix = existing_epoch_prefix(self.model, best)
+            if prefix is None or not is_complete(prefix):
+                raise ConfigError("config key 'use_last_best_model': the model of epoch %i, %s, does not exist (not "
+                                  "saved, save_interval %i, or deleted by cleanup_old_models); RETURNN fails there too"
+                                  % (best, epoch_prefix(self.model, best), self.save_interval))
+            self.checkpoints.restore(prefix, params_only=True)
+            print("loaded the parameters of %s (global step %i); the optimizer starts fresh"
+                  % (prefix, int(self.global_step_var.numpy())), file=log.v4)
+        self.steps.update.reset_state()  # RETURNN: init_optimizer_vars
+        if self.dist.size > 1:
+            self.dist.meet("loading the model of epoch %i (use_last_best_model)" % best, CHECKPOINT_STALL_FACTOR)
+            self._sync_from_chief()
+        self.global_step = int(self._broadcast_scalar(float(self.global_step_var.numpy())))  # RETURNN: the model's
+        self.global_step_var.assign(self.global_step)
+
+    def _last_best_epoch(self, epoch: int, opts: dict) -> Optional[int]:
+        """RETURNN's choice for ``use_last_best_model`` at the start of ``epoch`` (None: keep the last model)."""
+        control = self.lr_control
+        if epoch % int(opts.pop("modulo", 1)) != 0:
+            # RETURNN: only every modulo-th epoch, unless the last score was above filter_score
+            if (control.epoch_error(epoch - 1) or 0) <= opts.get("filter_score", float("inf")):
+                return None
+        pretrain = self.schedule.pretrain
+        opts.setdefault("first_epoch", pretrain.get_train_num_epochs() if pretrain else 1)
+        best = control.last_best_epoch(last_epoch=epoch - 1, **opts)
+        return best if best and best != epoch - 1 else None
 
     def _trace(self) -> None:
         t0 = time.perf_counter()
@@ -345,6 +396,7 @@ class Engine:
         self.optimizer.learning_rate.assign(effective)
         note = (" (horovod_scale_lr: effective %s = %s / %i ranks)" % (effective, lr, self.dist.size)
                 if effective != lr else "")
+        self._maybe_use_better_last_model(epoch)
         print("start epoch %i with learning rate %s ...%s" % (epoch, lr, note), file=log.v3)
         heartbeat = watchdog.beat if watchdog else (lambda: None)
         self.activity = "the training steps of epoch %i" % epoch
@@ -442,7 +494,8 @@ class Engine:
         progress.start_epoch("train", epoch, len(slices))
         try:
             done = run_train_steps(self.steps, prefetcher, slices, dataset, self.dist,
-                                   lambda: self.stop_request.requested, on_step, self.stop_on_nonfinite)
+                                   lambda: self.stop_request.requested, on_step, self.stop_on_nonfinite,
+                                   self.config.int("reset_updater_vars_mod_step"))
         except NonFiniteScoreError as exc:  # name the data's sequence if it is the cause (prefetching stopped)
             prefetcher.close()
             raise nonfinite_error(exc, dataset, [slices[i] for i in getattr(exc, "steps", [])],

@@ -523,11 +523,12 @@ class TFNetwork(tf.Module):
         """Layers whose ``spatial_smoothing`` or ``darc1`` adds a term of their output to the objective."""
         return [n for n in self.order if self.layers[n].spatial_smoothing or self.layers[n].darc1]
 
-    def constraints(self, outputs: Dict[str, LayerOutput]) -> tf.Tensor:
+    def constraints(self, outputs: Dict[str, LayerOutput], with_l2: bool = True) -> tf.Tensor:
         """The training objective's terms besides the losses (RETURNN's constraints): ``L2`` of the
-        parameters and ``spatial_smoothing`` / ``darc1`` of the outputs in ``outputs``."""
+        parameters (unless not ``with_l2``: ``decouple_constraints``) and ``spatial_smoothing`` /
+        ``darc1`` of the outputs in ``outputs``."""
         from returnn.tf.constraints import darc1, spatial_smoothing_energy
-        total = self.l2_loss()
+        total = self.l2_loss() if with_l2 else tf.constant(0.0)
         for name in self.output_constraint_layers:
             layer = self.layers[name]
             if layer.spatial_smoothing:
@@ -535,6 +536,14 @@ class TFNetwork(tf.Module):
             if layer.darc1:
                 total += layer.darc1 * darc1(outputs[name])
         return total
+
+    def l2_of_variables(self) -> Dict[int, float]:
+        """``id(parameter) -> L2`` of the layer it belongs to, for layers that set ``L2``
+        (``decouple_constraints``: RETURNN marks each parameter with its layer's L2)."""
+        layers = list(self.layers.values())
+        for layer in self.layers.values():
+            layers += list(getattr(layer, "sub_layers", dict)().values())
+        return {id(v): float(layer.l2) for layer in layers if layer.l2 for v in layer.l2_variables()}
 
     def l2_loss(self) -> tf.Tensor:
         """Sum of ``L2 * sum(w**2)`` over layers that set ``L2``."""

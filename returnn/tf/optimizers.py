@@ -45,10 +45,15 @@ class Optimizer(tf.Module):
             for s in self.slot_names}
 
     def apply(self, grads: Sequence[tf.Tensor], variables: Sequence[tf.Variable]) -> None:
-        """Applies one update (inside a tf.function)."""
+        """Applies one update (inside a tf.function). A gradient given as ``tf.IndexedSlices``
+        (an embedding's rows, duplicates summed) updates as TF's v1 optimizer updates a sparse one
+        (:meth:`_update_sparse`)."""
         self.iterations.assign_add(1)
         coeffs = self._coefficients(tf.convert_to_tensor(self.learning_rate), tf.cast(self.iterations, tf.float32))
         for i, (g, v) in enumerate(zip(grads, variables)):
+            if isinstance(g, tf.IndexedSlices):
+                self._update_sparse(i, g, v, {k: tf.cast(c, v.dtype) for k, c in coeffs.items()})
+                continue
             self._update(i, g, v, {k: tf.cast(c, v.dtype) for k, c in coeffs.items()})
 
     def _coefficients(self, lr: tf.Tensor, step: tf.Tensor) -> Dict[str, tf.Tensor]:
@@ -57,6 +62,29 @@ class Optimizer(tf.Module):
 
     def _update(self, i: int, g: tf.Tensor, v: tf.Variable, coeffs: Dict[str, tf.Tensor]) -> None:
         raise NotImplementedError
+
+    # RETURNN's TF v1 optimizers update the rows of a sparse gradient only (their _apply_sparse);
+    # where that gives what the dense update gives (SGD, Adam, Adagrad: a row without gradient does
+    # not move), the dense kernel runs; Momentum, RMSProp, Adadelta and Nadam override this
+    sparse_differs = False
+
+    def _update_sparse(self, i: int, g: tf.IndexedSlices, v: tf.Variable, coeffs: Dict[str, tf.Tensor]) -> None:
+        """``g``: unique row indices (TF's optimizers sum duplicates first: see
+        :func:`returnn.tf.gradients.deduplicate`)."""
+        self._update(i, tf.convert_to_tensor(g), v, coeffs)
+
+    def slot_initial_value(self, slot: str) -> float:
+        """The value ``slot`` starts with (and :meth:`reset_state` sets again)."""
+        return 0.0
+
+    def reset_state(self) -> None:
+        """RETURNN's ``Updater.init_optimizer_vars``: every slot back to its initial value and the
+        update count to 0 (Adam's bias correction starts again), as RETURNN does for
+        ``reset_updater_vars_mod_step`` and ``use_last_best_model``."""
+        for name, slot_vars in self.slots.items():
+            for s in slot_vars:
+                s.assign(tf.fill(tf.shape(s), tf.constant(self.slot_initial_value(name), s.dtype)))
+        self.iterations.assign(0)
 
     def slot(self, name: str, i: int) -> tf.Variable:
         return self.slots[name][i]
@@ -94,6 +122,13 @@ class Momentum(Optimizer):
     def _update(self, i, g, v, coeffs):
         tf.raw_ops.ResourceApplyMomentum(var=v.handle, accum=self.slot("momentum", i).handle, lr=coeffs["lr"], grad=g,
                                          momentum=tf.constant(self.mu, v.dtype), use_nesterov=self.nesterov)
+
+    sparse_differs = True  # the momentum of rows without gradient is neither decayed nor applied
+
+    def _update_sparse(self, i, g, v, coeffs):
+        tf.raw_ops.ResourceSparseApplyMomentum(
+            var=v.handle, accum=self.slot("momentum", i).handle, lr=coeffs["lr"], grad=g.values, indices=g.indices,
+            momentum=tf.constant(self.mu, v.dtype), use_nesterov=self.nesterov)
 
 
 class Adam(Optimizer):
@@ -147,6 +182,22 @@ class Nadam(Adam):
     drive with TF 2.15; here it is this same optimizer."""
 
     use_nesterov = True
+    sparse_differs = True  # RETURNN's NadamOptimizer moves only the rows of a sparse gradient
+
+    def _update_sparse(self, i, g, v, coeffs):
+        """RETURNN's ``NadamOptimizer._apply_sparse_shared``: ``m`` and ``s`` of every row decay, the
+        gradient rows are added, and only those rows of the variable move."""
+        b1, b2 = tf.constant(self.beta1, v.dtype), tf.constant(self.beta2, v.dtype)
+        lr = coeffs["lr"] * tf.sqrt(1 - coeffs["b2_power"]) / (1 - coeffs["b1_power"])
+        m, s = self.slot("m", i), self.slot("v", i)
+        m_scaled = g.values * (1 - b1)
+        m.assign(m * b1)
+        m.scatter_add(tf.IndexedSlices(m_scaled, g.indices))
+        m_bar = m_scaled + b1 * tf.gather(m, g.indices)
+        s.assign(s * b2)
+        s.scatter_add(tf.IndexedSlices(g.values * g.values * (1 - b2), g.indices))
+        eps = tf.constant(self.epsilon, v.dtype)
+        v.scatter_add(tf.IndexedSlices(-lr * m_bar / (tf.sqrt(tf.gather(s, g.indices)) + eps), g.indices))
 
 
 class RMSProp(Optimizer):
@@ -176,6 +227,20 @@ class RMSProp(Optimizer):
         else:
             tf.raw_ops.ResourceApplyRMSProp(**args)
 
+    sparse_differs = True  # rows without gradient: ms not decayed, momentum not applied
+
+    def slot_initial_value(self, slot):
+        return 1.0 if slot == "ms" else 0.0
+
+    def _update_sparse(self, i, g, v, coeffs):
+        args = dict(var=v.handle, ms=self.slot("ms", i).handle, mom=self.slot("momentum", i).handle, lr=coeffs["lr"],
+                    rho=tf.constant(self.rho, v.dtype), momentum=tf.constant(self.momentum, v.dtype),
+                    epsilon=tf.constant(self.epsilon, v.dtype), grad=g.values, indices=g.indices)
+        if self.centered:
+            tf.raw_ops.ResourceSparseApplyCenteredRMSProp(mg=self.slot("mg", i).handle, **args)
+        else:
+            tf.raw_ops.ResourceSparseApplyRMSProp(**args)
+
 
 class Adagrad(Optimizer):
     """Adagrad as RETURNN runs it (TensorFlow's v1 ``AdagradOptimizer``): the accumulator starts at
@@ -186,12 +251,16 @@ class Adagrad(Optimizer):
 
     def __init__(self, variables, initial_accumulator_value: float = 0.1, **kwargs):
         super().__init__(variables, **kwargs)
+        self.initial_accumulator_value = float(initial_accumulator_value)
         for acc in self.slots["accumulator"]:
             acc.assign(tf.fill(tf.shape(acc), tf.cast(initial_accumulator_value, acc.dtype)))
 
     def _update(self, i, g, v, coeffs):
         tf.raw_ops.ResourceApplyAdagrad(var=v.handle, accum=self.slot("accumulator", i).handle, lr=coeffs["lr"],
                                         grad=g)
+
+    def slot_initial_value(self, slot):
+        return self.initial_accumulator_value
 
 
 class Adadelta(Optimizer):
@@ -209,6 +278,14 @@ class Adadelta(Optimizer):
         tf.raw_ops.ResourceApplyAdadelta(
             var=v.handle, accum=self.slot("accum_grad", i).handle, accum_update=self.slot("accum_update", i).handle,
             lr=coeffs["lr"], rho=tf.constant(self.rho, v.dtype), epsilon=tf.constant(self.epsilon, v.dtype), grad=g)
+
+    sparse_differs = True  # rows without gradient: accumulators not decayed
+
+    def _update_sparse(self, i, g, v, coeffs):
+        tf.raw_ops.ResourceSparseApplyAdadelta(
+            var=v.handle, accum=self.slot("accum_grad", i).handle, accum_update=self.slot("accum_update", i).handle,
+            lr=coeffs["lr"], rho=tf.constant(self.rho, v.dtype), epsilon=tf.constant(self.epsilon, v.dtype),
+            grad=g.values, indices=g.indices)
 
 
 OPTIMIZERS = {"sgd": SGD, "gradientdescent": SGD, "momentum": Momentum, "adam": Adam, "nadam": Nadam,

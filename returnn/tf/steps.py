@@ -9,12 +9,14 @@ for free; with ``"param"`` they are reduced at each parameter sync.
 """
 from __future__ import annotations
 
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
 
 from returnn.distributed.context import DistributedContext
+from returnn.errors import ConfigError
+from returnn.tf.gradients import GradientOptions, GradientUpdate
 from returnn.tf.layers.base import RunContext
 from returnn.tf.network import TFNetwork
 from returnn.tf.optimizers import Optimizer
@@ -39,7 +41,8 @@ class StepFunctions:
 
     def __init__(self, network: TFNetwork, optimizer: Optimizer, dist: DistributedContext,
                  gradient_clip: float = 0.0, gradient_clip_global_norm: float = 0.0,
-                 gradient_clip_norm: float = 0.0, gradient_noise: float = 0.0, accum_grad_multiple_step: int = 0):
+                 gradient_clip_norm: float = 0.0, gradient_noise: float = 0.0, accum_grad_multiple_step: int = 0,
+                 gradient_options: Optional[GradientOptions] = None):
         self.network = network
         self.optimizer = optimizer
         self.dist = dist
@@ -59,6 +62,9 @@ class StepFunctions:
             "accum_grad_multiple_step": self.accum_steps, "gradient_noise": self.gradient_noise,
             "gradient_clip": self.gradient_clip, "gradient_clip_norm": self.gradient_clip_norm,
             "gradient_clip_global_norm": self.gradient_clip_global_norm}) if has_layer_updater_opts(self.variables) else None
+        # the update of the train step: RETURNN's gradient options, sparse rows, decoupled constraints (gradients.py)
+        self.update = self._gradient_update(gradient_options)
+        self._reset_updater = None
         self.loss_names = [info.layer for info in network.losses]
         # the losses of training steps: RETURNN computes only_on_eval losses in evaluation only
         self.train_loss_names = [info.layer for info in network.losses if not info.only_on_eval]
@@ -94,11 +100,44 @@ class StepFunctions:
             stats += [v.loss_sum, v.norm, err, err_norm]
             total.append(info.scale * info.loss.objective(v))
         total_loss = tf.add_n(total) if total else tf.constant(0.0)
-        if ctx.train:
-            total_loss = total_loss + self.network.constraints(outputs)
+        if ctx.train:  # with decouple_constraints, L2 acts on the parameters instead (RETURNN's)
+            decoupled = self.update.options.decouple_constraints
+            total_loss = total_loss + self.network.constraints(outputs, with_l2=not decoupled)
         return tf.stack([tf.cast(s, tf.float32) for s in stats]) if stats else tf.zeros([0]), total_loss
 
+    def _gradient_update(self, options: Optional[GradientOptions]) -> GradientUpdate:
+        """The train step's update (returnn/tf/gradients.py), from ``options`` (default: this
+        object's gradient arguments); ``decouple_constraints`` takes each parameter's L2 from its layer."""
+        if options is None:
+            options = GradientOptions(clip=self.gradient_clip, clip_norm=self.gradient_clip_norm,
+                                      clip_global_norm=self.gradient_clip_global_norm, noise=self.gradient_noise,
+                                      accum_steps=self.accum_steps)
+        if self.layer_updates is not None:
+            beyond = [k for k, v in [("gradient_clip_avg_norm", options.clip_avg_norm),
+                                     ("gradient_nan_inf_filter", options.nan_inf_filter),
+                                     ("grad_norm_to_clip_to_zero", options.norm_to_clip_to_zero),
+                                     ("maximize_grad_norm", options.maximize_grad_norm),
+                                     ("horovod_avg_grad", options.average_over_ranks),
+                                     ("decouple_constraints", options.decouple_constraints)] if v]
+            if beyond:
+                raise ConfigError("config key%s %s: not implemented together with layers' updater_opts"
+                                  % ("s" if len(beyond) > 1 else "", ", ".join(beyond)))
+        l2 = self.network.l2_of_variables() if options.decouple_constraints else {}
+        return GradientUpdate(self.variables, self.optimizer, self.dist, options, l2,
+                              accum_grads=self.accum_grads if options.accum_steps == self.accum_steps else None)
+
+    def reset_updater(self) -> None:
+        """RETURNN's ``init_optimizer_vars`` (``reset_updater_vars_mod_step``): the optimizer's
+        slots, its update count and the accumulated gradients back to their start (compiled once)."""
+        if self._reset_updater is None:
+            self._reset_updater = tf.function(self.update.reset_state)
+        self._reset_updater()
+
     def _train_step(self, batch, seed, flags):
+        if self.layer_updates is None:
+            stats, flags = self.update.minimize(lambda: self._loss_stats(batch, RunContext(True, seed)), seed, flags,
+                                                FLAG_NAMES.index("nonfinite"))
+            return tf.concat([stats, flags], axis=0)
         with tf.GradientTape() as tape:
             stats, loss = self._loss_stats(batch, RunContext(True, seed))
         grads = tape.gradient(loss, self.variables)

@@ -73,10 +73,12 @@ class EpochSteps:
 
 def run_train_steps(steps: StepFunctions, batches: Iterable, slices: Sequence, dataset, dist: DistributedContext,
                     stop_requested: Callable[[], bool], on_step: Callable[[int, np.ndarray, dict], None],
-                    stop_on_nonfinite: bool) -> EpochSteps:
+                    stop_on_nonfinite: bool, reset_updater_every: int = 0) -> EpochSteps:
     """Runs ``steps.train_step`` on each ``(batch, seed)`` of ``batches`` (one per entry of
     ``slices``, which name the sequences for error messages). ``on_step(step, stats, batch)``
-    follows each step (heartbeat, progress, summaries); ``step`` counts from 1."""
+    follows each step (heartbeat, progress, summaries); ``step`` counts from 1.
+    ``reset_updater_every`` N: the optimizer's state is reset before steps 0, N, 2N, ... of the
+    epoch (RETURNN's ``reset_updater_vars_mod_step``)."""
     acc = ScoreAccumulator(steps.train_loss_names)
     param_sync = ParamSyncSchedule(dist, len(slices)) if dist.syncs_params else None
     zero_flags = tf.zeros([NUM_FLAGS], tf.float32)  # converted once: the usual value
@@ -90,6 +92,8 @@ def run_train_steps(steps: StepFunctions, batches: Iterable, slices: Sequence, d
         if stop_requested():
             pending[STOP] = 1.0
             pending_set = True
+        if reset_updater_every and step % reset_updater_every == 0:
+            steps.reset_updater()
         t0 = clock()
         try:
             out = train_step(batch, seed, pending if pending_set else zero_flags).numpy()

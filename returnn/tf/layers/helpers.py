@@ -279,7 +279,10 @@ def project_sources(plan: FeaturePlan, sources: Sequence[LayerOutput], w: tf.Ten
     offset = 0
     total = None
     for i, src in enumerate(sources):
-        rows = w[offset:offset + plan.in_dims[i]]
+        # all of w: gathered from w itself (RETURNN's embedding_lookup), so a parameter's gradient stays
+        # sparse rows (tf.IndexedSlices) for the optimizer (returnn/tf/gradients.py); a slice of it would be dense
+        whole = offset == 0 and w.shape[0] is not None and plan.in_dims[i] == w.shape[0]
+        rows = w if whole else w[offset:offset + plan.in_dims[i]]
         offset += plan.in_dims[i]
         value = src.masked(0) if src.data.sparse else feature_last(src.masked(0.0), plan.feature_axes[i])
         positions = list(plan.maps[i])
