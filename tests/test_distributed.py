@@ -167,3 +167,25 @@ def test_attention_decoder_trains_in_step_on_two_ranks(tmp_path, backend):
     assert code == 0, out
     assert len(r0["steps"]) == len(r1["steps"]) > 0 and r0["steps"] == r1["steps"]
     assert len(set(r0["steps"])) == len(r0["steps"])
+
+
+SPARSE_CONFIG = CONFIG.replace(
+    'train = {"class": "DummyDataset", "input_dim": 5, "output_dim": 3, "num_seqs": 40, "seq_len": 10}',
+    'train = {"class": "Task12AXDataset", "num_seqs": 40}\n'
+    'dev = {"class": "Task12AXDataset", "num_seqs": 10, "fixed_random_seed": 1}').replace(
+    "num_inputs = 5\nnum_outputs = 3", "num_inputs = 9\nnum_outputs = 2").replace(
+    'optimizer = {"class": "adam"}', 'optimizer = {"class": "momentum", "momentum": 0.9}\n'
+    'gradient_clip = 0.5\nlearning_rates = [0.01, 0.01, 200.0, 0.0]\nuse_last_best_model = True').replace(
+    "num_epochs = 1", "num_epochs = 4")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_sparse_rows_and_last_best_model_on_two_ranks(tmp_path, backend):
+    """Class-index input (an embedding: its gradient is rows, updated row-wise by momentum, touched
+    rows reduced with the values), gradient_clip per occurrence, and use_last_best_model (rank 0
+    loads the better epoch, all ranks take its parameters): bit-identical ranks after every step."""
+    assert "Task12AXDataset" in SPARSE_CONFIG and "use_last_best_model" in SPARSE_CONFIG
+    code, out, (r0, r1) = mpirun(tmp_path, "sparse", ["++distributed_backend", backend], config_text=SPARSE_CONFIG)
+    assert code == 0, out
+    assert len(r0["steps"]) == len(r1["steps"]) > 0 and r0["steps"] == r1["steps"]
+    assert "Last epoch 3" in out and "is not the optimal model" in out, out[-3000:]
