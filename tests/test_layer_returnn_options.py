@@ -112,3 +112,49 @@ def test_grad_filter_errors_and_packed_frames():
         make("linear", {"n_out": 3, "grad_filter": "x"}, [spec(5)])
     assert make("linear", {"n_out": 3}, [spec(5)]).packs and not make("linear", {"n_out": 3, "grad_filter": 1.0},
                                                                       [spec(5)]).packs
+
+
+# ---- conv filter
+def _filter_net(filter_shape, conv_opts=None, dim=4):
+    specs = extern_data_from_config(Config({"extern_data": {"data": {"dim": dim}}}))
+    opts = {"class": "conv", "filter_size": [3], "padding": "same", "n_out": 5, "with_bias": False, "from": "data"}
+    opts.update(conv_opts or {})
+    net = {"f": {"class": "variable", "shape": filter_shape}, "output": dict(opts, filter="f")}
+    return TFNetwork(net, specs), TFNetwork({"output": opts}, specs)
+
+
+@pytest.mark.parametrize("shape,perm", [((3, 4, 5), (0, 1, 2)), ((5, 3, 4), (1, 2, 0)), ((4, 5, 3), (2, 0, 1))])
+def test_conv_filter_layer_is_the_kernel(shape, perm):
+    """The filter layer's value, its axes matched by size (filter_size, input, n_out), is the kernel:
+    the same output as a conv whose W is that value transposed; no W of its own."""
+    with_filter, plain = _filter_net(shape)
+    kernel = np.random.RandomState(0).randn(*shape).astype(np.float32)
+    with_filter.layers["f"].var.assign(kernel)
+    plain.layers["output"].W.assign(kernel.transpose(perm))
+    assert with_filter.layers["output"].W is None
+    assert sorted(returnn_param_shapes(with_filter)) == ["f/f"]
+    x = np.random.RandomState(1).randn(3, 6, 4).astype(np.float32)
+    batch = {"data": tf.constant(x), "data:seq_len": tf.constant([6, 4, 0])}
+    a = with_filter.forward(batch, RunContext(False))["output"]
+    b = plain.forward(batch, RunContext(False))["output"]
+    np.testing.assert_allclose(a.tensor.numpy(), b.tensor.numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(a.seq_len.numpy(), [6, 4, 0])
+
+
+def test_conv_filter_layer_gets_the_gradient_and_errors():
+    with_filter, _ = _filter_net((3, 4, 5))
+    x = tf.constant(np.random.RandomState(1).randn(2, 5, 4).astype(np.float32))
+    with tf.GradientTape() as tape:
+        out = with_filter.forward({"data": x, "data:seq_len": tf.constant([5, 3])}, RunContext(True, tf.constant([1, 2], tf.int64)))
+        loss = tf.reduce_sum(out["output"].masked(0.0))
+    grad = tape.gradient(loss, with_filter.layers["f"].var)
+    assert grad is not None and np.abs(grad.numpy()).sum() > 0
+    with pytest.raises(NetworkError, match="filter 'f' .*other axes \\[2\\] must be the filter_size \\[3\\]"):
+        _filter_net((2, 4, 5))
+    with pytest.raises(NetworkError, match="filter 'f' .*no axis of size 4 for the channels"):
+        _filter_net((3, 3, 5))
+    with pytest.raises(NetworkError, match="filter_perm"):
+        _filter_net((3, 4, 5), {"filter_perm": {"a": "b"}})
+    with pytest.raises(NetworkError, match="'filter' must name a layer"):
+        TFNetwork({"output": {"class": "conv", "filter_size": [3], "n_out": 5, "filter": 3, "from": "data"}},
+                  extern_data_from_config(Config({"extern_data": {"data": {"dim": 4}}})))

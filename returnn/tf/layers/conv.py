@@ -47,6 +47,7 @@ class ConvLayer(Layer):
     are used as one-hot. Weights ``W``: filter_size + [in, n_out]."""
 
     layer_class = "conv"
+    ref_options = ("filter",)
     options = WINDOW_OPTIONS + (
         Option("filter_size", None, "window size per spatial axis, e.g. [3] or [3, 3]"),
         Option("activation", None, "activation after the convolution"),
@@ -54,6 +55,10 @@ class ConvLayer(Layer):
         Option("forward_weights_init", "glorot_uniform", "init of the weights (RETURNN init spec)"),
         Option("bias_init", 0.0, "init of the bias (RETURNN init spec)"),
         Option("groups", 1, "grouped convolution: channels in groups (groups = input channels: depthwise)"),
+        Option("filter", None, "a layer whose output is the kernel instead of an own parameter W (RETURNN's): its "
+                               "axes the filter_size ones, then input channels (/ groups) and n_out, matched by "
+                               "dim or size"),
+        Option("filter_perm", None, "RETURNN: transposes the filter layer's output first", only=(None,)),
         Option("use_time_mask", False, "RETURNN: padded input frames set to 0 before the convolution",
                noop="padded frames enter as zeros either way here (module docstring): True is RETURNN's masking "
                     "to 0, False gives RETURNN's numbers whenever its input padding is zero"),
@@ -61,7 +66,11 @@ class ConvLayer(Layer):
 
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
         super().__init__(name, opts, sources, seed)
-        self.plan = SpatialPlan(self, sources, "filter_size", default_stride_is_size=False)
+        self.filter_ref = isinstance(opts.get("filter"), str)
+        if opts.get("filter") is not None and not self.filter_ref:
+            raise NetworkError("%s: 'filter' must name a layer, got %r" % (self.desc, opts.get("filter")))
+        self.plan = SpatialPlan(self, sources[:-1] if self.filter_ref else sources, "filter_size",
+                                default_stride_is_size=False)
         n_out = self.require_n_out()
         self.activation = get_activation(self.opt("activation"), name)
         n_in = self.plan.data.dim
@@ -69,8 +78,12 @@ class ConvLayer(Layer):
         if n_in % self.groups or n_out % self.groups:
             raise NetworkError("%s: groups %i must divide the input (%i) and output (%i) channels"
                                % (self.desc, self.groups, n_in, n_out))
-        self.W = self.weight("W", [w.size for w in self.plan.windows] + [n_in // self.groups, n_out],
-                             init_option="forward_weights_init")
+        shape = [w.size for w in self.plan.windows] + [n_in // self.groups, n_out]
+        if self.filter_ref:
+            self.W = None
+            self.filter_perm = self._filter_axes(sources[-1], shape)
+        else:
+            self.W = self.weight("W", shape, init_option="forward_weights_init")
         with_bias = self.opt("with_bias")
         if with_bias is None:
             from returnn.tf.layers.norm import behavior_version
@@ -78,34 +91,65 @@ class ConvLayer(Layer):
         self.bias = self.weight("bias", [n_out], 0.0, init_option="bias_init") if with_bias else None
         self.output = self.plan.output_data(name, self.out_feature_dim())
 
+    def _filter_axes(self, data: Data, shape: List[int]) -> List[int]:
+        """The axes of the filter layer's output in the kernel's order (filter_size axes, input
+        channels, n_out), as RETURNN matches them: input and output channels by their Dims, else by
+        size (the last such axis), the rest in order must be filter_size."""
+        where = "%s: filter %r %s" % (self.desc, self.opt("filter"), data.short_repr())
+        if data.batch_dim_axis is not None or data.get_dynamic_axes() or data.batch_ndim != len(shape):
+            raise NetworkError("%s must have %i static axes without batch (filter_size, input channels, n_out)"
+                               % (where, len(shape)))
+        used: List[int] = []
+        for want, dim in ((shape[-1], self.out_feature_dim()), (shape[-2], self.plan.data.feature_dim)):
+            same = [i for i, d in enumerate(data.dims) if d == dim and i not in used] if self.groups == 1 or \
+                dim is not self.plan.data.feature_dim else []
+            sized = [i for i, d in enumerate(data.dims) if d.dimension == want and i not in used]
+            if not (same or sized):
+                raise NetworkError("%s has no axis of size %i for the channels" % (where, want))
+            used.append((same or sized)[-1])
+        rest = [i for i in range(data.batch_ndim) if i not in used]
+        if [data.dims[i].dimension for i in rest] != shape[:-2]:
+            raise NetworkError("%s: its other axes %s must be the filter_size %s" % (
+                where, [data.dims[i].dimension for i in rest], shape[:-2]))
+        return rest + used[::-1]
+
+    def kernel(self, sources: List[LayerOutput]) -> tf.Tensor:
+        """The kernel (filter_size..., input channels / groups, n_out): W, or the filter layer's value."""
+        if not self.filter_ref:
+            return tf.convert_to_tensor(self.W)
+        value = sources[-1].tensor
+        return tf.transpose(value, self.filter_perm) if self.filter_perm != sorted(self.filter_perm) else value
+
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         plan = self.plan
+        w = self.kernel(sources)
+        sources = sources[:-1] if self.filter_ref else sources
         x = concat_inputs(self, plan.concat_data, plan.concat_plan, sources, ctx)
         xt, _ = plan.channel_last_input(x)
-        strides = [w.stride for w in plan.windows]
-        dilations = [w.dilation for w in plan.windows]
+        strides = [win.stride for win in plan.windows]
+        dilations = [win.dilation for win in plan.windows]
         strided = all(d == 1 for d in dilations) and self.groups == 1
         if self.groups == 1:
-            y = tf.nn.convolution(xt, self.W, strides=strides if strided else 1, padding="VALID", dilations=dilations)
+            y = tf.nn.convolution(xt, w, strides=strides if strided else 1, padding="VALID", dilations=dilations)
         else:
-            y = self._grouped(xt, dilations)
+            y = self._grouped(xt, dilations, w)
         y = plan.subsample(y, strided)
         if self.bias is not None:
             y = y + self.bias
         return plan.finish(self, self.activation(y), sources, x)
 
 
-    def _grouped(self, xt: tf.Tensor, dilations: List[int]) -> tf.Tensor:
+    def _grouped(self, xt: tf.Tensor, dilations: List[int], kernel: tf.Tensor) -> tf.Tensor:
         """Grouped convolution with stride 1 (the caller subsamples): group g maps input channels
         ``g*n_in/G ..`` to output channels ``g*n_out/G ..``; depthwise for G = input channels."""
         n_in, n_out, rank = self.plan.data.dim, self.output.dim, len(self.plan.windows)
         if self.groups == n_in and rank <= 2:
-            w = tf.reshape(self.W, [w.size for w in self.plan.windows] + [n_in, n_out // n_in])
+            w = tf.reshape(kernel, [win.size for win in self.plan.windows] + [n_in, n_out // n_in])
             x4, w4, dil = (xt[:, :, None], w[:, None], dilations + [1]) if rank == 1 else (xt, w, dilations)
             y = tf.nn.depthwise_conv2d(x4, w4, strides=[1, 1, 1, 1], padding="VALID", dilations=dil)
             return y[:, :, 0] if rank == 1 else y
         xs = tf.split(xt, self.groups, axis=-1)
-        ws = tf.split(self.W, self.groups, axis=-1)
+        ws = tf.split(kernel, self.groups, axis=-1)
         return tf.concat([tf.nn.convolution(x, w, padding="VALID", dilations=dilations) for x, w in zip(xs, ws)], -1)
 
 
