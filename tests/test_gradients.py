@@ -19,7 +19,7 @@ import tensorflow as tf
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE / "returnn_goldens"))
-from make_gradient_goldens import loss_terms  # noqa: E402  (the goldens' loss, one formula for both)
+from make_gradient_goldens import config_of, loss_terms  # noqa: E402  (the goldens' loss, one formula for both)
 
 from returnn.config import Config  # noqa: E402
 from returnn.distributed.backend import LocalBackend  # noqa: E402
@@ -34,7 +34,7 @@ MULTI = sorted(n for n in GOLDENS["cases"] if n.startswith("multi-"))
 
 def run_update(case, dist, ids=None, dense_scale=None, emb_scale=None, occurrences=None, steps=None):
     """This engine's update on the golden's loss: the parameters [x0, x1, E] after the steps."""
-    config = Config(case["config"])
+    config = Config(config_of(case))
     xs = [tf.Variable(np.array(x, np.float32), name="x%i" % i) for i, x in enumerate(GOLDENS["x0"])]
     emb = tf.Variable(np.array(GOLDENS["e0"], np.float32), name="E")
     variables = xs + [emb]

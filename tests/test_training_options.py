@@ -194,3 +194,30 @@ def test_gradient_options_in_a_run(tmp_path):
     proc = run_rnn(train_args(config, tmp_path))
     assert proc.returncode == 0, describe(proc)
     assert "epoch 2 score:" in proc.stdout
+
+
+def test_dynamic_learning_rate_in_a_run(tmp_path):
+    """A published config's Noam warm-up (dynamic_learning_rate with TF ops of global_train_step):
+    the step's rate comes from the function, traced into the compiled step (goldens of the rates'
+    effect: tests/test_gradients.py dynamic-lr-*)."""
+    config = write_config(tmp_path / "d.config", TINY_12AX + textwrap.dedent("""
+        def dynamic_learning_rate(*, network, global_train_step, learning_rate, **kwargs):
+            from returnn.tf.compat import v1 as tf
+            n = tf.cast(global_train_step, tf.float32) + 1.0
+            return learning_rate * tf.minimum(tf.pow(n, -0.5), n * tf.pow(4.0, -1.5))
+        """))
+    proc = run_rnn(train_args(config, tmp_path))
+    assert proc.returncode == 0, describe(proc)
+    assert "epoch 2 score:" in proc.stdout
+
+
+@pytest.mark.parametrize("value,needle", [
+    ("lambda network, global_train_step, learning_rate: learning_rate", "**kwargs"),
+    ("lambda epoch, **kwargs: 0.1", "'epoch'"),
+    ("{'interval': 10, 'decay': 0.9, 'start': 3}", "interval"),
+    ("{'interval': 0, 'decay': 0.9}", "'interval'"),
+])
+def test_dynamic_learning_rate_checked_at_startup(tmp_path, value, needle):
+    from helpers import assert_one_line_error
+    config = write_config(tmp_path / "c.config", TINY_12AX + "dynamic_learning_rate = %s\n" % value)
+    assert_one_line_error(run_rnn(train_args(config, tmp_path)), "dynamic_learning_rate", needle)

@@ -150,6 +150,9 @@ _lr("newbob_multi_num_epochs", "int", 5, "newbob_multi_epoch: sub-epochs average
 _lr("learning_rate_control_min_num_epochs_per_new_lr", "int", 0, "Keep a new rate at least this many epochs.", minimum=0)
 _lr("pretrain_learning_rate", "float", None, "Rate of pretrain epochs; default: learning_rate.", minimum=0)
 _lr("use_learning_rate_control_always", "bool", False, "Let the control choose the rate in pretrain epochs too.")
+_lr("dynamic_learning_rate", "callable|dict", None, "The rate of each step: a function (network, global_train_step, "
+    "learning_rate, **kwargs) -> rate of TF ops, global_train_step the step's number from 0 and learning_rate the "
+    "epoch's (e.g. Noam warm-up), or {'interval': N, 'decay': d}: rate * d ** (step mod N) (RETURNN's).")
 _lr("learning_rate_growth", "float|callable", None, "Newbob: factor (or function lr -> new lr) applied to the rate when "
     "it is not decayed (RETURNN's; newbob_multi_epoch: when the mean relative error is below "
     "newbob_relative_error_grow_threshold); default: newbob_learning_rate_growth.", minimum=0)

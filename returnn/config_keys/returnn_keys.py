@@ -140,7 +140,7 @@ IGNORED: Tuple[Tuple[str, str], ...] = (
 
 REFUSED: Tuple[Tuple[str, Dict[str, Any]], ...] = (
     ("RETURNN training option not implemented by this engine",
-     {"distributed_tf": None, "dynamic_learning_rate": None, "extra_updates": None,
+     {"distributed_tf": None, "extra_updates": None,
       "global_norm_tag": None, "gradient_clip_global_norm_tag": None,
       "reinit_network_each_epoch": False,
       "init_new_network_callback": None, "init_train_epoch_posthook": None, "search_train_network_layers": None,

@@ -269,6 +269,11 @@ def _check_use_last_best_model(value: Any) -> Optional[str]:
     return None
 
 
+def _check_dynamic_learning_rate(value: Any) -> Optional[str]:
+    from returnn.tf.gradients import dynamic_learning_rate_problem
+    return dynamic_learning_rate_problem(value)
+
+
 _STRUCTURE: Dict[str, Callable[[Any], Optional[str]]] = {
     "learning_rates": _check_learning_rates,
     "eval_datasets": _check_eval_datasets,
@@ -294,6 +299,7 @@ _STRUCTURE: Dict[str, Callable[[Any], Optional[str]]] = {
     "search_output_layer": _check_str_list,
     "learning_rate_control_error_measure": _check_str_list,
     "use_last_best_model": _check_use_last_best_model,
+    "dynamic_learning_rate": _check_dynamic_learning_rate,
 }
 
 

@@ -21,7 +21,8 @@ Per variable, in RETURNN's order:
 Then ``decouple_constraints``: ``var -= 2 * L2 * var`` for each parameter of a layer with ``L2``
 (instead of the L2 term in the loss), before the optimizer's update (RETURNN's; its
 ``decouple_constraints_factor`` is computed there but not used). ``horovod_avg_grad``: the sum over
-ranks divided by their number.
+ranks divided by their number. ``dynamic_learning_rate``: the optimizer's rate of the step is a
+function of the global step (and the epoch's rate), :func:`learning_rate_of_step`.
 
 Sparse gradients: the gradient of an embedding (``tf.gather`` of a parameter's rows: a
 ``tf.IndexedSlices``, one value row per occurrence) stays sparse as far as RETURNN keeps it sparse
@@ -42,8 +43,9 @@ over ranks (a second allreduce); RETURNN adds each rank's own term there, so its
 from __future__ import annotations
 
 import contextlib
+import inspect
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
@@ -68,6 +70,7 @@ class GradientOptions:
     accum_steps: int = 0  # accum_grad_multiple_step
     average_over_ranks: bool = False  # horovod_avg_grad
     decouple_constraints: bool = False
+    dynamic_learning_rate: Any = None  # a function or {"interval", "decay"}: this step's rate (learning_rate_of_step)
 
     @classmethod
     def from_config(cls, config: Config) -> "GradientOptions":
@@ -79,7 +82,8 @@ class GradientOptions:
                    maximize_grad_norm=config.float("maximize_grad_norm"),
                    accum_steps=config.int("accum_grad_multiple_step") or 0,
                    average_over_ranks=config.bool("horovod_avg_grad"),
-                   decouple_constraints=config.bool("decouple_constraints"))
+                   decouple_constraints=config.bool("decouple_constraints"),
+                   dynamic_learning_rate=config.typed_value("dynamic_learning_rate") or None)
 
     @property
     def accumulates(self) -> bool:
@@ -96,6 +100,44 @@ class GradientOptions:
     @property
     def needs_global_norm(self) -> bool:
         return bool(self.clip_global_norm or self.norm_to_clip_to_zero or self.maximize_grad_norm)
+
+
+def dynamic_learning_rate_problem(value: Any) -> Optional[str]:
+    """What RETURNN asserts of ``dynamic_learning_rate`` when it builds the step (here: at start-up),
+    or None: a function taking ``**kwargs`` and no ``epoch``, or ``{"interval": N, "decay": d}``."""
+    if callable(value):
+        try:
+            params = inspect.signature(value).parameters.values()
+        except (TypeError, ValueError):
+            return None
+        if not any(p.kind == inspect.Parameter.VAR_KEYWORD for p in params):
+            return "the function must take **kwargs (RETURNN: 'please specify **kwargs in dynamic_learning_rate for " \
+                   "future compatibility')"
+        if any(p.name == "epoch" for p in params):
+            return "a function with an 'epoch' argument is not supported (RETURNN's TF updater: not supported either)"
+        return None
+    if isinstance(value, dict):
+        if set(value) != {"interval", "decay"}:
+            return "a dict takes exactly 'interval' and 'decay' (RETURNN's), got %s" % sorted(value)
+        interval, decay = value["interval"], value["decay"]
+        if isinstance(interval, bool) or not isinstance(interval, int) or interval < 1:
+            return "'interval' must be an int >= 1, got %r" % (interval,)
+        if isinstance(decay, bool) or not isinstance(decay, (int, float)):
+            return "'decay' must be a number, got %r" % (decay,)
+        return None
+    return "expected a function (network, global_train_step, learning_rate, **kwargs) or {'interval': N, " \
+           "'decay': d}, got %r" % (value,)
+
+
+def learning_rate_of_step(value: Any, network, global_step: tf.Tensor, learning_rate: tf.Tensor) -> tf.Tensor:
+    """RETURNN's ``dynamic_learning_rate`` (its ``Updater.get_current_step_learning_rate``) inside the
+    step: ``value(network=, global_train_step=, learning_rate=)`` (``global_train_step`` the int64
+    step being computed, from 0), or ``learning_rate * decay ** (global_train_step mod interval)``."""
+    if callable(value):
+        rate = value(network=network, global_train_step=global_step, learning_rate=learning_rate)
+        return tf.cast(tf.convert_to_tensor(rate), tf.float32)
+    step_in_interval = tf.math.floormod(global_step, tf.constant(value["interval"], global_step.dtype))
+    return learning_rate * tf.pow(tf.constant(float(value["decay"]), tf.float32), tf.cast(step_in_interval, tf.float32))
 
 
 def nan_inf_filter(g):
@@ -154,8 +196,10 @@ class GradientUpdate:
     path: gradients, (allreduce,) optimizer."""
 
     def __init__(self, variables: Sequence[tf.Variable], optimizer, dist, options: GradientOptions,
-                 constraint_l2: Optional[Dict[int, float]] = None, accum_grads: Optional[List[tf.Variable]] = None):
+                 constraint_l2: Optional[Dict[int, float]] = None, accum_grads: Optional[List[tf.Variable]] = None,
+                 network=None):
         self.variables = list(variables)
+        self.network = network  # what a dynamic_learning_rate function gets as network=
         self.optimizer = optimizer
         self.dist = dist
         self.options = options
@@ -207,12 +251,12 @@ class GradientUpdate:
                 acc.assign(tf.where(tf.equal(phase, 0), self._dense(g), acc + self._dense(g)))
 
             def apply_accumulated():
-                self._apply(self._post_process([a.read_value() for a in accums], norm, seed), variables)
+                self._apply(self._post_process([a.read_value() for a in accums], norm, seed), variables, seed)
                 return tf.constant(True)
 
             tf.cond(tf.equal(phase, opts.accum_steps - 1), apply_accumulated, lambda: tf.constant(False))
         else:
-            self._apply(self._post_process(grads, norm, seed), variables)
+            self._apply(self._post_process(grads, norm, seed), variables, seed)
         return stats, flags
 
     @staticmethod
@@ -340,10 +384,15 @@ class GradientUpdate:
             out.append(g)
         return out
 
-    def _apply(self, grads: List, variables: List[tf.Variable]) -> None:
+    def _apply(self, grads: List, variables: List[tf.Variable], seed: tf.Tensor) -> None:
         if self.options.decouple_constraints:
             for v in variables:
                 l2 = self.constraint_l2.get(id(v))
                 if l2:  # RETURNN: var -= var * (L2 * 2), before the gradient update
                     v.assign_sub(v * (l2 * 2.0))
-        self.optimizer.apply(grads, variables)
+        if self.options.dynamic_learning_rate is None:
+            self.optimizer.apply(grads, variables)
+            return
+        rate = learning_rate_of_step(self.options.dynamic_learning_rate, self.network, seed[1],
+                                     tf.convert_to_tensor(self.optimizer.learning_rate))
+        self.optimizer.apply(grads, variables, learning_rate=rate)

@@ -44,12 +44,15 @@ class Optimizer(tf.Module):
             s: [tf.Variable(tf.zeros_like(v), trainable=False, name="%s_%i" % (s, i)) for i, v in enumerate(variables)]
             for s in self.slot_names}
 
-    def apply(self, grads: Sequence[tf.Tensor], variables: Sequence[tf.Variable]) -> None:
+    def apply(self, grads: Sequence[tf.Tensor], variables: Sequence[tf.Variable],
+              learning_rate: Optional[tf.Tensor] = None) -> None:
         """Applies one update (inside a tf.function). A gradient given as ``tf.IndexedSlices``
         (an embedding's rows, duplicates summed) updates as TF's v1 optimizer updates a sparse one
-        (:meth:`_update_sparse`)."""
+        (:meth:`_update_sparse`). ``learning_rate``: this step's rate instead of the variable's
+        (``dynamic_learning_rate``)."""
         self.iterations.assign_add(1)
-        coeffs = self._coefficients(tf.convert_to_tensor(self.learning_rate), tf.cast(self.iterations, tf.float32))
+        lr = tf.convert_to_tensor(self.learning_rate) if learning_rate is None else tf.cast(learning_rate, tf.float32)
+        coeffs = self._coefficients(lr, tf.cast(self.iterations, tf.float32))
         for i, (g, v) in enumerate(zip(grads, variables)):
             if isinstance(g, tf.IndexedSlices):
                 self._update_sparse(i, g, v, {k: tf.cast(c, v.dtype) for k, c in coeffs.items()})

@@ -118,13 +118,18 @@ class StepFunctions:
                                      ("grad_norm_to_clip_to_zero", options.norm_to_clip_to_zero),
                                      ("maximize_grad_norm", options.maximize_grad_norm),
                                      ("horovod_avg_grad", options.average_over_ranks),
-                                     ("decouple_constraints", options.decouple_constraints)] if v]
+                                     ("decouple_constraints", options.decouple_constraints),
+                                     ("dynamic_learning_rate", options.dynamic_learning_rate is not None)] if v]
             if beyond:
                 raise ConfigError("config key%s %s: not implemented together with layers' updater_opts"
                                   % ("s" if len(beyond) > 1 else "", ", ".join(beyond)))
+        if options.dynamic_learning_rate is not None and type(self.optimizer).apply is not Optimizer.apply:
+            raise ConfigError("config key 'dynamic_learning_rate': not implemented with several optimizers (layers' "
+                              "updater_opts, or the optimizer's learning_rate_multiplier)")
         l2 = self.network.l2_of_variables() if options.decouple_constraints else {}
         return GradientUpdate(self.variables, self.optimizer, self.dist, options, l2,
-                              accum_grads=self.accum_grads if options.accum_steps == self.accum_steps else None)
+                              accum_grads=self.accum_grads if options.accum_steps == self.accum_steps else None,
+                              network=self.network)
 
     def reset_updater(self) -> None:
         """RETURNN's ``init_optimizer_vars`` (``reset_updater_vars_mod_step``): the optimizer's

@@ -58,13 +58,32 @@ OPTIMIZERS = {"sgd": ({"class": "gradientdescent"}, 0.1), "momentum": ({"class":
               "adagrad": ({"class": "adagrad"}, 0.2), "adadelta": ({"class": "adadelta", "epsilon": 1e-3}, 1.0)}
 
 
-def _case(optimizer: str, ids=IDS, dense_scale=1.0, emb_scale=1.0, nonfinite=False, l2=None, **config):
+def _noam(*, network, global_train_step, learning_rate, **kwargs):
+    """A published config's Noam warm-up (RETURNN's dynamic_learning_rate): TF ops of the step number."""
+    import tensorflow as tf
+    n = tf.cast(global_train_step, tf.float32) + 1.0
+    return learning_rate * tf.minimum(tf.pow(n, -0.5), n * tf.pow(3.0, -1.5)) * 2.0
+
+
+DYNAMIC_LR = {"noam": _noam}  # functions a case names in "dynamic_lr" (the config's dynamic_learning_rate)
+
+
+def config_of(case):
+    """The case's config, with its dynamic_learning_rate function (not JSON) put in."""
+    config = dict(case["config"])
+    if case.get("dynamic_lr"):
+        config["dynamic_learning_rate"] = DYNAMIC_LR[case["dynamic_lr"]]
+    return config
+
+
+def _case(optimizer: str, ids=IDS, dense_scale=1.0, emb_scale=1.0, nonfinite=False, l2=None, dynamic_lr=None,
+          **config):
     opt, lr = OPTIMIZERS[optimizer]
     # maximize_grad_norm: RETURNN fails on a sparse gradient there ("unsupported operand type(s) for +=:
     # 'IndexedSlices' and 'IndexedSlices'"), so its cases take the rows by a one-hot product (a dense gradient)
     return {"config": dict({"optimizer": dict(opt), "learning_rate": lr}, **config), "ids": [list(i) for i in ids],
             "dense_scale": dense_scale, "emb_scale": emb_scale, "nonfinite": nonfinite, "l2": l2 or {},
-            "dense_emb": bool(config.get("maximize_grad_norm"))}
+            "dense_emb": bool(config.get("maximize_grad_norm")), "dynamic_lr": dynamic_lr}
 
 
 def _multi(optimizer: str, split: int = 4, avg: bool = False, l2=None, **config):
@@ -103,6 +122,9 @@ CASES.update({
                                                   decouple_constraints_factor=0.5, l2={"x0": 0.02, "E": 0.01}),
     "accum-clip-global-norm-momentum": _case("momentum", accum_grad_multiple_step=2, gradient_clip_global_norm=1.0),
     "accum-adam": _case("adam", accum_grad_multiple_step=3),
+    "dynamic-lr-noam-adam": _case("adam", dynamic_lr="noam"),
+    "dynamic-lr-noam-accum-momentum": _case("momentum", dynamic_lr="noam", accum_grad_multiple_step=2),
+    "dynamic-lr-interval-rmsprop": _case("rmsprop", dynamic_learning_rate={"interval": 2, "decay": 0.5}),
     # two ranks (tests/test_gradients.py under mpirun)
     "multi-sparse-momentum": _multi("momentum"),
     "multi-sparse-rmsprop": _multi("rmsprop"),
@@ -191,7 +213,7 @@ def run_case(case):
     from returnn.tf.updater import Updater
 
     config_dict = case["config"]
-    config = Config(json.loads(json.dumps(config_dict)))
+    config = Config(config_of(json.loads(json.dumps(case))))
     lr = float(config_dict["learning_rate"])
     n = len(case["ids"][0])
     c, t = C[:n], T[:n]
