@@ -255,3 +255,23 @@ def test_combine_matches_engine_made_static_axes_as_returnn():
     net.layers["p2"].var.assign(p2)
     out = net.forward({}, RunContext(False))["output"].tensor.numpy()
     np.testing.assert_array_equal(out, p1 + p2[:, None, None])
+
+
+def test_step_functions_refuse_data_a_dataset_cannot_deliver():
+    net = _net({"output": {"class": "copy", "from": "data"}}, {"data": {"shape": (None, None, 3)}})
+    opt = create_optimizer(Config({"learning_rate": 0.1}), net.trainable_variables)
+    with pytest.raises(ConfigError, match="data key 'data' .*has 2 dynamic axes") as info:
+        StepFunctions(net, opt, DistributedContext(LocalBackend()))
+    assert "\n" not in str(info.value)
+
+
+def test_rnn_py_trains_on_time_major_extern_data(tmp_path):
+    """A dataset's batch-major batches on extern data declared time-major (input and target)."""
+    from helpers import TINY_12AX, run_rnn, train_args, write_config
+    text = TINY_12AX.replace("network = {", 'extern_data = {"data": {"dim": 9, "sparse": True, "shape": (None,), '
+                             '"batch_dim_axis": 1}, "classes": {"dim": 2, "sparse": True, "shape": (None,), '
+                             '"batch_dim_axis": 1}}\nnetwork = {')
+    text = text.replace('"hidden": {"class": "linear", "activation": "tanh"', '"hidden": {"class": "rec", "unit": "nativelstm2"')
+    proc = run_rnn(train_args(write_config(tmp_path / "tm.config", text), tmp_path))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "epoch 2 score" in proc.stdout + proc.stderr
