@@ -304,7 +304,8 @@ class GradientUpdate:
             g = reduced[at] * inv if scale != 1.0 else reduced[at]
             if kind == "dense":
                 out.append(g)
-                squares.append(half_squared_sum(g))
+                if opts.needs_global_norm:
+                    squares.append(half_squared_sum(g))
             elif kind == "densified":
                 out.append(g)
                 squares.append(reduced[at + 1][0] * (inv * inv))
