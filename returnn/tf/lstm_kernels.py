@@ -42,6 +42,8 @@ from typing import Callable, Dict, Optional, Tuple
 
 import tensorflow as tf
 
+from returnn.tf.util.tensor_array import stacked
+
 LstmKernel = Callable[..., tf.Tensor]
 
 
@@ -108,7 +110,8 @@ def loop_lstm_with_state(x_proj: tf.Tensor, seq_len: tf.Tensor, w_re: tf.Tensor,
         return t + 1, tf.where(m, h_new, h), tf.where(m, c_new, c), out_ta
 
     _, h, c, out = tf.while_loop(lambda t, *_: t < n_time, body, [tf.constant(0), h0, c0, out])
-    y = out.stack() if time_major else _swap_bt(out.stack())
+    y = stacked(out, [0, batch, n_hidden])  # (T, B, H), also for T = 0 (all sequences empty)
+    y = y if time_major else _swap_bt(y)
     return tf.ensure_shape(y, [None, None, n_hidden]), h, c
 
 
@@ -158,7 +161,8 @@ def _fused_forward(x_proj: tf.Tensor, w_re: tf.Tensor, forget_bias: float, h0: O
 
     _, _, _, a_ta, c_ta = tf.while_loop(lambda t, *_: t < n_time, body,
                                         [tf.constant(0), h_init, c_init, a_ta, c_ta])
-    return a_ta.stack(), c_ta.stack()
+    batch = tf.shape(x_proj)[1]
+    return stacked(a_ta, [0, batch, 4 * n_hidden]), stacked(c_ta, [0, batch, n_hidden])
 
 
 def _fused_backward(dy: tf.Tensor, gates: tf.Tensor, cells: tf.Tensor, tanh_cells: tf.Tensor, outputs: tf.Tensor,
@@ -188,7 +192,7 @@ def _fused_backward(dy: tf.Tensor, gates: tf.Tensor, cells: tf.Tensor, tanh_cell
         return t - 1, tf.matmul(dz, w_re_t), dc * f[t], dz_ta.write(t, dz)
 
     _, dh0, dc0, dz_ta = tf.while_loop(lambda t, *_: t >= 0, body, [n_time - 1, zeros, zeros, dz_ta])
-    dz = dz_ta.stack()
+    dz = stacked(dz_ta, [0, tf.shape(dy)[1], 4 * n_hidden])
     h_prev = tf.reshape(_shift_in(outputs, h0), [-1, n_hidden])
     d_w_re = tf.matmul(h_prev, tf.reshape(dz, [-1, 4 * n_hidden]), transpose_a=True)
     return dz, d_w_re, dh0, dc0

@@ -81,7 +81,10 @@ class ForcedAlignLayer(Layer):
         logp = scores if self.log_input else tf.math.log(tf.maximum(scores, 1e-30))
         t_len, u_len = x.seq_len, target.seq_len
         labels = tf.where(target.sequence_mask(), tf.cast(target.tensor, tf.int32), 0)
-        alignment, best = viterbi_align(logp, t_len, labels, u_len, self.blank, self.label_loop)
+        n_b = tf.shape(logp)[0]
+        alignment, best = tf.cond(  # no frame in the whole batch (all sequences empty): nothing to align
+            tf.shape(logp)[1] > 0, lambda: viterbi_align(logp, t_len, labels, u_len, self.blank, self.label_loop),
+            lambda: (tf.zeros([n_b, 0], tf.int32), tf.zeros([n_b], tf.float32)))
         out = self.make_output(alignment, [x])
         out.sub_outputs = {"scores": LayerOutput(best, self.sub_template("scores"))}
         return out

@@ -130,9 +130,12 @@ class ConvLayer(Layer):
         dilations = [win.dilation for win in plan.windows]
         strided = all(d == 1 for d in dilations) and self.groups == 1
         if self.groups == 1:
-            y = tf.nn.convolution(xt, w, strides=strides if strided else 1, padding="VALID", dilations=dilations)
+            conv = lambda: tf.nn.convolution(xt, w, strides=strides if strided else 1, padding="VALID",  # noqa: E731
+                                             dilations=dilations)
         else:
-            y = self._grouped(xt, dilations, w)
+            conv = lambda: self._grouped(xt, dilations, w)  # noqa: E731
+        y = _unless_empty(conv, xt, [win.size for win in plan.windows], strides if strided else [1] * len(strides),
+                          dilations, w.shape[-1])
         y = plan.subsample(y, strided)
         if self.bias is not None:
             y = y + self.bias
@@ -195,6 +198,16 @@ class PoolLayer(Layer):
             y = y / tf.maximum(count, 1e-8)
         y = tf.where(count > 0, y, 0.0)
         return plan.finish(self, y, sources, x)
+
+
+def _unless_empty(conv, xt: tf.Tensor, sizes: List[int], strides: List[int], dilations: List[int], n_out: int):
+    """``conv()`` (a VALID convolution of the channel-last ``xt``), or zeros of its shape when it has no
+    output position (every sequence of the batch empty): oneDNN's convolution gradient fails on those."""
+    spatial = tf.shape(xt)[1:-1]
+    out = [tf.maximum((spatial[i] - (k - 1) * d - 1) // s + 1, 0) for i, (k, s, d) in enumerate(zip(sizes, strides,
+                                                                                                 dilations))]
+    shape = tf.concat([tf.shape(xt)[:1], tf.stack(out), [n_out]], 0)
+    return tf.cond(tf.reduce_prod(shape) > 0, conv, lambda: tf.zeros(shape, xt.dtype))
 
 
 def conv_out_len(length: int, k: int, stride: int = 1, dilation: int = 1, padding: str = "same") -> int:

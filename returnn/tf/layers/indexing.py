@@ -177,6 +177,9 @@ class SliceNdLayer(Layer):
         if size is not None:
             pad = pad | (positions >= (start + size)[..., None])
         index = tf.clip_by_value(positions, 0, tf.maximum(extent - 1, 0))
+        shape = tf.shape(tensor)  # one zero frame appended: index 0 exists even when the axis is empty
+        tensor = tf.concat([tensor, tf.zeros(tf.concat([shape[:self.bm_axis], [1], shape[self.bm_axis + 1:]], 0),
+                                             tensor.dtype)], self.bm_axis)
         out = tf.gather(tensor, index, axis=self.bm_axis, batch_dims=1)
         mask = align_tensor(tf.logical_not(pad), [0] + list(range(self.bm_axis, self.bm_axis + n_s + 1)), len(out.shape))
         out = tf.where(mask, out, tf.zeros_like(out))

@@ -310,7 +310,7 @@ class EditDistanceLayer(Layer):
             if len(size.shape):
                 size = align_tensor(size, [m[rest_data.dims.index(x.data.dims[x.data.batch_dim_axis])]], n)
             lens.append(size)
-        shape = tf.shape(xs[0][..., 0] + tf.zeros_like(xs[1][..., 0]))
+        shape = tf.broadcast_dynamic_shape(tf.shape(xs[0])[:-1], tf.shape(xs[1])[:-1])  # also for 0 frames
         flat, flat_lens = [], []
         for x, size in zip(xs, lens):
             x = tf.broadcast_to(x, tf.concat([shape, tf.shape(x)[-1:]], 0))

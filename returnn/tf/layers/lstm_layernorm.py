@@ -26,6 +26,7 @@ import tensorflow as tf
 
 from returnn.errors import NetworkError, known_list
 from returnn.tf.layers.helpers import dropout as inverted_dropout, normalize
+from returnn.tf.util.tensor_array import stacked
 
 DEFAULTS: Dict[str, Any] = {
     "norm_gain": 1.0, "norm_shift": 0.0, "forget_bias": 0.0, "dropout": 0.0, "dropout_h": 0.0,
@@ -156,4 +157,4 @@ class LayerNormLstm(tf.Module):
             return t + 1, tf.where(m, h_new, h), tf.where(m, c_new, c), out_ta
 
         _, _, _, out = tf.while_loop(lambda t, *_: t < n_time, body, [tf.constant(0), zeros, zeros, out])
-        return tf.ensure_shape(tf.transpose(out.stack(), [1, 0, 2]), [None, None, n])
+        return tf.ensure_shape(tf.transpose(stacked(out, [0, batch, n]), [1, 0, 2]), [None, None, n])

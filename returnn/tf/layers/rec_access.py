@@ -124,7 +124,10 @@ class RecLastOutputLayer(Layer):
         n_batch = tf.shape(tensor)[0]
         lens = whole.sizes.get(self.time) if self.time.is_dynamic() else None
         lens = tf.broadcast_to(tf.shape(tensor)[1] if lens is None else lens, [n_batch])
-        last = tf.gather(tensor, tf.maximum(lens - 1, 0), axis=1, batch_dims=1)  # (B, ...)
+        # an empty sequence's last frame: a zero frame appended (also when all are empty, T = 0)
+        zero = tf.zeros(tf.concat([[n_batch, 1], tf.shape(tensor)[2:]], 0), tensor.dtype)
+        pos = tf.where(lens > 0, lens - 1, tf.shape(tensor)[1])
+        last = tf.gather(tf.concat([tensor, zero], 1), pos, axis=1, batch_dims=1)  # (B, ...)
         initial = getattr(rec, "initial_output", None)  # the rec value's initial outputs of its sub-layers
         if initial is not None:
             init = tf.cast(initial(self.opt("sub_layer_name")), last.dtype)  # in the frame's order

@@ -129,7 +129,10 @@ class ResizeLayer(Layer):
             image = flat if flat.dtype.is_floating else tf.cast(flat, tf.float32)
             op = {"linear": tf.raw_ops.ResizeBilinear, "cubic": tf.raw_ops.ResizeBicubic}.get(
                 self.kind, tf.raw_ops.ResizeNearestNeighbor)  # TF's v1 image resizing (RETURNN's)
-            y = op(images=image, size=tf.stack([new_len, 1]), align_corners=False, half_pixel_centers=False)
+            y = tf.cond(  # TF's resize refuses an empty image (every sequence of the batch empty)
+                tf.size(image) > 0,
+                lambda: op(images=image, size=tf.stack([new_len, 1]), align_corners=False, half_pixel_centers=False),
+                lambda: tf.zeros(tf.stack([shape[0], new_len, 1, tf.shape(image)[3]]), tf.float32))
             y = tf.cast(y, flat.dtype)
         y = tf.reshape(y, tf.concat([[shape[0], new_len], shape[2:]], 0))
         if self.old.is_dynamic():

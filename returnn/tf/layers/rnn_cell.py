@@ -59,6 +59,7 @@ from returnn.tf.layers.params import Param, same
 from returnn.tf.layers.rec_params import unit_layout, unit_params
 from returnn.tf.layers.rec_state import LSTM_KEYS, SINGLE_KEYS, InitialState, is_zero, state_layer_refs
 from returnn.tf.lstm_kernels import final_state_fn, get_kernel, lstm_sequence, lstm_step
+from returnn.tf.util.tensor_array import stacked
 
 # unit name (lower case) -> (cell kind, default forget bias)
 CELL_UNITS: Dict[str, Tuple[str, float]] = {
@@ -414,7 +415,8 @@ def run_over_time(cell: RnnCellLayer, x: tf.Tensor, seq_len: tf.Tensor, seed: An
     _, state, out = tf.while_loop(lambda t, *_: t < n_time, body,
                                   [tf.constant(0), cell.initial_state(tf.shape(x)[0]) if initial is None else initial,
                                    out])
-    return tf.ensure_shape(tf.transpose(out.stack(), [1, 0, 2]), [None, None, cell.n_hidden]), state
+    y = stacked(out, [0, tf.shape(x)[0], cell.n_hidden])  # also when no step ran (all sequences empty)
+    return tf.ensure_shape(tf.transpose(y, [1, 0, 2]), [None, None, cell.n_hidden]), state
 
 
 class RecStepLayer(RnnCellLayer):

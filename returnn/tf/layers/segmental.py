@@ -113,7 +113,7 @@ class UnsegmentInputLayer(Layer):
         ends = tf.cast(tf.reshape(tf.where(tf.equal(sizes, 1)), [-1]), tf.int32) + 1  # a window of 1 ends a sequence
         starts = tf.concat([[0], ends[:-1]], 0)
         lens = ends - starts
-        t = tf.range(tf.reduce_max(lens))
+        t = tf.range(tf.reduce_max(tf.concat([lens, [0]], 0)))  # no window at all: 0, not the int minimum
         src = (starts[:, None, None] + t[None, :, None] - tf.range(w)[None, None, :]) % n  # (B', T, W)
         y = tf.gather_nd(tf.transpose(x.tensor, [1, 0, 2]), tf.stack([tf.broadcast_to(tf.range(w), tf.shape(src)),
                                                                       src], -1))  # (B', T, W, F)

@@ -34,6 +34,18 @@ from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_laye
 from returnn.tf.layers.helpers import concat_inputs, concat_output, check_dense
 from returnn.tf.layers.options import Option, one_of, positive_int
 
+def _stft(signal: tf.Tensor, size: int, shift: int, fft: int, pad_end: bool = False, **kwargs) -> tf.Tensor:
+    """``tf.signal.stft`` over the last axis of ``signal`` (N, ..., T); an input without any frame (T = 0
+    when every sequence of the batch is empty, or shorter than a frame) gives (..., 0, bins) instead of
+    TensorFlow's error about its FFT input."""
+    n_frames = _frames(tf.shape(signal)[-1], size, shift, pad_end)
+    empty = tf.concat([tf.shape(signal)[:-1], [0, fft // 2 + 1]], 0)
+    return tf.cond(tf.logical_and(n_frames > 0, tf.size(signal) > 0),
+                   lambda: tf.signal.stft(signal, frame_length=size, frame_step=shift, fft_length=fft,
+                                          pad_end=pad_end, **kwargs),
+                   lambda: tf.zeros(empty, tf.complex64))
+
+
 def _frames(n: Any, size: int, shift: int, pad_end: bool = False) -> Any:
     """Frame count of ``n`` samples (int or int tensor)."""
     if pad_end:
@@ -122,8 +134,7 @@ class StftLayer(_SampleAxisLayer):
             value = value[..., 0]
         shape = tf.shape(value)
         flat = tf.reshape(value, [-1, shape[-1]])
-        y = tf.signal.stft(tf.cast(flat, tf.float32), frame_length=self.size, frame_step=self.shift,
-                           fft_length=self.fft)
+        y = _stft(tf.cast(flat, tf.float32), self.size, self.shift, self.fft)
         y = tf.reshape(y, tf.concat([shape[:-1], tf.shape(y)[1:]], 0))
         sizes = {}
         in_dim = self.in_data.dims[self.ax]
@@ -167,7 +178,7 @@ class IstftLayer(_SampleAxisLayer):
         sizes = {}
         if self.t_dim.is_dynamic():
             n = x.sizes[self.in_data.dims[self.ax]]
-            sizes[self.t_dim] = tf.maximum(n - 1, 0) * self.shift + self.size
+            sizes[self.t_dim] = n * self.shift + max(self.size - self.shift, 0)  # RETURNN's (transposed conv)
         return self.make_output(y, [x], sizes)
 
 
@@ -235,8 +246,8 @@ class MultiChannelMultiResolutionStftLayer(Layer):
                 sig = tf.concat([sig, extra], axis=1)
             window = _window(self.opt("window"), size)
             fn = None if window is None else (lambda n, dtype, w=window: tf.constant(w, dtype))
-            y = tf.signal.stft(tf.transpose(sig, [0, 2, 1]), frame_length=size, frame_step=self.shift,
-                               fft_length=fft, pad_end=pad_end, **({} if fn is None else {"window_fn": fn}))
+            y = _stft(tf.transpose(sig, [0, 2, 1]), size, self.shift, fft, pad_end,
+                      **({} if fn is None else {"window_fn": fn}))
             y = tf.transpose(y, [0, 2, 1, 3])  # (B, T', C, F)
             y = tf.reshape(y, [tf.shape(y)[0], tf.shape(y)[1], self.channels * (fft // 2 + 1)])
             if parts:
@@ -348,5 +359,7 @@ class DctLayer(Layer):
         x = concat_inputs(self, self.in_data, self.plan, sources, ctx)
         ax, n = self.in_data.feature_dim_axis, self.in_data.batch_ndim
         perm = [a for a in range(n) if a != ax] + [ax]
-        y = tf.signal.dct(tf.transpose(x.tensor, perm), type=self.opt("type"), norm=self.opt("norm"))
+        xt = tf.transpose(x.tensor, perm)
+        y = tf.cond(tf.size(xt) > 0, lambda: tf.signal.dct(xt, type=self.opt("type"), norm=self.opt("norm")),
+                    lambda: tf.zeros_like(xt))  # TF's FFT fails on an empty batch (all sequences empty)
         return self.make_output(tf.transpose(y, np.argsort(perm).tolist()), [x])

@@ -30,6 +30,7 @@ from returnn.tensor import Data
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
 from returnn.tf.layers.helpers import check_sources, new_feature_dim
 from returnn.tf.layers.options import Option, one_of
+from returnn.tf.util.tensor_array import stacked
 
 POOLINGS = ("last", "max", "average", "weighted")
 
@@ -120,7 +121,8 @@ class TwoDLSTMLayer(Layer):
         n_s, n_t, n_b = tf.shape(x_src)[0], tf.shape(x_trg)[0], tf.shape(x_src)[1]
         ys = tf.range(n_t)
         zeros = tf.zeros(tf.stack([n_t, n_b, self.n]))
-        diags = tf.TensorArray(tf.float32, size=n_t + n_s - 1, element_shape=tf.TensorShape([None, None, self.n]))
+        n_d = tf.maximum(n_t + n_s - 1, 0)  # 0 when a side has no frame (all sequences empty)
+        diags = tf.TensorArray(tf.float32, size=n_d, element_shape=tf.TensorShape([None, None, self.n]))
 
         def body(d, h_prev, c_prev, diags):
             xs = d - ys  # cell (y, x = d - y) of each row y
@@ -135,9 +137,9 @@ class TwoDLSTMLayer(Layer):
             return d + 1, h, c, diags.write(d, h)
 
         _, _, _, diags = tf.while_loop(lambda d, *_: d < n_t + n_s - 1, body, [tf.constant(0), zeros, zeros, diags])
-        stacked = diags.stack()  # (D, T, B, n): out[y, x] = stacked[x + y, y]
+        diag = stacked(diags, [0, n_t, n_b, self.n])  # (D, T, B, n): out[y, x] = diag[x + y, y]
         grid_y, grid_x = tf.meshgrid(ys, tf.range(n_s), indexing="ij")
-        return tf.gather_nd(stacked, tf.stack([grid_x + grid_y, grid_y], axis=-1))
+        return tf.gather_nd(diag, tf.stack([grid_x + grid_y, grid_y], axis=-1))
 
     # ---- one row per step in a rec loop: the state is the previous row (outputs, cells) over the source
     def initial_state(self, batch: tf.Tensor, n_time: Any = None, values: Sequence[LayerOutput] = (),

@@ -156,6 +156,12 @@ def dim_extents(values: Mapping[Any, LayerOutput]) -> Dict[Dim, tf.Tensor]:
     return out
 
 
+def frame_shape(step: Data, batch: tf.Tensor) -> list:
+    """The shape of one frame of ``step`` when no frame exists: the batch size, static sizes, 0 for
+    dynamic axes."""
+    return [batch if d.is_batch_dim() else (d.dimension if d.dimension is not None else 0) for d in step.dims]
+
+
 def stacked_sizes(stacked: tf.Tensor, dim: Dim, time_dim: Dim) -> tf.Tensor:
     """The sizes of ``dim`` (made in the loop, e.g. cum_concat's frames so far) over all steps:
     ``(T,)`` when they are one size per step, ``(B, T)`` when per sequence; ``dim.sizes_over`` says

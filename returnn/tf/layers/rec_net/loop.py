@@ -20,6 +20,7 @@ from returnn.tf.layers.helpers import concat_inputs
 from returnn.tf.layers.rec_net import frames
 from returnn.tf.layers.rec_net.deps import Ref, initial_output_ref
 from returnn.tf.subnetwork import MASKED_BY
+from returnn.tf.util.tensor_array import stacked
 
 STEP_SEED_STRIDE = 1000003  # per-step offset of the dropout seed inside the loop
 
@@ -261,6 +262,8 @@ class UnitRun:
         tas.update({_size_key(n, d): tf.TensorArray(tf.int32, size=self.n_time, infer_shape=False)
                     for n, dims in step_dims.items() for d in dims})
 
+        size_ranks: Dict[str, int] = {}  # of the per-step sizes of step_dims (seen when the body is traced)
+
         def body(t, prev, state, tas, logit_tas):
             ctx = step_context(self.ctx, t, self.batch)
             vals: Dict[str, LayerOutput] = {}
@@ -270,6 +273,7 @@ class UnitRun:
                 out = vals[n] = self.step_layer(n, t, prev, state, vals, new_state, ctx)
                 tas[n] = tas[n].write(t, out.tensor)
                 for d in step_dims.get(n, ()):
+                    size_ranks[_size_key(n, d)] = len(out.sizes[d].shape)
                     tas[_size_key(n, d)] = tas[_size_key(n, d)].write(t, out.sizes[d])
                 if n in logit_tas:
                     logit_tas[n] = logit_tas[n].write(t, out.logits)
@@ -284,12 +288,16 @@ class UnitRun:
         _, _, _, tas, logit_tas = tf.while_loop(lambda t, *_: t < self.n_time, body, loop_vars,
                                                 shape_invariants=invariants)
         out = {}
-        for n in names:
-            logits = logit_tas[n].stack() if n in logit_tas else None
+        for n in names:  # stacked also when no step ran (T = 0: every sequence of the batch empty)
+            empty = [0] + frames.frame_shape(rec.layers[n].output, self.batch)
+            logits = stacked(logit_tas[n], empty) if n in logit_tas else None
             sizes = dict(self.sizes)
             for d in step_dims.get(n, ()):
-                sizes[d] = frames.stacked_sizes(tas[_size_key(n, d)].stack(), d, rec.time_dim)
-            out[n] = frames.stack_steps(tas[n].stack(), rec.layers[n].output, rec.time_dim, sizes, logits)
+                key = _size_key(n, d)
+                sizes[d] = frames.stacked_sizes(stacked(tas[key], [0] + [self.batch] * size_ranks.get(key, 0)),
+                                                d, rec.time_dim)
+            out[n] = frames.stack_steps(stacked(tas[n], empty), rec.layers[n].output, rec.time_dim, sizes,
+                                        logits)
         return out
 
     def _step_dims(self, names: List[str]) -> Dict[str, List[Dim]]:
