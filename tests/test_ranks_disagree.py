@@ -9,6 +9,7 @@ import re
 import subprocess
 import textwrap
 
+import numpy as np
 import pytest
 
 from helpers import BACKENDS, MPIRUN_AS_ROOT, PYTHON, REPO, child_env
@@ -91,3 +92,22 @@ def test_ranks_that_agree_train_as_before(tmp_path):
     proc = mpirun_mpmd(tmp_path, "mpi", [])
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert (tmp_path / "model.001.index").exists()
+
+
+def test_not_compared_keys_are_declared_and_canonical_values_are_exact():
+    from returnn.config import Config
+    from returnn.config_keys.registry import KEYS
+    from returnn.distributed.agreement import NOT_COMPARED, canonical, compared_config_items, first_difference
+    assert set(NOT_COMPARED) <= set(KEYS), sorted(set(NOT_COMPARED) - set(KEYS))
+    assert canonical({"b": 1, "a": [1.0, (2,)]}) == canonical({"a": [1.0, (2,)], "b": 1})
+    assert canonical(0.1) != canonical(0.1 + 1e-16) and canonical(True) != canonical(1)
+    assert canonical(lambda x: x + 1) != canonical(lambda x: x + 2)
+    assert canonical(np.arange(3)) != canonical(np.arange(3) + 1)
+    items = compared_config_items(Config({"learning_rate": 0.5, "log": "mine.log", "train": {"class": "X"}}))
+    assert items["config key 'learning_rate'"] == "0.5"
+    assert "config key 'log'" not in items and "config key 'train'" not in items
+    # an unset key equals its declared default: the ranks agree
+    assert compared_config_items(Config({}))["config key 'num_epochs'"] == \
+        compared_config_items(Config({"num_epochs": KEYS["num_epochs"].default}))["config key 'num_epochs'"]
+    assert first_difference({"a": "1", "b": "2"}, {"a": "1", "b": "3"}) == ("b", "2", "3")
+    assert first_difference({"a": "1"}, {"a": "1", "c": "x"}) == ("c", None, "x")
