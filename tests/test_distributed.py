@@ -64,9 +64,9 @@ def test_grad_reduce_shard_scale_lr_checkpoints(tmp_path, backend):
     assert len(r0["steps"]) == len(r1["steps"]) == 8
     assert r0["steps"] == r1["steps"]
     assert len(set(r0["steps"])) == len(r0["steps"])  # and they do change every step
-    # scale_lr: the applied learning rate is the configured one divided by the number of ranks
-    assert r0["lr"] == r1["lr"] and r0["lr"] == pytest.approx([0.005] * 8)
-    assert "effective 0.005 = 0.01 / 2 ranks" in out
+    # scale_lr: the applied learning rate is the configured one times the number of ranks (RETURNN's)
+    assert r0["lr"] == r1["lr"] and r0["lr"] == pytest.approx([0.02] * 8)
+    assert "effective 0.02 = 0.01 * 2 ranks" in out
     # shard: per epoch, the union of the ranks' sequences is the whole dataset, none seen twice
     for epoch in range(2):
         seen = [tag for ev in (r0, r1) for batch in ev["train_tags"][epoch * 4:(epoch + 1) * 4] for tag in batch]

@@ -196,7 +196,7 @@ _dist("horovod_reduce_type", "str", "grad", "grad: sum gradients every step; par
       choices=("grad", "param"))
 _dist("horovod_param_sync_step", "int", 1, "param: average parameters every N steps.", minimum=1)
 _dist("horovod_param_sync_time_diff", "float", None, "param: average parameters every N seconds instead.", minimum=0)
-_dist("horovod_scale_lr", "bool", False, "Divide the learning rate by the number of ranks.")
+_dist("horovod_scale_lr", "bool", False, "Multiply the learning rate by the number of ranks (RETURNN's lr * hvd.size()).")
 _dist("horovod_avg_grad", "bool", False, "grad: average the gradients over ranks instead of summing them (RETURNN's).")
 _dist("horovod_dataset_distribution", "str", "shard", "shard: batch i to rank i mod N; random_seed_offset: own order per "
       "rank.", choices=("shard", "random_seed_offset"))

@@ -65,8 +65,9 @@ class DistributedContext:
         return self.backend.size > 1 or self.backend.name != "local"
 
     def learning_rate_factor(self) -> float:
-        """``horovod_scale_lr``: gradients are summed over ranks, so the rate is divided by size."""
-        return 1.0 / self.size if self.scale_lr else 1.0
+        """``horovod_scale_lr``: the rate multiplied by the number of ranks, as RETURNN does
+        (``lr * hvd.size()``, whether the gradients are summed or averaged: ``horovod_avg_grad``)."""
+        return float(self.size) if self.scale_lr else 1.0
 
     def dataset_seed_offset(self) -> int:
         """``random_seed_offset`` distribution: each rank shuffles with its own seed."""

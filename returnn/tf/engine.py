@@ -394,7 +394,7 @@ class Engine:
         lr = self._broadcast_scalar(self._learning_rate_of_epoch(epoch))
         effective = lr * self.dist.learning_rate_factor()
         self.optimizer.learning_rate.assign(effective)
-        note = (" (horovod_scale_lr: effective %s = %s / %i ranks)" % (effective, lr, self.dist.size)
+        note = (" (horovod_scale_lr: effective %s = %s * %i ranks)" % (effective, lr, self.dist.size)
                 if effective != lr else "")
         self._maybe_use_better_last_model(epoch)
         print("start epoch %i with learning rate %s ...%s" % (epoch, lr, note), file=log.v3)
