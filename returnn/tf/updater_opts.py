@@ -84,7 +84,7 @@ def create_layer_optimizers(config, variables: Sequence[tf.Variable], config_opt
     (optimizer dict, accumulation count): RETURNN keys its optimizers by the dict alone; an
     optimizer here always updates all its parameters at once (TensorFlow's v1 optimizer in RETURNN,
     applied per accumulation group, counts an update per group)."""
-    accum = int(config.int("accum_grad_multiple_step", 0) or 0)
+    accum = int(config.int("accum_grad_multiple_step") or 0)
     groups: Dict[str, Tuple[Dict[str, Any], List[tf.Variable]]] = {}
     for v in variables:
         own = updater_opts_of(v)
