@@ -36,7 +36,8 @@ demo-horovod: setup
 
 # The suite runs on TEST_WORKERS pytest-xdist workers (default: one per core; TEST_WORKERS=0 runs it in
 # this one process); tests that share a module fixture or a timing-sensitive resource stay together
-# (tests/conftest.py, xdist_group). The slowest tests are listed at the end.
+# (tests/conftest.py: groups by file, and a lock that keeps other MPI jobs away from the stall-timeout
+# tests). The 25 slowest tests are listed at the end.
 TEST_WORKERS ?= auto
 PYTEST_ARGS ?= -q -n $(TEST_WORKERS) --dist loadgroup --durations=25
 

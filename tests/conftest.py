@@ -45,19 +45,21 @@ from typing import Dict, Optional  # noqa: E402
 import pytest  # noqa: E402
 
 GROUP_BY_FILE = {
-    # 2-rank jobs that assert on stall timeouts of a few seconds (horovod_stall_timeout 6 in
-    # test_stall_phases) and on how fast a failing rank ends the job
-    "test_stall_phases.py": "mpi-stall",
-    "test_distributed_faults.py": "mpi-stall",
-    # simulated nodes (network namespaces), 2 nodes x 2 ranks, lost-node timeouts
-    "test_multinode.py": "netns",
+    # MPI jobs whose tests measure timeouts of a few seconds: 2-rank jobs that assert on stall
+    # timeouts (horovod_stall_timeout 6 in test_stall_phases) and on how fast a failing rank ends the
+    # job; simulated nodes (network namespaces, 2 nodes x 2 ranks) with lost-node timeouts
+    "test_stall_phases.py": "mpi-timing",
+    "test_distributed_faults.py": "mpi-timing",
+    "test_multinode.py": "mpi-timing",
     # the real RETURNN in its own venv ("run alone", see the returnn_interop marker)
     "test_returnn_checkpoints.py": "returnn-interop",
 }
 # Groups whose tests measure timeouts of a few seconds between ranks: while one of them runs, no other
 # worker runs a test that starts MPI jobs (a file lock: these tests hold it exclusively, tests in files
-# that start mpirun hold it shared). Tests without MPI still run beside them.
-EXCLUSIVE_MPI_GROUPS = ("mpi-stall", "netns")
+# that start mpirun hold it shared). Tests without MPI still run beside them: under xdist the other
+# tests that start MPI jobs come last in the collection, so the other workers take the tests without
+# MPI while the (largest, so first scheduled) timing group runs.
+EXCLUSIVE_MPI_GROUPS = ("mpi-timing",)
 _STARTS_MPI = re.compile(r"mpirun|MpiRun|MPIRUN|mpi_probe|launch-mpirun|launch-sge|run-horovod-demo")
 _SHARED_FIXTURE = re.compile(r"""scope=["'](module|class|package|session)["']""")
 _file_facts: Dict[str, tuple] = {}
@@ -109,13 +111,20 @@ class _FileGroups:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    """Each test's MPI lock mode (exclusive in EXCLUSIVE_MPI_GROUPS, shared in files that start mpirun)."""
+    """Each test's MPI lock mode (exclusive in EXCLUSIVE_MPI_GROUPS, shared in files that start mpirun);
+    under xdist, the ungrouped tests that start MPI jobs move to the end (same order on every worker)."""
+    late = set()
     for item in items:
         path = str(item.fspath)
-        if group_of_file(path) in EXCLUSIVE_MPI_GROUPS:
+        group = group_of_file(path)
+        if group in EXCLUSIVE_MPI_GROUPS:
             item.returnn_mpi_lock = fcntl.LOCK_EX
         elif _facts(path)[0]:
             item.returnn_mpi_lock = fcntl.LOCK_SH
+            if group is None:
+                late.add(id(item))
+    if os.environ.get("PYTEST_XDIST_WORKER") and late:
+        items[:] = [i for i in items if id(i) not in late] + [i for i in items if id(i) in late]
 
 
 @pytest.fixture(autouse=True)

@@ -111,14 +111,15 @@ def _collected_whole_suite(session) -> Optional[int]:
 
 
 def test_readme_test_count_is_about_right(request):
-    """README's "some N tests": within 25% of what a whole-suite run collects (skipped on part of the suite)."""
+    """README's "some N tests" is what a whole-suite run collects, give or take (the suite grows: up to
+    half as many again before the number is stale); skipped when only part of the suite was collected."""
     m = re.search(r"`make test` runs some ([\d,]+) tests", README)
     assert m, "README no longer says how many tests make test runs"
     claimed = int(m.group(1).replace(",", ""))
     count = _collected_whole_suite(request.session)
     if count is None:
         pytest.skip("only part of the suite was collected")
-    assert 0.75 * count <= claimed <= 1.25 * count, "README says %i tests, the suite has %i" % (claimed, count)
+    assert count / 1.5 <= claimed <= 1.25 * count, "README says %i tests, the suite has %i" % (claimed, count)
 
 
 def test_readme_tool_and_doc_paths_exist():
