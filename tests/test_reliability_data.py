@@ -57,8 +57,23 @@ def rewrite(path: str) -> None:
     shutil.copyfile(other, path)
 
 
-CHANGES = {"truncate": truncate, "replace": replace, "rewrite": rewrite}
-WORDS = {"truncate": "truncated", "replace": "replaced by another file", "rewrite": "modified in place"}
+def rewrite_keeping_time(path: str) -> None:
+    """``cp other path`` and the modification time set back (``touch -d``, ``cp -p``): only the
+    status change time, which no user can set, shows it."""
+    st = os.stat(path)
+    rewrite(path)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+def chmod(path: str) -> None:
+    """Permissions taken away (a reader running as root would still read it)."""
+    os.chmod(path, 0)
+
+
+CHANGES = {"truncate": truncate, "replace": replace, "rewrite": rewrite, "rewrite-time-kept": rewrite_keeping_time,
+           "chmod": chmod}
+WORDS = {"truncate": "truncated", "replace": "replaced by another file", "rewrite": "modified in place",
+         "rewrite-time-kept": "changed with its modification time kept", "chmod": "permissions changed (mode "}
 
 
 # ---- datasets: the check itself and read errors
@@ -184,6 +199,9 @@ tf_session_opts = {"intra_op_parallelism_threads": 1, "inter_op_parallelism_thre
 
 CHANGE_CODE = {
     "truncate": "open(_FILE, 'r+b').truncate(os.path.getsize(_FILE) // 2)",
+    "chmod": "os.chmod(_FILE, 0)",
+    "rewrite-time-kept": "st = os.stat(_FILE); import shutil; shutil.copyfile(_FILE + '.other', _FILE); "
+                         "os.utime(_FILE, ns=(st.st_atime_ns, st.st_mtime_ns))",
     "rewrite": "import shutil; shutil.copyfile(_FILE + '.other', _FILE)",
     "replace": "os.replace(_FILE + '.other', _FILE)",
 }
@@ -209,8 +227,10 @@ def _assert_epoch_1_only(tmp_path: Path) -> None:
     assert scores[1].error and not (2 in scores and scores[2].error), scores
 
 
-@pytest.mark.parametrize("change, cache_size", [("truncate", 0), ("replace", 0), ("rewrite", -1)],
-                         ids=["truncated-while-read", "replaced-while-read", "rewritten-after-loading"])
+@pytest.mark.parametrize("change, cache_size", [("truncate", 0), ("replace", 0), ("rewrite", -1), ("chmod", 0),
+                                                ("rewrite-time-kept", -1)],
+                         ids=["truncated-while-read", "replaced-while-read", "rewritten-after-loading",
+                              "chmod-while-read", "rewritten-time-kept-after-loading"])
 def test_training_never_saves_an_epoch_that_read_a_changed_file(tmp_path, change, cache_size):
     """Streaming reads see the change at the next read; data loaded into memory at start is
     compared after the epoch, before its learning-rate entry and checkpoint are written."""

@@ -27,14 +27,19 @@ from returnn.errors import DataError
 
 
 class FileStamp:
-    """What a file was when a dataset started reading it."""
+    """What a file was when a dataset started reading it: device, inode, size, modification time,
+    and also the status change time and the mode. The status change time (``ctime``) is set by the
+    kernel on every write, ``chmod``, ``chown``, link or rename and cannot be set back by a user, so a
+    rewrite whose modification time was restored by hand (``touch -d``, ``os.utime``, ``cp -p``) or a
+    permission change (which a reader running as root would not notice) counts as a change too."""
 
-    __slots__ = ("path", "dev", "ino", "size", "mtime_ns")
+    __slots__ = ("path", "dev", "ino", "size", "mtime_ns", "ctime_ns", "mode")
 
     def __init__(self, path: str):
         self.path = os.fspath(path)
         st = os.stat(self.path)
         self.dev, self.ino, self.size, self.mtime_ns = st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
+        self.ctime_ns, self.mode = st.st_ctime_ns, st.st_mode
 
     def change(self) -> Optional[str]:
         """None while the file is as it was; else what changed (for messages)."""
@@ -52,7 +57,17 @@ class FileStamp:
         if st.st_mtime_ns != self.mtime_ns:
             return "modified in place (same size, modification time %s -> %s)" % (_time(self.mtime_ns),
                                                                                    _time(st.st_mtime_ns))
+        if st.st_mode != self.mode:
+            return "permissions changed (mode %s -> %s)" % (_mode(self.mode), _mode(st.st_mode))
+        if st.st_ctime_ns != self.ctime_ns:
+            return ("changed with its modification time kept (status change time %s -> %s: rewritten and the time "
+                    "set back, or its owner or links changed)" % (_time(self.ctime_ns), _time(st.st_ctime_ns)))
         return None
+
+
+def _mode(mode: int) -> str:
+    import stat
+    return "%04o" % stat.S_IMODE(mode)
 
 
 def _time(ns: int) -> str:
