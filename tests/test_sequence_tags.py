@@ -134,6 +134,73 @@ def test_hdf_dump_tool_keeps_tag_bytes(tmp_path):
         assert [bytes(t) for t in f["seqTags"][...]] == NOT_UTF8
 
 
+
+# files that map tags to values: a tag twice is two values for one sequence (Python's dict would keep the last)
+def _lens_file(tmp_path, feat, align):
+    path = tmp_path / "lens.txt"
+    path.write_text("{'a': 1,\n 'b': 2,\n 'c': 3,\n 'a': 40}\n")
+    return ("seq_order_seq_lens_file: %s:4: sequence tag 'a' occurs twice (also at line 1)" % path,
+            lambda: init_dataset({"class": "HDFDataset", "files": [feat], "seq_order_seq_lens_file": str(path),
+                                  "seq_ordering": "sorted"}, name="train").init_seq_order(1))
+
+
+def _concat_len_file(tmp_path, feat, align):
+    (tmp_path / "list.txt").write_text("a;b\nc\n")
+    path = tmp_path / "lens.txt"
+    path.write_text("{'a': 1, 'b': 1, 'c': 1, 'c': 7}")
+    return ("seq_len_file: %s:1: sequence tag 'c' occurs twice (also at line 1)" % path,
+            lambda: init_dataset({"class": "ConcatSeqsDataset", "dataset": {"class": "HDFDataset", "files": [feat]},
+                                  "seq_list_file": str(tmp_path / "list.txt"), "seq_len_file": str(path)},
+                                 name="train"))
+
+
+def _concat_list_line_twice(tmp_path, feat, align):
+    path = tmp_path / "list.txt"
+    path.write_text("a;b\nc\na;b\n")
+    return ("seq_list_file %s: sequence tag 'a;b' occurs twice (entry 1 and entry 3)" % path,
+            lambda: init_dataset({"class": "ConcatSeqsDataset", "dataset": {"class": "HDFDataset", "files": [feat]},
+                                  "seq_list_file": str(path)}, name="train"))
+
+
+def _meta_list_dict_key_twice(tmp_path, feat, align):
+    path = tmp_path / "list.txt"
+    path.write_text("{'feat': ['a', 'b'],\n 'align': ['a', 'b'],\n 'align': ['b', 'a']}")
+    return ("%s:3: dataset key 'align' occurs twice (also at line 2)" % path,
+            lambda: meta(feat, align, seq_list_file=str(path)))
+
+
+def _nul_cut_tags_in_a_part(tmp_path, feat, align):
+    path = write_hdf(tmp_path / "nul.hdf", [b"a", b"b\x00x", b"b\x00y"], [0, 1, 2], key="classes")
+    return ("sequence tag 'b' occurs twice (#1 of file %s and #2 of file %s)" % (path, path),
+            lambda: meta(feat, path))
+
+
+@pytest.mark.parametrize("make", [_lens_file, _concat_len_file, _concat_list_line_twice, _meta_list_dict_key_twice,
+                                  _nul_cut_tags_in_a_part],
+                         ids=["seq_order_seq_lens_file", "concat-seq_len_file", "concat-seq_list_file",
+                              "meta-seq_list_file-dict", "hdf-tags-equal-after-nul"])
+def test_tag_twice_in_a_file_that_maps_tags_is_named(tmp_path, make):
+    feat = write_hdf(tmp_path / "feat.hdf", [b"a", b"b", b"c"], [0, 1, 2])
+    align = write_hdf(tmp_path / "align.hdf", [b"a", b"b", b"c"], [0, 1, 2], key="classes")
+    expected, action = make(tmp_path, feat, align)
+    with pytest.raises(DataError) as info:
+        action()
+    msg = str(info.value)
+    assert "\n" not in msg and expected in msg, msg
+
+
+def test_seq_list_lines_end_at_newline_only(tmp_path):
+    """A tag holding U+0085 or U+2028 (str.splitlines would cut it in two) is one tag."""
+    tags = ["a", "b\x85c", "d\u2028e"]
+    feat = write_hdf(tmp_path / "feat.hdf", [t.encode() for t in tags], [0, 1, 2])
+    align = write_hdf(tmp_path / "align.hdf", [t.encode() for t in tags[::-1]], [2, 1, 0], key="classes")
+    seq_list = tmp_path / "list.txt"
+    seq_list.write_text("\n".join(tags[1:]) + "\n", encoding="utf8")
+    ds = meta(feat, align, seq_list_file=str(seq_list))
+    ds.init_seq_order(1)
+    assert ds.num_seqs == 2 and [int(s["classes"][0]) for s in ds.get_seqs([0, 1])] == [1, 2]
+
+
 TRAIN = '''#!rnn.py
 train = {"class": "MetaDataset",
          "datasets": {"feat": {"class": "HDFDataset", "files": [%(feat)r]},

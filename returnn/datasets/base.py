@@ -283,7 +283,7 @@ class Dataset:
         corpus sequences' lengths; a missing tag or a non-number is a DataError naming the file."""
         what = "%s: seq_order_seq_lens_file" % self.describe()
         self.watch_file(path)
-        table = parse_literal(read_text(path, what), path, what)
+        table = parse_literal(read_text(path, what), path, what, keys="sequence tag")
         if not isinstance(table, dict):
             raise DataError("%s: %s must hold a dict {sequence tag: length}, got a %s" % (what, path, type(table).__name__))
         out = np.zeros(self._corpus_num_seqs(), dtype=np.float64)

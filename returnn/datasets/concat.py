@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from returnn.datasets.base import DataInfo, Dataset, register_dataset
-from returnn.datasets.integrity import tag_positions
+from returnn.datasets.integrity import tag_positions, unique_tag_positions
 from returnn.datasets.text_files import load_seq_list, parse_literal, read_text
 from returnn.errors import DataError, known_list
 
@@ -51,6 +51,8 @@ class ConcatSeqsDataset(Dataset):
         tags = load_seq_list(seq_list_file, owner)
         if not isinstance(tags, list):
             raise DataError("%s: seq_list_file %s must hold one line per sequence" % (owner, seq_list_file))
+        # the lines are this dataset's tags: the same line twice would be one tag for two sequences
+        unique_tag_positions(tags, "%s: seq_list_file %s" % (owner, seq_list_file), lambda i: "entry %i" % (i + 1))
         self._tags = tags
         position = tag_positions(self.dataset)  # sub-sequences are found by tag: tags must be unique
         self._parts: List[np.ndarray] = []
@@ -63,7 +65,8 @@ class ConcatSeqsDataset(Dataset):
         self._order_lengths: Optional[np.ndarray] = None
         if seq_len_file:
             self.watch_file(seq_len_file)
-            lens = parse_literal(read_text(seq_len_file, owner), seq_len_file, owner)
+            lens = parse_literal(read_text(seq_len_file, owner), seq_len_file, "%s: seq_len_file" % owner,
+                                 keys="sequence tag")
             if not isinstance(lens, dict) or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0
                                                      for n in lens.values()):
                 raise DataError("%s: seq_len_file %s must be a dict literal tag -> length (int >= 0)"

@@ -110,11 +110,33 @@ def read_text(path: str, what: str, lossless: bool = False) -> str:
         raise DataError("%s: %s is not UTF-8 text (byte %i)" % (what, path, exc.start))
 
 
-def parse_literal(text: str, path: str, what: str):
+def parse_literal(text: str, path: str, what: str, keys: str = "key"):
+    """The Python literal ``text`` of file ``path`` (``ast.literal_eval``: nothing is run). A dict
+    display with one key twice (``{'utt-1': 5, 'utt-1': 7}``), which Python silently reads as its
+    last value, is a DataError naming the file, the line and the key (``keys`` says what the keys
+    are, e.g. "sequence tag"): the file says two things about one key."""
     try:
-        return ast.literal_eval(text)
+        tree = ast.parse(text, mode="eval")
+        _refuse_duplicate_keys(tree, path, what, keys)
+        return ast.literal_eval(tree)
     except (ValueError, SyntaxError, MemoryError, RecursionError) as exc:
         raise DataError("%s: %s is not a Python literal: %s" % (what, path, str(exc).splitlines()[0]))
+
+
+def _refuse_duplicate_keys(tree: ast.AST, path: str, what: str, keys: str) -> None:
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Dict):
+            continue
+        seen: Dict[object, int] = {}
+        for key in node.keys:
+            if not isinstance(key, ast.Constant):
+                continue  # ``**x`` or a non-literal: literal_eval refuses it
+            ident = key.value  # equal as dict keys (1, 1.0 and True too)
+            if ident in seen:
+                raise DataError("%s: %s:%i: %s %r occurs twice (also at line %i); a dict keeps only one of the two "
+                                "values, so the file is ambiguous" % (what, path, key.lineno, keys, key.value,
+                                                                      seen[ident]))
+            seen[ident] = key.lineno
 
 
 def load_symbol_list(path: str, what: str) -> List[str]:
@@ -163,10 +185,10 @@ def load_seq_list(path: Union[str, List[str]], what: str) -> Union[List[str], Di
         return [str(t) for t in path]
     text = read_text(path, what, lossless=True)  # tags are compared with tags of data files, byte for byte
     if text.lstrip().startswith(("[", "{")):
-        value = parse_literal(text, path, what)
+        value = parse_literal(text, path, what, keys="dataset key")
         if isinstance(value, (list, tuple)):
             return [str(t) for t in value]
         if isinstance(value, dict) and all(isinstance(v, (list, tuple)) for v in value.values()):
             return {str(k): [str(t) for t in v] for k, v in value.items()}
         raise DataError("%s: %s must hold a list of sequence tags (or a dict of such lists)" % (what, path))
-    return [ln.strip() for ln in text.splitlines() if ln.strip()]
+    return [ln.strip() for ln in text.split("\n") if ln.strip()]  # lines end at "\n" only (not at \x85 & co.)
