@@ -299,3 +299,18 @@ def test_optimizer_options_returnn_refuses_are_refused(config, needle):
     from returnn.errors import ConfigError
     with pytest.raises(ConfigError, match=needle):
         create_optimizer(Config(dict(config, learning_rate=0.01)), [tf.Variable([1.0])])
+
+
+@pytest.mark.parametrize("name", ["adam", "momentum", "rmsprop"])
+def test_update_of_a_subset_uses_each_variables_own_slots(name):
+    """The train step passes only the parameters with a gradient (RETURNN skips the others): each
+    is updated with its own slots, as if all had been given with the others' gradients absent."""
+    config = {"optimizer": {"class": name}, "learning_rate": 0.1}
+    variables = [tf.Variable(x.astype(np.float32)) for x in X0]
+    opt = create_optimizer(Config(config), variables)
+    g = grads_np([v.numpy().astype(np.float64) for v in variables])[1].astype(np.float32)
+    opt.apply([tf.constant(g)], [variables[1]])  # only the second, shape (2, 2): slots of index 1
+    alone = [tf.Variable(X0[1].astype(np.float32))]
+    create_optimizer(Config(config), alone).apply([tf.constant(g)], alone)
+    np.testing.assert_allclose(variables[1].numpy(), alone[0].numpy(), rtol=1e-6)
+    np.testing.assert_array_equal(variables[0].numpy(), X0[0].astype(np.float32))  # untouched

@@ -53,7 +53,8 @@ class Optimizer(tf.Module):
         self.iterations.assign_add(1)
         lr = tf.convert_to_tensor(self.learning_rate) if learning_rate is None else tf.cast(learning_rate, tf.float32)
         coeffs = self._coefficients(lr, tf.cast(self.iterations, tf.float32))
-        for i, (g, v) in enumerate(zip(grads, variables)):
+        for g, v in zip(grads, variables):
+            i = self.var_index[id(v)]  # its slots (the variables given may be a subset: those with a gradient)
             if isinstance(g, tf.IndexedSlices):
                 self._update_sparse(i, g, v, {k: tf.cast(c, v.dtype) for k, c in coeffs.items()})
                 continue

@@ -146,42 +146,18 @@ class StepFunctions:
         with tf.GradientTape() as tape:
             stats, loss = self._loss_stats(batch, RunContext(True, seed))
         grads = tape.gradient(loss, self.variables)
-        grads = [g if g is not None else tf.zeros_like(v) for g, v in zip(grads, self.variables)]
-        grads = [tf.convert_to_tensor(g) for g in grads]  # IndexedSlices (embeddings) -> dense
+        present = [i for i, g in enumerate(grads) if g is not None]  # RETURNN skips the others
+        dense = [tf.convert_to_tensor(grads[i]) for i in present]  # IndexedSlices (embeddings) -> dense
         nonfinite = tf.cast(tf.logical_not(tf.math.is_finite(loss)), tf.float32)
         flags = tf.tensor_scatter_nd_max(flags, [[FLAG_NAMES.index("nonfinite")]], [nonfinite])
         if self.dist.reduces_gradients:
-            reduced = self.dist.backend.allreduce_sum_graph(grads + [flags])
-            grads, flags = reduced[:-1], reduced[-1]
-        if self.layer_updates is not None:
-            self.layer_updates.apply(grads, seed)
-        elif self.accum_steps > 1:
-            phase = seed[1] % self.accum_steps
-            for acc, g in zip(self.accum_grads, grads):
-                acc.assign(tf.where(tf.equal(phase, 0), g, acc + g))
-
-            def apply_accumulated():
-                self.optimizer.apply(self._postprocess_gradients([a.read_value() for a in self.accum_grads], seed),
-                                     self.variables)
-                return tf.constant(True)
-
-            tf.cond(tf.equal(phase, self.accum_steps - 1), apply_accumulated, lambda: tf.constant(False))
-        else:
-            self.optimizer.apply(self._postprocess_gradients(grads, seed), self.variables)
+            reduced = self.dist.backend.allreduce_sum_graph(dense + [flags])
+            dense, flags = reduced[:-1], reduced[-1]
+        full: List[Optional[tf.Tensor]] = [None] * len(grads)
+        for i, g in zip(present, dense):
+            full[i] = g
+        self.layer_updates.apply(full, seed)
         return tf.concat([stats, flags], axis=0)
-
-    def _postprocess_gradients(self, grads: List[tf.Tensor], seed: tf.Tensor) -> List[tf.Tensor]:
-        """RETURNN's gradient options, in its order: noise, clip by value, by norm, by global norm."""
-        if self.gradient_noise > 0:  # same noise on every rank: seeded by the step, not the rank
-            grads = [g + self.gradient_noise * tf.random.stateless_normal(tf.shape(g), seed + [1, i], dtype=g.dtype)
-                     for i, g in enumerate(grads)]
-        if self.gradient_clip > 0:
-            grads = [tf.clip_by_value(g, -self.gradient_clip, self.gradient_clip) for g in grads]
-        if self.gradient_clip_norm > 0:
-            grads = [tf.clip_by_norm(g, self.gradient_clip_norm) for g in grads]
-        if self.gradient_clip_global_norm > 0:
-            grads, _ = tf.clip_by_global_norm(grads, self.gradient_clip_global_norm)
-        return grads
 
     def _eval_step(self, batch):
         stats, _ = self._loss_stats(batch, RunContext(False))

@@ -159,8 +159,8 @@ class MultiOptimizer(tf.Module):
         return self._sub_of[id(var)]
 
     def apply(self, grads: Sequence[tf.Tensor], variables: Sequence[tf.Variable]) -> None:
-        """Each optimizer applies the gradients of its variables (all of them: the order of
-        ``variables`` within an optimizer is the order it was made with)."""
+        """Each optimizer applies the gradients of its variables (any subset, in any order: each
+        finds its slots by the variable)."""
         by_sub: Dict[int, Tuple[List[tf.Tensor], List[tf.Variable]]] = {}
         for g, v in zip(grads, variables):
             entry = by_sub.setdefault(id(self.sub_of(v)), ([], []))
@@ -227,10 +227,13 @@ class LayerUpdates:
                       for i, (v, o) in enumerate(zip(self.params, self.opts))]
 
     def apply(self, grads: Sequence[tf.Tensor], seed: tf.Tensor) -> None:
-        raw_norm = tf.linalg.global_norm([g.values if isinstance(g, tf.IndexedSlices) else g for g in grads]) \
+        raw_norm = tf.linalg.global_norm([g.values if isinstance(g, tf.IndexedSlices) else g
+                                          for g in grads if g is not None]) \
             if any(o["gradient_clip_global_norm"] > 0 for o in self.opts) else None  # RETURNN: all raw gradients
         groups: Dict[Tuple[int, int], Tuple[List[tf.Tensor], List[tf.Variable]]] = {}
         for i, (g, v, o) in enumerate(zip(grads, self.params, self.opts)):
+            if g is None:  # no gradient from the loss: not updated (RETURNN skips it)
+                continue
             k = int(o["accum_grad_multiple_step"])
             if isinstance(g, tf.IndexedSlices) and (k > 1 or any(o[key] > 0 for key in GRADIENT_KEYS)):
                 g = tf.convert_to_tensor(g)
