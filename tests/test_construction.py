@@ -200,8 +200,21 @@ def test_out_shape_is_checked_on_every_layer():
     ({"class": "reduce", "mode": "max", "axis": "T", "loss": "ce", "from": "data"}, "do not have the same number of axes"),
     ({"class": "softmax", "n_out": 4, "loss": "edit_distance", "from": "data"}, "needs sparse output labels"),
 ])
-def test_loss_output_and_target_are_checked_when_the_network_is_built(layer, needle):
-    """RETURNN's Loss._check_init at build time: axes, time axis and the output dim the target needs."""
+def test_loss_output_and_target_are_checked_when_the_losses_are_set_up(layer, needle):
+    """RETURNN's Loss._check_init where RETURNN runs it, when the objective is built (not by
+    construct_from_dict): axes, time axis and the output dim the target needs."""
+    net = TFNetwork({"output": layer}, _extern())  # builds, as in RETURNN (forward and search use it)
     with pytest.raises(NetworkError) as info:
-        TFNetwork({"output": layer}, _extern())
+        net.check_losses()
     assert needle in str(info.value) and "\n" not in str(info.value)
+
+
+def test_train_refuses_a_loss_that_does_not_fit_its_target_before_any_step(tmp_path):
+    """The check runs when the task sets its losses up: train (and eval) refuse in one line
+    before the first step and write no checkpoint."""
+    config = TINY_12AX.replace('"output": {"class": "softmax", "loss": "ce", ',
+                               '"output": {"class": "softmax", "loss": "ce", "n_out": 7, ')
+    assert config != TINY_12AX
+    proc = run_rnn(train_args(write_config(tmp_path / "c.config", config), tmp_path))
+    assert_one_line_error(proc, "layer 'output': loss 'ce'", "the output dim is 7", "target 'classes'")
+    assert "train epoch" not in proc.stdout and not list(tmp_path.glob("**/model.001*"))

@@ -160,6 +160,8 @@ class Engine:
                             extra_roots=search_layers)
         if search_layer:
             network.output_layer_name = search_layer
+        if self.config.value("task", "train") in ("train", "eval"):  # RETURNN: when the objective is built
+            network.check_losses()
         if carry and self.network is not None:
             skip = [] if self.schedule.copy_output_layers(epoch) else \
                 [info.layer for info in self.network.losses] + [self.network.output_layer_name]

@@ -306,9 +306,17 @@ class TFNetwork(tf.Module):
             raise NetworkError("layer %r: target %r is not a data key (known: %s)"
                                % (name, target, ", ".join(sorted(self.extern_data))))
         loss = loss_cls(name, dict(opts.get("loss_opts") or {}), target)
-        loss.check_templates(self.template_of(name), None if target is None else self.extern_data[target], target)
         self.losses.append(LossInfo(name, loss, target, float(opts.get("loss_scale", 1.0)),
                                     bool(opts.get("only_on_eval"))))
+
+    def check_losses(self) -> None:
+        """RETURNN's checks of each loss against its target (its ``Loss._check_init``: axes, time
+        axis, the output dim the target needs), made where RETURNN makes them: when the losses are
+        set up for training or evaluation (tasks train and eval, before any step), not when the
+        network is built; a net whose loss does not fit its target builds (forward, search)."""
+        for info in self.losses:
+            info.loss.check_templates(self.template_of(info.layer),
+                                      None if info.target is None else self.extern_data[info.target], info.target)
 
     @property
     def recurrent(self) -> bool:
