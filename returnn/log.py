@@ -15,7 +15,7 @@ import sys
 import threading
 from typing import List, Optional, Sequence, TextIO
 
-from returnn.util.safe_files import open_append
+from returnn.util.safe_files import check_no_foreign_link, open_append
 
 
 def rank_log_filename(filename: str, rank: int, size: int) -> str:
@@ -88,6 +88,7 @@ class Log:
                     continue
                 path = rank_log_filename(name, self.rank, self.size)
                 directory = os.path.dirname(os.path.abspath(path))
+                check_no_foreign_link(directory)  # not into a directory through another user's link
                 os.makedirs(directory, exist_ok=True)
                 self.files.append(open_append(path))  # never through a symbolic link (safe_files)
                 self.filenames.append(path)

@@ -163,6 +163,77 @@ def test_plot_tool_output_link_is_replaced(tmp_path, victim):
     assert not out.is_symlink() and out.read_bytes()[:4] == b"\x89PNG"
 
 
+
+# ---------------------------------------------------------------- a directory reached through another user's link
+OTHER_UID = 65534  # nobody
+
+
+@pytest.fixture
+def planted_dir(tmp_path):
+    """``shared/exp`` -> ``victim/``: a directory link planted by another user in a shared directory.
+    Returns the link; nothing may appear in (or change in) the victim directory."""
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+        pytest.skip("planting a link owned by another user needs root (lchown)")
+    victim_dir = tmp_path / "victim"
+    victim_dir.mkdir()
+    (victim_dir / "log").write_text(VICTIM_TEXT)
+    (tmp_path / "shared").mkdir()
+    link = tmp_path / "shared" / "exp"
+    os.symlink(victim_dir, link)
+    os.lchown(link, OTHER_UID, OTHER_UID)
+    yield link
+    assert sorted(p.name for p in victim_dir.iterdir()) == ["log"], "a file was written through another user's link"
+    assert (victim_dir / "log").read_text() == VICTIM_TEXT
+
+
+def _refusal(link) -> str:
+    return "path component %s is a symbolic link (to %s) owned by another user" % (link, os.readlink(link))
+
+
+@pytest.mark.parametrize("key", ["model", "log", "learning_rate_file", "tf_log_dir", "model-below"])
+def test_directory_through_another_users_link_is_refused(tmp_path, planted_dir, key):
+    """Each output of a training reached through the link (also deeper below it) is one line
+    before anything is written; the same link owned by the user (or root) is followed as before."""
+    config = write_config(tmp_path / "tiny.config", TINY_12AX)
+    args = {"model": tmp_path / "model", "learning_rate_file": tmp_path / "lr.data", "log": tmp_path / "train.log",
+            "tf_log_dir": tmp_path / "tf-log"}
+    target = {"model": planted_dir / "model", "log": planted_dir / "log", "learning_rate_file": planted_dir / "lr.data",
+              "tf_log_dir": planted_dir, "model-below": planted_dir / "a" / "b" / "model"}[key]
+    args[key.split("-")[0]] = target
+    proc = run_rnn([config] + [a for k, v in args.items() for a in ("++" + k, str(v))], timeout=300)
+    assert_one_line_error(proc, "config key '%s'" % key.split("-")[0], _refusal(planted_dir),
+                          "the engine never writes through another user's link")
+
+
+def test_outputs_of_forward_and_tools_through_another_users_link_are_refused(tmp_path, planted_dir):
+    import h5py
+    data = tmp_path / "in.hdf"
+    with h5py.File(data, "w") as f:
+        f["inputs"] = np.zeros((3, 2), np.float32)
+        f["seqLengths"] = np.array([[3]], np.int32)
+        f["seqTags"] = np.array([b"s"])
+    proc = run_tool("hdf_dump.py", data, planted_dir / "out.hdf")
+    assert proc.returncode == 2 and _refusal(planted_dir) in proc.stderr, describe(proc)
+    config = write_config(tmp_path / "fwd.config", "#!rnn.py\ntask = 'forward'\neval = {'class': 'HDFDataset', "
+                          "'files': [%r]}\nnum_inputs = 2\nnum_outputs = 3\nallow_random_model_init = True\n"
+                          "network = {'output': {'class': 'softmax', 'from': 'data', 'n_out': 3}}\n" % str(data))
+    proc = run_rnn([config, "++model", tmp_path / "model", "++output_file", planted_dir / "out.hdf"], timeout=300)
+    assert_one_line_error(proc, "config key 'output_file'", _refusal(planted_dir))
+    from returnn.util.safe_files import atomic_write_bytes
+    with pytest.raises(UnsafePathError, match="owned by another user"):
+        atomic_write_bytes(str(planted_dir / "lr.png"), b"x")  # search outputs, plots, the learning-rate file
+
+
+def test_own_and_roots_directory_links_are_followed(tmp_path):
+    from returnn.util.safe_files import foreign_link
+    real = tmp_path / "real"
+    real.mkdir()
+    os.symlink(real, tmp_path / "mine")
+    os.symlink("mine/../real", tmp_path / "relative")
+    assert foreign_link(str(tmp_path / "mine" / "sub" / "dir")) is None
+    assert foreign_link(str(tmp_path / "relative")) is None
+
+
 # ---------------------------------------------------------------- running: only configs by their form
 
 @pytest.mark.parametrize("name,first_line,form", [

@@ -81,9 +81,10 @@ class OutputSink(io.RawIOBase):
 
     def __init__(self, path: str):
         super().__init__()
-        from returnn.util.safe_files import open_nofollow
+        from returnn.util.safe_files import check_no_foreign_link, open_nofollow
         self.path = path
         self.error: Optional[OSError] = None
+        check_no_foreign_link(os.path.dirname(os.path.abspath(path)))  # not through another user's link
         # a new file (O_EXCL), never through a link (O_NOFOLLOW); read and written by libhdf5
         self._f = os.fdopen(open_nofollow(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644), "r+b", buffering=0)
 

@@ -106,7 +106,12 @@ def prepare_output_dir(path: str, key: str) -> None:
 
 def prepare_dir(directory: str, key: str) -> None:
     """Creates ``directory`` (config key ``key``) and checks that a file can be created in it (by
-    creating one: ``os.access`` misses read-only mounts for root and file systems like sysfs)."""
+    creating one: ``os.access`` misses read-only mounts for root and file systems like sysfs). A
+    path through another user's symbolic link is refused (``safe_files.foreign_link``)."""
+    from returnn.util.safe_files import foreign_link
+    reason = foreign_link(directory)
+    if reason:
+        raise ConfigError("config key %r: directory %s: %s" % (key, directory, reason))
     try:
         os.makedirs(directory, exist_ok=True)
     except OSError as exc:

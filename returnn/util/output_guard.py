@@ -168,6 +168,10 @@ def check_writable_dir(directory: str, who: str) -> None:
     """Creates ``directory`` if needed and checks that a file can be made there (one line naming
     ``who`` otherwise; see :func:`returnn.tf.checkpoint.prepare_dir`)."""
     import tempfile
+    from returnn.util.safe_files import foreign_link
+    reason = foreign_link(directory)
+    if reason:
+        raise ConfigError("%s: directory %s: %s" % (who, directory, reason))
     try:
         os.makedirs(directory, exist_ok=True)
     except OSError as exc:

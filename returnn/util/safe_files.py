@@ -48,6 +48,74 @@ def _link_reason(path: str) -> str:
     return "is a symbolic link (to %s): the engine never writes through symbolic links (remove it)" % target
 
 
+def foreign_link(path: str) -> Optional[str]:
+    """Why writing below ``path`` (a directory, existing or to be created) would follow another
+    user's symbolic link, or None. Each existing component of ``path`` is looked at as the kernel
+    resolves it (the targets of links too): a symbolic link owned by a user other than this
+    process's (or root) is what someone with write access to a shared directory plants to send the
+    engine's files (checkpoints, logs) into a directory of their choosing -- the rule of Linux's
+    ``fs.protected_symlinks``, applied to every directory, not only sticky ones."""
+    from collections import deque
+    euid = os.geteuid() if hasattr(os, "geteuid") else None
+    if euid is None:
+        return None
+    parts = deque(os.path.join(os.getcwd(), os.fspath(path)).split("/"))
+    current, hops = "/", 0
+    while parts:
+        part = parts.popleft()
+        if part in ("", "."):
+            continue
+        if part == "..":
+            current = os.path.dirname(current)
+            continue
+        candidate = os.path.join(current, part)
+        try:
+            st = os.lstat(candidate)
+        except OSError:
+            return None  # the rest does not exist yet: the engine creates it (mkdir does not follow links)
+        if not stat.S_ISLNK(st.st_mode):
+            current = candidate
+            continue
+        try:
+            target = os.readlink(candidate)
+        except OSError:
+            return None
+        if st.st_uid not in (euid, 0):
+            return ("path component %s is a symbolic link (to %s) owned by another user (%s): the engine never "
+                    "writes through another user's link (remove it, or name the real directory)"
+                    % (candidate, target, _user(st.st_uid)))
+        hops += 1
+        if hops > 40:
+            return None  # a loop: the kernel says ELOOP when the directory is used
+        parts.extendleft(reversed(target.split("/")))
+        if target.startswith("/"):
+            current = "/"
+    return None
+
+
+def _user(uid: int) -> str:
+    try:
+        import pwd
+        return "%s, uid %i" % (pwd.getpwuid(uid).pw_name, uid)
+    except (ImportError, KeyError):
+        return "uid %i" % uid
+
+
+def check_no_foreign_link(directory: str) -> None:
+    """Raises :class:`UnsafePathError` when writing below ``directory`` would follow another
+    user's symbolic link (:func:`foreign_link`)."""
+    reason = foreign_link(directory)
+    if reason:
+        raise ForeignLinkError(directory, reason)
+
+
+class ForeignLinkError(UnsafePathError):
+    """A directory reached through another user's symbolic link; the reason names the link."""
+
+    def __str__(self) -> str:
+        return self.reason
+
+
 def check_regular(fd: int, path: str) -> None:
     """Raises :class:`UnsafePathError` unless ``fd`` (opened from ``path``) is a regular file with
     one link."""
@@ -144,6 +212,7 @@ def atomic_write_bytes(path: str, data: bytes, tmp: Optional[str] = None) -> Non
     (never through a link), fsynced, renamed over ``path`` (a link at ``path`` is replaced, its
     target untouched); the directory is fsynced."""
     directory = os.path.dirname(os.path.abspath(path))
+    check_no_foreign_link(directory)
     os.makedirs(directory, exist_ok=True)
     tmp = tmp or "%s.tmp-%i" % (path, os.getpid())
     try:
