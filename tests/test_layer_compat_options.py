@@ -124,6 +124,11 @@ def test_layers_and_losses_that_need_rasr_are_one_line_naming_the_layer():
         net = {"output": {"class": "softmax", "n_out": 4, "from": "data", "loss": loss, "sprint_opts": {"x": 1}}}
         with pytest.raises(NetworkError, match=r"layer 'output': loss %r is not available here: .*RASR" % loss):
             TFNetwork(outputs(net), extern)
+    # RETURNN's via_layer loss is the fast_bw layer's own loss (its only source): one line naming both
+    net = {"output": {"class": "copy", "from": "data", "loss": "via_layer",
+                      "loss_opts": {"error_signal_layer": "bw"}}}
+    with pytest.raises(NetworkError, match=r"layer 'output': loss 'via_layer' is not available here: .*fast_bw.*RASR"):
+        TFNetwork(outputs(net), extern)
 
 
 def test_a_loss_layer_without_n_out_infers_it_or_names_the_missing_target():
@@ -133,3 +138,14 @@ def test_a_loss_layer_without_n_out_infers_it_or_names_the_missing_target():
     assert net.layers["ctc"].output.dim == 5 and net.layers["output"].output.dim == 4  # + the CTC blank
     with pytest.raises(NetworkError, match=r"layer 'ctc': its target 'src' is no data key \(known: classes, data\)"):
         TFNetwork(outputs({"ctc": {"class": "softmax", "from": "data", "loss": "ctc", "target": "src"}}), extern)
+
+
+def test_size_target_is_accepted_on_every_layer_and_changes_nothing():
+    """RETURNN's LayerBase option (published 2D-LSTM configs set it on twod_lstm): it only fills output
+    dims a layer leaves undefined, which no layer here does; the rec layer reads its own."""
+    extern = {"data": Data("data", shape=(None, 3)), "classes": Data("classes", shape=(None,), sparse=True, dim=4)}
+    with_opt = TFNetwork(outputs({"output": {"class": "linear", "n_out": 4, "from": "data", "size_target": "classes"}}),
+                         extern)
+    without = TFNetwork(outputs({"output": {"class": "linear", "n_out": 4, "from": "data"}}), extern)
+    assert with_opt.layers["output"].output.dims[1:] == without.layers["output"].output.dims[1:] or \
+        with_opt.layers["output"].output.short_repr() == without.layers["output"].output.short_repr()

@@ -60,6 +60,9 @@ _batch("min_chunk_size", "int|dict", 0, "Chunking: a chunk starts only where mor
        "(RETURNN's; 0: at every step inside the sequence).")
 _batch("chunking_variance", "float", 0.0, "Chunking: each sequence's chunk size and step scaled by 1 - r * x, "
        "r uniform in [0, 1) from the dataset's epoch seed (RETURNN's); 0: off.", minimum=0)
+_batch("context_window", "int|dict|list", None, "Extra frames around each batch entry (sequence or chunk), zeros beyond "
+       "the sequence: n adds n - 1 frames to 'data' ((n-1)//2 before), {key: n} per key, ({key: left}, {key: right}) "
+       "directly (RETURNN's); frame-wise targets keep their length. A dataset's own option wins.")
 _batch("chunk_eval", "bool", False, "Chunk dev/eval datasets with 'chunking' too (RETURNN's; they are not by default).")
 _batch("on_size_limit", "str", "ignore", "RETURNN's: 'chunk' cuts dev/eval sequences into chunks of batch_size frames.")
 _batch("max_seq_length", "int|float|dict", 0, "Skip sequences (chunks, when chunking) longer than this: int for every "

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import random
-from typing import Any, Dict, List, Optional, Sequence, Type
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Type
 
 import numpy as np
 
@@ -47,6 +47,10 @@ class DataInfo:
 
 class Dataset:
     """Base class. Options are RETURNN's dataset options; unknown ones are an error naming them."""
+
+    # frames added around each batch entry per data key (RETURNN's context_window; the engine sets it on
+    # the datasets it cuts batches of: returnn/datasets/context_window.py)
+    context_window: Optional[Dict[str, Tuple[int, int]]] = None
 
     def __init__(self, name: Optional[str] = None, seq_ordering: str = "default", partition_epoch: int = 1,
                  fixed_random_seed: Optional[int] = None, random_seed_offset: int = 0,
@@ -368,8 +372,9 @@ def _check_unsupported(owner: str, window: Any, context_window: Any, shuffle_fra
         raise DataError("%s: option 'window' is supported on the train/dev/eval datasets themselves (or as the "
                         "config key 'window'), not on a dataset inside another one" % owner)
     if context_window not in (None, 0, {}):
-        raise DataError("%s: option 'context_window' (extra frames around each chunk) is not supported; "
-                        "'window' appends neighbouring frames instead" % owner)
+        raise DataError("%s: option 'context_window' is supported on the train/dev/eval/search datasets themselves "
+                        "(or as the config key 'context_window'), not on a dataset inside another one (RETURNN "
+                        "adds the context when it cuts batches, which only the outer dataset does)" % owner)
     if shuffle_frames_of_nseqs not in (None, 0):
         raise DataError("%s: option 'shuffle_frames_of_nseqs' is not supported (RETURNN's own HDF and "
                         "generating datasets do not implement it either)" % owner)

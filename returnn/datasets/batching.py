@@ -16,6 +16,7 @@ import numpy as np
 
 from returnn.datasets.base import Dataset
 from returnn.datasets.chunking import ChunkOptions, chunk_options
+from returnn.datasets.context_window import Context, extra_frames, slice_pad_zeros
 from returnn.datasets.key_chunking import function_chunks, key_chunks
 from returnn.errors import DataError
 
@@ -31,6 +32,7 @@ class BatchSlices:
     ends: np.ndarray
     packed: bool = False  # all entries concatenated into one row (see generate_packed_batches)
     key_ranges: Optional[Dict[str, Tuple[np.ndarray, np.ndarray]]] = None
+    context: Optional[Context] = None  # frames added before/after each entry per key (context_window)
 
     @property
     def num_seqs(self) -> int:
@@ -86,7 +88,7 @@ def too_long(dataset: Dataset, lengths: np.ndarray, max_seq_length: Any) -> np.n
 
 def generate_batches(dataset: Dataset, batch_size: Any, max_seqs: int = -1,
                      chunking: Any = None, max_seq_length: Any = 0, min_chunk_size: Any = 0,
-                     chunking_variance: Any = 0.0) -> List[BatchSlices]:
+                     chunking_variance: Any = 0.0, context: Optional[Context] = None) -> List[BatchSlices]:
     """Cuts the current epoch of ``dataset`` (after ``init_seq_order``) into batches, in order.
 
     A batch's cost is (longest entry) x (number of entries), per data key; it stays <= ``batch_size``
@@ -95,6 +97,8 @@ def generate_batches(dataset: Dataset, batch_size: Any, max_seqs: int = -1,
     ``max_seq_length`` are skipped, as in RETURNN (which checks the chunk, not the sequence).
     ``chunking`` is a config value or :class:`ChunkOptions` (then ``min_chunk_size`` and
     ``chunking_variance`` are its own); per-key chunking: :mod:`returnn.datasets.key_chunking`.
+    ``context`` (RETURNN's ``context_window``) lengthens each entry of its keys before the budget and
+    ``max_seq_length`` are checked, as in RETURNN.
     """
     chunk = chunking if isinstance(chunking, ChunkOptions) else \
         chunk_options(chunking, min_chunk_size, chunking_variance)
@@ -107,7 +111,7 @@ def generate_batches(dataset: Dataset, batch_size: Any, max_seqs: int = -1,
     max_seqs = int(max_seqs) if max_seqs and int(max_seqs) > 0 else 1 << 62
     rng = dataset.epoch_random() if chunk is not None and chunk.variance > 0 else None
     by_key = chunk is not None and (chunk.per_key or bool(np.any(lengths != lengths[:, :1])))
-    builder = _BatchBuilder(keys, limits, max_seqs, by_key)
+    builder = _BatchBuilder(keys, limits, max_seqs, by_key, context)
     if chunk is not None and chunk.func is not None:
         for seq_idx, ranges in function_chunks(chunk.func, dataset, keys):
             builder.add(seq_idx, ranges, max_lens)
@@ -131,8 +135,10 @@ class _BatchBuilder:
     times the entry count against the per-key budget, ``max_seqs``; entries over ``max_seq_length``
     are left out."""
 
-    def __init__(self, keys: Sequence[str], limits: np.ndarray, max_seqs: int, by_key: bool):
+    def __init__(self, keys: Sequence[str], limits: np.ndarray, max_seqs: int, by_key: bool,
+                 context: Optional[Context] = None):
         self.keys, self.limits, self.max_seqs, self.by_key = list(keys), limits, max_seqs, by_key
+        self.context, self.extra = context, extra_frames(context, keys)
         self.batches: List[BatchSlices] = []
         self.entries: List[Tuple[int, Optional[Dict[str, Tuple[int, int]]]]] = []
         self.cur_max = np.zeros(len(self.keys))
@@ -141,6 +147,7 @@ class _BatchBuilder:
             piece: Optional[np.ndarray] = None) -> None:
         if piece is None:
             piece = np.array([ranges[k][1] - ranges[k][0] for k in self.keys])
+        piece = piece + self.extra
         if np.any(piece > max_lens):
             return
         new_max = np.maximum(self.cur_max, piece)
@@ -157,7 +164,7 @@ class _BatchBuilder:
         idx = np.array([i for i, _ in self.entries], dtype=np.int64)
         if self.entries[0][1] is None:  # whole sequences
             minus = np.full(len(idx), -1, dtype=np.int64)
-            batch = BatchSlices(idx, np.zeros(len(idx), dtype=np.int64), minus)
+            batch = BatchSlices(idx, np.zeros(len(idx), dtype=np.int64), minus, context=self.context)
         else:
             first = self.keys[0]
             starts = np.array([r[first][0] for _, r in self.entries], dtype=np.int64)
@@ -167,7 +174,7 @@ class _BatchBuilder:
                 key_ranges = {k: (np.array([r[k][0] for _, r in self.entries], dtype=np.int64),
                                   np.array([r[k][1] for _, r in self.entries], dtype=np.int64))
                               for k in self.keys[1:]}
-            batch = BatchSlices(idx, starts, ends, key_ranges=key_ranges)
+            batch = BatchSlices(idx, starts, ends, key_ranges=key_ranges, context=self.context)
         self.batches.append(batch)
         self.entries = []
         self.cur_max = np.zeros(len(self.keys))
@@ -236,7 +243,12 @@ def make_batch_arrays(dataset: Dataset, batch: BatchSlices, keys: Optional[Seque
         starts, ends = batch.ranges_of(key)
         ranges = list(zip(starts.tolist(), ends.tolist())) if np.any(ends >= 0) else None  # None: whole sequences
         pieces = [row[key] for row in rows]
-        if ranges is not None:
+        if batch.context and key in batch.context:  # the entry's frames and its context, zeros beyond the sequence
+            before, after = batch.context[key]
+            bounds = ranges or [(0, -1)] * len(pieces)
+            pieces = [slice_pad_zeros(p, s - before, (e if e >= 0 else len(p)) + after)
+                      for p, (s, e) in zip(pieces, bounds)]
+        elif ranges is not None:
             pieces = [p[s:e] if e >= 0 else p for p, (s, e) in zip(pieces, ranges)]
         if batch.packed:  # one row: the entries' frames concatenated
             out[key] = np.concatenate(pieces)[None]
@@ -310,16 +322,17 @@ class BatchOptions:
                      size: int = 1, packed: bool = False) -> List[BatchSlices]:
         """Orders ``dataset`` for ``epoch``, cuts it into batches (chunked as :meth:`chunk_options`
         says for ``purpose``; frames packed when ``packed`` and :attr:`pack_frames`, if the data
-        keys line up) and returns those of ``rank`` out of ``size`` (batch i goes to rank i mod size)."""
+        keys line up and the dataset has no ``context_window``) and returns those of ``rank`` out of ``size`` (batch i goes to rank i mod size)."""
         if purpose not in ("train", "eval", "forward"):
             raise ValueError("purpose: expected train, eval or forward, got %r" % (purpose,))
         dataset.init_seq_order(epoch)
-        if packed and self.pack_frames:
+        context = getattr(dataset, "context_window", None)
+        if packed and self.pack_frames and not context:
             batches = generate_packed_batches(dataset, scalar_budget(self.batch_size), self.max_seqs)
             if batches is not None:
                 return shard_batches(batches, rank, size)
         batches = generate_batches(dataset, self.batch_size, self.max_seqs, self.chunk_options(dataset, purpose),
-                                   self.max_seq_length)
+                                   self.max_seq_length, context=context)
         return shard_batches(batches, rank, size)
 
 

@@ -19,6 +19,7 @@ from returnn.config_keys.values import check_epoch_config
 from returnn.datasets import eval_dataset_spec, init_dataset
 from returnn.datasets.base import Dataset
 from returnn.datasets.options import int_option
+from returnn.datasets.context_window import pop_context_window
 from returnn.datasets.windowing import WindowedDataset
 from returnn.datasets.batching import BatchOptions, shard_batches
 from returnn.datasets.prefetch import BatchPrefetcher
@@ -122,7 +123,9 @@ class Engine:
             if isinstance(spec, dict) and spec.get("window") is not None:  # the dataset's own wins (RETURNN)
                 spec = dict(spec)
                 window = int_option("dataset %s" % name, "window", spec.pop("window"), minimum=0)
+            spec, context = pop_context_window(spec, self.config.typed_value("context_window"), "dataset %s" % name)
             dataset = init_dataset(spec, defaults, name=name)
+            dataset.context_window = context
             if is_train and self.dist.dataset_seed_offset():
                 dataset.random_seed_offset += self.dist.dataset_seed_offset()
             out[name] = WindowedDataset(dataset, window) if window > 1 else dataset  # RETURNN's input windowing
@@ -626,9 +629,12 @@ class Engine:
                 raise ConfigError("config key 'search_data': %r names the config's %r dataset, which it lacks"
                                   % (spec, spec))
             dataset = self.datasets[spec]
+        elif spec:
+            spec, context = pop_context_window(spec, self.config.typed_value("context_window"), "search_data")
+            dataset = init_dataset(spec, {"cache_size": self.config.typed_value("cache_size")}, name="search_data")
+            dataset.context_window = context
         else:
-            dataset = init_dataset(spec, {"cache_size": self.config.typed_value("cache_size")}, name="search_data") \
-                if spec else (self.datasets.get("eval") or self.datasets.get("dev"))
+            dataset = self.datasets.get("eval") or self.datasets.get("dev")
         if dataset is None:
             raise ConfigError("task 'search' needs 'search_data' (or an 'eval' or 'dev' dataset)")
         output_file = self.config.value("search_output_file")

@@ -107,6 +107,10 @@ class Layer(tf.Module):
                                         "with an edit_distance loss); training leaves it out"),
         Option("loss_only_on_non_search", False, "RETURNN: no loss in search",
                noop="the search task here computes no losses, so every loss is computed outside search only"),
+        Option("size_target", None, "RETURNN: data key whose dims fill output dims the layer leaves undefined "
+                                    "(evaluation only); the rec layer's loop length",
+               noop="every layer here defines all its output dims (out_type is checked, not filled); the rec "
+                    "layer declares its own"),
         Option("register_as_extern_data", None, "data key under which the layer's output is readable as data "
                                                 "('data:KEY') and as a loss target"),
         Option("name_scope", None, "RETURNN's variable scope of the layer's parameters: None (the layer's name), "
@@ -430,7 +434,9 @@ NOT_HERE = {
 # Losses likewise: RETURNN's full-sum losses computed by RASR.
 LOSSES_NOT_HERE = {"fast_bw": NOT_HERE["fast_bw"],
                    "sprint": "it is computed by RASR (Sprint); train with 'ce' on alignments dumped to HDF "
-                             "(tools/hdf_dump.py) or with a 'ctc' loss instead"}
+                             "(tools/hdf_dump.py) or with a 'ctc' loss instead",
+                   "via_layer": "its value and error signal are another layer's own loss, which in RETURNN only "
+                                "the fast_bw layer (RASR automata) has; " + NOT_HERE["fast_bw"]}
 
 
 def get_layer_class(name: str, layer_name: str, opts: Optional[Mapping[str, Any]] = None) -> Type[Layer]:

@@ -1,0 +1,201 @@
+#!/usr/bin/env python3
+"""Published RETURNN configs (returnn-experiments and other public repositories, listed in
+tests/data/published_configs.json by repository, path and commit) trained with this engine on random
+data (issue 27).
+
+Usage: .venv/bin/python benchmarks/published_configs.py [--mirrors DIR] [--only SUBSTR ...] [--search]
+                                                       [--timeout S] [--keep DIR] [--json OUT] [-v]
+
+The configs are not stored here: each is read from a git mirror of its repository
+(``DIR/OWNER+NAME/repo``, a bare git directory or a work tree's ``.git``, as the search tool's fetch
+leaves them; default ``/work/.mirror``); a config whose repository has no mirror is skipped.
+
+Per config: the config is written to a fresh working directory, top-level statements that name a
+dataset key (``train``, ``dev``, ...) run guarded (a config that builds its RASR or file datasets at
+load time would fail on files that exist only at its site; the probe replaces those datasets anyway),
+and a second config (``override.config``, :mod:`published_configs_synth`) replaces the datasets with
+random data matching the config's extern data and makes the run tiny (one epoch, six sequences of
+~64 frames, CPU). Then ``rnn.py`` trains; with ``--search`` a config that has a search (a ``choice``
+layer) also decodes with the trained epoch. Printed per config: ``OK``, or the kind and the error's
+last line: ``ENGINE`` (this engine failed), ``NOT-HERE`` (RASR, KenLM: a one-line refusal, exit 2),
+``FILE`` (a file the config names is missing) and ``RETURNN`` (the config fails in RETURNN too, from
+the list's ``returnn_fails`` note).
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any, Dict, List, Optional, Tuple
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DEFAULT_LIST = os.path.join(REPO, "tests", "data", "published_configs.json")
+DATASET_NAMES = ("train", "dev", "eval", "eval_datasets", "search_data", "forward_data", "devtrain")
+NOT_HERE = re.compile(r"RASR|Sprint|sprint|KenLM|kenlm|fast_bw")
+MISSING_FILE = re.compile(r"No such file|does not exist|not found|cannot open|FileNotFound|no checkpoint", re.I)
+SEQ2SEQ_HINTS = re.compile(r"[\"']ctc[\"']|[\"']choice[\"']|rnnt|RNNT|transducer|[\"']decide[\"']|"
+                           r"TranslationDataset|OggZipDataset|LibriSpeechCorpus")
+
+
+def git_dir(mirrors: str, repo: str) -> Optional[str]:
+    base = os.path.join(mirrors, repo.replace("/", "+"), "repo")
+    for cand in (base, os.path.join(base, ".git")):
+        if os.path.exists(os.path.join(cand, "HEAD")):
+            return cand
+    return None
+
+
+def read_config(gd: str, commit: str, path: str) -> str:
+    for rev in (commit, "HEAD"):
+        res = subprocess.run(["git", "--git-dir", gd, "show", "%s:%s" % (rev, path)], capture_output=True)
+        if res.returncode == 0:
+            return res.stdout.decode("utf-8", "replace")
+    raise FileNotFoundError("%s not in %s" % (path, gd))
+
+
+def _names(node: ast.AST) -> set:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+
+def guard_dataset_statements(text: str) -> str:
+    """A Python config whose top-level statements naming a dataset key run in try/except (see the
+    module doc); other forms (JSON, RETURNN's line format) come back unchanged."""
+    if text.lstrip().startswith("{"):
+        return text
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return text
+    lines = text.splitlines()
+    out: List[str] = []
+    pos = 0
+    for stmt in tree.body:
+        start, end = stmt.lineno - 1, stmt.end_lineno
+        if isinstance(stmt, (ast.FunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom)) \
+                or not (_names(stmt) & set(DATASET_NAMES)):
+            continue
+        if getattr(stmt, "decorator_list", None):
+            continue
+        out.extend(lines[pos:start])
+        body = lines[start:end]
+        out.append("try:")
+        out.extend("    " + line for line in body)
+        out.append("except Exception as _probe_exc:")
+        out.append("    print('probe: dataset statement at line %i failed: %%s' %% (_probe_exc,))" % (start + 1))
+        pos = end
+    out.extend(lines[pos:])
+    return "\n".join(out) + "\n"
+
+
+def override_text() -> str:
+    return ("#!rnn.py\n"
+            "import sys\n"
+            "sys.path.insert(0, %r)\n"
+            "from published_configs_synth import overrides as _overrides\n"
+            "globals().update(_overrides(config))\n" % os.path.join(REPO, "benchmarks"))
+
+
+def _error_line(stderr: str, stdout: str) -> str:
+    for text in (stderr, stdout):
+        lines = [l for l in text.splitlines() if l.strip()]
+        for line in reversed(lines):
+            if line.startswith("ERROR") or re.match(r"^\w*(Error|Exception)\b", line):
+                return line.strip()[:400]
+    lines = [l for l in (stderr + stdout).splitlines() if l.strip()]
+    return lines[-1].strip()[:400] if lines else "(no output)"
+
+
+def run_rnn(workdir: str, cfg_name: str, env: Dict[str, str], timeout: float) -> Tuple[int, str, float]:
+    start = time.time()
+    try:
+        res = subprocess.run([sys.executable, os.path.join(REPO, "rnn.py"), cfg_name, "override.config"],
+                             cwd=workdir, env=env, capture_output=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return -1, "timeout after %is" % timeout, time.time() - start
+    stdout, stderr = res.stdout.decode("utf-8", "replace"), res.stderr.decode("utf-8", "replace")
+    with open(os.path.join(workdir, "run-%s.log" % env["PROBE_TASK"]), "w") as f:
+        f.write(stdout + "\n--- stderr\n" + stderr)
+    return res.returncode, "" if res.returncode == 0 else _error_line(stderr, stdout), time.time() - start
+
+
+def classify(rc: int, line: str, entry: Dict[str, Any]) -> str:
+    if rc == 0:
+        return "OK"
+    if entry.get("returnn_fails"):
+        return "RETURNN"
+    if rc == 2 and NOT_HERE.search(line):
+        return "NOT-HERE"
+    if MISSING_FILE.search(line):
+        return "FILE"
+    return "ENGINE"
+
+
+def probe(entry: Dict[str, Any], mirrors: str, args: argparse.Namespace) -> Dict[str, Any]:
+    result = dict(entry)
+    gd = git_dir(mirrors, entry["repo"])
+    if gd is None:
+        result.update(kind="SKIP", error="no mirror of %s under %s" % (entry["repo"], mirrors))
+        return result
+    text = read_config(gd, entry["commit"], entry["path"])
+    workdir = tempfile.mkdtemp(prefix="published-", dir=args.keep)
+    name = os.path.basename(entry["path"])
+    if not name.endswith((".config", ".py")):
+        name += ".config"
+    with open(os.path.join(workdir, name), "w") as f:
+        f.write(guard_dataset_statements(text))
+    with open(os.path.join(workdir, "override.config"), "w") as f:
+        f.write(override_text())
+    env = dict(os.environ, PROBE_TASK="train", PYTHONPATH=REPO,
+               PROBE_SEQ2SEQ=entry.get("seq2seq", "1" if SEQ2SEQ_HINTS.search(text) else "0"))
+    env.update({k: str(v) for k, v in entry.get("env", {}).items()})
+    rc, line, took = run_rnn(workdir, name, env, args.timeout)
+    result.update(rc=rc, error=line, seconds=round(took, 1), kind=classify(rc, line, entry), workdir=workdir)
+    if rc == 0 and args.search and re.search(r"[\"']choice[\"']", text):
+        env["PROBE_TASK"] = "search"
+        rc, line, took = run_rnn(workdir, name, env, args.timeout)
+        result.update(search_rc=rc, search_error=line, search_kind=classify(rc, line, entry))
+    if not args.keep:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return result
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--list", default=DEFAULT_LIST)
+    parser.add_argument("--mirrors", default="/work/.mirror")
+    parser.add_argument("--only", nargs="*", default=None, help="substrings of repo/path to run")
+    parser.add_argument("--search", action="store_true", help="also decode configs with a choice layer")
+    parser.add_argument("--timeout", type=float, default=900.0)
+    parser.add_argument("--keep", default=None, help="keep the working directories under this directory")
+    parser.add_argument("--json", default=None, help="write the results here")
+    args = parser.parse_args(argv)
+    with open(args.list) as f:
+        entries = json.load(f)
+    if args.only:
+        entries = [e for e in entries if any(s in e["repo"] + "/" + e["path"] for s in args.only)]
+    results = []
+    for entry in entries:
+        res = probe(entry, args.mirrors, args)
+        results.append(res)
+        extra = "" if "search_kind" not in res else "  search: %s %s" % (res["search_kind"], res["search_error"])
+        print("%-8s %6.1fs %s:%s  %s%s" % (res["kind"], res.get("seconds", 0), res["repo"], res["path"],
+                                            res.get("error", ""), extra), flush=True)
+    counts: Dict[str, int] = {}
+    for res in results:
+        counts[res["kind"]] = counts.get(res["kind"], 0) + 1
+    print("summary: %s of %i" % (", ".join("%s %i" % kv for kv in sorted(counts.items())), len(results)))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

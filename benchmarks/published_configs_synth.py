@@ -1,0 +1,70 @@
+"""The override half of benchmarks/published_configs.py: loaded as the second config file after a
+published config, it replaces the config's datasets with random data matching its extern data and
+makes the run tiny (one epoch, a few short sequences, CPU, files in the working directory).
+
+The probe's override config calls :func:`overrides` with the config loaded so far; the returned
+keys become config keys. Environment (set by the probe): ``PROBE_TASK`` (train or search),
+``PROBE_SEQ2SEQ`` (1: targets shorter than the input, as for attention/CTC/transducer; 0: frame-wise,
+as long as the input), ``PROBE_NUM_SEQS``, ``PROBE_LEN``.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, Dict, List
+
+import numpy as np
+
+DATASET_KEYS = ("train", "dev", "eval", "eval_datasets", "search_data", "forward_data")
+
+
+def _lengths(n: int, base: int, rng: np.random.RandomState) -> List[int]:
+    return [max(1, base - int(rng.randint(0, max(1, base // 4)))) for _ in range(n)]
+
+
+def _seqs(specs: Dict[str, Any], n: int, in_len: int, seq2seq: bool, seed: int) -> List[Dict[str, np.ndarray]]:
+    """n sequences of random data for the data templates ``specs`` (key -> Data)."""
+    rng = np.random.RandomState(seed)
+    in_lens = _lengths(n, in_len, rng)
+    out_lens = _lengths(n, max(2, in_len // 12), rng) if seq2seq else in_lens
+    seqs = []
+    for i in range(n):
+        seq = {}
+        for key, data in specs.items():
+            if not data.have_batch_axis() or (data.time_dim_axis is None and not data.get_dynamic_axes()):
+                t = 1
+            else:
+                t = in_lens[i] if key == "data" or not data.sparse else out_lens[i]
+            if data.sparse:
+                seq[key] = rng.randint(0, max(1, data.dim), size=(t,)).astype(np.int32)
+            else:
+                shape = [d.dimension for i, d in enumerate(data.dims) if i != data.batch_dim_axis]
+                feat = [s for s in shape if s is not None]
+                dim = int(np.prod(feat)) if feat else 1
+                seq[key] = rng.uniform(-1.0, 1.0, size=(t, dim)).astype(data.dtype if "float" in data.dtype
+                                                                         else "float32")
+        seqs.append(seq)
+    return seqs
+
+
+def overrides(config: Any) -> Dict[str, Any]:
+    """The config keys that make ``config`` (loaded so far) a tiny run on random data."""
+    from returnn.extern_data import extern_data_from_config
+    specs = extern_data_from_config(config)
+    n = int(os.environ.get("PROBE_NUM_SEQS", "6"))
+    length = int(os.environ.get("PROBE_LEN", "64"))
+    seq2seq = os.environ.get("PROBE_SEQ2SEQ", "1") == "1"
+    output_dim = {k: [d.dim, 1 if d.sparse else 2] for k, d in specs.items() if d.dim}
+    train = {"class": "StaticDataset", "data": _seqs(specs, n, length, seq2seq, 1), "output_dim": output_dim}
+    dev = {"class": "StaticDataset", "data": _seqs(specs, 2, length, seq2seq, 2), "output_dim": output_dim}
+    out: Dict[str, Any] = {k: None for k in DATASET_KEYS}
+    out.update({
+        "train": train, "dev": dev, "task": os.environ.get("PROBE_TASK", "train"),
+        "num_epochs": 1, "batch_size": 100000, "max_seqs": n,
+        "model": os.path.abspath("model/network"), "learning_rate_file": os.path.abspath("newbob.data"),
+        "log": None, "tf_log_dir": None, "device": "cpu", "use_horovod": False,
+        "save_interval": 1, "cleanup_old_models": False,
+    })
+    if out["task"] == "search":
+        out.update({"search_data": dev, "search_output_file": os.path.abspath("search.txt"), "load_epoch": 1,
+                    "train": None})
+    return out
