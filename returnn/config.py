@@ -429,7 +429,13 @@ def data_suffix(filename: str) -> Optional[str]:
     match = _DATA_NAME.search(name)
     if match:
         return match.group(0)
-    return next((suffix for suffix in DATA_SUFFIXES if name.endswith(suffix)), None)
+    found = next((suffix for suffix in DATA_SUFFIXES if name.endswith(suffix)), None)
+    if found or name.endswith((".config", ".py")):
+        return found
+    # a data file's suffix followed by more (a copy, a shard, a rotated file: corpus.txt.1,
+    # train.hdf.bak, dev.gz.part2) is still a data file
+    parts = name.split(".")[1:-1]
+    return next(("." + part for part in parts if "." + part in DATA_SUFFIXES), None)
 
 
 def config_form(filename: str, content: str) -> str:

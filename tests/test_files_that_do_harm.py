@@ -241,6 +241,8 @@ def test_own_and_roots_directory_links_are_followed(tmp_path):
     ("a.config", "", "python"), ("a.json", "", None), ("a", "", "lines"), ("a.txt", "", None), ("a.txt", "#!rnn.py\n", None),
     ("a.hdf", "#!rnn.py\n", None), ("a.gz", "", None), ("seqs.lst", "", None), ("lr.data", "#!rnn.py\n", None),
     ("model.001.data-00000-of-00001", "", None), ("a.py.tmp-123", "#!x\n", None),
+    ("corpus.txt.1", "#!rnn.py\n", None), ("train.hdf.bak", "#!rnn.py\n", None), ("dev.gz.part2", "", None),
+    ("exp.lst.config", "#!rnn.py\n", "python"), ("base.v2", "#!rnn.py\n", "python"),
 ])
 def test_config_form_rule(name, first_line, form):
     content = first_line + "x = 3\n"
@@ -263,7 +265,7 @@ def test_python_without_config_form_is_not_run(tmp_path, pwn):
         Config().load_file(str(path))
 
 
-@pytest.mark.parametrize("name", ["corpus.txt", "feats.hdf", "notes.json", "seqs.lst"])
+@pytest.mark.parametrize("name", ["corpus.txt", "feats.hdf", "notes.json", "seqs.lst", "corpus.txt.1", "train.hdf.bak"])
 def test_rnn_refuses_data_files_as_configs(tmp_path, pwn, name):
     marker, code = pwn
     path = tmp_path / name
@@ -281,7 +283,9 @@ def _python_data_files(tmp_path: Path, code: str):
         f.write("#!rnn.py\n" + code)
     plain_gz = tmp_path / "code.gz"
     plain_gz.write_text("#!rnn.py\n" + code)  # text in a file named .gz
-    return [text, gz, plain_gz]
+    shard = tmp_path / "corpus.txt.1"
+    shard.write_text("#!rnn.py\n" + code)  # a data file's suffix followed by more (a shard, a copy)
+    return [text, gz, plain_gz, shard]
 
 
 @pytest.mark.parametrize("tool", ["dump-dataset.py", "hdf_dump.py"])

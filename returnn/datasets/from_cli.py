@@ -41,7 +41,7 @@ def dataset_from_cli_arg(arg: str, config_key: str = "train") -> Tuple[Dataset, 
         raise ConfigError("no such config or dataset file: %s" % text)
     suffix = data_suffix(text)
     if suffix and suffix != ".json":  # never run as a config (returnn.config.config_form); JSON is parsed
-        raise ConfigError("%s is neither a config nor an HDF file (its name ends in %s, a data file's; data files "
+        raise ConfigError("%s is neither a config nor an HDF file (its name has %s, a data file's suffix; data files "
                           "are never run as configs): give a dataset dict \"{'class': ..., ...}\" that reads it"
                           % (text, suffix))
     config = Config()
