@@ -154,7 +154,8 @@ def parse_learning_rate_text(text: str, filename: str) -> Dict[int, EpochData]:
     try:
         tree = ast.parse(text, filename, mode="eval")
     except SyntaxError as exc:
-        raise DataError("%s:%s: cannot parse learning-rate file: %s" % (filename, exc.lineno, exc.msg))
+        where = ":%i" % exc.lineno if exc.lineno else ""  # NUL bytes have no line
+        raise DataError("%s%s: cannot parse learning-rate file: %s" % (filename, where, exc.msg))
     except (ValueError, RecursionError, MemoryError) as exc:  # NUL bytes, absurd nesting
         raise DataError("%s: cannot parse learning-rate file: %s" % (filename, type(exc).__name__))
     body = tree.body
@@ -162,6 +163,7 @@ def parse_learning_rate_text(text: str, filename: str) -> Dict[int, EpochData]:
         raise DataError("%s:%i: learning-rate file must hold a dict {epoch: EpochData(...)}"
                         % (filename, getattr(body, "lineno", 1)))
     epochs: Dict[int, EpochData] = {}
+    lines: Dict[int, int] = {}
     try:
         for key, value in zip(body.keys, body.values):
             if key is None:
@@ -169,7 +171,10 @@ def parse_learning_rate_text(text: str, filename: str) -> Dict[int, EpochData]:
             epoch = _literal(key)
             if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
                 raise _Reject(key, "epoch key %r is not a non-negative integer" % (epoch,))
+            if epoch in epochs:  # Python's dict would keep the last one silently: which rate was meant?
+                raise _Reject(key, "epoch %i occurs twice (also at line %i)" % (epoch, lines[epoch]))
             epochs[epoch] = _epoch_data(value)
+            lines[epoch] = getattr(key, "lineno", 1)
     except _Reject as exc:
         raise DataError("%s:%i: bad learning-rate file: %s" % (filename, exc.lineno, exc))
     except RecursionError:
@@ -177,15 +182,48 @@ def parse_learning_rate_text(text: str, filename: str) -> Dict[int, EpochData]:
     return epochs
 
 
+# A learning-rate file holds a few hundred bytes per epoch (RETURNN's with meta entries about 300):
+# 16 MB are some 50,000 epochs. Parsing costs about 100 bytes of memory per byte of text, so a
+# larger file (a planted one, or /dev/zero behind a link) would take the run's memory and time.
+MAX_FILE_BYTES = 16 * 2 ** 20
+
+
 def read_learning_rate_file(filename: str) -> Dict[int, EpochData]:
-    """Reads and parses a learning-rate file (ours or RETURNN's); one-line DataError when it cannot."""
+    """Reads and parses a learning-rate file (ours or RETURNN's); one-line DataError when it cannot.
+    Only a regular file is read (a FIFO would block the run, a device never end), and at most
+    :data:`MAX_FILE_BYTES`."""
+    import os
+    import stat
     try:
-        with open(filename, "rb") as f:
-            raw = f.read()
+        fd = os.open(filename, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     except IsADirectoryError:
         raise DataError("learning-rate file %s is a directory" % filename)
     except OSError as exc:
         raise DataError("cannot read learning-rate file %s: %s" % (filename, exc.strerror or exc))
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise DataError("learning-rate file %s is a directory" % filename)
+        if not stat.S_ISREG(st.st_mode):
+            kind = "a FIFO" if stat.S_ISFIFO(st.st_mode) else "a device" if stat.S_ISCHR(st.st_mode) or \
+                stat.S_ISBLK(st.st_mode) else "a socket" if stat.S_ISSOCK(st.st_mode) else "not a file"
+            raise DataError("learning-rate file %s is not a regular file (%s)" % (filename, kind))
+        if st.st_size > MAX_FILE_BYTES:
+            raise DataError("learning-rate file %s holds %i bytes, more than the %i MB a learning-rate file of "
+                            "50,000 epochs needs: not a learning-rate file?" % (filename, st.st_size,
+                                                                                MAX_FILE_BYTES // 2 ** 20))
+        os.set_blocking(fd, True)
+        with os.fdopen(fd, "rb") as f:
+            fd = -1
+            raw = f.read(MAX_FILE_BYTES + 1)
+    except OSError as exc:
+        raise DataError("cannot read learning-rate file %s: %s" % (filename, exc.strerror or exc))
+    finally:
+        if fd >= 0:
+            os.close(fd)
+    if len(raw) > MAX_FILE_BYTES:  # grew while read
+        raise DataError("learning-rate file %s holds more than %i MB: not a learning-rate file?"
+                        % (filename, MAX_FILE_BYTES // 2 ** 20))
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:

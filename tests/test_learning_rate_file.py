@@ -121,6 +121,39 @@ def test_unreadable_files_are_one_line_errors(tmp_path):
         read_learning_rate_file(str(deep))
 
 
+
+def test_files_that_are_no_learning_rate_file_are_refused_without_blocking(tmp_path):
+    """A FIFO (would block the run), a device (/dev/zero: never ends, took all memory), a huge file,
+    the same epoch twice (which rate was meant?): one line each, at once."""
+    import time
+    fifo = tmp_path / "fifo.data"
+    os.mkfifo(fifo)
+    zero = tmp_path / "zero.data"
+    os.symlink("/dev/zero", zero)
+    huge = tmp_path / "huge.data"
+    huge.write_text("{1: EpochData(learningRate=0.1, error={})}\n")
+    os.truncate(huge, 200 * 2 ** 20)  # sparse: no disk space used
+    twice = tmp_path / "twice.data"
+    twice.write_text("{1: EpochData(learningRate=0.1, error={}),\n2: EpochData(learningRate=0.1, error={}),\n"
+                     "1: EpochData(learningRate=5.0, error={})}\n")
+    start = time.monotonic()
+    for path, message in [(fifo, "fifo.data is not a regular file (a FIFO)"),
+                          (zero, "zero.data is not a regular file (a device)"),
+                          (huge, "huge.data holds 209715200 bytes, more than the 16 MB"),
+                          (twice, "twice.data:3: bad learning-rate file: epoch 1 occurs twice (also at line 1)")]:
+        with pytest.raises(DataError) as info:
+            read_learning_rate_file(str(path))
+        assert message in str(info.value) and "\n" not in str(info.value)
+    assert time.monotonic() - start < 10
+
+
+def test_training_with_a_fifo_as_learning_rate_file_ends_at_once(tmp_path):
+    config = write_config(tmp_path / "tiny.config", TINY_12AX)
+    os.mkfifo(tmp_path / "lr.data")
+    proc = run_rnn([config, "++model", tmp_path / "model", "++learning_rate_file", tmp_path / "lr.data"], timeout=120)
+    assert_one_line_error(proc, "learning-rate file %s is not a regular file (a FIFO)" % (tmp_path / "lr.data"))
+
+
 def test_epoch_data_repr_round_trips_non_finite():
     data = {3: EpochData(0.5, {"train_score": math.inf}, {"note": [1, (2,), {"k": math.nan}]})}
     back = parse_learning_rate_text(format_learning_rate_file(data), "f")[3]
