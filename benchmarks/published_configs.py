@@ -10,9 +10,10 @@ The configs are not stored here: each is read from a git mirror of its repositor
 (``DIR/OWNER+NAME/repo``, a bare git directory or a work tree's ``.git``, as the search tool's fetch
 leaves them; default ``/work/.mirror``); a config whose repository has no mirror is skipped.
 
-Per config: the config is written to a fresh working directory, top-level statements that name a
-dataset key (``train``, ``dev``, ...) run guarded (a config that builds its RASR or file datasets at
-load time would fail on files that exist only at its site; the probe replaces those datasets anyway),
+Per config: the config is written to a fresh working directory, its top-level statements that call
+something run guarded (a config that builds its RASR or file datasets at load time fails on files that
+exist only at its site; the probe replaces those datasets anyway; what failed is listed as
+``guarded``), the list's ``args`` (``++key value``, e.g. the parameters a Sisyphus job passes) are added,
 and a second config (``override.config``, :mod:`published_configs_synth`) replaces the datasets with
 random data matching the config's extern data and makes the run tiny (one epoch, six sequences of
 ~64 frames, CPU). Then ``rnn.py`` trains; with ``--search`` a config that has a search (a ``choice``
@@ -37,9 +38,9 @@ from typing import Any, Dict, List, Optional, Tuple
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_LIST = os.path.join(REPO, "tests", "data", "published_configs.json")
-DATASET_NAMES = ("train", "dev", "eval", "eval_datasets", "search_data", "forward_data", "devtrain")
 NOT_HERE = re.compile(r"RASR|Sprint|sprint|KenLM|kenlm|fast_bw")
-MISSING_FILE = re.compile(r"No such file|does not exist|not found|cannot open|FileNotFound|no checkpoint", re.I)
+MISSING_FILE = re.compile(r"No such file|does not exist|not found|cannot open|FileNotFound|no checkpoint|"
+                          r"is missing or incomplete", re.I)
 SEQ2SEQ_HINTS = re.compile(r"[\"']ctc[\"']|[\"']choice[\"']|rnnt|RNNT|transducer|[\"']decide[\"']|"
                            r"TranslationDataset|OggZipDataset|LibriSpeechCorpus")
 
@@ -60,13 +61,17 @@ def read_config(gd: str, commit: str, path: str) -> str:
     raise FileNotFoundError("%s not in %s" % (path, gd))
 
 
-def _names(node: ast.AST) -> set:
-    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+def _guarded(stmt: ast.stmt) -> bool:
+    """Top-level statements that call something (where a config touches files of its site)."""
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom)):
+        return False
+    return any(isinstance(n, ast.Call) for n in ast.walk(stmt))
 
 
-def guard_dataset_statements(text: str) -> str:
-    """A Python config whose top-level statements naming a dataset key run in try/except (see the
-    module doc); other forms (JSON, RETURNN's line format) come back unchanged."""
+def guard_statements(text: str) -> str:
+    """A Python config whose top-level statements that call something run in try/except, printing
+    ``probe: statement at line N failed: ...`` (see the module doc); other forms (JSON, RETURNN's line
+    format) come back unchanged."""
     if text.lstrip().startswith("{"):
         return text
     try:
@@ -78,17 +83,15 @@ def guard_dataset_statements(text: str) -> str:
     pos = 0
     for stmt in tree.body:
         start, end = stmt.lineno - 1, stmt.end_lineno
-        if isinstance(stmt, (ast.FunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom)) \
-                or not (_names(stmt) & set(DATASET_NAMES)):
-            continue
-        if getattr(stmt, "decorator_list", None):
+        if not _guarded(stmt):
             continue
         out.extend(lines[pos:start])
         body = lines[start:end]
         out.append("try:")
         out.extend("    " + line for line in body)
         out.append("except Exception as _probe_exc:")
-        out.append("    print('probe: dataset statement at line %i failed: %%s' %% (_probe_exc,))" % (start + 1))
+        out.append("    print('probe: statement at line %i failed: %%s: %%s' %% (type(_probe_exc).__name__, _probe_exc))"
+                   % (start + 1))
         pos = end
     out.extend(lines[pos:])
     return "\n".join(out) + "\n"
@@ -112,17 +115,21 @@ def _error_line(stderr: str, stdout: str) -> str:
     return lines[-1].strip()[:400] if lines else "(no output)"
 
 
-def run_rnn(workdir: str, cfg_name: str, env: Dict[str, str], timeout: float) -> Tuple[int, str, float]:
+def run_rnn(workdir: str, cfg_name: str, env: Dict[str, str], timeout: float, args: List[str]
+            ) -> Tuple[int, str, float, List[str]]:
+    """Exit code, error line, seconds, and the config statements the guard caught."""
     start = time.time()
     try:
-        res = subprocess.run([sys.executable, os.path.join(REPO, "rnn.py"), cfg_name, "override.config"],
+        res = subprocess.run([sys.executable, os.path.join(REPO, "rnn.py"), cfg_name, "override.config"] + args,
                              cwd=workdir, env=env, capture_output=True, timeout=timeout)
     except subprocess.TimeoutExpired:
-        return -1, "timeout after %is" % timeout, time.time() - start
+        return -1, "timeout after %is" % timeout, time.time() - start, []
     stdout, stderr = res.stdout.decode("utf-8", "replace"), res.stderr.decode("utf-8", "replace")
     with open(os.path.join(workdir, "run-%s.log" % env["PROBE_TASK"]), "w") as f:
         f.write(stdout + "\n--- stderr\n" + stderr)
-    return res.returncode, "" if res.returncode == 0 else _error_line(stderr, stdout), time.time() - start
+    caught = sorted(set(line.strip() for line in stdout.splitlines() if line.startswith("probe: statement")))
+    line = "" if res.returncode == 0 else _error_line(stderr, stdout)
+    return res.returncode, line, time.time() - start, caught
 
 
 def classify(rc: int, line: str, entry: Dict[str, Any]) -> str:
@@ -149,17 +156,19 @@ def probe(entry: Dict[str, Any], mirrors: str, args: argparse.Namespace) -> Dict
     if not name.endswith((".config", ".py")):
         name += ".config"
     with open(os.path.join(workdir, name), "w") as f:
-        f.write(guard_dataset_statements(text))
+        f.write(guard_statements(text))
     with open(os.path.join(workdir, "override.config"), "w") as f:
         f.write(override_text())
     env = dict(os.environ, PROBE_TASK="train", PYTHONPATH=REPO,
                PROBE_SEQ2SEQ=entry.get("seq2seq", "1" if SEQ2SEQ_HINTS.search(text) else "0"))
     env.update({k: str(v) for k, v in entry.get("env", {}).items()})
-    rc, line, took = run_rnn(workdir, name, env, args.timeout)
-    result.update(rc=rc, error=line, seconds=round(took, 1), kind=classify(rc, line, entry), workdir=workdir)
+    extra = [str(a) for a in entry.get("args", [])]
+    rc, line, took, caught = run_rnn(workdir, name, env, args.timeout, extra)
+    result.update(rc=rc, error=line, seconds=round(took, 1), kind=classify(rc, line, entry), workdir=workdir,
+                  guarded=caught)
     if rc == 0 and args.search and re.search(r"[\"']choice[\"']", text):
         env["PROBE_TASK"] = "search"
-        rc, line, took = run_rnn(workdir, name, env, args.timeout)
+        rc, line, took, _ = run_rnn(workdir, name, env, args.timeout, extra)
         result.update(search_rc=rc, search_error=line, search_kind=classify(rc, line, entry))
     if not args.keep:
         shutil.rmtree(workdir, ignore_errors=True)
@@ -185,6 +194,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         res = probe(entry, args.mirrors, args)
         results.append(res)
         extra = "" if "search_kind" not in res else "  search: %s %s" % (res["search_kind"], res["search_error"])
+        if res.get("guarded") and res["kind"] != "OK":
+            extra += "  [guarded: %s]" % " | ".join(res["guarded"])[:600]
         print("%-8s %6.1fs %s:%s  %s%s" % (res["kind"], res.get("seconds", 0), res["repo"], res["path"],
                                             res.get("error", ""), extra), flush=True)
     counts: Dict[str, int] = {}

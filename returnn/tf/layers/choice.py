@@ -38,7 +38,10 @@ class ChoiceLayer(Layer):
                noop="a rec unit searches with exactly one choice here, so its beam is the only one to follow"),
         Option("search", None, "None: search in the search task only (True: also in training, False: never; "
                                "both only where they agree with None here)"),
-        Option("cheating", False, "RETURNN: keep the reference label in the beam", only=(False,)),
+        Option("cheating", False, "RETURNN's search with the reference label kept in the beam (True) or as the only "
+                                  "hypothesis ('exclusive'); outside search the reference is fed anyway, so it "
+                                  "changes nothing in training (as in RETURNN); in search it is refused here",
+               only=(False, True, "exclusive", None)),
         Option("scheduled_sampling", False, "only False is supported"),
         Option("prob_scale", 1.0, "search: factor of the log-probabilities"),
         Option("base_beam_score_scale", 1.0, "search: factor of the previous beam score (RETURNN's)"),
@@ -80,6 +83,9 @@ class ChoiceLayer(Layer):
                                        % (self.desc, src.short_repr()))
                 dims = [d for i, d in enumerate(src.dims) if i != src.feature_dim_axis]
                 parts.append(Data(name, dims=dims, sparse_dim=src.feature_dim))
+            if self.opt("cheating"):
+                raise NetworkError("%s: cheating %r (RETURNN's search keeping the reference label in the beam) is not "
+                                   "supported in search here" % (self.desc, self.opt("cheating")))
             if self.opt("search") is False:
                 raise NetworkError("%s: search False in a search network (RETURNN then feeds the target) is not "
                                    "supported here" % self.desc)
