@@ -113,9 +113,10 @@ class TransposedConvLayer(Layer):
 
     def returnn_params(self) -> List[Param]:
         """RETURNN runs a 1-D transposed convolution as a 2-D one: its kernel is (k, 1, n_out, n_in)."""
-        params = super().returnn_params()
+        params = super().returnn_params()  # none of its own with reuse_params: the owner's layer lists W
         if self.W.shape.rank == 3:
-            params[0] = reshaped(params[0].name, self.W, [self.W.shape[0], 1] + list(self.W.shape[1:]))
+            params = [reshaped(p.name, self.W, [self.W.shape[0], 1] + list(self.W.shape[1:]))
+                      if p.variables[0] is self.W else p for p in params]
         return params
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
