@@ -51,8 +51,9 @@ _not_compared("model load import_model_train_epoch1 preload_from_files start_epo
 _not_compared("log log_verbosity progress_interval tf_log_dir tf_log_step_interval output_file search_output_file "
               "search_output_file_format horovod_timeline", "where and how much a rank reports or writes")
 _not_compared("train dev eval eval_datasets search_data cache_size",
-              "datasets: a rank may read its own files (its shard); what they hold is compared as the data "
-              "description of the built network")
+              "datasets: a rank may read its own files (its shard), so their options are compared without "
+              "file names, caching, sequence counts and seeds (dataset_items); what they hold is compared as the data description of "
+              "the built network")
 _not_compared("tf_session_opts tf_intra_op_threads tf_inter_op_threads tf_deterministic prefetch_batches "
               "horovod_cycle_time horovod_fusion_threshold horovod_autotune",
               "speed of this process only (threads, prefetching, Horovod's tuning)")
@@ -140,6 +141,72 @@ def compared_config_items(config: Any) -> Dict[str, str]:
             continue
         value = config.typed_dict[name] if name in config.typed_dict else KEYS[name].default
         out["config key %r" % name] = canonical(value)
+    out.update(dataset_items(config))
+    return out
+
+
+# ---- datasets: what they are, without the files they read (a rank may read its own shard)
+_DATASET_KEYS = ("train", "dev", "eval", "search_data")
+_SPEED_OPTIONS = ("cache_size", "use_cache_manager")
+# how much data a rank's own shard holds, and the seed it is drawn with: may differ like the files
+_SHARD_OPTIONS = ("num_seqs", "estimated_num_seqs", "fixed_random_seed", "random_seed", "seed")
+
+
+def _file_option(name: str) -> bool:
+    """Whether dataset option ``name`` names files (``files``, ``seq_list_file``, ``path``, ...)."""
+    name = str(name)
+    return name in ("files", "file", "filename", "path", "prefix", "postfix") or \
+        name.endswith(("_file", "_files", "_path", "_dir", "_prefix", "_filename"))
+
+
+def _file_value(value: Any) -> bool:
+    """Whether ``value`` is a file name (or a list of them): a path with a '/' or a data file's suffix."""
+    if isinstance(value, (list, tuple)) and value:
+        return all(_file_value(v) for v in value)
+    if not isinstance(value, str) or not value:
+        return False
+    from returnn.config import data_suffix
+    return "/" in value or data_suffix(value) is not None
+
+
+def _is_dataset_spec(value: Any) -> bool:
+    return isinstance(value, dict) and "class" in value
+
+
+def _dataset_items(spec: Any, prefix: str, out: Dict[str, str], depth: int = 0) -> None:
+    """Items of a dataset dict: every option except file names, caching, sequence counts and seeds (a
+    rank may read its own files, its shard); sub-datasets (MetaDataset parts, ConcatDataset's list, a wrapped dataset)
+    option by option."""
+    if depth > 4 or not isinstance(spec, dict):
+        return  # a file list string, a function: what it holds is compared as the data description
+    for name in sorted(spec, key=str):
+        value = spec[name]
+        if _file_option(name) or name in _SPEED_OPTIONS or name in _SHARD_OPTIONS or _file_value(value):
+            continue
+        if _is_dataset_spec(value):
+            _dataset_items(value, "%s part %r" % (prefix, name), out, depth + 1)
+        elif isinstance(value, dict) and value and all(_is_dataset_spec(v) for v in value.values()):
+            for sub in sorted(value, key=str):
+                _dataset_items(value[sub], "%s part %r" % (prefix, sub), out, depth + 1)
+        elif isinstance(value, (list, tuple)) and value and all(_is_dataset_spec(v) for v in value):
+            for i, sub in enumerate(value):
+                _dataset_items(sub, "%s part %i" % (prefix, i), out, depth + 1)
+        else:
+            out["%s option %r" % (prefix, name)] = canonical(value)
+
+
+def dataset_items(config: Any) -> Dict[str, str]:
+    """``{"dataset 'train' option 'partition_epoch'": canonical value}`` of the config's datasets:
+    their class and options (ordering, partitioning, data maps, dims, ...) must agree, so every
+    rank cuts its epoch the same way (batch i goes to rank i mod N); the files, sequence counts and
+    seeds may differ (a rank's own shard)."""
+    out: Dict[str, str] = {}
+    for key in _DATASET_KEYS:
+        _dataset_items(config.typed_dict.get(key), "dataset %r" % key, out)
+    extra = config.typed_dict.get("eval_datasets")
+    if isinstance(extra, dict):
+        for name in sorted(extra, key=str):
+            _dataset_items(extra[name], "dataset %r" % name, out)
     return out
 
 
@@ -234,7 +301,7 @@ def _difference_text(rank: int, size: int, diff: Tuple[str, Optional[str], Optio
     if mine is None:
         return "%s lacks %s, which rank 0 has" % (who, name)
     if chief is None:
-        return "%s has %s, which rank 0 lacks" % (who, name)
+        return "%s has %s = %s, which rank 0 lacks" % (who, name, _shown(mine))
     return "%s has %s = %s, rank 0 has %s" % (who, name, _shown(mine, chief), _shown(chief, mine))
 
 
