@@ -38,7 +38,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_LIST = os.path.join(REPO, "tests", "data", "published_configs.json")
-NOT_HERE = re.compile(r"RASR|Sprint|sprint|KenLM|kenlm|fast_bw")
+NOT_HERE = re.compile(r"not available here: .*(RASR|Sprint|KenLM|fast_bw)")
 MISSING_FILE = re.compile(r"No such file|does not exist|not found|cannot open|FileNotFound|no checkpoint|"
                           r"is missing or incomplete", re.I)
 SEQ2SEQ_HINTS = re.compile(r"[\"']ctc[\"']|[\"']choice[\"']|rnnt|RNNT|transducer|[\"']decide[\"']|"
@@ -137,10 +137,10 @@ def classify(rc: int, line: str, entry: Dict[str, Any]) -> str:
         return "OK"
     if entry.get("returnn_fails"):
         return "RETURNN"
-    if rc == 2 and NOT_HERE.search(line):
-        return "NOT-HERE"
     if MISSING_FILE.search(line):
         return "FILE"
+    if rc == 2 and NOT_HERE.search(line):
+        return "NOT-HERE"
     return "ENGINE"
 
 

@@ -118,6 +118,7 @@ class SpatialPlan:
         for i, axis in enumerate(axes):
             in_dim = data.dims[axis]
             window = AxisWindow(sizes[i], strides[i], dilations[i], in_dim, in_dim)
+            new_name = "%s:conv:s%i" % (layer.layer_name, i)  # RETURNN's name of a new axis ('stag:' finds it)
             if window.stride == 1 and (self.padding == "same" or window.k_eff == 1):
                 out = in_dim  # same positions: keep the dim (and its sizes)
             elif in_dim.is_static():
@@ -125,12 +126,11 @@ class SpatialPlan:
                 if size < 1:
                     raise NetworkError("%s: static axis %r of size %i is smaller than the window %i" % (
                         layer.desc, in_dim.description, in_dim.dimension, window.k_eff))
-                out = Dim(size, kind=DimTypes.Spatial, description="%s:%s" % (layer.layer_name, in_dim.description))
+                out = Dim(size, kind=DimTypes.Spatial, description=new_name)
             elif window.stride == 1 and self.padding == "valid":  # T - (k - 1): the same axis as other such cuts
-                out = shifted_dim(in_dim, 1 - window.k_eff, "%s:%s" % (layer.layer_name, in_dim.description))
+                out = shifted_dim(in_dim, 1 - window.k_eff, new_name)
             else:
-                out = Dim(None, kind=in_dim.kind or DimTypes.Spatial, derived_from=in_dim,
-                          description="%s:%s" % (layer.layer_name, in_dim.description))
+                out = Dim(None, kind=in_dim.kind or DimTypes.Spatial, derived_from=in_dim, description=new_name)
             self.windows.append(window._replace(out_dim=out))
 
     def _transform_input(self, data: Data) -> Data:
