@@ -86,6 +86,63 @@ def test_forward_output_that_is_a_directory_is_named_before_the_pass(setup):
     assert_one_line_error(proc, "config key 'output_file': %s is a directory, not a file" % target)
 
 
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "trailing-slash"])
+def test_forward_output_that_is_no_regular_file_is_refused(setup, kind):
+    """A FIFO or a device at the output's name would be replaced by the rename that finishes the
+    output (as root, output_file = /dev/null replaced the device node); 'out/' names a directory."""
+    import stat
+    target = setup["dir"] / ("out.%s" % kind)
+    if kind == "fifo":
+        os.mkfifo(target)
+    elif kind == "device":
+        if os.geteuid() != 0:
+            pytest.skip("mknod needs root")
+        os.mknod(target, 0o666 | stat.S_IFCHR, os.makedev(1, 3))  # a /dev/null of our own
+    arg = str(target) + ("/" if kind == "trailing-slash" else "")
+    proc = run_rnn([setup["config"], "++output_file", arg])
+    expected = {"fifo": "is a FIFO, not a regular file: forward would replace it",
+                "device": "is a device, not a regular file: forward would replace it",
+                "trailing-slash": "is a directory, not a file"}[kind]
+    assert_one_line_error(proc, "config key 'output_file': %s %s" % (arg, expected))
+    if kind != "trailing-slash":
+        assert not stat.S_ISREG(os.lstat(target).st_mode)
+    _untouched(setup)
+
+
+@pytest.mark.parametrize("over", ["log", "module"])
+def test_forward_output_over_its_log_or_an_imported_module_is_refused(setup, over):
+    """The log is an output of every task (not only training); a Python module the config imports
+    is an input like the config itself."""
+    module = setup["dir"] / "mylib.py"
+    module.write_text("X = 1\n")
+    setup["config"].write_text(setup["config"].read_text() + "import sys\nsys.path.insert(0, %r)\nimport mylib\n"
+                               % str(setup["dir"]))
+    setup["before"] = {p: digest(p) for p in (setup["data"], setup["config"], module)}
+    log = setup["dir"] / "fwd.log"
+    target = log if over == "log" else module
+    proc = run_rnn([setup["config"], "++log", log, "++output_file", target])
+    if over == "log":
+        assert_one_line_error(proc, "config key 'log' and config key 'output_file' name the same file %s" % log)
+        assert log.read_bytes()[:4] != b"\x89HDF"
+    else:
+        assert_one_line_error(proc, "config key 'output_file' names %s, which is the Python module mylib the run "
+                                    "imported: forward would replace it" % module)
+    _untouched(setup)
+
+
+def test_tools_never_replace_a_fifo_or_device(tmp_path):
+    os.mkfifo(tmp_path / "out.fifo")
+    data = write_hdf(tmp_path / "a.hdf")
+    proc = subprocess.run([PYTHON, "tools/hdf_dump.py", data, str(tmp_path / "out.fifo")], cwd=str(REPO),
+                          env=child_env(), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "out.fifo is a FIFO, not a regular file" in proc.stderr, describe(proc)
+    from returnn.util.safe_files import UnsafePathError, atomic_write_bytes
+    with pytest.raises(UnsafePathError, match="is a FIFO, not a regular file"):
+        atomic_write_bytes(str(tmp_path / "out.fifo"), b"x")  # learning-rate file, search output, plots
+    assert (tmp_path / "out.fifo").is_fifo()
+
+
 def _can_mount() -> bool:
     return os.geteuid() == 0 and shutil.which("mount") is not None
 

@@ -212,6 +212,8 @@ class SimpleHDFWriter:
         self._extra_labels = {k: list(v) for k, v in (extra_labels or {}).items()}
         remove_stale_hdf_temp_files(os.path.dirname(self.tmp_filename))
         self._file: Optional[h5py.File] = None
+        from returnn.util.safe_files import check_replaceable
+        check_replaceable(filename)  # never a device, FIFO or directory at the final name
         self._sink: Optional[OutputSink] = OutputSink(self.tmp_filename)
         self._file = h5py.File(self._sink, "w")
         self._inputs: Optional[h5py.Dataset] = None
@@ -366,6 +368,12 @@ class SimpleHDFWriter:
         self._file = None
         self._sink.close()
         self._sink = None
+        from returnn.util.safe_files import check_replaceable
+        try:
+            check_replaceable(self.filename)
+        except OSError:
+            os.remove(self.tmp_filename)
+            raise
         os.replace(self.tmp_filename, self.filename)
 
     def abort(self) -> None:
@@ -430,6 +438,8 @@ def dump_dataset_to_hdf(dataset: Dataset, out_path: str, epoch: int = 1, start_s
     remove_stale_hdf_temp_files(out_dir)  # what killed dumps left here
     sink: Optional[OutputSink] = None
     try:
+        from returnn.util.safe_files import check_replaceable
+        check_replaceable(out_path)  # never a device, FIFO or directory at the final name
         sink = OutputSink(tmp)
         with h5py.File(sink, "w") as f:
             out: Dict[str, h5py.Dataset] = {}
@@ -482,6 +492,7 @@ def dump_dataset_to_hdf(dataset: Dataset, out_path: str, epoch: int = 1, start_s
         sink.close()
         if sink.error is not None:
             raise output_write_error(out_path, sink.error, "output file")
+        check_replaceable(out_path)
         os.replace(tmp, out_path)
     except BaseException:
         if sink is not None:

@@ -20,6 +20,8 @@ from __future__ import annotations
 import glob
 import os
 import re
+import stat
+import sys
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from returnn.errors import ConfigError
@@ -101,6 +103,8 @@ def run_inputs(config, datasets: Optional[Iterable[Any]] = None, checkpoints: Se
                 inputs.add_checkpoint(opts.get("filename"), "a checkpoint file (preload_from_files %r)" % entry)
     for prefix in checkpoints:
         inputs.add_checkpoint(prefix, "the checkpoint the run loads")
+    for name, module in sorted(sys.modules.items()):  # code the config (or the engine) imported: read too
+        inputs.add(getattr(module, "__file__", None), "the Python module %s the run imported" % name)
     return inputs
 
 
@@ -130,8 +134,16 @@ class OutputPlan:
         if not isinstance(path, (str, os.PathLike)) or not str(path):
             return
         path = os.fspath(path)
-        if os.path.isdir(path):
+        if os.path.isdir(path) or path.endswith(("/", os.sep)):
             raise ConfigError("%s: %s is a directory, not a file" % (who, path))
+        try:
+            mode = os.lstat(path).st_mode
+        except OSError:
+            mode = None
+        if mode is not None and not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
+            kind = "a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "a device"
+            raise ConfigError("%s: %s is %s, not a regular file: %s would replace it; choose another file"
+                              % (who, path, kind, doing))
         what = self.inputs.which(path)
         if what:
             raise ConfigError("%s names %s, which is %s: %s would replace it; choose another file"
@@ -190,12 +202,12 @@ def check_run_outputs(config, task: str, datasets: Iterable[Any], network=None, 
     ``dump_runs`` are the names of the datasets whose passes the ``hdf_dump`` layers of ``network``
     write (forward, eval)."""
     plan = OutputPlan(run_inputs(config, datasets))
+    from returnn.log import log
+    for path in log.filenames:  # every task logs: no other output may be its log file
+        plan.file("config key 'log'", path, "logging")
     if task == "train":
         plan.model(config.value("model"))
         plan.file("config key 'learning_rate_file'", config.value("learning_rate_file"), "training")
-        from returnn.log import log
-        for path in log.filenames:
-            plan.file("config key 'log'", path, "logging")
     if task == "forward":
         plan.file("config key 'output_file'", config.value("output_file"), "forward")
     if task == "search":

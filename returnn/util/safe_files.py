@@ -116,6 +116,22 @@ class ForeignLinkError(UnsafePathError):
         return self.reason
 
 
+def check_replaceable(path: str) -> None:
+    """Raises :class:`UnsafePathError` when ``path`` exists as something a finished output must not
+    replace by ``rename``: a device (as root, an output named ``/dev/null`` would replace the device
+    node), a FIFO, a socket or a directory. A regular file or a symbolic link (replaced, its target
+    untouched) is fine."""
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        return
+    if stat.S_ISREG(mode) or stat.S_ISLNK(mode):
+        return
+    kind = "a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else \
+        "a socket" if stat.S_ISSOCK(mode) else "a device"
+    raise UnsafePathError(path, "is %s, not a regular file: the engine never replaces it with an output" % kind)
+
+
 def check_regular(fd: int, path: str) -> None:
     """Raises :class:`UnsafePathError` unless ``fd`` (opened from ``path``) is a regular file with
     one link."""
@@ -213,6 +229,7 @@ def atomic_write_bytes(path: str, data: bytes, tmp: Optional[str] = None) -> Non
     target untouched); the directory is fsynced."""
     directory = os.path.dirname(os.path.abspath(path))
     check_no_foreign_link(directory)
+    check_replaceable(path)
     os.makedirs(directory, exist_ok=True)
     tmp = tmp or "%s.tmp-%i" % (path, os.getpid())
     try:
