@@ -163,7 +163,7 @@ class Engine:
                             extra_roots=search_layers)
         if search_layer:
             network.output_layer_name = search_layer
-        if self.config.value("task", "train") in ("train", "eval"):  # RETURNN: when the objective is built
+        if self.config.value("task") in ("train", "eval"):  # RETURNN: when the objective is built
             network.check_losses()
         if carry and self.network is not None:
             skip = [] if self.schedule.copy_output_layers(epoch) else \
