@@ -53,6 +53,18 @@ def test_empty_training_data_is_one_line(tmp_path):
     assert not (tmp_path / "model.001.index").exists()
 
 
+
+def test_training_data_of_only_empty_sequences_says_so(tmp_path):
+    """Sequences of length 0 train (tests/test_zero_length.py); when all of them are empty there is
+    no frame to train on, and the line says that (it said "no sequences ... num_seqs 0")."""
+    text = STATIC % {"bad": "(0, 0)", "max_seqs": 4, "loss": "ce"}
+    config = write_config(tmp_path / "c.config", text.replace("_lengths = [(6, 6), (7, 7), (0, 0), (5, 5)]",
+                                                              "_lengths = [(0, 0)] * 4"))
+    proc = run_rnn(train_args(config, tmp_path), timeout=300)
+    assert_one_line_error(proc, "train dataset 'train' has 4 sequences in epoch 1, all of length 0: there is no frame "
+                                "to train on")
+    assert not (tmp_path / "model.001.index").exists()
+
 @pytest.mark.skipif(shutil.which("mpirun") is None, reason="needs OpenMPI's mpirun")
 def test_fewer_batches_than_ranks_is_one_line(tmp_path):
     config = write_config(tmp_path / "c.config", TINY_12AX.replace('"num_seqs": 40', '"num_seqs": 3')

@@ -476,7 +476,9 @@ class Engine:
                       % (epoch, count, len(slices)), file=log.v4)
             slices = slices[:count]
         if not slices and not start:
-            raise DataError(empty_epoch_message(dataset.name, epoch, len(ordered), self.dist.size))
+            lengths = np.asarray(dataset.seq_lengths_in_order())
+            all_empty = int(lengths.shape[0]) if lengths.size and not lengths.any() else 0
+            raise DataError(empty_epoch_message(dataset.name, epoch, len(ordered), self.dist.size, all_empty))
         return dataset, slices, start
 
     def _train_epoch(self, epoch: int, heartbeat):

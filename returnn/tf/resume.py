@@ -38,8 +38,12 @@ def make_run_state(ranks: int, shards: bool, order: Optional[str], batches: int,
             "batches": batches, "learning_rates": format_learning_rate_file(lr_control.epochs)}
 
 
-def empty_epoch_message(name: str, epoch: int, batches: int, ranks: int) -> str:
-    """Why an epoch cannot be trained: no batches at all, or fewer than ranks."""
+def empty_epoch_message(name: str, epoch: int, batches: int, ranks: int, all_empty_seqs: int = 0) -> str:
+    """Why an epoch cannot be trained: no batches at all (``all_empty_seqs``: the epoch has that many
+    sequences, all of length 0), or fewer than ranks."""
+    if not batches and all_empty_seqs:
+        return ("train dataset %r has %i sequences in epoch %i, all of length 0: there is no frame to train on"
+                % (name, all_empty_seqs, epoch))
     if not batches:
         return ("train dataset %r has no sequences in epoch %i (num_seqs 0, partition_epoch larger than the data, "
                 "or every sequence longer than max_seq_length)" % (name, epoch))
