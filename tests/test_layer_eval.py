@@ -162,3 +162,30 @@ def test_failing_eval_is_one_line(tmp_path):
     config = write_config(tmp_path / "bad.config", CONFIG.replace("tf.one_hot(source(0), 9)", "tf.one_hotx(source(0), 9)"))
     proc = run_rnn(train_args(config, tmp_path), timeout=300)
     assert_one_line_error(proc, "layer 'input' (eval): eval failed: AttributeError")
+
+
+def test_out_type_function_takes_a_sources_sequence_lengths_for_its_axis():
+    """RETURNN's transducer configs: ``Data(..., size_placeholder={0: src.get_sequence_lengths()})``
+    in an ``out_type`` function while the network is built: that axis is the source's time Dim."""
+    from returnn.tf.network import TFNetwork
+    from returnn.extern_data import data_from_opts
+
+    def out_type(sources, **_):
+        enc = sources[0].output
+        return Data(name="align", sparse=True, dim=4, size_placeholder={0: enc.get_sequence_lengths()})
+
+    ext = {"data": data_from_opts("data", {"dim": 3}), "classes": data_from_opts("classes", {"dim": 4, "sparse": True})}
+    net = TFNetwork({
+        "pool": {"class": "pool", "mode": "max", "pool_size": [2], "padding": "same", "from": "data"},
+        "output": {"class": "eval", "from": "pool", "out_type": out_type, "is_output_layer": True,
+                   "eval": "tf.cast(tf.argmax(source(0), axis=-1), tf.int32)"}}, ext)
+    out = net.template_of("output")
+    assert out.sparse and out.dims[out.time_dim_axis] == net.template_of("pool").get_time_dim_tag()
+    x = tf.random.normal([2, 5, 3])
+    lengths = tf.constant([5, 0])
+    result = net.forward({"data": x, "data:seq_len": lengths}, RunContext(False), only=["output"])["output"]
+    assert result.seq_len.numpy().tolist() == [3, 0]
+    np.testing.assert_array_equal(result.tensor.numpy()[0], np.argmax(
+        np.max(np.pad(x.numpy()[0], [(0, 1), (0, 0)], constant_values=-np.inf).reshape(3, 2, 3), axis=1), axis=-1))
+    with pytest.raises(ValueError, match="no value while the network is built"):
+        net.template_of("pool").get_sequence_lengths() + 1

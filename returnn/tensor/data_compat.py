@@ -31,6 +31,26 @@ def _tf():
     return tf
 
 
+class SizesOf:
+    """The lengths of a dynamic Dim in a template without value: what RETURNN's
+    ``get_sequence_lengths()`` / ``size_placeholder`` give config code while the network is built
+    (there a tensor tied to its dim tag). Given back in ``Data(size_placeholder={axis: ...})`` (an
+    ``out_type`` function's usual form), that axis is this Dim. It holds no numbers."""
+
+    def __init__(self, dim: Any):
+        self.dim = dim
+
+    def __repr__(self) -> str:
+        return "SizesOf(%s)" % self.dim.short_repr()
+
+    def _no_value(self, *_args: Any, **_kwargs: Any) -> Any:
+        raise ValueError("the lengths of %s have no value while the network is built (only Data(size_placeholder="
+                         "{axis: lengths}) takes them then)" % self.dim.short_repr())
+
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __floordiv__ = __truediv__ = _no_value
+    __array__ = __index__ = __int__ = __float__ = __bool__ = _no_value
+
+
 class DataCompat:
     """The methods listed in the module docstring (``self`` is a ``Data``)."""
 
@@ -63,6 +83,8 @@ class DataCompat:
             if d.is_batch_dim():
                 continue
             size = self._size_of(d)
+            if size is None and d.dimension is None and self.placeholder is None:
+                size = SizesOf(d)  # a template while the network is built
             if size is not None:
                 out[self.get_batch_axis_excluding_batch(i)] = size
         return out
@@ -71,7 +93,13 @@ class DataCompat:
     def size_placeholder(self, value: Optional[Dict[int, Any]]) -> None:
         sizes = self.dyn_sizes
         for axis_wo_b, size in (value or {}).items():
-            sizes[self.dims[self.get_batch_axis(axis_wo_b)]] = size
+            axis = self.get_batch_axis(axis_wo_b)
+            if isinstance(size, SizesOf):  # the lengths of another template's Dim: that axis is that Dim
+                dims = list(self.dims)
+                dims[axis] = size.dim
+                self.dims = tuple(dims)
+                continue
+            sizes[self.dims[axis]] = size
 
     def _size_of(self, dim) -> Any:
         for d, size in self.dyn_sizes.items():
@@ -98,6 +126,8 @@ class DataCompat:
         if size is None:
             if dim.dimension is not None:
                 return dim.dimension
+            if self.placeholder is None:  # a template while the network is built: the Dim's lengths
+                return SizesOf(dim)
             raise ValueError("%s: no sizes known for axis %r (%s)" % (self.short_repr(), axis, dim.short_repr()))
         return size
 
