@@ -165,3 +165,37 @@ def test_config_with_own_layer_class_trains(tmp_path):
     assert any(n.startswith("gain/gain") for n in names), names
     gain = reader.get_tensor([n for n in names if n.startswith("gain/gain") and "Adam" not in n][0])
     assert not np.allclose(gain, 1.0)  # trained
+
+
+def test_auto_register_layer_classes_from_a_module_file(tmp_path, monkeypatch):
+    """RETURNN's ``auto_register_layer_classes('path/to/module.py')`` (published configs, through the
+    old ``TFNetworkLayer`` name): every LayerBase subclass with a layer_class in that file builds."""
+    (tmp_path / "my_layers.py").write_text(textwrap.dedent('''
+        from returnn.tf.layers.basic import LayerBase
+
+        class NegLayer(LayerBase):
+            layer_class = "neg_from_file"
+
+            def __init__(self, **kwargs):
+                super().__init__(**kwargs)
+                self.output.placeholder = -self.sources[0].output.placeholder
+
+            @classmethod
+            def get_out_data_from_opts(cls, name, sources, **kwargs):
+                return sources[0].output.copy_template(name=name)
+
+        class NotALayer:
+            layer_class = "not_a_layer"
+        '''))
+    monkeypatch.chdir(tmp_path)
+    from returnn.config_env import install_old_module_names
+    install_old_module_names()
+    import TFNetworkLayer as old  # noqa: N813 (RETURNN's old module name, as published configs import it)
+    old.auto_register_layer_classes("my_layers.py")
+    a, va, x = btf(3, LENS)
+    out = run_layer(make_layer("neg_from_file", {}, [a]), [va])
+    np.testing.assert_array_equal(out.tensor.numpy(), -va.tensor.numpy())
+    with pytest.raises(NetworkError, match="not_a_layer"):
+        make_layer("not_a_layer", {}, [a])
+    with pytest.raises(ImportError, match="no Python file 'missing.py'"):
+        old.auto_register_layer_classes("missing.py")

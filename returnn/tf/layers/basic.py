@@ -295,5 +295,5 @@ def _broadcast_unit_features(sources: Sequence[Data]) -> List[List[Dim]]:
 
 # RETURNN's API for layer classes defined in configs (``from returnn.tf.layers.basic import LayerBase,
 # register_layer_class``): see returnn/tf/layers/config_layer.py
-from returnn.tf.layers.config_layer import (LayerBase, _ConcatInputLayer, get_concat_sources_data_template,  # noqa: E402,F401
-                                            register_layer_class)
+from returnn.tf.layers.config_layer import (LayerBase, _ConcatInputLayer, auto_register_layer_classes,  # noqa: E402,F401
+                                            get_concat_sources_data_template, register_layer_class)

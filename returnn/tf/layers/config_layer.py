@@ -342,6 +342,35 @@ def register_layer_class(user_cls: Type[LayerBase]) -> Type[LayerBase]:
     return user_cls
 
 
+def auto_register_layer_classes(vars_values: Any) -> None:
+    """RETURNN's ``auto_register_layer_classes``: registers every LayerBase subclass with a
+    ``layer_class`` name among ``vars_values`` (a list of values, a module, or a module's file name,
+    which is imported: config code names it, as it would import it)."""
+    import inspect
+    if isinstance(vars_values, str):
+        vars_values = _import_file(vars_values)
+    if inspect.ismodule(vars_values):
+        vars_values = list(vars(vars_values).values())
+    for v in vars_values:
+        if isinstance(v, type) and issubclass(v, LayerBase) and v is not LayerBase and v.layer_class:
+            register_layer_class(v)
+
+
+def _import_file(filename: str) -> Any:
+    """The module of a Python file named by config code (RETURNN's ``generic_import_module``)."""
+    import importlib.util
+    import os
+    import sys
+    if not os.path.isfile(filename):
+        raise ImportError("auto_register_layer_classes: no Python file %r" % filename)
+    name = os.path.splitext(os.path.basename(filename))[0]
+    spec = importlib.util.spec_from_file_location(name, filename)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault(name, module)
+    spec.loader.exec_module(module)
+    return module
+
+
 def get_concat_sources_data_template(sources: Sequence[Any], name: Optional[str] = None) -> Data:
     """RETURNN's helper: the template of the sources concatenated along the feature axis."""
     outputs = [s.output for s in sources]
