@@ -266,9 +266,13 @@ def _user_error(exc: BaseException) -> Optional[ReturnnError]:
 def _stopped(exc: StopSignal, state: RunState, config: Optional[Config] = None) -> int:
     """A stop signal outside the training loop (start-up): nothing new to save; end all ranks. The
     line says what the same command will do (from the checkpoints on disk)."""
-    from returnn.interrupts import resume_hint, signal_name
-    message = ("stopped by %s outside the training loop: nothing new to save; %s"
-               % (signal_name(exc.signum), resume_hint(config)))
+    from returnn.interrupts import rerun_hint, signal_name
+    task = config.value("task") if config is not None else None
+    if task in (None, "train"):
+        message = ("stopped by %s outside the training loop: nothing new to save; %s"
+                   % (signal_name(exc.signum), rerun_hint(config)))
+    else:
+        message = "stopped by %s during task %r: %s" % (signal_name(exc.signum), task, rerun_hint(config))
     from returnn.log import log
     dist = state.dist
     if log.files:
@@ -314,8 +318,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     early_stop = EarlyStop()
     try:
         config = load_config_from_args(argv)
-        if config.value("task") == "train":
-            early_stop.install()
+        early_stop.install()  # a stop signal ends every task with one line (forward: its temporary file removed)
         return run(config, state)
     except ReturnnError as exc:
         tb = traceback.format_exc() if _verbosity(config, argv) >= TRACEBACK_VERBOSITY else None
@@ -328,9 +331,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         return _stopped(exc, state, config)
     except KeyboardInterrupt:  # Ctrl-C outside the training loop's handlers, or a second Ctrl-C
         hint = ""
-        if config is not None and config.value("task") == "train" and config.value("model"):
-            from returnn.interrupts import resume_hint
-            hint = "; " + resume_hint(config)  # from the checkpoints on disk now
+        if config is not None:
+            from returnn.interrupts import rerun_hint
+            hint = "; " + rerun_hint(config)  # training: from the checkpoints on disk now
         return _fail("interrupted by keyboard" + hint, 130, None, state)
     except Exception as exc:  # noqa: BLE001 - anything else is a bug or a runtime failure: show it
         user_error = _user_error(exc)

@@ -54,6 +54,27 @@ def resume_hint(config: Any) -> str:
     return "the same command continues after epoch %i (%s)" % (epoch, prefix)
 
 
+def rerun_hint(config: Any) -> str:
+    """What running the same command again does after it was stopped, for any task: training
+    continues from the checkpoints on disk (:func:`resume_hint`); forward, search and eval wrote
+    nothing (their outputs are renamed into place only when complete) and run again from the
+    start. Never raises."""
+    try:
+        task = config.value("task") if config is not None else None
+        if task == "train":
+            return resume_hint(config)
+        output = {"forward": "output_file", "search": "search_output_file"}.get(task or "")
+        written = config.value(output) if output else None
+        what = {"forward": "the forward pass", "search": "the search", "eval": "the evaluation"}.get(task or "",
+                                                                                                  "the task")
+        if written:
+            return "%s was not written (an output appears only when complete); the same command runs %s again " \
+                   "from the start" % (written, what)
+        return "the same command runs %s again from the start" % what
+    except Exception:  # noqa: BLE001 - only for the message
+        return "the same command runs the task again"
+
+
 class _SignalHandlers:
     """Installs ``_handle`` for the stop signals and puts the previous handlers back."""
 

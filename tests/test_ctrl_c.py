@@ -128,3 +128,38 @@ def test_resume_hint_describes_what_a_rerun_does(tmp_path):
     (tmp_path / "model.002.index").write_bytes(b"damaged")
     os.remove(model + ".interrupted.index")
     assert resume_hint(config) == "the same command resumes from the newest complete checkpoint of %s" % model
+
+
+FORWARD = '''#!rnn.py
+task = "forward"
+eval = {"class": "Task12AXDataset", "num_seqs": 3000, "fixed_random_seed": 1}
+extern_data = {"data": {"dim": 9, "sparse": True}, "classes": {"dim": 2, "sparse": True}}
+max_seqs = 2
+network = {"l": {"class": "rec", "unit": "lstm", "n_out": 32, "from": "data"},
+           "output": {"class": "softmax", "from": "l", "n_out": 2, "is_output_layer": True}}
+allow_random_model_init = True
+tf_session_opts = {"intra_op_parallelism_threads": 1, "inter_op_parallelism_threads": 1}
+'''
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_stop_signal_during_forward_removes_the_temporary_output_and_says_what_a_rerun_does(tmp_path, signum):
+    """Forward (any task but training) stopped mid-pass: one line saying the output was not written
+    and the same command runs it again; its hidden temporary file is gone (SIGTERM killed the
+    process without a word and left it)."""
+    config = write_config(tmp_path / "fwd.config", FORWARD)
+    out_file = tmp_path / "out.hdf"
+    out, err = tmp_path / "out", tmp_path / "err"
+    proc = _start([config, "++model", tmp_path / "model", "++output_file", out_file], out, err)
+    try:
+        _wait_for(proc, lambda: list(tmp_path.glob(".out.hdf.tmp-*")))  # the pass is writing
+        proc.send_signal(signum)
+        assert proc.wait(120) == 128 + signum, out.read_text() + err.read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    lines = [line for line in err.read_text().splitlines() if line.strip()]
+    name = "SIGINT (Ctrl-C)" if signum == signal.SIGINT else "SIGTERM"
+    assert lines == ["stopped by %s during task 'forward': %s was not written (an output appears only when "
+                     "complete); the same command runs the forward pass again from the start" % (name, out_file)], lines
+    assert not out_file.exists() and not list(tmp_path.glob(".out.hdf.tmp-*"))

@@ -210,11 +210,20 @@ class SimpleHDFWriter:
         self.labels = list(labels) if labels is not None else None
         self.tmp_filename = _tmp_name(filename)
         self._extra_labels = {k: list(v) for k, v in (extra_labels or {}).items()}
+        self._init_extra_type = extra_type
         remove_stale_hdf_temp_files(os.path.dirname(self.tmp_filename))
         self._file: Optional[h5py.File] = None
         from returnn.util.safe_files import check_replaceable
         check_replaceable(filename)  # never a device, FIFO or directory at the final name
         self._sink: Optional[OutputSink] = OutputSink(self.tmp_filename)
+        try:  # from here on the temporary file exists: any failure (or a stop signal) removes it
+            self._start()
+        except BaseException:
+            self.abort()
+            raise
+
+    def _start(self) -> None:
+        extra_type = self._init_extra_type
         self._file = h5py.File(self._sink, "w")
         self._inputs: Optional[h5py.Dataset] = None
         self._max_input_class = -1

@@ -105,9 +105,9 @@ def _write_dataset(steps: StepFunctions, dataset: Dataset, batching: BatchOption
                    step_fn: Callable, writers: List[Any]) -> int:
     """Runs ``step_fn`` (batch -> one (frames, lengths) pair per writer) over ``dataset`` and writes
     the sequences under their tags; a failure leaves no file behind."""
-    slices = batching.epoch_slices(dataset, epoch, "forward")
     count = 0
     try:
+        slices = batching.epoch_slices(dataset, epoch, "forward")
         for sl, batch in zip(slices, BatchPrefetcher(dataset, slices, keys, batching.prefetch,
                                                             transform=steps.to_tensors)):
             tags = [dataset.get_tag(int(i)) for i in sl.seq_idxs]
