@@ -51,6 +51,31 @@ class SizesOf:
     __array__ = __index__ = __int__ = __float__ = __bool__ = _no_value
 
 
+class _Flag:
+    """A bool that can also be called (``data.is_time_major`` is RETURNN's property; code written
+    against a method form calls it)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: bool):
+        self.value = bool(value)
+
+    def __bool__(self) -> bool:
+        return self.value
+
+    def __call__(self) -> bool:
+        return self.value
+
+    def __eq__(self, other: Any) -> bool:
+        return self.value == (bool(other) if isinstance(other, _Flag) else other)
+
+    def __hash__(self) -> int:
+        return hash(self.value)
+
+    def __repr__(self) -> str:
+        return repr(self.value)
+
+
 class DataCompat:
     """The methods listed in the module docstring (``self`` is a ``Data``)."""
 
@@ -214,11 +239,15 @@ class DataCompat:
         count = sum(1 for d in self.dims if d == tag)
         return count == 1 if unique else count >= 1
 
-    def is_batch_major(self) -> bool:
-        return self.batch_dim_axis == 0
+    @property
+    def is_batch_major(self) -> "_Flag":
+        """RETURNN's property (``data.is_batch_major``); calling it works too."""
+        return _Flag(self.batch_dim_axis == 0)
 
-    def is_time_major(self) -> bool:
-        return self.time_dim_axis == 0
+    @property
+    def is_time_major(self) -> "_Flag":
+        """RETURNN's property (``data.is_time_major``); calling it works too."""
+        return _Flag(self.time_dim_axis == 0)
 
     def get_axes(self, exclude_time: bool = False, exclude_batch: bool = False,
                  exclude_feature: bool = False) -> List[int]:

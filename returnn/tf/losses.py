@@ -531,11 +531,21 @@ LOSS_CLASSES: Dict[str, Type[Loss]] = {cls.loss_class: cls for cls in (
     CrossEntropyLoss, MeanSquaredErrorLoss, CtcLoss, AsIsLoss, EditDistanceLoss, SamplingLoss)}
 
 
+def lookup_loss_class(name: Any) -> Optional[Type[Loss]]:
+    """The loss class of ``name``: a config's class registered as RETURNN registers them (its
+    ``_LossClassDict``, see returnn/tf/config_loss.py) first, else the engine's; None if unknown."""
+    from returnn.tf.config_loss import config_loss_class
+    return config_loss_class(name) or (LOSS_CLASSES.get(name) if isinstance(name, str) else None)
+
+
 def get_loss_class(name: str, layer_name: str) -> Type[Loss]:
     """Registry lookup; an unknown loss is a :class:`NetworkError` naming the layer."""
-    if name not in LOSS_CLASSES:
-        raise NetworkError("layer %r: unknown loss %r (known: %s)" % (layer_name, name, known_list(LOSS_CLASSES)))
-    return LOSS_CLASSES[name]
+    cls = lookup_loss_class(name)
+    if cls is None:
+        from returnn.tf.config_loss import _LossClassDict, unregistered_hint
+        raise NetworkError("layer %r: unknown loss %r (known: %s)%s" % (
+            layer_name, name, known_list(set(LOSS_CLASSES) | set(_LossClassDict)), unregistered_hint(name)))
+    return cls
 
 
 def alignment_error(exc: Exception, dataset, batch) -> Optional[DataError]:

@@ -19,7 +19,8 @@ from returnn.tf.layers import reuse
 from returnn.tf.layers.base import LAYER_CLASSES, Layer, RunContext, get_layer_class
 from returnn.tf.layers.output import LayerOutput
 from returnn.tf.layers.rec_state import state_layer_refs
-from returnn.tf.losses import LOSS_CLASSES, Loss, LossValues, get_loss_class
+from returnn.tf.config_loss import config_loss_class, expected_dim
+from returnn.tf.losses import Loss, LossValues, get_loss_class
 from returnn.tf.net_dict import (
     AXIS_PAIR_FROM_CLASSES, from_entries, has_axis_pairs, needed_layers, source_name, without_search_only,
 )
@@ -120,9 +121,7 @@ def infer_target(opts: Mapping[str, Any], default_target: str, name: str = "?") 
         return target if isinstance(target, str) else None
     loss = opts.get("loss")
     if isinstance(loss, str) and loss:
-        cls = LOSS_CLASSES.get(loss)
-        if cls is None:
-            return None  # building the layer names the unknown loss
+        cls = get_loss_class(loss, name)  # an unknown loss: one line naming it (before n_out is missed)
         return default_target if cls.need_target else None
     return None
 
@@ -306,6 +305,8 @@ class TFNetwork(tf.Module):
             raise NetworkError("layer %r: target %r is not a data key (known: %s)"
                                % (name, target, ", ".join(sorted(self.extern_data))))
         loss = loss_cls(name, dict(opts.get("loss_opts") or {}), target)
+        if hasattr(loss, "bind_layer"):  # losses that read the layer (its parameters, its input)
+            loss.bind_layer(self._built_layer(name))
         self.losses.append(LossInfo(name, loss, target, float(opts.get("loss_scale", 1.0)),
                                     bool(opts.get("only_on_eval"))))
 
@@ -348,6 +349,9 @@ class TFNetwork(tf.Module):
         if dim is None or dim.dimension is None:
             return None
         n_out = dim.dimension + 1 if opts.get("loss") == "ctc" else dim.dimension
+        custom = config_loss_class(opts.get("loss"))
+        if custom is not None:  # RETURNN: the loss class's get_auto_output_layer_dim
+            n_out = expected_dim(custom.user_class, dim.dimension) or dim.dimension
         if opts["class"] in ("softmax", "linear"):
             if n_out == dim.dimension:
                 opts["out_dim"] = dim

@@ -454,3 +454,7 @@ def get_layer_class(name: str, layer_name: str, opts: Optional[Mapping[str, Any]
     if opts is not None and cls.class_selector is not None:
         cls = cls.class_selector(opts) or cls
     return cls
+
+
+# RETURNN's ``Loss`` base class for loss classes defined in configs (returnn/tf/config_loss.py)
+from returnn.tf.config_loss import Loss  # noqa: E402,F401

@@ -297,3 +297,6 @@ def _broadcast_unit_features(sources: Sequence[Data]) -> List[List[Dim]]:
 # register_layer_class``): see returnn/tf/layers/config_layer.py
 from returnn.tf.layers.config_layer import (LayerBase, _ConcatInputLayer, auto_register_layer_classes,  # noqa: E402,F401
                                             get_concat_sources_data_template, register_layer_class)
+# RETURNN's API for loss classes defined in configs (``from returnn.tf.layers.basic import Loss, _LossClassDict``):
+# see returnn/tf/config_loss.py
+from returnn.tf.config_loss import Loss, OutputWithActivation, _LossClassDict, get_loss_class  # noqa: E402,F401
