@@ -29,7 +29,9 @@ class ChoiceLayer(Layer):
     layer_class = "choice"
     options = (
         Option("beam_size", 1, "hypotheses kept per sequence in search"),
-        Option("input_type", "prob", "what 'from' gives: 'prob', 'log_prob' or 'regression'"),
+        Option("input_type", "prob", "what 'from' gives: 'prob', 'log_prob' or 'regression' (a prediction of the "
+                                     "target's dense frames: no labels chosen, the value is the target in "
+                                     "training; refused in search)", only=("prob", "log_prob", "regression")),
         Option("length_normalization", True, "search: rank finished hypotheses by score / length"),
         Option("length_normalization_exponent", 1.0, "search: exponent of the length in that division"),
         Option("explicit_search_source", None, "RETURNN: the layer whose search beam this one follows",
@@ -74,6 +76,9 @@ class ChoiceLayer(Layer):
                 self.desc, len(self.targets), self.targets, len(sources)))
         if not isinstance(targets, (list, tuple)):
             sources = sources[-1:]
+        if self.opt("input_type") == "regression":
+            self._init_regression(sources)
+            return
         self.searching = not sources[0].sparse  # in search: built on the label scores, the loop picks the labels
         if self.searching:
             parts = []
@@ -103,6 +108,18 @@ class ChoiceLayer(Layer):
             parts = list(sources)
         self.parts = [part.copy("%s/out_%i" % (name, i)) for i, part in enumerate(parts)]
         self.output = parts[0].copy(name)
+
+    def _init_regression(self, sources: Sequence[Data]) -> None:
+        """RETURNN's regression choice: a dense prediction fed back as is; with teacher forcing the
+        value is the target's frames (dense, as the target)."""
+        if len(self.targets) != 1 or len(sources) != 1:
+            raise NetworkError("%s: input_type 'regression' takes one source and one target" % self.desc)
+        if sources[0].sparse:
+            raise NetworkError("%s: input_type 'regression' needs a dense target, %r is sparse %s"
+                               % (self.desc, self.targets[0], sources[0].short_repr()))
+        self.searching = False
+        self.parts = [sources[0].copy("%s/out_0" % self.name)]
+        self.output = sources[0].copy(self.name)
 
     def sub_template(self, sub: str) -> Data:
         if not self.has_sub_output(self.opts, sub):

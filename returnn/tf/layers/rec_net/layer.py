@@ -208,6 +208,9 @@ class RecSubnetLayer(Layer):
                 raise NetworkError("%s: search needs exactly one 'choice' sub-layer, got %s"
                                    % (self.desc, known_list(choices) if choices else "none"))
             self.search_choice = choices[0]
+            if self.unit[choices[0]].get("input_type") == "regression":
+                raise NetworkError("%s: search through the regression choice %r (RETURNN feeds its prediction back "
+                                   "with beam 1) is not supported here" % (self.desc, choices[0]))
             step_only += choices + (["end"] if "end" in self.unit else [])
         self.plan = analyse_unit(self.unit, name, has_source=self.n_from > 0, teacher_forcing=not search,
                                  step_only=step_only)
