@@ -322,6 +322,25 @@ def test_nan_in_training_data_names_file_and_sequence(tmp_path):
     assert not list(tmp_path.glob("model.00*"))
 
 
+
+def test_inf_in_data_that_breaks_the_parameters_a_step_before_the_loss_is_named(tmp_path):
+    """inf through tanh: the loss of its step is finite (tanh(inf) = 1) but the gradient is nan
+    (0 * inf), so the loss is not finite only from the next step on, whose batch is finite. The
+    sequence is found among the epoch's earlier batches (before: exit 1 without a cause)."""
+    train = str(tmp_path / "train.hdf")
+    write_hdf(Path(train))
+    with h5py.File(train, "r+") as f:
+        start = int(f["seqLengths"][:11, 0].sum())
+        f["inputs"][start + 3, 0] = np.inf
+    dev = write_hdf(tmp_path / "dev.hdf", seed=9, n=8)
+    config = write_config(tmp_path / "inf.config", NAN_CONFIG % {"train": train, "dev": dev, "dim": DIM,
+                                                                 "classes": CLASSES})
+    proc = run_rnn(_args(config, tmp_path), timeout=300)
+    assert_one_line_error(proc, "Cause: non-finite input data: dataset train (HDFDataset): sequence 'seq-11' (#11 of "
+                                "file %s): key 'data' holds inf (first at frame 3) (in an earlier step of this epoch "
+                                "whose loss was still finite" % train)
+    assert not list(tmp_path.glob("model.00*"))
+
 def test_model_that_diverges_on_finite_data_is_exit_1_without_a_data_cause(tmp_path):
     train = write_hdf(tmp_path / "train.hdf")
     dev = write_hdf(tmp_path / "dev.hdf", seed=9, n=8)

@@ -166,14 +166,22 @@ def nonfinite_culprit(dataset, batches: Sequence, keys: Sequence[str]) -> Option
     return None
 
 
-def nonfinite_error(error: Exception, dataset, batches: Sequence, keys: Sequence[str], dist=None) -> Exception:
+def nonfinite_error(error: Exception, dataset, batches: Sequence, keys: Sequence[str], dist=None,
+                    earlier: Sequence = ()) -> Exception:
     """The error for a step that reported a non-finite loss: a DataError naming the sequence when
     the data of ``batches`` (this rank's batches of the step) is not finite (every rank learns the
-    first rank's finding), else ``error`` itself (the model diverged). All ranks call it at the
-    same step."""
+    first rank's finding), else ``error`` itself (the model diverged). When those batches are
+    finite, ``earlier`` (this rank's batches of the epoch before them) are looked at too: an
+    ``inf`` input through a saturating activation (tanh) gives a finite loss but a nan gradient,
+    so the parameters break one step and the loss only the next. All ranks call it at the same
+    step."""
     culprit = None
     try:
         found = nonfinite_culprit(dataset, batches, keys)
+        if not found and earlier:
+            found = nonfinite_culprit(dataset, earlier, keys)
+            if found:
+                found += " (in an earlier step of this epoch whose loss was still finite: it broke the parameters)"
         culprit = "non-finite input data: %s" % found if found else None
     except DataError as exc:  # the data cannot be read again (e.g. its file changed): say that
         culprit = str(exc)

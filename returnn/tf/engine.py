@@ -505,8 +505,9 @@ class Engine:
                                    self.config.int("reset_updater_vars_mod_step"))
         except NonFiniteScoreError as exc:  # name the data's sequence if it is the cause (prefetching stopped)
             prefetcher.close()
-            raise nonfinite_error(exc, dataset, [slices[i] for i in getattr(exc, "steps", [])],
-                                  self.steps.train_keys, self.dist) from None
+            bad_steps = list(getattr(exc, "steps", []))
+            raise nonfinite_error(exc, dataset, [slices[i] for i in bad_steps], self.steps.train_keys, self.dist,
+                                  earlier=slices[:min(bad_steps)] if bad_steps else []) from None
         finally:
             prefetcher.close()
         self.global_step = first_step + done.steps
