@@ -91,6 +91,8 @@ class Layer(tf.Module):
                "default: shared along every axis but the feature axis (RETURNN)"),
         Option("dropout_axis", None, "axis or axes (descriptions or Dims, no ints) along which the dropout mask "
                                      "varies; shared along all others (RETURNN; not with dropout_noise_shape)"),
+        Option("dropout_on_forward", False, "True: the dropout applies also in evaluation, forward and search "
+                                            "(RETURNN; a new mask each call there)"),
         Option("L2", 0.0, "adds L2 * sum(p ** 2) over all the layer's trainable parameters to the loss"),
         Option("updater_opts", None, "RETURNN's per-layer optimizer options for the layer's parameters: optimizer "
                                      "(dict, learning_rate_multiplier), accum_grad_multiple_step, gradient_noise, "
@@ -289,12 +291,23 @@ class Layer(tf.Module):
         scales included (RETURNN's ``L2 * sum(p ** 2)`` over the layer's params)."""
         return list(self.trainable_variables)
 
+    def dropout_active(self, ctx: RunContext) -> bool:
+        """Whether the input dropout applies in this call: in training, or always with ``dropout_on_forward``."""
+        return bool(self.dropout) and (ctx.train or bool(self.opts.get("dropout_on_forward")))
+
+    def dropout_seed(self, ctx: RunContext, salt: int = 0) -> tf.Tensor:
+        """The dropout mask's seed: the training step's (reproducible), else a fresh one per call
+        (``dropout_on_forward`` outside training, where RETURNN draws a new mask each run)."""
+        if ctx.train:
+            return ctx.layer_seed(self.layer_name, salt)
+        return tf.random.uniform([2], maxval=2 ** 62, dtype=tf.int64)
+
     def apply_dropout(self, x: LayerOutput, ctx: RunContext, salt: int = 0) -> LayerOutput:
-        """The layer's input dropout on one dense value (training only)."""
+        """The layer's input dropout on one dense value (training only, unless ``dropout_on_forward``)."""
         from returnn.tf.layers.helpers import dropout, dropout_scale, noise_broadcast_axes
-        if not self.dropout or not ctx.train or x.data.sparse:
+        if not self.dropout_active(ctx) or x.data.sparse:
             return x
-        seed, axes = ctx.layer_seed(self.layer_name, salt), noise_broadcast_axes(self, x.data)
+        seed, axes = self.dropout_seed(ctx, salt), noise_broadcast_axes(self, x.data)
         if x.packed is None:
             return x.with_tensor(dropout(x.tensor, self.dropout, seed, axes))
         # the same mask on the padded tensor and on its packed rows (only one of them is computed)
