@@ -332,6 +332,33 @@ class MeanSquaredErrorLoss(Loss):
         return LossValues(_masked_sum(frame_loss, mask), frames, _masked_sum(wrong, mask), frames)
 
 
+class MeanL1Loss(Loss):
+    """RETURNN's ``mean_l1``: as ``mse`` with the absolute difference, per frame the mean over the
+    features of ``|output - target|``, summed over the real frames; norm = target frames. Dense
+    targets only (RETURNN asserts it); the error is the frame error of ``mse``."""
+
+    loss_class = "mean_l1"
+    frame_local = True
+
+    def check_templates(self, output: Data, target: Optional[Data], target_name: Optional[str]) -> None:
+        if target is not None and target.sparse:
+            raise NetworkError("layer %r: loss 'mean_l1' needs a dense target (RETURNN: sparse targets are not "
+                               "supported), target %r is %s" % (self.layer_name, target_name, target.short_repr()))
+        super().check_templates(output, target, target_name)
+
+    def compute_btf(self, output: LayerOutput, target: LayerOutput, train: bool = False) -> LossValues:
+        mask = _frame_mask(target)
+        diff = tf.abs(output.tensor - tf.cast(target.tensor, output.tensor.dtype))
+        has_features = output.data.feature_dim_axis is not None
+        frame_loss = tf.reduce_mean(diff, axis=-1) if has_features else diff
+        frames = _frame_count(target, mask)
+        if not has_features:
+            return LossValues(_masked_sum(frame_loss, mask), frames)
+        labels = tf.argmax(target.tensor, axis=-1, output_type=tf.int32)
+        wrong = tf.cast(tf.not_equal(tf.argmax(output.tensor, axis=-1, output_type=tf.int32), labels), tf.float32)
+        return LossValues(_masked_sum(frame_loss, mask), frames, _masked_sum(wrong, mask), frames)
+
+
 class CtcLoss(Loss):
     """Connectionist temporal classification.
 
@@ -528,7 +555,7 @@ def _to_sparse(labels: tf.Tensor, mask: tf.Tensor) -> tf.SparseTensor:
 
 
 LOSS_CLASSES: Dict[str, Type[Loss]] = {cls.loss_class: cls for cls in (
-    CrossEntropyLoss, MeanSquaredErrorLoss, CtcLoss, AsIsLoss, EditDistanceLoss, SamplingLoss)}
+    CrossEntropyLoss, MeanSquaredErrorLoss, MeanL1Loss, CtcLoss, AsIsLoss, EditDistanceLoss, SamplingLoss)}
 
 
 def lookup_loss_class(name: Any) -> Optional[Type[Loss]]:
