@@ -207,7 +207,7 @@ def test_ctc_ignores_padding_and_has_gradient_in_tf_function():
 
 def test_loss_registry_errors():
     assert set(LOSS_CLASSES) >= {"ce", "mse", "ctc"}
-    with pytest.raises(NetworkError, match="layer 'x': unknown loss 'y' \\(known: as_is, ce, ctc, edit_distance, mean_l1, mse"):
+    with pytest.raises(NetworkError, match="layer 'x': unknown loss 'y' \\(known: as_is, bin_ce, ce, ctc, edit_distance, mean_l1, mse"):
         get_loss_class("y", "x")
     with pytest.raises(NetworkError, match="'x'.*focal"):
         get_loss_class("ce", "x")("x", {"focal": 1}, "classes")

@@ -359,6 +359,41 @@ class MeanL1Loss(Loss):
         return LossValues(_masked_sum(frame_loss, mask), frames, _masked_sum(wrong, mask), frames)
 
 
+class BinaryCrossEntropyLoss(Loss):
+    """RETURNN's ``bin_ce``: the output holds logits; per frame the sigmoid cross entropy with the
+    target (dense, 0..1), summed over the features and divided by the output dim (``pos_weight``:
+    TensorFlow's weighted form), summed over the real frames; norm = target frames. Error: per frame
+    the fraction of features where ``logit > 0`` differs from ``target > 0.5``."""
+
+    loss_class = "bin_ce"
+    frame_local = True
+    options = (Option("pos_weight", None, "weight of the positive labels (tf.nn.weighted_cross_entropy_with_logits)"),)
+
+    def check_templates(self, output: Data, target: Optional[Data], target_name: Optional[str]) -> None:
+        """RETURNN's check: as many axes on both sides (batch included)."""
+        if target is not None and target.batch_ndim != output.batch_ndim:
+            raise NetworkError("layer %r: loss 'bin_ce': output %s and target %r %s do not have the same number of "
+                               "axes (RETURNN: number of dimensions mismatch)"
+                               % (self.layer_name, output.short_repr(), target_name, target.short_repr()))
+
+    def compute_btf(self, output: LayerOutput, target: LayerOutput, train: bool = False) -> LossValues:
+        mask = _frame_mask(target)
+        logits = output.tensor
+        labels = tf.cast(target.tensor, logits.dtype)
+        pos_weight = self.opts.get("pos_weight")
+        if pos_weight is None:
+            ce = tf.nn.sigmoid_cross_entropy_with_logits(logits=logits, labels=labels)
+        else:
+            ce = tf.nn.weighted_cross_entropy_with_logits(logits=logits, labels=labels, pos_weight=float(pos_weight))
+        wrong = tf.cast(tf.not_equal(logits > 0.0, labels > 0.5), logits.dtype)
+        scale = 1.0 / float(output.data.dim or 1)
+        has_features = output.data.feature_dim_axis is not None
+        if has_features:
+            ce, wrong = tf.reduce_sum(ce, axis=-1), tf.reduce_sum(wrong, axis=-1)
+        frames = _frame_count(target, mask)
+        return LossValues(_masked_sum(ce, mask) * scale, frames, _masked_sum(wrong, mask) * scale, frames)
+
+
 class CtcLoss(Loss):
     """Connectionist temporal classification.
 
@@ -555,7 +590,7 @@ def _to_sparse(labels: tf.Tensor, mask: tf.Tensor) -> tf.SparseTensor:
 
 
 LOSS_CLASSES: Dict[str, Type[Loss]] = {cls.loss_class: cls for cls in (
-    CrossEntropyLoss, MeanSquaredErrorLoss, MeanL1Loss, CtcLoss, AsIsLoss, EditDistanceLoss, SamplingLoss)}
+    CrossEntropyLoss, MeanSquaredErrorLoss, MeanL1Loss, BinaryCrossEntropyLoss, CtcLoss, AsIsLoss, EditDistanceLoss, SamplingLoss)}
 
 
 def lookup_loss_class(name: Any) -> Optional[Type[Loss]]:
