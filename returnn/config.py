@@ -254,7 +254,8 @@ class Config:
             raise ConfigError("%s:%s: error while running config: %s: %s"
                               % (filename, line, type(exc).__name__, exc)) from exc
         for key, value in namespace.items():
-            if key.startswith("_") or key == "config" or _is_imported_object(value):
+            # '_name's stay readable (RETURNN's typed_value('_f'): config code hides helpers that way)
+            if key.startswith("__") or key == "config" or _is_imported_object(value):
                 continue
             self.typed_dict[key] = value
 

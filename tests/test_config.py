@@ -42,9 +42,10 @@ def test_python_config_module_variables_become_entries(tmp_path):
     assert config.typed_value("user") == getpass.getuser()
     assert config.typed_value("base") == "c.txt"
     assert config.typed_value("network") == {"output": {"class": "softmax", "loss": "ce"}}
-    # Imported modules, functions and classes are not entries; private names neither.
-    for name in ("os", "osp", "get_login_username", "OrderedDict", "_private", "config", "__file__"):
+    # Imported modules, functions and classes are not entries; '_private' names are (RETURNN's typed_dict).
+    for name in ("os", "osp", "get_login_username", "OrderedDict", "config", "__file__"):
         assert not config.has(name), name
+    assert config.typed_value("_private") == 3
     # A function the config defines itself is an entry (RETURNN configs define hooks).
     assert config.typed_value("my_hook")(1) == 2
 
@@ -266,3 +267,17 @@ def test_bom_and_non_utf8_files(tmp_path):
         Config().load_file(str(latin))
     line = _one_error_line(run_rnn([latin]))
     assert str(latin) in line
+
+
+def test_underscore_names_are_readable_with_typed_value(tmp_path):
+    """RETURNN's typed_dict holds the config's whole namespace: configs hide helpers as ``_name``
+    and read them back (``get_config().typed_value('_stop_token_target')`` in Tacotron2 configs);
+    dunder names and the config object are not entries, and ``_names`` are no typo warnings."""
+    from returnn.config_keys.check import unknown_keys
+    cfg = tmp_path / "x.config"
+    cfg.write_text("#!rnn.py\n_scale = 3\ndef _double(x):\n    return 2 * x\nnum_epochs = 1\n")
+    config = Config()
+    config.load_file(str(cfg))
+    assert config.typed_value("_scale") == 3 and config.typed_value("_double")(4) == 8
+    assert "__file__" not in config.typed_dict and "config" not in config.typed_dict
+    assert unknown_keys(config.typed_dict, []) == ([], [])
