@@ -71,3 +71,18 @@ def test_bin_ce_needs_as_many_axes():
     loss = get_loss_class("bin_ce", "output")("output", {}, "classes")
     with pytest.raises(NetworkError, match="'bin_ce': output .* do not have the same number of axes"):
         loss.check_templates(spec(1), spec(1, sparse=True), "classes")
+
+
+# ---- as_is on an output with an axis besides time and feature (Tacotron2's attention entropy)
+@pytest.mark.parametrize("dec_lens,enc_lens", [([3, 2], [4, 1]), ([2, 0], [4, 0])])
+def test_as_is_sums_the_extra_axes_without_padding(dec_lens, enc_lens):
+    from returnn.tensor import Data, FeatureDim, SpatialDim, batch_dim
+    from returnn.tf.layers.output import LayerOutput
+    dec, enc = SpatialDim("dec"), SpatialDim("enc")
+    data = Data("entropy", dims=[batch_dim, dec, enc, FeatureDim("f", 1)])
+    x = np.random.RandomState(3).rand(2, 3, 4, 1).astype(np.float32)
+    out = LayerOutput(tf.constant(x), data, {dec: tf.constant(dec_lens), enc: tf.constant(enc_lens)})
+    vals = get_loss_class("as_is", "entropy")("entropy", {}, "classes").compute(out, None, train=True)
+    ref = sum(x[b, :dec_lens[b], :enc_lens[b]].sum() for b in range(2))
+    np.testing.assert_allclose(float(vals.loss_sum.numpy()), ref, rtol=1e-5)
+    assert float(vals.norm.numpy()) == sum(dec_lens)

@@ -537,6 +537,21 @@ class AsIsLoss(Loss):
     def check_templates(self, output: Data, target: Optional[Data], target_name: Optional[str]) -> None:
         """No target: nothing to compare."""
 
+    def _layout(self, x: LayerOutput, what: str) -> LayerOutput:
+        """RETURNN sums the output over all but the batch and time axes: with more axes than one feature
+        axis (e.g. attention weights over the encoder frames per decoder step) they are summed here first,
+        their padded positions as 0."""
+        x = x.copy_as_batch_time_feature()
+        data = x.data
+        keep = [a for a in (data.batch_dim_axis, data.time_dim_axis) if a is not None]
+        extra = [a for a in range(data.batch_ndim) if a not in keep]
+        if len(extra) <= 1:
+            return super()._layout(x, what)
+        values = tf.reduce_sum(x.masked(0), axis=extra)
+        for axis in sorted(extra, reverse=True):
+            data = data.copy_template_excluding_axis(axis)
+        return super()._layout(x.with_tensor(values, data), what)
+
     def compute_btf(self, output: LayerOutput, target: Optional[LayerOutput], train: bool = False) -> LossValues:
         mask = _frame_mask(output)
         values = tf.cast(output.tensor, tf.float32)
