@@ -476,9 +476,7 @@ class Engine:
                       % (epoch, count, len(slices)), file=log.v4)
             slices = slices[:count]
         if not slices and not start:
-            lengths = np.asarray(dataset.seq_lengths_in_order())
-            all_empty = int(lengths.shape[0]) if lengths.size and not lengths.any() else 0
-            raise DataError(empty_epoch_message(dataset.name, epoch, len(ordered), self.dist.size, all_empty))
+            raise DataError(empty_epoch_message(dataset.name, epoch, len(ordered), self.dist.size, dataset))
         return dataset, slices, start
 
     def _train_epoch(self, epoch: int, heartbeat):
@@ -505,9 +503,9 @@ class Engine:
                                    self.config.int("reset_updater_vars_mod_step"))
         except NonFiniteScoreError as exc:  # name the data's sequence if it is the cause (prefetching stopped)
             prefetcher.close()
-            bad_steps = list(getattr(exc, "steps", []))
-            raise nonfinite_error(exc, dataset, [slices[i] for i in bad_steps], self.steps.train_keys, self.dist,
-                                  earlier=slices[:min(bad_steps)] if bad_steps else []) from None
+            bad = list(getattr(exc, "steps", []))  # this rank's batches of the step; earlier ones of the epoch
+            raise nonfinite_error(exc, dataset, [slices[i] for i in bad], self.steps.train_keys, self.dist,
+                                  earlier=slices[:min(bad or [0])]) from None
         finally:
             prefetcher.close()
         self.global_step = first_step + done.steps

@@ -16,6 +16,8 @@ import math
 import os
 from typing import Any, Dict, List, Optional, Sequence
 
+import numpy as np
+
 from returnn.errors import ConfigError
 from returnn.learning_rate_control import LearningRateControl
 from returnn.learning_rate_file import EpochData, format_learning_rate_file, parse_learning_rate_text
@@ -38,9 +40,11 @@ def make_run_state(ranks: int, shards: bool, order: Optional[str], batches: int,
             "batches": batches, "learning_rates": format_learning_rate_file(lr_control.epochs)}
 
 
-def empty_epoch_message(name: str, epoch: int, batches: int, ranks: int, all_empty_seqs: int = 0) -> str:
-    """Why an epoch cannot be trained: no batches at all (``all_empty_seqs``: the epoch has that many
-    sequences, all of length 0), or fewer than ranks."""
+def empty_epoch_message(name: str, epoch: int, batches: int, ranks: int, dataset: Any = None) -> str:
+    """Why an epoch cannot be trained: no batches at all (also when ``dataset``'s sequences of the
+    epoch are all of length 0), or fewer than ranks."""
+    lengths = np.asarray(dataset.seq_lengths_in_order()) if dataset is not None and not batches else np.zeros(0)
+    all_empty_seqs = int(lengths.shape[0]) if lengths.size and not lengths.any() else 0
     if not batches and all_empty_seqs:
         return ("train dataset %r has %i sequences in epoch %i, all of length 0: there is no frame to train on"
                 % (name, all_empty_seqs, epoch))
