@@ -163,3 +163,19 @@ def test_stop_signal_during_forward_removes_the_temporary_output_and_says_what_a
     assert lines == ["stopped by %s during task 'forward': %s was not written (an output appears only when "
                      "complete); the same command runs the forward pass again from the start" % (name, out_file)], lines
     assert not out_file.exists() and not list(tmp_path.glob(".out.hdf.tmp-*"))
+
+
+def test_ctrl_c_in_dump_dataset_is_one_line(tmp_path):
+    out, err = tmp_path / "out", tmp_path / "err"
+    with open(out, "w") as o, open(err, "w") as e:
+        proc = subprocess.Popen([PYTHON, "tools/dump-dataset.py", "{'class': 'Task12AXDataset', 'num_seqs': 100000}",
+                                 "--endseq", "-1"], cwd=str(REPO), stdout=o, stderr=e, env=child_env(),
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        _wait_for(proc, lambda: out.stat().st_size > 10000)
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(60) == 130
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert [line for line in err.read_text().splitlines() if line.strip()] == ["dump-dataset: interrupted (SIGINT)"]

@@ -145,6 +145,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 2
     except BrokenPipeError:
         return 0
+    except KeyboardInterrupt:  # Ctrl-C: a read-only tool, nothing to clean up; one line, no traceback
+        print("dump-dataset: interrupted (SIGINT)", file=sys.stderr)
+        return 130
     return 0
 
 
