@@ -39,3 +39,45 @@ def test_new_conv_and_pool_axes_have_returnn_names():
     assert [d.description for d in pooled.dims if d.dimension == 4] == ["conv0p:conv:s1"]
     assert pooled.dims[pooled.time_dim_axis] is net.extern_data["data"].dims[1]  # stride 1, same: the input axis
     assert net.layers["output"].output.dims[-1].dimension == 4
+
+
+def test_rec_unit_with_location_aware_attention_settles_its_prev_shapes():
+    """Tacotron2's decoder (returnn-experiments 2021-tts-asr-librispeech100h): 'prev:accum_att_weights'
+    is padded along the encoder axis and 'prev:att0' feeds an LSTM cell before either is built. The
+    assumed templates follow the sources' axes (a linear with n_out over 'base:' frames keeps them; a
+    generic_attention is its base without the attended axis), so the unit builds at once and trains."""
+    import tensorflow as tf
+    from returnn.config import Config
+    from returnn.extern_data import extern_data_from_config
+    from returnn.tensor import SpatialDim
+    from returnn.tf.layers import RunContext
+    dec = SpatialDim("dec")
+    extern = extern_data_from_config(Config({"extern_data": {
+        "data": {"dim": 3}, "target": {"dim": 4, "shape": (None, 4), "same_dim_tags_as": {"t": dec}}}}))
+    unit = {
+        "s": {"class": "rnn_cell", "unit": "LSTMBlock", "from": ["prev:target_frame", "prev:att0"], "n_out": 5},
+        "target_frame": {"class": "copy", "from": "data:target"},
+        "pad": {"class": "pad", "axes": "s:0", "padding": ((2, 2),), "from": ["prev:accum_att_weights"], "value": 0},
+        "conv": {"class": "conv", "filter_size": (5,), "padding": "valid", "n_out": 2, "from": ["pad"],
+                 "activation": None},
+        "loc": {"class": "linear", "activation": None, "with_bias": False, "n_out": 6, "from": ["conv"]},
+        "s_tr": {"class": "linear", "activation": None, "n_out": 6, "from": ["s"]},
+        "energy_in": {"class": "combine", "kind": "add", "from": ["base:enc_ctx", "s_tr", "loc"], "n_out": 6},
+        "energy": {"class": "linear", "activation": "tanh", "n_out": 1, "with_bias": False, "from": ["energy_in"]},
+        "att_weights": {"class": "softmax_over_spatial", "from": ["energy"]},
+        "accum_att_weights": {"class": "combine", "kind": "add", "from": ["prev:accum_att_weights", "att_weights"]},
+        "att0": {"class": "generic_attention", "base": "base:encoder", "weights": "att_weights"},
+        "output": {"class": "linear", "activation": None, "from": ["s", "att0"], "n_out": 4, "target": "target",
+                   "loss": "mse"}}
+    net = TFNetwork(outputs({
+        "encoder": {"class": "linear", "activation": "tanh", "n_out": 7, "from": "data"},
+        "enc_ctx": {"class": "linear", "activation": None, "n_out": 6, "from": "encoder"},
+        "output": {"class": "rec", "from": [], "target": "target", "unit": unit}}), extern)
+    rec = net.layers["output"]
+    assert rec.sub_layers()["att0"].output.dim == 7
+    rng = np.random.RandomState(0)
+    batch = {"data": tf.constant(rng.randn(2, 5, 3).astype(np.float32)), "data:seq_len": tf.constant([5, 3]),
+             "target": tf.constant(rng.randn(2, 4, 4).astype(np.float32)), "target:seq_len": tf.constant([4, 2])}
+    out = net.forward(batch, RunContext(True))
+    loss = net.compute_losses(out, batch)["output/output"]
+    assert np.isfinite(float(loss.loss_sum)) and float(loss.norm) == 6

@@ -40,6 +40,8 @@ REC_ONLY_SUB_OPTIONS = ("initial_output", "initial_state_from", "is_output_layer
 
 
 MAX_TEMPLATE_ROUNDS = 4
+# classes whose output keeps the source's axes and sets the feature dim to n_out (see _frame_wise_guess)
+FRAME_WISE_N_OUT = frozenset(("linear", "combine", "activation", "copy", "softmax", "dropout", "layer_norm"))
 SUB_OUTPUT_CLASS = deps.SUB_OUTPUT_CLASS
 
 
@@ -384,12 +386,19 @@ class RecSubnetLayer(Layer):
             n_out = opts["out_dim"].dimension
         src_names = self.sub_source_names(sub)
         from_out_type = _out_type_template(self.layer_name + "/" + sub, opts.get("out_type"))
+        if from_out_type is None and opts.get("class") == "generic_attention" and isinstance(opts.get("base"), str):
+            from_out_type = self._attention_guess(sub, opts["base"], where)
         if from_out_type is not None:
             guess = from_out_type
         elif n_out is not None and opts.get("class") != "choice":
             from returnn.tensor.dim import batch_dim
             from returnn.tf.layers.helpers import new_feature_dim
-            guess = Data(sub, dims=(batch_dim, new_feature_dim(self.layer_name + "/" + sub, int(n_out))))
+            feat = new_feature_dim(self.layer_name + "/" + sub, int(n_out))
+            guess = None
+            if opts.get("class") in FRAME_WISE_N_OUT:  # its sources' other axes (attention energies over base: frames)
+                guess = self._frame_wise_guess(sub, src_names, feat, where, seen)
+            if guess is None:
+                guess = Data(sub, dims=(batch_dim, feat))
         else:
             guess = None
             for src in src_names:  # the first source whose shape is known without going round in a cycle
@@ -414,6 +423,39 @@ class RecSubnetLayer(Layer):
             guess = guess.copy(sub)
         self._guessed[sub] = guess
         return guess
+
+    def _attention_guess(self, sub: str, base: str, where: str) -> Optional[Data]:
+        """The assumed template of a ``generic_attention``: its base without the attended (time) axis."""
+        try:
+            data = self._template(base, True, where)
+        except NetworkError:
+            return None
+        if data.time_dim_axis is None:
+            return None
+        return data.copy_template_excluding_axis(data.time_dim_axis).copy(sub)
+
+    def _frame_wise_guess(self, sub: str, src_names: Sequence[str], feat: Dim, where: str,
+                          seen: Tuple[str, ...]) -> Optional[Data]:
+        """The assumed template of a frame-wise layer with ``n_out``: the axes of its source with the
+        most axes (known without a cycle), the feature axis replaced by ``feat``."""
+        best: Optional[Data] = None
+        for src in src_names:
+            ref = Ref.parse(src)
+            if ref.kind in ("self", "prev") and ref.name not in self.layers:
+                if ref.name in seen or ref.name == sub:
+                    continue
+                data = self._guess(ref.name, where, seen + (sub,))
+            else:
+                try:
+                    data = self._template(src, True, where)
+                except NetworkError:
+                    data = None
+            if data is not None and (best is None or data.batch_ndim - data.sparse > best.batch_ndim - best.sparse):
+                best = data
+        if best is None:
+            return None
+        dims = [d for i, d in enumerate(best.dims) if best.sparse or i != best.feature_dim_axis]
+        return Data(sub, dims=dims + [feat])
 
     def _build(self, sub: str) -> None:
         where = "%s, sub-layer %r" % (self.desc, sub)
