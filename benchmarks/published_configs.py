@@ -14,6 +14,8 @@ Per config: the config is written to a fresh working directory, its top-level st
 something run guarded (a config that builds its RASR or file datasets at load time fails on files that
 exist only at its site; the probe replaces those datasets anyway; what failed is listed as
 ``guarded``), the list's ``args`` (``++key value``, e.g. the parameters a Sisyphus job passes) are added,
+the config's neighbours (modules, files, substitutes for site vocabularies, BPE codes and lexicons,
+``++ext_*`` values of Sisyphus-driven configs: :mod:`published_configs_site`) are put in place,
 and a second config (``override.config``, :mod:`published_configs_synth`) replaces the datasets with
 random data matching the config's extern data and makes the run tiny (one epoch, six sequences of
 ~64 frames, CPU). Then ``rnn.py`` trains; with ``--search`` a config that has a search (a ``choice``
@@ -35,6 +37,9 @@ import sys
 import tempfile
 import time
 from typing import Any, Dict, List, Optional, Tuple
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import published_configs_site as site  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_LIST = os.path.join(REPO, "tests", "data", "published_configs.json")
@@ -62,9 +67,11 @@ def read_config(gd: str, commit: str, path: str) -> str:
 
 
 def _guarded(stmt: ast.stmt) -> bool:
-    """Top-level statements that call something (where a config touches files of its site)."""
-    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom)):
+    """Top-level statements that call something (where a config touches files of its site) and imports."""
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
         return False
+    if isinstance(stmt, (ast.Import, ast.ImportFrom)):  # site modules (cachemanager, ...); later uses fail guarded
+        return not (isinstance(stmt, ast.ImportFrom) and stmt.module == "__future__")
     return any(isinstance(n, ast.Call) for n in ast.walk(stmt))
 
 
@@ -152,23 +159,29 @@ def probe(entry: Dict[str, Any], mirrors: str, args: argparse.Namespace) -> Dict
         return result
     text = read_config(gd, entry["commit"], entry["path"])
     workdir = tempfile.mkdtemp(prefix="published-", dir=args.keep)
+    rundir, py_dirs = site.copy_neighbours(gd, entry["commit"], entry["path"], text, workdir)
+    text, subst = site.substitute_files(text, workdir)
     name = os.path.basename(entry["path"])
     if not name.endswith((".config", ".py")):
         name += ".config"
-    with open(os.path.join(workdir, name), "w") as f:
+    with open(os.path.join(rundir, name), "w") as f:
         f.write(guard_statements(text))
-    with open(os.path.join(workdir, "override.config"), "w") as f:
+    with open(os.path.join(rundir, "override.config"), "w") as f:
         f.write(override_text())
-    env = dict(os.environ, PROBE_TASK="train", PYTHONPATH=REPO,
+    env = dict(os.environ, PROBE_TASK="train", PYTHONPATH=os.pathsep.join([REPO] + py_dirs),
                PROBE_SEQ2SEQ=entry.get("seq2seq", "1" if SEQ2SEQ_HINTS.search(text) else "0"))
+    env.update(site.subst_env(subst))
+    if entry.get("lengths"):
+        env["PROBE_LENGTHS"] = json.dumps(entry["lengths"])
     env.update({k: str(v) for k, v in entry.get("env", {}).items()})
     extra = [str(a) for a in entry.get("args", [])]
-    rc, line, took, caught = run_rnn(workdir, name, env, args.timeout, extra)
-    result.update(rc=rc, error=line, seconds=round(took, 1), kind=classify(rc, line, entry), workdir=workdir,
+    extra += site.ext_args(text, extra)
+    rc, line, took, caught = run_rnn(rundir, name, env, args.timeout, extra)
+    result.update(rc=rc, error=line, seconds=round(took, 1), kind=classify(rc, line, entry), workdir=rundir,
                   guarded=caught)
     if rc == 0 and args.search and re.search(r"[\"']choice[\"']", text):
         env["PROBE_TASK"] = "search"
-        rc, line, took, _ = run_rnn(workdir, name, env, args.timeout, extra)
+        rc, line, took, _ = run_rnn(rundir, name, env, args.timeout, extra)
         result.update(search_rc=rc, search_error=line, search_kind=classify(rc, line, entry))
     if not args.keep:
         shutil.rmtree(workdir, ignore_errors=True)

@@ -5,10 +5,12 @@ makes the run tiny (one epoch, a few short sequences, CPU, files in the working 
 The probe's override config calls :func:`overrides` with the config loaded so far; the returned
 keys become config keys. Environment (set by the probe): ``PROBE_TASK`` (train or search),
 ``PROBE_SEQ2SEQ`` (1: targets shorter than the input, as for attention/CTC/transducer; 0: frame-wise,
-as long as the input), ``PROBE_NUM_SEQS``, ``PROBE_LEN``.
+as long as the input), ``PROBE_NUM_SEQS``, ``PROBE_LEN``, ``PROBE_LENGTHS`` (JSON {key: length}: data
+keys of a fixed length, e.g. one speaker label per sequence; the list entry's ``lengths``).
 """
 from __future__ import annotations
 
+import json
 import os
 from typing import Any, Dict, List
 
@@ -24,6 +26,7 @@ def _lengths(n: int, base: int, rng: np.random.RandomState) -> List[int]:
 def _seqs(specs: Dict[str, Any], n: int, in_len: int, seq2seq: bool, seed: int) -> List[Dict[str, np.ndarray]]:
     """n sequences of random data for the data templates ``specs`` (key -> Data)."""
     rng = np.random.RandomState(seed)
+    fixed = {k: int(v) for k, v in json.loads(os.environ.get("PROBE_LENGTHS", "{}")).items()}
     in_lens = _lengths(n, in_len, rng)
     out_lens = _lengths(n, max(2, in_len // 12), rng) if seq2seq else in_lens
     seqs = []
@@ -32,6 +35,8 @@ def _seqs(specs: Dict[str, Any], n: int, in_len: int, seq2seq: bool, seed: int) 
         for key, data in specs.items():
             if not data.have_batch_axis() or (data.time_dim_axis is None and not data.get_dynamic_axes()):
                 t = 1
+            elif key in fixed:
+                t = fixed[key]
             else:
                 t = in_lens[i] if key == "data" or not data.sparse else out_lens[i]
             if data.sparse:
@@ -46,6 +51,18 @@ def _seqs(specs: Dict[str, Any], n: int, in_len: int, seq2seq: bool, seed: int) 
     return seqs
 
 
+def _resize_vocabularies(specs: Dict[str, Any]) -> None:
+    """The probe's substitute vocabularies (``PROBE_SUBST``) rewritten with the target's dim."""
+    subst = json.loads(os.environ.get("PROBE_SUBST", "{}"))
+    sparse = [d for k, d in sorted(specs.items(), key=lambda kv: kv[0] != "classes") if d.sparse and d.dim]
+    if not subst or not sparse:
+        return
+    from published_configs_site import write_substitute
+    for path, kind in subst.items():
+        if kind == "vocab":
+            write_substitute(path, kind, int(sparse[0].dim))
+
+
 def overrides(config: Any) -> Dict[str, Any]:
     """The config keys that make ``config`` (loaded so far) a tiny run on random data."""
     from returnn.extern_data import extern_data_from_config
@@ -54,6 +71,7 @@ def overrides(config: Any) -> Dict[str, Any]:
     length = int(os.environ.get("PROBE_LEN", "64"))
     seq2seq = os.environ.get("PROBE_SEQ2SEQ", "1") == "1"
     output_dim = {k: [d.dim, 1 if d.sparse else 2] for k, d in specs.items() if d.dim}
+    _resize_vocabularies(specs)
     train = {"class": "StaticDataset", "data": _seqs(specs, n, length, seq2seq, 1), "output_dim": output_dim}
     dev = {"class": "StaticDataset", "data": _seqs(specs, 2, length, seq2seq, 2), "output_dim": output_dim}
     out: Dict[str, Any] = {k: None for k in DATASET_KEYS}

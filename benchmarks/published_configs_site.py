@@ -1,0 +1,149 @@
+"""The site half of benchmarks/published_configs.py: what a published config finds next to it where it
+was run, rebuilt in the probe's working directory.
+
+- :func:`copy_neighbours`: the files of the config's directory (and its sub-directories), and the
+  directories its ``sys.path.append/insert("relative/dir")`` calls name, copied from the git mirror
+  into ``WORKDIR/tree/`` under their repository paths; the config runs in its directory there and
+  ``PYTHONPATH`` holds that directory and every copied directory with Python modules (configs import
+  neighbouring modules: ``lsh_attention``, ``rnnt_tf_impl`` from ``code/``, ``../hmm_module/hmm.py``).
+- :func:`substitute_files`: absolute site paths in the config's string literals that name a
+  vocabulary (``vocab*``, ``*.vocab``, ``*.pkl`` with vocab in the name), BPE codes (``*codes*``,
+  ``*bpe_code*``) or a lexicon (``*lexicon*``) are rewritten to small files in ``WORKDIR/site/``
+  (``PROBE_SUBST`` tells :mod:`published_configs_synth` to rewrite vocabularies with the config's
+  target dim once it is known).
+- :func:`ext_args`: ``++ext_*`` values of Sisyphus-driven configs (``config.value("ext_model")`` & co.)
+  that the list entry does not give: model and learning-rate file in the working directory, one epoch,
+  no partition.
+"""
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import posixpath
+import re
+import subprocess
+from typing import Dict, List, Tuple
+
+MAX_FILE = 2 << 20  # bytes: larger neighbours (logs, data) are not copied
+MAX_TOTAL = 40 << 20
+SYS_PATH = re.compile(r"sys\.path\.(?:append|insert)\(\s*(?:\d+\s*,\s*)?[\"']([^\"']+)[\"']")
+SITE_LITERAL = re.compile(r"[\"'](/[^\"'\s%{}]+)[\"']")
+VOCAB = re.compile(r"(^vocab|[._-]vocab|vocab[._-]|\.dict$)", re.I)
+CODES = re.compile(r"(codes|bpe_code)", re.I)
+LEXICON = re.compile(r"lexicon", re.I)
+EXT = re.compile(r"config\.(?:value|int|float|bool|typed_value)\(\s*[\"'](ext_\w+)[\"']")
+EXT_DEFAULTS = {"ext_model": "model/network", "ext_learning_rate_file": "newbob.data", "ext_num_epochs": "1",
+                "ext_partition_epoch": "1"}
+
+
+def _tree_files(gd: str, rev: str, path: str) -> List[Tuple[str, int]]:
+    """(path, size) of the blobs under ``path`` at ``rev``."""
+    res = subprocess.run(["git", "--git-dir", gd, "ls-tree", "-r", "-l", rev, "--", path.rstrip("/") + "/"],
+                         capture_output=True)
+    out = []
+    for line in res.stdout.decode("utf-8", "replace").splitlines():
+        meta, _, name = line.partition("\t")
+        parts = meta.split()
+        if len(parts) == 4 and parts[1] == "blob" and parts[3].isdigit():
+            out.append((name, int(parts[3])))
+    return out
+
+
+def copy_neighbours(gd: str, rev: str, config_path: str, text: str, workdir: str) -> Tuple[str, List[str]]:
+    """Copies the config's neighbours (see the module doc); returns the directory to run in and the
+    directories for ``PYTHONPATH``."""
+    tree = os.path.join(workdir, "tree")
+    cfg_dir = posixpath.dirname(config_path)
+    dirs = [cfg_dir]
+    for rel in SYS_PATH.findall(text):
+        if not rel.startswith("/"):
+            dirs.append(posixpath.normpath(posixpath.join(cfg_dir, rel)))
+    total = 0
+    py_dirs = []
+    for d in dirs:
+        if d.startswith(".."):
+            continue
+        for name, size in _tree_files(gd, rev, d):
+            if size > MAX_FILE or total + size > MAX_TOTAL or name == config_path:
+                continue
+            blob = subprocess.run(["git", "--git-dir", gd, "show", "%s:%s" % (rev, name)], capture_output=True)
+            if blob.returncode != 0:
+                continue
+            dest = os.path.join(tree, name)
+            os.makedirs(os.path.dirname(dest), exist_ok=True)
+            with open(dest, "wb") as f:
+                f.write(blob.stdout)
+            total += size
+            if name.endswith(".py") and os.path.dirname(dest) not in py_dirs:
+                py_dirs.append(os.path.dirname(dest))
+    run_dir = os.path.join(tree, cfg_dir)
+    os.makedirs(run_dir, exist_ok=True)
+    return run_dir, [run_dir] + [d for d in py_dirs if d != run_dir]
+
+
+def _kind(path: str) -> str:
+    base = posixpath.basename(path)
+    if LEXICON.search(base):
+        return "lexicon"
+    if CODES.search(base):
+        return "codes"
+    if VOCAB.search(base):
+        return "vocab"
+    return ""
+
+
+def write_substitute(path: str, kind: str, dim: int) -> None:
+    """A small file of ``kind`` (vocab: ``dim`` labels, pickled when the name ends in .pkl)."""
+    if kind == "vocab":
+        labels = {"<s>": 0, "</s>": 0, "<unk>": 1}
+        labels.update({"l%i" % i: i for i in range(2, max(dim, 3))})
+        if path.endswith(".pkl"):
+            with open(path, "wb") as f:
+                pickle.dump(labels, f)
+        else:
+            with open(path, "w") as f:
+                f.write(repr(labels) + "\n")
+    elif kind == "codes":
+        with open(path, "w") as f:
+            f.write("#version: 0.2\nl 2\n")
+    elif kind == "lexicon":
+        with open(path, "w") as f:
+            f.write('<?xml version="1.0" encoding="utf-8"?>\n<lexicon>\n<phoneme-inventory>\n'
+                    '<phoneme><symbol>a</symbol></phoneme>\n</phoneme-inventory>\n'
+                    '<lemma><orth>a</orth><phon>a</phon></lemma>\n</lexicon>\n')
+
+
+def substitute_files(text: str, workdir: str) -> Tuple[str, Dict[str, str]]:
+    """The config text with site vocabularies, BPE codes and lexicons replaced by files in
+    ``WORKDIR/site/`` (written with a default size), and the map local path -> kind."""
+    site = os.path.join(workdir, "site")
+    subst: Dict[str, str] = {}
+
+    def repl(m: "re.Match[str]") -> str:
+        path = m.group(1)
+        kind = _kind(path)
+        if not kind or os.path.exists(path):
+            return m.group(0)
+        local = os.path.join(site, posixpath.basename(path))
+        if local not in subst:
+            os.makedirs(site, exist_ok=True)
+            write_substitute(local, kind, 100)
+            subst[local] = kind
+        return repr(local)
+
+    return SITE_LITERAL.sub(repl, text), subst
+
+
+def ext_args(text: str, given: List[str]) -> List[str]:
+    """``++ext_KEY value`` for the ext keys the config reads that ``given`` does not set (see module doc)."""
+    have = {a[2:] for a in given if a.startswith("++")}
+    out: List[str] = []
+    for key in dict.fromkeys(EXT.findall(text)):
+        if key not in have and key in EXT_DEFAULTS:
+            out += ["++" + key, EXT_DEFAULTS[key]]
+    return out
+
+
+def subst_env(subst: Dict[str, str]) -> Dict[str, str]:
+    return {"PROBE_SUBST": json.dumps(subst)} if subst else {}
