@@ -37,11 +37,11 @@ def test_ce_use_fused_false_and_safe_log_opts():
         CrossEntropyLoss("o", {"safe_log_opts": {"nope": 1}}, "classes")
 
 
-def test_sampling_loss_only_with_the_full_softmax():
-    """RETURNN's sampling_loss samples unless use_full_softmax: refused here; with it, the cross entropy."""
+def test_sampling_loss_with_the_full_softmax():
+    """RETURNN's sampling_loss with use_full_softmax: the cross entropy (sampling: tests/test_sampling_loss.py)."""
     out, target, _ = _extreme()
-    with pytest.raises(NetworkError, match="'o'.*use_full_softmax"):
-        SamplingLoss("o", {"num_sampled": 3}, "classes")
+    with pytest.raises(NetworkError, match="'o'.*sampler_args must be a dict"):
+        SamplingLoss("o", {"num_sampled": 3, "sampler_args": 1}, "classes")
     full = SamplingLoss("o", {"use_full_softmax": True, "num_sampled": 3}, "classes")
     assert float(full.compute_btf(out, target).loss_sum) == pytest.approx(
         float(CrossEntropyLoss("o", {}, "classes").compute_btf(out, target).loss_sum))

@@ -269,8 +269,8 @@ def test_sampling_loss_is_the_full_softmax_cross_entropy():
     full = SamplingLoss("out", {"num_sampled": 3, "use_full_softmax": True, "nce_loss": False}, "data")
     assert float(full.compute(out, target).loss_sum) == pytest.approx(
         float(CrossEntropyLoss("out", {}, "data").compute(out, target).loss_sum))
-    with pytest.raises(NetworkError, match="'out'.*use_full_softmax"):  # RETURNN samples then: not here
-        SamplingLoss("out", {"nce_loss": True}, "data")
+    with pytest.raises(NetworkError, match="'out'.*num_sampled must be an int >= 1"):
+        SamplingLoss("out", {"num_sampled": 0}, "data")
 
 
 def test_ctc_output_in_log_space_equals_logits():

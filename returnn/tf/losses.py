@@ -119,6 +119,13 @@ class Loss:
         of RETURNN's errors are computed otherwise in evaluation)."""
         output = self._layout(output, "output")
         target = None if target is None else self._layout(target, "target")
+        output, target = self.checked(output, target)
+        if self.frame_local and output.packed is not None and target is not None and target.data.have_time_axis():
+            output, target = _packed_views(output, target)
+        return self.compute_btf(output, target, train)
+
+    def checked(self, output: LayerOutput, target: Optional[LayerOutput]) -> Tuple[LayerOutput, Optional[LayerOutput]]:
+        """A framewise loss: output and target after the check that their lengths agree per sequence."""
         if self.framewise and target is not None and output.data.have_time_axis() and target.data.have_time_axis() \
                 and output.seq_len is not None and target.seq_len is not None:
             differ = tf.not_equal(output.seq_len, target.seq_len)
@@ -129,9 +136,7 @@ class Loss:
             with tf.control_dependencies([check]):  # before any op that combines the two
                 output = _after_check(output)
                 target = target.with_tensor(tf.identity(target.tensor))
-        if self.frame_local and output.packed is not None and target is not None and target.data.have_time_axis():
-            output, target = _packed_views(output, target)
-        return self.compute_btf(output, target, train)
+        return output, target
 
     def _layout(self, x: LayerOutput, what: str) -> LayerOutput:
         """``x`` as (B, T, F) / (B, T) / (B, F) / (B,): losses work on that layout."""
@@ -486,46 +491,6 @@ class CtcLoss(Loss):
         return LossValues(tf.reduce_sum(loss), labels_total, tf.reduce_sum(dist), labels_total)
 
 
-_ONLY_WHEN_SAMPLING = "RETURNN uses it only when sampling (use_full_softmax False, refused here)"
-
-
-class SamplingLoss(CrossEntropyLoss):
-    """RETURNN's ``sampling_loss`` (sampled softmax for large vocabularies, e.g. word LMs) with
-    ``use_full_softmax``: the exact cross entropy of the full softmax, as RETURNN computes it then (it
-    costs the full output matmul per frame). Sampling (``use_full_softmax`` False, RETURNN's default:
-    a sampled softmax or NCE estimate in training and evaluation) is not implemented: refused in one
-    line; the sampling options change nothing with the full softmax."""
-
-    loss_class = "sampling_loss"
-    options = (
-        Option("use_full_softmax", False, "True: the full softmax cross entropy (RETURNN's); False (RETURNN's "
-                                          "default): sampled training, not implemented here: refused"),
-        Option("num_sampled", 128, "classes sampled", noop=_ONLY_WHEN_SAMPLING),
-        Option("num_splits", 1, "frames split into this many parts for sampling", noop=_ONLY_WHEN_SAMPLING),
-        Option("sampler", "log_uniform", "the candidate sampler", noop=_ONLY_WHEN_SAMPLING),
-        Option("sampler_args", None, "options of the sampler", noop=_ONLY_WHEN_SAMPLING),
-        Option("remove_accidental_hits", None, "sampled classes equal to the target left out",
-               noop=_ONLY_WHEN_SAMPLING),
-        Option("nce_loss", False, "noise-contrastive estimation instead of the sampled softmax",
-               noop=_ONLY_WHEN_SAMPLING),
-        Option("nce_log_norm_term", 0.0, "NCE's log normalisation constant", noop=_ONLY_WHEN_SAMPLING),
-    )
-
-    @classmethod
-    def declared(cls) -> Dict[str, Option]:
-        """RETURNN's SamplingBasedLoss takes none of ``ce``'s own options (label_smoothing & co.)."""
-        out = {o.name: o for o in COMMON_OPTIONS}
-        out.update({o.name: o for o in cls.options})
-        return out
-
-    def __init__(self, layer_name: str, loss_opts: Optional[Dict[str, Any]], target_key: str):
-        super().__init__(layer_name, loss_opts, target_key)
-        if self.opts.get("use_full_softmax") is not True:
-            raise NetworkError("layer %r: sampling_loss without use_full_softmax trains on a sampled estimate in "
-                               "RETURNN, not implemented here: set loss_opts use_full_softmax True (the full softmax "
-                               "cross entropy) or use loss 'ce'" % layer_name)
-
-
 class AsIsLoss(Loss):
     """The output itself is the loss (summed over real frames and features; norm = frames);
     ``as_error``: report it as the error instead, with no loss."""
@@ -605,7 +570,16 @@ def _to_sparse(labels: tf.Tensor, mask: tf.Tensor) -> tf.SparseTensor:
 
 
 LOSS_CLASSES: Dict[str, Type[Loss]] = {cls.loss_class: cls for cls in (
-    CrossEntropyLoss, MeanSquaredErrorLoss, MeanL1Loss, BinaryCrossEntropyLoss, CtcLoss, AsIsLoss, EditDistanceLoss, SamplingLoss)}
+    CrossEntropyLoss, MeanSquaredErrorLoss, MeanL1Loss, BinaryCrossEntropyLoss, CtcLoss, AsIsLoss, EditDistanceLoss)}
+# RETURNN's sampling_loss: returnn/tf/sampling.py (it registers itself here)
+from returnn.tf import sampling as _sampling  # noqa: E402,F401
+
+
+def __getattr__(name: str) -> Any:
+    """``SamplingLoss`` lives in returnn/tf/sampling.py (imported by this module, or importing it)."""
+    if name == "SamplingLoss":
+        return _sampling.SamplingLoss
+    raise AttributeError("module %r has no attribute %r" % (__name__, name))
 
 
 def lookup_loss_class(name: Any) -> Optional[Type[Loss]]:

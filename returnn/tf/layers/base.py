@@ -469,5 +469,10 @@ def get_layer_class(name: str, layer_name: str, opts: Optional[Mapping[str, Any]
     return cls
 
 
-# RETURNN's ``Loss`` base class for loss classes defined in configs (returnn/tf/config_loss.py)
-from returnn.tf.config_loss import Loss  # noqa: E402,F401
+def __getattr__(name: str) -> Any:
+    """RETURNN's API for loss classes defined in configs (``Loss``), from returnn/tf/config_loss.py
+    (imported on first use: it needs the engine's losses, which need this package)."""
+    if name in ('Loss',):
+        from returnn.tf import config_loss
+        return getattr(config_loss, name)
+    raise AttributeError("module %r has no attribute %r" % (__name__, name))

@@ -64,7 +64,36 @@ class LinearLayer(Layer):
         # (batch, time, feature) with padding: computed on the real frames only (grad_filter: per sequence)
         self.packs = self.flat and packable(src) and not self.grad_filter
 
+    sampled_loss = False  # set by a sampled loss on this layer (returnn/tf/sampling.py): it reads the input
+
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
+        out = self._forward(sources, ctx)
+        if self.sampled_loss:
+            out.sampling_inputs = self._sampling_inputs(sources[0], out, ctx)
+        return out
+
+    def _sampling_inputs(self, src: LayerOutput, out: LayerOutput, ctx: RunContext):
+        """For a sampled loss: the input after this layer's dropout (the same mask), as the real
+        frames' rows when the output has them, and the step's seed for the candidates."""
+        from returnn.tf.sampling import SamplingInputs
+        rows = out.packed
+        if rows is not None:
+            values = rows.gather(src.tensor) if src.packed is None else src.packed.values
+        else:
+            values = src.tensor
+        if self.dropout and ctx.train:
+            shape = [1] * (src.data.batch_ndim - 1) + [self.plan.in_dims[0]]
+            if self._folds_dropout(src, ctx):  # the mask the forward pass folded into W
+                values = values * tf.reshape(dropout_scale(shape, self.dropout, ctx.layer_seed(self.layer_name, 0),
+                                                           values.dtype), [-1])
+            elif rows is None:
+                values = self.apply_dropout(src, ctx).tensor
+            else:
+                raise NetworkError("%s: a sampled loss with this dropout_noise_shape is not supported here" % self.desc)
+        seq_len = src.seq_len if rows is None and src.data.have_time_axis() else None
+        return SamplingInputs(values, seq_len, rows, ctx.layer_seed(self.layer_name, 1))
+
+    def _forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         if self.packs and has_frame_sizes(sources[0]):
             return self._forward_packed(sources[0], ctx)
         if self.flat:
@@ -297,6 +326,13 @@ def _broadcast_unit_features(sources: Sequence[Data]) -> List[List[Dim]]:
 # register_layer_class``): see returnn/tf/layers/config_layer.py
 from returnn.tf.layers.config_layer import (LayerBase, _ConcatInputLayer, auto_register_layer_classes,  # noqa: E402,F401
                                             get_concat_sources_data_template, register_layer_class)
-# RETURNN's API for loss classes defined in configs (``from returnn.tf.layers.basic import Loss, _LossClassDict``):
-# see returnn/tf/config_loss.py
-from returnn.tf.config_loss import Loss, OutputWithActivation, _LossClassDict, get_loss_class  # noqa: E402,F401
+
+
+def __getattr__(name: str) -> Any:
+    """RETURNN's API for loss classes defined in configs (``Loss``, ``OutputWithActivation``,
+    ``_LossClassDict``, ``get_loss_class``), from returnn/tf/config_loss.py (imported on first use:
+    it needs the engine's losses, which need this package)."""
+    if name in ('Loss', 'OutputWithActivation', '_LossClassDict', 'get_loss_class'):
+        from returnn.tf import config_loss
+        return getattr(config_loss, name)
+    raise AttributeError("module %r has no attribute %r" % (__name__, name))

@@ -27,6 +27,8 @@ class LayerOutput:
         self.logits = logits
         # frame-wise layers: the same value as rows of its real frames (see packed.py)
         self.packed = packed
+        # a linear/softmax layer with a sampled loss: its input for the loss (returnn/tf/sampling.py)
+        self.sampling_inputs: Any = None
         # a rec sub-network's value also carries each sub-layer's whole sequence (by sub-layer name)
         self.sub_outputs: Dict[str, "LayerOutput"] = {}
         # recurrent layers: a function giving the final state tensors (each (B, D)), for get_last_hidden_state
