@@ -151,7 +151,8 @@ def test_training_with_a_fifo_as_learning_rate_file_ends_at_once(tmp_path):
     config = write_config(tmp_path / "tiny.config", TINY_12AX)
     os.mkfifo(tmp_path / "lr.data")
     proc = run_rnn([config, "++model", tmp_path / "model", "++learning_rate_file", tmp_path / "lr.data"], timeout=120)
-    assert_one_line_error(proc, "learning-rate file %s is not a regular file (a FIFO)" % (tmp_path / "lr.data"))
+    assert_one_line_error(proc, "config key 'learning_rate_file': %s is a FIFO, not a regular file: training would "
+                                "replace it" % (tmp_path / "lr.data"))
 
 
 def test_epoch_data_repr_round_trips_non_finite():
