@@ -139,13 +139,15 @@ def run_rnn(workdir: str, cfg_name: str, env: Dict[str, str], timeout: float, ar
     return res.returncode, line, time.time() - start, caught
 
 
-def classify(rc: int, line: str, entry: Dict[str, Any]) -> str:
+def classify(rc: int, line: str, entry: Dict[str, Any], caught: Optional[List[str]] = None) -> str:
     if rc == 0:
         return "OK"
     if entry.get("returnn_fails"):
         return "RETURNN"
     if MISSING_FILE.search(line):
         return "FILE"
+    if "is not defined" in line and any(MISSING_FILE.search(c) for c in caught or ()):
+        return "FILE"  # a name the config sets from a file of its site (a guarded statement failed on it)
     if rc == 2 and NOT_HERE.search(line):
         return "NOT-HERE"
     return "ENGINE"
@@ -177,7 +179,7 @@ def probe(entry: Dict[str, Any], mirrors: str, args: argparse.Namespace) -> Dict
     extra = [str(a) for a in entry.get("args", [])]
     extra += site.ext_args(text, extra)
     rc, line, took, caught = run_rnn(rundir, name, env, args.timeout, extra)
-    result.update(rc=rc, error=line, seconds=round(took, 1), kind=classify(rc, line, entry), workdir=rundir,
+    result.update(rc=rc, error=line, seconds=round(took, 1), kind=classify(rc, line, entry, caught), workdir=rundir,
                   guarded=caught)
     if rc == 0 and args.search and re.search(r"[\"']choice[\"']", text):
         env["PROBE_TASK"] = "search"

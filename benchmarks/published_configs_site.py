@@ -3,6 +3,7 @@ was run, rebuilt in the probe's working directory.
 
 - :func:`copy_neighbours`: the files of the config's directory (and its sub-directories), and the
   directories its ``sys.path.append/insert("relative/dir")`` calls name, copied from the git mirror
+  (at the listed commit, plus files only the newest commit has)
   into ``WORKDIR/tree/`` under their repository paths; the config runs in its directory there and
   ``PYTHONPATH`` holds that directory and every copied directory with Python modules (configs import
   neighbouring modules: ``lsh_attention``, ``rnnt_tf_impl`` from ``code/``, ``../hmm_module/hmm.py``).
@@ -60,14 +61,16 @@ def copy_neighbours(gd: str, rev: str, config_path: str, text: str, workdir: str
         if not rel.startswith("/"):
             dirs.append(posixpath.normpath(posixpath.join(cfg_dir, rel)))
     total = 0
-    py_dirs = []
-    for d in dirs:
+    py_dirs: List[str] = []
+    copied = set()
+    for d, r in [(d, r) for r in (rev, "HEAD") for d in dirs]:  # files added later (code/ of rnn-transducer): HEAD's
         if d.startswith(".."):
             continue
-        for name, size in _tree_files(gd, rev, d):
-            if size > MAX_FILE or total + size > MAX_TOTAL or name == config_path:
+        for name, size in _tree_files(gd, r, d):
+            if size > MAX_FILE or total + size > MAX_TOTAL or name == config_path or name in copied:
                 continue
-            blob = subprocess.run(["git", "--git-dir", gd, "show", "%s:%s" % (rev, name)], capture_output=True)
+            copied.add(name)
+            blob = subprocess.run(["git", "--git-dir", gd, "show", "%s:%s" % (r, name)], capture_output=True)
             if blob.returncode != 0:
                 continue
             dest = os.path.join(tree, name)
