@@ -1,6 +1,7 @@
 """RETURNN's ``mean_l1`` and ``bin_ce`` losses (Tacotron2 configs) against numpy: mean_l1 per real
 frame the mean over the features of |output - target|, summed, norm = real frames, dense targets
-only; bin_ce the sigmoid cross entropy of logits summed over features / dim, pos_weight."""
+only; bin_ce the sigmoid cross entropy of logits summed over features / dim, pos_weight; as_is on
+an output with more axes (attention weights per decoder step) sums them without their padding."""
 from __future__ import annotations
 
 import numpy as np
