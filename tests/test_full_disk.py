@@ -297,3 +297,24 @@ def test_hdf_writer_refuses_nothing_it_should_keep(tmp_path):
     assert all(p.exists() for p in keep)
     with h5py.File(tmp_path / "x.hdf", "r") as f:
         assert len(f["seqTags"]) == 1
+
+
+def test_full_disk_when_the_lock_file_is_written_at_start(tmp_path):
+    """The model's directory is full before the run starts: the lock file (pid, host, time) cannot be
+    written. One line naming it, exit 1, no empty lock file left (was: a traceback and an empty
+    model.lock)."""
+    from helpers import TINY_12AX
+    with small_fs(tmp_path / "full", "64k") as full:
+        fd = os.open(full / "filler", os.O_WRONLY | os.O_CREAT)
+        for size in (4096, 1):
+            try:
+                while True:
+                    os.write(fd, b"\0" * size)
+            except OSError:
+                pass
+        os.close(fd)
+        config = write_config(tmp_path / "tiny.config", TINY_12AX)
+        proc = run_rnn([config, "++model", full / "model", "++learning_rate_file", tmp_path / "lr.data", "++log",
+                        tmp_path / "train.log", "++tf_log_dir", tmp_path / "tf-log"], timeout=300)
+        _one_line(proc, "cannot write lock file %s: No space left on device" % (full / "model.lock"))
+        assert sorted(p.name for p in full.iterdir()) == ["filler"]

@@ -93,8 +93,7 @@ class ModelLock:
         if not _same_file(fd, self.path):  # a finishing run removed it meanwhile: lock the new one
             os.close(fd)
             return False
-        _write_holder(fd)
-        self._fd = fd
+        self._record(fd)
         return True
 
     def _try_exclusive_create(self) -> bool:
@@ -124,9 +123,24 @@ class ModelLock:
             return False
         except OSError as exc:
             raise self._open_error(exc)
-        _write_holder(fd)
-        self._fd = fd
+        self._record(fd)
         return True
+
+    def _record(self, fd: int) -> None:
+        """Writes this run into the lock file it holds; a write that fails (a full disk) removes the
+        file and is one line naming it (exit 1), not a traceback with an empty lock file left."""
+        try:
+            _write_holder(fd)
+        except OSError as exc:
+            from returnn.errors import output_write_error
+            try:
+                if _same_file(fd, self.path):
+                    os.remove(self.path)
+            except OSError:
+                pass
+            os.close(fd)
+            raise output_write_error(self.path, exc, "lock file") from None
+        self._fd = fd
 
     def _open_error(self, exc: OSError) -> ConfigError:
         if isinstance(exc, UnsafePathError):
