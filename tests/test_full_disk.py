@@ -318,3 +318,26 @@ def test_full_disk_when_the_lock_file_is_written_at_start(tmp_path):
                         tmp_path / "train.log", "++tf_log_dir", tmp_path / "tf-log"], timeout=300)
         _one_line(proc, "cannot write lock file %s: No space left on device" % (full / "model.lock"))
         assert sorted(p.name for p in full.iterdir()) == ["filler"]
+
+
+def test_full_disk_while_the_plot_tool_writes(tmp_path):
+    from returnn.learning_rate_control import LearningRateControl
+    lr_file = tmp_path / "lr.data"
+    control = LearningRateControl(default_learning_rate=0.5, filename=str(lr_file))
+    control.set_epoch_error(1, {"train_score": 1.0})
+    control.save()
+    with small_fs(tmp_path / "full", "64k") as full:
+        fd = os.open(full / "filler", os.O_WRONLY | os.O_CREAT)
+        for size in (4096, 1):
+            try:
+                while True:
+                    os.write(fd, b"\0" * size)
+            except OSError:
+                pass
+        os.close(fd)
+        proc = subprocess.run([PYTHON, "tools/plot-learning-curves.py", str(lr_file), "-o", str(full / "lr.png")],
+                              cwd=str(REPO), env=child_env(), capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 1, describe(proc)
+        assert nonempty_lines(proc.stderr) == ["error: cannot write output file %s: No space left on device"
+                                               % (full / "lr.png")], describe(proc)
+        assert sorted(p.name for p in full.iterdir()) == ["filler"]

@@ -22,7 +22,7 @@ from returnn.util.environment import ensure_packages  # noqa: E402
 
 ensure_packages(("matplotlib",), "tools/plot-learning-curves.py")
 
-from returnn.errors import ConfigError, ReturnnError  # noqa: E402
+from returnn.errors import ConfigError, ReturnnError, RuntimeFailure  # noqa: E402
 from returnn.learning_rate_file import EpochData, read_learning_rate_file  # noqa: E402
 from returnn.util.safe_files import atomic_write_bytes  # noqa: E402
 
@@ -114,7 +114,14 @@ def plot(path: str, out: str, title: Optional[str] = None) -> Tuple[int, Dict[st
     plt.close(fig)
     from returnn.util.output_guard import remove_stale_temp_files
     remove_stale_temp_files(out)  # <out>.tmp-<pid> of a killed run of this tool
-    atomic_write_bytes(out, image.getvalue())  # via a new temporary file: never through a symbolic link
+    try:
+        atomic_write_bytes(out, image.getvalue())  # via a new temporary file: never through a symbolic link
+    except OSError as exc:
+        from returnn.errors import output_write_error
+        from returnn.util.safe_files import UnsafePathError
+        if isinstance(exc, UnsafePathError):
+            raise
+        raise output_write_error(out, exc, "output file") from None  # a full disk: naming the file, exit 1
     return len(epochs), scores, errors
 
 
@@ -128,9 +135,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     out = args.output or default_output(args.file)
     try:
         num_epochs, scores, errors = plot(args.file, out, args.title)
-    except (ReturnnError, OSError) as exc:
+    except (ReturnnError, RuntimeFailure, OSError) as exc:
         print("error: %s" % exc, file=sys.stderr)
-        return 2
+        return int(getattr(exc, "exit_code", 2))  # a write that failed (full disk): 1, bad input: 2
     print("wrote %s (%i epochs, %i score and %i error curves)" % (out, num_epochs, len(scores), len(errors)))
     for line in best_epochs(scores) + best_epochs(errors):
         print(line)
