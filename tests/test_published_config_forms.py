@@ -81,3 +81,42 @@ def test_rec_unit_with_location_aware_attention_settles_its_prev_shapes():
     out = net.forward(batch, RunContext(True))
     loss = net.compute_losses(out, batch)["output/output"]
     assert np.isfinite(float(loss.loss_sum)) and float(loss.norm) == 6
+
+
+def test_rec_unit_with_split_head_attention_still_builds():
+    """The attention configs of returnn-experiments (2018-asr-attention & co.): 'prev:att' is a
+    merge_dims of a generic_attention over a split_dims base (heads, features), read by the LSTM cell
+    before it is built; the first assumptions ((batch, feature)) settle in rounds as before."""
+    import tensorflow as tf
+    from returnn.config import Config
+    from returnn.extern_data import extern_data_from_config
+    from returnn.tf.layers import RunContext
+    extern = extern_data_from_config(Config({"extern_data": {
+        "data": {"dim": 3}, "classes": {"dim": 6, "sparse": True}}}))
+    unit = {
+        "target_embed": {"class": "linear", "activation": None, "with_bias": False, "from": ["output"], "n_out": 4,
+                         "initial_output": 0},
+        "s": {"class": "rnn_cell", "unit": "LSTMBlock", "from": ["prev:target_embed", "prev:att"], "n_out": 5},
+        "s_tr": {"class": "linear", "activation": None, "with_bias": False, "from": ["s"], "n_out": 6},
+        "energy_in": {"class": "combine", "kind": "add", "from": ["base:enc_ctx", "s_tr"], "n_out": 6},
+        "energy_tanh": {"class": "activation", "activation": "tanh", "from": ["energy_in"]},
+        "energy": {"class": "linear", "activation": None, "with_bias": False, "from": ["energy_tanh"], "n_out": 1},
+        "att_weights": {"class": "softmax_over_spatial", "from": ["energy"]},
+        "att0": {"class": "generic_attention", "weights": "att_weights", "base": "base:enc_value"},
+        "att": {"class": "merge_dims", "axes": "except_batch", "from": ["att0"]},
+        "readout": {"class": "linear", "activation": "tanh", "from": ["s", "prev:target_embed", "att"], "n_out": 5},
+        "output_prob": {"class": "softmax", "from": ["readout"], "target": "classes", "loss": "ce"},
+        "output": {"class": "choice", "target": "classes", "beam_size": 2, "from": ["output_prob"],
+                   "initial_output": 0}}
+    net = TFNetwork(outputs({
+        "encoder": {"class": "linear", "activation": "tanh", "n_out": 7, "from": "data"},
+        "enc_ctx": {"class": "linear", "activation": None, "n_out": 6, "from": "encoder"},
+        "enc_value": {"class": "split_dims", "axis": "F", "dims": (1, 7), "from": "encoder"},
+        "output": {"class": "rec", "from": [], "target": "classes", "unit": unit}}), extern)
+    assert net.layers["output"].sub_layers()["att"].output.dim == 7
+    rng = np.random.RandomState(0)
+    batch = {"data": tf.constant(rng.randn(2, 5, 3).astype(np.float32)), "data:seq_len": tf.constant([5, 3]),
+             "classes": tf.constant(rng.randint(0, 6, (2, 4)).astype(np.int32)),
+             "classes:seq_len": tf.constant([4, 2])}
+    out = net.forward(batch, RunContext(True))
+    assert np.isfinite(float(net.compute_losses(out, batch)["output/output_prob"].loss_sum))

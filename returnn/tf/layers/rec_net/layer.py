@@ -259,21 +259,21 @@ class RecSubnetLayer(Layer):
         for sub in order:
             if sub not in self.in_loop:
                 self._build(sub)
-        # In-loop layers: a 'prev:X' read before X is built is first assumed (see _guess); when
-        # X turns out different, all in-loop layers are built again with X's real template
-        # (same seeds: same initial values), until the assumptions hold.
-        for _ in range(MAX_TEMPLATE_ROUNDS):
-            for sub in self._reused_first(self.plan.in_loop):
-                self._build(sub)
-            wrong = {sub: self.layers[sub].output for sub, guess in self._guessed.items()
-                     if _shape_key(self.layers[sub].output) != _shape_key(guess)}
-            if not wrong:
-                break
-            self._guessed.update({sub: data.copy(sub) for sub, data in wrong.items()})
-        else:
-            sub, real = next(iter(wrong.items()))
-            raise NetworkError("%s, sub-layer %r: cannot settle the shape of 'prev:%s' (last %s); give it 'n_out'"
-                               % (self.desc, sub, sub, real.short_repr()))
+        self._follow_axes = False
+        try:
+            self._settle_loop()
+        except NetworkError as first:
+            if not self._guessed:
+                raise
+            # a layer failed on an assumed (batch, feature) template: once more with assumptions that
+            # follow the sources' axes (attention weights over base: frames, see _frame_wise_guess)
+            self._follow_axes, self._guessed = True, {}
+            for sub in self.in_loop:
+                self.layers.pop(sub, None)
+            try:
+                self._settle_loop()
+            except NetworkError:
+                raise first from None
         self.after_order = self._ordered(self.plan.after_loop)
         for sub in self.after_order:  # on the stacked outputs of the loop
             self._build(sub)
@@ -291,6 +291,22 @@ class RecSubnetLayer(Layer):
         self.output = self.sub_template("output")
 
     # ---- building
+    def _settle_loop(self) -> None:
+        """Builds the in-loop layers: a 'prev:X' read before X is built is first assumed (see
+        _guess); when X turns out different, all in-loop layers are built again with X's real
+        template (same seeds: same initial values), until the assumptions hold."""
+        for _ in range(MAX_TEMPLATE_ROUNDS):
+            for sub in self._reused_first(self.plan.in_loop):
+                self._build(sub)
+            wrong = {sub: self.layers[sub].output for sub, guess in self._guessed.items()
+                     if _shape_key(self.layers[sub].output) != _shape_key(guess)}
+            if not wrong:
+                return
+            self._guessed.update({sub: data.copy(sub) for sub, data in wrong.items()})
+        sub, real = next(iter(wrong.items()))
+        raise NetworkError("%s, sub-layer %r: cannot settle the shape of 'prev:%s' (last %s); give it 'n_out'"
+                           % (self.desc, sub, sub, real.short_repr()))
+
     def _build_order(self) -> List[str]:
         """Moved-out layers ordered by all their references (no cycles there), then the loop's."""
         return self._reused_first(self._ordered(self.plan.out_of_loop)) + self._reused_first(self.plan.in_loop)
@@ -386,7 +402,8 @@ class RecSubnetLayer(Layer):
             n_out = opts["out_dim"].dimension
         src_names = self.sub_source_names(sub)
         from_out_type = _out_type_template(self.layer_name + "/" + sub, opts.get("out_type"))
-        if from_out_type is None and opts.get("class") == "generic_attention" and isinstance(opts.get("base"), str):
+        if (from_out_type is None and self._follow_axes and opts.get("class") == "generic_attention"
+                and isinstance(opts.get("base"), str)):
             from_out_type = self._attention_guess(sub, opts["base"], where)
         if from_out_type is not None:
             guess = from_out_type
@@ -395,7 +412,7 @@ class RecSubnetLayer(Layer):
             from returnn.tf.layers.helpers import new_feature_dim
             feat = new_feature_dim(self.layer_name + "/" + sub, int(n_out))
             guess = None
-            if opts.get("class") in FRAME_WISE_N_OUT:  # its sources' other axes (attention energies over base: frames)
+            if self._follow_axes and opts.get("class") in FRAME_WISE_N_OUT:  # its sources' other axes
                 guess = self._frame_wise_guess(sub, src_names, feat, where, seen)
             if guess is None:
                 guess = Data(sub, dims=(batch_dim, feat))
