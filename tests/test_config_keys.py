@@ -202,3 +202,10 @@ def test_generated_key_reference_is_up_to_date():
 def test_rnn_py_is_executable():
     assert os.stat(REPO / "rnn.py").st_mode & stat.S_IXUSR
     assert (REPO / "rnn.py").read_text().startswith("#!/usr/bin/env python3")
+
+
+def test_forward_override_hdf_output_is_accepted_without_effect():
+    """RETURNN's forward_override_hdf_output (set by the internal-LM configs of returnn-experiments):
+    the forward task here replaces an existing output_file anyway (tests/test_output_files.py)."""
+    assert "forward_override_hdf_output" in config_keys.RETURNN_IGNORED
+    assert "forward_override_hdf_output" not in config_keys.RETURNN_UNSUPPORTED
