@@ -162,6 +162,7 @@ def probe(entry: Dict[str, Any], mirrors: str, args: argparse.Namespace) -> Dict
     text = read_config(gd, entry["commit"], entry["path"])
     workdir = tempfile.mkdtemp(prefix="published-", dir=args.keep)
     rundir, py_dirs = site.copy_neighbours(gd, entry["commit"], entry["path"], text, workdir)
+    py_dirs += site.repo_modules(gd, entry["commit"], text, workdir, py_dirs)
     text, subst = site.substitute_files(text, workdir)
     name = os.path.basename(entry["path"])
     if not name.endswith((".config", ".py")):

@@ -6,7 +6,8 @@ was run, rebuilt in the probe's working directory.
   (at the listed commit, plus files only the newest commit has)
   into ``WORKDIR/tree/`` under their repository paths; the config runs in its directory there and
   ``PYTHONPATH`` holds that directory and every copied directory with Python modules (configs import
-  neighbouring modules: ``lsh_attention``, ``rnnt_tf_impl`` from ``code/``, ``../hmm_module/hmm.py``).
+  neighbouring modules: ``lsh_attention``, ``rnnt_tf_impl`` from ``code/``, ``../hmm_module/hmm.py``);
+  :func:`repo_modules` adds modules it imports from elsewhere in the repository.
 - :func:`substitute_files`: absolute site paths in the config's string literals that name a
   vocabulary (``vocab*``, ``*.vocab``, ``*.pkl`` with vocab in the name), BPE codes (``*codes*``,
   ``*bpe_code*``) or a lexicon (``*lexicon*``) are rewritten to small files in ``WORKDIR/site/``
@@ -83,6 +84,36 @@ def copy_neighbours(gd: str, rev: str, config_path: str, text: str, workdir: str
     run_dir = os.path.join(tree, cfg_dir)
     os.makedirs(run_dir, exist_ok=True)
     return run_dir, [run_dir] + [d for d in py_dirs if d != run_dir]
+
+
+IMPORT = re.compile(r"^\s*(?:from\s+(\w+)[\w.]*\s+import\b|import\s+(\w+))", re.M)
+
+
+def repo_modules(gd: str, rev: str, text: str, workdir: str, have: List[str]) -> List[str]:
+    """Modules the config imports that neither Python, this engine nor the copied neighbours
+    (``have``: directories) provide, taken from elsewhere in the repository when exactly one
+    ``NAME.py`` there has the name (a thesis config importing ``rna_tf_impl`` of another
+    experiment's ``code/``); returns the directory they were put in, if any."""
+    import importlib.util
+    from returnn.config_env import OLD_MODULE_NAMES
+    names = {a or b for a, b in IMPORT.findall(text)}
+    missing = sorted(n for n in names if n not in OLD_MODULE_NAMES and importlib.util.find_spec(n) is None
+                     and not any(os.path.exists(os.path.join(d, n + ".py")) for d in have))
+    if not missing:
+        return []
+    res = subprocess.run(["git", "--git-dir", gd, "ls-tree", "-r", "--name-only", "HEAD"], capture_output=True)
+    files = res.stdout.decode("utf-8", "replace").splitlines()
+    dest = os.path.join(workdir, "repo-modules")
+    for name in missing:
+        found = [f for f in files if posixpath.basename(f) == name + ".py"]
+        if len(found) != 1:
+            continue
+        blob = subprocess.run(["git", "--git-dir", gd, "show", "HEAD:" + found[0]], capture_output=True)
+        if blob.returncode == 0:
+            os.makedirs(dest, exist_ok=True)
+            with open(os.path.join(dest, name + ".py"), "wb") as f:
+                f.write(blob.stdout)
+    return [dest] if os.path.isdir(dest) else []
 
 
 def _kind(path: str) -> str:
