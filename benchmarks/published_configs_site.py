@@ -93,7 +93,8 @@ def repo_modules(gd: str, rev: str, text: str, workdir: str, have: List[str]) ->
     """Modules the config imports that neither Python, this engine nor the copied neighbours
     (``have``: directories) provide, taken from elsewhere in the repository when exactly one
     ``NAME.py`` there has the name (a thesis config importing ``rna_tf_impl`` of another
-    experiment's ``code/``); returns the directory they were put in, if any."""
+    experiment's ``code/``), with the modules of its directory; returns the directory they were put
+    in, if any."""
     import importlib.util
     from returnn.config_env import OLD_MODULE_NAMES
     names = {a or b for a, b in IMPORT.findall(text)}
@@ -108,11 +109,16 @@ def repo_modules(gd: str, rev: str, text: str, workdir: str, have: List[str]) ->
         found = [f for f in files if posixpath.basename(f) == name + ".py"]
         if len(found) != 1:
             continue
-        blob = subprocess.run(["git", "--git-dir", gd, "show", "HEAD:" + found[0]], capture_output=True)
-        if blob.returncode == 0:
-            os.makedirs(dest, exist_ok=True)
-            with open(os.path.join(dest, name + ".py"), "wb") as f:
-                f.write(blob.stdout)
+        home = posixpath.dirname(found[0])  # with the modules next to it (rna_tf_impl imports ref_transduce)
+        for path in [f for f in files if posixpath.dirname(f) == home and f.endswith(".py")]:
+            target = os.path.join(dest, posixpath.basename(path))
+            if os.path.exists(target):
+                continue
+            blob = subprocess.run(["git", "--git-dir", gd, "show", "HEAD:" + path], capture_output=True)
+            if blob.returncode == 0:
+                os.makedirs(dest, exist_ok=True)
+                with open(target, "wb") as f:
+                    f.write(blob.stdout)
     return [dest] if os.path.isdir(dest) else []
 
 
