@@ -120,3 +120,16 @@ def test_rec_unit_with_split_head_attention_still_builds():
              "classes:seq_len": tf.constant([4, 2])}
     out = net.forward(batch, RunContext(True))
     assert np.isfinite(float(net.compute_losses(out, batch)["output/output_prob"].loss_sum))
+
+
+def test_training_feeds_only_the_data_keys_of_built_layers():
+    """jotix16's RNA config has an unused eval layer on 'data:bpe', a key its training extern_data does
+    not declare (only search does): RETURNN does not build the layer, so training needs no 'bpe'."""
+    from returnn.config import Config
+    from returnn.extern_data import extern_data_from_config
+    extern = extern_data_from_config(Config({"extern_data": {"data": {"dim": 3}, "classes": {"dim": 4, "sparse": True}}}))
+    net = TFNetwork({
+        "unused": {"class": "copy", "from": "data:bpe"},
+        "output": {"class": "softmax", "from": "data", "target": "classes", "loss": "ce"}}, extern)
+    assert "unused" not in net.layers
+    assert net.required_data_keys(with_targets=True) == ["data", "classes"]

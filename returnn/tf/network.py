@@ -409,7 +409,8 @@ class TFNetwork(tf.Module):
         keys = set()
         if not with_targets and not layers and self.output_layer_name is None:
             return []
-        layers = self.sources if with_targets else self._needed_layers(layers or [self.output_layer_name])
+        # the layers built (RETURNN's rule), not every entry of the dict: an unused layer's data key is not fed
+        layers = self.order if with_targets else self._needed_layers(layers or [self.output_layer_name])
         for name in layers:
             for s in self.sources[name]:
                 kind, ref = parse_source(s)
