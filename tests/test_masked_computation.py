@@ -217,3 +217,33 @@ def test_masked_from_without_mask_and_unmask_skip_initial():
             if MASK[b, t]:
                 last = x[b, t]
             np.testing.assert_array_equal(back[b, t], last)
+
+
+def test_in_a_loop_labels_where_the_mask_is_false_are_not_embedded():
+    """RNA configs (jotix16/returnn_template_project): the previous label, blank included, is
+    reinterpreted without the blank class and embedded in a masked_computation that only emits
+    ('prev:output_emit'); where the mask is False the out-of-range blank must not reach the
+    embedding (a gather error on CPU; RETURNN on GPU reads zeros), and the output is the last kept one."""
+    extern = {"data": Data("data", shape=(None, 3)), "classes": Data("classes", dim=5, sparse=True)}
+    unit = {
+        "emit": {"class": "compare", "from": "data:classes", "value": 4, "kind": "not_equal"},
+        "prev_non_blank": {"class": "reinterpret_data", "from": "prev:label", "set_sparse_dim": 4},
+        "label": {"class": "copy", "from": "data:classes"},
+        "embed": {"class": "masked_computation", "from": "prev_non_blank", "mask": "prev:emit",
+                  "unit": {"class": "linear", "activation": None, "n_out": 2}},
+        "output": {"class": "copy", "from": ["embed", "data:source"]}}
+    net = TFNetwork(outputs({"loop": {"class": "rec", "from": "data", "unit": unit}}), extern)
+    labels = np.array([[1, 4, 4, 2, 0], [4, 3, 4, 4, 4]], np.int32)  # 4: blank, outside the 4 classes
+    batch = {"data": tf.constant(np.random.RandomState(0).randn(2, 5, 3).astype(np.float32)),
+             "data:seq_len": tf.constant([5, 4]), "classes": tf.constant(labels),
+             "classes:seq_len": tf.constant([5, 4])}
+    emb = net.forward(batch, RunContext(False))["loop"].tensor.numpy()[..., :2]
+    lin = net.layers["loop"].layers["embed/output"] if "embed/output" in net.layers["loop"].layers \
+        else net.layers["loop"].layers["embed"]
+    w, bias = lin.W.numpy(), lin.bias.numpy()
+    np.testing.assert_allclose(emb[0, 1], w[1] + bias, rtol=1e-5)  # prev label 1 emitted
+    np.testing.assert_allclose(emb[0, 2], emb[0, 1])  # prev was blank: kept
+    np.testing.assert_allclose(emb[0, 3], emb[0, 1])
+    np.testing.assert_allclose(emb[0, 4], w[2] + bias, rtol=1e-5)
+    np.testing.assert_array_equal(emb[1, :2], 0)  # no label kept yet: the initial output
+    np.testing.assert_allclose(emb[1, 2], w[3] + bias, rtol=1e-5)

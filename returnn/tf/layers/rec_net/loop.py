@@ -235,13 +235,18 @@ class UnitRun:
         """In-loop layer ``n`` at step ``t`` (a cell's new state goes to ``new_state``)."""
         layer = self.rec.layers[n]
         srcs = [self.step_value(s, t, prev, vals, state) for s in self.rec.sub_sources[n]]
+        mask_ref = self.rec.unit[n].get(MASKED_BY)
+        if mask_ref:
+            mask = tf.reshape(tf.cast(self.step_value(mask_ref, t, prev, vals, state).tensor, tf.bool), [-1])
+            # labels where the mask is False are never used; they may lie outside the classes (an RNA blank
+            # before a 'set_sparse_dim' without it), where an embedding fails on CPU: label 0 there instead
+            srcs = [s.with_tensor(_where_rows(mask, s.tensor, tf.zeros_like(s.tensor)))
+                    if s.data.sparse and s.data.batch_dim_axis == 0 else s for s in srcs]
         if n in state:
             out, new_state[n] = layer.step(srcs, state[n], ctx, t)
         else:
             out = layer(srcs, ctx)
-        mask_ref = self.rec.unit[n].get(MASKED_BY)
         if mask_ref:  # a masked_computation's layer: where the mask is False, it keeps its last output and state
-            mask = tf.reshape(tf.cast(self.step_value(mask_ref, t, prev, vals, state).tensor, tf.bool), [-1])
             out = out.with_tensor(_where_rows(mask, out.tensor, tf.cast(prev[n], out.tensor.dtype)))
             if n in state:
                 new_state[n] = tf.nest.map_structure(lambda a, b: _where_rows(mask, a, b), new_state[n], state[n])
