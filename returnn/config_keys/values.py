@@ -315,6 +315,7 @@ CHECKED_WHEN_BUILT: Dict[str, str] = {
     "cache_size": "the datasets that take it, when they are built (Engine set-up: 'dataset train (HDFDataset): option "
                   "'cache_size' ...')",
     "preload_from_files": "returnn/tf/preload.py when the training or the checkpoint is set up (before the first step)",
+    "context_window": "returnn/datasets/context_window.py (parse_context_window) when the engine builds its datasets",
 }
 """Declared keys with dict/list values checked by the module that reads them, during start-up."""
 
