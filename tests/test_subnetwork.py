@@ -79,14 +79,3 @@ def test_config_with_subnetwork_trains_and_resumes(tmp_path):
     assert_one_line_error(run_rnn(train_args(bad, tmp_path / "b"), timeout=300),
                           "layer 'block/output': 'from' names unknown layer 'block/fff'")
 
-
-def test_load_on_init_is_refused_not_ignored():
-    """A subnetwork's load_on_init would load parameters; silently training from scratch instead
-    would be wrong, so it is one error line pointing to preload_from_files."""
-    import pytest
-    from returnn.errors import NetworkError
-    from returnn.tf.subnetwork import expand_subnetworks
-    net = {"lm": {"class": "subnetwork", "from": "data", "load_on_init": "/x/lm.ckpt",
-                  "subnetwork": {"output": {"class": "copy", "from": "data"}}}}
-    with pytest.raises(NetworkError, match="'lm'.*load_on_init.*preload_from_files"):
-        expand_subnetworks(net)

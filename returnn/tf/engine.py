@@ -44,12 +44,13 @@ from returnn.tf.model_cleanup import cleanup_old_models, cleanup_options
 from returnn.tf.network import TFNetwork
 from returnn.tf.network_schedule import ConfigOverlay, NetworkSchedule, carry_params, split_net_dict
 from returnn.tf.optimizers import create_optimizer
-from returnn.tf.preload import preload_from_files
+from returnn.tf.preload import apply_load_on_init, preload_from_files
 from returnn.tf.progress import ProgressReporter
 from returnn.tf.resume import (
     empty_epoch_message, make_run_state, map_resume_position, order_digest, reconcile_learning_rates,
 )
 from returnn.tf.returnn_params import network_params
+from returnn.tf.search_task import search_output_layers
 from returnn.tf.reporting import (
     EpochTimer, breakdown_line, finished_line, format_scores, with_exp_scores,
 )
@@ -333,6 +334,8 @@ class Engine:
         interrupted = self._broadcast_scalar(1.0 if point and point[0] == self.checkpoints.interrupted_prefix else 0.0)
         # the network the checkpoint was written from: of its epoch, or of the next one if interrupted in it
         self._use_network_of_epoch(max(1, completed + (1 if interrupted else 0)))
+        if not point and self.dist.is_chief:  # RETURNN's custom initialisers (restored parameters win)
+            apply_load_on_init(self.network)
         if point:
             self.checkpoints.ignore_missing_vars = self.config.bool("load_ignore_missing_vars")
             self.checkpoints.restore(point[0])
@@ -578,7 +581,7 @@ class Engine:
                           "(allow_random_model_init)" % self.model, file=log.v2)
                     self._use_network_of_epoch(1)
                     preload_from_files(self.config.typed_value("preload_from_files"), self.network,
-                                       starting_training=False)
+                                       starting_training=False, fresh=True)
                     return 1
                 if point is None:
                     raise ConfigError("no complete checkpoint found for model %s" % self.model)
@@ -691,10 +694,3 @@ class Engine:
         count = forward_to_hdf(self.steps, dataset, output_file, self.batching.for_forward(), epoch)
         print("forwarded %i sequences of %s to %s" % (count, dataset.name, output_file), file=log.v1)
 
-
-def search_output_layers(config) -> List[str]:
-    """``search_output_layer``: one layer name, or RETURNN's list of them (none: the output layer)."""
-    value = config.typed_value("search_output_layer")
-    if not value:
-        return []
-    return [value] if isinstance(value, str) else [str(v) for v in value]

@@ -27,6 +27,7 @@ from returnn.tf.net_dict import (
 from returnn.tf.extra_nets import EXTRA_OF, ParamsByScope, expand_extra_nets, shared_param_opts, sharing_layers
 from returnn.tf.layers.params import layer_scope
 from returnn.tf.net_dict import EXTRA_NET_OPTIONS, SEARCH
+from returnn.tf.preload import load_on_init_entries
 from returnn.tf.subnetwork import expand_subnetworks, map_layer_refs
 
 
@@ -195,6 +196,9 @@ class TFNetwork(tf.Module):
         self.default_target = default_target  # the config's 'target': loss target of layers without one
         if not isinstance(net_dict, dict) or not net_dict:
             raise NetworkError("config key 'network': expected a non-empty dict of layers")
+        # subnetworks' load_on_init: (parameter scope, value), applied where parameters are initialised
+        self.load_on_init = types.MappingProxyType(dict(load_on_init_entries(  # (not tf.Module-tracked)
+            {k: v for k, v in net_dict.items() if not k.startswith("extra.")})))
         net_dict = expand_subnetworks(net_dict)
         for name, opts in net_dict.items():
             if not isinstance(opts, dict) or "class" not in opts:

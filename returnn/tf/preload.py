@@ -22,7 +22,7 @@ RETURNN's parameter names (``layer/W``, ``lstm/rec/W_re``).
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Set
+from typing import Any, Dict, List, Set, Tuple
 
 import tensorflow as tf
 
@@ -52,13 +52,14 @@ def _entries(spec: Any) -> Dict[str, Dict[str, Any]]:
     return spec
 
 
-def preload_from_files(spec: Any, network: tf.Module, starting_training: bool) -> int:
+def preload_from_files(spec: Any, network: tf.Module, starting_training: bool, fresh: bool = False) -> int:
     """Applies the entries of ``spec`` that fit the situation (see the module doc); returns the
-    number of parameters loaded."""
+    number of parameters loaded. ``fresh``: the parameters were just initialised (no checkpoint):
+    the subnetworks' ``load_on_init`` apply first."""
+    total = apply_load_on_init(network) if fresh else 0
     if not spec:
-        return 0
+        return total
     done: Set[int] = set()
-    total = 0
     for name, opts in sorted(_entries(spec).items()):
         if bool(opts.get("init_for_train", False)) != starting_training:
             continue
@@ -66,8 +67,9 @@ def preload_from_files(spec: Any, network: tf.Module, starting_training: bool) -
     return total
 
 
-def _load(name: str, opts: Dict[str, Any], network: tf.Module, done: Set[int]) -> int:
-    where = "preload_from_files entry %r" % name
+def _load(name: str, opts: Dict[str, Any], network: tf.Module, done: Set[int], scope: str = "") -> int:
+    """Loads one entry; ``scope``: only the parameters in it, named in the file without it."""
+    where = name if scope else "preload_from_files entry %r" % name
     filename = opts["filename"]
     filename = filename[:-len(".index")] if filename.endswith(".index") else filename
     if not is_complete(filename):
@@ -86,9 +88,13 @@ def _load(name: str, opts: Dict[str, Any], network: tf.Module, done: Set[int]) -
         loaded, missing = 0, []
         for own, param in network_params(network).items():
             ids = [id(v) for v in param.param.variables]
-            if any(i in done for i in ids) or not param.param.saveable or (prefix and prefix not in own):
+            if any(i in done for i in ids) or not param.param.saveable or (prefix and prefix not in own) \
+                    or not own.startswith(scope):
                 continue
-            short = own.replace(prefix, "") if prefix else own  # RETURNN's: the prefix anywhere in the name
+            if scope:
+                short = own[len(scope):]
+            else:
+                short = own.replace(prefix, "") if prefix else own  # RETURNN's: the prefix anywhere in the name
             if short in ignore or short.startswith(ignore_prefixes):
                 continue
             source = mapping.get(short, short)
@@ -105,6 +111,48 @@ def _load(name: str, opts: Dict[str, Any], network: tf.Module, done: Set[int]) -
         raise ConfigError("%s: checkpoint %s has no parameter for %s (set 'ignore_missing': True to keep their "
                           "initialisation)" % (where, filename, ", ".join(repr(m) for m in missing[:5])
                                                + (" and %i more" % (len(missing) - 5) if len(missing) > 5 else "")))
-    print("preload_from_files %r: %i parameter(s) from %s%s" % (name, loaded, filename,
+    print("%s: %i parameter(s) from %s%s" % (where if scope else "preload_from_files %r" % name, loaded, filename,
           ("; %i not in it keep their initialisation" % len(missing)) if missing else ""), file=log.v3)
     return loaded
+
+
+def load_on_init_entries(net_dict: Dict[str, Any], scope: str = "") -> List[Tuple[str, Any]]:
+    """RETURNN's ``load_on_init`` of ``subnetwork`` layers: (the subnetwork's parameter scope, e.g.
+    ``lm/`` or ``dec/rec/lm/``, its option value) for every one in ``net_dict``, rec units and nested
+    subnetworks included."""
+    out: List[Tuple[str, Any]] = []
+    for name, opts in net_dict.items():
+        if not isinstance(opts, dict):
+            continue
+        if opts.get("class") == "subnetwork" and isinstance(opts.get("subnetwork"), dict):
+            if opts.get("load_on_init"):
+                if opts.get("name_scope") is not None:
+                    raise ConfigError("layer %r (subnetwork): 'load_on_init' together with 'name_scope' is not "
+                                      "supported" % (scope + name))
+                out.append((scope + name + "/", opts["load_on_init"]))
+            out += load_on_init_entries(opts["subnetwork"], scope + name + "/")
+        elif opts.get("class") == "rec" and isinstance(opts.get("unit"), dict):
+            out += load_on_init_entries(opts["unit"], scope + name + "/rec/")
+    return out
+
+
+def apply_load_on_init(network: tf.Module) -> int:
+    """Initialises the parameters of each subnetwork with ``load_on_init`` from its checkpoint (as
+    RETURNN's custom initialiser: only where parameters are freshly initialised, i.e. a training
+    from scratch or ``allow_random_model_init``; a model checkpoint loaded afterwards wins). The
+    file holds the subnetwork's parameters under their names inside it (``lm/x/W`` <- ``x/W``); a
+    dict value takes ``filename`` and preload_from_files' options but ``prefix`` and ``init_for_train``.
+    Returns the number of parameters loaded."""
+    total = 0
+    for scope, spec in getattr(network, "load_on_init", {}).items():
+        where = "layer %r (subnetwork) option 'load_on_init'" % scope[:-1]
+        if callable(spec):
+            spec = spec()
+        opts = {"filename": spec} if isinstance(spec, str) else spec
+        if not isinstance(opts, dict) or not isinstance(opts.get("filename"), str):
+            raise ConfigError("%s: expected a checkpoint name or a dict with 'filename', got %r" % (where, spec))
+        unknown = sorted(set(opts) - (set(OPTIONS) - {"prefix", "init_for_train"}))
+        if unknown:
+            raise ConfigError("%s: unknown option(s) %s" % (where, ", ".join(unknown)))
+        total += _load(where, opts, network, set(), scope=scope)
+    return total

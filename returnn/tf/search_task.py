@@ -111,3 +111,11 @@ def _origin(dataset: Dataset, seq_idx: int) -> str:
     except Exception:  # noqa: BLE001 - only for the message
         origin = ""
     return " (%s)" % origin if origin else ""
+
+
+def search_output_layers(config) -> List[str]:
+    """``search_output_layer``: one layer name, or RETURNN's list of them (none: the output layer)."""
+    value = config.typed_value("search_output_layer")
+    if not value:
+        return []
+    return [value] if isinstance(value, str) else [str(v) for v in value]

@@ -170,9 +170,6 @@ def expand_subnetworks(net_dict: Dict[str, Any], in_rec_unit: bool = False) -> D
         if cls_name != "subnetwork":
             out[name] = opts
             continue
-        if opts.get("load_on_init"):
-            raise NetworkError("layer %r (subnetwork): 'load_on_init' (parameters from %r) is not supported; load them "
-                               "with preload_from_files (with 'prefix' %r)" % (name, opts["load_on_init"], name + "/"))
         inner = opts.get("subnetwork")
         if not isinstance(inner, dict) or "output" not in inner:
             raise NetworkError("layer %r (subnetwork): 'subnetwork' must be a layer dict with an 'output' layer"
@@ -202,6 +199,21 @@ def expand_subnetworks(net_dict: Dict[str, Any], in_rec_unit: bool = False) -> D
     return out
 
 
+def refuse_load_on_init(desc: Any, where: str) -> None:
+    """A subnetwork with ``load_on_init`` in ``desc`` (a layer dict) where this engine does not
+    apply it (cond branches, masked_computation units): one line, never silently skipped."""
+    if not isinstance(desc, dict):
+        return
+    if desc.get("class") == "subnetwork" and desc.get("load_on_init"):
+        raise NetworkError("%s: a subnetwork with 'load_on_init' is not supported here (only at the top level, in "
+                           "subnetworks and in rec units)" % where)
+    for value in desc.values():
+        if isinstance(value, dict):
+            refuse_load_on_init(value, where)
+            for inner in value.values():
+                refuse_load_on_init(inner, where)
+
+
 def _expand_masked(name: str, opts: Dict[str, Any], in_rec_unit: bool) -> Dict[str, Any]:
     """RETURNN's ``masked_computation`` (``mask``, ``unit``, ``from``, ``masked_from``) as plain layers.
 
@@ -221,6 +233,7 @@ def _expand_masked(name: str, opts: Dict[str, Any], in_rec_unit: bool) -> Dict[s
         raise NetworkError("%s: 'mask' must name a bool layer, got %r" % (where, mask))
     if not isinstance(unit, dict) or "class" not in unit:
         raise NetworkError("%s: 'unit' must be a layer dict with 'class', got %r" % (where, unit))
+    refuse_load_on_init(unit, where)
     sources = _source_list(name, opts.get("from", opts.get("sources", [])))
     masked_from = opts.get("masked_from")
     out: Dict[str, Any] = {}

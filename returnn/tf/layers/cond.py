@@ -31,10 +31,11 @@ def _flat_branch(name: str, key: str, desc: Any) -> Dict[str, Dict[str, Any]]:
     its subnetwork's layers), only those RETURNN builds."""
     from returnn.tf.net_dict import needed_layers
     from returnn.tf.network import layer_sources, parse_source
-    from returnn.tf.subnetwork import expand_subnetworks
+    from returnn.tf.subnetwork import expand_subnetworks, refuse_load_on_init
     if not isinstance(desc, Mapping) or "class" not in desc:
         raise NetworkError("layer %r (cond): %r must be a layer name or a layer dict with 'class', got %r"
                            % (name, key, desc))
+    refuse_load_on_init(dict(desc), "layer %r (cond) %r" % (name, key))
     flat = expand_subnetworks({name: dict(desc)})
 
     def refs(n: str) -> List[str]:
