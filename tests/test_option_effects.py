@@ -48,6 +48,28 @@ def test_activation_forms(spec_, ref):
     np.testing.assert_allclose(get_activation(spec_, "a")(tf.constant(x)).numpy(), ref(x), rtol=1e-5, atol=1e-6)
 
 
+def test_activation_layer_opts_are_keywords_of_the_function():
+    """RETURNN's activation layer 'opts': act_func(x, **opts) (chunked-AED configs: safe_log with eps 1e-10)."""
+    data, val, x = btf(3, LENS)
+    x = np.abs(x) * 1e-12  # below both eps: the clamp shows which eps applies
+    val = val.with_tensor(tf.constant(x))
+    layer = make("activation", {"activation": "safe_log", "opts": {"eps": 1e-10}}, [data])
+    out = run(layer, [val]).tensor.numpy()
+    np.testing.assert_allclose(out[0, :5], np.log(np.maximum(x[0, :5], 1e-10)), rtol=1e-5)
+    np.testing.assert_allclose(out[0, :5], np.log(1e-10), rtol=1e-6)  # every frame clamped
+    default = run(make("activation", {"activation": "safe_log"}, [data]), [val]).tensor.numpy()
+    np.testing.assert_allclose(default[0, :5], np.log(np.maximum(x[0, :5], 1e-20)), rtol=1e-5)
+    leaky = run(make("activation", {"activation": "leaky_relu", "opts": {"alpha": 0.5}}, [data]),
+                [val.with_tensor(tf.constant(-np.ones_like(x)))]).tensor.numpy()
+    np.testing.assert_allclose(leaky[0, :5], -0.5)
+    with pytest.raises(NetworkError, match="'lay'.*'opts'.*'nope'"):
+        make("activation", {"activation": "safe_log", "opts": {"nope": 1}}, [data])
+    with pytest.raises(NetworkError, match="'lay'.*plain activation"):
+        make("activation", {"activation": "softmax", "opts": {"axis": 0}}, [data])
+    with pytest.raises(NetworkError, match="'lay'.*'opts'"):
+        make("activation", {"activation": "gelu", "opts": {"approximate": True}}, [data])
+
+
 def test_unknown_activation_names_the_layer():
     with pytest.raises(NetworkError, match="layer 'a'.*'tanhh'"):
         get_activation("tanhh+sigmoid", "a")

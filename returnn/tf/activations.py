@@ -10,12 +10,18 @@ RETURNN's forms (its ``get_activation_function``):
   loosest, then ``-``, ``*``, ``/`` (RETURNN splits at the first of these it finds, in that order);
 - with ``(``: a Python expression in ``x`` (and ``tf``), e.g. ``"tf.nn.relu(x) ** 2"`` (config code).
 
+``opts`` (the activation layer's option, RETURNN's ``act_func_opts``): keyword arguments of the one
+function a plain name resolves to, ``fn(x, **opts)`` (e.g. ``safe_log`` with ``{"eps": 1e-10}``);
+checked against its signature when the layer is built (:func:`get_activation_with_opts`).
+
 This engine also chains with ``|``: ``"a|b"`` is ``b(a(x))``. ``None``, ``""``, ``"none"``,
 ``"identity"`` and ``"linear"`` mean no activation.
 """
 from __future__ import annotations
 
-from typing import Callable, Dict, Optional
+import functools
+import inspect
+from typing import Any, Callable, Dict, Optional
 
 import tensorflow as tf
 
@@ -143,3 +149,30 @@ def get_activation(name: Optional[str], layer_name: str = "?") -> ActivationFn:
         return x
 
     return chained
+
+
+def get_activation_with_opts(name: Optional[str], opts: Optional[Dict[str, Any]], layer_name: str = "?"
+                             ) -> ActivationFn:
+    """:func:`get_activation`, with ``opts`` passed as keyword arguments, as RETURNN's
+    ``OutputWithActivation`` calls ``act_func(x, **opts)``: only for a plain function name (RETURNN's
+    lookup: ``tf.nn``, ``tf``, ``tf.math``, ``tf.compat.v1``, then its own ``safe_log`` & co.); softmax
+    takes none (RETURNN asserts that). Unknown keywords fail here, in one line."""
+    if not opts:
+        return get_activation(name, layer_name)
+    if not isinstance(opts, dict):
+        raise NetworkError("layer %r: activation 'opts' must be a dict, got %r" % (layer_name, opts))
+    spec = _ALIASES.get(str(name).strip(), str(name).strip())
+    if not name or "softmax" in spec or any(c in spec for c in "|(+-*/") or spec in ("identity", "linear"):
+        raise NetworkError("layer %r: activation 'opts' %r need one plain activation function name, got %r"
+                           % (layer_name, sorted(opts), name))
+    if spec in ("safe_log", "safe_exp"):  # RETURNN's own, with their eps (& co.) arguments
+        from returnn.tf.util import basic
+        fn = getattr(basic, spec)
+    else:
+        fn = _by_name(spec, layer_name)  # this engine's lambdas (gelu, ...) take no keywords: refused below
+    try:
+        inspect.signature(fn).bind(None, **opts)
+    except (TypeError, ValueError) as exc:
+        raise NetworkError("layer %r: activation %r: 'opts' %r do not fit its arguments (%s)"
+                           % (layer_name, name, opts, exc)) from None
+    return functools.partial(fn, **opts)

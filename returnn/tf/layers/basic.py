@@ -7,7 +7,7 @@ import tensorflow as tf
 
 from returnn.errors import NetworkError
 from returnn.tensor import Data, Dim
-from returnn.tf.activations import get_activation
+from returnn.tf.activations import get_activation, get_activation_with_opts
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
 from returnn.tf.layers.helpers import (
     check_dense, check_sources, common_dims, concat_inputs, concat_output, dropout_scale, dropout_sources,
@@ -215,13 +215,14 @@ class ActivationLayer(CopyLayer):
 
     layer_class = "activation"
     options = (Option("activation", None, "activation function name, e.g. 'relu' or 'exp|log'"),
+               Option("opts", None, "keyword arguments of the activation function, e.g. {'eps': 1e-10} for safe_log"),
                Option("extra_deps", None, "not an option of RETURNN's activation layer (copy's)", only=(None,)))
 
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
         super().__init__(name, opts, sources, seed)
         check_dense(self, sources)
         self.activation_name = self.opt("activation")
-        self.activation = get_activation(self.activation_name, name)
+        self.activation = get_activation_with_opts(self.activation_name, self.opt("opts"), name)
         self.input_data, self.perm = self.output, None
         feat = self.output.feature_dim_axis
         if "softmax" in str(self.activation_name) and feat is not None and feat != self.output.batch_ndim - 1:
