@@ -44,6 +44,25 @@ def test_stft_against_numpy_and_lengths():
         np.testing.assert_allclose(y.tensor.numpy()[b, :len(ref)], ref, atol=1e-4)
 
 
+def test_abs_of_stft_is_real_and_feeds_a_log_mel_front_end():
+    """RETURNN's activation layer: 'abs' / 'angle' of a complex64 input is float32 (the chunked-AED
+    front end: stft -> abs -> power -> mel_filterbank -> safe_log with opts)."""
+    net_dict = {"stft": {"class": "stft", "from": "data", "frame_shift": 4, "frame_size": 8, "fft_size": 16},
+                "abs": {"class": "activation", "from": "stft", "activation": "abs", "is_output_layer": True},
+                "angle": {"class": "activation", "from": "stft", "activation": "angle", "is_output_layer": True},
+                "power": {"class": "eval", "from": "abs", "eval": "source(0) ** 2"},
+                "mel": {"class": "mel_filterbank", "from": "power", "fft_size": 16, "nr_of_filters": 4,
+                        "sampling_rate": 8000, "is_output_layer": True},
+                "output": {"class": "activation", "from": "mel", "activation": "safe_log", "opts": {"eps": 1e-10}}}
+    net, out, x = _run(net_dict)
+    assert [net.layers[k].output.dtype for k in ("abs", "angle", "power", "mel", "output")] == ["float32"] * 5
+    ref = _stft(x[0, :30, 0], 8, 4, 16, _hann(8))
+    np.testing.assert_allclose(out["abs"].tensor.numpy()[0, :len(ref)], np.abs(ref), atol=1e-4)
+    np.testing.assert_allclose(np.cos(out["angle"].tensor.numpy()[0, :len(ref)]), np.cos(np.angle(ref)), atol=1e-3)
+    mel = out["mel"].tensor.numpy()[0, :len(ref)]
+    np.testing.assert_allclose(out["output"].tensor.numpy()[0, :len(ref)], np.log(np.maximum(mel, 1e-10)), rtol=1e-4)
+
+
 def test_istft_inverts_stft_inside_the_overlap():
     _, out, x = _run({"stft": {"class": "stft", "from": "data", "frame_shift": 4, "frame_size": 8},
                       "output": {"class": "istft", "from": "stft", "frame_shift": 4, "frame_size": 8}})

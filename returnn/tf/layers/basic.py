@@ -228,6 +228,8 @@ class ActivationLayer(CopyLayer):
         if "softmax" in str(self.activation_name) and feat is not None and feat != self.output.batch_ndim - 1:
             self.perm = [a for a in range(self.output.batch_ndim) if a != feat] + [feat]
             self.output = self.output.copy_transpose(self.perm)
+        if self.activation_name in ("abs", "angle") and self.output.dtype == "complex64":
+            self.output = self.output.copy(dtype="float32")  # RETURNN: the magnitude / phase of a complex input
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         x = concat_inputs(self, self.input_data, self.plan, sources, ctx)
