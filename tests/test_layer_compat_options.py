@@ -139,13 +139,3 @@ def test_a_loss_layer_without_n_out_infers_it_or_names_the_missing_target():
     with pytest.raises(NetworkError, match=r"layer 'ctc': its target 'src' is no data key \(known: classes, data\)"):
         TFNetwork(outputs({"ctc": {"class": "softmax", "from": "data", "loss": "ctc", "target": "src"}}), extern)
 
-
-def test_size_target_is_accepted_on_every_layer_and_changes_nothing():
-    """RETURNN's LayerBase option (published 2D-LSTM configs set it on twod_lstm): it only fills output
-    dims a layer leaves undefined, which no layer here does; the rec layer reads its own."""
-    extern = {"data": Data("data", shape=(None, 3)), "classes": Data("classes", shape=(None,), sparse=True, dim=4)}
-    with_opt = TFNetwork(outputs({"output": {"class": "linear", "n_out": 4, "from": "data", "size_target": "classes"}}),
-                         extern)
-    without = TFNetwork(outputs({"output": {"class": "linear", "n_out": 4, "from": "data"}}), extern)
-    assert with_opt.layers["output"].output.dims[1:] == without.layers["output"].output.dims[1:] or \
-        with_opt.layers["output"].output.short_repr() == without.layers["output"].output.short_repr()

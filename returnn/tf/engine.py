@@ -161,7 +161,7 @@ class Engine:
         # RETURNN builds what its task names too; only_on_eval layers in every task but forward
         network = TFNetwork(layers, self.network_data, seed=self.seed, default_target=self.config.value("target"),
                             search=self.search_mode, eval_flag=self.config.value("task") != "forward",
-                            extra_roots=search_layers)
+                            extra_roots=search_layers, train_flag=self.config.value("task") == "train")
         if search_layer:
             network.output_layer_name = search_layer
         if self.config.value("task") in ("train", "eval"):  # RETURNN: when the objective is built

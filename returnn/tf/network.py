@@ -15,7 +15,7 @@ import tensorflow as tf
 from returnn.errors import NetworkError
 from returnn.extern_data import batch_array_axes, check_batch_deliverable, size_key
 from returnn.tensor import Data
-from returnn.tf.layers import reuse
+from returnn.tf.layers import reuse, undefined_dims
 from returnn.tf.layers.base import LAYER_CLASSES, Layer, RunContext, get_layer_class
 from returnn.tf.layers.output import LayerOutput
 from returnn.tf.layers.rec_state import state_layer_refs
@@ -191,8 +191,10 @@ class TFNetwork(tf.Module):
 
     def __init__(self, net_dict: Dict[str, Dict[str, Any]], extern_data: Dict[str, Data], seed: int = 42,
                  default_target: str = "classes", search: bool = False, eval_flag: bool = True,
-                 extra_roots: Sequence[str] = ()):
+                 extra_roots: Sequence[str] = (), train_flag: bool = True):
         super().__init__(name="network")
+        # RETURNN's flags: eval_flag (tasks but forward), train_flag (not False: a training network)
+        self.eval_flag, self.train_flag = eval_flag, train_flag
         self.default_target = default_target  # the config's 'target': loss target of layers without one
         if not isinstance(net_dict, dict) or not net_dict:
             raise NetworkError("config key 'network': expected a non-empty dict of layers")
@@ -258,7 +260,7 @@ class TFNetwork(tf.Module):
                           if (k != "from" or has_axis_pairs(v)) and k not in EXTRA_NET_OPTIONS}
             n_out_fallback = self._infer_n_out(name, layer_opts)
             templates = [self.template_of(s) for s in srcs]
-            with reuse.resolving(self._built_layer):
+            with reuse.resolving(self._built_layer), undefined_dims.leading(name, self._leading_data(name, opts)):
                 if hasattr(cls, "outer_sources"):  # it reads its own 'from' (to tell it from the rest)
                     layer = build_with_n_out(lambda o: cls(
                         name, dict(o, **{"from": opts.get("from", ["data"])}), templates, seed=seed,
@@ -363,6 +365,19 @@ class TFNetwork(tf.Module):
                 opts["n_out"] = n_out
             return None
         return {"n_out": n_out}
+
+    def _leading_data(self, name: str, opts: Mapping[str, Any]) -> List[Data]:
+        """The data whose dims fill the layer's undefined output dims before its sources' (RETURNN:
+        ``size_target`` when the network evaluates, else ``target`` in a training network)."""
+        size_target = opts.get("size_target")
+        if size_target and self.eval_flag:
+            if not isinstance(size_target, str) or self._target_template(size_target) is None:
+                raise NetworkError("layer %r: 'size_target' %r is not a data key (known: %s)"
+                                   % (name, size_target, ", ".join(sorted(self.extern_data))))
+            return [self._target_template(size_target)]
+        target = infer_target(opts, self.default_target, name) if self.train_flag else None
+        data = self._target_template(target) if target else None
+        return [data] if data is not None else []
 
     def _target_template(self, target: str) -> Optional[Data]:
         """The template of a ``target``: a data key (registered ones included), ``layer:NAME``, or

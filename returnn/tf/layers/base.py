@@ -109,10 +109,9 @@ class Layer(tf.Module):
                                         "with an edit_distance loss); training leaves it out"),
         Option("loss_only_on_non_search", False, "RETURNN: no loss in search",
                noop="the search task here computes no losses, so every loss is computed outside search only"),
-        Option("size_target", None, "RETURNN: data key whose dims fill output dims the layer leaves undefined "
-                                    "(evaluation only); the rec layer's loop length",
-               noop="every layer here defines all its output dims (out_type is checked, not filled); the rec "
-                    "layer declares its own"),
+        Option("size_target", None, "data key whose dims fill the output dims the layer leaves undefined (an "
+                                    "eval out_type shape), before the sources' (tasks but forward; "
+                                    "returnn/tf/layers/undefined_dims.py); the rec layer's loop length"),
         Option("register_as_extern_data", None, "data key under which the layer's output is readable as data "
                                                 "('data:KEY') and as a loss target"),
         Option("name_scope", None, "RETURNN's variable scope of the layer's parameters: None (the layer's name), "

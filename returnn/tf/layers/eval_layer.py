@@ -33,6 +33,7 @@ from returnn.tf.layers.basic import CombineLayer
 from returnn.tf.layers.helpers import check_broadcast, common_dims, new_feature_dim
 from returnn.tf.layers.options import Option
 from returnn.tf.layers.output import align_tensor
+from returnn.tf.layers.undefined_dims import fill_dynamic, leading_data
 
 
 class DataValue:
@@ -237,7 +238,8 @@ class EvalLayer(Layer):
             except (TypeError, ValueError) as exc:
                 raise NetworkError("%s: option 'out_type': %s" % (self.desc, exc)) from None
             if "shape" in out_type and "dims" not in out_type and "dim_tags" not in out_type:
-                new = _dims_from_sources(new, out)
+                new = _dims_from_sources(new, out, [d.dims for d in leading_data(self.layer_name)],
+                                         [s.dims for s in self.sources])
             return new
         sparse = bool(out_type.get("sparse", out.sparse))
         dim = out_type.get("dim", out.dim if sparse == out.sparse else None)
@@ -367,20 +369,18 @@ def _select_combine_class(opts: Dict[str, Any]) -> Optional[type]:
 CombineLayer.class_selector = staticmethod(_select_combine_class)
 
 
-def _dims_from_sources(new: Data, computed: Data) -> Data:
-    """An old-style ``out_type`` shape creates fresh dims; like RETURNN, its dynamic axes are the
-    sources' dynamic axes (in order) and, when all sizes agree, the computed axes are kept."""
-    sizes = [None if (d.is_dynamic() and not d.is_batch_dim()) else ("B" if d.is_batch_dim() else d.dimension)
-             for d in new.dims]
-    old = [None if (d.is_dynamic() and not d.is_batch_dim()) else ("B" if d.is_batch_dim() else d.dimension)
-           for d in computed.dims]
-    if sizes == old:
+def _dims_from_sources(new: Data, computed: Data, lead: List[Sequence[Dim]], sources: List[Sequence[Dim]]) -> Data:
+    """An old-style ``out_type`` shape creates fresh dims; like RETURNN, its dynamic axes take the
+    dims of ``lead`` (the ``size_target`` / ``target`` data, see :mod:`.undefined_dims`), then of
+    the sources, in order; without ``lead``, when all sizes agree with the computed layout, its axes
+    are kept."""
+    def pattern(dims: Sequence[Dim]) -> List[Any]:
+        return [None if (d.is_dynamic() and not d.is_batch_dim()) else ("B" if d.is_batch_dim() else d.dimension)
+                for d in dims]
+    same = pattern(new.dims) == pattern(computed.dims)
+    if same and not lead:
         return computed.copy(new.name, dtype=new.dtype, sparse_dim=new.sparse_dim)
-    dynamic = [d for d in computed.dims if d.is_dynamic() and not d.is_batch_dim()]
-    mine = [i for i, d in enumerate(new.dims) if d.is_dynamic() and not d.is_batch_dim()]
-    if len(dynamic) != len(mine):
-        return new
-    dims = list(new.dims)
-    for i, d in zip(mine, dynamic):
-        dims[i] = d
-    return new.copy(dims=dims)
+    positions = [i for i, d in enumerate(new.dims) if d.is_dynamic() and not d.is_batch_dim()]
+    if same:  # the computed static axes, the dynamic ones filled afresh
+        new = new.copy(dims=[new.dims[i] if i in positions else d for i, d in enumerate(computed.dims)])
+    return fill_dynamic(new, positions, list(lead) + list(sources))
