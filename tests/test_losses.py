@@ -345,3 +345,16 @@ def test_losses_without_cost_report_only_their_error():
     assert step_costs(["dist", "output"], stats) == "error:dist 0.3, cost:output 0.5, error:output 0.25"
     out = value(np.ones((1, 2, 1), np.float32), [2], spec(1, name="o"))
     assert compute("as_is", out, None, as_error=True)["norm"] == 0.0
+
+
+@pytest.mark.parametrize("name", ["ce", "mse", "ctc", "edit_distance"])
+def test_uint8_sparse_labels_as_int32(name):
+    """Class indices stored as uint8 (RETURNN's enwik8 demo declares ``"dtype": "uint8"``): the losses
+    read them as int32 labels, as RETURNN does; same values as with int32 labels."""
+    labels = np.array([[0, 2, 1, 0], [0, 1, 2, 2]], np.int32)
+    template = spec(3, sparse=True)
+    uint8 = value(tf.constant(labels.astype(np.uint8)), LENS, template.copy(dtype="uint8"))
+    out = output(LOGITS, LENS)
+    expected = compute(name, out, sparse_target(labels, LENS, 3))
+    got = compute(name, out, uint8)
+    assert got == pytest.approx(expected) and got["norm"] is not None

@@ -118,7 +118,7 @@ class Loss:
         """Loss of ``output`` against ``target`` for one batch (``train``: in a training step; some
         of RETURNN's errors are computed otherwise in evaluation)."""
         output = self._layout(output, "output")
-        target = None if target is None else self._layout(target, "target")
+        target = None if target is None else int32_labels(self._layout(target, "target"))
         output, target = self.checked(output, target)
         if self.frame_local and output.packed is not None and target is not None and target.data.have_time_axis():
             output, target = _packed_views(output, target)
@@ -175,6 +175,14 @@ def _packed_views(output: LayerOutput, target: LayerOutput) -> Tuple[LayerOutput
     out = LayerOutput(rows.values, output.data.copy_template_excluding_axis(1), {}, rows.logits)
     tgt = LayerOutput(rows.gather(target.tensor), target.data.copy_template_excluding_axis(1), {})
     return out, tgt
+
+
+def int32_labels(target: LayerOutput) -> LayerOutput:
+    """Sparse labels of another integer dtype (``uint8`` class indices of an enwik8 corpus) as int32,
+    as RETURNN's losses read them (its ``to_int32_64``); int32/int64 labels stay as they are."""
+    if not target.data.sparse or target.data.dtype in ("int32", "int64"):
+        return target
+    return target.with_tensor(tf.cast(target.tensor, tf.int32), target.data.copy(dtype="int32"))
 
 
 def _frame_mask(target: LayerOutput) -> Optional[tf.Tensor]:

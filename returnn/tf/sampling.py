@@ -289,7 +289,7 @@ class SamplingLoss(losses.CrossEntropyLoss):
         if inputs is None or self.layer is None:
             raise NetworkError("%s: the layer's input is not available to the sampled loss here (a layer inside a "
                                "rec loop?)" % self.where)
-        output, target = self.checked(self._layout(output, "output"), self._layout(target, "target"))
+        output, target = self.checked(self._layout(output, "output"), losses.int32_labels(self._layout(target, "target")))
         if self.sampler is None:
             self.sampler = Sampler(self.sampler_kind, target.data.dim, self.sampler_args, self.where)
         x, labels = flat_inputs(inputs, target)

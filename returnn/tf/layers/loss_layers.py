@@ -100,7 +100,8 @@ class LossLayer(Layer):
         return self.frames.copy("%s/%s" % (self.layer_name, sub))
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
-        out, target = sources
+        from returnn.tf.losses import int32_labels
+        out, target = sources[0], int32_labels(sources[1])
         ax = out.data.feature_dim_axis
         out_last = out.copy_transpose([a for a in range(out.data.batch_ndim) if a != ax] + [ax])
         rest_shape = tf.shape(out_last.tensor)[:-1]
