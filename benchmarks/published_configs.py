@@ -139,6 +139,21 @@ def run_rnn(workdir: str, cfg_name: str, env: Dict[str, str], timeout: float, ar
     return res.returncode, line, time.time() - start, caught
 
 
+def has_choice(text: str, rundir: str) -> bool:
+    """A ``choice`` layer in the config or in the Python modules of its directory (networks the
+    config imports: the chunked-AED configs' ``networks/``)."""
+    choice = re.compile(r"[\"']choice[\"']")
+    if choice.search(text):
+        return True
+    for root, _, files in os.walk(rundir):
+        for name in files:
+            if name.endswith(".py"):
+                with open(os.path.join(root, name), encoding="utf-8", errors="replace") as f:
+                    if choice.search(f.read()):
+                        return True
+    return False
+
+
 def classify(rc: int, line: str, entry: Dict[str, Any], caught: Optional[List[str]] = None) -> str:
     if rc == 0:
         return "OK"
@@ -182,7 +197,7 @@ def probe(entry: Dict[str, Any], mirrors: str, args: argparse.Namespace) -> Dict
     rc, line, took, caught = run_rnn(rundir, name, env, args.timeout, extra)
     result.update(rc=rc, error=line, seconds=round(took, 1), kind=classify(rc, line, entry, caught), workdir=rundir,
                   guarded=caught)
-    if rc == 0 and args.search and re.search(r"[\"']choice[\"']", text):
+    if rc == 0 and args.search and has_choice(text, rundir):
         env["PROBE_TASK"] = "search"
         rc, line, took, _ = run_rnn(rundir, name, env, args.timeout, extra)
         result.update(search_rc=rc, search_error=line, search_kind=classify(rc, line, entry))
