@@ -164,3 +164,37 @@ def test_config_with_sampling_loss_trains(tmp_path):
     reader = tf.train.load_checkpoint(str(tmp_path / "model.002"))
     shapes = {k: v for k, v in reader.get_variable_to_shape_map().items() if k.startswith("output/")}
     assert shapes.get("output/W") == [30, 6] and shapes.get("output/b") == [30], shapes
+
+
+def _rec_net(loss_opts, in_loop: bool = False):
+    extern = extern_data_from_config(Config({"extern_data": {"data": {"dim": 6}, "classes": {"dim": V, "sparse": True}}}))
+    unit = {"h": {"class": "linear", "activation": "tanh", "n_out": 7,
+                  "from": ["data:source", "prev:output" if in_loop else "prev:h"]},
+            "output": {"class": "softmax", "from": "h", "loss": "sampling_loss",
+                       "use_transposed_weights": True, "loss_opts": loss_opts, "target": "classes"}}
+    net = TFNetwork({"output": {"class": "rec", "from": "data", "unit": unit, "target": "classes"}}, extern)
+    net.check_losses()
+    return net
+
+
+def _rec_loss(net, batch, train=True):
+    outputs = net.forward(batch, RunContext(train, tf.constant([4, 5], tf.int64)))
+    v = net.compute_losses(outputs, batch, train=train)["output/output"]
+    return np.array([float(v.loss_sum), float(v.norm)])
+
+
+def test_in_a_rec_unit_over_the_stacked_frames():
+    """A softmax of a rec unit computed over the loop's stacked outputs (moved out of the loop): its
+    sampled loss reads the stacked input; all classes sampled: the full cross entropy of the real
+    frames (padding and a length-0 sequence ignored)."""
+    net = _rec_net({"num_sampled": V, "sampler": "uniform", "remove_accidental_hits": True})
+    full = _rec_net({"use_full_softmax": True})
+    for k, v in net.layers["output"].sub_layers().items():
+        for name, var in v.own_params.items():
+            full.layers["output"].sub_layers()[k].own_params[name].assign(var)
+    got, want = _rec_loss(net, _batch()), _rec_loss(full, _batch())
+    assert got[1] == sum(LENS) and got[0] == pytest.approx(want[0], rel=1e-5)
+    np.testing.assert_allclose(_rec_loss(net, _batch(1e4)), got, rtol=1e-5)
+    stepwise = _rec_net({"num_sampled": 4}, in_loop=True)  # its input depends on the previous step's output
+    with pytest.raises(NetworkError, match="'output/output'.*sampled loss of a layer computed step by step"):
+        _rec_loss(stepwise, _batch())

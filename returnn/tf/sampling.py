@@ -287,8 +287,8 @@ class SamplingLoss(losses.CrossEntropyLoss):
             return super().compute(output, target, train)
         inputs = getattr(output, "sampling_inputs", None)
         if inputs is None or self.layer is None:
-            raise NetworkError("%s: the layer's input is not available to the sampled loss here (a layer inside a "
-                               "rec loop?)" % self.where)
+            raise NetworkError("%s: the sampled loss of a layer computed step by step in a rec loop (its input "
+                               "depends on the previous step's output) is not supported here" % self.where)
         output, target = self.checked(self._layout(output, "output"), losses.int32_labels(self._layout(target, "target")))
         if self.sampler is None:
             self.sampler = Sampler(self.sampler_kind, target.data.dim, self.sampler_args, self.where)

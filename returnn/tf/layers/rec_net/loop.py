@@ -328,6 +328,8 @@ def run_unit(rec, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
     for sub in rec.after_order:  # layers that only read the loop's outputs: once over the stacked sequences
         run.full[sub] = values[sub] = rec.layers[sub]([run.value(s) for s in rec.sub_sources[sub]], run.ctx)
     subs = {n: LayerOutput(v.tensor, rec.sub_template(n), v.sizes, v.logits) for n, v in values.items()}
+    for n, v in values.items():  # a sampled loss of a layer computed over the whole sequence reads its input
+        subs[n].sampling_inputs = v.sampling_inputs
     main = subs["output"]
     result = LayerOutput(main.tensor, rec.output, main.sizes, main.logits)
     result.sub_outputs = subs
