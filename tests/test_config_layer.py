@@ -78,7 +78,42 @@ class HalveTimeLayer(LayerBase):
                                                  name="%s_output" % name)
 
 
-for cls in (ScaleShiftLayer, ProjectLayer, TimeMajorSumLayer, HalveTimeLayer):
+class GateByLayer(_ConcatInputLayer):
+    '''Another layer as an input through an option (RETURNN: resolved in transform_config_dict).'''
+    layer_class = "gate_by_cfg"
+
+    def __init__(self, gate, **kwargs):
+        super().__init__(**kwargs)
+        self.output.placeholder = self.input_data.placeholder * tf.sigmoid(gate.output.placeholder)
+
+    @classmethod
+    def transform_config_dict(cls, d, network, get_layer):
+        super().transform_config_dict(d, network=network, get_layer=get_layer)
+        d["gate"] = get_layer(d["gate"])
+
+
+class FromStateLayer(LayerBase):
+    '''Makes an option its 'from' (as the published HMM factorization layer does) and reads another.'''
+    layer_class = "from_state_cfg"
+
+    def __init__(self, state, other, **kwargs):
+        super().__init__(**kwargs)
+        assert self.sources[0] is state
+        self.output.placeholder = state.output.placeholder - other.output.placeholder
+
+    @classmethod
+    def transform_config_dict(cls, d, network, get_layer):
+        d["from"] = d["state"]
+        super().transform_config_dict(d, network=network, get_layer=get_layer)
+        d["state"] = get_layer(d["state"])
+        d["other"] = get_layer(d["other"])
+
+    @classmethod
+    def get_out_data_from_opts(cls, name, state, **kwargs):
+        return state.output.copy_template(name="%s_output" % name)
+
+
+for cls in (ScaleShiftLayer, ProjectLayer, TimeMajorSumLayer, HalveTimeLayer, GateByLayer, FromStateLayer):
     register_layer_class(cls)
 """
 
@@ -199,3 +234,40 @@ def test_auto_register_layer_classes_from_a_module_file(tmp_path, monkeypatch):
         make_layer("not_a_layer", {}, [a])
     with pytest.raises(ImportError, match="no Python file 'missing.py'"):
         old.auto_register_layer_classes("missing.py")
+
+
+def _gate_net(in_rec: bool):
+    from returnn.tensor import Data
+    from returnn.tf.network import TFNetwork
+    layers = {"g": {"class": "linear", "activation": None, "n_out": 3, "from": "data"},
+              "o": {"class": "gate_by_cfg", "from": "x", "gate": "g"},
+              "x": {"class": "copy", "from": "data"},
+              "d": {"class": "from_state_cfg", "from": "x", "state": "g", "other": "x"},
+              "output": {"class": "copy", "from": ["o", "d"]}}
+    if in_rec:
+        layers = {k: dict(v, **{"from": "data:source"}) if v.get("from") == "data" else v for k, v in layers.items()}
+        net = {"output": {"class": "rec", "from": "data", "unit": layers}}
+    else:
+        net = {k: dict(v, is_output_layer=True) for k, v in layers.items()}
+    return TFNetwork(net, {"data": Data("data", shape=(None, 3))})
+
+
+@pytest.mark.parametrize("in_rec", [False, True], ids=["top", "rec_unit"])
+def test_layers_named_by_options_resolved_in_transform_config_dict(in_rec):
+    from returnn.tf.layers import RunContext
+    from returnn.tf.layers.config_layer import ConfigLayer
+    from returnn.tf.layers import get_layer_class
+    adapter = get_layer_class("from_state_cfg", "d", {})
+    assert issubclass(adapter, ConfigLayer) and adapter.ref_options == ("state", "other") \
+        and adapter.from_option == "state"
+    assert get_layer_class("gate_by_cfg", "o", {}).ref_options == ("gate",)
+    net = _gate_net(in_rec)
+    x = np.random.RandomState(3).randn(2, 4, 3).astype("float32")
+    out = net.forward({"data": tf.constant(x), "data:seq_len": tf.constant([4, 2])}, RunContext(False))
+    prefix = "output/" if in_rec else ""
+    layers = net.layers["output"].sub_layers() if in_rec else net.layers
+    w, b = (v.numpy() for v in layers["g"].variables)
+    g = x @ w + b
+    np.testing.assert_allclose(out[prefix + "o"].tensor.numpy()[0], (x * (1 / (1 + np.exp(-g))))[0], rtol=1e-5)
+    np.testing.assert_allclose(out[prefix + "d"].tensor.numpy()[0], (g - x)[0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(out[prefix + "d"].tensor.numpy()[1, :2], (g - x)[1, :2], rtol=1e-5, atol=1e-6)

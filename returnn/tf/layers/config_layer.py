@@ -67,8 +67,10 @@ _OWN_ARGS = ("self", "name", "network", "output", "sources")
 class _NetworkProxy:
     """What RETURNN's ``TFNetwork`` gives a custom layer (see the module docstring)."""
 
-    def __init__(self, layer_desc: str, sources: Sequence["_SourceProxy"], train: bool):
+    def __init__(self, layer_desc: str, sources: Sequence["_SourceProxy"], train: bool,
+                 refs: Optional[Dict[str, "_SourceProxy"]] = None):
         self._desc, self._sources, self.train_flag = layer_desc, list(sources), train
+        self._refs = dict(refs or {})  # layers named by options the class resolves with get_layer
         self.search_flag = False
 
     def get_config(self):
@@ -76,11 +78,14 @@ class _NetworkProxy:
         return get_global_config()
 
     def get_layer(self, name: str) -> "_SourceProxy":
+        if isinstance(name, str) and name in self._refs:
+            return self._refs[name]
         for src in self._sources:
             if src.name == name or src.name == "data:" + name or (name == "data" and src.name == "data:data"):
                 return src
-        raise NetworkError("%s: get_layer(%r): a layer class of the config reaches only the layers of its 'from' here "
-                           "(%s)" % (self._desc, name, ", ".join(s.name for s in self._sources) or "none"))
+        raise NetworkError("%s: get_layer(%r): a layer class of the config reaches the layers of its 'from' and of its "
+                           "options that its transform_config_dict resolves (%s)"
+                           % (self._desc, name, ", ".join([s.name for s in self._sources] + list(self._refs)) or "none"))
 
     def is_inside_rec_layer(self) -> bool:
         return False
@@ -207,6 +212,10 @@ class ConfigLayer(Layer):
 
     user_class: Type[LayerBase] = LayerBase
     layer_class = "config_layer"
+    # options whose values name layers (the class's transform_config_dict resolves them with get_layer),
+    # and the one it makes its 'from' (see _layer_options)
+    ref_options: tuple = ()
+    from_option: Optional[str] = None
     # replaces the base option (whose check wants a dict): RETURNN's get_out_data_from_opts reads it
     options = (Option("out_type", None, "dict of Data options or a function giving the output template (RETURNN's "
                                         "get_out_data_from_opts reads it)"),)
@@ -218,17 +227,13 @@ class ConfigLayer(Layer):
             if getattr(cls, method, None) is not None and method in _own_methods(cls):
                 raise NetworkError("%s: the config's layer class %s defines %s, which is not supported here"
                                    % (self.desc, cls.__name__, method))
-        self.user_opts = {k: v for k, v in opts.items() if k not in ("class", "from", "sources")}
-        templates = [_SourceProxy(s.name, s) for s in sources]
-        network = _NetworkProxy(self.desc, templates, train=False)
-
-        def get_layer(layer_name: str) -> _SourceProxy:
-            return network.get_layer(layer_name)
-        d = dict(self.user_opts, sources=templates)
+        self.raw_opts = {k: v for k, v in opts.items() if k not in ("class", "from", "sources")}
+        # the sources: the 'from' layers, then those of the options the class resolves (see ref_options)
+        self.ref_names = [opts[k] for k in self.ref_options if isinstance(opts.get(k), str)]
+        self.n_from = len(sources) - len(self.ref_names)
+        network, templates = self._proxies(list(sources), train=False)
         try:
-            cls.transform_config_dict(d, network=network, get_layer=get_layer)
-            d.pop("sources", None)
-            self.user_opts = d
+            d = self._transformed(network, templates)
             out = cls.get_out_data_from_opts(name=name, network=network, sources=templates, **d)
         except NetworkError:
             raise
@@ -258,10 +263,28 @@ class ConfigLayer(Layer):
         sizes = {d: tf.fill([batch], 2) for d in data.dims if d.is_dynamic()}
         return LayerOutput(tf.zeros(shape, dtype=data.dtype), data, sizes)
 
+    def _proxies(self, values: Sequence[Any], train: bool) -> "tuple[_NetworkProxy, List[_SourceProxy]]":
+        """The network proxy and the sources the class sees (the 'from' layers; or the layer its
+        transform_config_dict makes its 'from', see ``from_option``)."""
+        def data(v: Any) -> Data:  # a template (construction) or a value
+            return v if isinstance(v, Data) else v.data.with_value(v.tensor, v.sizes)
+        own = [_SourceProxy(data(v).name, data(v)) for v in values[:self.n_from]]
+        refs = {n: _SourceProxy(n, data(v)) for n, v in zip(self.ref_names, values[self.n_from:])}
+        sources = own
+        if self.from_option is not None and isinstance(self.opts.get(self.from_option), str):
+            sources = [refs[self.opts[self.from_option]]]
+        return _NetworkProxy(self.desc, own, train=train, refs=refs), sources
+
+    def _transformed(self, network: _NetworkProxy, sources: List[_SourceProxy]) -> Dict[str, Any]:
+        """The layer's options after the class's ``transform_config_dict`` (layer names resolved)."""
+        d = dict(self.raw_opts, sources=sources)
+        self.user_class.transform_config_dict(d, network=network, get_layer=network.get_layer)
+        d.pop("sources", None)
+        return d
+
     def _run(self, values: Sequence[LayerOutput], ctx: RunContext, record: bool) -> Any:
         cls = self.user_class
-        proxies = [_SourceProxy(v.data.name, v.data.with_value(v.tensor, v.sizes)) for v in values]
-        network = _NetworkProxy(self.desc, proxies, train=bool(ctx.train))
+        network, proxies = self._proxies(values, train=bool(ctx.train))
         sizes: Dict[Dim, Any] = {}
         for v in values:
             sizes.update(v.sizes)
@@ -281,8 +304,9 @@ class ConfigLayer(Layer):
                 raise NetworkError("%s: the config's layer class %s creates more variables than at construction "
                                    "(variables must not depend on the input values)" % (self.desc, cls.__name__))
         try:
+            opts = self._transformed(network, proxies)
             with tf.variable_creator_scope(creator):
-                inst = cls(name=self.layer_name, network=network, output=output, sources=proxies, **self.user_opts)
+                inst = cls(name=self.layer_name, network=network, output=output, sources=proxies, **opts)
         except NetworkError:
             raise
         except Exception as exc:
@@ -292,7 +316,7 @@ class ConfigLayer(Layer):
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         if issubclass(self.user_class, _ConcatInputLayer):
-            sources = [self.apply_dropout(s, ctx, salt=i) for i, s in enumerate(sources)]
+            sources = [self.apply_dropout(s, ctx, salt=i) if i < self.n_from else s for i, s in enumerate(sources)]
         inst = self._run(sources, ctx, record=False)
         out = inst.output
         if out.placeholder is None:
@@ -326,6 +350,36 @@ def _own_methods(cls: type) -> set:
     return out
 
 
+_MARK = "\x00option:"
+
+
+def _layer_options(user_cls: type, names: Sequence[str]) -> "tuple[tuple, Optional[str]]":
+    """Which options the class's ``transform_config_dict`` resolves with ``get_layer`` (RETURNN's way
+    to give a layer more inputs than its 'from'), and which option it makes its 'from': found by
+    running it once on marker values (config code, trusted; an exception ends the run early)."""
+    if "transform_config_dict" not in _own_methods(user_cls):
+        return (), None
+    asked: List[str] = []
+
+    def get_layer(name: Any) -> _SourceProxy:
+        if isinstance(name, str) and name.startswith(_MARK):
+            asked.append(name[len(_MARK):])
+        return _SourceProxy(str(name), Data("probe", shape=(None, 1)))
+    probe = _NetworkProxy("probe", [], train=False)
+    probe.get_layer = get_layer  # type: ignore[method-assign]
+    d: Dict[str, Any] = {n: _MARK + n for n in names}
+    d["from"] = _MARK + "from"
+    try:
+        user_cls.transform_config_dict(d, network=probe, get_layer=get_layer)
+    except Exception:  # noqa: BLE001  (the markers are no real values; what was asked so far counts)
+        pass
+    from_value = d.get("from")
+    from_option = from_value[len(_MARK):] if isinstance(from_value, str) and from_value.startswith(_MARK) else None
+    from_option = from_option if from_option in names else None
+    refs = [a for a in asked if a in names] + ([from_option] if from_option else [])
+    return tuple(dict.fromkeys(refs)), from_option
+
+
 def register_layer_class(user_cls: Type[LayerBase]) -> Type[LayerBase]:
     """RETURNN's ``register_layer_class``: ``{"class": user_cls.layer_class}`` builds it (see the module
     docstring). Returns the class, so it works as a decorator too."""
@@ -333,9 +387,11 @@ def register_layer_class(user_cls: Type[LayerBase]) -> Type[LayerBase]:
         raise TypeError("register_layer_class: expected a LayerBase subclass, got %r" % (user_cls,))
     if not user_cls.layer_class:
         raise TypeError("register_layer_class: %s has no layer_class name" % user_cls.__name__)
+    options = tuple(_options_of(user_cls))
+    ref_options, from_option = _layer_options(user_cls, [o.name for o in options])
     adapter = type("ConfigLayer_%s" % user_cls.__name__, (ConfigLayer,), {
         "user_class": user_cls, "layer_class": user_cls.layer_class,
-        "options": tuple(_options_of(user_cls)),
+        "options": options, "ref_options": ref_options, "from_option": from_option,
         "__doc__": "The config's layer class %s (see returnn/tf/layers/config_layer.py)." % user_cls.__name__,
         "__module__": user_cls.__module__})  # the config's class: its options are its __init__ arguments
     register_layer(adapter)
