@@ -358,3 +358,55 @@ def test_uint8_sparse_labels_as_int32(name):
     expected = compute(name, out, sparse_target(labels, LENS, 3))
     got = compute(name, out, uint8)
     assert got == pytest.approx(expected) and got["norm"] is not None
+
+
+@pytest.mark.parametrize("in_log_space", [False, True])
+def test_edit_distance_ctc_decode(in_log_space):
+    """RETURNN's edit_distance with ctc_decode (its TIMIT CTC demo): a dense output of the classes + blank
+    (last) is CTC-decoded (repeats merged, blanks dropped) before the edit distance to the target;
+    padded frames are not decoded. Peaked scores make the beam search's best path the argmax path."""
+    blank = 3
+    paths = np.array([[1, 1, blank, 1, 0, 0], [2, blank, 2, 2, 1, 1]])  # argmax per frame
+    lens = [5, 3]  # seq 1: the frames after 3 are padding (their 1s must not count)
+    logits = np.full(paths.shape + (4,), -8.0, np.float32)
+    for b, t in np.ndindex(paths.shape):
+        logits[b, t, paths[b, t]] = 8.0
+    labels = np.array([[1, 1, 2], [2, 0, 0]], np.int32)
+    label_lens = [3, 1]
+    probs = np.exp(log_softmax(logits)).astype(np.float32)
+    out_tensor = log_softmax(logits).astype(np.float32) if in_log_space else probs
+    out = value(tf.constant(out_tensor), lens, spec(4))  # no logits known: safe_log of the probabilities
+    opts = {"ctc_decode": True, "output_in_log_space": in_log_space}
+    vals = compute("edit_distance", out, sparse_target(labels, label_lens, 3), **opts)
+    decoded = [[1, 1, 0], [2, 2]]  # seq 0: 1 1 _ 1 0 -> 1 1 0; seq 1: 2 _ 2 -> 2 2
+    expected = sum(_levenshtein(d, list(labels[b, :label_lens[b]])) for b, d in enumerate(decoded))
+    assert vals["error_sum"] == expected == 1 + 1
+    assert vals["error_norm"] == 4.0 and vals["loss_sum"] == 0.0 and vals["norm"] == 0.0
+    loss = get_loss_class("edit_distance", "out")("out", opts, "classes")
+    assert loss.expected_output_dim(3) == 4
+    with pytest.raises(NetworkError, match="dense output of the target's classes \\+ 1"):
+        loss.check_templates(spec(3), spec(3, sparse=True), "classes")
+    with pytest.raises(NetworkError, match="needs ctc_decode"):
+        get_loss_class("edit_distance", "out")("out", {}, "classes").check_templates(spec(4), spec(3, sparse=True),
+                                                                                  "classes")
+
+
+def test_edit_distance_label_map_maps_and_drops_labels_on_both_sides():
+    """RETURNN's label_map (TIMIT's 61 -> 39 phones): labels mapped to None leave the sequence, the
+    others are replaced, in the output and in the target, before the edit distance."""
+    label_map = {0: 0, 1: 1, 2: 1, 3: None, 4: 2}
+    hyp = np.array([[0, 3, 2, 4, 3], [3, 3, 4, 0, 0], [3, 4, 1, 1, 1]], np.int32)
+    ref = np.array([[0, 1, 4, 3, 2], [1, 9, 9, 9, 9], [2, 3, 3, 4, 4]], np.int32)
+    hyp_lens, ref_lens = [4, 2, 3], [5, 1, 4]
+
+    def mapped(seq):
+        return [label_map[x] for x in seq if label_map[x] is not None]
+    expected = sum(_levenshtein(mapped(hyp[b, :hyp_lens[b]]), mapped(ref[b, :ref_lens[b]])) for b in range(3))
+    unmapped = sum(_levenshtein(list(hyp[b, :hyp_lens[b]]), list(ref[b, :ref_lens[b]])) for b in range(3))
+    hyp_spec, ref_spec = spec(5, sparse=True, time=SpatialDim("hyp-time")), spec(5, sparse=True)
+    vals = compute("edit_distance", value(tf.constant(hyp), hyp_lens, hyp_spec), value(tf.constant(ref), ref_lens, ref_spec),
+                   label_map=label_map)
+    assert vals["error_sum"] == expected == 1 + 1 + 2 and unmapped > expected  # 0 1 2|0 1 2 1; -|1; 2 1|1 2
+    assert vals["error_norm"] == 10.0  # the target's labels before mapping, as RETURNN's norm
+    with pytest.raises(NetworkError, match="'out'.*label_map must map the labels 0..n-1"):
+        get_loss_class("edit_distance", "out")("out", {"label_map": {0: 0, 2: 1}}, "classes")

@@ -345,98 +345,6 @@ class MeanSquaredErrorLoss(Loss):
         return LossValues(_masked_sum(frame_loss, mask), frames, _masked_sum(wrong, mask), frames)
 
 
-class CtcLoss(Loss):
-    """Connectionist temporal classification.
-
-    The output has ``num_labels + 1`` classes; the blank is the LAST index. Uses ``output.logits``
-    when present, else RETURNN's ``safe_log(output.tensor)`` (the output is taken to be probabilities).
-    ``loss_sum`` is the sum of the per-sequence negative log-likelihoods; ``norm`` is the number
-    of target LABELS (sum of the target lengths), RETURNN's norm factor for every loss with a target
-    with time axis: the reported score is the loss per label, and ``use_normalized_loss`` divides the
-    objective by the labels. The error is the label error rate, as RETURNN's: in training of greedy
-    (best-path) decoding, in evaluation of TensorFlow's CTC beam search of ``beam_width`` (greedy for
-    ``beam_width`` 1); ``error_sum`` = sum of the edit distances, ``error_norm`` = the same label count.
-
-    ``loss_opts`` (:attr:`options`) and ``ctc_opts`` (:attr:`ctc_options`, the options of TF's or
-    RETURNN's native CTC op) as declared below.
-    """
-
-    loss_class = "ctc"
-    framewise = False
-    options = (
-        Option("ctc_opts", None, "options of the CTC op (see ctc_options)"),
-        Option("beam_width", 100, "the error in evaluation comes from a CTC beam search of this width (1: greedy)"),
-        Option("use_native", False, "RETURNN's own CTC op (computes the same loss as TensorFlow's CTC op used "
-                                    "here); RETURNN refuses it with beam_width > 1"),
-        Option("focal_loss_factor", 0.0, "not an option of RETURNN's ctc loss", only=(0, 0.0, None)),
-        Option("output_in_log_space", False, "the output holds log-probabilities (else probabilities or logits)"),
-    )
-    ctc_options = (
-        Option("ignore_longer_outputs_than_inputs", False, "a target longer than the output counts 0 (TF's CTC op)"),
-        Option("preprocess_collapse_repeated", False, "TF's CTC op: merge repeated target labels", only=(False,)),
-        Option("ctc_merge_repeated", True, "TF's CTC op: repeated outputs merge", only=(True,)),
-        Option("logits_normalize", True, "RETURNN's native CTC: log-softmax the input first (False: it holds "
-                                         "log-probabilities already: only with output_in_log_space here)"),
-        Option("grad_wrt_softmax_in", True, "RETURNN's native CTC: how its gradient is formulated",
-               noop="the same gradient: autodiff here, RETURNN's closed form w.r.t. the softmax input"),
-    )
-
-    def __init__(self, layer_name: str, loss_opts: Optional[Dict[str, Any]], target_key: str):
-        super().__init__(layer_name, loss_opts, target_key)
-        ctc_opts = dict(self.opts.get("ctc_opts") or {})
-        known = {o.name: o for o in self.ctc_options}
-        unknown = set(ctc_opts) - set(known)
-        if unknown:
-            raise NetworkError("layer %r: unknown ctc_opts %s (known: %s)"
-                               % (layer_name, known_list(unknown), known_list(known)))
-        for name, value in ctc_opts.items():
-            refuse_value(layer_name, "ctc_opts", known[name], value)
-        if ctc_opts.get("logits_normalize", True) is False and not self.opts.get("output_in_log_space"):
-            raise NetworkError("layer %r: ctc_opts logits_normalize False (the input holds log-probabilities) needs "
-                               "loss_opts output_in_log_space here" % layer_name)
-        self.ignore_longer = bool(ctc_opts.get("ignore_longer_outputs_than_inputs", False))
-        self.beam_width = self.opts.get("beam_width", 100)
-        if isinstance(self.beam_width, bool) or not isinstance(self.beam_width, int) or self.beam_width < 1:
-            raise NetworkError("layer %r: loss_opts beam_width must be an int >= 1, got %r" % (layer_name, self.beam_width))
-        if self.opts.get("use_native") and self.beam_width > 1:  # RETURNN asserts this
-            raise NetworkError("layer %r: loss_opts use_native needs beam_width 1 (RETURNN: 'use beam_width=1 with "
-                               "use_native')" % layer_name)
-
-    def expected_output_dim(self, target_dim: Optional[int]) -> Optional[int]:
-        return None if target_dim is None else target_dim + 1  # the blank
-
-    def check_templates(self, output: Data, target: Optional[Data], target_name: Optional[str]) -> None:
-        super().check_templates(output, target, target_name)
-        if target is not None and (not target.sparse or output.sparse):
-            raise NetworkError("layer %r: loss 'ctc' needs a dense output and sparse target labels, got output %s, "
-                               "target %r %s" % (self.layer_name, output.short_repr(), target_name, target.short_repr()))
-
-    def compute_btf(self, output: LayerOutput, target: LayerOutput, train: bool = False) -> LossValues:
-        if not target.data.sparse or not output.data.have_time_axis() or not target.data.have_time_axis():
-            raise NetworkError("layer %r: ctc loss needs a time axis on the output and sparse targets with time"
-                               % self.layer_name)
-        num_classes = output.data.dim
-        blank = num_classes - 1
-        if self.opts.get("output_in_log_space"):  # the output holds log-probabilities already
-            logits = output.tensor
-        else:  # RETURNN: the softmax input when known, else safe_log of the output (probabilities)
-            logits = output.logits if output.logits is not None else safe_log(output.tensor)
-        label_mask = target.sequence_mask()
-        labels = tf.where(label_mask, target.tensor, 0)
-        loss = tf.nn.ctc_loss(labels=labels, logits=logits, label_length=target.seq_len,
-                              logit_length=output.seq_len, logits_time_major=False, blank_index=blank)
-        if self.ignore_longer:
-            loss = tf.where(target.seq_len > output.seq_len, tf.zeros_like(loss), loss)
-        labels_total = tf.cast(tf.reduce_sum(target.seq_len), tf.float32)
-        time_major = tf.transpose(logits, [1, 0, 2])
-        if train or self.beam_width == 1:
-            decoded, _ = tf.nn.ctc_greedy_decoder(time_major, output.seq_len, merge_repeated=True, blank_index=blank)
-        else:  # TF's beam search takes the blank as the last class, as here
-            decoded, _ = tf.nn.ctc_beam_search_decoder(time_major, output.seq_len, beam_width=self.beam_width)
-        dist = tf.edit_distance(tf.cast(decoded[0], tf.int64), _to_sparse(labels, label_mask), normalize=False)
-        return LossValues(tf.reduce_sum(loss), labels_total, tf.reduce_sum(dist), labels_total)
-
-
 class AsIsLoss(Loss):
     """The output itself is the loss (summed over real frames and features; norm = frames);
     ``as_error``: report it as the error instead, with no loss."""
@@ -474,59 +382,22 @@ class AsIsLoss(Loss):
         return LossValues(total, frames)
 
 
-class EditDistanceLoss(Loss):
-    """Evaluation only (no loss): label error rate = edit distance between the output labels
-    (sparse output, or argmax of a dense one) and the target, over the target length."""
-
-    loss_class = "edit_distance"
-    framewise = False
-    options = (
-        Option("debug_print", False, "RETURNN: print the sequences", noop="a debug print of RETURNN's; the error "
-                                                                          "is the same"),
-        Option("label_map", None, "RETURNN: map labels before comparing", only=(None, {})),
-        Option("ctc_decode", False, "RETURNN: CTC-decode a dense output first", only=(False,)),
-        Option("output_in_log_space", False, "RETURNN: a dense output holds log-probabilities",
-               noop="without ctc_decode only the argmax of a dense output counts, the same label for "
-                    "probabilities and their logarithms"),
-    )
-
-    def check_templates(self, output: Data, target: Optional[Data], target_name: Optional[str]) -> None:
-        """RETURNN: sparse labels on both sides with the same classes (a dense output needs ctc_decode,
-        which is not supported here)."""
-        if target is not None and (not output.sparse or not target.sparse or output.dim != target.dim):
-            raise NetworkError("layer %r: loss 'edit_distance' needs sparse output labels with the target's classes "
-                               "(RETURNN decodes a dense output only with ctc_decode), got output %s, target %r %s"
-                               % (self.layer_name, output.short_repr(), target_name, target.short_repr()))
-
-    def compute_btf(self, output: LayerOutput, target: LayerOutput, train: bool = False) -> LossValues:
-        if not target.data.sparse or not target.data.have_time_axis() or not output.data.have_time_axis():
-            raise NetworkError("layer %r: edit_distance needs sparse targets and outputs with a time axis"
-                               % self.layer_name)
-        hyp = output.tensor if output.data.sparse else tf.argmax(output.tensor, axis=-1, output_type=tf.int32)
-        dist = tf.edit_distance(_to_sparse(hyp, output.sequence_mask()), _to_sparse(target.tensor, target.sequence_mask()),
-                                normalize=False)
-        return LossValues(tf.constant(0.0), tf.constant(0.0), tf.reduce_sum(dist),
-                          tf.cast(tf.reduce_sum(target.seq_len), tf.float32))
-
-
-def _to_sparse(labels: tf.Tensor, mask: tf.Tensor) -> tf.SparseTensor:
-    """(B, T) labels on real frames as a SparseTensor (for tf.edit_distance)."""
-    indices = tf.where(mask)
-    return tf.SparseTensor(indices, tf.cast(tf.gather_nd(labels, indices), tf.int64), tf.cast(tf.shape(labels), tf.int64))
-
-
 LOSS_CLASSES: Dict[str, Type[Loss]] = {cls.loss_class: cls for cls in (
-    CrossEntropyLoss, MeanSquaredErrorLoss, CtcLoss, AsIsLoss, EditDistanceLoss)}
-# RETURNN's sampling_loss (returnn/tf/sampling.py), mean_l1 and bin_ce (returnn/tf/losses_tts.py): they
-# register themselves here
+    CrossEntropyLoss, MeanSquaredErrorLoss, AsIsLoss)}
+# RETURNN's ctc and edit_distance (returnn/tf/losses_ctc.py), sampling_loss (returnn/tf/sampling.py),
+# mean_l1 and bin_ce (returnn/tf/losses_tts.py): they register themselves here
+from returnn.tf import losses_ctc as _losses_ctc  # noqa: E402,F401
 from returnn.tf import losses_tts as _losses_tts  # noqa: E402,F401
 from returnn.tf import sampling as _sampling  # noqa: E402,F401
 
 
 def __getattr__(name: str) -> Any:
-    """``SamplingLoss`` lives in returnn/tf/sampling.py (imported by this module, or importing it)."""
+    """``SamplingLoss`` lives in returnn/tf/sampling.py, ``CtcLoss`` and ``EditDistanceLoss`` in
+    returnn/tf/losses_ctc.py (imported by this module, or importing it)."""
     if name == "SamplingLoss":
         return _sampling.SamplingLoss
+    if name in ("CtcLoss", "EditDistanceLoss"):
+        return getattr(_losses_ctc, name)
     raise AttributeError("module %r has no attribute %r" % (__name__, name))
 
 
