@@ -120,6 +120,9 @@ def test_layers_and_losses_that_need_rasr_are_one_line_naming_the_layer():
     extern = {"data": Data("data", shape=(None, 3)), "classes": Data("classes", shape=(None,), sparse=True, dim=4)}
     with pytest.raises(NetworkError, match=r"layer 'bw': layer class 'fast_bw' is not available here: .*RASR"):
         TFNetwork(outputs({"bw": {"class": "fast_bw", "from": "data"}}), extern)
+    with pytest.raises(NetworkError, match=r"layer 'bw': layer class 'fast_bw' with align_target 'staircase' is not "
+                                           r"available here: .*no RASR is needed"):
+        TFNetwork(outputs({"bw": {"class": "fast_bw", "from": "data", "align_target": "staircase"}}), extern)
     for loss in ("fast_bw", "sprint"):  # RETURNN's full-sum losses, with their sprint_opts
         net = {"output": {"class": "softmax", "n_out": 4, "from": "data", "loss": loss, "sprint_opts": {"x": 1}}}
         with pytest.raises(NetworkError, match=r"layer 'output': loss %r is not available here: .*RASR" % loss):

@@ -456,6 +456,10 @@ def get_layer_class(name: str, layer_name: str, opts: Optional[Mapping[str, Any]
     With ``opts``, the class's ``class_selector`` may pick another class for those options."""
     from returnn.tf import layers as _all  # noqa: F401  (imports register the classes)
     if name not in LAYER_CLASSES:
+        if name == "fast_bw" and opts is not None and opts.get("align_target", "sprint") != "sprint":
+            raise NetworkError("layer %r: layer class 'fast_bw' with align_target %r is not available here: RETURNN's "
+                               "native Baum-Welch op over its own automata is not built here (no RASR is needed for "
+                               "them); train with a 'ctc' loss instead" % (layer_name, opts.get("align_target")))
         if name in NOT_HERE:
             raise NetworkError("layer %r: layer class %r is not available here: %s" % (layer_name, name, NOT_HERE[name]))
         raise NetworkError("layer %r: unknown layer class %r (known: %s)" % (layer_name, name, known_list(LAYER_CLASSES)))
