@@ -528,3 +528,15 @@ def test_training_on_batches_with_empty_sequences(tmp_path, unit):
     proc = run_rnn(train_args(config, tmp_path), timeout=600)
     assert proc.returncode == 0, describe(proc)
     assert "Finished training in epoch 2." in proc.stdout and "nan" not in proc.stdout, describe(proc)
+
+
+def test_dev_set_of_only_empty_sequences_says_it_has_no_frames_to_score(tmp_path):
+    from helpers import describe, run_rnn, train_args, write_config
+    config = E2E_CONFIG % "lstm" + '''
+dev = {"class": "StaticDataset", "data": [s for s in _seqs if len(s["data"]) == 0], "output_dim": 4}
+num_epochs = 1
+'''
+    proc = run_rnn(train_args(write_config(tmp_path / "empty_dev.config", config), tmp_path), timeout=600)
+    assert proc.returncode == 0, describe(proc)
+    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("epoch 1 score")]
+    assert line and line[0].endswith("dev: no frames to score"), describe(proc)

@@ -62,6 +62,8 @@ def step_costs(loss_names: List[str], stats: np.ndarray) -> str:
 
 def format_scores(scores: Dict[str, float], with_colon: bool) -> str:
     """``score: 0.32 error: 0.14`` (epoch line) or ``score 0.21 error 0.13`` (dev part)."""
+    if not scores:  # e.g. a dataset of only empty sequences: no frame to score
+        return "no frames to score"
     sep = ": " if with_colon else " "
     keys = sorted(scores, key=lambda k: (not k.startswith("score"), k))
     return " ".join("%s%s%s" % (k, sep, _fmt(scores[k])) for k in keys)
