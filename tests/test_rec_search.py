@@ -137,3 +137,91 @@ def test_decide_with_edit_distance_on_the_searched_output():
     batch.update({"classes": tf.constant([[1, 2]]), "classes:seq_len": tf.constant([2])})
     values = train_net.compute_losses(train_net.forward(batch, RunContext(False)), batch)["decision"]
     assert float(values.error_sum) == 0.0 and float(values.error_norm) == 2.0
+
+
+def _regression_net(search, beam=1, include_eos=False):
+    """A Tacotron-like decoder: x_t = 0.5 x_{t-1} + enc (fed back through the regression choice),
+    ending where sigmoid(x_t[0] - 1.5) > 0.5."""
+    extern = {"data": Data("data", shape=(None, 2)), "target": Data("target", shape=(None, 2))}
+    net = TFNetwork({
+        "enc": {"class": "reduce", "mode": "mean", "axes": "T", "from": "data"},
+        "output": {"class": "rec", "from": [], "target": "target", "max_seq_len": 6, "include_eos": include_eos,
+                   "unit": {
+                       "pred": {"class": "linear", "activation": None, "from": ["prev:choice", "base:enc"], "n_out": 2,
+                                "with_bias": False, "loss": "mse", "target": "target"},
+                       "choice": {"class": "choice", "from": "pred", "input_type": "regression", "target": "target",
+                                  "beam_size": beam},
+                       "stop": {"class": "linear", "activation": "sigmoid", "from": "pred", "n_out": 1},
+                       "end_compare": {"class": "compare", "from": "stop", "kind": "greater", "value": 0.5},
+                       "end": {"class": "squeeze", "from": "end_compare", "axis": "F"},
+                       "output": {"class": "copy", "from": "choice"}}},
+    }, extern, search=search)
+    unit = net.layers["output"].layers
+    unit["pred"].W.assign(np.concatenate([0.5 * np.eye(2), np.eye(2)], 0).astype("float32"))
+    if search:  # in training nothing reads the stop layer: it is not built
+        unit["stop"].W.assign(np.array([[1.0], [0.0]], "float32"))
+        unit["stop"].bias.assign(np.array([-1.5], "float32"))
+    return net
+
+
+def _regression_ref(e0, max_len=6, include_eos=False):
+    x, frames = np.zeros(2), []
+    for _ in range(max_len):
+        x = 0.5 * x + np.array([e0, 0.0])
+        if x[0] - 1.5 > 0:
+            return frames + ([x] if include_eos else [])
+        frames.append(x)
+    return frames
+
+
+@pytest.mark.parametrize("include_eos", [False, True])
+def test_regression_choice_feeds_its_prediction_back_in_search(include_eos):
+    """RETURNN's regression choice in search (Tacotron decoding): beam 1, the prediction is the
+    choice's value, fed back through prev:, the loop ends at 'end' (or max_seq_len)."""
+    net = _regression_net(True, include_eos=include_eos)
+    enc = [1.0, 3.0, 0.2]  # ends after 2 frames, at once, never (cut at max_seq_len 6)
+    x = np.zeros((3, 4, 2), "float32")
+    x[:, :, 0] = np.asarray(enc)[:, None]
+    out = net.forward({"data": tf.constant(x), "data:seq_len": tf.constant([4, 2, 4])}, RunContext(False),
+                      only=["output"])["output"]
+    assert out.data.dtype == "float32" and not out.data.sparse and out.data.dim == 2
+    lens = out.seq_len.numpy()
+    for b, e0 in enumerate(enc):
+        ref = _regression_ref(e0, include_eos=include_eos)
+        assert lens[b] == len(ref)
+        np.testing.assert_allclose(out.tensor.numpy()[b, :lens[b]], np.array(ref).reshape(-1, 2), rtol=1e-5)
+    assert lens.tolist() == ([3, 1, 6] if include_eos else [2, 0, 6])
+
+
+def test_regression_choice_in_training_is_the_target_and_search_needs_beam_one():
+    net = _regression_net(False)
+    x = np.zeros((1, 3, 2), "float32")
+    target = np.arange(8, dtype="float32").reshape(1, 4, 2)
+    out = net.forward({"data": tf.constant(x), "data:seq_len": tf.constant([3]), "target": tf.constant(target),
+                       "target:seq_len": tf.constant([4])}, RunContext(False), only=["output"])["output"]
+    np.testing.assert_allclose(out.tensor.numpy(), target)  # teacher forcing: the output copies the choice
+    from returnn.errors import NetworkError
+    with pytest.raises(NetworkError, match="regression choice searches with beam_size 1"):
+        net = _regression_net(True, beam=2)
+        net.forward({"data": tf.constant(x), "data:seq_len": tf.constant([3])}, RunContext(False), only=["output"])
+
+
+@pytest.mark.parametrize("fmt", ["txt", "py"])
+def test_dense_search_output_is_written_as_frames(tmp_path, fmt):
+    """RETURNN writes a dense search output (a regression decoder's frames) as it is: here the real
+    frames as nested float lists (literal_eval reads the py file); labels stay label lists."""
+    import ast
+    from returnn.tf.search_task import _hypothesis, hypothesis_text, write_hypotheses
+    values = np.arange(12, dtype="float32").reshape(2, 3, 2) / 4
+    hyps = [_hypothesis(values, np.array([2, 0]), row) for row in range(2)]
+    assert [h.shape for h in hyps] == [(2, 2), (0, 2)]
+    assert _hypothesis(np.array([[3, 1, 2]], "int32"), np.array([2]), 0) == [3, 1]
+    texts = [("a", hypothesis_text(hyps[0], ["x"])), ("b", hypothesis_text(hyps[1], None))]
+    assert texts[0][1] == [[0.0, 0.25], [0.5, 0.75]] and texts[1][1] == []
+    path = str(tmp_path / ("out." + fmt))
+    write_hypotheses(path, texts, fmt)
+    text = open(path).read()
+    if fmt == "py":
+        assert ast.literal_eval(text) == {"a": [[0.0, 0.25], [0.5, 0.75]], "b": []}
+    else:
+        assert text == "a\t[[0.0, 0.25], [0.5, 0.75]]\nb\t[]\n"

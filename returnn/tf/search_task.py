@@ -5,7 +5,9 @@
 Output formats (``search_output_file_format``): ``txt``, one ``tag<TAB>hypothesis`` line per
 sequence; ``py``, a Python dict literal ``{tag: hypothesis, ...}`` as RETURNN writes it (read it
 with ``ast.literal_eval``, never ``eval``). A hypothesis is the label names joined by spaces when
-the dataset knows them (its ``labels`` of the target key), else the label indices.
+the dataset knows them (its ``labels`` of the target key), else the label indices; a dense output
+(a regression decoder's frames, which RETURNN writes as they are) is its real frames as nested lists
+of floats (no edit distance then).
 """
 from __future__ import annotations
 
@@ -34,7 +36,11 @@ def edit_distance(a: Sequence[int], b: Sequence[int]) -> int:
     return prev[-1]
 
 
-def hypothesis_text(labels: Sequence[int], names: Optional[List[str]]) -> str:
+def hypothesis_text(labels: Any, names: Optional[List[str]]) -> Any:
+    """Label names (or indices) joined by spaces; dense frames (a float array: a regression decoder's
+    output, which RETURNN writes as is) as nested lists of floats."""
+    if isinstance(labels, np.ndarray) and labels.dtype.kind in "fc":
+        return labels.tolist()
     if names:
         return " ".join(names[i] if 0 <= i < len(names) else str(i) for i in labels)
     return " ".join(str(int(i)) for i in labels)
@@ -90,12 +96,11 @@ def run_search(steps: StepFunctions, dataset: Dataset, batching: BatchOptions, e
                                                  transform=steps.to_tensors)):
         outputs = [(values.numpy(), seq_len.numpy()) for values, seq_len in step(batch)]
         for row, seq_idx in enumerate(sl.seq_idxs):
-            per_layer = [[int(x) for x in np.asarray(values[row, :seq_len[row]]).reshape(-1)]
-                         for values, seq_len in outputs]
+            per_layer = [_hypothesis(values, seq_len, row) for values, seq_len in outputs]
             labels = per_layer[0]
             tag = dataset.get_tag(int(seq_idx))
             results.append((tag, dict(zip(layers, per_layer)) if layers and len(layers) > 1 else labels))
-            if have_ref:
+            if have_ref and not isinstance(labels, np.ndarray):  # no edit distance of dense frames
                 ref = [int(x) for x in np.asarray(dataset.get_data(int(seq_idx), target)).reshape(-1)]
                 errors += edit_distance(labels, ref)
                 ref_len += len(ref)
@@ -103,6 +108,15 @@ def run_search(steps: StepFunctions, dataset: Dataset, batching: BatchOptions, e
     stats = {"edit_distance": float(errors), "ref_len": float(ref_len),
              "error_rate": errors / ref_len if ref_len else 0.0} if have_ref else {}
     return results, stats
+
+
+def _hypothesis(values: np.ndarray, seq_len: np.ndarray, row: int) -> Any:
+    """One sequence of a search output: its labels (a list of ints), or its dense frames as they are
+    (a float array of the real frames: a regression decoder's output, e.g. Tacotron's)."""
+    frames = np.asarray(values[row, :seq_len[row]])
+    if frames.dtype.kind in "fc":
+        return frames
+    return [int(x) for x in frames.reshape(-1)]
 
 
 def _origin(dataset: Dataset, seq_idx: int) -> str:

@@ -31,7 +31,7 @@ class ChoiceLayer(Layer):
         Option("beam_size", 1, "hypotheses kept per sequence in search"),
         Option("input_type", "prob", "what 'from' gives: 'prob', 'log_prob' or 'regression' (a prediction of the "
                                      "target's dense frames: no labels chosen, the value is the target in "
-                                     "training; refused in search)", only=("prob", "log_prob", "regression")),
+                                     "training, the prediction in search, with beam_size 1)", only=("prob", "log_prob", "regression")),
         Option("length_normalization", True, "search: rank finished hypotheses by score / length"),
         Option("length_normalization_exponent", 1.0, "search: exponent of the length in that division"),
         Option("explicit_search_source", None, "RETURNN: the layer whose search beam this one follows",

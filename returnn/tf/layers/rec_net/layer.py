@@ -210,9 +210,6 @@ class RecSubnetLayer(Layer):
                 raise NetworkError("%s: search needs exactly one 'choice' sub-layer, got %s"
                                    % (self.desc, known_list(choices) if choices else "none"))
             self.search_choice = choices[0]
-            if self.unit[choices[0]].get("input_type") == "regression":
-                raise NetworkError("%s: search through the regression choice %r (RETURNN feeds its prediction back "
-                                   "with beam 1) is not supported here" % (self.desc, choices[0]))
             step_only += choices + (["end"] if "end" in self.unit else [])
         self.plan = analyse_unit(self.unit, name, has_source=self.n_from > 0, teacher_forcing=not search,
                                  step_only=step_only)
@@ -431,7 +428,8 @@ class RecSubnetLayer(Layer):
                 break
             if guess is None and seen:
                 return None
-            if guess is not None and self.search and opts.get("class") == "choice" and not guess.sparse:
+            if guess is not None and self.search and opts.get("class") == "choice" and not guess.sparse \
+                    and opts.get("input_type") != "regression":
                 dims = [d for i, d in enumerate(guess.dims) if i != guess.feature_dim_axis]
                 guess = Data(sub, dims=dims, sparse_dim=guess.feature_dim)  # labels of the scores
             if guess is None:

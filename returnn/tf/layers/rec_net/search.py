@@ -13,6 +13,10 @@ stops when all hypotheses ended or after ``max_seq_len`` steps. The result is th
 per sequence (by score, divided by its length with ``length_normalization``), traced back
 through the stored source-hypothesis indices; so are the frames of in-loop layers with
 ``is_output_layer`` (readable from outside as ``REC/NAME``, as in RETURNN).
+
+A choice with ``input_type="regression"`` (Tacotron-style decoders) chooses nothing: as in RETURNN
+it needs ``beam_size`` 1, its value is its source (the prediction, fed back through ``prev:``), the
+scores stay 0, and the loop's output is the predicted frames up to ``end``.
 """
 from __future__ import annotations
 
@@ -61,9 +65,13 @@ class BeamSearchRun(UnitRun):
         opts = rec.unit[self.choice]
         self.k = int(opts.get("beam_size", 1) or 1)
         self.input_type = opts.get("input_type", "prob")
-        if self.input_type not in ("prob", "log_prob"):
-            raise NetworkError("%s, sub-layer %r: input_type %r is not supported in search (prob, log_prob)"
-                               % (rec.desc, self.choice, self.input_type))
+        if self.input_type not in ("prob", "log_prob", "regression"):
+            raise NetworkError("%s, sub-layer %r: input_type %r is not supported in search (prob, log_prob, "
+                               "regression)" % (rec.desc, self.choice, self.input_type))
+        self.regression = self.input_type == "regression"
+        if self.regression and self.k != 1:  # RETURNN asserts it: a prediction is no distribution to search
+            raise NetworkError("%s, sub-layer %r: a regression choice searches with beam_size 1, got %i"
+                               % (rec.desc, self.choice, self.k))
         self.prob_scale = float(opts.get("prob_scale", 1.0))
         self.base_scale = float(opts.get("base_beam_score_scale", 1.0))
         self.length_norm = bool(opts.get("length_normalization", True))
@@ -127,6 +135,8 @@ class BeamSearchRun(UnitRun):
         # runs after the loop): their frames per step, (B, K, ...), traced back along the best hypothesis
         exported = [n for n in names if n != self.choice and rec.unit[n].get("is_output_layer")]
         templates = {n: rec.layers[n].output for n in exported}
+        if self.regression:  # the prediction fed back: the loop's frames (no labels)
+            templates[CHOICE_SUB + "value"] = choice_tmpl
         if self.multi:  # the choice's labels per source (its out_I)
             templates.update((CHOICE_SUB + "out_%i" % i, part) for i, part in enumerate(rec.layers[self.choice].parts))
         outs0 = {n: tf.TensorArray(tf.as_dtype(tmpl.dtype), size=0, dynamic_size=True, infer_shape=False)
@@ -139,6 +149,15 @@ class BeamSearchRun(UnitRun):
             for n in names:
                 if n != self.choice:
                     vals[n] = self.step_layer(n, t, prev, state, vals, new_state, ctx)
+                    continue
+                if self.regression:  # RETURNN: the source as is, beam 1, the scores unchanged
+                    src = self.step_value(rec.sub_sources[n][0], t, prev, vals)
+                    zeros = tf.zeros([base_batch, 1], tf.int32)
+                    labels_ta, src_ta = labels_ta.write(t, zeros), src_ta.write(t, zeros)
+                    vals[n] = LayerOutput(tf.cast(src.tensor, tf.as_dtype(choice_tmpl.dtype)), choice_tmpl, self.sizes)
+                    vals[n].sub_outputs = {"beam_scores": LayerOutput(tf.reshape(scores, [-1]), choice_tmpl),
+                                           "src_beams": LayerOutput(tf.reshape(zeros, [-1]), choice_tmpl),
+                                           "value": vals[n]}
                     continue
                 logps = []
                 for name in (rec.sub_sources[n] if self.multi else rec.sub_sources[n][:1]):
@@ -209,7 +228,8 @@ class BeamSearchRun(UnitRun):
         sizes = {rec.time_dim: seq_len}
         stacked = {n: frames.stack_steps(tf.gather(ta.stack(), beams, axis=2, batch_dims=2), templates[n], rec.time_dim,
                                          sizes) for n, ta in outs.items()}  # (T, B, ...) frames of the best
-        main = frames.stack_steps(labels, choice_tmpl, rec.time_dim, sizes)
+        main = stacked.pop(CHOICE_SUB + "value") if self.regression else \
+            frames.stack_steps(labels, choice_tmpl, rec.time_dim, sizes)
         main.sub_outputs = {n[len(CHOICE_SUB):]: stacked.pop(n) for n in list(stacked) if n.startswith(CHOICE_SUB)}
         self.exported = {n: LayerOutput(v.tensor, rec.sub_template(n), v.sizes) for n, v in stacked.items()}
         return main
