@@ -44,7 +44,9 @@ import published_configs_site as site  # noqa: E402
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_LIST = os.path.join(REPO, "tests", "data", "published_configs.json")
 NOT_HERE = re.compile(r"not available here: .*(RASR|Sprint|KenLM|fast_bw)")
-MISSING_FILE = re.compile(r"No such file|does not exist|not found|cannot open|FileNotFound|no checkpoint|"
+# "not found" only after a path (an axis or layer "not found" is this engine's failure)
+MISSING_FILE = re.compile(r"No such file|does not exist|file not found|\S*/\S* not found|cannot open|FileNotFound|"
+                          r"no checkpoint|"
                           r"is missing or incomplete", re.I)
 SEQ2SEQ_HINTS = re.compile(r"[\"']ctc[\"']|[\"']choice[\"']|rnnt|RNNT|transducer|[\"']decide[\"']|"
                            r"TranslationDataset|OggZipDataset|LibriSpeechCorpus")
