@@ -168,3 +168,21 @@ def test_softmax_over_spatial_window():
     fixed = run(make("softmax_over_spatial", {"window_start": 2, "window_size": 5}, [ctx_d]), [ctx]).tensor.numpy()
     np.testing.assert_allclose(fixed[0, 2:, 0], _np_softmax(c[0, 2:4, 0]), atol=1e-6)
     assert (fixed[1] == 0).all()  # the window lies beyond the sequence: no weight anywhere
+
+
+def test_generic_attention_pairs_base_axes_by_size_from_the_last_as_returnn():
+    """Search step of a 1-head dot attention (2019 LSTM-decoder configs): weights (B, H_key(1), T, var2(1))
+    from a dot layer, base (B, T, H_value(1), V); no dim in common but time: RETURNN pairs the base's
+    head with the weights' last size-1 axis and squeezes the other."""
+    enc_time = SpatialDim("enc")
+    base_d = Data("v", dims=[batch_dim, enc_time, SpatialDim("h_value", 1), FeatureDim("d", 3)])
+    w_d = Data("w", dims=[batch_dim, SpatialDim("h_key", 1), enc_time, FeatureDim("var2", 1)])
+    layer = make("generic_attention", {"weights": "w", "base": "v"}, [w_d, base_d])
+    assert layer.output.dims[1] is base_d.dims[2] and layer.output.batch_shape == (None, 1, 3)
+    v = np.random.RandomState(0).randn(2, 4, 1, 3).astype("float32")
+    w = np.random.RandomState(1).rand(2, 1, 4, 1).astype("float32")
+    v[1, 2:], w[1, :, 2:] = np.nan, np.nan
+    out = run(layer, [LayerOutput(tf.constant(w), w_d, {enc_time: tf.constant(ENC_LENS)}),
+                      LayerOutput(tf.constant(v), base_d, {enc_time: tf.constant(ENC_LENS)})]).tensor.numpy()
+    for b, n in enumerate(ENC_LENS):
+        np.testing.assert_allclose(out[b, 0], w[b, 0, :n, 0] @ v[b, :n, 0], atol=1e-5)

@@ -143,12 +143,13 @@ class GenericAttentionLayer(Layer):
                 w_l[i] = "t"
         if "b" not in w_l or "t" not in w_l:
             raise NetworkError("%s: the weights need the batch axis and the base's time axis" % where)
-        for j, d in enumerate(base.dims):  # shared axes, e.g. heads
+        for j in reversed(range(base.batch_ndim)):  # shared axes, e.g. heads
+            d = base.dims[j]
             if base_l[j] in "btf":
                 continue
             same = [i for i, w in enumerate(weights.dims) if w_l[i] is None and w == d]
-            if not same:
-                same = [i for i, w in enumerate(weights.dims) if w_l[i] is None and w.dimension == d.dimension]
+            if not same:  # RETURNN pairs by size, the base's last axis with the weights' last one of that size
+                same = [i for i, w in enumerate(weights.dims) if w_l[i] is None and w.dimension == d.dimension][-1:]
             if len(same) != 1:
                 raise NetworkError("%s: base axis %r not found in the weights" % (where, d.description))
             w_l[same[0]] = base_l[j]
