@@ -181,6 +181,7 @@ def probe(entry: Dict[str, Any], mirrors: str, args: argparse.Namespace) -> Dict
     rundir, py_dirs = site.copy_neighbours(gd, entry["commit"], entry["path"], text, workdir)
     py_dirs += site.repo_modules(gd, entry["commit"], text, workdir, py_dirs)
     text, subst = site.substitute_files(text, workdir)
+    subst.update(site.substitute_in_modules([rundir], workdir))
     name = os.path.basename(entry["path"])
     if not name.endswith((".config", ".py")):
         name += ".config"

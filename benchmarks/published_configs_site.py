@@ -10,9 +10,10 @@ was run, rebuilt in the probe's working directory.
   :func:`repo_modules` adds modules it imports from elsewhere in the repository.
 - :func:`substitute_files`: absolute site paths in the config's string literals that name a
   vocabulary (``vocab*``, ``*.vocab``, ``*.pkl`` with vocab in the name), BPE codes (``*codes*``,
-  ``*bpe_code*``) or a lexicon (``*lexicon*``) are rewritten to small files in ``WORKDIR/site/``
+  ``*bpe_code*``), a lexicon (``*lexicon*``) or feature statistics (``mean``, ``std_dev``: one value)
+  are rewritten to small files in ``WORKDIR/site/``
   (``PROBE_SUBST`` tells :mod:`published_configs_synth` to rewrite vocabularies with the config's
-  target dim once it is known).
+  target dim once it is known); :func:`substitute_in_modules` does the same in the copied modules.
 - :func:`ext_args`: ``++ext_*`` values of Sisyphus-driven configs (``config.value("ext_model")`` & co.)
   that the list entry does not give: model and learning-rate file in the working directory, one epoch,
   no partition.
@@ -34,6 +35,7 @@ SITE_LITERAL = re.compile(r"[\"'](/[^\"'\s%{}]+)[\"']")
 VOCAB = re.compile(r"(^vocab|[._-]vocab|vocab[._-]|\.dict$)", re.I)
 CODES = re.compile(r"(codes|bpe_code)", re.I)
 LEXICON = re.compile(r"lexicon", re.I)
+STATS = re.compile(r"(^|[._-])(mean|std_?dev|variance)(\.txt)?$", re.I)  # feature statistics (numpy.loadtxt)
 EXT = re.compile(r"config\.(?:value|int|float|bool|typed_value)\(\s*[\"'](ext_\w+)[\"']")
 EXT_DEFAULTS = {"ext_model": "model/network", "ext_learning_rate_file": "newbob.data", "ext_num_epochs": "1",
                 "ext_partition_epoch": "1"}
@@ -130,6 +132,8 @@ def _kind(path: str) -> str:
         return "codes"
     if VOCAB.search(base):
         return "vocab"
+    if STATS.search(base):
+        return "stats"
     return ""
 
 
@@ -147,6 +151,9 @@ def write_substitute(path: str, kind: str, dim: int) -> None:
     elif kind == "codes":
         with open(path, "w") as f:
             f.write("#version: 0.2\nl 2\n")
+    elif kind == "stats":  # one value, broadcast over the features: mean 0, deviation / variance 1
+        with open(path, "w") as f:
+            f.write("0.0\n" if "mean" in posixpath.basename(path).lower() else "1.0\n")
     elif kind == "lexicon":
         with open(path, "w") as f:
             f.write('<?xml version="1.0" encoding="utf-8"?>\n<lexicon>\n<phoneme-inventory>\n'
@@ -173,6 +180,27 @@ def substitute_files(text: str, workdir: str) -> Tuple[str, Dict[str, str]]:
         return repr(local)
 
     return SITE_LITERAL.sub(repl, text), subst
+
+
+def substitute_in_modules(dirs: List[str], workdir: str) -> Dict[str, str]:
+    """:func:`substitute_files` applied to the copied Python modules in ``dirs`` (and their
+    sub-directories): networks a config imports name site files too (the chunked-AED ted2 networks
+    load feature statistics); returns the substitutes written."""
+    subst: Dict[str, str] = {}
+    for top in dirs:
+        for root, _, files in os.walk(top):
+            for name in files:
+                if not name.endswith(".py"):
+                    continue
+                path = os.path.join(root, name)
+                with open(path, encoding="utf-8", errors="surrogateescape") as f:
+                    text = f.read()
+                new, found = substitute_files(text, workdir)
+                if found:
+                    with open(path, "w", encoding="utf-8", errors="surrogateescape") as f:
+                        f.write(new)
+                    subst.update(found)
+    return subst
 
 
 def ext_args(text: str, given: List[str]) -> List[str]:
