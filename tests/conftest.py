@@ -53,6 +53,7 @@ GROUP_BY_FILE = {
     "test_multinode.py": "mpi-timing",
     # the real RETURNN in its own venv ("run alone", see the returnn_interop marker)
     "test_returnn_checkpoints.py": "returnn-interop",
+    "test_returnn_checkpoint_units.py": "returnn-interop",
 }
 # Groups whose tests measure timeouts of a few seconds between ranks: while one of them runs, no other
 # worker runs a test that starts MPI jobs (a file lock: these tests hold it exclusively, tests in files

@@ -183,3 +183,34 @@ def test_cum_concat_in_beam_search_with_beam_one_is_greedy():
                 break
             labels.append(prev)
         assert out.tensor.numpy()[b, :out.seq_len.numpy()[b]].tolist() == labels
+
+
+@pytest.mark.parametrize("in_loop", [True, False], ids=["in_loop", "moved_out"])
+def test_window_over_the_frames_so_far(in_loop):
+    """RETURNN's recurrent window: in a loop (one frame per step) the output at step t holds frames
+    t-2 .. t (zeros before the first); moved out of the loop, the usual window over the sequence
+    gives the same real frames."""
+    unit = {"r": {"class": "reduce", "mode": "sum", "from": "prev:w", "axes": "except_batch"},
+            "x": {"class": "eval", "from": ["data:source", "r"] if in_loop else ["data:source"],
+                  "eval": "source(0) + 0 * source(1)" if in_loop else "source(0)"},
+            "w": {"class": "window", "from": "x", "window_size": 3, "window_left": 2},
+            "output": {"class": "copy", "from": "w"}}
+    net, out, x = _run({"output": {"class": "rec", "from": "data", "unit": unit}})
+    assert ("w" in net.layers["output"].plan.in_loop) == in_loop
+    got = out["output"].tensor.numpy()
+    assert got.shape == (3, 5, 3, 3)
+    padded = np.concatenate([np.zeros((3, 2, 3), np.float32), x], axis=1)
+    for b, n in enumerate(LENS):
+        for t in range(n):
+            np.testing.assert_allclose(got[b, t], padded[b, t:t + 3], rtol=1e-6)
+
+
+def test_window_in_a_loop_needs_a_window_into_the_past():
+    extern = {"data": Data("data", shape=(None, 3))}
+    for opts, msg in (({}, "set window_right=0"), ({"window_right": 1}, "only reach into the past")):
+        unit = {"r": {"class": "reduce", "mode": "sum", "from": "prev:w", "axes": "except_batch"},
+                "x": {"class": "eval", "from": ["data:source", "r"], "eval": "source(0) + 0 * source(1)"},
+                "w": dict({"class": "window", "from": "x", "window_size": 3}, **opts),
+                "output": {"class": "copy", "from": "w"}}
+        with pytest.raises(NetworkError, match=msg):
+            TFNetwork(outputs({"output": {"class": "rec", "from": "data", "unit": unit}}), extern)

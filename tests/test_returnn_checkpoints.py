@@ -23,59 +23,20 @@ Run alone: ``pytest tests/test_returnn_checkpoints.py`` (or ``-m returnn_interop
 from __future__ import annotations
 
 import ast
-import contextlib
-import copy
-import functools
-import json
-import os
 import re
 import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 from typing import Dict, List
 
 import numpy as np
 import pytest
 
-from helpers import REPO, child_env, describe, run_rnn
+from helpers import child_env, describe, run_rnn
+from returnn_interop import (  # noqa: F401  (need_returnn: the module's autouse fixture)
+    RETURNN_PYTHON, TIMEOUT, checkpoint_values, need_returnn, our_network, rename_layers)
 
 pytestmark = pytest.mark.returnn_interop
-
-RETURNN_VENV = Path(os.environ.get("RETURNN_VENV") or REPO / ".bench-venv-returnn")
-RETURNN_PYTHON = RETURNN_VENV / "bin" / "python"
-UNITS_SCRIPT = REPO / "tests" / "returnn_checkpoints" / "returnn_units.py"
-TIMEOUT = 600
-
-
-# ---------------------------------------------------------------- running the two engines
-
-@functools.lru_cache(maxsize=None)
-def returnn_unusable() -> str:
-    """Why the real RETURNN cannot run here ('' when it can)."""
-    if not RETURNN_PYTHON.exists():
-        return "no RETURNN virtualenv at %s (set RETURNN_VENV)" % RETURNN_VENV
-    code = "import os, returnn, tensorflow; print(os.path.realpath(returnn.__file__))"
-    try:
-        proc = subprocess.run([str(RETURNN_PYTHON), "-c", code], cwd=tempfile.gettempdir(), env=child_env(),
-                              capture_output=True, text=True, timeout=300)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return "%s cannot run: %s" % (RETURNN_PYTHON, exc)
-    lines = proc.stdout.strip().splitlines()
-    if proc.returncode != 0 or not lines:
-        return "%s cannot import returnn/tensorflow: %s" % (RETURNN_PYTHON, (proc.stderr.strip().splitlines()
-                                                                             or ["?"])[-1])
-    if lines[-1].startswith(str(REPO.resolve() / "returnn")):
-        return "%s imports this repository's package, not RETURNN" % RETURNN_PYTHON
-    return ""
-
-
-@pytest.fixture(scope="module", autouse=True)
-def need_returnn():
-    reason = returnn_unusable()
-    if reason:
-        pytest.skip("real RETURNN unavailable: " + reason)
-
 
 def run_returnn(workdir: Path, *args, expect_ok: bool = True) -> subprocess.CompletedProcess:
     """``python -m returnn ARGS`` of the RETURNN venv in ``workdir`` (outside the repository)."""
@@ -268,12 +229,6 @@ def assert_same_forward(ours: Path, theirs: Path, atol: float = 1e-5) -> None:
         np.testing.assert_allclose(a[tag], b[tag], atol=atol, rtol=0, err_msg=tag)
 
 
-def checkpoint_values(prefix: Path) -> Dict[str, np.ndarray]:
-    import tensorflow as tf
-    reader = tf.train.load_checkpoint(str(prefix))
-    return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()}
-
-
 def assert_same_parameters(ours: Path, theirs: Path) -> List[str]:
     """The network parameters of checkpoint ``theirs`` (RETURNN's) are in ``ours``, bit for bit."""
     a, b = checkpoint_values(ours), checkpoint_values(theirs)
@@ -459,174 +414,3 @@ def test_preload_prefix_inside_a_rec_unit(data, returnn_attention):
         values, stored = returnn_param_values(net), checkpoint_values(returnn_attention / "model.002")
     for name in ("W", "W_re", "b"):
         np.testing.assert_array_equal(values["output/rec/pre_s/rec/" + name], stored["output/rec/s/rec/" + name])
-
-
-# ---------------------------------------------------------------- in-process networks of this engine
-
-def rename_layers(body: str, names: Dict[str, str]) -> str:
-    for old, new in names.items():
-        body = re.sub(r'"%s"' % old, '"%s"' % new, body)
-    return body
-
-
-@contextlib.contextmanager
-def our_network(body_or_dict, config: dict, extern_data: dict = None):
-    """This engine's network of a config body (text with ``network`` and ``extern_data``) or of a
-    net dict, built with ``config`` (e.g. ``behavior_version``) as the global config."""
-    from returnn.config import Config, get_global_config, set_global_config
-    from returnn.extern_data import extern_data_from_config
-    from returnn.tf.network import TFNetwork
-    if isinstance(body_or_dict, str):
-        namespace: dict = {}
-        exec(body_or_dict, namespace)  # noqa: S102 - the test's own config text
-        net_dict, extern_data = namespace["network"], namespace["extern_data"]
-    else:
-        net_dict = body_or_dict
-    old = get_global_config()
-    set_global_config(Config(copy.deepcopy(config)))
-    try:
-        extern = extern_data_from_config(Config({"extern_data": copy.deepcopy(extern_data)}))
-        yield TFNetwork(copy.deepcopy(net_dict), extern)
-    finally:
-        set_global_config(old)
-
-
-# ---------------------------------------------------------------- many layer families, both ways
-
-OUT = {"is_output_layer": True}
-UNITS_EXTERN = {"data": {"dim": 5}, "classes": {"dim": 6, "sparse": True, "available_for_inference": True}}
-UNITS_BV12 = {
-    "lstm": dict(OUT, **{"class": "rec", "unit": "nativelstm2", "n_out": 6, "from": "data"}),
-    "std": dict(OUT, **{"class": "rec", "unit": "standardlstm", "n_out": 5, "from": "data"}),
-    "gru": dict(OUT, **{"class": "rec", "unit": "GRU", "n_out": 4, "from": "data"}),
-    "lstmp": dict(OUT, **{"class": "rec", "unit": "lstmp", "n_out": 3, "from": "data"}),
-    "block": dict(OUT, **{"class": "rec", "unit": "lstmblock", "n_out": 3, "from": "data"}),
-    "cudnn": dict(OUT, **{"class": "rec", "unit": "cudnnlstm", "n_out": 3, "from": "data"}),
-    "lnlstm": dict(OUT, **{"class": "rec", "unit": "layernormvariantslstm", "n_out": 3, "from": "data",
-                           "unit_opts": {"cell_norm": True}}),
-    "conv": dict(OUT, **{"class": "conv", "filter_size": (3,), "padding": "same", "n_out": 4, "with_bias": True,
-                         "activation": "relu", "from": "data"}),
-    "bn": dict(OUT, **{"class": "batch_norm", "masked_time": True, "from": "conv"}),
-    "bn1": dict(OUT, **{"class": "batch_norm", "param_version": 1, "masked_time": True, "from": "data"}),
-    "ln": dict(OUT, **{"class": "layer_norm", "from": "lstm"}),
-    "att": dict(OUT, **{"class": "self_attention", "num_heads": 2, "total_key_dim": 4, "n_out": 6, "from": "ln"}),
-    "tconv": dict(OUT, **{"class": "transposed_conv", "filter_size": (2,), "strides": (2,), "n_out": 3,
-                          "from": "att"}),
-    "sub": dict(OUT, **{"class": "subnetwork", "from": "data", "subnetwork": {
-        "a": {"class": "linear", "activation": "tanh", "n_out": 3, "from": "data"},
-        "output": {"class": "linear", "activation": None, "n_out": 2, "from": "a"}}}),
-    "scoped": dict(OUT, **{"class": "linear", "activation": None, "n_out": 2, "from": "data", "name_scope": "other"}),
-    "shared": dict(OUT, **{"class": "linear", "activation": None, "n_out": 2, "from": "data",
-                           "reuse_params": "scoped"}),
-    "var": dict(OUT, **{"class": "variable", "shape": (3,), "add_batch_axis": False}),
-    "cells": dict(OUT, **{"class": "rec", "from": "data", "unit": {
-        "c1": {"class": "rnn_cell", "unit": "LSTMBlock", "from": ["data:source", "prev:c2"], "n_out": 3},
-        "c2": {"class": "rnn_cell", "unit": "BasicLSTM", "from": "c1", "n_out": 3},
-        "output": {"class": "copy", "from": ["c1", "c2"]}}}),
-    "enc_k": {"class": "linear", "activation": "tanh", "n_out": 5, "from": ["att", "std"]},
-    "dec": {"class": "rec", "from": [], "target": "classes", "unit": {
-        "emb": {"class": "linear", "activation": None, "with_bias": False, "from": "output", "n_out": 4,
-                "initial_output": 0},
-        "s": {"class": "rnn_cell", "unit": "GRU", "from": ["prev:emb", "prev:ctx"], "n_out": 5},
-        "q": {"class": "linear", "activation": None, "from": "s", "n_out": 5},
-        "ctx": {"class": "dot_attention", "from": "q", "base": "base:gru", "base_ctx": "base:enc_k"},
-        "h": {"class": "rec", "unit": "nativelstm2", "from": ["s", "ctx"], "n_out": 4},
-        "prob": {"class": "softmax", "from": ["h", "ctx"], "target": "classes", "is_output_layer": True},
-        "output": {"class": "choice", "from": "prob", "target": "classes", "beam_size": 3, "initial_output": 0}}},
-    "dec_prob": dict(OUT, **{"class": "copy", "from": "dec/prob"}),
-}
-UNITS_BV0 = {  # behavior_version 0: batch_norm's param_version 0 names and shapes, conv without bias by default
-    "conv": dict(OUT, **{"class": "conv", "filter_size": (3,), "padding": "same", "n_out": 4, "from": "data"}),
-    "bn": dict(OUT, **{"class": "batch_norm", "from": "conv"}),
-    "lstm": dict(OUT, **{"class": "rec", "unit": "lstm", "n_out": 3, "from": "bn"}),
-    "basic": dict(OUT, **{"class": "rec", "unit": "basiclstm", "n_out": 3, "from": "conv"}),
-}
-UNIT_CASES = {"bv12": (UNITS_BV12, {"behavior_version": 12}), "bv0": (UNITS_BV0, {})}
-
-
-def units_inputs() -> Dict[str, np.ndarray]:
-    rng = np.random.RandomState(3)
-    lens, class_lens = np.array([7, 5, 3], np.int32), np.array([4, 3, 2], np.int32)
-    x = rng.normal(size=(3, 7, 5)).astype("float32") * (np.arange(7)[None, :, None] < lens[:, None, None])
-    c = rng.randint(0, 6, size=(3, 4)).astype("int32") * (np.arange(4)[None] < class_lens[:, None])
-    return {"data": x, "data:seq_len": lens, "classes": c, "classes:seq_len": class_lens}
-
-
-def our_outputs(net, inputs, names):
-    """{layer: (value, {axis: sizes})} in RETURNN's order: batch, spatial axes, feature."""
-    import tensorflow as tf
-    from returnn.tf.layers import RunContext
-    outs = net.forward({k: tf.constant(v) for k, v in inputs.items()}, RunContext(False), only=list(names))
-    res = {}
-    for name in names:
-        out = outs[name].copy_as_batch_time_feature()
-        sizes = {i: np.asarray(out.size(i)) for i in range(out.data.batch_ndim) if out.data.dims[i].is_dynamic()}
-        res[name] = (out.tensor.numpy(), sizes)
-    return res
-
-
-def assert_same_output(ours, theirs: np.ndarray, sizes: Dict[int, np.ndarray], where: str) -> None:
-    value, our_sizes = ours
-    assert value.shape == theirs.shape, (where, value.shape, theirs.shape)
-    mask = np.ones(value.shape, bool)
-    for axis, size in sizes.items():
-        np.testing.assert_array_equal(our_sizes[axis], size, err_msg=where)
-        shape = [1] * value.ndim
-        shape[0], shape[axis] = value.shape[0], value.shape[axis]
-        mask &= (np.arange(value.shape[axis])[None] < size[:, None]).reshape(shape)
-    np.testing.assert_allclose(np.where(mask, value, 0), np.where(mask, theirs, 0), atol=1e-5, rtol=0, err_msg=where)
-
-
-def test_units_checkpoint_files_both_ways(tmp_path):
-    """Ours -> RETURNN: our checkpoint of random parameters has every parameter RETURNN's network
-    has, and RETURNN's outputs after loading it are ours. RETURNN -> ours: RETURNN's saved
-    checkpoint (random values, batch-norm statistics too) loads here, parameter by parameter equal
-    by name, with RETURNN's outputs."""
-    import tensorflow as tf
-    from returnn.tf.checkpoint import CheckpointManager
-    from returnn.tf.returnn_params import returnn_param_shapes, returnn_param_values, set_returnn_param_values
-    inputs = units_inputs()
-    np.savez(tmp_path / "inputs.npz", **inputs)
-    spec, ours = {"inputs": str(tmp_path / "inputs.npz"), "cases": []}, {}
-    for name, (net_dict, config) in UNIT_CASES.items():
-        layers = [k for k, v in net_dict.items() if v.get("is_output_layer")]
-        with our_network(net_dict, config, UNITS_EXTERN) as net:
-            rng = np.random.RandomState(5)
-            set_returnn_param_values(net, {k: ((np.abs(rng.normal(size=s)) + 0.5) if "variance" in k else
-                                               rng.normal(size=s) * 0.5).astype("float32")
-                                           for k, s in returnn_param_shapes(net).items()})
-            CheckpointManager(str(tmp_path / ("ours_" + name)), network=net,
-                              global_step=tf.Variable(0, dtype=tf.int64)).save(1)
-            ours[name] = our_outputs(net, inputs, layers)
-        spec["cases"].append({"name": name, "network": net_dict, "extern_data": UNITS_EXTERN, "config": config,
-                              "layers": layers, "ours": str(tmp_path / ("ours_%s.001" % name)),
-                              "returnn": str(tmp_path / ("returnn_%s.001" % name))})
-    (tmp_path / "spec.json").write_text(json.dumps(spec))
-    proc = subprocess.run([str(RETURNN_PYTHON), str(UNITS_SCRIPT), str(tmp_path / "spec.json"),
-                           str(tmp_path / "out.npz")], cwd=str(tmp_path), env=child_env({"DISABLE_CUDA": "1"}),
-                          capture_output=True, text=True, timeout=TIMEOUT)
-    assert proc.returncode == 0, describe(proc)
-    with np.load(tmp_path / "out.npz") as z:
-        res = {k: z[k] for k in z.files}
-    for name, (net_dict, config) in UNIT_CASES.items():
-        assert str(res[name + "/missing"]) == "", "RETURNN's parameters missing in our checkpoint: %s" % res[
-            name + "/missing"]
-        layers = [k for k, v in net_dict.items() if v.get("is_output_layer")]
-        sizes = {layer: {int(k.rsplit("/", 1)[1]): v for k, v in res.items()
-                         if k.startswith("%s/size/%s/" % (name, layer))} for layer in layers}
-        for layer in layers:
-            assert_same_output(ours[name][layer], res["%s/ours/%s" % (name, layer)], sizes[layer],
-                               "%s: RETURNN's output of %r over our checkpoint" % (name, layer))
-        with our_network(net_dict, config, UNITS_EXTERN) as net:
-            prefix = str(tmp_path / ("returnn_%s.001" % name))
-            CheckpointManager(str(tmp_path / "x"), network=net).restore(prefix, params_only=True)
-            values, stored = returnn_param_values(net), checkpoint_values(Path(prefix))
-            saved = [n for n in str(res[name + "/params"]).split("\n") if n != "global_step"]
-            assert sorted(values) == sorted(saved), "names: only ours %s, only RETURNN's %s" % (
-                sorted(set(values) - set(saved)), sorted(set(saved) - set(values)))
-            for param, value in values.items():
-                np.testing.assert_array_equal(value, stored[param], err_msg="%s: %s" % (name, param))
-            theirs = our_outputs(net, inputs, layers)
-        for layer in layers:
-            assert_same_output(theirs[layer], res["%s/returnn/%s" % (name, layer)], sizes[layer],
-                               "%s: our output of %r over RETURNN's checkpoint" % (name, layer))

@@ -207,9 +207,14 @@ class WindowLayer(_ShapeLayer):
             self.left, self.right = _window_sides(size, self.opt("window_left"), self.opt("window_right"))
             if self.left < 0 or self.right < 0 or self.left + self.right + 1 != size:
                 raise NetworkError("%s: window_left + window_right + 1 must equal window_size" % self.desc)
-        self.ax = self.axis(data, self.opt("axis"), "axis")
-        old = data.dims[self.ax]
         self.window_dim = wdim if isinstance(wdim, Dim) else Dim(size, kind=DimTypes.Spatial, description="%s:window" % name)
+        axis = self.opt("axis")
+        if data.time_dim_axis is None and (axis is None or (isinstance(axis, str) and axis.upper() in ("T", "TIME"))
+                                           or (isinstance(axis, Dim) and "single" in axis.description.lower())):
+            self._init_step_mode(name)
+            return
+        self.ax = self.axis(data, axis, "axis")
+        old = data.dims[self.ax]
         if self.padding == "same" and self.stride == 1:
             self.out_dim = given_dim(self, "out_spatial_dim", self.opt("out_spatial_dim"), old.dimension) or old
         else:
@@ -230,7 +235,39 @@ class WindowLayer(_ShapeLayer):
             out = out.copy(feature_dim_axis=data.feature_dim_axis + (data.feature_dim_axis > self.ax))
         self.output = out
 
+    step_mode = False  # inside a rec loop over its time axis: a window over the frames so far (below)
+
+    def _init_step_mode(self, name: str) -> None:
+        """RETURNN's recurrent variant: in a rec loop (one frame per step, the loop's time axis
+        meant) the output at step t holds the frames t - window_size + 1 .. t (zeros before the
+        first), the window axis after the batch axis; only windows into the past."""
+        if self.opt("window_left") is None and self.opt("window_right") is None:
+            raise NetworkError("%s: inside a rec loop, set window_right=0 or window_left=window_size-1 (RETURNN asserts "
+                               "it)" % self.desc)
+        if (self.opt("window_right") not in (None, 0)) or self.opt("window_left") not in (None, self.size - 1) \
+                or self.stride != 1 or self.padding != "same":
+            raise NetworkError("%s: inside a rec loop the window can only reach into the past (window_right 0, stride 1, "
+                               "padding 'same'), as in RETURNN" % self.desc)
+        data = self.input
+        self.step_mode = True
+        self.pos = 0 if data.batch_dim_axis is None else data.batch_dim_axis + 1
+        self.output = data.copy_add_dim_by_tag(self.window_dim, self.pos).copy(name)
+
+    def initial_state(self, batch: tf.Tensor, n_time: tf.Tensor) -> tf.Tensor:
+        """The window before the first frame: zeros."""
+        shape = [batch if d.is_batch_dim() else d.dimension for d in self.output.dims]
+        return tf.zeros(tf.stack(shape), tf.as_dtype(self.output.dtype))
+
+    def step(self, sources: List[LayerOutput], state: tf.Tensor, ctx: RunContext, t: tf.Tensor):
+        """One loop step: the window moves by this step's frame."""
+        frame = tf.expand_dims(tf.cast(self.inputs(sources, ctx).tensor, state.dtype), self.pos)
+        rest = tf.gather(state, tf.range(1, self.size), axis=self.pos)
+        window = tf.concat([rest, frame], axis=self.pos)
+        return self.make_output(window, sources), window
+
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
+        if self.step_mode:
+            raise NetworkError("%s: a window over the loop's frames runs only inside a rec layer's unit" % self.desc)
         x = self.inputs(sources, ctx)
         tensor = x.masked(0)
         pads = [[0, 0]] * self.input.batch_ndim
