@@ -44,3 +44,30 @@ def test_control_dependencies_and_errors():
     with pytest.raises(NetworkError, match="shape"):
         _net({"y": {"class": "reduce", "mode": "sum", "axes": "T", "from": "data"},
               "output": {"class": "variable_assign", "var": "v", "value": "y"}})
+
+
+@pytest.mark.parametrize("version", [0, 12])
+def test_a_variable_of_shape_one_broadcasts_into_any_axis_before_behavior_version_11(version):
+    """RETURNN's get_common_data (broadcast_matches before behavior_version 11): a scale variable of
+    shape [1] times a (B, T, F) value is (B, T, F) (published scale-learning configs); from 11 on the
+    size-1 axis is an axis of its own, which every source would need broadcasting to: refused."""
+    from returnn.config import Config, get_global_config, set_global_config
+    old = get_global_config(auto_create=True)
+    set_global_config(Config({"behavior_version": version}))
+    try:
+        def build():
+            return TFNetwork({"s": {"class": "variable", "shape": [1], "add_batch_axis": False, "init": 2.0},
+                              "o": {"class": "eval", "from": ["data", "s"], "eval": "source(0) * source(1)",
+                                    "is_output_layer": True}},
+                             {"data": Data("data", shape=(None, 3))})
+        if version >= 11:
+            with pytest.raises(NetworkError, match="'o'.*every source needs broadcasting.*s:var0"):
+                build()
+            return
+        net = build()
+    finally:
+        set_global_config(old)
+    assert net.layers["o"].output.dims == net.extern_data["data"].dims
+    x = np.random.RandomState(0).randn(2, 4, 3).astype("float32")
+    y = net.forward({"data": tf.constant(x), "data:seq_len": tf.constant([4, 2])}, RunContext(False))["o"]
+    np.testing.assert_allclose(y.tensor.numpy(), 2 * x, rtol=1e-6)

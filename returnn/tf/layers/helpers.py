@@ -5,7 +5,9 @@ The common layout follows RETURNN: axes are matched by dim equality; an unmatche
 matched to the unique unused axis of the same kind and size (e.g. two feature axes of equal size),
 else, when both were made by the engine (``auto_generated``: a variable's shape, extern data
 without dim tags), to the first unused axis of that size whatever its kind (RETURNN's
-``get_common_data``: ``treat_feature_as_spatial``, first match); anything else is a new axis that
+``get_common_data``: ``treat_feature_as_spatial``, first match); before behavior_version 11 an
+engine-made axis of size 1 (a variable of shape [1]) broadcasts into the first free axis of any
+size (RETURNN's ``broadcast_matches``); anything else is a new axis that
 the others broadcast over: two different dynamic axes (e.g. the time axes of two data keys) are two
 axes. When every source would need broadcasting (none has all axes of the result), RETURNN refuses from behavior_version 4 on (:func:`check_broadcast`).
 """
@@ -125,7 +127,17 @@ def _match(common: List[Dim], used: set, dim: Dim, own: Sequence[Dim], strict: b
     # RETURNN's get_common_data: static axes both made by the engine (auto_generated: a variable's
     # shape, extern data without dim tags) match whatever their kind, the first one first
     generated = [i for i in free if dim.auto_generated and common[i].auto_generated]
-    return generated[0] if generated and not dim.is_batch_dim() else None
+    if generated and not dim.is_batch_dim():
+        return generated[0]
+    if dim.dimension == 1 and dim.auto_generated and not dim.is_batch_dim():
+        # RETURNN before behavior_version 11 (broadcast_matches): an engine-made size-1 axis (a variable
+        # of shape [1]) broadcasts into the first free axis of any size instead of adding one
+        from returnn.tf.layers.norm import behavior_version
+        if behavior_version() < 11:
+            bcast = [i for i, c in enumerate(common) if i not in used and not c.is_batch_dim()
+                     and not any(c == d for d in own)]
+            return bcast[0] if bcast else None
+    return None
 
 
 def common_dims(dims_lists: Sequence[Sequence[Dim]], strict: bool = False, layer=None
