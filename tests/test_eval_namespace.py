@@ -60,3 +60,19 @@ def test_as_data_has_the_data_api_and_rec_step_index_outside_a_loop_fails():
         run(layer, [va])
     inside = layer([va], RunContext(False, tf.constant([1, 2], tf.int64), step=tf.constant(3)))
     np.testing.assert_allclose(inside.tensor.numpy()[0, :4], x[0, :4] + 3, rtol=1e-6)
+
+
+def test_eval_reaches_the_config_and_tfutils_modules():
+    """RETURNN's eval names include what its TFUtil imports (tf_compat, numpy, ...: a transducer
+    config calls tf_compat.v1.log), and self.network._config is the config (local-attention configs
+    call a config function through it)."""
+    from returnn.config import Config, get_global_config, set_global_config
+    a, va, x = btf(2)
+    old = get_global_config()
+    set_global_config(Config({"double_it": lambda t: t * 2.0}))
+    try:
+        expr = "self.network._config.typed_dict['double_it'](source(0)) + tf_compat.v1.log(numpy.float32(1.0))"
+        out = run(make("eval", {"eval": expr}, [a]), [va])
+    finally:
+        set_global_config(old)
+    np.testing.assert_allclose(out.tensor.numpy()[0, :4], 2 * x[0, :4], rtol=1e-6)

@@ -116,6 +116,12 @@ class NetworkView:
         from returnn.config import get_global_config
         return get_global_config()
 
+    @property
+    def _config(self):
+        """RETURNN's ``TFNetwork._config`` (the config), which eval strings read directly
+        (``self.network._config.typed_dict[...]`` in the 2019 local-attention configs)."""
+        return self.get_config()
+
     def cond_on_train(self, fn_train: Callable[[], Any], fn_eval: Callable[[], Any]) -> Any:
         """``fn_train()`` in training steps, else ``fn_eval()`` (the flag is known when tracing)."""
         return fn_train() if self._ctx is not None and self._ctx.train else fn_eval()
@@ -144,9 +150,21 @@ class _EvalSelf:
 
 
 def tf_util_names() -> Dict[str, Any]:
-    """The public functions of TFUtil, as RETURNN puts them into eval's names."""
+    """The public functions of TFUtil, as RETURNN puts them into eval's names, with the modules that
+    RETURNN's TFUtil imports at its top (eval strings use ``tf_compat.v1``, ``numpy``, ``os``)."""
+    import contextlib
+    import os
+    import sys
+    import typing
+
+    import numpy
+
+    from returnn.tf import compat as tf_compat
     from returnn.tf.util import basic as tf_util
-    return {k: v for k, v in vars(tf_util).items() if not k.startswith("_")}
+    names: Dict[str, Any] = {"tf_compat": tf_compat, "numpy": numpy, "os": os, "sys": sys, "contextlib": contextlib,
+                             "typing": typing}
+    names.update((k, v) for k, v in vars(tf_util).items() if not k.startswith("_"))
+    return names
 
 
 @register_layer
