@@ -192,6 +192,7 @@ def probe(entry: Dict[str, Any], mirrors: str, args: argparse.Namespace) -> Dict
     env = dict(os.environ, PROBE_TASK="train", PYTHONPATH=os.pathsep.join([REPO] + py_dirs),
                PROBE_SEQ2SEQ=entry.get("seq2seq", "1" if SEQ2SEQ_HINTS.search(text) else "0"))
     env.update(site.subst_env(subst))
+    env.update(site.import_packages(gd, entry["commit"], text, workdir, mirrors))
     if entry.get("lengths"):
         env["PROBE_LENGTHS"] = json.dumps(entry["lengths"])
     env.update({k: str(v) for k, v in entry.get("env", {}).items()})

@@ -14,6 +14,10 @@ was run, rebuilt in the probe's working directory.
   are rewritten to small files in ``WORKDIR/site/``
   (``PROBE_SUBST`` tells :mod:`published_configs_synth` to rewrite vocabularies with the config's
   target dim once it is known); :func:`substitute_in_modules` does the same in the copied modules.
+- :func:`import_packages`: repositories the config loads with RETURNN's ``import_("HOST/OWNER/NAME", ...)``
+  are cloned from their mirrors into the package directory (``RETURNN_PKG_PATH`` in the working
+  directory), the development tree checked out at the newest commit of any branch before the config's
+  commit (as the config's author likely had it); versions are added by ``import_`` itself (``git worktree``).
 - :func:`ext_args`: ``++ext_*`` values of Sisyphus-driven configs (``config.value("ext_model")`` & co.)
   that the list entry does not give: model and learning-rate file in the working directory, one epoch,
   no partition.
@@ -180,6 +184,32 @@ def substitute_files(text: str, workdir: str) -> Tuple[str, Dict[str, str]]:
         return repr(local)
 
     return SITE_LITERAL.sub(repl, text), subst
+
+
+IMPORT_CALL = re.compile(r"import_\(\s*[\"']([\w.-]+)/([\w.-]+)/([\w.-]+)[\"']")
+
+
+def import_packages(gd: str, rev: str, text: str, workdir: str, mirrors: str) -> Dict[str, str]:
+    """The environment of RETURNN's package directories, with clones of the mirrors of the repositories
+    the config's ``import_`` calls name (see the module doc); empty when it calls none."""
+    repos = sorted(set(IMPORT_CALL.findall(text)))
+    if not repos:
+        return {}
+    pkg = os.path.join(workdir, "pkg")
+    os.makedirs(pkg, exist_ok=True)
+    date = subprocess.run(["git", "--git-dir", gd, "log", "-1", "--format=%cI", rev], capture_output=True,
+                          text=True).stdout.strip()
+    for host, owner, name in repos:
+        base = os.path.join(mirrors, "%s+%s" % (owner, name), "repo")
+        mirror = next((c for c in (base, os.path.join(base, ".git")) if os.path.exists(os.path.join(c, "HEAD"))), None)
+        if mirror is None:
+            continue
+        dest = os.path.join(pkg, host, owner, name)
+        subprocess.run(["git", "clone", "-q", "--shared", "--no-checkout", mirror, dest], capture_output=True)
+        at = subprocess.run(["git", "-C", dest, "rev-list", "-1", "--all", "--before=" + date] if date else
+                            ["git", "-C", dest, "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+        subprocess.run(["git", "-C", dest, "checkout", "-q", "--detach", at or "HEAD"], capture_output=True)
+    return {"RETURNN_PKG_PATH": pkg, "RETURNN_PKG_IMPORT_PATH": os.path.join(workdir, "pkg-import")}
 
 
 def substitute_in_modules(dirs: List[str], workdir: str) -> Dict[str, str]:

@@ -247,12 +247,17 @@ class Config:
         namespace: Dict[str, Any] = dict(self.typed_dict)
         namespace.update({"__file__": filename, "__name__": "__returnn_config__", "config": self,
                           "__builtins__": config_builtins()})
+        # While the file runs, the config's entries are its namespace (RETURNN runs it in its typed_dict):
+        # code it calls sees the names set so far (config.value("target"), typed_dict["target"]).
+        entries, self.typed_dict = self.typed_dict, namespace
         try:
             exec(code, namespace)
         except Exception as exc:
             line = _config_error_line(exc, filename)
             raise ConfigError("%s:%s: error while running config: %s: %s"
                               % (filename, line, type(exc).__name__, exc)) from exc
+        finally:
+            self.typed_dict = entries
         for key, value in namespace.items():
             # '_name's stay readable (RETURNN's typed_value('_f'): config code hides helpers that way)
             if key.startswith("__") or key == "config" or _is_imported_object(value):

@@ -193,3 +193,37 @@ def check_dataset_matches(specs: Dict[str, Data], dataset: Dataset, dataset_name
             raise DataError("data key %r: config %s says %s, but dataset %s (%s) has %s data"
                             % (key, _config_key_for(key, config), "sparse" if spec.sparse else "dense",
                                dataset_name, where, "sparse" if info.sparse else "dense"))
+
+
+class ExternData:
+    """RETURNN's ``ExternData`` (``returnn.tf.network``), as far as code imported by configs uses it:
+    the data templates by key (``data``), given as :class:`Data` or as Data options (``extern_data``
+    entries). It holds templates only, no tensors."""
+
+    def __init__(self, data: Optional[Dict[str, Any]] = None, default_input: str = "data",
+                 default_target: str = "classes"):
+        self.data: Dict[str, Data] = {}
+        self.default_input, self.default_target = default_input, default_target
+        for key, value in (data or {}).items():
+            self.data[key] = value if isinstance(value, Data) else data_from_opts(key, dict(value))
+
+    def init_from_config(self, config: Config) -> None:
+        """The templates of ``config`` (its extern_data or num_inputs/num_outputs)."""
+        self.data.update(extern_data_from_config(config))
+
+    def register_data(self, data: Data) -> None:
+        if data.name in self.data:
+            raise ConfigError("ExternData: data key %r exists already" % data.name)
+        self.data[data.name] = data
+
+    def has_data(self, name: str) -> bool:
+        return name in self.data
+
+    def get_data(self, name: str) -> Data:
+        return self.data[name]
+
+    def get_default_input_data(self) -> Data:
+        return self.data[self.default_input]
+
+    def get_default_target_data(self) -> Data:
+        return self.data[self.default_target]

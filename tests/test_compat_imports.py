@@ -214,3 +214,38 @@ def test_util_helpers_configs_import(tmp_path):
             BehaviorVersion.require(False, "not allowed", 5)
     finally:
         set_global_config(Config())
+
+
+def test_returnn_layer_class_names_extern_data_and_vocabulary_classes(tmp_path):
+    """Names code imported by configs takes from RETURNN's modules (returnn-experiments' common/):
+    layer classes by RETURNN's class names (annotations, isinstance), ExternData (templates),
+    Vocabulary/BytePairEncoding/CharacterTargets from returnn.datasets.generating."""
+    from returnn.tf.layers.basic import EvalLayer, SoftmaxOverSpatialLayer, SplitDimsLayer
+    from returnn.tf.layers.rec import ChoiceLayer, RecLayer
+    from returnn.tf.layers.base import LAYER_CLASSES
+    assert (EvalLayer, SoftmaxOverSpatialLayer, SplitDimsLayer, ChoiceLayer) == tuple(
+        LAYER_CLASSES[n] for n in ("eval", "softmax_over_spatial", "split_dims", "choice"))
+    assert RecLayer is LAYER_CLASSES["rec"]
+    with pytest.raises(ImportError):
+        from returnn.tf.layers.basic import NoSuchLayer  # noqa: F401
+    from returnn.tf.network import ExternData
+    ext = ExternData({"data": {"shape": (None, 1)}, "classes": {"dim": 5, "sparse": True}})
+    assert ext.get_default_input_data().dim == 1 and ext.data["classes"].sparse and ext.has_data("classes")
+    with pytest.raises(ConfigError, match="needs 'dim' or 'shape'"):
+        ExternData({"x": {}})
+    from returnn.datasets.generating import BytePairEncoding, CharacterTargets, Vocabulary
+    vocab_file = tmp_path / "vocab"
+    vocab_file.write_text("{'<s>': 0, '</s>': 0, 'a': 1, 'b@@': 2, '<unk>': 3}\n")
+    vocab = Vocabulary.create_vocab(vocab_file=str(vocab_file), unknown_label="<unk>", seq_postfix=[0])
+    assert type(vocab) is Vocabulary and vocab.num_labels == 4
+    assert vocab.labels == ["<s>", "a", "b@@", "<unk>"]  # a shared id: the last label in sorted order, as RETURNN
+    assert vocab.get_seq("a zz a") == [1, 3, 1, 0] and vocab.get_seq_labels([1, 2]) == "a b@@"
+    assert Vocabulary(str(vocab_file)).unknown_label_id is None  # RETURNN's default 'UNK' is not in it
+    bpe = Vocabulary.create_vocab(vocab_file=str(vocab_file), bpe_file="codes", unknown_label=None)
+    assert isinstance(bpe, BytePairEncoding) and bpe.labels[2] == "b@@"
+    with pytest.raises(ConfigError, match="BytePairEncoding.get_seq .* is not available here"):
+        bpe.get_seq("a b")
+    chars = Vocabulary.create_vocab(**{"class": "CharacterTargets", "vocab_file": None, "labels": ["a", "b", "c"]})
+    assert isinstance(chars, CharacterTargets) and chars.get_seq("cab") == [2, 0, 1]
+    with pytest.raises(ConfigError, match="num_labels says 9"):
+        Vocabulary(str(vocab_file), num_labels=9)

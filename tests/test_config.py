@@ -71,6 +71,34 @@ def test_config_reads_overrides_while_running(tmp_path):
     assert config.typed_value("name") == "run-none"
 
 
+def test_code_a_config_calls_sees_the_names_set_so_far(tmp_path):
+    """RETURNN runs a Python config in its typed_dict: a function the config calls while it runs (code of
+    an imported module: get_global_config().typed_dict["target"]) sees the names set before the call,
+    also those of an earlier config file; afterwards the entries are as before (imports not entries)."""
+    helper = tmp_path / "cfg_helper.py"
+    helper.write_text("from returnn.config import get_global_config\n"
+                      "def target_dim():\n"
+                      "    config = get_global_config()\n"
+                      "    return config.typed_dict['target'], config.int('dim', 0), config.has('later')\n")
+    write_config(tmp_path / "first.config", "#!rnn.py\ndim = 7\n")
+    path = write_config(tmp_path / "a.config", textwrap.dedent("""\
+        #!rnn.py
+        import sys
+        sys.path.insert(0, %r)
+        from cfg_helper import target_dim
+        target = "classes"
+        seen = target_dim()
+        later = 1
+        """ % str(tmp_path)))
+    from returnn.config import set_global_config
+    config = Config()
+    set_global_config(config)
+    config.parse_cmd_args([str(tmp_path / "first.config"), str(path)])
+    assert config.typed_value("seen") == ("classes", 7, False)
+    assert not config.has("sys") and not config.has("target_dim") and not config.has("__builtins__")
+    assert config.typed_value("later") == 1 and config.typed_value("dim") == 7
+
+
 def test_override_wins_over_config_value(tmp_path):
     config = _load(tmp_path, "num_epochs = 5\nlearning_rate = 0.5\nmodel = '/x/model'\n",
                    args=["++num_epochs", "7", "++model", "/y/model"])

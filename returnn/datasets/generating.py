@@ -208,14 +208,19 @@ class StaticDataset(InMemoryDataset):
 from returnn.datasets.tasks import (CopyTaskDataset, TaskEpisodicCopyDataset,  # noqa: E402,F401
                                     TaskNumberBaseConvertDataset, TaskXmlModelingDataset)
 _IN_DUMMY = ("DummyDataset", "DummyDatasetMultipleSequenceLength", "DummyDatasetMultipleDataKeys")
+_IN_VOCABULARY = ("Vocabulary", "BytePairEncoding", "CharacterTargets")
 
 
 def __getattr__(name: str) -> Any:
     """RETURNN's dummy datasets, importable from here as in RETURNN (``from returnn.datasets.generating
-    import DummyDataset``); defined in :mod:`returnn.datasets.dummy`, which builds on this module."""
+    import DummyDataset``); defined in :mod:`returnn.datasets.dummy`, which builds on this module; its
+    vocabulary classes (:mod:`returnn.datasets.vocabulary`)."""
     if name in _IN_DUMMY:
         from returnn.datasets import dummy
         return getattr(dummy, name)
+    if name in _IN_VOCABULARY:
+        from returnn.datasets import vocabulary
+        return getattr(vocabulary, name)
     raise AttributeError("module %r has no attribute %r" % (__name__, name))
 # RETURNN's classes of this module that are refused here, importable as there (returnn/datasets/not_here.py)
 from returnn.datasets.not_here import (BlissDataset, DummyGenericDataset, Enwik8Corpus,  # noqa: E402,F401

@@ -13,7 +13,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 import tensorflow as tf
 
 from returnn.errors import NetworkError
-from returnn.extern_data import batch_array_axes, check_batch_deliverable, size_key
+from returnn.extern_data import ExternData, batch_array_axes, check_batch_deliverable, size_key  # noqa: F401
 from returnn.tensor import Data
 from returnn.tf.layers import reuse, undefined_dims
 from returnn.tf.layers.base import LAYER_CLASSES, Layer, RunContext, get_layer_class

@@ -334,8 +334,14 @@ from returnn.tf.layers.config_layer import (LayerBase, _ConcatInputLayer, auto_r
 def __getattr__(name: str) -> Any:
     """RETURNN's API for loss classes defined in configs (``Loss``, ``OutputWithActivation``,
     ``_LossClassDict``, ``get_loss_class``), from returnn/tf/config_loss.py (imported on first use:
-    it needs the engine's losses, which need this package)."""
+    it needs the engine's losses, which need this package); RETURNN's layer class names (``EvalLayer``)
+    as the engine's layer classes (returnn/tf/layers/catalog.py)."""
     if name in ('Loss', 'OutputWithActivation', '_LossClassDict', 'get_loss_class'):
         from returnn.tf import config_loss
         return getattr(config_loss, name)
+    if name.endswith("Layer"):  # RETURNN's layer class names (EvalLayer, ...): the engine's classes
+        from returnn.tf.layers.catalog import layer_class_by_returnn_name
+        cls = layer_class_by_returnn_name(name)
+        if cls is not None:
+            return cls
     raise AttributeError("module %r has no attribute %r" % (__name__, name))

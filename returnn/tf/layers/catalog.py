@@ -6,7 +6,7 @@ tables in docs/compat.md (``tools/gen-docs.py``) cannot go stale.
 """
 from __future__ import annotations
 
-from typing import List, Tuple
+from typing import Any, List, Tuple
 
 # RETURNN's layer classes (TF backend), aliases included.
 RETURNN_LAYER_CLASSES = tuple("""
@@ -94,3 +94,20 @@ def summary() -> str:
     return ("%i of RETURNN's %i layer class names work here (%i cannot: they need software outside TensorFlow), "
             "%i of its %i rec unit names." % (layers.count("yes"), len(layers), layers.count("no"),
                                                 units.count("yes"), len(units)))
+
+
+def returnn_class_name(layer_class: str) -> str:
+    """RETURNN's Python class name of a layer class name: ``softmax_over_spatial`` -> ``SoftmaxOverSpatialLayer``."""
+    return "".join(part[:1].upper() + part[1:] for part in layer_class.split("_")) + "Layer"
+
+
+def layer_class_by_returnn_name(name: str) -> Any:
+    """The engine's layer class standing for RETURNN's Python class ``name`` (``EvalLayer``, ``RecLayer``:
+    what ``from returnn.tf.layers.basic import EvalLayer`` gives a config, for annotations and
+    ``isinstance``), found by its layer class names or its own class name; None if there is none."""
+    from returnn.tf import layers as _all  # noqa: F401  (fills the registry)
+    from returnn.tf.layers.base import LAYER_CLASSES
+    for layer_class, cls in sorted(LAYER_CLASSES.items()):
+        if not layer_class.startswith("_") and name in (returnn_class_name(layer_class), cls.__name__):
+            return cls
+    return None

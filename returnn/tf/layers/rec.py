@@ -227,3 +227,14 @@ class RecLayer(Layer):
             else:
                 out.last_state = lambda: (final[1], final[0])
         return out
+
+
+def __getattr__(name: str) -> Any:
+    """RETURNN's layer class names of its ``rec`` module (``RecLayer``, ``ChoiceLayer``, ...) as the
+    engine's layer classes (returnn/tf/layers/catalog.py), for annotations and ``isinstance``."""
+    if name.endswith("Layer"):
+        from returnn.tf.layers.catalog import layer_class_by_returnn_name
+        cls = layer_class_by_returnn_name(name)
+        if cls is not None:
+            return cls
+    raise AttributeError("module %r has no attribute %r" % (__name__, name))
