@@ -259,6 +259,19 @@ def test_extern_data_errors_are_one_line(value, msg):
         extern_data_from_config(_config(extern_data=value))
 
 
+def test_extern_data_dim_none_given_takes_returnn_default_shape():
+    """RETURNN: 'dim': None without a shape is a time axis (sparse: indices without a class dim, e.g.
+    a transducer config's relative_t positions), dense with a feature axis of unknown size too."""
+    specs = extern_data_from_config(_config(extern_data={
+        "relative_t": {"dim": None, "sparse": True, "available_for_inference": False},
+        "feat": {"dim": None}}))
+    rel = specs["relative_t"]
+    assert rel.sparse and rel.dim is None and rel.batch_shape == (None, None) and rel.time_dim_axis == 1
+    assert rel.dtype == "int32" and not rel.available_for_inference
+    feat = specs["feat"]
+    assert not feat.sparse and feat.batch_shape == (None, None, None) and feat.feature_dim_axis == 2
+
+
 def test_network_on_shared_time_tags_feeds_sizes_per_key():
     time = SpatialDim("time")
     specs = extern_data_from_config(_config(extern_data={
