@@ -78,6 +78,12 @@ def test_sparse_source_and_out_type():
     np.testing.assert_allclose(run(doubled, [va]).tensor.numpy()[0], np.concatenate([x[0], -x[0]], -1), rtol=1e-6)
     by_fn = make("eval", {"eval": "source(0)", "out_type": lambda sources, name, **_: sources[0].output.copy()}, [a])
     assert by_fn.output.dims == a.dims and by_fn.output.name == "lay"
+    # RETURNN: sparse without 'dim' are indices of unknown range (the transducer configs' positions t)
+    pos = Data("p", dims=[batch_dim, time], dtype="int32")
+    idx = make("eval", {"eval": "source(0) * 2", "out_type": {"sparse": True, "dtype": "int32"}}, [pos])
+    assert idx.output.sparse and idx.output.dim is None and idx.output.dims == pos.dims
+    np.testing.assert_array_equal(run(idx, [LayerOutput(tf.constant(labels), pos, {time: tf.constant(LENS)})])
+                                  .tensor.numpy(), labels * 2)
 
 
 def test_callable_eval_locals_and_bias():

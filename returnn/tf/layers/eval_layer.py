@@ -30,7 +30,7 @@ from returnn.tensor import Data, Dim
 from returnn.tf.activations import get_activation
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
 from returnn.tf.layers.basic import CombineLayer
-from returnn.tf.layers.helpers import check_broadcast, common_dims, new_feature_dim
+from returnn.tf.layers.helpers import check_broadcast, common_dims, new_feature_dim, returnn_common_order
 from returnn.tf.layers.options import Option
 from returnn.tf.layers.output import align_tensor
 from returnn.tf.layers.undefined_dims import fill_dynamic, leading_data
@@ -205,6 +205,8 @@ class EvalLayer(Layer):
         # auto_convert layout: the union of the sources' dims, the source with most axes first
         base = max(sources, key=lambda s: s.batch_ndim) if sources else None
         layout, maps = common_dims(([base.dims] if base else []) + [s.dims for s in sources])
+        if base is not None:  # new axes where RETURNN's get_common_data puts them
+            layout, maps = returnn_common_order(base, layout, maps)
         if not callable(self.opt("out_type")):
             check_broadcast(self, [s.dims for s in sources], layout, maps[1:])
         self.layout, self.maps, self.n = layout, maps[1:], len(layout)
@@ -262,9 +264,7 @@ class EvalLayer(Layer):
         sparse = bool(out_type.get("sparse", out.sparse))
         dim = out_type.get("dim", out.dim if sparse == out.sparse else None)
         dtype = out_type.get("dtype", out.dtype if sparse == out.sparse else None)
-        if sparse:
-            if dim is None:
-                raise NetworkError("%s: option 'out_type': sparse output needs 'dim'" % self.desc)
+        if sparse:  # without 'dim': indices of unknown range (RETURNN: a sparse dim of size None)
             sparse_dim = out.sparse_dim if out.sparse and dim == out.dim else new_feature_dim(self.layer_name, dim)
             return out.copy(sparse_dim=sparse_dim, dtype=dtype or "int32", feature_dim_axis=None)
         if out.sparse:
