@@ -202,8 +202,8 @@ def probe(entry: Dict[str, Any], mirrors: str, args: argparse.Namespace) -> Dict
     result.update(rc=rc, error=line, seconds=round(took, 1), kind=classify(rc, line, entry, caught), workdir=rundir,
                   guarded=caught)
     if rc == 0 and args.search and has_choice(text, rundir):
-        env["PROBE_TASK"] = "search"
-        rc, line, took, _ = run_rnn(rundir, name, env, args.timeout, extra)
+        env["PROBE_TASK"] = "search"  # ++task on the command line: config code reading config.value("task") sees it
+        rc, line, took, _ = run_rnn(rundir, name, env, args.timeout, extra + ["++task", "search"])
         result.update(search_rc=rc, search_error=line, search_kind=classify(rc, line, entry))
     if not args.keep:
         shutil.rmtree(workdir, ignore_errors=True)
