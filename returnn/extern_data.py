@@ -188,9 +188,9 @@ def check_dataset_matches(specs: Dict[str, Data], dataset: Dataset, dataset_name
         if key not in infos:
             continue
         info = infos[key]
-        if info.dim != spec.dim:
+        if spec.dim is not None and info.dim != spec.dim:  # dim None: any (e.g. indices of unknown range)
             what = "input dim" if key == "data" else "dim of %r" % key
-            raise DataError("%s mismatch: config %s says %i, but dataset %s (%s) has %i"
+            raise DataError("%s mismatch: config %s says %s, but dataset %s (%s) has %s"
                             % (what, _config_key_for(key, config), spec.dim, dataset_name, where, info.dim))
         if info.sparse != spec.sparse:
             raise DataError("data key %r: config %s says %s, but dataset %s (%s) has %s data"

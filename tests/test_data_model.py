@@ -315,3 +315,22 @@ def test_rec_on_time_major_input_equals_batch_major():
     out = layer([LayerOutput(tf.constant(np.transpose(x, [1, 0, 2])), tm, {time: lens})], RunContext(False))
     assert layer.output.dims[:2] == (batch_dim, time) and out.seq_len is lens
     np.testing.assert_allclose(out.tensor.numpy(), ref.tensor.numpy(), atol=1e-6)
+
+
+def test_dataset_check_accepts_any_dim_where_extern_data_says_none():
+    """extern_data {"dim": None, "sparse": True} (indices of unknown range, the latent-attention
+    alignments): a dataset of any dim matches (it was a TypeError formatting the mismatch); a real
+    mismatch is one line."""
+    from returnn.config import Config
+    from returnn.datasets import init_dataset
+    from returnn.errors import DataError
+    from returnn.extern_data import check_dataset_matches, extern_data_from_config
+    config = Config({"extern_data": {"data": {"dim": 3}, "align": {"dim": None, "shape": (None,), "sparse": True}}})
+    specs = extern_data_from_config(config)
+    dataset = init_dataset({"class": "StaticDataset", "data": [{"data": np.zeros((2, 3), "float32"),
+                                                                   "align": np.array([0, 5], "int32")}],
+                            "output_dim": {"data": [3, 2], "align": [7, 1]}})
+    check_dataset_matches(specs, dataset, "train", config)
+    bad = extern_data_from_config(Config({"extern_data": {"data": {"dim": 4}}}))
+    with pytest.raises(DataError, match="input dim mismatch: config extern_data\\['data'\\] says 4, but dataset train"):
+        check_dataset_matches(bad, dataset, "train", Config({"extern_data": {"data": {"dim": 4}}}))
