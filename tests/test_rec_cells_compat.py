@@ -89,6 +89,41 @@ def test_rec_weight_dropout_only_in_training():
     TFNetwork(outputs({"l": {"class": "rec", "unit": "lstmp", "n_out": 8, "from": "data", "sampling": 1}}), extern)
 
 
+def test_rec_weight_dropout_of_a_rec_layer_in_a_loop():
+    """RETURNN's NativeLstm2 inside a rec loop (the transducer configs' decoder LSTM 's' in search, or
+    not moved out): unit_opts rec_weight_dropout drops W_re out at each step call (a new mask per
+    step, training only); in evaluation the values are the plain LSTM's (numpy)."""
+    def loop(unit_opts):
+        return TFNetwork(outputs({"r": {"class": "rec", "from": "data", "unit": {
+            "s": {"class": "rec", "unit": "nativelstm2", "n_out": 6, "from": ["data:source", "prev:output"],
+                  "unit_opts": unit_opts},  # prev:output keeps it in the loop
+            "output": {"class": "combine", "kind": "add", "from": ["s", "prev:s"]}}}}),
+            {"data": Data("data", shape=(None, 3))})
+    net, ref = loop({"rec_weight_dropout": 0.5}), loop({})
+    layer = net.layers["r"].layers["s"]
+    for a, b in zip(layer.trainable_variables, ref.layers["r"].layers["s"].trainable_variables):
+        b.assign(a)
+    batch, x = _batch()
+    evaluated = net.forward(batch, RunContext(False))["r/s"].tensor.numpy()
+    np.testing.assert_allclose(evaluated, ref.forward(batch, RunContext(False))["r/s"].tensor.numpy(), rtol=1e-6)
+    w, w_re, bias = layer.W.numpy(), layer.W_re.numpy(), layer.bias.numpy()
+    assert w.shape == (3 + 6, 24)
+    h, c, prev_out = np.zeros(6), np.zeros(6), np.zeros(6)
+    for t in range(LENS[0]):  # numpy LSTM (RETURNN's gate order i, g, f, o; forget bias 0)
+        i, g, f, o = np.split(np.concatenate([x[0, t], prev_out]) @ w + h @ w_re + bias, 4)
+        c = _sig(f) * c + _sig(i) * np.tanh(g)
+        h, prev_out = _sig(o) * np.tanh(c), _sig(o) * np.tanh(c) + h
+        np.testing.assert_allclose(evaluated[0, t], h, rtol=1e-4, atol=1e-5)
+    seed = tf.constant([3, 4], tf.int64)
+    trained = net.forward(batch, RunContext(True, seed))["r/s"].tensor.numpy()
+    untouched = ref.forward(batch, RunContext(True, seed))["r/s"].tensor.numpy()
+    np.testing.assert_allclose(trained[0, 0], untouched[0, 0], rtol=1e-6)  # step 0: h = 0, W_re unused
+    assert not np.allclose(trained[0, 1:4], untouched[0, 1:4])
+    with pytest.raises(NetworkError, match="rec_weight_dropout"):
+        TFNetwork(outputs({"c": {"class": "rnn_cell", "unit": "lstmblock", "n_out": 4, "from": "data",
+                                 "unit_opts": {"rec_weight_dropout": 0.5}}}), {"data": Data("data", shape=(None, 3))})
+
+
 def test_json_config_with_comments(tmp_path):
     from returnn.config import Config
     path = tmp_path / "old.config"

@@ -134,6 +134,10 @@ class RnnCellLayer(Layer):
             set(RHN_OPTS) if self.kind == "rhn" else set()
         if self.kind == "lstm" and unit_layout(self.unit, self.in_rnn_cell) == "lstm_cell":
             known.add("use_peepholes")  # TensorFlow's LSTMCell
+        if self.kind == "lstm" and not self.in_rnn_cell:  # a rec layer's LSTM in a loop: its unit_opts there
+            known.add("rec_weight_dropout")
+        # RETURNN's NativeLstm2 in a loop: W_re dropped out at each call, i.e. a new mask per step (training)
+        self.rec_weight_dropout = rate(self.desc, "rec_weight_dropout", unit_opts.get("rec_weight_dropout"))
         unknown = set(unit_opts) - known
         if unknown and self.kind != "lnlstm":  # the layer-norm LSTM checks its own unit_opts
             raise NetworkError("%s: unknown unit_opts %s (known: %s)" % (self.desc, known_list(unknown), known_list(known)))
@@ -276,7 +280,10 @@ class RnnCellLayer(Layer):
             h, c = self.ln_cell.step(x, state[0], state[1], self.ln_cell.masks(tf.shape(x)[0], seed))
             return h, (h, c)
         if self.kind in ("lstm", "zoneout"):
-            h, c = lstm_step(x + tf.matmul(state[0], self.W_re), state[1], self.forget_bias, self.peepholes)
+            w_re = self.W_re
+            if self.rec_weight_dropout and seed is not None:
+                w_re = w_re * dropout_scale(tf.shape(w_re), self.rec_weight_dropout, seed + [0, 97], w_re.dtype)
+            h, c = lstm_step(x + tf.matmul(state[0], w_re), state[1], self.forget_bias, self.peepholes)
             if self.kind == "lstm":
                 return h, (h, c)
             zc, zh = self.zoneout
