@@ -225,3 +225,38 @@ def test_dense_search_output_is_written_as_frames(tmp_path, fmt):
         assert ast.literal_eval(text) == {"a": [[0.0, 0.25], [0.5, 0.75]], "b": []}
     else:
         assert text == "a\t[[0.0, 0.25], [0.5, 0.75]]\nb\t[]\n"
+
+
+@pytest.mark.parametrize("beam", [0, 2])
+def test_search_exports_in_loop_frames_with_the_encoder_lengths(beam):
+    """An in-loop layer with is_output_layer over the encoder frames (Tacotron's accumulated attention
+    weights) is read from outside after the search with the encoder's lengths per sequence (beam 0:
+    a regression choice; else a label search with that beam)."""
+    extern = {"data": Data("data", shape=(None, 2)), "target": Data("target", shape=(None, 2)),
+              "classes": Data("classes", dim=3, sparse=True)}
+    if beam:
+        pred = {"class": "softmax", "from": ["prev:choice"], "n_out": 3}
+        choice = {"class": "choice", "from": "pred", "target": "classes", "beam_size": beam}
+    else:
+        pred = {"class": "linear", "activation": None, "from": ["prev:choice"], "n_out": 2}
+        choice = {"class": "choice", "from": "pred", "input_type": "regression", "target": "target"}
+    net = TFNetwork({
+        "enc_energy": {"class": "linear", "activation": None, "from": "data", "n_out": 1},
+        "output": {"class": "rec", "from": [], "target": "classes" if beam else "target", "max_seq_len": 3, "unit": {
+            "pred": pred,
+            "choice": choice,
+            "q": {"class": "linear", "activation": None, "from": "prev:choice", "n_out": 1},
+            "energy": {"class": "combine", "kind": "add", "from": ["base:enc_energy", "q"]},
+            "att_w": {"class": "softmax_over_spatial", "from": "energy", "is_output_layer": True},
+            "output": {"class": "copy", "from": "choice"}}},
+    }, extern, search=True)
+    x = np.random.RandomState(0).randn(2, 5, 2).astype("float32")
+    outs = net.forward({"data": tf.constant(x), "data:seq_len": tf.constant([5, 2])}, RunContext(False),
+                       only=["output", "output/att_w"])
+    att = outs["output/att_w"]
+    enc_time = net.layers["enc_energy"].output.time_dim
+    assert att.sizes[enc_time].numpy().tolist() == [5, 2] and outs["output"].seq_len.numpy().tolist() == [3, 3]
+    w = att.tensor.numpy()  # (B, T_dec, T_enc, 1): each step's weights sum to 1 over the real encoder frames
+    t_axis = att.data.dims.index(enc_time)
+    np.testing.assert_allclose(np.sum(np.nan_to_num(att.masked(0.0).numpy()), axis=t_axis), 1.0, rtol=1e-5)
+    assert w.shape[t_axis] == 5

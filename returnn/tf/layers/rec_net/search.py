@@ -104,6 +104,12 @@ class BeamSearchRun(UnitRun):
             return tf.cast(value, tf.int32)
         return tf.constant(int(spec), tf.int32)
 
+    def _outer_sizes(self, template, base_batch: tf.Tensor, k: int) -> Dict[Any, tf.Tensor]:
+        """The sizes of the other dynamic axes of an exported in-loop layer (e.g. attention weights over
+        the encoder frames), per sequence."""
+        return {d: _debeam(self.sizes[d], base_batch, k) for d in template.dims
+                if d.is_dynamic() and d != self.rec.time_dim and d in self.sizes}
+
     def _expand_inputs(self) -> None:
         self.outer = {k: expand_beam(v, self.k) for k, v in self.outer.items()}
         if self.source is not None:
@@ -227,12 +233,18 @@ class BeamSearchRun(UnitRun):
         self.best_scores = tf.gather(scores, best, batch_dims=1)
         sizes = {rec.time_dim: seq_len}
         stacked = {n: frames.stack_steps(tf.gather(ta.stack(), beams, axis=2, batch_dims=2), templates[n], rec.time_dim,
-                                         sizes) for n, ta in outs.items()}  # (T, B, ...) frames of the best
+                                         {**self._outer_sizes(templates[n], base_batch, k), **sizes})
+                   for n, ta in outs.items()}  # (T, B, ...) frames of the best
         main = stacked.pop(CHOICE_SUB + "value") if self.regression else \
             frames.stack_steps(labels, choice_tmpl, rec.time_dim, sizes)
         main.sub_outputs = {n[len(CHOICE_SUB):]: stacked.pop(n) for n in list(stacked) if n.startswith(CHOICE_SUB)}
         self.exported = {n: LayerOutput(v.tensor, rec.sub_template(n), v.sizes) for n, v in stacked.items()}
         return main
+
+
+def _debeam(size: tf.Tensor, base_batch: tf.Tensor, k: int) -> tf.Tensor:
+    """Sizes over the expanded batch (B * K,) as (B,) (the hypotheses of a sequence share them)."""
+    return tf.reshape(size, [base_batch, k])[:, 0] if len(size.shape) == 1 and k > 1 else size
 
 
 def _combine_sources(logps: List[tf.Tensor], beams: List[int]):
