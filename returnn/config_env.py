@@ -49,8 +49,17 @@ OLD_MODULE_NAMES: Dict[str, str] = {
 }
 
 
+# old (RETURNN < 2020: its root on sys.path) package -> package here, with its submodules
+# (``from extern.HawkAaronWarpTransducer import rnnt_loss`` in the 2020 transducer configs)
+OLD_PACKAGE_NAMES: Dict[str, str] = {"extern": "returnn.extern"}
+
+
 def _target_of(fullname: str) -> Optional[str]:
-    """The module an old name stands for: ``TFUtil`` and ``returnn.TFUtil`` -> returnn.tf.util.basic."""
+    """The module an old name stands for: ``TFUtil`` and ``returnn.TFUtil`` -> returnn.tf.util.basic;
+    ``extern.X`` -> returnn.extern.X."""
+    for old, new in OLD_PACKAGE_NAMES.items():
+        if fullname == old or fullname.startswith(old + "."):
+            return new + fullname[len(old):]
     if fullname.startswith("returnn."):
         fullname = fullname[len("returnn."):]
     return OLD_MODULE_NAMES.get(fullname)

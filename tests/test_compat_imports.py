@@ -56,6 +56,21 @@ def test_old_module_imports_give_the_new_modules(tmp_path):
     assert config.typed_value("wrapped") == 30
 
 
+def test_old_extern_package_and_its_submodules(tmp_path):
+    """RETURNN < 2020 had extern/ at its root: 'from extern.HawkAaronWarpTransducer import rnnt_loss'
+    (the 2020 RNN-T configs) is returnn.extern's module."""
+    config = load(tmp_path, """
+        from extern.HawkAaronWarpTransducer import rnnt_loss
+        from extern.WarpRna import rna_loss
+        import extern
+        refs = (rnnt_loss, rna_loss, extern)
+        """)
+    from returnn.tf.transducer_losses import rna_loss, rnnt_loss
+    import returnn.extern
+    got_rnnt, got_rna, extern_mod = config.typed_value("refs")
+    assert got_rnnt is rnnt_loss and got_rna is rna_loss and extern_mod is returnn.extern
+
+
 def test_users_own_module_of_an_old_name_wins(tmp_path, monkeypatch):
     (tmp_path / "Util.py").write_text("MINE = 42\n")
     monkeypatch.syspath_prepend(str(tmp_path))
