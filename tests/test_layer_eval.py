@@ -195,3 +195,33 @@ def test_out_type_function_takes_a_sources_sequence_lengths_for_its_axis():
         np.max(np.pad(x.numpy()[0], [(0, 1), (0, 0)], constant_values=-np.inf).reshape(3, 2, 3), axis=1), axis=-1))
     with pytest.raises(ValueError, match="no value while the network is built"):
         net.template_of("pool").get_sequence_lengths() + 1
+
+
+def test_new_axes_where_returnns_get_common_data_puts_them():
+    """RETURNN's get_common_data: the first source with most axes is the base; another source's new
+    axes go where its get_default_new_axis_for_dim_tag puts them: a second time axis right after the
+    first (a transducer's joint [B,T,U,F] from [B,T,F] + [B,U,F]: was [B,T,F,U], which reduce_out then
+    refused); values as numpy broadcasting, padded frames of both axes excluded."""
+    t_lens, u_lens = np.array([4, 2], np.int32), np.array([2, 3], np.int32)
+    am, vam, x = make_btf(3, t_lens, seed=1, garbage=0.0)
+    lm, vlm, y = make_btf(3, u_lens, seed=2, garbage=0.0)
+    lm = Data("lm", dims=[batch_dim, lm.time_dim, am.feature_dim])
+    vlm = LayerOutput(vlm.tensor, lm, vlm.sizes)
+    vam = LayerOutput(vam.tensor, Data("am", dims=[batch_dim, am.time_dim, am.feature_dim]), vam.sizes)
+    bias_data = Data("bias", dims=[am.feature_dim])
+    bias = np.array([0.5, -1.0, 2.0], np.float32)
+    for cls, opts in (("combine", {"kind": "add"}), ("eval", {"eval": "source(0) + source(1) + source(2)"})):
+        layer = make(cls, opts, [bias_data, vam.data, lm])
+        assert list(layer.output.dims) == [batch_dim, am.time_dim, lm.time_dim, am.feature_dim], layer.output
+        assert layer.output.feature_dim_axis == 3
+        out = run(layer, [LayerOutput(tf.constant(bias), bias_data, {}), vam, vlm]).tensor.numpy()
+        expected = bias + x[:, :, None, :] + y[:, None, :, :]
+        for b in range(2):
+            np.testing.assert_allclose(out[b, :t_lens[b], :u_lens[b]], expected[b, :t_lens[b], :u_lens[b]], rtol=1e-6)
+    cmp = make("compare", {"kind": "greater"}, [vam.data, Data("u", dims=[batch_dim, lm.time_dim])])
+    assert list(cmp.output.dims) == [batch_dim, am.time_dim, lm.time_dim, am.feature_dim]  # a dynamic axis after T
+    # a static spatial axis to data without one goes before the features; a feature axis after them
+    bf = Data("bf", dims=[batch_dim, am.feature_dim])
+    assert bf.get_default_new_axis_for_dim_tag(SpatialDim("s", 5)) == 1
+    assert vam.data.get_default_new_axis_for_dim_tag(FeatureDim("g", 2)) == 3
+    assert list(bf.copy_add_dim_by_tag(lm.time_dim).dims) == [batch_dim, lm.time_dim, am.feature_dim]

@@ -252,12 +252,31 @@ class Data(DataCompat):
         out = self._with_dims(dims, {i: i for i in range(self.batch_ndim)})
         return out.copy(name) if name else out
 
+    def get_default_new_axis_for_dim_tag(self, dim: Dim) -> int:
+        """Where RETURNN puts a new axis ``dim`` (its rule of the same name, also for the common layout of
+        several sources): batch first; a feature dim (of dense data) after the feature axis, else last;
+        a dynamic dim after the last dynamic axis; a spatial dim after the last spatial axis, else
+        before the feature axis; else last."""
+        if dim.is_batch_dim():
+            return 0
+        if dim.is_feature_dim() and not self.sparse:
+            return self.feature_dim_axis + 1 if self.feature_dim_axis is not None else self.batch_ndim
+        if dim.is_dynamic() and self.get_dynamic_axes():
+            return self.get_dynamic_axes()[-1] + 1
+        if dim.is_spatial_dim():
+            spatial = [i for i in range(self.batch_ndim) if i != self.batch_dim_axis and i != self.feature_dim_axis]
+            if spatial:
+                return spatial[-1] + 1
+            if self.feature_dim_axis is not None:
+                return self.feature_dim_axis
+        return self.batch_ndim
+
     def copy_add_dim_by_tag(self, dim: Dim, *args: Any, unbroadcast: bool = False,
                             axis: Optional[int] = None) -> "Data":
         """A new axis ``dim`` inserted before ``axis`` (negative: counted from the end, -1 = last).
         RETURNN's signature ``(dim_tag, unbroadcast=False, axis=None)`` works too (a bool second
-        argument is ``unbroadcast``); default axis: batch first, a feature dim last, else after the
-        last spatial axis. A value gets a new axis of size 1 (repeated to ``dim`` with ``unbroadcast``)."""
+        argument is ``unbroadcast``); default axis: :meth:`get_default_new_axis_for_dim_tag`. A value
+        gets a new axis of size 1 (repeated to ``dim`` with ``unbroadcast``)."""
         if args:
             if isinstance(args[0], bool):
                 unbroadcast = args[0]
@@ -265,9 +284,7 @@ class Data(DataCompat):
             else:
                 axis = args[0]
         if axis is None:
-            spatial = self.get_spatial_batch_axes()
-            axis = 0 if dim.is_batch_dim() else self.batch_ndim if dim.is_feature_dim() or not spatial \
-                else spatial[-1] + 1
+            axis = self.get_default_new_axis_for_dim_tag(dim)
         if axis < 0:
             axis += self.batch_ndim + 1
         dims = list(self.dims)

@@ -11,7 +11,7 @@ from returnn.tf.activations import get_activation, get_activation_with_opts
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
 from returnn.tf.layers.helpers import (
     check_dense, check_sources, common_dims, concat_inputs, concat_output, dropout_scale, dropout_sources,
-    feature_plan, noise_broadcast_axes, plan_output, project_sources,
+    feature_plan, noise_broadcast_axes, plan_output, project_sources, returnn_common_order,
 )
 from returnn.tf.layers.options import Option, one_of
 from returnn.tf.layers.output import align_tensor
@@ -269,12 +269,12 @@ class CombineLayer(Layer):
             raise NetworkError("%s: sources must be dense, got sparse %s" % (self.desc, [s.name for s in sources
                                                                                        if s.sparse]))
         # RETURNN's get_common_data: the layout of the first source with the most axes, the others'
-        # axes matched into it (new ones appended); its special axes kept where they were set
+        # axes matched into it (new ones where RETURNN inserts them); its special axes kept where they were set
         # explicitly, else RETURNN's default rule on the common axes picks the feature axis
         base = max(range(len(sources)), key=lambda i: (sources[i].batch_ndim, -i))
         order = [base] + [i for i in range(len(sources)) if i != base]
         unit = _broadcast_unit_features(sources)
-        dims, maps = common_dims([unit[i] for i in order], layer=self)
+        dims, maps = returnn_common_order(sources[base], *common_dims([unit[i] for i in order], layer=self))
         self.maps = [maps[order.index(i)] for i in range(len(sources))]
         special = {}
         for key, axis in (("feature_dim_axis", sources[base]._feature_dim_axis),

@@ -22,7 +22,7 @@ import tensorflow as tf
 from returnn.errors import NetworkError
 from returnn.tensor import Data
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
-from returnn.tf.layers.helpers import check_broadcast, check_sources, common_dims
+from returnn.tf.layers.helpers import check_broadcast, check_sources, common_dims, returnn_common_order
 from returnn.tf.layers.options import Option, one_of
 from returnn.tf.layers.output import align_tensor
 
@@ -36,7 +36,7 @@ def _common_template(layer, sources: Sequence[Data], dtype: str):
     """Union of the sources' dims (the source with most axes first) and per source its positions."""
     name = layer.layer_name
     base = max(sources, key=lambda s: s.batch_ndim)
-    dims, maps = common_dims([base.dims] + [s.dims for s in sources])
+    dims, maps = returnn_common_order(base, *common_dims([base.dims] + [s.dims for s in sources]))
     check_broadcast(layer, [s.dims for s in sources], dims, maps[1:])
     feat = None if base.feature_dim_axis is None or base.sparse else maps[0][base.feature_dim_axis]
     time = None if base.time_dim_axis is None else maps[0][base.time_dim_axis]

@@ -163,6 +163,25 @@ def common_dims(dims_lists: Sequence[Sequence[Dim]], strict: bool = False, layer
     return common, maps
 
 
+def returnn_common_order(base: Data, dims: List[Dim], maps: List[List[int]]) -> Tuple[List[Dim], List[List[int]]]:
+    """RETURNN's ``get_common_data`` layout: ``dims`` (from :func:`common_dims` with the base source's
+    dims first, the others' new dims appended) with each new dim inserted where RETURNN puts it
+    (:meth:`Data.get_default_new_axis_for_dim_tag`, one after the other: a second time axis after the
+    first, not after the features); ``maps`` follow."""
+    n = base.batch_ndim
+    if len(dims) == n:
+        return dims, maps
+    cur = Data("common", dims=dims[:n], sparse_dim=base.sparse_dim, dtype=base.dtype,
+               time_dim_axis=base._time_dim_axis, feature_dim_axis=base._feature_dim_axis)
+    order = list(range(n))
+    for j in range(n, len(dims)):
+        axis = cur.get_default_new_axis_for_dim_tag(dims[j])
+        cur = cur.copy_add_dim_by_tag(dims[j], axis=axis)
+        order.insert(axis, j)
+    new_pos = {old: new for new, old in enumerate(order)}
+    return [dims[o] for o in order], [[new_pos[p] for p in m] for m in maps]
+
+
 _LOOP_AXES: List[Dim] = []  # time axes of rec loops whose sub-layers are being built over whole sequences
 
 
