@@ -410,10 +410,11 @@ class Config:
 
 def _is_imported_object(value: Any) -> bool:
     """Modules, classes and functions imported by a config are not config entries; functions the
-    config defines itself are (RETURNN configs may define e.g. custom hooks)."""
+    config defines itself are (RETURNN configs may define e.g. custom hooks), and so are the callables
+    it makes (a bound method ``get_network = Pretrain(...).get_network``, a partial)."""
     if isinstance(value, types.ModuleType) or isinstance(value, type):
         return True
-    if callable(value):
+    if isinstance(value, (types.FunctionType, types.BuiltinFunctionType)):
         return getattr(value, "__module__", None) != "__returnn_config__"
     return False
 

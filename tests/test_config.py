@@ -50,6 +50,21 @@ def test_python_config_module_variables_become_entries(tmp_path):
     assert config.typed_value("my_hook")(1) == 2
 
 
+def test_callables_a_config_makes_are_entries(tmp_path):
+    """RETURNN's typed_dict keeps every name: a bound method of an object the config made (returnn-experiments'
+    ``get_network = Pretrain(...).get_network``) and a partial are entries; imported functions are not."""
+    config = _load(tmp_path, """\
+        #!rnn.py
+        import functools
+        from fractions import Fraction
+        from os.path import basename
+        get_network = Fraction(3, 4).limit_denominator
+        scaled = functools.partial(max, 2)
+        """)
+    assert config.typed_value("get_network")(1) == 1 and config.typed_value("scaled")(1) == 2
+    assert not config.has("basename") and not config.has("Fraction") and not config.has("functools")
+
+
 def test_py_suffix_is_python_without_shebang(tmp_path):
     config = _load(tmp_path, "a = [1, 2]\nb = 'x' * 3\n", name="setup.py")
     assert config.typed_value("a") == [1, 2]
