@@ -10,10 +10,10 @@ The configs are not stored here: each is read from a git mirror of its repositor
 (``DIR/OWNER+NAME/repo``, a bare git directory or a work tree's ``.git``, as the search tool's fetch
 leaves them; default ``/work/.mirror``); a config whose repository has no mirror is skipped.
 
-Per config: the config is written to a fresh working directory, its top-level statements that call
-something run guarded (a config that builds its RASR or file datasets at load time fails on files that
-exist only at its site; the probe replaces those datasets anyway; what failed is listed as
-``guarded``), the list's ``args`` (``++key value``, e.g. the parameters a Sisyphus job passes) are added,
+Per config: the config is written to a fresh working directory, its top-level statements (but
+definitions) run guarded (a config that builds its RASR or file datasets at load time fails on files
+that exist only at its site, and so do the statements using them; the probe replaces those datasets
+anyway; what failed is listed as ``guarded``), the list's ``args`` (``++key value``, e.g. the parameters a Sisyphus job passes) are added,
 the config's neighbours (modules, files, substitutes for site vocabularies, BPE codes and lexicons,
 ``++ext_*`` values of Sisyphus-driven configs: :mod:`published_configs_site`) are put in place,
 and a second config (``override.config``, :mod:`published_configs_synth`) replaces the datasets with
@@ -69,16 +69,17 @@ def read_config(gd: str, commit: str, path: str) -> str:
 
 
 def _guarded(stmt: ast.stmt) -> bool:
-    """Top-level statements that call something (where a config touches files of its site) and imports."""
+    """Top-level statements but definitions: those that call something (where a config touches files of
+    its site), imports (site modules: cachemanager, ...), and the statements using what those define
+    (``train = {"datasets": {"sprint": train_sprint}}`` after ``train_sprint = get_sprint_dataset(...)``
+    failed: the override replaces the datasets anyway)."""
     if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
         return False
-    if isinstance(stmt, (ast.Import, ast.ImportFrom)):  # site modules (cachemanager, ...); later uses fail guarded
-        return not (isinstance(stmt, ast.ImportFrom) and stmt.module == "__future__")
-    return any(isinstance(n, ast.Call) for n in ast.walk(stmt))
+    return not (isinstance(stmt, ast.ImportFrom) and stmt.module == "__future__")
 
 
 def guard_statements(text: str) -> str:
-    """A Python config whose top-level statements that call something run in try/except, printing
+    """A Python config whose top-level statements (but definitions) run in try/except, printing
     ``probe: statement at line N failed: ...`` (see the module doc); other forms (JSON, RETURNN's line
     format) come back unchanged."""
     if text.lstrip().startswith("{"):

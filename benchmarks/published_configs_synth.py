@@ -39,7 +39,10 @@ def _seqs(specs: Dict[str, Any], n: int, in_len: int, seq2seq: bool, seed: int) 
                 t = fixed[key]
             else:
                 t = in_lens[i] if key == "data" or not data.sparse else out_lens[i]
-            if data.sparse:
+            if data.sparse and data.dim is None:  # indices without a class dim: positions (e.g. an alignment into
+                # the encoder frames), non-decreasing below a sixth of the input (a typical time reduction)
+                seq[key] = np.sort(rng.randint(0, max(1, in_lens[i] // 6), size=(t,))).astype(np.int32)
+            elif data.sparse:
                 seq[key] = rng.randint(0, max(1, data.dim), size=(t,)).astype(np.int32)
             else:
                 shape = [d.dimension for i, d in enumerate(data.dims) if i != data.batch_dim_axis]
