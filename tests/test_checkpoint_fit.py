@@ -102,11 +102,15 @@ def test_rnn_resume_after_rename_is_one_line_and_ignore_missing_trains_on(tmp_pa
     assert (tmp_path / "model.002.index").exists()
 
 
-def test_layer_only_in_checkpoint_is_named_unless_ignore_missing(tmp_path):
-    """TensorFlow's restore would skip the values of a removed layer silently."""
-    from returnn.errors import ConfigError
+def test_layer_only_in_checkpoint_is_named_and_left_out(tmp_path, monkeypatch):
+    """RETURNN's restore leaves out the values of a layer the network lacks (a search network without
+    a training-only layer): restored with a warning naming it, with and without ignore_missing."""
+    import io
+    from returnn.log import log
     prefix, _ = _saved(tmp_path, EXTRA)
-    with pytest.raises(ConfigError, match=r"the network lacks layer 'extra' \(W, b\) of the checkpoint \(removed\?\)"):
-        _restore(prefix, BASE)
-    net = _restore(prefix, BASE, ignore_missing=True)
-    assert all(np.all(v.numpy() == 0.25) for v in net.variables)
+    for ignore in (False, True):
+        warnings = io.StringIO()
+        monkeypatch.setattr(log, "warn", warnings)
+        net = _restore(prefix, BASE, ignore_missing=ignore)
+        assert all(np.all(v.numpy() == 0.25) for v in net.variables)
+        assert "the network lacks layer 'extra' (W, b) of the checkpoint (removed?)" in warnings.getvalue()

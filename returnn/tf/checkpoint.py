@@ -347,15 +347,21 @@ class CheckpointManager:
                   "optimizer?): that state starts fresh" % (prefix, type(opt).__name__, missing), file=log.warn)
 
     def _check_fit(self, shapes: Dict[str, Any], params: Dict[str, NetParam], prefix: str) -> None:
-        """Shapes must agree; a parameter the checkpoint lacks, or a layer only the checkpoint has
-        (removed or renamed in the config), is an error unless ``ignore_missing_vars``."""
+        """Shapes must agree; a parameter the checkpoint lacks (a new or renamed layer) is an error
+        unless ``ignore_missing_vars``. Parameters only the checkpoint has are not used, with a
+        warning, as RETURNN's restore leaves them (a search network without a training-only layer,
+        e.g. the ctc layer of ``if task != "search"`` configs)."""
         detail = named_misfit(shapes, params)
         if detail is None:
             return
-        if " has shape " in detail or not self.ignore_missing_vars:
+        lacks = "the checkpoint lacks" in detail
+        if " has shape " in detail or (lacks and not self.ignore_missing_vars):
             raise _unfit(prefix, detail)
-        print("checkpoint %s: %s; load_ignore_missing_vars: those parameters start from their initialisation or "
-              "are left out" % (prefix, detail), file=log.warn)
+        if lacks:
+            print("checkpoint %s: %s; load_ignore_missing_vars: those parameters start from their initialisation or "
+                  "are left out" % (prefix, detail), file=log.warn)
+        else:
+            print("checkpoint %s: %s: those values are not used (as RETURNN)" % (prefix, detail), file=log.warn)
 
     def run_state(self, prefix: str) -> Dict[str, Any]:
         """The run state stored with the checkpoint restored last from ``prefix`` ({} if none)."""
