@@ -3,13 +3,14 @@ unflatten_batch, transpose, combine_dims, slice_nd, scatter_nd, top_k, search_so
 weighted_sum, elemwise_prod, resize, rec_unstack, get_rec_accumulated,
 rec_last_output, cum_concat.
 
-Left out: layers whose options need Dim objects (the cases are JSON: reshape, boolean_mask,
-unflatten_nd's out_dims), scalar or batch-less outputs (length of the batch axis), the gradient
+Left out: layers whose options need Dim objects (in cases_dim_layers.py, as golden_dims.py markers),
+scalar outputs (length of the batch axis), the gradient
 layer (RETURNN's graph only; ours runs in compiled steps, tested in tests/test_layers_structural.py),
 image_summary (RETURNN needs a (T, T, B, 1) input for its TensorBoard image).
 Left out because RETURNN itself fails on them: ``top_k`` over a dynamic axis (its masking: "ndim does not
 match"), ``batch_softmax`` (tf.where of a (B*T,) mask with (B*T, F) values: not broadcastable), ``remove``
-(its new dim stays undefined), ``fold`` with axis descriptions (it takes only Dim objects), the old
+(its new dim stays undefined), ``fold`` with axis descriptions (it takes only Dim objects: with Dims in
+cases_dim_layers.py), the old
 fixed-layout layers ``fill_unused`` (TF1's ``expand_dims(dim=)``), ``swap_time_feature`` and
 ``flatten_time`` (assertions on setting ``dim``/``shape``), ``tile_features`` (it reads a third
 non-batch axis of a (B, T, F) input), ``search_sorted`` of a sorted (B, T, F) (its masked copy loses the

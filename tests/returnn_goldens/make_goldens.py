@@ -11,7 +11,8 @@ Regenerate (from a directory OUTSIDE the repository, so that ``import returnn`` 
         /work/main/tests/returnn_goldens/make_goldens.py [--only CASE ...] [--list]
 
 Writes ``tests/data/returnn_goldens/<case>.npz`` (``--out DIR`` elsewhere). More cases live in
-``cases_<area>.py`` beside this file (``from make_goldens import case, ...``; loaded by ``main``). The output is
+``cases_<area>.py`` beside this file (``from make_goldens import case, ...``; loaded by ``main``). Options
+that take Dim objects are written as markers (``golden_dims.py``), resolved on each side. The output is
 deterministic: fixed numpy seeds per case, one TF thread, zip members with a fixed date.
 
 Each ``.npz`` holds
@@ -30,6 +31,9 @@ Each ``.npz`` holds
   ``out``           the output layer's value, batch-major (float32, or the layer's int dtype);
   ``out_len``       int32 (B,) sizes of out's time axis (when it has a dynamic one);
   ``out_size:I``    int32 (B,) sizes of each dynamic axis I of out.
+(The output's batch may differ from the inputs' when a layer changes it, e.g. ``segment_input``:
+then the sizes are per output batch entry; a dim with one size for the whole batch, e.g.
+``boolean_mask``'s, has a 0-d size.)
 
 Padding: inputs are padded with large random garbage so that an engine that does not mask fails.
 The generator runs each case with two different garbage paddings; when RETURNN's own real frames
@@ -179,10 +183,23 @@ def _real_mask(out, sizes):
     mask = np.ones(out.shape, bool)
     for axis, size in sizes.items():
         shape = [1] * out.ndim
-        shape[0], shape[axis] = out.shape[0], out.shape[axis]
-        m = np.arange(out.shape[axis])[None, :] < size[:, None]
+        shape[axis] = out.shape[axis]
+        if np.ndim(size):  # per sequence
+            shape[0] = out.shape[0]
+            m = np.arange(out.shape[axis])[None, :] < size[:, None]
+        else:  # one size for the whole batch (e.g. boolean_mask's out_dim)
+            m = np.arange(out.shape[axis]) < size
         mask &= m.reshape(shape)
     return mask
+
+
+def _dim_resolver(network, extern_data):
+    """Dim markers of the case (golden_dims.py) as RETURNN's Dim objects."""
+    from returnn.tensor import Dim, batch_dim
+    sys.path.insert(0, HERE)
+    from golden_dims import make_resolver
+    kinds = {"spatial": Dim.Types.Spatial, "feature": Dim.Types.Feature, "unspecified": Dim.Types.Unspecified}
+    return make_resolver(lambda name, n, kind: Dim(n, name=name, kind=kinds[kind]), batch_dim, extern_data, network)
 
 
 def run_case(c):
@@ -196,16 +213,17 @@ def run_case(c):
 
     network = json.loads(json.dumps(c["network"]))
     extern_data = json.loads(json.dumps(c["extern"]))
-    config = Config(dict(extern_data=extern_data, **c["config"]))
+    resolve = _dim_resolver(network, extern_data)
+    config = Config(dict(extern_data=resolve(extern_data), **c["config"]))
     set_global_config(config)
     BehaviorVersion._behavior_version = c["config"].get("behavior_version")
     with tf.compat.v1.Graph().as_default() as graph:
         tf.compat.v1.set_random_seed(1)
         net = TFNetwork(config=config, train_flag=False)
-        net.construct_from_dict(network)
+        net.construct_from_dict(resolve(network))
         params = [p for p in net.get_saveable_params_list() if p.name.split(":")[0] != "global_step"]
         layer = net.get_layer(c["output"])
-        out = layer.output.copy_as_batch_major()
+        out = layer.output.copy_as_batch_major() if layer.output.have_batch_axis() else layer.output
         fetch = {"out": out.placeholder}
         dyn_axes = [i for i, tag in enumerate(out.dim_tags) if i != out.batch_dim_axis and tag.dimension is None]
         for i in dyn_axes:
@@ -241,8 +259,9 @@ def run_case(c):
 
             feeds, y, sizes = run("garbage:1")
             _, y2, sizes2 = run("garbage:2")
-            for i in dyn_axes:
-                assert sizes[i].shape == (B,), "%s: size of axis %i has shape %s" % (c["name"], i, sizes[i].shape)
+            for i in dyn_axes:  # per sequence of the output's batch (layers may change it), or one scalar
+                assert sizes[i].shape in (((y.shape[0],), ()) if out.have_batch_axis() else ((),)), (
+                    "%s: size of axis %i has shape %s" % (c["name"], i, sizes[i].shape))
             mask = _real_mask(y, sizes)
             same = all((sizes[i] == sizes2[i]).all() for i in dyn_axes) and np.allclose(
                 np.where(mask, y, 0), np.where(mask, y2, 0), rtol=0, atol=1e-6, equal_nan=True)

@@ -14,7 +14,9 @@ tile, range_in_axis, range_from_length.
   count per position); a new axis whose sizes are the summed counts of real positions.
 - ``tile``: the whole axis repeated, ``multiples = {axis: n}`` (static axes; dynamic ones per sequence).
 - ``range_in_axis``: ``0 .. n-1`` over ``axis`` of the input, shaped as that one axis.
-- ``range_from_length``: from lengths ``(B,)`` a range over a new dynamic axis with those sizes.
+- ``range_from_length``: from lengths ``(B,)`` a range over a new dynamic axis with those sizes;
+  lengths straight from a ``length`` layer give that layer's axis itself (RETURNN finds the dim
+  whose size tensor they are), e.g. the data's time axis.
 """
 from __future__ import annotations
 
@@ -359,8 +361,14 @@ class RangeFromLengthLayer(Layer):
             raise NetworkError("%s: the input must be lengths (batch,) or one length (scalar), int32, got %s"
                                % (self.desc, data.short_repr()))
         out_dim = self.opt("out_spatial_dim")
-        self.dim = out_dim if isinstance(out_dim, Dim) else Dim(None, kind=DimTypes.Spatial,
-                                                                 description="%s:length" % name)
+        known = getattr(data, "length_of_dim", None)  # lengths straight from a length layer: that dim, as RETURNN
+        if known is not None:
+            self.dim = known
+            if isinstance(out_dim, Dim) and out_dim != known:
+                known.declare_same_as(out_dim)
+        else:
+            self.dim = out_dim if isinstance(out_dim, Dim) else Dim(None, kind=DimTypes.Spatial,
+                                                                     description="%s:length" % name)
         if data.batch_ndim == 0:  # one length for all sequences (e.g. the batch size): scalar sizes
             self.dim.scalar_sizes = True
         self.output = Data(name, dims=[self.dim], dtype=str(self.opt("dtype")),

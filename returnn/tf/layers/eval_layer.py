@@ -211,6 +211,13 @@ class EvalLayer(Layer):
             check_broadcast(self, [s.dims for s in sources], layout, maps[1:])
         self.layout, self.maps, self.n = layout, maps[1:], len(layout)
         self.output, self.same_layout = self._output_template(name, list(sources), base, layout, maps[:1])
+        out_type = self.opt("out_type")
+        if isinstance(out_type, dict) and {"dims", "dim_tags", "shape"} & set(out_type):
+            # RETURNN's source(i) is the source made compatible with the output template: its axes
+            # where the output has them, size-1 axes for the others (e.g. (B,) -> (B, 1) for a (B, F) out)
+            to_out = [_map_onto(s.dims, self.output.dims) for s in sources]
+            if all(m is not None for m in to_out):
+                self.maps, self.n = to_out, self.output.batch_ndim
         self.activation = get_activation(self.opt("activation"), name)
         self.bias = None
         if self.opt("with_bias"):
@@ -372,6 +379,18 @@ def _broadcast_to_layout(result: tf.Tensor, sources: List[LayerOutput], maps: Li
                     break
         target.append(size if size is not None else tf.shape(result)[pos])
     return tf.broadcast_to(result, tf.stack(target)) if changed else result
+
+
+def _map_onto(dims: Sequence[Dim], target: Sequence[Dim]) -> Optional[List[int]]:
+    """The positions of ``dims`` in ``target`` (each a different one, in order of first match), or
+    None when one is missing."""
+    taken: List[int] = []
+    for dim in dims:
+        pos = next((j for j, t in enumerate(target) if j not in taken and t == dim), None)
+        if pos is None:
+            return None
+        taken.append(pos)
+    return taken
 
 
 def _first_line(exc: BaseException) -> str:

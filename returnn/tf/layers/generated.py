@@ -163,6 +163,8 @@ class LengthLayer(Layer):
         else:
             dims = [batch_dim] if self.per_seq else []
             self.output = Data(name, dims=dims, dtype=self.dtype.name, feature_dim_axis=None, sparse_dim=sparse_dim)
+            if self.per_seq:  # RETURNN's output is the dim's own size tensor: range_from_length finds the dim
+                self.output.length_of_dim = self.dim
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         x = sources[self.src]

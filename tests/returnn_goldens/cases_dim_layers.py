@@ -1,0 +1,114 @@
+"""Golden cases of layers whose options take Dim objects (written as golden_dims.py markers, loaded
+by make_goldens.py): reshape, unflatten_nd, boolean_mask, fold, range, range_from_length, remove,
+cum_concat in a rec loop (self-attention over the frames so far).
+
+Left out because RETURNN itself fails on them: ``remove`` also with an ``out_dim`` (its sanity check:
+"dynamic dim Dim{'removed'[?]} undefined"), ``range`` with float arguments (its output template
+takes ``len(range(start, limit, delta))``: "'float' object cannot be interpreted as an integer"),
+``cum_concat`` attention whose query reads ``prev:output`` (its loop template: "dynamic dim
+Dim{'hist'} value unknown"; the same net without the prev: reference kept in the loop builds).
+``boolean_mask`` over (B, T): RETURNN's tf.boolean_mask also takes padded frames where the mask
+layer is True there (stored with zero padding); this engine takes real frames only.
+"""
+from golden_dims import dim_marker, dim_ref
+from make_goldens import case
+
+TIME = dim_marker("time")
+FEAT6 = dim_marker("feat", 6, "feature")
+X6_DIMS = {"data": {"dim_tags": [dim_ref("batch"), TIME, FEAT6]}}
+EVEN = {"data": [6, 4, 2]}
+
+
+def _lin(n, src="data", act=None):
+    return {"class": "linear", "activation": act, "with_bias": True, "n_out": n, "from": src}
+
+
+# --- reshape
+case("reshape_split_feature", "reshape", {"output": {
+    "class": "reshape", "from": "data", "in_dims": [dim_ref("feat")],
+    "out_dims": [dim_marker("f2", 2, "spatial"), dim_marker("f3", 3, "feature")]}}, extern=X6_DIMS)
+case("reshape_merge_time_feature_static", "reshape", {
+    "split": {"class": "reshape", "from": "data", "in_dims": [dim_ref("feat")],
+              "out_dims": [dim_marker("f2", 2, "spatial"), dim_marker("f3", 3, "feature")]},
+    "output": {"class": "reshape", "from": "split", "in_dims": [dim_ref("f3"), dim_ref("f2")],
+               "out_dims": [dim_marker("f6", 6, "feature")]}}, extern=X6_DIMS,
+    notes="in_dims in another order than the input's: the axes are permuted before the reshape")
+
+# --- unflatten_nd: (B, T, F) -> (B, W, H, F) with sizes (W, H) = (T/2, 2) per sequence
+case("unflatten_nd_two_axes", "unflatten_nd", {
+    "len": {"class": "length", "from": "data"},
+    "sizes": {"class": "eval", "from": "len", "eval": "tf.concat([source(0) // 2, source(0) * 0 + 2], axis=1)",
+              "out_type": {"dims": [dim_ref("batch"), dim_marker("two", 2, "feature")], "dtype": "int32"}},
+    "output": {"class": "unflatten_nd", "from": "data", "sizes": "sizes", "num_axes": 2}}, lens=EVEN)
+
+# --- boolean_mask
+case("boolean_mask_batch_time", "boolean_mask", {
+    "red": {"class": "reduce", "mode": "sum", "axis": "F", "from": "data"},
+    "mask": {"class": "compare", "kind": "greater", "value": 0.0, "from": "red"},
+    "output": {"class": "boolean_mask", "from": "data", "mask": "mask", "dims": [dim_ref("batch"), dim_ref("time")],
+               "out_dim": dim_marker("masked")}}, extern=X6_DIMS,
+    notes="the frames with a positive feature sum, all sequences packed into one axis (batch-less output)")
+
+# --- fold (the inverse of window)
+case("fold_mean_same", "fold", {
+    "win": {"class": "window", "from": "data", "window_size": 3, "window_dim": dim_marker("win", 3)},
+    "output": {"class": "fold", "from": "win", "mode": "mean", "in_spatial_dim": dim_ref("time"),
+               "window_dim": dim_ref("win")}}, extern=X6_DIMS)
+case("fold_sum_same", "fold", {
+    "win": {"class": "window", "from": "data", "window_size": 3, "window_dim": dim_marker("win", 3)},
+    "output": {"class": "fold", "from": "win", "mode": "sum", "in_spatial_dim": dim_ref("time"),
+               "window_dim": dim_ref("win")}}, extern=X6_DIMS)
+case("fold_mean_valid", "fold", {
+    "win": {"class": "window", "from": "data", "window_size": 3, "padding": "valid", "window_dim": dim_marker("win", 3),
+            "out_spatial_dim": dim_marker("wtime")},
+    "output": {"class": "fold", "from": "win", "mode": "mean", "padding": "valid", "in_spatial_dim": dim_ref("wtime"),
+               "window_dim": dim_ref("win")}}, extern=X6_DIMS, lens={"data": [7, 5, 3]})
+
+# --- range, range_from_length
+case("range_over_feature", "range", {
+    "r": {"class": "range", "limit": 12, "start": 0, "delta": 2, "dtype": "float32", "out_spatial_dim": dim_ref("feat")},
+    "output": {"class": "combine", "kind": "mul", "from": ["data", "r"]}}, extern=X6_DIMS,
+    notes="a range on the data's feature dim, broadcast over batch and time")
+case("range_from_length", "range", {
+    "len": {"class": "length", "from": "data"},
+    "r": {"class": "range_from_length", "from": "len"},
+    "rf": {"class": "cast", "dtype": "float32", "from": "r"},
+    "output": {"class": "combine", "kind": "add", "from": ["data", "rf"]}},
+    notes="the range has the data's time dim (the length's tag): added per frame")
+case("range_from_length_own_dim", "range", {
+    "len": {"class": "length", "from": "data"},
+    "double": {"class": "eval", "from": "len", "eval": "source(0) * 2"},
+    "r": {"class": "range_from_length", "from": "double", "out_spatial_dim": dim_marker("t2")},
+    "rf": {"class": "cast", "dtype": "float32", "from": "r"},
+    "lenf": {"class": "cast", "dtype": "float32", "from": "len"},
+    "output": {"class": "combine", "kind": "add", "from": ["lenf", "rf"]}},
+    notes="a new dim whose sizes are twice the lengths")
+
+# --- remove
+case("remove_symbol", "remove", {"output": {"class": "remove", "from": "data", "symbol": 2,
+                                            "out_dim": dim_marker("removed")}},
+     extern={"data": {"dim": 4, "sparse": True}})
+
+# --- cum_concat in a rec loop: attention over the frames so far (RETURNN's
+# test_reclayer_optimize_out_cum_concat_gen_self_att)
+KEY, VAL = dim_marker("key", 3, "feature"), dim_marker("val", 4, "feature")
+ATT_UNIT = {
+    "q": {"class": "linear", "activation": None, "out_dim": KEY, "from": ["data:source", "prev:output"]},
+    "k": {"class": "linear", "activation": None, "out_dim": dim_ref("key"), "from": "data:source"},
+    "v": {"class": "linear", "activation": None, "out_dim": VAL, "from": "data:source"},
+    "k_acc": {"class": "cum_concat", "from": "k", "out_spatial_dim": dim_marker("hist")},
+    "v_acc": {"class": "cum_concat", "from": "v", "out_spatial_dim": dim_ref("hist")},
+    "energy": {"class": "dot", "from": ["q", "k_acc"], "red1": dim_ref("key"), "red2": dim_ref("key"), "var1": None,
+               "var2": dim_ref("hist")},
+    "att_w": {"class": "softmax_over_spatial", "from": "energy", "axis": dim_ref("hist")},
+    "att": {"class": "dot", "from": ["att_w", "v_acc"], "red1": dim_ref("hist"), "red2": dim_ref("hist"),
+            "var1": None, "var2": dim_ref("val")},
+    "output": {"class": "linear", "activation": "tanh", "n_out": 3, "from": "att"},
+}
+case("cum_concat_self_att_moved_out", "cum_concat", {"output": {"class": "rec", "from": "data", "unit": dict(
+    ATT_UNIT, q={"class": "linear", "activation": None, "out_dim": KEY, "from": "data:source"})}},
+    notes="nothing depends on prev: RETURNN moves the whole unit out of the loop")
+case("cum_concat_self_att_kept_in_loop", "cum_concat", {"output": {
+    "class": "rec", "from": "data", "optimize_move_layers_out": False, "unit": dict(
+        ATT_UNIT, q={"class": "linear", "activation": None, "out_dim": KEY, "from": "data:source"})}},
+    notes="as moved out, but optimize_move_layers_out False: step by step")
