@@ -298,16 +298,25 @@ def test_rec_subnetwork_axis_back_prop_unit_opts():
     from returnn.tf.network import TFNetwork
     extern = {"data": Data("data", shape=(None, 3))}
 
-    def net(**opts):
+    def net(search=False, **opts):
         return TFNetwork({"output": dict({"class": "rec", "from": "data", "unit": {
             "output": {"class": "linear", "activation": "tanh", "from": ["prev:output", "data:source"], "n_out": 2}}},
-            **opts)}, extern)
+            **opts)}, extern, search=search)
 
     net(axis="T", back_prop=True, unit_opts={})
     with pytest.raises(NetworkError, match="'output'.*'axis'"):
         net(axis="F")
     with pytest.raises(NetworkError, match="'output'.*'back_prop'"):
         net(back_prop=False)
+    # in search no gradient is taken: back_prop False (a transducer config sets it by task) changes nothing
+    from returnn.tf.layers import RunContext
+    x = {"data": tf.constant(np.random.RandomState(0).randn(2, 4, 3).astype("float32")),
+         "data:seq_len": tf.constant([4, 2])}
+    frozen, plain = net(search=True, back_prop=False), net(search=True)
+    for a, b in zip(frozen.layers["output"].trainable_variables, plain.layers["output"].trainable_variables):
+        b.assign(a)
+    np.testing.assert_allclose(frozen.forward(x, RunContext(False))["output"].tensor.numpy(),
+                               plain.forward(x, RunContext(False))["output"].tensor.numpy())
     with pytest.raises(NetworkError, match="'output'.*'unit_opts'"):
         net(unit_opts={"x": 1})
 

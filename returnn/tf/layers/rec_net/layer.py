@@ -153,7 +153,8 @@ class RecSubnetLayer(Layer):
                noop="RETURNN ignores it here with a warning; cheating is set on the choice layer"),
         Option("unroll", False, "RETURNN: unroll the loop",
                noop="RETURNN reads it only for its TensorFlow cells, never for a sub-network unit"),
-        Option("back_prop", True, "False (no gradient through the loop) is not supported", only=(None, True)),
+        Option("back_prop", True, "False: no gradient through the loop (RETURNN's while_loop option); accepted "
+                                  "in search, where no gradient is taken, refused in training"),
         Option("direction", 1, "1 only for a sub-network"),
         Option("axis", None, "the axis to loop over: only the source's time axis here"),
         Option("unit_opts", None, "not used with a sub-network", only=(None, {})),
@@ -201,6 +202,9 @@ class RecSubnetLayer(Layer):
         self.seed = seed
         self.search = search
         step_only = [] if self.opt("optimize_move_layers_out") else list(self.unit)
+        if self.opt("back_prop") is False and not search:
+            raise NetworkError("%s: option 'back_prop' False (no gradient through the loop) is supported in search "
+                               "only, where no gradient is taken" % self.desc)
         self.search_choice: Optional[str] = None
         choices = [n for n, o in self.unit.items() if isinstance(o, Mapping) and o.get("class") == "choice"]
         if search and not choices and self.n_from:  # nothing to choose (e.g. an LM over its input): a plain loop
