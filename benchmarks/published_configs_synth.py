@@ -1,6 +1,8 @@
 """The override half of benchmarks/published_configs.py: loaded as the second config file after a
 published config, it replaces the config's datasets with random data matching its extern data and
-makes the run tiny (one epoch, a few short sequences, CPU, files in the working directory).
+makes the run tiny (one epoch, a few short sequences, CPU, files in the working directory). The
+config's own dataset functions (``get_*dataset*``) give the random data too, for the datasets a
+network construction sets through ``#config``.
 
 The probe's override config calls :func:`overrides` with the config loaded so far; the returned
 keys become config keys. Environment (set by the probe): ``PROBE_TASK`` (train or search),
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from typing import Any, Dict, List
 
 import numpy as np
@@ -66,6 +69,29 @@ def _resize_vocabularies(specs: Dict[str, Any]) -> None:
             write_substitute(path, kind, int(sparse[0].dim))
 
 
+DATASET_FUNC = re.compile(r"^get_\w*dataset\w*$")
+EVAL_NAMES = re.compile(r"dev|cv|eval|test|hub5|rt03|search", re.I)
+
+
+def _dataset_functions(config: Any, train: Dict[str, Any], dev: Dict[str, Any]) -> Dict[str, Any]:
+    """The config's dataset functions (``get_sprint_dataset``, ``get_dataset``, ...) replaced, also in
+    the module namespace of its other functions, by ones that give the random data (dev for the
+    arguments naming an evaluation set): configs call them again when they build the network
+    (pretrain ``#config`` datasets of the latent-monotonic-attention configs)."""
+    out = {}
+    for key, value in list(config.typed_dict.items()):
+        if not (callable(value) and DATASET_FUNC.match(key) and hasattr(value, "__globals__")):
+            continue
+
+        def random_data(*args: Any, **kwargs: Any) -> Dict[str, Any]:
+            named = " ".join(str(a) for a in list(args) + list(kwargs.values()) if isinstance(a, str))
+            return dict(dev if EVAL_NAMES.search(named) else train)
+
+        value.__globals__[key] = random_data
+        out[key] = random_data
+    return out
+
+
 def overrides(config: Any) -> Dict[str, Any]:
     """The config keys that make ``config`` (loaded so far) a tiny run on random data."""
     from returnn.extern_data import extern_data_from_config
@@ -85,6 +111,7 @@ def overrides(config: Any) -> Dict[str, Any]:
         "log": None, "tf_log_dir": None, "device": "cpu", "use_horovod": False,
         "save_interval": 1, "cleanup_old_models": False,
     })
+    out.update(_dataset_functions(config, train, dev))
     if out["task"] == "search":
         out.update({"search_data": dev, "search_output_file": os.path.abspath("search.txt"), "load_epoch": 1,
                     "train": None})
