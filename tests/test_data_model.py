@@ -107,6 +107,13 @@ def test_axis_by_dim_object_and_errors():
     with pytest.raises(AxisError, match="more than one"):
         two.get_axis_from_description("stag:a")
     assert two.get_axis_from_description("stag-single:-1:a") == 2
+    # a dim named after a layer inside a rec unit matches without the unit's path, as RETURNN names it
+    # by the layer's own name there ("sliced-time:segments0"; the i6 segmental transducer configs)
+    sliced = Data("s", dims=[batch_dim, SpatialDim("sliced-time:output/segments0"), FeatureDim("f", 3)])
+    assert sliced.get_axis_from_description("stag:sliced-time:segments") == 1
+    assert sliced.get_axis_from_description("stag:output/segments0") == 1
+    with pytest.raises(AxisError, match="no dim tag"):
+        sliced.get_axis_from_description("stag:sliced-time:output/segments1")
 
 
 # ------------------------------------------------------------------ values: sizes and masks

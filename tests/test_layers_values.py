@@ -82,6 +82,13 @@ def test_dot_attention_style_masks_reduced_time():
     res = run(sim, [values, other_val]).tensor.numpy()
     assert sim.output.dims[:3] == (batch_dim, enc_time, dec_time)
     np.testing.assert_allclose(res[0], v[0] @ o[0].T, atol=1e-5)
+    # RETURNN's 'reduce' (both sources, i6's segmental configs): the same as red1 = red2
+    short = make("dot", {"reduce": "stag:enc", "var1": "stag:dec", "var2": "F"}, [weights_data, values_data], name="r")
+    np.testing.assert_allclose(run(short, [w_val, values]).tensor.numpy(), out.tensor.numpy(), atol=1e-6)
+    with pytest.raises(NetworkError, match="'reduce' or 'red1'/'red2', not both"):
+        make("dot", {"reduce": "F", "red1": "F"}, [values_data, other], name="bad")
+    with pytest.raises(NetworkError, match="use_mask"):
+        make("dot", {"red1": "F", "red2": "F", "use_mask": False}, [values_data, other], name="nomask")
 
 
 def test_gating_split_and_two_sources():

@@ -81,12 +81,21 @@ def _pick(data, name: str, axes: List[int], index: int) -> List[int]:
     return [axes[index]]
 
 
+_LAYER_SCOPES = re.compile(r"[^\s:/]+/")
+
+
 def _tag_axes(data, name: str, spatial_only: bool) -> List[int]:
+    """Axes whose dim description contains ``name`` (RETURNN's get_axes_by_tag_name). A description
+    also counts without the layer path (``sliced-time:output/segments0`` as RETURNN's
+    ``sliced-time:segments0``: RETURNN names dims by a layer's name inside its rec unit or subnetwork)."""
     spatial = data.get_spatial_batch_axes()
     name = name.lower()
+
+    def names(d) -> List[str]:
+        descs = [d.description.lower(), d.get_same_base().description.lower()]
+        return descs + [_LAYER_SCOPES.sub("", x) for x in descs]
     return [i for i, d in enumerate(data.dims)
-            if (name in d.description.lower() or name in d.get_same_base().description.lower())
-            and (not spatial_only or i in spatial or d.is_spatial_dim())]
+            if any(name in x for x in names(d)) and (not spatial_only or i in spatial or d.is_spatial_dim())]
 
 
 def _string_axes(data, text: str) -> List[int]:

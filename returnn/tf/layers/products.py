@@ -29,11 +29,13 @@ class DotLayer(Layer):
 
     layer_class = "dot"
     options = (
+        Option("reduce", None, "axis description(s) reduced in both sources (RETURNN's shorthand for red1 = red2)"),
         Option("red1", -1, "axis description(s) of the first source to reduce"),
         Option("red2", -2, "axis description(s) of the second source to reduce (paired with red1)"),
         Option("var1", None, "the first source's own axes (given: the other non-reduced axes pair up in order)"),
         Option("var2", None, "the second source's own axes (given: the other non-reduced axes pair up in order)"),
         Option("add_var2_if_empty", True, "add a size-1 axis when the second source has no own axes"),
+        Option("use_mask", True, "reduced dynamic axes without their padded positions", only=(True,)),
         Option("debug", False, "RETURNN: print the axes it reduces and keeps",
                noop="a debug print of RETURNN's; the value is the same"),
     )
@@ -44,8 +46,13 @@ class DotLayer(Layer):
         a, b = sources
         if a.sparse or b.sparse:
             raise NetworkError("%s: sources must be dense" % self.desc)
-        self.red_a = [x for d in _axis_list(self.opt("red1")) for x in self.axes(a, d, "red1")]
-        self.red_b = [x for d in _axis_list(self.opt("red2")) for x in self.axes(b, d, "red2")]
+        red1, red2 = self.opt("red1"), self.opt("red2")
+        if self.opts.get("reduce") is not None:
+            if "red1" in self.opts or "red2" in self.opts:
+                raise NetworkError("%s: give 'reduce' or 'red1'/'red2', not both (RETURNN asserts it)" % self.desc)
+            red1 = red2 = self.opts["reduce"]
+        self.red_a = [x for d in _axis_list(red1) for x in self.axes(a, d, "red1")]
+        self.red_b = [x for d in _axis_list(red2) for x in self.axes(b, d, "red2")]
         if len(self.red_a) != len(self.red_b) or any(
                 a.dims[i].dimension != b.dims[j].dimension for i, j in zip(self.red_a, self.red_b)):
             raise NetworkError("%s: red1 %s and red2 %s must pair axes of equal size" % (
