@@ -1,7 +1,8 @@
 """Layers at rec loops (issue 27) against numpy: rec_unstack (declare_rec_time, rec axis),
 get_rec_accumulated, rec_last_output (length-0 sequences get the initial output), cum_concat in
 the loop and read after it (per-frame sizes of its new axis), slice_nd with a start per frame
-(sizes per entry); LayerOutput masks of sizes that run over other axes.
+(sizes per entry), window and cumsum over the frames so far; LayerOutput masks of sizes that run
+over other axes.
 
 Padded frames of the inputs hold NaN (they must not reach real ones); one sequence has length 0.
 """
@@ -214,3 +215,29 @@ def test_window_in_a_loop_needs_a_window_into_the_past():
                 "output": {"class": "copy", "from": "w"}}
         with pytest.raises(NetworkError, match=msg):
             TFNetwork(outputs({"output": {"class": "rec", "from": "data", "unit": unit}}), extern)
+
+
+@pytest.mark.parametrize("in_loop", [True, False], ids=["in_loop", "moved_out"])
+def test_cumsum_over_the_frames_so_far(in_loop):
+    """RETURNN's recurrent cumsum: in a loop the sum so far is loop state (state + frame, plus
+    additional_left_summand_per_element each step); moved out, the usual cumsum over time."""
+    unit = {"r": {"class": "reduce", "mode": "sum", "from": "prev:c", "axes": "except_batch"},
+            "x": {"class": "eval", "from": ["data:source", "r"] if in_loop else ["data:source"],
+                  "eval": "source(0) + 0 * source(1)" if in_loop else "source(0)"},
+            "c": {"class": "cumsum", "from": "x", "additional_left_summand_per_element": 0.5},
+            "output": {"class": "copy", "from": "c"}}
+    net, out, x = _run({"output": {"class": "rec", "from": "data", "unit": unit}})
+    assert ("c" in net.layers["output"].plan.in_loop) == in_loop
+    got = out["output"].tensor.numpy()
+    want = _running_sum(x + 0.5)
+    for b, n in enumerate(LENS):
+        np.testing.assert_allclose(got[b, :n], want[b, :n], rtol=1e-5)
+
+
+def test_cumsum_in_a_loop_runs_forward_only():
+    unit = {"r": {"class": "reduce", "mode": "sum", "from": "prev:c", "axes": "except_batch"},
+            "x": {"class": "eval", "from": ["data:source", "r"], "eval": "source(0) + 0 * source(1)"},
+            "c": {"class": "cumsum", "from": "x", "reverse": True},
+            "output": {"class": "copy", "from": "c"}}
+    with pytest.raises(NetworkError, match="forward only"):
+        TFNetwork(outputs({"output": {"class": "rec", "from": "data", "unit": unit}}), {"data": Data("data", shape=(None, 3))})

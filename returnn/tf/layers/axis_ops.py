@@ -3,7 +3,8 @@ tile, range_in_axis, range_from_length.
 
 - ``cumsum``: running sum over ``axis`` (default T), ``reverse`` from the end, plus
   ``additional_left_summand_per_element``; padded frames count as 0, so a reverse sum over real
-  frames only (padded outputs hold the sum up to them).
+  frames only (padded outputs hold the sum up to them). In a rec loop over its time axis (RETURNN's
+  recurrent variant) the sum so far is loop state, starting from zeros.
 - ``seq_len_mask``: ``mask_value`` at positions of ``axis`` outside the sequence (the input's own
   lengths, or ``seq_len_source``'s), before ``start`` (a layer, per sequence), or outside
   ``[window_start, window_start + window_size)``.
@@ -30,6 +31,7 @@ from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_laye
 from returnn.tf.layers.helpers import check_sources
 from returnn.tf.layers.options import Option, positive_int
 from returnn.tf.layers.output import align_tensor
+from returnn.tf.layers.rnn_cell import is_step_template
 
 
 def _new_dim(name: str, old: Dim, size: Any, tag: str) -> Dim:
@@ -61,18 +63,43 @@ class CumsumLayer(Layer):
         Option("additional_left_summand_per_element", None, "a number added to every element first"),
     )
 
+    step_mode = False  # inside a rec loop over its time axis: the running sum as loop state (below)
+
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
         super().__init__(name, opts, sources, seed)
         check_sources(self, sources, 1, 1)
-        self.ax = self.axis(sources[0], self.opt("axis"), "axis")
         self.output = sources[0].copy(name)
+        axis = self.opt("axis")
+        if is_step_template(sources) and sources[0].time_dim_axis is None and (
+                (isinstance(axis, str) and axis.upper() in ("T", "TIME")) or
+                (isinstance(axis, Dim) and "single" in axis.description.lower())):
+            # RETURNN's recurrent variant: the sum over the loop's frames so far, state + this frame
+            if self.opt("reverse"):
+                raise NetworkError("%s: inside a rec loop the sum runs forward only (RETURNN asserts not reverse)"
+                                   % self.desc)
+            self.step_mode = True
+            return
+        self.ax = self.axis(sources[0], axis, "axis")
+
+    def initial_state(self, batch: tf.Tensor, n_time: tf.Tensor) -> tf.Tensor:
+        """The sum before the first frame: zeros (RETURNN's default initial output)."""
+        shape = [batch if d.is_batch_dim() else d.dimension for d in self.output.dims]
+        return tf.zeros(tf.stack(shape), tf.as_dtype(self.output.dtype))
+
+    def step(self, sources: List[LayerOutput], state: tf.Tensor, ctx: RunContext, t: tf.Tensor):
+        """One loop step: the previous sum plus this frame."""
+        total = state + tf.cast(self._summand(self.apply_dropout(sources[0], ctx).tensor), state.dtype)
+        return self.make_output(total, sources), total
+
+    def _summand(self, value: tf.Tensor) -> tf.Tensor:
+        extra = self.opt("additional_left_summand_per_element")
+        return value if extra is None else value + tf.cast(extra, value.dtype)
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
+        if self.step_mode:
+            raise NetworkError("%s: a sum over the loop's frames runs only inside a rec layer's unit" % self.desc)
         x = self.apply_dropout(sources[0], ctx)
-        value = x.tensor
-        extra = self.opt("additional_left_summand_per_element")
-        if extra is not None:
-            value = value + tf.cast(extra, value.dtype)
+        value = self._summand(x.tensor)
         if x.data.dims[self.ax].is_dynamic():
             value = tf.where(x.broadcast_mask(self.ax), value, tf.zeros_like(value))
         return self.make_output(tf.cumsum(value, axis=self.ax, reverse=bool(self.opt("reverse"))), [x])

@@ -175,7 +175,8 @@ class AccumulateMeanLayer(Layer):
         init = self.opt("initial_value")
         if init is None:
             init = 1.0 / data.dim if self.opt("is_prob_distribution") else 0.0
-        self.mean = self.variable("mean", tf.fill([data.dim], float(init)), trainable=False)
+        # RETURNN names it "mean_1" (its graph already holds a "mean" in the layer scope): checkpoints match
+        self.mean = self.variable("mean_1", tf.fill([data.dim], float(init)), trainable=False)
         self.output = Data(name, dims=[data.feature_dim])
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:

@@ -1,0 +1,132 @@
+"""Golden cases of RETURNN's remaining layer classes (loaded by make_goldens.py): accumulate_mean,
+framewise_statistics, gather_nd, decide, forced_align, masked_computation with unmask (a cumsum
+or a cell in the loop), window in a rec loop (the recurrent variant), rec loops sized by
+size_target, subnetworks.
+
+Left out: ``tikhonov_regularization`` (this engine refuses it: its meta-loss acts in back-propagation
+only; the forward value is the input), a loop over ``size_target`` in which nothing has a batch axis
+(RETURNN's output is then (T, F) without batch, T with sizes per sequence: no real frames to
+compare). RETURNN fails on: ``masked_computation`` moved out of the loop when the mask is True on
+padded frames (its packed frames outnumber the lengths: "indices ... does not index into param
+shape"; the LSTM case keeps the loop), the ``cumsum`` rec unit of RETURNN's own test (not in the
+PyPI version: "unknown cell 'cumsum'"; the cumsum layer instead), subnetwork sources as
+``data:0`` (DataNotFound: "unknown key '0'").
+"""
+from golden_dims import dim_marker, dim_ref
+from make_goldens import X5_CLASSES6, case
+
+L753 = {"data": [7, 5, 3]}
+SPARSE6 = {"dim": 6, "sparse": True, "available_for_inference": True}
+
+
+def _lin(n, src="data", act=None):
+    return {"class": "linear", "activation": act, "with_bias": True, "n_out": n, "from": src}
+
+
+# --- layers with their own variables or side effects (the forward value in evaluation)
+case("accumulate_mean_added", "accumulate_mean", {
+    "acc": {"class": "accumulate_mean", "exp_average": 0.1, "from": "data"},
+    "output": {"class": "combine", "kind": "add", "from": ["data", "acc"]}},
+    notes="in evaluation the layer's value is its variable 'mean' (set like any parameter)")
+case("framewise_statistics_beside", "framewise_statistics", {
+    "sm": {"class": "softmax", "from": "data", "n_out": 6, "target": "classes"},
+    "stats": {"class": "framewise_statistics", "sil_label_idx": 0, "from": "sm"},
+    "stats_f": {"class": "cast", "dtype": "float32", "from": "stats"},
+    "output": {"class": "combine", "kind": "add", "from": ["sm", "stats_f"]}}, extern=X5_CLASSES6,
+    notes="its output is a dummy 0; the statistics go to the engine")
+
+# --- gather_nd: each sequence's frames in reverse order
+case("gather_nd_reverse", "gather_nd", {
+    "t": {"class": "range_in_axis", "from": "data", "axis": "T"},
+    "len": {"class": "length", "from": "data"},
+    "pos": {"class": "combine", "kind": "eval", "from": ["t", "len"], "allow_broadcast_all_sources": True,
+            "eval": "tf.maximum(source(1) - 1 - source(0), 0)"},
+    "output": {"class": "gather_nd", "from": "data", "position": "pos"}}, lens=L753)
+
+# --- decide without search: the input as it is
+case("decide_without_search", "decide", {
+    "lin": _lin(4, act="tanh"),
+    "output": {"class": "decide", "from": "lin"}})
+
+# --- forced_align (Viterbi over the CTC topology)
+for topology in ("ctc", "rna"):
+    case("forced_align_%s" % topology, "forced_align", {
+        "lin": {"class": "linear", "activation": "log_softmax", "n_out": 7, "from": "data"},
+        "output": {"class": "forced_align", "from": "lin", "align_target": "data:classes", "topology": topology,
+                   "input_type": "log_prob"}},
+        extern={"data": {"dim": 5}, "classes": SPARSE6}, lens={"data": [7, 5, 3], "classes": [3, 2, 0]})
+
+# --- masked_computation with unmask (RETURNN's test_MaskedComputationLayer_UnmaskLayer_in_loop)
+MASKED_UNIT = {
+    "const1": {"class": "constant", "value": 1, "with_batch_dim": True},
+    "mask": {"class": "eval", "from": [":i", "const1"], "out_type": {"dtype": "bool"},
+             "eval": "tf.equal(source(0) % 2, source(1))"},
+    "masked": {"class": "masked_computation", "from": "data:source", "mask": "mask", "unit": {
+        "class": "subnetwork", "from": "data", "subnetwork": {
+            "input0": {"class": "cast", "from": "data", "dtype": "float32"},
+            "input1": {"class": "expand_dims", "axis": "f", "from": "input0"},
+            "output": {"class": "cumsum", "from": "input1"}}}},
+    "unmask": {"class": "unmask", "from": "masked", "mask": "mask"},
+    "output": {"class": "squeeze", "from": "unmask", "axis": "f"}}
+case("masked_computation_unmask_in_loop", "masked_computation", {"output": {
+    "class": "rec", "from": "data", "optimize_move_layers_out": False, "unit": MASKED_UNIT}},
+    extern={"data": {"dim": 20, "sparse": True}}, notes="a running sum over the odd frames, held on the even ones")
+case("masked_computation_unmask_moved_out", "masked_computation", {"output": {
+    "class": "rec", "from": "data", "unit": MASKED_UNIT}}, extern={"data": {"dim": 20, "sparse": True}})
+case("masked_computation_lstm_in_loop", "masked_computation", {"output": {
+    "class": "rec", "from": "data", "optimize_move_layers_out": False, "unit": {
+    "red": {"class": "reduce", "mode": "sum", "axis": "F", "from": "data:source"},
+    "mask": {"class": "compare", "kind": "greater", "value": 0.0, "from": "red"},
+    "masked": {"class": "masked_computation", "from": "data:source", "mask": "mask", "unit": {
+        "class": "rnn_cell", "unit": "LSTMBlock", "n_out": 4, "from": "data"}},
+    "unmask": {"class": "unmask", "from": "masked", "mask": "mask"},
+    "output": {"class": "linear", "activation": "tanh", "n_out": 3, "from": "unmask"}}}},
+    notes="the cell steps only on frames with a positive feature sum; its state is held on the others")
+
+# --- window in a rec loop (RETURNN's recurrent variant: the last window_size frames as loop state)
+case("window_recurrent_in_loop", "window", {"output": {"class": "rec", "from": "data", "unit": {
+    "x": {"class": "linear", "activation": "tanh", "n_out": 3, "from": ["data:source", "prev:output"]},
+    "win": {"class": "window", "from": "x", "window_size": 3, "window_left": 2, "window_dim": dim_marker("w", 3)},
+    "red": {"class": "reduce", "mode": "mean", "axis": dim_ref("w"), "from": "win"},
+    "output": {"class": "linear", "activation": "tanh", "n_out": 3, "from": ["red", "x"]}}}},
+    lens={"data": [7, 5, 0]}, notes="the window's input depends on prev:output: it stays in the loop")
+case("window_recurrent_right0", "window", {"output": {"class": "rec", "from": "data", "unit": {
+    "x": {"class": "linear", "activation": "tanh", "n_out": 3, "from": ["data:source", "prev:output"]},
+    "win": {"class": "window", "from": "x", "window_size": 2, "window_right": 0},
+    "output": {"class": "merge_dims", "axes": "except_batch", "from": "win"}}}},
+    notes="window_right 0 instead of window_left; the window merged into the features (fed back)")
+
+# --- rec loops sized by size_target
+case("rec_size_target_with_base", "size_target", {
+    "enc": {"class": "reduce", "mode": "mean", "axis": "T", "from": "data"},
+    "output": {"class": "rec", "from": [], "size_target": "classes", "unit": {
+        "h": {"class": "rnn_cell", "unit": "GRU", "n_out": 3, "from": ["base:enc", "prev:h"]},
+        "output": {"class": "copy", "from": "h"}}}},
+    extern={"data": {"dim": 5}, "classes": SPARSE6}, lens={"data": [7, 4, 1], "classes": [2, 6, 4]})
+
+# --- subnetworks
+case("subnetwork_sub_layer_access", "subnetwork", {
+    "sub": {"class": "subnetwork", "from": "data", "subnetwork": {
+        "a": {"class": "linear", "activation": "tanh", "n_out": 4, "from": "data"},
+        "b": {"class": "linear", "activation": None, "n_out": 4, "from": "a"},
+        "output": {"class": "combine", "kind": "add", "from": ["a", "b"]}}},
+    "output": {"class": "combine", "kind": "mul", "from": ["sub", "sub/a"]}},
+    notes="a sub-layer read from outside as sub/a")
+case("subnetwork_two_sources_base", "subnetwork", {
+    "x": _lin(3, act="tanh"),
+    "sub": {"class": "subnetwork", "from": ["data", "x"], "subnetwork": {
+        "a": {"class": "linear", "activation": "relu", "n_out": 4, "from": "data"},
+        "b": {"class": "linear", "activation": None, "n_out": 4, "from": ["data", "base:x"]},
+        "output": {"class": "combine", "kind": "sub", "from": ["a", "b"]}}},
+    "output": {"class": "copy", "from": "sub"}},
+    notes="two sources (concatenated as its data), a base: reference")
+case("subnetwork_concat_sources", "subnetwork", {
+    "x": _lin(3, act="tanh"),
+    "output": {"class": "subnetwork", "from": ["data", "x"], "concat_sources": True, "subnetwork": {
+        "output": {"class": "linear", "activation": "tanh", "n_out": 4, "from": "data"}}}},
+    notes="concat_sources: the sources concatenated into one data (5 + 3 features)")
+case("subnetwork_in_rec_unit", "subnetwork", {"output": {"class": "rec", "from": "data", "unit": {
+    "sub": {"class": "subnetwork", "from": ["data:source", "prev:output"], "subnetwork": {
+        "h": {"class": "linear", "activation": "tanh", "n_out": 3, "from": "data"},
+        "output": {"class": "linear", "activation": None, "n_out": 3, "from": ["h", "base:prev:output"]}}},
+    "output": {"class": "activation", "activation": "tanh", "from": "sub"}}}})
