@@ -133,3 +133,27 @@ def test_training_feeds_only_the_data_keys_of_built_layers():
         "output": {"class": "softmax", "from": "data", "target": "classes", "loss": "ce"}}, extern)
     assert "unused" not in net.layers
     assert net.required_data_keys(with_targets=True) == ["data", "classes"]
+
+
+def test_embedding_of_a_label_outside_the_sparse_dim_is_a_zero_row():
+    """The 2020 RNA configs prefix the targets (dim 1030) with the blank index 1030 and embed them with a
+    linear layer: TensorFlow's gather on GPU (where RETURNN ran them) gives a zero row; so here on any
+    device (was an InvalidArgumentError on CPU). The gradient stays sparse rows of W."""
+    import tensorflow as tf
+    from returnn.tf.layers import RunContext
+    net = TFNetwork(outputs({"prefixed": {"class": "prefix_in_time", "from": "data:classes", "prefix": 5},
+                             "output": {"class": "linear", "activation": None, "from": "prefixed", "n_out": 3}}),
+                    {"classes": Data("classes", dim=5, sparse=True), "data": Data("data", shape=(None, 2))})
+    labels = np.array([[1, 4, 2], [3, 0, 0]], np.int32)
+    batch = {"classes": tf.constant(labels), "classes:seq_len": tf.constant([3, 1])}
+    layer = net.layers["output"]
+    with tf.GradientTape() as tape:
+        out = net.forward(batch, RunContext(False), only=["output"])["output"]
+        loss = tf.reduce_sum(out.masked(0.0))
+    y, w, b = out.tensor.numpy(), layer.W.numpy(), layer.bias.numpy()
+    np.testing.assert_allclose(y[:, 0], np.tile(b, (2, 1)), rtol=1e-6)  # the prefix 5: no row of W
+    np.testing.assert_allclose(y[0, 1:4], w[labels[0]] + b, rtol=1e-6)
+    np.testing.assert_allclose(y[1, 1], w[3] + b, rtol=1e-6)
+    grad = tape.gradient(loss, layer.W)
+    assert isinstance(grad, tf.IndexedSlices)
+    np.testing.assert_allclose(tf.convert_to_tensor(grad).numpy().sum(-1), [0, 3, 3, 3, 3])

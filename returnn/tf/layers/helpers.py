@@ -301,8 +301,8 @@ def project_sources(plan: FeaturePlan, sources: Sequence[LayerOutput], w: tf.Ten
                     order: Optional[Sequence[int]] = None) -> tf.Tensor:
     """The linear map of the feature-concatenation of ``sources`` by ``w`` (rows in source order),
     without building the concatenation: the sum of each source's projection, broadcast. A sparse
-    source selects rows (= one-hot times ``w``). Padded positions are zeroed (index 0 when
-    sparse) first, so garbage cannot reach the result or the weight gradient.
+    source selects rows (= one-hot times ``w``; a label outside its dim a zero row). Padded positions
+    are zeroed (index 0 when sparse) first, so garbage cannot reach the result or the weight gradient.
 
     ``order``: the result's non-feature axes as positions of ``plan.dims`` (default: plan order),
     e.g. ``[1, 0]`` for a time-major result of (batch, time) sources. Each source is transposed
@@ -323,8 +323,11 @@ def project_sources(plan: FeaturePlan, sources: Sequence[LayerOutput], w: tf.Ten
             if axes != list(range(len(axes))):
                 value = tf.transpose(value, axes + ([] if src.data.sparse else [len(axes)]))
             positions = sorted(positions)
-        if src.data.sparse:
-            part = tf.gather(rows, value)
+        if src.data.sparse:  # a label outside the sparse dim selects a zero row, as TF's gather on GPU (where
+            # RETURNN ran the published configs) gives: RNN-T configs embed a BOS = blank index one past the classes
+            inside = tf.logical_and(value >= 0, value < plan.in_dims[i])
+            part = tf.gather(rows, tf.where(inside, value, tf.zeros_like(value)))
+            part = part * tf.cast(inside, part.dtype)[..., None]
         else:
             part = dense_dot(value, rows)
         n = len(plan.dims)
