@@ -1,5 +1,5 @@
 """Golden cases of RETURNN's remaining layer classes (loaded by make_goldens.py): accumulate_mean,
-framewise_statistics, gather_nd, decide, forced_align, masked_computation with unmask (a cumsum
+split_concatenated_multichannel (the output has another batch), framewise_statistics, gather_nd, decide, forced_align, masked_computation with unmask (a cumsum
 or a cell in the loop), window in a rec loop (the recurrent variant), rec loops sized by
 size_target, subnetworks.
 
@@ -10,7 +10,13 @@ compare). RETURNN fails on: ``masked_computation`` moved out of the loop when th
 padded frames (its packed frames outnumber the lengths: "indices ... does not index into param
 shape"; the LSTM case keeps the loop), the ``cumsum`` rec unit of RETURNN's own test (not in the
 PyPI version: "unknown cell 'cumsum'"; the cumsum layer instead), subnetwork sources as
-``data:0`` (DataNotFound: "unknown key '0'").
+``data:0`` (DataNotFound: "unknown key '0'"). RETURNN 1.2026 fails on every segmental-model layer
+(segment_input, unsegment_input, classes_to_segments, classes_to_length_distribution(_global),
+segment_alignment, and so apply_length_distribution and normalize_length_scores behind them):
+their templates set ``size_placeholder = {0: None}`` ("'NoneType' object has no attribute
+'_RETURNN_dyn_size_beam'"); on ``batch_median_pooling`` (its template reads the input's
+placeholder: AssertionError) and on ``alternating_real_to_complex`` / ``complex_to_alternating_real``
+also with n_out ("Mismatching shape: Raw tensor (None, None, None)").
 """
 from golden_dims import dim_marker, dim_ref
 from make_goldens import X5_CLASSES6, case
@@ -130,3 +136,8 @@ case("subnetwork_in_rec_unit", "subnetwork", {"output": {"class": "rec", "from":
         "h": {"class": "linear", "activation": "tanh", "n_out": 3, "from": "data"},
         "output": {"class": "linear", "activation": None, "n_out": 3, "from": ["h", "base:prev:output"]}}},
     "output": {"class": "activation", "activation": "tanh", "from": "sub"}}}})
+
+# --- a layer changing the batch
+case("split_concatenated_multichannel", "multichannel", {"output": {
+    "class": "split_concatenated_multichannel", "nr_of_channels": 2, "from": "data"}}, extern={"data": {"dim": 6}},
+    notes="the 2 channels of each sequence as consecutive batch entries")

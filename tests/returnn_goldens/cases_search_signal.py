@@ -5,8 +5,8 @@ twod_lstm.
 
 Left out because RETURNN itself fails on them: ``alternating_real_to_complex`` and
 ``complex_to_alternating_real`` (its output placeholder has no static shape: "Mismatching shape"),
-the ``blackman`` window (RETURNN imports scipy), ``split_concatenated_multichannel`` and
-``batch_median_pooling`` (they change the batch size, which the golden format does not hold),
+the ``blackman`` window (RETURNN imports scipy), ``batch_median_pooling`` (see
+cases_misc_layers.py; split_concatenated_multichannel is there),
 ``gauss_window_attention`` with ``inner_size`` (RETURNN: "setting the shape is not allowed")."""
 from make_goldens import case
 
