@@ -157,3 +157,28 @@ def test_embedding_of_a_label_outside_the_sparse_dim_is_a_zero_row():
     grad = tape.gradient(loss, layer.W)
     assert isinstance(grad, tf.IndexedSlices)
     np.testing.assert_allclose(tf.convert_to_tensor(grad).numpy().sum(-1), [0, 3, 3, 3, 3])
+
+
+def test_rec_unit_reads_prev_of_a_switch_before_it_is_built():
+    """The many-to-one speech translation configs (2019-e2e-speech-to-text-comparison): 'att' is a switch
+    on a per-sequence condition (B,) between two attention contexts, read as 'prev:att' by the LSTM
+    before it is built: its assumed template is the values' (B, F), not the condition's (B,)."""
+    import tensorflow as tf
+    from returnn.tf.layers import RunContext
+    unit = {
+        "s": {"class": "rnn_cell", "unit": "LSTMBlock", "from": ["data:source", "prev:att"], "n_out": 4},
+        "att_a": {"class": "linear", "activation": None, "from": "s", "n_out": 3, "is_output_layer": True},
+        "att_b": {"class": "linear", "activation": "tanh", "from": "s", "n_out": 3, "is_output_layer": True},
+        "att": {"class": "switch", "condition": "base:long", "true_from": "att_a", "false_from": "att_b",
+                "is_output_layer": True},
+        "output": {"class": "copy", "from": "att"}}
+    net = TFNetwork(outputs({
+        "len": {"class": "length", "from": "data"},
+        "long": {"class": "compare", "from": "len", "kind": "greater", "value": 3},
+        "output": {"class": "rec", "from": "data", "unit": unit}}), {"data": Data("data", shape=(None, 2))})
+    assert net.layers["output"].sub_layers()["att"].output.dim == 3
+    x = np.random.RandomState(0).randn(2, 5, 2).astype(np.float32)
+    out = net.forward({"data": tf.constant(x), "data:seq_len": tf.constant([5, 3])}, RunContext(False))
+    a, b, att = (out["output/" + n].tensor.numpy() for n in ("att_a", "att_b", "att"))
+    np.testing.assert_allclose(att[0, :5], a[0, :5], rtol=1e-6)  # length 5 > 3: true_from
+    np.testing.assert_allclose(att[1, :3], b[1, :3], rtol=1e-6)

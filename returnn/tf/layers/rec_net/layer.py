@@ -402,6 +402,9 @@ class RecSubnetLayer(Layer):
         if isinstance(opts.get("out_dim"), Dim):
             n_out = opts["out_dim"].dimension
         src_names = self.sub_source_names(sub)
+        if opts.get("class") == "switch":  # RETURNN: the values' template, the condition broadcast over it
+            values = [opts[k] for k in ("true_from", "false_from") if isinstance(opts.get(k), str)]
+            src_names = values + [s for s in src_names if s not in values]
         from_out_type = _out_type_template(self.layer_name + "/" + sub, opts.get("out_type"))
         if (from_out_type is None and self._follow_axes and opts.get("class") == "generic_attention"
                 and isinstance(opts.get("base"), str)):
