@@ -59,3 +59,21 @@ def test_refused_loss_option_values_are_one_line():
     with pytest.raises(NetworkError, match="'e'.*label_map"):
         EditDistanceLoss("e", {"label_map": {1: 2}}, "classes")
     EditDistanceLoss("e", {"ctc_decode": True}, "classes")  # implemented (tests/test_losses.py)
+
+
+def test_layer_loss_scale_is_the_loss_scale_and_conflicts_are_refused():
+    """RETURNN moves a layer's loss_scale into loss_opts scale (asserting equality when both are given):
+    one factor in the objective, not two."""
+    from returnn.config import Config
+    from returnn.extern_data import extern_data_from_config
+    from returnn.tf.network import TFNetwork
+    extern = extern_data_from_config(Config({"extern_data": {"data": {"dim": 3},
+                                                             "classes": {"dim": 4, "sparse": True}}}))
+    net = {"output": {"class": "softmax", "loss": "ce", "n_out": 4, "loss_scale": 3.0, "loss_opts": {"scale": 3.0}}}
+    info = TFNetwork(net, extern).losses[0]
+    import tensorflow as tf
+    from returnn.tf.losses import LossValues
+    assert info.scale * float(info.loss.objective(LossValues(tf.constant(2.0), tf.constant(1.0)))) == 6.0
+    net["output"]["loss_opts"] = {"scale": 2.0}
+    with pytest.raises(NetworkError, match="'output': loss_scale and loss_opts scale differ"):
+        TFNetwork(net, extern)

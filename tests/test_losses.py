@@ -304,6 +304,12 @@ def test_objective_is_the_frame_sum_unless_use_normalized_loss(name):
     with pytest.raises(NetworkError, match=r"^layer 'output': loss_opts use_normalized_loss must be True or False, "
                                            r"got 'yes'$"):
         cls("output", dict(base, use_normalized_loss="yes"), "classes")
+    # RETURNN's Loss option scale (every loss): a factor in the objective, 0 leaves the loss out
+    assert float(cls("output", dict(base, scale=0.5), "classes").objective(values)) == 6.0
+    assert float(cls("output", dict(base, scale=2, use_normalized_loss=True), "classes").objective(values)) == 6.0
+    assert float(cls("output", dict(base, scale=0), "classes").objective(values)) == 0.0
+    with pytest.raises(NetworkError, match=r"^layer 'output': loss_opts scale must be a number, got 'x'$"):
+        cls("output", dict(base, scale="x"), "classes")
 
 
 def test_safe_log_value_is_exactly_log_max_and_gradient_identity():

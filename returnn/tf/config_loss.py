@@ -346,12 +346,6 @@ class ConfigLoss(engine_losses.Loss):
             return
         super().check_templates(output, target, target_name)
 
-    def objective(self, values: engine_losses.LossValues) -> tf.Tensor:
-        """RETURNN's: the value times ``scale`` (0: not in the objective), normalized with use_normalized_loss."""
-        if not self.scale:
-            return tf.constant(0.0)
-        return super().objective(values) * float(self.scale)
-
     @tf.autograph.experimental.do_not_convert  # the config's code runs as RETURNN runs it: in graph mode, unconverted
     def compute_btf(self, output: LayerOutput, target: Optional[LayerOutput], train: bool = False
                     ) -> engine_losses.LossValues:

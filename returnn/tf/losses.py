@@ -42,6 +42,8 @@ COMMON_OPTIONS: Tuple[Option, ...] = (
                                          "labels, e.g. CTC's target labels)"),
     Option("use_flatten_frames", True, "RETURNN: compute on the real frames flattened",
            noop="a layout RETURNN computes in: the per-frame values and their sums are the same"),
+    Option("scale", 1.0, "factor of the loss in the training objective (0: not in it); the reported score is "
+                         "unscaled (RETURNN's; the layer's loss_scale sets it too)"),
 )
 
 
@@ -71,6 +73,9 @@ class Loss:
         if not isinstance(self.normalized, bool):
             raise NetworkError("layer %r: loss_opts use_normalized_loss must be True or False, got %r"
                                % (layer_name, self.normalized))
+        self.scale = self.opts.get("scale", 1.0)
+        if isinstance(self.scale, bool) or not isinstance(self.scale, (int, float)):
+            raise NetworkError("layer %r: loss_opts scale must be a number, got %r" % (layer_name, self.scale))
 
     @classmethod
     def declared(cls) -> Dict[str, Option]:
@@ -107,12 +112,13 @@ class Loss:
                                % (where, output.dim, target_name, target.dim, expected))
 
     def objective(self, values: LossValues) -> tf.Tensor:
-        """This loss's term of the training objective (before the layer's ``loss_scale``): RETURNN's
-        ``loss_sum`` over all real frames of all sequences of the batch, or with ``use_normalized_loss``
-        that sum over ``norm`` (the batch's per-frame average)."""
-        if self.normalized:
-            return values.loss_sum / tf.maximum(values.norm, 1.0)
-        return values.loss_sum
+        """This loss's term of the training objective: RETURNN's ``loss_sum`` over all real frames of all
+        sequences of the batch (with ``use_normalized_loss`` over ``norm``, the batch's per-frame
+        average), times ``scale`` (0: no term, RETURNN leaves the loss out)."""
+        if not self.scale:
+            return tf.constant(0.0)
+        value = values.loss_sum / tf.maximum(values.norm, 1.0) if self.normalized else values.loss_sum
+        return value * float(self.scale) if self.scale != 1 else value
 
     def compute(self, output: LayerOutput, target: Optional[LayerOutput], train: bool = False) -> LossValues:
         """Loss of ``output`` against ``target`` for one batch (``train``: in a training step; some

@@ -313,7 +313,11 @@ class TFNetwork(tf.Module):
         loss = loss_cls(name, dict(opts.get("loss_opts") or {}), target)
         if hasattr(loss, "bind_layer"):  # losses that read the layer (its parameters, its input)
             loss.bind_layer(self._built_layer(name))
-        self.losses.append(LossInfo(name, loss, target, float(opts.get("loss_scale", 1.0)),
+        if opts.get("loss_scale", 1.0) != 1.0:  # RETURNN: the loss's scale (equal when both are given)
+            if "scale" in (opts.get("loss_opts") or {}) and opts["loss_opts"]["scale"] != opts["loss_scale"]:
+                raise NetworkError("layer %r: loss_scale and loss_opts scale differ (RETURNN asserts)" % name)
+            loss.scale = float(opts["loss_scale"])
+        self.losses.append(LossInfo(name, loss, target, 1.0,
                                     bool(opts.get("only_on_eval"))))
 
     def check_losses(self) -> None:
