@@ -190,6 +190,11 @@ def test_out_shape_is_checked_on_every_layer():
     with pytest.raises(NetworkError, match="does not have the dims of 'out_shape'"):
         TFNetwork({"output": {"class": "reduce", "mode": "max", "axis": "T", "from": "data",
                               "out_shape": {batch_dim, time, feat}, "is_output_layer": True}}, ext)
+    # {} (Python's empty dict literal; RETURNN iterates it as an empty set): a scalar, no dims
+    net = TFNetwork({"output": {"class": "constant", "value": 1.0, "out_shape": {}, "is_output_layer": True}}, ext)
+    assert net.layers["output"].output.batch_ndim == 0
+    with pytest.raises(NetworkError, match="does not have the dims of 'out_shape'"):
+        TFNetwork({"output": {"class": "copy", "from": "data", "out_shape": {}, "is_output_layer": True}}, ext)
 
 
 @pytest.mark.parametrize("layer,needle", [

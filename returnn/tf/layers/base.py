@@ -103,6 +103,8 @@ class Layer(tf.Module):
         Option("loss_opts", None, "options of the loss"),
         Option("loss_scale", 1.0, "factor of this loss in the total"),
         Option("is_output_layer", False, "output of the network (forward task)"),
+        Option("initial_output", None, "a rec unit's layer: its value before the first step (the rec layer reads it)",
+               noop="outside a rec unit nothing reads it (RETURNN stores it for rec loops only)"),
         Option("only_on_eval", False, "the layer is not built in the forward task, and its loss is computed in "
                                       "evaluation (dev/eval scores) but not in training steps"),
         Option("only_on_search", False, "the layer exists only in networks built for search (e.g. a decision "
@@ -351,7 +353,10 @@ class Layer(tf.Module):
                                "the activation)" % (self.desc, activation))
 
     def _verify_out_shape(self, out_shape: Any) -> None:
-        """RETURNN's ``out_shape``: the output's dims, as a set (batch included)."""
+        """RETURNN's ``out_shape``: the output's dims, as a set (batch included); ``{}`` (Python's
+        literal for an empty dict, RETURNN iterates it as an empty set): no dims, a scalar."""
+        if isinstance(out_shape, Mapping) and not out_shape:
+            out_shape = set()
         if not isinstance(out_shape, (set, frozenset, list, tuple)) or not all(isinstance(d, Dim) for d in out_shape):
             raise NetworkError("%s: 'out_shape' must be a set of Dims here (RETURNN's markers such as OptionalDim "
                                "are not supported), got %r" % (self.desc, out_shape))
