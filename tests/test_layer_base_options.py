@@ -98,3 +98,17 @@ def test_spatial_smoothing_and_darc1_enter_the_training_objective():
 def test_bad_base_options_are_one_line(layer, needle):
     with pytest.raises(NetworkError, match=needle):
         TFNetwork({"output": dict(layer, is_output_layer=True)}, _extern())
+
+
+def test_initial_output_outside_a_rec_unit_is_accepted_and_changes_nothing():
+    """RETURNN's LayerBase takes initial_output on every layer; outside a rec unit nothing reads it (the
+    i6 segmental configs set it on a top-level rec layer): same parameters, same output."""
+    batch, _ = _batch()
+    outs = []
+    for extra in ({}, {"initial_output": 0}):
+        net = TFNetwork({"output": dict({"class": "rec", "unit": "nativelstm2", "n_out": 3, "from": "data"}, **extra)},
+                        _extern())
+        assert returnn_param_shapes(net) == {"output/rec/W": (9, 12), "output/rec/W_re": (3, 12), "output/rec/b": (12,)}
+        set_returnn_param_values(net, {n: np.full(s, 0.1, np.float32) for n, s in returnn_param_shapes(net).items()})
+        outs.append(net.forward(batch, RunContext(False))["output"].tensor.numpy())
+    np.testing.assert_allclose(_real(outs[0]), _real(outs[1]))
