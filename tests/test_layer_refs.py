@@ -91,13 +91,15 @@ def test_data_index_references_in_a_subnetwork_without_concat_sources():
     np.testing.assert_allclose(_run(net, x, [3, 3]), 2 * (x @ a.W.numpy() + a.bias.numpy()), rtol=1e-5, atol=1e-5)
 
 
-def test_masked_computation_from_a_packed_base_sequence_in_a_rec_loop():
+@pytest.mark.parametrize("own_mask", ["mask", None])
+def test_masked_computation_from_a_packed_base_sequence_in_a_rec_loop(own_mask):
     """A transducer decoder's shape: the masked unit runs once over base:data:data_masked (the frames
-    the mask keeps, packed); in the loop, unmask takes its frame of the steps where the mask held."""
+    the mask keeps, packed); in the loop, unmask takes its frame of the steps where the mask held. With
+    masked_from the masked_computation's own mask may be None (RETURNN; i6's transducer configs)."""
     net = TFNetwork({"output": {"class": "rec", "from": "data", "unit": {
         "mask": {"class": "eval", "from": ["data:source", ":i"], "out_type": {"dtype": "bool", "shape": ()},
                  "eval": "tf.fill([tf.shape(source(0))[0]], tf.equal(tf.reshape(source(1), []) % 2, 1))"},
-        "masked": {"class": "masked_computation", "from": "data:source", "mask": "mask",
+        "masked": {"class": "masked_computation", "from": "data:source" if own_mask else [], "mask": own_mask,
                    "masked_from": "base:data:data_masked",
                    "unit": {"class": "linear", "activation": None, "n_out": 2, "from": "data"}},
         "unmask": {"class": "unmask", "from": "masked", "mask": "mask"},

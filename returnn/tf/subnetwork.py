@@ -225,11 +225,12 @@ def _expand_masked(name: str, opts: Dict[str, Any], in_rec_unit: bool) -> Dict[s
     keeps its previous output and state; with ``masked_from`` (e.g. ``base:x``, the frames the mask
     keeps, already packed: transducer decoders) the unit runs once over that sequence instead, and an
     ``unmask`` of it takes its frame per step (``_unmask_in_unit``, :mod:`returnn.tf.layers.rec_net.unmask`).
-    Outside loops ``masked_from`` may stand without ``mask``.
+    ``masked_from`` may stand without ``mask`` (RETURNN: the unit then runs on it as it is; in a rec unit
+    it is computed outside the loop anyway).
     """
     where = "layer %r (masked_computation)" % name
     mask, unit = opts.get("mask"), opts.get("unit")
-    if not isinstance(mask, str) and not (mask is None and opts.get("masked_from") and not in_rec_unit):
+    if not isinstance(mask, str) and not (mask is None and opts.get("masked_from")):
         raise NetworkError("%s: 'mask' must name a bool layer, got %r" % (where, mask))
     if not isinstance(unit, dict) or "class" not in unit:
         raise NetworkError("%s: 'unit' must be a layer dict with 'class', got %r" % (where, unit))
