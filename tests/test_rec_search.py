@@ -260,3 +260,28 @@ def test_search_exports_in_loop_frames_with_the_encoder_lengths(beam):
     t_axis = att.data.dims.index(enc_time)
     np.testing.assert_allclose(np.sum(np.nan_to_num(att.masked(0.0).numpy()), axis=t_axis), 1.0, rtol=1e-5)
     assert w.shape[t_axis] == 5
+
+
+def test_run_search_of_a_dense_output_reports_no_edit_distance():
+    """A regression decoder's search output (dense frames) is no label sequence: run_search gives the
+    frames per sequence (real frames only) and no edit distance, although the data has the target."""
+    from types import SimpleNamespace
+    from returnn.config import Config
+    from returnn.datasets import init_dataset
+    from returnn.datasets.batching import BatchOptions
+    from returnn.tf.search_task import run_search
+    data = [{"data": np.zeros((3, 2), "float32"), "classes": np.array([1, 2], "int32")},
+            {"data": np.zeros((2, 2), "float32"), "classes": np.array([0], "int32")}]
+    dataset = init_dataset({"class": "StaticDataset", "data": data, "output_dim": {"data": [2, 2], "classes": [3, 1]}})
+    frames = np.arange(2 * 3 * 4, dtype="float32").reshape(2, 3, 4)
+
+    def forward_step(batch):
+        n = len(batch["data:seq_len"])
+        return tf.constant(frames[:n]), tf.constant([3, 1][:n])
+
+    steps = SimpleNamespace(forward_step=forward_step, forward_keys=["data"], to_tensors=lambda b: b)
+    results, stats = run_search(steps, dataset, BatchOptions.from_config(Config({"batch_size": 100})), 1, "classes")
+    assert stats == {}
+    hyps = dict(results)
+    np.testing.assert_array_equal(hyps["seq-0"], frames[0])
+    np.testing.assert_array_equal(hyps["seq-1"], frames[1, :1])

@@ -100,7 +100,9 @@ def run_search(steps: StepFunctions, dataset: Dataset, batching: BatchOptions, e
             labels = per_layer[0]
             tag = dataset.get_tag(int(seq_idx))
             results.append((tag, dict(zip(layers, per_layer)) if layers and len(layers) > 1 else labels))
-            if have_ref and not isinstance(labels, np.ndarray):  # no edit distance of dense frames
+            if isinstance(labels, np.ndarray):  # dense frames: no labels to compare with a reference
+                have_ref = False
+            if have_ref:
                 ref = [int(x) for x in np.asarray(dataset.get_data(int(seq_idx), target)).reshape(-1)]
                 errors += edit_distance(labels, ref)
                 ref_len += len(ref)
