@@ -306,12 +306,14 @@ def test_rec_subnetwork_axis_back_prop_unit_opts():
     net(axis="T", back_prop=True, unit_opts={})
     with pytest.raises(NetworkError, match="'output'.*'axis'"):
         net(axis="F")
-    with pytest.raises(NetworkError, match="'output'.*'back_prop'"):
-        net(back_prop=False)
-    # in search no gradient is taken: back_prop False (a transducer config sets it by task) changes nothing
+    # where no gradient is taken (search, evaluation) back_prop False (a transducer config sets it by task)
+    # changes nothing; a training step refuses it
     from returnn.tf.layers import RunContext
     x = {"data": tf.constant(np.random.RandomState(0).randn(2, 4, 3).astype("float32")),
          "data:seq_len": tf.constant([4, 2])}
+    with pytest.raises(NetworkError, match="'output'.*'back_prop'"):
+        net(back_prop=False).forward(x, RunContext(True))
+    net(back_prop=False).forward(x, RunContext(False))
     frozen, plain = net(search=True, back_prop=False), net(search=True)
     for a, b in zip(frozen.layers["output"].trainable_variables, plain.layers["output"].trainable_variables):
         b.assign(a)

@@ -154,7 +154,7 @@ class RecSubnetLayer(Layer):
         Option("unroll", False, "RETURNN: unroll the loop",
                noop="RETURNN reads it only for its TensorFlow cells, never for a sub-network unit"),
         Option("back_prop", True, "False: no gradient through the loop (RETURNN's while_loop option); accepted "
-                                  "in search, where no gradient is taken, refused in training"),
+                                  "where no gradient is taken (search, evaluation), refused in a training step"),
         Option("direction", 1, "1 only for a sub-network"),
         Option("axis", None, "the axis to loop over: only the source's time axis here"),
         Option("unit_opts", None, "not used with a sub-network", only=(None, {})),
@@ -202,9 +202,6 @@ class RecSubnetLayer(Layer):
         self.seed = seed
         self.search = search
         step_only = [] if self.opt("optimize_move_layers_out") else list(self.unit)
-        if self.opt("back_prop") is False and not search:
-            raise NetworkError("%s: option 'back_prop' False (no gradient through the loop) is supported in search "
-                               "only, where no gradient is taken" % self.desc)
         self.search_choice: Optional[str] = None
         choices = [n for n, o in self.unit.items() if isinstance(o, Mapping) and o.get("class") == "choice"]
         if search and not choices and self.n_from:  # nothing to choose (e.g. an LM over its input): a plain loop
@@ -553,6 +550,9 @@ class RecSubnetLayer(Layer):
 
     # ---- running
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
+        if self.opt("back_prop") is False and ctx.train:
+            raise NetworkError("%s: option 'back_prop' False (no gradient through the loop) is supported only where "
+                               "no gradient is taken (search, evaluation), not in a training step" % self.desc)
         if self.search:
             from returnn.tf.layers.rec_net.search import BeamSearchRun
             run = BeamSearchRun(self, sources, ctx)
