@@ -18,7 +18,7 @@ DATA = os.path.join(HERE, "data", "returnn_test_nets.json")
 
 # Nets both engines build, per RETURNN build ("returnn": the behavior version RETURNN's tests run
 # with; "returnn_bv0": behavior version 0), measured when set. Raise them when the engine builds more.
-BUILT_FLOOR = {"returnn": 142, "returnn_bv0": 143}
+BUILT_FLOOR = {"returnn": 152, "returnn_bv0": 153}
 
 
 def _bench():

@@ -7,8 +7,10 @@ A *net dict* is a dict display that :func:`ast.literal_eval` accepts, with strin
 are mostly (at least half, at least one) dicts with a ``"class"`` key. The outermost such dict wins:
 dicts inside an accepted one (rec units, subnetworks) are part of it. A literal dict that is the
 ``unit``/``subnetwork`` of a bigger, non-literal dict (directly, or through a variable used as such in
-the same function) is skipped: it is only part of another net. Identical dicts are kept once (the
-first occurrence, in file order), the other places listed under ``also_in``.
+the same function) is part of another net in its test; it is kept too, built alone as a net of its
+own (``alone`` says why it is only a part; RETURNN builds some of them, e.g. a cond branch or a
+subnetwork without ``base:`` references). Identical dicts are kept once (the first occurrence, in
+file order), the other places listed under ``also_in``.
 
 For each net the extern data the test gives: a literal ``extern_data`` dict, or ``num_inputs`` /
 ``num_outputs``, looked up (1) in the config dict that holds the net under ``"network"``, (2) the
@@ -492,7 +494,8 @@ def extract_file(path: str, rel: str) -> List[Dict[str, Any]]:
 
 
 def extract(src: str = DEFAULT_SRC) -> Tuple[List[Dict[str, Any]], List[Dict[str, Any]]]:
-    """(nets, skipped): deduplicated net dicts with ids, and the dicts skipped as sub-nets."""
+    """(nets, parts): deduplicated net dicts with ids (the parts of other nets among them, with
+    ``alone``), and the dicts that are parts of other nets."""
     files = sorted(glob.glob(os.path.join(src, TEST_GLOB)))
     if not files:
         raise SystemExit("no %s under %s (RETURNN's source with its tests)" % (TEST_GLOB, src))
@@ -503,14 +506,14 @@ def extract(src: str = DEFAULT_SRC) -> Tuple[List[Dict[str, Any]], List[Dict[str
     nets: List[Dict[str, Any]] = []
     seen: Dict[str, Dict[str, Any]] = {}
     for r in raw:
-        if r["skip"]:
-            continue
         key = canonical([r["net"], r["extern"], r["config"], r["flags"]])  # the same build
         if key in seen:
             seen[key]["also_in"].append("%s:%d %s" % (r["file"], r["line"], r["function"]))
             continue
         r = dict(r, also_in=[])
-        del r["skip"]
+        skip = r.pop("skip")
+        if skip:
+            r["alone"] = skip
         seen[key] = r
         nets.append(r)
     _assign_ids(nets)
@@ -540,7 +543,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--src", default=DEFAULT_SRC, help="RETURNN source dir with tests/ (default %(default)s)")
     parser.add_argument("--list", action="store_true", help="one line per net")
-    parser.add_argument("--skipped", action="store_true", help="also list the dicts skipped as sub-nets")
+    parser.add_argument("--skipped", action="store_true", help="also list the dicts that are parts of other nets")
     args = parser.parse_args(argv)
     nets, skipped = extract(args.src)
     if args.list:
@@ -549,12 +552,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                                                "; ".join(n["extern_notes"])))
     if args.skipped:
         for s in skipped:
-            print("skipped %s:%d %s: %s" % (s["file"], s["line"], s["function"], s["skip"]))
+            print("part %s:%d %s: %s (built alone too)" % (s["file"], s["line"], s["function"], s["skip"]))
     origins: Dict[str, int] = {}
     for n in nets:
         o = n["extern_origin"].split(" ")[0]
         origins[o] = origins.get(o, 0) + 1
-    print("%d net dicts (%d duplicates folded, %d skipped as sub-nets); extern data from: %s"
+    print("%d net dicts (%d duplicates folded, %d of them parts of other nets); extern data from: %s"
           % (len(nets), sum(len(n["also_in"]) for n in nets), len(skipped),
              ", ".join("%s %d" % kv for kv in sorted(origins.items()))))
     return 0
