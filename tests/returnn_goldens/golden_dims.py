@@ -2,7 +2,8 @@
 Dim is written as a marker dict ``{"__dim__": NAME, "dimension": N or None, "kind": KIND}``
 (kind: "spatial" (default), "feature" or "unspecified"); every marker of one NAME in a case (its
 extern_data and network) is the same Dim object, and ``{"__dim__": NAME}`` alone refers to a Dim
-declared elsewhere in the case. NAME "batch" is the batch dim. Both sides resolve the markers
+declared elsewhere in the case. NAME "batch" is the batch dim. ``{"__tuple__": [...]}`` is a tuple
+(JSON has lists only; RETURNN compares an eval's ``out_type`` shape with a tuple). Both sides resolve the markers
 with their own Dim class: make_goldens.py with RETURNN's, tests/test_returnn_goldens.py with this
 engine's (pure Python, no imports: loaded by path from both venvs).
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, Optional
 
 DIM_KEY = "__dim__"
+TUPLE_KEY = "__tuple__"
 
 
 def dim_marker(name: str, dimension: Optional[int] = None, kind: str = "spatial") -> Dict[str, Any]:
@@ -23,9 +25,14 @@ def dim_ref(name: str) -> Dict[str, Any]:
     return {DIM_KEY: name}
 
 
+def as_tuple(*items: Any) -> Dict[str, Any]:
+    """A tuple, kept a tuple through the JSON of the golden's meta."""
+    return {TUPLE_KEY: list(items)}
+
+
 def has_markers(obj: Any) -> bool:
     if isinstance(obj, dict):
-        return DIM_KEY in obj or any(has_markers(v) for v in obj.values())
+        return DIM_KEY in obj or TUPLE_KEY in obj or any(has_markers(v) for v in obj.values())
     if isinstance(obj, (list, tuple)):
         return any(has_markers(v) for v in obj)
     return False
@@ -73,6 +80,8 @@ def _replace(obj: Any, get: Callable[[str], Any]) -> Any:
     if isinstance(obj, dict):
         if DIM_KEY in obj:
             return get(obj[DIM_KEY])
+        if TUPLE_KEY in obj:
+            return tuple(_replace(v, get) for v in obj[TUPLE_KEY])
         return {k: _replace(v, get) for k, v in obj.items()}
     if isinstance(obj, list):
         return [_replace(v, get) for v in obj]

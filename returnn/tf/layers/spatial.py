@@ -8,10 +8,11 @@ becomes spatial, e.g. 2-D conv over time x frequency); ``input_expand_dims`` and
 
 Padding per axis, with ``k_eff = (k - 1) * dilation + 1``:
 
-- dynamic axis, ``same``: left ``(k_eff - 1) // 2``, rest right; strides subsample that stride-1
-  result, so output frame ``t'`` is centred on input frame ``t' * stride`` whatever the batch's
-  padded length; sizes ``ceil(L / s)``;
-- static axis, ``same``: TensorFlow's SAME padding (output ``ceil(L / s)``);
+- ``same``: TensorFlow's SAME padding of the tensor, as RETURNN: total
+  ``max((ceil(T / s) - 1) * s + k_eff - T, 0)``, half of it (rounded down) left. On a dynamic axis
+  ``T`` is the padded length (the batch's longest), so with strides the windows of a sequence
+  depend on the batch, as in RETURNN (its ``same_static`` avoids that); without strides the left
+  padding is ``(k_eff - 1) // 2``. Sizes ``ceil(L / s)``;
 - ``valid``: sizes ``max(0, (L - k_eff) // s + 1)``.
 
 Padded input positions are masked before the window op (to 0, or what the layer asks) and output
@@ -190,7 +191,11 @@ class SpatialPlan:
         if w.in_dim.is_static() and self.padding == "same":
             return list(tf_same_pads(w.in_dim.dimension, w))
         if self.padding == "same":
-            return [(w.k_eff - 1) // 2, w.k_eff - 1 - (w.k_eff - 1) // 2]
+            if w.stride == 1:
+                return [(w.k_eff - 1) // 2, w.k_eff - 1 - (w.k_eff - 1) // 2]
+            # TF's SAME of the padded tensor (RETURNN runs the op on it): depends on its length
+            total = tf.maximum(((length + w.stride - 1) // w.stride - 1) * w.stride + w.k_eff - length, 0)
+            return [total // 2, total - total // 2]
         return [0, tf.maximum(w.k_eff - length, 0)]
 
     def out_sizes(self, x: LayerOutput) -> dict:
