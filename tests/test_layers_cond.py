@@ -112,3 +112,27 @@ def test_cond_refuses_non_scalar_condition_and_branch_losses():
                             "true_layer": {"class": "softmax", "from": "data", "n_out": 13, "loss": "ce"},
                             "false_layer": {"class": "softmax", "from": "data", "n_out": 13}},
                    "output": {"class": "copy", "from": "cond"}}, _extern())
+
+
+@pytest.mark.parametrize("scope", [None, "/shared_ff"])
+def test_both_branches_share_the_parameters_of_one_scope(scope):
+    """RETURNN builds both branches under the cond's name with AUTO_REUSE: layers of the same scope in
+    the two branches (same name, or the same absolute name_scope: i6's stochastic-depth conformer, a
+    train and an eval branch of one feed-forward block) are one set of parameters."""
+    lin = {"class": "linear", "activation": None, "n_out": 10, "from": "data"}
+    if scope:
+        lin["name_scope"] = scope
+    net = TFNetwork({
+        "cond": {"class": "cond", "from": [], "condition": {"class": "train_flag"},
+                 "true_layer": {"class": "subnetwork", "from": "data", "subnetwork": {
+                     "ff": dict(lin), "output": {"class": "eval", "from": "ff", "eval": "2.0 * source(0)"}}},
+                 "false_layer": {"class": "subnetwork", "from": "data", "subnetwork": {
+                     "ff": dict(lin), "output": {"class": "copy", "from": "ff"}}}},
+        "output": {"class": "copy", "from": "cond"}}, _extern())
+    name = "shared_ff" if scope else "cond/ff"
+    assert returnn_param_shapes(net) == {name + "/W": (11, 10), name + "/b": (10,)}
+    x = np.random.RandomState(2).randn(3, 7, 11).astype("float32")
+    train = net.forward(_batch(x), RunContext(True))["cond"].tensor.numpy()
+    evaluation = net.forward(_batch(x), RunContext(False))["cond"].tensor.numpy()
+    for i, n in enumerate(LENS):
+        np.testing.assert_allclose(train[i, :n], 2.0 * evaluation[i, :n], rtol=1e-5, atol=1e-5)

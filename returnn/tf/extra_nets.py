@@ -104,17 +104,19 @@ class ParamsByScope:
     def __init__(self):
         self.vars: Dict[Tuple[str, str], Tuple[Any, str]] = {}  # -> (variable, name of the layer that made it)
 
-    def custom(self, scope: str) -> Callable[..., Any]:
+    def custom(self, scope: str, owner: Optional[str] = None) -> Callable[..., Any]:
         """A ``reuse_params`` ``custom`` function: the variable ``name`` of ``scope`` when another layer
         made it already (same shape), else a new one of the layer, noted (a layer built again, as a
-        rec unit does while it settles its templates, replaces its own)."""
+        rec unit does while it settles its templates, replaces its own). ``owner`` tells layers of one
+        name apart (the two branches of a cond); default: the layer's name."""
         def get(base_layer=None, reuse_layer=None, name=None, shape=None, getter=None, **_kwargs):
             key = (scope, name)
+            me = owner or base_layer.layer_name
             var, maker = self.vars.get(key, (None, None))
-            if var is not None and maker != base_layer.layer_name and tuple(var.shape) == tuple(shape):
+            if var is not None and maker != me and tuple(var.shape) == tuple(shape):
                 return var
             var = getter(name=name, shape=shape)
-            self.vars[key] = (var, base_layer.layer_name)
+            self.vars[key] = (var, me)
             return var
         return get
 

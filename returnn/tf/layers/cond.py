@@ -55,6 +55,12 @@ def _branches(name: str, opts: Mapping[str, Any]) -> Dict[str, Any]:
     return out
 
 
+def _made_vars(layer: Layer) -> List[tf.Variable]:
+    """The variables ``layer`` made itself (not those it shares with the other branch's layer)."""
+    shared = {id(v) for v in layer._own.shared.values()}
+    return [v for v in layer.variables if id(v) not in shared]
+
+
 def _as_list(value: Any) -> List[str]:
     if value is None:
         return []
@@ -110,6 +116,8 @@ class _Branch(tf.Module):
                 raise NetworkError("%s: %s layer %r has a loss (losses inside cond branches are not supported)"
                                    % (cond.desc, key, n))
             cls = get_layer_class(opts["class"], n, opts)
+            if not opts.get("reuse_params"):  # RETURNN (AUTO_REUSE): both branches' layers of one scope share
+                opts["reuse_params"] = {"custom": cond.params_by_scope.custom(self._scope(n, opts), key)}
             layer_opts = {k: v for k, v in opts.items() if k != "from"}
             if kw.get("infer_n_out") is not None:
                 kw["infer_n_out"](n, layer_opts)
@@ -121,6 +129,13 @@ class _Branch(tf.Module):
                 else:
                     layer = cls(n, layer_opts, templates, seed=seed)
             self.layers[n] = layer
+
+    def _scope(self, n: str, opts: Mapping[str, Any]) -> str:
+        """The RETURNN scope of branch layer ``n``: its name_scope if absolute, else in the cond's scope."""
+        from returnn.tf.layers.params import layer_scope
+        rel = "" if n == self.root else n[len(self.root) + 1:]
+        scope, absolute = layer_scope(rel, opts.get("name_scope")) if rel else ("", False)
+        return scope if absolute else "/".join(p for p in (self.root, scope) if p)
 
     def _order(self, flat: Mapping[str, Any], where: str) -> List[str]:
         order: List[str] = []
@@ -202,6 +217,8 @@ class CondLayer(Layer):
         outer = dict(zip(self.outer_names, sources))
         self.branches: Dict[str, _Branch] = {}
         self.refs: Dict[str, str] = {}
+        from returnn.tf.extra_nets import ParamsByScope
+        self.params_by_scope = ParamsByScope()  # parameters of one scope in both branches: the same variables
         for key, branch in _branches(name, opts).items():
             if isinstance(branch, str):
                 self.refs[key] = branch
@@ -242,10 +259,10 @@ class CondLayer(Layer):
         for key, branch in self.branches.items():
             for n, layer in branch.layers.items():
                 rel = "" if n == self.layer_name else n[len(self.layer_name) + 1:]
-                if rel in out and out[rel].variables and layer.variables:
-                    raise NetworkError("%s: %s and another branch both make parameters in scope %r (RETURNN "
-                                       "would share them; not supported here)" % (self.desc, key, rel or self.layer_name))
-                if rel not in out or layer.variables:
+                if rel in out and _made_vars(out[rel]) and _made_vars(layer):  # shared: made by the first only
+                    raise NetworkError("%s: %s and another branch both make parameters in scope %r"
+                                       % (self.desc, key, rel or self.layer_name))
+                if rel not in out or _made_vars(layer):
                     out[rel] = layer
         return out
 
