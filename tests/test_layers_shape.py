@@ -262,3 +262,28 @@ def test_swap_axes_pool_dilation_and_softmax_on_channel_first():
         np.testing.assert_allclose(pout.tensor.numpy()[bi, :len(ref)], ref)
     assert make("copy", {"batch_norm": True}, [data]).post_bn is not None  # RETURNN's batch norm of the output
     assert make("copy", {"batch_norm": False}, [data]).post_bn is None
+
+
+@pytest.mark.parametrize("t_max", [5, 7])
+def test_strided_same_conv_pads_as_tf_on_the_padded_length(t_max):
+    """RETURNN runs TF's SAME on the padded tensor: with strides the left padding follows the
+    batch's longest length T (k 3, stride 3: T 5 pads 0 left, T 7 pads 1), not the sequence's."""
+    data, val, x = make_btf(2, [t_max, 3], seed=3)
+    conv = make("conv", {"filter_size": [3], "strides": 3, "padding": "same", "n_out": 1, "with_bias": False}, [data])
+    out = run(conv, [val]).tensor.numpy()
+    w = conv.W.numpy()[:, :, 0]  # (3, 2)
+    total = max((-(-t_max // 3) - 1) * 3 + 3 - t_max, 0)
+    for bi, n in enumerate([t_max, 3]):
+        padded = np.concatenate([np.zeros((total // 2, 2)), x[bi, :n], np.zeros((t_max + 3, 2))])
+        for t in range(-(-n // 3)):
+            np.testing.assert_allclose(out[bi, t, 0], (padded[3 * t:3 * t + 3] * w).sum(), rtol=1e-5, atol=1e-6)
+
+
+def test_pad_seq_len_to_power_refused_only_where_it_changes_the_windows():
+    data, _, _ = make_btf(2, [5, 3])
+    make("conv", {"filter_size": [3], "padding": "same", "n_out": 1, "pad_seq_len_to_power": 1.5}, [data])
+    make("conv", {"filter_size": [3], "strides": 2, "padding": "valid", "n_out": 1, "pad_seq_len_to_power": 1.5},
+         [data])
+    with pytest.raises(NetworkError, match="pad_seq_len_to_power.*strides and padding 'same'"):
+        make("conv", {"filter_size": [3], "strides": 2, "padding": "same", "n_out": 1, "pad_seq_len_to_power": 1.5},
+             [data])

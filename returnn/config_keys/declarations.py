@@ -83,6 +83,9 @@ _net("bidirectional", "bool", False, "Old network description: forward and backw
 _net("forward_weights_init", "str|float", None, "Old network description: forward_weights_init of every layer.")
 _net("bias_init", "str|float", None, "Old network description: bias_init of every layer.")
 _net("behavior_version", "int", 0, "RETURNN's behavior version: layer defaults RETURNN changed with it (batch_norm from 12).")
+_net("conv_pad_seq_len_to_power", "float", None, "RETURNN pads conv inputs' dynamic axes to a power of this (graph "
+     "caching): the same results, except with strides and padding 'same' there (refused: the windows follow the "
+     "padded length).")
 _net("pretrain", "bool|str|dict", None, "Layer-wise pretraining: 'default', True or an options dict (RETURNN's).")
 _net("pretrain_repetitions", "int|list|dict", None, "Old style: pretrain 'repetitions' (the pretrain dict wins).")
 _net("pretrain_construction_algo", "str|callable", None, "Old style: pretrain 'construction_algo'.")

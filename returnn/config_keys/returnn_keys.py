@@ -99,9 +99,8 @@ IGNORED: Tuple[Tuple[str, str], ...] = (
      debug_add_check_numerics_on_output debug_objective_loss_summaries debug_print_layer_output
      debug_print_layer_output_shape debug_print_layer_output_template debug_rec_layer debug_runtime_sanity_checks
      debug_unnormalized_loss_summaries wrap_tf_session"""),
-    ("how RETURNN's TF graph is constructed (flat construction, rec move-out optimisation, conv length "
-     "padding for graph caching); the same results", "flat_net_construction optimize_move_layers_out "
-     "conv_pad_seq_len_to_power"),
+    ("how RETURNN's TF graph is constructed (flat construction, rec move-out optimisation); the same results",
+     "flat_net_construction optimize_move_layers_out"),
     ("option of RETURNN's PyTorch/JAX/returnn-frontend backends; no effect on this TensorFlow engine",
      """torch_amp torch_batching torch_cuda_graph torch_dataloader_opts torch_distributed torch_profile
      jax_amp jax_compilation_cache_dir jax_data_prefetch jax_default_matmul_precision jax_jit jax_static_shapes

@@ -59,6 +59,9 @@ class ConvLayer(Layer):
                                "axes the filter_size ones, then input channels (/ groups) and n_out, matched by "
                                "dim or size"),
         Option("filter_perm", None, "RETURNN: transposes the filter layer's output first", only=(None,)),
+        Option("pad_seq_len_to_power", None, "RETURNN: dynamic axes padded to a power of this first (default: "
+                                             "config conv_pad_seq_len_to_power); no effect but with strides and "
+                                             "'same' there (refused)"),
         Option("use_time_mask", False, "RETURNN: padded input frames set to 0 before the convolution",
                noop="padded frames enter as zeros either way here (module docstring): True is RETURNN's masking "
                     "to 0, False gives RETURNN's numbers whenever its input padding is zero"),
@@ -90,6 +93,20 @@ class ConvLayer(Layer):
             with_bias = behavior_version() >= 10
         self.bias = self.weight("bias", [n_out], 0.0, init_option="bias_init") if with_bias else None
         self.output = self.plan.output_data(name, self.out_feature_dim())
+        self._check_pad_to_power()
+
+    def _check_pad_to_power(self) -> None:
+        """RETURNN's pad_seq_len_to_power changes nothing here but the windows of a strided 'same'
+        conv over a dynamic axis (TF's SAME then follows the longer padded length): refused there."""
+        power = self.opt("pad_seq_len_to_power")
+        if power is None:
+            from returnn.config import get_global_config
+            power = get_global_config().float("conv_pad_seq_len_to_power")
+        if power is not None and self.plan.padding == "same" and any(
+                w.stride > 1 and w.in_dim.is_dynamic() for w in self.plan.windows):
+            raise NetworkError("%s: pad_seq_len_to_power (conv_pad_seq_len_to_power) %r with strides and padding "
+                               "'same' on a dynamic axis is not supported (RETURNN's windows follow the padded "
+                               "length)" % (self.desc, power))
 
     def _filter_axes(self, data: Data, shape: List[int]) -> List[int]:
         """The axes of the filter layer's output in the kernel's order (filter_size axes, input
