@@ -11,7 +11,7 @@ Dim{'hist'} value unknown"; the same net without the prev: reference kept in the
 layer is True there (stored with zero padding); this engine takes real frames only.
 """
 from golden_dims import dim_marker, dim_ref
-from make_goldens import case
+from make_goldens import CASES, case
 
 TIME = dim_marker("time")
 FEAT6 = dim_marker("feat", 6, "feature")
@@ -112,3 +112,12 @@ case("cum_concat_self_att_kept_in_loop", "cum_concat", {"output": {
     "class": "rec", "from": "data", "optimize_move_layers_out": False, "unit": dict(
         ATT_UNIT, q={"class": "linear", "activation": None, "out_dim": KEY, "from": "data:source"})}},
     notes="as moved out, but optimize_move_layers_out False: step by step")
+
+# --- length-0 sequences
+for _name, _lens in (("reshape_split_feature", [5, 3, 0]), ("unflatten_nd_two_axes", [4, 2, 0]),
+                     ("boolean_mask_batch_time", [5, 3, 0]), ("fold_mean_same", [5, 3, 0]),
+                     ("fold_mean_valid", [5, 3, 0]), ("range_from_length_own_dim", [5, 3, 0]),
+                     ("cum_concat_self_att_moved_out", [5, 3, 0]), ("cum_concat_self_att_kept_in_loop", [5, 3, 0])):
+    _c = CASES[_name]
+    case(_name + "_zero_len", _c["family"], _c["network"], extern=_c["extern"], config=_c["config"],
+         lens={"data": _lens}, notes=_c["notes"])

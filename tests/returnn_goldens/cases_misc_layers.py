@@ -19,7 +19,7 @@ placeholder: AssertionError) and on ``alternating_real_to_complex`` / ``complex_
 also with n_out ("Mismatching shape: Raw tensor (None, None, None)").
 """
 from golden_dims import dim_marker, dim_ref
-from make_goldens import X5_CLASSES6, case
+from make_goldens import CASES, X5_CLASSES6, case
 
 L753 = {"data": [7, 5, 3]}
 SPARSE6 = {"dim": 6, "sparse": True, "available_for_inference": True}
@@ -141,3 +141,16 @@ case("subnetwork_in_rec_unit", "subnetwork", {"output": {"class": "rec", "from":
 case("split_concatenated_multichannel", "multichannel", {"output": {
     "class": "split_concatenated_multichannel", "nr_of_channels": 2, "from": "data"}}, extern={"data": {"dim": 6}},
     notes="the 2 channels of each sequence as consecutive batch entries")
+
+# --- length-0 sequences
+for _name, _lens in (("gather_nd_reverse", {"data": [5, 3, 0]}),
+                     ("forced_align_ctc", {"data": [7, 5, 0], "classes": [3, 2, 0]}),
+                     ("masked_computation_unmask_in_loop", {"data": [5, 3, 0]}),
+                     ("masked_computation_unmask_moved_out", {"data": [5, 3, 0]}),
+                     ("masked_computation_lstm_in_loop", {"data": [5, 3, 0]}),
+                     ("rec_size_target_with_base", {"data": [7, 4, 1], "classes": [2, 6, 0]}),
+                     ("subnetwork_in_rec_unit", {"data": [5, 3, 0]}),
+                     ("split_concatenated_multichannel", {"data": [5, 3, 0]})):
+    _c = CASES[_name]
+    case(_name + "_zero_len", _c["family"], _c["network"], extern=_c["extern"], config=_c["config"], lens=_lens,
+         notes=_c["notes"])
