@@ -94,3 +94,19 @@ _both("split_merge_time_roundtrip", "merge_dims", {
     "split": {"class": "split_dims", "axis": "T", "dims": [-1, 2], "from": "data"},
     "lin": {"class": "linear", "activation": "tanh", "n_out": 3, "from": "split"},
     "output": {"class": "merge_dims", "axes": ["dim:2", "F"], "from": "lin"}})
+
+# --- more strided windows at odd lengths
+_both("transposed_conv_s3_same", "transposed_conv", {"output": {
+    "class": "transposed_conv", "filter_size": [4], "strides": [3], "padding": "same", "n_out": 3, "from": "data"}})
+_both("window_stride2_same", "window", {"output": {"class": "window", "window_size": 3, "stride": 2, "padding": "same",
+                                                   "from": "data"}})
+_both("window_stride2_valid", "window", {"output": {"class": "window", "window_size": 3, "stride": 2,
+                                                    "padding": "valid", "from": "data"}})
+_both("pool2d_strided_same", "pool", {
+    "split": {"class": "split_dims", "axis": "F", "dims": [3, 2], "from": "data"},
+    "output": {"class": "pool", "mode": "max", "pool_size": [3, 2], "strides": [2, 2], "padding": "same",
+               "from": "split"}}, extern=X6)
+_both("conv_time_major_strided_same", "conv", {"output": {
+    "class": "conv", "filter_size": [4], "strides": 2, "padding": "same", "n_out": 3, "with_bias": True,
+    "from": "data"}}, extern={"data": {"dim": 5, "time_dim_axis": 0, "batch_dim_axis": 1}})
+_both("reduce_argmax_time", "reduce", {"output": {"class": "reduce", "mode": "argmax", "axes": "T", "from": "data"}})
