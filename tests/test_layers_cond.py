@@ -136,3 +136,25 @@ def test_both_branches_share_the_parameters_of_one_scope(scope):
     evaluation = net.forward(_batch(x), RunContext(False))["cond"].tensor.numpy()
     for i, n in enumerate(LENS):
         np.testing.assert_allclose(train[i, :n], 2.0 * evaluation[i, :n], rtol=1e-5, atol=1e-5)
+
+
+def test_a_cond_nested_in_a_branch_shares_with_the_other_branch():
+    """Stochastic depth (i6's conformer): the train branch is a cond (skip or not) around a block whose
+    layers have absolute name_scopes, the eval branch the same block: one set of parameters."""
+    ln = {"class": "layer_norm", "from": "data", "name_scope": "/ln_scope"}
+    lin = {"class": "linear", "activation": None, "n_out": 5, "from": "ln", "name_scope": "/lin_scope"}
+    block = {"class": "subnetwork", "from": "data", "subnetwork": {"ln": ln, "lin": lin,
+                                                                 "output": {"class": "copy", "from": "lin"}}}
+    net = TFNetwork({
+        "cond": {"class": "cond", "from": [], "condition": {"class": "train_flag"},
+                 "true_layer": {"class": "cond", "from": [], "condition": _scalar("tf.constant(True)"),
+                                "true_layer": dict(block), "false_layer": dict(block)},
+                 "false_layer": dict(block)},
+        "output": {"class": "copy", "from": "cond"}}, _extern())
+    assert returnn_param_shapes(net) == {"ln_scope/scale": (11,), "ln_scope/bias": (11,), "lin_scope/W": (11, 5),
+                                         "lin_scope/b": (5,)}
+    x = np.random.RandomState(3).randn(3, 7, 11).astype("float32")
+    train = net.forward(_batch(x), RunContext(True))["cond"].tensor.numpy()
+    evaluation = net.forward(_batch(x), RunContext(False))["cond"].tensor.numpy()
+    for i, n in enumerate(LENS):
+        np.testing.assert_allclose(train[i, :n], evaluation[i, :n], rtol=1e-5, atol=1e-5)

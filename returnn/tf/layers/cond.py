@@ -24,6 +24,7 @@ from returnn.tf.layers.base import Layer, LayerOutput, RunContext, get_layer_cla
 from returnn.tf.layers.options import Option
 
 BRANCH_KEYS = ("condition", "true_layer", "false_layer")
+_SHARING: List[Any] = []  # the ParamsByScope of the conds whose branches are being built (nested conds share it)
 
 
 def _flat_branch(name: str, key: str, desc: Any) -> Dict[str, Dict[str, Any]]:
@@ -117,7 +118,8 @@ class _Branch(tf.Module):
                                    % (cond.desc, key, n))
             cls = get_layer_class(opts["class"], n, opts)
             if not opts.get("reuse_params"):  # RETURNN (AUTO_REUSE): both branches' layers of one scope share
-                opts["reuse_params"] = {"custom": cond.params_by_scope.custom(self._scope(n, opts), key)}
+                owner = "%x:%s" % (id(cond), key)
+                opts["reuse_params"] = {"custom": cond.params_by_scope.custom(self._scope(n, opts), owner)}
             layer_opts = {k: v for k, v in opts.items() if k != "from"}
             if kw.get("infer_n_out") is not None:
                 kw["infer_n_out"](n, layer_opts)
@@ -218,12 +220,17 @@ class CondLayer(Layer):
         self.branches: Dict[str, _Branch] = {}
         self.refs: Dict[str, str] = {}
         from returnn.tf.extra_nets import ParamsByScope
-        self.params_by_scope = ParamsByScope()  # parameters of one scope in both branches: the same variables
-        for key, branch in _branches(name, opts).items():
-            if isinstance(branch, str):
-                self.refs[key] = branch
-            else:
-                self.branches[key] = _Branch(self, key, branch, outer, seed, kw)
+        # parameters of one scope in both branches (and in conds nested in them): the same variables
+        self.params_by_scope = _SHARING[-1] if _SHARING else ParamsByScope()
+        _SHARING.append(self.params_by_scope)
+        try:
+            for key, branch in _branches(name, opts).items():
+                if isinstance(branch, str):
+                    self.refs[key] = branch
+                else:
+                    self.branches[key] = _Branch(self, key, branch, outer, seed, kw)
+        finally:
+            _SHARING.pop()
         cond = self._template("condition", outer)
         if cond.batch_ndim != 0 or cond.dtype != "bool":
             raise NetworkError("%s: the condition must be a scalar bool (no batch axis), got %s"
