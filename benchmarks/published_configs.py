@@ -164,8 +164,9 @@ def classify(rc: int, line: str, entry: Dict[str, Any], caught: Optional[List[st
         return "RETURNN"
     if MISSING_FILE.search(line):
         return "FILE"
-    if re.search(r"is not defined|needs 'network'", line) and any(MISSING_FILE.search(c) for c in caught or ()):
-        return "FILE"  # a name the config sets from a file of its site (a guarded statement failed on it)
+    if re.search(r"is not defined|needs 'network'|names unknown data key", line) and \
+            any(MISSING_FILE.search(c) for c in caught or ()):
+        return "FILE"  # a name (num_outputs) the config sets from a file of its site (a guarded statement failed on it)
     if rc == 2 and NOT_HERE.search(line):
         return "NOT-HERE"
     return "ENGINE"

@@ -8,7 +8,8 @@ The probe's override config calls :func:`overrides` with the config loaded so fa
 keys become config keys. Environment (set by the probe): ``PROBE_TASK`` (train or search),
 ``PROBE_SEQ2SEQ`` (1: targets shorter than the input, as for attention/CTC/transducer; 0: frame-wise,
 as long as the input), ``PROBE_NUM_SEQS``, ``PROBE_LEN``, ``PROBE_LENGTHS`` (JSON {key: length}: data
-keys of a fixed length, e.g. one speaker label per sequence; the list entry's ``lengths``).
+keys of a fixed length, e.g. one speaker label per sequence, or ``"/N"``: the input length divided by N,
+rounded up, e.g. alignment targets of an encoder that reduces time by N; the list entry's ``lengths``).
 """
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ def _lengths(n: int, base: int, rng: np.random.RandomState) -> List[int]:
 def _seqs(specs: Dict[str, Any], n: int, in_len: int, seq2seq: bool, seed: int) -> List[Dict[str, np.ndarray]]:
     """n sequences of random data for the data templates ``specs`` (key -> Data)."""
     rng = np.random.RandomState(seed)
-    fixed = {k: int(v) for k, v in json.loads(os.environ.get("PROBE_LENGTHS", "{}")).items()}
+    fixed = dict(json.loads(os.environ.get("PROBE_LENGTHS", "{}")))
     in_lens = _lengths(n, in_len, rng)
     out_lens = _lengths(n, max(2, in_len // 12), rng) if seq2seq else in_lens
     seqs = []
@@ -38,8 +39,9 @@ def _seqs(specs: Dict[str, Any], n: int, in_len: int, seq2seq: bool, seed: int) 
         for key, data in specs.items():
             if not data.have_batch_axis() or (data.time_dim_axis is None and not data.get_dynamic_axes()):
                 t = 1
-            elif key in fixed:
-                t = fixed[key]
+            elif key in fixed:  # an int, or "/N": the input length divided by N, rounded up (a time reduction)
+                spec = fixed[key]
+                t = -(-in_lens[i] // int(spec[1:])) if isinstance(spec, str) else int(spec)
             else:
                 t = in_lens[i] if key == "data" or not data.sparse else out_lens[i]
             if data.sparse and data.dim is None:  # indices without a class dim: positions (e.g. an alignment into
