@@ -135,6 +135,23 @@ def test_schedule_meta_keys_and_get_network():
         NetworkSchedule.from_config(Config({"get_network": lambda epoch: None})).net_dict_for_epoch(1)
 
 
+def test_get_network_runs_in_graph_mode_as_in_returnn():
+    """RETURNN runs config code in graph mode: a get_network that makes an op and runs it in a
+    tf.compat.v1.Session (jotix16's training pipeline prints the epoch that way) works; the engine's
+    eager mode is back afterwards."""
+    import tensorflow as tf
+    seen = []
+
+    def get_network(epoch, **_):
+        op = tf.constant(epoch) * 2
+        with tf.compat.v1.Session() as session:
+            seen.append(int(session.run(op)))
+        return {"out": {"class": "softmax", "n_out": 2}}
+
+    NetworkSchedule.from_config(Config({"get_network": get_network})).net_dict_for_epoch(4)
+    assert seen == [8] and tf.executing_eagerly()
+
+
 def test_config_overlay_sets_and_restores():
     config = Config({"batch_size": 1000, "max_seqs": 10})
     overlay = ConfigOverlay(config)

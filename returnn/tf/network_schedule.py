@@ -66,7 +66,10 @@ class NetworkSchedule:
         if self.is_pretrain_epoch(epoch):
             net = self.pretrain.get_network_json_for_epoch(epoch)
         elif self.get_network is not None:
-            net = self.get_network(epoch=epoch)
+            # in a graph of its own, as RETURNN runs config code in graph mode (code that makes ops and runs
+            # them in a tf.compat.v1.Session, e.g. debug prints of jotix16's training pipeline)
+            with tf.Graph().as_default():
+                net = self.get_network(epoch=epoch)
             if not isinstance(net, dict) or not net:
                 raise ConfigError("config function 'get_network' returned %r for epoch %i, expected a net dict"
                                   % (type(net).__name__, epoch))
