@@ -138,6 +138,32 @@ def test_slice_nd_with_a_start_per_frame():
             np.testing.assert_allclose(mx[b, t], xs[b, t:n].sum(0), rtol=1e-5, atol=1e-6)
 
 
+def test_slice_nd_per_frame_renamed_by_reinterpret_keeps_its_sizes_per_frame():
+    """i6's segmental models: slice_nd with a start and a size per frame, its axis renamed to the config's
+    Dim by reinterpret_data set_dim_tags; a linear and a reduce after it see the sizes per sequence and
+    frame (the renamed axis keeps them: a linear made an extra axis)."""
+    att_t = SpatialDim("att_t")
+    net, out, x = _run({
+        "t": {"class": "range_in_axis", "from": "data", "axis": "T"},
+        "zero": {"class": "eval", "from": "data", "eval": "tf.zeros_like(source(0)[..., 0], tf.int32)",
+                 "out_type": {"dtype": "int32", "shape": (None,)}},
+        "start": {"class": "combine", "kind": "add", "from": ["zero", "t"]},
+        "two": {"class": "eval", "from": "zero", "eval": "source(0) + 2"},
+        "seg0": {"class": "slice_nd", "from": "data", "start": "start", "size": "two"},
+        "seg": {"class": "reinterpret_data", "from": "seg0", "set_dim_tags": {"stag:sliced-time:seg0": att_t}},
+        "lin": {"class": "linear", "from": "seg", "activation": None, "n_out": 4},
+        "sum": {"class": "reduce", "mode": "sum", "axes": "stag:att_t", "from": "lin"}})
+    lin, total = out["lin"].tensor.numpy(), out["sum"].tensor.numpy()
+    assert lin.shape == (3, 5, 2, 4) and net.layers["lin"].output.dims[2] == att_t
+    layer = net.layers["lin"]
+    w, bias = layer.own_params["W"].numpy(), layer.own_params["b"].numpy()
+    xs = np.nan_to_num(x)
+    for b, n in enumerate(LENS):
+        for t in range(n):
+            frames = xs[b, t:min(t + 2, n)]  # the slice's frames inside the sequence
+            np.testing.assert_allclose(total[b, t], (frames @ w + bias).sum(0), rtol=1e-5, atol=1e-5)
+
+
 def test_broadcast_mask_of_sizes_over_another_axis():
     time, hist = SpatialDim("t"), SpatialDim("h")
     hist.sizes_over = (time,)

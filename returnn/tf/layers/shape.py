@@ -426,6 +426,9 @@ class ReinterpretDataLayer(_ShapeLayer):
         for new, old in self.renamed.items():
             if old in x.sizes:
                 sizes[new] = x.sizes[old]
+                over = getattr(old, "sizes_over", None)  # sizes per position of other axes (slice_nd's per frame)
+                if over is not None and getattr(new, "sizes_over", None) is None:
+                    new.sizes_over = over
         if self.has_base:
             base = sources[-1]
             sizes[self.base.time_dim] = base.sizes[self.base.time_dim]
