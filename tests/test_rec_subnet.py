@@ -289,3 +289,32 @@ def test_get_last_hidden_state_of_prev_cell():
     prev_state, h = outs["r"].tensor.numpy(), outs["r/s"].tensor.numpy()
     assert (prev_state[:, 0] == 0).all()
     np.testing.assert_allclose(prev_state[0, 1:5, 3:], h[0, 0:4], atol=1e-6)  # h of the step before
+
+
+def test_prev_of_a_merge_dims_of_a_head_split_attention_is_assumed_built_on_its_sources():
+    """i6's segmental decoders: the LSTM reads prev:att, att = merge_dims (except_time) of a dot over the
+    encoder frames of heads-split values; att needs the LSTM (query), so its template is assumed before
+    it is built: the dot and merge_dims built on their sources' templates (1 head x 4 features), not the
+    first source's (the values with their frame and head axes, which the LSTM refused)."""
+    from returnn.tensor import Dim
+    heads = Dim(1, kind=Dim.Types.Spatial, description="heads")
+    net = TFNetwork({
+        "enc_val": {"class": "split_dims", "axis": "F", "dims": (1, -1), "from": "data"},
+        "val": {"class": "reinterpret_data", "from": "enc_val", "set_dim_tags": {"dim:1": heads}},
+        "enc_ctx": {"class": "linear", "activation": None, "n_out": 3, "from": "data"},
+        "output": {"class": "rec", "from": [], "target": "classes", "max_seq_len": 4, "unit": {
+            "lm": {"class": "rec", "unit": "nativelstm2", "n_out": 5, "from": ["prev:att"]},
+            "query": {"class": "linear", "activation": None, "n_out": 3, "from": "lm"},
+            "e_in": {"class": "combine", "kind": "add", "from": ["base:enc_ctx", "query"]},
+            "e0": {"class": "linear", "activation": None, "with_bias": False, "n_out": 1, "from": "e_in"},
+            "e": {"class": "reinterpret_data", "from": "e0", "set_dim_tags": {"f": heads}},
+            "w": {"class": "softmax_over_spatial", "from": "e"},
+            "att0": {"class": "dot", "from": ["base:val", "w"], "reduce": "T", "var1": "f", "var2": None},
+            "att": {"class": "merge_dims", "axes": "except_time", "from": "att0"},
+            "output": {"class": "softmax", "from": ["att", "lm"], "target": "classes", "loss": "ce"}}}},
+        _extern())
+    lm = net.layers["output"].layers["lm"]
+    assert lm.own_params["W"].shape[0] == 4  # prev:att: (batch, 1 head x 4 features)
+    batch, x, _ = _batch()
+    out = net.forward(batch, RunContext(True))["output"].tensor.numpy()
+    assert out.shape[0] == 3 and out.shape[-1] == 3 and np.all(np.isfinite(out[0]))

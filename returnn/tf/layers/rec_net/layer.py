@@ -2,8 +2,9 @@
 
 Building (see :mod:`.deps` for the in-loop / moved-out split): moved-out sub-layers are built on
 whole-sequence templates (with the loop's time axis), in-loop ones on one-frame templates. A
-``prev:X`` of an in-loop layer not built yet is assumed to look like X's declared ``n_out`` (or
-its first source); after X is built the assumption is checked.
+``prev:X`` of an in-loop layer not built yet is assumed (:mod:`.assumed`: X's declared ``n_out``,
+a shape-changing layer built on its sources' assumptions, or its first source); after X is built
+the assumption is checked.
 
 The loop's time axis is the rec layer's source's time axis, else its target's (teacher forcing).
 Sub-layer ``X`` is readable from outside as ``"rec_name/X"`` (whole sequence); sub-layer losses
@@ -26,6 +27,7 @@ from returnn.tf.layers.options import Option
 from returnn.tf.layers import reuse
 from returnn.tf.layers.helpers import loop_axis
 from returnn.tf.layers.rec_net import deps, frames
+from returnn.tf.layers.rec_net.assumed import AssumedTemplates
 from returnn.tf.layers.rec_net import unmask as _unmask  # noqa: F401  (registers _unmask_in_unit)
 from returnn.tf.layers.rec_net.deps import (
     Ref, analyse_unit, initial_refs, is_target_choice, layer_refs, needed_unit,
@@ -40,8 +42,6 @@ REC_ONLY_SUB_OPTIONS = ("initial_output", "initial_state_from", "is_output_layer
 
 
 MAX_TEMPLATE_ROUNDS = 4
-# classes whose output keeps the source's axes and sets the feature dim to n_out (see _frame_wise_guess)
-FRAME_WISE_N_OUT = frozenset(("linear", "combine", "activation", "copy", "softmax", "dropout", "layer_norm"))
 SUB_OUTPUT_CLASS = deps.SUB_OUTPUT_CLASS
 
 
@@ -59,31 +59,6 @@ def _as_list(value: Any) -> List[Any]:
     if value is None:
         return []
     return list(value) if isinstance(value, (list, tuple)) else [value]
-
-
-def _out_type_template(name: str, out_type: Any) -> Optional[Data]:
-    """The one-frame template a sub-layer's ``out_type`` dict states (``dim``, ``shape``, ``sparse``,
-    ``dtype``), when it states a static one: ``(B, dim)``, ``(B,)`` sparse (``dim`` None: of an
-    unknown number of classes), or ``(B,) + shape``; None otherwise (no out_type, or a dynamic axis
-    whose Dim only the built layer knows)."""
-    if not isinstance(out_type, Mapping) or not ({"dim", "shape", "sparse"} & set(out_type)):
-        return None
-    from returnn.tensor.dim import batch_dim
-    from returnn.tf.layers.helpers import new_feature_dim
-    sparse, dim, shape = bool(out_type.get("sparse")), out_type.get("dim"), out_type.get("shape")
-    if shape is None:
-        shape = () if sparse or dim is None else (dim,)
-    shape = tuple(shape)
-    if any(d is None for d in shape):
-        return None
-    dims = [batch_dim] + [new_feature_dim(name, int(d)) if i == len(shape) - 1 and not sparse
-                          else Dim(int(d), kind=Dim.Types.Spatial, description="%s:static:%i" % (name, i))
-                          for i, d in enumerate(shape)]
-    sparse_dim = None  # sparse with "dim": None: class indices of an unknown number of classes
-    if sparse:
-        sparse_dim = Dim(None if dim is None else int(dim), kind=Dim.Types.Feature, description="%s:sparse-dim" % name)
-    dtype = out_type.get("dtype") or ("int32" if sparse else "float32")
-    return Data(name.rsplit("/", 1)[-1], dims=dims, dtype=dtype, sparse_dim=sparse_dim)
 
 
 def unit_layers(unit: Mapping[str, Any], rec_name: str, search: bool = False) -> Dict[str, Any]:
@@ -139,7 +114,7 @@ def rec_targets(opts: Mapping[str, Any], rec_name: str = "?", search: bool = Fal
     return list(dict.fromkeys(out))
 
 
-class RecSubnetLayer(Layer):
+class RecSubnetLayer(AssumedTemplates, Layer):
     """``{"class": "rec", "unit": {...}, "from": [...], "target": ...}``; see the module doc."""
 
     layer_class = "rec"
@@ -388,93 +363,6 @@ class RecSubnetLayer(Layer):
     def data_template(self, key: str) -> Data:
         """``data:KEY`` inside the unit: its time axis is the loop's."""
         return frames.on_loop_time(self.outer["data:" + key], self.time_dim)
-
-    def _guess(self, sub: str, where: str, seen: Tuple[str, ...] = ()) -> Optional[Data]:
-        """The one-frame template assumed for ``prev:sub`` before ``sub`` is built (None inside
-        the recursion when it cannot be told)."""
-        if sub in self._guessed:
-            return self._guessed[sub]
-        opts = self.unit[sub]
-        n_out = opts.get("n_out")
-        if isinstance(opts.get("out_dim"), Dim):
-            n_out = opts["out_dim"].dimension
-        src_names = self.sub_source_names(sub)
-        if opts.get("class") == "switch":  # RETURNN: the values' template, the condition broadcast over it
-            values = [opts[k] for k in ("true_from", "false_from") if isinstance(opts.get(k), str)]
-            src_names = values + [s for s in src_names if s not in values]
-        from_out_type = _out_type_template(self.layer_name + "/" + sub, opts.get("out_type"))
-        if (from_out_type is None and self._follow_axes and opts.get("class") == "generic_attention"
-                and isinstance(opts.get("base"), str)):
-            from_out_type = self._attention_guess(sub, opts["base"], where)
-        if from_out_type is not None:
-            guess = from_out_type
-        elif n_out is not None and opts.get("class") != "choice":
-            from returnn.tensor.dim import batch_dim
-            from returnn.tf.layers.helpers import new_feature_dim
-            feat = new_feature_dim(self.layer_name + "/" + sub, int(n_out))
-            guess = None
-            if self._follow_axes and opts.get("class") in FRAME_WISE_N_OUT:  # its sources' other axes
-                guess = self._frame_wise_guess(sub, src_names, feat, where, seen)
-            if guess is None:
-                guess = Data(sub, dims=(batch_dim, feat))
-        else:
-            guess = None
-            for src in src_names:  # the first source whose shape is known without going round in a cycle
-                ref = Ref.parse(src)
-                if ref.kind in ("self", "prev") and ref.name not in self.layers:
-                    if ref.name in seen or ref.name == sub:
-                        continue
-                    guess = self._guess(ref.name, where, seen + (sub,))
-                    if guess is None:
-                        continue
-                else:
-                    guess = self._template(src, True, where)
-                break
-            if guess is None and seen:
-                return None
-            if guess is not None and self.search and opts.get("class") == "choice" and not guess.sparse \
-                    and opts.get("input_type") != "regression":
-                dims = [d for i, d in enumerate(guess.dims) if i != guess.feature_dim_axis]
-                guess = Data(sub, dims=dims, sparse_dim=guess.feature_dim)  # labels of the scores
-            if guess is None:
-                raise NetworkError("%s: cannot tell the shape of 'prev:%s' before it is computed; give it 'n_out'"
-                                   % (where, sub))
-            guess = guess.copy(sub)
-        self._guessed[sub] = guess
-        return guess
-
-    def _attention_guess(self, sub: str, base: str, where: str) -> Optional[Data]:
-        """The assumed template of a ``generic_attention``: its base without the attended (time) axis."""
-        try:
-            data = self._template(base, True, where)
-        except NetworkError:
-            return None
-        if data.time_dim_axis is None:
-            return None
-        return data.copy_template_excluding_axis(data.time_dim_axis).copy(sub)
-
-    def _frame_wise_guess(self, sub: str, src_names: Sequence[str], feat: Dim, where: str,
-                          seen: Tuple[str, ...]) -> Optional[Data]:
-        """The assumed template of a frame-wise layer with ``n_out``: the axes of its source with the
-        most axes (known without a cycle), the feature axis replaced by ``feat``."""
-        best: Optional[Data] = None
-        for src in src_names:
-            ref = Ref.parse(src)
-            if ref.kind in ("self", "prev") and ref.name not in self.layers:
-                if ref.name in seen or ref.name == sub:
-                    continue
-                data = self._guess(ref.name, where, seen + (sub,))
-            else:
-                try:
-                    data = self._template(src, True, where)
-                except NetworkError:
-                    data = None
-            if data is not None and (best is None or data.batch_ndim - data.sparse > best.batch_ndim - best.sparse):
-                best = data
-        if best is None:
-            return None
-        dims = [d for i, d in enumerate(best.dims) if best.sparse or i != best.feature_dim_axis]
-        return Data(sub, dims=dims + [feat])
 
     def _build(self, sub: str) -> None:
         where = "%s, sub-layer %r" % (self.desc, sub)
