@@ -58,9 +58,8 @@ def test_teacher_forcing_feeds_the_previous_target_frame(lens):
     assert np.isfinite(float(losses["decoder/output"].loss_sum))
 
 
-def test_regression_needs_a_dense_target_and_no_search():
-    with pytest.raises(NetworkError, match="regression choice 'choice' .* not supported here"):
-        TFNetwork(_net(), _extern(), search=True)
+def test_regression_needs_a_dense_target():
+    TFNetwork(_net(), _extern(), search=True)  # search through it: tests/test_rec_search.py (9edd89f)
     ext = extern_data_from_config(Config({"extern_data": {
         "data": {"dim": 3}, "target": {"dim": 4, "sparse": True, "same_dim_tags_as": {"t": DEC}}}}))
     with pytest.raises(NetworkError, match="needs a dense target"):

@@ -51,13 +51,15 @@ def test_old_options_are_typed_like_overrides_and_win_over_the_config(tmp_path):
         #!rnn.py
         num_epochs = 5
         learning_rate = 0.5
-        task = "train"
         seen_task = config.value("task", None)  # the options are visible while the config runs
+        task = "train"
+        seen_own = config.value("task", None)  # as in RETURNN: the config's own value once it set one
         """))
     b = write_config(tmp_path / "b.config", "#!rnn.py\nbatch_size = 100\n")
     config = Config()
     config.parse_cmd_args([str(a), "-x", "search", "--num_epochs=2", "-r", "1e-3", "--config", str(b), "-b", "70"])
     assert config.typed_value("task") == "search" and config.typed_value("seen_task") == "search"
+    assert config.typed_value("seen_own") == "train"
     assert config.typed_value("num_epochs") == 2 and type(config.typed_value("num_epochs")) is int
     assert config.typed_value("learning_rate") == 1e-3 and config.typed_value("batch_size") == 70
     assert config.files[-1] == str(b) and config.cmdline_keys == ["task", "num_epochs", "learning_rate",
