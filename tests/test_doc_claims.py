@@ -20,7 +20,7 @@ RUNNING = (REPO / "docs" / "running.md").read_text()
 # with). The level is read from that print call (``file=log.vN``) or from the banner's (level, text).
 LINES = {
     "score lines": ("returnn/tf/engine.py", "RETURNN's level for the epoch score line"),
-    "results of `task": ("returnn/tf/engine.py", "forwarded %i sequences of"),
+    "results of `task": ("returnn/tf/engine_inference.py", "forwarded %i sequences of"),
     "devices": ("returnn/startup.py", "Local devices available to TensorFlow"),
     "start-up": ("returnn/startup.py", "RETURNN starting up"),
     "start training at epoch": ("returnn/tf/engine.py", "start training at epoch"),
@@ -28,7 +28,7 @@ LINES = {
     "epoch timing": ("returnn/tf/engine.py", "finished_line(\"train\""),
     "finished after": ("returnn/tf/engine.py", "finished_line(\"train\""),
     "Finished training": ("returnn/tf/engine.py", "Finished training in epoch"),
-    "loaded checkpoints": ("returnn/tf/engine.py", "loaded checkpoint %s"),
+    "loaded checkpoints": ("returnn/tf/engine_inference.py", "loaded checkpoint %s"),
     "saved checkpoints": ("returnn/tf/engine.py", "saved model %s"),
     "progress lines": ("returnn/tf/progress.py", "%s epoch %i, step %i of %i"),
     "where the epoch time went": ("returnn/tf/engine.py", "time split"),

@@ -7,7 +7,6 @@ parameters (``param`` reduce), evaluate dev/eval sets, record scores, save a che
 """
 from __future__ import annotations
 
-import os
 import time
 from typing import Dict, List, Optional, Tuple
 
@@ -34,11 +33,11 @@ from returnn.util.watchdog import Watchdog
 from returnn.learning_rate_control import LearningRateControl
 from returnn.log import log
 from returnn.tf.checkpoint import (
-    CheckpointManager, epoch_prefix, existing_epoch_prefix, is_complete, prepare_model_dir, prepare_output_dir,
+    CheckpointManager, epoch_prefix, existing_epoch_prefix, is_complete, prepare_model_dir,
     stored_epoch_of,
 )
 from returnn.tf.checkpoint_format import epoch_from_filename
-from returnn.tf.evaluation import dump_to_hdf, evaluate_dataset, forward_to_hdf
+from returnn.tf.evaluation import evaluate_dataset
 from returnn.tf.gradients import GradientOptions
 from returnn.tf.model_cleanup import cleanup_old_models, cleanup_options
 from returnn.tf.network import TFNetwork
@@ -50,6 +49,7 @@ from returnn.tf.resume import (
     empty_epoch_message, make_run_state, map_resume_position, order_digest, reconcile_learning_rates,
 )
 from returnn.tf.returnn_params import network_params
+from returnn.tf.engine_inference import InferenceTasks
 from returnn.tf.search_task import search_output_layers
 from returnn.tf.reporting import (
     EpochTimer, breakdown_line, finished_line, format_scores, with_exp_scores,
@@ -66,7 +66,7 @@ from returnn.util.basic import hms
 CHECKPOINT_STALL_FACTOR = 4.0
 
 
-class Engine:
+class Engine(InferenceTasks):
     """Everything a run needs, built once from the config."""
 
     def __init__(self, config: Config, dist: DistributedContext):
@@ -563,134 +563,3 @@ class Engine:
         removed = cleanup_old_models(self.model, cleanup_options(value), scores)
         if removed:
             print("cleanup_old_models: deleted the checkpoints of epochs %s" % removed, file=log.v3)
-
-    # ---- eval / forward
-    def _load_for_inference(self) -> int:
-        """Loads ``load`` / ``load_epoch`` / the newest checkpoint; returns its epoch."""
-        load = self.config.value("load")
-        if load:
-            prefix = load[:-len(".index")] if load.endswith(".index") else load
-        else:
-            if self.model is None:
-                raise ConfigError("task needs 'model' or 'load' to find a checkpoint")
-            epoch = self.config.int("load_epoch")
-            if epoch is None:
-                point = self.checkpoints.find_resume_point()
-                if point is None and self.config.bool("allow_random_model_init"):
-                    print("no checkpoint found for model %s: parameters randomly initialised "
-                          "(allow_random_model_init)" % self.model, file=log.v2)
-                    self._use_network_of_epoch(1)
-                    preload_from_files(self.config.typed_value("preload_from_files"), self.network,
-                                       starting_training=False, fresh=True)
-                    return 1
-                if point is None:
-                    raise ConfigError("no complete checkpoint found for model %s" % self.model)
-                prefix = point[0]
-            else:
-                prefix = epoch_prefix(self.model, epoch)
-        if not is_complete(prefix):
-            raise ConfigError("checkpoint %s is missing or incomplete" % prefix)
-        if self.checkpoints is None:
-            self.checkpoints = CheckpointManager(prefix)
-        self._use_network_of_epoch(max(1, stored_epoch_of(prefix)))
-        self.checkpoints.set_objects(network=self.network, optimizer=self.optimizer, global_step=self.global_step_var)
-        self.checkpoints.ignore_missing_vars = self.config.bool("load_ignore_missing_vars")
-        epoch = self.checkpoints.restore(prefix)
-        print("loaded checkpoint %s (epoch %i)" % (prefix, epoch), file=log.v3)
-        preload_from_files(self.config.typed_value("preload_from_files"), self.network, starting_training=False)
-        return epoch
-
-    def task_eval(self) -> None:
-        epoch = self._load_for_inference()
-        names = self._eval_dataset_names()
-        if not names:
-            raise ConfigError("task 'eval' needs a 'dev', 'eval' or 'eval_datasets' dataset")
-        if self.dist.is_chief:
-            check_run_outputs(self.config, "eval", self.datasets.values(), self.network,
-                              [self.datasets[n].name for n in names], epoch)
-        for name in names:
-            scores = evaluate_dataset(self.steps, self.datasets[name], epoch, self.batching.for_eval(), self.dist)
-            print("epoch %i %s: %s" % (epoch, name, format_scores(scores, False)), file=log.v1)
-            self._dump(self.datasets[name], epoch)
-
-    def _dump(self, dataset, epoch: int) -> None:
-        """Rank 0 writes the network's hdf_dump layers over ``dataset``."""
-        if self.network.dump_layers and self.dist.is_chief:
-            files = dump_to_hdf(self.steps, dataset, self.batching.for_forward(), epoch)
-            print("dumped %s of %s to %s" % (", ".join(self.network.dump_layers), dataset.name, ", ".join(files)),
-                  file=log.v1)
-
-    def task_search(self) -> None:
-        """Beam search (see :mod:`returnn.tf.search_task`); rank 0 decodes and writes."""
-        from returnn.tf.search_task import hypothesis_text, run_search, write_hypotheses
-        self.search_mode = True
-        self.net_dict = None  # rebuild for search
-        epoch = self._load_for_inference()
-        self.network.require_output_layer("search")
-        spec = self.config.typed_value("search_data")
-        if spec in ("train", "dev", "eval"):  # RETURNN: the config's dataset of that name
-            if spec not in self.datasets:
-                raise ConfigError("config key 'search_data': %r names the config's %r dataset, which it lacks"
-                                  % (spec, spec))
-            dataset = self.datasets[spec]
-        elif spec:
-            spec, context = pop_context_window(spec, self.config.typed_value("context_window"), "search_data")
-            dataset = init_dataset(spec, {"cache_size": self.config.typed_value("cache_size")}, name="search_data")
-            dataset.context_window = context
-        else:
-            dataset = self.datasets.get("eval") or self.datasets.get("dev")
-        if dataset is None:
-            raise ConfigError("task 'search' needs 'search_data' (or an 'eval' or 'dev' dataset)")
-        output_file = self.config.value("search_output_file")
-        if output_file and len(search_output_layers(self.config)) > 1 \
-                and self.config.value("search_output_file_format") != "py":
-            raise ConfigError("config key 'search_output_layer' lists several layers: their hypotheses need "
-                              "search_output_file_format 'py' (as RETURNN)")
-        if output_file:
-            prepare_output_dir(output_file, "search_output_file")
-        if not self.dist.is_chief:
-            return
-        check_run_outputs(self.config, "search", list(self.datasets.values()) + [dataset])
-        target = self.config.value("target") or "classes"
-        layers = search_output_layers(self.config)
-        keyed = output_file if output_file and self.config.value("search_output_file_format") == "py" else None
-        results, stats = run_search(self.steps, dataset, self.batching.for_eval(), epoch, target, layers, keyed)
-        names = dataset.data_infos()[target].labels if target in dataset.data_infos() else None
-        if output_file:
-            write_hypotheses(output_file, [(tag, {k: hypothesis_text(v, names) for k, v in labels.items()}
-                                            if isinstance(labels, dict) else hypothesis_text(labels, names))
-                                           for tag, labels in results],
-                             self.config.value("search_output_file_format"))
-        line = "search epoch %i %s: %i sequences" % (epoch, dataset.name, len(results))
-        if stats:
-            line += ", edit distance %i of %i reference labels (%.2f%% error rate)" % (
-                stats["edit_distance"], stats["ref_len"], 100.0 * stats["error_rate"])
-        if output_file:
-            line += ", hypotheses in %s" % output_file
-        print(line, file=log.v1)
-
-    def task_forward(self) -> None:
-        epoch = self._load_for_inference()
-        dataset = self.datasets.get("eval") or self.datasets.get("dev")
-        if dataset is None:
-            raise ConfigError("task 'forward' needs an 'eval' (or 'dev') dataset")
-        output_file = self.config.value("output_file")
-        if not output_file and not self.network.dump_layers:
-            raise ConfigError("task 'forward' needs 'output_file' (or an hdf_dump layer)")
-        if output_file:
-            self.network.require_output_layer("forward")
-        if not self.dist.is_chief:
-            return
-        check_run_outputs(self.config, "forward", self.datasets.values(), self.network, [dataset.name], epoch)
-        self._dump(dataset, epoch)
-        if not output_file:
-            return
-        directory = os.path.dirname(os.path.abspath(output_file))
-        try:
-            os.makedirs(directory, exist_ok=True)
-        except OSError as exc:
-            raise ConfigError("config key 'output_file': cannot create directory %s: %s"
-                              % (directory, exc.strerror or exc))
-        count = forward_to_hdf(self.steps, dataset, output_file, self.batching.for_forward(), epoch)
-        print("forwarded %i sequences of %s to %s" % (count, dataset.name, output_file), file=log.v1)
-
