@@ -207,11 +207,8 @@ def refuse_load_on_init(desc: Any, where: str) -> None:
     if desc.get("class") == "subnetwork" and desc.get("load_on_init"):
         raise NetworkError("%s: a subnetwork with 'load_on_init' is not supported here (only at the top level, in "
                            "subnetworks and in rec units)" % where)
-    for value in desc.values():
-        if isinstance(value, dict):
-            refuse_load_on_init(value, where)
-            for inner in value.values():
-                refuse_load_on_init(inner, where)
+    for value in desc.values():  # nested layer dicts (a subnetwork's, a rec unit's) at any depth
+        refuse_load_on_init(value, where)
 
 
 def _expand_masked(name: str, opts: Dict[str, Any], in_rec_unit: bool) -> Dict[str, Any]:

@@ -268,7 +268,7 @@ class ConfigLayer(Layer):
         transform_config_dict makes its 'from', see ``from_option``)."""
         def data(v: Any) -> Data:  # a template (construction) or a value
             return v if isinstance(v, Data) else v.data.with_value(v.tensor, v.sizes)
-        own = [_SourceProxy(data(v).name, data(v)) for v in values[:self.n_from]]
+        own = [_SourceProxy(d.name, d) for d in map(data, values[:self.n_from])]
         refs = {n: _SourceProxy(n, data(v)) for n, v in zip(self.ref_names, values[self.n_from:])}
         sources = own
         if self.from_option is not None and isinstance(self.opts.get(self.from_option), str):
