@@ -74,3 +74,60 @@ def test_rnn_training_from_scratch_preloads_renamed_layer(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "preload_from_files 'base': 4 parameter(s) from %s" % spec["base"]["filename"] in proc.stdout
     assert "preload_from_files" not in proc.stderr  # a declared key: no unknown-key warning
+
+
+def _engine(tmp_path, task: str, layers: dict, **keys):
+    from returnn.config import Config
+    from returnn.distributed.context import DistributedContext
+    from returnn.tf.engine import Engine
+    config = Config(dict({"task": task, "dev": {"class": "Task12AXDataset", "num_seqs": 4, "fixed_random_seed": 1},
+                          "extern_data": {"data": {"dim": 9, "sparse": True}, "classes": {"dim": 2, "sparse": True}},
+                          "model": str(tmp_path / "fused"), "network": layers},
+                         **keys))
+    return Engine(config, DistributedContext.from_config(config))
+
+
+def test_recognition_preload_goes_first_and_the_model_checkpoint_loads_only_the_rest(tmp_path):
+    """RETURNN's order for eval/search/forward: the recognition entries, then the model checkpoint
+    without what they loaded; so an LM fused in for decoding need not be in the AM's checkpoint,
+    and a parameter both have takes the preloaded value."""
+    from returnn.tf.checkpoint import CheckpointManager
+    am_prefix, _ = _saved(tmp_path / "am", BASE)  # hidden, output: 0.25
+    lm_net = _net({"lm": {"class": "linear", "activation": "tanh", "n_out": 8, "from": "data"},
+                   "output": dict(BASE["output"], **{"from": "lm"})})
+    for var in lm_net.variables:
+        var.assign(np.full(var.shape, -0.5, dtype=np.float32))
+    lm_prefix = CheckpointManager(str(tmp_path / "lm" / "model"), network=lm_net).save(1)
+    fused = dict(BASE, lm={"class": "linear", "activation": "tanh", "n_out": 8, "from": "data"},
+                 comb={"class": "combine", "kind": "add", "from": ["hidden", "lm"]},
+                 output=dict(BASE["output"], **{"from": "comb"}))
+    spec = {"lm": {"filename": lm_prefix, "ignore_missing": True, "ignore_params": ["output/b"]}}
+    for task in ("eval", "search", "forward"):
+        engine = _engine(tmp_path, task, fused, load=am_prefix, preload_from_files=spec)
+        assert engine._load_for_inference() == 1
+        got = {name: float(np.unique(engine.network.layers[name.split("/")[0]].variables[i].numpy())[0])
+               for i, name in ((0, "hidden/W"), (0, "lm/W"), (0, "output/W"), (1, "output/b"))}
+        assert got == {"hidden/W": 0.25, "lm/W": -0.5, "output/W": -0.5, "output/b": 0.25}, (task, got)
+    # without the preload, the AM checkpoint lacks the LM: one line naming it
+    engine = _engine(tmp_path, "eval", fused, load=am_prefix)
+    with pytest.raises(ConfigError, match="lacks layer 'lm'"):
+        engine._load_for_inference()
+
+
+def test_task_search_builds_only_the_search_network(tmp_path):
+    """As RETURNN (use_search_flag): a net that only builds in search (a choice without target:
+    its labels come from the scores) is not first built as a training network."""
+    from returnn.tf.network import TFNetwork
+    built = []
+    original = TFNetwork.__init__
+
+    def spy(self, *args, **kwargs):
+        built.append(kwargs.get("search"))
+        original(self, *args, **kwargs)
+    TFNetwork.__init__ = spy
+    try:
+        _engine(tmp_path, "search", BASE)
+        _engine(tmp_path, "eval", BASE)
+    finally:
+        TFNetwork.__init__ = original
+    assert built == [True, False]

@@ -26,7 +26,7 @@ import os
 import re
 import shutil
 import tempfile
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Collection, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -278,10 +278,11 @@ class CheckpointManager:
         return "%s.%s" % (self.model, INTERRUPTED_SUFFIX)
 
     # ---- reading
-    def restore(self, prefix: str, params_only: bool = False) -> int:
+    def restore(self, prefix: str, params_only: bool = False, skip: Collection[str] = ()) -> int:
         """Loads ``prefix`` (written here or by RETURNN); returns the epoch stored in it (RETURNN's:
         the number in its name). ``params_only``: network parameters and global step, as RETURNN
         takes an initial model (``import_model_train_epoch1``, ``load``); the optimizer starts fresh.
+        ``skip``: parameter names loaded already (preload_from_files), neither read nor required.
 
         A checkpoint that does not fit the network (changed layers, dims) is a ConfigError naming
         it; one whose data cannot be read is a DataError naming it."""
@@ -297,7 +298,7 @@ class CheckpointManager:
                         return restore_legacy(self, reader, path, prefix)
                     finally:
                         self.optimizer = optimizer
-                self._restore_named(reader, shapes, prefix, params_only)
+                self._restore_named(reader, shapes, prefix, params_only, skip)
                 return fmt.stored_epoch(reader, prefix)
         except ReturnnError:
             raise
@@ -305,8 +306,10 @@ class CheckpointManager:
             raise DataError("checkpoint %s cannot be read (corrupt?): %s: %s"
                             % (prefix, type(exc).__name__, _first_line(exc)))
 
-    def _restore_named(self, reader, shapes: Dict[str, Any], prefix: str, params_only: bool = False) -> None:
+    def _restore_named(self, reader, shapes: Dict[str, Any], prefix: str, params_only: bool = False,
+                       skip: Collection[str] = ()) -> None:
         params = network_params(self.network) if self.network is not None else {}
+        params = {name: p for name, p in params.items() if name not in skip}
         if self.network is not None:
             self._check_fit(shapes, params, prefix)
             set_returnn_param_values(self.network, {n: reader.get_tensor(n) for n in params if n in shapes},

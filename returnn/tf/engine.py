@@ -94,7 +94,8 @@ class Engine(InferenceTasks):
         self.checkpoints = CheckpointManager(self.model) if self.model else None
         self.net_dict: Optional[dict] = None
         self.network: Optional[TFNetwork] = None
-        self.search_mode = False  # task search: networks are built for beam search
+        # task search: as RETURNN (use_search_flag), the only network built is the search network
+        self.search_mode = config.value("task") == "search"
         self._use_network_of_epoch(1)
         self._check_ranks_agree(1)
         self.lr_control = LearningRateControl.from_config(config)

@@ -5,6 +5,7 @@ newest checkpoint). A mix-in of :class:`returnn.tf.engine.Engine`, whose state i
 from __future__ import annotations
 
 import os
+from typing import Set
 
 from returnn.datasets import init_dataset
 from returnn.datasets.context_window import pop_context_window
@@ -51,9 +52,13 @@ class InferenceTasks:
         self._use_network_of_epoch(max(1, stored_epoch_of(prefix)))
         self.checkpoints.set_objects(network=self.network, optimizer=self.optimizer, global_step=self.global_step_var)
         self.checkpoints.ignore_missing_vars = self.config.bool("load_ignore_missing_vars")
-        epoch = self.checkpoints.restore(prefix)
+        # RETURNN: the recognition entries of preload_from_files first; the model checkpoint then
+        # loads only what they did not (an LM fused in for decoding need not be in the AM's checkpoint)
+        preloaded: Set[str] = set()
+        preload_from_files(self.config.typed_value("preload_from_files"), self.network, starting_training=False,
+                           loaded=preloaded)
+        epoch = self.checkpoints.restore(prefix, skip=preloaded)
         print("loaded checkpoint %s (epoch %i)" % (prefix, epoch), file=log.v3)
-        preload_from_files(self.config.typed_value("preload_from_files"), self.network, starting_training=False)
         return epoch
 
     def task_eval(self) -> None:
@@ -79,8 +84,6 @@ class InferenceTasks:
     def task_search(self) -> None:
         """Beam search (see :mod:`returnn.tf.search_task`); rank 0 decodes and writes."""
         from returnn.tf.search_task import hypothesis_text, run_search, write_hypotheses
-        self.search_mode = True
-        self.net_dict = None  # rebuild for search
         epoch = self._load_for_inference()
         self.network.require_output_layer("search")
         spec = self.config.typed_value("search_data")

@@ -16,13 +16,14 @@
 As in RETURNN: entries are applied in the order of their names, and a parameter loaded by one
 entry is not loaded again by a later one. ``init_for_train`` entries apply when a training starts
 from scratch (not on resume, where the run's own checkpoint holds everything); the others apply
-when a model is loaded for ``eval``/``forward`` (after the model checkpoint, so they win, as in
-RETURNN). The files are checkpoints written here or by RETURNN (``<model>.NNN``); names are
-RETURNN's parameter names (``layer/W``, ``lstm/rec/W_re``).
+when a model is loaded for ``eval``/``search``/``forward``: before the model checkpoint, which
+then loads only the parameters they did not (as RETURNN's custom-init marking), so they win and
+need not be in it (an LM fused in for decoding). The files are checkpoints written here or by
+RETURNN (``<model>.NNN``); names are RETURNN's parameter names (``layer/W``, ``lstm/rec/W_re``).
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Set, Tuple
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 import tensorflow as tf
 
@@ -52,10 +53,11 @@ def _entries(spec: Any) -> Dict[str, Dict[str, Any]]:
     return spec
 
 
-def preload_from_files(spec: Any, network: tf.Module, starting_training: bool, fresh: bool = False) -> int:
+def preload_from_files(spec: Any, network: tf.Module, starting_training: bool, fresh: bool = False,
+                       loaded: Optional[Set[str]] = None) -> int:
     """Applies the entries of ``spec`` that fit the situation (see the module doc); returns the
-    number of parameters loaded. ``fresh``: the parameters were just initialised (no checkpoint):
-    the subnetworks' ``load_on_init`` apply first."""
+    number of parameters loaded and adds their names to ``loaded``. ``fresh``: the parameters
+    were just initialised (no checkpoint): the subnetworks' ``load_on_init`` apply first."""
     total = apply_load_on_init(network) if fresh else 0
     if not spec:
         return total
@@ -63,11 +65,12 @@ def preload_from_files(spec: Any, network: tf.Module, starting_training: bool, f
     for name, opts in sorted(_entries(spec).items()):
         if bool(opts.get("init_for_train", False)) != starting_training:
             continue
-        total += _load(name, opts, network, done)
+        total += _load(name, opts, network, done, loaded=loaded)
     return total
 
 
-def _load(name: str, opts: Dict[str, Any], network: tf.Module, done: Set[int], scope: str = "") -> int:
+def _load(name: str, opts: Dict[str, Any], network: tf.Module, done: Set[int], scope: str = "",
+          loaded: Optional[Set[str]] = None) -> int:
     """Loads one entry; ``scope``: only the parameters in it, named in the file without it."""
     where = name if scope else "preload_from_files entry %r" % name
     filename = opts["filename"]
@@ -85,7 +88,7 @@ def _load(name: str, opts: Dict[str, Any], network: tf.Module, done: Set[int], s
             raise ConfigError("%s: %s is a checkpoint of an earlier version of this engine; load it once with "
                               "'load' (or resume from it) and use the checkpoint that run writes" % (where, filename))
         stored = stored_params(shapes)
-        loaded, missing = 0, []
+        count, missing, names = 0, [], loaded
         for own, param in network_params(network).items():
             ids = [id(v) for v in param.param.variables]
             if any(i in done for i in ids) or not param.param.saveable or (prefix and prefix not in own) \
@@ -106,14 +109,16 @@ def _load(name: str, opts: Dict[str, Any], network: tf.Module, done: Set[int], s
                                   % (where, source, stored[source], filename, own, param.shape))
             param.assign(reader.get_tensor(source))
             done.update(ids)
-            loaded += 1
+            count += 1
+            if names is not None:
+                names.add(own)
     if missing and not opts.get("ignore_missing", False):
         raise ConfigError("%s: checkpoint %s has no parameter for %s (set 'ignore_missing': True to keep their "
                           "initialisation)" % (where, filename, ", ".join(repr(m) for m in missing[:5])
                                                + (" and %i more" % (len(missing) - 5) if len(missing) > 5 else "")))
-    print("%s: %i parameter(s) from %s%s" % (where if scope else "preload_from_files %r" % name, loaded, filename,
+    print("%s: %i parameter(s) from %s%s" % (where if scope else "preload_from_files %r" % name, count, filename,
           ("; %i not in it keep their initialisation" % len(missing)) if missing else ""), file=log.v3)
-    return loaded
+    return count
 
 
 def load_on_init_entries(net_dict: Dict[str, Any], scope: str = "") -> List[Tuple[str, Any]]:
