@@ -294,3 +294,6 @@ from returnn.tf.util.eval_helpers import (batch_gather, check_input_ndim, get_ra
                                           layer_norm, lin_exp, lin_exp_normed, move_axis, pad_zeros_in_axis,
                                           py_print, reversed, simplify_add, simplify_sub, slice_pad_zeros,
                                           softmax_cross_entropy_over_size, swapaxes)
+
+# RETURNN's compilers of a config's own native code and TF ops (returnn/tf/util/op_compiler.py)
+from returnn.tf.util.op_compiler import NativeCodeCompiler, OpCodeCompiler  # noqa: E402,F401
