@@ -34,12 +34,15 @@ class ChoiceLayer(Layer):
                                      "training, the prediction in search, with beam_size 1)", only=("prob", "log_prob", "regression")),
         Option("length_normalization", True, "search: rank finished hypotheses by score / length"),
         Option("length_normalization_exponent", 1.0, "search: exponent of the length in that division"),
-        Option("explicit_search_source", None, "RETURNN: the layer whose search beam this one follows",
-               noop="a rec unit searches with exactly one choice here, so its beam is the only one to follow"),
-        Option("explicit_search_sources", None, "RETURNN: the layers whose search beams this one follows",
-               noop="a rec unit searches with exactly one choice here, so its beam is the only one to follow"),
-        Option("search", None, "None: search in the search task only (True: also in training, False: never; "
-                               "both only where they agree with None here)"),
+        Option("explicit_search_source", None, "search: a layer this choice also depends on (RETURNN's; "
+                                               "custom_score_combine reads it as layer.explicit_search_sources[0])"),
+        Option("explicit_search_sources", None, "search: layers (a list or a dict of names) this choice also depends "
+                                                "on; custom_score_combine reads them (their values of this step) as "
+                                                "layer.explicit_search_sources"),
+        Option("search", None, "None: search where the network searches (the search task, extra.search, "
+                               "search_train_network_layers); True: also in training (the rec layer then searches "
+                               "and gives all hypotheses); False: never (its value is its target, in search its "
+                               "score of the target label is added to the hypotheses' scores)"),
         Option("cheating", False, "RETURNN's search with the reference label kept in the beam (True) or as the only "
                                   "hypothesis ('exclusive'); outside search the reference is fed anyway, so it "
                                   "changes nothing in training (as in RETURNN); in search it is refused here",
@@ -48,7 +51,10 @@ class ChoiceLayer(Layer):
         Option("prob_scale", 1.0, "search: factor of the log-probabilities"),
         Option("base_beam_score_scale", 1.0, "search: factor of the previous beam score (RETURNN's)"),
         Option("random_sample_scale", 0.0, "only 0 is supported"),
-        Option("custom_score_combine", None, "not supported"),
+        Option("custom_score_combine", None, "search: a config function (RETURNN's keywords layer, scores_in, "
+                                             "scores_base, t, end_flags, batch_dim, scores_beam_in, base_beam_in) "
+                                             "giving the combined scores, in place of prob_scale and "
+                                             "base_beam_score_scale (rec_net/score_combine.py)"),
         Option("source_beam_sizes", None, "search with several sources: labels kept per source before the "
                                           "combinations are scored (default beam_size each)"),
     )
@@ -62,15 +68,23 @@ class ChoiceLayer(Layer):
 
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
         super().__init__(name, opts, sources, seed)
-        for key, ok in (("scheduled_sampling", False), ("random_sample_scale", 0.0), ("custom_score_combine", None)):
+        for key, ok in (("scheduled_sampling", False), ("random_sample_scale", 0.0)):
             if self.opt(key) not in (ok, None):
                 raise NetworkError("%s: option %r is not supported (got %r)" % (self.desc, key, self.opt(key)))
+        if self.opt("custom_score_combine") is not None and not callable(self.opt("custom_score_combine")):
+            raise NetworkError("%s: custom_score_combine must be a function, got %r" % (self.desc, self.opt("custom_score_combine")))
+        self.explicit_names = explicit_search_names(self.desc, opts)
+        n_from = len(_as_list(opts.get("from", "data")))
+        if self.explicit_names and len(sources) == n_from + len(self.explicit_names) and not sources[0].sparse:
+            sources = sources[:n_from]  # in search, the rec unit appends them (rec_net/layer.py)
+        else:
+            self.explicit_names = []  # outside search (RETURNN: none)
         targets = self.opt("target")
-        if not targets:
-            raise NetworkError("%s: needs a 'target' (the labels in training)" % self.desc)
-        self.targets = list(targets) if isinstance(targets, (list, tuple)) else [targets]
         if not sources:
             raise NetworkError("%s: no source" % self.desc)
+        if not targets and (sources[0].sparse or self.opt("input_type") == "regression"):
+            raise NetworkError("%s: needs a 'target' (the labels in training; without one RETURNN must search)" % self.desc)
+        self.targets = list(targets) if isinstance(targets, (list, tuple)) else [targets] if targets else []
         if len(self.targets) > 1 and len(sources) != len(self.targets):
             raise NetworkError("%s: %i targets %s need one source each, got %i" % (
                 self.desc, len(self.targets), self.targets, len(sources)))
@@ -91,18 +105,12 @@ class ChoiceLayer(Layer):
             if self.opt("cheating"):
                 raise NetworkError("%s: cheating %r (RETURNN's search keeping the reference label in the beam) is not "
                                    "supported in search here" % (self.desc, self.opt("cheating")))
-            if self.opt("search") is False:
-                raise NetworkError("%s: search False in a search network (RETURNN then feeds the target) is not "
-                                   "supported here" % self.desc)
             beams = self.opt("source_beam_sizes")
             if beams is not None and (not isinstance(beams, (list, tuple)) or len(beams) != len(sources) or not all(
                     isinstance(b, int) and not isinstance(b, bool) and b > 0 for b in beams)):
                 raise NetworkError("%s: source_beam_sizes must be one int > 0 per source (%i), got %r"
                                    % (self.desc, len(sources), beams))
         else:
-            if self.opt("search") is True:
-                raise NetworkError("%s: search True outside the search task (RETURNN then searches in training) is "
-                                   "not supported here" % self.desc)
             if not all(src.sparse for src in sources):
                 raise NetworkError("%s: the targets %s must be class labels" % (self.desc, self.targets))
             parts = list(sources)
@@ -139,17 +147,35 @@ class ChoiceLayer(Layer):
         return out
 
 
+def _as_list(value: Any) -> List[Any]:
+    return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+def explicit_search_names(desc: str, opts: Mapping[str, Any]) -> List[str]:
+    """The layer names of ``explicit_search_source`` / ``explicit_search_sources`` (a list, or a dict's values
+    by sorted key, RETURNN's order of its dependencies)."""
+    one, many = opts.get("explicit_search_source"), opts.get("explicit_search_sources")
+    if one and many:
+        raise NetworkError("%s: give explicit_search_source or explicit_search_sources, not both" % desc)
+    names = [one] if one else [many[k] for k in sorted(many)] if isinstance(many, Mapping) else list(many or [])
+    if not all(isinstance(n, str) for n in names):
+        raise NetworkError("%s: explicit_search_sources must name layers, got %r" % (desc, one or many))
+    return names
+
+
 @register_layer
 class DecideLayer(Layer):
-    """``decide``: the final labels of a searched rec layer. The rec layer's value in search is
-    already the best hypothesis per sequence (and the target under teacher forcing), so this is
-    its value unchanged; configs put ``edit_distance`` losses on it."""
+    """``decide``: the final labels of a searched rec layer. In the search task the rec layer's
+    value is already the best hypothesis per sequence (and the target under teacher forcing), so
+    this is its value unchanged; a search in a training network gives all hypotheses with their
+    beam (:mod:`returnn.tf.layers.beam_values`): this picks each sequence's best by its score
+    (RETURNN's ``DecideLayer``). Configs put ``edit_distance`` or ``search_score`` losses on it."""
 
     layer_class = "decide"
     options = (
-        Option("length_normalization", False, "RETURNN: divide the beam scores by the lengths before picking the "
-                                              "best (the rec layer's search already picked it by the choice's "
-                                              "length_normalization)", only=(False,)),
+        Option("length_normalization", False, "divide the beam scores by the hypotheses' lengths before picking the "
+                                              "best (in the search task the rec layer's search already picked it by "
+                                              "the choice's length_normalization)"),
     )
 
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
@@ -159,4 +185,5 @@ class DecideLayer(Layer):
         self.output = sources[0].copy(name)
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
-        return sources[0].with_tensor(sources[0].tensor, self.output)
+        from returnn.tf.layers.beam_values import decide
+        return decide(self.desc, sources[0], self.output, bool(self.opt("length_normalization")))
