@@ -285,3 +285,24 @@ def test_run_search_of_a_dense_output_reports_no_edit_distance():
     hyps = dict(results)
     np.testing.assert_array_equal(hyps["seq-0"], frames[0])
     np.testing.assert_array_equal(hyps["seq-1"], frames[1, :1])
+
+
+def test_unit_layers_built_only_for_their_loss_are_not_built_in_search():
+    """RETURNN computes no losses of a rec unit in search: a layer there only for its loss (a transducer's
+    full-sum loss over the whole target) is not built in decoding; a loss layer the choice reads is."""
+    extern = {"data": Data("data", shape=(None, 2)), "classes": Data("classes", dim=4, sparse=True)}
+
+    def net(search):
+        unit = {"prob": {"class": "softmax", "from": ["prev:output", "base:enc"], "n_out": 4, "loss": "ce"},
+                "fullsum": {"class": "eval", "from": ["prob", "base:data:classes"], "loss": "as_is",
+                            "eval": "tf.reduce_sum(source(0, auto_convert=False), -1)", "out_type": {"shape": ()}},
+                "output": {"class": "choice", "from": "prob", "target": "classes", "beam_size": 2},
+                "end": {"class": "compare", "from": "output", "value": EOS}}
+        return TFNetwork({"enc": {"class": "reduce", "mode": "mean", "axes": "T", "from": "data"},
+                          "output": {"class": "rec", "from": [], "target": "classes", "max_seq_len": 4, "unit": unit}},
+                         extern, search=search)
+
+    searched = net(True).layers["output"].layers
+    assert "fullsum" not in searched and "prob" in searched and searched["prob"].opt("loss") is None
+    trained = net(False).layers["output"].layers
+    assert "fullsum" in trained and trained["prob"].opt("loss") == "ce"

@@ -47,18 +47,26 @@ EXTRA_OF, SEARCH = "_extra_of", "_search"
 EXTRA_NET_OPTIONS = (EXTRA_OF, SEARCH)
 
 
-def without_search_only(net_dict: Dict[str, Any], search: bool, eval_flag: bool = True) -> Dict[str, Any]:
+def without_search_only(net_dict: Dict[str, Any], search: bool, eval_flag: bool = True,
+                        in_rec_unit: bool = False) -> Dict[str, Any]:
     """``net_dict`` without the layers marked ``only_on_search`` unless it is built for search (a
     layer of an extra net: unless that is), and without ``only_on_eval`` layers unless ``eval_flag``
-    (RETURNN: every task but forward)."""
+    (RETURNN: every task but forward). A rec unit of a search network also loses its layers' losses:
+    RETURNN neither computes them nor builds a layer for its loss alone there (a transducer's full-sum
+    loss layer in the unit is skipped in decoding)."""
     def keep(opts: Any) -> bool:
         if not isinstance(opts, Mapping):
             return True
         return (opts.get(SEARCH, search) or not opts.get("only_on_search")) and \
             (eval_flag or not opts.get("only_on_eval"))
-    if all(keep(v) for v in net_dict.values()):
+
+    def no_loss(opts: Any) -> Any:
+        if not (in_rec_unit and isinstance(opts, Mapping) and opts.get(SEARCH, search) and opts.get("loss")):
+            return opts
+        return {k: v for k, v in opts.items() if k not in ("loss", "loss_scale", "loss_opts")}
+    if all(keep(v) and no_loss(v) is v for v in net_dict.values()):
         return net_dict
-    return {k: v for k, v in net_dict.items() if keep(v)}
+    return {k: no_loss(v) for k, v in net_dict.items() if keep(v)}
 
 
 def is_root(local_name: str, opts: Any, in_rec_unit: bool = False, search: bool = False) -> bool:

@@ -65,7 +65,7 @@ def unit_layers(unit: Mapping[str, Any], rec_name: str, search: bool = False) ->
     """The sub-layers of a rec unit that are built: subnetworks flattened, ``only_on_search``
     layers only in search, sub-outputs read as ``X/sub`` (``split/0``, also ``prev:split/0``) as
     layers of their own (:data:`SUB_OUTPUT_CLASS`), and only what RETURNN builds (:func:`deps.needed_unit`)."""
-    flat = without_search_only(expand_subnetworks(dict(unit), in_rec_unit=True), search)
+    flat = without_search_only(expand_subnetworks(dict(unit), in_rec_unit=True), search, in_rec_unit=True)
     return needed_unit(with_sub_output_layers(flat, rec_name), rec_name, search)
 
 
