@@ -1,6 +1,8 @@
 """Choice options of beam search (rec_net/score_combine.py, choice.py): RETURNN's custom_score_combine
 with explicit_search_sources recombining hypotheses of equal label strings, checked against a numpy
 beam search over fixed score tables; a choice without target in search."""
+import shutil
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -37,16 +39,21 @@ def recombine(mode, explicit_key=None):
     return fn
 
 
-def _net(combine, explicit, target=None):
+def _net(combine, explicit, target=None, strings=False):
     extern = {"data": Data("data", shape=(None, V)), "classes": Data("classes", dim=V, sparse=True)}
+    # the label string so far (blanks skipped): a number (base V), or a string as the transducer configs' out_str
+    hist = {"class": "eval", "from": ["prev:hist", "output"], "initial_output": 0,
+            "eval": "tf.where(tf.not_equal(source(1), 0), source(0) * %i + source(1), source(0))" % V,
+            "out_type": {"shape": (), "dtype": "int32"}}
+    if strings:  # initial_output None: RETURNN's zeros, the empty string
+        hist = {"class": "eval", "from": ["prev:hist", "output"], "initial_output": None,
+                "eval": "source(0) + tf.where(tf.not_equal(source(1), 0), tf.strings.as_string(source(1)), '')",
+                "out_type": {"shape": (), "dtype": "string"}}
     return TFNetwork({"output": {"class": "rec", "from": "data", "unit": {
         "output": {"class": "choice", "from": "data:source", "input_type": "log_prob", "target": target,
                    "beam_size": K, "length_normalization": False, "explicit_search_sources": explicit,
                    "custom_score_combine": combine},
-        # the label string so far as a number (base V), blanks skipped
-        "hist": {"class": "eval", "from": ["prev:hist", "output"], "initial_output": 0,
-                 "eval": "tf.where(tf.not_equal(source(1), 0), source(0) * %i + source(1), source(0))" % V,
-                 "out_type": {"shape": (), "dtype": "int32"}},
+        "hist": hist,
     }}}, extern, search=True)
 
 
@@ -88,11 +95,11 @@ def _tables(seed, n=3, T=5):
     return (x - np.log(np.exp(x).sum(-1, keepdims=True))).astype("float32")
 
 
-@pytest.mark.parametrize("mode", ["lse", "max"])
-def test_recombination_matches_numpy_beam_search(mode):
+@pytest.mark.parametrize("mode,strings", [("lse", False), ("max", False), ("lse", True)])
+def test_recombination_matches_numpy_beam_search(mode, strings):
     logp = _tables(0)
     fn = recombine(mode)
-    got = _run(_net(fn, ["prev:hist"]), logp)
+    got = _run(_net(fn, ["prev:hist"], strings=strings), logp)
     want = [numpy_search(seq, mode) for seq in logp]
     assert got == want
     assert fn.calls and fn.calls[0][0] == V and fn.calls[0][1] == tf.bool
@@ -134,3 +141,62 @@ def test_choice_without_target_outside_search_is_refused():
 def test_custom_score_combine_must_return_a_tensor():
     with pytest.raises(NetworkError, match="custom_score_combine must return a tensor"):
         _run(_net(lambda **kw: 0.0, ["prev:hist"]), _tables(1))
+
+
+RECOMBINE_OP = r"""
+#include "tensorflow/core/framework/op.h"
+#include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/shape_inference.h"
+#include <cmath>
+#include <limits>
+#include <map>
+#include <string>
+#include <vector>
+using namespace tensorflow;
+
+REGISTER_OP("RecombineLse").Input("hyps: string").Input("scores: float32").Output("out: float32")
+.SetShapeFn([](::tensorflow::shape_inference::InferenceContext* c) { c->set_output(0, c->input(1)); return Status::OK(); });
+
+// per row: hypotheses with equal strings keep one (the first best) with the log-sum-exp of their scores
+class RecombineLseOp : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+  void Compute(OpKernelContext* ctx) override {
+    auto hyps = ctx->input(0).tensor<string, 2>();
+    auto scores = ctx->input(1).tensor<float, 2>();
+    Tensor* out_t;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, ctx->input(1).shape(), &out_t));
+    auto out = out_t->tensor<float, 2>();
+    const int n = ctx->input(1).dim_size(0), k = ctx->input(1).dim_size(1);
+    for (int b = 0; b < n; ++b) {
+      std::map<std::string, std::vector<int> > groups;
+      for (int i = 0; i < k; ++i) groups[hyps(b, i)].push_back(i);
+      for (const auto& g : groups) {
+        int best = g.second[0];
+        for (int i : g.second) if (scores(b, i) > scores(b, best)) best = i;
+        float sum = 0.f;
+        for (int i : g.second) sum += std::exp(scores(b, i) - scores(b, best));
+        for (int i : g.second) out(b, i) = i == best ? scores(b, best) + std::log(sum) : -std::numeric_limits<float>::infinity();
+      }
+    }
+  }
+};
+REGISTER_KERNEL_BUILDER(Name("RecombineLse").Device(DEVICE_CPU), RecombineLseOp);
+"""
+
+
+@pytest.mark.skipif(shutil.which("g++") is None and shutil.which("c++") is None, reason="no C++ compiler (g++/c++)")
+def test_recombination_by_a_compiled_op_of_the_config(tmp_path, monkeypatch):
+    """As the 2020 transducer configs decode: the recombination is a C++ op the config compiles with
+    OpCodeCompiler, over the hypotheses' label strings (a string explicit search source)."""
+    monkeypatch.setenv("RETURNN_CACHE_DIR", str(tmp_path))
+    from returnn.tf.util.basic import OpCodeCompiler  # as configs import it (TFUtil)
+    op = OpCodeCompiler(base_name="RecombineLse", code_version=1, code=RECOMBINE_OP,
+                        use_cuda_if_available=False).load_tf_module().recombine_lse
+
+    def fn(layer, scores_in, scores_base, base_beam_in, batch_dim, **_):
+        hyps = tf.reshape(layer.explicit_search_sources[0].output.placeholder, (batch_dim, -1))[:, :base_beam_in]
+        return scores_in + op(hyps, tf.squeeze(scores_base, -1))[:, :, None]
+
+    logp = _tables(0)
+    assert _run(_net(fn, ["prev:hist"], strings=True), logp) == [numpy_search(seq, "lse") for seq in logp]

@@ -143,6 +143,8 @@ def initial_value(spec: Any, template: Data, batch: tf.Tensor, extents: Mapping[
         hint = "; keep_over_epoch is an initial_state of recurrent units" if spec == "keep_over_epoch" else ""
         raise NetworkError("%s: invalid initial_output %r (zeros, ones, var, apply(0), a number or a layer%s)"
                            % (where, spec, hint))
+    if dtype == tf.string and not isinstance(fill, bool) and fill == 0:  # zeros of strings (RETURNN's tf.zeros): ""
+        return tf.zeros(tf.stack(shape) if shape else [], tf.string)
     return tf.fill(tf.stack(shape) if shape else [], tf.cast(fill, dtype)) if shape else tf.cast(fill, dtype)
 
 
