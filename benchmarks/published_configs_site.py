@@ -132,6 +132,8 @@ def _kind(path: str) -> str:
     base = posixpath.basename(path)
     if LEXICON.search(base):
         return "lexicon"
+    if base.lower().startswith("vocab"):  # vocab.swbd_clean.bpe_code_1k: the vocabulary of those BPE codes
+        return "vocab"
     if CODES.search(base):
         return "codes"
     if VOCAB.search(base):
