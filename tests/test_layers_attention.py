@@ -168,6 +168,14 @@ def test_softmax_over_spatial_window():
     fixed = run(make("softmax_over_spatial", {"window_start": 2, "window_size": 5}, [ctx_d]), [ctx]).tensor.numpy()
     np.testing.assert_allclose(fixed[0, 2:, 0], _np_softmax(c[0, 2:4, 0]), atol=1e-6)
     assert (fixed[1] == 0).all()  # the window lies beyond the sequence: no weight anywhere
+    # RETURNN: window_size without window_start has no effect (but needs the time mask); the reverse is an error
+    alone = run(make("softmax_over_spatial", {"window_size": 1}, [ctx_d]), [ctx]).tensor.numpy()
+    plain = run(make("softmax_over_spatial", {}, [ctx_d]), [ctx]).tensor.numpy()
+    np.testing.assert_array_equal(alone, plain)
+    with pytest.raises(NetworkError, match="window_size needs use_time_mask"):
+        make("softmax_over_spatial", {"window_size": 1, "use_time_mask": False}, [ctx_d])
+    with pytest.raises(NetworkError, match="window_start needs window_size"):
+        make("softmax_over_spatial", {"window_start": 1}, [ctx_d])
 
 
 def test_generic_attention_pairs_base_axes_by_size_from_the_last_as_returnn():

@@ -260,6 +260,8 @@ def test_swap_axes_pool_dilation_and_softmax_on_channel_first():
         k = max(n - 2, 0)
         ref = np.maximum(x[bi, :k], x[bi, 2:2 + k])
         np.testing.assert_allclose(pout.tensor.numpy()[bi, :len(ref)], ref)
+    with pytest.raises(NetworkError, match="strides > 1 together with dilation_rate > 1"):  # TF's pool (RETURNN) too
+        make("pool", {"mode": "max", "pool_size": (2,), "dilation_rate": 2, "strides": 2}, [data], name="p2")
     assert make("copy", {"batch_norm": True}, [data]).post_bn is not None  # RETURNN's batch norm of the output
     assert make("copy", {"batch_norm": False}, [data]).post_bn is None
 

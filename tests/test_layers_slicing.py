@@ -34,9 +34,33 @@ def test_slice_feature_static():
         make("slice", {"axis": "F", "slice_start": -1}, [data])
 
 
+@pytest.mark.parametrize("start,end,step", [(None, None, -1), (None, None, -2), (None, None, -3), (1, None, 2)])
+def test_slice_negative_step_on_a_static_axis(start, end, step):
+    """RETURNN slices x[start:end:step]; its declared size (dim arithmetic) must be the real one."""
+    data, val, x = btf(5)
+    layer = make("slice", {"axis": "F", "slice_start": start, "slice_end": end, "slice_step": step}, [data])
+    out = run(layer, [val])
+    ref = x[:, :, start:end:step]
+    assert layer.output.dim == ref.shape[-1]
+    for b, n in enumerate(LENS):
+        np.testing.assert_array_equal(out.tensor.numpy()[b, :n], ref[b, :n])
+
+
+def test_slice_sizes_returnn_declares_wrongly_and_reversed_dynamic_axes_are_refused():
+    data, _, _ = btf(5)
+    with pytest.raises(NetworkError, match=r"x\[None:-1:-1\] .* has 0 entries, RETURNN's slice declares 4"):
+        make("slice", {"axis": "F", "slice_end": -1, "slice_step": -1}, [data])
+    with pytest.raises(NetworkError, match=r"x\[4:None:-2\] .* has 3 entries, RETURNN's slice declares 1"):
+        make("slice", {"axis": "F", "slice_start": 4, "slice_step": -2}, [data])
+    with pytest.raises(NetworkError, match=r"has 5 entries, RETURNN's slice declares 7"):
+        make("slice", {"axis": "F", "slice_end": 7}, [data])
+    with pytest.raises(NetworkError, match="negative slice_step on the dynamic axis.*reverse_sequence"):
+        make("slice", {"axis": "T", "slice_step": -1}, [data])
+
+
 def test_pad_time_goes_after_each_sequence_and_feature():
     data, val, x = btf(3)
-    layer = make("pad", {"axes": "T", "padding": (2, 1), "value": -1.0}, [data])
+    layer = make("pad", {"axes": "T", "padding": (2, 1), "value": -1.0, "handle_dynamic_dims": True}, [data])
     out = run(layer, [val])
     np.testing.assert_array_equal(out.seq_len.numpy(), LENS + 3)
     for b, n in enumerate(LENS):
@@ -45,10 +69,29 @@ def test_pad_time_goes_after_each_sequence_and_feature():
     feat = make("pad", {"axes": "F", "padding": 1}, [data], name="pf")
     assert feat.output.dim == 5
     np.testing.assert_array_equal(run(feat, [val]).tensor.numpy()[0, :7], np.pad(x[0], [(0, 0), (1, 1)]))
-    with pytest.raises(NetworkError, match="'lay'.*mode 'reflect' on a dynamic axis"):
-        make("pad", {"axes": "T", "padding": 1, "mode": "reflect"}, [data])
+    with pytest.raises(NetworkError, match="'lay'.*mode 'reflect' with right padding of a dynamic axis"):
+        make("pad", {"axes": "T", "padding": 1, "mode": "reflect", "handle_dynamic_dims": True}, [data])
     with pytest.raises(NetworkError, match="'lay'.*'padding'"):
         make("pad", {"axes": "T", "padding": [1, 2, 3]}, [data])
+    with pytest.raises(NetworkError, match="'replication' pads one axis only"):
+        make("pad", {"axes": ["T", "F"], "padding": 1, "mode": "replication"}, [data])
+
+
+@pytest.mark.parametrize("mode", ["constant", "reflect", "symmetric", "replication"])
+def test_pad_without_handle_dynamic_dims_pads_the_tensor_as_returnn_before_version_21(mode):
+    """RETURNN's default before behavior version 21: tf.pad of the padded tensor (replication:
+    its first and last frame repeated), so a shorter sequence's new frames are its padded frames."""
+    data, val, x = btf(3)
+    layer = make("pad", {"axes": "T", "padding": (2, 1), "value": -1.0, "mode": mode}, [data])
+    out = run(layer, [val])
+    np.testing.assert_array_equal(out.seq_len.numpy(), LENS + 3)
+    x = val.tensor.numpy()  # padded frames as they are (garbage here)
+    if mode == "replication":
+        ref = np.concatenate([x[:, :1], x[:, :1], x, x[:, -1:]], axis=1)
+    else:
+        ref = np.pad(x, [(0, 0), (2, 1), (0, 0)], mode=mode, **({"constant_values": -1.0} if mode == "constant" else {}))
+    for b, n in enumerate(LENS):
+        np.testing.assert_array_equal(out.tensor.numpy()[b, :n + 3], ref[b, :n + 3])
 
 
 def np_window(seq, size, left, stride, valid):

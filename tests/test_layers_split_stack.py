@@ -44,17 +44,21 @@ def test_stack_on_a_new_axis():
         np.testing.assert_array_equal(y[b, :n, 1], -x[b, :n])
 
 
-def test_norm_over_time_and_feature_excludes_padding():
+def test_norm_over_time_includes_padded_frames_as_returnn():
+    """RETURNN's norm takes reduce_mean over the axes, padded frames included (zeros from the
+    dataset here): the statistics over T depend on the batch's longest sequence, as in RETURNN."""
     net, out, x = _run({"n": {"class": "norm", "from": "data", "axes": "TF", "epsilon": 1e-6},
                         "f": {"class": "norm", "from": "data", "axes": "F"}})
     net.layers["n"].scale.assign(np.arange(1, 7, dtype="float32"))
     net.layers["n"].bias.assign(np.full(6, 0.5, "float32"))
+    x = np.nan_to_num(x, nan=0.0)
     batch = {"data": tf.constant(x), "data:seq_len": tf.constant(LENS)}
     out = net.forward(batch, RunContext(False))
     for b, n in enumerate(LENS):
+        padded = x[b]  # all 4 frames
+        ref = (padded - padded.mean()) / np.sqrt(padded.var() + 1e-6) * np.arange(1, 7) + 0.5
+        np.testing.assert_allclose(out["n"].tensor.numpy()[b, :n], ref[:n], rtol=1e-4, atol=1e-5)
         real = x[b, :n]
-        ref = (real - real.mean()) / np.sqrt(real.var() + 1e-6) * np.arange(1, 7) + 0.5
-        np.testing.assert_allclose(out["n"].tensor.numpy()[b, :n], ref, rtol=1e-4, atol=1e-5)
         ref = (real - real.mean(-1, keepdims=True)) / np.sqrt(real.var(-1, keepdims=True) + 1e-6)
         np.testing.assert_allclose(out["f"].tensor.numpy()[b, :n], ref, rtol=1e-4, atol=1e-5)
 

@@ -320,8 +320,15 @@ def main(argv=None):
     parser.add_argument("--out", default=DEFAULT_OUT, help="output directory (default: %(default)s)")
     parser.add_argument("--list", action="store_true", help="list the cases and exit")
     parser.add_argument("--keep-going", action="store_true", help="report failing cases and continue")
+    parser.add_argument("--cases-json", metavar="FILE", help="only the cases of this JSON list (keyword arguments "
+                        "of case(); benchmarks/returnn_fuzz.py writes them) instead of the cases_*.py ones")
     args = parser.parse_args(argv)
-    _load_more_cases()
+    if args.cases_json:
+        with open(args.cases_json) as f:
+            for kwargs in json.load(f):
+                case(**kwargs)
+    else:
+        _load_more_cases()
     if args.list:
         for name, c in CASES.items():
             print("%-40s %s" % (name, c["family"]))

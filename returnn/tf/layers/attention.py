@@ -6,7 +6,8 @@ whole sequences (one query per frame).
   energies ``(B, T_enc, T_dec)``), padded positions get weight 0 (``use_time_mask`` None or True;
   False, as RETURNN: padded positions' energies take part as they are);
   ``energy_factor`` scales the energies first; ``window_start`` (an int or a layer of shape (B,))
-  with ``window_size`` keeps only positions ``start <= t < start + size`` (local attention).
+  with ``window_size`` keeps only positions ``start <= t < start + size`` (local attention);
+  ``start`` (a layer of shape (B,)) masks the positions before it (RETURNN's hard-attention decoders).
 - ``generic_attention``: ``sum_t weights[..., t] * base[t, :]`` over the base's time axis; a
   size-1 feature axis of the weights (from a ``linear`` with ``n_out: 1``) is dropped.
 - ``dot_attention`` (RETURNN's old layer): query ``from`` (``(B, F)`` per step or ``(B, T, F)``),
@@ -56,7 +57,7 @@ class SoftmaxOverSpatialLayer(Layer):
     """See the module docstring."""
 
     layer_class = "softmax_over_spatial"
-    ref_options = ("window_start",)
+    ref_options = ("window_start", "start")
     options = (
         Option("axis", None, "axis to normalize over (default: see module docstring)"),
         Option("energy_factor", None, "factor of the energies before the softmax"),
@@ -64,41 +65,59 @@ class SoftmaxOverSpatialLayer(Layer):
                                         "their energies take part as they are, as RETURNN)"),
         Option("log_space", False, "output log-weights"),
         Option("window_start", None, "first position of the window: an int or a layer (B,)"),
-        Option("window_size", None, "window length (with window_start)"),
-        Option("start", None, "not supported"),
+        Option("window_size", None, "window length (with window_start; without it no effect, as RETURNN)"),
+        Option("start", None, "a layer (B,): positions before it get weight 0 (RETURNN's; needs use_time_mask)"),
     )
 
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
         self.start_layer = isinstance(opts.get("window_start"), str)
-        own = list(sources[:-1] if self.start_layer else sources)
+        self.from_layer = isinstance(opts.get("start"), str)  # 'start': after window_start among the sources
+        n_own = len(sources) - self.start_layer - self.from_layer
+        own = list(sources[:n_own])
         super().__init__(name, opts, own, seed)
         check_sources(self, own, 1, 1)
-        if self.opts.get("start") is not None:
-            raise NetworkError("%s: option 'start' is not supported" % self.desc)
-        if (self.opt("window_start") is None) != (self.opt("window_size") is None):
-            raise NetworkError("%s: window_start and window_size go together" % self.desc)
+        if self.opts.get("start") is not None and not self.from_layer:
+            raise NetworkError("%s: 'start' must name a layer of one position per sequence, got %r"
+                               % (self.desc, self.opts.get("start")))
+        if self.from_layer and self.opt("use_time_mask") is False:
+            raise NetworkError("%s: 'start' needs use_time_mask (RETURNN's rule)" % self.desc)
+        if self.from_layer and (sources[-1].batch_ndim - (sources[-1].feature_dim_axis is not None and
+                                                          sources[-1].dim == 1)) != 1:
+            raise NetworkError("%s: start %r must be one position per sequence (B,), got %s"
+                               % (self.desc, opts["start"], sources[-1].short_repr()))
+        if self.opt("window_start") is not None and self.opt("window_size") is None:
+            raise NetworkError("%s: window_start needs window_size (RETURNN: 'set window_size explicitly')" % self.desc)
         self.use_mask = self.opt("use_time_mask") is not False
         if not self.use_mask and self.opt("window_start") is not None:
             raise NetworkError("%s: a window needs use_time_mask (RETURNN's rule)" % self.desc)
-        if self.start_layer and (sources[-1].batch_ndim - (sources[-1].feature_dim_axis is not None and
-                                                           sources[-1].dim == 1)) != 1:
+        if self.start_layer and (sources[n_own].batch_ndim - (sources[n_own].feature_dim_axis is not None and
+                                                              sources[n_own].dim == 1)) != 1:
             raise NetworkError("%s: window_start %r must be one position per sequence (B,), got %s"
-                               % (self.desc, opts["window_start"], sources[-1].short_repr()))
+                               % (self.desc, opts["window_start"], sources[n_own].short_repr()))
         self.ax = _attention_axis(self, own[0], self.opt("axis"))
-        if self.opt("window_start") is not None and own[0].batch_dim_axis != 0:
-            raise NetworkError("%s: a window needs batch-major energies" % self.desc)
+        if self.opt("window_size") is not None and self.opt("window_start") is None and not (
+                self.opt("use_time_mask") or (self.opt("use_time_mask") is None and own[0].dims[self.ax].is_dynamic())):
+            # RETURNN: window_size alone has no effect, but asserts the (effective) use_time_mask
+            raise NetworkError("%s: window_size needs use_time_mask (RETURNN's rule)" % self.desc)
+        if (self.opt("window_start") is not None or self.from_layer) and own[0].batch_dim_axis != 0:
+            raise NetworkError("%s: a window or start needs batch-major energies" % self.desc)
         self.output = own[0].copy(name)
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         x = sources[0]
         if self.opt("energy_factor") is not None:
             x = x.with_tensor(x.tensor * float(self.opt("energy_factor")))
+        n_own = len(sources) - self.start_layer - self.from_layer
+        pos = tf.range(tf.shape(x.tensor)[self.ax])
         if self.opt("window_start") is not None:
-            start = sources[-1].tensor if self.start_layer else tf.fill([tf.shape(x.tensor)[0]], self.opt("window_start"))
+            start = sources[n_own].tensor if self.start_layer else tf.fill([tf.shape(x.tensor)[0]], self.opt("window_start"))
             start = tf.cast(tf.reshape(start, [-1]), tf.int32)  # (B,)
-            pos = tf.range(tf.shape(x.tensor)[self.ax])
             inside = (pos[None, :] >= start[:, None]) & (pos[None, :] < start[:, None] + int(self.opt("window_size")))
             inside = align_tensor(inside, [0, self.ax], x.data.batch_ndim)
+            x = x.with_tensor(tf.where(inside, x.tensor, tf.constant(float("-inf"), x.tensor.dtype)))
+        if self.from_layer:  # RETURNN's start: positions t < start masked out
+            start = tf.cast(tf.reshape(sources[-1].tensor, [-1]), tf.int32)  # (B,)
+            inside = align_tensor(pos[None, :] >= start[:, None], [0, self.ax], x.data.batch_ndim)
             x = x.with_tensor(tf.where(inside, x.tensor, tf.constant(float("-inf"), x.tensor.dtype)))
         w = masked_softmax(x, self.ax, self.use_mask)
         if self.opt("log_space"):

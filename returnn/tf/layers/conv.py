@@ -195,6 +195,9 @@ class PoolLayer(Layer):
         mode = str(self.opt("mode")).lower()
         self.mode = one_of(self.desc, "mode", "avg" if mode == "average" else mode, POOL_MODES)
         self.plan = SpatialPlan(self, sources, "pool_size", default_stride_is_size=True)
+        if max(w.stride for w in self.plan.windows) > 1 and max(w.dilation for w in self.plan.windows) > 1:
+            raise NetworkError("%s: strides > 1 together with dilation_rate > 1 is not supported (RETURNN's tf.nn.pool "
+                               "refuses it too)" % self.desc)
         self.output = self.plan.output_data(name, self.plan.data.feature_dim)
         self.check_n_out(self.output.dim)
 
@@ -203,8 +206,8 @@ class PoolLayer(Layer):
         x = concat_inputs(self, plan.concat_data, plan.concat_plan, sources, ctx)
         window = [w.size for w in plan.windows]
         dilations = [w.dilation for w in plan.windows]
-        strided = all(d == 1 for d in dilations)  # TF pools with dilation only at stride 1: subsample then
-        strides = [w.stride for w in plan.windows] if strided else None
+        strided = True  # (strides and dilations > 1 together are refused in __init__)
+        strides = [w.stride for w in plan.windows]
         outside = float("-inf") if self.mode == "max" else 0.0  # window padding: ignored / not counted
         fill = outside if self.opt("use_time_mask") else 0.0
         xt, extent = plan.channel_last_input(x, fill, pad_fill=outside)

@@ -14,6 +14,7 @@ from returnn.errors import NetworkError
 from returnn.tensor import Data, Dim, DimTypes
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
 from returnn.tf.layers.helpers import shifted_dim
+from returnn.tf.layers.norm import behavior_version
 from returnn.tf.layers.options import Option, one_of, positive_int
 from returnn.tf.layers.shape import _ShapeLayer
 
@@ -28,14 +29,15 @@ def _int(layer: Layer, key: str, value: Any, allow_none: bool = True) -> Any:
 
 @register_layer
 class SliceLayer(_ShapeLayer):
-    """``x[start:end:step]`` on ``axis`` (start >= 0, step >= 1, end may be negative)."""
+    """``x[start:end:step]`` on ``axis`` (start >= 0, end may be negative; a negative step on
+    static axes only)."""
 
     layer_class = "slice"
     options = (
         Option("axis", None, "axis description, e.g. 'T' or 'F'"),
         Option("slice_start", None, "first index (>= 0)"),
         Option("slice_end", None, "end index (exclusive; negative: from the end)"),
-        Option("slice_step", None, "step (>= 1)"),
+        Option("slice_step", None, "step (negative: static axes only)"),
         Option("out_dim", None, "Dim for the new axis"),
     )
 
@@ -46,12 +48,21 @@ class SliceLayer(_ShapeLayer):
         self.start = _int(self, "slice_start", self.opt("slice_start")) or 0
         self.end = _int(self, "slice_end", self.opt("slice_end"))
         self.step = _int(self, "slice_step", self.opt("slice_step")) or 1
-        if self.start < 0 or self.step < 1:
-            raise NetworkError("%s: slice_start must be >= 0 and slice_step >= 1" % self.desc)
+        if self.start < 0 or self.step == 0:
+            raise NetworkError("%s: slice_start must be >= 0 and slice_step not 0 (as RETURNN)" % self.desc)
         old = data.dims[self.ax]
         if old.is_batch_dim():
             raise NetworkError("%s: cannot slice the batch axis" % self.desc)
-        size = len(range(old.dimension)[self.start:self.end:self.step]) if old.is_static() else None
+        if self.step < 0 and old.is_dynamic():
+            raise NetworkError("%s: a negative slice_step on the dynamic axis %r would reverse the padded tensor (as "
+                               "RETURNN does: shorter sequences then start with padding); use reverse_sequence"
+                               % (self.desc, old.description))
+        size = len(range(old.dimension)[self.opt("slice_start"):self.end:self.step]) if old.is_static() else None
+        if size is not None and size != _returnn_static_size(old.dimension, self.start, self.end, self.step):
+            raise NetworkError("%s: x[%s:%s:%s] of the axis %r (size %i) has %i entries, RETURNN's slice declares %i "
+                               "(and fails)" % (self.desc, self.opt("slice_start"), self.end, self.step,
+                                                old.description, old.dimension, size,
+                                                _returnn_static_size(old.dimension, self.start, self.end, self.step)))
         new = self.opt("out_dim")
         if not isinstance(new, Dim) and old.is_dynamic() and self.step == 1 and (self.end is None or self.end < 0):
             new = shifted_dim(old, -self.start + (self.end or 0), "%s:slice" % name)  # T - start - |end|
@@ -67,7 +78,7 @@ class SliceLayer(_ShapeLayer):
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         x = self.inputs(sources, ctx)
         index = [slice(None)] * self.input.batch_ndim
-        index[self.ax] = slice(self.start, self.end, self.step)
+        index[self.ax] = slice(self.opt("slice_start"), self.end, self.step)
         sizes = {}
         if self.new.is_dynamic() and self.new is not self.input.dims[self.ax]:
             length = x.sizes[self.input.dims[self.ax]]
@@ -77,19 +88,35 @@ class SliceLayer(_ShapeLayer):
         return self.make_output(x.tensor[tuple(index)], sources, sizes)
 
 
+def _returnn_static_size(n: int, start: int, end: Optional[int], step: int) -> int:
+    """The size RETURNN's slice declares for a static axis of size ``n`` (its dim arithmetic:
+    start off the left, a non-negative end as the end, a negative one off the right, then the
+    ceil-division by ``|step|``); where it differs from the slice's real length, RETURNN fails."""
+    size = n - start
+    if end is not None:
+        size = end - start if end >= 0 else size + end
+    return -(-size // abs(step))
+
+
 @register_layer
 class PadLayer(_ShapeLayer):
     """Pads ``axes`` by ``padding`` (int, (left, right), or one pair per axis) with ``value``
-    (``mode`` constant; reflect/symmetric on static axes only); ``out_dims``: the padded axes' new
-    Dims (one per axis)."""
+    (``mode`` constant), or by TF's reflect/symmetric, or RETURNN's replication (one axis: the
+    tensor's first and last entries repeated); ``out_dims``: the padded axes' new Dims.
+
+    As RETURNN: ``handle_dynamic_dims`` (default from behavior version 21) puts the right padding of
+    a dynamic axis after each sequence's end (constant mode only; other modes are refused there);
+    without it the tensor is padded as it is, so a shorter sequence's new frames are the old padded
+    frames (RETURNN's behaviour before version 21)."""
 
     layer_class = "pad"
     options = (
         Option("axes", None, "axis description(s)"),
         Option("padding", None, "int, (left, right), or a list of (left, right) per axis"),
         Option("value", 0, "pad value (mode constant)"),
-        Option("mode", "constant", "constant, reflect or symmetric"),
-        Option("handle_dynamic_dims", True, "right padding of a dynamic axis goes after each sequence's end"),
+        Option("mode", "constant", "constant, reflect, symmetric or replication"),
+        Option("handle_dynamic_dims", None, "right padding of a dynamic axis goes after each sequence's end "
+                                            "(None: from behavior version 21, as RETURNN)"),
         Option("out_dims", None, "Dim (or one per axis) of the padded axes in the output"),
     )
 
@@ -113,7 +140,13 @@ class PadLayer(_ShapeLayer):
             raise NetworkError("%s: 'padding' must be an int, (left, right) or one pair per axis, got %r"
                                % (self.desc, padding))
         self.pairs = pairs
-        self.mode = one_of(self.desc, "mode", str(self.opt("mode")).lower(), ("constant", "reflect", "symmetric"))
+        self.mode = one_of(self.desc, "mode", str(self.opt("mode")).lower(),
+                           ("constant", "reflect", "symmetric", "replication"))
+        if self.mode == "replication" and len(pairs) != 1:
+            raise NetworkError("%s: mode 'replication' pads one axis only (as RETURNN), got axes %r"
+                               % (self.desc, self.opt("axes")))
+        handle = self.opt("handle_dynamic_dims")
+        self.handle_dynamic = behavior_version() >= 21 if handle is None else bool(handle)
         dims = list(data.dims)
         self.new: Dict[int, Dim] = {}
         given = self.opt("out_dims")
@@ -124,8 +157,9 @@ class PadLayer(_ShapeLayer):
             old = data.dims[a]
             if old.is_batch_dim():
                 raise NetworkError("%s: cannot pad the batch axis" % self.desc)
-            if old.is_dynamic() and self.mode != "constant":
-                raise NetworkError("%s: mode %r on a dynamic axis is not supported" % (self.desc, self.mode))
+            if old.is_dynamic() and self.mode != "constant" and self.handle_dynamic and any(r for _, r in pairs):
+                raise NetworkError("%s: mode %r with right padding of a dynamic axis needs handle_dynamic_dims False "
+                                   "(RETURNN: not implemented)" % (self.desc, self.mode))
             if left or right or given is not None:
                 size = None if old.is_dynamic() else old.dimension + left + right
                 new = given_dim(self, "out_dims", given[i] if given is not None else None, size) or (
@@ -142,7 +176,7 @@ class PadLayer(_ShapeLayer):
         sizes = {}
         for a, (left, right) in zip(self.pad_axes, self.pairs):
             old = self.input.dims[a]
-            if old.is_dynamic() and self.opt("handle_dynamic_dims"):
+            if old.is_dynamic() and self.handle_dynamic:
                 tensor = tf.where(x.broadcast_mask(a), tensor, tf.cast(value, tensor.dtype))
             if a in self.new and self.new[a].is_dynamic():
                 sizes[self.new[a]] = x.sizes[old] + left + right
@@ -151,6 +185,11 @@ class PadLayer(_ShapeLayer):
             paddings[a] = list(pair)
         if self.mode == "constant":
             tensor = tf.pad(tensor, paddings, constant_values=tf.cast(value, tensor.dtype))
+        elif self.mode == "replication":
+            (a,), ((left, right),) = self.pad_axes, self.pairs
+            n = tf.shape(tensor)[a]
+            first, last = tf.gather(tensor, [0], axis=a), tf.gather(tensor, [n - 1], axis=a)
+            tensor = tf.concat([tf.repeat(first, left, axis=a), tensor, tf.repeat(last, right, axis=a)], axis=a)
         else:
             tensor = tf.pad(tensor, paddings, mode=self.mode.upper())
         return self.make_output(tensor, sources, sizes)

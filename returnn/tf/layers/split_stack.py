@@ -5,8 +5,8 @@ norm, math_norm.
   or ``out_dims``); the layer's own output is its input, part ``i`` is ``"NAME/i"``.
 - ``stack``: the sources (broadcast to their common dims by dim tags) stacked on a new static axis
   of size ``len(from)``, placed at ``axis`` (default: last, before the feature axis when there is one).
-- ``norm``: ``(x - mean) / sqrt(var + epsilon)`` with mean and variance over ``axes`` (padded frames
-  excluded), times ``scale`` and plus ``bias`` parameters shaped ``param_shape`` (default F).
+- ``norm``: ``(x - mean) / sqrt(var + epsilon)`` with mean and variance over ``axes`` (every
+  position, padded frames included, as RETURNN: no masking), times ``scale`` and plus ``bias`` parameters shaped ``param_shape`` (default F).
 - ``math_norm``: ``sum(|x| ** p) ** (1 / p)`` over ``axes`` (padded frames excluded), as ``reduce``.
 """
 from __future__ import annotations
@@ -127,22 +127,12 @@ class StackLayer(Layer):
         return self.make_output(y, sources)
 
 
-def _masked_moments(x: LayerOutput, axes: List[int]):
-    """Mean and variance over ``axes`` (kept as size 1), padded positions excluded."""
-    mask = None
-    for a in axes:
-        if x.data.dims[a].is_dynamic():
-            m = x.broadcast_mask(a)
-            mask = m if mask is None else tf.logical_and(mask, m)
-    if mask is None:
-        mean, var = tf.nn.moments(x.tensor, axes=axes, keepdims=True)
-        return mean, var
-    w = tf.cast(tf.broadcast_to(mask, tf.shape(x.tensor)), x.tensor.dtype)
-    count = tf.maximum(tf.reduce_sum(w, axis=axes, keepdims=True), 1.0)
-    value = tf.where(mask, x.tensor, 0.0)
-    mean = tf.reduce_sum(value, axis=axes, keepdims=True) / count
-    var = tf.reduce_sum(w * tf.square(value - mean), axis=axes, keepdims=True) / count
-    return mean, var
+def _moments(x: LayerOutput, axes: List[int]):
+    """Mean and biased variance over ``axes`` (kept as size 1) of every position, padded ones
+    included, as RETURNN's norm computes them (``reduce_mean``, no masking): over a time axis the
+    statistics depend on the batch's padding, as in RETURNN."""
+    mean = tf.reduce_mean(x.tensor, axis=axes, keepdims=True)
+    return mean, tf.reduce_mean(tf.square(x.tensor - mean), axis=axes, keepdims=True)
 
 
 @register_layer
@@ -186,7 +176,7 @@ class NormLayer(Layer):
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         x = self.apply_dropout(sources[0], ctx)
-        mean, var = _masked_moments(x, self.norm_axes)
+        mean, var = _moments(x, self.norm_axes)
         y = (x.tensor - mean) * tf.math.rsqrt(var + float(self.opt("epsilon")))
         n = x.data.batch_ndim
         if self.scale is not None:

@@ -1,0 +1,148 @@
+#!/usr/bin/env python3
+"""Differential check against the real RETURNN on random small networks (issue 27's adversarial
+pass): :mod:`returnn_fuzz_cases` draws the networks, the real RETURNN (a side venv, see
+tests/returnn_goldens/make_goldens.py) builds and runs each with fixed parameters and inputs
+(padded with garbage), and this engine does the same. Per case one verdict:
+
+- ``AGREE``     both build; the same output dims' sizes and values on the real positions (1e-5)
+- ``DIFFER``    both build, the outputs differ: a silent divergence, the worst kind of bug
+- ``GAP``       RETURNN builds it, this engine refuses (or fails)
+- ``LAX``       RETURNN refuses it, this engine builds it (a missing build-time check, or RETURNN's bug)
+- ``CRASH``     this engine fails with a traceback-worthy error (not one of its one-line errors)
+- ``BOTH-FAIL`` neither builds it (fine)
+
+Usage::
+
+    .venv/bin/python benchmarks/returnn_fuzz.py [--seed S] [--n N] [--returnn-python PY] [--keep DIR]
+                                                [--only-verdicts DIFFER GAP ...]
+
+Prints one line per case that is not AGREE/BOTH-FAIL (with both sides' first error line) and the
+counts. The RETURNN venv defaults to ``.bench-venv-returnn`` in the repository.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from collections import Counter
+from typing import Dict, Optional, Tuple
+
+import numpy as np
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO)
+sys.path.insert(0, os.path.join(REPO, "tests"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import returnn_fuzz_cases  # noqa: E402
+
+MAKE_GOLDENS = os.path.join(REPO, "tests", "returnn_goldens", "make_goldens.py")
+
+
+def run_returnn(cases, out_dir: str, python: str) -> Dict[str, str]:
+    """Runs the cases in RETURNN (writing ``<case>.npz`` into ``out_dir``); returns {case: error line}
+    of those RETURNN fails on."""
+    path = os.path.join(out_dir, "cases.json")
+    with open(path, "w") as f:
+        json.dump(cases, f)
+    env = dict(os.environ, DISABLE_CUDA="1", TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
+    env.pop("PYTHONPATH", None)
+    proc = subprocess.run([python, MAKE_GOLDENS, "--cases-json", path, "--out", out_dir, "--keep-going"],
+                          cwd=tempfile.gettempdir(), env=env, capture_output=True, text=True)
+    failed = dict(re.findall(r"^FAILED (\S+): (.*)$", proc.stdout, re.M))
+    written = {c["name"] for c in cases if os.path.exists(os.path.join(out_dir, c["name"] + ".npz"))}
+    missing = [c["name"] for c in cases if c["name"] not in written and c["name"] not in failed]
+    if missing:
+        sys.exit("returnn_fuzz: RETURNN did not report on %s; its stderr ends:\n%s" % (missing[:5], proc.stderr[-3000:]))
+    return failed
+
+
+def _ours_builds(c) -> Optional[str]:
+    """This engine builds and runs case ``c`` on random inputs: None, else the error line."""
+    import tensorflow as tf
+    from test_returnn_goldens import build_network, case_config
+    from returnn.tf.layers import RunContext
+    meta = {"extern_data": c["extern"], "network": c["network"], "config": c["config"]}
+    with case_config(meta):
+        net = build_network(meta)
+        batch = {}
+        rng = np.random.RandomState(0)
+        for key, data in net.extern_data.items():
+            lens = np.array(c["lens"].get(key, [7, 4, 1]), np.int32)
+            shape = [3]
+            if data.time_dim_axis is not None:
+                shape.append(int(lens.max()))
+            shape += [d.dimension for i, d in enumerate(data.dims)
+                      if i not in (data.batch_dim_axis, data.time_dim_axis)]
+            batch[key] = tf.constant(rng.randint(0, data.dim, shape).astype(np.int32) if data.sparse
+                                     else rng.normal(size=shape).astype(np.float32))
+            batch[key + ":seq_len"] = tf.constant(lens)
+        net.forward(batch, RunContext(False), only=[c.get("output", "output")])
+    return None
+
+
+def _first_line(exc: BaseException) -> str:
+    return "%s: %s" % (type(exc).__name__, (str(exc).strip().splitlines() or [""])[0][:240])
+
+
+def verdict(c, out_dir: str, returnn_error: Optional[str]) -> Tuple[str, str]:
+    """(verdict, detail) of one case (see the module doc)."""
+    from returnn.errors import ReturnnError
+    from test_returnn_goldens import ATOL, RTOL, real_outputs
+    try:
+        if returnn_error is not None:
+            _ours_builds(c)
+            return "LAX", "RETURNN: " + returnn_error
+        meta, ours, gold, where = real_outputs(os.path.join(out_dir, c["name"] + ".npz"))
+    except ReturnnError as exc:
+        return ("BOTH-FAIL" if returnn_error is not None else "GAP"), _first_line(exc) + (
+            "" if returnn_error is None else " | RETURNN: " + returnn_error)
+    except AssertionError as exc:  # names, shapes or sizes differ from RETURNN's
+        return "DIFFER", _first_line(exc)
+    except Exception as exc:  # noqa: BLE001 - a crash of ours is the finding
+        if returnn_error is not None:
+            return "BOTH-FAIL", "ours " + _first_line(exc) + " | RETURNN: " + returnn_error
+        return "CRASH", _first_line(exc)
+    if gold.dtype.kind in "iub":
+        same = ours.shape == gold.shape and bool(np.all(ours == gold))
+    else:
+        same = ours.shape == gold.shape and np.allclose(ours, gold, rtol=RTOL, atol=ATOL, equal_nan=True)
+    if same:
+        return "AGREE", ""
+    diff = np.max(np.abs(ours.astype(np.float64) - gold.astype(np.float64))) if ours.shape == gold.shape else None
+    return "DIFFER", "%s: max |diff| %s" % (where, diff)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--n", type=int, default=100)
+    parser.add_argument("--start", type=int, default=0, help="first index (default 0)")
+    parser.add_argument("--returnn-python", default=os.path.join(REPO, ".bench-venv-returnn", "bin", "python"))
+    parser.add_argument("--keep", help="keep RETURNN's outputs (.npz) in this directory")
+    parser.add_argument("--show", nargs="*", default=["DIFFER", "GAP", "LAX", "CRASH"], help="verdicts to list")
+    args = parser.parse_args()
+    if not os.path.exists(args.returnn_python):
+        sys.exit("returnn_fuzz: no RETURNN venv at %s (see tests/returnn_goldens/make_goldens.py)" % args.returnn_python)
+    cases = [returnn_fuzz_cases.draw(args.seed, i) for i in range(args.start, args.start + args.n)]
+    out_dir = args.keep or tempfile.mkdtemp(prefix="returnn_fuzz_")
+    os.makedirs(out_dir, exist_ok=True)
+    failed = run_returnn(cases, out_dir, args.returnn_python)
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    counts: Counter = Counter()
+    for c in cases:
+        kind, detail = verdict(c, out_dir, failed.get(c["name"]))
+        counts[kind] += 1
+        if kind in args.show:
+            print("%-9s %s %s\n          net %s | %s" % (kind, c["name"], c["family"], json.dumps(c["network"]),
+                                                       detail), flush=True)
+    print("\n%i cases (seed %i, %i..%i): %s" % (len(cases), args.seed, args.start, args.start + args.n - 1,
+                                                ", ".join("%s %i" % kv for kv in sorted(counts.items()))))
+    return 1 if counts["DIFFER"] or counts["CRASH"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,236 @@
+"""Random small networks for the differential check against the real RETURNN
+(:mod:`returnn_fuzz`): an input layout, then a chain of one to three layers drawn from a catalog
+of layer classes with random options (axes, modes, sizes, paddings). Many draws are invalid in
+both engines (that is fine: both must refuse); the point is the draws one engine builds and the
+other does not, and the ones whose values differ.
+
+Every draw is reproducible from (seed, index); the case names carry them.
+"""
+from __future__ import annotations
+
+import random
+from typing import Any, Callable, Dict, List, Tuple
+
+Layer = Dict[str, Any]
+
+INPUTS: List[Tuple[str, Dict[str, Any]]] = [
+    ("btf6", {"data": {"dim": 6}}),
+    ("btf5", {"data": {"dim": 5}}),
+    ("btsf", {"data": {"shape": (None, 3, 4)}}),
+    ("sparse7", {"data": {"dim": 7, "sparse": True}}),
+    ("bf6", {"data": {"shape": (6,), "time_dim_axis": None}}),
+]
+LENS = [[7, 4, 1], [5, 3, 0], [6, 6, 2], [1, 1, 1], [4, 2, 3]]
+AXES = ["T", "F", "B", "except_batch", "except_time", "spatial", "static", "dynamic", ["T", "F"], "stag:time", 0, -1]
+ACTIVATIONS = ["relu", "tanh", "sigmoid", "abs", "softplus", "log_sigmoid", "gelu", "swish", "elu", "selu",
+               "log_softmax", "softmax", "identity", "square", "relu+tanh", "sin", "cos", "exp", None]
+
+
+def _c(rng: random.Random, *choices):
+    return rng.choice(choices)
+
+
+def _maybe(rng: random.Random, opts: Dict[str, Any], key: str, *choices) -> None:
+    """Sets ``opts[key]`` to one of ``choices`` half of the time (else RETURNN's default)."""
+    if rng.random() < 0.5:
+        opts[key] = rng.choice(choices)
+
+
+def _reduce(rng):
+    o = {"class": "reduce", "mode": _c(rng, "sum", "max", "mean", "min", "logsumexp", "argmax", "prod"),
+         "axis": _c(rng, *AXES)}
+    _maybe(rng, o, "keep_dims", True, False)
+    _maybe(rng, o, "enforce_batch_dim_axis", 0)
+    return o
+
+
+def _activation(rng):
+    return {"class": "activation", "activation": _c(rng, *ACTIVATIONS)}
+
+
+def _softmax_over_spatial(rng):
+    o = {"class": "softmax_over_spatial"}
+    _maybe(rng, o, "axis", "T", "F", "stag:time")
+    _maybe(rng, o, "energy_factor", 0.5, 2.0)
+    _maybe(rng, o, "use_time_mask", True, False)
+    _maybe(rng, o, "log_space", True, False)
+    _maybe(rng, o, "window_size", 2, 3)
+    return o
+
+
+def _slice(rng):
+    o = {"class": "slice", "axis": _c(rng, "T", "F", "S:0", -1)}
+    _maybe(rng, o, "slice_start", 0, 1, -2, 3)
+    _maybe(rng, o, "slice_end", -1, 2, 4, None)
+    _maybe(rng, o, "slice_step", 2, -1, 3)
+    return o
+
+
+def _pad(rng):
+    o = {"class": "pad", "axes": _c(rng, "T", "F", ["T", "F"], "spatial", "S:0"),
+         "padding": _c(rng, 1, (1, 2), (0, 3), (2, 0))}
+    _maybe(rng, o, "mode", "constant", "reflect", "replication", "symmetric", "circular")
+    _maybe(rng, o, "value", 0.0, 1.5, -2.0)
+    return o
+
+
+def _merge_dims(rng):
+    o = {"class": "merge_dims", "axes": _c(rng, "static", ["T", "F"], "except_batch", ["B", "T"], ["F", "T"],
+                                           "spatial", "except_time")}
+    _maybe(rng, o, "keep_order", True, False)
+    return o
+
+
+def _split_dims(rng):
+    return {"class": "split_dims", "axis": _c(rng, "F", "T"), "dims": _c(rng, (2, -1), (-1, 2), (3, -1), (1, -1))}
+
+
+def _cumsum(rng):
+    o = {"class": "cumsum"}
+    _maybe(rng, o, "axis", "T", "F", "stag:time")
+    _maybe(rng, o, "reverse", True, False)
+    _maybe(rng, o, "additional_left_summation", True, False)
+    return o
+
+
+def _window(rng):
+    o = {"class": "window", "window_size": _c(rng, 1, 2, 3, 4)}
+    _maybe(rng, o, "window_left", 0, 1, 2)
+    _maybe(rng, o, "window_right", 0, 1)
+    _maybe(rng, o, "padding", "same", "valid")
+    _maybe(rng, o, "stride", 1, 2)
+    _maybe(rng, o, "axis", "T", "F")
+    return o
+
+
+def _conv(rng):
+    o = {"class": "conv", "filter_size": _c(rng, (1,), (2,), (3,)), "n_out": _c(rng, 2, 4),
+         "padding": _c(rng, "same", "valid")}
+    _maybe(rng, o, "strides", 1, 2, 3)
+    _maybe(rng, o, "dilation_rate", 1, 2)
+    _maybe(rng, o, "activation", "relu", "tanh", None)
+    _maybe(rng, o, "with_bias", True, False)
+    _maybe(rng, o, "input_expand_dims", 1)
+    return o
+
+
+def _pool(rng):
+    o = {"class": "pool", "mode": _c(rng, "max", "avg"), "pool_size": _c(rng, (1,), (2,), (3,)),
+         "padding": _c(rng, "same", "valid")}
+    _maybe(rng, o, "strides", 1, 2, 3)
+    _maybe(rng, o, "dilation_rate", 1, 2)
+    _maybe(rng, o, "use_time_mask", True, False)
+    return o
+
+
+def _shift_axis(rng):
+    o = {"class": "shift_axis", "axis": _c(rng, "T", "F"), "amount": _c(rng, 1, -1, 2, 0)}
+    _maybe(rng, o, "pad", True, False)
+    _maybe(rng, o, "adjust_size_info", True, False)
+    return o
+
+
+def _linear(rng):
+    o = {"class": "linear", "n_out": _c(rng, 3, 5)}
+    _maybe(rng, o, "activation", "relu", "tanh", None, "sigmoid")
+    _maybe(rng, o, "with_bias", True, False)
+    return o
+
+
+def _norm(rng):
+    o = {"class": _c(rng, "layer_norm", "norm", "math_norm")}
+    if o["class"] == "norm":
+        o["axis"] = _c(rng, "F", "T", ["T", "F"])
+        _maybe(rng, o, "scale", True, False)
+        _maybe(rng, o, "bias", True, False)
+        _maybe(rng, o, "epsilon", 1e-3)
+    elif o["class"] == "math_norm":
+        o["p"] = _c(rng, 1, 2)
+        o["axis"] = _c(rng, "F", "T")
+        _maybe(rng, o, "keep_dims", True, False)
+    return o
+
+
+def _misc(rng):
+    kind = _c(rng, "reverse_sequence", "seq_len_mask", "length", "range_in_axis", "postfix_in_time",
+              "prefix_in_time", "expand_dims", "copy", "time_chunking", "repeat", "tile", "top_k", "resize",
+              "range_from_length", "squeeze", "gather", "compare", "cast", "constant_pad_eval")
+    o: Layer = {"class": kind}
+    if kind == "seq_len_mask":
+        o.update(mask_value=_c(rng, 0.0, -1.0), axis=_c(rng, "T", "F"))
+    elif kind == "range_in_axis":
+        o["axis"] = _c(rng, "T", "F", "B")
+        _maybe(rng, o, "keepdims", True, False)
+    elif kind in ("postfix_in_time", "prefix_in_time"):
+        o[kind.split("_")[0]] = _c(rng, 0.0, 1.0)
+        _maybe(rng, o, "repeat", 1, 2)
+    elif kind == "expand_dims":
+        o["axis"] = _c(rng, "T", "F", "spatial", 0, -1)
+        _maybe(rng, o, "dim", 1, 2)
+    elif kind == "time_chunking":
+        o.update(chunk_size=_c(rng, 2, 3), chunk_step=_c(rng, 1, 2))
+    elif kind == "repeat":
+        o.update(repetitions=_c(rng, 2, 3), axis=_c(rng, "T", "F"))
+    elif kind == "tile":
+        o["multiples"] = _c(rng, {"F": 2}, {"T": 2}, {"B": 1})
+    elif kind == "top_k":
+        o.update(k=_c(rng, 1, 2), axis=_c(rng, "F", "T"))
+        _maybe(rng, o, "sorted", True, False)
+    elif kind == "resize":
+        o.update(factor=_c(rng, 2, 3), axis=_c(rng, "T", "F"), kind=_c(rng, "nn", "linear", "fill", "cubic"))
+    elif kind == "squeeze":
+        o["axis"] = _c(rng, "F", "T", 0, "spatial")
+    elif kind == "gather":
+        o.update(position=_c(rng, 0, 1, -1), axis=_c(rng, "F", "T"))
+    elif kind == "compare":
+        o.update(kind=_c(rng, "less", "greater", "equal", "less_equal"), value=_c(rng, 0.0, 1))
+    elif kind == "cast":
+        o["dtype"] = _c(rng, "int32", "float32", "bool")
+    elif kind == "constant_pad_eval":
+        o = {"class": "eval", "eval": _c(rng, "source(0) * 2.0 + 1.0", "tf.nn.relu(source(0))",
+                                         "source(0) - tf.reduce_max(source(0))", "tf.math.cumsum(source(0), axis=1)",
+                                         "tf.reduce_sum(source(0), axis=-1, keepdims=True) + source(0)")}
+    return o
+
+
+def _combine(rng, prev: str) -> Layer:
+    other = _c(rng, "data", prev)
+    return {"class": "combine", "kind": _c(rng, "add", "sub", "mul", "maximum", "minimum", "average", "truediv"),
+            "from": [prev, other]}
+
+
+def _dot(rng, prev: str) -> Layer:
+    o = {"class": "dot", "from": [prev, _c(rng, prev, "data")], "reduce": _c(rng, "F", "T", ["T", "F"], "static")}
+    _maybe(rng, o, "var1", "T", "F", None)
+    _maybe(rng, o, "var2", "T", "F", None)
+    return o
+
+
+SINGLE: List[Callable[[random.Random], Layer]] = [
+    _reduce, _activation, _softmax_over_spatial, _slice, _pad, _merge_dims, _split_dims, _cumsum, _window,
+    _conv, _pool, _shift_axis, _linear, _norm, _misc, _misc]
+PAIRED = [_combine, _dot]
+
+
+def draw(seed: int, index: int) -> Dict[str, Any]:
+    """Case ``index`` of ``seed``: keyword arguments of make_goldens.py's ``case()``."""
+    rng = random.Random("%i/%i" % (seed, index))
+    in_name, extern = rng.choice(INPUTS)
+    lens = rng.choice(LENS)
+    network: Dict[str, Layer] = {}
+    prev = "data"
+    n = rng.choice([1, 1, 2, 2, 3])
+    for i in range(n):
+        name = "output" if i == n - 1 else "l%i" % i
+        if prev != "data" and rng.random() < 0.25:
+            layer = rng.choice(PAIRED)(rng, prev)
+        else:
+            layer = rng.choice(SINGLE)(rng)
+            layer["from"] = prev
+        network[name] = layer
+        prev = name
+    config = {"behavior_version": rng.choice([0, 12, 21])} if rng.random() < 0.6 else {}
+    family = "+".join(str(layer["class"]) for layer in network.values())
+    return dict(name="fuzz_%i_%i" % (seed, index), family=family, network=network, extern=extern,
+                config=config, lens={"data": lens}, notes="returnn_fuzz seed %i index %i input %s" % (
+                    seed, index, in_name))

@@ -1,0 +1,28 @@
+"""Golden cases found by the differential check (benchmarks/returnn_fuzz.py) where this engine
+differed from RETURNN, kept as goldens once fixed (loaded by make_goldens.py): norm's statistics
+over a time axis include the padded frames; pad of a dynamic axis before behavior version 21 pads
+the tensor as it is (also reflect/symmetric/replication), from version 21 after each sequence's
+end; slice with a negative step on a static axis; softmax_over_spatial's window_size alone."""
+from make_goldens import LENS_LONG, case
+
+X34 = {"data": {"shape": (None, 3, 4)}}
+X5 = {"data": {"dim": 5}}
+
+case("fuzz_norm_over_time", "fuzz_norm", {"output": {"class": "norm", "axis": "T", "from": "data"}}, extern=X34)
+case("fuzz_norm_time_feature_no_bias", "fuzz_norm", {
+    "output": {"class": "norm", "axis": ["T", "F"], "bias": False, "epsilon": 1e-3, "from": "data"}},
+    lens={"data": [6, 6, 2]})
+for mode in ("constant", "reflect", "symmetric", "replication"):
+    case("fuzz_pad_time_%s_bv0" % mode, "fuzz_pad", {
+        "output": {"class": "pad", "axes": "T", "padding": (2, 1), "mode": mode, "value": 1.5, "from": "data"}},
+        extern=X5, lens={"data": LENS_LONG})
+case("fuzz_pad_time_value_bv21", "fuzz_pad", {
+    "output": {"class": "pad", "axes": "T", "padding": (1, 2), "value": -2.0, "from": "data"}},
+    extern=X5, config={"behavior_version": 21}, lens={"data": [5, 3, 0]})
+case("fuzz_pad_time_left_only_symmetric_bv21", "fuzz_pad", {
+    "output": {"class": "pad", "axes": "T", "padding": (2, 0), "mode": "symmetric", "from": "data"}},
+    extern=X5, config={"behavior_version": 21}, lens={"data": LENS_LONG})
+case("fuzz_slice_feature_reversed", "fuzz_slice", {
+    "output": {"class": "slice", "axis": "F", "slice_step": -2, "from": "data"}}, extern=X5)
+case("fuzz_softmax_over_spatial_window_size_alone", "fuzz_softmax_over_spatial", {
+    "output": {"class": "softmax_over_spatial", "window_size": 2, "energy_factor": 2.0, "from": "data"}}, extern=X5)
