@@ -90,7 +90,8 @@ def test_extra_search_decoder_shares_the_trained_decoders_parameters():
     assert sorted(returnn_param_shapes(net)) == sorted(returnn_param_shapes(search)) == \
         ["output/rec/prob/W", "output/rec/prob/b"]
     assert net.layers["extra.search:output"].search and not net.layers["output"].search
-    assert [info.layer for info in net.losses] == ["output/prob"]
+    # RETURNN computes the losses of the extra net's layers too (over all hypotheses of the search)
+    assert sorted(info.layer for info in net.losses) == ["extra.search:output/prob", "output/prob"]
     set_returnn_param_values(search, returnn_param_values(net))
     x = np.random.RandomState(2).randn(3, 4, 2).astype(np.float32)
     batch = {"data": tf.constant(x), "data:seq_len": tf.constant([4, 4, 4])}

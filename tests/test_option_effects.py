@@ -181,13 +181,7 @@ def test_choice_options_refused_where_not_implemented():
         make("choice", {"target": "classes", "cheating": cheating}, [labels])  # training: the target, as RETURNN
     with pytest.raises(NetworkError, match="'lay'.*'cheating'"):
         make("choice", {"target": "classes", "cheating": "always"}, [labels])
-    with pytest.raises(NetworkError, match="'lay'.*search True"):
-        make("choice", {"target": "classes", "search": True}, [labels])
-    with pytest.raises(NetworkError, match="'lay'.*search False"):
-        make("choice", {"target": "classes", "search": False}, [scores])
-    make("choice", {"target": "classes", "search": False}, [labels])  # training: the target, as RETURNN
-    with pytest.raises(NetworkError, match="'lay'.*'length_normalization'"):
-        make("decide", {"length_normalization": True}, [labels])
+    # search True / False and decide's length_normalization: tests/test_search_train.py
 
 
 def test_base_beam_score_scale():

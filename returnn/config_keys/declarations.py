@@ -101,6 +101,9 @@ _train("stop_on_nonfinite_train_score", "bool", True, "Stop when the training sc
 _train("gradient_clip", "float", 0.0, "Clip each gradient element to [-x, x]; 0: off.", minimum=0)
 _train("gradient_clip_norm", "float", 0.0, "Clip each gradient tensor to this L2 norm; 0: off.", minimum=0)
 _train("gradient_clip_global_norm", "float", 0.0, "Clip all gradients together to this global L2 norm; 0: off.", minimum=0)
+_train("search_train_network_layers", "list|str", None, "Layers also built for beam search in the training network "
+       "(RETURNN's extra net 'extra.search', parameters shared, with all they read), run in each training and "
+       "evaluation step; their losses count.")
 _train("accum_grad_multiple_step", "int", 0, "Sum gradients over N steps and apply them every N-th step (RETURNN's).", minimum=0)
 _train("calculate_exp_loss", "bool", False, "Also report exp(score) (perplexity) as score:exp.")
 _train("gradient_noise", "float", 0.0, "Stddev of the truncated normal noise added to each gradient (values beyond 2 "

@@ -144,7 +144,7 @@ REFUSED: Tuple[Tuple[str, Dict[str, Any]], ...] = (
      {"distributed_tf": None, "extra_updates": None,
       "global_norm_tag": None, "gradient_clip_global_norm_tag": None,
       "reinit_network_each_epoch": False,
-      "init_new_network_callback": None, "init_train_epoch_posthook": None, "search_train_network_layers": None,
+      "init_new_network_callback": None, "init_train_epoch_posthook": None,
       "save_epoch1_initial_model": False, "startup_callback": None, "dry_run": False,
       "param_dropout": 0.0, "param_variational_noise": 0.0}),
     ("RETURNN data or batching option not implemented by this engine",

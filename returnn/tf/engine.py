@@ -162,7 +162,8 @@ class Engine(InferenceTasks):
         # RETURNN builds what its task names too; only_on_eval layers in every task but forward
         network = TFNetwork(layers, self.network_data, seed=self.seed, default_target=self.config.value("target"),
                             search=self.search_mode, eval_flag=self.config.value("task") != "forward",
-                            extra_roots=search_layers, train_flag=self.config.value("task") == "train")
+                            extra_roots=search_layers, train_flag=self.config.value("task") == "train",
+                            search_train_layers=self._search_train_layers(meta))
         if search_layer:
             network.output_layer_name = search_layer
         if self.config.value("task") in ("train", "eval"):  # RETURNN: when the objective is built
@@ -186,6 +187,14 @@ class Engine(InferenceTasks):
         if self.checkpoints is not None:
             self.checkpoints.set_objects(network=network, optimizer=self.optimizer, global_step=self.global_step_var)
         return True
+
+    def _search_train_layers(self, meta: dict) -> List[str]:
+        """``search_train_network_layers`` of the network being built: its ``#config`` value, else the
+        config's own (RETURNN applies ``#config`` before it builds the network)."""
+        key = "search_train_network_layers"
+        overrides = meta.get("#config") or {}
+        value = overrides[key] if key in overrides else self.config_overlay.original(key)
+        return [value] if isinstance(value, str) else list(value or [])
 
     def _check_ranks_agree(self, epoch: int) -> None:
         """Every rank built the same network (returnn/distributed/agreement.py): one line, exit 2 else."""

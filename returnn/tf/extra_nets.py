@@ -31,27 +31,31 @@ def split_extra(name: Any) -> Tuple[Optional[str], Any]:
 
 
 def expand_extra_nets(net_dict: Dict[str, Any], refs_of: Callable[[str, Dict[str, Any]], Iterable[str]],
-                      map_refs: Callable[[str, Dict[str, Any], Callable[[str], str]], Dict[str, Any]]
-                      ) -> Dict[str, Any]:
+                      map_refs: Callable[[str, Dict[str, Any], Callable[[str], str]], Dict[str, Any]],
+                      deps_in_extra: Iterable[str] = ()) -> Dict[str, Any]:
     """``net_dict`` (flattened) with a layer ``"extra.P:x"`` for each extra layer that is listed or
     referenced (see the module docstring). ``refs_of(name, opts)``: the names a layer reads;
-    ``map_refs(name, opts, fn)``: the dict with its references mapped by ``fn``."""
+    ``map_refs(name, opts, fn)``: the dict with its references mapped by ``fn``. ``deps_in_extra``:
+    extra layers (``"extra.P:x"``) built with everything they read in their extra net too (RETURNN's
+    ``construct_extra_net(dep_layers_in_extra=True)``, the config's ``search_train_network_layers``)."""
     listed = [n for n in net_dict if split_extra(n)[0]]
-    todo = listed + [r for n, o in net_dict.items() if isinstance(o, dict) for r in refs_of(n, o) if split_extra(r)[0]]
+    todo: List[Tuple[str, bool]] = [(n, False) for n in listed] + [
+        (r, False) for n, o in net_dict.items() if isinstance(o, dict) for r in refs_of(n, o) if split_extra(r)[0]]
+    todo += [(n, True) for n in deps_in_extra]
     if not todo:
         return net_dict
     out = dict(net_dict)
     done = set()
     while todo:
-        name = todo.pop()
+        name, all_in_extra = todo.pop()
         prefix, rest = split_extra(name)
-        if prefix is None or name in done:
+        if prefix is None or (name, all_in_extra) in done or (name, True) in done:
             continue
-        done.add(name)
+        done.add((name, all_in_extra))
         if name not in net_dict and rest not in net_dict:  # "extra.P:rec/sub": the layer "extra.P:rec"
             parent = _existing_parent(rest, net_dict)
             if parent is not None:
-                todo.append("%s:%s" % (prefix, parent))
+                todo.append(("%s:%s" % (prefix, parent), all_in_extra))
             continue  # an unknown layer: the network names it
         explicit = name in net_dict
         opts = net_dict[name] if explicit else net_dict[rest]
@@ -59,14 +63,14 @@ def expand_extra_nets(net_dict: Dict[str, Any], refs_of: Callable[[str, Dict[str
             continue
         group = None if explicit else (owner(rest, net_dict) or rest)  # a subnetwork is rebuilt as a whole
 
-        def ref(r: str, prefix=prefix, group=group) -> str:
+        def ref(r: str, prefix=prefix, group=group, all_in_extra=all_in_extra) -> str:
             if not isinstance(r, str) or r == "data" or r.startswith("data:") or split_extra(r)[0]:
                 if split_extra(r)[0]:
-                    todo.append(r)
+                    todo.append((r, False))
                 return r
             extra = "%s:%s" % (prefix, r)
-            if extra in net_dict or (group is not None and (r == group or r.startswith(group + "/"))):
-                todo.append(extra)
+            if all_in_extra or extra in net_dict or (group is not None and (r == group or r.startswith(group + "/"))):
+                todo.append((extra, all_in_extra))
                 return extra
             return r
 
@@ -74,6 +78,21 @@ def expand_extra_nets(net_dict: Dict[str, Any], refs_of: Callable[[str, Dict[str
         new[EXTRA_OF] = rest
         new[SEARCH] = ".search" in prefix
         out[name] = new
+    return out
+
+
+def search_train_roots(net_dict: Dict[str, Any], names: Iterable[str]) -> List[str]:
+    """RETURNN's ``search_train_network_layers``: the layers ``names`` of ``net_dict`` (flattened)
+    as ``"extra.search:x"`` (a name with an extra prefix stays as it is); unknown names are an error."""
+    from returnn.errors import NetworkError
+    out = []
+    for name in names:
+        if not isinstance(name, str):
+            raise NetworkError("config key 'search_train_network_layers': expected layer names, got %r" % (name,))
+        prefix, rest = split_extra(name)
+        if name not in net_dict and rest not in net_dict:
+            raise NetworkError("config key 'search_train_network_layers': no layer %r in the network" % name)
+        out.append(name if prefix else "extra.search:" + name)
     return out
 
 
@@ -102,21 +121,21 @@ class ParamsByScope:
     """The variables made by the layers that share parameters by name, by (scope, name)."""
 
     def __init__(self):
-        self.vars: Dict[Tuple[str, str], Tuple[Any, str]] = {}  # -> (variable, name of the layer that made it)
+        # (scope, name) -> {name of the layer that made it: variable}, in the order they were made
+        self.vars: Dict[Tuple[str, str], Dict[str, Any]] = {}
 
     def custom(self, scope: str, owner: Optional[str] = None) -> Callable[..., Any]:
         """A ``reuse_params`` ``custom`` function: the variable ``name`` of ``scope`` when another layer
         made it already (same shape), else a new one of the layer, noted (a layer built again, as a
-        rec unit does while it settles its templates, replaces its own). ``owner`` tells layers of one
+        rec unit does while it settles its templates, replaces its own, also one of another shape). ``owner`` tells layers of one
         name apart (the two branches of a cond); default: the layer's name."""
         def get(base_layer=None, reuse_layer=None, name=None, shape=None, getter=None, **_kwargs):
-            key = (scope, name)
+            made = self.vars.setdefault((scope, name), {})
             me = owner or base_layer.layer_name
-            var, maker = self.vars.get(key, (None, None))
-            if var is not None and maker != me and tuple(var.shape) == tuple(shape):
-                return var
-            var = getter(name=name, shape=shape)
-            self.vars[key] = (var, me)
+            for maker, var in made.items():  # another layer's of this shape (not one of an earlier, wrong guess)
+                if maker != me and tuple(var.shape) == tuple(shape):
+                    return var
+            var = made[me] = getter(name=name, shape=shape)
             return var
         return get
 

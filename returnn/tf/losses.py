@@ -1,4 +1,4 @@
-"""Losses (``"loss": "ce" | "mse" | "ctc" | "as_is" | "edit_distance" | "sampling_loss"`` on a layer).
+"""Losses (``"loss": "ce" | "mse" | "ctc" | "as_is" | "edit_distance" | "sampling_loss" | "search_score"`` ...).
 
 Every loss returns sums, not averages (:class:`LossValues`); the reported scores divide by ``norm``
 (and ``error_sum`` by ``error_norm``), possibly after summing over several batches or workers.
@@ -394,6 +394,7 @@ LOSS_CLASSES: Dict[str, Type[Loss]] = {cls.loss_class: cls for cls in (
 # mean_l1 and bin_ce (returnn/tf/losses_tts.py): they register themselves here
 from returnn.tf import losses_ctc as _losses_ctc  # noqa: E402,F401
 from returnn.tf import losses_tts as _losses_tts  # noqa: E402,F401
+from returnn.tf import losses_search as _losses_search  # noqa: E402,F401  (search_score)
 from returnn.tf import sampling as _sampling  # noqa: E402,F401
 
 

@@ -13,6 +13,7 @@ No TensorFlow here: the network (:mod:`returnn.tf.network`) and rec units
 """
 from __future__ import annotations
 
+import contextvars
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Set
 
 
@@ -45,13 +46,16 @@ def from_entries(value: Any) -> List[Any]:
 # of the layer, and whether its extra net is built for search (a layer's own search flag)
 EXTRA_OF, SEARCH = "_extra_of", "_search"
 EXTRA_NET_OPTIONS = (EXTRA_OF, SEARCH)
+# Whether the network being built is the search task's (set while a TFNetwork builds): only there rec units lose
+# their layers' losses (below); a search in a training network (extra.search) computes them, as RETURNN does
+SEARCH_TASK: contextvars.ContextVar = contextvars.ContextVar("search_task", default=True)
 
 
 def without_search_only(net_dict: Dict[str, Any], search: bool, eval_flag: bool = True,
                         in_rec_unit: bool = False) -> Dict[str, Any]:
     """``net_dict`` without the layers marked ``only_on_search`` unless it is built for search (a
     layer of an extra net: unless that is), and without ``only_on_eval`` layers unless ``eval_flag``
-    (RETURNN: every task but forward). A rec unit of a search network also loses its layers' losses:
+    (RETURNN: every task but forward). A rec unit of the search task's network also loses its layers' losses:
     RETURNN neither computes them nor builds a layer for its loss alone there (a transducer's full-sum
     loss layer in the unit is skipped in decoding)."""
     def keep(opts: Any) -> bool:
@@ -61,7 +65,8 @@ def without_search_only(net_dict: Dict[str, Any], search: bool, eval_flag: bool 
             (eval_flag or not opts.get("only_on_eval"))
 
     def no_loss(opts: Any) -> Any:
-        if not (in_rec_unit and isinstance(opts, Mapping) and opts.get(SEARCH, search) and opts.get("loss")):
+        if not (in_rec_unit and SEARCH_TASK.get() and isinstance(opts, Mapping) and opts.get(SEARCH, search)
+                and opts.get("loss")):
             return opts
         return {k: v for k, v in opts.items() if k not in ("loss", "loss_scale", "loss_opts")}
     if all(keep(v) and no_loss(v) is v for v in net_dict.values()):

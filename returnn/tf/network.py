@@ -24,9 +24,11 @@ from returnn.tf.losses import Loss, LossValues, get_loss_class
 from returnn.tf.net_dict import (
     AXIS_PAIR_FROM_CLASSES, from_entries, has_axis_pairs, needed_layers, source_name, without_search_only,
 )
-from returnn.tf.extra_nets import EXTRA_OF, ParamsByScope, expand_extra_nets, shared_param_opts, sharing_layers
+from returnn.tf.layers.beam_values import tile_like
+from returnn.tf.extra_nets import (EXTRA_OF, ParamsByScope, expand_extra_nets, search_train_roots, shared_param_opts,
+                                    sharing_layers)
 from returnn.tf.layers.params import layer_scope
-from returnn.tf.net_dict import EXTRA_NET_OPTIONS, SEARCH
+from returnn.tf.net_dict import EXTRA_NET_OPTIONS, SEARCH, SEARCH_TASK
 from returnn.tf.preload import load_on_init_entries
 from returnn.tf.subnetwork import expand_subnetworks, map_layer_refs
 
@@ -191,8 +193,18 @@ class TFNetwork(tf.Module):
 
     def __init__(self, net_dict: Dict[str, Dict[str, Any]], extern_data: Dict[str, Data], seed: int = 42,
                  default_target: str = "classes", search: bool = False, eval_flag: bool = True,
-                 extra_roots: Sequence[str] = (), train_flag: bool = True):
+                 extra_roots: Sequence[str] = (), train_flag: bool = True, search_train_layers: Sequence[str] = ()):
         super().__init__(name="network")
+        token = SEARCH_TASK.set(bool(search))  # rec units drop their losses in the search task only (net_dict.py)
+        try:
+            self._build(net_dict, extern_data, seed, default_target, search, eval_flag, extra_roots, train_flag,
+                        search_train_layers)
+        finally:
+            SEARCH_TASK.reset(token)
+
+    def _build(self, net_dict: Dict[str, Dict[str, Any]], extern_data: Dict[str, Data], seed: int,
+               default_target: str, search: bool, eval_flag: bool, extra_roots: Sequence[str], train_flag: bool,
+               search_train_layers: Sequence[str]) -> None:
         # RETURNN's flags: eval_flag (tasks but forward), train_flag (not False: a training network)
         self.eval_flag, self.train_flag = eval_flag, train_flag
         self.default_target = default_target  # the config's 'target': loss target of layers without one
@@ -205,8 +217,11 @@ class TFNetwork(tf.Module):
         for name, opts in net_dict.items():
             if not isinstance(opts, dict) or "class" not in opts:
                 raise NetworkError("layer %r: expected a dict with 'class'" % name)
+        # RETURNN's search_train_network_layers: built again for search, with all they read (in training only)
+        searched = search_train_roots(net_dict, search_train_layers if train_flag else ())
         net_dict = expand_extra_nets(net_dict, lambda n, o: layer_sources(n, o, default_target, search),
-                                     map_layer_refs)
+                                     map_layer_refs, searched)
+        extra_roots = list(extra_roots) + searched
         net_dict = without_search_only(net_dict, search, eval_flag)
         extern = dict(extern_data)  # plus the keys layers register, below
         self.extern_data = types.MappingProxyType(extern)  # read-only view, not tf.Module-tracked
@@ -269,6 +284,8 @@ class TFNetwork(tf.Module):
                 else:
                     layer = build_with_n_out(lambda o: cls(name, o, templates, seed=seed), layer_opts, n_out_fallback)
             self.layers[name] = layer
+            if hasattr(layer, "keep_beams"):  # a search outside the search task gives all hypotheses (beam_values.py)
+                layer.keep_beams = not search
             if isinstance(opts.get("register_as_extern_data"), str):
                 extern.setdefault(opts["register_as_extern_data"], layer.output)
             if "layer:" + name in self.data_layers:
@@ -303,7 +320,10 @@ class TFNetwork(tf.Module):
         return self.data_layers[ref] if kind == "data" and ref in self.data_layers else src
 
     def _add_loss(self, name: str, opts: Dict[str, Any]) -> None:
-        if not opts.get("loss") or self.search_of(name.split("/", 1)[0]):
+        # the search task computes no losses; a layer searching in training has its loss (unless RETURNN's
+        # loss_only_on_non_search), computed over all hypotheses of the beam (beam_values.py)
+        if not opts.get("loss") or self.search or (
+                opts.get("loss_only_on_non_search") and self.search_of(name.split("/", 1)[0])):
             return
         loss_cls = get_loss_class(opts["loss"], name)
         target = (opts.get("target") or self.default_target) if loss_cls.need_target else None
@@ -535,7 +555,8 @@ class TFNetwork(tf.Module):
                        names: Optional[Sequence[str]] = None, train: bool = False) -> Dict[str, LossValues]:
         """Loss values per loss layer (of the layers ``names``, default all); ``train``: of a
         training step (RETURNN computes some errors otherwise in evaluation)."""
-        return {info.layer: info.loss.compute(outputs[info.layer], self._target(batch, outputs, info.target), train)
+        return {info.layer: info.loss.compute(outputs[info.layer], tile_like(
+            self._target(batch, outputs, info.target), outputs[info.layer]), train)
                 for info in self.losses if names is None or info.layer in names}
 
     def _target(self, batch: Dict[str, tf.Tensor], outputs: Dict[str, LayerOutput], key: Optional[str]

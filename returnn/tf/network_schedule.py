@@ -143,6 +143,11 @@ class ConfigOverlay:
         self.originals: Dict[str, Any] = {}
         self._missing = object()
 
+    def original(self, key: str) -> Any:
+        """The config's own value of ``key`` (None when unset), whatever ``#config`` holds now."""
+        value = self.originals.get(key, self.config.typed_dict.get(key))
+        return None if value is self._missing else value
+
     def apply(self, overrides: Optional[Dict[str, Any]]) -> Dict[str, Tuple[Any, Any]]:
         """Sets ``overrides`` (except ``learning_rate``, which the engine applies to the epoch);
         returns ``{key: (old, new)}`` of the keys whose value changed."""

@@ -109,8 +109,8 @@ class Layer(tf.Module):
                                       "evaluation (dev/eval scores) but not in training steps"),
         Option("only_on_search", False, "the layer exists only in networks built for search (e.g. a decision "
                                         "with an edit_distance loss); training leaves it out"),
-        Option("loss_only_on_non_search", False, "RETURNN: no loss in search",
-               noop="the search task here computes no losses, so every loss is computed outside search only"),
+        Option("loss_only_on_non_search", False, "no loss where the layer is built for search (a search in "
+                                                 "training: search_train_network_layers, extra.search:)"),
         Option("size_target", None, "data key whose dims fill the output dims the layer leaves undefined (an "
                                     "eval out_type shape), before the sources' (tasks but forward; "
                                     "returnn/tf/layers/undefined_dims.py); the rec layer's loop length"),
@@ -401,9 +401,18 @@ class Layer(tf.Module):
         raise NotImplementedError
 
     def __call__(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
+        beam = None
+        if any(getattr(s, "beam", None) is not None for s in sources):  # a search in training (beam_values.py)
+            from returnn.tf.layers import beam_values
+            beam = beam_values.common_beam(self.desc, sources)
+            if beam is not None:
+                sources = beam_values.tiled(sources, beam)
         out = self.forward(sources, ctx)
         if self.post_bn is not None:
             out = out.with_tensor(self.post_bn.apply(out, ctx))
+        if beam is not None and out.beam is None:
+            from returnn.tf.layers.beam_values import with_beam
+            with_beam(out, beam)
         return out
 
 

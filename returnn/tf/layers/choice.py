@@ -39,13 +39,17 @@ class ChoiceLayer(Layer):
         Option("explicit_search_sources", None, "search: layers (a list or a dict of names) this choice also depends "
                                                 "on; custom_score_combine reads them (their values of this step) as "
                                                 "layer.explicit_search_sources"),
-        Option("search", None, "None: search in the search task only (True: also in training, False: never; "
-                               "both only where they agree with None here)"),
+        Option("search", None, "None: search where the network searches (the search task, extra.search, "
+                               "search_train_network_layers); True: also in training (the rec layer then searches "
+                               "and gives all hypotheses); False: never (its value is its target, in search its "
+                               "score of the target label is added to the hypotheses' scores)"),
         Option("cheating", False, "RETURNN's search with the reference label kept in the beam (True) or as the only "
                                   "hypothesis ('exclusive'); outside search the reference is fed anyway, so it "
                                   "changes nothing in training (as in RETURNN); in search it is refused here",
                only=(False, True, "exclusive", None)),
         Option("scheduled_sampling", False, "only False is supported"),
+        Option("keep_beams", False, "RETURNN's search keeping each incoming hypothesis with beam_size / beam_in "
+                                    "continuations: not supported here", only=(False,)),
         Option("prob_scale", 1.0, "search: factor of the log-probabilities"),
         Option("base_beam_score_scale", 1.0, "search: factor of the previous beam score (RETURNN's)"),
         Option("random_sample_scale", 0.0, "only 0 is supported"),
@@ -103,18 +107,12 @@ class ChoiceLayer(Layer):
             if self.opt("cheating"):
                 raise NetworkError("%s: cheating %r (RETURNN's search keeping the reference label in the beam) is not "
                                    "supported in search here" % (self.desc, self.opt("cheating")))
-            if self.opt("search") is False:
-                raise NetworkError("%s: search False in a search network (RETURNN then feeds the target) is not "
-                                   "supported here" % self.desc)
             beams = self.opt("source_beam_sizes")
             if beams is not None and (not isinstance(beams, (list, tuple)) or len(beams) != len(sources) or not all(
                     isinstance(b, int) and not isinstance(b, bool) and b > 0 for b in beams)):
                 raise NetworkError("%s: source_beam_sizes must be one int > 0 per source (%i), got %r"
                                    % (self.desc, len(sources), beams))
         else:
-            if self.opt("search") is True:
-                raise NetworkError("%s: search True outside the search task (RETURNN then searches in training) is "
-                                   "not supported here" % self.desc)
             if not all(src.sparse for src in sources):
                 raise NetworkError("%s: the targets %s must be class labels" % (self.desc, self.targets))
             parts = list(sources)
@@ -169,15 +167,17 @@ def explicit_search_names(desc: str, opts: Mapping[str, Any]) -> List[str]:
 
 @register_layer
 class DecideLayer(Layer):
-    """``decide``: the final labels of a searched rec layer. The rec layer's value in search is
-    already the best hypothesis per sequence (and the target under teacher forcing), so this is
-    its value unchanged; configs put ``edit_distance`` losses on it."""
+    """``decide``: the final labels of a searched rec layer. In the search task the rec layer's
+    value is already the best hypothesis per sequence (and the target under teacher forcing), so
+    this is its value unchanged; a search in a training network gives all hypotheses with their
+    beam (:mod:`returnn.tf.layers.beam_values`): this picks each sequence's best by its score
+    (RETURNN's ``DecideLayer``). Configs put ``edit_distance`` or ``search_score`` losses on it."""
 
     layer_class = "decide"
     options = (
-        Option("length_normalization", False, "RETURNN: divide the beam scores by the lengths before picking the "
-                                              "best (the rec layer's search already picked it by the choice's "
-                                              "length_normalization)", only=(False,)),
+        Option("length_normalization", False, "divide the beam scores by the hypotheses' lengths before picking the "
+                                              "best (in the search task the rec layer's search already picked it by "
+                                              "the choice's length_normalization)"),
     )
 
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
@@ -187,4 +187,5 @@ class DecideLayer(Layer):
         self.output = sources[0].copy(name)
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
-        return sources[0].with_tensor(sources[0].tensor, self.output)
+        from returnn.tf.layers.beam_values import decide
+        return decide(self.desc, sources[0], self.output, bool(self.opt("length_normalization")))

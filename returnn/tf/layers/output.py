@@ -33,6 +33,8 @@ class LayerOutput:
         self.sub_outputs: Dict[str, "LayerOutput"] = {}
         # recurrent layers: a function giving the final state tensors (each (B, D)), for get_last_hidden_state
         self.last_state: Optional[Callable[[], Sequence[tf.Tensor]]] = None
+        # the search beam of a value outside a searched rec loop (returnn/tf/layers/beam_values.py)
+        self.beam: Any = None
         # All given sizes are kept (also of dims not in ``data``: e.g. time_unchunking needs the
         # sizes of the time axis that time_chunking folded into the batch).
         self.sizes: Dict[Dim, tf.Tensor] = dict(sizes or {})

@@ -92,7 +92,7 @@ class ReduceLayer(Layer):
                 out = out.copy_template_excluding_axis(a)
             if self.arg:
                 reduced = data.dims[self.red_axes[0]]
-                out = out.copy(dtype="int32", sparse_dim=reduced if reduced.is_static() else None)
+                out = out.copy(dtype="int32", sparse_dim=reduced)  # RETURNN: labels of the reduced axis, also a dynamic one
             self.output = out
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:

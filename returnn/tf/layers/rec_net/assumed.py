@@ -17,7 +17,11 @@ from returnn.tf.net_dict import has_axis_pairs
 # classes whose output keeps the source's axes and sets the feature dim to n_out (see _frame_wise_guess)
 FRAME_WISE_N_OUT = frozenset(("linear", "combine", "activation", "copy", "softmax", "dropout", "layer_norm"))
 # parameter-free classes that change the shape: 'prev:' of one is assumed as built on its sources' templates
-SHAPE_GUESS_CLASSES = frozenset(("dot", "merge_dims", "split_dims", "reduce", "squeeze", "expand_dims"))
+SHAPE_GUESS_CLASSES = frozenset(("dot", "merge_dims", "split_dims", "reduce", "squeeze", "expand_dims", "gather",
+                                 "gather_nd"))
+# of these, the option naming the index layer: assumed one index per sequence (B,) when its own shape is in a
+# cycle through the layer (hard attention: prev:att = gather_nd of the encoder at the chosen position)
+INDEX_OPTIONS = {"gather": "position", "gather_nd": "position"}
 
 
 def _out_type_template(name: str, out_type: Any) -> Optional[Data]:
@@ -112,12 +116,16 @@ class AssumedTemplates:
         if opts.get("class") not in SHAPE_GUESS_CLASSES:
             return None
         templates = []
+        index = opts.get(INDEX_OPTIONS.get(opts.get("class")))
         for src in src_names:
             ref = Ref.parse(src)
             if ref.kind in ("self", "prev") and ref.name not in self.layers:
                 if ref.name in seen or ref.name == sub:
                     return None
                 data = self._guess(ref.name, where, seen + (sub,))
+                if src == index and (data is None or not (data.sparse or data.dtype.startswith("int"))):
+                    from returnn.tensor.dim import batch_dim
+                    data = Data(ref.name, dims=[batch_dim], dtype="int32")
             else:
                 try:
                     data = self._template(src, True, where)

@@ -224,7 +224,7 @@ def analyse_unit(unit: Mapping[str, Any], rec_name: str, base_layers: Sequence[s
     deps: Dict[str, List[Ref]] = {}
     for n in names:
         # a teacher-forced choice is its target: RETURNN does not build what its 'from' names
-        refs = [] if teacher_forcing and is_target_choice(unit[n]) else layer_refs(n, unit[n], rec_name)
+        refs = [] if fed_target(unit[n], not teacher_forcing) else layer_refs(n, unit[n], rec_name)
         refs = refs + initial_refs(unit[n])
         for r in refs:
             where = "rec layer %r, sub-layer %r" % (rec_name, n)
@@ -239,8 +239,7 @@ def analyse_unit(unit: Mapping[str, Any], rec_name: str, base_layers: Sequence[s
         deps[n] = refs
     # initial_output and initial_state references are read once before the loop, not per step: no same-step edge.
     step_deps = {n: layer_refs(n, unit[n], rec_name) for n in names}
-    if teacher_forcing:
-        step_deps = {n: ([] if is_target_choice(unit[n]) else refs) for n, refs in step_deps.items()}
+    step_deps = {n: ([] if fed_target(unit[n], not teacher_forcing) else refs) for n, refs in step_deps.items()}
     order = _toposort(names, step_deps, rec_name)
     prev_used = {r.name for n in names for r in step_deps[n] if r.kind == "prev"}
     edges = {n: {r.name for r in step_deps[n] if r.kind in ("self", "prev")} for n in names}
@@ -280,7 +279,8 @@ def needed_unit(unit: Mapping[str, Any], rec_name: str, search: bool = False) ->
     search), in the unit's order."""
     def refs_of(name: str) -> List[str]:
         layer = unit[name]
-        teacher_forced = not search and isinstance(layer, Mapping) and is_target_choice(layer)
+        # a choice fed its target: RETURNN builds what its 'from' names only in search (it adds their scores)
+        teacher_forced = isinstance(layer, Mapping) and not search and fed_target(layer, search)
         refs = layer_refs(name, layer, rec_name) if isinstance(layer, Mapping) and not teacher_forced else []
         init = initial_refs(unit[name]) if isinstance(unit[name], Mapping) else []
         return [r.name for r in refs + init if r.kind in ("self", "prev")]
@@ -292,3 +292,14 @@ def needed_unit(unit: Mapping[str, Any], rec_name: str, search: bool = False) ->
 def is_target_choice(layer: Mapping[str, Any]) -> bool:
     """Whether the sub-layer is a choice whose value under teacher forcing is its target."""
     return layer.get("class") in TARGET_CHOICE_CLASSES and bool(layer.get("target"))
+
+
+def fed_target(layer: Mapping[str, Any], searching: bool) -> bool:
+    """Whether the sub-layer's value is its target in a loop that searches (``searching``) or not:
+    a choice with a target under teacher forcing, and in search one with ``search: False``."""
+    return isinstance(layer, Mapping) and is_target_choice(layer) and (not searching or layer.get("search") is False)
+
+
+def choice_searches(layer: Mapping[str, Any], net_search: bool) -> bool:
+    """Whether a choice searches: its ``search`` option, else the network's flag (RETURNN's rule)."""
+    return bool(net_search if layer.get("search") is None else layer.get("search"))

@@ -30,7 +30,7 @@ from returnn.tf.layers.rec_net import deps, frames
 from returnn.tf.layers.rec_net.assumed import AssumedTemplates
 from returnn.tf.layers.rec_net import unmask as _unmask  # noqa: F401  (registers _unmask_in_unit)
 from returnn.tf.layers.rec_net.deps import (
-    Ref, analyse_unit, initial_refs, is_target_choice, layer_refs, needed_unit,
+    Ref, analyse_unit, choice_searches, fed_target, initial_refs, is_target_choice, layer_refs, needed_unit,
 )
 from returnn.tf.layers.rnn_cell import building_loop_step, cell_class_for
 from returnn.tf.net_dict import has_axis_pairs, without_search_only
@@ -66,7 +66,14 @@ def unit_layers(unit: Mapping[str, Any], rec_name: str, search: bool = False) ->
     layers only in search, sub-outputs read as ``X/sub`` (``split/0``, also ``prev:split/0``) as
     layers of their own (:data:`SUB_OUTPUT_CLASS`), and only what RETURNN builds (:func:`deps.needed_unit`)."""
     flat = without_search_only(expand_subnetworks(dict(unit), in_rec_unit=True), search, in_rec_unit=True)
-    return needed_unit(with_sub_output_layers(flat, rec_name), rec_name, search)
+    return needed_unit(with_sub_output_layers(flat, rec_name), rec_name, loop_searches(flat, search))
+
+
+def loop_searches(unit: Mapping[str, Any], net_search: bool) -> bool:
+    """Whether the loop of a unit searches: a choice of it searches (its ``search`` option, else the
+    network's flag); without choices the network's flag."""
+    choices = [o for o in unit.values() if opts_class(o) == "choice"]
+    return any(choice_searches(o, net_search) for o in choices) if choices else net_search
 
 
 def with_sub_output_layers(unit: Dict[str, Any], rec_name: str) -> Dict[str, Any]:
@@ -118,6 +125,7 @@ class RecSubnetLayer(AssumedTemplates, Layer):
     """``{"class": "rec", "unit": {...}, "from": [...], "target": ...}``; see the module doc."""
 
     layer_class = "rec"
+    keep_beams = False  # search: give all hypotheses with their beam (set by a network outside the search task)
     options = (
         Option("unit", None, "dict of sub-layers"),
         Option("max_seq_len", None, "search: the longest output (number or expression); training ignores it"),
@@ -144,6 +152,7 @@ class RecSubnetLayer(AssumedTemplates, Layer):
         if not isinstance(unit, Mapping):
             raise NetworkError("rec layer %r: 'unit' must be a dict of layers" % name)
         unit = unit_layers(unit, name, search)
+        search = loop_searches(unit, search)
         extra: List[str] = []
         for sub, sub_opts in unit.items():
             refs = layer_refs(sub, sub_opts, name)
@@ -156,6 +165,9 @@ class RecSubnetLayer(AssumedTemplates, Layer):
                 extra.append("data:" + (sub_opts.get("target") or default_target))
         if not search:
             extra += ["data:" + t for t in rec_targets(opts, name)]
+        else:  # the choices that are their target in search too (search: False)
+            extra += ["data:" + t for sub in unit.values() if isinstance(sub, Mapping) and fed_target(sub, True)
+                      for t in _as_list(sub["target"]) if isinstance(t, str)]
         if isinstance(opts.get("max_seq_len"), str):  # e.g. "max_len_from('base:encoder') * 2"
             extra += [m.group(2) if m.group(1) == "base:" else "data:" + m.group(2)
                       for m in re.finditer(r"['\"](base:|data:)([^'\"]+)['\"]", opts["max_seq_len"])]
@@ -175,21 +187,25 @@ class RecSubnetLayer(AssumedTemplates, Layer):
         self.outer_names = list(outer_names)
         self.outer = types.MappingProxyType(dict(zip(self.outer_names[self.n_from:], sources[self.n_from:])))
         self.seed = seed
-        self.search = search
+        self.net_search = search  # the network's flag (a choice fed its target adds its score in search: search.py)
         step_only = [] if self.opt("optimize_move_layers_out") else list(self.unit)
         self.search_choice: Optional[str] = None
         choices = [n for n, o in self.unit.items() if isinstance(o, Mapping) and o.get("class") == "choice"]
+        searching = [n for n in choices if choice_searches(self.unit[n], search)]
+        if choices:  # RETURNN: each choice searches by its 'search' option, else by the network's flag
+            search = bool(searching)
         if search and not choices and self.n_from:  # nothing to choose (e.g. an LM over its input): a plain loop
-            self.search = search = False
+            search = False
+        self.search = search
         for c in choices if not search else ():  # RETURNN: "no target given, must do search"
             if not self.unit[c].get("target") and self.unit[c].get("search") is not True:
                 raise NetworkError("%s, sub-layer %r: a choice without 'target' needs search (the labels in training)"
                                    % (self.desc, c))
         if search:
-            if len(choices) != 1:
-                raise NetworkError("%s: search needs exactly one 'choice' sub-layer, got %s"
-                                   % (self.desc, known_list(choices) if choices else "none"))
-            self.search_choice = choices[0]
+            if len(searching) != 1:
+                raise NetworkError("%s: search needs exactly one searching 'choice' sub-layer, got %s"
+                                   % (self.desc, known_list(searching) if searching else "none"))
+            self.search_choice = searching[0]
             step_only += choices + (["end"] if "end" in self.unit else [])
         self.plan = analyse_unit(self.unit, name, has_source=self.n_from > 0, teacher_forcing=not search,
                                  step_only=step_only)
@@ -336,7 +352,7 @@ class RecSubnetLayer(AssumedTemplates, Layer):
         reference options); a teacher-forced choice reads its target."""
         from returnn.tf.network import layer_sources
         opts = self.unit[sub]
-        if is_target_choice(opts) and not self.search:
+        if fed_target(opts, self.search):
             return ["data:" + t for t in _as_list(opts["target"])]
         if self.search and opts.get("class") == "choice":  # its explicit_search_sources (choice.py) after 'from'
             from returnn.tf.layers.choice import explicit_search_names
@@ -454,6 +470,7 @@ class RecSubnetLayer(AssumedTemplates, Layer):
             out = run.run()
             result = LayerOutput(out.tensor, self.output, out.sizes)
             result.sub_outputs = dict(run.exported, output=result)
-            return result
+            from returnn.tf.layers.beam_values import with_beam
+            return with_beam(result, getattr(run, "beam", None))
         from returnn.tf.layers.rec_net.loop import run_unit
         return run_unit(self, sources, ctx)

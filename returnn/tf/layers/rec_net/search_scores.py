@@ -1,0 +1,88 @@
+"""RETURNN's scoring rules of a searched rec loop beyond top-k of the summed scores
+(:mod:`.search` runs the loop and calls these).
+
+- A choice with ``search: False`` in a network built for search is its target, and adds its
+  score of the target label to every hypothesis (RETURNN's ``add_to_beam_scores``: the
+  hypotheses' scores times its ``base_beam_score_scale``, plus the target's log-probability times
+  its ``prob_scale``; a hypothesis that ended adds 0 for label 0). RETURNN asserts that such a
+  choice has no ``length_normalization``, ``random_sample_scale`` or ``custom_score_combine``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import List, Mapping
+
+import tensorflow as tf
+
+from returnn.errors import NetworkError
+from returnn.tf.layers.output import LayerOutput
+from returnn.tf.layers.rec_net.deps import Ref, fed_target
+
+
+@dataclass
+class FedChoice:
+    """A choice fed its target in search: its name, the layer of its scores, its options."""
+
+    name: str
+    scores_from: str
+    input_type: str
+    prob_scale: float
+    base_scale: float
+
+
+def fed_choices(rec, choice: str) -> List[FedChoice]:
+    """The choices of ``rec``'s loop that are their target and add their scores (in a network built for
+    search only, RETURNN's default of ``add_to_beam_scores``)."""
+    from returnn.tf.network import layer_sources
+    if not getattr(rec, "net_search", False):
+        return []
+    out = []
+    for n in rec.plan.in_loop:
+        opts = rec.unit[n]
+        if n == choice or not isinstance(opts, Mapping) or not fed_target(opts, True):
+            continue
+        where = "%s, sub-layer %r" % (rec.desc, n)
+        for key, default in (("length_normalization", True), ("random_sample_scale", 0.0),
+                             ("custom_score_combine", None)):
+            if opts.get(key, default) not in (None, False, 0, 0.0):
+                raise NetworkError("%s: a choice fed its target in search adds its scores to the hypotheses; RETURNN "
+                                   "asserts that it has no %s (got %r)" % (where, key, opts.get(key, default)))
+        srcs = layer_sources(n, opts)
+        if len(srcs) != 1 or opts.get("input_type", "prob") not in ("prob", "log_prob"):
+            raise NetworkError("%s: a choice fed its target in search takes one source of label scores (input_type "
+                               "prob or log_prob) here" % where)
+        if not _depends_on(rec, srcs, choice):
+            raise NetworkError("%s: its scores %r do not depend on the searched choice %r in the same step; how "
+                               "RETURNN adds them to the beam then is not supported here" % (where, srcs[0], choice))
+        out.append(FedChoice(n, srcs[0], opts.get("input_type", "prob"), float(opts.get("prob_scale", 1.0)),
+                             float(opts.get("base_beam_score_scale", 1.0))))
+    return out
+
+
+def _depends_on(rec, names: List[str], target: str) -> bool:
+    """Whether in-loop layers ``names`` read ``target`` in the same step (directly or through others)."""
+    seen, todo = set(), list(names)
+    while todo:
+        n = todo.pop()
+        if n == target:
+            return True
+        if n in seen or n not in rec.sub_sources:
+            continue
+        seen.add(n)
+        todo += [r.name for r in map(Ref.parse, rec.sub_sources[n]) if r.kind == "self"]
+    return False
+
+
+def add_fed_scores(fed: FedChoice, scores: tf.Tensor, src: LayerOutput, label: tf.Tensor, ended: tf.Tensor,
+                   batch: tf.Tensor, k: int, neg_inf: float) -> tf.Tensor:
+    """The hypotheses' scores (B, K) after choice ``fed`` took ``label`` (B * K,), with its scores ``src``
+    (B * K, V); ``ended`` (B * K,): the hypotheses that ended before this step."""
+    x = tf.cast(src.tensor, tf.float32)
+    logp = x if fed.input_type == "log_prob" else tf.math.log(tf.maximum(x, 1e-30))  # RETURNN's safe_log
+    frozen = tf.concat([tf.zeros_like(logp[:, :1]), tf.fill(tf.shape(logp[:, 1:]), neg_inf)], 1)
+    logp = tf.where(ended[:, None], frozen, logp)
+    picked = tf.gather(logp, tf.cast(tf.reshape(label, [-1, 1]), tf.int32), batch_dims=1)[:, 0]
+    base = scores
+    if fed.base_scale != 1.0:
+        base = tf.where(scores > neg_inf / 2, scores * fed.base_scale, scores)
+    return base + tf.reshape(picked, [batch, k]) * fed.prob_scale

@@ -1,0 +1,284 @@
+"""Beam search inside the training network (RETURNN's ``search_train_network_layers`` and
+``extra.search:``): the searched layers share the trained layers' parameters, give all hypotheses
+of the beam with their scores (B * K rows), ``decide`` picks the best, losses on them are computed
+over all hypotheses (targets repeated), and a choice fed its target (``search: False``) adds its
+score of the target label. Values against a numpy beam search of the same decoder."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from returnn.errors import NetworkError
+from returnn.extern_data import data_from_opts
+from returnn.tf.layers import RunContext
+from returnn.tf.network import TFNetwork
+from returnn.tf.returnn_params import returnn_param_shapes, returnn_param_values
+
+V, EMB, MAX_LEN = 5, 3, 6
+X = np.random.RandomState(3).randn(3, 4, 2).astype(np.float32)
+X_LENS = np.array([4, 2, 3], np.int32)
+Y = np.array([[1, 2, 0, 0, 0], [3, 0, 0, 0, 0], [2, 4, 2, 1, 0]], np.int32)
+Y_LENS = np.array([3, 2, 5], np.int32)
+
+
+def _extern():
+    return {"data": data_from_opts("data", {"dim": 2}), "classes": data_from_opts("classes", {"dim": V, "sparse": True})}
+
+
+def _decoder(beam, **choice_opts):
+    unit = {
+        "embed": {"class": "linear", "from": "prev:output", "n_out": EMB, "activation": None},
+        "prob": {"class": "softmax", "from": ["embed", "base:enc"], "target": "classes", "loss": "ce",
+                 "loss_only_on_non_search": True},
+        "output": dict({"class": "choice", "from": "prob", "target": "classes", "beam_size": beam,
+                        "length_normalization": False, "initial_output": 0}, **choice_opts),
+        "end": {"class": "compare", "from": "output", "value": 0}}
+    return {"class": "rec", "from": [], "target": "classes", "max_seq_len": MAX_LEN, "unit": unit}
+
+
+def _net(beam, extra=None, layers=("output", "decision"), **choice_opts):
+    net_dict = {
+        "enc": {"class": "reduce", "mode": "mean", "axes": "T", "from": "data"},
+        "output": _decoder(beam, **choice_opts),
+        "decision": {"class": "decide", "from": "output", "loss": "search_score", "only_on_search": True}}
+    net_dict.update(extra or {})
+    return TFNetwork(net_dict, _extern(), search_train_layers=list(layers))
+
+
+def _batch():
+    return {"data": tf.constant(X), "data:seq_len": tf.constant(X_LENS),
+            "classes": tf.constant(Y), "classes:seq_len": tf.constant(Y_LENS)}
+
+
+def _log_softmax(z):
+    z = z - z.max(-1, keepdims=True)
+    return z - np.log(np.exp(z).sum(-1, keepdims=True))
+
+
+class NumpyDecoder:
+    """The decoder of :func:`_decoder` in numpy, from the network's parameters."""
+
+    def __init__(self, net):
+        p = returnn_param_values(net)
+        self.we, self.be = p["output/rec/embed/W"], p["output/rec/embed/b"]
+        self.wp, self.bp = p["output/rec/prob/W"], p["output/rec/prob/b"]
+
+    def logp(self, prev: int, enc: np.ndarray) -> np.ndarray:
+        embed = self.we[prev] + self.be
+        return _log_softmax(np.concatenate([embed, enc]) @ self.wp + self.bp)
+
+    def beam_search(self, enc, k, max_len=MAX_LEN):
+        """RETURNN's search: top-k of (hypothesis score + label log-prob) per step, a hypothesis that
+        ended continues with label 0 at no cost; stops when all ended. Returns the k final hypotheses
+        (score, labels, length), best first."""
+        hyps = [(0.0, [], False)]
+        for _ in range(max_len):
+            cands = []
+            for score, labels, ended in hyps:
+                if ended:
+                    cands.append((score, labels + [0], True))
+                    continue
+                lp = self.logp(labels[-1] if labels else 0, enc)
+                cands += [(score + lp[v], labels + [v], v == 0) for v in range(V)]
+            hyps = sorted(cands, key=lambda c: -c[0])[:k]  # stable: ties by (hypothesis, label) as top_k
+            if all(e for _, _, e in hyps):
+                break
+        return [(s, labels, labels.index(0) if 0 in labels else len(labels)) for s, labels, _ in hyps]
+
+
+def _enc():
+    return np.stack([X[b, :n].mean(0) for b, n in enumerate(X_LENS)])
+
+
+def _run(net, names, train=True):
+    out = net.forward(_batch(), RunContext(train), only=names)
+    return out, net.compute_losses(out, _batch(), names, train=train)
+
+
+def test_parameters_shared_and_dependencies_rebuilt_in_the_extra_net():
+    net = _net(2)
+    assert sorted(returnn_param_shapes(net)) == ["output/rec/embed/W", "output/rec/embed/b", "output/rec/prob/W",
+                                                 "output/rec/prob/b"]
+    main_vars = {id(v) for v in net.layers["output"].layers["prob"].trainable_variables}
+    extra_vars = {id(v) for v in net.layers["extra.search:output"].layers["prob"].trainable_variables}
+    assert main_vars == extra_vars and len(main_vars) == 2
+    # RETURNN's dep_layers_in_extra: what the listed layers read is built in the extra net too
+    assert [n for n in net.order if n.startswith("extra.search:")] == \
+        ["extra.search:enc", "extra.search:output", "extra.search:decision"]
+    assert net.layers["extra.search:output"].search and not net.layers["output"].search
+    # the teacher-forced loss, the search score; not the in-loop loss of the search (loss_only_on_non_search)
+    assert sorted(info.layer for info in net.losses) == ["extra.search:decision", "output/prob"]
+    # a training network only: eval/forward/search tasks build no extra net
+    plain = TFNetwork({"enc": {"class": "reduce", "mode": "mean", "axes": "T", "from": "data"},
+                       "output": _decoder(2)}, _extern(), search_train_layers=["output"], train_flag=False)
+    assert not any(n.startswith("extra.") for n in plain.order)
+    with pytest.raises(NetworkError, match="search_train_network_layers.*'nope'"):
+        _net(2, layers=("nope",))
+
+
+def test_beam_one_is_greedy_argmax():
+    net = _net(1)
+    out, losses = _run(net, ["extra.search:decision"])
+    ref = NumpyDecoder(net)
+    dec = out["extra.search:decision"]
+    labels, lens = dec.tensor.numpy(), dec.seq_len.numpy()
+    total = 0.0
+    for b, enc in enumerate(_enc()):
+        greedy, prev, score = [], 0, 0.0
+        for _ in range(MAX_LEN):
+            lp = ref.logp(prev, enc)
+            prev = int(np.argmax(lp))
+            score += lp[prev]
+            if prev == 0:
+                break
+            greedy.append(prev)
+        assert list(labels[b, :lens[b]]) == greedy
+        total += score
+    # search_score: minus the chosen hypotheses' scores; norm: their frames (RETURNN's, without target)
+    np.testing.assert_allclose(losses["extra.search:decision"].loss_sum.numpy(), -total, rtol=1e-5)
+    assert losses["extra.search:decision"].norm.numpy() == lens.sum()
+
+
+def test_all_hypotheses_with_scores_and_decide_takes_the_best():
+    k = 3
+    net = _net(k)
+    out, _ = _run(net, ["extra.search:decision"])
+    ref = NumpyDecoder(net)
+    rec, dec = out["extra.search:output"], out["extra.search:decision"]
+    assert rec.beam.k == k and rec.tensor.shape[0] == len(X) * k
+    labels, lens, scores = rec.tensor.numpy(), rec.seq_len.numpy(), rec.beam.scores.numpy()
+    for b, enc in enumerate(_enc()):
+        hyps = ref.beam_search(enc, k)
+        for i, (score, hyp, length) in enumerate(hyps):
+            row = b * k + i
+            assert lens[row] == length
+            assert list(labels[row, :length]) == hyp[:length]
+            np.testing.assert_allclose(scores[b, i], score, rtol=1e-5)
+        best = int(np.argmax([h[0] for h in hyps]))
+        assert dec.seq_len.numpy()[b] == hyps[best][2]
+        assert list(dec.tensor.numpy()[b, :hyps[best][2]]) == hyps[best][1][:hyps[best][2]]
+    assert dec.tensor.shape[1] == dec.seq_len.numpy().max()  # cut to the longest kept hypothesis (RETURNN)
+
+
+def test_decide_with_length_normalization():
+    k = 3
+    net = _net(k, extra={"decision_norm": {"class": "decide", "from": "output", "length_normalization": True,
+                                           "only_on_search": True, "is_output_layer": True}},
+               layers=("output", "decision", "decision_norm"))
+    out, _ = _run(net, ["extra.search:decision_norm"])
+    ref = NumpyDecoder(net)
+    dec = out["extra.search:decision_norm"]
+    for b, enc in enumerate(_enc()):
+        hyps = ref.beam_search(enc, k)
+        with np.errstate(divide="ignore"):  # a hypothesis of length 0: -inf (RETURNN divides too)
+            best = int(np.argmax([s / length for s, _, length in hyps]))
+        assert dec.seq_len.numpy()[b] == hyps[best][2]
+        assert list(dec.tensor.numpy()[b, :hyps[best][2]]) == hyps[best][1][:hyps[best][2]]
+
+
+def _levenshtein(a, b):
+    d = np.arange(len(b) + 1)
+    for i, x in enumerate(a, 1):
+        prev, d[0] = d[0], i
+        for j, y in enumerate(b, 1):
+            prev, d[j] = d[j], min(d[j] + 1, d[j - 1] + 1, prev + (x != y))
+    return int(d[-1])
+
+
+def test_losses_over_all_hypotheses_with_the_target_repeated():
+    """A loss on a beamed layer (here edit_distance on a copy of the searched output) compares every
+    hypothesis with its sequence's target (RETURNN extends the target with the beam)."""
+    k = 2
+    net = _net(k, extra={"hyps": {"class": "copy", "from": "output", "loss": "edit_distance", "target": "classes",
+                                  "only_on_search": True}}, layers=("output", "hyps"))
+    out, losses = _run(net, ["extra.search:hyps"], train=False)
+    rec = out["extra.search:hyps"]
+    assert rec.beam is not None and rec.beam.k == k
+    labels, lens = rec.tensor.numpy(), rec.seq_len.numpy()
+    errors = sum(_levenshtein(list(labels[r, :lens[r]]), list(Y[r // k, :Y_LENS[r // k]])) for r in range(len(lens)))
+    value = losses["extra.search:hyps"]
+    assert value.error_sum.numpy() == errors and value.error_norm.numpy() == k * Y_LENS.sum()
+
+
+def test_search_score_gradient_is_finite_and_reaches_the_shared_parameters():
+    net = _net(3)
+    with tf.GradientTape() as tape:
+        out, losses = _run(net, ["extra.search:decision"])
+        loss = losses["extra.search:decision"].loss_sum
+    grads = [tf.convert_to_tensor(g) if g is not None else None for g in tape.gradient(loss, net.trainable_variables)]
+    assert all(g is not None and np.all(np.isfinite(g.numpy())) for g in grads)
+    shared = net.layers["output"].layers["prob"].trainable_variables  # the teacher-forced decoder's, one set
+    by_id = {id(v): g for v, g in zip(net.trainable_variables, grads)}
+    assert all(np.abs(by_id[id(v)].numpy()).sum() > 0 for v in shared)
+
+
+def test_choice_fed_its_target_in_search_adds_its_scores():
+    """RETURNN's search: False on a choice in a search network: its value is the target, and its
+    log-probability of the target label is added to the hypotheses' scores (after the searched
+    choice, here a position 't' over 4 values chosen from the previous label)."""
+    k = 2
+    unit = {
+        "pos_in": {"class": "linear", "from": "prev:output", "n_out": EMB, "activation": None},
+        "pos_prob": {"class": "softmax", "from": ["pos_in", "base:enc"], "n_out": 4},
+        "t": {"class": "choice", "from": "pos_prob", "target": None, "beam_size": k, "length_normalization": False,
+              "initial_output": 0},
+        "embed": {"class": "linear", "from": "t", "n_out": EMB, "activation": None},
+        "prob": {"class": "softmax", "from": ["embed", "base:enc"], "target": "classes"},
+        "output": {"class": "choice", "from": "prob", "target": "classes", "search": False, "beam_size": k,
+                   "length_normalization": False, "initial_output": 0},
+        "end": {"class": "compare", "from": "output", "value": 0}}
+    net = TFNetwork({
+        "enc": {"class": "reduce", "mode": "mean", "axes": "T", "from": "data"},
+        "output": {"class": "rec", "from": [], "target": "classes", "max_seq_len": MAX_LEN, "unit": unit,
+                   "only_on_search": True},
+        "decision": {"class": "decide", "from": "output", "loss": "search_score", "only_on_search": True}},
+        _extern(), search_train_layers=["output", "decision"])
+    out, _ = _run(net, ["extra.search:decision"])
+    p = returnn_param_values(net)
+    rec = out["extra.search:output"]
+    labels, lens, scores = rec.tensor.numpy(), rec.seq_len.numpy(), rec.beam.scores.numpy()
+
+    def layer(name, x):
+        return _log_softmax(x @ p["output/rec/%s/W" % name] + p["output/rec/%s/b" % name])
+
+    n_steps = max(list(Y[b, :Y_LENS[b]]).index(0) for b in range(len(Y))) + 1  # the batch's loop runs until all end
+    for b, enc in enumerate(_enc()):
+        target = list(Y[b, :Y_LENS[b]])
+        hyps = [(0.0, [])]  # (score, positions); the labels are the target's
+        for step in range(n_steps):
+            prev = (target + [0] * n_steps)[step - 1] if step else 0
+            if step and prev == 0:  # ended: they go on with label 0 at no cost, sorted again by the searched choice
+                hyps = sorted([(s, ts + [0]) for s, ts in hyps], key=lambda c: -c[0])
+                continue
+            pos_lp = layer("pos_prob", np.concatenate([p["output/rec/pos_in/W"][prev] + p["output/rec/pos_in/b"], enc]))
+            cands = [(s + pos_lp[t], ts + [t]) for s, ts in hyps for t in range(4)]
+            hyps = sorted(cands, key=lambda c: -c[0])[:k]
+            hyps = [(s + layer("prob", np.concatenate([p["output/rec/embed/W"][ts[-1]] + p["output/rec/embed/b"], enc]))[
+                target[step]], ts) for s, ts in hyps]
+        length = target.index(0)
+        for i, (score, _) in enumerate(hyps):
+            assert lens[b * k + i] == length and list(labels[b * k + i, :length]) == target[:length]
+            np.testing.assert_allclose(scores[b, i], score, rtol=1e-5)
+        np.testing.assert_array_equal(out["extra.search:output/t"].tensor.numpy()[b * k:(b + 1) * k, :length],
+                                      [ts[:length] for _, ts in hyps])
+
+
+def test_softmax_over_spatial_start_masks_earlier_positions():
+    """RETURNN's ``start`` (hard-attention decoders: attention from the last chosen position on)."""
+    net = TFNetwork({
+        "energy": {"class": "linear", "from": "data", "n_out": 1, "activation": None},
+        "len": {"class": "length", "from": "data"},
+        "first": {"class": "eval", "from": "len", "eval": "source(0) - 2"},  # (B,): 2, 0, 1
+        "arg": {"class": "reduce", "mode": "argmax", "axes": "T", "from": "data", "is_output_layer": True},
+        "output": {"class": "softmax_over_spatial", "from": "energy", "start": "first"}},
+        _extern())
+    out = net.forward(_batch(), RunContext(False), only=["output", "energy", "first"])
+    e, w, first = out["energy"].tensor.numpy()[..., 0], out["output"].tensor.numpy()[..., 0], out["first"].tensor.numpy()
+    for b, n in enumerate(X_LENS):
+        keep = np.arange(n) >= first[b]
+        ref = np.where(keep, np.exp(e[b, :n] - e[b, :n][keep].max()), 0.0)
+        np.testing.assert_allclose(w[b, :n], ref / ref.sum(), rtol=1e-5, atol=1e-7)
+    assert list(first) == [2, 0, 1]
+    # reduce argmax over a dynamic axis: labels of that axis (RETURNN's sparse_dim, also when dynamic)
+    assert net.layers["arg"].output.sparse_dim is net.extern_data["data"].dims[1]
