@@ -10,11 +10,11 @@ this step, the previous-step values and the cell states are reordered by their s
 A hypothesis ends at the step where the ``end`` layer is true (its length excludes that step
 unless ``include_eos``); after that its score is frozen and it keeps one continuation. The loop
 stops when all hypotheses ended or after ``max_seq_len`` steps. The result is the best hypothesis
-per sequence by score, traced back through the stored source-hypothesis indices. With the choice's
-``length_normalization`` (RETURNN's), at each step t > 0 the score of a hypothesis that ended is
-multiplied by ((t + 1) / t) ** ``length_normalization_exponent``, so the beam (and the final pick)
-compares score / length ** exponent, the length counting the end step; so are the frames of in-loop layers with
-``is_output_layer`` (readable from outside as ``REC/NAME``, as in RETURNN).
+per sequence by score, traced back through the stored source-hypothesis indices; so are the frames
+of in-loop layers with ``is_output_layer`` (readable from outside as ``REC/NAME``, as in RETURNN).
+With the choice's ``length_normalization`` (RETURNN's), at each step t > 0 the score of a hypothesis
+that ended is multiplied by ((t + 1) / t) ** ``length_normalization_exponent``, so the beam (and the
+final pick) compares score / length ** exponent, the length counting the end step.
 
 A choice with ``input_type="regression"`` (Tacotron-style decoders) chooses nothing: as in RETURNN
 it needs ``beam_size`` 1, its value is its source (the prediction, fed back through ``prev:``), the
@@ -28,22 +28,18 @@ import tensorflow as tf
 
 from returnn.errors import NetworkError
 from returnn.tf.layers.base import LayerOutput, RunContext
+from returnn.tf.layers.beam_values import Beam, repeat_batch
 from returnn.tf.layers.rec_net import frames
-from returnn.tf.layers.rec_net.loop import UnitRun, _invariant, has_state, keep_shape, step_context
+from returnn.tf.layers.rec_net.search_scores import add_fed_scores, fed_choices
+from returnn.tf.layers.rec_net.loop import UnitRun, _invariant, has_logits, has_state, keep_shape, step_context
 from returnn.tf.layers.rec_net.score_combine import choice_view, custom_combine
 
 NEG_INF = -1e30
 CHOICE_SUB = "\0choice:"  # key prefix of the choice's own sub-outputs (out_I) among the traced-back values
+LOGITS_SUB = "\0logits:"  # key prefix of an exported layer's logits (softmax: its loss reads them)
 
 
-def expand_beam(value: LayerOutput, k: int) -> LayerOutput:
-    """``value`` with each sequence repeated ``k`` times on the batch axis (also its sizes)."""
-    ax = value.data.batch_dim_axis
-    if ax is None or k == 1:
-        return value
-    sizes = {d: (tf.repeat(s, k, axis=0) if len(s.shape) == 1 else s) for d, s in value.sizes.items()}
-    logits = None if value.logits is None else tf.repeat(value.logits, k, axis=ax)
-    return LayerOutput(tf.repeat(value.tensor, k, axis=ax), value.data, sizes, logits)
+expand_beam = repeat_batch  # each sequence of a value repeated k times on the batch axis (also its sizes)
 
 
 def _reorder(x: Any, index: tf.Tensor) -> Any:
@@ -83,6 +79,10 @@ class BeamSearchRun(UnitRun):
         targets = opts.get("target")
         self.multi = isinstance(targets, (list, tuple)) and len(targets) > 1  # a choice per source (choice.py)
         self.source_beams = [int(b) for b in (opts.get("source_beam_sizes") or [self.k] * len(targets or ()))]
+        # search in a training network: the value holds all k final hypotheses (beam_values.py), and the
+        # in-loop layers with a loss are exported too (their losses are computed over all hypotheses)
+        self.keep_beams = bool(getattr(rec, "keep_beams", False))
+        self.fed = fed_choices(rec, self.choice)  # choices fed their target that add their scores (search_scores.py)
         self.custom = opts.get("custom_score_combine")  # RETURNN's: replaces prob_scale, base_beam_score_scale
         self.n_explicit = len(rec.layers[self.choice].explicit_names)  # its explicit search sources (after 'from')
 
@@ -111,8 +111,8 @@ class BeamSearchRun(UnitRun):
 
     def _outer_sizes(self, template, base_batch: tf.Tensor, k: int) -> Dict[Any, tf.Tensor]:
         """The sizes of the other dynamic axes of an exported in-loop layer (e.g. attention weights over
-        the encoder frames), per sequence."""
-        return {d: _debeam(self.sizes[d], base_batch, k) for d in template.dims
+        the encoder frames), per sequence (per hypothesis when all are kept)."""
+        return {d: self.sizes[d] if self.keep_beams else _debeam(self.sizes[d], base_batch, k) for d in template.dims
                 if d.is_dynamic() and d != self.rec.time_dim and d in self.sizes}
 
     def _expand_inputs(self) -> None:
@@ -144,8 +144,11 @@ class BeamSearchRun(UnitRun):
         choice_tmpl = rec.layers[self.choice].output
         # in-loop layers with is_output_layer (readable from outside as REC/NAME, RETURNN's rule; in search no layer
         # runs after the loop): their frames per step, (B, K, ...), traced back along the best hypothesis
-        exported = [n for n in names if n != self.choice and rec.unit[n].get("is_output_layer")]
+        exported = [n for n in names if n != self.choice and (rec.unit[n].get("is_output_layer") or n == "output" or (
+            self.keep_beams and rec.unit[n].get("loss")))]  # 'output': the rec layer's value when another choice searches
         templates = {n: rec.layers[n].output for n in exported}
+        with_logits = [n for n in exported if has_logits(rec.layers[n]) and self.keep_beams]  # for their losses
+        templates.update((LOGITS_SUB + n, rec.layers[n].output.copy(dtype="float32")) for n in with_logits)
         if self.regression:  # the prediction fed back: the loop's frames (no labels)
             templates[CHOICE_SUB + "value"] = choice_tmpl
         if self.multi:  # the choice's labels per source (its out_I)
@@ -213,6 +216,9 @@ class BeamSearchRun(UnitRun):
                 # the beam after this choice, for choice_get_beam_scores / choice_get_src_beams (layers/beam.py)
                 vals[n].sub_outputs = {"beam_scores": LayerOutput(tf.reshape(scores, [-1]), choice_tmpl),
                                        "src_beams": LayerOutput(tf.reshape(src_beam, [-1]), choice_tmpl), **subs}
+            for fed in self.fed:
+                scores = add_fed_scores(fed, scores, self.step_value(fed.scores_from, t, prev, vals),
+                                        vals[fed.name].tensor, ended, base_batch, k, NEG_INF)
             end = tf.cast(vals["end"].tensor, tf.bool) if "end" in vals else tf.zeros_like(ended)
             end = tf.reshape(end, [-1])
             step_counts = tf.logical_not(ended) if self.include_eos else tf.logical_not(ended | end)
@@ -221,8 +227,7 @@ class BeamSearchRun(UnitRun):
             for n in state:
                 new_state[n] = tf.nest.map_structure(keep_shape, new_state.get(n, state[n]), state[n])
             new_prev = {n: keep_shape(tf.cast(vals[n].tensor, prev[n].dtype), prev[n]) for n in prev}
-            outs = {n: ta.write(t, _by_beam(vals[self.choice].sub_outputs[n[len(CHOICE_SUB):]] if n.startswith(CHOICE_SUB)
-                                            else vals[n], base_batch, k)) for n, ta in outs.items()}
+            outs = {n: ta.write(t, _by_beam(_step_frame(n, vals, self.choice), base_batch, k)) for n, ta in outs.items()}
             return t + 1, new_prev, new_state, scores, ended, lens, labels_ta, src_ta, outs
 
         def cond(t, prev, state, scores, ended, lens, *_):
@@ -237,20 +242,33 @@ class BeamSearchRun(UnitRun):
             cond, body, loop_vars, shape_invariants=invariants)
         lens = tf.reshape(lens, [base_batch, k])
         best = tf.argmax(scores, axis=1, output_type=tf.int32)  # (B,) (length-normalized in the loop)
-        beams = _backtrack(src_ta.stack(), best, n_steps)  # (T, B): the best hypothesis' beam at each step
-        labels = tf.gather(labels_ta.stack(), beams, axis=2, batch_dims=2)
-        seq_len = tf.gather(lens, best, batch_dims=1)
-        if self.seq_len is not None:  # a loop over the source: the source's lengths
-            seq_len = tf.reshape(self.seq_len, [base_batch, k])[:, 0]
         self.best_scores = tf.gather(scores, best, batch_dims=1)
+        # the hypotheses given out: all k (in a training network), else each sequence's best
+        final = tf.tile(tf.range(k)[None], [base_batch, 1]) if self.keep_beams else best[:, None]  # (B, K')
+        n_out = k if self.keep_beams else 1
+        beams = _backtrack(src_ta.stack(), final, n_steps)  # (T, B, K'): their beam at each step
+
+        def resolved(x: tf.Tensor) -> tf.Tensor:  # (T, B, K, ...) -> (T, B * K', ...) along the hypotheses
+            x = tf.gather(x, beams, axis=2, batch_dims=2)
+            return tf.reshape(x, tf.concat([tf.shape(x)[:1], [base_batch * n_out], tf.shape(x)[3:]], 0))
+
+        seq_len = tf.reshape(tf.gather(lens, final, batch_dims=1), [-1])
+        if self.seq_len is not None:  # a loop over the source: the source's lengths
+            seq_len = self.seq_len if self.keep_beams else tf.reshape(self.seq_len, [base_batch, k])[:, 0]
         sizes = {rec.time_dim: seq_len}
-        stacked = {n: frames.stack_steps(tf.gather(ta.stack(), beams, axis=2, batch_dims=2), templates[n], rec.time_dim,
-                                         {**self._outer_sizes(templates[n], base_batch, k), **sizes})
-                   for n, ta in outs.items()}  # (T, B, ...) frames of the best
+        logits = {n[len(LOGITS_SUB):]: resolved(outs.pop(n).stack()) for n in list(outs) if n.startswith(LOGITS_SUB)}
+        stacked = {n: frames.stack_steps(resolved(ta.stack()), templates[n], rec.time_dim,
+                                         {**self._outer_sizes(templates[n], base_batch, k), **sizes}, logits.get(n))
+                   for n, ta in outs.items()}  # (T, B * K', ...) frames of the hypotheses
         main = stacked.pop(CHOICE_SUB + "value") if self.regression else \
-            frames.stack_steps(labels, choice_tmpl, rec.time_dim, sizes)
+            frames.stack_steps(resolved(labels_ta.stack()), choice_tmpl, rec.time_dim, sizes)
         main.sub_outputs = {n[len(CHOICE_SUB):]: stacked.pop(n) for n in list(stacked) if n.startswith(CHOICE_SUB)}
-        self.exported = {n: LayerOutput(v.tensor, rec.sub_template(n), v.sizes) for n, v in stacked.items()}
+        if "output" in stacked:  # another choice searched (e.g. hard attention's position): its labels as its own
+            stacked[self.choice] = main
+            main = stacked["output"]
+        self.exported = {n: LayerOutput(v.tensor, rec.sub_template(n), v.sizes, v.logits) for n, v in stacked.items()}
+        if self.keep_beams:
+            self.beam = Beam(k, scores, rec.layer_name)
         return main
 
 
@@ -296,14 +314,24 @@ def _by_beam(value: LayerOutput, batch: tf.Tensor, k: int) -> tf.Tensor:
     return tf.reshape(x, tf.concat([[batch, k], tf.shape(x)[1:]], 0))
 
 
-def _backtrack(src: tf.Tensor, best: tf.Tensor, n_steps: tf.Tensor) -> tf.Tensor:
-    """The beam (T, B) of the hypotheses ``best`` (B,) at the last step, at each step, following
-    the source indices ``src`` (T, B, K) back to step 0."""
-    out = tf.TensorArray(tf.int32, size=n_steps, element_shape=[None])
+def _step_frame(key: str, vals: Mapping[str, LayerOutput], choice: str) -> LayerOutput:
+    """The step's value stored under ``key``: an in-loop layer's, its logits, or a choice sub-output."""
+    if key.startswith(CHOICE_SUB):
+        return vals[choice].sub_outputs[key[len(CHOICE_SUB):]]
+    if key.startswith(LOGITS_SUB):
+        value = vals[key[len(LOGITS_SUB):]]
+        return LayerOutput(tf.cast(value.logits, tf.float32), value.data, value.sizes)
+    return vals[key]
+
+
+def _backtrack(src: tf.Tensor, final: tf.Tensor, n_steps: tf.Tensor) -> tf.Tensor:
+    """The beams (T, B, K') of the hypotheses ``final`` (B, K') at the last step, at each step,
+    following the source indices ``src`` (T, B, K) back to step 0."""
+    out = tf.TensorArray(tf.int32, size=n_steps, element_shape=[None, None])
 
     def body(t, beam, out):
         out = out.write(t, beam)
         return t - 1, tf.gather(src[t], beam, batch_dims=1), out
 
-    _, _, out = tf.while_loop(lambda t, *_: t >= 0, body, [n_steps - 1, best, out])
-    return tf.reshape(out.stack(), [n_steps, tf.shape(best)[0]])
+    _, _, out = tf.while_loop(lambda t, *_: t >= 0, body, [n_steps - 1, final, out])
+    return tf.reshape(out.stack(), [n_steps, tf.shape(final)[0], tf.shape(final)[1]])
