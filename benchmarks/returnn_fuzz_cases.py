@@ -18,8 +18,7 @@ INPUTS: List[Tuple[str, Dict[str, Any]]] = [
     ("btf5", {"data": {"dim": 5}}),
     ("btsf", {"data": {"shape": (None, 3, 4)}}),
     ("sparse7", {"data": {"dim": 7, "sparse": True}}),
-    ("bf6", {"data": {"shape": (6,), "time_dim_axis": None}}),
-]
+]  # (make_goldens.py feeds inputs with a time axis only)
 LENS = [[7, 4, 1], [5, 3, 0], [6, 6, 2], [1, 1, 1], [4, 2, 3]]
 AXES = ["T", "F", "B", "except_batch", "except_time", "spatial", "static", "dynamic", ["T", "F"], "stag:time", 0, -1]
 ACTIVATIONS = ["relu", "tanh", "sigmoid", "abs", "softplus", "log_sigmoid", "gelu", "swish", "elu", "selu",
@@ -193,6 +192,47 @@ def _misc(rng):
     return o
 
 
+def _more(rng):
+    kind = _c(rng, "rec", "self_attention", "positional_encoding", "switch", "variable_scale", "batch_norm",
+              "dropout", "scatter_like_eval", "reinterpret_data", "swap_axes", "sort")
+    o: Layer = {"class": kind}
+    if kind == "rec":
+        o.update(unit=_c(rng, "lstm", "nativelstm2", "gru", "rnn_cell_lstm"), n_out=_c(rng, 3, 4))
+        if o["unit"] == "rnn_cell_lstm":
+            o["unit"] = "LSTMBlock"
+        _maybe(rng, o, "direction", 1, -1)
+    elif kind == "self_attention":
+        o.update(num_heads=_c(rng, 1, 2), total_key_dim=_c(rng, 4, 6), n_out=_c(rng, 4, 6))
+        _maybe(rng, o, "attention_left_only", True, False)
+        _maybe(rng, o, "key_shift", None)
+    elif kind == "positional_encoding":
+        o["add_to_input"] = _c(rng, True, False)
+        if not o["add_to_input"]:
+            o["n_out"] = _c(rng, 4, 6)
+    elif kind == "switch":
+        o = {"class": "switch", "condition": _c(rng, True, False), "true_from": None, "false_from": 0.5}
+    elif kind == "variable_scale":
+        o = {"class": "eval", "eval": "source(0) * 0.5"}
+    elif kind == "batch_norm":
+        _maybe(rng, o, "use_shift", True, False)
+        _maybe(rng, o, "use_std", True, False)
+        _maybe(rng, o, "masked_time", True, False)
+        _maybe(rng, o, "momentum", 0.1)
+    elif kind == "dropout":
+        o["dropout"] = 0.3
+    elif kind == "scatter_like_eval":
+        o = {"class": "eval", "eval": "tf.where(source(0) > 0, source(0), tf.zeros_like(source(0)))"}
+    elif kind == "reinterpret_data":
+        _maybe(rng, o, "enforce_batch_major", True)
+        _maybe(rng, o, "enforce_time_major", True)
+        _maybe(rng, o, "set_sparse", False)
+    elif kind == "swap_axes":
+        o.update(axis1=_c(rng, "T", "B"), axis2=_c(rng, "F", "T"))
+    elif kind == "sort":
+        o.update(axis=_c(rng, "F", "T"), descending=_c(rng, True, False))
+    return o
+
+
 def _combine(rng, prev: str) -> Layer:
     other = _c(rng, "data", prev)
     return {"class": "combine", "kind": _c(rng, "add", "sub", "mul", "maximum", "minimum", "average", "truediv"),
@@ -208,7 +248,7 @@ def _dot(rng, prev: str) -> Layer:
 
 SINGLE: List[Callable[[random.Random], Layer]] = [
     _reduce, _activation, _softmax_over_spatial, _slice, _pad, _merge_dims, _split_dims, _cumsum, _window,
-    _conv, _pool, _shift_axis, _linear, _norm, _misc, _misc]
+    _conv, _pool, _shift_axis, _linear, _norm, _misc, _misc, _more, _more]
 PAIRED = [_combine, _dot]
 
 
@@ -226,7 +266,10 @@ def draw(seed: int, index: int) -> Dict[str, Any]:
             layer = rng.choice(PAIRED)(rng, prev)
         else:
             layer = rng.choice(SINGLE)(rng)
-            layer["from"] = prev
+            if layer.get("true_from", 1) is None:
+                layer["true_from"] = prev
+            else:
+                layer["from"] = prev
         network[name] = layer
         prev = name
     config = {"behavior_version": rng.choice([0, 12, 21])} if rng.random() < 0.6 else {}

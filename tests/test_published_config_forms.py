@@ -19,6 +19,9 @@ def test_transposed_conv_sharing_its_kernel_is_saved_once():
         "up2": {"class": "transposed_conv", "from": "data", "filter_size": [3], "strides": [3], "n_out": 4,
                 "reuse_params": "up"},
         "output": {"class": "combine", "kind": "add", "from": ["up", "up2"]}}), extern)
+    # RETURNN's dim math: both upsample the same time axis by the same formula, so one axis (added elementwise)
+    assert net.layers["up"].output.dims[1] is net.layers["up2"].output.dims[1]
+    assert net.layers["output"].output.batch_ndim == 3
     shapes = returnn_param_shapes(net)
     assert [name for name in shapes if "W_native_transposed_conv" in name] == ["up/W_native_transposed_conv"]
     assert shapes["up/W_native_transposed_conv"] == (3, 1, 4, 4)

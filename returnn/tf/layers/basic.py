@@ -222,6 +222,8 @@ class ActivationLayer(CopyLayer):
         super().__init__(name, opts, sources, seed)
         check_dense(self, sources)
         self.activation_name = self.opt("activation")
+        if not self.activation_name:  # RETURNN's activation layer has no default: its "+" split fails on None
+            raise NetworkError("%s: needs 'activation' (a name such as 'relu'; RETURNN has no default)" % self.desc)
         self.activation = get_activation_with_opts(self.activation_name, self.opt("opts"), name)
         self.input_data, self.perm = self.output, None
         feat = self.output.feature_dim_axis

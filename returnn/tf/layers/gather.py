@@ -54,6 +54,12 @@ class GatherLayer(Layer):
             if isinstance(self.opt("position"), bool) or not isinstance(self.opt("position"), int):
                 raise NetworkError("%s: 'position' must be an int or a layer name, got %r"
                                    % (self.desc, self.opt("position")))
+            size = data.dims[self.ax].dimension
+            if self.opt("position") < 0 or (size is not None and self.opt("position") >= size):
+                # RETURNN's tf.gather: an index error on CPU (zeros on GPU), no counting from the end
+                raise NetworkError("%s: position %i is outside the axis %r (0 .. %s)" % (
+                    self.desc, self.opt("position"), data.dims[self.ax].description,
+                    "its length - 1" if size is None else size - 1))
             del dims[self.ax]
         else:
             pos = sources[-1]
@@ -75,7 +81,7 @@ class GatherLayer(Layer):
         x = sources[0]
         n = tf.shape(x.tensor)[self.ax]
         if not self.pos_layer:
-            index = tf.clip_by_value(tf.constant(int(self.opt("position"))), -n, n - 1) % n
+            index = tf.minimum(tf.constant(int(self.opt("position"))), n - 1)
             return self.make_output(tf.gather(x.tensor, index, axis=self.ax), [x])
         pos = sources[-1]
         index = tf.clip_by_value(tf.cast(pos.masked(0), tf.int32), 0, n - 1)

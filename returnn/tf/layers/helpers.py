@@ -213,6 +213,17 @@ def shifted_dim(old: Dim, delta: int, description: str) -> Dim:
     return cache[offset]
 
 
+def math_dim(old: Dim, key: Tuple[Any, ...], description: str) -> Dim:
+    """The dynamic axis computed from ``old`` by the length function ``key`` (e.g. ``("ceildiv",
+    2)``, ``("transposed_conv", ...)``). As RETURNN's dim math keeps one dim per (base, operation),
+    two layers computing the same function of the same axis (two strided convs, two upsamplings
+    sharing a kernel) give one axis, which their outputs then share."""
+    cache = old.__dict__.setdefault("_math", {})
+    if key not in cache:
+        cache[key] = Dim(None, kind=old.kind or Dim.Types.Spatial, description=description, derived_from=old)
+    return cache[key]
+
+
 def check_broadcast(layer, dims_lists: Sequence[Sequence[Dim]], common: List[Dim], maps: List[List[int]]) -> None:
     """RETURNN (behavior_version >= 4): when several sources all need broadcasting to their common
     layout (none has all its axes, e.g. [B,T1,F] + [B,T2,F]), the layer is refused unless it
@@ -220,6 +231,7 @@ def check_broadcast(layer, dims_lists: Sequence[Sequence[Dim]], common: List[Dim
     (``allow_broadcast_all_sources`` True; False refuses it whatever the behavior_version). A rec
     loop's own time axis does not count (a layer moved out of the loop sees it, the same layer in
     the loop does not)."""
+    _check_derived_axes(layer, dims_lists, common)
     allow = layer.opts.get("allow_broadcast_all_sources")
     loop = [i for i, d in enumerate(common) if any(d == a for a in _LOOP_AXES)]
     if allow is True or len(dims_lists) < 2 or any(len(set(m) | set(loop)) == len(common) for m in maps):
@@ -236,6 +248,29 @@ def check_broadcast(layer, dims_lists: Sequence[Sequence[Dim]], common: List[Dim
     raise NetworkError("%s: every source needs broadcasting to the common axes %s (sources: %s); RETURNN refuses "
                        "this from behavior_version 4 unless allow_broadcast_all_sources (different time axes?)"
                        % (layer.desc, axes(common), ", ".join(axes(dims) for dims in dims_lists)))
+
+def derived_root(dim: Dim) -> Dim:
+    """The dim ``dim`` was computed from through dynamic dims (a pooled, sliced or split-off time
+    axis -> the input time axis), as RETURNN's ``get_same_derived_base(same_dim=True)``."""
+    d = dim.get_same_base()
+    while d.derived_from is not None and d.derived_from.dimension == d.dimension:
+        d = d.derived_from.get_same_base()
+    return d
+
+
+def _check_derived_axes(layer, dims_lists: Sequence[Sequence[Dim]], common: List[Dim]) -> None:
+    """RETURNN's get_common_data takes two different dynamic axes derived from the same one
+    (``derived_matches``: a time axis and its pooled or split version) as one axis, then fails to
+    map the sources onto it; here that is a one-line error, not an outer product of both axes."""
+    dyn = [d for d in common if d.dimension is None and not d.is_batch_dim() and not any(d == a for a in _LOOP_AXES)]
+    for i, a in enumerate(dyn):
+        for b in dyn[i + 1:]:
+            if derived_root(a) is derived_root(b) and not any(
+                    any(a == d for d in dims) and any(b == d for d in dims) for dims in dims_lists):
+                raise NetworkError("%s: the sources' axes %r and %r both derive from %r but differ in length; RETURNN "
+                                   "takes them as one axis and fails to match the sources"
+                                   % (layer.desc, a.description, b.description, derived_root(a).description))
+
 
 class FeaturePlan(NamedTuple):
     """How sources map into a common layout whose last axis is a (new) feature axis."""

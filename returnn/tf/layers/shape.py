@@ -89,7 +89,9 @@ class SplitDimsLayer(_ShapeLayer):
         if given:
             new = list(given)
         else:
-            new = [Dim(None if s == -1 else s, kind=kind, description="%s_split_dims%i" % (name, i))
+            # as RETURNN: the remainder axis is new per layer ("NAME_split_dimsI_rem"), derived from the old axis
+            new = [Dim(None if s == -1 else s, kind=kind, description="%s_split_dims%i%s" % (
+                name, i, "_rem" if i == self.rem else ""), derived_from=old if i == self.rem else None)
                    for i, s in enumerate(sizes)]
             if self.rem is not None and static == 1:
                 new[self.rem] = old  # nothing split off: keep the dim and its sizes
@@ -138,17 +140,31 @@ class MergeDimsLayer(_ShapeLayer):
     layer_class = "merge_dims"
     options = (
         Option("axes", None, "axis descriptions to merge, e.g. 'except_time', ['s:0', 'F']"),
-        Option("keep_order", False, "merge in the order given in 'axes' (else in the input's axis order)"),
+        Option("keep_order", None, "merge in the order given in 'axes' (else in the input's axis order); "
+                                   "None: True from behavior version 6, as RETURNN (which then requires it)"),
     )
 
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
         super().__init__(name, opts, sources, seed)
         data = self.input
         axes_opt = self.opt("axes")
-        if self.opt("keep_order"):
+        from returnn.tf.layers.norm import behavior_version
+        keep_order = self.opt("keep_order")
+        if keep_order is None:
+            keep_order = behavior_version() >= 6
+        elif not keep_order and behavior_version() >= 6:
+            raise NetworkError("%s: keep_order False is not allowed from behavior version 6 (RETURNN)" % self.desc)
+        if keep_order:
             if not isinstance(axes_opt, (list, tuple)):
-                raise NetworkError("%s: keep_order needs 'axes' as a list" % self.desc)
-            axes = [a for item in axes_opt for a in self.axes(data, item, "axes")]
+                raise NetworkError("%s: 'axes' %r must be a list, to have a well defined order (keep_order; the "
+                                   "default from behavior version 6)" % (self.desc, axes_opt))
+            axes = []
+            for item in axes_opt:
+                found = self.axes(data, item, "axes")
+                if len(found) > 1:
+                    raise NetworkError("%s: 'axes' entry %r matches %i axes; with keep_order each must be one axis"
+                                       % (self.desc, item, len(found)))
+                axes += found
         else:
             axes = sorted(self.axes(data, axes_opt, "axes"))
         self.batch_merge = None

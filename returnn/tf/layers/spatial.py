@@ -130,7 +130,7 @@ class SpatialPlan:
                 out = Dim(size, kind=DimTypes.Spatial, description=new_name)
             elif window.stride == 1 and self.padding == "valid":  # T - (k - 1): the same axis as other such cuts
                 out = shifted_dim(in_dim, 1 - window.k_eff, new_name)
-            else:
+            else:  # as RETURNN: a new axis per layer, derived from the input's (two such never match)
                 out = Dim(None, kind=in_dim.kind or DimTypes.Spatial, derived_from=in_dim, description=new_name)
             self.windows.append(window._replace(out_dim=out))
 

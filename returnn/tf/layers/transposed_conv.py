@@ -21,7 +21,7 @@ from returnn.tensor import Data, Dim, DimTypes
 from returnn.tf.activations import get_activation
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
 from returnn.tf.layers.conv import WINDOW_OPTIONS
-from returnn.tf.layers.helpers import concat_inputs, dense_value
+from returnn.tf.layers.helpers import concat_inputs, dense_value, math_dim
 from returnn.tf.layers.options import Option
 from returnn.tf.layers.params import Param, reshaped
 from returnn.tf.layers.spatial import SpatialPlan
@@ -97,8 +97,7 @@ class TransposedConvLayer(Layer):
                                                                                  w.in_dim.description))
                 out = Dim(size, kind=DimTypes.Spatial, description="%s:%s" % (name, w.in_dim.description))
             else:
-                out = Dim(None, kind=w.in_dim.kind or DimTypes.Spatial, derived_from=w.in_dim,
-                          description="%s:%s" % (name, w.in_dim.description))
+                out = math_dim(w.in_dim, ("transposed_conv",) + args, "%s:%s" % (name, w.in_dim.description))
             self.out_dims.append(out)
         given = self.opt("out_spatial_dims")
         if given is not None:

@@ -1,0 +1,72 @@
+"""Build-time rules the differential check against the real RETURNN (benchmarks/returnn_fuzz.py)
+found missing: where RETURNN refuses a net, this engine refuses it too (one line), instead of
+building something RETURNN never builds; and dims RETURNN derives the same way are one axis."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from returnn.config import Config, get_global_config, set_global_config
+from returnn.errors import NetworkError
+from returnn.tensor import Data
+from returnn.tf.layers import RunContext
+from returnn.tf.network import TFNetwork
+
+
+def _net(layers, behavior_version=None, dim=6):
+    old = get_global_config()
+    set_global_config(Config({"behavior_version": behavior_version} if behavior_version is not None else {}))
+    try:
+        return TFNetwork(layers, {"data": Data("data", shape=(None, dim))})
+    finally:
+        set_global_config(old)
+
+
+@pytest.mark.parametrize("first", [
+    {"class": "pool", "mode": "max", "pool_size": [2], "padding": "valid", "from": "data"},
+    {"class": "split_dims", "axis": "T", "dims": [2, -1], "from": "data"},
+    {"class": "conv", "filter_size": [3], "strides": 2, "n_out": 6, "padding": "same", "from": "data"},
+])
+def test_combining_an_axis_with_one_derived_from_it_is_refused(first):
+    """RETURNN's get_common_data takes the time axis and its pooled/split version as one axis
+    (derived_matches), then fails; here it was an outer product of both axes."""
+    with pytest.raises(NetworkError, match="both derive from .* RETURNN takes them as one axis"):
+        _net({"l0": first, "output": {"class": "combine", "kind": "add", "from": ["l0", "data"]}})
+
+
+def test_two_strided_convs_give_two_axes_but_two_equal_upsamplings_one():
+    """RETURNN: a conv's output axis is new per layer; a transposed conv's is dim math (one per formula)."""
+    conv = {"class": "conv", "filter_size": [2], "strides": 2, "n_out": 6, "padding": "same", "from": "data"}
+    with pytest.raises(NetworkError, match="both derive from"):
+        _net({"a": conv, "b": dict(conv), "output": {"class": "combine", "kind": "add", "from": ["a", "b"]}})
+    up = {"class": "transposed_conv", "filter_size": [2], "strides": [2], "n_out": 6, "from": "data"}
+    net = _net({"a": up, "b": dict(up), "output": {"class": "combine", "kind": "add", "from": ["a", "b"]}})
+    assert net.layers["a"].output.dims[1] is net.layers["b"].output.dims[1]
+    assert net.layers["output"].output.batch_ndim == 3
+
+
+def test_merge_dims_keep_order_follows_the_behavior_version():
+    """RETURNN: keep_order defaults to True from behavior version 6 (merged in the order given) and
+    must be True there; before, the axes merge in the input's order."""
+    layers = {"s": {"class": "split_dims", "axis": "F", "dims": [2, 3], "from": "data"},
+              "output": {"class": "merge_dims", "axes": ["dim:3", "dim:2"], "from": "s"}}
+    x = np.arange(2 * 4 * 6, dtype="float32").reshape(2, 4, 6)
+    batch = {"data": tf.constant(x), "data:seq_len": tf.constant([4, 3])}
+    old = _net(layers, 0).forward(batch, RunContext(False))["output"].tensor.numpy()
+    np.testing.assert_array_equal(old, x)  # input order: (2, 3) merged back as it was
+    new = _net(layers, 6).forward(batch, RunContext(False))["output"].tensor.numpy()
+    np.testing.assert_array_equal(new, x.reshape(2, 4, 2, 3).transpose(0, 1, 3, 2).reshape(2, 4, 6))
+    with pytest.raises(NetworkError, match="keep_order False is not allowed from behavior version 6"):
+        _net({"output": dict(layers["output"], keep_order=False, **{"from": "data"})}, 6)
+    with pytest.raises(NetworkError, match="must be a list, to have a well defined order"):
+        _net({"output": {"class": "merge_dims", "axes": "static", "from": "data"}}, 6)
+
+
+def test_activation_layer_needs_an_activation_and_gather_a_position_inside_the_axis():
+    with pytest.raises(NetworkError, match="needs 'activation'"):
+        _net({"output": {"class": "activation", "activation": None, "from": "data"}})
+    with pytest.raises(NetworkError, match="position -1 is outside the axis"):
+        _net({"output": {"class": "gather", "position": -1, "axis": "T", "from": "data"}})
+    with pytest.raises(NetworkError, match="position 6 is outside the axis"):
+        _net({"output": {"class": "gather", "position": 6, "axis": "F", "from": "data"}})
