@@ -57,7 +57,8 @@ LEAD_PENDING_LOSS_OPTIONS: Set[Tuple[str, str]] = set()
 
 # Layer classes whose options (some of them) another module reads on their behalf.
 READ_ELSEWHERE: Dict[str, List[str]] = {
-    "ChoiceLayer": ["returnn/tf/layers/rec_net/search.py", "returnn/tf/layers/rec_net/layer.py"],
+    "ChoiceLayer": ["returnn/tf/layers/rec_net/search.py", "returnn/tf/layers/rec_net/layer.py",
+                    "returnn/tf/layers/rec_net/deps.py", "returnn/tf/layers/rec_net/search_scores.py"],
     "CopyLayer": ["returnn/tf/network.py"],  # extra_deps: layers the network builds and runs with it
     "DropoutLayer": ["returnn/tf/network.py"],
     "SourceLayer": ["returnn/tf/network.py"],

@@ -282,3 +282,89 @@ def test_softmax_over_spatial_start_masks_earlier_positions():
     assert list(first) == [2, 0, 1]
     # reduce argmax over a dynamic axis: labels of that axis (RETURNN's sparse_dim, also when dynamic)
     assert net.layers["arg"].output.sparse_dim is net.extern_data["data"].dims[1]
+
+
+def _cheating_search(dec, enc, ref, k, exclusive, n_steps):
+    """RETURNN's beam_search with gold targets: top-k, then the last entry is the reference label
+    continuing the last hypothesis (the only one in the first step); "exclusive": that candidate is
+    kept out of the top-k."""
+    hyps = [(0.0, [], False)]
+    for step in range(n_steps):
+        gold = ref[step] if step < len(ref) else 0
+        cands = []
+        for i, (score, labels, ended) in enumerate(hyps):
+            lp = np.full(V, -1e30) if ended else dec.logp(labels[-1] if labels else 0, enc)
+            if ended:
+                lp[0] = 0.0
+            cands += [(score + lp[v], labels + [v], ended or v == 0, i, v) for v in range(V)]
+        src = len(hyps) - 1
+        gold_cand = next(c for c in cands if c[3] == src and c[4] == gold)
+        pool = [c for c in cands if not (exclusive and c is gold_cand)]
+        top = sorted(pool, key=lambda c: -c[0])[:k - 1] + [gold_cand]
+        hyps = [(s, labels, e) for s, labels, e, _, _ in top]
+    return [(s, labels, labels.index(0) if 0 in labels else len(labels)) for s, labels, _ in hyps]
+
+
+@pytest.mark.parametrize("exclusive", [False, True])
+def test_cheating_keeps_the_reference_as_the_last_hypothesis(exclusive):
+    k = 3
+    net = _net(k, cheating="exclusive" if exclusive else True)
+    out, _ = _run(net, ["extra.search:decision"])
+    dec = NumpyDecoder(net)
+    rec = out["extra.search:output"]
+    labels, lens, scores = rec.tensor.numpy(), rec.seq_len.numpy(), rec.beam.scores.numpy()
+    n_steps = labels.shape[1]
+    dropped = 0
+    for b, enc in enumerate(_enc()):
+        ref = list(Y[b, :Y_LENS[b]])
+        hyps = _cheating_search(dec, enc, ref, k, exclusive, n_steps)
+        plain = dec.beam_search(enc, k - 1)
+        dropped += all(h[1][:h[2]] != ref[:ref.index(0)] for h in plain)  # the reference not found without cheating
+        for i, (score, hyp, length) in enumerate(hyps):
+            row = b * k + i
+            assert lens[row] == length and list(labels[row, :length]) == hyp[:length]
+            np.testing.assert_allclose(scores[b, i], score, rtol=1e-5)
+        assert hyps[-1][1][:hyps[-1][2]] == ref[:ref.index(0)]  # the reference, as the beam's last hypothesis
+        if exclusive:
+            assert sum(h[1][:h[2]] == ref[:ref.index(0)] for h in hyps) == 1
+    assert dropped >= 2
+
+
+def test_random_sample_scale_samples_the_label_distribution():
+    """RETURNN's random_sample_scale: Gumbel noise on the scores before top-k; with beam 1 the chosen
+    label is a sample of the distribution (here of the first step, over many equal sequences)."""
+    n = 2000
+    net = _net(1, random_sample_scale=1.0, base_beam_score_scale=0.0)
+    x = np.tile(X[:1], [n, 1, 1])
+    batch = {"data": tf.constant(x), "data:seq_len": tf.constant([X_LENS[0]] * n),
+             "classes": tf.constant(np.tile(Y[:1], [n, 1])), "classes:seq_len": tf.constant([Y_LENS[0]] * n)}
+    out = net.forward(batch, RunContext(True), only=["extra.search:decision"])["extra.search:output"]
+    first = out.tensor.numpy()[:, 0]
+    p = np.exp(NumpyDecoder(net).logp(0, X[0, :X_LENS[0]].mean(0)))
+    freq = np.bincount(first, minlength=V) / n
+    np.testing.assert_allclose(freq, p, atol=0.04)
+    assert len(set(first)) >= 3  # sampled, not the argmax
+    with pytest.raises(NetworkError, match="random_sample_scale must be a number"):
+        _run(_net(1, random_sample_scale="x"), ["extra.search:decision"])
+
+
+SEARCH_TRAIN_CONFIG = '#!rnn.py\ntask = "train"\ntrain = {"class": "CopyTaskDataset", "nsymbols": 6, "num_seqs": 24, "minlen": 2, "maxlen": 4}\ndev = {"class": "CopyTaskDataset", "nsymbols": 6, "num_seqs": 8, "minlen": 2, "maxlen": 4, "fixed_random_seed": 3}\nnum_outputs = {"data": [6, 1], "classes": [6, 1]}\nbatch_size = 100\nmax_seqs = 6\nEOS = 6\nnetwork = {\n    "encoder": {"class": "linear", "from": "data", "activation": "tanh", "n_out": 8},\n    "target_eos_": {"class": "reinterpret_data", "from": "data:classes", "increase_sparse_dim": 1},\n    "target_eos": {"class": "postfix_in_time", "postfix": EOS, "from": "target_eos_",\n                   "register_as_extern_data": "target_eos"},\n    "output": {"class": "rec", "from": [], "target": "target_eos", "max_seq_len": "max_len_from(\'base:encoder\') + 3",\n               "unit": {\n        "embed": {"class": "linear", "from": "prev:output", "n_out": 8, "activation": None},\n        "s": {"class": "rnn_cell", "unit": "LSTMBlock", "from": ["embed", "prev:att"], "n_out": 8},\n        "att": {"class": "dot_attention", "from": "s", "base": "base:encoder", "base_ctx": "base:encoder"},\n        "prob": {"class": "softmax", "from": ["s", "att"], "target": "target_eos", "loss": "ce",\n                 "loss_only_on_non_search": True},\n        "output": {"class": "choice", "from": "prob", "target": "target_eos", "beam_size": 3, "initial_output": 0,\n                   "length_normalization": False, "cheating": True},\n        "end": {"class": "compare", "from": "output", "value": EOS}}},\n    "decision": {"class": "decide", "from": "output", "loss": "search_score", "loss_scale": 0.1,\n                 "only_on_search": True},\n    "decision_ed": {"class": "copy", "from": "decision", "target": "target_eos", "loss": "edit_distance",\n                    "only_on_search": True},\n}\nsearch_train_network_layers = ["output", "decision", "decision_ed"]\n\n\ndef construction(idx, net_dict):\n    if idx > 0:\n        return None\n    net_dict["#config"] = {"search_train_network_layers": []}  # the first epoch trains with teacher forcing only\n    return net_dict\n\n\npretrain = {"construction_algo": construction, "repetitions": 1}\nadam = True\nlearning_rate = 0.01\nnum_epochs = 2\nlog_verbosity = 4\ntf_session_opts = {"intra_op_parallelism_threads": 1, "inter_op_parallelism_threads": 1}\n'
+
+
+def test_training_run_with_search_train_network_layers(tmp_path):
+    """rnn.py trains a copy task whose decoder also searches in training (beam 3, cheating, a
+    search_score loss, an edit distance of the decision), with the first (pretrain) epoch's #config
+    switching it off (as returnn-experiments' mbleu config does): finite scores, RETURNN's score
+    names, the parameters carried into the second epoch's network (shared by the searched layers)."""
+    import math
+    import re
+    from helpers import describe, run_rnn, train_args, write_config
+    config = write_config(tmp_path / "search_train.config", SEARCH_TRAIN_CONFIG)
+    proc = run_rnn(train_args(config, tmp_path), timeout=900)
+    assert proc.returncode == 0, describe(proc)
+    epoch1 = next(line for line in proc.stdout.splitlines() if line.startswith("epoch 1 score"))
+    epoch2 = next(line for line in proc.stdout.splitlines() if line.startswith("epoch 2 score"))
+    assert "decision" not in epoch1 and "score_decision:" in epoch2 and "error_decision_ed:" in epoch2, epoch2
+    values = [float(v) for v in re.findall(r"score\S*:? (\S+)", epoch2)]
+    assert values and all(math.isfinite(v) for v in values), epoch2
+    assert "parameters copied: 9, partly copied: 0, new: none" in proc.stdout, describe(proc)

@@ -193,7 +193,12 @@ class Engine(InferenceTasks):
         config's own (RETURNN applies ``#config`` before it builds the network)."""
         key = "search_train_network_layers"
         overrides = meta.get("#config") or {}
-        value = overrides[key] if key in overrides else self.config_overlay.original(key)
+        if key in overrides:
+            value = overrides[key]
+        elif key in self.config_overlay.originals:  # an earlier epoch's #config is still set
+            value = self.config_overlay.original(key)
+        else:
+            value = self.config.list("search_train_network_layers")
         return [value] if isinstance(value, str) else list(value or [])
 
     def _check_ranks_agree(self, epoch: int) -> None:
@@ -502,7 +507,7 @@ class Engine(InferenceTasks):
             return self.steps.to_tensors(batch), next(seeds)
         prefetcher = BatchPrefetcher(dataset, slices, self.steps.train_keys, self.batching.prefetch,
                                      transform=step_input)
-        progress, summaries, loss_names = self.progress, self.summaries, self.steps.train_loss_names
+        progress, summaries, loss_names = self.progress, self.summaries, self.steps.train_loss_labels
         first_step = self.global_step
 
         def on_step(step: int, stats: np.ndarray, batch: dict) -> None:

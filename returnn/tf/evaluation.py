@@ -24,7 +24,7 @@ def evaluate_dataset(steps: StepFunctions, dataset: Dataset, epoch: int, batchin
     """Scores of ``dataset`` without training. Batches are split over ranks (i mod size) and the
     sums reduced, so every rank gets the score of the whole dataset."""
     slices = batching.epoch_slices(dataset, epoch, "eval", rank=dist.rank, size=dist.size, packed=True)
-    acc = ScoreAccumulator(steps.loss_names)
+    acc = ScoreAccumulator(steps.loss_labels)
     batches = BatchPrefetcher(dataset, slices, steps.train_keys, batching.prefetch, transform=steps.to_tensors)
     for batch_slice, batch in zip(slices, batches):
         with reporting_misalignment(dataset, batch_slice):

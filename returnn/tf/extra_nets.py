@@ -96,6 +96,14 @@ def search_train_roots(net_dict: Dict[str, Any], names: Iterable[str]) -> List[s
     return out
 
 
+def loss_labels(names: Iterable[str]) -> Dict[str, str]:
+    """RETURNN's names of losses (scores ``score_<name>``): a loss of an extra net's layer
+    ``"extra.P:x"`` is ``x`` unless another loss is named ``x`` too, then ``"extra.P:x"``."""
+    names = list(names)
+    base = [split_extra(n)[1] for n in names]
+    return {n: b if base.count(b) == 1 else n for n, b in zip(names, base)}
+
+
 def _existing_parent(name: str, net_dict: Dict[str, Any]) -> Optional[str]:
     parts = name.split("/")
     for i in range(len(parts) - 1, 0, -1):

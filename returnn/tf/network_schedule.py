@@ -119,7 +119,14 @@ def carry_params(old_layers: Dict[str, tf.Module], new_layers: Dict[str, tf.Modu
     old = named_params(old_layers)
     skip = set(skip_layers)
     report: Dict[str, List[str]] = {"copied": [], "partial": [], "fresh": []}
-    for name, var in named_params(new_layers).items():
+    # a variable shared by layers (an extra net's, reuse_params) is carried once, by its first name the old has
+    by_var: Dict[int, List[str]] = {}
+    new = named_params(new_layers)
+    for name, var in new.items():
+        by_var.setdefault(id(var), []).append(name)
+    for names in by_var.values():
+        name = next((n for n in names if n in old), names[0])
+        var = new[name]
         source = old.get(name)
         if source is None or mode == "reset" or name.split("/", 1)[0] in skip:
             report["fresh"].append(name)

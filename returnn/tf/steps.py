@@ -68,6 +68,11 @@ class StepFunctions:
         self.loss_names = [info.layer for info in network.losses]
         # the losses of training steps: RETURNN computes only_on_eval losses in evaluation only
         self.train_loss_names = [info.layer for info in network.losses if not info.only_on_eval]
+        # the names scores are reported under (RETURNN's: an extra net's loss without its prefix when unique)
+        from returnn.tf.extra_nets import loss_labels
+        labels = loss_labels(self.loss_names)
+        self.loss_labels = [labels[n] for n in self.loss_names]
+        self.train_loss_labels = [labels[n] for n in self.train_loss_names]
         self.train_keys = network.required_data_keys(with_targets=True)
         self.forward_keys = network.required_data_keys(with_targets=False)
         train_sig = batch_signature(network, self.train_keys)

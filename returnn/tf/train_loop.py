@@ -79,7 +79,7 @@ def run_train_steps(steps: StepFunctions, batches: Iterable, slices: Sequence, d
     follows each step (heartbeat, progress, summaries); ``step`` counts from 1.
     ``reset_updater_every`` N: the optimizer's state is reset before steps 0, N, 2N, ... of the
     epoch (RETURNN's ``reset_updater_vars_mod_step``)."""
-    acc = ScoreAccumulator(steps.train_loss_names)
+    acc = ScoreAccumulator(steps.train_loss_labels)
     param_sync = ParamSyncSchedule(dist, len(slices)) if dist.syncs_params else None
     zero_flags = tf.zeros([NUM_FLAGS], tf.float32)  # converted once: the usual value
     pending = np.zeros(NUM_FLAGS, np.float32)  # this rank's flags not yet agreed on

@@ -43,16 +43,17 @@ class ChoiceLayer(Layer):
                                "search_train_network_layers); True: also in training (the rec layer then searches "
                                "and gives all hypotheses); False: never (its value is its target, in search its "
                                "score of the target label is added to the hypotheses' scores)"),
-        Option("cheating", False, "RETURNN's search with the reference label kept in the beam (True) or as the only "
-                                  "hypothesis ('exclusive'); outside search the reference is fed anyway, so it "
-                                  "changes nothing in training (as in RETURNN); in search it is refused here",
+        Option("cheating", False, "search: the reference label kept as the beam's last hypothesis (True; 'exclusive': "
+                                  "not also among the others); outside search the reference is fed anyway, so it "
+                                  "changes nothing (as in RETURNN); rec_net/search_scores.py",
                only=(False, True, "exclusive", None)),
         Option("scheduled_sampling", False, "only False is supported"),
         Option("keep_beams", False, "RETURNN's search keeping each incoming hypothesis with beam_size / beam_in "
                                     "continuations: not supported here", only=(False,)),
         Option("prob_scale", 1.0, "search: factor of the log-probabilities"),
         Option("base_beam_score_scale", 1.0, "search: factor of the previous beam score (RETURNN's)"),
-        Option("random_sample_scale", 0.0, "only 0 is supported"),
+        Option("random_sample_scale", 0.0, "search: factor of Gumbel noise added to the combined scores (RETURNN's "
+                                           "sampling; rec_net/search_scores.py)"),
         Option("custom_score_combine", None, "search: a config function (RETURNN's keywords layer, scores_in, "
                                              "scores_base, t, end_flags, batch_dim, scores_beam_in, base_beam_in) "
                                              "giving the combined scores, in place of prob_scale and "
@@ -70,7 +71,7 @@ class ChoiceLayer(Layer):
 
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
         super().__init__(name, opts, sources, seed)
-        for key, ok in (("scheduled_sampling", False), ("random_sample_scale", 0.0)):
+        for key, ok in (("scheduled_sampling", False),):
             if self.opt(key) not in (ok, None):
                 raise NetworkError("%s: option %r is not supported (got %r)" % (self.desc, key, self.opt(key)))
         if self.opt("custom_score_combine") is not None and not callable(self.opt("custom_score_combine")):
@@ -104,9 +105,6 @@ class ChoiceLayer(Layer):
                                        % (self.desc, src.short_repr()))
                 dims = [d for i, d in enumerate(src.dims) if i != src.feature_dim_axis]
                 parts.append(Data(name, dims=dims, sparse_dim=src.feature_dim))
-            if self.opt("cheating"):
-                raise NetworkError("%s: cheating %r (RETURNN's search keeping the reference label in the beam) is not "
-                                   "supported in search here" % (self.desc, self.opt("cheating")))
             beams = self.opt("source_beam_sizes")
             if beams is not None and (not isinstance(beams, (list, tuple)) or len(beams) != len(sources) or not all(
                     isinstance(b, int) and not isinstance(b, bool) and b > 0 for b in beams)):

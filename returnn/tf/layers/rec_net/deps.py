@@ -294,12 +294,12 @@ def is_target_choice(layer: Mapping[str, Any]) -> bool:
     return layer.get("class") in TARGET_CHOICE_CLASSES and bool(layer.get("target"))
 
 
-def fed_target(layer: Mapping[str, Any], searching: bool) -> bool:
+def fed_target(opts: Mapping[str, Any], searching: bool) -> bool:
     """Whether the sub-layer's value is its target in a loop that searches (``searching``) or not:
     a choice with a target under teacher forcing, and in search one with ``search: False``."""
-    return isinstance(layer, Mapping) and is_target_choice(layer) and (not searching or layer.get("search") is False)
+    return isinstance(opts, Mapping) and is_target_choice(opts) and (not searching or opts.get("search") is False)
 
 
-def choice_searches(layer: Mapping[str, Any], net_search: bool) -> bool:
+def choice_searches(opts: Mapping[str, Any], net_search: bool) -> bool:
     """Whether a choice searches: its ``search`` option, else the network's flag (RETURNN's rule)."""
-    return bool(net_search if layer.get("search") is None else layer.get("search"))
+    return bool(net_search if opts.get("search") is None else opts.get("search"))

@@ -165,9 +165,11 @@ class RecSubnetLayer(AssumedTemplates, Layer):
                 extra.append("data:" + (sub_opts.get("target") or default_target))
         if not search:
             extra += ["data:" + t for t in rec_targets(opts, name)]
-        else:  # the choices that are their target in search too (search: False)
+        else:  # the choices that are their target in search too (search: False), and the references of cheating
+            from returnn.tf.layers.rec_net.search_scores import cheating_targets
             extra += ["data:" + t for sub in unit.values() if isinstance(sub, Mapping) and fed_target(sub, True)
                       for t in _as_list(sub["target"]) if isinstance(t, str)]
+            extra += ["data:" + t for t in cheating_targets(unit)]
         if isinstance(opts.get("max_seq_len"), str):  # e.g. "max_len_from('base:encoder') * 2"
             extra += [m.group(2) if m.group(1) == "base:" else "data:" + m.group(2)
                       for m in re.finditer(r"['\"](base:|data:)([^'\"]+)['\"]", opts["max_seq_len"])]

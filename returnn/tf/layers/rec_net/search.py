@@ -30,7 +30,9 @@ from returnn.errors import NetworkError
 from returnn.tf.layers.base import LayerOutput, RunContext
 from returnn.tf.layers.beam_values import Beam, repeat_batch
 from returnn.tf.layers.rec_net import frames
-from returnn.tf.layers.rec_net.search_scores import add_fed_scores, fed_choices
+from returnn.tf.layers.rec_net.search_scores import (
+    add_fed_scores, check_cheating, fed_choices, gumbel_noise, reference_frame, top_k_cheating,
+)
 from returnn.tf.layers.rec_net.loop import UnitRun, _invariant, has_logits, has_state, keep_shape, step_context
 from returnn.tf.layers.rec_net.score_combine import choice_view, custom_combine
 
@@ -83,6 +85,9 @@ class BeamSearchRun(UnitRun):
         # in-loop layers with a loss are exported too (their losses are computed over all hypotheses)
         self.keep_beams = bool(getattr(rec, "keep_beams", False))
         self.fed = fed_choices(rec, self.choice)  # choices fed their target that add their scores (search_scores.py)
+        check_cheating("%s, sub-layer %r" % (rec.desc, self.choice), opts)
+        self.sample_scale = float(opts.get("random_sample_scale") or 0.0)  # RETURNN's Gumbel noise (search_scores.py)
+        self.cheating = opts.get("cheating") or False  # the reference kept as the beam's last hypothesis
         self.custom = opts.get("custom_score_combine")  # RETURNN's: replaces prob_scale, base_beam_score_scale
         self.n_explicit = len(rec.layers[self.choice].explicit_names)  # its explicit search sources (after 'from')
 
@@ -199,7 +204,14 @@ class BeamSearchRun(UnitRun):
                     if self.base_scale != 1.0:
                         base = tf.where(scores > NEG_INF / 2, scores * self.base_scale, scores)
                     total = base[:, :, None] + tf.reshape(logp, [base_batch, k, n_labels])
-                scores, best = tf.math.top_k(tf.reshape(total, [base_batch, k * n_labels]), k)
+                    if self.sample_scale:
+                        total = gumbel_noise(total, self.sample_scale, ctx.layer_seed(rec.layers[n].layer_name))
+                if self.cheating:
+                    reference = reference_frame(self.value("data:" + rec.unit[n]["target"]), t)
+                    scores, best = top_k_cheating(tf.reshape(total, [base_batch, k, n_labels]), k, reference, t,
+                                                  self.cheating == "exclusive")
+                else:
+                    scores, best = tf.math.top_k(tf.reshape(total, [base_batch, k * n_labels]), k)
                 src_beam, label = best // n_labels, best % n_labels
                 index = tf.reshape(src_beam + offsets, [-1])
                 prev, state, new_state = _reorder(prev, index), _reorder(state, index), _reorder(new_state, index)

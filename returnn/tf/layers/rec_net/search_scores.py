@@ -6,6 +6,15 @@
   hypotheses' scores times its ``base_beam_score_scale``, plus the target's log-probability times
   its ``prob_scale``; a hypothesis that ended adds 0 for label 0). RETURNN asserts that such a
   choice has no ``length_normalization``, ``random_sample_scale`` or ``custom_score_combine``.
+- ``random_sample_scale`` (s > 0): Gumbel noise ``s * -log(-log(u))``, ``u`` uniform in [0, 1) per
+  candidate, is added to the combined scores before top-k (sampling; with ``base_beam_score_scale``
+  0 and beam 1 a sample of the label distribution). It stays in the hypotheses' scores, as in RETURNN.
+- ``cheating`` (RETURNN's ``beam_search`` with gold targets): the reference hypothesis is the last
+  of the beam: after top-k the last entry is replaced by the reference label continuing the last
+  hypothesis (the only one in the first step), with its score. ``True`` keeps duplicates (the
+  reference may also be among the first ``k - 1``); ``"exclusive"`` masks the reference candidate
+  before top-k, so it is kept once. Past the reference's end its label is 0 (an ended hypothesis'
+  only continuation).
 """
 from __future__ import annotations
 
@@ -86,3 +95,60 @@ def add_fed_scores(fed: FedChoice, scores: tf.Tensor, src: LayerOutput, label: t
     if fed.base_scale != 1.0:
         base = tf.where(scores > neg_inf / 2, scores * fed.base_scale, scores)
     return base + tf.reshape(picked, [batch, k]) * fed.prob_scale
+
+
+def cheating_targets(unit: Mapping[str, object]) -> List[str]:
+    """The data keys the cheating choices of a searched unit read (their targets)."""
+    out = []
+    for opts in unit.values():
+        if isinstance(opts, Mapping) and opts.get("class") == "choice" and opts.get("cheating"):
+            targets = opts.get("target")
+            out += [t for t in (targets if isinstance(targets, (list, tuple)) else [targets]) if isinstance(t, str)]
+    return out
+
+
+def check_cheating(where: str, opts: Mapping[str, object]) -> None:
+    """RETURNN's limits of ``cheating`` (one source, a target to cheat with); ``random_sample_scale`` a number."""
+    scale = opts.get("random_sample_scale")
+    if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (int, float)) or scale < 0):
+        raise NetworkError("%s: random_sample_scale must be a number >= 0, got %r" % (where, scale))
+    if not opts.get("cheating"):
+        return
+    targets = opts.get("target")
+    if not isinstance(targets, str):
+        raise NetworkError("%s: cheating needs one 'target' (the reference labels), got %r (RETURNN: cheating is not "
+                           "implemented for several sources)" % (where, targets))
+
+
+def reference_frame(value: LayerOutput, t: tf.Tensor) -> tf.Tensor:
+    """Frame ``t`` of the reference labels (rows: the hypotheses), 0 past their end."""
+    x = value.copy_as_batch_time_feature()
+    labels = x.masked(0)
+    labels = tf.pad(labels, [[0, 0], [0, 1]] + [[0, 0]] * (len(labels.shape) - 2))  # one frame of 0 after the end
+    return tf.gather(labels, tf.minimum(t, tf.shape(labels)[1] - 1), axis=1)
+
+
+def gumbel_noise(total: tf.Tensor, scale: float, seed: tf.Tensor) -> tf.Tensor:
+    """``total`` plus RETURNN's sampling noise ``scale * -log(-log(u))``, ``u ~ U[0, 1)``."""
+    u = tf.random.stateless_uniform(tf.shape(total), seed, dtype=total.dtype)
+    return total + scale * -tf.math.log(-tf.math.log(u))
+
+
+def top_k_cheating(total: tf.Tensor, k: int, reference: tf.Tensor, t: tf.Tensor, exclusive: bool):
+    """RETURNN's ``beam_search`` with ``cheating_gold_targets``: top-k of ``total`` (B, K, V) with the
+    last entry replaced by the reference label (``reference`` (B * K,), the same for all rows of a
+    sequence) continuing hypothesis K - 1 (0 in the first step). Returns (scores, flat indices)
+    (B, k) as ``tf.math.top_k``."""
+    n_batch, n_labels = tf.shape(total)[0], tf.shape(total)[2]
+    gold = tf.clip_by_value(tf.cast(tf.reshape(reference, [n_batch, -1])[:, 0], tf.int32), 0, n_labels - 1)  # (B,)
+    src = tf.where(t > 0, k - 1, 0)
+    flat = tf.reshape(total, [n_batch, -1])
+    gold_index = src * n_labels + gold  # (B,)
+    gold_score = tf.gather(flat, gold_index[:, None], batch_dims=1)[:, 0]
+    if exclusive:
+        hit = tf.equal(tf.range(tf.shape(flat)[1])[None, :], gold_index[:, None])
+        flat = tf.where(hit, tf.constant(float("-inf"), flat.dtype), flat)
+    scores, best = tf.math.top_k(flat, k)
+    scores = tf.concat([scores[:, :k - 1], gold_score[:, None]], 1)
+    best = tf.concat([best[:, :k - 1], gold_index[:, None]], 1)
+    return scores, best
