@@ -318,3 +318,29 @@ def test_prev_of_a_merge_dims_of_a_head_split_attention_is_assumed_built_on_its_
     batch, x, _ = _batch()
     out = net.forward(batch, RunContext(True))["output"].tensor.numpy()
     assert out.shape[0] == 3 and out.shape[-1] == 3 and np.all(np.isfinite(out[0]))
+
+
+def test_prev_of_a_compare_is_assumed_bool():
+    """i6's segmental transducer decoders: a switch built before the compare whose prev: is its condition
+    (segment_starts0 on prev:output_is_not_blank, a compare of the chosen label) assumes that compare's
+    template: bool as the compare gives it, not its source's labels."""
+    from returnn.tensor import Data as _Data
+    extern = {"data": _Data("data", shape=(None, 2)), "classes": _Data("classes", dim=4, sparse=True)}
+    net = TFNetwork({
+        "enc": {"class": "reduce", "mode": "mean", "axes": "T", "from": "data"},
+        "output": {"class": "rec", "from": [], "target": "classes", "max_seq_len": 5, "unit": {
+            "starts": {"class": "switch", "condition": "prev:not_blank", "true_from": ":i", "false_from": "prev:starts",
+                       "initial_output": 0, "is_output_layer": True},
+            "emb": {"class": "linear", "from": "prev:output_", "n_out": 4, "activation": None},
+            "prob": {"class": "softmax", "from": ["emb", "base:enc"], "n_out": 4},
+            "output": {"class": "choice", "from": "prob", "target": "classes", "beam_size": 2, "initial_output": 0},
+            "output_": {"class": "copy", "from": "output", "initial_output": 0},
+            "not_blank": {"class": "compare", "from": "output_", "kind": "not_equal", "value": 0, "initial_output": True},
+            "end": {"class": "compare", "from": "output", "value": 3}}},
+    }, extern, search=True)
+    unit = net.layers["output"].layers
+    assert unit["not_blank"].output.dtype == "bool" and unit["starts"].output.dtype == "int32"
+    x = np.zeros((2, 3, 2), "float32")
+    starts = net.forward({"data": tf.constant(x), "data:seq_len": tf.constant([3, 3])}, RunContext(False),
+                         only=["output"])
+    assert "output" in starts

@@ -18,7 +18,7 @@ from returnn.tf.net_dict import has_axis_pairs
 FRAME_WISE_N_OUT = frozenset(("linear", "combine", "activation", "copy", "softmax", "dropout", "layer_norm"))
 # parameter-free classes that change the shape: 'prev:' of one is assumed as built on its sources' templates
 SHAPE_GUESS_CLASSES = frozenset(("dot", "merge_dims", "split_dims", "reduce", "squeeze", "expand_dims", "gather",
-                                 "gather_nd"))
+                                 "gather_nd", "compare"))  # compare: bool, not its source's labels
 # of these, the option naming the index layer: assumed one index per sequence (B,) when its own shape is in a
 # cycle through the layer (hard attention: prev:att = gather_nd of the encoder at the chosen position)
 INDEX_OPTIONS = {"gather": "position", "gather_nd": "position"}
