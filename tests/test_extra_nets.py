@@ -68,7 +68,9 @@ def _decoder(search_flag_name=None):
         "prob": {"class": "softmax", "from": ["prev:output", "base:enc"], "target": "classes", "loss": "ce"},
         "output": {"class": "choice", "from": "prob", "target": "classes", "beam_size": 3},
         "end": {"class": "compare", "from": "output", "value": 0}}
-    return {"class": "rec", "from": [], "target": "classes", "max_seq_len": 6, "unit": unit}
+    # no 'target' on the rec layer: searched in training it ends by 'end' as in the search task (with one, RETURNN
+    # searches as long as the target there: tests/test_search_train_goldens.py)
+    return {"class": "rec", "from": [], "max_seq_len": 6, "unit": unit}
 
 
 def _extern():

@@ -34,7 +34,9 @@ def _decoder(beam, **choice_opts):
         "output": dict({"class": "choice", "from": "prob", "target": "classes", "beam_size": beam,
                         "length_normalization": False, "initial_output": 0}, **choice_opts),
         "end": {"class": "compare", "from": "output", "value": 0}}
-    return {"class": "rec", "from": [], "target": "classes", "max_seq_len": MAX_LEN, "unit": unit}
+    # no 'target' on the rec layer: the search ends by 'end' (with one, a search in training runs as long as the
+    # target, RETURNN's known sequence length: tests/test_search_train_goldens.py)
+    return {"class": "rec", "from": [], "max_seq_len": MAX_LEN, "unit": unit}
 
 
 def _net(beam, extra=None, layers=("output", "decision"), **choice_opts):
@@ -230,7 +232,7 @@ def test_choice_fed_its_target_in_search_adds_its_scores():
         "end": {"class": "compare", "from": "output", "value": 0}}
     net = TFNetwork({
         "enc": {"class": "reduce", "mode": "mean", "axes": "T", "from": "data"},
-        "output": {"class": "rec", "from": [], "target": "classes", "max_seq_len": MAX_LEN, "unit": unit,
+        "output": {"class": "rec", "from": [], "max_seq_len": MAX_LEN, "unit": unit,
                    "only_on_search": True},
         "decision": {"class": "decide", "from": "output", "loss": "search_score", "only_on_search": True}},
         _extern(), search_train_layers=["output", "decision"])

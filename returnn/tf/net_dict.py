@@ -49,6 +49,22 @@ EXTRA_NET_OPTIONS = (EXTRA_OF, SEARCH)
 # Whether the network being built is the search task's (set while a TFNetwork builds): only there rec units lose
 # their layers' losses (below); a search in a training network (extra.search) computes them, as RETURNN does
 SEARCH_TASK: contextvars.ContextVar = contextvars.ContextVar("search_task", default=True)
+# Whether the network being built trains (RETURNN's train_flag): a search there runs as long as the rec layer's target
+TRAIN_NET: contextvars.ContextVar = contextvars.ContextVar("train_net", default=False)
+
+
+def search_length_key(opts: Mapping[str, Any]) -> Optional[str]:
+    """The data key whose lengths a searching rec layer outside the search task takes as its own
+    (RETURNN: the rec layer's undefined time dim is its ``size_target``'s, else in a training network
+    its ``target``'s; the search then runs that many steps, ``end`` does not end it); None otherwise."""
+    if SEARCH_TASK.get():
+        return None
+    size_target = opts.get("size_target")
+    if isinstance(size_target, str):
+        return size_target
+    target = opts.get("target")
+    target = target[0] if isinstance(target, (list, tuple)) and target else target
+    return target if TRAIN_NET.get() and isinstance(target, str) else None
 
 
 def without_search_only(net_dict: Dict[str, Any], search: bool, eval_flag: bool = True,

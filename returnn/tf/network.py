@@ -28,7 +28,7 @@ from returnn.tf.layers.beam_values import tile_like
 from returnn.tf.extra_nets import (EXTRA_OF, ParamsByScope, expand_extra_nets, search_train_roots, shared_param_opts,
                                     sharing_layers)
 from returnn.tf.layers.params import layer_scope
-from returnn.tf.net_dict import EXTRA_NET_OPTIONS, SEARCH, SEARCH_TASK
+from returnn.tf.net_dict import EXTRA_NET_OPTIONS, SEARCH, SEARCH_TASK, TRAIN_NET
 from returnn.tf.preload import load_on_init_entries
 from returnn.tf.subnetwork import expand_subnetworks, map_layer_refs
 
@@ -195,12 +195,15 @@ class TFNetwork(tf.Module):
                  default_target: str = "classes", search: bool = False, eval_flag: bool = True,
                  extra_roots: Sequence[str] = (), train_flag: bool = True, search_train_layers: Sequence[str] = ()):
         super().__init__(name="network")
-        token = SEARCH_TASK.set(bool(search))  # rec units drop their losses in the search task only (net_dict.py)
+        # what the rec layers of this network do in search (net_dict.py): lose their units' losses (search task),
+        # search as long as their target (training)
+        tokens = SEARCH_TASK.set(bool(search)), TRAIN_NET.set(bool(train_flag))
         try:
             self._build(net_dict, extern_data, seed, default_target, search, eval_flag, extra_roots, train_flag,
                         search_train_layers)
         finally:
-            SEARCH_TASK.reset(token)
+            SEARCH_TASK.reset(tokens[0])
+            TRAIN_NET.reset(tokens[1])
 
     def _build(self, net_dict: Dict[str, Dict[str, Any]], extern_data: Dict[str, Data], seed: int,
                default_target: str, search: bool, eval_flag: bool, extra_roots: Sequence[str], train_flag: bool,

@@ -33,7 +33,7 @@ from returnn.tf.layers.rec_net.deps import (
     Ref, analyse_unit, choice_searches, fed_target, initial_refs, is_target_choice, layer_refs, needed_unit,
 )
 from returnn.tf.layers.rnn_cell import building_loop_step, cell_class_for
-from returnn.tf.net_dict import has_axis_pairs, without_search_only
+from returnn.tf.net_dict import has_axis_pairs, search_length_key, without_search_only
 from returnn.tf.subnetwork import MASKED_BY, expand_subnetworks
 
 # Options of sub-layers that only the rec layer reads.
@@ -170,6 +170,8 @@ class RecSubnetLayer(AssumedTemplates, Layer):
             extra += ["data:" + t for sub in unit.values() if isinstance(sub, Mapping) and fed_target(sub, True)
                       for t in _as_list(sub["target"]) if isinstance(t, str)]
             extra += ["data:" + t for t in cheating_targets(unit)]
+            if search_length_key(opts):  # a search in training: as long as the rec layer's target
+                extra.append("data:" + search_length_key(opts))
         if isinstance(opts.get("max_seq_len"), str):  # e.g. "max_len_from('base:encoder') * 2"
             extra += [m.group(2) if m.group(1) == "base:" else "data:" + m.group(2)
                       for m in re.finditer(r"['\"](base:|data:)([^'\"]+)['\"]", opts["max_seq_len"])]
@@ -232,6 +234,12 @@ class RecSubnetLayer(AssumedTemplates, Layer):
                 raise NetworkError("%s: without 'from', the loop length comes from a 'target' (none given)" % self.desc)
             self.time_dim, self.length_source = found
             self.length_key = None
+        elif search and search_length_key(opts):  # RETURNN: outside the search task, the target's length
+            self.length_key = search_length_key(opts)
+            tmpl = self.outer["data:" + self.length_key]
+            if tmpl.time_dim is None:
+                raise NetworkError("%s: target %r has no time axis" % (self.desc, self.length_key))
+            self.time_dim = tmpl.time_dim
         elif search:
             self.length_key = None
             self.time_dim = Dim(None, kind=Dim.Types.Spatial, description="%s:search-time" % name)

@@ -31,7 +31,7 @@ from returnn.tf.layers.base import LayerOutput, RunContext
 from returnn.tf.layers.beam_values import Beam, repeat_batch
 from returnn.tf.layers.rec_net import frames
 from returnn.tf.layers.rec_net.search_scores import (
-    add_fed_scores, check_cheating, fed_choices, gumbel_noise, reference_frame, top_k_cheating,
+    add_fed_scores, check_cheating, fed_choices, gumbel_noise, log_scores, reference_frame, top_k_cheating,
 )
 from returnn.tf.layers.rec_net.loop import UnitRun, _invariant, has_logits, has_state, keep_shape, step_context
 from returnn.tf.layers.rec_net.score_combine import choice_view, custom_combine
@@ -85,6 +85,9 @@ class BeamSearchRun(UnitRun):
         # in-loop layers with a loss are exported too (their losses are computed over all hypotheses)
         self.keep_beams = bool(getattr(rec, "keep_beams", False))
         self.fed = fed_choices(rec, self.choice)  # choices fed their target that add their scores (search_scores.py)
+        # a search in training as long as its target (RETURNN's known sequence length): the loop runs the target's
+        # frames, every hypothesis has the target's length
+        self.fixed_length = not rec.n_from and rec.length_key is not None
         check_cheating("%s, sub-layer %r" % (rec.desc, self.choice), opts)
         self.sample_scale = float(opts.get("random_sample_scale") or 0.0)  # RETURNN's Gumbel noise (search_scores.py)
         self.cheating = opts.get("cheating") or False  # the reference kept as the beam's last hypothesis
@@ -182,7 +185,7 @@ class BeamSearchRun(UnitRun):
                 from_names = rec.sub_sources[n][:len(rec.sub_sources[n]) - self.n_explicit]
                 for name in (from_names if self.multi else from_names[:1]):
                     src = src_values[name] = self.step_value(name, t, prev, vals)
-                    lp = src.tensor if self.input_type == "log_prob" else tf.math.log(tf.maximum(src.tensor, 1e-30))
+                    lp = log_scores(src, self.input_type)
                     logps.append(tf.cast(lp, tf.float32) * (1.0 if self.custom else self.prob_scale))
                 if self.multi:  # several sources: the combinations of each one's best labels
                     logp, pruned = _combine_sources(logps, self.source_beams)
@@ -231,7 +234,10 @@ class BeamSearchRun(UnitRun):
             for fed in self.fed:
                 scores = add_fed_scores(fed, scores, self.step_value(fed.scores_from, t, prev, vals),
                                         vals[fed.name].tensor, ended, base_batch, k, NEG_INF)
-            end = tf.cast(vals["end"].tensor, tf.bool) if "end" in vals else tf.zeros_like(ended)
+            if self.fixed_length:  # RETURNN: a hypothesis ends after its target's length (its 'end' is not read)
+                end = t >= self.seq_len - (1 if self.include_eos else 0)
+            else:
+                end = tf.cast(vals["end"].tensor, tf.bool) if "end" in vals else tf.zeros_like(ended)
             end = tf.reshape(end, [-1])
             step_counts = tf.logical_not(ended) if self.include_eos else tf.logical_not(ended | end)
             lens = lens + tf.cast(step_counts, tf.int32)
@@ -280,6 +286,9 @@ class BeamSearchRun(UnitRun):
             main = stacked["output"]
         self.exported = {n: LayerOutput(v.tensor, rec.sub_template(n), v.sizes, v.logits) for n, v in stacked.items()}
         if self.keep_beams:
+            if self.length_norm:  # RETURNN's final step of the length normalization: over the loop's steps
+                steps = tf.reduce_max(tf.concat([seq_len, [0]], 0)) + (0 if self.include_eos else 1)
+                scores = scores / tf.cast(steps, scores.dtype)
             self.beam = Beam(k, scores, rec.layer_name)
         return main
 

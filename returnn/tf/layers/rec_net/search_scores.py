@@ -82,12 +82,21 @@ def _depends_on(rec, names: List[str], target: str) -> bool:
     return False
 
 
+def log_scores(src: LayerOutput, input_type: str) -> tf.Tensor:
+    """A choice's source as log-probabilities (RETURNN's ``ChoiceLayer._get_scores``): as they are
+    (``log_prob``), the log-softmax of a softmax layer's logits, else ``log(max(p, 1e-30))``."""
+    if input_type == "log_prob":
+        return tf.cast(src.tensor, tf.float32)
+    if src.logits is not None:
+        return tf.nn.log_softmax(tf.cast(src.logits, tf.float32))
+    return tf.math.log(tf.maximum(tf.cast(src.tensor, tf.float32), 1e-30))
+
+
 def add_fed_scores(fed: FedChoice, scores: tf.Tensor, src: LayerOutput, label: tf.Tensor, ended: tf.Tensor,
                    batch: tf.Tensor, k: int, neg_inf: float) -> tf.Tensor:
     """The hypotheses' scores (B, K) after choice ``fed`` took ``label`` (B * K,), with its scores ``src``
     (B * K, V); ``ended`` (B * K,): the hypotheses that ended before this step."""
-    x = tf.cast(src.tensor, tf.float32)
-    logp = x if fed.input_type == "log_prob" else tf.math.log(tf.maximum(x, 1e-30))  # RETURNN's safe_log
+    logp = log_scores(src, fed.input_type)
     frozen = tf.concat([tf.zeros_like(logp[:, :1]), tf.fill(tf.shape(logp[:, 1:]), neg_inf)], 1)
     logp = tf.where(ended[:, None], frozen, logp)
     picked = tf.gather(logp, tf.cast(tf.reshape(label, [-1, 1]), tf.int32), batch_dims=1)[:, 0]
