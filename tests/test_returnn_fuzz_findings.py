@@ -70,3 +70,21 @@ def test_activation_layer_needs_an_activation_and_gather_a_position_inside_the_a
         _net({"output": {"class": "gather", "position": -1, "axis": "T", "from": "data"}})
     with pytest.raises(NetworkError, match="position 6 is outside the axis"):
         _net({"output": {"class": "gather", "position": 6, "axis": "F", "from": "data"}})
+
+
+def test_axis_rules_of_the_behavior_version():
+    """RETURNN: an axis as an int is refused from behavior version 5, one picked by its position
+    among others ('s:0', 'dyn:0', 'static:0') from 7; before, both work."""
+    int_axis = {"output": {"class": "slice", "axis": -1, "slice_end": -1, "from": "data"}}
+    assert _net(int_axis, 4).layers["output"].output.dim == 5
+    with pytest.raises(NetworkError, match="axis -1 as an int is not allowed from behavior version 5"):
+        _net(int_axis, 5)
+    ordered = {"output": {"class": "reduce", "mode": "max", "axes": ["s:0"], "from": "data"}}
+    assert _net(ordered, 6).layers["output"].output.batch_ndim == 2
+    with pytest.raises(NetworkError, match="'s:0' depends on the order of the axes"):
+        _net(ordered, 7)
+
+
+def test_window_sides_do_not_go_with_valid_padding():
+    with pytest.raises(NetworkError, match="window_left/window_right do not go with padding 'valid'"):
+        _net({"output": {"class": "window", "window_size": 3, "window_left": 0, "padding": "valid", "from": "data"}})

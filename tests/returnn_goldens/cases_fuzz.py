@@ -26,3 +26,12 @@ case("fuzz_slice_feature_reversed", "fuzz_slice", {
     "output": {"class": "slice", "axis": "F", "slice_step": -2, "from": "data"}}, extern=X5)
 case("fuzz_softmax_over_spatial_window_size_alone", "fuzz_softmax_over_spatial", {
     "output": {"class": "softmax_over_spatial", "window_size": 2, "energy_factor": 2.0, "from": "data"}}, extern=X5)
+for mode in ("max", "min", "logsumexp", "mean"):  # over an empty sequence: RETURNN's replacement values
+    case("fuzz_reduce_%s_time_zero_length" % mode, "fuzz_reduce", {
+        "output": {"class": "reduce", "mode": mode, "axis": "T", "from": "data"}}, extern=X34,
+        lens={"data": [5, 3, 0]})
+case("fuzz_dot_no_var_bv21", "fuzz_dot", {  # no size-1 var2 axis from behavior version 3
+    "output": {"class": "dot", "from": ["data", "data"], "reduce": "F", "var1": None, "var2": None}},
+    extern=X5, config={"behavior_version": 21})
+case("fuzz_dot_no_var_bv0", "fuzz_dot", {
+    "output": {"class": "dot", "from": ["data", "data"], "reduce": "F", "var1": None, "var2": None}}, extern=X5)

@@ -351,7 +351,10 @@ def main(argv=None):
                 raise
             failed.append(name)
             first = (str(exc).strip().splitlines() or [""])[0][:300]
-            print("FAILED %s: %s: %s" % (name, type(exc).__name__, first), flush=True)
+            import traceback
+            frame = traceback.extract_tb(exc.__traceback__)[-1]
+            print("FAILED %s: %s: %s [at %s:%i]" % (name, type(exc).__name__, first, os.path.basename(frame.filename),
+                                                    frame.lineno), flush=True)
             continue
         path = os.path.join(args.out, name + ".npz")
         write_npz(path, arrays)

@@ -12,6 +12,7 @@ How a layer is written (see docs/architecture.md, "Writing a layer"):
 from __future__ import annotations
 
 import functools
+import re
 import types
 import zlib
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Type
@@ -28,6 +29,9 @@ from returnn.tf.layers.packed import PackedFrames
 from returnn.tf.layers.params import Param, same
 from returnn.tf.layers.reuse import ReuseParams
 
+
+# RETURNN's axis descriptions that pick an axis by its position among others (refused from behavior version 7)
+_ORDER_DEPENDENT = re.compile(r"(s|spatial|d|dyn|dynamic|except_batch|static):-?\d+$")
 
 class RunContext:
     """Per-call information for layers: training or not, and the seed for stateless dropout.
@@ -220,14 +224,28 @@ class Layer(tf.Module):
         if n_out is not None and positive_int(self.desc, "n_out", n_out) != dim:
             raise NetworkError("%s: n_out %r does not match the output dim %r" % (self.desc, n_out, dim))
 
+    def _check_axis_rules(self, description: Any, key: str) -> None:
+        """RETURNN's behavior-version rules for axis options: no ints from version 5, nothing that
+        depends on the axis order (``s:0``, ``dyn:1``, ``static:0``, ``except_batch:0``) from 7."""
+        from returnn.tf.layers.norm import behavior_version
+        for item in description if isinstance(description, (list, tuple)) else [description]:
+            if isinstance(item, int) and not isinstance(item, bool) and behavior_version() >= 5:
+                raise NetworkError("%s: option %r: axis %r as an int is not allowed from behavior version 5 (RETURNN: "
+                                   "give it as a str or Dim)" % (self.desc, key, item))
+            if isinstance(item, str) and _ORDER_DEPENDENT.match(item.lower()) and behavior_version() >= 7:
+                raise NetworkError("%s: option %r: axis %r depends on the order of the axes, not allowed from behavior "
+                                   "version 7 (RETURNN)" % (self.desc, key, item))
+
     def axis(self, data: Data, description: Any, key: str) -> int:
         """One axis of ``data`` for the option ``key``; errors name the layer."""
+        self._check_axis_rules(description, key)
         try:
             return data.get_axis_from_description(description)
         except AxisError as exc:
             raise NetworkError("%s: option %r: %s" % (self.desc, key, exc)) from None
 
     def axes(self, data: Data, description: Any, key: str) -> List[int]:
+        self._check_axis_rules(description, key)
         try:
             return data.get_axes_from_description(description)
         except AxisError as exc:

@@ -34,7 +34,8 @@ class DotLayer(Layer):
         Option("red2", -2, "axis description(s) of the second source to reduce (paired with red1)"),
         Option("var1", None, "the first source's own axes (given: the other non-reduced axes pair up in order)"),
         Option("var2", None, "the second source's own axes (given: the other non-reduced axes pair up in order)"),
-        Option("add_var2_if_empty", True, "add a size-1 axis when the second source has no own axes"),
+        Option("add_var2_if_empty", None, "add a size-1 axis when the second source has no own axes (None: before "
+                                          "behavior version 3 only, as RETURNN, which refuses it from then on)"),
         Option("use_mask", True, "reduced dynamic axes without their padded positions", only=(True,)),
         Option("debug", False, "RETURNN: print the axes it reduces and keeps",
                noop="a debug print of RETURNN's; the value is the same"),
@@ -78,7 +79,12 @@ class DotLayer(Layer):
             [p for p in map_b if p not in shared]
         self.equation = "%s,%s->%s" % ("".join(sub_a), "".join(sub_b), "".join(common[p] for p in order))
         out_dims = [dims[p] for p in order]
-        self.expand = not [p for p in map_b if p not in shared] and bool(self.opt("add_var2_if_empty"))
+        from returnn.tf.layers.norm import behavior_version
+        add_var2 = self.opt("add_var2_if_empty")
+        if add_var2 and behavior_version() >= 3:
+            raise NetworkError("%s: add_var2_if_empty is not allowed from behavior version 3 (RETURNN)" % self.desc)
+        add_var2 = behavior_version() < 3 if add_var2 is None else bool(add_var2)
+        self.expand = not [p for p in map_b if p not in shared] and add_var2
         if self.expand:
             out_dims.append(Dim(1, kind=DimTypes.Spatial, description="%s:dot-var2" % name))
         self.output = Data(name, dims=out_dims, dtype=a.dtype)

@@ -2,7 +2,8 @@
 
 Only real positions count (``use_time_mask`` None, RETURNN's default, or True): ``mean`` divides by
 their number, ``max``/``min``/``logsumexp``/``argmax``/``argmin`` ignore padding; over an empty
-sequence ``mean``, ``max``, ``min`` and ``logsumexp`` give 0 (``argmax``/``argmin``: 0). With
+sequence ``mean`` gives 0, ``max`` and ``logsumexp`` the dtype's lowest value, ``min`` its highest
+(RETURNN's replacement values; ``argmax``/``argmin``: 0). With
 ``use_time_mask`` False the padded positions take part as RETURNN lets them: as zeros here (RETURNN
 takes them as they are: the same numbers whenever its padding is zero), ``mean`` over the padded
 length. Reduced axes are removed, or with ``keep_dims`` kept with size 1 (a dynamic axis stays
@@ -122,16 +123,18 @@ class ReduceLayer(Layer):
             fn = {"sum": tf.reduce_sum, "mean": tf.reduce_mean, "avg": tf.reduce_mean, "max": tf.reduce_max,
                   "min": tf.reduce_min, "logsumexp": tf.reduce_logsumexp}[self.mode]
             return fn(x, axis=axes, keepdims=keep)
-        count = tf.reduce_sum(tf.where(mask, tf.ones_like(x), 0.0), axis=axes, keepdims=keep)
         if self.mode == "sum":
             return tf.reduce_sum(tf.where(mask, x, 0.0), axis=axes, keepdims=keep)
         if self.mode in ("mean", "avg"):
+            count = tf.reduce_sum(tf.where(mask, tf.ones_like(x), 0.0), axis=axes, keepdims=keep)
             return tf.reduce_sum(tf.where(mask, x, 0.0), axis=axes, keepdims=keep) / tf.maximum(count, 1.0)
-        fill = float("-inf") if self.mode in ("max", "logsumexp", "argmax") else float("inf")
+        # RETURNN's replacement of padded positions: the dtype's lowest (max, logsumexp) or highest (min)
+        # value, so that over an empty sequence these give that value
+        fill = x.dtype.min if self.mode in ("max", "logsumexp", "argmax") else x.dtype.max
         fn = {"max": tf.reduce_max, "min": tf.reduce_min, "logsumexp": tf.reduce_logsumexp}.get(self.mode)
         if self.arg:
             return self._arg(tf.where(mask, x, fill))
-        return tf.where(count > 0, fn(tf.where(mask, x, fill), axis=axes, keepdims=keep), 0.0)
+        return fn(tf.where(mask, x, fill), axis=axes, keepdims=keep)
 
     def _arg(self, x: tf.Tensor) -> tf.Tensor:
         fn = tf.argmax if self.mode == "argmax" else tf.argmin

@@ -242,6 +242,9 @@ class WindowLayer(_ShapeLayer):
         self.stride = positive_int(self.desc, "stride", self.opt("stride"))
         self.padding = one_of(self.desc, "padding", str(self.opt("padding")).lower(), ("same", "valid"))
         self.left, self.right = 0, 0
+        if self.padding == "valid" and (self.opt("window_left") is not None or self.opt("window_right") is not None):
+            raise NetworkError("%s: window_left/window_right do not go with padding 'valid' (RETURNN asserts they are "
+                               "unset; valid windows start at each frame)" % self.desc)
         if self.padding == "same":
             self.left, self.right = _window_sides(size, self.opt("window_left"), self.opt("window_right"))
             if self.left < 0 or self.right < 0 or self.left + self.right + 1 != size:
