@@ -370,3 +370,70 @@ def test_training_run_with_search_train_network_layers(tmp_path):
     values = [float(v) for v in re.findall(r"score\S*:? (\S+)", epoch2)]
     assert values and all(math.isfinite(v) for v in values), epoch2
     assert "parameters copied: 9, partly copied: 0, new: none" in proc.stdout, describe(proc)
+
+
+# BLEU of RETURNN's compute_bleu (1.20261022) for these (reference, hypothesis) pairs
+BLEU_CASES = [([1, 2, 3, 4], [1, 2, 3, 4], 1.0), ([1, 2, 3, 4], [1, 2, 3], 0.7165313363075256), ([1, 2, 3, 4], [], 0.0),
+              ([1, 2, 1, 2, 1], [2, 1, 2, 1, 2, 1, 2], 0.6147881746292114), ([3, 3, 3], [3, 3, 3, 3, 3], 0.3976353704929352),
+              ([1, 2, 3, 4, 5, 6], [6, 5, 4, 3, 2, 1], 0.12703318893909454),
+              ([1, 2, 3, 4, 5, 6, 7, 8], [1, 2, 9, 4, 5, 6, 9, 8], 0.27054113149642944)]
+
+
+@pytest.mark.parametrize("ref,hyp,bleu", BLEU_CASES)
+def test_sentence_bleu_as_returnn(ref, hyp, bleu):
+    from returnn.util.bleu import compute_bleu
+    assert compute_bleu([ref], [hyp]) == pytest.approx(bleu, rel=1e-6)
+
+
+def _bleu(ref, hyp):
+    from returnn.util.bleu import compute_bleu
+    return float(compute_bleu([list(ref)], [list(hyp)]))
+
+
+@pytest.mark.parametrize("inner", ["bleu", "edit_distance"])
+def test_expected_loss_over_the_beam(inner):
+    """RETURNN's expected_loss (mbleu configs): per sequence, the hypotheses' errors minus their mean,
+    weighted by the softmax of their scores, summed, divided by the beam size; gradient through the
+    scores to the shared parameters. Also the 'bleu' loss (an error only) of the decision."""
+    k = 3
+    net = _net(k, extra={
+        "min_risk": {"class": "copy", "from": "output", "loss": "expected_loss", "target": "classes",
+                     "only_on_search": True, "loss_opts": {"loss": {"class": inner}, "loss_kind": "error"}},
+        "decision_bleu": {"class": "decide", "from": "output", "loss": "bleu", "target": "classes",
+                          "only_on_search": True}},
+        layers=("output", "min_risk", "decision_bleu"))
+    names = ["extra.search:min_risk", "extra.search:decision_bleu"]
+    with tf.GradientTape() as tape:
+        out, losses = _run(net, names)
+        objective = losses["extra.search:min_risk"].loss_sum
+    rec = out["extra.search:min_risk"]
+    labels, lens, scores = rec.tensor.numpy(), rec.seq_len.numpy(), rec.beam.scores.numpy()
+    total = 0.0
+    for b in range(len(X)):
+        ref = Y[b, :Y_LENS[b]]
+        hyps = [labels[b * k + i, :lens[b * k + i]] for i in range(k)]
+        err = np.array([-_bleu(ref, h) if inner == "bleu" else _levenshtein(list(h), list(ref)) for h in hyps])
+        w = np.exp(scores[b] - np.log(np.exp(scores[b]).sum()))
+        total += ((err - err.mean()) * w).sum() / k
+    value = losses["extra.search:min_risk"]
+    np.testing.assert_allclose(value.loss_sum.numpy(), total, rtol=1e-4, atol=1e-6)
+    assert value.norm.numpy() == k * Y_LENS.sum()
+    grads = tape.gradient(objective, net.layers["output"].layers["prob"].trainable_variables)
+    assert all(g is not None and np.all(np.isfinite(tf.convert_to_tensor(g).numpy())) for g in grads)
+    assert any(np.abs(tf.convert_to_tensor(g).numpy()).sum() > 0 for g in grads)
+    dec = out["extra.search:decision_bleu"]
+    bleu = sum(_bleu(Y[b, :Y_LENS[b]], dec.tensor.numpy()[b, :dec.seq_len.numpy()[b]]) for b in range(len(X)))
+    value = losses["extra.search:decision_bleu"]
+    np.testing.assert_allclose(value.error_sum.numpy(), -bleu, rtol=1e-5)
+    assert value.error_norm.numpy() == Y_LENS.sum() and value.norm.numpy() == 0
+
+
+def test_expected_loss_options_refused_in_one_line():
+    from returnn.tf.losses import get_loss_class
+    cls = get_loss_class("expected_loss", "x")
+    with pytest.raises(NetworkError, match="'x'.*loss_kind = 'value' is not supported"):
+        cls("x", {"loss": {"class": "bleu"}, "loss_kind": "value"}, "classes")
+    with pytest.raises(NetworkError, match="'x'.*needs loss_opts 'loss_kind'"):
+        cls("x", {"loss": {"class": "bleu"}}, "classes")
+    with pytest.raises(NetworkError, match="'x'.*class 'bleu' or 'edit_distance'.*'ce'"):
+        cls("x", {"loss": {"class": "ce"}, "loss_kind": "error"}, "classes")

@@ -1,4 +1,4 @@
-"""Losses (``"loss": "ce" | "mse" | "ctc" | "as_is" | "edit_distance" | "sampling_loss" | "search_score"`` ...).
+"""Losses (``"loss": "ce" | "mse" | "ctc" | "as_is" | "edit_distance" | "sampling_loss" | "search_score" | ...``).
 
 Every loss returns sums, not averages (:class:`LossValues`); the reported scores divide by ``norm``
 (and ``error_sum`` by ``error_norm``), possibly after summing over several batches or workers.
