@@ -299,13 +299,15 @@ def test_rec_subnetwork_axis_back_prop_unit_opts():
     net(axis="T", back_prop=True, unit_opts={})
     with pytest.raises(NetworkError, match="'output'.*'axis'"):
         net(axis="F")
-    # where no gradient is taken (search, evaluation) back_prop False (a transducer config sets it by task)
-    # changes nothing; a training step refuses it
+    # back_prop False (a transducer config sets it by task): the same values, no gradient through the loop
     from returnn.tf.layers import RunContext
     x = {"data": tf.constant(np.random.RandomState(0).randn(2, 4, 3).astype("float32")),
          "data:seq_len": tf.constant([4, 2])}
-    with pytest.raises(NetworkError, match="'output'.*'back_prop'"):
-        net(back_prop=False).forward(x, RunContext(True))
+    for back_prop in (True, False):
+        trained = net(back_prop=back_prop)
+        with tf.GradientTape() as tape:
+            total = tf.reduce_sum(trained.forward(x, RunContext(True))["output"].tensor)
+        assert [g is None for g in tape.gradient(total, trained.trainable_variables)] == [not back_prop] * 2
     net(back_prop=False).forward(x, RunContext(False))
     frozen, plain = net(search=True, back_prop=False), net(search=True)
     for a, b in zip(frozen.layers["output"].trainable_variables, plain.layers["output"].trainable_variables):

@@ -437,3 +437,22 @@ def test_expected_loss_options_refused_in_one_line():
         cls("x", {"loss": {"class": "bleu"}}, "classes")
     with pytest.raises(NetworkError, match="'x'.*class 'bleu' or 'edit_distance'.*'ce'"):
         cls("x", {"loss": {"class": "ce"}, "loss_kind": "error"}, "classes")
+
+
+def test_back_prop_false_search_in_training_has_no_gradient():
+    """RETURNN's back_prop False on a rec layer (the latent-attention configs' extra.search decoder):
+    the search runs the same, nothing it gives carries a gradient."""
+    net = _net(2)
+    frozen = TFNetwork({
+        "enc": {"class": "reduce", "mode": "mean", "axes": "T", "from": "data"},
+        "output": dict(_decoder(2), back_prop=False),
+        "decision": {"class": "decide", "from": "output", "loss": "search_score", "only_on_search": True}},
+        _extern(), search_train_layers=["output", "decision"])
+    for a, b in zip(frozen.trainable_variables, net.trainable_variables):
+        a.assign(b)
+    with tf.GradientTape() as tape:
+        out, losses = _run(frozen, ["extra.search:decision"])
+    grads = tape.gradient(losses["extra.search:decision"].loss_sum, frozen.trainable_variables)
+    assert all(g is None for g in grads)
+    ref, _ = _run(net, ["extra.search:decision"])
+    np.testing.assert_array_equal(out["extra.search:decision"].tensor.numpy(), ref["extra.search:decision"].tensor.numpy())

@@ -17,6 +17,7 @@ import re
 import types
 
 import numpy as np
+import tensorflow as tf
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from returnn.errors import NetworkError, known_list
@@ -136,8 +137,8 @@ class RecSubnetLayer(AssumedTemplates, Layer):
                noop="RETURNN ignores it here with a warning; cheating is set on the choice layer"),
         Option("unroll", False, "RETURNN: unroll the loop",
                noop="RETURNN reads it only for its TensorFlow cells, never for a sub-network unit"),
-        Option("back_prop", True, "False: no gradient through the loop (RETURNN's while_loop option); accepted "
-                                  "where no gradient is taken (search, evaluation), refused in a training step"),
+        Option("back_prop", True, "False: no gradient through the loop (RETURNN's while_loop option): its in-loop "
+                                  "layers' values (in search all it gives) carry none; layers moved out of it do"),
         Option("direction", 1, "1 only for a sub-network"),
         Option("axis", None, "the axis to loop over: only the source's time axis here"),
         Option("unit_opts", None, "not used with a sub-network", only=(None, {})),
@@ -471,16 +472,20 @@ class RecSubnetLayer(AssumedTemplates, Layer):
 
     # ---- running
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
-        if self.opt("back_prop") is False and ctx.train:
-            raise NetworkError("%s: option 'back_prop' False (no gradient through the loop) is supported only where "
-                               "no gradient is taken (search, evaluation), not in a training step" % self.desc)
+        no_grad = self.opt("back_prop") is False  # RETURNN's while_loop(back_prop=False): no gradient through the loop
         if self.search:
             from returnn.tf.layers.rec_net.search import BeamSearchRun
+            from returnn.tf.layers.beam_values import Beam, with_beam
             run = BeamSearchRun(self, sources, ctx)
             out = run.run()
+            beam, exported = getattr(run, "beam", None), dict(run.exported)
+            if no_grad:  # everything the search gives comes out of its loop
+                out = out.with_tensor(tf.stop_gradient(out.tensor))
+                exported = {n: v.with_tensor(tf.stop_gradient(v.tensor), logits=None if v.logits is None else
+                                             tf.stop_gradient(v.logits)) for n, v in exported.items()}
+                beam = beam and Beam(beam.k, tf.stop_gradient(beam.scores), beam.owner)
             result = LayerOutput(out.tensor, self.output, out.sizes)
-            result.sub_outputs = dict(run.exported, output=result)
-            from returnn.tf.layers.beam_values import with_beam
-            return with_beam(result, getattr(run, "beam", None))
+            result.sub_outputs = dict(exported, output=result)
+            return with_beam(result, beam)
         from returnn.tf.layers.rec_net.loop import run_unit
-        return run_unit(self, sources, ctx)
+        return run_unit(self, sources, ctx, back_prop=not no_grad)

@@ -316,13 +316,17 @@ class UnitRun:
         return out
 
 
-def run_unit(rec, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
-    """The rec layer's value; ``sub_outputs`` on it holds every sub-layer's whole sequence."""
+def run_unit(rec, sources: List[LayerOutput], ctx: RunContext, back_prop: bool = True) -> LayerOutput:
+    """The rec layer's value; ``sub_outputs`` on it holds every sub-layer's whole sequence. Without
+    ``back_prop`` the in-loop layers' values carry no gradient (RETURNN's while_loop option)."""
     run = UnitRun(rec, sources, ctx)
     run.run_moved_out()
     values = {n: v for n, v in run.full.items() if not n.startswith("prev:")}
     if rec.plan.in_loop:
         stacked = run.run_loop()
+        if not back_prop:
+            stacked = {n: v.with_tensor(tf.stop_gradient(v.tensor), logits=None if v.logits is None else
+                                        tf.stop_gradient(v.logits)) for n, v in stacked.items()}
         values.update(stacked)
         run.full.update(stacked)
     for sub in rec.after_order:  # layers that only read the loop's outputs: once over the stacked sequences
