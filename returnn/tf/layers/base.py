@@ -469,10 +469,11 @@ NOT_HERE = {
     "kenlm": "it needs the KenLM native library; use a neural LM layer, or rescore n-best lists outside",
     "mask_based_gevbeamforming": "it needs the pb_bss beamforming package",
     "mask_based_mvdrbeamforming": "it needs the pb_bss beamforming package",
-    "edit_distance_table": "it needs search during training (RETURNN's optimal completion distillation: the rows follow "
-                           "each hypothesis of the beam), which this engine does not run; use the edit_distance layer "
-                           "on decided outputs",
-    "optimal_completions": "it reads edit_distance_table rows of a search in training, which this engine does not run",
+    "edit_distance_table": "RETURNN's native edit-distance row op per hypothesis of a search in training (optimal "
+                           "completion distillation) is not implemented here (the search in training itself is); use "
+                           "the edit_distance loss on decided outputs",
+    "optimal_completions": "it reads edit_distance_table rows (RETURNN's native optimal-completion op), not implemented "
+                           "here",
     "parametric_wiener_filter": "it needs i6's tfSi6Proc package (its TfParametricWienerFilter), which is not public",
 }
 # Losses likewise: RETURNN's full-sum losses computed by RASR.
