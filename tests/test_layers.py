@@ -313,13 +313,31 @@ def test_conv_matches_numpy_per_sequence(k, stride, dilation, padding):
     opts = {"filter_size": [k], "strides": stride, "dilation_rate": dilation, "padding": padding, "n_out": 3,
             "with_bias": True}
     layer = make("conv", opts, [spec(4)])
-    out = run(layer, [lo(garble(x, lens), lens)])
+    out = run(layer, [lo(garble(x, lens, value=0.0), lens)])  # zero padding, as from a dataset
     y, out_lens = out.tensor.numpy(), out.seq_len.numpy()
     for b, n in enumerate(lens):
         ref = np_conv(x[b, :n], layer.W.numpy(), layer.bias.numpy(), stride, dilation, padding)
         assert out_lens[b] == len(ref) == conv_out_len(n, k, stride, dilation, padding)
         np.testing.assert_allclose(y[b, :out_lens[b]], ref, atol=1e-5)
-        np.testing.assert_array_equal(y[b, out_lens[b]:], 0.0)
+
+
+@pytest.mark.parametrize("use_time_mask", [False, True])
+def test_conv_reads_padded_frames_as_they_are_unless_use_time_mask(use_time_mask):
+    """RETURNN convolves the padded tensor as it is (a linear layer's bias, a cumsum's total there)
+    unless use_time_mask sets padded frames to 0; its output's padded frames are not masked."""
+    lens = [5, 2]
+    x, lens = dense(0, lens=lens)
+    dirty = garble(x, lens, value=3.0)
+    layer = make("conv", {"filter_size": [3], "padding": "same", "n_out": 2, "use_time_mask": use_time_mask,
+                          "with_bias": True},
+                 [spec(4)])
+    y = run(layer, [lo(dirty, lens)]).tensor.numpy()
+    w, bias = layer.W.numpy(), layer.bias.numpy()
+    seen = garble(x, lens, value=0.0) if use_time_mask else dirty
+    ref = np_conv(seen[1], w, bias, 1, 1, "same")  # the whole padded row, zeros only beyond it
+    np.testing.assert_allclose(y[1, :2], ref[:2], atol=1e-4)
+    if not use_time_mask:
+        assert not np.allclose(ref[1], np_conv(x[1, :2], w, bias, 1, 1, "same")[1])  # the padded frame counted
 
 
 def test_conv_same_stride1_agrees_with_tf_conv1d():
@@ -351,8 +369,8 @@ def np_pool(x, k, stride, padding, mode, n=None, use_time_mask=False):
 @pytest.mark.parametrize("mode", ["max", "avg"])
 @pytest.mark.parametrize("k,stride,padding", [(2, None, "valid"), (3, None, "same"), (3, 1, "same"), (2, 1, "valid")])
 def test_pool_matches_numpy_per_sequence(mode, k, stride, padding, use_time_mask):
-    """RETURNN's pooling: padded frames inside the batch take part (as zeros here, RETURNN's numbers
-    when its padding is zero) unless use_time_mask (max: left out; avg: counted as 0)."""
+    """RETURNN's pooling: padded frames inside the batch take part as they are unless use_time_mask
+    (max: left out; avg: counted as 0)."""
     lens = [7, 4, 2]
     x, lens = dense(0, lens=lens)
     x = x - 1.0  # mostly negative values: a padded 0 wins a max window
@@ -360,13 +378,13 @@ def test_pool_matches_numpy_per_sequence(mode, k, stride, padding, use_time_mask
     if stride:
         opts["strides"] = stride
     layer = make("pool", opts, [spec(4)])
-    out = run(layer, [lo(garble(x, lens, value=1e4), lens)])
+    # padded frames: zeros as from a dataset (taken as they are), or garbage that use_time_mask leaves out
+    out = run(layer, [lo(garble(x, lens, value=1e4 if use_time_mask else 0.0), lens)])
     y, out_lens = out.tensor.numpy(), out.seq_len.numpy()
     for b, n in enumerate(lens):
         ref = np_pool(x[b], k, stride or k, padding, mode, n, use_time_mask)[:out_lens[b]]
         assert out_lens[b] == len(np_pool(x[b, :n], k, stride or k, padding, mode))
         np.testing.assert_allclose(y[b, :out_lens[b]], ref, atol=1e-5)
-        np.testing.assert_array_equal(y[b, out_lens[b]:], 0.0)
 
 
 def test_conv_pool_option_errors():

@@ -104,7 +104,7 @@ def np_window(seq, size, left, stride, valid):
 
 @pytest.mark.parametrize("size,left,stride,padding", [(3, None, 1, "same"), (4, None, 1, "same"), (3, 2, 1, "same"),
                                                       (2, None, 2, "same"), (3, None, 1, "valid"), (2, None, 3, "valid")])
-def test_window_per_sequence(size, left, stride, padding):
+def test_window_per_sequence_reads_padded_frames_as_returnn(size, left, stride, padding):
     data, val, x = btf(3)
     opts = {"window_size": size, "stride": stride, "padding": padding}
     if left is not None:
@@ -113,10 +113,12 @@ def test_window_per_sequence(size, left, stride, padding):
     out = run(layer, [val])
     assert layer.output.dims[2].dimension == size and layer.output.feature_dim_axis == 3
     default_left = size - 1 - size // 2
+    dirty = val.tensor.numpy()  # as RETURNN: a shorter sequence's windows read its padded frames as they are
     for b, n in enumerate(LENS):
-        ref = np_window(x[b, :n], size, default_left if left is None else left, stride, padding == "valid")
-        assert out.seq_len.numpy()[b] == len(ref)
-        np.testing.assert_allclose(out.tensor.numpy()[b, :len(ref)], ref)
+        count = len(np_window(x[b, :n], size, default_left if left is None else left, stride, padding == "valid"))
+        ref = np_window(dirty[b], size, default_left if left is None else left, stride, padding == "valid")[:count]
+        assert out.seq_len.numpy()[b] == count
+        np.testing.assert_allclose(out.tensor.numpy()[b, :count], ref)
 
 
 @pytest.mark.parametrize("size,step", [(3, 2), (4, 4), (2, 1), (8, 3)])

@@ -35,3 +35,20 @@ case("fuzz_dot_no_var_bv21", "fuzz_dot", {  # no size-1 var2 axis from behavior 
     extern=X5, config={"behavior_version": 21})
 case("fuzz_dot_no_var_bv0", "fuzz_dot", {
     "output": {"class": "dot", "from": ["data", "data"], "reduce": "F", "var1": None, "var2": None}}, extern=X5)
+# conv, pool and window read the padded frames as they are (a cumsum's total, a linear layer's bias there)
+case("fuzz_cumsum_conv", "fuzz_padded_frames", {
+    "l0": {"class": "cumsum", "axis": "T", "from": "data"},
+    "output": {"class": "conv", "filter_size": [2], "n_out": 2, "padding": "same", "activation": "relu",
+               "with_bias": False, "from": "l0"}}, extern=X5)
+case("fuzz_linear_conv_conv", "fuzz_padded_frames", {
+    "l0": {"class": "linear", "n_out": 4, "activation": None, "from": "data"},
+    "l1": {"class": "conv", "filter_size": [3], "n_out": 3, "padding": "same", "with_bias": True, "from": "l0"},
+    "output": {"class": "conv", "filter_size": [3], "n_out": 2, "padding": "same", "from": "l1"}}, extern=X5,
+    lens={"data": [7, 4, 0]})
+case("fuzz_linear_pool_max", "fuzz_padded_frames", {
+    "l0": {"class": "linear", "n_out": 4, "activation": None, "from": "data"},
+    "output": {"class": "pool", "mode": "max", "pool_size": [3], "padding": "same", "strides": 1, "from": "l0"}},
+    extern=X5)
+case("fuzz_batch_norm_window", "fuzz_padded_frames", {
+    "l0": {"class": "batch_norm", "use_shift": False, "momentum": 0.1, "from": "data"},
+    "output": {"class": "window", "window_size": 4, "window_right": 1, "axis": "T", "from": "l0"}}, extern=X5)

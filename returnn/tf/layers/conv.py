@@ -2,14 +2,13 @@
 :mod:`returnn.tf.layers.spatial`).
 
 Padded frames of the input (positions beyond a sequence's length, inside the batch's padded
-extent) take part as RETURNN lets them, ``use_time_mask`` False (its default): RETURNN convolves and
-pools over them *as they are*. Padded values here may be garbage, so they enter as zeros: the same
-numbers as RETURNN whenever its input's padding is zero (data, LSTM outputs, a previous conv or
-pool with masked output). So a ``max`` pool sees 0 at padded frames (0 may win) and ``avg`` counts
-them as 0 in its window. ``use_time_mask`` True: padded frames are left out as RETURNN masks them
-(``max``: -inf; ``avg``: 0, still counted, as RETURNN). Window padding (``same``, beyond the batch's
-padded extent) is TensorFlow's: ignored by ``max``, not counted by ``avg``. Output padding is 0.
-A convolution sees zeros at padded frames with or without ``use_time_mask`` (RETURNN masks to 0).
+extent) take part as RETURNN lets them: with ``use_time_mask`` False (its default) RETURNN
+convolves and pools over them *as they are* (zeros from the data, a linear layer's bias, a cumsum's
+total, a previous conv's values there), and so does this engine; the outputs' padded frames are
+left as computed too (RETURNN does not mask them). ``use_time_mask`` True: padded frames are set to
+0 for a convolution; a pool leaves them out as RETURNN masks them (``max``: -inf; ``avg``: 0, still
+counted). Window padding (``same``, beyond the batch's padded extent) is TensorFlow's: zeros for a
+convolution, ignored by ``max``, not counted by ``avg``.
 """
 from __future__ import annotations
 
@@ -62,9 +61,8 @@ class ConvLayer(Layer):
         Option("pad_seq_len_to_power", None, "RETURNN: dynamic axes padded to a power of this first (default: "
                                              "config conv_pad_seq_len_to_power); no effect but with strides and "
                                              "'same' there (refused)"),
-        Option("use_time_mask", False, "RETURNN: padded input frames set to 0 before the convolution",
-               noop="padded frames enter as zeros either way here (module docstring): True is RETURNN's masking "
-                    "to 0, False gives RETURNN's numbers whenever its input padding is zero"),
+        Option("use_time_mask", False, "padded input frames set to 0 before the convolution (False: they take "
+                                       "part as they are, as RETURNN)"),
     )
 
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
@@ -142,7 +140,7 @@ class ConvLayer(Layer):
         w = self.kernel(sources)
         sources = sources[:-1] if self.filter_ref else sources
         x = concat_inputs(self, plan.concat_data, plan.concat_plan, sources, ctx)
-        xt, _ = plan.channel_last_input(x)
+        xt, _ = plan.channel_last_input(x, 0.0 if self.opt("use_time_mask") else None, pad_fill=0.0)
         strides = [win.stride for win in plan.windows]
         dilations = [win.dilation for win in plan.windows]
         strided = all(d == 1 for d in dilations) and self.groups == 1
@@ -209,7 +207,7 @@ class PoolLayer(Layer):
         strided = True  # (strides and dilations > 1 together are refused in __init__)
         strides = [w.stride for w in plan.windows]
         outside = float("-inf") if self.mode == "max" else 0.0  # window padding: ignored / not counted
-        fill = outside if self.opt("use_time_mask") else 0.0
+        fill = outside if self.opt("use_time_mask") else None  # None: padded frames as they are (RETURNN)
         xt, extent = plan.channel_last_input(x, fill, pad_fill=outside)
         y = tf.nn.pool(xt, window, self.mode.upper(), strides=strides, padding="VALID", dilations=dilations)
         count = tf.nn.pool(extent, window, "AVG", strides=strides, padding="VALID", dilations=dilations)

@@ -218,7 +218,8 @@ def _window_sides(size: int, left: Any, right: Any) -> Tuple[int, int]:
 @register_layer
 class WindowLayer(_ShapeLayer):
     """Adds a window axis of ``window_size`` right after ``axis`` (default T): output frame t holds
-    input frames ``t - window_left .. t + window_right`` (zeros outside the sequence); ``valid``
+    input frames ``t - window_left .. t + window_right`` (as RETURNN: a shorter sequence's windows
+    read its padded frames as they are, zeros only beyond the padded tensor); ``valid``
     keeps only full windows; ``stride`` keeps every n-th window."""
 
     layer_class = "window"
@@ -311,7 +312,7 @@ class WindowLayer(_ShapeLayer):
         if self.step_mode:
             raise NetworkError("%s: a window over the loop's frames runs only inside a rec layer's unit" % self.desc)
         x = self.inputs(sources, ctx)
-        tensor = x.masked(0)
+        tensor = x.tensor  # RETURNN's windowed_nd: padded frames as they are, zeros only beyond the tensor
         pads = [[0, 0]] * self.input.batch_ndim
         pads[self.ax] = [self.left, self.right]
         tensor = tf.pad(tensor, pads)

@@ -172,20 +172,21 @@ class SpatialPlan:
             return Data(name, dims=[batch, feature] + spatial, feature_dim_axis=1)
         return self.out_last
 
-    def channel_last_input(self, x: LayerOutput, fill: float = 0.0, pad_fill: Optional[float] = None
+    def channel_last_input(self, x: LayerOutput, fill: Optional[float] = 0.0, pad_fill: Optional[float] = None
                            ) -> Tuple[tf.Tensor, tf.Tensor]:
-        """The input ``(B, s..., C)`` with padded positions ``fill``, padded for the windows with
-        ``pad_fill`` (default ``fill``), and the float mask ``(B, s..., 1)`` of the positions inside
-        the batch's padded extent (1; the window padding 0)."""
+        """The input ``(B, s..., C)`` with padded positions ``fill`` (None: as they are), padded for
+        the windows with ``pad_fill`` (default ``fill``), and the float mask ``(B, s..., 1)`` of the
+        positions inside the batch's padded extent (1; the window padding 0)."""
         x = dense_value(x)
-        mask = x.full_mask()
+        mask = x.full_mask() if fill is not None else None
         tensor = x.tensor if mask is None else tf.where(mask, x.tensor, tf.cast(fill, x.tensor.dtype))
         for reshape in self.reshapes:
             tensor = reshape(tensor)
         tensor = tf.transpose(tensor, self.perm)
         pads = [[0, 0]] + [self._pads(w, tf.shape(tensor)[i + 1]) for i, w in enumerate(self.windows)] + [[0, 0]]
         extent = tf.ones_like(tensor[..., :1], dtype=tf.float32)
-        return tf.pad(tensor, pads, constant_values=fill if pad_fill is None else pad_fill), tf.pad(extent, pads)
+        value = pad_fill if pad_fill is not None else (fill or 0.0)
+        return tf.pad(tensor, pads, constant_values=value), tf.pad(extent, pads)
 
     def _pads(self, w: AxisWindow, length) -> List[Any]:
         if w.in_dim.is_static() and self.padding == "same":
@@ -213,10 +214,10 @@ class SpatialPlan:
         return y[(slice(None),) + tuple(slice(None, None, w.stride) for w in self.windows)]
 
     def finish(self, layer, y: tf.Tensor, sources: List[LayerOutput], x: LayerOutput) -> LayerOutput:
-        """``y`` (channel-last) as the layer output: padded positions 0, channel-first if asked."""
+        """``y`` (channel-last) as the layer output, padded positions as computed (RETURNN does not
+        mask them), channel-first if asked."""
         sizes = dict(x.sizes)
         sizes.update(self.out_sizes(x))
-        y = LayerOutput(y, self.out_last, sizes).masked(0.0)
         if layer.opt("use_channel_first"):
             n = len(self.windows)
             y = tf.transpose(y, [0, n + 1] + list(range(1, n + 1)))
