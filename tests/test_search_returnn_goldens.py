@@ -1,7 +1,8 @@
 """Beam search against the real RETURNN: decided labels of a tiny decoder over random score tables,
 with and without the choice's length_normalization (RETURNN's: ended hypotheses' scores scaled per
-step, so the beam compares score / length), and with a custom_score_combine recombining hypotheses
-(tests/returnn_goldens/search_goldens.py made tests/data/returnn_goldens/search_beam.json)."""
+step, so the beam compares score / length), with a custom_score_combine recombining hypotheses, and
+a time-synchronous loop over sequences of different lengths (each ends at its length, one step later
+without include_eos) (tests/returnn_goldens/search_goldens.py made tests/data/returnn_goldens/search_beam.json)."""
 import json
 import os
 import sys
@@ -23,26 +24,24 @@ with open(os.path.join(HERE, "data", "returnn_goldens", "search_beam.json")) as 
 
 
 def _label(case):
-    opts = ["beam%i" % case["beam"], "ln" if case["length_norm"] else "noln"]
-    opts += ["exp%g" % case["exponent"]] if "exponent" in case else []
+    opts = (["timesync"] if case.get("kind") == "time_sync" else []) + ["beam%i" % case["beam"]]
+    opts += ["ln" if case["length_norm"] else "noln"] + (["exp%g" % case["exponent"]] if "exponent" in case else [])
+    opts += ["eos"] if case.get("include_eos") else []
     return "-".join(opts + (["recombine"] if case.get("combine") else []))
 
 
 @pytest.mark.parametrize("case", GOLDEN["cases"], ids=[_label(c) for c in GOLDEN["cases"]])
 def test_search_as_returnn(case):
     extern = {"data": Data("data", shape=(None, 2)), "classes": Data("classes", dim=4, sparse=True)}
-    combine = search_goldens.recombine if case.get("combine") else None
-    net = TFNetwork(search_goldens.net_dict(case["beam"], case["length_norm"], case.get("exponent", 1.0), combine),
-                    extern, search=True)
+    net = TFNetwork(search_goldens.case_net_dict(case), extern, search=True)
     unit = net.layers["output"].layers
     unit["emb"].W.assign(np.eye(4, dtype="float32"))
     unit["prob"].W.assign(np.array(case["W"], "float32"))
-    enc = np.array(case["enc"], "float32")
-    x = np.repeat(enc[:, None, :], 3, axis=1)
-    out = net.forward({"data": tf.constant(x), "data:seq_len": tf.constant([3] * len(enc))}, RunContext(False),
+    x, lens = search_goldens.case_inputs(case)
+    out = net.forward({"data": tf.constant(x), "data:seq_len": tf.constant(lens)}, RunContext(False),
                       only=["decision"])["decision"]
-    values, lens = out.tensor.numpy(), out.seq_len.numpy()
-    assert [values[b, :lens[b]].tolist() for b in range(len(enc))] == case["returnn"]
+    values, out_lens = out.tensor.numpy(), out.seq_len.numpy()
+    assert [values[b, :out_lens[b]].tolist() for b in range(len(lens))] == case["returnn"]
 
 
 def test_the_goldens_tell_the_options_apart():
@@ -52,5 +51,5 @@ def test_the_goldens_tell_the_options_apart():
     for case in GOLDEN["cases"]:
         by_table.setdefault(json.dumps(case["W"]), {})[_label(case)] = case["returnn"]
     for a, b in [("beam3-ln", "beam3-noln"), ("beam3-ln", "beam3-ln-exp0.5"), ("beam3-ln", "beam3-ln-recombine"),
-                 ("beam3-noln", "beam3-noln-recombine")]:
-        assert any(r[a] != r[b] for r in by_table.values()), (a, b)
+                 ("beam3-noln", "beam3-noln-recombine"), ("timesync-beam1-ln", "timesync-beam3-ln")]:
+        assert any(a in r and r[a] != r[b] for r in by_table.values()), (a, b)

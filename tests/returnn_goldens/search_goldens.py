@@ -2,7 +2,9 @@
 tests/test_search_returnn_goldens.py: a tiny decoder (label embedding + encoder mean -> softmax ->
 choice -> end at label 3) searched with several beam sizes, with and without the choice's
 ``length_normalization`` (also another exponent), and with a ``custom_score_combine`` that recombines
-hypotheses of equal label strings (an ``explicit_search_sources`` layer), over random score tables.
+hypotheses of equal label strings (an ``explicit_search_sources`` layer), over random score tables;
+and a time-synchronous decoder (the loop over its input frames, sequences of different lengths with
+garbage in the padded frames), with and without ``include_eos``.
 
 Regenerate from a directory OUTSIDE the repository (so ``import returnn`` is the PyPI package)::
 
@@ -64,6 +66,50 @@ def recombine(layer, scores_in, scores_base, base_beam_in, batch_dim, **_kwargs)
     return scores_in + new_base[:, :, None]
 
 
+def net_dict_time_sync(beam: int, length_norm: bool, include_eos: bool) -> dict:
+    """A loop over the input frames (no ``end`` layer: each sequence ends at its length)."""
+    return {
+        "output": {"class": "rec", "from": "data", "include_eos": include_eos, "unit": {
+            "emb": {"class": "linear", "from": "prev:output", "n_out": 4, "activation": None, "with_bias": False},
+            "prob": {"class": "softmax", "from": ["emb", "data:source"], "n_out": 4, "with_bias": False},
+            "output": {"class": "choice", "from": "prob", "target": "classes", "beam_size": beam,
+                       "length_normalization": length_norm, "initial_output": 0}}},
+        "decision": {"class": "decide", "from": "output", "is_output_layer": True},
+    }
+
+
+def make_time_sync_cases(n_tables: int = 6, seed: int = 3) -> list:
+    rng = np.random.RandomState(seed)
+    cases = []
+    for _ in range(n_tables):
+        weights = rng.normal(0, 2, size=(6, 4)).astype("float32")
+        x = rng.normal(0, 1, size=(3, 5, 2)).astype("float32")
+        x[1, 3:] = 50.0 * rng.normal(0, 1, size=(2, 2))  # garbage in the padded frames
+        x[2, 2:] = -50.0 * rng.normal(0, 1, size=(3, 2))
+        for beam in (1, 3):
+            for length_norm in (True, False):
+                for include_eos in (False, True):
+                    cases.append({"kind": "time_sync", "W": weights.tolist(), "x": x.tolist(), "lens": [5, 3, 2],
+                                  "beam": beam, "length_norm": length_norm, "include_eos": include_eos})
+    return cases
+
+
+def case_net_dict(case: dict) -> dict:
+    """The network of a case (either kind)."""
+    if case.get("kind") == "time_sync":
+        return net_dict_time_sync(case["beam"], case["length_norm"], case["include_eos"])
+    return net_dict(case["beam"], case["length_norm"], case.get("exponent", 1.0),
+                    recombine if case.get("combine") else None)
+
+
+def case_inputs(case: dict):
+    """The input frames (B, T, 2) and lengths of a case."""
+    if case.get("kind") == "time_sync":
+        return np.array(case["x"], "float32"), list(case["lens"])
+    enc = np.array(case["enc"], "float32")
+    return np.repeat(enc[:, None, :], 3, axis=1), [3] * len(enc)
+
+
 def make_cases(n_tables: int = 6, seed: int = 7) -> list:
     rng = np.random.RandomState(seed)
     cases = []
@@ -85,12 +131,11 @@ def _returnn_search(case: dict) -> list:
     import tensorflow as tf
     from returnn.config import Config
     from returnn.tf.network import TFNetwork
-    enc = np.array(case["enc"], "float32")
+    x, lens = case_inputs(case)
     config = Config({"extern_data": {"data": {"dim": 2}, "classes": {"dim": 4, "sparse": True}}})
     with tf.compat.v1.Graph().as_default():
         net = TFNetwork(config=config, train_flag=False, eval_flag=False, search_flag=True)
-        net.construct_from_dict(net_dict(case["beam"], case["length_norm"], case.get("exponent", 1.0),
-                                         recombine if case.get("combine") else None))
+        net.construct_from_dict(case_net_dict(case))
         with tf.compat.v1.Session() as sess:
             sess.run(tf.compat.v1.global_variables_initializer())
             for var in tf.compat.v1.global_variables():
@@ -99,11 +144,10 @@ def _returnn_search(case: dict) -> list:
                 elif var.name.endswith("prob/W:0"):
                     var.load(np.array(case["W"], "float32"), sess)
             data = net.extern_data.data["data"]
-            x = np.repeat(enc[:, None, :], 3, axis=1)
             out = net.layers["decision"].output
-            values, lens = sess.run([out.get_placeholder_as_batch_major(), out.get_sequence_lengths()],
-                                    feed_dict={data.placeholder: x, data.size_placeholder[0]: [3] * len(enc)})
-    return [values[b, :lens[b]].tolist() for b in range(len(enc))]
+            values, out_lens = sess.run([out.get_placeholder_as_batch_major(), out.get_sequence_lengths()],
+                                        feed_dict={data.placeholder: x, data.size_placeholder[0]: lens})
+    return [values[b, :out_lens[b]].tolist() for b in range(len(lens))]
 
 
 def main() -> None:
@@ -113,7 +157,7 @@ def main() -> None:
     if os.path.abspath(returnn.__file__).startswith(os.path.join(repo, "returnn") + os.sep):
         sys.exit("run from outside the repository: 'import returnn' must be the PyPI package")
     tf.compat.v1.disable_eager_execution()
-    cases = make_cases()
+    cases = make_cases() + make_time_sync_cases()
     for case in cases:
         case["returnn"] = _returnn_search(case)
     with open(OUT, "w") as f:

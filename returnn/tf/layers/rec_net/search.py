@@ -8,7 +8,9 @@ survive. From there on the step continues with the survivors: every value comput
 this step, the previous-step values and the cell states are reordered by their source hypothesis.
 
 A hypothesis ends at the step where the ``end`` layer is true (its length excludes that step
-unless ``include_eos``); after that its score is frozen and it keeps one continuation. The loop
+unless ``include_eos``; a loop over its source without ``end`` ends each sequence at the source's length,
+as RETURNN: that step still chooses without ``include_eos``); after that its score is frozen and it keeps
+one continuation. The loop
 stops when all hypotheses ended or after ``max_seq_len`` steps. The result is the best hypothesis
 per sequence by score, traced back through the stored source-hypothesis indices; so are the frames
 of in-loop layers with ``is_output_layer`` (readable from outside as ``REC/NAME``, as in RETURNN).
@@ -87,7 +89,8 @@ class BeamSearchRun(UnitRun):
         self.fed = fed_choices(rec, self.choice)  # choices fed their target that add their scores (search_scores.py)
         # a search in training as long as its target (RETURNN's known sequence length): the loop runs the target's
         # frames, every hypothesis has the target's length
-        self.fixed_length = not rec.n_from and rec.length_key is not None
+        # a loop over its source without 'end' ends each sequence at the source's length too (RETURNN's seq_lens)
+        self.fixed_length = (not rec.n_from and rec.length_key is not None) or (bool(rec.n_from) and "end" not in rec.unit)
         check_cheating("%s, sub-layer %r" % (rec.desc, self.choice), opts)
         self.sample_scale = float(opts.get("random_sample_scale") or 0.0)  # RETURNN's Gumbel noise (search_scores.py)
         self.cheating = opts.get("cheating") or False  # the reference kept as the beam's last hypothesis
