@@ -89,11 +89,14 @@ def units_table() -> List[str]:
 
 def summary() -> str:
     """One line: how many of RETURNN's layer classes and units exist here."""
+    from returnn.tf.layers.base import NOT_YET
     layers = [layer_status(n)[0] for n in RETURNN_LAYER_CLASSES]
     units = [unit_status(n)[0] for n in RETURNN_REC_UNITS]
-    return ("%i of RETURNN's %i layer class names work here (%i cannot: they need software outside TensorFlow), "
-            "%i of its %i rec unit names." % (layers.count("yes"), len(layers), layers.count("no"),
-                                                units.count("yes"), len(units)))
+    not_yet = [n for n in RETURNN_LAYER_CLASSES if n in NOT_YET and layer_status(n)[0] == "no"]
+    return ("%i of RETURNN's %i layer class names work here (%i cannot: they need software outside TensorFlow; "
+            "%i not yet: %s, RETURNN native ops not reimplemented with TensorFlow ops), %i of its %i rec unit names."
+            % (layers.count("yes"), len(layers), layers.count("no") - len(not_yet), len(not_yet),
+               ", ".join("`%s`" % n for n in not_yet), units.count("yes"), len(units)))
 
 
 def returnn_class_name(layer_class: str) -> str:
