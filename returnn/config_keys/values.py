@@ -315,6 +315,8 @@ CHECKED_WHEN_BUILT: Dict[str, str] = {
     "cache_size": "the datasets that take it, when they are built (Engine set-up: 'dataset train (HDFDataset): option "
                   "'cache_size' ...')",
     "preload_from_files": "returnn/tf/preload.py when the training or the checkpoint is set up (before the first step)",
+    "search_train_network_layers": "returnn/tf/extra_nets.py (search_train_roots) when the Engine builds the network "
+                                   "(a name that is no layer, or no name, is one line)",
     "context_window": "returnn/datasets/context_window.py (parse_context_window) when the engine builds its datasets",
 }
 """Declared keys with dict/list values checked by the module that reads them, during start-up."""
