@@ -129,6 +129,9 @@ learning_rate_control = "newbob_multi_epoch"
 newbob_multi_num_epochs = 1
 newbob_relative_error_threshold = -0.99  # every improvement counts as too small: the rate halves at epoch 3
 newbob_learning_rate_decay = 0.5
+# RETURNN's default HDF cache is 70%% of the memory available at its start; partly cached, its
+# CachedDataset fed empty sequences (all-zero features, labels -1): read the files directly
+cache_size = "0"
 model = %(model)r
 learning_rate_file = %(lr_file)r
 num_epochs = 2
