@@ -88,3 +88,12 @@ def test_axis_rules_of_the_behavior_version():
 def test_window_sides_do_not_go_with_valid_padding():
     with pytest.raises(NetworkError, match="window_left/window_right do not go with padding 'valid'"):
         _net({"output": {"class": "window", "window_size": 3, "window_left": 0, "padding": "valid", "from": "data"}})
+
+
+def test_shift_axis_without_pad_and_size_adjustment_is_refused_on_a_dynamic_axis():
+    """RETURNN keeps the old lengths over the shortened axis (longer than it); with the sizes
+    adjusted or with padding both engines agree (goldens)."""
+    layer = {"class": "shift_axis", "axis": "T", "amount": -1, "pad": False, "adjust_size_info": False, "from": "data"}
+    with pytest.raises(NetworkError, match="pad False with adjust_size_info False on the dynamic axis"):
+        _net({"output": layer})
+    assert _net({"output": dict(layer, axis="F")}).layers["output"].output.dim == 5

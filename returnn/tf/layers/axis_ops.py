@@ -10,7 +10,8 @@ tile, range_in_axis, range_from_length.
   ``[window_start, window_start + window_size)``.
 - ``shift_axis``: shifts the values along ``axis`` by ``amount`` frames (> 0 to later positions),
   filling ``pad_value``; without ``pad`` the axis gets shorter. ``adjust_size_info``: lengths
-  follow (+amount with padding on the right shift, -amount on a left shift, clipped).
+  follow (+amount with padding on the right shift, -amount on a left shift, clipped); without it
+  and without ``pad`` on a dynamic axis: refused (RETURNN keeps lengths longer than the axis).
 - ``repeat``: each position of ``axis`` ``repetitions`` times (an int, or an int layer with one
   count per position); a new axis whose sizes are the summed counts of real positions.
 - ``tile``: the whole axis repeated, ``multiples = {axis: n}`` (static axes; dynamic ones per sequence).
@@ -184,6 +185,10 @@ class ShiftAxisLayer(Layer):
         self.amount = amount
         old = data.dims[self.ax]
         self.new = None
+        if old.is_dynamic() and not self.opt("pad") and not self.opt("adjust_size_info"):
+            # RETURNN keeps the old lengths over the shortened axis: the longest sequences exceed it
+            raise NetworkError("%s: pad False with adjust_size_info False on the dynamic axis %r is refused: RETURNN "
+                               "keeps the old lengths, longer than the shortened axis" % (self.desc, old.description))
         if self.opt("adjust_size_info") or not self.opt("pad"):
             size = None if old.dimension is None else (old.dimension if self.opt("pad") else
                                                         max(0, old.dimension - abs(amount)))
@@ -212,7 +217,7 @@ class ShiftAxisLayer(Layer):
             old_sizes = x.size(self.ax)
             delta = self.amount if (self.amount < 0 or self.opt("pad")) else 0
             if not self.opt("adjust_size_info"):
-                delta = 0 if self.opt("pad") else -abs(self.amount)
+                delta = 0  # (with pad: the lengths stay; without pad refused in __init__)
             sizes[self.new] = tf.clip_by_value(old_sizes + delta, 0, tf.shape(shifted)[self.ax])
         return self.make_output(shifted, [x], sizes)
 
