@@ -57,7 +57,8 @@ def test_softmax_over_spatial_and_generic_attention_in_a_decoder_step():
     enc_d, enc, e = _enc(6, 5, time=ctx_d.time_dim)
     sm = make("softmax_over_spatial", {}, [ctx_d])
     w = run(sm, [ctx])
-    wn = w.tensor.numpy()
+    assert sm.output.dims[-1] is ctx_d.time_dim  # RETURNN: the normalised axis moves last
+    wn = np.moveaxis(w.tensor.numpy(), -1, 1)
     for b, n in enumerate(ENC_LENS):
         np.testing.assert_allclose(wn[b, :n, 0], _np_softmax(c[b, :n, 0]), atol=1e-6)
         assert (wn[b, n:] == 0).all()
@@ -67,7 +68,7 @@ def test_softmax_over_spatial_and_generic_attention_in_a_decoder_step():
     for b, n in enumerate(ENC_LENS):
         np.testing.assert_allclose(out[b], wn[b, :n, 0] @ e[b, :n], atol=1e-5)
     scaled = run(make("softmax_over_spatial", {"energy_factor": 0.5}, [ctx_d]), [ctx]).tensor.numpy()
-    np.testing.assert_allclose(scaled[0, :4, 0], _np_softmax(0.5 * c[0, :4, 0]), atol=1e-6)
+    np.testing.assert_allclose(scaled[0, 0, :4], _np_softmax(0.5 * c[0, :4, 0]), atol=1e-6)
 
 
 @pytest.mark.parametrize("sparse", [False, True])
@@ -161,11 +162,12 @@ def test_softmax_over_spatial_window():
     ctx_d, ctx, c = _enc(1, 4)
     start_d = Data("start", dims=[batch_dim], dtype="int32")
     layer = make("softmax_over_spatial", {"window_start": "start", "window_size": 2}, [ctx_d, start_d])
-    w = run(layer, [ctx, LayerOutput(tf.constant([1, 0]), start_d)]).tensor.numpy()
+    w = np.moveaxis(run(layer, [ctx, LayerOutput(tf.constant([1, 0]), start_d)]).tensor.numpy(), -1, 1)
     np.testing.assert_allclose(w[0, 1:3, 0], _np_softmax(c[0, 1:3, 0]), atol=1e-6)
     assert w[0, 0, 0] == 0 and w[0, 3, 0] == 0
     np.testing.assert_allclose(w[1, 0:2, 0], _np_softmax(c[1, 0:2, 0]), atol=1e-6)
-    fixed = run(make("softmax_over_spatial", {"window_start": 2, "window_size": 5}, [ctx_d]), [ctx]).tensor.numpy()
+    fixed = np.moveaxis(run(make("softmax_over_spatial", {"window_start": 2, "window_size": 5}, [ctx_d]),
+                            [ctx]).tensor.numpy(), -1, 1)
     np.testing.assert_allclose(fixed[0, 2:, 0], _np_softmax(c[0, 2:4, 0]), atol=1e-6)
     assert (fixed[1] == 0).all()  # the window lies beyond the sequence: no weight anywhere
     # RETURNN: window_size without window_start has no effect (but needs the time mask); the reverse is an error

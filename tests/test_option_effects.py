@@ -162,8 +162,9 @@ def test_softmax_over_spatial_use_time_mask():
     """None/True: padded positions get weight 0; False (RETURNN): their energies take part as they are."""
     data, val, x = btf(1, LENS, garbage=0.5)
     energies = np.where(np.arange(5)[None, :, None] < LENS[:, None, None], x, 0.5)
-    masked = run(make("softmax_over_spatial", {}, [data]), [val]).tensor.numpy()
-    full = run(make("softmax_over_spatial", {"use_time_mask": False}, [data]), [val]).tensor.numpy()
+    # (the output's normalised axis is last, as RETURNN's: back to (B, T, 1) here)
+    masked = np.moveaxis(run(make("softmax_over_spatial", {}, [data]), [val]).tensor.numpy(), -1, 1)
+    full = np.moveaxis(run(make("softmax_over_spatial", {"use_time_mask": False}, [data]), [val]).tensor.numpy(), -1, 1)
     for b, n in enumerate(LENS):
         e = np.exp(energies[b, :, 0])
         np.testing.assert_allclose(masked[b, :n, 0], e[:n] / e[:n].sum(), rtol=1e-5)

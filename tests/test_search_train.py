@@ -276,7 +276,8 @@ def test_softmax_over_spatial_start_masks_earlier_positions():
         "output": {"class": "softmax_over_spatial", "from": "energy", "start": "first"}},
         _extern())
     out = net.forward(_batch(), RunContext(False), only=["output", "energy", "first"])
-    e, w, first = out["energy"].tensor.numpy()[..., 0], out["output"].tensor.numpy()[..., 0], out["first"].tensor.numpy()
+    # (softmax_over_spatial's output has the normalised axis last, as RETURNN's: (B, 1, T))
+    e, w, first = out["energy"].tensor.numpy()[..., 0], out["output"].tensor.numpy()[:, 0], out["first"].tensor.numpy()
     for b, n in enumerate(X_LENS):
         keep = np.arange(n) >= first[b]
         ref = np.where(keep, np.exp(e[b, :n] - e[b, :n][keep].max()), 0.0)

@@ -52,3 +52,11 @@ case("fuzz_linear_pool_max", "fuzz_padded_frames", {
 case("fuzz_batch_norm_window", "fuzz_padded_frames", {
     "l0": {"class": "batch_norm", "use_shift": False, "momentum": 0.1, "from": "data"},
     "output": {"class": "window", "window_size": 4, "window_right": 1, "axis": "T", "from": "l0"}}, extern=X5)
+# softmax_over_spatial moves its axis last (RETURNN's copy_move_axis): order-dependent axes and windows see that
+case("fuzz_softmax_over_spatial_then_s0_slice", "fuzz_softmax_over_spatial", {
+    "l0": {"class": "softmax_over_spatial", "axis": "stag:time", "from": "data"},
+    "output": {"class": "slice", "axis": "S:0", "slice_end": -1, "slice_step": 3, "from": "l0"}}, extern=X34,
+    lens={"data": [5, 3, 0]})
+case("fuzz_window_then_softmax_over_spatial", "fuzz_softmax_over_spatial", {
+    "l0": {"class": "window", "window_size": 3, "window_left": 0, "stride": 2, "axis": "T", "from": "data"},
+    "output": {"class": "softmax_over_spatial", "energy_factor": 2.0, "log_space": True, "from": "l0"}}, extern=X5)

@@ -101,7 +101,10 @@ class SoftmaxOverSpatialLayer(Layer):
             raise NetworkError("%s: window_size needs use_time_mask (RETURNN's rule)" % self.desc)
         if (self.opt("window_start") is not None or self.from_layer) and own[0].batch_dim_axis != 0:
             raise NetworkError("%s: a window or start needs batch-major energies" % self.desc)
-        self.output = own[0].copy(name)
+        # as RETURNN (copy_move_axis(axis, -1)): the normalised axis is the output's last one
+        n = own[0].batch_ndim
+        self.out_perm = None if self.ax == n - 1 else [i for i in range(n) if i != self.ax] + [self.ax]
+        self.output = own[0].copy(name) if self.out_perm is None else own[0].copy(name).copy_transpose(self.out_perm)
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         x = sources[0]
@@ -122,6 +125,8 @@ class SoftmaxOverSpatialLayer(Layer):
         w = masked_softmax(x, self.ax, self.use_mask)
         if self.opt("log_space"):
             w = tf.math.log(tf.maximum(w, 1e-30))
+        if self.out_perm is not None:
+            w = tf.transpose(w, self.out_perm)
         return self.make_output(w, sources)
 
 
