@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from test_losses import levenshtein
 from returnn.errors import NetworkError
 from returnn.extern_data import data_from_opts
 from returnn.tf.layers import RunContext
@@ -179,13 +180,8 @@ def test_decide_with_length_normalization():
         assert list(dec.tensor.numpy()[b, :hyps[best][2]]) == hyps[best][1][:hyps[best][2]]
 
 
-def _levenshtein(a, b):
-    d = np.arange(len(b) + 1)
-    for i, x in enumerate(a, 1):
-        prev, d[0] = d[0], i
-        for j, y in enumerate(b, 1):
-            prev, d[j] = d[j], min(d[j] + 1, d[j - 1] + 1, prev + (x != y))
-    return int(d[-1])
+def _levenshtein(a, b) -> int:
+    return int(levenshtein(a, b))
 
 
 def test_losses_over_all_hypotheses_with_the_target_repeated():

@@ -204,14 +204,12 @@ class PoolLayer(Layer):
         x = concat_inputs(self, plan.concat_data, plan.concat_plan, sources, ctx)
         window = [w.size for w in plan.windows]
         dilations = [w.dilation for w in plan.windows]
-        strided = True  # (strides and dilations > 1 together are refused in __init__)
-        strides = [w.stride for w in plan.windows]
+        strides = [w.stride for w in plan.windows]  # (with dilations > 1: refused in __init__)
         outside = float("-inf") if self.mode == "max" else 0.0  # window padding: ignored / not counted
         fill = outside if self.opt("use_time_mask") else None  # None: padded frames as they are (RETURNN)
         xt, extent = plan.channel_last_input(x, fill, pad_fill=outside)
         y = tf.nn.pool(xt, window, self.mode.upper(), strides=strides, padding="VALID", dilations=dilations)
         count = tf.nn.pool(extent, window, "AVG", strides=strides, padding="VALID", dilations=dilations)
-        y, count = plan.subsample(y, strided), plan.subsample(count, strided)
         if self.mode == "avg":
             y = y / tf.maximum(count, 1e-8)
         y = tf.where(count > 0, y, 0.0)
