@@ -61,7 +61,7 @@ READ_ELSEWHERE: Dict[str, List[str]] = {
                     "returnn/tf/layers/rec_net/deps.py", "returnn/tf/layers/rec_net/search_scores.py"],
     "CopyLayer": ["returnn/tf/network.py"],  # extra_deps: layers the network builds and runs with it
     "DropoutLayer": ["returnn/tf/network.py"],
-    "SourceLayer": ["returnn/tf/network.py"],
+    "SourceLayer": ["returnn/tf/net_sources.py"],  # data_key: the data entry it reads
 }
 
 
