@@ -453,3 +453,38 @@ def test_back_prop_false_search_in_training_has_no_gradient():
     assert all(g is None for g in grads)
     ref, _ = _run(net, ["extra.search:decision"])
     np.testing.assert_array_equal(out["extra.search:decision"].tensor.numpy(), ref["extra.search:decision"].tensor.numpy())
+
+
+def test_eval_reads_search_choices_beam_scores():
+    """RETURNN's ``self.sources[0].search_choices.beam_scores`` in eval code (the latent-monotonic-
+    attention configs' search_score: the chosen hypothesis' score over its length): set on a
+    ``decide``'s value ((B, 1), the chosen score), None on other layers (the rec layer's own search
+    choices are its choice layer's); ``get_search_choices()`` reaches the beam of any value of the search."""
+    k = 3
+    per_frame = "(source(0, auto_convert=False), tf.squeeze(self.sources[0].search_choices.beam_scores, axis=1) / " \
+                "tf.cast(source(0, auto_convert=False, as_data=True).get_sequence_lengths(), tf.float32))[-1]"
+    scalar = {"dtype": "float32", "sparse": False, "shape": (), "dim": None, "batch_dim_axis": 0, "time_dim_axis": None}
+    all_scores = "(source(0, auto_convert=False), self.sources[0].get_search_choices().beam_scores)[-1]"
+    on_rec = "(source(0, auto_convert=False), self.sources[0].search_choices.beam_scores)[-1]"
+    beam_type = {"dtype": "float32", "shape": (k,), "dim": k, "batch_dim_axis": 0, "time_dim_axis": None}
+    extra = {
+        "extra.search:score": {"class": "eval", "from": "extra.search:decision", "out_type": scalar,
+                               "eval": per_frame, "is_output_layer": True},
+        "extra.search:all_scores": {"class": "eval", "from": "extra.search:output", "out_type": beam_type,
+                                    "eval": all_scores, "is_output_layer": True},
+        "extra.search:none_on_rec": {"class": "eval", "from": "extra.search:output", "out_type": scalar,
+                                     "eval": on_rec, "is_output_layer": True}}
+    net = _net(k, extra=extra, layers=("output", "decision"))
+    out, _ = _run(net, ["extra.search:score", "extra.search:all_scores"])
+    ref = NumpyDecoder(net)
+    for b, enc in enumerate(_enc()):
+        hyps = ref.beam_search(enc, k)
+        best = max(hyps, key=lambda h: h[0])
+        with np.errstate(divide="ignore"):
+            np.testing.assert_allclose(out["extra.search:score"].tensor.numpy()[b], best[0] / np.float32(best[2]),
+                                       rtol=1e-5)
+        np.testing.assert_allclose(out["extra.search:all_scores"].tensor.numpy()[b], [h[0] for h in hyps], rtol=1e-5)
+    del extra["extra.search:score"], extra["extra.search:all_scores"]
+    net = _net(k, extra=extra)
+    with pytest.raises(NetworkError, match="AttributeError.*'NoneType'.*beam_scores"):
+        _run(net, ["extra.search:none_on_rec"])

@@ -8,7 +8,9 @@ config code (trusted, like the config itself); it runs when the step is traced, 
   tensor of source ``i``; ``auto_convert`` lays it out like the output (axes moved, size-1 axes for
   the ones it lacks, so sources broadcast); ``as_data`` gives a :class:`DataValue` (the template
   with ``placeholder`` and ``get_sequence_lengths()``); ``as_layer`` a :class:`SourceView`;
-- ``self``: the layer (``self.network``, ``self.sources``, ``self.output``, ``self.name``);
+- ``self``: the layer (``self.network``, ``self.sources``, ``self.output``, ``self.name``); in a search
+  in training ``self.sources[i].search_choices.beam_scores`` of a ``decide`` source (RETURNN sets
+  ``search_choices`` only on the layers that choose) and ``get_search_choices()`` of any beamed one;
 - ``tf`` (TensorFlow with its TF1 names, as config code sees it), the functions of TFUtil
   (returnn/tf/util/basic.py with eval_helpers.py: ``py_print``, ``where_bc``, ``safe_log``,
   ``softmax_cross_entropy_over_size``, ...), and ``eval_locals``; ``self.network.get_rec_step_index()``
@@ -30,6 +32,7 @@ from returnn.tensor import Data, Dim
 from returnn.tf.activations import get_activation
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
 from returnn.tf.layers.basic import CombineLayer
+from returnn.tf.layers.beam_values import beam_of
 from returnn.tf.layers.helpers import check_broadcast, common_dims, new_feature_dim, returnn_common_order
 from returnn.tf.layers.options import Option
 from returnn.tf.layers.output import align_tensor
@@ -84,12 +87,32 @@ class DataValue:
         return "DataValue(%s)" % self._value.data.short_repr()
 
 
-class SourceView:
-    """A source as eval code sees a layer: ``name`` and ``output``."""
+class SearchChoicesView:
+    """RETURNN's ``SearchChoices`` of a search in training as eval code reads it: ``beam_size`` and
+    ``beam_scores`` ``(B, beam_size)`` (the hypotheses' accumulated scores; after a ``decide`` the
+    chosen one's, ``(B, 1)``)."""
 
-    def __init__(self, name: str, output: Any):
+    def __init__(self, beam: Any):
+        self.beam_size = beam.k
+        self.beam_scores = tf.reshape(beam.scores, [-1, beam.k])
+
+    def __repr__(self) -> str:
+        return "<search choices, beam %i>" % self.beam_size
+
+
+class SourceView:
+    """A source as eval code sees a layer: ``name``, ``output``, and RETURNN's ``search_choices``
+    (set on a ``decide`` layer's own value only, as RETURNN sets it on the layers that choose; None
+    elsewhere) and ``get_search_choices()`` (the beam any value of a search carries, else None)."""
+
+    def __init__(self, name: str, output: Any, beam: Any = None):
         self.name = name
         self.output = output
+        self._beam = beam
+        self.search_choices = SearchChoicesView(beam) if beam is not None and beam.decided else None
+
+    def get_search_choices(self) -> Optional[SearchChoicesView]:
+        return SearchChoicesView(self._beam) if self._beam is not None else None
 
     def __repr__(self) -> str:
         return "<layer %r>" % self.name
@@ -289,9 +312,10 @@ class EvalLayer(Layer):
         return out.copy(dtype=dtype or out.dtype)
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
+        beams = [beam_of(s) for s in sources]
         sources = [self.apply_dropout(s, ctx, i) for i, s in enumerate(sources)]
         used: set = set()
-        views = [SourceView(self.opts_source_name(i), DataValue(s)) for i, s in enumerate(sources)]
+        views = [SourceView(self.opts_source_name(i), DataValue(s), beams[i]) for i, s in enumerate(sources)]
 
         def source(i: int, auto_convert: bool = True, enforce_batch_major: bool = False, as_data: bool = False,
                    as_layer: bool = False) -> Any:
