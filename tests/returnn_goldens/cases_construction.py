@@ -2,8 +2,9 @@
 ``initial_state`` forms of the recurrent units (trainable ``var`` states under RETURNN's parameter
 names, ``ones``, layers, per-state dicts), ``initial_output`` forms of rec sub-layers (``var``,
 ``apply(0)``, True), LSTM peepholes (``use_peepholes``), references (``split/0`` in rec units,
-``extra.NAME:layer``) and output dims inferred from the target."""
-from make_goldens import LENS_LONG, X5, X5_CLASSES6, case
+``extra.NAME:layer``), output dims inferred from the target, and rec cell units over inputs with an
+extra axis (RETURNN merges it into the batch)."""
+from make_goldens import LENS_LONG, X5, X5_CLASSES6, X6, case
 
 INIT = {"proj": {"class": "linear", "activation": "tanh", "n_out": 4, "from": "data"},
         "init_h": {"class": "reduce", "mode": "mean", "axis": "T", "from": "proj"},
@@ -91,5 +92,14 @@ case("rec_lstm_dim_from_target", "out_dim_inference", {"output": {
 case("linear_in_rec_dim_from_target", "out_dim_inference", {"output": {"class": "rec", "from": "data", "unit": {
     "prob": {"class": "softmax", "from": ["data:source", "prev:prob"], "target": "classes", "loss": "ce"},
     "output": {"class": "copy", "from": "prob"}}}}, extern=X5_CLASSES6)
+# --- rec cell units over an input of more axes than (B, T, F): RETURNN merges them into the batch
+SPLIT = {"split": {"class": "split_dims", "axis": "F", "dims": [2, 3], "from": "data"}}
+for unit, direction in (("nativelstm2", 1), ("lstm", -1), ("standardlstm", 1)):
+    case("rec_%s_dir%i_merged_spatial_axis" % (unit, direction), "rec_merged_axes", dict(SPLIT, output={
+        "class": "rec", "unit": unit, "n_out": 4, "direction": direction, "from": "split"}), extern=X6,
+        lens={"data": [7, 4, 0]})
+case("rec_nativelstm2_merged_axes_two_sources", "rec_merged_axes", dict(SPLIT, lin={
+    "class": "linear", "activation": "tanh", "n_out": 2, "from": "split"}, output={
+    "class": "rec", "unit": "nativelstm2", "n_out": 3, "from": ["split", "lin"]}), extern=X6)
 
 _ = (LENS_LONG, X5)

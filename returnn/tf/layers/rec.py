@@ -39,6 +39,7 @@ from returnn.tensor import Data
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
 from returnn.tf.layers.helpers import dropout, dropout_sources, feature_plan, plan_output, project_sources
 from returnn.tf.layers.lstm_layernorm import LayerNormLstm
+from returnn.tf.layers.merged_batch import MergedAxes
 from returnn.tf.layers.options import Option, rate
 from returnn.tf.layers.params import Param, same
 from returnn.tf.layers.rec_params import unit_params
@@ -65,7 +66,8 @@ NO_INITIAL_STATE_UNITS = {"nativelstm": "RETURNN's NativeLstm (v1) refuses it (b
 class RecLayer(Layer):
     """``{"class": "rec", "unit": "nativelstm2", "n_out": H, "direction": 1 or -1}`` over the time
     axis of ``(B, T, F)`` or ``(T, B, F)`` sources (sources without time axis broadcast over it);
-    the output is ``(B, T, H)``."""
+    the output is ``(B, T, H)``; other axes of the input are merged into the batch (RETURNN's rule,
+    :mod:`returnn.tf.layers.merged_batch`): ``(B, T, S, F)`` gives ``(B, T, S, H)``."""
 
     layer_class = "rec"
     param_subscope = "rec/"
@@ -131,6 +133,12 @@ class RecLayer(Layer):
                                         bool(self.opt("unroll")) and self.unit in TF_CELL_UNITS)
         if self.opt("sampling") != 1:
             raise NetworkError("%s: 'sampling' %r is not supported (only 1)" % (self.desc, self.opt("sampling")))
+        self.merged = MergedAxes(self.desc, sources)  # RETURNN: axes besides batch, time, feature merged into batch
+        if self.merged.extra:
+            if not is_zero(self.opt("initial_state")):
+                raise NetworkError("%s: initial_state with an input of more axes than (batch, time, feature) (%s, merged "
+                                   "into the batch) is not supported" % (self.desc, self.merged.extra))
+            sources = self.merged.templates
         self.plan = feature_plan(self, sources)
         dims = self.plan.dims
         self.time_major = len(dims) == 2 and dims[1].is_batch_dim()  # (T, B, F) input (output: batch-major)
@@ -157,6 +165,8 @@ class RecLayer(Layer):
         self.output = plan_output(name, self.plan, self.out_feature_dim())
         if self.time_major:
             self.output = self.output.copy_transpose([1, 0, 2])
+        if self.merged.extra:
+            self.output = self.merged.output_template(self.output, name)
 
     def returnn_params(self) -> List[Param]:
         out = unit_params(self, self.unit)
@@ -189,6 +199,9 @@ class RecLayer(Layer):
         n_state = len(self.state.refs) if self.state is not None else 0
         state_values, sources = sources[len(sources) - n_state:], sources[:len(sources) - n_state]
         sources = dropout_sources(self, check_unrolled_length(self, sources, self.max_len), ctx)
+        given = sources
+        if self.merged.extra:
+            sources = [self.merged.merge(s, i) for i, s in enumerate(sources)]
         seq_len = {d: size for s in sources for d, size in s.sizes.items()}[self.output.dims[1]]
         if self.cell is not None:  # batch-major recursion
             x = project_sources(self.plan, sources, self.cell.W)
@@ -220,6 +233,8 @@ class RecLayer(Layer):
             if self.direction == -1:
                 y = tf.reverse_sequence(y, seq_len, seq_axis=0, batch_axis=1)
             y = tf.transpose(y, [1, 0, 2])
+        if self.merged.extra:
+            return self.make_output(self.merged.split(y, given[0]), given)
         out = self.make_output(y, sources)
         if self.cell is None:
             if final is None:
