@@ -21,6 +21,11 @@ def parse_source(name: str) -> Tuple[str, str]:
     return "layer", name
 
 
+def ref_option_value(value: str) -> str:
+    """The layer a reference option names: RETURNN's ``layer:X`` (a ``target`` read as a layer) is X."""
+    return value[len("layer:"):] if value.startswith("layer:") else value
+
+
 def layer_sources(name: str, opts: Dict[str, Any], default_target: str = "classes", search: bool = False) -> List[str]:
     """The ``from`` list of a layer (``source`` layers read ``data_key``), followed by the layers
     named in its reference options (e.g. ``size_base``; see ``Layer.ref_options``). A class with
@@ -43,7 +48,7 @@ def layer_sources(name: str, opts: Dict[str, Any], default_target: str = "classe
     for e in src:
         if not isinstance(e, str):
             raise NetworkError("layer %r: 'from' must be a name or a list of names, got %r" % (name, opts.get("from")))
-    refs = [opts[k] for k in getattr(cls, "ref_options", ()) if isinstance(opts.get(k), str)]
+    refs = [ref_option_value(opts[k]) for k in getattr(cls, "ref_options", ()) if isinstance(opts.get(k), str)]
     if getattr(cls, "initial_state_refs", False):  # recurrent units: the layers initial_state names
         refs += state_layer_refs(opts.get("initial_state"))
     return list(src) + refs

@@ -26,6 +26,7 @@ from returnn.tf.extra_nets import (EXTRA_OF, ParamsByScope, expand_extra_nets, s
                                     sharing_layers)
 from returnn.tf.layers.params import layer_scope
 from returnn.tf.net_dict import EXTRA_NET_OPTIONS, SEARCH, SEARCH_TASK, TRAIN_NET
+from returnn.tf.layers.rec_net import layer_targets
 from returnn.tf.net_sources import base_layer_name, layer_sources, parse_source, topological_order  # noqa: F401
 from returnn.tf.preload import load_on_init_entries
 from returnn.tf.subnetwork import expand_subnetworks, map_layer_refs
@@ -209,6 +210,11 @@ class TFNetwork(tf.Module):
             self._add_loss(name, opts)
             subs = layer.sub_layer_dicts() if hasattr(layer, "sub_layer_dicts") else {}
             for sub, sub_opts in subs.items():
+                key = layer_targets.network_target_key(name, sub_opts)
+                if key and sub_opts.get("loss") and not self.search:  # "layer:X" of the unit: REC/X (layer_targets.py)
+                    self.data_layers[key] = key[len("layer:"):]
+                    extern.setdefault(key, layer.sub_template(layer_targets.unit_target(sub_opts)))
+                    sub_opts = dict(sub_opts, target=key)
                 self._add_loss("%s/%s" % (name, sub), sub_opts)
         self.output_layer_name = self._find_output_layer()
 

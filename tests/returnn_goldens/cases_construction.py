@@ -98,6 +98,8 @@ for unit, direction in (("nativelstm2", 1), ("lstm", -1), ("standardlstm", 1)):
     case("rec_%s_dir%i_merged_spatial_axis" % (unit, direction), "rec_merged_axes", dict(SPLIT, output={
         "class": "rec", "unit": unit, "n_out": 4, "direction": direction, "from": "split"}), extern=X6,
         lens={"data": [7, 4, 0]})
+case("rec_gru_dir-1_merged_spatial_axis", "rec_merged_axes", dict(SPLIT, output={
+    "class": "rec", "unit": "gru", "n_out": 4, "direction": -1, "from": "split"}), extern=X6, lens={"data": [7, 4, 0]})
 case("rec_nativelstm2_merged_axes_two_sources", "rec_merged_axes", dict(SPLIT, lin={
     "class": "linear", "activation": "tanh", "n_out": 2, "from": "split"}, output={
     "class": "rec", "unit": "nativelstm2", "n_out": 3, "from": ["split", "lin"]}), extern=X6)

@@ -54,6 +54,7 @@ from returnn.errors import NetworkError, known_list
 from returnn.tensor import Data
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
 from returnn.tf.layers.helpers import dropout_scale, dropout_sources, feature_plan, plan_output, project_sources
+from returnn.tf.layers.merged_batch import MergedAxes
 from returnn.tf.layers.options import Option, positive_int, rate
 from returnn.tf.layers.params import Param, same
 from returnn.tf.layers.rec_params import unit_layout, unit_params
@@ -119,6 +120,7 @@ class RnnCellLayer(Layer):
         Option("direction", 1, "1 only (a cell runs forward in time)"),
     )
     directions = (1,)  # over a whole sequence
+    merges_extra_axes = False  # RETURNN's rec layer merges axes besides (batch, time, feature) into the batch
     initial_state_refs = True  # the network appends the layers initial_state names to the sources
 
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
@@ -158,6 +160,12 @@ class RnnCellLayer(Layer):
             raise NetworkError("%s: direction must be %s%s, got %r" % (
                 self.desc, " or ".join(map(str, self.directions)), " in a loop step" if self.step_mode else "",
                 self.direction))
+        self.merged = MergedAxes(self.desc, sources if self.merges_extra_axes and not self.step_mode else [])
+        if self.merged.extra:  # RETURNN's rec layer merges other axes into the batch (merged_batch.py)
+            if not is_zero(self.opt("initial_state")):
+                raise NetworkError("%s: initial_state with an input of more axes than (batch, time, feature) (%s, merged "
+                                   "into the batch) is not supported" % (self.desc, self.merged.extra))
+            sources = self.merged.templates
         self.plan = feature_plan(self, sources)
         n_in, n = sum(self.plan.in_dims), self.require_n_out()
         self.n_hidden = n
@@ -226,6 +234,8 @@ class RnnCellLayer(Layer):
             raise NetworkError("%s: one step must be (batch, feature), got %s"
                                % (self.desc, [s.short_repr() for s in sources]))
         self.output = plan_output(name, self.plan, self.out_feature_dim())
+        if self.merged.extra:
+            self.output = self.merged.output_template(self.output, name)
 
     def returnn_params(self) -> List[Param]:
         out = unit_params(self, self.unit, self.in_rnn_cell)
@@ -357,6 +367,18 @@ class RnnCellLayer(Layer):
         if self.step_mode:
             raise NetworkError("%s: a cell on single steps runs only inside a rec loop" % self.desc)
         sources, state_values = self._own_sources(sources)
+        if self.merged.extra:  # other axes merged into the batch (RETURNN's rec layer; merged_batch.py)
+            merged = [self.merged.merge(s, i) for i, s in enumerate(sources)]
+            y, _ = self._over_time(merged, state_values, ctx)
+            return self.make_output(self.merged.split(y, sources[0]), sources)
+        y, last = self._over_time(sources, state_values, ctx)
+        out = self.make_output(y, sources)
+        out.last_state = last
+        return out
+
+    def _over_time(self, sources: List[LayerOutput], state_values: List[LayerOutput], ctx: RunContext
+                   ) -> Tuple[tf.Tensor, Any]:
+        """The cell over (B, T, F) sources: the (B, T, H) output and a function giving its last state."""
         seq_len = {d: size for s in sources for d, size in s.sizes.items()}[self.output.dims[1]]
         backward = self.direction == -1  # each sequence reversed within its length, and the output back
 
@@ -372,7 +394,7 @@ class RnnCellLayer(Layer):
                 raise NetworkError("%s: initial_state with unit %r over whole sequences is not supported here (in a "
                                    "rec loop it is)" % (self.desc, self.unit))
             x = rev(project_sources(self.plan, dropout_sources(self, sources, ctx), self.W), 1)
-            return self.make_output(rev(self.ln_cell.run(x, seq_len, seed), 1), sources)
+            return rev(self.ln_cell.run(x, seq_len, seed), 1), None
         if self.kind == "lstm":  # time-major recursion, as the rec layer runs it
             x = project_sources(self.plan, dropout_sources(self, sources, ctx), self.W, order=[1, 0]) + self.bias
             x = rev(x, 0)
@@ -383,18 +405,14 @@ class RnnCellLayer(Layer):
                 y, final = lstm_sequence(x, seq_len, self.W_re, self.forget_bias, initial, self.peepholes, final=True)
                 self._keep(final, ctx.train, epoch)
                 last = lambda: self.state_tensors(final)  # noqa: E731
-            out = self.make_output(tf.transpose(rev(y, 0), [1, 0, 2]), sources)
-            out.last_state = last
-            return out
+            return tf.transpose(rev(y, 0), [1, 0, 2]), last
         x = rev(self._input_proj(sources, ctx), 1)
         if self.kind == "rhn" and self.rhn_dropout and seed is not None:  # one mask per sequence and unit
             self._rhn_mask = dropout_scale(tf.stack([tf.shape(x)[0], self.n_hidden]), self.rhn_dropout, seed + [0, 31])
         y, state = run_over_time(self, x, seq_len, seed, initial)
         self._rhn_mask = None
         self._keep(state, ctx.train, epoch)
-        out = self.make_output(rev(y, 1), sources)
-        out.last_state = lambda: self.state_tensors(state)
-        return out
+        return rev(y, 1), lambda: self.state_tensors(state)
 
     def _keep(self, state: Tuple[tf.Tensor, ...], train: bool, epoch: Any) -> None:
         """``keep_over_epoch``: the final state tuple of a training step, kept for the next."""
@@ -435,6 +453,7 @@ class RecStepLayer(RnnCellLayer):
     layer_class = "rec"
     in_rnn_cell = False
     directions = (1, -1)
+    merges_extra_axes = True
     options = (
         Option("unit", "lstm", "cell name (see the module docstring)"),
         Option("forward_weights_init", "glorot_uniform", "init of the input weights"),

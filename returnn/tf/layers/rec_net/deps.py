@@ -23,6 +23,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 from returnn.errors import NetworkError, known_list
 from returnn.tf.net_dict import from_entries, needed_layers, source_name
+from returnn.tf.net_sources import ref_option_value
 from returnn.tf.subnetwork import MASKED_BY
 
 # Options whose string values name layers (besides "from"), declared once here.
@@ -107,7 +108,8 @@ def layer_refs(name: str, layer: Mapping[str, Any], rec_name: str = "?") -> List
                       if e != "none"]
     for opt in _ref_options(layer.get("class")):
         value = layer.get(opt)
-        raw.extend(v for v in (value.values() if isinstance(value, Mapping) else _as_list(value)) if isinstance(v, str))
+        raw.extend(ref_option_value(v) for v in (value.values() if isinstance(value, Mapping) else _as_list(value))
+                   if isinstance(v, str))
     refs = []
     for r in raw:
         if not isinstance(r, str):
@@ -283,10 +285,16 @@ def needed_unit(unit: Mapping[str, Any], rec_name: str, search: bool = False) ->
         teacher_forced = isinstance(layer, Mapping) and not search and fed_target(layer, search)
         refs = layer_refs(name, layer, rec_name) if isinstance(layer, Mapping) and not teacher_forced else []
         init = initial_refs(unit[name]) if isinstance(unit[name], Mapping) else []
-        return [r.name for r in refs + init if r.kind in ("self", "prev")]
+        return [r.name for r in refs + init + loss_target_refs(layer) if r.kind in ("self", "prev")]
     if "output" not in unit:
         return dict(unit)  # analyse_unit names the missing output
     return {n: unit[n] for n in needed_layers(unit, refs_of, in_rec_unit=True, search=search)}
+
+
+def loss_target_refs(layer: Any) -> List[Ref]:
+    """A loss target ``layer:X`` of a sub-layer (RETURNN builds X for the loss: OCD's soft targets)."""
+    target = layer.get("target") if isinstance(layer, Mapping) and layer.get("loss") else None
+    return [Ref.parse(target[len("layer:"):])] if isinstance(target, str) and target.startswith("layer:") else []
 
 
 def is_target_choice(layer: Mapping[str, Any]) -> bool:

@@ -28,6 +28,7 @@ from returnn.tf.layers.options import Option
 from returnn.tf.layers import reuse
 from returnn.tf.layers.helpers import loop_axis
 from returnn.tf.layers.rec_net import deps, frames
+from returnn.tf.layers.rec_net import layer_targets
 from returnn.tf.layers.rec_net.assumed import AssumedTemplates
 from returnn.tf.layers.rec_net import unmask as _unmask  # noqa: F401  (registers _unmask_in_unit)
 from returnn.tf.layers.rec_net.deps import (
@@ -163,7 +164,11 @@ class RecSubnetLayer(AssumedTemplates, Layer):
                 elif r.kind == "data" and r.name != "source":
                     extra.append("data:" + r.name)
             if sub_opts.get("loss") and sub_opts.get("loss") not in ("as_is",) and not search:
-                extra.append("data:" + (sub_opts.get("target") or default_target))
+                target = sub_opts.get("target") or default_target
+                if isinstance(target, str) and target.startswith("layer:"):  # a layer (OCD's soft targets)
+                    extra += layer_targets.outer_names(sub_opts)
+                else:
+                    extra.append("data:" + target)
         if not search:
             extra += ["data:" + t for t in rec_targets(opts, name)]
         else:  # the choices that are their target in search too (search: False), and the references of cheating
@@ -323,7 +328,10 @@ class RecSubnetLayer(AssumedTemplates, Layer):
         def visit(n: str, path: Tuple[str, ...]) -> None:
             if n in order or n in path:
                 return
-            for target in reuse.referenced_layers(self.unit[n].get("reuse_params")):
+            # what it reads in the same step, the layers whose parameters it reuses, its unit loss target
+            firsts = [r.name for r in map(Ref.parse, self.sub_source_names(n)) if r.kind == "self"]
+            firsts += list(reuse.referenced_layers(self.unit[n].get("reuse_params"))) + layer_targets.first(self.unit[n])
+            for target in firsts:
                 if target in subset:
                     visit(target, path + (n,))
             order.append(n)
@@ -408,7 +416,10 @@ class RecSubnetLayer(AssumedTemplates, Layer):
         templates = [self._template(s, in_loop, where) for s in src_names]
         layer_opts = {k: v for k, v in opts.items()
                       if (k != "from" or has_axis_pairs(v)) and k not in REC_ONLY_SUB_OPTIONS}
-        n_out_fallback = self._infer_n_out(sub, layer_opts) if self._infer_n_out is not None else None
+        n_out_fallback = None
+        if not layer_targets.n_out_from_unit_target(layer_opts, self.layers, opts["class"]) and \
+                self._infer_n_out is not None:
+            n_out_fallback = self._infer_n_out(sub, layer_opts)
         from returnn.tf.network import build_with_n_out
         full_name = "%s/%s" % (self.layer_name, sub)
         if opts["class"] == SUB_OUTPUT_CLASS:  # X/sub: X's sub-output (X is built: it is its only source)

@@ -14,6 +14,7 @@ import tensorflow as tf
 
 from returnn.errors import NetworkError
 from returnn.tensor import Data, Dim
+from returnn.tensor.dim_math import dyn_size_of
 from returnn.tf.layers.basic import LOGIT_ACTIVATIONS
 from returnn.tf.layers.base import LayerOutput, RunContext
 from returnn.tf.layers.helpers import concat_inputs
@@ -34,6 +35,21 @@ def step_context(ctx: RunContext, t: tf.Tensor, batch_size: Optional[tf.Tensor] 
 
 def has_state(layer) -> bool:
     return bool(getattr(layer, "step_mode", False)) and hasattr(layer, "initial_state")
+
+
+def with_derived_sizes(sizes: Dict[Dim, tf.Tensor], data: Data) -> Dict[Dim, tf.Tensor]:
+    """``sizes`` plus those of ``data``'s dynamic dims computed from them by dim math (an
+    edit_distance_table row: the reference's time + 1)."""
+    missing = [d for d in data.dims if d.is_dynamic() and d not in sizes and getattr(d, "derived_from_op", None)]
+    if not missing:
+        return sizes
+    out = dict(sizes)
+    for d in missing:
+        try:
+            out[d] = dyn_size_of(d, lambda x: sizes[x])
+        except KeyError:
+            pass
+    return out
 
 
 def has_logits(layer) -> bool:
@@ -207,6 +223,13 @@ class UnitRun:
                 elif ref.kind in ("self", "prev") and ref.name not in self.rec.in_loop:
                     self._frame(ref_str, self.value(ref_str), None)
 
+    def prev_end_flag(self, t: tf.Tensor) -> Optional[tf.Tensor]:
+        """RETURNN's prev end flag of step ``t`` with known lengths (no search): past the step after the
+        last frame (``t >= len + 1``; with ``include_eos`` ``t >= len``); (B,) bool."""
+        if self.seq_len is None:
+            return None
+        return t >= self.seq_len + (0 if self.rec.opt("include_eos") else 1)
+
     def _prev_template(self, name: str) -> Data:
         return self.rec._guessed.get(name, self.rec.layers[name].output)
 
@@ -222,11 +245,14 @@ class UnitRun:
         if ref.name in self.rec.in_loop:
             if ref.kind == "self":
                 return vals[ref.name]
-            value = LayerOutput(prev[ref.name], self._prev_template(ref.name), self.sizes)
+            tmpl = self._prev_template(ref.name)
+            value = LayerOutput(prev[ref.name], tmpl, with_derived_sizes(self.sizes, tmpl))
             if state is not None and ref.name in state and hasattr(self.rec.layers[ref.name], "state_tensors"):
                 # prev: of a cell: its state entering this step (for get_last_hidden_state)
                 cell, cell_state = self.rec.layers[ref.name], state[ref.name]
                 value.last_state = lambda: cell.state_tensors(cell_state)
+            if state is not None and ref.name in state:  # the state entering this step (optimal_completions)
+                value.rec_state = state[ref.name]
             return value
         return self._frame(ref_str, self.value(ref_str), t)
 
@@ -271,6 +297,7 @@ class UnitRun:
 
         def body(t, prev, state, tas, logit_tas):
             ctx = step_context(self.ctx, t, self.batch)
+            ctx.prev_end = self.prev_end_flag(t)
             vals: Dict[str, LayerOutput] = {}
             new_state = {}
             tas, logit_tas = dict(tas), dict(logit_tas)

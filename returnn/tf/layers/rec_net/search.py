@@ -35,7 +35,9 @@ from returnn.tf.layers.rec_net import frames
 from returnn.tf.layers.rec_net.search_scores import (
     add_fed_scores, check_cheating, fed_choices, gumbel_noise, log_scores, reference_frame, top_k_cheating,
 )
-from returnn.tf.layers.rec_net.loop import UnitRun, _invariant, has_logits, has_state, keep_shape, step_context
+from returnn.tf.layers.rec_net.loop import (
+    UnitRun, _invariant, has_logits, has_state, keep_shape, step_context, with_derived_sizes,
+)
 from returnn.tf.layers.rec_net.score_combine import choice_view, custom_combine
 
 NEG_INF = -1e30
@@ -169,6 +171,7 @@ class BeamSearchRun(UnitRun):
 
         def body(t, prev, state, scores, ended, lens, labels_ta, src_ta, outs):
             ctx = step_context(self.ctx, t, self.batch)
+            ctx.prev_end = ended  # RETURNN's prev end flag (reordered with the beam at the choice)
             vals: Dict[str, LayerOutput] = {}
             new_state: Dict[str, Any] = {}
             for n in names:
@@ -223,6 +226,7 @@ class BeamSearchRun(UnitRun):
                 prev, state, new_state = _reorder(prev, index), _reorder(state, index), _reorder(new_state, index)
                 vals = {m: _reorder_value(v, index) for m, v in vals.items()}
                 ended, lens = tf.gather(ended, index), tf.gather(lens, index)
+                ctx.prev_end = ended
                 subs = {}
                 if self.multi:  # the label of each source: the combination's index into its kept labels
                     per_source = _combined_labels(tf.reshape(label, [-1]), index, pruned, self.source_beams)
@@ -278,8 +282,9 @@ class BeamSearchRun(UnitRun):
             seq_len = self.seq_len if self.keep_beams else tf.reshape(self.seq_len, [base_batch, k])[:, 0]
         sizes = {rec.time_dim: seq_len}
         logits = {n[len(LOGITS_SUB):]: resolved(outs.pop(n).stack()) for n in list(outs) if n.startswith(LOGITS_SUB)}
-        stacked = {n: frames.stack_steps(resolved(ta.stack()), templates[n], rec.time_dim,
-                                         {**self._outer_sizes(templates[n], base_batch, k), **sizes}, logits.get(n))
+        stacked = {n: frames.stack_steps(resolved(ta.stack()), templates[n], rec.time_dim, with_derived_sizes(
+                                             {**self._outer_sizes(templates[n], base_batch, k), **sizes}, templates[n]),
+                                         logits.get(n))
                    for n, ta in outs.items()}  # (T, B * K', ...) frames of the hypotheses
         main = stacked.pop(CHOICE_SUB + "value") if self.regression else \
             frames.stack_steps(resolved(labels_ta.stack()), choice_tmpl, rec.time_dim, sizes)
