@@ -13,5 +13,6 @@ from returnn.tf.layers import (  # noqa: F401,E402  (issue 27: structural layers
     weighted,
 )
 from returnn.tf.layers import (  # noqa: F401,E402  (issue 27: search/signal/loss layers)
-    beam, cond, complex_signal, loss_layers, old_attention, random_layers, segmental, stft, twod_lstm, variable_ops,
+    beam, cond, complex_signal, edit_distance, loss_layers, old_attention, random_layers, segmental, stft, twod_lstm,
+    variable_ops,
 )

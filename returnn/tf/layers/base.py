@@ -48,6 +48,8 @@ class RunContext:
         self.step = step
         # the batch size of this call (set by the network from its data; inside a beam search B * beam)
         self.batch_size = batch_size
+        # inside a rec loop: RETURNN's prev end flag (B,) bool of the hypotheses as the step's layers see them
+        self.prev_end: Optional[tf.Tensor] = None
 
     def with_batch_size(self, batch_size: tf.Tensor) -> "RunContext":
         return RunContext(self.train, self.seed, batch_size, self.step)
@@ -470,14 +472,9 @@ NOT_HERE = {
     "kenlm": "it needs the KenLM native library; use a neural LM layer, or rescore n-best lists outside",
     "mask_based_gevbeamforming": "it needs the pb_bss beamforming package",
     "mask_based_mvdrbeamforming": "it needs the pb_bss beamforming package",
-    "edit_distance_table": "RETURNN's native edit-distance row op per hypothesis of a search in training (optimal "
-                           "completion distillation) is not implemented here (the search in training itself is); use "
-                           "the edit_distance loss on decided outputs",
-    "optimal_completions": "it reads edit_distance_table rows (RETURNN's native optimal-completion op), not implemented "
-                           "here",
     "parametric_wiener_filter": "it needs i6's tfSi6Proc package (its TfParametricWienerFilter), which is not public",
 }
-NOT_YET = ("edit_distance_table", "optimal_completions")
+NOT_YET: tuple = ()
 # Losses likewise: RETURNN's full-sum losses computed by RASR.
 LOSSES_NOT_HERE = {"fast_bw": NOT_HERE["fast_bw"],
                    "sprint": "it is computed by RASR (Sprint); train with 'ce' on alignments dumped to HDF "

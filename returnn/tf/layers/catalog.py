@@ -93,10 +93,12 @@ def summary() -> str:
     layers = [layer_status(n)[0] for n in RETURNN_LAYER_CLASSES]
     units = [unit_status(n)[0] for n in RETURNN_REC_UNITS]
     not_yet = [n for n in RETURNN_LAYER_CLASSES if n in NOT_YET and layer_status(n)[0] == "no"]
-    return ("%i of RETURNN's %i layer class names work here (%i cannot: they need software outside TensorFlow; "
-            "%i not yet: %s, RETURNN native ops not reimplemented with TensorFlow ops), %i of its %i rec unit names."
-            % (layers.count("yes"), len(layers), layers.count("no") - len(not_yet), len(not_yet),
-               ", ".join("`%s`" % n for n in not_yet), units.count("yes"), len(units)))
+    later = ("; %i not yet: %s, RETURNN native ops not reimplemented with TensorFlow ops"
+             % (len(not_yet), ", ".join("`%s`" % n for n in not_yet))) if not_yet else ""
+    return ("%i of RETURNN's %i layer class names work here (%i cannot: they need software outside TensorFlow%s), "
+            "%i of its %i rec unit names."
+            % (layers.count("yes"), len(layers), layers.count("no") - len(not_yet), later,
+               units.count("yes"), len(units)))
 
 
 def returnn_class_name(layer_class: str) -> str:

@@ -18,7 +18,7 @@ from returnn.tf.net_dict import has_axis_pairs
 FRAME_WISE_N_OUT = frozenset(("linear", "combine", "activation", "copy", "softmax", "dropout", "layer_norm"))
 # parameter-free classes that change the shape: 'prev:' of one is assumed as built on its sources' templates
 SHAPE_GUESS_CLASSES = frozenset(("dot", "merge_dims", "split_dims", "reduce", "squeeze", "expand_dims", "gather",
-                                 "gather_nd", "compare"))  # compare: bool, not its source's labels
+                                 "gather_nd", "compare", "edit_distance_table"))  # compare: bool, not its source's labels
 # of these, the option naming the index layer: assumed one index per sequence (B,) when its own shape is in a
 # cycle through the layer (hard attention: prev:att = gather_nd of the encoder at the chosen position)
 INDEX_OPTIONS = {"gather": "position", "gather_nd": "position"}
@@ -138,9 +138,11 @@ class AssumedTemplates:
         layer_opts = {k: v for k, v in opts.items()
                       if (k != "from" or has_axis_pairs(v)) and k not in REC_ONLY_SUB_OPTIONS}
         try:
+            cls = get_layer_class(opts["class"], sub, layer_opts)
+            if hasattr(cls, "assumed_output"):  # the class tells its template from the sources' without building
+                return cls.assumed_output(sub, layer_opts, templates)
             with building_loop_step(True):
-                layer = get_layer_class(opts["class"], sub, layer_opts)(
-                    "%s/%s" % (self.layer_name, sub), layer_opts, templates, seed=self.seed)
+                layer = cls("%s/%s" % (self.layer_name, sub), layer_opts, templates, seed=self.seed)
         except NetworkError:
             return None
         return layer.output.copy(sub)
