@@ -31,7 +31,7 @@ def _batch():
             "classes": tf.constant(Y), "classes:seq_len": tf.constant(Y_LENS)}
 
 
-def _unit(prob_n_out=True, table_opts=None, oc_opts=None, beam=2):
+def _unit(prob_n_out=True, table_opts=None, oc_opts=None, beam=2, soft_output=True):
     prob = {"class": "softmax", "from": "embed", "target": "layer:soft", "loss": "ce"}
     if prob_n_out:
         prob["n_out"] = V
@@ -44,7 +44,7 @@ def _unit(prob_n_out=True, table_opts=None, oc_opts=None, beam=2):
         "oc": dict({"class": "optimal_completions", "from": "prev:table", "target": TARGET, "is_output_layer": True},
                    **(oc_opts or {})),
         "soft": {"class": "eval", "eval": "tf.nn.softmax(-20. * tf.cast(source(0), tf.float32))", "from": "oc",
-                 "out_type": {"dtype": "float32"}, "is_output_layer": True},
+                 "out_type": {"dtype": "float32"}, "is_output_layer": soft_output},
     }
 
 
@@ -121,7 +121,7 @@ def test_search_in_training_rows_follow_each_hypothesis():
     """Extra search net (beam 3, all hypotheses kept): every hypothesis' rows are the Levenshtein
     rows of its own labels, its optimal completions those of its prefix; the soft targets are the
     loss target of 'prob' (its out_dim from them)."""
-    unit = _unit(prob_n_out=False, beam=3)
+    unit = _unit(prob_n_out=False, beam=3, soft_output=False)  # soft: exported as prob's loss target
     net_dict = {"output": {"class": "rec", "from": [], "target": "classes", "max_seq_len": 7, "unit": unit,
                            "only_on_search": True},
                 "decision": {"class": "decide", "from": "output", "loss": "edit_distance", "target": "classes",
@@ -150,7 +150,14 @@ def test_search_in_training_rows_follow_each_hypothesis():
             np.testing.assert_array_equal(oc[i, t], ref_opt(prev_row, t, prev_end[t], ref), err_msg="%i %i" % (i, t))
     losses = net.compute_losses(out, _batch(), train=True)
     prob_loss = [v for n, v in losses.items() if n.endswith("/prob")]
-    assert prob_loss and np.isfinite(float(prob_loss[0].loss_sum))
+    probs = out[name + "/prob"].tensor.numpy()
+    if out[name + "/prob"].data.batch_dim_axis != 0:
+        probs = np.swapaxes(probs, 0, 1)
+    e = np.exp(-20.0 * oc)
+    soft = e / e.sum(-1, keepdims=True)
+    mask = np.arange(n_t)[None, :] < np.repeat(Y_LENS, k)[:, None]
+    want = -(soft * np.log(probs)).sum(-1)[mask].sum()  # CE against the soft targets, every hypothesis' frames
+    np.testing.assert_allclose(float(prob_loss[0].loss_sum), want, rtol=1e-4)
 
 
 def test_refusals():

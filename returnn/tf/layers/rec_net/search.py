@@ -31,7 +31,7 @@ import tensorflow as tf
 from returnn.errors import NetworkError
 from returnn.tf.layers.base import LayerOutput, RunContext
 from returnn.tf.layers.beam_values import Beam, repeat_batch
-from returnn.tf.layers.rec_net import frames
+from returnn.tf.layers.rec_net import frames, layer_targets
 from returnn.tf.layers.rec_net.search_scores import (
     add_fed_scores, check_cheating, fed_choices, gumbel_noise, log_scores, reference_frame, top_k_cheating,
 )
@@ -159,6 +159,8 @@ class BeamSearchRun(UnitRun):
         # runs after the loop): their frames per step, (B, K, ...), traced back along the best hypothesis
         exported = [n for n in names if n != self.choice and (rec.unit[n].get("is_output_layer") or n == "output" or (
             self.keep_beams and rec.unit[n].get("loss")))]  # 'output': the rec layer's value when another choice searches
+        if self.keep_beams:  # their losses' targets that are layers of the unit (layer_targets.py), along the beam too
+            exported += [n for n in layer_targets.exported_targets(rec.unit, exported) if n in names]
         templates = {n: rec.layers[n].output for n in exported}
         with_logits = [n for n in exported if has_logits(rec.layers[n]) and self.keep_beams]  # for their losses
         templates.update((LOGITS_SUB + n, rec.layers[n].output.copy(dtype="float32")) for n in with_logits)
