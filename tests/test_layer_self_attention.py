@@ -86,17 +86,20 @@ def test_time_major_input():
 @pytest.mark.parametrize("fixed", [False, True])
 def test_relative_positional_encoding_as_key_shift(fixed):
     data, val, x = btf(5)
-    rel = make("relative_positional_encoding", {"n_out": 3, "clipping": 2, "fixed": fixed}, [data], name="rel")
-    assert rel.output.batch_dim_axis is None and rel.output.batch_ndim == 3 and rel.output.dim == 3
+    rel = make("relative_positional_encoding", {"n_out": 5, "clipping": 2, "fixed": fixed}, [data], name="rel")
+    assert rel.output.batch_dim_axis is None and rel.output.batch_ndim == 3 and rel.output.dim == 5
     enc = run(rel, [val])
-    # fixed, 3 channels: sin and cos of the positions 0..4, and a zero channel
-    table = np.pad(np_pos_enc(np.arange(5.0), 2), [(0, 0), (0, 1)]) if fixed else rel.matrix.numpy()
+    # fixed, 5 channels: sin and cos of the positions 0..4 at 2 timescales, and a zero channel
+    table = np.pad(np_pos_enc(np.arange(5.0), 4), [(0, 0), (0, 1)]) if fixed else rel.matrix.numpy()
     index = np.clip(np.arange(6)[None, :] - np.arange(6)[:, None], -2, 2) + 2
     np.testing.assert_allclose(enc.tensor.numpy(), table[index], rtol=1e-5, atol=1e-6)
-    att = make("self_attention", {"num_heads": 2, "total_key_dim": 6, "n_out": 4, "key_shift": "rel"},
+    att = make("self_attention", {"num_heads": 2, "total_key_dim": 10, "n_out": 4, "key_shift": "rel"},
                [data, rel.output])
     out = run(att, [val, enc]).tensor.numpy()
-    ref = np_self_attention(clean(x), LENS, att.qkv.numpy(), 2, 6, 4, shift=table[index])
+    ref = np_self_attention(clean(x), LENS, att.qkv.numpy(), 2, 10, 4, shift=table[index])
+    if fixed:  # RETURNN's get_positional_encoding divides by channels // 2 - 1: 2 or 3 channels fail there
+        with pytest.raises(NetworkError, match="'rel'.*3 channels"):
+            make("relative_positional_encoding", {"n_out": 3, "clipping": 2, "fixed": True}, [data], name="rel")
     for i, n in enumerate(LENS):
         np.testing.assert_allclose(out[i, :n], ref[i, :n], rtol=1e-4, atol=1e-5)
 

@@ -10,7 +10,7 @@ import tensorflow as tf
 
 from data_utils import btf as make_btf, make_layer as make, run_layer as run
 from returnn.errors import NetworkError
-from returnn.tensor import Data, SpatialDim, batch_dim
+from returnn.tensor import Data, FeatureDim, SpatialDim, batch_dim
 from returnn.tf.layers import LAYER_CLASSES, LayerOutput, RunContext
 from returnn.tf.network import TFNetwork
 
@@ -61,6 +61,31 @@ def test_positional_encoding(n_out):
     shifted = make("positional_encoding", {"n_out": 4, "offset": "off"}, [data, offset])
     out = run(shifted, [val, LayerOutput(tf.constant([0, 10]), offset)]).tensor.numpy()
     np.testing.assert_allclose(out[1, :3], np_pos_enc(np.arange(10, 13, dtype=np.float32), 4), atol=1e-5)
+
+
+def test_positional_encoding_over_extra_axes_and_refused_channels():
+    """RETURNN: an input with more axes ((B, T, S, F); here also time before batch) gets the encoding of the
+    positions on its time axis for every S; a (B, T) offset adds per frame; 2 or 3 channels fail in RETURNN."""
+    time, s_dim = SpatialDim("t"), SpatialDim("s", 3)
+    data = Data("x", dims=[time, batch_dim, s_dim, FeatureDim("f", 4)])
+    x = np.random.RandomState(5).randn(5, 2, 3, 4).astype(np.float32)
+    val = LayerOutput(tf.constant(x), data, {time: tf.constant(LENS)})
+    offset = Data("off", dims=[batch_dim, time], dtype="int32")
+    off = np.array([[0, 1, 2, 3, 4], [7, 7, 7, 0, 0]], np.int32)
+    layer = make("positional_encoding", {"add_to_input": True, "offset": "off"}, [data, offset])
+    assert layer.output.dims == data.dims
+    out = run(layer, [val, LayerOutput(tf.constant(off), offset, {time: tf.constant(LENS)})]).tensor.numpy()
+    for b in range(2):
+        ref = np_pos_enc((np.arange(5) + off[b]).astype(np.float32), 4)  # (T, F)
+        np.testing.assert_allclose(out[:, b], x[:, b] + ref[:, None, :], atol=1e-5)
+    n_out = make("positional_encoding", {"n_out": 6}, [data])
+    assert n_out.output.dims[:3] == data.dims[:3]
+    enc = run(n_out, [val]).tensor.numpy()
+    np.testing.assert_allclose(enc, np.broadcast_to(np_pos_enc(np.arange(5, dtype=np.float32), 6)[:, None, None],
+                                                    (5, 2, 3, 6)), atol=1e-5)
+    for channels in (2, 3):
+        with pytest.raises(NetworkError, match="'lay'.*%i channels.*ZeroDivisionError" % channels):
+            make("positional_encoding", {"n_out": channels}, [data])
 
 
 def test_dot_attention_style_masks_reduced_time():

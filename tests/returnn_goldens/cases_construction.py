@@ -103,5 +103,15 @@ case("rec_gru_dir-1_merged_spatial_axis", "rec_merged_axes", dict(SPLIT, output=
 case("rec_nativelstm2_merged_axes_two_sources", "rec_merged_axes", dict(SPLIT, lin={
     "class": "linear", "activation": "tanh", "n_out": 2, "from": "split"}, output={
     "class": "rec", "unit": "nativelstm2", "n_out": 3, "from": ["split", "lin"]}), extern=X6)
+# positional_encoding over (B, T, S, F): the same encoding for each S (RETURNN broadcasts/tiles it)
+SPLIT8 = {"lin": {"class": "linear", "activation": None, "n_out": 8, "from": "data"},
+          "split": {"class": "split_dims", "axis": "F", "dims": [2, 4], "from": "lin"}}
+case("positional_encoding_add_merged_spatial_axis", "positional_encoding", dict(SPLIT8, output={
+    "class": "positional_encoding", "add_to_input": True, "from": "split"}), extern=X6)
+case("positional_encoding_n_out_merged_spatial_axis", "positional_encoding", dict(SPLIT, output={
+    "class": "positional_encoding", "n_out": 4, "from": "split"}), extern=X6)
+case("positional_encoding_offset_spatial_axis", "positional_encoding", dict(SPLIT8, off={
+    "class": "length", "from": "data"}, output={
+    "class": "positional_encoding", "add_to_input": True, "offset": "off", "from": "split"}), extern=X6)
 
 _ = (LENS_LONG, X5)

@@ -182,6 +182,13 @@ class LengthLayer(Layer):
         return self.make_output(sizes, sources)
 
 
+def check_encoding_channels(where: str, channels: int) -> None:
+    """RETURNN's get_positional_encoding divides by (channels // 2 - 1): 2 or 3 channels fail there."""
+    if channels // 2 == 1:
+        raise NetworkError("%s: a sinusoidal positional encoding of %i channels (RETURNN divides by channels // 2 - 1 "
+                           "= 0: ZeroDivisionError)" % (where, channels))
+
+
 def positional_encoding(positions: tf.Tensor, channels: int, min_timescale: float = 1.0,
                         max_timescale: float = 1.0e4) -> tf.Tensor:
     """Tensor2Tensor's sinusoids: ``positions.shape + [channels]``; the first half sin, the second
@@ -198,8 +205,9 @@ def positional_encoding(positions: tf.Tensor, channels: int, min_timescale: floa
 
 @register_layer
 class PositionalEncodingLayer(Layer):
-    """Sinusoidal encoding of the positions on the time axis: ``(B, T, n_out)``, or added to the
-    input with ``add_to_input``; ``constant`` >= 0 uses that position everywhere; ``offset`` (a
+    """Sinusoidal encoding of the positions on the time axis (or ``axis``): ``(B, T, n_out)``, or
+    added to the input with ``add_to_input``; other axes of the input (e.g. ``(B, T, S, F)``) get
+    the same encoding (RETURNN's broadcast/tile); ``constant`` >= 0 uses that position everywhere; ``offset`` (a
     layer, (B,) or (B, T) ints) is added to the positions."""
 
     layer_class = "positional_encoding"
@@ -219,11 +227,13 @@ class PositionalEncodingLayer(Layer):
         data = own[0]
         # one step inside a rec loop: (batch, feature), the position is the step index
         self.step_mode = data.batch_dim_axis == 0 and data.batch_ndim == 2 and data.feature_dim_axis == 1
-        if not self.step_mode:
-            self.ax = self.axis(data, self.opt("axis"), "axis")
-            if data.batch_dim_axis != 0 or self.ax != 1 or data.batch_ndim != 3 or data.feature_dim_axis != 2:
-                raise NetworkError("%s: input must be (batch, time, feature) or one step (batch, feature) in a rec "
-                                   "loop, got %s" % (self.desc, data.short_repr()))
+        if not self.step_mode:  # RETURNN: any axes, the feature axis last; positions along 'axis', the others
+            self.ax = self.axis(data, self.opt("axis"), "axis")  # broadcast (e.g. (B, T, S, F))
+            if data.batch_dim_axis is None or data.feature_dim_axis != data.batch_ndim - 1 or \
+                    self.ax in (data.batch_dim_axis, data.feature_dim_axis):
+                raise NetworkError("%s: input must have a batch axis and the feature axis last, the positions on "
+                                   "another axis (or one step (batch, feature) in a rec loop), got %s"
+                                   % (self.desc, data.short_repr()))
         if self.opt("add_to_input"):
             self.check_n_out(data.dim)
             self.channels = data.dim
@@ -233,10 +243,12 @@ class PositionalEncodingLayer(Layer):
             self.output = Data(name, dims=list(data.dims[:-1]) + [self.out_feature_dim()])
         if self.has_offset:
             offset = sources[-1]
-            if offset.dtype[:3] not in ("int", "uin") or offset.batch_ndim not in (1, 2) or offset.batch_dim_axis != 0:
-                raise NetworkError("%s: offset must be (B,) or (B, T) integers, got %s" % (self.desc,
-                                                                                       offset.short_repr()))
+            if offset.dtype[:3] not in ("int", "uin") or offset.batch_ndim not in (1, 2) or offset.batch_dim_axis != 0 \
+                    or (offset.batch_ndim == 2 and not self.step_mode and offset.dims[1] != data.dims[self.ax]):
+                raise NetworkError("%s: offset must be (B,) or (B, T) integers (T the positions' axis), got %s"
+                                   % (self.desc, offset.short_repr()))
         self.constant = int(self.opt("constant"))
+        check_encoding_channels(self.desc, self.channels)
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         x = sources[0]
@@ -248,13 +260,21 @@ class PositionalEncodingLayer(Layer):
             positions = tf.fill(shape[:1], position)
             if self.has_offset:
                 positions += tf.reshape(tf.cast(sources[-1].tensor, tf.int32), [-1])
-        elif self.constant >= 0:
-            positions = tf.fill(shape[:2], self.constant)
-        else:
-            positions = tf.broadcast_to(tf.range(shape[1])[None, :], shape[:2])
-        if self.has_offset and not self.step_mode:
-            offset = sources[-1].tensor
-            positions += tf.cast(offset if len(offset.shape) == 2 else offset[:, None], tf.int32)
+        else:  # all axes but the feature axis (last)
+            n = len(x.data.dims) - 1
+            if self.constant >= 0:
+                positions = tf.fill(shape[:-1], self.constant)
+            else:
+                positions = tf.broadcast_to(tf.reshape(tf.range(shape[self.ax]), [-1 if i == self.ax else 1
+                                                                                   for i in range(n)]), shape[:-1])
+            if self.has_offset:
+                offset = tf.cast(sources[-1].tensor, tf.int32)  # (B,) or (B, T): onto the batch and positions' axes
+                b = x.data.batch_dim_axis
+                if len(offset.shape) == 2 and self.ax < b:
+                    offset = tf.transpose(offset)
+                keep = (b,) if len(offset.shape) == 1 else (b, self.ax)
+                positions += tf.reshape(offset, [tf.shape(offset)[sorted(keep).index(i)] if i in keep else 1
+                                                 for i in range(n)])
         signal = positional_encoding(positions, self.channels)
         if self.opt("add_to_input"):
             signal = signal + x.tensor

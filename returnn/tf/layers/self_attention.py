@@ -195,6 +195,9 @@ class RelativePositionalEncodingLayer(Layer):
         self.clipping = positive_int(self.desc, "clipping", self.opt("clipping"))
         self.channels = self.require_n_out()
         self.fixed = bool(self.opt("fixed"))
+        if self.fixed:
+            from returnn.tf.layers.generated import check_encoding_channels
+            check_encoding_channels(self.desc, self.channels)
         self.matrix = None if self.fixed else self.weight(
             "encoding_matrix", [2 * self.clipping + 1, self.channels], init_option="forward_weights_init")
         self.key_time = Dim(None, description="%s:key-time" % name, derived_from=time)
