@@ -13,7 +13,7 @@ tests/returnn_goldens/make_goldens.py) builds and runs each with fixed parameter
 
 Usage::
 
-    .venv/bin/python benchmarks/returnn_fuzz.py [--seed S] [--n N] [--returnn-python PY] [--keep DIR]
+    .venv/bin/python benchmarks/returnn_fuzz.py [--seed S] [--n N] [--kind chain|rec] [--returnn-python PY] [--keep DIR]
                                                 [--only-verdicts DIFFER GAP ...]
 
 Prints one line per case that is not AGREE/BOTH-FAIL (with both sides' first error line) and the
@@ -38,20 +38,26 @@ sys.path.insert(0, REPO)
 sys.path.insert(0, os.path.join(REPO, "tests"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import returnn_fuzz_cases  # noqa: E402
+import returnn_fuzz_rec  # noqa: E402
 
 MAKE_GOLDENS = os.path.join(REPO, "tests", "returnn_goldens", "make_goldens.py")
 
 
-def run_returnn(cases, out_dir: str, python: str) -> Dict[str, str]:
+def run_returnn(cases, out_dir: str, python: str, trace: bool = False) -> Dict[str, str]:
     """Runs the cases in RETURNN (writing ``<case>.npz`` into ``out_dir``); returns {case: error line}
-    of those RETURNN fails on."""
+    of those RETURNN fails on. ``trace``: prints RETURNN's traceback of the first failing case."""
     path = os.path.join(out_dir, "cases.json")
     with open(path, "w") as f:
         json.dump(cases, f)
     env = dict(os.environ, DISABLE_CUDA="1", TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
     env.pop("PYTHONPATH", None)
-    proc = subprocess.run([python, MAKE_GOLDENS, "--cases-json", path, "--out", out_dir, "--keep-going"],
+    proc = subprocess.run([python, MAKE_GOLDENS, "--cases-json", path, "--out", out_dir]
+                          + ([] if trace else ["--keep-going"]),
                           cwd=tempfile.gettempdir(), env=env, capture_output=True, text=True)
+    if trace and proc.returncode:
+        print("RETURNN's traceback:\n" + proc.stderr[-6000:])
+        return {c["name"]: "see the traceback" for c in cases
+                if not os.path.exists(os.path.join(out_dir, c["name"] + ".npz"))}
     failed = dict(re.findall(r"^FAILED (\S+): (.*)$", proc.stdout, re.M))
     written = {c["name"] for c in cases if os.path.exists(os.path.join(out_dir, c["name"] + ".npz"))}
     missing = [c["name"] for c in cases if c["name"] not in written and c["name"] not in failed]
@@ -121,16 +127,23 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--n", type=int, default=100)
     parser.add_argument("--start", type=int, default=0, help="first index (default 0)")
+    parser.add_argument("--kind", choices=["chain", "rec"], default="chain",
+                        help="chains of plain layers (returnn_fuzz_cases) or rec loops (returnn_fuzz_rec)")
     parser.add_argument("--returnn-python", default=os.path.join(REPO, ".bench-venv-returnn", "bin", "python"))
     parser.add_argument("--keep", help="keep RETURNN's outputs (.npz) in this directory")
+    parser.add_argument("--trace", action="store_true", help="print RETURNN's traceback of the first case it fails on")
     parser.add_argument("--show", nargs="*", default=["DIFFER", "GAP", "LAX", "CRASH"], help="verdicts to list")
     args = parser.parse_args()
     if not os.path.exists(args.returnn_python):
         sys.exit("returnn_fuzz: no RETURNN venv at %s (see tests/returnn_goldens/make_goldens.py)" % args.returnn_python)
-    cases = [returnn_fuzz_cases.draw(args.seed, i) for i in range(args.start, args.start + args.n)]
+    if args.kind == "rec":
+        cases = [returnn_fuzz_rec.draw(args.seed, i, chain_layer=returnn_fuzz_cases.chain_layer)
+                 for i in range(args.start, args.start + args.n)]
+    else:
+        cases = [returnn_fuzz_cases.draw(args.seed, i) for i in range(args.start, args.start + args.n)]
     out_dir = args.keep or tempfile.mkdtemp(prefix="returnn_fuzz_")
     os.makedirs(out_dir, exist_ok=True)
-    failed = run_returnn(cases, out_dir, args.returnn_python)
+    failed = run_returnn(cases, out_dir, args.returnn_python, args.trace)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     counts: Counter = Counter()
     for c in cases:

@@ -252,6 +252,11 @@ SINGLE: List[Callable[[random.Random], Layer]] = [
 PAIRED = [_combine, _dot]
 
 
+def chain_layer(rng: random.Random) -> Layer:
+    """One layer of the single-source catalog (without ``from``)."""
+    return rng.choice(SINGLE)(rng)
+
+
 def draw(seed: int, index: int) -> Dict[str, Any]:
     """Case ``index`` of ``seed``: keyword arguments of make_goldens.py's ``case()``."""
     rng = random.Random("%i/%i" % (seed, index))

@@ -65,6 +65,9 @@ class CumsumLayer(Layer):
     )
 
     step_mode = False  # inside a rec loop over its time axis: the running sum as loop state (below)
+    # in a rec loop the sum starts from the layer's initial_output (RETURNN's state); such a layer
+    # stays in the loop (the loop's initial value machinery gives that start)
+    state_from_initial_output = True
 
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
         super().__init__(name, opts, sources, seed)
@@ -80,10 +83,14 @@ class CumsumLayer(Layer):
                                    % self.desc)
             self.step_mode = True
             return
+        if self.opt("initial_output") is not None:
+            raise NetworkError("%s: 'initial_output' %r on a sum that is not over a rec loop's frames is not "
+                               "supported (RETURNN adds it to the whole sum)" % (self.desc, self.opt("initial_output")))
         self.ax = self.axis(sources[0], axis, "axis")
 
     def initial_state(self, batch: tf.Tensor, n_time: tf.Tensor) -> tf.Tensor:
-        """The sum before the first frame: zeros (RETURNN's default initial output)."""
+        """The sum before the first frame without an initial_output: zeros (RETURNN's default); with
+        one, the rec loop gives that value instead (``state_from_initial_output``)."""
         shape = [batch if d.is_batch_dim() else d.dimension for d in self.output.dims]
         return tf.zeros(tf.stack(shape), tf.as_dtype(self.output.dtype))
 

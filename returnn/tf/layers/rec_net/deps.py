@@ -79,11 +79,14 @@ def _default_from(class_name: Any) -> List[str]:
     return list(cls.default_from) if cls is not None else ["data"]
 
 
-def _stays_in_loop(class_name: Any) -> bool:
-    """Whether RETURNN never computes this class over the whole sequence (moved out of the loop):
-    the class says so (``stays_in_loop``, e.g. ``random``: new numbers in every step)."""
+def _stays_in_loop(opts: Mapping[str, Any]) -> bool:
+    """Whether this layer never runs over the whole sequence (moved out of the loop): its class
+    says so (``stays_in_loop``, e.g. ``random``: new numbers in every step), or its state starts
+    from its ``initial_output`` (``state_from_initial_output``: a cumsum with an initial_output)."""
     from returnn.tf.layers.base import LAYER_CLASSES
-    return bool(getattr(LAYER_CLASSES.get(class_name), "stays_in_loop", False))
+    cls = LAYER_CLASSES.get(opts.get("class"))
+    return bool(getattr(cls, "stays_in_loop", False)) or (
+        bool(getattr(cls, "state_from_initial_output", False)) and opts.get("initial_output") is not None)
 
 
 def _ref_options(class_name: Any) -> List[str]:
@@ -250,7 +253,7 @@ def analyse_unit(unit: Mapping[str, Any], rec_name: str, base_layers: Sequence[s
     in_loop |= masked  # previous output and state where the mask is False: they run step by step
     prev_used |= masked
     in_loop |= {n for n in names if any(r.kind == "step" for r in step_deps[n])}
-    in_loop |= {n for n in names if _stays_in_loop(unit[n].get("class"))}
+    in_loop |= {n for n in names if _stays_in_loop(unit[n])}
     core = set(in_loop)  # what must run step by step: cycles, forced layers and what they read in the loop
     changed = True
     while changed:  # closure: a layer reading an in-loop layer (same step or prev:) is in the loop
@@ -272,6 +275,45 @@ def analyse_unit(unit: Mapping[str, Any], rec_name: str, base_layers: Sequence[s
                     after_loop=[n for n in order if n in in_loop and n not in core],
                     prev_used=prev_used, base_used={r.name for rs in deps.values() for r in rs if r.kind == "base"},
                     deps=deps)
+
+
+def outer_key(ref: Ref) -> Optional[str]:
+    """The outer-network name a reference reads as a whole (``base:X`` -> X, ``data:KEY`` ->
+    ``data:KEY``), None for the loop's own values (its layers, ``data:source``, ``:i``)."""
+    if ref.kind == "base":
+        return ref.name
+    if ref.kind == "data" and ref.name != "source":
+        return "data:" + ref.name
+    return None
+
+
+def frame_and_whole_readers(plan: UnitPlan, loop_time_outer: Set[str]) -> List[str]:
+    """The layers of a unit that read an outer value over the loop's own time axis as a whole
+    (``base:enc`` whose frames the loop runs over) together with a per-frame value of the loop
+    (``data:source``, ``:i``, a layer depending on them or on ``prev:``). In the loop such a
+    layer sees all frames of the outer value beside one frame of the other (attention energies
+    over the encoder, RETURNN's semantics); over the whole sequence both would share one time
+    axis, so these layers run in the loop, and so do the layers reading them."""
+    per_frame: Set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for name, refs in plan.deps.items():
+            if name not in per_frame and any(
+                    r.kind in ("prev", "step") or (r.kind == "data" and r.name == "source") or
+                    (r.kind == "self" and r.name in per_frame) for r in refs):
+                per_frame.add(name)
+                changed = True
+    stuck = {name for name, refs in plan.deps.items()
+             if name in per_frame and any(outer_key(r) in loop_time_outer for r in refs)}
+    changed = bool(stuck)
+    while changed:  # and what reads them: stacked over the loop, their frames would have that axis twice
+        changed = False
+        for name, refs in plan.deps.items():
+            if name not in stuck and any(r.kind in ("self", "prev") and r.name in stuck for r in refs):
+                stuck.add(name)
+                changed = True
+    return [name for name in plan.deps if name in stuck]
 
 
 def needed_unit(unit: Mapping[str, Any], rec_name: str, search: bool = False) -> Dict[str, Any]:

@@ -32,7 +32,8 @@ from returnn.tf.layers.rec_net import layer_targets
 from returnn.tf.layers.rec_net.assumed import AssumedTemplates
 from returnn.tf.layers.rec_net import unmask as _unmask  # noqa: F401  (registers _unmask_in_unit)
 from returnn.tf.layers.rec_net.deps import (
-    Ref, analyse_unit, choice_searches, fed_target, initial_refs, is_target_choice, layer_refs, needed_unit,
+    Ref, analyse_unit, choice_searches, fed_target, frame_and_whole_readers, initial_refs, is_target_choice,
+    layer_refs, needed_unit,
 )
 from returnn.tf.layers.rnn_cell import building_loop_step, cell_class_for
 from returnn.tf.net_dict import has_axis_pairs, search_length_key, without_search_only
@@ -258,6 +259,11 @@ class RecSubnetLayer(AssumedTemplates, Layer):
             if tmpl.time_dim is None:
                 raise NetworkError("%s: target %r has no time axis" % (self.desc, self.length_key))
             self.time_dim = tmpl.time_dim
+        loop_time_outer = {k for k, tmpl in self.outer.items() if self.time_dim in tmpl.dims}
+        stuck = [n for n in frame_and_whole_readers(self.plan, loop_time_outer) if n not in self.plan.in_loop]
+        if stuck and step_only != list(self.unit):
+            self.plan = analyse_unit(self.unit, name, has_source=self.n_from > 0, teacher_forcing=not search,
+                                     step_only=step_only + list(self.plan.after_loop if search else ()) + stuck)
         self.in_loop = set(self.plan.in_loop)
         self.layers: Dict[str, Layer] = {}
         self.sub_sources: Dict[str, List[str]] = {}
@@ -286,8 +292,9 @@ class RecSubnetLayer(AssumedTemplates, Layer):
         self.after_order = self._ordered(self.plan.after_loop)
         for sub in self.after_order:  # on the stacked outputs of the loop
             self._build(sub)
-        for sub in self.plan.prev_used:
-            if self.unit[sub].get("initial_output") == "var":
+        for sub in self.unit:  # read as prev: at step 0, or the start of a running sum (cumsum)
+            if self.unit[sub].get("initial_output") == "var" and (
+                    sub in self.plan.prev_used or getattr(self.layers.get(sub), "state_from_initial_output", False)):
                 self._make_initial_output_var(sub)
         for sub in self.plan.prev_used:  # a cell outside the loop whose prev: is read: the loop's initial state
             if sub not in self.in_loop and hasattr(self.layers[sub], "make_prev_state"):
@@ -297,6 +304,10 @@ class RecSubnetLayer(AssumedTemplates, Layer):
                 if r.kind == "self" and r.name in self.in_loop:
                     raise NetworkError("%s, sub-layer %r: its initial output or state reads %r, which runs in the loop "
                                        "(only layers outside it, base: layers or data)" % (self.desc, sub, r.name))
+        if "output" in self.in_loop and self.time_dim in self.layers["output"].output.dims:
+            raise NetworkError("%s: the output per step has the loop's own time axis %r (e.g. all frames of a base: "
+                               "layer over the loop's time); RETURNN refuses that (reduce or attend over it first)"
+                               % (self.desc, self.time_dim.description))
         self.output = self.sub_template("output")
 
     # ---- building

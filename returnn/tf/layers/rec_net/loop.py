@@ -160,6 +160,8 @@ class UnitRun:
         sequences' longest)."""
         layer = self.rec.layers[name]
         n_time = self.n_time if n_time is None else n_time
+        if getattr(layer, "state_from_initial_output", False):  # a running sum from its initial_output
+            return self.initial(name, layer.output)
         if getattr(layer, "state_refs", None) is None:  # no initial_state option (self-attention's own state)
             return layer.initial_state(self.batch, n_time)
         return layer.initial_state(self.batch, n_time, self.state_values(layer), self.ctx)

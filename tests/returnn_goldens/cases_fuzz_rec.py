@@ -1,0 +1,26 @@
+"""Golden cases found by the differential check over rec loops (benchmarks/returnn_fuzz.py --kind
+rec) where this engine differed from RETURNN or refused what RETURNN builds, kept as goldens once
+fixed (loaded by make_goldens.py): a cumsum in the loop starts from its initial_output; attention
+energies of a per-frame query over a base: layer whose time axis is the loop's own run in the loop
+(all encoder frames per step), also when the query alone would be computed over the whole sequence."""
+from make_goldens import case
+
+X5 = {"data": {"dim": 5}}
+X4 = {"data": {"dim": 4}}
+
+for init in ("ones", 0.5):
+    case("fuzzrec_cumsum_initial_output_%s" % init, "fuzzrec_cumsum", {"output": {"class": "rec", "from": "data", "unit": {
+        "s0": {"class": "cumsum", "from": "data:source", "initial_output": init},
+        "output": {"class": "combine", "kind": "add", "from": ["s0", "prev:output"]}}}}, extern=X4,
+        lens={"data": [7, 4, 0]})
+case("fuzzrec_cumsum_initial_output_var", "fuzzrec_cumsum", {"output": {"class": "rec", "from": "data", "unit": {
+    "s0": {"class": "linear", "activation": "tanh", "n_out": 3, "from": ["data:source", "prev:output"]},
+    "output": {"class": "cumsum", "from": "s0", "initial_output": "var"}}}}, extern=X4)
+case("fuzzrec_attention_query_of_frame", "fuzzrec_attention", {
+    "enc": {"class": "linear", "activation": "tanh", "n_out": 3, "from": "data"},
+    "output": {"class": "rec", "from": "data", "unit": {
+        "q": {"class": "linear", "activation": None, "n_out": 3, "from": "data:source"},
+        "energy": {"class": "dot", "from": ["base:enc", "q"], "red1": "F", "red2": "F", "var1": "T", "var2": None},
+        "weights": {"class": "softmax_over_spatial", "from": "energy"},
+        "output": {"class": "generic_attention", "weights": "weights", "base": "base:enc"}}}},
+    extern=X5, config={"behavior_version": 12}, lens={"data": [7, 4, 1]})
