@@ -158,6 +158,9 @@ def test_search_in_training_rows_follow_each_hypothesis():
     mask = np.arange(n_t)[None, :] < np.repeat(Y_LENS, k)[:, None]
     want = -(soft * np.log(probs)).sum(-1)[mask].sum()  # CE against the soft targets, every hypothesis' frames
     np.testing.assert_allclose(float(prob_loss[0].loss_sum), want, rtol=1e-4)
+    only = net.forward(_batch(), RunContext(True), only=[info.layer for info in net.losses])  # as the train step
+    again = net.compute_losses(only, _batch(), train=True)
+    np.testing.assert_allclose(float([v for n, v in again.items() if n.endswith("/prob")][0].loss_sum), want, rtol=1e-4)
 
 
 def test_refusals():

@@ -412,8 +412,8 @@ class TFNetwork(tf.Module):
     @tf.autograph.experimental.do_not_convert
     def _needed_layers(self, names: List[str]) -> set:
         needed, todo = set(), [base_layer_name(n, self.layers) for n in names]
-        todo += [self.data_layers[info.target] for info in self.losses
-                 if info.target in self.data_layers and info.layer in names]
+        todo += [base_layer_name(self.data_layers[info.target], self.layers) for info in self.losses
+                 if info.target in self.data_layers and info.layer in names]  # (a unit's target: REC/X)
         while todo:
             name = todo.pop()
             if name in needed:
