@@ -112,3 +112,21 @@ def test_optimal_completions_are_prefix_distances():
             prefix = h[:t]
             want = [min(levenshtein(prefix + [v], r[:j]) for j in range(len(r) + 1)) for v in range(4)]
             assert list(got[i]) == want, (i, t)
+
+
+def test_against_returnn_native_ops():
+    """RETURNN's compiled kernels (tests/returnn_goldens/make_edit_distance_op_goldens.py) on inconsistent rows,
+    ended hypotheses, length-0 and padded references, with and without a blank."""
+    import os
+    path = os.path.join(os.path.dirname(__file__), "data", "returnn_native_ops", "edit_distance_rows.npz")
+    g = np.load(path)
+    n_cases = len({k.split("_")[0] for k in g.files})
+    assert n_cases == 8
+    for i in range(n_cases):
+        c = {k[len("c%i_" % i):]: g[k] for k in g.files if k.startswith("c%i_" % i)}
+        row = next_edit_distance_row(c["last"], c["a"], c["a_n"], c["ended"], c["b"], c["b_len"]).numpy()
+        np.testing.assert_array_equal(row, c["row"], err_msg="case %i" % i)
+        blank = None if int(c["blank"]) < 0 else int(c["blank"])
+        opt = optimal_completion_distances(c["last"], c["opt"].shape[1], c["a_n"], c["ended"], c["b"], c["b_len"],
+                                           blank).numpy()
+        np.testing.assert_array_equal(opt, c["opt"], err_msg="case %i" % i)
