@@ -287,13 +287,20 @@ def outer_key(ref: Ref) -> Optional[str]:
     return None
 
 
-def frame_and_whole_readers(plan: UnitPlan, loop_time_outer: Set[str]) -> List[str]:
+def frame_and_whole_readers(plan: UnitPlan, loop_time_outer: Set[str], unit: Optional[Mapping[str, Any]] = None
+                            ) -> List[str]:
     """The layers of a unit that read an outer value over the loop's own time axis as a whole
     (``base:enc`` whose frames the loop runs over) together with a per-frame value of the loop
     (``data:source``, ``:i``, a layer depending on them or on ``prev:``). In the loop such a
     layer sees all frames of the outer value beside one frame of the other (attention energies
     over the encoder, RETURNN's semantics); over the whole sequence both would share one time
-    axis, so these layers run in the loop, and so do the layers reading them."""
+    axis, so these layers run in the loop, and so do the layers reading them.
+
+    Not so (RETURNN moves them out, computed over the whole sequence): a layer in the loop anyway
+    (``:i``, ``prev:``: a gather of the frame at ``:i`` has no loop time axis in its frames, and
+    what reads it is planned as before), and an ``eval`` (``unit`` given): RETURNN moves it out
+    and its code sees the stacked values, e.g. a full-sum transducer loss over log-probs and
+    ``base:encoder`` (checked with RETURNN 1.20261022)."""
     per_frame: Set[str] = set()
     changed = True
     while changed:
@@ -304,8 +311,13 @@ def frame_and_whole_readers(plan: UnitPlan, loop_time_outer: Set[str]) -> List[s
                     (r.kind == "self" and r.name in per_frame) for r in refs):
                 per_frame.add(name)
                 changed = True
+
+    def is_eval(name: str) -> bool:
+        return unit is not None and isinstance(unit.get(name), Mapping) and unit[name].get("class") == "eval"
+
     stuck = {name for name, refs in plan.deps.items()
-             if name in per_frame and any(outer_key(r) in loop_time_outer for r in refs)}
+             if name in per_frame and name not in plan.in_loop and not is_eval(name)
+             and any(outer_key(r) in loop_time_outer for r in refs)}
     changed = bool(stuck)
     while changed:  # and what reads them: stacked over the loop, their frames would have that axis twice
         changed = False

@@ -260,7 +260,7 @@ class RecSubnetLayer(AssumedTemplates, Layer):
                 raise NetworkError("%s: target %r has no time axis" % (self.desc, self.length_key))
             self.time_dim = tmpl.time_dim
         loop_time_outer = {k for k, tmpl in self.outer.items() if self.time_dim in tmpl.dims}
-        stuck = [n for n in frame_and_whole_readers(self.plan, loop_time_outer) if n not in self.plan.in_loop]
+        stuck = [n for n in frame_and_whole_readers(self.plan, loop_time_outer, self.unit) if n not in self.plan.in_loop]
         if stuck and step_only != list(self.unit):
             self.plan = analyse_unit(self.unit, name, has_source=self.n_from > 0, teacher_forcing=not search,
                                      step_only=step_only + list(self.plan.after_loop if search else ()) + stuck)
