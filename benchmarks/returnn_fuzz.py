@@ -86,7 +86,7 @@ def _ours_builds(c) -> Optional[str]:
             batch[key] = tf.constant(rng.randint(0, data.dim, shape).astype(np.int32) if data.sparse
                                      else rng.normal(size=shape).astype(np.float32))
             batch[key + ":seq_len"] = tf.constant(lens)
-        net.forward(batch, RunContext(False), only=[c.get("output", "output")])
+        net.forward(batch, RunContext(bool(c.get("train"))), only=[c.get("output", "output")])
     return None
 
 
@@ -131,6 +131,8 @@ def main() -> int:
                         help="chains of plain layers (returnn_fuzz_cases) or rec loops (returnn_fuzz_rec)")
     parser.add_argument("--returnn-python", default=os.path.join(REPO, ".bench-venv-returnn", "bin", "python"))
     parser.add_argument("--keep", help="keep RETURNN's outputs (.npz) in this directory")
+    parser.add_argument("--train", action="store_true",
+                        help="build the nets for training (batch statistics; draws with dropout are left out)")
     parser.add_argument("--trace", action="store_true", help="print RETURNN's traceback of the first case it fails on")
     parser.add_argument("--show", nargs="*", default=["DIFFER", "GAP", "LAX", "CRASH"], help="verdicts to list")
     args = parser.parse_args()
@@ -140,7 +142,9 @@ def main() -> int:
         cases = [returnn_fuzz_rec.draw(args.seed, i, chain_layer=returnn_fuzz_cases.chain_layer)
                  for i in range(args.start, args.start + args.n)]
     else:
-        cases = [returnn_fuzz_cases.draw(args.seed, i) for i in range(args.start, args.start + args.n)]
+        cases = [returnn_fuzz_cases.draw(args.seed, i, args.train) for i in range(args.start, args.start + args.n)]
+    if args.train:  # random masks differ between the engines: no dropout in training-mode draws
+        cases = [dict(c, train=True) for c in cases if "dropout" not in json.dumps(c["network"])]
     out_dir = args.keep or tempfile.mkdtemp(prefix="returnn_fuzz_")
     os.makedirs(out_dir, exist_ok=True)
     failed = run_returnn(cases, out_dir, args.returnn_python, args.trace)

@@ -257,9 +257,22 @@ def chain_layer(rng: random.Random) -> Layer:
     return rng.choice(SINGLE)(rng)
 
 
-def draw(seed: int, index: int) -> Dict[str, Any]:
-    """Case ``index`` of ``seed``: keyword arguments of make_goldens.py's ``case()``."""
-    rng = random.Random("%i/%i" % (seed, index))
+def batch_norm(rng: random.Random) -> Layer:
+    """A batch_norm layer with random options (training draws use the batch's statistics)."""
+    o: Layer = {"class": "batch_norm"}
+    _maybe(rng, o, "use_shift", True, False)
+    _maybe(rng, o, "use_std", True, False)
+    _maybe(rng, o, "masked_time", True, False)
+    _maybe(rng, o, "momentum", 0.1)
+    _maybe(rng, o, "epsilon", 1e-3, 0.1)
+    _maybe(rng, o, "delay_sample_update", True, False)
+    return o
+
+
+def draw(seed: int, index: int, train: bool = False) -> Dict[str, Any]:
+    """Case ``index`` of ``seed``: keyword arguments of make_goldens.py's ``case()``; ``train``:
+    half of the chains start with a batch_norm (and the case runs in training mode)."""
+    rng = random.Random("%i/%i%s" % (seed, index, "/train" if train else ""))
     in_name, extern = rng.choice(INPUTS)
     lens = rng.choice(LENS)
     network: Dict[str, Layer] = {}
@@ -270,7 +283,7 @@ def draw(seed: int, index: int) -> Dict[str, Any]:
         if prev != "data" and rng.random() < 0.25:
             layer = rng.choice(PAIRED)(rng, prev)
         else:
-            layer = rng.choice(SINGLE)(rng)
+            layer = batch_norm(rng) if train and i == 0 and rng.random() < 0.5 else rng.choice(SINGLE)(rng)
             if layer.get("true_from", 1) is None:
                 layer["true_from"] = prev
             else:
@@ -279,6 +292,6 @@ def draw(seed: int, index: int) -> Dict[str, Any]:
         prev = name
     config = {"behavior_version": rng.choice([0, 12, 21])} if rng.random() < 0.6 else {}
     family = "+".join(str(layer["class"]) for layer in network.values())
-    return dict(name="fuzz_%i_%i" % (seed, index), family=family, network=network, extern=extern,
-                config=config, lens={"data": lens}, notes="returnn_fuzz seed %i index %i input %s" % (
-                    seed, index, in_name))
+    return dict(name="fuzz%s_%i_%i" % ("train" if train else "", seed, index), family=family, network=network,
+                extern=extern, config=config, lens={"data": lens}, train=train,
+                notes="returnn_fuzz%s seed %i index %i input %s" % (" --train" if train else "", seed, index, in_name))

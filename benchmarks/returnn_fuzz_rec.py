@@ -17,7 +17,7 @@ Layer = Dict[str, Any]
 INPUTS = [("btf4", {"data": {"dim": 4}}), ("btf5", {"data": {"dim": 5}}), ("sparse7", {"data": {"dim": 7, "sparse": True}})]
 LENS = [[7, 4, 1], [5, 3, 0], [6, 6, 2], [1, 1, 1], [4, 2, 3]]
 INIT_OUTPUTS = [0, 1, "zeros", "ones", "var", "apply(0)", 0.5]
-CELLS = ["LSTMBlock", "GRUBlock", "BasicLSTM", "BasicRNN", "GRU", "LSTMBlockFused", "NativeLstm2", "BasicRNNCell"]
+CELLS = ["LSTMBlock", "BasicLSTM", "BasicRNN", "GRU", "LSTMBlockFused", "StandardLSTM"]
 
 
 class _Loop:
@@ -158,8 +158,39 @@ def _activation(loop: _Loop, name: str) -> Layer:
             "from": x}
 
 
+def _step_scaled(loop: _Loop, name: str) -> Layer:
+    """A frame scaled by the step index ``:i``."""
+    x = loop.pick()
+    loop.dims[name] = loop.dims[x]
+    return {"class": "eval", "from": [x, ":i"], "eval": "source(0) * tf.cast(source(1) + 1, tf.float32) * 0.25"}
+
+
+def _gather_base(loop: _Loop, name: str) -> Layer:
+    """The encoder frame at the step index (``gather`` with a layer position)."""
+    if loop.enc_dim is None:
+        return _activation(loop, name)
+    loop.dims[name] = loop.enc_dim
+    return {"class": "gather", "from": "base:enc", "position": ":i", "axis": "T"}
+
+
+def _self_attention(loop: _Loop, name: str) -> Layer:
+    """``self_attention`` in the loop: over the frames so far (its own state)."""
+    rng = loop.rng
+    n_out = rng.choice([4, 6])
+    loop.dims[name] = n_out
+    return {"class": "self_attention", "num_heads": rng.choice([1, 2]), "total_key_dim": rng.choice([4, 6]),
+            "n_out": n_out, "attention_left_only": True, "from": loop.pick(dense=False)}
+
+
+def _softmax(loop: _Loop, name: str) -> Layer:
+    n_out = loop.rng.choice([3, 5])
+    loop.dims[name] = n_out
+    src = [loop.pick(dense=False)] + (["prev:" + name] if loop.rng.random() < 0.5 else [])
+    return {"class": "softmax", "n_out": n_out, "from": src}
+
+
 IN_LOOP = [_linear, _linear, _combine_prev, _eval_prev, _cumsum, _window_reduce, _rnn_cell, _rec_unit, _attention,
-           _self_attention_history, _activation]
+           _self_attention_history, _activation, _step_scaled, _gather_base, _self_attention, _softmax]
 
 
 def draw(seed: int, index: int, chain_layer=None) -> Dict[str, Any]:
@@ -175,6 +206,10 @@ def draw(seed: int, index: int, chain_layer=None) -> Dict[str, Any]:
         network["enc"] = {"class": "linear", "activation": "tanh", "n_out": enc_dim, "from": "data"}
     loop = _Loop(rng, in_dim, bool(extern["data"].get("sparse")), enc_dim)
     n = rng.choice([1, 2, 2, 3, 4])
+    if extern["data"].get("sparse"):
+        loop.unit["emb"] = {"class": "linear", "activation": None, "n_out": 4, "from": "data:source"}
+        loop.dims["emb"] = 4
+        del loop.dims["data:source"]
     for i in range(n):
         name = "output" if i == n - 1 else "s%i" % i
         loop.unit[name] = rng.choice(IN_LOOP)(loop, name)

@@ -446,7 +446,7 @@ def test_batch_norm_defaults_follow_behavior_version(version):
     mean, var = real.mean(0), real.var(0)
     old = _bn_config(version)
     try:
-        layer = make("batch_norm", {"epsilon": 1e-4}, [spec(4)])
+        layer = make("batch_norm", {"epsilon": 1e-4, "masked_time": True}, [spec(4)])  # required from version 12
     finally:
         set_global_config(old)
     m = 0.99 if version < 12 else 0.1

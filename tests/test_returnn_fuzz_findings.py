@@ -129,3 +129,16 @@ def test_rec_loop_rules_found_by_the_rec_fuzzer():
     for b in range(2):
         for t in range(lens[b]):
             np.testing.assert_allclose(got[b, t], (e[b, :lens[b]] + q[b, t]).max(axis=0), rtol=1e-5, atol=1e-5)
+
+
+def test_batch_norm_masked_time_is_required_from_behavior_version_12():
+    """RETURNN's BehaviorVersion.require: batch_norm's masked_time must be given from version 12
+    (the layer and the batch_norm option of any layer); before, it defaults to True."""
+    bn = {"class": "batch_norm", "from": "data"}
+    assert _net({"output": bn}, 11).layers["output"].bn.masked_time is True
+    with pytest.raises(NetworkError, match="batch_norm 'masked_time' must be given explicitly from behavior version 12"):
+        _net({"output": bn}, 12)
+    with pytest.raises(NetworkError, match="'masked_time' must be given explicitly"):
+        _net({"output": {"class": "linear", "n_out": 3, "batch_norm": True, "from": "data"}}, 12)
+    _net({"output": dict(bn, masked_time=False)}, 12)
+    _net({"output": {"class": "linear", "n_out": 3, "batch_norm": {"masked_time": True}, "from": "data"}}, 12)

@@ -51,6 +51,18 @@ def _search_net(unit_extra: Dict[str, Any], end: Dict[str, Any]) -> Dict[str, An
 
 END = {"class": "compare", "from": "output", "value": 0}
 
+
+def _ocd_net(out: str) -> Dict[str, Any]:
+    """A decoder fed its target (OCD's layers): the edit distance rows of its labels against the
+    target, the optimal completions of the previous rows; the rec layer's output is ``out``'s."""
+    ref = "layer:base:data:classes"
+    unit = {"ch": {"class": "choice", "from": "prob", "target": "classes", "beam_size": 2, "initial_output": 0},
+            "prob": {"class": "softmax", "from": "prev:ch", "n_out": 6},
+            "table": {"class": "edit_distance_table", "from": "ch", "target": ref},
+            "oc": {"class": "optimal_completions", "from": "prev:table", "target": ref},
+            "output": {"class": "copy", "from": out}}
+    return {"output": {"class": "rec", "from": [], "target": "classes", "unit": unit}}
+
 # class -> {"net": net dict with an "output" layer of the class (or using it), "extern": data
 # description (default X), "lens": per data key lengths other than LENS, "search": run in search}
 CASES: Dict[str, Dict[str, Any]] = {
@@ -123,6 +135,8 @@ CASES: Dict[str, Dict[str, Any]] = {
         "kk": {"class": "cum_concat", "from": "k"},
         "output": {"class": "reduce", "mode": "sum", "axes": "stag:kk", "from": "kk"}}}}},
     "cumsum": {"net": {"output": {"class": "cumsum", "axis": "T", "from": "data"}}},
+    "edit_distance_table": {"net": _ocd_net("table")},
+    "optimal_completions": {"net": _ocd_net("oc")},
     "dct": {"net": {"output": {"class": "dct", "from": "data"}}, "extern": X6},
     "decide": {"net": {"dec": _search_net({}, END)["output"], "enc": _search_net({}, END)["enc"],
                        "output": {"class": "decide", "from": "dec"}}, "search": True},

@@ -18,7 +18,7 @@ deterministic: fixed numpy seeds per case, one TF thread, zip members with a fix
 Each ``.npz`` holds
   ``meta``          0-d unicode string, JSON: case, family, network (the net dict exactly as given to
                     RETURNN, after a JSON round trip), extern_data, config (other config keys, e.g.
-                    behavior_version), output_layer, train_flag (false), returnn_version, tf_version,
+                    behavior_version), output_layer, train_flag (the case's ``train``), returnn_version, tf_version,
                     params (RETURNN names without ":0", in get_saveable_params_list order, without
                     global_step), param_shapes, out_dims ("B,T,F"-like), time_axis (of "out", or null),
                     dynamic_axes (axes of "out" with per-sequence sizes), input_padding ("garbage"
@@ -87,15 +87,16 @@ LENS_ZERO = [5, 3, 0]
 LENS_LONG = [7, 5, 3]
 
 
-def case(name, family, network, extern=None, config=None, output="output", lens=None, notes=""):
-    """Registers a case; ``lens``: {data key: lengths} (default: data [7, 4, 1])."""
+def case(name, family, network, extern=None, config=None, output="output", lens=None, notes="", train=False):
+    """Registers a case; ``lens``: {data key: lengths} (default: data [7, 4, 1]); ``train``: the
+    network is built for training (batch_norm's batch statistics; no case with dropout)."""
     assert name not in CASES, name
     extern = extern or X5
     lens = dict(lens or {})
     for key in extern:
         lens.setdefault(key, LENS)
     CASES[name] = dict(name=name, family=family, network=network, extern=extern, config=config or {},
-                       output=output, lens=lens, notes=notes)
+                       output=output, lens=lens, notes=notes, train=bool(train))
 
 
 def _lin(n, src="data", act=None, bias=True):
@@ -219,7 +220,7 @@ def run_case(c):
     BehaviorVersion._behavior_version = c["config"].get("behavior_version")
     with tf.compat.v1.Graph().as_default() as graph:
         tf.compat.v1.set_random_seed(1)
-        net = TFNetwork(config=config, train_flag=False)
+        net = TFNetwork(config=config, train_flag=bool(c.get("train")))
         net.construct_from_dict(resolve(network))
         params = [p for p in net.get_saveable_params_list() if p.name.split(":")[0] != "global_step"]
         layer = net.get_layer(c["output"])
@@ -273,7 +274,7 @@ def run_case(c):
                 raise RuntimeError("%s: non-finite output on real frames" % c["name"])
     meta = {
         "case": c["name"], "family": c["family"], "network": network, "extern_data": extern_data,
-        "config": c["config"], "output_layer": c["output"], "train_flag": False,
+        "config": c["config"], "output_layer": c["output"], "train_flag": bool(c.get("train")),
         "returnn_version": returnn.__long_version__ if hasattr(returnn, "__long_version__") else returnn.__version__,
         "tf_version": tf.__version__,
         "params": [p.name.split(":")[0] for p in params],

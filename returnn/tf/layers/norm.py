@@ -99,7 +99,8 @@ BATCH_NORM_OPTIONS = (
                                       "behavior_version 12, else 0"),
     Option("gamma_init", 1.0, "init of gamma (RETURNN init spec)"),
     Option("beta_init", 0.0, "init of beta (RETURNN init spec)"),
-    Option("masked_time", True, "statistics over real frames only (False: padding included)"),
+    Option("masked_time", True, "statistics over real frames only (False: padding included); required "
+                                "from behavior_version 12, as RETURNN"),
     Option("axes", None, "older RETURNN: the axes that keep own statistics; only the feature axis ('f')"),
     Option("fused", None, "older RETURNN: use TensorFlow's fused batch-norm kernel",
            noop="the fused kernel computes the same normalisation (a speed switch)"),
@@ -123,6 +124,9 @@ class BatchNorm(tf.Module):
         if unknown:
             raise NetworkError("%s: unknown batch_norm option(s) %s" % (desc, ", ".join(map(repr, unknown))))
         new = behavior_version() >= 12
+        if new and "masked_time" not in opts:
+            raise NetworkError("%s: batch_norm 'masked_time' must be given explicitly from behavior version 12 "
+                               "(RETURNN's requirement; True: statistics over real frames only)" % desc)
         self.data, self._owner = data, lambda: owner  # (a function: tf.Module must not track the owner)
         self.momentum = float((0.1 if new else 0.99) if o["momentum"] is None else o["momentum"])
         if not 0.0 <= self.momentum <= 1.0:
@@ -224,7 +228,8 @@ class BatchNormLayer(_FeatureNorm):
 
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
         super().__init__(name, opts, sources, seed)
-        self.bn = BatchNorm(self, self.output, {o.name: self.opt(o.name) for o in BATCH_NORM_OPTIONS})
+        self.bn = BatchNorm(self, self.output, {o.name: self.opts[o.name] for o in BATCH_NORM_OPTIONS
+                                                if o.name in self.opts})  # (the defaults: BatchNorm's)
 
     def returnn_params(self) -> List[Param]:
         return self.bn.returnn_params()

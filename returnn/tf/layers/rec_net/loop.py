@@ -188,6 +188,9 @@ class UnitRun:
         """RETURNN's ``initial_output: "apply(0)"``: the layer applied to zeros of its sources'
         shapes (dynamic axes of extent 1), as ``template`` (its frame 0 when it runs outside the loop)."""
         layer = self.rec.layers[name]
+        if getattr(layer, "step_mode", False) and getattr(layer, "state_from_initial_output", False):
+            return tf.zeros(tf.stack([self.batch if d.is_batch_dim() else d.dimension for d in template.dims]),
+                            tf.as_dtype(template.dtype))  # a running sum over zeros from zero
         srcs = []
         for tmpl in layer.sources:
             shape = [self.batch if d.is_batch_dim() else (d.dimension if d.dimension is not None else 1)
