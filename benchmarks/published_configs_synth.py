@@ -72,6 +72,19 @@ def _resize_vocabularies(specs: Dict[str, Any]) -> None:
 
 
 DATASET_FUNC = re.compile(r"^get_\w*dataset\w*$")
+
+
+class _RandomData(dict):
+    """The random data's dataset dict; a key it lacks comes from the config's own dataset dict (config
+    code reading e.g. ``get_dataset("train")["bpe"]`` for a vocabulary gets the config's, whose files
+    exist only at its site: a FILE failure, not a KeyError of the probe)."""
+
+    def __init__(self, data: Dict[str, Any], original: Any):
+        super().__init__(data)
+        self._original = original
+
+    def __missing__(self, key: str) -> Any:
+        return self._original()[key]
 EVAL_NAMES = re.compile(r"dev|cv|eval|test|hub5|rt03|search", re.I)
 
 
@@ -85,9 +98,9 @@ def _dataset_functions(config: Any, train: Dict[str, Any], dev: Dict[str, Any]) 
         if not (callable(value) and DATASET_FUNC.match(key) and hasattr(value, "__globals__")):
             continue
 
-        def random_data(*args: Any, **kwargs: Any) -> Dict[str, Any]:
+        def random_data(*args: Any, _orig: Any = value, **kwargs: Any) -> Dict[str, Any]:
             named = " ".join(str(a) for a in list(args) + list(kwargs.values()) if isinstance(a, str))
-            return dict(dev if EVAL_NAMES.search(named) else train)
+            return _RandomData(dev if EVAL_NAMES.search(named) else train, lambda: _orig(*args, **kwargs))
 
         value.__globals__[key] = random_data
         out[key] = random_data
