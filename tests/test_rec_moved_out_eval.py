@@ -3,7 +3,8 @@ still run over the whole sequence (RETURNN moves them out of the loop): an ``eva
 the stacked values: a full-sum transducer loss over the log-probs and ``base:encoder``; RETURNN
 1.20261022 lists it under "Output layers moved out of loop"), and the readers of a layer that is in
 the loop anyway (a gather of the encoder frame at ``:i``: what reads it stays as planned, e.g. the
-joint network of a transducer after the loop)."""
+joint network of a transducer after the loop), and a gather_nd of the encoder frame at a per-frame
+position (``prev:t``)."""
 from __future__ import annotations
 
 import numpy as np
@@ -58,3 +59,13 @@ def test_readers_of_a_gather_at_the_step_index_are_planned_as_before():
     unit["energy"]["class"] = "eval"
     unit["energy"]["eval"] = "source(0) + source(1)"
     assert frame_and_whole_readers(plan, {"encwin"}, unit) == []
+    # a gather_nd of the encoder frame at a position of the previous step (a transducer's prev:t): not forced
+    del unit["energy"]
+    unit.update({"dt": {"class": "constant", "value": 1, "dtype": "int32"},
+                 "t": {"class": "combine", "kind": "add", "from": ["prev:t", "dt"]}})
+    unit["win"] = {"class": "gather_nd", "from": "base:encwin", "position": "prev:t"}
+    plan = analyse_unit(unit, "output", has_source=True, teacher_forcing=True)
+    assert "win" not in plan.in_loop
+    assert frame_and_whole_readers(plan, {"encwin"}, unit) == []
+    unit["win"]["class"] = "gather"
+    assert frame_and_whole_readers(plan, {"encwin"}, unit) == ["win", "e", "output"]

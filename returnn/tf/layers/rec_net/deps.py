@@ -297,10 +297,11 @@ def frame_and_whole_readers(plan: UnitPlan, loop_time_outer: Set[str], unit: Opt
     axis, so these layers run in the loop, and so do the layers reading them.
 
     Not so (RETURNN moves them out, computed over the whole sequence): a layer in the loop anyway
-    (``:i``, ``prev:``: a gather of the frame at ``:i`` has no loop time axis in its frames, and
-    what reads it is planned as before), and an ``eval`` (``unit`` given): RETURNN moves it out
-    and its code sees the stacked values, e.g. a full-sum transducer loss over log-probs and
-    ``base:encoder`` (checked with RETURNN 1.20261022)."""
+    (what reads it is planned as before), an ``eval`` (``unit`` given): RETURNN moves it out and
+    its code sees the stacked values, e.g. a full-sum transducer loss over log-probs and
+    ``base:encoder`` (checked with RETURNN 1.20261022), and a ``gather_nd`` of the base: layer at
+    a per-frame position (``prev:t``, ``:i``): it selects one frame, the loop's time axis is not
+    in its frames, and over the whole sequence it selects the same."""
     per_frame: Set[str] = set()
     changed = True
     while changed:
@@ -312,11 +313,12 @@ def frame_and_whole_readers(plan: UnitPlan, loop_time_outer: Set[str], unit: Opt
                 per_frame.add(name)
                 changed = True
 
-    def is_eval(name: str) -> bool:
-        return unit is not None and isinstance(unit.get(name), Mapping) and unit[name].get("class") == "eval"
+    def moves_out(name: str) -> bool:  # eval: RETURNN's semantics; gather_nd: selects one frame of the base: layer
+        return unit is not None and isinstance(unit.get(name), Mapping) and \
+            unit[name].get("class") in ("eval", "gather_nd")
 
     stuck = {name for name, refs in plan.deps.items()
-             if name in per_frame and name not in plan.in_loop and not is_eval(name)
+             if name in per_frame and name not in plan.in_loop and not moves_out(name)
              and any(outer_key(r) in loop_time_outer for r in refs)}
     changed = bool(stuck)
     while changed:  # and what reads them: stacked over the loop, their frames would have that axis twice
