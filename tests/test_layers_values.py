@@ -100,9 +100,18 @@ def test_dot_attention_style_masks_reduced_time():
     assert layer.output.dims[:2] == (batch_dim, dec_time) and layer.output.dim == 4
     for b, n in enumerate(LENS):
         np.testing.assert_allclose(out.tensor.numpy()[b], w[b, :, :n] @ v[b, :n], atol=1e-5)
-    # feature-with-feature over (B, T, F) x (B, T', F): the two time axes stay separate
+    # feature-with-feature over (B, T, F) x (B, T', F): the two time axes stay separate (from behavior
+    # version 3 the var axes are those not in the other source; before, RETURNN's var2 -1 is the reduced F)
     other, other_val, o = btf(4, seed=3, time=dec_time)
-    sim = make("dot", {"red1": "F", "red2": "F"}, [values_data, other], name="sim")
+    from returnn.config import Config, get_global_config, set_global_config
+    old = get_global_config(raise_exception=False)
+    set_global_config(Config({"behavior_version": 3}))
+    try:
+        sim = make("dot", {"red1": "F", "red2": "F"}, [values_data, other], name="sim")
+    finally:
+        set_global_config(old)
+    with pytest.raises(NetworkError, match="var2 -1 is a reduced axis"):
+        make("dot", {"red1": "F", "red2": "F"}, [values_data, other], name="sim0")
     other_val = LayerOutput(tf.constant(o), other, {dec_time: tf.constant([5, 5])})
     res = run(sim, [values, other_val]).tensor.numpy()
     assert sim.output.dims[:3] == (batch_dim, enc_time, dec_time)

@@ -142,3 +142,25 @@ def test_batch_norm_masked_time_is_required_from_behavior_version_12():
         _net({"output": {"class": "linear", "n_out": 3, "batch_norm": True, "from": "data"}}, 12)
     _net({"output": dict(bn, masked_time=False)}, 12)
     _net({"output": {"class": "linear", "n_out": 3, "batch_norm": {"masked_time": True}, "from": "data"}}, 12)
+
+
+def test_dot_axis_rules_of_the_behavior_version():
+    """RETURNN's dot: before behavior version 3 the defaults red1 -1, red2 -2, var1 -2, var2 -1;
+    from 3 the reduced axes must be given, no int axes, var1/var2 both or neither; var axes never
+    reduced ones."""
+    with pytest.raises(NetworkError, match="var2 -1 is a reduced axis"):
+        _net({"output": {"class": "dot", "from": ["data", "data"], "reduce": "F"}}, 0)
+    with pytest.raises(NetworkError, match="the reduced axes must be given"):
+        _net({"output": {"class": "dot", "from": ["data", "data"], "red1": "F"}}, 3)
+    with pytest.raises(NetworkError, match="give both var1 and var2 or neither"):
+        _net({"output": {"class": "dot", "from": ["data", "data"], "reduce": "F", "var1": None}}, 12)
+    with pytest.raises(NetworkError, match="var1 'T' is a reduced axis"):
+        _net({"output": {"class": "dot", "from": ["data", "data"], "reduce": "T", "var1": "T", "var2": None}}, 12)
+    with pytest.raises(NetworkError, match="axes as ints are not allowed from behavior version 3"):
+        _net({"output": {"class": "dot", "from": ["data", "data"], "red1": -1, "red2": -1}}, 3)
+    # the old defaults: a (B, T, F) x (B, F, T') product reduces a's F with b's -2 (F), var a's T, b's T'
+    net = _net({"t": {"class": "swap_axes", "axis1": "T", "axis2": "F", "from": "data"},
+                "output": {"class": "dot", "from": ["data", "t"]}}, 0)
+    x = np.random.RandomState(0).normal(size=(2, 3, 6)).astype("float32")
+    out = net.forward({"data": tf.constant(x), "data:seq_len": tf.constant([3, 3], tf.int32)}, RunContext(False))
+    np.testing.assert_allclose(out["output"].tensor.numpy(), x @ x.transpose(0, 2, 1), rtol=1e-5, atol=1e-5)

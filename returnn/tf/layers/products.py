@@ -52,6 +52,7 @@ class DotLayer(Layer):
             if "red1" in self.opts or "red2" in self.opts:
                 raise NetworkError("%s: give 'reduce' or 'red1'/'red2', not both (RETURNN asserts it)" % self.desc)
             red1 = red2 = self.opts["reduce"]
+        var1, var2 = self._var_options(red1, red2)
         self.red_a = [x for d in _axis_list(red1) for x in self.axes(a, d, "red1")]
         self.red_b = [x for d in _axis_list(red2) for x in self.axes(b, d, "red2")]
         if len(self.red_a) != len(self.red_b) or any(
@@ -60,8 +61,8 @@ class DotLayer(Layer):
                 self.desc, [a.dims[i].short_repr() for i in self.red_a], [b.dims[j].short_repr() for j in self.red_b]))
         rest_a = [i for i in range(a.batch_ndim) if i not in self.red_a]
         rest_b = [j for j in range(b.batch_ndim) if j not in self.red_b]
-        if "var1" in self.opts or "var2" in self.opts:
-            dims, (map_a, map_b) = self._pair_common(a, b, rest_a, rest_b)
+        if var1 != "auto":
+            dims, (map_a, map_b) = self._pair_common(a, b, rest_a, rest_b, var1, var2)
         else:
             dims, (map_a, map_b) = common_dims([[a.dims[i] for i in rest_a], [b.dims[j] for j in rest_b]], strict=True)
         shared = set(map_a) & set(map_b)
@@ -89,9 +90,33 @@ class DotLayer(Layer):
             out_dims.append(Dim(1, kind=DimTypes.Spatial, description="%s:dot-var2" % name))
         self.output = Data(name, dims=out_dims, dtype=a.dtype)
 
-    def _var_axes(self, data: Data, key: str, rest: List[int]) -> List[int]:
+    def _var_options(self, red1: Any, red2: Any):
+        """(var1, var2) by RETURNN's rules: before behavior version 3 the defaults red1 -1, red2 -2,
+        var1 -2, var2 -1 (ints allowed); from 3 the reduced axes must be given, no ints, and var1
+        and var2 both given or both left out (then, as with "auto", the axes not found in the other
+        source: ("auto", "auto"))."""
+        from returnn.tf.layers.norm import behavior_version
+        given = {k: self.opts[k] for k in ("var1", "var2") if k in self.opts}
+        if behavior_version() < 3 and "auto" not in given.values():
+            return given.get("var1", -2), given.get("var2", -1)
+        if behavior_version() >= 3:
+            if self.opts.get("reduce") is None and ("red1" not in self.opts or "red2" not in self.opts):
+                raise NetworkError("%s: the reduced axes must be given ('reduce' or 'red1' and 'red2') from behavior "
+                                   "version 3 (RETURNN: there is no default)" % self.desc)
+            values = [red1, red2] + list(given.values())
+            if any(isinstance(v, int) and not isinstance(v, bool) for x in values for v in _axis_list(x)):
+                raise NetworkError("%s: axes as ints are not allowed from behavior version 3 (RETURNN's dot: by tag or "
+                                   "special name)" % self.desc)
+        if len(given) == 2 and "auto" not in given.values():
+            return given["var1"], given["var2"]
+        if any(v != "auto" for v in given.values()):
+            raise NetworkError("%s: give both var1 and var2 or neither (%s given; RETURNN asserts it from behavior "
+                               "version 3)" % (self.desc, " and ".join("%s %r" % kv for kv in given.items())))
+        return "auto", "auto"
+
+    def _var_axes(self, data: Data, value: Any, key: str, rest: List[int]) -> List[int]:
         out: List[int] = []
-        for desc in _axis_list(self.opts.get(key)):
+        for desc in _axis_list(value):
             if desc is None:
                 continue
             optional = isinstance(desc, str) and desc.endswith("?")
@@ -99,12 +124,16 @@ class DotLayer(Layer):
                 desc = desc[:-1]
                 if not data.has_axis(desc):
                     continue
-            out += [i for i in self.axes(data, desc, key) if i in rest and i not in out]
+            found = self.axes(data, desc, key)
+            if any(i not in rest for i in found):
+                raise NetworkError("%s: %s %r is a reduced axis (RETURNN asserts var and reduced axes apart)"
+                                   % (self.desc, key, desc))
+            out += [i for i in found if i not in out]
         return out
 
-    def _pair_common(self, a: Data, b: Data, rest_a: List[int], rest_b: List[int]):
+    def _pair_common(self, a: Data, b: Data, rest_a: List[int], rest_b: List[int], var1: Any, var2: Any):
         """Union dims and maps when var1/var2 are given: common axes paired in order."""
-        var_a, var_b = self._var_axes(a, "var1", rest_a), self._var_axes(b, "var2", rest_b)
+        var_a, var_b = self._var_axes(a, var1, "var1", rest_a), self._var_axes(b, var2, "var2", rest_b)
         common_a = [i for i in rest_a if i not in var_a]
         common_b = [j for j in rest_b if j not in var_b]
         by_dim: List[int] = []  # the same dims in another order (e.g. after a transpose): paired by dim
