@@ -103,6 +103,18 @@ def test_tile_static_and_dynamic_axes():
         np.testing.assert_array_equal(out["time"].tensor.numpy()[b, :2 * n], np.tile(x[b, :n], (2, 1)))
 
 
+def test_tile_by_one_keeps_the_axis():
+    """RETURNN: 1 * dim is the dim itself, on any axis (the batch axis too): the output combines with
+    the input frame by frame (a new axis would broadcast to an outer product)."""
+    _, out, x, _ = _run({"t": {"class": "tile", "from": "data", "multiples": {"F": 1, "B": 1, "T": 1}},
+                         "sum": {"class": "combine", "kind": "add", "from": ["t", "data"]}})
+    assert out["sum"].tensor.shape == x.shape
+    for b, n in enumerate(LENS):
+        np.testing.assert_array_equal(out["sum"].tensor.numpy()[b, :n], 2 * x[b, :n])
+    with pytest.raises(NetworkError, match="tiling the batch axis .multiple 2. is not supported"):
+        _run({"t": {"class": "tile", "from": "data", "multiples": {"B": 2}}})
+
+
 def test_ranges():
     net, out, x, _ = _run({"r": {"class": "range_in_axis", "from": "data", "axis": "T"},
                            "len": {"class": "length", "from": "data"},

@@ -14,7 +14,8 @@ tile, range_in_axis, range_from_length.
   and without ``pad`` on a dynamic axis: refused (RETURNN keeps lengths longer than the axis).
 - ``repeat``: each position of ``axis`` ``repetitions`` times (an int, or an int layer with one
   count per position); a new axis whose sizes are the summed counts of real positions.
-- ``tile``: the whole axis repeated, ``multiples = {axis: n}`` (static axes; dynamic ones per sequence).
+- ``tile``: the whole axis repeated, ``multiples = {axis: n}`` (static axes; dynamic ones per sequence; n = 1
+  keeps the axis itself, as RETURNN's 1 * dim, also the batch axis, which is not tiled otherwise).
 - ``range_in_axis``: ``0 .. n-1`` over ``axis`` of the input, shaped as that one axis.
 - ``range_from_length``: from lengths ``(B,)`` a range over a new dynamic axis with those sizes;
   lengths straight from a ``length`` layer give that layer's axis itself (RETURNN finds the dim
@@ -307,10 +308,16 @@ class TileLayer(Layer):
         out_dims = self.opt("out_dims") or {}
         for key, n in multiples.items():
             ax = self.axis(data, key, "multiples")
-            if ax == data.batch_dim_axis:
-                raise NetworkError("%s: tiling the batch axis is not supported" % self.desc)
-            self.mult[ax] = positive_int(self.desc, "multiples", n)
+            n = positive_int(self.desc, "multiples", n)
             old = data.dims[ax]
+            if n == 1:  # RETURNN: 1 * dim is the dim itself (also the batch axis); out_dims declared the same
+                if isinstance(out_dims.get(key), Dim):
+                    old.declare_same_as(out_dims[key])
+                continue
+            if ax == data.batch_dim_axis:
+                raise NetworkError("%s: tiling the batch axis (multiple %i) is not supported (RETURNN asserts: not "
+                                   "implemented)" % (self.desc, n))
+            self.mult[ax] = n
             new = out_dims.get(key) if isinstance(out_dims.get(key), Dim) else _new_dim(
                 name, old, None if old.dimension is None else old.dimension * self.mult[ax], "tile%i" % ax)
             data = data.copy_template_replace_dim_tag(ax, new)
