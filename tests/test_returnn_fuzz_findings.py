@@ -164,3 +164,22 @@ def test_dot_axis_rules_of_the_behavior_version():
     x = np.random.RandomState(0).normal(size=(2, 3, 6)).astype("float32")
     out = net.forward({"data": tf.constant(x), "data:seq_len": tf.constant([3, 3], tf.int32)}, RunContext(False))
     np.testing.assert_allclose(out["output"].tensor.numpy(), x @ x.transpose(0, 2, 1), rtol=1e-5, atol=1e-5)
+
+
+def test_sparse_and_no_op_refusals():
+    """RETURNN asserts a feature axis for pool and dense data for expand_dims 'F', and refuses a
+    swap_axes of an axis with itself; here they had been built (pooling class indices)."""
+    def sparse_net(layer):
+        old = get_global_config()
+        set_global_config(Config({}))
+        try:
+            return TFNetwork({"output": dict(layer, **{"from": "data"})},
+                             {"data": Data("data", shape=(None,), dtype="int32", sparse=True, dim=7)})
+        finally:
+            set_global_config(old)
+    with pytest.raises(NetworkError, match="pooling sparse data"):
+        sparse_net({"class": "pool", "mode": "max", "pool_size": [2]})
+    with pytest.raises(NetworkError, match="on sparse data"):
+        sparse_net({"class": "expand_dims", "axis": "F"})
+    with pytest.raises(NetworkError, match="are the same axis"):
+        _net({"output": {"class": "swap_axes", "axis1": "T", "axis2": "T", "from": "data"}})

@@ -190,6 +190,9 @@ class PoolLayer(Layer):
 
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
         super().__init__(name, opts, sources, seed)
+        if any(s.sparse for s in sources):
+            raise NetworkError("%s: pooling sparse data (class indices, no feature axis) is refused, as RETURNN "
+                               "asserts a feature axis" % self.desc)
         mode = str(self.opt("mode")).lower()
         self.mode = one_of(self.desc, "mode", "avg" if mode == "average" else mode, POOL_MODES)
         self.plan = SpatialPlan(self, sources, "pool_size", default_stride_is_size=True)

@@ -231,6 +231,9 @@ class ExpandDimsLayer(_ShapeLayer):
         axis, dim = self.opt("axis"), self.opt("dim")
         key = axis.lower() if isinstance(axis, str) else axis
         if key in ("f", "feature"):
+            if data.sparse:
+                raise NetworkError("%s: 'axis' %r on sparse data (class indices) is refused, as RETURNN asserts dense "
+                                   "data there" % (self.desc, axis))
             pos = data.batch_ndim if data.feature_dim_axis is None else data.feature_dim_axis + 1
         elif key in ("t", "time", "spatial"):
             pos = data.batch_ndim if data.sparse or data.feature_dim_axis is None else data.batch_ndim - 1
@@ -348,6 +351,9 @@ class SwapAxesLayer(_ShapeLayer):
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
         super().__init__(name, opts, sources, seed)
         a, b = self.axis(self.input, self.opt("axis1"), "axis1"), self.axis(self.input, self.opt("axis2"), "axis2")
+        if a == b:
+            raise NetworkError("%s: axis1 %r and axis2 %r are the same axis (RETURNN refuses the no-op swap)"
+                               % (self.desc, self.opt("axis1"), self.opt("axis2")))
         self.perm = list(range(self.input.batch_ndim))
         self.perm[a], self.perm[b] = b, a
         self.output = self.input.copy_transpose(self.perm).copy(name)
