@@ -148,6 +148,12 @@ def _self_attention_history(loop: _Loop, name: str) -> Layer:
     loop.unit[hist] = {"class": "cum_concat", "from": x, "out_spatial_dim": hist_dim}
     loop.dims[hist] = None
     loop.dims[name] = loop.dims[x]
+    if loop.rng.random() < 0.5:  # RETURNN refuses a reduce over that axis in the loop (its mask): attention
+        energy, weights = name + "_energy", name + "_weights"
+        loop.unit[energy] = {"class": "dot", "from": [hist, x], "reduce": "F", "var1": hist_dim, "var2": None}
+        loop.unit[weights] = {"class": "softmax_over_spatial", "from": energy, "axis": hist_dim}
+        loop.dims[energy] = loop.dims[weights] = None
+        return {"class": "dot", "from": [weights, hist], "reduce": hist_dim, "var1": None, "var2": "F"}
     return {"class": "reduce", "mode": loop.rng.choice(["sum", "max", "mean"]), "axis": hist_dim, "from": hist}
 
 
@@ -177,15 +183,16 @@ def _self_attention(loop: _Loop, name: str) -> Layer:
     """``self_attention`` in the loop: over the frames so far (its own state)."""
     rng = loop.rng
     n_out = rng.choice([4, 6])
+    src = loop.pick(dense=False)
     loop.dims[name] = n_out
     return {"class": "self_attention", "num_heads": rng.choice([1, 2]), "total_key_dim": rng.choice([4, 6]),
-            "n_out": n_out, "attention_left_only": True, "from": loop.pick(dense=False)}
+            "n_out": n_out, "attention_left_only": True, "from": src}
 
 
 def _softmax(loop: _Loop, name: str) -> Layer:
     n_out = loop.rng.choice([3, 5])
-    loop.dims[name] = n_out
     src = [loop.pick(dense=False)] + (["prev:" + name] if loop.rng.random() < 0.5 else [])
+    loop.dims[name] = n_out
     return {"class": "softmax", "n_out": n_out, "from": src}
 
 

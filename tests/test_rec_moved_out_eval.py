@@ -4,7 +4,8 @@ the stacked values: a full-sum transducer loss over the log-probs and ``base:enc
 1.20261022 lists it under "Output layers moved out of loop"), and the readers of a layer that is in
 the loop anyway (a gather of the encoder frame at ``:i``: what reads it stays as planned, e.g. the
 joint network of a transducer after the loop), and a gather_nd of the encoder frame at a per-frame
-position (``prev:t``)."""
+position (``prev:t``). The rec layer tries such layers over the whole sequence first and moves
+them into the loop only where that fails, as RETURNN."""
 from __future__ import annotations
 
 import numpy as np
@@ -12,7 +13,7 @@ import tensorflow as tf
 
 from returnn.tensor import Data
 from returnn.tf.layers import RunContext
-from returnn.tf.layers.rec_net.deps import analyse_unit, frame_and_whole_readers
+from returnn.tf.layers.rec_net.deps import analyse_unit, frame_and_whole_readers, with_readers
 from returnn.tf.network import TFNetwork
 
 X = np.random.RandomState(4).normal(size=(3, 5, 4)).astype("float32")
@@ -44,28 +45,27 @@ def test_eval_over_frames_and_base_layer_runs_on_the_whole_sequence():
     np.testing.assert_allclose(out["output/loss"].tensor.numpy(), ref, rtol=1e-5, atol=1e-5)
 
 
-def test_readers_of_a_gather_at_the_step_index_are_planned_as_before():
+def test_candidates_for_the_loop_are_the_frame_and_whole_readers_outside_it():
+    """The layers the rec layer first builds over the whole sequence and moves into the loop only
+    where that fails (RecSubnetLayer._build_outside_loop): read a per-frame value and a base: layer
+    over the loop's time, and are not in the loop anyway (a gather at :i is)."""
     unit = {"win": {"class": "gather_nd", "from": "base:encwin", "position": ":i"},
             "q": {"class": "linear", "activation": None, "n_out": 3, "from": "data:source"},
             "e": {"class": "dot", "from": ["win", "q"], "red1": "F", "red2": "F", "var1": "static:0", "var2": None},
             "output": {"class": "linear", "activation": None, "n_out": 2, "from": ["e", "base:lm"]}}
     plan = analyse_unit(unit, "output", has_source=True, teacher_forcing=True)
     assert "win" in plan.in_loop
-    assert frame_and_whole_readers(plan, {"encwin"}, unit) == []
-    # a layer combining one frame with the encoder's frames (not in the loop for another reason) still is one
+    assert frame_and_whole_readers(plan, {"encwin"}) == []
     unit["energy"] = {"class": "combine", "kind": "add", "from": ["base:encwin", "q"]}
     plan = analyse_unit(unit, "output", has_source=True, teacher_forcing=True)
-    assert frame_and_whole_readers(plan, {"encwin"}, unit) == ["energy"]
-    unit["energy"]["class"] = "eval"
-    unit["energy"]["eval"] = "source(0) + source(1)"
-    assert frame_and_whole_readers(plan, {"encwin"}, unit) == []
-    # a gather_nd of the encoder frame at a position of the previous step (a transducer's prev:t): not forced
+    assert frame_and_whole_readers(plan, {"encwin"}) == ["energy"]
+    # a gather_nd of the encoder frame at a position of the previous step (a transducer's prev:t)
     del unit["energy"]
     unit.update({"dt": {"class": "constant", "value": 1, "dtype": "int32"},
                  "t": {"class": "combine", "kind": "add", "from": ["prev:t", "dt"]}})
     unit["win"] = {"class": "gather_nd", "from": "base:encwin", "position": "prev:t"}
     plan = analyse_unit(unit, "output", has_source=True, teacher_forcing=True)
-    assert "win" not in plan.in_loop
-    assert frame_and_whole_readers(plan, {"encwin"}, unit) == []
-    unit["win"]["class"] = "gather"
-    assert frame_and_whole_readers(plan, {"encwin"}, unit) == ["win", "e", "output"]
+    assert "win" not in plan.in_loop and frame_and_whole_readers(plan, {"encwin"}) == ["win"]
+    assert with_readers(plan, ["win"]) == ["win", "e", "output"]
+    assert with_readers(plan, [], upstream_of="e") == ["win", "q", "e", "t", "dt"] or \
+        set(with_readers(plan, [], upstream_of="e")) == {"win", "q", "e", "t", "dt"}

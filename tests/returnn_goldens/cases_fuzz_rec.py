@@ -2,7 +2,8 @@
 rec) where this engine differed from RETURNN or refused what RETURNN builds, kept as goldens once
 fixed (loaded by make_goldens.py): a cumsum in the loop starts from its initial_output; attention
 energies of a per-frame query over a base: layer whose time axis is the loop's own run in the loop
-(all encoder frames per step), also when the query alone would be computed over the whole sequence."""
+(all encoder frames per step) where they do not build over the whole sequence, else (as RETURNN
+moves them out) over the whole sequence."""
 from make_goldens import case
 
 X5 = {"data": {"dim": 5}}
@@ -24,3 +25,15 @@ case("fuzzrec_attention_query_of_frame", "fuzzrec_attention", {
         "weights": {"class": "softmax_over_spatial", "from": "energy"},
         "output": {"class": "generic_attention", "weights": "weights", "base": "base:enc"}}}},
     extern=X5, config={"behavior_version": 12}, lens={"data": [7, 4, 1]})
+# the same with var axes left to RETURNN ("auto"): the energies build over the whole sequence (the
+# query's frames pair with the encoder's by the shared time axis), so RETURNN computes them there
+case("fuzzrec_attention_energies_moved_out", "fuzzrec_attention", {
+    "enc": {"class": "linear", "activation": "tanh", "n_out": 3, "from": "data"},
+    "output": {"class": "rec", "from": "data", "unit": {
+        "q": {"class": "linear", "activation": None, "n_out": 3, "from": "data:source"},
+        "energy": {"class": "dot", "from": ["base:enc", "q"], "reduce": "F"},
+        "weights": {"class": "softmax_over_spatial", "from": "energy"},
+        "att": {"class": "generic_attention", "weights": "weights", "base": "base:enc"},
+        "output": {"class": "linear", "activation": "relu", "n_out": 3, "from": ["att", "prev:output"],
+                   "initial_output": 1}}}},
+    extern=X5, config={"behavior_version": 12}, lens={"data": [5, 3, 0]})

@@ -287,21 +287,13 @@ def outer_key(ref: Ref) -> Optional[str]:
     return None
 
 
-def frame_and_whole_readers(plan: UnitPlan, loop_time_outer: Set[str], unit: Optional[Mapping[str, Any]] = None
-                            ) -> List[str]:
-    """The layers of a unit that read an outer value over the loop's own time axis as a whole
-    (``base:enc`` whose frames the loop runs over) together with a per-frame value of the loop
-    (``data:source``, ``:i``, a layer depending on them or on ``prev:``). In the loop such a
-    layer sees all frames of the outer value beside one frame of the other (attention energies
-    over the encoder, RETURNN's semantics); over the whole sequence both would share one time
-    axis, so these layers run in the loop, and so do the layers reading them.
-
-    Not so (RETURNN moves them out, computed over the whole sequence): a layer in the loop anyway
-    (what reads it is planned as before), an ``eval`` (``unit`` given): RETURNN moves it out and
-    its code sees the stacked values, e.g. a full-sum transducer loss over log-probs and
-    ``base:encoder`` (checked with RETURNN 1.20261022), and a ``gather_nd`` of the base: layer at
-    a per-frame position (``prev:t``, ``:i``): it selects one frame, the loop's time axis is not
-    in its frames, and over the whole sequence it selects the same."""
+def frame_and_whole_readers(plan: UnitPlan, loop_time_outer: Set[str]) -> List[str]:
+    """The layers planned outside the loop that read an outer value over the loop's own time axis
+    as a whole (``base:enc`` whose frames the loop runs over) together with a per-frame value of
+    the loop (``data:source``, ``:i``, a layer depending on them or on ``prev:``). In the loop such
+    a layer sees all frames of the outer value beside one frame of the other; over the whole
+    sequence both share one time axis. RETURNN computes them over the whole sequence where that
+    builds, else in the loop (the rec layer tries: RecSubnetLayer._build_outside_loop)."""
     per_frame: Set[str] = set()
     changed = True
     while changed:
@@ -312,22 +304,31 @@ def frame_and_whole_readers(plan: UnitPlan, loop_time_outer: Set[str], unit: Opt
                     (r.kind == "self" and r.name in per_frame) for r in refs):
                 per_frame.add(name)
                 changed = True
+    return [name for name, refs in plan.deps.items()
+            if name in per_frame and name not in plan.in_loop and any(outer_key(r) in loop_time_outer for r in refs)]
 
-    def moves_out(name: str) -> bool:  # eval: RETURNN's semantics; gather_nd: selects one frame of the base: layer
-        return unit is not None and isinstance(unit.get(name), Mapping) and \
-            unit[name].get("class") in ("eval", "gather_nd")
 
-    stuck = {name for name, refs in plan.deps.items()
-             if name in per_frame and name not in plan.in_loop and not moves_out(name)
-             and any(outer_key(r) in loop_time_outer for r in refs)}
-    changed = bool(stuck)
-    while changed:  # and what reads them: stacked over the loop, their frames would have that axis twice
+def with_readers(plan: UnitPlan, names: Sequence[str], upstream_of: Optional[str] = None) -> List[str]:
+    """``names`` and the layers reading them (same step or ``prev:``), transitively: in the loop
+    with them (stacked over the loop, their frames would have the loop's time axis twice). With
+    ``upstream_of``: that layer and what it reads, transitively, instead."""
+    if upstream_of is not None:
+        found, todo = {upstream_of}, [upstream_of]
+        while todo:
+            for r in plan.deps.get(todo.pop(), []):
+                if r.kind in ("self", "prev") and r.name not in found:
+                    found.add(r.name)
+                    todo.append(r.name)
+        return [n for n in plan.deps if n in found]
+    found = set(names)
+    changed = bool(found)
+    while changed:
         changed = False
         for name, refs in plan.deps.items():
-            if name not in stuck and any(r.kind in ("self", "prev") and r.name in stuck for r in refs):
-                stuck.add(name)
+            if name not in found and any(r.kind in ("self", "prev") and r.name in found for r in refs):
+                found.add(name)
                 changed = True
-    return [name for name in plan.deps if name in stuck]
+    return [n for n in plan.deps if n in found]
 
 
 def needed_unit(unit: Mapping[str, Any], rec_name: str, search: bool = False) -> Dict[str, Any]:

@@ -33,7 +33,7 @@ from returnn.tf.layers.rec_net.assumed import AssumedTemplates
 from returnn.tf.layers.rec_net import unmask as _unmask  # noqa: F401  (registers _unmask_in_unit)
 from returnn.tf.layers.rec_net.deps import (
     Ref, analyse_unit, choice_searches, fed_target, frame_and_whole_readers, initial_refs, is_target_choice,
-    layer_refs, needed_unit,
+    layer_refs, needed_unit, with_readers,
 )
 from returnn.tf.layers.rnn_cell import building_loop_step, cell_class_for
 from returnn.tf.net_dict import has_axis_pairs, search_length_key, without_search_only
@@ -259,21 +259,9 @@ class RecSubnetLayer(AssumedTemplates, Layer):
             if tmpl.time_dim is None:
                 raise NetworkError("%s: target %r has no time axis" % (self.desc, self.length_key))
             self.time_dim = tmpl.time_dim
-        loop_time_outer = {k for k, tmpl in self.outer.items() if self.time_dim in tmpl.dims}
-        stuck = [n for n in frame_and_whole_readers(self.plan, loop_time_outer, self.unit) if n not in self.plan.in_loop]
-        if stuck and step_only != list(self.unit):
-            self.plan = analyse_unit(self.unit, name, has_source=self.n_from > 0, teacher_forcing=not search,
-                                     step_only=step_only + list(self.plan.after_loop if search else ()) + stuck)
-        self.in_loop = set(self.plan.in_loop)
-        self.layers: Dict[str, Layer] = {}
-        self.sub_sources: Dict[str, List[str]] = {}
-        self._guessed: Dict[str, Data] = {}
         self._infer_n_out = infer_n_out
         self._outer_layer = reuse.outer_resolver()  # reuse_params of sub-layers may name base:x
-        order = self._build_order()
-        for sub in order:
-            if sub not in self.in_loop:
-                self._build(sub)
+        self._build_outside_loop(name, search, step_only)
         self._follow_axes = False
         try:
             self._settle_loop()
@@ -304,6 +292,10 @@ class RecSubnetLayer(AssumedTemplates, Layer):
                 if r.kind == "self" and r.name in self.in_loop:
                     raise NetworkError("%s, sub-layer %r: its initial output or state reads %r, which runs in the loop "
                                        "(only layers outside it, base: layers or data)" % (self.desc, sub, r.name))
+        if "output" not in self.in_loop and self.time_dim not in self.layers["output"].output.dims:
+            raise NetworkError("%s: the output computed over the whole sequence has no loop time axis %r (%s); "
+                               "RETURNN refuses that" % (self.desc, self.time_dim.description,
+                                                         self.layers["output"].output.short_repr()))
         if "output" in self.in_loop and self.time_dim in self.layers["output"].output.dims:
             raise NetworkError("%s: the output per step has the loop's own time axis %r (e.g. all frames of a base: "
                                "layer over the loop's time); RETURNN refuses that (reduce or attend over it first)"
@@ -311,6 +303,33 @@ class RecSubnetLayer(AssumedTemplates, Layer):
         self.output = self.sub_template("output")
 
     # ---- building
+    def _build_outside_loop(self, name: str, search: bool, step_only: List[str]) -> None:
+        """Builds the layers planned outside the loop. As RETURNN: a layer reading both a per-frame
+        value and an outer value over the loop's own time axis (see frame_and_whole_readers) is
+        computed over the whole sequence where that builds (e.g. energies of a per-frame query with
+        the encoder frames paired by that shared axis); where it fails there (or a layer after it
+        does), it runs in the loop (all encoder frames per step), with what reads it."""
+        loop_time_outer = {k for k, tmpl in self.outer.items() if self.time_dim in tmpl.dims}
+        candidates = set(frame_and_whole_readers(self.plan, loop_time_outer))
+        base_step_only = step_only + list(self.plan.after_loop if search else ())
+        forced: List[str] = []
+        while True:
+            self.in_loop = set(self.plan.in_loop)
+            self.layers, self.sub_sources, self._guessed = {}, {}, {}
+            sub = None
+            try:
+                for sub in self._build_order():
+                    if sub not in self.in_loop:
+                        self._build(sub)
+                return
+            except NetworkError:
+                suspects = [n for n in with_readers(self.plan, [], upstream_of=sub) if n in candidates and n not in forced]
+                if not suspects or step_only == list(self.unit):
+                    raise
+                forced += suspects
+                self.plan = analyse_unit(self.unit, name, has_source=self.n_from > 0, teacher_forcing=not search,
+                                         step_only=base_step_only + with_readers(self.plan, forced))
+
     def _settle_loop(self) -> None:
         """Builds the in-loop layers: a 'prev:X' read before X is built is first assumed (see
         _guess); when X turns out different, all in-loop layers are built again with X's real
