@@ -233,6 +233,86 @@ def _more(rng):
     return o
 
 
+def _more2(rng):
+    """Layers of the long tail: splitting, stacking, chunking, convolutions over two axes."""
+    kind = _c(rng, "split", "stack_self", "concat_self", "time_chunking_round", "conv2d", "transposed_conv",
+              "softmax", "copy_concat", "linear_multi", "reinterpret_set_axes", "subnetwork", "gating", "variable_add",
+              "range_from_length", "length_mask_eval", "prefix_in_time", "scatter_dims")
+    o: Layer = {"class": kind}
+    if kind == "split":
+        o = {"class": "copy", "from": None, "_split": {"class": "split", "axis": _c(rng, "F", "T"),
+                                                       "num_splits": _c(rng, 2, 3)},
+             "_pick": _c(rng, 0, 1, -1)}
+    elif kind == "stack_self":
+        o = {"class": "stack", "axis": _c(rng, None, 0, 1, -1), "_self": True}
+    elif kind == "concat_self":
+        o = {"class": "concat", "_axes": _c(rng, "F", "T")}
+    elif kind == "time_chunking_round":
+        o = {"class": "time_chunking", "chunk_size": _c(rng, 2, 3), "chunk_step": _c(rng, 1, 2), "_unchunk": True}
+    elif kind == "conv2d":
+        o = {"class": "conv", "filter_size": _c(rng, (2, 2), (1, 3), (3, 1)), "n_out": _c(rng, 2, 3),
+             "padding": _c(rng, "same", "valid"), "input_expand_dims": _c(rng, 0, 1)}
+        _maybe(rng, o, "strides", (1, 2), (2, 1))
+    elif kind == "transposed_conv":
+        o.update(filter_size=[_c(rng, 1, 2, 3)], strides=[_c(rng, 1, 2)], n_out=_c(rng, 2, 4))
+        _maybe(rng, o, "padding", "same", "valid")
+        _maybe(rng, o, "remove_padding", 1)
+        _maybe(rng, o, "output_padding", [0], [1])
+    elif kind == "softmax":
+        o.update(n_out=_c(rng, 3, 4))
+        _maybe(rng, o, "log_space", True)
+    elif kind == "copy_concat":
+        o = {"class": "copy", "_with_data": True}
+    elif kind == "linear_multi":
+        o = {"class": "linear", "n_out": 3, "activation": None, "_with_data": True}
+    elif kind == "reinterpret_set_axes":
+        o = {"class": "reinterpret_data", "set_axes": {"T": _c(rng, "F", "T")}}
+    elif kind == "subnetwork":
+        o = {"class": "subnetwork", "subnetwork": {
+            "a": {"class": "linear", "activation": "tanh", "n_out": 3, "from": "data"},
+            "output": {"class": "combine", "kind": "mul", "from": ["a", "a"]}}}
+    elif kind == "gating":
+        o = {"class": "gating", "activation": _c(rng, "tanh", "sigmoid", "identity")}
+    elif kind == "variable_add":
+        o = {"class": "eval", "eval": "source(0) + 1.0"}
+    elif kind == "range_from_length":
+        o = {"class": "length", "_then_range": True}
+    elif kind == "length_mask_eval":
+        o = {"class": "seq_len_mask", "mask_value": _c(rng, 0.0, -5.0), "axis": "T"}
+    elif kind == "prefix_in_time":
+        o.update(prefix=0.5, repeat=_c(rng, 1, 2))
+    elif kind == "scatter_dims":
+        o = {"class": "split_dims", "axis": "F", "dims": _c(rng, (1, -1), (-1, 1))}
+    return o
+
+
+def _expand_more2(network: Dict[str, Layer], name: str, layer: Layer, prev: str) -> None:
+    """Turns the markers of :func:`_more2` into layers (some need helper layers or two sources)."""
+    if "_split" in layer:
+        split = dict(layer.pop("_split"), **{"from": prev})
+        network[name + "_split"] = split
+        layer["from"] = "%s_split/%i" % (name, layer.pop("_pick") % split["num_splits"])
+    elif layer.pop("_self", False):
+        layer["from"] = [prev, prev]
+    elif "_axes" in layer:
+        axis = layer.pop("_axes")
+        layer["from"] = [{"__tuple__": [prev, axis]}] * 2  # (layer, axis) tuples through JSON: golden_dims.py
+    elif layer.pop("_unchunk", False):
+        network[name + "_chunked"] = dict(layer, **{"from": prev})
+        layer.clear()
+        layer.update({"class": "unchunking", "from": name + "_chunked", "chunking_layer": name + "_chunked",
+                      "chunk_size": network[name + "_chunked"]["chunk_size"],
+                      "chunk_step": network[name + "_chunked"]["chunk_step"]})
+    elif layer.pop("_with_data", False):
+        layer["from"] = [prev, "data"]
+    elif layer.pop("_then_range", False):
+        network[name + "_len"] = dict(layer, **{"from": prev})
+        layer.clear()
+        layer.update({"class": "range_from_length", "from": name + "_len"})
+    else:
+        layer["from"] = prev
+
+
 def _combine(rng, prev: str) -> Layer:
     other = _c(rng, "data", prev)
     return {"class": "combine", "kind": _c(rng, "add", "sub", "mul", "maximum", "minimum", "average", "truediv"),
@@ -248,7 +328,7 @@ def _dot(rng, prev: str) -> Layer:
 
 SINGLE: List[Callable[[random.Random], Layer]] = [
     _reduce, _activation, _softmax_over_spatial, _slice, _pad, _merge_dims, _split_dims, _cumsum, _window,
-    _conv, _pool, _shift_axis, _linear, _norm, _misc, _misc, _more, _more]
+    _conv, _pool, _shift_axis, _linear, _norm, _misc, _misc, _more, _more, _more2, _more2]
 PAIRED = [_combine, _dot]
 
 
@@ -287,7 +367,7 @@ def draw(seed: int, index: int, train: bool = False) -> Dict[str, Any]:
             if layer.get("true_from", 1) is None:
                 layer["true_from"] = prev
             else:
-                layer["from"] = prev
+                _expand_more2(network, name, layer, prev)
         network[name] = layer
         prev = name
     config = {"behavior_version": rng.choice([0, 12, 21])} if rng.random() < 0.6 else {}

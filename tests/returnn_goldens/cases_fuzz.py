@@ -60,3 +60,18 @@ case("fuzz_softmax_over_spatial_then_s0_slice", "fuzz_softmax_over_spatial", {
 case("fuzz_window_then_softmax_over_spatial", "fuzz_softmax_over_spatial", {
     "l0": {"class": "window", "window_size": 3, "window_left": 0, "stride": 2, "axis": "T", "from": "data"},
     "output": {"class": "softmax_over_spatial", "energy_factor": 2.0, "log_space": True, "from": "l0"}}, extern=X5)
+# concat along time: RETURNN's TF layer joins the padded tensors (sizes summed), no packing
+case("fuzz_concat_time_padded", "fuzz_concat", {"output": {"class": "concat", "from": [
+    {"__tuple__": ["data", "T"]}, {"__tuple__": ["l0", "T"]}]}, "l0": {"class": "activation", "activation": "tanh",
+                                                                       "from": "data"}}, extern=X5)
+# window over the feature axis with a stride: the strided axis is a new dim, the feature axis is then
+# RETURNN's default, the last (the window), which a following linear layer projects
+case("fuzz_window_feature_strided_linear", "fuzz_window", {
+    "w": {"class": "window", "window_size": 2, "stride": 2, "axis": "F", "from": "data"},
+    "output": {"class": "linear", "n_out": 3, "activation": None, "from": "w"}}, extern={"data": {"dim": 6}})
+case("fuzz_window_feature_strided_4d", "fuzz_window", {
+    "output": {"class": "window", "window_size": 2, "stride": 2, "axis": "F", "from": "data"}}, extern=X34)
+for mode in ("argmax", "argmin"):  # keep_dims: the labels in a kept size-1 axis
+    case("fuzz_reduce_%s_keep_dims" % mode, "fuzz_reduce", {
+        "output": {"class": "reduce", "mode": mode, "axis": "T", "keep_dims": True, "from": "data"}}, extern=X5,
+        lens={"data": [5, 3, 0]})

@@ -10,12 +10,11 @@ The network has no general support for (layer, axis) pairs in ``from`` yet, so t
 its own ``from`` (``outer_sources``): the network builds the named layers and passes their
 templates and values in order.
 
-Dynamic axes (e.g. two time axes): the result's sizes are the sums of the parts' sizes, and each
-sequence's real frames are packed one part after the other (part 2 starts right after part 1's
-last real frame; RETURNN's TF layer concatenates the padded tensors, so its "real" frames can hold
-padding, while its newer frontend ``rf.concat(handle_dynamic_dims=True)`` packs like this).
-Without a batch axis, or when the sizes do not vary per sequence, the padded parts are joined as
-they are. Padded positions of the result hold zeros when packed, else what the inputs held.
+Dynamic axes (e.g. two time axes): the result's sizes are the sums of the parts' sizes and the
+padded tensors are joined as they are, as RETURNN's TF layer does (``tf.concat``): for a sequence
+shorter than its part's extent, the frames after its own end up to that extent are padding and
+come before the next part's frames, inside the summed length (RETURNN's newer frontend
+``rf.concat(handle_dynamic_dims=True)`` packs the real frames instead; its TF layer does not).
 """
 from __future__ import annotations
 
@@ -125,9 +124,6 @@ class ConcatLayer(Layer):
             for size in lens[1:]:
                 total = total + size
             sizes[self.new] = total
-            batch = self.output.batch_dim_axis
-            if batch is not None and any(len(s.shape) == 1 for s in lens):
-                return self.make_output(self._packed(parts, lens, total, batch), sources, sizes)
         return self.make_output(tf.concat(parts, self.out_axis) if len(parts) > 1 else parts[0], sources, sizes)
 
     def _common_shape(self, sources: List[LayerOutput]) -> tf.Tensor:
@@ -139,31 +135,3 @@ class ConcatLayer(Layer):
                     shape.append(tf.shape(x.tensor)[m.index(pos)])
                     break
         return tf.stack(shape)
-
-    def _packed(self, parts: List[tf.Tensor], lens: List[tf.Tensor], total: tf.Tensor, batch: int) -> tf.Tensor:
-        """Each sequence's real frames of the parts, one part after the other, then zeros."""
-        axis = self.out_axis
-        joined = tf.concat(parts, axis)  # padded parts one after the other
-        n_batch = tf.shape(joined)[batch]
-        extents = [tf.shape(p)[axis] for p in parts]
-        pos = tf.range(tf.reduce_max(total) if len(total.shape) else total)  # (T',)
-        index = tf.zeros([n_batch, tf.size(pos)], tf.int32)
-        real = tf.zeros([n_batch, tf.size(pos)], tf.bool)
-        start_out = tf.zeros([n_batch], tf.int32)  # where the part starts in the output, per sequence
-        start_in = 0  # where the part starts in ``joined``
-        for size, extent in zip(lens, extents):
-            size = tf.broadcast_to(size, [n_batch])
-            rel = pos[None, :] - start_out[:, None]  # (B, T')
-            inside = (rel >= 0) & (rel < size[:, None])
-            index = tf.where(inside, start_in + rel, index)
-            real = real | inside
-            start_out += size
-            start_in += extent
-        # move batch and the concat axis to the front, gather per sequence, move back
-        perm = [batch, axis] + [i for i in range(len(joined.shape)) if i not in (batch, axis)]
-        inv = [perm.index(i) for i in range(len(perm))]
-        moved = tf.transpose(joined, perm)
-        out = tf.gather(moved, index, axis=1, batch_dims=1)
-        mask = tf.reshape(real, tf.concat([tf.shape(real), tf.ones([len(perm) - 2], tf.int32)], 0))
-        out = tf.where(mask, out, tf.zeros_like(out))
-        return tf.transpose(out, inv)

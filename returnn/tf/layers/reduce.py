@@ -76,8 +76,8 @@ class ReduceLayer(Layer):
             raise NetworkError("%s: axes %r match no axis of %s" % (self.desc, axes_opt, data.short_repr()))
         self.keep_dims = bool(self.opt("keep_dims"))
         self.arg = self.mode in ("argmax", "argmin")
-        if self.arg and (len(self.red_axes) != 1 or self.keep_dims):
-            raise NetworkError("%s: %s reduces exactly one axis, without keep_dims" % (self.desc, self.mode))
+        if self.arg and len(self.red_axes) != 1:
+            raise NetworkError("%s: %s reduces exactly one axis" % (self.desc, self.mode))
         self.kept: Dict[int, Dim] = {}
         if self.keep_dims:
             dims = list(data.dims)
@@ -87,6 +87,9 @@ class ReduceLayer(Layer):
                 self.kept[a] = dims[a]
             self.output = data.copy(name, dims=dims, time_dim_axis=data.time_dim_axis,
                                     feature_dim_axis=data.feature_dim_axis)
+            if self.arg:  # RETURNN: the labels of the reduced axis, the kept size-1 axis in its place
+                self.output = self.output.copy(dtype="int32", sparse_dim=data.dims[self.red_axes[0]],
+                                               feature_dim_axis=None)
         else:
             out = data.copy(name)
             for a in reversed(self.red_axes):
@@ -138,7 +141,8 @@ class ReduceLayer(Layer):
 
     def _arg(self, x: tf.Tensor) -> tf.Tensor:
         fn = tf.argmax if self.mode == "argmax" else tf.argmin
-        return fn(x, axis=self.red_axes[0], output_type=tf.int32)
+        y = fn(x, axis=self.red_axes[0], output_type=tf.int32)
+        return tf.expand_dims(y, self.red_axes[0]) if self.keep_dims else y
 
 
 @register_layer

@@ -275,7 +275,11 @@ class WindowLayer(_ShapeLayer):
         if data.time_dim_axis is not None:
             out = out.copy(time_dim_axis=data.time_dim_axis + (data.time_dim_axis > self.ax))
         if data.feature_dim_axis is not None:
-            out = out.copy(feature_dim_axis=data.feature_dim_axis + (data.feature_dim_axis > self.ax))
+            if data.feature_dim_axis == self.ax and self.out_dim is not old:
+                # the feature axis itself strided (a new dim): RETURNN's default feature axis, the last
+                out = out.copy(feature_dim_axis=out.batch_ndim - 1)
+            else:
+                out = out.copy(feature_dim_axis=data.feature_dim_axis + (data.feature_dim_axis > self.ax))
         self.output = out
 
     step_mode = False  # inside a rec loop over its time axis: a window over the frames so far (below)
