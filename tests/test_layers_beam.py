@@ -50,12 +50,20 @@ def test_src_beams_run_in_search():
 
 
 def test_choice_beam_layers_need_search_choices():
-    net = TFNetwork({"output": {"class": "rec", "from": "data", "unit": {
-        "prob": {"class": "softmax", "from": "data:source", "n_out": 4},
-        "out": {"class": "choice", "from": "prob", "target": "classes", "beam_size": 2},
-        "output": {"class": "choice_get_beam_scores", "from": "out"}}}},
-        {"data": Data("data", shape=(None, 2)), "classes": Data("classes", dim=4, sparse=True)})
+    # as the unit's output over the whole sequence (a (B,) value without the loop's time axis): refused at once
+    with pytest.raises(NetworkError, match="has no loop time axis"):
+        TFNetwork({"output": {"class": "rec", "from": "data", "unit": {
+            "prob": {"class": "softmax", "from": "data:source", "n_out": 4},
+            "out": {"class": "choice", "from": "prob", "target": "classes", "beam_size": 2},
+            "output": {"class": "choice_get_beam_scores", "from": "out"}}}},
+            {"data": Data("data", shape=(None, 2)), "classes": Data("classes", dim=4, sparse=True)})
     with pytest.raises(NetworkError, match="no search choices"):
+        net = TFNetwork({"output": {"class": "rec", "from": "data", "unit": {
+            "prob": {"class": "softmax", "from": "data:source", "n_out": 4},
+            "out": {"class": "choice", "from": "prob", "target": "classes", "beam_size": 2},
+            "bs": {"class": "choice_get_beam_scores", "from": "out"},
+            "output": {"class": "combine", "kind": "add", "from": ["prob", "bs"]}}}},
+            {"data": Data("data", shape=(None, 2)), "classes": Data("classes", dim=4, sparse=True)})
         net.forward({"data": tf.zeros((2, 3, 2)), "data:seq_len": tf.constant([3, 2]),
                      "classes": tf.zeros((2, 3), tf.int32), "classes:seq_len": tf.constant([3, 2])}, RunContext(False))
 
