@@ -43,6 +43,14 @@ def _target_ref(layer: Layer) -> str:
     return target[len("layer:"):]
 
 
+def _source_and_reference(layer: Layer, sources: Sequence[Data]) -> Tuple[Data, Data]:
+    """Checks the ``target`` option and the sources: the layer's one source, then the reference."""
+    _target_ref(layer)
+    if len(sources) != 2:
+        raise NetworkError("%s: expects exactly one source (RETURNN asserts it), got %i" % (layer.desc, len(sources) - 1))
+    return sources[0], sources[1]
+
+
 def _check_reference(layer: Layer, data: Data) -> Dim:
     """The reference template: int32 sparse (B, T_b); returns its time dim."""
     time_axes = [i for i, d in enumerate(data.dims) if not d.is_batch_dim()]
@@ -94,10 +102,7 @@ class EditDistanceTableLayer(Layer):
 
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
         super().__init__(name, opts, sources, seed)
-        _target_ref(self)
-        if len(sources) != 2:
-            raise NetworkError("%s: expects exactly one source (RETURNN asserts it), got %i" % (self.desc, len(sources) - 1))
-        src, ref = sources
+        src, ref = _source_and_reference(self, sources)
         axis = self.opt("axis")
         if axis is not None and not (isinstance(axis, Dim) and "single" in axis.description.lower()):
             raise NetworkError("%s: axis %r: operating on a whole sequence is not supported (RETURNN neither); keep the "
@@ -185,10 +190,7 @@ class OptimalCompletionsLayer(Layer):
 
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
         super().__init__(name, opts, sources, seed)
-        _target_ref(self)
-        if len(sources) != 2:
-            raise NetworkError("%s: expects exactly one source (RETURNN asserts it), got %i" % (self.desc, len(sources) - 1))
-        src, ref = sources
+        src, ref = _source_and_reference(self, sources)
         _check_reference(self, ref)
         if not is_step_template(sources) or src.dtype != "int32" or src.batch_ndim != 2 or src.batch_dim_axis != 0 \
                 or src.sparse:

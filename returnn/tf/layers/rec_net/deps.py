@@ -294,32 +294,14 @@ def frame_and_whole_readers(plan: UnitPlan, loop_time_outer: Set[str]) -> List[s
     a layer sees all frames of the outer value beside one frame of the other; over the whole
     sequence both share one time axis. RETURNN computes them over the whole sequence where that
     builds, else in the loop (the rec layer tries: RecSubnetLayer._build_outside_loop)."""
-    per_frame: Set[str] = set()
-    changed = True
-    while changed:
-        changed = False
-        for name, refs in plan.deps.items():
-            if name not in per_frame and any(
-                    r.kind in ("prev", "step") or (r.kind == "data" and r.name == "source") or
-                    (r.kind == "self" and r.name in per_frame) for r in refs):
-                per_frame.add(name)
-                changed = True
+    per_frame = set(with_readers(plan, [name for name, refs in plan.deps.items() if any(
+        r.kind in ("prev", "step") or (r.kind == "data" and r.name == "source") for r in refs)]))
     return [name for name, refs in plan.deps.items()
             if name in per_frame and name not in plan.in_loop and any(outer_key(r) in loop_time_outer for r in refs)]
 
 
-def with_readers(plan: UnitPlan, names: Sequence[str], upstream_of: Optional[str] = None) -> List[str]:
-    """``names`` and the layers reading them (same step or ``prev:``), transitively: in the loop
-    with them (stacked over the loop, their frames would have the loop's time axis twice). With
-    ``upstream_of``: that layer and what it reads, transitively, instead."""
-    if upstream_of is not None:
-        found, todo = {upstream_of}, [upstream_of]
-        while todo:
-            for r in plan.deps.get(todo.pop(), []):
-                if r.kind in ("self", "prev") and r.name not in found:
-                    found.add(r.name)
-                    todo.append(r.name)
-        return [n for n in plan.deps if n in found]
+def with_readers(plan: UnitPlan, names: Sequence[str]) -> List[str]:
+    """``names`` and the layers reading them (same step or ``prev:``), transitively, in unit order."""
     found = set(names)
     changed = bool(found)
     while changed:
@@ -328,6 +310,17 @@ def with_readers(plan: UnitPlan, names: Sequence[str], upstream_of: Optional[str
             if name not in found and any(r.kind in ("self", "prev") and r.name in found for r in refs):
                 found.add(name)
                 changed = True
+    return [n for n in plan.deps if n in found]
+
+
+def read_by(plan: UnitPlan, name: str) -> List[str]:
+    """``name`` and the unit's layers it reads (same step or ``prev:``), transitively, in unit order."""
+    found, todo = {name}, [name]
+    while todo:
+        for r in plan.deps.get(todo.pop(), []):
+            if r.kind in ("self", "prev") and r.name not in found:
+                found.add(r.name)
+                todo.append(r.name)
     return [n for n in plan.deps if n in found]
 
 

@@ -33,7 +33,7 @@ from returnn.tf.layers.rec_net.assumed import AssumedTemplates
 from returnn.tf.layers.rec_net import unmask as _unmask  # noqa: F401  (registers _unmask_in_unit)
 from returnn.tf.layers.rec_net.deps import (
     Ref, analyse_unit, choice_searches, fed_target, frame_and_whole_readers, initial_refs, is_target_choice,
-    layer_refs, needed_unit, with_readers,
+    layer_refs, needed_unit, read_by, with_readers,
 )
 from returnn.tf.layers.rnn_cell import building_loop_step, cell_class_for
 from returnn.tf.net_dict import has_axis_pairs, search_length_key, without_search_only
@@ -316,14 +316,14 @@ class RecSubnetLayer(AssumedTemplates, Layer):
         while True:
             self.in_loop = set(self.plan.in_loop)
             self.layers, self.sub_sources, self._guessed = {}, {}, {}
-            sub = None
+            sub = ""
             try:
                 for sub in self._build_order():
                     if sub not in self.in_loop:
                         self._build(sub)
                 return
             except NetworkError:
-                suspects = [n for n in with_readers(self.plan, [], upstream_of=sub) if n in candidates and n not in forced]
+                suspects = [n for n in read_by(self.plan, sub) if n in candidates and n not in forced]
                 if not suspects or step_only == list(self.unit):
                     raise
                 forced += suspects
