@@ -6,7 +6,9 @@ is; a second Ctrl-C stops at once (:class:`StopRequest`). What a re-run will do 
 stalled peer rank) is :class:`returnn.util.watchdog.Watchdog`."""
 from __future__ import annotations
 
+import os
 import signal
+import sys
 import threading
 from typing import Any, Optional
 
@@ -75,6 +77,29 @@ def rerun_hint(config: Any) -> str:
         return "the same command runs the task again"
 
 
+def redeliver_dropped_signals() -> None:
+    """A handler's exception raised while Python runs a weakref callback or ``__del__`` (h5py and
+    TensorFlow objects have both) is printed as "Exception ignored" and dropped, so the signal
+    would be lost and the process go on (seen: a SIGTERM'd ``hdf_dump`` finished and exited 0).
+    From this call on, such a dropped exception that carries a ``signum`` is not printed and its
+    signal is sent again a moment later, from a thread, so the handler runs at another point.
+    Installed once per process."""
+    previous = sys.unraisablehook
+    if getattr(previous, "redelivers_signals", False):
+        return
+
+    def hook(unraisable) -> None:
+        signum = getattr(unraisable.exc_value, "signum", None)
+        if signum is None:
+            previous(unraisable)
+            return
+        timer = threading.Timer(0.05, os.kill, (os.getpid(), signum))
+        timer.daemon = True
+        timer.start()
+    hook.redelivers_signals = True  # type: ignore[attr-defined]
+    sys.unraisablehook = hook
+
+
 class _SignalHandlers:
     """Installs ``_handle`` for the stop signals and puts the previous handlers back."""
 
@@ -89,6 +114,7 @@ class _SignalHandlers:
             if sig == getattr(signal, "SIGINT", None) and signal.getsignal(sig) is signal.SIG_IGN:
                 continue  # started with SIGINT ignored (nohup, a background job): keep it so
             self._previous[sig] = signal.signal(sig, self._handle)
+        redeliver_dropped_signals()
 
     def uninstall(self) -> None:
         """Restores the handlers that were there before :meth:`install`."""

@@ -179,3 +179,31 @@ def test_ctrl_c_in_dump_dataset_is_one_line(tmp_path):
         if proc.poll() is None:
             proc.kill()
     assert [line for line in err.read_text().splitlines() if line.strip()] == ["dump-dataset: interrupted (SIGINT)"]
+
+
+_DROPPED_STOP = """
+import os, signal, sys, time, weakref
+from returnn.errors import StopSignal
+from returnn.interrupts import EarlyStop
+EarlyStop().install()
+class Obj: pass
+obj = Obj()
+ref = weakref.ref(obj, lambda _: os.kill(os.getpid(), signal.SIGTERM))
+try:
+    del obj  # StopSignal raised inside the weakref callback: Python drops it
+    print("went on", flush=True)
+    time.sleep(30)
+    print("signal lost")
+except StopSignal as exc:
+    print("stopped", exc.signum)
+"""
+
+
+def test_stop_signal_dropped_in_a_weakref_callback_is_sent_again():
+    """A stop signal whose exception Python drops (it ran inside a weakref callback or __del__) is
+    not lost: it is sent again and stops the task, with no "Exception ignored" traceback."""
+    proc = subprocess.run([PYTHON, "-c", _DROPPED_STOP], cwd=str(REPO), env=child_env(), capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split("\n")[:2] == ["went on", "stopped %i" % signal.SIGTERM]
+    assert "Exception ignored" not in proc.stderr

@@ -72,7 +72,11 @@ def _stop_on_signals() -> None:
     """SIGTERM and SIGHUP (a job's end, a closed terminal) raise KeyboardInterrupt carrying the
     signal, so the dump's temporary file is removed on the way out. SIGKILL cannot be caught: the
     next writer into the same directory removes what the killed one left
-    (``returnn.datasets.hdf_write.remove_stale_hdf_temp_files``)."""
+    (``returnn.datasets.hdf_write.remove_stale_hdf_temp_files``). A KeyboardInterrupt that Python
+    drops (raised inside a weakref callback) is sent again (``redeliver_dropped_signals``)."""
+    from returnn.interrupts import redeliver_dropped_signals
+    redeliver_dropped_signals()
+
     def stop(signum, _frame):
         exc = KeyboardInterrupt()
         exc.signum = signum
