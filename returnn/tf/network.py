@@ -197,7 +197,8 @@ class TFNetwork(tf.Module):
                     layer = build_with_n_out(lambda o: cls(
                         name, dict(o, **{"from": opts.get("from", ["data"])}), templates, seed=seed,
                         outer_names=self.raw_sources[name], default_target=default_target,
-                        infer_n_out=self._infer_n_out, search=layer_search), layer_opts, n_out_fallback)
+                        infer_n_out=self._infer_n_out, target_template=self._target_template, search=layer_search),
+                        layer_opts, n_out_fallback)
                 else:
                     layer = build_with_n_out(lambda o: cls(name, o, templates, seed=seed), layer_opts, n_out_fallback)
             self.layers[name] = layer

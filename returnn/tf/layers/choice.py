@@ -14,7 +14,7 @@ best combinations (RETURNN's ``_prune_and_combine_sources``).
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, Sequence
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 from returnn.errors import NetworkError
 from returnn.tensor import Data
@@ -116,6 +116,24 @@ class ChoiceLayer(Layer):
             parts = list(sources)
         self.parts = [part.copy("%s/out_%i" % (name, i)) for i, part in enumerate(parts)]
         self.output = parts[0].copy(name)
+
+    def take_target_templates(self, template_of: Callable[[str], Optional[Data]]) -> None:
+        """In search, as RETURNN's ``ChoiceLayer.get_out_data_from_opts``: a choice with a
+        ``target`` has the target's template (its class dim and dtype), not one made from the
+        scores (the same size: RETURNN asserts it): the labels' dim tag is the target's, as in
+        training."""
+        if not self.searching:
+            return
+        for i, key in enumerate(self.targets):
+            target = template_of(key) if isinstance(key, str) else None
+            if target is None or not target.sparse:
+                continue
+            if target.sparse_dim.dimension != self.parts[i].sparse_dim.dimension:  # RETURNN asserts it
+                raise NetworkError("%s: in search, its scores (source %i) have %s labels, its target %r has %s"
+                                   % (self.desc, i, self.parts[i].sparse_dim.dimension, key,
+                                      target.sparse_dim.dimension))
+            self.parts[i] = self.parts[i].copy(sparse_dim=target.sparse_dim, dtype=target.dtype)
+        self.output = self.parts[0].copy(self.name)
 
     def _init_regression(self, sources: Sequence[Data]) -> None:
         """RETURNN's regression choice: a dense prediction fed back as is; with teacher forcing the

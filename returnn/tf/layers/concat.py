@@ -61,7 +61,7 @@ class ConcatLayer(Layer):
 
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42, *,
                  outer_names: Sequence[str] = (), default_target: str = "classes", infer_n_out=None,
-                 search: bool = False):
+                 target_template=None, search: bool = False):
         super().__init__(name, opts, sources, seed)
         if "from" not in opts:
             raise NetworkError("%s: needs 'from' as (layer, axis) pairs (inside a rec unit this is not supported yet)"

@@ -18,7 +18,7 @@ import types
 
 import numpy as np
 import tensorflow as tf
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from returnn.errors import NetworkError, known_list
 from returnn.tensor import Data, Dim
@@ -186,7 +186,7 @@ class RecSubnetLayer(AssumedTemplates, Layer):
 
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42, *,
                  outer_names: Sequence[str] = (), default_target: str = "classes", infer_n_out=None,
-                 search: bool = False):
+                 target_template: Optional[Callable[[str], Optional[Data]]] = None, search: bool = False):
         super().__init__(name, opts, sources, seed)
         if self.opt("direction") != 1:
             raise NetworkError("%s: a sub-network runs forward only (direction %r)" % (self.desc, self.opt("direction")))
@@ -260,6 +260,7 @@ class RecSubnetLayer(AssumedTemplates, Layer):
                 raise NetworkError("%s: target %r has no time axis" % (self.desc, self.length_key))
             self.time_dim = tmpl.time_dim
         self._infer_n_out = infer_n_out
+        self._target_template = target_template  # the network's templates of targets (also those not read in search)
         self._outer_layer = reuse.outer_resolver()  # reuse_params of sub-layers may name base:x
         self._build_outside_loop(name, search, step_only)
         self._follow_axes = False
@@ -468,6 +469,8 @@ class RecSubnetLayer(AssumedTemplates, Layer):
         with reuse.resolving(self._get_reused_layer), loop, building_loop_step(in_step):
             self.layers[sub] = build_with_n_out(lambda o: cls(full_name, o, templates, seed=self.seed), layer_opts,
                                                 n_out_fallback)
+        if hasattr(self.layers[sub], "take_target_templates") and self._target_template is not None:
+            self.layers[sub].take_target_templates(self._target_template)  # a searching choice (choice.py)
         if getattr(self.layers[sub], "state", None) is not None and opts.get("initial_output") not in (None, 0):
             raise NetworkError("%s: 'initial_output' %r with a non-zero 'initial_state': set initial_state only (its "
                                "output comes from it; RETURNN's rule)" % (where, opts["initial_output"]))
