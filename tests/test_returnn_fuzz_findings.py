@@ -169,3 +169,24 @@ def test_sparse_and_no_op_refusals():
         sparse_net({"class": "expand_dims", "axis": "F"})
     with pytest.raises(NetworkError, match="are the same axis"):
         _net({"output": {"class": "swap_axes", "axis1": "T", "axis2": "T", "from": "data"}})
+
+
+def test_combine_of_sparse_sources_keeps_indices_or_is_refused():
+    """RETURNN combines class indices (golden fuzz_combine_sparse_*): the result is sparse with the
+    first largest source's class dim. Dense with sparse sources, or kinds and activations that give
+    no indices (RETURNN: a dtype error or floats in an int template), are refused here."""
+    old = get_global_config()
+    set_global_config(Config({}))
+    extern = {"data": Data("data", shape=(None,), dtype="int32", sparse=True, dim=7),
+              "feat": Data("feat", shape=(None, 7))}
+    try:
+        net = TFNetwork({"output": {"class": "combine", "kind": "sub", "from": ["data", "data"]}}, extern)
+        assert net.layers["output"].output.sparse_dim is extern["data"].sparse_dim
+        for opts, match in (({"from": ["data", "data:feat"]}, r"all dense or all sparse, got sparse \['data'\] and "
+                                                              r"dense \['feat'\]"),
+                            ({"from": ["data", "data"], "kind": "truediv"}, r"only kinds .* \(got kind 'truediv'"),
+                            ({"from": ["data", "data"], "activation": "relu"}, "activation 'relu'")):
+            with pytest.raises(NetworkError, match=match):
+                TFNetwork({"output": dict({"class": "combine"}, **opts)}, extern)
+    finally:
+        set_global_config(old)

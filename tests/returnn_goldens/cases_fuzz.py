@@ -75,3 +75,11 @@ for mode in ("argmax", "argmin"):  # keep_dims: the labels in a kept size-1 axis
     case("fuzz_reduce_%s_keep_dims" % mode, "fuzz_reduce", {
         "output": {"class": "reduce", "mode": mode, "axis": "T", "keep_dims": True, "from": "data"}}, extern=X5,
         lens={"data": [5, 3, 0]})
+# combine of sparse sources: RETURNN computes on the class indices, the first largest source's class dim
+S7 = {"data": {"dim": 7, "sparse": True}}
+case("fuzz_combine_sparse_add", "fuzz_combine", {
+    "l0": {"class": "gather", "axis": "T", "position": 0, "from": "data"},
+    "output": {"class": "combine", "kind": "add", "from": ["l0", "data"]}}, extern=S7, lens={"data": [5, 3, 1]})
+case("fuzz_combine_sparse_maximum_embedded", "fuzz_combine", {
+    "l0": {"class": "combine", "kind": "maximum", "from": ["data", "data"]},
+    "output": {"class": "linear", "n_out": 3, "activation": None, "from": "l0"}}, extern=S7)

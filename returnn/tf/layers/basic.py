@@ -250,12 +250,15 @@ COMBINE_OPS = {
     "logical_and": tf.logical_and, "logical_or": tf.logical_or,
 }
 COMBINE_KINDS = tuple(COMBINE_OPS)
+_INDEX_KINDS = ("add", "+", "sub", "subtract", "-", "mul", "multiply", "*", "floordiv", "//", "maximum", "minimum")
 
 
 @register_layer
 class CombineLayer(Layer):
-    """Elementwise ``kind`` of dense sources (left to right), broadcast over the axes some of them
-    lack (matched by dim tags), then ``activation``."""
+    """Elementwise ``kind`` of the sources (left to right), broadcast over the axes some of them
+    lack (matched by dim tags), then ``activation``. Sparse sources (all of them) combine their
+    class indices, the result has the class dim of the first source with the most axes (RETURNN's
+    common template)."""
 
     layer_class = "combine"
     options = (
@@ -267,9 +270,14 @@ class CombineLayer(Layer):
         super().__init__(name, opts, sources, seed)
         check_sources(self, sources)
         self.kind = one_of(self.desc, "kind", self.opt("kind"), COMBINE_KINDS)
-        if any(s.sparse for s in sources):
-            raise NetworkError("%s: sources must be dense, got sparse %s" % (self.desc, [s.name for s in sources
-                                                                                       if s.sparse]))
+        sparse = [s.sparse for s in sources]
+        if any(sparse) and not all(sparse):
+            raise NetworkError("%s: sources must be all dense or all sparse, got sparse %s and dense %s" % (
+                self.desc, [s.name for s in sources if s.sparse], [s.name for s in sources if not s.sparse]))
+        if all(sparse) and (self.kind not in _INDEX_KINDS or self.opt("activation") is not None):
+            raise NetworkError("%s: on sparse sources (class indices) only kinds %s without activation keep "
+                               "indices (got kind %r, activation %r)" % (self.desc, ", ".join(_INDEX_KINDS),
+                                                                         self.kind, self.opt("activation")))
         # RETURNN's get_common_data: the layout of the first source with the most axes, the others'
         # axes matched into it (new ones where RETURNN inserts them); its special axes kept where they were set
         # explicitly, else RETURNN's default rule on the common axes picks the feature axis
@@ -282,7 +290,9 @@ class CombineLayer(Layer):
         for key, axis in (("feature_dim_axis", sources[base]._feature_dim_axis),
                           ("time_dim_axis", sources[base]._time_dim_axis)):
             special[key] = self.maps[base][axis] if isinstance(axis, int) else axis
-        self.output = Data(name, dims=dims, dtype=sources[0].dtype, **special)
+        # sparse sources (RETURNN computes on the indices): the first largest source's class dim and dtype
+        self.output = Data(name, dims=dims, dtype=sources[base if all(sparse) else 0].dtype,
+                           sparse_dim=sources[base].sparse_dim, **special)
         self.check_n_out(self.output.dim)
         self.activation = get_activation(self.opt("activation"), name)
 
