@@ -3,6 +3,8 @@
 the goldens from the real RETURNN (tests/returnn_goldens/cases_construction.py) check the rest."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -12,6 +14,7 @@ from returnn.extern_data import data_from_opts
 from returnn.tf.layers import RunContext
 from returnn.tf.network import TFNetwork
 from returnn.tf.returnn_params import returnn_param_shapes
+from returnn.tensor import Data
 
 
 def _extern(dim=3, classes=4):
@@ -216,3 +219,14 @@ def test_initial_state_from_a_recurrent_layer_is_its_last_hidden_state():
         assert net.layers["output"].state.refs == [init]
     np.testing.assert_allclose(outs[0], outs[1], rtol=1e-6)
     assert not np.allclose(outs[0][:, 0], 0.0)
+
+
+def test_rec_units_not_here_say_why_and_unknown_units_list_every_unit():
+    """blocksparse and the 2-D LSTM cell are refused with their reason (docs/compat.md's unit table
+    says the same); a typo lists every unit name, cells such as gru and rhn included."""
+    extern = {"data": Data("data", shape=(None, 4))}
+    for unit, why in (("BlocksparseLSTM", "OpenAI's blocksparse"), ("twodnativelstm", "use {'class': 'twod_lstm'}")):
+        with pytest.raises(NetworkError, match=r"unit %r is not available here: .*%s" % (unit, re.escape(why))):
+            TFNetwork({"output": {"class": "rec", "unit": unit, "n_out": 3, "from": "data"}}, extern)
+    with pytest.raises(NetworkError, match=r"unknown unit 'lstn' \(known: .*\bgru\b.*\brhn\b"):
+        TFNetwork({"output": {"class": "rec", "unit": "lstn", "n_out": 3, "from": "data"}}, extern)

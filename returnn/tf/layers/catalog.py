@@ -59,13 +59,15 @@ def layer_status(name: str) -> Tuple[str, str]:
 
 
 def unit_status(name: str) -> Tuple[str, str]:
-    """('yes' | 'missing', detail) of RETURNN's rec unit ``name`` in this engine's ``rec`` layer."""
-    from returnn.tf.layers.rec import LSTM_UNITS
+    """('yes' | 'no' | 'missing', detail) of RETURNN's rec unit ``name`` in this engine's ``rec`` layer."""
+    from returnn.tf.layers.rec import LSTM_UNITS, UNITS_NOT_HERE
     from returnn.tf.layers.rnn_cell import CELL_UNITS
     from returnn.tf.layers.rec_params import REC_LAYOUT
     if name in LSTM_UNITS or name in CELL_UNITS:
         layout = REC_LAYOUT.get(name, "")
         return "yes", ("parameters as RETURNN's %s" % layout.replace("_", " ")) if layout else ""
+    if name in UNITS_NOT_HERE:
+        return "no", UNITS_NOT_HERE[name]
     return "missing", ""
 
 

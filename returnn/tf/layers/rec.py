@@ -54,6 +54,14 @@ FORGET_BIAS = {"lstm": 0.0, "nativelstm": 0.0, "nativelstm2": 0.0, "nativelstmlo
 LAYER_NORM_UNIT = "layernormvariantslstm"
 LSTM_UNITS = tuple(FORGET_BIAS) + (LAYER_NORM_UNIT,)
 UNIT_OPTS = ("forget_bias", "rec_weight_dropout")
+# RETURNN's unit names that cannot run here, and why (docs/compat.md's unit table shows them)
+_BLOCKSPARSE = ("RETURNN runs it with OpenAI's blocksparse package (GPU kernels, not on PyPI for TF 2): "
+                "use lstm or nativelstm2")
+UNITS_NOT_HERE = {
+    "blocksparselstm": _BLOCKSPARSE, "blocksparsemultiplicativemultisteplstm": _BLOCKSPARSE,
+    "twodnativelstm": "the 2-D LSTM cell of the twod_lstm layer: use {'class': 'twod_lstm'} (RETURNN's rec layer "
+                      "cannot run it as a unit either: its cell needs a 'pooling' argument)",
+}
 PEEPHOLE_UNITS = ("standardlstm",)  # TensorFlow's LSTMCell: unit_opts use_peepholes
 TF_CELL_UNITS = ("basiclstm", "standardlstm")  # RETURNN runs TensorFlow's cells (unroll, max_seq_len)
 # RETURNN's NativeLstm (v1) refuses an initial state ("broken support"); its low-memory LSTM keeps only c
@@ -109,7 +117,12 @@ class RecLayer(Layer):
         super().__init__(name, opts, sources, seed)
         unit = self.opt("unit")
         if not isinstance(unit, str) or unit.lower() not in LSTM_UNITS:
-            raise NetworkError("%s: unknown unit %r (known: %s)" % (self.desc, unit, known_list(LSTM_UNITS)))
+            if isinstance(unit, str) and unit.lower() in UNITS_NOT_HERE:
+                raise NetworkError("%s: unit %r is not available here: %s" % (self.desc, unit,
+                                                                               UNITS_NOT_HERE[unit.lower()]))
+            from returnn.tf.layers.rnn_cell import rec_cell_units
+            raise NetworkError("%s: unknown unit %r (known: %s)" % (self.desc, unit,
+                                                                    known_list(set(LSTM_UNITS) | set(rec_cell_units()))))
         self.unit = unit.lower()
         self.direction = self.opt("direction")
         if self.direction not in (1, -1):
