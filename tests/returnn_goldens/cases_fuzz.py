@@ -83,3 +83,10 @@ case("fuzz_combine_sparse_add", "fuzz_combine", {
 case("fuzz_combine_sparse_maximum_embedded", "fuzz_combine", {
     "l0": {"class": "combine", "kind": "maximum", "from": ["data", "data"]},
     "output": {"class": "linear", "n_out": 3, "activation": None, "from": "l0"}}, extern=S7)
+# stack with the new axis last: RETURNN's default feature axis is then the new (static, last) axis
+case("fuzz_stack_last_then_merge_time_feature", "fuzz_stack", {
+    "l0": {"class": "stack", "axis": -1, "from": ["data", "data"]},
+    "output": {"class": "merge_dims", "axes": ["T", "F"], "from": "l0"}}, config={"behavior_version": 12})
+case("fuzz_stack_last_linear", "fuzz_stack", {
+    "l0": {"class": "stack", "axis": -1, "from": ["data", "data"]},
+    "output": {"class": "linear", "n_out": 3, "activation": None, "from": "l0"}})

@@ -17,6 +17,7 @@ import tensorflow as tf
 
 from returnn.errors import NetworkError
 from returnn.tensor import Data, Dim, DimTypes
+from returnn.tensor.data import NotSpecified
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
 from returnn.tf.layers.helpers import check_dense, check_sources, common_dims
 from returnn.tf.layers.options import Option, positive_int
@@ -114,9 +115,13 @@ class StackLayer(Layer):
         self.pos = axis % (len(dims) + 1)
         self.n_common = len(dims)
         out_dims = dims[:self.pos] + [self.new] + dims[self.pos:]
+        # RETURNN adds the axis to the common template: a feature axis set explicitly stays on its dim, the
+        # default one is the default of the new layout (e.g. the new axis when it is last and static)
+        explicit = first._feature_dim_axis is not NotSpecified
         self.output = Data(name, dims=out_dims, dtype=first.dtype, sparse_dim=first.sparse_dim,
                            batch_dim_axis=next((i for i, d in enumerate(out_dims) if d.is_batch_dim()), None),
-                           feature_dim_axis=out_dims.index(feat) if feat is not None and feat in out_dims else None)
+                           feature_dim_axis=(out_dims.index(feat) if feat is not None and feat in out_dims else None)
+                           if explicit else NotSpecified)
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         xs = [align_tensor(s.tensor, m, self.n_common) for s, m in zip(sources, self.maps)]
