@@ -90,3 +90,15 @@ case("fuzz_stack_last_then_merge_time_feature", "fuzz_stack", {
 case("fuzz_stack_last_linear", "fuzz_stack", {
     "l0": {"class": "stack", "axis": -1, "from": ["data", "data"]},
     "output": {"class": "linear", "n_out": 3, "activation": None, "from": "l0"}})
+# window from behavior version 18: RETURNN moves the slid-over axis to the front, the window axis before it
+# (stride 1) or after it; a default feature axis is the new layout's default
+for _name, _net in (
+        ("time", {"output": {"class": "window", "window_size": 3, "from": "data"}}),
+        ("feature_valid", {"output": {"class": "window", "window_size": 1, "padding": "valid", "axis": "F",
+                                      "from": "data"}}),
+        ("time_strided_merge", {"w": {"class": "window", "window_size": 3, "stride": 2, "from": "data"},
+                                "output": {"class": "merge_dims", "axes": ["stag:w:window", "F"], "from": "w"}}),
+        ("feature_linear", {"w": {"class": "window", "window_size": 2, "axis": "F", "from": "data"},
+                            "output": {"class": "linear", "n_out": 2, "activation": None, "from": "w"}})):
+    case("fuzz_window_bv21_" + _name, "fuzz_window", _net, extern=X5, config={"behavior_version": 21},
+         lens={"data": [5, 3, 0]})

@@ -271,6 +271,10 @@ class WindowLayer(_ShapeLayer):
         dims = list(data.dims)
         dims[self.ax] = self.out_dim
         dims.insert(self.ax + 1, self.window_dim)
+        self.computed = dims  # the order forward() computes in; the output's may differ (below)
+        if behavior_version() >= 18:
+            self.output = self._returnn_order_from_bv18(name, data)
+            return
         out = data.copy(name, dims=dims)
         if data.time_dim_axis is not None:
             out = out.copy(time_dim_axis=data.time_dim_axis + (data.time_dim_axis > self.ax))
@@ -281,6 +285,23 @@ class WindowLayer(_ShapeLayer):
             else:
                 out = out.copy(feature_dim_axis=data.feature_dim_axis + (data.feature_dim_axis > self.ax))
         self.output = out
+
+    def _returnn_order_from_bv18(self, name: str, data: Data) -> Data:
+        """RETURNN from behavior version 18: the batch-major input with the slid-over axis moved to
+        the front (before the batch), then the window axis at the front (stride 1) or right after
+        it; a time or feature axis set explicitly stays on its dim, a default one is the default
+        of the new layout."""
+        order = [data.batch_dim_axis] if data.batch_dim_axis is not None else []
+        order += [i for i in range(data.batch_ndim) if i not in order]
+        order.remove(self.ax)
+        dims = [self.out_dim] + [data.dims[i] for i in order]
+        dims.insert(0 if self.stride == 1 else 1, self.window_dim)
+        special = {}
+        for key, axis in (("time_dim_axis", data._time_dim_axis), ("feature_dim_axis", data._feature_dim_axis)):
+            special[key] = axis if not isinstance(axis, int) else \
+                dims.index(self.out_dim if axis == self.ax else data.dims[axis])
+        return Data(name, dims=dims, dtype=data.dtype, sparse_dim=data.sparse_dim,
+                    batch_dim_axis=next((i for i, d in enumerate(dims) if d.is_batch_dim()), None), **special)
 
     step_mode = False  # inside a rec loop over its time axis: a window over the frames so far (below)
 
@@ -331,6 +352,9 @@ class WindowLayer(_ShapeLayer):
             lens = x.sizes[old]
             sizes[self.out_dim] = (lens + self.stride - 1) // self.stride if self.padding == "same" else \
                 tf.maximum(lens - self.size, -1) // self.stride + 1
+        out_dims = list(self.output.dims)
+        if out_dims != self.computed:  # RETURNN's order from behavior version 18
+            frames = tf.transpose(frames, [self.computed.index(d) for d in out_dims])
         return self.make_output(frames, sources, sizes)
 
 
