@@ -184,7 +184,7 @@ def test_out_type_function_takes_a_sources_sequence_lengths_for_its_axis():
     net = TFNetwork({
         "pool": {"class": "pool", "mode": "max", "pool_size": [2], "padding": "same", "from": "data"},
         "output": {"class": "eval", "from": "pool", "out_type": out_type, "is_output_layer": True,
-                   "eval": "tf.cast(tf.argmax(source(0), axis=-1), tf.int32)"}}, ext)
+                   "eval": "tf.cast(tf.argmax(source(0, auto_convert=False), axis=-1), tf.int32)"}}, ext)
     out = net.template_of("output")
     assert out.sparse and out.dims[out.time_dim_axis] == net.template_of("pool").get_time_dim_tag()
     x = tf.random.normal([2, 5, 3])
@@ -225,3 +225,17 @@ def test_new_axes_where_returnns_get_common_data_puts_them():
     assert bf.get_default_new_axis_for_dim_tag(SpatialDim("s", 5)) == 1
     assert vam.data.get_default_new_axis_for_dim_tag(FeatureDim("g", 2)) == 3
     assert list(bf.copy_add_dim_by_tag(lm.time_dim).dims) == [batch_dim, lm.time_dim, am.feature_dim]
+
+
+def test_auto_convert_of_a_source_with_more_axes_than_the_output_fails_as_in_returnn():
+    """RETURNN's source(i) is ``copy_compatible_to`` the output: a (B,T,F) source of an eval whose
+    out_type is (B,) raises "already has more dims than target data" (RETURNN 1.2026, checked: the
+    2019 local-attention median config's p_t_in over prev:att_weights); auto_convert=False gives it."""
+    a, va, x = btf(3)
+    per_seq = {"shape": (), "batch_dim_axis": 0, "dtype": "float32"}
+    with pytest.raises(NetworkError, match="'lay'.*source\\(0\\).*more axes than the output"):
+        run(make("eval", {"eval": "tf.reduce_sum(source(0), axis=[1, 2])", "out_type": per_seq}, [a]), [va])
+    masked = "tf.where(source(0, as_data=True, auto_convert=False).get_sequence_mask_broadcast(), source(0, auto_convert=False), 0.)"
+    layer = make("eval", {"eval": "tf.reduce_sum(%s, axis=[1, 2])" % masked, "out_type": per_seq}, [a])
+    out = run(layer, [va]).tensor.numpy()
+    np.testing.assert_allclose(out, [x[i, :n].sum() for i, n in enumerate(LENS)], rtol=1e-5)  # padding is NaN

@@ -98,7 +98,7 @@ def test_masked_computation_from_a_packed_base_sequence_in_a_rec_loop(own_mask):
     masked_from the masked_computation's own mask may be None (RETURNN; i6's transducer configs)."""
     net = TFNetwork({"output": {"class": "rec", "from": "data", "unit": {
         "mask": {"class": "eval", "from": ["data:source", ":i"], "out_type": {"dtype": "bool", "shape": ()},
-                 "eval": "tf.fill([tf.shape(source(0))[0]], tf.equal(tf.reshape(source(1), []) % 2, 1))"},
+                 "eval": "tf.fill([tf.shape(source(0, auto_convert=False))[0]], tf.equal(tf.reshape(source(1), []) % 2, 1))"},
         "masked": {"class": "masked_computation", "from": "data:source" if own_mask else [], "mask": own_mask,
                    "masked_from": "base:data:data_masked",
                    "unit": {"class": "linear", "activation": None, "n_out": 2, "from": "data"}},

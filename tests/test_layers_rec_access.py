@@ -124,7 +124,7 @@ def test_slice_nd_with_a_start_per_frame():
     """start (B, T) moved out of a loop: sizes of the slice per sequence and frame."""
     net, out, x = _run({
         "t": {"class": "range_in_axis", "from": "data", "axis": "T"},
-        "zero": {"class": "eval", "from": "data", "eval": "tf.zeros_like(source(0)[..., 0], tf.int32)",
+        "zero": {"class": "eval", "from": "data", "eval": "tf.zeros_like(source(0, auto_convert=False)[..., 0], tf.int32)",
                  "out_type": {"dtype": "int32", "shape": (None,)}},
         "start": {"class": "combine", "kind": "add", "from": ["zero", "t"]},
         "sl": {"class": "slice_nd", "from": "data", "start": "start", "size": None},
@@ -145,7 +145,7 @@ def test_slice_nd_per_frame_renamed_by_reinterpret_keeps_its_sizes_per_frame():
     att_t = SpatialDim("att_t")
     net, out, x = _run({
         "t": {"class": "range_in_axis", "from": "data", "axis": "T"},
-        "zero": {"class": "eval", "from": "data", "eval": "tf.zeros_like(source(0)[..., 0], tf.int32)",
+        "zero": {"class": "eval", "from": "data", "eval": "tf.zeros_like(source(0, auto_convert=False)[..., 0], tf.int32)",
                  "out_type": {"dtype": "int32", "shape": (None,)}},
         "start": {"class": "combine", "kind": "add", "from": ["zero", "t"]},
         "two": {"class": "eval", "from": "zero", "eval": "source(0) + 2"},

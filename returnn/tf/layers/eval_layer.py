@@ -6,7 +6,8 @@ config code (trusted, like the config itself); it runs when the step is traced, 
 
 - ``source(i, auto_convert=True, enforce_batch_major=False, as_data=False, as_layer=False)``: the
   tensor of source ``i``; ``auto_convert`` lays it out like the output (axes moved, size-1 axes for
-  the ones it lacks, so sources broadcast); ``as_data`` gives a :class:`DataValue` (the template
+  the ones it lacks, so sources broadcast; a source with more axes than the output, or a batch axis
+  the output lacks, is an error, as RETURNN's ``copy_compatible_to``); ``as_data`` gives a :class:`DataValue` (the template
   with ``placeholder`` and ``get_sequence_lengths()``); ``as_layer`` a :class:`SourceView`;
 - ``self``: the layer (``self.network``, ``self.sources``, ``self.output``, ``self.name``); in a search
   in training ``self.sources[i].search_choices.beam_scores`` of a ``decide`` source (RETURNN sets
@@ -326,6 +327,7 @@ class EvalLayer(Layer):
                 return views[i]
             value = sources[i]
             if auto_convert:
+                self._check_convertible(i, value.data)
                 value = self._converted(i, value)
             if enforce_batch_major and value.data.batch_dim_axis not in (None, 0):
                 value = DataValue(value).copy_as_batch_major()._value
@@ -360,6 +362,19 @@ class EvalLayer(Layer):
 
     def opts_source_name(self, i: int) -> str:
         return self.sources[i].name if i < len(self.sources) else str(i)
+
+    def _check_convertible(self, i: int, src: Data) -> None:
+        """RETURNN's ``source(i)`` makes the source compatible with the output (``copy_compatible_to``),
+        which fails when the source has a batch axis and the output none, or more axes than the output."""
+        out = self.output
+        why = None
+        if src.batch_dim_axis is not None and out.batch_dim_axis is None:
+            why = "has a batch axis, the output %s has none" % out.short_repr()
+        elif src.batch_ndim > out.batch_ndim:
+            why = "has more axes than the output %s" % out.short_repr()
+        if why:
+            raise NetworkError("%s: source(%i) %s %s (RETURNN's auto_convert fails too; source(%i, "
+                               "auto_convert=False) gives it unchanged)" % (self.desc, i, src.short_repr(), why, i))
 
     def _converted(self, i: int, value: LayerOutput) -> LayerOutput:
         """Source ``i`` in the layout: its axes at their layout positions, size-1 axes for the
