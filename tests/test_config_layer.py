@@ -113,7 +113,30 @@ class FromStateLayer(LayerBase):
         return state.output.copy_template(name="%s_output" % name)
 
 
-for cls in (ScaleShiftLayer, ProjectLayer, TimeMajorSumLayer, HalveTimeLayer, GateByLayer, FromStateLayer):
+class RunningSumLayer(_ConcatInputLayer):
+    '''Own loop state (RETURNN's self-attention pattern): the sum so far in a loop step, a masked
+    cumulative sum over the whole sequence when moved out of the loop.'''
+    layer_class = "running_sum_cfg"
+    recurrent = True
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        x = self.input_data.copy_as_batch_major()
+        if self._rec_previous_layer:
+            total = self._rec_previous_layer.rec_vars_outputs["total"] + x.placeholder
+            self.rec_vars_outputs["total"] = total
+            self.output.placeholder = total
+        else:
+            mask = tf.cast(x.get_sequence_mask_broadcast(), tf.float32)
+            self.output.placeholder = tf.cumsum(x.placeholder * mask, axis=1)
+
+    @classmethod
+    def get_rec_initial_extra_outputs(cls, batch_dim, rec_layer, sources=(), **kwargs):
+        return {"total": tf.zeros([batch_dim, sources[0].output.dim])}
+
+
+for cls in (ScaleShiftLayer, ProjectLayer, TimeMajorSumLayer, HalveTimeLayer, GateByLayer, FromStateLayer,
+            RunningSumLayer):
     register_layer_class(cls)
 """
 
@@ -271,3 +294,25 @@ def test_layers_named_by_options_resolved_in_transform_config_dict(in_rec):
     np.testing.assert_allclose(out[prefix + "o"].tensor.numpy()[0], (x * (1 / (1 + np.exp(-g))))[0], rtol=1e-5)
     np.testing.assert_allclose(out[prefix + "d"].tensor.numpy()[0], (g - x)[0], rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(out[prefix + "d"].tensor.numpy()[1, :2], (g - x)[1, :2], rtol=1e-5, atol=1e-6)
+
+
+def test_own_loop_state_class_moved_out_of_the_loop_runs_over_the_sequence():
+    """RETURNN asks a layer for get_rec_initial_extra_outputs only when it stays in the loop; moved out
+    (it reads no prev:), its __init__ sees the whole sequence and _rec_previous_layer None."""
+    from returnn.tensor import Data
+    from returnn.tf.layers import RunContext
+    from returnn.tf.network import TFNetwork
+    unit = {"c": {"class": "running_sum_cfg", "from": "data:source"}, "output": {"class": "copy", "from": "c"}}
+    net = TFNetwork({"output": {"class": "rec", "from": "data", "unit": unit}}, {"data": Data("data", shape=(None, 3))})
+    x = np.random.RandomState(5).randn(2, 4, 3).astype("float32")
+    x[1, 2:] = np.nan  # padding
+    out = net.forward({"data": tf.constant(x), "data:seq_len": tf.constant(LENS)}, RunContext(False))["output"]
+    y = out.tensor.numpy()
+    y = y if out.data.batch_dim_axis == 0 else np.transpose(y, (1, 0, 2))
+    for b, n in enumerate(LENS):
+        np.testing.assert_allclose(y[b, :n], np.cumsum(x[b, :n], axis=0), rtol=1e-5)
+    # in the loop (it reads prev:output) its own state is not supported here: refused, naming the class
+    unit = {"s": {"class": "combine", "kind": "add", "from": ["data:source", "prev:output"]},
+            "c": {"class": "running_sum_cfg", "from": "s"}, "output": {"class": "copy", "from": "c"}}
+    with pytest.raises(NetworkError, match="RunningSumLayer defines get_rec_initial_extra_outputs"):
+        TFNetwork({"output": {"class": "rec", "from": "data", "unit": unit}}, {"data": Data("data", shape=(None, 3))})

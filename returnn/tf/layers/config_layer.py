@@ -40,9 +40,11 @@ What of RETURNN's ``LayerBase`` is provided: ``name``, ``network`` (``train_flag
 input ``dropout`` in training), ``params``, ``add_param``, ``var_creation_scope``,
 ``get_absolute_name_scope_prefix``, ``kwargs``, ``target``, ``loss``, ``layer_class``,
 ``get_out_data_from_opts`` (RETURNN's default: ``out_type``, else the sources' template with an
-``n_out``/``out_dim`` feature axis), ``transform_config_dict``. Not provided (an error when a class
-overrides them): ``get_losses``/``_get_loss_value`` (own losses), ``get_rec_initial_extra_outputs``
-(own loop state). The layer's ``loss``, ``L2``, ``is_output_layer`` and other base options work as
+``n_out``/``out_dim`` feature axis), ``transform_config_dict``, ``_rec_previous_layer`` (None: a
+class with own loop state runs here only moved out of a rec loop, over the whole sequence, where
+RETURNN does not ask it for that state either). Not provided (an error when a class overrides them):
+``get_losses``/``_get_loss_value`` (own losses), ``get_rec_initial_extra_outputs`` (own loop state)
+of a layer that stays in a rec loop. The layer's ``loss``, ``L2``, ``is_output_layer`` and other base options work as
 on any layer here.
 """
 from __future__ import annotations
@@ -59,6 +61,7 @@ from returnn.tensor import Data, Dim, FeatureDim
 from returnn.tensor.data import NotSpecified
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
 from returnn.tf.layers.options import Option
+from returnn.tf.layers.rnn_cell import is_step_template
 
 # LayerBase keyword arguments the adapter passes itself (not layer options of the config class)
 _OWN_ARGS = ("self", "name", "network", "output", "sources")
@@ -109,6 +112,7 @@ class LayerBase:
 
     layer_class: Optional[str] = None
     recurrent = False
+    _rec_previous_layer = None  # RETURNN's: None outside a rec loop step (a class with loop state runs only there)
 
     def __init__(self, name: str, network: _NetworkProxy, output: Data, sources: Sequence[_SourceProxy] = (),
                  **kwargs: Any):
@@ -223,7 +227,10 @@ class ConfigLayer(Layer):
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
         super().__init__(name, opts, sources, seed)
         cls = self.user_class
-        for method in ("get_losses", "_get_loss_value", "get_rec_initial_extra_outputs"):
+        # own loop state only matters where the layer runs step by step (RETURNN asks for it there only)
+        methods = ("get_losses", "_get_loss_value") + (("get_rec_initial_extra_outputs",)
+                                                        if is_step_template(sources) else ())
+        for method in methods:
             if getattr(cls, method, None) is not None and method in _own_methods(cls):
                 raise NetworkError("%s: the config's layer class %s defines %s, which is not supported here"
                                    % (self.desc, cls.__name__, method))
