@@ -36,6 +36,8 @@ MAX_FILE = 2 << 20  # bytes: larger neighbours (logs, data) are not copied
 MAX_TOTAL = 40 << 20
 SYS_PATH = re.compile(r"sys\.path\.(?:append|insert)\(\s*(?:\d+\s*,\s*)?[\"']([^\"']+)[\"']")
 SITE_LITERAL = re.compile(r"[\"'](/[^\"'\s%{}]+)[\"']")
+# a file in a site directory held by a variable: '%s/trans.bpe_1000.vocab' % dataset_dir
+SITE_FORMATTED = re.compile(r"[\"']%s(/[^\"'\s%{}]+)[\"']\s*%\s*\w+")
 VOCAB = re.compile(r"(^vocab|[._-]vocab|vocab[._-]|\.dict$)", re.I)
 CODES = re.compile(r"(codes|bpe_code)", re.I)
 LEXICON = re.compile(r"lexicon", re.I)
@@ -185,7 +187,7 @@ def substitute_files(text: str, workdir: str) -> Tuple[str, Dict[str, str]]:
             subst[local] = kind
         return repr(local)
 
-    return SITE_LITERAL.sub(repl, text), subst
+    return SITE_FORMATTED.sub(repl, SITE_LITERAL.sub(repl, text)), subst
 
 
 IMPORT_CALL = re.compile(r"import_\(\s*[\"']([\w.-]+)/([\w.-]+)/([\w.-]+)[\"']")
