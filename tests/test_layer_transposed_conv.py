@@ -79,7 +79,8 @@ def test_bad_options_name_the_layer():
 
 
 NETWORK = '''{
-    "conv": {"class": "conv", "from": "data", "filter_size": [3], "strides": [3], "padding": "same", "n_out": 8,
+    "embed": {"class": "linear", "from": "data", "n_out": 6, "activation": None},
+    "conv": {"class": "conv", "from": "embed", "filter_size": [3], "strides": [3], "padding": "same", "n_out": 8,
              "activation": "relu"},
     "up": {"class": "transposed_conv", "from": "conv", "filter_size": [3], "strides": [3], "n_out": 8,
            "activation": "relu"},

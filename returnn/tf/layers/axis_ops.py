@@ -14,8 +14,8 @@ tile, range_in_axis, range_from_length.
   and without ``pad`` on a dynamic axis: refused (RETURNN keeps lengths longer than the axis).
 - ``repeat``: each position of ``axis`` ``repetitions`` times (an int, or an int layer with one
   count per position); a new axis whose sizes are the summed counts of real positions.
-- ``tile``: the whole axis repeated, ``multiples = {axis: n}`` (static axes; dynamic ones per sequence; n = 1
-  keeps the axis itself, as RETURNN's 1 * dim, also the batch axis, which is not tiled otherwise).
+- ``tile``: the whole axis repeated, ``multiples = {axis: n}`` (static axes; dynamic ones are refused, as RETURNN
+  asserts; n = 1 keeps the axis itself, as RETURNN's 1 * dim, also the batch axis, which is not tiled otherwise).
 - ``range_in_axis``: ``0 .. n-1`` over ``axis`` of the input, shaped as that one axis.
 - ``range_from_length``: from lengths ``(B,)`` a range over a new dynamic axis with those sizes;
   lengths straight from a ``length`` layer give that layer's axis itself (RETURNN finds the dim
@@ -317,6 +317,9 @@ class TileLayer(Layer):
             if ax == data.batch_dim_axis:
                 raise NetworkError("%s: tiling the batch axis (multiple %i) is not supported (RETURNN asserts: not "
                                    "implemented)" % (self.desc, n))
+            if old.is_dynamic():
+                raise NetworkError("%s: tiling the dynamic axis %r (multiple %i) is refused, as RETURNN asserts (not "
+                                   "implemented there)" % (self.desc, old.description, n))
             self.mult[ax] = n
             new = out_dims.get(key) if isinstance(out_dims.get(key), Dim) else _new_dim(
                 name, old, None if old.dimension is None else old.dimension * self.mult[ax], "tile%i" % ax)
@@ -324,31 +327,10 @@ class TileLayer(Layer):
         self.output = data.copy(name)
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
-        x = sources[0]
-        tensor = x.tensor
-        sizes = {}
+        multiples = [1] * self.output.batch_ndim
         for ax, n in self.mult.items():
-            old = x.data.dims[ax]
-            if old.is_dynamic():  # per sequence: the real positions n times, then padding
-                tensor = self._tile_dynamic(x, tensor, ax, n)
-                sizes[self.output.dims[ax]] = x.size(ax) * n
-            else:
-                multiples = [1] * x.data.batch_ndim
-                multiples[ax] = n
-                tensor = tf.tile(tensor, multiples)
-        return self.make_output(tensor, [x], sizes)
-
-    @staticmethod
-    def _tile_dynamic(x: LayerOutput, tensor: tf.Tensor, ax: int, n: int) -> tf.Tensor:
-        lengths = x.size(ax)  # (B,)
-        n_t = tf.shape(tensor)[ax]
-        j = tf.range(n_t * n)  # output position -> source position j mod length of its sequence
-        src = j[None, :] % tf.maximum(lengths[:, None], 1)  # (B, T*n)
-        src = tf.minimum(src, n_t - 1)
-        b = x.data.batch_dim_axis
-        perm = [b, ax] + [i for i in range(x.data.batch_ndim) if i not in (b, ax)]
-        y = tf.gather(tf.transpose(tensor, perm), src, batch_dims=1)
-        return tf.transpose(y, [perm.index(i) for i in range(len(perm))])
+            multiples[ax] = n
+        return self.make_output(tf.tile(sources[0].tensor, multiples), sources)
 
 
 @register_layer

@@ -43,7 +43,7 @@ WINDOW_OPTIONS = (
 class ConvLayer(Layer):
     """Convolution: ``filter_size`` (one int per spatial axis), ``n_out`` channels, ``activation``,
     ``with_bias`` (RETURNN's default: True from ``behavior_version`` 10, else False); sparse inputs
-    are used as one-hot. Weights ``W``: filter_size + [in, n_out]."""
+    are refused, as RETURNN asserts. Weights ``W``: filter_size + [in, n_out]."""
 
     layer_class = "conv"
     ref_options = ("filter",)

@@ -1,6 +1,6 @@
 """Sliding windows over spatial axes, shared by ``conv`` and ``pool``.
 
-The input (sources concatenated on the feature axis; sparse inputs as one-hot) is laid out
+The input (sources concatenated on the feature axis; sparse inputs refused, as RETURNN) is laid out
 channel-last ``(B, s_1, ..., s_n, C)``; ``in_spatial_dims`` picks the axes (default: all spatial
 axes), ``input_add_feature_dim`` first appends a feature axis of size 1 (so the old feature axis
 becomes spatial, e.g. 2-D conv over time x frequency); ``input_expand_dims`` and
@@ -83,8 +83,9 @@ class SpatialPlan:
         self.layer = layer
         self.concat_data, self.concat_plan = concat_output(layer, sources)
         data = self.concat_data
-        if data.sparse:
-            data = data.copy_add_dim_by_tag(data.sparse_dim, -1).copy(sparse_dim=None, dtype="float32")
+        if data.sparse:  # RETURNN asserts dense input in conv and transposed_conv (pool refuses it itself)
+            raise NetworkError("%s: input %s is sparse (class indices); RETURNN convolves dense data only: embed "
+                               "it first (a linear layer)" % (layer.desc, data.short_repr()))
         if data.feature_dim_axis is None or data.batch_dim_axis is None:
             raise NetworkError("%s: input needs a batch and a feature axis, got %s" % (layer.desc, data.short_repr()))
         self.reshapes: List[Callable[[tf.Tensor], tf.Tensor]] = []  # shape-only input transforms, in order
