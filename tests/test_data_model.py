@@ -101,8 +101,9 @@ def test_axis_by_dim_object_and_errors():
                      ("weird", "unknown axis"), (9, "out of range"), ("spatial", "not unique")]:
         with pytest.raises(AxisError, match=msg):
             data.get_axis_from_description(bad)
-    with pytest.raises(AxisError, match="no f axis"):
+    with pytest.raises(AxisError, match="axis 'F' not found"):  # one axis asked for: none is an error
         sparse.get_axis_from_description("F")
+    assert sparse.get_axes_from_description(["F", "T"]) == [1]  # RETURNN: 'F' names no axis of sparse data
     two = Data("two", dims=[batch_dim, SpatialDim("a", 4), SpatialDim("a", 4)], feature_dim_axis=None)
     with pytest.raises(AxisError, match="more than one"):
         two.get_axis_from_description("stag:a")

@@ -5,7 +5,7 @@ Axes are counted with the batch axis. Accepted (strings case-insensitive):
 =====================================  ==================================================
 ``"B"``, ``"batch"``                   the batch axis
 ``"T"``, ``"time"`` / ``"T?"``         the time axis / the time axis if there is one
-``"F"``, ``"feature"``                 the feature axis
+``"F"``, ``"feature"``                 the feature axis (none on sparse data)
 ``"spatial"`` / ``"s:N"``              all spatial axes / the N-th (negative from the end)
 ``"spatial_except_time"``              spatial axes without the time axis
 ``"dyn"`` / ``"dyn:N"``                dynamic axes / the N-th
@@ -106,6 +106,8 @@ def _string_axes(data, text: str) -> List[int]:
         "f": data.feature_dim_axis, "feature": data.feature_dim_axis, "non_spatial": data.feature_dim_axis,
     }
     if key in special:
+        if special[key] is None and key in ("f", "feature", "non_spatial"):
+            return []  # RETURNN: the feature axes, none on sparse data (an option naming one axis refuses that)
         if special[key] is None:
             raise AxisError("axis %r: %s has no %s axis" % (text, data.short_repr(), key))
         return [special[key]]

@@ -102,3 +102,6 @@ for _name, _net in (
                             "output": {"class": "linear", "n_out": 2, "activation": None, "from": "w"}})):
     case("fuzz_window_bv21_" + _name, "fuzz_window", _net, extern=X5, config={"behavior_version": 21},
          lens={"data": [5, 3, 0]})
+# 'F' names no axis of sparse data (RETURNN's get_feature_batch_axes): in a list of axes it adds none
+case("fuzz_merge_dims_feature_time_of_sparse", "fuzz_merge_dims", {
+    "output": {"class": "merge_dims", "axes": ["F", "T"], "keep_order": True, "from": "data"}}, extern=S7)
