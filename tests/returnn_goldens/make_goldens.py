@@ -30,7 +30,9 @@ Each ``.npz`` holds
   ``param:NAME``    the value of each parameter;
   ``out``           the output layer's value, batch-major (float32, or the layer's int dtype);
   ``out_len``       int32 (B,) sizes of out's time axis (when it has a dynamic one);
-  ``out_size:I``    int32 (B,) sizes of each dynamic axis I of out.
+  ``out_size:I``    int32 (B,) sizes of each dynamic axis I of out;
+  ``scores``        of a ``search`` case (``meta["search_flag"]``): the output's beam scores, float32
+                    (B, beam) (a ``decide``'s: (B, 1), the score of the hypothesis it chose).
 (The output's batch may differ from the inputs' when a layer changes it, e.g. ``segment_input``:
 then the sizes are per output batch entry; a dim with one size for the whole batch, e.g.
 ``boolean_mask``'s, has a 0-d size.)
@@ -87,16 +89,18 @@ LENS_ZERO = [5, 3, 0]
 LENS_LONG = [7, 5, 3]
 
 
-def case(name, family, network, extern=None, config=None, output="output", lens=None, notes="", train=False):
+def case(name, family, network, extern=None, config=None, output="output", lens=None, notes="", train=False,
+         search=False):
     """Registers a case; ``lens``: {data key: lengths} (default: data [7, 4, 1]); ``train``: the
-    network is built for training (batch_norm's batch statistics; no case with dropout)."""
+    network is built for training (batch_norm's batch statistics; no case with dropout); ``search``:
+    built with RETURNN's search flag (beam search; the output's beam scores are stored too)."""
     assert name not in CASES, name
     extern = extern or X5
     lens = dict(lens or {})
     for key in extern:
         lens.setdefault(key, LENS)
     CASES[name] = dict(name=name, family=family, network=network, extern=extern, config=config or {},
-                       output=output, lens=lens, notes=notes, train=bool(train))
+                       output=output, lens=lens, notes=notes, train=bool(train), search=bool(search))
 
 
 def _lin(n, src="data", act=None, bias=True):
@@ -220,12 +224,15 @@ def run_case(c):
     BehaviorVersion._behavior_version = c["config"].get("behavior_version")
     with tf.compat.v1.Graph().as_default() as graph:
         tf.compat.v1.set_random_seed(1)
-        net = TFNetwork(config=config, train_flag=bool(c.get("train")))
+        net = TFNetwork(config=config, train_flag=bool(c.get("train")), search_flag=bool(c.get("search")))
         net.construct_from_dict(resolve(network))
         params = [p for p in net.get_saveable_params_list() if p.name.split(":")[0] != "global_step"]
         layer = net.get_layer(c["output"])
         out = layer.output.copy_as_batch_major() if layer.output.have_batch_axis() else layer.output
         fetch = {"out": out.placeholder}
+        choices = layer.get_search_choices() if c.get("search") else None
+        if choices is not None and choices.beam_scores is not None:  # e.g. a decide's: (B, 1), the chosen one's
+            fetch["scores"] = choices.beam_scores
         dyn_axes = [i for i, tag in enumerate(out.dim_tags) if i != out.batch_dim_axis and tag.dimension is None]
         for i in dyn_axes:
             size = out.get_dynamic_size(i)
@@ -256,8 +263,10 @@ def run_case(c):
                     feed_dict[data.size_placeholder[data.time_dim_axis_excluding_batch]] = lens
                 res = sess.run(fetch, feed_dict=feed_dict)
                 sizes = {i: np.asarray(res["size%i" % i]) for i in dyn_axes}
+                scores.update({"scores": res["scores"]} if "scores" in res else {})
                 return feeds, res["out"], sizes
 
+            scores = {}
             feeds, y, sizes = run("garbage:1")
             _, y2, sizes2 = run("garbage:2")
             for i in dyn_axes:  # per sequence of the output's batch (layers may change it), or one scalar
@@ -275,6 +284,7 @@ def run_case(c):
     meta = {
         "case": c["name"], "family": c["family"], "network": network, "extern_data": extern_data,
         "config": c["config"], "output_layer": c["output"], "train_flag": bool(c.get("train")),
+        "search_flag": bool(c.get("search")),
         "returnn_version": returnn.__long_version__ if hasattr(returnn, "__long_version__") else returnn.__version__,
         "tf_version": tf.__version__,
         "params": [p.name.split(":")[0] for p in params],
@@ -293,6 +303,7 @@ def run_case(c):
     for name in meta["params"]:
         arrays["param:" + name] = values[name]
     arrays["out"] = y
+    arrays.update(scores)
     if meta["time_axis"] is not None:
         arrays["out_len"] = sizes[meta["time_axis"]].astype(np.int32)
     for i in dyn_axes:

@@ -270,6 +270,9 @@ class BeamSearchRun(UnitRun):
         lens = tf.reshape(lens, [base_batch, k])
         best = tf.argmax(scores, axis=1, output_type=tf.int32)  # (B,) (length-normalized in the loop)
         self.best_scores = tf.gather(scores, best, batch_dims=1)
+        if self.length_norm:  # RETURNN's final beam scores (a decide's): normalization finished over the loop's steps
+            n_norm = tf.reduce_max(tf.concat([tf.reshape(lens, [-1]), [0]], 0)) + (0 if self.include_eos else 1)
+            self.best_scores = self.best_scores / tf.cast(n_norm, scores.dtype)
         # the hypotheses given out: all k (in a training network), else each sequence's best
         final = tf.tile(tf.range(k)[None], [base_batch, 1]) if self.keep_beams else best[:, None]  # (B, K')
         n_out = k if self.keep_beams else 1

@@ -1,0 +1,239 @@
+"""Random searched decoders for the differential check against the real RETURNN (:mod:`returnn_fuzz`,
+``--kind search``): an encoder outside the loop, and a label-synchronous rec loop (attention/LM style)
+searched with a ``choice`` (target ``classes``): an embedding of ``prev:output`` (linear without
+bias), a state (a linear over its previous value, an ``rnn_cell`` or a ``rec`` unit), optionally dot
+attention over the encoder and a ``cum_concat`` history of the state, a softmax over the classes (or
+a ``log_softmax`` read with ``input_type="log_prob"``), the choice (beam 1..4, sometimes without
+``length_normalization``), ``end`` at label 0 and ``max_seq_len`` from the encoder's length. A
+``decide`` after the loop is compared: the best hypotheses' labels and lengths and the score
+RETURNN's decide keeps (its ``search_choices.beam_scores``). A few draws teacher-force the choice
+(``search: False``: the loop runs over the ``classes`` given), or decide with length normalization.
+
+Both engines run in search mode (RETURNN: ``search_flag``; here ``TFNetwork(search=True)``) with the
+same parameters and inputs (make_goldens.py's ``search`` cases). Every draw is reproducible from
+(seed, index); the case names carry them.
+"""
+from __future__ import annotations
+
+import copy
+import os
+import random
+from typing import Any, Dict, List, Optional, Tuple
+
+import numpy as np
+
+Layer = Dict[str, Any]
+
+LENS = [[5, 3, 1], [1, 4, 2], [6, 1, 1], [3, 5, 1], [4, 4, 1]]
+STATE_CELLS = ["LSTMBlock", "BasicLSTM", "GRU", "StandardLSTM", "BasicRNN"]
+STATE_UNITS = ["lstm", "nativelstm2", "gru", "standardlstm"]
+SCORE_TOL = 1e-4
+
+
+def _state(rng: random.Random, inputs: List[str]) -> Tuple[str, Layer]:
+    """The decoder state ``s`` over ``inputs`` (the embedding, maybe ``prev:att``)."""
+    n_out = rng.choice([3, 4, 5])
+    kind = rng.choice(["linear", "rnn_cell", "rec"])
+    if kind == "linear":
+        return "lin", {"class": "linear", "activation": rng.choice(["tanh", "relu"]), "n_out": n_out,
+                       "from": inputs + ["prev:s"]}
+    if kind == "rnn_cell":
+        unit = rng.choice(STATE_CELLS)
+        return unit, {"class": "rnn_cell", "unit": unit, "n_out": n_out, "from": inputs}
+    unit = rng.choice(STATE_UNITS)
+    return unit, {"class": "rec", "unit": unit, "n_out": n_out, "from": inputs}
+
+
+def _attention(unit: Dict[str, Layer], rng: random.Random, enc_dim: int) -> str:
+    """Dot attention of the state over the encoder (RETURNN's usual four layers); returns ``att``."""
+    unit["att_q"] = {"class": "linear", "activation": None, "with_bias": rng.random() < 0.5, "n_out": enc_dim,
+                     "from": "s"}
+    unit["att_energy"] = {"class": "dot", "from": ["base:enc", "att_q"], "red1": "F", "red2": "F", "var1": "T",
+                          "var2": None}
+    unit["att_weights"] = {"class": "softmax_over_spatial", "from": "att_energy"}
+    unit["att"] = {"class": "generic_attention", "weights": "att_weights", "base": "base:enc"}
+    return "att"
+
+
+def _history(unit: Dict[str, Layer], rng: random.Random) -> str:
+    """``cum_concat`` of the states so far, reduced or attended over; returns the layer's name."""
+    hist_dim = {"__dim__": "dec_history", "dimension": None, "kind": "spatial"}  # golden_dims.py marker
+    unit["hist"] = {"class": "cum_concat", "from": "s", "out_spatial_dim": hist_dim}
+    if rng.random() < 0.5:
+        unit["hist_red"] = {"class": "reduce", "mode": rng.choice(["sum", "max", "mean"]), "axis": hist_dim,
+                            "from": "hist"}
+        return "hist_red"
+    unit["hist_energy"] = {"class": "dot", "from": ["hist", "s"], "reduce": "F", "var1": hist_dim, "var2": None}
+    unit["hist_weights"] = {"class": "softmax_over_spatial", "from": "hist_energy", "axis": hist_dim}
+    unit["hist_att"] = {"class": "dot", "from": ["hist_weights", "hist"], "reduce": hist_dim, "var1": None,
+                        "var2": "F"}
+    return "hist_att"
+
+
+def draw(seed: int, index: int) -> Dict[str, Any]:
+    """Case ``index`` of ``seed``: keyword arguments of make_goldens.py's ``case()`` (``search=True``)."""
+    rng = random.Random("search/%i/%i" % (seed, index))
+    in_dim, n_classes = rng.choice([3, 4, 5]), rng.choice([3, 4, 6])
+    teacher = rng.random() < 0.1  # the choice fed its target: the loop runs over the given classes
+    extern = {"data": {"dim": in_dim}, "classes": {"dim": n_classes, "sparse": True}}
+    if teacher:
+        extern["classes"]["available_for_inference"] = True
+    enc_dim = rng.choice([3, 4])
+    network: Dict[str, Layer] = {}
+    if rng.random() < 0.3:
+        network["enc"] = {"class": "rec", "unit": rng.choice(["nativelstm2", "lstm"]), "n_out": enc_dim, "from": "data"}
+    else:
+        network["enc"] = {"class": "linear", "activation": "tanh", "n_out": enc_dim, "from": "data"}
+    unit: Dict[str, Layer] = {"emb": {"class": "linear", "activation": None, "with_bias": False,
+                                      "n_out": rng.choice([2, 3, 4]), "from": "prev:output"}}
+    with_att = rng.random() < 0.6
+    state_kind, unit["s"] = _state(rng, ["emb"] + (["prev:att"] if with_att and rng.random() < 0.5 else []))
+    readout = ["s"]
+    if with_att:
+        readout.append(_attention(unit, rng, enc_dim))
+    if rng.random() < 0.3:
+        readout.append(_history(unit, rng))
+    log_prob = rng.random() < 0.3
+    if log_prob:
+        unit["prob"] = {"class": "linear", "activation": "log_softmax", "n_out": n_classes, "from": readout}
+    else:
+        unit["prob"] = {"class": "softmax", "n_out": n_classes, "from": readout}
+    choice: Layer = {"class": "choice", "from": "prob", "target": "classes", "beam_size": rng.choice([1, 2, 3, 4])}
+    if log_prob:
+        choice["input_type"] = "log_prob"
+    if rng.random() < 0.3:
+        choice["length_normalization"] = False
+    choice["initial_output"] = rng.choice([0, "zeros"])  # RETURNN needs one for sparse data
+    if teacher:
+        choice["search"] = False
+    unit["output"] = choice
+    unit["end"] = {"class": "compare", "from": "output", "value": 0}
+    max_len = rng.choice(["max_len_from('base:enc')", "max_len_from('base:enc') * 2", 6])
+    network["output"] = {"class": "rec", "from": [], "target": "classes", "max_seq_len": max_len, "unit": unit}
+    decide: Layer = {"class": "decide", "from": "output", "is_output_layer": True}
+    if rng.random() < 0.1:
+        decide["length_normalization"] = True
+    network["decision"] = decide
+    lens = rng.choice(LENS)
+    family = "search[%s%s%s%s,beam%i%s]" % (
+        state_kind, "+att" if with_att else "", "+" + readout[-1] if readout[-1].startswith("hist") else "",
+        "+logp" if log_prob else "", choice["beam_size"], ",teacher" if teacher else "")
+    return dict(name="fuzzsearch_%i_%i" % (seed, index), family=family, network=network, extern=extern,
+                config={}, output="decision", lens={"data": lens, "classes": rng.choice(LENS)}, search=True,
+                notes="returnn_fuzz --kind search seed %i index %i" % (seed, index))
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# This engine's side
+# ----------------------------------------------------------------------------------------------------------------
+
+def _build(meta: Dict[str, Any]):
+    """Our network of a search case (Dim markers resolved as ours), built for search."""
+    from returnn.config import Config
+    from returnn.extern_data import extern_data_from_config
+    from returnn.tensor import Dim, batch_dim
+    from returnn.tf.network import TFNetwork
+    from test_returnn_goldens import golden_dims
+    kinds = {"spatial": Dim.Types.Spatial, "feature": Dim.Types.Feature, "unspecified": Dim.Types.Unspecified}
+    resolve = golden_dims.make_resolver(lambda name, n, kind: Dim(n, kind=kinds[kind], description=name), batch_dim,
+                                        meta["extern_data"], meta["network"])
+    extern = extern_data_from_config(Config({"extern_data": resolve(copy.deepcopy(meta["extern_data"]))}))
+    return TFNetwork(resolve(copy.deepcopy(meta["network"])), extern, search=True)
+
+
+def _run(net, output: str, batch: Dict[str, Any]):
+    """(labels (B, T), lengths (B,), our best scores (B,) or None) of the output layer."""
+    import tensorflow as tf
+    from returnn.tf.layers import RunContext
+    from returnn.tf.layers.rec_net.search import BeamSearchRun
+    runs: List[Any] = []
+    orig = BeamSearchRun.run
+
+    def run(self):  # the search's final scores (BeamSearchRun.best_scores)
+        runs.append(self)
+        return orig(self)
+
+    BeamSearchRun.run = run
+    try:
+        out = net.forward({k: tf.constant(v) for k, v in batch.items()}, RunContext(False), only=[output])[output]
+    finally:
+        BeamSearchRun.run = orig
+    data = out.data
+    value = tf.transpose(out.tensor, [data.batch_dim_axis] + [i for i in range(data.batch_ndim)
+                                                               if i != data.batch_dim_axis]).numpy()
+    lens = out.seq_len
+    scores = getattr(runs[-1], "best_scores", None) if runs else None
+    return value, None if lens is None else np.asarray(lens), None if scores is None else np.asarray(scores)
+
+
+def _ours_builds(c: Dict[str, Any]) -> None:
+    """This engine builds and searches case ``c`` on random inputs (raises when it cannot)."""
+    from test_returnn_goldens import case_config
+    meta = {"extern_data": c["extern"], "network": c["network"], "config": c["config"]}
+    with case_config(meta):
+        net = _build(meta)
+        rng = np.random.RandomState(0)
+        batch = {}
+        for key, spec in c["extern"].items():
+            lens = np.array(c["lens"][key], np.int32)
+            shape = [3, int(lens.max())]
+            batch[key] = (rng.randint(0, spec["dim"], shape).astype(np.int32) if spec.get("sparse")
+                          else rng.normal(size=shape + [spec["dim"]]).astype(np.float32))
+            batch[key + ":seq_len"] = lens
+        _run(net, c["output"], batch)
+
+
+def verdict(c: Dict[str, Any], out_dir: str, returnn_error: Optional[str]) -> Tuple[str, str]:
+    """(verdict, detail) of one search case (see returnn_fuzz's doc)."""
+    from returnn.errors import ReturnnError
+    from returnn.tf.returnn_params import returnn_param_shapes, set_returnn_param_values
+    from test_returnn_goldens import case_config, load_case
+    try:
+        if returnn_error is not None:
+            _ours_builds(c)
+            return "LAX", "RETURNN: " + returnn_error
+        meta, arrays = load_case(os.path.join(out_dir, c["name"] + ".npz"))
+        with case_config(meta):
+            net = _build(meta)
+            shapes = {k: list(v) for k, v in returnn_param_shapes(net).items()}
+            if shapes != meta["param_shapes"]:
+                return "DIFFER", "parameters differ from RETURNN's: ours %s, RETURNN %s" % (
+                    sorted(shapes.items()), sorted(meta["param_shapes"].items()))
+            set_returnn_param_values(net, {name: arrays["param:" + name] for name in meta["params"]})
+            batch = {}
+            for key in meta["extern_data"]:
+                batch[key], batch[key + ":seq_len"] = arrays["in:" + key], arrays["len:" + key]
+            labels, lens, scores = _run(net, meta["output_layer"], batch)
+    except ReturnnError as exc:
+        from returnn_fuzz import _first_line
+        return ("BOTH-FAIL" if returnn_error is not None else "GAP"), _first_line(exc) + (
+            "" if returnn_error is None else " | RETURNN: " + returnn_error)
+    except Exception as exc:  # noqa: BLE001 - a crash of ours is the finding
+        from returnn_fuzz import _first_line
+        if returnn_error is not None:
+            return "BOTH-FAIL", "ours " + _first_line(exc) + " | RETURNN: " + returnn_error
+        return "CRASH", _first_line(exc)
+    return compare(arrays, labels, lens, scores)
+
+
+def compare(arrays: Dict[str, np.ndarray], labels: np.ndarray, lens: Optional[np.ndarray],
+            scores: Optional[np.ndarray]) -> Tuple[str, str]:
+    """AGREE or DIFFER of our decoded hypotheses against RETURNN's (labels, lengths, the chosen scores)."""
+    gold, gold_lens = arrays["out"], arrays.get("out_len")
+    if gold_lens is None or lens is None:
+        return "DIFFER", "lengths: RETURNN %s, ours %s" % (gold_lens, lens)
+    if lens.tolist() != gold_lens.tolist():
+        return "DIFFER", "lengths: RETURNN %s, ours %s; labels RETURNN %s, ours %s" % (
+            gold_lens.tolist(), lens.tolist(), _hyps(gold, gold_lens), _hyps(labels, lens))
+    if _hyps(labels, lens) != _hyps(gold, gold_lens):
+        return "DIFFER", "labels: RETURNN %s, ours %s" % (_hyps(gold, gold_lens), _hyps(labels, lens))
+    if "scores" in arrays and scores is not None:
+        gold_scores = arrays["scores"].reshape(-1)
+        if gold_scores.shape != scores.shape or not np.allclose(scores, gold_scores, rtol=SCORE_TOL, atol=SCORE_TOL):
+            return "DIFFER", "scores: RETURNN %s, ours %s (labels %s)" % (
+                gold_scores.tolist(), scores.tolist(), _hyps(gold, gold_lens))
+    return "AGREE", ""
+
+
+def _hyps(values: np.ndarray, lens: np.ndarray) -> List[List[int]]:
+    return [values[b, :int(n)].tolist() for b, n in enumerate(lens)]
