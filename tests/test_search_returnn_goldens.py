@@ -1,8 +1,8 @@
 """Beam search against the real RETURNN: decided labels of a tiny decoder over random score tables,
 with and without the choice's length_normalization (RETURNN's: ended hypotheses' scores scaled per
-step, so the beam compares score / length), with a custom_score_combine recombining hypotheses, and
-a time-synchronous loop over sequences of different lengths (each ends at its length, one step later
-without include_eos) (tests/returnn_goldens/search_goldens.py made tests/data/returnn_goldens/search_beam.json)."""
+step, so the beam compares score / length) and the decide's (the final pick by score / length), with a
+custom_score_combine recombining hypotheses, and a time-synchronous loop over sequences of different
+lengths (each ends at its length, one step later without include_eos) (tests/returnn_goldens/search_goldens.py made tests/data/returnn_goldens/search_beam.json)."""
 import json
 import os
 import sys
@@ -27,6 +27,7 @@ def _label(case):
     opts = (["timesync"] if case.get("kind") == "time_sync" else []) + ["beam%i" % case["beam"]]
     opts += ["ln" if case["length_norm"] else "noln"] + (["exp%g" % case["exponent"]] if "exponent" in case else [])
     opts += ["eos"] if case.get("include_eos") else []
+    opts += ["decideln"] if case.get("decide_norm") else []
     return "-".join(opts + (["recombine"] if case.get("combine") else []))
 
 
@@ -51,5 +52,6 @@ def test_the_goldens_tell_the_options_apart():
     for case in GOLDEN["cases"]:
         by_table.setdefault(json.dumps(case["W"]), {})[_label(case)] = case["returnn"]
     for a, b in [("beam3-ln", "beam3-noln"), ("beam3-ln", "beam3-ln-exp0.5"), ("beam3-ln", "beam3-ln-recombine"),
-                 ("beam3-noln", "beam3-noln-recombine"), ("timesync-beam1-ln", "timesync-beam3-ln")]:
+                 ("beam3-noln", "beam3-noln-recombine"), ("timesync-beam1-ln", "timesync-beam3-ln"),
+                 ("beam3-noln", "beam3-noln-decideln"), ("beam3-ln", "beam3-ln-decideln")]:
         assert any(a in r and r[a] != r[b] for r in by_table.values()), (a, b)

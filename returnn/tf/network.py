@@ -204,6 +204,10 @@ class TFNetwork(tf.Module):
             self.layers[name] = layer
             if hasattr(layer, "keep_beams"):  # a search outside the search task gives all hypotheses (beam_values.py)
                 layer.keep_beams = not search
+            if search and opts.get("class") == "decide" and opts.get("length_normalization"):
+                for src in srcs:  # the search task's rec layer picks its best as that decide would (RETURNN's)
+                    if hasattr(self.layers.get(src), "decide_length_norm"):
+                        self.layers[src].decide_length_norm = True
             if isinstance(opts.get("register_as_extern_data"), str):
                 extern.setdefault(opts["register_as_extern_data"], layer.output)
             if "layer:" + name in self.data_layers:

@@ -1,7 +1,7 @@
 """Golden beam searches from the real RETURNN (PyPI ``returnn``, TF graph mode) for
 tests/test_search_returnn_goldens.py: a tiny decoder (label embedding + encoder mean -> softmax ->
 choice -> end at label 3) searched with several beam sizes, with and without the choice's
-``length_normalization`` (also another exponent), and with a ``custom_score_combine`` that recombines
+``length_normalization`` (also another exponent), with the ``decide``'s ``length_normalization``, and with a ``custom_score_combine`` that recombines
 hypotheses of equal label strings (an ``explicit_search_sources`` layer), over random score tables;
 and a time-synchronous decoder (the loop over its input frames, sequences of different lengths with
 garbage in the padded frames), with and without ``include_eos``.
@@ -26,8 +26,9 @@ EOS = 3
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "returnn_goldens", "search_beam.json")
 
 
-def net_dict(beam: int, length_norm: bool, exponent: float = 1.0, combine=None) -> dict:
-    """The searched network (the same dict for RETURNN and this engine)."""
+def net_dict(beam: int, length_norm: bool, exponent: float = 1.0, combine=None, decide_norm: bool = False) -> dict:
+    """The searched network (the same dict for RETURNN and this engine); ``decide_norm``: the decide
+    picks by score / length (its ``length_normalization``)."""
     choice = {"class": "choice", "from": "prob", "target": "classes", "beam_size": beam,
               "length_normalization": length_norm, "initial_output": 0}
     if exponent != 1.0:
@@ -45,7 +46,7 @@ def net_dict(beam: int, length_norm: bool, exponent: float = 1.0, combine=None) 
                      "eval": "tf.where(tf.not_equal(source(1), 0), source(0) * 4 + source(1), source(0))",
                      "out_type": {"shape": (), "dtype": "int32", "sparse": False, "dim": None}},
             "end": {"class": "compare", "from": "output", "value": EOS}}},
-        "decision": {"class": "decide", "from": "output", "is_output_layer": True},
+        "decision": {"class": "decide", "from": "output", "is_output_layer": True, "length_normalization": decide_norm},
     }
 
 
@@ -99,7 +100,7 @@ def case_net_dict(case: dict) -> dict:
     if case.get("kind") == "time_sync":
         return net_dict_time_sync(case["beam"], case["length_norm"], case["include_eos"])
     return net_dict(case["beam"], case["length_norm"], case.get("exponent", 1.0),
-                    recombine if case.get("combine") else None)
+                    recombine if case.get("combine") else None, bool(case.get("decide_norm")))
 
 
 def case_inputs(case: dict):
@@ -124,6 +125,8 @@ def make_cases(n_tables: int = 6, seed: int = 7) -> list:
         cases.append(dict(common, beam=3, length_norm=True, exponent=0.5))
         cases.append(dict(common, beam=3, length_norm=True, combine=True))
         cases.append(dict(common, beam=3, length_norm=False, combine=True))
+        cases.append(dict(common, beam=3, length_norm=False, decide_norm=True))
+        cases.append(dict(common, beam=3, length_norm=True, decide_norm=True))
     return cases
 
 

@@ -192,8 +192,8 @@ class DecideLayer(Layer):
     layer_class = "decide"
     options = (
         Option("length_normalization", False, "divide the beam scores by the hypotheses' lengths before picking the "
-                                              "best (in the search task the rec layer's search already picked it by "
-                                              "the choice's length_normalization)"),
+                                              "best (in the search task the searched rec layer it reads picks its "
+                                              "best hypothesis that way)"),
     )
 
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):

@@ -129,6 +129,7 @@ class RecSubnetLayer(AssumedTemplates, Layer):
 
     layer_class = "rec"
     keep_beams = False  # search: give all hypotheses with their beam (set by a network outside the search task)
+    decide_length_norm = False  # search task: a decide with length_normalization reads it (set by the network)
     options = (
         Option("unit", None, "dict of sub-layers"),
         Option("max_seq_len", None, "search: the longest output (number or expression); training ignores it"),

@@ -268,11 +268,15 @@ class BeamSearchRun(UnitRun):
         n_steps, _, _, scores, ended, lens, labels_ta, src_ta, outs = tf.while_loop(
             cond, body, loop_vars, shape_invariants=invariants)
         lens = tf.reshape(lens, [base_batch, k])
-        best = tf.argmax(scores, axis=1, output_type=tf.int32)  # (B,) (length-normalized in the loop)
-        self.best_scores = tf.gather(scores, best, batch_dims=1)
-        if self.length_norm:  # RETURNN's final beam scores (a decide's): normalization finished over the loop's steps
+        final_scores = scores  # RETURNN's final beam scores: the length normalization finished over the loop's steps
+        if self.length_norm:
             n_norm = tf.reduce_max(tf.concat([tf.reshape(lens, [-1]), [0]], 0)) + (0 if self.include_eos else 1)
-            self.best_scores = self.best_scores / tf.cast(n_norm, scores.dtype)
+            final_scores = scores / tf.cast(n_norm, scores.dtype)
+        if rec.decide_length_norm and not self.keep_beams:  # RETURNN's decide picks by score / hypothesis length
+            hyp_lens = lens if self.seq_len is None else tf.reshape(self.seq_len, [base_batch, k])
+            final_scores = final_scores / tf.cast(hyp_lens, scores.dtype)
+        best = tf.argmax(final_scores, axis=1, output_type=tf.int32)  # (B,)
+        self.best_scores = tf.gather(final_scores, best, batch_dims=1)
         # the hypotheses given out: all k (in a training network), else each sequence's best
         final = tf.tile(tf.range(k)[None], [base_batch, 1]) if self.keep_beams else best[:, None]  # (B, K')
         n_out = k if self.keep_beams else 1
