@@ -32,13 +32,21 @@ def _run(net_dict, seed=0):
 
 
 def test_cumsum_forward_and_reverse():
-    _, out, x, _ = _run({"fwd": {"class": "cumsum", "from": "data"},
-                         "rev": {"class": "cumsum", "from": "data", "reverse": True,
-                                 "additional_left_summand_per_element": 1.0}})
+    """Forward: the real frames' sums (padding comes after them, NaN there changes nothing). Reverse:
+    over the padded tensor as RETURNN (tf.cumsum): padded frames' values count (golden
+    fuzz_cumsum_reverse_after_batch_norm)."""
+    _, out, x, _ = _run({"fwd": {"class": "cumsum", "from": "data"}})
     for b, n in enumerate(LENS):
         np.testing.assert_allclose(out["fwd"].tensor.numpy()[b, :n], np.cumsum(x[b, :n], 0), rtol=1e-5)
-        ref = np.cumsum((x[b, :n] + 1.0)[::-1], 0)[::-1]
-        np.testing.assert_allclose(out["rev"].tensor.numpy()[b, :n], ref, rtol=1e-5)
+    net = TFNetwork(outputs({"rev": {"class": "cumsum", "from": "data", "reverse": True,
+                                     "additional_left_summand_per_element": 1.0}}), _extern())
+    x = np.random.RandomState(1).randn(3, 5, 2).astype("float32")
+    for b, n in enumerate(LENS):
+        x[b, n:] = 2.0  # what a layer before may leave in padded frames
+    out = net.forward({"data": tf.constant(x), "data:seq_len": tf.constant(LENS)}, RunContext(False))
+    ref = np.cumsum((x + 1.0)[:, ::-1], 1)[:, ::-1]
+    for b, n in enumerate(LENS):
+        np.testing.assert_allclose(out["rev"].tensor.numpy()[b, :n], ref[b, :n], rtol=1e-5)
 
 
 def test_seq_len_mask_with_start_and_window():

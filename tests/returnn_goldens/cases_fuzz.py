@@ -105,3 +105,7 @@ for _name, _net in (
 # 'F' names no axis of sparse data (RETURNN's get_feature_batch_axes): in a list of axes it adds none
 case("fuzz_merge_dims_feature_time_of_sparse", "fuzz_merge_dims", {
     "output": {"class": "merge_dims", "axes": ["F", "T"], "keep_order": True, "from": "data"}}, extern=S7)
+# a reverse cumsum over the padded tensor (RETURNN's tf.cumsum): the batch_norm's values in padded frames count
+case("fuzz_cumsum_reverse_after_batch_norm", "fuzz_padded_frames", {
+    "l0": {"class": "batch_norm", "use_shift": True, "use_std": True, "epsilon": 0.1, "from": "data"},
+    "output": {"class": "cumsum", "reverse": True, "from": "l0"}}, extern={"data": {"dim": 6}})

@@ -2,8 +2,9 @@
 tile, range_in_axis, range_from_length.
 
 - ``cumsum``: running sum over ``axis`` (default T), ``reverse`` from the end, plus
-  ``additional_left_summand_per_element``; padded frames count as 0, so a reverse sum over real
-  frames only (padded outputs hold the sum up to them). In a rec loop over its time axis (RETURNN's
+  ``additional_left_summand_per_element``; over the padded tensor as RETURNN sums it: a reverse sum
+  adds a shorter sequence's padded frames as they are (0 from zero-padded data; a layer before may
+  leave other values there, e.g. a batch_norm's shift, which RETURNN adds too). In a rec loop over its time axis (RETURNN's
   recurrent variant) the sum so far is loop state, starting from zeros.
 - ``seq_len_mask``: ``mask_value`` at positions of ``axis`` outside the sequence (the input's own
   lengths, or ``seq_len_source``'s), before ``start`` (a layer, per sequence), or outside
@@ -108,9 +109,7 @@ class CumsumLayer(Layer):
         if self.step_mode:
             raise NetworkError("%s: a sum over the loop's frames runs only inside a rec layer's unit" % self.desc)
         x = self.apply_dropout(sources[0], ctx)
-        value = self._summand(x.tensor)
-        if x.data.dims[self.ax].is_dynamic():
-            value = tf.where(x.broadcast_mask(self.ax), value, tf.zeros_like(value))
+        value = self._summand(x.tensor)  # padded frames as they are (RETURNN's tf.cumsum of the padded tensor)
         return self.make_output(tf.cumsum(value, axis=self.ax, reverse=bool(self.opt("reverse"))), [x])
 
 
