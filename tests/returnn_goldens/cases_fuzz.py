@@ -109,3 +109,9 @@ case("fuzz_merge_dims_feature_time_of_sparse", "fuzz_merge_dims", {
 case("fuzz_cumsum_reverse_after_batch_norm", "fuzz_padded_frames", {
     "l0": {"class": "batch_norm", "use_shift": True, "use_std": True, "epsilon": 0.1, "from": "data"},
     "output": {"class": "cumsum", "reverse": True, "from": "l0"}}, extern={"data": {"dim": 6}})
+# padded frames of a linear layer after another: RETURNN computes them from the padded input frames (the first
+# layer's bias there), which a centered window then reads at the sequence's end
+case("fuzz_linear_linear_window", "fuzz_padded_frames", {
+    "emb": {"class": "linear", "activation": None, "n_out": 4, "from": "data"},
+    "s0": {"class": "linear", "activation": "sigmoid", "n_out": 4, "from": "emb", "with_bias": False},
+    "output": {"class": "window", "window_size": 3, "from": "s0"}}, extern={"data": {"dim": 4}})

@@ -37,3 +37,11 @@ case("fuzzrec_attention_energies_moved_out", "fuzzrec_attention", {
         "output": {"class": "linear", "activation": "relu", "n_out": 3, "from": ["att", "prev:output"],
                    "initial_output": 1}}}},
     extern=X5, config={"behavior_version": 12}, lens={"data": [5, 3, 0]})
+# a loop's frames past a sequence's end read a moved-out linear chain's padded frames as they are (RETURNN's
+# TensorArray of the padded tensor); a centered window over the loop's output reads them at the sequence's end
+case("fuzzrec_moved_out_linears_past_the_end", "fuzz_rec", {
+    "loop": {"class": "rec", "from": "data", "unit": {
+        "emb": {"class": "linear", "activation": None, "n_out": 4, "from": "data:source"},
+        "s0": {"class": "linear", "activation": "sigmoid", "n_out": 4, "from": ["emb"], "with_bias": False},
+        "output": {"class": "combine", "kind": "add", "from": ["s0", "prev:output"]}}},
+    "output": {"class": "window", "window_size": 3, "from": "loop"}}, extern=X4)

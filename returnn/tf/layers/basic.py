@@ -167,11 +167,15 @@ class LinearLayer(Layer):
             y = tf.nn.bias_add(y, self.bias)
         out = rows.like(self.activation(y), y if self.activation_name in LOGIT_ACTIVATIONS else None)
         static = src.tensor.shape[:2]
-        # padded frames: what the layer computes from a zero input frame, as on the unpacked path
-        pad = tf.zeros([1, self.output.dim], y.dtype) if self.bias is None else self.bias[None]
+        # padded frames: what the layer computes from its input's padded frame, as RETURNN on the padded tensor
+        # (one row for all of them: the fill of a packed linear before, else a zero frame, as datasets pad)
+        fill = rows.fill if rows.fill is not None else tf.zeros([1, rows.values.shape[-1]], y.dtype)
+        pad = matmul_2d(tf.cast(fill, y.dtype), w)
+        if self.bias is not None:
+            pad = tf.nn.bias_add(pad, self.bias)
+        out.fill = self.activation(pad)
         logits = None if out.logits is None else out.unpack(out.logits, static, pad)
-        return self.make_output(out.unpack(out.values, static, self.activation(pad)), [src], logits=logits,
-                                packed=out)
+        return self.make_output(out.unpack(out.values, static, out.fill), [src], logits=logits, packed=out)
 
 
 @register_layer

@@ -31,6 +31,7 @@ class PackedFrames:
     index: tf.Tensor
     outer: tf.Tensor
     logits: Optional[tf.Tensor] = None
+    fill: Optional[tf.Tensor] = None  # (1, F): the value of every padded frame, where it is one row (else None)
 
     def like(self, values: tf.Tensor, logits: Optional[tf.Tensor] = None) -> "PackedFrames":
         """Other rows of the same frames."""

@@ -81,7 +81,10 @@ def stack_steps(stacked: tf.Tensor, step: Data, time_dim: Dim, sizes: Mapping[Di
 class FrameReader:
     """Frame ``t`` of a whole-sequence value along the loop's time axis (time-major once, then
     one cheap index per step); values without that axis are returned as they are. Padded
-    positions are zeroed first (a frame has no lengths left to mask them with)."""
+    positions are zeroed first (a frame has no lengths left to mask them with; garbage or NaN
+    there would reach the gradients through the steps past a sequence's end), except where they
+    hold one known row, a packed linear layer's value there (packed.py), which RETURNN's loop
+    reads past the end as well (its TensorArray of the padded tensor)."""
 
     def __init__(self, value: LayerOutput, time_dim: Dim, is_data: bool = False):
         self.value = value
@@ -91,7 +94,8 @@ class FrameReader:
             return
         self.template = value.data.copy_template_excluding_axis(self.axis)
         perm = [self.axis] + [a for a in range(value.data.batch_ndim) if a != self.axis]
-        tensor = value.masked(0)
+        known_fill = value.packed is not None and value.packed.fill is not None
+        tensor = value.tensor if known_fill else value.masked(0)
         self.time_major = tf.transpose(tensor, perm) if self.axis else tensor
         self.logits = None
         if value.logits is not None:
