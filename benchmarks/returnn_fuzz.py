@@ -13,8 +13,8 @@ tests/returnn_goldens/make_goldens.py) builds and runs each with fixed parameter
 
 Usage::
 
-    .venv/bin/python benchmarks/returnn_fuzz.py [--seed S] [--n N] [--kind chain|rec|search] [--returnn-python PY] [--keep DIR]
-                                                [--only-verdicts DIFFER GAP ...]
+    .venv/bin/python benchmarks/returnn_fuzz.py [--seed S] [--n N] [--kind chain|rec|search] [--returnn-python PY]
+                                                [--keep DIR] [--only-verdicts DIFFER GAP ...]
 
 Prints one line per case that is not AGREE/BOTH-FAIL (with both sides' first error line) and the
 counts. The RETURNN venv defaults to ``.bench-venv-returnn`` in the repository.

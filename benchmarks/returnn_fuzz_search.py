@@ -44,12 +44,24 @@ def _state(rng: random.Random, inputs: List[str]) -> Tuple[str, Layer]:
     return unit, {"class": "rec", "unit": unit, "n_out": n_out, "from": inputs}
 
 
-def _attention(unit: Dict[str, Layer], rng: random.Random, enc_dim: int) -> str:
-    """Dot attention of the state over the encoder (RETURNN's usual four layers); returns ``att``."""
-    unit["att_q"] = {"class": "linear", "activation": None, "with_bias": rng.random() < 0.5, "n_out": enc_dim,
-                     "from": "s"}
-    unit["att_energy"] = {"class": "dot", "from": ["base:enc", "att_q"], "red1": "F", "red2": "F", "var1": "T",
-                          "var2": None}
+def _attention(network: Dict[str, Layer], unit: Dict[str, Layer], rng: random.Random, enc_dim: int) -> str:
+    """Attention of the state over the encoder; returns ``att``. Mostly RETURNN's usual MLP attention
+    (``enc_ctx`` outside the loop + the state's projection, tanh, one energy per frame), else a
+    ``dot`` of the encoder with the state's projection (RETURNN's templates often refuse that one)."""
+    if rng.random() < 0.75:
+        ctx_dim = rng.choice([2, 3, 4])
+        network["enc_ctx"] = {"class": "linear", "activation": None, "with_bias": False, "n_out": ctx_dim,
+                              "from": "enc"}
+        unit["att_q"] = {"class": "linear", "activation": None, "with_bias": False, "n_out": ctx_dim, "from": "s"}
+        unit["att_in"] = {"class": "combine", "kind": "add", "from": ["base:enc_ctx", "att_q"]}
+        unit["att_tanh"] = {"class": "activation", "activation": "tanh", "from": "att_in"}
+        unit["att_energy"] = {"class": "linear", "activation": None, "with_bias": False, "n_out": 1,
+                              "from": "att_tanh"}
+    else:
+        unit["att_q"] = {"class": "linear", "activation": None, "with_bias": rng.random() < 0.5, "n_out": enc_dim,
+                         "from": "s"}
+        unit["att_energy"] = {"class": "dot", "from": ["base:enc", "att_q"], "red1": "F", "red2": "F", "var1": "T",
+                              "var2": None}
     unit["att_weights"] = {"class": "softmax_over_spatial", "from": "att_energy"}
     unit["att"] = {"class": "generic_attention", "weights": "att_weights", "base": "base:enc"}
     return "att"
@@ -63,7 +75,8 @@ def _history(unit: Dict[str, Layer], rng: random.Random) -> str:
         unit["hist_red"] = {"class": "reduce", "mode": rng.choice(["sum", "max", "mean"]), "axis": hist_dim,
                             "from": "hist"}
         return "hist_red"
-    unit["hist_energy"] = {"class": "dot", "from": ["hist", "s"], "reduce": "F", "var1": hist_dim, "var2": None}
+    unit["hist_energy"] = {"class": "dot", "from": ["hist", "s"], "reduce": "F", "var1": hist_dim, "var2": None,
+                           "add_var2_if_empty": False}
     unit["hist_weights"] = {"class": "softmax_over_spatial", "from": "hist_energy", "axis": hist_dim}
     unit["hist_att"] = {"class": "dot", "from": ["hist_weights", "hist"], "reduce": hist_dim, "var1": None,
                         "var2": "F"}
@@ -74,7 +87,7 @@ def draw(seed: int, index: int) -> Dict[str, Any]:
     """Case ``index`` of ``seed``: keyword arguments of make_goldens.py's ``case()`` (``search=True``)."""
     rng = random.Random("search/%i/%i" % (seed, index))
     in_dim, n_classes = rng.choice([3, 4, 5]), rng.choice([3, 4, 6])
-    teacher = rng.random() < 0.1  # the choice fed its target: the loop runs over the given classes
+    teacher = rng.random() < 0.05  # the choice fed its target: the loop runs over the given classes
     extern = {"data": {"dim": in_dim}, "classes": {"dim": n_classes, "sparse": True}}
     if teacher:
         extern["classes"]["available_for_inference"] = True
@@ -90,7 +103,7 @@ def draw(seed: int, index: int) -> Dict[str, Any]:
     state_kind, unit["s"] = _state(rng, ["emb"] + (["prev:att"] if with_att and rng.random() < 0.5 else []))
     readout = ["s"]
     if with_att:
-        readout.append(_attention(unit, rng, enc_dim))
+        readout.append(_attention(network, unit, rng, enc_dim))
     if rng.random() < 0.3:
         readout.append(_history(unit, rng))
     log_prob = rng.random() < 0.3
@@ -103,12 +116,15 @@ def draw(seed: int, index: int) -> Dict[str, Any]:
         choice["input_type"] = "log_prob"
     if rng.random() < 0.3:
         choice["length_normalization"] = False
+    elif rng.random() < 0.2:
+        choice["length_normalization_exponent"] = rng.choice([0.5, 2.0])
     choice["initial_output"] = rng.choice([0, "zeros"])  # RETURNN needs one for sparse data
     if teacher:
         choice["search"] = False
     unit["output"] = choice
     unit["end"] = {"class": "compare", "from": "output", "value": 0}
-    max_len = rng.choice(["max_len_from('base:enc')", "max_len_from('base:enc') * 2", 6])
+    max_len = rng.choice(["max_len_from('base:enc')", "max_len_from('base:enc') * 2", "max_len_from('base:enc') + 1",
+                          6])
     network["output"] = {"class": "rec", "from": [], "target": "classes", "max_seq_len": max_len, "unit": unit}
     decide: Layer = {"class": "decide", "from": "output", "is_output_layer": True}
     if rng.random() < 0.1:

@@ -1,10 +1,11 @@
 """Golden beam searches from the real RETURNN (PyPI ``returnn``, TF graph mode) for
 tests/test_search_returnn_goldens.py: a tiny decoder (label embedding + encoder mean -> softmax ->
 choice -> end at label 3) searched with several beam sizes, with and without the choice's
-``length_normalization`` (also another exponent), with the ``decide``'s ``length_normalization``, and with a ``custom_score_combine`` that recombines
-hypotheses of equal label strings (an ``explicit_search_sources`` layer), over random score tables;
-and a time-synchronous decoder (the loop over its input frames, sequences of different lengths with
-garbage in the padded frames), with and without ``include_eos``.
+``length_normalization`` (also another exponent), with the ``decide``'s ``length_normalization``, and
+with a ``custom_score_combine`` that recombines hypotheses of equal label strings (an
+``explicit_search_sources`` layer), over random score tables; and a time-synchronous decoder (the
+loop over its input frames, sequences of different lengths with garbage in the padded frames), with
+and without ``include_eos``.
 
 Regenerate from a directory OUTSIDE the repository (so ``import returnn`` is the PyPI package)::
 
