@@ -190,3 +190,20 @@ def test_combine_of_sparse_sources_keeps_indices_or_is_refused():
                 TFNetwork({"output": dict({"class": "combine"}, **opts)}, extern)
     finally:
         set_global_config(old)
+
+
+def test_self_attention_on_labels_and_float_masks_of_ints_are_refused():
+    """RETURNN asserts a feature axis in self_attention and fails in tf.where on a float mask_value
+    for int data; both had been built here (labels embedded as one-hot, the mask value cast)."""
+    old = get_global_config()
+    set_global_config(Config({}))
+    extern = {"data": Data("data", shape=(None,), dtype="int32", sparse=True, dim=7)}
+    try:
+        with pytest.raises(NetworkError, match="is sparse .*RETURNN attends over dense frames only"):
+            TFNetwork({"output": {"class": "self_attention", "num_heads": 1, "total_key_dim": 4, "n_out": 4,
+                                  "from": "data"}}, extern)
+        with pytest.raises(NetworkError, match="'mask_value' -5.0 is a float, the input .* holds int32"):
+            TFNetwork({"output": {"class": "seq_len_mask", "mask_value": -5.0, "axis": "T", "from": "data"}}, extern)
+        TFNetwork({"output": {"class": "seq_len_mask", "mask_value": -5, "axis": "T", "from": "data"}}, extern)
+    finally:
+        set_global_config(old)

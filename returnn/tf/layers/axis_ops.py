@@ -135,6 +135,10 @@ class SeqLenMaskLayer(Layer):
         check_sources(self, own, 1, 1)
         if not isinstance(self.opt("mask_value"), (int, float)) or isinstance(self.opt("mask_value"), bool):
             raise NetworkError("%s: 'mask_value' must be a number, got %r" % (self.desc, self.opt("mask_value")))
+        if isinstance(self.opt("mask_value"), float) and own[0].dtype.startswith(("int", "uint")):
+            raise NetworkError("%s: 'mask_value' %r is a float, the input %s holds %s (RETURNN's tf.where fails on "
+                               "the two dtypes): give an int" % (self.desc, self.opt("mask_value"),
+                                                                 own[0].short_repr(), own[0].dtype))
         self.ax = self.axis(own[0], self.opt("axis"), "axis")
         if self.opt("window_start") is not None and self.opt("window_size") is None:
             raise NetworkError("%s: 'window_start' needs 'window_size'" % self.desc)

@@ -76,6 +76,9 @@ class SelfAttentionLayer(Layer):
         own = list(sources[:-1] if self.has_shift else sources)
         super().__init__(name, opts, own, seed)
         check_sources(self, own)
+        if any(s.sparse for s in own):  # RETURNN asserts a feature axis
+            raise NetworkError("%s: input %s is sparse (class indices); RETURNN attends over dense frames only: embed "
+                               "it first (a linear layer)" % (self.desc, [s.short_repr() for s in own if s.sparse][0]))
         for key in UNSUPPORTED_STATE_OPTIONS:
             if self.opts.get(key) is not None:
                 raise NetworkError("%s: option %r is not supported" % (self.desc, key))
