@@ -1,12 +1,14 @@
 """Random searched decoders for the differential check against the real RETURNN (:mod:`returnn_fuzz`,
 ``--kind search``): an encoder outside the loop, and a label-synchronous rec loop (attention/LM style)
 searched with a ``choice`` (target ``classes``): an embedding of ``prev:output`` (linear without
-bias), a state (a linear over its previous value, an ``rnn_cell`` or a ``rec`` unit), optionally dot
-attention over the encoder and a ``cum_concat`` history of the state, a softmax over the classes (or
+bias), a state (a linear over its previous value, an ``rnn_cell`` or a ``rec`` unit), optionally
+attention (MLP or dot) over the encoder and a ``cum_concat`` history of the state, a softmax over the classes (or
 a ``log_softmax`` read with ``input_type="log_prob"``), the choice (beam 1..4, sometimes without
-``length_normalization``), ``end`` at label 0 and ``max_seq_len`` from the encoder's length. A
-``decide`` after the loop is compared: the best hypotheses' labels and lengths and the score
-RETURNN's decide keeps (its ``search_choices.beam_scores``). A few draws teacher-force the choice
+``length_normalization`` or with another exponent, ``prob_scale`` or ``base_beam_score_scale``),
+``end`` at label 0 and ``max_seq_len`` from the encoder's length (or, in a few draws, a loop over
+the encoder's frames without ``end``), sometimes with ``include_eos``. A ``decide`` after the loop
+is compared: the best hypotheses' labels and lengths and the score RETURNN's decide keeps (its
+``search_choices.beam_scores``). A few draws teacher-force the choice
 (``search: False``: the loop runs over the ``classes`` given), or decide with length normalization.
 
 Both engines run in search mode (RETURNN: ``search_flag``; here ``TFNetwork(search=True)``) with the
@@ -100,7 +102,14 @@ def draw(seed: int, index: int) -> Dict[str, Any]:
     unit: Dict[str, Layer] = {"emb": {"class": "linear", "activation": None, "with_bias": False,
                                       "n_out": rng.choice([2, 3, 4]), "from": "prev:output"}}
     with_att = rng.random() < 0.6
-    state_kind, unit["s"] = _state(rng, ["emb"] + (["prev:att"] if with_att and rng.random() < 0.5 else []))
+    state_in = ["emb"] + (["prev:att"] if with_att and rng.random() < 0.5 else [])
+    time_sync = rng.random() < 0.15  # a loop over the encoder's frames: each sequence ends at its length
+    if time_sync:
+        state_in.append("data:source")
+    if not with_att and rng.random() < 0.5:  # the encoder's mean (else every sequence decodes the same)
+        network["enc_mean"] = {"class": "reduce", "mode": "mean", "axis": "T", "from": "enc"}
+        state_in.append("base:enc_mean")
+    state_kind, unit["s"] = _state(rng, state_in)
     readout = ["s"]
     if with_att:
         readout.append(_attention(network, unit, rng, enc_dim))
@@ -119,21 +128,29 @@ def draw(seed: int, index: int) -> Dict[str, Any]:
     elif rng.random() < 0.2:
         choice["length_normalization_exponent"] = rng.choice([0.5, 2.0])
     choice["initial_output"] = rng.choice([0, "zeros"])  # RETURNN needs one for sparse data
+    if rng.random() < 0.15:
+        choice[rng.choice(["prob_scale", "base_beam_score_scale"])] = rng.choice([0.5, 2.0])
     if teacher:
         choice["search"] = False
     unit["output"] = choice
-    unit["end"] = {"class": "compare", "from": "output", "value": 0}
-    max_len = rng.choice(["max_len_from('base:enc')", "max_len_from('base:enc') * 2", "max_len_from('base:enc') + 1",
-                          6])
-    network["output"] = {"class": "rec", "from": [], "target": "classes", "max_seq_len": max_len, "unit": unit}
+    if time_sync:
+        network["output"] = {"class": "rec", "from": "enc", "target": "classes", "unit": unit}
+    else:
+        unit["end"] = {"class": "compare", "from": "output", "value": 0}
+        max_len = rng.choice(["max_len_from('base:enc')", "max_len_from('base:enc') * 2",
+                              "max_len_from('base:enc') + 1", 6])
+        network["output"] = {"class": "rec", "from": [], "target": "classes", "max_seq_len": max_len, "unit": unit}
+    if rng.random() < 0.15:
+        network["output"]["include_eos"] = True
     decide: Layer = {"class": "decide", "from": "output", "is_output_layer": True}
     if rng.random() < 0.1:
         decide["length_normalization"] = True
     network["decision"] = decide
     lens = rng.choice(LENS)
-    family = "search[%s%s%s%s,beam%i%s]" % (
-        state_kind, "+att" if with_att else "", "+" + readout[-1] if readout[-1].startswith("hist") else "",
-        "+logp" if log_prob else "", choice["beam_size"], ",teacher" if teacher else "")
+    family = "search[%s%s%s%s%s,beam%i%s]" % (
+        "timesync:" if time_sync else "", state_kind, "+att" if with_att else "",
+        "+" + readout[-1] if readout[-1].startswith("hist") else "", "+logp" if log_prob else "",
+        choice["beam_size"], ",teacher" if teacher else "")
     return dict(name="fuzzsearch_%i_%i" % (seed, index), family=family, network=network, extern=extern,
                 config={}, output="decision", lens={"data": lens, "classes": rng.choice(LENS)}, search=True,
                 notes="returnn_fuzz --kind search seed %i index %i" % (seed, index))
