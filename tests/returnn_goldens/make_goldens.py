@@ -271,13 +271,14 @@ def run_case(c):
             feeds, y, sizes = run("garbage:1")
             kept_scores = dict(scores)
             _, y2, sizes2 = run("garbage:2")
-            scores = kept_scores
+            scores, scores2 = kept_scores, dict(scores)
             for i in dyn_axes:  # per sequence of the output's batch (layers may change it), or one scalar
                 assert sizes[i].shape in (((y.shape[0],), ()) if out.have_batch_axis() else ((),)), (
                     "%s: size of axis %i has shape %s" % (c["name"], i, sizes[i].shape))
             mask = _real_mask(y, sizes)
             same = all((sizes[i] == sizes2[i]).all() for i in dyn_axes) and np.allclose(
-                np.where(mask, y, 0), np.where(mask, y2, 0), rtol=0, atol=1e-6, equal_nan=True)
+                np.where(mask, y, 0), np.where(mask, y2, 0), rtol=0, atol=1e-6, equal_nan=True) and all(
+                np.allclose(scores[k], scores2[k], rtol=0, atol=1e-6) for k in scores)  # a search reading padding
             padding = "garbage"
             if not same:
                 padding = "zeros"
