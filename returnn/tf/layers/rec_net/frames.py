@@ -84,9 +84,11 @@ class FrameReader:
     positions are zeroed first (a frame has no lengths left to mask them with; garbage or NaN
     there would reach the gradients through the steps past a sequence's end), except where they
     hold one known row, a packed linear layer's value there (packed.py), which RETURNN's loop
-    reads past the end as well (its TensorArray of the padded tensor)."""
+    reads past the end as well (its TensorArray of the padded tensor). ``raw``: no zeroing at all
+    (a beam search, which has no gradients: its step past a sequence's end reads the padded frame
+    as RETURNN's does)."""
 
-    def __init__(self, value: LayerOutput, time_dim: Dim, is_data: bool = False):
+    def __init__(self, value: LayerOutput, time_dim: Dim, is_data: bool = False, raw: bool = False):
         self.value = value
         self.axis = time_axis_of(value.data, time_dim, is_data)
         if self.axis is None:
@@ -95,7 +97,7 @@ class FrameReader:
         self.template = value.data.copy_template_excluding_axis(self.axis)
         perm = [self.axis] + [a for a in range(value.data.batch_ndim) if a != self.axis]
         known_fill = value.packed is not None and value.packed.fill is not None
-        tensor = value.tensor if known_fill else value.masked(0)
+        tensor = value.tensor if known_fill or raw else value.masked(0)
         self.time_major = tf.transpose(tensor, perm) if self.axis else tensor
         self.logits = None
         if value.logits is not None:

@@ -78,6 +78,8 @@ def _invariant(x: tf.Tensor) -> tf.TensorShape:
 class UnitRun:
     """One call of a rec sub-network on a batch."""
 
+    raw_frames = False  # the frames of whole sequences read with their padded positions as they are (frames.py)
+
     def __init__(self, rec, sources: List[LayerOutput], ctx: RunContext):
         self.rec = rec
         self.ctx = ctx
@@ -214,7 +216,7 @@ class UnitRun:
     def _frame(self, key: str, value: LayerOutput, t: Optional[tf.Tensor], is_data: bool = False
                ) -> Optional[LayerOutput]:
         if key not in self._readers:
-            self._readers[key] = frames.FrameReader(value, self.rec.time_dim, is_data)
+            self._readers[key] = frames.FrameReader(value, self.rec.time_dim, is_data, raw=self.raw_frames)
         return None if t is None else self._readers[key].frame(t)
 
     def prepare_frames(self) -> None:

@@ -88,6 +88,9 @@ class BeamSearchRun(UnitRun):
         # search in a training network: the value holds all k final hypotheses (beam_values.py), and the
         # in-loop layers with a loss are exported too (their losses are computed over all hypotheses)
         self.keep_beams = bool(getattr(rec, "keep_beams", False))
+        # RETURNN's step past a sequence's end (a loop over its source: without include_eos, the step at its length
+        # still chooses, and its score counts) reads the padded frame as it is; no gradients here (unlike keep_beams)
+        self.raw_frames = not self.keep_beams
         self.fed = fed_choices(rec, self.choice)  # choices fed their target that add their scores (search_scores.py)
         # a search in training as long as its target (RETURNN's known sequence length): the loop runs the target's
         # frames, every hypothesis has the target's length
