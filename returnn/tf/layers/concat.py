@@ -60,8 +60,7 @@ class ConcatLayer(Layer):
         return [src for src, _ in source_axis_pairs(name, opts.get("from"))]
 
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42, *,
-                 outer_names: Sequence[str] = (), default_target: str = "classes", infer_n_out=None,
-                 target_template=None, search: bool = False):
+                 outer_names: Sequence[str] = (), **_network_kwargs: Any):
         super().__init__(name, opts, sources, seed)
         if "from" not in opts:
             raise NetworkError("%s: needs 'from' as (layer, axis) pairs (inside a rec unit this is not supported yet)"

@@ -271,9 +271,10 @@ class WindowLayer(_ShapeLayer):
         dims = list(data.dims)
         dims[self.ax] = self.out_dim
         dims.insert(self.ax + 1, self.window_dim)
-        self.computed = dims  # the order forward() computes in; the output's may differ (below)
+        self.perm: Optional[List[int]] = None  # from the order forward() computes in (dims) to the output's
         if behavior_version() >= 18:
             self.output = self._returnn_order_from_bv18(name, data)
+            self.perm = [dims.index(d) for d in self.output.dims]
             return
         out = data.copy(name, dims=dims)
         if data.time_dim_axis is not None:
@@ -352,9 +353,8 @@ class WindowLayer(_ShapeLayer):
             lens = x.sizes[old]
             sizes[self.out_dim] = (lens + self.stride - 1) // self.stride if self.padding == "same" else \
                 tf.maximum(lens - self.size, -1) // self.stride + 1
-        out_dims = list(self.output.dims)
-        if out_dims != self.computed:  # RETURNN's order from behavior version 18
-            frames = tf.transpose(frames, [self.computed.index(d) for d in out_dims])
+        if self.perm is not None and self.perm != sorted(self.perm):  # RETURNN's order from behavior version 18
+            frames = tf.transpose(frames, self.perm)
         return self.make_output(frames, sources, sizes)
 
 
