@@ -376,19 +376,24 @@ class TimeChunkingLayer(_ShapeLayer):
         data = self.input
         self.size = positive_int(self.desc, "chunk_size", self.opt("chunk_size"))
         self.step = positive_int(self.desc, "chunk_step", self.opt("chunk_step"))
-        if data.batch_dim_axis != 0 or data.time_dim_axis != 1 or not data.time_dim.is_dynamic():
-            raise NetworkError("%s: input must be (batch, time, ...), got %s" % (self.desc, data.short_repr()))
+        if data.batch_dim_axis is None or data.time_dim_axis is None or not data.time_dim.is_dynamic():
+            raise NetworkError("%s: input must have a batch and a dynamic time axis, got %s"
+                               % (self.desc, data.short_repr()))
+        rest = [i for i in range(data.batch_ndim) if i not in (data.batch_dim_axis, data.time_dim_axis)]
+        self.perm = [data.batch_dim_axis, data.time_dim_axis] + rest  # RETURNN chunks any layout (e.g. time-major)
+        data = data.copy_transpose(self.perm)
         self.chunk_dim = Dim(None, kind=DimTypes.Spatial, description="%s:chunk" % name, derived_from=data.time_dim)
         self.chunk_dim.chunk_step = self.step  # read by time_unchunking
         self.output = data.copy_template_replace_dim_tag(1, self.chunk_dim).copy(name)
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         x = self.inputs(sources, ctx)
-        length = tf.shape(x.tensor)[1]
+        tensor = tf.transpose(x.masked(0), self.perm) if self.perm != sorted(self.perm) else x.masked(0)
+        length = tf.shape(tensor)[1]
         n = tf.maximum(-(-(length - self.size) // self.step), 0) + 1
         pads = [[0, 0]] * self.input.batch_ndim
         pads[1] = [0, (n - 1) * self.step + self.size - length]
-        frames = tf.signal.frame(tf.pad(x.masked(0), pads), self.size, self.step, axis=1)  # (B, N, C, ...)
+        frames = tf.signal.frame(tf.pad(tensor, pads), self.size, self.step, axis=1)  # (B, N, C, ...)
         shape = tf.shape(frames)
         frames = tf.reshape(frames, tf.concat([[-1], shape[2:]], 0))
         starts = tf.range(n) * self.step

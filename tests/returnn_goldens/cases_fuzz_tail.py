@@ -1,0 +1,15 @@
+"""Golden cases found by the differential check's long-tail networks (benchmarks/returnn_fuzz_tail.py)
+where this engine differed from RETURNN, kept as goldens once fixed (loaded by make_goldens.py):
+time_chunking of a time-major input."""
+from make_goldens import LENS_LONG, case
+
+XTM6 = {"data": {"dim": 6, "time_dim_axis": 0, "batch_dim_axis": 1}}
+
+# time_chunking moves the time axis first and the batch second (RETURNN's TimeChunkingLayer): any layout chunks
+case("fuzz_time_chunking_time_major", "fuzz_time_chunking", {
+    "output": {"class": "time_chunking", "chunk_size": 3, "chunk_step": 2, "from": "data"}}, extern=XTM6,
+    lens={"data": LENS_LONG})
+case("fuzz_time_chunking_time_major_round_trip", "fuzz_time_chunking", {
+    "ch": {"class": "time_chunking", "chunk_size": 4, "chunk_step": 2, "from": "data"},
+    "a": {"class": "cumsum", "from": "ch"},
+    "output": {"class": "time_unchunking", "chunking_layer": "ch", "from": "a"}}, extern=XTM6)
