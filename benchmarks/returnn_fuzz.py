@@ -13,7 +13,7 @@ tests/returnn_goldens/make_goldens.py) builds and runs each with fixed parameter
 
 Usage::
 
-    .venv/bin/python benchmarks/returnn_fuzz.py [--seed S] [--n N] [--kind chain|rec|search] [--returnn-python PY]
+    .venv/bin/python benchmarks/returnn_fuzz.py [--seed S] [--n N] [--kind chain|rec|search|loss] [--returnn-python PY]
                                                 [--keep DIR] [--only-verdicts DIFFER GAP ...]
 
 Prints one line per case that is not AGREE/BOTH-FAIL (with both sides' first error line) and the
@@ -39,6 +39,7 @@ sys.path.insert(0, os.path.join(REPO, "tests"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import returnn_fuzz_cases  # noqa: E402
 import returnn_fuzz_rec  # noqa: E402
+import returnn_fuzz_loss  # noqa: E402
 import returnn_fuzz_search  # noqa: E402
 
 MAKE_GOLDENS = os.path.join(REPO, "tests", "returnn_goldens", "make_goldens.py")
@@ -128,9 +129,10 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--n", type=int, default=100)
     parser.add_argument("--start", type=int, default=0, help="first index (default 0)")
-    parser.add_argument("--kind", choices=["chain", "rec", "search"], default="chain",
-                        help="chains of plain layers (returnn_fuzz_cases), rec loops (returnn_fuzz_rec) or "
-                             "searched decoders (returnn_fuzz_search)")
+    parser.add_argument("--kind", choices=["chain", "rec", "search", "loss"], default="chain",
+                        help="chains of plain layers (returnn_fuzz_cases), rec loops (returnn_fuzz_rec), "
+                             "searched decoders (returnn_fuzz_search) or losses and their gradients "
+                             "(returnn_fuzz_loss)")
     parser.add_argument("--returnn-python", default=os.path.join(REPO, ".bench-venv-returnn", "bin", "python"))
     parser.add_argument("--keep", help="keep RETURNN's outputs (.npz) in this directory")
     parser.add_argument("--train", action="store_true",
@@ -143,6 +145,8 @@ def main() -> int:
     if args.kind == "rec":
         cases = [returnn_fuzz_rec.draw(args.seed, i, chain_layer=returnn_fuzz_cases.chain_layer)
                  for i in range(args.start, args.start + args.n)]
+    elif args.kind == "loss":
+        cases = [returnn_fuzz_loss.draw(args.seed, i) for i in range(args.start, args.start + args.n)]
     elif args.kind == "search":
         cases = [returnn_fuzz_search.draw(args.seed, i) for i in range(args.start, args.start + args.n)]
     else:
@@ -151,11 +155,13 @@ def main() -> int:
         cases = [dict(c, train=True) for c in cases if "dropout" not in json.dumps(c["network"])]
     out_dir = args.keep or tempfile.mkdtemp(prefix="returnn_fuzz_")
     os.makedirs(out_dir, exist_ok=True)
-    failed = run_returnn(cases, out_dir, args.returnn_python, args.trace)
+    failed = (returnn_fuzz_loss.run_returnn if args.kind == "loss" else run_returnn)(
+        cases, out_dir, args.returnn_python, args.trace)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     counts: Counter = Counter()
     for c in cases:
-        judge = returnn_fuzz_search.verdict if c.get("search") else verdict
+        judge = returnn_fuzz_loss.verdict if args.kind == "loss" else (
+            returnn_fuzz_search.verdict if c.get("search") else verdict)
         kind, detail = judge(c, out_dir, failed.get(c["name"]))
         counts[kind] += 1
         if kind in args.show:

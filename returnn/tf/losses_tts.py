@@ -1,5 +1,6 @@
-"""RETURNN's losses of its TTS configs (Tacotron2): ``mean_l1`` (MeanL1Loss) and ``bin_ce``
-(BinaryCrossEntropyLoss, the stop token). Registered in :data:`returnn.tf.losses.LOSS_CLASSES`."""
+"""RETURNN's losses of its TTS configs (Tacotron2): ``mean_l1`` (MeanL1Loss), ``l1`` (L1Loss) and
+``bin_ce`` (BinaryCrossEntropyLoss, the stop token). Registered in
+:data:`returnn.tf.losses.LOSS_CLASSES`."""
 from __future__ import annotations
 
 from typing import Optional
@@ -24,21 +25,32 @@ class MeanL1Loss(Loss):
 
     def check_templates(self, output: Data, target: Optional[Data], target_name: Optional[str]) -> None:
         if target is not None and target.sparse:
-            raise NetworkError("layer %r: loss 'mean_l1' needs a dense target (RETURNN: sparse targets are not "
-                               "supported), target %r is %s" % (self.layer_name, target_name, target.short_repr()))
+            raise NetworkError("layer %r: loss %r needs a dense target (RETURNN: sparse targets are not "
+                               "supported), target %r is %s" % (self.layer_name, self.loss_class, target_name,
+                                                                target.short_repr()))
         super().check_templates(output, target, target_name)
+
+    reduce_features = staticmethod(tf.reduce_mean)  # per frame over the features (l1: the sum)
 
     def compute_btf(self, output: LayerOutput, target: LayerOutput, train: bool = False) -> LossValues:
         mask = _frame_mask(target)
         diff = tf.abs(output.tensor - tf.cast(target.tensor, output.tensor.dtype))
         has_features = output.data.feature_dim_axis is not None
-        frame_loss = tf.reduce_mean(diff, axis=-1) if has_features else diff
+        frame_loss = self.reduce_features(diff, axis=-1) if has_features else diff
         frames = _frame_count(target, mask)
         if not has_features:
             return LossValues(_masked_sum(frame_loss, mask), frames)
         labels = tf.argmax(target.tensor, axis=-1, output_type=tf.int32)
         wrong = tf.cast(tf.not_equal(tf.argmax(output.tensor, axis=-1, output_type=tf.int32), labels), tf.float32)
         return LossValues(_masked_sum(frame_loss, mask), frames, _masked_sum(wrong, mask), frames)
+
+
+class L1Loss(MeanL1Loss):
+    """RETURNN's ``l1``: ``|target - output|`` summed over the features and the real frames (not the
+    mean over the features as ``mean_l1``); norm and error as ``mean_l1``."""
+
+    loss_class = "l1"
+    reduce_features = staticmethod(tf.reduce_sum)
 
 
 class BinaryCrossEntropyLoss(Loss):
@@ -76,5 +88,5 @@ class BinaryCrossEntropyLoss(Loss):
         return LossValues(_masked_sum(ce, mask) * scale, frames, _masked_sum(wrong, mask) * scale, frames)
 
 
-for _cls in (MeanL1Loss, BinaryCrossEntropyLoss):
+for _cls in (MeanL1Loss, L1Loss, BinaryCrossEntropyLoss):
     losses.LOSS_CLASSES[_cls.loss_class] = _cls

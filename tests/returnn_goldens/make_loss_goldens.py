@@ -71,6 +71,10 @@ CASES = {
     "mse_dense": {"output": {"class": "linear", "activation": None, "from": "data", "n_out": 3, "loss": "mse",
                              "target": "target_dense"}},
     "mse_sparse": softmax_net("mse"),
+    "l1_dense": {"output": {"class": "linear", "activation": "tanh", "from": "data", "n_out": 3, "loss": "l1",
+                            "target": "target_dense"}},
+    "mean_l1_dense": {"output": {"class": "linear", "activation": None, "from": "data", "n_out": 3, "loss": "mean_l1",
+                                 "target": "target_dense", "loss_opts": {"use_normalized_loss": True}}},
     "mse_normalized": {"output": {"class": "linear", "activation": "tanh", "from": "data", "n_out": 3, "loss": "mse",
                                   "target": "target_dense", "loss_opts": {"use_normalized_loss": True}}},
     "ctc": softmax_net("ctc", target="labels", n_out=4),
@@ -87,10 +91,13 @@ CASES = {
 }
 
 
-def make_batch():
-    """{key: (array, lengths)}: random features / labels, zero padding (as RETURNN's datasets)."""
+def make_batch(seed=42, lens=None, label_lens=None):
+    """{key: (array, lengths)}: random features / labels, zero padding (as RETURNN's datasets);
+    ``lens``/``label_lens`` (per sequence) instead of LENS / LABEL_LENS (the differential check's draws)."""
     import numpy as np
-    rng = np.random.RandomState(42)
+    rng = np.random.RandomState(seed)
+    lens = LENS if lens is None else lens
+    label_lens = LABEL_LENS if label_lens is None else label_lens
     batch = {}
 
     def pad(seqs, dtype):
@@ -101,16 +108,18 @@ def make_batch():
             arr[i, :len(s)] = s
         return arr, lens
 
-    batch["data"] = pad([rng.randn(n, 4).astype(np.float32) for n in LENS], np.float32)
-    batch["classes"] = pad([rng.randint(0, 5, n) for n in LENS], np.int32)
-    batch["target_dense"] = pad([rng.randn(n, 3).astype(np.float32) for n in LENS], np.float32)
-    batch["labels"] = pad([rng.randint(0, 3, n) for n in LABEL_LENS], np.int32)
+    batch["data"] = pad([rng.randn(n, 4).astype(np.float32) for n in lens], np.float32)
+    batch["classes"] = pad([rng.randint(0, 5, n) for n in lens], np.int32)
+    batch["target_dense"] = pad([rng.randn(n, 3).astype(np.float32) for n in lens], np.float32)
+    batch["labels"] = pad([rng.randint(0, 3, n) for n in label_lens], np.int32)
     batch["hyp"] = pad([rng.randint(0, 3, n) for n in HYP_LENS], np.int32)
     batch["seq_class"] = (rng.randint(0, 5, B).astype(np.int32), None)
     return batch
 
 
-def run_case(name, network):
+def run_case(name, network, batch_opts=None, config=None):
+    """The golden arrays of one case; ``batch_opts``: :func:`make_batch`'s keyword arguments,
+    ``config``: more config keys (the differential check's draws)."""
     import numpy as np
     import tensorflow as tf
     import returnn
@@ -118,9 +127,11 @@ def run_case(name, network):
     from returnn.tf.network import TFNetwork
 
     network = json.loads(json.dumps(network))
-    config = Config(dict(extern_data=json.loads(json.dumps(EXTERN_DATA)), network=network, task="train"))
+    extra_config = dict(config or {})
+    config = Config(dict(extern_data=json.loads(json.dumps(EXTERN_DATA)), network=network, task="train",
+                         **extra_config))
     set_global_config(config)
-    batch = make_batch()
+    batch = make_batch(**(batch_opts or {}))
     with tf.compat.v1.Graph().as_default() as graph:
         tf.compat.v1.set_random_seed(1)
         net = TFNetwork(config=config, train_flag=True)
@@ -128,15 +139,16 @@ def run_case(name, network):
         params = [p for p in net.get_saveable_params_list() if p.name.split(":")[0] != "global_step"]
         names = [p.name.split(":")[0] for p in params]
         objective = net.get_objective()
-        holder = net.losses_dict["output"]
-        loss = holder.get_loss_value()
-        error = holder.get_error_value()
-        scalars = {"norm_factor": tf.convert_to_tensor(holder.get_norm_factor()),
-                   "objective": tf.convert_to_tensor(objective)}
-        if loss is not None:
-            scalars["loss"] = loss
-        if error is not None:
-            scalars["error"] = error
+        scalars = {"objective": tf.convert_to_tensor(objective)}
+        has = {}  # every loss: its value (sum), error (sum) and norm factor, under RETURNN's loss name
+        for key, holder in sorted(net.losses_dict.items()):
+            loss, error = holder.get_loss_value(), holder.get_error_value()
+            scalars["norm_factor:" + key] = tf.convert_to_tensor(holder.get_norm_factor())
+            has[key] = [loss is not None, error is not None]
+            if loss is not None:
+                scalars["loss:" + key] = loss
+            if error is not None:
+                scalars["error:" + key] = error
         grads = []
         if params:
             grads = [tf.zeros_like(p) if g is None else tf.convert_to_tensor(g)
@@ -160,16 +172,25 @@ def run_case(name, network):
             before = sess.run(params)
             values = sess.run(scalars, feed)
             grad_values = sess.run(grads, feed)
+    main = has.get("output", [False, False])
     meta = {"case": name, "network": network, "extern_data": EXTERN_DATA, "loss_layer": "output", "params": names,
-            "has_loss": loss is not None, "has_error": error is not None,
+            "has_loss": main[0], "has_error": main[1],
             "returnn_version": getattr(returnn, "__long_version__", returnn.__version__), "tf_version": tf.__version__}
+    if sorted(has) != ["output"] or extra_config or batch_opts:  # the differential check's draws
+        meta.update(losses=has, config=extra_config, batch_opts=batch_opts or {},
+                    trainable=sorted(p.name.split(":")[0] for p in net.get_trainable_params()))
     arrays = {"meta": np.array(json.dumps(meta, sort_keys=True))}
     for key, (arr, lens) in batch.items():
         arrays["in:" + key] = arr
         if lens is not None:
             arrays["len:" + key] = lens
-    for key in ("loss", "error", "norm_factor", "objective"):
-        arrays[key] = np.float32(values.get(key, 0.0))
+    arrays["objective"] = np.float32(values["objective"])
+    for key in ("loss", "error", "norm_factor"):  # the main loss ("output") as before
+        arrays[key] = np.float32(values.get(key + ":output", 0.0))
+    if "losses" in meta:  # every loss under its name
+        for key in has:
+            for what in ("loss", "error", "norm_factor"):
+                arrays["%s:%s" % (what, key)] = np.float32(values.get("%s:%s" % (what, key), 0.0))
     for name_, p0, g in zip(names, before, grad_values):
         arrays["param:" + name_] = p0
         arrays["grad:" + name_] = g
@@ -180,6 +201,9 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default=DEFAULT_OUT, help="output directory (default: %(default)s)")
     parser.add_argument("--only", nargs="+", metavar="CASE", help="only these cases")
+    parser.add_argument("--cases-json", metavar="FILE", help="the cases of this JSON list ({name, network, "
+                        "batch_opts, config}; benchmarks/returnn_fuzz_loss.py writes them) instead of CASES; a case "
+                        "RETURNN fails on is reported as 'FAILED name: error' and skipped")
     args = parser.parse_args(argv)
     sys.path.insert(0, HERE)
     from make_goldens import _check_real_returnn, write_npz
@@ -189,6 +213,18 @@ def main(argv=None):
     import tensorflow as tf
     tf.compat.v1.disable_eager_execution()
     os.makedirs(args.out, exist_ok=True)
+    if args.cases_json:
+        with open(args.cases_json) as f:
+            for c in json.load(f):
+                try:
+                    arrays = run_case(c["name"], c["network"], c.get("batch_opts"), c.get("config"))
+                except Exception as exc:  # noqa: BLE001 - RETURNN's own failure is a verdict of the check
+                    print("FAILED %s: %s: %s" % (c["name"], type(exc).__name__,
+                                                 (str(exc).strip().splitlines() or [""])[0][:300]), flush=True)
+                    continue
+                write_npz(os.path.join(args.out, c["name"] + ".npz"), arrays)
+                print("wrote %s" % c["name"], flush=True)
+        return
     for name in args.only or list(CASES):
         arrays = run_case(name, CASES[name])
         path = os.path.join(args.out, name + ".npz")

@@ -1,0 +1,265 @@
+"""Random losses for the differential check against the real RETURNN (:mod:`returnn_fuzz`,
+``--kind loss``): the numbers a training run prints and minimises. A few layers over ``data``
+(linear, LSTM, conv, layer norm, batch norm) feed one to three heads with a loss each:
+
+- frame-wise ``softmax`` (or a ``linear``/``log_softmax`` read with ``input_type``) on the aligned
+  ``classes``: ``ce`` with its options (label smoothing, focal loss, ``use_fused``), ``mse``,
+  ``sampling_loss`` with the full softmax;
+- ``linear`` on the dense ``target_dense``: ``mse``, ``l1``, ``mean_l1``;
+- a ``softmax`` with a blank on the shorter ``labels``: ``ctc`` (options: ``ctc_opts``,
+  ``output_in_log_space`` from a ``log_softmax``);
+- a sequence-level ``softmax`` after a mean over time, on ``seq_class``: ``ce``;
+- an ``as_is`` loss (a reduce over the features);
+- a teacher-forced decoder over ``labels`` (a rec loop with an embedding of ``prev:output``, a state
+  and a softmax with a ``ce`` loss inside the loop);
+
+each with ``loss_scale``, ``use_normalized_loss``, ``use_flatten_frames``, and sometimes a
+length-0 sequence in the batch. RETURNN (``tests/returnn_goldens/make_loss_goldens.py
+--cases-json``) reports per loss its value (sum), error (sum) and norm factor, and the gradient of its
+training objective; this engine runs one train step (SGD at rate 1) from the same parameters and
+its loss statistics and parameter deltas must be the same (names of the losses included: the
+scores are printed under them).
+"""
+from __future__ import annotations
+
+import copy
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+import tempfile
+from typing import Any, Dict, List, Optional, Tuple
+
+import numpy as np
+
+Layer = Dict[str, Any]
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+MAKE_LOSS_GOLDENS = os.path.join(REPO, "tests", "returnn_goldens", "make_loss_goldens.py")
+BATCH_LENS = [([7, 5, 4], [3, 2, 1]), ([6, 1, 3], [2, 1, 0]), ([4, 4, 2], [4, 1, 2]), ([5, 0, 3], [1, 0, 2])]
+
+
+def _maybe(rng: random.Random, opts: Dict[str, Any], key: str, *values: Any, p: float = 0.35) -> None:
+    if rng.random() < p:
+        opts[key] = rng.choice(values)
+
+
+def _common(rng: random.Random, layer: Layer) -> Layer:
+    """The options every loss takes: scale, normalisation, frame flattening."""
+    _maybe(rng, layer, "loss_scale", 0.5, 2.0, 0.0)
+    opts = dict(layer.get("loss_opts") or {})
+    _maybe(rng, opts, "use_normalized_loss", True)
+    _maybe(rng, opts, "use_flatten_frames", False, p=0.2)
+    if opts:
+        layer["loss_opts"] = opts
+    return layer
+
+
+def _frame_head(rng: random.Random, src: str) -> Layer:
+    kind = rng.choice(["ce", "ce", "ce", "mse", "sampling", "ce_logits", "ce_log_softmax"])
+    if kind == "ce_logits":
+        return {"class": "linear", "activation": None, "n_out": 5, "from": src, "loss": "ce", "target": "classes",
+                "loss_opts": {"input_type": "logits"}}
+    if kind == "ce_log_softmax":
+        return {"class": "linear", "activation": "log_softmax", "n_out": 5, "from": src, "loss": "ce",
+                "target": "classes", "loss_opts": {"input_type": "log_prob"}}
+    head = {"class": "softmax", "n_out": 5, "from": src, "target": "classes"}
+    if kind == "mse":
+        head["loss"] = "mse"
+    elif kind == "sampling":
+        head.update(loss="sampling_loss", loss_opts={"use_full_softmax": True})
+    else:
+        head["loss"] = "ce"
+        opts: Dict[str, Any] = {}
+        _maybe(rng, opts, "label_smoothing", 0.1, 0.3)
+        _maybe(rng, opts, "focal_loss_factor", 1.0, 2.0)
+        _maybe(rng, opts, "use_fused", False)
+        if opts:
+            head["loss_opts"] = opts
+    return head
+
+
+def _dense_head(rng: random.Random, src: str) -> Layer:
+    return {"class": "linear", "activation": rng.choice([None, "tanh"]), "n_out": 3, "from": src,
+            "loss": rng.choice(["mse", "l1", "mean_l1"]), "target": "target_dense"}
+
+
+def _ctc_head(rng: random.Random, src: str) -> Layer:
+    head = {"class": "softmax", "n_out": 4, "from": src, "loss": "ctc", "target": "labels"}
+    opts: Dict[str, Any] = {}
+    if rng.random() < 0.3:
+        head.update({"class": "linear", "activation": "log_softmax"})
+        opts["output_in_log_space"] = True
+    _maybe(rng, opts, "ctc_opts", {"ignore_longer_outputs_than_inputs": True})
+    _maybe(rng, opts, "target_collapse_repeated", True, p=0.15)
+    if opts:
+        head["loss_opts"] = opts
+    return head
+
+
+def _seq_head(network: Dict[str, Layer], rng: random.Random, src: str) -> Layer:
+    network["pool"] = {"class": "reduce", "mode": rng.choice(["mean", "max"]), "axis": "T", "from": src}
+    return {"class": "softmax", "n_out": 5, "from": "pool", "loss": "ce", "target": "seq_class"}
+
+
+def _as_is_head(rng: random.Random, src: str) -> Layer:
+    head = {"class": "reduce", "mode": rng.choice(["sum", "mean"]), "axis": "F", "from": src, "loss": "as_is"}
+    if rng.random() < 0.3:
+        head["loss_opts"] = {"as_error": True}
+    return head
+
+
+def _decoder(rng: random.Random) -> Layer:
+    """A teacher-forced decoder over ``labels`` with its loss in the loop."""
+    state = rng.choice([
+        {"class": "rnn_cell", "unit": "LSTMBlock", "n_out": 4, "from": ["emb"]},
+        {"class": "linear", "activation": "tanh", "n_out": 4, "from": ["emb", "prev:s"]}])
+    unit = {"emb": {"class": "linear", "activation": None, "with_bias": False, "n_out": 3, "from": "prev:output"},
+            "s": state,
+            "prob": _common(rng, {"class": "softmax", "n_out": 3, "from": "s", "loss": "ce", "target": "labels"}),
+            "output": {"class": "choice", "from": "prob", "target": "labels", "beam_size": 2, "initial_output": 0}}
+    if rng.random() < 0.3:
+        unit["prob"]["loss_opts"] = dict(unit["prob"].get("loss_opts") or {}, label_smoothing=0.1)
+    return {"class": "rec", "from": [], "target": "labels", "unit": unit, "max_seq_len": "max_len_from('base:data')"}
+
+
+def draw(seed: int, index: int) -> Dict[str, Any]:
+    """One case: {name, family, network, batch_opts}."""
+    rng = random.Random("loss/%i/%i" % (seed, index))
+    network: Dict[str, Layer] = {}
+    src = "data"
+    pre = []
+    for i in range(rng.choice([0, 1, 1, 2])):
+        kind = rng.choice(["linear", "lstm", "conv", "layer_norm", "batch_norm"])
+        name = "l%i" % i
+        if kind == "linear":
+            network[name] = {"class": "linear", "activation": rng.choice(["tanh", "relu"]), "n_out": 4, "from": src}
+        elif kind == "lstm":
+            network[name] = {"class": "rec", "unit": rng.choice(["nativelstm2", "lstm"]), "n_out": 4, "from": src}
+        elif kind == "conv":
+            network[name] = {"class": "conv", "filter_size": (3,), "padding": "same", "n_out": 4,
+                             "activation": "relu", "from": src}
+        else:
+            network[name] = {"class": kind, "from": src}
+        pre.append(kind)
+        src = name
+    heads = []
+    makers = ["frame", "frame", "dense", "ctc", "seq", "as_is", "decoder"]
+    for i, kind in enumerate(rng.sample(makers, rng.choice([1, 1, 2, 3]))):
+        name = "output" if i == 0 and kind != "decoder" else "%s_out" % kind
+        if kind == "decoder":
+            network[name] = _decoder(rng)
+        elif kind == "seq":
+            network[name] = _common(rng, _seq_head(network, rng, src))
+        else:
+            maker = {"frame": _frame_head, "dense": _dense_head, "ctc": _ctc_head, "as_is": _as_is_head}[kind]
+            network[name] = _common(rng, maker(rng, src))
+        heads.append(kind)
+    lens, label_lens = rng.choice(BATCH_LENS)
+    return {"name": "fuzzloss_%i_%i" % (seed, index), "family": "loss[%s|%s]" % ("+".join(pre), "+".join(heads)),
+            "network": network, "batch_opts": {"seed": seed * 1000 + index, "lens": lens, "label_lens": label_lens}}
+
+
+def run_returnn(cases: List[Dict[str, Any]], out_dir: str, python: str, trace: bool = False) -> Dict[str, str]:
+    """Runs the cases in RETURNN (``<case>.npz`` into ``out_dir``); {case: error line} of its failures."""
+    path = os.path.join(out_dir, "loss_cases.json")
+    with open(path, "w") as f:
+        json.dump(cases, f)
+    env = dict(os.environ, DISABLE_CUDA="1", TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
+    env.pop("PYTHONPATH", None)
+    proc = subprocess.run([python, MAKE_LOSS_GOLDENS, "--cases-json", path, "--out", out_dir],
+                          cwd=tempfile.gettempdir(), env=env, capture_output=True, text=True)
+    if proc.returncode:
+        sys.exit("returnn_fuzz_loss: RETURNN's run failed; its stderr ends:\n%s" % proc.stderr[-3000:])
+    return dict(re.findall(r"^FAILED (\S+): (.*)$", proc.stdout, re.M))
+
+
+def _train_step(meta: Dict[str, Any], arrays: Dict[str, np.ndarray]):
+    """This engine's {loss name: [loss_sum, norm, error_sum, error_norm]} of one SGD step at rate 1
+    from the golden's parameters, and the parameters after it."""
+    import tensorflow as tf
+    from returnn.config import Config
+    from returnn.distributed.backend import LocalBackend
+    from returnn.distributed.context import DistributedContext
+    from returnn.extern_data import extern_data_from_config
+    from returnn.tf.network import TFNetwork
+    from returnn.tf.optimizers import create_optimizer
+    from returnn.tf.returnn_params import returnn_param_values, set_returnn_param_values
+    from returnn.tf.steps import StepFunctions
+    extern = extern_data_from_config(Config({"extern_data": copy.deepcopy(meta["extern_data"])}))
+    network = TFNetwork(copy.deepcopy(meta["network"]), extern)
+    if meta["params"]:
+        set_returnn_param_values(network, {n: arrays["param:" + n] for n in meta["params"]}, where="golden")
+    opt = create_optimizer(Config({"optimizer": {"class": "sgd"}, "learning_rate": 1.0}), network.trainable_variables)
+    fns = StepFunctions(network, opt, DistributedContext(LocalBackend()))
+    batch = {}
+    for key in fns.train_keys:
+        value = arrays["in:" + key]
+        if ("len:" + key) in arrays:
+            batch[key + ":seq_len"] = tf.constant(arrays["len:" + key])
+        else:  # no time axis: fed as (B, 1, ...)
+            value = value[:, None]
+            batch[key + ":seq_len"] = tf.ones([value.shape[0]], tf.int32)
+        batch[key] = tf.constant(value)
+    stats, _ = fns.split_stats(fns.train_step(batch, np.array([1, 0]), tf.zeros([3])).numpy())
+    return dict(zip(fns.train_loss_names, stats.tolist())), returnn_param_values(network)
+
+
+def _ours_builds(c: Dict[str, Any]) -> None:
+    """This engine trains case ``c`` one step (raises when it cannot)."""
+    sys.path.insert(0, os.path.join(REPO, "tests", "returnn_goldens"))
+    from make_loss_goldens import EXTERN_DATA, make_batch
+    arrays = {}
+    for key, (arr, lens) in make_batch(**c["batch_opts"]).items():
+        arrays["in:" + key] = arr
+        if lens is not None:
+            arrays["len:" + key] = lens
+    _train_step({"extern_data": EXTERN_DATA, "network": c["network"], "params": []}, arrays)
+
+
+def _close(ours: float, ref: float, rtol: float = 1e-4, atol: float = 1e-5) -> bool:
+    return bool(np.isclose(ours, ref, rtol=rtol, atol=atol))
+
+
+def verdict(c: Dict[str, Any], out_dir: str, returnn_error: Optional[str]) -> Tuple[str, str]:
+    """(verdict, detail) of one loss case (see the module doc)."""
+    from returnn.errors import ReturnnError
+    from returnn_fuzz import _first_line
+    try:
+        if returnn_error is not None:
+            _ours_builds(c)
+            return "LAX", "RETURNN: " + returnn_error
+        with np.load(os.path.join(out_dir, c["name"] + ".npz"), allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
+        meta = json.loads(str(arrays.pop("meta")))
+        stats, after = _train_step(meta, arrays)
+    except ReturnnError as exc:
+        return ("BOTH-FAIL" if returnn_error is not None else "GAP"), _first_line(exc) + (
+            "" if returnn_error is None else " | RETURNN: " + returnn_error)
+    except Exception as exc:  # noqa: BLE001 - a crash of ours is the finding
+        if returnn_error is not None:
+            return "BOTH-FAIL", "ours " + _first_line(exc) + " | RETURNN: " + returnn_error
+        return "CRASH", _first_line(exc)
+    losses = meta.get("losses") or {"output": [meta["has_loss"], meta["has_error"]]}
+    if sorted(stats) != sorted(losses):
+        return "DIFFER", "loss names: ours %s, RETURNN %s" % (sorted(stats), sorted(losses))
+    suffix = (lambda key: "") if "losses" not in meta else (lambda key: ":" + key)
+    problems = []
+    for key, (has_loss, has_error) in sorted(losses.items()):
+        loss_sum, norm, error_sum, error_norm = stats[key]
+        frames = 1.0 / float(arrays["norm_factor" + suffix(key)]) if float(arrays["norm_factor" + suffix(key)]) else 0.0
+        checks = [("loss", loss_sum, float(arrays["loss" + suffix(key)]) if has_loss else 0.0),
+                  ("norm", norm if has_loss else 0.0, frames if has_loss else 0.0),
+                  ("error", error_sum, float(arrays["error" + suffix(key)]) if has_error else 0.0),
+                  ("error norm", error_norm if has_error else 0.0, frames if has_error else 0.0)]
+        problems += ["%s %s: ours %.6g, RETURNN %.6g" % (key, what, o, r) for what, o, r in checks if not _close(o, r)]
+    for name in meta.get("trainable", meta["params"]):  # (batch_norm's statistics: updated, not trained)
+        grad = arrays["param:" + name] - after[name]
+        ref = arrays["grad:" + name]
+        scale = float(np.abs(ref).max()) if ref.size else 0.0
+        if not np.allclose(grad, ref, rtol=1e-3, atol=1e-4 * scale + 1e-5):
+            problems.append("gradient of %s: max |diff| %.3g (RETURNN's max |g| %.3g)" % (
+                name, float(np.abs(grad - ref).max()), scale))
+    return ("DIFFER", "; ".join(problems[:4])) if problems else ("AGREE", "")
