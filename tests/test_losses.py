@@ -211,6 +211,11 @@ def test_loss_registry_errors():
         get_loss_class("y", "x")
     with pytest.raises(NetworkError, match="'x'.*focal"):
         get_loss_class("ce", "x")("x", {"focal": 1}, "classes")
+    # RETURNN's loss classes that are not here say why (RASR's, via_layer's fast_bw source)
+    with pytest.raises(NetworkError, match="layer 'out': loss 'via_layer' is not available here: .*fast_bw"):
+        get_loss_class("via_layer", "out")
+    with pytest.raises(NetworkError, match="loss 'sprint' is not available here: it needs RASR"):
+        get_loss_class("sprint", "out")
 
 
 def test_as_is_and_edit_distance():

@@ -11,7 +11,7 @@ import contextlib
 import math
 import re
 from dataclasses import dataclass
-from typing import Any, Dict, Iterator, Optional, Tuple, Type
+from typing import Any, Dict, Iterator, List, Optional, Tuple, Type
 
 import tensorflow as tf
 
@@ -398,6 +398,30 @@ from returnn.tf import losses_search as _losses_search  # noqa: E402,F401  (sear
 from returnn.tf import sampling as _sampling  # noqa: E402,F401
 
 
+# RETURNN's other loss classes (its returnn/tf/layers/basic.py), with why they are not here
+NOT_HERE_LOSSES: Dict[str, str] = {
+    "sprint": "it needs RASR (Sprint) to compute the loss and its error signal",
+    "fast_bw": "it needs RASR (Sprint) to build the alignment automata; train with a 'ctc' loss or with alignments "
+               "dumped to HDF (tools/hdf_dump.py) as frame-wise targets instead",
+    "via_layer": "its value and gradient come from another layer's output loss, which only RETURNN's fast_bw layer "
+                 "gives (RASR)",
+    "generic_ce": "not yet: the cross entropy of a non-softmax activation with RETURNN's custom error signal; use "
+                  "'ce' on a softmax, or 'bin_ce'",
+    "deep_clustering": "not yet: the speech-separation embedding loss",
+    "triplet_loss": "not yet: the margin loss of embedding triplets",
+}
+
+
+def loss_table() -> List[str]:
+    """Markdown rows (docs/compat.md): every RETURNN loss class and its status here."""
+    rows = ["| RETURNN loss | here | notes |", "|---|---|---|"]
+    for name in sorted(set(LOSS_CLASSES) | set(NOT_HERE_LOSSES)):
+        cls = LOSS_CLASSES.get(name)
+        note = NOT_HERE_LOSSES.get(name) or " ".join((cls.__doc__ or "").strip().split("\n\n")[0].split())
+        rows.append("| `%s` | %s | %s |" % (name, "no" if cls is None else "yes", note.replace("|", "\\|")))
+    return rows
+
+
 def __getattr__(name: str) -> Any:
     """``SamplingLoss`` lives in returnn/tf/sampling.py, ``CtcLoss`` and ``EditDistanceLoss`` in
     returnn/tf/losses_ctc.py (imported by this module, or importing it)."""
@@ -420,6 +444,8 @@ def get_loss_class(name: str, layer_name: str) -> Type[Loss]:
     cls = lookup_loss_class(name)
     if cls is None:
         from returnn.tf.config_loss import _LossClassDict, unregistered_hint
+        if name in NOT_HERE_LOSSES:
+            raise NetworkError("layer %r: loss %r is not available here: %s" % (layer_name, name, NOT_HERE_LOSSES[name]))
         raise NetworkError("layer %r: unknown loss %r (known: %s)%s" % (
             layer_name, name, known_list(set(LOSS_CLASSES) | set(_LossClassDict)), unregistered_hint(name)))
     return cls

@@ -56,9 +56,11 @@ def refused_dataset(cls: type) -> bool:
 
 
 def layer_tables() -> str:
-    """docs/compat.md: every RETURNN layer class and rec unit with its status here."""
+    """docs/compat.md: every RETURNN layer class, rec unit and loss class with its status here."""
     from returnn.tf.layers import catalog
-    return "\n".join([catalog.summary(), ""] + catalog.layers_table() + [""] + catalog.units_table())
+    from returnn.tf.losses import loss_table
+    return "\n".join([catalog.summary(), ""] + catalog.layers_table() + [""] + catalog.units_table() + [""]
+                     + loss_table())
 
 
 BLOCKS: Dict[str, Callable[[], str]] = {"supported": supported_table, "layer-tables": layer_tables}
