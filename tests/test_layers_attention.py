@@ -99,7 +99,8 @@ def test_get_last_hidden_state_of_lstm_and_gru():
                      "bw": {"class": "rec", "unit": "nativelstm2", "n_out": 4, "from": "data", "direction": -1},
                      "gru": {"class": "rnn_cell", "unit": "GRU", "n_out": 2, "from": "data"},
                      "last": {"class": "get_last_hidden_state", "from": "lstm", "n_out": 8},
-                     "last_h": {"class": "get_last_hidden_state", "from": ["lstm", "gru"], "key": "h", "n_out": 6},
+                     "last_h": {"class": "get_last_hidden_state", "from": "lstm", "key": "h", "n_out": 4},
+                     "last_g": {"class": "get_last_hidden_state", "from": ["lstm", "gru"], "n_out": 10},
                      "last_bw": {"class": "get_last_hidden_state", "from": "bw", "key": "h", "n_out": 4}}), extern)
     x = np.random.RandomState(0).randn(2, 5, 3).astype("float32")
     lens = [5, 2]
@@ -109,7 +110,8 @@ def test_get_last_hidden_state_of_lstm_and_gru():
     last, last_h = outs["last"].tensor.numpy(), outs["last_h"].tensor.numpy()
     for b, n in enumerate(lens):
         np.testing.assert_allclose(last[b, 4:], y[b, n - 1], atol=1e-5)  # [c, h]: h is the last real output
-        np.testing.assert_allclose(last_h[b], np.concatenate([y[b, n - 1], g[b, n - 1]]), atol=1e-5)
+        np.testing.assert_allclose(last_h[b], y[b, n - 1], atol=1e-5)
+        np.testing.assert_allclose(outs["last_g"].tensor.numpy()[b], np.concatenate([last[b], g[b, n - 1]]), atol=1e-5)
         np.testing.assert_allclose(outs["last_bw"].tensor.numpy()[b], outs["bw"].tensor.numpy()[b, 0], atol=1e-5)
     assert np.isfinite(last).all() and not np.allclose(last[:, :4], last[:, 4:])
     with tf.GradientTape() as tape:

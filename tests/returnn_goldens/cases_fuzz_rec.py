@@ -45,3 +45,13 @@ case("fuzzrec_moved_out_linears_past_the_end", "fuzz_rec", {
         "s0": {"class": "linear", "activation": "sigmoid", "n_out": 4, "from": ["emb"], "with_bias": False},
         "output": {"class": "combine", "kind": "add", "from": ["s0", "prev:output"]}}},
     "output": {"class": "window", "window_size": 3, "from": "loop"}}, extern=X4)
+# get_last_hidden_state of named units over whole sequences (returnn_fuzz --kind rec seed 40): RETURNN's
+# low-memory LSTM keeps only its cell state (key '*' gives c, size n_out); the layer-norm LSTM's final
+# state (c, h), also run backwards
+case("fuzzrec_lowmem_lstm_last_state", "fuzzrec_last_state", {
+    "lstm": {"class": "rec", "unit": "nativelstmlowmem", "n_out": 4, "from": "data"},
+    "output": {"class": "get_last_hidden_state", "from": "lstm", "n_out": 4, "key": "*"}}, extern=X5)
+case("fuzzrec_layernorm_lstm_last_state", "fuzzrec_last_state", {
+    "lstm": {"class": "rec", "unit": "layernormvariantslstm", "n_out": 3, "from": "data", "direction": -1,
+             "unit_opts": {"global_norm": False, "per_gate_norm": True}},
+    "output": {"class": "get_last_hidden_state", "from": "lstm", "n_out": 6}}, extern=X4, lens={"data": [7, 4, 0]})

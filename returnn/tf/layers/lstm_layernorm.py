@@ -20,7 +20,7 @@ sequence (training only). Padded frames keep the state and output 0.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import tensorflow as tf
 
@@ -139,8 +139,9 @@ class LayerNormLstm(tf.Module):
             h_new = self.ln("new_h", h_new)
         return h_new, c_new
 
-    def run(self, below: tf.Tensor, seq_len: tf.Tensor, seed: Optional[tf.Tensor]) -> tf.Tensor:
-        """``below``: the input times ``W`` (B, T, 4 n_out); ``seed``: None outside training."""
+    def run(self, below: tf.Tensor, seq_len: tf.Tensor, seed: Optional[tf.Tensor]) -> Tuple[tf.Tensor, Tuple]:
+        """``below``: the input times ``W`` (B, T, 4 n_out); ``seed``: None outside training. Returns
+        the output (B, T, n_out) and the final state ``(c, h)`` (RETURNN's LSTM state order)."""
         n, x = self.n, below
         below = self.prepare(below)
         batch, n_time = tf.shape(x)[0], tf.shape(x)[1]
@@ -156,5 +157,6 @@ class LayerNormLstm(tf.Module):
             out_ta = out_ta.write(t, tf.where(m, h_new, tf.zeros_like(h_new)))
             return t + 1, tf.where(m, h_new, h), tf.where(m, c_new, c), out_ta
 
-        _, _, _, out = tf.while_loop(lambda t, *_: t < n_time, body, [tf.constant(0), zeros, zeros, out])
-        return tf.ensure_shape(tf.transpose(stacked(out, [0, batch, n]), [1, 0, 2]), [None, None, n])
+        _, h, c, out = tf.while_loop(lambda t, *_: t < n_time, body, [tf.constant(0), zeros, zeros, out])
+        y = tf.ensure_shape(tf.transpose(stacked(out, [0, batch, n]), [1, 0, 2]), [None, None, n])
+        return y, (c, h)  # the output and each sequence's state (c, h) after its last frame

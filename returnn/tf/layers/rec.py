@@ -222,7 +222,7 @@ class RecLayer(Layer):
                 x = tf.transpose(x, [1, 0, 2])
             if self.direction == -1:
                 x = tf.reverse_sequence(x, seq_len, seq_axis=1, batch_axis=0)
-            y = self.cell.run(x, seq_len, ctx.layer_seed(self.layer_name) if ctx.train else None)
+            y, final = self.cell.run(x, seq_len, ctx.layer_seed(self.layer_name) if ctx.train else None)
             if self.direction == -1:
                 y = tf.reverse_sequence(y, seq_len, seq_axis=1, batch_axis=0)
         else:
@@ -254,6 +254,11 @@ class RecLayer(Layer):
                 out.last_state = final_state_fn(x, seq_len, w_re, self.forget_bias, time_major=True)
             else:
                 out.last_state = lambda: (final[1], final[0])
+            if self.unit == "nativelstmlowmem":  # RETURNN's low-memory LSTM keeps only the cell state c
+                c_h = out.last_state
+                out.last_state = lambda: c_h()[:1]
+        else:  # the layer-norm LSTM's (c, h)
+            out.last_state = lambda: final
         return out
 
 

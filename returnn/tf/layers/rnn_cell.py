@@ -394,7 +394,7 @@ class RnnCellLayer(Layer):
                 raise NetworkError("%s: initial_state with unit %r over whole sequences is not supported here (in a "
                                    "rec loop it is)" % (self.desc, self.unit))
             x = rev(project_sources(self.plan, dropout_sources(self, sources, ctx), self.W), 1)
-            return rev(self.ln_cell.run(x, seq_len, seed), 1), None
+            return rev(self.ln_cell.run(x, seq_len, seed)[0], 1), None
         if self.kind == "lstm":  # time-major recursion, as the rec layer runs it
             x = project_sources(self.plan, dropout_sources(self, sources, ctx), self.W, order=[1, 0]) + self.bias
             x = rev(x, 0)

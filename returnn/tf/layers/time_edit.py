@@ -5,8 +5,9 @@
   last frame / before its first. The time axis is a new dim whose sizes are the old ones +
   ``repeat``.
 - ``get_last_hidden_state``: the final state of recurrent sources (LSTM: ``key`` ``"*"`` gives
-  ``[c, h]`` concatenated as RETURNN's LSTM state tuple, ``"c"``/``0`` or ``"h"``/``1`` one of them;
-  GRU and plain RNN cells: ``h``); several sources are concatenated (``combine: "concat"``) or
+  ``[c, h]`` concatenated as RETURNN's LSTM state tuple, ``"c"`` or ``"h"`` one of them (RETURNN's
+  named tuple takes no int keys); GRU and plain RNN cells, ``nativelstmlowmem`` (its ``c``): ``"*"``
+  or None); several sources are concatenated (``combine: "concat"``) or
   added (``"add"``). Output ``(B, n_out)``.
 """
 from __future__ import annotations
@@ -99,7 +100,7 @@ class PrefixInTimeLayer(_InTimeLayer):
     options = (Option("prefix", 0.0, "the added frames' value: a number or a layer"),)
 
 
-STATE_KEYS = {"*": None, "c": 0, 0: 0, "h": 1, 1: 1}
+STATE_KEYS = {"*": None, "c": 0, "h": 1, None: None}
 
 
 @register_layer
@@ -108,7 +109,7 @@ class GetLastHiddenStateLayer(Layer):
 
     layer_class = "get_last_hidden_state"
     options = (
-        Option("key", "*", "'*' (all of the state), 'c'/0 or 'h'/1"),
+        Option("key", "*", "'*' (all of the state), 'c' or 'h' (LSTMs), None (other cells)"),
         Option("combine", "concat", "several sources: 'concat' or 'add'"),
     )
 
@@ -128,8 +129,13 @@ class GetLastHiddenStateLayer(Layer):
                 raise NetworkError("%s: source %r has no hidden state (use a recurrent layer)"
                                    % (self.desc, self.sources[i].name))
             state = list(src.last_state())
+            # RETURNN: an LSTM's state is a named tuple (key '*', 'c' or 'h'), another one a tensor (key '*' or None)
+            if (self.key is None and len(state) > 1) or (self.key in ("c", "h") and len(state) == 1):
+                raise NetworkError("%s: key %r for the state of %r (%s): RETURNN takes %s" % (
+                    self.desc, self.key, self.sources[i].name, "(c, h)" if len(state) > 1 else "one tensor",
+                    "'*', 'c' or 'h'" if len(state) > 1 else "'*' or None"))
             if STATE_KEYS[self.key] is not None:
-                state = [state[STATE_KEYS[self.key]]] if len(state) > 1 else state
+                state = [state[STATE_KEYS[self.key]]]
             parts.append(tf.concat(state, -1) if len(state) > 1 else state[0])
         out = tf.concat(parts, -1) if self.combine == "concat" else tf.add_n(parts)
         if out.shape[-1] is not None and out.shape[-1] != self.n_out:
