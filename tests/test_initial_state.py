@@ -200,7 +200,7 @@ def test_peepholes_are_tensorflows_lstm_cell_and_only_there():
                                "unit_opts": {"use_peepholes": True}}}, _extern())
     assert {"output/rec/lstm_cell/w_i_diag", "output/rec/lstm_cell/w_f_diag",
             "output/rec/lstm_cell/w_o_diag"} <= set(returnn_param_shapes(net))
-    with pytest.raises(NetworkError, match="unknown unit_opts use_peepholes"):
+    with pytest.raises(NetworkError, match="no unit_opts .*use_peepholes"):
         TFNetwork({"output": {"class": "rec", "unit": "nativelstm2", "n_out": 3, "from": "data",
                               "unit_opts": {"use_peepholes": True}}}, _extern())
 

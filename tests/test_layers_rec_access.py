@@ -35,7 +35,7 @@ def test_rec_unstack_declares_the_loop():
     net, out, x = _run({
         "loop": {"class": "rec", "from": [], "unit": {
             "input": {"class": "rec_unstack", "from": "base:data:data", "axis": "T", "declare_rec_time": True},
-            "output": {"class": "combine", "kind": "add", "from": ["prev:output", "input"]}}},
+            "output": {"class": "combine", "kind": "add", "from": ["prev:output", "input"], "need_last": True}}},
         "acc": {"class": "get_rec_accumulated", "from": "loop", "sub_layer": "output"},
         "last": {"class": "rec_last_output", "rec_layer": "loop", "sub_layer_name": "output"}})
     assert net.layers["loop"].output.time_dim == net.extern_data["data"].time_dim
@@ -67,7 +67,8 @@ def test_rec_axis_dim_without_from_and_unstack_errors():
 def test_rec_last_output_initial_output_for_empty_sequences():
     net, out, x = _run({
         "loop": {"class": "rec", "from": "data", "unit": {
-            "h": {"class": "combine", "kind": "add", "from": ["prev:h", "data:source"], "initial_output": 2.0},
+            "h": {"class": "combine", "kind": "add", "from": ["prev:h", "data:source"], "initial_output": 2.0,
+                  "need_last": True},
             "output": {"class": "copy", "from": "h"}}},
         "last": {"class": "rec_last_output", "rec_layer": "loop", "sub_layer_name": "h"}})
     ref = _running_sum(x) + 2.0

@@ -252,7 +252,8 @@ CASES: Dict[str, Dict[str, Any]] = {
     "range_in_axis": {"net": {"output": {"class": "range_in_axis", "from": "data", "axis": "T"}}},
     "rec": {"net": {"output": {"class": "rec", "from": "data", "n_out": 4, "unit": "lstm"}}},
     "rec_last_output": {"net": {"rec": {"class": "rec", "from": "data", "unit": {
-        "h": {"class": "linear", "activation": "tanh", "from": ["data:source", "prev:h"], "n_out": 3},
+        "h": {"class": "linear", "activation": "tanh", "from": ["data:source", "prev:h"], "n_out": 3,
+              "need_last": True},
         "output": {"class": "copy", "from": "h"}}},
         "output": {"class": "rec_last_output", "rec_layer": "rec", "sub_layer_name": "h"}}},
     "rec_unstack": {"net": {"output": {"class": "rec", "from": "data", "unit": {

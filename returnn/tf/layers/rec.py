@@ -7,7 +7,8 @@ size ``n_out`` in the gate order **(input, cell-candidate, forget, output)**)::
     c_t = sigmoid(f + forget_bias) * c_{t-1} + sigmoid(i) * tanh(g)
     h_t = sigmoid(o) * tanh(c_t)
 
-``forget_bias`` is a constant (not a variable), settable by ``"unit_opts": {"forget_bias": ...}``;
+``forget_bias`` is a constant (not a variable), settable by ``"unit_opts": {"forget_bias": ...}``
+(RETURNN's native units take only 0);
 its default is RETURNN's per unit: 0 for the native/fused units (``lstm``, ``nativelstm(2)``,
 ``lstmp``, ``cudnnlstm``, ``lstmblock(fused)``, which RETURNN runs as NativeLSTM on TF 2, and its
 ``vanillalstm`` cell), 1.0 for
@@ -42,7 +43,7 @@ from returnn.tf.layers.lstm_layernorm import LayerNormLstm
 from returnn.tf.layers.merged_batch import MergedAxes
 from returnn.tf.layers.options import Option, rate
 from returnn.tf.layers.params import Param, same
-from returnn.tf.layers.rec_params import unit_params
+from returnn.tf.layers.rec_params import check_native_unit_opts, unit_params
 from returnn.tf.layers.rec_state import LSTM_KEYS, InitialState, is_zero, state_layer_refs
 from returnn.tf.layers.rnn_cell import check_unrolled_length, unrolled_max_len
 from returnn.tf.lstm_kernels import final_state_fn, get_kernel, lstm_sequence
@@ -128,7 +129,9 @@ class RecLayer(Layer):
         if self.direction not in (1, -1):
             raise NetworkError("%s: direction must be 1 or -1, got %r" % (self.desc, self.direction))
         unit_opts = dict(self.opt("unit_opts") or {})
-        known_unit_opts = UNIT_OPTS + (("use_peepholes",) if self.unit in PEEPHOLE_UNITS else ())
+        check_native_unit_opts(self.desc, self.unit, unit_opts)  # RETURNN's native LSTMs: forget_bias 0, ...
+        known_unit_opts = (("forget_bias",) if self.unit in TF_CELL_UNITS else UNIT_OPTS) + (
+            ("use_peepholes",) if self.unit in PEEPHOLE_UNITS else ())
         unknown = set(unit_opts) - set(known_unit_opts)
         if unknown and self.unit != LAYER_NORM_UNIT:
             raise NetworkError("%s: unknown unit_opts %s (known: %s)"
@@ -139,7 +142,8 @@ class RecLayer(Layer):
         n_state = len(state_layer_refs(self.opt("initial_state")))
         self.state_sources = state_sources = list(sources[len(sources) - n_state:])
         sources = list(sources[:len(sources) - n_state])
-        if not is_zero(self.opt("initial_state")) and self.unit in NO_INITIAL_STATE_UNITS:
+        if self.unit in NO_INITIAL_STATE_UNITS and not is_zero(self.opt("initial_state")) or (
+                self.unit == "nativelstm" and self.opt("initial_state") is not None):  # RETURNN: zeros too
             raise NetworkError("%s: initial_state %r with unit %r: %s" % (
                 self.desc, self.opt("initial_state"), self.unit, NO_INITIAL_STATE_UNITS[self.unit]))
         self.max_len = unrolled_max_len(self, self.opt("max_seq_len"),

@@ -9,7 +9,7 @@
   in ``from`` (the same as ``"REC/SUB"``).
 - ``rec_last_output`` (outside): the last frame (at each sequence's length - 1) of sub-layer
   ``sub_layer_name`` of the rec layer ``rec_layer``; a sequence of length 0 gets the sub-layer's
-  initial output (RETURNN's ``need_last`` on the sub-layer is not needed here).
+  initial output. As in RETURNN, the sub-layer must set ``need_last: True``.
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ import tensorflow as tf
 
 from returnn.errors import NetworkError
 from returnn.tensor import Data, Dim
-from returnn.tf.layers import helpers
+from returnn.tf.layers import helpers, reuse
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
 from returnn.tf.layers.helpers import check_sources
 from returnn.tf.layers.options import Option
@@ -105,6 +105,7 @@ class RecLastOutputLayer(Layer):
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42, **_network_kwargs):
         super().__init__(name, {k: v for k, v in opts.items() if k != "from"}, sources, seed)
         check_sources(self, sources, 2, 2)
+        self._check_need_last()
         whole = sources[0]
         time = [i for i, d in enumerate(whole.dims) if d == sources[1].time_dim] if sources[1].time_dim else []
         if not time or whole.batch_dim_axis is None:
@@ -113,6 +114,19 @@ class RecLastOutputLayer(Layer):
         self.ax = time[0]
         self.time = whole.dims[self.ax]
         self.output = whole.copy_template_excluding_axis(self.ax).copy(name)
+
+    def _check_need_last(self) -> None:
+        """RETURNN keeps a sub-layer's last frame only when it sets ``need_last`` (else a KeyError)."""
+        resolve = reuse.outer_resolver()
+        try:
+            rec = resolve(self.opt("rec_layer")) if resolve is not None else None
+        except KeyError:
+            return
+        unit = getattr(rec, "opts", {}).get("unit")
+        sub = unit.get(self.opt("sub_layer_name")) if isinstance(unit, Mapping) else None
+        if isinstance(sub, Mapping) and not sub.get("need_last"):
+            raise NetworkError("%s: sub-layer %r of %r needs 'need_last': True (RETURNN keeps its last frame only then)"
+                               % (self.desc, self.opt("sub_layer_name"), self.opt("rec_layer")))
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         whole, rec = sources

@@ -80,3 +80,25 @@ def unit_params(layer, unit: str, in_rnn_cell: bool = False) -> List[Param]:
              if key not in ("W_ff", "W_re") and not key.startswith(("rec/", "initial_"))]
     # as they are, but what the layer names itself (initial states, peepholes: keys with their own scope)
     return [same("rec/" + key, var) for key, var in p.items() if not key.startswith(("rec/", "initial_"))]
+
+
+# RETURNN's unit_opts of a ``rec`` layer's native LSTM units (the class it runs on a CPU with TF 2):
+# NativeLstm2 takes rec_weight_dropout, NativeLstm (v1) none, both a forget_bias of 0 only (asserted,
+# "should be done via right param init"); its low-memory LSTM and vanillalstm cell take no options
+NATIVE_UNIT_OPTS: Dict[str, tuple] = {
+    **{u: ("forget_bias", "rec_weight_dropout") for u in
+       ("lstm", "nativelstm2", "lstmp", "lstmblock", "lstmblockfused", "cudnnlstm")},
+    "nativelstm": ("forget_bias",), "nativelstmlowmem": (), "vanillalstm": ()}
+
+
+def check_native_unit_opts(desc: str, unit: str, unit_opts: Dict) -> None:
+    """Refuses ``unit_opts`` RETURNN's class for native ``unit`` refuses (see NATIVE_UNIT_OPTS)."""
+    known = NATIVE_UNIT_OPTS.get(unit)
+    if known is None:
+        return
+    unknown = sorted(set(unit_opts) - set(known))
+    if unknown:
+        raise NetworkError("%s: unit %r takes no unit_opts %s in RETURNN (known: %s)" % (desc, unit, unknown, list(known)))
+    if float(unit_opts.get("forget_bias", 0.0)) != 0.0:
+        raise NetworkError("%s: unit %r: RETURNN's native LSTM takes forget_bias 0 only (use bias_init, or unit "
+                           "standardlstm)" % (desc, unit))

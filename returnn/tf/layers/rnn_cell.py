@@ -57,7 +57,7 @@ from returnn.tf.layers.helpers import dropout_scale, dropout_sources, feature_pl
 from returnn.tf.layers.merged_batch import MergedAxes
 from returnn.tf.layers.options import Option, positive_int, rate
 from returnn.tf.layers.params import Param, same
-from returnn.tf.layers.rec_params import unit_layout, unit_params
+from returnn.tf.layers.rec_params import NATIVE_UNIT_OPTS, check_native_unit_opts, unit_layout, unit_params
 from returnn.tf.layers.rec_state import LSTM_KEYS, SINGLE_KEYS, InitialState, is_zero, state_layer_refs
 from returnn.tf.lstm_kernels import final_state_fn, get_kernel, lstm_sequence, lstm_step
 from returnn.tf.util.tensor_array import stacked
@@ -137,7 +137,8 @@ class RnnCellLayer(Layer):
         if self.kind == "lstm" and unit_layout(self.unit, self.in_rnn_cell) == "lstm_cell":
             known.add("use_peepholes")  # TensorFlow's LSTMCell
         if self.kind == "lstm" and not self.in_rnn_cell:  # a rec layer's LSTM in a loop: its unit_opts there
-            known.add("rec_weight_dropout")
+            known |= {"rec_weight_dropout"} & set(NATIVE_UNIT_OPTS.get(self.unit, ()))
+            check_native_unit_opts(self.desc, self.unit, unit_opts)
         # RETURNN's NativeLstm2 in a loop: W_re dropped out at each call, i.e. a new mask per step (training)
         self.rec_weight_dropout = rate(self.desc, "rec_weight_dropout", unit_opts.get("rec_weight_dropout"))
         unknown = set(unit_opts) - known
@@ -469,6 +470,9 @@ class RecStepLayer(RnnCellLayer):
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
         self.units = rec_cell_units()
         super().__init__(name, opts, sources, seed)
+        if self.step_mode and self.unit == "nativelstm":  # its loop state is an initial state to RETURNN
+            raise NetworkError("%s: unit 'nativelstm' in a rec loop: RETURNN's NativeLstm (v1) refuses the loop's state as "
+                               "initial_state (broken support): use nativelstm2" % self.desc)
         self.max_len = unrolled_max_len(self, self.opt("max_seq_len"), self.opt("unroll") and not self.step_mode)
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:

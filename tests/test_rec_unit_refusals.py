@@ -1,0 +1,77 @@
+"""What RETURNN refuses about rec units and their state, refused here too (found by
+benchmarks/returnn_fuzz.py --kind rec, seeds 40/41; each refusal checked against RETURNN 1.20261022):
+native LSTM units take forget_bias 0 only and only their class's unit_opts, NativeLstm (v1) takes no
+initial_state (zeros neither, nor a rec loop's state), get_last_hidden_state's key must fit the state
+(LSTM: '*', 'c', 'h'; one-tensor states: '*' or None), rec_last_output needs need_last."""
+import pytest
+
+from helpers import outputs
+from returnn.errors import NetworkError
+from returnn.tensor import Data
+from returnn.tf.layers import RunContext
+from returnn.tf.network import TFNetwork
+import numpy as np
+import tensorflow as tf
+
+
+def _build_and_run(net_dict):
+    net = TFNetwork(outputs(net_dict), {"data": Data("data", shape=(None, 3))})
+    batch = {"data": tf.constant(np.ones((2, 4, 3), np.float32)), "data:seq_len": tf.constant([4, 2])}
+    return net.forward(batch, RunContext(False))
+
+
+def _rec(unit, **opts):
+    return {"class": "rec", "unit": unit, "n_out": 2, "from": "data", **opts}
+
+
+@pytest.mark.parametrize("layer, match", [
+    (_rec("lstm", unit_opts={"forget_bias": 1.0}), "forget_bias 0 only"),  # NativeLstm2 asserts it
+    (_rec("lstmblockfused", unit_opts={"forget_bias": 0.5}), "forget_bias 0 only"),
+    (_rec("nativelstm", unit_opts={"rec_weight_dropout": 0.1}), "takes no unit_opts"),
+    (_rec("nativelstmlowmem", unit_opts={"forget_bias": 0.0}), "takes no unit_opts"),
+    (_rec("vanillalstm", unit_opts={"forget_bias": 0.0}), "takes no unit_opts"),
+    (_rec("standardlstm", unit_opts={"rec_weight_dropout": 0.1}), "unknown unit_opts"),  # TF's LSTMCell
+    (_rec("basiclstm", unit_opts={"rec_weight_dropout": 0.1}), "unknown unit_opts"),
+    (_rec("nativelstm", initial_state="zeros"), "NativeLstm"),
+    (_rec("nativelstm", initial_state=0), "NativeLstm"),
+    ({"class": "rec", "from": "data", "unit": {  # in a loop, its state is an initial state to RETURNN
+        "s": {"class": "rec", "unit": "nativelstm", "n_out": 2, "from": ["data:source", "prev:output"]},
+        "output": {"class": "copy", "from": "s"}}}, "NativeLstm"),
+    ({"class": "rec", "from": "data", "unit": {
+        "s": {"class": "rec", "unit": "lstm", "n_out": 2, "from": ["data:source", "prev:output"],
+              "unit_opts": {"forget_bias": 1.0}},
+        "output": {"class": "copy", "from": "s"}}}, "forget_bias 0 only"),
+])
+def test_rec_unit_options_returnn_refuses(layer, match):
+    with pytest.raises(NetworkError, match=match):
+        _build_and_run({"output": layer})
+
+
+@pytest.mark.parametrize("unit, key, n_out", [
+    ("gru", "h", 2), ("gru", "c", 2), ("nativelstm2", None, 4), ("nativelstm2", 0, 2), ("nativelstmlowmem", "c", 2),
+    ("nativelstmlowmem", "*", 4),  # its state is c alone: size 2
+])
+def test_get_last_hidden_state_key_must_fit_the_state(unit, key, n_out):
+    with pytest.raises(NetworkError):
+        _build_and_run({"l": _rec(unit), "output": {"class": "get_last_hidden_state", "from": "l", "n_out": n_out,
+                                                    "key": key}})
+
+
+@pytest.mark.parametrize("unit, key, n_out", [("gru", None, 2), ("gru", "*", 2), ("nativelstmlowmem", None, 2),
+                                              ("nativelstm2", "h", 2), ("layernormvariantslstm", "*", 4)])
+def test_get_last_hidden_state_keys_returnn_takes(unit, key, n_out):
+    out = _build_and_run({"l": _rec(unit), "output": {"class": "get_last_hidden_state", "from": "l",
+                                                      "n_out": n_out, "key": key}})
+    assert out["output"].tensor.shape == (2, n_out)
+
+
+def test_rec_last_output_needs_need_last():
+    def net(need_last):
+        h = {"class": "linear", "activation": "tanh", "n_out": 2, "from": ["data:source", "prev:h"]}
+        if need_last:
+            h["need_last"] = True
+        return {"loop": {"class": "rec", "from": "data", "unit": {"h": h, "output": {"class": "copy", "from": "h"}}},
+                "output": {"class": "rec_last_output", "rec_layer": "loop", "sub_layer_name": "h"}}
+    with pytest.raises(NetworkError, match="need_last"):
+        _build_and_run(net(False))
+    assert _build_and_run(net(True))["output"].tensor.shape == (2, 2)
