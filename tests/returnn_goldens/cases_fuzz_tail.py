@@ -1,6 +1,6 @@
 """Golden cases found by the differential check's long-tail networks (benchmarks/returnn_fuzz_tail.py)
 where this engine differed from RETURNN, kept as goldens once fixed (loaded by make_goldens.py):
-time_chunking of a time-major input."""
+time_chunking of a time-major input, gather(_nd) by a position without batch axis."""
 from make_goldens import LENS_LONG, case
 
 XTM6 = {"data": {"dim": 6, "time_dim_axis": 0, "batch_dim_axis": 1}}
@@ -13,3 +13,9 @@ case("fuzz_time_chunking_time_major_round_trip", "fuzz_time_chunking", {
     "ch": {"class": "time_chunking", "chunk_size": 4, "chunk_step": 2, "from": "data"},
     "a": {"class": "cumsum", "from": "ch"},
     "output": {"class": "time_unchunking", "chunking_layer": "ch", "from": "a"}}, extern=XTM6)
+# a position without batch axis (range_in_axis over time: (T,), per-sequence sizes) is taken for every sequence
+for _cls, _extra in (("gather_nd", {}), ("gather", {"axis": "T"})):
+    case("fuzz_%s_position_without_batch" % _cls, "fuzz_gather", {
+        "t": {"class": "range_in_axis", "from": "data", "axis": "T"},
+        "pos": {"class": "eval", "from": "t", "eval": "source(0) // 2"},
+        "output": dict({"class": _cls, "from": "data", "position": "pos"}, **_extra)}, extern={"data": {"dim": 5}})

@@ -84,7 +84,9 @@ class GatherLayer(Layer):
             index = tf.minimum(tf.constant(int(self.opt("position"))), n - 1)
             return self.make_output(tf.gather(x.tensor, index, axis=self.ax), [x])
         pos = sources[-1]
-        index = tf.clip_by_value(tf.cast(pos.masked(0), tf.int32), 0, n - 1)
+        # (a position without batch axis, e.g. a range_in_axis over time, has no per-sequence mask of its own)
+        index = pos.masked(0) if pos.data.batch_dim_axis is not None else pos.tensor
+        index = tf.clip_by_value(tf.cast(index, tf.int32), 0, n - 1)
         out = tf.gather(x.tensor, index, axis=self.ax, batch_dims=1 if self.batched else 0)
         return self.make_output(out, sources)
 
