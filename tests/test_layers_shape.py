@@ -98,6 +98,8 @@ def test_reinterpret_data_sparse_axes_and_size_base():
     assert out.seq_len is val.seq_len
     feat_first = make("reinterpret_data", {"set_axes": {"F": "T", "T": "F"}}, [data])
     assert feat_first.output.feature_dim_axis == 1 and feat_first.output.time_dim_axis == 2
+    with pytest.raises(NetworkError, match="'enforce_batch_major' and 'enforce_time_major' exclude each other"):
+        make("reinterpret_data", {"enforce_batch_major": True, "enforce_time_major": True}, [data])
     new_t = SpatialDim("new")
     tagged = make("reinterpret_data", {"set_dim_tags": {"T": new_t}}, [data])
     assert run(tagged, [val]).size(new_t) is val.seq_len

@@ -401,6 +401,9 @@ class ReinterpretDataLayer(_ShapeLayer):
         super().__init__(name, opts, sources[:-1] if self.has_base else sources, seed)
         if self.opt("switch_axes") is not None:
             raise NetworkError("%s: 'switch_axes' is not supported; use 'set_axes'" % self.desc)
+        if self.opt("enforce_batch_major") and self.opt("enforce_time_major"):
+            raise NetworkError("%s: 'enforce_batch_major' and 'enforce_time_major' exclude each other (RETURNN asserts "
+                               "it)" % self.desc)
         data = self.input.copy(name)
         self.perm = list(range(data.batch_ndim))
         if self.opt("enforce_time_major") and data.time_dim_axis is not None:
