@@ -66,17 +66,22 @@ Peepholes = Optional[Tuple[tf.Tensor, tf.Tensor, tf.Tensor]]  # (w_i_diag, w_f_d
 State = Optional[Tuple[tf.Tensor, tf.Tensor]]  # (h, c), each (B, H)
 
 
-def lstm_step(z: tf.Tensor, c: tf.Tensor, forget_bias: float, peepholes: Peepholes = None
-              ) -> Tuple[tf.Tensor, tf.Tensor]:
+def lstm_step(z: tf.Tensor, c: tf.Tensor, forget_bias: float, peepholes: Peepholes = None,
+              cell_clip: Optional[float] = None) -> Tuple[tf.Tensor, tf.Tensor]:
     """One LSTM step from the gate pre-activations ``z = x W + h W_re + bias`` (B, 4H) and the cell
     state ``c`` (B, H): returns the new ``(h, c)``. ``peepholes`` (TensorFlow's LSTMCell
-    ``use_peepholes``): the input and forget gates also see ``w * c_prev``, the output gate ``w * c_new``."""
+    ``use_peepholes``): the input and forget gates also see ``w * c_prev``, the output gate ``w * c_new``.
+    ``cell_clip`` (LSTMCell's): ``c_new`` clipped to [-cell_clip, cell_clip] before the output reads it."""
     i, g, f, o = tf.split(z, 4, axis=-1)
     if peepholes is None:
         c_new = tf.sigmoid(f + forget_bias) * c + tf.sigmoid(i) * tf.tanh(g)
+        if cell_clip is not None:
+            c_new = tf.clip_by_value(c_new, -cell_clip, cell_clip)
         return tf.sigmoid(o) * tf.tanh(c_new), c_new
     w_i, w_f, w_o = peepholes
     c_new = tf.sigmoid(f + forget_bias + w_f * c) * c + tf.sigmoid(i + w_i * c) * tf.tanh(g)
+    if cell_clip is not None:
+        c_new = tf.clip_by_value(c_new, -cell_clip, cell_clip)
     return tf.sigmoid(o + w_o * c_new) * tf.tanh(c_new), c_new
 
 
@@ -87,8 +92,8 @@ def loop_lstm(x_proj: tf.Tensor, seq_len: tf.Tensor, w_re: tf.Tensor, forget_bia
 
 
 def loop_lstm_with_state(x_proj: tf.Tensor, seq_len: tf.Tensor, w_re: tf.Tensor, forget_bias: float,
-                         time_major: bool = False, initial: State = None, peepholes: Peepholes = None
-                         ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+                         time_major: bool = False, initial: State = None, peepholes: Peepholes = None,
+                         cell_clip: Optional[float] = None) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
     """The reference kernel's outputs and each sequence's final state ``(h, c)`` (B, H): the state
     after its last real frame (it is held over padded frames; ``initial`` for an empty sequence)."""
     n_hidden = w_re.shape[0]
@@ -104,7 +109,7 @@ def loop_lstm_with_state(x_proj: tf.Tensor, seq_len: tf.Tensor, w_re: tf.Tensor,
     h0, c0 = initial if initial is not None else (zeros, zeros)
 
     def body(t, h, c, out_ta):
-        h_new, c_new = lstm_step(xs.read(t) + tf.matmul(h, w_re), c, forget_bias, peepholes)
+        h_new, c_new = lstm_step(xs.read(t) + tf.matmul(h, w_re), c, forget_bias, peepholes, cell_clip)
         m = masks.read(t)[:, None]
         out_ta = out_ta.write(t, tf.where(m, h_new, tf.zeros_like(h_new)))
         return t + 1, tf.where(m, h_new, h), tf.where(m, c_new, c), out_ta
@@ -116,13 +121,13 @@ def loop_lstm_with_state(x_proj: tf.Tensor, seq_len: tf.Tensor, w_re: tf.Tensor,
 
 
 def final_state_fn(x_proj: tf.Tensor, seq_len: tf.Tensor, w_re: tf.Tensor, forget_bias: float,
-                   time_major: bool = False, initial: State = None, peepholes: Peepholes = None
-                   ) -> Callable[[], Tuple[tf.Tensor, tf.Tensor]]:
+                   time_major: bool = False, initial: State = None, peepholes: Peepholes = None,
+                   cell_clip: Optional[float] = None) -> Callable[[], Tuple[tf.Tensor, tf.Tensor]]:
     """For ``get_last_hidden_state``: a function giving each sequence's final ``(c, h)`` (RETURNN's
     LSTM state order), computed again by the reference kernel only when a layer asks for it
     (autodiff through it gives the right gradients)."""
     def final_c_h() -> Tuple[tf.Tensor, tf.Tensor]:
-        _, h, c = loop_lstm_with_state(x_proj, seq_len, w_re, forget_bias, time_major, initial, peepholes)
+        _, h, c = loop_lstm_with_state(x_proj, seq_len, w_re, forget_bias, time_major, initial, peepholes, cell_clip)
         return c, h
     return final_c_h
 
@@ -270,17 +275,18 @@ def _final_of(seq_tm: tf.Tensor, first: tf.Tensor, seq_len: tf.Tensor) -> tf.Ten
 
 
 def lstm_sequence(x_tm: tf.Tensor, seq_len: tf.Tensor, w_re: tf.Tensor, forget_bias: float, initial: State = None,
-                  peepholes: Peepholes = None, final: bool = False) -> Tuple[tf.Tensor, State]:
+                  peepholes: Peepholes = None, final: bool = False, cell_clip: Optional[float] = None
+                  ) -> Tuple[tf.Tensor, State]:
     """The LSTM over time-major input projections ``x_tm`` (T, B, 4H): outputs (T, B, H), 0 on
     padded frames, and with ``final`` each sequence's final state ``(h, c)`` (else None).
 
     Zero initial state, no peepholes, no final state: the device's kernel as it is. An initial
     state: the fused kernel from it (its cell states give the final state by one gather).
-    Peepholes: the reference loop (autodiff)."""
-    if initial is None and peepholes is None and not final:
+    Peepholes or a ``cell_clip``: the reference loop (autodiff)."""
+    if initial is None and peepholes is None and cell_clip is None and not final:
         return get_kernel()(x_tm, seq_len, w_re, forget_bias, time_major=True), None
-    if peepholes is not None or get_kernel() is loop_lstm:
-        y, h, c = loop_lstm_with_state(x_tm, seq_len, w_re, forget_bias, True, initial, peepholes)
+    if peepholes is not None or cell_clip is not None or get_kernel() is loop_lstm:
+        y, h, c = loop_lstm_with_state(x_tm, seq_len, w_re, forget_bias, True, initial, peepholes, cell_clip)
         return y, ((h, c) if final else None)
     w_re = tf.convert_to_tensor(w_re)
     if initial is None:

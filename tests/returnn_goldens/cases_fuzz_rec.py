@@ -45,8 +45,8 @@ case("fuzzrec_moved_out_linears_past_the_end", "fuzz_rec", {
         "s0": {"class": "linear", "activation": "sigmoid", "n_out": 4, "from": ["emb"], "with_bias": False},
         "output": {"class": "combine", "kind": "add", "from": ["s0", "prev:output"]}}},
     "output": {"class": "window", "window_size": 3, "from": "loop"}}, extern=X4)
-# get_last_hidden_state of named units over whole sequences (returnn_fuzz --kind rec seed 40): RETURNN's
-# low-memory LSTM keeps only its cell state (key '*' gives c, size n_out); the layer-norm LSTM's final
+# get_last_hidden_state of named units over whole sequences (returnn_fuzz --kind rec seeds 40, 42): RETURNN's
+# low-memory LSTM and NativeLstm (v1) keep only their cell state (key '*' gives c, size n_out); the layer-norm LSTM's final
 # state (c, h), also run backwards
 case("fuzzrec_lowmem_lstm_last_state", "fuzzrec_last_state", {
     "lstm": {"class": "rec", "unit": "nativelstmlowmem", "n_out": 4, "from": "data"},
@@ -55,3 +55,21 @@ case("fuzzrec_layernorm_lstm_last_state", "fuzzrec_last_state", {
     "lstm": {"class": "rec", "unit": "layernormvariantslstm", "n_out": 3, "from": "data", "direction": -1,
              "unit_opts": {"global_norm": False, "per_gate_norm": True}},
     "output": {"class": "get_last_hidden_state", "from": "lstm", "n_out": 6}}, extern=X4, lens={"data": [7, 4, 0]})
+case("fuzzrec_nativelstm_v1_last_state", "fuzzrec_last_state", {
+    "lstm": {"class": "rec", "unit": "nativelstm", "n_out": 3, "from": "data", "direction": -1},
+    "output": {"class": "get_last_hidden_state", "from": "lstm", "n_out": 3, "key": "*"}}, extern=X4)
+case("fuzzrec_nativelstm_v1_last_state_fw", "fuzzrec_last_state", {
+    "lstm": {"class": "rec", "unit": "nativelstm", "n_out": 3, "from": "data"},
+    "output": {"class": "get_last_hidden_state", "from": "lstm", "n_out": 3, "key": None}}, extern=X4,
+    lens={"data": [7, 4, 0]})
+# TensorFlow's LSTMCell unit_opts cell_clip (standardlstm; rnn_cell LSTMBlock runs that cell in RETURNN): the
+# cell state clipped before the output reads it (returnn_fuzz --kind rec seed 42 refused it)
+case("fuzzrec_standardlstm_cell_clip", "fuzzrec_cell_clip", {
+    "lstm": {"class": "rec", "unit": "standardlstm", "n_out": 4, "from": "data", "direction": -1,
+             "unit_opts": {"cell_clip": 0.3, "use_peepholes": True}},
+    "last": {"class": "get_last_hidden_state", "from": "lstm", "n_out": 8},
+    "output": {"class": "combine", "kind": "add", "from": ["lstm", "last"]}}, extern=X5)
+case("fuzzrec_rnn_cell_cell_clip_in_loop", "fuzzrec_cell_clip", {"output": {"class": "rec", "from": "data", "unit": {
+    "s": {"class": "rnn_cell", "unit": "LSTMBlock", "n_out": 3, "from": ["data:source", "prev:output"],
+          "unit_opts": {"cell_clip": 0.2, "forget_bias": 0.0}},
+    "output": {"class": "linear", "activation": "tanh", "n_out": 3, "from": "s"}}}}, extern=X4)

@@ -17,7 +17,7 @@ ones, a trainable ``var``, ``keep_over_epoch``, layers, ``{"c": .., "h": ..}``; 
 :mod:`returnn.tf.layers.rec_state`); its ``var`` parameters are ``rec/initial_c`` and
 ``rec/initial_h``. ``standardlstm`` takes TensorFlow's ``use_peepholes`` (``unit_opts``; parameters
 ``rec/lstm_cell/w_i_diag``, ``w_f_diag``, ``w_o_diag``): the input and forget gates also see
-``w * c_{t-1}``, the output gate ``w * c_t``. ``layernormvariantslstm`` is RETURNN's
+``w * c_{t-1}``, the output gate ``w * c_t``; and its ``cell_clip`` (``c_t`` clipped to +-cell_clip). ``layernormvariantslstm`` is RETURNN's
 layer-normalized LSTM (see :mod:`returnn.tf.layers.lstm_layernorm`).
 
 The input projection ``x W`` is one big matmul over all frames (sparse inputs are an embedding
@@ -45,7 +45,7 @@ from returnn.tf.layers.options import Option, rate
 from returnn.tf.layers.params import Param, same
 from returnn.tf.layers.rec_params import check_native_unit_opts, unit_params
 from returnn.tf.layers.rec_state import LSTM_KEYS, InitialState, is_zero, state_layer_refs
-from returnn.tf.layers.rnn_cell import check_unrolled_length, unrolled_max_len
+from returnn.tf.layers.rnn_cell import cell_clip_opt, check_unrolled_length, unrolled_max_len
 from returnn.tf.lstm_kernels import final_state_fn, get_kernel, lstm_sequence
 
 # unit name -> default forget bias (RETURNN's: native kernels 0, TensorFlow's LSTM cells 1)
@@ -131,7 +131,7 @@ class RecLayer(Layer):
         unit_opts = dict(self.opt("unit_opts") or {})
         check_native_unit_opts(self.desc, self.unit, unit_opts)  # RETURNN's native LSTMs: forget_bias 0, ...
         known_unit_opts = (("forget_bias",) if self.unit in TF_CELL_UNITS else UNIT_OPTS) + (
-            ("use_peepholes",) if self.unit in PEEPHOLE_UNITS else ())
+            ("use_peepholes", "cell_clip") if self.unit in PEEPHOLE_UNITS else ())
         unknown = set(unit_opts) - set(known_unit_opts)
         if unknown and self.unit != LAYER_NORM_UNIT:
             raise NetworkError("%s: unknown unit_opts %s (known: %s)"
@@ -173,6 +173,7 @@ class RecLayer(Layer):
         self.peepholes = None
         if unit_opts.get("use_peepholes"):  # TensorFlow's LSTMCell: zeros at first (its initializer: RETURNN's xavier)
             self.peepholes = tuple(self.weight("rec/lstm_cell/w_%s_diag" % g, [n_out], "xavier") for g in "ifo")
+        self.cell_clip = cell_clip_opt(self.desc, unit_opts.get("cell_clip"))  # TensorFlow's LSTMCell: c clipped
         self.state = None
         self.prev_state = None  # moved out of a rec loop that reads prev: of it (see make_prev_state)
         if not is_zero(self.opt("initial_state")):
@@ -241,10 +242,11 @@ class RecLayer(Layer):
             if self.state is not None:
                 init = self.state.initial(tf.shape(x)[1], state_values, ctx.train, ctx.seed[0])
                 initial = (init["h"], init["c"])
-            if initial is None and self.peepholes is None:  # the kernel as it is
+            if initial is None and self.peepholes is None and self.cell_clip is None:  # the kernel as it is
                 y = get_kernel()(x, seq_len, w_re, self.forget_bias, time_major=True)
             else:
-                y, final = lstm_sequence(x, seq_len, w_re, self.forget_bias, initial, self.peepholes, final=True)
+                y, final = lstm_sequence(x, seq_len, w_re, self.forget_bias, initial, self.peepholes, final=True,
+                                         cell_clip=self.cell_clip)
                 if self.state is not None:
                     self.state.keep({"h": final[0], "c": final[1]}, ctx.train, ctx.seed[0])
             if self.direction == -1:
@@ -258,7 +260,8 @@ class RecLayer(Layer):
                 out.last_state = final_state_fn(x, seq_len, w_re, self.forget_bias, time_major=True)
             else:
                 out.last_state = lambda: (final[1], final[0])
-            if self.unit == "nativelstmlowmem":  # RETURNN's low-memory LSTM keeps only the cell state c
+            if self.unit in ("nativelstm", "nativelstmlowmem"):  # RETURNN's NativeLstm (v1) and low-memory
+                # LSTM give only the cell state c as their final state
                 c_h = out.last_state
                 out.last_state = lambda: c_h()[:1]
         else:  # the layer-norm LSTM's (c, h)

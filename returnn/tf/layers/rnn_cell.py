@@ -33,7 +33,7 @@ are ``initial_c``/``initial_h`` (LSTMs) or ``initial_var`` in the layer's scope 
 ``rec/initial_*`` over whole sequences (RETURNN's two code paths; a cell moved out of a loop whose
 ``prev:`` is read also gets the loop's ``initial_*`` for that first ``prev:`` value, as RETURNN
 does); ``keep_over_epoch`` only over whole sequences. The units that RETURNN runs as TensorFlow's
-``LSTMCell`` take its ``use_peepholes`` (parameters ``rec/lstm_cell/w_{i,f,o}_diag``). Padded frames
+``LSTMCell`` take its ``use_peepholes`` (parameters ``rec/lstm_cell/w_{i,f,o}_diag``) and ``cell_clip``. Padded frames
 (t >= length) keep the state and output 0.
 
 The input and recurrent weights start from ``weights_init`` (RETURNN's ``"xavier"``: RETURNN keeps
@@ -135,7 +135,7 @@ class RnnCellLayer(Layer):
         known = {"forget_bias"} if self.kind == "lstm" else set(ZONEOUT_OPTS) if self.kind == "zoneout" else \
             set(RHN_OPTS) if self.kind == "rhn" else set()
         if self.kind == "lstm" and unit_layout(self.unit, self.in_rnn_cell) == "lstm_cell":
-            known.add("use_peepholes")  # TensorFlow's LSTMCell
+            known |= {"use_peepholes", "cell_clip"}  # TensorFlow's LSTMCell
         if self.kind == "lstm" and not self.in_rnn_cell:  # a rec layer's LSTM in a loop: its unit_opts there
             known |= {"rec_weight_dropout"} & set(NATIVE_UNIT_OPTS.get(self.unit, ()))
             check_native_unit_opts(self.desc, self.unit, unit_opts)
@@ -211,6 +211,7 @@ class RnnCellLayer(Layer):
         self.peepholes = None
         if unit_opts.get("use_peepholes"):  # TensorFlow's LSTMCell: zeros at first (its initializer: RETURNN's xavier)
             self.peepholes = tuple(self.weight("rec/lstm_cell/w_%s_diag" % g, [n], "xavier") for g in "ifo")
+        self.cell_clip = cell_clip_opt(self.desc, unit_opts.get("cell_clip"))  # TensorFlow's LSTMCell: c clipped
         self.state_keys = STATE_KEYS.get(self.kind, SINGLE_KEYS)
         self.state = None  # the initial state of its own recurrence
         self.prev_state = None  # a cell moved out of a rec loop: the first prev: value (RETURNN's loop state)
@@ -294,7 +295,7 @@ class RnnCellLayer(Layer):
             w_re = self.W_re
             if self.rec_weight_dropout and seed is not None:
                 w_re = w_re * dropout_scale(tf.shape(w_re), self.rec_weight_dropout, seed + [0, 97], w_re.dtype)
-            h, c = lstm_step(x + tf.matmul(state[0], w_re), state[1], self.forget_bias, self.peepholes)
+            h, c = lstm_step(x + tf.matmul(state[0], w_re), state[1], self.forget_bias, self.peepholes, self.cell_clip)
             if self.kind == "lstm":
                 return h, (h, c)
             zc, zh = self.zoneout
@@ -399,11 +400,12 @@ class RnnCellLayer(Layer):
         if self.kind == "lstm":  # time-major recursion, as the rec layer runs it
             x = project_sources(self.plan, dropout_sources(self, sources, ctx), self.W, order=[1, 0]) + self.bias
             x = rev(x, 0)
-            if initial is None and self.peepholes is None:
+            if initial is None and self.peepholes is None and self.cell_clip is None:
                 y = get_kernel()(x, seq_len, self.W_re, self.forget_bias, time_major=True)
                 last = final_state_fn(x, seq_len, self.W_re, self.forget_bias, time_major=True)
             else:
-                y, final = lstm_sequence(x, seq_len, self.W_re, self.forget_bias, initial, self.peepholes, final=True)
+                y, final = lstm_sequence(x, seq_len, self.W_re, self.forget_bias, initial, self.peepholes, final=True,
+                                         cell_clip=self.cell_clip)
                 self._keep(final, ctx.train, epoch)
                 last = lambda: self.state_tensors(final)  # noqa: E731
             return tf.transpose(rev(y, 0), [1, 0, 2]), last
@@ -505,6 +507,15 @@ def rec_cell_units() -> Dict[str, Tuple[str, float]]:
     units = dict(CELL_UNITS)
     units.update({u: ("lstm", b) for u, b in FORGET_BIAS.items()})
     return units
+
+
+def cell_clip_opt(desc: str, value: Any) -> Optional[float]:
+    """TensorFlow's LSTMCell ``cell_clip``: None or a positive number."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        raise NetworkError("%s: unit_opts cell_clip must be a positive number, got %r" % (desc, value))
+    return float(value)
 
 
 def cell_class_for(opts: Mapping[str, Any], sources: Sequence[Data]):
