@@ -1,6 +1,7 @@
 """Golden cases found by the differential check's long-tail networks (benchmarks/returnn_fuzz_tail.py)
 where this engine differed from RETURNN, kept as goldens once fixed (loaded by make_goldens.py):
-time_chunking of a time-major input, gather(_nd) by a position without batch axis."""
+time_chunking of a time-major input, gather(_nd) by a position without batch axis, merge_dims of the batch
+axis of a time-major input without keep_order."""
 from make_goldens import LENS_LONG, case
 
 XTM6 = {"data": {"dim": 6, "time_dim_axis": 0, "batch_dim_axis": 1}}
@@ -19,3 +20,14 @@ for _cls, _extra in (("gather_nd", {}), ("gather", {"axis": "T"})):
         "t": {"class": "range_in_axis", "from": "data", "axis": "T"},
         "pos": {"class": "eval", "from": "t", "eval": "source(0) // 2"},
         "output": dict({"class": _cls, "from": "data", "position": "pos"}, **_extra)}, extern={"data": {"dim": 5}})
+# merge_dims of the batch axis without keep_order (before behavior version 6) merges the batch axis first, whatever
+# the input's layout (RETURNN: so that split_batch_time undoes it)
+for _axes in (["T", "B"], ["B", "T"]):
+    case("fuzz_merge_dims_%s_time_major_bv0" % "".join(_axes), "fuzz_merge_dims_batch", {
+        "m": {"class": "merge_dims", "axes": _axes, "from": "data"},
+        "lin": {"class": "linear", "activation": "tanh", "n_out": 3, "from": "m"},
+        "output": {"class": "split_batch_time", "base": "data", "from": "lin"}}, extern=XTM6,
+        config={"behavior_version": 0}, lens={"data": [6, 6, 2]})
+case("fuzz_merge_dims_TB_time_major_bv0_merged", "fuzz_merge_dims_batch", {
+    "output": {"class": "merge_dims", "axes": ["T", "B"], "from": "data"}}, extern=XTM6,
+    config={"behavior_version": 0}, lens={"data": [6, 6, 2]})

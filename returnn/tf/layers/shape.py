@@ -165,8 +165,8 @@ class MergeDimsLayer(_ShapeLayer):
                     raise NetworkError("%s: 'axes' entry %r matches %i axes; with keep_order each must be one axis"
                                        % (self.desc, item, len(found)))
                 axes += found
-        else:
-            axes = sorted(self.axes(data, axes_opt, "axes"))
+        else:  # in the input's order, the batch axis first (RETURNN: so that split_batch_time can undo it)
+            axes = sorted(self.axes(data, axes_opt, "axes"), key=lambda a: (a != data.batch_dim_axis, a))
         self.batch_merge = None
         if data.batch_dim_axis in axes:  # into the batch axis (RETURNN: padding included)
             from returnn.tf.layers.batch_fold import BatchMerge
