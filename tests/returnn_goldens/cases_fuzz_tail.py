@@ -1,7 +1,7 @@
 """Golden cases found by the differential check's long-tail networks (benchmarks/returnn_fuzz_tail.py)
 where this engine differed from RETURNN, kept as goldens once fixed (loaded by make_goldens.py):
 time_chunking of a time-major input, gather(_nd) by a position without batch axis, merge_dims of the batch
-axis of a time-major input without keep_order."""
+axis of a time-major input without keep_order, gather(_nd) of time-major inputs or positions."""
 from make_goldens import LENS_LONG, case
 
 XTM6 = {"data": {"dim": 6, "time_dim_axis": 0, "batch_dim_axis": 1}}
@@ -31,3 +31,11 @@ for _axes in (["T", "B"], ["B", "T"]):
 case("fuzz_merge_dims_TB_time_major_bv0_merged", "fuzz_merge_dims_batch", {
     "output": {"class": "merge_dims", "axes": ["T", "B"], "from": "data"}}, extern=XTM6,
     config={"behavior_version": 0}, lens={"data": [6, 6, 2]})
+# gather(_nd) takes 'from' and a position layer of any layout (RETURNN moves the batch axes first)
+_REVERSED = {"t": {"class": "range_in_axis", "from": "data", "axis": "T"}, "len": {"class": "length", "from": "data"},
+             "pos": {"class": "combine", "kind": "eval", "from": ["t", "len"], "allow_broadcast_all_sources": True,
+                     "eval": "tf.maximum(source(1) - 1 - source(0), 0)"}}  # (T, B): time-major
+for _cls, _extra in (("gather_nd", {}), ("gather", {"axis": "T"})):
+    for _x, _extern in (("", {"data": {"dim": 5}}), ("_time_major_data", XTM6)):
+        case("fuzz_%s_time_major_position%s" % (_cls, _x), "fuzz_gather", dict(_REVERSED, output=dict(
+            {"class": _cls, "from": "data", "position": "pos"}, **_extra)), extern=_extern, lens={"data": LENS_LONG})

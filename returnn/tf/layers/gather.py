@@ -24,6 +24,11 @@ from returnn.tf.layers.options import Option
 from returnn.tf.layers.params import Param
 
 
+def _batch_first(data: Data) -> List[int]:
+    """The permutation moving the batch axis of ``data`` first."""
+    return [data.batch_dim_axis] + [i for i in range(data.batch_ndim) if i != data.batch_dim_axis]
+
+
 @register_layer
 class GatherLayer(Layer):
     """See the module docstring."""
@@ -42,6 +47,10 @@ class GatherLayer(Layer):
         super().__init__(name, opts, own, seed)
         check_sources(self, own, 1, 1)
         data = own[0]
+        self.data_perm = self.pos_perm = None
+        if self.pos_layer and data.batch_dim_axis not in (None, 0) and sources[-1].batch_dim_axis is not None:
+            self.data_perm = _batch_first(data)  # RETURNN takes both batch-major
+            data = data.copy_transpose(self.data_perm)
         axis_opt = self.opt("axis") if self.opt("axis") is not None else self.default_axis
         if axis_opt is None:
             raise NetworkError("%s: needs 'axis'" % self.desc)
@@ -67,8 +76,9 @@ class GatherLayer(Layer):
                 raise NetworkError("%s: position %r must hold integer indices, got %s"
                                    % (self.desc, pos.name, pos.short_repr()))
             self.batched = pos.batch_dim_axis is not None and data.batch_dim_axis is not None
-            if self.batched and (pos.batch_dim_axis != 0 or data.batch_dim_axis != 0):
-                raise NetworkError("%s: 'from' and position must be batch-major" % self.desc)
+            if self.batched and pos.batch_dim_axis != 0:
+                self.pos_perm = _batch_first(pos)
+                pos = pos.copy_transpose(self.pos_perm)
             pos_dims = [d for d in pos.dims if not (self.batched and d.is_batch_dim())]
             dims = dims[:self.ax] + pos_dims + dims[self.ax + 1:]
         feat = data.feature_dim_axis
@@ -79,15 +89,18 @@ class GatherLayer(Layer):
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         x = sources[0]
-        n = tf.shape(x.tensor)[self.ax]
+        tensor = x.tensor if self.data_perm is None else tf.transpose(x.tensor, self.data_perm)
+        n = tf.shape(tensor)[self.ax]
         if not self.pos_layer:
             index = tf.minimum(tf.constant(int(self.opt("position"))), n - 1)
-            return self.make_output(tf.gather(x.tensor, index, axis=self.ax), [x])
+            return self.make_output(tf.gather(tensor, index, axis=self.ax), [x])
         pos = sources[-1]
         # (a position without batch axis, e.g. a range_in_axis over time, has no per-sequence mask of its own)
         index = pos.masked(0) if pos.data.batch_dim_axis is not None else pos.tensor
+        if self.pos_perm is not None:
+            index = tf.transpose(index, self.pos_perm)
         index = tf.clip_by_value(tf.cast(index, tf.int32), 0, n - 1)
-        out = tf.gather(x.tensor, index, axis=self.ax, batch_dims=1 if self.batched else 0)
+        out = tf.gather(tensor, index, axis=self.ax, batch_dims=1 if self.batched else 0)
         return self.make_output(out, sources)
 
 
