@@ -207,3 +207,14 @@ def test_self_attention_on_labels_and_float_masks_of_ints_are_refused():
         TFNetwork({"output": {"class": "seq_len_mask", "mask_value": -5, "axis": "T", "from": "data"}}, extern)
     finally:
         set_global_config(old)
+
+
+@pytest.mark.parametrize("first", [
+    {"class": "merge_dims", "axes": ["B", "T"], "keep_order": False, "from": "data"},
+    {"class": "flatten_batch", "from": "data"},
+])
+def test_combining_a_merged_batch_with_the_plain_batch_is_refused(first):
+    """RETURNN extends the plain batch to the merged one (its BatchInfo); here the combine was built as if
+    both batch axes were one and failed when run ((B*T, 1, F) times (B, T, F))."""
+    with pytest.raises(NetworkError, match="batch axes hold different axes"):
+        _net({"l0": first, "output": {"class": "combine", "kind": "mul", "from": ["l0", "data"]}}, behavior_version=0)

@@ -232,6 +232,7 @@ def check_broadcast(layer, dims_lists: Sequence[Sequence[Dim]], common: List[Dim
     loop's own time axis does not count (a layer moved out of the loop sees it, the same layer in
     the loop does not)."""
     _check_derived_axes(layer, dims_lists, common)
+    _check_batch_contents(layer, dims_lists)
     allow = layer.opts.get("allow_broadcast_all_sources")
     loop = [i for i, d in enumerate(common) if any(d == a for a in _LOOP_AXES)]
     if allow is True or len(dims_lists) < 2 or any(len(set(m) | set(loop)) == len(common) for m in maps):
@@ -256,6 +257,23 @@ def derived_root(dim: Dim) -> Dim:
     while d.derived_from is not None and d.derived_from.dimension == d.dimension:
         d = d.derived_from.get_same_base()
     return d
+
+
+def _batch_contents(dim: Dim) -> Any:
+    """What a batch axis holds: None for the plain batch, else what flatten_batch/merge_dims put in it."""
+    packed = getattr(dim, "packed", None)
+    return None if packed is None else (packed.dim, packed.outer, packed.batch_major, packed.real_only)
+
+
+def _check_batch_contents(layer, dims_lists: Sequence[Sequence[Dim]]) -> None:
+    """Sources whose batch axes hold different things (e.g. a ``merge_dims`` of batch and time, and
+    the plain batch): RETURNN extends the smaller batch to the other (its BatchInfo); not here."""
+    contents = {_batch_contents(d) for dims in dims_lists for d in dims if d.is_batch_dim()}
+    if len(contents) > 1:
+        raise NetworkError("%s: the sources' batch axes hold different axes (%s): combining a batch with an axis "
+                           "merged into it (flatten_batch, merge_dims of the batch) and one without is not supported"
+                           % (layer.desc, ", ".join(sorted("the plain batch" if c is None else "%s merged in"
+                                                           % c[0].description for c in contents))))
 
 
 def _check_derived_axes(layer, dims_lists: Sequence[Sequence[Dim]], common: List[Dim]) -> None:
