@@ -268,3 +268,25 @@ def test_cumsum_in_a_loop_runs_forward_only():
             "output": {"class": "copy", "from": "c"}}
     with pytest.raises(NetworkError, match="forward only"):
         TFNetwork(outputs({"output": {"class": "rec", "from": "data", "unit": unit}}), {"data": Data("data", shape=(None, 3))})
+
+
+def test_loop_ended_by_its_end_layer():
+    """No source, no target: the 'end' sub-layer ends each sequence (RETURNN's dynamic loop): the
+    lengths count the steps before the end (include_eos: the end step too), at most max_seq_len."""
+    def run(include_eos, max_seq_len):
+        net, out, _ = _run({"loop": {"class": "rec", "from": [], "include_eos": include_eos,
+                                     "max_seq_len": max_seq_len, "unit": {
+            "s": {"class": "eval", "from": [":i", "base:len"], "out_type": {"dtype": "int32"},
+                  "eval": "source(0) + 0 * source(1)"},
+            "output": {"class": "cast", "from": "s", "dtype": "float32"},
+            "end": {"class": "compare", "kind": "greater_equal", "from": [":i", "base:len"]}}},
+            "len": {"class": "length", "from": "data"}})
+        return out["loop"]
+    for include_eos, max_seq_len in [(False, 20), (True, 20), (False, 2)]:
+        out = run(include_eos, max_seq_len)
+        lens = np.minimum(np.array(LENS) + include_eos, max_seq_len)
+        np.testing.assert_array_equal(out.seq_len.numpy(), lens)
+        assert out.tensor.shape[1] == lens.max()
+        np.testing.assert_array_equal(out.tensor.numpy()[0, :lens[0]], np.arange(lens[0]))
+    with pytest.raises(NetworkError, match="max_seq_len"):
+        run(False, None)

@@ -73,3 +73,25 @@ case("fuzzrec_rnn_cell_cell_clip_in_loop", "fuzzrec_cell_clip", {"output": {"cla
     "s": {"class": "rnn_cell", "unit": "LSTMBlock", "n_out": 3, "from": ["data:source", "prev:output"],
           "unit_opts": {"cell_clip": 0.2, "forget_bias": 0.0}},
     "output": {"class": "linear", "activation": "tanh", "n_out": 3, "from": "s"}}}}, extern=X4)
+# a loop without source and target, ended by its 'end' sub-layer (ORed over the steps) within max_seq_len
+# (returnn_fuzz --kind rec seeds 40-43; was refused): each sequence's length counts the steps before its end,
+# with include_eos the end step too; max_seq_len (a number or max_len_from) cuts the loop
+ENDING_UNIT = {
+    "s": {"class": "linear", "activation": "tanh", "n_out": 3, "from": ["prev:s", "prev:output"]},
+    "clip": {"class": "eval", "from": [":i", "base:enc_len"], "out_type": {"dtype": "int32"},
+             "eval": "tf.minimum(source(0), tf.maximum(source(1) - 1, 0))"},
+    "pos": {"class": "gather", "from": "base:enc", "position": "clip", "axis": "T"},
+    "output": {"class": "combine", "kind": "add", "from": ["s", "pos"]},
+    "end": {"class": "compare", "kind": "greater_equal", "from": [":i", "base:enc_len"]}}
+ENC = {"enc": {"class": "linear", "activation": "tanh", "n_out": 3, "from": "data"},
+       "enc_len": {"class": "length", "from": "data"}}
+for eos in (False, True):
+    case("fuzzrec_loop_ended_by_end_eos%i" % eos, "fuzzrec_ending", dict(ENC, output={
+        "class": "rec", "from": [], "unit": ENDING_UNIT, "include_eos": eos,
+        "max_seq_len": "max_len_from('base:data') + 1"}), extern=X4, lens={"data": [5, 3, 0]})
+case("fuzzrec_loop_ended_by_max_seq_len", "fuzzrec_ending", dict(ENC, output={
+    "class": "rec", "from": [], "unit": ENDING_UNIT, "max_seq_len": 4}), extern=X4, lens={"data": [7, 4, 1]})
+case("fuzzrec_loop_ended_by_step", "fuzzrec_ending", dict(ENC, output={
+    "class": "rec", "from": [], "include_eos": True, "max_seq_len": 5,
+    "unit": dict(ENDING_UNIT, end={"class": "compare", "kind": "greater_equal", "from": ":i", "value": 2})}),
+    extern=X4, lens={"data": [7, 4, 1]})

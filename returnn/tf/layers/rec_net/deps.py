@@ -324,7 +324,8 @@ def read_by(plan: UnitPlan, name: str) -> List[str]:
     return [n for n in plan.deps if n in found]
 
 
-def needed_unit(unit: Mapping[str, Any], rec_name: str, search: bool = False) -> Dict[str, Any]:
+def needed_unit(unit: Mapping[str, Any], rec_name: str, search: bool = False, extra_roots: Sequence[str] = ()
+                ) -> Dict[str, Any]:
     """The sub-layers of ``unit`` RETURNN builds (:func:`returnn.tf.net_dict.needed_layers`:
     ``output``, layers with a loss or ``is_output_layer``, ``end`` in search, and what they read,
     ``prev:`` and ``initial_output`` included; a choice with a target reads only its target outside
@@ -338,7 +339,7 @@ def needed_unit(unit: Mapping[str, Any], rec_name: str, search: bool = False) ->
         return [r.name for r in refs + init + loss_target_refs(layer) if r.kind in ("self", "prev")]
     if "output" not in unit:
         return dict(unit)  # analyse_unit names the missing output
-    return {n: unit[n] for n in needed_layers(unit, refs_of, in_rec_unit=True, search=search)}
+    return {n: unit[n] for n in needed_layers(unit, refs_of, in_rec_unit=True, search=search, extra_roots=extra_roots)}
 
 
 def loss_target_refs(layer: Any) -> List[Ref]:

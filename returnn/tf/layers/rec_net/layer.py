@@ -64,12 +64,14 @@ def _as_list(value: Any) -> List[Any]:
     return list(value) if isinstance(value, (list, tuple)) else [value]
 
 
-def unit_layers(unit: Mapping[str, Any], rec_name: str, search: bool = False) -> Dict[str, Any]:
+def unit_layers(unit: Mapping[str, Any], rec_name: str, search: bool = False, extra_roots: Sequence[str] = ()
+                ) -> Dict[str, Any]:
     """The sub-layers of a rec unit that are built: subnetworks flattened, ``only_on_search``
     layers only in search, sub-outputs read as ``X/sub`` (``split/0``, also ``prev:split/0``) as
-    layers of their own (:data:`SUB_OUTPUT_CLASS`), and only what RETURNN builds (:func:`deps.needed_unit`)."""
+    layers of their own (:data:`SUB_OUTPUT_CLASS`), and only what RETURNN builds (:func:`deps.needed_unit`;
+    ``extra_roots``: also these, e.g. ``end`` of a loop that it ends)."""
     flat = without_search_only(expand_subnetworks(dict(unit), in_rec_unit=True), search, in_rec_unit=True)
-    return needed_unit(with_sub_output_layers(flat, rec_name), rec_name, loop_searches(flat, search))
+    return needed_unit(with_sub_output_layers(flat, rec_name), rec_name, loop_searches(flat, search), extra_roots)
 
 
 def loop_searches(unit: Mapping[str, Any], net_search: bool) -> bool:
@@ -132,8 +134,10 @@ class RecSubnetLayer(AssumedTemplates, Layer):
     decide_length_norm = False  # search task: a decide with length_normalization reads it (set by the network)
     options = (
         Option("unit", None, "dict of sub-layers"),
-        Option("max_seq_len", None, "search: the longest output (number or expression); training ignores it"),
-        Option("include_eos", False, "search: the frame where 'end' is True counts in the output length"),
+        Option("max_seq_len", None, "search, or a loop ended by its 'end' sub-layer: the most steps (number or "
+                                    "expression); a loop of known length ignores it"),
+        Option("include_eos", False, "search, or a loop ended by 'end': the frame where 'end' is True counts in the "
+                                     "output length"),
         Option("size_target", None, "data key that gives the loop length (instead of 'target')"),
         Option("optimize_move_layers_out", True, "False: every sub-layer runs step by step in the loop"),
         Option("cheating", False, "RETURNN: unused on the rec layer (a choice option now)",
@@ -192,9 +196,11 @@ class RecSubnetLayer(AssumedTemplates, Layer):
         if self.opt("direction") != 1:
             raise NetworkError("%s: a sub-network runs forward only (direction %r)" % (self.desc, self.opt("direction")))
         # read-only proxies: tf.Module would wrap plain dicts in tracking types that are no Mappings
-        self.unit: Mapping[str, Mapping[str, Any]] = types.MappingProxyType(
-            {k: types.MappingProxyType(dict(v)) if isinstance(v, Mapping) else v
-             for k, v in unit_layers(self.opt("unit"), name, search).items()})
+        def read_only(unit: Mapping[str, Any]) -> Mapping[str, Mapping[str, Any]]:
+            return types.MappingProxyType({k: types.MappingProxyType(dict(v)) if isinstance(v, Mapping) else v
+                                           for k, v in unit.items()})
+
+        self.unit = read_only(unit_layers(self.opt("unit"), name, search))
         self.n_from = len(_as_list(opts.get("from", ["data"])))
         self.outer_names = list(outer_names)
         self.outer = types.MappingProxyType(dict(zip(self.outer_names[self.n_from:], sources[self.n_from:])))
@@ -213,6 +219,16 @@ class RecSubnetLayer(AssumedTemplates, Layer):
             if not self.unit[c].get("target") and self.unit[c].get("search") is not True:
                 raise NetworkError("%s, sub-layer %r: a choice without 'target' needs search (the labels in training)"
                                    % (self.desc, c))
+        # RETURNN's loop without a length (no source, target, axis, declare_rec_time): its 'end' sub-layer ends
+        # each sequence, at most max_seq_len steps (loop.py)
+        self.ends = not search and not self.n_from and "end" in self.opt("unit") and self.opt("axis") is None and \
+            not rec_targets(opts, name, search) and not _declares_rec_time(self.unit)
+        if self.ends:
+            self.unit = read_only(unit_layers(self.opt("unit"), name, search, extra_roots=("end",)))
+            if self.opt("max_seq_len") is None:
+                raise NetworkError("%s: a loop ended by its 'end' sub-layer needs max_seq_len (RETURNN asserts it)"
+                                   % self.desc)
+            step_only.append("end")
         if search:
             if len(searching) != 1:
                 raise NetworkError("%s: search needs exactly one searching 'choice' sub-layer, got %s"
@@ -235,6 +251,9 @@ class RecSubnetLayer(AssumedTemplates, Layer):
                     self.axis(self.source_template, self.opt("axis"), "axis") != self.source_template.time_dim_axis:
                 raise NetworkError("%s: 'axis' %r: only the source's time axis is supported as the loop axis"
                                    % (self.desc, self.opt("axis")))
+        elif self.ends:
+            self.time_dim = Dim(None, kind=Dim.Types.Spatial, description="%s:dyn-time" % name)
+            self.length_key = None
         elif not search and (self.opt("axis") is not None or not rec_targets(opts, name, search)):
             from returnn.tf.layers.rec_access import loop_from_unit  # rec_unstack's declare_rec_time, axis Dim
             found = loop_from_unit(self.desc, self.unit, self.outer, self.opt("axis"))
@@ -534,3 +553,9 @@ class RecSubnetLayer(AssumedTemplates, Layer):
             return with_beam(result, beam)
         from returnn.tf.layers.rec_net.loop import run_unit
         return run_unit(self, sources, ctx, back_prop=not no_grad)
+
+
+def _declares_rec_time(unit: Mapping[str, Any]) -> bool:
+    """A ``rec_unstack`` sub-layer with ``declare_rec_time`` gives the loop its length (rec_access.py)."""
+    return any(isinstance(o, Mapping) and o.get("class") == "rec_unstack" and o.get("declare_rec_time")
+               for o in unit.values())

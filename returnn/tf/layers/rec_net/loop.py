@@ -237,6 +237,29 @@ class UnitRun:
             return None
         return t >= self.seq_len + (0 if self.rec.opt("include_eos") else 1)
 
+    def max_len(self) -> tf.Tensor:
+        """``max_seq_len`` of the rec layer: an int, or an expression with ``max_len_from("base:x")``;
+        default: 10 times the longest input of the batch (at least 10 steps)."""
+        if self.n_time is not None:
+            return self.n_time
+        spec = self.rec.opt("max_seq_len")
+
+        def max_len_from(ref: str) -> tf.Tensor:
+            value = self.value(ref if ref.startswith(("base:", "data:")) else "base:" + ref)
+            size = value.seq_len if value.seq_len is not None else tf.shape(value.tensor)[value.data.time_dim_axis]
+            return tf.reduce_max(size)
+
+        if spec is None:
+            extents = [tf.cast(e, tf.int32) for e in self.extents.values()]
+            return tf.maximum(10 * tf.reduce_max(tf.stack(extents)), 10) if extents else tf.constant(100)
+        if isinstance(spec, str):
+            try:
+                value = eval(spec, {"__builtins__": {}}, {"max_len_from": max_len_from, "tf": tf})  # config code
+            except Exception as exc:  # noqa: BLE001 - one line naming the option
+                raise NetworkError("%s: max_seq_len %r: %s" % (self.rec.desc, spec, exc)) from None
+            return tf.cast(value, tf.int32)
+        return tf.constant(int(spec), tf.int32)
+
     def _prev_template(self, name: str) -> Data:
         return self.rec._guessed.get(name, self.rec.layers[name].output)
 
@@ -292,24 +315,41 @@ class UnitRun:
         prev_names = [n for n in names if n in rec.plan.prev_used]
         prev0 = {n: self.initial(n, self._prev_template(n)) for n in prev_names}
         state0 = {n: self.initial_state(n) for n in names if has_state(rec.layers[n])}
-        tas = {n: tf.TensorArray(tf.as_dtype(rec.layers[n].output.dtype), size=self.n_time, infer_shape=False)
-               for n in names}
-        logit_tas = {n: tf.TensorArray(tf.float32, size=self.n_time, infer_shape=False)
-                     for n in names if has_logits(rec.layers[n])}
+        ends = getattr(rec, "ends", False)  # ended by its 'end' sub-layer (no known length)
+        limit = self.max_len() if ends else self.n_time
+
+        def array(dtype) -> tf.TensorArray:
+            return tf.TensorArray(dtype, size=0 if ends else self.n_time, dynamic_size=ends, infer_shape=False)
+
+        tas = {n: array(tf.as_dtype(rec.layers[n].output.dtype)) for n in names}
+        logit_tas = {n: array(tf.float32) for n in names if has_logits(rec.layers[n])}
         step_dims = self._step_dims(names)  # dynamic dims made in the loop: their sizes per step are stacked too
-        tas.update({_size_key(n, d): tf.TensorArray(tf.int32, size=self.n_time, infer_shape=False)
-                    for n, dims in step_dims.items() for d in dims})
+        tas.update({_size_key(n, d): array(tf.int32) for n, dims in step_dims.items() for d in dims})
+        # RETURNN's end flag (ORed over the steps) and each sequence's length so far: a step counts unless it
+        # is the one of the end (or, with include_eos, after it)
+        fin0 = (tf.zeros([self.batch], tf.bool), tf.zeros([self.batch], tf.int32)) if ends else ()
+        include_eos = bool(rec.opt("include_eos"))
 
         size_ranks: Dict[str, int] = {}  # of the per-step sizes of step_dims (seen when the body is traced)
 
-        def body(t, prev, state, tas, logit_tas):
+        def body(t, prev, state, tas, logit_tas, fin):
             ctx = step_context(self.ctx, t, self.batch)
-            ctx.prev_end = self.prev_end_flag(t)
+            ctx.prev_end = fin[0] if ends else self.prev_end_flag(t)
             vals: Dict[str, LayerOutput] = {}
             new_state = {}
             tas, logit_tas = dict(tas), dict(logit_tas)
             for n in names:
                 out = vals[n] = self.step_layer(n, t, prev, state, vals, new_state, ctx)
+                if ends and n == "end":  # RETURNN: ORed with prev:end (an end without batch axis: for all)
+                    flag = tf.cast(out.tensor, tf.bool)
+                    if flag.shape.rank == 0:
+                        flag = tf.logical_or(tf.reduce_any(fin[0]), flag)
+                        ended = tf.fill([self.batch], flag)
+                    else:
+                        flag = tf.logical_or(tf.reshape(fin[0], tf.shape(flag)), flag)
+                        ended = tf.reshape(flag, [-1])
+                    out = vals[n] = out.with_tensor(flag)
+                    fin = (ended, fin[1] + tf.where(fin[0] if include_eos else ended, 0, 1))
                 tas[n] = tas[n].write(t, out.tensor)
                 for d in step_dims.get(n, ()):
                     size_ranks[_size_key(n, d)] = len(out.sizes[d].shape)
@@ -318,14 +358,24 @@ class UnitRun:
                     logit_tas[n] = logit_tas[n].write(t, out.logits)
             new_prev = {n: keep_shape(tf.cast(vals[n].tensor, prev[n].dtype), prev[n]) for n in prev}
             new_state = {n: tf.nest.map_structure(keep_shape, new_state[n], state[n]) for n in state}
-            return t + 1, new_prev, new_state, tas, logit_tas
+            return t + 1, new_prev, new_state, tas, logit_tas, fin
 
-        loop_vars = (tf.constant(0), prev0, state0, tas, logit_tas)
+        def cond(t, *args):
+            if not ends:
+                return t < limit
+            return tf.logical_and(t < limit, tf.reduce_any(tf.logical_not(args[-1][0])))
+
+        loop_vars = (tf.constant(0), prev0, state0, tas, logit_tas, fin0)
         invariants = (tf.TensorShape([]), tf.nest.map_structure(_invariant, prev0),
                       tf.nest.map_structure(_invariant, state0),
-                      {n: tf.TensorShape(None) for n in tas}, {n: tf.TensorShape(None) for n in logit_tas})
-        _, _, _, tas, logit_tas = tf.while_loop(lambda t, *_: t < self.n_time, body, loop_vars,
-                                                shape_invariants=invariants)
+                      {n: tf.TensorShape(None) for n in tas}, {n: tf.TensorShape(None) for n in logit_tas},
+                      tf.nest.map_structure(_invariant, fin0))
+        _, _, _, tas, logit_tas, fin = tf.while_loop(cond, body, loop_vars, shape_invariants=invariants)
+        n_keep = None
+        if ends:  # the loop's lengths; its frames up to the longest (RETURNN stacks up to there)
+            self.seq_len = fin[1]
+            self.sizes[rec.time_dim] = self.seq_len
+            n_keep = tf.reduce_max(tf.concat([self.seq_len, [0]], 0))
         out = {}
         for n in names:  # stacked also when no step ran (T = 0: every sequence of the batch empty)
             empty = [0] + frames.frame_shape(rec.layers[n].output, self.batch)
@@ -333,10 +383,10 @@ class UnitRun:
             sizes = dict(self.sizes)
             for d in step_dims.get(n, ()):
                 key = _size_key(n, d)
-                sizes[d] = frames.stacked_sizes(stacked(tas[key], [0] + [self.batch] * size_ranks.get(key, 0)),
+                sizes[d] = frames.stacked_sizes(stacked(tas[key], [0] + [self.batch] * size_ranks.get(key, 0))[:n_keep],
                                                 d, rec.time_dim)
-            out[n] = frames.stack_steps(stacked(tas[n], empty), rec.layers[n].output, rec.time_dim, sizes,
-                                        logits)
+            out[n] = frames.stack_steps(stacked(tas[n], empty)[:n_keep], rec.layers[n].output, rec.time_dim, sizes,
+                                        None if logits is None else logits[:n_keep])
         return out
 
     def _step_dims(self, names: List[str]) -> Dict[str, List[Dim]]:

@@ -102,29 +102,6 @@ class BeamSearchRun(UnitRun):
         self.custom = opts.get("custom_score_combine")  # RETURNN's: replaces prob_scale, base_beam_score_scale
         self.n_explicit = len(rec.layers[self.choice].explicit_names)  # its explicit search sources (after 'from')
 
-    def max_len(self) -> tf.Tensor:
-        """``max_seq_len`` of the rec layer: an int, or an expression with ``max_len_from("base:x")``;
-        default: 10 times the longest input of the batch (at least 10 steps)."""
-        if self.n_time is not None:
-            return self.n_time
-        spec = self.rec.opt("max_seq_len")
-
-        def max_len_from(ref: str) -> tf.Tensor:
-            value = self.value(ref if ref.startswith(("base:", "data:")) else "base:" + ref)
-            size = value.seq_len if value.seq_len is not None else tf.shape(value.tensor)[value.data.time_dim_axis]
-            return tf.reduce_max(size)
-
-        if spec is None:
-            extents = [tf.cast(e, tf.int32) for e in self.extents.values()]
-            return tf.maximum(10 * tf.reduce_max(tf.stack(extents)), 10) if extents else tf.constant(100)
-        if isinstance(spec, str):
-            try:
-                value = eval(spec, {"__builtins__": {}}, {"max_len_from": max_len_from, "tf": tf})  # config code
-            except Exception as exc:  # noqa: BLE001 - one line naming the option
-                raise NetworkError("%s: max_seq_len %r: %s" % (self.rec.desc, spec, exc)) from None
-            return tf.cast(value, tf.int32)
-        return tf.constant(int(spec), tf.int32)
-
     def _outer_sizes(self, template, base_batch: tf.Tensor, k: int) -> Dict[Any, tf.Tensor]:
         """The sizes of the other dynamic axes of an exported in-loop layer (e.g. attention weights over
         the encoder frames), per sequence (per hypothesis when all are kept)."""
