@@ -24,7 +24,8 @@ def _run(net_dict, seed=0):
         classes[b, n:] = 99
     for b, n in enumerate(LAB_LENS):
         labels[b, n:] = 77
-    extern = {"data": Data("data", shape=(None, 4)), "classes": Data("classes", dim=5, sparse=True),
+    data = Data("data", shape=(None, 4))
+    extern = {"data": data, "classes": Data("classes", dim=5, sparse=True, same_dim_tags_as={"T": data.time_dim}),
               "labels": Data("labels", dim=4, sparse=True)}
     net = TFNetwork(net_dict, extern)
     lens = tf.constant(LENS)
@@ -68,6 +69,15 @@ def test_sparse_softmax_cross_entropy_with_logits():
     y = out["output"].tensor.numpy()
     for b, n in enumerate(LENS):
         np.testing.assert_allclose(y[b, :n], -logp[b, np.arange(n), classes[b, :n]], rtol=1e-5)
+
+
+def test_sparse_softmax_cross_entropy_with_logits_targets_of_another_time_axis_are_refused():
+    """RETURNN's copy_compatible_to matches the targets' axes by dim tag: a data key with a time axis of its
+    own (not declared the same as the logits') fails there; here it was taken frame by frame."""
+    with pytest.raises(NetworkError, match="the targets .* have axes the logits .* do not have"):
+        TFNetwork({"lin": {"class": "linear", "from": "data", "n_out": 5}, "output": {
+            "class": "sparse_softmax_cross_entropy_with_logits", "logits": "lin", "targets": "data:classes"}},
+            {"data": Data("data", shape=(None, 4)), "classes": Data("classes", dim=5, sparse=True)})
 
 
 def _paths(n_t, labels, blank, label_loop):

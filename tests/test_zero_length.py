@@ -299,9 +299,10 @@ CASES: Dict[str, Dict[str, Any]] = {
                                    "target": "classes"}}},
     "softmax_over_spatial": {"net": {"e": _lin(1, act=None), "output": {"class": "softmax_over_spatial", "from": "e"}}},
     "source": {"net": {"output": {"class": "source", "data_key": "data"}}},
-    "sparse_softmax_cross_entropy_with_logits": {"net": {
-        "lin": _lin(6, act=None),
-        "output": {"class": "sparse_softmax_cross_entropy_with_logits", "logits": "lin", "targets": "data:classes"}}},
+    "sparse_softmax_cross_entropy_with_logits": {"net": {  # (targets on the logits' time axis: RETURNN's check)
+        "lin": _lin(6, act=None), "lin2": _lin(6, act=None),
+        "am": {"class": "reduce", "mode": "argmax", "axis": "F", "from": "lin2"},
+        "output": {"class": "sparse_softmax_cross_entropy_with_logits", "logits": "lin", "targets": "am"}}},
     "split": {"net": {"s": {"class": "split", "from": "data", "size_splits": [2, 3]},
                       "output": {"class": "copy", "from": "s/1"}}},
     "split_batch_beam": {"net": {"output": {"class": "split_batch_beam", "from": "data",  # beams of one hypothesis

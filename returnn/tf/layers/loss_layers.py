@@ -161,6 +161,11 @@ class SparseSoftmaxCrossEntropyWithLogitsLayer(Layer):
             raise NetworkError("%s: targets %s do not match the %s classes of the logits" % (
                 self.desc, targets.short_repr(), logits.dims[self.ax].dimension))
         self.output = _without(logits, self.ax, name).copy(dtype="float32")
+        if len(common_dims([self.output.dims, targets.dims])[0]) != self.output.batch_ndim:
+            # RETURNN's copy_compatible_to matches the targets' axes by dim tag (e.g. a data key with a time axis
+            # of its own, not declared the same as the logits' (same_dim_tags_as), fails there)
+            raise NetworkError("%s: the targets %s have axes the logits %s do not have" % (
+                self.desc, targets.short_repr(), logits.short_repr()))
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         logits, targets = sources[-2], sources[-1]
