@@ -95,3 +95,15 @@ case("fuzzrec_loop_ended_by_step", "fuzzrec_ending", dict(ENC, output={
     "class": "rec", "from": [], "include_eos": True, "max_seq_len": 5,
     "unit": dict(ENDING_UNIT, end={"class": "compare", "kind": "greater_equal", "from": ":i", "value": 2})}),
     extern=X4, lens={"data": [7, 4, 1]})
+# attention energies (explicit var1 T / var2 None) of a query computed after the loop (from a state in it):
+# over the whole sequence the dot does not build, so RETURNN runs them per step (all encoder frames per
+# query frame); was refused here (returnn_fuzz --kind rec seeds 40, 44)
+case("fuzzrec_attention_query_after_loop", "fuzzrec_attention", {
+    "enc": {"class": "linear", "activation": "tanh", "n_out": 3, "from": "data"},
+    "output": {"class": "rec", "from": "data", "unit": {
+        "s0": {"class": "linear", "activation": "tanh", "n_out": 4, "from": ["data:source", "prev:s0"]},
+        "q": {"class": "linear", "activation": None, "n_out": 3, "from": "s0"},
+        "energy": {"class": "dot", "from": ["base:enc", "q"], "red1": "F", "red2": "F", "var1": "T", "var2": None},
+        "weights": {"class": "softmax_over_spatial", "from": "energy"},
+        "output": {"class": "generic_attention", "weights": "weights", "base": "base:enc"}}}},
+    extern=X5, lens={"data": [7, 4, 1]})

@@ -282,25 +282,27 @@ class RecSubnetLayer(AssumedTemplates, Layer):
         self._infer_n_out = infer_n_out
         self._target_template = target_template  # the network's templates of targets (also those not read in search)
         self._outer_layer = reuse.outer_resolver()  # reuse_params of sub-layers may name base:x
-        self._build_outside_loop(name, search, step_only)
-        self._follow_axes = False
-        try:
-            self._settle_loop()
-        except NetworkError as first:
-            if not self._guessed:
-                raise
-            # a layer failed on an assumed (batch, feature) template: once more with assumptions that
-            # follow the sources' axes (attention weights over base: frames, see _frame_wise_guess)
-            self._follow_axes, self._guessed = True, {}
-            for sub in self.in_loop:
-                self.layers.pop(sub, None)
+        forced: List[str] = []
+        while True:
+            self._build_loop(name, search, step_only)
+            self.after_order = self._ordered(self.plan.after_loop)
+            sub = ""
             try:
-                self._settle_loop()
+                for sub in self.after_order:  # on the stacked outputs of the loop
+                    self._build(sub)
+                break
             except NetworkError:
-                raise first from None
-        self.after_order = self._ordered(self.plan.after_loop)
-        for sub in self.after_order:  # on the stacked outputs of the loop
-            self._build(sub)
+                # as RETURNN: an attention energy of a query computed after the loop over the encoder frames
+                # (the loop's time axis) that does not build over the whole sequence runs in the loop
+                loop_time_outer = {k for k, tmpl in self.outer.items() if self.time_dim in tmpl.dims}
+                candidates = set(frame_and_whole_readers(self.plan, loop_time_outer))
+                suspects = [n for n in read_by(self.plan, sub) if n in candidates and n not in forced]
+                if not suspects:
+                    raise
+                forced += suspects
+                step_only = step_only + with_readers(self.plan, suspects)
+                self.plan = analyse_unit(self.unit, name, has_source=self.n_from > 0, teacher_forcing=not search,
+                                         step_only=step_only)
         for sub in self.unit:  # read as prev: at step 0, or the start of a running sum (cumsum)
             if self.unit[sub].get("initial_output") == "var" and (
                     sub in self.plan.prev_used or getattr(self.layers.get(sub), "state_from_initial_output", False)):
@@ -350,6 +352,25 @@ class RecSubnetLayer(AssumedTemplates, Layer):
                 forced += suspects
                 self.plan = analyse_unit(self.unit, name, has_source=self.n_from > 0, teacher_forcing=not search,
                                          step_only=base_step_only + with_readers(self.plan, forced))
+
+    def _build_loop(self, name: str, search: bool, step_only: List[str]) -> None:
+        """The layers outside the loop and in it (see _build_outside_loop, _settle_loop)."""
+        self._build_outside_loop(name, search, step_only)
+        self._follow_axes = False
+        try:
+            self._settle_loop()
+        except NetworkError as first:
+            if not self._guessed:
+                raise
+            # a layer failed on an assumed (batch, feature) template: once more with assumptions that
+            # follow the sources' axes (attention weights over base: frames, see _frame_wise_guess)
+            self._follow_axes, self._guessed = True, {}
+            for sub in self.in_loop:
+                self.layers.pop(sub, None)
+            try:
+                self._settle_loop()
+            except NetworkError:
+                raise first from None
 
     def _settle_loop(self) -> None:
         """Builds the in-loop layers: a 'prev:X' read before X is built is first assumed (see
