@@ -1,7 +1,8 @@
 """Golden cases found by the differential check's long-tail networks (benchmarks/returnn_fuzz_tail.py)
 where this engine differed from RETURNN, kept as goldens once fixed (loaded by make_goldens.py):
 time_chunking of a time-major input, gather(_nd) by a position without batch axis, merge_dims of the batch
-axis of a time-major input without keep_order, gather(_nd) of time-major inputs or positions."""
+axis of a time-major input without keep_order, gather(_nd) of time-major inputs or positions, slice_nd's time
+axis."""
 from make_goldens import LENS_LONG, case
 
 XTM6 = {"data": {"dim": 6, "time_dim_axis": 0, "batch_dim_axis": 1}}
@@ -39,3 +40,18 @@ for _cls, _extra in (("gather_nd", {}), ("gather", {"axis": "T"})):
     for _x, _extern in (("", {"data": {"dim": 5}}), ("_time_major_data", XTM6)):
         case("fuzz_%s_time_major_position%s" % (_cls, _x), "fuzz_gather", dict(_REVERSED, output=dict(
             {"class": _cls, "from": "data", "position": "pos"}, **_extra)), extern=_extern, lens={"data": LENS_LONG})
+# slice_nd's time axis: RETURNN's default rule on its output (the first dynamic spatial axis): the slice axis for a
+# size to the end, the start's time axis for per-frame starts (B, T) with a fixed size
+_FRAMES = {"t": {"class": "range_in_axis", "from": "data", "axis": "T"},
+           "start": {"class": "eval", "from": "t", "eval": "source(0) // 2"}}
+case("fuzz_slice_nd_to_end_reduce_time", "fuzz_slice_nd", {
+    "start": {"class": "range_in_axis", "from": "data", "axis": "B"},
+    "sl": {"class": "slice_nd", "from": "data", "start": "start", "size": None},
+    "output": {"class": "softmax_over_spatial", "from": "sl"}}, extern={"data": {"dim": 5}}, lens={"data": LENS_LONG})
+case("fuzz_slice_nd_per_frame_reduce_time", "fuzz_slice_nd", dict(_FRAMES, **{
+    "len": {"class": "length", "from": "data"},
+    "st": {"class": "combine", "kind": "eval", "from": ["start", "len"], "allow_broadcast_all_sources": True,
+           "eval": "tf.minimum(source(0), source(1) * 0 + source(0))"},
+    "sl": {"class": "slice_nd", "from": "data", "start": "st", "size": 2},
+    "output": {"class": "reduce", "mode": "sum", "axis": "T", "from": "sl"}}), extern={"data": {"dim": 5}},
+    lens={"data": LENS_LONG})

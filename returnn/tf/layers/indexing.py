@@ -125,8 +125,9 @@ class SliceNdLayer(Layer):
         dims = [batch] + before + start_dims + [slice_dim] + after
         self.perm = [data.batch_dim_axis] + [i for i in range(data.batch_ndim) if i != data.batch_dim_axis]
         self.bm_axis = self.perm.index(self.ax)
-        special = {"time_dim_axis": dims.index(slice_dim)} if data.time_dim_axis == self.ax else {}
-        self.output = relaid(name, data, dims, **special)
+        # RETURNN's gather template: the time axis by the default rule (the first dynamic spatial axis; none when
+        # the slice has a static size)
+        self.output = relaid(name, data, dims, time_dim_axis=Data("t", dims=dims).time_dim_axis)
 
     def _start_tensor(self, sources: List[LayerOutput], n_batch: tf.Tensor) -> tf.Tensor:
         """``(B, S...)`` int32 start positions (S: start's own axes)."""
