@@ -220,13 +220,14 @@ def _ours_builds(c: Dict[str, Any]) -> None:
 
 
 def _close(ours: float, ref: float, rtol: float = 1e-4, atol: float = 1e-5) -> bool:
-    return bool(np.isclose(ours, ref, rtol=rtol, atol=atol))
+    return bool(np.isclose(ours, ref, rtol=rtol, atol=atol, equal_nan=True))
 
 
 def verdict(c: Dict[str, Any], out_dir: str, returnn_error: Optional[str]) -> Tuple[str, str]:
     """(verdict, detail) of one loss case (see the module doc)."""
     from returnn.errors import ReturnnError
     from returnn_fuzz import _first_line
+    meta: Dict[str, Any] = {}
     try:
         if returnn_error is not None:
             _ours_builds(c)
@@ -236,6 +237,8 @@ def verdict(c: Dict[str, Any], out_dir: str, returnn_error: Optional[str]) -> Tu
         meta = json.loads(str(arrays.pop("meta")))
         stats, after = _train_step(meta, arrays)
     except ReturnnError as exc:
+        if returnn_error is None and not meta.get("trained", True) and "no parameter gets a gradient" in str(exc):
+            return "BOTH-FAIL", "nothing to train (RETURNN's Updater: 'no single variable to train', or no variables)"
         return ("BOTH-FAIL" if returnn_error is not None else "GAP"), _first_line(exc) + (
             "" if returnn_error is None else " | RETURNN: " + returnn_error)
     except Exception as exc:  # noqa: BLE001 - a crash of ours is the finding
@@ -259,7 +262,7 @@ def verdict(c: Dict[str, Any], out_dir: str, returnn_error: Optional[str]) -> Tu
         grad = arrays["param:" + name] - after[name]
         ref = arrays["grad:" + name]
         scale = float(np.abs(ref).max()) if ref.size else 0.0
-        if not np.allclose(grad, ref, rtol=1e-3, atol=1e-4 * scale + 1e-5):
+        if not np.allclose(grad, ref, rtol=1e-3, atol=1e-4 * scale + 1e-5, equal_nan=True):
             problems.append("gradient of %s: max |diff| %.3g (RETURNN's max |g| %.3g)" % (
                 name, float(np.abs(grad - ref).max()), scale))
     return ("DIFFER", "; ".join(problems[:4])) if problems else ("AGREE", "")

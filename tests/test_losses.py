@@ -423,3 +423,26 @@ def test_edit_distance_label_map_maps_and_drops_labels_on_both_sides():
     assert vals["error_norm"] == 10.0  # the target's labels before mapping, as RETURNN's norm
     with pytest.raises(NetworkError, match="'out'.*label_map must map the labels 0..n-1"):
         get_loss_class("edit_distance", "out")("out", {"label_map": {0: 0, 2: 1}}, "classes")
+
+
+def test_ctc_paths_as_returnn_kernel():
+    """CTC per sequence as RETURNN's (TF's CTC kernel): no valid path (repeated labels without the
+    frames for a blank between them) costs inf; where RETURNN's kernel fails the step, here an empty
+    target costs the all-blank path and a target longer than its frames inf (0 when ignored)."""
+    from returnn.tf.losses_ctc import collapse_repeated, ctc_kernel_loss
+    rng = np.random.RandomState(3)
+    logits = rng.randn(4, 4, 4).astype(np.float32)  # (T, B, 3 labels + blank)
+    labels = tf.constant([[1, 1, 2], [2, 0, 0], [0, 0, 0], [1, 2, 0]], tf.int32)
+    lens, frames = tf.constant([3, 1, 0, 2]), tf.constant([3, 4, 2, 1])
+    log_probs = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+    loss = ctc_kernel_loss(tf.constant(logits), frames, labels, lens, 3, ignore_longer=False).numpy()
+    assert np.isinf(loss[0]) and np.isinf(loss[3])
+    assert loss[2] == pytest.approx(-log_probs[:2, 2, 3].sum(), rel=1e-5)  # the all-blank path of 2 frames
+    # one label in 4 frames: the sum over its paths (blanks around one run of the label)
+    paths = [(-1,) * a + (2,) * r + (-1,) * (4 - a - r) for a in range(4) for r in range(1, 5 - a)]
+    probs = [np.prod([np.exp(log_probs[t, 1, 3 if c < 0 else c]) for t, c in enumerate(p)]) for p in paths]
+    assert loss[1] == pytest.approx(-np.log(sum(probs)), rel=1e-5)
+    ignored = ctc_kernel_loss(tf.constant(logits), frames, labels, lens, 3, ignore_longer=True).numpy()
+    assert np.isinf(ignored[0]) and ignored[3] == 0.0  # no path: still inf; too long: ignored
+    collapsed, new_lens = collapse_repeated(tf.constant([[1, 1, 2, 2, 2, 1], [3, 3, 0, 0, 0, 0]]), tf.constant([6, 3]))
+    assert new_lens.numpy().tolist() == [3, 2] and collapsed.numpy()[:, :3].tolist() == [[1, 2, 1], [3, 0, 0]]

@@ -15,7 +15,8 @@ from returnn.tf.losses import Loss, LossValues, refuse_value, safe_log
 
 
 class CtcLoss(Loss):
-    """Connectionist temporal classification.
+    """Connectionist temporal classification, by TensorFlow's CTC kernel as RETURNN's (a target
+    without a valid path costs inf; an empty target, where RETURNN's step fails, the all-blank path).
 
     The output has ``num_labels + 1`` classes; the blank is the LAST index. Uses ``output.logits``
     when present, else RETURNN's ``safe_log(output.tensor)`` (the output is taken to be probabilities).
@@ -39,11 +40,18 @@ class CtcLoss(Loss):
                                     "here); RETURNN refuses it with beam_width > 1"),
         Option("focal_loss_factor", 0.0, "not an option of RETURNN's ctc loss", only=(0, 0.0, None)),
         Option("output_in_log_space", False, "the output holds log-probabilities (else probabilities or logits)"),
+        Option("target_collapse_repeated", False, "repeated target labels are merged first (for the loss and the "
+                                                  "error)"),
+        Option("auto_clip_target_len", False, "a target is cut to its output's length - 1 (for the loss and the "
+                                              "error; the norm counts the whole targets)"),
     )
     ctc_options = (
-        Option("ignore_longer_outputs_than_inputs", False, "a target longer than the output counts 0 (TF's CTC op)"),
-        Option("preprocess_collapse_repeated", False, "TF's CTC op: merge repeated target labels", only=(False,)),
-        Option("ctc_merge_repeated", True, "TF's CTC op: repeated outputs merge", only=(True,)),
+        Option("ignore_longer_outputs_than_inputs", False, "a target that needs more frames than the output has "
+                                                           "counts 0 (TF's CTC op; else its loss is inf here, where "
+                                                           "RETURNN's step fails)"),
+        Option("preprocess_collapse_repeated", False, "TF's CTC op: merge repeated target labels"),
+        Option("ctc_merge_repeated", True, "TF's CTC op: repeated outputs merge (False: each output label is one "
+                                           "target label)"),
         Option("logits_normalize", True, "RETURNN's native CTC: log-softmax the input first (False: it holds "
                                          "log-probabilities already: only with output_in_log_space here)"),
         Option("grad_wrt_softmax_in", True, "RETURNN's native CTC: how its gradient is formulated",
@@ -64,6 +72,8 @@ class CtcLoss(Loss):
             raise NetworkError("layer %r: ctc_opts logits_normalize False (the input holds log-probabilities) needs "
                                "loss_opts output_in_log_space here" % layer_name)
         self.ignore_longer = bool(ctc_opts.get("ignore_longer_outputs_than_inputs", False))
+        self.collapse_inputs = bool(ctc_opts.get("preprocess_collapse_repeated", False))
+        self.merge_repeated = bool(ctc_opts.get("ctc_merge_repeated", True))
         self.beam_width = self.opts.get("beam_width", 100)
         if isinstance(self.beam_width, bool) or not isinstance(self.beam_width, int) or self.beam_width < 1:
             raise NetworkError("layer %r: loss_opts beam_width must be an int >= 1, got %r" % (layer_name, self.beam_width))
@@ -90,14 +100,17 @@ class CtcLoss(Loss):
             logits = output.tensor
         else:  # RETURNN: the softmax input when known, else safe_log of the output (probabilities)
             logits = output.logits if output.logits is not None else safe_log(output.tensor)
-        label_mask = target.sequence_mask()
-        labels = tf.where(label_mask, target.tensor, 0)
-        loss = tf.nn.ctc_loss(labels=labels, logits=logits, label_length=target.seq_len,
-                              logit_length=output.seq_len, logits_time_major=False, blank_index=blank)
-        if self.ignore_longer:
-            loss = tf.where(target.seq_len > output.seq_len, tf.zeros_like(loss), loss)
-        labels_total = tf.cast(tf.reduce_sum(target.seq_len), tf.float32)
+        lens = target.seq_len
+        if self.opts.get("auto_clip_target_len"):  # RETURNN: at most the output's length - 1
+            lens = tf.minimum(lens, tf.maximum(output.seq_len - 1, 0))
+        labels = tf.where(tf.sequence_mask(lens, tf.shape(target.tensor)[1]), target.tensor, 0)
+        if self.opts.get("target_collapse_repeated"):
+            labels, lens = collapse_repeated(labels, lens)
+        label_mask = tf.sequence_mask(lens, tf.shape(labels)[1])
         time_major = tf.transpose(logits, [1, 0, 2])
+        loss = ctc_kernel_loss(time_major, output.seq_len, labels, lens, blank, self.ignore_longer,
+                               self.collapse_inputs, self.merge_repeated)
+        labels_total = tf.cast(tf.reduce_sum(target.seq_len), tf.float32)
         if train or self.beam_width == 1:
             decoded, _ = tf.nn.ctc_greedy_decoder(time_major, output.seq_len, merge_repeated=True, blank_index=blank)
         else:  # TF's beam search takes the blank as the last class, as here
@@ -170,6 +183,48 @@ class EditDistanceLoss(Loss):
         dist = tf.edit_distance(hyp_sparse, ref_sparse, normalize=False)
         return LossValues(tf.constant(0.0), tf.constant(0.0), tf.reduce_sum(dist),
                           tf.cast(tf.reduce_sum(target.seq_len), tf.float32))
+
+
+def collapse_repeated(labels: tf.Tensor, lens: tf.Tensor):
+    """(labels (B, L), lens (B,)) with each run of one repeated label kept once (RETURNN's
+    ``sparse_labels(collapse_repeated=True)``)."""
+    mask = tf.sequence_mask(lens, tf.shape(labels)[1])
+    prev = tf.concat([tf.fill([tf.shape(labels)[0], 1], -1), labels[:, :-1]], axis=1)
+    keep = tf.logical_and(mask, tf.not_equal(labels, tf.cast(prev, labels.dtype)))
+    new_lens = tf.reduce_sum(tf.cast(keep, lens.dtype), axis=1)
+    pos = tf.cumsum(tf.cast(keep, tf.int32), axis=1) - 1  # the new position of each kept label
+    rows = tf.broadcast_to(tf.range(tf.shape(labels)[0])[:, None], tf.shape(labels))
+    idx = tf.boolean_mask(tf.stack([rows, pos], axis=-1), keep)
+    out = tf.scatter_nd(idx, tf.boolean_mask(labels, keep), tf.shape(labels))
+    return out, new_lens
+
+
+def ctc_kernel_loss(logits_tm: tf.Tensor, seq_len: tf.Tensor, labels: tf.Tensor, lens: tf.Tensor, blank: int,
+                    ignore_longer: bool, collapse_inputs: bool = False, merge_repeated: bool = True) -> tf.Tensor:
+    """Per sequence the CTC loss of time-major ``logits_tm`` (T, B, blank + 1) against ``labels`` (B, L)
+    of ``lens``, by TensorFlow's CTC kernel, as RETURNN computes it (``tf.compat.v1.nn.ctc_loss``,
+    the blank last): a target with no valid path (e.g. repeated labels without the frames for a blank
+    between them) costs inf. Where the kernel fails RETURNN's step, it is computed here: a target of
+    length 0 costs the all-blank path; one with more labels than the output has frames costs inf (0 with
+    ``ignore_longer``, the kernel's option)."""
+    kernel_lens = collapse_repeated(labels, lens)[1] if collapse_inputs else lens  # what the kernel checks
+    too_long = kernel_lens > seq_len
+    empty = tf.equal(lens, 0)
+    # the kernel refuses empty targets: a 1-label stand-in, replaced below (ignored where it has no frames)
+    k_labels = tf.where(empty[:, None] & tf.equal(tf.range(tf.shape(labels)[1])[None, :], 0), 0, labels)
+    k_lens = tf.where(empty, tf.ones_like(lens), lens)
+    if labels.shape[1] == 0:  # no positions at all: one for the stand-in
+        k_labels = tf.zeros([tf.shape(labels)[0], 1], labels.dtype)
+    sparse = _to_sparse(k_labels, tf.sequence_mask(k_lens, tf.shape(k_labels)[1]))
+    loss = tf.compat.v1.nn.ctc_loss(tf.cast(sparse, tf.int32), logits_tm, seq_len,
+                                    preprocess_collapse_repeated=collapse_inputs, ctc_merge_repeated=merge_repeated,
+                                    ignore_longer_outputs_than_inputs=True, time_major=True)
+    log_blank = tf.nn.log_softmax(logits_tm, axis=-1)[:, :, blank]  # (T, B)
+    frames = tf.transpose(tf.sequence_mask(seq_len, tf.shape(logits_tm)[0]))
+    all_blank = tf.reduce_sum(tf.where(frames, -log_blank, 0.0), axis=0)
+    loss = tf.where(empty, all_blank, loss)
+    return tf.where(too_long & ~empty, tf.zeros_like(loss) if ignore_longer else tf.fill(tf.shape(loss), float("inf")),
+                    loss)
 
 
 def _to_sparse(labels: tf.Tensor, mask: tf.Tensor) -> tf.SparseTensor:

@@ -88,7 +88,14 @@ CASES = {
     "edit_distance": {"output": {"class": "copy", "from": "data:hyp", "loss": "edit_distance", "target": "labels"},
                       "other": {"class": "softmax", "from": "data", "n_out": 5, "loss": "ce", "target": "classes"}},
     "sampling_loss_full_softmax": softmax_net("sampling_loss", loss_opts={"use_full_softmax": True}),
+    "ctc_target_collapse_repeated": softmax_net("ctc", target="labels", n_out=4,
+                                                loss_opts={"target_collapse_repeated": True}),
+    "ctc_auto_clip_target_len": softmax_net("ctc", target="labels", n_out=4, loss_opts={"auto_clip_target_len": True}),
 }
+# cases on another batch than the default one (make_batch's keyword arguments): label sequences with repeated
+# labels, as long as their frames (without collapsing or clipping, the first has no CTC path)
+CASE_BATCHES = {name: {"seed": 0, "lens": [3, 5, 4], "label_lens": [3, 4, 2]}
+                for name in ("ctc_target_collapse_repeated", "ctc_auto_clip_target_len")}
 
 
 def make_batch(seed=42, lens=None, label_lens=None):
@@ -149,10 +156,11 @@ def run_case(name, network, batch_opts=None, config=None):
                 scalars["loss:" + key] = loss
             if error is not None:
                 scalars["error:" + key] = error
-        grads = []
+        grads, trained = [], False
         if params:
-            grads = [tf.zeros_like(p) if g is None else tf.convert_to_tensor(g)
-                     for p, g in zip(params, tf.gradients(objective, params))]
+            raw = tf.gradients(objective, params)
+            trained = any(g is not None for p, g in zip(params, raw) if p in net.get_trainable_params())
+            grads = [tf.zeros_like(p) if g is None else tf.convert_to_tensor(g) for p, g in zip(params, raw)]
         feed = {}
         used = set()
         for key, (arr, lens) in batch.items():
@@ -178,7 +186,8 @@ def run_case(name, network, batch_opts=None, config=None):
             "returnn_version": getattr(returnn, "__long_version__", returnn.__version__), "tf_version": tf.__version__}
     if sorted(has) != ["output"] or extra_config or batch_opts:  # the differential check's draws
         meta.update(losses=has, config=extra_config, batch_opts=batch_opts or {},
-                    trainable=sorted(p.name.split(":")[0] for p in net.get_trainable_params()))
+                    trainable=sorted(p.name.split(":")[0] for p in net.get_trainable_params()),
+                    trained=trained)  # False: RETURNN's Updater fails ('no single variable to train') or has no variables
     arrays = {"meta": np.array(json.dumps(meta, sort_keys=True))}
     for key, (arr, lens) in batch.items():
         arrays["in:" + key] = arr
@@ -226,7 +235,7 @@ def main(argv=None):
                 print("wrote %s" % c["name"], flush=True)
         return
     for name in args.only or list(CASES):
-        arrays = run_case(name, CASES[name])
+        arrays = run_case(name, CASES[name], CASE_BATCHES.get(name))
         path = os.path.join(args.out, name + ".npz")
         write_npz(path, arrays)
         print("wrote %s (loss %.6g, error %.6g, norm factor 1/%.6g, objective %.6g)" % (
