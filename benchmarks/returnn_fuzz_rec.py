@@ -3,7 +3,8 @@
 the layers used inside loops (recurrent linear/combine/eval over ``prev:``, cumsum and window with
 their loop state, ``rnn_cell`` units, attention over an encoder outside the loop, ``cum_concat``
 self-attention), with random ``initial_output``/``initial_state`` forms, optionally followed by
-one layer of the plain chain catalog.
+one layer of the plain chain catalog; from seed 40 on half the cases come from
+:mod:`returnn_fuzz_rec_tail` (named units over whole sequences, masked_computation, cond, ...).
 
 Every draw is reproducible from (seed, index); the case names carry them.
 """
@@ -202,7 +203,12 @@ IN_LOOP = [_linear, _linear, _combine_prev, _eval_prev, _cumsum, _window_reduce,
 
 def draw(seed: int, index: int, chain_layer=None) -> Dict[str, Any]:
     """Case ``index`` of ``seed``: keyword arguments of make_goldens.py's ``case()``.
-    ``chain_layer(rng)``: draws a plain layer to follow the loop (the chain catalog's)."""
+    ``chain_layer(rng)``: draws a plain layer to follow the loop (the chain catalog's). From seed 40
+    on, half the cases are :mod:`returnn_fuzz_rec_tail`'s (named units, rarer loop forms); earlier
+    seeds draw as before (their case names are cited in commits)."""
+    if seed >= 40 and random.Random("rectail?/%i/%i" % (seed, index)).random() < 0.5:
+        import returnn_fuzz_rec_tail
+        return returnn_fuzz_rec_tail.draw(seed, index)
     rng = random.Random("rec/%i/%i" % (seed, index))
     in_name, extern = rng.choice(INPUTS)
     in_dim = extern["data"]["dim"]
