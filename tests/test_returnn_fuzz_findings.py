@@ -218,3 +218,15 @@ def test_combining_a_merged_batch_with_the_plain_batch_is_refused(first):
     both batch axes were one and failed when run ((B*T, 1, F) times (B, T, F))."""
     with pytest.raises(NetworkError, match="batch axes hold different axes"):
         _net({"l0": first, "output": {"class": "combine", "kind": "mul", "from": ["l0", "data"]}}, behavior_version=0)
+
+
+@pytest.mark.parametrize("behavior_version, refused", [(0, False), (10, False), (11, True), (21, True)])
+def test_size_one_feature_axis_broadcasts_only_before_behavior_version_11(behavior_version, refused):
+    """RETURNN's get_common_data matches a feature axis of size 1 to another one (broadcast_matches) only
+    before behavior version 11; from then on (B, T, F6) + (F1) needs all sources broadcast (refused)."""
+    net = {"v": {"class": "variable", "shape": [1]}, "output": {"class": "combine", "kind": "add", "from": ["data", "v"]}}
+    if refused:
+        with pytest.raises(NetworkError, match="broadcast"):
+            _net(net, behavior_version=behavior_version)
+    else:
+        assert _net(net, behavior_version=behavior_version).layers["output"].output.batch_shape == (None, None, 6)

@@ -2,7 +2,7 @@
 where this engine differed from RETURNN, kept as goldens once fixed (loaded by make_goldens.py):
 time_chunking of a time-major input, gather(_nd) by a position without batch axis, merge_dims of the batch
 axis of a time-major input without keep_order, gather(_nd) of time-major inputs or positions, slice_nd's time
-axis."""
+axis, a size-1 feature axis from behavior version 11."""
 from make_goldens import LENS_LONG, case
 
 XTM6 = {"data": {"dim": 6, "time_dim_axis": 0, "batch_dim_axis": 1}}
@@ -55,3 +55,9 @@ case("fuzz_slice_nd_per_frame_reduce_time", "fuzz_slice_nd", dict(_FRAMES, **{
     "sl": {"class": "slice_nd", "from": "data", "start": "st", "size": 2},
     "output": {"class": "reduce", "mode": "sum", "axis": "T", "from": "sl"}}), extern={"data": {"dim": 5}},
     lens={"data": LENS_LONG})
+# a feature axis of size 1 broadcasts to another feature axis only before behavior version 11 (RETURNN's
+# broadcast_matches); from then on it is an axis of its own: (B, T, F5) + (F1) -> (B, T, F5, F1) when allowed
+case("fuzz_combine_variable_shape1_bv12_broadcast_all", "fuzz_combine", {
+    "v": {"class": "variable", "shape": [1]},
+    "output": {"class": "combine", "kind": "add", "from": ["data", "v"], "allow_broadcast_all_sources": True}},
+    extern={"data": {"dim": 5}}, config={"behavior_version": 12})

@@ -268,6 +268,8 @@ class CombineLayer(Layer):
     options = (
         Option("kind", "add", "add, sub, mul, average, truediv, maximum, minimum, squared_difference, ..."),
         Option("activation", None, "activation after combining"),
+        Option("allow_broadcast_all_sources", None, "True: sources may all need broadcasting; False: refused; None: "
+                                                    "refused from behavior version 4"),
     )
 
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
@@ -330,7 +332,11 @@ class SourceLayer(Layer):
 
 def _broadcast_unit_features(sources: Sequence[Data]) -> List[List[Dim]]:
     """The sources' dims, where a feature axis of size 1 stands for the other sources' feature
-    axis (RETURNN broadcasts it, e.g. a per-frame log-probability added to per-label ones)."""
+    axis (RETURNN broadcasts it, e.g. a per-frame log-probability added to per-label ones; only before
+    behavior version 11: its get_common_data's ``broadcast_matches``; from then on it is an axis of its own)."""
+    from returnn.tf.layers.norm import behavior_version
+    if behavior_version() >= 11:
+        return [list(s.dims) for s in sources]
     wide = {s.dims[s.feature_dim_axis] for s in sources if s.feature_dim_axis is not None and s.dim != 1}
     out = []
     for s in sources:
