@@ -49,9 +49,11 @@ def _maybe(rng: random.Random, opts: Dict[str, Any], key: str, *values: Any, p: 
 def _common(rng: random.Random, layer: Layer) -> Layer:
     """The options every loss takes: scale, normalisation, frame flattening."""
     _maybe(rng, layer, "loss_scale", 0.5, 2.0, 0.0)
+    _maybe(rng, layer, "only_on_eval", True, p=0.08)
     opts = dict(layer.get("loss_opts") or {})
     _maybe(rng, opts, "use_normalized_loss", True)
     _maybe(rng, opts, "use_flatten_frames", False, p=0.2)
+    _maybe(rng, opts, "scale", 0.5, 3.0, p=0.15)
     if opts:
         layer["loss_opts"] = opts
     return layer
@@ -74,6 +76,8 @@ def _frame_head(rng: random.Random, src: str) -> Layer:
         head["loss"] = "ce"
         opts: Dict[str, Any] = {}
         _maybe(rng, opts, "label_smoothing", 0.1, 0.3)
+        if opts.get("label_smoothing"):
+            _maybe(rng, opts, "label_smoothing_gaussian", True, p=0.3)
         _maybe(rng, opts, "focal_loss_factor", 1.0, 2.0)
         _maybe(rng, opts, "use_fused", False)
         if opts:
@@ -82,8 +86,14 @@ def _frame_head(rng: random.Random, src: str) -> Layer:
 
 
 def _dense_head(rng: random.Random, src: str) -> Layer:
+    kind = rng.choice(["mse", "l1", "mean_l1", "bin_ce", "ce_soft"])
+    if kind == "bin_ce":  # logits against dense targets in 0..1 (a sigmoid of the targets)
+        return {"class": "linear", "activation": rng.choice([None, "sigmoid"]), "n_out": 3, "from": src,
+                "loss": "bin_ce", "target": "target_prob"}
+    if kind == "ce_soft":  # soft (dense) targets: probabilities
+        return {"class": "softmax", "n_out": 3, "from": src, "loss": "ce", "target": "target_prob"}
     return {"class": "linear", "activation": rng.choice([None, "tanh"]), "n_out": 3, "from": src,
-            "loss": rng.choice(["mse", "l1", "mean_l1"]), "target": "target_dense"}
+            "loss": kind, "target": "target_dense"}
 
 
 def _ctc_head(rng: random.Random, src: str) -> Layer:
@@ -246,6 +256,10 @@ def verdict(c: Dict[str, Any], out_dir: str, returnn_error: Optional[str]) -> Tu
             return "BOTH-FAIL", "ours " + _first_line(exc) + " | RETURNN: " + returnn_error
         return "CRASH", _first_line(exc)
     losses = meta.get("losses") or {"output": [meta["has_loss"], meta["has_error"]]}
+    for key in sorted(set(losses) - set(stats)):  # only_on_eval: RETURNN reports 0 in training, this engine nothing
+        if meta["network"].get(key, {}).get("only_on_eval") and not any(
+                float(arrays.get("%s:%s" % (what, key), 0.0)) for what in ("loss", "error")):
+            del losses[key]
     if sorted(stats) != sorted(losses):
         return "DIFFER", "loss names: ours %s, RETURNN %s" % (sorted(stats), sorted(losses))
     suffix = (lambda key: "") if "losses" not in meta else (lambda key: ":" + key)

@@ -233,6 +233,9 @@ class CrossEntropyLoss(Loss):
     frame_local = True
     options = (
         Option("label_smoothing", 0.0, "sparse targets: 1 - ls on the label, ls / (V - 1) on the others"),
+        Option("label_smoothing_gaussian", False, "with label_smoothing: the soft targets are the density of a "
+                                                  "normal distribution around the label (scale 1 - ls) at each "
+                                                  "class index (not normalized, as RETURNN's)"),
         Option("focal_loss_factor", 0.0, "frame loss times (1 - p_label) ** factor"),
         Option("input_type", "prob", "'prob' (the output is a softmax) or 'logits'"),
         Option("fake_upper_bound", None, "loss values clipped to it, the gradient unchanged"),
@@ -295,9 +298,17 @@ class CrossEntropyLoss(Loss):
             if self.smoothing:
                 log_p = self._log_probs(output)
                 confidence, low = 1.0 - self.smoothing, self.smoothing / max(num_classes - 1, 1)
-                soft = tf.one_hot(labels, num_classes, on_value=confidence, off_value=low)
+                if self.opts.get("label_smoothing_gaussian"):  # RETURNN's Normal(label, confidence).prob(k)
+                    dist = (tf.range(num_classes, dtype=tf.float32) - tf.cast(labels, tf.float32)[..., None]) / confidence
+                    soft = tf.exp(-0.5 * tf.square(dist)) / (confidence * math.sqrt(2.0 * math.pi))
+                else:
+                    soft = tf.one_hot(labels, num_classes, on_value=confidence, off_value=low)
                 best = -(confidence * math.log(confidence) + (num_classes - 1) * low * math.log(low + 1e-20))
-                frame_loss = -tf.reduce_sum(soft * log_p, axis=-1) - best
+                if self._logits(output) is not None and self.use_fused:  # RETURNN's fused op: its gradient is
+                    # softmax - soft targets (for gaussian targets, which do not sum to 1, not the loss's derivative)
+                    frame_loss = tf.nn.softmax_cross_entropy_with_logits(labels=soft, logits=self._logits(output)) - best
+                else:
+                    frame_loss = -tf.reduce_sum(soft * log_p, axis=-1) - best
                 label_log_p = tf.gather(log_p, labels, batch_dims=len(labels.shape)) if self.focal else None
             elif self._logits(output) is not None and self.use_fused:  # fused, as RETURNN
                 frame_loss = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=self._logits(output))

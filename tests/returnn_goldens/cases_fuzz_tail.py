@@ -2,7 +2,7 @@
 where this engine differed from RETURNN, kept as goldens once fixed (loaded by make_goldens.py):
 time_chunking of a time-major input, gather(_nd) by a position without batch axis, merge_dims of the batch
 axis of a time-major input without keep_order, gather(_nd) of time-major inputs or positions, slice_nd's time
-axis, a size-1 feature axis from behavior version 11."""
+axis, a size-1 feature axis from behavior version 11, scatter_nd's padded positions."""
 from make_goldens import LENS_LONG, case
 
 XTM6 = {"data": {"dim": 6, "time_dim_axis": 0, "batch_dim_axis": 1}}
@@ -61,3 +61,12 @@ case("fuzz_combine_variable_shape1_bv12_broadcast_all", "fuzz_combine", {
     "v": {"class": "variable", "shape": [1]},
     "output": {"class": "combine", "kind": "add", "from": ["data", "v"], "allow_broadcast_all_sources": True}},
     extern={"data": {"dim": 5}}, config={"behavior_version": 12})
+# scatter_nd writes the padded entries of position too (RETURNN's tf.scatter_nd): here each sequence's frames
+# beyond its length (a concat over time reads data's padded frames) all land on frame 0
+case("fuzz_scatter_nd_padded_positions_write", "fuzz_scatter_nd", {
+    "pre": {"class": "concat", "from": [{"__tuple__": ["data", "T"]}, {"__tuple__": ["data", "T"]}]},
+    "t": {"class": "range_in_axis", "from": "pre", "axis": "T"}, "len": {"class": "length", "from": "pre"},
+    "pos": {"class": "combine", "kind": "eval", "from": ["t", "len"], "allow_broadcast_all_sources": True,
+            "eval": "tf.maximum(source(1) - 1 - source(0), 0)"},
+    "output": {"class": "scatter_nd", "from": "pre", "position": "pos", "position_axis": "T",
+               "output_dim_via_time_from": "pre"}}, extern={"data": {"dim": 5}}, lens={"data": [6, 4, 2]})

@@ -46,6 +46,7 @@ EXTERN_DATA = {
     "labels": {"dim": 3, "sparse": True},
     "hyp": {"dim": 3, "sparse": True},
     "seq_class": {"dim": 5, "sparse": True, "shape": ()},
+    "target_prob": {"dim": 3},  # frame-wise probabilities (soft ce targets, bin_ce targets)
 }
 
 
@@ -63,6 +64,8 @@ CASES = {
     "ce_label_smoothing_normalized": softmax_net("ce", loss_opts={"label_smoothing": 0.2,
                                                                   "use_normalized_loss": True}),
     "ce_focal": softmax_net("ce", loss_opts={"focal_loss_factor": 2.0}),
+    "ce_label_smoothing_gaussian": softmax_net("ce", loss_opts={"label_smoothing": 0.3,
+                                                                "label_smoothing_gaussian": True}),
     "ce_not_fused": softmax_net("ce", loss_opts={"use_fused": False}),
     "ce_scale": softmax_net("ce", extra={"loss_scale": 0.5}),
     "ce_dense_target": softmax_net("ce", target="target_dense", n_out=3),
@@ -121,6 +124,9 @@ def make_batch(seed=42, lens=None, label_lens=None):
     batch["labels"] = pad([rng.randint(0, 3, n) for n in label_lens], np.int32)
     batch["hyp"] = pad([rng.randint(0, 3, n) for n in HYP_LENS], np.int32)
     batch["seq_class"] = (rng.randint(0, 5, B).astype(np.int32), None)
+    logits = [rng.randn(n, 3) for n in lens]  # drawn last: the other keys as before
+    batch["target_prob"] = pad([(np.exp(x) / np.exp(x).sum(-1, keepdims=True)).astype(np.float32) for x in logits],
+                               np.float32)
     return batch
 
 

@@ -8,9 +8,9 @@
 - ``scatter_nd``: the inverse of gathering: the input (updates) is written into a new axis at the
   indices ``position`` holds along its ``position_axis``; the output is ``position``'s layout with
   that axis replaced by ``out_spatial_dim`` (or ``output_dim_via_time_from``'s time axis), plus
-  the input's other axes. Entries on padded positions of ``position`` are dropped; with
-  ``filter_invalid_indices`` so are indices outside the new axis (else they are an error).
-  Updates to the same index are summed.
+  the input's other axes. Every entry of ``position`` writes, its padded ones too (as RETURNN);
+  indices outside the new axis are dropped (``filter_invalid_indices``; without it RETURNN fails
+  there on CPU and drops them on GPU). Updates to the same index are summed.
 - ``boolean_mask``: the entries of the input where ``mask`` (over the axes ``dims``) is True
   (padded positions of the mask count as False), as one new axis ``out_dim`` (first), followed by
   the input's other axes. The new axis has one size for the whole batch (the count).
@@ -248,7 +248,6 @@ class ScatterNdLayer(Layer):
                 extra.append(d)
         self.pos = pos
         dims = list(pos.dims) + extra
-        self.batch_in_out = next((i for i, d in enumerate(dims) if d.is_batch_dim()), None)
         dims[self.pos_axis] = new
         time = self.pos_axis if pos.time_dim_axis is None or pos.time_dim_axis == self.pos_axis else pos.time_dim_axis
         self.output = relaid(name, data, dims, time_dim_axis=time)
@@ -275,26 +274,12 @@ class ScatterNdLayer(Layer):
         extra_shape = [tf.shape(x.tensor)[a] for a in extra_axes]
         target = tf.concat([pos_shape, tf.stack(extra_shape)], 0) if extra_axes else pos_shape
         updates = tf.broadcast_to(updates, target)
-        keep = tf.ones_like(pos_t, tf.bool)  # entries of position that write (position's layout)
-        keep_upd = None  # padding known only with the updates' batch axis (output layout)
-        for i, d in enumerate(self.pos.dims):
-            size = pos.sizes.get(d) if d.is_dynamic() else None
-            if size is None:
-                continue
-            mask = tf.sequence_mask(size, maxlen=pos_shape[i])
-            if len(size.shape) == 0:
-                keep = keep & align_tensor(mask, [i], n_pos)
-            elif self.pos.batch_dim_axis is not None:
-                keep = keep & align_tensor(mask, [self.pos.batch_dim_axis, i], n_pos)
-            elif self.batch_in_out is not None:
-                m = align_tensor(mask, [self.batch_in_out, i], n)
-                keep_upd = m if keep_upd is None else keep_upd & m
-        if self.opt("filter_invalid_indices"):
-            keep = keep & (pos_t >= 0) & (pos_t < extent)
+        # RETURNN's tf.scatter_nd writes every entry of position, its padded ones too (with their updates, e.g. the
+        # padded frames of a concat over time); an index outside the new axis is dropped (filter_invalid_indices;
+        # else TensorFlow's error on CPU, dropped on GPU: here dropped)
+        keep = (pos_t >= 0) & (pos_t < extent)
         pos_t = tf.where(keep, pos_t, 0)
         keep_full = tf.reshape(keep, tf.concat([pos_shape, tf.ones([n - n_pos], tf.int32)], 0))
-        if keep_upd is not None:
-            keep_full = keep_full & keep_upd
         updates = tf.where(keep_full, updates, tf.zeros_like(updates))
         grids = []
         for i in range(n_pos):
