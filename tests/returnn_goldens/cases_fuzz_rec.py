@@ -107,3 +107,15 @@ case("fuzzrec_attention_query_after_loop", "fuzzrec_attention", {
         "weights": {"class": "softmax_over_spatial", "from": "energy"},
         "output": {"class": "generic_attention", "weights": "weights", "base": "base:enc"}}}},
     extern=X5, lens={"data": [7, 4, 1]})
+# layers after the loop (nothing in it reads them) reading ':i' run over the stacked frames, ':i' the frames'
+# indices, as RETURNN moves them out: a window there is RETURNN's centered one, over the loop's frame past a
+# sequence's end, whose step read prev: of a moved-out layer, the last real frame (returnn_fuzz --kind rec
+# seed 41; was refused: 'inside a rec loop, set window_right=0')
+case("fuzzrec_step_index_after_loop", "fuzzrec_after_loop", {"output": {"class": "rec", "from": "data", "unit": {
+    "emb": {"class": "linear", "activation": None, "n_out": 4, "from": "data:source"},
+    "s0": {"class": "rnn_cell", "unit": "LSTMBlock", "n_out": 3, "from": "emb"},
+    "s1": {"class": "linear", "activation": None, "n_out": 3, "from": ["s0", "prev:s1", "prev:emb"]},
+    "s2_win": {"class": "window", "window_size": 2, "from": "s1"},
+    "s2": {"class": "reduce", "mode": "sum", "axis": "stag:s2_win:window", "from": "s2_win"},
+    "output": {"class": "eval", "from": ["s2", ":i"], "eval": "source(0) * tf.cast(source(1) + 1, tf.float32) * 0.25"}}}},
+    extern={"data": {"dim": 7, "sparse": True}}, lens={"data": [7, 4, 1]})

@@ -252,9 +252,14 @@ def analyse_unit(unit: Mapping[str, Any], rec_name: str, base_layers: Sequence[s
     masked = {n for n in names if unit[n].get(MASKED_BY)}  # a masked_computation's layers keep their
     in_loop |= masked  # previous output and state where the mask is False: they run step by step
     prev_used |= masked
-    in_loop |= {n for n in names if any(r.kind == "step" for r in step_deps[n])}
     in_loop |= {n for n in names if _stays_in_loop(unit[n])}
     core = set(in_loop)  # what must run step by step: cycles, forced layers and what they read in the loop
+    # readers of ':i' are not moved before the loop (RETURNN's input_can_move_out); after it (nothing in the
+    # loop reads them) they run over the stacked frames, ':i' there the range of the loop's frames; those
+    # that also read a base: layer (a gather of the encoder frame at :i) stay in the loop (one frame per step)
+    step_readers = {n for n in names if any(r.kind == "step" for r in step_deps[n])}
+    core |= {n for n in step_readers if any(r.kind == "base" for r in step_deps[n])}
+    in_loop |= step_readers | core
     changed = True
     while changed:  # closure: a layer reading an in-loop layer (same step or prev:) is in the loop
         changed = False

@@ -452,8 +452,8 @@ class RecSubnetLayer(AssumedTemplates, Layer):
 
     def _template(self, ref_str: str, in_loop: bool, where: str) -> Data:
         ref = Ref.parse(ref_str)
-        if ref.kind == "step":
-            return Data(":i", dims=(), dtype="int32")
+        if ref.kind == "step":  # after the loop: the frames' indices (RETURNN's ':i' moved out)
+            return Data(":i", dims=() if in_loop else (self.time_dim,), dtype="int32")
         if ref.kind == "data":
             if ref.name == "source":
                 data = self.source_template

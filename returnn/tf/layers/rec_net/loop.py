@@ -139,7 +139,9 @@ class UnitRun:
             return self.full[ref.name]
         if ref.kind == "prev":
             return self._shifted(ref.name)
-        raise NetworkError("%s: ':i' outside the loop" % self.rec.desc)
+        n_time = self.n_time if self.n_time is not None else tf.reduce_max(tf.concat([self.seq_len, [0]], 0))
+        return LayerOutput(tf.range(n_time), Data(":i", dims=(self.rec.time_dim,), dtype="int32"),
+                           {self.rec.time_dim: self.seq_len})  # ':i' after the loop: the frames' indices
 
     def _shifted(self, name: str) -> LayerOutput:
         key = "prev:" + name
@@ -148,9 +150,12 @@ class UnitRun:
             axis = frames.time_axis_of(value.data, self.rec.time_dim)
             if axis is None:
                 self.full[key] = value
-            else:
+            else:  # padded frames zeroed before the shift (FrameReader does not mask it): its frame at a
+                # sequence's length is the last real one, which the step there reads (as RETURNN's does)
                 init = self.initial(name, value.data.copy_template_excluding_axis(axis))
-                self.full[key] = frames.shift_right(value, axis, init)
+                known_fill = value.packed is not None and value.packed.fill is not None
+                src = value if known_fill or self.raw_frames else value.with_tensor(value.masked(0))
+                self.full[key] = frames.shift_right(src, axis, init)
         return self.full[key]
 
     def state_values(self, layer) -> List[LayerOutput]:
@@ -216,7 +221,8 @@ class UnitRun:
     def _frame(self, key: str, value: LayerOutput, t: Optional[tf.Tensor], is_data: bool = False
                ) -> Optional[LayerOutput]:
         if key not in self._readers:
-            self._readers[key] = frames.FrameReader(value, self.rec.time_dim, is_data, raw=self.raw_frames)
+            self._readers[key] = frames.FrameReader(value, self.rec.time_dim, is_data,
+                                                    raw=self.raw_frames or key.startswith("prev:"))
         return None if t is None else self._readers[key].frame(t)
 
     def prepare_frames(self) -> None:
