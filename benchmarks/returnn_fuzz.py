@@ -151,8 +151,9 @@ def main() -> int:
         cases = [returnn_fuzz_search.draw(args.seed, i) for i in range(args.start, args.start + args.n)]
     else:
         cases = [returnn_fuzz_cases.draw(args.seed, i, args.train) for i in range(args.start, args.start + args.n)]
-    if args.train:  # random masks differ between the engines: no dropout in training-mode draws
-        cases = [dict(c, train=True) for c in cases if "dropout" not in json.dumps(c["network"])]
+    if args.train:  # random masks differ between the engines: no dropout (or zoneout) in training-mode draws
+        cases = [dict(c, train=True) for c in cases if "dropout" not in json.dumps(c["network"])
+                 and not re.search(r'"zoneout_factor_\w+": (?!0\.0\b)', json.dumps(c["network"]))]
     out_dir = args.keep or tempfile.mkdtemp(prefix="returnn_fuzz_")
     os.makedirs(out_dir, exist_ok=True)
     failed = (returnn_fuzz_loss.run_returnn if args.kind == "loss" else run_returnn)(
