@@ -2,7 +2,7 @@
 where this engine differed from RETURNN, kept as goldens once fixed (loaded by make_goldens.py):
 time_chunking of a time-major input, gather(_nd) by a position without batch axis, merge_dims of the batch
 axis of a time-major input without keep_order, gather(_nd) of time-major inputs or positions, slice_nd's time
-axis, a size-1 feature axis from behavior version 11, scatter_nd's padded positions."""
+axis, a size-1 feature axis from behavior version 11, scatter_nd's and gather_nd's padded positions."""
 from make_goldens import LENS_LONG, case
 
 XTM6 = {"data": {"dim": 6, "time_dim_axis": 0, "batch_dim_axis": 1}}
@@ -70,3 +70,9 @@ case("fuzz_scatter_nd_padded_positions_write", "fuzz_scatter_nd", {
             "eval": "tf.maximum(source(1) - 1 - source(0), 0)"},
     "output": {"class": "scatter_nd", "from": "pre", "position": "pos", "position_axis": "T",
                "output_dim_via_time_from": "pre"}}, extern={"data": {"dim": 5}}, lens={"data": [6, 4, 2]})
+# gather_nd gathers at the padded entries of position too (RETURNN's batch_gather): a reverse cumsum reads them
+case("fuzz_gather_nd_padded_positions_reverse_cumsum", "fuzz_gather", {
+    "lin": {"class": "linear", "activation": None, "n_out": 6, "from": "data"},
+    "pos": {"class": "reduce", "mode": "argmax", "axis": "F", "from": "lin"},
+    "g": {"class": "gather_nd", "from": "data", "position": "pos"},
+    "output": {"class": "cumsum", "axis": "T", "reverse": True, "from": "g"}}, extern={"data": {"dim": 5}})

@@ -2,7 +2,8 @@
 
 - ``gather``: ``from`` indexed on ``axis`` by ``position`` (an int, or a layer of integer indices);
   with a batch axis on both, each sequence uses its own indices. The indexed axis is replaced by
-  the position's axes (without its batch axis). Padded index positions are clipped into range.
+  the position's axes (without its batch axis). Padded index positions gather too (as RETURNN);
+  an index outside the axis gives zeros (RETURNN on GPU; on CPU TensorFlow fails there).
 - ``gather_nd`` (RETURNN's old layer): ``position`` (B, ...) indexes the time axis of ``from``
   (B, T, ...) per sequence; the same as ``gather`` on ``"T"``.
 - ``variable``: a trainable parameter of ``shape`` (``init``, ``dtype``); ``add_batch_axis``
@@ -95,12 +96,15 @@ class GatherLayer(Layer):
             index = tf.minimum(tf.constant(int(self.opt("position"))), n - 1)
             return self.make_output(tf.gather(tensor, index, axis=self.ax), [x])
         pos = sources[-1]
-        # (a position without batch axis, e.g. a range_in_axis over time, has no per-sequence mask of its own)
-        index = pos.masked(0) if pos.data.batch_dim_axis is not None else pos.tensor
+        # RETURNN gathers at every entry of position, its padded ones too (their frames are read later, e.g. by a
+        # reverse cumsum); an index outside the axis gives zeros (TensorFlow's gather on GPU; an error on CPU)
+        index = tf.cast(pos.tensor, tf.int32)
         if self.pos_perm is not None:
             index = tf.transpose(index, self.pos_perm)
-        index = tf.clip_by_value(tf.cast(index, tf.int32), 0, n - 1)
-        out = tf.gather(tensor, index, axis=self.ax, batch_dims=1 if self.batched else 0)
+        index = tf.where((index >= 0) & (index < n), index, n)  # n: the zero frame appended below
+        pads = [[0, 0]] * len(tensor.shape)
+        pads[self.ax] = [0, 1]
+        out = tf.gather(tf.pad(tensor, pads), index, axis=self.ax, batch_dims=1 if self.batched else 0)
         return self.make_output(out, sources)
 
 
