@@ -2,7 +2,8 @@
 where this engine differed from RETURNN, kept as goldens once fixed (loaded by make_goldens.py):
 time_chunking of a time-major input, gather(_nd) by a position without batch axis, merge_dims of the batch
 axis of a time-major input without keep_order, gather(_nd) of time-major inputs or positions, slice_nd's time
-axis, a size-1 feature axis from behavior version 11, scatter_nd's and gather_nd's padded positions."""
+axis, a size-1 feature axis from behavior version 11, scatter_nd's and gather_nd's padded positions,
+unflatten_nd's padding."""
 from make_goldens import LENS_LONG, case
 
 XTM6 = {"data": {"dim": 6, "time_dim_axis": 0, "batch_dim_axis": 1}}
@@ -76,3 +77,12 @@ case("fuzz_gather_nd_padded_positions_reverse_cumsum", "fuzz_gather", {
     "pos": {"class": "reduce", "mode": "argmax", "axis": "F", "from": "lin"},
     "g": {"class": "gather_nd", "from": "data", "position": "pos"},
     "output": {"class": "cumsum", "axis": "T", "reverse": True, "from": "g"}}, extern={"data": {"dim": 5}})
+# unflatten_nd's positions outside a sequence's grid hold its frame 0 (RETURNN gathers index 0 there), which a
+# reverse cumsum reads
+case("fuzz_unflatten_nd_padding_reverse_cumsum", "fuzz_unflatten_nd", {
+    "len": {"class": "length", "from": "data"},
+    "sizes": {"class": "eval", "from": "len", "eval": "tf.concat([source(0) // 2, source(0) * 0 + 2], axis=1)",
+              "out_type": {"dims": [{"__dim__": "batch"}, {"__dim__": "two", "dimension": 2, "kind": "feature"}],
+                           "dtype": "int32"}},
+    "u": {"class": "unflatten_nd", "from": "data", "sizes": "sizes", "num_axes": 2},
+    "output": {"class": "cumsum", "reverse": True, "from": "u"}}, extern={"data": {"dim": 4}}, lens={"data": [6, 4, 2]})

@@ -11,7 +11,7 @@ combine_dims (merge_dims in the given order), unflatten_nd.
 - ``unflatten_nd``: ``(B, T, ...)`` whose axis ``in_dim`` holds a flattened N-d grid per sequence
   (``sizes``: ``(B, N)`` ints, the grid's sizes) -> ``(B, T_1, ..., T_N, ...)``, entry
   ``[b, i_1, ..., i_N]`` = flat position ``i_1 * s_2 * ... * s_N + ... + i_N``; positions outside
-  a sequence's grid hold zeros. ``out_dims`` gives the new dims, ``declare_same_sizes_as``
+  a sequence's grid hold its frame 0 (as RETURNN). ``out_dims`` gives the new dims, ``declare_same_sizes_as``
   ``{i: layer}`` takes axis i's dim (and sizes) from that layer's time axis.
 """
 from __future__ import annotations
@@ -256,11 +256,9 @@ class UnflattenNdLayer(Layer):
             flat = flat + pos * lead
             inside = inside & (pos < tf.reshape(grid[:, i], [-1] + [1] * self.n))
             stride = stride * grid[:, i]
-        flat = tf.where(inside, flat, 0)
+        flat = tf.where(inside, flat, 0)  # padded positions hold the sequence's frame 0 (RETURNN's unflatten_nd)
         flat = tf.minimum(flat, tf.maximum(tf.shape(tensor)[1] - 1, 0))
         out = tf.gather(tensor, flat, axis=1, batch_dims=1)  # (B, T_1..T_N, ...)
-        mask = tf.reshape(inside, tf.concat([tf.shape(inside), tf.ones([len(self.perm) - 2], tf.int32)], 0))
-        out = tf.where(mask, out, tf.zeros_like(out))
         sizes = {}
         for i, d in enumerate(self.out_dims):
             if not d.is_dynamic():
