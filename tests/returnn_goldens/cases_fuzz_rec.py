@@ -119,3 +119,13 @@ case("fuzzrec_step_index_after_loop", "fuzzrec_after_loop", {"output": {"class":
     "s2": {"class": "reduce", "mode": "sum", "axis": "stag:s2_win:window", "from": "s2_win"},
     "output": {"class": "eval", "from": ["s2", ":i"], "eval": "source(0) * tf.cast(source(1) + 1, tf.float32) * 0.25"}}}},
     extern={"data": {"dim": 7, "sparse": True}}, lens={"data": [7, 4, 1]})
+# nativelstmlowmem's initial_state: its one state c (h starts at zeros), as RETURNN's LstmLowMem takes it (returnn_fuzz
+# --kind rec seed 47; was refused)
+case("fuzzrec_lowmem_lstm_initial_state_layer", "fuzzrec_last_state", {
+    "data_mean": {"class": "reduce", "mode": "mean", "axis": "T", "from": "data"},
+    "init": {"class": "linear", "activation": "tanh", "n_out": 4, "from": "data_mean"},
+    "output": {"class": "rec", "unit": "nativelstmlowmem", "n_out": 4, "from": "data", "initial_state": "init",
+               "direction": -1}}, extern=X4, lens={"data": [7, 4, 0]})
+case("fuzzrec_lowmem_lstm_initial_state_var", "fuzzrec_last_state", {
+    "l": {"class": "rec", "unit": "nativelstmlowmem", "n_out": 3, "from": "data", "initial_state": "var"},
+    "output": {"class": "get_last_hidden_state", "from": "l", "n_out": 3}}, extern=X4, lens={"data": [7, 4, 0]})

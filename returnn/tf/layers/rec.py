@@ -44,7 +44,7 @@ from returnn.tf.layers.merged_batch import MergedAxes
 from returnn.tf.layers.options import Option, rate
 from returnn.tf.layers.params import Param, same
 from returnn.tf.layers.rec_params import check_native_unit_opts, unit_params
-from returnn.tf.layers.rec_state import LSTM_KEYS, InitialState, is_zero, state_layer_refs
+from returnn.tf.layers.rec_state import LSTM_KEYS, SINGLE_KEYS, InitialState, is_zero, state_layer_refs
 from returnn.tf.layers.rnn_cell import cell_clip_opt, check_unrolled_length, unrolled_max_len
 from returnn.tf.lstm_kernels import final_state_fn, get_kernel, lstm_sequence
 
@@ -65,9 +65,10 @@ UNITS_NOT_HERE = {
 }
 PEEPHOLE_UNITS = ("standardlstm",)  # TensorFlow's LSTMCell: unit_opts use_peepholes
 TF_CELL_UNITS = ("basiclstm", "standardlstm")  # RETURNN runs TensorFlow's cells (unroll, max_seq_len)
-# RETURNN's NativeLstm (v1) refuses an initial state ("broken support"); its low-memory LSTM keeps only c
+# RETURNN's NativeLstm (v1) refuses an initial state ("broken support"); its low-memory LSTM's state is c
+# alone (one state, h starts at zeros: LOWMEM)
+LOWMEM = "nativelstmlowmem"
 NO_INITIAL_STATE_UNITS = {"nativelstm": "RETURNN's NativeLstm (v1) refuses it (broken support): use nativelstm2",
-                          "nativelstmlowmem": "RETURNN's low-memory LSTM takes only a cell state; not supported here",
                           LAYER_NORM_UNIT: "not supported here over whole sequences (in a rec loop it is)"}
 
 
@@ -177,7 +178,8 @@ class RecLayer(Layer):
         self.state = None
         self.prev_state = None  # moved out of a rec loop that reads prev: of it (see make_prev_state)
         if not is_zero(self.opt("initial_state")):
-            self.state = InitialState(self, self.opt("initial_state"), LSTM_KEYS, n_out, "rec/", state_sources)
+            self.state = InitialState(self, self.opt("initial_state"), SINGLE_KEYS if self.unit == LOWMEM else LSTM_KEYS,
+                                      n_out, "rec/", state_sources)
             self.state_vars = self.state.trainable()  # tracked by tf.Module here
         self.updates_in_training = self.state is not None and self.state.keeps
         self.output = plan_output(name, self.plan, self.out_feature_dim())
@@ -241,14 +243,15 @@ class RecLayer(Layer):
             initial, final = None, None
             if self.state is not None:
                 init = self.state.initial(tf.shape(x)[1], state_values, ctx.train, ctx.seed[0])
-                initial = (init["h"], init["c"])
+                initial = (tf.zeros_like(init["var"]), init["var"]) if self.unit == LOWMEM else (init["h"], init["c"])
             if initial is None and self.peepholes is None and self.cell_clip is None:  # the kernel as it is
                 y = get_kernel()(x, seq_len, w_re, self.forget_bias, time_major=True)
             else:
                 y, final = lstm_sequence(x, seq_len, w_re, self.forget_bias, initial, self.peepholes, final=True,
                                          cell_clip=self.cell_clip)
                 if self.state is not None:
-                    self.state.keep({"h": final[0], "c": final[1]}, ctx.train, ctx.seed[0])
+                    self.state.keep({"var": final[1]} if self.unit == LOWMEM else {"h": final[0], "c": final[1]},
+                                    ctx.train, ctx.seed[0])
             if self.direction == -1:
                 y = tf.reverse_sequence(y, seq_len, seq_axis=0, batch_axis=1)
             y = tf.transpose(y, [1, 0, 2])
@@ -260,7 +263,7 @@ class RecLayer(Layer):
                 out.last_state = final_state_fn(x, seq_len, w_re, self.forget_bias, time_major=True)
             else:
                 out.last_state = lambda: (final[1], final[0])
-            if self.unit in ("nativelstm", "nativelstmlowmem"):  # RETURNN's NativeLstm (v1) and low-memory
+            if self.unit in ("nativelstm", LOWMEM):  # RETURNN's NativeLstm (v1) and low-memory
                 # LSTM give only the cell state c as their final state
                 c_h = out.last_state
                 out.last_state = lambda: c_h()[:1]
