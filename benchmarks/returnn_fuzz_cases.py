@@ -11,6 +11,8 @@ from __future__ import annotations
 import random
 from typing import Any, Callable, Dict, List, Tuple
 
+import returnn_fuzz_tail
+
 Layer = Dict[str, Any]
 
 INPUTS: List[Tuple[str, Dict[str, Any]]] = [
@@ -88,7 +90,7 @@ def _cumsum(rng):
     o = {"class": "cumsum"}
     _maybe(rng, o, "axis", "T", "F", "stag:time")
     _maybe(rng, o, "reverse", True, False)
-    _maybe(rng, o, "additional_left_summation", True, False)
+    _maybe(rng, o, "additional_left_summand_per_element", 0.0, 1.5)
     return o
 
 
@@ -300,9 +302,7 @@ def _expand_more2(network: Dict[str, Layer], name: str, layer: Layer, prev: str)
     elif layer.pop("_unchunk", False):
         network[name + "_chunked"] = dict(layer, **{"from": prev})
         layer.clear()
-        layer.update({"class": "unchunking", "from": name + "_chunked", "chunking_layer": name + "_chunked",
-                      "chunk_size": network[name + "_chunked"]["chunk_size"],
-                      "chunk_step": network[name + "_chunked"]["chunk_step"]})
+        layer.update({"class": "time_unchunking", "from": name + "_chunked", "chunking_layer": name + "_chunked"})
     elif layer.pop("_with_data", False):
         layer["from"] = [prev, "data"]
     elif layer.pop("_then_range", False):
@@ -349,10 +349,47 @@ def batch_norm(rng: random.Random) -> Layer:
     return o
 
 
+TAIL_P = 0.4  # share of the cases drawn from the long tail (returnn_fuzz_tail)
+
+
+def _draw_tail(rng: random.Random) -> Tuple[Dict[str, Any], Dict[str, Any], Dict[str, Layer]]:
+    """(extern, lens, network) of a long-tail family, sometimes after or before a chain layer."""
+    extern, lens, tail, dense = returnn_fuzz_tail.draw(rng)
+    network: Dict[str, Layer] = {}
+    if dense and rng.random() < 0.25:  # a chain layer makes the tail's input
+        pre = chain_layer(rng)
+        _expand_more2(network, "pre", pre, "data")
+        network["pre"] = pre
+        for layer in tail.values():  # top-level references only (nested ones are subnetworks' own)
+            for key, value in layer.items():
+                if value == "data":
+                    layer[key] = "pre"
+                elif isinstance(value, list) and "data" in value:
+                    layer[key] = ["pre" if v == "data" else v for v in value]
+    out = tail.pop("output")
+    network.update(tail)
+    if rng.random() < 0.25:  # and one after
+        network["tail"] = out
+        out = chain_layer(rng)
+        _expand_more2(network, "output", out, "tail")
+    network["output"] = out
+    return extern, lens, network
+
+
 def draw(seed: int, index: int, train: bool = False) -> Dict[str, Any]:
     """Case ``index`` of ``seed``: keyword arguments of make_goldens.py's ``case()``; ``train``:
-    half of the chains start with a batch_norm (and the case runs in training mode)."""
+    half of the chains start with a batch_norm (and the case runs in training mode). A share
+    ``TAIL_P`` of the cases (decided by a generator of its own: the others stay as before) is a
+    long-tail network of :mod:`returnn_fuzz_tail`."""
     rng = random.Random("%i/%i%s" % (seed, index, "/train" if train else ""))
+    tail_rng = random.Random("%i/%i/tail%s" % (seed, index, "/train" if train else ""))
+    if tail_rng.random() < TAIL_P:
+        extern, lens, network = _draw_tail(tail_rng)
+        config = {"behavior_version": tail_rng.choice([0, 12, 21])} if tail_rng.random() < 0.6 else {}
+        family = "+".join(str(layer["class"]) for layer in network.values())
+        return dict(name="fuzz%s_%i_%i" % ("train" if train else "", seed, index), family=family, network=network,
+                    extern=extern, config=config, lens=lens, train=train,
+                    notes="returnn_fuzz%s seed %i index %i long tail" % (" --train" if train else "", seed, index))
     in_name, extern = rng.choice(INPUTS)
     lens = rng.choice(LENS)
     network: Dict[str, Layer] = {}
