@@ -129,3 +129,13 @@ case("fuzzrec_lowmem_lstm_initial_state_layer", "fuzzrec_last_state", {
 case("fuzzrec_lowmem_lstm_initial_state_var", "fuzzrec_last_state", {
     "l": {"class": "rec", "unit": "nativelstmlowmem", "n_out": 3, "from": "data", "initial_state": "var"},
     "output": {"class": "get_last_hidden_state", "from": "l", "n_out": 3}}, extern=X4, lens={"data": [7, 4, 0]})
+# the loop's steps past a sequence's end read a moved-out embedding of its sparse input at the padded frames
+# as RETURNN does (the padded class index embedded; was zeros), which a pool after the loop reads
+# (returnn_fuzz --kind rec seed 48)
+case("fuzzrec_embedding_read_past_the_end", "fuzz_rec", {
+    "loop": {"class": "rec", "from": "data", "unit": {
+        "emb": {"class": "linear", "activation": None, "n_out": 4, "from": "data:source"},
+        "output": {"class": "linear", "activation": "sigmoid", "n_out": 4, "from": ["emb", "prev:output"],
+                   "with_bias": False}}},
+    "output": {"class": "pool", "mode": "avg", "pool_size": [3], "padding": "same", "from": "loop"}},
+    extern={"data": {"dim": 7, "sparse": True}}, lens={"data": [7, 4, 1]})

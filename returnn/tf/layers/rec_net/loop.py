@@ -221,9 +221,17 @@ class UnitRun:
     def _frame(self, key: str, value: LayerOutput, t: Optional[tf.Tensor], is_data: bool = False
                ) -> Optional[LayerOutput]:
         if key not in self._readers:
-            self._readers[key] = frames.FrameReader(value, self.rec.time_dim, is_data,
-                                                    raw=self.raw_frames or key.startswith("prev:"))
+            raw = self.raw_frames or key.startswith("prev:") or self._embeds_data(key)
+            self._readers[key] = frames.FrameReader(value, self.rec.time_dim, is_data, raw=raw)
         return None if t is None else self._readers[key].frame(t)
+
+    def _embeds_data(self, key: str) -> bool:
+        """Whether moved-out layer ``key`` is a linear map of sparse data (an embedding): its padded
+        frames embed the padded class index (finite; 0 as datasets pad), which RETURNN's loop reads
+        past a sequence's end as they are."""
+        layer, srcs = self.rec.layers.get(key), self.rec.sub_sources.get(key, ())
+        return getattr(layer, "layer_class", None) == "linear" and bool(srcs) and all(
+            Ref.parse(s).kind == "data" and self.value(s).data.sparse for s in srcs)
 
     def prepare_frames(self) -> None:
         """Creates the frame readers of everything the in-loop layers read from whole sequences
