@@ -3,7 +3,7 @@ where this engine differed from RETURNN, kept as goldens once fixed (loaded by m
 time_chunking of a time-major input, gather(_nd) by a position without batch axis, merge_dims of the batch
 axis of a time-major input without keep_order, gather(_nd) of time-major inputs or positions, slice_nd's time
 axis, a size-1 feature axis from behavior version 11, scatter_nd's and gather_nd's padded positions,
-unflatten_nd's padding."""
+unflatten_nd's padding, gather's common axes."""
 from make_goldens import LENS_LONG, case
 
 XTM6 = {"data": {"dim": 6, "time_dim_axis": 0, "batch_dim_axis": 1}}
@@ -86,3 +86,11 @@ case("fuzz_unflatten_nd_padding_reverse_cumsum", "fuzz_unflatten_nd", {
                            "dtype": "int32"}},
     "u": {"class": "unflatten_nd", "from": "data", "sizes": "sizes", "num_axes": 2},
     "output": {"class": "cumsum", "reverse": True, "from": "u"}}, extern={"data": {"dim": 4}}, lens={"data": [6, 4, 2]})
+# gather takes every axis the position shares with the input per entry (RETURNN's GatherLayer: batch_dims), e.g.
+# the frame-wise argmax picks one feature per frame; (B, T, 2, 3) by (B, T, 2) positions into T gives (B, 2, T, 3)
+_ARGMAX = {"lin": {"class": "linear", "activation": None, "n_out": 3, "from": "data"},
+           "pos": {"class": "reduce", "mode": "argmax", "axis": "F", "from": "lin"}}
+case("fuzz_gather_feature_per_frame", "fuzz_gather", dict(_ARGMAX, output={
+    "class": "gather", "from": "data", "position": "pos", "axis": "F"}), extern={"data": {"dim": 5}})
+case("fuzz_gather_time_common_spatial", "fuzz_gather", dict(_ARGMAX, output={
+    "class": "gather", "from": "data", "position": "pos", "axis": "T"}), extern={"data": {"shape": (None, 2, 3)}})

@@ -1,11 +1,11 @@
 """Indexing layers and parameters as layer outputs.
 
 - ``gather``: ``from`` indexed on ``axis`` by ``position`` (an int, or a layer of integer indices);
-  with a batch axis on both, each sequence uses its own indices. The indexed axis is replaced by
-  the position's axes (without its batch axis). Padded index positions gather too (as RETURNN);
+  every axis both have (besides ``axis``; e.g. the batch) is gathered per entry (RETURNN's
+  ``batch_dims``, these axes first); ``axis`` is replaced by the position's other axes. Padded index positions gather too (as RETURNN);
   an index outside the axis gives zeros (RETURNN on GPU; on CPU TensorFlow fails there).
 - ``gather_nd`` (RETURNN's old layer): ``position`` (B, ...) indexes the time axis of ``from``
-  (B, T, ...) per sequence; the same as ``gather`` on ``"T"``.
+  (B, T, ...) per sequence; ``gather`` on ``"T"`` with only the batch axis gathered per entry.
 - ``variable``: a trainable parameter of ``shape`` (``init``, ``dtype``); ``add_batch_axis``
   repeats it per sequence (first axis), ``add_time_axis`` adds a time axis of size 1 after it.
 """
@@ -23,11 +23,6 @@ from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_laye
 from returnn.tf.layers.helpers import check_sources
 from returnn.tf.layers.options import Option
 from returnn.tf.layers.params import Param
-
-
-def _batch_first(data: Data) -> List[int]:
-    """The permutation moving the batch axis of ``data`` first."""
-    return [data.batch_dim_axis] + [i for i in range(data.batch_ndim) if i != data.batch_dim_axis]
 
 
 @register_layer
@@ -48,18 +43,12 @@ class GatherLayer(Layer):
         super().__init__(name, opts, own, seed)
         check_sources(self, own, 1, 1)
         data = own[0]
-        self.data_perm = self.pos_perm = None
-        if self.pos_layer and data.batch_dim_axis not in (None, 0) and sources[-1].batch_dim_axis is not None:
-            self.data_perm = _batch_first(data)  # RETURNN takes both batch-major
-            data = data.copy_transpose(self.data_perm)
         axis_opt = self.opt("axis") if self.opt("axis") is not None else self.default_axis
         if axis_opt is None:
             raise NetworkError("%s: needs 'axis'" % self.desc)
         self.ax = self.axis(data, axis_opt, "axis")
         if data.dims[self.ax].is_batch_dim():
             raise NetworkError("%s: cannot gather on the batch axis" % self.desc)
-        dims = list(data.dims)
-        self.batched = False
         if not self.pos_layer:
             if isinstance(self.opt("position"), bool) or not isinstance(self.opt("position"), int):
                 raise NetworkError("%s: 'position' must be an int or a layer name, got %r"
@@ -70,41 +59,60 @@ class GatherLayer(Layer):
                 raise NetworkError("%s: position %i is outside the axis %r (0 .. %s)" % (
                     self.desc, self.opt("position"), data.dims[self.ax].description,
                     "its length - 1" if size is None else size - 1))
-            del dims[self.ax]
+            dims = [d for i, d in enumerate(data.dims) if i != self.ax]
         else:
             pos = sources[-1]
             if not (pos.sparse or pos.dtype.startswith("int")):
                 raise NetworkError("%s: position %r must hold integer indices, got %s"
                                    % (self.desc, pos.name, pos.short_repr()))
-            self.batched = pos.batch_dim_axis is not None and data.batch_dim_axis is not None
-            if self.batched and pos.batch_dim_axis != 0:
-                self.pos_perm = _batch_first(pos)
-                pos = pos.copy_transpose(self.pos_perm)
-            pos_dims = [d for d in pos.dims if not (self.batched and d.is_batch_dim())]
-            dims = dims[:self.ax] + pos_dims + dims[self.ax + 1:]
+            dims = self._plan(data, pos)
         feat = data.feature_dim_axis
         kwargs = {}
         if feat is not None and feat != self.ax:  # the feature axis stays the feature axis
             kwargs["feature_dim_axis"] = [i for i, d in enumerate(dims) if d is data.dims[feat]][-1]
         self.output = Data(name, dims=dims, dtype=data.dtype, sparse_dim=data.sparse_dim, **kwargs)
 
+    def _common_axes(self, data: Data, pos: Data) -> List[int]:
+        """The axes of ``data`` (besides the gathered one) that ``pos`` has too, each gathered per entry
+        (RETURNN's GatherLayer: all such axes, in the input's order)."""
+        return [i for i, d in enumerate(data.dims) if i != self.ax and any(d == p for p in pos.dims)]
+
+    def _plan(self, data: Data, pos: Data) -> List[Dim]:
+        """RETURNN's layout: the common axes, the input's other axes before the gathered one (as many as it
+        has axes before it beyond the common ones), the position's other axes, the input's remaining axes."""
+        common = self._common_axes(data, pos)
+        common_pos: List[int] = []
+        for i in common:
+            common_pos.append(next(j for j, p in enumerate(pos.dims) if p == data.dims[i] and j not in common_pos))
+        rest_in = [i for i in range(data.batch_ndim) if i not in common and i != self.ax]
+        rest_pos = [j for j in range(pos.batch_ndim) if j not in common_pos]
+        self.batch_dims = len(common)
+        k = max(self.batch_dims, self.ax) - self.batch_dims
+        self.params_perm = common + rest_in[:k] + [self.ax] + rest_in[k:]
+        self.index_perm = common_pos + rest_pos
+        self.gather_axis = self.batch_dims + k
+        return ([data.dims[i] for i in common + rest_in[:k]] + [pos.dims[j] for j in rest_pos]
+                + [data.dims[i] for i in rest_in[k:]])
+
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         x = sources[0]
-        tensor = x.tensor if self.data_perm is None else tf.transpose(x.tensor, self.data_perm)
-        n = tf.shape(tensor)[self.ax]
         if not self.pos_layer:
+            n = tf.shape(x.tensor)[self.ax]
             index = tf.minimum(tf.constant(int(self.opt("position"))), n - 1)
-            return self.make_output(tf.gather(tensor, index, axis=self.ax), [x])
-        pos = sources[-1]
+            return self.make_output(tf.gather(x.tensor, index, axis=self.ax), [x])
+        tensor = x.tensor
+        if self.params_perm != sorted(self.params_perm):
+            tensor = tf.transpose(tensor, self.params_perm)
         # RETURNN gathers at every entry of position, its padded ones too (their frames are read later, e.g. by a
         # reverse cumsum); an index outside the axis gives zeros (TensorFlow's gather on GPU; an error on CPU)
-        index = tf.cast(pos.tensor, tf.int32)
-        if self.pos_perm is not None:
-            index = tf.transpose(index, self.pos_perm)
+        index = tf.cast(sources[-1].tensor, tf.int32)
+        if self.index_perm != sorted(self.index_perm):
+            index = tf.transpose(index, self.index_perm)
+        n = tf.shape(tensor)[self.gather_axis]
         index = tf.where((index >= 0) & (index < n), index, n)  # n: the zero frame appended below
         pads = [[0, 0]] * len(tensor.shape)
-        pads[self.ax] = [0, 1]
-        out = tf.gather(tf.pad(tensor, pads), index, axis=self.ax, batch_dims=1 if self.batched else 0)
+        pads[self.gather_axis] = [0, 1]
+        out = tf.gather(tf.pad(tensor, pads), index, axis=self.gather_axis, batch_dims=self.batch_dims)
         return self.make_output(out, sources)
 
 
@@ -114,6 +122,11 @@ class GatherNdLayer(GatherLayer):
 
     layer_class = "gather_nd"
     default_axis = "T"
+
+    def _common_axes(self, data: Data, pos: Data) -> List[int]:
+        """RETURNN's GatherNdLayer: only the batch axis is gathered per entry."""
+        both = data.batch_dim_axis is not None and pos.batch_dim_axis is not None
+        return [data.batch_dim_axis] if both else []
 
 
 @register_layer
