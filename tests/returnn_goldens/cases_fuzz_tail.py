@@ -3,7 +3,7 @@ where this engine differed from RETURNN, kept as goldens once fixed (loaded by m
 time_chunking of a time-major input, gather(_nd) by a position without batch axis, merge_dims of the batch
 axis of a time-major input without keep_order, gather(_nd) of time-major inputs or positions, slice_nd's time
 axis, a size-1 feature axis from behavior version 11, scatter_nd's and gather_nd's padded positions,
-unflatten_nd's padding, gather's common axes."""
+unflatten_nd's padding, gather's common axes, the feature axis of a window over the features."""
 from make_goldens import LENS_LONG, case
 
 XTM6 = {"data": {"dim": 6, "time_dim_axis": 0, "batch_dim_axis": 1}}
@@ -94,3 +94,8 @@ case("fuzz_gather_feature_per_frame", "fuzz_gather", dict(_ARGMAX, output={
     "class": "gather", "from": "data", "position": "pos", "axis": "F"}), extern={"data": {"dim": 5}})
 case("fuzz_gather_time_common_spatial", "fuzz_gather", dict(_ARGMAX, output={
     "class": "gather", "from": "data", "position": "pos", "axis": "T"}), extern={"data": {"shape": (None, 2, 3)}})
+# a window over the (default) feature axis before behavior version 18: RETURNN's default feature axis of the new
+# layout is the window axis (the last static one), which a linear layer then contracts
+case("fuzz_window_feature_linear_bv0", "fuzz_window", {
+    "l0": {"class": "window", "window_size": 2, "window_right": 1, "axis": "F", "from": "data"},
+    "output": {"class": "linear", "n_out": 3, "activation": None, "from": "l0"}}, extern={"data": {"dim": 5}})

@@ -279,12 +279,10 @@ class WindowLayer(_ShapeLayer):
         out = data.copy(name, dims=dims)
         if data.time_dim_axis is not None:
             out = out.copy(time_dim_axis=data.time_dim_axis + (data.time_dim_axis > self.ax))
-        if data.feature_dim_axis is not None:
-            if data.feature_dim_axis == self.ax and self.out_dim is not old:
-                # the feature axis itself strided (a new dim): RETURNN's default feature axis, the last
-                out = out.copy(feature_dim_axis=out.batch_ndim - 1)
-            else:
-                out = out.copy(feature_dim_axis=data.feature_dim_axis + (data.feature_dim_axis > self.ax))
+        if isinstance(data._feature_dim_axis, int) and not (data.feature_dim_axis == self.ax and self.out_dim is not old):
+            out = out.copy(feature_dim_axis=data.feature_dim_axis + (data.feature_dim_axis > self.ax))
+        # else RETURNN's default feature axis on the new layout (the last static axis: the window axis when the
+        # feature axis itself is windowed)
         self.output = out
 
     def _returnn_order_from_bv18(self, name: str, data: Data) -> Data:
