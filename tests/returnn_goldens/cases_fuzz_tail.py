@@ -3,7 +3,8 @@ where this engine differed from RETURNN, kept as goldens once fixed (loaded by m
 time_chunking of a time-major input, gather(_nd) by a position without batch axis, merge_dims of the batch
 axis of a time-major input without keep_order, gather(_nd) of time-major inputs or positions, slice_nd's time
 axis, a size-1 feature axis from behavior version 11, scatter_nd's and gather_nd's padded positions,
-unflatten_nd's padding, gather's common axes, the feature axis of a window over the features."""
+unflatten_nd's padding, gather's common axes, the feature axis of a window over the features,
+transposed_conv's lengths after remove_padding."""
 from make_goldens import LENS_LONG, case
 
 XTM6 = {"data": {"dim": 6, "time_dim_axis": 0, "batch_dim_axis": 1}}
@@ -99,3 +100,7 @@ case("fuzz_gather_time_common_spatial", "fuzz_gather", dict(_ARGMAX, output={
 case("fuzz_window_feature_linear_bv0", "fuzz_window", {
     "l0": {"class": "window", "window_size": 2, "window_right": 1, "axis": "F", "from": "data"},
     "output": {"class": "linear", "n_out": 3, "activation": None, "from": "l0"}}, extern={"data": {"dim": 5}})
+# transposed_conv's remove_padding on a sequence shorter than the removed frames: length 0 (RETURNN's dim math)
+case("fuzz_transposed_conv_remove_padding_zero_length", "fuzz_transposed_conv", {
+    "output": {"class": "transposed_conv", "filter_size": [2], "strides": [1], "n_out": 2, "padding": "same",
+               "remove_padding": 1, "from": "data"}}, extern={"data": {"dim": 5}}, lens={"data": [5, 1, 0]})

@@ -6,7 +6,7 @@ length is (as Keras' ``deconv_output_length``, which RETURNN uses)::
     output_padding None:  valid: n * s + max(k - s, 0)      same: n * s
     output_padding p:     (n - 1) * s + k - 2 * pad + p      (pad = k // 2 for same, 0 for valid)
 
-minus ``2 * remove_padding`` (frames cut at both ends). Sequence lengths follow the same formula;
+minus ``2 * remove_padding`` (frames cut at both ends). Sequence lengths follow the same formula (at least 0);
 input padding is zeroed first and output positions beyond a sequence's length are 0. Weights
 ``W``: filter_size + [n_out, n_in] (TensorFlow's transposed layout, as RETURNN).
 """
@@ -139,7 +139,8 @@ class TransposedConvLayer(Layer):
         sizes = dict(x.sizes)
         for i, (w, out) in enumerate(zip(plan.windows, self.out_dims)):
             if out.is_dynamic():
-                sizes[out] = transposed_length(x.sizes[w.in_dim], w.size, w.stride, plan.padding, self.out_pad[i],
-                                               self.remove[i])
+                # (RETURNN's dim math: a length minus the removed frames is at least 0)
+                sizes[out] = tf.maximum(transposed_length(x.sizes[w.in_dim], w.size, w.stride, plan.padding,
+                                                          self.out_pad[i], self.remove[i]), 0)
         y = LayerOutput(self.activation(y), self.output, sizes).masked(0.0)
         return self.make_output(y, sources, sizes)
