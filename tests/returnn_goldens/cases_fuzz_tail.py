@@ -4,7 +4,7 @@ time_chunking of a time-major input, gather(_nd) by a position without batch axi
 axis of a time-major input without keep_order, gather(_nd) of time-major inputs or positions, slice_nd's time
 axis, a size-1 feature axis from behavior version 11, scatter_nd's and gather_nd's padded positions,
 unflatten_nd's padding, gather's common axes, the feature axis of a window over the features,
-transposed_conv's lengths after remove_padding."""
+transposed_conv's lengths after remove_padding and padded frames."""
 from make_goldens import LENS_LONG, case
 
 XTM6 = {"data": {"dim": 6, "time_dim_axis": 0, "batch_dim_axis": 1}}
@@ -104,3 +104,11 @@ case("fuzz_window_feature_linear_bv0", "fuzz_window", {
 case("fuzz_transposed_conv_remove_padding_zero_length", "fuzz_transposed_conv", {
     "output": {"class": "transposed_conv", "filter_size": [2], "strides": [1], "n_out": 2, "padding": "same",
                "remove_padding": 1, "from": "data"}}, extern={"data": {"dim": 5}}, lens={"data": [5, 1, 0]})
+# transposed_conv's padded frames hold what RETURNN computes there (the bias and the last frames' contributions,
+# no masking), which gather_nd reads for a sequence shorter than its position
+case("fuzz_transposed_conv_padded_frames_gathered", "fuzz_transposed_conv", {
+    "pre": {"class": "transposed_conv", "filter_size": [2], "strides": [1], "n_out": 2, "output_padding": [1],
+            "from": "data"},
+    "pos": {"class": "range_in_axis", "from": "pre", "axis": "B"},
+    "output": {"class": "gather_nd", "from": "pre", "position": "pos"}}, extern={"data": {"dim": 5}},
+    config={"behavior_version": 12}, lens={"data": [6, 6, 2]})

@@ -7,7 +7,8 @@ length is (as Keras' ``deconv_output_length``, which RETURNN uses)::
     output_padding p:     (n - 1) * s + k - 2 * pad + p      (pad = k // 2 for same, 0 for valid)
 
 minus ``2 * remove_padding`` (frames cut at both ends). Sequence lengths follow the same formula (at least 0);
-input padding is zeroed first and output positions beyond a sequence's length are 0. Weights
+input padding is zeroed first (what RETURNN's datasets feed); output positions beyond a sequence's length
+hold what RETURNN computes there (the bias, contributions of the last frames), no masking. Weights
 ``W``: filter_size + [n_out, n_in] (TensorFlow's transposed layout, as RETURNN).
 """
 from __future__ import annotations
@@ -142,5 +143,5 @@ class TransposedConvLayer(Layer):
                 # (RETURNN's dim math: a length minus the removed frames is at least 0)
                 sizes[out] = tf.maximum(transposed_length(x.sizes[w.in_dim], w.size, w.stride, plan.padding,
                                                           self.out_pad[i], self.remove[i]), 0)
-        y = LayerOutput(self.activation(y), self.output, sizes).masked(0.0)
-        return self.make_output(y, sources, sizes)
+        # padded output frames as RETURNN computes them (no masking) from the zero-padded input (bias, neighbours)
+        return self.make_output(self.activation(y), sources, sizes)
