@@ -205,7 +205,9 @@ class ScatterNdLayer(Layer):
         Option("position_axis", None, "the axis of 'position' that the new axis replaces"),
         Option("output_dim_via_time_from", None, "layer whose time axis is the new axis"),
         Option("out_spatial_dim", None, "Dim of the new axis (instead of output_dim_via_time_from)"),
-        Option("filter_invalid_indices", False, "drop indices outside the new axis (else an error)"),
+        Option("filter_invalid_indices", False, "drop indices outside the new axis",
+               noop="indices outside the new axis are dropped either way (RETURNN without it: TensorFlow's error on "
+                    "CPU, dropped on GPU)"),
     )
 
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
