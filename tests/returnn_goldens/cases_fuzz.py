@@ -115,3 +115,16 @@ case("fuzz_linear_linear_window", "fuzz_padded_frames", {
     "emb": {"class": "linear", "activation": None, "n_out": 4, "from": "data"},
     "s0": {"class": "linear", "activation": "sigmoid", "n_out": 4, "from": "emb", "with_bias": False},
     "output": {"class": "window", "window_size": 3, "from": "s0"}}, extern={"data": {"dim": 4}})
+# padded frames of a linear layer after a layer that computes non-zero ones (an activation's exp(0) = 1, a layer
+# norm's shift): RETURNN projects them as they are (its linear does not mask), and a centered window or a conv
+# reads the result at a sequence's end (a conformer's pointwise linear before its depthwise conv)
+case("fuzz_exp_softmax_window", "fuzz_padded_frames", {
+    "a": {"class": "activation", "activation": "exp", "from": "data"},
+    "s": {"class": "softmax", "n_out": 3, "from": "a"},
+    "output": {"class": "window", "window_size": 3, "from": "s"}}, extern={"data": {"dim": 4}})
+case("fuzz_layer_norm_linear_conv", "fuzz_padded_frames", {
+    "ln": {"class": "layer_norm", "from": "data"},
+    "pw": {"class": "linear", "activation": "relu", "n_out": 3, "from": "ln"},
+    "pw2": {"class": "linear", "activation": "tanh", "n_out": 3, "from": "pw"},
+    "output": {"class": "conv", "filter_size": [3], "padding": "same", "n_out": 2, "from": "pw2"}},
+    extern={"data": {"dim": 4}})

@@ -330,13 +330,15 @@ class Layer(tf.Module):
             return x
         seed, axes = self.dropout_seed(ctx, salt), noise_broadcast_axes(self, x.data)
         if x.packed is None:
-            return x.with_tensor(dropout(x.tensor, self.dropout, seed, axes))
-        # the same mask on the padded tensor and on its packed rows (only one of them is computed)
-        rows = x.packed
-        shape = [1 if a in axes else (rows.outer[a] if a < 2 else x.data.dims[a].dimension) for a in range(3)]
-        scale = dropout_scale(tf.cast(tf.stack(shape), tf.int32), self.dropout, seed, x.tensor.dtype)
-        scale.set_shape([1 if a in axes else None for a in range(3)])
-        return x.with_tensor(x.tensor * scale, packed=rows.like(rows.values * rows.flat_mask(scale)))
+            out = x.with_tensor(dropout(x.tensor, self.dropout, seed, axes))
+        else:  # the same mask on the padded tensor and on its packed rows (only one of them is computed)
+            rows = x.packed
+            shape = [1 if a in axes else (rows.outer[a] if a < 2 else x.data.dims[a].dimension) for a in range(3)]
+            scale = dropout_scale(tf.cast(tf.stack(shape), tf.int32), self.dropout, seed, x.tensor.dtype)
+            scale.set_shape([1 if a in axes else None for a in range(3)])
+            out = x.with_tensor(x.tensor * scale, packed=rows.like(rows.values * rows.flat_mask(scale)))
+        out.computed_padding = x.computed_padding
+        return out
 
     def make_output(self, tensor: tf.Tensor, sources: Sequence[LayerOutput] = (),
                     sizes: Optional[Mapping[Dim, tf.Tensor]] = None, logits: Optional[tf.Tensor] = None,
@@ -347,7 +349,9 @@ class Layer(tf.Module):
         for src in sources:
             merged.update(src.sizes)
         merged.update(sizes or {})
-        return LayerOutput(tensor, self.output, merged, logits, packed)
+        out = LayerOutput(tensor, self.output, merged, logits, packed)
+        out.computed_padding = True  # what the layer computes on its padded frames, as RETURNN (not masked)
+        return out
 
     def post_init(self) -> None:
         """What RETURNN's base layer adds once the output template is known (runs at the end of the

@@ -98,7 +98,8 @@ class LinearLayer(Layer):
             return self._forward_packed(sources[0], ctx)
         if self.flat:
             src, w = self._input_and_weights(sources[0], ctx)
-            x = src.masked(0.0)
+            # padded frames: RETURNN computes them from its input's padded frames (a zero frame, unless computed)
+            x = src.tensor if src.computed_padding else src.masked(0.0)
             n_out = self.output.dim
             y = matmul_2d(tf.reshape(x, [-1, self.plan.in_dims[0]]), w)
             if self.bias is not None:
@@ -160,6 +161,7 @@ class LinearLayer(Layer):
 
     def _forward_packed(self, src: LayerOutput, ctx: RunContext) -> LayerOutput:
         """The flat case on the real frames only (see packed.py): the output keeps its rows."""
+        computed_padding = src.computed_padding
         src, w = self._input_and_weights(src.with_tensor(src.tensor, packed=pack(src)), ctx)
         rows = src.packed
         y = matmul_2d(rows.values, w)
@@ -167,8 +169,19 @@ class LinearLayer(Layer):
             y = tf.nn.bias_add(y, self.bias)
         out = rows.like(self.activation(y), y if self.activation_name in LOGIT_ACTIVATIONS else None)
         static = src.tensor.shape[:2]
-        # padded frames: what the layer computes from its input's padded frame, as RETURNN on the padded tensor
-        # (one row for all of them: the fill of a packed linear before, else a zero frame, as datasets pad)
+        # padded frames: what the layer computes from its input's padded frames, as RETURNN on the padded tensor:
+        # one row for all of them where the input's is one row (the fill of a packed linear before; extern data's
+        # zero frame, as datasets pad), else from the whole padded input (e.g. an activation's or a norm's values
+        # there, which RETURNN does not mask; only computed where a layer reads the padded tensor)
+        if rows.fill is None and computed_padding:
+            dense = matmul_2d(tf.reshape(src.tensor, [-1, self.plan.in_dims[0]]), w)
+            if self.bias is not None:
+                dense = tf.nn.bias_add(dense, self.bias)
+            shape = tf.concat([tf.shape(src.tensor)[:-1], [self.output.dim]], 0)
+            dense = tf.reshape(dense, shape)
+            dense.set_shape(static.concatenate([self.output.dim]))
+            logits = dense if out.logits is not None else None
+            return self.make_output(self.activation(dense), [src], logits=logits, packed=out)
         fill = rows.fill if rows.fill is not None else tf.zeros([1, rows.values.shape[-1]], y.dtype)
         pad = matmul_2d(tf.cast(fill, y.dtype), w)
         if self.bias is not None:

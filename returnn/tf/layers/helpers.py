@@ -355,7 +355,10 @@ def project_sources(plan: FeaturePlan, sources: Sequence[LayerOutput], w: tf.Ten
     """The linear map of the feature-concatenation of ``sources`` by ``w`` (rows in source order),
     without building the concatenation: the sum of each source's projection, broadcast. A sparse
     source selects rows (= one-hot times ``w``; a label outside its dim a zero row). Padded positions
-    are zeroed (index 0 when sparse) first, so garbage cannot reach the result or the weight gradient.
+    are zeroed (index 0 when sparse) first, so garbage cannot reach the result or the weight gradient,
+    except where they hold what a layer computes there (``computed_padding``: e.g. an activation's exp(0),
+    a norm's shift), which are projected as they are, as RETURNN (a conv after it reads them at a
+    sequence's end); extern data's count as zero frames.
 
     ``order``: the result's non-feature axes as positions of ``plan.dims`` (default: plan order),
     e.g. ``[1, 0]`` for a time-major result of (batch, time) sources. Each source is transposed
@@ -368,7 +371,9 @@ def project_sources(plan: FeaturePlan, sources: Sequence[LayerOutput], w: tf.Ten
         whole = offset == 0 and w.shape[0] is not None and plan.in_dims[i] == w.shape[0]
         rows = w if whole else w[offset:offset + plan.in_dims[i]]
         offset += plan.in_dims[i]
-        value = src.masked(0) if src.data.sparse else feature_last(src.masked(0.0), plan.feature_axes[i])
+        # dense: padded positions zeroed, unless they hold what the layer before computes there (as RETURNN)
+        dense = src.tensor if src.computed_padding else src.masked(0.0)
+        value = src.masked(0) if src.data.sparse else feature_last(dense, plan.feature_axes[i])
         positions = list(plan.maps[i])
         if order is not None:
             positions = [list(order).index(m) for m in positions]

@@ -27,6 +27,10 @@ class LayerOutput:
         self.logits = logits
         # frame-wise layers: the same value as rows of its real frames (see packed.py)
         self.packed = packed
+        # padded frames that hold what the layer computes there, as RETURNN (set by Layer.make_output; not for
+        # extern data, whose padded frames count as zero frames, what datasets pad with, whatever the tensor holds):
+        # a linear layer projects them as they are (e.g. an activation's exp(0), a norm's shift), else a zero frame
+        self.computed_padding = False
         # a linear/softmax layer with a sampled loss: its input for the loss (returnn/tf/sampling.py)
         self.sampling_inputs: Any = None
         # a rec sub-network's value also carries each sub-layer's whole sequence (by sub-layer name)
