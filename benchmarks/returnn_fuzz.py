@@ -96,24 +96,30 @@ def _first_line(exc: BaseException) -> str:
     return "%s: %s" % (type(exc).__name__, (str(exc).strip().splitlines() or [""])[0][:240])
 
 
+def failure_verdict(exc: BaseException, returnn_error: Optional[str]) -> Tuple[str, str]:
+    """(verdict, detail) when this engine fails on a case: its one-line refusal (a ReturnnError) is GAP or
+    BOTH-FAIL, anything else a CRASH unless RETURNN fails too."""
+    from returnn.errors import ReturnnError
+    if isinstance(exc, ReturnnError):
+        return ("BOTH-FAIL" if returnn_error is not None else "GAP"), _first_line(exc) + (
+            "" if returnn_error is None else " | RETURNN: " + returnn_error)
+    if returnn_error is not None:
+        return "BOTH-FAIL", "ours " + _first_line(exc) + " | RETURNN: " + returnn_error
+    return "CRASH", _first_line(exc)
+
+
 def verdict(c, out_dir: str, returnn_error: Optional[str]) -> Tuple[str, str]:
     """(verdict, detail) of one case (see the module doc)."""
-    from returnn.errors import ReturnnError
     from test_returnn_goldens import ATOL, RTOL, real_outputs
     try:
         if returnn_error is not None:
             _ours_builds(c)
             return "LAX", "RETURNN: " + returnn_error
         meta, ours, gold, where = real_outputs(os.path.join(out_dir, c["name"] + ".npz"))
-    except ReturnnError as exc:
-        return ("BOTH-FAIL" if returnn_error is not None else "GAP"), _first_line(exc) + (
-            "" if returnn_error is None else " | RETURNN: " + returnn_error)
     except AssertionError as exc:  # names, shapes or sizes differ from RETURNN's
         return "DIFFER", _first_line(exc)
     except Exception as exc:  # noqa: BLE001 - a crash of ours is the finding
-        if returnn_error is not None:
-            return "BOTH-FAIL", "ours " + _first_line(exc) + " | RETURNN: " + returnn_error
-        return "CRASH", _first_line(exc)
+        return failure_verdict(exc, returnn_error)
     if gold.dtype.kind in "iub":
         same = ours.shape == gold.shape and bool(np.all(ours == gold))
     else:

@@ -218,7 +218,6 @@ def _ours_builds(c: Dict[str, Any]) -> None:
 
 def verdict(c: Dict[str, Any], out_dir: str, returnn_error: Optional[str]) -> Tuple[str, str]:
     """(verdict, detail) of one search case (see returnn_fuzz's doc)."""
-    from returnn.errors import ReturnnError
     from returnn.tf.returnn_params import returnn_param_shapes, set_returnn_param_values
     from test_returnn_goldens import case_config, load_case
     try:
@@ -237,15 +236,9 @@ def verdict(c: Dict[str, Any], out_dir: str, returnn_error: Optional[str]) -> Tu
             for key in meta["extern_data"]:
                 batch[key], batch[key + ":seq_len"] = arrays["in:" + key], arrays["len:" + key]
             labels, lens, scores = _run(net, meta["output_layer"], batch)
-    except ReturnnError as exc:
-        from returnn_fuzz import _first_line
-        return ("BOTH-FAIL" if returnn_error is not None else "GAP"), _first_line(exc) + (
-            "" if returnn_error is None else " | RETURNN: " + returnn_error)
-    except Exception as exc:  # noqa: BLE001 - a crash of ours is the finding
-        from returnn_fuzz import _first_line
-        if returnn_error is not None:
-            return "BOTH-FAIL", "ours " + _first_line(exc) + " | RETURNN: " + returnn_error
-        return "CRASH", _first_line(exc)
+    except Exception as exc:  # noqa: BLE001 - our refusal or crash is the finding
+        from returnn_fuzz import failure_verdict
+        return failure_verdict(exc, returnn_error)
     return compare(arrays, labels, lens, scores)
 
 

@@ -39,8 +39,10 @@ def load_case(path: Path):
     return json.loads(str(arrays.pop("meta"))), arrays
 
 
-def one_step(meta, arrays):
-    """Our loss stats of the golden's loss layer and the parameters after one SGD step at rate 1."""
+def train_step_stats(meta, arrays):
+    """One SGD step at rate 1 from the golden's parameters: ({loss name: [loss_sum, norm, error_sum,
+    error_norm]} of this engine's train step, the parameters after it, the step's flags). Also the
+    differential check's (benchmarks/returnn_fuzz_loss.py)."""
     extern = extern_data_from_config(Config({"extern_data": copy.deepcopy(meta["extern_data"])}))
     network = TFNetwork(copy.deepcopy(meta["network"]), extern)
     if meta["params"]:
@@ -57,9 +59,14 @@ def one_step(meta, arrays):
             batch[key + ":seq_len"] = tf.ones([value.shape[0]], tf.int32)
         batch[key] = tf.constant(value)
     stats, flags = fns.split_stats(fns.train_step(batch, np.array([1, 0]), tf.zeros([3])).numpy())
+    return dict(zip(fns.train_loss_names, stats.tolist())), returnn_param_values(network), flags
+
+
+def one_step(meta, arrays):
+    """Our loss stats of the golden's loss layer and the parameters after one SGD step at rate 1."""
+    stats, after, flags = train_step_stats(meta, arrays)
     assert not flags.any(), flags
-    row = fns.train_loss_names.index(meta["loss_layer"])
-    return stats[row], returnn_param_values(network)
+    return stats[meta["loss_layer"]], after
 
 
 @pytest.mark.parametrize("path", FILES, ids=[f.stem for f in FILES])
