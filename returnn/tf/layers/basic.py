@@ -100,12 +100,7 @@ class LinearLayer(Layer):
             src, w = self._input_and_weights(sources[0], ctx)
             # padded frames: RETURNN computes them from its input's padded frames (a zero frame, unless computed)
             x = src.tensor if src.computed_padding else src.masked(0.0)
-            n_out = self.output.dim
-            y = matmul_2d(tf.reshape(x, [-1, self.plan.in_dims[0]]), w)
-            if self.bias is not None:
-                y = tf.nn.bias_add(y, self.bias)
-            shape = tf.concat([tf.shape(x)[:-1], [n_out]], 0)
-            static = x.shape[:-1].concatenate([n_out])
+            y, shape, static = self._project_flat(x, w)
 
             def unflat(t: tf.Tensor) -> tf.Tensor:
                 t = tf.reshape(t, shape)
@@ -125,6 +120,15 @@ class LinearLayer(Layer):
             x = self._filter_grad(x)
         logits = x if self.activation_name in LOGIT_ACTIVATIONS else None
         return self.make_output(self.activation(x), sources, logits=logits)
+
+    def _project_flat(self, x: tf.Tensor, w: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor, tf.TensorShape]:
+        """``x`` (..., F) times ``w`` plus the bias as one flat (N, n_out) matmul; also the output's
+        dynamic and static shape (x's leading axes, n_out) to reshape it back."""
+        n_out = self.output.dim
+        y = matmul_2d(tf.reshape(x, [-1, self.plan.in_dims[0]]), w)
+        if self.bias is not None:
+            y = tf.nn.bias_add(y, self.bias)
+        return y, tf.concat([tf.shape(x)[:-1], [n_out]], 0), x.shape[:-1].concatenate([n_out])
 
     def _filter_grad(self, x: tf.Tensor) -> tf.Tensor:
         """RETURNN's ``filter_grad`` on the pre-activation values: identity; the gradient of a
@@ -174,12 +178,9 @@ class LinearLayer(Layer):
         # zero frame, as datasets pad), else from the whole padded input (e.g. an activation's or a norm's values
         # there, which RETURNN does not mask; only computed where a layer reads the padded tensor)
         if rows.fill is None and computed_padding:
-            dense = matmul_2d(tf.reshape(src.tensor, [-1, self.plan.in_dims[0]]), w)
-            if self.bias is not None:
-                dense = tf.nn.bias_add(dense, self.bias)
-            shape = tf.concat([tf.shape(src.tensor)[:-1], [self.output.dim]], 0)
+            dense, shape, dense_static = self._project_flat(src.tensor, w)
             dense = tf.reshape(dense, shape)
-            dense.set_shape(static.concatenate([self.output.dim]))
+            dense.set_shape(dense_static)
             logits = dense if out.logits is not None else None
             return self.make_output(self.activation(dense), [src], logits=logits, packed=out)
         fill = rows.fill if rows.fill is not None else tf.zeros([1, rows.values.shape[-1]], y.dtype)
