@@ -139,3 +139,15 @@ case("fuzzrec_embedding_read_past_the_end", "fuzz_rec", {
                    "with_bias": False}}},
     "output": {"class": "pool", "mode": "avg", "pool_size": [3], "padding": "same", "from": "loop"}},
     extern={"data": {"dim": 7, "sparse": True}}, lens={"data": [7, 4, 1]})
+# layernormvariantslstm's initial_state over whole sequences (returnn_fuzz --kind rec seeds 62, 64; was refused):
+# RETURNN's state (c, h) from a variable, ones or a layer, also run backwards, its final state after it
+case("fuzzrec_layernorm_lstm_initial_state_var", "fuzzrec_last_state", {
+    "l": {"class": "rec", "unit": "layernormvariantslstm", "n_out": 3, "from": "data", "initial_state": "var",
+          "unit_opts": {"hidden_norm": True}},
+    "last": {"class": "get_last_hidden_state", "from": "l", "n_out": 6},
+    "output": {"class": "copy", "from": "last"}}, extern=X4, lens={"data": [7, 4, 0]})
+case("fuzzrec_layernorm_lstm_initial_state_layer", "fuzzrec_last_state", {
+    "data_mean": {"class": "reduce", "mode": "mean", "axis": "T", "from": "data"},
+    "init": {"class": "linear", "activation": "tanh", "n_out": 3, "from": "data_mean"},
+    "output": {"class": "rec", "unit": "layernormvariantslstm", "n_out": 3, "from": "data", "direction": -1,
+               "initial_state": {"c": "init", "h": "ones"}}}, extern=X4, lens={"data": [7, 4, 0]})

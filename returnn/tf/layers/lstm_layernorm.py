@@ -139,9 +139,11 @@ class LayerNormLstm(tf.Module):
             h_new = self.ln("new_h", h_new)
         return h_new, c_new
 
-    def run(self, below: tf.Tensor, seq_len: tf.Tensor, seed: Optional[tf.Tensor]) -> Tuple[tf.Tensor, Tuple]:
-        """``below``: the input times ``W`` (B, T, 4 n_out); ``seed``: None outside training. Returns
-        the output (B, T, n_out) and the final state ``(c, h)`` (RETURNN's LSTM state order)."""
+    def run(self, below: tf.Tensor, seq_len: tf.Tensor, seed: Optional[tf.Tensor],
+            initial: Optional[Tuple[tf.Tensor, tf.Tensor]] = None) -> Tuple[tf.Tensor, Tuple]:
+        """``below``: the input times ``W`` (B, T, 4 n_out); ``seed``: None outside training;
+        ``initial``: the state ``(h, c)`` each sequence starts from (None: zeros). Returns the output
+        (B, T, n_out) and the final state ``(c, h)`` (RETURNN's LSTM state order)."""
         n, x = self.n, below
         below = self.prepare(below)
         batch, n_time = tf.shape(x)[0], tf.shape(x)[1]
@@ -150,6 +152,7 @@ class LayerNormLstm(tf.Module):
         valid = tf.TensorArray(tf.bool, size=n_time).unstack(tf.transpose(tf.sequence_mask(seq_len, n_time)))
         out = tf.TensorArray(x.dtype, size=n_time, element_shape=tf.TensorShape([None, n]))
         zeros = tf.zeros([batch, n], x.dtype)
+        h0, c0 = initial if initial is not None else (zeros, zeros)
 
         def body(t, h, c, out_ta):
             h_new, c_new = self.step(xs.read(t), h, c, masks)
@@ -157,6 +160,6 @@ class LayerNormLstm(tf.Module):
             out_ta = out_ta.write(t, tf.where(m, h_new, tf.zeros_like(h_new)))
             return t + 1, tf.where(m, h_new, h), tf.where(m, c_new, c), out_ta
 
-        _, h, c, out = tf.while_loop(lambda t, *_: t < n_time, body, [tf.constant(0), zeros, zeros, out])
+        _, h, c, out = tf.while_loop(lambda t, *_: t < n_time, body, [tf.constant(0), h0, c0, out])
         y = tf.ensure_shape(tf.transpose(stacked(out, [0, batch, n]), [1, 0, 2]), [None, None, n])
         return y, (c, h)  # the output and each sequence's state (c, h) after its last frame

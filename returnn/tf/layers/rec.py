@@ -68,8 +68,7 @@ TF_CELL_UNITS = ("basiclstm", "standardlstm")  # RETURNN runs TensorFlow's cells
 # RETURNN's NativeLstm (v1) refuses an initial state ("broken support"); its low-memory LSTM's state is c
 # alone (one state, h starts at zeros: LOWMEM)
 LOWMEM = "nativelstmlowmem"
-NO_INITIAL_STATE_UNITS = {"nativelstm": "RETURNN's NativeLstm (v1) refuses it (broken support): use nativelstm2",
-                          LAYER_NORM_UNIT: "not supported here over whole sequences (in a rec loop it is)"}
+NO_INITIAL_STATE_UNITS = {"nativelstm": "RETURNN's NativeLstm (v1) refuses it (broken support): use nativelstm2"}
 
 
 @register_layer
@@ -229,7 +228,13 @@ class RecLayer(Layer):
                 x = tf.transpose(x, [1, 0, 2])
             if self.direction == -1:
                 x = tf.reverse_sequence(x, seq_len, seq_axis=1, batch_axis=0)
-            y, final = self.cell.run(x, seq_len, ctx.layer_seed(self.layer_name) if ctx.train else None)
+            initial = None
+            if self.state is not None:
+                init = self.state.initial(tf.shape(x)[0], state_values, ctx.train, ctx.seed[0])
+                initial = (init["h"], init["c"])
+            y, final = self.cell.run(x, seq_len, ctx.layer_seed(self.layer_name) if ctx.train else None, initial)
+            if self.state is not None:
+                self.state.keep({"h": final[1], "c": final[0]}, ctx.train, ctx.seed[0])
             if self.direction == -1:
                 y = tf.reverse_sequence(y, seq_len, seq_axis=1, batch_axis=0)
         else:
