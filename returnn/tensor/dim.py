@@ -56,6 +56,11 @@ class Dim:
         self.vocab = vocab
         self.same_as: Optional[Dim] = None
         self.derived_from_op: Optional[Tuple[str, List[Any]]] = None  # dim math: (kind, [inputs]), see dim_math
+        # RETURNN computed this dim's sizes without tying the size tensor to its tag (split_dims' padded
+        # remainder): the first shift_axis with adjust_size_info that reads them ties them to its own output
+        # dim unshifted (its adjusted sizes then count as the same dim's and are dropped); that layer's name
+        self.untied_sizes = False
+        self.sizes_tied_by: Optional[str] = None
 
     @property
     def name(self) -> str:

@@ -4,7 +4,7 @@ time_chunking of a time-major input, gather(_nd) by a position without batch axi
 axis of a time-major input without keep_order, gather(_nd) of time-major inputs or positions, slice_nd's time
 axis, a size-1 feature axis from behavior version 11, scatter_nd's and gather_nd's padded positions,
 unflatten_nd's padding, gather's common axes, the feature axis of a window over the features,
-transposed_conv's lengths after remove_padding and padded frames."""
+transposed_conv's lengths after remove_padding and padded frames, shift_axis of split_dims' remainder axis."""
 from make_goldens import LENS_LONG, case
 
 XTM6 = {"data": {"dim": 6, "time_dim_axis": 0, "batch_dim_axis": 1}}
@@ -112,3 +112,15 @@ case("fuzz_transposed_conv_padded_frames_gathered", "fuzz_transposed_conv", {
     "pos": {"class": "range_in_axis", "from": "pre", "axis": "B"},
     "output": {"class": "gather_nd", "from": "pre", "position": "pos"}}, extern={"data": {"dim": 5}},
     config={"behavior_version": 12}, lens={"data": [6, 6, 2]})
+# shift_axis with adjust_size_info keeps the lengths of split_dims' padded remainder axis (RETURNN sets them as a
+# size tensor tied to no dim tag: the shift's own tag takes them over, its adjusted sizes count as the same); a
+# second shift of that output adjusts them: lengths ceil(L / 2) = [3, 2, 0], then [3, 3, 1]
+case("fuzz_split_dims_rem_shift_axis_twice", "fuzz_shift_axis", {
+    "s": {"class": "split_dims", "axis": "T", "dims": [-1, 2], "from": "data"},
+    "a": {"class": "shift_axis", "axis": "T", "amount": -1, "from": "s"},
+    "output": {"class": "shift_axis", "axis": "T", "amount": 1, "from": "a"}}, extern={"data": {"dim": 4}},
+    config={"behavior_version": 21}, lens={"data": [5, 3, 0]})
+case("fuzz_split_dims_rem_first_shift_axis", "fuzz_shift_axis", {
+    "s": {"class": "split_dims", "axis": "T", "dims": [2, -1], "from": "data"},
+    "output": {"class": "shift_axis", "axis": "T", "amount": 2, "from": "s"}}, extern={"data": {"dim": 4}},
+    lens={"data": [4, 2, 3]})

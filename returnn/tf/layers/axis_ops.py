@@ -12,7 +12,10 @@ tile, range_in_axis, range_from_length.
 - ``shift_axis``: shifts the values along ``axis`` by ``amount`` frames (> 0 to later positions),
   filling ``pad_value``; without ``pad`` the axis gets shorter. ``adjust_size_info``: lengths
   follow (+amount with padding on the right shift, -amount on a left shift, clipped); without it
-  and without ``pad`` on a dynamic axis: refused (RETURNN keeps lengths longer than the axis).
+  and without ``pad`` on a dynamic axis: refused (RETURNN keeps lengths longer than the axis). RETURNN
+  keeps the lengths of split_dims' padded remainder axis too, in the first shift_axis that reads it (its
+  size tensor is tied to no dim tag, so the shift's new tag takes it over and the adjusted sizes, same-named,
+  count as already set); a later shift of that output adjusts (``Dim.untied_sizes``).
 - ``repeat``: each position of ``axis`` ``repetitions`` times (an int, or an int layer with one
   count per position); a new axis whose sizes are the summed counts of real positions.
 - ``tile``: the whole axis repeated, ``multiples = {axis: n}`` (static axes; dynamic ones are refused, as RETURNN
@@ -200,6 +203,15 @@ class ShiftAxisLayer(Layer):
             # RETURNN keeps the old lengths over the shortened axis: the longest sequences exceed it
             raise NetworkError("%s: pad False with adjust_size_info False on the dynamic axis %r is refused: RETURNN "
                                "keeps the old lengths, longer than the shortened axis" % (self.desc, old.description))
+        # RETURNN keeps the lengths of a dim whose sizes are untied (split_dims' remainder) the first time
+        self.keep_sizes = bool(self.opt("adjust_size_info") and old.is_dynamic() and old.untied_sizes
+                               and old.sizes_tied_by in (None, name))
+        if self.keep_sizes:
+            if not self.opt("pad"):
+                raise NetworkError("%s: pad False on %r, whose lengths RETURNN keeps (its sizes are not tied to a dim "
+                                   "tag, as split_dims' remainder), is refused: they exceed the shortened axis"
+                                   % (self.desc, old.description))
+            old.sizes_tied_by = name
         if self.opt("adjust_size_info") or not self.opt("pad"):
             size = None if old.dimension is None else (old.dimension if self.opt("pad") else
                                                         max(0, old.dimension - abs(amount)))
@@ -227,7 +239,7 @@ class ShiftAxisLayer(Layer):
         if self.new is not None and self.new.is_dynamic():
             old_sizes = x.size(self.ax)
             delta = self.amount if (self.amount < 0 or self.opt("pad")) else 0
-            if not self.opt("adjust_size_info"):
+            if not self.opt("adjust_size_info") or self.keep_sizes:
                 delta = 0  # (with pad: the lengths stay; without pad refused in __init__)
             sizes[self.new] = tf.clip_by_value(old_sizes + delta, 0, tf.shape(shifted)[self.ax])
         return self.make_output(shifted, [x], sizes)

@@ -95,6 +95,8 @@ class SplitDimsLayer(_ShapeLayer):
                    for i, s in enumerate(sizes)]
             if self.rem is not None and static == 1:
                 new[self.rem] = old  # nothing split off: keep the dim and its sizes
+            elif self.rem is not None and self.pad and old.is_dynamic():
+                new[self.rem].untied_sizes = True  # RETURNN sets them as a bare tensor (see Dim.untied_sizes)
         self.new = new
         self.static = static
         self.out_dims = list(data.dims[:self.ax]) + new + list(data.dims[self.ax + 1:])
