@@ -151,3 +151,13 @@ case("fuzzrec_layernorm_lstm_initial_state_layer", "fuzzrec_last_state", {
     "init": {"class": "linear", "activation": "tanh", "n_out": 3, "from": "data_mean"},
     "output": {"class": "rec", "unit": "layernormvariantslstm", "n_out": 3, "from": "data", "direction": -1,
                "initial_state": {"c": "init", "h": "ones"}}}, extern=X4, lens={"data": [7, 4, 0]})
+# the loop's steps past a sequence's end read a moved-out layer's padded frames as the layer computed them (here
+# exp of a layer norm's shift; RETURNN's TensorArray of the padded tensor), not zeros; a window after the loop
+# reads those steps at each sequence's end
+case("fuzzrec_moved_out_layer_norm_past_the_end", "fuzz_rec", {
+    "loop": {"class": "rec", "from": "data", "unit": {
+        "ln": {"class": "layer_norm", "from": "data:source"},
+        "a": {"class": "activation", "activation": "exp", "from": "ln"},
+        "output": {"class": "linear", "activation": "sigmoid", "n_out": 4, "from": ["a", "prev:output"],
+                   "with_bias": False}}},
+    "output": {"class": "window", "window_size": 3, "from": "loop"}}, extern=X4)

@@ -81,10 +81,11 @@ def stack_steps(stacked: tf.Tensor, step: Data, time_dim: Dim, sizes: Mapping[Di
 class FrameReader:
     """Frame ``t`` of a whole-sequence value along the loop's time axis (time-major once, then
     one cheap index per step); values without that axis are returned as they are. Padded
-    positions are zeroed first (a frame has no lengths left to mask them with; garbage or NaN
-    there would reach the gradients through the steps past a sequence's end), except where they
-    hold one known row, a packed linear layer's value there (packed.py), which RETURNN's loop
-    reads past the end as well (its TensorArray of the padded tensor). ``raw``: no zeroing at all
+    positions of extern data are zeroed first (a frame has no lengths left to mask them with;
+    garbage or NaN there would reach the gradients through the steps past a sequence's end; a
+    dataset feeds zero frames there), while a layer's value is read as the layer computed it there
+    (``computed_padding``, or one known row: a packed linear layer's value there, packed.py), as
+    RETURNN's loop reads it past the end (its TensorArray of the padded tensor). ``raw``: no zeroing at all
     (a beam search, which has no gradients: its step past a sequence's end reads the padded frame
     as RETURNN's does)."""
 
@@ -97,7 +98,7 @@ class FrameReader:
         self.template = value.data.copy_template_excluding_axis(self.axis)
         perm = [self.axis] + [a for a in range(value.data.batch_ndim) if a != self.axis]
         known_fill = value.packed is not None and value.packed.fill is not None
-        tensor = value.tensor if known_fill or raw else value.masked(0)
+        tensor = value.tensor if known_fill or raw or value.computed_padding else value.masked(0)
         self.time_major = tf.transpose(tensor, perm) if self.axis else tensor
         self.logits = None
         if value.logits is not None:
