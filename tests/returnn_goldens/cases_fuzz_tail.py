@@ -4,7 +4,8 @@ time_chunking of a time-major input, gather(_nd) by a position without batch axi
 axis of a time-major input without keep_order, gather(_nd) of time-major inputs or positions, slice_nd's time
 axis, a size-1 feature axis from behavior version 11, scatter_nd's and gather_nd's padded positions,
 unflatten_nd's padding, gather's common axes, the feature axis of a window over the features,
-transposed_conv's lengths after remove_padding and padded frames, shift_axis of split_dims' remainder axis."""
+transposed_conv's lengths after remove_padding and padded frames, shift_axis of split_dims' remainder axis, a variable's
+dummy time axis broadcast before behavior version 11."""
 from make_goldens import LENS_LONG, case
 
 XTM6 = {"data": {"dim": 6, "time_dim_axis": 0, "batch_dim_axis": 1}}
@@ -124,3 +125,14 @@ case("fuzz_split_dims_rem_first_shift_axis", "fuzz_shift_axis", {
     "s": {"class": "split_dims", "axis": "T", "dims": [2, -1], "from": "data"},
     "output": {"class": "shift_axis", "axis": "T", "amount": 2, "from": "s"}}, extern={"data": {"dim": 4}},
     lens={"data": [4, 2, 3]})
+# a variable's add_time_axis is RETURNN's auto-generated dummy time of size 1: before behavior version 11
+# (broadcast_matches) it matches data's time axis, (B, T, F) * (B, 1) -> (B, T, F) (with the variable first
+# RETURNN fails: its common template takes the dummy time's size 1 for T)
+case("fuzz_variable_dummy_time_broadcast_bv0", "fuzz_variable", {
+    "v": {"class": "variable", "shape": [], "add_batch_axis": True, "add_time_axis": True, "init": 0.5},
+    "output": {"class": "combine", "kind": "mul", "from": ["data", "v"]}}, extern={"data": {"dim": 5}},
+    config={"behavior_version": 0})
+case("fuzz_variable_dummy_time_feature_bv0", "fuzz_variable", {
+    "v": {"class": "variable", "shape": [5], "add_time_axis": True, "init": "glorot_uniform"},
+    "output": {"class": "combine", "kind": "add", "from": ["data", "v"]}}, extern={"data": {"dim": 5}},
+    config={"behavior_version": 0})

@@ -7,7 +7,8 @@
 - ``gather_nd`` (RETURNN's old layer): ``position`` (B, ...) indexes the time axis of ``from``
   (B, T, ...) per sequence; ``gather`` on ``"T"`` with only the batch axis gathered per entry.
 - ``variable``: a trainable parameter of ``shape`` (``init``, ``dtype``); ``add_batch_axis``
-  repeats it per sequence (first axis), ``add_time_axis`` adds a time axis of size 1 after it.
+  repeats it per sequence (first axis), ``add_time_axis`` adds a time axis of size 1 after it (engine-made,
+  as RETURNN's dummy time: before behavior version 11 it broadcasts into another source's axis, e.g. data's T).
 """
 from __future__ import annotations
 
@@ -166,7 +167,8 @@ class VariableLayer(Layer):
         self.with_batch = bool(self.opt("add_batch_axis"))
         self.with_time = bool(self.opt("add_time_axis"))
         if self.with_time:
-            dims = [Dim(1, kind=DimTypes.Spatial, description="%s:time" % name)] + dims
+            # engine-made as RETURNN's dummy time (auto_generated): before behavior version 11 it broadcasts
+            dims = [Dim(1, kind=DimTypes.Spatial, description="%s:dummy-time" % name, auto_generated=True)] + dims
         if self.with_batch:
             dims = [batch_dim] + dims
         self.output = Data(name, dims=dims, time_dim_axis=(1 if self.with_batch else 0) if self.with_time else None)
