@@ -5,7 +5,7 @@ axis of a time-major input without keep_order, gather(_nd) of time-major inputs 
 axis, a size-1 feature axis from behavior version 11, scatter_nd's and gather_nd's padded positions,
 unflatten_nd's padding, gather's common axes, the feature axis of a window over the features,
 transposed_conv's lengths after remove_padding and padded frames, shift_axis of split_dims' remainder axis, a variable's
-dummy time axis broadcast before behavior version 11."""
+dummy time axis broadcast before behavior version 11, self_attention over an input with a size-1 axis."""
 from make_goldens import LENS_LONG, case
 
 XTM6 = {"data": {"dim": 6, "time_dim_axis": 0, "batch_dim_axis": 1}}
@@ -136,3 +136,10 @@ case("fuzz_variable_dummy_time_feature_bv0", "fuzz_variable", {
     "v": {"class": "variable", "shape": [5], "add_time_axis": True, "init": "glorot_uniform"},
     "output": {"class": "combine", "kind": "add", "from": ["data", "v"]}}, extern={"data": {"dim": 5}},
     config={"behavior_version": 0})
+# self_attention reshapes its batch-major, feature-last input to (B, T, heads, -1) (RETURNN): a size-1 axis after
+# the time axis is absorbed, the output (B, T, n_out) drops it; also from a time-major input
+for _x, _extern in (("", {"data": {"dim": 6}}), ("_time_major", XTM6)):
+    case("fuzz_self_attention_size1_axis%s" % _x, "fuzz_self_attention", {
+        "l0": {"class": "split_dims", "axis": "F", "dims": [1, -1], "from": "data"},
+        "output": {"class": "self_attention", "num_heads": 2, "total_key_dim": 4, "n_out": 6, "from": "l0"}},
+        extern=_extern)

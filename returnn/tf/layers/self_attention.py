@@ -7,7 +7,8 @@ value size ``n_out // num_heads``); queries are scaled by ``key_size ** -0.5``; 
 e.g. ``relative_positional_encoding``); keys beyond a sequence's length are masked, or with
 ``attention_left_only`` every key after the query (a lower-triangular mask, as RETURNN: lengths
 are not used then); softmax over keys, ``attention_dropout`` on the weights in training; the
-heads' weighted values are concatenated: ``(B, T, n_out)``.
+heads' weighted values are concatenated: ``(B, T, n_out)``. Further input axes of size 1 right after the
+time axis are dropped (RETURNN's reshape absorbs them).
 
 ``relative_positional_encoding``: ``(T, T, n_out)`` without batch axis: entry ``[q, k]`` is row
 ``clip(k - q, -clipping, clipping) + clipping`` of a learned ``(2 * clipping + 1, n_out)`` matrix
@@ -44,8 +45,12 @@ def _batch_time_axes(layer: Layer, dims: Sequence[Dim], data: Data) -> List[int]
         raise NetworkError("%s: needs an input with a time axis (inside rec loops it is not supported yet), got %s"
                            % (layer.desc, data.short_repr()))
     pos = [i for i, d in enumerate(dims) if d.is_batch_dim()] + [i for i, d in enumerate(dims) if d == time]
-    if len(pos) != 2 or len(dims) != 2:
-        raise NetworkError("%s: input must be (batch, time, feature), got %s" % (layer.desc, data.short_repr()))
+    # RETURNN reshapes its batch-major, feature-last input to (B, T, heads, -1): further axes right after the
+    # time axis are absorbed when they are static of size 1 (its output drops them); others fail there
+    rest = [i for i in range(len(dims)) if i not in pos]
+    if len(pos) != 2 or any(dims[i].dimension != 1 for i in rest) or any(i < pos[1] for i in rest):
+        raise NetworkError("%s: input must be (batch, time, feature) (RETURNN: further axes only of size 1 after the "
+                           "time axis), got %s" % (layer.desc, data.short_repr()))
     return pos
 
 
@@ -146,8 +151,9 @@ class SelfAttentionLayer(Layer):
             raise NetworkError("%s: on single steps it runs only inside a rec loop" % self.desc)
         own = dropout_sources(self, sources[:len(self.sources)], ctx)
         x = project_sources(self.plan, own, self.qkv)  # plan dims + (2K + V,)
-        if self.bt != [0, 1]:
-            x = tf.transpose(x, [1, 0, 2])
+        perm = self.bt + [i for i in range(len(self.plan.dims)) if i not in self.bt] + [len(self.plan.dims)]
+        if perm != list(range(len(perm))):
+            x = tf.transpose(x, perm)
         shape = tf.shape(x)
         n_b, n_t, h = shape[0], shape[1], self.heads
         kh, vh = self.key_dim // h, self.value_dim // h
