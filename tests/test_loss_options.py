@@ -78,3 +78,38 @@ def test_layer_loss_scale_is_the_loss_scale_and_conflicts_are_refused():
     net["output"]["loss_opts"] = {"scale": 2.0}
     with pytest.raises(NetworkError, match="'output': loss_scale and loss_opts scale differ"):
         TFNetwork(net, extern)
+
+
+def test_remaining_returnn_losses_refuse_in_one_line():
+    """deep_clustering: RETURNN's own fails on this TensorFlow; triplet_loss needs its margin; generic_ce
+    with use_flatten_frames False (RETURNN indexes flattened frames by padded targets); the ctc loss's
+    ctc_opts of the other CTC op (RETURNN: a TypeError)."""
+    from returnn.tf.losses import get_loss_class
+    with pytest.raises(NetworkError, match="'o'.*deep_clustering.*TensorFlow 2") as exc:
+        get_loss_class("deep_clustering", "o")
+    assert "\n" not in str(exc.value)
+    with pytest.raises(NetworkError, match="'o'.*triplet_loss.*margin"):
+        get_loss_class("triplet_loss", "o")("o", {}, "classes")
+    get_loss_class("triplet_loss", "o")("o", {"margin": 0.5, "multi_view_training": True}, "classes")
+    with pytest.raises(NetworkError, match="'o'.*generic_ce.*use_flatten_frames"):
+        get_loss_class("generic_ce", "o")("o", {"use_flatten_frames": False}, "classes")
+    with pytest.raises(NetworkError, match="'c'.*ignore_longer_outputs_than_inputs need use_native False"):
+        CtcLoss("c", {"use_native": True, "beam_width": 1, "ctc_opts": {"ignore_longer_outputs_than_inputs": True}},
+                "classes")
+    with pytest.raises(NetworkError, match="'c'.*zero_infinity need use_native"):
+        CtcLoss("c", {"ctc_opts": {"zero_infinity": True}}, "classes")
+    with pytest.raises(NetworkError, match="'c'.*grad_wrt_softmax_in equal to logits_normalize"):
+        CtcLoss("c", {"use_native": True, "beam_width": 1, "ctc_opts": {"grad_wrt_softmax_in": False}}, "classes")
+
+
+def test_generic_ce_needs_an_elementwise_activation():
+    """RETURNN's generic_ce reads the layer's activation input: a softmax is refused (not element-wise),
+    a sigmoid linear layer trains (tests/test_returnn_losses.py: its values and gradient)."""
+    from returnn.config import Config
+    from returnn.extern_data import extern_data_from_config
+    from returnn.tf.network import TFNetwork
+    extern = extern_data_from_config(Config({"extern_data": {"data": {"dim": 3}, "classes": {"dim": 4, "sparse": True}}}))
+    with pytest.raises(NetworkError, match="'output'.*generic_ce.*element-wise activation.*softmax"):
+        TFNetwork({"output": {"class": "softmax", "from": "data", "n_out": 4, "loss": "generic_ce"}}, extern)
+    TFNetwork({"output": {"class": "linear", "activation": "sigmoid", "from": "data", "n_out": 4,
+                          "loss": "generic_ce"}}, extern)

@@ -306,6 +306,8 @@ def test_objective_is_the_frame_sum_unless_use_normalized_loss(name):
     base = {"use_full_softmax": True} if name == "sampling_loss" else {}
     if name == "expected_loss":  # its inner loss is required (tests/test_search_train.py)
         base = {"loss": {"class": "bleu"}, "loss_kind": "error"}
+    if name == "triplet_loss":  # its margin is required (RETURNN's positional argument)
+        base = {"margin": 1.0}
     assert float(cls("output", dict(base), "classes").objective(values)) == 12.0
     assert float(cls("output", dict(base, use_normalized_loss=True), "classes").objective(values)) == 3.0
     with pytest.raises(NetworkError, match=r"^layer 'output': loss_opts use_normalized_loss must be True or False, "

@@ -235,7 +235,7 @@ def loss_option_declarations():
 
 def test_every_loss_option_has_an_effect_a_refusal_or_a_reason(tf_scan):
     reads = tf_scan.reads([TF_DIR / "losses.py", TF_DIR / "losses_ctc.py", TF_DIR / "sampling.py", TF_DIR / "losses_tts.py",
-                           TF_DIR / "losses_search.py"])  # own modules
+                           TF_DIR / "losses_search.py", TF_DIR / "losses_extra.py"])  # own modules
     bad = sorted("%s: %s" % (name, o.name) for name, o in loss_option_declarations()
                  if not handled(o, reads) and (name, o.name) not in LEAD_PENDING_LOSS_OPTIONS)
     assert not bad, "loss_opts accepted but never read (effect, only=..., or noop='why'): %s" % bad

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from returnn.config import Config
+from returnn.config import Config, get_global_config, set_global_config
 from returnn.distributed.backend import LocalBackend
 from returnn.distributed.context import DistributedContext
 from returnn.extern_data import extern_data_from_config
@@ -43,6 +43,15 @@ def train_step_stats(meta, arrays):
     """One SGD step at rate 1 from the golden's parameters: ({loss name: [loss_sum, norm, error_sum,
     error_norm]} of this engine's train step, the parameters after it, the step's flags). Also the
     differential check's (benchmarks/returnn_fuzz_loss.py)."""
+    previous = get_global_config()
+    set_global_config(Config(copy.deepcopy(meta.get("config") or {})))  # e.g. tf_native_ctc_zero_infinity
+    try:
+        return _train_step_stats(meta, arrays)
+    finally:
+        set_global_config(previous)
+
+
+def _train_step_stats(meta, arrays):
     extern = extern_data_from_config(Config({"extern_data": copy.deepcopy(meta["extern_data"])}))
     network = TFNetwork(copy.deepcopy(meta["network"]), extern)
     if meta["params"]:

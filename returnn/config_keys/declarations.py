@@ -83,6 +83,9 @@ _net("bidirectional", "bool", False, "Old network description: forward and backw
 _net("forward_weights_init", "str|float", None, "Old network description: forward_weights_init of every layer.")
 _net("bias_init", "str|float", None, "Old network description: bias_init of every layer.")
 _net("behavior_version", "int", 0, "RETURNN's behavior version: layer defaults RETURNN changed with it (batch_norm from 12).")
+_net("tf_native_ctc_zero_infinity", "bool", None, "RETURNN's native CTC (the ctc_loss layer, the ctc loss with "
+     "use_native): a sequence without an alignment costs 0 with no gradient (default: behavior_version >= 30; "
+     "else 0 with the error signal softmax(logits), the best path inf).")
 _net("conv_pad_seq_len_to_power", "float", None, "RETURNN pads conv inputs' dynamic axes to a power of this (graph "
      "caching): the same results, except with strides and padding 'same' there (refused: the windows follow the "
      "padded length).")

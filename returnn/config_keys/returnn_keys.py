@@ -152,7 +152,7 @@ REFUSED: Tuple[Tuple[str, Dict[str, Any]], ...] = (
       "seq_drop": 0.0, "share_batches": False, "shuffle_batches": False, "shuffle_frames_of_nseqs": 0,
       "lm_dataset_debug_limit_line_count": None, "use_dummy_datasets": False, "start_batch": "auto"}),
     ("RETURNN network option not implemented by this engine",
-     {"default_input": "data", "inf_value": float("inf"), "onnx_export": False, "tf_native_ctc_zero_infinity": None,
+     {"default_input": "data", "inf_value": float("inf"), "onnx_export": False,
       "ctc_prior_file": None, "enforce_min_len1": False}),
     ("RETURNN eval/forward/search option not implemented by this engine",
      {"allow_skipping_seqs_in_forward": False, "combine_labels": "", "epoch": None, "eval_output_file": None,

@@ -402,11 +402,13 @@ class AsIsLoss(Loss):
 LOSS_CLASSES: Dict[str, Type[Loss]] = {cls.loss_class: cls for cls in (
     CrossEntropyLoss, MeanSquaredErrorLoss, AsIsLoss)}
 # RETURNN's ctc and edit_distance (returnn/tf/losses_ctc.py), sampling_loss (returnn/tf/sampling.py),
-# mean_l1 and bin_ce (returnn/tf/losses_tts.py): they register themselves here
+# mean_l1 and bin_ce (returnn/tf/losses_tts.py), generic_ce and triplet_loss (returnn/tf/losses_extra.py): they
+# register themselves here
 from returnn.tf import losses_ctc as _losses_ctc  # noqa: E402,F401
 from returnn.tf import losses_tts as _losses_tts  # noqa: E402,F401
 from returnn.tf import losses_search as _losses_search  # noqa: E402,F401  (search_score)
 from returnn.tf import sampling as _sampling  # noqa: E402,F401
+from returnn.tf import losses_extra as _losses_extra  # noqa: E402,F401  (generic_ce, triplet_loss)
 
 
 # RETURNN's other loss classes (its returnn/tf/layers/basic.py), with why they are not here
@@ -416,10 +418,9 @@ NOT_HERE_LOSSES: Dict[str, str] = {
                "dumped to HDF (tools/hdf_dump.py) as frame-wise targets instead",
     "via_layer": "its value and gradient come from another layer's output loss, which only RETURNN's fast_bw layer "
                  "gives (RASR)",
-    "generic_ce": "not yet: the cross entropy of a non-softmax activation with RETURNN's custom error signal; use "
-                  "'ce' on a softmax, or 'bin_ce'",
-    "deep_clustering": "not yet: the speech-separation embedding loss",
-    "triplet_loss": "not yet: the margin loss of embedding triplets",
+    "deep_clustering": "RETURNN's own implementation fails on TensorFlow 2 when the network is built (its while_loop's "
+                       "shape invariant: 'enters the loop with shape (), but the specified shape invariant is (?,)'): "
+                       "no RETURNN config of this TensorFlow can use it",
 }
 
 

@@ -36,8 +36,9 @@ class CtcLoss(Loss):
     options = (
         Option("ctc_opts", None, "options of the CTC op (see ctc_options)"),
         Option("beam_width", 100, "the error in evaluation comes from a CTC beam search of this width (1: greedy)"),
-        Option("use_native", False, "RETURNN's own CTC op (computes the same loss as TensorFlow's CTC op used "
-                                    "here); RETURNN refuses it with beam_width > 1"),
+        Option("use_native", False, "RETURNN's own CTC op (returnn/tf/ctc_native.py: a target without an "
+                                    "alignment costs 0; the target neither clipped nor collapsed for the loss); "
+                                    "RETURNN refuses it with beam_width > 1"),
         Option("focal_loss_factor", 0.0, "not an option of RETURNN's ctc loss", only=(0, 0.0, None)),
         Option("output_in_log_space", False, "the output holds log-probabilities (else probabilities or logits)"),
         Option("target_collapse_repeated", False, "repeated target labels are merged first (for the loss and the "
@@ -55,8 +56,18 @@ class CtcLoss(Loss):
         Option("logits_normalize", True, "RETURNN's native CTC: log-softmax the input first (False: it holds "
                                          "log-probabilities already: only with output_in_log_space here)"),
         Option("grad_wrt_softmax_in", True, "RETURNN's native CTC: how its gradient is formulated",
-               noop="the same gradient: autodiff here, RETURNN's closed form w.r.t. the softmax input"),
+               noop="the same gradient: autodiff here, RETURNN's closed form w.r.t. the softmax input (with "
+                    "use_native it must equal logits_normalize: the other forms are not the loss's gradient)"),
+        Option("label_loop", None, "use_native: alias of ctc_merge_repeated (RETURNN's native CTC)"),
+        Option("blank_index", -1, "use_native: the blank's class (negative: from the end; labels index the "
+                                  "classes as they are)"),
+        Option("zero_infinity", None, "use_native: a sequence without an alignment costs 0 with no gradient "
+                                      "(default: the config's tf_native_ctc_zero_infinity, else behavior_version "
+                                      ">= 30)"),
     )
+    # ctc_opts RETURNN passes on to one op only (the other fails with a TypeError)
+    KERNEL_ONLY = ("ignore_longer_outputs_than_inputs", "preprocess_collapse_repeated")
+    NATIVE_ONLY = ("label_loop", "blank_index", "zero_infinity")
 
     def __init__(self, layer_name: str, loss_opts: Optional[Dict[str, Any]], target_key: str):
         super().__init__(layer_name, loss_opts, target_key)
@@ -68,7 +79,20 @@ class CtcLoss(Loss):
                                % (layer_name, known_list(unknown), known_list(known)))
         for name, value in ctc_opts.items():
             refuse_value(layer_name, "ctc_opts", known[name], value)
-        if ctc_opts.get("logits_normalize", True) is False and not self.opts.get("output_in_log_space"):
+        self.native = bool(self.opts.get("use_native"))
+        wrong = sorted(set(ctc_opts) & set(self.KERNEL_ONLY if self.native else self.NATIVE_ONLY))
+        if wrong:
+            raise NetworkError("layer %r: ctc_opts %s %s (RETURNN passes ctc_opts to %s: a TypeError)" % (
+                layer_name, ", ".join(wrong), "need use_native False" if self.native else "need use_native",
+                "its native CTC" if self.native else "TensorFlow's ctc_loss"))
+        if self.native and ("label_loop" in ctc_opts and "ctc_merge_repeated" in ctc_opts
+                            or ctc_opts.get("grad_wrt_softmax_in", True) != ctc_opts.get("logits_normalize", True)):
+            raise NetworkError("layer %r: ctc_opts with use_native: give label_loop or ctc_merge_repeated, not both, "
+                               "and grad_wrt_softmax_in equal to logits_normalize (else RETURNN's error signal is not "
+                               "the loss's gradient), got %r" % (layer_name, ctc_opts))
+        self.ctc_opts = ctc_opts
+        if not self.native and ctc_opts.get("logits_normalize", True) is False \
+                and not self.opts.get("output_in_log_space"):
             raise NetworkError("layer %r: ctc_opts logits_normalize False (the input holds log-probabilities) needs "
                                "loss_opts output_in_log_space here" % layer_name)
         self.ignore_longer = bool(ctc_opts.get("ignore_longer_outputs_than_inputs", False))
@@ -108,8 +132,17 @@ class CtcLoss(Loss):
             labels, lens = collapse_repeated(labels, lens)
         label_mask = tf.sequence_mask(lens, tf.shape(labels)[1])
         time_major = tf.transpose(logits, [1, 0, 2])
-        loss = ctc_kernel_loss(time_major, output.seq_len, labels, lens, blank, self.ignore_longer,
-                               self.collapse_inputs, self.merge_repeated)
+        if self.native:  # RETURNN's native CTC: the targets as they are (no clipping, no collapsing)
+            from returnn.tf.ctc_native import native_ctc_loss, zero_infinity_default
+            zero_inf = self.ctc_opts.get("zero_infinity")
+            loss = native_ctc_loss(
+                logits, output.seq_len, target.tensor, target.seq_len, self.ctc_opts.get("blank_index", -1) % num_classes,
+                label_loop=bool(self.ctc_opts.get("label_loop", self.merge_repeated)),
+                logits_normalize=bool(self.ctc_opts.get("logits_normalize", True)),
+                zero_infinity=zero_infinity_default() if zero_inf is None else bool(zero_inf))
+        else:
+            loss = ctc_kernel_loss(time_major, output.seq_len, labels, lens, blank, self.ignore_longer,
+                                   self.collapse_inputs, self.merge_repeated)
         labels_total = tf.cast(tf.reduce_sum(target.seq_len), tf.float32)
         if train or self.beam_width == 1:
             decoded, _ = tf.nn.ctc_greedy_decoder(time_major, output.seq_len, merge_repeated=True, blank_index=blank)
@@ -211,12 +244,13 @@ def ctc_kernel_loss(logits_tm: tf.Tensor, seq_len: tf.Tensor, labels: tf.Tensor,
     too_long = kernel_lens > seq_len
     empty = tf.equal(lens, 0)
     # the kernel refuses empty targets: a 1-label stand-in, replaced below (ignored where it has no frames)
-    k_labels = tf.where(empty[:, None] & tf.equal(tf.range(tf.shape(labels)[1])[None, :], 0), 0, labels)
+    k_labels = tf.pad(labels, [[0, 0], [0, tf.maximum(1 - tf.shape(labels)[1], 0)]])  # a position for it
+    k_labels = tf.where(empty[:, None] & tf.equal(tf.range(tf.shape(k_labels)[1])[None, :], 0), 0, k_labels)
     k_lens = tf.where(empty, tf.ones_like(lens), lens)
-    if labels.shape[1] == 0:  # no positions at all: one for the stand-in
-        k_labels = tf.zeros([tf.shape(labels)[0], 1], labels.dtype)
     sparse = _to_sparse(k_labels, tf.sequence_mask(k_lens, tf.shape(k_labels)[1]))
-    loss = tf.compat.v1.nn.ctc_loss(tf.cast(sparse, tf.int32), logits_tm, seq_len,
+    # the kernel refuses a batch of no frames ("max time cannot be 0"): one padded frame, no sequence's
+    logits_k = tf.pad(logits_tm, [[0, tf.maximum(1 - tf.shape(logits_tm)[0], 0)], [0, 0], [0, 0]])
+    loss = tf.compat.v1.nn.ctc_loss(tf.cast(sparse, tf.int32), logits_k, seq_len,
                                     preprocess_collapse_repeated=collapse_inputs, ctc_merge_repeated=merge_repeated,
                                     ignore_longer_outputs_than_inputs=True, time_major=True)
     log_blank = tf.nn.log_softmax(logits_tm, axis=-1)[:, :, blank]  # (T, B)

@@ -89,6 +89,12 @@ for variant, extra in (("", {}), ("_max_approx", {"max_approx": True}), ("_rna",
     if extra.get("logits_normalized"):
         net["lin"]["activation"] = "log_softmax"
     case("ctc_loss" + variant, "loss_layer", net, extern=X5_L6, lens=CTC_LENS)
+# RETURNN's native CTC: no alignment (2 frames, 3 labels) costs 0 (TensorFlow's: inf), an empty target the blanks
+for variant, extra in (("", {}), ("_rna", {"label_loop": False})):
+    case("ctc_loss_no_path" + variant, "loss_layer", {
+        "lin": {"class": "linear", "from": "data", "n_out": 7},
+        "output": dict({"class": "ctc_loss", "logits": "lin", "targets": "data:labels"}, **extra)},
+        extern=X5_L6, lens={"data": [7, 5, 2], "labels": [3, 0, 3]})
 case("edit_distance_layer", "loss_layer", {
     "output": {"class": "edit_distance", "a": "data:classes", "b": "data:labels"}},
     extern={"classes": SPARSE6, "labels": SPARSE6},

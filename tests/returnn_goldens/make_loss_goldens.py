@@ -95,15 +95,56 @@ CASES = {
                                                 loss_opts={"target_collapse_repeated": True}),
     "ctc_auto_clip_target_len": softmax_net("ctc", target="labels", n_out=4, loss_opts={"auto_clip_target_len": True}),
 }
+# RETURNN's remaining losses: generic_ce (an element-wise activation's cross entropy, RETURNN's error signal),
+# triplet_loss (a sparse target (B, 3) without time axis: anchor, same, different class). (deep_clustering:
+# RETURNN's own fails on this TensorFlow when the network is built, a while_loop shape invariant)
+TRIPLET_NET = {"pool": {"class": "reduce", "mode": "mean", "axis": "T", "from": "data"}}
+CASES.update({
+    "generic_ce_sigmoid": {"output": {"class": "linear", "activation": "sigmoid", "from": "data", "n_out": 5,
+                                      "loss": "generic_ce", "target": "classes"}},
+    "generic_ce_exp_normalized_scaled": {"output": {
+        "class": "linear", "activation": "exp", "from": "data", "n_out": 5, "loss": "generic_ce", "target": "classes",
+        "loss_scale": 0.5, "loss_opts": {"use_normalized_loss": True}}},
+    "triplet_loss": dict(TRIPLET_NET, output={"class": "linear", "activation": "tanh", "from": "pool", "n_out": 6,
+                                              "loss": "triplet_loss", "target": "triplet",
+                                              "loss_opts": {"margin": 0.8}}),
+    "triplet_loss_multi_view": dict(TRIPLET_NET, output={
+        "class": "linear", "activation": None, "from": "pool", "n_out": 12, "loss": "triplet_loss",
+        "target": "triplet", "loss_opts": {"margin": 1.5, "multi_view_training": True}}),
+    # RETURNN's ctc_loss layer (its native CTC) under an as_is loss: a sequence without a path costs 0 with the
+    # error signal softmax(logits) (zero_infinity: none), an empty one the all-blank path
+    "ctc_loss_layer_no_path": {"lin": {"class": "linear", "activation": None, "from": "data", "n_out": 4},
+                               "output": {"class": "ctc_loss", "logits": "lin", "targets": "data:labels",
+                                          "loss": "as_is"}},
+})
+CASES["ctc_loss_layer_no_path_zero_infinity"] = CASES["ctc_loss_layer_no_path"]
+# the ctc loss by RETURNN's native CTC: the targets neither clipped nor collapsed (only for the error)
+CASES["ctc_use_native_no_path"] = softmax_net("ctc", target="labels", n_out=4, loss_opts={
+    "use_native": True, "beam_width": 1, "auto_clip_target_len": True})
+CASES["ctc_use_native_zero_infinity_rna"] = softmax_net("ctc", target="labels", n_out=4, loss_opts={
+    "use_native": True, "beam_width": 1, "ctc_opts": {"zero_infinity": True, "label_loop": False}})
+CASES["ctc_loss_layer_rna_no_path"] = {"lin": CASES["ctc_loss_layer_no_path"]["lin"],
+                                       "output": dict(CASES["ctc_loss_layer_no_path"]["output"], label_loop=False)}
+# more config keys per case
+CASE_CONFIGS = {"ctc_loss_layer_no_path_zero_infinity": {"tf_native_ctc_zero_infinity": True}}
+# extern data keys only some cases have (drawn after the others by make_batch's ``extra``)
+EXTRA_EXTERN = {"triplet": {"dim": 5, "sparse": True, "shape": (3,), "time_dim_axis": None}}
 # cases on another batch than the default one (make_batch's keyword arguments): label sequences with repeated
 # labels, as long as their frames (without collapsing or clipping, the first has no CTC path)
 CASE_BATCHES = {name: {"seed": 0, "lens": [3, 5, 4], "label_lens": [3, 4, 2]}
                 for name in ("ctc_target_collapse_repeated", "ctc_auto_clip_target_len")}
+CASE_BATCHES.update({name: {"extra": ["triplet"]} for name in ("triplet_loss", "triplet_loss_multi_view")})
+# the first sequence has no CTC path (3 frames, 3 labels with a repeat), the last an empty target
+CASE_BATCHES.update({name: {"seed": 0, "lens": [3, 5, 4], "label_lens": [3, 4, 0]} for name in (
+    "ctc_loss_layer_no_path", "ctc_loss_layer_no_path_zero_infinity", "ctc_use_native_no_path")})
+CASE_BATCHES["ctc_loss_layer_rna_no_path"] = {"seed": 0, "lens": [3, 5, 2], "label_lens": [3, 4, 3]}
+CASE_BATCHES["ctc_use_native_zero_infinity_rna"] = {"seed": 0, "lens": [3, 5, 2], "label_lens": [3, 4, 3]}
 
 
-def make_batch(seed=42, lens=None, label_lens=None):
+def make_batch(seed=42, lens=None, label_lens=None, extra=()):
     """{key: (array, lengths)}: random features / labels, zero padding (as RETURNN's datasets);
-    ``lens``/``label_lens`` (per sequence) instead of LENS / LABEL_LENS (the differential check's draws)."""
+    ``lens``/``label_lens`` (per sequence) instead of LENS / LABEL_LENS (the differential check's draws);
+    ``extra``: keys of EXTRA_EXTERN too."""
     import numpy as np
     rng = np.random.RandomState(seed)
     lens = LENS if lens is None else lens
@@ -127,7 +168,21 @@ def make_batch(seed=42, lens=None, label_lens=None):
     logits = [rng.randn(n, 3) for n in lens]  # drawn last: the other keys as before
     batch["target_prob"] = pad([(np.exp(x) / np.exp(x).sum(-1, keepdims=True)).astype(np.float32) for x in logits],
                                np.float32)
+    if "triplet" in extra:  # (B, 3) class labels: anchor, same, different; the last anchor 0 (RETURNN's mask:
+        # 0 is "the same" as any label)
+        anchor = rng.randint(0, 5, B)
+        anchor[-1] = 0
+        diff = (anchor + 1 + rng.randint(0, 4, B)) % 5
+        batch["triplet"] = (np.stack([anchor, anchor, diff], axis=1).astype(np.int32), None)
     return batch
+
+
+def extern_data_of(batch_opts=None):
+    """EXTERN_DATA and the EXTRA_EXTERN keys of ``batch_opts``' ``extra``."""
+    extern = json.loads(json.dumps(EXTERN_DATA))
+    for key in (batch_opts or {}).get("extra", ()):
+        extern[key] = json.loads(json.dumps(EXTRA_EXTERN[key]))
+    return extern
 
 
 def run_case(name, network, batch_opts=None, config=None):
@@ -141,7 +196,8 @@ def run_case(name, network, batch_opts=None, config=None):
 
     network = json.loads(json.dumps(network))
     extra_config = dict(config or {})
-    config = Config(dict(extern_data=json.loads(json.dumps(EXTERN_DATA)), network=network, task="train",
+    extern_data = extern_data_of(batch_opts)
+    config = Config(dict(extern_data=json.loads(json.dumps(extern_data)), network=network, task="train",
                          **extra_config))
     set_global_config(config)
     batch = make_batch(**(batch_opts or {}))
@@ -187,7 +243,7 @@ def run_case(name, network, batch_opts=None, config=None):
             values = sess.run(scalars, feed)
             grad_values = sess.run(grads, feed)
     main = has.get("output", [False, False])
-    meta = {"case": name, "network": network, "extern_data": EXTERN_DATA, "loss_layer": "output", "params": names,
+    meta = {"case": name, "network": network, "extern_data": extern_data, "loss_layer": "output", "params": names,
             "has_loss": main[0], "has_error": main[1],
             "returnn_version": getattr(returnn, "__long_version__", returnn.__version__), "tf_version": tf.__version__}
     if sorted(has) != ["output"] or extra_config or batch_opts:  # the differential check's draws
@@ -241,7 +297,7 @@ def main(argv=None):
                 print("wrote %s" % c["name"], flush=True)
         return
     for name in args.only or list(CASES):
-        arrays = run_case(name, CASES[name], CASE_BATCHES.get(name))
+        arrays = run_case(name, CASES[name], CASE_BATCHES.get(name), CASE_CONFIGS.get(name))
         path = os.path.join(args.out, name + ".npz")
         write_npz(path, arrays)
         print("wrote %s (loss %.6g, error %.6g, norm factor 1/%.6g, objective %.6g)" % (

@@ -13,8 +13,10 @@ on it, or on a layer reading it).
   per sequence the negative log-probability of the target over its CTC alignments (``max_approx``:
   of the best alignment only; ``label_loop`` False: RNA topology, each label takes one frame),
   ``blank_index`` (default -1, the last class), ``logits_normalized`` (the logits are
-  log-probabilities already: no log-softmax first). Output (B,) float32; a sequence without an
-  alignment gives inf.
+  log-probabilities already: no log-softmax first). Output (B,) float32. As RETURNN's native CTC
+  (returnn/tf/ctc_native.py): a sequence without an alignment costs 0 (error signal softmax(logits);
+  ``max_approx``: inf), with ``tf_native_ctc_zero_infinity`` / ``behavior_version`` >= 30 0 without
+  gradient.
 - ``edit_distance``: Levenshtein distance between the sparse ``a`` and ``b`` along
   ``a_spatial_dim``/``b_spatial_dim`` (default their time axes), per remaining position (e.g. (B,)),
   int32, not normalised.
@@ -180,6 +182,15 @@ class SparseSoftmaxCrossEntropyWithLogitsLayer(Layer):
         return self.make_output(y, [logits])
 
 
+def _logsumexp(x: tf.Tensor, axis: int) -> tf.Tensor:
+    """``reduce_logsumexp`` whose gradient is 0, not NaN, where all values are -inf (unreachable states)."""
+    top = tf.stop_gradient(tf.reduce_max(x, axis=axis, keepdims=True))
+    top = tf.where(tf.math.is_finite(top), top, 0.0)
+    total = tf.reduce_sum(tf.exp(x - top), axis=axis)
+    some = total > 0
+    return tf.where(some, tf.math.log(tf.where(some, total, 1.0)) + tf.squeeze(top, axis), NEG_INF)
+
+
 def ctc_scores(logp: tf.Tensor, t_len: tf.Tensor, labels: tf.Tensor, u_len: tf.Tensor, blank: int,
                label_loop: bool = True, use_max: bool = False) -> tf.Tensor:
     """Log-probability (B,) of ``labels`` (B, U) over the alignments to ``logp`` (B, T, V): the sum
@@ -199,7 +210,7 @@ def ctc_scores(logp: tf.Tensor, t_len: tf.Tensor, labels: tf.Tensor, u_len: tf.T
     emit = tf.transpose(tf.gather(logp, ext, axis=2, batch_dims=1), [1, 0, 2])  # (T, B, S)
     neg = tf.fill([n_b, n_s], NEG_INF)
     alpha0 = tf.where(valid & (s_idx < 2), emit[0], neg)
-    combine = tf.reduce_max if use_max else tf.reduce_logsumexp
+    combine = tf.reduce_max if use_max else _logsumexp
 
     def body(t, alpha):
         stay = tf.where(allow_self, alpha, neg)
@@ -251,16 +262,12 @@ class CtcLossLayer(Layer):
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         logits, targets = (s.copy_as_batch_time_feature() for s in sources[-2:])
-        x = tf.cast(logits.tensor, tf.float32)
-        labels = tf.where(targets.sequence_mask(), tf.cast(targets.tensor, tf.int32), 0)
-        if not self.opt("max_approx") and self.opt("label_loop"):  # TensorFlow's CTC (normalizes itself)
-            loss = tf.nn.ctc_loss(labels=labels, logits=x, label_length=targets.seq_len, logit_length=logits.seq_len,
-                                  logits_time_major=False, blank_index=self.blank)
-        else:
-            logp = x if self.opt("logits_normalized") else tf.nn.log_softmax(x, axis=-1)
-            logp = tf.where(logits.sequence_mask()[:, :, None], logp, 0.0)
-            loss = -ctc_scores(logp, logits.seq_len, labels, targets.seq_len, self.blank,
-                               bool(self.opt("label_loop")), bool(self.opt("max_approx")))
+        from returnn.tf.ctc_native import native_ctc_loss, zero_infinity_default
+        loss = native_ctc_loss(tf.cast(logits.tensor, tf.float32), logits.seq_len, targets.tensor, targets.seq_len,
+                               self.blank, label_loop=bool(self.opt("label_loop")),
+                               max_approx=bool(self.opt("max_approx")),
+                               logits_normalize=not self.opt("logits_normalized"),
+                               zero_infinity=zero_infinity_default())
         return LayerOutput(loss, self.output)
 
 

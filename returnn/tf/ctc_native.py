@@ -1,0 +1,80 @@
+"""RETURNN's native CTC (``returnn.tf.native_op.ctc_loss`` and ``ctc_loss_viterbi``, what its
+``ctc_loss`` layer computes) on TensorFlow ops: the full sum by TensorFlow's CTC kernel
+(:func:`returnn.tf.losses_ctc.ctc_kernel_loss`), RNA and the best path by
+:func:`returnn.tf.layers.loss_layers.ctc_scores`.
+
+Where they differ from TensorFlow's kernel: a sequence without any alignment (its labels, plus one
+blank between equal neighbours with ``label_loop``, need more frames than it has) costs 0 in the
+full sum, with the error signal ``softmax(logits)`` on its frames (RETURNN's Baum-Welch finds no
+path; 0 with normalized input); the best path costs inf there (and for a sequence of no frames).
+``zero_infinity`` (RETURNN's config ``tf_native_ctc_zero_infinity``, default ``behavior_version >=
+30``): such a sequence costs 0 with no gradient."""
+from __future__ import annotations
+
+import tensorflow as tf
+
+
+def zero_infinity_default() -> bool:
+    """RETURNN's default of the native CTC's ``zero_infinity``: the config's
+    ``tf_native_ctc_zero_infinity`` when set, else ``behavior_version >= 30``."""
+    from returnn.config import get_global_config
+    from returnn.util.basic import BehaviorVersion
+    value = get_global_config().bool("tf_native_ctc_zero_infinity")
+    return BehaviorVersion.get() >= 30 if value is None else bool(value)
+
+
+def has_valid_path(labels: tf.Tensor, lens: tf.Tensor, seq_len: tf.Tensor, label_loop: bool) -> tf.Tensor:
+    """(B,) bool: some alignment of ``labels`` (B, U) of ``lens`` fits into ``seq_len`` frames (one label
+    a frame; with ``label_loop`` one blank frame between two equal neighbouring labels)."""
+    need = lens
+    if label_loop:
+        mask = tf.sequence_mask(lens, tf.shape(labels)[1])[:, 1:]
+        repeats = tf.logical_and(tf.equal(labels[:, 1:], labels[:, :-1]), mask)
+        need = need + tf.reduce_sum(tf.cast(repeats, lens.dtype), axis=1)
+    return tf.cast(seq_len, need.dtype) >= need
+
+
+def _blank_last(logits: tf.Tensor, labels: tf.Tensor, blank: int):
+    """Logits (..., D) with class ``blank`` moved to the end, and the labels renumbered accordingly."""
+    dim = logits.shape[-1]
+    if blank == dim - 1:
+        return logits, labels
+    logits = tf.concat([logits[..., :blank], logits[..., blank + 1:], logits[..., blank:blank + 1]], axis=-1)
+    return logits, tf.where(labels < blank, labels, labels - 1)
+
+
+def native_ctc_loss(logits: tf.Tensor, seq_len: tf.Tensor, labels: tf.Tensor, lens: tf.Tensor, blank: int, *,
+                    label_loop: bool = True, max_approx: bool = False, logits_normalize: bool = True,
+                    zero_infinity: bool = False) -> tf.Tensor:
+    """Per sequence (B,) RETURNN's native CTC loss of batch-major ``logits`` (B, T, D) against ``labels``
+    (B, U) of ``lens`` (see the module docstring); ``logits_normalize`` False: the logits are taken as
+    log-probabilities as they are (not normalized again)."""
+    from returnn.tf.layers.loss_layers import ctc_scores
+    from returnn.tf.losses_ctc import ctc_kernel_loss
+    labels = tf.where(tf.sequence_mask(lens, tf.shape(labels)[1]), tf.cast(labels, tf.int32), 0)
+    lens = tf.cast(lens, tf.int32)
+    seq_len = tf.cast(seq_len, tf.int32)
+    valid = has_valid_path(labels, lens, seq_len, label_loop)
+    frames = tf.sequence_mask(seq_len, tf.shape(logits)[1])  # (B, T)
+    # a sequence without a path: no gradient through the score (the kernel's error signal there is not ours)
+    x = tf.where(valid[:, None, None], logits, tf.stop_gradient(logits))
+    inf = tf.fill(tf.shape(lens), float("inf"))
+    if label_loop and not max_approx:
+        x_k, labels_k = _blank_last(x, labels, blank)
+        loss = ctc_kernel_loss(tf.transpose(x_k, [1, 0, 2]), seq_len, labels_k, lens, x_k.shape[-1] - 1, True)
+        if not logits_normalize:  # the kernel normalizes: its loss minus the log-normalizers
+            lse = tf.where(frames, tf.reduce_logsumexp(x, axis=-1), 0.0)
+            loss = loss - tf.reduce_sum(lse, axis=1)
+    else:
+        logp = x if not logits_normalize else tf.nn.log_softmax(x, axis=-1)
+        logp = tf.where(frames[:, :, None], logp, 0.0)
+        loss = -ctc_scores(logp, seq_len, labels, lens, blank, label_loop, max_approx)
+    if max_approx:
+        loss = tf.where(valid & (seq_len > 0), loss, inf)
+        return tf.where(valid, loss, tf.zeros_like(loss)) if zero_infinity else loss
+    loss = tf.where(valid, loss, tf.zeros_like(loss))
+    if logits_normalize and not zero_infinity:  # no path: loss 0, error signal softmax(logits) on its frames
+        probs = tf.stop_gradient(tf.nn.softmax(logits, axis=-1))
+        signal = tf.reduce_sum(tf.where(frames[:, :, None], probs * logits, 0.0), axis=[1, 2])
+        loss = loss + tf.where(valid, tf.zeros_like(signal), signal - tf.stop_gradient(signal))
+    return loss
