@@ -99,6 +99,28 @@ def test_shift_axis_without_pad_and_size_adjustment_is_refused_on_a_dynamic_axis
     assert _net({"output": dict(layer, axis="F")}).layers["output"].output.dim == 5
 
 
+def test_shift_axis_without_pad_of_split_dims_remainder_is_refused():
+    """RETURNN keeps the remainder's lengths in the first shift of it (its size tensor is tied to no dim tag):
+    without pad they exceed the shortened axis; a second shift adjusts them (golden
+    fuzz_split_dims_rem_shift_axis_twice)."""
+    split = {"class": "split_dims", "axis": "T", "dims": [-1, 2], "from": "data"}
+    shift = {"class": "shift_axis", "axis": "T", "amount": -1, "pad": False, "from": "l0"}
+    with pytest.raises(NetworkError, match="whose lengths RETURNN keeps"):
+        _net({"l0": split, "output": shift})
+    _net({"l0": split, "a": dict(shift, pad=True), "output": dict(shift, **{"from": "a"})})
+
+
+@pytest.mark.parametrize("act", ["tanh", "leaky_relu", "reciprocal", "square/abs", "softmax"])
+def test_activation_on_class_indices_needs_an_int32_result(act):
+    """RETURNN applies the activation to the int32 indices and keeps the sparse template: relu, abs, square,
+    sign, '1-abs' run (goldens fuzz_activation_sparse_*); functions without an int32 kernel or result fail."""
+    data = Data("data", shape=(None,), sparse=True, dim=7, dtype="int32")
+    with pytest.raises(NetworkError, match="does not map int32 to int32"):
+        TFNetwork({"output": {"class": "activation", "activation": act, "from": "data"}}, {"data": data})
+    assert TFNetwork({"output": {"class": "activation", "activation": "relu", "from": "data"}},
+                     {"data": data}).layers["output"].output.sparse
+
+
 def test_rec_loop_rules_found_by_the_rec_fuzzer():
     """A cumsum's initial_output is its running sum's start in a rec loop (goldens
     fuzzrec_cumsum_*); elsewhere RETURNN adds it to the whole sum: refused here. A layer reading a

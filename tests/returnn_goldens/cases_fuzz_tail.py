@@ -5,7 +5,8 @@ axis of a time-major input without keep_order, gather(_nd) of time-major inputs 
 axis, a size-1 feature axis from behavior version 11, scatter_nd's and gather_nd's padded positions,
 unflatten_nd's padding, gather's common axes, the feature axis of a window over the features,
 transposed_conv's lengths after remove_padding and padded frames, shift_axis of split_dims' remainder axis, a variable's
-dummy time axis broadcast before behavior version 11, self_attention over an input with a size-1 axis."""
+dummy time axis broadcast before behavior version 11, self_attention over an input with a size-1 axis,
+activations of class indices."""
 from make_goldens import LENS_LONG, case
 
 XTM6 = {"data": {"dim": 6, "time_dim_axis": 0, "batch_dim_axis": 1}}
@@ -143,3 +144,8 @@ for _x, _extern in (("", {"data": {"dim": 6}}), ("_time_major", XTM6)):
         "l0": {"class": "split_dims", "axis": "F", "dims": [1, -1], "from": "data"},
         "output": {"class": "self_attention", "num_heads": 2, "total_key_dim": 4, "n_out": 6, "from": "l0"}},
         extern=_extern)
+# an activation of class indices: RETURNN applies it to the int32 values and keeps the sparse template
+for _act in ("square", "1-abs", "sign"):
+    case("fuzz_activation_sparse_%s" % _act.replace("-", "_minus_"), "fuzz_activation", {
+        "output": {"class": "activation", "activation": _act, "from": "data"}},
+        extern={"data": {"dim": 7, "sparse": True}})

@@ -10,7 +10,7 @@ from returnn.tensor import Data, Dim
 from returnn.tf.activations import get_activation, get_activation_with_opts
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
 from returnn.tf.layers.helpers import (
-    check_dense, check_sources, common_dims, concat_inputs, concat_output, dropout_scale, dropout_sources,
+    check_sources, common_dims, concat_inputs, concat_output, dropout_scale, dropout_sources,
     feature_plan, noise_broadcast_axes, plan_output, project_sources, returnn_common_order,
 )
 from returnn.tf.layers.options import Option, one_of
@@ -226,10 +226,21 @@ class DropoutLayer(CopyLayer):
     layer_class = "dropout"
 
 
+def _keeps_int32(fn) -> bool:
+    """Whether activation ``fn`` runs on int32 values and gives int32 (e.g. relu, abs, square, sign)."""
+    try:
+        with tf.init_scope():
+            return fn(tf.constant([1, -2], tf.int32)).dtype == tf.int32
+    except Exception:  # noqa: BLE001 - no int32 kernel or signature: TensorFlow's many error types
+        return False
+
+
 @register_layer
 class ActivationLayer(CopyLayer):
-    """Applies ``activation`` to the (concatenated) dense input; softmax-like activations act on
-    the feature axis, which is moved last first (as in RETURNN)."""
+    """Applies ``activation`` to the (concatenated) input; softmax-like activations act on
+    the feature axis, which is moved last first (as in RETURNN). Sparse input (class indices): the
+    function on the int32 values, the output sparse as the input (RETURNN's template), e.g. ``square``
+    or ``abs``; functions without an int32 result are refused (RETURNN fails on them)."""
 
     layer_class = "activation"
     options = (Option("activation", None, "activation function name, e.g. 'relu' or 'exp|log'"),
@@ -238,11 +249,16 @@ class ActivationLayer(CopyLayer):
 
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
         super().__init__(name, opts, sources, seed)
-        check_dense(self, sources)
+        check_sources(self, sources)
         self.activation_name = self.opt("activation")
         if not self.activation_name:  # RETURNN's activation layer has no default: its "+" split fails on None
             raise NetworkError("%s: needs 'activation' (a name such as 'relu'; RETURNN has no default)" % self.desc)
         self.activation = get_activation_with_opts(self.activation_name, self.opt("opts"), name)
+        if any(s.sparse for s in sources) and not _keeps_int32(self.activation):
+            # RETURNN applies it to the class indices and keeps the sparse int32 template: it fails where the
+            # function has no int32 kernel or gives another dtype
+            raise NetworkError("%s: activation %r on sparse input (int32 class indices) is refused: it does not map "
+                               "int32 to int32 (RETURNN fails on it)" % (self.desc, self.activation_name))
         self.input_data, self.perm = self.output, None
         feat = self.output.feature_dim_axis
         if "softmax" in str(self.activation_name) and feat is not None and feat != self.output.batch_ndim - 1:
