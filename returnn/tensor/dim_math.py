@@ -13,6 +13,7 @@ Dims or ints, in the order of the operation (``2 * time``: ``mul`` of ``[2, time
 """
 from __future__ import annotations
 
+import re
 from typing import Any, Callable, Optional, Union
 
 Operand = Union["Dim", int]  # noqa: F821
@@ -108,3 +109,19 @@ def dyn_size_of(dim: "Dim", sizes_of: Callable[["Dim"], Any]) -> Any:  # noqa: F
     values = [x if isinstance(x, int) else (x.dimension if x.dimension is not None else dyn_size_of(x, sizes_of))
               for x in inputs]
     return _OPS[kind](values[0], values[1])
+
+
+def returnn_description(base: str, left: int = 0, right: int = 0, stride: int = 1) -> str:
+    """RETURNN's description of the dim-math dim ``ceildiv(left + base + right, stride)`` (signed ``left`` and
+    ``right``: a pad's ``2+time``, a slice's ``-1+time`` and ``time+-2``, a valid conv's ``(-1+time)+-1``, a
+    strided one's ``⌈(time+-1)/2⌉``), which ``stag:NAME`` axis descriptions search (RETURNN's _get_description)."""
+    def br(x: str) -> str:
+        return "(%s)" % x if re.search("[+\\-/ ]", x) else x
+    desc = base
+    if left:
+        desc = "%i+%s" % (left, br(desc))
+    if right:
+        desc = "%s+%i" % (br(desc), right)
+    if stride != 1:
+        desc = "\u2308%s/%i\u2309" % (br(desc), stride)
+    return desc

@@ -6,7 +6,8 @@ axis, a size-1 feature axis from behavior version 11, scatter_nd's and gather_nd
 unflatten_nd's padding, gather's common axes, the feature axis of a window over the features,
 transposed_conv's lengths after remove_padding and padded frames, shift_axis of split_dims' remainder axis, a variable's
 dummy time axis broadcast before behavior version 11, self_attention over an input with a size-1 axis,
-activations of class indices."""
+activations of class indices,
+'stag:' names of axes made by dim math (pad, slice, conv, pool)."""
 from make_goldens import LENS_LONG, case
 
 XTM6 = {"data": {"dim": 6, "time_dim_axis": 0, "batch_dim_axis": 1}}
@@ -149,3 +150,17 @@ for _act in ("square", "1-abs", "sign"):
     case("fuzz_activation_sparse_%s" % _act.replace("-", "_minus_"), "fuzz_activation", {
         "output": {"class": "activation", "activation": _act, "from": "data"}},
         extern={"data": {"dim": 7, "sparse": True}})
+# 'stag:NAME' searches a dim's description and its same base's: RETURNN's pad and slice dims are dim math named
+# after the input's dim ("time:...+3", "(-1+time:...)+-1"), a conv's or pool's tag ("l0:conv:s0") is the same as
+# such a dim math ("(-1+time:...)+-1", "⌈(time:...+-1)/2⌉"): 'stag:time' finds all of them
+case("fuzz_stag_time_after_pad", "fuzz_stag", {
+    "l0": {"class": "pad", "axes": "T", "padding": [0, 3], "mode": "constant", "value": -2.0, "from": "data"},
+    "output": {"class": "cumsum", "axis": "stag:time", "additional_left_summand_per_element": 1.5, "from": "l0"}},
+    extern={"data": {"dim": 4}}, config={"behavior_version": 0})
+for _n, _l0 in (("slice", {"class": "slice", "axis": "T", "slice_start": 1, "slice_end": -1}),
+                ("conv_valid", {"class": "conv", "filter_size": [3], "padding": "valid", "n_out": 3}),
+                ("pool_strided", {"class": "pool", "mode": "max", "pool_size": [2], "padding": "valid"})):
+    case("fuzz_stag_time_after_%s" % _n, "fuzz_stag", {
+        "l0": dict(_l0, **{"from": "data"}),
+        "output": {"class": "reduce", "mode": "max", "axis": "stag:extern_data", "from": "l0"}},
+        extern={"data": {"dim": 4}}, lens={"data": LENS_LONG})

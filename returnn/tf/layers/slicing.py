@@ -14,6 +14,7 @@ from returnn.errors import NetworkError
 from returnn.tensor import Data, Dim, DimTypes
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
 from returnn.tf.layers.helpers import shifted_dim
+from returnn.tensor.dim_math import returnn_description
 from returnn.tf.layers.norm import behavior_version
 from returnn.tf.layers.options import Option, one_of, positive_int
 from returnn.tf.layers.shape import _ShapeLayer
@@ -65,7 +66,8 @@ class SliceLayer(_ShapeLayer):
                                                 _returnn_static_size(old.dimension, self.start, self.end, self.step)))
         new = self.opt("out_dim")
         if not isinstance(new, Dim) and old.is_dynamic() and self.step == 1 and (self.end is None or self.end < 0):
-            new = shifted_dim(old, -self.start + (self.end or 0), "%s:slice" % name)  # T - start - |end|
+            new = shifted_dim(old, -self.start + (self.end or 0),  # T - start - |end|, named as RETURNN's dim math
+                              returnn_description(old.description, -self.start, self.end or 0))
         elif not isinstance(new, Dim):
             new = Dim(size, kind=old.kind or DimTypes.Spatial, description="%s:slice" % name, derived_from=old)
         elif new.dimension != size:
@@ -163,7 +165,8 @@ class PadLayer(_ShapeLayer):
             if left or right or given is not None:
                 size = None if old.is_dynamic() else old.dimension + left + right
                 new = given_dim(self, "out_dims", given[i] if given is not None else None, size) or (
-                    shifted_dim(old, left + right, "%s:pad" % name) if old.is_dynamic() else
+                    shifted_dim(old, left + right, returnn_description(old.description, left, right))
+                    if old.is_dynamic() else
                     Dim(size, kind=old.kind, description="%s:pad" % name, derived_from=old))
                 dims[a] = self.new[a] = new
         self.output = data.copy(name, dims=dims, time_dim_axis=data.time_dim_axis,

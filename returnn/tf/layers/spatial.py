@@ -27,6 +27,7 @@ import tensorflow as tf
 from returnn.errors import NetworkError
 from returnn.tensor import Data, Dim, DimTypes
 from returnn.tf.layers.helpers import check_sources, concat_output, dense_value, shifted_dim
+from returnn.tensor.dim_math import returnn_description
 from returnn.tf.layers.options import positive_int
 from returnn.tf.layers.output import LayerOutput
 
@@ -133,6 +134,11 @@ class SpatialPlan:
                 out = shifted_dim(in_dim, 1 - window.k_eff, new_name)
             else:  # as RETURNN: a new axis per layer, derived from the input's (two such never match)
                 out = Dim(None, kind=in_dim.kind or DimTypes.Spatial, derived_from=in_dim, description=new_name)
+            if out.is_dynamic() and out is not in_dim and out.math_description is None:
+                # RETURNN's tag is the same as its dim math (T - (k - 1) // 2 - ..., then / stride): 'stag:' finds both
+                cut = window.k_eff - 1 if self.padding == "valid" else 0
+                out.math_description = returnn_description(in_dim.description, -(cut // 2), -(cut - cut // 2),
+                                                           window.stride)
             self.windows.append(window._replace(out_dim=out))
 
     def _transform_input(self, data: Data) -> Data:
