@@ -10,6 +10,8 @@
   ``output_in_log_space`` from a ``log_softmax``);
 - a sequence-level ``softmax`` after a mean over time, on ``seq_class``: ``ce``;
 - an ``as_is`` loss (a reduce over the features);
+- from seed 20 on: ``generic_ce`` on an element-wise activation, ``triplet_loss`` on pooled embeddings
+  against the (B, 3) ``triplet`` classes, RETURNN's ``ctc_loss`` layer under an ``as_is`` loss;
 - a teacher-forced decoder over ``labels`` (a rec loop with an embedding of ``prev:output``, a state
   and a softmax with a ``ce`` loss inside the loop);
 
@@ -105,10 +107,44 @@ def _ctc_head(rng: random.Random, src: str) -> Layer:
     if rng.random() < 0.3:
         head.update({"class": "linear", "activation": "log_softmax"})
         opts["output_in_log_space"] = True
-    _maybe(rng, opts, "ctc_opts", {"ignore_longer_outputs_than_inputs": True})
+    if rng.random() < 0.25:  # RETURNN's native CTC (greedy error)
+        opts.update(use_native=True, beam_width=1)
+        _maybe(rng, opts, "ctc_opts", {"zero_infinity": True}, {"label_loop": False}, {"ctc_merge_repeated": False})
+    else:
+        _maybe(rng, opts, "ctc_opts", {"ignore_longer_outputs_than_inputs": True})
     _maybe(rng, opts, "target_collapse_repeated", True, p=0.15)
     if opts:
         head["loss_opts"] = opts
+    return head
+
+
+def _generic_ce_head(rng: random.Random, src: str) -> Layer:
+    """RETURNN's generic_ce: an element-wise activation's output on the aligned classes."""
+    return {"class": "linear", "activation": rng.choice(["sigmoid", "exp", "softplus"]), "n_out": 5, "from": src,
+            "loss": "generic_ce", "target": "classes"}
+
+
+def _triplet_head(network: Dict[str, Layer], rng: random.Random, src: str) -> Layer:
+    """RETURNN's triplet_loss: 3 (multi view: 6) embeddings per sequence against the (B, 3) triplet classes."""
+    network["tpool"] = {"class": "reduce", "mode": rng.choice(["mean", "max"]), "axis": "T", "from": src}
+    multi = rng.random() < 0.3
+    opts: Dict[str, Any] = {"margin": rng.choice([0.5, 1.0, 1.5])}
+    if multi:
+        opts["multi_view_training"] = True
+    return {"class": "linear", "activation": rng.choice([None, "tanh"]), "n_out": 12 if multi else 6,
+            "from": "tpool", "loss": "triplet_loss", "target": "triplet", "loss_opts": opts}
+
+
+def _ctc_layer_head(network: Dict[str, Layer], rng: random.Random, src: str) -> Layer:
+    """RETURNN's ctc_loss layer (its native CTC) on the labels, under an as_is loss."""
+    head: Layer = {"class": "ctc_loss", "logits": "ctc_logits", "targets": "data:labels", "loss": "as_is"}
+    network["ctc_logits"] = {"class": "linear", "activation": None, "n_out": 4, "from": src}
+    if rng.random() < 0.3:
+        network["ctc_logits"]["activation"] = "log_softmax"
+        head["logits_normalized"] = True
+    _maybe(rng, head, "label_loop", False, p=0.25)
+    _maybe(rng, head, "max_approx", True, p=0.2)
+    _maybe(rng, head, "blank_index", 0, p=0.15)
     return head
 
 
@@ -139,7 +175,9 @@ def _decoder(rng: random.Random) -> Layer:
 
 
 def draw(seed: int, index: int) -> Dict[str, Any]:
-    """One case: {name, family, network, batch_opts}."""
+    """One case: {name, family, network, batch_opts}. From seed 20 on also generic_ce, triplet_loss and
+    the ctc_loss layer heads (the draws of earlier seeds stay as they were)."""
+    extended = seed >= 20
     rng = random.Random("loss/%i/%i" % (seed, index))
     network: Dict[str, Layer] = {}
     src = "data"
@@ -161,22 +199,29 @@ def draw(seed: int, index: int) -> Dict[str, Any]:
         src = name
     heads = []
     makers = ["frame", "frame", "dense", "ctc", "seq", "as_is", "decoder"]
+    if extended:
+        makers += ["generic_ce", "triplet", "ctc_layer"]
     for i, kind in enumerate(rng.sample(makers, rng.choice([1, 1, 2, 3]))):
         name = "output" if i == 0 and kind != "decoder" else "%s_out" % kind
         if kind == "decoder":
             network[name] = _decoder(rng)
-        elif kind == "seq":
-            network[name] = _common(rng, _seq_head(network, rng, src))
+        elif kind in ("seq", "triplet", "ctc_layer"):
+            maker = {"seq": _seq_head, "triplet": _triplet_head, "ctc_layer": _ctc_layer_head}[kind]
+            network[name] = _common(rng, maker(network, rng, src))
         else:
-            maker = {"frame": _frame_head, "dense": _dense_head, "ctc": _ctc_head, "as_is": _as_is_head}[kind]
+            maker = {"frame": _frame_head, "dense": _dense_head, "ctc": _ctc_head, "as_is": _as_is_head,
+                     "generic_ce": _generic_ce_head}[kind]
             network[name] = _common(rng, maker(rng, src))
         if kind != "decoder":
             _constraints(rng, network[name])
         heads.append(kind)
     # RETURNN's CTC kernel fails on empty label sequences ('Labels length is zero'): none with a ctc head
     lens, label_lens = rng.choice([b for b in BATCH_LENS if "ctc" not in heads or 0 not in b[1]])
+    batch_opts: Dict[str, Any] = {"seed": seed * 1000 + index, "lens": lens, "label_lens": label_lens}
+    if "triplet" in heads:
+        batch_opts["extra"] = ["triplet"]
     return {"name": "fuzzloss_%i_%i" % (seed, index), "family": "loss[%s|%s]" % ("+".join(pre), "+".join(heads)),
-            "network": network, "batch_opts": {"seed": seed * 1000 + index, "lens": lens, "label_lens": label_lens}}
+            "network": network, "batch_opts": batch_opts}
 
 
 def run_returnn(cases: List[Dict[str, Any]], out_dir: str, python: str, trace: bool = False) -> Dict[str, str]:
@@ -204,13 +249,13 @@ def _train_step(meta: Dict[str, Any], arrays: Dict[str, np.ndarray]):
 def _ours_builds(c: Dict[str, Any]) -> None:
     """This engine trains case ``c`` one step (raises when it cannot)."""
     sys.path.insert(0, os.path.join(REPO, "tests", "returnn_goldens"))
-    from make_loss_goldens import EXTERN_DATA, make_batch
+    from make_loss_goldens import extern_data_of, make_batch
     arrays = {}
     for key, (arr, lens) in make_batch(**c["batch_opts"]).items():
         arrays["in:" + key] = arr
         if lens is not None:
             arrays["len:" + key] = lens
-    _train_step({"extern_data": EXTERN_DATA, "network": c["network"], "params": []}, arrays)
+    _train_step({"extern_data": extern_data_of(c["batch_opts"]), "network": c["network"], "params": []}, arrays)
 
 
 def _close(ours: float, ref: float, rtol: float = 1e-4, atol: float = 1e-5) -> bool:

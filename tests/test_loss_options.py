@@ -113,3 +113,15 @@ def test_generic_ce_needs_an_elementwise_activation():
         TFNetwork({"output": {"class": "softmax", "from": "data", "n_out": 4, "loss": "generic_ce"}}, extern)
     TFNetwork({"output": {"class": "linear", "activation": "sigmoid", "from": "data", "n_out": 4,
                           "loss": "generic_ce"}}, extern)
+
+
+def test_ce_label_smoothing_unfused_on_a_softmax_is_refused_as_returnn_fails():
+    """RETURNN's unfused label smoothing reads the softmax's probabilities, which it does not keep for a
+    softmax output (AssertionError in safe_log): refused in one line; on probabilities without logits it
+    is computed."""
+    out, target, log_p = _extreme()
+    opts = {"label_smoothing": 0.1, "use_fused": False}
+    with pytest.raises(NetworkError, match="'o'.*label_smoothing and use_fused False on a softmax fails in RETURNN"):
+        CrossEntropyLoss("o", opts, "classes").compute_btf(out, target)
+    probs = lo(np.exp(log_p).astype("float32"), [2])
+    assert np.isfinite(float(CrossEntropyLoss("o", opts, "classes").compute_btf(probs, target).loss_sum))

@@ -1,6 +1,7 @@
 """RETURNN's native CTC (``returnn.tf.native_op.ctc_loss`` and ``ctc_loss_viterbi``, what its
 ``ctc_loss`` layer computes) on TensorFlow ops: the full sum by TensorFlow's CTC kernel
-(:func:`returnn.tf.losses_ctc.ctc_kernel_loss`), RNA and the best path by
+(:func:`returnn.tf.losses_ctc.ctc_kernel_loss`) when the blank is the last class, else (a label may be
+the blank's class: RETURNN's automaton takes it as it is), RNA and the best path by
 :func:`returnn.tf.layers.loss_layers.ctc_scores`.
 
 Where they differ from TensorFlow's kernel: a sequence without any alignment (its labels, plus one
@@ -34,15 +35,6 @@ def has_valid_path(labels: tf.Tensor, lens: tf.Tensor, seq_len: tf.Tensor, label
     return tf.cast(seq_len, need.dtype) >= need
 
 
-def _blank_last(logits: tf.Tensor, labels: tf.Tensor, blank: int):
-    """Logits (..., D) with class ``blank`` moved to the end, and the labels renumbered accordingly."""
-    dim = logits.shape[-1]
-    if blank == dim - 1:
-        return logits, labels
-    logits = tf.concat([logits[..., :blank], logits[..., blank + 1:], logits[..., blank:blank + 1]], axis=-1)
-    return logits, tf.where(labels < blank, labels, labels - 1)
-
-
 def native_ctc_loss(logits: tf.Tensor, seq_len: tf.Tensor, labels: tf.Tensor, lens: tf.Tensor, blank: int, *,
                     label_loop: bool = True, max_approx: bool = False, logits_normalize: bool = True,
                     zero_infinity: bool = False) -> tf.Tensor:
@@ -59,9 +51,8 @@ def native_ctc_loss(logits: tf.Tensor, seq_len: tf.Tensor, labels: tf.Tensor, le
     # a sequence without a path: no gradient through the score (the kernel's error signal there is not ours)
     x = tf.where(valid[:, None, None], logits, tf.stop_gradient(logits))
     inf = tf.fill(tf.shape(lens), float("inf"))
-    if label_loop and not max_approx:
-        x_k, labels_k = _blank_last(x, labels, blank)
-        loss = ctc_kernel_loss(tf.transpose(x_k, [1, 0, 2]), seq_len, labels_k, lens, x_k.shape[-1] - 1, True)
+    if label_loop and not max_approx and blank == logits.shape[-1] - 1:  # TensorFlow's kernel: the blank last
+        loss = ctc_kernel_loss(tf.transpose(x, [1, 0, 2]), seq_len, labels, lens, blank, True)
         if not logits_normalize:  # the kernel normalizes: its loss minus the log-normalizers
             lse = tf.where(frames, tf.reduce_logsumexp(x, axis=-1), 0.0)
             loss = loss - tf.reduce_sum(lse, axis=1)

@@ -296,6 +296,12 @@ class CrossEntropyLoss(Loss):
         if target.data.sparse:
             labels = target.tensor if mask is None else tf.where(mask > 0, target.tensor, 0)
             if self.smoothing:
+                if not (self._logits(output) is not None and self.use_fused) and (
+                        self.input_type != "prob" or output.logits is not None):
+                    raise NetworkError("layer %r: loss 'ce' with label_smoothing and use_fused False on %s fails in "
+                                       "RETURNN (%s)" % (self.layer_name, "logits" if self.input_type != "prob" else
+                                                         "a softmax", "NotImplementedError" if self.input_type != "prob"
+                                                         else "it reads the probabilities it does not keep"))
                 log_p = self._log_probs(output)
                 confidence, low = 1.0 - self.smoothing, self.smoothing / max(num_classes - 1, 1)
                 if self.opts.get("label_smoothing_gaussian"):  # RETURNN's Normal(label, confidence).prob(k)

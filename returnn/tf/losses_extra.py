@@ -30,9 +30,9 @@ class GenericCELoss(Loss):
     def __init__(self, layer_name: str, loss_opts: Optional[Dict[str, Any]], target_key: str):
         super().__init__(layer_name, loss_opts, target_key)
         if self.opts.get("use_flatten_frames", True) is not True:
-            raise NetworkError("layer %r: loss 'generic_ce' with use_flatten_frames False is not supported here "
-                               "(RETURNN indexes its flattened frames by the padded targets: it fails where a batch "
-                               "has padding)" % layer_name)
+            raise NetworkError("layer %r: loss 'generic_ce' with use_flatten_frames False is not supported: "
+                               "RETURNN's fails (its loss op, built before the loss knows its output, reads the "
+                               "output's time axis: AttributeError)" % layer_name)
 
     def bind_layer(self, layer: Any) -> None:
         """RETURNN's loss needs the layer's activation and its input (``output_before_activation``)."""
