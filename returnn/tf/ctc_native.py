@@ -1,7 +1,7 @@
 """RETURNN's native CTC (``returnn.tf.native_op.ctc_loss`` and ``ctc_loss_viterbi``, what its
 ``ctc_loss`` layer computes) on TensorFlow ops: the full sum by TensorFlow's CTC kernel
-(:func:`returnn.tf.losses_ctc.ctc_kernel_loss`) when the blank is the last class, else (a label may be
-the blank's class: RETURNN's automaton takes it as it is), RNA and the best path by
+(:func:`returnn.tf.losses_ctc.ctc_kernel_loss`) when the blank is the last class and no label can be
+it; else (RETURNN's automaton takes a label of the blank's class as it is), RNA and the best path by
 :func:`returnn.tf.layers.loss_layers.ctc_scores`.
 
 Where they differ from TensorFlow's kernel: a sequence without any alignment (its labels, plus one
@@ -11,6 +11,8 @@ path; 0 with normalized input); the best path costs inf there (and for a sequenc
 ``zero_infinity`` (RETURNN's config ``tf_native_ctc_zero_infinity``, default ``behavior_version >=
 30``): such a sequence costs 0 with no gradient."""
 from __future__ import annotations
+
+from typing import Optional
 
 import tensorflow as tf
 
@@ -37,10 +39,11 @@ def has_valid_path(labels: tf.Tensor, lens: tf.Tensor, seq_len: tf.Tensor, label
 
 def native_ctc_loss(logits: tf.Tensor, seq_len: tf.Tensor, labels: tf.Tensor, lens: tf.Tensor, blank: int, *,
                     label_loop: bool = True, max_approx: bool = False, logits_normalize: bool = True,
-                    zero_infinity: bool = False) -> tf.Tensor:
+                    zero_infinity: bool = False, num_labels: Optional[int] = None) -> tf.Tensor:
     """Per sequence (B,) RETURNN's native CTC loss of batch-major ``logits`` (B, T, D) against ``labels``
     (B, U) of ``lens`` (see the module docstring); ``logits_normalize`` False: the logits are taken as
-    log-probabilities as they are (not normalized again)."""
+    log-probabilities as they are (not normalized again); ``num_labels``: the labels' classes (the
+    kernel only when they are fewer than D)."""
     from returnn.tf.layers.loss_layers import ctc_scores
     from returnn.tf.losses_ctc import ctc_kernel_loss
     labels = tf.where(tf.sequence_mask(lens, tf.shape(labels)[1]), tf.cast(labels, tf.int32), 0)
@@ -51,7 +54,8 @@ def native_ctc_loss(logits: tf.Tensor, seq_len: tf.Tensor, labels: tf.Tensor, le
     # a sequence without a path: no gradient through the score (the kernel's error signal there is not ours)
     x = tf.where(valid[:, None, None], logits, tf.stop_gradient(logits))
     inf = tf.fill(tf.shape(lens), float("inf"))
-    if label_loop and not max_approx and blank == logits.shape[-1] - 1:  # TensorFlow's kernel: the blank last
+    dim = logits.shape[-1]
+    if label_loop and not max_approx and blank == dim - 1 and num_labels is not None and num_labels < dim:
         loss = ctc_kernel_loss(tf.transpose(x, [1, 0, 2]), seq_len, labels, lens, blank, True)
         if not logits_normalize:  # the kernel normalizes: its loss minus the log-normalizers
             lse = tf.where(frames, tf.reduce_logsumexp(x, axis=-1), 0.0)

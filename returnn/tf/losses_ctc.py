@@ -139,7 +139,8 @@ class CtcLoss(Loss):
                 logits, output.seq_len, target.tensor, target.seq_len, self.ctc_opts.get("blank_index", -1) % num_classes,
                 label_loop=bool(self.ctc_opts.get("label_loop", self.merge_repeated)),
                 logits_normalize=bool(self.ctc_opts.get("logits_normalize", True)),
-                zero_infinity=zero_infinity_default() if zero_inf is None else bool(zero_inf))
+                zero_infinity=zero_infinity_default() if zero_inf is None else bool(zero_inf),
+                num_labels=target.data.dim)
         else:
             loss = ctc_kernel_loss(time_major, output.seq_len, labels, lens, blank, self.ignore_longer,
                                    self.collapse_inputs, self.merge_repeated)

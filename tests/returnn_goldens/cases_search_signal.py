@@ -95,6 +95,11 @@ for variant, extra in (("", {}), ("_rna", {"label_loop": False})):
         "lin": {"class": "linear", "from": "data", "n_out": 7},
         "output": dict({"class": "ctc_loss", "logits": "lin", "targets": "data:labels"}, **extra)},
         extern=X5_L6, lens={"data": [7, 5, 2], "labels": [3, 0, 3]})
+# targets of as many classes as the logits: a label of the blank's class (the last) is an emission of it
+case("ctc_loss_labels_of_blank_class", "loss_layer", {
+    "lin": {"class": "linear", "from": "data", "n_out": 6},
+    "output": {"class": "ctc_loss", "logits": "lin", "targets": "data:labels"}},
+    extern=X5_L6, lens={"data": [7, 5, 4], "labels": [5, 4, 2]})
 case("edit_distance_layer", "loss_layer", {
     "output": {"class": "edit_distance", "a": "data:classes", "b": "data:labels"}},
     extern={"classes": SPARSE6, "labels": SPARSE6},

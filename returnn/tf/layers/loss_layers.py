@@ -267,7 +267,7 @@ class CtcLossLayer(Layer):
                                self.blank, label_loop=bool(self.opt("label_loop")),
                                max_approx=bool(self.opt("max_approx")),
                                logits_normalize=not self.opt("logits_normalized"),
-                               zero_infinity=zero_infinity_default())
+                               zero_infinity=zero_infinity_default(), num_labels=targets.data.dim)
         return LayerOutput(loss, self.output)
 
 
