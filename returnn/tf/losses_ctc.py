@@ -16,7 +16,8 @@ from returnn.tf.losses import Loss, LossValues, refuse_value, safe_log
 
 class CtcLoss(Loss):
     """Connectionist temporal classification, by TensorFlow's CTC kernel as RETURNN's (a target
-    without a valid path costs inf; an empty target, where RETURNN's step fails, the all-blank path).
+    without a valid path costs inf; an empty target, where RETURNN's step fails, the all-blank path);
+    ``use_native``: RETURNN's native CTC (returnn/tf/ctc_native.py: a target without a path costs 0).
 
     The output has ``num_labels + 1`` classes; the blank is the LAST index. Uses ``output.logits``
     when present, else RETURNN's ``safe_log(output.tensor)`` (the output is taken to be probabilities).
