@@ -121,6 +121,17 @@ def test_activation_on_class_indices_needs_an_int32_result(act):
                      {"data": data}).layers["output"].output.sparse
 
 
+@pytest.mark.parametrize("unit", ["standardlstm", "basiclstm", "vanillalstm", "layernormvariantslstm"])
+def test_rec_tensorflow_cell_unit_on_an_input_without_time_is_refused(unit):
+    """RETURNN runs an input without time axis as one step (native units: goldens fuzz_rec_one_step_*); its
+    TensorFlow-cell units then expect a rec loop and fail."""
+    mean = {"class": "reduce", "mode": "mean", "axis": "T", "from": "data"}
+    with pytest.raises(NetworkError, match="runs it as a TensorFlow cell"):
+        _net({"m": mean, "output": {"class": "rec", "unit": unit, "n_out": 3, "from": "m"}})
+    out = _net({"m": mean, "output": {"class": "rec", "unit": "nativelstm2", "n_out": 3, "from": "m"}})
+    assert out.layers["output"].output.batch_shape == (None, 3)
+
+
 def test_rec_loop_rules_found_by_the_rec_fuzzer():
     """A cumsum's initial_output is its running sum's start in a rec loop (goldens
     fuzzrec_cumsum_*); elsewhere RETURNN adds it to the whole sum: refused here. A layer reading a

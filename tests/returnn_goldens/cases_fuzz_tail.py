@@ -7,7 +7,7 @@ unflatten_nd's padding, gather's common axes, the feature axis of a window over 
 transposed_conv's lengths after remove_padding and padded frames, shift_axis of split_dims' remainder axis, a variable's
 dummy time axis broadcast before behavior version 11, self_attention over an input with a size-1 axis,
 activations of class indices,
-'stag:' names of axes made by dim math (pad, slice, conv, pool)."""
+'stag:' names of axes made by dim math (pad, slice, conv, pool), a rec layer on an input without time axis."""
 from make_goldens import LENS_LONG, case
 
 XTM6 = {"data": {"dim": 6, "time_dim_axis": 0, "batch_dim_axis": 1}}
@@ -164,3 +164,16 @@ for _n, _l0 in (("slice", {"class": "slice", "axis": "T", "slice_start": 1, "sli
         "l0": dict(_l0, **{"from": "data"}),
         "output": {"class": "reduce", "mode": "max", "axis": "stag:extern_data", "from": "l0"}},
         extern={"data": {"dim": 4}}, lens={"data": LENS_LONG})
+# a rec layer on an input without time axis (outside a loop) runs one step from its initial state (RETURNN's
+# single_step_dim: a time axis of one frame added, then dropped); further axes merge into the batch as usual
+_MEAN = {"m": {"class": "reduce", "mode": "mean", "axis": "T", "from": "data"}}
+case("fuzz_rec_one_step_merged_batch_time_bv0", "fuzz_rec_one_step", {
+    "l0": {"class": "merge_dims", "axes": ["B", "T"], "keep_order": False, "from": "data"},
+    "output": {"class": "rec", "unit": "lstm", "n_out": 3, "from": "l0"}}, extern={"data": {"dim": 5}},
+    config={"behavior_version": 0}, lens={"data": [6, 6, 2]})
+# (RETURNN's TensorFlow-cell units fail there: standardlstm, basiclstm, vanillalstm, layernormvariantslstm)
+for _unit, _extra in (("nativelstm2", {"initial_state": "var"}), ("lstm", {"direction": -1})):
+    case("fuzz_rec_one_step_%s" % _unit, "fuzz_rec_one_step", dict(_MEAN, output=dict(
+        {"class": "rec", "unit": _unit, "n_out": 4, "from": "m"}, **_extra)), extern={"data": {"dim": 5}})
+case("fuzz_rec_one_step_extra_axis", "fuzz_rec_one_step", dict(_MEAN, output={
+    "class": "rec", "unit": "lstm", "n_out": 3, "from": "m"}), extern={"data": {"shape": (None, 2, 3)}})

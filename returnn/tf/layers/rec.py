@@ -36,7 +36,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 import tensorflow as tf
 
 from returnn.errors import NetworkError, known_list
-from returnn.tensor import Data
+from returnn.tensor import Data, Dim, DimTypes
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
 from returnn.tf.layers.helpers import dropout, dropout_sources, feature_plan, plan_output, project_sources
 from returnn.tf.layers.lstm_layernorm import LayerNormLstm
@@ -45,7 +45,7 @@ from returnn.tf.layers.options import Option, rate
 from returnn.tf.layers.params import Param, same
 from returnn.tf.layers.rec_params import check_native_unit_opts, unit_params
 from returnn.tf.layers.rec_state import LSTM_KEYS, SINGLE_KEYS, InitialState, is_zero, state_layer_refs
-from returnn.tf.layers.rnn_cell import cell_clip_opt, check_unrolled_length, unrolled_max_len
+from returnn.tf.layers.rnn_cell import cell_clip_opt, check_unrolled_length, is_step_template, unrolled_max_len
 from returnn.tf.lstm_kernels import final_state_fn, get_kernel, lstm_sequence
 
 # unit name -> default forget bias (RETURNN's: native kernels 0, TensorFlow's LSTM cells 1)
@@ -76,7 +76,9 @@ class RecLayer(Layer):
     """``{"class": "rec", "unit": "nativelstm2", "n_out": H, "direction": 1 or -1}`` over the time
     axis of ``(B, T, F)`` or ``(T, B, F)`` sources (sources without time axis broadcast over it);
     the output is ``(B, T, H)``; other axes of the input are merged into the batch (RETURNN's rule,
-    :mod:`returnn.tf.layers.merged_batch`): ``(B, T, S, F)`` gives ``(B, T, S, H)``."""
+    :mod:`returnn.tf.layers.merged_batch`): ``(B, T, S, F)`` gives ``(B, T, S, H)``. An input without time
+    axis (outside a rec loop) is one step from the initial state (RETURNN's single_step_dim): ``(B, F)``
+    gives ``(B, H)``."""
 
     layer_class = "rec"
     param_subscope = "rec/"
@@ -150,6 +152,21 @@ class RecLayer(Layer):
                                         bool(self.opt("unroll")) and self.unit in TF_CELL_UNITS)
         if self.opt("sampling") != 1:
             raise NetworkError("%s: 'sampling' %r is not supported (only 1)" % (self.desc, self.opt("sampling")))
+        # RETURNN: an input without time axis outside a loop is one step (its single_step_dim): run as a sequence
+        # of one frame (an axis of sizes 1 after the batch axis), which the output drops
+        self.one_step = None
+        if all(s.time_dim is None for s in sources) and not is_step_template(sources):
+            if self.unit in TF_CELL_UNITS + ("vanillalstm", LAYER_NORM_UNIT):
+                raise NetworkError("%s: unit %r on an input without time axis %s is refused: RETURNN runs it as a "
+                                   "TensorFlow cell, which then expects a rec loop (and fails); its native units "
+                                   "(lstm, nativelstm2, ...) run one step" % (self.desc, self.unit,
+                                                                             [s.short_repr() for s in sources]))
+            if any(s.batch_dim_axis is None for s in sources):
+                raise NetworkError("%s: an input without time axis needs a batch axis, got %s"
+                                   % (self.desc, [s.short_repr() for s in sources]))
+            self.one_step = Dim(None, kind=DimTypes.Spatial, description="%s:single-step" % name)
+            sources = [s.copy_add_dim_by_tag(self.one_step, axis=s.batch_dim_axis + 1).copy(
+                time_dim_axis=s.batch_dim_axis + 1) for s in sources]
         self.merged = MergedAxes(self.desc, sources)  # RETURNN: axes besides batch, time, feature merged into batch
         if self.merged.extra:
             if not is_zero(self.opt("initial_state")):
@@ -186,6 +203,9 @@ class RecLayer(Layer):
             self.output = self.output.copy_transpose([1, 0, 2])
         if self.merged.extra:
             self.output = self.merged.output_template(self.output, name)
+        self.seq_output = self.output
+        if self.one_step is not None:
+            self.output = self.output.copy_template_excluding_axis(self.output.dims.index(self.one_step))
 
     def returnn_params(self) -> List[Param]:
         out = unit_params(self, self.unit)
@@ -215,6 +235,28 @@ class RecLayer(Layer):
         return None if self.prev_state is None else self.prev_state.initial(batch, values)["h"]
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
+        if self.one_step is None:
+            return self._forward_seq(sources, ctx)
+        n_state = len(self.state.refs) if self.state is not None else 0
+        stepped = []
+        for i, src in enumerate(sources):
+            if i < len(sources) - n_state:
+                axis = src.data.batch_dim_axis + 1
+                ones = tf.ones(tf.shape(src.tensor)[src.data.batch_dim_axis:src.data.batch_dim_axis + 1], tf.int32)
+                src = LayerOutput(tf.expand_dims(src.tensor, axis), self.sources[i].copy_add_dim_by_tag(
+                    self.one_step, axis=axis).copy(time_dim_axis=axis), {**src.sizes, self.one_step: ones})
+            stepped.append(src)
+        outer, self.output = self.output, self.seq_output
+        try:
+            seq = self._forward_seq(stepped, ctx)
+        finally:
+            self.output = outer
+        out = LayerOutput(tf.squeeze(seq.tensor, self.seq_output.dims.index(self.one_step)), self.output,
+                          {d: v for d, v in seq.sizes.items() if d is not self.one_step})
+        out.computed_padding, out.last_state = True, seq.last_state
+        return out
+
+    def _forward_seq(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         n_state = len(self.state.refs) if self.state is not None else 0
         state_values, sources = sources[len(sources) - n_state:], sources[:len(sources) - n_state]
         sources = dropout_sources(self, check_unrolled_length(self, sources, self.max_len), ctx)
