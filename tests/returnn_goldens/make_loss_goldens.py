@@ -123,17 +123,22 @@ CASES["ctc_use_native_no_path"] = softmax_net("ctc", target="labels", n_out=4, l
     "use_native": True, "beam_width": 1, "auto_clip_target_len": True})
 CASES["ctc_use_native_zero_infinity_rna"] = softmax_net("ctc", target="labels", n_out=4, loss_opts={
     "use_native": True, "beam_width": 1, "ctc_opts": {"zero_infinity": True, "label_loop": False}})
+CASES["triplet_loss_frames"] = {"output": {"class": "linear", "activation": "tanh", "from": "data", "n_out": 6,
+                                           "loss": "triplet_loss", "target": "triplet_frames",
+                                           "loss_opts": {"margin": 1.0}}}
 CASES["ctc_loss_layer_rna_no_path"] = {"lin": CASES["ctc_loss_layer_no_path"]["lin"],
                                        "output": dict(CASES["ctc_loss_layer_no_path"]["output"], label_loop=False)}
 # more config keys per case
 CASE_CONFIGS = {"ctc_loss_layer_no_path_zero_infinity": {"tf_native_ctc_zero_infinity": True}}
 # extern data keys only some cases have (drawn after the others by make_batch's ``extra``)
-EXTRA_EXTERN = {"triplet": {"dim": 5, "sparse": True, "shape": (3,), "time_dim_axis": None}}
+EXTRA_EXTERN = {"triplet": {"dim": 5, "sparse": True, "shape": (3,), "time_dim_axis": None},
+                "triplet_frames": {"dim": 5, "sparse": True, "shape": (None, 3)}}
 # cases on another batch than the default one (make_batch's keyword arguments): label sequences with repeated
 # labels, as long as their frames (without collapsing or clipping, the first has no CTC path)
 CASE_BATCHES = {name: {"seed": 0, "lens": [3, 5, 4], "label_lens": [3, 4, 2]}
                 for name in ("ctc_target_collapse_repeated", "ctc_auto_clip_target_len")}
 CASE_BATCHES.update({name: {"extra": ["triplet"]} for name in ("triplet_loss", "triplet_loss_multi_view")})
+CASE_BATCHES["triplet_loss_frames"] = {"extra": ["triplet_frames"]}
 # the first sequence has no CTC path (3 frames, 3 labels with a repeat), the last an empty target
 CASE_BATCHES.update({name: {"seed": 0, "lens": [3, 5, 4], "label_lens": [3, 4, 0]} for name in (
     "ctc_loss_layer_no_path", "ctc_loss_layer_no_path_zero_infinity", "ctc_use_native_no_path")})
@@ -174,6 +179,12 @@ def make_batch(seed=42, lens=None, label_lens=None, extra=()):
         anchor[-1] = 0
         diff = (anchor + 1 + rng.randint(0, 4, B)) % 5
         batch["triplet"] = (np.stack([anchor, anchor, diff], axis=1).astype(np.int32), None)
+    if "triplet_frames" in extra:  # (B, T, 3) per frame, as long as data
+        frames = []
+        for n in lens:
+            anchor = rng.randint(0, 5, n)
+            frames.append(np.stack([anchor, anchor, (anchor + 1 + rng.randint(0, 4, n)) % 5], axis=1))
+        batch["triplet_frames"] = pad(frames, np.int32)
     return batch
 
 
