@@ -14,6 +14,8 @@ from returnn.tf.layers.output import LayerOutput
 from returnn.tf.losses import Loss, LossValues, _frame_count, _frame_mask, _masked_sum, int32_labels
 
 NOT_ELEMENTWISE = ("softmax", "log_softmax")
+# layers whose output RETURNN keeps with its activation's input (output_before_activation; none: the identity)
+WITH_ACTIVATION = ("linear", "softmax", "activation", "conv", "transposed_conv", "combine")
 
 
 class GenericCELoss(Loss):
@@ -22,7 +24,7 @@ class GenericCELoss(Loss):
     norm = target frames; error: the frame error (argmax of ``y``). The gradient is RETURNN's error
     signal ``d log(y) / d x * (p - onehot(label))`` w.r.t. the activation's input ``x``, whatever scales
     the loss (``scale``, ``use_normalized_loss`` change the objective's value, not its gradient). Needs a
-    layer with an element-wise ``activation`` (linear, activation) and sparse targets."""
+    layer of :data:`WITH_ACTIVATION` with an element-wise ``activation`` (or none) and sparse targets."""
 
     loss_class = "generic_ce"
     frame_local = True
@@ -36,10 +38,11 @@ class GenericCELoss(Loss):
 
     def bind_layer(self, layer: Any) -> None:
         """RETURNN's loss needs the layer's activation and its input (``output_before_activation``)."""
-        if not hasattr(layer, "activation_name"):
-            raise NetworkError("layer %r: loss 'generic_ce' needs a layer with an activation (linear, softmax, "
-                               "activation) here, got a %r layer" % (self.layer_name, type(layer).layer_class))
-        name = str(layer.activation_name)
+        kind = type(layer).layer_class
+        if kind not in WITH_ACTIVATION:
+            raise NetworkError("layer %r: loss 'generic_ce' needs a layer with an activation (%s) here, got a %r "
+                               "layer" % (self.layer_name, ", ".join(WITH_ACTIVATION), kind))
+        name = str(getattr(layer, "activation_name", layer.opts.get("activation")))
         if any(part in NOT_ELEMENTWISE for part in name.split(":")[0].split("|")):
             raise NetworkError("layer %r: loss 'generic_ce' needs an element-wise activation, got %r (RETURNN's "
                                "error signal assumes one; use 'ce' on a softmax)" % (self.layer_name, name))

@@ -123,6 +123,13 @@ CASES["ctc_use_native_no_path"] = softmax_net("ctc", target="labels", n_out=4, l
     "use_native": True, "beam_width": 1, "auto_clip_target_len": True})
 CASES["ctc_use_native_zero_infinity_rna"] = softmax_net("ctc", target="labels", n_out=4, loss_opts={
     "use_native": True, "beam_width": 1, "ctc_opts": {"zero_infinity": True, "label_loop": False}})
+CASES["generic_ce_conv_softplus"] = {"output": {"class": "conv", "filter_size": (3,), "padding": "same", "n_out": 5,
+                                                "activation": "softplus", "from": "data", "loss": "generic_ce",
+                                                "target": "classes"}}
+CASES["generic_ce_combine_no_activation"] = {
+    "a": {"class": "linear", "activation": "sigmoid", "from": "data", "n_out": 5},
+    "b": {"class": "linear", "activation": "exp", "from": "data", "n_out": 5},
+    "output": {"class": "combine", "kind": "add", "from": ["a", "b"], "loss": "generic_ce", "target": "classes"}}
 CASES["triplet_loss_frames"] = {"output": {"class": "linear", "activation": "tanh", "from": "data", "n_out": 6,
                                            "loss": "triplet_loss", "target": "triplet_frames",
                                            "loss_opts": {"margin": 1.0}}}
