@@ -24,7 +24,8 @@ class GenericCELoss(Loss):
     norm = target frames; error: the frame error (argmax of ``y``). The gradient is RETURNN's error
     signal ``d log(y) / d x * (p - onehot(label))`` w.r.t. the activation's input ``x``, whatever scales
     the loss (``scale``, ``use_normalized_loss`` change the objective's value, not its gradient). Needs a
-    layer of :data:`WITH_ACTIVATION` with an element-wise ``activation`` (or none) and sparse targets."""
+    linear, activation, conv, transposed_conv or combine layer (those RETURNN keeps the activation's input
+    of) with an element-wise ``activation`` (or none: the identity) and sparse targets."""
 
     loss_class = "generic_ce"
     frame_local = True
