@@ -7,7 +7,8 @@ unflatten_nd's padding, gather's common axes, the feature axis of a window over 
 transposed_conv's lengths after remove_padding and padded frames, shift_axis of split_dims' remainder axis, a variable's
 dummy time axis broadcast before behavior version 11, self_attention over an input with a size-1 axis,
 activations of class indices,
-'stag:' names of axes made by dim math (pad, slice, conv, pool), a rec layer on an input without time axis."""
+'stag:' names of axes made by dim math (pad, slice, conv, pool), a rec layer on an input without time axis,
+resize/transposed_conv/weighted_sum reading padded frames a layer computed."""
 from make_goldens import LENS_LONG, case
 
 XTM6 = {"data": {"dim": 6, "time_dim_axis": 0, "batch_dim_axis": 1}}
@@ -177,3 +178,18 @@ for _unit, _extra in (("nativelstm2", {"initial_state": "var"}), ("lstm", {"dire
         {"class": "rec", "unit": _unit, "n_out": 4, "from": "m"}, **_extra)), extern={"data": {"dim": 5}})
 case("fuzz_rec_one_step_extra_axis", "fuzz_rec_one_step", dict(_MEAN, output={
     "class": "rec", "unit": "lstm", "n_out": 3, "from": "m"}), extern={"data": {"shape": (None, 2, 3)}})
+# resize (linear), transposed_conv and weighted_sum read their input's padded frames as they are (RETURNN does not
+# mask them; transposed_conv's use_time_mask does): after an exp, exp(0) = 1 there reaches a sequence's last frames
+_EXP = {"a": {"class": "activation", "activation": "exp", "from": "data"}}
+for _n, _l in (("resize_linear", {"class": "resize", "factor": 2, "axis": "T", "kind": "linear"}),
+               ("transposed_conv", {"class": "transposed_conv", "filter_size": [3], "strides": [1], "n_out": 2}),
+               ("transposed_conv_time_mask", {"class": "transposed_conv", "filter_size": [3], "strides": [1],
+                                              "n_out": 2, "use_time_mask": True}),
+               ):
+    case("fuzz_%s_computed_padding" % _n, "fuzz_computed_padding", dict(_EXP, output=dict(_l, **{"from": "a"})),
+         extern={"data": {"dim": 3}})
+# (weighted_sum over the feature axis keeps exp(0)'s padded frames summed, which the resize reads)
+case("fuzz_weighted_sum_computed_padding", "fuzz_computed_padding", dict(_EXP, **{
+    "w": {"class": "weighted_sum", "axes": "F", "size": [3], "padding": "same", "from": "a"},
+    "output": {"class": "resize", "factor": 2, "axis": "T", "kind": "linear", "from": "w"}}),
+    extern={"data": {"dim": 3}})

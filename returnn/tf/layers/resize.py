@@ -6,7 +6,8 @@ resize, remove, fold.
   "cubic" (TensorFlow's v1 image resizing along that axis, as RETURNN) or "fill" (each frame
   followed by ``factor - 1`` frames of ``fill_value``; ``fill_dropout`` drops filled frames at
   random, one pattern for the whole batch, as RETURNN also outside training). The output is
-  batch-major with the resized axis second. Padded frames are zeros before interpolating.
+  batch-major with the resized axis second. Padded frames are interpolated as they are where a layer before
+  computed them (``computed_padding``, as RETURNN, e.g. a batch norm's shift), else as zero frames.
 - ``remove``: sparse ``(B, T)`` labels without the label ``symbol`` (negative: counted from the
   number of classes); the kept labels move to the front, the new lengths are their counts.
 - ``fold``: the inverse of ``window``: ``(in_spatial_dim, window_dim, ...)`` frames added (mode
@@ -110,7 +111,8 @@ class ResizeLayer(Layer):
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         own = sources[:-1] if self.factor_layer else sources
         x = concat_inputs(self, self.input, self.plan, own, ctx)
-        value = x.masked(0) if self.kind in ("linear", "cubic") else x.tensor
+        # padded frames as RETURNN interpolates them: what a layer before computed there, else zero frames
+        value = x.masked(0) if self.kind in ("linear", "cubic") and not x.computed_padding else x.tensor
         value = tf.transpose(value, self.perm)  # (B, T, rest...)
         shape = tf.shape(value)
         flat = tf.reshape(value, tf.stack([shape[0], shape[1], 1, tf.reduce_prod(shape[2:])]))  # (B, T, 1, C)

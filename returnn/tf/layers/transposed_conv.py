@@ -66,9 +66,8 @@ class TransposedConvLayer(Layer):
         Option("bias_init", 0.0, "init of the bias (RETURNN init spec)"),
         Option("out_spatial_dims", None, "Dims of the output's spatial axes, one per input spatial axis (a static one "
                                          "must have the computed length)"),
-        Option("use_time_mask", False, "RETURNN: padded input frames set to 0 first",
-               noop="padded input frames enter as zeros either way here: True is RETURNN's masking to 0, False gives "
-                    "RETURNN's numbers whenever its input padding is zero"),
+        Option("use_time_mask", False, "padded input frames set to 0 first (else as they are where a layer before "
+                                       "computed them, as RETURNN)"),
     )
 
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
@@ -122,7 +121,9 @@ class TransposedConvLayer(Layer):
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         plan = self.plan
         x = dense_value(concat_inputs(self, plan.concat_data, plan.concat_plan, sources, ctx))
-        tensor = x.masked(0.0)
+        # RETURNN reads the padded frames as they are (a layer before may have computed values there) unless
+        # use_time_mask; extern data's count as zero frames
+        tensor = x.masked(0.0) if self.opt("use_time_mask") or not x.computed_padding else x.tensor
         for reshape in plan.reshapes:
             tensor = reshape(tensor)
         xt = tf.transpose(tensor, plan.perm)  # (B, spatial..., C_in)

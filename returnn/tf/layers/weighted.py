@@ -5,7 +5,8 @@
   one input and one output channel. Without ``size`` the axes are summed away (``keep_dims``
   False, ``padding`` "valid"); with ``size`` the axes stay (``keep_dims`` True by default) with
   ``padding`` "same" (sizes kept) or "valid" (static axes only: each shrinks by ``size - 1``).
-  Padded positions are zeros before the sum (RETURNN's datasets feed zeros there).
+  Padded positions are summed as they are where a layer before computed them (``computed_padding``, as
+  RETURNN), else as zeros (RETURNN's datasets feed zeros there).
 - ``elemwise_prod``: the input times a trainable ``W`` over ``axes`` (static, initialised to 1;
   ``size`` only double-checks their sizes), broadcast along the other axes.
 """
@@ -106,7 +107,7 @@ class WeightedSumLayer(_WeightedBase):
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         x = self.inputs(sources, ctx)
-        value = x.masked(0.0)
+        value = x.tensor if x.computed_padding else x.masked(0.0)  # RETURNN sums the padded tensor as it is
         n_other, n_ax = len(self.other), len(self.sum_axes)
         value = tf.transpose(value, self.other + self.sum_axes)
         shape = tf.shape(value)
