@@ -17,6 +17,7 @@ import functools
 from typing import Any, Callable, Dict, List, Optional
 
 from returnn.errors import NetworkError
+from returnn.tensor import Dim
 from returnn.tf.net_dict import from_entries
 
 # options of the subnetwork layer itself (the rest go to the copy of its output)
@@ -223,7 +224,11 @@ def _expand_masked(name: str, opts: Dict[str, Any], in_rec_unit: bool) -> Dict[s
     keeps, already packed: transducer decoders) the unit runs once over that sequence instead, and an
     ``unmask`` of it takes its frame per step (``_unmask_in_unit``, :mod:`returnn.tf.layers.rec_net.unmask`).
     ``masked_from`` may stand without ``mask`` (RETURNN: the unit then runs on it as it is; in a rec unit
-    it is computed outside the loop anyway).
+    it is computed outside the loop anyway). The unit's other references (a plain unit's names but
+    ``data``, a subnetwork unit's ``base:`` names) are layers of the network around it, as RETURNN
+    resolves them: outside a loop packed to the same masked frames (``NAME/_packed_N``; a layer without
+    the masked axis as it is), in a loop the step's layers. Without ``from`` the unit's ``data`` is the
+    network's ``data``, packed too.
     """
     where = "layer %r (masked_computation)" % name
     mask, unit = opts.get("mask"), opts.get("unit")
@@ -232,7 +237,7 @@ def _expand_masked(name: str, opts: Dict[str, Any], in_rec_unit: bool) -> Dict[s
     if not isinstance(unit, dict) or "class" not in unit:
         raise NetworkError("%s: 'unit' must be a layer dict with 'class', got %r" % (where, unit))
     refuse_load_on_init(unit, where)
-    sources = _source_list(name, opts.get("from", opts.get("sources", [])))
+    sources = [e for e in _source_list(name, opts.get("from", opts.get("sources", []))) if e != "none"]
     masked_from = opts.get("masked_from")
     out: Dict[str, Any] = {}
     step_wise = in_rec_unit  # in a rec unit: per step, keeping outputs and states where the mask is False
@@ -241,13 +246,25 @@ def _expand_masked(name: str, opts: Dict[str, Any], in_rec_unit: bool) -> Dict[s
             raise NetworkError("%s: 'masked_from' must name a layer, got %r" % (where, masked_from))
         sources = [masked_from]
         step_wise = False
-    elif sources and not in_rec_unit:
-        pack = {"class": "_masked_pack", "from": sources, "mask": mask}
-        for key in ("in_spatial_dim", "out_spatial_dim"):
-            if opts.get(key) is not None:
-                pack[key] = opts[key]
-        out[name + "/_packed"] = pack
-        sources = [name + "/_packed"]
+    elif not in_rec_unit:
+        # one packed time axis for the input and every other layer of the network the unit reads
+        time = opts.get("out_spatial_dim") or Dim(None, kind=Dim.Types.Spatial, description="%s:masked-time" % name)
+        pack = {"class": "_masked_pack", "mask": mask, "out_spatial_dim": time}
+        if opts.get("in_spatial_dim") is not None:
+            pack["in_spatial_dim"] = opts["in_spatial_dim"]
+        packed: Dict[str, str] = {}
+
+        def outer(ref: str) -> str:  # RETURNN: the unit's other references, packed where they have that axis
+            if ref not in packed:
+                packed[ref] = "%s/_packed_%d" % (name, len(packed))
+                out[packed[ref]] = dict(pack, **{"from": [ref], "keep_without_axis": True})
+            return "base:" + packed[ref]
+        if sources or "data" in _unit_refs(unit):  # no 'from': the unit's "data" is the network's, packed too
+            out[name + "/_packed"] = dict(pack, **{"from": sources or ["data"]})
+            sources = [name + "/_packed"]
+        unit = _map_unit_outer_refs(unit, outer)
+    else:
+        unit = _map_unit_outer_refs(unit, lambda ref: "base:" + ref)  # per step: the layers of the loop
     if unit["class"] == "subnetwork" and unit.get("from", "data") in ("data", ["data"]):
         inner = dict(unit["subnetwork"]) if isinstance(unit.get("subnetwork"), dict) else unit.get("subnetwork")
         unit_own = {k: v for k, v in unit.items() if k not in ("class", "from", "subnetwork")}
@@ -258,3 +275,26 @@ def _expand_masked(name: str, opts: Dict[str, Any], in_rec_unit: bool) -> Dict[s
     for key, value in expand_subnetworks({name: sub}, in_rec_unit).items():
         out[key] = dict(value, **{MASKED_BY: mask}) if step_wise else value
     return out
+
+
+def _unit_refs(unit: Dict[str, Any]) -> List[str]:
+    """The layer names a masked_computation unit reads (a subnetwork unit: its ``from``)."""
+    if unit.get("class") == "subnetwork":
+        return [e for e in _source_list("unit", unit.get("from", "data")) if e != "none"]
+    found: List[str] = []
+    map_layer_refs("unit", unit, lambda r: found.append(r) or r)
+    return found
+
+
+def _map_unit_outer_refs(unit: Dict[str, Any], outer: Callable[[str], str]) -> Dict[str, Any]:
+    """A masked_computation unit whose references to the network around it (RETURNN resolves them
+    there: a plain unit's names other than ``data``, a subnetwork unit's ``base:`` names) are
+    mapped by ``outer`` (to a ``base:`` name)."""
+    if unit.get("class") == "subnetwork":
+        inner = unit.get("subnetwork")
+        if not isinstance(inner, dict):
+            return unit
+        fn = (lambda r: outer(r[len("base:"):]) if r.startswith("base:") and not r.startswith("base:base:") else r)
+        return dict(unit, subnetwork={k: map_layer_refs(k, v, fn) if isinstance(v, dict) and v.get("class") != "rec"
+                                      else v for k, v in inner.items()})
+    return map_layer_refs("unit", unit, lambda r: r if r == "data" or r.startswith("base:") else outer(r))

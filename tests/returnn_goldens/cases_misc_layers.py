@@ -154,3 +154,33 @@ for _name, _lens in (("gather_nd_reverse", {"data": [5, 3, 0]}),
     _c = CASES[_name]
     case(_name + "_zero_len", _c["family"], _c["network"], extern=_c["extern"], config=_c["config"], lens=_lens,
          notes=_c["notes"])
+
+# --- masked_computation's unit reading other layers of the network around it (RETURNN resolves them
+# there and packs those with the masked time axis too; a layer without it is read as it is; the output
+# has the packed time axis): with and
+# without 'from', a subnetwork unit's base: reference, and per step in a loop (the unit reads the loop's layers)
+_MASK = {"c": {"class": "reduce", "mode": "max", "axis": "F", "from": "data"},
+         "m": {"class": "compare", "kind": "greater", "value": 0, "from": "c"},
+         "l": {"class": "linear", "n_out": 3, "activation": "tanh", "from": "data"},
+         "g": {"class": "reduce", "mode": "mean", "axis": "T", "from": "l"}}
+case("masked_computation_unit_reads_network", "masked_computation", dict(_MASK, **{
+    "output": {"class": "masked_computation", "mask": "m", "from": "data",
+               "unit": {"class": "linear", "n_out": 2, "from": ["data", "l", "g"]}}}), extern={"data": {"dim": 4}})
+case("masked_computation_without_from", "masked_computation", dict(_MASK, **{
+    "output": {"class": "masked_computation", "mask": "m", "unit": {"class": "linear", "n_out": 2, "from": ["l", "data"]}}}),
+    extern={"data": {"dim": 4}},
+    config={"behavior_version": 12})
+case("masked_computation_subnetwork_base_ref", "masked_computation", dict(_MASK, **{
+    "output": {"class": "masked_computation", "mask": "m", "from": "data", "unit": {
+        "class": "subnetwork", "from": "data", "subnetwork": {
+            "a": {"class": "linear", "n_out": 2, "from": ["data", "base:l"]},
+            "output": {"class": "copy", "from": "a"}}}}}), extern={"data": {"dim": 4}})
+case("masked_computation_in_loop_reads_loop", "masked_computation", {"output": {"class": "rec", "from": "data", "unit": {
+    "x": {"class": "linear", "activation": None, "n_out": 4, "from": "data:source"},
+    "red": {"class": "reduce", "mode": "sum", "axis": "F", "from": "x"},
+    "mask": {"class": "compare", "kind": "greater", "value": 0.0, "from": "red"},
+    "masked": {"class": "masked_computation", "mask": "mask", "from": "x",
+               "unit": {"class": "linear", "activation": "tanh", "n_out": 3, "from": ["data", "x", "prev:output"]}},
+    "unmask": {"class": "unmask", "from": "masked", "mask": "mask"},
+    "output": {"class": "linear", "activation": "tanh", "n_out": 3, "from": ["unmask", "prev:output"]}}}},
+    extern={"data": {"dim": 4}})

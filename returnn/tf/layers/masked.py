@@ -65,8 +65,8 @@ class _MaskedLayer(Layer):
             raise NetworkError("layer %r (%s): 'mask' must name a layer, got %r"
                                % (name, self.layer_class, opts.get("mask")))
         super().__init__(name, opts, sources[:-1], seed)
-        if self.layer_class == "_masked_pack" and name.endswith("/_packed"):  # errors name the config's layer
-            self.desc = "layer %r (masked_computation)" % name[:-len("/_packed")]
+        if self.layer_class == "_masked_pack" and "/_packed" in name:  # errors name the config's layer
+            self.desc = "layer %r (masked_computation)" % name[:name.rindex("/_packed")]
         check_sources(self, sources[:-1], 1, 1)
         self.mask = sources[-1]
         _check_mask(self, self.mask)
@@ -89,14 +89,20 @@ class MaskedPackLayer(_MaskedLayer):
     options = (
         Option("in_spatial_dim", None, "the masked axis of the input (default: the mask's time axis)"),
         Option("out_spatial_dim", None, "Dim of the packed axis (default: a new one)"),
+        Option("keep_without_axis", False, "an input without the masked axis passes as it is (the unit's other "
+                                           "references, as RETURNN's masked_computation resolves them)"),
     )
 
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
         super().__init__(name, opts, sources, seed)
         data = self.sources[0]
         in_dim = self.opt("in_spatial_dim")
-        self.ax = self._axis_of(data, in_dim if in_dim is not None else self.mask.dims[self.mask.time_dim_axis],
-                                "time")
+        in_dim = in_dim if in_dim is not None else self.mask.dims[self.mask.time_dim_axis]
+        self.ax = None
+        if self.opt("keep_without_axis") and in_dim not in data.dims:  # RETURNN: such a reference as it is
+            self.output = data.copy(name)
+            return
+        self.ax = self._axis_of(data, in_dim, "time")
         out_dim = self.opt("out_spatial_dim")
         if out_dim is not None and not isinstance(out_dim, Dim):
             raise NetworkError("%s: 'out_spatial_dim' must be a Dim, got %r" % (self.desc, out_dim))
@@ -105,6 +111,10 @@ class MaskedPackLayer(_MaskedLayer):
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         x, mask = sources[0], sources[-1]
+        if self.ax is None:
+            out = x.with_tensor(x.tensor, self.output)
+            out.computed_padding = x.computed_padding
+            return out
         m = _mask_bt(mask)  # (B, T)
         x_bt, perm = _batch_time_first(x, self.ax)
         pos = tf.cumsum(tf.cast(m, tf.int32), axis=1)  # 1-based position in T' of each kept frame
@@ -138,6 +148,10 @@ class UnmaskLayer(_MaskedLayer):
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         x, mask = sources[0], sources[-1]
+        if self.ax is None:
+            out = x.with_tensor(x.tensor, self.output)
+            out.computed_padding = x.computed_padding
+            return out
         m = _mask_bt(mask)  # (B, T)
         x_bt, perm = _batch_time_first(x, self.ax)
         x_bt = tf.where(_bt_mask(x, self.ax, x_bt), x_bt, tf.zeros_like(x_bt))  # no garbage from padding
