@@ -109,7 +109,8 @@ def _ctc_head(rng: random.Random, src: str) -> Layer:
         opts["output_in_log_space"] = True
     if rng.random() < 0.25:  # RETURNN's native CTC (greedy error)
         opts.update(use_native=True, beam_width=1)
-        _maybe(rng, opts, "ctc_opts", {"zero_infinity": True}, {"label_loop": False}, {"ctc_merge_repeated": False})
+        _maybe(rng, opts, "ctc_opts", {"zero_infinity": True}, {"label_loop": False}, {"ctc_merge_repeated": False},
+               {"grad_wrt_softmax_in": False}, {"logits_normalize": False}, p=0.5)
     else:
         _maybe(rng, opts, "ctc_opts", {"ignore_longer_outputs_than_inputs": True})
     _maybe(rng, opts, "target_collapse_repeated", True, p=0.15)

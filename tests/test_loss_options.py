@@ -54,9 +54,9 @@ def test_refused_loss_option_values_are_one_line():
     CtcLoss("c", {"ctc_opts": {"ctc_merge_repeated": False}}, "classes")  # implemented (tests/test_losses.py)
     with pytest.raises(NetworkError, match="'c'.*ctc_opts.*merge_repeated"):
         CtcLoss("c", {"ctc_opts": {"merge_repeated": False}}, "classes")
-    with pytest.raises(NetworkError, match="'c'.*logits_normalize.*output_in_log_space"):
+    with pytest.raises(NetworkError, match="'c'.*logits_normalize need use_native"):  # RETURNN: TypeError
         CtcLoss("c", {"ctc_opts": {"logits_normalize": False}}, "classes")
-    CtcLoss("c", {"output_in_log_space": True, "ctc_opts": {"logits_normalize": False}}, "classes")
+    CtcLoss("c", {"use_native": True, "beam_width": 1, "ctc_opts": {"logits_normalize": False}}, "classes")
     with pytest.raises(NetworkError, match="'e'.*label_map"):
         EditDistanceLoss("e", {"label_map": {1: 2}}, "classes")
     EditDistanceLoss("e", {"ctc_decode": True}, "classes")  # implemented (tests/test_losses.py)
@@ -98,8 +98,9 @@ def test_remaining_returnn_losses_refuse_in_one_line():
                 "classes")
     with pytest.raises(NetworkError, match="'c'.*zero_infinity need use_native"):
         CtcLoss("c", {"ctc_opts": {"zero_infinity": True}}, "classes")
-    with pytest.raises(NetworkError, match="'c'.*grad_wrt_softmax_in equal to logits_normalize"):
-        CtcLoss("c", {"use_native": True, "beam_width": 1, "ctc_opts": {"grad_wrt_softmax_in": False}}, "classes")
+    with pytest.raises(NetworkError, match="'c'.*label_loop or ctc_merge_repeated"):
+        CtcLoss("c", {"use_native": True, "beam_width": 1, "ctc_opts": {"label_loop": False,
+                                                                         "ctc_merge_repeated": False}}, "classes")
 
 
 def test_generic_ce_needs_an_elementwise_activation():

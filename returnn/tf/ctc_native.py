@@ -39,11 +39,14 @@ def has_valid_path(labels: tf.Tensor, lens: tf.Tensor, seq_len: tf.Tensor, label
 
 def native_ctc_loss(logits: tf.Tensor, seq_len: tf.Tensor, labels: tf.Tensor, lens: tf.Tensor, blank: int, *,
                     label_loop: bool = True, max_approx: bool = False, logits_normalize: bool = True,
-                    zero_infinity: bool = False, num_labels: Optional[int] = None) -> tf.Tensor:
+                    zero_infinity: bool = False, num_labels: Optional[int] = None,
+                    grad_wrt_softmax_in: Optional[bool] = None) -> tf.Tensor:
     """Per sequence (B,) RETURNN's native CTC loss of batch-major ``logits`` (B, T, D) against ``labels``
     (B, U) of ``lens`` (see the module docstring); ``logits_normalize`` False: the logits are taken as
     log-probabilities as they are (not normalized again); ``num_labels``: the labels' classes (the
-    kernel only when they are fewer than D)."""
+    kernel only when they are fewer than D). ``grad_wrt_softmax_in`` (default ``logits_normalize``, the
+    loss's gradient; full sum only): RETURNN's error signal w.r.t. the logits is ``exp(log_probs) - bw``
+    (True) or ``-bw`` (False), ``bw`` the Baum-Welch posteriors (0 without a path)."""
     from returnn.tf.layers.loss_layers import ctc_scores
     from returnn.tf.losses_ctc import ctc_kernel_loss
     labels = tf.where(tf.sequence_mask(lens, tf.shape(labels)[1]), tf.cast(labels, tf.int32), 0)
@@ -68,8 +71,17 @@ def native_ctc_loss(logits: tf.Tensor, seq_len: tf.Tensor, labels: tf.Tensor, le
         loss = tf.where(valid & (seq_len > 0), loss, inf)
         return tf.where(valid, loss, tf.zeros_like(loss)) if zero_infinity else loss
     loss = tf.where(valid, loss, tf.zeros_like(loss))
-    if logits_normalize and not zero_infinity:  # no path: loss 0, error signal softmax(logits) on its frames
-        probs = tf.stop_gradient(tf.nn.softmax(logits, axis=-1))
-        signal = tf.reduce_sum(tf.where(frames[:, :, None], probs * logits, 0.0), axis=[1, 2])
-        loss = loss + tf.where(valid, tf.zeros_like(signal), signal - tf.stop_gradient(signal))
-    return loss
+    # RETURNN's error signal minus the gradient above: with a path, exp(log_probs) (grad_wrt_softmax_in) minus
+    # softmax(logits) (logits_normalize); without one (the gradient above is 0), exp(log_probs) unless zero_infinity
+    gws = logits_normalize if grad_wrt_softmax_in is None else bool(grad_wrt_softmax_in)
+    if gws == logits_normalize and (zero_infinity or not gws):
+        return loss
+    zeros = tf.zeros_like(logits)
+    probs = tf.nn.softmax(logits, axis=-1) if logits_normalize else tf.exp(logits)  # exp(log_probs)
+    returnn_part = probs if gws else zeros  # RETURNN's signal besides -bw
+    with_path = returnn_part - (probs if logits_normalize else zeros)
+    no_path = zeros if zero_infinity else returnn_part
+    signal = tf.where(valid[:, None, None], with_path, no_path)
+    signal = tf.stop_gradient(tf.where(frames[:, :, None], signal, 0.0))
+    term = tf.reduce_sum(signal * logits, axis=[1, 2])
+    return loss + (term - tf.stop_gradient(term))

@@ -54,11 +54,10 @@ class CtcLoss(Loss):
         Option("preprocess_collapse_repeated", False, "TF's CTC op: merge repeated target labels"),
         Option("ctc_merge_repeated", True, "TF's CTC op: repeated outputs merge (False: each output label is one "
                                            "target label)"),
-        Option("logits_normalize", True, "RETURNN's native CTC: log-softmax the input first (False: it holds "
-                                         "log-probabilities already: only with output_in_log_space here)"),
-        Option("grad_wrt_softmax_in", True, "RETURNN's native CTC: how its gradient is formulated",
-               noop="the same gradient: autodiff here, RETURNN's closed form w.r.t. the softmax input (with "
-                    "use_native it must equal logits_normalize: the other forms are not the loss's gradient)"),
+        Option("logits_normalize", True, "use_native: log-softmax the input first (False: it is taken as "
+                                         "log-probabilities as it is)"),
+        Option("grad_wrt_softmax_in", True, "use_native: RETURNN's error signal w.r.t. the input is exp(log-probs) "
+                                            "- posteriors (True) or - posteriors (False), whatever logits_normalize"),
         Option("label_loop", None, "use_native: alias of ctc_merge_repeated (RETURNN's native CTC)"),
         Option("blank_index", -1, "use_native: the blank's class (negative: from the end; labels index the "
                                   "classes as they are)"),
@@ -68,7 +67,7 @@ class CtcLoss(Loss):
     )
     # ctc_opts RETURNN passes on to one op only (the other fails with a TypeError)
     KERNEL_ONLY = ("ignore_longer_outputs_than_inputs", "preprocess_collapse_repeated")
-    NATIVE_ONLY = ("label_loop", "blank_index", "zero_infinity")
+    NATIVE_ONLY = ("label_loop", "blank_index", "zero_infinity", "logits_normalize", "grad_wrt_softmax_in")
 
     def __init__(self, layer_name: str, loss_opts: Optional[Dict[str, Any]], target_key: str):
         super().__init__(layer_name, loss_opts, target_key)
@@ -86,16 +85,10 @@ class CtcLoss(Loss):
             raise NetworkError("layer %r: ctc_opts %s %s (RETURNN passes ctc_opts to %s: a TypeError)" % (
                 layer_name, ", ".join(wrong), "need use_native False" if self.native else "need use_native",
                 "its native CTC" if self.native else "TensorFlow's ctc_loss"))
-        if self.native and ("label_loop" in ctc_opts and "ctc_merge_repeated" in ctc_opts
-                            or ctc_opts.get("grad_wrt_softmax_in", True) != ctc_opts.get("logits_normalize", True)):
-            raise NetworkError("layer %r: ctc_opts with use_native: give label_loop or ctc_merge_repeated, not both, "
-                               "and grad_wrt_softmax_in equal to logits_normalize (else RETURNN's error signal is not "
-                               "the loss's gradient), got %r" % (layer_name, ctc_opts))
+        if "label_loop" in ctc_opts and "ctc_merge_repeated" in ctc_opts:  # RETURNN asserts
+            raise NetworkError("layer %r: ctc_opts: give label_loop or ctc_merge_repeated (its alias), not both"
+                               % layer_name)
         self.ctc_opts = ctc_opts
-        if not self.native and ctc_opts.get("logits_normalize", True) is False \
-                and not self.opts.get("output_in_log_space"):
-            raise NetworkError("layer %r: ctc_opts logits_normalize False (the input holds log-probabilities) needs "
-                               "loss_opts output_in_log_space here" % layer_name)
         self.ignore_longer = bool(ctc_opts.get("ignore_longer_outputs_than_inputs", False))
         self.collapse_inputs = bool(ctc_opts.get("preprocess_collapse_repeated", False))
         self.merge_repeated = bool(ctc_opts.get("ctc_merge_repeated", True))
@@ -141,7 +134,7 @@ class CtcLoss(Loss):
                 label_loop=bool(self.ctc_opts.get("label_loop", self.merge_repeated)),
                 logits_normalize=bool(self.ctc_opts.get("logits_normalize", True)),
                 zero_infinity=zero_infinity_default() if zero_inf is None else bool(zero_inf),
-                num_labels=target.data.dim)
+                num_labels=target.data.dim, grad_wrt_softmax_in=bool(self.ctc_opts.get("grad_wrt_softmax_in", True)))
         else:
             loss = ctc_kernel_loss(time_major, output.seq_len, labels, lens, blank, self.ignore_longer,
                                    self.collapse_inputs, self.merge_repeated)

@@ -135,6 +135,14 @@ CASES["triplet_loss_frames"] = {"output": {"class": "linear", "activation": "tan
                                            "loss_opts": {"margin": 1.0}}}
 CASES["ctc_loss_layer_rna_no_path"] = {"lin": CASES["ctc_loss_layer_no_path"]["lin"],
                                        "output": dict(CASES["ctc_loss_layer_no_path"]["output"], label_loop=False)}
+# RETURNN's native CTC error signal: exp(log-probs) - posteriors (grad_wrt_softmax_in) or - posteriors, whatever
+# logits_normalize (a linear output in "log space": not normalized)
+CASES["ctc_use_native_unnormalized_grad_softmax_in"] = {"output": {
+    "class": "linear", "activation": None, "from": "data", "n_out": 4, "loss": "ctc", "target": "labels",
+    "loss_opts": {"use_native": True, "beam_width": 1, "output_in_log_space": True,
+                  "ctc_opts": {"logits_normalize": False}}}}
+CASES["ctc_use_native_normalize_no_grad_softmax_in"] = softmax_net("ctc", target="labels", n_out=4, loss_opts={
+    "use_native": True, "beam_width": 1, "ctc_opts": {"grad_wrt_softmax_in": False}})
 # more config keys per case
 CASE_CONFIGS = {"ctc_loss_layer_no_path_zero_infinity": {"tf_native_ctc_zero_infinity": True}}
 # extern data keys only some cases have (drawn after the others by make_batch's ``extra``)
@@ -148,7 +156,8 @@ CASE_BATCHES.update({name: {"extra": ["triplet"]} for name in ("triplet_loss", "
 CASE_BATCHES["triplet_loss_frames"] = {"extra": ["triplet_frames"]}
 # the first sequence has no CTC path (3 frames, 3 labels with a repeat), the last an empty target
 CASE_BATCHES.update({name: {"seed": 0, "lens": [3, 5, 4], "label_lens": [3, 4, 0]} for name in (
-    "ctc_loss_layer_no_path", "ctc_loss_layer_no_path_zero_infinity", "ctc_use_native_no_path")})
+    "ctc_loss_layer_no_path", "ctc_loss_layer_no_path_zero_infinity", "ctc_use_native_no_path",
+    "ctc_use_native_unnormalized_grad_softmax_in", "ctc_use_native_normalize_no_grad_softmax_in")})
 CASE_BATCHES["ctc_loss_layer_rna_no_path"] = {"seed": 0, "lens": [3, 5, 2], "label_lens": [3, 4, 3]}
 CASE_BATCHES["ctc_use_native_zero_infinity_rna"] = {"seed": 0, "lens": [3, 5, 2], "label_lens": [3, 4, 3]}
 
