@@ -45,7 +45,10 @@ def from_entries(value: Any) -> List[Any]:
 # Private options of the layers of RETURNN's extra nets (returnn.tf.extra_nets): the main network's name
 # of the layer, and whether its extra net is built for search (a layer's own search flag)
 EXTRA_OF, SEARCH = "_extra_of", "_search"
-EXTRA_NET_OPTIONS = (EXTRA_OF, SEARCH)
+# A flattened layer (subnetwork, masked_computation unit) whose dict had no "from": its "from" is the default
+# (returnn.tf.net_sources.check_from_given tells whether RETURNN accepts that)
+FROM_DEFAULT = "_from_default"
+EXTRA_NET_OPTIONS = (EXTRA_OF, SEARCH, FROM_DEFAULT)
 # Whether the network being built is the search task's (set while a TFNetwork builds): only there rec units lose
 # their layers' losses (below); a search in a training network (extra.search) computes them, as RETURNN does
 SEARCH_TASK: contextvars.ContextVar = contextvars.ContextVar("search_task", default=True)

@@ -9,7 +9,29 @@ from typing import Any, Dict, List, Mapping, Tuple
 from returnn.errors import NetworkError
 from returnn.tf.layers.base import LAYER_CLASSES
 from returnn.tf.layers.rec_state import state_layer_refs
-from returnn.tf.net_dict import AXIS_PAIR_FROM_CLASSES, from_entries, source_name
+from returnn.tf.net_dict import AXIS_PAIR_FROM_CLASSES, FROM_DEFAULT, from_entries, source_name
+
+# RETURNN's layer classes whose transform_config_dict fills in "from" itself (their inputs are options, or
+# none): only these may leave "from" out from behavior_version 1 on (check_from_given)
+FROM_OPTIONAL_CLASSES = frozenset((
+    ":i", "choice", "choice_get_beam_scores", "choice_get_src_beams", "constant", "ctc_loss", "decide_keep_beam",
+    "edit_distance", "generic_attention", "global_train_step", "gradient", "image_summary", "masked_computation",
+    "parametric_wiener_filter", "positional_encoding", "rand_int", "random", "random_state_init", "range",
+    "rec_last_output", "search_sorted", "signal_masking", "source", "sparse_softmax_cross_entropy_with_logits",
+    "subnetwork", "switch", "train_flag", "variable", "variable_assign", "variable_read"))
+
+
+def check_from_given(layer_name: str, opts: Mapping[str, Any]) -> None:
+    """RETURNN (behavior_version >= 1): a layer built without "from" is refused, unless its class fills
+    it in (:data:`FROM_OPTIONAL_CLASSES`); before that version "data" is its source."""
+    if not opts.get(FROM_DEFAULT) and ("from" in opts or "sources" in opts):
+        return
+    if opts.get("class") in FROM_OPTIONAL_CLASSES:
+        return
+    from returnn.util.basic import BehaviorVersion
+    if BehaviorVersion.get() >= 1:
+        raise NetworkError('layer %r: missing "from" (RETURNN requires it from behavior_version 1 on; "from": [] '
+                           'for no sources)' % layer_name)
 
 
 def parse_source(name: str) -> Tuple[str, str]:

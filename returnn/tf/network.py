@@ -27,7 +27,7 @@ from returnn.tf.extra_nets import (EXTRA_OF, ParamsByScope, expand_extra_nets, s
 from returnn.tf.layers.params import layer_scope
 from returnn.tf.net_dict import EXTRA_NET_OPTIONS, SEARCH, SEARCH_TASK, TRAIN_NET
 from returnn.tf.layers.rec_net import layer_targets
-from returnn.tf.net_sources import base_layer_name, layer_sources, parse_source, topological_order  # noqa: F401
+from returnn.tf.net_sources import base_layer_name, check_from_given, layer_sources, parse_source, topological_order  # noqa: F401
 from returnn.tf.preload import load_on_init_entries
 from returnn.tf.subnetwork import expand_subnetworks, map_layer_refs
 
@@ -182,6 +182,7 @@ class TFNetwork(tf.Module):
             opts = dict(net_dict[name])
             srcs = self.sources[name]
             cls = get_layer_class(opts["class"], name, opts)
+            check_from_given(name, opts)
             layer_search = self.search_of(name)
             if name in sharing:
                 main = opts.get(EXTRA_OF, name)

@@ -18,7 +18,7 @@ from typing import Any, Callable, Dict, List, Optional
 
 from returnn.errors import NetworkError
 from returnn.tensor import Dim
-from returnn.tf.net_dict import from_entries
+from returnn.tf.net_dict import FROM_DEFAULT, from_entries
 
 # options of the subnetwork layer itself (the rest go to the copy of its output)
 _OWN_OPTIONS = ("class", "subnetwork", "from", "sources", "concat_sources", "load_on_init", "n_out", "out_dim")
@@ -62,6 +62,8 @@ def map_layer_refs(where: str, opts: Dict[str, Any], fn: Callable[[str], str]) -
     new = dict(opts)
     cls = LAYER_CLASSES.get(new.get("class"))
     default = list(getattr(cls, "default_from", ["data"]))
+    if "from" not in new and "sources" not in new:
+        new[FROM_DEFAULT] = True
     new["from"] = [(fn(e[0]), e[1]) if isinstance(e, (list, tuple)) else fn(e)
                    for e in _source_list(where, new.pop("sources", new.get("from", default)), pairs=True)
                    if e != "none"]

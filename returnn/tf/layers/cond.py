@@ -97,7 +97,8 @@ class _Branch(tf.Module):
     def __init__(self, cond: "CondLayer", key: str, flat: Mapping[str, Mapping[str, Any]],
                  outer: Mapping[str, Data], seed: int, kw: Mapping[str, Any]):
         super().__init__(name=key)
-        from returnn.tf.network import layer_sources
+        from returnn.tf.net_dict import FROM_DEFAULT
+        from returnn.tf.net_sources import check_from_given, layer_sources
         self.key = key
         self.root = cond.layer_name
         self.sources = {n: layer_sources(n, o, kw.get("default_target", "classes")) for n, o in flat.items()}
@@ -117,10 +118,11 @@ class _Branch(tf.Module):
                 raise NetworkError("%s: %s layer %r has a loss (losses inside cond branches are not supported)"
                                    % (cond.desc, key, n))
             cls = get_layer_class(opts["class"], n, opts)
+            check_from_given(n, opts)
             if not opts.get("reuse_params"):  # RETURNN (AUTO_REUSE): both branches' layers of one scope share
                 owner = "%x:%s" % (id(cond), key)
                 opts["reuse_params"] = {"custom": cond.params_by_scope.custom(self._scope(n, opts), owner)}
-            layer_opts = {k: v for k, v in opts.items() if k != "from"}
+            layer_opts = {k: v for k, v in opts.items() if k not in ("from", FROM_DEFAULT)}
             if kw.get("infer_n_out") is not None:
                 kw["infer_n_out"](n, layer_opts)
             templates = [self.layers[s].output if s in self.layers else outer[s] for s in self.sources[n]]

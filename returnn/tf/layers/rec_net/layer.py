@@ -36,12 +36,13 @@ from returnn.tf.layers.rec_net.deps import (
     layer_refs, needed_unit, read_by, with_readers,
 )
 from returnn.tf.layers.rnn_cell import building_loop_step, cell_class_for
-from returnn.tf.net_dict import has_axis_pairs, search_length_key, without_search_only
+from returnn.tf.net_dict import FROM_DEFAULT, has_axis_pairs, search_length_key, without_search_only
+from returnn.tf.net_sources import check_from_given
 from returnn.tf.subnetwork import MASKED_BY, expand_subnetworks
 
 # Options of sub-layers that only the rec layer reads.
 REC_ONLY_SUB_OPTIONS = ("initial_output", "initial_state_from", "is_output_layer", "need_last", "rec_previous_layer",
-                        MASKED_BY)
+                        MASKED_BY, FROM_DEFAULT)
 
 
 MAX_TEMPLATE_ROUNDS = 4
@@ -502,6 +503,7 @@ class RecSubnetLayer(AssumedTemplates, Layer):
             self.sub_sources[sub] = src_names
             return
         cls = get_layer_class(opts["class"], full_name, layer_opts)
+        check_from_given(full_name, opts)
         in_step = in_loop and sub not in self.plan.after_loop
         with building_loop_step(in_step):
             if in_loop and opts["class"] == "rec" and isinstance(opts.get("unit", "lstm"), str):

@@ -1,0 +1,57 @@
+"""RETURNN's rule for a layer dict without "from" (LayerBase.transform_config_dict): before behavior
+version 1 its source is "data"; from version 1 on it is refused, unless the layer's class fills it in
+(constant, range, variable, subnetwork, ...). The rule holds in subnetworks, rec units and cond
+branches alike, and only for layers that are built."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from returnn.config import Config, get_global_config, set_global_config
+from returnn.errors import NetworkError
+from returnn.tensor import Data
+from returnn.tf.layers import RunContext
+from returnn.tf.network import TFNetwork
+
+
+def _net(layers, behavior_version=None):
+    old = get_global_config()
+    set_global_config(Config({"behavior_version": behavior_version} if behavior_version is not None else {}))
+    try:
+        return TFNetwork(layers, {"data": Data("data", shape=(None, 3))})
+    finally:
+        set_global_config(old)
+
+
+LINEAR = {"class": "linear", "n_out": 2, "activation": None}
+
+
+@pytest.mark.parametrize("net, where", [
+    ({"output": dict(LINEAR)}, "output"),
+    ({"output": {"class": "subnetwork", "from": "data", "subnetwork": {"output": dict(LINEAR)}}}, "output/output"),
+    ({"output": {"class": "rec", "from": "data", "unit": {"output": dict(LINEAR)}}}, "output/output"),
+    ({"output": {"class": "rec", "unit": "lstm", "n_out": 2}}, "output"),
+])
+def test_refused_from_behavior_version_1(net, where):
+    with pytest.raises(NetworkError, match=r"layer '%s': missing \"from\" \(RETURNN requires it from behavior_version 1"
+                       % where):
+        _net(net, behavior_version=1)
+
+
+def test_before_behavior_version_1_the_source_is_data():
+    net = _net({"output": dict(LINEAR)})
+    x = np.random.RandomState(0).randn(2, 4, 3).astype(np.float32)
+    y = net.forward({"data": tf.constant(x), "data:seq_len": tf.constant([4, 2], tf.int32)}, RunContext(False))["output"].tensor.numpy()
+    layer = net.layers["output"]
+    ref = x @ layer.W.numpy() + layer.bias.numpy()
+    for s, n in enumerate([4, 2]):
+        np.testing.assert_allclose(y[s, :n], ref[s, :n], rtol=1e-5, atol=1e-6)
+
+
+def test_classes_that_fill_it_in_and_unbuilt_layers_are_not_refused():
+    net = _net({"c": {"class": "constant", "value": 1.0}, "unused": dict(LINEAR),
+                "sub": {"class": "subnetwork", "subnetwork": {"output": {"class": "copy", "from": "base:data"}}},
+                "output": {"class": "combine", "kind": "add", "from": ["data", "c", "sub"]}}, behavior_version=12)
+    assert "unused" not in net.layers and "c" in net.layers
+
