@@ -232,6 +232,16 @@ def test_old_style_momentum_refused_with_adam_like_flags():
             optimizer_options(Config({flag: True, "momentum": 0.9}))
 
 
+def test_old_flags_refused_from_behavior_version_2():
+    """RETURNN's Updater: only 'optimizer' (or plain SGD) from behavior_version 2 on."""
+    for flag, value in (("adam", True), ("rmsprop", True), ("momentum", 0.9)):
+        with pytest.raises(ConfigError, match="from behavior_version 2 on"):
+            optimizer_options(Config({flag: value, "behavior_version": 2}))
+        assert optimizer_options(Config({flag: value, "behavior_version": 1}))["class"] == flag
+    assert optimizer_options(Config({"behavior_version": 12})) == {"class": "sgd"}
+    assert optimizer_options(Config({"optimizer": {"class": "adam"}, "behavior_version": 12}))["class"] == "adam"
+
+
 def test_nadam_differs_from_adam_and_nesterov_from_momentum():
     adam, nadam = np_adam(0.01), np_adam(0.01, nesterov=True)
     assert max(np.max(np.abs(a - b)) for a, b in zip(adam, nadam)) > 1e-3
