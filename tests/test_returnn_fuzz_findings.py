@@ -132,6 +132,17 @@ def test_rec_tensorflow_cell_unit_on_an_input_without_time_is_refused(unit):
     assert out.layers["output"].output.batch_shape == (None, 3)
 
 
+def test_slice_nd_int_start_with_a_size_of_an_engine_made_axis_is_refused():
+    """RETURNN's gather takes the slice axis and the input's engine-made static axis of that size as one; with a
+    per-sequence start that is a diagonal (golden fuzz_slice_nd_size_of_static_axis_diagonal), with an int
+    start its template and tensor differ in rank (it fails)."""
+    data = Data("data", shape=(None, 2, 3))
+    with pytest.raises(NetworkError, match="RETURNN takes them as one axis and fails"):
+        TFNetwork({"output": {"class": "slice_nd", "from": "data", "start": 1, "size": 2}}, {"data": data})
+    net = TFNetwork({"output": {"class": "slice_nd", "from": "data", "start": 1, "size": 3}}, {"data": data})
+    assert net.layers["output"].output.batch_shape == (None, 3, 2, 3)
+
+
 def test_rec_loop_rules_found_by_the_rec_fuzzer():
     """A cumsum's initial_output is its running sum's start in a rec loop (goldens
     fuzzrec_cumsum_*); elsewhere RETURNN adds it to the whole sum: refused here. A layer reading a

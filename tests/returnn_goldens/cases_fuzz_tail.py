@@ -8,7 +8,8 @@ transposed_conv's lengths after remove_padding and padded frames, shift_axis of 
 dummy time axis broadcast before behavior version 11, self_attention over an input with a size-1 axis,
 activations of class indices,
 'stag:' names of axes made by dim math (pad, slice, conv, pool), a rec layer on an input without time axis,
-resize/transposed_conv/weighted_sum reading padded frames a layer computed."""
+resize/transposed_conv/weighted_sum reading padded frames a layer computed, slice_nd of a size
+equal to an engine-made static axis."""
 from make_goldens import LENS_LONG, case
 
 XTM6 = {"data": {"dim": 6, "time_dim_axis": 0, "batch_dim_axis": 1}}
@@ -193,3 +194,9 @@ case("fuzz_weighted_sum_computed_padding", "fuzz_computed_padding", dict(_EXP, *
     "w": {"class": "weighted_sum", "axes": "F", "size": [3], "padding": "same", "from": "a"},
     "output": {"class": "resize", "factor": 2, "axis": "T", "kind": "linear", "from": "w"}}),
     extern={"data": {"dim": 3}})
+# slice_nd with a per-sequence start and an int size equal to an engine-made static axis of the input (extern data
+# without dim tags): RETURNN's gather takes the slice axis and that axis as one, out[b, i] = x[b, start_b + i, i]
+case("fuzz_slice_nd_size_of_static_axis_diagonal", "fuzz_slice_nd", {
+    "start": {"class": "range_in_axis", "from": "data", "axis": "B"},
+    "output": {"class": "slice_nd", "from": "data", "start": "start", "size": 2}},
+    extern={"data": {"shape": (None, 2, 3)}}, lens={"data": LENS_LONG})

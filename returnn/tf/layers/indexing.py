@@ -4,7 +4,9 @@
   the frames ``start .. start + size - 1``: input ``(B, T, F)`` with start ``(B,)`` gives
   ``(B, size, F)``, with start ``(B, T')`` ``(B, T', size, F)``. ``start``: an int or a layer;
   ``size``: an int (static), a layer (per entry), a Dim, or None (up to the end of each sequence,
-  at least ``min_size``). Frames beyond the sequence (or the entry's size) are zeros.
+  at least ``min_size``). Frames beyond the sequence (or the entry's size) are zeros. An int size equal
+  to an engine-made static spatial axis of the input (extern data without dim tags) with start ``(B,)``:
+  RETURNN's gather takes both as one axis, slice frame ``i`` from that axis' entry ``i`` (a diagonal).
 - ``scatter_nd``: the inverse of gathering: the input (updates) is written into a new axis at the
   indices ``position`` holds along its ``position_axis``; the output is ``position``'s layout with
   that axis replaced by ``out_spatial_dim`` (or ``output_dim_via_time_from``'s time axis), plus
@@ -119,15 +121,47 @@ class SliceNdLayer(Layer):
                             derived_from=self.in_dim)
         self.slice_dim = slice_dim
         self.start_value = start
+        self.diag = self._twin(data, size, given)
         batch = data.dims[data.batch_dim_axis]
         before = [d for i, d in enumerate(data.dims[:self.ax]) if i != data.batch_dim_axis]
         after = [d for i, d in enumerate(data.dims) if i > self.ax and i != data.batch_dim_axis]
         dims = [batch] + before + start_dims + [slice_dim] + after
+        self.gathered_dims = dims
+        if self.diag is not None:
+            dims = [d for d in dims if d is not slice_dim]
         self.perm = [data.batch_dim_axis] + [i for i in range(data.batch_ndim) if i != data.batch_dim_axis]
         self.bm_axis = self.perm.index(self.ax)
         # RETURNN's gather template: the time axis by the default rule (the first dynamic spatial axis; none when
         # the slice has a static size)
         self.output = relaid(name, data, dims, time_dim_axis=Data("t", dims=dims).time_dim_axis)
+
+    def _twin(self, data: Data, size: Any, given: Any) -> Optional[Dim]:
+        """RETURNN gathers the slice through its gather layer, whose common axes take the new static slice axis
+        (engine-made, of an int size) as the same axis as an engine-made static spatial axis of the input of
+        that size (extern data without dim tags): each slice frame i then comes from that axis' entry i (a
+        diagonal), and the output keeps the input's axis. That axis, or None."""
+        if not _is_int(size) or given is not None:
+            return None
+        twins = [d for i, d in enumerate(data.dims) if i not in (self.ax, data.feature_dim_axis, data.batch_dim_axis)
+                 and d.dimension == size and d.auto_generated and d.kind == DimTypes.Spatial]
+        if not twins:
+            return None
+        if not self.start_layer or self.start_dims:
+            raise NetworkError("%s: a slice of size %i with the input's engine-made axis %r of that size %s is refused: "
+                               "RETURNN takes them as one axis and fails" % (
+                                   self.desc, size, twins[0].description,
+                                   "and an int start" if not self.start_layer else "and per-frame starts"))
+        return twins[0]
+
+    def _diagonal(self, out: tf.Tensor) -> tf.Tensor:
+        """``out`` (the gathered dims) with the slice axis and :attr:`diag` reduced to their diagonal, which
+        sits where :attr:`diag` sits in the output."""
+        k_ax, t_ax = self.gathered_dims.index(self.slice_dim), self.gathered_dims.index(self.diag)
+        rest = [a for a in range(len(self.gathered_dims)) if a not in (k_ax, t_ax)]
+        value = tf.linalg.diag_part(tf.transpose(out, rest + [k_ax, t_ax]))  # (rest..., n)
+        perm = list(range(len(rest)))
+        perm.insert(t_ax - (t_ax > k_ax), len(rest))
+        return tf.transpose(value, perm)
 
     def _start_tensor(self, sources: List[LayerOutput], n_batch: tf.Tensor) -> tf.Tensor:
         """``(B, S...)`` int32 start positions (S: start's own axes)."""
@@ -184,6 +218,8 @@ class SliceNdLayer(Layer):
         out = tf.gather(tensor, index, axis=self.bm_axis, batch_dims=1)
         mask = align_tensor(tf.logical_not(pad), [0] + list(range(self.bm_axis, self.bm_axis + n_s + 1)), len(out.shape))
         out = tf.where(mask, out, tf.zeros_like(out))
+        if self.diag is not None:
+            out = self._diagonal(out)
         sizes = {}
         if self.slice_dim.is_dynamic() and self.slice_dim not in x.sizes:
             if size is None:
