@@ -101,13 +101,13 @@ def _dense_head(rng: random.Random, src: str) -> Layer:
             "loss": kind, "target": "target_dense"}
 
 
-def _ctc_head(rng: random.Random, src: str) -> Layer:
+def _ctc_head(rng: random.Random, src: str, extended: bool = False) -> Layer:
     head = {"class": "softmax", "n_out": 4, "from": src, "loss": "ctc", "target": "labels"}
     opts: Dict[str, Any] = {}
     if rng.random() < 0.3:
         head.update({"class": "linear", "activation": "log_softmax"})
         opts["output_in_log_space"] = True
-    if rng.random() < 0.25:  # RETURNN's native CTC (greedy error)
+    if extended and rng.random() < 0.25:  # RETURNN's native CTC (greedy error)
         opts.update(use_native=True, beam_width=1)
         _maybe(rng, opts, "ctc_opts", {"zero_infinity": True}, {"label_loop": False}, {"ctc_merge_repeated": False},
                {"grad_wrt_softmax_in": False}, {"logits_normalize": False}, p=0.5)
@@ -212,7 +212,7 @@ def draw(seed: int, index: int) -> Dict[str, Any]:
         else:
             maker = {"frame": _frame_head, "dense": _dense_head, "ctc": _ctc_head, "as_is": _as_is_head,
                      "generic_ce": _generic_ce_head}[kind]
-            network[name] = _common(rng, maker(rng, src))
+            network[name] = _common(rng, _ctc_head(rng, src, extended) if kind == "ctc" else maker(rng, src))
         if kind != "decoder":
             _constraints(rng, network[name])
         heads.append(kind)
