@@ -90,12 +90,14 @@ class SpatialPlan:
         if data.feature_dim_axis is None or data.batch_dim_axis is None:
             raise NetworkError("%s: input needs a batch and a feature axis, got %s" % (layer.desc, data.short_repr()))
         self.reshapes: List[Callable[[tf.Tensor], tf.Tensor]] = []  # shape-only input transforms, in order
+        n_given = len(data.get_spatial_batch_axes())
         data = self.data = self._transform_input(data)
         in_spatial = layer.opt("in_spatial_dims")
         if in_spatial is not None:
             axes = [layer.axis(data, a, "in_spatial_dims") for a in in_spatial]
         else:
             axes = data.get_spatial_batch_axes()
+            self._check_spatial_dims_defined(n_given, len(axes))
         raw = layer.opt(sizes_opt)
         n = len(raw) if isinstance(raw, (list, tuple)) else len(axes)
         if n != len(axes) or not axes:
@@ -140,6 +142,20 @@ class SpatialPlan:
                 out.math_description = returnn_description(in_dim.description, -(cut // 2), -(cut - cut // 2),
                                                            window.stride)
             self.windows.append(window._replace(out_dim=out))
+
+    def _check_spatial_dims_defined(self, n_given: int, n_spatial: int) -> None:
+        """RETURNN (behavior_version >= 8) without ``in_spatial_dims``: refused when the input has more
+        than one spatial axis, or with an input transform (expand, split or add feature dim) when it
+        has not exactly one (ConvLayer.transform_input)."""
+        layer = self.layer
+        transforms = any(layer.opt(k) for k in ("input_expand_dims", "input_split_feature_dim", "input_add_feature_dim"))
+        if (n_given == 1 if transforms else n_spatial <= 1):
+            return
+        from returnn.tf.layers.norm import behavior_version
+        if behavior_version() >= 8:
+            raise NetworkError("%s: the input %s has %i spatial axes: RETURNN requires 'in_spatial_dims' then "
+                               "(from behavior_version 8 on)" % (layer.desc, self.concat_data.short_repr(),
+                                                                 n_given if transforms else n_spatial))
 
     def _transform_input(self, data: Data) -> Data:
         """RETURNN's ``input_expand_dims`` (size-1 spatial axes after the last spatial axis),

@@ -1,7 +1,9 @@
-"""RETURNN's rule for a layer dict without "from" (LayerBase.transform_config_dict): before behavior
-version 1 its source is "data"; from version 1 on it is refused, unless the layer's class fills it in
-(constant, range, variable, subnetwork, ...). The rule holds in subnetworks, rec units and cond
-branches alike, and only for layers that are built."""
+"""Build-time rules of RETURNN's behavior versions. A layer dict without "from"
+(LayerBase.transform_config_dict): before behavior version 1 its source is "data"; from version 1 on
+it is refused, unless the layer's class fills it in (constant, range, variable, subnetwork, ...); the
+rule holds in subnetworks, rec units and cond branches alike, and only for layers that are built.
+conv, pool and transposed_conv need 'in_spatial_dims' from version 8 on when the input has several
+spatial axes."""
 from __future__ import annotations
 
 import numpy as np
@@ -55,3 +57,27 @@ def test_classes_that_fill_it_in_and_unbuilt_layers_are_not_refused():
                 "output": {"class": "combine", "kind": "add", "from": ["data", "c", "sub"]}}, behavior_version=12)
     assert "unused" not in net.layers and "c" in net.layers
 
+
+
+SPLIT = {"class": "split_dims", "axis": "F", "dims": [1, 3], "from": "data"}
+
+
+@pytest.mark.parametrize("layer", [
+    {"class": "conv", "filter_size": [3, 1], "padding": "same", "n_out": 2, "from": "s"},
+    {"class": "pool", "mode": "max", "pool_size": [2, 1], "padding": "same", "from": "s"},
+    {"class": "transposed_conv", "filter_size": [2, 1], "strides": [2, 1], "padding": "valid", "n_out": 2, "from": "s"},
+])
+def test_conv_without_in_spatial_dims_over_two_spatial_axes(layer):
+    """RETURNN's ConvLayer.transform_input (conv, pool, transposed_conv): from behavior_version 8 on,
+    an input with more than one spatial axis needs 'in_spatial_dims'; before, all of them are taken."""
+    with pytest.raises(NetworkError, match="has 2 spatial axes: RETURNN requires 'in_spatial_dims'"):
+        _net({"s": SPLIT, "output": layer}, behavior_version=8)
+    assert len(_net({"s": SPLIT, "output": layer}, behavior_version=7).layers["output"].output.dims) == 4
+    given = dict(layer, in_spatial_dims=["T", "stag:s_split_dims0"])
+    assert len(_net({"s": SPLIT, "output": given}, behavior_version=8).layers["output"].output.dims) == 4
+
+
+def test_conv_input_transforms_need_exactly_one_spatial_axis():
+    conv = {"class": "conv", "filter_size": [2], "padding": "same", "n_out": 2, "from": "r", "input_add_feature_dim": True}
+    with pytest.raises(NetworkError, match="has 0 spatial axes"):
+        _net({"r": {"class": "reduce", "mode": "max", "axis": "T", "from": "data"}, "output": conv}, behavior_version=8)
