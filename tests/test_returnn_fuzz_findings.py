@@ -143,6 +143,15 @@ def test_slice_nd_int_start_with_a_size_of_an_engine_made_axis_is_refused():
     assert net.layers["output"].output.batch_shape == (None, 3, 2, 3)
 
 
+def test_slice_end_before_start_on_a_dynamic_axis_is_refused():
+    """RETURNN's slice declares a static axis of end - start frames for a non-negative end (golden
+    fuzz_slice_end_static_on_time_broadcast): negative, it fails."""
+    with pytest.raises(NetworkError, match="declares a negative size"):
+        _net({"output": {"class": "slice", "axis": "T", "slice_start": 3, "slice_end": 2, "from": "data"}})
+    assert _net({"output": {"class": "slice", "axis": "T", "slice_start": 1, "slice_end": 4,
+                            "from": "data"}}).layers["output"].output.batch_shape == (None, 3, 6)
+
+
 def test_rec_loop_rules_found_by_the_rec_fuzzer():
     """A cumsum's initial_output is its running sum's start in a rec loop (goldens
     fuzzrec_cumsum_*); elsewhere RETURNN adds it to the whole sum: refused here. A layer reading a

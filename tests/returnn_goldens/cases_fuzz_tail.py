@@ -9,7 +9,7 @@ dummy time axis broadcast before behavior version 11, self_attention over an inp
 activations of class indices,
 'stag:' names of axes made by dim math (pad, slice, conv, pool), a rec layer on an input without time axis,
 resize/transposed_conv/weighted_sum reading padded frames a layer computed, slice_nd of a size
-equal to an engine-made static axis."""
+equal to an engine-made static axis, slice's static end and stepped dims."""
 from make_goldens import LENS_LONG, case
 
 XTM6 = {"data": {"dim": 6, "time_dim_axis": 0, "batch_dim_axis": 1}}
@@ -200,3 +200,13 @@ case("fuzz_slice_nd_size_of_static_axis_diagonal", "fuzz_slice_nd", {
     "start": {"class": "range_in_axis", "from": "data", "axis": "B"},
     "output": {"class": "slice_nd", "from": "data", "start": "start", "size": 2}},
     extern={"data": {"shape": (None, 2, 3)}}, lens={"data": LENS_LONG})
+# slice with a non-negative end on the time axis: RETURNN's static axis of ceil((end - start) / step) frames (not
+# derived from T, so it broadcasts against T); a stepped slice is dim math named after T ('stag:time' finds it)
+case("fuzz_slice_end_static_on_time_broadcast", "fuzz_slice", {
+    "l0": {"class": "slice", "axis": "T", "slice_end": 4, "slice_step": 2, "from": "data"},
+    "output": {"class": "combine", "kind": "add", "from": ["l0", "data"]}}, extern={"data": {"dim": 5}},
+    config={"behavior_version": 0}, lens={"data": [4, 2, 3]})
+case("fuzz_slice_step_stag_time", "fuzz_slice", {
+    "l0": {"class": "slice", "axis": "T", "slice_end": -1, "slice_step": 3, "from": "data"},
+    "output": {"class": "softmax_over_spatial", "axis": "stag:time", "from": "l0"}}, extern={"data": {"dim": 5}},
+    lens={"data": LENS_LONG})

@@ -31,7 +31,8 @@ def _int(layer: Layer, key: str, value: Any, allow_none: bool = True) -> Any:
 @register_layer
 class SliceLayer(_ShapeLayer):
     """``x[start:end:step]`` on ``axis`` (start >= 0, end may be negative; a negative step on
-    static axes only)."""
+    static axes only). A non-negative end on a dynamic axis gives a static axis of ``ceil((end - start) /
+    step)`` frames (RETURNN's slice-end dim), whatever the lengths."""
 
     layer_class = "slice"
     options = (
@@ -65,11 +66,21 @@ class SliceLayer(_ShapeLayer):
                                                 old.description, old.dimension, size,
                                                 _returnn_static_size(old.dimension, self.start, self.end, self.step)))
         new = self.opt("out_dim")
+        self.static_end = old.is_dynamic() and self.end is not None and self.end >= 0
+        if self.static_end:
+            # RETURNN: a non-negative end makes a static axis of ceil((end - start) / step), whatever the lengths
+            if self.end < self.start:
+                raise NetworkError("%s: slice_end %i < slice_start %i: RETURNN's slice declares a negative size (and "
+                                   "fails)" % (self.desc, self.end, self.start))
+            size = -(-(self.end - self.start) // self.step)
         if not isinstance(new, Dim) and old.is_dynamic() and self.step == 1 and (self.end is None or self.end < 0):
             new = shifted_dim(old, -self.start + (self.end or 0),  # T - start - |end|, named as RETURNN's dim math
                               returnn_description(old.description, -self.start, self.end or 0))
-        elif not isinstance(new, Dim):
-            new = Dim(size, kind=old.kind or DimTypes.Spatial, description="%s:slice" % name, derived_from=old)
+        elif not isinstance(new, Dim):  # named as RETURNN's dim math ('stag:' finds it)
+            desc = returnn_description("%s:slice-end" % name, stride=abs(self.step)) if self.end is not None and \
+                self.end >= 0 else returnn_description(old.description, -self.start, self.end or 0, abs(self.step))
+            new = Dim(size, kind=old.kind or DimTypes.Spatial, description=desc,
+                      derived_from=None if self.static_end else old)
         elif new.dimension != size:
             raise NetworkError("%s: out_dim %r does not have size %r" % (self.desc, new, size))
         if self.start == 0 and self.end is None and self.step == 1:
@@ -87,7 +98,15 @@ class SliceLayer(_ShapeLayer):
             end = length if self.end is None else (
                 tf.minimum(length, self.end) if self.end >= 0 else length + self.end)
             sizes[self.new] = tf.maximum(end - self.start + self.step - 1, 0) // self.step
-        return self.make_output(x.tensor[tuple(index)], sources, sizes)
+        # a static end reads padded frames as real ones: as they are where a layer computed them, else zero frames
+        # (RETURNN's datasets pad with zeros)
+        value = (x.tensor if not self.static_end or x.computed_padding else x.masked(0))[tuple(index)]
+        if self.static_end:  # RETURNN's static size; a batch shorter than the end gets zero frames up to it
+            missing = self.new.dimension - tf.shape(value)[self.ax]
+            pads = [[0, 0]] * self.input.batch_ndim
+            pads[self.ax] = [0, missing]
+            value = tf.pad(value, tf.stack([tf.stack(p) for p in pads]))
+        return self.make_output(value, sources, sizes)
 
 
 def _returnn_static_size(n: int, start: int, end: Optional[int], step: int) -> int:
