@@ -3,7 +3,7 @@
 it is refused, unless the layer's class fills it in (constant, range, variable, subnetwork, ...); the
 rule holds in subnetworks, rec units and cond branches alike, and only for layers that are built.
 conv, pool and transposed_conv need 'in_spatial_dims' from version 8 on when the input has several
-spatial axes."""
+spatial axes. dot's automatic var axes before version 14 take static axes of one size as one."""
 from __future__ import annotations
 
 import numpy as np
@@ -21,7 +21,7 @@ def _net(layers, behavior_version=None):
     old = get_global_config()
     set_global_config(Config({"behavior_version": behavior_version} if behavior_version is not None else {}))
     try:
-        return TFNetwork(layers, {"data": Data("data", shape=(None, 3))})
+        return TFNetwork(layers, {"data": Data("data", shape=(None, 3)), "data6": Data("data6", shape=(None, 6))})
     finally:
         set_global_config(old)
 
@@ -81,3 +81,27 @@ def test_conv_input_transforms_need_exactly_one_spatial_axis():
     conv = {"class": "conv", "filter_size": [2], "padding": "same", "n_out": 2, "from": "r", "input_add_feature_dim": True}
     with pytest.raises(NetworkError, match="has 0 spatial axes"):
         _net({"r": {"class": "reduce", "mode": "max", "axis": "T", "from": "data"}, "output": conv}, behavior_version=8)
+
+
+def _dot_net(behavior_version):
+    return _net({"a": {"class": "split_dims", "axis": "F", "dims": [2, 3], "from": "data:data6"},
+                 "l": {"class": "linear", "n_out": 6, "activation": None, "from": "data:data6"},
+                 "b": {"class": "split_dims", "axis": "F", "dims": [2, 3], "from": "l"},
+                 "output": {"class": "dot", "from": ["a", "b"], "red1": "F", "red2": "F", "var1": "auto",
+                            "var2": "auto"}}, behavior_version)
+
+
+def test_dot_auto_var_axes_before_behavior_version_14_match_static_axes_of_one_size():
+    """RETURNN's DotLayer._auto_var_axes: before version 14 two static axes of the same size are the same
+    axis (Dim.is_equal with allow_same_spatial_dim), so a's and b's size-2 axes are common, not an
+    outer product; from 14 on only the same dim is."""
+    x = np.random.RandomState(1).randn(2, 3, 6).astype(np.float32)
+    batch = {"data6": tf.constant(x), "data6:seq_len": tf.constant([3, 2], tf.int32)}
+    for bv, n_axes in ((13, 3), (14, 4)):
+        net = _dot_net(bv)
+        assert len(net.layers["output"].output.dims) == n_axes
+        out = net.forward(batch, RunContext(False))
+        y, b = out["output"].tensor.numpy(), out["b"].tensor.numpy()
+        a = x.reshape(2, 3, 2, 3)
+        ref = np.einsum("btif,btif->bti", a, b) if bv < 14 else np.einsum("btif,btjf->btij", a, b)
+        np.testing.assert_allclose(y[0], ref[0], rtol=1e-5, atol=1e-5)

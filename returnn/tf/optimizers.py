@@ -315,7 +315,7 @@ def optimizer_options(config: Config) -> Dict[str, Any]:
         if opts["class"] in ("adam", "nadam", "adadelta", "adagrad") and config.float("momentum"):
             raise ConfigError("config keys %r and 'momentum': RETURNN refuses momentum with the old %s = True "
                               "(set 'optimizer' instead)" % (opts["class"], opts["class"]))
-        if opts["class"] != "sgd" and (config.int("behavior_version", 0) or 0) >= 2:
+        if opts["class"] != "sgd" and (config.int("behavior_version") or 0) >= 2:
             raise ConfigError("config key %r: RETURNN refuses the old optimizer flags from behavior_version 2 on "
                               "(\"Please define an optimizer specifically via the 'optimizer=...' parameter\"): set "
                               "optimizer = {'class': %r}" % (opts["class"], opts["class"]))

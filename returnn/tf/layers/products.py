@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import string
-from typing import Any, Dict, List, Sequence
+from typing import Any, Dict, List, Sequence, Tuple
 
 import tensorflow as tf
 
@@ -61,8 +61,11 @@ class DotLayer(Layer):
                 self.desc, [a.dims[i].short_repr() for i in self.red_a], [b.dims[j].short_repr() for j in self.red_b]))
         rest_a = [i for i in range(a.batch_ndim) if i not in self.red_a]
         rest_b = [j for j in range(b.batch_ndim) if j not in self.red_b]
+        from returnn.tf.layers.norm import behavior_version
         if var1 != "auto":
             dims, (map_a, map_b) = self._pair_common(a, b, rest_a, rest_b, var1, var2)
+        elif behavior_version() < 14:  # RETURNN: static axes of one size count as the same axis there
+            dims, (map_a, map_b) = self._pair_axes(a, b, rest_a, rest_b, *_loose_var_axes(a, b, rest_a, rest_b))
         else:
             dims, (map_a, map_b) = common_dims([[a.dims[i] for i in rest_a], [b.dims[j] for j in rest_b]], strict=True)
         shared = set(map_a) & set(map_b)
@@ -80,7 +83,6 @@ class DotLayer(Layer):
             [p for p in map_b if p not in shared]
         self.equation = "%s,%s->%s" % ("".join(sub_a), "".join(sub_b), "".join(common[p] for p in order))
         out_dims = [dims[p] for p in order]
-        from returnn.tf.layers.norm import behavior_version
         add_var2 = self.opt("add_var2_if_empty")
         if add_var2 and behavior_version() >= 3:
             raise NetworkError("%s: add_var2_if_empty is not allowed from behavior version 3 (RETURNN)" % self.desc)
@@ -134,6 +136,10 @@ class DotLayer(Layer):
     def _pair_common(self, a: Data, b: Data, rest_a: List[int], rest_b: List[int], var1: Any, var2: Any):
         """Union dims and maps when var1/var2 are given: common axes paired in order."""
         var_a, var_b = self._var_axes(a, var1, "var1", rest_a), self._var_axes(b, var2, "var2", rest_b)
+        return self._pair_axes(a, b, rest_a, rest_b, var_a, var_b)
+
+    def _pair_axes(self, a: Data, b: Data, rest_a: List[int], rest_b: List[int], var_a: List[int], var_b: List[int]):
+        """Union dims and maps of the var axes ``var_a``, ``var_b`` and the other (common) axes."""
         common_a = [i for i in rest_a if i not in var_a]
         common_b = [j for j in rest_b if j not in var_b]
         by_dim: List[int] = []  # the same dims in another order (e.g. after a transpose): paired by dim
@@ -165,6 +171,18 @@ class DotLayer(Layer):
         if self.expand:
             y = y[..., None]
         return self.make_output(y, sources)
+
+
+def _loose_var_axes(a: Data, b: Data, rest_a: List[int], rest_b: List[int]) -> Tuple[List[int], List[int]]:
+    """RETURNN's dot var axes ("auto") before behavior version 14: the axes of each source that match
+    none of the other's, where two non-batch axes of the same static size match whatever their tags
+    (Dim.is_equal with treat_feature_as_spatial, allow_same_spatial_dim, undefined_matches)."""
+    def same(x: Dim, y: Dim) -> bool:
+        return x == y or (not x.is_batch_dim() and not y.is_batch_dim() and x.dimension is not None
+                          and x.dimension == y.dimension)
+    var_a = [i for i in rest_a if not any(same(a.dims[i], b.dims[j]) for j in rest_b)]
+    var_b = [j for j in rest_b if not any(same(b.dims[j], a.dims[i]) for i in rest_a)]
+    return var_a, var_b
 
 
 @register_layer
