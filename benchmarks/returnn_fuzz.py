@@ -15,6 +15,7 @@ Usage::
 
     .venv/bin/python benchmarks/returnn_fuzz.py [--seed S] [--n N] [--kind chain|rec|search|loss] [--returnn-python PY]
                                                 [--keep DIR] [--only-verdicts DIFFER GAP ...]
+                                                [--behavior-versions V [V ...]]
 
 Prints one line per case that is not AGREE/BOTH-FAIL (with both sides' first error line) and the
 counts. The RETURNN venv defaults to ``.bench-venv-returnn`` in the repository.
@@ -24,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import re
 import subprocess
 import sys
@@ -145,6 +147,8 @@ def main() -> int:
                         help="build the nets for training (batch statistics; draws with dropout are left out)")
     parser.add_argument("--trace", action="store_true", help="print RETURNN's traceback of the first case it fails on")
     parser.add_argument("--show", nargs="*", default=["DIFFER", "GAP", "LAX", "CRASH"], help="verdicts to list")
+    parser.add_argument("--behavior-versions", type=int, nargs="+", metavar="V",
+                        help="draw each case's behavior_version from these (by the case's seed and index)")
     args = parser.parse_args()
     if not os.path.exists(args.returnn_python):
         sys.exit("returnn_fuzz: no RETURNN venv at %s (see tests/returnn_goldens/make_goldens.py)" % args.returnn_python)
@@ -157,6 +161,10 @@ def main() -> int:
         cases = [returnn_fuzz_search.draw(args.seed, i) for i in range(args.start, args.start + args.n)]
     else:
         cases = [returnn_fuzz_cases.draw(args.seed, i, args.train) for i in range(args.start, args.start + args.n)]
+    if args.behavior_versions:
+        for i, c in zip(range(args.start, args.start + args.n), cases):
+            version = random.Random("%i/%i/behavior_version" % (args.seed, i)).choice(args.behavior_versions)
+            c["config"] = dict(c.get("config") or {}, behavior_version=version)
     if args.train:  # random masks differ between the engines: no dropout (or zoneout) in training-mode draws
         cases = [dict(c, train=True) for c in cases if "dropout" not in json.dumps(c["network"])
                  and not re.search(r'"zoneout_factor_\w+": (?!0\.0\b)', json.dumps(c["network"]))]
