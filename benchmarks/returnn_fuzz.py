@@ -180,8 +180,10 @@ def main() -> int:
         kind, detail = judge(c, out_dir, failed.get(c["name"]))
         counts[kind] += 1
         if kind in args.show:
-            print("%-9s %s %s\n          net %s | %s" % (kind, c["name"], c["family"], json.dumps(c["network"]),
-                                                       detail), flush=True)
+            version = " behavior_version %s" % c["config"]["behavior_version"] if "behavior_version" in (
+                c.get("config") or {}) else ""
+            print("%-9s %s %s%s\n          net %s | %s" % (kind, c["name"], c["family"], version,
+                                                         json.dumps(c["network"]), detail), flush=True)
     print("\n%i cases (seed %i, %i..%i): %s" % (len(cases), args.seed, args.start, args.start + args.n - 1,
                                                 ", ".join("%s %i" % kv for kv in sorted(counts.items()))))
     return 1 if counts["DIFFER"] or counts["CRASH"] else 0
