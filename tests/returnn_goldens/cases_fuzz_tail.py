@@ -9,7 +9,8 @@ dummy time axis broadcast before behavior version 11, self_attention over an inp
 activations of class indices,
 'stag:' names of axes made by dim math (pad, slice, conv, pool), a rec layer on an input without time axis,
 resize/transposed_conv/weighted_sum reading padded frames a layer computed, slice_nd of a size
-equal to an engine-made static axis, slice's static end and stepped dims."""
+equal to an engine-made static axis, slice's static end and stepped dims,
+reduce's kept axis."""
 from make_goldens import LENS_LONG, case
 
 XTM6 = {"data": {"dim": 6, "time_dim_axis": 0, "batch_dim_axis": 1}}
@@ -210,3 +211,9 @@ case("fuzz_slice_step_stag_time", "fuzz_slice", {
     "l0": {"class": "slice", "axis": "T", "slice_end": -1, "slice_step": 3, "from": "data"},
     "output": {"class": "softmax_over_spatial", "axis": "stag:time", "from": "l0"}}, extern={"data": {"dim": 5}},
     lens={"data": LENS_LONG})
+# reduce with keep_dims replaces the reduced axis by an engine-made static axis of size 1 (RETURNN), also the time
+# axis: before behavior version 11 it broadcasts against T, e.g. subtracting the mean over time
+case("fuzz_reduce_keep_dims_time_broadcast_bv0", "fuzz_reduce", {
+    "r": {"class": "reduce", "mode": "mean", "axis": "T", "keep_dims": True, "from": "data"},
+    "output": {"class": "combine", "kind": "sub", "from": ["data", "r"]}}, extern={"data": {"dim": 4}},
+    config={"behavior_version": 0})

@@ -6,8 +6,8 @@ sequence ``mean`` gives 0, ``max`` and ``logsumexp`` the dtype's lowest value, `
 (RETURNN's replacement values; ``argmax``/``argmin``: 0). With
 ``use_time_mask`` False the padded positions take part as RETURNN lets them: as zeros here (RETURNN
 takes them as they are: the same numbers whenever its padding is zero), ``mean`` over the padded
-length. Reduced axes are removed, or with ``keep_dims`` kept with size 1 (a dynamic axis stays
-dynamic with all sizes 1). Integer ``axes`` count in a layout whose batch axis is at
+length. Reduced axes are removed, or with ``keep_dims`` replaced by a static engine-made axis of size 1
+(RETURNN's, also for a dynamic axis: before behavior version 11 it broadcasts against another axis). Integer ``axes`` count in a layout whose batch axis is at
 ``enforce_batch_dim_axis`` (default 0 when an axis is an int, as RETURNN), and the output keeps that
 layout.
 """
@@ -82,8 +82,8 @@ class ReduceLayer(Layer):
         if self.keep_dims:
             dims = list(data.dims)
             for a in self.red_axes:
-                dims[a] = Dim(None if data.dims[a].is_dynamic() else 1, kind=data.dims[a].kind,
-                              description="%s:keep-%s" % (name, data.dims[a].description))
+                # RETURNN: a new engine-made static axis of size 1, also for a dynamic axis
+                dims[a] = Dim(1, kind=data.dims[a].kind, description="%s:keep-dim-%i" % (name, a), auto_generated=True)
                 self.kept[a] = dims[a]
             self.output = data.copy(name, dims=dims, time_dim_axis=data.time_dim_axis,
                                     feature_dim_axis=data.feature_dim_axis)
@@ -112,11 +112,7 @@ class ReduceLayer(Layer):
         if not self.use_mask and mask is not None:  # RETURNN's use_time_mask False: padding as zeros, counted
             tensor, mask = tf.where(mask, tensor, tf.zeros_like(tensor)), None
         y = self._reduce(tensor, mask)
-        sizes = {}
-        for a, dim in self.kept.items():
-            if dim.is_dynamic():
-                sizes[dim] = tf.ones_like(x.size(a))
-        return self.make_output(y, sources, sizes)
+        return self.make_output(y, sources)
 
     def _reduce(self, x: tf.Tensor, mask) -> tf.Tensor:
         axes, keep = self.red_axes, self.keep_dims
