@@ -223,7 +223,8 @@ def run_case(c):
     resolve = _dim_resolver(network, extern_data)
     config = Config(dict(extern_data=resolve(extern_data), **c["config"]))
     set_global_config(config)
-    BehaviorVersion._behavior_version = c["config"].get("behavior_version")
+    # as BehaviorVersion.set, with its callbacks (from 16 on: Dim's simple equality), for each case anew
+    BehaviorVersion._reset((c["config"].get("behavior_version"), 0))
     with tf.compat.v1.Graph().as_default() as graph:
         tf.compat.v1.set_random_seed(1)
         net = TFNetwork(config=config, train_flag=bool(c.get("train")), search_flag=bool(c.get("search")))
