@@ -152,6 +152,15 @@ def test_slice_end_before_start_on_a_dynamic_axis_is_refused():
                             "from": "data"}}).layers["output"].output.batch_shape == (None, 3, 6)
 
 
+def test_shift_axis_with_pad_and_size_adjustment_is_refused_on_a_static_axis():
+    """RETURNN declares the static axis |amount| shorter, pads the tensor back to its size and fails."""
+    layer = {"class": "shift_axis", "axis": "F", "amount": -1, "from": "data"}
+    with pytest.raises(NetworkError, match="pad with adjust_size_info on the static axis"):
+        _net({"output": layer})
+    assert _net({"output": dict(layer, adjust_size_info=False)}).layers["output"].output.dim == 6
+    assert _net({"output": dict(layer, pad=False)}).layers["output"].output.dim == 5
+
+
 def test_rec_loop_rules_found_by_the_rec_fuzzer():
     """A cumsum's initial_output is its running sum's start in a rec loop (goldens
     fuzzrec_cumsum_*); elsewhere RETURNN adds it to the whole sum: refused here. A layer reading a

@@ -12,7 +12,8 @@ tile, range_in_axis, range_from_length.
 - ``shift_axis``: shifts the values along ``axis`` by ``amount`` frames (> 0 to later positions),
   filling ``pad_value``; without ``pad`` the axis gets shorter. ``adjust_size_info``: lengths
   follow (+amount with padding on the right shift, -amount on a left shift, clipped); without it
-  and without ``pad`` on a dynamic axis: refused (RETURNN keeps lengths longer than the axis). RETURNN
+  and without ``pad`` on a dynamic axis: refused (RETURNN keeps lengths longer than the axis); with ``pad``
+  and ``adjust_size_info`` on a static axis: refused (RETURNN declares it shorter, and fails). RETURNN
   keeps the lengths of split_dims' padded remainder axis too, in the first shift_axis that reads it (its
   size tensor is tied to no dim tag, so the shift's new tag takes it over and the adjusted sizes, same-named,
   count as already set); a later shift of that output adjusts (``Dim.untied_sizes``).
@@ -203,6 +204,10 @@ class ShiftAxisLayer(Layer):
             # RETURNN keeps the old lengths over the shortened axis: the longest sequences exceed it
             raise NetworkError("%s: pad False with adjust_size_info False on the dynamic axis %r is refused: RETURNN "
                                "keeps the old lengths, longer than the shortened axis" % (self.desc, old.description))
+        if old.is_static() and self.opt("pad") and self.opt("adjust_size_info"):
+            raise NetworkError("%s: pad with adjust_size_info on the static axis %r is refused: RETURNN declares it %i "
+                               "shorter but pads it back (and fails on the mismatch); set adjust_size_info False"
+                               % (self.desc, old.description, abs(amount)))
         # RETURNN keeps the lengths of a dim whose sizes are untied (split_dims' remainder) the first time
         self.keep_sizes = bool(self.opt("adjust_size_info") and old.is_dynamic() and old.untied_sizes
                                and old.sizes_tied_by in (None, name))
