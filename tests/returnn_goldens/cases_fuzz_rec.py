@@ -161,3 +161,12 @@ case("fuzzrec_moved_out_layer_norm_past_the_end", "fuzz_rec", {
         "output": {"class": "linear", "activation": "sigmoid", "n_out": 4, "from": ["a", "prev:output"],
                    "with_bias": False}}},
     "output": {"class": "window", "window_size": 3, "from": "loop"}}, extern=X4)
+# an rnn_cell over whole sequences of time-major input (RETURNN reads it time-major); from behavior_version 18
+# a window over T puts its window axis, then T, before the batch, so the reduced window is (T, B, F)
+for where in ("net", "loop"):
+    _cell = {"win": {"class": "window", "window_size": 2, "from": "data" if where == "net" else "data:source"},
+             "red": {"class": "reduce", "mode": "sum", "axis": "stag:win:window", "from": "win"},
+             "output": {"class": "rnn_cell", "unit": "StandardLSTM", "n_out": 3, "from": "red"}}
+    case("fuzz_rnn_cell_time_major_input_bv18_%s" % where, "fuzz_rnn_cell",
+         _cell if where == "net" else {"output": {"class": "rec", "from": "data", "unit": _cell}}, extern=X4,
+         config={"behavior_version": 18}, lens={"data": [6, 4, 1]})

@@ -230,8 +230,8 @@ class RnnCellLayer(Layer):
             if len(dims) != 2 or not any(d.is_batch_dim() for d in dims):
                 raise NetworkError("%s: input must be (batch, time, feature) or one step (batch, feature), got %s"
                                    % (self.desc, [s.short_repr() for s in sources]))
-            if dims[1].is_batch_dim():
-                raise NetworkError("%s: time-major input is not supported here" % self.desc)
+            if dims[1].is_batch_dim():  # time-major sources (RETURNN reads them time-major): the same cell over
+                self.plan = self.plan._replace(dims=dims[::-1], maps=[[1 - p for p in m] for m in self.plan.maps])
         elif len(self.plan.dims) != 1:
             raise NetworkError("%s: one step must be (batch, feature), got %s"
                                % (self.desc, [s.short_repr() for s in sources]))
