@@ -184,3 +184,12 @@ case("masked_computation_in_loop_reads_loop", "masked_computation", {"output": {
     "unmask": {"class": "unmask", "from": "masked", "mask": "mask"},
     "output": {"class": "linear", "activation": "tanh", "n_out": 3, "from": ["unmask", "prev:output"]}}}},
     extern={"data": {"dim": 4}})
+# --- time_chunking of a static time axis (a reduce with keep_dims over T leaves a size-1 one): RETURNN chunks it
+# with every sequence of that length (returnn_fuzz chain seed 90; was refused), and time_unchunking undoes it
+_KEEP_T = {"pre": {"class": "reduce", "mode": "logsumexp", "axis": "spatial", "keep_dims": True, "from": "data"}}
+case("time_chunking_static_time", "time_chunking", dict(_KEEP_T, **{
+    "output": {"class": "time_chunking", "chunk_size": 3, "chunk_step": 2, "from": "pre"}}), extern={"data": {"dim": 4}})
+case("time_unchunking_static_time", "time_chunking", dict(_KEEP_T, **{
+    "ch": {"class": "time_chunking", "chunk_size": 3, "chunk_step": 2, "from": "pre"},
+    "a": {"class": "linear", "activation": "tanh", "n_out": 3, "from": "ch"},
+    "output": {"class": "time_unchunking", "chunking_layer": "ch", "from": "a"}}), extern={"data": {"dim": 4}})

@@ -396,14 +396,14 @@ class TimeChunkingLayer(_ShapeLayer):
         data = self.input
         self.size = positive_int(self.desc, "chunk_size", self.opt("chunk_size"))
         self.step = positive_int(self.desc, "chunk_step", self.opt("chunk_step"))
-        if data.batch_dim_axis is None or data.time_dim_axis is None or not data.time_dim.is_dynamic():
-            raise NetworkError("%s: input must have a batch and a dynamic time axis, got %s"
-                               % (self.desc, data.short_repr()))
+        if data.batch_dim_axis is None or data.time_dim_axis is None:
+            raise NetworkError("%s: input must have a batch and a time axis, got %s" % (self.desc, data.short_repr()))
         rest = [i for i in range(data.batch_ndim) if i not in (data.batch_dim_axis, data.time_dim_axis)]
         self.perm = [data.batch_dim_axis, data.time_dim_axis] + rest  # RETURNN chunks any layout (e.g. time-major)
         data = data.copy_transpose(self.perm)
         self.chunk_dim = Dim(None, kind=DimTypes.Spatial, description="%s:chunk" % name, derived_from=data.time_dim)
         self.chunk_dim.chunk_step = self.step  # read by time_unchunking
+        self.chunk_dim.chunk_size = self.size
         self.output = data.copy_template_replace_dim_tag(1, self.chunk_dim).copy(name)
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
@@ -417,7 +417,8 @@ class TimeChunkingLayer(_ShapeLayer):
         shape = tf.shape(frames)
         frames = tf.reshape(frames, tf.concat([[-1], shape[2:]], 0))
         starts = tf.range(n) * self.step
-        sizes = tf.clip_by_value(x.seq_len[:, None] - starts[None, :], 0, self.size)
+        sizes = tf.clip_by_value(_time_lengths(x, self.input.time_dim, tf.shape(tensor)[0])[:, None] - starts[None, :],
+                                 0, self.size)
         return self.make_output(frames, sources, {self.chunk_dim: tf.reshape(sizes, [-1])})
 
 
@@ -445,7 +446,12 @@ class TimeUnchunkingLayer(_ShapeLayer):
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         x = self.inputs(sources[:-1], ctx)
-        lens = x.sizes[self.time_dim]
+        if self.time_dim.is_dynamic():
+            lens = x.sizes[self.time_dim]
+        else:  # a static time axis: its number of chunks is static too
+            t, size = self.time_dim.dimension, self.input.dims[1].chunk_size
+            n_chunks = max(-(-(t - size) // self.step), 0) + 1
+            lens = _time_lengths(x, self.time_dim, tf.shape(x.tensor)[0] // n_chunks)
         batch = tf.shape(lens)[0]
         frames = x.masked(0)
         mask = tf.cast(x.broadcast_mask(1), frames.dtype)
@@ -462,3 +468,10 @@ class TimeUnchunkingLayer(_ShapeLayer):
         inv = [0, rank - 1] + list(range(1, rank - 1))
         y = tf.transpose(y, inv)[:, :tf.reduce_max(lens)]
         return self.make_output(y, sources[:-1])
+
+
+def _time_lengths(x: LayerOutput, time_dim: Dim, batch: tf.Tensor) -> tf.Tensor:
+    """Each sequence's length on ``time_dim``: its sizes, or a static axis's size for all ``batch``."""
+    if time_dim.is_dynamic():
+        return x.sizes[time_dim]
+    return tf.fill([batch], tf.constant(time_dim.dimension, tf.int32))
