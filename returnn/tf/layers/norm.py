@@ -73,10 +73,11 @@ class LayerNormLayer(_FeatureNorm):
 
 
 def behavior_version() -> int:
-    """The config's ``behavior_version`` (0 when unset)."""
-    from returnn.config import get_global_config
+    """The behavior version layers follow: RETURNN's ``BehaviorVersion.get()`` (the config's key, 0 when
+    unset, or what config code set with ``BehaviorVersion.set``)."""
+    from returnn.util.basic import BehaviorVersion
     try:
-        return int(get_global_config().int("behavior_version") or 0)
+        return BehaviorVersion.get()
     except (TypeError, ValueError):
         return 0
 
