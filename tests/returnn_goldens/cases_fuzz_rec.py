@@ -170,3 +170,10 @@ for where in ("net", "loop"):
     case("fuzz_rnn_cell_time_major_input_bv18_%s" % where, "fuzz_rnn_cell",
          _cell if where == "net" else {"output": {"class": "rec", "from": "data", "unit": _cell}}, extern=X4,
          config={"behavior_version": 18}, lens={"data": [6, 4, 1]})
+# a loop's steps past a sequence's end are computed (RETURNN stacks them unmasked): a linear resize after the
+# loop interpolates them into each sequence's last frames (fuzz_82_76)
+case("fuzzrec_loop_padding_resize_linear", "fuzz_rec", {
+    "r": {"class": "rec", "from": "data", "unit": {"output": {
+        "class": "linear", "n_out": 3, "activation": "tanh", "from": ["data:source", "prev:output"]}}},
+    "output": {"class": "resize", "factor": 2, "axis": "T", "kind": "linear", "from": "r"}}, extern=X4,
+    lens={"data": [6, 4, 1]})

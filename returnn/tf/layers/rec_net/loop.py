@@ -432,8 +432,11 @@ def run_unit(rec, sources: List[LayerOutput], ctx: RunContext, back_prop: bool =
     subs = {n: LayerOutput(v.tensor, rec.sub_template(n), v.sizes, v.logits) for n, v in values.items()}
     for n, v in values.items():  # a sampled loss of a layer computed over the whole sequence reads its input
         subs[n].sampling_inputs = v.sampling_inputs
+        # the loop's steps past a sequence's end are computed (RETURNN's loop stacks them unmasked)
+        subs[n].computed_padding = v.computed_padding or n in rec.plan.in_loop
     main = subs["output"]
     result = LayerOutput(main.tensor, rec.output, main.sizes, main.logits)
+    result.computed_padding = main.computed_padding
     result.sub_outputs = subs
     # a sub-layer's value before the first frame (rec_last_output of a sequence of length 0)
     result.initial_output = lambda n: run.initial(n, frames.step_template(rec.layers[n].output, rec.time_dim))
