@@ -161,6 +161,18 @@ def test_shift_axis_with_pad_and_size_adjustment_is_refused_on_a_static_axis():
     assert _net({"output": dict(layer, pad=False)}).layers["output"].output.dim == 5
 
 
+def test_softmax_over_spatial_time_mask_on_a_static_axis_and_dct_without_time_are_refused():
+    """RETURNN asserts a dynamic axis for use_time_mask True, and DCT asserts that its input's sizes are the time
+    axis' only (merge_dims of B and T leaves none)."""
+    with pytest.raises(NetworkError, match="use_time_mask True on the static axis"):
+        _net({"output": {"class": "softmax_over_spatial", "axis": "F", "use_time_mask": True, "from": "data"}})
+    _net({"output": {"class": "softmax_over_spatial", "axis": "F", "from": "data"}})
+    with pytest.raises(NetworkError, match="only dynamic axis must be its time axis"):
+        _net({"m": {"class": "merge_dims", "axes": ["B", "T"], "keep_order": False, "from": "data"},
+              "output": {"class": "dct", "from": "m"}}, behavior_version=0)
+    _net({"output": {"class": "dct", "from": "data"}})
+
+
 def test_rec_loop_rules_found_by_the_rec_fuzzer():
     """A cumsum's initial_output is its running sum's start in a rec loop (goldens
     fuzzrec_cumsum_*); elsewhere RETURNN adds it to the whole sum: refused here. A layer reading a

@@ -95,6 +95,9 @@ class SoftmaxOverSpatialLayer(Layer):
             raise NetworkError("%s: window_start %r must be one position per sequence (B,), got %s"
                                % (self.desc, opts["window_start"], sources[n_own].short_repr()))
         self.ax = _attention_axis(self, own[0], self.opt("axis"))
+        if self.opt("use_time_mask") and not own[0].dims[self.ax].is_dynamic():
+            raise NetworkError("%s: use_time_mask True on the static axis %r is refused (RETURNN asserts a dynamic "
+                               "axis)" % (self.desc, own[0].dims[self.ax].description))
         if self.opt("window_size") is not None and self.opt("window_start") is None and not (
                 self.opt("use_time_mask") or (self.opt("use_time_mask") is None and own[0].dims[self.ax].is_dynamic())):
             # RETURNN: window_size alone has no effect, but asserts the (effective) use_time_mask

@@ -353,6 +353,10 @@ class DctLayer(Layer):
         one_of(self.desc, "norm", self.opt("norm"), (None, "ortho"))
         if self.in_data.feature_dim_axis is None:
             raise NetworkError("%s: the input needs a feature axis, got %s" % (self.desc, self.in_data.short_repr()))
+        dynamic = [i for i, d in enumerate(self.in_data.dims) if d.is_dynamic()]
+        if dynamic != [self.in_data.time_dim_axis]:  # RETURNN asserts its sizes are the time axis' only
+            raise NetworkError("%s: the input's only dynamic axis must be its time axis (RETURNN asserts it), got %s"
+                               % (self.desc, self.in_data.short_repr()))
         self.output = self.in_data.copy(name)
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
