@@ -10,7 +10,7 @@ activations of class indices,
 'stag:' names of axes made by dim math (pad, slice, conv, pool), a rec layer on an input without time axis,
 resize/transposed_conv/weighted_sum reading padded frames a layer computed, slice_nd of a size
 equal to an engine-made static axis, slice's static end and stepped dims,
-reduce's kept axis."""
+reduce's kept axis, shift_axis's fresh axis."""
 from make_goldens import LENS_LONG, case
 
 XTM6 = {"data": {"dim": 6, "time_dim_axis": 0, "batch_dim_axis": 1}}
@@ -217,3 +217,13 @@ case("fuzz_reduce_keep_dims_time_broadcast_bv0", "fuzz_reduce", {
     "r": {"class": "reduce", "mode": "mean", "axis": "T", "keep_dims": True, "from": "data"},
     "output": {"class": "combine", "kind": "sub", "from": ["data", "r"]}}, extern={"data": {"dim": 4}},
     config={"behavior_version": 0})
+# shift_axis with adjust_size_info gives the adjusted lengths a fresh dim tag in RETURNN (derived from nothing):
+# a combine with the input broadcasts the two time axes (B, T', T, F); a slice whose step rounds end - start = -1
+# up to 0 is an empty static axis
+case("fuzz_shift_axis_fresh_axis_combine_bv0", "fuzz_shift_axis", {
+    "l0": {"class": "shift_axis", "axis": "T", "amount": 1, "pad": True, "from": "data"},
+    "output": {"class": "combine", "kind": "minimum", "from": ["l0", "data"]}}, extern={"data": {"dim": 5}},
+    config={"behavior_version": 0}, lens={"data": [6, 6, 2]})
+case("fuzz_slice_end_before_start_stepped_empty", "fuzz_slice", {
+    "output": {"class": "slice", "axis": "T", "slice_start": 3, "slice_end": 2, "slice_step": 3, "from": "data"}},
+    extern={"data": {"dim": 5}})

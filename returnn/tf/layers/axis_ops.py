@@ -221,6 +221,10 @@ class ShiftAxisLayer(Layer):
             size = None if old.dimension is None else (old.dimension if self.opt("pad") else
                                                         max(0, old.dimension - abs(amount)))
             self.new = _new_dim(name, old, size, "shift_axis")
+            if old.is_dynamic() and not self.keep_sizes:
+                # RETURNN's layer sets the adjusted sizes with a fresh dim tag, derived from nothing: it is no
+                # version of the input's axis (a combine with the input broadcasts the two)
+                self.new.derived_from = None
             data = data.copy_template_replace_dim_tag(self.ax, self.new)
         self.output = data.copy(name)
 

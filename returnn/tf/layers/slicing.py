@@ -69,10 +69,10 @@ class SliceLayer(_ShapeLayer):
         self.static_end = old.is_dynamic() and self.end is not None and self.end >= 0
         if self.static_end:
             # RETURNN: a non-negative end makes a static axis of ceil((end - start) / step), whatever the lengths
-            if self.end < self.start:
-                raise NetworkError("%s: slice_end %i < slice_start %i: RETURNN's slice declares a negative size (and "
-                                   "fails)" % (self.desc, self.end, self.start))
             size = -(-(self.end - self.start) // self.step)
+            if size < 0:  # (a step may round end - start = -1 up to 0: then an empty axis)
+                raise NetworkError("%s: slice_end %i, slice_start %i, slice_step %i: RETURNN's slice declares a negative "
+                                   "size (and fails)" % (self.desc, self.end, self.start, self.step))
         if not isinstance(new, Dim) and old.is_dynamic() and self.step == 1 and (self.end is None or self.end < 0):
             new = shifted_dim(old, -self.start + (self.end or 0),  # T - start - |end|, named as RETURNN's dim math
                               returnn_description(old.description, -self.start, self.end or 0))
