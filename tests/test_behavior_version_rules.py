@@ -17,11 +17,12 @@ from returnn.tf.layers import RunContext
 from returnn.tf.network import TFNetwork
 
 
-def _net(layers, behavior_version=None):
+def _net(layers, behavior_version=None, extra_roots=()):
     old = get_global_config()
     set_global_config(Config({"behavior_version": behavior_version} if behavior_version is not None else {}))
     try:
-        return TFNetwork(layers, {"data": Data("data", shape=(None, 3)), "data6": Data("data6", shape=(None, 6))})
+        return TFNetwork(layers, {"data": Data("data", shape=(None, 3)), "data6": Data("data6", shape=(None, 6))},
+                         extra_roots=extra_roots)
     finally:
         set_global_config(old)
 
@@ -105,3 +106,42 @@ def test_dot_auto_var_axes_before_behavior_version_14_match_static_axes_of_one_s
         a = x.reshape(2, 3, 2, 3)
         ref = np.einsum("btif,btif->bti", a, b) if bv < 14 else np.einsum("btif,btjf->btij", a, b)
         np.testing.assert_allclose(y[0], ref[0], rtol=1e-5, atol=1e-5)
+
+
+def _two_out_dims(behavior_version):
+    from returnn.tensor import Dim, DimTypes
+    oa, ob = Dim(3, kind=DimTypes.Feature, description="oa"), Dim(3, kind=DimTypes.Feature, description="ob")
+    return _net({"a": {"class": "linear", "out_dim": oa, "from": "data"},
+                 "b": {"class": "linear", "n_out": 3, "from": "data"},  # engine-made: data's feature dim
+                 "c": {"class": "linear", "out_dim": ob, "from": "data"},
+                 "output": {"class": "combine", "kind": "mul", "from": ["a", "c"]},
+                 "mixed": {"class": "combine", "kind": "mul", "from": ["a", "b"]}}, behavior_version, ["mixed"])
+
+
+def test_user_dims_of_one_size_match_only_before_behavior_version_16():
+    """RETURNN's get_common_data matches any two static axes of one size before version 16; from 16 (its
+    simple dim equality) a dim the user made matches no other: every source then needs broadcasting."""
+    net = _two_out_dims(15)
+    assert [d.description for d in net.layers["output"].output.dims[2:]] == ["oa"]
+    assert [d.description for d in net.layers["mixed"].output.dims[2:]] == ["oa"]
+    with pytest.raises(NetworkError, match="every source needs broadcasting"):
+        _two_out_dims(16)
+
+
+def test_linear_takes_over_the_input_feature_dim_of_its_size():
+    """RETURNN: a layer's default output feature dim is its input's when the sizes agree (no out_dim), so
+    from version 16 it still matches a user-made input dim."""
+    from returnn.tensor import Dim, DimTypes
+    fa = Dim(3, kind=DimTypes.Feature, description="fa")
+    old = get_global_config()
+    set_global_config(Config({"behavior_version": 16}))
+    try:
+        net = TFNetwork({"l": {"class": "linear", "n_out": 3, "from": "data"},
+                         "m": {"class": "linear", "n_out": 2, "from": "data"},
+                         "output": {"class": "combine", "kind": "add", "from": ["data", "l"]}},
+                        {"data": Data("data", dims=[Data("x", shape=(None, 3)).dims[0],
+                                                    Data("x", shape=(None, 3)).dims[1], fa])}, extra_roots=["m"])
+    finally:
+        set_global_config(old)
+    assert net.layers["l"].output.dims[-1] is fa and net.layers["m"].output.dims[-1] is not fa
+    assert net.layers["output"].output.dims[-1] is fa and net.layers["output"].output.batch_ndim == 3

@@ -10,7 +10,8 @@ all traced step functions.
 """
 from __future__ import annotations
 
-from typing import Any, List, Optional, Tuple
+import contextlib
+from typing import Any, Iterator, List, Optional, Tuple
 
 
 class DimTypes:
@@ -20,6 +21,21 @@ class DimTypes:
     Batch = "batch"
     Spatial = "spatial"
     Feature = "feature"
+
+
+# > 0 while a network builds its layers: the dims made then are the engine's (RETURNN's layers make theirs
+# auto_generated); a Dim made outside (a config's, extern data's dim_tags) without auto_generated is the user's
+_BUILDING = [0]
+
+
+@contextlib.contextmanager
+def building_network() -> Iterator[None]:
+    """Dims made inside are not the user's (:attr:`Dim.user_made`)."""
+    _BUILDING[0] += 1
+    try:
+        yield
+    finally:
+        _BUILDING[0] -= 1
 
 
 # RETURNN Dim options that change nothing here (batch info, search beams, matching priorities, ...)
@@ -53,6 +69,9 @@ class Dim:
         self.description = description or name or ("unnamed:%s" % (kind or "dim"))
         self.derived_from = derived_from if derived_from is not None else derived_from_tag
         self.auto_generated = auto_generated
+        # made by the user (not auto_generated, not by a layer): RETURNN's simple dim equality (behavior_version
+        # >= 16) never matches it with another dim of the same size (layers/helpers.py)
+        self.user_made = not auto_generated and not _BUILDING[0]
         self.vocab = vocab
         self.same_as: Optional[Dim] = None
         self.derived_from_op: Optional[Tuple[str, List[Any]]] = None  # dim math: (kind, [inputs]), see dim_math
@@ -135,6 +154,7 @@ class Dim:
         new = Dim(self.dimension, kind=self.kind if kind is None else kind,
                   description=description or self.description, derived_from=self.derived_from,
                   auto_generated=self.auto_generated)
+        new.user_made = self.user_made
         if same_as_self:
             new.same_as = self.get_same_base()
         return new

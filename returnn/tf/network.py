@@ -15,6 +15,7 @@ import tensorflow as tf
 from returnn.errors import NetworkError
 from returnn.extern_data import ExternData, batch_array_axes, check_batch_deliverable, size_key  # noqa: F401
 from returnn.tensor import Data
+from returnn.tensor.dim import building_network
 from returnn.tf.layers import reuse, undefined_dims
 from returnn.tf.layers.base import Layer, RunContext, get_layer_class
 from returnn.tf.layers.output import LayerOutput
@@ -113,8 +114,9 @@ class TFNetwork(tf.Module):
         # search as long as their target (training)
         tokens = SEARCH_TASK.set(bool(search)), TRAIN_NET.set(bool(train_flag))
         try:
-            self._build(net_dict, extern_data, seed, default_target, search, eval_flag, extra_roots, train_flag,
-                        search_train_layers)
+            with building_network():
+                self._build(net_dict, extern_data, seed, default_target, search, eval_flag, extra_roots, train_flag,
+                            search_train_layers)
         finally:
             SEARCH_TASK.reset(tokens[0])
             TRAIN_NET.reset(tokens[1])

@@ -128,3 +128,11 @@ case("fuzz_layer_norm_linear_conv", "fuzz_padded_frames", {
     "pw2": {"class": "linear", "activation": "tanh", "n_out": 3, "from": "pw"},
     "output": {"class": "conv", "filter_size": [3], "padding": "same", "n_out": 2, "from": "pw2"}},
     extern={"data": {"dim": 4}})
+# from behavior_version 16 (simple dim equality) a user-made dim matches only itself; a linear layer without
+# out_dim takes over its input's feature dim of its size (RETURNN's default output), so it still adds to the input
+case("fuzz_linear_takes_over_user_feature_dim_bv16", "fuzz_dims", {
+    "l": {"class": "linear", "n_out": 4, "activation": "tanh", "from": "data"},
+    "output": {"class": "combine", "kind": "add", "from": ["data", "l"]}},
+    extern={"data": {"dim_tags": [{"__dim__": "batch"}, {"__dim__": "time", "dimension": None, "kind": "spatial"},
+                                  {"__dim__": "fa", "dimension": 4, "kind": "feature"}]}},
+    config={"behavior_version": 16})

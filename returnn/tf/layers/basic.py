@@ -1,7 +1,7 @@
 """Basic layers: linear, softmax, copy, dropout, activation, combine, source."""
 from __future__ import annotations
 
-from typing import Any, Dict, List, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
@@ -40,6 +40,15 @@ class LinearLayer(Layer):
                                     "max(grad ** 2) over its frames and features >= it gets none (RETURNN's)"),
     )
 
+    def _taken_over_dim(self, sources: Sequence[Data], n_out: int) -> Optional[Dim]:
+        """RETURNN (its layers' default output): without ``out_dim``, the (first largest) source's feature or
+        sparse dim when it has the size ``n_out``, instead of a new one."""
+        if self.opts.get("out_dim") is not None:
+            return None
+        base = [s for s in sources if s.batch_ndim == max(x.batch_ndim for x in sources)][0]
+        dim = base.sparse_dim if base.sparse else base.feature_dim if base.feature_dim_axis is not None else None
+        return dim if dim is not None and dim.dimension == n_out else None
+
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
         super().__init__(name, opts, sources, seed)
         self.plan = feature_plan(self, sources)
@@ -51,7 +60,7 @@ class LinearLayer(Layer):
         self.W = self.weight("W", shape[::-1] if self.transposed else shape, init_option="forward_weights_init")
         self.bias = self.weight("b", [n_out], 0.0, init_option="bias_init") if self.opt("with_bias") \
             else None
-        self.output = plan_output(name, self.plan, self.out_feature_dim())
+        self.output = plan_output(name, self.plan, self._taken_over_dim(sources, n_out) or self.out_feature_dim())
         # one dense source with its feature axis last, laid out as the output: one flat matmul and
         # bias_add, which grappler fuses (with relu) into one kernel; measured 5% off a feed-forward step
         src = sources[0]

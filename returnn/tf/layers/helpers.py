@@ -7,7 +7,8 @@ else, when both were made by the engine (``auto_generated``: a variable's shape,
 without dim tags), to the first unused axis of that size whatever its kind (RETURNN's
 ``get_common_data``: ``treat_feature_as_spatial``, first match); before behavior_version 11 an
 engine-made axis of size 1 (a variable of shape [1]) broadcasts into the first free axis of any
-size (RETURNN's ``broadcast_matches``); anything else is a new axis that
+size (RETURNN's ``broadcast_matches``); from behavior_version 16 (RETURNN's simple dim equality) a dim the
+user made (``Dim.user_made``: a config's, extern data's dim_tags) matches no other; anything else is a new axis that
 the others broadcast over: two different dynamic axes (e.g. the time axes of two data keys) are two
 axes. When every source would need broadcasting (none has all axes of the result), RETURNN refuses from behavior_version 4 on (:func:`check_broadcast`).
 """
@@ -121,6 +122,9 @@ def _match(common: List[Dim], used: set, dim: Dim, own: Sequence[Dim], strict: b
         return None
     free = [i for i, c in enumerate(common) if i not in used and c.dimension == dim.dimension
             and not c.is_batch_dim() and not any(c == d for d in own)]
+    from returnn.tf.layers.norm import behavior_version
+    if behavior_version() >= 16:  # RETURNN's simple dim equality: a dim the user made matches only itself
+        free = [i for i in free if not (_user_made(dim) or _user_made(common[i]))]
     candidates = [i for i in free if common[i].kind == dim.kind]
     if len(candidates) == 1:
         return candidates[0]
@@ -138,6 +142,10 @@ def _match(common: List[Dim], used: set, dim: Dim, own: Sequence[Dim], strict: b
                      and not any(c == d for d in own)]
             return bcast[0] if bcast else None
     return None
+
+
+def _user_made(dim: Dim) -> bool:
+    return dim.user_made or dim.get_same_base().user_made
 
 
 def common_dims(dims_lists: Sequence[Sequence[Dim]], strict: bool = False, layer=None
