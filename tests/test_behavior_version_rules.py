@@ -3,7 +3,9 @@
 it is refused, unless the layer's class fills it in (constant, range, variable, subnetwork, ...); the
 rule holds in subnetworks, rec units and cond branches alike, and only for layers that are built.
 conv, pool and transposed_conv need 'in_spatial_dims' from version 8 on when the input has several
-spatial axes. dot's automatic var axes before version 14 take static axes of one size as one."""
+spatial axes. dot's automatic var axes before version 14 take static axes of one size as one. From
+version 16 (simple dim equality) a dim the user made matches no other axis of its size when sources are
+combined; a linear layer takes over its input's feature dim of its size."""
 from __future__ import annotations
 
 import numpy as np
