@@ -136,3 +136,17 @@ case("fuzz_linear_takes_over_user_feature_dim_bv16", "fuzz_dims", {
     extern={"data": {"dim_tags": [{"__dim__": "batch"}, {"__dim__": "time", "dimension": None, "kind": "spatial"},
                                   {"__dim__": "fa", "dimension": 4, "kind": "feature"}]}},
     config={"behavior_version": 16})
+# gather: an axis of the position matches a free static spatial axis of the input of its size (RETURNN's
+# allow_same_spatial_dim) and is gathered per entry (a diagonal); from behavior_version 16 not a user-made one
+for _bv in (15, 16):
+    case("fuzz_gather_range_same_size_spatial_axis_bv%i" % _bv, "fuzz_gather", {
+        "pos": {"class": "range", "limit": 3, "from": []},
+        "output": {"class": "gather", "from": "data", "position": "pos", "axis": "T"}},
+        extern={"data": {"shape": (None, 3, 4)}}, config={"behavior_version": _bv}, lens={"data": [6, 4, 1]})
+    case("fuzz_gather_range_user_spatial_axis_bv%i" % _bv, "fuzz_gather", {
+        "pos": {"class": "range", "limit": 3, "from": []},
+        "output": {"class": "gather", "from": "data", "position": "pos", "axis": "T"}},
+        extern={"data": {"dim_tags": [{"__dim__": "batch"}, {"__dim__": "time", "dimension": None, "kind": "spatial"},
+                                      {"__dim__": "su", "dimension": 3, "kind": "spatial"},
+                                      {"__dim__": "fu", "dimension": 4, "kind": "feature"}]}},
+        config={"behavior_version": _bv}, lens={"data": [6, 4, 1]})

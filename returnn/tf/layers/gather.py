@@ -1,8 +1,8 @@
 """Indexing layers and parameters as layer outputs.
 
 - ``gather``: ``from`` indexed on ``axis`` by ``position`` (an int, or a layer of integer indices);
-  every axis both have (besides ``axis``; e.g. the batch) is gathered per entry (RETURNN's
-  ``batch_dims``, these axes first); ``axis`` is replaced by the position's other axes. Padded index positions gather too (as RETURNN);
+  every axis both have (besides ``axis``; e.g. the batch; also a static spatial axis of one size, not
+  a user-made one from behavior_version 16) is gathered per entry (RETURNN's ``batch_dims``, these axes first); ``axis`` is replaced by the position's other axes. Padded index positions gather too (as RETURNN);
   an index outside the axis gives zeros (RETURNN on GPU; on CPU TensorFlow fails there).
 - ``gather_nd`` (RETURNN's old layer): ``position`` (B, ...) indexes the time axis of ``from``
   (B, T, ...) per sequence; ``gather`` on ``"T"`` with only the batch axis gathered per entry.
@@ -13,7 +13,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Dict, List, Sequence
+from typing import Any, Dict, List, Sequence, Tuple
 
 import tensorflow as tf
 
@@ -73,18 +73,32 @@ class GatherLayer(Layer):
             kwargs["feature_dim_axis"] = [i for i, d in enumerate(dims) if d is data.dims[feat]][-1]
         self.output = Data(name, dims=dims, dtype=data.dtype, sparse_dim=data.sparse_dim, **kwargs)
 
-    def _common_axes(self, data: Data, pos: Data) -> List[int]:
-        """The axes of ``data`` (besides the gathered one) that ``pos`` has too, each gathered per entry
-        (RETURNN's GatherLayer: all such axes, in the input's order)."""
-        return [i for i, d in enumerate(data.dims) if i != self.ax and any(d == p for p in pos.dims)]
+    def _common_axes(self, data: Data, pos: Data) -> List[Tuple[int, int]]:
+        """The axes of ``data`` (besides the gathered one) that ``pos`` has too, each gathered per entry, with
+        their axis in ``pos`` (RETURNN's GatherLayer: all such axes, in the input's order; each axis of ``pos``
+        takes the first free equal axis, else the first free static spatial axis of its size (allow_same_spatial_dim;
+        from behavior_version 16 not for a dim the user made))."""
+        from returnn.tf.layers.helpers import _user_made
+        from returnn.tf.layers.norm import behavior_version
+
+        def loose(d: Dim, p: Dim) -> bool:
+            return d.dimension is not None and d.dimension == p.dimension and \
+                d.kind == p.kind == DimTypes.Spatial and not (
+                    behavior_version() >= 16 and (_user_made(d) or _user_made(p)))
+
+        pairs: Dict[int, int] = {}
+        for j, p in enumerate(pos.dims):
+            free = [i for i in range(data.batch_ndim) if i not in pairs]
+            found = [i for i in free if data.dims[i] == p] or [i for i in free if loose(data.dims[i], p)]
+            if found:
+                pairs[found[0]] = j
+        return [(i, pairs[i]) for i in sorted(pairs) if i != self.ax]
 
     def _plan(self, data: Data, pos: Data) -> List[Dim]:
         """RETURNN's layout: the common axes, the input's other axes before the gathered one (as many as it
         has axes before it beyond the common ones), the position's other axes, the input's remaining axes."""
-        common = self._common_axes(data, pos)
-        common_pos: List[int] = []
-        for i in common:
-            common_pos.append(next(j for j, p in enumerate(pos.dims) if p == data.dims[i] and j not in common_pos))
+        pairs = self._common_axes(data, pos)
+        common, common_pos = [i for i, _ in pairs], [j for _, j in pairs]
         rest_in = [i for i in range(data.batch_ndim) if i not in common and i != self.ax]
         rest_pos = [j for j in range(pos.batch_ndim) if j not in common_pos]
         self.batch_dims = len(common)
@@ -124,10 +138,10 @@ class GatherNdLayer(GatherLayer):
     layer_class = "gather_nd"
     default_axis = "T"
 
-    def _common_axes(self, data: Data, pos: Data) -> List[int]:
+    def _common_axes(self, data: Data, pos: Data) -> List[Tuple[int, int]]:
         """RETURNN's GatherNdLayer: only the batch axis is gathered per entry."""
         both = data.batch_dim_axis is not None and pos.batch_dim_axis is not None
-        return [data.batch_dim_axis] if both else []
+        return [(data.batch_dim_axis, pos.batch_dim_axis)] if both else []
 
 
 @register_layer
