@@ -108,7 +108,7 @@ class LinearLayer(Layer):
         if self.flat:
             src, w = self._input_and_weights(sources[0], ctx)
             # padded frames: RETURNN computes them from its input's padded frames (a zero frame, unless computed)
-            x = src.tensor if src.computed_padding else src.masked(0.0)
+            x = src.as_read()
             y, shape, static = self._project_flat(x, w)
 
             def unflat(t: tf.Tensor) -> tf.Tensor:

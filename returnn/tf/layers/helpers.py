@@ -380,7 +380,7 @@ def project_sources(plan: FeaturePlan, sources: Sequence[LayerOutput], w: tf.Ten
         rows = w if whole else w[offset:offset + plan.in_dims[i]]
         offset += plan.in_dims[i]
         # dense: padded positions zeroed, unless they hold what the layer before computes there (as RETURNN)
-        dense = src.tensor if src.computed_padding else src.masked(0.0)
+        dense = src.as_read()
         value = src.masked(0) if src.data.sparse else feature_last(dense, plan.feature_axes[i])
         positions = list(plan.maps[i])
         if order is not None:

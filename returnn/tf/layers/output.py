@@ -112,6 +112,11 @@ class LayerOutput:
             return self.tensor
         return tf.where(mask, self.tensor, tf.cast(value, self.tensor.dtype))
 
+    def as_read(self) -> tf.Tensor:
+        """:attr:`tensor` as RETURNN's layers read it: padded positions as the layer before computed
+        them (:attr:`computed_padding`), else (extern data) as zero frames, what its datasets feed."""
+        return self.tensor if self.computed_padding else self.masked(0)
+
     # ---- derived values
     def with_tensor(self, tensor: tf.Tensor, data: Optional[Data] = None,
                     sizes: Optional[Mapping[Dim, tf.Tensor]] = None, logits: Optional[tf.Tensor] = None,

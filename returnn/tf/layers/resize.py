@@ -112,7 +112,7 @@ class ResizeLayer(Layer):
         own = sources[:-1] if self.factor_layer else sources
         x = concat_inputs(self, self.input, self.plan, own, ctx)
         # padded frames as RETURNN interpolates them: what a layer before computed there, else zero frames
-        value = x.masked(0) if self.kind in ("linear", "cubic") and not x.computed_padding else x.tensor
+        value = x.as_read() if self.kind in ("linear", "cubic") else x.tensor
         value = tf.transpose(value, self.perm)  # (B, T, rest...)
         shape = tf.shape(value)
         flat = tf.reshape(value, tf.stack([shape[0], shape[1], 1, tf.reduce_prod(shape[2:])]))  # (B, T, 1, C)

@@ -100,7 +100,7 @@ class SliceLayer(_ShapeLayer):
             sizes[self.new] = tf.maximum(end - self.start + self.step - 1, 0) // self.step
         # a static end reads padded frames as real ones: as they are where a layer computed them, else zero frames
         # (RETURNN's datasets pad with zeros)
-        value = (x.tensor if not self.static_end or x.computed_padding else x.masked(0))[tuple(index)]
+        value = (x.as_read() if self.static_end else x.tensor)[tuple(index)]
         if self.static_end:  # RETURNN's static size; a batch shorter than the end gets zero frames up to it
             missing = self.new.dimension - tf.shape(value)[self.ax]
             pads = [[0, 0]] * self.input.batch_ndim

@@ -123,7 +123,7 @@ class TransposedConvLayer(Layer):
         x = dense_value(concat_inputs(self, plan.concat_data, plan.concat_plan, sources, ctx))
         # RETURNN reads the padded frames as they are (a layer before may have computed values there) unless
         # use_time_mask; extern data's count as zero frames
-        tensor = x.masked(0.0) if self.opt("use_time_mask") or not x.computed_padding else x.tensor
+        tensor = x.masked(0.0) if self.opt("use_time_mask") else x.as_read()
         for reshape in plan.reshapes:
             tensor = reshape(tensor)
         xt = tf.transpose(tensor, plan.perm)  # (B, spatial..., C_in)

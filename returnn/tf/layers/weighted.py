@@ -107,7 +107,7 @@ class WeightedSumLayer(_WeightedBase):
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         x = self.inputs(sources, ctx)
-        value = x.tensor if x.computed_padding else x.masked(0.0)  # RETURNN sums the padded tensor as it is
+        value = x.as_read()  # RETURNN sums the padded tensor as it is
         n_other, n_ax = len(self.other), len(self.sum_axes)
         value = tf.transpose(value, self.other + self.sum_axes)
         shape = tf.shape(value)

@@ -98,7 +98,7 @@ class FrameReader:
         self.template = value.data.copy_template_excluding_axis(self.axis)
         perm = [self.axis] + [a for a in range(value.data.batch_ndim) if a != self.axis]
         known_fill = value.packed is not None and value.packed.fill is not None
-        tensor = value.tensor if known_fill or raw or value.computed_padding else value.masked(0)
+        tensor = value.tensor if known_fill or raw else value.as_read()
         self.time_major = tf.transpose(tensor, perm) if self.axis else tensor
         self.logits = None
         if value.logits is not None:
