@@ -283,9 +283,8 @@ def _unit_refs(unit: Dict[str, Any]) -> List[str]:
     """The layer names a masked_computation unit reads (a subnetwork unit: its ``from``)."""
     if unit.get("class") == "subnetwork":
         return [e for e in _source_list("unit", unit.get("from", "data")) if e != "none"]
-    found: List[str] = []
-    map_layer_refs("unit", unit, lambda r: found.append(r) or r)
-    return found
+    from returnn.tf.net_sources import layer_sources
+    return layer_sources("unit", unit)
 
 
 def _map_unit_outer_refs(unit: Dict[str, Any], outer: Callable[[str], str]) -> Dict[str, Any]:
