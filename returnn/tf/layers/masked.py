@@ -71,6 +71,12 @@ class _MaskedLayer(Layer):
         self.mask = sources[-1]
         _check_mask(self, self.mask)
 
+    def _as_is(self, x: LayerOutput) -> LayerOutput:
+        """``x`` unchanged as this layer's output (an input without the masked axis)."""
+        out = x.with_tensor(x.tensor, self.output)
+        out.computed_padding = x.computed_padding
+        return out
+
     def _axis_of(self, data: Data, dim: Dim, key: str) -> int:
         """The axis of ``data`` that ``dim`` names, else its time axis."""
         for i, d in enumerate(data.dims):
@@ -112,9 +118,7 @@ class MaskedPackLayer(_MaskedLayer):
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         x, mask = sources[0], sources[-1]
         if self.ax is None:
-            out = x.with_tensor(x.tensor, self.output)
-            out.computed_padding = x.computed_padding
-            return out
+            return self._as_is(x)
         m = _mask_bt(mask)  # (B, T)
         x_bt, perm = _batch_time_first(x, self.ax)
         pos = tf.cumsum(tf.cast(m, tf.int32), axis=1)  # 1-based position in T' of each kept frame
@@ -149,9 +153,7 @@ class UnmaskLayer(_MaskedLayer):
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         x, mask = sources[0], sources[-1]
         if self.ax is None:
-            out = x.with_tensor(x.tensor, self.output)
-            out.computed_padding = x.computed_padding
-            return out
+            return self._as_is(x)
         m = _mask_bt(mask)  # (B, T)
         x_bt, perm = _batch_time_first(x, self.ax)
         x_bt = tf.where(_bt_mask(x, self.ax, x_bt), x_bt, tf.zeros_like(x_bt))  # no garbage from padding
