@@ -247,10 +247,21 @@ class Data(DataCompat):
         return self._with_dims([d for i, d in enumerate(self.dims) if i != axis], inv)
 
     def copy_template_replace_dim_tag(self, axis: int, new_dim: Dim, name: Optional[str] = None) -> "Data":
+        """``axis`` replaced by ``new_dim``, as RETURNN: explicit time/feature axes stay (dropped where
+        ``new_dim`` is the batch dim; the feature axis becomes None where its feature dim makes way for
+        a non-feature dim), default ones follow the default rule on the new dims (a time axis sliced to
+        a static size is no time axis any more)."""
+        axis %= self.batch_ndim
         dims = list(self.dims)
         dims[axis] = new_dim
-        out = self._with_dims(dims, {i: i for i in range(self.batch_ndim)})
-        return out.copy(name) if name else out
+        time, feature = self._time_dim_axis, self._feature_dim_axis
+        if new_dim.is_batch_dim():
+            time = NotSpecified if self.time_dim_axis == axis else time
+            feature = NotSpecified if self.feature_dim_axis == axis else feature
+        if (feature is not NotSpecified and self.feature_dim_axis == axis and self.dims[axis].is_feature_dim()
+                and not new_dim.is_feature_dim()):
+            feature = None
+        return self.copy(name, dims=dims, time_dim_axis=time, feature_dim_axis=feature)
 
     def get_default_new_axis_for_dim_tag(self, dim: Dim) -> int:
         """Where RETURNN puts a new axis ``dim`` (its rule of the same name, also for the common layout of

@@ -1,0 +1,38 @@
+"""Networks RETURNN refuses when it builds them, refused here too with one line naming the layer
+(found by benchmarks/returnn_fuzz.py, verdict LAX; each refusal checked against RETURNN 1.20261022)."""
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from helpers import outputs
+from returnn.errors import NetworkError
+from returnn.tensor import Data, Dim
+from returnn.tf.layers import RunContext
+from returnn.tf.network import TFNetwork
+
+
+def _build_and_run(net_dict, outs=("output",)):
+    net = TFNetwork(outputs(net_dict), {"data": Data("data", shape=(None, 3))})
+    batch = {"data": tf.constant(np.ones((2, 4, 3), np.float32)), "data:seq_len": tf.constant([4, 2])}
+    return net.forward(batch, RunContext(False))
+
+
+def test_replaced_time_axis_by_a_static_dim_is_no_time_axis():
+    """RETURNN's copy_template_replace_dim_tag keeps only explicit special axes: the default time
+    axis, once a static dim (a slice to a static size), is gone; an explicit one stays."""
+    data = Data("x", shape=(None, 3))
+    static = Dim(2, kind=Dim.Types.Spatial, description="static")
+    assert data.copy_template_replace_dim_tag(1, static).time_dim_axis is None
+    explicit = data.copy(time_dim_axis=1)
+    assert explicit.copy_template_replace_dim_tag(1, static).time_dim_axis == 1
+
+
+@pytest.mark.parametrize("net, match", [
+    ({"s": {"class": "slice", "axis": "T", "slice_end": 2, "from": "data"},  # 'T' resolves no more
+      "output": {"class": "pad", "axes": "T", "padding": [1, 1], "from": "s"}}, "'output' \\(pad\\).*no t axis"),
+    ({"s": {"class": "slice", "axis": "T", "slice_start": 0, "slice_end": 1, "from": "data"},
+      "output": {"class": "reduce", "mode": "sum", "axis": "T", "from": "s"}}, "'output' \\(reduce\\).*no t axis"),
+])
+def test_returnn_refuses_at_build(net, match):
+    with pytest.raises(NetworkError, match=match):
+        _build_and_run(net)
