@@ -36,3 +36,17 @@ def test_replaced_time_axis_by_a_static_dim_is_no_time_axis():
 def test_returnn_refuses_at_build(net, match):
     with pytest.raises(NetworkError, match=match):
         _build_and_run(net)
+
+
+@pytest.mark.parametrize("layer, match", [
+    # RETURNN's get_activation_function: no TF function 'linear' ('invalid activation function')
+    ({"class": "activation", "activation": "linear", "from": "data"}, "'output'.*unknown activation 'linear'"),
+    ({"class": "linear", "activation": "linear", "n_out": 2, "from": "data"}, "'output'.*unknown activation 'linear'"),
+    ({"class": "activation", "activation": "relu|tanh", "from": "data"}, "'output'.*unknown activation 'relu\\|tanh'"),
+    ({"class": "activation", "activation": "gelu_tanh", "from": "data"}, "'output'.*unknown activation"),
+    # its 'a, b = s.split("+", 2)' takes one operator of a kind only
+    ({"class": "activation", "activation": "1+2+sigmoid", "from": "data"}, "'output'.*one '\\+' only"),
+])
+def test_activation_returnn_does_not_know(layer, match):
+    with pytest.raises(NetworkError, match=match):
+        _build_and_run({"output": layer})

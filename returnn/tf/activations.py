@@ -7,15 +7,17 @@ RETURNN's forms (its ``get_activation_function``):
   ``gelu2``, ``gelu3``; ``"neg"`` is ``negative``;
 - ``"a+b"``, ``"a-b"``, ``"a*b"``, ``"a/b"``: both sides applied to x and combined (``"tanh+sigmoid"``
   is ``tanh(x) + sigmoid(x)``); a side may be a number (``"2*sigmoid"``, ``"1-sigmoid"``); ``+`` binds
-  loosest, then ``-``, ``*``, ``/`` (RETURNN splits at the first of these it finds, in that order);
+  loosest, then ``-``, ``*``, ``/`` (RETURNN splits at the first of these it finds, in that order, and
+  only where it occurs once: ``"1+2+sigmoid"`` is refused, as RETURNN fails on it);
 - with ``(``: a Python expression in ``x`` (and ``tf``), e.g. ``"tf.nn.relu(x) ** 2"`` (config code).
 
 ``opts`` (the activation layer's option, RETURNN's ``act_func_opts``): keyword arguments of the one
 function a plain name resolves to, ``fn(x, **opts)`` (e.g. ``safe_log`` with ``{"eps": 1e-10}``);
 checked against its signature when the layer is built (:func:`get_activation_with_opts`).
 
-This engine also chains with ``|``: ``"a|b"`` is ``b(a(x))``. ``None``, ``""``, ``"none"``,
-``"identity"`` and ``"linear"`` mean no activation.
+``None``, ``""``, ``"none"`` and ``"identity"`` mean no activation. Names RETURNN does not know
+are refused, as RETURNN refuses them when it builds the layer: ``"linear"`` (no TensorFlow function
+of that name), chains such as ``"relu|tanh"``.
 """
 from __future__ import annotations
 
@@ -36,14 +38,12 @@ def _identity(x: tf.Tensor) -> tf.Tensor:
 
 ACTIVATIONS: Dict[str, ActivationFn] = {
     "identity": _identity,
-    "linear": _identity,
     "relu": tf.nn.relu,
     "relu6": tf.nn.relu6,
     "leaky_relu": tf.nn.leaky_relu,
     "elu": tf.nn.elu,
     "selu": tf.nn.selu,
     "gelu": lambda x: tf.nn.gelu(x, approximate=False),
-    "gelu_tanh": lambda x: tf.nn.gelu(x, approximate=True),
     "swish": tf.nn.silu,
     "silu": tf.nn.silu,
     "tanh": tf.tanh,
@@ -103,8 +103,8 @@ def _by_name(name: str, layer_name: str) -> ActivationFn:
             return fn
     if name in RETURNN_EXTRA:
         return RETURNN_EXTRA[name]
-    raise NetworkError("layer %r: unknown activation %r (known: %s, or a function of tf.nn / tf / tf.math)"
-                       % (layer_name, name, known_list(ACTIVATIONS)))
+    raise NetworkError("layer %r: unknown activation %r, as RETURNN (known: %s, or a function of tf.nn / tf / "
+                       "tf.math; None or 'identity' for none)" % (layer_name, name, known_list(ACTIVATIONS)))
 
 
 def _one(spec: str, layer_name: str) -> ActivationFn:
@@ -119,6 +119,8 @@ def _one(spec: str, layer_name: str) -> ActivationFn:
             raise NetworkError("layer %r: activation %r: %s" % (layer_name, spec, exc.msg)) from None
     for op in "+-*/":
         if op in spec:
+            if spec.count(op) > 1:  # RETURNN: a, b = s.split(op, 2) fails
+                raise NetworkError("layer %r: activation %r: RETURNN takes one %r only" % (layer_name, spec, op))
             left, right = spec.split(op, 1)
             parts = []
             for side in (left, right):
@@ -130,25 +132,13 @@ def _one(spec: str, layer_name: str) -> ActivationFn:
 
 
 def get_activation(name: Optional[str], layer_name: str = "?") -> ActivationFn:
-    """Returns the function for ``name`` (RETURNN's forms, see the module docstring; possibly an
-    ``"a|b"`` chain). Raises :class:`NetworkError` naming the layer for an unknown activation."""
+    """Returns the function for ``name`` (RETURNN's forms, see the module docstring). Raises
+    :class:`NetworkError` naming the layer for an activation RETURNN does not know."""
     if name is None:
         return _identity
     if callable(name):
         return name
-    fns = [_one(p, layer_name) for p in str(name).split("|") if p.strip()]
-    fns = [f for f in fns if f is not _identity]
-    if not fns:
-        return _identity
-    if len(fns) == 1:
-        return fns[0]
-
-    def chained(x: tf.Tensor) -> tf.Tensor:
-        for fn in fns:
-            x = fn(x)
-        return x
-
-    return chained
+    return _one(str(name), layer_name)
 
 
 def get_activation_with_opts(name: Optional[str], opts: Optional[Dict[str, Any]], layer_name: str = "?"
@@ -162,7 +152,7 @@ def get_activation_with_opts(name: Optional[str], opts: Optional[Dict[str, Any]]
     if not isinstance(opts, dict):
         raise NetworkError("layer %r: activation 'opts' must be a dict, got %r" % (layer_name, opts))
     spec = _ALIASES.get(str(name).strip(), str(name).strip())
-    if not name or "softmax" in spec or any(c in spec for c in "|(+-*/") or spec in ("identity", "linear"):
+    if not name or "softmax" in spec or any(c in spec for c in "|(+-*/") or spec == "identity":
         raise NetworkError("layer %r: activation 'opts' %r need one plain activation function name, got %r"
                            % (layer_name, sorted(opts), name))
     if spec in ("safe_log", "safe_exp"):  # RETURNN's own, with their eps (& co.) arguments

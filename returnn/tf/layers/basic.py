@@ -29,7 +29,7 @@ class LinearLayer(Layer):
     layer_class = "linear"
     aliases = ("hidden", "forward")  # old names
     options = (
-        Option("activation", None, "activation after the linear map, e.g. 'relu', 'tanh|relu'"),
+        Option("activation", None, "activation after the linear map, e.g. 'relu', '2*sigmoid'"),
         Option("with_bias", True, "add a bias"),
         Option("forward_weights_init", "glorot_uniform", "init of the weights (RETURNN init spec)"),
         Option("bias_init", 0.0, "init of the bias (RETURNN init spec)"),
@@ -252,7 +252,7 @@ class ActivationLayer(CopyLayer):
     or ``abs``; functions without an int32 result are refused (RETURNN fails on them)."""
 
     layer_class = "activation"
-    options = (Option("activation", None, "activation function name, e.g. 'relu' or 'exp|log'"),
+    options = (Option("activation", None, "activation function name, e.g. 'relu' or '1-sigmoid'"),
                Option("opts", None, "keyword arguments of the activation function, e.g. {'eps': 1e-10} for safe_log"),
                Option("extra_deps", None, "not an option of RETURNN's activation layer (copy's)", only=(None,)))
 
