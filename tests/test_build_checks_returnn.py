@@ -50,3 +50,10 @@ def test_returnn_refuses_at_build(net, match):
 def test_activation_returnn_does_not_know(layer, match):
     with pytest.raises(NetworkError, match=match):
         _build_and_run({"output": layer})
+
+
+@pytest.mark.parametrize("cond", [True, False])
+def test_switch_condition_python_bool(cond):
+    """RETURNN's SwitchLayer resolves a non-callable condition with get_layer, which asserts a str."""
+    with pytest.raises(NetworkError, match="'output' \\(switch\\): condition must be a layer name"):
+        _build_and_run({"output": {"class": "switch", "condition": cond, "true_from": "data", "false_from": 1.0}})

@@ -46,14 +46,12 @@ def test_switch_in_a_network():
         "mask": {"class": "compare", "from": "data", "kind": "greater", "value": 0.0},
         "relu": {"class": "switch", "condition": "mask", "true_from": "data", "false_from": 0.0},
         "neg": {"class": "switch", "condition": "mask", "true_from": -1.0, "false_from": "data"},
-        "static": {"class": "switch", "condition": False, "true_from": "relu", "false_from": "data"},
         "output": {"class": "copy", "from": "relu"},
     }), {"data": Data("data", shape=(None, 3))})
     x = np.random.RandomState(0).randn(2, 4, 3).astype(np.float32)
     out = net.forward({"data": tf.constant(x), "data:seq_len": tf.constant([4, 2])}, RunContext(False))
     np.testing.assert_allclose(out["relu"].tensor.numpy(), np.maximum(x, 0))
     np.testing.assert_allclose(out["neg"].tensor.numpy(), np.where(x > 0, -1.0, x))
-    np.testing.assert_allclose(out["static"].tensor.numpy(), x)
 
 
 def test_switch_errors_name_the_layer():
@@ -67,19 +65,16 @@ def test_switch_errors_name_the_layer():
 
 def test_switch_between_two_constants():
     """RETURNN's test_SwitchLayer_sanity_check: no layer in true_from/false_from; the output has the
-    condition's axes and the dtype of the constant true_from (RETURNN's template_from_constant); a
-    bool condition choosing a constant gives that scalar."""
+    condition's axes and the dtype of the constant true_from (RETURNN's template_from_constant)."""
     net = TFNetwork(outputs({
         "mask": {"class": "compare", "from": "data", "kind": "greater", "value": 0.0},
         "f": {"class": "switch", "condition": "mask", "true_from": 2.5, "false_from": -1.0},
         "i": {"class": "switch", "condition": "mask", "true_from": 3, "false_from": 0.5},
-        "s": {"class": "switch", "condition": True, "true_from": 4.0, "false_from": "data"},
         "output": {"class": "copy", "from": "f"},
     }), {"data": Data("data", shape=(None, 3))})
     assert net.layers["f"].output.dims == net.layers["mask"].output.dims and net.layers["f"].output.dtype == "float32"
-    assert net.layers["i"].output.dtype == "int32" and net.layers["s"].output.batch_ndim == 0
+    assert net.layers["i"].output.dtype == "int32"
     x = np.random.RandomState(0).randn(2, 4, 3).astype(np.float32)
     out = net.forward({"data": tf.constant(x), "data:seq_len": tf.constant([4, 2])}, RunContext(False))
     np.testing.assert_array_equal(out["f"].tensor.numpy(), np.where(x > 0, 2.5, -1.0))
     np.testing.assert_array_equal(out["i"].tensor.numpy(), np.where(x > 0, 3, 0))
-    assert float(out["s"].tensor.numpy()) == 4.0

@@ -5,9 +5,10 @@ over the axes some of them lack (matched by dim tags, as ``combine``); ``kind`` 
 ``not_equal``, ``less``, ``less_equal``, ``greater``, ``greater_equal`` or ``==``, ``!=``,
 ``<>``, ``<``, ``<=``, ``>``, ``>=``. The output is bool, without a sparse dim.
 
-``switch``: ``where(condition, true_from, false_from)``: ``condition`` is a bool layer or a Python
-bool (then the chosen source is copied); ``true_from``/``false_from`` are layers or constants (both
-constants: the condition's shape, the dtype of the constant ``true_from``, as RETURNN).
+``switch``: ``where(condition, true_from, false_from)``: ``condition`` is a bool layer (a Python
+bool is refused, as by RETURNN, which resolves it as a layer name); ``true_from``/``false_from`` are
+layers or constants (both constants: the condition's shape, the dtype of the constant ``true_from``,
+as RETURNN).
 
 Also here: ``scaled_grad`` (gradient times ``scale``), ``print`` (prints each step), ``train_flag``
 and ``global_train_step`` (scalars of the running step).
@@ -101,7 +102,7 @@ class SwitchLayer(Layer):
     ref_options = ("condition", "true_from", "false_from")
     default_from = ()
     options = (
-        Option("condition", None, "bool layer, or a Python bool"),
+        Option("condition", None, "bool layer"),
         Option("true_from", None, "layer or constant where the condition holds"),
         Option("false_from", None, "layer or constant elsewhere"),
     )
@@ -114,33 +115,23 @@ class SwitchLayer(Layer):
         super().__init__(name, opts, [], seed)
         self.refs = dict(zip(refs, sources))
         cond = self.opt("condition")
-        if isinstance(cond, str):
-            if self.refs["condition"].dtype != "bool":
-                raise NetworkError("%s: condition %r must be bool, got %s" % (self.desc, cond,
-                                                                             self.refs["condition"].short_repr()))
-        elif not isinstance(cond, bool):
-            raise NetworkError("%s: condition must be a layer name or a bool, got %r" % (self.desc, cond))
-        used = [k for k in ("true_from", "false_from") if not isinstance(cond, bool) or k == self._chosen()]
-        for key in used:
+        if not isinstance(cond, str):  # RETURNN: get_layer(condition) asserts a str (a callable it would call
+            # in transform_config_dict, giving a bool: config code, not supported here)
+            raise NetworkError("%s: condition must be a layer name, got %r (RETURNN refuses a Python bool too)"
+                               % (self.desc, cond))
+        if self.refs["condition"].dtype != "bool":
+            raise NetworkError("%s: condition %r must be bool, got %s" % (self.desc, cond,
+                                                                         self.refs["condition"].short_repr()))
+        for key in ("true_from", "false_from"):
             if key not in self.refs and not isinstance(self.opt(key), (int, float)):
                 raise NetworkError("%s: %s must be a layer name or a number, got %r" % (self.desc, key,
                                                                                       self.opt(key)))
-        layer_refs = [k for k in ("condition", "true_from", "false_from") if k in self.refs and
-                      (k == "condition" or k in used)]
-        value_refs = [k for k in used if k in self.refs]
-        # RETURNN: the dtype of true_from (else false_from) when a layer, else of the constant true_from
-        # (of the chosen one when the condition is a bool): bool, int32 or float32 by its Python type
-        dtype = self.refs[value_refs[0]].dtype if value_refs else _constant_dtype(self.opt(used[0]))
-        self.order = layer_refs
-        if layer_refs:
-            self.output, self.maps = _common_template(self, [self.refs[k] for k in layer_refs], dtype)
-        else:  # a bool condition choosing a constant: that scalar
-            self.output, self.maps = Data(name, dims=(), dtype=dtype), []
-        if len(value_refs) == 1 and self.refs[value_refs[0]].sparse and isinstance(cond, bool):
-            self.output = self.refs[value_refs[0]].copy(name)
-
-    def _chosen(self) -> str:
-        return "true_from" if self.opt("condition") else "false_from"
+        value_refs = [k for k in ("true_from", "false_from") if k in self.refs]
+        # RETURNN: the dtype of true_from (else false_from) when a layer, else of the constant true_from:
+        # bool, int32 or float32 by its Python type
+        dtype = self.refs[value_refs[0]].dtype if value_refs else _constant_dtype(self.opt("true_from"))
+        self.order = ["condition"] + value_refs
+        self.output, self.maps = _common_template(self, [self.refs[k] for k in self.order], dtype)
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         by_key = dict(zip([k for k in self.ref_options if k in self.refs], sources))
@@ -150,9 +141,6 @@ class SwitchLayer(Layer):
         def pick(key):
             return tf.cast(values[key] if key in values else tf.constant(self.opt(key)), dtype)
 
-        cond = self.opt("condition")
-        if isinstance(cond, bool):
-            return self.make_output(pick(self._chosen()), sources)
         result = tf.where(values["condition"], pick("true_from"), pick("false_from"))
         return self.make_output(tf.broadcast_to(result, _common_shape(list(values.values()))), sources)
 
