@@ -13,7 +13,7 @@ tests/returnn_goldens/make_goldens.py) builds and runs each with fixed parameter
 
 Usage::
 
-    .venv/bin/python benchmarks/returnn_fuzz.py [--seed S] [--n N] [--kind chain|rec|search|loss] [--returnn-python PY]
+    .venv/bin/python benchmarks/returnn_fuzz.py [--seed S] [--n N] [--kind chain|rec|search|loss|testnets] [--returnn-python PY]
                                                 [--keep DIR] [--only-verdicts DIFFER GAP ...]
                                                 [--behavior-versions V [V ...]]
 
@@ -43,6 +43,7 @@ import returnn_fuzz_cases  # noqa: E402
 import returnn_fuzz_rec  # noqa: E402
 import returnn_fuzz_loss  # noqa: E402
 import returnn_fuzz_search  # noqa: E402
+import returnn_fuzz_testnets  # noqa: E402
 
 MAKE_GOLDENS = os.path.join(REPO, "tests", "returnn_goldens", "make_goldens.py")
 
@@ -87,8 +88,8 @@ def _ours_builds(c) -> Optional[str]:
                 shape.append(int(lens.max()))
             shape += [d.dimension for i, d in enumerate(data.dims)
                       if i not in (data.batch_dim_axis, data.time_dim_axis)]
-            batch[key] = tf.constant(rng.randint(0, data.dim, shape).astype(np.int32) if data.sparse
-                                     else rng.normal(size=shape).astype(np.float32))
+            batch[key] = tf.cast(rng.randint(0, data.dim, shape) if data.sparse else rng.normal(size=shape),
+                                 data.dtype)  # as RETURNN's feed converts (int data, bool masks)
             batch[key + ":seq_len"] = tf.constant(lens)
         net.forward(batch, RunContext(bool(c.get("train"))), only=[c.get("output", "output")])
     return None
@@ -137,10 +138,11 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--n", type=int, default=100)
     parser.add_argument("--start", type=int, default=0, help="first index (default 0)")
-    parser.add_argument("--kind", choices=["chain", "rec", "search", "loss"], default="chain",
+    parser.add_argument("--kind", choices=["chain", "rec", "search", "loss", "testnets"], default="chain",
                         help="chains of plain layers (returnn_fuzz_cases), rec loops (returnn_fuzz_rec), "
-                             "searched decoders (returnn_fuzz_search) or losses and their gradients "
-                             "(returnn_fuzz_loss)")
+                             "searched decoders (returnn_fuzz_search), losses and their gradients "
+                             "(returnn_fuzz_loss) or RETURNN's own test nets (returnn_fuzz_testnets; "
+                             "--start/--n slice them, --seed unused)")
     parser.add_argument("--returnn-python", default=os.path.join(REPO, ".bench-venv-returnn", "bin", "python"))
     parser.add_argument("--keep", help="keep RETURNN's outputs (.npz) in this directory")
     parser.add_argument("--train", action="store_true",
@@ -159,6 +161,8 @@ def main() -> int:
         cases = [returnn_fuzz_loss.draw(args.seed, i) for i in range(args.start, args.start + args.n)]
     elif args.kind == "search":
         cases = [returnn_fuzz_search.draw(args.seed, i) for i in range(args.start, args.start + args.n)]
+    elif args.kind == "testnets":
+        cases = returnn_fuzz_testnets.draw(args.start, args.n)
     else:
         cases = [returnn_fuzz_cases.draw(args.seed, i, args.train) for i in range(args.start, args.start + args.n)]
     if args.behavior_versions:

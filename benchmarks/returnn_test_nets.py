@@ -8,7 +8,7 @@ Usage: .venv/bin/python benchmarks/returnn_test_nets.py [--data FILE] [--json OU
 Prints: how many nets both engines build, only RETURNN, only this engine, neither; for the nets this
 engine does not build (of those RETURNN builds, then the rest), the one-line reasons grouped by kind
 (unknown layer class, unknown option, ...), most frequent first, with the nets; for the nets both
-build, whether the parameter counts agree, and every mismatch with both counts and the parameters
+build, whether the parameters agree (RETURNN's names and shapes, and the count), and every mismatch with both counts and the parameters
 that differ (names and shapes in RETURNN's naming).
 
 Each net is built as its test builds it: the extern data the test gives (dim tags as Dim objects,
@@ -215,8 +215,9 @@ def compare(data: Dict[str, Any], only: Optional[Sequence[str]] = None, progress
                "behavior_version": behavior_version_of(entry, run),
                "ours": ours, "returnn": {k: theirs[k] for k in ("built", "mode", "error", "num_params", "params")}}
         if category == "both":
-            rec["params_agree"] = ours["num_params"] == returnn_count(theirs)
-            rec["param_diff"] = [] if rec["params_agree"] else param_diff(ours["params"], theirs["params"])
+            # names (RETURNN's, what checkpoints store) and shapes, and the count RETURNN prints
+            rec["param_diff"] = param_diff(ours["params"], theirs["params"])
+            rec["params_agree"] = ours["num_params"] == returnn_count(theirs) and not rec["param_diff"]
         results.append(rec)
     if progress:
         print("\r%-80s\r" % "", end="", file=sys.stderr)
@@ -275,7 +276,7 @@ def report(results: List[Dict[str, Any]], note: str, data: Dict[str, Any], verbo
     both = cats["both"]
     mism = [r for r in both if not r["params_agree"]]
     out.append("")
-    out.append("parameter counts, nets both build: %d agree, %d differ" % (len(both) - len(mism), len(mism)))
+    out.append("parameters (names, shapes, count), nets both build: %d agree, %d differ" % (len(both) - len(mism), len(mism)))
     for r in mism:
         out.append("  %s (%s:%d): RETURNN %d, ours %d" % (r["id"], r["file"], r["line"], r["returnn"]["num_params"],
                                                         r["ours"]["num_params"]))

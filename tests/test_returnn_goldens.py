@@ -82,7 +82,7 @@ def run_ours(net: TFNetwork, meta, arrays):
     name = meta["output_layer"]
     batch = {}
     for key in meta["extern_data"]:
-        batch[key] = tf.constant(arrays["in:" + key])
+        batch[key] = tf.cast(arrays["in:" + key], net.extern_data[key].dtype)  # RETURNN's feed converts too (bool masks)
         batch[key + ":seq_len"] = tf.constant(arrays["len:" + key])
     out = net.forward(batch, RunContext(bool(meta.get("train_flag"))), only=[name])[name]
     data = out.data

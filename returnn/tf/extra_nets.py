@@ -148,11 +148,13 @@ class ParamsByScope:
         return get
 
 
-def shared_param_opts(opts: Dict[str, Any], scope: str, params: ParamsByScope) -> Dict[str, Any]:
+def shared_param_opts(opts: Dict[str, Any], scope: str, params: ParamsByScope, own_scope: bool = False) -> Dict[str, Any]:
     """``opts`` of a layer that shares its parameters by name, at the absolute RETURNN ``scope``:
-    ``name_scope`` fixed to it, ``reuse_params`` a :meth:`ParamsByScope.custom` (unless it has its
-    own); a rec unit's sub-layers likewise in ``scope/rec/<sub>``."""
-    new = dict(opts, name_scope="/" + scope)
+    ``name_scope`` fixed to it (an :class:`EngineScope` standing in unless ``own_scope``: the layer's own
+    name_scope gave it), ``reuse_params`` a :meth:`ParamsByScope.custom` (unless it has its own); a rec
+    unit's sub-layers likewise in ``scope/rec/<sub>``."""
+    from returnn.tf.layers.params import EngineScope
+    new = dict(opts, name_scope=("/" + scope) if own_scope else EngineScope("/" + scope))
     if not new.get("reuse_params"):
         new["reuse_params"] = {"custom": params.custom(scope)}
     unit = new.get("unit")
@@ -162,8 +164,9 @@ def shared_param_opts(opts: Dict[str, Any], scope: str, params: ParamsByScope) -
         for sub, sub_opts in unit.items():
             if isinstance(sub_opts, dict) and not sub_opts.get("reuse_params"):
                 rel, absolute = layer_scope(sub, sub_opts.get("name_scope"))
+                rec = "rec/" if not own_scope else ""  # RETURNN: a rec layer with a name_scope has no rec/ subscope
                 sub_opts = dict(sub_opts, reuse_params={"custom": params.custom(rel if absolute else
-                                                                                  "%s/rec/%s" % (scope, rel))})
+                                                                                  "%s/%s%s" % (scope, rec, rel))})
             new_unit[sub] = sub_opts
         new["unit"] = new_unit
     return new

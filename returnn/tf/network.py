@@ -16,7 +16,7 @@ from returnn.errors import NetworkError
 from returnn.extern_data import ExternData, batch_array_axes, check_batch_deliverable, size_key  # noqa: F401
 from returnn.tensor import Data
 from returnn.tensor.dim import building_network
-from returnn.tf.layers import reuse, undefined_dims
+from returnn.tf.layers import param_noise, reuse, undefined_dims
 from returnn.tf.layers.base import Layer, RunContext, get_layer_class
 from returnn.tf.layers.output import LayerOutput
 from returnn.tf.config_loss import config_loss_class, expected_dim
@@ -25,7 +25,7 @@ from returnn.tf.net_dict import has_axis_pairs, needed_layers, without_search_on
 from returnn.tf.layers.beam_values import tile_like
 from returnn.tf.extra_nets import (EXTRA_OF, ParamsByScope, expand_extra_nets, search_train_roots, shared_param_opts,
                                     sharing_layers)
-from returnn.tf.layers.params import layer_scope
+from returnn.tf.layers.params import is_own_name_scope, layer_scope
 from returnn.tf.net_dict import EXTRA_NET_OPTIONS, SEARCH, SEARCH_TASK, TRAIN_NET
 from returnn.tf.layers.rec_net import layer_targets
 from returnn.tf.net_sources import base_layer_name, check_from_given, layer_sources, parse_source, topological_order  # noqa: F401
@@ -188,8 +188,9 @@ class TFNetwork(tf.Module):
             layer_search = self.search_of(name)
             if name in sharing:
                 main = opts.get(EXTRA_OF, name)
-                scope = layer_scope(main, opts.get("name_scope", (net_dict.get(main) or {}).get("name_scope")))[0]
-                opts = shared_param_opts(opts, scope, self._params_by_scope)
+                main_scope = opts.get("name_scope", (net_dict.get(main) or {}).get("name_scope"))
+                scope = layer_scope(main, main_scope)[0]
+                opts = shared_param_opts(opts, scope, self._params_by_scope, own_scope=is_own_name_scope(main_scope))
             # "from" stays with the layer only when it holds (layer, axis) pairs: the layer reads the axes
             layer_opts = {k: v for k, v in opts.items()
                           if (k != "from" or has_axis_pairs(v)) and k not in EXTRA_NET_OPTIONS}
@@ -406,13 +407,14 @@ class TFNetwork(tf.Module):
             if arrays:
                 ctx = ctx.with_batch_size(tf.shape(arrays[0])[0])
         outputs: Dict[str, LayerOutput] = {}
-        for name in self.order:
-            if name not in needed:
-                continue
-            srcs = [self._resolve(s, batch, outputs) for s in self.sources[name]]
-            outputs[name] = out = self.layers[name](srcs, ctx)
-            for sub, value in out.sub_outputs.items():
-                outputs["%s/%s" % (name, sub)] = value
+        with param_noise.step_scope(ctx.train, ctx.seed):  # weight noise: one draw per step (param_noise.py)
+            for name in self.order:
+                if name not in needed:
+                    continue
+                srcs = [self._resolve(s, batch, outputs) for s in self.sources[name]]
+                outputs[name] = out = self.layers[name](srcs, ctx)
+                for sub, value in out.sub_outputs.items():
+                    outputs["%s/%s" % (name, sub)] = value
         return outputs
 
     # Plain Python on Python objects: kept out of autograph (newest TF's autograph cache has called

@@ -17,7 +17,7 @@ import numpy as np
 import tensorflow as tf
 
 from returnn.errors import ConfigError, NetworkError
-from returnn.tf.layers.params import Param, layer_scope
+from returnn.tf.layers.params import Param, is_own_name_scope, layer_scope
 
 
 @dataclass(frozen=True)
@@ -59,10 +59,28 @@ def _sub_entries(layer, scope: str) -> Iterator[Tuple[str, str, object]]:
     subs = layer.sub_layers() if hasattr(layer, "sub_layers") else {}
     for sub, sub_layer in subs.items():
         rel, absolute = layer_scope(sub, sub_layer.opts.get("name_scope"))
-        # a rec unit's sub-layers live in "<rec>/rec/"; a class may say otherwise (cond: directly in its scope)
-        sub_scope = rel if absolute else "/".join(p for p in (scope, getattr(layer, "sub_param_scope", "rec"), rel) if p)
+        # a rec unit's sub-layers live in "<rec>/rec/" (directly in its scope when it has a name_scope); a class
+        # may say otherwise (cond: directly in its scope)
+        inner = "" if _rec_scope_dropped(layer) else getattr(layer, "sub_param_scope", "rec")
+        sub_scope = rel if absolute else "/".join(p for p in (scope, inner, rel) if p)
         yield sub_layer.layer_name, sub_scope, sub_layer
         yield from _sub_entries(sub_layer, sub_scope)
+
+
+_REC_SCOPE = "rec/"
+
+
+def _rec_scope_dropped(layer) -> bool:
+    """RETURNN's rec and rnn_cell layers put their variables (a unit's sub-layers too) under "rec/" in
+    their scope, unless the layer has a ``name_scope`` (any, "" too): then directly in that scope."""
+    return layer.layer_class in ("rec", "rnn_cell") and is_own_name_scope(layer.opts.get("name_scope"))
+
+
+def _param_name(layer, name: str) -> str:
+    """A parameter's name in its layer's scope (see :func:`_rec_scope_dropped`)."""
+    if name.startswith(_REC_SCOPE) and _rec_scope_dropped(layer):
+        return name[len(_REC_SCOPE):]
+    return name
 
 
 def network_params(network) -> Dict[str, NetParam]:
@@ -72,7 +90,7 @@ def network_params(network) -> Dict[str, NetParam]:
     covered: Dict[int, str] = {}
     for name, scope, layer in _layer_entries(network):
         for param in layer.all_returnn_params():
-            full = "/".join(p for p in (scope, param.name) if p)
+            full = "/".join(p for p in (scope, _param_name(layer, param.name)) if p)
             if full in out:
                 raise NetworkError("layer %r: its parameter %r has the same RETURNN name as one of layer %r "
                                    "(name_scope?)" % (name, full, out[full].layer))

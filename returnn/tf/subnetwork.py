@@ -18,6 +18,7 @@ from typing import Any, Callable, Dict, List, Optional
 
 from returnn.errors import NetworkError
 from returnn.tensor import Dim
+from returnn.tf.layers.params import EngineScope, is_own_name_scope, moved_by_subnetwork
 from returnn.tf.net_dict import FROM_DEFAULT, from_entries
 
 # options of the subnetwork layer itself (the rest go to the copy of its output)
@@ -195,6 +196,9 @@ def expand_subnetworks(net_dict: Dict[str, Any], in_rec_unit: bool = False) -> D
             if not isinstance(inner_opts, dict):
                 raise NetworkError("layer %r: expected a dict with 'class'" % (prefix + inner_name))
             where = prefix + inner_name
+            if opts.get("name_scope") is not None:  # the subnetwork's scope: its layers' parameters move along
+                inner_opts = dict(inner_opts, name_scope=moved_by_subnetwork(
+                    name, opts["name_scope"], inner_name, inner_opts.get("name_scope")))
             out[where] = map_layer_refs(where, inner_opts, functools.partial(
                 _map_ref, prefix=prefix, data_name=data_name, where=where, inputs=inputs))
         own = {k: v for k, v in opts.items() if k not in _OWN_OPTIONS}
@@ -271,7 +275,9 @@ def _expand_masked(name: str, opts: Dict[str, Any], in_rec_unit: bool) -> Dict[s
         inner = dict(unit["subnetwork"]) if isinstance(unit.get("subnetwork"), dict) else unit.get("subnetwork")
         unit_own = {k: v for k, v in unit.items() if k not in ("class", "from", "subnetwork")}
     else:  # the unit is the masked layer itself: RETURNN names its parameters in NAME's scope
-        inner, unit_own = {"output": dict(unit, name_scope=unit.get("name_scope", ""))}, {}
+        # (RETURNN's unit takes the masked layer's name_scope: its own when it has one, else a stand-in)
+        stand_in = "" if is_own_name_scope(opts.get("name_scope")) else EngineScope("")
+        inner, unit_own = {"output": dict(unit, name_scope=unit.get("name_scope", stand_in))}, {}
     own = {k: v for k, v in opts.items() if k not in _MASKED_OWN_OPTIONS}
     sub = {**unit_own, **own, "class": "subnetwork", "from": sources, "subnetwork": inner}
     for key, value in expand_subnetworks({name: sub}, in_rec_unit).items():

@@ -98,12 +98,50 @@ def valid_scope_name(name: str) -> str:
     return name
 
 
+class EngineScope(str):
+    """A ``name_scope`` this engine sets on a layer to place its parameters where RETURNN does:
+    ``own``: RETURNN's layer had a name_scope of its own (else this stands in for RETURNN's default
+    scope, e.g. a masked_computation's unit in the masked layer's scope, a layer of an extra net
+    sharing its main layer's parameters; a rec or rnn_cell layer then keeps its ``rec/`` subscope);
+    ``net_relative``: the scope is relative to the layer's network (``"/x"``: absolute), not to the
+    subnetwork prefix of its flattened name (a subnetwork's own name_scope moves its layers)."""
+
+    def __new__(cls, value: str, own: bool = False, net_relative: bool = False) -> "EngineScope":
+        obj = super().__new__(cls, value)
+        obj.own, obj.net_relative = own, net_relative
+        return obj
+
+    def __reduce__(self):
+        return EngineScope, (str(self), self.own, self.net_relative)
+
+
+def is_own_name_scope(name_scope: Any) -> bool:
+    """Whether the layer has a ``name_scope`` of its own (RETURNN's ``name_scope is not None``)."""
+    return name_scope is not None and (not isinstance(name_scope, EngineScope) or name_scope.own)
+
+
+def moved_by_subnetwork(sub_name: str, sub_scope: Any, inner_name: str, inner_scope: Any) -> Any:
+    """The name_scope of layer ``inner_name`` of subnetwork ``sub_name`` (flattened to
+    ``sub_name/inner_name``) when the subnetwork has the name_scope ``sub_scope``: RETURNN places
+    the subnetwork's layers in the subnetwork's scope, so they move along with it."""
+    if sub_scope is None:
+        return inner_scope
+    rel, absolute = layer_scope(inner_name, inner_scope)
+    if absolute:
+        return inner_scope
+    base, base_absolute = layer_scope(sub_name, sub_scope)
+    full = "/".join(p for p in (base, rel) if p)
+    return EngineScope(("/" if base_absolute else "") + full, own=is_own_name_scope(inner_scope), net_relative=True)
+
+
 def layer_scope(name: str, name_scope: Any = None) -> Tuple[str, bool]:
     """RETURNN's variable scope of layer ``name`` (``"sub/x"``: layer ``x`` of subnetwork ``sub``)
     relative to its network, and whether it is absolute; ``name_scope`` is the layer option
     (None: the layer's own name; ``""``: its network's scope; ``"/x"``: absolute ``x``)."""
     parts = [valid_scope_name(p) for p in name.split("/")]
     prefix = parts[:-1]
+    if isinstance(name_scope, EngineScope) and name_scope.net_relative:
+        return (name_scope[1:], True) if name_scope.startswith("/") else (str(name_scope), False)
     if name_scope is None:
         return "/".join(parts), False
     if name_scope.startswith("/"):

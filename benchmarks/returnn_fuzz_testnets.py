@@ -1,0 +1,121 @@
+"""RETURNN's own test nets as cases of the differential check (:mod:`returnn_fuzz`, ``--kind testnets``):
+the literal network dicts of RETURNN's TF tests (tests/data/returnn_test_nets.json, which
+benchmarks/returnn_test_nets.py builds and compares by parameters) run in both engines with the same
+parameters and inputs, and the layer ``output`` compared by value on the real frames.
+
+Each net keeps its test's extern data (``num_inputs``/``num_outputs`` turned into ``extern_data``,
+dim tags as golden_dims markers so shared axes stay shared), its config keys and the behavior version
+RETURNN's tests run it with. Nets are built for training as their tests build them (RETURNN then
+builds the layers of losses too, as this engine's network does; a choice reads its target), except
+those with dropout or zoneout (random masks differ between the engines): forward mode. Nets RETURNN built only in search mode, nets without a layer ``output`` and nets whose
+extern data the golden inputs cannot feed (no batch axis, two dynamic axes) are left out (counted).
+``--start``/``--n`` select a slice of the usable nets; ``--seed`` is unused.
+"""
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+from typing import Any, Dict, List, Tuple
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DATA = os.path.join(REPO, "tests", "data", "returnn_test_nets.json")
+NET_MARKER = "$dim"  # tests/returnn_nets/extract.py's marker
+GOLDEN_MARKER = "__dim__"  # tests/returnn_goldens/golden_dims.py's
+
+
+def _markers(value: Any) -> Any:
+    """The test nets' dim markers as golden_dims markers (one Dim per marker name; batch as batch)."""
+    if isinstance(value, dict) and NET_MARKER in value:
+        if value["kind"] == "batch":
+            return {GOLDEN_MARKER: "batch"}
+        kind = value["kind"] if value["kind"] in ("spatial", "feature") else "unspecified"
+        return {GOLDEN_MARKER: "t_" + re.sub(r"\W", "_", str(value[NET_MARKER])), "dimension": value["dimension"],
+                "kind": kind}
+    if isinstance(value, dict):
+        return {k: _markers(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_markers(v) for v in value)
+    return value
+
+
+def _extern(spec: Dict[str, Any], default: Dict[str, Any]) -> Dict[str, Any]:
+    """``extern_data`` of a test's extern spec (``extern_data`` or old ``num_inputs``/``num_outputs``)."""
+    if "extern_data" in spec:
+        return _markers(spec["extern_data"])
+    if "num_outputs" not in spec:
+        return dict(default)
+    out: Dict[str, Any] = {}
+    if spec.get("num_inputs") is not None:
+        out["data"] = {"dim": spec["num_inputs"]}
+    outputs = spec["num_outputs"]
+    if isinstance(outputs, int):
+        outputs = {"classes": [outputs, 1]}
+    for key, value in outputs.items():
+        dim, ndim = (value, 1) if isinstance(value, int) else value[:2]
+        if key == "data" and "data" in out:
+            continue
+        out[key] = {"dim": dim, "sparse": ndim == 1} if ndim in (1, 2) else {"dim": dim, "shape": (None,) * (ndim - 1) + (dim,)}
+    return out
+
+
+def _tuples(value: Any) -> Any:
+    """Tuples kept tuples through JSON (golden_dims' ``__tuple__``): RETURNN tells some apart (axes)."""
+    if isinstance(value, tuple):
+        return {"__tuple__": [_tuples(v) for v in value]}
+    if isinstance(value, dict):
+        return {k: _tuples(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_tuples(v) for v in value]
+    return value
+
+
+def all_cases() -> Tuple[List[Dict[str, Any]], Dict[str, int]]:
+    """(usable cases, {reason: count} of the nets left out)."""
+    with open(DATA) as f:
+        data = json.load(f)
+    cases: List[Dict[str, Any]] = []
+    skipped: Dict[str, int] = {}
+    for entry in data["nets"]:
+        reason = None
+        run = entry["returnn"]
+        net = ast.literal_eval(entry["net"])
+        if not run["built"]:
+            reason = "RETURNN does not build it"
+        elif run["mode"] != "train":
+            reason = "RETURNN builds it in search mode only"
+        elif "output" not in net:
+            reason = "no layer 'output'"
+        if reason is None:
+            extern = _extern(ast.literal_eval(entry["extern"]), data["default_extern_data"])
+            config = dict(ast.literal_eval(entry["config"]))
+            config = {k: v for k, v in config.items() if isinstance(v, (int, float, str, bool, type(None)))}
+            config["behavior_version"] = entry["behavior_version"]
+            try:
+                case = dict(name="testnet_" + re.sub(r"\W", "_", entry["id"]), family="testnets",
+                            network=_tuples(_markers(net)), extern=extern, config=config, output="output",
+                            lens={key: [7, 4, 1] for key in extern}, notes=entry["file"], search=False,
+                            train="dropout" not in entry["net"] and "zoneout" not in entry["net"])
+                json.dumps(case)
+            except (TypeError, ValueError):
+                reason = "not JSON (functions or objects in the net)"
+        if reason is not None:
+            skipped[reason] = skipped.get(reason, 0) + 1
+            continue
+        cases.append(case)
+    names = [c["name"] for c in cases]
+    for i, c in enumerate(cases):  # ids repeat when a test holds several nets
+        if names.count(c["name"]) > 1:
+            c["name"] += "_%i" % i
+    return cases, skipped
+
+
+def draw(start: int, n: int) -> List[Dict[str, Any]]:
+    """The usable cases ``start .. start + n - 1`` (prints what was left out once)."""
+    cases, skipped = all_cases()
+    if skipped:
+        print("testnets: %i usable of %i; left out: %s" % (
+            len(cases), len(cases) + sum(skipped.values()),
+            ", ".join("%s %i" % kv for kv in sorted(skipped.items(), key=lambda kv: -kv[1]))), flush=True)
+    return cases[start:start + n]
