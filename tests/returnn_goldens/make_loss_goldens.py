@@ -220,6 +220,7 @@ def run_case(name, network, batch_opts=None, config=None):
     import returnn
     from returnn.config import Config, set_global_config
     from returnn.tf.network import TFNetwork
+    from returnn.util import BehaviorVersion
 
     network = json.loads(json.dumps(network))
     extra_config = dict(config or {})
@@ -227,6 +228,8 @@ def run_case(name, network, batch_opts=None, config=None):
     config = Config(dict(extern_data=json.loads(json.dumps(extern_data)), network=network, task="train",
                          **extra_config))
     set_global_config(config)
+    # as BehaviorVersion.set (make_goldens.py's run_case): the draw's behavior_version, else 0, for each case anew
+    BehaviorVersion._reset((extra_config.get("behavior_version"), 0))
     batch = make_batch(**(batch_opts or {}))
     with tf.compat.v1.Graph().as_default() as graph:
         tf.compat.v1.set_random_seed(1)
