@@ -89,6 +89,13 @@ _net("tf_native_ctc_zero_infinity", "bool", None, "RETURNN's native CTC (the ctc
 _net("conv_pad_seq_len_to_power", "float", None, "RETURNN pads conv inputs' dynamic axes to a power of this (graph "
      "caching): the same results, except with strides and padding 'same' there (refused: the windows follow the "
      "padded length).")
+_net("param_variational_noise", "float", 0.0, "RETURNN's weight noise for every layer without its own option: in "
+     "training each layer reads its parameters plus N(0, this) noise, one draw per step (returnn/tf/layers/"
+     "param_noise.py).", minimum=0)
+_net("param_dropout", "float", 0.0, "RETURNN's weight dropout for every layer without its own option: in training "
+     "each layer reads its parameters with inverted dropout of this rate, one mask per step.", minimum=0)
+_net("param_dropout_min_ndim", "int", 0, "param_dropout only on parameters of at least this many dims (RETURNN's "
+     "layout; 2: not on biases), for every layer without its own option.")
 _net("pretrain", "bool|str|dict", None, "Layer-wise pretraining: 'default', True or an options dict (RETURNN's).")
 _net("pretrain_repetitions", "int|list|dict", None, "Old style: pretrain 'repetitions' (the pretrain dict wins).")
 _net("pretrain_construction_algo", "str|callable", None, "Old style: pretrain 'construction_algo'.")

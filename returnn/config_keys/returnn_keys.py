@@ -134,7 +134,6 @@ IGNORED: Tuple[Tuple[str, str], ...] = (
     ("used by RETURNN only with eval_output_file_per_seq, refused unless None",
      "output_per_seq_file_format output_per_seq_format"),
     ("used by RETURNN only with train_in_eval, refused unless False", "eval_learning_rate"),
-    ("used by RETURNN only with param_dropout, refused unless 0", "param_dropout_min_ndim"),
     ("key of RETURNN's Theano-era configs (its demos still set it); no RETURNN reads it any more",
      " ".join(sorted(RETURNN_OLD_KEYS))),
 )
@@ -145,8 +144,7 @@ REFUSED: Tuple[Tuple[str, Dict[str, Any]], ...] = (
       "global_norm_tag": None, "gradient_clip_global_norm_tag": None,
       "reinit_network_each_epoch": False,
       "init_new_network_callback": None, "init_train_epoch_posthook": None,
-      "save_epoch1_initial_model": False, "startup_callback": None, "dry_run": False,
-      "param_dropout": 0.0, "param_variational_noise": 0.0}),
+      "save_epoch1_initial_model": False, "startup_callback": None, "dry_run": False}),
     ("RETURNN data or batching option not implemented by this engine",
      {"exclude": None, "inc_seq_length": 0, "max_pad_size": None, "min_seq_length": 0,
       "seq_drop": 0.0, "share_batches": False, "shuffle_batches": False, "shuffle_frames_of_nseqs": 0,

@@ -16,7 +16,7 @@ from returnn.errors import NetworkError
 from returnn.extern_data import ExternData, batch_array_axes, check_batch_deliverable, size_key  # noqa: F401
 from returnn.tensor import Data
 from returnn.tensor.dim import building_network
-from returnn.tf.layers import reuse, undefined_dims
+from returnn.tf.layers import param_noise, reuse, undefined_dims
 from returnn.tf.layers.base import Layer, RunContext, get_layer_class
 from returnn.tf.layers.output import LayerOutput
 from returnn.tf.config_loss import config_loss_class, expected_dim
@@ -407,13 +407,14 @@ class TFNetwork(tf.Module):
             if arrays:
                 ctx = ctx.with_batch_size(tf.shape(arrays[0])[0])
         outputs: Dict[str, LayerOutput] = {}
-        for name in self.order:
-            if name not in needed:
-                continue
-            srcs = [self._resolve(s, batch, outputs) for s in self.sources[name]]
-            outputs[name] = out = self.layers[name](srcs, ctx)
-            for sub, value in out.sub_outputs.items():
-                outputs["%s/%s" % (name, sub)] = value
+        with param_noise.step_scope(ctx.train, ctx.seed):  # weight noise: one draw per step (param_noise.py)
+            for name in self.order:
+                if name not in needed:
+                    continue
+                srcs = [self._resolve(s, batch, outputs) for s in self.sources[name]]
+                outputs[name] = out = self.layers[name](srcs, ctx)
+                for sub, value in out.sub_outputs.items():
+                    outputs["%s/%s" % (name, sub)] = value
         return outputs
 
     # Plain Python on Python objects: kept out of autograph (newest TF's autograph cache has called

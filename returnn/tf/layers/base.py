@@ -22,6 +22,7 @@ import tensorflow as tf
 
 from returnn.errors import NetworkError, known_list
 from returnn.tensor import AxisError, Data, Dim
+from returnn.tf.layers import param_noise
 from returnn.tf.layers.initializers import initial_value
 from returnn.tf.layers.options import Option, check_unknown, declared_options, non_negative, positive_int, rate
 from returnn.tf.layers.output import LayerOutput
@@ -138,12 +139,22 @@ class Layer(tf.Module):
                                  "computes (a mismatch is an error); axis positions are layout only here"),
         Option("batch_norm", False, "True or a dict of batch_norm layer options: RETURNN's batch normalisation of "
                                     "the layer's output (parameters under <layer>/batch_norm/)"),
+        Option("param_variational_noise", None, "training only: the layer reads its parameters plus N(0, s) noise, "
+                                                "one draw per step (None: the config key; param_noise.py)"),
+        Option("param_dropout", None, "training only: inverted dropout on the layer's parameters, one mask per "
+                                      "step (None: the config key; returnn/tf/layers/param_noise.py)"),
+        Option("param_dropout_min_ndim", None, "param_dropout only on parameters of at least this many dims "
+                                               "(None: the config key, default 0)"),
     )
 
     def __init_subclass__(cls, **kwargs):
         """Every layer class's ``__init__`` ends with :meth:`post_init` (once, after the outermost
         ``__init__`` of a class hierarchy returns), wherever the layer is built."""
         super().__init_subclass__(**kwargs)
+        for entry in _PARAM_ENTRY_POINTS:  # what a rec loop calls besides __call__: reads the step's noisy params
+            method = cls.__dict__.get(entry)
+            if method is not None and not getattr(method, "_with_param_view", False):
+                setattr(cls, entry, _with_param_view(method))
         init = cls.__dict__.get("__init__")
         if init is None or getattr(init, "_with_post_init", False):
             return
@@ -179,6 +190,8 @@ class Layer(tf.Module):
         self.darc1 = non_negative(self.desc, "darc1", opts.get("darc1"))
         from returnn.tf.updater_opts import check_layer_updater_opts
         self.updater_opts = check_layer_updater_opts(self.desc, opts.get("updater_opts"))
+        # RETURNN's param_variational_noise / param_dropout (returnn/tf/layers/param_noise.py): None when off
+        self.param_noise = param_noise.layer_settings(self.desc, opts)
         if self.dropout and opts.get("dropout_axis") is not None and sources and not sources[0].sparse:
             from returnn.tf.layers.helpers import dropout_axes
             dropout_axes(self, sources[0])  # checked on the input now (RETURNN: only with dropout), used in training
@@ -274,8 +287,9 @@ class Layer(tf.Module):
 
         def make(**_kwargs) -> tf.Variable:  # also the getter of reuse_params custom functions
             if name not in self.own_params:
-                self.own_params[name] = tf.Variable(value, name=name.replace("/", "_"),
-                                                    trainable=self.trainable if trainable is None else trainable)
+                self.own_params[name] = param_noise.ParamVariable(
+                    value, name=name.replace("/", "_"), trainable=self.trainable if trainable is None else trainable)
+                self.own_params[name]._returnn_owner = self
                 if self.updater_opts:  # read by the optimizer and the train step (returnn/tf/updater_opts.py)
                     from returnn.tf.updater_opts import ATTR
                     setattr(self.own_params[name], ATTR, self.updater_opts)
@@ -371,6 +385,8 @@ class Layer(tf.Module):
         if self.spatial_smoothing:
             from returnn.tf.constraints import smoothing_grid
             smoothing_grid(self.desc, self.output.dim)
+        if self.param_noise is not None:
+            param_noise.check_variables(self)
         activation = self.opt("activation") if "activation" in self.known_options else None
         if self.darc1 and activation not in (None, "identity", "linear", "softmax", "log_softmax"):
             raise NetworkError("%s: 'darc1' with activation %r is not supported (RETURNN takes the values before "
@@ -431,9 +447,10 @@ class Layer(tf.Module):
             beam = beam_values.common_beam(self.desc, sources)
             if beam is not None:
                 sources = beam_values.tiled(sources, beam)
-        out = self.forward(sources, ctx)
-        if self.post_bn is not None:
-            out = out.with_tensor(self.post_bn.apply(out, ctx))
+        with param_noise.step_scope(ctx.train, ctx.seed), param_noise.layer_view(self):
+            out = self.forward(sources, ctx)
+            if self.post_bn is not None:
+                out = out.with_tensor(self.post_bn.apply(out, ctx))
         if beam is not None and out.beam is None:
             from returnn.tf.layers.beam_values import with_beam
             with_beam(out, beam)
@@ -446,6 +463,22 @@ class _ParamTable:
     def __init__(self):
         self.by_name: Dict[str, tf.Variable] = {}
         self.shared: Dict[str, Any] = {}  # reuse_params: another layer's variables, or ComputedParams
+        # weight noise (param_noise.py): variables of other layers read as own, and what this layer makes noisy
+        self.noise_extra: List[Tuple[str, tf.Variable, Any]] = []
+        self.noise_entries: Optional[List[Tuple[str, tf.Variable, Any]]] = None
+
+
+# Layer methods a rec loop calls besides __call__ (they read the layer's parameters, noisy in training)
+_PARAM_ENTRY_POINTS = ("step", "initial_state", "prev_initial_output")
+
+
+def _with_param_view(method):
+    @functools.wraps(method)
+    def wrapped(self, *args, **kwargs):
+        with param_noise.layer_view(self):
+            return method(self, *args, **kwargs)
+    wrapped._with_param_view = True
+    return wrapped
 
 
 def _tf_name(name: str) -> str:

@@ -152,6 +152,12 @@ class BatchNorm(tf.Module):
         dim = data.dim
         if data.feature_dim_axis is None or not dim:
             raise NetworkError("%s: batch norm needs a static feature axis, got %s" % (desc, data.short_repr()))
+        from returnn.tf.layers.param_noise import affects
+        from returnn.tf.net_dict import TRAIN_NET
+        if TRAIN_NET.get() and affects(owner.param_noise, 1 if self.param_version >= 2 else data.batch_ndim):
+            raise NetworkError("%s: batch norm with param_variational_noise / param_dropout (option or config key) in a "
+                               "training network: RETURNN fails to build it (its moving statistics become noisy "
+                               "tensors it cannot update)" % desc)
         self.moving_mean = owner.variable("batch_norm/mean", np.zeros([dim], np.float32), trainable=False)
         self.moving_variance = owner.variable("batch_norm/variance", np.ones([dim], np.float32), trainable=False)
         self.gamma = owner.weight("batch_norm/gamma", [dim], o["gamma_init"]) if o["use_std"] else None

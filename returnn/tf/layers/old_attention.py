@@ -19,6 +19,7 @@ import tensorflow as tf
 
 from returnn.errors import NetworkError
 from returnn.tensor import Data, Dim, DimTypes
+from returnn.tf.layers import param_noise
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
 from returnn.tf.layers.helpers import check_sources
 from returnn.tf.layers.options import Option, positive_int
@@ -53,7 +54,7 @@ class ConcatAttentionLayer(Layer):
             raise NetworkError("%s: query (batch[, time], feature) with the keys' feature size %s, got %s"
                                % (self.desc, keys.dim, query.short_repr()))
         self.check_n_out(base.dim)
-        self.v = self.weight("v", [keys.dim], "glorot_uniform")
+        self.v = param_noise.exempt(self.weight("v", [keys.dim], "glorot_uniform"))  # RETURNN: outside var_creation_scope
         self.output = Data(name, dims=list(query.dims[:-1]) + [base.feature_dim])
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:

@@ -19,6 +19,7 @@ import tensorflow as tf
 
 from returnn.errors import NetworkError
 from returnn.tensor import Data, Dim
+from returnn.tf.layers import param_noise
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
 from returnn.tf.layers.helpers import check_dense, concat_inputs, concat_output
 from returnn.tf.layers.options import Option, one_of
@@ -180,6 +181,7 @@ class AccumulateMeanLayer(Layer):
             init = 1.0 / data.dim if self.opt("is_prob_distribution") else 0.0
         # RETURNN names it "mean_1" (its graph already holds a "mean" in the layer scope): checkpoints match
         self.mean = self.variable("mean_1", tf.fill([data.dim], float(init)), trainable=False)
+        param_noise.exempt(self.mean)  # RETURNN makes it with tf.Variable: never noisy
         self.output = Data(name, dims=[data.feature_dim])
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:

@@ -25,7 +25,7 @@ from returnn.tensor import Data, Dim
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, get_layer_class
 from returnn.tf.layers.helpers import concat_output
 from returnn.tf.layers.options import Option
-from returnn.tf.layers import reuse
+from returnn.tf.layers import param_noise, reuse
 from returnn.tf.layers.helpers import loop_axis
 from returnn.tf.layers.rec_net import deps, frames
 from returnn.tf.layers.rec_net import layer_targets
@@ -533,6 +533,7 @@ class RecSubnetLayer(AssumedTemplates, Layer):
                                % (self.desc, sub, step.short_repr()))
         name = "init_%s_var" % sub.rsplit("/", 1)[-1]
         layer.initial_output_var = layer.variable(name, np.zeros([step.dim], np.dtype(step.dtype)))
+        param_noise.noise_by(layer.initial_output_var, self, "%s/%s" % (sub, name))  # RETURNN: made in the rec's scope
         if not any(v is layer.initial_output_var for p in layer.all_returnn_params() for v in p.variables):
             raise NetworkError("%s, sub-layer %r: initial_output 'var' on a %r layer is not supported here (its "
                                "parameter would have no RETURNN name)" % (self.desc, sub, opts_class(self.unit[sub])))
