@@ -36,6 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import zlib
 from typing import Any, Dict, List, Optional, Tuple
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -200,6 +201,11 @@ def probe(entry: Dict[str, Any], mirrors: str, args: argparse.Namespace) -> Dict
     env.update({k: str(v) for k, v in entry.get("env", {}).items()})
     extra = [str(a) for a in entry.get("args", [])]
     extra += site.ext_args(text, extra)
+    if args.dump_nets:  # only the network dict and data, for returnn_fuzz.py --kind published
+        flat = re.sub(r"\W", "_", entry["repo"].split("/")[-1] + "__" + entry["path"])
+        if len(flat) > 160:  # file names have a length limit: the end, with a hash of the whole
+            flat = flat[:40] + "_%08x_" % zlib.crc32(flat.encode()) + flat[-110:]
+        env["PROBE_DUMP_NET"] = os.path.join(os.path.abspath(args.dump_nets), flat + ".json")
     rc, line, took, caught = run_rnn(rundir, name, env, args.timeout, extra)
     result.update(rc=rc, error=line, seconds=round(took, 1), kind=classify(rc, line, entry, caught), workdir=rundir,
                   guarded=caught)
@@ -221,7 +227,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--timeout", type=float, default=900.0)
     parser.add_argument("--keep", default=None, help="keep the working directories under this directory")
     parser.add_argument("--json", default=None, help="write the results here")
+    parser.add_argument("--dump-nets", default=None, metavar="DIR",
+                        help="do not train: write each config's network dict and data as a JSON case into DIR "
+                             "(returnn_fuzz.py --kind published --cases-dir DIR compares them with RETURNN by value)")
     args = parser.parse_args(argv)
+    if args.dump_nets:
+        os.makedirs(args.dump_nets, exist_ok=True)
     with open(args.list) as f:
         entries = json.load(f)
     if args.only:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 from typing import Any, Dict, List
 
 import numpy as np
@@ -107,10 +108,40 @@ def _dataset_functions(config: Any, train: Dict[str, Any], dev: Dict[str, Any]) 
     return out
 
 
+_NOT_NET_KEYS = re.compile(r"^(use_horovod|horovod_.*|log.*|model|learning_rate_file|tf_log_dir|device|task|"
+                           r"train|dev|eval|search_data|num_epochs|load.*|import_model.*|preload_from_files)$")
+
+
+def dump_net(config: Any, specs: Dict[str, Any], path: str) -> None:
+    """``PROBE_DUMP_NET``: the config's network dict, its data (shape, dim, sparse, dtype per key) and
+    its plain config values as a JSON case of ``returnn_fuzz.py --kind published`` (or the reason it
+    cannot be one), written to ``path``; the run then ends (nothing is trained)."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from returnn_fuzz_testnets import tuples_kept
+    net = config.typed_value("network")
+    out: Dict[str, Any] = {}
+    if not isinstance(net, dict):
+        out["skip"] = "no network dict (get_network or a network made per epoch)"
+    else:
+        extern = {key: {"shape": list(d.shape), "dim": d.dim, "sparse": d.sparse, "dtype": d.dtype}
+                  for key, d in specs.items()}
+        plain = {k: v for k, v in config.typed_dict.items() if not k.startswith("_") and not _NOT_NET_KEYS.match(k)
+                 and isinstance(v, (bool, int, float, str)) and k != "network"}
+        try:
+            out = json.loads(json.dumps({"network": tuples_kept(net), "extern": extern, "config": plain}))
+        except (TypeError, ValueError) as exc:
+            out = {"skip": "not JSON: %s" % exc}
+    with open(path, "w") as f:
+        json.dump(out, f)
+    os._exit(0)
+
+
 def overrides(config: Any) -> Dict[str, Any]:
     """The config keys that make ``config`` (loaded so far) a tiny run on random data."""
     from returnn.extern_data import extern_data_from_config
     specs = extern_data_from_config(config)
+    if os.environ.get("PROBE_DUMP_NET"):
+        dump_net(config, specs, os.environ["PROBE_DUMP_NET"])
     n = int(os.environ.get("PROBE_NUM_SEQS", "6"))
     length = int(os.environ.get("PROBE_LEN", "64"))
     seq2seq = os.environ.get("PROBE_SEQ2SEQ", "1") == "1"

@@ -65,10 +65,23 @@ def run_returnn(cases, out_dir: str, python: str, trace: bool = False) -> Dict[s
                 if not os.path.exists(os.path.join(out_dir, c["name"] + ".npz"))}
     failed = dict(re.findall(r"^FAILED (\S+): (.*)$", proc.stdout, re.M))
     written = {c["name"] for c in cases if os.path.exists(os.path.join(out_dir, c["name"] + ".npz"))}
-    missing = [c["name"] for c in cases if c["name"] not in written and c["name"] not in failed]
+    missing = [c for c in cases if c["name"] not in written and c["name"] not in failed]
+    if missing and proc.returncode and not trace:  # the process died (a crash or out of memory) on the first one
+        died = _last_line(proc.stderr)
+        print("returnn_fuzz: RETURNN's process died on %s (%s); going on with the rest" % (missing[0]["name"], died),
+              flush=True)
+        failed[missing[0]["name"]] = "RETURNN's process died: " + died
+        failed.update(run_returnn(missing[1:], out_dir, python, trace) if missing[1:] else {})
+        return failed
     if missing:
-        sys.exit("returnn_fuzz: RETURNN did not report on %s; its stderr ends:\n%s" % (missing[:5], proc.stderr[-3000:]))
+        sys.exit("returnn_fuzz: RETURNN did not report on %s; its stderr ends:\n%s"
+                 % ([c["name"] for c in missing][:5], proc.stderr[-3000:]))
     return failed
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip() and not line.startswith(("WARNING", "Instructions", "Call "))]
+    return lines[-1][:200] if lines else "no output"
 
 
 def _ours_builds(c) -> Optional[str]:
@@ -138,11 +151,13 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--n", type=int, default=100)
     parser.add_argument("--start", type=int, default=0, help="first index (default 0)")
-    parser.add_argument("--kind", choices=["chain", "rec", "search", "loss", "testnets"], default="chain",
+    parser.add_argument("--kind", choices=["chain", "rec", "search", "loss", "testnets", "published"], default="chain",
                         help="chains of plain layers (returnn_fuzz_cases), rec loops (returnn_fuzz_rec), "
                              "searched decoders (returnn_fuzz_search), losses and their gradients "
-                             "(returnn_fuzz_loss) or RETURNN's own test nets (returnn_fuzz_testnets; "
-                             "--start/--n slice them, --seed unused)")
+                             "(returnn_fuzz_loss), RETURNN's own test nets (returnn_fuzz_testnets; "
+                             "--start/--n slice them, --seed unused) or published configs' nets (--cases-dir)")
+    parser.add_argument("--cases-dir", help="--kind published: the JSON cases benchmarks/published_configs.py "
+                                            "--dump-nets wrote")
     parser.add_argument("--returnn-python", default=os.path.join(REPO, ".bench-venv-returnn", "bin", "python"))
     parser.add_argument("--keep", help="keep RETURNN's outputs (.npz) in this directory")
     parser.add_argument("--train", action="store_true",
@@ -163,6 +178,8 @@ def main() -> int:
         cases = [returnn_fuzz_search.draw(args.seed, i) for i in range(args.start, args.start + args.n)]
     elif args.kind == "testnets":
         cases = returnn_fuzz_testnets.draw(args.start, args.n)
+    elif args.kind == "published":
+        cases = returnn_fuzz_testnets.published_cases(args.cases_dir, args.start, args.n)
     else:
         cases = [returnn_fuzz_cases.draw(args.seed, i, args.train) for i in range(args.start, args.start + args.n)]
     if args.behavior_versions:

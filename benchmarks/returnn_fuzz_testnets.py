@@ -60,14 +60,14 @@ def _extern(spec: Dict[str, Any], default: Dict[str, Any]) -> Dict[str, Any]:
     return out
 
 
-def _tuples(value: Any) -> Any:
+def tuples_kept(value: Any) -> Any:
     """Tuples kept tuples through JSON (golden_dims' ``__tuple__``): RETURNN tells some apart (axes)."""
     if isinstance(value, tuple):
-        return {"__tuple__": [_tuples(v) for v in value]}
+        return {"__tuple__": [tuples_kept(v) for v in value]}
     if isinstance(value, dict):
-        return {k: _tuples(v) for k, v in value.items()}
+        return {k: tuples_kept(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [_tuples(v) for v in value]
+        return [tuples_kept(v) for v in value]
     return value
 
 
@@ -94,7 +94,7 @@ def all_cases() -> Tuple[List[Dict[str, Any]], Dict[str, int]]:
             config["behavior_version"] = entry["behavior_version"]
             try:
                 case = dict(name="testnet_" + re.sub(r"\W", "_", entry["id"]), family="testnets",
-                            network=_tuples(_markers(net)), extern=extern, config=config, output="output",
+                            network=tuples_kept(_markers(net)), extern=extern, config=config, output="output",
                             lens={key: [7, 4, 1] for key in extern}, notes=entry["file"], search=False,
                             train="dropout" not in entry["net"] and "zoneout" not in entry["net"])
                 json.dumps(case)
@@ -118,4 +118,31 @@ def draw(start: int, n: int) -> List[Dict[str, Any]]:
         print("testnets: %i usable of %i; left out: %s" % (
             len(cases), len(cases) + sum(skipped.values()),
             ", ".join("%s %i" % kv for kv in sorted(skipped.items(), key=lambda kv: -kv[1]))), flush=True)
+    return cases[start:start + n]
+
+
+def published_cases(cases_dir: str, start: int, n: int) -> List[Dict[str, Any]]:
+    """Cases of published configs' networks (``benchmarks/published_configs.py --dump-nets DIR``):
+    each config's ``network`` dict with its data (shape, dim, sparse, dtype) and plain config values,
+    run like the test nets (``output`` compared; training mode unless the net has dropout); configs
+    without a network dict or whose net is not JSON (functions, Dims) are counted and left out."""
+    cases: List[Dict[str, Any]] = []
+    skipped: Dict[str, int] = {}
+    for fn in sorted(os.listdir(cases_dir)):
+        with open(os.path.join(cases_dir, fn)) as f:
+            dumped = json.load(f)
+        reason = dumped.get("skip") or (None if "output" in dumped["network"] else "no layer 'output'")
+        if reason:
+            reason = reason.split(":")[0]
+            skipped[reason] = skipped.get(reason, 0) + 1
+            continue
+        text = json.dumps(dumped["network"])
+        cases.append(dict(name="published_%03d_%s" % (len(cases), re.sub(r"\W", "_", fn[:-5])[-60:]), family="published",
+                          network=dumped["network"], extern={k: v for k, v in dumped["extern"].items()},
+                          config=dumped["config"], output="output", notes=fn, search=False,
+                          lens={key: [23, 15, 9] for key in dumped["extern"]},
+                          train="dropout" not in text and "zoneout" not in text))
+    print("published: %i usable of %i; left out: %s" % (
+        len(cases), len(cases) + sum(skipped.values()),
+        ", ".join("%s %i" % kv for kv in sorted(skipped.items(), key=lambda kv: -kv[1])) or "none"), flush=True)
     return cases[start:start + n]
