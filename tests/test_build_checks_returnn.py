@@ -57,3 +57,24 @@ def test_switch_condition_python_bool(cond):
     """RETURNN's SwitchLayer resolves a non-callable condition with get_layer, which asserts a str."""
     with pytest.raises(NetworkError, match="'output' \\(switch\\): condition must be a layer name"):
         _build_and_run({"output": {"class": "switch", "condition": cond, "true_from": "data", "false_from": 1.0}})
+
+
+_CONCAT_T = {"class": "concat", "from": [["data", "T"], ["data", "T"]]}
+
+
+@pytest.mark.parametrize("kind", ["combine", "compare"])
+def test_concat_on_time_is_derived_from_time(kind):
+    """RETURNN's concat dim is sum(parts) (dim math, derived from the first dynamic part): its
+    get_common_data takes it as the time axis (derived_matches), then cannot map the sources onto it
+    (at every behavior_version)."""
+    layer = {"class": kind, "from": ["c", "data"], **({"kind": "add"} if kind == "combine" else {"kind": "less"})}
+    with pytest.raises(NetworkError, match="'output' \\(%s\\): the sources' axes .* both derive from" % kind):
+        _build_and_run({"c": _CONCAT_T, "output": layer})
+
+
+def test_concat_of_the_same_parts_is_one_dim():
+    """RETURNN's dim math keeps one dim per sum of the same parts: two such concats combine."""
+    out = _build_and_run({"c1": _CONCAT_T, "c2": dict(_CONCAT_T),
+                          "output": {"class": "combine", "kind": "add", "from": ["c1", "c2"]}})
+    assert out["c1"].data.dims == out["output"].data.dims
+    np.testing.assert_allclose(out["output"].tensor.numpy(), 2 * out["c1"].tensor.numpy())

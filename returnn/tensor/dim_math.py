@@ -14,7 +14,7 @@ Dims or ints, in the order of the operation (``2 * time``: ``mul`` of ``[2, time
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, Optional, Union
+from typing import Any, Callable, List, Optional, Union
 
 Operand = Union["Dim", int]  # noqa: F821
 
@@ -79,13 +79,24 @@ def bin_op(kind: str, left: Operand, right: Operand) -> "Dim":  # noqa: F821
         size = _OPS[kind](a, b)
         if size < 0:
             raise ValueError("dim math: %s %s %s is negative" % (_desc(left), _SYMBOL[kind], _desc(right)))
-    kinds = {x.kind for x in (left, right) if isinstance(x, Dim)}
-    out = Dim(size, kind=kinds.pop() if len(kinds) == 1 else DimTypes.Unspecified,
-              description="%s%s%s" % (_desc(left), _SYMBOL[kind], _desc(right)), derived_from=anchor,
-              auto_generated=True)
+    # RETURNN's _get_merged_dim_kind: feature if a feature dim takes part, else spatial
+    kinds = {x.kind for x in (left, right) if isinstance(x, Dim) and not x.is_batch_dim()}
+    out = Dim(size, kind=DimTypes.Feature if DimTypes.Feature in kinds else DimTypes.Spatial,
+              description="%s%s%s" % (_desc(left), _SYMBOL[kind], _desc(right)),
+              derived_from=_representative([x for x in (left, right) if isinstance(x, Dim)]), auto_generated=True)
     out.derived_from_op = (kind, [left, right])
     cache[key] = out
     return out
+
+
+def _representative(dims: List["Dim"]) -> "Dim":  # noqa: F821
+    """RETURNN's ``_representative_tag``: the dim a dim-math result derives from (its
+    ``derived_from_tag``): of the user's dims if any, the first dynamic one, else the first of a
+    known kind, else the first."""
+    from returnn.tensor.dim import DimTypes
+    dims = [d for d in dims if not d.auto_generated] or dims
+    return next((d for d in dims if d.dimension is None), None) or next(
+        (d for d in dims if d.kind != DimTypes.Unspecified), dims[0])
 
 
 def _key(x: Operand) -> Any:

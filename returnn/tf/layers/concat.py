@@ -18,6 +18,8 @@ come before the next part's frames, inside the summed length (RETURNN's newer fr
 """
 from __future__ import annotations
 
+import functools
+import operator
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import tensorflow as tf
@@ -79,6 +81,9 @@ class ConcatLayer(Layer):
             if out_dim.dimension != static:
                 raise NetworkError("%s: out_dim %r does not match the concatenated size %r"
                                    % (self.desc, out_dim, static))
+        elif static is None:  # RETURNN: sum(parts), dim math: derived from the first dynamic part (so
+            # get_common_data takes it as that part: Data.get_common_data), one dim per same parts
+            out_dim = functools.reduce(operator.add, parts)
         else:
             out_dim = Dim(static, kind=parts[0].kind, description="%s:concat" % name)
         self.parts, self.new = parts, out_dim
