@@ -177,3 +177,11 @@ case("fuzzrec_loop_padding_resize_linear", "fuzz_rec", {
         "class": "linear", "n_out": 3, "activation": "tanh", "from": ["data:source", "prev:output"]}}},
     "output": {"class": "resize", "factor": 2, "axis": "T", "kind": "linear", "from": "r"}}, extern=X4,
     lens={"data": [6, 4, 1]})
+# ... and a layer after the loop (moved out: it reads only in-loop layers) computes on them too, so a
+# merge_dims of F and T (whose real positions then include T's padding) reads them (fuzzrec_109_1)
+case("fuzzrec_loop_padding_after_loop_merge_dims", "fuzz_rec", {
+    "loop": {"class": "rec", "from": "data", "unit": {
+        "s1": {"class": "linear", "activation": "tanh", "n_out": 4, "from": ["data:source", "prev:s1"]},
+        "output": {"class": "linear", "activation": "sigmoid", "n_out": 3, "from": "s1", "with_bias": False}}},
+    "output": {"class": "merge_dims", "axes": ["F", "T"], "keep_order": True, "from": "loop"}}, extern=X5,
+    lens={"data": [5, 3, 1]})

@@ -425,6 +425,8 @@ def run_unit(rec, sources: List[LayerOutput], ctx: RunContext, back_prop: bool =
         if not back_prop:
             stacked = {n: v.with_tensor(tf.stop_gradient(v.tensor), logits=None if v.logits is None else
                                         tf.stop_gradient(v.logits)) for n, v in stacked.items()}
+        for v in stacked.values():  # the steps past a sequence's end are computed (RETURNN's loop stacks them
+            v.computed_padding = True  # unmasked), also for the layers after the loop that read them
         values.update(stacked)
         run.full.update(stacked)
     for sub in rec.after_order:  # layers that only read the loop's outputs: once over the stacked sequences
