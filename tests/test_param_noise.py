@@ -287,3 +287,18 @@ def test_eager_training_calls_are_refused():
     net = _linear_net(param_dropout=0.1)
     with pytest.raises(NetworkError, match="compiled"):
         net.forward(_onehot_batch()[0], RunContext(True, _seed(1)))
+
+
+def test_checkpoints_hold_returnn_generator_state_and_read_returnn_ones(tmp_path):
+    """RETURNN's training graph with variational noise holds its global random generator's state
+    (int64 (3,)), which its checkpoints store: written here for RETURNN, not taken for a parameter."""
+    from returnn.tf.checkpoint import CheckpointManager
+    from returnn.tf.checkpoint_fit import named_misfit
+    from returnn.tf.layers.param_noise import RETURNN_GENERATOR_STATE
+    from returnn.tf.returnn_params import network_params
+    for opts, holds in (({"param_variational_noise": 0.1}, True), ({"param_dropout": 0.1}, False), ({}, False)):
+        net = _linear_net(**opts)
+        values = CheckpointManager(str(tmp_path / "model"), network=net).values(1)
+        assert (RETURNN_GENERATOR_STATE in values) == holds
+        shapes = {name: np.shape(v) for name, v in values.items() if "/" in name and not name.startswith("_")}
+        assert named_misfit(dict(shapes, **{RETURNN_GENERATOR_STATE: (3,)}), network_params(net)) is None

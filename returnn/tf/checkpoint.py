@@ -39,6 +39,7 @@ from returnn.log import log
 from returnn.tf import checkpoint_format as fmt
 from returnn.tf.checkpoint_fit import named_misfit
 from returnn.tf.checkpoint_legacy import restore_legacy
+from returnn.tf.layers import param_noise
 from returnn.tf.returnn_params import NetParam, network_params, set_returnn_param_values
 
 _DATA_RE = re.compile(r"\.data-(\d+)-of-(\d+)$")
@@ -216,6 +217,8 @@ class CheckpointManager:
             return out
         params = network_params(self.network)
         out.update((name, p.value()) for name, p in params.items() if p.param.saveable)
+        if getattr(self.network, "train_flag", False) and param_noise.uses_returnn_generator(self.network):
+            out[param_noise.RETURNN_GENERATOR_STATE] = np.array([0, 0, 42], np.int64)  # RETURNN's, see param_noise
         opt = self.optimizer
         if opt is not None:
             for name, p, slot, slot_vars in self._slots(params):

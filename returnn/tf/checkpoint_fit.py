@@ -120,7 +120,8 @@ def legacy_removed_layers(shapes: Mapping[str, Sequence[int]], network: tf.Modul
 
 # ---- RETURNN-named checkpoints
 _SLOT_SUFFIX = re.compile(r"/(Adam(_1)?|Momentum|RMSProp(_[12])?|Adagrad|Adadelta(_1)?|_engine_[^/]*)$")
-NOT_PARAMS = ("global_step", "beta1_power", "beta2_power")
+NOT_PARAMS = ("global_step", "beta1_power", "beta2_power",
+              "global_random_generator/random_generator/StateVar")  # RETURNN's generator (param_noise.py)
 
 
 def stored_params(shapes: Mapping[str, Sequence[int]]) -> Dict[str, Tuple[int, ...]]:

@@ -257,3 +257,18 @@ def check_variables(layer: Any) -> None:
             raise NetworkError("%s: param_variational_noise / param_dropout (option or config key) are not supported "
                                "here: its variable %r is not a layer parameter this engine can make noisy"
                                % (layer.desc, var.name))
+
+
+# RETURNN's variational noise draws from its global random generator, whose state its training graph
+# holds and its checkpoints store under this name (int64 (3,), Philox); this engine draws from the
+# step's seed, writes a state there so RETURNN continues training from its checkpoints, and ignores it
+# when it reads one
+RETURNN_GENERATOR_STATE = "global_random_generator/random_generator/StateVar"
+
+
+def uses_returnn_generator(network: Any) -> bool:
+    """Whether RETURNN's training graph of ``network`` holds :data:`RETURNN_GENERATOR_STATE`: some
+    layer makes a parameter noisy with ``param_variational_noise``."""
+    from returnn.tf.layers.base import Layer
+    layers = network._flatten(predicate=lambda m: isinstance(m, Layer))
+    return any(by.param_noise.noise for layer in layers for _, _, by in noise_params(layer))
