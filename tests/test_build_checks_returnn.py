@@ -78,3 +78,21 @@ def test_concat_of_the_same_parts_is_one_dim():
                           "output": {"class": "combine", "kind": "add", "from": ["c1", "c2"]}})
     assert out["c1"].data.dims == out["output"].data.dims
     np.testing.assert_allclose(out["output"].tensor.numpy(), 2 * out["c1"].tensor.numpy())
+
+
+def _unit(**layers):
+    return {"output": {"class": "rec", "from": "data", "unit": {
+        "s0": {"class": "activation", "activation": "tanh", "from": "data:source"}, **layers}}}
+
+
+def test_rec_loop_reads_a_moved_out_layer_and_its_prev():
+    """RETURNN's loop reads a layer moved out before it per frame or as prev:, not both (in one
+    layer or two); read both ways by a layer after the loop is fine."""
+    with pytest.raises(NetworkError, match="'output' \\(rec\\): the loop reads 's0'.*both"):
+        _build_and_run(_unit(output={"class": "linear", "n_out": 3, "from": ["s0", "prev:output", "prev:s0"]}))
+    with pytest.raises(NetworkError, match="'output' \\(rec\\): the loop reads 's0'.*both"):
+        _build_and_run(_unit(a={"class": "linear", "n_out": 3, "from": ["s0", "prev:output"]},
+                             b={"class": "linear", "n_out": 3, "from": ["prev:s0", "prev:output"]},
+                             output={"class": "combine", "kind": "add", "from": ["a", "b"]}))
+    _build_and_run(_unit(o={"class": "linear", "n_out": 3, "from": ["prev:s0", "prev:o"]},
+                         output={"class": "combine", "kind": "add", "from": ["o", "s0"]}))

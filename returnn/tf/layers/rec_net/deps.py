@@ -282,6 +282,16 @@ def analyse_unit(unit: Mapping[str, Any], rec_name: str, base_layers: Sequence[s
                     deps=deps)
 
 
+def check_cur_and_prev_moved_out(plan: UnitPlan, unit: Mapping[str, Any], desc: str) -> None:
+    """RETURNN's loop reads a layer moved out before it either per frame or as ``prev:``, not both
+    ("currently cannot use both cur + prev frame", its get_input_moved_out): refused here too."""
+    read = {(r.kind, r.name) for n in plan.in_loop for r in layer_refs(n, unit[n]) if r.kind in ("self", "prev")}
+    both = [n for n in plan.out_of_loop if ("self", n) in read and ("prev", n) in read]
+    if both:
+        raise NetworkError("%s: the loop reads %r (computed before the loop) both as %r and as 'prev:%s'; RETURNN "
+                           "refuses that (currently cannot use both cur + prev frame)" % (desc, both[0], both[0], both[0]))
+
+
 def outer_key(ref: Ref) -> Optional[str]:
     """The outer-network name a reference reads as a whole (``base:X`` -> X, ``data:KEY`` ->
     ``data:KEY``), None for the loop's own values (its layers, ``data:source``, ``:i``)."""

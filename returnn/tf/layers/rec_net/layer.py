@@ -32,8 +32,8 @@ from returnn.tf.layers.rec_net import layer_targets
 from returnn.tf.layers.rec_net.assumed import AssumedTemplates
 from returnn.tf.layers.rec_net import unmask as _unmask  # noqa: F401  (registers _unmask_in_unit)
 from returnn.tf.layers.rec_net.deps import (
-    Ref, analyse_unit, choice_searches, fed_target, frame_and_whole_readers, initial_refs, is_target_choice,
-    layer_refs, needed_unit, read_by, with_readers,
+    Ref, analyse_unit, check_cur_and_prev_moved_out, choice_searches, fed_target, frame_and_whole_readers,
+    initial_refs, is_target_choice, layer_refs, needed_unit, read_by, with_readers,
 )
 from returnn.tf.layers.rnn_cell import building_loop_step, cell_class_for
 from returnn.tf.net_dict import FROM_DEFAULT, has_axis_pairs, search_length_key, without_search_only
@@ -316,6 +316,7 @@ class RecSubnetLayer(AssumedTemplates, Layer):
                 if r.kind == "self" and r.name in self.in_loop:
                     raise NetworkError("%s, sub-layer %r: its initial output or state reads %r, which runs in the loop "
                                        "(only layers outside it, base: layers or data)" % (self.desc, sub, r.name))
+        check_cur_and_prev_moved_out(self.plan, self.unit, self.desc)
         if "output" not in self.in_loop and self.time_dim not in self.layers["output"].output.dims:
             raise NetworkError("%s: the output computed over the whole sequence has no loop time axis %r (%s); "
                                "RETURNN refuses that" % (self.desc, self.time_dim.description,
