@@ -185,3 +185,16 @@ case("fuzzrec_loop_padding_after_loop_merge_dims", "fuzz_rec", {
         "output": {"class": "linear", "activation": "sigmoid", "n_out": 3, "from": "s1", "with_bias": False}}},
     "output": {"class": "merge_dims", "axes": ["F", "T"], "keep_order": True, "from": "loop"}}, extern=X5,
     lens={"data": [5, 3, 1]})
+# prev: of a layer moved out of the loop is its whole padded sequence shifted by one frame (RETURNN reads it
+# unmasked), so past a sequence's end it holds that layer's frames as computed there (a centered window over
+# the last real frames); softmax_over_spatial without its time mask reads them (fuzzrec_109_19)
+for where in ("after", "loop"):
+    _out = {"class": "copy", "from": "prev:s0"} if where == "after" else {
+        "class": "linear", "activation": "tanh", "n_out": 4, "from": ["prev:s0", "prev:output"]}
+    case("fuzzrec_prev_of_moved_out_padding_%s" % where, "fuzz_rec", {
+        "loop": {"class": "rec", "from": "data", "unit": {
+            "s0_win": {"class": "window", "window_size": 3, "from": "data:source"},
+            "s0": {"class": "reduce", "mode": "sum", "axis": "static:0", "from": "s0_win"},
+            "output": _out}},
+        "output": {"class": "softmax_over_spatial", "use_time_mask": False, "log_space": True, "from": "loop"}},
+        extern=X5, lens={"data": [4, 2, 3]})

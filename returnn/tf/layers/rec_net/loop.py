@@ -150,12 +150,13 @@ class UnitRun:
             axis = frames.time_axis_of(value.data, self.rec.time_dim)
             if axis is None:
                 self.full[key] = value
-            else:  # padded frames zeroed before the shift (FrameReader does not mask it): its frame at a
-                # sequence's length is the last real one, which the step there reads (as RETURNN's does)
+            else:  # RETURNN shifts the whole padded sequence: its frame at a sequence's length is the last real
+                # one, past that the layer's frames as it computed them (extern data's as zero frames)
                 init = self.initial(name, value.data.copy_template_excluding_axis(axis))
                 known_fill = value.packed is not None and value.packed.fill is not None
-                src = value if known_fill or self.raw_frames else value.with_tensor(value.masked(0))
+                src = value if known_fill or self.raw_frames else value.with_tensor(value.as_read())
                 self.full[key] = frames.shift_right(src, axis, init)
+                self.full[key].computed_padding = value.computed_padding
         return self.full[key]
 
     def state_values(self, layer) -> List[LayerOutput]:
