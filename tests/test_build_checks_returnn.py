@@ -96,3 +96,11 @@ def test_rec_loop_reads_a_moved_out_layer_and_its_prev():
                              output={"class": "combine", "kind": "add", "from": ["a", "b"]}))
     _build_and_run(_unit(o={"class": "linear", "n_out": 3, "from": ["prev:s0", "prev:o"]},
                          output={"class": "combine", "kind": "add", "from": ["o", "s0"]}))
+
+
+def test_pad_axes_one_axis_per_entry():
+    """RETURNN's PadLayer resolves each entry of 'axes' with get_axis_from_description: 'spatial'
+    with two spatial axes (after a window) is refused, not both padded."""
+    with pytest.raises(NetworkError, match="'output' \\(pad\\): option 'axes': axis 'spatial' not unique"):
+        _build_and_run({"w": {"class": "window", "window_size": 3, "from": "data"},
+                        "output": {"class": "pad", "axes": "spatial", "padding": [1, 1], "from": "w"}})

@@ -144,7 +144,8 @@ class PadLayer(_ShapeLayer):
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
         super().__init__(name, opts, sources, seed)
         data = self.input
-        self.pad_axes = self.axes(data, self.opt("axes"), "axes")
+        axes = self.opt("axes")  # RETURNN: one axis per entry (get_axis_from_description, never several)
+        self.pad_axes = [self.axis(data, a, "axes") for a in (axes if isinstance(axes, (list, tuple)) else [axes])]
         if not self.pad_axes:
             raise NetworkError("%s: 'axes' %r match no axis" % (self.desc, self.opt("axes")))
         padding = self.opt("padding")
