@@ -1,7 +1,9 @@
 """What RETURNN refuses about rec units and their state, refused here too (found by
 benchmarks/returnn_fuzz.py --kind rec, seeds 40/41; each refusal checked against RETURNN 1.20261022):
 native LSTM units take forget_bias 0 only and only their class's unit_opts, NativeLstm (v1) takes no
-initial_state (zeros neither, nor a rec loop's state), get_last_hidden_state's key must fit the state
+initial_state (zeros neither, nor a rec loop's state), LSTMBlock(Fused) and cudnnlstm take no
+rec_weight_dropout with an initial state or in a loop (TensorFlow's LSTMCell sizes their state there),
+get_last_hidden_state's key must fit the state
 (LSTM: '*', 'c', 'h'; one-tensor states: '*' or None), rec_last_output needs need_last."""
 import pytest
 
@@ -33,6 +35,13 @@ def _rec(unit, **opts):
     (_rec("standardlstm", unit_opts={"rec_weight_dropout": 0.1}), "unknown unit_opts"),  # TF's LSTMCell
     (_rec("basiclstm", unit_opts={"rec_weight_dropout": 0.1}), "unknown unit_opts"),
     (_rec("nativelstm", initial_state="zeros"), "NativeLstm"),
+    # RETURNN sizes the state with TensorFlow's LSTMCell (LSTMBlock on TF 2), built with the unit_opts
+    (_rec("lstmblock", unit_opts={"rec_weight_dropout": 0.1}, initial_state="zeros"), "no unit_opts 'rec_weight_dropout'"),
+    (_rec("cudnnlstm", unit_opts={"rec_weight_dropout": 0.1}, initial_state=0), "no unit_opts 'rec_weight_dropout'"),
+    ({"class": "rec", "from": "data", "unit": {
+        "s": {"class": "rec", "unit": "lstmblockfused", "n_out": 2, "from": ["data:source", "prev:output"],
+              "unit_opts": {"rec_weight_dropout": 0.1}},
+        "output": {"class": "copy", "from": "s"}}}, "no unit_opts 'rec_weight_dropout'"),
     (_rec("nativelstm", initial_state=0), "NativeLstm"),
     ({"class": "rec", "from": "data", "unit": {  # in a loop, its state is an initial state to RETURNN
         "s": {"class": "rec", "unit": "nativelstm", "n_out": 2, "from": ["data:source", "prev:output"]},

@@ -43,7 +43,7 @@ from returnn.tf.layers.lstm_layernorm import LayerNormLstm
 from returnn.tf.layers.merged_batch import MergedAxes
 from returnn.tf.layers.options import Option, rate
 from returnn.tf.layers.params import Param, same
-from returnn.tf.layers.rec_params import check_native_unit_opts, unit_params
+from returnn.tf.layers.rec_params import check_native_unit_opts, check_state_cell_unit_opts, unit_params
 from returnn.tf.layers.rec_state import LSTM_KEYS, SINGLE_KEYS, InitialState, is_zero, state_layer_refs
 from returnn.tf.layers.rnn_cell import cell_clip_opt, check_unrolled_length, is_step_template, unrolled_max_len
 from returnn.tf.lstm_kernels import final_state_fn, get_kernel, lstm_sequence
@@ -132,6 +132,8 @@ class RecLayer(Layer):
             raise NetworkError("%s: direction must be 1 or -1, got %r" % (self.desc, self.direction))
         unit_opts = dict(self.opt("unit_opts") or {})
         check_native_unit_opts(self.desc, self.unit, unit_opts)  # RETURNN's native LSTMs: forget_bias 0, ...
+        if self.opt("initial_state") is not None:
+            check_state_cell_unit_opts(self.desc, self.unit, unit_opts)
         known_unit_opts = (("forget_bias",) if self.unit in TF_CELL_UNITS else UNIT_OPTS) + (
             ("use_peepholes", "cell_clip") if self.unit in PEEPHOLE_UNITS else ())
         unknown = set(unit_opts) - set(known_unit_opts)

@@ -91,6 +91,19 @@ NATIVE_UNIT_OPTS: Dict[str, tuple] = {
     "nativelstm": ("forget_bias",), "nativelstmlowmem": (), "vanillalstm": ()}
 
 
+# RETURNN sizes a unit's state with its cell (get_hidden_state_size: _get_cell, cell only) for an initial_state
+# and in a loop: on TF 2 LSTMBlock(Fused) (and cudnnlstm on CPU) are TensorFlow's LSTMCell there, built with
+# the unit_opts, so a keyword of the native LSTM only (rec_weight_dropout) fails
+STATE_CELL_TF_LSTM = ("lstmblock", "lstmblockfused", "cudnnlstm")
+
+
+def check_state_cell_unit_opts(desc: str, unit: str, unit_opts: Dict) -> None:
+    """Refuses ``unit_opts`` TensorFlow's LSTMCell lacks where RETURNN builds it for the state size."""
+    if unit in STATE_CELL_TF_LSTM and "rec_weight_dropout" in unit_opts:
+        raise NetworkError("%s: unit %r with an initial state or in a loop: RETURNN builds TensorFlow's LSTMCell for "
+                           "its state, which takes no unit_opts 'rec_weight_dropout'" % (desc, unit))
+
+
 def check_native_unit_opts(desc: str, unit: str, unit_opts: Dict) -> None:
     """Refuses ``unit_opts`` RETURNN's class for native ``unit`` refuses (see NATIVE_UNIT_OPTS)."""
     known = NATIVE_UNIT_OPTS.get(unit)

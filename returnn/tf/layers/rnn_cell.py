@@ -57,7 +57,9 @@ from returnn.tf.layers.helpers import dropout_scale, dropout_sources, feature_pl
 from returnn.tf.layers.merged_batch import MergedAxes
 from returnn.tf.layers.options import Option, positive_int, rate
 from returnn.tf.layers.params import Param, same
-from returnn.tf.layers.rec_params import NATIVE_UNIT_OPTS, check_native_unit_opts, unit_layout, unit_params
+from returnn.tf.layers.rec_params import (
+    NATIVE_UNIT_OPTS, check_native_unit_opts, check_state_cell_unit_opts, unit_layout, unit_params,
+)
 from returnn.tf.layers.rec_state import LSTM_KEYS, SINGLE_KEYS, InitialState, is_zero, state_layer_refs
 from returnn.tf.lstm_kernels import final_state_fn, get_kernel, lstm_sequence, lstm_step
 from returnn.tf.util.tensor_array import stacked
@@ -139,6 +141,7 @@ class RnnCellLayer(Layer):
         if self.kind == "lstm" and not self.in_rnn_cell:  # a rec layer's LSTM in a loop: its unit_opts there
             known |= {"rec_weight_dropout"} & set(NATIVE_UNIT_OPTS.get(self.unit, ()))
             check_native_unit_opts(self.desc, self.unit, unit_opts)
+            check_state_cell_unit_opts(self.desc, self.unit, unit_opts)
         # RETURNN's NativeLstm2 in a loop: W_re dropped out at each call, i.e. a new mask per step (training)
         self.rec_weight_dropout = rate(self.desc, "rec_weight_dropout", unit_opts.get("rec_weight_dropout"))
         unknown = set(unit_opts) - known
