@@ -92,17 +92,19 @@ LENS_LONG = [7, 5, 3]
 
 
 def case(name, family, network, extern=None, config=None, output="output", lens=None, notes="", train=False,
-         search=False):
+         search=False, param_scale=None):
     """Registers a case; ``lens``: {data key: lengths} (default: data [7, 4, 1]); ``train``: the
     network is built for training (batch_norm's batch statistics; no case with dropout); ``search``:
-    built with RETURNN's search flag (beam search; the output's beam scores are stored too)."""
+    built with RETURNN's search flag (beam search; the output's beam scores are stored too);
+    ``param_scale`` "fan_in": weights scaled by 2/sqrt(fan-in) (big nets; else N(0, 0.5) each)."""
     assert name not in CASES, name
     extern = extern or X5
     lens = dict(lens or {})
     for key in extern:
         lens.setdefault(key, LENS)
     CASES[name] = dict(name=name, family=family, network=network, extern=extern, config=config or {},
-                       output=output, lens=lens, notes=notes, train=bool(train), search=bool(search))
+                       output=output, lens=lens, notes=notes, train=bool(train), search=bool(search),
+                       **({"param_scale": param_scale} if param_scale else {}))
 
 
 def _lin(n, src="data", act=None, bias=True):
@@ -246,6 +248,8 @@ def run_case(c):
             name = p.name.split(":")[0]
             shape = p.shape.as_list()
             v = rng.normal(size=shape) * 0.5
+            if c.get("param_scale") == "fan_in" and len(shape) >= 2:  # big nets: no chaotic recurrences
+                v *= 2.0 / np.sqrt(float(np.prod(shape[:-1])))
             if name.endswith("variance"):
                 v = np.abs(v) + 0.5
             values[name] = v.astype(p.dtype.base_dtype.as_numpy_dtype)
