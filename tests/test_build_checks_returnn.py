@@ -104,3 +104,21 @@ def test_pad_axes_one_axis_per_entry():
     with pytest.raises(NetworkError, match="'output' \\(pad\\): option 'axes': axis 'spatial' not unique"):
         _build_and_run({"w": {"class": "window", "window_size": 3, "from": "data"},
                         "output": {"class": "pad", "axes": "spatial", "padding": [1, 1], "from": "w"}})
+
+
+_LIN = {"class": "linear", "n_out": 3, "from": "data"}
+
+
+@pytest.mark.parametrize("unit, match", [
+    ({"b": {"class": "copy", "from": "base:lin"},  # RETURNN: _check_output_template_shape asserts
+      "output": {"class": "linear", "n_out": 3, "from": ["b", "prev:output"]}}, "sub-layer 'b' reads only base:"),
+    ({"output": {"class": "linear", "n_out": 3, "from": "base:lin"}}, "sub-layer 'output' reads only base:"),
+])
+def test_rec_unit_layer_of_base_layers_over_the_loop_time(unit, match):
+    """RETURNN's per-step template of a sub-layer reading only base: layers keeps their time axis,
+    the loop's own here; a layer reducing it first is fine."""
+    with pytest.raises(NetworkError, match="'output' \\(rec\\): " + match):
+        _build_and_run({"lin": _LIN, "output": {"class": "rec", "from": "data", "unit": unit}})
+    _build_and_run({"lin": _LIN, "output": {"class": "rec", "from": "data", "unit": {
+        "b": {"class": "copy", "from": "base:lin"}, "r": {"class": "reduce", "mode": "sum", "axis": "T", "from": "b"},
+        "output": {"class": "linear", "n_out": 3, "from": ["r", "prev:output"]}}}})
