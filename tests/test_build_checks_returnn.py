@@ -122,3 +122,20 @@ def test_rec_unit_layer_of_base_layers_over_the_loop_time(unit, match):
     _build_and_run({"lin": _LIN, "output": {"class": "rec", "from": "data", "unit": {
         "b": {"class": "copy", "from": "base:lin"}, "r": {"class": "reduce", "mode": "sum", "axis": "T", "from": "b"},
         "output": {"class": "linear", "n_out": 3, "from": ["r", "prev:output"]}}}})
+
+
+_WITH_CLASSES = {"data": Data("data", shape=(None, 3)), "classes": Data("classes", shape=(None,), sparse=True, dim=5)}
+
+
+@pytest.mark.parametrize("layer, key, fixed", [
+    ({"class": "prefix_in_time", "from": "data:classes"}, "'prefix' 0.0", {"prefix": 0}),  # RETURNN's default 0.0
+    ({"class": "postfix_in_time", "postfix": 1.5, "from": "data:classes"}, "'postfix' 1.5", {"postfix": 1}),
+    ({"class": "cumsum", "additional_left_summand_per_element": 1.0, "from": "data:classes"},
+     "'additional_left_summand_per_element' 1.0", {"additional_left_summand_per_element": 1}),
+])
+def test_float_constant_for_int_data(layer, key, fixed):
+    """RETURNN puts the number into a tensor of the data's dtype: TensorFlow refuses a float for int32."""
+    with pytest.raises(NetworkError, match="'output' \\(%s\\): %s is a float but the data is int32"
+                       % (layer["class"], key)):
+        TFNetwork(outputs({"output": layer}), _WITH_CLASSES)
+    TFNetwork(outputs({"output": dict(layer, **fixed)}), _WITH_CLASSES)

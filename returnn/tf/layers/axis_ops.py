@@ -36,7 +36,7 @@ from returnn.errors import NetworkError
 from returnn.tensor import Data, Dim, DimTypes
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
 from returnn.tf.layers.helpers import check_sources
-from returnn.tf.layers.options import Option, positive_int
+from returnn.tf.layers.options import Option, constant_fits, positive_int
 from returnn.tf.layers.output import align_tensor
 from returnn.tf.layers.rnn_cell import is_step_template
 
@@ -79,6 +79,9 @@ class CumsumLayer(Layer):
         super().__init__(name, opts, sources, seed)
         check_sources(self, sources, 1, 1)
         self.output = sources[0].copy(name)
+        # RETURNN: x = additional_left_summand_per_element + x
+        constant_fits(self.desc, "additional_left_summand_per_element",
+                      self.opt("additional_left_summand_per_element"), sources[0].dtype)
         axis = self.opt("axis")
         if is_step_template(sources) and sources[0].time_dim_axis is None and (
                 (isinstance(axis, str) and axis.upper() in ("T", "TIME")) or

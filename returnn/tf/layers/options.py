@@ -121,3 +121,11 @@ def one_of(layer_desc: str, key: str, value: Any, choices) -> Any:
     if value not in choices:
         raise NetworkError("%s: %r must be one of %s, got %r" % (layer_desc, key, ", ".join(map(repr, choices)), value))
     return value
+
+
+def constant_fits(layer_desc: str, key: str, value: Any, dtype: str) -> None:
+    """RETURNN puts a Python number option into a tensor of the data's dtype (``tf.constant(value,
+    dtype)``, ``value + x``): TensorFlow refuses a float for integer or bool data, even 0.0."""
+    if isinstance(value, float) and (dtype.startswith(("int", "uint")) or dtype == "bool"):
+        raise NetworkError("%s: %r %r is a float but the data is %s (RETURNN: TensorFlow cannot convert it; give an "
+                           "int)" % (layer_desc, key, value, dtype))

@@ -21,7 +21,7 @@ from returnn.tensor import Data, Dim
 from returnn.tensor.dim import batch_dim
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
 from returnn.tf.layers.helpers import check_sources
-from returnn.tf.layers.options import Option, one_of, positive_int
+from returnn.tf.layers.options import Option, constant_fits, one_of, positive_int
 from returnn.tf.layers.output import align_tensor
 
 
@@ -49,6 +49,8 @@ class _InTimeLayer(Layer):
                 raise NetworkError("%s: %s layer %r must have no time axis" % (self.desc, self.value_key, v.name))
         elif isinstance(value, bool) or not isinstance(value, (int, float)):
             raise NetworkError("%s: %r must be a number or a layer name, got %r" % (self.desc, self.value_key, value))
+        else:  # RETURNN: tf.constant(value, dtype=the data's dtype)
+            constant_fits(self.desc, self.value_key, value, data.dtype)
         old = data.dims[self.ax]
         self.time = Dim(None, kind=old.kind, description="%s:%s-time" % (name, self.layer_class), derived_from=old)
         self.output = data.copy_template_replace_dim_tag(self.ax, self.time).copy(name)
