@@ -55,13 +55,14 @@ def layer_settings(desc: str, opts: Any) -> Optional[Settings]:
     from returnn.config import get_global_config
     config = get_global_config()
 
-    def get(key: str, kind: str) -> Any:
+    def get(key: str, from_config: Any) -> Any:
         value = opts.get(key)
-        return getattr(config, kind)(key) if value is None else value
+        return from_config if value is None else value
 
-    noise = non_negative(desc, "param_variational_noise", get("param_variational_noise", "float"))
-    dropout = rate(desc, "param_dropout", get("param_dropout", "float"))
-    min_ndim = get("param_dropout_min_ndim", "int") or 0
+    noise = non_negative(desc, "param_variational_noise",
+                         get("param_variational_noise", config.float("param_variational_noise")))
+    dropout = rate(desc, "param_dropout", get("param_dropout", config.float("param_dropout")))
+    min_ndim = get("param_dropout_min_ndim", config.int("param_dropout_min_ndim")) or 0
     if isinstance(min_ndim, bool) or not isinstance(min_ndim, int):
         raise NetworkError("%s: 'param_dropout_min_ndim' must be an int, got %r" % (desc, min_ndim))
     if not noise and not dropout:
