@@ -33,12 +33,15 @@ from returnn.tf.layers.rec_net.assumed import AssumedTemplates
 from returnn.tf.layers.rec_net import unmask as _unmask  # noqa: F401  (registers _unmask_in_unit)
 from returnn.tf.layers.rec_net.deps import (
     Ref, analyse_unit, check_cur_and_prev_moved_out, choice_searches, fed_target, frame_and_whole_readers,
-    initial_refs, is_target_choice, layer_refs, needed_unit, read_by, with_readers,
+    initial_refs, layer_refs, read_by, with_readers,
 )
 from returnn.tf.layers.rnn_cell import building_loop_step, cell_class_for
-from returnn.tf.net_dict import FROM_DEFAULT, has_axis_pairs, search_length_key, without_search_only
+from returnn.tf.net_dict import FROM_DEFAULT, has_axis_pairs, search_length_key
 from returnn.tf.net_sources import check_from_given
-from returnn.tf.subnetwork import MASKED_BY, expand_subnetworks
+from returnn.tf.subnetwork import MASKED_BY
+from returnn.tf.layers.rec_net.unit_dict import (  # noqa: F401  (unit_layers, rec_targets: read from here too)
+    SubOutputLayer, as_list, loop_searches, opts_class, rec_targets, unit_layers,
+)
 
 # Options of sub-layers that only the rec layer reads.
 REC_ONLY_SUB_OPTIONS = ("initial_output", "initial_state_from", "is_output_layer", "need_last", "rec_previous_layer",
@@ -49,82 +52,10 @@ MAX_TEMPLATE_ROUNDS = 4
 SUB_OUTPUT_CLASS = deps.SUB_OUTPUT_CLASS
 
 
-def opts_class(opts: Mapping[str, Any]) -> Any:
-    return opts.get("class") if isinstance(opts, Mapping) else None
-
-
 def _shape_key(data: Data) -> Tuple[Any, ...]:
     """What must agree between an assumed and a real template: sizes, dtype, sparse dim size."""
     return (tuple(d.dimension if not d.is_batch_dim() else "B" for d in data.dims), data.dtype,
             None if data.sparse_dim is None else data.sparse_dim.dimension)
-
-
-def _as_list(value: Any) -> List[Any]:
-    if value is None:
-        return []
-    return list(value) if isinstance(value, (list, tuple)) else [value]
-
-
-def unit_layers(unit: Mapping[str, Any], rec_name: str, search: bool = False, extra_roots: Sequence[str] = ()
-                ) -> Dict[str, Any]:
-    """The sub-layers of a rec unit that are built: subnetworks flattened, ``only_on_search``
-    layers only in search, sub-outputs read as ``X/sub`` (``split/0``, also ``prev:split/0``) as
-    layers of their own (:data:`SUB_OUTPUT_CLASS`), and only what RETURNN builds (:func:`deps.needed_unit`;
-    ``extra_roots``: also these, e.g. ``end`` of a loop that it ends)."""
-    flat = without_search_only(expand_subnetworks(dict(unit), in_rec_unit=True), search, in_rec_unit=True)
-    return needed_unit(with_sub_output_layers(flat, rec_name), rec_name, loop_searches(flat, search), extra_roots)
-
-
-def loop_searches(unit: Mapping[str, Any], net_search: bool) -> bool:
-    """Whether the loop of a unit searches: a choice of it searches (its ``search`` option, else the
-    network's flag); without choices the network's flag."""
-    choices = [o for o in unit.values() if opts_class(o) == "choice"]
-    return any(choice_searches(o, net_search) for o in choices) if choices else net_search
-
-
-def with_sub_output_layers(unit: Dict[str, Any], rec_name: str) -> Dict[str, Any]:
-    """``unit`` plus a layer ``X/sub`` of class :data:`SUB_OUTPUT_CLASS` for each reference to a
-    sub-output ``sub`` of a unit layer ``X`` (whose class offers it, e.g. split's parts)."""
-    from returnn.tf.layers.base import LAYER_CLASSES
-    extra: Dict[str, Any] = {}
-    for name, opts in unit.items():
-        if not isinstance(opts, Mapping):
-            continue
-        for r in layer_refs(name, opts, rec_name) + initial_refs(opts):
-            if r.kind not in ("self", "prev") or r.name in unit or r.name in extra or "/" not in r.name:
-                continue
-            parent, sub = r.name.rsplit("/", 1)
-            parent_opts = unit.get(parent)
-            cls = LAYER_CLASSES.get(parent_opts.get("class")) if isinstance(parent_opts, Mapping) else None
-            if cls is not None and cls.has_sub_output(parent_opts, sub):
-                extra[r.name] = {"class": SUB_OUTPUT_CLASS, "from": parent, "sub": sub}
-    return dict(unit, **extra) if extra else unit
-
-
-class SubOutputLayer(Layer):
-    """A rec unit's ``X/sub``: the sub-output ``sub`` of the unit layer ``X`` (its only source) as a
-    layer of the unit, so that it runs where ``X`` runs and ``prev:X/sub`` is carried like any output."""
-
-    layer_class = SUB_OUTPUT_CLASS
-    options = (Option("sub", None, "the sub-output's name"), Option("parent", None, "the built layer X"))
-
-    def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
-        super().__init__(name, opts, sources, seed)
-        self.sub = str(self.opt("sub"))
-        self.output = self.opt("parent").sub_template(self.sub).copy(name)
-
-    def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
-        value = sources[0].sub_outputs[self.sub]
-        return LayerOutput(value.tensor, self.output, value.sizes, value.logits)
-
-
-def rec_targets(opts: Mapping[str, Any], rec_name: str = "?", search: bool = False) -> List[str]:
-    """The rec layer's own target, then its choices' targets (first gives the loop length)."""
-    out = [t for t in _as_list(opts.get("target")) + _as_list(opts.get("size_target")) if isinstance(t, str)]
-    for sub in unit_layers(opts["unit"], rec_name, search).values():
-        if isinstance(sub, Mapping) and is_target_choice(sub):
-            out += [t for t in _as_list(sub["target"]) if isinstance(t, str)]
-    return list(dict.fromkeys(out))
 
 
 class RecSubnetLayer(AssumedTemplates, Layer):
@@ -181,14 +112,14 @@ class RecSubnetLayer(AssumedTemplates, Layer):
         else:  # the choices that are their target in search too (search: False), and the references of cheating
             from returnn.tf.layers.rec_net.search_scores import cheating_targets
             extra += ["data:" + t for sub in unit.values() if isinstance(sub, Mapping) and fed_target(sub, True)
-                      for t in _as_list(sub["target"]) if isinstance(t, str)]
+                      for t in as_list(sub["target"]) if isinstance(t, str)]
             extra += ["data:" + t for t in cheating_targets(unit)]
             if search_length_key(opts):  # a search in training: as long as the rec layer's target
                 extra.append("data:" + search_length_key(opts))
         if isinstance(opts.get("max_seq_len"), str):  # e.g. "max_len_from('base:encoder') * 2"
             extra += [m.group(2) if m.group(1) == "base:" else "data:" + m.group(2)
                       for m in re.finditer(r"['\"](base:|data:)([^'\"]+)['\"]", opts["max_seq_len"])]
-        return _as_list(opts.get("from", ["data"])) + list(dict.fromkeys(extra))
+        return as_list(opts.get("from", ["data"])) + list(dict.fromkeys(extra))
 
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42, *,
                  outer_names: Sequence[str] = (), default_target: str = "classes", infer_n_out=None,
@@ -202,7 +133,7 @@ class RecSubnetLayer(AssumedTemplates, Layer):
                                            for k, v in unit.items()})
 
         self.unit = read_only(unit_layers(self.opt("unit"), name, search))
-        self.n_from = len(_as_list(opts.get("from", ["data"])))
+        self.n_from = len(as_list(opts.get("from", ["data"])))
         self.outer_names = list(outer_names)
         self.outer = types.MappingProxyType(dict(zip(self.outer_names[self.n_from:], sources[self.n_from:])))
         self.seed = seed
@@ -476,7 +407,7 @@ class RecSubnetLayer(AssumedTemplates, Layer):
         from returnn.tf.network import layer_sources
         opts = self.unit[sub]
         if fed_target(opts, self.search):
-            return ["data:" + t for t in _as_list(opts["target"])]
+            return ["data:" + t for t in as_list(opts["target"])]
         if self.search and opts.get("class") == "choice":  # its explicit_search_sources (choice.py) after 'from'
             from returnn.tf.layers.choice import explicit_search_names
             return layer_sources(sub, opts) + explicit_search_names("%s/%s" % (self.desc, sub), opts)
