@@ -164,6 +164,7 @@ def main() -> int:
                         help="build the nets for training (batch statistics; draws with dropout are left out)")
     parser.add_argument("--trace", action="store_true", help="print RETURNN's traceback of the first case it fails on")
     parser.add_argument("--show", nargs="*", default=["DIFFER", "GAP", "LAX", "CRASH"], help="verdicts to list")
+    parser.add_argument("--only", nargs="+", metavar="SUBSTR", help="only the drawn cases whose name holds one of these")
     parser.add_argument("--behavior-versions", type=int, nargs="+", metavar="V",
                         help="draw each case's behavior_version from these (by the case's seed and index)")
     args = parser.parse_args()
@@ -186,6 +187,8 @@ def main() -> int:
         for i, c in zip(range(args.start, args.start + args.n), cases):
             version = random.Random("%i/%i/behavior_version" % (args.seed, i)).choice(args.behavior_versions)
             c["config"] = dict(c.get("config") or {}, behavior_version=version)
+    if args.only:
+        cases = [c for c in cases if any(s in c["name"] for s in args.only)]
     if args.train:  # random masks differ between the engines: no dropout (or zoneout) in training-mode draws
         cases = [dict(c, train=True) for c in cases if "dropout" not in json.dumps(c["network"])
                  and not re.search(r'"zoneout_factor_\w+": (?!0\.0\b)', json.dumps(c["network"]))]

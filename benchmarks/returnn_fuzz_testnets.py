@@ -7,7 +7,7 @@ Each net keeps its test's extern data (``num_inputs``/``num_outputs`` turned int
 dim tags as golden_dims markers so shared axes stay shared), its config keys and the behavior version
 RETURNN's tests run it with. Nets are built for training as their tests build them (RETURNN then
 builds the layers of losses too, as this engine's network does; a choice reads its target), except
-those with dropout or zoneout (random masks differ between the engines): forward mode. Nets RETURNN built only in search mode, nets without a layer ``output`` and nets whose
+those with dropout or zoneout (random masks differ between the engines): forward mode. Nets without ``output`` compare their last output or loss layer, else their last layer (:func:`compared_layer`). Nets RETURNN built only in search mode and nets whose
 extern data the golden inputs cannot feed (no batch axis, two dynamic axes) are left out (counted).
 ``--start``/``--n`` select a slice of the usable nets; ``--seed`` is unused.
 """
@@ -61,14 +61,28 @@ def _extern(spec: Dict[str, Any], default: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def tuples_kept(value: Any) -> Any:
-    """Tuples kept tuples through JSON (golden_dims' ``__tuple__``): RETURNN tells some apart (axes)."""
+    """Tuples kept tuples through JSON (golden_dims' ``__tuple__``): RETURNN tells some apart (axes); so are
+    dicts with keys that are not strings (``__dict__``: ``label_map``'s int keys)."""
     if isinstance(value, tuple):
         return {"__tuple__": [tuples_kept(v) for v in value]}
+    if isinstance(value, dict) and not all(isinstance(k, str) for k in value):
+        return {"__dict__": [[k, tuples_kept(v)] for k, v in value.items()]}
     if isinstance(value, dict):
         return {k: tuples_kept(v) for k, v in value.items()}
     if isinstance(value, list):
         return [tuples_kept(v) for v in value]
     return value
+
+
+def compared_layer(net: Dict[str, Any]) -> Any:
+    """The layer compared: ``output``, else the last layer that is an output or has a loss, else the net's
+    last layer (RETURNN's tests without ``output`` fetch such a layer; the case marks it ``is_output_layer``,
+    as RETURNN builds only outputs, losses and what they read), None for an empty net."""
+    if "output" in net:
+        return "output"
+    layers = [name for name, opts in net.items() if isinstance(opts, dict)]
+    marked = [name for name in layers if net[name].get("is_output_layer") or net[name].get("loss")]
+    return (marked or layers or [None])[-1]
 
 
 def all_cases() -> Tuple[List[Dict[str, Any]], Dict[str, int]]:
@@ -85,16 +99,19 @@ def all_cases() -> Tuple[List[Dict[str, Any]], Dict[str, int]]:
             reason = "RETURNN does not build it"
         elif run["mode"] != "train":
             reason = "RETURNN builds it in search mode only"
-        elif "output" not in net:
-            reason = "no layer 'output'"
+        elif compared_layer(net) is None:
+            reason = "no layer to compare"
         if reason is None:
             extern = _extern(ast.literal_eval(entry["extern"]), data["default_extern_data"])
             config = dict(ast.literal_eval(entry["config"]))
             config = {k: v for k, v in config.items() if isinstance(v, (int, float, str, bool, type(None)))}
             config["behavior_version"] = entry["behavior_version"]
             try:
+                compared = compared_layer(net)
+                if compared != "output":  # RETURNN builds only outputs, losses and what they read
+                    net[compared] = dict(net[compared], is_output_layer=True)
                 case = dict(name="testnet_" + re.sub(r"\W", "_", entry["id"]), family="testnets",
-                            network=tuples_kept(_markers(net)), extern=extern, config=config, output="output",
+                            network=tuples_kept(_markers(net)), extern=extern, config=config, output=compared,
                             lens={key: [7, 4, 1] for key in extern}, notes=entry["file"], search=False,
                             train="dropout" not in entry["net"] and "zoneout" not in entry["net"])
                 json.dumps(case)
