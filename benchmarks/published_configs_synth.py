@@ -128,7 +128,8 @@ def dump_net(config: Any, specs: Dict[str, Any], path: str) -> None:
         plain = {k: v for k, v in config.typed_dict.items() if not k.startswith("_") and not _NOT_NET_KEYS.match(k)
                  and isinstance(v, (bool, int, float, str)) and k != "network"}
         try:
-            out = json.loads(json.dumps({"network": tuples_kept(net), "extern": extern, "config": plain}))
+            out = json.loads(json.dumps({"network": tuples_kept(net), "extern": extern, "config": plain,
+                                         "lengths": json.loads(os.environ.get("PROBE_LENGTHS", "{}"))}))
         except (TypeError, ValueError) as exc:
             out = {"skip": "not JSON: %s" % exc}
     with open(path, "w") as f:

@@ -153,6 +153,18 @@ def without_noise(value: Any) -> Any:
     return value
 
 
+def _published_lens(dumped: Dict[str, Any]) -> Dict[str, List[int]]:
+    """{data key: lengths}: [23, 15, 9], but the probe list's ``lengths`` (published_configs_synth): a fixed
+    length (one speaker label per sequence) or ``"/N"`` (the input length divided by N, rounded up)."""
+    base = [23, 15, 9]
+    lens = {}
+    for key in dumped["extern"]:
+        spec = dumped.get("lengths", {}).get(key)
+        lens[key] = (base if spec is None else [-(-n // int(spec[1:])) for n in base] if isinstance(spec, str)
+                     else [int(spec)] * len(base))
+    return lens
+
+
 def published_cases(cases_dir: str, start: int, n: int) -> List[Dict[str, Any]]:
     """Cases of published configs' networks (``benchmarks/published_configs.py --dump-nets DIR``):
     each config's ``network`` dict with its data (shape, dim, sparse, dtype) and plain config values,
@@ -174,7 +186,7 @@ def published_cases(cases_dir: str, start: int, n: int) -> List[Dict[str, Any]]:
         cases.append(dict(name="published_%03d_%s" % (len(cases), re.sub(r"\W", "_", fn[:-5])[-60:]), family="published",
                           network=without_noise(dumped["network"]), extern={k: v for k, v in dumped["extern"].items()},
                           config=without_noise(dumped["config"]), output="output", notes=fn, search=False,
-                          lens={key: [23, 15, 9] for key in dumped["extern"]}, param_scale="fan_in", train=True))
+                          lens=_published_lens(dumped), param_scale="fan_in", train=True))
     print("published: %i usable of %i; left out: %s" % (
         len(cases), len(cases) + sum(skipped.values()),
         ", ".join("%s %i" % kv for kv in sorted(skipped.items(), key=lambda kv: -kv[1])) or "none"), flush=True)

@@ -3,7 +3,9 @@ Dim is written as a marker dict ``{"__dim__": NAME, "dimension": N or None, "kin
 (kind: "spatial" (default), "feature" or "unspecified"); every marker of one NAME in a case (its
 extern_data and network) is the same Dim object, and ``{"__dim__": NAME}`` alone refers to a Dim
 declared elsewhere in the case. NAME "batch" is the batch dim. ``{"__tuple__": [...]}`` is a tuple
-(JSON has lists only; RETURNN compares an eval's ``out_type`` shape with a tuple). Both sides resolve the markers
+(JSON has lists only; RETURNN compares an eval's ``out_type`` shape with a tuple); ``{"__dict__": [[KEY, VALUE], ...]}``
+is a dict with keys that are not strings (JSON makes them strings: ``label_map``'s int keys, ``declare_same_sizes_as``).
+Both sides resolve the markers
 with their own Dim class: make_goldens.py with RETURNN's, tests/test_returnn_goldens.py with this
 engine's (pure Python, no imports: loaded by path from both venvs).
 """
@@ -13,6 +15,7 @@ from typing import Any, Callable, Dict, Optional
 
 DIM_KEY = "__dim__"
 TUPLE_KEY = "__tuple__"
+DICT_KEY = "__dict__"
 
 
 def dim_marker(name: str, dimension: Optional[int] = None, kind: str = "spatial") -> Dict[str, Any]:
@@ -30,9 +33,14 @@ def as_tuple(*items: Any) -> Dict[str, Any]:
     return {TUPLE_KEY: list(items)}
 
 
+def keyed_dict(items: Dict[Any, Any]) -> Dict[str, Any]:
+    """A dict whose keys are not all strings (ints, None), kept so through the JSON of the golden's meta."""
+    return {DICT_KEY: [[k, v] for k, v in items.items()]}
+
+
 def has_markers(obj: Any) -> bool:
     if isinstance(obj, dict):
-        return DIM_KEY in obj or TUPLE_KEY in obj or any(has_markers(v) for v in obj.values())
+        return DIM_KEY in obj or TUPLE_KEY in obj or DICT_KEY in obj or any(has_markers(v) for v in obj.values())
     if isinstance(obj, (list, tuple)):
         return any(has_markers(v) for v in obj)
     return False
@@ -82,6 +90,8 @@ def _replace(obj: Any, get: Callable[[str], Any]) -> Any:
             return get(obj[DIM_KEY])
         if TUPLE_KEY in obj:
             return tuple(_replace(v, get) for v in obj[TUPLE_KEY])
+        if DICT_KEY in obj:
+            return {k: _replace(v, get) for k, v in obj[DICT_KEY]}
         return {k: _replace(v, get) for k, v in obj.items()}
     if isinstance(obj, list):
         return [_replace(v, get) for v in obj]

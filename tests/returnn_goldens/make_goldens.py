@@ -155,6 +155,9 @@ def _inputs(c, extern, padding):
                 pad = prng.randint(0, data.dim, size=shape).astype(np.int32)
             else:
                 pad = (prng.uniform(200.0, 1000.0, size=shape) * prng.choice([-1.0, 1.0], size=shape)).astype(np.float32)
+        if data.time_dim_axis is None:  # per sequence (e.g. a speaker label): no padding, no lengths fed
+            out[key] = (real, lens)
+            continue
         mask = np.arange(t)[None, :] < lens[:, None]
         mask = mask.reshape(mask.shape + (1,) * (len(shape) - 2))
         out[key] = (np.where(mask, real, pad).astype(real.dtype), lens)
@@ -267,7 +270,8 @@ def run_case(c):
                     data = net.extern_data.data[key]
                     order = _batch_array_axes(data)
                     feed_dict[data.placeholder] = arr.transpose([order.index(i) for i in range(arr.ndim)])
-                    feed_dict[data.size_placeholder[data.time_dim_axis_excluding_batch]] = lens
+                    if data.time_dim_axis is not None:
+                        feed_dict[data.size_placeholder[data.time_dim_axis_excluding_batch]] = lens
                 res = sess.run(fetch, feed_dict=feed_dict)
                 sizes = {i: np.asarray(res["size%i" % i]) for i in dyn_axes}
                 scores.clear()  # those of the stored inputs (the first or the zero-padded run)
