@@ -40,6 +40,9 @@ class CtcLoss(Loss):
         Option("use_native", False, "RETURNN's own CTC op (returnn/tf/ctc_native.py: a target without an "
                                     "alignment costs 0; the target neither clipped nor collapsed for the loss); "
                                     "RETURNN refuses it with beam_width > 1"),
+        Option("use_viterbi", False, "the best path only (RETURNN's ctc_loss_viterbi: its log-probability, a target "
+                                     "without a path costs inf, 0 with zero_infinity) instead of the full sum; "
+                                     "no ctc_opts"),
         Option("focal_loss_factor", 0.0, "not an option of RETURNN's ctc loss", only=(0, 0.0, None)),
         Option("output_in_log_space", False, "the output holds log-probabilities (else probabilities or logits)"),
         Option("target_collapse_repeated", False, "repeated target labels are merged first (for the loss and the "
@@ -85,6 +88,10 @@ class CtcLoss(Loss):
             raise NetworkError("layer %r: ctc_opts %s %s (RETURNN passes ctc_opts to %s: a TypeError)" % (
                 layer_name, ", ".join(wrong), "need use_native False" if self.native else "need use_native",
                 "its native CTC" if self.native else "TensorFlow's ctc_loss"))
+        self.viterbi = bool(self.opts.get("use_viterbi"))
+        if self.viterbi and ctc_opts:  # RETURNN asserts
+            raise NetworkError("layer %r: loss_opts use_viterbi takes no ctc_opts (RETURNN asserts not ctc_opts), got %s"
+                               % (layer_name, known_list(ctc_opts)))
         if "label_loop" in ctc_opts and "ctc_merge_repeated" in ctc_opts:  # RETURNN asserts
             raise NetworkError("layer %r: ctc_opts: give label_loop or ctc_merge_repeated (its alias), not both"
                                % layer_name)
@@ -126,7 +133,11 @@ class CtcLoss(Loss):
             labels, lens = collapse_repeated(labels, lens)
         label_mask = tf.sequence_mask(lens, tf.shape(labels)[1])
         time_major = tf.transpose(logits, [1, 0, 2])
-        if self.native:  # RETURNN's native CTC: the targets as they are (no clipping, no collapsing)
+        if self.viterbi:  # RETURNN's ctc_loss_viterbi (before use_native): the targets as they are, blank last
+            from returnn.tf.ctc_native import native_ctc_loss, zero_infinity_default
+            loss = native_ctc_loss(logits, output.seq_len, target.tensor, target.seq_len, blank, max_approx=True,
+                                   zero_infinity=zero_infinity_default())
+        elif self.native:  # RETURNN's native CTC: the targets as they are (no clipping, no collapsing)
             from returnn.tf.ctc_native import native_ctc_loss, zero_infinity_default
             zero_inf = self.ctc_opts.get("zero_infinity")
             loss = native_ctc_loss(

@@ -143,8 +143,14 @@ CASES["ctc_use_native_unnormalized_grad_softmax_in"] = {"output": {
                   "ctc_opts": {"logits_normalize": False}}}}
 CASES["ctc_use_native_normalize_no_grad_softmax_in"] = softmax_net("ctc", target="labels", n_out=4, loss_opts={
     "use_native": True, "beam_width": 1, "ctc_opts": {"grad_wrt_softmax_in": False}})
+# the best path only (RETURNN's ctc_loss_viterbi): its error signal softmax - onehot(best path); beam search error
+# in eval; a sequence without a path (zero_infinity) costs 0 with no gradient, an empty target the all-blank path
+CASES["ctc_use_viterbi"] = softmax_net("ctc", target="labels", n_out=4, loss_opts={"use_viterbi": True})
+CASES["ctc_use_viterbi_no_path_zero_infinity"] = softmax_net("ctc", target="labels", n_out=4, loss_opts={
+    "use_viterbi": True, "beam_width": 1})
 # more config keys per case
-CASE_CONFIGS = {"ctc_loss_layer_no_path_zero_infinity": {"tf_native_ctc_zero_infinity": True}}
+CASE_CONFIGS = {"ctc_loss_layer_no_path_zero_infinity": {"tf_native_ctc_zero_infinity": True},
+                "ctc_use_viterbi_no_path_zero_infinity": {"tf_native_ctc_zero_infinity": True}}
 # extern data keys only some cases have (drawn after the others by make_batch's ``extra``)
 EXTRA_EXTERN = {"triplet": {"dim": 5, "sparse": True, "shape": (3,), "time_dim_axis": None},
                 "triplet_frames": {"dim": 5, "sparse": True, "shape": (None, 3)}}
@@ -157,7 +163,8 @@ CASE_BATCHES["triplet_loss_frames"] = {"extra": ["triplet_frames"]}
 # the first sequence has no CTC path (3 frames, 3 labels with a repeat), the last an empty target
 CASE_BATCHES.update({name: {"seed": 0, "lens": [3, 5, 4], "label_lens": [3, 4, 0]} for name in (
     "ctc_loss_layer_no_path", "ctc_loss_layer_no_path_zero_infinity", "ctc_use_native_no_path",
-    "ctc_use_native_unnormalized_grad_softmax_in", "ctc_use_native_normalize_no_grad_softmax_in")})
+    "ctc_use_native_unnormalized_grad_softmax_in", "ctc_use_native_normalize_no_grad_softmax_in",
+    "ctc_use_viterbi_no_path_zero_infinity")})
 CASE_BATCHES["ctc_loss_layer_rna_no_path"] = {"seed": 0, "lens": [3, 5, 2], "label_lens": [3, 4, 3]}
 CASE_BATCHES["ctc_use_native_zero_infinity_rna"] = {"seed": 0, "lens": [3, 5, 2], "label_lens": [3, 4, 3]}
 
