@@ -180,7 +180,11 @@ def probe(entry: Dict[str, Any], mirrors: str, args: argparse.Namespace) -> Dict
         result.update(kind="SKIP", error="no mirror of %s under %s" % (entry["repo"], mirrors))
         return result
     text = read_config(gd, entry["commit"], entry["path"])
-    workdir = tempfile.mkdtemp(prefix="published-", dir=args.keep)
+    # --dump-nets: the sites of configs dumped for returnn_fuzz_configs.py (not JSON) stay in DIR.sites
+    sites = os.path.abspath(args.dump_nets.rstrip("/")) + ".sites" if args.dump_nets and not args.keep else None
+    if sites:
+        os.makedirs(sites, exist_ok=True)
+    workdir = tempfile.mkdtemp(prefix="published-", dir=args.keep or sites)
     rundir, py_dirs = site.copy_neighbours(gd, entry["commit"], entry["path"], text, workdir)
     py_dirs += site.repo_modules(gd, entry["commit"], text, workdir, py_dirs)
     text, subst = site.substitute_files(text, workdir)
@@ -213,9 +217,17 @@ def probe(entry: Dict[str, Any], mirrors: str, args: argparse.Namespace) -> Dict
         env["PROBE_TASK"] = "search"  # ++task on the command line: config code reading config.value("task") sees it
         rc, line, took, _ = run_rnn(rundir, name, env, args.timeout, extra + ["++task", "search"])
         result.update(search_rc=rc, search_error=line, search_kind=classify(rc, line, entry))
-    if not args.keep:
+    if not args.keep and not (sites and "config_mode" in _read_json(env["PROBE_DUMP_NET"])):
         shutil.rmtree(workdir, ignore_errors=True)
     return result
+
+
+def _read_json(path: str) -> Dict[str, Any]:
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {}
 
 
 def main(argv: Optional[List[str]] = None) -> int:

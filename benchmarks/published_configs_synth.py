@@ -132,6 +132,13 @@ def dump_net(config: Any, specs: Dict[str, Any], path: str) -> None:
                                          "lengths": json.loads(os.environ.get("PROBE_LENGTHS", "{}"))}))
         except (TypeError, ValueError) as exc:
             out = {"skip": "not JSON: %s" % exc}
+    if "skip" in out:  # returnn_fuzz_configs.py compares it as a config: where and how the probe ran it
+        env = {k: v for k, v in os.environ.items() if k.startswith(("PROBE_", "RETURNN_PKG"))}
+        env["PYTHONPATH"] = os.pathsep.join(p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
+                                            if p and os.path.abspath(p) != os.path.dirname(os.path.dirname(
+                                                os.path.abspath(__file__))))
+        out["config_mode"] = {"dir": os.getcwd(), "argv": [a for a in sys.argv[1:] if a != "override.config"],
+                              "env": env}
     with open(path, "w") as f:
         json.dump(out, f)
     os._exit(0)

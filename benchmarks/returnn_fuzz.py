@@ -151,11 +151,13 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--n", type=int, default=100)
     parser.add_argument("--start", type=int, default=0, help="first index (default 0)")
-    parser.add_argument("--kind", choices=["chain", "rec", "search", "loss", "testnets", "published"], default="chain",
+    parser.add_argument("--kind", choices=["chain", "rec", "search", "loss", "testnets", "published", "configs"],
+                        default="chain",
                         help="chains of plain layers (returnn_fuzz_cases), rec loops (returnn_fuzz_rec), "
                              "searched decoders (returnn_fuzz_search), losses and their gradients "
                              "(returnn_fuzz_loss), RETURNN's own test nets (returnn_fuzz_testnets; "
-                             "--start/--n slice them, --seed unused) or published configs' nets (--cases-dir)")
+                             "--start/--n slice them, --seed unused), published configs' nets (--cases-dir) or published "
+                             "configs whose net is not JSON, loaded as configs (--cases-dir; returnn_fuzz_configs)")
     parser.add_argument("--cases-dir", help="--kind published: the JSON cases benchmarks/published_configs.py "
                                             "--dump-nets wrote")
     parser.add_argument("--returnn-python", default=os.path.join(REPO, ".bench-venv-returnn", "bin", "python"))
@@ -170,6 +172,11 @@ def main() -> int:
     args = parser.parse_args()
     if not os.path.exists(args.returnn_python):
         sys.exit("returnn_fuzz: no RETURNN venv at %s (see tests/returnn_goldens/make_goldens.py)" % args.returnn_python)
+    if args.kind == "configs":  # each config in a process of its own per engine (returnn_fuzz_configs)
+        import returnn_fuzz_configs
+        counts = returnn_fuzz_configs.run(args.cases_dir, args.returnn_python, args.keep, args.show,
+                                          getattr(args, "only", None))
+        return 1 if counts.get("DIFFER") or counts.get("CRASH") else 0
     if args.kind == "rec":
         cases = [returnn_fuzz_rec.draw(args.seed, i, chain_layer=returnn_fuzz_cases.chain_layer)
                  for i in range(args.start, args.start + args.n)]
