@@ -139,3 +139,25 @@ def test_float_constant_for_int_data(layer, key, fixed):
                        % (layer["class"], key)):
         TFNetwork(outputs({"output": layer}), _WITH_CLASSES)
     TFNetwork(outputs({"output": dict(layer, **fixed)}), _WITH_CLASSES)
+
+
+@pytest.mark.parametrize("extern, layer, match", [
+    # RETURNN's pool output template is float32 whatever the input: an int tensor fails its dtype assertion
+    ({"dim": 3, "dtype": "int32", "shape": (None, 3)}, {"class": "pool", "mode": "max", "pool_size": (2,)},
+     "'output' \\(pool\\): pooling int32 data is refused"),
+    # its native Chunking/UnChunking ops take float32 only (TypeError), sparse labels too
+    ({"dim": 3, "sparse": True}, {"class": "time_chunking", "chunk_size": 3, "chunk_step": 2},
+     "'output' \\(time_chunking\\): needs float32 input"),
+    ({"dim": 3, "dtype": "int32", "shape": (None, 3)}, {"class": "time_chunking", "chunk_size": 3, "chunk_step": 2},
+     "'output' \\(time_chunking\\): needs float32 input"),
+])
+def test_int_data_into_float32_only_layers(extern, layer, match):
+    with pytest.raises(NetworkError, match=match):
+        TFNetwork(outputs({"output": dict(layer, **{"from": "data"})}), {"data": Data("data", **extern)})
+
+
+def test_float32_pool_and_chunking_still_build():
+    for layer in ({"class": "pool", "mode": "max", "pool_size": (2,)},
+                  {"class": "time_chunking", "chunk_size": 3, "chunk_step": 2}):
+        out = _build_and_run({"output": dict(layer, **{"from": "data"})})["output"]
+        assert out.tensor.dtype == tf.float32

@@ -193,6 +193,9 @@ class PoolLayer(Layer):
         if any(s.sparse for s in sources):
             raise NetworkError("%s: pooling sparse data (class indices, no feature axis) is refused, as RETURNN "
                                "asserts a feature axis" % self.desc)
+        if any(s.dtype != "float32" for s in sources):  # RETURNN's output template is float32 whatever the input
+            raise NetworkError("%s: pooling %s data is refused (RETURNN's output is float32 and asserts its tensor "
+                               "matches); cast it to float32 first" % (self.desc, sources[0].dtype))
         mode = str(self.opt("mode")).lower()
         self.mode = one_of(self.desc, "mode", "avg" if mode == "average" else mode, POOL_MODES)
         self.plan = SpatialPlan(self, sources, "pool_size", default_stride_is_size=True)

@@ -399,6 +399,7 @@ class TimeChunkingLayer(_ShapeLayer):
         self.step = positive_int(self.desc, "chunk_step", self.opt("chunk_step"))
         if data.batch_dim_axis is None or data.time_dim_axis is None:
             raise NetworkError("%s: input must have a batch and a time axis, got %s" % (self.desc, data.short_repr()))
+        refuse_non_float32(self.desc, data)
         rest = [i for i in range(data.batch_ndim) if i not in (data.batch_dim_axis, data.time_dim_axis)]
         self.perm = [data.batch_dim_axis, data.time_dim_axis] + rest  # RETURNN chunks any layout (e.g. time-major)
         data = data.copy_transpose(self.perm)
@@ -441,6 +442,7 @@ class TimeUnchunkingLayer(_ShapeLayer):
         if chunk_dim is None or not hasattr(chunk_dim, "chunk_step") or data.batch_ndim < 2 or data.dims[1] != chunk_dim:
             raise NetworkError("%s: input must be (batch, chunk, ...) of the time_chunking layer %r"
                                % (self.desc, opts["chunking_layer"]))
+        refuse_non_float32(self.desc, data)
         self.step = chunk_dim.chunk_step
         self.time_dim = chunk_dim.derived_from
         self.output = data.copy_template_replace_dim_tag(1, self.time_dim).copy(name)
@@ -476,3 +478,10 @@ def _time_lengths(x: LayerOutput, time_dim: Dim, batch: tf.Tensor) -> tf.Tensor:
     if time_dim.is_dynamic():
         return x.sizes[time_dim]
     return tf.fill([batch], tf.constant(time_dim.dimension, tf.int32))
+
+
+def refuse_non_float32(desc: str, data: Data) -> None:
+    """RETURNN's native (un)chunking ops take float32 only (a TypeError for other data, sparse labels too)."""
+    if data.dtype != "float32":
+        raise NetworkError("%s: needs float32 input (RETURNN's native chunking op takes no other), got %s %s"
+                           % (desc, data.dtype, data.short_repr()))
