@@ -69,7 +69,13 @@ UNITS_BV0 = {  # behavior_version 0: batch_norm's param_version 0 names and shap
     "lstm": dict(OUT, **{"class": "rec", "unit": "lstm", "n_out": 3, "from": "bn"}),
     "basic": dict(OUT, **{"class": "rec", "unit": "basiclstm", "n_out": 3, "from": "conv"}),
 }
-UNIT_CASES = {"bv12": (UNITS_BV12, {"behavior_version": 12}), "bv0": (UNITS_BV0, {})}
+UNITS_NOISE = {  # weight noise: RETURNN's checkpoint then holds its global random generator's state too
+    "lin": dict(OUT, **{"class": "linear", "activation": "tanh", "n_out": 4, "from": "data",
+                        "param_variational_noise": 0.075}),
+    "lstm": dict(OUT, **{"class": "rec", "unit": "nativelstm2", "n_out": 3, "from": "lin", "param_dropout": 0.1}),
+}
+UNIT_CASES = {"bv12": (UNITS_BV12, {"behavior_version": 12}), "bv0": (UNITS_BV0, {}),
+              "noise": (UNITS_NOISE, {"behavior_version": 12, "param_variational_noise": 0.05})}
 
 
 def units_inputs() -> Dict[str, np.ndarray]:
