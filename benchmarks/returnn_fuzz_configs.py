@@ -14,8 +14,8 @@ process of its own per case, in that directory:
   also sets the behavior version; this engine: ``load_config_from_args``) with ``++task train``, sets
   the config's dropout/zoneout/weight-noise keys to 0 and points its dataset functions at dummy
   datasets (config code calls them while making the net: :mod:`published_configs_synth`);
-- takes the net dict of ``get_network(epoch=1)``, else ``network`` (pretrain is not applied, as in the
-  JSON kind), with the rates set to 0 (:func:`returnn_fuzz_testnets.without_noise`) and its
+- takes the net dict of ``get_network(epoch=1)``, else of pretrain after its last step (RETURNN's
+  ``get_final_network_json``: ``WrapEpochValue`` resolved), else ``network``, with the rates set to 0 (:func:`returnn_fuzz_testnets.without_noise`) and its
   ``#config`` applied to the config;
 - builds it for training (RETURNN as its engine does: ``TFNetwork(config=...)``,
   ``construct_from_dict``, ``search_train_network_layers`` as an extra net), with the extern data of
@@ -28,9 +28,14 @@ process of its own per case, in that directory:
   published kind's rule), this engine takes them by RETURNN's names (names and shapes must match);
 - layer ``output`` is compared on its real positions (1e-5). A net whose RETURNN output differs
   between two runs of the same feed draws random numbers in training (SpecAugment): such a case is
-  built and compared in evaluation mode (``train_flag`` False) instead, noted as ``[eval]``.
+  built and compared in evaluation mode (``train_flag`` False) instead, noted as ``[eval]``; so is a net
+  whose run in training fails in RETURNN (config code written for TensorFlow 1's semantics, e.g. its
+  SpecAugment's ``tf.where`` of rows, which this engine's config view keeps), noted with the error.
 
-The top-level statements a config's guard caught (``probe: statement at line N failed``) must be the
+RETURNN's ``Dim`` takes the dimension as optional, as before 2023 (configs of that time call
+``DimensionTag(kind=..., description=...)``; this engine accepts that API deliberately), and config code
+finds TensorFlow 1's names there (``tf.random_uniform``: :mod:`returnn.tf.compat` gives them here). The top-level
+statements a config's guard caught (``probe: statement at line N failed``) must be the
 same on both sides: one failing only here may change the net silently (GAP; only in RETURNN: LAX).
 Verdicts as :mod:`returnn_fuzz`; ``NOT-COMPARABLE`` when there is nothing to compare (no layer
 ``output``, extern data without a batch axis).
@@ -61,6 +66,7 @@ GOLDENS = os.path.join(REPO, "tests", "returnn_goldens")
 B = 3
 IN_LENS = (23, 15, 9)
 ATOL = RTOL = 1e-5
+LAYER = os.environ.get("FUZZ_CONFIG_LAYER", "output")  # another layer to compare (investigations)
 GUARD_LINE = re.compile(r"^probe: statement at line \d+ failed: .*$", re.M)
 _NOISE_KEY = re.compile(r"(dropout|zoneout_factor_\w+|param_variational_noise)$")
 
@@ -119,12 +125,19 @@ def prepare_config(config: Any) -> None:
 
 
 def net_dict_of(config: Any) -> Dict[str, Any]:
-    """The net dict of epoch 1 (``get_network(epoch=1)``, else ``network``) without noise; its
-    ``#config`` is applied to ``config``."""
+    """The net dict of epoch 1 (``get_network(epoch=1)``, else pretrain's final net, else ``network``)
+    without noise; its ``#config`` is applied to ``config``."""
     sys.path.insert(0, HERE)
+    import returnn.pretrain  # noqa: F401 (each side's own)
     from returnn_fuzz_testnets import without_noise
     get_network = config.typed_value("get_network", None)
-    net = get_network(epoch=1) if callable(get_network) else config.typed_value("network", None)
+    pretrain = sys.modules["returnn.pretrain"].pretrain_from_config(config) if not callable(get_network) else None
+    if callable(get_network):
+        net = get_network(epoch=1)
+    elif pretrain is not None:  # as RETURNN's engine after pretraining (WrapEpochValue resolved)
+        net = pretrain.get_final_network_json()
+    else:
+        net = config.typed_value("network", None)
     if net is None and "returnn.config" in sys.modules and hasattr(sys.modules["returnn.config"],
                                                                     "network_json_from_config"):
         net = sys.modules["returnn.config"].network_json_from_config(config)  # RETURNN's old keys (hidden_size)
@@ -233,89 +246,130 @@ def dims_roles(data: Any) -> List[str]:
 
 
 def _first_line(exc: BaseException) -> str:
-    return "%s: %s" % (type(exc).__name__, (str(exc).strip().splitlines() or [""])[0][:240])
+    """The error's first line; TensorFlow's graph errors: the line of the failing op's message."""
+    lines = str(exc).strip().splitlines() or [""]
+    nodes = [i for i, line in enumerate(lines) if line.lstrip().startswith("[[{{node")]
+    line = lines[nodes[0] - 1] if nodes and nodes[0] else lines[0]
+    return "%s: %s" % (type(exc).__name__, line.strip()[:240])
 
 
 # ---- RETURNN's side (its venv)
-def run_returnn_side(case: Dict[str, Any], out_path: str) -> Dict[str, Any]:
-    """Builds and runs the case in RETURNN; writes ``out_path`` (npz); returns the result record."""
+def _old_dim_api() -> None:
+    """RETURNN's Dim before 2023 (``DimensionTag(kind=..., description=...)``, the dimension optional),
+    which the configs of that time call and this engine accepts: today's RETURNN requires the
+    dimension (TypeError), so without it the config's dims would fail in RETURNN alone."""
+    from returnn.tensor import Dim
+    init = Dim.__init__
+    if getattr(init, "old_api", False):
+        return
+
+    def old_init(self: Any, dimension: Any = None, *args: Any, **kwargs: Any) -> None:
+        init(self, dimension, *args, **kwargs)
+
+    old_init.old_api = True  # type: ignore[attr-defined]
+    Dim.__init__ = old_init
+
+
+def _tf1_names() -> None:
+    """TensorFlow 1 names config code of that time calls (``tf.random_uniform``, ``tf.log``, ...),
+    added to the tensorflow module and its submodules where TensorFlow 2 lacks them (this engine gives
+    config code such a view deliberately, :mod:`returnn.tf.compat`); RETURNN's own code uses TF2 names."""
+    import types
+    import tensorflow as tf
+    v1 = tf.compat.v1
+    for name in dir(v1):
+        if name.startswith("_"):
+            continue
+        old, new = getattr(v1, name, None), getattr(tf, name, None)
+        if new is None:
+            setattr(tf, name, old)
+        elif isinstance(old, types.ModuleType) and isinstance(new, types.ModuleType) and name != "compat":
+            for sub in dir(old):
+                if not sub.startswith("_") and not hasattr(new, sub):
+                    setattr(new, sub, getattr(old, sub))
+
+
+def run_returnn_side(case: Dict[str, Any], out_path: str, mode: str) -> Dict[str, Any]:
+    """Builds and runs the case in RETURNN (``mode``: train or eval), in one graph (the config's Dims
+    take the sizes of this graph's extern data); writes ``out_path`` (npz); returns the result record
+    (``random``: the output differs between two runs in training)."""
     sys.path.insert(0, GOLDENS)
     import make_goldens
     make_goldens._check_real_returnn()  # noqa: SLF001
     import tensorflow as tf
     tf.compat.v1.disable_eager_execution()
     enter_site(case)
+    _old_dim_api()
+    _tf1_names()
     guarded: List[str] = []
     with captured_guard_lines(guarded):
         import returnn.__main__ as rnn_main
-        rnn_main.init_config(command_line_options=list(case["argv"]) + ["++task", "train"])
+        rnn_main.init_config(command_line_options=list(case["argv"]), extra_updates={"task": "train"})
         config = rnn_main.config
         from returnn.util.basic import BackendEngine
         BackendEngine.select_engine(default_fallback_engine=BackendEngine.TensorFlowNetDict, config=config)
         prepare_config(config)
         net_dict = net_dict_of(config)
     from returnn.tf.network import ExternData, TFNetwork
-    extern_template = ExternData()
-    extern_template.init_from_config(config=config, auto_create_placeholders=False)
-    desc = describe_extern(extern_template.data)
+    tf.compat.v1.set_random_seed(1)
+    extern = ExternData()
+    extern.init_from_config(config=config, auto_create_placeholders=True)
+    desc = describe_extern(extern.data)
     record: Dict[str, Any] = {"guarded": guarded, "extern": desc}
-    if "output" not in net_dict:
-        return dict(record, not_comparable="no layer 'output'")
+    if LAYER.split("/")[0] not in net_dict:
+        return dict(record, not_comparable="no layer %r" % LAYER)
     if any("B" not in d["dims"] for d in desc.values()):
         return dict(record, not_comparable="extern data without a batch axis")
     arrays, lens = draw_inputs(case, desc)
-
-    def build_and_run(train: bool):
-        with tf.compat.v1.Graph().as_default() as graph:
-            tf.compat.v1.set_random_seed(1)
-            extern = ExternData()
-            extern.init_from_config(config=config, auto_create_placeholders=True)
-            net = TFNetwork(name="", config=config, extern_data=extern, rnd_seed=1, train_flag=train,
-                            eval_flag=True, search_flag=False)
-            net.construct_from_dict(net_dict)
-            if train and config.list("search_train_network_layers"):
-                net.construct_extra_net(net_dict, layer_list=config.list("search_train_network_layers"),
-                                        search_flag=True, dep_layers_in_extra=True, net_name="search train extra net")
-            params = [p for p in net.get_saveable_params_list() if p.name.split(":")[0] != "global_step"]
-            layer = net.get_layer("output")
-            out = layer.output.copy_as_batch_major() if layer.output.have_batch_axis() else layer.output
-            dyn_axes = [i for i, tag in enumerate(out.dim_tags) if i != out.batch_dim_axis and tag.dimension is None]
-            fetch = {"out": out.placeholder}
-            fetch.update({"size%i" % i: out.get_dynamic_size(i) for i in dyn_axes})
-            rng = np.random.RandomState(zlib.crc32(("%s/params" % case["name"]).encode()) & 0x7FFFFFFF)
-            values = {}
+    train = mode == "train"
+    net = TFNetwork(name="", config=config, extern_data=extern, rnd_seed=1, train_flag=train, eval_flag=True,
+                    search_flag=False)
+    net.construct_from_dict(net_dict)
+    if train and config.list("search_train_network_layers"):
+        net.construct_extra_net(net_dict, layer_list=config.list("search_train_network_layers"), search_flag=True,
+                                dep_layers_in_extra=True, net_name="search train extra net")
+    params = [p for p in net.get_saveable_params_list() if p.name.split(":")[0] != "global_step"]
+    layer = net.get_layer(LAYER)
+    out = layer.output.copy_as_batch_major() if layer.output.have_batch_axis() else layer.output
+    dyn_axes = [i for i, tag in enumerate(out.dim_tags) if i != out.batch_dim_axis and tag.dimension is None]
+    fetch = {"out": out.placeholder}
+    fetch.update({"size%i" % i: out.get_dynamic_size(i) for i in dyn_axes})
+    rng = np.random.RandomState(zlib.crc32(("%s/params" % case["name"]).encode()) & 0x7FFFFFFF)
+    values = {}
+    for p in params:  # make_goldens' values, scaled by fan-in (the published kind's rule)
+        shape = p.shape.as_list()
+        v = rng.normal(size=shape) * 0.5
+        if len(shape) >= 2:
+            v *= 2.0 / np.sqrt(float(np.prod(shape[:-1])))
+        if p.name.split(":")[0].endswith("variance"):
+            v = np.abs(v) + 0.5
+        values[p.name.split(":")[0]] = v.astype(p.dtype.base_dtype.as_numpy_dtype)
+    feed = {}
+    for key, d in desc.items():
+        data = extern.data[key]
+        axes = array_axes(d)
+        feed[data.placeholder] = arrays[key].transpose([axes.index(i) for i in range(len(axes))])
+        for axis, dim in enumerate(d["dims"]):
+            if isinstance(dim, str) and dim != "B":
+                feed[data.get_dynamic_size(axis)] = np.array(lens[dim], np.int32)
+    sess_cfg = tf.compat.v1.ConfigProto(intra_op_parallelism_threads=1, inter_op_parallelism_threads=1,
+                                        device_count={"GPU": 0})
+    with tf.compat.v1.Session(config=sess_cfg) as sess:
+        sess.run(tf.compat.v1.global_variables_initializer())
+        sess.run(tf.compat.v1.variables_initializer(tf.compat.v1.get_collection(
+            tf.compat.v1.GraphKeys.GLOBAL_STEP)))  # step 0 (read by SpecAugment schedules)
+        runs = []
+        for _ in range(2 if train else 1):
             for p in params:
-                shape = p.shape.as_list()
-                v = rng.normal(size=shape) * 0.5
-                if len(shape) >= 2:
-                    v *= 2.0 / np.sqrt(float(np.prod(shape[:-1])))
-                if p.name.split(":")[0].endswith("variance"):
-                    v = np.abs(v) + 0.5
-                values[p.name.split(":")[0]] = v.astype(p.dtype.base_dtype.as_numpy_dtype)
-            feed = {}
-            for key, d in desc.items():
-                data = extern.data[key]
-                axes = array_axes(d)
-                feed[data.placeholder] = arrays[key].transpose([axes.index(i) for i in range(len(axes))])
-                for axis, dim in enumerate(d["dims"]):
-                    if isinstance(dim, str) and dim != "B":
-                        feed[data.get_dynamic_size(axis)] = np.array(lens[dim], np.int32)
-            sess_cfg = tf.compat.v1.ConfigProto(intra_op_parallelism_threads=1, inter_op_parallelism_threads=1,
-                                                device_count={"GPU": 0})
-            with tf.compat.v1.Session(graph=graph, config=sess_cfg) as sess:
-                sess.run(tf.compat.v1.global_variables_initializer())
-                runs = []
-                for _ in range(2 if train else 1):
-                    for p in params:
-                        p.load(values[p.name.split(":")[0]], sess)
-                    runs.append(sess.run(fetch, feed_dict=feed))
-            return out, params, values, dyn_axes, runs
-
-    mode = "train"
-    out, params, values, dyn_axes, runs = build_and_run(True)
-    if not all(np.array_equal(runs[0][k], runs[1][k], equal_nan=True) for k in runs[0]):
-        mode = "eval"  # random numbers in training (SpecAugment): compared in evaluation mode
-        out, params, values, dyn_axes, runs = build_and_run(False)
+                p.load(values[p.name.split(":")[0]], sess)
+            try:
+                runs.append(sess.run(fetch, feed_dict=feed))
+            except tf.errors.OpError as exc:
+                if not train:
+                    raise
+                return dict(record, random=True, train_error=_first_line(exc))  # (TF1 config code in training)
+    if train and not all(np.array_equal(runs[0][k], runs[1][k], equal_nan=True) for k in runs[0]):
+        return dict(record, random=True)
     res = runs[0]
     meta = dict(record, mode=mode, lens=lens, params=[p.name.split(":")[0] for p in params],
                 param_shapes={p.name.split(":")[0]: p.shape.as_list() for p in params},
@@ -396,7 +450,7 @@ def _our_output(case: Dict[str, Any], config: Any, net_dict: Dict[str, Any], ext
             for axis, dim in enumerate(d["dims"]):
                 if isinstance(dim, str) and dim != "B":
                     batch[size_key(key, extern[key], axis)] = tf.constant(lens[dim], tf.int32)
-        net.forward(batch, RunContext(train), only=["output"] if "output" in layers else None)
+        net.forward(batch, RunContext(train), only=[LAYER] if LAYER in layers else None)
         return None, None, None, net
     shapes = {k: list(v) for k, v in returnn_param_shapes(net).items()}
     assert sorted(shapes) == sorted(meta["params"]), "parameter names differ from RETURNN's: missing %s, extra %s" % (
@@ -410,7 +464,7 @@ def _our_output(case: Dict[str, Any], config: Any, net_dict: Dict[str, Any], ext
         for axis, dim in enumerate(d["dims"]):
             if isinstance(dim, str) and dim != "B":
                 batch[size_key(key, extern[key], axis)] = tf.constant(meta["lens"][dim], tf.int32)
-    out = net.forward(batch, RunContext(train), only=["output"])["output"]
+    out = net.forward(batch, RunContext(train), only=[LAYER])[LAYER]
     data = out.data
     b = data.batch_dim_axis
     perm = ([] if b is None else [b]) + [i for i in range(data.batch_ndim) if i != b]
@@ -467,7 +521,8 @@ def _compare(value: np.ndarray, sizes: Dict[int, Any], roles: str, meta: Dict[st
 
 
 # ---- the driver (this engine's venv)
-def _side(python: str, side: str, case_path: str, out_path: str, timeout: float) -> Dict[str, Any]:
+def _side(python: str, side: str, case_path: str, out_path: str, timeout: float, mode: str = "train"
+          ) -> Dict[str, Any]:
     """Runs one side in a process of its own; its result record (``error``: its first error line)."""
     env = dict(os.environ, DISABLE_CUDA="1", TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
     env.pop("PYTHONPATH", None)
@@ -475,7 +530,7 @@ def _side(python: str, side: str, case_path: str, out_path: str, timeout: float)
     if os.path.exists(res_path):
         os.remove(res_path)
     try:
-        proc = subprocess.run([python, os.path.abspath(__file__), "--side", side, case_path, out_path],
+        proc = subprocess.run([python, os.path.abspath(__file__), "--side", side, case_path, out_path, mode],
                               cwd="/tmp", env=env, capture_output=True, text=True, timeout=timeout)
         tail = proc.stderr
     except subprocess.TimeoutExpired:
@@ -507,10 +562,16 @@ def run(cases_dir: str, returnn_python: str, keep: Optional[str], show: List[str
         if os.path.exists(npz):
             os.remove(npz)
         returnn = _side(returnn_python, "returnn", case_path, npz, timeout)
+        if returnn.get("random"):  # random numbers in training (SpecAugment): compared in evaluation mode
+            train_error = returnn.get("train_error")
+            returnn = _side(returnn_python, "returnn", case_path, npz, timeout, "eval")
+            returnn["train_error"] = train_error
         with open(npz + ".returnn.json", "w") as f:
             json.dump(returnn, f)
         ours = _side(os.path.join(REPO, ".venv", "bin", "python"), "ours", case_path, npz, timeout)
         kind, detail = ours.get("verdict", "CRASH"), ours.get("detail", ours.get("error", ""))
+        if returnn.get("train_error"):
+            detail += " [eval: RETURNN's run in training failed: %s]" % returnn["train_error"][:150]
         counts[kind] = counts.get(kind, 0) + 1
         if kind in show or kind == "NOT-COMPARABLE":
             print("%-9s %s (%s)\n          %s" % (kind, c["name"], c["reason"][:60], detail), flush=True)
@@ -520,13 +581,13 @@ def run(cases_dir: str, returnn_python: str, keep: Optional[str], show: List[str
     return counts
 
 
-def _side_main(side: str, case_path: str, out_path: str) -> int:
+def _side_main(side: str, case_path: str, out_path: str, mode: str) -> int:
     with open(case_path) as f:
         case = json.load(f)
     res_path = out_path + ".%s.json" % side
     if side == "returnn":
         try:
-            record = run_returnn_side(case, out_path)
+            record = run_returnn_side(case, out_path, mode)
         except BaseException as exc:  # noqa: BLE001 - RETURNN's failure is a result
             import traceback
             frame = traceback.extract_tb(exc.__traceback__)[-1]
@@ -543,6 +604,6 @@ def _side_main(side: str, case_path: str, out_path: str) -> int:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 5 and sys.argv[1] == "--side":
-        _side_main(*sys.argv[2:5])
+    if len(sys.argv) == 6 and sys.argv[1] == "--side":
+        _side_main(*sys.argv[2:6])
     sys.exit("usage: benchmarks/returnn_fuzz.py --kind configs --cases-dir DIR (see the module doc)")
