@@ -23,6 +23,7 @@ import tensorflow as tf
 from returnn.config import Config, get_global_config, set_global_config
 from returnn.distributed.backend import LocalBackend
 from returnn.distributed.context import DistributedContext
+from returnn.tf.steps import FLAG_NAMES
 from returnn.extern_data import extern_data_from_config
 from returnn.tf.network import TFNetwork
 from returnn.tf.optimizers import create_optimizer
@@ -74,7 +75,10 @@ def _train_step_stats(meta, arrays):
 def one_step(meta, arrays):
     """Our loss stats of the golden's loss layer and the parameters after one SGD step at rate 1."""
     stats, after, flags = train_step_stats(meta, arrays)
-    assert not flags.any(), flags
+    # the non-finite flag exactly when RETURNN's objective is not finite (a best-path CTC without a path)
+    nonfinite = FLAG_NAMES.index("nonfinite")
+    assert bool(flags[nonfinite]) == (not np.isfinite(arrays["objective"])), flags
+    assert not np.delete(flags, nonfinite).any(), flags
     return stats[meta["loss_layer"]], after
 
 

@@ -37,6 +37,20 @@ def has_valid_path(labels: tf.Tensor, lens: tf.Tensor, seq_len: tf.Tensor, label
     return tf.cast(seq_len, need.dtype) >= need
 
 
+def _no_path_viterbi_signal(logits: tf.Tensor, valid: tf.Tensor, frames: tf.Tensor, logits_normalize: bool,
+                            grad_wrt_softmax_in: Optional[bool]) -> tf.Tensor:
+    """(B,) zeros whose gradient w.r.t. ``logits`` is RETURNN's best-path error signal of a sequence without a
+    path: its Viterbi alignment is the mask index 0 on every frame, so ``exp(log_probs) - onehot(0)``
+    (``grad_wrt_softmax_in``; else ``-onehot(0)``) on its frames, 0 elsewhere and for sequences with a path."""
+    gws = logits_normalize if grad_wrt_softmax_in is None else bool(grad_wrt_softmax_in)
+    onehot = tf.one_hot(tf.zeros(tf.shape(logits)[:2], tf.int32), tf.shape(logits)[-1], dtype=logits.dtype)
+    probs = tf.nn.softmax(logits, axis=-1) if logits_normalize else tf.exp(logits)
+    signal = (probs if gws else 0.0) - onehot
+    signal = tf.where(valid[:, None, None] | ~frames[:, :, None], tf.zeros_like(signal), signal)
+    term = tf.reduce_sum(tf.stop_gradient(signal) * logits, axis=[1, 2])
+    return term - tf.stop_gradient(term)
+
+
 def native_ctc_loss(logits: tf.Tensor, seq_len: tf.Tensor, labels: tf.Tensor, lens: tf.Tensor, blank: int, *,
                     label_loop: bool = True, max_approx: bool = False, logits_normalize: bool = True,
                     zero_infinity: bool = False, num_labels: Optional[int] = None,
@@ -69,7 +83,9 @@ def native_ctc_loss(logits: tf.Tensor, seq_len: tf.Tensor, labels: tf.Tensor, le
         loss = -ctc_scores(logp, seq_len, labels, lens, blank, label_loop, max_approx)
     if max_approx:
         loss = tf.where(valid & (seq_len > 0), loss, inf)
-        return tf.where(valid, loss, tf.zeros_like(loss)) if zero_infinity else loss
+        if zero_infinity:
+            return tf.where(valid, loss, tf.zeros_like(loss))
+        return loss + _no_path_viterbi_signal(logits, valid, frames, logits_normalize, grad_wrt_softmax_in)
     loss = tf.where(valid, loss, tf.zeros_like(loss))
     # RETURNN's error signal minus the gradient above: with a path, exp(log_probs) (grad_wrt_softmax_in) minus
     # softmax(logits) (logits_normalize); without one (the gradient above is 0), exp(log_probs) unless zero_infinity

@@ -148,6 +148,11 @@ CASES["ctc_use_native_normalize_no_grad_softmax_in"] = softmax_net("ctc", target
 CASES["ctc_use_viterbi"] = softmax_net("ctc", target="labels", n_out=4, loss_opts={"use_viterbi": True})
 CASES["ctc_use_viterbi_no_path_zero_infinity"] = softmax_net("ctc", target="labels", n_out=4, loss_opts={
     "use_viterbi": True, "beam_width": 1})
+# without zero_infinity a sequence without a path costs inf, and RETURNN's error signal on its frames is
+# softmax - onehot(0) (fast_viterbi's alignment there is its mask index 0): for the loss and the ctc_loss layer
+CASES["ctc_use_viterbi_no_path"] = CASES["ctc_use_viterbi_no_path_zero_infinity"]
+CASES["ctc_loss_layer_viterbi_no_path"] = {"lin": CASES["ctc_loss_layer_no_path"]["lin"],
+                                           "output": dict(CASES["ctc_loss_layer_no_path"]["output"], max_approx=True)}
 # more config keys per case
 CASE_CONFIGS = {"ctc_loss_layer_no_path_zero_infinity": {"tf_native_ctc_zero_infinity": True},
                 "ctc_use_viterbi_no_path_zero_infinity": {"tf_native_ctc_zero_infinity": True}}
@@ -164,7 +169,7 @@ CASE_BATCHES["triplet_loss_frames"] = {"extra": ["triplet_frames"]}
 CASE_BATCHES.update({name: {"seed": 0, "lens": [3, 5, 4], "label_lens": [3, 4, 0]} for name in (
     "ctc_loss_layer_no_path", "ctc_loss_layer_no_path_zero_infinity", "ctc_use_native_no_path",
     "ctc_use_native_unnormalized_grad_softmax_in", "ctc_use_native_normalize_no_grad_softmax_in",
-    "ctc_use_viterbi_no_path_zero_infinity")})
+    "ctc_use_viterbi_no_path_zero_infinity", "ctc_use_viterbi_no_path", "ctc_loss_layer_viterbi_no_path")})
 CASE_BATCHES["ctc_loss_layer_rna_no_path"] = {"seed": 0, "lens": [3, 5, 2], "label_lens": [3, 4, 3]}
 CASE_BATCHES["ctc_use_native_zero_infinity_rna"] = {"seed": 0, "lens": [3, 5, 2], "label_lens": [3, 4, 3]}
 
