@@ -272,6 +272,8 @@ def run_case(c):
                     feed_dict[data.placeholder] = arr.transpose([order.index(i) for i in range(arr.ndim)])
                     if data.time_dim_axis is not None:
                         feed_dict[data.size_placeholder[data.time_dim_axis_excluding_batch]] = lens
+                if net.epoch_step is not None:  # initial_state keep_over_epoch reads it: the epoch's first step
+                    feed_dict[net.epoch_step] = 0
                 res = sess.run(fetch, feed_dict=feed_dict)
                 sizes = {i: np.asarray(res["size%i" % i]) for i in dyn_axes}
                 scores.clear()  # those of the stored inputs (the first or the zero-padded run)
