@@ -230,21 +230,6 @@ def draw_inputs(case: Dict[str, Any], desc: Dict[str, Dict[str, Any]]) -> Tuple[
     return arrays, lens
 
 
-def dims_roles(data: Any) -> List[str]:
-    """Axis roles as make_goldens writes them (B, T, F, F?, S(n), S(dyn))."""
-    out = []
-    for i, tag in enumerate(data.dim_tags):
-        if i == data.batch_dim_axis:
-            out.append("B")
-        elif i == data.time_dim_axis:
-            out.append("T")
-        elif i == data.feature_dim_axis:
-            out.append("F" if tag.dimension is not None else "F?")
-        else:
-            out.append("S(%s)" % (tag.dimension if tag.dimension is not None else "dyn"))
-    return out
-
-
 def _first_line(exc: BaseException) -> str:
     """The error's first line; TensorFlow's graph errors: the line of the failing op's message."""
     lines = str(exc).strip().splitlines() or [""]
@@ -322,6 +307,7 @@ def run_returnn_side(case: Dict[str, Any], out_path: str, mode: str) -> Dict[str
         return dict(record, not_comparable="extern data without a batch axis")
     arrays, lens = draw_inputs(case, desc)
     train = mode == "train"
+    fed = dict(extern.data)  # before layers register their outputs as extern data under the same keys
     net = TFNetwork(name="", config=config, extern_data=extern, rnd_seed=1, train_flag=train, eval_flag=True,
                     search_flag=False)
     net.construct_from_dict(net_dict)
@@ -346,7 +332,7 @@ def run_returnn_side(case: Dict[str, Any], out_path: str, mode: str) -> Dict[str
         values[p.name.split(":")[0]] = v.astype(p.dtype.base_dtype.as_numpy_dtype)
     feed = {}
     for key, d in desc.items():
-        data = extern.data[key]
+        data = fed[key]
         axes = array_axes(d)
         feed[data.placeholder] = arrays[key].transpose([axes.index(i) for i in range(len(axes))])
         for axis, dim in enumerate(d["dims"]):
@@ -389,7 +375,7 @@ def run_our_side(case: Dict[str, Any], npz_path: Optional[str], returnn: Dict[st
     RETURNN's npz when RETURNN built it)."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     sys.path.insert(0, REPO)
-    sys.path.insert(0, os.path.join(REPO, "benchmarks"))
+    sys.path.insert(0, os.path.join(REPO, "tests"))
     from returnn_fuzz import failure_verdict
     returnn_error = returnn.get("error")
     meta = arrays = None
@@ -435,6 +421,7 @@ def _our_output(case: Dict[str, Any], config: Any, net_dict: Dict[str, Any], ext
     from returnn.tf.network import TFNetwork
     from returnn.tf.network_schedule import split_net_dict
     from returnn.tf.returnn_params import returnn_param_shapes, set_returnn_param_values
+    from test_returnn_goldens import dims_desc
     layers, extra = split_net_dict(net_dict)
     search_train = extra.get("#config", {}).get("search_train_network_layers",
                                                 config.typed_value("search_train_network_layers", None))
@@ -468,7 +455,7 @@ def _our_output(case: Dict[str, Any], config: Any, net_dict: Dict[str, Any], ext
     data = out.data
     b = data.batch_dim_axis
     perm = ([] if b is None else [b]) + [i for i in range(data.batch_ndim) if i != b]
-    roles = dims_roles(data)
+    roles = dims_desc(data)
     ours, gold = [roles[i] for i in perm], meta["out_dims"].split(",")
     if ours != gold and sorted(ours) == sorted(gold) and len(set(gold)) == len(gold):
         perm = [perm[ours.index(r)] for r in gold]  # same roles, another order: RETURNN's
@@ -498,15 +485,8 @@ def _compare(value: np.ndarray, sizes: Dict[int, Any], roles: str, meta: Dict[st
         value, gold = value.take(range(n), axis=axis), gold.take(range(n), axis=axis)
     if value.shape != gold.shape:
         return "DIFFER", where
-    mask = np.ones(gold.shape, bool)
-    for axis, size in gold_sizes.items():
-        bc = [1] * gold.ndim
-        bc[axis] = gold.shape[axis]
-        if np.ndim(size):
-            bc[0] = gold.shape[0]
-            mask &= (np.arange(gold.shape[axis])[None, :] < size[:, None]).reshape(bc)
-        else:
-            mask &= (np.arange(gold.shape[axis]) < size).reshape(bc)
+    from test_returnn_goldens import real_mask
+    mask = real_mask(gold.shape, gold_sizes)
     ours, gold = value[mask], gold[mask]
     if gold.dtype.kind in "iub":
         same = bool(np.all(ours == gold))
