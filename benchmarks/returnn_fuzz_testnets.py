@@ -148,9 +148,12 @@ def without_noise(value: Any) -> Any:
     """``value`` (a net dict or config) with every dropout, zoneout and weight-noise rate set to 0: the
     published nets are compared built for training (as both engines then build the layers of their
     losses), and random masks differ between the engines. So is SpecAugment (an eval calling the config's
-    ``transform``, a function the JSON does not hold): ``source(0)``."""
-    if isinstance(value, dict) and value.get("class") == "eval" and _SPECAUG_EVAL.match(str(value.get("eval"))):
-        return dict(without_noise({k: v for k, v in value.items() if k != "eval"}), eval="source(0)")
+    ``transform``, a function the JSON does not hold): ``source(0)``, clipped to [-3, 3] with ``clip=True``
+    (what those configs' ``transform`` does outside training)."""
+    match = _SPECAUG_EVAL.match(str(value.get("eval"))) if isinstance(value, dict) and value.get("class") == "eval" else None
+    if match:
+        return dict(without_noise({k: v for k, v in value.items() if k != "eval"}),
+                    eval="tf.clip_by_value(source(0), -3.0, 3.0)" if match.group(3) == "True" else "source(0)")
     if isinstance(value, dict):
         return {k: (0.0 if isinstance(k, str) and _NOISE_KEY.search(k) and isinstance(v, (int, float))
                     and not isinstance(v, bool) else without_noise(v)) for k, v in value.items()}
