@@ -97,6 +97,8 @@ def run_ours(net: TFNetwork, meta, arrays):
         if data.dims[axis].is_dynamic():
             size = out.size(axis)
             sizes[new_axis] = None if size is None else np.asarray(size)
+            if b is None and size is not None and sizes[new_axis].ndim == 1:  # batch-less: the longest, as RETURNN's
+                sizes[new_axis] = sizes[new_axis].max(initial=0)
     return value, sizes, ",".join(dims_desc(data))
 
 

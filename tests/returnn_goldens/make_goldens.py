@@ -276,6 +276,8 @@ def run_case(c):
                     feed_dict[net.epoch_step] = 0
                 res = sess.run(fetch, feed_dict=feed_dict)
                 sizes = {i: np.asarray(res["size%i" % i]) for i in dyn_axes}
+                if not out.have_batch_axis():  # a batch-less axis with per-sequence sizes: as long as the longest
+                    sizes = {i: v.max(initial=0) if v.ndim == 1 else v for i, v in sizes.items()}
                 scores.clear()  # those of the stored inputs (the first or the zero-padded run)
                 scores.update({"scores": res["scores"]} if "scores" in res else {})
                 return feeds, res["out"], sizes
