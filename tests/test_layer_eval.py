@@ -78,9 +78,13 @@ def test_sparse_source_and_out_type():
     np.testing.assert_allclose(run(doubled, [va]).tensor.numpy()[0], np.concatenate([x[0], -x[0]], -1), rtol=1e-6)
     by_fn = make("eval", {"eval": "source(0)", "out_type": lambda sources, name, **_: sources[0].output.copy()}, [a])
     assert by_fn.output.dims == a.dims and by_fn.output.name == "lay"
-    # RETURNN: sparse without 'dim' are indices of unknown range (the transducer configs' positions t)
+    # RETURNN: sparse with 'dim' None are indices of unknown range; 'sparse' without 'dim' (or n_out) fails
+    # there at build ('need dim (num classes) if sparse'), also on a sparse source
     pos = Data("p", dims=[batch_dim, time], dtype="int32")
-    idx = make("eval", {"eval": "source(0) * 2", "out_type": {"sparse": True, "dtype": "int32"}}, [pos])
+    for source in (pos, classes):
+        with pytest.raises(NetworkError, match="'sparse' needs 'dim'"):
+            make("eval", {"eval": "source(0) * 2", "out_type": {"sparse": True, "dtype": "int32"}}, [source])
+    idx = make("eval", {"eval": "source(0) * 2", "out_type": {"sparse": True, "dim": None, "dtype": "int32"}}, [pos])
     assert idx.output.sparse and idx.output.dim is None and idx.output.dims == pos.dims
     np.testing.assert_array_equal(run(idx, [LayerOutput(tf.constant(labels), pos, {time: tf.constant(LENS)})])
                                   .tensor.numpy(), labels * 2)

@@ -282,6 +282,11 @@ class EvalLayer(Layer):
                                           "batch_dim_axis", "time_dim_axis", "feature_dim_axis"})
         if unknown:
             raise NetworkError("%s: option 'out_type': unsupported keys %s" % (self.desc, unknown))
+        if out_type.get("sparse") and "dim" not in out_type and self.opts.get("n_out") is None:
+            # RETURNN's CombineLayer drops the sources' sparse dim for an out_type with 'sparse' and makes
+            # Data(sparse=True) without a dim: 'need dim (num classes) if sparse'
+            raise NetworkError("%s: option 'out_type': 'sparse' needs 'dim' (None: indices of unknown range) or "
+                               "n_out, as RETURNN ('need dim (num classes) if sparse')" % self.desc)
         if "dims" in out_type or "dim_tags" in out_type or "shape" in out_type:
             kwargs = {k: v for k, v in out_type.items() if k != "dims"}
             try:
@@ -295,7 +300,7 @@ class EvalLayer(Layer):
         sparse = bool(out_type.get("sparse", out.sparse))
         dim = out_type.get("dim", out.dim if sparse == out.sparse else None)
         dtype = out_type.get("dtype", out.dtype if sparse == out.sparse else None)
-        if sparse:  # without 'dim': indices of unknown range (RETURNN: a sparse dim of size None)
+        if sparse:  # 'dim' None: indices of unknown range (RETURNN: a sparse dim of size None)
             sparse_dim = out.sparse_dim if out.sparse and dim == out.dim else new_feature_dim(self.layer_name, dim)
             return out.copy(sparse_dim=sparse_dim, dtype=dtype or "int32", feature_dim_axis=None)
         if out.sparse:
