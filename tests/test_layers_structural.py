@@ -288,7 +288,7 @@ def test_search_sorted_per_feature_as_returnn_test():
 def test_weighted_sum_elemwise_prod_batch_softmax():
     net, out, x, _, _ = _run({
         "ws": {"class": "weighted_sum", "from": "data", "axes": "F"},
-        "wt": {"class": "weighted_sum", "from": "data", "axes": "T", "size": [3], "padding": "same"},
+        "wt": {"class": "weighted_sum", "from": "data", "axes": "F", "size": [3], "padding": "same"},
         "ep": {"class": "elemwise_prod", "from": "data", "axes": "F"},
         "bs": {"class": "batch_softmax", "from": "data"}})
     w = net.layers["ws"].w.numpy()
@@ -297,14 +297,21 @@ def test_weighted_sum_elemwise_prod_batch_softmax():
     xs = np.nan_to_num(x)
     for b, n in enumerate(LENS):
         np.testing.assert_allclose(out["ws"].tensor.numpy()[b, :n], x[b, :n].mean(-1), rtol=1e-5)
-        padded = np.pad(xs[b], [(1, 1), (0, 0)])
-        ref = sum(wt[i] * padded[i:i + T] for i in range(3))
+        padded = np.pad(xs[b], [(0, 0), (1, 1)])
+        ref = sum(wt[i] * padded[:, i:i + 3] for i in range(3))
         np.testing.assert_allclose(out["wt"].tensor.numpy()[b, :n], ref[:n], rtol=1e-5, atol=1e-6)
         np.testing.assert_array_equal(out["ep"].tensor.numpy()[b, :n], x[b, :n])
         e = np.exp(x[b, :n] - x[b, :n].max()) if n else np.zeros((0, 3))
         np.testing.assert_allclose(out["bs"].tensor.numpy()[b, :n], e / max(e.sum(), 1e-30), rtol=1e-5)
     assert np.all(out["bs"].tensor.numpy()[2] == 0)
     assert sorted(p.name for p in net.layers["ws"].returnn_params()) == ["W"]
+
+
+@pytest.mark.parametrize("padding", ["same", "valid"])
+def test_weighted_sum_over_a_dynamic_axis_is_refused(padding):
+    """RETURNN's weighted_sum makes a summed dynamic axis a new dim without sizes: it fails to build."""
+    with pytest.raises(NetworkError, match="'wt' \\(weighted_sum\\): the dynamic axis .* is refused"):
+        _run({"wt": {"class": "weighted_sum", "from": "data", "axes": "T", "size": [3], "padding": padding}})
 
 
 # ---- resize, remove, fold

@@ -76,11 +76,9 @@ class WeightedSumLayer(_WeightedBase):
         res = []
         for a, n in zip(axes, size):
             d = data.dims[a]
-            if d.dimension is None:
-                if self.padding == "valid":
-                    raise NetworkError("%s: padding 'valid' on the dynamic axis %r is not supported (as RETURNN)"
-                                       % (self.desc, d))
-                res.append(None)
+            if d.dimension is None:  # RETURNN gives it a new dim without sizes ('dynamic dim ... undefined')
+                raise NetworkError("%s: the dynamic axis %r is refused (RETURNN's weighted_sum makes it a new dim "
+                                   "without sizes and fails to build); sum over static axes, or use conv" % (self.desc, d))
             else:
                 res.append(d.dimension - (n - 1 if self.padding == "valid" else 0))
                 if res[-1] < 1:
