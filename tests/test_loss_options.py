@@ -126,3 +126,18 @@ def test_ce_label_smoothing_unfused_on_a_softmax_is_refused_as_returnn_fails():
         CrossEntropyLoss("o", opts, "classes").compute_btf(out, target)
     probs = lo(np.exp(log_p).astype("float32"), [2])
     assert np.isfinite(float(CrossEntropyLoss("o", opts, "classes").compute_btf(probs, target).loss_sum))
+
+
+@pytest.mark.parametrize("opts, given", [({"loss_scale": 0.01}, "loss_scale"), ({"loss": None, "loss_opts": {}}, "loss_opts"),
+                                         ({"loss_scale": 1.0, "loss_opts": {"scale": 1.0}}, "loss_scale and loss_opts")])
+def test_loss_scale_or_loss_opts_without_loss_refused(opts, given):
+    """RETURNN's LayerBase.transform_config_dict asserts "loss not defined, do not set loss_scale" (or
+    loss_opts) for a built layer without a loss (None values pass); this engine ignored them (the published
+    wmt2017 attention config's rec output with loss_scale 0.01 built here, not in RETURNN 1.20261022)."""
+    from returnn.config import Config
+    from returnn.extern_data import extern_data_from_config
+    from returnn.tf.network import TFNetwork
+    extern = extern_data_from_config(Config({"extern_data": {"data": {"dim": 3}, "classes": {"dim": 4, "sparse": True}}}))
+    with pytest.raises(NetworkError, match="^layer 'output': %s without a loss" % given):
+        TFNetwork({"output": {"class": "softmax", "n_out": 4, **opts}}, extern)
+    TFNetwork({"output": {"class": "softmax", "n_out": 4, "loss_scale": None, "loss_opts": None}}, extern)

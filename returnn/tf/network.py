@@ -224,7 +224,7 @@ class TFNetwork(tf.Module):
                     self.data_layers[key] = key[len("layer:"):]
                     extern.setdefault(key, layer.sub_template(layer_targets.unit_target(sub_opts)))
                     sub_opts = dict(sub_opts, target=key)
-                self._add_loss("%s/%s" % (name, sub), sub_opts)
+                self._add_loss("%s/%s" % (name, sub), sub_opts, top=False)
         self.output_layer_name = self._find_output_layer()
 
     def search_of(self, name: str) -> bool:
@@ -250,7 +250,13 @@ class TFNetwork(tf.Module):
         kind, ref = parse_source(src)
         return self.data_layers[ref] if kind == "data" and ref in self.data_layers else src
 
-    def _add_loss(self, name: str, opts: Dict[str, Any]) -> None:
+    def _add_loss(self, name: str, opts: Dict[str, Any], top: bool = True) -> None:
+        # RETURNN (LayerBase.transform_config_dict) asserts that a layer without a loss sets neither option
+        # (checked for the layers of the net: a rec unit's sub-layer may be one RETURNN never builds)
+        given = [k for k in ("loss_scale", "loss_opts") if opts.get(k) is not None]
+        if top and not opts.get("loss") and given and not (opts.get("loss_only_on_non_search") and self.search_of(name)):
+            raise NetworkError("layer %r: %s without a loss (RETURNN asserts: loss not defined, do not set %s)"
+                               % (name, " and ".join(given), given[0]))
         # the search task computes no losses; a layer searching in training has its loss (unless RETURNN's
         # loss_only_on_non_search), computed over all hypotheses of the beam (beam_values.py)
         if not opts.get("loss") or self.search or (
