@@ -132,12 +132,22 @@ def test_ce_label_smoothing_unfused_on_a_softmax_is_refused_as_returnn_fails():
                                          ({"loss_scale": 1.0, "loss_opts": {"scale": 1.0}}, "loss_scale and loss_opts")])
 def test_loss_scale_or_loss_opts_without_loss_refused(opts, given):
     """RETURNN's LayerBase.transform_config_dict asserts "loss not defined, do not set loss_scale" (or
-    loss_opts) for a built layer without a loss (None values pass); this engine ignored them (the published
-    wmt2017 attention config's rec output with loss_scale 0.01 built here, not in RETURNN 1.20261022)."""
+    loss_opts) for a built layer without a loss (None values pass), since October 2018; before, they did
+    nothing. With a behavior_version set (RETURNN of 2021 on) refused; without one (configs of the 2018 era:
+    the published wmt2017 attention config's rec output with loss_scale 0.01) they still do nothing."""
     from returnn.config import Config
     from returnn.extern_data import extern_data_from_config
     from returnn.tf.network import TFNetwork
+    from returnn.util.basic import BehaviorVersion
     extern = extern_data_from_config(Config({"extern_data": {"data": {"dim": 3}, "classes": {"dim": 4, "sparse": True}}}))
-    with pytest.raises(NetworkError, match="^layer 'output': %s without a loss" % given):
-        TFNetwork({"output": {"class": "softmax", "n_out": 4, **opts}}, extern)
-    TFNetwork({"output": {"class": "softmax", "n_out": 4, "loss_scale": None, "loss_opts": None}}, extern)
+    previous = BehaviorVersion._forced
+    try:
+        BehaviorVersion.set(1)
+        with pytest.raises(NetworkError, match="^layer 'output': %s without a loss" % given):
+            TFNetwork({"output": {"class": "softmax", "n_out": 4, "from": "data", **opts}}, extern)
+        TFNetwork({"output": {"class": "softmax", "n_out": 4, "from": "data", "loss_scale": None, "loss_opts": None}}, extern)
+        BehaviorVersion.set(0)
+        net = TFNetwork({"output": {"class": "softmax", "n_out": 4, "from": "data", **opts}}, extern)
+    finally:
+        BehaviorVersion.set(previous)
+    assert not net.losses

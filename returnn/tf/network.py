@@ -18,6 +18,7 @@ from returnn.tensor import Data
 from returnn.tensor.dim import building_network
 from returnn.tf.layers import param_noise, reuse, undefined_dims
 from returnn.tf.layers.base import Layer, RunContext, get_layer_class
+from returnn.tf.layers.norm import behavior_version
 from returnn.tf.layers.output import LayerOutput
 from returnn.tf.config_loss import config_loss_class, expected_dim
 from returnn.tf.losses import Loss, LossValues, get_loss_class
@@ -252,9 +253,12 @@ class TFNetwork(tf.Module):
 
     def _add_loss(self, name: str, opts: Dict[str, Any], top: bool = True) -> None:
         # RETURNN (LayerBase.transform_config_dict) asserts that a layer without a loss sets neither option
-        # (checked for the layers of the net: a rec unit's sub-layer may be one RETURNN never builds)
+        # (checked for the layers of the net: a rec unit's sub-layer may be one RETURNN never builds); until
+        # October 2018 it had no such check and they did nothing, which configs without a behavior_version
+        # (RETURNN's published 2018 setups: a rec decoder's loss_scale) keep
         given = [k for k in ("loss_scale", "loss_opts") if opts.get(k) is not None]
-        if top and not opts.get("loss") and given and not (opts.get("loss_only_on_non_search") and self.search_of(name)):
+        if top and not opts.get("loss") and given and behavior_version() >= 1 and not (
+                opts.get("loss_only_on_non_search") and self.search_of(name)):
             raise NetworkError("layer %r: %s without a loss (RETURNN asserts: loss not defined, do not set %s)"
                                % (name, " and ".join(given), given[0]))
         # the search task computes no losses; a layer searching in training has its loss (unless RETURNN's
