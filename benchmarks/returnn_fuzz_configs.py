@@ -26,7 +26,7 @@ process of its own per case, in that directory:
   padded as RETURNN's datasets pad;
 - RETURNN's parameters (``get_saveable_params_list``) get random values scaled by 2/sqrt(fan-in) (the
   published kind's rule), this engine takes them by RETURNN's names (names and shapes must match);
-- layer ``output`` is compared on its real positions (1e-5). A net whose RETURNN output differs
+- layer ``output`` (without one: the last output or loss layer) is compared on its real positions (1e-5). A net whose RETURNN output differs
   between two runs of the same feed draws random numbers in training (SpecAugment): such a case is
   built and compared in evaluation mode (``train_flag`` False) instead, noted as ``[eval]``; so is a net
   whose run in training fails in RETURNN (config code written for TensorFlow 1's semantics, e.g. its
@@ -37,8 +37,8 @@ RETURNN's ``Dim`` takes the dimension as optional, as before 2023 (configs of th
 finds TensorFlow 1's names there (``tf.random_uniform``: :mod:`returnn.tf.compat` gives them here). The top-level
 statements a config's guard caught (``probe: statement at line N failed``) must be the
 same on both sides: one failing only here may change the net silently (GAP; only in RETURNN: LAX).
-Verdicts as :mod:`returnn_fuzz`; ``NOT-COMPARABLE`` when there is nothing to compare (no layer
-``output``, extern data without a batch axis).
+Verdicts as :mod:`returnn_fuzz`; ``NOT-COMPARABLE`` when there is nothing to compare (no layer to
+compare, extern data without a batch axis).
 
 Usage::
 
@@ -66,7 +66,13 @@ GOLDENS = os.path.join(REPO, "tests", "returnn_goldens")
 B = 3
 IN_LENS = (23, 15, 9)
 ATOL = RTOL = 1e-5
-LAYER = os.environ.get("FUZZ_CONFIG_LAYER", "output")  # another layer to compare (investigations)
+LAYER = os.environ.get("FUZZ_CONFIG_LAYER")  # another layer to compare (investigations)
+
+
+def compared(net_dict: Dict[str, Any]) -> Optional[str]:
+    """The layer compared: ``FUZZ_CONFIG_LAYER``, else ``output``, else the last output or loss layer."""
+    from returnn_fuzz_testnets import compared_layer
+    return LAYER or compared_layer({k: v for k, v in net_dict.items() if not k.startswith("#")})
 GUARD_LINE = re.compile(r"^probe: statement at line \d+ failed: .*$", re.M)
 _NOISE_KEY = re.compile(r"(dropout|zoneout_factor_\w+|param_variational_noise)$")
 
@@ -230,8 +236,7 @@ def draw_inputs(case: Dict[str, Any], desc: Dict[str, Dict[str, Any]]) -> Tuple[
     return arrays, lens
 
 
-def _first_line(exc: BaseException) -> str:
-    """The error's first line; TensorFlow's graph errors: the line of the failing op's message."""
+def _first_line(exc: BaseException) -> str:  # TensorFlow's graph errors: the failing op's message
     lines = str(exc).strip().splitlines() or [""]
     nodes = [i for i, line in enumerate(lines) if line.lstrip().startswith("[[{{node")]
     line = lines[nodes[0] - 1] if nodes and nodes[0] else lines[0]
@@ -301,8 +306,10 @@ def run_returnn_side(case: Dict[str, Any], out_path: str, mode: str) -> Dict[str
     extern.init_from_config(config=config, auto_create_placeholders=True)
     desc = describe_extern(extern.data)
     record: Dict[str, Any] = {"guarded": guarded, "extern": desc}
-    if LAYER.split("/")[0] not in net_dict:
-        return dict(record, not_comparable="no layer %r" % LAYER)
+    layer_name = compared(net_dict)
+    record["layer"] = layer_name
+    if layer_name is None or (net_dict.get(layer_name.split("/")[0]) or {"only_on_search": 1}).get("only_on_search"):
+        return dict(record, not_comparable="no layer %r built in training" % layer_name)
     if any("B" not in d["dims"] for d in desc.values()):
         return dict(record, not_comparable="extern data without a batch axis")
     arrays, lens = draw_inputs(case, desc)
@@ -315,7 +322,7 @@ def run_returnn_side(case: Dict[str, Any], out_path: str, mode: str) -> Dict[str
         net.construct_extra_net(net_dict, layer_list=config.list("search_train_network_layers"), search_flag=True,
                                 dep_layers_in_extra=True, net_name="search train extra net")
     params = [p for p in net.get_saveable_params_list() if p.name.split(":")[0] != "global_step"]
-    layer = net.get_layer(LAYER)
+    layer = net.get_layer(layer_name)
     out = layer.output.copy_as_batch_major() if layer.output.have_batch_axis() else layer.output
     dyn_axes = [i for i, tag in enumerate(out.dim_tags) if i != out.batch_dim_axis and tag.dimension is None]
     fetch = {"out": out.placeholder}
@@ -437,7 +444,8 @@ def _our_output(case: Dict[str, Any], config: Any, net_dict: Dict[str, Any], ext
             for axis, dim in enumerate(d["dims"]):
                 if isinstance(dim, str) and dim != "B":
                     batch[size_key(key, extern[key], axis)] = tf.constant(lens[dim], tf.int32)
-        net.forward(batch, RunContext(train), only=[LAYER] if LAYER in layers else None)
+        name = compared(net_dict)
+        net.forward(batch, RunContext(train), only=[name] if name in net.layers else None)
         return None, None, None, net
     shapes = {k: list(v) for k, v in returnn_param_shapes(net).items()}
     assert sorted(shapes) == sorted(meta["params"]), "parameter names differ from RETURNN's: missing %s, extra %s" % (
@@ -451,7 +459,8 @@ def _our_output(case: Dict[str, Any], config: Any, net_dict: Dict[str, Any], ext
         for axis, dim in enumerate(d["dims"]):
             if isinstance(dim, str) and dim != "B":
                 batch[size_key(key, extern[key], axis)] = tf.constant(meta["lens"][dim], tf.int32)
-    out = net.forward(batch, RunContext(train), only=[LAYER])[LAYER]
+    name = meta["layer"]
+    out = net.forward(batch, RunContext(train), only=[name])[name]
     data = out.data
     b = data.batch_dim_axis
     perm = ([] if b is None else [b]) + [i for i in range(data.batch_ndim) if i != b]
