@@ -101,13 +101,16 @@ def _dense_head(rng: random.Random, src: str) -> Layer:
             "loss": kind, "target": "target_dense"}
 
 
-def _ctc_head(rng: random.Random, src: str, extended: bool = False) -> Layer:
+def _ctc_head(rng: random.Random, src: str, extended: bool = False, viterbi: bool = False) -> Layer:
     head = {"class": "softmax", "n_out": 4, "from": src, "loss": "ctc", "target": "labels"}
     opts: Dict[str, Any] = {}
     if rng.random() < 0.3:
         head.update({"class": "linear", "activation": "log_softmax"})
         opts["output_in_log_space"] = True
-    if extended and rng.random() < 0.25:  # RETURNN's native CTC (greedy error)
+    if viterbi and rng.random() < 0.25:  # the best path only (RETURNN's ctc_loss_viterbi; no ctc_opts)
+        opts["use_viterbi"] = True
+        _maybe(rng, opts, "beam_width", 1, p=0.5)
+    elif extended and rng.random() < 0.25:  # RETURNN's native CTC (greedy error)
         opts.update(use_native=True, beam_width=1)
         _maybe(rng, opts, "ctc_opts", {"zero_infinity": True}, {"label_loop": False}, {"ctc_merge_repeated": False},
                {"grad_wrt_softmax_in": False}, {"logits_normalize": False}, p=0.5)
@@ -177,7 +180,8 @@ def _decoder(rng: random.Random) -> Layer:
 
 def draw(seed: int, index: int) -> Dict[str, Any]:
     """One case: {name, family, network, batch_opts}. From seed 20 on also generic_ce, triplet_loss and
-    the ctc_loss layer heads (the draws of earlier seeds stay as they were)."""
+    the ctc_loss layer heads, from seed 40 on the ctc loss's use_viterbi (the draws of earlier seeds stay as
+    they were)."""
     extended = seed >= 20
     rng = random.Random("loss/%i/%i" % (seed, index))
     network: Dict[str, Layer] = {}
@@ -212,7 +216,7 @@ def draw(seed: int, index: int) -> Dict[str, Any]:
         else:
             maker = {"frame": _frame_head, "dense": _dense_head, "ctc": _ctc_head, "as_is": _as_is_head,
                      "generic_ce": _generic_ce_head}[kind]
-            network[name] = _common(rng, _ctc_head(rng, src, extended) if kind == "ctc" else maker(rng, src))
+            network[name] = _common(rng, _ctc_head(rng, src, extended, seed >= 40) if kind == "ctc" else maker(rng, src))
         if kind != "decoder":
             _constraints(rng, network[name])
         heads.append(kind)

@@ -79,11 +79,22 @@ def test_sparse_source_and_out_type():
     by_fn = make("eval", {"eval": "source(0)", "out_type": lambda sources, name, **_: sources[0].output.copy()}, [a])
     assert by_fn.output.dims == a.dims and by_fn.output.name == "lay"
     # RETURNN: sparse with 'dim' None are indices of unknown range; 'sparse' without 'dim' (or n_out) fails
-    # there at build ('need dim (num classes) if sparse'), also on a sparse source
+    # there at build ('need dim (num classes) if sparse'), also on a sparse source: refused with a
+    # behavior_version; without one, as the RETURNN of 2021 built it (merboldt's transducer configs' position
+    # 't'), indices of unknown range
+    from returnn.util.basic import BehaviorVersion
     pos = Data("p", dims=[batch_dim, time], dtype="int32")
-    for source in (pos, classes):
-        with pytest.raises(NetworkError, match="'sparse' needs 'dim'"):
-            make("eval", {"eval": "source(0) * 2", "out_type": {"sparse": True, "dtype": "int32"}}, [source])
+    previous = BehaviorVersion._forced
+    try:
+        BehaviorVersion.set(1)
+        for source in (pos, classes):
+            with pytest.raises(NetworkError, match="'sparse' needs 'dim'"):
+                make("eval", {"eval": "source(0) * 2", "out_type": {"sparse": True, "dtype": "int32"}}, [source])
+        BehaviorVersion.set(0)
+        old = make("eval", {"eval": "source(0) * 2", "out_type": {"sparse": True, "dtype": "int32"}}, [pos])
+        assert old.output.sparse and old.output.dim is None and old.output.dims == pos.dims
+    finally:
+        BehaviorVersion.set(previous)
     idx = make("eval", {"eval": "source(0) * 2", "out_type": {"sparse": True, "dim": None, "dtype": "int32"}}, [pos])
     assert idx.output.sparse and idx.output.dim is None and idx.output.dims == pos.dims
     np.testing.assert_array_equal(run(idx, [LayerOutput(tf.constant(labels), pos, {time: tf.constant(LENS)})])

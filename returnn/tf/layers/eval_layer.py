@@ -34,6 +34,7 @@ from returnn.tf.activations import get_activation
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
 from returnn.tf.layers.basic import CombineLayer
 from returnn.tf.layers.beam_values import beam_of
+from returnn.tf.layers.norm import behavior_version
 from returnn.tf.layers.helpers import check_broadcast, common_dims, new_feature_dim, returnn_common_order
 from returnn.tf.layers.options import Option
 from returnn.tf.layers.output import align_tensor
@@ -282,9 +283,12 @@ class EvalLayer(Layer):
                                           "batch_dim_axis", "time_dim_axis", "feature_dim_axis"})
         if unknown:
             raise NetworkError("%s: option 'out_type': unsupported keys %s" % (self.desc, unknown))
-        if out_type.get("sparse") and "dim" not in out_type and self.opts.get("n_out") is None:
+        if out_type.get("sparse") and "dim" not in out_type and self.opts.get("n_out") is None and \
+                behavior_version() >= 1:
             # RETURNN's CombineLayer drops the sources' sparse dim for an out_type with 'sparse' and makes
-            # Data(sparse=True) without a dim: 'need dim (num classes) if sparse'
+            # Data(sparse=True) without a dim: 'need dim (num classes) if sparse'. The RETURNN of 2021 built it
+            # (merboldt's published transducer configs, no behavior_version: position 't'), which configs
+            # without a behavior_version keep (indices of unknown range, below)
             raise NetworkError("%s: option 'out_type': 'sparse' needs 'dim' (None: indices of unknown range) or "
                                "n_out, as RETURNN ('need dim (num classes) if sparse')" % self.desc)
         if "dims" in out_type or "dim_tags" in out_type or "shape" in out_type:
