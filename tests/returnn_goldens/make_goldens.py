@@ -350,6 +350,9 @@ def write_npz(path, arrays):
 
 
 def main(argv=None):
+    # RETURNN builds a layer's inputs recursively: deep published nets (12 conformer blocks) exceed Python's
+    # default 1000 frames; their configs raise the limit themselves (sys.setrecursionlimit(3000))
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 3000))
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", nargs="+", metavar="CASE", help="only these cases")
     parser.add_argument("--out", default=DEFAULT_OUT, help="output directory (default: %(default)s)")
