@@ -82,8 +82,13 @@ def run_ours(net: TFNetwork, meta, arrays):
     name = meta["output_layer"]
     batch = {}
     for key in meta["extern_data"]:
-        batch[key] = tf.cast(arrays["in:" + key], net.extern_data[key].dtype)  # RETURNN's feed converts too (bool masks)
-        batch[key + ":seq_len"] = tf.constant(arrays["len:" + key])
+        data, value = net.extern_data[key], arrays["in:" + key]
+        if data.time_dim_axis is None and data.batch_dim_axis is not None and value.ndim == data.batch_ndim:
+            value = value[:, None]  # per sequence, fed without time axis: as datasets deliver it, (B, 1, ...)
+        batch[key] = tf.cast(value, data.dtype)  # RETURNN's feed converts too (bool masks)
+        lens = arrays.get("len:" + key)
+        batch[key + ":seq_len"] = tf.constant(lens if lens is not None and np.ndim(lens) == 1 else
+                                              np.ones([value.shape[0]], np.int32))
     out = net.forward(batch, RunContext(bool(meta.get("train_flag"))), only=[name])[name]
     data = out.data
     b = data.batch_dim_axis  # none: a batch-less output (e.g. boolean_mask over the batch), axes as they are
