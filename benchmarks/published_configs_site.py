@@ -30,6 +30,7 @@ import pickle
 import posixpath
 import re
 import subprocess
+import sys
 from typing import Dict, List, Tuple
 
 MAX_FILE = 2 << 20  # bytes: larger neighbours (logs, data) are not copied
@@ -193,6 +194,9 @@ def substitute_files(text: str, workdir: str) -> Tuple[str, Dict[str, str]]:
 IMPORT_CALL = re.compile(r"import_\(\s*[\"']([\w.-]+)/([\w.-]+)/([\w.-]+)[\"']")
 
 
+_MISSING_MIRRORS: set = set()
+
+
 def import_packages(gd: str, rev: str, text: str, workdir: str, mirrors: str) -> Dict[str, str]:
     """The environment of RETURNN's package directories, with clones of the mirrors of the repositories
     the config's ``import_`` calls name (see the module doc); empty when it calls none."""
@@ -206,7 +210,11 @@ def import_packages(gd: str, rev: str, text: str, workdir: str, mirrors: str) ->
     for host, owner, name in repos:
         base = os.path.join(mirrors, "%s+%s" % (owner, name), "repo")
         mirror = next((c for c in (base, os.path.join(base, ".git")) if os.path.exists(os.path.join(c, "HEAD"))), None)
-        if mirror is None:
+        if mirror is None:  # the config then fails on its imports: say which mirror to fetch (once)
+            if (owner, name) not in _MISSING_MIRRORS:
+                _MISSING_MIRRORS.add((owner, name))
+                print("published_configs: no mirror of %s/%s under %s (a config imports it with import_); fetch it, "
+                      "else such configs fail on their imports" % (owner, name, mirrors), file=sys.stderr, flush=True)
             continue
         dest = os.path.join(pkg, host, owner, name)
         subprocess.run(["git", "clone", "-q", "--shared", "--no-checkout", mirror, dest], capture_output=True)
