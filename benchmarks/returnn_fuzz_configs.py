@@ -428,7 +428,7 @@ def _our_output(case: Dict[str, Any], config: Any, net_dict: Dict[str, Any], ext
     from returnn.tf.network import TFNetwork
     from returnn.tf.network_schedule import split_net_dict
     from returnn.tf.returnn_params import returnn_param_shapes, set_returnn_param_values
-    from test_returnn_goldens import dims_desc
+    from test_returnn_goldens import in_returnn_order
     layers, extra = split_net_dict(net_dict)
     search_train = extra.get("#config", {}).get("search_train_network_layers",
                                                 config.typed_value("search_train_network_layers", None))
@@ -461,20 +461,8 @@ def _our_output(case: Dict[str, Any], config: Any, net_dict: Dict[str, Any], ext
                 batch[size_key(key, extern[key], axis)] = tf.constant(meta["lens"][dim], tf.int32)
     name = meta["layer"]
     out = net.forward(batch, RunContext(train), only=[name])[name]
-    data = out.data
-    b = data.batch_dim_axis
-    perm = ([] if b is None else [b]) + [i for i in range(data.batch_ndim) if i != b]
-    roles = dims_desc(data)
-    ours, gold = [roles[i] for i in perm], meta["out_dims"].split(",")
-    if ours != gold and sorted(ours) == sorted(gold) and len(set(gold)) == len(gold):
-        perm = [perm[ours.index(r)] for r in gold]  # same roles, another order: RETURNN's
-    value = tf.transpose(out.tensor, perm).numpy() if out.tensor.shape.rank else out.tensor.numpy()
-    sizes = {}
-    for new_axis, axis in enumerate(perm):
-        if data.dims[axis].is_dynamic():
-            size = out.size(axis)
-            sizes[new_axis] = None if size is None else np.asarray(size)
-    return value, sizes, ",".join(roles[i] for i in perm), net
+    value, sizes, roles = in_returnn_order(out, meta["out_dims"])
+    return value, sizes, roles, net
 
 
 def _compare(value: np.ndarray, sizes: Dict[int, Any], roles: str, meta: Dict[str, Any],

@@ -90,10 +90,21 @@ def run_ours(net: TFNetwork, meta, arrays):
         batch[key + ":seq_len"] = tf.constant(lens if lens is not None and np.ndim(lens) == 1 else
                                               np.ones([value.shape[0]], np.int32))
     out = net.forward(batch, RunContext(bool(meta.get("train_flag"))), only=[name])[name]
+    value, sizes, _ = in_returnn_order(out, meta["out_dims"])
+    if out.data.batch_dim_axis is None:  # a batch-less axis with per-sequence sizes: the longest, as RETURNN's
+        sizes = {axis: v.max(initial=0) if v is not None and v.ndim == 1 else v for axis, v in sizes.items()}
+    return value, sizes, ",".join(dims_desc(out.data))
+
+
+def in_returnn_order(out, out_dims: str):
+    """(value (numpy), {new axis: sizes or None} of its dynamic axes, the axes' roles in that order) of the
+    layer output ``out``: batch first (a batch-less output keeps its order), then the other axes; RETURNN's
+    order ``out_dims`` (comma-separated roles) when the roles are the same in another order."""
     data = out.data
     b = data.batch_dim_axis  # none: a batch-less output (e.g. boolean_mask over the batch), axes as they are
     perm = ([] if b is None else [b]) + [i for i in range(data.batch_ndim) if i != b]
-    ours, gold = [dims_desc(data)[i] for i in perm], meta["out_dims"].split(",")
+    roles = dims_desc(data)
+    ours, gold = [roles[i] for i in perm], out_dims.split(",")
     if ours != gold and sorted(ours) == sorted(gold) and len(set(gold)) == len(gold):
         perm = [perm[ours.index(d)] for d in gold]  # same roles, other order: RETURNN's order
     value = tf.transpose(out.tensor, perm).numpy() if out.tensor.shape.rank else out.tensor.numpy()
@@ -102,9 +113,7 @@ def run_ours(net: TFNetwork, meta, arrays):
         if data.dims[axis].is_dynamic():
             size = out.size(axis)
             sizes[new_axis] = None if size is None else np.asarray(size)
-            if b is None and size is not None and sizes[new_axis].ndim == 1:  # batch-less: the longest, as RETURNN's
-                sizes[new_axis] = sizes[new_axis].max(initial=0)
-    return value, sizes, ",".join(dims_desc(data))
+    return value, sizes, ",".join(roles[i] for i in perm)
 
 
 def real_mask(shape, sizes):

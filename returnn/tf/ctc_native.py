@@ -37,18 +37,16 @@ def has_valid_path(labels: tf.Tensor, lens: tf.Tensor, seq_len: tf.Tensor, label
     return tf.cast(seq_len, need.dtype) >= need
 
 
-def _no_path_viterbi_signal(logits: tf.Tensor, valid: tf.Tensor, frames: tf.Tensor, logits_normalize: bool,
-                            grad_wrt_softmax_in: Optional[bool]) -> tf.Tensor:
-    """(B,) zeros whose gradient w.r.t. ``logits`` is RETURNN's best-path error signal of a sequence without a
-    path: its Viterbi alignment is the mask index 0 on every frame, so ``exp(log_probs) - onehot(0)``
-    (``grad_wrt_softmax_in``; else ``-onehot(0)``) on its frames, 0 elsewhere and for sequences with a path."""
-    gws = logits_normalize if grad_wrt_softmax_in is None else bool(grad_wrt_softmax_in)
-    onehot = tf.one_hot(tf.zeros(tf.shape(logits)[:2], tf.int32), tf.shape(logits)[-1], dtype=logits.dtype)
-    probs = tf.nn.softmax(logits, axis=-1) if logits_normalize else tf.exp(logits)
-    signal = (probs if gws else 0.0) - onehot
-    signal = tf.where(valid[:, None, None] | ~frames[:, :, None], tf.zeros_like(signal), signal)
-    term = tf.reduce_sum(tf.stop_gradient(signal) * logits, axis=[1, 2])
-    return term - tf.stop_gradient(term)
+def _exp_log_probs(logits: tf.Tensor, logits_normalize: bool) -> tf.Tensor:
+    """exp of the log-probabilities the CTC scores: softmax(logits), or exp(logits) when taken as they are."""
+    return tf.nn.softmax(logits, axis=-1) if logits_normalize else tf.exp(logits)
+
+
+def _with_signal(loss: tf.Tensor, logits: tf.Tensor, signal: tf.Tensor, frames: tf.Tensor) -> tf.Tensor:
+    """``loss`` (B,) unchanged in value, its gradient w.r.t. ``logits`` plus ``signal`` on the real ``frames``."""
+    signal = tf.stop_gradient(tf.where(frames[:, :, None], signal, 0.0))
+    term = tf.reduce_sum(signal * logits, axis=[1, 2])
+    return loss + (term - tf.stop_gradient(term))
 
 
 def native_ctc_loss(logits: tf.Tensor, seq_len: tf.Tensor, labels: tf.Tensor, lens: tf.Tensor, blank: int, *,
@@ -59,8 +57,9 @@ def native_ctc_loss(logits: tf.Tensor, seq_len: tf.Tensor, labels: tf.Tensor, le
     (B, U) of ``lens`` (see the module docstring); ``logits_normalize`` False: the logits are taken as
     log-probabilities as they are (not normalized again); ``num_labels``: the labels' classes (the
     kernel only when they are fewer than D). ``grad_wrt_softmax_in`` (default ``logits_normalize``, the
-    loss's gradient; full sum only): RETURNN's error signal w.r.t. the logits is ``exp(log_probs) - bw``
-    (True) or ``-bw`` (False), ``bw`` the Baum-Welch posteriors (0 without a path)."""
+    loss's gradient): RETURNN's error signal w.r.t. the logits is ``exp(log_probs) - bw`` (True) or ``-bw``
+    (False), ``bw`` the Baum-Welch posteriors (0 without a path; best path: one-hot of the alignment, of
+    class 0 on every frame without a path)."""
     from returnn.tf.layers.loss_layers import ctc_scores
     from returnn.tf.losses_ctc import ctc_kernel_loss
     labels = tf.where(tf.sequence_mask(lens, tf.shape(labels)[1]), tf.cast(labels, tf.int32), 0)
@@ -81,23 +80,23 @@ def native_ctc_loss(logits: tf.Tensor, seq_len: tf.Tensor, labels: tf.Tensor, le
         logp = x if not logits_normalize else tf.nn.log_softmax(x, axis=-1)
         logp = tf.where(frames[:, :, None], logp, 0.0)
         loss = -ctc_scores(logp, seq_len, labels, lens, blank, label_loop, max_approx)
+    gws = logits_normalize if grad_wrt_softmax_in is None else bool(grad_wrt_softmax_in)
     if max_approx:
         loss = tf.where(valid & (seq_len > 0), loss, inf)
         if zero_infinity:
             return tf.where(valid, loss, tf.zeros_like(loss))
-        return loss + _no_path_viterbi_signal(logits, valid, frames, logits_normalize, grad_wrt_softmax_in)
+        # without a path, RETURNN's fast_viterbi aligns every frame to its mask index 0 (the gradient above is 0)
+        onehot = tf.one_hot(tf.zeros(tf.shape(logits)[:2], tf.int32), dim, dtype=logits.dtype)
+        no_path = (_exp_log_probs(logits, logits_normalize) if gws else 0.0) - onehot
+        return _with_signal(loss, logits, tf.where(valid[:, None, None], tf.zeros_like(logits), no_path), frames)
     loss = tf.where(valid, loss, tf.zeros_like(loss))
     # RETURNN's error signal minus the gradient above: with a path, exp(log_probs) (grad_wrt_softmax_in) minus
     # softmax(logits) (logits_normalize); without one (the gradient above is 0), exp(log_probs) unless zero_infinity
-    gws = logits_normalize if grad_wrt_softmax_in is None else bool(grad_wrt_softmax_in)
     if gws == logits_normalize and (zero_infinity or not gws):
         return loss
     zeros = tf.zeros_like(logits)
-    probs = tf.nn.softmax(logits, axis=-1) if logits_normalize else tf.exp(logits)  # exp(log_probs)
+    probs = _exp_log_probs(logits, logits_normalize)
     returnn_part = probs if gws else zeros  # RETURNN's signal besides -bw
     with_path = returnn_part - (probs if logits_normalize else zeros)
     no_path = zeros if zero_infinity else returnn_part
-    signal = tf.where(valid[:, None, None], with_path, no_path)
-    signal = tf.stop_gradient(tf.where(frames[:, :, None], signal, 0.0))
-    term = tf.reduce_sum(signal * logits, axis=[1, 2])
-    return loss + (term - tf.stop_gradient(term))
+    return _with_signal(loss, logits, tf.where(valid[:, None, None], with_path, no_path), frames)

@@ -133,12 +133,11 @@ class CtcLoss(Loss):
             labels, lens = collapse_repeated(labels, lens)
         label_mask = tf.sequence_mask(lens, tf.shape(labels)[1])
         time_major = tf.transpose(logits, [1, 0, 2])
+        from returnn.tf.ctc_native import native_ctc_loss, zero_infinity_default
         if self.viterbi:  # RETURNN's ctc_loss_viterbi (before use_native): the targets as they are, blank last
-            from returnn.tf.ctc_native import native_ctc_loss, zero_infinity_default
             loss = native_ctc_loss(logits, output.seq_len, target.tensor, target.seq_len, blank, max_approx=True,
                                    zero_infinity=zero_infinity_default())
         elif self.native:  # RETURNN's native CTC: the targets as they are (no clipping, no collapsing)
-            from returnn.tf.ctc_native import native_ctc_loss, zero_infinity_default
             zero_inf = self.ctc_opts.get("zero_infinity")
             loss = native_ctc_loss(
                 logits, output.seq_len, target.tensor, target.seq_len, self.ctc_opts.get("blank_index", -1) % num_classes,
