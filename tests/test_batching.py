@@ -372,3 +372,14 @@ def test_eval_and_forward_batch_size(keys, expected):
         ds.init_seq_order(1)
         assert [b.entries() for b in batches] == [b.entries() for b in generate_batches(ds, budget, -1)]
     assert options.batch_size == 40  # for_eval/for_forward return copies
+
+
+def test_last_batch_without_frames_is_dropped_as_in_returnn():
+    """RETURNN's _generate_batches yields its last batch only if it holds a frame: a trailing batch of
+    sequences of length 0 is not trained on; one in the middle is (returnn_fuzz --kind batches,
+    fuzzbatch_1_19). Lengths 6, 0, 2, 0 with max_seqs 1: RETURNN's batches [0], [1], [2]."""
+    ds = StaticDataset([{"data": np.ones((n, 2), np.float32), "classes": np.zeros(n, np.int32)}
+                        for n in [6, 0, 2, 0]], output_dim=3)
+    ds.init_seq_order(1)
+    assert [b.seq_idxs.tolist() for b in generate_batches(ds, 20, max_seqs=1)] == [[0], [1], [2]]
+    assert [b.seq_idxs.tolist() for b in generate_batches(ds, 20, max_seqs=2)] == [[0, 1], [2, 3]]

@@ -3,11 +3,12 @@ data), a dataset dict's ``chunking`` / ``min_chunk_size`` / ``chunking_variance`
 config's, dev/eval chunking (``chunk_eval``, ``on_size_limit``, frame-wise ``"1"``), a dataset's
 own ``window``, and the dataset options refused in one line.
 
-``data/returnn_chunking_variance.json`` holds the chunks RETURNN itself cut (the PyPI package:
-``StaticDataset(..., chunking=(size, step), chunking_variance=v, min_chunk_size=m)``, then
-``init_seq_order(epoch)`` and ``iterate_seqs(used_data_keys=["data", "classes"])``), as
-``[corpus index, start, end]`` per chunk, for seeds from the epoch, a fixed seed, a seed offset and
-``partition_epoch``.
+``data/returnn_chunking_variance.json`` holds the chunks RETURNN itself trains on
+(tests/returnn_goldens/make_chunking_variance.py: ``StaticDataset(..., chunking=(size, step),
+chunking_variance=v, min_chunk_size=m)``, then ``init_seq_order(epoch)`` and ``generate_batches`` as
+its TF engine calls it, which draws a number for its seq_drop test per kept chunk from the generator
+the chunk scales come from), as ``[corpus index, start, end]`` per chunk, for seeds from the epoch, a
+fixed seed, a seed offset, ``partition_epoch`` and ``max_seq_length``.
 """
 from __future__ import annotations
 
@@ -37,12 +38,13 @@ def chunks_of(batches, ds):
     return [[ds.corpus_index(i), s, e] for b in batches for i, s, e in b.entries()]
 
 
-@pytest.mark.parametrize("case", RETURNN_CHUNKS, ids=lambda c: "v%s-e%i-p%i-%s" % (
-    c["variance"], c["epoch"], c["partition_epoch"], "-".join("%s%s" % kv for kv in c["options"].items()) or "seed"))
+@pytest.mark.parametrize("case", RETURNN_CHUNKS, ids=lambda c: "v%s-e%i-p%i-m%s-%s" % (
+    c["variance"], c["epoch"], c["partition_epoch"], c.get("max_seq_length", 0), "-".join("%s%s" % kv for kv in c["options"].items()) or "seed"))
 def test_chunking_variance_cuts_returnns_chunks(case):
     ds = make_dataset(case["lengths"], partition_epoch=case["partition_epoch"], **case["options"])
     ds.init_seq_order(case["epoch"])
     batches = generate_batches(ds, 10 ** 6, -1, "%i:%i" % tuple(case["chunking"]),
+                               max_seq_length=case.get("max_seq_length", 0),
                                min_chunk_size=case["min_chunk_size"], chunking_variance=case["variance"])
     assert chunks_of(batches, ds) == case["chunks"]
 

@@ -37,3 +37,14 @@ def test_batch_options_pack_only_when_asked_and_allowed():
     assert all(b.packed for b in packed)
     assert [int(np.sum(b.ends - b.starts)) for b in packed] == [10, 10, 2]
     assert not any(b.packed for b in opts.epoch_slices(ds, 1, "forward", packed=False))  # forwarding
+
+
+def test_packed_max_seqs_counts_the_span_of_sequence_indices():
+    """RETURNN's Batch.get_num_seqs is last index - first index + 1: a sequence without frames between two
+    others counts (returnn_fuzz --kind batches, fuzzbatch_1_12). Lengths 1, 0, 1, 5 with max_seqs 2: RETURNN
+    ends the first batch after the third sequence (span 3 > 2); this engine packed 0, 2 and 3 together."""
+    from returnn.datasets.batching import generate_packed_batches
+    ds = StaticDataset([{"data": np.ones((n, 3), np.float32)} for n in [1, 0, 1, 5]], output_dim=4)
+    ds.init_seq_order(1)
+    batches = generate_packed_batches(ds, 40, max_seqs=2)
+    assert [b.entries() for b in batches] == [[(0, 0, 1), (2, 0, 1)], [(3, 0, 5)]]

@@ -96,7 +96,9 @@ def generate_batches(dataset: Dataset, batch_size: Any, max_seqs: int = -1,
     ``max_seqs`` (> 0) bounds entries per batch. Entries (whole sequences, or chunks) longer than
     ``max_seq_length`` are skipped, as in RETURNN (which checks the chunk, not the sequence).
     ``chunking`` is a config value or :class:`ChunkOptions` (then ``min_chunk_size`` and
-    ``chunking_variance`` are its own); per-key chunking: :mod:`returnn.datasets.key_chunking`.
+    ``chunking_variance`` are its own); per-key chunking: :mod:`returnn.datasets.key_chunking`. With a
+    variance, the epoch's generator also gives one number per kept chunk (RETURNN's ``seq_drop`` test,
+    made even with ``seq_drop = 0``) between the sequences' scales.
     ``context`` (RETURNN's ``context_window``) lengthens each entry of its keys before the budget and
     ``max_seq_length`` are checked, as in RETURNN.
     """
@@ -122,11 +124,13 @@ def generate_batches(dataset: Dataset, batch_size: Any, max_seqs: int = -1,
             builder.add(seq_idx, None, max_lens, row)
         elif by_key:
             for ranges in key_chunks(chunk, dict(zip(keys, row.tolist())), rng, dataset.describe()):
-                builder.add(seq_idx, ranges, max_lens)
+                if builder.add(seq_idx, ranges, max_lens) and rng is not None:
+                    rng.random()  # RETURNN's seq_drop draw from the same generator, for each chunk it keeps
         else:  # RETURNN draws a chunk scale for every sequence, skipped ones too
             for start, end in chunk.ranges(int(row[0]), rng):
-                builder.add(seq_idx, {k: (start, end) for k in keys[:1]}, max_lens,
-                            np.full(len(keys), end - start))
+                if builder.add(seq_idx, {k: (start, end) for k in keys[:1]}, max_lens,
+                               np.full(len(keys), end - start)) and rng is not None:
+                    rng.random()  # (as above)
     return builder.finish()
 
 
@@ -144,12 +148,13 @@ class _BatchBuilder:
         self.cur_max = np.zeros(len(self.keys))
 
     def add(self, seq_idx: int, ranges: Optional[Dict[str, Tuple[int, int]]], max_lens: np.ndarray,
-            piece: Optional[np.ndarray] = None) -> None:
+            piece: Optional[np.ndarray] = None) -> bool:
+        """Adds an entry (False: left out, over ``max_seq_length``)."""
         if piece is None:
             piece = np.array([ranges[k][1] - ranges[k][0] for k in self.keys])
         piece = piece + self.extra
         if np.any(piece > max_lens):
-            return
+            return False
         new_max = np.maximum(self.cur_max, piece)
         if self.entries and (np.any(new_max * (len(self.entries) + 1) > self.limits)
                              or len(self.entries) >= self.max_seqs):
@@ -157,6 +162,7 @@ class _BatchBuilder:
             new_max = piece
         self.entries.append((seq_idx, ranges))
         self.cur_max = new_max
+        return True
 
     def flush(self) -> None:
         if not self.entries:
@@ -180,6 +186,10 @@ class _BatchBuilder:
         self.cur_max = np.zeros(len(self.keys))
 
     def finish(self) -> List[BatchSlices]:
+        """The batches; RETURNN drops a last batch whose entries all have no frames (its _generate_batches
+        yields the last batch only if it holds a frame; earlier batches are yielded as they fill up)."""
+        if self.entries and not np.any(self.cur_max > 0):
+            self.entries, self.cur_max = [], np.zeros(len(self.keys))
         self.flush()
         return self.batches
 
@@ -188,7 +198,8 @@ def generate_packed_batches(dataset: Dataset, batch_size: int, max_seqs: int = -
     """RETURNN's batches for a network whose layers all work frame by frame ("not recurrent"):
     the frames of consecutive sequences are concatenated into one row until it holds exactly
     ``batch_size`` frames (a sequence may continue in the next batch); a batch also ends when it
-    holds more than ``max_seqs`` (> 0) sequences. Chunking and ``max_seq_length`` do not apply, as
+    spans more than ``max_seqs`` (> 0) sequences (RETURNN's ``Batch.get_num_seqs``: last index - first
+    index + 1, so sequences without frames in between count). Chunking and ``max_seq_length`` do not apply, as
     in RETURNN. None when the data keys differ in length (frames do not line up)."""
     lengths = dataset.seq_lengths_in_order()  # (num_seqs, num_keys)
     if lengths.shape[0] and np.any(lengths != lengths[:, :1]):
@@ -205,7 +216,7 @@ def generate_packed_batches(dataset: Dataset, batch_size: int, max_seqs: int = -
             cur.append((seq_idx, start, start + n))
             frames += n
             start += n
-            if frames >= batch_size or len(cur) > max_seqs:
+            if frames >= batch_size or cur[-1][0] - cur[0][0] + 1 > max_seqs:  # RETURNN: the seq index span
                 batches.append(_packed(cur))
                 cur, frames = [], 0
     if cur:
