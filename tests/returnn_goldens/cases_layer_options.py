@@ -20,3 +20,34 @@ case("conv1d_filter_layer_permuted", "conv_filter", {
     "output": {"class": "conv", "filter_size": [3], "padding": "same", "n_out": 4, "with_bias": True,
                "filter": "f", "from": "data"}}, lens=L,
     notes="the filter's axes (n_out 4, filter_size 3, input 5) matched by size")
+
+# conv/pool padding beyond 'same'/'valid' (RETURNN's ConvLayer/PoolLayer): explicit zeros (an int or one per
+# spatial axis; a max pool pads -inf, an avg pool counts them) and 'same_static' (zeros, windows independent of
+# the batch's padded length). Before, refused here ("padding must be 'same' or 'valid'").
+S32 = {"split": {"class": "split_dims", "axis": "F", "dims": [3, 2], "from": "data"}}
+X6 = {"data": {"dim": 6}}
+case("conv_padding_int", "conv_padding", {
+    "output": {"class": "conv", "filter_size": [3], "padding": 1, "n_out": 3, "from": "data"}}, lens=L)
+case("conv_padding_int_strided_zero_len", "conv_padding", {
+    "output": {"class": "conv", "filter_size": [3], "padding": 2, "strides": 2, "n_out": 3, "from": "data"}},
+    lens={"data": [6, 3, 0]})
+case("conv2d_padding_per_axis", "conv_padding", dict(S32, output={
+    "class": "conv", "filter_size": [3, 2], "padding": [2, 1], "n_out": 4, "from": "split"}), extern=X6, lens=L)
+case("pool_avg_padding_int_counted", "conv_padding", {
+    "output": {"class": "pool", "mode": "avg", "pool_size": [3], "padding": 1, "strides": 1, "from": "data"}}, lens=L)
+case("pool_max_padding_int", "conv_padding", {
+    "output": {"class": "pool", "mode": "max", "pool_size": [2], "padding": 1, "from": "data"}}, lens=L)
+case("pool2d_avg_padding_per_axis", "conv_padding", dict(S32, output={
+    "class": "pool", "mode": "avg", "pool_size": [2, 2], "padding": [0, 1], "from": "split"}), extern=X6, lens=L)
+case("conv_same_static_strided", "conv_padding", {
+    "output": {"class": "conv", "filter_size": [4], "padding": "same_static", "strides": 2, "n_out": 3,
+               "from": "data"}}, lens=L)
+case("conv2d_same_static_static_axis", "conv_padding", dict(S32, output={
+    "class": "conv", "filter_size": [3, 3], "strides": [1, 2], "padding": "same_static", "n_out": 4,
+    "from": "split"}), extern=X6, lens=L)
+case("pool_avg_same_static", "conv_padding", {
+    "output": {"class": "pool", "mode": "avg", "pool_size": [3], "padding": "same_static", "strides": 2,
+               "from": "data"}}, lens=L)
+case("pool_max_same_static_zeros", "conv_padding", {
+    "output": {"class": "pool", "mode": "max", "pool_size": [3], "padding": "same_static", "strides": 2,
+               "from": "data"}}, lens=L, notes="RETURNN pads zeros for max too")

@@ -8,7 +8,8 @@ total, a previous conv's values there), and so does this engine; the outputs' pa
 left as computed too (RETURNN does not mask them). ``use_time_mask`` True: padded frames are set to
 0 for a convolution; a pool leaves them out as RETURNN masks them (``max``: -inf; ``avg``: 0, still
 counted). Window padding (``same``, beyond the batch's padded extent) is TensorFlow's: zeros for a
-convolution, ignored by ``max``, not counted by ``avg``.
+convolution, ignored by ``max``, not counted by ``avg``; explicit padding (an int) is part of the
+tensor, as in RETURNN: zeros for a convolution and ``avg`` (counted), -inf for ``max``.
 """
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ from returnn.tf.layers.options import Option, one_of, positive_int
 from returnn.tf.layers.spatial import SpatialPlan
 
 WINDOW_OPTIONS = (
-    Option("padding", "same", "'same' or 'valid'"),
+    Option("padding", "same", "'same', 'valid', 'same_static', or explicit zeros: an int or one per spatial axis"),
     Option("strides", None, "int or one int per spatial axis"),
     Option("dilation_rate", 1, "int or one int per spatial axis"),
     Option("in_spatial_dims", None, "axis descriptions of the spatial axes to slide over (default: all)"),
@@ -181,7 +182,8 @@ class PoolLayer(Layer):
 
     layer_class = "pool"
     options = WINDOW_OPTIONS + (
-        Option("padding", "valid", "'same' or 'valid'"),
+        Option("padding", "valid", "'same', 'valid', 'same_static', or explicit padding: an int or one per spatial "
+                                   "axis (max: -inf, avg: zeros, counted)"),
         Option("mode", "max", "'max' or 'avg'"),
         Option("pool_size", None, "window size per spatial axis, e.g. [2] or [1, 2]"),
         Option("use_time_mask", False, "True: padded input frames are left out (max: -inf, avg: 0 counted), "

@@ -13,7 +13,14 @@ Padding per axis, with ``k_eff = (k - 1) * dilation + 1``:
   ``T`` is the padded length (the batch's longest), so with strides the windows of a sequence
   depend on the batch, as in RETURNN (its ``same_static`` avoids that); without strides the left
   padding is ``(k_eff - 1) // 2``. Sizes ``ceil(L / s)``;
-- ``valid``: sizes ``max(0, (L - k_eff) // s + 1)``.
+- ``valid``: sizes ``max(0, (L - k_eff) // s + 1)``;
+- an int ``p`` (or one per spatial axis): ``p`` zeros on both ends of the padded tensor (``max`` pool:
+  -inf; ``avg`` pool: zeros that are counted), then ``valid``: sizes ``max(0, (L + 2p - k_eff) // s + 1)``
+  (RETURNN's explicit padding; 0 is ``valid``);
+- ``same_static``: sizes as ``same``, but windows that do not depend on the batch: zeros (also for
+  ``max``, counted by ``avg``) on a dynamic axis ``k - 1`` in total, ``(k - s) // 2`` of it left; on a
+  static axis ``k - 1 - (T + s - 1) % s``, half of it (rounded down) left. RETURNN pads by the filter size ``k`` without its dilation, so dilation
+  is refused with it, and so are the windows it does not implement (``k < s`` on a dynamic axis).
 
 Padded input positions are masked before the window op (to 0, or what the layer asks) and output
 padded positions are 0.
@@ -31,7 +38,7 @@ from returnn.tensor.dim_math import returnn_description
 from returnn.tf.layers.options import positive_int
 from returnn.tf.layers.output import LayerOutput
 
-PADDINGS = ("same", "valid")
+PADDINGS = ("same", "valid", "same_static")
 
 
 class AxisWindow(NamedTuple):
@@ -61,13 +68,25 @@ def int_tuple(layer, key: str, value: Any, n: int, default: Optional[int] = None
     return tuple(items)
 
 
-def out_size(size, window: AxisWindow, padding: str):
-    """Output length for input length ``size`` (int or int tensor)."""
-    if padding == "same":
+def out_size(size, window: AxisWindow, padding: str, pad: int = 0):
+    """Output length for input length ``size`` (int or int tensor); ``pad``: explicit zeros on both ends."""
+    if padding in ("same", "same_static"):
         return (size + window.stride - 1) // window.stride
     if isinstance(size, int):
-        return max(size - window.k_eff, -1) // window.stride + 1
-    return tf.maximum(size - window.k_eff, -1) // window.stride + 1
+        return max(size + 2 * pad - window.k_eff, -1) // window.stride + 1
+    return tf.maximum(size + 2 * pad - window.k_eff, -1) // window.stride + 1
+
+
+def parse_padding(desc: str, value: Any, n: int) -> Tuple[str, Tuple[int, ...]]:
+    """(``same``, ``valid``, ``same_static`` or ``explicit``, the explicit amount per spatial axis) of a
+    conv/pool ``padding`` option: a name, an int >= 0 or one int >= 0 per spatial axis."""
+    if isinstance(value, str) and value.lower() in PADDINGS:
+        return value.lower(), (0,) * n
+    items = list(value) if isinstance(value, (list, tuple)) else [value] * n
+    if len(items) != n or any(isinstance(v, bool) or not isinstance(v, int) or v < 0 for v in items):
+        raise NetworkError("%s: padding must be 'same', 'valid', 'same_static', an int >= 0 or a list of %i such "
+                           "ints (one per spatial axis), got %r" % (desc, n, value))
+    return ("explicit" if any(items) else "valid"), tuple(items)
 
 
 def tf_same_pads(size: int, window: AxisWindow) -> Tuple[int, int]:
@@ -116,32 +135,44 @@ class SpatialPlan:
         strides = sizes if strides_opt is None and default_stride_is_size else \
             int_tuple(layer, "strides", strides_opt, len(axes), 1)
         dilations = int_tuple(layer, "dilation_rate", layer.opt("dilation_rate"), len(axes), 1)
-        self.padding = str(layer.opt("padding")).lower()
-        if self.padding not in PADDINGS:
-            raise NetworkError("%s: padding must be 'same' or 'valid', got %r" % (layer.desc, layer.opt("padding")))
+        self.padding, self.pads = parse_padding(layer.desc, layer.opt("padding"), len(axes))
         self.windows: List[AxisWindow] = []
         for i, axis in enumerate(axes):
             in_dim = data.dims[axis]
             window = AxisWindow(sizes[i], strides[i], dilations[i], in_dim, in_dim)
+            if self.padding == "same_static":
+                self._check_same_static(window)
             new_name = "%s:conv:s%i" % (layer.layer_name, i)  # RETURNN's name of a new axis ('stag:' finds it)
-            if window.stride == 1 and (self.padding == "same" or window.k_eff == 1):
+            if window.stride == 1 and (self.padding in ("same", "same_static") or (window.k_eff == 1 and not self.pads[i])):
                 out = in_dim  # same positions: keep the dim (and its sizes)
             elif in_dim.is_static():
-                size = out_size(in_dim.dimension, window, self.padding)
+                size = out_size(in_dim.dimension, window, self.padding, self.pads[i])
                 if size < 1:
                     raise NetworkError("%s: static axis %r of size %i is smaller than the window %i" % (
                         layer.desc, in_dim.description, in_dim.dimension, window.k_eff))
                 out = Dim(size, kind=DimTypes.Spatial, description=new_name)
-            elif window.stride == 1 and self.padding == "valid":  # T - (k - 1): the same axis as other such cuts
+            elif window.stride == 1 and not self.pads[i] and self.padding in ("valid", "explicit"):  # T - (k - 1): the same axis as other such cuts
                 out = shifted_dim(in_dim, 1 - window.k_eff, new_name)
             else:  # as RETURNN: a new axis per layer, derived from the input's (two such never match)
                 out = Dim(None, kind=in_dim.kind or DimTypes.Spatial, derived_from=in_dim, description=new_name)
-            if out.is_dynamic() and out is not in_dim and out.math_description is None:
+            if out.is_dynamic() and out is not in_dim and out.math_description is None and not self.pads[i]:
                 # RETURNN's tag is the same as its dim math (T - (k - 1) // 2 - ..., then / stride): 'stag:' finds both
-                cut = window.k_eff - 1 if self.padding == "valid" else 0
+                cut = window.k_eff - 1 if self.padding in ("valid", "explicit") else 0
                 out.math_description = returnn_description(in_dim.description, -(cut // 2), -(cut - cut // 2),
                                                            window.stride)
             self.windows.append(window._replace(out_dim=out))
+
+    def _check_same_static(self, w: AxisWindow) -> None:
+        """The ``same_static`` windows RETURNN implements (module docstring)."""
+        desc = "%s: padding 'same_static' on axis %r" % (self.layer.desc, w.in_dim.description)
+        if w.dilation > 1:
+            raise NetworkError("%s: with dilation_rate > 1 is refused (RETURNN pads by the filter size, without the "
+                               "dilation)" % desc)
+        if w.in_dim.is_dynamic() and w.size < w.stride:
+            raise NetworkError("%s: a window of %i with stride %i is not implemented in RETURNN" % (desc, w.size, w.stride))
+        if w.in_dim.is_static() and w.size - 1 - (w.in_dim.dimension + w.stride - 1) % w.stride < 0:
+            raise NetworkError("%s: size %i, window %i and stride %i give a negative padding in RETURNN" % (
+                desc, w.in_dim.dimension, w.size, w.stride))
 
     def _check_spatial_dims_defined(self, n_given: int, n_spatial: int) -> None:
         """RETURNN (behavior_version >= 8) without ``in_spatial_dims``: refused when the input has more
@@ -199,19 +230,37 @@ class SpatialPlan:
                            ) -> Tuple[tf.Tensor, tf.Tensor]:
         """The input ``(B, s..., C)`` with padded positions ``fill`` (None: as they are), padded for
         the windows with ``pad_fill`` (default ``fill``), and the float mask ``(B, s..., 1)`` of the
-        positions inside the batch's padded extent (1; the window padding 0)."""
+        positions inside the batch's padded extent and of explicit padding (1; other window padding 0)."""
         x = dense_value(x)
         mask = x.full_mask() if fill is not None else None
         tensor = x.tensor if mask is None else tf.where(mask, x.tensor, tf.cast(fill, x.tensor.dtype))
         for reshape in self.reshapes:
             tensor = reshape(tensor)
         tensor = tf.transpose(tensor, self.perm)
-        pads = [[0, 0]] + [self._pads(w, tf.shape(tensor)[i + 1]) for i, w in enumerate(self.windows)] + [[0, 0]]
-        extent = tf.ones_like(tensor[..., :1], dtype=tf.float32)
+        explicit = [[0, 0]] + [self._explicit_pads(w, p) for w, p in zip(self.windows, self.pads)] + [[0, 0]]
         value = pad_fill if pad_fill is not None else (fill or 0.0)
+        extent = tf.ones_like(tensor[..., :1], dtype=tf.float32)
+        if any(any(p) for p in explicit):  # part of the tensor, as in RETURNN (an avg pool counts it)
+            tensor = tf.pad(tensor, explicit, constant_values=0.0 if self.padding == "same_static" else value)
+            extent = tf.pad(extent, explicit, constant_values=1.0)
+        pads = [[0, 0]] + [self._pads(w, tf.shape(tensor)[i + 1]) for i, w in enumerate(self.windows)] + [[0, 0]]
         return tf.pad(tensor, pads, constant_values=value), tf.pad(extent, pads)
 
+    def _explicit_pads(self, w: AxisWindow, pad: int) -> List[int]:
+        """The padding RETURNN adds to the tensor itself (explicit, ``same_static``: zeros there, also for
+        ``max``) before its VALID window op."""
+        if self.padding != "same_static":
+            return [pad, pad]
+        if w.in_dim.is_dynamic():
+            left = (w.size - w.stride) // 2
+            return [left, w.size - 1 - left]
+        total = w.size - 1 - (w.in_dim.dimension + w.stride - 1) % w.stride
+        return [total // 2, total - total // 2]
+
     def _pads(self, w: AxisWindow, length) -> List[Any]:
+        """The window padding of one axis (after the explicit padding) of the tensor of this length."""
+        if self.padding == "same_static":
+            return [0, 0]
         if w.in_dim.is_static() and self.padding == "same":
             return list(tf_same_pads(w.in_dim.dimension, w))
         if self.padding == "same":
@@ -227,7 +276,7 @@ class SpatialPlan:
         out = {}
         for axis, w in zip(self.spatial_axes, self.windows):
             if w.out_dim.is_dynamic() and w.out_dim is not w.in_dim:
-                out[w.out_dim] = out_size(x.sizes[w.in_dim], w, self.padding)
+                out[w.out_dim] = out_size(x.sizes[w.in_dim], w, self.padding, self.pads[self.windows.index(w)])
         return out
 
     def subsample(self, y: tf.Tensor, strided: bool) -> tf.Tensor:
