@@ -13,7 +13,7 @@ tests/returnn_goldens/make_goldens.py) builds and runs each with fixed parameter
 
 Usage::
 
-    .venv/bin/python benchmarks/returnn_fuzz.py [--seed S] [--n N] [--kind chain|rec|search|loss|testnets] [--returnn-python PY]
+    .venv/bin/python benchmarks/returnn_fuzz.py [--seed S] [--n N] [--kind chain|rec|search|loss|testnets|batches] [--returnn-python PY]
                                                 [--keep DIR] [--only-verdicts DIFFER GAP ...]
                                                 [--behavior-versions V [V ...]]
 
@@ -151,13 +151,14 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--n", type=int, default=100)
     parser.add_argument("--start", type=int, default=0, help="first index (default 0)")
-    parser.add_argument("--kind", choices=["chain", "rec", "search", "loss", "testnets", "published", "configs"],
+    parser.add_argument("--kind", choices=["chain", "rec", "search", "loss", "testnets", "published", "configs", "batches"],
                         default="chain",
                         help="chains of plain layers (returnn_fuzz_cases), rec loops (returnn_fuzz_rec), "
                              "searched decoders (returnn_fuzz_search), losses and their gradients "
                              "(returnn_fuzz_loss), RETURNN's own test nets (returnn_fuzz_testnets; "
                              "--start/--n slice them, --seed unused), published configs' nets (--cases-dir) or published "
-                             "configs whose net is not JSON, loaded as configs (--cases-dir; returnn_fuzz_configs)")
+                             "configs whose net is not JSON, loaded as configs (--cases-dir; returnn_fuzz_configs), sequence orders and batches "
+                             "(returnn_fuzz_batches)")
     parser.add_argument("--cases-dir", help="--kind published: the JSON cases benchmarks/published_configs.py "
                                             "--dump-nets wrote")
     parser.add_argument("--returnn-python", default=os.path.join(REPO, ".bench-venv-returnn", "bin", "python"))
@@ -176,6 +177,11 @@ def main() -> int:
         import returnn_fuzz_configs
         counts = returnn_fuzz_configs.run(args.cases_dir, args.returnn_python, args.keep, args.show,
                                           getattr(args, "only", None))
+        return 1 if counts.get("DIFFER") or counts.get("CRASH") else 0
+    if args.kind == "batches":  # orders and batches per epoch, no networks (returnn_fuzz_batches)
+        import returnn_fuzz_batches
+        counts = returnn_fuzz_batches.run(args.seed, args.start, args.n, args.returnn_python, args.keep, args.show,
+                                          args.only)
         return 1 if counts.get("DIFFER") or counts.get("CRASH") else 0
     if args.kind == "rec":
         cases = [returnn_fuzz_rec.draw(args.seed, i, chain_layer=returnn_fuzz_cases.chain_layer)
