@@ -1,6 +1,8 @@
 """Batching: frame budget, max_seqs, chunking, padding, sharding, seq_ordering, partition_epoch."""
 from __future__ import annotations
 
+import json
+import os
 from collections import Counter
 
 import numpy as np
@@ -383,3 +385,23 @@ def test_last_batch_without_frames_is_dropped_as_in_returnn():
     ds.init_seq_order(1)
     assert [b.seq_idxs.tolist() for b in generate_batches(ds, 20, max_seqs=1)] == [[0], [1], [2]]
     assert [b.seq_idxs.tolist() for b in generate_batches(ds, 20, max_seqs=2)] == [[0, 1], [2, 3]]
+
+
+with open(os.path.join(os.path.dirname(__file__), "data", "returnn_batch_limits.json")) as _f:
+    RETURNN_BATCH_LIMITS = json.load(_f)
+
+
+@pytest.mark.parametrize("case", RETURNN_BATCH_LIMITS, ids=lambda c: "-".join(
+    "%s%s" % (k, c[k]) for k in ("min_seq_length", "max_pad_size", "max_seqs", "chunking") if k in c))
+def test_min_seq_length_and_max_pad_size_as_returnn(case):
+    """RETURNN's training options min_seq_length and max_pad_size (refused before; the batches RETURNN's
+    generate_batches cuts: tests/returnn_goldens/make_batch_limits.py)."""
+    ds = StaticDataset([{"data": np.zeros((a, 2), np.float32), "classes": np.zeros(b, np.int32)}
+                        for a, b in case["lengths"]], output_dim=3)
+    config = Config({k: case[k] for k in ("min_seq_length", "max_pad_size", "max_seqs", "chunking",
+                                          "chunking_variance") if k in case})
+    config.typed_dict.setdefault("batch_size", 40)
+    opts = BatchOptions.from_config(config)
+    got = [[list(e) for e in b.entries()] for b in opts.epoch_slices(ds, 1, "train")]
+    whole = [[[i, s, e] if e >= 0 else [i, 0, len(ds.get_seqs([i])[0]["data"])] for i, s, e in b] for b in got]
+    assert whole == case["batches"]

@@ -67,6 +67,10 @@ _batch("chunk_eval", "bool", False, "Chunk dev/eval datasets with 'chunking' too
 _batch("on_size_limit", "str", "ignore", "RETURNN's: 'chunk' cuts dev/eval sequences into chunks of batch_size frames.")
 _batch("max_seq_length", "int|float|dict", 0, "Skip sequences (chunks, when chunking) longer than this: int for every "
        "key, negative for 'classes', or {key: length}; 0: no limit.")
+_batch("min_seq_length", "int|float|dict", 0, "Training: skip sequences (chunks, when chunking) shorter than this in "
+       "some key: int for every key, or {key: length}; 0: no limit (RETURNN's).")
+_batch("max_pad_size", "int|dict", None, "Training: a batch ends before an entry that would make its padded frames "
+       "(longest x entries - real frames) exceed this, per key (RETURNN's); None: no limit.")
 _batch("prefetch_batches", "int", 8, "Batches prepared ahead by the background thread.", minimum=1)
 
 # ---- network

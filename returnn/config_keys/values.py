@@ -292,6 +292,8 @@ _STRUCTURE: Dict[str, Callable[[Any], Optional[str]]] = {
     "num_outputs": _check_num_outputs,
     "tf_session_opts": _check_thread_counts,
     "max_seq_length": _check_lengths,
+    "min_seq_length": _check_lengths,
+    "max_pad_size": _check_lengths,
     "batch_size": _check_frames,
     "eval_batch_size": _check_optional_frames,
     "forward_batch_size": _check_optional_frames,

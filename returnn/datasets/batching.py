@@ -88,7 +88,8 @@ def too_long(dataset: Dataset, lengths: np.ndarray, max_seq_length: Any) -> np.n
 
 def generate_batches(dataset: Dataset, batch_size: Any, max_seqs: int = -1,
                      chunking: Any = None, max_seq_length: Any = 0, min_chunk_size: Any = 0,
-                     chunking_variance: Any = 0.0, context: Optional[Context] = None) -> List[BatchSlices]:
+                     chunking_variance: Any = 0.0, context: Optional[Context] = None, min_seq_length: Any = 0,
+                     max_pad_size: Any = None) -> List[BatchSlices]:
     """Cuts the current epoch of ``dataset`` (after ``init_seq_order``) into batches, in order.
 
     A batch's cost is (longest entry) x (number of entries), per data key; it stays <= ``batch_size``
@@ -100,7 +101,10 @@ def generate_batches(dataset: Dataset, batch_size: Any, max_seqs: int = -1,
     variance, the epoch's generator also gives one number per kept chunk (RETURNN's ``seq_drop`` test,
     made even with ``seq_drop = 0``) between the sequences' scales.
     ``context`` (RETURNN's ``context_window``) lengthens each entry of its keys before the budget and
-    ``max_seq_length`` are checked, as in RETURNN.
+    ``max_seq_length`` are checked, as in RETURNN. RETURNN's training options: entries shorter than
+    ``min_seq_length`` in some key are skipped too (an int: every key, a dict: those keys);
+    ``max_pad_size`` ends a batch before an entry that would make its padded frames (longest x entries
+    - real frames) exceed it in some key.
     """
     chunk = chunking if isinstance(chunking, ChunkOptions) else \
         chunk_options(chunking, min_chunk_size, chunking_variance)
@@ -113,7 +117,10 @@ def generate_batches(dataset: Dataset, batch_size: Any, max_seqs: int = -1,
     max_seqs = int(max_seqs) if max_seqs and int(max_seqs) > 0 else 1 << 62
     rng = dataset.epoch_random() if chunk is not None and chunk.variance > 0 else None
     by_key = chunk is not None and (chunk.per_key or bool(np.any(lengths != lengths[:, :1])))
-    builder = _BatchBuilder(keys, limits, max_seqs, by_key, context)
+    max_pad = None if max_pad_size is None else (
+        np.full(len(keys), float(max_pad_size)) if isinstance(max_pad_size, (int, float))
+        else per_key_limits(keys, max_pad_size, "config key 'max_pad_size'"))
+    builder = _BatchBuilder(keys, limits, max_seqs, by_key, context, _min_lengths(keys, min_seq_length), max_pad)
     if chunk is not None and chunk.func is not None:
         for seq_idx, ranges in function_chunks(chunk.func, dataset, keys):
             builder.add(seq_idx, ranges, max_lens)
@@ -140,8 +147,12 @@ class _BatchBuilder:
     are left out."""
 
     def __init__(self, keys: Sequence[str], limits: np.ndarray, max_seqs: int, by_key: bool,
-                 context: Optional[Context] = None):
+                 context: Optional[Context] = None, min_lens: Optional[np.ndarray] = None,
+                 max_pad: Optional[np.ndarray] = None):
         self.keys, self.limits, self.max_seqs, self.by_key = list(keys), limits, max_seqs, by_key
+        self.min_lens = np.zeros(len(self.keys)) if min_lens is None else min_lens
+        self.max_pad = max_pad  # per key (inf: none), or None
+        self.frames = np.zeros(len(self.keys))  # real frames of the current batch
         self.context, self.extra = context, extra_frames(context, keys)
         self.batches: List[BatchSlices] = []
         self.entries: List[Tuple[int, Optional[Dict[str, Tuple[int, int]]]]] = []
@@ -153,13 +164,15 @@ class _BatchBuilder:
         if piece is None:
             piece = np.array([ranges[k][1] - ranges[k][0] for k in self.keys])
         piece = piece + self.extra
-        if np.any(piece > max_lens):
+        if np.any(piece > max_lens) or np.any(piece < self.min_lens):
             return False
         new_max = np.maximum(self.cur_max, piece)
-        if self.entries and (np.any(new_max * (len(self.entries) + 1) > self.limits)
-                             or len(self.entries) >= self.max_seqs):
+        count = len(self.entries) + 1
+        if self.entries and (np.any(new_max * count > self.limits) or len(self.entries) >= self.max_seqs or (
+                self.max_pad is not None and np.any(new_max * count - self.frames - piece > self.max_pad))):
             self.flush()
             new_max = piece
+        self.frames = self.frames + piece
         self.entries.append((seq_idx, ranges))
         self.cur_max = new_max
         return True
@@ -184,6 +197,7 @@ class _BatchBuilder:
         self.batches.append(batch)
         self.entries = []
         self.cur_max = np.zeros(len(self.keys))
+        self.frames = np.zeros(len(self.keys))
 
     def finish(self) -> List[BatchSlices]:
         """The batches; RETURNN drops a last batch whose entries all have no frames (its _generate_batches
@@ -192,6 +206,14 @@ class _BatchBuilder:
             self.entries, self.cur_max = [], np.zeros(len(self.keys))
         self.flush()
         return self.batches
+
+
+def _min_lengths(keys: Sequence[str], min_seq_length: Any) -> np.ndarray:
+    """RETURNN's ``min_seq_length`` per key (0: none)."""
+    if not min_seq_length:
+        return np.zeros(len(keys))
+    limits = per_key_limits(keys, min_seq_length, "config key 'min_seq_length'")
+    return np.where(np.isinf(limits), 0, limits)
 
 
 def generate_packed_batches(dataset: Dataset, batch_size: int, max_seqs: int = -1) -> Optional[List[BatchSlices]]:
@@ -277,8 +299,8 @@ def make_batch_arrays(dataset: Dataset, batch: BatchSlices, keys: Optional[Seque
 @dataclass
 class BatchOptions:
     """The batching options of a config (``batch_size``, ``max_seqs``, ``chunking``, ``min_chunk_size``,
-    ``chunking_variance``, ``max_seq_length``, ``prefetch_batches``), and the one way an epoch is
-    cut into batches."""
+    ``chunking_variance``, ``max_seq_length``, ``min_seq_length``, ``max_pad_size``, ``prefetch_batches``),
+    and the one way an epoch is cut into batches."""
 
     batch_size: Any  # frames: an int, or RETURNN's {data key: frames} (see per_key_limits())
     max_seqs: int
@@ -293,6 +315,8 @@ class BatchOptions:
     min_chunk_size: Any = 0  # see chunk_ranges()
     chunking_variance: Any = 0.0
     eval_chunking: Any = None  # of dev/eval datasets whose dict sets none (see eval_chunking())
+    min_seq_length: Any = 0  # training only, as RETURNN's engine passes it (see generate_batches())
+    max_pad_size: Any = None  # (as min_seq_length)
 
     @classmethod
     def from_config(cls, config) -> "BatchOptions":
@@ -304,7 +328,9 @@ class BatchOptions:
                   eval_batch_size=_frames(config.typed_value("eval_batch_size"), "eval_batch_size"),
                   forward_batch_size=_frames(config.typed_value("forward_batch_size"), "forward_batch_size"),
                   min_chunk_size=config.typed_value("min_chunk_size"),
-                  chunking_variance=config.typed_value("chunking_variance"), eval_chunking=eval_chunking(config))
+                  chunking_variance=config.typed_value("chunking_variance"), eval_chunking=eval_chunking(config),
+                  min_seq_length=config.typed_value("min_seq_length") or 0,
+                  max_pad_size=config.typed_value("max_pad_size"))
         chunk_options(out.chunking, out.min_chunk_size, out.chunking_variance)  # errors now, naming the key
         chunk_options(out.eval_chunking)
         return out
@@ -342,8 +368,10 @@ class BatchOptions:
             batches = generate_packed_batches(dataset, scalar_budget(self.batch_size), self.max_seqs)
             if batches is not None:
                 return shard_batches(batches, rank, size)
+        train = purpose == "train"  # (RETURNN's engine passes min_seq_length and max_pad_size only in training)
         batches = generate_batches(dataset, self.batch_size, self.max_seqs, self.chunk_options(dataset, purpose),
-                                   self.max_seq_length, context=context)
+                                   self.max_seq_length, context=context, min_seq_length=self.min_seq_length if train else 0,
+                                   max_pad_size=self.max_pad_size if train else None)
         return shard_batches(batches, rank, size)
 
 
