@@ -17,7 +17,7 @@ import json
 import os
 import re
 import sys
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 import numpy as np
 
@@ -112,6 +112,21 @@ _NOT_NET_KEYS = re.compile(r"^(use_horovod|horovod_.*|log.*|model|learning_rate_
                            r"train|dev|eval|search_data|num_epochs|load.*|import_model.*|preload_from_files)$")
 
 
+def _config_functions_called(value: Any) -> Optional[str]:
+    """The first eval string of the net that calls a function of the config (``get_config().typed_value(...)``,
+    ``network._config.typed_dict[...]``),
+    other than the SpecAugment that returnn_fuzz_testnets compares as its evaluation-mode identity; None if none."""
+    from returnn_fuzz_testnets import _SPECAUG_EVAL
+    if isinstance(value, dict):
+        code = value.get("eval") if value.get("class") == "eval" else None
+        if isinstance(code, str) and re.search(r"get_config\(\)|\._config\b", code) and not _SPECAUG_EVAL.match(code):
+            return code[:80]
+        return next((found for found in map(_config_functions_called, value.values()) if found), None)
+    if isinstance(value, (list, tuple)):
+        return next((found for found in map(_config_functions_called, value) if found), None)
+    return None
+
+
 def dump_net(config: Any, specs: Dict[str, Any], path: str) -> None:
     """``PROBE_DUMP_NET``: the config's network dict, its data (shape, dim, sparse, dtype per key) and
     its plain config values as a JSON case of ``returnn_fuzz.py --kind published`` (or the reason it
@@ -132,6 +147,9 @@ def dump_net(config: Any, specs: Dict[str, Any], path: str) -> None:
                                          "lengths": json.loads(os.environ.get("PROBE_LENGTHS", "{}"))}))
         except (TypeError, ValueError) as exc:
             out = {"skip": "not JSON: %s" % exc}
+        called = _config_functions_called(net) if "skip" not in out else None
+        if called:  # the dump cannot hold the function: compared as a config
+            out = {"skip": "calls config functions: %s" % called}
     if "skip" in out:  # returnn_fuzz_configs.py compares it as a config: where and how the probe ran it
         env = {k: v for k, v in os.environ.items() if k.startswith(("PROBE_", "RETURNN_PKG"))}
         env["PYTHONPATH"] = os.pathsep.join(p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)

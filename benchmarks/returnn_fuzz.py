@@ -151,14 +151,16 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--n", type=int, default=100)
     parser.add_argument("--start", type=int, default=0, help="first index (default 0)")
-    parser.add_argument("--kind", choices=["chain", "rec", "search", "loss", "testnets", "published", "configs", "batches"],
+    parser.add_argument("--kind", choices=["chain", "rec", "search", "loss", "testnets", "published", "configs",
+                                           "mutate", "batches"],
                         default="chain",
                         help="chains of plain layers (returnn_fuzz_cases), rec loops (returnn_fuzz_rec), "
                              "searched decoders (returnn_fuzz_search), losses and their gradients "
                              "(returnn_fuzz_loss), RETURNN's own test nets (returnn_fuzz_testnets; "
                              "--start/--n slice them, --seed unused), published configs' nets (--cases-dir) or published "
-                             "configs whose net is not JSON, loaded as configs (--cases-dir; returnn_fuzz_configs), sequence orders and batches "
-                             "(returnn_fuzz_batches)")
+                             "configs whose net is not JSON, loaded as configs (--cases-dir; returnn_fuzz_configs), agreeing "
+                             "nets with one option of one layer changed (returnn_fuzz_mutate), sequence orders and "
+                             "batches (returnn_fuzz_batches)")
     parser.add_argument("--cases-dir", help="--kind published: the JSON cases benchmarks/published_configs.py "
                                             "--dump-nets wrote")
     parser.add_argument("--returnn-python", default=os.path.join(REPO, ".bench-venv-returnn", "bin", "python"))
@@ -192,6 +194,10 @@ def main() -> int:
         cases = [returnn_fuzz_search.draw(args.seed, i) for i in range(args.start, args.start + args.n)]
     elif args.kind == "testnets":
         cases = returnn_fuzz_testnets.draw(args.start, args.n)
+    elif args.kind == "mutate":
+        import returnn_fuzz_mutate  # the signatures of RETURNN's layers are cached in its venv
+        cases = returnn_fuzz_mutate.draw_cases(args.seed, args.start, args.n, args.returnn_python,
+                                               os.path.dirname(os.path.dirname(args.returnn_python)))
     elif args.kind == "published":
         cases = returnn_fuzz_testnets.published_cases(args.cases_dir, args.start, args.n)
     else:

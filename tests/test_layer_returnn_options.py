@@ -158,3 +158,26 @@ def test_conv_filter_layer_gets_the_gradient_and_errors():
     with pytest.raises(NetworkError, match="'filter' must name a layer"):
         TFNetwork({"output": {"class": "conv", "filter_size": [3], "n_out": 5, "filter": 3, "from": "data"}},
                   extern_data_from_config(Config({"extern_data": {"data": {"dim": 4}}})))
+
+
+# ---- RETURNN's rec options of a sub-network unit, given with a cell unit (it ignores them there)
+@pytest.mark.parametrize("unit", ["gru", "nativelstm2"])
+def test_rec_subnet_only_options_change_nothing_with_a_cell_unit(unit):
+    x = np.random.RandomState(0).normal(size=[2, 5, 3]).astype(np.float32)
+    lens = np.array([5, 2], np.int32)
+    plain = make("rec", {"unit": unit, "n_out": 4}, [spec(3)])
+    extra = make("rec", {"unit": unit, "n_out": 4, "include_eos": True, "back_prop": False, "cheating": True,
+                         "optimize_move_layers_out": False, "use_global_rec_step_offset": True}, [spec(3)])
+    assert sorted(extra.params) == sorted(plain.params)
+    for key, var in extra.params.items():
+        var.assign(plain.params[key])
+    np.testing.assert_allclose(_run(extra, [lo(x, lens)]).tensor.numpy(), _run(plain, [lo(x, lens)]).tensor.numpy())
+
+
+def test_eval_kind_other_than_eval_and_conv_bias_errors():
+    with pytest.raises(NetworkError, match="'kind' = 'add' is not supported"):
+        make("eval", {"eval": "source(0)", "kind": "add"}, [spec(3)])
+    with pytest.raises(NetworkError, match="'bias' must name a layer"):
+        make("conv", {"filter_size": [2], "n_out": 2, "bias": 1.0}, [spec(3)])
+    with pytest.raises(NetworkError, match="padding must be 'same' or 'valid'"):
+        make("transposed_conv", {"filter_size": [2], "n_out": 2, "padding": 1}, [spec(3)])

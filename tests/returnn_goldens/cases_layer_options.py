@@ -51,3 +51,20 @@ case("pool_avg_same_static", "conv_padding", {
 case("pool_max_same_static_zeros", "conv_padding", {
     "output": {"class": "pool", "mode": "max", "pool_size": [3], "padding": "same_static", "strides": 2,
                "from": "data"}}, lens=L, notes="RETURNN pads zeros for max too")
+
+# RETURNN's combine with_bias (a parameter 'b', zeros, added before the activation) and conv's bias layer
+# (returnn_common's nets: filter and bias from variable layers). Before, both were unknown options here.
+case("combine_with_bias_activation", "bias_options", {
+    "c": {"class": "constant", "value": 2.5},
+    "output": {"class": "combine", "kind": "mul", "from": ["data", "c"], "with_bias": True, "activation": "tanh"}})
+case("combine_add_with_bias_zero_len", "bias_options", {
+    "a": {"class": "linear", "n_out": 5, "from": "data"},
+    "output": {"class": "combine", "kind": "add", "from": ["data", "a"], "with_bias": True}}, lens={"data": [5, 3, 0]})
+case("conv_filter_and_bias_layers", "bias_options", {
+    "f": {"class": "variable", "shape": (3, 5, 4)}, "b": {"class": "variable", "shape": (4,)},
+    "output": {"class": "conv", "filter_size": [3], "padding": "same", "n_out": 4, "filter": "f", "bias": "b",
+               "from": "data"}}, lens=L)
+case("conv_bias_layer_valid", "bias_options", {
+    "b": {"class": "variable", "shape": (4,)},
+    "output": {"class": "conv", "filter_size": [3], "padding": "valid", "n_out": 4, "bias": "b", "from": "data",
+               "activation": "relu"}}, lens=L)

@@ -10,7 +10,7 @@ from returnn.tensor import Data, Dim
 from returnn.tf.activations import get_activation, get_activation_with_opts
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
 from returnn.tf.layers.helpers import (
-    check_sources, common_dims, concat_inputs, concat_output, dropout_scale, dropout_sources,
+    check_sources, common_dims, concat_inputs, last_axis_bias, concat_output, dropout_scale, dropout_sources,
     feature_plan, noise_broadcast_axes, plan_output, project_sources, returnn_common_order,
 )
 from returnn.tf.layers.options import Option, one_of
@@ -309,6 +309,7 @@ class CombineLayer(Layer):
         Option("activation", None, "activation after combining"),
         Option("allow_broadcast_all_sources", None, "True: sources may all need broadcasting; False: refused; None: "
                                                     "refused from behavior version 4"),
+        Option("with_bias", False, "add a trainable bias 'b' (zeros) on the feature axis before the activation"),
     )
 
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
@@ -340,6 +341,7 @@ class CombineLayer(Layer):
                            sparse_dim=sources[base].sparse_dim, **special)
         self.check_n_out(self.output.dim)
         self.activation = get_activation(self.opt("activation"), name)
+        self.bias = last_axis_bias(self, self.output) if self.opt("with_bias") else None
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         sources = dropout_sources(self, sources, ctx)
@@ -350,6 +352,8 @@ class CombineLayer(Layer):
             y = COMBINE_OPS[self.kind](y, x)
         if self.kind == "average":
             y = y / float(len(xs))
+        if self.bias is not None:
+            y = y + self.bias
         return self.make_output(self.activation(y), sources)
 
 

@@ -47,7 +47,7 @@ class ConvLayer(Layer):
     are refused, as RETURNN asserts. Weights ``W``: filter_size + [in, n_out]."""
 
     layer_class = "conv"
-    ref_options = ("filter",)
+    ref_options = ("filter", "bias")
     options = WINDOW_OPTIONS + (
         Option("filter_size", None, "window size per spatial axis, e.g. [3] or [3, 3]"),
         Option("activation", None, "activation after the convolution"),
@@ -58,6 +58,8 @@ class ConvLayer(Layer):
         Option("filter", None, "a layer whose output is the kernel instead of an own parameter W (RETURNN's): its "
                                "axes the filter_size ones, then input channels (/ groups) and n_out, matched by "
                                "dim or size"),
+        Option("bias", None, "a layer whose output (the n_out channels) is the bias instead of an own parameter "
+                             "(RETURNN's; with_bias must not be False)"),
         Option("filter_perm", None, "RETURNN: transposes the filter layer's output first", only=(None,)),
         Option("pad_seq_len_to_power", None, "RETURNN: dynamic axes padded to a power of this first (default: "
                                              "config conv_pad_seq_len_to_power); no effect but with strides and "
@@ -71,8 +73,12 @@ class ConvLayer(Layer):
         self.filter_ref = isinstance(opts.get("filter"), str)
         if opts.get("filter") is not None and not self.filter_ref:
             raise NetworkError("%s: 'filter' must name a layer, got %r" % (self.desc, opts.get("filter")))
-        self.plan = SpatialPlan(self, sources[:-1] if self.filter_ref else sources, "filter_size",
-                                default_stride_is_size=False)
+        self.bias_ref = isinstance(opts.get("bias"), str)
+        if opts.get("bias") not in (None, False) and not self.bias_ref:  # RETURNN: a falsy bias is none
+            raise NetworkError("%s: 'bias' must name a layer, got %r" % (self.desc, opts.get("bias")))
+        self.n_refs = int(self.filter_ref) + int(self.bias_ref)  # the network appends them to the sources, in order
+        sources = list(sources)
+        self.plan = SpatialPlan(self, sources[:len(sources) - self.n_refs], "filter_size", default_stride_is_size=False)
         n_out = self.require_n_out()
         self.activation = get_activation(self.opt("activation"), name)
         n_in = self.plan.data.dim
@@ -83,10 +89,15 @@ class ConvLayer(Layer):
         shape = [w.size for w in self.plan.windows] + [n_in // self.groups, n_out]
         if self.filter_ref:
             self.W = None
-            self.filter_perm = self._filter_axes(sources[-1], shape)
+            self.filter_perm = self._filter_axes(sources[len(sources) - self.n_refs], shape)
         else:
             self.W = self.weight("W", shape, init_option="forward_weights_init")
         with_bias = self.opt("with_bias")
+        if self.bias_ref:
+            if with_bias is False:
+                raise NetworkError("%s: 'bias' (a layer) with with_bias False (RETURNN asserts)" % self.desc)
+            self._check_bias_layer(sources[-1], n_out)
+            with_bias = False  # the layer's value is added instead
         if with_bias is None:
             from returnn.tf.layers.norm import behavior_version
             with_bias = behavior_version() >= 10
@@ -129,17 +140,24 @@ class ConvLayer(Layer):
                 where, [data.dims[i].dimension for i in rest], shape[:-2]))
         return rest + used[::-1]
 
+    def _check_bias_layer(self, data: Data, n_out: int) -> None:
+        """The bias layer's output must be the n_out channels alone (RETURNN adds it, made compatible to the output)."""
+        if data.batch_ndim != 1 or data.batch_dim_axis is not None or data.dims[0].dimension != n_out or data.sparse:
+            raise NetworkError("%s: bias %r %s must have one static axis of the n_out %i channels" % (
+                self.desc, self.opt("bias"), data.short_repr(), n_out))
+
     def kernel(self, sources: List[LayerOutput]) -> tf.Tensor:
         """The kernel (filter_size..., input channels / groups, n_out): W, or the filter layer's value."""
         if not self.filter_ref:
             return tf.convert_to_tensor(self.W)
-        value = sources[-1].tensor
+        value = sources[len(sources) - self.n_refs].tensor
         return tf.transpose(value, self.filter_perm) if self.filter_perm != sorted(self.filter_perm) else value
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         plan = self.plan
         w = self.kernel(sources)
-        sources = sources[:-1] if self.filter_ref else sources
+        bias = sources[-1].tensor if self.bias_ref else self.bias
+        sources = sources[:len(sources) - self.n_refs]
         x = concat_inputs(self, plan.concat_data, plan.concat_plan, sources, ctx)
         xt, _ = plan.channel_last_input(x, 0.0 if self.opt("use_time_mask") else None, pad_fill=0.0)
         strides = [win.stride for win in plan.windows]
@@ -153,8 +171,8 @@ class ConvLayer(Layer):
         y = _unless_empty(conv, xt, [win.size for win in plan.windows], strides if strided else [1] * len(strides),
                           dilations, w.shape[-1])
         y = plan.subsample(y, strided)
-        if self.bias is not None:
-            y = y + self.bias
+        if bias is not None:
+            y = y + bias
         return plan.finish(self, self.activation(y), sources, x)
 
 

@@ -35,7 +35,7 @@ from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_laye
 from returnn.tf.layers.basic import CombineLayer
 from returnn.tf.layers.beam_values import beam_of
 from returnn.tf.layers.norm import behavior_version
-from returnn.tf.layers.helpers import check_broadcast, common_dims, new_feature_dim, returnn_common_order
+from returnn.tf.layers.helpers import check_broadcast, common_dims, last_axis_bias, new_feature_dim, returnn_common_order
 from returnn.tf.layers.options import Option
 from returnn.tf.layers.output import align_tensor
 from returnn.tf.layers.undefined_dims import fill_dynamic, leading_data
@@ -200,7 +200,7 @@ class EvalLayer(Layer):
     options = (
         Option("eval", None, "expression (config code) over source(i), or a callable"),
         Option("eval_locals", None, "extra names for the expression"),
-        Option("kind", "eval", "'eval' (for combine with kind eval)"),
+        Option("kind", "eval", "'eval' (for combine with kind eval; RETURNN's eval takes no other kind)", only=("eval",)),
         Option("out_type", None, "output template: dict (dtype, dim, sparse, dims) or callable returning Data"),
         Option("activation", None, "activation applied to the result"),
         Option("with_bias", False, "add a trainable bias on the feature axis"),
@@ -244,11 +244,7 @@ class EvalLayer(Layer):
             if all(m is not None for m in to_out):
                 self.maps, self.n = to_out, self.output.batch_ndim
         self.activation = get_activation(self.opt("activation"), name)
-        self.bias = None
-        if self.opt("with_bias"):
-            if self.output.dim is None or self.output.sparse:
-                raise NetworkError("%s: with_bias needs a dense output with a static feature dim" % self.desc)
-            self.bias = self.weight("b", [self.output.dim], 0.0)
+        self.bias = last_axis_bias(self, self.output) if self.opt("with_bias") else None
 
     def _output_template(self, name: str, sources: List[Data], base: Optional[Data], layout: List[Dim],
                          base_map: List[List[int]]):

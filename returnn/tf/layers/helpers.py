@@ -456,3 +456,13 @@ def relaid(name: str, data: Data, dims: Sequence[Dim], **special) -> Data:
             if hit:
                 special[key] = hit[0]
     return out.copy(**{k: v for k, v in special.items() if v != getattr(out, k)})
+
+
+def last_axis_bias(layer, data: Data):
+    """RETURNN's ``with_bias`` of ``combine``/``eval``: a parameter ``b`` (zeros) of the output's dim,
+    added on the last axis of the result before the activation; refused where that axis is not the
+    feature axis (RETURNN would add it to another axis, or fail)."""
+    if data.dim is None or data.sparse or data.feature_dim_axis != data.batch_ndim - 1:
+        raise NetworkError("%s: with_bias needs a dense output with a static feature dim on its last axis, got %s"
+                           % (layer.desc, data.short_repr()))
+    return layer.weight("b", [data.dim], 0.0)

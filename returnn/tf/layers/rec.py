@@ -45,7 +45,9 @@ from returnn.tf.layers.options import Option, rate
 from returnn.tf.layers.params import Param, same
 from returnn.tf.layers.rec_params import check_native_unit_opts, check_state_cell_unit_opts, unit_params
 from returnn.tf.layers.rec_state import LSTM_KEYS, SINGLE_KEYS, InitialState, is_zero, state_layer_refs
-from returnn.tf.layers.rnn_cell import cell_clip_opt, check_unrolled_length, is_step_template, unrolled_max_len
+from returnn.tf.layers.rnn_cell import (
+    SUBNET_ONLY_OPTIONS, cell_clip_opt, check_unrolled_length, is_step_template, unrolled_max_len,
+)
 from returnn.tf.lstm_kernels import final_state_fn, get_kernel, lstm_sequence
 
 # unit name -> default forget bias (RETURNN's: native kernels 0, TensorFlow's LSTM cells 1)
@@ -99,7 +101,7 @@ class RecLayer(Layer):
         Option("sampling", 1, "Theano-era RETURNN: subsampling of the recurrence; only 1 (none)"),
         Option("initial_state", None, "the state each sequence starts from: zeros, ones, var, keep_over_epoch, a "
                                       "layer, or {'c': .., 'h': ..} (see returnn.tf.layers.rec_state)"),
-    )
+    ) + SUBNET_ONLY_OPTIONS
 
     @staticmethod
     def class_selector(opts: Mapping[str, Any]):

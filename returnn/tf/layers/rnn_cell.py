@@ -450,6 +450,18 @@ def run_over_time(cell: RnnCellLayer, x: tf.Tensor, seq_len: tf.Tensor, seed: An
     return tf.ensure_shape(tf.transpose(y, [1, 0, 2]), [None, None, cell.n_hidden]), state
 
 
+# RETURNN's RecLayer options that only a sub-network unit reads (its loop, end and search); with a cell unit it
+# ignores them (``cheating`` with a warning): declared once for both cell-unit rec classes here
+SUBNET_ONLY_OPTIONS = tuple(
+    Option(key, default, "RETURNN: a sub-network unit's option (%s)" % what,
+           noop="RETURNN reads it only for a sub-network unit; with a cell unit it computes the same")
+    for key, default, what in (("optimize_move_layers_out", None, "layers moved out of the loop"),
+                               ("include_eos", False, "the end frame in the length"),
+                               ("cheating", False, "unused, a choice option now"),
+                               ("back_prop", None, "the loop's gradient"),
+                               ("use_global_rec_step_offset", False, "the step counter's offset")))
+
+
 class RecStepLayer(RnnCellLayer):
     """A ``rec`` layer run as a cell: an LSTM unit inside a rec loop (the same LSTM as the
     whole-sequence ``rec`` layer: same unit names, same forget bias defaults), or any other cell unit
@@ -470,7 +482,7 @@ class RecStepLayer(RnnCellLayer):
                noop="an implementation detail of RETURNN's loop: an unrolled loop computes the same outputs"),
         Option("max_seq_len", None, "RETURNN: the unrolled loop's length (with unroll; T must not exceed it)"),
         Option("sampling", 1, "Theano-era RETURNN: subsampling of the recurrence", only=(1,)),
-    )
+    ) + SUBNET_ONLY_OPTIONS
 
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
         self.units = rec_cell_units()

@@ -57,6 +57,7 @@ class TransposedConvLayer(Layer):
 
     layer_class = "transposed_conv"
     options = WINDOW_OPTIONS + (
+        Option("padding", "same", "'same' or 'valid'"),
         Option("filter_size", None, "window size per spatial axis, e.g. [3]"),
         Option("remove_padding", 0, "frames to cut at both ends of each spatial axis (int or list)"),
         Option("output_padding", None, "extra output frames per axis (int, None or list); see module docstring"),
@@ -75,6 +76,9 @@ class TransposedConvLayer(Layer):
         for key in ("dilation_rate", "use_channel_first"):
             if self.opt(key) not in (1, False, None):
                 raise NetworkError("%s: option %r is not supported" % (self.desc, key))
+        if str(self.opt("padding")).lower() not in ("same", "valid") or not isinstance(self.opt("padding"), str):
+            raise NetworkError("%s: padding must be 'same' or 'valid' (RETURNN's transposed_conv), got %r"
+                               % (self.desc, self.opt("padding")))
         self.plan = SpatialPlan(self, sources, "filter_size", default_stride_is_size=True)
         windows = self.plan.windows
         if len(windows) > 2:
