@@ -287,6 +287,14 @@ class LearningRateControl:
                   "comparison with nan is false, so nan never lowers the learning rate); cleanup_old_models ranks "
                   "them worst" % (epoch, ", ".join(bad)), file=log.v2)
 
+    def set_epoch_meta(self, epoch: int, meta: Dict[str, Any]) -> None:
+        """Records RETURNN's extra information of ``epoch`` (written as ``':meta:name'`` entries of its
+        ``error`` dict): the global step at its start, the effective learning rate, its number of
+        train steps and their wall time in seconds."""
+        if epoch not in self.epochs:
+            self.get_learning_rate_for_epoch(epoch)
+        self.epochs[epoch].meta.update(meta)
+
     def save(self) -> None:
         """Writes the learning-rate file atomically (call on rank 0 only)."""
         if self.filename:

@@ -424,6 +424,7 @@ class Engine(InferenceTasks):
         heartbeat = watchdog.beat if watchdog else (lambda: None)
         self.activity = "the training steps of epoch %i" % epoch
         check_datasets_unchanged(self.datasets.values(), self.dist, "at the start of epoch %i" % epoch)
+        first_step = self.global_step
         train_scores, timer, steps = self._train_epoch(epoch, heartbeat)
         print(finished_line("train", epoch, steps, timer), file=log.v3)
         self._report_time_split(epoch, timer)
@@ -441,6 +442,9 @@ class Engine(InferenceTasks):
         for name, scores in eval_scores.items():
             errors.update({"%s_%s" % (name, k): v for k, v in scores.items()})
         self.lr_control.set_epoch_error(epoch, errors)
+        self.lr_control.set_epoch_meta(epoch, {  # RETURNN's ':meta:' entries of the file (not the host name)
+            "global_train_step": first_step, "effective_learning_rate": effective,
+            "epoch_num_train_steps": steps, "epoch_train_time_secs": round(timer.elapsed)})
         saving = epoch % self.save_interval == 0 or epoch == self.num_epochs
         if self.dist.is_chief:
             with self.dist.watchdog_paused():
