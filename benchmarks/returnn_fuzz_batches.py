@@ -11,8 +11,7 @@ per epoch and the scores a training run prints. Each case, drawn from (seed, ind
 - the config's batching: ``batch_size`` (int or per key), ``max_seqs``, ``max_seq_length`` (int,
   negative, per key), ``chunking`` ("N:M", N, per-key dicts, a (size, step) pair of dicts),
   ``min_chunk_size``, ``chunking_variance``, rarely ``shuffle_batches``, ``min_seq_length``,
-  ``max_pad_size``, ``seq_drop`` (RETURNN options this engine refuses: GAP by design); a recurrent
-  network or not (RETURNN packs the frames of a frame-wise network).
+  ``max_pad_size``; a recurrent network or not (RETURNN packs the frames of a frame-wise network).
 
 For epochs 1..3 both engines list per batch its entries (sequence tag, and the [start, end) frames
 of ``data`` and ``classes``; context frames included). RETURNN's side
@@ -123,7 +122,7 @@ def draw(seed: int, index: int) -> Dict[str, Any]:
         family.append("chunk")
     _pick(rng, config, "context_window", 0.06, 3, 4, {"data": 3})
     _pick(rng, config, "window", 0.05, 3)
-    extra = {}  # options this engine refuses (GAP): rare
+    extra: Dict[str, Any] = {}  # RETURNN's rarer training options
     _pick(rng, extra, "shuffle_batches", 0.04, True)
     _pick(rng, extra, "min_seq_length", 0.04, 2, {"data": 3})
     _pick(rng, extra, "max_pad_size", 0.04, 5, 20)

@@ -71,6 +71,8 @@ _batch("min_seq_length", "int|float|dict", 0, "Training: skip sequences (chunks,
        "some key: int for every key, or {key: length}; 0: no limit (RETURNN's).")
 _batch("max_pad_size", "int|dict", None, "Training: a batch ends before an entry that would make its padded frames "
        "(longest x entries - real frames) exceed this, per key (RETURNN's); None: no limit.")
+_batch("shuffle_batches", "bool", False, "Training on an HDFDataset whose order stays the same as the epoch before: "
+       "the kept batch list in a shuffled order (RETURNN's: not in the list's first epoch); no effect otherwise.")
 _batch("prefetch_batches", "int", 8, "Batches prepared ahead by the background thread.", minimum=1)
 
 # ---- network

@@ -147,7 +147,7 @@ REFUSED: Tuple[Tuple[str, Dict[str, Any]], ...] = (
       "save_epoch1_initial_model": False, "startup_callback": None, "dry_run": False}),
     ("RETURNN data or batching option not implemented by this engine",
      {"exclude": None, "inc_seq_length": 0,
-      "seq_drop": 0.0, "share_batches": False, "shuffle_batches": False, "shuffle_frames_of_nseqs": 0,
+      "seq_drop": 0.0, "share_batches": False, "shuffle_frames_of_nseqs": 0,
       "lm_dataset_debug_limit_line_count": None, "use_dummy_datasets": False, "start_batch": "auto"}),
     ("RETURNN network option not implemented by this engine",
      {"default_input": "data", "inf_value": float("inf"), "onnx_export": False,

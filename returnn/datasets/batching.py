@@ -9,7 +9,8 @@ turns it into padded numpy arrays plus sequence lengths.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import random
+from dataclasses import dataclass, field, replace
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -317,6 +318,9 @@ class BatchOptions:
     eval_chunking: Any = None  # of dev/eval datasets whose dict sets none (see eval_chunking())
     min_seq_length: Any = 0  # training only, as RETURNN's engine passes it (see generate_batches())
     max_pad_size: Any = None  # (as min_seq_length)
+    shuffle_batches: bool = False  # see epoch_slices()
+    # the train batch list kept while the order stays the same: (dataset, order, batches, shuffling generator)
+    _kept: Any = field(default=None, repr=False, compare=False)
 
     @classmethod
     def from_config(cls, config) -> "BatchOptions":
@@ -330,7 +334,7 @@ class BatchOptions:
                   min_chunk_size=config.typed_value("min_chunk_size"),
                   chunking_variance=config.typed_value("chunking_variance"), eval_chunking=eval_chunking(config),
                   min_seq_length=config.typed_value("min_seq_length") or 0,
-                  max_pad_size=config.typed_value("max_pad_size"))
+                  max_pad_size=config.typed_value("max_pad_size"), shuffle_batches=config.bool("shuffle_batches"))
         chunk_options(out.chunking, out.min_chunk_size, out.chunking_variance)  # errors now, naming the key
         chunk_options(out.eval_chunking)
         return out
@@ -363,16 +367,39 @@ class BatchOptions:
         if purpose not in ("train", "eval", "forward"):
             raise ValueError("purpose: expected train, eval or forward, got %r" % (purpose,))
         dataset.init_seq_order(epoch)
+        if purpose == "train" and getattr(dataset, "reuses_batch_list", False):
+            return shard_batches(self._train_batches(dataset, packed), rank, size)
+        return shard_batches(self._cut(dataset, purpose, packed), rank, size)
+
+    def _train_batches(self, dataset: Dataset, packed: bool) -> List[BatchSlices]:
+        """RETURNN's engine keeps the batch list of a dataset that caches it (HDFDataset) while the
+        dataset's order stays the same as in the epoch before: its chunks with ``chunking_variance``
+        stay those of the list's first epoch, and ``shuffle_batches`` shuffles a copy of that list from
+        its second epoch on (RETURNN's BatchSetGenerator: Python's generator seeded 1234 when the list
+        is made; the first epoch is not shuffled). Other datasets are cut anew every epoch."""
+        order = np.asarray(dataset.seq_order)
+        kept = self._kept
+        if kept is not None and kept[0] is dataset and np.array_equal(kept[1], order):
+            batches = list(kept[2])
+            if self.shuffle_batches:
+                kept[3].shuffle(batches)
+            return batches
+        batches = self._cut(dataset, "train", packed)
+        self._kept = (dataset, order.copy(), batches, random.Random(1234))
+        return list(batches)
+
+    def _cut(self, dataset: Dataset, purpose: str, packed: bool) -> List[BatchSlices]:
+        """The current epoch of ``dataset`` cut into batches (see :meth:`epoch_slices`)."""
         context = getattr(dataset, "context_window", None)
         if packed and self.pack_frames and not context:
             batches = generate_packed_batches(dataset, scalar_budget(self.batch_size), self.max_seqs)
             if batches is not None:
-                return shard_batches(batches, rank, size)
+                return batches
         train = purpose == "train"  # (RETURNN's engine passes min_seq_length and max_pad_size only in training)
         batches = generate_batches(dataset, self.batch_size, self.max_seqs, self.chunk_options(dataset, purpose),
                                    self.max_seq_length, context=context, min_seq_length=self.min_seq_length if train else 0,
                                    max_pad_size=self.max_pad_size if train else None)
-        return shard_batches(batches, rank, size)
+        return batches
 
 
 def eval_chunking(config) -> Any:

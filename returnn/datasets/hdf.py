@@ -36,6 +36,8 @@ class HDFDataset(Dataset):
     """Reads one or several RETURNN HDF files (concatenated in order)."""
 
     global_options = ("cache_size",)
+    # RETURNN's engine keeps a CachedDataset's batch list while its order stays the same (see BatchOptions.epoch_slices)
+    reuses_batch_list = True
 
     def __init__(self, files: Union[str, Sequence[str]] = (), cache_size: Any = 0,
                  use_cache_manager: bool = False, **kwargs: Any):
