@@ -181,3 +181,10 @@ def test_eval_kind_other_than_eval_and_conv_bias_errors():
         make("conv", {"filter_size": [2], "n_out": 2, "bias": 1.0}, [spec(3)])
     with pytest.raises(NetworkError, match="padding must be 'same' or 'valid'"):
         make("transposed_conv", {"filter_size": [2], "n_out": 2, "padding": 1}, [spec(3)])
+
+
+def test_need_last_outside_a_rec_unit_changes_nothing():
+    """RETURNN's LayerBase takes need_last anywhere; only a rec unit's sub-layers use it."""
+    x = np.arange(12, dtype=np.float32).reshape([2, 2, 3])
+    layer = make("copy", {"need_last": True}, [spec(3)])
+    np.testing.assert_array_equal(_run(layer, [lo(x, np.array([2, 1], np.int32))]).tensor.numpy(), x)

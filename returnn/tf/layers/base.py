@@ -112,6 +112,9 @@ class Layer(tf.Module):
         Option("is_output_layer", False, "output of the network (forward task)"),
         Option("initial_output", None, "a rec unit's layer: its value before the first step (the rec layer reads it)",
                noop="outside a rec unit nothing reads it (RETURNN stores it for rec loops only)"),
+        Option("need_last", False, "a rec unit's layer: its last frame stays readable after the loop (the rec layer "
+                                   "reads it)", noop="outside a rec unit nothing reads it (RETURNN stores it for rec "
+                                                     "loops only)"),
         Option("only_on_eval", False, "the layer is not built in the forward task, and its loss is computed in "
                                       "evaluation (dev/eval scores) but not in training steps"),
         Option("only_on_search", False, "the layer exists only in networks built for search (e.g. a decision "
