@@ -443,7 +443,8 @@ class Engine(InferenceTasks):
             errors.update({"%s_%s" % (name, k): v for k, v in scores.items()})
         self.lr_control.set_epoch_error(epoch, errors)
         self.lr_control.set_epoch_meta(epoch, {  # RETURNN's ':meta:' entries of the file (not the host name)
-            "global_train_step": first_step, "effective_learning_rate": effective,
+            "global_train_step": first_step,
+            "effective_learning_rate": self.steps.update.rate_of_step(first_step, effective),
             "epoch_num_train_steps": steps, "epoch_train_time_secs": round(timer.elapsed)})
         saving = epoch % self.save_interval == 0 or epoch == self.num_epochs
         if self.dist.is_chief:

@@ -385,6 +385,14 @@ class GradientUpdate:
             out.append(g)
         return out
 
+    def rate_of_step(self, step: int, rate: float) -> float:
+        """The optimizer's learning rate at global step ``step`` with the epoch's ``rate``: ``rate``, or
+        ``dynamic_learning_rate``'s (RETURNN's ``effective_learning_rate`` of an epoch's start)."""
+        if self.options.dynamic_learning_rate is None:
+            return rate
+        return float(learning_rate_of_step(self.options.dynamic_learning_rate, self.network,
+                                           tf.constant(step, tf.int64), tf.constant(rate, tf.float32)))
+
     def _apply(self, grads: List, variables: List[tf.Variable], seed: tf.Tensor) -> None:
         if self.options.decouple_constraints:
             for v in variables:

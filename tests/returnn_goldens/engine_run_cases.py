@@ -141,6 +141,67 @@ learning_rate = 0.01
 learning_rates = [0.002, 0.005]
 learning_rate_control = "constant"
 """),
+    # two losses (one scaled), L2 (not part of the scores), perplexities, newbob on the second loss
+    "multi_loss_l2": ("", "", """
+network = {
+    "hidden": {"class": "linear", "activation": "tanh", "n_out": 8, "from": "data", "L2": 0.01},
+    "output": {"class": "softmax", "loss": "ce", "from": "hidden", "target": "classes"},
+    "aux": {"class": "softmax", "loss": "ce", "loss_scale": 0.5, "from": "data", "target": "classes"},
+}
+num_epochs = 3
+batch_size = 60
+max_seqs = 6
+calculate_exp_loss = True
+optimizer = {"class": "adam"}
+learning_rate = 0.01
+learning_rate_control = "newbob"
+learning_rate_control_error_measure = "dev_score_aux"
+newbob_relative_error_threshold = -0.99
+"""),
+    # sequences longer than max_seq_length dropped, longest first, batches of a few frames, newbob_abs
+    "seq_filter_sorted": ("", ', "seq_ordering": "sorted_reverse"', FF + """
+num_epochs = 3
+batch_size = 8
+max_seqs = 3
+max_seq_length = 10
+optimizer = {"class": "adam"}
+learning_rate = 0.01
+learning_rate_control = "newbob_abs"
+newbob_error_threshold = 1.0
+min_learning_rate = 0.004
+"""),
+    # the learning rate of each step a function of the global step
+    "dyn_lr": ("", "", FF + """
+num_epochs = 2
+batch_size = 60
+max_seqs = 6
+dynamic_learning_rate = {"interval": 4, "decay": 0.8}
+optimizer = {"class": "adam"}
+learning_rate = 0.01
+learning_rate_control = "constant"
+"""),
+    # L2 as weight decay before the update, Nadam
+    "decouple_nadam": ("", "", """
+network = {
+    "hidden": {"class": "linear", "activation": "tanh", "n_out": 8, "from": "data", "L2": 0.05},
+    "output": {"class": "softmax", "loss": "ce", "from": "hidden", "target": "classes"},
+}
+num_epochs = 2
+batch_size = 60
+max_seqs = 6
+decouple_constraints = True
+optimizer = {"class": "nadam"}
+learning_rate = 0.01
+learning_rate_control = "constant"
+"""),
+    # sort_bin_shuffle ordering (random bins of sorted sequences)
+    "sort_bin_shuffle": ("", ', "seq_ordering": "sort_bin_shuffle:.3"', FF + """
+num_epochs = 2
+batch_size = 40
+max_seqs = 5
+optimizer = {"class": "adam"}
+learning_rate = 0.01
+"""),
 }
 
 
