@@ -8,6 +8,8 @@ per epoch and the scores a training run prints. Each case, drawn from (seed, ind
   ``MetaDataset`` or a ``ConcatDataset``;
 - its options: ``seq_ordering`` (or the config's ``batching``), ``partition_epoch``, ``repeat_epoch``,
   ``fixed_random_seed``, ``random_seed_offset``, ``seq_list_filter_file``, ``context_window``, ``window``;
+- sometimes a third key ``aux`` of its own length that the network does not use (RETURNN's
+  ``used_data_keys``: data and classes);
 - the config's batching: ``batch_size`` (int or per key), ``max_seqs``, ``max_seq_length`` (int,
   negative, per key), ``chunking`` ("N:M", N, per-key dicts, a (size, step) pair of dicts),
   ``min_chunk_size``, ``chunking_variance``, rarely ``shuffle_batches``, ``min_seq_length``,
@@ -129,6 +131,10 @@ def draw(seed: int, index: int) -> Dict[str, Any]:
     config.update(extra)
     # frame-wise nets (RETURNN packs frames): aligned keys and one frame budget (RETURNN would give each key
     # other frames of a sequence in the same batch: see docs/compat.md)
+    if random.Random("batches-aux/%i/%i" % (seed, index)).random() < 0.2:  # a key the net does not use
+        aux_rng = random.Random("batches-aux-lengths/%i/%i" % (seed, index))
+        files = [[lengths + [_length(aux_rng)] for lengths in seqs] for seqs in files]
+        family.append("aux")
     recurrent = rng.random() < 0.85 or mode != "same" or isinstance(config["batch_size"], dict)
     if not recurrent:
         family.append("framewise")
@@ -179,6 +185,7 @@ def ours(case: Dict[str, Any], out_dir: str) -> Dict[str, List]:
     dataset = Engine._init_datasets(engine)["train"]
     batching = BatchOptions.from_config(config)
     batching.pack_frames = not case["recurrent"]
+    batching.used_keys = list(KEYS)  # what the engine sets for a network reading data and classes
     out: Dict[str, List] = {}
     for epoch in case["epochs"]:
         batches = []

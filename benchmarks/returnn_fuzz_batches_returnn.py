@@ -1,7 +1,7 @@
 """The real RETURNN's side of ``returnn_fuzz --kind batches`` (run with RETURNN's venv, from /tmp,
 ``DISABLE_CUDA=1``): for each case of ``--cases-json`` it writes the case's HDF files with RETURNN's
-``SimpleHDFWriter``, loads the train dataset as RETURNN's ``__main__.load_data`` does (the config's
-``chunking``, ``batching``, ``window``, ``context_window``, ... copied into the dataset's options), and
+``SimpleHDFWriter`` (a third key ``aux`` when the case's lengths have three entries), loads the train
+dataset as RETURNN's ``__main__.load_data`` does (the config's ``chunking``, ``batching``, ``window``, ``context_window``, ... copied into the dataset's options), and
 runs RETURNN's TF engine's epoch loop for the case's epochs: ``init_seq_order(epoch)`` (a changed order
 drops the cached batch list), ``generate_batches`` with the options as ``Engine.init_train_from_config``
 reads them, the batches of an unchanged order reused (``BatchSetGenerator.reset``). Writes
@@ -25,11 +25,16 @@ def write_hdf(path: str, seqs, tag_prefix: str) -> None:
     from returnn.datasets.hdf import SimpleHDFWriter
     if os.path.exists(path):
         return
-    writer = SimpleHDFWriter(path, dim=2, ndim=2, extra_type={"classes": (5, 1, "int32")})
-    for i, (n_data, n_classes) in enumerate(seqs):
+    aux = len(seqs[0]) > 2  # a third key the network does not use (RETURNN's used_data_keys leave it out)
+    writer = SimpleHDFWriter(path, dim=2, ndim=2, extra_type=dict(
+        {"classes": (5, 1, "int32")}, **({"aux": (3, 1, "int32")} if aux else {})))
+    for i, lengths in enumerate(seqs):
+        n_data, n_classes = lengths[:2]
         inputs = np.arange(n_data * 2, dtype="float32").reshape(1, n_data, 2) + i
-        classes = (np.arange(n_classes, dtype="int32") % 5).reshape(1, n_classes)
-        writer.insert_batch(inputs, [n_data], ["%s-%i" % (tag_prefix, i)], extra={"classes": classes})
+        extra = {"classes": (np.arange(n_classes, dtype="int32") % 5).reshape(1, n_classes)}
+        if aux:
+            extra["aux"] = np.zeros((1, lengths[2]), dtype="int32")
+        writer.insert_batch(inputs, [n_data], ["%s-%i" % (tag_prefix, i)], extra=extra)
     writer.close()
 
 

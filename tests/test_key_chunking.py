@@ -116,3 +116,20 @@ def test_chunking_function():
     ds.init_seq_order(1)
     got = entries(ds, generate_batches(ds, 10 ** 6, -1, halves))
     assert got == [[[0, 0, 10, 0, 5], [0, 10, 20, 5, 10], [1, 0, 4, 0, 2], [1, 4, 8, 2, 4]]]
+
+
+def test_chunking_cuts_only_the_keys_the_network_reads():
+    """RETURNN chunks and counts only its network's used_data_keys: a dataset key the network does not read
+    (here 'aux', of its own length) is left out of the chunks; whole sequences count every key
+    (returnn_fuzz --kind batches, the aux cases: this engine refused "keys cut alike" or cut aux too; the
+    expected batches are RETURNN 1.20261022's generate_batches with used_data_keys {data, classes})."""
+    seqs = [{"data": np.zeros((5, 2), np.float32), "classes": np.zeros(5, np.int32), "aux": np.zeros(n, np.int32)}
+            for n in (3, 9)]
+    ds = StaticDataset(seqs, output_dim={"classes": 3, "aux": 3})
+    ds.init_seq_order(1)
+    with pytest.raises(DataError, match="cut alike"):
+        generate_batches(ds, 4, -1, "2:2")
+    got = generate_batches(ds, 4, -1, "2:2", used_keys=["data", "classes"])
+    assert [b.entries() for b in got] == [[(0, 0, 2), (0, 2, 4)], [(0, 4, 5), (1, 0, 2)], [(1, 2, 4), (1, 4, 5)]]
+    whole = generate_batches(ds, 10, -1, None, used_keys=["data", "classes"])  # aux's 9 frames count: one each
+    assert [b.seq_idxs.tolist() for b in whole] == [[0], [1]]

@@ -90,7 +90,7 @@ def too_long(dataset: Dataset, lengths: np.ndarray, max_seq_length: Any) -> np.n
 def generate_batches(dataset: Dataset, batch_size: Any, max_seqs: int = -1,
                      chunking: Any = None, max_seq_length: Any = 0, min_chunk_size: Any = 0,
                      chunking_variance: Any = 0.0, context: Optional[Context] = None, min_seq_length: Any = 0,
-                     max_pad_size: Any = None) -> List[BatchSlices]:
+                     max_pad_size: Any = None, used_keys: Optional[Sequence[str]] = None) -> List[BatchSlices]:
     """Cuts the current epoch of ``dataset`` (after ``init_seq_order``) into batches, in order.
 
     A batch's cost is (longest entry) x (number of entries), per data key; it stays <= ``batch_size``
@@ -105,7 +105,9 @@ def generate_batches(dataset: Dataset, batch_size: Any, max_seqs: int = -1,
     ``max_seq_length`` are checked, as in RETURNN. RETURNN's training options: entries shorter than
     ``min_seq_length`` in some key are skipped too (an int: every key, a dict: those keys);
     ``max_pad_size`` ends a batch before an entry that would make its padded frames (longest x entries
-    - real frames) exceed it in some key.
+    - real frames) exceed it in some key. With chunking, only the data keys in ``used_keys`` (the ones
+    the network reads; None: all) are cut and counted, as RETURNN's ``used_data_keys``; whole sequences
+    count every key.
     """
     chunk = chunking if isinstance(chunking, ChunkOptions) else \
         chunk_options(chunking, min_chunk_size, chunking_variance)
@@ -113,6 +115,9 @@ def generate_batches(dataset: Dataset, batch_size: Any, max_seqs: int = -1,
     if lengths.shape[0] == 0:
         return []
     keys = dataset.get_data_keys()
+    if chunk is not None and used_keys is not None and any(k in used_keys for k in keys):
+        cols = [i for i, k in enumerate(keys) if k in used_keys]
+        lengths, keys = lengths[:, cols], [keys[i] for i in cols]
     limits = per_key_limits(keys, batch_size, "config key 'batch_size'")
     max_lens = max_seq_length_limits(keys, max_seq_length)
     max_seqs = int(max_seqs) if max_seqs and int(max_seqs) > 0 else 1 << 62
@@ -319,6 +324,7 @@ class BatchOptions:
     min_seq_length: Any = 0  # training only, as RETURNN's engine passes it (see generate_batches())
     max_pad_size: Any = None  # (as min_seq_length)
     shuffle_batches: bool = False  # see epoch_slices()
+    used_keys: Optional[List[str]] = None  # data keys the network reads (the engine sets it; see generate_batches())
     # the train batch list kept while the order stays the same: (dataset, order, batches, shuffling generator)
     _kept: Any = field(default=None, repr=False, compare=False)
 
@@ -398,7 +404,7 @@ class BatchOptions:
         train = purpose == "train"  # (RETURNN's engine passes min_seq_length and max_pad_size only in training)
         batches = generate_batches(dataset, self.batch_size, self.max_seqs, self.chunk_options(dataset, purpose),
                                    self.max_seq_length, context=context, min_seq_length=self.min_seq_length if train else 0,
-                                   max_pad_size=self.max_pad_size if train else None)
+                                   max_pad_size=self.max_pad_size if train else None, used_keys=self.used_keys)
         return batches
 
 
