@@ -129,13 +129,14 @@ def draw(seed: int, index: int) -> Dict[str, Any]:
     _pick(rng, extra, "min_seq_length", 0.04, 2, {"data": 3})
     _pick(rng, extra, "max_pad_size", 0.04, 5, 20)
     config.update(extra)
-    # frame-wise nets (RETURNN packs frames): aligned keys and one frame budget (RETURNN would give each key
-    # other frames of a sequence in the same batch: see docs/compat.md)
     if random.Random("batches-aux/%i/%i" % (seed, index)).random() < 0.2:  # a key the net does not use
         aux_rng = random.Random("batches-aux-lengths/%i/%i" % (seed, index))
         files = [[lengths + [_length(aux_rng)] for lengths in seqs] for seqs in files]
         family.append("aux")
-    recurrent = rng.random() < 0.85 or mode != "same" or isinstance(config["batch_size"], dict)
+    # frame-wise nets (RETURNN packs frames): aligned keys, one frame budget and no context_window (RETURNN
+    # would give each key other frames of a sequence in the same batch: see docs/compat.md)
+    recurrent = rng.random() < 0.85 or mode != "same" or isinstance(config["batch_size"], dict) \
+        or "context_window" in config
     if not recurrent:
         family.append("framewise")
     return {"name": name, "family": "/".join(family), "files": files, "config": config, "recurrent": recurrent,
