@@ -147,3 +147,14 @@ def test_linear_takes_over_the_input_feature_dim_of_its_size():
         set_global_config(old)
     assert net.layers["l"].output.dims[-1] is fa and net.layers["m"].output.dims[-1] is not fa
     assert net.layers["output"].output.dims[-1] is fa and net.layers["output"].output.batch_ndim == 3
+
+
+def test_target_that_is_no_data_key_nor_layer_refused_from_behavior_version_1():
+    """RETURNN (LayerBase.transform_config_dict) raises DataNotFound for a layer's unknown target, also without a
+    loss; older RETURNN ignored the target of a layer without a loss (configs without a behavior_version)."""
+    net = {"output": {"class": "linear", "n_out": 2, "target": "nokey", "from": "data"}}
+    _net(net)
+    with pytest.raises(NetworkError, match="layer 'output': target 'nokey' is not a data key"):
+        _net(net, behavior_version=1)
+    _net(dict(net, lin={"class": "linear", "n_out": 2, "from": "data"},
+              output=dict(net["output"], target="lin")), behavior_version=1)  # a layer's name: that layer

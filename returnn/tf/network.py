@@ -29,6 +29,7 @@ from returnn.tf.extra_nets import (EXTRA_OF, ParamsByScope, expand_extra_nets, s
 from returnn.tf.layers.params import is_own_name_scope, layer_scope
 from returnn.tf.net_dict import EXTRA_NET_OPTIONS, SEARCH, SEARCH_TASK, TRAIN_NET
 from returnn.tf.layers.rec_net import layer_targets
+from returnn.tf.target_names import check_target_keys, layer_named_targets
 from returnn.tf.net_sources import base_layer_name, check_from_given, layer_sources, parse_source, topological_order  # noqa: F401
 from returnn.tf.preload import load_on_init_entries
 from returnn.tf.subnetwork import expand_subnetworks, map_layer_refs
@@ -137,6 +138,7 @@ class TFNetwork(tf.Module):
         for name, opts in net_dict.items():
             if not isinstance(opts, dict) or "class" not in opts:
                 raise NetworkError("layer %r: expected a dict with 'class'" % name)
+        net_dict = layer_named_targets(net_dict)  # RETURNN tries a target as a layer first (target_names.py)
         # RETURNN's search_train_network_layers: built again for search, with all they read (in training only)
         searched = search_train_roots(net_dict, search_train_layers if train_flag else ())
         net_dict = expand_extra_nets(net_dict, lambda n, o: layer_sources(n, o, default_target, search),
@@ -153,6 +155,7 @@ class TFNetwork(tf.Module):
             for t in _targets(opts, default_target):
                 if t.startswith("layer:") and t[len("layer:"):] in net_dict:
                     self.data_layers[t] = t[len("layer:"):]
+        check_target_keys(net_dict, list(extern) + list(self.data_layers), search)
         self.net_dict = types.MappingProxyType(net_dict)  # not tf.Module-tracked: errors show the user's dicts
         self.search = search  # built for beam search: rec sub-networks choose their labels
         self.raw_sources = {name: layer_sources(name, opts, default_target, self.search_of(name))

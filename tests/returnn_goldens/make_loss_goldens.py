@@ -135,6 +135,10 @@ CASES["triplet_loss_frames"] = {"output": {"class": "linear", "activation": "tan
                                            "loss_opts": {"margin": 1.0}}}
 CASES["ctc_loss_layer_rna_no_path"] = {"lin": CASES["ctc_loss_layer_no_path"]["lin"],
                                        "output": dict(CASES["ctc_loss_layer_no_path"]["output"], label_loop=False)}
+# a target that names a layer (no "layer:"): RETURNN tries it as a layer first (LayerBase.transform_config_dict)
+CASES["mse_target_names_a_layer"] = {
+    "teacher": {"class": "linear", "activation": "tanh", "from": "data", "n_out": 3},
+    "output": {"class": "linear", "activation": None, "from": "data", "n_out": 3, "loss": "mse", "target": "teacher"}}
 # RETURNN's native CTC error signal: exp(log-probs) - posteriors (grad_wrt_softmax_in) or - posteriors, whatever
 # logits_normalize (a linear output in "log space": not normalized)
 CASES["ctc_use_native_unnormalized_grad_softmax_in"] = {"output": {

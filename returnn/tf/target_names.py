@@ -1,0 +1,55 @@
+"""What a layer's ``target`` names, as RETURNN resolves it (``LayerBase.transform_config_dict``).
+
+RETURNN first tries the target as a *layer* (``get_layer(target)``), and only when no layer has that
+name as a data key: so ``"target": "lin"`` where ``lin`` is a layer of the same network (or of the
+same rec unit) means that layer's output, as ``"layer:lin"`` does, and a layer of that name wins
+over a data key of the same name. Outside search, the data key must then exist (RETURNN raises
+DataNotFound), also on layers without a loss; older RETURNN ignored the target of a layer without a
+loss, so configs without a ``behavior_version`` keep that (docs/compat.md, "Old config forms").
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, Iterable, Mapping
+
+from returnn.errors import NetworkError
+
+
+def _renamed(target: Any, names: Iterable[str], own: str) -> Any:
+    if isinstance(target, list):
+        return [_renamed(t, names, own) for t in target]
+    if isinstance(target, str) and not target.startswith("layer:") and target != own and target in names \
+            and target != "data" and not target.startswith("data:"):
+        return "layer:" + target
+    return target
+
+
+def layer_named_targets(net_dict: Dict[str, Any]) -> Dict[str, Any]:
+    """``net_dict`` with every ``target`` that names a layer of its network (or of its rec unit) as
+    ``layer:NAME`` (the dicts that change are copied)."""
+    out: Dict[str, Any] = {}
+    for name, opts in net_dict.items():
+        if isinstance(opts, Mapping):
+            new = dict(opts)
+            if "target" in new:
+                new["target"] = _renamed(new["target"], net_dict, name)
+            if isinstance(new.get("unit"), Mapping):
+                new["unit"] = layer_named_targets(dict(new["unit"]))
+            opts = new if new != opts else opts
+        out[name] = opts
+    return out
+
+
+def check_target_keys(net_dict: Mapping[str, Any], known: Iterable[str], search: bool) -> None:
+    """RETURNN's DataNotFound for a top-level layer whose ``target`` is neither a layer nor a data key
+    (outside search; from behavior_version 1, see the module docstring)."""
+    from returnn.tf.layers.norm import behavior_version
+    if search or behavior_version() < 1:
+        return
+    known = set(known)
+    for name, opts in net_dict.items():
+        targets = opts.get("target") if isinstance(opts, Mapping) else None
+        for target in targets if isinstance(targets, list) else [targets]:
+            if isinstance(target, str) and target not in known and not target.startswith("layer:") \
+                    and target not in ("none", ""):
+                raise NetworkError("layer %r: target %r is not a data key (known: %s); RETURNN raises DataNotFound"
+                                   % (name, target, ", ".join(sorted(known))))
