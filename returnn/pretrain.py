@@ -49,6 +49,23 @@ def layer_from(layer: Dict[str, Any]) -> List[str]:
     return [src] if isinstance(src, str) else list(src)
 
 
+def _listed_from(net: Dict[str, Any], name: str, output: bool) -> List[str]:
+    """``from`` of layer ``name`` as RETURNN's ``from_output`` construction reads it: a list (a string
+    is iterated by character there, failing on 'l', 'd', ...: a string only of one character works);
+    an output layer must have one (KeyError there). ConfigError naming the layer instead of RETURNN's
+    crash."""
+    layer = net[name]
+    if output and "from" not in layer:
+        raise ConfigError("pretrain: output layer %r has no 'from': RETURNN's pretrain construction (from_output) "
+                          "needs it (it fails with KeyError 'from'); write \"from\": [\"data\"]" % name)
+    src = layer.get("from", ["data"])
+    if isinstance(src, str) and len(src) > 1:  # one character: RETURNN's iteration gives that name
+        raise ConfigError("pretrain: layer %r has \"from\": %r, a string: RETURNN's pretrain construction "
+                          "(from_output) needs a list (it iterates the string by character and fails); write "
+                          "\"from\": [%r]" % (name, src, src))
+    return list(src)
+
+
 def resolve_epoch_values(value: Any, epoch: int) -> Any:
     """``value`` with every :class:`WrapEpochValue` inside (dicts, lists, tuples) resolved for ``epoch``."""
     if isinstance(value, WrapEpochValue):
@@ -134,11 +151,11 @@ class Pretrain:
         while True:
             new_sources, deleted = set(), set()
             for out in self.output_layers:
-                for src in layer_from(net[out]):
+                for src in _listed_from(net, out, output=True):
                     if src in self.input_layers or src.startswith("data:"):
                         new_sources.add(src)
                     elif src in net:
-                        new_sources.update(layer_from(net[src]))
+                        new_sources.update(_listed_from(net, src, output=False))
                         del net[src]
                         deleted.add(src)
                     elif src not in deleted:

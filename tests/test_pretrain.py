@@ -1,6 +1,8 @@
 """Pretrain schedules (RETURNN's construction algorithms), parameter carrying by name, #config."""
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -161,3 +163,21 @@ def test_config_overlay_sets_and_restores():
     assert overlay.apply({"batch_size": 200}) == {"chunking": ("50:25", None)}
     assert overlay.apply({}) == {"batch_size": (200, 1000)}
     assert config.typed_dict == {"batch_size": 1000, "max_seqs": 10}
+
+
+@pytest.mark.parametrize("output_from, hidden_from", [("hidden_1", ["hidden_0"]), (["hidden_1"], "hidden_0"),
+                                                      (None, ["hidden_0"])])
+def test_from_output_needs_listed_sources_as_returnn(output_from, hidden_from):
+    """RETURNN's from_output construction iterates an output layer's ``from`` and that of the layers it
+    removes: a string is iterated by character (AssertionError on 'h'), a missing ``from`` of an
+    output is a KeyError (checked against RETURNN 1.20261022). Here: one line naming the layer."""
+    net = copy.deepcopy(NET)
+    net["hidden_1"]["from"] = hidden_from
+    if output_from is None:
+        del net["output"]["from"]
+    else:
+        net["output"]["from"] = output_from
+    bad = "hidden_1" if isinstance(hidden_from, str) else "output"
+    with pytest.raises(ConfigError, match="pretrain: (output )?layer %r has" % bad):
+        pretrain_of(net)
+    assert pretrain_of(NET).get_train_num_epochs() == 2  # lists: fine
