@@ -10,6 +10,8 @@ per epoch and the scores a training run prints. Each case, drawn from (seed, ind
   ``fixed_random_seed``, ``random_seed_offset``, ``seq_list_filter_file``, ``context_window``, ``window``;
 - sometimes a third key ``aux`` of its own length that the network does not use (RETURNN's
   ``used_data_keys``: data and classes);
+- the dataset as ``train``, or (a third of the cases) as ``dev`` or ``eval`` scored each epoch (RETURNN's
+  eval defaults: sorted, not chunked unless ``chunk_eval``);
 - the config's batching: ``batch_size`` (int or per key), ``max_seqs``, ``max_seq_length`` (int,
   negative, per key), ``chunking`` ("N:M", N, per-key dicts, a (size, step) pair of dicts),
   ``min_chunk_size``, ``chunking_variance``, rarely ``shuffle_batches``, ``min_seq_length``,
@@ -139,8 +141,14 @@ def draw(seed: int, index: int) -> Dict[str, Any]:
         or "context_window" in config
     if not recurrent:
         family.append("framewise")
+    purpose = random.Random("batches-purpose/%i/%i" % (seed, index)).choice(["train"] * 4 + ["dev", "eval"])
+    if purpose != "train":  # a dev/eval set as the engine scores it
+        config[purpose] = config.pop("train")
+        family.append(purpose)
+        if random.Random("batches-chunk-eval/%i/%i" % (seed, index)).random() < 0.3:
+            config["chunk_eval"] = True
     return {"name": name, "family": "/".join(family), "files": files, "config": config, "recurrent": recurrent,
-            "epochs": [1, 2, 3]}
+            "epochs": [1, 2, 3], "purpose": purpose}
 
 
 def _resolved(case: Dict[str, Any], out_dir: str) -> Dict[str, Any]:
@@ -183,14 +191,16 @@ def ours(case: Dict[str, Any], out_dir: str) -> Dict[str, List]:
     config = Config(_resolved(case, out_dir))
     check_values(config.typed_dict)
     engine = SimpleNamespace(config=config, dist=SimpleNamespace(dataset_seed_offset=lambda: 0))
-    dataset = Engine._init_datasets(engine)["train"]
+    purpose = case.get("purpose", "train")
+    dataset = Engine._init_datasets(engine)[purpose]
     batching = BatchOptions.from_config(config)
     batching.pack_frames = not case["recurrent"]
     batching.used_keys = list(KEYS)  # what the engine sets for a network reading data and classes
     out: Dict[str, List] = {}
     for epoch in case["epochs"]:
         batches = []
-        for batch in batching.epoch_slices(dataset, epoch, "train", packed=True):
+        cut = batching if purpose == "train" else batching.for_eval(purpose)  # (the engine's scoring call)
+        for batch in cut.epoch_slices(dataset, epoch, "train" if purpose == "train" else "eval", packed=True):
             context = batch.context or {}
             entries = []
             for j, seq_idx in enumerate(batch.seq_idxs.tolist()):

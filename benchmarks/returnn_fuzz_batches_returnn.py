@@ -4,7 +4,8 @@
 dataset as RETURNN's ``__main__.load_data`` does (the config's ``chunking``, ``batching``, ``window``, ``context_window``, ... copied into the dataset's options), and
 runs RETURNN's TF engine's epoch loop for the case's epochs: ``init_seq_order(epoch)`` (a changed order
 drops the cached batch list), ``generate_batches`` with the options as ``Engine.init_train_from_config``
-reads them, the batches of an unchanged order reused (``BatchSetGenerator.reset``). Writes
+reads them, the batches of an unchanged order reused (``BatchSetGenerator.reset``); a case with
+``purpose`` dev or eval loads that dataset with RETURNN's eval defaults and cuts it as ``Engine.eval_model``. Writes
 ``{case: {"epochs": {epoch: [[[tag, {key: [start, end]}], ...] per batch]}}}`` or ``{case: {"error": line}}``.
 """
 from __future__ import annotations
@@ -54,8 +55,10 @@ def run_case(case, out_dir: str):
         if isinstance(value, list) and key == "context_window":
             config.typed_dict[key] = tuple(value)
     rnn.config = config
-    dataset, _ = rnn.load_data(config, rnn.get_cache_byte_sizes()[0], "train",
-                               **Dataset.get_default_kwargs_train(config=config))
+    name = case.get("purpose", "train")  # train, or a dev/eval set as the engine scores it
+    defaults = Dataset.get_default_kwargs_train(config=config) if name == "train" else \
+        Dataset.get_default_kwargs_eval(config=config)
+    dataset, _ = rnn.load_data(config, rnn.get_cache_byte_sizes()[0], name, **defaults)
     # Engine.init_train_from_config
     batch_size = config.typed_value("batch_size", 1)
     shuffle_batches = config.bool("shuffle_batches", False)
@@ -81,7 +84,11 @@ def run_case(case, out_dir: str):
             cached = None
         if dataset.init_seq_order(epoch=epoch):
             cached = None
-        if cached is None or not dataset.batch_set_generator_cache_whole_epoch():
+        if (cached is None or not dataset.batch_set_generator_cache_whole_epoch()) and name != "train":
+            cached = dataset.generate_batches(  # Engine.eval_model
+                recurrent_net=case["recurrent"], batch_size=batch_size, max_seqs=max_seqs,
+                max_seq_length=(max_seq_length if name == "dev" else sys.maxsize), used_data_keys=set(KEYS))
+        elif cached is None or not dataset.batch_set_generator_cache_whole_epoch():
             cached = dataset.generate_batches(
                 recurrent_net=case["recurrent"], batch_size=batch_size, max_seqs=max_seqs,
                 max_seq_length=max_seq_length, min_seq_length=min_seq_length, max_pad_size=max_pad_size,

@@ -405,3 +405,21 @@ def test_min_seq_length_and_max_pad_size_as_returnn(case):
     got = [[list(e) for e in b.entries()] for b in opts.epoch_slices(ds, 1, "train")]
     whole = [[[i, s, e] if e >= 0 else [i, 0, len(ds.get_seqs([i])[0]["data"])] for i, s, e in b] for b in got]
     assert whole == case["batches"]
+
+
+def test_max_seq_length_only_in_training_and_on_dev():
+    """RETURNN's TF engine passes max_seq_length to generate_batches in training and, of the scored datasets, only
+    for the one named 'dev' (Engine.eval_model: max_seq_length if dataset_name == "dev" else sys.maxsize);
+    forward_to_hdf passes none (every sequence is written), search refuses one. This engine dropped the long
+    sequences everywhere: the scores of 'eval' / eval_datasets and the forwarded HDF lacked them (returnn_fuzz
+    --kind batches, the eval cases with max_seq_length: DIFFER)."""
+    ds = StaticDataset([{"data": np.zeros((n, 2), np.float32), "classes": np.zeros(n, np.int32)} for n in (3, 9)],
+                       output_dim=3)
+    opts = BatchOptions.from_config(Config({"batch_size": 100, "max_seq_length": 5}))
+    kept = lambda o, purpose: [i for b in o.epoch_slices(ds, 1, purpose) for i in b.seq_idxs.tolist()]
+    assert kept(opts, "train") == [0]
+    assert kept(opts.for_eval("dev"), "eval") == [0]
+    assert kept(opts.for_eval("eval"), "eval") == [0, 1]
+    assert kept(opts.for_eval("other_set"), "eval") == [0, 1]
+    assert kept(opts.for_eval(), "forward") == [0, 1]  # search
+    assert kept(opts.for_forward(), "forward") == [0, 1]

@@ -345,13 +345,19 @@ class BatchOptions:
         chunk_options(out.eval_chunking)
         return out
 
-    def for_eval(self) -> "BatchOptions":
-        """These options with ``eval_batch_size`` (when set) as the batch size: scoring and search."""
-        return replace(self, batch_size=self.eval_batch_size or self.batch_size)
+    def for_eval(self, dataset_key: Optional[str] = None) -> "BatchOptions":
+        """These options with ``eval_batch_size`` (when set) as the batch size: scoring (``dataset_key``: the
+        dataset's config key) and search (None). ``max_seq_length`` applies only to the dataset ``dev``, as
+        RETURNN's ``Engine.eval_model`` passes it (``eval`` and ``eval_datasets`` are scored whole; its search
+        refuses a ``max_seq_length`` and keeps every sequence, as here)."""
+        return replace(self, batch_size=self.eval_batch_size or self.batch_size,
+                       max_seq_length=self.max_seq_length if dataset_key == "dev" else 0)
 
     def for_forward(self) -> "BatchOptions":
-        """These options with ``forward_batch_size`` (else ``eval_batch_size``) as the batch size."""
-        return replace(self, batch_size=self.forward_batch_size or self.eval_batch_size or self.batch_size)
+        """These options with ``forward_batch_size`` (else ``eval_batch_size``) as the batch size; every
+        sequence is forwarded (RETURNN's ``forward_to_hdf`` passes no ``max_seq_length``)."""
+        return replace(self, batch_size=self.forward_batch_size or self.eval_batch_size or self.batch_size,
+                       max_seq_length=0)
 
     def chunk_options(self, dataset: Dataset, purpose: str) -> Optional[ChunkOptions]:
         """How ``dataset``'s sequences are cut for ``purpose`` (``train``, ``eval`` or ``forward``):

@@ -433,7 +433,7 @@ class Engine(InferenceTasks):
         eval_scores = {}
         for name in self._eval_dataset_names():
             self.activity = "evaluation of %r in epoch %i" % (name, epoch)
-            eval_scores[name] = evaluate_dataset(self.steps, self.datasets[name], epoch, self.batching.for_eval(),
+            eval_scores[name] = evaluate_dataset(self.steps, self.datasets[name], epoch, self.batching.for_eval(name),
                                                  self.dist, heartbeat)
         if self.config.bool("calculate_exp_loss"):
             train_scores = with_exp_scores(train_scores)

@@ -70,7 +70,7 @@ class InferenceTasks:
             check_run_outputs(self.config, "eval", self.datasets.values(), self.network,
                               [self.datasets[n].name for n in names], epoch)
         for name in names:
-            scores = evaluate_dataset(self.steps, self.datasets[name], epoch, self.batching.for_eval(), self.dist)
+            scores = evaluate_dataset(self.steps, self.datasets[name], epoch, self.batching.for_eval(name), self.dist)
             print("epoch %i %s: %s" % (epoch, name, format_scores(scores, False)), file=log.v1)
             self._dump(self.datasets[name], epoch)
 
