@@ -153,3 +153,19 @@ def test_engine_cuts_train_and_dev_batches_by_these_rules(tmp_path):
     scores = evaluate_dataset(engine.steps, engine.datasets["dev"], 1, engine.batching.for_eval(), engine.dist,
                               lambda: None)
     assert np.isfinite(scores["score"])
+
+
+@pytest.mark.parametrize("config", [
+    {"chunk_eval": True, "chunking": ({"data": 10, "classes": 10}, {"data": 5, "classes": 5})},
+    {"chunk_eval": True, "chunking": {"data": 10, "classes": 5}},
+    {"on_size_limit": "chunk", "batch_size": {"data": 30, "classes": 12}},
+])
+def test_dev_chunking_forms_returnn_fails_on_are_refused(config):
+    """RETURNN's dev/eval defaults read chunk_eval's chunking / on_size_limit's batch_size as a string and parse
+    'size:step' or a number: with a per-key or (size, step) form it fails ("invalid literal for int() with
+    base 10: \\"{'data'\\"", RETURNN 1.20261022; returnn_fuzz --kind batches fuzzbatch_2_2, LAX). One line here."""
+    with pytest.raises(ConfigError, match="dev/eval chunking") as exc:
+        BatchOptions.from_config(Config(dict({"batch_size": 100}, **config)))
+    assert "\n" not in str(exc.value)
+    assert BatchOptions.from_config(Config({"batch_size": 100, "chunk_eval": True, "chunking": "10:5"})).eval_chunking \
+        == "10:5"

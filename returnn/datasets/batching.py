@@ -417,14 +417,32 @@ class BatchOptions:
 def eval_chunking(config) -> Any:
     """RETURNN's chunking of dev/eval datasets whose dict sets none: the batch size with
     ``on_size_limit = "chunk"``, ``"1"`` when training is frame-wise (``chunking = "1"``), the
-    config's chunking with ``chunk_eval``, else none."""
+    config's chunking with ``chunk_eval``, else none. RETURNN reads the value for them as a string
+    (``config.value``) and parses 'size:step' or a number: a per-key or (size, step) form fails there
+    ('invalid literal for int()'), refused here in one line."""
     if config.value("on_size_limit") == "chunk":
+        _as_string_chunking(config.typed_value("batch_size"), "on_size_limit = 'chunk'", "batch_size")
         return scalar_budget(_frames(config.typed_value("batch_size"), "batch_size"))
     if str(config.typed_value("chunking")) == "1":
         return "1"
     if config.bool("chunk_eval"):
-        return config.typed_value("chunking")
+        return _as_string_chunking(config.typed_value("chunking"), "chunk_eval", "chunking")
     return None
+
+
+def _as_string_chunking(value: Any, option: str, key: str) -> Any:
+    """``value`` if RETURNN's dev/eval datasets can take it as their chunking (a number or a string)."""
+    if value is None or isinstance(value, (int, str)):
+        return value
+    from returnn.errors import ConfigError
+    raise ConfigError("config key %r = %s: with %s RETURNN reads it as a string for the dev/eval chunking "
+                      "(only 'size:step' or a number; it fails on %s)" % (key, _short_repr(value), option,
+                                                                          type(value).__name__))
+
+
+def _short_repr(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _frames(value: Any, key: str) -> Any:
