@@ -65,8 +65,9 @@ _batch("context_window", "int|dict|list", None, "Extra frames around each batch 
        "directly (RETURNN's); frame-wise targets keep their length. A dataset's own option wins.")
 _batch("chunk_eval", "bool", False, "Chunk dev/eval datasets with 'chunking' too (RETURNN's; they are not by default).")
 _batch("on_size_limit", "str", "ignore", "RETURNN's: 'chunk' cuts dev/eval sequences into chunks of batch_size frames.")
-_batch("max_seq_length", "int|float|dict", 0, "Skip sequences (chunks, when chunking) longer than this: int for every "
-       "key, negative for 'classes', or {key: length}; 0: no limit.")
+_batch("max_seq_length", "int|float|dict", 0, "Training and the 'dev' set (RETURNN's): skip sequences (chunks, when "
+       "chunking) longer than this: int for every key, negative for 'classes', or {key: length}; 0: no limit. Other "
+       "scored sets, forward and search keep every sequence.")
 _batch("min_seq_length", "int|float|dict", 0, "Training: skip sequences (chunks, when chunking) shorter than this in "
        "some key: int for every key, or {key: length}; 0: no limit (RETURNN's).")
 _batch("max_pad_size", "int|dict", None, "Training: a batch ends before an entry that would make its padded frames "
