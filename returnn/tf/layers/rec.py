@@ -46,7 +46,8 @@ from returnn.tf.layers.params import Param, same
 from returnn.tf.layers.rec_params import check_native_unit_opts, check_state_cell_unit_opts, unit_params
 from returnn.tf.layers.rec_state import LSTM_KEYS, SINGLE_KEYS, InitialState, is_zero, state_layer_refs
 from returnn.tf.layers.rnn_cell import (
-    SUBNET_ONLY_OPTIONS, cell_clip_opt, check_unrolled_length, is_step_template, unrolled_max_len,
+    INPUT_PROJECTION, SUBNET_ONLY_OPTIONS, cell_clip_opt, check_input_projection, check_unrolled_length,
+    is_step_template, unrolled_max_len,
 )
 from returnn.tf.lstm_kernels import final_state_fn, get_kernel, lstm_sequence
 
@@ -101,7 +102,7 @@ class RecLayer(Layer):
         Option("sampling", 1, "Theano-era RETURNN: subsampling of the recurrence; only 1 (none)"),
         Option("initial_state", None, "the state each sequence starts from: zeros, ones, var, keep_over_epoch, a "
                                       "layer, or {'c': .., 'h': ..} (see returnn.tf.layers.rec_state)"),
-    ) + SUBNET_ONLY_OPTIONS
+    ) + SUBNET_ONLY_OPTIONS + (INPUT_PROJECTION,)
 
     @staticmethod
     def class_selector(opts: Mapping[str, Any]):
@@ -145,6 +146,7 @@ class RecLayer(Layer):
         self.forget_bias = float(unit_opts.get("forget_bias", FORGET_BIAS.get(self.unit, 0.0)))
         # RETURNN's NativeLSTM2 option: dropout on the recurrent weights W_re, one mask per training step
         self.rec_weight_dropout = rate(self.desc, "rec_weight_dropout", unit_opts.get("rec_weight_dropout"))
+        check_input_projection(self.desc, self.unit, self.opt("input_projection"))
         n_state = len(state_layer_refs(self.opt("initial_state")))
         self.state_sources = state_sources = list(sources[len(sources) - n_state:])
         sources = list(sources[:len(sources) - n_state])

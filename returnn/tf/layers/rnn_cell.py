@@ -459,7 +459,18 @@ SUBNET_ONLY_OPTIONS = tuple(
                                ("include_eos", False, "the end frame in the length"),
                                ("cheating", False, "unused, a choice option now"),
                                ("back_prop", None, "the loop's gradient"),
-                               ("use_global_rec_step_offset", False, "the step counter's offset")))
+                               ("use_global_rec_step_offset", False, "the step counter's offset"),
+                               ("debug", None, "extra debug outputs of the loop's layers")))
+# RETURNN's input_projection: only its native LSTM kernels read it (False: the input is the gates' pre-activations)
+INPUT_PROJECTION = Option("input_projection", True, "RETURNN: False feeds the input to its native LSTM kernels as "
+                          "the gates' pre-activations (refused for those here); its TensorFlow cells ignore it")
+
+
+def check_input_projection(desc: str, unit: str, input_projection: Any) -> None:
+    """input_projection False with one of RETURNN's native LSTM units: refused (see INPUT_PROJECTION)."""
+    if not input_projection and unit in NATIVE_UNIT_OPTS:
+        raise NetworkError("%s: input_projection False (the input as the gates' pre-activations of RETURNN's native "
+                           "LSTM kernel) is not supported" % desc)
 
 
 class RecStepLayer(RnnCellLayer):
@@ -482,11 +493,12 @@ class RecStepLayer(RnnCellLayer):
                noop="an implementation detail of RETURNN's loop: an unrolled loop computes the same outputs"),
         Option("max_seq_len", None, "RETURNN: the unrolled loop's length (with unroll; T must not exceed it)"),
         Option("sampling", 1, "Theano-era RETURNN: subsampling of the recurrence", only=(1,)),
-    ) + SUBNET_ONLY_OPTIONS
+    ) + SUBNET_ONLY_OPTIONS + (INPUT_PROJECTION,)
 
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
         self.units = rec_cell_units()
         super().__init__(name, opts, sources, seed)
+        check_input_projection(self.desc, self.unit, self.opt("input_projection"))
         if self.step_mode and self.unit == "nativelstm":  # its loop state is an initial state to RETURNN
             raise NetworkError("%s: unit 'nativelstm' in a rec loop: RETURNN's NativeLstm (v1) refuses the loop's state as "
                                "initial_state (broken support): use nativelstm2" % self.desc)
