@@ -5,7 +5,9 @@ per epoch and the scores a training run prints. Each case, drawn from (seed, ind
 - a train dataset: an ``HDFDataset`` over one or two small HDF files (written by RETURNN's
   ``SimpleHDFWriter``: dense ``data`` and sparse ``classes`` with random lengths, 0 and 1 included;
   ``classes`` as long as ``data``, half as long, or of its own length), sometimes wrapped in a
-  ``MetaDataset`` or a ``ConcatDataset``;
+  ``MetaDataset`` (one or two sub-datasets), a ``ConcatDataset`` or a ``CombinedDataset`` (its orders;
+  not ``sampling_sizes``, which this engine does not take and RETURNN fails on over HDFDatasets:
+  'integer modulo by zero');
 - its options: ``seq_ordering`` (or the config's ``batching``), ``partition_epoch``, ``repeat_epoch``,
   ``fixed_random_seed``, ``random_seed_offset``, ``seq_list_filter_file``, ``context_window``, ``window``;
 - sometimes a third key ``aux`` of its own length that the network does not use (RETURNN's
@@ -105,7 +107,20 @@ def draw(seed: int, index: int) -> Dict[str, Any]:
         config["_seq_list"] = tags
         opts["seq_list_filter_file"] = "@DIR@/%s.seqs" % name
     wrap = rng.choice(["hdf"] * 6 + ["meta", "concat"])
-    if wrap == "meta":
+    wrap_rng = random.Random("batches-wrap2/%i/%i" % (seed, index))  # (wrappers added later: the draws above stay)
+    if wrap == "hdf" and wrap_rng.random() < 0.3:
+        wrap = wrap_rng.choice(["meta2", "combined"])
+    if wrap == "meta2":  # data and classes from two datasets over the same files (the same tags)
+        spec: Dict[str, Any] = {
+            "class": "MetaDataset", "datasets": {"a": dict(hdf, **opts), "b": dict(hdf)},
+            "data_map": {"data": ["a", "data"], "classes": ["b", "classes"]}, "seq_order_control_dataset": "a"}
+    elif wrap == "combined":  # the files as two datasets, one after the other or interleaved (RETURNN's orders)
+        spec = {"class": "CombinedDataset", "datasets": {"a": dict(hdf, files=paths[:1]), "b": dict(hdf, files=paths[-1:])},
+                "data_map": [["a", "data", "data"], ["a", "classes", "classes"], ["b", "data", "data"],
+                             ["b", "classes", "classes"]],
+                "seq_ordering": wrap_rng.choice(["default", "random_dataset", "sorted", "laplace:.4", "random"])}
+        spec.update({k: v for k, v in opts.items() if k not in ("seq_ordering", "seq_list_filter_file")})
+    elif wrap == "meta":
         spec: Dict[str, Any] = {"class": "MetaDataset", "datasets": {"a": dict(hdf, **opts)},
                                 "data_map": {"data": ["a", "data"], "classes": ["a", "classes"]},
                                 "seq_order_control_dataset": "a"}
@@ -135,10 +150,10 @@ def draw(seed: int, index: int) -> Dict[str, Any]:
         aux_rng = random.Random("batches-aux-lengths/%i/%i" % (seed, index))
         files = [[lengths + [_length(aux_rng)] for lengths in seqs] for seqs in files]
         family.append("aux")
-    # frame-wise nets (RETURNN packs frames): aligned keys, one frame budget and no context_window (RETURNN
-    # would give each key other frames of a sequence in the same batch: see docs/compat.md)
+    # frame-wise nets (RETURNN packs frames): aligned keys (an unused 'aux' too), one frame budget and no
+    # context_window (RETURNN would give each key other frames of a sequence in the same batch: docs/compat.md)
     recurrent = rng.random() < 0.85 or mode != "same" or isinstance(config["batch_size"], dict) \
-        or "context_window" in config
+        or "context_window" in config or "aux" in family
     if not recurrent:
         family.append("framewise")
     purpose = random.Random("batches-purpose/%i/%i" % (seed, index)).choice(["train"] * 4 + ["dev", "eval"])
@@ -153,12 +168,25 @@ def draw(seed: int, index: int) -> Dict[str, Any]:
 
 def _resolved(case: Dict[str, Any], out_dir: str) -> Dict[str, Any]:
     """The case's config with the HDF directory filled in and JSON lists back as tuples where needed."""
-    config = json.loads(json.dumps(case["config"]).replace("@DIR@", out_dir))
+    config = tuple_data_maps(json.loads(json.dumps(case["config"]).replace("@DIR@", out_dir)))
     config.pop("_seq_list", None)
     for key in ("chunking", "context_window"):
         if isinstance(config.get(key), list):
             config[key] = tuple(config[key])
     return config
+
+
+def tuple_data_maps(value: Any) -> Any:
+    """A CombinedDataset's data_map back from JSON ([[dataset, key, out key], ...]) to RETURNN's form
+    {(dataset, key): out key} (also in returnn_fuzz_batches_returnn.py)."""
+    if isinstance(value, dict):
+        out = {k: tuple_data_maps(v) for k, v in value.items()}
+        if out.get("class") == "CombinedDataset" and isinstance(out.get("data_map"), list):
+            out["data_map"] = {(ds, key): target for ds, key, target in out["data_map"]}
+        return out
+    if isinstance(value, list):
+        return [tuple_data_maps(v) for v in value]
+    return value
 
 
 def run_returnn(cases: List[Dict[str, Any]], out_dir: str, python: str) -> Dict[str, Any]:

@@ -39,6 +39,18 @@ def write_hdf(path: str, seqs, tag_prefix: str) -> None:
     writer.close()
 
 
+def tuple_data_maps(value):
+    """A CombinedDataset's data_map from JSON ([[dataset, key, out key], ...]) as {(dataset, key): out key}."""
+    if isinstance(value, dict):
+        out = {k: tuple_data_maps(v) for k, v in value.items()}
+        if out.get("class") == "CombinedDataset" and isinstance(out.get("data_map"), list):
+            out["data_map"] = {(ds, key): target for ds, key, target in out["data_map"]}
+        return out
+    if isinstance(value, list):
+        return [tuple_data_maps(v) for v in value]
+    return value
+
+
 def run_case(case, out_dir: str):
     """The case's batches per epoch in RETURNN's engine."""
     import returnn.__main__ as rnn
@@ -48,7 +60,7 @@ def run_case(case, out_dir: str):
     for i, seqs in enumerate(case["files"]):
         write_hdf(os.path.join(out_dir, "%s_%i.hdf" % (case["name"], i)), seqs, "f%i" % i)
     config = Config()
-    config.update(json.loads(json.dumps(case["config"]).replace("@DIR@", out_dir)))
+    config.update(tuple_data_maps(json.loads(json.dumps(case["config"]).replace("@DIR@", out_dir))))
     for key, value in list(config.typed_dict.items()):
         if isinstance(value, list) and key == "chunking":  # JSON has no tuples: (size, step)
             config.typed_dict[key] = tuple(value)

@@ -11,6 +11,7 @@ alone decides the order.
 from __future__ import annotations
 
 import os
+import random
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -229,8 +230,9 @@ class CombinedDataset(Dataset):
     Each epoch, every sub-dataset orders its own sequences (its ``seq_ordering`` and
     ``partition_epoch`` apply); the union, datasets in sorted key order, is then ordered by this
     dataset's ``seq_ordering`` (``default``: one dataset after the other; ``random_dataset``:
-    datasets picked at random, each keeping its order; any other ordering over all sequences,
-    by their longest key) and split by this dataset's ``partition_epoch``.
+    datasets picked at random (Python's generator, as RETURNN), each keeping its order; any other
+    ordering over all sequences, by the length each sub-dataset orders by: RETURNN's
+    ``get_estimated_seq_length``) and split by this dataset's ``partition_epoch``.
     """
 
     global_options = ("cache_size",)
@@ -307,8 +309,9 @@ class CombinedDataset(Dataset):
         if not self._random_dataset:
             return super().full_epoch_order(full_epoch, epoch)
         entries = self._ensure_union()
-        rng = np.random.RandomState(self.random_seed_for_epoch(full_epoch) % (2 ** 32))
-        picks = rng.permutation(entries[:, 0])  # dataset of each position; each keeps its own order
+        picks = entries[:, 0].tolist()  # dataset of each position; each keeps its own order
+        random.Random(self.random_seed_for_epoch(full_epoch)).shuffle(picks)  # RETURNN's: Python's generator
+        picks = np.asarray(picks, dtype=np.int64)
         starts = np.searchsorted(entries[:, 0], np.arange(len(self.dataset_keys)))
         order = np.empty(len(picks), dtype=np.int64)
         for d in range(len(self.dataset_keys)):
@@ -324,8 +327,15 @@ class CombinedDataset(Dataset):
         return int(len(self._ensure_union()))
 
     def _ordering_lengths(self) -> np.ndarray:
-        lengths = self._corpus_seq_lengths()
-        return lengths.max(axis=1) if lengths.shape[1] else np.zeros(len(lengths), dtype=np.int64)
+        """Each sequence's length as its own dataset orders by it (RETURNN's get_estimated_seq_length of the
+        sub-dataset: an HDFDataset's 'data')."""
+        entries = self._ensure_union()
+        out = np.zeros(len(entries), dtype=np.float64)
+        for d, ds_key in enumerate(self.dataset_keys):
+            rows = np.flatnonzero(entries[:, 0] == d)
+            if len(rows):
+                out[rows] = np.asarray(self.datasets[ds_key]._ordering_lengths())[entries[rows, 1]]
+        return out
 
     def _corpus_seq_lengths(self) -> np.ndarray:
         entries = self._ensure_union()
