@@ -137,6 +137,29 @@ def test_a_datasets_own_window_wins(tmp_path):
     assert {name: ds.get_data_dim("data") for name, ds in engine.datasets.items()} == {"train": 9, "dev": 9, "eval": 9}
 
 
+@pytest.mark.parametrize("where", ["config", "own"])
+def test_window_on_a_meta_or_combined_dataset_is_refused(tmp_path, where):
+    """RETURNN's MetaDataset and CombinedDataset assert window == 1 (the config's window is copied into the train
+    dataset's options): RETURNN fails, this engine windowed (LAX in returnn_fuzz --kind batches, fuzzbatch_8_62)."""
+    from returnn.distributed.context import DistributedContext
+    from returnn.errors import ConfigError
+    from returnn.tf.engine import Engine
+    data = {"class": "DummyDataset", "input_dim": 3, "output_dim": 4, "num_seqs": 4, "seq_len": 6}
+    meta = {"class": "MetaDataset", "datasets": {"a": data}, "data_map": {"data": ("a", "data"), "classes": ("a", "classes")},
+            "seq_order_control_dataset": "a"}
+    config = Config({"train": dict(meta, window=3) if where == "own" else meta, "num_epochs": 1,
+                     "network": {"output": {"class": "softmax", "loss": "ce", "from": "data"}},
+                     "model": str(tmp_path / "model")})
+    if where == "config":
+        config.set("window", 3)
+    with pytest.raises(ConfigError, match="MetaDataset.*window == 1") as exc:
+        Engine(config, DistributedContext.from_config(config))
+    assert "\n" not in str(exc.value)
+    config.set("window", 1)
+    config.set("train", meta)
+    assert Engine(config, DistributedContext.from_config(config)).datasets["train"].get_data_dim("data") == 3
+
+
 def test_engine_cuts_train_and_dev_batches_by_these_rules(tmp_path):
     from returnn.distributed.context import DistributedContext
     from returnn.tf.engine import Engine

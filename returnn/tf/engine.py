@@ -125,6 +125,9 @@ class Engine(InferenceTasks):
             if isinstance(spec, dict) and spec.get("window") is not None:  # the dataset's own wins (RETURNN)
                 spec = dict(spec)
                 window = int_option("dataset %s" % name, "window", spec.pop("window"), minimum=0)
+            if window > 1 and isinstance(spec, dict) and spec.get("class") in ("MetaDataset", "CombinedDataset"):
+                raise ConfigError("dataset %s (%s): 'window' = %i (the config's or its own): RETURNN's %s does not "
+                                  "implement it (assert window == 1)" % (name, spec["class"], window, spec["class"]))
             spec, context = pop_context_window(spec, self.config.typed_value("context_window"), "dataset %s" % name)
             dataset = init_dataset(spec, defaults, name=name)
             dataset.context_window = context
