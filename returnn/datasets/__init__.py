@@ -71,10 +71,15 @@ def dataset_dict_from_string(text: str, name: Optional[str] = None) -> Dict[str,
     return {"class": "HDFDataset", "files": [f for f in text.split(",") if f]}
 
 
-def eval_dataset_spec(spec: Any) -> Any:
+def eval_dataset_spec(spec: Any, name: Optional[str] = None) -> Any:
     """A dev/eval dataset dict as RETURNN reads it: ordered by length (``sorted``: least padding)
-    unless the dict names a ``seq_ordering``; a ConcatDataset keeps its parts' own orders."""
-    if isinstance(spec, dict) and "seq_ordering" not in spec and spec.get("class") != "ConcatDataset":
+    unless the dict names a ``seq_ordering``. A ConcatDataset without one is refused: RETURNN gives it
+    ``sorted`` too, which its ConcatDataset does not implement (NotImplementedError)."""
+    if isinstance(spec, dict) and "seq_ordering" not in spec:
+        if spec.get("class") == "ConcatDataset":
+            raise DataError("dataset %s (ConcatDataset): as a dev/eval set it needs 'seq_ordering': 'default' in its "
+                            "dict (RETURNN's eval defaults order it 'sorted', which its ConcatDataset does not "
+                            "implement)" % (name or "?"))
         return dict(spec, seq_ordering="sorted")
     return spec
 

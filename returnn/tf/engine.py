@@ -116,7 +116,7 @@ class Engine(InferenceTasks):
         specs += [(name, spec, False) for name, spec in (self.config.typed_value("eval_datasets") or {}).items()]
         for name, spec, is_train in specs:
             if not is_train:
-                spec = eval_dataset_spec(spec)
+                spec = eval_dataset_spec(spec, name)
             elif isinstance(spec, dict) and "seq_ordering" not in spec and self.config.has("batching"):
                 spec = dict(spec, seq_ordering=self.config.value("batching"))  # RETURNN's global default
             if not spec:
