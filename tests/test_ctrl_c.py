@@ -133,7 +133,7 @@ def test_resume_hint_describes_what_a_rerun_does(tmp_path):
 FORWARD = '''#!rnn.py
 task = "forward"
 eval = {"class": "Task12AXDataset", "num_seqs": 3000, "fixed_random_seed": 1}
-extern_data = {"data": {"dim": 9, "sparse": True}, "classes": {"dim": 2, "sparse": True}}
+extern_data = {"data": {"dim": 9}, "classes": {"dim": 2, "sparse": True}}  # RETURNN's 12AX: one-hot data
 max_seqs = 2
 network = {"l": {"class": "rec", "unit": "lstm", "n_out": 32, "from": "data"},
            "output": {"class": "softmax", "from": "l", "n_out": 2, "is_output_layer": True}}

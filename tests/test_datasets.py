@@ -12,20 +12,18 @@ SYMBOLS = "123ABCXYZ"
 
 
 def reference_12ax_targets(symbols: str) -> str:
-    """The 12AX rule, written independently: an outer context (last digit) and an inner context
-    (the letter of the current pair). 'R' for X closing A under context 1, Y closing B under 2."""
-    outer, inner, out = None, None, []
+    """RETURNN's 12AX rule (its ``make_output_seq``), written independently: the outer context is the
+    last 1/2, the inner one the last A/B since the last X/Y; 'R' for X closing 1..A, Y closing 2..B.
+    3, C and Z change nothing."""
+    outer, inner, out = "", "", []
     for c in symbols:
-        target = "L"
-        if c in "123":
-            outer, inner = c, None
-        elif c in "ABC":
+        out.append("R" if c in "XY" and (outer, inner, c) in (("1", "A", "X"), ("2", "B", "Y")) else "L")
+        if c in "12":
+            outer = c
+        elif c in "AB":
             inner = c
-        else:
-            if (outer, inner, c) in (("1", "A", "X"), ("2", "B", "Y")):
-                target = "R"
-            inner = None
-        out.append(target)
+        elif c in "XY":
+            inner = ""
     return "".join(out)
 
 
@@ -35,14 +33,16 @@ def all_seqs(ds, epoch=1):
 
 
 def decode(seq):
-    return "".join(SYMBOLS[i] for i in seq["data"]), "".join("LR"[i] for i in seq["classes"])
+    return "".join(SYMBOLS[i] for i in seq["data"].argmax(-1)), "".join("LR"[i] for i in seq["classes"])
 
 
 @pytest.mark.parametrize("symbols,expected", [
     ("1AX", "LLR"), ("2AX", "LLL"), ("2BY", "LLR"), ("1BY", "LLL"), ("1AY", "LLL"), ("1CX", "LLL"),
-    ("1AXBY2AXBY", "LLRLLLLLLR"), ("1AX3AX", "LLRLLL"), ("3AXBY", "LLLLL"), ("2CZBYAX1AX", "LLLLRLLLLR"),
+    ("1AXBY2AXBY", "LLRLLLLLLR"), ("1AX3AX", "LLRLLR"), ("3AXBY", "LLLLL"), ("2CZBYAX1AX", "LLLLRLLLLR"),
+    ("1ACX", "LLLR"), ("1A2BY", "LLLLR"), ("2B1AZX", "LLLLLR"),
 ])
 def test_12ax_rule_examples(symbols, expected):
+    """The expected strings are RETURNN's (its make_output_seq, RETURNN 1.20261022)."""
     assert reference_12ax_targets(symbols) == expected
     assert Task12AXDataset.make_targets(symbols) == expected
 
@@ -52,10 +52,10 @@ def test_12ax_generated_targets_follow_rule():
     counts = {"R1": 0, "R2": 0, "L": 0}
     for epoch in (1, 2):
         for seq in all_seqs(ds, epoch):
-            assert seq["data"].dtype == np.int32 and seq["classes"].dtype == np.int32
-            assert seq["data"].shape == seq["classes"].shape and seq["data"].ndim == 1
+            assert seq["data"].dtype == np.float32 and seq["classes"].dtype == np.int32
+            assert seq["data"].shape == seq["classes"].shape + (9,) and 10 <= len(seq["classes"]) < 100
+            assert (seq["data"].sum(-1) == 1).all()  # one-hot
             symbols, targets = decode(seq)
-            assert symbols[0] in "123"
             assert targets == reference_12ax_targets(symbols), symbols
             for i, t in enumerate(targets):
                 if t == "R":
@@ -67,10 +67,10 @@ def test_12ax_generated_targets_follow_rule():
 
 def test_12ax_data_description():
     ds = Task12AXDataset(num_seqs=5)
-    assert ds.num_outputs == {"data": [9, 1], "classes": [2, 1]}
+    assert ds.num_outputs == {"data": [9, 2], "classes": [2, 1]}  # RETURNN's: dense one-hot data
     assert ds.get_data_keys() == ["data", "classes"]
-    assert ds.is_data_sparse("data") and ds.get_data_dim("classes") == 2
-    assert ds.get_data_dtype("data") == "int32" and ds.get_data_shape("data") == ()
+    assert not ds.is_data_sparse("data") and ds.get_data_dim("classes") == 2
+    assert ds.get_data_dtype("data") == "float32" and ds.get_data_shape("data") == (9,)
     ds.init_seq_order(1)
     assert ds.num_seqs == 5
     for i in range(5):

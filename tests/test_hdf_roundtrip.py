@@ -92,14 +92,15 @@ def test_dense_dummy_roundtrip(tmp_path):
     assert not [n for n in os.listdir(tmp_path) if n != "dense.hdf"]  # no temporary files left
 
 
-def test_sparse_12ax_roundtrip(tmp_path):
+def test_12ax_roundtrip(tmp_path):
+    """RETURNN's 12AX: dense one-hot inputs, sparse classes, label names of both."""
     spec = "{'class': 'Task12AXDataset', 'num_seqs': 30}"
     out = str(tmp_path / "12ax.hdf")
     dump(spec, out)
     assert_same(init_dataset(spec), out)
-    check_layout(out, ["data", "classes"], {"data": 9, "classes": 2}, {"data": 1, "classes": 1}, 30)
+    check_layout(out, ["data", "classes"], {"data": 9, "classes": 2}, {"data": 2, "classes": 1}, 30)
     with h5py.File(out, "r") as f:
-        assert f["inputs"].ndim == 1 and f["inputs"].dtype == np.int32
+        assert f["inputs"].ndim == 2 and f["inputs"].dtype == np.float32
         assert [x.decode() for x in f["targets/labels/classes"][...]] == ["L", "R"]
         assert [x.decode() for x in f["labels"][...]] == list("123ABCXYZ")
 

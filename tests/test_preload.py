@@ -81,7 +81,7 @@ def _engine(tmp_path, task: str, layers: dict, **keys):
     from returnn.distributed.context import DistributedContext
     from returnn.tf.engine import Engine
     config = Config(dict({"task": task, "dev": {"class": "Task12AXDataset", "num_seqs": 4, "fixed_random_seed": 1},
-                          "extern_data": {"data": {"dim": 9, "sparse": True}, "classes": {"dim": 2, "sparse": True}},
+                          "extern_data": {"data": {"dim": 9}, "classes": {"dim": 2, "sparse": True}},
                           "model": str(tmp_path / "fused"), "network": layers},
                          **keys))
     return Engine(config, DistributedContext.from_config(config))

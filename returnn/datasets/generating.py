@@ -67,53 +67,62 @@ class GeneratingDataset(InMemoryDataset):
         if key == self._generated_for_seed:
             return
         self.generating_epoch = full_epoch
-        rng = np.random.RandomState(self.random_seed_for_epoch(full_epoch) % (2 ** 32))
-        seqs = [self.generate_seq(rng, i) for i in range(self.num_generated_seqs)]
+        seed = self.random_seed_for_epoch(full_epoch) % (2 ** 32)
+        # RETURNN's get_corpus_seq: each sequence from its own generator, seeded with (epoch seed, index)
+        seqs = [self.generate_seq(np.random.RandomState((seed, i)), i) for i in range(self.num_generated_seqs)]
         self._set_seqs(seqs)
         self._generated_for_seed = key
 
 
 @register_dataset
 class Task12AXDataset(GeneratingDataset):
-    """The 12AX memory task. Inputs: the 9 symbols ``123ABCXYZ``; classes: ``L`` / ``R``.
+    """The 12AX memory task, as RETURNN generates it. Inputs: the 9 symbols ``123ABCXYZ`` as dense
+    one-hot ``data`` (RETURNN's ``class_idx_seq_to_1_of_k``); classes: ``L`` / ``R`` (sparse).
 
-    The target is ``R`` exactly when the current symbol completes the target pair of the most
-    recent digit: ``A`` then ``X`` after a ``1``, ``B`` then ``Y`` after a ``2``.
+    The target is ``R`` exactly when an ``X`` closes ``1 .. A`` or a ``Y`` closes ``2 .. B``
+    (RETURNN's ``make_output_seq``: the last ``1``/``2`` is the outer context, the last ``A``/``B`` the
+    inner one, reset by each ``X``/``Y``; ``3``, ``C`` and ``Z`` change nothing). Lengths 10 to 99;
+    the draws are RETURNN's (``get_random_seq_len``, ``generate_input_seq``), so the sequences are.
     """
 
     INPUT_SYMBOLS = "123ABCXYZ"
     OUTPUT_SYMBOLS = "LR"
 
     def data_infos(self) -> Dict[str, DataInfo]:
-        return {"data": DataInfo(9, True, "int32", labels=list(self.INPUT_SYMBOLS)),
+        return {"data": DataInfo(9, False, "float32", labels=list(self.INPUT_SYMBOLS)),
                 "classes": DataInfo(2, True, "int32", labels=list(self.OUTPUT_SYMBOLS))}
 
     @classmethod
     def make_targets(cls, symbols: str) -> str:
-        """Computes the L/R target string for an input symbol string."""
-        out, digit, prev = [], None, None
+        """The L/R target string of an input symbol string (RETURNN's rule, see the class doc)."""
+        out, outer, inner = [], "", ""
         for s in symbols:
-            if s in "123":
-                digit = s
-            hit = (digit == "1" and prev == "A" and s == "X") or (digit == "2" and prev == "B" and s == "Y")
+            hit = False
+            if s in "12":
+                outer = s
+            elif s in "AB":
+                inner = s
+            elif s in "XY":
+                hit = outer + inner + s in ("1AX", "2BY")
+                inner = ""
             out.append("R" if hit else "L")
-            prev = s
         return "".join(out)
 
     def generate_seq(self, rng: np.random.RandomState, seq_idx: int) -> Dict[str, np.ndarray]:
-        symbols: List[str] = []
-        for _ in range(rng.randint(1, 4)):  # outer loops
-            symbols.append("123"[rng.choice(3, p=[0.45, 0.45, 0.1])])
-            for _ in range(rng.randint(1, 11)):  # inner loops: letter pairs
-                if rng.rand() < 0.5:
-                    pair = ("AX", "BY")[rng.randint(2)]
-                else:
-                    pair = "ABC"[rng.randint(3)] + "XYZ"[rng.randint(3)]
-                symbols.extend(pair)
-        text = "".join(symbols)
-        targets = self.make_targets(text)
-        return {"data": np.array([self.INPUT_SYMBOLS.index(c) for c in text], dtype=np.int32),
-                "classes": np.array([self.OUTPUT_SYMBOLS.index(c) for c in targets], dtype=np.int32)}
+        length = rng.randint(10, 100)
+        text = str(rng.choice(["", "1", "2"]))
+        while len(text) < length:  # RETURNN's made-up distribution, draw by draw
+            if rng.uniform() < 0.5:
+                text += str(rng.choice(list("12")))
+            if rng.uniform() < 0.9:
+                text += str(rng.choice(["AX", "BY"]))
+            while rng.uniform() < 0.5:
+                text += str(rng.choice(list(self.INPUT_SYMBOLS)))
+        text = text[:length]
+        data = np.zeros((length, len(self.INPUT_SYMBOLS)), dtype=np.float32)
+        data[np.arange(length), [self.INPUT_SYMBOLS.index(c) for c in text]] = 1.0
+        return {"data": data,
+                "classes": np.array([self.OUTPUT_SYMBOLS.index(c) for c in self.make_targets(text)], dtype=np.int32)}
 
 
 @register_dataset

@@ -1,6 +1,8 @@
 """The synthetic tasks of RETURNN's demos (``demos/demo-tf-*.config``): episodic copy, XML
-modelling, number base conversion and copy. Same task definitions as RETURNN; sequences are drawn
-from this engine's seeded generator (so the values differ from RETURNN's, the task does not).
+modelling, number base conversion and copy, as RETURNN generates them: the same draws in the same
+order from a generator seeded per sequence with (the epoch's seed, the sequence index), as RETURNN's
+``GeneratingDataset.get_corpus_seq``, so the sequences are RETURNN's
+(``tests/test_returnn_generated_datasets.py``).
 
 Episodic copy and XML modelling give dense one-hot ``data`` (RETURNN's ``class_idx_seq_to_1_of_k``)
 and sparse ``classes``; the other two give sparse ``data`` and ``classes``.
