@@ -32,6 +32,11 @@ def test_replaced_time_axis_by_a_static_dim_is_no_time_axis():
       "output": {"class": "pad", "axes": "T", "padding": [1, 1], "from": "s"}}, "'output' \\(pad\\).*no t axis"),
     ({"s": {"class": "slice", "axis": "T", "slice_start": 0, "slice_end": 1, "from": "data"},
       "output": {"class": "reduce", "mode": "sum", "axis": "T", "from": "s"}}, "'output' \\(reduce\\).*no t axis"),
+    # RETURNN's LayerBase asserts an explicit n_out equals the output dim, for every layer
+    ({"output": {"class": "merge_dims", "axes": "static", "from": "data", "n_out": 5}},
+     "'output' \\(merge_dims\\): n_out 5 does not match the output dim"),
+    ({"output": {"class": "reduce", "mode": "argmax", "axis": "T", "from": "data", "n_out": 2}},
+     "'output' \\(reduce\\): n_out 2 does not match"),
 ])
 def test_returnn_refuses_at_build(net, match):
     with pytest.raises(NetworkError, match=match):

@@ -68,3 +68,17 @@ case("conv_bias_layer_valid", "bias_options", {
     "b": {"class": "variable", "shape": (4,)},
     "output": {"class": "conv", "filter_size": [3], "padding": "valid", "n_out": 4, "bias": "b", "from": "data",
                "activation": "relu"}}, lens=L)
+
+# gather clip_to_valid (RETURNN: the position clipped to 0 .. the axis length - 1, per sequence on a dynamic axis;
+# an unknown option here before)
+case("gather_clip_to_valid_static", "gather_clip", {
+    "output": {"class": "gather", "position": 9, "axis": "F", "from": "data", "clip_to_valid": True}})
+case("gather_clip_to_valid_time_int_zero_len", "gather_clip", {
+    "output": {"class": "gather", "position": 5, "axis": "T", "from": "data", "clip_to_valid": True}},
+    lens={"data": [7, 3, 0]})
+case("gather_clip_to_valid_time_positions", "gather_clip", {
+    "len": {"class": "length", "from": "data"},
+    "r": {"class": "range_in_axis", "axis": "T", "from": "data"},
+    "p": {"class": "combine", "kind": "sub", "from": ["r", "len"], "allow_broadcast_all_sources": True},
+    "p2": {"class": "eval", "from": "p", "eval": "source(0) + 3"},
+    "output": {"class": "gather", "position": "p2", "axis": "T", "from": "data", "clip_to_valid": True}}, lens=L)

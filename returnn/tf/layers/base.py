@@ -383,6 +383,8 @@ class Layer(tf.Module):
             self.post_bn = BatchNorm(self, self.output, {} if spec is True else dict(spec))
         if self.opts.get("out_type") is not None and self.known_options["out_type"] is Layer.options_by_name["out_type"]:
             self._check_out_type(self.opts["out_type"])
+        if self.opts.get("n_out") is not None and "n_out" in self.known_options:
+            self.check_n_out(self.output.dim)  # RETURNN's LayerBase asserts it for every layer
         if self.opts.get("out_shape") is not None:
             self._verify_out_shape(self.opts["out_shape"])
         if self.spatial_smoothing:

@@ -35,6 +35,8 @@ class GatherLayer(Layer):
     options = (
         Option("position", None, "index: an int, or a layer of integer indices"),
         Option("axis", None, "axis of 'from' to index (RETURNN axis description)"),
+        Option("clip_to_valid", False, "positions clipped to 0 .. the axis length - 1 (per sequence on a dynamic "
+                                       "axis; a length-0 sequence gathers zeros), as RETURNN"),
     )
     default_axis = None
 
@@ -50,12 +52,18 @@ class GatherLayer(Layer):
         self.ax = self.axis(data, axis_opt, "axis")
         if data.dims[self.ax].is_batch_dim():
             raise NetworkError("%s: cannot gather on the batch axis" % self.desc)
+        self.clip = bool(self.opt("clip_to_valid"))
+        dynamic = data.dims[self.ax].is_dynamic()
+        if self.clip and dynamic and (data.batch_dim_axis is None or (self.pos_layer and sources[-1].batch_dim_axis is None)):
+            raise NetworkError("%s: clip_to_valid on the dynamic axis %r needs a batch axis in 'from' and 'position' "
+                               "(RETURNN's clipped position gets the lengths' batch axis)" % (
+                                   self.desc, data.dims[self.ax].description))
         if not self.pos_layer:
             if isinstance(self.opt("position"), bool) or not isinstance(self.opt("position"), int):
                 raise NetworkError("%s: 'position' must be an int or a layer name, got %r"
                                    % (self.desc, self.opt("position")))
             size = data.dims[self.ax].dimension
-            if self.opt("position") < 0 or (size is not None and self.opt("position") >= size):
+            if not self.clip and (self.opt("position") < 0 or (size is not None and self.opt("position") >= size)):
                 # RETURNN's tf.gather: an index error on CPU (zeros on GPU), no counting from the end
                 raise NetworkError("%s: position %i is outside the axis %r (0 .. %s)" % (
                     self.desc, self.opt("position"), data.dims[self.ax].description,
@@ -114,6 +122,10 @@ class GatherLayer(Layer):
         if not self.pos_layer:
             n = tf.shape(x.tensor)[self.ax]
             index = tf.minimum(tf.constant(int(self.opt("position"))), n - 1)
+            if self.clip:
+                index = tf.maximum(index, 0)
+                if x.size(self.ax) is not None:  # per sequence: RETURNN's position clipped to each length - 1
+                    return self.make_output(self._per_sequence(x, tf.minimum(index, x.size(self.ax) - 1)), [x])
             return self.make_output(tf.gather(x.tensor, index, axis=self.ax), [x])
         tensor = x.tensor
         if self.params_perm != sorted(self.params_perm):
@@ -124,11 +136,37 @@ class GatherLayer(Layer):
         if self.index_perm != sorted(self.index_perm):
             index = tf.transpose(index, self.index_perm)
         n = tf.shape(tensor)[self.gather_axis]
+        if self.clip:
+            index = self._clipped(index, x, sources[-1].data)
         index = tf.where((index >= 0) & (index < n), index, n)  # n: the zero frame appended below
         pads = [[0, 0]] * len(tensor.shape)
         pads[self.gather_axis] = [0, 1]
         out = tf.gather(tf.pad(tensor, pads), index, axis=self.gather_axis, batch_dims=self.batch_dims)
         return self.make_output(out, sources)
+
+    def _clipped(self, index: tf.Tensor, x: LayerOutput, pos: Data) -> tf.Tensor:
+        """``index`` (in the order ``index_perm`` of the position's axes) clipped to 0 .. length - 1 of the
+        gathered axis: its static size, or each sequence's length (-1 for an empty one: zeros)."""
+        size = x.size(self.ax)
+        if size is None:
+            return tf.clip_by_value(index, 0, tf.shape(x.tensor)[self.ax] - 1)
+        where = [pos.dims[j].is_batch_dim() for j in self.index_perm].index(True)
+        shape = [1] * where + [-1] + [1] * (len(self.index_perm) - where - 1)
+        return tf.minimum(tf.maximum(index, 0), tf.reshape(tf.cast(size, index.dtype), shape) - 1)
+
+    def _per_sequence(self, x: LayerOutput, index: tf.Tensor) -> tf.Tensor:
+        """``x`` at ``index`` (B,) on the gathered axis, per sequence (-1: zeros), the axis removed."""
+        b, nd = x.data.batch_dim_axis, x.data.batch_ndim
+        perm = [b] + [i for i in range(nd) if i != b]
+        tensor = tf.transpose(x.tensor, perm)
+        axis = perm.index(self.ax)
+        pads = [[0, 0]] * nd
+        pads[axis] = [0, 1]
+        n = tf.shape(tensor)[axis]
+        index = tf.where(index >= 0, index, n)  # n: the zero frame appended
+        out = tf.gather(tf.pad(tensor, pads), index, axis=axis, batch_dims=1)
+        order = [i for i in perm if i != self.ax]
+        return tf.transpose(out, [order.index(i) for i in range(nd) if i != self.ax])
 
 
 @register_layer
