@@ -44,7 +44,7 @@ def test_variable_and_constant_with_batch_dim_in_a_network():
     net = TFNetwork(outputs({
         "v": {"class": "variable", "shape": [3], "init": 0.5, "add_batch_axis": True},
         "vt": {"class": "variable", "shape": [2, 3], "init": "glorot_uniform"},
-        "c": {"class": "constant", "value": [1.0, 2.0], "with_batch_dim": True},
+        "c": {"class": "constant", "value": np.array([1.0, 2.0], "float32"), "with_batch_dim": True},
         "plus": {"class": "combine", "kind": "add", "from": ["data", "v"]},
         "output": {"class": "softmax", "loss": "ce", "from": "plus"}}), extern)
     assert net.layers["v"].output.batch_shape == (None, 3) and net.layers["c"].output.batch_shape == (None, 2)

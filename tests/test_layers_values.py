@@ -28,7 +28,7 @@ def np_pos_enc(positions, channels):
 
 
 def test_constant_range_length():
-    const = make("constant", {"value": [[1, 2], [3, 4]]}, [])
+    const = make("constant", {"value": np.array([[1, 2], [3, 4]], "int32")}, [])
     out = run(const, [])
     assert const.output.dtype == "int32" and const.output.batch_shape == (2, 2)
     np.testing.assert_array_equal(out.tensor.numpy(), [[1, 2], [3, 4]])
@@ -43,6 +43,8 @@ def test_constant_range_length():
     np.testing.assert_array_equal(run(make("length", {"axis": "F"}, [data]), [val]).tensor.numpy(), 4)  # static: a scalar
     with pytest.raises(NetworkError, match="'lay'.*'value'"):
         make("constant", {"value": "abc"}, [])
+    with pytest.raises(NetworkError, match="'lay'.*'value' as a list is refused"):  # RETURNN: TypeError
+        make("constant", {"value": [[1, 2], [3, 4]]}, [])
     with pytest.raises(NetworkError, match="'lay'.*at most 0 source"):
         make("range", {"limit": 3}, [data])
 

@@ -356,4 +356,4 @@ def test_constant_shape_fills_a_scalar_and_names_the_axes():
     assert layer.output.dims[0] is feat and layer.output.batch_shape == (3, 2)
     np.testing.assert_array_equal(layer([], RunContext(False)).tensor.numpy(), np.full((3, 2), 2.0))
     with pytest.raises(NetworkError, match="'lay'.*shape"):
-        make("constant", {"value": [1.0, 2.0], "shape": [3]}, [])
+        make("constant", {"value": np.array([1.0, 2.0]), "shape": [3]}, [])

@@ -82,3 +82,13 @@ case("gather_clip_to_valid_time_positions", "gather_clip", {
     "p": {"class": "combine", "kind": "sub", "from": ["r", "len"], "allow_broadcast_all_sources": True},
     "p2": {"class": "eval", "from": "p", "eval": "source(0) + 3"},
     "output": {"class": "gather", "position": "p2", "axis": "T", "from": "data", "clip_to_valid": True}}, lens=L)
+
+# constant's dims as RETURNN's template_from_constant makes them: engine-made (they match another engine-made
+# static dim of their size, e.g. extern data's feature dim), spatial but the last, a feature dim. Before, a
+# multi-axis constant added axes in combine where RETURNN matches them.
+case("constant_shape_matches_feature_by_size", "constant_dims", {
+    "c": {"class": "constant", "value": 2.5, "shape": [3, 5, 4]},
+    "output": {"class": "combine", "kind": "mul", "from": ["data", "c"]}})
+case("constant_shape_static_feature_zero_len", "constant_dims", {
+    "c": {"class": "constant", "value": 1.5, "shape": [2, 5]},
+    "output": {"class": "combine", "kind": "add", "from": ["data", "c"]}}, lens={"data": [5, 3, 0]})

@@ -25,14 +25,14 @@ def _dtype(layer: Layer, value: Any, default: str) -> tf.DType:
 
 @register_layer
 class ConstantLayer(Layer):
-    """A constant ``value`` (scalar or nested list), without batch axis (it broadcasts in combine),
+    """A constant ``value`` (a number or a numpy array), without batch axis (it broadcasts in combine),
     or with ``with_batch_dim`` repeated over the batch. ``shape`` (RETURNN's: ints or static Dims)
     checks a list value's shape, fills it with a scalar value, and gives the axes those Dims."""
 
     layer_class = "constant"
     default_from = ()
     options = (
-        Option("value", 0.0, "the value: a number or a nested list"),
+        Option("value", 0.0, "the value: a number or a numpy array (a list is refused, as RETURNN)"),
         Option("dtype", None, "dtype (default: from the value)"),
         Option("with_batch_dim", False, "add a batch axis (first): the value repeated per sequence"),
         Option("shape", None, "ints or static Dims: the value's shape (a scalar is filled to it), the Dims its axes"),
@@ -41,6 +41,9 @@ class ConstantLayer(Layer):
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
         super().__init__(name, opts, sources, seed)
         check_sources(self, sources, 0, 0)
+        if isinstance(self.opt("value"), (list, tuple)):  # RETURNN's template_from_constant: a TypeError
+            raise NetworkError("%s: 'value' as a list is refused, as RETURNN does: give a number or a numpy array "
+                               "(numpy.array(...))" % self.desc)
         value = np.asarray(self.opt("value"))
         if value.dtype == object or value.dtype.kind not in "biuf":
             raise NetworkError("%s: 'value' must be a number or a nested list of numbers" % self.desc)
@@ -59,8 +62,12 @@ class ConstantLayer(Layer):
             elif tuple(sizes) != value.shape:
                 raise NetworkError("%s: shape %r does not match the value's shape %r" % (self.desc, shape, value.shape))
         self.value = value.astype(self.dtype.as_numpy_dtype)
-        dims = [g if isinstance(g, Dim) else Dim(n, kind=DimTypes.Spatial, description="%s:c%i" % (name, i))
-                for i, (n, g) in enumerate(zip(value.shape, given))]
+        # RETURNN's Data.template_from_constant: engine-made static dims (auto_generated: they match other
+        # engine-made dims of their size), spatial but the last, a feature dim
+        dims = [g if isinstance(g, Dim) else Dim(
+            n, kind=DimTypes.Spatial if i < value.ndim - 1 else DimTypes.Feature,
+            description="%s_const:static:%i" % (name, i), auto_generated=True)
+            for i, (n, g) in enumerate(zip(value.shape, given))]
         self.with_batch = bool(self.opt("with_batch_dim"))
         if self.with_batch:
             dims = [batch_dim] + dims
