@@ -115,7 +115,8 @@ def draw(seed: int, index: int) -> Dict[str, Any]:
             "class": "MetaDataset", "datasets": {"a": dict(hdf, **opts), "b": dict(hdf)},
             "data_map": {"data": ["a", "data"], "classes": ["b", "classes"]}, "seq_order_control_dataset": "a"}
     elif wrap == "combined":  # the files as two datasets, one after the other or interleaved (RETURNN's orders)
-        spec = {"class": "CombinedDataset", "datasets": {"a": dict(hdf, files=paths[:1]), "b": dict(hdf, files=paths[-1:])},
+        spec = {"class": "CombinedDataset",
+                "datasets": {"a": dict(hdf, files=paths[:1]), "b": dict(hdf, files=paths[-1:])},
                 "data_map": [["a", "data", "data"], ["a", "classes", "classes"], ["b", "data", "data"],
                              ["b", "classes", "classes"]],
                 "seq_ordering": wrap_rng.choice(["default", "random_dataset", "sorted", "laplace:.4", "random"])}
@@ -128,6 +129,8 @@ def draw(seed: int, index: int) -> Dict[str, Any]:
         spec = {"class": "ConcatDataset", "datasets": [dict(hdf, files=[p], **opts) for p in paths]}
     else:
         spec = dict(hdf, **opts)
+    if wrap in ("meta", "meta2") and wrap_rng.random() < 0.3:  # the MetaDataset's own partition_epoch
+        spec["partition_epoch"] = wrap_rng.choice([2, 3])
     family.append(wrap)
     config["train"] = spec
     config["cache_size"] = "0"  # RETURNN's HDFDataset refuses partition_epoch with its cache (and see docs/compat.md)

@@ -1,7 +1,8 @@
 """The real RETURNN's side of ``returnn_fuzz --kind batches`` (run with RETURNN's venv, from /tmp,
 ``DISABLE_CUDA=1``): for each case of ``--cases-json`` it writes the case's HDF files with RETURNN's
 ``SimpleHDFWriter`` (a third key ``aux`` when the case's lengths have three entries), loads the train
-dataset as RETURNN's ``__main__.load_data`` does (the config's ``chunking``, ``batching``, ``window``, ``context_window``, ... copied into the dataset's options), and
+dataset as RETURNN's ``__main__.load_data`` does (the config's ``chunking``, ``batching``, ``window``,
+``context_window``, ... copied into the dataset's options), and
 runs RETURNN's TF engine's epoch loop for the case's epochs: ``init_seq_order(epoch)`` (a changed order
 drops the cached batch list), ``generate_batches`` with the options as ``Engine.init_train_from_config``
 reads them, the batches of an unchanged order reused (``BatchSetGenerator.reset``); a case with

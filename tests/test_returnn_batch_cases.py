@@ -30,8 +30,9 @@ def write_files(case, directory: str) -> None:
     """The harness's HDF files (returnn_fuzz_batches_returnn.write_hdf) and sequence list."""
     for i, seqs in enumerate(case["files"]):
         aux = len(seqs[0]) > 2
+        extra_type = dict({"classes": (5, 1, "int32")}, **({"aux": (3, 1, "int32")} if aux else {}))
         writer = SimpleHDFWriter(os.path.join(directory, "%s_%i.hdf" % (case["name"], i)), dim=2, ndim=2,
-                                 extra_type=dict({"classes": (5, 1, "int32")}, **({"aux": (3, 1, "int32")} if aux else {})))
+                                 extra_type=extra_type)
         for j, lengths in enumerate(seqs):
             inputs = np.arange(lengths[0] * 2, dtype="float32").reshape(1, lengths[0], 2) + j
             extra = {"classes": (np.arange(lengths[1], dtype="int32") % 5).reshape(1, lengths[1])}

@@ -409,7 +409,8 @@ class BatchOptions:
                 return batches
         train = purpose == "train"  # (RETURNN's engine passes min_seq_length and max_pad_size only in training)
         batches = generate_batches(dataset, self.batch_size, self.max_seqs, self.chunk_options(dataset, purpose),
-                                   self.max_seq_length, context=context, min_seq_length=self.min_seq_length if train else 0,
+                                   self.max_seq_length, context=context,
+                                   min_seq_length=self.min_seq_length if train else 0,
                                    max_pad_size=self.max_pad_size if train else None, used_keys=self.used_keys)
         return batches
 
