@@ -6,7 +6,8 @@ steps per epoch and learning-rate file). Here ``rnn.py`` trains the same config 
 starting from RETURNN's initial parameters (``import_model_train_epoch1``), and must give the same
 steps per epoch (exactly), the same learning rates, train/dev scores and errors and step counts per
 epoch in its learning-rate file (rtol 1e-4) and the same final parameters (atol 1e-4). No RETURNN
-needed (``benchmarks/vs_returnn_numbers.py`` runs both side by side).
+needed (``benchmarks/vs_returnn_numbers.py`` runs both side by side, each run its own ``rnn.py``
+process). Here all runs share one process (``rnn.py``'s ``main`` per config), for speed.
 """
 from __future__ import annotations
 
@@ -35,15 +36,20 @@ def golden(case: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def data(tmp_path_factory) -> Dict[str, str]:
-    return cases.write_data(str(tmp_path_factory.mktemp("data")))
+def ours(tmp_path_factory) -> Dict[str, dict]:
+    """This engine's runs of all cases (one process for all: TensorFlow starts once)."""
+    root = tmp_path_factory.mktemp("runs")
+    data = cases.write_data(str(root))
+    inits = {case: golden(case)["init"] for case in cases.CASES}
+    return cases.run_ours_in_one_process(PYTHON, list(cases.CASES), data, str(root), child_env(), inits)
 
 
 @pytest.mark.parametrize("case", list(cases.CASES))
-def test_same_numbers_as_returnn(case, data, tmp_path):
+def test_same_numbers_as_returnn(case, ours):
     ref = golden(case)
     assert ref["config"] == cases.CASES[case][2] and ref["train_opts"] == cases.CASES[case][1], \
         "golden of %s is stale: rerun make_engine_run_goldens.py --only %s" % (case, case)
-    ours = cases.run_ours([PYTHON, str(REPO / "rnn.py")], case, data, str(tmp_path), child_env(), ref["init"])
-    problems, _ = cases.compare(ref, ours)
+    run = ours[case]
+    assert "error" not in run, "%s failed here: %s" % (case, run.get("error"))
+    problems, _ = cases.compare(ref, run)
     assert not problems, "%s differs from RETURNN:\n  %s" % (case, "\n  ".join(problems))

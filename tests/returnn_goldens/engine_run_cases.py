@@ -76,12 +76,19 @@ newbob_multi_num_epochs = 1
 newbob_relative_error_threshold = -0.99  # every improvement is too small: the rate decays each epoch
 newbob_learning_rate_decay = 0.5
 """),
-    # RETURNN's native LSTM, trained on chunks
-    "lstm_chunking": ("", "", LSTM + """
+    # RETURNN's native LSTM both ways, trained on chunks (per key, min_chunk_size), long sequences dropped
+    "lstm_chunking": ("", "", """
+network = {
+    "fw": {"class": "rec", "unit": "nativelstm2", "n_out": 4, "from": "data", "direction": 1},
+    "bw": {"class": "rec", "unit": "nativelstm2", "n_out": 4, "from": "data", "direction": -1},
+    "output": {"class": "softmax", "loss": "ce", "from": ["fw", "bw"], "target": "classes"},
+}
 num_epochs = 2
-chunking = "6:3"
-batch_size = 30
-max_seqs = 5
+chunking = ({"data": 5, "classes": 5}, {"data": 4, "classes": 4})
+min_chunk_size = 2
+batch_size = 12
+max_seqs = 3
+max_seq_length = 11
 optimizer = {"class": "adam"}
 learning_rate = 0.01
 learning_rate_control = "newbob"
@@ -101,15 +108,22 @@ learning_rate = 0.01
 learning_rate_control = "newbob_multi_epoch"
 newbob_multi_num_epochs = 1
 """),
-    # two sub-epochs per pass over the data, laplace ordering, per-value gradient clipping, SGD
+    # two sub-epochs per pass over the data, laplace ordering, per-value gradient clipping, SGD;
+    # newbob over 2 sub-epochs each sub-epoch, on the dev error, relative to the old error and rate
     "partition_laplace": ("", ', "partition_epoch": 2, "seq_ordering": "laplace:.4"', FF + """
-num_epochs = 3
+num_epochs = 4
 batch_size = 40
 max_seqs = 4
 gradient_clip = 0.2
 optimizer = {"class": "gradientdescent"}
 learning_rate = 0.1
-learning_rate_control = "newbob"
+learning_rate_control = "newbob_multi_epoch"
+newbob_multi_num_epochs = 2
+newbob_multi_update_interval = 1
+newbob_relative_error_threshold = -0.5
+learning_rate_control_relative_error_relative_lr = True
+learning_rate_control_error_measure = "dev_error"
+newbob_relative_error_div_by_old = True
 """),
     # random sequence order, three sub-epochs
     "partition_random": ("", ', "partition_epoch": 3, "seq_ordering": "random"', FF + """
@@ -141,13 +155,16 @@ learning_rate = 0.01
 learning_rates = [0.002, 0.005]
 learning_rate_control = "constant"
 """),
-    # two losses (one scaled), L2 (not part of the scores), perplexities, newbob on the second loss
+    # two losses (one scaled, one label-smoothed and normalized), L2 (not part of the scores),
+    # perplexities, an eval dataset next to dev, newbob on the second loss
     "multi_loss_l2": ("", "", """
 network = {
     "hidden": {"class": "linear", "activation": "tanh", "n_out": 8, "from": "data", "L2": 0.01},
-    "output": {"class": "softmax", "loss": "ce", "from": "hidden", "target": "classes"},
+    "output": {"class": "softmax", "loss": "ce", "from": "hidden", "target": "classes",
+               "loss_opts": {"label_smoothing": 0.1, "use_normalized_loss": True}},
     "aux": {"class": "softmax", "loss": "ce", "loss_scale": 0.5, "from": "data", "target": "classes"},
 }
+eval = {"class": "HDFDataset", "files": [train["files"][0]], "partition_epoch": 2}
 num_epochs = 3
 batch_size = 60
 max_seqs = 6
@@ -199,6 +216,62 @@ learning_rate_control = "constant"
 num_epochs = 2
 batch_size = 40
 max_seqs = 5
+optimizer = {"class": "adam"}
+learning_rate = 0.01
+"""),
+    # RETURNN's 12AX task (its generated data, dense one-hot) with a native LSTM on chunks
+    "gen_12ax": ("", "", """
+train = {"class": "Task12AXDataset", "num_seqs": 40}
+dev = {"class": "Task12AXDataset", "num_seqs": 10, "fixed_random_seed": 2}
+extern_data = {"data": {"dim": 9}, "classes": {"dim": 2, "sparse": True}}
+network = {
+    "lstm": {"class": "rec", "unit": "nativelstm2", "n_out": 6, "from": "data"},
+    "output": {"class": "softmax", "loss": "ce", "from": "lstm", "target": "classes"},
+}
+num_epochs = 2
+chunking = "30:20"
+batch_size = 200
+max_seqs = 5
+optimizer = {"class": "adam"}
+learning_rate = 0.01
+"""),
+    # RETURNN's base-conversion task (binary -> octal), CTC, generated data in two sub-epochs
+    "gen_baseconv": ("", "", """
+train = {"class": "TaskNumberBaseConvertDataset", "num_seqs": 40, "partition_epoch": 2, "input_base": 2,
+         "output_base": 8, "min_input_seq_len": 4}
+dev = {"class": "TaskNumberBaseConvertDataset", "num_seqs": 10, "fixed_random_seed": 2, "input_base": 2,
+       "output_base": 8, "min_input_seq_len": 4}
+extern_data = {"data": {"dim": 2, "sparse": True}, "classes": {"dim": 8, "sparse": True}}
+network = {
+    "emb": {"class": "linear", "activation": None, "n_out": 5, "from": "data"},
+    "lstm": {"class": "rec", "unit": "nativelstm2", "n_out": 6, "from": "emb"},
+    "output": {"class": "softmax", "loss": "ctc", "from": "lstm", "target": "classes"},
+}
+num_epochs = 2
+batch_size = 100
+max_seqs = 5
+optimizer = {"class": "adam"}
+learning_rate = 0.01
+"""),
+    # an encoder-decoder: rec sub-network with a choice layer (teacher-forced in training and dev),
+    # targets with EOS registered as extern data
+    "encdec": ("ctc_", "", """
+network = {
+    "enc": {"class": "rec", "unit": "nativelstm2", "from": "data", "n_out": 6},
+    "enc_last": {"class": "get_last_hidden_state", "from": "enc", "n_out": 12},
+    "target_with_eos_": {"class": "reinterpret_data", "from": "data:classes", "increase_sparse_dim": 1},
+    "target_with_eos": {"class": "postfix_in_time", "postfix": 3, "from": "target_with_eos_",
+                        "register_as_extern_data": "classes0"},
+    "output": {"class": "rec", "from": [], "target": "classes0", "unit": {
+        "embed": {"class": "linear", "activation": None, "from": "output", "n_out": 4},
+        "s": {"class": "rec", "unit": "nativelstm2", "from": ["prev:embed", "base:enc_last"], "n_out": 6},
+        "prob": {"class": "softmax", "from": "s", "target": "classes0", "loss": "ce"},
+        "output": {"class": "choice", "from": "prob", "target": "classes0", "beam_size": 3},
+        "end": {"class": "compare", "from": "output", "value": 3}}},
+}
+num_epochs = 2
+batch_size = 60
+max_seqs = 4
 optimizer = {"class": "adam"}
 learning_rate = 0.01
 """),
@@ -292,21 +365,31 @@ def run_training(cmd: Sequence[str], case: str, data: Dict[str, str], workdir: s
     """Trains ``case`` with ``cmd + [config]`` (``python -m returnn`` or this engine's ``rnn.py``) in
     ``workdir``: {"steps_per_epoch", "lr_file" (epoch keys as str), "init" (RETURNN: its ``model.000``),
     "final" (parameters), "version" (from RETURNN's banner), "log"}. Raises when the run fails."""
-    config = os.path.join(workdir, "train.config")
-    with open(config, "w") as f:
-        f.write(config_text(case, data, workdir, initial_model=initial_model))
+    config = write_config(case, data, workdir, initial_model)
     proc = subprocess.run(list(cmd) + [config], cwd=workdir, env=env, capture_output=True, text=True,
                           timeout=timeout)
     if proc.returncode != 0:
         raise RuntimeError("%s failed on %s (exit %i):\n%s\n%s" % (" ".join(cmd), case, proc.returncode,
                                                                    proc.stdout[-4000:], proc.stderr[-4000:]))
-    banner = re.search(r"^RETURNN starting up, version (\S+),", proc.stdout, re.M)
-    epochs = num_epochs(case)
-    return {"steps_per_epoch": {str(k): v for k, v in sorted(steps_per_epoch(proc.stdout).items())},
+    return collect(case, workdir, proc.stdout, with_init=not initial_model)
+
+
+def write_config(case: str, data: Dict[str, str], workdir: str, initial_model: str = "") -> str:
+    """Writes ``case``'s config file into ``workdir`` (:func:`config_text`); its path."""
+    config = os.path.join(workdir, "train.config")
+    with open(config, "w") as f:
+        f.write(config_text(case, data, workdir, initial_model=initial_model))
+    return config
+
+
+def collect(case: str, workdir: str, log_text: str, with_init: bool) -> dict:
+    """What a finished run of ``case`` in ``workdir`` left (see :func:`run_training`)."""
+    banner = re.search(r"^RETURNN starting up, version (\S+),", log_text, re.M)
+    return {"steps_per_epoch": {str(k): v for k, v in sorted(steps_per_epoch(log_text).items())},
             "lr_file": {str(k): v for k, v in sorted(read_lr_file(os.path.join(workdir, "lr.data")).items())},
-            "init": None if initial_model else read_params(os.path.join(workdir, "model.000")),
-            "final": read_params(os.path.join(workdir, "model.%03i" % epochs)),
-            "version": banner.group(1) if banner else None, "log": proc.stdout}
+            "init": read_params(os.path.join(workdir, "model.000")) if with_init else None,
+            "final": read_params(os.path.join(workdir, "model.%03i" % num_epochs(case))),
+            "version": banner.group(1) if banner else None, "log": log_text}
 
 
 def compare(ref: dict, ours: dict) -> Tuple[List[str], float]:
@@ -360,3 +443,48 @@ def run_ours(cmd: Sequence[str], case: str, data: Dict[str, str], workdir: str, 
     prefix = os.path.join(workdir, "returnn_init.000")
     write_initial_model(prefix, init)
     return run_training(cmd, case, data, workdir, env, initial_model=prefix, timeout=timeout)
+
+
+def run_ours_in_one_process(python: str, names: Sequence[str], data: Dict[str, str], root: str,
+                            env: Dict[str, str], inits: Dict[str, Dict[str, np.ndarray]],
+                            timeout: float = 900) -> Dict[str, dict]:
+    """This engine's runs of the cases ``names`` (each in ``root/<case>``, from ``inits[case]``), one
+    after the other in one process (this module as a script: ``rnn.py``'s ``main`` per config), which
+    saves TensorFlow's start-up per case. Per case :func:`collect`'s result, or {"error": text}."""
+    configs = []
+    for case in names:
+        workdir = os.path.join(root, case)
+        os.makedirs(workdir, exist_ok=True)
+        prefix = os.path.join(workdir, "returnn_init.000")
+        write_initial_model(prefix, inits[case])
+        configs.append(write_config(case, data, workdir, initial_model=prefix))
+    proc = subprocess.run([python, os.path.abspath(__file__)] + configs, cwd=root, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+    out = {}
+    for case, config in zip(names, configs):
+        m = re.search(r"^=== RUN %s\n(.*?)^=== EXIT %s (\d+)$" % (re.escape(config), re.escape(config)),
+                      proc.stdout, re.M | re.S)
+        if not m or m.group(2) != "0":
+            out[case] = {"error": "exit %s:\n%s\n%s" % (m.group(2) if m else proc.returncode,
+                                                       (m.group(1) if m else proc.stdout)[-3000:], proc.stderr[-3000:])}
+        else:
+            out[case] = collect(case, os.path.dirname(config), m.group(1), with_init=False)
+    return out
+
+
+def _main_many(configs: Sequence[str]) -> int:
+    """``rnn.py CONFIG`` for each config, in this process, each run's output between markers."""
+    import sys
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    from returnn.__main__ import main
+    for config in configs:
+        print("=== RUN %s" % config, flush=True)
+        code = main([config])
+        sys.stdout.flush()
+        print("\n=== EXIT %s %s" % (config, code), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+    sys.exit(_main_many(sys.argv[1:]))

@@ -49,7 +49,7 @@ def record(case: str, data: Dict[str, str], out_dir: str) -> None:
         entry["error"] = {k: None if k.startswith(":meta:") and k not in cases.META_KEYS else v
                           for k, v in entry["error"].items()}
     meta = {"case": case, "config": cases.CASES[case][2], "train_opts": cases.CASES[case][1],
-            "data": cases.CASES[case][0] or "framewise", "returnn_version": run["version"],
+            "returnn_version": run["version"],
             "steps_per_epoch": run["steps_per_epoch"], "lr_file": run["lr_file"]}
     with open(os.path.join(out_dir, case + ".json"), "w") as f:
         json.dump(meta, f, indent=1, sort_keys=True)
