@@ -37,6 +37,8 @@ def test_replaced_time_axis_by_a_static_dim_is_no_time_axis():
      "'output' \\(merge_dims\\): n_out 5 does not match the output dim"),
     ({"output": {"class": "reduce", "mode": "argmax", "axis": "T", "from": "data", "n_out": 2}},
      "'output' \\(reduce\\): n_out 2 does not match"),
+    ({"output": {"class": "reduce", "mode": "max", "axes": ["B", "T"], "from": "data", "keep_dims": True}},
+     "'output' \\(reduce\\): keep_dims over the batch and the time axis"),
 ])
 def test_returnn_refuses_at_build(net, match):
     with pytest.raises(NetworkError, match=match):

@@ -74,6 +74,8 @@ class RecSubnetLayer(AssumedTemplates, Layer):
         Option("optimize_move_layers_out", True, "False: every sub-layer runs step by step in the loop"),
         Option("debug", None, "RETURNN: extra debug outputs of the loop's layers (None: config debug_rec_layer)",
                noop="debug outputs only; the loop computes the same"),
+        Option("input_projection", True, "RETURNN: its native LSTM kernels' option",
+               noop="RETURNN reads it only for a native LSTM unit, never for a sub-network"),
         Option("cheating", False, "RETURNN: unused on the rec layer (a choice option now)",
                noop="RETURNN ignores it here with a warning; cheating is set on the choice layer"),
         Option("unroll", False, "RETURNN: unroll the loop",
