@@ -9,7 +9,8 @@ per epoch and the scores a training run prints. Each case, drawn from (seed, ind
   not ``sampling_sizes``, which this engine does not take and RETURNN fails on over HDFDatasets:
   'integer modulo by zero');
 - its options: ``seq_ordering`` (or the config's ``batching``), ``partition_epoch``, ``repeat_epoch``,
-  ``fixed_random_seed``, ``random_seed_offset``, ``seq_list_filter_file``, ``context_window``, ``window``;
+  ``fixed_random_seed``, ``random_seed_offset``, ``seq_list_filter_file``, ``seq_order_seq_lens_file``,
+  ``context_window``, ``window``;
 - sometimes a third key ``aux`` of its own length that the network does not use (RETURNN's
   ``used_data_keys``: data and classes);
 - the dataset as ``train``, or (a third of the cases) as ``dev`` or ``eval`` scored each epoch (RETURNN's
@@ -106,6 +107,12 @@ def draw(seed: int, index: int) -> Dict[str, Any]:
         tags = ["f0-%i" % i for i in range(0, len(files[0]), 2)]
         config["_seq_list"] = tags
         opts["seq_list_filter_file"] = "@DIR@/%s.seqs" % name
+    lens_rng = random.Random("batches-lens-file/%i/%i" % (seed, index))
+    if lens_rng.random() < 0.1:  # lengths to order by from a file (RETURNN's seq_order_seq_lens_file)
+        config["_seq_lens"] = {"f%i-%i" % (i, j): lens_rng.randint(0, 30)
+                               for i, seqs in enumerate(files) for j in range(len(seqs))}
+        opts["seq_order_seq_lens_file"] = "@DIR@/%s.lens" % name
+        family.append("lensfile")
     wrap = rng.choice(["hdf"] * 6 + ["meta", "concat"])
     wrap_rng = random.Random("batches-wrap2/%i/%i" % (seed, index))  # (wrappers added later: the draws above stay)
     if wrap == "hdf" and wrap_rng.random() < 0.3:
@@ -173,6 +180,7 @@ def _resolved(case: Dict[str, Any], out_dir: str) -> Dict[str, Any]:
     """The case's config with the HDF directory filled in and JSON lists back as tuples where needed."""
     config = tuple_data_maps(json.loads(json.dumps(case["config"]).replace("@DIR@", out_dir)))
     config.pop("_seq_list", None)
+    config.pop("_seq_lens", None)
     for key in ("chunking", "context_window"):
         if isinstance(config.get(key), list):
             config[key] = tuple(config[key])
@@ -198,7 +206,11 @@ def run_returnn(cases: List[Dict[str, Any]], out_dir: str, python: str) -> Dict[
         if "_seq_list" in c["config"]:
             with open(os.path.join(out_dir, "%s.seqs" % c["name"]), "w") as f:
                 f.write("\n".join(c["config"]["_seq_list"]) + "\n")
-    sent = [dict(c, config={k: v for k, v in c["config"].items() if k != "_seq_list"}) for c in cases]
+        if "_seq_lens" in c["config"]:
+            with open(os.path.join(out_dir, "%s.lens" % c["name"]), "w") as f:
+                f.write(repr(c["config"]["_seq_lens"]))
+    sent = [dict(c, config={k: v for k, v in c["config"].items() if k not in ("_seq_list", "_seq_lens")})
+            for c in cases]
     path = os.path.join(out_dir, "batch_cases.json")
     with open(path, "w") as f:
         json.dump(sent, f)

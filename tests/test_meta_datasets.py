@@ -298,3 +298,19 @@ def test_concat_dataset_goes_through_datasets_in_order(files):
     np.testing.assert_array_equal(seqs[-1]["data"], np.ones((2, 3)))
     with pytest.raises(DataError, match="only seq_ordering 'default'"):
         init_dataset({"class": "ConcatDataset", "datasets": [second], "seq_ordering": "random"})
+
+
+def test_combined_dataset_refuses_a_lengths_file_for_a_length_ordering(tmp_path):
+    """RETURNN orders by seq_order_seq_lens_file through get_all_tags, which its CombinedDataset does not implement
+    (OptionalNotImplementedError, RETURNN 1.20261022; returnn_fuzz --kind batches fuzzbatch_21_53, LAX): one line
+    here; an order without lengths (random) does not read the file, in both."""
+    from returnn.datasets import init_dataset
+    from returnn.errors import DataError
+    lens = tmp_path / "lens.txt"
+    lens.write_text("{}")
+    data = {"class": "DummyDataset", "input_dim": 2, "output_dim": 3, "num_seqs": 3, "seq_len": 4}
+    spec = {"class": "CombinedDataset", "datasets": {"a": data}, "data_map": {("a", "data"): "data"},
+            "seq_order_seq_lens_file": str(lens)}
+    with pytest.raises(DataError, match="CombinedDataset.*get_all_tags"):
+        init_dataset(dict(spec, seq_ordering="laplace:.2"), name="train")
+    init_dataset(dict(spec, seq_ordering="random"), name="train")

@@ -243,6 +243,10 @@ class CombinedDataset(Dataset):
         self._random_dataset = seq_ordering == "random_dataset"
         super().__init__(seq_ordering="default" if self._random_dataset else seq_ordering, **kwargs)
         owner = self.describe()
+        if kwargs.get("seq_order_seq_lens_file") and isinstance(seq_ordering, str) and seq_ordering.split(":")[0] in (
+                "sorted", "sorted_reverse", "laplace", "sort_bin_shuffle", "sort_bin_shuffle_x2"):
+            raise DataError("%s: seq_order_seq_lens_file with the length ordering %r: RETURNN's CombinedDataset "
+                            "cannot map the file's tags (get_all_tags not implemented)" % (owner, seq_ordering))
         if not isinstance(datasets, dict) or not isinstance(data_map, dict) or not data_map:
             raise DataError("%s: 'datasets' and 'data_map' must be dicts" % owner)
         if window != 1:
