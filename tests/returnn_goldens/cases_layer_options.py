@@ -92,3 +92,12 @@ case("constant_shape_matches_feature_by_size", "constant_dims", {
 case("constant_shape_static_feature_zero_len", "constant_dims", {
     "c": {"class": "constant", "value": 1.5, "shape": [2, 5]},
     "output": {"class": "combine", "kind": "add", "from": ["data", "c"]}}, lens={"data": [5, 3, 0]})
+
+# the batch_norm option on rec and rnn_cell: RETURNN makes its parameters in the layer's rec/ scope
+# (output/rec/batch_norm/...); here they were named output/batch_norm/... (checkpoints did not load either way)
+case("rec_nativelstm2_batch_norm_option", "bn_scope", {
+    "output": {"class": "rec", "unit": "nativelstm2", "n_out": 4, "from": "data", "batch_norm": True}}, train=True)
+case("rnn_cell_in_loop_batch_norm_option", "bn_scope", {
+    "output": {"class": "rec", "from": "data", "unit": {
+        "cell": {"class": "rnn_cell", "unit": "LSTMBlock", "n_out": 4, "from": "data:source", "batch_norm": True},
+        "output": {"class": "copy", "from": "cell"}}}})

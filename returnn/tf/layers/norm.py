@@ -164,7 +164,7 @@ class BatchNorm(tf.Module):
         self.beta = owner.weight("batch_norm/beta", [dim], o["beta_init"]) if o["use_shift"] else None
 
     def returnn_params(self) -> List[Param]:
-        """RETURNN's ``batch_norm/<prefix><mean|variance|gamma|beta>``, by ``param_version``: 0 and
+        """RETURNN's ``[rec/]batch_norm/<prefix><mean|variance|gamma|beta>``, by ``param_version``: 0 and
         1 as (1, .., F) (broadcast over the output's other axes), 2 as (F,)."""
         owner = self._owner()
         short = owner.layer_name.rsplit("/", 1)[-1]
@@ -174,7 +174,8 @@ class BatchNorm(tf.Module):
         out = []
         for key, var in owner.own_params.items():
             if key.startswith("batch_norm/"):
-                name = "batch_norm/" + prefix + key[len("batch_norm/"):]
+                # in the owner's parameter scope (RETURNN's rec and rnn_cell: rec/batch_norm/...)
+                name = owner.param_subscope + "batch_norm/" + prefix + key[len("batch_norm/"):]
                 out.append(reshaped(name, var, shape) if self.param_version < 2 else same(name, var))
         return out
 
