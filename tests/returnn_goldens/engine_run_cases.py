@@ -275,6 +275,66 @@ max_seqs = 4
 optimizer = {"class": "adam"}
 learning_rate = 0.01
 """),
+    # MetaDataset (random order with random_seed_offset, 2 sub-epochs), a second eval dataset, RMSProp
+    "meta_rmsprop": ("", "", FF + """
+train = {"class": "MetaDataset", "data_map": {"data": ("a", "data"), "classes": ("a", "classes")},
+         "datasets": {"a": {"class": "HDFDataset", "files": [train["files"][0]]}},
+         "seq_ordering": "random", "partition_epoch": 2, "random_seed_offset": 5}
+eval_datasets = {"devtrain": {"class": "HDFDataset", "files": [train["datasets"]["a"]["files"][0]]}}
+num_epochs = 3
+batch_size = 50
+max_seqs = 5
+optimizer = {"class": "rmsprop"}
+learning_rate = 0.01
+"""),
+    # CombinedDataset of two files in random_dataset order, Nesterov momentum
+    "momentum_combined": ("", "", FF + """
+train = {"class": "CombinedDataset", "datasets": {"a": {"class": "HDFDataset", "files": [train["files"][0]]},
+                                                  "b": {"class": "HDFDataset", "files": [dev["files"][0]]}},
+         "data_map": {("a", "data"): "data", ("a", "classes"): "classes", ("b", "data"): "data",
+                      ("b", "classes"): "classes"}, "seq_ordering": "random_dataset"}
+num_epochs = 2
+batch_size = 50
+max_seqs = 5
+optimizer = {"class": "momentum", "momentum": 0.9, "use_nesterov": True}
+learning_rate = 0.05
+"""),
+    # CTC data filtered by the label length (max_seq_length per key) and min_seq_length
+    "ctc_len_filter": ("ctc_", "", CTC + """
+num_epochs = 2
+batch_size = 60
+max_seqs = 4
+max_seq_length = {"classes": 5}
+min_seq_length = 4
+optimizer = {"class": "adam"}
+learning_rate = 0.01
+"""),
+    # sorted order in 3 sub-epochs; newbob_multi_epoch with its default number of epochs
+    "sorted_partition_multi": ("", ', "partition_epoch": 3, "seq_ordering": "sorted"', FF + """
+num_epochs = 4
+batch_size = 30
+max_seqs = 4
+optimizer = {"class": "adam"}
+learning_rate = 0.05
+learning_rate_control = "newbob_multi_epoch"
+newbob_relative_error_threshold = 0.0
+"""),
+    # RETURNN's old top-level 'batching' (the train order) on generated 12AX data, 2 sub-epochs
+    "gen_batching_random": ("", "", """
+train = {"class": "Task12AXDataset", "num_seqs": 30, "partition_epoch": 2}
+dev = {"class": "Task12AXDataset", "num_seqs": 8, "fixed_random_seed": 2}
+extern_data = {"data": {"dim": 9}, "classes": {"dim": 2, "sparse": True}}
+batching = "random"
+network = {
+    "hidden": {"class": "linear", "activation": "tanh", "n_out": 8, "from": ["data"]},
+    "output": {"class": "softmax", "loss": "ce", "from": ["hidden"]},
+}
+num_epochs = 3
+batch_size = 400
+max_seqs = 8
+adam = True
+learning_rate = 0.01
+"""),
 }
 
 
@@ -355,7 +415,8 @@ def read_params(prefix: str) -> Dict[str, np.ndarray]:
     nothing of this engine's ``_engine/`` state)."""
     import tensorflow as tf
     reader = tf.train.load_checkpoint(prefix)
-    slot = re.compile(r"/(Adam(_\d+)?|Momentum|var_accum_grad)$|(^|/)(beta[12]_power|global_step)$")
+    slot = re.compile(r"/(Adam|AdamW|Nadam|Momentum|RMSProp|Adagrad|AdagradDA|Adadelta|Ftrl)(_\d+)?$"
+                      r"|/var_accum_grad$|(^|/)(beta[12]_power|global_step)$")
     return {name: reader.get_tensor(name) for name in sorted(reader.get_variable_to_shape_map())
             if not name.startswith("_") and not slot.search(name) and "accum_grad" not in name}
 
