@@ -20,7 +20,7 @@ per epoch and the scores a training run prints. Each case, drawn from (seed, ind
   ``min_chunk_size``, ``chunking_variance``, rarely ``shuffle_batches``, ``min_seq_length``,
   ``max_pad_size``; a recurrent network or not (RETURNN packs the frames of a frame-wise network).
 
-For epochs 1..3 both engines list per batch its entries (sequence tag, and the [start, end) frames
+For epochs 1..3 (or 1..5) both engines list per batch its entries (sequence tag, and the [start, end) frames
 of ``data`` and ``classes``; context frames included). RETURNN's side
 (:mod:`returnn_fuzz_batches_returnn`) runs its TF engine's epoch loop; this engine's side builds the
 datasets as ``Engine._init_datasets`` does and cuts them with ``BatchOptions.epoch_slices`` (the train
@@ -88,6 +88,13 @@ def draw(seed: int, index: int) -> Dict[str, Any]:
     rng = random.Random("batches/%i/%i" % (seed, index))
     name = "fuzzbatch_%i_%i" % (seed, index)
     files, mode = _files(rng)
+    more_rng = random.Random("batches-more/%i/%i" % (seed, index))  # (added later: the draws above stay)
+    if more_rng.random() < 0.15:  # a bigger first file: the orderings' bins hold several sequences
+        for _ in range(more_rng.randint(30, 60)):
+            n = _length(more_rng)
+            n += n % 2 if mode == "half" else 0
+            files[0].append([n, n if mode == "same" else (n // 2 if mode == "half" else _length(more_rng))])
+    epochs = [1, 2, 3, 4, 5] if more_rng.random() < 0.3 else [1, 2, 3]
     paths = ["@DIR@/%s_%i.hdf" % (name, i) for i in range(len(files))]
     hdf: Dict[str, Any] = {"class": "HDFDataset", "files": paths}
     opts: Dict[str, Any] = {}
@@ -173,7 +180,7 @@ def draw(seed: int, index: int) -> Dict[str, Any]:
         if random.Random("batches-chunk-eval/%i/%i" % (seed, index)).random() < 0.3:
             config["chunk_eval"] = True
     return {"name": name, "family": "/".join(family), "files": files, "config": config, "recurrent": recurrent,
-            "epochs": [1, 2, 3], "purpose": purpose}
+            "epochs": epochs, "purpose": purpose}
 
 
 def _resolved(case: Dict[str, Any], out_dir: str) -> Dict[str, Any]:
