@@ -14,7 +14,7 @@ per epoch and the scores a training run prints. Each case, drawn from (seed, ind
 - sometimes a third key ``aux`` of its own length that the network does not use (RETURNN's
   ``used_data_keys``: data and classes);
 - the dataset as ``train``, or (a third of the cases) as ``dev`` or ``eval`` scored each epoch (RETURNN's
-  eval defaults: sorted, not chunked unless ``chunk_eval``);
+  eval defaults: sorted, not chunked unless ``chunk_eval`` or ``on_size_limit = "chunk"``);
 - the config's batching: ``batch_size`` (int or per key), ``max_seqs``, ``max_seq_length`` (int,
   negative, per key), ``chunking`` ("N:M", N, per-key dicts, a (size, step) pair of dicts),
   ``min_chunk_size``, ``chunking_variance``, rarely ``shuffle_batches``, ``min_seq_length``,
@@ -177,8 +177,11 @@ def draw(seed: int, index: int) -> Dict[str, Any]:
     if purpose != "train":  # a dev/eval set as the engine scores it
         config[purpose] = config.pop("train")
         family.append(purpose)
-        if random.Random("batches-chunk-eval/%i/%i" % (seed, index)).random() < 0.3:
+        eval_rng = random.Random("batches-chunk-eval/%i/%i" % (seed, index))
+        if eval_rng.random() < 0.3:
             config["chunk_eval"] = True
+        elif eval_rng.random() < 0.2:  # dev/eval sequences cut into chunks of batch_size frames
+            config["on_size_limit"] = "chunk"
     return {"name": name, "family": "/".join(family), "files": files, "config": config, "recurrent": recurrent,
             "epochs": epochs, "purpose": purpose}
 
