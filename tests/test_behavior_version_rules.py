@@ -158,3 +158,14 @@ def test_target_that_is_no_data_key_nor_layer_refused_from_behavior_version_1():
         _net(net, behavior_version=1)
     _net(dict(net, lin={"class": "linear", "n_out": 2, "from": "data"},
               output=dict(net["output"], target="lin")), behavior_version=1)  # a layer's name: that layer
+
+
+def test_softmax_activation_applied_before_behavior_version_1_refused_after():
+    """RETURNN's softmax layer took an 'activation' until September 2021 (applied instead of softmax); since then
+    it raises a TypeError. Configs without a behavior_version keep the old effect."""
+    net = {"output": {"class": "softmax", "n_out": 2, "activation": "relu", "from": "data"}}
+    out = _net(net).forward({"data": tf.ones([1, 2, 3]), "data:seq_len": tf.constant([2])}, RunContext(False),
+                            only=["output"])["output"].tensor.numpy()
+    assert (out >= 0).all() and not np.allclose(out.sum(-1), 1.0)  # relu, not softmax
+    with pytest.raises(NetworkError, match="'output' \\(softmax\\): 'activation' is refused"):
+        _net(net, behavior_version=1)

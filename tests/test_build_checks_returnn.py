@@ -39,6 +39,9 @@ def test_replaced_time_axis_by_a_static_dim_is_no_time_axis():
      "'output' \\(reduce\\): n_out 2 does not match"),
     ({"output": {"class": "reduce", "mode": "max", "axes": ["B", "T"], "from": "data", "keep_dims": True}},
      "'output' \\(reduce\\): keep_dims over the batch and the time axis"),
+    ({"sub": {"class": "subnetwork", "from": "data", "n_out": 15,
+              "subnetwork": {"output": {"class": "linear", "n_out": 4, "from": "data"}}},
+      "output": {"class": "copy", "from": "sub"}}, "'sub' \\(copy\\): n_out 15 does not match the output dim 4"),
 ])
 def test_returnn_refuses_at_build(net, match):
     with pytest.raises(NetworkError, match=match):

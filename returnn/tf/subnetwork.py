@@ -22,7 +22,8 @@ from returnn.tf.layers.params import EngineScope, is_own_name_scope, moved_by_su
 from returnn.tf.net_dict import FROM_DEFAULT, from_entries
 
 # options of the subnetwork layer itself (the rest go to the copy of its output)
-_OWN_OPTIONS = ("class", "subnetwork", "from", "sources", "concat_sources", "load_on_init", "n_out", "out_dim")
+# (n_out stays with the copy of the output: RETURNN's LayerBase asserts it equals the output's dim)
+_OWN_OPTIONS = ("class", "subnetwork", "from", "sources", "concat_sources", "load_on_init", "out_dim")
 
 
 def _source_list(name: str, value: Any, pairs: bool = False) -> List[Any]:

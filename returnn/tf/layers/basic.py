@@ -206,7 +206,15 @@ class SoftmaxLayer(LinearLayer):
     """Linear layer with default activation ``softmax``; ``logits`` holds the pre-softmax values."""
 
     layer_class = "softmax"
-    options = (Option("activation", "softmax", "activation after the linear map"),)
+    options = (Option("activation", "softmax", "activation after the linear map; RETURNN refuses another one since "
+                                               "September 2021 (refused here with a behavior_version)"),)
+
+    def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
+        from returnn.tf.layers.norm import behavior_version
+        if "activation" in opts and behavior_version() >= 1:  # RETURNN: "multiple values for 'activation'"
+            raise NetworkError("layer %r (softmax): 'activation' is refused, as RETURNN does since 2021 (its softmax "
+                               "layer always applies softmax; use a linear layer)" % name)
+        super().__init__(name, opts, sources, seed)
 
 
 @register_layer
