@@ -101,3 +101,9 @@ case("rnn_cell_in_loop_batch_norm_option", "bn_scope", {
     "output": {"class": "rec", "from": "data", "unit": {
         "cell": {"class": "rnn_cell", "unit": "LSTMBlock", "n_out": 4, "from": "data:source", "batch_norm": True},
         "output": {"class": "copy", "from": "cell"}}}})
+
+# before behavior_version 11 (RETURNN's broadcast_matches) a variable's dummy time axis takes data's time axis also
+# when the variable is the source with the most axes (it was only matched the other way round here)
+case("variable_dummy_time_in_base_bv0", "broadcast_matches", {
+    "v": {"class": "variable", "shape": [2, 5], "add_batch_axis": True, "add_time_axis": True, "init": 0.5},
+    "output": {"class": "combine", "kind": "mul", "from": ["data", "v"]}}, config={"behavior_version": 0})

@@ -119,7 +119,7 @@ def _match(common: List[Dim], used: set, dim: Dim, own: Sequence[Dim], strict: b
     if strict or any(dim == c for c in common):
         return None  # already placed for this source: a repeated dim gets its own axis
     if dim.dimension is None:  # two different dynamic axes (e.g. time axes of different lengths) never match
-        return None
+        return _into_broadcast_axis(common, used, dim, own)
     free = [i for i, c in enumerate(common) if i not in used and c.dimension == dim.dimension
             and not c.is_batch_dim() and not any(c == d for d in own)]
     from returnn.tf.layers.norm import behavior_version
@@ -141,7 +141,19 @@ def _match(common: List[Dim], used: set, dim: Dim, own: Sequence[Dim], strict: b
             bcast = [i for i, c in enumerate(common) if i not in used and not c.is_batch_dim()
                      and not any(c == d for d in own)]
             return bcast[0] if bcast else None
-    return None
+    return _into_broadcast_axis(common, used, dim, own)
+
+
+def _into_broadcast_axis(common: List[Dim], used: set, dim: Dim, own: Sequence[Dim]) -> Optional[int]:
+    """The other direction of RETURNN's broadcast_matches (before behavior_version 11): an engine-made size-1
+    axis already in the union (a variable's dummy time axis in the source with the most axes) takes ``dim``
+    (e.g. data's time axis); :func:`common_dims` then puts ``dim`` there."""
+    from returnn.tf.layers.norm import behavior_version
+    if dim.is_batch_dim() or dim.dimension == 1 or behavior_version() >= 11:
+        return None
+    ones = [i for i, c in enumerate(common) if i not in used and c.dimension == 1 and c.auto_generated
+            and not c.is_batch_dim() and not any(c == d for d in own)]
+    return ones[0] if ones else None
 
 
 def _user_made(dim: Dim) -> bool:
@@ -163,6 +175,8 @@ def common_dims(dims_lists: Sequence[Sequence[Dim]], strict: bool = False, layer
             if pos is None:
                 common.append(dim)
                 pos = len(common) - 1
+            elif common[pos].dimension == 1 and dim.dimension != 1 and common[pos].auto_generated:
+                common[pos] = dim  # a broadcast size-1 axis takes the larger dim (_into_broadcast_axis)
             used.add(pos)
             positions.append(pos)
         maps.append(positions)
