@@ -121,6 +121,7 @@ def test_get_network_with_config_overrides_subset_copy_cleanup_and_exp_loss(tmp_
         learning_rate_control = "newbob"
         learning_rate_control_error_measure = "dev_score_output:exp"
         cleanup_old_models = {"keep_last_n": 1, "keep_best_n": 1, "keep": []}
+        save_epoch1_initial_model = True
         """, network="", epochs=4))
     proc = run_rnn(train_args(config, tmp_path))
     assert proc.returncode == 0, describe(proc)
@@ -140,6 +141,12 @@ def test_get_network_with_config_overrides_subset_copy_cleanup_and_exp_loss(tmp_
         expected = epochs_to_keep(sorted(expected | {epoch}), scores, 1, 1, [])
     assert kept == expected and 4 in kept and len(kept) < 4, (kept, expected)
     assert "cleanup_old_models: deleted the checkpoints of epochs" in out
+    # save_epoch1_initial_model: <model>.000 holds the epoch-1 network before training; as in RETURNN
+    # (its get_existing_models counts from epoch 1) it is no epoch checkpoint: never cleaned up or resumed from
+    from returnn.tf.checkpoint import list_epoch_checkpoints
+    initial = tf.train.load_checkpoint(str(tmp_path / "model.000"))
+    assert initial.get_tensor("hidden/W").shape == (9, 4) and int(initial.get_tensor("global_step")) == 0
+    assert (tmp_path / "model.000.index").exists() and 0 not in list_epoch_checkpoints(str(tmp_path / "model"))
 
 
 def test_start_epoch_restarts_from_the_given_epoch(tmp_path):

@@ -196,6 +196,8 @@ _ckpt("preload_from_files", "dict", None, "Parameters from other checkpoints: {n
 _ckpt("cleanup_old_models", "bool|dict|list", None, "Delete old epoch checkpoints: True or {'keep_last_n', 'keep_best_n', "
       "'keep'}; any other true value (e.g. a dict in a tuple by a stray comma) means True, as RETURNN reads it.")
 _ckpt("save_interval", "int", 1, "Save a checkpoint every N epochs (and always the last).", minimum=1)
+_ckpt("save_epoch1_initial_model", "bool", False, "Before epoch 1, save the initial parameters as <model>.000 (RETURNN's; "
+      "never resumed from nor cleaned up).")
 
 # ---- logging
 _log = partial(declare, group="logging")

@@ -144,7 +144,7 @@ REFUSED: Tuple[Tuple[str, Dict[str, Any]], ...] = (
       "global_norm_tag": None, "gradient_clip_global_norm_tag": None,
       "reinit_network_each_epoch": False,
       "init_new_network_callback": None, "init_train_epoch_posthook": None,
-      "save_epoch1_initial_model": False, "startup_callback": None, "dry_run": False}),
+      "startup_callback": None, "dry_run": False}),
     ("RETURNN data or batching option not implemented by this engine",
      {"exclude": None, "inc_seq_length": 0,
       "seq_drop": 0.0, "share_batches": False, "shuffle_frames_of_nseqs": 0,

@@ -437,10 +437,12 @@ def existing_epoch_prefix(model: str, epoch: int) -> Optional[str]:
 
 
 def _indexed_epochs(model: str) -> List[int]:
-    """Epochs N whose ``<model>.NNN.index`` exists, ascending."""
+    """Epochs N >= 1 whose ``<model>.NNN.index`` exists, ascending. ``<model>.000`` (the initial
+    parameters of ``save_epoch1_initial_model``) is none: RETURNN's ``get_existing_models`` counts
+    from epoch 1, so it neither resumes from it nor cleans it up."""
     pattern = re.compile(re.escape(os.path.basename(model)) + r"\.(?:pretrain\.)?(\d{3,})\.index$")
     found = (pattern.match(os.path.basename(p)) for p in glob.glob(glob.escape(model) + ".*.index"))
-    return sorted({int(m.group(1)) for m in found if m})
+    return sorted({int(m.group(1)) for m in found if m and int(m.group(1)) >= 1})
 
 
 def _first_line(exc: BaseException) -> str:

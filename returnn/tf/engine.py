@@ -429,6 +429,8 @@ class Engine(InferenceTasks):
         heartbeat = watchdog.beat if watchdog else (lambda: None)
         self.activity = "the training steps of epoch %i" % epoch
         check_datasets_unchanged(self.datasets.values(), self.dist, "at the start of epoch %i" % epoch)
+        if epoch == 1 and self.config.bool("save_epoch1_initial_model") and self.checkpoints is not None:
+            self._save_initial_model()
         first_step = self.global_step
         train_scores, timer, steps = self._train_epoch(epoch, heartbeat)
         print(finished_line("train", epoch, steps, timer), file=log.v3)
@@ -579,6 +581,13 @@ class Engine(InferenceTasks):
         print("train epoch %i, time split per rank:" % epoch, file=log.v4)
         for rank in range(self.dist.size):
             print(breakdown_line(rank, figures[rank], self.dist.reduces_gradients), file=log.v4)
+
+    def _save_initial_model(self) -> None:
+        """RETURNN's ``save_epoch1_initial_model``: the parameters before epoch 1 as ``<model>.000``."""
+        if self.dist.is_chief:
+            self.global_step_var.assign(self.global_step)
+            print("save initial epoch1 model %s" % self.checkpoints.save(0, self._run_state()), file=log.v4)
+        self.dist.meet("saving the initial model", CHECKPOINT_STALL_FACTOR)
 
     def _cleanup_old_models(self) -> None:
         value = self.config.typed_value("cleanup_old_models")

@@ -381,11 +381,12 @@ def write_data(directory: str) -> Dict[str, str]:
 
 def config_text(case: str, data: Dict[str, str], workdir: str, initial_model: str = "") -> str:
     """The config file of ``case``, reading ``data`` (:func:`write_data`), writing into ``workdir``;
-    it starts from the checkpoint ``initial_model`` (``import_model_train_epoch1``), else (RETURNN)
+    it starts from the checkpoint ``initial_model`` (``import_model_train_epoch1``) if given, and
     writes its initial parameters to ``<model>.000`` (``save_epoch1_initial_model``)."""
     prefix, train_opts, body = CASES[case]
-    start = ("import_model_train_epoch1 = %r\n" % initial_model if initial_model
-             else "save_epoch1_initial_model = True\n")
+    start = "save_epoch1_initial_model = True\n"
+    if initial_model:
+        start += "import_model_train_epoch1 = %r\n" % initial_model
     return COMMON % {"train": data[prefix + "train"], "dev": data[prefix + "dev"], "train_opts": train_opts,
                      "in_dim": IN_DIM, "classes": NUM_CLASSES, "model": os.path.join(workdir, "model"),
                      "lr_file": os.path.join(workdir, "lr.data")} + start + body
@@ -424,7 +425,7 @@ def read_params(prefix: str) -> Dict[str, np.ndarray]:
 def run_training(cmd: Sequence[str], case: str, data: Dict[str, str], workdir: str, env: Dict[str, str],
                  initial_model: str = "", timeout: float = 1800) -> dict:
     """Trains ``case`` with ``cmd + [config]`` (``python -m returnn`` or this engine's ``rnn.py``) in
-    ``workdir``: {"steps_per_epoch", "lr_file" (epoch keys as str), "init" (RETURNN: its ``model.000``),
+    ``workdir``: {"steps_per_epoch", "lr_file" (epoch keys as str), "init" (``<model>.000``),
     "final" (parameters), "version" (from RETURNN's banner), "log"}. Raises when the run fails."""
     config = write_config(case, data, workdir, initial_model)
     proc = subprocess.run(list(cmd) + [config], cwd=workdir, env=env, capture_output=True, text=True,
@@ -432,7 +433,7 @@ def run_training(cmd: Sequence[str], case: str, data: Dict[str, str], workdir: s
     if proc.returncode != 0:
         raise RuntimeError("%s failed on %s (exit %i):\n%s\n%s" % (" ".join(cmd), case, proc.returncode,
                                                                    proc.stdout[-4000:], proc.stderr[-4000:]))
-    return collect(case, workdir, proc.stdout, with_init=not initial_model)
+    return collect(case, workdir, proc.stdout)
 
 
 def write_config(case: str, data: Dict[str, str], workdir: str, initial_model: str = "") -> str:
@@ -443,12 +444,12 @@ def write_config(case: str, data: Dict[str, str], workdir: str, initial_model: s
     return config
 
 
-def collect(case: str, workdir: str, log_text: str, with_init: bool) -> dict:
+def collect(case: str, workdir: str, log_text: str) -> dict:
     """What a finished run of ``case`` in ``workdir`` left (see :func:`run_training`)."""
     banner = re.search(r"^RETURNN starting up, version (\S+),", log_text, re.M)
     return {"steps_per_epoch": {str(k): v for k, v in sorted(steps_per_epoch(log_text).items())},
             "lr_file": {str(k): v for k, v in sorted(read_lr_file(os.path.join(workdir, "lr.data")).items())},
-            "init": read_params(os.path.join(workdir, "model.000")) if with_init else None,
+            "init": read_params(os.path.join(workdir, "model.000")),
             "final": read_params(os.path.join(workdir, "model.%03i" % num_epochs(case))),
             "version": banner.group(1) if banner else None, "log": log_text}
 
@@ -479,6 +480,9 @@ def compare(ref: dict, ours: dict) -> Tuple[List[str], float]:
         extra = sorted(set(got["error"]) - set(want["error"]))
         if extra:
             problems.append("epoch %s: keys RETURNN does not write: %s" % (epoch, extra))
+    for name in sorted(set(ours["init"]) & set(ref["init"])):  # save_epoch1_initial_model: what training started from
+        if not np.array_equal(ours["init"][name], ref["init"][name]):
+            problems.append("initial parameter %s (<model>.000) differs from RETURNN's" % name)
     if sorted(ours["final"]) != sorted(ref["final"]):
         problems.append("parameter names: ours %s, RETURNN %s" % (sorted(ours["final"]), sorted(ref["final"])))
     max_diff = 0.0
@@ -529,7 +533,7 @@ def run_ours_in_one_process(python: str, names: Sequence[str], data: Dict[str, s
             out[case] = {"error": "exit %s:\n%s\n%s" % (m.group(2) if m else proc.returncode,
                                                        (m.group(1) if m else proc.stdout)[-3000:], proc.stderr[-3000:])}
         else:
-            out[case] = collect(case, os.path.dirname(config), m.group(1), with_init=False)
+            out[case] = collect(case, os.path.dirname(config), m.group(1))
     return out
 
 
