@@ -167,7 +167,7 @@ def test_rec_subnet_only_options_change_nothing_with_a_cell_unit(unit):
     lens = np.array([5, 2], np.int32)
     plain = make("rec", {"unit": unit, "n_out": 4}, [spec(3)])
     extra = make("rec", {"unit": unit, "n_out": 4, "include_eos": True, "back_prop": False, "cheating": True,
-                         "optimize_move_layers_out": False, "use_global_rec_step_offset": True, "debug": True,
+                         "optimize_move_layers_out": False, "use_global_rec_step_offset": True, "debug": True, "axis": "T",
                          **({"input_projection": False} if unit == "gru" else {})}, [spec(3)])
     assert sorted(extra.params) == sorted(plain.params)
     for key, var in extra.params.items():
@@ -182,6 +182,8 @@ def test_eval_kind_other_than_eval_and_conv_bias_errors():
         make("conv", {"filter_size": [2], "n_out": 2, "bias": 1.0}, [spec(3)])
     with pytest.raises(NetworkError, match="input_projection False .* not supported"):
         make("rec", {"unit": "nativelstm2", "n_out": 2, "input_projection": False}, [spec(8)])
+    with pytest.raises(NetworkError, match="'axis' 'F': only the input's time axis"):
+        make("rec", {"unit": "gru", "n_out": 2, "axis": "F"}, [spec(3)])
     with pytest.raises(NetworkError, match="padding must be 'same' or 'valid'"):
         make("transposed_conv", {"filter_size": [2], "n_out": 2, "padding": 1}, [spec(3)])
 

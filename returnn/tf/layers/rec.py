@@ -46,7 +46,8 @@ from returnn.tf.layers.params import Param, same
 from returnn.tf.layers.rec_params import check_native_unit_opts, check_state_cell_unit_opts, unit_params
 from returnn.tf.layers.rec_state import LSTM_KEYS, SINGLE_KEYS, InitialState, is_zero, state_layer_refs
 from returnn.tf.layers.rnn_cell import (
-    INPUT_PROJECTION, SUBNET_ONLY_OPTIONS, cell_clip_opt, check_input_projection, check_unrolled_length,
+    INPUT_PROJECTION, LOOP_AXIS, SUBNET_ONLY_OPTIONS, cell_clip_opt, check_input_projection, check_loop_axis,
+    check_unrolled_length,
     is_step_template, unrolled_max_len,
 )
 from returnn.tf.lstm_kernels import final_state_fn, get_kernel, lstm_sequence
@@ -102,7 +103,7 @@ class RecLayer(Layer):
         Option("sampling", 1, "Theano-era RETURNN: subsampling of the recurrence; only 1 (none)"),
         Option("initial_state", None, "the state each sequence starts from: zeros, ones, var, keep_over_epoch, a "
                                       "layer, or {'c': .., 'h': ..} (see returnn.tf.layers.rec_state)"),
-    ) + SUBNET_ONLY_OPTIONS + (INPUT_PROJECTION,)
+    ) + SUBNET_ONLY_OPTIONS + (INPUT_PROJECTION, LOOP_AXIS)
 
     @staticmethod
     def class_selector(opts: Mapping[str, Any]):
@@ -150,6 +151,7 @@ class RecLayer(Layer):
         n_state = len(state_layer_refs(self.opt("initial_state")))
         self.state_sources = state_sources = list(sources[len(sources) - n_state:])
         sources = list(sources[:len(sources) - n_state])
+        check_loop_axis(self, sources, self.opt("axis"))
         if self.unit in NO_INITIAL_STATE_UNITS and not is_zero(self.opt("initial_state")) or (
                 self.unit == "nativelstm" and self.opt("initial_state") is not None):  # RETURNN: zeros too
             raise NetworkError("%s: initial_state %r with unit %r: %s" % (

@@ -466,6 +466,18 @@ INPUT_PROJECTION = Option("input_projection", True, "RETURNN: False feeds the in
                           "the gates' pre-activations (refused for those here); its TensorFlow cells ignore it")
 
 
+LOOP_AXIS = Option("axis", None, "the axis to run over (RETURNN's rec option): only the input's time axis here")
+
+
+def check_loop_axis(layer, sources: Sequence[Data], axis: Any) -> None:
+    """RETURNN's rec ``axis``: accepted where it is the input's time axis, else refused in one line."""
+    if axis is None:
+        return
+    data = sources[0] if sources else None
+    if data is None or data.time_dim_axis is None or layer.axis(data, axis, "axis") != data.time_dim_axis:
+        raise NetworkError("%s: 'axis' %r: only the input's time axis is supported as the loop axis" % (layer.desc, axis))
+
+
 def check_input_projection(desc: str, unit: str, input_projection: Any) -> None:
     """input_projection False with one of RETURNN's native LSTM units: refused (see INPUT_PROJECTION)."""
     if not input_projection and unit in NATIVE_UNIT_OPTS:
@@ -493,12 +505,14 @@ class RecStepLayer(RnnCellLayer):
                noop="an implementation detail of RETURNN's loop: an unrolled loop computes the same outputs"),
         Option("max_seq_len", None, "RETURNN: the unrolled loop's length (with unroll; T must not exceed it)"),
         Option("sampling", 1, "Theano-era RETURNN: subsampling of the recurrence", only=(1,)),
-    ) + SUBNET_ONLY_OPTIONS + (INPUT_PROJECTION,)
+    ) + SUBNET_ONLY_OPTIONS + (INPUT_PROJECTION, LOOP_AXIS)
 
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
         self.units = rec_cell_units()
         super().__init__(name, opts, sources, seed)
         check_input_projection(self.desc, self.unit, self.opt("input_projection"))
+        if not self.step_mode:
+            check_loop_axis(self, sources, self.opt("axis"))
         if self.step_mode and self.unit == "nativelstm":  # its loop state is an initial state to RETURNN
             raise NetworkError("%s: unit 'nativelstm' in a rec loop: RETURNN's NativeLstm (v1) refuses the loop's state as "
                                "initial_state (broken support): use nativelstm2" % self.desc)

@@ -76,6 +76,9 @@ class RecSubnetLayer(AssumedTemplates, Layer):
                noop="debug outputs only; the loop computes the same"),
         Option("input_projection", True, "RETURNN: its native LSTM kernels' option",
                noop="RETURNN reads it only for a native LSTM unit, never for a sub-network"),
+        *(Option(key, None, "RETURNN: the weights' initializer of a cell unit",
+                 noop="RETURNN reads it only for a cell unit, never for a sub-network")
+          for key in ("forward_weights_init", "recurrent_weights_init", "bias_init")),
         Option("cheating", False, "RETURNN: unused on the rec layer (a choice option now)",
                noop="RETURNN ignores it here with a warning; cheating is set on the choice layer"),
         Option("unroll", False, "RETURNN: unroll the loop",
