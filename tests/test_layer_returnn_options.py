@@ -182,6 +182,8 @@ def test_eval_kind_other_than_eval_and_conv_bias_errors():
         make("conv", {"filter_size": [2], "n_out": 2, "bias": 1.0}, [spec(3)])
     with pytest.raises(NetworkError, match="input_projection False .* not supported"):
         make("rec", {"unit": "nativelstm2", "n_out": 2, "input_projection": False}, [spec(8)])
+    with pytest.raises(NetworkError, match="needs 'nr_of_channels'"):  # RETURNN: a required argument
+        make("split_concatenated_multichannel", {}, [spec(4)])
     with pytest.raises(NetworkError, match="'axis' 'F': only the input's time axis"):
         make("rec", {"unit": "gru", "n_out": 2, "axis": "F"}, [spec(3)])
     with pytest.raises(NetworkError, match="padding must be 'same' or 'valid'"):

@@ -131,11 +131,13 @@ class SplitConcatMultiChannelLayer(_FramesLayer):
     """See the module docstring."""
 
     layer_class = "split_concatenated_multichannel"
-    options = (Option("nr_of_channels", 1, "channels whose features are concatenated"),)
+    options = (Option("nr_of_channels", None, "channels whose features are concatenated (required, as in RETURNN)"),)
 
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
         super().__init__(name, opts, sources, seed)
         data = self._frames_input(sources)
+        if self.opt("nr_of_channels") is None:  # RETURNN: a required argument (TypeError without it)
+            raise NetworkError("%s: needs 'nr_of_channels'" % self.desc)
         self.channels = positive_int(self.desc, "nr_of_channels", self.opt("nr_of_channels"))
         if data.dim % self.channels:
             raise NetworkError("%s: feature dim %i is no multiple of nr_of_channels %i"
