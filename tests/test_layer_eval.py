@@ -161,7 +161,7 @@ HEAD = '''def transform(data, network):
         return where_bc(band[None, None, :], 0.0, x)
     return network.cond_on_train(masked, lambda: x)'''
 NETWORK = '''{
-    "input": {"class": "eval", "from": "data", "eval": "tf.one_hot(source(0), 9)",
+    "input": {"class": "eval", "from": "data", "eval": "tf.one_hot(tf.argmax(source(0), axis=-1), 9)",
               "out_type": {"dim": 9, "sparse": False, "dtype": "float32"}},
     "aug": {"class": "eval", "from": "input",
             "eval": "self.network.get_config().typed_value('transform')(source(0, as_data=True), network=self.network)"},
@@ -180,7 +180,7 @@ def test_config_with_eval_layers_trains(tmp_path):
 
 
 def test_failing_eval_is_one_line(tmp_path):
-    config = write_config(tmp_path / "bad.config", CONFIG.replace("tf.one_hot(source(0), 9)", "tf.one_hotx(source(0), 9)"))
+    config = write_config(tmp_path / "bad.config", CONFIG.replace("tf.one_hot(", "tf.one_hotx("))
     proc = run_rnn(train_args(config, tmp_path), timeout=300)
     assert_one_line_error(proc, "layer 'input' (eval): eval failed: AttributeError")
 
