@@ -171,3 +171,16 @@ def test_float32_pool_and_chunking_still_build():
                   {"class": "time_chunking", "chunk_size": 3, "chunk_step": 2}):
         out = _build_and_run({"output": dict(layer, **{"from": "data"})})["output"]
         assert out.tensor.dtype == tf.float32
+
+
+@pytest.mark.parametrize("layer", [
+    {"class": "gather", "from": "data", "axis": -1, "position": 0},
+    {"class": "softmax_over_spatial", "from": "data", "axis": -1},
+    {"class": "split", "from": "data", "axis": -1, "num_splits": 1},
+    {"class": "top_k", "from": "data", "axis": -1, "k": 1},
+    {"class": "repeat", "from": "data", "axis": -1, "repetitions": 2},
+])
+def test_int_axis_refused_where_returnn_never_takes_one(layer):
+    """RETURNN reads these axis options with allow_int=False: an int is an error at every behavior version."""
+    with pytest.raises(NetworkError, match="'output'.*option 'axis': axis -1 as an int is refused"):
+        _build_and_run({"output": layer})

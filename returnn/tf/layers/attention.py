@@ -57,6 +57,7 @@ class SoftmaxOverSpatialLayer(Layer):
     """See the module docstring."""
 
     layer_class = "softmax_over_spatial"
+    no_int_axes = ("axis",)  # RETURNN: allow_int=False
     ref_options = ("window_start", "start")
     options = (
         Option("axis", None, "axis to normalize over (default: see module docstring)"),

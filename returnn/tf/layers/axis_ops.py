@@ -262,6 +262,7 @@ class RepeatLayer(Layer):
     """See the module docstring."""
 
     layer_class = "repeat"
+    no_int_axes = ("axis",)  # RETURNN: allow_int=False
     ref_options = ("repetitions",)
     options = (
         Option("repetitions", None, "int, or layer of int counts (one per position of the axis)"),

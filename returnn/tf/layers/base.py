@@ -87,6 +87,8 @@ class Layer(tf.Module):
     updates_in_training = False
     # RETURNN's variable scope inside the layer's own for all its parameters (rec layers: "rec/")
     param_subscope = ""
+    # axis options RETURNN reads with allow_int=False: an int there is refused at every behavior version
+    no_int_axes: Tuple[str, ...] = ()
     options = (
         Option("class", None, "layer class name"),
         Option("from", "data", "input layer name(s); 'data:KEY' for a data key"),
@@ -247,6 +249,9 @@ class Layer(tf.Module):
         depends on the axis order (``s:0``, ``dyn:1``, ``static:0``, ``except_batch:0``) from 7."""
         from returnn.tf.layers.norm import behavior_version
         for item in description if isinstance(description, (list, tuple)) else [description]:
+            if isinstance(item, int) and not isinstance(item, bool) and key in self.no_int_axes:
+                raise NetworkError("%s: option %r: axis %r as an int is refused, as RETURNN does for this option "
+                                   "(give it as a str or Dim)" % (self.desc, key, item))
             if isinstance(item, int) and not isinstance(item, bool) and behavior_version() >= 5:
                 raise NetworkError("%s: option %r: axis %r as an int is not allowed from behavior version 5 (RETURNN: "
                                    "give it as a str or Dim)" % (self.desc, key, item))

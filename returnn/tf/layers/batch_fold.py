@@ -72,6 +72,7 @@ class FlattenBatchLayer(_OneInput):
     """See the module docstring."""
 
     layer_class = "flatten_batch"
+    no_int_axes = ("axis",)  # RETURNN: allow_int=False
     options = (
         Option("axis", "T", "the axis merged into the batch axis"),
         Option("batch_major", True, "rows in (sequence, frame) order; False: (frame, sequence)"),

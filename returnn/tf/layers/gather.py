@@ -31,6 +31,7 @@ class GatherLayer(Layer):
     """See the module docstring."""
 
     layer_class = "gather"
+    no_int_axes = ("axis",)  # RETURNN: allow_int=False
     ref_options = ("position",)
     options = (
         Option("position", None, "index: an int, or a layer of integer indices"),

@@ -218,6 +218,7 @@ class PositionalEncodingLayer(Layer):
     layer, (B,) or (B, T) ints) is added to the positions."""
 
     layer_class = "positional_encoding"
+    no_int_axes = ("axis",)  # RETURNN: allow_int=False
     ref_options = ("offset",)
     options = (
         Option("add_to_input", False, "output input + encoding"),

@@ -48,6 +48,7 @@ class SliceNdLayer(Layer):
     """See the module docstring."""
 
     layer_class = "slice_nd"
+    no_int_axes = ("axis",)  # RETURNN: allow_int=False
     ref_options = ("start", "size")
     options = (
         Option("start", None, "first frame: an int or a layer of ints (per sequence, e.g. (B,) or (B,T))"),

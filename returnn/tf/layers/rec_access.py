@@ -30,6 +30,7 @@ class RecUnstackLayer(Layer):
     """See the module docstring."""
 
     layer_class = "rec_unstack"
+    no_int_axes = ("axis",)  # RETURNN: allow_int=False
     options = (
         Option("axis", None, "the axis to unstack (default: the loop's time axis); it must be the loop's"),
         Option("declare_rec_time", False, "a rec layer without 'from' and target loops over this axis"),

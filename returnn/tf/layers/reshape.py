@@ -40,6 +40,7 @@ class ReshapeLayer(Layer):
     """See the module docstring."""
 
     layer_class = "reshape"
+    no_int_axes = ("in_dims",)  # RETURNN: allow_int=False
     options = (
         Option("in_dims", None, "the input axes to replace (descriptions or Dims)"),
         Option("out_dims", None, "the new axes (Dims, or descriptions of input axes)"),
@@ -175,6 +176,7 @@ class UnflattenNdLayer(Layer):
     """See the module docstring."""
 
     layer_class = "unflatten_nd"
+    no_int_axes = ("in_dim",)  # RETURNN: allow_int=False
     options = (
         Option("sizes", None, "layer of the grid sizes per sequence, (B, num_axes) ints"),
         Option("num_axes", None, "number of axes of the grid"),

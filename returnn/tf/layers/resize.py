@@ -161,6 +161,7 @@ class RemoveLayer(Layer):
     """See the module docstring."""
 
     layer_class = "remove"
+    no_int_axes = ("axis",)  # RETURNN: allow_int=False
     options = (
         Option("symbol", None, "the label to remove (negative: counted from the number of classes)"),
         Option("axis", "T", "the axis to remove it from"),
@@ -208,6 +209,7 @@ class FoldLayer(Layer):
     """See the module docstring."""
 
     layer_class = "fold"
+    no_int_axes = ("in_spatial_dim", "window_dim")  # RETURNN: allow_int=False
     options = (
         Option("mode", None, "'sum' or 'mean' over overlapping frames"),
         Option("in_spatial_dim", None, "the axis of window positions"),

@@ -387,6 +387,7 @@ class TimeChunkingLayer(_ShapeLayer):
     and has ``clip(L_b - n * step, 0, size)`` real frames. Undo with ``time_unchunking``."""
 
     layer_class = "time_chunking"
+    no_int_axes = ("axis",)  # RETURNN: allow_int=False
     options = (
         Option("chunk_size", None, "frames per chunk"),
         Option("chunk_step", None, "frames between chunk starts"),

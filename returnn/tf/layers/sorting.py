@@ -34,6 +34,7 @@ class TopKLayer(Layer):
     """See the module docstring."""
 
     layer_class = "top_k"
+    no_int_axes = ("axis",)  # RETURNN: allow_int=False
     ref_options = ("k",)
     options = (
         Option("axis", None, "the axis (or list of axes, searched jointly) to take the top k over"),

@@ -30,6 +30,7 @@ class SplitLayer(Layer):
     """See the module docstring."""
 
     layer_class = "split"
+    no_int_axes = ("axis",)  # RETURNN: allow_int=False
     options = (
         Option("axis", None, "static axis to split (default F)"),
         Option("num_splits", None, "number of equal parts"),

@@ -86,6 +86,7 @@ class PostfixInTimeLayer(_InTimeLayer):
     """See the module docstring."""
 
     layer_class = "postfix_in_time"
+    no_int_axes = ("axis",)  # RETURNN: allow_int=False
     value_key = "postfix"
     ref_options = ("postfix",)
     options = (Option("postfix", 0.0, "the added frames' value: a number or a layer"),)
@@ -96,6 +97,7 @@ class PrefixInTimeLayer(_InTimeLayer):
     """See the module docstring."""
 
     layer_class = "prefix_in_time"
+    no_int_axes = ("axis",)  # RETURNN: allow_int=False
     value_key = "prefix"
     at_end = False
     ref_options = ("prefix",)
