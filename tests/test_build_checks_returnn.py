@@ -42,6 +42,10 @@ def test_replaced_time_axis_by_a_static_dim_is_no_time_axis():
     ({"sub": {"class": "subnetwork", "from": "data", "n_out": 15,
               "subnetwork": {"output": {"class": "linear", "n_out": 4, "from": "data"}}},
       "output": {"class": "copy", "from": "sub"}}, "'sub' \\(copy\\): n_out 15 does not match the output dim 4"),
+    ({"output": {"class": "linear", "with_bias": False, "bias_init": 0.5, "n_out": 2, "from": "data"}},
+     "'output' \\(linear\\): bias_init 0.5 with with_bias False"),
+    ({"output": {"class": "gather_nd", "position": 2, "from": "data"}}, "'output' \\(gather_nd\\): 'position' must name"),
+    ({"output": {"class": "postfix_in_time", "axis": "F", "from": "data"}}, "'axis' 'F': only the input's time axis"),
 ])
 def test_returnn_refuses_at_build(net, match):
     with pytest.raises(NetworkError, match=match):

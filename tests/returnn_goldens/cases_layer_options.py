@@ -107,3 +107,9 @@ case("rnn_cell_in_loop_batch_norm_option", "bn_scope", {
 case("variable_dummy_time_in_base_bv0", "broadcast_matches", {
     "v": {"class": "variable", "shape": [2, 5], "add_batch_axis": True, "add_time_axis": True, "init": 0.5},
     "output": {"class": "combine", "kind": "mul", "from": ["data", "v"]}}, config={"behavior_version": 0})
+
+# softmax_over_spatial energy_factor 0: RETURNN scales only by a truthy factor (0 scales nothing); this engine
+# multiplied by 0 (uniform weights)
+case("softmax_over_spatial_energy_factor_zero", "energy_factor", {
+    "output": {"class": "softmax_over_spatial", "energy_factor": 0.0, "from": "data"}}, extern={"data": {"shape": (None, 1)}},
+    lens=L)

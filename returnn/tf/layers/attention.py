@@ -61,7 +61,7 @@ class SoftmaxOverSpatialLayer(Layer):
     ref_options = ("window_start", "start")
     options = (
         Option("axis", None, "axis to normalize over (default: see module docstring)"),
-        Option("energy_factor", None, "factor of the energies before the softmax"),
+        Option("energy_factor", None, "factor of the energies before the softmax (0 or None: none, as RETURNN)"),
         Option("use_time_mask", None, "padded positions get weight 0 (None: when the axis is dynamic; False: "
                                         "their energies take part as they are, as RETURNN)"),
         Option("log_space", False, "output log-weights"),
@@ -112,7 +112,7 @@ class SoftmaxOverSpatialLayer(Layer):
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         x = sources[0]
-        if self.opt("energy_factor") is not None:
+        if self.opt("energy_factor"):  # RETURNN scales only by a truthy factor: 0 (or 0.0) scales nothing
             x = x.with_tensor(x.tensor * float(self.opt("energy_factor")))
         n_own = len(sources) - self.start_layer - self.from_layer
         pos = tf.range(tf.shape(x.tensor)[self.ax])
@@ -215,7 +215,7 @@ class DotAttentionLayer(Layer):
     options = (
         Option("base", None, "values (B, T_enc, F_v)"),
         Option("base_ctx", None, "keys (B, T_enc, F) with F the query's feature size"),
-        Option("energy_factor", None, "factor of the energies before the softmax"),
+        Option("energy_factor", None, "factor of the energies before the softmax (0 or None: none, as RETURNN)"),
     )
 
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
@@ -242,7 +242,7 @@ class DotAttentionLayer(Layer):
         k = keys.copy_as_batch_time_feature()
         q = query.tensor if query.data.batch_ndim == 3 else query.tensor[:, None]  # (B, Tq, F)
         energy = tf.matmul(q, k.masked(0.0), transpose_b=True)  # (B, Tq, T_enc)
-        if self.opt("energy_factor") is not None:
+        if self.opt("energy_factor"):  # RETURNN: 0 scales nothing (a truthiness test)
             energy *= float(self.opt("energy_factor"))
         mask = tf.sequence_mask(k.seq_len, maxlen=tf.shape(energy)[-1])[:, None, :]
         weights = tf.nn.softmax(tf.where(mask, energy, tf.constant(float("-inf"), energy.dtype)), axis=-1)

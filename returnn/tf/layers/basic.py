@@ -58,6 +58,8 @@ class LinearLayer(Layer):
         self.transposed = bool(self.opt("use_transposed_weights"))
         shape = [sum(self.plan.in_dims), n_out]
         self.W = self.weight("W", shape[::-1] if self.transposed else shape, init_option="forward_weights_init")
+        if not self.opt("with_bias") and self.opts.get("bias_init"):  # RETURNN (since 2017): assert not bias_init
+            raise NetworkError("%s: bias_init %r with with_bias False (RETURNN asserts)" % (self.desc, self.opts["bias_init"]))
         self.bias = self.weight("b", [n_out], 0.0, init_option="bias_init") if self.opt("with_bias") \
             else None
         self.output = plan_output(name, self.plan, self._taken_over_dim(sources, n_out) or self.out_feature_dim())

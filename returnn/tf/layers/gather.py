@@ -176,6 +176,12 @@ class GatherNdLayer(GatherLayer):
 
     layer_class = "gather_nd"
     default_axis = "T"
+    no_int_axes = ()
+
+    def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
+        if not isinstance(opts.get("position"), str):  # RETURNN's gather_nd resolves position with get_layer
+            raise NetworkError("layer %r (gather_nd): 'position' must name a layer, got %r" % (name, opts.get("position")))
+        super().__init__(name, opts, sources, seed)
 
     def _common_axes(self, data: Data, pos: Data) -> List[Tuple[int, int]]:
         """RETURNN's GatherNdLayer: only the batch axis is gathered per entry."""

@@ -30,7 +30,8 @@ class _InTimeLayer(Layer):
 
     value_key = ""
     at_end = True
-    options = (Option("repeat", 1, "number of frames to add"),)
+    options = (Option("repeat", 1, "number of frames to add"),
+               Option("axis", "T", "the axis to extend (RETURNN's option): only the input's time axis here"))
 
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
         self.value_layer = isinstance(opts.get(self.value_key), str)
@@ -41,6 +42,8 @@ class _InTimeLayer(Layer):
         self.ax = data.time_dim_axis
         if self.ax is None:
             raise NetworkError("%s: the input %s has no time axis" % (self.desc, data.short_repr()))
+        if self.opt("axis") not in ("T", "t") and self.axis(data, self.opt("axis"), "axis") != self.ax:
+            raise NetworkError("%s: 'axis' %r: only the input's time axis is supported here" % (self.desc, self.opt("axis")))
         self.repeat = positive_int(self.desc, "repeat", self.opt("repeat"))
         value = self.opts.get(self.value_key, 0.0)
         if self.value_layer:
