@@ -89,6 +89,13 @@ class SoftmaxOverSpatialLayer(Layer):
         if self.opt("window_start") is not None and self.opt("window_size") is None:
             raise NetworkError("%s: window_start needs window_size (RETURNN: 'set window_size explicitly')" % self.desc)
         self.use_mask = self.opt("use_time_mask") is not False
+        factor = self.opt("energy_factor")
+        if factor and factor < 0 and (self.opt("use_time_mask") or (
+                self.opt("use_time_mask") is None and own[0].dims[_attention_axis(self, own[0], self.opt("axis"))].is_dynamic())):
+            # RETURNN scales after masking: -inf * factor = +inf at padded frames, the real frames of a padded
+            # sequence get weight 0 (its bug); refused rather than computed otherwise
+            raise NetworkError("%s: a negative energy_factor %r with the time mask is refused (RETURNN scales the masked "
+                               "energies: padded frames become +inf)" % (self.desc, factor))
         if not self.use_mask and self.opt("window_start") is not None:
             raise NetworkError("%s: a window needs use_time_mask (RETURNN's rule)" % self.desc)
         if self.start_layer and (sources[n_own].batch_ndim - (sources[n_own].feature_dim_axis is not None and
