@@ -48,6 +48,9 @@ def test_replaced_time_axis_by_a_static_dim_is_no_time_axis():
     ({"output": {"class": "postfix_in_time", "axis": "F", "from": "data"}}, "'axis' 'F': only the input's time axis"),
     ({"output": {"class": "softmax_over_spatial", "energy_factor": -0.5, "axis": "T", "from": "data"}},
      "negative energy_factor -0.5 with the time mask is refused"),
+    ({"output": {"class": "rec", "unit": "standardlstm", "n_out": 2, "unroll": True, "from": "data"}},
+     "'unroll' of a TensorFlow cell needs 'max_seq_len'"),
+    ({"output": {"class": "length", "axis": -1, "from": "data"}}, "axis -1 as an int is refused"),
 ])
 def test_returnn_refuses_at_build(net, match):
     with pytest.raises(NetworkError, match=match):

@@ -130,6 +130,7 @@ class LengthLayer(Layer):
     of size 1."""
 
     layer_class = "length"
+    no_int_axes = ("axis",)  # RETURNN: allow_int=False
     options = (
         Option("axis", "T", "axis description, Dim, or 'sparse_dim'"),
         Option("dtype", "int32", "dtype of the lengths"),

@@ -528,6 +528,8 @@ def unrolled_max_len(layer: Layer, max_len: Any, unrolled: bool) -> Optional[int
     if max_len is not None and not unrolled:
         raise NetworkError("%s: 'max_seq_len' %r needs 'unroll' of a TensorFlow cell over a whole sequence (RETURNN's "
                            "rule)" % (layer.desc, max_len))
+    if unrolled and max_len is None:  # RETURNN: "specify max_seq_len for unroll"
+        raise NetworkError("%s: 'unroll' of a TensorFlow cell needs 'max_seq_len' (RETURNN asserts)" % layer.desc)
     return None if max_len is None else positive_int(layer.desc, "max_seq_len", max_len)
 
 
