@@ -268,7 +268,7 @@ def test_step_functions_refuse_data_a_dataset_cannot_deliver():
 def test_rnn_py_trains_on_time_major_extern_data(tmp_path):
     """A dataset's batch-major batches on extern data declared time-major (input and target)."""
     from helpers import TINY_12AX, run_rnn, train_args, write_config
-    text = TINY_12AX.replace("network = {", 'extern_data = {"data": {"dim": 9, "sparse": True, "shape": (None,), '
+    text = TINY_12AX.replace("network = {", 'extern_data = {"data": {"dim": 9, "shape": (None, 9), '
                              '"batch_dim_axis": 1}, "classes": {"dim": 2, "sparse": True, "shape": (None,), '
                              '"batch_dim_axis": 1}}\nnetwork = {')
     text = text.replace('"hidden": {"class": "linear", "activation": "tanh"', '"hidden": {"class": "rec", "unit": "nativelstm2"')

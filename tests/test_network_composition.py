@@ -17,7 +17,7 @@ NETWORK = '''network = {
     "lstm": {"class": "rec", "unit": "nativelstm2", "n_out": 8, "from": "merge"},
     "output": {"class": "softmax", "loss": "ce", "from": "lstm"},
 }
-extern_data = {"data": {"dim": 9, "sparse": True}, "classes": {"dim": 2, "sparse": True, "dtype": "int32"}}
+extern_data = {"data": {"dim": 9}, "classes": {"dim": 2, "sparse": True, "dtype": "int32"}}
 '''
 
 
