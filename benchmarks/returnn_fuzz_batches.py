@@ -199,7 +199,7 @@ def _resolved(case: Dict[str, Any], out_dir: str) -> Dict[str, Any]:
 
 def tuple_data_maps(value: Any) -> Any:
     """A CombinedDataset's data_map back from JSON ([[dataset, key, out key], ...]) to RETURNN's form
-    {(dataset, key): out key} (also in returnn_fuzz_batches_returnn.py)."""
+    {(dataset, key): out key} (returnn_fuzz_batches_returnn.py imports it in RETURNN's venv)."""
     if isinstance(value, dict):
         out = {k: tuple_data_maps(v) for k, v in value.items()}
         if out.get("class") == "CombinedDataset" and isinstance(out.get("data_map"), list):

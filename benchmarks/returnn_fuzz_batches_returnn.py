@@ -40,16 +40,8 @@ def write_hdf(path: str, seqs, tag_prefix: str) -> None:
     writer.close()
 
 
-def tuple_data_maps(value):
-    """A CombinedDataset's data_map from JSON ([[dataset, key, out key], ...]) as {(dataset, key): out key}."""
-    if isinstance(value, dict):
-        out = {k: tuple_data_maps(v) for k, v in value.items()}
-        if out.get("class") == "CombinedDataset" and isinstance(out.get("data_map"), list):
-            out["data_map"] = {(ds, key): target for ds, key, target in out["data_map"]}
-        return out
-    if isinstance(value, list):
-        return [tuple_data_maps(v) for v in value]
-    return value
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from returnn_fuzz_batches import tuple_data_maps  # noqa: E402  (stdlib imports only: fine in RETURNN's venv)
 
 
 def run_case(case, out_dir: str):
