@@ -314,7 +314,7 @@ class BatchOptions:
     max_seq_length: Any  # int or {data key: limit}, see max_seq_length_limits()
     prefetch: int
     # RETURNN packs frames when no layer mixes frames (its "non-recurrent" network); the engine
-    # sets this for its network. Forwarding always keeps whole sequences.
+    # sets this for its network (fit_network). Forwarding always keeps whole sequences.
     pack_frames: bool = False
     eval_batch_size: int = 0  # 0: batch_size (RETURNN's eval_batch_size)
     forward_batch_size: int = 0  # 0: eval_batch_size, else batch_size
@@ -324,7 +324,7 @@ class BatchOptions:
     min_seq_length: Any = 0  # training only, as RETURNN's engine passes it (see generate_batches())
     max_pad_size: Any = None  # (as min_seq_length)
     shuffle_batches: bool = False  # see epoch_slices()
-    used_keys: Optional[List[str]] = None  # data keys the network reads (the engine sets it; see generate_batches())
+    used_keys: Optional[List[str]] = None  # data keys the network reads (fit_network; see generate_batches())
     # the train batch list kept while the order stays the same: (dataset, order, batches, shuffling generator)
     _kept: Any = field(default=None, repr=False, compare=False)
 
@@ -344,6 +344,12 @@ class BatchOptions:
         chunk_options(out.chunking, out.min_chunk_size, out.chunking_variance)  # errors now, naming the key
         chunk_options(out.eval_chunking)
         return out
+
+    def fit_network(self, network: Any) -> None:
+        """What the network decides about its batches: frames packed when no layer is recurrent (RETURNN's
+        batching for frame-wise networks), and chunks of the data keys it reads (RETURNN's used_data_keys)."""
+        self.pack_frames = not network.recurrent
+        self.used_keys = network.required_data_keys(with_targets=True)
 
     def for_eval(self, dataset_key: Optional[str] = None) -> "BatchOptions":
         """These options with ``eval_batch_size`` (when set) as the batch size: scoring (``dataset_key``: the
@@ -408,11 +414,9 @@ class BatchOptions:
             if batches is not None:
                 return batches
         train = purpose == "train"  # (RETURNN's engine passes min_seq_length and max_pad_size only in training)
-        batches = generate_batches(dataset, self.batch_size, self.max_seqs, self.chunk_options(dataset, purpose),
-                                   self.max_seq_length, context=context,
-                                   min_seq_length=self.min_seq_length if train else 0,
-                                   max_pad_size=self.max_pad_size if train else None, used_keys=self.used_keys)
-        return batches
+        return generate_batches(dataset, self.batch_size, self.max_seqs, self.chunk_options(dataset, purpose),
+                                self.max_seq_length, context=context, min_seq_length=self.min_seq_length if train else 0,
+                                max_pad_size=self.max_pad_size if train else None, used_keys=self.used_keys)
 
 
 def eval_chunking(config) -> Any:

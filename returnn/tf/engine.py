@@ -172,8 +172,7 @@ class Engine(BestModel, InferenceTasks):
                   % (epoch, ", ".join(network.order), len(moved["copied"]), len(moved["partial"]),
                      ", ".join(moved["fresh"]) or "none"), file=log.v3)
         self.network, self.net_dict = network, net_dict
-        self.batching.pack_frames = not network.recurrent  # RETURNN's batching for frame-wise networks
-        self.batching.used_keys = network.required_data_keys(with_targets=True)  # RETURNN's used_data_keys
+        self.batching.fit_network(network)
         config = self.config
         self.optimizer = create_optimizer(config, network.trainable_variables)
         self.steps = StepFunctions(network, self.optimizer, self.dist, config.float("gradient_clip"),
@@ -212,8 +211,7 @@ class Engine(BestModel, InferenceTasks):
         for key, (old, new) in self.config_overlay.apply(overrides).items():
             print("epoch %i: config key %r: %r -> %r (#config)" % (epoch, key, old, new), file=log.v3)
             self.batching = BatchOptions.from_config(self.config)
-            self.batching.pack_frames = not self.network.recurrent
-            self.batching.used_keys = self.network.required_data_keys(with_targets=True)
+            self.batching.fit_network(self.network)
         if "learning_rate" in overrides:
             self.lr_control.get_learning_rate_for_epoch(epoch)
             self.lr_control.epochs[epoch].learning_rate = float(overrides["learning_rate"])

@@ -89,13 +89,6 @@ class SoftmaxOverSpatialLayer(Layer):
         if self.opt("window_start") is not None and self.opt("window_size") is None:
             raise NetworkError("%s: window_start needs window_size (RETURNN: 'set window_size explicitly')" % self.desc)
         self.use_mask = self.opt("use_time_mask") is not False
-        factor = self.opt("energy_factor")
-        if factor and factor < 0 and (self.opt("use_time_mask") or (
-                self.opt("use_time_mask") is None and own[0].dims[_attention_axis(self, own[0], self.opt("axis"))].is_dynamic())):
-            # RETURNN scales after masking: -inf * factor = +inf at padded frames, the real frames of a padded
-            # sequence get weight 0 (its bug); refused rather than computed otherwise
-            raise NetworkError("%s: a negative energy_factor %r with the time mask is refused (RETURNN scales the masked "
-                               "energies: padded frames become +inf)" % (self.desc, factor))
         if not self.use_mask and self.opt("window_start") is not None:
             raise NetworkError("%s: a window needs use_time_mask (RETURNN's rule)" % self.desc)
         if self.start_layer and (sources[n_own].batch_ndim - (sources[n_own].feature_dim_axis is not None and
@@ -106,10 +99,17 @@ class SoftmaxOverSpatialLayer(Layer):
         if self.opt("use_time_mask") and not own[0].dims[self.ax].is_dynamic():
             raise NetworkError("%s: use_time_mask True on the static axis %r is refused (RETURNN asserts a dynamic "
                                "axis)" % (self.desc, own[0].dims[self.ax].description))
-        if self.opt("window_size") is not None and self.opt("window_start") is None and not (
-                self.opt("use_time_mask") or (self.opt("use_time_mask") is None and own[0].dims[self.ax].is_dynamic())):
+        # RETURNN's effective use_time_mask: given, else whether the axis is dynamic
+        masked = self.opt("use_time_mask") or (self.opt("use_time_mask") is None and own[0].dims[self.ax].is_dynamic())
+        if self.opt("window_size") is not None and self.opt("window_start") is None and not masked:
             # RETURNN: window_size alone has no effect, but asserts the (effective) use_time_mask
             raise NetworkError("%s: window_size needs use_time_mask (RETURNN's rule)" % self.desc)
+        factor = self.opt("energy_factor")
+        if factor and factor < 0 and masked:
+            # RETURNN scales after masking: -inf * factor = +inf at padded frames, the real frames of a padded
+            # sequence get weight 0 (its bug); refused rather than computed otherwise
+            raise NetworkError("%s: a negative energy_factor %r with the time mask is refused (RETURNN scales the masked "
+                               "energies: padded frames become +inf)" % (self.desc, factor))
         if (self.opt("window_start") is not None or self.from_layer) and own[0].batch_dim_axis != 0:
             raise NetworkError("%s: a window or start needs batch-major energies" % self.desc)
         # as RETURNN (copy_move_axis(axis, -1)): the normalised axis is the output's last one

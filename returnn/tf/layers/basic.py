@@ -10,8 +10,8 @@ from returnn.tensor import Data, Dim
 from returnn.tf.activations import get_activation, get_activation_with_opts
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
 from returnn.tf.layers.helpers import (
-    check_sources, common_dims, concat_inputs, last_axis_bias, concat_output, dropout_scale, dropout_sources,
-    feature_plan, noise_broadcast_axes, plan_output, project_sources, returnn_common_order,
+    check_sources, common_dims, concat_inputs, concat_output, dropout_scale, dropout_sources, feature_plan,
+    last_axis_bias, noise_broadcast_axes, plan_output, project_sources, returnn_common_order,
 )
 from returnn.tf.layers.options import Option, one_of
 from returnn.tf.layers.output import align_tensor

@@ -136,14 +136,9 @@ class GatherLayer(Layer):
         index = tf.cast(sources[-1].tensor, tf.int32)
         if self.index_perm != sorted(self.index_perm):
             index = tf.transpose(index, self.index_perm)
-        n = tf.shape(tensor)[self.gather_axis]
         if self.clip:
             index = self._clipped(index, x, sources[-1].data)
-        index = tf.where((index >= 0) & (index < n), index, n)  # n: the zero frame appended below
-        pads = [[0, 0]] * len(tensor.shape)
-        pads[self.gather_axis] = [0, 1]
-        out = tf.gather(tf.pad(tensor, pads), index, axis=self.gather_axis, batch_dims=self.batch_dims)
-        return self.make_output(out, sources)
+        return self.make_output(_gather_or_zeros(tensor, index, self.gather_axis, self.batch_dims), sources)
 
     def _clipped(self, index: tf.Tensor, x: LayerOutput, pos: Data) -> tf.Tensor:
         """``index`` (in the order ``index_perm`` of the position's axes) clipped to 0 .. length - 1 of the
@@ -159,15 +154,19 @@ class GatherLayer(Layer):
         """``x`` at ``index`` (B,) on the gathered axis, per sequence (-1: zeros), the axis removed."""
         b, nd = x.data.batch_dim_axis, x.data.batch_ndim
         perm = [b] + [i for i in range(nd) if i != b]
-        tensor = tf.transpose(x.tensor, perm)
-        axis = perm.index(self.ax)
-        pads = [[0, 0]] * nd
-        pads[axis] = [0, 1]
-        n = tf.shape(tensor)[axis]
-        index = tf.where(index >= 0, index, n)  # n: the zero frame appended
-        out = tf.gather(tf.pad(tensor, pads), index, axis=axis, batch_dims=1)
+        out = _gather_or_zeros(tf.transpose(x.tensor, perm), index, perm.index(self.ax), 1)
         order = [i for i in perm if i != self.ax]
         return tf.transpose(out, [order.index(i) for i in range(nd) if i != self.ax])
+
+
+def _gather_or_zeros(tensor: tf.Tensor, index: tf.Tensor, axis: int, batch_dims: int) -> tf.Tensor:
+    """``tf.gather`` where an index outside ``axis`` gives zeros (RETURNN on GPU; on CPU TensorFlow fails
+    there): the gather reads a zero frame appended to the axis instead."""
+    n = tf.shape(tensor)[axis]
+    pads = [[0, 0]] * len(tensor.shape)
+    pads[axis] = [0, 1]
+    index = tf.where((index >= 0) & (index < n), index, n)
+    return tf.gather(tf.pad(tensor, pads), index, axis=axis, batch_dims=batch_dims)
 
 
 @register_layer

@@ -47,8 +47,7 @@ from returnn.tf.layers.rec_params import check_native_unit_opts, check_state_cel
 from returnn.tf.layers.rec_state import LSTM_KEYS, SINGLE_KEYS, InitialState, is_zero, state_layer_refs
 from returnn.tf.layers.rnn_cell import (
     INPUT_PROJECTION, LOOP_AXIS, SUBNET_ONLY_OPTIONS, cell_clip_opt, check_input_projection, check_loop_axis,
-    check_unrolled_length,
-    is_step_template, unrolled_max_len,
+    check_unrolled_length, is_step_template, unrolled_max_len,
 )
 from returnn.tf.lstm_kernels import final_state_fn, get_kernel, lstm_sequence
 

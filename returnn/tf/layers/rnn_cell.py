@@ -464,8 +464,6 @@ SUBNET_ONLY_OPTIONS = tuple(
 # RETURNN's input_projection: only its native LSTM kernels read it (False: the input is the gates' pre-activations)
 INPUT_PROJECTION = Option("input_projection", True, "RETURNN: False feeds the input to its native LSTM kernels as "
                           "the gates' pre-activations (refused for those here); its TensorFlow cells ignore it")
-
-
 LOOP_AXIS = Option("axis", None, "the axis to run over (RETURNN's rec option): only the input's time axis here")
 
 
