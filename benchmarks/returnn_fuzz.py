@@ -27,7 +27,6 @@ import json
 import os
 import random
 import re
-import subprocess
 import sys
 import tempfile
 from collections import Counter
@@ -44,6 +43,7 @@ import returnn_fuzz_rec  # noqa: E402
 import returnn_fuzz_loss  # noqa: E402
 import returnn_fuzz_search  # noqa: E402
 import returnn_fuzz_testnets  # noqa: E402
+from returnn_side import run_returnn_script  # noqa: E402  (benchmarks/ is on sys.path)
 
 MAKE_GOLDENS = os.path.join(REPO, "tests", "returnn_goldens", "make_goldens.py")
 
@@ -54,11 +54,8 @@ def run_returnn(cases, out_dir: str, python: str, trace: bool = False) -> Dict[s
     path = os.path.join(out_dir, "cases.json")
     with open(path, "w") as f:
         json.dump(cases, f)
-    env = dict(os.environ, DISABLE_CUDA="1", TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
-    env.pop("PYTHONPATH", None)
-    proc = subprocess.run([python, MAKE_GOLDENS, "--cases-json", path, "--out", out_dir]
-                          + ([] if trace else ["--keep-going"]),
-                          cwd=tempfile.gettempdir(), env=env, capture_output=True, text=True)
+    proc = run_returnn_script(python, [MAKE_GOLDENS, "--cases-json", path, "--out", out_dir]
+                              + ([] if trace else ["--keep-going"]))
     if trace and proc.returncode:
         print("RETURNN's traceback:\n" + proc.stderr[-6000:])
         return {c["name"]: "see the traceback" for c in cases

@@ -31,7 +31,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import subprocess
 import sys
 import tempfile
 from collections import Counter
@@ -39,6 +38,8 @@ from types import SimpleNamespace
 from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
+
+from returnn_side import run_returnn_script
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -224,10 +225,7 @@ def run_returnn(cases: List[Dict[str, Any]], out_dir: str, python: str) -> Dict[
     path = os.path.join(out_dir, "batch_cases.json")
     with open(path, "w") as f:
         json.dump(sent, f)
-    env = dict(os.environ, DISABLE_CUDA="1", TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
-    env.pop("PYTHONPATH", None)
-    proc = subprocess.run([python, RETURNN_SIDE, "--cases-json", path, "--out", out_dir],
-                          cwd=tempfile.gettempdir(), env=env, capture_output=True, text=True)
+    proc = run_returnn_script(python, [RETURNN_SIDE, "--cases-json", path, "--out", out_dir])
     result = os.path.join(out_dir, "returnn_batches.json")
     if proc.returncode or not os.path.exists(result):
         sys.exit("returnn_fuzz_batches: RETURNN's run failed; its stderr ends:\n%s" % proc.stderr[-3000:])

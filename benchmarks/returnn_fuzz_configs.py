@@ -60,6 +60,8 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
+from returnn_side import run_returnn_script
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 GOLDENS = os.path.join(REPO, "tests", "returnn_goldens")
@@ -501,14 +503,12 @@ def _compare(value: np.ndarray, sizes: Dict[int, Any], roles: str, meta: Dict[st
 def _side(python: str, side: str, case_path: str, out_path: str, timeout: float, mode: str = "train"
           ) -> Dict[str, Any]:
     """Runs one side in a process of its own; its result record (``error``: its first error line)."""
-    env = dict(os.environ, DISABLE_CUDA="1", TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
-    env.pop("PYTHONPATH", None)
     res_path = out_path + ".%s.json" % side
     if os.path.exists(res_path):
         os.remove(res_path)
     try:
-        proc = subprocess.run([python, os.path.abspath(__file__), "--side", side, case_path, out_path, mode],
-                              cwd="/tmp", env=env, capture_output=True, text=True, timeout=timeout)
+        proc = run_returnn_script(python, [os.path.abspath(__file__), "--side", side, case_path, out_path, mode],
+                                  timeout=timeout)
         tail = proc.stderr
     except subprocess.TimeoutExpired:
         return {"error": "timeout after %is" % timeout}

@@ -28,12 +28,12 @@ import json
 import os
 import random
 import re
-import subprocess
 import sys
-import tempfile
 from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
+
+from returnn_side import run_returnn_script
 
 Layer = Dict[str, Any]
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -234,10 +234,7 @@ def run_returnn(cases: List[Dict[str, Any]], out_dir: str, python: str, trace: b
     path = os.path.join(out_dir, "loss_cases.json")
     with open(path, "w") as f:
         json.dump(cases, f)
-    env = dict(os.environ, DISABLE_CUDA="1", TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
-    env.pop("PYTHONPATH", None)
-    proc = subprocess.run([python, MAKE_LOSS_GOLDENS, "--cases-json", path, "--out", out_dir],
-                          cwd=tempfile.gettempdir(), env=env, capture_output=True, text=True)
+    proc = run_returnn_script(python, [MAKE_LOSS_GOLDENS, "--cases-json", path, "--out", out_dir])
     if proc.returncode:
         sys.exit("returnn_fuzz_loss: RETURNN's run failed; its stderr ends:\n%s" % proc.stderr[-3000:])
     return dict(re.findall(r"^FAILED (\S+): (.*)$", proc.stdout, re.M))

@@ -15,10 +15,10 @@ import copy
 import json
 import os
 import random
-import subprocess
 import sys
-import tempfile
 from typing import Any, Dict, Iterator, List, Optional, Tuple
+
+from returnn_side import run_returnn_script
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SKIPPED = {"name", "network", "output", "sources", "from", "class", "_name", "_network", "_target_layers",
@@ -63,9 +63,7 @@ def returnn_signatures(python: str, cache_dir: str) -> Dict[str, Dict[str, Dict[
         script = os.path.join(cache_dir, "signatures.py")
         with open(script, "w") as f:
             f.write(_SIGNATURES_SCRIPT)
-        env = dict(os.environ, DISABLE_CUDA="1", TF_CPP_MIN_LOG_LEVEL="3")
-        env.pop("PYTHONPATH", None)
-        subprocess.run([python, script, path], cwd=tempfile.gettempdir(), env=env, check=True, capture_output=True)
+        run_returnn_script(python, [script, path], check=True)
     with open(path) as f:
         return json.load(f)
 
@@ -104,7 +102,7 @@ def value_pool(cases: List[Dict[str, Any]]) -> Dict[str, List[Any]]:
     return {k: list(v.values()) for k, v in pool.items()}
 
 
-def _nearby(rng: random.Random, default: Any) -> List[Any]:
+def _nearby(default: Any) -> List[Any]:
     """Values near an option's default."""
     if isinstance(default, bool):
         return [not default]
@@ -126,7 +124,7 @@ def mutate(rng: random.Random, layer: Dict[str, Any], sig: Dict[str, Dict[str, A
             return None
         current = layer.get(key, sig[key]["default"])
         default = sig[key]["default"]
-        choices = _nearby(rng, current if current not in ("<obj>", "<required>") else None)
+        choices = _nearby(current if current not in ("<obj>", "<required>") else None)
         choices += [v for v in pool.get(key, []) if v != current]
         if key in layer and default not in ("<required>",):
             choices.append(MISSING)

@@ -26,13 +26,14 @@ import ast
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Dict, List
 
 import numpy as np
 import pytest
 
-from helpers import child_env, describe, run_rnn
+from helpers import REPO, child_env, describe, run_rnn
 from returnn_interop import (  # noqa: F401  (need_returnn: the module's autouse fixture)
     RETURNN_PYTHON, TIMEOUT, checkpoint_values, need_returnn, our_network, rename_layers)
 
@@ -70,21 +71,12 @@ def said(text: str, message: str) -> bool:
 # ---------------------------------------------------------------- data and configs
 
 def write_hdf(path: Path, seqs, in_dim: int, sparse_input: bool, num_classes: int) -> None:
-    """RETURNN's HDF layout (docs/hdf-format.md), written with h5py alone: ``data`` (dense frames
+    """RETURNN's HDF layout, written with h5py alone (engine_run_cases.write_hdf): ``data`` (dense frames
     or class indices) and sparse ``classes`` (labels ``c0``, ``c1``, ...)."""
-    import h5py
-    with h5py.File(path, "w") as f:
-        f.create_dataset("inputs", data=np.concatenate([x for x, _ in seqs]).astype("int32" if sparse_input
-                                                                                     else "float32"))
-        f.attrs["inputPattSize"] = in_dim
-        f.attrs["numSeqs"] = len(seqs)
-        f.create_dataset("seqLengths", data=np.array([[len(x), len(y)] for x, y in seqs], "int32"))
-        f.create_dataset("seqTags", data=np.array([b"seq-%i" % i for i in range(len(seqs))]))
-        targets = f.create_group("targets")
-        targets.create_group("data").create_dataset("classes", data=np.concatenate([y for _, y in seqs]))
-        targets.create_group("size").attrs["classes"] = np.array([num_classes, 1], "int64")
-        targets.create_group("labels").create_dataset("classes", data=np.array([b"c%i" % i
-                                                                                 for i in range(num_classes)]))
+    sys.path.insert(0, str(REPO / "tests" / "returnn_goldens"))
+    from engine_run_cases import write_hdf as write_returnn_hdf
+    dtype = "int32" if sparse_input else "float32"
+    write_returnn_hdf(str(path), [(np.asarray(x).astype(dtype), y) for x, y in seqs], in_dim, num_classes)
 
 
 def parity_seqs(n: int, seed: int):

@@ -63,20 +63,23 @@ def make_seqs(num: int, seed: int, framewise: bool) -> List[Tuple[np.ndarray, np
     return out
 
 
-def write_hdf(path: str, seqs: List[Tuple[np.ndarray, np.ndarray]]) -> None:
-    """RETURNN's HDF layout (``inputs``, ``seqLengths``, ``seqTags``, ``targets/...`` for ``classes``)."""
+def write_hdf(path: str, seqs: List[Tuple[np.ndarray, np.ndarray]], in_dim: int = IN_DIM,
+              num_classes: int = NUM_CLASSES) -> None:
+    """RETURNN's HDF layout (docs/hdf-format.md), written with h5py alone (so also in RETURNN's venv):
+    ``inputs`` (dense frames or class indices, as the arrays are), ``seqLengths``, ``seqTags`` and sparse
+    ``classes`` (labels ``c0``, ``c1``, ...); tests/test_returnn_checkpoints.py writes its files with it too."""
     import h5py
     with h5py.File(path, "w") as f:
         f.create_dataset("inputs", data=np.concatenate([x for x, _ in seqs]))
-        f.attrs["inputPattSize"] = IN_DIM
+        f.attrs["inputPattSize"] = in_dim
         f.attrs["numSeqs"] = len(seqs)
         f.create_dataset("seqLengths", data=np.array([[len(x), len(y)] for x, y in seqs], "int32"))
         f.create_dataset("seqTags", data=np.array([b"seq-%i" % i for i in range(len(seqs))]))
         targets = f.create_group("targets")
         targets.create_group("data").create_dataset("classes", data=np.concatenate([y for _, y in seqs]))
-        targets.create_group("size").attrs["classes"] = np.array([NUM_CLASSES, 1], "int64")
+        targets.create_group("size").attrs["classes"] = np.array([num_classes, 1], "int64")
         targets.create_group("labels").create_dataset("classes", data=np.array([b"c%i" % i
-                                                                                 for i in range(NUM_CLASSES)]))
+                                                                                 for i in range(num_classes)]))
 
 
 def write_data(directory: str) -> Dict[str, str]:
