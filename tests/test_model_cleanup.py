@@ -72,3 +72,21 @@ def test_cleanup_value_in_a_tuple_means_the_defaults():
     from returnn.tf.model_cleanup import cleanup_options
     assert cleanup_options(({"keep": [60, 90], "keep_best_n": 4},)) == {}
     assert cleanup_options({"keep_best_n": 2}) == {"keep_best_n": 2}
+
+
+def test_cleanup_deletes_pretrain_checkpoints_by_their_returnn_name(tmp_path):
+    """RETURNN names a pretrain epoch's model ``<model>.pretrain.NNN`` (and the initial model of a
+    pretrain epoch 1 ``<model>.pretrain.000``); its cleanup deletes them by that name (get_existing_models)."""
+    model = str(tmp_path / "model")
+    net, opt = make_state()
+    manager = CheckpointManager(model, network=net, optimizer=opt)
+    manager.pretrain_epochs = 4
+    assert manager.save(0) == model + ".pretrain.000" and manager.save(4) == model + ".pretrain.004"
+    for epoch in range(1, 13):
+        manager.save(epoch)
+    assert sorted(p.name for p in tmp_path.glob("*.index"))[:2] == ["model.005.index", "model.006.index"]
+    removed = cleanup_old_models(model, cleanup_options(True), scores_for(range(1, 13)))
+    assert removed == [1, 2, 3, 4, 6]
+    assert list_epoch_checkpoints(model) == [5, 7, 8, 9, 10, 11, 12]
+    assert not list(tmp_path.glob("model.pretrain.00[1-4].*"))
+    assert is_complete(model + ".pretrain.000")  # the initial model is no epoch checkpoint: kept (as RETURNN)

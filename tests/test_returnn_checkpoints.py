@@ -323,7 +323,7 @@ def test_returnn_pretrain_checkpoint_resumes_here(tmp_path, data):
     assert has_line(proc.stdout, "start training at epoch 2"), proc.stdout
     assert "loaded checkpoint %s/model.pretrain.001 (after epoch 1" % d in proc.stdout, proc.stdout
     assert re.search(r"^network for epoch 2: layers fw0, fw1, output; parameters copied: \d+", proc.stdout, re.M)
-    assert (d / "model.002.index").exists()
+    assert (d / "model.pretrain.002.index").exists()  # epoch 2 is pretrain's last: RETURNN's name
 
 
 # ---------------------------------------------------------------- a model trained here, continued by RETURNN

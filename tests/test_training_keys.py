@@ -93,16 +93,24 @@ def test_pretrain_grows_network_and_carries_params(tmp_path):
     out = proc.stdout
     assert "network for epoch 2: layers hidden_0, hidden_1, output; parameters copied: 4" in out, out[-3000:]
     assert "network for epoch 3" not in out  # the last pretrain net is the final one: no rebuild
+    # RETURNN's names (get_epoch_model_filename): pretrain epochs 1 and 2 save <model>.pretrain.NNN
     model = tmp_path / "model"
-    assert checkpoint_values("%s.001" % model, "hidden_1") == {}
-    assert checkpoint_values("%s.002" % model, "hidden_1")
-    first, second, third = (checkpoint_values("%s.%03d" % (model, e), "hidden_0") for e in (1, 2, 3))
+    assert sorted(p.name for p in tmp_path.glob("model.*.index")) == [
+        "model.003.index", "model.pretrain.001.index", "model.pretrain.002.index"]
+    assert checkpoint_values("%s.pretrain.001" % model, "hidden_1") == {}
+    assert checkpoint_values("%s.pretrain.002" % model, "hidden_1")
+    first, second, third = (checkpoint_values(name % model, "hidden_0")
+                            for name in ("%s.pretrain.001", "%s.pretrain.002", "%s.003"))
     assert first and first.keys() == second.keys() == third.keys()
     for key in first:  # trained in epoch 1, frozen afterwards: carried over unchanged
         np.testing.assert_array_equal(first[key], second[key])
         np.testing.assert_array_equal(first[key], third[key])
     rates = {e: d.learning_rate for e, d in read_learning_rate_file(str(tmp_path / "model.lr.data")).items()}
     assert rates == {1: 0.005, 2: 0.005, 3: 0.01}  # pretrain rate, then learning_rate again
+    # load_epoch finds a pretrain epoch's model by RETURNN's name too (its get_existing_models)
+    evaluated = run_rnn(train_args(config, tmp_path, "++task", "eval", "++load_epoch", "1"))
+    assert evaluated.returncode == 0 and "loaded checkpoint %s.pretrain.001 (epoch 1)" % model in evaluated.stdout, \
+        describe(evaluated)
 
 
 def test_get_network_with_config_overrides_subset_copy_cleanup_and_exp_loss(tmp_path):

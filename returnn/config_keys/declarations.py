@@ -197,7 +197,7 @@ _ckpt("cleanup_old_models", "bool|dict|list", None, "Delete old epoch checkpoint
       "'keep'}; any other true value (e.g. a dict in a tuple by a stray comma) means True, as RETURNN reads it.")
 _ckpt("save_interval", "int", 1, "Save a checkpoint every N epochs (and always the last).", minimum=1)
 _ckpt("save_epoch1_initial_model", "bool", False, "Before epoch 1, save the initial parameters as <model>.000 (RETURNN's; "
-      "never resumed from nor cleaned up).")
+      "<model>.pretrain.000 when epoch 1 is a pretrain epoch; never resumed from nor cleaned up).")
 
 # ---- logging
 _log = partial(declare, group="logging")

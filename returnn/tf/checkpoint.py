@@ -47,9 +47,10 @@ INTERRUPTED_SUFFIX = "interrupted"
 _PATTERN_CHARS = "*?[\\"  # special in TF's GetMatchingPaths
 
 
-def epoch_prefix(model: str, epoch: int) -> str:
-    """'/x/model', 3 -> '/x/model.003'."""
-    return "%s.%03d" % (model, epoch)
+def epoch_prefix(model: str, epoch: int, pretrain: bool = False) -> str:
+    """'/x/model', 3 -> '/x/model.003'; with ``pretrain`` RETURNN's name of a pretrain epoch's model,
+    '/x/model.pretrain.003' (its ``epoch_model_filename``)."""
+    return "%s%s.%03d" % (model, ".pretrain" if pretrain else "", epoch)
 
 
 def checkpoint_files(prefix: str) -> List[str]:
@@ -190,6 +191,7 @@ class CheckpointManager:
         self.epoch_step = 0  # of the checkpoint restored last: batches of the next epoch already trained
         self._run_state_text = ""  # of the checkpoint restored last
         self.ignore_missing_vars = False  # load_ignore_missing_vars (RETURNN's key)
+        self.pretrain_epochs = 0  # epochs 1..N are pretrain epochs: their models are <model>.pretrain.NNN
         self.set_objects(**objects)
 
     def set_objects(self, network=None, optimizer=None, global_step: Optional[tf.Variable] = None) -> None:
@@ -198,9 +200,15 @@ class CheckpointManager:
         self.network, self.optimizer, self.global_step = network, optimizer, global_step
 
     # ---- writing
+    def epoch_prefix(self, epoch: int) -> str:
+        """The name RETURNN gives the model of ``epoch`` (its ``get_epoch_model_filename``): ``<model>.NNN``,
+        ``<model>.pretrain.NNN`` for a pretrain epoch; epoch 0 (``save_epoch1_initial_model``) is named
+        as epoch 1 (RETURNN asks whether its current epoch, 1, is a pretrain epoch)."""
+        return epoch_prefix(self.model, epoch, pretrain=max(epoch, 1) <= self.pretrain_epochs)
+
     def save(self, epoch: int, run_state: Optional[Dict[str, Any]] = None) -> str:
-        """Writes ``<model>.NNN`` atomically; returns the prefix."""
-        return self._write(epoch_prefix(self.model, epoch), epoch, 0, run_state)
+        """Writes the model of ``epoch`` (:meth:`epoch_prefix`) atomically; returns the prefix."""
+        return self._write(self.epoch_prefix(epoch), epoch, 0, run_state)
 
     def save_interrupted(self, epoch_done: int, position: int, run_state: Optional[Dict[str, Any]] = None) -> str:
         """Mid-epoch state after SIGTERM/SIGUSR1: epoch ``epoch_done`` complete plus the first
@@ -393,7 +401,7 @@ class CheckpointManager:
             prefix = existing_epoch_prefix(self.model, start_epoch - 1)
             if prefix is None:
                 raise ConfigError("config key 'start_epoch': %i needs checkpoint %s, which does not exist"
-                                  % (start_epoch, epoch_prefix(self.model, start_epoch - 1)))
+                                  % (start_epoch, self.epoch_prefix(start_epoch - 1)))
             return prefix, self._check_readable(prefix)
         indexed = _indexed_epochs(self.model)
         point = None
@@ -430,7 +438,7 @@ def stored_epoch_of(prefix: str, hint: str = "") -> int:
 
 def existing_epoch_prefix(model: str, epoch: int) -> Optional[str]:
     """``<model>.NNN``, or RETURNN's ``<model>.pretrain.NNN``, whichever has an index (None: neither)."""
-    for prefix in (epoch_prefix(model, epoch), "%s.pretrain.%03d" % (model, epoch)):
+    for prefix in (epoch_prefix(model, epoch), epoch_prefix(model, epoch, pretrain=True)):
         if os.path.exists(prefix + ".index"):
             return prefix
     return None

@@ -85,6 +85,8 @@ class Engine(BestModel, InferenceTasks):
         self.config_overlay = ConfigOverlay(config)
         self.global_step_var = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
         self.checkpoints = CheckpointManager(self.model) if self.model else None
+        if self.checkpoints is not None:
+            self.checkpoints.pretrain_epochs = self.schedule.pretrain_epochs  # RETURNN's <model>.pretrain.NNN
         self.net_dict: Optional[dict] = None
         self.network: Optional[TFNetwork] = None
         # task search: as RETURNN (use_search_flag), the only network built is the search network
@@ -526,7 +528,8 @@ class Engine(BestModel, InferenceTasks):
             print(breakdown_line(rank, figures[rank], self.dist.reduces_gradients), file=log.v4)
 
     def _save_initial_model(self) -> None:
-        """RETURNN's ``save_epoch1_initial_model``: the parameters before epoch 1 as ``<model>.000``."""
+        """RETURNN's ``save_epoch1_initial_model``: the parameters before epoch 1 as ``<model>.000``
+        (``<model>.pretrain.000`` when epoch 1 is a pretrain epoch)."""
         if self.dist.is_chief:
             self.global_step_var.assign(self.global_step)
             print("save initial epoch1 model %s" % self.checkpoints.save(0, self._run_state()), file=log.v4)

@@ -42,7 +42,7 @@ class BestModel:
             if prefix is None or not is_complete(prefix):
                 raise ConfigError("config key 'use_last_best_model': the model of epoch %i, %s, does not exist (not "
                                   "saved, save_interval %i, or deleted by cleanup_old_models); RETURNN fails there too"
-                                  % (best, epoch_prefix(self.model, best), self.save_interval))
+                                  % (best, self.checkpoints.epoch_prefix(best), self.save_interval))
             self.checkpoints.restore(prefix, params_only=True)
             print("loaded the parameters of %s (global step %i); the optimizer starts fresh"
                   % (prefix, int(self.global_step_var.numpy())), file=log.v4)

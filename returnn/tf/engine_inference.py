@@ -11,7 +11,9 @@ from returnn.datasets import init_dataset
 from returnn.datasets.context_window import pop_context_window
 from returnn.errors import ConfigError
 from returnn.log import log
-from returnn.tf.checkpoint import CheckpointManager, epoch_prefix, is_complete, prepare_output_dir, stored_epoch_of
+from returnn.tf.checkpoint import (
+    CheckpointManager, epoch_prefix, existing_epoch_prefix, is_complete, prepare_output_dir, stored_epoch_of,
+)
 from returnn.tf.evaluation import dump_to_hdf, evaluate_dataset, forward_to_hdf
 from returnn.tf.preload import preload_from_files
 from returnn.tf.reporting import format_scores
@@ -44,7 +46,8 @@ class InferenceTasks:
                     raise ConfigError("no complete checkpoint found for model %s" % self.model)
                 prefix = point[0]
             else:
-                prefix = epoch_prefix(self.model, epoch)
+                # RETURNN's get_existing_models: <model>.NNN, else <model>.pretrain.NNN
+                prefix = existing_epoch_prefix(self.model, epoch) or epoch_prefix(self.model, epoch)
         if not is_complete(prefix):
             raise ConfigError("checkpoint %s is missing or incomplete" % prefix)
         if self.checkpoints is None:

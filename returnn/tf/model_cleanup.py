@@ -15,7 +15,7 @@ import os
 from typing import Any, Dict, Iterable, List, Mapping, Set
 
 from returnn.errors import ConfigError
-from returnn.tf.checkpoint import checkpoint_files, epoch_prefix, list_epoch_checkpoints
+from returnn.tf.checkpoint import checkpoint_files, existing_epoch_prefix, list_epoch_checkpoints
 from returnn.util.basic import fsync_dir
 
 OPTIONS = ("keep_last_n", "keep_best_n", "keep")
@@ -107,5 +107,5 @@ def cleanup_old_models(model: str, options: Dict[str, Any], scores: Mapping[int,
                           options.get("keep"))
     removed = [e for e in epochs if e not in kept]
     for epoch in removed:
-        remove_checkpoint(epoch_prefix(model, epoch))
+        remove_checkpoint(existing_epoch_prefix(model, epoch))  # <model>.NNN or <model>.pretrain.NNN
     return removed

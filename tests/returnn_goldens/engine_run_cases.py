@@ -159,11 +159,20 @@ def write_config(case: str, data: Dict[str, str], workdir: str, initial_model: s
 def collect(case: str, workdir: str, log_text: str) -> dict:
     """What a finished run of ``case`` in ``workdir`` left (see :func:`run_training`)."""
     banner = re.search(r"^RETURNN starting up, version (\S+),", log_text, re.M)
+    init = os.path.join(workdir, "model.000")
+    if not os.path.exists(init + ".index"):  # RETURNN's name when epoch 1 is a pretrain epoch
+        init = os.path.join(workdir, "model.pretrain.000")
     return {"steps_per_epoch": {str(k): v for k, v in sorted(steps_per_epoch(log_text).items())},
             "lr_file": {str(k): v for k, v in sorted(read_lr_file(os.path.join(workdir, "lr.data")).items())},
-            "init": read_params(os.path.join(workdir, "model.000")),
+            "checkpoints": checkpoint_names(workdir), "init": read_params(init),
             "final": read_params(os.path.join(workdir, "model.%03i" % num_epochs(case))),
             "version": banner.group(1) if banner else None, "log": log_text}
+
+
+def checkpoint_names(workdir: str) -> List[str]:
+    """The checkpoints a run left in ``workdir`` (``model.003``, ``model.pretrain.000``, ...), sorted."""
+    return sorted(name[:-len(".index")] for name in os.listdir(workdir)
+                  if name.startswith("model.") and name.endswith(".index"))
 
 
 def compare(ref: dict, ours: dict) -> Tuple[List[str], float]:
@@ -172,6 +181,8 @@ def compare(ref: dict, ours: dict) -> Tuple[List[str], float]:
     problems = []
     if ours["steps_per_epoch"] != ref["steps_per_epoch"]:
         problems.append("steps per epoch: ours %s, RETURNN %s" % (ours["steps_per_epoch"], ref["steps_per_epoch"]))
+    if "checkpoints" in ref and ours["checkpoints"] != ref["checkpoints"]:  # (goldens recorded since pretrain_grow)
+        problems.append("checkpoint names: ours %s, RETURNN %s" % (ours["checkpoints"], ref["checkpoints"]))
     if sorted(ours["lr_file"]) != sorted(ref["lr_file"]):
         problems.append("epochs in the learning-rate file: ours %s, RETURNN %s" % (sorted(ours["lr_file"]),
                                                                                  sorted(ref["lr_file"])))

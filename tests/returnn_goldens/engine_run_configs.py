@@ -326,4 +326,23 @@ max_seqs = 5
 optimizer = {"class": "adam"}
 learning_rate = 0.01
 """),
+    # pretrain grows the net: epochs 1-2 are pretrain epochs (checkpoints <model>.pretrain.NNN, the initial
+    # model <model>.pretrain.000), epoch 2 adds hidden2 (a constant init: the same in both engines) and
+    # carries hidden1 and output over (copy_output_layer "ifpossible"); pretrain_learning_rate, then
+    # learning_rate. Adam starts afresh with the new network
+    "pretrain_grow": ("", "", """
+network = {
+    "hidden1": {"class": "linear", "activation": "tanh", "n_out": 8, "from": ["data"]},
+    "hidden2": {"class": "linear", "activation": "tanh", "n_out": 8, "from": ["hidden1"],
+                "forward_weights_init": 0.05},
+    "output": {"class": "softmax", "loss": "ce", "from": ["hidden2"], "target": "classes"},
+}
+pretrain = "default"
+pretrain_learning_rate = 0.005
+num_epochs = 3
+batch_size = 60
+max_seqs = 6
+optimizer = {"class": "adam"}
+learning_rate = 0.01
+"""),
 }
