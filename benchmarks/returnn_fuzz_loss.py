@@ -257,7 +257,8 @@ def _ours_builds(c: Dict[str, Any]) -> None:
         arrays["in:" + key] = arr
         if lens is not None:
             arrays["len:" + key] = lens
-    _train_step({"extern_data": extern_data_of(c["batch_opts"]), "network": c["network"], "params": []}, arrays)
+    _train_step({"extern_data": extern_data_of(c["batch_opts"]), "network": c["network"], "params": [],
+                 "config": c.get("config") or {}}, arrays)  # the draw's behavior_version, as RETURNN's side
 
 
 def _close(ours: float, ref: float, rtol: float = 1e-4, atol: float = 1e-5) -> bool:
