@@ -240,6 +240,8 @@ def test_kill9_at_random_points_then_resume_finishes_all_epochs(tmp_path):
     for epoch, data in epochs.items():
         assert "train_score" in data.error and np.isfinite(data.error["train_score"]), (epoch, data.error)
         assert "dev_score" in data.error, (epoch, data.error)
+        # RETURNN's resumed runs read the global step of the checkpoint they continue from
+        assert data.meta["global_train_step"] == (epoch - 1) * STEPS_PER_EPOCH, (epoch, data.meta)
 
 
 # ---------------------------------------------------------------- SIGTERM / SIGUSR1
@@ -279,7 +281,13 @@ def test_stop_signal_saves_interrupted_checkpoint_and_resumes(tmp_path, signame)
     assert _read_ckpt(str(model) + ".003")["step"] == 3 * LONG_STEPS_PER_EPOCH
     assert _complete_epochs(model) == [1, 2, 3]
     assert not Path(str(model) + ".interrupted.index").exists(), "stale interrupted state kept"
-    assert sorted(read_learning_rate_file(str(model) + ".lr.data")) == [1, 2, 3]
+    epochs = read_learning_rate_file(str(model) + ".lr.data")
+    assert sorted(epochs) == [1, 2, 3]
+    # RETURNN (no mid-epoch state) trains the interrupted epoch again whole: its ':meta:' entries are those
+    # of an uninterrupted epoch (Engine.global_train_step at the epoch's start, all its steps); so here
+    for epoch, data in epochs.items():
+        assert (data.meta["global_train_step"], data.meta["epoch_num_train_steps"]) == \
+            ((epoch - 1) * LONG_STEPS_PER_EPOCH, LONG_STEPS_PER_EPOCH), (epoch, data.meta)
 
 
 def _catches(pid: int, signum: int) -> bool:

@@ -224,3 +224,28 @@ def test_pretrain_resume_equals_uninterrupted_run(tmp_path):
         assert a and a.keys() == b.keys()
         for key in a:
             np.testing.assert_allclose(a[key], b[key], rtol=1e-6, atol=1e-7, err_msg=key)
+
+
+def test_meta_global_train_step_counts_from_zero_after_import_model_train_epoch1(tmp_path):
+    """RETURNN (Engine.init_network_from_config): a new training from import_model_train_epoch1 sets its
+    step count (the learning-rate file's ':meta:global_train_step') to 0, while the imported global step
+    lives on in the network (checkpoints, dynamic learning rates). Observed with RETURNN importing a
+    checkpoint of global step 7 (ff_newbob's config, 6 steps per epoch): meta 0, 6, 12; model.001 step 13,
+    model.003 step 25. A resumed run reads the step of the checkpoint it continues (25 there)."""
+    config = write_config(tmp_path / "t.config", tiny("", epochs=1))
+    first = run_rnn(train_args(config, tmp_path / "a"))
+    assert first.returncode == 0, describe(first)
+    imported = int(tf.train.load_checkpoint(str(tmp_path / "a" / "model.001")).get_tensor("global_step"))
+    assert imported > 0
+    second = run_rnn(train_args(config, tmp_path / "b", "++num_epochs", "2", "++import_model_train_epoch1",
+                                str(tmp_path / "a" / "model.001")))
+    assert second.returncode == 0, describe(second)
+    epochs = read_learning_rate_file(str(tmp_path / "b" / "model.lr.data"))
+    steps = epochs[1].meta["epoch_num_train_steps"]
+    assert [epochs[e].meta["global_train_step"] for e in (1, 2)] == [0, steps]
+    stored = int(tf.train.load_checkpoint(str(tmp_path / "b" / "model.002")).get_tensor("global_step"))
+    assert stored == imported + steps + epochs[2].meta["epoch_num_train_steps"]
+    third = run_rnn(train_args(config, tmp_path / "b", "++num_epochs", "3", "++import_model_train_epoch1",
+                               str(tmp_path / "a" / "model.001")))
+    assert third.returncode == 0, describe(third)
+    assert read_learning_rate_file(str(tmp_path / "b" / "model.lr.data"))[3].meta["global_train_step"] == stored

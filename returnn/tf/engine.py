@@ -43,7 +43,7 @@ from returnn.tf.optimizers import create_optimizer
 from returnn.tf.preload import apply_load_on_init, preload_from_files
 from returnn.tf.progress import ProgressReporter
 from returnn.tf.resume import (
-    empty_epoch_message, make_run_state, map_resume_position, order_digest, reconcile_learning_rates,
+    empty_epoch_message, make_run_state, map_resume_position, order_digest, reconcile_learning_rates, stored_steps,
 )
 from returnn.tf.returnn_params import network_params
 from returnn.tf.engine_best_model import CHECKPOINT_STALL_FACTOR, BestModel
@@ -96,7 +96,12 @@ class Engine(BestModel, InferenceTasks):
         self.lr_control = LearningRateControl.from_config(config)
         self.stop_request = StopRequest()
         self.global_step = 0
-        self.resume_position = 0  # batches of the first resumed epoch's order trained before an interruption
+        # steps of the current epoch trained before an interruption (resumed mid-epoch; RETURNN, which has no
+        # mid-epoch state, trains that epoch whole: its learning-rate file counts them as the epoch's)
+        self.epoch_steps_before = 0
+        # RETURNN's own step count (Engine.global_train_step, the ':meta:global_train_step' of the learning-rate
+        # file) minus the global step: it starts at 0 with import_model_train_epoch1 whatever the step imported
+        self.meta_step_offset = 0
         self._resume: Optional[tuple] = None  # (run state, stored position, prefix) until the first epoch
         self.epoch_order = ("", 0)  # digest and length of the current epoch's global batch order
         self.summaries = SummaryLogger.from_config(config, dist.is_chief)
@@ -309,6 +314,9 @@ class Engine(BestModel, InferenceTasks):
         elif initial:
             self.checkpoints.ignore_missing_vars = self.config.bool("load_ignore_missing_vars")
             self.checkpoints.restore(initial[0], params_only=True)
+            # RETURNN: a new training (its epoch None) counts its steps from 0 (the global step is imported)
+            new_training = initial[2] == "import_model_train_epoch1" or start is not None
+            self.meta_step_offset = -int(self.global_step_var.numpy()) if new_training else 0
             print("loaded the parameters of %s (%s); training starts with epoch %i"
                   % (initial[0], initial[2], completed + 1), file=log.v3)
         if not point and self.dist.is_chief and completed == 0:  # RETURNN's init_for_train preloading
@@ -376,8 +384,10 @@ class Engine(BestModel, InferenceTasks):
         check_datasets_unchanged(self.datasets.values(), self.dist, "at the start of epoch %i" % epoch)
         if epoch == 1 and self.config.bool("save_epoch1_initial_model") and self.checkpoints is not None:
             self._save_initial_model()
-        first_step = self.global_step
         train_scores, timer, steps = self._train_epoch(epoch, heartbeat)
+        # the epoch's steps and first step as RETURNN counts them (an interrupted epoch: also those before)
+        epoch_steps, self.epoch_steps_before = steps + self.epoch_steps_before, 0
+        first_step = self.global_step - epoch_steps
         print(finished_line("train", epoch, steps, timer), file=log.v3)
         self._report_time_split(epoch, timer)
         eval_scores = {}
@@ -395,9 +405,9 @@ class Engine(BestModel, InferenceTasks):
             errors.update({"%s_%s" % (name, k): v for k, v in scores.items()})
         self.lr_control.set_epoch_error(epoch, errors)
         self.lr_control.set_epoch_meta(epoch, {  # RETURNN's ':meta:' entries of the file (not the host name)
-            "global_train_step": first_step,
+            "global_train_step": first_step + self.meta_step_offset,
             "effective_learning_rate": self.steps.update.rate_of_step(first_step, effective),
-            "epoch_num_train_steps": steps, "epoch_train_time_secs": round(timer.elapsed)})
+            "epoch_num_train_steps": epoch_steps, "epoch_train_time_secs": round(timer.elapsed)})
         saving = epoch % self.save_interval == 0 or epoch == self.num_epochs
         if self.dist.is_chief:
             with self.dist.watchdog_paused():
@@ -431,6 +441,10 @@ class Engine(BestModel, InferenceTasks):
         if position:
             print("continuing epoch %i after the first %i batches of its batch order (interrupted run)"
                   % (epoch, position), file=log.v3)
+            before = 0
+            if self.dist.is_chief:
+                before = int(stored.get("epoch_steps", stored_steps(stored, position)))
+            self.epoch_steps_before = int(self._broadcast_scalar(float(before)))
         return position
 
     def _epoch_batches(self, epoch: int):
@@ -505,7 +519,8 @@ class Engine(BestModel, InferenceTasks):
         check_datasets_unchanged(self.datasets.values(), self.dist, "before saving the interrupted state")
         if self.dist.is_chief:
             self.global_step_var.assign(self.global_step)
-            prefix = self.checkpoints.save_interrupted(epoch - 1, position, self._run_state())
+            state = dict(self._run_state(), epoch_steps=self.epoch_steps_before + steps_done)
+            prefix = self.checkpoints.save_interrupted(epoch - 1, position, state)
             self.lr_control.save()
             print("stop requested (signal) in epoch %i after step %i; saved %s; run the same command again to "
                   "continue from there" % (epoch, steps_done, prefix), file=log.v1)

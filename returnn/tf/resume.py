@@ -7,7 +7,9 @@ Every checkpoint stores a small run state (JSON, ``CheckpointManager.run_state``
   batch order) and ``batches`` (its length) — an interrupted state's position counts batches of
   that order, so it is only meaningful for the same order;
 * ``learning_rates``: the learning-rate control's epochs in the learning-rate file's format, so the
-  schedule survives a lost or replaced learning-rate file.
+  schedule survives a lost or replaced learning-rate file;
+* ``epoch_steps`` (an interrupted state's): the steps of the interrupted epoch trained so far, so the
+  learning-rate file's ``:meta:`` entries of that epoch are those of the whole epoch, as RETURNN's.
 """
 from __future__ import annotations
 
@@ -38,6 +40,13 @@ def make_run_state(ranks: int, shards: bool, order: Optional[str], batches: int,
     """The run state to store with a checkpoint."""
     return {"ranks": ranks, "distribution": "shard" if shards or ranks == 1 else "own_order", "order": order,
             "batches": batches, "learning_rates": format_learning_rate_file(lr_control.epochs)}
+
+
+def stored_steps(stored: Dict[str, Any], position: int) -> int:
+    """Steps of an interrupted epoch trained before ``position`` (its batches), for a state saved before
+    ``epoch_steps`` was recorded: one global batch per rank and step when the ranks shared one order."""
+    ranks = int(stored.get("ranks", 1)) if stored.get("distribution", "shard") == "shard" else 1
+    return position // max(1, ranks)
 
 
 def empty_epoch_message(name: str, epoch: int, batches: int, ranks: int, dataset: Any = None) -> str:
