@@ -50,7 +50,12 @@ def test_replaced_time_axis_by_a_static_dim_is_no_time_axis():
      "negative energy_factor -0.5 with the time mask is refused"),
     ({"output": {"class": "rec", "unit": "standardlstm", "n_out": 2, "unroll": True, "from": "data"}},
      "'unroll' of a TensorFlow cell needs 'max_seq_len'"),
+ *[({"output": {"class": "rec", "unit": unit, "n_out": 2, "unroll": True, "from": "data"}},
+    "'unroll' of a TensorFlow cell needs 'max_seq_len'") for unit in ("vanillalstm", "layernormvariantslstm")],
     ({"output": {"class": "length", "axis": -1, "from": "data"}}, "axis -1 as an int is refused"),
+ *[({"output": {"class": "transposed_conv", "filter_size": [2], "n_out": 2, "from": "data", **opt}},
+    "'output' \\(transposed_conv\\): '%s' must be a list" % key)
+   for key, opt in (("strides", {"strides": 2}), ("filter_size", {"filter_size": 2}))],
 ])
 def test_returnn_refuses_at_build(net, match):
     with pytest.raises(NetworkError, match=match):

@@ -156,7 +156,7 @@ def test_reuse_params_custom_function_ties_output_weights_to_the_embedding():
 
 
 @pytest.mark.parametrize("spec,needle", [
-    ("nope", "layer 'output': 'reuse_params' names unknown layer 'nope'"),
+    ("nope", "layer 'output' (linear): 'reuse_params' names layer 'nope', which is not built before it"),
     ({"map": {"W": "a"}}, "'map' has no entry for parameter 'b'"),
     ({"reuse_layer": "a", "map": {"W": {"layer_output": "a"}}}, "'layer_output'"),
     ("wide", "parameter 'W' of layer 'wide' has shape (3, 5), this layer needs (3, 4)"),

@@ -171,9 +171,8 @@ class TFNetwork(tf.Module):
             deps[name] += [self.data_layers[t] for t in _targets(opts, default_target) if t in self.data_layers]
             deps[name] += self.extra_deps.get(name, [])
             for ref in reuse.referenced_layers(opts.get("reuse_params")):  # layers whose parameters it shares
-                if base_layer_name(ref, net_dict) not in net_dict:
-                    raise NetworkError("layer %r: 'reuse_params' names unknown layer %r" % (name, ref))
-                deps[name].append(ref)
+                if base_layer_name(ref, net_dict) in net_dict:  # (RETURNN: an unknown one fails when a parameter
+                    deps[name].append(ref)                    # asks for it; a layer without any never does)
         # RETURNN's rule: only output, loss, is_output_layer and data-registering layers and what they need
         self.needed = needed_layers(net_dict, lambda n: self._layer_refs(deps[n], net_dict), search=search,
                                     extra_roots=extra_roots)

@@ -113,3 +113,21 @@ case("variable_dummy_time_in_base_bv0", "broadcast_matches", {
 case("softmax_over_spatial_energy_factor_zero", "energy_factor", {
     "output": {"class": "softmax_over_spatial", "energy_factor": 0.0, "from": "data"}}, extern={"data": {"shape": (None, 1)}},
     lens=L)
+
+# a sub-network rec with direction -1: RETURNN asserts the value but reverses only cell units, so its loop runs
+# forward (refused here before)
+case("rec_subnet_direction_backward", "rec_direction", {
+    "output": {"class": "rec", "from": "data", "direction": -1, "unit": {
+        "h": {"class": "linear", "activation": "tanh", "from": ["data:source", "prev:h"], "n_out": 4},
+        "output": {"class": "copy", "from": "h"}}}}, lens=L)
+
+# reuse_params naming a layer that does not exist, on a layer without parameters: RETURNN resolves the name only
+# when a parameter asks for it (LazyLayerResolver), so it builds; refused here before
+case("reuse_params_unknown_on_paramless_layer", "reuse_params_lazy", {
+    "output": {"class": "activation", "activation": "tanh", "from": "data", "reuse_params": "no_such_layer"}}, lens=L)
+
+# conv 'bias' as a layer with a size-1 axis besides the channels: RETURNN adds it made compatible to the output (the
+# size-1 axis broadcasts over a spatial one); refused here before ("must have one static axis")
+case("conv_bias_layer_size1_axis", "conv_bias_layer", {
+    "b": {"class": "variable", "shape": [1, 3], "init": 0.5},
+    "output": {"class": "conv", "filter_size": [2], "padding": "same", "n_out": 3, "bias": "b", "from": "data"}}, lens=L)

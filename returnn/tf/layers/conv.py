@@ -141,10 +141,14 @@ class ConvLayer(Layer):
         return rest + used[::-1]
 
     def _check_bias_layer(self, data: Data, n_out: int) -> None:
-        """The bias layer's output must be the n_out channels alone (RETURNN adds it, made compatible to the output)."""
-        if data.batch_ndim != 1 or data.batch_dim_axis is not None or data.dims[0].dimension != n_out or data.sparse:
-            raise NetworkError("%s: bias %r %s must have one static axis of the n_out %i channels" % (
-                self.desc, self.opt("bias"), data.short_repr(), n_out))
+        """The bias layer's output must be the n_out channels, maybe with static size-1 axes that broadcast
+        (RETURNN adds it made compatible to the output); forward reshapes it to (n_out,)."""
+        sizes = [d.dimension for d in data.dims]
+        if data.batch_dim_axis is not None or data.sparse or sizes.count(n_out) < 1 or \
+                any(n not in (1, n_out) for n in sizes) or (n_out != 1 and sizes.count(n_out) != 1) or \
+                data.batch_ndim > len(self.plan.windows) + 1:
+            raise NetworkError("%s: bias %r %s must have one static axis of the n_out %i channels (and size-1 axes)"
+                               % (self.desc, self.opt("bias"), data.short_repr(), n_out))
 
     def kernel(self, sources: List[LayerOutput]) -> tf.Tensor:
         """The kernel (filter_size..., input channels / groups, n_out): W, or the filter layer's value."""
@@ -156,7 +160,7 @@ class ConvLayer(Layer):
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         plan = self.plan
         w = self.kernel(sources)
-        bias = sources[-1].tensor if self.bias_ref else self.bias
+        bias = tf.reshape(sources[-1].tensor, [-1]) if self.bias_ref else self.bias
         sources = sources[:len(sources) - self.n_refs]
         x = concat_inputs(self, plan.concat_data, plan.concat_plan, sources, ctx)
         xt, _ = plan.channel_last_input(x, 0.0 if self.opt("use_time_mask") else None, pad_fill=0.0)

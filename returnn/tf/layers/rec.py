@@ -67,7 +67,7 @@ UNITS_NOT_HERE = {
                       "cannot run it as a unit either: its cell needs a 'pooling' argument)",
 }
 PEEPHOLE_UNITS = ("standardlstm",)  # TensorFlow's LSTMCell: unit_opts use_peepholes
-TF_CELL_UNITS = ("basiclstm", "standardlstm")  # RETURNN runs TensorFlow's cells (unroll, max_seq_len)
+TF_CELL_UNITS = ("basiclstm", "standardlstm", "vanillalstm", LAYER_NORM_UNIT)  # RETURNN runs them as TF cells (unroll)
 # RETURNN's NativeLstm (v1) refuses an initial state ("broken support"); its low-memory LSTM's state is c
 # alone (one state, h starts at zeros: LOWMEM)
 LOWMEM = "nativelstmlowmem"

@@ -95,7 +95,9 @@ class ReuseParams:
         if spec.get("layer_output") is not None:
             raise NetworkError("%s: 'reuse_params' with 'layer_output' (a parameter that is a layer's output) is "
                                "not supported here" % where)
-        self.layer = _resolve(where, spec["reuse_layer"]) if spec.get("reuse_layer") else None
+        # RETURNN resolves the layer when a parameter asks for it: a layer without parameters may name any
+        self._layer_name = spec.get("reuse_layer") or None
+        self._layer: Any = None
         self.custom = spec.get("custom")
         if self.custom is not None and not callable(self.custom):
             raise NetworkError("%s: 'reuse_params' 'custom' must be a function, got %r" % (where, self.custom))
@@ -107,6 +109,13 @@ class ReuseParams:
                 raise NetworkError("%s: 'reuse_params' 'map' must be a dict, got %r" % (where, spec["map"]))
             self.map = {key: ReuseParams(where, {"auto_create_missing": True} if value is None else value)
                         for key, value in spec["map"].items()}
+
+    @property
+    def layer(self) -> Any:
+        """The layer whose parameters are shared (resolved on first use), or None."""
+        if self._layer is None and self._layer_name is not None:
+            self._layer = _resolve(self.where, self._layer_name)
+        return self._layer
 
     def lookup(self, base_layer, name: str, shape: Sequence[int], getter: Callable[..., tf.Variable]) -> Any:
         """The shared parameter ``name`` of ``base_layer``: another layer's variable, a

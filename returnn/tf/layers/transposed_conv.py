@@ -79,6 +79,10 @@ class TransposedConvLayer(Layer):
         if str(self.opt("padding")).lower() not in ("same", "valid") or not isinstance(self.opt("padding"), str):
             raise NetworkError("%s: padding must be 'same' or 'valid' (RETURNN's transposed_conv), got %r"
                                % (self.desc, self.opt("padding")))
+        for key in ("filter_size", "strides"):  # RETURNN takes len() of both: an int is a TypeError there
+            if isinstance(self.opt(key), int):
+                raise NetworkError("%s: %r must be a list, one int per spatial axis (RETURNN's transposed_conv), got %r"
+                                   % (self.desc, key, self.opt(key)))
         self.plan = SpatialPlan(self, sources, "filter_size", default_stride_is_size=True)
         windows = self.plan.windows
         if len(windows) > 2:

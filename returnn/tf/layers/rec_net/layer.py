@@ -85,7 +85,8 @@ class RecSubnetLayer(AssumedTemplates, Layer):
                noop="RETURNN reads it only for its TensorFlow cells, never for a sub-network unit"),
         Option("back_prop", True, "False: no gradient through the loop (RETURNN's while_loop option): its in-loop "
                                   "layers' values (in search all it gives) carry none; layers moved out of it do"),
-        Option("direction", 1, "1 only for a sub-network"),
+        Option("direction", 1, "1, None or -1 (RETURNN asserts one of them)",
+               noop="RETURNN's sub-network loop runs forward whatever it is: it reverses only cell units"),
         Option("axis", None, "the axis to loop over: only the source's time axis here"),
         Option("unit_opts", None, "not used with a sub-network", only=(None, {})),
     )
@@ -132,8 +133,8 @@ class RecSubnetLayer(AssumedTemplates, Layer):
                  outer_names: Sequence[str] = (), default_target: str = "classes", infer_n_out=None,
                  target_template: Optional[Callable[[str], Optional[Data]]] = None, search: bool = False):
         super().__init__(name, opts, sources, seed)
-        if self.opt("direction") != 1:
-            raise NetworkError("%s: a sub-network runs forward only (direction %r)" % (self.desc, self.opt("direction")))
+        if self.opt("direction") not in (1, -1, None):
+            raise NetworkError("%s: direction must be 1, -1 or None, got %r" % (self.desc, self.opt("direction")))
         # read-only proxies: tf.Module would wrap plain dicts in tracking types that are no Mappings
         def read_only(unit: Mapping[str, Any]) -> Mapping[str, Mapping[str, Any]]:
             return types.MappingProxyType({k: types.MappingProxyType(dict(v)) if isinstance(v, Mapping) else v
