@@ -359,13 +359,14 @@ def test_partition_sizes_like_returnn(n, parts, sizes):
 
 @pytest.mark.parametrize("keys,expected", [
     ({}, (40, 40, 40)),
-    ({"eval_batch_size": 15}, (40, 15, 15)),
-    ({"eval_batch_size": 15, "forward_batch_size": 25}, (40, 15, 25)),
+    ({"eval_batch_size": 15}, (40, 40, 40)),
+    ({"eval_batch_size": 15, "forward_batch_size": 25}, (40, 40, 25)),
     ({"forward_batch_size": 25}, (40, 40, 25)),
 ])
 def test_eval_and_forward_batch_size(keys, expected):
-    """eval_batch_size bounds the batches of scoring and search, forward_batch_size those of forward
-    (falling back to eval_batch_size, then batch_size); training keeps batch_size."""
+    """forward_batch_size bounds the batches of forward (else batch_size); eval_batch_size has no effect:
+    RETURNN's TF engine scores dev/eval sets and searches with batch_size (Engine.eval_model, search) and
+    never reads eval_batch_size (only its PyTorch/JAX/frontend engines do); training keeps batch_size."""
     options = BatchOptions.from_config(Config(dict(keys, batch_size=40, prefetch_batches=2)))
     ds = make_dataset(random_lengths(30, 11, 1, 12))
     for opts, budget in zip((options, options.for_eval(), options.for_forward()), expected):

@@ -316,8 +316,7 @@ class BatchOptions:
     # RETURNN packs frames when no layer mixes frames (its "non-recurrent" network); the engine
     # sets this for its network (fit_network). Forwarding always keeps whole sequences.
     pack_frames: bool = False
-    eval_batch_size: int = 0  # 0: batch_size (RETURNN's eval_batch_size)
-    forward_batch_size: int = 0  # 0: eval_batch_size, else batch_size
+    forward_batch_size: int = 0  # 0: batch_size
     min_chunk_size: Any = 0  # see chunk_ranges()
     chunking_variance: Any = 0.0
     eval_chunking: Any = None  # of dev/eval datasets whose dict sets none (see eval_chunking())
@@ -335,7 +334,6 @@ class BatchOptions:
         out = cls(batch_size=_frames(config.typed_value("batch_size"), "batch_size"), max_seqs=config.int("max_seqs"),
                   chunking=config.typed_value("chunking"), max_seq_length=max_seq_length,
                   prefetch=config.int("prefetch_batches"),
-                  eval_batch_size=_frames(config.typed_value("eval_batch_size"), "eval_batch_size"),
                   forward_batch_size=_frames(config.typed_value("forward_batch_size"), "forward_batch_size"),
                   min_chunk_size=config.typed_value("min_chunk_size"),
                   chunking_variance=config.typed_value("chunking_variance"), eval_chunking=eval_chunking(config),
@@ -352,18 +350,17 @@ class BatchOptions:
         self.used_keys = network.required_data_keys(with_targets=True)
 
     def for_eval(self, dataset_key: Optional[str] = None) -> "BatchOptions":
-        """These options with ``eval_batch_size`` (when set) as the batch size: scoring (``dataset_key``: the
-        dataset's config key) and search (None). ``max_seq_length`` applies only to the dataset ``dev``, as
-        RETURNN's ``Engine.eval_model`` passes it (``eval`` and ``eval_datasets`` are scored whole; its search
-        refuses a ``max_seq_length`` and keeps every sequence, as here)."""
-        return replace(self, batch_size=self.eval_batch_size or self.batch_size,
-                       max_seq_length=self.max_seq_length if dataset_key == "dev" else 0)
+        """These options for scoring (``dataset_key``: the dataset's config key) and search (None): the batch
+        size is ``batch_size``, as in RETURNN's TF engine (its ``eval_batch_size`` is read only by its frontend
+        engines: no effect here either). ``max_seq_length`` applies only to the dataset ``dev``, as RETURNN's
+        ``Engine.eval_model`` passes it (``eval`` and ``eval_datasets`` are scored whole; its search refuses
+        a ``max_seq_length`` and keeps every sequence, as here)."""
+        return replace(self, max_seq_length=self.max_seq_length if dataset_key == "dev" else 0)
 
     def for_forward(self) -> "BatchOptions":
-        """These options with ``forward_batch_size`` (else ``eval_batch_size``) as the batch size; every
+        """These options with ``forward_batch_size`` (else ``batch_size``) as the batch size; every
         sequence is forwarded (RETURNN's ``forward_to_hdf`` passes no ``max_seq_length``)."""
-        return replace(self, batch_size=self.forward_batch_size or self.eval_batch_size or self.batch_size,
-                       max_seq_length=0)
+        return replace(self, batch_size=self.forward_batch_size or self.batch_size, max_seq_length=0)
 
     def chunk_options(self, dataset: Dataset, purpose: str) -> Optional[ChunkOptions]:
         """How ``dataset``'s sequences are cut for ``purpose`` (``train``, ``eval`` or ``forward``):
