@@ -138,10 +138,11 @@ def test_get_network_with_config_overrides_subset_copy_cleanup_and_exp_loss(tmp_
     assert "partly copied: 3" in out  # hidden W, hidden b, output W grew; output b kept its shape
     lr_file = read_learning_rate_file(str(tmp_path / "model.lr.data"))
     assert lr_file[1].learning_rate == 0.01 and lr_file[2].learning_rate == 0.002
-    for data in lr_file.values():
-        assert data.error["dev_score:exp"] == pytest.approx(math.exp(data.error["dev_score"]), rel=1e-6)
-    for line in (line for line in out.splitlines() if line.startswith("epoch ") and " score: " in line):
-        assert "score:exp" in line
+    for data in lr_file.values():  # RETURNN: a score of two values (cost:output, cost:output:exp) is named per key
+        assert data.error["dev_score_output:exp"] == pytest.approx(math.exp(data.error["dev_score_output"]), rel=1e-6)
+        assert "dev_score" not in data.error and "dev_error" in data.error
+    for line in (line for line in out.splitlines() if line.startswith("epoch ") and " score" in line):
+        assert "score_output:exp" in line
     kept = {e for e in range(1, 5) if (tmp_path / ("model.%03d.index" % e)).exists()}
     expected = set()
     for epoch in range(1, 5):  # cleanup runs after every save, on the checkpoints left by then

@@ -396,8 +396,9 @@ class Engine(BestModel, InferenceTasks):
             eval_scores[name] = evaluate_dataset(self.steps, self.datasets[name], epoch, self.batching.for_eval(name),
                                                  self.dist, heartbeat)
         if self.config.bool("calculate_exp_loss"):
-            train_scores = with_exp_scores(train_scores)
-            eval_scores = {name: with_exp_scores(scores) for name, scores in eval_scores.items()}
+            labels = self.steps.train_loss_labels
+            train_scores = with_exp_scores(train_scores, labels)
+            eval_scores = {name: with_exp_scores(scores, labels) for name, scores in eval_scores.items()}
         # nothing read from a changed file is saved: checked on all ranks before rank 0 writes
         check_datasets_unchanged(self.datasets.values(), self.dist, "after epoch %i, before its checkpoint" % epoch)
         errors = {"train_" + k: v for k, v in train_scores.items()}

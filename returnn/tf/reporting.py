@@ -39,13 +39,20 @@ class ScoreAccumulator:
         return out
 
 
-def with_exp_scores(scores: Dict[str, float]) -> Dict[str, float]:
+def with_exp_scores(scores: Dict[str, float], loss_names: List[str]) -> Dict[str, float]:
     """``calculate_exp_loss``: each ``score...`` also as ``score...:exp`` = exp(score) (perplexity
-    of a cross-entropy score), as RETURNN adds ``cost:<layer>:exp``."""
-    out = dict(scores)
+    of a cross-entropy score), as RETURNN adds ``cost:<layer>:exp``. RETURNN names a score after its
+    layer once it has more than one value, so a single loss's ``score`` becomes ``score_<layer>``
+    (with ``score_<layer>:exp``); its ``error`` keeps the plain name."""
+    out = {}
     for key, value in scores.items():
         if key.startswith("score"):
+            if key == "score" and len(loss_names) == 1:
+                key = "score_" + loss_names[0]
+            out[key] = value
             out[key + ":exp"] = float(np.exp(min(value, 700.0))) if np.isfinite(value) else float(value)
+        else:
+            out[key] = value
     return out
 
 
