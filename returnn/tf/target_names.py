@@ -45,11 +45,24 @@ def check_target_keys(net_dict: Mapping[str, Any], known: Iterable[str], search:
     from returnn.tf.layers.norm import behavior_version
     if search or behavior_version() < 1:
         return
+    from returnn.tf.layers.rec_net.unit_dict import unit_layers
     known = set(known)
-    for name, opts in net_dict.items():
+    for name, opts in _with_unit_layers(net_dict, unit_layers, search):
         targets = opts.get("target") if isinstance(opts, Mapping) else None
         for target in targets if isinstance(targets, list) else [targets]:
             if isinstance(target, str) and target not in known and not target.startswith("layer:") \
                     and target not in ("none", ""):
                 raise NetworkError("layer %r: target %r is not a data key (known: %s); RETURNN raises DataNotFound"
                                    % (name, target, ", ".join(sorted(known))))
+
+
+def _with_unit_layers(net_dict: Mapping[str, Any], unit_layers: Any, search: bool) -> Iterable[Any]:
+    """(name, opts) of the layers of ``net_dict`` and of the sub-layers of its rec units that RETURNN
+    builds (``rec/sub``): RETURNN's rec sub-network looks a sub-layer's target up in the data too
+    (``network.get_extern_data``) outside search."""
+    for name, opts in net_dict.items():
+        yield name, opts
+        unit = opts.get("unit") if isinstance(opts, Mapping) else None
+        if isinstance(unit, Mapping) and "output" in unit:
+            for sub, sub_opts in unit_layers(unit, name, search).items():
+                yield "%s/%s" % (name, sub), sub_opts

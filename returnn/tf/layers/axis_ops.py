@@ -266,7 +266,8 @@ class RepeatLayer(Layer):
     ref_options = ("repetitions",)
     options = (
         Option("repetitions", None, "int, or layer of int counts (one per position of the axis)"),
-        Option("axis", "T", "axis whose positions are repeated"),
+        Option("axis", None, "axis whose positions are repeated (required: RETURNN's get_out_data_from_opts "
+                             "has no default, a TypeError without it)"),
         Option("out_dim", None, "Dim of the new axis"),
     )
 
@@ -276,6 +277,8 @@ class RepeatLayer(Layer):
         super().__init__(name, {k: v for k, v in opts.items() if k != "out_dim"}, own, seed)
         check_sources(self, own, 1, 1)
         data = own[0]
+        if self.opt("axis") is None:
+            raise NetworkError("%s: needs 'axis' (RETURNN has no default for it)" % self.desc)
         self.ax = self.axis(data, self.opt("axis"), "axis")
         if data.batch_dim_axis is None or self.ax == data.batch_dim_axis:
             raise NetworkError("%s: needs a batch axis and a non-batch 'axis'" % self.desc)

@@ -77,6 +77,7 @@ class CompareLayer(Layer):
         self.value = self.opt("value")
         if self.value is None and len(sources) < 2:
             raise NetworkError("%s: needs two sources, or one and 'value'" % self.desc)
+        _check_compare_dtypes(self.desc, sources, self.value)
         self.output, self.maps = _common_template(self, sources, "bool")
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
@@ -87,6 +88,22 @@ class CompareLayer(Layer):
             r = self.op(a, b)
             result = r if result is None else tf.logical_and(result, r)
         return self.make_output(tf.broadcast_to(result, _common_shape(xs)), sources)
+
+
+def _check_compare_dtypes(desc: str, sources: Sequence[Data], value: Any) -> None:
+    """RETURNN's compare applies the TF op to neighbouring sources (and the last one and ``value``) as
+    they are: sources of different dtypes, or a float value with an int or bool source (an int one with
+    a bool source), are a TypeError there; refused here in one line (casting would compute something)."""
+    for a, b in zip(sources, sources[1:]):
+        if a.dtype != b.dtype:
+            raise NetworkError("%s: sources of different dtypes (%s, %s) are refused, as RETURNN's TF op does; "
+                               "cast one first" % (desc, a.dtype, b.dtype))
+    last = tf.as_dtype(sources[-1].dtype)
+    if value is None or isinstance(value, bool):
+        return
+    if (isinstance(value, float) and (last.is_integer or last.is_bool)) or (isinstance(value, int) and last.is_bool):
+        raise NetworkError("%s: value %r with a %s source is refused, as RETURNN's TF op does"
+                           % (desc, value, last.name))
 
 
 def _constant_dtype(value: Any) -> str:

@@ -49,6 +49,10 @@ class ConstantLayer(Layer):
             raise NetworkError("%s: 'value' must be a number or a nested list of numbers" % self.desc)
         default = "int32" if value.dtype.kind in "biu" else "float32"
         self.dtype = _dtype(self, self.opt("dtype"), default)
+        if type(self.opt("value")) is float and (self.dtype.is_integer or self.dtype.is_bool):
+            raise NetworkError("%s: a float value %r with dtype %r is refused, as RETURNN's tf.constant does (give an "
+                               "int value, or a numpy array, which is cast)" % (self.desc, self.opt("value"),
+                                                                              self.dtype.name))
         shape = self.opt("shape")
         given: List[Any] = [None] * value.ndim
         if shape is not None:

@@ -1,0 +1,75 @@
+"""Networks RETURNN (1.20261022) refuses at build time, found by benchmarks/returnn_fuzz.py
+(--kind mutate --train and --kind rec with --behavior-versions, seeds 21-30, verdict LAX): refused
+here too with one line naming the layer, where this engine computed something before."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from helpers import outputs
+from returnn.config import Config, get_global_config, set_global_config
+from returnn.errors import NetworkError
+from returnn.tensor import Data
+from returnn.tf.layers import RunContext
+from returnn.tf.network import TFNetwork
+
+
+def _build_and_run(net_dict, behavior_version=None):
+    old = get_global_config()
+    set_global_config(Config({"behavior_version": behavior_version} if behavior_version is not None else {}))
+    try:
+        net = TFNetwork(outputs(net_dict), {"data": Data("data", shape=(None, 3)),
+                                            "classes": Data("classes", shape=(None,), sparse=True, dim=4)})
+        batch = {"data": tf.constant(np.ones((2, 4, 3), np.float32)), "data:seq_len": tf.constant([4, 2]),
+                 "classes": tf.constant(np.ones((2, 4), np.int32)), "classes:seq_len": tf.constant([4, 2])}
+        return net.forward(batch, RunContext(False))
+    finally:
+        set_global_config(old)
+
+
+def _rec(unit):
+    return {"output": {"class": "rec", "from": "data", "unit": unit}}
+
+
+@pytest.mark.parametrize("net, match", [
+    # RepeatLayer.get_out_data_from_opts has no default for axis: a TypeError without it
+    ({"output": {"class": "repeat", "repetitions": 2, "from": "data"}}, "'output' \\(repeat\\): needs 'axis'"),
+    # ConstantLayer: tf.constant(-1.0, dtype="int32") is a TypeError
+    ({"output": {"class": "constant", "value": -1.0, "dtype": "int32"}}, "'output' \\(constant\\): a float value"),
+    ({"output": {"class": "constant", "value": 1.0, "dtype": "bool"}}, "'output' \\(constant\\): a float value"),
+    # CompareLayer: the TF op on sources of different dtypes, or a float value with an int source
+    ({"i": {"class": "cast", "dtype": "int32", "from": "data"},
+      "output": {"class": "compare", "kind": "less_equal", "from": ["i", "data"]}},
+     "'output' \\(compare\\): sources of different dtypes"),
+    ({"output": {"class": "compare", "kind": "less", "value": 0.5, "from": "data:classes"}},
+     "'output' \\(compare\\): value 0.5 with a int32 source"),
+    # a rec sub-layer's target: RETURNN's rec sub-network looks it up in the data (DataNotFound)
+    (_rec({"c": {"class": "rnn_cell", "unit": "BasicRNN", "n_out": 2, "from": "data:source", "target": "foo"},
+           "output": {"class": "copy", "from": "c"}}), "'output/c': target 'foo' is not a data key"),
+])
+def test_returnn_refuses_at_build(net, match):
+    with pytest.raises(NetworkError, match=match):
+        _build_and_run(net, behavior_version=12)
+
+
+@pytest.mark.parametrize("net", [
+    {"output": {"class": "repeat", "repetitions": 2, "axis": "T", "from": "data"}},
+    {"output": {"class": "constant", "value": -1, "dtype": "int32"}},
+    {"output": {"class": "constant", "value": 2.0, "dtype": "float32"}},
+    {"output": {"class": "compare", "kind": "less", "value": 1, "from": "data:classes"}},
+    {"output": {"class": "compare", "kind": "less", "value": 1, "from": "data"}},  # an int value, a float source
+    {"output": {"class": "compare", "kind": "equal", "value": True, "from": "data:classes"}},
+    # a target naming a data key, or the choice's, is fine; a sub-layer RETURNN does not build is not checked
+    _rec({"c": {"class": "rnn_cell", "unit": "BasicRNN", "n_out": 2, "from": "data:source", "target": "classes"},
+          "unused": {"class": "copy", "from": "c", "target": "foo"},
+          "output": {"class": "copy", "from": "c"}}),
+])
+def test_what_returnn_builds_still_builds(net):
+    _build_and_run(net, behavior_version=12)
+
+
+def test_rec_sub_layer_target_ignored_before_behavior_version_1():
+    """As for top-level layers (target_names.py): older RETURNN ignored a target without a loss."""
+    _build_and_run(_rec({"c": {"class": "rnn_cell", "unit": "BasicRNN", "n_out": 2, "from": "data:source",
+                               "target": "foo"}, "output": {"class": "copy", "from": "c"}}))
