@@ -424,3 +424,13 @@ def test_max_seq_length_only_in_training_and_on_dev():
     assert kept(opts.for_eval("other_set"), "eval") == [0, 1]
     assert kept(opts.for_eval(), "forward") == [0, 1]  # search
     assert kept(opts.for_forward(), "forward") == [0, 1]
+
+
+@pytest.mark.parametrize("keys,needle", [({"seq_drop": 1.5}, "seq_drop': 1.5 is above 1"),
+                                         ({"seq_drop_freq": 0}, "seq_drop_freq': 0")])
+def test_seq_drop_values_returnn_fails_on_are_refused(keys, needle):
+    """RETURNN asserts seq_drop <= 1 when it cuts the first train epoch and computes epoch % seq_drop_freq
+    every train epoch (ZeroDivisionError for 0): one line here, at start-up."""
+    from returnn.errors import ConfigError
+    with pytest.raises(ConfigError, match=needle):
+        BatchOptions.from_config(Config(dict(keys, batch_size=40)))

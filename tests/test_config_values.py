@@ -41,7 +41,7 @@ BAD = [
     # max_seqs 0 (asserts max_seqs > 0 after mapping -1 to no limit); this engine took both as no limit
     ({"batch_size": 0}, "config key 'batch_size': must be >= 1, got 0"),
     ({"batch_size": {"data": 0}}, "config key 'batch_size': entry 'data': expected an integer >= 1, got 0"),
-    ({"eval_batch_size": {"data": 0}}, "config key 'eval_batch_size': entry 'data': expected an integer >= 1"),
+    ({"forward_batch_size": {"data": 0}}, "config key 'forward_batch_size': entry 'data': expected an integer >= 1"),
     ({"max_seqs": 0}, "config key 'max_seqs': expected -1 (no limit) or an integer >= 1, got 0"),
     ({"max_seqs": -3}, "config key 'max_seqs': expected -1 (no limit) or an integer >= 1, got -3"),
     # NaN passed every '>= minimum' check; inf trains nothing but NaN parameters (RETURNN: at the first step)
@@ -100,7 +100,7 @@ def test_returnn_value_forms_pass():
     from returnn.util.basic import NumbersDict
     check_values({"chunking": ({"data": 200, "classes": 50}, {"data": 100, "classes": 25}),
                   "min_chunk_size": {"data": 10, "classes": 2}, "batch_size": NumbersDict({"data": 5000}),
-                  "eval_batch_size": {"data": 2000}, "max_seq_length": NumbersDict(75), "max_seqs": 20,
+                  "forward_batch_size": {"data": 2000}, "max_seq_length": NumbersDict(75), "max_seqs": 20,
                   "search_output_layer": ["output", "ctc"], "log_verbosity": [5, 3], "cache_size": ["1G", "1G", "0"],
                   "learning_rate_control_error_measure": ["dev_score_output", "dev_error"],
                   "newbob_learning_rate_decay": lambda lr: lr * 0.7, "learning_rate_decay": 0.8,
@@ -128,7 +128,7 @@ def test_command_line_values_are_one_line_errors(tmp_path, args, message):
 
 def test_good_forms_of_the_newly_checked_keys_pass():
     check_values({"cleanup_old_models": {"keep": range(5, 100, 5), "keep_last_n": 1, "keep_best_n": 0}, "max_seqs": -1,
-                  "start_epoch": "auto", "max_seq_length": float("inf"), "eval_batch_size": 0, "forward_batch_size": 0,
+                  "start_epoch": "auto", "max_seq_length": float("inf"), "forward_batch_size": 0,
                   "cache_size": "1G,1G,0", "search_output_file_format": "py", "train": "a.hdf,b.hdf"})
     check_values({"cleanup_old_models": True, "start_epoch": 3, "max_seqs": 1, "learning_rate": 0.0,
                   "chunking": "50:25", "min_chunk_size": 10, "cache_size": -1, "log": "x.log"})

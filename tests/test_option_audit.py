@@ -297,9 +297,9 @@ def test_unsupported_returnn_key_refused_unless_default():
         check_values({name: RETURNN_DEFAULTS[name][0]})
         check_values({name: None})
     with pytest.raises(ConfigError) as exc:
-        check_values({"seq_drop": 0.1})
-    assert "'seq_drop'" in str(exc.value) and "\n" not in str(exc.value)
-    check_values({"shuffle_batches": False, "seq_drop": 0, "inf_value": float("inf"), "start_batch": "auto"})
+        check_values({"share_batches": True})
+    assert "'share_batches'" in str(exc.value) and "\n" not in str(exc.value)
+    check_values({"shuffle_batches": False, "share_batches": False, "inf_value": float("inf"), "start_batch": "auto"})
     with pytest.raises(ConfigError, match="'global_norm_tag'"):
         check_values({"global_norm_tag": "encoder"})
 

@@ -50,8 +50,6 @@ _batch = partial(declare, group="batching")
 _batch("batch_size", "int|dict", 1000, "Frames per batch (padded max length x sequences); RETURNN's {data key: frames} "
        "(or NumbersDict) limits those keys; > 0, as RETURNN requires.", minimum=1)
 _batch("max_seqs", "int", -1, "Sequences per batch at most; -1: no limit (0 is refused, as RETURNN asserts).")
-_batch("eval_batch_size", "int|dict", 0, "No effect, as in RETURNN's TF engine (only its frontend engines read it): "
-       "dev/eval sets and search are cut with batch_size.", minimum=0)
 _batch("forward_batch_size", "int|dict", 0, "Frames per batch in task forward; 0: batch_size.", minimum=0)
 _batch("chunking", "str|int|dict|list|callable", None, "Cut sequences into chunks: 'size:step', size, (size, step), "
        "per-key ({key: size}, {key: step}) (keys at other frame rates), or a chunking function (RETURNN's forms).")
@@ -71,6 +69,11 @@ _batch("min_seq_length", "int|float|dict", 0, "Training: skip sequences (chunks,
        "some key: int for every key, or {key: length}; 0: no limit (RETURNN's).")
 _batch("max_pad_size", "int|dict", None, "Training: a batch ends before an entry that would make its padded frames "
        "(longest x entries - real frames) exceed this, per key (RETURNN's); None: no limit.")
+_batch("seq_drop", "float", 0.0, "Training, networks with a recurrent layer: leave out each sequence (chunk, when "
+       "chunking) that passed the length limits with this probability, drawn from the dataset's epoch generator "
+       "(RETURNN's); a kept HDFDataset batch list keeps its drops until an epoch divisible by seq_drop_freq; 0: off.")
+_batch("seq_drop_freq", "float", 10.0, "With seq_drop: every epoch divisible by this the train batches are cut anew "
+       "(new drops) even when the order stays the same (RETURNN's); 0 is refused (RETURNN divides by it).")
 _batch("shuffle_batches", "bool", False, "Training on an HDFDataset whose order stays the same as the epoch before: "
        "the kept batch list in a shuffled order (RETURNN's: not in the list's first epoch); no effect otherwise.")
 _batch("prefetch_batches", "int", 8, "Batches prepared ahead by the background thread.", minimum=1)

@@ -118,7 +118,7 @@ IGNORED: Tuple[Tuple[str, str], ...] = (
      """apply_cleanup_old_models_to_optim_states default_float_dtype epoch_end epoch_start
      forward_auto_split_batch_on_oom grad_clip grad_scaler load_model_post_hooks model_outputs online_shuffle_batches
      packed_batch_size packed_fallback_allowed packed_tensors sort_dataset stop_for_resubmission_safety_factor
-     stop_for_resubmission_when_low_time_left tf_amp tf_jit max_total_num_seqs"""),
+     stop_for_resubmission_when_low_time_left tf_amp tf_jit max_total_num_seqs eval_batch_size"""),
     ("read only by RETURNN tools and tasks this engine does not run (unknown tasks are refused); "
      "no effect on train, eval, forward or search", "check_learning_rates data_key sil_label_idx extract "
      "hyper_param_tuning"),
@@ -128,7 +128,6 @@ IGNORED: Tuple[Tuple[str, str], ...] = (
     ("computed by RETURNN's Updater for decouple_constraints but not used by its update (var -= 2 * L2 * var); "
      "no effect there either", "decouple_constraints_factor"),
     ("read by RETURNN's TF engine and never used; no effect there either", "update_batch_size"),
-    ("used by RETURNN only with seq_drop, refused unless 0", "seq_drop_freq"),
     ("used by RETURNN only with use_dummy_datasets, refused unless False",
      "dummy_dataset_num_seqs train_dummy_dataset_num_seqs"),
     ("used by RETURNN only with eval_output_file_per_seq, refused unless None",
@@ -147,7 +146,7 @@ REFUSED: Tuple[Tuple[str, Dict[str, Any]], ...] = (
       "startup_callback": None, "dry_run": False}),
     ("RETURNN data or batching option not implemented by this engine",
      {"exclude": None, "inc_seq_length": 0,
-      "seq_drop": 0.0, "share_batches": False, "shuffle_frames_of_nseqs": 0,
+      "share_batches": False, "shuffle_frames_of_nseqs": 0,
       "lm_dataset_debug_limit_line_count": None, "use_dummy_datasets": False, "start_batch": "auto"}),
     ("RETURNN network option not implemented by this engine",
      {"default_input": "data", "inf_value": float("inf"), "onnx_export": False,

@@ -159,7 +159,7 @@ def _check_frames(value: Any) -> Optional[str]:
 
 
 def _check_optional_frames(value: Any) -> Optional[str]:
-    """``eval_batch_size``/``forward_batch_size``: 0 means ``batch_size``; a per-key form as batch_size's."""
+    """``forward_batch_size``: 0 means ``batch_size``; a per-key form as batch_size's."""
     return _check_frames(value) if isinstance(value, dict) or _is_numbers_dict(value) else None
 
 
@@ -295,7 +295,6 @@ _STRUCTURE: Dict[str, Callable[[Any], Optional[str]]] = {
     "min_seq_length": _check_lengths,
     "max_pad_size": _check_lengths,
     "batch_size": _check_frames,
-    "eval_batch_size": _check_optional_frames,
     "forward_batch_size": _check_optional_frames,
     "log_verbosity": _check_int_list,
     "search_output_layer": _check_str_list,

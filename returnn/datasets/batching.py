@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field, replace
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -90,7 +90,8 @@ def too_long(dataset: Dataset, lengths: np.ndarray, max_seq_length: Any) -> np.n
 def generate_batches(dataset: Dataset, batch_size: Any, max_seqs: int = -1,
                      chunking: Any = None, max_seq_length: Any = 0, min_chunk_size: Any = 0,
                      chunking_variance: Any = 0.0, context: Optional[Context] = None, min_seq_length: Any = 0,
-                     max_pad_size: Any = None, used_keys: Optional[Sequence[str]] = None) -> List[BatchSlices]:
+                     max_pad_size: Any = None, used_keys: Optional[Sequence[str]] = None,
+                     seq_drop: float = 0.0) -> List[BatchSlices]:
     """Cuts the current epoch of ``dataset`` (after ``init_seq_order``) into batches, in order.
 
     A batch's cost is (longest entry) x (number of entries), per data key; it stays <= ``batch_size``
@@ -107,7 +108,8 @@ def generate_batches(dataset: Dataset, batch_size: Any, max_seqs: int = -1,
     ``max_pad_size`` ends a batch before an entry that would make its padded frames (longest x entries
     - real frames) exceed it in some key. With chunking, only the data keys in ``used_keys`` (the ones
     the network reads; None: all) are cut and counted, as RETURNN's ``used_data_keys``; whole sequences
-    count every key.
+    count every key. ``seq_drop`` (RETURNN's, training of a recurrent network): an entry within the length
+    limits is left out when its number from the epoch's generator is below it.
     """
     chunk = chunking if isinstance(chunking, ChunkOptions) else \
         chunk_options(chunking, min_chunk_size, chunking_variance)
@@ -121,7 +123,10 @@ def generate_batches(dataset: Dataset, batch_size: Any, max_seqs: int = -1,
     limits = per_key_limits(keys, batch_size, "config key 'batch_size'")
     max_lens = max_seq_length_limits(keys, max_seq_length)
     max_seqs = int(max_seqs) if max_seqs and int(max_seqs) > 0 else 1 << 62
-    rng = dataset.epoch_random() if chunk is not None and chunk.variance > 0 else None
+    rng = dataset.epoch_random() if (chunk is not None and chunk.variance > 0) or seq_drop > 0 else None
+    # RETURNN's seq_drop test: one number per entry within the length limits (also with seq_drop 0, where it
+    # only matters as a draw between the chunk scales of chunking_variance)
+    keep = None if rng is None else (lambda: rng.random() >= seq_drop)
     by_key = chunk is not None and (chunk.per_key or bool(np.any(lengths != lengths[:, :1])))
     max_pad = None if max_pad_size is None else (
         np.full(len(keys), float(max_pad_size)) if isinstance(max_pad_size, (int, float))
@@ -129,21 +134,19 @@ def generate_batches(dataset: Dataset, batch_size: Any, max_seqs: int = -1,
     builder = _BatchBuilder(keys, limits, max_seqs, by_key, context, _min_lengths(keys, min_seq_length), max_pad)
     if chunk is not None and chunk.func is not None:
         for seq_idx, ranges in function_chunks(chunk.func, dataset, keys):
-            builder.add(seq_idx, ranges, max_lens)
+            builder.add(seq_idx, ranges, max_lens, keep=keep)
         return builder.finish()
     for seq_idx in range(lengths.shape[0]):
         row = lengths[seq_idx]
         if chunk is None:
-            builder.add(seq_idx, None, max_lens, row)
+            builder.add(seq_idx, None, max_lens, row, keep=keep)
         elif by_key:
             for ranges in key_chunks(chunk, dict(zip(keys, row.tolist())), rng, dataset.describe()):
-                if builder.add(seq_idx, ranges, max_lens) and rng is not None:
-                    rng.random()  # RETURNN's seq_drop draw from the same generator, for each chunk it keeps
+                builder.add(seq_idx, ranges, max_lens, keep=keep)
         else:  # RETURNN draws a chunk scale for every sequence, skipped ones too
             for start, end in chunk.ranges(int(row[0]), rng):
-                if builder.add(seq_idx, {k: (start, end) for k in keys[:1]}, max_lens,
-                               np.full(len(keys), end - start)) and rng is not None:
-                    rng.random()  # (as above)
+                builder.add(seq_idx, {k: (start, end) for k in keys[:1]}, max_lens, np.full(len(keys), end - start),
+                            keep=keep)
     return builder.finish()
 
 
@@ -165,12 +168,15 @@ class _BatchBuilder:
         self.cur_max = np.zeros(len(self.keys))
 
     def add(self, seq_idx: int, ranges: Optional[Dict[str, Tuple[int, int]]], max_lens: np.ndarray,
-            piece: Optional[np.ndarray] = None) -> bool:
-        """Adds an entry (False: left out, over ``max_seq_length``)."""
+            piece: Optional[np.ndarray] = None, keep: Optional[Callable[[], bool]] = None) -> bool:
+        """Adds an entry (False: left out, outside the length limits, or ``keep()``, asked for an entry
+        within them, said no: RETURNN's seq_drop)."""
         if piece is None:
             piece = np.array([ranges[k][1] - ranges[k][0] for k in self.keys])
         piece = piece + self.extra
         if np.any(piece > max_lens) or np.any(piece < self.min_lens):
+            return False
+        if keep is not None and not keep():
             return False
         new_max = np.maximum(self.cur_max, piece)
         count = len(self.entries) + 1
@@ -323,6 +329,8 @@ class BatchOptions:
     min_seq_length: Any = 0  # training only, as RETURNN's engine passes it (see generate_batches())
     max_pad_size: Any = None  # (as min_seq_length)
     shuffle_batches: bool = False  # see epoch_slices()
+    seq_drop: float = 0.0  # training of a recurrent network (see generate_batches(), _train_batches())
+    seq_drop_freq: float = 10.0
     used_keys: Optional[List[str]] = None  # data keys the network reads (fit_network; see generate_batches())
     # the train batch list kept while the order stays the same: (dataset, order, batches, shuffling generator)
     _kept: Any = field(default=None, repr=False, compare=False)
@@ -338,7 +346,15 @@ class BatchOptions:
                   min_chunk_size=config.typed_value("min_chunk_size"),
                   chunking_variance=config.typed_value("chunking_variance"), eval_chunking=eval_chunking(config),
                   min_seq_length=config.typed_value("min_seq_length") or 0,
-                  max_pad_size=config.typed_value("max_pad_size"), shuffle_batches=config.bool("shuffle_batches"))
+                  max_pad_size=config.typed_value("max_pad_size"), shuffle_batches=config.bool("shuffle_batches"),
+                  seq_drop=config.float("seq_drop"), seq_drop_freq=config.float("seq_drop_freq"))
+        from returnn.errors import ConfigError
+        if out.seq_drop > 1.0:  # RETURNN: assert seq_drop <= 1.0 when it cuts the first train epoch
+            raise ConfigError("config key 'seq_drop': %r is above 1 (a probability; RETURNN asserts seq_drop <= 1)"
+                              % out.seq_drop)
+        if out.seq_drop_freq == 0:  # RETURNN: epoch % seq_drop_freq in every train epoch
+            raise ConfigError("config key 'seq_drop_freq': 0 (RETURNN computes epoch %% seq_drop_freq every epoch: "
+                              "ZeroDivisionError)")
         chunk_options(out.chunking, out.min_chunk_size, out.chunking_variance)  # errors now, naming the key
         chunk_options(out.eval_chunking)
         return out
@@ -383,17 +399,20 @@ class BatchOptions:
             raise ValueError("purpose: expected train, eval or forward, got %r" % (purpose,))
         dataset.init_seq_order(epoch)
         if purpose == "train" and getattr(dataset, "reuses_batch_list", False):
-            return shard_batches(self._train_batches(dataset, packed), rank, size)
+            return shard_batches(self._train_batches(dataset, packed, epoch), rank, size)
         return shard_batches(self._cut(dataset, purpose, packed), rank, size)
 
-    def _train_batches(self, dataset: Dataset, packed: bool) -> List[BatchSlices]:
+    def _train_batches(self, dataset: Dataset, packed: bool, epoch: int) -> List[BatchSlices]:
         """RETURNN's engine keeps the batch list of a dataset that caches it (HDFDataset) while the
         dataset's order stays the same as in the epoch before: its chunks with ``chunking_variance``
-        stay those of the list's first epoch, and ``shuffle_batches`` shuffles a copy of that list from
-        its second epoch on (RETURNN's BatchSetGenerator: Python's generator seeded 1234 when the list
-        is made; the first epoch is not shuffled). Other datasets are cut anew every epoch."""
+        and its ``seq_drop`` drops stay those of the list's first epoch (with ``seq_drop``, an epoch
+        divisible by ``seq_drop_freq`` cuts anew), and ``shuffle_batches`` shuffles a copy of that list
+        from its second epoch on (RETURNN's BatchSetGenerator: Python's generator seeded 1234 when the
+        list is made; the first epoch is not shuffled). Other datasets are cut anew every epoch."""
         order = np.asarray(dataset.seq_order)
         kept = self._kept
+        if self.seq_drop > 0 and epoch % self.seq_drop_freq == 0:
+            kept = None
         if kept is not None and kept[0] is dataset and np.array_equal(kept[1], order):
             batches = list(kept[2])
             if self.shuffle_batches:
@@ -413,7 +432,8 @@ class BatchOptions:
         train = purpose == "train"  # (RETURNN's engine passes min_seq_length and max_pad_size only in training)
         return generate_batches(dataset, self.batch_size, self.max_seqs, self.chunk_options(dataset, purpose),
                                 self.max_seq_length, context=context, min_seq_length=self.min_seq_length if train else 0,
-                                max_pad_size=self.max_pad_size if train else None, used_keys=self.used_keys)
+                                max_pad_size=self.max_pad_size if train else None, used_keys=self.used_keys,
+                                seq_drop=self.seq_drop if train and not self.pack_frames else 0.0)
 
 
 def eval_chunking(config) -> Any:

@@ -345,4 +345,37 @@ max_seqs = 6
 optimizer = {"class": "adam"}
 learning_rate = 0.01
 """),
+    # seq_drop on HDF data in the default order: RETURNN keeps the batch list (and its drops, drawn with epoch
+    # 1's generator) until an epoch divisible by seq_drop_freq cuts anew (epoch 2, reused in epoch 3)
+    "lstm_seq_drop": ("", "", LSTM + """
+num_epochs = 3
+seq_drop = 0.3
+seq_drop_freq = 2
+batch_size = 60
+max_seqs = 6
+optimizer = {"class": "adam"}
+learning_rate = 0.01
+"""),
+    # seq_drop with chunks of varying size (random order: cut anew every epoch): one number of the epoch's
+    # generator per sequence (chunk scale), then one per chunk within max_seq_length (the drop test)
+    "chunk_seq_drop": ("", ', "seq_ordering": "random"', LSTM + """
+num_epochs = 2
+chunking = "6:3"
+chunking_variance = 0.5
+max_seq_length = 5
+seq_drop = 0.25
+batch_size = 30
+max_seqs = 4
+optimizer = {"class": "adam"}
+learning_rate = 0.01
+"""),
+    # seq_drop with a frame-wise network: RETURNN's non-recurrent batching (frames packed) drops nothing
+    "ff_seq_drop": ("", "", FF + """
+num_epochs = 2
+seq_drop = 0.5
+batch_size = 60
+max_seqs = 6
+optimizer = {"class": "adam"}
+learning_rate = 0.01
+"""),
 }
