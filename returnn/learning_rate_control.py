@@ -162,6 +162,11 @@ class LearningRateControl:
             if any(r is None for r in rels):
                 return None
             mean = sum(rels) / len(rels)
+            if self.relative_error_threshold < mean < self.relative_error_grow_threshold:  # RETURNN asserts
+                raise ConfigError("epoch %i: newbob_multi_epoch's mean relative error %g is above "
+                                  "newbob_relative_error_threshold %g (decay) and below "
+                                  "newbob_relative_error_grow_threshold %g (grow); RETURNN fails on both (assert)"
+                                  % (epoch, mean, self.relative_error_threshold, self.relative_error_grow_threshold))
             if mean > self.relative_error_threshold:
                 return "decay"
             return "grow" if mean < self.relative_error_grow_threshold else None

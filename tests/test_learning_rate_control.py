@@ -112,6 +112,19 @@ def test_newbob_multi_epoch(n, interval):
     assert expected[-1] < 1.0
 
 
+def test_newbob_multi_epoch_grow_threshold_above_decay_threshold():
+    """RETURNN asserts not (grow and decay): a mean relative error between a decay threshold below
+    the grow threshold is an error (here one line), one outside that range decides as usual."""
+    def control():
+        return LearningRateControl("newbob_multi_epoch", default_learning_rate=1.0, decay=0.5, growth=2.0,
+                                   relative_error_threshold=-0.5, relative_error_grow_threshold=0.5,
+                                   multi_num_epochs=1, multi_update_interval=1)
+    with pytest.raises(ConfigError, match="epoch 3: newbob_multi_epoch.s mean relative error -0.111111 is above"):
+        drive(control(), [1.0, 0.9])
+    assert drive(control(), [1.0, 0.4]) == [1.0, 1.0, 2.0]  # (0.4 - 1) / 0.4 = -1.5: grow
+    assert drive(control(), [1.0, 3.0]) == [1.0, 1.0, 0.5]  # (3 - 1) / 3 = 0.67: above both: decay
+
+
 def test_newbob_multi_epoch_interval_defaults_to_num_epochs():
     control = LearningRateControl.from_config(Config({"learning_rate_control": "newbob_multi_epoch",
                                                       "newbob_multi_num_epochs": 3}))
