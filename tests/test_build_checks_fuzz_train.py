@@ -73,3 +73,14 @@ def test_rec_sub_layer_target_ignored_before_behavior_version_1():
     """As for top-level layers (target_names.py): older RETURNN ignored a target without a loss."""
     _build_and_run(_rec({"c": {"class": "rnn_cell", "unit": "BasicRNN", "n_out": 2, "from": "data:source",
                                "target": "foo"}, "output": {"class": "copy", "from": "c"}}))
+
+
+def test_target_dim_must_match_the_output_dim():
+    """RETURNN's LayerBase.transform_config_dict gives a layer (not linear/softmax) with a target and no
+    n_out the target's dim as n_out, and LayerBase asserts the output's dim equals it."""
+    net = {"lin": {"class": "linear", "activation": None, "n_out": 5, "from": "data"},
+           "output": {"class": "combine", "kind": "add", "from": ["lin", "lin"], "target": "classes"}}
+    with pytest.raises(NetworkError, match="'output' \\(combine\\): its target's dim 4 .* output dim 5"):
+        _build_and_run(net)
+    net["lin"]["n_out"] = 4
+    _build_and_run(net)

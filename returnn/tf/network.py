@@ -69,11 +69,20 @@ def build_with_n_out(build: Callable[[Dict[str, Any]], Layer], opts: Dict[str, A
     if not fallback:
         return build(opts)
     try:
-        return build(opts)
+        layer = build(opts)
     except NetworkError as exc:
         if "needs 'n_out'" not in str(exc) and "needs n_out" not in str(exc):
             raise
-    return build(dict(opts, **fallback))
+        return build(dict(opts, **fallback))
+    # RETURNN passes the target's dim as n_out to every layer class but linear/softmax, and its LayerBase
+    # asserts the output's dim equals it (merge_dims, get_last_hidden_state and rec keep n_out for themselves; a
+    # choice refuses scores of another size than its target itself, in search)
+    if opts.get("class") not in ("merge_dims", "get_last_hidden_state", "choice", "rec") \
+            and layer.output.dim != fallback["n_out"]:
+        raise NetworkError("%s: its target's dim %r (RETURNN's n_out from the target) does not match the output dim "
+                           "%r (RETURNN asserts): set n_out or out_dim" % (layer.desc, fallback["n_out"],
+                                                                          layer.output.dim))
+    return layer
 
 
 def extern_value(data: Data, tensor: tf.Tensor, sizes: Mapping[int, tf.Tensor]) -> LayerOutput:
