@@ -363,8 +363,11 @@ def test_training_run_with_search_train_network_layers(tmp_path):
     assert proc.returncode == 0, describe(proc)
     epoch1 = next(line for line in proc.stdout.splitlines() if line.startswith("epoch 1 score"))
     epoch2 = next(line for line in proc.stdout.splitlines() if line.startswith("epoch 2 score"))
-    assert "decision" not in epoch1 and "score_decision:" in epoch2 and "error_decision_ed:" in epoch2, epoch2
-    values = [float(v) for v in re.findall(r"score\S*:? (\S+)", epoch2)]
+    # RETURNN's format_score: several losses listed by layer ("score: decision X output Y error: ...")
+    scores = re.search(r"score: (.*) error: ", epoch2)
+    assert "decision" not in epoch1 and scores and "decision " in scores.group(1), epoch2
+    assert re.search(r"error: .*decision_ed \S+", epoch2), epoch2
+    values = [float(v) for v in scores.group(1).split()[1::2]]
     assert values and all(math.isfinite(v) for v in values), epoch2
     assert "parameters copied: 9, partly copied: 0, new: none" in proc.stdout, describe(proc)
 

@@ -3,6 +3,7 @@ cleanup_old_models, calculate_exp_loss, start_epoch."""
 from __future__ import annotations
 
 import math
+import re
 import textwrap
 
 import numpy as np
@@ -141,8 +142,8 @@ def test_get_network_with_config_overrides_subset_copy_cleanup_and_exp_loss(tmp_
     for data in lr_file.values():  # RETURNN: a score of two values (cost:output, cost:output:exp) is named per key
         assert data.error["dev_score_output:exp"] == pytest.approx(math.exp(data.error["dev_score_output"]), rel=1e-6)
         assert "dev_score" not in data.error and "dev_error" in data.error
-    for line in (line for line in out.splitlines() if line.startswith("epoch ") and " score" in line):
-        assert "score_output:exp" in line
+    for line in (line for line in out.splitlines() if line.startswith("epoch ") and " score: " in line):
+        assert re.search(r"score: output \S+ exp \S+ error: \S+ ", line), line  # RETURNN's format_score
     kept = {e for e in range(1, 5) if (tmp_path / ("model.%03d.index" % e)).exists()}
     expected = set()
     for epoch in range(1, 5):  # cleanup runs after every save, on the checkpoints left by then

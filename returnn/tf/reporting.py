@@ -68,12 +68,25 @@ def step_costs(loss_names: List[str], stats: np.ndarray) -> str:
 
 
 def format_scores(scores: Dict[str, float], with_colon: bool) -> str:
-    """``score: 0.32 error: 0.14`` (epoch line) or ``score 0.21 error 0.13`` (dev part)."""
+    """RETURNN's ``score: 0.32 error: 0.14`` (epoch line) or ``score 0.21 error 0.13`` (dev part); with
+    several losses each group lists its values by layer, as RETURNN's ``format_score``:
+    ``score: aux 0.5 output 0.3 error: aux 0.2 output 0.1`` (``calculate_exp_loss``'s value as ``exp``)."""
     if not scores:  # e.g. a dataset of only empty sequences: no frame to score
         return "no frames to score"
     sep = ": " if with_colon else " "
-    keys = sorted(scores, key=lambda k: (not k.startswith("score"), k))
-    return " ".join("%s%s%s" % (k, sep, _fmt(scores[k])) for k in keys)
+    parts = []
+    for kind in ("score", "error"):
+        group = {k[len(kind) + 1:]: v for k, v in scores.items() if k.startswith(kind + "_")}
+        if kind in scores:
+            group[""] = scores[kind]
+        if not group:
+            continue
+        if len(group) == 1:
+            text = _fmt(next(iter(group.values())))
+        else:  # RETURNN sorts by its keys (cost:<layer>[:exp]) and shows the part after the last ':'
+            text = " ".join("%s %s" % (label.split(":")[-1], _fmt(group[label])) for label in sorted(group))
+        parts.append("%s%s%s" % (kind, sep, text))
+    return " ".join(parts)
 
 
 def _fmt(value: float) -> str:
