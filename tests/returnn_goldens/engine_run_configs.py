@@ -378,4 +378,26 @@ max_seqs = 6
 optimizer = {"class": "adam"}
 learning_rate = 0.01
 """),
+    # get_network grows hidden from 4 to 8 units in epoch 2 with #copy_param_mode "subset": RETURNN copies the
+    # trained leading block of hidden/W, hidden/b and proj/W into the new parameters, whose other entries keep
+    # their initialisation (constant here, so the same in both engines; proj's constant rows are the same for
+    # each proj unit, not for each class: output/W, copied whole, keeps the gradient into hidden non-zero)
+    "getnet_subset": ("", "", """
+def get_network(epoch, **kwargs):
+    grown = {"forward_weights_init": 0.05, "bias_init": 0.1} if epoch >= 2 else {}
+    net = {
+        "hidden": dict({"class": "linear", "activation": "tanh", "n_out": 4 if epoch == 1 else 8, "from": "data"},
+                       **grown),
+        "proj": dict({"class": "linear", "activation": "tanh", "n_out": 4, "from": "hidden"}, **grown),
+        "output": {"class": "softmax", "loss": "ce", "from": "proj", "target": "classes"},
+    }
+    if epoch >= 2:
+        net["#copy_param_mode"] = "subset"
+    return net
+num_epochs = 3
+batch_size = 60
+max_seqs = 6
+optimizer = {"class": "adam"}
+learning_rate = 0.01
+"""),
 }
