@@ -19,6 +19,7 @@ import tensorflow as tf
 from helpers import PYTHON, REPO, assert_one_line_error, describe, run_rnn, write_config
 from returnn.errors import ConfigError
 from returnn.learning_rate_control import LearningRateControl
+from returnn.learning_rate_file import read_learning_rate_file
 from returnn.tf.resume import map_resume_position, reconcile_learning_rates
 
 CONFIG = '''#!rnn.py
@@ -140,6 +141,21 @@ def test_interrupted_state_refuses_other_batching_and_resumes_with_same(tmp_path
     assert proc.returncode == 0, describe(proc)
     steps = {int(e): int(n) for e, n in re.findall(FINISHED_RE, proc.stdout)}
     assert steps[epoch] == state["batches"] - position, describe(proc)
+    # RETURNN has no mid-epoch state: it trains the interrupted epoch again whole, so its learning-rate file
+    # is that of an uninterrupted run (scores of all the epoch's batches, its steps, its first global step)
+    whole = tmp_path / "whole"
+    proc = run_rnn([config, "++model", whole, "++learning_rate_file", str(whole) + ".lr.data", "++use_horovod", "0"],
+                   timeout=300)
+    assert proc.returncode == 0, describe(proc)
+    ours, ref = (read_learning_rate_file(str(m) + ".lr.data") for m in (model, whole))
+    assert sorted(ours) == sorted(ref) == [1, 2, 3]
+    for e in ref:
+        assert ours[e].learning_rate == ref[e].learning_rate
+        assert ours[e].error.keys() == ref[e].error.keys()
+        for key, value in ref[e].error.items():
+            assert ours[e].error[key] == pytest.approx(value, rel=1e-6), (e, key)
+        for key in ("global_train_step", "epoch_num_train_steps", "effective_learning_rate"):
+            assert ours[e].meta[key] == ref[e].meta[key], (e, key)
 
 
 def test_lost_learning_rate_file_does_not_restart_schedule(tmp_path):

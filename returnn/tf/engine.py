@@ -99,6 +99,7 @@ class Engine(BestModel, InferenceTasks):
         # steps of the current epoch trained before an interruption (resumed mid-epoch; RETURNN, which has no
         # mid-epoch state, trains that epoch whole: its learning-rate file counts them as the epoch's)
         self.epoch_steps_before = 0
+        self._scores_before: Optional[dict] = None  # (rank 0) their score sums, of the interrupted state
         # RETURNN's own step count (Engine.global_train_step, the ':meta:global_train_step' of the learning-rate
         # file) minus the global step: it starts at 0 with import_model_train_epoch1 whatever the step imported
         self.meta_step_offset = 0
@@ -445,6 +446,7 @@ class Engine(BestModel, InferenceTasks):
             before = 0
             if self.dist.is_chief:
                 before = int(stored.get("epoch_steps", stored_steps(stored, position)))
+                self._scores_before = stored.get("epoch_scores")
             self.epoch_steps_before = int(self._broadcast_scalar(float(before)))
         return position
 
@@ -499,12 +501,16 @@ class Engine(BestModel, InferenceTasks):
         finally:
             prefetcher.close()
         self.global_step = first_step + done.steps
+        acc = done.scores
+        before, self._scores_before = self._scores_before, None
+        if isinstance(before, dict) and before.get("losses") == acc.loss_names:  # (rank 0; summed over ranks next)
+            acc.totals += np.asarray(before["totals"], dtype=np.float64).reshape(acc.totals.shape)
         if done.stopped:
-            self._save_interrupted(epoch, done.steps, start + done.steps * per_step)
+            acc.reduce(self.dist.backend)
+            self._save_interrupted(epoch, done.steps, start + done.steps * per_step, acc)
         timer = done.timer
         timer.data_wait = prefetcher.wait_time
         progress.end_epoch()
-        acc = done.scores
         acc.reduce(self.dist.backend)
         scores = acc.scores()
         if self.stop_on_nonfinite and any(not np.isfinite(v) for v in scores.values()) and done.steps > 0:
@@ -514,13 +520,16 @@ class Engine(BestModel, InferenceTasks):
     def _run_state(self) -> dict:
         return make_run_state(self.dist.size, self.dist.shards_batches, *self.epoch_order, self.lr_control)
 
-    def _save_interrupted(self, epoch: int, steps_done: int, position: int) -> None:
+    def _save_interrupted(self, epoch: int, steps_done: int, position: int, scores) -> None:
         """All ranks agreed to stop after ``steps_done`` steps of ``epoch`` (the first ``position``
-        batches of its order): rank 0 saves a resumable state, everyone exits."""
+        batches of its order): rank 0 saves a resumable state, everyone exits. The state keeps the
+        epoch's steps and score sums (``scores``, over ranks) so far: RETURNN, which has no mid-epoch
+        state, trains the epoch again whole; the resumed epoch's learning-rate file entry is that too."""
         check_datasets_unchanged(self.datasets.values(), self.dist, "before saving the interrupted state")
         if self.dist.is_chief:
             self.global_step_var.assign(self.global_step)
-            state = dict(self._run_state(), epoch_steps=self.epoch_steps_before + steps_done)
+            state = dict(self._run_state(), epoch_steps=self.epoch_steps_before + steps_done,
+                         epoch_scores={"losses": list(scores.loss_names), "totals": scores.totals.tolist()})
             prefix = self.checkpoints.save_interrupted(epoch - 1, position, state)
             self.lr_control.save()
             print("stop requested (signal) in epoch %i after step %i; saved %s; run the same command again to "

@@ -8,8 +8,9 @@ Every checkpoint stores a small run state (JSON, ``CheckpointManager.run_state``
   that order, so it is only meaningful for the same order;
 * ``learning_rates``: the learning-rate control's epochs in the learning-rate file's format, so the
   schedule survives a lost or replaced learning-rate file;
-* ``epoch_steps`` (an interrupted state's): the steps of the interrupted epoch trained so far, so the
-  learning-rate file's ``:meta:`` entries of that epoch are those of the whole epoch, as RETURNN's.
+* ``epoch_steps`` and ``epoch_scores`` (an interrupted state's): the steps and the score sums (per loss,
+  over ranks) of the interrupted epoch trained so far, so the learning-rate file's entry of that epoch
+  (scores, ``:meta:`` entries) is that of the whole epoch, as RETURNN's, which trains it again whole.
 """
 from __future__ import annotations
 
