@@ -38,6 +38,8 @@ def resume_hint(config: Any) -> str:
         return "the same command starts training again"
     try:
         start = config.value("start_epoch")
+        if start not in (None, "auto") and config.value("load"):  # RETURNN: a new training from 'load'
+            return "the same command starts again at epoch 1 from %s (load with start_epoch)" % config.value("load")
         if start not in (None, "auto"):
             return "the same command starts again at epoch %s (start_epoch)" % start
         from returnn.tf.checkpoint import CheckpointManager

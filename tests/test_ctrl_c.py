@@ -122,6 +122,8 @@ def test_resume_hint_describes_what_a_rerun_does(tmp_path):
     assert resume_hint(config) == "the same command continues epoch 3 from %s.interrupted (saved mid-epoch)" % model
     assert resume_hint(Config({"model": model, "start_epoch": 2})) == \
         "the same command starts again at epoch 2 (start_epoch)"
+    assert resume_hint(Config({"model": model, "start_epoch": 2, "load": "/x/model.004"})) == \
+        "the same command starts again at epoch 1 from /x/model.004 (load with start_epoch)"
     other = str(tmp_path / "fresh")
     assert resume_hint(Config({"model": other, "import_model_train_epoch1": model + ".002"})) == \
         "no checkpoint of %s exists yet: the same command starts again from %s.002" % (other, model)

@@ -168,6 +168,15 @@ def test_start_epoch_restarts_from_the_given_epoch(tmp_path):
     assert "start training at epoch 2" in again.stdout and "start epoch 3 " in again.stdout
     missing = run_rnn(train_args(config, tmp_path / "none", "++start_epoch", "5"))
     assert missing.returncode == 2 and "start_epoch" in missing.stderr
+    # RETURNN (get_epoch_model): 'load' with a start_epoch, whatever its value, is a new training from epoch 1
+    # with load's parameters, before the checkpoints of 'model' (RETURNN: 'start training at epoch 1')
+    loaded = run_rnn(train_args(config, tmp_path, "++num_epochs", "3", "++start_epoch", "3",
+                                "++load", str(tmp_path / "model.001")))
+    assert loaded.returncode == 0, describe(loaded)
+    assert "start training at epoch 1" in loaded.stdout and "loaded the parameters of %s/model.001" % tmp_path \
+        in loaded.stdout, describe(loaded)
+    epochs = read_learning_rate_file(str(tmp_path / "model.lr.data"))
+    assert [epochs[e].meta["global_train_step"] for e in (1, 2)] == [0, epochs[1].meta["epoch_num_train_steps"]]
 
 
 def test_target_is_the_default_loss_target():

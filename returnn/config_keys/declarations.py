@@ -22,7 +22,7 @@ _task("search_output_file", "str", None, "task = search: file for the best hypot
 _task("search_output_file_format", "str", "txt", "task = search: 'txt' (one 'tag<TAB>hypothesis' line per "
       "sequence) or 'py' (a Python dict literal {tag: hypothesis}).", choices=("txt", "py"))
 _task("output_file", "str", None, "task = forward: the HDF file to write.")
-_task("load", "str", None, "Checkpoint to start from (a model prefix <model>.NNN, written here or by RETURNN); eval/forward/search: default the newest of 'model'; train without own checkpoints: its parameters, continuing with its epoch + 1 (RETURNN's).")
+_task("load", "str", None, "Checkpoint to start from (a model prefix <model>.NNN, written here or by RETURNN); eval/forward/search: default the newest of 'model'; train without own checkpoints: its parameters, continuing with its epoch + 1 (RETURNN's); with a start_epoch, before own checkpoints, a new training from epoch 1 (RETURNN's).")
 _task("load_epoch", "int", None, "Epoch of 'model' to load for eval/forward; default: the newest.")
 _task("import_model_train_epoch1", "str", None, "task = train without own checkpoints: the parameters of this "
       "checkpoint (written here or by RETURNN) start epoch 1 (RETURNN's; the optimizer starts fresh).")
@@ -192,7 +192,8 @@ _lr("newbob_multi_update_interval", "int", None, "newbob_multi_epoch: epochs bet
 # ---- checkpoints
 _ckpt = partial(declare, group="checkpoints")
 _ckpt("model", "str", None, "Checkpoint prefix: <model>.NNN per epoch; re-running resumes from the newest.")
-_ckpt("start_epoch", "int|str", "auto", "auto: resume from the newest checkpoint; N: continue after <model>.N-1 (1: from scratch).")
+_ckpt("start_epoch", "int|str", "auto", "auto: resume from the newest checkpoint; N: continue after <model>.N-1 (1: from "
+      "scratch); with 'load', whatever N: a new training from epoch 1 with its parameters (RETURNN's).")
 _ckpt("load_ignore_missing_vars", "bool", False, "Restoring: parameters the checkpoint lacks keep their initialisation, layers only in the checkpoint are left out (a warning each).")
 _ckpt("preload_from_files", "dict", None, "Parameters from other checkpoints: {name: {'filename': ..., 'init_for_train': bool, 'prefix', 'ignore_missing', 'ignore_params', 'ignore_params_prefixes', 'var_name_mapping'}} (RETURNN's).")
 _ckpt("cleanup_old_models", "bool|dict|list", None, "Delete old epoch checkpoints: True or {'keep_last_n', 'keep_best_n', "

@@ -298,7 +298,9 @@ class Engine(BestModel, InferenceTasks):
         Without one, RETURNN's initial models: ``import_model_train_epoch1`` (parameters for epoch
         1), else ``load`` (parameters of its epoch N; training continues with epoch N+1)."""
         start = self._start_epoch()
-        point = self.checkpoints.find_resume_point(start) if self.dist.is_chief else None
+        # RETURNN's get_epoch_model: 'load' with a start_epoch comes before the checkpoints of 'model'
+        new_from_load = start is not None and bool(self.config.value("load"))
+        point = self.checkpoints.find_resume_point(start) if self.dist.is_chief and not new_from_load else None
         initial = self._initial_model(start) if self.dist.is_chief and point is None else None
         self.dist.meet("building the network and finding the checkpoint to resume from")
         completed = int(self._broadcast_scalar(point[1] if point else (initial[1] if initial else 0)))
@@ -337,8 +339,11 @@ class Engine(BestModel, InferenceTasks):
     def _initial_model(self, start: Optional[int]) -> Optional[Tuple[str, int, str]]:
         """(prefix, epoch it counts as, config key) of RETURNN's initial model of a training without
         own checkpoints: ``import_model_train_epoch1`` (epoch 0: training starts with epoch 1),
-        else ``load`` (its epoch: ``load_epoch`` or the number in its name)."""
-        for key in ("import_model_train_epoch1", "load"):
+        else ``load`` (its epoch: ``load_epoch`` or the number in its name). ``load`` with a
+        ``start_epoch`` (whatever its value) is RETURNN's import for a new training: epoch 0, and it
+        comes first (RETURNN's get_epoch_model gives epoch None, so its training starts with epoch 1)."""
+        keys = ("load",) if start is not None and self.config.value("load") else ("import_model_train_epoch1", "load")
+        for key in keys:
             value = self.config.value(key)
             if not value or (key == "import_model_train_epoch1" and start not in (None, 1)):
                 continue
@@ -348,8 +353,8 @@ class Engine(BestModel, InferenceTasks):
                                   "data)" % (key, prefix, prefix))
             if key == "import_model_train_epoch1":
                 epoch = 0
-            elif start is not None:  # RETURNN: load's parameters, training starts with start_epoch
-                epoch = start - 1
+            elif start is not None:  # RETURNN: load's parameters, a new training (from epoch 1)
+                epoch = 0
             else:
                 epoch = self.config.int("load_epoch") or epoch_from_filename(prefix) or stored_epoch_of(prefix)
             return prefix, epoch, key
