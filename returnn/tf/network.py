@@ -62,6 +62,14 @@ def infer_target(opts: Mapping[str, Any], default_target: str, name: str = "?") 
     return None
 
 
+# classes whose output dim RETURNN does not assert against the n_out a target gives (build_with_n_out): they
+# take n_out for themselves (merge_dims, get_last_hidden_state, rec), refuse another size themselves (choice),
+# relabel the copy's dim (CopyLayer's get_out_data_from_opts: batch_norm, cast, copy, dropout, scaled_grad) or
+# give a dummy (framewise_statistics: outputs 0 here, docs/compat.md; RETURNN's asserts, its dim being None)
+_TARGET_N_OUT_UNCHECKED = frozenset({"merge_dims", "get_last_hidden_state", "rec", "choice", "batch_norm", "cast",
+                                     "copy", "dropout", "scaled_grad", "framewise_statistics"})
+
+
 def build_with_n_out(build: Callable[[Dict[str, Any]], Layer], opts: Dict[str, Any],
                      fallback: Optional[Dict[str, Any]]) -> Layer:
     """``build(opts)``; when that fails for want of ``n_out`` and the target gives one
@@ -75,10 +83,9 @@ def build_with_n_out(build: Callable[[Dict[str, Any]], Layer], opts: Dict[str, A
             raise
         return build(dict(opts, **fallback))
     # RETURNN passes the target's dim as n_out to every layer class but linear/softmax, and its LayerBase
-    # asserts the output's dim equals it (merge_dims, get_last_hidden_state and rec keep n_out for themselves; a
-    # choice refuses scores of another size than its target itself, in search)
-    if opts.get("class") not in ("merge_dims", "get_last_hidden_state", "choice", "rec") \
-            and layer.output.dim != fallback["n_out"]:
+    # asserts the output's dim equals it; not checked here: what keeps n_out for itself, what refuses another
+    # size itself, and what RETURNN's CopyLayer family relabels (the values stay those of the copy)
+    if opts.get("class") not in _TARGET_N_OUT_UNCHECKED and layer.output.dim != fallback["n_out"]:
         raise NetworkError("%s: its target's dim %r (RETURNN's n_out from the target) does not match the output dim "
                            "%r (RETURNN asserts): set n_out or out_dim" % (layer.desc, fallback["n_out"],
                                                                           layer.output.dim))
