@@ -84,3 +84,15 @@ def test_target_dim_must_match_the_output_dim():
         _build_and_run(net)
     net["lin"]["n_out"] = 4
     _build_and_run(net)
+
+
+@pytest.mark.parametrize("net", [
+    {"output": {"class": "rnn_cell", "unit": "LSTMBlock", "n_out": 2, "from": "data", "initial_output": 1}},
+    _rec({"c": {"class": "rnn_cell", "unit": "LSTMBlock", "n_out": 2, "from": ["data:source", "prev:c"],
+                "initial_output": "zeros"}, "output": {"class": "copy", "from": "c"}}),
+])
+def test_rnn_cell_initial_output_refused(net):
+    """RETURNN's RnnCellLayer asserts initial_output is None ('set initial_state instead'); in a loop its
+    get_rec_initial_output allows 0 with a zero initial state only."""
+    with pytest.raises(NetworkError, match="'initial_output' .*on an rnn_cell is refused"):
+        _build_and_run(net)

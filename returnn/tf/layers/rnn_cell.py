@@ -127,6 +127,9 @@ class RnnCellLayer(Layer):
 
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
         super().__init__(name, opts, sources, seed)
+        if self.layer_class == "rnn_cell" and self.opt("initial_output") is not None:  # (in a loop: the rec's check)
+            raise NetworkError("%s: 'initial_output' on an rnn_cell is refused, as RETURNN asserts (set "
+                               "initial_state instead)" % self.desc)
         unit = self.opt("unit")
         if not isinstance(unit, str) or unit.lower() not in self.units:
             raise NetworkError("%s: unknown unit %r (known: %s)" % (self.desc, unit, known_list(self.units)))
