@@ -96,3 +96,18 @@ def test_rnn_cell_initial_output_refused(net):
     get_rec_initial_output allows 0 with a zero initial state only."""
     with pytest.raises(NetworkError, match="'initial_output' .*on an rnn_cell is refused"):
         _build_and_run(net)
+
+
+def test_unmask_in_loop_mask_must_be_a_layer():
+    """RETURNN's UnmaskLayer resolves 'mask' as a layer also inside a rec loop (LayerNotFound), where
+    this engine makes the unmask a copy of the value the loop kept."""
+    unit = {"mask": {"class": "compare", "kind": "greater", "value": 0.0, "from": "red"},
+            "red": {"class": "reduce", "mode": "sum", "axis": "F", "from": "data:source"},
+            "masked": {"class": "masked_computation", "mask": "mask", "from": "data:source",
+                       "unit": {"class": "linear", "activation": "tanh", "n_out": 2, "from": "data"}},
+            "unmask": {"class": "unmask", "from": "masked", "mask": "m"},
+            "output": {"class": "copy", "from": "unmask"}}
+    with pytest.raises(NetworkError, match="'unmask' \\(unmask\\): mask 'm' is no layer"):
+        _build_and_run(_rec(unit))
+    unit["unmask"]["mask"] = "mask"
+    _build_and_run(_rec(unit))

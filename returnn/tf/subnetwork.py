@@ -168,7 +168,12 @@ def expand_subnetworks(net_dict: Dict[str, Any], in_rec_unit: bool = False) -> D
             if set(from_entries(opts.get("from", "data"))) & packed_in_unit:  # picks the packed frame per step
                 out[name] = dict(opts, **{"class": "_unmask_in_unit"})
                 continue
-            # otherwise the loop already kept the last masked value
+            # otherwise the loop already kept the last masked value (RETURNN still resolves its mask as a layer:
+            # a name of the unit that is no layer fails there)
+            mask = opts.get("mask")
+            if isinstance(mask, str) and ":" not in mask and "/" not in mask and mask not in net_dict:
+                raise NetworkError("layer %r (unmask): mask %r is no layer of the rec unit (RETURNN: LayerNotFound)"
+                                   % (name, mask))
             own = {k: v for k, v in opts.items() if k not in ("class", "mask", "skip_initial")}
             out[name] = dict(own, **{"class": "copy"})
             continue
