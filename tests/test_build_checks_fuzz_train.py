@@ -111,3 +111,17 @@ def test_unmask_in_loop_mask_must_be_a_layer():
         _build_and_run(_rec(unit))
     unit["unmask"]["mask"] = "mask"
     _build_and_run(_rec(unit))
+
+
+def test_masked_computation_initial_output_in_loop_refused():
+    """RETURNN's MaskedComputationLayer.get_rec_initial_output asserts initial_output is None ('should be
+    configured via the unit')."""
+    unit = {"red": {"class": "reduce", "mode": "sum", "axis": "F", "from": "data:source"},
+            "mask": {"class": "compare", "kind": "greater", "value": 0.0, "from": "red"},
+            "masked": {"class": "masked_computation", "mask": "mask", "from": "data:source", "initial_output": "zeros",
+                       "unit": {"class": "linear", "activation": "tanh", "n_out": 2, "from": "data"}},
+            "output": {"class": "copy", "from": "masked"}}
+    with pytest.raises(NetworkError, match="'masked' \\(masked_computation\\): 'initial_output' is refused"):
+        _build_and_run(_rec(unit))
+    del unit["masked"]["initial_output"]
+    _build_and_run(_rec(unit))

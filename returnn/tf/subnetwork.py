@@ -249,6 +249,9 @@ def _expand_masked(name: str, opts: Dict[str, Any], in_rec_unit: bool) -> Dict[s
     if not isinstance(unit, dict) or "class" not in unit:
         raise NetworkError("%s: 'unit' must be a layer dict with 'class', got %r" % (where, unit))
     refuse_load_on_init(unit, where)
+    if in_rec_unit and opts.get("masked_from") is None and opts.get("initial_output") is not None:
+        raise NetworkError("%s: 'initial_output' is refused in a rec loop, as RETURNN asserts (its initial output "
+                           "is configured via the unit)" % where)
     sources = [e for e in _source_list(name, opts.get("from", opts.get("sources", []))) if e != "none"]
     masked_from = opts.get("masked_from")
     out: Dict[str, Any] = {}
