@@ -10,7 +10,7 @@ import tensorflow as tf
 from helpers import outputs
 from returnn.config import Config, get_global_config, set_global_config
 from returnn.errors import NetworkError
-from returnn.tensor import Data
+from returnn.tensor import Data, Dim
 from returnn.tf.layers import RunContext
 from returnn.tf.network import TFNetwork
 
@@ -125,3 +125,15 @@ def test_masked_computation_initial_output_in_loop_refused():
         _build_and_run(_rec(unit))
     del unit["masked"]["initial_output"]
     _build_and_run(_rec(unit))
+
+
+def test_out_shape_of_a_layer_moved_out_of_the_loop():
+    """RETURNN's LayerBase.transform_config_dict: a rec sub-layer moved out of its loop may have the loop's
+    time axis (and the batch axis) beyond its out_shape (OptionalDim): the step index ':i' copied with
+    out_shape {} (a scalar per step) builds there (AGREE in returnn_fuzz --kind mutate seed 30)."""
+    out = _build_and_run({"output": {"class": "rec", "from": "data", "unit": {
+        "output": {"class": "copy", "from": ":i", "out_shape": {}}}}})
+    np.testing.assert_array_equal(np.asarray(out["output"].tensor)[:4], [0, 1, 2, 3])
+    with pytest.raises(NetworkError, match="does not have the dims of 'out_shape'"):  # a missing dim still is one
+        _build_and_run({"output": {"class": "rec", "from": "data", "unit": {
+            "output": {"class": "copy", "from": ":i", "out_shape": {Dim(5, description="five")}}}}})

@@ -412,7 +412,11 @@ class Layer(tf.Module):
                                "are not supported), got %r" % (self.desc, out_shape))
         dims = list(self.output.dims)
         missing = [d for d in out_shape if not any(d == o for o in dims)]
-        extra = [o for o in dims if not any(d == o for d in out_shape)]
+        # RETURNN (LayerBase.transform_config_dict): a rec sub-layer moved out of the loop may have the loop's
+        # time axis and the batch axis of its lengths too (OptionalDim)
+        from returnn.tf.layers.helpers import moved_out_loop_dims
+        optional = moved_out_loop_dims()
+        extra = [o for o in dims if not any(d == o for d in out_shape) and not any(o == d for d in optional)]
         if missing or extra:
             raise NetworkError("%s: the output %s does not have the dims of 'out_shape' (missing %s, not in it %s)"
                                % (self.desc, self.output.short_repr(), missing, extra))

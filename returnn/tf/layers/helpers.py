@@ -218,6 +218,13 @@ def loop_axis(dim: Dim) -> Iterator[None]:
         _LOOP_AXES.pop()
 
 
+def moved_out_loop_dims() -> List[Dim]:
+    """While a rec unit builds a sub-layer moved out of its loop (:func:`loop_axis`): the loop's time
+    axis and the batch axis (of its lengths); elsewhere none."""
+    from returnn.tensor import batch_dim
+    return [_LOOP_AXES[-1], batch_dim] if _LOOP_AXES else []
+
+
 def shifted_dim(old: Dim, delta: int, description: str) -> Dim:
     """The dynamic axis whose sizes are ``old``'s plus ``delta`` (a valid convolution, a slice by
     fixed amounts, a padding). As RETURNN's dim math makes ``T - 2 - 2`` and ``T - 4`` one dim,
