@@ -44,6 +44,8 @@ def _rec(unit):
      "'output' \\(compare\\): sources of different dtypes"),
     ({"output": {"class": "compare", "kind": "less", "value": 0.5, "from": "data:classes"}},
      "'output' \\(compare\\): value 0.5 with a int32 source"),
+    # NormLayer: 'axis' is an alias of 'axes'; both given: an assertion
+    ({"output": {"class": "norm", "axis": "T", "axes": "F", "from": "data"}}, "'output' \\(norm\\): give 'axes' or 'axis'"),
     # a rec sub-layer's target: RETURNN's rec sub-network looks it up in the data (DataNotFound)
     (_rec({"c": {"class": "rnn_cell", "unit": "BasicRNN", "n_out": 2, "from": "data:source", "target": "foo"},
            "output": {"class": "copy", "from": "c"}}), "'output/c': target 'foo' is not a data key"),

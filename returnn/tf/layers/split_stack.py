@@ -160,6 +160,8 @@ class NormLayer(Layer):
         check_dense(self, sources)
         check_sources(self, sources, 1, 1)
         data = sources[0]
+        if "axes" in opts and "axis" in opts:  # RETURNN's NormLayer asserts axes is not given with axis
+            raise NetworkError("%s: give 'axes' or 'axis', not both (RETURNN asserts)" % self.desc)
         axes = opts.get("axes", opts.get("axis"))
         if axes is None:
             raise NetworkError("%s: needs 'axes'" % self.desc)
