@@ -137,6 +137,7 @@ task = "forward"
 eval = {"class": "Task12AXDataset", "num_seqs": 3000, "fixed_random_seed": 1}
 extern_data = {"data": {"dim": 9}, "classes": {"dim": 2, "sparse": True}}  # RETURNN's 12AX: one-hot data
 max_seqs = 2
+forward_batch_size = 1000
 network = {"l": {"class": "rec", "unit": "lstm", "n_out": 32, "from": "data"},
            "output": {"class": "softmax", "from": "l", "n_out": 2, "is_output_layer": True}}
 allow_random_model_init = True

@@ -140,7 +140,8 @@ def test_eval_task_reproduces_dev_scores(demo):
 def test_forward_task_writes_hdf(demo, tmp_path):
     d = demo["dir"]
     out_file = tmp_path / "fwd.hdf"
-    proc = run_rnn([DEMO, "++task", "forward", "++load_epoch", str(DEMO_EPOCHS), "++model", d / "model",
+    proc = run_rnn([DEMO, "++task", "forward", "++forward_batch_size", "5000", "++load_epoch", str(DEMO_EPOCHS),
+                    "++model", d / "model",
                     "++learning_rate_file", d / "newbob.data", "++output_file", out_file])
     assert proc.returncode == 0, describe(proc)
     ds = Task12AXDataset(num_seqs=100, fixed_random_seed=1)
@@ -214,8 +215,8 @@ def test_hms_format(seconds, text):
 def test_forward_creates_output_directory(demo, tmp_path):
     d = demo["dir"]
     target = tmp_path / "no" / "such" / "x.hdf"
-    proc = run_rnn([DEMO, "++task", "forward", "++load_epoch", "1", "++model", d / "model",
-                    "++learning_rate_file", d / "newbob.data", "++output_file", target])
+    proc = run_rnn([DEMO, "++task", "forward", "++forward_batch_size", "5000", "++load_epoch", "1",
+                    "++model", d / "model", "++learning_rate_file", d / "newbob.data", "++output_file", target])
     assert proc.returncode == 0, describe(proc)
     with h5py.File(target, "r") as f:
         assert len(f["seqTags"]) == 100
@@ -237,7 +238,8 @@ def test_batching_sets_train_seq_ordering(tmp_path):
 def test_forward_without_checkpoint_needs_allow_random_model_init(tmp_path):
     """RETURNN's demo-fwd: forward with a fresh network only when allow_random_model_init says so."""
     target = tmp_path / "fwd.hdf"
-    args = [DEMO, "++task", "forward", "++model", tmp_path / "none" / "model", "++output_file", target]
+    args = [DEMO, "++task", "forward", "++forward_batch_size", "5000", "++model", tmp_path / "none" / "model",
+            "++output_file", target]
     proc = run_rnn(args)
     assert_one_line_error(proc, "no complete checkpoint found for model %s" % (tmp_path / "none" / "model"))
     proc = run_rnn(args + ["++allow_random_model_init", "1"])

@@ -190,6 +190,7 @@ num_outputs = 2
 network = {"output": {"class": "softmax", "from": "data", "n_out": 2, "is_output_layer": True}}
 allow_random_model_init = True
 batch_size = 5000
+forward_batch_size = 5000
 '''
 
 

@@ -152,7 +152,7 @@ def test_alignments_dumped_to_hdf_in_forward_and_eval(tmp_path):
         target = tmp_path / "dumps" / "align-dev.hdf"
         if target.exists():
             target.unlink()
-        proc = run_rnn(train_args(config, tmp_path, "++task", task, "++load_epoch", "1"))
+        proc = run_rnn(train_args(config, tmp_path, "++task", task, "++load_epoch", "1", "++forward_batch_size", "200"))
         assert proc.returncode == 0, describe(proc)
         assert "dumped dump of dev to" in proc.stdout + proc.stderr
         with h5py.File(target, "r") as f:

@@ -25,6 +25,7 @@ num_outputs = {"classes": [4, 1]}
 network = {"output": {"class": "softmax", "from": "data", "n_out": 4, "is_output_layer": True}%(dump)s}
 allow_random_model_init = True
 model = %(model)r
+forward_batch_size = 1000
 '''
 
 
@@ -173,6 +174,16 @@ def test_hdf_dump_layer_over_the_input_and_over_output_file_are_refused(setup):
                                  "dump": dump % str(out)})
     proc = run_rnn([config, "++output_file", out])
     assert_one_line_error(proc, "config key 'output_file' and layer 'dump' (hdf_dump) name the same file %s" % out)
+    _untouched(setup)
+
+
+def test_forward_without_forward_batch_size_is_refused_as_in_returnn(setup):
+    """RETURNN's TF task forward raises 'forward_batch_size not set' (it never falls back to batch_size or
+    eval_batch_size): one line here, nothing written."""
+    out = setup["dir"] / "out.hdf"
+    proc = run_rnn([setup["config"], "++output_file", out, "++forward_batch_size", "0", "++eval_batch_size", "7"])
+    assert_one_line_error(proc, "task 'forward' needs forward_batch_size")
+    assert not out.exists()
     _untouched(setup)
 
 

@@ -414,6 +414,7 @@ num_inputs = %(dim)i
 num_outputs = {"classes": [%(classes)i, 1]}
 network = {"output": {"class": "softmax", "from": "data", "n_out": %(classes)i, "is_output_layer": True}}
 allow_random_model_init = True
+forward_batch_size = 1000
 '''
 
 

@@ -50,7 +50,8 @@ _batch = partial(declare, group="batching")
 _batch("batch_size", "int|dict", 1000, "Frames per batch (padded max length x sequences); RETURNN's {data key: frames} "
        "(or NumbersDict) limits those keys; > 0, as RETURNN requires.", minimum=1)
 _batch("max_seqs", "int", -1, "Sequences per batch at most; -1: no limit (0 is refused, as RETURNN asserts).")
-_batch("forward_batch_size", "int|dict", 0, "Frames per batch in task forward; 0: batch_size.", minimum=0)
+_batch("forward_batch_size", "int|dict", 0, "Frames per batch in task forward, which refuses 0 (unset) as RETURNN's "
+       "('forward_batch_size not set'); hdf_dump layers in task eval: 0 means batch_size.", minimum=0)
 _batch("chunking", "str|int|dict|list|callable", None, "Cut sequences into chunks: 'size:step', size, (size, step), "
        "per-key ({key: size}, {key: step}) (keys at other frame rates), or a chunking function (RETURNN's forms).")
 _batch("min_chunk_size", "int|dict", 0, "Chunking: a chunk starts only where more than this many frames are left "

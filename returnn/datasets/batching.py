@@ -322,7 +322,7 @@ class BatchOptions:
     # RETURNN packs frames when no layer mixes frames (its "non-recurrent" network); the engine
     # sets this for its network (fit_network). Forwarding always keeps whole sequences.
     pack_frames: bool = False
-    forward_batch_size: int = 0  # 0: batch_size
+    forward_batch_size: int = 0  # 0: batch_size (task forward refuses 0, as RETURNN)
     min_chunk_size: Any = 0  # see chunk_ranges()
     chunking_variance: Any = 0.0
     eval_chunking: Any = None  # of dev/eval datasets whose dict sets none (see eval_chunking())

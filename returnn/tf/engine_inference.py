@@ -144,6 +144,9 @@ class InferenceTasks:
         if not self.dist.is_chief:
             return
         check_run_outputs(self.config, "forward", self.datasets.values(), self.network, [dataset.name], epoch)
+        if not self.batching.forward_batch_size:  # RETURNN's TF task forward fails so too (after loading)
+            raise ConfigError("task 'forward' needs forward_batch_size (frames per batch; RETURNN: 'forward_batch_size "
+                              "not set')")
         self._dump(dataset, epoch)
         if not output_file:
             return
