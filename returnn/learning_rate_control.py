@@ -43,7 +43,7 @@ class LearningRateControl:
     """Chooses each epoch's learning rate from the scores of earlier epochs."""
 
     def __init__(self, kind: str = "constant", default_learning_rate: float = 1.0,
-                 learning_rates: Optional[List[float]] = None, filename: Optional[str] = None,
+                 learning_rates: Union[None, List[float], Dict[int, float]] = None, filename: Optional[str] = None,
                  min_learning_rate: float = 0.0, decay: Any = 0.5, relative_error_threshold: float = -0.01,
                  error_threshold: float = -0.01, multi_num_epochs: int = 5, multi_update_interval: Optional[int] = None,
                  error_measure: Union[None, str, List[str]] = None, relative_error_div_by_old: bool = False,
@@ -53,7 +53,12 @@ class LearningRateControl:
             raise ConfigError("config key 'learning_rate_control': unknown %r (known: %s)" % (kind, ", ".join(KNOWN_CONTROLS)))
         self.kind = kind
         self.default_learning_rate = float(default_learning_rate)
-        self.learning_rates = [float(v) for v in (learning_rates or [])]
+        # RETURNN's learning_rates: a list (epochs 1, 2, ...) or {epoch: rate}; a listed epoch takes its rate
+        # unless the learning-rate file has one for it
+        if isinstance(learning_rates, dict):
+            self.learning_rates = {int(e): float(v) for e, v in learning_rates.items()}
+        else:
+            self.learning_rates = {i: float(v) for i, v in enumerate(learning_rates or [], 1)}
         self.filename = filename
         self.min_learning_rate = float(min_learning_rate)
         # a factor, or RETURNN's function lr -> new lr
@@ -118,16 +123,16 @@ class LearningRateControl:
         return self.epochs[epoch].learning_rate
 
     def _calc_learning_rate(self, epoch: int) -> float:
-        if self.learning_rates and epoch <= len(self.learning_rates):
-            return self.learning_rates[epoch - 1]
+        if epoch in self.learning_rates:
+            return self.learning_rates[epoch]
         held = self._held_learning_rate(epoch)
         if held is not None:
             return held
         if epoch <= 1:
             return self.default_learning_rate
         last_lr = self.get_learning_rate_for_epoch(epoch - 1) if epoch - 1 >= 1 else self.default_learning_rate
-        if self.kind == "constant":
-            return last_lr if self.learning_rates else self.default_learning_rate
+        if self.kind == "constant":  # RETURNN: the rate of the epoch before (a listed or #config one stays)
+            return last_lr
         decision = self._decision(epoch)
         if decision == "decay":
             new_lr = self.decay(last_lr) if callable(self.decay) else last_lr * self.decay

@@ -147,6 +147,21 @@ def test_learning_rates_list_then_control():
     assert drive(newbob, [3.0, 2.0, 1.0, 1.0, 0.5]) == pytest.approx([0.1, 0.2, 0.4, 0.4, 0.2, 0.2])
 
 
+def test_learning_rates_dict_and_the_constant_rate_of_the_epoch_before(tmp_path):
+    """RETURNN's learning_rates as {epoch: rate}: listed epochs take theirs, the others the control's
+    (constant: the rate of the epoch before); a learning-rate file's rates stay (a resumed run whose
+    config changed learning_rate keeps the file's last rate, as RETURNN's constant control does)."""
+    control = LearningRateControl("constant", default_learning_rate=1.0, learning_rates={1: 0.02, 3: 0.005})
+    assert drive(control, [1.0] * 4) == pytest.approx([0.02, 0.02, 0.005, 0.005, 0.005])
+    newbob = LearningRateControl("newbob", default_learning_rate=1.0, learning_rates={2: 0.5}, decay=0.5)
+    assert drive(newbob, [3.0, 3.0, 3.0]) == pytest.approx([1.0, 0.5, 0.25, 0.125])
+    path = tmp_path / "lr.txt"
+    path.write_text("{1: EpochData(learningRate=0.5, error={'dev_score': 1.0}),\n"
+                    " 2: EpochData(learningRate=0.5, error={'dev_score': 0.9})}\n")
+    resumed = LearningRateControl("constant", default_learning_rate=0.1, filename=str(path))
+    assert resumed.get_learning_rate_for_epoch(3) == 0.5
+
+
 def test_constant():
     control = LearningRateControl("constant", default_learning_rate=0.003)
     assert drive(control, [3.0, 4.0, 5.0, 6.0]) == [0.003] * 5
@@ -165,7 +180,7 @@ def test_from_config_option_names(tmp_path):
     c = LearningRateControl.from_config(config)
     assert (c.kind, c.default_learning_rate, c.min_learning_rate, c.decay, c.error_threshold) == \
         ("newbob_abs", 0.5, 0.01, 0.3, 0.2)
-    assert c.learning_rates == [0.1] and c.error_measure == "dev_error" and c.filename == str(tmp_path / "lr.data")
+    assert c.learning_rates == {1: 0.1} and c.error_measure == "dev_error" and c.filename == str(tmp_path / "lr.data")
 
 
 # ---------------------------------------------------------------- the file
