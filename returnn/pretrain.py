@@ -210,6 +210,12 @@ class Pretrain:
         for name in sorted(self.original):
             if name not in net and self._is_output(self.original, name):
                 net[name] = copy.deepcopy(self.original[name])
+        for name in sorted(net):  # RETURNN iterates a string 'from' by character here: KeyError (e.g. 'd')
+            src = net[name].get("from")
+            if isinstance(src, str) and len(src) > 1:
+                raise ConfigError("pretrain: layer %r has \"from\": %r, a string: RETURNN's pretrain construction "
+                                  "(from_input) needs a list (it iterates the string by character and fails); write "
+                                  "\"from\": [%r]" % (name, src, src))
         missing = {s for layer in net.values() for s in layer_from(layer)} - set(net) - set(self.input_layers)
         if not missing:
             return None  # this is the full topology

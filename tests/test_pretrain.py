@@ -181,3 +181,14 @@ def test_from_output_needs_listed_sources_as_returnn(output_from, hidden_from):
     with pytest.raises(ConfigError, match="pretrain: (output )?layer %r has" % bad):
         pretrain_of(net)
     assert pretrain_of(NET).get_train_num_epochs() == 2  # lists: fine
+
+
+def test_from_input_needs_listed_sources_as_returnn():
+    """RETURNN's from_input construction also iterates each kept layer's ``from``: a string (e.g.
+    "data") fails there with KeyError 'd' (RETURNN 1.20261022, returnn_fuzz_engine seed 5). Here: one
+    line naming the layer; lists build the steps as before."""
+    net = copy.deepcopy(NET)
+    net["hidden_0"]["from"] = "data"
+    with pytest.raises(ConfigError, match="pretrain: layer 'hidden_0' has \"from\": 'data', a string.*from_input"):
+        pretrain_of(net, {"construction_algo": "from_input"})
+    assert pretrain_of(NET, {"construction_algo": "from_input"}).get_train_num_epochs() >= 2
