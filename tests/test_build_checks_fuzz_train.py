@@ -44,6 +44,12 @@ def _rec(unit):
      "'output' \\(compare\\): sources of different dtypes"),
     ({"output": {"class": "compare", "kind": "less", "value": 0.5, "from": "data:classes"}},
      "'output' \\(compare\\): value 0.5 with a int32 source"),
+    # EvalLayer: RETURNN's raw_tensor setter, a result of another size on a static axis ('Mismatching shape');
+    # broadcast to the template here before
+    ({"output": {"class": "eval", "from": "data", "eval": "tf.reduce_sum(source(0), axis=-1, keepdims=True)"}},
+     "'output' \\(eval\\): eval returned shape .* has size 3 at axis 2"),
+    ({"output": {"class": "eval", "from": "data", "eval": "source(0)[:, :, :1]"}},
+     "'output' \\(eval\\): eval returned"),
     # NormLayer: 'axis' is an alias of 'axes'; both given: an assertion
     ({"output": {"class": "norm", "axis": "T", "axes": "F", "from": "data"}}, "'output' \\(norm\\): give 'axes' or 'axis'"),
     # a rec sub-layer's target: RETURNN's rec sub-network looks it up in the data (DataNotFound)

@@ -401,6 +401,13 @@ class EvalLayer(Layer):
         if result.shape.rank is not None and result.shape.rank != want:
             raise NetworkError("%s: eval returned a tensor of rank %i, the output %s has rank %i (set 'out_type')"
                                % (self.desc, result.shape.rank, self.output.short_repr(), want))
+        if result.shape.rank is not None:  # RETURNN's raw_tensor setter: a static axis must have its size
+            for pos, (dim, size) in enumerate(zip(self.output.dims, result.shape.as_list())):
+                if size is not None and not dim.is_batch_dim() and dim.dimension is not None and size != dim.dimension:
+                    raise NetworkError("%s: eval returned shape %s, the output %s has size %i at axis %i (RETURNN: "
+                                       "'Mismatching shape'; set 'out_type')" % (
+                                           self.desc, result.shape.as_list(), self.output.short_repr(),
+                                           dim.dimension, pos))
         if self.same_layout and sources:
             result = _broadcast_to_layout(result, sources, self.maps)
         if result.dtype.name != self.output.dtype:
