@@ -50,6 +50,9 @@ def _rec(unit):
      "'output' \\(eval\\): eval returned shape .* has size 3 at axis 2"),
     ({"output": {"class": "eval", "from": "data", "eval": "source(0)[:, :, :1]"}},
      "'output' \\(eval\\): eval returned"),
+    # SeqLenMaskLayer (RETURNN's _get_mask via get_sequence_mask): 'use_time_mask True, dyn time axis expected'
+    ({"output": {"class": "seq_len_mask", "mask_value": -1.0, "axis": "F", "from": "data"}},
+     "'output' \\(seq_len_mask\\): 'axis' 'F' is the static axis"),
     # NormLayer: 'axis' is an alias of 'axes'; both given: an assertion
     ({"output": {"class": "norm", "axis": "T", "axes": "F", "from": "data"}}, "'output' \\(norm\\): give 'axes' or 'axis'"),
     # a rec sub-layer's target: RETURNN's rec sub-network looks it up in the data (DataNotFound)

@@ -147,6 +147,9 @@ class SeqLenMaskLayer(Layer):
                                "the two dtypes): give an int" % (self.desc, self.opt("mask_value"),
                                                                  own[0].short_repr(), own[0].dtype))
         self.ax = self.axis(own[0], self.opt("axis"), "axis")
+        if not own[0].dims[self.ax].is_dynamic():  # RETURNN's get_sequence_mask... asserts a dynamic axis
+            raise NetworkError("%s: 'axis' %r is the static axis %s; RETURNN masks a dynamic axis only"
+                               % (self.desc, self.opt("axis"), own[0].dims[self.ax]))
         if self.opt("window_start") is not None and self.opt("window_size") is None:
             raise NetworkError("%s: 'window_start' needs 'window_size'" % self.desc)
         self.output = own[0].copy(name)
