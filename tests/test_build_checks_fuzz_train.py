@@ -148,3 +148,7 @@ def test_out_shape_of_a_layer_moved_out_of_the_loop():
     with pytest.raises(NetworkError, match="does not have the dims of 'out_shape'"):  # a missing dim still is one
         _build_and_run({"output": {"class": "rec", "from": "data", "unit": {
             "output": {"class": "copy", "from": ":i", "out_shape": {Dim(5, description="five")}}}}})
+    with pytest.raises(NetworkError, match="does not have the dims of 'out_shape'"):  # the batch axis is no option
+        _build_and_run({"output": {"class": "rec", "from": "data", "unit": {
+            "red": {"class": "reduce", "mode": "argmax", "axis": "F", "from": "data:source", "out_shape": {}},
+            "output": {"class": "copy", "from": "red"}}}})

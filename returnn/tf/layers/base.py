@@ -413,7 +413,7 @@ class Layer(tf.Module):
         dims = list(self.output.dims)
         missing = [d for d in out_shape if not any(d == o for o in dims)]
         # RETURNN (LayerBase.transform_config_dict): a rec sub-layer moved out of the loop may have the loop's
-        # time axis and the batch axis of its lengths too (OptionalDim)
+        # time axis too (an OptionalDim; RETURNN checks its template in the loop first, where it has not)
         from returnn.tf.layers.helpers import moved_out_loop_dims
         optional = moved_out_loop_dims()
         extra = [o for o in dims if not any(d == o for d in out_shape) and not any(o == d for d in optional)]

@@ -220,9 +220,8 @@ def loop_axis(dim: Dim) -> Iterator[None]:
 
 def moved_out_loop_dims() -> List[Dim]:
     """While a rec unit builds a sub-layer moved out of its loop (:func:`loop_axis`): the loop's time
-    axis and the batch axis (of its lengths); elsewhere none."""
-    from returnn.tensor import batch_dim
-    return [_LOOP_AXES[-1], batch_dim] if _LOOP_AXES else []
+    axis; elsewhere none."""
+    return [_LOOP_AXES[-1]] if _LOOP_AXES else []
 
 
 def shifted_dim(old: Dim, delta: int, description: str) -> Dim:
