@@ -158,22 +158,14 @@ def _mentions_hdf(config: Config) -> bool:
     return any(walk(config.typed_value(key)) for key in DATASET_KEYS)
 
 
-def _has_hdf_dump(config: Config) -> bool:
-    """Whether the config's network (a dict, or made per epoch) may write hdf_dump files."""
-    net = config.typed_value("network")
-    if not isinstance(net, dict):
-        return callable(config.typed_value("get_network")) or bool(config.typed_value("pretrain"))
-    return any(isinstance(o, dict) and o.get("class") == "hdf_dump" for o in net.values())
-
-
 def run(config: Config, state: Optional[RunState] = None) -> int:
     """Runs the configured task; returns the exit code."""
     state = state if state is not None else RunState()
     task = config.value("task")
     if task not in KNOWN_TASKS:
         raise ConfigError("unknown task %r (known: %s)" % (task, ", ".join(KNOWN_TASKS)))
-    if task == "forward" and not config.value("output_file") and not _has_hdf_dump(config):
-        raise ConfigError("task 'forward' needs 'output_file' (the HDF file to write)")
+    if task == "forward" and not config.typed_value("eval"):  # RETURNN's TF forward: "no eval data provided"
+        raise ConfigError("task 'forward' needs an 'eval' dataset (RETURNN forwards it alone: 'no eval data provided')")
     from returnn.config_keys.values import check_values
     check_values(config.typed_dict, config.cmdline_keys)  # types and ranges of declared keys: one line naming the key
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")

@@ -204,8 +204,10 @@ def test_rnn_py_is_executable():
     assert (REPO / "rnn.py").read_text().startswith("#!/usr/bin/env python3")
 
 
-def test_forward_override_hdf_output_is_accepted_without_effect():
-    """RETURNN's forward_override_hdf_output (set by the internal-LM configs of returnn-experiments):
-    the forward task here replaces an existing output_file anyway (tests/test_output_files.py)."""
-    assert "forward_override_hdf_output" in config_keys.RETURNN_IGNORED
-    assert "forward_override_hdf_output" not in config_keys.RETURNN_UNSUPPORTED
+def test_forward_override_hdf_output_is_read():
+    """RETURNN's forward_override_hdf_output (set by the internal-LM configs of returnn-experiments): the
+    forward task replaces an existing output_file only with it, else stops, as RETURNN
+    (tests/test_output_files.py); forward_output_layer and eval_output_file are read too."""
+    for key in ("forward_override_hdf_output", "forward_output_layer", "eval_output_file"):
+        assert key in config_keys.KEYS
+        assert key not in config_keys.RETURNN_IGNORED and key not in config_keys.RETURNN_UNSUPPORTED

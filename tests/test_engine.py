@@ -13,6 +13,8 @@ from helpers import REPO, TINY_12AX, assert_one_line_error, describe, lines_matc
 from returnn.datasets.generating import Task12AXDataset
 
 DEMO = REPO / "demos" / "demo-tf-lstm.12ax.config"
+# RETURNN's TF task forward forwards the 'eval' dataset (the demo has none): the demo's dev set
+DEMO_EVAL = '{"class": "Task12AXDataset", "num_seqs": 100, "fixed_random_seed": 1}'
 DEMO_EPOCHS = 3
 HMS = r"(\d+):(\d\d):(\d\d)"
 NUM = r"([-+0-9.eE]+|nan|inf)"
@@ -140,7 +142,7 @@ def test_eval_task_reproduces_dev_scores(demo):
 def test_forward_task_writes_hdf(demo, tmp_path):
     d = demo["dir"]
     out_file = tmp_path / "fwd.hdf"
-    proc = run_rnn([DEMO, "++task", "forward", "++forward_batch_size", "5000", "++load_epoch", str(DEMO_EPOCHS),
+    proc = run_rnn([DEMO, "++task", "forward", "++eval", DEMO_EVAL, "++forward_batch_size", "5000", "++load_epoch", str(DEMO_EPOCHS),
                     "++model", d / "model",
                     "++learning_rate_file", d / "newbob.data", "++output_file", out_file])
     assert proc.returncode == 0, describe(proc)
@@ -215,7 +217,7 @@ def test_hms_format(seconds, text):
 def test_forward_creates_output_directory(demo, tmp_path):
     d = demo["dir"]
     target = tmp_path / "no" / "such" / "x.hdf"
-    proc = run_rnn([DEMO, "++task", "forward", "++forward_batch_size", "5000", "++load_epoch", "1",
+    proc = run_rnn([DEMO, "++task", "forward", "++eval", DEMO_EVAL, "++forward_batch_size", "5000", "++load_epoch", "1",
                     "++model", d / "model", "++learning_rate_file", d / "newbob.data", "++output_file", target])
     assert proc.returncode == 0, describe(proc)
     with h5py.File(target, "r") as f:
@@ -238,7 +240,7 @@ def test_batching_sets_train_seq_ordering(tmp_path):
 def test_forward_without_checkpoint_needs_allow_random_model_init(tmp_path):
     """RETURNN's demo-fwd: forward with a fresh network only when allow_random_model_init says so."""
     target = tmp_path / "fwd.hdf"
-    args = [DEMO, "++task", "forward", "++forward_batch_size", "5000", "++model", tmp_path / "none" / "model",
+    args = [DEMO, "++task", "forward", "++eval", DEMO_EVAL, "++forward_batch_size", "5000", "++model", tmp_path / "none" / "model",
             "++output_file", target]
     proc = run_rnn(args)
     assert_one_line_error(proc, "no complete checkpoint found for model %s" % (tmp_path / "none" / "model"))

@@ -40,11 +40,14 @@ def test_hdf_dump_chooses_the_dataset_of_a_config(tmp_path):
     assert proc.stdout.startswith("dataset dev, epoch 1: sequences 0..2 of 3\n"), proc.stdout
 
 
-def test_forward_without_output_file_fails_before_loading(tmp_path):
+def test_forward_without_eval_data_fails_before_loading(tmp_path):
+    """RETURNN's TF task forward forwards the 'eval' dataset alone ('no eval data provided'); without
+    output_file it writes dump-fwd-epoch-N.hdf."""
     cfg = write_config(tmp_path / "c.config", CONFIG + "task = 'forward'\nmodel = %r\n" % str(tmp_path / "nothing"))
     proc = run_rnn([cfg])
     assert proc.returncode == 2, describe(proc)
-    assert proc.stderr.strip() == "ERROR: task 'forward' needs 'output_file' (the HDF file to write)"
+    assert proc.stderr.strip() == ("ERROR: task 'forward' needs an 'eval' dataset (RETURNN forwards it alone: "
+                                   "'no eval data provided')")
 
 
 def test_rec_sub_network_unit_error_shows_the_users_dict():

@@ -149,7 +149,7 @@ def test_rnn_py_reruns_under_the_venv(tmp_path):
     proc = subprocess.run([python, str(REPO / "rnn.py"), str(cfg)], cwd=str(tmp_path), env=env,
                           capture_output=True, text=True, timeout=300)
     assert "PREFIX %s" % (REPO / ".venv") in proc.stdout, proc.stderr
-    assert proc.returncode == 2 and "needs 'output_file'" in proc.stderr
+    assert proc.returncode == 2 and "needs an 'eval' dataset" in proc.stderr
     # without a venv to go to: one line saying what to do
     proc = subprocess.run([python, str(REPO / "tools" / "inspect-checkpoint.py"), "x"], cwd=str(tmp_path),
                           env=dict(env, RETURNN_VENV_REEXEC="1"), capture_output=True, text=True, timeout=60)

@@ -148,13 +148,19 @@ def test_alignments_dumped_to_hdf_in_forward_and_eval(tmp_path):
                                        max_input_seq_len=12, fixed_random_seed=1)
     dev.init_seq_order(1)
     by_tag = {dev.get_tag(i): (dev.get_data(i, "data"), dev.get_data(i, "classes")) for i in range(dev.num_seqs)}
+    DEV = {"class": "TaskNumberBaseConvertDataset", "input_base": 2, "output_base": 8, "num_seqs": 12,  # noqa: N806
+           "min_input_seq_len": 6, "max_input_seq_len": 12, "fixed_random_seed": 1}
     for task in ("forward", "eval"):
-        target = tmp_path / "dumps" / "align-dev.hdf"
+        # RETURNN's task forward runs the 'eval' dataset (here the dev set's dict again), eval the dev set
+        name = "eval" if task == "forward" else "dev"
+        target = tmp_path / "dumps" / ("align-%s.hdf" % name)
         if target.exists():
             target.unlink()
-        proc = run_rnn(train_args(config, tmp_path, "++task", task, "++load_epoch", "1", "++forward_batch_size", "200"))
+        extra = ["++eval", repr(DEV), "++output_file", str(tmp_path / "fwd.hdf")] if task == "forward" else []
+        proc = run_rnn(train_args(config, tmp_path, "++task", task, "++load_epoch", "1", "++forward_batch_size", "200",
+                                  *extra))
         assert proc.returncode == 0, describe(proc)
-        assert "dumped dump of dev to" in proc.stdout + proc.stderr
+        assert "dumped dump of %s to" % name in proc.stdout + proc.stderr
         with h5py.File(target, "r") as f:
             inputs = f["inputs"][...]
             lens = f["seqLengths"][...]

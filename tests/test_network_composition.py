@@ -30,7 +30,8 @@ def test_conv2d_network_trains_and_forwards(tmp_path):
     scores = [float(m) for m in re.findall(r"epoch \d+ score: ([0-9.]+)", proc.stdout + proc.stderr)]
     assert len(scores) == 2 and all(np.isfinite(scores)), describe(proc)
     out_file = tmp_path / "fwd.hdf"
-    proc = run_rnn(train_args(config, tmp_path, "++task", "forward", "++forward_batch_size", "400", "++output_file",
+    proc = run_rnn(train_args(config, tmp_path, "++task", "forward", "++forward_batch_size", "400",
+                              "++eval", '{"class": "Task12AXDataset", "num_seqs": 10, "fixed_random_seed": 1}', "++output_file",
                               str(out_file)))
     assert proc.returncode == 0, describe(proc)
     with h5py.File(out_file, "r") as f:

@@ -193,7 +193,11 @@ def test_forward_still_writes_a_new_output(setup):
     assert proc.returncode == 0, describe(proc)
     with h5py.File(out, "r") as f:
         assert len(f["seqTags"]) == 6
-    proc = run_rnn([setup["config"], "++output_file", out])  # an existing output (not an input) is replaced
+    # an existing output file stops the task, as RETURNN's forward_to_hdf asserts (nothing written)...
+    proc = run_rnn([setup["config"], "++output_file", out])
+    assert_one_line_error(proc, "config key 'output_file': %s exists; set forward_override_hdf_output = True" % out)
+    # ... unless forward_override_hdf_output (RETURNN deletes it first)
+    proc = run_rnn([setup["config"], "++output_file", out, "++forward_override_hdf_output", "True"])
     assert proc.returncode == 0, describe(proc)
 
 
@@ -255,7 +259,8 @@ search_output_file_format = "py"
 def test_search_output_over_the_config_is_refused(tmp_path):
     config = write_config(tmp_path / "s.config", SEARCH)
     before = digest(config)
-    proc = run_rnn([config, "++task", "search", "++model", tmp_path / "model", "++search_output_file", config])
+    proc = run_rnn([config, "++task", "search", "++model", tmp_path / "model", "++search_output_file", config,
+                    "++search_data", "dev"])
     assert_one_line_error(proc, "config key 'search_output_file' names %s, which is the config file" % config)
     assert digest(config) == before
 

@@ -99,12 +99,14 @@ def test_search_task_end_to_end(tmp_path, fmt):
     writes one hypothesis per dev sequence and prints the edit distance to the targets."""
     import ast
     from helpers import describe, run_rnn, train_args, write_config
-    cfg = write_config(tmp_path / "encdec.config", ENC_DEC)
+    cfg = write_config(tmp_path / "encdec.config", ENC_DEC.replace(
+        'network = {', 'network = {\n    "decision": {"class": "decide", "from": "output", "is_output_layer": True},'))
     proc = run_rnn(train_args(cfg, tmp_path), timeout=600)
     assert proc.returncode == 0 and "epoch 2 score" in proc.stdout, describe(proc)
     out = tmp_path / ("hyps." + fmt)
     proc = run_rnn(train_args(cfg, tmp_path, "++task", "search", "++search_output_file", str(out),
-                              "++search_output_file_format", fmt), timeout=600)
+                              "++search_output_file_format", fmt, "++search_data", "dev",
+                              "++search_output_layer", "decision"), timeout=600)
     assert proc.returncode == 0, describe(proc)
     line = [ln for ln in proc.stdout.splitlines() if ln.startswith("search epoch 2 dev: 20 sequences, edit distance")]
     assert line and "hypotheses in %s" % out in line[0], describe(proc)
@@ -112,7 +114,7 @@ def test_search_task_end_to_end(tmp_path, fmt):
     if fmt == "py":
         hyps = ast.literal_eval(text)
     else:
-        hyps = dict(ln.split("\t", 1) for ln in text.splitlines())
+        hyps = dict(enumerate(text.splitlines()))  # RETURNN's txt: one hypothesis a line, no tag
     assert len(hyps) == 20 and all(set(h.split()) <= {"0", "1"} for h in hyps.values())
 
 
@@ -224,7 +226,7 @@ def test_dense_search_output_is_written_as_frames(tmp_path, fmt):
     if fmt == "py":
         assert ast.literal_eval(text) == {"a": [[0.0, 0.25], [0.5, 0.75]], "b": []}
     else:
-        assert text == "a\t[[0.0, 0.25], [0.5, 0.75]]\nb\t[]\n"
+        assert text == "[[0.0, 0.25], [0.5, 0.75]]\n[]\n"
 
 
 @pytest.mark.parametrize("beam", [0, 2])

@@ -15,13 +15,19 @@ _task = partial(declare, group="task")
 _task("task", "str", "train", "What to run: train, eval (scores of dev/eval sets), forward (network output to HDF) "
       "or search (beam search through rec sub-networks).")
 _task("search_data", "dict|str", None, "task = search: the dataset to decode (a dataset dict or string; \"train\", "
-      "\"dev\" or \"eval\": that dataset of the config, as in RETURNN); default: eval, else dev.")
+      "\"dev\" or \"eval\": that dataset of the config, as in RETURNN); default: eval (RETURNN's).")
 _task("search_output_layer", "str|list", None, "task = search: the layer whose labels are written (default: the "
       "output layer); a list of layers writes {tag: {layer: hypothesis}} (search_output_file_format 'py', as RETURNN).")
 _task("search_output_file", "str", None, "task = search: file for the best hypothesis of each sequence.")
-_task("search_output_file_format", "str", "txt", "task = search: 'txt' (one 'tag<TAB>hypothesis' line per "
-      "sequence) or 'py' (a Python dict literal {tag: hypothesis}).", choices=("txt", "py"))
-_task("output_file", "str", None, "task = forward: the HDF file to write.")
+_task("search_output_file_format", "str", "txt", "task = search: 'txt' (one hypothesis a line, corpus order, no tag) "
+      "or 'py' (a Python dict literal {tag: hypothesis}), as RETURNN.", choices=("txt", "py"))
+_task("output_file", "str", None, "task = forward: the HDF file to write (default dump-fwd-epoch-N.hdf, as RETURNN).")
+_task("eval_output_file", "str", None, "task = eval: file for the scores of every evaluated dataset (RETURNN's "
+      "{dataset: {'score': {'cost:<layer>': v}, 'error': {...}}} text).")
+_task("forward_output_layer", "str", None, "task = forward: the layer whose frames are written (default: the output "
+      "layer).")
+_task("forward_override_hdf_output", "bool", False, "task = forward: replace an existing output_file (else the task "
+      "stops on it, as RETURNN).")
 _task("load", "str", None, "Checkpoint to start from (a model prefix <model>.NNN, written here or by RETURNN); eval/forward/search: default the newest of 'model'; train without own checkpoints: its parameters, continuing with its epoch + 1 (RETURNN's); with a start_epoch, before own checkpoints, a new training from epoch 1 (RETURNN's).")
 _task("load_epoch", "int", None, "Epoch of 'model' to load for eval/forward; default: the newest.")
 _task("import_model_train_epoch1", "str", None, "task = train without own checkpoints: the parameters of this "

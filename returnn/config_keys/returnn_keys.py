@@ -83,8 +83,6 @@ RETURNN_OLD_KEYS = frozenset("""truncation multiprocessing update_on_device rese
     update_multiple_models_average_step""".split())
 
 IGNORED: Tuple[Tuple[str, str], ...] = (
-    ("the forward task replaces an existing output_file in any case (RETURNN deletes it when this is True, else "
-     "stops on it); no effect here", "forward_override_hdf_output"),
     ("RETURNN process set-up; no effect here",
      """use_tensorflow backend device patch_atfork check_unsupported_device ipython use_hot_reloading web_server_port
      use_lovely_tensors EnableAutoNumpySharedMemPickling PYTORCH_CUDA_ALLOC_CONF
@@ -152,9 +150,9 @@ REFUSED: Tuple[Tuple[str, Dict[str, Any]], ...] = (
      {"default_input": "data", "inf_value": float("inf"), "onnx_export": False,
       "ctc_prior_file": None, "enforce_min_len1": False}),
     ("RETURNN eval/forward/search option not implemented by this engine",
-     {"allow_skipping_seqs_in_forward": False, "combine_labels": "", "epoch": None, "eval_output_file": None,
+     {"allow_skipping_seqs_in_forward": False, "combine_labels": "", "epoch": None,
       "eval_output_file_per_seq": None, "eval_use_train_flag": None, "forward_callback": None, "forward_data": None,
-      "forward_output_layer": None, "forward_use_search": False,
+      "forward_use_search": False,
       "loss_name": None, "train_in_eval": False}),
 )
 

@@ -233,6 +233,8 @@ class SimpleHDFWriter:
         f = self._file
         if self.labels:
             write_label_list(f, "labels", self.labels)
+        else:  # RETURNN's SimpleHDFWriter writes an empty 'labels' then
+            f.create_dataset("labels", (0,), dtype="S5")
         self._tags = f.create_dataset("seqTags", (0,), dtype=h5py.string_dtype("utf-8"), maxshape=(None,),
                                       chunks=(1024,))
         self._seq_lengths: Optional[h5py.Dataset] = None
@@ -341,7 +343,7 @@ class SimpleHDFWriter:
                 self._max_extra_class[key] = max(self._max_extra_class.get(key, -1), int(part.max()))
             rows.append(lens)
         if len(rows) == 1:
-            rows.append(in_lens)  # RETURNN's dummy 'classes' column
+            rows.append(np.zeros_like(in_lens))  # RETURNN's dummy 'classes' column: 0 (its SimpleHDFWriter)
         _append(self._ensure_seq_lengths(), np.stack(rows, axis=1).astype(np.int32))
         _append(self._tags, tag_bytes(seq_tag, "SimpleHDFWriter %s" % self.filename))
 

@@ -14,9 +14,10 @@ from returnn.log import log
 from returnn.tf.checkpoint import (
     CheckpointManager, epoch_prefix, existing_epoch_prefix, is_complete, prepare_output_dir, stored_epoch_of,
 )
+from returnn.tf.eval_output import runner_scores, write_eval_output
 from returnn.tf.evaluation import dump_to_hdf, evaluate_dataset, forward_to_hdf
 from returnn.tf.preload import preload_from_files
-from returnn.tf.reporting import format_scores
+from returnn.tf.reporting import format_scores, with_exp_scores
 from returnn.tf.search_task import search_output_layers
 from returnn.util.output_guard import check_run_outputs
 
@@ -72,10 +73,21 @@ class InferenceTasks:
         if self.dist.is_chief:
             check_run_outputs(self.config, "eval", self.datasets.values(), self.network,
                               [self.datasets[n].name for n in names], epoch)
+        results = {}
         for name in names:
             scores = evaluate_dataset(self.steps, self.datasets[name], epoch, self.batching.for_eval(name), self.dist)
             print("epoch %i %s: %s" % (epoch, name, format_scores(scores, False)), file=log.v1)
+            results[name] = runner_scores(scores, self.steps.loss_labels)
             self._dump(self.datasets[name], epoch)
+            if not self.config.value("load"):  # RETURNN's eval of 'model' at load_epoch: into the learning-rate file
+                if self.config.bool("calculate_exp_loss"):
+                    scores = with_exp_scores(scores, self.steps.loss_labels)
+                self.lr_control.set_epoch_error(epoch, {"%s_%s" % (name, k): v for k, v in scores.items()})
+                if self.dist.is_chief:
+                    self.lr_control.save()
+        output_file = self.config.value("eval_output_file")
+        if output_file and self.dist.is_chief:  # RETURNN's eval_model: every dataset's scores, after the last
+            write_eval_output(output_file, results)
 
     def _dump(self, dataset, epoch: int) -> None:
         """Rank 0 writes the network's hdf_dump layers over ``dataset``."""
@@ -86,7 +98,7 @@ class InferenceTasks:
 
     def task_search(self) -> None:
         """Beam search (see :mod:`returnn.tf.search_task`); rank 0 decodes and writes."""
-        from returnn.tf.search_task import hypothesis_text, run_search, write_hypotheses
+        from returnn.tf.search_task import beam_of_layer, hypothesis_text, label_names, run_search, write_hypotheses
         epoch = self._load_for_inference()
         self.network.require_output_layer("search")
         spec = self.config.typed_value("search_data")
@@ -99,14 +111,15 @@ class InferenceTasks:
             spec, context = pop_context_window(spec, self.config.typed_value("context_window"), "search_data")
             dataset = init_dataset(spec, {"cache_size": self.config.typed_value("cache_size")}, name="search_data")
             dataset.context_window = context
-        else:
-            dataset = self.datasets.get("eval") or self.datasets.get("dev")
+        else:  # RETURNN's default search_data is "eval"
+            dataset = self.datasets.get("eval")
         if dataset is None:
-            raise ConfigError("task 'search' needs 'search_data' (or an 'eval' or 'dev' dataset)")
+            raise ConfigError("task 'search' needs 'search_data' or an 'eval' dataset (RETURNN searches 'eval' by "
+                              "default: 'set search_data')")
         output_file = self.config.value("search_output_file")
-        if output_file and len(search_output_layers(self.config)) > 1 \
+        if output_file and isinstance(self.config.typed_value("search_output_layer"), (list, tuple)) \
                 and self.config.value("search_output_file_format") != "py":
-            raise ConfigError("config key 'search_output_layer' lists several layers: their hypotheses need "
+            raise ConfigError("config key 'search_output_layer' is a list: its hypotheses {layer: hypothesis} need "
                               "search_output_file_format 'py' (as RETURNN)")
         if output_file:
             prepare_output_dir(output_file, "search_output_file")
@@ -115,12 +128,24 @@ class InferenceTasks:
         check_run_outputs(self.config, "search", list(self.datasets.values()) + [dataset])
         target = self.config.value("target") or "classes"
         layers = search_output_layers(self.config)
+        names = {}
+
+        def check_layers() -> None:  # RETURNN: the labels to write each layer's hypotheses with, no beam left
+            for name in layers or [self.network.output_layer_name]:
+                searched = beam_of_layer(self.network, name)
+                if searched:
+                    raise ConfigError("search_output_layer %r still has the beam of the searched rec layer %r: RETURNN "
+                                      "writes its beam_size hypotheses with their scores, which this engine does not; "
+                                      "write a 'decide' layer's labels" % (name, searched))
+                names[name] = label_names(self.network, dataset, name, target)
         keyed = output_file if output_file and self.config.value("search_output_file_format") == "py" else None
-        results, stats = run_search(self.steps, dataset, self.batching.for_eval(), epoch, target, layers, keyed)
-        names = dataset.data_infos()[target].labels if target in dataset.data_infos() else None
+        keyed_layers = isinstance(self.config.typed_value("search_output_layer"), (list, tuple))
+        results, stats = run_search(self.steps, dataset, self.batching.for_eval(), epoch, target, layers, keyed,
+                                    keyed_layers, check_layers if output_file else None)
         if output_file:
-            write_hypotheses(output_file, [(tag, {k: hypothesis_text(v, names) for k, v in labels.items()}
-                                            if isinstance(labels, dict) else hypothesis_text(labels, names))
+            single = (layers or [self.network.output_layer_name])[0]
+            write_hypotheses(output_file, [(tag, {k: hypothesis_text(v, names[k]) for k, v in labels.items()}
+                                            if isinstance(labels, dict) else hypothesis_text(labels, names[single]))
                                            for tag, labels in results],
                              self.config.value("search_output_file_format"))
         line = "search epoch %i %s: %i sequences" % (epoch, dataset.name, len(results))
@@ -132,30 +157,33 @@ class InferenceTasks:
         print(line, file=log.v1)
 
     def task_forward(self) -> None:
+        """RETURNN's TF forward_to_hdf: the output layer's (or forward_output_layer's) frames of the eval
+        dataset to ``output_file`` (default ``dump-fwd-epoch-N.hdf``, as RETURNN)."""
         epoch = self._load_for_inference()
-        dataset = self.datasets.get("eval") or self.datasets.get("dev")
+        dataset = self.datasets.get("eval")
         if dataset is None:
-            raise ConfigError("task 'forward' needs an 'eval' (or 'dev') dataset")
-        output_file = self.config.value("output_file")
-        if not output_file and not self.network.dump_layers:
-            raise ConfigError("task 'forward' needs 'output_file' (or an hdf_dump layer)")
-        if output_file:
-            self.network.require_output_layer("forward")
+            raise ConfigError("task 'forward' needs an 'eval' dataset (RETURNN: 'no eval data provided')")
+        output_file = self.config.value("output_file") or "dump-fwd-epoch-%i.hdf" % epoch
+        layer = self.config.value("forward_output_layer") or self.network.require_output_layer("forward")
+        if layer not in self.network.layers:  # RETURNN: "output layer %r not found"
+            raise ConfigError("config key 'forward_output_layer': no layer %r in the network" % layer)
         if not self.dist.is_chief:
             return
         check_run_outputs(self.config, "forward", self.datasets.values(), self.network, [dataset.name], epoch)
         if not self.batching.forward_batch_size:  # RETURNN's TF task forward fails so too (after loading)
             raise ConfigError("task 'forward' needs forward_batch_size (frames per batch; RETURNN: 'forward_batch_size "
                               "not set')")
+        if os.path.exists(output_file) and not self.config.bool("forward_override_hdf_output"):
+            # RETURNN's forward_to_hdf asserts it is not there (deleting it only with forward_override_hdf_output)
+            raise ConfigError("config key 'output_file': %s exists; set forward_override_hdf_output = True to replace "
+                              "it (RETURNN stops on it too)" % output_file)
         self._dump(dataset, epoch)
-        if not output_file:
-            return
         directory = os.path.dirname(os.path.abspath(output_file))
         try:
             os.makedirs(directory, exist_ok=True)
         except OSError as exc:
             raise ConfigError("config key 'output_file': cannot create directory %s: %s"
                               % (directory, exc.strerror or exc))
-        count = forward_to_hdf(self.steps, dataset, output_file, self.batching.for_forward(), epoch)
+        count = forward_to_hdf(self.steps, dataset, output_file, self.batching.for_forward(), epoch, layer,
+                               self.config.value("target") or "classes")
         print("forwarded %i sequences of %s to %s" % (count, dataset.name, output_file), file=log.v1)
-

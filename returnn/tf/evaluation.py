@@ -60,11 +60,18 @@ def _report_nonfinite(dataset: Dataset, epoch: int, scores: Dict[str, float], sl
 
 
 def forward_to_hdf(steps: StepFunctions, dataset: Dataset, output_file: str, batching: BatchOptions,
-                   epoch: int = 1) -> int:
-    """Writes the output layer's activations for every sequence of ``dataset`` to ``output_file``
-    (RETURNN's HDF layout, via SimpleHDFWriter). Returns the number of sequences."""
-    spec = steps.network.layers[steps.network.output_layer_name].output
-    writer = _writer(spec, output_file)
+                   epoch: int = 1, layer: Optional[str] = None, target: str = "classes") -> int:
+    """Writes the activations of ``layer`` (default: the output layer; RETURNN's forward_output_layer)
+    for every sequence of ``dataset`` to ``output_file`` (RETURNN's HDF layout, via SimpleHDFWriter).
+    As RETURNN's forward_to_hdf, the file's ``labels`` are the dataset's labels of the default
+    ``target`` when there are as many as the layer's dim. Returns the number of sequences."""
+    spec = steps.network.layers[layer or steps.network.output_layer_name].output
+    info = dataset.data_infos().get(target)
+    labels = getattr(info, "labels", None) if info is not None else None
+    writer = _writer(spec, output_file, labels if labels and len(labels) == (spec.dim or 1) else None)
+    if layer and layer != steps.network.output_layer_name:
+        step, keys = steps.layers_step([layer])
+        return _write_dataset(steps, dataset, batching, epoch, keys, step, [writer])
     return _write_dataset(steps, dataset, batching, epoch, steps.forward_keys,
                           lambda batch: [steps.forward_step(batch)], [writer])
 

@@ -2,16 +2,18 @@
 ``search_output_file``, and the edit distance to the reference printed when the data has it.
 ``search_output_layer`` may list several layers (RETURNN's): one search, ``{tag: {layer: hypothesis}}``.
 
-Output formats (``search_output_file_format``): ``txt``, one ``tag<TAB>hypothesis`` line per
-sequence; ``py``, a Python dict literal ``{tag: hypothesis, ...}`` as RETURNN writes it (read it
-with ``ast.literal_eval``, never ``eval``). A hypothesis is the label names joined by spaces when
-the dataset knows them (its ``labels`` of the target key), else the label indices; a dense output
-(a regression decoder's frames, which RETURNN writes as they are) is its real frames as nested lists
-of floats (no edit distance then).
+Output formats (``search_output_file_format``), as RETURNN writes them, sequences in corpus order:
+``txt``, one hypothesis a line (no tag); ``py``, a Python dict literal ``{tag: hypothesis, ...}``
+(read it with ``ast.literal_eval``, never ``eval``). A hypothesis is the label names joined by
+spaces: the dataset's ``labels`` of the layer's target key (its ``target``, else the default
+target); without them RETURNN cannot write the file, nor can this engine (one line). A layer that
+still has the search beam (no ``decide`` after the searched rec layer) is refused with a file:
+RETURNN writes all its hypotheses with scores. A dense output (a regression decoder's frames) is
+its real frames as nested lists of floats (no edit distance then).
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -20,6 +22,7 @@ from returnn.datasets.batching import BatchOptions
 from returnn.datasets.integrity import unique_tag_positions
 from returnn.datasets.prefetch import BatchPrefetcher
 from returnn.errors import ConfigError, output_write_error
+from returnn.tf.eval_output import returnn_better_repr
 from returnn.tf.steps import StepFunctions
 from returnn.util.output_guard import remove_stale_temp_files
 from returnn.util.safe_files import UnsafePathError, atomic_write_bytes
@@ -42,13 +45,18 @@ def hypothesis_text(labels: Any, names: Optional[List[str]]) -> Any:
     if isinstance(labels, np.ndarray) and labels.dtype.kind in "fc":
         return labels.tolist()
     if names:
-        return " ".join(names[i] if 0 <= i < len(names) else str(i) for i in labels)
+        if any(not 0 <= i < len(names) for i in labels):  # RETURNN's vocabulary fails on it (IndexError)
+            raise ConfigError("search_output_file: a hypothesis has label %i, beyond the %i labels of its target"
+                              % (max(labels), len(names)))
+        return " ".join(names[i] for i in labels)
     return " ".join(str(int(i)) for i in labels)
 
 
 def write_hypotheses(path: str, hyps: List[Tuple[str, Any]], fmt: str) -> None:
-    """Writes atomically (a temporary file renamed at the end). A hypothesis is a text, or
-    ``{layer: text}`` with several search output layers (``py`` format only, as RETURNN)."""
+    """Writes atomically (a temporary file renamed at the end), as RETURNN's search: ``txt`` one
+    hypothesis a line (no tag), ``py`` ``{tag: hypothesis}``, in the order of ``hyps`` (the corpus
+    order). A hypothesis is a text, or ``{layer: text}`` with a list of search output layers (``py``
+    format only, as RETURNN)."""
     if fmt not in ("txt", "py"):
         raise ConfigError("config key 'search_output_file_format': 'txt' or 'py', got %r" % fmt)
     if fmt == "txt" and any(isinstance(text, dict) for _, text in hyps):
@@ -57,10 +65,10 @@ def write_hypotheses(path: str, hyps: List[Tuple[str, Any]], fmt: str) -> None:
     lines = []
     if fmt == "py":
         lines.append("{\n")
-        lines += ["%r: %r,\n" % (tag, text) for tag, text in hyps]
+        lines += ["%r: %s,\n" % (tag, returnn_better_repr(text)) for tag, text in hyps]
         lines.append("}\n")
     else:
-        lines += ["%s\t%s\n" % (tag, text) for tag, text in hyps]
+        lines += ["%s\n" % (text,) for _, text in hyps]
     # surrogateescape: a tag whose bytes were not UTF-8 in its data file is written as those bytes
     data = "".join(lines).encode("utf-8", "surrogateescape")
     remove_stale_temp_files(path)  # <path>.tmp-<pid> of a killed search
@@ -73,19 +81,22 @@ def write_hypotheses(path: str, hyps: List[Tuple[str, Any]], fmt: str) -> None:
 
 
 def run_search(steps: StepFunctions, dataset: Dataset, batching: BatchOptions, epoch: int,
-               target: Optional[str], layers: Optional[Sequence[str]] = None, keyed_output: Optional[str] = None
+               target: Optional[str], layers: Optional[Sequence[str]] = None, keyed_output: Optional[str] = None,
+               keyed_layers: bool = False, before_decoding: Optional[Callable[[], None]] = None
                ) -> Tuple[List[Tuple[str, List[int]]], Dict[str, float]]:
     """Decodes ``dataset``; returns ``[(tag, labels)]`` in dataset order and the edit-distance
     statistics against ``target`` (empty when the data has no such key). With several ``layers``
     (RETURNN's list ``search_output_layer``), the labels are ``{layer: labels}`` from one search,
     and the statistics are those of the first layer. ``keyed_output``: the file of a dict by tag
-    (the 'py' format): a tag twice would drop a hypothesis, so it is refused before decoding."""
+    (the 'py' format): a tag twice would drop a hypothesis, so it is refused before decoding.
+    ``keyed_layers`` (search_output_layer given as a list, RETURNN's): ``{layer: labels}`` also for one layer."""
     slices = batching.epoch_slices(dataset, epoch, "forward")
     if keyed_output:
-        unique_tag_positions([dataset.get_tag(i) for i in range(dataset.num_seqs)],
-                             "%s: search_output_file %s is a dict by sequence tag" % (dataset.describe(), keyed_output),
-                             lambda i: "sequence #%i%s" % (i, _origin(dataset, i)))
+        check_unique_tags(dataset, keyed_output)
+    if before_decoding is not None:  # the checks of the output file's layers
+        before_decoding()
     results: List[Tuple[str, Any]] = []
+    order: List[int] = []
     errors = ref_len = 0
     have_ref = target is not None and target in dataset.data_infos()
     if layers and len(layers) > 1:
@@ -99,7 +110,9 @@ def run_search(steps: StepFunctions, dataset: Dataset, batching: BatchOptions, e
             per_layer = [_hypothesis(values, seq_len, row) for values, seq_len in outputs]
             labels = per_layer[0]
             tag = dataset.get_tag(int(seq_idx))
-            results.append((tag, dict(zip(layers, per_layer)) if layers and len(layers) > 1 else labels))
+            order.append(_corpus_index(dataset, int(seq_idx)))
+            results.append((tag, dict(zip(layers, per_layer)) if layers and (keyed_layers or len(layers) > 1)
+                            else labels))
             if isinstance(labels, np.ndarray):  # dense frames: no labels to compare with a reference
                 have_ref = False
             if have_ref:
@@ -107,6 +120,7 @@ def run_search(steps: StepFunctions, dataset: Dataset, batching: BatchOptions, e
                 errors += edit_distance(labels, ref)
                 ref_len += len(ref)
     dataset.check_files_unchanged()  # no hypotheses of a changed data file are written
+    results = [r for _, r in sorted(zip(order, results), key=lambda x: x[0])]  # RETURNN writes the corpus order
     stats = {"edit_distance": float(errors), "ref_len": float(ref_len),
              "error_rate": errors / ref_len if ref_len else 0.0} if have_ref else {}
     return results, stats
@@ -119,6 +133,20 @@ def _hypothesis(values: np.ndarray, seq_len: np.ndarray, row: int) -> Any:
     if frames.dtype.kind in "fc":
         return frames
     return [int(x) for x in frames.reshape(-1)]
+
+
+def check_unique_tags(dataset: Dataset, keyed_output: str) -> None:
+    """The 'py' search output is a dict by tag: a tag twice would drop a hypothesis (one line)."""
+    unique_tag_positions([dataset.get_tag(i) for i in range(dataset.num_seqs)],
+                         "%s: search_output_file %s is a dict by sequence tag" % (dataset.describe(), keyed_output),
+                         lambda i: "sequence #%i%s" % (i, _origin(dataset, i)))
+
+
+def _corpus_index(dataset: Dataset, seq_idx: int) -> int:
+    try:
+        return int(dataset.corpus_index(seq_idx))
+    except Exception:  # noqa: BLE001 - a dataset without corpus indices: its order
+        return seq_idx
 
 
 def _origin(dataset: Dataset, seq_idx: int) -> str:
@@ -135,3 +163,40 @@ def search_output_layers(config) -> List[str]:
     if not value:
         return []
     return [value] if isinstance(value, str) else [str(v) for v in value]
+
+
+def beam_of_layer(network, name: str) -> Optional[str]:
+    """The searched rec layer whose beam the layer ``name`` still carries in RETURNN (its
+    ``Data.beam``: a searched rec layer, or a layer reading one without a ``decide`` in between),
+    else None."""
+    from returnn.tf.network import base_layer_name, parse_source
+    seen, todo = set(), [base_layer_name(name, network.layers)]
+    while todo:
+        cur = todo.pop()
+        if cur in seen or cur not in network.layers:
+            continue
+        seen.add(cur)
+        layer = network.layers[cur]
+        if type(layer).layer_class == "decide":
+            continue
+        if type(layer).layer_class == "rec" and getattr(layer, "search", False):
+            return cur
+        todo.extend(base_layer_name(ref, network.layers)
+                    for kind, ref in map(parse_source, network.sources.get(cur, ())) if kind == "layer")
+    return None
+
+
+def label_names(network, dataset: Dataset, name: str, default_target: str) -> Optional[List[str]]:
+    """RETURNN's vocabulary of a sparse search output: the dataset's labels of the layer's target key
+    (its ``target``; else the default target); None for a dense output. A sparse output without such
+    labels is refused (RETURNN: 'Unable to serialize sparse output of layer')."""
+    layer = network.layers[name]
+    if not layer.output.sparse:
+        return None
+    target = layer.opts.get("target") or default_target
+    info = dataset.data_infos().get(target) if isinstance(target, str) else None
+    names = getattr(info, "labels", None) if info is not None else None
+    if not names:
+        raise ConfigError("search_output_file: no labels for the sparse output of layer %r (target %r): RETURNN "
+                          "cannot write it either ('Unable to serialize sparse output')" % (name, target))
+    return list(names)

@@ -212,6 +212,8 @@ def check_run_outputs(config, task: str, datasets: Iterable[Any], network=None, 
         plan.file("config key 'output_file'", config.value("output_file"), "forward")
     if task == "search":
         plan.file("config key 'search_output_file'", config.value("search_output_file"), "search")
+    if task == "eval":
+        plan.file("config key 'eval_output_file'", config.value("eval_output_file"), "eval")
     if network is not None:
         for name in dump_runs:
             for layer_name in network.dump_layers:

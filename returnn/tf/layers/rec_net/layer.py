@@ -169,6 +169,10 @@ class RecSubnetLayer(AssumedTemplates, Layer):
                 raise NetworkError("%s: a loop ended by its 'end' sub-layer needs max_seq_len (RETURNN asserts it)"
                                    % self.desc)
             step_only.append("end")
+        if search and "end" in self.unit and self.opt("axis") is None and not self.opt("size_target") \
+                and self.opt("max_seq_len") is None:  # RETURNN's loop then has no length: "specify max_seq_len"
+            raise NetworkError("%s: a search ended by its 'end' sub-layer needs max_seq_len (RETURNN asserts it)"
+                               % self.desc)
         if search:
             if len(searching) != 1:
                 raise NetworkError("%s: search needs exactly one searching 'choice' sub-layer, got %s"
