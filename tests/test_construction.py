@@ -202,7 +202,10 @@ def test_out_shape_is_checked_on_every_layer():
                                                                      "needs 4"),
     ({"class": "linear", "n_out": 4, "loss": "mse", "target": "data", "from": "data"}, "target 'data' (dim 3) needs 3"),
     ({"class": "softmax", "n_out": 4, "loss": "ctc", "from": "data"}, "needs 5"),  # + blank
-    ({"class": "reduce", "mode": "max", "axis": "T", "loss": "ce", "from": "data"}, "do not have the same number of axes"),
+    # (RETURNN's n_out from the target is checked first: 71655f3)
+    ({"class": "reduce", "mode": "max", "axis": "T", "loss": "ce", "from": "data"}, "does not match the output dim 3"),
+    ({"class": "reduce", "mode": "max", "axis": "T", "loss": "ce", "n_out": 3, "from": "data"},
+     "do not have the same number of axes"),
     ({"class": "softmax", "n_out": 4, "loss": "edit_distance", "from": "data"}, "needs sparse output labels"),
 ])
 def test_loss_output_and_target_are_checked_when_the_losses_are_set_up(layer, needle):
