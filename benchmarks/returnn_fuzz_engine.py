@@ -39,7 +39,8 @@ MUTATIONS: Dict[str, List[str]] = {
                   '{"class": "adadelta"}', '{"class": "gradientdescent"}', '{"class": "momentum", "momentum": 0.9}',
                   '{"class": "adam", "beta1": 0.8, "epsilon": 1e-3}', '{"class": "adamw", "weight_decay": 0.01}',
                   '{"class": "rmsprop", "decay": 0.5, "momentum": 0.3}', '{"class": "adam", "amsgrad": True}',
-                  '{"class": "adagrad", "initial_accumulator_value": 0.5}', '{"class": "nadam", "beta2": 0.9}'],
+                  '{"class": "adagrad", "initial_accumulator_value": 0.5}', '{"class": "nadam", "beta2": 0.9}',
+                  '{"class": "ftrl"}', '{"class": "proximaladagrad"}', '{"class": "adam", "use_locking": True}'],
     "adam": ["True"], "nadam": ["True"], "rmsprop": ["True"], "adagrad": ["True"], "adadelta": ["True"],
     "momentum": ["0.9", "0.5"],
     "optimizer_epsilon": ["1e-3", "0.1"],
@@ -82,7 +83,20 @@ MUTATIONS: Dict[str, List[str]] = {
     "behavior_version": ["0", "12", "21"],
     "num_epochs": ["1", "4"],
     "max_pad_size": ["2"],
+    "learning_rate_decay": ["0.3"],
+    "learning_rate_growth": ["1.2"],
+    "pretrain": ['"default"', '{"repetitions": 2}', '{"construction_algo": "from_input"}'],
+    "pretrain_repetitions": ["2"],
+    "use_last_best_model": ['{"modulo": 2}', '{"only_last_n": 2, "filter_score": 100.0}'],
+    "cleanup_old_models": ["True", '{"keep_last_n": 1, "keep_best_n": 1}'],
+    "debug_add_check_numerics_ops": ["True"],
+    "pretrain_learning_rate": ['0.001\npretrain = "default"'],
+    "pretrain_construction_algo": ['"from_input"\npretrain = "default"', '"no_network_modifications"\npretrain = "default"'],
+    "batching": ['"random"', '"sorted"'],
 }
+# pretrain's constructions need every 'from' as a list (RETURNN iterates a string by character): the base
+# configs' string sources are made lists when a draw turns pretraining on
+PRETRAIN_KEYS = ("pretrain", "pretrain_repetitions", "pretrain_learning_rate", "pretrain_construction_algo")
 BASES = ("ff_newbob", "constant_warmup", "multi_loss_l2", "seq_filter_sorted", "decouple_nadam", "partition_laplace",
          "accum_clip", "ctc")
 
@@ -101,6 +115,12 @@ def register(base: str, key: str, value: str, index: int) -> str:
         body = re.sub(r"^num_epochs = \d+$", "num_epochs = %s" % value, body, flags=re.M)
     else:
         body = body + "%s = %s\n" % (key, value)
+    if key == "accum_grad_multiple_step" and "behavior_version" not in body:
+        # before version 15 RETURNN reads its step counter racing with the step's increment: which steps apply
+        # the accumulated sum varies from run to run there (engine_run_configs' accum_clip)
+        body += "behavior_version = 15\n"
+    if key in PRETRAIN_KEYS:
+        body = re.sub(r'"from": "([^"]+)"', r'"from": ["\1"]', body)
     name = "m%03i_%s_%s" % (index, base, key)
     cases.CASES[name] = (prefix, train_opts, body)
     return name
