@@ -202,8 +202,6 @@ def test_out_shape_is_checked_on_every_layer():
                                                                      "needs 4"),
     ({"class": "linear", "n_out": 4, "loss": "mse", "target": "data", "from": "data"}, "target 'data' (dim 3) needs 3"),
     ({"class": "softmax", "n_out": 4, "loss": "ctc", "from": "data"}, "needs 5"),  # + blank
-    # (RETURNN's n_out from the target is checked first: 71655f3)
-    ({"class": "reduce", "mode": "max", "axis": "T", "loss": "ce", "from": "data"}, "does not match the output dim 3"),
     ({"class": "reduce", "mode": "max", "axis": "T", "loss": "ce", "n_out": 3, "from": "data"},
      "do not have the same number of axes"),
     ({"class": "softmax", "n_out": 4, "loss": "edit_distance", "from": "data"}, "needs sparse output labels"),
@@ -215,6 +213,13 @@ def test_loss_output_and_target_are_checked_when_the_losses_are_set_up(layer, ne
     with pytest.raises(NetworkError) as info:
         net.check_losses()
     assert needle in str(info.value) and "\n" not in str(info.value)
+
+
+def test_target_dim_is_checked_at_construction_without_n_out():
+    """RETURNN's transform_config_dict takes n_out from the target (and asserts it) when the network is
+    built, before any loss check: a reduce over T of dim 3 with a dim-4 target."""
+    with pytest.raises(NetworkError, match="target's dim 4 .* does not match the output dim 3"):
+        TFNetwork({"output": {"class": "reduce", "mode": "max", "axis": "T", "loss": "ce", "from": "data"}}, _extern())
 
 
 def test_train_refuses_a_loss_that_does_not_fit_its_target_before_any_step(tmp_path):
