@@ -384,16 +384,18 @@ def test_eval_and_search_here_of_a_returnn_attention_model(tmp_path, data, retur
     common = ["++task", "search", "++load", ckpt, "++search_data", "dev", "++search_output_file_format", "py"]
     run_ours(cfg, *common, "++search_output_file", tmp_path / "ours.py")
     run_returnn(tmp_path, cfg, *common, "++search_output_file", tmp_path / "returnn.py")
-    ours = ast.literal_eval((tmp_path / "ours.py").read_text())  # {tag: best hypothesis}
-    theirs = ast.literal_eval((tmp_path / "returnn.py").read_text())  # {tag: [(score, hypothesis), ...]}
+    # the output layer still has the beam: both write {tag: [(score, hypothesis), ...]} (RETURNN's format)
+    ours = ast.literal_eval((tmp_path / "ours.py").read_text())
+    theirs = ast.literal_eval((tmp_path / "returnn.py").read_text())
     assert sorted(ours) == sorted(theirs) and len(ours) == 50
     clear = 0
     for tag, beam in theirs.items():
-        beam = sorted(beam, reverse=True)
+        beam, mine = sorted(beam, reverse=True), sorted(ours[tag], reverse=True)
+        assert len(mine) == len(beam) and abs(mine[0][0] - beam[0][0]) < 1e-4, (tag, mine, beam)
         if len(beam) > 1 and beam[0][0] - beam[1][0] < 1e-4:
             continue  # a near tie: the engines' last digits may decide it either way
         clear += 1
-        assert ours[tag] == beam[0][1], (tag, ours[tag], beam)
+        assert mine[0][1] == beam[0][1], (tag, mine, beam)
     assert clear >= 40
 
 

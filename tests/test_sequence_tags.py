@@ -237,8 +237,9 @@ def test_search_py_output_refuses_duplicate_tags_before_decoding(tmp_path):
     assert_one_line_error(proc, "dataset dev (StaticDataset): search_output_file %s is a dict by sequence tag: "
                                 "sequence tag 'a' occurs twice (sequence #0 and sequence #2)" % out)
     assert not out.exists()
-    # 'txt' has no tags (RETURNN's: one hypothesis a line); this output layer still has its beam, which RETURNN
-    # writes with scores: one line here
+    # 'txt' has no tags (RETURNN's: one hypothesis a line); the output's target classes0 has no labels to write
+    # it with: RETURNN cannot either
     proc = run_rnn([config, "++task", "search", "++model", tmp_path / "model", "++search_output_file", out,
                     "++search_output_file_format", "txt", "++search_data", "dev"])
-    assert_one_line_error(proc, "search_output_layer 'output' still has the beam of the searched rec layer 'output'")
+    assert_one_line_error(proc, "search_output_file: no labels for the sparse output of layer 'output' (target "
+                                "'classes0')")

@@ -130,18 +130,19 @@ class InferenceTasks:
         layers = search_output_layers(self.config)
         names = {}
 
-        def check_layers() -> None:  # RETURNN: the labels to write each layer's hypotheses with, no beam left
+        # a layer that still has the beam (RETURNN's Data.beam: no decide after the searched rec layer) gives all its
+        # hypotheses with their scores: those rec layers keep their beams (as in a training network)
+        searched = {beam_of_layer(self.network, name) for name in layers or [self.network.output_layer_name]} - {None}
+        for name in searched:
+            self.network.layers[name].keep_beams = True
+
+        def check_layers() -> None:  # RETURNN: the labels to write each layer's hypotheses with
             for name in layers or [self.network.output_layer_name]:
-                searched = beam_of_layer(self.network, name)
-                if searched:
-                    raise ConfigError("search_output_layer %r still has the beam of the searched rec layer %r: RETURNN "
-                                      "writes its beam_size hypotheses with their scores, which this engine does not; "
-                                      "write a 'decide' layer's labels" % (name, searched))
                 names[name] = label_names(self.network, dataset, name, target)
         keyed = output_file if output_file and self.config.value("search_output_file_format") == "py" else None
         keyed_layers = isinstance(self.config.typed_value("search_output_layer"), (list, tuple))
         results, stats = run_search(self.steps, dataset, self.batching.for_eval(), epoch, target, layers, keyed,
-                                    keyed_layers, check_layers if output_file else None)
+                                    keyed_layers, check_layers if output_file else None, bool(searched))
         if output_file:
             single = (layers or [self.network.output_layer_name])[0]
             write_hypotheses(output_file, [(tag, {k: hypothesis_text(v, names[k]) for k, v in labels.items()}

@@ -7,8 +7,9 @@ Output formats (``search_output_file_format``), as RETURNN writes them, sequence
 (read it with ``ast.literal_eval``, never ``eval``). A hypothesis is the label names joined by
 spaces: the dataset's ``labels`` of the layer's target key (its ``target``, else the default
 target); without them RETURNN cannot write the file, nor can this engine (one line). A layer that
-still has the search beam (no ``decide`` after the searched rec layer) is refused with a file:
-RETURNN writes all its hypotheses with scores. A dense output (a regression decoder's frames) is
+still has the search beam (no ``decide`` after the searched rec layer) gives, as RETURNN's, all its
+``beam_size`` hypotheses with their scores ``[(score, text), ...]`` (its rec layer then keeps its
+beams, :data:`returnn.tf.layers.rec_net.layer.RecSubnetLayer.keep_beams`). A dense output (a regression decoder's frames) is
 its real frames as nested lists of floats (no edit distance then).
 """
 from __future__ import annotations
@@ -42,6 +43,8 @@ def edit_distance(a: Sequence[int], b: Sequence[int]) -> int:
 def hypothesis_text(labels: Any, names: Optional[List[str]]) -> Any:
     """Label names (or indices) joined by spaces; dense frames (a float array: a regression decoder's
     output, which RETURNN writes as is) as nested lists of floats."""
+    if isinstance(labels, BeamList):  # RETURNN: [(score, text), ...]
+        return BeamList((score, hypothesis_text(hyp, names)) for score, hyp in labels)
     if isinstance(labels, np.ndarray) and labels.dtype.kind in "fc":
         return labels.tolist()
     if names:
@@ -82,14 +85,15 @@ def write_hypotheses(path: str, hyps: List[Tuple[str, Any]], fmt: str) -> None:
 
 def run_search(steps: StepFunctions, dataset: Dataset, batching: BatchOptions, epoch: int,
                target: Optional[str], layers: Optional[Sequence[str]] = None, keyed_output: Optional[str] = None,
-               keyed_layers: bool = False, before_decoding: Optional[Callable[[], None]] = None
-               ) -> Tuple[List[Tuple[str, List[int]]], Dict[str, float]]:
+               keyed_layers: bool = False, before_decoding: Optional[Callable[[], None]] = None,
+               beams: bool = False) -> Tuple[List[Tuple[str, List[int]]], Dict[str, float]]:
     """Decodes ``dataset``; returns ``[(tag, labels)]`` in dataset order and the edit-distance
     statistics against ``target`` (empty when the data has no such key). With several ``layers``
     (RETURNN's list ``search_output_layer``), the labels are ``{layer: labels}`` from one search,
     and the statistics are those of the first layer. ``keyed_output``: the file of a dict by tag
     (the 'py' format): a tag twice would drop a hypothesis, so it is refused before decoding.
-    ``keyed_layers`` (search_output_layer given as a list, RETURNN's): ``{layer: labels}`` also for one layer."""
+    ``keyed_layers`` (search_output_layer given as a list, RETURNN's): ``{layer: labels}`` also for one layer.
+    ``beams``: a layer that still has its beam gives a :class:`BeamList` of ``(score, labels)``, best first."""
     slices = batching.epoch_slices(dataset, epoch, "forward")
     if keyed_output:
         check_unique_tags(dataset, keyed_output)
@@ -99,31 +103,57 @@ def run_search(steps: StepFunctions, dataset: Dataset, batching: BatchOptions, e
     order: List[int] = []
     errors = ref_len = 0
     have_ref = target is not None and target in dataset.data_infos()
-    if layers and len(layers) > 1:
+    if beams:
+        step, keys = steps.search_layers_step(list(layers or [steps.network.output_layer_name]))
+    elif layers and len(layers) > 1:
         step, keys = steps.layers_step(layers)
     else:
         step, keys = (lambda batch: [steps.forward_step(batch)]), steps.forward_keys
     for sl, batch in zip(slices, BatchPrefetcher(dataset, slices, keys, batching.prefetch,
                                                  transform=steps.to_tensors)):
-        outputs = [(values.numpy(), seq_len.numpy()) for values, seq_len in step(batch)]
+        outputs = [tuple(x.numpy() for x in out) for out in step(batch)]
         for row, seq_idx in enumerate(sl.seq_idxs):
-            per_layer = [_hypothesis(values, seq_len, row) for values, seq_len in outputs]
+            per_layer = [_beam_hypotheses(out, row) for out in outputs]
             labels = per_layer[0]
+            best = max(labels, key=lambda h: h[0])[1] if isinstance(labels, BeamList) else labels
             tag = dataset.get_tag(int(seq_idx))
             order.append(_corpus_index(dataset, int(seq_idx)))
             results.append((tag, dict(zip(layers, per_layer)) if layers and (keyed_layers or len(layers) > 1)
                             else labels))
-            if isinstance(labels, np.ndarray):  # dense frames: no labels to compare with a reference
+            if isinstance(best, np.ndarray):  # dense frames: no labels to compare with a reference
                 have_ref = False
-            if have_ref:
+            if have_ref:  # (of the best hypothesis of a beam)
                 ref = [int(x) for x in np.asarray(dataset.get_data(int(seq_idx), target)).reshape(-1)]
-                errors += edit_distance(labels, ref)
+                errors += edit_distance(best, ref)
                 ref_len += len(ref)
     dataset.check_files_unchanged()  # no hypotheses of a changed data file are written
     results = [r for _, r in sorted(zip(order, results), key=lambda x: x[0])]  # RETURNN writes the corpus order
     stats = {"edit_distance": float(errors), "ref_len": float(ref_len),
              "error_rate": errors / ref_len if ref_len else 0.0} if have_ref else {}
     return results, stats
+
+
+class Score(float):
+    """A beam score written as RETURNN's numpy float32 prints (``-1.07689``)."""
+
+    def __repr__(self) -> str:
+        return str(np.float32(self))
+
+
+class BeamList(list):
+    """A layer's hypotheses of one sequence with its beam: ``[(score, labels)]`` in beam order (RETURNN's
+    search output of a layer with a beam)."""
+
+
+def _beam_hypotheses(out: Tuple[np.ndarray, ...], row: int) -> Any:
+    """Sequence ``row``'s hypothesis of one layer's step output ``(values, seq_len[, scores])``: its
+    labels, or with beam scores ``(B, K)`` its K hypotheses (rows ``row * K + k``) with their scores."""
+    values, seq_len = out[0], out[1]
+    scores = out[2] if len(out) > 2 else None
+    if scores is None or scores.shape[1] == 0:
+        return _hypothesis(values, seq_len, row)
+    k = scores.shape[1]
+    return BeamList((Score(scores[row, i]), _hypothesis(values, seq_len, row * k + i)) for i in range(k))
 
 
 def _hypothesis(values: np.ndarray, seq_len: np.ndarray, row: int) -> Any:

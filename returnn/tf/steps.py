@@ -193,6 +193,31 @@ class StepFunctions:
             cache[key] = (CompiledFunction(step, [batch_signature(self.network, keys)]), keys)
         return cache[key]
 
+    def search_layers_step(self, names: Sequence[str]):
+        """As :meth:`layers_step`, each layer's ``(values, seq_len, beam scores)``: a value that still has its
+        search beam (a searched rec layer with ``keep_beams``) has ``B * K`` rows and its ``(B, K)`` scores,
+        else the scores are ``(B, 0)``."""
+        from returnn.tf.layers.beam_values import beam_of
+        key = tuple(names)
+        cache = self.__dict__.setdefault("_search_layers_steps", {})
+        if key not in cache:
+            keys = self.network.required_data_keys(False, list(key))
+
+            def step(batch):
+                outputs = self.network.forward(batch, RunContext(False), only=list(key))
+                out = []
+                for n in key:
+                    values, seq_len = self.network.output_as_frames(outputs[n])
+                    beam = beam_of(outputs[n])
+                    if beam is not None and beam.k > 1 and not beam.decided:
+                        scores = tf.reshape(beam.scores, [-1, beam.k])
+                    else:
+                        scores = tf.zeros([tf.shape(values)[0], 0], tf.float32)
+                    out.append((values, seq_len, tf.cast(scores, tf.float32)))
+                return out
+            cache[key] = (CompiledFunction(step, [batch_signature(self.network, keys)]), keys)
+        return cache[key]
+
     def _sync_params(self, flags):
         """Averages all network variables over ranks; returns the reduced flags."""
         variables = list(self.network.variables)
