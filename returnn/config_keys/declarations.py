@@ -18,7 +18,8 @@ _task("search_data", "dict|str", None, "task = search: the dataset to decode (a 
       "\"dev\" or \"eval\": that dataset of the config, as in RETURNN); default: eval (RETURNN's).")
 _task("search_output_layer", "str|list", None, "task = search: the layer whose labels are written (default: the "
       "output layer); a list of layers writes {tag: {layer: hypothesis}} (search_output_file_format 'py', as RETURNN).")
-_task("search_output_file", "str", None, "task = search: file for the best hypothesis of each sequence.")
+_task("search_output_file", "str", None, "task = search: file for each sequence's hypothesis (of a layer still with the "
+      "beam: its hypotheses with their scores, as RETURNN).")
 _task("search_output_file_format", "str", "txt", "task = search: 'txt' (one hypothesis a line, corpus order, no tag) "
       "or 'py' (a Python dict literal {tag: hypothesis}), as RETURNN.", choices=("txt", "py"))
 _task("output_file", "str", None, "task = forward: the HDF file to write (default dump-fwd-epoch-N.hdf, as RETURNN).")
