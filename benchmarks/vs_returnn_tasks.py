@@ -72,6 +72,9 @@ VARIANTS: Dict[str, Tuple[str, str, Tuple[str, ...], Tuple[str, ...]]] = {
     "ff_eval_per_seq_py": ("ff", EVAL_TASK + 'eval_output_file_per_seq = "per_seq.py"\nloss_name = "output"\n'
                            'output_per_seq_format = ["seq_tag", "score", "pos_score"]\n'
                            'output_per_seq_file_format = "py"\n', ("per_seq.py",), ()),
+    # RETURNN's eval_model keeps the tags of the last batch only (KeyError above): one batch of all
+    "ff_eval_per_seq_one_batch": ("ff", EVAL_TASK + 'eval_output_file_per_seq = "per_seq.txt"\nloss_name = "output"\n'
+                                  'batch_size = 10000\nmax_seqs = 100\n', ("per_seq.txt",), ()),
     "ff_eval_per_seq_no_loss": ("ff", EVAL_TASK + 'eval_output_file_per_seq = "per_seq.txt"\n', ("per_seq.txt",), ()),
     "lstm_fwd": ("lstm", FWD + 'output_file = "out.hdf"\nforward_batch_size = 30\nmax_seqs = 3\n', ("out.hdf",), ()),
     "lstm_fwd_layer": ("lstm", FWD + 'output_file = "out.hdf"\nforward_batch_size = 60\n'
