@@ -292,8 +292,57 @@ class Adadelta(Optimizer):
             grad=g.values, indices=g.indices)
 
 
+class Ftrl(Optimizer):
+    """TensorFlow's v1 ``FtrlOptimizer`` (RETURNN's class ``ftrl``; TF's fused kernels): accumulator from
+    ``initial_accumulator_value``, linear term from 0; with ``l2_shrinkage_regularization_strength`` the
+    V2 kernel. Like TF's, it takes no epsilon (RETURNN passes none)."""
+
+    slot_names = ("accum", "linear")
+    returnn_slot_names = {"accum": "Ftrl", "linear": "Ftrl_1"}
+
+    def __init__(self, variables, learning_rate_power: float = -0.5, initial_accumulator_value: float = 0.1,
+                 l1_regularization_strength: float = 0.0, l2_regularization_strength: float = 0.0,
+                 l2_shrinkage_regularization_strength: float = 0.0, **kwargs):
+        super().__init__(variables, **kwargs)
+        if learning_rate_power > 0 or initial_accumulator_value <= 0 or min(
+                l1_regularization_strength, l2_regularization_strength, l2_shrinkage_regularization_strength) < 0:
+            raise ConfigError("config key 'optimizer' (ftrl): learning_rate_power must be <= 0, "
+                              "initial_accumulator_value > 0 and the regularization strengths >= 0 (TensorFlow's)")
+        self.power, self.initial_accumulator_value = float(learning_rate_power), float(initial_accumulator_value)
+        self.l1, self.l2 = float(l1_regularization_strength), float(l2_regularization_strength)
+        self.shrinkage = float(l2_shrinkage_regularization_strength)
+        for acc in self.slots["accum"]:
+            acc.assign(tf.fill(tf.shape(acc), tf.cast(initial_accumulator_value, acc.dtype)))
+
+    def _args(self, i, v, coeffs):
+        c = lambda x: tf.constant(x, v.dtype)  # noqa: E731
+        return dict(var=v.handle, accum=self.slot("accum", i).handle, linear=self.slot("linear", i).handle,
+                    lr=coeffs["lr"], l1=c(self.l1), l2=c(self.l2), lr_power=c(self.power))
+
+    def _update(self, i, g, v, coeffs):
+        if self.shrinkage:
+            tf.raw_ops.ResourceApplyFtrlV2(grad=g, l2_shrinkage=tf.constant(self.shrinkage, v.dtype),
+                                           **self._args(i, v, coeffs))
+        else:
+            tf.raw_ops.ResourceApplyFtrl(grad=g, **self._args(i, v, coeffs))
+
+    sparse_differs = True  # rows without gradient keep their accumulators
+
+    def _update_sparse(self, i, g, v, coeffs):
+        if self.shrinkage:
+            tf.raw_ops.ResourceSparseApplyFtrlV2(grad=g.values, indices=g.indices,
+                                                 l2_shrinkage=tf.constant(self.shrinkage, v.dtype),
+                                                 **self._args(i, v, coeffs))
+        else:
+            tf.raw_ops.ResourceSparseApplyFtrl(grad=g.values, indices=g.indices, **self._args(i, v, coeffs))
+
+    def slot_initial_value(self, slot):
+        return self.initial_accumulator_value if slot == "accum" else 0.0
+
+
 OPTIMIZERS = {"sgd": SGD, "gradientdescent": SGD, "momentum": Momentum, "adam": Adam, "nadam": Nadam,
-              "rmsprop": RMSProp, "adadelta": Adadelta, "adagrad": Adagrad}
+              "rmsprop": RMSProp, "adadelta": Adadelta, "adagrad": Adagrad, "ftrl": Ftrl}
+_NO_EPSILON = ("adagrad", "ftrl")  # TF's v1 classes without one (RETURNN passes none)
 _OLD_FLAGS = ("adam", "nadam", "adadelta", "adagrad", "rmsprop", "momentum")  # RETURNN's order of precedence
 _TAKES_MOMENTUM = ("momentum", "rmsprop")  # classes that get the config's 'momentum' (RETURNN's rule)
 
@@ -342,10 +391,10 @@ def _create(config: Config, variables: Sequence[tf.Variable], opts: Dict[str, An
         raise ConfigError("config key 'optimizer': no 'learning_rate' in the dict; the config's learning_rate (and "
                           "'learning_rate_multiplier' here) set it, as in RETURNN")
     learning_rate = config.float("learning_rate") * float(opts.pop("learning_rate_multiplier", 1.0))
-    if name == "adagrad" and "epsilon" in opts:  # TF's v1 Adagrad takes none (RETURNN: a TypeError)
-        raise ConfigError("config key 'optimizer' (adagrad): TensorFlow's v1 Adagrad, which RETURNN runs, has no "
-                          "'epsilon'")
-    if "epsilon" not in opts and name != "adagrad":  # RETURNN: every class whose __init__ takes one
+    if name in _NO_EPSILON and "epsilon" in opts:  # TF's v1 Adagrad/Ftrl take none (RETURNN: a TypeError)
+        raise ConfigError("config key 'optimizer' (%s): TensorFlow's v1 class, which RETURNN runs, has no "
+                          "'epsilon'" % name)
+    if "epsilon" not in opts and name not in _NO_EPSILON:  # RETURNN: every class whose __init__ takes one
         opts["epsilon"] = config.float("optimizer_epsilon")
     if name in _TAKES_MOMENTUM and "momentum" not in opts and config.float("momentum"):
         opts["momentum"] = config.float("momentum")

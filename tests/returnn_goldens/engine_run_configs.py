@@ -400,4 +400,14 @@ max_seqs = 6
 optimizer = {"class": "adam"}
 learning_rate = 0.01
 """),
+    # TensorFlow's v1 FtrlOptimizer as RETURNN runs it (class 'ftrl'), with l1/l2 and the V2 kernel's shrinkage
+    "ftrl": ("", "", FF + """
+num_epochs = 2
+batch_size = 60
+max_seqs = 6
+optimizer = {"class": "ftrl", "l1_regularization_strength": 0.001, "l2_regularization_strength": 0.01,
+             "l2_shrinkage_regularization_strength": 0.01}
+learning_rate = 0.05
+learning_rate_control = "constant"
+"""),
 }
