@@ -24,7 +24,7 @@ def test_specs_as_returnn_writes_them():
     assert normal.std() == pytest.approx(0.05, rel=0.03) and abs(normal.mean()) < 0.005
     vs = initial_value("variance_scaling_initializer(mode='fan_in', distribution='uniform', scale=0.78)", big, RNG(3))
     assert np.abs(vs).max() <= math.sqrt(3 * 0.78 / 300) and vs.std() == pytest.approx(math.sqrt(0.78 / 300), rel=0.03)
-    trunc = initial_value("truncated_normal(stddev=0.1)", big, RNG(4))
+    trunc = initial_value("truncated_normal_initializer(stddev=0.1)", big, RNG(4))
     assert np.abs(trunc).max() <= 0.2
     conv = initial_value("glorot_uniform", [3, 3, 8, 16], RNG(5))  # TF fans: receptive field times channels
     assert np.abs(conv).max() <= math.sqrt(6 / (9 * 8 + 9 * 16))
@@ -33,6 +33,19 @@ def test_specs_as_returnn_writes_them():
     uni = initial_value("random_uniform_initializer(-0.1, 0.1)", [50], RNG(7))
     assert uni.min() >= -0.1 and uni.max() <= 0.1
     np.testing.assert_array_equal(initial_value("glorot_uniform", big, RNG(1)), glorot)  # seeded
+
+
+@pytest.mark.parametrize("spec", ["constant(0.05)", "zeros()", "random_normal(stddev=0.1)",
+                                  "random_uniform(-0.1, 0.1)", "truncated_normal(stddev=0.1)"])
+def test_tensorflow_op_names_called_in_an_init_string_are_refused_as_returnn(spec):
+    """In RETURNN's get_initializer these names are TensorFlow's ops (tf.constant, tf.random_normal, ...):
+    called, they give a tensor or a TypeError, so RETURNN fails (checked with RETURNN 1.20261022); their
+    *_initializer forms and the bare names are initializers in both engines."""
+    with pytest.raises(ValueError, match=r"is TensorFlow's op tf\.\w+ in RETURNN's initializer namespace"):
+        initial_value(spec, [4], RNG(0))
+    name = spec.split("(")[0]
+    assert initial_value(name, [4], RNG(0)).shape == (4,)
+    assert initial_value(spec.replace(name, name + "_initializer", 1), [4], RNG(0)).shape == (4,)
 
 
 def test_layers_read_init_options_and_errors_name_them():

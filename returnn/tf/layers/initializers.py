@@ -103,6 +103,18 @@ INITIALIZERS: Dict[str, Callable[..., Init]] = {
 }
 
 
+# names that are TensorFlow ops in RETURNN's get_initializer namespace (tf.constant, tf.zeros, ...): called in an
+# init string ("constant(0.05)") they give a tensor or a TypeError there, never an initializer
+TF_OP_NAMES = ("constant", "zeros", "ones", "random_normal", "random_uniform", "truncated_normal")
+
+
+def _tf_op_called(name: str) -> Callable[..., Init]:
+    def refuse(*_args: Any, **_kwargs: Any) -> Init:
+        raise ValueError("%s(...) is TensorFlow's op tf.%s in RETURNN's initializer namespace, not an initializer "
+                         "(RETURNN fails on it); write %s_initializer(...)" % (name, name, name))
+    return refuse
+
+
 def _camel(name: str) -> str:
     return "".join(part.capitalize() for part in name.split("_"))
 
@@ -134,6 +146,8 @@ def get_init(spec: Any) -> Init:
     namespace: Dict[str, Any] = {"math": math, "__builtins__": {}}
     for key, factory in INITIALIZERS.items():
         namespace[key] = namespace[key + "_initializer"] = factory
+    for key in TF_OP_NAMES:  # RETURNN's eval namespace has TensorFlow's ops under these names: it fails on a call
+        namespace[key] = _tf_op_called(key)
     try:
         value = eval(spec, namespace)  # noqa: S307 - config code is trusted; only initialisers in scope
     except Exception as exc:  # noqa: BLE001 - any failure is a bad spec
