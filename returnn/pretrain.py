@@ -59,11 +59,17 @@ def _listed_from(net: Dict[str, Any], name: str, output: bool) -> List[str]:
         raise ConfigError("pretrain: output layer %r has no 'from': RETURNN's pretrain construction (from_output) "
                           "needs it (it fails with KeyError 'from'); write \"from\": [\"data\"]" % name)
     src = layer.get("from", ["data"])
-    if isinstance(src, str) and len(src) > 1:  # one character: RETURNN's iteration gives that name
-        raise ConfigError("pretrain: layer %r has \"from\": %r, a string: RETURNN's pretrain construction "
-                          "(from_output) needs a list (it iterates the string by character and fails); write "
-                          "\"from\": [%r]" % (name, src, src))
+    _refuse_string_from(name, src, "from_output")
     return list(src)
+
+
+def _refuse_string_from(name: str, src: Any, algo: str) -> None:
+    """RETURNN's pretrain constructions iterate ``from`` by character: a string of more than one
+    character fails there (a one-character one names that layer); ConfigError naming the layer."""
+    if isinstance(src, str) and len(src) > 1:
+        raise ConfigError("pretrain: layer %r has \"from\": %r, a string: RETURNN's pretrain construction "
+                          "(%s) needs a list (it iterates the string by character and fails); write "
+                          "\"from\": [%r]" % (name, src, algo, src))
 
 
 def resolve_epoch_values(value: Any, epoch: int) -> Any:
@@ -210,12 +216,8 @@ class Pretrain:
         for name in sorted(self.original):
             if name not in net and self._is_output(self.original, name):
                 net[name] = copy.deepcopy(self.original[name])
-        for name in sorted(net):  # RETURNN iterates a string 'from' by character here: KeyError (e.g. 'd')
-            src = net[name].get("from")
-            if isinstance(src, str) and len(src) > 1:
-                raise ConfigError("pretrain: layer %r has \"from\": %r, a string: RETURNN's pretrain construction "
-                                  "(from_input) needs a list (it iterates the string by character and fails); write "
-                                  "\"from\": [%r]" % (name, src, src))
+        for name in sorted(net):  # RETURNN rewires the step here: KeyError (e.g. 'd') on a string 'from'
+            _refuse_string_from(name, net[name].get("from"), "from_input")
         missing = {s for layer in net.values() for s in layer_from(layer)} - set(net) - set(self.input_layers)
         if not missing:
             return None  # this is the full topology
