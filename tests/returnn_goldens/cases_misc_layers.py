@@ -61,6 +61,20 @@ for topology in ("ctc", "rna"):
         "output": {"class": "forced_align", "from": "lin", "align_target": "data:classes", "topology": topology,
                    "input_type": "log_prob"}},
         extern={"data": {"dim": 5}, "classes": SPARSE6}, lens={"data": [7, 5, 3], "classes": [3, 2, 0]})
+# 'prob' given log-probabilities: every score is log(1e-20), every path ties (RETURNN's fast_viterbi keeps
+# the first best edge of its CTC automaton); a softmax input, batch- and time-major
+for topology in ("ctc", "rna"):
+    case("forced_align_%s_ties" % topology, "forced_align", {
+        "lin": {"class": "linear", "activation": "log_softmax", "n_out": 7, "from": "data"},
+        "output": {"class": "forced_align", "from": "lin", "align_target": "data:classes", "topology": topology,
+                   "input_type": "prob"}},
+        extern={"data": {"dim": 5}, "classes": SPARSE6}, lens={"data": [7, 5, 3], "classes": [3, 2, 0]})
+for _suffix, _x in (("", {"dim": 5}), ("_time_major", {"dim": 5, "time_dim_axis": 0, "batch_dim_axis": 1})):
+    case("forced_align_ctc_softmax_prob" + _suffix, "forced_align", {
+        "lin": {"class": "linear", "activation": "softmax", "n_out": 7, "from": "data"},
+        "output": {"class": "forced_align", "from": "lin", "align_target": "data:classes", "topology": "ctc",
+                   "input_type": "prob"}},
+        extern={"data": _x, "classes": SPARSE6}, lens={"data": [7, 5, 3], "classes": [3, 2, 1]})
 
 # --- masked_computation with unmask (RETURNN's test_MaskedComputationLayer_UnmaskLayer_in_loop)
 MASKED_UNIT = {

@@ -12,7 +12,9 @@ in the first blank or the first label and ends in the last label or the last bla
 Output ``(B, T)`` int32, sparse over the input's classes: the label of each frame on the best
 path (0 on padded frames, and on every frame of a sequence that has no path, e.g. more labels
 than frames). ``"NAME/scores"`` is ``(B,)``: the best path's summed log-probability (-inf
-without a path). No gradient flows through the alignment.
+without a path). No gradient flows through the alignment. ``"prob"`` scores are taken as
+``log(max(p, 1e-20))`` (RETURNN's safe_log); among equal-scored paths the one RETURNN's fast_viterbi keeps
+(skips before single steps before loops, the last label before the last blank).
 """
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ from returnn.tensor.dim import batch_dim
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
 from returnn.tf.layers.helpers import check_sources
 from returnn.tf.layers.options import Option, one_of
+from returnn.tf.util.basic import safe_log
 
 NEG_INF = float("-inf")
 
@@ -76,9 +79,16 @@ class ForcedAlignLayer(Layer):
         return Data("%s/scores" % self.layer_name, dims=(batch_dim,), dtype="float32")
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
-        x, target = sources[0].copy_as_batch_time_feature(), sources[-1].copy_as_batch_time_feature()
-        scores = tf.stop_gradient(tf.cast(x.tensor, tf.float32))
-        logp = scores if self.log_input else tf.math.log(tf.maximum(scores, 1e-30))
+        src, target = sources[0], sources[-1].copy_as_batch_time_feature()
+        x = src.copy_as_batch_time_feature()
+        if self.log_input:
+            logp = tf.stop_gradient(tf.cast(x.tensor, tf.float32))
+        elif src.data.time_dim_axis == 0 and src.data.batch_dim_axis == 1:
+            # RETURNN takes safe_log of its time-major copy: log(max(p, 1e-20)), or the log_softmax of a
+            # softmax's input where that copy is the softmax itself (no transpose in between)
+            logp = tf.transpose(tf.stop_gradient(safe_log(tf.cast(src.tensor, tf.float32))), [1, 0, 2])
+        else:
+            logp = tf.stop_gradient(safe_log(tf.cast(x.tensor, tf.float32)))
         t_len, u_len = x.seq_len, target.seq_len
         labels = tf.where(target.sequence_mask(), tf.cast(target.tensor, tf.int32), 0)
         n_b = tf.shape(logp)[0]
@@ -115,9 +125,11 @@ def viterbi_align(logp: tf.Tensor, t_len: tf.Tensor, labels: tf.Tensor, u_len: t
         stay = tf.where(tf.broadcast_to(allow_self, [n_b, n_s]), alpha, neg)
         from1 = tf.concat([neg[:, :1], alpha[:, :-1]], 1)
         from2 = tf.where(allow_skip, tf.concat([neg[:, :2], alpha[:, :-2]], 1), neg)
-        cands = tf.stack([stay, from1, from2], axis=-1)  # (B, S, 3): back by 0, 1 or 2 states
-        step = tf.argmax(cands, axis=-1, output_type=tf.int32)
-        new = tf.where(valid, tf.reduce_max(cands, axis=-1) + emit[t], neg)
+        # RETURNN's fast_viterbi keeps the first best edge, its CTC automaton's edges ordered by their source
+        # state: on equal scores the skip (back by 2) wins over back by 1 over the loop
+        cands = tf.stack([from2, from1, stay], axis=-1) + emit[t][:, :, None]  # (B, S, 3)
+        step = 2 - tf.argmax(cands, axis=-1, output_type=tf.int32)  # back by 2, 1 or 0 states
+        new = tf.where(valid, tf.reduce_max(cands, axis=-1), neg)
         active = (t < t_len)[:, None]
         return t + 1, tf.where(active, new, alpha), bps.write(t, tf.where(active, step, 0))
 
@@ -125,16 +137,17 @@ def viterbi_align(logp: tf.Tensor, t_len: tf.Tensor, labels: tf.Tensor, u_len: t
                                   shape_invariants=[tf.TensorShape([]), tf.TensorShape([None, None]),
                                                     tf.TensorShape(None)])
     last = 2 * u_len  # the final blank; the final label is one before it
-    end_scores = tf.stack([tf.gather(alpha, last, batch_dims=1),
-                           tf.where(u_len > 0, tf.gather(alpha, tf.maximum(last - 1, 0), batch_dims=1), NEG_INF)], 1)
+    # the final label before the final blank on equal scores (its edges into RETURNN's end state come first)
+    end_scores = tf.stack([tf.where(u_len > 0, tf.gather(alpha, tf.maximum(last - 1, 0), batch_dims=1), NEG_INF),
+                           tf.gather(alpha, last, batch_dims=1)], 1)
     best = tf.reduce_max(end_scores, axis=1)
-    state = last - tf.argmax(end_scores, axis=1, output_type=tf.int32)
+    state = tf.maximum(last - 1 + tf.argmax(end_scores, axis=1, output_type=tf.int32), 0)
     bp = bps.stack()  # (T, B, S)
     out = tf.TensorArray(tf.int32, size=n_t, element_shape=[None])
 
     def back(t, state, out):
         out = out.write(t, tf.gather(ext, state, batch_dims=1))
-        return t - 1, state - tf.gather(bp[t], state, batch_dims=1), out
+        return t - 1, tf.maximum(state - tf.gather(bp[t], state, batch_dims=1), 0), out  # no path: any state
 
     _, _, out = tf.while_loop(lambda t, *_: t >= 0, back, [n_t - 1, state, out])
     alignment = tf.transpose(tf.reshape(out.stack(), [n_t, n_b]))  # (B, T)
