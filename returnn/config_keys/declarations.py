@@ -154,7 +154,8 @@ _train("reset_updater_vars_mod_step", "int", 0, "Reset the optimizer's state (sl
 # ---- optimizer
 _opt = partial(declare, group="optimizer")
 _opt("optimizer", "dict|str", None, "{'class': 'adam' | 'nadam' | 'sgd' | 'momentum' | 'rmsprop' | 'adadelta' | "
-     "'adagrad', ...options, 'learning_rate_multiplier': x}.")
+     "'adagrad' | 'ftrl' | 'proximaladagrad' | 'proximalgradientdescent' | 'customadam' | ... (README's list), "
+     "...options, 'learning_rate_multiplier': x}.")
 _opt("adam", "bool", False, "Old style: use Adam (when 'optimizer' is not set).")
 _opt("nadam", "bool", False, "Old style: use Nadam.")
 _opt("rmsprop", "bool|float", False, "Old style: use RMSProp (a number is its decay).")

@@ -5,7 +5,8 @@ inside the compiled step, and everything is tracked by the checkpoint.
 TensorFlow v1 optimizer of that name computes (goldens from the real RETURNN in
 ``tests/data/returnn_optimizers.json``). Epsilon (Adam, Nadam, RMSProp, Adadelta) defaults to
 RETURNN's ``optimizer_epsilon`` 1e-16 (the dict's ``epsilon`` overrides it); Adam's betas to TF's
-0.9 and 0.999.
+0.9 and 0.999. The rarer classes RETURNN knows (TF's proximal optimizers, RETURNN's own custom ones)
+and the class names it fails on are in ``returnn/tf/optimizers_extra.py``.
 """
 from __future__ import annotations
 
@@ -340,9 +341,9 @@ class Ftrl(Optimizer):
         return self.initial_accumulator_value if slot == "accum" else 0.0
 
 
+# (returnn/tf/optimizers_extra.py adds the rarer classes: TF's proximal ones, RETURNN's custom ones)
 OPTIMIZERS = {"sgd": SGD, "gradientdescent": SGD, "momentum": Momentum, "adam": Adam, "nadam": Nadam,
               "rmsprop": RMSProp, "adadelta": Adadelta, "adagrad": Adagrad, "ftrl": Ftrl}
-_NO_EPSILON = ("adagrad", "ftrl")  # TF's v1 classes without one (RETURNN passes none)
 _OLD_FLAGS = ("adam", "nadam", "adadelta", "adagrad", "rmsprop", "momentum")  # RETURNN's order of precedence
 _TAKES_MOMENTUM = ("momentum", "rmsprop")  # classes that get the config's 'momentum' (RETURNN's rule)
 
@@ -384,17 +385,22 @@ def create_optimizer(config: Config, variables: Sequence[tf.Variable]) -> Optimi
 
 def _create(config: Config, variables: Sequence[tf.Variable], opts: Dict[str, Any]) -> Optimizer:
     opts = dict(opts)
-    name = str(opts.pop("class")).lower().replace("optimizer", "")
+    name = str(opts.pop("class")).lower()
+    if name.endswith("optimizer"):  # RETURNN registers "adamoptimizer" as "adam" (not "neuraloptimizer1")
+        name = name[:-len("optimizer")]
+    if name in optimizers_extra.RETURNN_FAILS:
+        raise ConfigError("config key 'optimizer': class %r fails in RETURNN 1.20261022 with TensorFlow 2.15: %s"
+                          % (name, optimizers_extra.RETURNN_FAILS[name]))
     if name not in OPTIMIZERS:
         raise ConfigError("config key 'optimizer': unknown class %r (known: %s)" % (name, known_list(OPTIMIZERS)))
     if "learning_rate" in opts:  # RETURNN asserts: "learning_rate will be set implicitly"
         raise ConfigError("config key 'optimizer': no 'learning_rate' in the dict; the config's learning_rate (and "
                           "'learning_rate_multiplier' here) set it, as in RETURNN")
     learning_rate = config.float("learning_rate") * float(opts.pop("learning_rate_multiplier", 1.0))
-    if name in _NO_EPSILON and "epsilon" in opts:  # TF's v1 Adagrad/Ftrl take none (RETURNN: a TypeError)
-        raise ConfigError("config key 'optimizer' (%s): TensorFlow's v1 class, which RETURNN runs, has no "
-                          "'epsilon'" % name)
-    if "epsilon" not in opts and name not in _NO_EPSILON:  # RETURNN: every class whose __init__ takes one
+    no_epsilon = ("adagrad", "ftrl") + optimizers_extra.NO_EPSILON  # TF's/RETURNN's classes without one
+    if name in no_epsilon and "epsilon" in opts:  # RETURNN: a TypeError
+        raise ConfigError("config key 'optimizer' (%s): the class RETURNN runs has no 'epsilon'" % name)
+    if "epsilon" not in opts and name not in no_epsilon:  # RETURNN: every class whose __init__ takes one
         opts["epsilon"] = config.float("optimizer_epsilon")
     if name in _TAKES_MOMENTUM and "momentum" not in opts and config.float("momentum"):
         opts["momentum"] = config.float("momentum")
@@ -405,3 +411,6 @@ def _create(config: Config, variables: Sequence[tf.Variable], opts: Dict[str, An
         return OPTIMIZERS[name](variables, learning_rate=learning_rate, **opts)
     except TypeError as exc:
         raise ConfigError("config key 'optimizer' (%s): bad option: %s" % (name, exc))
+
+
+from returnn.tf import optimizers_extra  # noqa: E402  (adds its classes to OPTIMIZERS)

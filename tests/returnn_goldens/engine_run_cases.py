@@ -128,7 +128,8 @@ def read_params(prefix: str) -> Dict[str, np.ndarray]:
     nothing of this engine's ``_engine/`` state)."""
     import tensorflow as tf
     reader = tf.train.load_checkpoint(prefix)
-    slot = re.compile(r"/(Adam|AdamW|Nadam|Momentum|RMSProp|Adagrad|AdagradDA|Adadelta|Ftrl)(_\d+)?$"
+    slot = re.compile(r"/(Adam|AdamW|Nadam|Momentum|RMSProp|Adagrad|AdagradDA|Adadelta|Ftrl|ProximalAdagrad"
+                      r"|CustomAdamOptimizer|GradVarianceScaledOptimizer|NeuralOptimizer1)(_\d+)?$"
                       r"|/var_accum_grad$|(^|/)(beta[12]_power|global_step)$")
     return {name: reader.get_tensor(name) for name in sorted(reader.get_variable_to_shape_map())
             if not name.startswith("_") and not slot.search(name) and "accum_grad" not in name}

@@ -410,4 +410,65 @@ optimizer = {"class": "ftrl", "l1_regularization_strength": 0.001, "l2_regulariz
 learning_rate = 0.05
 learning_rate_control = "constant"
 """),
+    # the rarer optimizer classes RETURNN runs (returnn/tf/optimizers_extra.py): TF's v1 proximal ones with
+    # l1/l2 on, RETURNN's own custom ones (epsilon: optimizer_epsilon where the class takes one)
+    "opt_proximaladagrad": ("", "", FF + """
+num_epochs = 2
+batch_size = 60
+max_seqs = 6
+optimizer = {"class": "ProximalAdagradOptimizer", "initial_accumulator_value": 0.2,
+             "l1_regularization_strength": 0.001, "l2_regularization_strength": 0.01}
+learning_rate = 0.1
+learning_rate_control = "constant"
+"""),
+    "opt_proximalgradientdescent": ("", "", FF + """
+num_epochs = 2
+batch_size = 60
+max_seqs = 6
+optimizer = {"class": "proximalgradientdescent", "l1_regularization_strength": 0.002,
+             "l2_regularization_strength": 0.05}
+learning_rate = 0.1
+learning_rate_control = "constant"
+"""),
+    "opt_customgradientdescent": ("", "", FF + """
+num_epochs = 2
+batch_size = 60
+max_seqs = 6
+optimizer = {"class": "customgradientdescent"}
+learning_rate = 0.1
+learning_rate_control = "constant"
+"""),
+    "opt_normalizedsgd": ("", "", FF + """
+num_epochs = 2
+batch_size = 60
+max_seqs = 6
+optimizer = {"class": "normalizedsgd"}
+learning_rate = 0.1
+learning_rate_control = "constant"
+"""),
+    "opt_customadam": ("", "", FF + """
+num_epochs = 2
+batch_size = 60
+max_seqs = 6
+optimizer = {"class": "customadam", "beta1": 0.8}
+learning_rate = 0.01
+learning_rate_control = "constant"
+"""),
+    "opt_gradvariancescaled": ("", "", FF + """
+num_epochs = 2
+batch_size = 60
+max_seqs = 6
+optimizer = {"class": "gradvariancescaled", "beta2": 0.99}
+optimizer_epsilon = 1e-8
+learning_rate = 0.1
+learning_rate_control = "constant"
+"""),
+    "opt_neuraloptimizer1": ("", "", FF + """
+num_epochs = 2
+batch_size = 60
+max_seqs = 6
+optimizer = {"class": "NeuralOptimizer1", "decrease_factor": 0.2}
+learning_rate = 0.1
+learning_rate_control = "constant"
+"""),
 }
