@@ -4,6 +4,7 @@ fixed (loaded by make_goldens.py): a cumsum in the loop starts from its initial_
 energies of a per-frame query over a base: layer whose time axis is the loop's own run in the loop
 (all encoder frames per step) where they do not build over the whole sequence, else (as RETURNN
 moves them out) over the whole sequence."""
+from golden_dims import dim_marker, dim_ref
 from make_goldens import case
 
 X5 = {"data": {"dim": 5}}
@@ -198,3 +199,20 @@ for where in ("after", "loop"):
             "output": _out}},
         "output": {"class": "softmax_over_spatial", "use_time_mask": False, "log_space": True, "from": "loop"}},
         extern=X5, lens={"data": [4, 2, 3]})
+# a slice_nd kept in the loop whose size changes per step (RETURNN's test_SliceNdLayer_multidimensional_size
+# with optimize_move_layers_out False): its frames have another width each step, stacked padded to the widest
+# (the stacking failed here before: returnn_fuzz --kind mutate --train seed 36, CRASH)
+_TM = dim_marker("time", None)
+case("fuzzrec_slice_nd_per_step_size_in_loop", "fuzz_rec", {"output": {
+    "class": "rec", "from": "data:data", "optimize_move_layers_out": False, "unit": {
+        "const1": {"class": "constant", "value": 1},
+        "start": {"class": "reinterpret_data", "from": "prev:choice", "set_sparse": False},
+        "size": {"class": "combine", "from": ["const1", "start"], "kind": "add"},
+        "slices": {"class": "slice_nd", "from": "base:data:data", "start": "start", "size": "size"},
+        "output": {"class": "reduce", "from": "slices", "mode": "max", "axes": "stag:slice"},
+        "prob": {"class": "softmax", "from": "data:source", "target": "classes", "loss": "ce"},
+        "choice": {"class": "choice", "target": "classes", "beam_size": 3, "from": "prob", "input_type": "prob",
+                   "initial_output": 0}}}},
+    extern={"data": {"dim": 3, "same_dim_tags_as": {"t": _TM}},
+            "classes": {"dim": 3, "sparse": True, "same_dim_tags_as": {"t": dim_ref("time")}}},
+    config={"behavior_version": 38}, train=True, lens={"data": [7, 4, 1], "classes": [7, 4, 1]})

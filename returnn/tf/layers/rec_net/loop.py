@@ -21,7 +21,7 @@ from returnn.tf.layers.helpers import concat_inputs
 from returnn.tf.layers.rec_net import frames
 from returnn.tf.layers.rec_net.deps import Ref, initial_output_ref
 from returnn.tf.subnetwork import MASKED_BY
-from returnn.tf.util.tensor_array import stacked
+from returnn.tf.util.tensor_array import stacked, stacked_padded
 
 STEP_SEED_STRIDE = 1000003  # per-step offset of the dropout seed inside the loop
 
@@ -333,12 +333,14 @@ class UnitRun:
         ends = getattr(rec, "ends", False)  # ended by its 'end' sub-layer (no known length)
         limit = self.max_len() if ends else self.n_time
 
-        def array(dtype) -> tf.TensorArray:
-            return tf.TensorArray(dtype, size=0 if ends else self.n_time, dynamic_size=ends, infer_shape=False)
-
-        tas = {n: array(tf.as_dtype(rec.layers[n].output.dtype)) for n in names}
-        logit_tas = {n: array(tf.float32) for n in names if has_logits(rec.layers[n])}
         step_dims = self._step_dims(names)  # dynamic dims made in the loop: their sizes per step are stacked too
+
+        def array(dtype, n: str = "") -> tf.TensorArray:  # frames of step dims are read twice (stacked_padded)
+            return tf.TensorArray(dtype, size=0 if ends else self.n_time, dynamic_size=ends, infer_shape=False,
+                                  clear_after_read=n not in step_dims)
+
+        tas = {n: array(tf.as_dtype(rec.layers[n].output.dtype), n) for n in names}
+        logit_tas = {n: array(tf.float32, n) for n in names if has_logits(rec.layers[n])}
         tas.update({_size_key(n, d): array(tf.int32) for n, dims in step_dims.items() for d in dims})
         # RETURNN's end flag (ORed over the steps) and each sequence's length so far: a step counts unless it
         # is the one of the end (or, with include_eos, after it)
@@ -394,13 +396,14 @@ class UnitRun:
         out = {}
         for n in names:  # stacked also when no step ran (T = 0: every sequence of the batch empty)
             empty = [0] + frames.frame_shape(rec.layers[n].output, self.batch)
-            logits = stacked(logit_tas[n], empty) if n in logit_tas else None
+            stack = stacked_padded if n in step_dims else stacked  # frames of another size each step
+            logits = stack(logit_tas[n], empty) if n in logit_tas else None
             sizes = dict(self.sizes)
             for d in step_dims.get(n, ()):
                 key = _size_key(n, d)
                 sizes[d] = frames.stacked_sizes(stacked(tas[key], [0] + [self.batch] * size_ranks.get(key, 0))[:n_keep],
                                                 d, rec.time_dim)
-            out[n] = frames.stack_steps(stacked(tas[n], empty)[:n_keep], rec.layers[n].output, rec.time_dim, sizes,
+            out[n] = frames.stack_steps(stack(tas[n], empty)[:n_keep], rec.layers[n].output, rec.time_dim, sizes,
                                         None if logits is None else logits[:n_keep])
         return out
 
