@@ -237,6 +237,11 @@ case("dot_feature_feature", "dot", {
     "a": _lin(4), "b": _lin(4, act="tanh"),
     "output": {"class": "dot", "red1": "F", "red2": "F", "var1": None, "var2": None, "from": ["a", "b"]}},
     notes="per frame scalar product")
+case("dot_feature_feature_no_mask", "dot", {
+    "a": _lin(4), "b": _lin(4, act="tanh"),
+    "output": {"class": "dot", "red1": "F", "red2": "F", "var1": None, "var2": None, "from": ["a", "b"],
+               "use_mask": False}},
+    notes="use_mask False has no effect when no reduced axis is dynamic (returnn_fuzz mutate seed 36)")
 case("dot_time_reduce", "dot", {
     "a": _lin(3), "output": {"class": "dot", "red1": "T", "red2": "T", "var1": "F", "var2": "F",
                              "from": ["data", "a"]}},

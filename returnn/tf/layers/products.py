@@ -36,7 +36,8 @@ class DotLayer(Layer):
         Option("var2", None, "the second source's own axes (given: the other non-reduced axes pair up in order)"),
         Option("add_var2_if_empty", None, "add a size-1 axis when the second source has no own axes (None: before "
                                           "behavior version 3 only, as RETURNN, which refuses it from then on)"),
-        Option("use_mask", True, "reduced dynamic axes without their padded positions", only=(True,)),
+        Option("use_mask", True, "reduced dynamic axes without their padded positions (False: refused where a "
+                                 "reduced axis is dynamic, RETURNN would sum the padding; no effect otherwise)"),
         Option("debug", False, "RETURNN: print the axes it reduces and keeps",
                noop="a debug print of RETURNN's; the value is the same"),
     )
@@ -59,6 +60,10 @@ class DotLayer(Layer):
                 a.dims[i].dimension != b.dims[j].dimension for i, j in zip(self.red_a, self.red_b)):
             raise NetworkError("%s: red1 %s and red2 %s must pair axes of equal size" % (
                 self.desc, [a.dims[i].short_repr() for i in self.red_a], [b.dims[j].short_repr() for j in self.red_b]))
+        if not self.opt("use_mask") and any(a.dims[i].is_dynamic() or b.dims[j].is_dynamic()
+                                            for i, j in zip(self.red_a, self.red_b)):
+            raise NetworkError("%s: option 'use_mask' = False is not supported here over a dynamic reduced axis "
+                               "(RETURNN sums its padded positions too, whatever they hold)" % self.desc)
         rest_a = [i for i in range(a.batch_ndim) if i not in self.red_a]
         rest_b = [j for j in range(b.batch_ndim) if j not in self.red_b]
         from returnn.tf.layers.norm import behavior_version
