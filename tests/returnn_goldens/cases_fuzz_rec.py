@@ -216,3 +216,16 @@ case("fuzzrec_slice_nd_per_step_size_in_loop", "fuzz_rec", {"output": {
     extern={"data": {"dim": 3, "same_dim_tags_as": {"t": _TM}},
             "classes": {"dim": 3, "sparse": True, "same_dim_tags_as": {"t": dim_ref("time")}}},
     config={"behavior_version": 38}, train=True, lens={"data": [7, 4, 1], "classes": [7, 4, 1]})
+# a choice's keep_beams in training (teacher forcing, no search): no effect, as in RETURNN (refused here before:
+# returnn_fuzz --kind mutate --train seed 39, GAP)
+case("fuzzrec_choice_keep_beams_in_training", "fuzz_rec", {"output": {
+    "class": "rec", "from": "data:data", "unit": {
+        "start": {"class": "copy", "from": "prev:choice"},
+        "slices": {"class": "slice_nd", "from": "base:data:data", "start": "start", "size": None},
+        "output": {"class": "reduce", "from": "slices", "mode": "max", "axes": "stag:slice"},
+        "prob": {"class": "softmax", "from": "data:source", "target": "classes", "loss": "ce"},
+        "choice": {"class": "choice", "target": "classes", "beam_size": 3, "from": "prob", "input_type": "prob",
+                   "initial_output": 0, "keep_beams": True}}}},
+    extern={"data": {"dim": 3, "same_dim_tags_as": {"t": _TM}},
+            "classes": {"dim": 3, "sparse": True, "same_dim_tags_as": {"t": dim_ref("time")}}},
+    config={"behavior_version": 38}, train=True, lens={"data": [7, 4, 1], "classes": [7, 4, 1]})

@@ -49,7 +49,7 @@ class ChoiceLayer(Layer):
                only=(False, True, "exclusive", None)),
         Option("scheduled_sampling", False, "only False is supported"),
         Option("keep_beams", False, "RETURNN's search keeping each incoming hypothesis with beam_size / beam_in "
-                                    "continuations: not supported here", only=(False,)),
+                                    "continuations: refused where the choice searches (no effect where it does not)"),
         Option("prob_scale", 1.0, "search: factor of the log-probabilities"),
         Option("base_beam_score_scale", 1.0, "search: factor of the previous beam score (RETURNN's)"),
         Option("random_sample_scale", 0.0, "search: factor of Gumbel noise added to the combined scores (RETURNN's "
@@ -93,10 +93,13 @@ class ChoiceLayer(Layer):
                 self.desc, len(self.targets), self.targets, len(sources)))
         if not isinstance(targets, (list, tuple)):
             sources = sources[-1:]
+        self.searching = not sources[0].sparse  # in search: built on the label scores, the loop picks the labels
+        if self.opt("keep_beams") and self.searching:
+            raise NetworkError("%s: option 'keep_beams' = True is not supported here in a search (RETURNN's "
+                               "beam_size / beam_in continuations of each incoming hypothesis)" % self.desc)
         if self.opt("input_type") == "regression":
             self._init_regression(sources)
             return
-        self.searching = not sources[0].sparse  # in search: built on the label scores, the loop picks the labels
         if self.searching:
             parts = []
             for src in sources:
