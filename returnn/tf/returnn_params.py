@@ -110,9 +110,10 @@ def _all_layers(network) -> Iterator[Tuple[str, object]]:
         yield name, layer
 
 
-def returnn_param_shapes(network) -> Dict[str, Tuple[int, ...]]:
-    """RETURNN name -> RETURNN's shape of every parameter of ``network``."""
-    return {name: p.shape for name, p in network_params(network).items()}
+def returnn_param_shapes(network, saveable_only: bool = False) -> Dict[str, Tuple[int, ...]]:
+    """RETURNN name -> RETURNN's shape of every parameter of ``network`` (``saveable_only``: of those a
+    checkpoint stores, RETURNN's get_saveable_params_list)."""
+    return {name: p.shape for name, p in network_params(network).items() if p.param.saveable or not saveable_only}
 
 
 def returnn_param_values(network, saveable_only: bool = True) -> Dict[str, np.ndarray]:

@@ -35,6 +35,10 @@ for bv in (0, 10):
 case("combine_variable_feature_bv0", "combine", {
     "v": {"class": "variable", "shape": [5]},
     "output": {"class": "combine", "kind": "add", "from": ["data", "v"]}}, config={"behavior_version": 0})
+case("combine_variable_not_saveable", "combine", {
+    "v": {"class": "variable", "shape": [5], "init": 0.5, "saveable": False},
+    "output": {"class": "combine", "kind": "add", "from": ["data", "v"]}},
+    notes="not among RETURNN's saveable parameters (the golden's); its init value on both sides")
 
 # --- eval with out_type shape
 _both("eval_out_type_shape_keepdims", "eval", {"output": {
