@@ -335,7 +335,16 @@ def main(argv: Optional[List[str]] = None) -> int:
         return _fail("%s: %s" % (type(exc).__name__, exc), RuntimeFailure.exit_code, traceback.format_exc(), state)
     finally:
         early_stop.uninstall()
+        _discard_unfinished_outputs()
         state.release()
+
+
+def _discard_unfinished_outputs() -> None:
+    """Removes what this process's HDF writers left half-written (see hdf_write's
+    ``discard_unfinished_outputs``); nothing to do when no writer module was loaded."""
+    module = sys.modules.get("returnn.datasets.hdf_write")
+    if module is not None:
+        module.discard_unfinished_outputs()
 
 
 def exit_process(code: int) -> None:

@@ -10,7 +10,7 @@ import os
 import signal
 import sys
 import threading
-from typing import Any, Optional
+from typing import Any, List, Optional
 
 from returnn.errors import StopSignal, TrainingInterrupted
 
@@ -79,6 +79,31 @@ def rerun_hint(config: Any) -> str:
         return "the same command runs the task again"
 
 
+_PENDING: List[BaseException] = []  # the exception a stop signal raised, kept for re-raising
+
+
+def raise_for_signal(exc: BaseException) -> None:
+    """Raises ``exc`` (a stop signal handler's exception) and remembers it: C code that runs Python
+    (numpy, h5py) can clear an exception raised inside it, and then the signal would be lost and
+    the task go on and write its output. :func:`raise_if_stop_pending` raises it again."""
+    if not _PENDING:
+        _PENDING.append(exc)
+    raise exc
+
+
+def raise_if_stop_pending() -> None:
+    """Raises the exception of a stop signal that arrived in this process (see
+    :func:`raise_for_signal`), if any. Called where an output is about to be put into place and
+    after each forward batch, so a signal swallowed on the way still stops the task."""
+    if _PENDING:
+        raise _PENDING[0]
+
+
+def pending_stop_signal() -> Optional[int]:
+    """The number of a stop signal that arrived (its exception raised, maybe lost), else None."""
+    return getattr(_PENDING[0], "signum", None) if _PENDING else None
+
+
 def redeliver_dropped_signals() -> None:
     """A handler's exception raised while Python runs a weakref callback or ``__del__`` (h5py and
     TensorFlow objects have both) is printed as "Exception ignored" and dropped, so the signal
@@ -136,6 +161,13 @@ class StopRequest(_SignalHandlers):
         super().__init__()
         self.signum: Optional[int] = None
 
+    def install(self) -> None:
+        """Installs the handlers; a stop signal that arrived before (and was lost on the way, see
+        :func:`raise_for_signal`) counts as requested."""
+        super().install()
+        if self.signum is None:
+            self.signum = pending_stop_signal()
+
     def _handle(self, signum, frame) -> None:  # noqa: ARG002
         if self.signum is None:
             self.signum = signum
@@ -160,4 +192,4 @@ class EarlyStop(_SignalHandlers):
     back afterwards."""
 
     def _handle(self, signum, frame) -> None:  # noqa: ARG002
-        raise StopSignal(signum)
+        raise_for_signal(StopSignal(signum))

@@ -60,6 +60,8 @@ def main(argv: Optional[List[str]] = None) -> int:
               file=sys.stderr)
         return 2
     except KeyboardInterrupt as exc:
+        from returnn.datasets.hdf_write import discard_unfinished_outputs
+        discard_unfinished_outputs()  # the signal may have landed before the dump's own cleanup was armed
         signum = getattr(exc, "signum", signal.SIGINT)
         print("hdf_dump: interrupted (%s); nothing written to %s" % (signal.Signals(signum).name, args.out),
               file=sys.stderr)
@@ -77,11 +79,13 @@ def _stop_on_signals() -> None:
     from returnn.interrupts import redeliver_dropped_signals
     redeliver_dropped_signals()
 
+    from returnn.interrupts import raise_for_signal
+
     def stop(signum, _frame):
         exc = KeyboardInterrupt()
         exc.signum = signum
-        raise exc
-    for sig in (signal.SIGTERM, signal.SIGHUP):
+        raise_for_signal(exc)  # raised again before the output is put into place, if C code cleared it
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
         try:
             signal.signal(sig, stop)
         except (ValueError, OSError):  # pragma: no cover - not the main thread

@@ -71,6 +71,31 @@ def remove_stale_hdf_temp_files(directory: str) -> List[str]:
     return removed
 
 
+_UNFINISHED: set = set()  # temporary files this process created and has not yet renamed or removed
+
+
+def discard_unfinished_outputs() -> List[str]:
+    """Removes the temporary files of this process's writers that were neither renamed into place
+    nor removed: a stop signal (an exception raised at any bytecode) can land between a file's
+    creation and the ``try`` that drops it, or inside the cleanup itself. Called once when the
+    process ends (``rnn.py``'s exit path). Returns the removed paths."""
+    removed = []
+    for path in sorted(_UNFINISHED):
+        try:
+            if os.path.isfile(path) and not os.path.islink(path):
+                os.remove(path)
+                removed.append(path)
+        except OSError:
+            pass
+        _UNFINISHED.discard(path)
+    return removed
+
+
+def _finished(path: str) -> None:
+    """``path`` was renamed into place or removed: no longer this process's leftover."""
+    _UNFINISHED.discard(path)
+
+
 class OutputSink(io.RawIOBase):
     """The file h5py writes an output through (h5py's file-object driver), created new and never
     through a link. libhdf5 is not robust against a write that fails (a full disk, a quota): it
@@ -85,8 +110,14 @@ class OutputSink(io.RawIOBase):
         self.path = path
         self.error: Optional[OSError] = None
         check_no_foreign_link(os.path.dirname(os.path.abspath(path)))  # not through another user's link
+        _UNFINISHED.add(path)  # before it exists: a signal right after the creation still finds it
         # a new file (O_EXCL), never through a link (O_NOFOLLOW); read and written by libhdf5
-        self._f = os.fdopen(open_nofollow(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644), "r+b", buffering=0)
+        try:
+            fd = open_nofollow(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+        except OSError:
+            _UNFINISHED.discard(path)  # not created by us (e.g. it existed): never ours to remove
+            raise
+        self._f = os.fdopen(fd, "r+b", buffering=0)
 
     def readable(self) -> bool:
         return True
@@ -353,6 +384,8 @@ class SimpleHDFWriter:
             return
         f = self._file
         try:
+            from returnn.interrupts import raise_if_stop_pending
+            raise_if_stop_pending()  # a stop signal cleared on the way by C code: nothing is put into place
             if self._inputs is None:
                 shape = () if self.ndim == 1 else (int(self.dim or 1),) * (self.ndim - 1)
                 self._inputs = self._frames_dataset(f, "inputs", shape, "int32" if self.ndim == 1 else "float32")
@@ -384,8 +417,10 @@ class SimpleHDFWriter:
             check_replaceable(self.filename)
         except OSError:
             os.remove(self.tmp_filename)
+            _finished(self.tmp_filename)
             raise
         os.replace(self.tmp_filename, self.filename)
+        _finished(self.tmp_filename)
 
     def abort(self) -> None:
         """Drops the temporary file; nothing is written under ``filename``."""
@@ -400,6 +435,7 @@ class SimpleHDFWriter:
             self._sink = None
         if os.path.exists(self.tmp_filename):
             os.remove(self.tmp_filename)
+        _finished(self.tmp_filename)
 
     def __enter__(self) -> "SimpleHDFWriter":
         return self
@@ -504,12 +540,16 @@ def dump_dataset_to_hdf(dataset: Dataset, out_path: str, epoch: int = 1, start_s
         if sink.error is not None:
             raise output_write_error(out_path, sink.error, "output file")
         check_replaceable(out_path)
+        from returnn.interrupts import raise_if_stop_pending
+        raise_if_stop_pending()  # a stop signal cleared on the way by C code: nothing is put into place
         os.replace(tmp, out_path)
+        _finished(tmp)
     except BaseException:
         if sink is not None:
             sink.close()
-            if os.path.exists(tmp):
-                os.remove(tmp)
+        if tmp in _UNFINISHED and os.path.exists(tmp):
+            os.remove(tmp)
+        _finished(tmp)
         raise
     if progress is not None and count == 0:
         progress(0, 0)

@@ -39,5 +39,7 @@ def runner_scores(scores: Dict[str, float], labels: List[str]) -> Dict[str, Dict
 
 def write_eval_output(path: str, results: Dict[str, Dict[str, Dict[str, float]]]) -> None:
     """The file RETURNN's eval_model writes (replacing an existing one)."""
+    from returnn.interrupts import raise_if_stop_pending
+    raise_if_stop_pending()  # a stop signal that C code cleared on the way: nothing is written
     with open(path, "w") as f:
         f.write(returnn_better_repr(results) + "\n")

@@ -12,6 +12,7 @@ from returnn.datasets.integrity import check_datasets_unchanged, first_rank_mess
 from returnn.datasets.prefetch import BatchPrefetcher
 from returnn.distributed.context import DistributedContext
 from returnn.errors import ConfigError, DataError
+from returnn.interrupts import raise_if_stop_pending
 from returnn.log import log
 from returnn.tensor import Data
 from returnn.tf.losses import reporting_misalignment
@@ -121,6 +122,7 @@ def _write_dataset(steps: StepFunctions, dataset: Dataset, batching: BatchOption
             for writer, (values, seq_len) in zip(writers, step_fn(batch)):
                 writer.insert_batch(values.numpy(), seq_len.numpy(), tags)
             count += len(tags)
+            raise_if_stop_pending()  # a stop signal that C code cleared on the way still stops the pass
         dataset.check_files_unchanged()  # nothing computed from a changed data file is written
     except BaseException:
         for writer in writers:

@@ -23,6 +23,7 @@ from returnn.datasets.batching import BatchOptions
 from returnn.datasets.integrity import unique_tag_positions
 from returnn.datasets.prefetch import BatchPrefetcher
 from returnn.errors import ConfigError, output_write_error
+from returnn.interrupts import raise_if_stop_pending
 from returnn.tf.eval_output import returnn_better_repr
 from returnn.tf.steps import StepFunctions
 from returnn.util.output_guard import remove_stale_temp_files
@@ -75,6 +76,7 @@ def write_hypotheses(path: str, hyps: List[Tuple[str, Any]], fmt: str) -> None:
     # surrogateescape: a tag whose bytes were not UTF-8 in its data file is written as those bytes
     data = "".join(lines).encode("utf-8", "surrogateescape")
     remove_stale_temp_files(path)  # <path>.tmp-<pid> of a killed search
+    raise_if_stop_pending()  # a stop signal that C code cleared on the way: nothing is written
     try:
         atomic_write_bytes(path, data)  # via a new temporary file, never through a link
     except OSError as exc:  # a full disk: one line; the temporary file is removed
