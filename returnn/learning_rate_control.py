@@ -78,6 +78,10 @@ class LearningRateControl:
         self.epochs: Dict[int, EpochData] = {}
         if filename and os.path.exists(filename):
             self.epochs = read_learning_rate_file(filename)
+        # RETURNN: every listed epoch is in the file from the first save on (its rate, no scores yet);
+        # one the file has a rate for keeps that
+        for epoch, rate in sorted(self.learning_rates.items()):
+            self.set_default_learning_rate_for_epoch(epoch, rate)
 
     @classmethod
     def from_config(cls, config: Config) -> "LearningRateControl":

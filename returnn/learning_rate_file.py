@@ -43,7 +43,9 @@ class EpochData:
         entries = [(k, float(v)) for k, v in self.error.items()]
         entries += [(META_PREFIX + k, v) for k, v in self.meta.items()]
         items = "".join("%r: %s,\n" % (k, literal_repr(v)) for k, v in sorted(entries))
-        return "EpochData(learningRate=%s, error={\n%s})" % (literal_repr(self.learning_rate), items)
+        # RETURNN's better_repr: an empty dict (an epoch listed in learning_rates, not trained yet) is "{}"
+        return "EpochData(learningRate=%s, error={%s})" % (literal_repr(self.learning_rate),
+                                                            "\n" + items if items else "")
 
 
 def literal_repr(value: Any) -> str:

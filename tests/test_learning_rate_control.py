@@ -162,6 +162,27 @@ def test_learning_rates_dict_and_the_constant_rate_of_the_epoch_before(tmp_path)
     assert resumed.get_learning_rate_for_epoch(3) == 0.5
 
 
+def test_listed_epochs_are_in_the_file_from_the_first_save(tmp_path):
+    """RETURNN's LearningRateControl sets every epoch of learning_rates at start-up: the file holds them
+    all (rate, no scores) from its first save on; an epoch the file already has a rate for keeps it
+    (whole run: engine-run golden lr_file_listed_epochs)."""
+    path = tmp_path / "lr.data"
+    control = LearningRateControl("constant", default_learning_rate=1.0, learning_rates={1: 0.1, 2: 0.2, 5: 0.05},
+                                  filename=str(path))
+    control.set_epoch_error(1, {"dev_score": 1.0})
+    control.save()
+    epochs = read_learning_rate_file(str(path))
+    assert sorted(epochs) == [1, 2, 5]
+    assert [epochs[e].learning_rate for e in (1, 2, 5)] == [0.1, 0.2, 0.05]
+    assert epochs[2].error == {} and epochs[5].error == {}
+    assert "2: EpochData(learningRate=0.2, error={}),\n" in path.read_text()  # RETURNN's better_repr
+    path.write_text("{1: EpochData(learningRate=0.1, error={'dev_score': 1.0}),\n"
+                    " 2: EpochData(learningRate=0.3, error={})}\n")
+    resumed = LearningRateControl("constant", default_learning_rate=1.0, learning_rates=[0.1, 0.2, 0.4],
+                                  filename=str(path))
+    assert [resumed.get_learning_rate_for_epoch(e) for e in (1, 2, 3)] == [0.1, 0.3, 0.4]
+
+
 def test_constant():
     control = LearningRateControl("constant", default_learning_rate=0.003)
     assert drive(control, [3.0, 4.0, 5.0, 6.0]) == [0.003] * 5
@@ -202,8 +223,10 @@ def test_file_round_trip_and_format(tmp_path):
     text = open(path).read()
     # RETURNN's format: a dict literal of EpochData(learningRate=..., error={...}).
     assert text.startswith("{\n") and text.rstrip().endswith("}")
-    heads = re.findall(r"^(\d+): EpochData\(learningRate=([^,]+), error=\{$", text, re.M)
+    # (epoch 4 has a rate, no scores yet: "error={})," on its line, as RETURNN's better_repr writes it)
+    heads = re.findall(r"^(\d+): EpochData\(learningRate=([^,]+), error=\{(?:\}\),)?$", text, re.M)
     assert [int(e) for e, _ in heads] == [1, 2, 3, 4]
+    assert "4: EpochData(learningRate=0.01, error={}),\n" in text
     parsed = eval(text, {"EpochData": _IndependentEpochData, "nan": float("nan"), "inf": float("inf")})
     assert sorted(parsed) == [1, 2, 3, 4]
     for epoch, data in parsed.items():

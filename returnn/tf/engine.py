@@ -228,11 +228,15 @@ class Engine(BestModel, InferenceTasks):
         """RETURNN's rule: pretrain epochs use ``pretrain_learning_rate`` (default ``learning_rate``),
         the first epoch after them ``learning_rate`` again, unless ``use_learning_rate_control_always``."""
         if not self.config.bool("use_learning_rate_control_always") and self.schedule.pretrain is not None:
+            # RETURNN trains these epochs at that rate; the file keeps a rate it has (listed in learning_rates)
+            rate = None
             if self.schedule.is_pretrain_epoch(epoch):
                 rate = self.config.float("pretrain_learning_rate", self.lr_control.default_learning_rate)
-                return self.lr_control.set_default_learning_rate_for_epoch(epoch, rate)
-            if epoch == self.schedule.pretrain_epochs + 1:
-                return self.lr_control.set_default_learning_rate_for_epoch(epoch, self.lr_control.default_learning_rate)
+            elif epoch == self.schedule.pretrain_epochs + 1:
+                rate = self.lr_control.default_learning_rate
+            if rate is not None:
+                self.lr_control.set_default_learning_rate_for_epoch(epoch, rate)
+                return rate
         return self.lr_control.get_learning_rate_for_epoch(epoch)
 
     def _trace(self) -> None:

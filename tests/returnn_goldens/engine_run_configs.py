@@ -471,4 +471,32 @@ optimizer = {"class": "NeuralOptimizer1", "decrease_factor": 0.2}
 learning_rate = 0.1
 learning_rate_control = "constant"
 """),
+    # learning_rates lists epochs beyond num_epochs: RETURNN's learning-rate file holds every listed epoch
+    # (its rate, no scores) from the first save on
+    "lr_file_listed_epochs": ("", "", FF + """
+num_epochs = 2
+batch_size = 60
+max_seqs = 6
+optimizer = {"class": "adam"}
+learning_rates = [0.02, 0.01, 0.005, 0.0025]
+learning_rate_control = "constant"
+"""),
+    # ... and with pretraining: RETURNN trains the pretrain epochs at pretrain_learning_rate and the first
+    # one after them at learning_rate, while the file keeps the listed rates of those epochs
+    "pretrain_listed_rates": ("", "", """
+network = {
+    "hidden1": {"class": "linear", "activation": "tanh", "n_out": 8, "from": ["data"]},
+    "hidden2": {"class": "linear", "activation": "tanh", "n_out": 8, "from": ["hidden1"],
+                "forward_weights_init": 0.05},
+    "output": {"class": "softmax", "loss": "ce", "from": ["hidden2"], "target": "classes"},
+}
+pretrain = "default"
+pretrain_learning_rate = 0.005
+num_epochs = 3
+batch_size = 60
+max_seqs = 6
+optimizer = {"class": "adam"}
+learning_rate = 0.01
+learning_rates = [0.02, 0.03, 0.004, 0.001]
+"""),
 }
