@@ -229,3 +229,17 @@ case("fuzzrec_choice_keep_beams_in_training", "fuzz_rec", {"output": {
     extern={"data": {"dim": 3, "same_dim_tags_as": {"t": _TM}},
             "classes": {"dim": 3, "sparse": True, "same_dim_tags_as": {"t": dim_ref("time")}}},
     config={"behavior_version": 38}, train=True, lens={"data": [7, 4, 1], "classes": [7, 4, 1]})
+# extra_deps of a unit layer (copy family): the named unit, prev: or base: layer is built and run with it, its
+# value unused, as RETURNN's get_dep_layers (here the unit ignored them before: their parameters were missing)
+_XD = {"data": {"dim": 3}}
+_B = {"class": "linear", "from": ["prev:output", "data:source"], "n_out": 3, "activation": "tanh"}
+_A = {"class": "linear", "from": "data:source", "n_out": 2, "activation": "tanh"}
+case("fuzzrec_extra_deps_unit_layer", "fuzz_rec", {"output": {"class": "rec", "from": "data", "unit": {
+    "a": _A, "b": _B, "output": {"class": "copy", "from": "b", "extra_deps": ["a"]}}}}, extern=_XD)
+case("fuzzrec_extra_deps_prev_in_loop", "fuzz_rec", {"output": {"class": "rec", "from": "data", "unit": {
+    "a": dict(_A, **{"from": ["data:source", "prev:a"]}), "b": _B,
+    "output": {"class": "dropout", "dropout": 0.0, "from": "b", "extra_deps": "prev:a"}}}}, extern=_XD)
+case("fuzzrec_extra_deps_base_layer", "fuzz_rec", {
+    "x": {"class": "linear", "from": "data", "n_out": 2},
+    "output": {"class": "rec", "from": "data", "unit": {
+        "b": _B, "output": {"class": "copy", "from": "b", "extra_deps": ["base:x"]}}}}, extern=_XD)

@@ -113,6 +113,8 @@ def layer_refs(name: str, layer: Mapping[str, Any], rec_name: str = "?") -> List
         value = layer.get(opt)
         raw.extend(ref_option_value(v) for v in (value.values() if isinstance(value, Mapping) else _as_list(value))
                    if isinstance(v, str))
+    # RETURNN's extra_deps (copy family, reshape): layers built and run with this one, values unused
+    raw.extend(v for v in _as_list(layer.get("extra_deps")) if isinstance(v, str))
     refs = []
     for r in raw:
         if not isinstance(r, str):
