@@ -177,3 +177,13 @@ def test_proximaladagrad_accumulator_must_be_positive():
     with pytest.raises(ConfigError, match="initial_accumulator_value must be positive"):
         create_optimizer(Config({"optimizer": {"class": "proximaladagrad", "initial_accumulator_value": 0.0},
                                  "learning_rate": 0.1}), [tf.Variable([1.0])])
+
+
+@pytest.mark.parametrize("name", ["adam", "momentum", "proximaladagrad", "customadam"])
+def test_use_locking_accepted_same_update(name):
+    """RETURNN passes use_locking to the class (TF's variable locking): the same update (engine-run golden
+    opt_use_locking)."""
+    base = {"optimizer": {"class": name}, "learning_rate": 0.05}
+    locked = {"optimizer": {"class": name, "use_locking": True}, "learning_rate": 0.05}
+    for g, e in zip(run_tf(locked)[1], run_tf(base)[1]):
+        np.testing.assert_array_equal(g, e)

@@ -397,6 +397,7 @@ def _create(config: Config, variables: Sequence[tf.Variable], opts: Dict[str, An
         raise ConfigError("config key 'optimizer': no 'learning_rate' in the dict; the config's learning_rate (and "
                           "'learning_rate_multiplier' here) set it, as in RETURNN")
     learning_rate = config.float("learning_rate") * float(opts.pop("learning_rate_multiplier", 1.0))
+    opts.pop("use_locking", None)  # every class here takes it in RETURNN (TF's variable locking): the same update
     no_epsilon = ("adagrad", "ftrl") + optimizers_extra.NO_EPSILON  # TF's/RETURNN's classes without one
     if name in no_epsilon and "epsilon" in opts:  # RETURNN: a TypeError
         raise ConfigError("config key 'optimizer' (%s): the class RETURNN runs has no 'epsilon'" % name)

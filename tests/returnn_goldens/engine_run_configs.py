@@ -499,4 +499,13 @@ optimizer = {"class": "adam"}
 learning_rate = 0.01
 learning_rates = [0.02, 0.03, 0.004, 0.001]
 """),
+    # use_locking in the optimizer dict (every TF v1 class and RETURNN's custom ones take it): locking only
+    "opt_use_locking": ("", "", FF + """
+num_epochs = 2
+batch_size = 60
+max_seqs = 6
+optimizer = {"class": "momentum", "momentum": 0.9, "use_locking": True}
+learning_rate = 0.05
+learning_rate_control = "constant"
+"""),
 }
