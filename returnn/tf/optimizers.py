@@ -296,14 +296,17 @@ class Adadelta(Optimizer):
 class Ftrl(Optimizer):
     """TensorFlow's v1 ``FtrlOptimizer`` (RETURNN's class ``ftrl``; TF's fused kernels): accumulator from
     ``initial_accumulator_value``, linear term from 0; with ``l2_shrinkage_regularization_strength`` the
-    V2 kernel. Like TF's, it takes no epsilon (RETURNN passes none)."""
+    V2 kernel; ``beta`` adds ``beta / (2 * lr)`` to the l2 strength, as TF's; ``accum_name`` and
+    ``linear_name`` are accepted (slot names: no effect). Like TF's, it takes no epsilon (RETURNN passes none)."""
 
     slot_names = ("accum", "linear")
     returnn_slot_names = {"accum": "Ftrl", "linear": "Ftrl_1"}
 
     def __init__(self, variables, learning_rate_power: float = -0.5, initial_accumulator_value: float = 0.1,
                  l1_regularization_strength: float = 0.0, l2_regularization_strength: float = 0.0,
-                 l2_shrinkage_regularization_strength: float = 0.0, **kwargs):
+                 l2_shrinkage_regularization_strength: float = 0.0, beta: Optional[float] = None,
+                 accum_name: Optional[str] = None, linear_name: Optional[str] = None, **kwargs):
+        del accum_name, linear_name  # TF's graph names of the slots (RETURNN saves no slots): no effect
         super().__init__(variables, **kwargs)
         if learning_rate_power > 0 or initial_accumulator_value <= 0 or min(
                 l1_regularization_strength, l2_regularization_strength, l2_shrinkage_regularization_strength) < 0:
@@ -312,13 +315,17 @@ class Ftrl(Optimizer):
         self.power, self.initial_accumulator_value = float(learning_rate_power), float(initial_accumulator_value)
         self.l1, self.l2 = float(l1_regularization_strength), float(l2_regularization_strength)
         self.shrinkage = float(l2_shrinkage_regularization_strength)
+        self.beta = float(beta or 0.0)
         for acc in self.slots["accum"]:
             acc.assign(tf.fill(tf.shape(acc), tf.cast(initial_accumulator_value, acc.dtype)))
 
     def _args(self, i, v, coeffs):
         c = lambda x: tf.constant(x, v.dtype)  # noqa: E731
+        l2 = c(self.l2)
+        if self.beta:  # TF's adjusted l2 strength
+            l2 = l2 + self.beta / (2.0 * tf.maximum(coeffs["lr"], c(1e-36)))
         return dict(var=v.handle, accum=self.slot("accum", i).handle, linear=self.slot("linear", i).handle,
-                    lr=coeffs["lr"], l1=c(self.l1), l2=c(self.l2), lr_power=c(self.power))
+                    lr=coeffs["lr"], l1=c(self.l1), l2=l2, lr_power=c(self.power))
 
     def _update(self, i, g, v, coeffs):
         if self.shrinkage:

@@ -508,4 +508,14 @@ optimizer = {"class": "momentum", "momentum": 0.9, "use_locking": True}
 learning_rate = 0.05
 learning_rate_control = "constant"
 """),
+    # TF's v1 Ftrl with beta (added to the l2 strength as beta / (2 * lr)) and its own slot names
+    "ftrl_beta": ("", "", FF + """
+num_epochs = 2
+batch_size = 60
+max_seqs = 6
+optimizer = {"class": "ftrl", "beta": 0.5, "l2_regularization_strength": 0.01, "accum_name": "acc",
+             "linear_name": "lin"}
+learning_rate = 0.05
+learning_rate_control = "constant"
+"""),
 }
