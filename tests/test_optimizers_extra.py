@@ -187,3 +187,14 @@ def test_use_locking_accepted_same_update(name):
     locked = {"optimizer": {"class": name, "use_locking": True}, "learning_rate": 0.05}
     for g, e in zip(run_tf(locked)[1], run_tf(base)[1]):
         np.testing.assert_array_equal(g, e)
+
+
+def test_name_option():
+    """RETURNN gives 'name' to the class (its TensorFlow name scope): any scope name trains, another fails
+    there ("'hidden/W/Adam 2' is not a valid scope name", checked with RETURNN 1.20261022)."""
+    base = run_tf({"optimizer": {"class": "adam"}, "learning_rate": 0.05})[1]
+    for g, e in zip(run_tf({"optimizer": {"class": "adam", "name": "my-adam"}, "learning_rate": 0.05})[1], base):
+        np.testing.assert_array_equal(g, e)
+    with pytest.raises(ConfigError, match="not a valid TensorFlow scope name"):
+        create_optimizer(Config({"optimizer": {"class": "adam", "name": "Adam 2"}, "learning_rate": 0.1}),
+                         [tf.Variable([1.0])])

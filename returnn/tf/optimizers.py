@@ -10,6 +10,7 @@ and the class names it fails on are in ``returnn/tf/optimizers_extra.py``.
 """
 from __future__ import annotations
 
+import re
 from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
@@ -405,6 +406,10 @@ def _create(config: Config, variables: Sequence[tf.Variable], opts: Dict[str, An
                           "'learning_rate_multiplier' here) set it, as in RETURNN")
     learning_rate = config.float("learning_rate") * float(opts.pop("learning_rate_multiplier", 1.0))
     opts.pop("use_locking", None)  # every class here takes it in RETURNN (TF's variable locking): the same update
+    scope = opts.pop("name", None)  # the class's TF name scope in RETURNN: no effect here, but TF checks it
+    if scope is not None and not (isinstance(scope, str) and re.fullmatch(r"[A-Za-z0-9_.\\/>-]*", scope)):
+        raise ConfigError("config key 'optimizer' (%s): name %r is not a valid TensorFlow scope name (letters, "
+                          "digits and _.\\/>-), which RETURNN fails on" % (name, scope))
     no_epsilon = ("adagrad", "ftrl") + optimizers_extra.NO_EPSILON  # TF's/RETURNN's classes without one
     if name in no_epsilon and "epsilon" in opts:  # RETURNN: a TypeError
         raise ConfigError("config key 'optimizer' (%s): the class RETURNN runs has no 'epsilon'" % name)
