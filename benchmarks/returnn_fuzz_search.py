@@ -171,7 +171,8 @@ def _build(meta: Dict[str, Any]):
     resolve = golden_dims.make_resolver(lambda name, n, kind: Dim(n, kind=kinds[kind], description=name), batch_dim,
                                         meta["extern_data"], meta["network"])
     extern = extern_data_from_config(Config({"extern_data": resolve(copy.deepcopy(meta["extern_data"]))}))
-    return TFNetwork(resolve(copy.deepcopy(meta["network"])), extern, search=True)
+    return TFNetwork(resolve(copy.deepcopy(meta["network"])), extern, search=True, eval_flag=False,
+                     train_flag=False)  # make_goldens: TFNetwork(train_flag=False, search_flag=True)
 
 
 def _run(net, output: str, batch: Dict[str, Any]):

@@ -243,3 +243,8 @@ case("fuzzrec_extra_deps_base_layer", "fuzz_rec", {
     "x": {"class": "linear", "from": "data", "n_out": 2},
     "output": {"class": "rec", "from": "data", "unit": {
         "b": _B, "output": {"class": "copy", "from": "b", "extra_deps": ["base:x"]}}}}, extern=_XD)
+# a loop over its source with a size_target no data has, in a network that does not evaluate (forward): RETURNN
+# takes the length from the source and never reads size_target (refused here before: returnn_fuzz --kind mutate)
+case("fuzzrec_size_target_unread_with_source", "fuzz_rec", {"output": {
+    "class": "rec", "from": "data", "size_target": "classes", "unit": {"b": _B, "output": {"class": "copy", "from": "b"}}}},
+    extern=_XD)

@@ -116,7 +116,8 @@ class RecSubnetLayer(AssumedTemplates, Layer):
                 else:
                     extra.append("data:" + target)
         if not search:
-            extra += ["data:" + t for t in rec_targets(opts, name)]
+            has_source = any(f != "none" for f in as_list(opts.get("from", ["data"])))
+            extra += ["data:" + t for t in rec_targets(opts, name, size_target=not has_source)]
         else:  # the choices that are their target in search too (search: False), and the references of cheating
             from returnn.tf.layers.rec_net.search_scores import cheating_targets
             extra += ["data:" + t for sub in unit.values() if isinstance(sub, Mapping) and fed_target(sub, True)

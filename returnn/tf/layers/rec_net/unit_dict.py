@@ -80,9 +80,13 @@ class SubOutputLayer(Layer):
         return LayerOutput(value.tensor, self.output, value.sizes, value.logits)
 
 
-def rec_targets(opts: Mapping[str, Any], rec_name: str = "?", search: bool = False) -> List[str]:
-    """The rec layer's own target, then its choices' targets (first gives the loop length)."""
-    out = [t for t in as_list(opts.get("target")) + as_list(opts.get("size_target")) if isinstance(t, str)]
+def rec_targets(opts: Mapping[str, Any], rec_name: str = "?", search: bool = False,
+                size_target: bool = True) -> List[str]:
+    """The rec layer's own target, then its choices' targets (first gives the loop length).
+    ``size_target=False``: without the ``size_target``, which RETURNN reads only for a loop without a
+    source (the length) or when the network evaluates (the undefined dims, network.py)."""
+    out = [t for t in as_list(opts.get("target")) + (as_list(opts.get("size_target")) if size_target else [])
+           if isinstance(t, str)]
     for sub in unit_layers(opts["unit"], rec_name, search).values():
         if isinstance(sub, Mapping) and is_target_choice(sub):
             out += [t for t in as_list(sub["target"]) if isinstance(t, str)]
