@@ -518,4 +518,24 @@ optimizer = {"class": "ftrl", "beta": 0.5, "l2_regularization_strength": 0.01, "
 learning_rate = 0.05
 learning_rate_control = "constant"
 """),
+    # reset_updater_vars_mod_step: RETURNN re-initialises every optimizer variable (slots, Adam's beta powers)
+    # before steps 0, 4 of each epoch
+    "reset_updater_adam": ("", "", FF + """
+num_epochs = 2
+batch_size = 60
+max_seqs = 6
+optimizer = {"class": "adam"}
+reset_updater_vars_mod_step = 4
+learning_rate = 0.01
+learning_rate_control = "constant"
+"""),
+    "reset_updater_customadam": ("", "", FF + """
+num_epochs = 2
+batch_size = 60
+max_seqs = 6
+optimizer = {"class": "customadam", "beta1": 0.5}
+reset_updater_vars_mod_step = 4
+learning_rate = 0.01
+learning_rate_control = "constant"
+"""),
 }
