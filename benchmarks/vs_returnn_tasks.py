@@ -98,6 +98,12 @@ VARIANTS: Dict[str, Tuple[str, str, Tuple[str, ...], Tuple[str, ...]]] = {
     "search_dev": ("encdec", SEARCH.replace(SEARCH_EVAL, 'dev = ' + SEARCH_EVAL[len("eval = "):])
                    + 'search_data = "dev"\n', ("hyps",), ()),
     "search_no_data": ("encdec", SEARCH.replace(SEARCH_EVAL, ""), ("hyps",), ()),
+    # a dense search output layer (the encoder's frames): numpy's text of each array (txt: str, py: repr)
+    "search_dense_txt": ("encdec", SEARCH + 'search_output_layer = "enc"\n', ("hyps",), ()),
+    "search_dense_py": ("encdec", SEARCH + 'search_output_layer = "enc"\nsearch_output_file_format = "py"\n',
+                        ("hyps",), ()),
+    "search_gz": ("encdec", SEARCH.replace('"hyps"', '"hyps.gz"') + 'search_output_file_format = "py"\n',
+                  ("hyps.gz",), ()),
     "search_data_dict": ("encdec", SEARCH.replace(SEARCH_EVAL, "") + 'search_data = ' + SEARCH_EVAL[len("eval = "):],
                          ("hyps",), ()),
 }
@@ -146,8 +152,9 @@ def same_value(a: Any, b: Any) -> bool:
         return sorted(a) == sorted(b) and all(same_value(a[k], b[k]) for k in a)
     if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
         return type(a) is type(b) and len(a) == len(b) and all(same_value(x, y) for x, y in zip(a, b))
-    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
-        a, b = np.asarray(a), np.asarray(b)
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):  # an array is written as one (not as a list)
+        if not (isinstance(a, np.ndarray) and isinstance(b, np.ndarray)):
+            return False
         if a.shape != b.shape or a.dtype.kind != b.dtype.kind:
             return False
         return bool(np.allclose(a, b, rtol=TOL, atol=TOL)) if a.dtype.kind in "fc" else bool(np.array_equal(a, b))
@@ -166,6 +173,32 @@ def literal(text: str) -> Any:
         return None
 
 
+_NUMBER = re.compile(r"-?\d+\.?\d*(?:e[-+]?\d+)?")
+
+
+def same_numbers_text(a: str, b: str) -> bool:
+    """Texts equal but for their numbers (numpy's printing of arrays: a last digit may differ), which
+    agree within :data:`TOL`; the spacing numpy pads numbers with may differ with their widths."""
+    sa, sb = _NUMBER.sub("#", a), _NUMBER.sub("#", b)
+    if re.sub(r"\s+", "", sa) != re.sub(r"\s+", "", sb):
+        return False
+    na, nb = [float(x) for x in _NUMBER.findall(a)], [float(x) for x in _NUMBER.findall(b)]
+    return len(na) == len(nb) and bool(np.allclose(na, nb, rtol=TOL, atol=TOL))
+
+
+def _text(path: str) -> Optional[str]:
+    """A file's text; a ``.gz`` file's uncompressed text (None when it is not gzip)."""
+    if path.endswith(".gz"):
+        import gzip
+        try:
+            with gzip.open(path, "rt") as f:
+                return f.read()
+        except OSError:
+            return None
+    with open(path) as f:
+        return f.read()
+
+
 def compare_file(ref: str, ours: str) -> Optional[str]:
     """None when the two files agree, else what differs."""
     if not os.path.exists(ref) or not os.path.exists(ours):
@@ -177,8 +210,9 @@ def compare_file(ref: str, ours: str) -> Optional[str]:
             return "HDF entries: RETURNN %s, ours %s" % (sorted(a), sorted(b))
         bad = [k for k in a if not same_value(a[k], b[k])]
         return "HDF entries differ: %s" % bad if bad else None
-    with open(ref) as f1, open(ours) as f2:
-        ta, tb = f1.read(), f2.read()
+    ta, tb = _text(ref), _text(ours)
+    if ta is None or tb is None:
+        return "not gzip: %s" % ("RETURNN's" if ta is None else "ours")
     if ta == tb:
         return None
     va, vb = literal(ta), literal(tb)
@@ -191,6 +225,8 @@ def compare_file(ref: str, ours: str) -> Optional[str]:
     la, lb = ta.splitlines(), tb.splitlines()  # txt search output: one literal (or text) a line
     if len(la) == len(lb) and all(x == y or (literal(x) is not None and same_value(literal(x), literal(y)))
                                   for x, y in zip(la, lb)):
+        return None
+    if same_numbers_text(ta, tb):  # numpy's printed arrays (dense search output): the numbers within TOL
         return None
     return "text differs:\n--- RETURNN\n%s\n--- ours\n%s" % (ta[:600], tb[:600])
 

@@ -10,10 +10,13 @@ target); without them RETURNN cannot write the file, nor can this engine (one li
 still has the search beam (no ``decide`` after the searched rec layer) gives, as RETURNN's, all its
 ``beam_size`` hypotheses with their scores ``[(score, text), ...]`` (its rec layer then keeps its
 beams, :data:`returnn.tf.layers.rec_net.layer.RecSubnetLayer.keep_beams`). A dense output (a regression decoder's frames) is
-its real frames as nested lists of floats (no edit distance then).
+its real frames as numpy prints the array, as RETURNN writes it (no edit distance then). A file name
+ending in ``.gz`` is written gzip-compressed (RETURNN's).
 """
 from __future__ import annotations
 
+import gzip
+import sys
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -43,11 +46,12 @@ def edit_distance(a: Sequence[int], b: Sequence[int]) -> int:
 
 def hypothesis_text(labels: Any, names: Optional[List[str]]) -> Any:
     """Label names (or indices) joined by spaces; dense frames (a float array: a regression decoder's
-    output, which RETURNN writes as is) as nested lists of floats."""
+    output) as the array itself, which RETURNN writes as numpy prints it (``str`` in ``txt``, ``repr``
+    in ``py``)."""
     if isinstance(labels, BeamList):  # RETURNN: [(score, text), ...]
         return BeamList((score, hypothesis_text(hyp, names)) for score, hyp in labels)
     if isinstance(labels, np.ndarray) and labels.dtype.kind in "fc":
-        return labels.tolist()
+        return labels
     if names:
         if any(not 0 <= i < len(names) for i in labels):  # RETURNN's vocabulary fails on it (IndexError)
             raise ConfigError("search_output_file: a hypothesis has label %i, beyond the %i labels of its target"
@@ -60,7 +64,9 @@ def write_hypotheses(path: str, hyps: List[Tuple[str, Any]], fmt: str) -> None:
     """Writes atomically (a temporary file renamed at the end), as RETURNN's search: ``txt`` one
     hypothesis a line (no tag), ``py`` ``{tag: hypothesis}``, in the order of ``hyps`` (the corpus
     order). A hypothesis is a text, or ``{layer: text}`` with a list of search output layers (``py``
-    format only, as RETURNN)."""
+    format only, as RETURNN). A ``path`` ending in ``.gz`` is written gzip-compressed, as RETURNN
+    does. Dense hypotheses are numpy's text of the array: ``str`` (numpy's default print options) in
+    ``txt``, ``repr`` with every element in ``py`` (RETURNN's ``printoptions(threshold=maxsize)``)."""
     if fmt not in ("txt", "py"):
         raise ConfigError("config key 'search_output_file_format': 'txt' or 'py', got %r" % fmt)
     if fmt == "txt" and any(isinstance(text, dict) for _, text in hyps):
@@ -69,12 +75,15 @@ def write_hypotheses(path: str, hyps: List[Tuple[str, Any]], fmt: str) -> None:
     lines = []
     if fmt == "py":
         lines.append("{\n")
-        lines += ["%r: %s,\n" % (tag, returnn_better_repr(text)) for tag, text in hyps]
+        with np.printoptions(threshold=sys.maxsize):
+            lines += ["%r: %s,\n" % (tag, returnn_better_repr(text)) for tag, text in hyps]
         lines.append("}\n")
     else:
         lines += ["%s\n" % (text,) for _, text in hyps]
     # surrogateescape: a tag whose bytes were not UTF-8 in its data file is written as those bytes
     data = "".join(lines).encode("utf-8", "surrogateescape")
+    if path.endswith(".gz"):  # RETURNN opens such a search_output_file with gzip
+        data = gzip.compress(data, mtime=0)
     remove_stale_temp_files(path)  # <path>.tmp-<pid> of a killed search
     raise_if_stop_pending()  # a stop signal that C code cleared on the way: nothing is written
     try:
