@@ -58,6 +58,12 @@ def _rec(unit):
     # a rec sub-layer's target: RETURNN's rec sub-network looks it up in the data (DataNotFound)
     (_rec({"c": {"class": "rnn_cell", "unit": "BasicRNN", "n_out": 2, "from": "data:source", "target": "foo"},
            "output": {"class": "copy", "from": "c"}}), "'output/c': target 'foo' is not a data key"),
+    # PadLayer: a float value for int labels goes to tf.pad (non-zero) or to the mask of a right-padded dynamic
+    # axis (any): TensorFlow's TypeError (returnn_fuzz --kind chain seed 301, LAX before)
+    ({"output": {"class": "pad", "axes": "spatial", "padding": [0, 3], "value": -2.0, "from": "data:classes"}},
+     "'output' \\(pad\\): 'value' -2.0 is a float, the input is int32"),
+    ({"output": {"class": "pad", "axes": "T", "padding": [0, 2], "value": 0.0, "handle_dynamic_dims": True,
+                 "from": "data:classes"}}, "'output' \\(pad\\): 'value' 0.0 is a float"),
 ])
 def test_returnn_refuses_at_build(net, match):
     with pytest.raises(NetworkError, match=match):
@@ -71,6 +77,9 @@ def test_returnn_refuses_at_build(net, match):
     {"output": {"class": "compare", "kind": "less", "value": 1, "from": "data:classes"}},
     {"output": {"class": "compare", "kind": "less", "value": 1, "from": "data"}},  # an int value, a float source
     {"output": {"class": "compare", "kind": "equal", "value": True, "from": "data:classes"}},
+    {"output": {"class": "pad", "axes": "T", "padding": [1, 2], "value": 0.0, "from": "data:classes"}},  # tf.pad
+    {"output": {"class": "pad", "axes": "T", "padding": [0, 3], "value": -2, "from": "data:classes"}},
+    {"output": {"class": "pad", "axes": "T", "padding": [0, 3], "value": -2.5, "from": "data"}},
     # a target naming a data key, or the choice's, is fine; a sub-layer RETURNN does not build is not checked
     _rec({"c": {"class": "rnn_cell", "unit": "BasicRNN", "n_out": 2, "from": "data:source", "target": "classes"},
           "unused": {"class": "copy", "from": "c", "target": "foo"},

@@ -189,8 +189,22 @@ class PadLayer(_ShapeLayer):
                     if old.is_dynamic() else
                     Dim(size, kind=old.kind, description="%s:pad" % name, derived_from=old))
                 dims[a] = self.new[a] = new
+        self._check_float_value(data, pairs)
         self.output = data.copy(name, dims=dims, time_dim_axis=data.time_dim_axis,
                                 feature_dim_axis=data.feature_dim_axis)
+
+    def _check_float_value(self, data: Data, pairs: List[Tuple[int, int]]) -> None:
+        """RETURNN hands a float ``value`` to TensorFlow for an int or bool input: tf.pad raises a TypeError
+        for a non-zero one, and so does the masking of a right-padded dynamic axis for any."""
+        value = self.opt("value")
+        if self.mode != "constant" or not isinstance(value, float) or data.dtype.startswith("float") \
+                or data.dtype.startswith("complex") or not any(left or right for left, right in pairs):
+            return
+        masks = self.handle_dynamic and any(data.dims[a].is_dynamic() and right
+                                            for a, (_, right) in zip(self.pad_axes, pairs))
+        if value != 0 or masks:
+            raise NetworkError("%s: 'value' %r is a float, the input is %s (RETURNN: TypeError from TensorFlow, "
+                               "which takes no float for it; give an int)" % (self.desc, value, data.dtype))
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         x = self.inputs(sources, ctx)
