@@ -210,23 +210,27 @@ def test_regression_choice_in_training_is_the_target_and_search_needs_beam_one()
 
 @pytest.mark.parametrize("fmt", ["txt", "py"])
 def test_dense_search_output_is_written_as_frames(tmp_path, fmt):
-    """RETURNN writes a dense search output (a regression decoder's frames) as it is: here the real
-    frames as nested float lists (literal_eval reads the py file); labels stay label lists."""
-    import ast
+    """RETURNN writes a dense search output (a regression decoder's frames) as numpy prints the array
+    of the real frames: ``str`` in txt, ``repr`` with every element in py (vs_returnn_tasks' goldens
+    search_dense_*); labels stay label lists."""
     from returnn.tf.search_task import _hypothesis, hypothesis_text, write_hypotheses
     values = np.arange(12, dtype="float32").reshape(2, 3, 2) / 4
     hyps = [_hypothesis(values, np.array([2, 0]), row) for row in range(2)]
     assert [h.shape for h in hyps] == [(2, 2), (0, 2)]
     assert _hypothesis(np.array([[3, 1, 2]], "int32"), np.array([2]), 0) == [3, 1]
     texts = [("a", hypothesis_text(hyps[0], ["x"])), ("b", hypothesis_text(hyps[1], None))]
-    assert texts[0][1] == [[0.0, 0.25], [0.5, 0.75]] and texts[1][1] == []
+    assert texts[0][1] is hyps[0] and texts[1][1] is hyps[1]
     path = str(tmp_path / ("out." + fmt))
     write_hypotheses(path, texts, fmt)
     text = open(path).read()
     if fmt == "py":
-        assert ast.literal_eval(text) == {"a": [[0.0, 0.25], [0.5, 0.75]], "b": []}
+        assert text == ("{\n'a': array([[0.  , 0.25],\n       [0.5 , 0.75]], dtype=float32),\n"
+                        "'b': array([], shape=(0, 2), dtype=float32),\n}\n")
+        big = np.zeros((1, 1001), "float32")  # all elements, not numpy's summary of big arrays
+        write_hypotheses(path, [("a", big)], fmt)
+        assert "..." not in open(path).read()
     else:
-        assert text == "[[0.0, 0.25], [0.5, 0.75]]\n[]\n"
+        assert text == "[[0.   0.25]\n [0.5  0.75]]\n[]\n"
 
 
 @pytest.mark.parametrize("beam", [0, 2])
