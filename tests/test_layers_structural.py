@@ -253,6 +253,15 @@ def test_top_k_single_and_joint():
             np.testing.assert_array_equal(out["j1"].tensor.numpy()[b], flat % 3)
 
 
+@pytest.mark.parametrize("axis, extern", [(["B", "F"], {"data": Data("data", shape=(4,), time_dim_axis=None)}),
+                                          ("B", {"data": Data("data", shape=(None, 4))})])
+def test_top_k_over_the_batch_axis_refusals(axis, extern):
+    """Jointly with other axes RETURNN fails (the merged axis has no size); with a dynamic axis left its
+    lengths would be per sequence with no sequences left: one line each."""
+    with pytest.raises(NetworkError, match="top_k over the batch axis"):
+        TFNetwork(outputs({"output": {"class": "top_k", "from": "data", "axis": axis, "k": 2}}), extern)
+
+
 def test_search_sorted():
     ext = {"s": Data("s", shape=(None,)), "v": Data("v", shape=(2,))}
     srt = np.array([[1.0, 2.0, 3.0, np.nan], [0.5, 1.5, np.nan, np.nan]], "float32")

@@ -69,6 +69,11 @@ case("top_k_feature", "top_k", {"output": {"class": "top_k", "from": "data", "ax
 case("top_k_feature_indices", "top_k", {
     "top": {"class": "top_k", "from": "data", "axis": "F", "k": 3},
     "output": {"class": "copy", "from": "top/indices"}})
+# over the batch axis (refused here before: returnn_fuzz): the sequences' top k per feature, no batch axis left
+_XF = {"data": {"shape": (4,), "time_dim_axis": None}}
+case("top_k_batch", "top_k", {"output": {"class": "top_k", "from": "data", "axis": "B", "k": 2}}, extern=_XF)
+case("top_k_batch_indices", "top_k", {"top": {"class": "top_k", "from": "data", "axis": "B", "k": 2},
+                                      "output": {"class": "copy", "from": "top/indices"}}, extern=_XF)
 case("search_sorted", "search_sorted", {
     "abs": {"class": "activation", "activation": "abs", "from": "data"},
     "cs": {"class": "cumsum", "axis": "T", "from": "abs"},

@@ -1,7 +1,8 @@
 """Sorting-based layers (RETURNN semantics): top_k, search_sorted.
 
 - ``top_k``: the ``k`` largest values over ``axis`` (one axis, or a list searched jointly as their
-  row-major product); the other axes are kept, the searched ones replaced by a new last axis
+  row-major product; the batch axis alone, then the output has no batch axis, but not with a
+  dynamic axis left, whose lengths would be per sequence); the other axes are kept, the searched ones replaced by a new last axis
   ``k_dim`` (no feature axis). The positions are the sub-outputs ``NAME/indices`` (one axis) or
   ``NAME/indices0`` ... (one per axis of a list), class indices over that axis. Padded positions
   never win (they count as the dtype's minimum). ``k``: an int or a layer (a scalar, else its
@@ -61,8 +62,16 @@ class TopKLayer(Layer):
             raise NetworkError("%s: needs 'axis'" % self.desc)
         self.single = not isinstance(axis, (list, tuple))
         self.axes = [self.axis(data, a, "axis") for a in _axes_list(axis)]
-        if len(set(self.axes)) != len(self.axes) or any(data.dims[a].is_batch_dim() for a in self.axes):
-            raise NetworkError("%s: 'axis' must name distinct non-batch axes, got %r" % (self.desc, axis))
+        if len(set(self.axes)) != len(self.axes):
+            raise NetworkError("%s: 'axis' must name distinct axes, got %r" % (self.desc, axis))
+        over_batch = any(data.dims[a].is_batch_dim() for a in self.axes)
+        dyn_rest = [data.dims[a] for a in range(data.batch_ndim) if a not in self.axes and data.dims[a].is_dynamic()]
+        if over_batch and len(self.axes) > 1:  # RETURNN: the merged axis needs the batch size as a static value
+            raise NetworkError("%s: top_k over the batch axis jointly with other axes is refused, as RETURNN fails "
+                               "on it (the merged axis has no size)" % self.desc)
+        if over_batch and dyn_rest:  # (RETURNN builds it, with lengths per sequence but no sequences left)
+            raise NetworkError("%s: top_k over the batch axis keeps the dynamic axis %s, whose lengths are per "
+                               "sequence: not supported (reduce or pad it first)" % (self.desc, dyn_rest[0].description))
         k = self.opt("k")
         k_dim = self.opt("k_dim")
         if self.k_layer:
