@@ -64,6 +64,13 @@ def _rec(unit):
      "'output' \\(pad\\): 'value' -2.0 is a float, the input is int32"),
     ({"output": {"class": "pad", "axes": "T", "padding": [0, 2], "value": 0.0, "handle_dynamic_dims": True,
                  "from": "data:classes"}}, "'output' \\(pad\\): 'value' 0.0 is a float"),
+    # RETURNN's concat_sources: labels beside a dense source ('sparse concat not supported'; copy, reduce, rec)
+    ({"output": {"class": "copy", "from": ["data:classes", "data"]}}, "'output' \\(copy\\): sources \\['classes'\\]"),
+    ({"output": {"class": "reduce", "mode": "max", "axis": "T", "from": ["data:classes", "data"]}},
+     "'output' \\(reduce\\): .*sparse"),
+    ({"emb": {"class": "linear", "n_out": 2, "from": "data:classes"},
+      "output": {"class": "rec", "unit": "lstm", "n_out": 2, "from": ["data:classes", "emb"]}},
+     "'output' \\(rec\\): sources .* sparse"),
 ])
 def test_returnn_refuses_at_build(net, match):
     with pytest.raises(NetworkError, match=match):
@@ -78,6 +85,8 @@ def test_returnn_refuses_at_build(net, match):
     {"output": {"class": "compare", "kind": "less", "value": 1, "from": "data"}},  # an int value, a float source
     {"output": {"class": "compare", "kind": "equal", "value": True, "from": "data:classes"}},
     {"output": {"class": "pad", "axes": "T", "padding": [1, 2], "value": 0.0, "from": "data:classes"}},  # tf.pad
+    {"emb": {"class": "linear", "n_out": 2, "from": "data:classes"},  # a linear layer takes labels beside others
+     "output": {"class": "linear", "n_out": 2, "from": ["data:classes", "emb"]}},
     {"output": {"class": "pad", "axes": "T", "padding": [0, 3], "value": -2, "from": "data:classes"}},
     {"output": {"class": "pad", "axes": "T", "padding": [0, 3], "value": -2.5, "from": "data"}},
     # a target naming a data key, or the choice's, is fine; a sub-layer RETURNN does not build is not checked

@@ -429,10 +429,23 @@ def dense_template(data: Data) -> Data:
     return data.copy_add_dim_by_tag(data.sparse_dim, -1).copy(sparse_dim=None, dtype="float32")
 
 
+def refuse_sparse_concat(layer, sources: Sequence[Data]) -> None:
+    """RETURNN's concat_sources asserts that no source is sparse ("sparse concat not supported", since
+    2018): labels beside dense sources fail to build there (copy, reduce, rec, checked with RETURNN
+    1.20261022; a linear layer takes them, and several label sources build there inconsistently)."""
+    sparse = [s.name for s in sources if s.sparse]
+    if sparse and len(sparse) < len(sources):
+        raise NetworkError("%s: sources %s are sparse (labels) beside dense ones, and RETURNN concatenates no "
+                           "sparse source ('sparse concat not supported'); embed them first (e.g. a linear layer)"
+                           % (layer.desc, sparse))
+
+
 def concat_output(layer, sources: Sequence[Data]) -> Tuple[Data, Optional[FeaturePlan]]:
     """Template of the feature-concatenation of ``sources`` (one source: itself) and the plan to
-    build it (None for one source). Sparse sources join as one-hot vectors (like RETURNN)."""
+    build it (None for one source). Labels beside dense sources are refused (RETURNN); several label
+    sources join as one-hot vectors."""
     check_sources(layer, sources)
+    refuse_sparse_concat(layer, sources)
     if len(sources) == 1:
         return sources[0].copy(layer.layer_name), None
     plan = feature_plan(layer, [dense_template(s) for s in sources])
