@@ -71,6 +71,13 @@ def _rec(unit):
     ({"emb": {"class": "linear", "n_out": 2, "from": "data:classes"},
       "output": {"class": "rec", "unit": "lstm", "n_out": 2, "from": ["data:classes", "emb"]}},
      "'output' \\(rec\\): sources .* sparse"),
+    # ReinterpretDataLayer: copy_as_batch_major / copy_as_time_major assert the axis (chain seed 301, LAX before)
+    ({"v": {"class": "variable", "shape": [5], "init": 0.5},
+      "output": {"class": "reinterpret_data", "enforce_batch_major": True, "from": "v"}},
+     "'output' \\(reinterpret_data\\): 'enforce_batch_major' needs a batch axis"),
+    ({"r": {"class": "reduce", "mode": "max", "axis": "T", "from": "data"},
+      "output": {"class": "reinterpret_data", "enforce_time_major": True, "from": "r"}},
+     "'output' \\(reinterpret_data\\): 'enforce_time_major' needs a time axis"),
 ])
 def test_returnn_refuses_at_build(net, match):
     with pytest.raises(NetworkError, match=match):
@@ -85,6 +92,7 @@ def test_returnn_refuses_at_build(net, match):
     {"output": {"class": "compare", "kind": "less", "value": 1, "from": "data"}},  # an int value, a float source
     {"output": {"class": "compare", "kind": "equal", "value": True, "from": "data:classes"}},
     {"output": {"class": "pad", "axes": "T", "padding": [1, 2], "value": 0.0, "from": "data:classes"}},  # tf.pad
+    {"output": {"class": "reinterpret_data", "enforce_time_major": True, "from": "data:classes"}},
     {"emb": {"class": "linear", "n_out": 2, "from": "data:classes"},  # a linear layer takes labels beside others
      "output": {"class": "linear", "n_out": 2, "from": ["data:classes", "emb"]}},
     {"output": {"class": "pad", "axes": "T", "padding": [0, 3], "value": -2, "from": "data:classes"}},

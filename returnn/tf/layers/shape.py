@@ -407,6 +407,11 @@ class ReinterpretDataLayer(_ShapeLayer):
             raise NetworkError("%s: 'enforce_batch_major' and 'enforce_time_major' exclude each other (RETURNN asserts "
                                "it)" % self.desc)
         data = self.input.copy(name)
+        for key, axis, what in (("enforce_batch_major", data.batch_dim_axis, "batch"),
+                                ("enforce_time_major", data.time_dim_axis, "time")):
+            if self.opt(key) and axis is None:  # RETURNN's copy_as_batch_major / copy_as_time_major assert it
+                raise NetworkError("%s: '%s' needs a %s axis, the input has none (%s)"
+                                   % (self.desc, key, what, data.short_repr()))
         self.perm = list(range(data.batch_ndim))
         if self.opt("enforce_time_major") and data.time_dim_axis is not None:
             self.perm = [data.time_dim_axis] + [a for a in self.perm if a != data.time_dim_axis]
