@@ -40,7 +40,21 @@ MUTATIONS: Dict[str, List[str]] = {
                   '{"class": "adam", "beta1": 0.8, "epsilon": 1e-3}', '{"class": "adamw", "weight_decay": 0.01}',
                   '{"class": "rmsprop", "decay": 0.5, "momentum": 0.3}', '{"class": "adam", "amsgrad": True}',
                   '{"class": "adagrad", "initial_accumulator_value": 0.5}', '{"class": "nadam", "beta2": 0.9}',
-                  '{"class": "ftrl"}', '{"class": "proximaladagrad"}', '{"class": "adam", "use_locking": True}'],
+                  '{"class": "ftrl"}', '{"class": "proximaladagrad"}', '{"class": "adam", "use_locking": True}',
+                  # the classes of 005b028 and later, with their options
+                  '{"class": "proximaladagrad", "initial_accumulator_value": 0.5, "l2_regularization_strength": 0.01}',
+                  '{"class": "ProximalGradientDescentOptimizer", "l1_regularization_strength": 0.01}',
+                  '{"class": "proximalgradientdescent", "l2_regularization_strength": 0.1, "use_locking": True}',
+                  '{"class": "customadam"}', '{"class": "CustomAdamOptimizer", "beta1": 0.5, "beta2": 0.9}',
+                  '{"class": "customgradientdescent"}', '{"class": "normalizedsgd"}',
+                  '{"class": "gradvariancescaled"}', '{"class": "GradVarianceScaledOptimizer", "beta1": 0.5}',
+                  '{"class": "neuraloptimizer1"}', '{"class": "neuraloptimizer1", "decrease_factor": 0.5}',
+                  '{"class": "ftrl", "beta": 0.5, "l1_regularization_strength": 0.01}',
+                  '{"class": "ftrl", "l2_regularization_strength": 0.1, "learning_rate_power": -0.3}',
+                  '{"class": "ftrl", "initial_accumulator_value": 0.5, "l2_shrinkage_regularization_strength": 0.1}',
+                  '{"class": "momentum", "momentum": 0.5, "use_nesterov": True}',
+                  '{"class": "rmsprop", "centered": True}', '{"class": "adadelta", "rho": 0.5}',
+                  '{"class": "gradientdescent", "use_locking": True}', '{"class": "adam", "name": "my_adam"}'],
     "adam": ["True"], "nadam": ["True"], "rmsprop": ["True"], "adagrad": ["True"], "adadelta": ["True"],
     "momentum": ["0.9", "0.5"],
     "optimizer_epsilon": ["1e-3", "0.1"],
@@ -92,8 +106,45 @@ MUTATIONS: Dict[str, List[str]] = {
     "debug_add_check_numerics_ops": ["True"],
     "pretrain_learning_rate": ['0.001\npretrain = "default"'],
     "pretrain_construction_algo": ['"from_input"\npretrain = "default"', '"no_network_modifications"\npretrain = "default"'],
-    "batching": ['"random"', '"sorted"'],
+    "batching": ['"random"', '"sorted"', '"laplace:.3"', '"sorted_reverse"', '"random:3"', '"reverse"',
+                 '"sort_bin_shuffle_x2:.4"', '"default_every_n:3"', '"laplace:4"'],
+    # forms and keys the list lacked (today's pass)
+    "maximize_grad_norm": ["0.1", "1.0"],
+    "optimizer_use_locking": ["True"],
+    "inc_seq_length": ["2"],
+    "reinit_network_each_epoch": ["True"],
+    "seq_drop": ["0.0"],
+    "random_seed": ["7"],
+    "tf_session_opts": ['{"intra_op_parallelism_threads": 1}', '{"log_device_placement": False}'],
+    "tf_intra_op_threads": ["1"],
+    "device": ['"cpu"'],
+    "dynamic_learning_rate": ['lambda *, global_train_step, learning_rate, **kwargs: learning_rate * 0.5',
+                              '{"interval": 3, "decay": 0.5}'],
+    "save_epoch1_initial_model": ["True"],
+    "on_size_limit": ['"ignore"'],
+    "update_batch_size": ["10"],
+    # options of the train dataset (a key "train:OPT" sets OPT in the train dataset's dict)
+    "train:seq_ordering": ['"laplace:.3"', '"sorted_reverse"', '"random:5"', '"random"', '"reverse"',
+                           '"sort_bin_shuffle:.5"', '"sort_bin_shuffle_x2:3"', '"default_every_n:2"', '"laplace:3"',
+                           '"sorted"', '"random_sample"'],
+    "train:partition_epoch": ["2", "3"],
+    "train:repeat_epoch": ["2"],
+    "train:fixed_random_seed": ["4"],
+    "train:random_seed_offset": ["11"],
+    "train:unique_seq_tags": ["True"],
+    "train:epoch_wise_filter": ['{(1, 1): {"max_mean_len": 8}}'],
+    "train:chunking": ['"6:3"', '({"data": 5, "classes": 5}, {"data": 3, "classes": 3})'],
+    "train:min_chunk_size": ["4"],
 }
+MUTATIONS["max_seq_length"] += ['{"classes": 7}', '{"data": 10, "classes": 10}']
+MUTATIONS["min_seq_length"] += ['{"classes": 5}', '{"data": 4}']
+MUTATIONS["chunking"] += ['"6"', '{"data": 6, "classes": 6}', '({"data": 4, "classes": 4}, {"data": 2, "classes": 2})',
+                          '"0"']
+MUTATIONS["max_seqs"] += ["-1"]
+MUTATIONS["batch_size"] += ['{"data": 40, "classes": 40}']
+MUTATIONS["learning_rate_control_error_measure"] += ['"dev_score_output/output"', '"train_error"']
+MUTATIONS["gradient_clip_global_norm"] += ["0.0"]
+MUTATIONS["accum_grad_multiple_step"] += ["1"]
 # pretrain's constructions need every 'from' as a list (RETURNN iterates a string by character): the base
 # configs' string sources are made lists when a draw turns pretraining on
 PRETRAIN_KEYS = ("pretrain", "pretrain_repetitions", "pretrain_learning_rate", "pretrain_construction_algo")
@@ -111,7 +162,9 @@ def draws(seed: int, n: int, bases: List[str]) -> List[Tuple[str, str, str]]:
 def register(base: str, key: str, value: str, index: int) -> str:
     """A whole-run case: ``base`` with ``key = value`` appended (num_epochs in place, read by the harness)."""
     prefix, train_opts, body = cases.CASES[base]
-    if key == "num_epochs":
+    if key.startswith("train:"):
+        pass
+    elif key == "num_epochs":
         body = re.sub(r"^num_epochs = \d+$", "num_epochs = %s" % value, body, flags=re.M)
     else:
         body = body + "%s = %s\n" % (key, value)
@@ -119,9 +172,11 @@ def register(base: str, key: str, value: str, index: int) -> str:
         # before version 15 RETURNN reads its step counter racing with the step's increment: which steps apply
         # the accumulated sum varies from run to run there (engine_run_configs' accum_clip)
         body += "behavior_version = 15\n"
-    if key in PRETRAIN_KEYS:
+    if key.startswith("train:"):
+        train_opts += ', "%s": %s' % (key[len("train:"):], value)
+    elif key in PRETRAIN_KEYS:
         body = re.sub(r'"from": "([^"]+)"', r'"from": ["\1"]', body)
-    name = "m%03i_%s_%s" % (index, base, key)
+    name = "m%03i_%s_%s" % (index, base, key.replace(":", "_"))
     cases.CASES[name] = (prefix, train_opts, body)
     return name
 
