@@ -132,6 +132,9 @@ _train("search_train_network_layers", "list|str", None, "Layers also built for b
        "(RETURNN's extra net 'extra.search', parameters shared, with all they read), run in each training and "
        "evaluation step; their losses count.")
 _train("accum_grad_multiple_step", "int", 0, "Sum gradients over N steps and apply them every N-th step (RETURNN's).", minimum=0)
+_train("reinit_network_each_epoch", "bool", False, "Build network and optimizer anew at the start of each epoch, the "
+       "parameters carried over (RETURNN's init_new_network): the optimizer's state (slots, accumulated gradients) "
+       "starts fresh every epoch.")
 _train("calculate_exp_loss", "bool", False, "Also report exp(score) (perplexity) as score:exp.")
 _train("gradient_noise", "float", 0.0, "Stddev of the truncated normal noise added to each gradient (values beyond 2 "
        "stddev redrawn, RETURNN's tf.truncated_normal); 0: off.", minimum=0)

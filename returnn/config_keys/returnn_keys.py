@@ -139,7 +139,6 @@ REFUSED: Tuple[Tuple[str, Dict[str, Any]], ...] = (
     ("RETURNN training option not implemented by this engine",
      {"distributed_tf": None, "extra_updates": None,
       "global_norm_tag": None, "gradient_clip_global_norm_tag": None,
-      "reinit_network_each_epoch": False,
       "init_new_network_callback": None, "init_train_epoch_posthook": None,
       "startup_callback": None, "dry_run": False}),
     ("RETURNN data or batching option not implemented by this engine",

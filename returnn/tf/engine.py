@@ -376,7 +376,9 @@ class Engine(BestModel, InferenceTasks):
         return epoch
 
     def _train_and_report_epoch(self, epoch: int, watchdog: Optional[Watchdog]) -> None:
-        if self.schedule.changes_per_epoch and self._use_network_of_epoch(epoch, carry=True):
+        if self.config.bool("reinit_network_each_epoch"):
+            self.net_dict = None  # RETURNN builds network and updater anew each epoch (parameters carried over)
+        if (self.schedule.changes_per_epoch or self.net_dict is None) and self._use_network_of_epoch(epoch, carry=True):
             if self.dist.size > 1:
                 self._check_ranks_agree(epoch)  # the ranks meet there
                 self._sync_from_chief()

@@ -20,6 +20,9 @@ from typing import Dict, List, Sequence, Tuple
 import numpy as np
 
 from engine_run_configs import CASES, CTC, FF, LSTM  # noqa: F401  (the configs; re-exported)
+from engine_run_configs_keys import CASES as _KEY_CASES  # noqa: E402
+
+CASES.update(_KEY_CASES)
 
 RTOL = 1e-4  # scores and learning rates
 ATOL = 1e-4  # final parameters

@@ -1,0 +1,22 @@
+"""More whole-run comparison configs (see ``engine_run_configs.py`` for the format): training keys found
+by ``benchmarks/returnn_fuzz_engine.py`` whose effect no case of ``engine_run_configs.py`` showed.
+``engine_run_cases.CASES`` holds these too."""
+from __future__ import annotations
+
+from typing import Dict, Tuple
+
+from engine_run_configs import FF
+
+CASES: Dict[str, Tuple[str, str, str]] = {
+    # reinit_network_each_epoch: RETURNN builds network and updater anew each epoch (init_new_network), the
+    # parameters and the global step carried over: Adam's slots and beta powers start fresh every epoch
+    "reinit_each_epoch": ("", "", FF + """
+num_epochs = 3
+batch_size = 60
+max_seqs = 6
+optimizer = {"class": "adam"}
+reinit_network_each_epoch = True
+learning_rate = 0.01
+learning_rate_control = "constant"
+"""),
+}
