@@ -78,6 +78,10 @@ def _rec(unit):
     ({"r": {"class": "reduce", "mode": "max", "axis": "T", "from": "data"},
       "output": {"class": "reinterpret_data", "enforce_time_major": True, "from": "r"}},
      "'output' \\(reinterpret_data\\): 'enforce_time_major' needs a time axis"),
+    # MergeDimsLayer: time merged into the feature axis leaves no time axis; "T" after it names none
+    # (RETURNN's get_axes_from_description asserts; chain seed 301, LAX before)
+    ({"m": {"class": "merge_dims", "axes": ["T", "F"], "from": "data"},
+      "output": {"class": "shift_axis", "axis": "T", "amount": 2, "from": "m"}}, "'output' \\(shift_axis\\)"),
 ])
 def test_returnn_refuses_at_build(net, match):
     with pytest.raises(NetworkError, match=match):

@@ -193,6 +193,11 @@ class MergeDimsLayer(_ShapeLayer):
         self.output = data.copy(name, dims=dims)
         if is_feat and self.output.feature_dim_axis != self.target:
             self.output = self.output.copy(feature_dim_axis=self.target)
+        # RETURNN (by 2021): time merged into the feature axis is no time axis; RETURNN of 2019 kept it as the
+        # merged axis, and so do configs without a behavior_version (docs/compat.md, "Old config forms")
+        if is_feat and data.time_dim_axis in axes and data.time_dim_axis != data.feature_dim_axis \
+                and behavior_version() >= 1:
+            self.output = self.output.copy(time_dim_axis=None)
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         x = self.inputs(sources, ctx)
