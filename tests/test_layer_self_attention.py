@@ -108,8 +108,8 @@ def test_relative_positional_encoding_as_key_shift(fixed):
     ({"num_heads": 3, "total_key_dim": 4, "n_out": 6}, "total_key_dim 4 is not divisible by num_heads 3"),
     ({"num_heads": 2, "total_key_dim": 4, "n_out": 5}, "n_out 5 is not divisible by num_heads 2"),
     ({"total_key_dim": 4, "n_out": 4}, "num_heads"),
-    ({"num_heads": 2, "total_key_dim": 4, "n_out": 4, "initial_state": "keep_over_epoch"},
-     "initial_state 'keep_over_epoch' is not supported"),
+    ({"num_heads": 2, "total_key_dim": 4, "n_out": 4, "initial_state": "var"},
+     "initial_state 'var' is not supported"),
 ])
 def test_bad_options_name_the_layer(opts, message):
     data, val, x = btf(4)

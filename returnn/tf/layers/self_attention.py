@@ -18,6 +18,16 @@ Inside a ``rec`` loop (per-step sources without time axis) ``self_attention`` ru
 step against the keys and values of all steps so far (accumulated in its loop state), which is
 the same as ``attention_left_only`` over the whole sequence. ``key_shift`` and
 ``relative_positional_encoding`` need a time axis.
+
+``initial_state: "keep_over_epoch"`` (context carry-over of RETURNN's cross-sentence LMs): the keys
+and values the previous training step of the same epoch ended with come before this step's, for
+every query and every sequence of the batch (RETURNN does not mask them; the first step of an epoch
+starts without them). They are all of that step's keys and values (its carried ones too: the state
+grows over the epoch), or with ``restrict_state_to_last_seq`` only that step's own. Without
+``attention_left_only`` the keys are masked as RETURNN does, by position ``< seq_len`` over the carried
+and the new keys together. Only training steps carry them; when the batch size changes, the step starts
+without them (RETURNN fails there). Kept in variables that checkpoints do not store (RETURNN's
+``keep_state_*``).
 """
 from __future__ import annotations
 
@@ -36,6 +46,41 @@ from returnn.tf.layers.rnn_cell import is_step_template
 UNSUPPORTED_STATE_OPTIONS = ("state_var_lengths",)
 # RETURNN's initial key/value state has no frames: zeros or ones of it (and None) are the same empty state
 EMPTY_INITIAL_STATES = (None, 0, 1, "zeros", "ones")
+KEEP = "keep_over_epoch"
+
+
+class _KeptKeysValues:
+    """The keys and values a training step ended with, for the next step of the same epoch (a plain
+    object: tf.Module does not track these variables, so no checkpoint stores them)."""
+
+    def __init__(self, heads: int, key_size: int, value_size: int):
+        self.keys = tf.Variable(tf.zeros([0, heads, 0, key_size]), shape=tf.TensorShape([None, heads, None, key_size]),
+                                trainable=False, name="keep_state_k_left")
+        self.values = tf.Variable(tf.zeros([0, heads, 0, value_size]),
+                                  shape=tf.TensorShape([None, heads, None, value_size]), trainable=False,
+                                  name="keep_state_v_left")
+        self.epoch = tf.Variable(tf.constant(-1, tf.int64), trainable=False, name="keep_state_epoch")
+
+    def prefix(self, batch: tf.Tensor, ctx: RunContext):
+        """The carried (B, H, P, K/H) keys and values; P = 0 outside training, in an epoch's first step
+        or when the batch size changed."""
+        keys, values = tf.stop_gradient(self.keys.read_value()), tf.stop_gradient(self.values.read_value())
+
+        def empty():
+            return tuple(tf.zeros(tf.stack([batch, self.keys.shape[1], 0, var.shape[3]])) for var in (self.keys,
+                                                                                                       self.values))
+        if not ctx.train:
+            return empty()
+        usable = tf.logical_and(tf.equal(self.epoch.read_value(), tf.cast(ctx.seed[0], tf.int64)),
+                                tf.equal(tf.shape(keys)[0], batch))
+        return tf.cond(usable, lambda: (keys, values), empty)
+
+    def keep(self, keys: tf.Tensor, values: tf.Tensor, ctx: RunContext) -> None:
+        """Stores a training step's final keys and values (B, H, T, .)."""
+        if ctx.train:
+            self.keys.assign(tf.stop_gradient(keys))
+            self.values.assign(tf.stop_gradient(values))
+            self.epoch.assign(tf.cast(ctx.seed[0], tf.int64))
 
 
 def _batch_time_axes(layer: Layer, dims: Sequence[Dim], data: Data) -> List[int]:
@@ -67,12 +112,11 @@ class SelfAttentionLayer(Layer):
         Option("forward_weights_init", "glorot_uniform", "init of the QKV matrix"),
         Option("attention_dropout", 0.0, "dropout on the attention weights (training only)"),
         Option("attention_left_only", False, "mask out keys after the query (causal)"),
-        Option("initial_state", None, "RETURNN's key/value state at the start: it has no frames, so None, 0, 1, "
-                                      "'zeros', 'ones' are the same (other values, e.g. keep_over_epoch carrying the "
-                                      "keys over batches, are not supported)"),
-        Option("restrict_state_to_last_seq", False, "RETURNN: keep only the last sequence's keys in the final state",
-               noop="it trims the key/value state left after the sequence for the next batch, which only "
-                    "initial_state keep_over_epoch (not supported here) would read; outputs are the same"),
+        Option("initial_state", None, "RETURNN's key/value state at the start: None, 0, 1, 'zeros', 'ones' (the "
+                                      "same empty state) or 'keep_over_epoch' (the previous training step's keys "
+                                      "and values, see the module docstring)"),
+        Option("restrict_state_to_last_seq", False, "with keep_over_epoch: carry only the step's own keys and "
+                                                    "values, not those it was given"),
         Option("state_var_lengths", None, "RETURNN's state option: not supported"),
     )
 
@@ -88,10 +132,9 @@ class SelfAttentionLayer(Layer):
             if self.opts.get(key) is not None:
                 raise NetworkError("%s: option %r is not supported" % (self.desc, key))
         state = self.opt("initial_state")
-        if state not in EMPTY_INITIAL_STATES:
+        if state not in EMPTY_INITIAL_STATES and state != KEEP:
             raise NetworkError("%s: initial_state %r is not supported (RETURNN's key/value state starts without "
-                               "frames: None, zeros, ones; keep_over_epoch is not implemented here)"
-                               % (self.desc, state))
+                               "frames: None, zeros, ones; or keep_over_epoch)" % (self.desc, state))
         self.heads = positive_int(self.desc, "num_heads", self.opt("num_heads"))
         self.key_dim = positive_int(self.desc, "total_key_dim", self.opt("total_key_dim"))
         self.value_dim = self.require_n_out()
@@ -109,6 +152,14 @@ class SelfAttentionLayer(Layer):
             if shift.batch_dim_axis is not None or shift.batch_ndim != 3 or shift.dim != self.key_dim // self.heads:
                 raise NetworkError("%s: key_shift %r must be (T, T, %i) without batch axis, got %s"
                                    % (self.desc, shift.name, self.key_dim // self.heads, shift.short_repr()))
+        if state == KEEP and self.has_shift:  # (RETURNN asserts key_shift's shape (queries, keys) against them)
+            raise NetworkError("%s: initial_state keep_over_epoch with key_shift: the carried keys have no "
+                               "key_shift entries (RETURNN fails on its shape check)" % self.desc)
+        self.kept = _KeptKeysValues(self.heads, self.key_dim // self.heads, self.value_dim // self.heads) \
+            if state == KEEP else None
+        self.updates_in_training = self.kept is not None
+        self.restrict = bool(self.opt("restrict_state_to_last_seq"))
+        self.state_refs = ()  # (the loop gives initial_state its run context)
         self.att_dropout = rate(self.desc, "attention_dropout", self.opt("attention_dropout"))
         self.left_only = bool(self.opt("attention_left_only"))
         self.qkv = self.weight("QKV", [sum(self.plan.in_dims), 2 * self.key_dim + self.value_dim],
@@ -120,10 +171,24 @@ class SelfAttentionLayer(Layer):
             self.output = Data(name, dims=[dims[self.bt[0]], dims[self.bt[1]], self.out_feature_dim()], time_dim_axis=1)
 
     # ---- inside a rec loop
-    def initial_state(self, batch: tf.Tensor, n_time: tf.Tensor):
-        """Keys and values of the steps so far: (B, H, T, K/H) and (B, H, T, V/H), zero."""
+    def initial_state(self, batch: tf.Tensor, n_time: tf.Tensor, values=(), ctx: RunContext = None):
+        """Keys and values of the steps so far, (B, H, P + T, K/H) and (B, H, P + T, V/H): the P carried
+        ones (keep_over_epoch), then zeros for the T steps; and P."""
         h = self.heads
-        return (tf.zeros([batch, h, n_time, self.key_dim // h]), tf.zeros([batch, h, n_time, self.value_dim // h]))
+        keys, values = tf.zeros([batch, h, n_time, self.key_dim // h]), tf.zeros([batch, h, n_time, self.value_dim // h])
+        if self.kept is None:
+            return keys, values, tf.constant(0)
+        pk, pv = self.kept.prefix(batch, ctx or RunContext(False))
+        return tf.concat([pk, keys], 2), tf.concat([pv, values], 2), tf.shape(pk)[2]
+
+    def keep_final_state(self, state, ctx: RunContext) -> None:
+        """After the loop: its keys and values (the carried ones only without restrict_state_to_last_seq)
+        for the next training step."""
+        if self.kept is not None:
+            keys, values, n_prev = state
+            if self.restrict:
+                keys, values = keys[:, :, n_prev:], values[:, :, n_prev:]
+            self.kept.keep(keys, values, ctx)
 
     def step(self, sources: List[LayerOutput], state, ctx: RunContext, t: tf.Tensor):
         """One query at step ``t`` against the keys and values of steps ``0..t``."""
@@ -133,18 +198,19 @@ class SelfAttentionLayer(Layer):
         kh, vh = self.key_dim // h, self.value_dim // h
         x = tf.reshape(x, [-1, h, 2 * kh + vh])
         q, k, v = tf.split(x, [kh, kh, vh], axis=-1)
-        keys, values = state
-        at_t = tf.one_hot(t, tf.shape(keys)[2], dtype=keys.dtype)[None, None, :, None]
+        keys, values, n_prev = state
+        pos = n_prev + t  # the slot of this step, after the carried keys
+        at_t = tf.one_hot(pos, tf.shape(keys)[2], dtype=keys.dtype)[None, None, :, None]
         keys = keys * (1.0 - at_t) + k[:, :, None, :] * at_t
         values = values * (1.0 - at_t) + v[:, :, None, :] * at_t
         energy = tf.einsum("bhd,bhtd->bht", q * (kh ** -0.5), keys)
-        visible = tf.range(tf.shape(keys)[2]) <= t
+        visible = tf.range(tf.shape(keys)[2]) <= pos
         energy = tf.where(visible[None, None, :], energy, tf.constant(float("-inf"), energy.dtype))
         weights = tf.nn.softmax(energy, axis=-1)
         if self.att_dropout and ctx.train:
             weights = dropout(weights, self.att_dropout, ctx.layer_seed(self.layer_name, 1))
         out = tf.reshape(tf.einsum("bht,bhtd->bhd", weights, values), [-1, self.value_dim])
-        return self.make_output(out, own), (keys, values)
+        return self.make_output(out, own), (keys, values, n_prev)
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         if self.step_mode:
@@ -160,14 +226,21 @@ class SelfAttentionLayer(Layer):
         x = tf.transpose(tf.reshape(x, [n_b, n_t, h, 2 * kh + vh]), [0, 2, 1, 3])  # (B, H, T, 2K/H + V/H)
         q, k, v = tf.split(x, [kh, kh, vh], axis=-1)
         q = q * (kh ** -0.5)
-        energy = tf.matmul(q, k, transpose_b=True)  # (B, H, Tq, Tk)
+        n_prev = 0
+        if self.kept is not None:  # the carried keys and values first (RETURNN: concatenated, never masked)
+            pk, pv = self.kept.prefix(n_b, ctx)
+            self.keep_final_state((tf.concat([pk, k], 2), tf.concat([pv, v], 2), tf.shape(pk)[2]), ctx)
+            n_prev = tf.shape(pk)[2]
+            k, v = tf.concat([pk, k], 2), tf.concat([pv, v], 2)
+        energy = tf.matmul(q, k, transpose_b=True)  # (B, H, Tq, P + Tk)
         if self.has_shift:
             energy += tf.einsum("bhqd,qkd->bhqk", q, sources[-1].tensor)
         if self.left_only:
-            mask = tf.linalg.band_part(tf.ones([n_t, n_t], tf.bool), -1, 0)[None, None]
-        else:
+            mask = tf.linalg.band_part(tf.ones([n_t, n_t], tf.bool), -1, 0)
+            mask = tf.concat([tf.ones([n_t, n_prev], tf.bool), mask], 1)[None, None]
+        else:  # (RETURNN: by position < seq_len over the carried and new keys together)
             seq_len = own[0].seq_len
-            mask = tf.sequence_mask(seq_len, maxlen=n_t)[:, None, None, :]
+            mask = tf.sequence_mask(seq_len, maxlen=n_prev + n_t)[:, None, None, :]
         energy = tf.where(mask, energy, tf.constant(float("-inf"), energy.dtype))
         weights = tf.nn.softmax(energy, axis=-1)
         if self.att_dropout and ctx.train:

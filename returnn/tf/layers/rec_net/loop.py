@@ -387,7 +387,10 @@ class UnitRun:
                       tf.nest.map_structure(_invariant, state0),
                       {n: tf.TensorShape(None) for n in tas}, {n: tf.TensorShape(None) for n in logit_tas},
                       tf.nest.map_structure(_invariant, fin0))
-        _, _, _, tas, logit_tas, fin = tf.while_loop(cond, body, loop_vars, shape_invariants=invariants)
+        _, _, state_f, tas, logit_tas, fin = tf.while_loop(cond, body, loop_vars, shape_invariants=invariants)
+        for n, final in state_f.items():  # states carried to the next training step (keep_over_epoch)
+            if hasattr(rec.layers[n], "keep_final_state"):
+                rec.layers[n].keep_final_state(final, self.ctx)
         n_keep = None
         if ends:  # the loop's lengths; its frames up to the longest (RETURNN stacks up to there)
             self.seq_len = fin[1]
