@@ -82,6 +82,10 @@ def _rec(unit):
     # (RETURNN's get_axes_from_description asserts; chain seed 301, LAX before)
     ({"m": {"class": "merge_dims", "axes": ["T", "F"], "from": "data"},
       "output": {"class": "shift_axis", "axis": "T", "amount": 2, "from": "m"}}, "'output' \\(shift_axis\\)"),
+    # ForcedAlignmentLayer: labels without blank need blank last (asserts blank_idx == -1; mutate seed 41, LAX before)
+    ({"lin": {"class": "linear", "activation": "log_softmax", "n_out": 5, "from": "data"},
+      "output": {"class": "forced_align", "from": "lin", "align_target": "data:classes", "topology": "rna",
+                 "input_type": "log_prob", "blank_idx": 0}}, "'output' \\(forced_align\\): blank_idx 0 without"),
 ])
 def test_returnn_refuses_at_build(net, match):
     with pytest.raises(NetworkError, match=match):

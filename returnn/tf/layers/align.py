@@ -69,7 +69,13 @@ class ForcedAlignLayer(Layer):
             raise NetworkError("%s: the input has %i classes, so 'align_target' must have %i (blank %s), got %i"
                                % (self.desc, n_classes, expected,
                                   "included" if self.opt("blank_included") else "not included", target.dim))
-        self.blank = int(self.opt("blank_idx")) % n_classes
+        blank = self.opt("blank_idx")
+        if not self.opt("blank_included") and blank != -1:  # RETURNN asserts: blank is then the last class
+            raise NetworkError("%s: blank_idx %r without blank_included: the labels exclude blank, so it must be the "
+                               "last class (-1), as RETURNN asserts" % (self.desc, blank))
+        if not isinstance(blank, int) or isinstance(blank, bool) or not -n_classes <= blank < n_classes:
+            raise NetworkError("%s: blank_idx %r is no class index of %i classes" % (self.desc, blank, n_classes))
+        self.blank = blank % n_classes
         self.output = Data(name, dims=(batch_dim, data.dims[data.time_dim_axis]), dtype="int32",
                            sparse_dim=data.dims[data.feature_dim_axis])
 
