@@ -86,6 +86,9 @@ def _rec(unit):
     ({"lin": {"class": "linear", "activation": "log_softmax", "n_out": 5, "from": "data"},
       "output": {"class": "forced_align", "from": "lin", "align_target": "data:classes", "topology": "rna",
                  "input_type": "log_prob", "blank_idx": 0}}, "'output' \\(forced_align\\): blank_idx 0 without"),
+    # CombineLayer truediv of ints: TF's float64 result under RETURNN's int32 template (mutate seed 41, LAX before)
+    ({"t": {"class": "range_in_axis", "from": "data", "axis": "T"}, "one": {"class": "constant", "value": 1},
+      "output": {"class": "combine", "kind": "truediv", "from": ["t", "one"]}}, "'output' \\(combine\\): kind"),
 ])
 def test_returnn_refuses_at_build(net, match):
     with pytest.raises(NetworkError, match=match):

@@ -349,6 +349,10 @@ class CombineLayer(Layer):
         # sparse sources (RETURNN computes on the indices): the first largest source's class dim and dtype
         self.output = Data(name, dims=dims, dtype=sources[base if all(sparse) else 0].dtype,
                            sparse_dim=sources[base].sparse_dim, **special)
+        if self.kind in ("truediv", "/") and self.output.dtype.startswith(("int", "uint")):
+            raise NetworkError("%s: kind %r of %s sources gives floats, and RETURNN's template keeps %s (its raw "
+                               "tensor check: 'dtype does not match'); cast first, or use floordiv"
+                               % (self.desc, self.kind, self.output.dtype, self.output.dtype))
         self.check_n_out(self.output.dim)
         self.activation = get_activation(self.opt("activation"), name)
         self.bias = last_axis_bias(self, self.output) if self.opt("with_bias") else None
