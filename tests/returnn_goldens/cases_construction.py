@@ -100,6 +100,12 @@ for unit, direction in (("nativelstm2", 1), ("lstm", -1), ("standardlstm", 1)):
         lens={"data": [7, 4, 0]})
 case("rec_gru_dir-1_merged_spatial_axis", "rec_merged_axes", dict(SPLIT, output={
     "class": "rec", "unit": "gru", "n_out": 4, "direction": -1, "from": "split"}), extern=X6, lens={"data": [7, 4, 0]})
+# ... with an initial state that is the same for every row (also for the merged batch; refused here before:
+# returnn_fuzz --kind mutate --train seed 42, GAP)
+for unit, init in (("lstm", "ones"), ("nativelstm2", "ones")):
+    case("rec_%s_merged_spatial_axis_initial_state_%s" % (unit, init), "rec_merged_axes", dict(SPLIT, output={
+        "class": "rec", "unit": unit, "n_out": 4, "direction": -1, "from": "split", "initial_state": init}),
+        extern=X6, lens={"data": [7, 4, 0]})
 case("rec_nativelstm2_merged_axes_two_sources", "rec_merged_axes", dict(SPLIT, lin={
     "class": "linear", "activation": "tanh", "n_out": 2, "from": "split"}, output={
     "class": "rec", "unit": "nativelstm2", "n_out": 3, "from": ["split", "lin"]}), extern=X6)

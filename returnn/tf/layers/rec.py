@@ -177,9 +177,10 @@ class RecLayer(Layer):
                 time_dim_axis=s.batch_dim_axis + 1) for s in sources]
         self.merged = MergedAxes(self.desc, sources)  # RETURNN: axes besides batch, time, feature merged into batch
         if self.merged.extra:
-            if not is_zero(self.opt("initial_state")):
-                raise NetworkError("%s: initial_state with an input of more axes than (batch, time, feature) (%s, merged "
-                                   "into the batch) is not supported" % (self.desc, self.merged.extra))
+            if not _same_for_every_row(self.opt("initial_state")):  # zeros, ones: any batch, also the merged one
+                raise NetworkError("%s: initial_state var, from a layer or kept over the epoch with an input of more "
+                                   "axes than (batch, time, feature) (%s, merged into the batch) is not supported"
+                                   % (self.desc, self.merged.extra))
             sources = self.merged.templates
         refuse_sparse_concat(self, sources)
         self.plan = feature_plan(self, sources)
@@ -337,3 +338,12 @@ def __getattr__(name: str) -> Any:
         if cls is not None:
             return cls
     raise AttributeError("module %r has no attribute %r" % (__name__, name))
+
+
+def _same_for_every_row(spec: Any) -> bool:
+    """Whether the initial state ``spec`` is the same constant for every batch entry (zeros, ones; RETURNN's
+    ``var`` over merged axes has one vector per position of those axes)."""
+    values = list(spec.values()) if isinstance(spec, Mapping) else \
+        list(spec) if isinstance(spec, (list, tuple)) else [spec]
+    return all(v is None or (isinstance(v, str) and v in ("zeros", "ones"))
+               or (isinstance(v, (int, float)) and not isinstance(v, bool) and v in (0, 1)) for v in values)
