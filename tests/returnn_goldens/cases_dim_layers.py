@@ -69,6 +69,13 @@ case("range_over_feature", "range", {
     "r": {"class": "range", "limit": 12, "start": 0, "delta": 2, "dtype": "float32", "out_spatial_dim": dim_ref("feat")},
     "output": {"class": "combine", "kind": "mul", "from": ["data", "r"]}}, extern=X6_DIMS,
     notes="a range on the data's feature dim, broadcast over batch and time")
+case("range_same_size_as_feature_bv0", "range", {
+    "r": {"class": "range", "limit": 12, "start": 0, "delta": 2, "dtype": "float32"},
+    "output": {"class": "combine", "kind": "mul", "from": ["data", "r"]}}, extern=X6_DIMS,
+    config={"behavior_version": 0},
+    notes="before behavior version 16 RETURNN's get_common_data matches static axes of one size (a feature axis "
+          "as spatial), user-made too: the range meets the feature axis (returnn_fuzz mutate seed 36); from 16 it "
+          "is its own axis, and every source needs broadcasting (refused from behavior version 4)")
 case("range_from_length", "range", {
     "len": {"class": "length", "from": "data"},
     "r": {"class": "range_from_length", "from": "len"},

@@ -133,6 +133,10 @@ def _match(common: List[Dim], used: set, dim: Dim, own: Sequence[Dim], strict: b
     generated = [i for i in free if dim.auto_generated and common[i].auto_generated]
     if generated and not dim.is_batch_dim():
         return generated[0]
+    if free and not dim.is_batch_dim() and behavior_version() < 16:
+        # RETURNN before behavior_version 16 (no simple dim equality): get_common_data's is_equal treats a
+        # feature axis as spatial and lets static axes of one size match (allow_same_spatial_dim), user-made too
+        return free[0]
     if dim.dimension == 1 and dim.auto_generated and not dim.is_batch_dim():
         # RETURNN before behavior_version 11 (broadcast_matches): an engine-made size-1 axis (a variable
         # of shape [1]) broadcasts into the first free axis of any size instead of adding one
