@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """Training config keys against the real RETURNN: one key of a whole-run case changed, both engines trained.
 
-Usage: python benchmarks/returnn_fuzz_engine.py [--seed S] [--n N] [--bases ff_newbob ...] [--show]
+Usage: python benchmarks/returnn_fuzz_engine.py [--seed S] [--n N] [--bases ff_newbob ...] [--keys K ...] [--show]
        [--returnn-venv PATH]
 
 A draw takes one of the whole-run cases of ``tests/returnn_goldens/engine_run_configs.py`` (both engines
 agree on each) and appends one assignment of a training key (optimizer, gradient clipping and
-accumulation, learning-rate control and its newbob options, batches, constraints, ...) from
-:data:`MUTATIONS`, so what differs is that key's effect. RETURNN trains first and saves its initial
+accumulation, learning-rate control and its newbob options, batches, constraints, ...; a key
+``train:OPT`` sets the option OPT of the train dataset) from :data:`MUTATIONS`, so what differs is that
+key's effect. RETURNN trains first and saves its initial
 parameters; this engine trains from them (``engine_run_cases.run_ours``). Verdicts per draw:
 
 - AGREE: both trained, the same steps, learning rates, scores and final parameters
@@ -152,10 +153,10 @@ BASES = ("ff_newbob", "constant_warmup", "multi_loss_l2", "seq_filter_sorted", "
          "accum_clip", "ctc")
 
 
-def draws(seed: int, n: int, bases: List[str]) -> List[Tuple[str, str, str]]:
-    """``n`` (base case, key, value) draws of ``seed``."""
+def draws(seed: int, n: int, bases: List[str], only: Optional[List[str]] = None) -> List[Tuple[str, str, str]]:
+    """``n`` (base case, key, value) draws of ``seed`` (keys starting with one of ``only``, if given)."""
     rnd = random.Random(seed)
-    keys = sorted(MUTATIONS)
+    keys = sorted(k for k in MUTATIONS if not only or k.startswith(tuple(only)))
     return [(rnd.choice(bases), key, rnd.choice(MUTATIONS[key])) for key in (rnd.choice(keys) for _ in range(n))]
 
 
@@ -223,6 +224,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--n", type=int, default=20)
     parser.add_argument("--bases", nargs="+", default=list(BASES), choices=list(cases.CASES))
+    parser.add_argument("--keys", nargs="+", help="draw only keys starting with one of these (e.g. optimizer train:)")
     parser.add_argument("--show", action="store_true", help="print each draw's verdict and detail")
     parser.add_argument("--returnn-venv", default=os.path.join(REPO, ".bench-venv-returnn"))
     args = parser.parse_args(argv)
@@ -235,7 +237,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     counts: Dict[str, int] = {}
     try:
         data = cases.write_data(root)
-        for i, (base, key, value) in enumerate(draws(args.seed, args.n, args.bases)):
+        for i, (base, key, value) in enumerate(draws(args.seed, args.n, args.bases, args.keys)):
             name = register(base, key, value, i)
             verdict, detail = run_one(name, data, root, returnn_python, env)
             counts[verdict] = counts.get(verdict, 0) + 1
