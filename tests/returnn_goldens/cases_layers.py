@@ -251,6 +251,9 @@ case("gating_two_sources", "gating", {"a": _lin(5), "output": {"class": "gating"
                                                                "from": ["data", "a"]}})
 case("softmax_over_spatial", "attention", {
     "e": _lin(1), "output": {"class": "softmax_over_spatial", "from": "e"}})
+case("softmax_over_spatial_start_0", "attention", {
+    "e": _lin(1), "output": {"class": "softmax_over_spatial", "from": "e", "start": 0}},
+    notes="RETURNN applies 'start' only when truthy: 0 is no start (returnn_fuzz mutate seed 36)")
 case("generic_attention_outer", "attention", {
     "e": _lin(1), "w": {"class": "softmax_over_spatial", "from": "e"},
     "output": {"class": "generic_attention", "weights": "w", "base": "data"}},

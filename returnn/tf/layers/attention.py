@@ -77,7 +77,8 @@ class SoftmaxOverSpatialLayer(Layer):
         own = list(sources[:n_own])
         super().__init__(name, opts, own, seed)
         check_sources(self, own, 1, 1)
-        if self.opts.get("start") is not None and not self.from_layer:
+        # RETURNN resolves and applies 'start' only when it is truthy: 0 (or False) is no start
+        if self.opts.get("start") not in (None, 0) and not self.from_layer:
             raise NetworkError("%s: 'start' must name a layer of one position per sequence, got %r"
                                % (self.desc, self.opts.get("start")))
         if self.from_layer and self.opt("use_time_mask") is False:
