@@ -315,6 +315,9 @@ case("stack_two", "stack", {"a": _lin(5), "output": {"class": "stack", "from": [
 case("repeat_time", "repeat", {"output": {"class": "repeat", "repetitions": 2, "axis": "T", "from": "data"}})
 case("prefix_in_time", "time_edit", {"output": {"class": "prefix_in_time", "prefix": 0.5, "from": "data"}})
 case("postfix_in_time", "time_edit", {"output": {"class": "postfix_in_time", "postfix": -1.0, "from": "data"}})
+for _k in ("prefix", "postfix"):  # repeat 0 adds no frame (refused here before: returnn_fuzz mutate seed 42)
+    case("%s_in_time_repeat_0" % _k, "time_edit", {"output": {"class": "%s_in_time" % _k, _k: 0.5, "repeat": 0,
+                                                              "from": "data"}})
 case("get_last_hidden_state", "time_edit", {"a": {"class": "rec", "unit": "nativelstm2", "n_out": 3, "from": "data"},
                                             "output": {"class": "get_last_hidden_state", "from": "a", "n_out": 6}})
 case("compare_switch", "control", {

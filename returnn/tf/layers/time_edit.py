@@ -44,7 +44,9 @@ class _InTimeLayer(Layer):
             raise NetworkError("%s: the input %s has no time axis" % (self.desc, data.short_repr()))
         if self.opt("axis") not in ("T", "t") and self.axis(data, self.opt("axis"), "axis") != self.ax:
             raise NetworkError("%s: 'axis' %r: only the input's time axis is supported here" % (self.desc, self.opt("axis")))
-        self.repeat = positive_int(self.desc, "repeat", self.opt("repeat"))
+        repeat = self.opt("repeat")  # RETURNN: 0 adds nothing (prefix_in_time asserts repeat >= 0)
+        self.repeat = 0 if repeat == 0 and isinstance(repeat, int) and not isinstance(repeat, bool) else \
+            positive_int(self.desc, "repeat", repeat)
         value = self.opts.get(self.value_key, 0.0)
         if self.value_layer:
             v = sources[-1]
