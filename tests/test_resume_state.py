@@ -158,6 +158,23 @@ def test_interrupted_state_refuses_other_batching_and_resumes_with_same(tmp_path
             assert ours[e].meta[key] == ref[e].meta[key], (e, key)
 
 
+def test_interrupted_epoch_with_reinit_network_each_epoch_resumes_as_uninterrupted(tmp_path):
+    """reinit_network_each_epoch restarts Adam at each epoch's start, not where an interrupted epoch resumes:
+    the resumed run's scores are an uninterrupted run's (RETURNN trains the epoch again whole)."""
+    config = write_config(tmp_path / "c.config", LONG_CONFIG + "reinit_network_each_epoch = True\n")
+    model, whole = tmp_path / "model", tmp_path / "whole"
+    _interrupt(tmp_path, config, model)
+    for m in (model, whole):
+        proc = run_rnn([config, "++model", m, "++learning_rate_file", str(m) + ".lr.data", "++use_horovod", "0"],
+                       timeout=300)
+        assert proc.returncode == 0, describe(proc)
+    ours, ref = (read_learning_rate_file(str(m) + ".lr.data") for m in (model, whole))
+    assert sorted(ours) == sorted(ref) == [1, 2, 3]
+    for e in ref:
+        for key, value in ref[e].error.items():
+            assert ours[e].error[key] == pytest.approx(value, rel=1e-6), (e, key)
+
+
 def test_lost_learning_rate_file_does_not_restart_schedule(tmp_path):
     config = write_config(tmp_path / "c.config", CONFIG.replace('"num_seqs": 400', '"num_seqs": 40'))
     model = tmp_path / "model"

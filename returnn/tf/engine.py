@@ -104,6 +104,7 @@ class Engine(BestModel, InferenceTasks):
         # file) minus the global step: it starts at 0 with import_model_train_epoch1 whatever the step imported
         self.meta_step_offset = 0
         self._resume: Optional[tuple] = None  # (run state, stored position, prefix) until the first epoch
+        self._continues_interrupted = False  # the first epoch continues an interrupted state
         self.epoch_order = ("", 0)  # digest and length of the current epoch's global batch order
         self.summaries = SummaryLogger.from_config(config, dist.is_chief)
         self.progress = ProgressReporter.from_config(config)
@@ -309,6 +310,7 @@ class Engine(BestModel, InferenceTasks):
         self.dist.meet("building the network and finding the checkpoint to resume from")
         completed = int(self._broadcast_scalar(point[1] if point else (initial[1] if initial else 0)))
         interrupted = self._broadcast_scalar(1.0 if point and point[0] == self.checkpoints.interrupted_prefix else 0.0)
+        self._continues_interrupted = bool(interrupted)  # (all ranks)
         # the network the checkpoint was written from: of its epoch, or of the next one if interrupted in it
         self._use_network_of_epoch(max(1, completed + (1 if interrupted else 0)))
         if not point and self.dist.is_chief:  # RETURNN's custom initialisers (restored parameters win)
@@ -376,8 +378,11 @@ class Engine(BestModel, InferenceTasks):
         return epoch
 
     def _train_and_report_epoch(self, epoch: int, watchdog: Optional[Watchdog]) -> None:
-        if self.config.bool("reinit_network_each_epoch"):
-            self.net_dict = None  # RETURNN builds network and updater anew each epoch (parameters carried over)
+        if self.config.bool("reinit_network_each_epoch") and not self._continues_interrupted:
+            # RETURNN builds network and updater anew each epoch (parameters carried over); an interrupted
+            # epoch continues with the optimizer state it had (RETURNN trains it again whole, reinit first)
+            self.net_dict = None
+        self._continues_interrupted = False
         if (self.schedule.changes_per_epoch or self.net_dict is None) and self._use_network_of_epoch(epoch, carry=True):
             if self.dist.size > 1:
                 self._check_ranks_agree(epoch)  # the ranks meet there
