@@ -86,7 +86,7 @@ def _ours_builds(c) -> Optional[str]:
     import tensorflow as tf
     from test_returnn_goldens import build_network, case_config
     from returnn.tf.layers import RunContext
-    meta = {"extern_data": c["extern"], "network": c["network"], "config": c["config"]}
+    meta = {"extern_data": c["extern"], "network": c["network"], "config": c["config"], "train_flag": bool(c.get("train"))}
     with case_config(meta):
         net = build_network(meta)
         batch = {}

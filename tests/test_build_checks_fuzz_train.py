@@ -163,15 +163,20 @@ def test_unmask_in_loop_mask_must_be_a_layer():
 
 def test_masked_computation_initial_output_in_loop_refused():
     """RETURNN's MaskedComputationLayer.get_rec_initial_output asserts initial_output is None ('should be
-    configured via the unit')."""
+    configured via the unit'); RETURNN calls it only for a layer whose prev: the unit reads (the published
+    RNA decoders of 2021 set initial_output on a masked_computation nothing reads as prev: and build there)."""
     unit = {"red": {"class": "reduce", "mode": "sum", "axis": "F", "from": "data:source"},
             "mask": {"class": "compare", "kind": "greater", "value": 0.0, "from": "red"},
             "masked": {"class": "masked_computation", "mask": "mask", "from": "data:source", "initial_output": "zeros",
                        "unit": {"class": "linear", "activation": "tanh", "n_out": 2, "from": "data"}},
-            "output": {"class": "copy", "from": "masked"}}
-    with pytest.raises(NetworkError, match="'masked' \\(masked_computation\\): 'initial_output' is refused"):
+            "output": {"class": "combine", "kind": "add", "from": ["masked", "prev:masked"]}}
+    with pytest.raises(NetworkError, match="'masked' \\(masked_computation\\): 'initial_output' is refused where "
+                                           "the rec unit reads prev:masked"):
         _build_and_run(_rec(unit))
     del unit["masked"]["initial_output"]
+    _build_and_run(_rec(unit))
+    unit["masked"]["initial_output"] = "zeros"
+    unit["output"] = {"class": "copy", "from": "masked"}  # nothing reads prev:masked: RETURNN builds it
     _build_and_run(_rec(unit))
 
 
@@ -189,3 +194,41 @@ def test_out_shape_of_a_layer_moved_out_of_the_loop():
         _build_and_run({"output": {"class": "rec", "from": "data", "unit": {
             "red": {"class": "reduce", "mode": "argmax", "axis": "F", "from": "data:source", "out_shape": {}},
             "output": {"class": "copy", "from": "red"}}}})
+
+
+_SPARSE_X = {"data": Data("data", shape=(None, 3)), "classes": Data("classes", shape=(None,), sparse=True, dim=4)}
+
+
+def _decoder(choice_init=None, argmax_prev=False, masked_unit_init=0):
+    choice = {"class": "choice", "from": "prob", "target": "classes", "beam_size": 2}
+    if choice_init is not None:
+        choice["initial_output"] = choice_init
+    unit = {"emb": {"class": "linear", "activation": None, "from": "prev:output", "n_out": 4},
+            "s": {"class": "linear", "from": ["emb", "data:source"], "n_out": 4, "activation": "tanh"},
+            "prob": {"class": "softmax", "from": "s", "target": "classes", "loss": "ce"},
+            "output": choice}
+    if argmax_prev:  # a sparse layer (no choice) whose prev: is read
+        unit["am"] = {"class": "reduce", "mode": "argmax", "axis": "F", "from": "s"}
+        unit["emb"]["from"] = ["prev:output", "prev:am"]
+    if masked_unit_init != 0:
+        unit["wo_b"] = {"class": "masked_computation", "from": "prev:output", "mask": "prev:flag", "initial_output": 0,
+                        "unit": {"class": "copy"} if masked_unit_init is None else
+                        {"class": "copy", "initial_output": masked_unit_init}}
+        unit["flag"] = {"class": "compare", "from": "output", "value": 0, "kind": "not_equal", "initial_output": True}
+        unit["emb"]["from"] = ["prev:output", "wo_b"]
+    return {"output": {"class": "rec", "from": "data", "unit": unit, "optimize_move_layers_out": False}}
+
+
+@pytest.mark.parametrize("kwargs, sub", [({}, "output"), ({"choice_init": 0, "argmax_prev": True}, "am"),
+                                         ({"choice_init": 0, "masked_unit_init": None}, "wo_b/output")])
+def test_sparse_previous_output_needs_an_initial_output_in_training(kwargs, sub):
+    """RETURNN's LayerBase.get_rec_initial_output (since 2017): 'You must explicitly provide an initial output
+    value for sparse data' where the loop needs the previous output of a sparse layer (a choice read as prev:
+    by another layer, any sparse layer read as prev:, a masked_computation's unit); here its first prev: value
+    was label 0. In a forward network RETURNN builds no loss layers of the unit, often the only readers: no check."""
+    with pytest.raises(NetworkError, match="sub-layer '%s': its output is sparse .*needs an 'initial_output'" % sub):
+        TFNetwork(_decoder(**kwargs), _SPARSE_X)
+    TFNetwork(_decoder(**dict(kwargs, **{"choice_init": 0})) if sub == "output" else _decoder(choice_init=0),
+              _SPARSE_X)
+    if sub == "output":
+        TFNetwork(_decoder(**kwargs), _SPARSE_X, train_flag=False, eval_flag=False)

@@ -63,9 +63,13 @@ def test_rec_unit_builds_output_loss_layers_and_end_only_in_search():
             "prob": {"class": "softmax", "from": "s", "loss": "ce", "target": "classes"},
             "stop": {"class": "linear", "from": "s", "n_out": 1, "activation": "sigmoid"},  # only 'end' reads it
             "end": {"class": "compare", "from": "stop", "value": 0.5, "kind": "greater"},
-            "output": {"class": "choice", "from": "prob", "target": "classes", "beam_size": 2}}
+            "output": {"class": "choice", "from": "prob", "target": "classes", "beam_size": 2, "initial_output": 0}}
     train = TFNetwork({"output": {"class": "rec", "from": [], "target": "classes", "unit": unit}}, _extern(3, True))
     assert sorted(train.layers["output"].sub_layers()) == ["emb", "output", "prob", "s"]
+    # a network that does not evaluate (task forward): RETURNN builds no unit layer for its loss's sake
+    forward = TFNetwork({"output": {"class": "rec", "from": [], "target": "classes", "unit": unit}}, _extern(3, True),
+                        train_flag=False, eval_flag=False)
+    assert sorted(forward.layers["output"].sub_layers()) == ["output"]
     assert not any(n.startswith("output/rec/stop") for n in returnn_param_shapes(train))
     search = TFNetwork({"output": {"class": "rec", "from": [], "target": "classes", "unit": unit, "max_seq_len": 5}},
                        _extern(3, True), search=True)
@@ -89,7 +93,7 @@ def test_train_without_loss_is_an_error(tmp_path):
 def test_only_on_eval_layer_is_not_in_forward_and_its_loss_not_in_training(tmp_path):
     layers = {"output": {"class": "softmax", "loss": "ce", "from": "data"},
               "check": {"class": "softmax", "loss": "ce", "from": "data", "only_on_eval": True}}
-    assert "check" not in TFNetwork(layers, _extern(), eval_flag=False).layers
+    assert "check" not in TFNetwork(layers, _extern(), eval_flag=False, train_flag=False).layers
     assert [i.layer for i in TFNetwork(layers, _extern()).losses if i.only_on_eval] == ["check"]
     config = TINY_12AX.replace('"output": {', '"check": {"class": "softmax", "loss": "ce", "from": ["hidden"], '
                                              '"only_on_eval": True},\n    "output": {')

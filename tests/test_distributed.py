@@ -154,7 +154,7 @@ ATTENTION_CONFIG = CONFIG.replace(textwrap.dedent("""\
             "weights": {"class": "softmax_over_spatial", "from": "energy"},
             "att": {"class": "generic_attention", "weights": "weights", "base": "base:enc"},
             "prob": {"class": "softmax", "from": ["s", "att"], "target": "classes", "loss": "ce", "dropout": 0.1},
-            "output": {"class": "choice", "from": "prob", "target": "classes", "beam_size": 2}}},
+            "output": {"class": "choice", "initial_output": 0, "from": "prob", "target": "classes", "beam_size": 2}}},
     }"""))
 
 

@@ -66,7 +66,7 @@ def test_extra_subnetwork():
 def _decoder(search_flag_name=None):
     unit = {
         "prob": {"class": "softmax", "from": ["prev:output", "base:enc"], "target": "classes", "loss": "ce"},
-        "output": {"class": "choice", "from": "prob", "target": "classes", "beam_size": 3},
+        "output": {"class": "choice", "initial_output": 0, "from": "prob", "target": "classes", "beam_size": 3},
         "end": {"class": "compare", "from": "output", "value": 0}}
     # no 'target' on the rec layer: searched in training it ends by 'end' as in the search task (with one, RETURNN
     # searches as long as the target there: tests/test_search_train_goldens.py)

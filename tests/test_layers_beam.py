@@ -16,7 +16,7 @@ from test_rec_search import EOS, P, U  # noqa: F401  (the known label chain of t
 def _net(beam, unit_extra, end):
     extern = {"data": Data("data", shape=(None, 2)), "classes": Data("classes", dim=4, sparse=True)}
     unit = {"prob": {"class": "softmax", "from": ["prev:output", "base:enc"], "n_out": 4, "with_bias": False},
-            "output": {"class": "choice", "from": "prob", "target": "classes", "beam_size": beam,
+            "output": {"class": "choice", "initial_output": 0, "from": "prob", "target": "classes", "beam_size": beam,
                        "length_normalization": False},
             "end": end}
     unit.update(unit_extra)
@@ -54,13 +54,13 @@ def test_choice_beam_layers_need_search_choices():
     with pytest.raises(NetworkError, match="has no loop time axis"):
         TFNetwork({"output": {"class": "rec", "from": "data", "unit": {
             "prob": {"class": "softmax", "from": "data:source", "n_out": 4},
-            "out": {"class": "choice", "from": "prob", "target": "classes", "beam_size": 2},
+            "out": {"class": "choice", "initial_output": 0, "from": "prob", "target": "classes", "beam_size": 2},
             "output": {"class": "choice_get_beam_scores", "from": "out"}}}},
             {"data": Data("data", shape=(None, 2)), "classes": Data("classes", dim=4, sparse=True)})
     with pytest.raises(NetworkError, match="no search choices"):
         net = TFNetwork({"output": {"class": "rec", "from": "data", "unit": {
             "prob": {"class": "softmax", "from": "data:source", "n_out": 4},
-            "out": {"class": "choice", "from": "prob", "target": "classes", "beam_size": 2},
+            "out": {"class": "choice", "initial_output": 0, "from": "prob", "target": "classes", "beam_size": 2},
             "bs": {"class": "choice_get_beam_scores", "from": "out"},
             "output": {"class": "combine", "kind": "add", "from": ["prob", "bs"]}}}},
             {"data": Data("data", shape=(None, 2)), "classes": Data("classes", dim=4, sparse=True)})

@@ -189,7 +189,7 @@ def test_cum_concat_in_beam_search_with_beam_one_is_greedy():
             "w": {"class": "softmax_over_spatial", "from": "e", "axis": new},
             "att": {"class": "dot", "from": ["w", "kk"], "red1": new, "red2": new, "var1": None, "var2": "F"},
             "prob": {"class": "softmax", "from": ["att", "base:enc"], "n_out": 4},
-            "output": {"class": "choice", "from": "prob", "target": "classes", "beam_size": 1},
+            "output": {"class": "choice", "initial_output": 0, "from": "prob", "target": "classes", "beam_size": 1},
             "end": {"class": "compare", "from": "output", "value": 3}}}}, extern, search=True)
     x = np.random.RandomState(1).randn(2, 3, 2).astype("float32")
     out = net.forward({"data": tf.constant(x), "data:seq_len": tf.constant([3, 2])}, RunContext(False),

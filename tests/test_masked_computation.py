@@ -179,7 +179,7 @@ def _transducer_like(search: bool, beam: int = 1) -> TFNetwork:
         "lm": {"class": "masked_computation", "from": "emb", "mask": "prev:emit",
                "unit": {"class": "rec", "unit": "nativelstm2", "n_out": 5}},
         "prob": {"class": "softmax", "from": ["lm", "data:source"], "n_out": 5, "target": "classes", "loss": "ce"},
-        "output": {"class": "choice", "from": "prob", "target": "classes", "beam_size": beam},
+        "output": {"class": "choice", "initial_output": 0, "from": "prob", "target": "classes", "beam_size": beam},
     }
     return TFNetwork(outputs({"loop": {"class": "rec", "from": "data", "unit": unit}}), _extern(), seed=3, search=search)
 
@@ -228,7 +228,7 @@ def test_in_a_loop_labels_where_the_mask_is_false_are_not_embedded():
     unit = {
         "emit": {"class": "compare", "from": "data:classes", "value": 4, "kind": "not_equal"},
         "prev_non_blank": {"class": "reinterpret_data", "from": "prev:label", "set_sparse_dim": 4},
-        "label": {"class": "copy", "from": "data:classes"},
+        "label": {"class": "copy", "from": "data:classes", "initial_output": 0},
         "embed": {"class": "masked_computation", "from": "prev_non_blank", "mask": "prev:emit",
                   "unit": {"class": "linear", "activation": None, "n_out": 2}},
         "output": {"class": "copy", "from": ["embed", "data:source"]}}

@@ -195,7 +195,7 @@ def test_base_beam_score_scale():
             "enc": {"class": "reduce", "mode": "mean", "axes": "T", "from": "data"},
             "output": {"class": "rec", "from": [], "target": "classes", "max_seq_len": 8, "unit": {
                 "prob": {"class": "softmax", "from": ["prev:output", "base:enc"], "n_out": 4, "with_bias": False},
-                "output": {"class": "choice", "from": "prob", "target": "classes", "beam_size": 2,
+                "output": {"class": "choice", "initial_output": 0, "from": "prob", "target": "classes", "beam_size": 2,
                            "length_normalization": False, "base_beam_score_scale": scale},
                 "end": {"class": "compare", "from": "output", "value": EOS}}},
         }, extern, search=True)

@@ -17,7 +17,7 @@ def _net(beam, length_norm=False, max_len=8):
         "enc": {"class": "reduce", "mode": "mean", "axes": "T", "from": "data"},
         "output": {"class": "rec", "from": [], "target": "classes", "max_seq_len": max_len, "unit": {
             "prob": {"class": "softmax", "from": ["prev:output", "base:enc"], "n_out": 4, "with_bias": False},
-            "output": {"class": "choice", "from": "prob", "target": "classes", "beam_size": beam,
+            "output": {"class": "choice", "initial_output": 0, "from": "prob", "target": "classes", "beam_size": beam,
                        "length_normalization": length_norm},
             "end": {"class": "compare", "from": "output", "value": EOS}}},
     }, extern, search=True)
@@ -79,7 +79,7 @@ network = {
         "output_embed": {"class": "linear", "activation": None, "from": "output", "n_out": 8},
         "s": {"class": "rec", "unit": "nativelstm2", "from": ["prev:output_embed", "base:input_last"], "n_out": 16},
         "prob": {"class": "softmax", "from": "s", "target": "classes0", "loss": "ce"},
-        "output": {"class": "choice", "from": "prob", "target": "classes0", "beam_size": 3},
+        "output": {"class": "choice", "initial_output": 0, "from": "prob", "target": "classes0", "beam_size": 3},
         "end": {"class": "compare", "from": "output", "value": 2}}, "target": "classes0"},
     "target_with_eos_": {"class": "reinterpret_data", "from": "data:classes", "increase_sparse_dim": 1},
     "target_with_eos": {"class": "postfix_in_time", "postfix": 2, "from": "target_with_eos_",
@@ -126,7 +126,7 @@ def test_decide_with_edit_distance_on_the_searched_output():
         "enc": {"class": "reduce", "mode": "mean", "axes": "T", "from": "data"},
         "output": {"class": "rec", "from": [], "target": "classes", "max_seq_len": 8, "unit": {
             "prob": {"class": "softmax", "from": ["prev:output", "base:enc"], "n_out": 4, "with_bias": False},
-            "output": {"class": "choice", "from": "prob", "target": "classes", "beam_size": 2,
+            "output": {"class": "choice", "initial_output": 0, "from": "prob", "target": "classes", "beam_size": 2,
                        "length_normalization": False},
             "end": {"class": "compare", "from": "output", "value": EOS}}},
         "decision": {"class": "decide", "from": "output", "loss": "edit_distance", "target": "classes"}}
@@ -151,7 +151,7 @@ def _regression_net(search, beam=1, include_eos=False):
                    "unit": {
                        "pred": {"class": "linear", "activation": None, "from": ["prev:choice", "base:enc"], "n_out": 2,
                                 "with_bias": False, "loss": "mse", "target": "target"},
-                       "choice": {"class": "choice", "from": "pred", "input_type": "regression", "target": "target",
+                       "choice": {"class": "choice", "initial_output": 0, "from": "pred", "input_type": "regression", "target": "target",
                                   "beam_size": beam},
                        "stop": {"class": "linear", "activation": "sigmoid", "from": "pred", "n_out": 1},
                        "end_compare": {"class": "compare", "from": "stop", "kind": "greater", "value": 0.5},
@@ -242,10 +242,10 @@ def test_search_exports_in_loop_frames_with_the_encoder_lengths(beam):
               "classes": Data("classes", dim=3, sparse=True)}
     if beam:
         pred = {"class": "softmax", "from": ["prev:choice"], "n_out": 3}
-        choice = {"class": "choice", "from": "pred", "target": "classes", "beam_size": beam}
+        choice = {"class": "choice", "initial_output": 0, "from": "pred", "target": "classes", "beam_size": beam}
     else:
         pred = {"class": "linear", "activation": None, "from": ["prev:choice"], "n_out": 2}
-        choice = {"class": "choice", "from": "pred", "input_type": "regression", "target": "target"}
+        choice = {"class": "choice", "initial_output": 0, "from": "pred", "input_type": "regression", "target": "target"}
     net = TFNetwork({
         "enc_energy": {"class": "linear", "activation": None, "from": "data", "n_out": 1},
         "output": {"class": "rec", "from": [], "target": "classes" if beam else "target", "max_seq_len": 3, "unit": {
@@ -302,7 +302,7 @@ def test_unit_layers_built_only_for_their_loss_are_not_built_in_search():
         unit = {"prob": {"class": "softmax", "from": ["prev:output", "base:enc"], "n_out": 4, "loss": "ce"},
                 "fullsum": {"class": "eval", "from": ["prob", "base:data:classes"], "loss": "as_is",
                             "eval": "tf.reduce_sum(source(0, auto_convert=False), -1)", "out_type": {"shape": ()}},
-                "output": {"class": "choice", "from": "prob", "target": "classes", "beam_size": 2},
+                "output": {"class": "choice", "initial_output": 0, "from": "prob", "target": "classes", "beam_size": 2},
                 "end": {"class": "compare", "from": "output", "value": EOS}}
         return TFNetwork({"enc": {"class": "reduce", "mode": "mean", "axes": "T", "from": "data"},
                           "output": {"class": "rec", "from": [], "target": "classes", "max_seq_len": 4, "unit": unit}},

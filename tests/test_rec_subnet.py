@@ -73,7 +73,7 @@ UNIT_LSTM = {
     "att": {"class": "self_attention", "from": ["s2", "prev:s"], "num_heads": 2, "total_key_dim": 4, "n_out": 4,
             "attention_left_only": True},
     "prob": {"class": "softmax", "from": ["att", "s"], "target": "classes", "loss": "ce"},
-    "output": {"class": "choice", "from": "prob", "target": "classes", "beam_size": 3},
+    "output": {"class": "choice", "initial_output": 0, "from": "prob", "target": "classes", "beam_size": 3},
     "end": {"class": "compare", "from": "output", "value": 0},
 }
 
@@ -120,7 +120,7 @@ def test_registered_target_and_loop_length_from_target():
             "emb": {"class": "linear", "activation": None, "from": "output", "n_out": 5},
             "s": {"class": "rnn_cell", "unit": "GRU", "from": ["prev:emb", "base:enc"], "n_out": 6},
             "prob": {"class": "softmax", "from": "s", "target": "labels", "loss": "ce"},
-            "output": {"class": "choice", "from": "prob", "target": "labels", "beam_size": 2}}},
+            "output": {"class": "choice", "initial_output": 0, "from": "prob", "target": "labels", "beam_size": 2}}},
     }, _extern())
     assert [info.layer for info in net.losses] == ["output/prob"]
     assert net.required_data_keys(with_targets=True) == ["data", "classes"]
@@ -168,7 +168,7 @@ ATT_UNIT = {
     "accum": {"class": "combine", "kind": "add", "from": ["prev:accum", "weights"]},
     "att": {"class": "generic_attention", "weights": "weights", "base": "base:enc"},
     "prob": {"class": "softmax", "from": ["s", "att"], "target": "classes", "loss": "ce"},
-    "output": {"class": "choice", "from": "prob", "target": "classes", "beam_size": 2},
+    "output": {"class": "choice", "initial_output": 0, "from": "prob", "target": "classes", "beam_size": 2},
 }
 
 
@@ -251,7 +251,7 @@ def test_subnetwork_and_variable_inside_a_unit():
             "lstm": {"class": "rnn_cell", "unit": "LSTMBlock", "n_out": 5, "from": ["input"]},
             "output": {"class": "linear", "from": ["lstm", "base:v"], "n_out": 3}}},
         "prob": {"class": "softmax", "from": ["lm"], "target": "classes", "loss": "ce"},
-        "output": {"class": "choice", "from": "prob", "target": "classes", "beam_size": 2}}}}, _extern())
+        "output": {"class": "choice", "initial_output": 0, "from": "prob", "target": "classes", "beam_size": 2}}}}, _extern())
     rec = net.layers["dec"]
     assert {"lm/input", "lm/lstm", "lm/output", "lm", "v"} <= set(rec.layers)
     batch, _, _ = _batch()

@@ -59,9 +59,9 @@ def build_network(meta) -> TFNetwork:
     resolve = golden_dims.make_resolver(lambda name, n, kind: Dim(n, kind=kinds[kind], description=name), batch_dim,
                                         meta["extern_data"], meta["network"])
     extern = extern_data_from_config(Config({"extern_data": resolve(copy.deepcopy(meta["extern_data"]))}))
-    # RETURNN's flags of make_goldens' TFNetwork(train_flag=...): eval_flag False (RETURNN's default)
-    return TFNetwork(resolve(copy.deepcopy(meta["network"])), extern, eval_flag=False,
-                     train_flag=bool(meta.get("train_flag")))
+    # RETURNN's flags of make_goldens' TFNetwork(train_flag=...): eval_flag as train_flag (RETURNN sets it then)
+    train = bool(meta.get("train_flag"))
+    return TFNetwork(resolve(copy.deepcopy(meta["network"])), extern, eval_flag=train, train_flag=train)
 
 
 def dims_desc(data) -> list:

@@ -42,7 +42,7 @@ def _lin(n=4, src="data", act="tanh", **kw):
 def _search_net(unit_extra: Dict[str, Any], end: Dict[str, Any]) -> Dict[str, Any]:
     """A searched decoder (beam 2) over an encoder of the input: for the layers that run in search."""
     unit = {"prob": {"class": "softmax", "from": ["prev:output", "base:enc"], "n_out": 6},
-            "output": {"class": "choice", "from": "prob", "target": "classes", "beam_size": 2},
+            "output": {"class": "choice", "initial_output": 0, "from": "prob", "target": "classes", "beam_size": 2},
             "end": end}
     unit.update(unit_extra)
     return {"enc": {"class": "reduce", "mode": "sum", "axes": "T", "from": "data"},

@@ -54,6 +54,9 @@ EXTRA_NET_OPTIONS = (EXTRA_OF, SEARCH, FROM_DEFAULT)
 SEARCH_TASK: contextvars.ContextVar = contextvars.ContextVar("search_task", default=True)
 # Whether the network being built trains (RETURNN's train_flag): a search there runs as long as the rec layer's target
 TRAIN_NET: contextvars.ContextVar = contextvars.ContextVar("train_net", default=False)
+# Whether the network being built evaluates (RETURNN's eval_flag: every task but forward): only then do rec units
+# and subnetworks build their layers with a loss for the loss's sake (RETURNN: "only collect losses if we need them")
+EVAL_NET: contextvars.ContextVar = contextvars.ContextVar("eval_net", default=True)
 
 
 def search_length_key(opts: Mapping[str, Any]) -> Optional[str]:
@@ -93,12 +96,15 @@ def without_search_only(net_dict: Dict[str, Any], search: bool, eval_flag: bool 
     return {k: no_loss(v) for k, v in net_dict.items() if keep(v)}
 
 
-def is_root(local_name: str, opts: Any, in_rec_unit: bool = False, search: bool = False) -> bool:
-    """Whether RETURNN builds layer ``local_name`` (its name in its own network) for its own sake."""
+def is_root(local_name: str, opts: Any, in_rec_unit: bool = False, search: bool = False, nested: bool = False) -> bool:
+    """Whether RETURNN builds layer ``local_name`` (its name in its own network) for its own sake
+    (``nested``: in a rec unit or subnetwork, where a loss counts only in a network that evaluates)."""
     if not isinstance(opts, Mapping):
         return False
-    if local_name == "output" or opts.get("loss") or opts.get("is_output_layer"):
+    if local_name == "output" or opts.get("is_output_layer"):
         return True
+    if opts.get("loss"):
+        return not (nested or in_rec_unit) or EVAL_NET.get()
     if in_rec_unit:
         return search and local_name == "end"
     return bool(opts.get("register_as_extern_data"))
@@ -126,7 +132,8 @@ def needed_layers(net_dict: Mapping[str, Any], refs_of: Callable[[str], Iterable
         return name if parent is None else name[len(parent) + 1:]
 
     def roots(parent: Optional[str]) -> List[str]:
-        return [n for n in members.get(parent, ()) if is_root(local(n, parent), net_dict[n], in_rec_unit, search)]
+        return [n for n in members.get(parent, ()) if is_root(local(n, parent), net_dict[n], in_rec_unit, search,
+                                                              nested=parent is not None)]
 
     needed: Set[str] = set()
     opened: Set[Optional[str]] = {None}

@@ -27,7 +27,7 @@ from returnn.tf.layers.beam_values import tile_like
 from returnn.tf.extra_nets import (EXTRA_OF, ParamsByScope, expand_extra_nets, search_train_roots, shared_param_opts,
                                     sharing_layers)
 from returnn.tf.layers.params import is_own_name_scope, layer_scope
-from returnn.tf.net_dict import EXTRA_NET_OPTIONS, SEARCH, SEARCH_TASK, TRAIN_NET
+from returnn.tf.net_dict import EVAL_NET, EXTRA_NET_OPTIONS, SEARCH, SEARCH_TASK, TRAIN_NET
 from returnn.tf.layers.rec_net import layer_targets
 from returnn.tf.target_names import check_target_keys, layer_named_targets
 from returnn.tf.net_sources import base_layer_name, check_from_given, layer_sources, parse_source, topological_order  # noqa: F401
@@ -130,7 +130,8 @@ class TFNetwork(tf.Module):
         super().__init__(name="network")
         # what the rec layers of this network do in search (net_dict.py): lose their units' losses (search task),
         # search as long as their target (training)
-        tokens = SEARCH_TASK.set(bool(search)), TRAIN_NET.set(bool(train_flag))
+        eval_flag = bool(eval_flag) or bool(train_flag)  # (RETURNN: a training network evaluates)
+        tokens = SEARCH_TASK.set(bool(search)), TRAIN_NET.set(bool(train_flag)), EVAL_NET.set(eval_flag)
         try:
             with building_network():
                 self._build(net_dict, extern_data, seed, default_target, search, eval_flag, extra_roots, train_flag,
@@ -138,6 +139,7 @@ class TFNetwork(tf.Module):
         finally:
             SEARCH_TASK.reset(tokens[0])
             TRAIN_NET.reset(tokens[1])
+            EVAL_NET.reset(tokens[2])
 
     def _build(self, net_dict: Dict[str, Dict[str, Any]], extern_data: Dict[str, Data], seed: int,
                default_target: str, search: bool, eval_flag: bool, extra_roots: Sequence[str], train_flag: bool,

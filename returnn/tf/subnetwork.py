@@ -162,7 +162,7 @@ def expand_subnetworks(net_dict: Dict[str, Any], in_rec_unit: bool = False) -> D
     for name, opts in net_dict.items():
         cls_name = opts.get("class") if isinstance(opts, dict) else None
         if cls_name == "masked_computation":
-            out.update(_expand_masked(name, opts, in_rec_unit))
+            out.update(_expand_masked(name, opts, in_rec_unit, in_rec_unit and _reads_prev(net_dict, name)))
             continue
         if cls_name == "unmask" and in_rec_unit:
             if set(from_entries(opts.get("from", "data"))) & packed_in_unit:  # picks the packed frame per step
@@ -224,7 +224,18 @@ def refuse_load_on_init(desc: Any, where: str) -> None:
         refuse_load_on_init(value, where)
 
 
-def _expand_masked(name: str, opts: Dict[str, Any], in_rec_unit: bool) -> Dict[str, Any]:
+def _reads_prev(value: Any, name: str) -> bool:
+    """Whether ``prev:NAME`` occurs anywhere in ``value`` (a unit's layer dicts)."""
+    if isinstance(value, str):
+        return value == "prev:" + name
+    if isinstance(value, dict):
+        return any(_reads_prev(v, name) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return any(_reads_prev(v, name) for v in value)
+    return False
+
+
+def _expand_masked(name: str, opts: Dict[str, Any], in_rec_unit: bool, prev_read: bool = False) -> Dict[str, Any]:
     """RETURNN's ``masked_computation`` (``mask``, ``unit``, ``from``, ``masked_from``) as plain layers.
 
     The unit becomes a subnetwork ``NAME/...`` (a unit that is no subnetwork is its ``output``),
@@ -249,9 +260,11 @@ def _expand_masked(name: str, opts: Dict[str, Any], in_rec_unit: bool) -> Dict[s
     if not isinstance(unit, dict) or "class" not in unit:
         raise NetworkError("%s: 'unit' must be a layer dict with 'class', got %r" % (where, unit))
     refuse_load_on_init(unit, where)
-    if in_rec_unit and opts.get("masked_from") is None and opts.get("initial_output") is not None:
-        raise NetworkError("%s: 'initial_output' is refused in a rec loop, as RETURNN asserts (its initial output "
-                           "is configured via the unit)" % where)
+    # RETURNN asserts it in get_rec_initial_output, called only for a layer whose prev: the unit reads (the
+    # published RNA/RNN-T decoders of 2021 set it on a masked_computation nothing reads as prev:)
+    if prev_read and opts.get("masked_from") is None and opts.get("initial_output") is not None:
+        raise NetworkError("%s: 'initial_output' is refused where the rec unit reads prev:%s, as RETURNN asserts (its "
+                           "initial output is configured via the unit)" % (where, name))
     sources = [e for e in _source_list(name, opts.get("from", opts.get("sources", []))) if e != "none"]
     masked_from = opts.get("masked_from")
     out: Dict[str, Any] = {}

@@ -248,3 +248,44 @@ case("fuzzrec_extra_deps_base_layer", "fuzz_rec", {
 case("fuzzrec_size_target_unread_with_source", "fuzz_rec", {"output": {
     "class": "rec", "from": "data", "size_target": "classes", "unit": {"b": _B, "output": {"class": "copy", "from": "b"}}}},
     extern=_XD)
+# a choice with scheduled_sampling in training (refused here before): RETURNN samples its label from its scores
+# (one near one-hot distribution: the argmax) and feeds it back; gold_mixin_prob 1: always the target
+_XS = {"data": {"dim": 3}, "classes": {"dim": 4, "sparse": True}}
+
+
+def _ss_net(scheduled_sampling, input_type="prob", scale=1.0):
+    return {"output": {"class": "rec", "from": "data", "unit": {
+        "emb": {"class": "linear", "from": "prev:choice", "n_out": 3, "activation": None},
+        "s": {"class": "linear", "from": ["emb", "data:source"], "n_out": 4, "activation": "tanh"},
+        "big": {"class": "eval", "from": "s", "eval": "source(0) * %r" % scale},
+        "prob": {"class": "softmax", "from": "big", "target": "classes", "loss": "ce"} if input_type == "prob" else
+                {"class": "linear", "activation": "log_softmax", "from": "big", "n_out": 4},
+        "choice": {"class": "choice", "from": "prob", "target": "classes", "beam_size": 1, "input_type": input_type,
+                   "scheduled_sampling": scheduled_sampling, "initial_output": 0},
+        "output": {"class": "copy", "from": "choice"}}}}
+
+
+_SS_LENS = {"data": [5, 3, 2], "classes": [5, 3, 2]}
+case("fuzzrec_scheduled_sampling_gold", "fuzz_rec", _ss_net({"gold_mixin_prob": 1.0}), extern=_XS, train=True,
+     lens=_SS_LENS)
+case("fuzzrec_scheduled_sampling_prob", "fuzz_rec", _ss_net(True, "prob", 1000.0), extern=_XS, train=True,
+     lens=_SS_LENS)
+case("fuzzrec_scheduled_sampling_log_prob", "fuzz_rec", _ss_net(True, "log_prob", 1000.0), extern=_XS, train=True,
+     lens=_SS_LENS)
+# the published RNA/RNN-T decoders of 2021 (jotix16's transducer_fullsum): a masked_computation of the previous
+# non-blank label with initial_output on it and on its unit, nothing reading prev: of it (refused here before)
+def _rna_net(init_masked):
+    masked = {"class": "masked_computation", "unit": {"class": "copy", "initial_output": 0}, "from": "prev:output_",
+              "mask": "prev:emit", "initial_output": init_masked}
+    return {"output": {"class": "rec", "from": "data", "optimize_move_layers_out": False, "unit": {
+        "wo_b": masked,
+        "nb": {"class": "linear", "from": "wo_b", "n_out": 2, "activation": None},
+        "s": {"class": "linear", "from": ["data:source", "nb"], "n_out": 4, "activation": "tanh"},
+        "prob": {"class": "softmax", "from": "s", "target": "classes", "loss": "ce"},
+        "output_": {"class": "choice", "from": "prob", "target": "classes", "beam_size": 1, "initial_output": 0},
+        "emit": {"class": "compare", "from": "output_", "value": 0, "kind": "not_equal", "initial_output": True},
+        "output": {"class": "copy", "from": "s"}}}}
+
+
+case("fuzzrec_masked_initial_output_unread", "fuzz_rec", _rna_net(0), extern=_XS, train=True, lens=_SS_LENS)
+case("fuzzrec_masked_initial_output_unit_wins", "fuzz_rec", _rna_net(1), extern=_XS, train=True, lens=_SS_LENS)

@@ -11,10 +11,18 @@ source; ``NAME/out_0``, ``NAME/out_1``, ... are the labels of each (in training:
 layer's value is ``out_0``'s. In search, each source is pruned to its ``source_beam_sizes`` best
 labels, every combination scores the sum of its labels' log-probabilities, and the beam keeps the
 best combinations (RETURNN's ``_prune_and_combine_sources``).
+
+``scheduled_sampling`` (True, or ``{"gold_mixin_prob": p}``), where the choice does not search: as
+RETURNN's, the label is drawn from the scores of its one source (``input_type`` prob or log_prob; a
+regression choice takes the prediction itself), and with ``gold_mixin_prob`` each sequence takes its
+target instead with probability ``p`` (drawn per step); in training and evaluation alike. The rec
+layer then gives this layer its target first and the scores second. No gradient through the draw.
 """
 from __future__ import annotations
 
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
+
+import tensorflow as tf
 
 from returnn.errors import NetworkError
 from returnn.tensor import Data
@@ -47,7 +55,8 @@ class ChoiceLayer(Layer):
                                   "not also among the others); outside search the reference is fed anyway, so it "
                                   "changes nothing (as in RETURNN); rec_net/search_scores.py",
                only=(False, True, "exclusive", None)),
-        Option("scheduled_sampling", False, "only False is supported"),
+        Option("scheduled_sampling", False, "where it does not search: sample the label from 'from' (True or "
+                                             "{'gold_mixin_prob': p}: the target with probability p)"),
         Option("keep_beams", False, "RETURNN's search keeping each incoming hypothesis with beam_size / beam_in "
                                     "continuations: refused where the choice searches (no effect where it does not)"),
         Option("prob_scale", 1.0, "search: factor of the log-probabilities"),
@@ -71,9 +80,12 @@ class ChoiceLayer(Layer):
 
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
         super().__init__(name, opts, sources, seed)
-        for key, ok in (("scheduled_sampling", False),):
-            if self.opt(key) not in (ok, None):
-                raise NetworkError("%s: option %r is not supported (got %r)" % (self.desc, key, self.opt(key)))
+        self.gold_prob = _gold_mixin_prob(self.desc, self.opt("scheduled_sampling"))
+        targets = self.opt("target")
+        self.sampling = self.gold_prob is not None and not isinstance(targets, (list, tuple)) and len(sources) == 2
+        if self.sampling:  # (the rec layer gives the target, then the scores: rec_net/layer.py)
+            self._init_sampling(sources)
+            return
         if self.opt("custom_score_combine") is not None and not callable(self.opt("custom_score_combine")):
             raise NetworkError("%s: custom_score_combine must be a function, got %r" % (self.desc, self.opt("custom_score_combine")))
         self.explicit_names = explicit_search_names(self.desc, opts)
@@ -120,6 +132,23 @@ class ChoiceLayer(Layer):
         self.parts = [part.copy("%s/out_%i" % (name, i)) for i, part in enumerate(parts)]
         self.output = parts[0].copy(name)
 
+    def _init_sampling(self, sources: Sequence[Data]) -> None:
+        """Scheduled sampling: the target's template; the scores' labels must be the target's."""
+        target, scores = sources
+        self.targets, self.searching = [self.opt("target")], False
+        regression = self.opt("input_type") == "regression"
+        if regression:
+            if target.sparse or scores.sparse or target.dim != scores.dim:
+                raise NetworkError("%s: scheduled_sampling with input_type 'regression' needs a dense prediction of "
+                                   "the target's dim, got %s for target %s" % (self.desc, scores.short_repr(),
+                                                                               target.short_repr()))
+        elif not target.sparse or scores.sparse or scores.feature_dim is None or \
+                scores.feature_dim_axis != scores.batch_ndim - 1 or scores.dim != target.dim:
+            raise NetworkError("%s: scheduled_sampling samples from label scores (feature axis last, %s labels as "
+                               "target %r), got %s" % (self.desc, target.dim, self.targets[0], scores.short_repr()))
+        self.parts = [target.copy("%s/out_0" % self.name)]
+        self.output = target.copy(self.name)
+
     def take_target_templates(self, template_of: Callable[[str], Optional[Data]]) -> None:
         """In search, as RETURNN's ``ChoiceLayer.get_out_data_from_opts``: a choice with a
         ``target`` has the target's template (its class dim and dtype), not one made from the
@@ -160,12 +189,56 @@ class ChoiceLayer(Layer):
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         if self.searching:
             raise NetworkError("%s: in search, the choice is made by its rec layer's loop" % self.desc)
+        if self.sampling:
+            return self._sample(sources, ctx)
         sources = sources if len(self.targets) > 1 else sources[-1:]
         out = sources[0].with_tensor(sources[0].tensor, self.output)
         if len(self.targets) > 1:
             out.sub_outputs = {"out_%i" % i: src.with_tensor(src.tensor, self.parts[i])
                                for i, src in enumerate(sources)}
         return out
+
+
+    def _sample(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
+        """RETURNN's scheduled sampling: a label drawn from the scores (log of prob, or log_prob), the
+        prediction itself for regression; the target instead where a draw per sequence is < gold_mixin_prob."""
+        target, scores = sources
+        gold = tf.cast(target.tensor, self.output.dtype)
+        if self.opt("input_type") == "regression":
+            fed = tf.stop_gradient(tf.cast(scores.tensor, gold.dtype))
+        else:
+            x = tf.cast(scores.tensor, tf.float32)
+            logits = x if self.opt("input_type") == "log_prob" else tf.math.log(tf.maximum(x, 1e-30))
+            n = tf.shape(logits)[-1]
+            drawn = tf.random.stateless_categorical(tf.reshape(logits, [-1, n]), 1,
+                                                    _seed2(ctx.layer_seed(self.layer_name, 3)))
+            fed = tf.cast(tf.reshape(drawn, tf.shape(logits)[:-1]), gold.dtype)
+        if self.gold_prob:  # one draw per sequence and step (per label, or per frame of a regression)
+            shape = tf.shape(gold) if self.output.sparse else tf.shape(gold)[:-1]
+            mix = tf.random.stateless_uniform(shape, _seed2(ctx.layer_seed(self.layer_name, 5))) < self.gold_prob
+            fed = tf.where(mix if self.output.sparse else mix[..., None], gold, fed)
+        return target.with_tensor(fed, self.output)
+
+
+def _seed2(seed: tf.Tensor) -> tf.Tensor:
+    """A stateless op's seed (2 ints) from a layer seed."""
+    return tf.cast(seed % (2 ** 31 - 1), tf.int32)
+
+
+def _gold_mixin_prob(desc: str, value: Any) -> Optional[float]:
+    """RETURNN's ``scheduled_sampling``: False/None (off: None), True (0.0) or ``{"gold_mixin_prob": p}``."""
+    if value in (False, None, {}):
+        return None
+    if value is True:
+        return 0.0
+    if isinstance(value, Mapping) and set(value) <= {"gold_mixin_prob"}:
+        p = value.get("gold_mixin_prob", False)
+        if p is False or p is None:
+            return 0.0
+        if isinstance(p, (int, float)) and not isinstance(p, bool) and 0.0 <= p <= 1.0:
+            return float(p)
+    raise NetworkError("%s: scheduled_sampling must be True or {'gold_mixin_prob': p} with 0 <= p <= 1, got %r"
+                       % (desc, value))
 
 
 def _as_list(value: Any) -> List[Any]:

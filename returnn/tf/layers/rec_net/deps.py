@@ -372,8 +372,17 @@ def is_target_choice(layer: Mapping[str, Any]) -> bool:
 
 def fed_target(opts: Mapping[str, Any], searching: bool) -> bool:
     """Whether the sub-layer's value is its target in a loop that searches (``searching``) or not:
-    a choice with a target under teacher forcing, and in search one with ``search: False``."""
-    return isinstance(opts, Mapping) and is_target_choice(opts) and (not searching or opts.get("search") is False)
+    a choice with a target under teacher forcing, and in search one with ``search: False``; not a
+    choice with ``scheduled_sampling`` (it samples from its ``from``: :func:`samples_in_training`)."""
+    return isinstance(opts, Mapping) and is_target_choice(opts) and (not searching or opts.get("search") is False) \
+        and not opts.get("scheduled_sampling")
+
+
+def samples_in_training(opts: Mapping[str, Any], searching: bool) -> bool:
+    """A choice with ``scheduled_sampling`` where it does not search: RETURNN samples its label from
+    the scores of its ``from`` (its target mixed in by ``gold_mixin_prob``), in training and evaluation."""
+    return isinstance(opts, Mapping) and is_target_choice(opts) and bool(opts.get("scheduled_sampling")) and (
+        not searching or opts.get("search") is False)
 
 
 def choice_searches(opts: Mapping[str, Any], net_search: bool) -> bool:

@@ -33,10 +33,12 @@ from returnn.tf.layers.rec_net.assumed import AssumedTemplates
 from returnn.tf.layers.rec_net import unmask as _unmask  # noqa: F401  (registers _unmask_in_unit)
 from returnn.tf.layers.rec_net.deps import (
     Ref, analyse_unit, check_cur_and_prev_moved_out, choice_searches, fed_target, frame_and_whole_readers,
+    samples_in_training,
     initial_refs, layer_refs, read_by, with_readers,
 )
+from returnn.tf.layers.rec_net.sparse_initial import check_sparse_initial_outputs
 from returnn.tf.layers.rnn_cell import building_loop_step, cell_class_for
-from returnn.tf.net_dict import FROM_DEFAULT, has_axis_pairs, search_length_key
+from returnn.tf.net_dict import FROM_DEFAULT, TRAIN_NET, has_axis_pairs, search_length_key
 from returnn.tf.net_sources import check_from_given
 from returnn.tf.subnetwork import MASKED_BY
 from returnn.tf.layers.rec_net.unit_dict import (  # noqa: F401  (unit_layers, rec_targets: read from here too)
@@ -248,6 +250,8 @@ class RecSubnetLayer(AssumedTemplates, Layer):
                 step_only = step_only + with_readers(self.plan, suspects)
                 self.plan = analyse_unit(self.unit, name, has_source=self.n_from > 0, teacher_forcing=not search,
                                          step_only=step_only)
+        if TRAIN_NET.get() or search:  # (else RETURNN builds no loss layers of the unit: often the only readers)
+            check_sparse_initial_outputs(self.desc, self.unit, self.layers, self.in_loop)
         for sub in self.unit:  # read as prev: at step 0, or the start of a running sum (cumsum)
             if self.unit[sub].get("initial_output") == "var" and (
                     sub in self.plan.prev_used or getattr(self.layers.get(sub), "state_from_initial_output", False)):
@@ -421,6 +425,8 @@ class RecSubnetLayer(AssumedTemplates, Layer):
         opts = self.unit[sub]
         if fed_target(opts, self.search):
             return ["data:" + t for t in as_list(opts["target"])]
+        if samples_in_training(opts, self.search):  # its target, then the scores it samples from (choice.py)
+            return ["data:" + t for t in as_list(opts["target"])] + layer_sources(sub, opts)
         if self.search and opts.get("class") == "choice":  # its explicit_search_sources (choice.py) after 'from'
             from returnn.tf.layers.choice import explicit_search_names
             return layer_sources(sub, opts) + explicit_search_names("%s/%s" % (self.desc, sub), opts)
