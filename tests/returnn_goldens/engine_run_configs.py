@@ -25,6 +25,23 @@ network = {
 }
 """
 
+# a net grown by pretraining (hidden2 added in epoch 2), Adam: pretrain_grow and pretrain_listed_rates
+PRETRAIN_GROW = """
+network = {
+    "hidden1": {"class": "linear", "activation": "tanh", "n_out": 8, "from": ["data"]},
+    "hidden2": {"class": "linear", "activation": "tanh", "n_out": 8, "from": ["hidden1"],
+                "forward_weights_init": 0.05},
+    "output": {"class": "softmax", "loss": "ce", "from": ["hidden2"], "target": "classes"},
+}
+pretrain = "default"
+pretrain_learning_rate = 0.005
+num_epochs = 3
+batch_size = 60
+max_seqs = 6
+optimizer = {"class": "adam"}
+learning_rate = 0.01
+"""
+
 # name -> (data prefix ('' or 'ctc_'), extra options of the train dataset, config body)
 CASES: Dict[str, Tuple[str, str, str]] = {
     # adam, newbob_multi_epoch with a dev set; batch_size/max_seqs split the epoch unevenly
@@ -330,21 +347,7 @@ learning_rate = 0.01
     # model <model>.pretrain.000), epoch 2 adds hidden2 (a constant init: the same in both engines) and
     # carries hidden1 and output over (copy_output_layer "ifpossible"); pretrain_learning_rate, then
     # learning_rate. Adam starts afresh with the new network
-    "pretrain_grow": ("", "", """
-network = {
-    "hidden1": {"class": "linear", "activation": "tanh", "n_out": 8, "from": ["data"]},
-    "hidden2": {"class": "linear", "activation": "tanh", "n_out": 8, "from": ["hidden1"],
-                "forward_weights_init": 0.05},
-    "output": {"class": "softmax", "loss": "ce", "from": ["hidden2"], "target": "classes"},
-}
-pretrain = "default"
-pretrain_learning_rate = 0.005
-num_epochs = 3
-batch_size = 60
-max_seqs = 6
-optimizer = {"class": "adam"}
-learning_rate = 0.01
-"""),
+    "pretrain_grow": ("", "", PRETRAIN_GROW),
     # seq_drop on HDF data in the default order: RETURNN keeps the batch list (and its drops, drawn with epoch
     # 1's generator) until an epoch divisible by seq_drop_freq cuts anew (epoch 2, reused in epoch 3)
     "lstm_seq_drop": ("", "", LSTM + """
@@ -483,22 +486,7 @@ learning_rate_control = "constant"
 """),
     # ... and with pretraining: RETURNN trains the pretrain epochs at pretrain_learning_rate and the first
     # one after them at learning_rate, while the file keeps the listed rates of those epochs
-    "pretrain_listed_rates": ("", "", """
-network = {
-    "hidden1": {"class": "linear", "activation": "tanh", "n_out": 8, "from": ["data"]},
-    "hidden2": {"class": "linear", "activation": "tanh", "n_out": 8, "from": ["hidden1"],
-                "forward_weights_init": 0.05},
-    "output": {"class": "softmax", "loss": "ce", "from": ["hidden2"], "target": "classes"},
-}
-pretrain = "default"
-pretrain_learning_rate = 0.005
-num_epochs = 3
-batch_size = 60
-max_seqs = 6
-optimizer = {"class": "adam"}
-learning_rate = 0.01
-learning_rates = [0.02, 0.03, 0.004, 0.001]
-"""),
+    "pretrain_listed_rates": ("", "", PRETRAIN_GROW + "learning_rates = [0.02, 0.03, 0.004, 0.001]\n"),
     # use_locking in the optimizer dict (every TF v1 class and RETURNN's custom ones take it): locking only
     "opt_use_locking": ("", "", FF + """
 num_epochs = 2
