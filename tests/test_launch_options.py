@@ -101,6 +101,23 @@ def test_hdf_demo_dry_run_writes_nothing(tmp_path):
     assert _run("run-hdf-demo.sh", ["--bogus"]).returncode == 2
 
 
+def test_hdf_demo_trains_from_the_files_it_dumps(tmp_path):
+    """The second half of `make demo`, for real on small files (the script keeps existing ones): the
+    config's data description must match what tools/hdf_dump.py writes (12AX: one-hot frames, dense).
+    It said [9, 1] (sparse) and `make demo` failed with 'config num_inputs says sparse'."""
+    demo_dir = tmp_path / "demo"
+    demo_dir.mkdir()
+    for name, seed in (("train", 11), ("dev", 12)):
+        dump = subprocess.run([sys.executable, "tools/hdf_dump.py", "{'class': 'Task12AXDataset', 'num_seqs': 20, "
+                               "'fixed_random_seed': %i}" % seed, str(demo_dir / ("12ax.%s.hdf" % name))],
+                              cwd=str(REPO), capture_output=True, text=True, timeout=120)
+        assert dump.returncode == 0, dump.stderr
+    proc = _run("run-hdf-demo.sh", ["++num_epochs", "1"], {"RETURNN_DEMO_DIR": str(demo_dir),
+                                                           "PYTHON": sys.executable})
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert (demo_dir / "model.001.index").exists()
+
+
 @pytest.mark.skipif(not VENV_PY.exists(), reason="needs the repository's .venv")
 def test_launcher_finds_the_repository_venv(tmp_path):
     """No PYTHON, no activated venv, started from elsewhere: the ranks get the repository's .venv."""
