@@ -75,13 +75,14 @@ def search_length_key(opts: Mapping[str, Any]) -> Optional[str]:
 
 def without_search_only(net_dict: Dict[str, Any], search: bool, eval_flag: bool = True,
                         in_rec_unit: bool = False) -> Dict[str, Any]:
-    """``net_dict`` without the layers marked ``only_on_search`` unless it is built for search (a
-    layer of an extra net: unless that is), and without ``only_on_eval`` layers unless ``eval_flag``
-    (RETURNN: every task but forward). A rec unit of the search task's network also loses its layers' losses:
+    """A rec unit's ``net_dict`` without the layers marked ``only_on_search`` unless it is built for search
+    (a layer of an extra net: unless that is), and without ``only_on_eval`` layers unless ``eval_flag``
+    (RETURNN: every task but forward); at top level they stay, as no roots (:func:`is_root`): a layer
+    that reads one builds it, as RETURNN's ``get_layer``. A rec unit of the search task's network also loses its layers' losses:
     RETURNN neither computes them nor builds a layer for its loss alone there (a transducer's full-sum
     loss layer in the unit is skipped in decoding)."""
-    def keep(opts: Any) -> bool:
-        if not isinstance(opts, Mapping):
+    def keep(opts: Any) -> bool:  # (at top level they stay: no root, built where a layer reads them, is_root)
+        if not isinstance(opts, Mapping) or not in_rec_unit:
             return True
         return (opts.get(SEARCH, search) or not opts.get("only_on_search")) and \
             (eval_flag or not opts.get("only_on_eval"))
@@ -100,6 +101,9 @@ def is_root(local_name: str, opts: Any, in_rec_unit: bool = False, search: bool 
     """Whether RETURNN builds layer ``local_name`` (its name in its own network) for its own sake
     (``nested``: in a rec unit or subnetwork, where a loss counts only in a network that evaluates)."""
     if not isinstance(opts, Mapping):
+        return False
+    # RETURNN skips them as roots only (ignore_layer); a layer that reads one builds it (get_layer)
+    if (opts.get("only_on_search") and not opts.get(SEARCH, search)) or (opts.get("only_on_eval") and not EVAL_NET.get()):
         return False
     if local_name == "output" or opts.get("is_output_layer"):
         return True

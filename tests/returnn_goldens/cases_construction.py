@@ -121,3 +121,11 @@ case("positional_encoding_offset_spatial_axis", "positional_encoding", dict(SPLI
     "class": "positional_encoding", "add_to_input": True, "offset": "off", "from": "split"}), extern=X6)
 
 _ = (LENS_LONG, X5)
+# only_on_eval / only_on_search layers are no roots where the network does not evaluate / search, but a layer
+# that reads one builds it (RETURNN's ignore_layer skips roots only; get_layer constructs it): refused here before
+case("only_on_eval_read_by_output", "construction", {
+    "check": {"class": "linear", "from": "data", "n_out": 2, "only_on_eval": True},
+    "output": {"class": "copy", "from": "check"}})
+case("only_on_search_read_by_output", "construction", {
+    "s": {"class": "linear", "from": "data", "n_out": 2, "only_on_search": True},
+    "output": {"class": "copy", "from": "s"}})
