@@ -76,10 +76,8 @@ def _stop_on_signals() -> None:
     next writer into the same directory removes what the killed one left
     (``returnn.datasets.hdf_write.remove_stale_hdf_temp_files``). A KeyboardInterrupt that Python
     drops (raised inside a weakref callback) is sent again (``redeliver_dropped_signals``)."""
-    from returnn.interrupts import redeliver_dropped_signals
+    from returnn.interrupts import raise_for_signal, redeliver_dropped_signals
     redeliver_dropped_signals()
-
-    from returnn.interrupts import raise_for_signal
 
     def stop(signum, _frame):
         exc = KeyboardInterrupt()

@@ -79,21 +79,22 @@ def discard_unfinished_outputs() -> List[str]:
     nor removed: a stop signal (an exception raised at any bytecode) can land between a file's
     creation and the ``try`` that drops it, or inside the cleanup itself. Called once when the
     process ends (``rnn.py``'s exit path). Returns the removed paths."""
-    removed = []
-    for path in sorted(_UNFINISHED):
+    return [path for path in sorted(_UNFINISHED) if _drop_unfinished(path)]
+
+
+def _drop_unfinished(path: str) -> bool:
+    """Removes ``path`` if this process created it and has not renamed it (a file, never a link);
+    from then on it is no leftover of this process. Whether a file was removed."""
+    removed = False
+    if path in _UNFINISHED:
         try:
             if os.path.isfile(path) and not os.path.islink(path):
                 os.remove(path)
-                removed.append(path)
+                removed = True
         except OSError:
             pass
-        _UNFINISHED.discard(path)
-    return removed
-
-
-def _finished(path: str) -> None:
-    """``path`` was renamed into place or removed: no longer this process's leftover."""
     _UNFINISHED.discard(path)
+    return removed
 
 
 class OutputSink(io.RawIOBase):
@@ -416,11 +417,10 @@ class SimpleHDFWriter:
         try:
             check_replaceable(self.filename)
         except OSError:
-            os.remove(self.tmp_filename)
-            _finished(self.tmp_filename)
+            _drop_unfinished(self.tmp_filename)
             raise
         os.replace(self.tmp_filename, self.filename)
-        _finished(self.tmp_filename)
+        _UNFINISHED.discard(self.tmp_filename)  # renamed into place
 
     def abort(self) -> None:
         """Drops the temporary file; nothing is written under ``filename``."""
@@ -433,9 +433,7 @@ class SimpleHDFWriter:
         if getattr(self, "_sink", None) is not None:
             self._sink.close()
             self._sink = None
-        if os.path.exists(self.tmp_filename):
-            os.remove(self.tmp_filename)
-        _finished(self.tmp_filename)
+        _drop_unfinished(self.tmp_filename)
 
     def __enter__(self) -> "SimpleHDFWriter":
         return self
@@ -543,13 +541,11 @@ def dump_dataset_to_hdf(dataset: Dataset, out_path: str, epoch: int = 1, start_s
         from returnn.interrupts import raise_if_stop_pending
         raise_if_stop_pending()  # a stop signal cleared on the way by C code: nothing is put into place
         os.replace(tmp, out_path)
-        _finished(tmp)
+        _UNFINISHED.discard(tmp)  # renamed into place
     except BaseException:
         if sink is not None:
             sink.close()
-        if tmp in _UNFINISHED and os.path.exists(tmp):
-            os.remove(tmp)
-        _finished(tmp)
+        _drop_unfinished(tmp)
         raise
     if progress is not None and count == 0:
         progress(0, 0)

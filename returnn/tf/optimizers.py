@@ -328,22 +328,23 @@ class Ftrl(Optimizer):
         return dict(var=v.handle, accum=self.slot("accum", i).handle, linear=self.slot("linear", i).handle,
                     lr=coeffs["lr"], l1=c(self.l1), l2=l2, lr_power=c(self.power))
 
-    def _update(self, i, g, v, coeffs):
+    def _apply(self, i, v, coeffs, **grad):
+        """TF's fused kernel: sparse with ``indices``; the V2 kernel with shrinkage."""
+        args = dict(self._args(i, v, coeffs), **grad)
         if self.shrinkage:
-            tf.raw_ops.ResourceApplyFtrlV2(grad=g, l2_shrinkage=tf.constant(self.shrinkage, v.dtype),
-                                           **self._args(i, v, coeffs))
-        else:
-            tf.raw_ops.ResourceApplyFtrl(grad=g, **self._args(i, v, coeffs))
+            args["l2_shrinkage"] = tf.constant(self.shrinkage, v.dtype)
+        sparse = "indices" in grad
+        op = {(False, False): tf.raw_ops.ResourceApplyFtrl, (False, True): tf.raw_ops.ResourceApplyFtrlV2,
+              (True, False): tf.raw_ops.ResourceSparseApplyFtrl, (True, True): tf.raw_ops.ResourceSparseApplyFtrlV2}
+        op[(sparse, bool(self.shrinkage))](**args)
+
+    def _update(self, i, g, v, coeffs):
+        self._apply(i, v, coeffs, grad=g)
 
     sparse_differs = True  # rows without gradient keep their accumulators
 
     def _update_sparse(self, i, g, v, coeffs):
-        if self.shrinkage:
-            tf.raw_ops.ResourceSparseApplyFtrlV2(grad=g.values, indices=g.indices,
-                                                 l2_shrinkage=tf.constant(self.shrinkage, v.dtype),
-                                                 **self._args(i, v, coeffs))
-        else:
-            tf.raw_ops.ResourceSparseApplyFtrl(grad=g.values, indices=g.indices, **self._args(i, v, coeffs))
+        self._apply(i, v, coeffs, grad=g.values, indices=g.indices)
 
     def slot_initial_value(self, slot):
         return self.initial_accumulator_value if slot == "accum" else 0.0

@@ -210,19 +210,13 @@ class ChoiceLayer(Layer):
             x = tf.cast(scores.tensor, tf.float32)
             logits = x if self.opt("input_type") == "log_prob" else tf.math.log(tf.maximum(x, 1e-30))
             n = tf.shape(logits)[-1]
-            drawn = tf.random.stateless_categorical(tf.reshape(logits, [-1, n]), 1,
-                                                    _seed2(ctx.layer_seed(self.layer_name, 3)))
+            drawn = tf.random.stateless_categorical(tf.reshape(logits, [-1, n]), 1, ctx.layer_seed(self.layer_name, 3))
             fed = tf.cast(tf.reshape(drawn, tf.shape(logits)[:-1]), gold.dtype)
         if self.gold_prob:  # one draw per sequence and step (per label, or per frame of a regression)
             shape = tf.shape(gold) if self.output.sparse else tf.shape(gold)[:-1]
-            mix = tf.random.stateless_uniform(shape, _seed2(ctx.layer_seed(self.layer_name, 5))) < self.gold_prob
+            mix = tf.random.stateless_uniform(shape, ctx.layer_seed(self.layer_name, 5)) < self.gold_prob
             fed = tf.where(mix if self.output.sparse else mix[..., None], gold, fed)
         return target.with_tensor(fed, self.output)
-
-
-def _seed2(seed: tf.Tensor) -> tf.Tensor:
-    """A stateless op's seed (2 ints) from a layer seed."""
-    return tf.cast(seed % (2 ** 31 - 1), tf.int32)
 
 
 def _gold_mixin_prob(desc: str, value: Any) -> Optional[float]:

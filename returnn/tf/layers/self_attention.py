@@ -175,11 +175,11 @@ class SelfAttentionLayer(Layer):
         """Keys and values of the steps so far, (B, H, P + T, K/H) and (B, H, P + T, V/H): the P carried
         ones (keep_over_epoch), then zeros for the T steps; and P."""
         h = self.heads
-        keys, values = tf.zeros([batch, h, n_time, self.key_dim // h]), tf.zeros([batch, h, n_time, self.value_dim // h])
+        keys, vals = tf.zeros([batch, h, n_time, self.key_dim // h]), tf.zeros([batch, h, n_time, self.value_dim // h])
         if self.kept is None:
-            return keys, values, tf.constant(0)
+            return keys, vals, tf.constant(0)
         pk, pv = self.kept.prefix(batch, ctx or RunContext(False))
-        return tf.concat([pk, keys], 2), tf.concat([pv, values], 2), tf.shape(pk)[2]
+        return tf.concat([pk, keys], 2), tf.concat([pv, vals], 2), tf.shape(pk)[2]
 
     def keep_final_state(self, state, ctx: RunContext) -> None:
         """After the loop: its keys and values (the carried ones only without restrict_state_to_last_seq)
@@ -229,9 +229,9 @@ class SelfAttentionLayer(Layer):
         n_prev = 0
         if self.kept is not None:  # the carried keys and values first (RETURNN: concatenated, never masked)
             pk, pv = self.kept.prefix(n_b, ctx)
-            self.keep_final_state((tf.concat([pk, k], 2), tf.concat([pv, v], 2), tf.shape(pk)[2]), ctx)
             n_prev = tf.shape(pk)[2]
             k, v = tf.concat([pk, k], 2), tf.concat([pv, v], 2)
+            self.keep_final_state((k, v, n_prev), ctx)
         energy = tf.matmul(q, k, transpose_b=True)  # (B, H, Tq, P + Tk)
         if self.has_shift:
             energy += tf.einsum("bhqd,qkd->bhqk", q, sources[-1].tensor)
