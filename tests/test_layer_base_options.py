@@ -112,3 +112,24 @@ def test_initial_output_outside_a_rec_unit_is_accepted_and_changes_nothing():
         set_returnn_param_values(net, {n: np.full(s, 0.1, np.float32) for n, s in returnn_param_shapes(net).items()})
         outs.append(net.forward(batch, RunContext(False))["output"].tensor.numpy())
     np.testing.assert_allclose(_real(outs[0]), _real(outs[1]))
+
+
+@pytest.mark.parametrize("version,train,refused", [(0, True, False), (1, True, True), (12, True, True),
+                                                   (12, False, False)])
+def test_batch_norm_with_masked_time_needs_a_time_axis(version, train, refused):
+    """RETURNN's batch norm flattens the time axis for masked_time (copy_time_flattened): on an output without
+    one it fails wherever it takes batch statistics (training; and evaluation before version 12); RETURNN of
+    2018 normalised over the batch, kept for configs without a behavior_version."""
+    from returnn.config import Config, set_global_config
+    set_global_config(Config({"behavior_version": version}))
+    net_dict = {"r": {"class": "reduce", "mode": "max", "axis": "T", "from": "data"},
+                "output": {"class": "linear", "n_out": 4, "from": "r", "batch_norm": {"masked_time": True}}}
+    try:
+        if refused:
+            with pytest.raises(NetworkError, match="masked_time on .* no time axis"):
+                TFNetwork(net_dict, _extern(), train_flag=train)
+        else:
+            TFNetwork(net_dict, _extern(), train_flag=train)
+            TFNetwork(dict(net_dict, output=dict(net_dict["output"], batch_norm={"masked_time": False})), _extern())
+    finally:
+        set_global_config(Config({}))

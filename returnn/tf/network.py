@@ -227,6 +227,9 @@ class TFNetwork(tf.Module):
                 else:
                     layer = build_with_n_out(lambda o: cls(name, o, templates, seed=seed), layer_opts, n_out_fallback)
             self.layers[name] = layer
+            layer.source_data_names = [self.layers[s].returnn_data_name() if s in self.layers else
+                                       s.split(":", 1)[-1] if s.split(":", 1)[-1] in self.extern_data else None
+                                       for s in srcs]
             if hasattr(layer, "keep_beams"):  # a search outside the search task gives all hypotheses (beam_values.py)
                 layer.keep_beams = not search
             if search and opts.get("class") == "decide" and opts.get("length_normalization"):

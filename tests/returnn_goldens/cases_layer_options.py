@@ -131,3 +131,20 @@ case("reuse_params_unknown_on_paramless_layer", "reuse_params_lazy", {
 case("conv_bias_layer_size1_axis", "conv_bias_layer", {
     "b": {"class": "variable", "shape": [1, 3], "init": 0.5},
     "output": {"class": "conv", "filter_size": [2], "padding": "same", "n_out": 3, "bias": "b", "from": "data"}}, lens=L)
+
+# the batch_norm option's parameter names before param_version 2 hold the name of the layer's output data, which
+# RETURNN's eval, combine (compare) and squeeze take from their only source ("data", "b_output") and slice_nd from its
+# gather ("n_gather_output"); here every layer was "<layer>_<layer>_output" (RETURNN's checkpoints did not load)
+_BN = {"batch_norm": True}
+case("batch_norm_option_names_kept_from_source", "bn_names", {
+    "b": {"class": "linear", "n_out": 5, "from": "data"},
+    "e": dict(_BN, **{"class": "eval", "eval": "source(0) * 2.", "from": "data"}),
+    "c": {"class": "eval", "eval": "source(0)", "from": "b"},
+    "a": dict(_BN, **{"class": "combine", "kind": "add", "from": "c"}),
+    "a2": dict(_BN, **{"class": "eval", "eval": "source(0) + source(1)", "from": ["b", "b"]}),
+    "x": {"class": "expand_dims", "axis": "spatial", "from": "b"},
+    "s": dict(_BN, **{"class": "squeeze", "axis": "dim:1", "from": "x"}),
+    "p": {"class": "constant", "value": 1},
+    "n": dict(_BN, **{"class": "slice_nd", "start": "p", "size": None, "from": "b"}),
+    "output": {"class": "copy", "from": ["e", "a", "a2", "s"]}, "o2": {"class": "copy", "from": "n", "is_output_layer": True}},
+    train=True, config={"behavior_version": 0})

@@ -75,6 +75,10 @@ class Layer(tf.Module):
     default_from: Tuple[str, ...] = ("data",)  # sources when the config gives no "from"
     # opts -> another class that builds this layer (e.g. combine with kind "eval"), or None
     class_selector = None
+    # RETURNN's output template of this class is its only source's (``Data.get_common_data`` of one
+    # source, as eval, combine, compare, squeeze): the output keeps the source's data name, which the
+    # batch_norm option's parameter names hold (param_version 0)
+    keeps_source_data_name = False
     # Names of extra outputs readable as "NAME/sub" (the layer then has ``sub_template(sub)`` and sets
     # them in its output's ``sub_outputs``), e.g. forced_align's "scores"
     sub_output_names: Tuple[str, ...] = ()
@@ -441,6 +445,14 @@ class Layer(tf.Module):
         if "shape" in out_type and sorted(map(str, out_type["shape"])) != sorted(map(str, known["shape"])):
             raise NetworkError("%s: 'out_type' says shape %r, but the layer's output is %s"
                                % (self.desc, tuple(out_type["shape"]), out.short_repr()))
+
+    def returnn_data_name(self) -> str:
+        """The name of RETURNN's output data of this layer (``<layer>_output``, or its only source's for
+        :attr:`keeps_source_data_name`); ``source_data_names`` is set by the network that built it."""
+        names = getattr(self, "source_data_names", None)
+        if self.keeps_source_data_name and names and len(names) == 1 and names[0]:
+            return names[0]
+        return "%s_output" % self.layer_name.rsplit("/", 1)[-1]
 
     def all_returnn_params(self) -> List[Param]:
         """:meth:`returnn_params` plus those of the ``batch_norm`` option's normalisation."""

@@ -314,6 +314,7 @@ class CombineLayer(Layer):
     common template)."""
 
     layer_class = "combine"
+    keeps_source_data_name = True  # RETURNN's get_common_data of one source
     options = (
         Option("kind", "add", "add, sub, mul, average, truediv, maximum, minimum, squared_difference, ..."),
         Option("activation", None, "activation after combining"),

@@ -62,6 +62,7 @@ class CompareLayer(Layer):
     """See the module docstring."""
 
     layer_class = "compare"
+    keeps_source_data_name = True  # RETURNN's get_common_data of one source
     options = (
         Option("kind", "equal", "comparison: equal, not_equal, less, less_equal, greater, greater_equal (or ==, <, ...)"),
         Option("value", None, "a constant compared last in the chain"),

@@ -197,6 +197,7 @@ class EvalLayer(Layer):
     """See the module docstring."""
 
     layer_class = "eval"
+    keeps_source_data_name = True  # RETURNN's get_common_data of one source
     options = (
         Option("eval", None, "expression (config code) over source(i), or a callable"),
         Option("eval_locals", None, "extra names for the expression"),

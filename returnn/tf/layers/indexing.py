@@ -58,6 +58,10 @@ class SliceNdLayer(Layer):
         Option("out_spatial_dim", None, "Dim of the sliced axis"),
     )
 
+    def returnn_data_name(self) -> str:
+        """RETURNN's slice_nd is a gather whose output template it keeps: ``<layer>_gather_output``."""
+        return "%s_gather_output" % self.layer_name.rsplit("/", 1)[-1]
+
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
         self.start_layer = isinstance(opts.get("start"), str)
         self.size_layer = isinstance(opts.get("size"), str)

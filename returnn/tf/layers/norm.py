@@ -143,6 +143,13 @@ class BatchNorm(tf.Module):
         self.delay_update = bool(new if delay is None else delay)
         self.force_sample = bool(o["force_sample"])
         self.masked_time = bool(o["masked_time"])
+        from returnn.tf.net_dict import TRAIN_NET
+        needs_batch_stats = TRAIN_NET.get() or not self.update_only_in_training or (
+            self.use_sample != 1 and self.force_sample)
+        if self.masked_time and data.time_dim_axis is None and needs_batch_stats and behavior_version() >= 1:
+            raise NetworkError("%s: batch norm with masked_time on %s, which has no time axis: RETURNN fails on it "
+                               "(its copy_time_flattened; RETURNN of 2018 took it); set masked_time False"
+                               % (desc, data.short_repr()))
         self.epsilon = float(o["epsilon"])
         if o["axes"] is not None:
             names = o["axes"] if isinstance(o["axes"], (list, tuple)) else [o["axes"]]
@@ -153,7 +160,6 @@ class BatchNorm(tf.Module):
         if data.feature_dim_axis is None or not dim:
             raise NetworkError("%s: batch norm needs a static feature axis, got %s" % (desc, data.short_repr()))
         from returnn.tf.layers.param_noise import affects
-        from returnn.tf.net_dict import TRAIN_NET
         if TRAIN_NET.get() and affects(owner.param_noise, 1 if self.param_version >= 2 else data.batch_ndim):
             raise NetworkError("%s: batch norm with param_variational_noise / param_dropout (option or config key) in a "
                                "training network: RETURNN fails to build it (its moving statistics become noisy "
@@ -168,7 +174,7 @@ class BatchNorm(tf.Module):
         1 as (1, .., F) (broadcast over the output's other axes), 2 as (F,)."""
         owner = self._owner()
         short = owner.layer_name.rsplit("/", 1)[-1]
-        prefix = {0: "%s_%s_output_" % (short, short), 1: "", 2: "v2_"}[self.param_version]
+        prefix = {0: "%s_%s_" % (short, owner.returnn_data_name()), 1: "", 2: "v2_"}[self.param_version]
         shape = [1] * self.data.batch_ndim
         shape[self.data.feature_dim_axis] = self.data.dim
         out = []

@@ -282,6 +282,7 @@ class SqueezeLayer(_ShapeLayer):
     that layout, and the output keeps it."""
 
     layer_class = "squeeze"
+    keeps_source_data_name = True  # RETURNN's get_common_data of one source
     options = (
         Option("axis", None, "axis description(s) of size-1 axes to remove"),
         Option("allow_no_op", False, "no error when no axis matches"),
