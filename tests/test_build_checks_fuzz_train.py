@@ -71,6 +71,17 @@ def _rec(unit):
     ({"emb": {"class": "linear", "n_out": 2, "from": "data:classes"},
       "output": {"class": "rec", "unit": "lstm", "n_out": 2, "from": ["data:classes", "emb"]}},
      "'output' \\(rec\\): sources .* sparse"),
+    # ... and in every other layer that concatenates its sources, also several label sources (RETURNN's copy, window
+    # and rec assert; its linear, softmax build an output without a value and fail when run)
+    ({"emb": {"class": "linear", "n_out": 2, "from": "data:classes"},
+      "output": {"class": "linear", "n_out": 2, "from": ["data:classes", "emb"]}}, "'output' \\(linear\\): sources"),
+    ({"output": {"class": "softmax", "n_out": 2, "from": ["data:classes", "data"]}}, "'output' \\(softmax\\): sources"),
+    ({"output": {"class": "copy", "from": ["data:classes", "data:classes"]}}, "'output' \\(copy\\): sources"),
+    ({"output": {"class": "window", "window_size": 3, "from": ["data:classes", "data:classes"]}},
+     "'output' \\(window\\): sources"),
+    _rec({"c": {"class": "rnn_cell", "unit": "BasicRNN", "n_out": 2, "from": ["data:source", "prev:o"]},
+          "o": {"class": "softmax", "n_out": 3, "from": "c", "target": "classes", "initial_output": 0},
+          "output": {"class": "copy", "from": "c"}}, "'output/c' \\(rnn_cell\\): sources"),
     # ReinterpretDataLayer: copy_as_batch_major / copy_as_time_major assert the axis (chain seed 301, LAX before)
     ({"v": {"class": "variable", "shape": [5], "init": 0.5},
       "output": {"class": "reinterpret_data", "enforce_batch_major": True, "from": "v"}},
@@ -104,8 +115,7 @@ def test_returnn_refuses_at_build(net, match):
     {"output": {"class": "compare", "kind": "equal", "value": True, "from": "data:classes"}},
     {"output": {"class": "pad", "axes": "T", "padding": [1, 2], "value": 0.0, "from": "data:classes"}},  # tf.pad
     {"output": {"class": "reinterpret_data", "enforce_time_major": True, "from": "data:classes"}},
-    {"emb": {"class": "linear", "n_out": 2, "from": "data:classes"},  # a linear layer takes labels beside others
-     "output": {"class": "linear", "n_out": 2, "from": ["data:classes", "emb"]}},
+    {"output": {"class": "linear", "n_out": 2, "from": "data:classes"}},  # labels alone: an embedding
     {"output": {"class": "pad", "axes": "T", "padding": [0, 3], "value": -2, "from": "data:classes"}},
     {"output": {"class": "pad", "axes": "T", "padding": [0, 3], "value": -2.5, "from": "data"}},
     # a target naming a data key, or the choice's, is fine; a sub-layer RETURNN does not build is not checked
@@ -156,6 +166,13 @@ def test_unmask_in_loop_mask_must_be_a_layer():
             "unmask": {"class": "unmask", "from": "masked", "mask": "m"},
             "output": {"class": "copy", "from": "unmask"}}
     with pytest.raises(NetworkError, match="'unmask' \\(unmask\\): mask 'm' is no layer"):
+        _build_and_run(_rec(unit))
+    # any other reference form too (returnn_fuzz --kind mutate --train seed 47: LAX)
+    unit["unmask"]["mask"] = "data:mask"
+    with pytest.raises(NetworkError, match="unknown data key 'mask'"):
+        _build_and_run(_rec(unit))
+    unit["unmask"]["mask"] = "prev:emit"
+    with pytest.raises(NetworkError, match="unknown layer 'emit' in 'prev:'"):
         _build_and_run(_rec(unit))
     unit["unmask"]["mask"] = "mask"
     _build_and_run(_rec(unit))

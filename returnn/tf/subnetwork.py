@@ -175,6 +175,8 @@ def expand_subnetworks(net_dict: Dict[str, Any], in_rec_unit: bool = False) -> D
                 raise NetworkError("layer %r (unmask): mask %r is no layer of the rec unit (RETURNN: LayerNotFound)"
                                    % (name, mask))
             own = {k: v for k, v in opts.items() if k not in ("class", "mask", "skip_initial")}
+            if isinstance(mask, str):  # resolved as any reference (data:KEY, prev:NAME, base:NAME), value unused
+                own["extra_deps"] = from_entries(own.get("extra_deps") or []) + [mask]
             out[name] = dict(own, **{"class": "copy"})
             continue
         if cls_name != "subnetwork":
