@@ -96,6 +96,13 @@ case("fuzzrec_loop_ended_by_step", "fuzzrec_ending", dict(ENC, output={
     "class": "rec", "from": [], "include_eos": True, "max_seq_len": 5,
     "unit": dict(ENDING_UNIT, end={"class": "compare", "kind": "greater_equal", "from": ":i", "value": 2})}),
     extern=X4, lens={"data": [7, 4, 1]})
+# ... with the rec layer's own target: its length only where RETURNN's train_flag is not False (training, eval);
+# in the forward task 'end' ends the loop (returnn_fuzz --kind mutate --train seed 48: the target's length was used)
+XC = dict(X4, classes={"dim": 5, "sparse": True, "available_for_inference": False})
+for train in (False, True):
+    case("fuzzrec_loop_with_target_ended_by_end_train%i" % train, "fuzzrec_ending", dict(ENC, output={
+        "class": "rec", "from": [], "unit": ENDING_UNIT, "target": "classes", "max_seq_len": 6}),
+        extern=XC, lens={"data": [5, 3, 0], "classes": [7, 2, 4]}, train=train)
 # attention energies (explicit var1 T / var2 None) of a query computed after the loop (from a state in it):
 # over the whole sequence the dot does not build, so RETURNN runs them per step (all encoder frames per
 # query frame); was refused here (returnn_fuzz --kind rec seeds 40, 44)

@@ -42,7 +42,7 @@ from returnn.tf.net_dict import FROM_DEFAULT, TRAIN_NET, has_axis_pairs, search_
 from returnn.tf.net_sources import check_from_given
 from returnn.tf.subnetwork import MASKED_BY
 from returnn.tf.layers.rec_net.unit_dict import (  # noqa: F401  (unit_layers, rec_targets: read from here too)
-    SubOutputLayer, as_list, loop_searches, opts_class, rec_targets, unit_layers,
+    SubOutputLayer, as_list, length_targets, loop_searches, opts_class, rec_targets, unit_layers,
 )
 
 # Options of sub-layers that only the rec layer reads.
@@ -165,7 +165,7 @@ class RecSubnetLayer(AssumedTemplates, Layer):
         # RETURNN's loop without a length (no source, target, axis, declare_rec_time): its 'end' sub-layer ends
         # each sequence, at most max_seq_len steps (loop.py)
         self.ends = not search and not self.n_from and "end" in self.opt("unit") and self.opt("axis") is None and \
-            not rec_targets(opts, name, search) and not _declares_rec_time(self.unit)
+            not length_targets(opts, name, search) and not _declares_rec_time(self.unit)
         if self.ends:
             self.unit = read_only(unit_layers(self.opt("unit"), name, search, extra_roots=("end",)))
             if self.opt("max_seq_len") is None:
@@ -201,7 +201,7 @@ class RecSubnetLayer(AssumedTemplates, Layer):
         elif self.ends:
             self.time_dim = Dim(None, kind=Dim.Types.Spatial, description="%s:dyn-time" % name)
             self.length_key = None
-        elif not search and (self.opt("axis") is not None or not rec_targets(opts, name, search)):
+        elif not search and (self.opt("axis") is not None or not length_targets(opts, name, search)):
             from returnn.tf.layers.rec_access import loop_from_unit  # rec_unstack's declare_rec_time, axis Dim
             found = loop_from_unit(self.desc, self.unit, self.outer, self.opt("axis"))
             if found is None:
@@ -218,7 +218,7 @@ class RecSubnetLayer(AssumedTemplates, Layer):
             self.length_key = None
             self.time_dim = Dim(None, kind=Dim.Types.Spatial, description="%s:search-time" % name)
         else:
-            targets = rec_targets(opts, name, search)
+            targets = length_targets(opts, name, search)
             if not targets:
                 raise NetworkError("%s: without 'from', the loop length comes from a 'target' (none given)" % self.desc)
             self.length_key = targets[0]

@@ -91,3 +91,13 @@ def rec_targets(opts: Mapping[str, Any], rec_name: str = "?", search: bool = Fal
         if isinstance(sub, Mapping) and is_target_choice(sub):
             out += [t for t in as_list(sub["target"]) if isinstance(t, str)]
     return list(dict.fromkeys(out))
+
+
+def length_targets(opts: Mapping[str, Any], rec_name: str = "?", search: bool = False) -> List[str]:
+    """:func:`rec_targets` that give a loop without source its length: the rec layer's own ``target`` only
+    where RETURNN's train_flag is not False (the train and eval tasks; its LayerBase._post_init_output takes
+    the target's dims then), not in the forward and search tasks, where the ``end`` sub-layer ends the loop."""
+    from returnn.tf.net_dict import EVAL_NET, SEARCH_TASK, TRAIN_NET
+    if TRAIN_NET.get() or (EVAL_NET.get() and not SEARCH_TASK.get()):
+        return rec_targets(opts, rec_name, search)
+    return rec_targets(dict(opts, target=None), rec_name, search)
