@@ -79,9 +79,10 @@ def _rec(unit):
     ({"output": {"class": "copy", "from": ["data:classes", "data:classes"]}}, "'output' \\(copy\\): sources"),
     ({"output": {"class": "window", "window_size": 3, "from": ["data:classes", "data:classes"]}},
      "'output' \\(window\\): sources"),
-    _rec({"c": {"class": "rnn_cell", "unit": "BasicRNN", "n_out": 2, "from": ["data:source", "prev:o"]},
-          "o": {"class": "softmax", "n_out": 3, "from": "c", "target": "classes", "initial_output": 0},
-          "output": {"class": "copy", "from": "c"}}, "'output/c' \\(rnn_cell\\): sources"),
+    (_rec({"c": {"class": "rnn_cell", "unit": "BasicRNN", "n_out": 2, "from": ["data:source", "prev:output"]},
+           "o": {"class": "softmax", "from": "c", "loss": "ce", "target": "classes"},
+           "output": {"class": "choice", "from": "o", "target": "classes", "beam_size": 2, "initial_output": 0}}),
+     "'output/c' \\(rnn_cell\\): sources"),
     # ReinterpretDataLayer: copy_as_batch_major / copy_as_time_major assert the axis (chain seed 301, LAX before)
     ({"v": {"class": "variable", "shape": [5], "init": 0.5},
       "output": {"class": "reinterpret_data", "enforce_batch_major": True, "from": "v"}},
@@ -226,13 +227,15 @@ def _decoder(choice_init=None, argmax_prev=False, masked_unit_init=0):
             "output": choice}
     if argmax_prev:  # a sparse layer (no choice) whose prev: is read
         unit["am"] = {"class": "reduce", "mode": "argmax", "axis": "F", "from": "s"}
-        unit["emb"]["from"] = ["prev:output", "prev:am"]
+        unit["emb2"] = {"class": "linear", "activation": None, "from": "prev:am", "n_out": 4}  # (labels: alone)
+        unit["s"]["from"] = ["emb", "emb2", "data:source"]
     if masked_unit_init != 0:
         unit["wo_b"] = {"class": "masked_computation", "from": "prev:output", "mask": "prev:flag", "initial_output": 0,
                         "unit": {"class": "copy"} if masked_unit_init is None else
                         {"class": "copy", "initial_output": masked_unit_init}}
         unit["flag"] = {"class": "compare", "from": "output", "value": 0, "kind": "not_equal", "initial_output": True}
-        unit["emb"]["from"] = ["prev:output", "wo_b"]
+        unit["emb2"] = {"class": "linear", "activation": None, "from": "wo_b", "n_out": 4}
+        unit["s"]["from"] = ["emb", "emb2", "data:source"]
     return {"output": {"class": "rec", "from": "data", "unit": unit, "optimize_move_layers_out": False}}
 
 

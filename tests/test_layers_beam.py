@@ -10,12 +10,12 @@ from returnn.tf.layers import RunContext
 from returnn.tf.layers.base import LayerOutput
 from returnn.tf.network import TFNetwork
 
-from test_rec_search import EOS, P, U  # noqa: F401  (the known label chain of the search tests)
+from test_rec_search import EMB, EOS, P, U, _set_weights  # noqa: F401  (the known label chain of the search tests)
 
 
 def _net(beam, unit_extra, end):
     extern = {"data": Data("data", shape=(None, 2)), "classes": Data("classes", dim=4, sparse=True)}
-    unit = {"prob": {"class": "softmax", "from": ["prev:output", "base:enc"], "n_out": 4, "with_bias": False},
+    unit = {"emb": EMB, "prob": {"class": "softmax", "from": ["emb", "base:enc"], "n_out": 4, "with_bias": False},
             "output": {"class": "choice", "initial_output": 0, "from": "prob", "target": "classes", "beam_size": beam,
                        "length_normalization": False},
             "end": end}
@@ -26,8 +26,7 @@ def _net(beam, unit_extra, end):
 
 
 def _search(net):
-    layer = net.layers["output"].layers["prob"]
-    layer.W.assign(np.concatenate([np.log(P), np.zeros((1, 4)), U[1:2]], 0).astype("float32"))
+    _set_weights(net.layers["output"].layers, np.concatenate([np.log(P), np.zeros((1, 4)), U[1:2]], 0))
     x = np.zeros((2, 3, 2), "float32")
     out = net.forward({"data": tf.constant(x), "data:seq_len": tf.constant([3, 3])}, RunContext(False),
                       only=["output"])["output"]

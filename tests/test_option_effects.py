@@ -186,7 +186,7 @@ def test_choice_options_refused_where_not_implemented():
 def test_base_beam_score_scale():
     """RETURNN's base_beam_score_scale multiplies the previous beam scores: 10 makes the first step
     dominate, so the search keeps following label 1 (0.6 at step 0) instead of ending via label 2."""
-    from test_rec_search import EOS, _search
+    from test_rec_search import EMB, EOS, _search
     from returnn.tf.network import TFNetwork
 
     def net(scale):
@@ -194,7 +194,7 @@ def test_base_beam_score_scale():
         return TFNetwork({
             "enc": {"class": "reduce", "mode": "mean", "axes": "T", "from": "data"},
             "output": {"class": "rec", "from": [], "target": "classes", "max_seq_len": 8, "unit": {
-                "prob": {"class": "softmax", "from": ["prev:output", "base:enc"], "n_out": 4, "with_bias": False},
+                "emb": EMB, "prob": {"class": "softmax", "from": ["emb", "base:enc"], "n_out": 4, "with_bias": False},
                 "output": {"class": "choice", "initial_output": 0, "from": "prob", "target": "classes", "beam_size": 2,
                            "length_normalization": False, "base_beam_score_scale": scale},
                 "end": {"class": "compare", "from": "output", "value": EOS}}},

@@ -9,6 +9,14 @@ from returnn.tf.layers import RunContext
 from returnn.tf.network import TFNetwork
 
 EOS = 3
+# the previous label as a one-hot vector (its weights set to the identity where the tests fix the weights): RETURNN
+# concatenates no labels with other sources
+EMB = {"class": "linear", "activation": None, "with_bias": False, "from": "prev:output", "n_out": 4}
+
+
+def _set_weights(unit, prob_w):
+    unit["emb"].W.assign(np.eye(4, dtype="float32"))
+    unit["prob"].W.assign(prob_w.astype("float32"))
 
 
 def _net(beam, length_norm=False, max_len=8):
@@ -16,7 +24,7 @@ def _net(beam, length_norm=False, max_len=8):
     return TFNetwork({
         "enc": {"class": "reduce", "mode": "mean", "axes": "T", "from": "data"},
         "output": {"class": "rec", "from": [], "target": "classes", "max_seq_len": max_len, "unit": {
-            "prob": {"class": "softmax", "from": ["prev:output", "base:enc"], "n_out": 4, "with_bias": False},
+            "emb": EMB, "prob": {"class": "softmax", "from": ["emb", "base:enc"], "n_out": 4, "with_bias": False},
             "output": {"class": "choice", "initial_output": 0, "from": "prob", "target": "classes", "beam_size": beam,
                        "length_normalization": length_norm},
             "end": {"class": "compare", "from": "output", "value": EOS}}},
@@ -33,8 +41,8 @@ U = np.array([[0, 0, 0, 0], [0, 0, 0, 9.0], [0, 0, 0, 0], [0, 0, 0, 0]], "float3
 
 
 def _search(net, enc_values):
-    layer = net.layers["output"].layers["prob"]  # rows: previous label (one-hot), then the 2 encoder features
-    layer.W.assign(np.concatenate([np.log(P), np.zeros((1, 4)), U[1:2]], 0).astype("float32"))
+    # rows: previous label (one-hot), then the 2 encoder features
+    _set_weights(net.layers["output"].layers, np.concatenate([np.log(P), np.zeros((1, 4)), U[1:2]], 0))
     x = np.zeros((len(enc_values), 3, 2), "float32")
     x[:, :, 1] = np.asarray(enc_values)[:, None]
     out = net.forward({"data": tf.constant(x), "data:seq_len": tf.constant([3] * len(enc_values))},
@@ -125,13 +133,13 @@ def test_decide_with_edit_distance_on_the_searched_output():
     net_dict = {
         "enc": {"class": "reduce", "mode": "mean", "axes": "T", "from": "data"},
         "output": {"class": "rec", "from": [], "target": "classes", "max_seq_len": 8, "unit": {
-            "prob": {"class": "softmax", "from": ["prev:output", "base:enc"], "n_out": 4, "with_bias": False},
+            "emb": EMB, "prob": {"class": "softmax", "from": ["emb", "base:enc"], "n_out": 4, "with_bias": False},
             "output": {"class": "choice", "initial_output": 0, "from": "prob", "target": "classes", "beam_size": 2,
                        "length_normalization": False},
             "end": {"class": "compare", "from": "output", "value": EOS}}},
         "decision": {"class": "decide", "from": "output", "loss": "edit_distance", "target": "classes"}}
     net = TFNetwork(dict(net_dict), extern, search=True)
-    net.layers["output"].layers["prob"].W.assign(np.concatenate([np.log(P), np.zeros((1, 4)), U[1:2]], 0).astype("float32"))
+    _set_weights(net.layers["output"].layers, np.concatenate([np.log(P), np.zeros((1, 4)), U[1:2]], 0))
     batch = {"data": tf.zeros([1, 3, 2]), "data:seq_len": tf.constant([3])}
     out = net.forward(batch, RunContext(False), only=["decision"])["decision"]
     assert list(out.tensor.numpy()[0, :int(out.seq_len[0])]) == [2]
@@ -299,7 +307,7 @@ def test_unit_layers_built_only_for_their_loss_are_not_built_in_search():
     extern = {"data": Data("data", shape=(None, 2)), "classes": Data("classes", dim=4, sparse=True)}
 
     def net(search):
-        unit = {"prob": {"class": "softmax", "from": ["prev:output", "base:enc"], "n_out": 4, "loss": "ce"},
+        unit = {"emb": EMB, "prob": {"class": "softmax", "from": ["emb", "base:enc"], "n_out": 4, "loss": "ce"},
                 "fullsum": {"class": "eval", "from": ["prob", "base:data:classes"], "loss": "as_is",
                             "eval": "tf.reduce_sum(source(0, auto_convert=False), -1)", "out_type": {"shape": ()}},
                 "output": {"class": "choice", "initial_output": 0, "from": "prob", "target": "classes", "beam_size": 2},

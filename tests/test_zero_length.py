@@ -41,7 +41,8 @@ def _lin(n=4, src="data", act="tanh", **kw):
 
 def _search_net(unit_extra: Dict[str, Any], end: Dict[str, Any]) -> Dict[str, Any]:
     """A searched decoder (beam 2) over an encoder of the input: for the layers that run in search."""
-    unit = {"prob": {"class": "softmax", "from": ["prev:output", "base:enc"], "n_out": 6},
+    unit = {"emb": _lin(3, src="prev:output", act=None),  # (labels are not concatenated: RETURNN)
+            "prob": {"class": "softmax", "from": ["emb", "base:enc"], "n_out": 6},
             "output": {"class": "choice", "initial_output": 0, "from": "prob", "target": "classes", "beam_size": 2},
             "end": end}
     unit.update(unit_extra)

@@ -332,8 +332,9 @@ class FeaturePlan(NamedTuple):
 
 
 def feature_plan(layer, sources: Sequence[Data]) -> FeaturePlan:
-    """Plan for concatenating / projecting ``sources`` on their feature axes."""
+    """Plan for concatenating / projecting ``sources`` on their feature axes (labels only alone: RETURNN)."""
     check_sources(layer, sources)
+    refuse_sparse_concat(layer, sources)
     rest, feats, in_dims = [], [], []
     for src in sources:
         if src.dim is None:
@@ -434,20 +435,20 @@ def dense_template(data: Data) -> Data:
 
 
 def refuse_sparse_concat(layer, sources: Sequence[Data]) -> None:
-    """RETURNN's concat_sources asserts that no source is sparse ("sparse concat not supported", since
-    2018): labels beside dense sources fail to build there (copy, reduce, rec, checked with RETURNN
-    1.20261022; a linear layer takes them, and several label sources build there inconsistently)."""
+    """RETURNN's concat_sources asserts that no source is sparse when there are several ("sparse concat not
+    supported", since 2018): labels beside other sources fail there in every layer that concatenates its
+    sources (copy, reduce, rec, rnn_cell, self_attention, window, ...; RETURNN 1.20261022's linear and softmax
+    build an output without a value and fail when run, checked)."""
     sparse = [s.name for s in sources if s.sparse]
-    if sparse and len(sparse) < len(sources):
-        raise NetworkError("%s: sources %s are sparse (labels) beside dense ones, and RETURNN concatenates no "
+    if sparse and len(sources) > 1:
+        raise NetworkError("%s: sources %s are sparse (labels) beside other sources, and RETURNN concatenates no "
                            "sparse source ('sparse concat not supported'); embed them first (e.g. a linear layer)"
                            % (layer.desc, sparse))
 
 
 def concat_output(layer, sources: Sequence[Data]) -> Tuple[Data, Optional[FeaturePlan]]:
     """Template of the feature-concatenation of ``sources`` (one source: itself) and the plan to
-    build it (None for one source). Labels beside dense sources are refused (RETURNN); several label
-    sources join as one-hot vectors."""
+    build it (None for one source). Labels beside other sources are refused (RETURNN)."""
     check_sources(layer, sources)
     refuse_sparse_concat(layer, sources)
     if len(sources) == 1:

@@ -38,8 +38,7 @@ import tensorflow as tf
 from returnn.errors import NetworkError, known_list
 from returnn.tensor import Data, Dim, DimTypes
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
-from returnn.tf.layers.helpers import dropout, dropout_sources, feature_plan, plan_output, project_sources, \
-    refuse_sparse_concat
+from returnn.tf.layers.helpers import dropout, dropout_sources, feature_plan, plan_output, project_sources
 from returnn.tf.layers.lstm_layernorm import LayerNormLstm
 from returnn.tf.layers.merged_batch import MergedAxes
 from returnn.tf.layers.options import Option, rate
@@ -182,7 +181,6 @@ class RecLayer(Layer):
                                    "axes than (batch, time, feature) (%s, merged into the batch) is not supported"
                                    % (self.desc, self.merged.extra))
             sources = self.merged.templates
-        refuse_sparse_concat(self, sources)
         self.plan = feature_plan(self, sources)
         dims = self.plan.dims
         self.time_major = len(dims) == 2 and dims[1].is_batch_dim()  # (T, B, F) input (output: batch-major)
