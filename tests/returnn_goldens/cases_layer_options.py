@@ -148,3 +148,12 @@ case("batch_norm_option_names_kept_from_source", "bn_names", {
     "n": dict(_BN, **{"class": "slice_nd", "start": "p", "size": None, "from": "b"}),
     "output": {"class": "copy", "from": ["e", "a", "a2", "s"]}, "o2": {"class": "copy", "from": "n", "is_output_layer": True}},
     train=True, config={"behavior_version": 0})
+# transposed_conv 'bias' (RETURNN's TransposedConvLayer): a layer added instead of an own parameter, made compatible to
+# the output; a falsy bias is none (returnn_fuzz --kind mutate --train seed 48: refused here as an unknown option)
+case("transposed_conv_bias_layer", "bias_options", {
+    "b": {"class": "variable", "shape": [1, 4], "init": 0.5},
+    "output": {"class": "transposed_conv", "filter_size": [3], "strides": [2], "n_out": 4, "bias": "b",
+               "activation": "tanh", "from": "data"}}, lens=L)
+case("transposed_conv_bias_false", "bias_options", {
+    "output": {"class": "transposed_conv", "filter_size": [3], "strides": [2], "n_out": 4, "bias": False,
+               "from": "data"}}, lens=L)

@@ -141,14 +141,8 @@ class ConvLayer(Layer):
         return rest + used[::-1]
 
     def _check_bias_layer(self, data: Data, n_out: int) -> None:
-        """The bias layer's output must be the n_out channels, maybe with static size-1 axes that broadcast
-        (RETURNN adds it made compatible to the output); forward reshapes it to (n_out,)."""
-        sizes = [d.dimension for d in data.dims]
-        if data.batch_dim_axis is not None or data.sparse or sizes.count(n_out) < 1 or \
-                any(n not in (1, n_out) for n in sizes) or (n_out != 1 and sizes.count(n_out) != 1) or \
-                data.batch_ndim > len(self.plan.windows) + 1:
-            raise NetworkError("%s: bias %r %s must have one static axis of the n_out %i channels (and size-1 axes)"
-                               % (self.desc, self.opt("bias"), data.short_repr(), n_out))
+        """See :func:`check_bias_layer`."""
+        check_bias_layer(self, data, n_out)
 
     def kernel(self, sources: List[LayerOutput]) -> tf.Tensor:
         """The kernel (filter_size..., input channels / groups, n_out): W, or the filter layer's value."""
@@ -265,3 +259,15 @@ def conv_out_len(length: int, k: int, stride: int = 1, dilation: int = 1, paddin
 
 
 __all__: Tuple[str, ...] = ("ConvLayer", "PoolLayer", "conv_out_len")
+
+
+def check_bias_layer(layer: Layer, data: Data, n_out: int) -> None:
+    """The ``bias`` layer's output of a conv / transposed_conv ``layer`` must be the n_out channels, maybe with
+    static size-1 axes that broadcast (RETURNN adds it made compatible to the output); forward reshapes it to
+    (n_out,)."""
+    sizes = [d.dimension for d in data.dims]
+    if data.batch_dim_axis is not None or data.sparse or sizes.count(n_out) < 1 or \
+            any(n not in (1, n_out) for n in sizes) or (n_out != 1 and sizes.count(n_out) != 1) or \
+            data.batch_ndim > len(layer.plan.windows) + 1:
+        raise NetworkError("%s: bias %r %s must have one static axis of the n_out %i channels (and size-1 axes)"
+                           % (layer.desc, layer.opt("bias"), data.short_repr(), n_out))

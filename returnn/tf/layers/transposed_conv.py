@@ -21,7 +21,7 @@ from returnn.errors import NetworkError
 from returnn.tensor import Data, Dim, DimTypes
 from returnn.tf.activations import get_activation
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
-from returnn.tf.layers.conv import WINDOW_OPTIONS
+from returnn.tf.layers.conv import WINDOW_OPTIONS, check_bias_layer
 from returnn.tf.layers.helpers import concat_inputs, dense_value, math_dim
 from returnn.tf.layers.options import Option
 from returnn.tf.layers.params import Param, reshaped
@@ -56,6 +56,7 @@ class TransposedConvLayer(Layer):
     """See the module docstring."""
 
     layer_class = "transposed_conv"
+    ref_options = ("bias",)
     options = WINDOW_OPTIONS + (
         Option("padding", "same", "'same' or 'valid'"),
         Option("filter_size", None, "window size per spatial axis, e.g. [3]"),
@@ -65,6 +66,8 @@ class TransposedConvLayer(Layer):
         Option("with_bias", True, "add a bias"),
         Option("forward_weights_init", "glorot_uniform", "init of the weights (RETURNN init spec)"),
         Option("bias_init", 0.0, "init of the bias (RETURNN init spec)"),
+        Option("bias", None, "a layer whose output (the n_out channels) is the bias instead of an own parameter "
+                             "(RETURNN's; with_bias must not be False)"),
         Option("out_spatial_dims", None, "Dims of the output's spatial axes, one per input spatial axis (a static one "
                                          "must have the computed length)"),
         Option("use_time_mask", False, "padded input frames set to 0 first (else as they are where a layer before "
@@ -73,6 +76,10 @@ class TransposedConvLayer(Layer):
 
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
         super().__init__(name, opts, sources, seed)
+        self.bias_ref = isinstance(opts.get("bias"), str)
+        if opts.get("bias") not in (None, False) and not self.bias_ref:  # RETURNN: a falsy bias is none
+            raise NetworkError("%s: 'bias' must name a layer, got %r" % (self.desc, opts.get("bias")))
+        all_sources, sources = sources, list(sources)[:len(sources) - int(self.bias_ref)]  # the bias layer appended
         for key in ("dilation_rate", "use_channel_first"):
             if self.opt(key) not in (1, False, None):
                 raise NetworkError("%s: option %r is not supported" % (self.desc, key))
@@ -93,8 +100,12 @@ class TransposedConvLayer(Layer):
         n_in = self.plan.data.dim
         self.activation = get_activation(self.opt("activation"), name)
         self.W = self.weight("W_native_transposed_conv", [w.size for w in windows] + [n_out, n_in], init_option="forward_weights_init")
-        self.bias = self.weight("bias", [n_out], 0.0, init_option="bias_init") if self.opt("with_bias") \
-            else None
+        if self.bias_ref and not self.opt("with_bias"):
+            raise NetworkError("%s: 'bias' (a layer) with with_bias False (RETURNN asserts)" % self.desc)
+        if self.bias_ref:
+            check_bias_layer(self, list(all_sources)[-1], n_out)
+        self.bias = self.weight("bias", [n_out], 0.0, init_option="bias_init") \
+            if self.opt("with_bias") and not self.bias_ref else None
         self.out_dims: List[Dim] = []
         for i, w in enumerate(windows):
             args = (w.size, w.stride, self.plan.padding, self.out_pad[i], self.remove[i])
@@ -128,6 +139,8 @@ class TransposedConvLayer(Layer):
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         plan = self.plan
+        bias = tf.reshape(sources[-1].tensor, [-1]) if self.bias_ref else self.bias
+        sources = sources[:len(sources) - int(self.bias_ref)]
         x = dense_value(concat_inputs(self, plan.concat_data, plan.concat_plan, sources, ctx))
         # RETURNN reads the padded frames as they are (a layer before may have computed values there) unless
         # use_time_mask; extern data's count as zero frames
@@ -144,8 +157,8 @@ class TransposedConvLayer(Layer):
                                  padding=plan.padding.upper())
         if any(self.remove):
             y = y[(slice(None),) + tuple(slice(r, -r if r else None) for r in self.remove)]
-        if self.bias is not None:
-            y = y + self.bias
+        if bias is not None:
+            y = y + bias
         sizes = dict(x.sizes)
         for i, (w, out) in enumerate(zip(plan.windows, self.out_dims)):
             if out.is_dynamic():
