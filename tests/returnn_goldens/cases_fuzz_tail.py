@@ -227,3 +227,11 @@ case("fuzz_shift_axis_fresh_axis_combine_bv0", "fuzz_shift_axis", {
 case("fuzz_slice_end_before_start_stepped_empty", "fuzz_slice", {
     "output": {"class": "slice", "axis": "T", "slice_start": 3, "slice_end": 2, "slice_step": 3, "from": "data"}},
     extern={"data": {"dim": 5}})
+# conv/pool 'padding' as a list longer than the spatial axes: RETURNN reads entry i for spatial axis i (its
+# get_out_data_from_opts and int padding), the rest unused (returnn_fuzz --kind mutate --train seed 48: refused here)
+case("fuzz_pool_padding_list_longer", "fuzz_padding_list", {
+    "output": {"class": "pool", "mode": "max", "pool_size": [3], "padding": [1, 2], "strides": [3], "from": "data"}},
+    extern={"data": {"dim": 5}})
+case("fuzz_conv_padding_list_longer", "fuzz_padding_list", {
+    "output": {"class": "conv", "filter_size": [3], "padding": [2, 0], "n_out": 3, "from": "data"}},
+    extern={"data": {"dim": 5}})

@@ -79,13 +79,16 @@ def out_size(size, window: AxisWindow, padding: str, pad: int = 0):
 
 def parse_padding(desc: str, value: Any, n: int) -> Tuple[str, Tuple[int, ...]]:
     """(``same``, ``valid``, ``same_static`` or ``explicit``, the explicit amount per spatial axis) of a
-    conv/pool ``padding`` option: a name, an int >= 0 or one int >= 0 per spatial axis."""
+    conv/pool ``padding`` option: a name, an int >= 0 or one int >= 0 per spatial axis (RETURNN reads entry i
+    for spatial axis i: further entries of a longer list are unused)."""
     if isinstance(value, str) and value.lower() in PADDINGS:
         return value.lower(), (0,) * n
     items = list(value) if isinstance(value, (list, tuple)) else [value] * n
-    if len(items) != n or any(isinstance(v, bool) or not isinstance(v, int) or v < 0 for v in items):
-        raise NetworkError("%s: padding must be 'same', 'valid', 'same_static', an int >= 0 or a list of %i such "
-                           "ints (one per spatial axis), got %r" % (desc, n, value))
+    if len(items) < n or any(isinstance(v, bool) or not isinstance(v, int) for v in items) or \
+            any(v < 0 for v in items[:n]):
+        raise NetworkError("%s: padding must be 'same', 'valid', 'same_static', an int >= 0 or a list of at least "
+                           "%i such ints (one per spatial axis), got %r" % (desc, n, value))
+    items = items[:n]
     return ("explicit" if any(items) else "valid"), tuple(items)
 
 
