@@ -148,6 +148,20 @@ case("batch_norm_option_names_kept_from_source", "bn_names", {
     "n": dict(_BN, **{"class": "slice_nd", "start": "p", "size": None, "from": "b"}),
     "output": {"class": "copy", "from": ["e", "a", "a2", "s"]}, "o2": {"class": "copy", "from": "n", "is_output_layer": True}},
     train=True, config={"behavior_version": 0})
+
+# reduce with use_time_mask False: RETURNN reduces the padded tensor as the layer before computed it (a linear
+# layer's bias and activation there, an LSTM's padded steps; data's zero frames); here padding counted as zeros
+_L = {"class": "linear", "n_out": 3, "activation": "tanh", "from": "data", "bias_init": 0.7}
+for _mode in ("mean", "max"):
+    case("reduce_no_time_mask_%s_after_linear" % _mode, "reduce_padding", {
+        "l": _L, "output": {"class": "reduce", "mode": _mode, "axes": "T", "use_time_mask": False, "from": "l"}})
+case("reduce_no_time_mask_concat_and_lstm", "reduce_padding", {
+    "l": _L, "r": {"class": "rec", "unit": "nativelstm2", "n_out": 3, "from": "data"},
+    "output": {"class": "reduce", "mode": "sum", "axes": "T", "use_time_mask": False, "from": ["l", "data", "r"]}})
+case("reduce_no_time_mask_activation_zero_length", "reduce_padding", {
+    "l": dict(_L, activation="exp"), "a": {"class": "activation", "activation": "relu", "from": "l"},
+    "output": {"class": "reduce", "mode": "mean", "axes": "T", "use_time_mask": False, "from": "a"}},
+    lens={"data": [7, 4, 0]})
 # transposed_conv 'bias' (RETURNN's TransposedConvLayer): a layer added instead of an own parameter, made compatible to
 # the output; a falsy bias is none (returnn_fuzz --kind mutate --train seed 48: refused here as an unknown option)
 case("transposed_conv_bias_layer", "bias_options", {

@@ -462,9 +462,12 @@ def concat_inputs(layer, data: Data, plan: Optional[FeaturePlan], sources: List[
     sources = dropout_sources(layer, sources, ctx)
     if plan is None:
         return sources[0]
-    sources = [dense_value(s) for s in sources]
+    # padded positions as each source is read there (computed by a layer, zero frames of data), as RETURNN's concat
+    sources = [s.with_tensor(s.as_read()) for s in map(dense_value, sources)]
     sizes = {dim: size for src in sources for dim, size in src.sizes.items()}
-    return LayerOutput(concat_features(plan, sources), data, sizes)
+    out = LayerOutput(concat_features(plan, sources), data, sizes)
+    out.computed_padding = True
+    return out
 
 
 def new_feature_dim(layer_name: str, size: int) -> Dim:

@@ -4,9 +4,9 @@ Only real positions count (``use_time_mask`` None, RETURNN's default, or True): 
 their number, ``max``/``min``/``logsumexp``/``argmax``/``argmin`` ignore padding; over an empty
 sequence ``mean`` gives 0, ``max`` and ``logsumexp`` the dtype's lowest value, ``min`` its highest
 (RETURNN's replacement values; ``argmax``/``argmin``: 0). With
-``use_time_mask`` False the padded positions take part as RETURNN lets them: as zeros here (RETURNN
-takes them as they are: the same numbers whenever its padding is zero), ``mean`` over the padded
-length. Reduced axes are removed, or with ``keep_dims`` replaced by a static engine-made axis of size 1
+``use_time_mask`` False the padded positions take part as RETURNN lets them: as the layer before
+computed them there (e.g. a linear layer's bias), zeros for data (what datasets pad with), ``mean`` over
+the padded length. Reduced axes are removed, or with ``keep_dims`` replaced by a static engine-made axis of size 1
 (RETURNN's, also for a dynamic axis: before behavior version 11 it broadcasts against another axis). Integer ``axes`` count in a layout whose batch axis is at
 ``enforce_batch_dim_axis`` (default 0 when an axis is an int, as RETURNN), and the output keeps that
 layout.
@@ -48,7 +48,7 @@ class ReduceLayer(Layer):
         Option("axis", None, "same as 'axes'"),
         Option("keep_dims", False, "keep reduced axes with size 1"),
         Option("enforce_batch_dim_axis", None, "move the batch axis here first (default: 0 when an axis is an int)"),
-        Option("use_time_mask", None, "None/True: padded positions are left out; False: they take part (as zeros)"),
+        Option("use_time_mask", None, "None/True: padded positions are left out; False: they take part (as computed)"),
     )
 
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
@@ -115,8 +115,8 @@ class ReduceLayer(Layer):
                 m = x.broadcast_mask(a)
                 mask = m if mask is None else tf.logical_and(mask, m)
         tensor = x.tensor
-        if not self.use_mask and mask is not None:  # RETURNN's use_time_mask False: padding as zeros, counted
-            tensor, mask = tf.where(mask, tensor, tf.zeros_like(tensor)), None
+        if not self.use_mask and mask is not None:  # RETURNN's use_time_mask False: padding as it is read, counted
+            tensor, mask = x.as_read(), None
         y = self._reduce(tensor, mask)
         return self.make_output(y, sources)
 
