@@ -179,6 +179,16 @@ def test_unmask_in_loop_mask_must_be_a_layer():
     _build_and_run(_rec(unit))
 
 
+def test_global_rec_step_offset_with_step_read_refused():
+    """RETURNN's use_global_rec_step_offset adds a placeholder fed from outside (its engine never feeds it) to ':i';
+    a unit that reads ':i' is refused in one line (one that does not builds: golden fuzzrec_global_rec_step_offset_unread)."""
+    net = _rec({"i": {"class": "cast", "dtype": "float32", "from": ":i"},
+                "output": {"class": "combine", "kind": "add", "from": ["data:source", "i"]}})
+    net["output"]["use_global_rec_step_offset"] = True
+    with pytest.raises(NetworkError, match="use_global_rec_step_offset with a sub-layer reading ':i'"):
+        _build_and_run(net)
+
+
 def test_masked_computation_initial_output_in_loop_refused():
     """RETURNN's MaskedComputationLayer.get_rec_initial_output asserts initial_output is None ('should be
     configured via the unit'); RETURNN calls it only for a layer whose prev: the unit reads (the published

@@ -296,3 +296,9 @@ def _rna_net(init_masked):
 
 case("fuzzrec_masked_initial_output_unread", "fuzz_rec", _rna_net(0), extern=_XS, train=True, lens=_SS_LENS)
 case("fuzzrec_masked_initial_output_unit_wins", "fuzz_rec", _rna_net(1), extern=_XS, train=True, lens=_SS_LENS)
+# use_global_rec_step_offset on a sub-network unit: RETURNN adds a placeholder fed from outside to ':i'; a unit
+# that does not read ':i' computes the same (returnn_fuzz --kind mutate --train seed 48: refused here as unknown)
+case("fuzzrec_global_rec_step_offset_unread", "fuzzrec_options", {"output": {
+    "class": "rec", "from": "data", "use_global_rec_step_offset": True, "unit": {
+        "cell": {"class": "rnn_cell", "unit": "GRU", "n_out": 4, "from": "data:source"},
+        "output": {"class": "copy", "from": "cell"}}}}, extern=X4, train=True)

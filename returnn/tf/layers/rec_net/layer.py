@@ -91,6 +91,8 @@ class RecSubnetLayer(AssumedTemplates, Layer):
                noop="RETURNN's sub-network loop runs forward whatever it is: it reverses only cell units"),
         Option("axis", None, "the axis to loop over: only the source's time axis here"),
         Option("unit_opts", None, "not used with a sub-network", only=(None, {})),
+        Option("use_global_rec_step_offset", False, "RETURNN: ':i' plus a scalar fed from outside (a placeholder "
+                                                    "its engine never feeds): refused where a sub-layer reads ':i'"),
     )
 
     @classmethod
@@ -144,6 +146,10 @@ class RecSubnetLayer(AssumedTemplates, Layer):
                                            for k, v in unit.items()})
 
         self.unit = read_only(unit_layers(self.opt("unit"), name, search))
+        if self.opt("use_global_rec_step_offset") and any(r.kind == "step" for sub, o in self.unit.items()
+                                                          if isinstance(o, Mapping) for r in layer_refs(sub, o, name)):
+            raise NetworkError("%s: use_global_rec_step_offset with a sub-layer reading ':i' (RETURNN adds a placeholder "
+                               "fed from outside) is not supported" % self.desc)
         self.n_from = len(as_list(opts.get("from", ["data"])))
         self.outer_names = list(outer_names)
         self.outer = types.MappingProxyType(dict(zip(self.outer_names[self.n_from:], sources[self.n_from:])))
