@@ -55,6 +55,9 @@ def _rec(unit):
      "'output' \\(seq_len_mask\\): 'axis' 'F' is the static axis"),
     # NormLayer: 'axis' is an alias of 'axes'; both given: an assertion
     ({"output": {"class": "norm", "axis": "T", "axes": "F", "from": "data"}}, "'output' \\(norm\\): give 'axes' or 'axis'"),
+    # a rec sub-layer's size_target: RETURNN asserts it is a data key where the network evaluates (mutate seed 49)
+    (_rec({"c": {"class": "copy", "from": "data:source", "size_target": "foo"},
+           "output": {"class": "copy", "from": "c"}}), "'output/c': size_target 'foo' is not a data key"),
     # a rec sub-layer's target: RETURNN's rec sub-network looks it up in the data (DataNotFound)
     (_rec({"c": {"class": "rnn_cell", "unit": "BasicRNN", "n_out": 2, "from": "data:source", "target": "foo"},
            "output": {"class": "copy", "from": "c"}}), "'output/c': target 'foo' is not a data key"),

@@ -56,6 +56,22 @@ def check_target_keys(net_dict: Mapping[str, Any], known: Iterable[str], search:
                                    % (name, target, ", ".join(sorted(known))))
 
 
+def check_size_target_keys(net_dict: Mapping[str, Any], known: Iterable[str], search: bool, eval_flag: bool) -> None:
+    """RETURNN's "target %r unknown" (LayerBase._static_get_target_value asserts) for a rec unit's sub-layer whose
+    ``size_target`` is no data key, in a network that evaluates (its _post_init_output reads the size_target only then;
+    a top-level layer's is checked where its dims are filled, network._leading_data)."""
+    if not eval_flag:
+        return
+    from returnn.tf.layers.rec_net.unit_dict import unit_layers
+    known = set(known)
+    for name, opts in _with_unit_layers(net_dict, unit_layers, search):
+        size_target = opts.get("size_target") if isinstance(opts, Mapping) and "/" in name else None
+        if isinstance(size_target, str) and size_target not in known and not size_target.startswith("layer:") \
+                and size_target not in ("none", ""):
+            raise NetworkError("layer %r: size_target %r is not a data key (known: %s); RETURNN asserts 'target "
+                               "unknown'" % (name, size_target, ", ".join(sorted(known))))
+
+
 def _with_unit_layers(net_dict: Mapping[str, Any], unit_layers: Any, search: bool) -> Iterable[Any]:
     """(name, opts) of the layers of ``net_dict`` and of the sub-layers of its rec units that RETURNN
     builds (``rec/sub``): RETURNN's rec sub-network looks a sub-layer's target up in the data too
