@@ -303,6 +303,8 @@ def _expand_masked(name: str, opts: Dict[str, Any], in_rec_unit: bool, prev_read
         stand_in = "" if is_own_name_scope(opts.get("name_scope")) else EngineScope("")
         inner, unit_own = {"output": dict(unit, name_scope=unit.get("name_scope", stand_in))}, {}
     own = {k: v for k, v in opts.items() if k not in _MASKED_OWN_OPTIONS}
+    if masked_from is None:  # RETURNN never uses it: the masked layer starts from its unit's initial output
+        own.pop("initial_output", None)  # (nothing made for it, not even initial_output 'var''s parameter)
     sub = {**unit_own, **own, "class": "subnetwork", "from": sources, "subnetwork": inner}
     for key, value in expand_subnetworks({name: sub}, in_rec_unit).items():
         out[key] = dict(value, **{MASKED_BY: mask}) if step_wise else value

@@ -302,3 +302,6 @@ case("fuzzrec_global_rec_step_offset_unread", "fuzzrec_options", {"output": {
     "class": "rec", "from": "data", "use_global_rec_step_offset": True, "unit": {
         "cell": {"class": "rnn_cell", "unit": "GRU", "n_out": 4, "from": "data:source"},
         "output": {"class": "copy", "from": "cell"}}}}, extern=X4, train=True)
+# ... initial_output 'var' there: RETURNN makes no parameter for it (returnn_fuzz --kind mutate --train seed 50: an
+# extra parameter init_masked_var here)
+case("fuzzrec_masked_initial_output_var_unused", "fuzz_rec", _rna_net("var"), extern=_XS, train=True, lens=_SS_LENS)
