@@ -171,3 +171,11 @@ case("transposed_conv_bias_layer", "bias_options", {
 case("transposed_conv_bias_false", "bias_options", {
     "output": {"class": "transposed_conv", "filter_size": [3], "strides": [2], "n_out": 4, "bias": False,
                "from": "data"}}, lens=L)
+
+# dot with use_mask False over a dynamic reduced axis: RETURNN sums the padded positions too, as they are read there
+# (a linear layer's computed padding, data's zero frames); refused here before
+for _name, _a in (("dot_no_mask_time_after_linears", "l"), ("dot_no_mask_time_data", "data")):
+    case(_name, "dot_padding", {
+        "l": _L, "m": dict(_L, bias_init=0.3, n_out=2),
+        "output": {"class": "dot", "red1": "T", "red2": "T", "var1": "F", "var2": "F", "use_mask": False,
+                   "from": [_a, "m"]}}, config={"behavior_version": 0})

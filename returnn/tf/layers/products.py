@@ -36,8 +36,8 @@ class DotLayer(Layer):
         Option("var2", None, "the second source's own axes (given: the other non-reduced axes pair up in order)"),
         Option("add_var2_if_empty", None, "add a size-1 axis when the second source has no own axes (None: before "
                                           "behavior version 3 only, as RETURNN, which refuses it from then on)"),
-        Option("use_mask", True, "reduced dynamic axes without their padded positions (False: refused where a "
-                                 "reduced axis is dynamic, RETURNN would sum the padding; no effect otherwise)"),
+        Option("use_mask", True, "reduced dynamic axes without their padded positions (False: summed as read "
+                                 "there, RETURNN's: a layer's computed padding, data's zero frames)"),
         Option("debug", False, "RETURNN: print the axes it reduces and keeps",
                noop="a debug print of RETURNN's; the value is the same"),
     )
@@ -60,10 +60,6 @@ class DotLayer(Layer):
                 a.dims[i].dimension != b.dims[j].dimension for i, j in zip(self.red_a, self.red_b)):
             raise NetworkError("%s: red1 %s and red2 %s must pair axes of equal size" % (
                 self.desc, [a.dims[i].short_repr() for i in self.red_a], [b.dims[j].short_repr() for j in self.red_b]))
-        if not self.opt("use_mask") and any(a.dims[i].is_dynamic() or b.dims[j].is_dynamic()
-                                            for i, j in zip(self.red_a, self.red_b)):
-            raise NetworkError("%s: option 'use_mask' = False is not supported here over a dynamic reduced axis "
-                               "(RETURNN sums its padded positions too, whatever they hold)" % self.desc)
         rest_a = [i for i in range(a.batch_ndim) if i not in self.red_a]
         rest_b = [j for j in range(b.batch_ndim) if j not in self.red_b]
         from returnn.tf.layers.norm import behavior_version
@@ -166,13 +162,17 @@ class DotLayer(Layer):
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         a, b = dropout_sources(self, sources, ctx)
+        if not self.opt("use_mask"):  # RETURNN sums the padded positions too, as they are read (computed, data's zeros)
+            return self._output(tf.einsum(self.equation, a.as_read(), b.as_read()), sources)
         ta, tb = a.tensor, b.tensor
         for x, axes, which in ((a, self.red_a, 0), (b, self.red_b, 1)):
             for axis in axes:
                 if x.data.dims[axis].is_dynamic():
                     masked = tf.where(x.broadcast_mask(axis), ta if which == 0 else tb, 0.0)
                     ta, tb = (masked, tb) if which == 0 else (ta, masked)
-        y = tf.einsum(self.equation, ta, tb)
+        return self._output(tf.einsum(self.equation, ta, tb), sources)
+
+    def _output(self, y: tf.Tensor, sources: List[LayerOutput]) -> LayerOutput:
         if self.expand:
             y = y[..., None]
         return self.make_output(y, sources)
