@@ -56,7 +56,7 @@ def _rec(unit):
     # NormLayer: 'axis' is an alias of 'axes'; both given: an assertion
     ({"output": {"class": "norm", "axis": "T", "axes": "F", "from": "data"}}, "'output' \\(norm\\): give 'axes' or 'axis'"),
     # a rec sub-layer's size_target: RETURNN asserts it is a data key where the network evaluates (mutate seed 49)
-    (_rec({"c": {"class": "copy", "from": "data:source", "size_target": "foo"},
+    (_rec({"c": {"class": "eval", "eval": "source(0)", "from": "data:source", "size_target": "foo"},
            "output": {"class": "copy", "from": "c"}}), "'output/c': size_target 'foo' is not a data key"),
     # a rec sub-layer's target: RETURNN's rec sub-network looks it up in the data (DataNotFound)
     (_rec({"c": {"class": "rnn_cell", "unit": "BasicRNN", "n_out": 2, "from": "data:source", "target": "foo"},
@@ -122,6 +122,8 @@ def test_returnn_refuses_at_build(net, match):
     {"output": {"class": "linear", "n_out": 2, "from": "data:classes"}},  # labels alone: an embedding
     {"output": {"class": "pad", "axes": "T", "padding": [0, 3], "value": -2, "from": "data:classes"}},
     {"output": {"class": "pad", "axes": "T", "padding": [0, 3], "value": -2.5, "from": "data"}},
+    # a size_target of a class whose template RETURNN makes itself (copy without n_out / out_type) is never read
+    _rec({"c": {"class": "copy", "from": "data:source", "size_target": "foo"}, "output": {"class": "copy", "from": "c"}}),
     # a target naming a data key, or the choice's, is fine; a sub-layer RETURNN does not build is not checked
     _rec({"c": {"class": "rnn_cell", "unit": "BasicRNN", "n_out": 2, "from": "data:source", "target": "classes"},
           "unused": {"class": "copy", "from": "c", "target": "foo"},

@@ -56,16 +56,26 @@ def check_target_keys(net_dict: Mapping[str, Any], known: Iterable[str], search:
                                    % (name, target, ", ".join(sorted(known))))
 
 
+# RETURNN's layer classes whose output template always goes through LayerBase.get_out_data_from_opts (there
+# _post_init_output reads size_target): the class's own or by super() (1.20261022)
+_SIZE_TARGET_READERS = frozenset((
+    "linear", "softmax", "forward", "hidden", "complex_to_alternating_real", "signal_masking",
+    "first_t_frames_noise_estimator", "combine", "eval", "compare"))
+
+
 def check_size_target_keys(net_dict: Mapping[str, Any], known: Iterable[str], search: bool, eval_flag: bool) -> None:
     """RETURNN's "target %r unknown" (LayerBase._static_get_target_value asserts) for a rec unit's sub-layer whose
-    ``size_target`` is no data key, in a network that evaluates (its _post_init_output reads the size_target only then;
-    a top-level layer's is checked where its dims are filled, network._leading_data)."""
+    ``size_target`` is no data key, in a network that evaluates (its _post_init_output reads the size_target only then,
+    and only for the classes whose template goes through LayerBase's: _SIZE_TARGET_READERS, copy and cast with
+    out_type or n_out; a top-level layer's is checked where its dims are filled, network._leading_data)."""
     if not eval_flag:
         return
     from returnn.tf.layers.rec_net.unit_dict import unit_layers
     known = set(known)
     for name, opts in _with_unit_layers(net_dict, unit_layers, search):
-        size_target = opts.get("size_target") if isinstance(opts, Mapping) and "/" in name else None
+        size_target = opts.get("size_target") if isinstance(opts, Mapping) and "/" in name and (
+            opts.get("class") in _SIZE_TARGET_READERS or (opts.get("class") in ("copy", "cast") and (
+                opts.get("out_type") or opts.get("n_out") is not None))) else None
         if isinstance(size_target, str) and size_target not in known and not size_target.startswith("layer:") \
                 and size_target not in ("none", ""):
             raise NetworkError("layer %r: size_target %r is not a data key (known: %s); RETURNN asserts 'target "
