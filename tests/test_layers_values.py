@@ -133,7 +133,9 @@ def test_dot_attention_style_masks_reduced_time():
 
 def test_gating_split_and_two_sources():
     data, val, x = btf(4)
-    layer = make("gating", {}, [data])
+    with pytest.raises(NetworkError, match="needs 'activation'"):  # RETURNN: no default
+        make("gating", {}, [data], name="g0")
+    layer = make("gating", {"activation": "tanh"}, [data])
     out = run(layer, [val]).tensor.numpy()
     ref = np.tanh(x[..., :2]) / (1 + np.exp(-x[..., 2:]))
     np.testing.assert_allclose(out[0], ref[0], atol=1e-5)
@@ -142,7 +144,7 @@ def test_gating_split_and_two_sources():
     two = make("gating", {"activation": "identity"}, [data, data2], name="g2")
     np.testing.assert_allclose(run(two, [val, val2]).tensor.numpy()[0], x[0] / (1 + np.exp(-x2[0])), atol=1e-5)
     with pytest.raises(NetworkError, match="'lay'.*even"):
-        make("gating", {}, [btf(3)[0]])
+        make("gating", {"activation": "tanh"}, [btf(3)[0]])
 
 
 def test_network_defaults_refs_and_aliases():

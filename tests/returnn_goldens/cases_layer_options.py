@@ -179,3 +179,11 @@ for _name, _a in (("dot_no_mask_time_after_linears", "l"), ("dot_no_mask_time_da
         "l": _L, "m": dict(_L, bias_init=0.3, n_out=2),
         "output": {"class": "dot", "red1": "T", "red2": "T", "var1": "F", "var2": "F", "use_mask": False,
                    "from": [_a, "m"]}}, config={"behavior_version": 0})
+
+# a rec sub-network's loop reads its source past a sequence's end as the layer before computed it (RETURNN's loop over
+# the padded tensor; a linear layer's bias there): read as zeros here before, so the padded steps differed
+case("rec_subnet_reads_source_padding", "reduce_padding", {
+    "l": dict(_L, n_out=4), "r": {"class": "rec", "from": "l", "unit": {
+        "h": {"class": "linear", "n_out": 3, "activation": "tanh", "from": ["data:source", "prev:h"]},
+        "output": {"class": "copy", "from": "h"}}},
+    "output": {"class": "reduce", "mode": "sum", "axes": "T", "use_time_mask": False, "from": "r"}})

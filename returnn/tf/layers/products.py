@@ -197,7 +197,7 @@ class GatingLayer(Layer):
 
     layer_class = "gating"
     options = (
-        Option("activation", "tanh", "activation of the first half"),
+        Option("activation", None, "activation of the first half (required: RETURNN's GatingLayer has no default)"),
         Option("gate_activation", "sigmoid", "activation of the gate (second half)"),
         Option("out_dim", None, "Dim of the output feature axis"),
     )
@@ -205,6 +205,8 @@ class GatingLayer(Layer):
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
         super().__init__(name, opts, sources, seed)
         check_sources(self, sources, 1, 2)
+        if "activation" not in opts:  # RETURNN (since 2017): GatingLayer.__init__ takes it without a default
+            raise NetworkError("%s: needs 'activation' (e.g. \"tanh\"; RETURNN's gating layer has no default)" % self.desc)
         self.act = get_activation(self.opt("activation"), name)
         self.gate = get_activation(self.opt("gate_activation"), name)
         x = sources[0]

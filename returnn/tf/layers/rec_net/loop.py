@@ -89,6 +89,8 @@ class UnitRun:
             srcs = sources[:rec.n_from]
             if rec._source_plan is None:
                 self.source = srcs[0].with_tensor(srcs[0].tensor, rec.source_template)
+                # its padded frames as the layer before computed them: RETURNN's loop reads them past an end
+                self.source.computed_padding = srcs[0].computed_padding
             else:
                 self.source = concat_inputs(rec, rec.source_template, rec._source_plan, srcs, RunContext(False))
             length_value = self.source
