@@ -86,6 +86,11 @@ def _rec(unit):
            "o": {"class": "softmax", "from": "c", "loss": "ce", "target": "classes"},
            "output": {"class": "choice", "from": "o", "target": "classes", "beam_size": 2, "initial_output": 0}}),
      "'output/c' \\(rnn_cell\\): sources"),
+    # a loop layer reading a frame, its prev: and all frames of a base: layer over the loop's time axis: its template per
+    # step has that axis, so the output does (RETURNN's _check_output_template_shape asserts; built here with the axis
+    # twice when the output copy runs after the loop)
+    (_rec({"h": {"class": "linear", "n_out": 3, "activation": "tanh", "from": ["data:source", "prev:h", "base:data"]},
+           "output": {"class": "copy", "from": "h"}}), "'output' \\(rec\\): the output per step has the loop's own time"),
     # ReinterpretDataLayer: copy_as_batch_major / copy_as_time_major assert the axis (chain seed 301, LAX before)
     ({"v": {"class": "variable", "shape": [5], "init": 0.5},
       "output": {"class": "reinterpret_data", "enforce_batch_major": True, "from": "v"}},

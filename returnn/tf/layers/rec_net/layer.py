@@ -276,7 +276,8 @@ class RecSubnetLayer(AssumedTemplates, Layer):
             raise NetworkError("%s: the output computed over the whole sequence has no loop time axis %r (%s); "
                                "RETURNN refuses that" % (self.desc, self.time_dim.description,
                                                          self.layers["output"].output.short_repr()))
-        if "output" in self.in_loop and self.time_dim in self.layers["output"].output.dims:
+        out_dims = list(self.layers["output"].output.dims)
+        if ("output" in self.in_loop and self.time_dim in out_dims) or out_dims.count(self.time_dim) > 1:
             raise NetworkError("%s: the output per step has the loop's own time axis %r (e.g. all frames of a base: "
                                "layer over the loop's time); RETURNN refuses that (reduce or attend over it first)"
                                % (self.desc, self.time_dim.description))
