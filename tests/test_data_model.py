@@ -285,7 +285,8 @@ def test_network_on_shared_time_tags_feeds_sizes_per_key():
     specs = extern_data_from_config(_config(extern_data={
         "data": {"dim": 3, "same_dim_tags_as": {"t": time}},
         "classes": {"dim": 4, "sparse": True, "same_dim_tags_as": {"t": time}}}))
-    net = TFNetwork(outputs({"output": {"class": "softmax", "loss": "ce", "from": ["data", "data:classes"]}}), specs)
+    net = TFNetwork(outputs({"emb": {"class": "linear", "n_out": 2, "from": "data:classes"},  # (labels: embedded alone)
+                             "output": {"class": "softmax", "loss": "ce", "from": ["data", "emb"]}}), specs)
     assert net.layers["output"].output.time_dim is time and net.layers["output"].output.dim == 4
     batch = {"data": tf.zeros([2, 3, 3]), "data:seq_len": tf.constant([3, 1]),
              "classes": tf.constant([[1, 2, 3], [0, 0, 0]]), "classes:seq_len": tf.constant([3, 1])}

@@ -65,7 +65,8 @@ def test_extra_subnetwork():
 
 def _decoder(search_flag_name=None):
     unit = {
-        "prob": {"class": "softmax", "from": ["prev:output", "base:enc"], "target": "classes", "loss": "ce"},
+        "emb": {"class": "linear", "n_out": 3, "from": "prev:output"},  # (labels: embedded alone, as RETURNN)
+        "prob": {"class": "softmax", "from": ["emb", "base:enc"], "target": "classes", "loss": "ce"},
         "output": {"class": "choice", "initial_output": 0, "from": "prob", "target": "classes", "beam_size": 3},
         "end": {"class": "compare", "from": "output", "value": 0}}
     # no 'target' on the rec layer: searched in training it ends by 'end' as in the search task (with one, RETURNN
@@ -90,7 +91,7 @@ def test_extra_search_decoder_shares_the_trained_decoders_parameters():
     search = TFNetwork({"enc": {"class": "reduce", "mode": "mean", "axes": "T", "from": "data"},
                         "output": _decoder()}, _extern(), search=True)
     assert sorted(returnn_param_shapes(net)) == sorted(returnn_param_shapes(search)) == \
-        ["output/rec/prob/W", "output/rec/prob/b"]
+        ["output/rec/emb/W", "output/rec/emb/b", "output/rec/prob/W", "output/rec/prob/b"]
     assert net.layers["extra.search:output"].search and not net.layers["output"].search
     # RETURNN computes the losses of the extra net's layers too (over all hypotheses of the search)
     assert sorted(info.layer for info in net.losses) == ["extra.search:output/prob", "output/prob"]
