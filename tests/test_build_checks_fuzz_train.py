@@ -125,6 +125,10 @@ def test_returnn_refuses_at_build(net, match):
     {"output": {"class": "pad", "axes": "T", "padding": [1, 2], "value": 0.0, "from": "data:classes"}},  # tf.pad
     {"output": {"class": "reinterpret_data", "enforce_time_major": True, "from": "data:classes"}},
     {"output": {"class": "linear", "n_out": 2, "from": "data:classes"}},  # labels alone: an embedding
+    # a top-level size_target RETURNN never reads (pool, copy without n_out/out_type, masked_computation: their
+    # templates are their own), also naming no data key (returnn_fuzz --kind mutate --train seed 51, GAP before)
+    {"output": {"class": "pool", "mode": "max", "pool_size": [2], "padding": "same", "from": "data", "size_target": "foo"}},
+    {"output": {"class": "copy", "from": "data", "size_target": "foo"}},
     {"output": {"class": "pad", "axes": "T", "padding": [0, 3], "value": -2, "from": "data:classes"}},
     {"output": {"class": "pad", "axes": "T", "padding": [0, 3], "value": -2.5, "from": "data"}},
     # a size_target of a class whose template RETURNN makes itself (copy without n_out / out_type) is never read

@@ -29,7 +29,8 @@ from returnn.tf.extra_nets import (EXTRA_OF, ParamsByScope, expand_extra_nets, s
 from returnn.tf.layers.params import is_own_name_scope, layer_scope
 from returnn.tf.net_dict import EVAL_NET, EXTRA_NET_OPTIONS, SEARCH, SEARCH_TASK, TRAIN_NET
 from returnn.tf.layers.rec_net import layer_targets
-from returnn.tf.target_names import check_size_target_keys, check_target_keys, layer_named_targets
+from returnn.tf.target_names import check_size_target_keys, check_target_keys, layer_named_targets, \
+    reads_size_target
 from returnn.tf.net_sources import base_layer_name, check_from_given, layer_sources, parse_source, topological_order  # noqa: F401
 from returnn.tf.preload import load_on_init_entries
 from returnn.tf.subnetwork import expand_subnetworks, map_layer_refs
@@ -358,8 +359,8 @@ class TFNetwork(tf.Module):
     def _leading_data(self, name: str, opts: Mapping[str, Any]) -> List[Data]:
         """The data whose dims fill the layer's undefined output dims before its sources' (RETURNN:
         ``size_target`` when the network evaluates, else ``target`` in a training network)."""
-        size_target = opts.get("size_target")
-        if size_target and self.eval_flag:
+        size_target = opts.get("size_target")  # (a rec layer reads it itself: the loop's length)
+        if size_target and self.eval_flag and (reads_size_target(opts) or opts.get("class") == "rec"):
             if not isinstance(size_target, str) or self._target_template(size_target) is None:
                 raise NetworkError("layer %r: 'size_target' %r is not a data key (known: %s)"
                                    % (name, size_target, ", ".join(sorted(self.extern_data))))

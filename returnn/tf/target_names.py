@@ -63,6 +63,14 @@ _SIZE_TARGET_READERS = frozenset((
     "first_t_frames_noise_estimator", "combine", "eval", "compare"))
 
 
+def reads_size_target(opts: Mapping[str, Any]) -> bool:
+    """Whether RETURNN reads the ``size_target`` of a layer of these options: its _post_init_output for the classes
+    of _SIZE_TARGET_READERS (copy and cast only with out_type or n_out); any other class ignores it."""
+    cls = opts.get("class")
+    return cls in _SIZE_TARGET_READERS or (cls in ("copy", "cast") and bool(
+        opts.get("out_type") or opts.get("n_out") is not None))
+
+
 def check_size_target_keys(net_dict: Mapping[str, Any], known: Iterable[str], search: bool, eval_flag: bool) -> None:
     """RETURNN's "target %r unknown" (LayerBase._static_get_target_value asserts) for a rec unit's sub-layer whose
     ``size_target`` is no data key, in a network that evaluates (its _post_init_output reads the size_target only then,
@@ -73,9 +81,8 @@ def check_size_target_keys(net_dict: Mapping[str, Any], known: Iterable[str], se
     from returnn.tf.layers.rec_net.unit_dict import unit_layers
     known = set(known)
     for name, opts in _with_unit_layers(net_dict, unit_layers, search):
-        size_target = opts.get("size_target") if isinstance(opts, Mapping) and "/" in name and (
-            opts.get("class") in _SIZE_TARGET_READERS or (opts.get("class") in ("copy", "cast") and (
-                opts.get("out_type") or opts.get("n_out") is not None))) else None
+        size_target = opts.get("size_target") if isinstance(opts, Mapping) and "/" in name and \
+            reads_size_target(opts) else None
         if isinstance(size_target, str) and size_target not in known and not size_target.startswith("layer:") \
                 and size_target not in ("none", ""):
             raise NetworkError("layer %r: size_target %r is not a data key (known: %s); RETURNN asserts 'target "
