@@ -131,12 +131,16 @@ def forward_ours(c: Dict[str, Any], arrays: Dict[str, np.ndarray], reverse: bool
     meta = _meta(c, False, str(arrays["out_dims"]))
     res: Dict[str, Optional[str]] = {}
     with case_config(meta):
+        def restored_output(checkpoint: str, expected: np.ndarray) -> Optional[str]:
+            """The net with ``checkpoint`` loaded computes ``expected`` (None), else the mismatch."""
+            manager.restore(os.path.join(c["dir"], checkpoint), params_only=True)
+            value, sizes, _ = run_ours(net, meta, arrays)
+            return _compare(value, sizes, expected, arrays)
+
         try:
             net = build(meta, evaluate=bool(arrays.get("eval_flag", False)))
             manager = CheckpointManager(os.path.join(c["dir"], "unused"), network=net)
-            manager.restore(os.path.join(c["dir"], "returnn"), params_only=True)
-            value, sizes, _ = run_ours(net, meta, arrays)
-            res["to_ours"] = _compare(value, sizes, arrays["out"], arrays)
+            res["to_ours"] = restored_output("returnn", arrays["out"])
         except Exception as exc:  # noqa: BLE001
             res["to_ours"] = "here: " + _line(exc)
             return res
@@ -145,9 +149,7 @@ def forward_ours(c: Dict[str, Any], arrays: Dict[str, np.ndarray], reverse: bool
                 res["to_returnn"] = "RETURNN's loader: " + str(arrays["ours_error"])
             elif "ours_out" in arrays:
                 try:
-                    manager.restore(os.path.join(c["dir"], "ours.001"), params_only=True)
-                    value, sizes, _ = run_ours(net, meta, arrays)
-                    res["to_returnn"] = _compare(value, sizes, arrays["ours_out"], arrays)
+                    res["to_returnn"] = restored_output("ours.001", arrays["ours_out"])
                 except Exception as exc:  # noqa: BLE001
                     res["to_returnn"] = "here: " + _line(exc)
     return res

@@ -229,9 +229,7 @@ class TFNetwork(tf.Module):
                 else:
                     layer = build_with_n_out(lambda o: cls(name, o, templates, seed=seed), layer_opts, n_out_fallback)
             self.layers[name] = layer
-            layer.source_data_names = [self.layers[s].returnn_data_name() if s in self.layers else
-                                       s.split(":", 1)[-1] if s.split(":", 1)[-1] in self.extern_data else None
-                                       for s in srcs]
+            layer.source_data_names = [self._data_name(s) for s in srcs]
             if hasattr(layer, "keep_beams"):  # a search outside the search task gives all hypotheses (beam_values.py)
                 layer.keep_beams = not search
             if search and opts.get("class") == "decide" and opts.get("length_normalization"):
@@ -252,6 +250,13 @@ class TFNetwork(tf.Module):
                     sub_opts = dict(sub_opts, target=key)
                 self._add_loss("%s/%s" % (name, sub), sub_opts, top=False)
         self.output_layer_name = self._find_output_layer()
+
+    def _data_name(self, source: str) -> Optional[str]:
+        """The name of RETURNN's output data of ``source`` (a built layer's, or the data key), None if unknown."""
+        if source in self.layers:
+            return self.layers[source].returnn_data_name()
+        key = source.split(":", 1)[-1]
+        return key if key in self.extern_data else None
 
     def search_of(self, name: str) -> bool:
         """Whether layer ``name`` is built for search: the network's flag, or its extra net's."""

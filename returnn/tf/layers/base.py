@@ -205,6 +205,7 @@ class Layer(tf.Module):
             from returnn.tf.layers.helpers import dropout_axes
             dropout_axes(self, sources[0])  # checked on the input now (RETURNN: only with dropout), used in training
         self.post_bn = None  # RETURNN's batch_norm option: set by post_init
+        self.source_data_names: Optional[List[Optional[str]]] = None  # set by the network (returnn_data_name)
         self._rng = np.random.RandomState((zlib.crc32(name.encode("utf8")) + int(seed) * 1000003) % (2 ** 32))
         self._new_out_dim: Optional[Dim] = None
         # the variables this layer made, by RETURNN's name in the layer's scope (without param_subscope);
@@ -449,7 +450,7 @@ class Layer(tf.Module):
     def returnn_data_name(self) -> str:
         """The name of RETURNN's output data of this layer (``<layer>_output``, or its only source's for
         :attr:`keeps_source_data_name`); ``source_data_names`` is set by the network that built it."""
-        names = getattr(self, "source_data_names", None)
+        names = self.source_data_names
         if self.keeps_source_data_name and names and len(names) == 1 and names[0]:
             return names[0]
         return "%s_output" % self.layer_name.rsplit("/", 1)[-1]
