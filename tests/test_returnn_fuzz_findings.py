@@ -63,6 +63,20 @@ def test_merge_dims_keep_order_follows_the_behavior_version():
         _net({"output": {"class": "merge_dims", "axes": "static", "from": "data"}}, 6)
 
 
+def test_combine_dims_with_a_description_of_several_axes_in_old_configs():
+    """RETURNN's combine_dims before Aug 2021 (its demo-tf-att-copy: axes "static") merged the axes a
+    description names in the input's order; today's RETURNN asserts a list: so from behavior version 1."""
+    layers = {"s": {"class": "split_dims", "axis": "F", "dims": [2, 3], "from": "data"},
+              "output": {"class": "combine_dims", "axes": "static", "from": "s"}}
+    x = np.arange(2 * 4 * 6, dtype="float32").reshape(2, 4, 6)
+    batch = {"data": tf.constant(x), "data:seq_len": tf.constant([4, 3])}
+    net = _net(layers, 0)
+    assert net.layers["output"].output.dim == 6
+    np.testing.assert_array_equal(net.forward(batch, RunContext(False))["output"].tensor.numpy(), x)
+    with pytest.raises(NetworkError, match="'static' matches 2 axes; with keep_order each must be one axis"):
+        _net(layers, 1)
+
+
 def test_activation_layer_needs_an_activation_and_gather_a_position_inside_the_axis():
     with pytest.raises(NetworkError, match="needs 'activation'"):
         _net({"output": {"class": "activation", "activation": None, "from": "data"}})

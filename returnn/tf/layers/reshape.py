@@ -168,7 +168,15 @@ class CombineDimsLayer(MergeDimsLayer):
 
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
         axes = opts.get("axes")
-        super().__init__(name, dict(opts, keep_order=True, axes=_as_list(axes)), sources, seed)
+        from returnn.tf.layers.norm import behavior_version
+        # RETURNN before Aug 2021 (its own demo-tf-att-copy: axes "static"): the axes a description names
+        # merge in the input's order; today's RETURNN asserts a list (docs/compat.md, "Old config forms")
+        self.old_description = isinstance(axes, str) and behavior_version() < 1
+        super().__init__(name, opts if self.old_description else dict(opts, keep_order=True, axes=_as_list(axes)),
+                         sources, seed)
+
+    def keep_order(self) -> bool:
+        return not self.old_description
 
 
 @register_layer

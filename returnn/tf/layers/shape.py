@@ -151,12 +151,7 @@ class MergeDimsLayer(_ShapeLayer):
         data = self.input
         axes_opt = self.opt("axes")
         from returnn.tf.layers.norm import behavior_version
-        keep_order = self.opt("keep_order")
-        if keep_order is None:
-            keep_order = behavior_version() >= 6
-        elif not keep_order and behavior_version() >= 6:
-            raise NetworkError("%s: keep_order False is not allowed from behavior version 6 (RETURNN)" % self.desc)
-        if keep_order:
+        if self.keep_order():
             if not isinstance(axes_opt, (list, tuple)):
                 raise NetworkError("%s: 'axes' %r must be a list, to have a well defined order (keep_order; the "
                                    "default from behavior version 6)" % (self.desc, axes_opt))
@@ -198,6 +193,16 @@ class MergeDimsLayer(_ShapeLayer):
         if is_feat and data.time_dim_axis in axes and data.time_dim_axis != data.feature_dim_axis \
                 and behavior_version() >= 1:
             self.output = self.output.copy(time_dim_axis=None)
+
+    def keep_order(self) -> bool:
+        """Whether ``axes`` merge in the order given (else in the input's axis order)."""
+        from returnn.tf.layers.norm import behavior_version
+        keep_order = self.opt("keep_order")
+        if keep_order is None:
+            return behavior_version() >= 6
+        if not keep_order and behavior_version() >= 6:
+            raise NetworkError("%s: keep_order False is not allowed from behavior version 6 (RETURNN)" % self.desc)
+        return bool(keep_order)
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         x = self.inputs(sources, ctx)
