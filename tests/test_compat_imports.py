@@ -86,6 +86,9 @@ def test_old_name_of_a_module_this_engine_lacks(tmp_path, monkeypatch):
     with pytest.raises(ConfigError) as info:
         load(tmp_path, "import SprintCacheOld\n")
     assert "SprintCacheOld" in str(info.value) and "returnn.sprint_cache_not_here" in str(info.value)
+    # RETURNN's demo-hyper-param-tuning (its task fails in RETURNN 1.20261022 too: KeyError in Runner.run)
+    with pytest.raises(ConfigError, match="'HyperParamTuning' .RETURNN's old name for returnn.tf.hyper_param_tuning"):
+        load(tmp_path, "from HyperParamTuning import HyperParam\n")
 
 
 def test_horovod_ctx_reads_launcher_environment(tmp_path, monkeypatch):
