@@ -505,6 +505,8 @@ def load_config_from_args(args: Sequence[str]) -> Config:
     config.parse_cmd_args(args)
     from returnn.old_network import apply_old_network_keys
     apply_old_network_keys(config)
+    from returnn.learning_rate_control import parse_learning_rates_string
+    parse_learning_rates_string(config)
     return config
 
 

@@ -348,3 +348,21 @@ def _decay_from_config(config: Config) -> Any:
         if value is not None:
             return config.float(key)
     return config.float("newbob_learning_rate_decay")
+
+
+def parse_learning_rates_string(config: Config) -> None:
+    """``learning_rates`` given as a string (RETURNN's JSON configs, e.g. its mdlstm demo:
+    ``"learning_rates": "{1: 0.0005, 25: 0.0003}"``): RETURNN evaluates it and requires a dict; here
+    it is read as a Python literal (never evaluated) and must be a dict."""
+    value = config.typed_dict.get("learning_rates")
+    if not isinstance(value, str):
+        return
+    import ast
+    try:
+        parsed = ast.literal_eval(value.strip())
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        parsed = None
+    if not isinstance(parsed, dict):
+        raise ConfigError("config key 'learning_rates': a string must be a dict literal {epoch: rate, ...} "
+                          "(RETURNN evaluates it and requires a dict), got %r" % value[:80])
+    config.set("learning_rates", parsed)

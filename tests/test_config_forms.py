@@ -61,3 +61,22 @@ def test_num_outputs_forms():
     assert specs["orth"].sparse and specs["orth"].dim == 7 and not specs["data"].sparse
     specs = extern_data_from_config(Config({"num_outputs": {"data": 9, "classes": 4}, "sparse_input": True}))
     assert not specs["data"].sparse and specs["data"].dim == 9 and specs["classes"].sparse
+
+
+def test_learning_rates_as_a_string_of_a_json_config(tmp_path):
+    """RETURNN evaluates a string ``learning_rates`` and requires a dict (its mdlstm demo's JSON config);
+    here it is a literal, never evaluated."""
+    from returnn.config import load_config_from_args
+    from returnn.errors import ConfigError
+    path = tmp_path / "c.json"
+    path.write_text('{"learning_rate": 0.5, "learning_rates": "{1: 0.0005, 3: 0.0003}"}')
+    config = load_config_from_args([str(path)])
+    assert config.typed_value("learning_rates") == {1: 0.0005, 3: 0.0003}
+    control = LearningRateControl.from_config(config)
+    assert [control.get_learning_rate_for_epoch(e) for e in (1, 2, 3, 4)] == [0.0005, 0.0005, 0.0003, 0.0003]
+    path.write_text('{"learning_rates": "[0.1, 0.2]"}')
+    with pytest.raises(ConfigError, match="'learning_rates': a string must be a dict literal"):
+        load_config_from_args([str(path)])
+    path.write_text('{"learning_rates": "__import__(\'os\').getcwd()"}')
+    with pytest.raises(ConfigError, match="a string must be a dict literal"):
+        load_config_from_args([str(path)])
