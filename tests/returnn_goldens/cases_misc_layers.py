@@ -207,3 +207,12 @@ case("time_unchunking_static_time", "time_chunking", dict(_KEEP_T, **{
     "ch": {"class": "time_chunking", "chunk_size": 3, "chunk_step": 2, "from": "pre"},
     "a": {"class": "linear", "activation": "tanh", "n_out": 3, "from": "ch"},
     "output": {"class": "time_unchunking", "chunking_layer": "ch", "from": "a"}}), extern={"data": {"dim": 4}})
+# --- reduce modes any/all of a bool input (RETURNN's tf.reduce_any/all; padded frames False/True): the LSH
+# attention of Zettelkasten/returnn-self-attention reduces its masks so (refused here before: unknown mode)
+_POS = {"pos": {"class": "compare", "kind": "greater", "value": 0.0, "from": "data"}}
+case("reduce_any_time", "reduce", dict(_POS, output={"class": "reduce", "mode": "any", "axis": "T", "from": "pos"}),
+     extern={"data": {"dim": 4}}, lens={"data": [7, 2, 1]})
+case("reduce_all_time", "reduce", dict(_POS, output={"class": "reduce", "mode": "all", "axis": "T", "from": "pos"}),
+     extern={"data": {"dim": 4}}, lens={"data": [7, 2, 1]})
+case("reduce_any_feature", "reduce", dict(_POS, output={"class": "reduce", "mode": "any", "axis": "F", "from": "pos"}),
+     extern={"data": {"dim": 4}})

@@ -1,4 +1,4 @@
-"""``reduce``: sum/mean/max/min over any axes but the batch axis, masked on dynamic axes.
+"""``reduce``: sum/mean/max/min (any/all of bools) over any axes but the batch axis, masked on dynamic axes.
 
 Only real positions count (``use_time_mask`` None, RETURNN's default, or True): ``mean`` divides by
 their number, ``max``/``min``/``logsumexp``/``argmax``/``argmin`` ignore padding; over an empty
@@ -25,7 +25,7 @@ from returnn.tf.layers.helpers import check_dense, concat_inputs, concat_output
 from returnn.tf.layers.options import Option, one_of
 from returnn.tf.layers.shape import batch_axis_perm
 
-REDUCE_MODES = ("sum", "mean", "avg", "max", "min", "logsumexp", "argmax", "argmin")
+REDUCE_MODES = ("sum", "mean", "avg", "max", "min", "logsumexp", "argmax", "argmin", "any", "all")
 
 
 def _has_int(axes: Any) -> bool:
@@ -43,7 +43,7 @@ class ReduceLayer(Layer):
 
     layer_class = "reduce"
     options = (
-        Option("mode", "sum", "one of sum, mean (avg), max, min, logsumexp, argmax, argmin"),
+        Option("mode", "sum", "one of sum, mean (avg), max, min, logsumexp, argmax, argmin, any, all (bool input)"),
         Option("axes", None, "axis description(s) to reduce, e.g. 'T', 'F', ['T', 'F'], 'spatial'"),
         Option("axis", None, "same as 'axes'"),
         Option("keep_dims", False, "keep reduced axes with size 1"),
@@ -62,6 +62,8 @@ class ReduceLayer(Layer):
         axes_opt = opts.get("axes", opts.get("axis"))
         if axes_opt is None:
             raise NetworkError("%s: needs 'axes'" % self.desc)
+        if self.mode in ("any", "all") and data.dtype != "bool":  # RETURNN: tf.reduce_any/all, a TypeError
+            raise NetworkError("%s: mode %r needs a bool input, got %s" % (self.desc, self.mode, data.dtype))
         self.use_mask = self.opt("use_time_mask") is not False
         enforce = self.opt("enforce_batch_dim_axis")
         self.perm = batch_axis_perm(self, data, 0 if enforce is None and _has_int(axes_opt) else enforce)
@@ -126,8 +128,12 @@ class ReduceLayer(Layer):
             if self.arg:
                 return self._arg(x)
             fn = {"sum": tf.reduce_sum, "mean": tf.reduce_mean, "avg": tf.reduce_mean, "max": tf.reduce_max,
-                  "min": tf.reduce_min, "logsumexp": tf.reduce_logsumexp}[self.mode]
+                  "min": tf.reduce_min, "logsumexp": tf.reduce_logsumexp, "any": tf.reduce_any,
+                  "all": tf.reduce_all}[self.mode]
             return fn(x, axis=axes, keepdims=keep)
+        if self.mode in ("any", "all"):  # RETURNN's replacement of padded positions: False for any, True for all
+            return {"any": tf.reduce_any, "all": tf.reduce_all}[self.mode](
+                tf.where(mask, x, self.mode == "all"), axis=axes, keepdims=keep)
         if self.mode == "sum":
             return tf.reduce_sum(tf.where(mask, x, 0.0), axis=axes, keepdims=keep)
         if self.mode in ("mean", "avg"):
