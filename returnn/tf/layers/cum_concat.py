@@ -8,7 +8,9 @@ new axis' size ``t + 1`` for the whole batch (positions after ``t`` hold zeros).
 the loop (the stacked steps, e.g. a self-attention after the loop: ``(B, T, T', ...)``) the new
 axis' sizes are per frame of the loop, ``t + 1`` (the rec loop stacks them), as in RETURNN.
 
-``axis`` may only be RETURNN's single-step dim (None here: the loop's step).
+``axis`` may only be RETURNN's single-step dim (None here: the loop's step). Without ``out_spatial_dim``
+(RETURNN's 2021 branch frithjof-self-attention named the axis itself) a new Dim, only without a
+behavior_version: released RETURNN requires it.
 """
 from __future__ import annotations
 
@@ -48,6 +50,11 @@ class CumConcatLayer(Layer):
         self.step_mode = True
         dim = self.opt("out_spatial_dim")
         if dim is None:
+            from returnn.tf.layers.norm import behavior_version
+            if behavior_version() >= 1:  # released RETURNN requires it (new_dim, since 2021-11 out_spatial_dim)
+                raise NetworkError("%s: needs 'out_spatial_dim' (a dynamic Dim; RETURNN: a required argument, only "
+                                   "its 2021 branch frithjof-self-attention made one); not with a behavior_version"
+                                   % self.desc)
             dim = Dim(None, kind=DimTypes.Spatial, description="%s:cum-concat" % name)
         elif not isinstance(dim, Dim) or dim.dimension is not None:
             raise NetworkError("%s: out_spatial_dim must be a dynamic Dim, got %r" % (self.desc, dim))

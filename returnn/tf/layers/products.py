@@ -118,11 +118,16 @@ class DotLayer(Layer):
         return "auto", "auto"
 
     def _var_axes(self, data: Data, value: Any, key: str, rest: List[int]) -> List[int]:
+        from returnn.tf.layers.norm import behavior_version
         out: List[int] = []
         for desc in _axis_list(value):
             if desc is None:
                 continue
             optional = isinstance(desc, str) and desc.endswith("?")
+            if optional and behavior_version() >= 1:
+                raise NetworkError("%s: %s %r: an optional axis ('?' suffix) is no RETURNN axis form (only its 2021 "
+                                   "branch frithjof-self-attention had it); not with a behavior_version" % (
+                                       self.desc, key, desc))
             if optional:
                 desc = desc[:-1]
                 if not data.has_axis(desc):
