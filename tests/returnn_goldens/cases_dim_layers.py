@@ -128,3 +128,10 @@ for _name, _lens in (("reshape_split_feature", [5, 3, 0]), ("unflatten_nd_two_ax
     _c = CASES[_name]
     case(_name + "_zero_len", _c["family"], _c["network"], extern=_c["extern"], config=_c["config"],
          lens={"data": _lens}, notes=_c["notes"])
+# --- reinterpret_data naming two axes at once (Zettelkasten/returnn-self-attention's heads and rounds): this engine
+# kept the renames in a dict keyed by Dims on the layer, which tf.Module's tracking cannot sort (a crash)
+case("reinterpret_data_set_two_dim_tags", "reinterpret_data", {
+    "s": {"class": "split_dims", "axis": "F", "dims": [2, 3], "from": "data"},
+    "n": {"class": "reinterpret_data", "from": "s", "set_dim_tags": {"static:0": dim_marker("heads", 2),
+                                                                    "static:1": dim_marker("inner", 3)}},
+    "output": {"class": "reduce", "mode": "sum", "axis": "stag:heads", "from": "n"}}, extern={"data": {"dim": 6}})

@@ -3,7 +3,7 @@ squeeze, cast, swap_axes, reinterpret_data (RETURNN semantics; axes by RETURNN's
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -429,17 +429,17 @@ class ReinterpretDataLayer(_ShapeLayer):
         if self.opt("enforce_batch_major") and data.batch_dim_axis is not None:
             self.perm = [data.batch_dim_axis] + [a for a in self.perm if a != data.batch_dim_axis]
         data = data.copy_transpose(self.perm)
-        self.renamed: Dict[Dim, Dim] = {}
-        for axis, dim in dict(self.opt("set_dim_tags") or {}).items():
+        renamed: List[Tuple[Dim, Dim]] = []  # (new, old); a tuple: tf.Module wraps a dict attribute, and its
+        for axis, dim in dict(self.opt("set_dim_tags") or {}).items():  # tracking sorts the keys (Dims do not sort)
             if not isinstance(dim, Dim):
                 raise NetworkError("%s: set_dim_tags[%r] must be a Dim, got %r" % (self.desc, axis, dim))
             a = self.axis(data, axis, "set_dim_tags")
-            self.renamed[dim] = data.dims[a]
+            renamed.append((dim, data.dims[a]))
             data = data.copy_template_replace_dim_tag(a, dim)
         if self.base is not None:
             if self.base.time_dim is None or data.time_dim_axis is None:
                 raise NetworkError("%s: size_base and input both need a time axis" % self.desc)
-            self.renamed[self.base.time_dim] = data.time_dim
+            renamed.append((self.base.time_dim, data.time_dim))
             data = data.copy_template_replace_dim_tag(data.time_dim_axis, self.base.time_dim)
         special = {}
         for key, value in dict(self.opt("set_axes") or {}).items():
@@ -449,6 +449,7 @@ class ReinterpretDataLayer(_ShapeLayer):
                 raise NetworkError("%s: set_axes keys must be 'T' or 'F', got %r" % (self.desc, key))
             special[attr] = None if value is None else self.axis(data, value, "set_axes")
         data = data.copy(**special)
+        self.renamed = tuple(renamed)
         sparse = self.opt("set_sparse")
         sparse_dim = _set_sparse_dim(self, data, self.opt("set_sparse_dim"), self.opt("increase_sparse_dim"))
         if sparse is False:
@@ -466,7 +467,7 @@ class ReinterpretDataLayer(_ShapeLayer):
         x = self.inputs(own, ctx)
         tensor = tf.transpose(x.tensor, self.perm) if self.perm != sorted(self.perm) else x.tensor
         sizes = dict(x.sizes)
-        for new, old in self.renamed.items():
+        for new, old in self.renamed:
             if old in x.sizes:
                 sizes[new] = x.sizes[old]
                 over = getattr(old, "sizes_over", None)  # sizes per position of other axes (slice_nd's per frame)
