@@ -21,10 +21,11 @@ What is not JSON or not a RETURNN layer is rewritten, keeping the meaning:
 - the repository's own layer class ``name_axis`` (not part of RETURNN: it gives an axis a named dim
   tag) -> ``reinterpret_data`` with ``set_dim_tags`` {axis: Dim marker of the description} (static
   sizes from the call's arguments; description None -> ``copy``; a named feature axis stops being the
-  feature axis, as the branch's distinct tags kept it apart from another of the same size); its axis forms ``T+1`` (the window
-  axis right after a split_dims' chunk axis) and ``stag:X+1`` (the axis a merge_dims made) name the
-  dim at the layer that makes the axis (split_dims ``dims`` / merge_dims ``out_dim``); ``repeat``'s
-  axis named the same way gets the ``out_dim``;
+  feature axis, as the branch's distinct tags kept it apart from another of the same size); its axis
+  forms ``T+1`` (the window axis right after a split_dims' chunk axis) and ``stag:X+1`` (the axis a
+  merge_dims made) name the dim at the layer that makes the axis (split_dims ``dims`` / merge_dims
+  ``out_dim``); ``repeat``'s axis named the same way gets the ``out_dim``; a ``range_in_axis``'s one
+  axis is no feature axis;
 - ``cum_concat`` without ``out_spatial_dim`` (the branch named its axis ``rec-history``) -> with a Dim
   marker ``rec-history`` (one per net: keys, values and queries of a unit share it, as their names did);
 - a dot's optional var axis ``stag:NAME?`` (a feature of RETURNN's 2021 branch frithjof-self-attention,
@@ -376,7 +377,8 @@ def _cross_cases(sa, ca) -> List[Dict[str, Any]]:
     net = _dec_net({"att_att": None}, ["att_att"], 0, 'max_len_from("base:encoder") * 3', {"att_out": "output/att_att"})
     ca.add_full_lsh_cross_attention_layer(d=net["output"]["unit"], db=net, input="embed", keys_input="base:encoder",
                                           output="att", num_heads=heads, key_dim=kd, value_dim=vd, num_hashes=6)
-    out.append(_case("full_lsh_cross", _sub_outputs(net), ext, lens, output="att_out", dims=_lsh_dims(heads, 1, 1, 0, 0)))
+    out.append(_case("full_lsh_cross", _sub_outputs(net), ext, lens, output="att_out",
+                     dims=_lsh_dims(heads, 1, 1, 0, 0)))
     # test_lsh_cross_attention_equals_full_lsh_cross_attention(_shuffle_kv)
     for enc_t, dec_t, size, before, after, nheads, nh, align, shuffle in [
             (5, 1, 6, 0, 0, 1, 4, "identity", False), (15, 10, 5, 1, 1, 2, 6, "identity", False),
