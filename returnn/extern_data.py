@@ -25,6 +25,8 @@ DATA_OPTS = {
     "dims": "same as dim_tags",
     "same_dim_tags_as": "{axis description: Dim}: make that axis this Dim",
     "vocab": "accepted, not used",
+    "version": "RETURNN's Tensor version: 1 (its default time/feature axis rules, as here; returnn_common writes "
+               "it), 2 (no default axes) is refused",
 }
 
 
@@ -40,7 +42,10 @@ def data_from_opts(key: str, opts: Dict[str, Any], config_key: str = "extern_dat
     unknown = sorted(set(opts) - set(DATA_OPTS))
     if unknown:
         raise ConfigError("%s: unknown option(s) %s (known: %s)" % (where, ", ".join(unknown), ", ".join(sorted(DATA_OPTS))))
-    kwargs = {k: v for k, v in opts.items() if k not in ("vocab", "same_dim_tags_as", "dims")}
+    if opts.get("version", 1) != 1:
+        raise ConfigError("%s: 'version' %r is not supported (only 1: RETURNN's default time/feature axes, as here)"
+                          % (where, opts["version"]))
+    kwargs = {k: v for k, v in opts.items() if k not in ("vocab", "same_dim_tags_as", "dims", "version")}
     if "dims" in opts:
         kwargs["dim_tags"] = opts["dims"]
     dim = opts.get("dim")

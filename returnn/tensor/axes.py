@@ -46,8 +46,10 @@ def resolve_axes(data, axes: Any) -> List[int]:
     """All axes for ``axes`` (possibly none), in order, without repeats."""
     if axes is None or (isinstance(axes, str) and axes == ""):
         return []
-    if isinstance(axes, Dim):
-        return [i for i, d in enumerate(data.dims) if d == axes]
+    if isinstance(axes, Dim):  # RETURNN: of several equal axes, those of the highest match_priority
+        found = [i for i, d in enumerate(data.dims) if d == axes]
+        top = max((data.dims[i].match_priority for i in found), default=0)
+        return [i for i in found if data.dims[i].match_priority == top]
     if isinstance(axes, bool):
         raise AxisError("invalid axis %r" % axes)
     if isinstance(axes, int):

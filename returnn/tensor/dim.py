@@ -39,7 +39,7 @@ def building_network() -> Iterator[None]:
 
 
 # RETURNN Dim options that change nothing here (batch info, search beams, matching priorities, ...)
-_RETURNN_NOOP_OPTS = ("batch", "control_flow_ctx", "src_data", "src_axis", "match_priority", "generic", "special",
+_RETURNN_NOOP_OPTS = ("batch", "control_flow_ctx", "src_data", "src_axis", "generic", "special",
                       "undefined", "dyn_size", "dyn_size_ext", "capacity", "bounded_by", "is_batch_dim",
                       "derived_from_op")
 
@@ -56,14 +56,15 @@ class Dim:
     def __init__(self, dimension: Optional[int] = None, name: Optional[str] = None, *,
                  kind: Optional[str] = DimTypes.Unspecified, description: Optional[str] = None,
                  derived_from: Optional["Dim"] = None, auto_generated: bool = False,
-                 derived_from_tag: Optional["Dim"] = None, vocab: Any = None, **returnn_opts: Any):
+                 derived_from_tag: Optional["Dim"] = None, vocab: Any = None, match_priority: int = 0,
+                 **returnn_opts: Any):
         if dimension is not None and (isinstance(dimension, bool) or not isinstance(dimension, int)
                                       or dimension < 0):
             raise ValueError("Dim dimension must be None or an int >= 0, got %r" % (dimension,))
         unknown = sorted(set(returnn_opts) - set(_RETURNN_NOOP_OPTS))
         if unknown:
             raise TypeError("Dim: option(s) %s are not supported here (accepted: dimension, name, kind, description, "
-                            "derived_from_tag, vocab, %s)" % (", ".join(unknown), ", ".join(_RETURNN_NOOP_OPTS)))
+                            "derived_from_tag, vocab, match_priority, %s)" % (", ".join(unknown), ", ".join(_RETURNN_NOOP_OPTS)))
         self.dimension = dimension
         self.kind = kind
         self.description = description or name or ("unnamed:%s" % (kind or "dim"))
@@ -73,6 +74,9 @@ class Dim:
         # >= 16) never matches it with another dim of the same size (layers/helpers.py)
         self.user_made = not auto_generated and not _BUILDING[0]
         self.vocab = vocab
+        # RETURNN: of the axes a Dim matches, the one of the highest match_priority is meant (a square weight
+        # [in.copy(match_priority=1), in]: ``in`` names the first axis); see returnn.tensor.axes.resolve_axes
+        self.match_priority = match_priority
         self.same_as: Optional[Dim] = None
         self.derived_from_op: Optional[Tuple[str, List[Any]]] = None  # dim math: (kind, [inputs]), see dim_math
         # RETURNN computed this dim's sizes without tying the size tensor to its tag (split_dims' padded
@@ -148,12 +152,16 @@ class Dim:
         """True for a non-batch axis whose size varies per sequence."""
         return self.dimension is None and not self.is_batch_dim()
 
-    def copy(self, *, kind: Optional[str] = None, description: Optional[str] = None,
-             same_as_self: bool = False) -> "Dim":
-        """A new Dim of the same size; equal to this one only with ``same_as_self``."""
+    def copy(self, same_as_self: bool = True, description: Optional[str] = None, kind: Optional[str] = None,
+             match_priority: Optional[int] = None) -> "Dim":
+        """RETURNN's ``Dim.copy``: a new Dim of the same size, the same as this one (equal to it) unless
+        ``same_as_self`` is False (then it needs a ``description``); ``match_priority`` its own."""
+        if not same_as_self and description is None:
+            raise ValueError("%s: a copy not same_as_self needs a new description (as RETURNN)" % self.short_repr())
         new = Dim(self.dimension, kind=self.kind if kind is None else kind,
                   description=description or self.description, derived_from=self.derived_from,
-                  auto_generated=self.auto_generated)
+                  auto_generated=self.auto_generated,
+                  match_priority=self.match_priority if match_priority is None else match_priority)
         new.user_made = self.user_made
         if same_as_self:
             new.same_as = self.get_same_base()
@@ -211,8 +219,10 @@ class Dim:
     div_right = __truediv__
 
     def div_left(self, other):
+        """``self / other``, ``other`` the left factor of ``self`` (RETURNN: ``key_dim_total.div_left(num_heads)``
+        is the dim per head)."""
         from returnn.tensor.dim_math import bin_op
-        return bin_op("truediv", other, self)
+        return bin_op("truediv_left", self, other)
 
     def ceildiv_right(self, other):
         """``ceil(self / other)`` (e.g. frames after striding by ``other`` with padding)."""
@@ -220,8 +230,9 @@ class Dim:
         return bin_op("ceildiv", self, other)
 
     def ceildiv_left(self, other):
+        """``ceil(self / other)``, ``other`` the left factor."""
         from returnn.tensor.dim_math import bin_op
-        return bin_op("ceildiv", other, self)
+        return bin_op("ceildiv_left", self, other)
 
     def is_dim_known(self) -> bool:
         return True

@@ -8,7 +8,8 @@ same Dim object (cached on the operand's base, as RETURNN does), so ``time // 2`
 a config names one axis. Simplifications as RETURNN: ``x + 0``, ``x * 1``, ``x // 1`` are ``x``;
 ``(x * n) // n`` is ``x``.
 
-Kinds: ``add``, ``sub``, ``mul``, ``floordiv``, ``truediv`` (exact division), ``ceildiv``; inputs are
+Kinds: ``add``, ``sub``, ``mul``, ``floordiv``, ``truediv`` (exact division), ``ceildiv``, ``truediv_left`` and
+``ceildiv_left`` (RETURNN's ``div_left``/``ceildiv_left``: divided by a left factor); inputs are
 Dims or ints, in the order of the operation (``2 * time``: ``mul`` of ``[2, time]``).
 """
 from __future__ import annotations
@@ -36,8 +37,12 @@ _OPS = {
     "floordiv": lambda a, b: a // b,
     "truediv": lambda a, b: a // b,
     "ceildiv": _ceildiv,
+    "truediv_left": lambda a, b: a // b,
+    "ceildiv_left": _ceildiv,
 }
-_SYMBOL = {"add": "+", "sub": "-", "mul": "*", "floordiv": "//", "truediv": "/", "ceildiv": "/^"}
+_SYMBOL = {"add": "+", "sub": "-", "mul": "*", "floordiv": "//", "truediv": "/", "ceildiv": "/^", "truediv_left": " /l ",
+           "ceildiv_left": " /^l "}
+_DIVS = ("floordiv", "truediv", "ceildiv", "truediv_left", "ceildiv_left")
 
 
 def _desc(x: Operand) -> str:
@@ -61,11 +66,14 @@ def bin_op(kind: str, left: Operand, right: Operand) -> "Dim":  # noqa: F821
         return left
     if kind == "mul" and isinstance(left, int) and left == 1:
         return right
-    if kind in ("floordiv", "truediv", "ceildiv") and isinstance(right, int) and right == 1:
+    if kind in _DIVS and isinstance(right, int) and right == 1:
         return left
     if kind in ("floordiv", "truediv", "ceildiv") and isinstance(left, Dim) and left.derived_from_op \
             and left.derived_from_op[0] == "mul" and _same(left.derived_from_op[1][1], right):
         return left.derived_from_op[1][0]
+    if kind in ("truediv_left", "ceildiv_left") and isinstance(left, Dim) and left.derived_from_op \
+            and left.derived_from_op[0] == "mul" and _same(left.derived_from_op[1][0], right):
+        return left.derived_from_op[1][1]  # (n * x) /l n
     anchor = left if isinstance(left, Dim) else right
     key = (kind, "right" if anchor is left else "left", _key(right if anchor is left else left))
     cache = anchor.get_same_base().__dict__.setdefault("_math_cache", {})
@@ -74,17 +82,20 @@ def bin_op(kind: str, left: Operand, right: Operand) -> "Dim":  # noqa: F821
     a, b = _static(left), _static(right)
     size = None
     if a is not None and b is not None:
-        if kind == "truediv" and a % b:
+        if kind in ("truediv", "truediv_left") and a % b:
             raise ValueError("dim math: %s / %s does not divide exactly" % (_desc(left), _desc(right)))
         size = _OPS[kind](a, b)
-        if size < 0:
-            raise ValueError("dim math: %s %s %s is negative" % (_desc(left), _SYMBOL[kind], _desc(right)))
+    # a negative static size (RETURNN's ``window * -1``, a term of a sum such as a window's padded time) is kept
+    # as RETURNN keeps it; a layer's axis of negative size fails where the axis is made
+    negative, size = (size, None) if size is not None and size < 0 else (None, size)
     # RETURNN's _get_merged_dim_kind: feature if a feature dim takes part, else spatial
     kinds = {x.kind for x in (left, right) if isinstance(x, Dim) and not x.is_batch_dim()}
     out = Dim(size, kind=DimTypes.Feature if DimTypes.Feature in kinds else DimTypes.Spatial,
               description="%s%s%s" % (_desc(left), _SYMBOL[kind], _desc(right)),
               derived_from=_representative([x for x in (left, right) if isinstance(x, Dim)]), auto_generated=True)
     out.derived_from_op = (kind, [left, right])
+    if negative is not None:
+        out.dimension = negative
     cache[key] = out
     return out
 

@@ -408,23 +408,22 @@ class Layer(tf.Module):
                                "the activation)" % (self.desc, activation))
 
     def _verify_out_shape(self, out_shape: Any) -> None:
-        """RETURNN's ``out_shape``: the output's dims, as a set (batch included); ``{}`` (Python's
-        literal for an empty dict, RETURNN iterates it as an empty set): no dims, a scalar."""
+        """RETURNN's ``out_shape``: the output's dims, as a set (batch included), the implicit ones too
+        (:func:`returnn.tensor.marked_dim.out_shape_problems`)."""
+        from returnn.tensor.marked_dim import MarkedDim, out_shape_problems
         if isinstance(out_shape, Mapping) and not out_shape:
             out_shape = set()
-        if not isinstance(out_shape, (set, frozenset, list, tuple)) or not all(isinstance(d, Dim) for d in out_shape):
-            raise NetworkError("%s: 'out_shape' must be a set of Dims here (RETURNN's markers such as OptionalDim "
-                               "are not supported), got %r" % (self.desc, out_shape))
-        dims = list(self.output.dims)
-        missing = [d for d in out_shape if not any(d == o for o in dims)]
+        if not isinstance(out_shape, (set, frozenset, list, tuple)) or not all(
+                isinstance(d, (Dim, MarkedDim)) for d in out_shape):
+            raise NetworkError("%s: 'out_shape' must be a set of Dims (or RETURNN's marked dims, "
+                               "returnn.tensor.marked_dim), got %r" % (self.desc, out_shape))
         # RETURNN (LayerBase.transform_config_dict): a rec sub-layer moved out of the loop may have the loop's
         # time axis too (an OptionalDim; RETURNN checks its template in the loop first, where it has not)
         from returnn.tf.layers.helpers import moved_out_loop_dims
-        optional = moved_out_loop_dims()
-        extra = [o for o in dims if not any(d == o for d in out_shape) and not any(o == d for d in optional)]
-        if missing or extra:
-            raise NetworkError("%s: the output %s does not have the dims of 'out_shape' (missing %s, not in it %s)"
-                               % (self.desc, self.output.short_repr(), missing, extra))
+        problems = out_shape_problems(self.output, out_shape, moved_out_loop_dims())
+        if problems:
+            raise NetworkError("%s: the output %s does not have the dims of 'out_shape' (%s)"
+                               % (self.desc, self.output.short_repr(), "; ".join(problems)))
 
     def _check_out_type(self, out_type: Any) -> None:
         """RETURNN's ``out_type`` on a layer that computes its own output: what it states must hold."""

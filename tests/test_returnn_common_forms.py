@@ -1,0 +1,106 @@
+"""Forms of the config code rwth-i6/returnn_common serializes (benchmarks/returnn_common_nets.py): its
+``from returnn.tensor.marked_dim import ImplicitDynSizeDim, ImplicitSparseDim`` and the marked dims in
+``out_shape``, ``extern_data`` entries with ``'version': 1``, dim math with ``div_left`` and negative
+terms, ``Dim.copy(match_priority=...)`` (RETURNN: same as the dim, first to match)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from returnn.config import load_config_from_args
+from returnn.errors import ConfigError, NetworkError
+from returnn.extern_data import extern_data_from_config, size_key
+from returnn.tensor import Data, Dim, batch_dim
+from returnn.tensor.axes import resolve_axis
+from returnn.tf.layers import RunContext
+from returnn.tf.network import TFNetwork
+
+CONFIG = """#!rnn.py
+from returnn.tensor import Dim, batch_dim, single_step_dim
+from returnn.tensor.marked_dim import ImplicitDynSizeDim, ImplicitSparseDim
+
+use_tensorflow = True
+behavior_version = 16
+
+time_dim = Dim(description='time', dimension=None, kind=Dim.Types.Spatial)
+input_dim = Dim(description='input', dimension=4, kind=Dim.Types.Feature)
+classes_dim = Dim(description='classes', dimension=5, kind=Dim.Types.Feature)
+extern_data = {
+  'data': {'dim_tags': [batch_dim, time_dim, input_dim], 'dtype': 'float32', 'version': %(version)s,
+           'available_for_inference': True},
+  'classes': {'dim_tags': [batch_dim, time_dim], 'sparse_dim': classes_dim, 'dtype': 'int32', 'version': 1},
+}
+network = {
+  'range': {'class': 'range_in_axis', 'from': 'data:data', 'axis': time_dim, 'dtype': 'float32',
+            'out_shape': {ImplicitDynSizeDim(batch_dim), time_dim}},
+  'labels': {'class': 'copy', 'from': 'data:classes', 'out_shape': %(labels_shape)s},
+  'output': {'class': 'combine', 'kind': 'add', 'from': ['data:data', 'range'],
+             'out_shape': {batch_dim, time_dim, input_dim}},
+}
+"""
+
+
+def _net(tmp_path, version: int = 1, labels_shape: str = "{batch_dim, time_dim, ImplicitSparseDim(classes_dim)}"):
+    path = tmp_path / "rc.config"
+    path.write_text(CONFIG % dict(version=version, labels_shape=labels_shape))
+    config = load_config_from_args([str(path)])
+    extern = extern_data_from_config(config)
+    net = TFNetwork(dict(config.typed_value("network"), labels=dict(config.typed_value("network")["labels"],
+                                                                     is_output_layer=True)), extern)
+    return net, extern
+
+
+def test_marked_dims_in_out_shape(tmp_path):
+    """RETURNN's verify_out_shape: a batch-less range over the time axis has the batch implicitly (its
+    lengths are per sequence), a sparse copy its sparse dim; both named marked as returnn_common writes them.
+    The old code had no returnn.tensor.marked_dim (the config failed at its import) and took no markers."""
+    net, extern = _net(tmp_path)
+    x = np.arange(2 * 3 * 4, dtype=np.float32).reshape(2, 3, 4)
+    batch = {"data": tf.constant(x), size_key("data", extern["data"], 1): tf.constant([3, 2]),
+             "classes": tf.zeros([2, 3], tf.int32), size_key("classes", extern["classes"], 1): tf.constant([3, 2])}
+    out = net.forward(batch, RunContext(False), only=["output"])["output"]
+    np.testing.assert_allclose(np.asarray(out.tensor)[:, :2], x[:, :2] + np.arange(2)[None, :, None])
+    # RETURNN: an implicit dim left out of out_shape is missing; a marker of a dim that is an axis is wrong
+    with pytest.raises(NetworkError, match="missing in 'out_shape': classes"):
+        _net(tmp_path, labels_shape="{batch_dim, time_dim}")
+    with pytest.raises(NetworkError, match="is not an implicit dim"):
+        _net(tmp_path, labels_shape="{batch_dim, ImplicitSparseDim(time_dim), ImplicitSparseDim(classes_dim)}")
+
+
+def test_extern_data_version(tmp_path):
+    """'version': 1 is RETURNN's Tensor with its default axes (as this engine's); 2 (no default axes) is
+    refused in one line. The old code refused the key whatever its value."""
+    _, extern = _net(tmp_path)
+    assert extern["data"].feature_dim_axis == 2
+    with pytest.raises(ConfigError, match="'version' 2 is not supported"):
+        _net(tmp_path, version=2)
+
+
+def test_dim_math_of_returnn_common():
+    """RETURNN: ``a.div_left(b)`` is a / b (b the left factor: the dim per head); the old code computed
+    b / a ('does not divide exactly'). A term ``window * -1`` of a sum is kept (size -3), the old code
+    refused it. ``Dim.copy()`` is the same dim unless same_as_self=False (the old code: never)."""
+    key, heads = Dim(21, description="key"), Dim(3, description="heads")
+    assert key.div_left(heads).dimension == 7 and Dim(7, description="a").ceildiv_left(2).dimension == 4
+    assert (heads * key.div_left(heads)).div_left(heads) is key.div_left(heads)
+    window, time = Dim(3, description="window"), Dim(None, description="time")
+    assert (window * -1).dimension == -3
+    assert (window.ceildiv_right(2) + (-1) + window // 2).dimension == 2
+    padded = window.ceildiv_right(2) + (-1) + time + (window // 2)
+    assert padded.dimension is None
+    assert window.copy() == window and window.copy(match_priority=1) == window
+    assert window.copy(same_as_self=False, description="other") != window
+    with pytest.raises(ValueError, match="needs a new description"):
+        window.copy(same_as_self=False)
+
+
+def test_match_priority_picks_the_axis():
+    """RETURNN's get_axis_from_description: of two equal axes the one of the higher match_priority (a
+    square weight [in.copy(match_priority=1), in]); the old code found the axis not unique."""
+    feat = Dim(4, description="in")
+    data = Data("w", dims=[feat.copy(match_priority=1), feat])
+    assert resolve_axis(data, feat) == 0
+    with pytest.raises(Exception, match="not unique"):
+        resolve_axis(Data("w", dims=[feat.copy(), feat]), feat)
+    assert batch_dim.match_priority == 0
