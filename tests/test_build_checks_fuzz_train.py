@@ -55,6 +55,9 @@ def _rec(unit):
      "'output' \\(seq_len_mask\\): 'axis' 'F' is the static axis"),
     # NormLayer: 'axis' is an alias of 'axes'; both given: an assertion
     ({"output": {"class": "norm", "axis": "T", "axes": "F", "from": "data"}}, "'output' \\(norm\\): give 'axes' or 'axis'"),
+    # EvalLayer passes kind="eval" to CombineLayer.__init__: a 'kind' of its own is a TypeError (mutate seed 52)
+    ({"output": {"class": "eval", "eval": "source(0)", "kind": "eval", "from": "data"}},
+     "'output' \\(eval\\): takes no 'kind'"),
     # a rec sub-layer's size_target: RETURNN asserts it is a data key where the network evaluates (mutate seed 49)
     (_rec({"c": {"class": "eval", "eval": "source(0)", "from": "data:source", "size_target": "foo"},
            "output": {"class": "copy", "from": "c"}}), "'output/c': size_target 'foo' is not a data key"),

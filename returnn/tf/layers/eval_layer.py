@@ -212,6 +212,9 @@ class EvalLayer(Layer):
 
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
         super().__init__(name, opts, sources, seed)
+        if opts.get("class") == "eval" and "kind" in opts:  # RETURNN's EvalLayer passes kind="eval" to CombineLayer
+            raise NetworkError("%s: takes no 'kind' (RETURNN: 'got multiple values for keyword argument kind'; "
+                               "a combine with kind 'eval' is the eval layer)" % self.desc)
         expr = self.opt("eval")
         if isinstance(expr, str):
             try:
