@@ -104,3 +104,43 @@ def test_match_priority_picks_the_axis():
     with pytest.raises(Exception, match="not unique"):
         resolve_axis(Data("w", dims=[feat.copy(), feat]), feat)
     assert batch_dim.match_priority == 0
+
+
+VARIABLE_CONFIG = """#!rnn.py
+from returnn.tensor import Dim, batch_dim
+
+behavior_version = 16
+time_dim = Dim(description='time', dimension=None, kind=Dim.Types.Spatial)
+in_dim = Dim(description='in', dimension=3, kind=Dim.Types.Feature)
+extern_data = {'data': {'dim_tags': [batch_dim, time_dim, in_dim], 'dtype': 'float32', 'version': 1}}
+network = {
+  'Parameter.initial': {'class': 'random', 'shape': (in_dim, in_dim.copy(match_priority=1)), 'distribution': 'normal',
+                        'stddev': 0.5, 'dtype': 'float32', 'static': True, 'shape_deps': []},
+  'weight': {'class': 'variable', 'shape': [in_dim.copy(match_priority=1), in_dim], 'param_name': 'param',
+             'dtype': 'float32', 'init_by_layer': 'Parameter.initial'},
+  'output': {'class': 'dot', 'from': ['data:data', 'weight'], 'reduce': in_dim,
+             'out_shape': {batch_dim, time_dim, in_dim}},
+}
+"""
+
+
+def test_variable_of_dims_initialized_by_a_layer(tmp_path):
+    """returnn_common's parameters: RETURNN's variable layer with a shape of Dims, its initial value a static
+    random layer's (init_by_layer, the random value's axes matched to the shape by dim, the higher
+    match_priority first: here transposed); the dot reduces the weight's axis of match_priority 1. The old
+    code refused Dims in 'shape' and init_by_layer."""
+    path = tmp_path / "var.config"
+    path.write_text(VARIABLE_CONFIG)
+    config = load_config_from_args([str(path)])
+    extern = extern_data_from_config(config)
+    layers = dict(config.typed_value("network"))
+    layers["Parameter.initial"] = dict(layers["Parameter.initial"], is_output_layer=True)
+    net = TFNetwork(layers, extern)
+    x = np.random.RandomState(0).normal(size=(2, 3, 3)).astype(np.float32)
+    batch = {"data": tf.constant(x), size_key("data", extern["data"], 1): tf.constant([3, 3])}
+    res = net.forward(batch, RunContext(False), only=["output", "Parameter.initial"])
+    init = np.asarray(res["Parameter.initial"].tensor)
+    weight = np.asarray(tf.convert_to_tensor(net.layers["weight"].var))
+    np.testing.assert_allclose(weight, init.T)
+    assert [d.match_priority for d in net.layers["weight"].output.dims] == [1, 0]
+    np.testing.assert_allclose(np.asarray(res["output"].tensor), x @ weight, rtol=1e-5, atol=1e-5)

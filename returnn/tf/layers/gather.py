@@ -6,7 +6,9 @@
   an index outside the axis gives zeros (RETURNN on GPU; on CPU TensorFlow fails there).
 - ``gather_nd`` (RETURNN's old layer): ``position`` (B, ...) indexes the time axis of ``from``
   (B, T, ...) per sequence; ``gather`` on ``"T"`` with only the batch axis gathered per entry.
-- ``variable``: a trainable parameter of ``shape`` (``init``, ``dtype``); ``add_batch_axis``
+- ``variable``: a trainable parameter of ``shape`` (ints or static Dims, RETURNN's; ``init``, ``dtype``; or
+  ``init_by_layer``: the initial value is that layer's, e.g. returnn_common's static ``random`` layer, a layer
+  without sources computed once when the variable is made, its axes matched to ``shape`` by dim); ``add_batch_axis``
   repeats it per sequence (first axis), ``add_time_axis`` adds a time axis of size 1 after it (engine-made,
   as RETURNN's dummy time: before behavior version 11 it broadcasts into another source's axis, e.g. data's T).
 """
@@ -194,13 +196,15 @@ class VariableLayer(Layer):
 
     layer_class = "variable"
     default_from = ()
+    ref_options = ("init_by_layer",)
     options = (
-        Option("shape", None, "shape of the parameter (list of ints)"),
+        Option("shape", None, "shape of the parameter (list of ints or static Dims)"),
         Option("dtype", "float32", "its dtype"),
         Option("init", 0.0, "initial value (RETURNN init spec)"),
         Option("add_batch_axis", False, "repeat the parameter over the batch (first axis)"),
         Option("add_time_axis", False, "add a time axis of size 1 after the batch axis"),
-        Option("init_by_layer", None, "not supported"),
+        Option("init_by_layer", None, "a layer without sources (e.g. a static random layer) whose value is the "
+                                      "initial value"),
         Option("param_name", None, "RETURNN's name of the parameter in the layer's scope (default: the layer's name)"),
         Option("saveable", True, "False: the parameter is not stored in checkpoints (starts from init when loaded)"),
         Option("non_critical_for_restore", False, "True: a checkpoint without the parameter is no error"),
@@ -208,20 +212,27 @@ class VariableLayer(Layer):
 
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
         super().__init__(name, opts, sources, seed)
-        check_sources(self, sources, 0, 0)
+        n_init = 1 if self.opt("init_by_layer") is not None else 0
+        check_sources(self, sources, n_init, n_init)
         shape = self.opt("shape")
-        if not isinstance(shape, (list, tuple)) or not all(isinstance(n, int) and n > 0 for n in shape):
-            raise NetworkError("%s: 'shape' must be a list of positive ints, got %r" % (self.desc, shape))
-        if self.opt("init_by_layer") is not None:
-            raise NetworkError("%s: option 'init_by_layer' is not supported" % self.desc)
+        if not isinstance(shape, (list, tuple)) or not all(
+                (isinstance(n, int) and not isinstance(n, bool) and n > 0)
+                or (isinstance(n, Dim) and n.dimension is not None and n.dimension > 0) for n in shape):
+            raise NetworkError("%s: 'shape' must be a list of positive ints or static Dims, got %r" % (self.desc, shape))
+        # RETURNN: an int is a new axis (the last one the feature axis), a Dim is that axis
+        dims = [n if isinstance(n, Dim) else Dim(n, kind=DimTypes.Feature if i == len(shape) - 1 else DimTypes.Spatial,
+                                                 description="%s:var%i" % (name, i), auto_generated=True)
+                for i, n in enumerate(shape)]
+        sizes = [d.dimension for d in dims]
         param_name = self.opt("param_name") or name.rsplit("/", 1)[-1]
         if not isinstance(param_name, str):
             raise NetworkError("%s: 'param_name' must be a str, got %r" % (self.desc, param_name))
-        self.var = self.weight(param_name, list(shape), self.opt("init"))
         if self.opt("dtype") != "float32":
             raise NetworkError("%s: only float32 variables are supported, got %r" % (self.desc, self.opt("dtype")))
-        dims = [Dim(n, kind=DimTypes.Feature if i == len(shape) - 1 else DimTypes.Spatial,
-                    description="%s:var%i" % (name, i), auto_generated=True) for i, n in enumerate(shape)]
+        if self.opt("init_by_layer") is not None:
+            self.var = self.variable(param_name, self._value_of_init_layer(sources[0], dims))
+        else:
+            self.var = self.weight(param_name, sizes, self.opt("init"))
         self.with_batch = bool(self.opt("add_batch_axis"))
         self.with_time = bool(self.opt("add_time_axis"))
         if self.with_time:
@@ -230,6 +241,33 @@ class VariableLayer(Layer):
         if self.with_batch:
             dims = [batch_dim] + dims
         self.output = Data(name, dims=dims, time_dim_axis=(1 if self.with_batch else 0) if self.with_time else None)
+
+    def _value_of_init_layer(self, init: Data, dims: List[Dim]) -> Any:
+        """RETURNN's init_by_layer: the layer's value (``copy_compatible_to`` the variable's dims: its axes
+        matched by dim, the higher match_priority first), computed here once; a layer without sources only."""
+        from returnn.tf.layers import reuse
+        resolve = reuse.outer_resolver()
+        layer = resolve(self.opt("init_by_layer")) if resolve is not None else None
+        if layer is None or getattr(layer, "sources", None) or init.batch_dim_axis is not None \
+                or any(d.dimension is None for d in init.dims) or not tf.executing_eagerly():
+            raise NetworkError("%s: 'init_by_layer' %r must be a layer without sources and with static axes only "
+                               "(e.g. a static random layer), got %s" % (self.desc, self.opt("init_by_layer"),
+                                                                        init.short_repr()))
+        perm: List[int] = []
+        for d in dims:  # RETURNN's copy_compatible_to: the same Dim object, else the equal axis of top match_priority
+            axes = [a for a in range(len(init.dims)) if a not in perm and init.dims[a] == d]
+            same = [a for a in axes if init.dims[a] is d]
+            top = max((init.dims[a].match_priority for a in axes), default=0)
+            axes = same or [a for a in axes if init.dims[a].match_priority == top]
+            if len(axes) != 1:
+                raise NetworkError("%s: 'init_by_layer' %s does not have the axes of 'shape' %s"
+                                   % (self.desc, init.short_repr(), [x.short_repr() for x in dims]))
+            perm.append(axes[0])
+        if len(perm) != len(init.dims):
+            raise NetworkError("%s: 'init_by_layer' %s does not have the axes of 'shape' %s"
+                               % (self.desc, init.short_repr(), [x.short_repr() for x in dims]))
+        value = layer.forward([], RunContext(False)).tensor
+        return tf.cast(tf.transpose(value, perm), tf.float32).numpy()
 
     def returnn_params(self) -> List[Param]:
         return [dataclasses.replace(p, saveable=bool(self.opt("saveable")), critical=not self.opt("non_critical_for_restore"))
