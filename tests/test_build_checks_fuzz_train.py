@@ -58,6 +58,9 @@ def _rec(unit):
     # EvalLayer passes kind="eval" to CombineLayer.__init__: a 'kind' of its own is a TypeError (mutate seed 52)
     ({"output": {"class": "eval", "eval": "source(0)", "kind": "eval", "from": "data"}},
      "'output' \\(eval\\): takes no 'kind'"),
+    # CombineDimsLayer passes keep_order=True to MergeDimsLayer: its own is a TypeError (mutate seed 53)
+    ({"output": {"class": "combine_dims", "axes": ["T", "F"], "keep_order": True, "from": "data"}},
+     "'output' \\(combine_dims\\): takes no 'keep_order'"),
     # a rec sub-layer's size_target: RETURNN asserts it is a data key where the network evaluates (mutate seed 49)
     (_rec({"c": {"class": "eval", "eval": "source(0)", "from": "data:source", "size_target": "foo"},
            "output": {"class": "copy", "from": "c"}}), "'output/c': size_target 'foo' is not a data key"),

@@ -164,9 +164,12 @@ class CombineDimsLayer(MergeDimsLayer):
     """RETURNN's combine_dims: merge_dims of ``axes`` in the order given."""
 
     layer_class = "combine_dims"
-    options = (Option("keep_order", True, "always True (RETURNN's combine_dims sets it)", only=(True,)),)
+    options = (Option("keep_order", True, "not to be given: RETURNN's combine_dims sets it (given: a TypeError)"),)
 
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
+        if "keep_order" in opts:  # RETURNN passes keep_order=True to MergeDimsLayer itself: 'multiple values'
+            raise NetworkError("layer %r (combine_dims): takes no 'keep_order' (RETURNN: it always keeps the order; "
+                               "given, 'got multiple values for keyword argument keep_order')" % name)
         axes = opts.get("axes")
         from returnn.tf.layers.norm import behavior_version
         # RETURNN before Aug 2021 (its own demo-tf-att-copy: axes "static"): the axes a description names
