@@ -68,6 +68,15 @@ case("conv_bias_layer_valid", "bias_options", {
     "b": {"class": "variable", "shape": (4,)},
     "output": {"class": "conv", "filter_size": [3], "padding": "valid", "n_out": 4, "bias": "b", "from": "data",
                "activation": "relu"}}, lens=L)
+# a scalar bias layer: RETURNN's copy_compatible_to broadcasts it to every channel (refused here before; mutate s54)
+case("conv_bias_layer_scalar", "bias_options", {
+    "b": {"class": "variable", "shape": ()},
+    "output": {"class": "conv", "filter_size": [3], "padding": "valid", "n_out": 4, "bias": "b", "from": "data",
+               "activation": "relu"}}, lens=L)
+case("transposed_conv_bias_layer_scalar", "bias_options", {
+    "b": {"class": "variable", "shape": ()},
+    "output": {"class": "transposed_conv", "filter_size": [2], "strides": [2], "n_out": 3, "bias": "b",
+               "from": "data"}}, lens=L)
 
 # gather clip_to_valid (RETURNN: the position clipped to 0 .. the axis length - 1, per sequence on a dynamic axis;
 # an unknown option here before)

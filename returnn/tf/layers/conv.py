@@ -263,9 +263,11 @@ __all__: Tuple[str, ...] = ("ConvLayer", "PoolLayer", "conv_out_len")
 
 def check_bias_layer(layer: Layer, data: Data, n_out: int) -> None:
     """The ``bias`` layer's output of a conv / transposed_conv ``layer`` must be the n_out channels, maybe with
-    static size-1 axes that broadcast (RETURNN adds it made compatible to the output); forward reshapes it to
-    (n_out,)."""
+    static size-1 axes that broadcast, or a scalar (RETURNN adds it made compatible to the output); forward
+    reshapes it to (n_out,) (a scalar to (1,))."""
     sizes = [d.dimension for d in data.dims]
+    if not sizes and not data.sparse:  # a scalar: RETURNN's copy_compatible_to broadcasts it to every channel
+        return
     if data.batch_dim_axis is not None or data.sparse or sizes.count(n_out) < 1 or \
             any(n not in (1, n_out) for n in sizes) or (n_out != 1 and sizes.count(n_out) != 1) or \
             data.batch_ndim > len(layer.plan.windows) + 1:
