@@ -63,6 +63,15 @@ case("fold_mean_valid", "fold", {
             "out_spatial_dim": dim_marker("wtime")},
     "output": {"class": "fold", "from": "win", "mode": "mean", "padding": "valid", "in_spatial_dim": dim_ref("wtime"),
                "window_dim": dim_ref("win")}}, extern=X6_DIMS, lens={"data": [7, 5, 3]})
+# stride 0 (RETURNN takes it: every frame's window added at position 0; refused here before, mutate seed 54)
+case("fold_sum_valid_stride0", "fold", {
+    "win": {"class": "window", "from": "data", "window_size": 3, "window_dim": dim_marker("win", 3)},
+    "output": {"class": "fold", "from": "win", "mode": "sum", "padding": "valid", "stride": 0,
+               "in_spatial_dim": dim_ref("time"), "window_dim": dim_ref("win")}}, extern=X6_DIMS)
+case("fold_mean_valid_stride0", "fold", {
+    "win": {"class": "window", "from": "data", "window_size": 3, "window_dim": dim_marker("win", 3)},
+    "output": {"class": "fold", "from": "win", "mode": "mean", "padding": "valid", "stride": 0,
+               "in_spatial_dim": dim_ref("time"), "window_dim": dim_ref("win")}}, extern=X6_DIMS)
 
 # --- range, range_from_length
 case("range_over_feature", "range", {

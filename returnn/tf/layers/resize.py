@@ -227,7 +227,9 @@ class FoldLayer(Layer):
         data = sources[0]
         self.mode = one_of(self.desc, "mode", self.opt("mode"), ("sum", "mean"))
         self.padding = one_of(self.desc, "padding", str(self.opt("padding")).lower(), ("same", "valid"))
-        self.stride = positive_int(self.desc, "stride", self.opt("stride"))
+        # RETURNN takes stride 0 too (every frame's window at 0; "same": no output frames), not a negative one
+        self.stride = 0 if self.opt("stride") == 0 and self.opt("stride") is not False else positive_int(
+            self.desc, "stride", self.opt("stride"))
         self.in_ax = self.axis(data, self.opt("in_spatial_dim"), "in_spatial_dim")
         self.win_ax = self.axis(data, self.opt("window_dim"), "window_dim")
         if self.in_ax == self.win_ax:
