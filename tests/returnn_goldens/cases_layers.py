@@ -409,3 +409,5 @@ case("reinterpret_data_identity", "shape", {"a": _lin(4), "output": {"class": "r
 case("transposed_conv_remove_padding", "transposed_conv", {
     "output": {"class": "transposed_conv", "filter_size": [4], "strides": [2], "padding": "valid",
                "remove_padding": 1, "n_out": 3, "from": "data"}}, lens={"data": LENS_LONG})
+# repetitions 0 (RETURNN's tf.repeat: every sequence empty; refused here before, mutate --train seed 55)
+case("repeat_time_zero", "repeat", {"output": {"class": "repeat", "repetitions": 0, "axis": "T", "from": "data"}})

@@ -116,3 +116,7 @@ case("rec_last_output", "rec_access", {
     "output": {"class": "rec_last_output", "rec_layer": "rec", "sub_layer_name": "h"}},
     lens={"data": [5, 3, 0]}, notes="last frame per sequence; the length-0 sequence gets the initial output")
 
+# k 0 (RETURNN's tf.math.top_k: an empty axis; refused here before, mutate --train seed 55)
+case("top_k_feature_k0", "top_k", {
+    "top": {"class": "top_k", "from": "data", "axis": "F", "k": 0},
+    "output": {"class": "copy", "from": "top/indices"}})

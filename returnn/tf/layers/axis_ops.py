@@ -288,7 +288,8 @@ class RepeatLayer(Layer):
         old = data.dims[self.ax]
         static = None
         if not self.reps_layer:
-            self.reps = positive_int(self.desc, "repetitions", self.opt("repetitions"))
+            reps = self.opt("repetitions")  # RETURNN takes 0 (tf.repeat: an empty axis), not a negative count
+            self.reps = 0 if reps == 0 and reps is not False else positive_int(self.desc, "repetitions", reps)
             static = None if old.dimension is None else old.dimension * self.reps
         out_dim = opts.get("out_dim")
         self.new = out_dim if isinstance(out_dim, Dim) else _new_dim(name, old, static, "repeat")

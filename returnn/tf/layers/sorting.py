@@ -84,8 +84,8 @@ class TopKLayer(Layer):
             if not self.k_per_seq:
                 k_dim.scalar_sizes = True
         else:
-            if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-                raise NetworkError("%s: 'k' must be an int >= 1 or a layer name, got %r" % (self.desc, k))
+            if isinstance(k, bool) or not isinstance(k, int) or k < 0:  # RETURNN takes 0 (tf's top_k: an empty axis)
+                raise NetworkError("%s: 'k' must be an int >= 0 or a layer name, got %r" % (self.desc, k))
             if k_dim is None:
                 k_dim = Dim(k, kind=DimTypes.Spatial, description="%s:topk" % name)
             elif k_dim.dimension != k:
