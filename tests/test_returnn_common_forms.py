@@ -117,20 +117,23 @@ network = {
   'Parameter.initial': {'class': 'random', 'shape': (in_dim, in_dim.copy(match_priority=1)), 'distribution': 'normal',
                         'stddev': 0.5, 'dtype': 'float32', 'static': True, 'shape_deps': []},
   'weight': {'class': 'variable', 'shape': [in_dim.copy(match_priority=1), in_dim], 'param_name': 'param',
-             'dtype': 'float32', 'init_by_layer': 'Parameter.initial'},
+             'dtype': 'float32', 'init_by_layer': %(init)r},
+  'sub': {'class': 'subnetwork', 'from': [], 'subnetwork': {'output': {'class': 'copy', 'from': 'base:Parameter.initial'}}},
   'output': {'class': 'dot', 'from': ['data:data', 'weight'], 'reduce': in_dim,
              'out_shape': {batch_dim, time_dim, in_dim}},
 }
 """
 
 
-def test_variable_of_dims_initialized_by_a_layer(tmp_path):
+@pytest.mark.parametrize("init", ["Parameter.initial", "sub"])
+def test_variable_of_dims_initialized_by_a_layer(tmp_path, init):
     """returnn_common's parameters: RETURNN's variable layer with a shape of Dims, its initial value a static
     random layer's (init_by_layer, the random value's axes matched to the shape by dim, the higher
-    match_priority first: here transposed); the dot reduces the weight's axis of match_priority 1. The old
-    code refused Dims in 'shape' and init_by_layer."""
+    match_priority first: here transposed; also through a sub-network's copy of it, as returnn_common's
+    deep-copied modules); the dot reduces the weight's axis of match_priority 1. The old code refused Dims
+    in 'shape' and init_by_layer."""
     path = tmp_path / "var.config"
-    path.write_text(VARIABLE_CONFIG)
+    path.write_text(VARIABLE_CONFIG % dict(init=init))
     config = load_config_from_args([str(path)])
     extern = extern_data_from_config(config)
     layers = dict(config.typed_value("network"))

@@ -219,7 +219,7 @@ class TFNetwork(tf.Module):
                           if (k != "from" or has_axis_pairs(v)) and k not in EXTRA_NET_OPTIONS}
             n_out_fallback = self._infer_n_out(name, layer_opts)
             templates = [self.template_of(s) for s in srcs]
-            with reuse.resolving(self._built_layer), undefined_dims.leading(name, self._leading_data(name, opts)):
+            with reuse.resolving(self._built_layer, self.sources), undefined_dims.leading(name, self._leading_data(name, opts)):
                 if hasattr(cls, "outer_sources"):  # it reads its own 'from' (to tell it from the rest)
                     layer = build_with_n_out(lambda o: cls(
                         name, dict(o, **{"from": opts.get("from", ["data"])}), templates, seed=seed,

@@ -8,7 +8,7 @@
   (B, T, ...) per sequence; ``gather`` on ``"T"`` with only the batch axis gathered per entry.
 - ``variable``: a trainable parameter of ``shape`` (ints or static Dims, RETURNN's; ``init``, ``dtype``; or
   ``init_by_layer``: the initial value is that layer's, e.g. returnn_common's static ``random`` layer, a layer
-  without sources computed once when the variable is made, its axes matched to ``shape`` by dim); ``add_batch_axis``
+  that reads no data, computed once when the variable is made, its axes matched to ``shape`` by dim); ``add_batch_axis``
   repeats it per sequence (first axis), ``add_time_axis`` adds a time axis of size 1 after it (engine-made,
   as RETURNN's dummy time: before behavior version 11 it broadcasts into another source's axis, e.g. data's T).
 """
@@ -203,8 +203,8 @@ class VariableLayer(Layer):
         Option("init", 0.0, "initial value (RETURNN init spec)"),
         Option("add_batch_axis", False, "repeat the parameter over the batch (first axis)"),
         Option("add_time_axis", False, "add a time axis of size 1 after the batch axis"),
-        Option("init_by_layer", None, "a layer without sources (e.g. a static random layer) whose value is the "
-                                      "initial value"),
+        Option("init_by_layer", None, "a layer that reads no data (e.g. a static random layer) whose value is "
+                                      "the initial value"),
         Option("param_name", None, "RETURNN's name of the parameter in the layer's scope (default: the layer's name)"),
         Option("saveable", True, "False: the parameter is not stored in checkpoints (starts from init when loaded)"),
         Option("non_critical_for_restore", False, "True: a checkpoint without the parameter is no error"),
@@ -244,13 +244,14 @@ class VariableLayer(Layer):
 
     def _value_of_init_layer(self, init: Data, dims: List[Dim]) -> Any:
         """RETURNN's init_by_layer: the layer's value (``copy_compatible_to`` the variable's dims: its axes
-        matched by dim, the higher match_priority first), computed here once; a layer without sources only."""
+        matched by dim, the higher match_priority first), computed here once; a layer that reads no data only."""
         from returnn.tf.layers import reuse
-        resolve = reuse.outer_resolver()
-        layer = resolve(self.opt("init_by_layer")) if resolve is not None else None
-        if layer is None or getattr(layer, "sources", None) or init.batch_dim_axis is not None \
-                or any(d.dimension is None for d in init.dims) or not tf.executing_eagerly():
-            raise NetworkError("%s: 'init_by_layer' %r must be a layer without sources and with static axes only "
+        try:
+            value = reuse.static_value(self.opt("init_by_layer"))
+        except KeyError:
+            value = None
+        if value is None or init.batch_dim_axis is not None or any(d.dimension is None for d in init.dims):
+            raise NetworkError("%s: 'init_by_layer' %r must be a layer that reads no data, with static axes only "
                                "(e.g. a static random layer), got %s" % (self.desc, self.opt("init_by_layer"),
                                                                         init.short_repr()))
         perm: List[int] = []
@@ -266,7 +267,6 @@ class VariableLayer(Layer):
         if len(perm) != len(init.dims):
             raise NetworkError("%s: 'init_by_layer' %s does not have the axes of 'shape' %s"
                                % (self.desc, init.short_repr(), [x.short_repr() for x in dims]))
-        value = layer.forward([], RunContext(False)).tensor
         return tf.cast(tf.transpose(value, perm), tf.float32).numpy()
 
     def returnn_params(self) -> List[Param]:

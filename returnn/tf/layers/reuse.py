@@ -23,24 +23,49 @@ sub-layers and ``base:x`` layers of the network around it.
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence
 
 import tensorflow as tf
 
 from returnn.errors import NetworkError
 
 _RESOLVERS: List[Callable[[str], Any]] = []
+_SOURCES: List[Optional[Mapping[str, Sequence[str]]]] = []  # per resolver: the network's layer -> its source names
 _OPTIONS = ("reuse_layer", "map", "custom", "auto_create_missing", "layer_output", "shape")
 
 
 @contextlib.contextmanager
-def resolving(get_layer: Callable[[str], Any]) -> Iterator[None]:
-    """While building layers: ``get_layer(name)`` gives a built layer (or raises KeyError)."""
+def resolving(get_layer: Callable[[str], Any], sources: Optional[Mapping[str, Sequence[str]]] = None
+              ) -> Iterator[None]:
+    """While building layers: ``get_layer(name)`` gives a built layer (or raises KeyError);
+    ``sources``: each layer's source names (for :func:`static_value`)."""
     _RESOLVERS.append(get_layer)
+    _SOURCES.append(sources)
     try:
         yield
     finally:
         _RESOLVERS.pop()
+        _SOURCES.pop()
+
+
+def static_value(name: str) -> tf.Tensor:
+    """The value of the built layer ``name`` of the network being built when it reads no data (e.g. a
+    static random layer, a sub-network's copy of it): its layers run once, eagerly, not training;
+    KeyError when it reads data or a layer not built."""
+    get_layer, sources = _RESOLVERS[-1] if _RESOLVERS else None, _SOURCES[-1] if _SOURCES else None
+    if get_layer is None or sources is None or not tf.executing_eagerly():
+        raise KeyError(name)
+    from returnn.tf.layers.base import RunContext
+    done: Dict[str, Any] = {}
+
+    def value(layer_name: str) -> Any:
+        if layer_name not in done:
+            if layer_name not in sources:
+                raise KeyError(layer_name)
+            ins = [value(s) for s in sources[layer_name]]
+            done[layer_name] = get_layer(layer_name).forward(ins, RunContext(False))
+        return done[layer_name]
+    return value(name).tensor
 
 
 def outer_resolver() -> Optional[Callable[[str], Any]]:
