@@ -73,6 +73,15 @@ case("conv_bias_layer_scalar", "bias_options", {
     "b": {"class": "variable", "shape": ()},
     "output": {"class": "conv", "filter_size": [3], "padding": "valid", "n_out": 4, "bias": "b", "from": "data",
                "activation": "relu"}}, lens=L)
+case("conv_bias_layer_per_sequence", "bias_options", {  # a bias with a batch axis: one per sequence (mutate s57)
+    "b": {"class": "linear", "activation": None, "n_out": 4, "from": "red"},
+    "red": {"class": "reduce", "mode": "mean", "axis": "T", "from": "data"},
+    "output": {"class": "conv", "filter_size": [3], "padding": "same", "n_out": 4, "bias": "b", "from": "data"}},
+    lens=L)
+case("transposed_conv_bias_layer_per_sequence", "bias_options", {
+    "b": {"class": "variable", "shape": (3,), "add_batch_axis": True},
+    "output": {"class": "transposed_conv", "filter_size": [2], "strides": [2], "n_out": 3, "bias": "b",
+               "from": "data"}}, lens=L)
 case("transposed_conv_bias_layer_scalar", "bias_options", {
     "b": {"class": "variable", "shape": ()},
     "output": {"class": "transposed_conv", "filter_size": [2], "strides": [2], "n_out": 3, "bias": "b",

@@ -154,7 +154,7 @@ class ConvLayer(Layer):
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         plan = self.plan
         w = self.kernel(sources)
-        bias = tf.reshape(sources[-1].tensor, [-1]) if self.bias_ref else self.bias
+        bias = bias_value(sources[-1], 2 + len(plan.windows)) if self.bias_ref else self.bias
         sources = sources[:len(sources) - self.n_refs]
         x = concat_inputs(self, plan.concat_data, plan.concat_plan, sources, ctx)
         xt, _ = plan.channel_last_input(x, 0.0 if self.opt("use_time_mask") else None, pad_fill=0.0)
@@ -258,18 +258,29 @@ def conv_out_len(length: int, k: int, stride: int = 1, dilation: int = 1, paddin
     return max(0, (length - k_eff) // stride + 1)
 
 
-__all__: Tuple[str, ...] = ("ConvLayer", "PoolLayer", "conv_out_len")
+__all__: Tuple[str, ...] = ("ConvLayer", "PoolLayer", "conv_out_len", "bias_value")
+
+
+def bias_value(bias: LayerOutput, rank: int) -> tf.Tensor:
+    """A bias layer's value (see :func:`check_bias_layer`) for a channel-last output (B, spatial..., C) of
+    ``rank`` axes: (C,) or (1,) (a scalar), with a batch axis (B, 1, ..., C)."""
+    b = bias.data.batch_dim_axis
+    if b is None:
+        return tf.reshape(bias.tensor, [-1])
+    value = tf.transpose(bias.tensor, [b] + [i for i in range(bias.data.batch_ndim) if i != b])
+    shape = tf.shape(value)
+    return tf.reshape(value, tf.concat([shape[:1], tf.ones([rank - 2], tf.int32), [-1]], 0))
 
 
 def check_bias_layer(layer: Layer, data: Data, n_out: int) -> None:
     """The ``bias`` layer's output of a conv / transposed_conv ``layer`` must be the n_out channels, maybe with
-    static size-1 axes that broadcast, or a scalar (RETURNN adds it made compatible to the output); forward
-    reshapes it to (n_out,) (a scalar to (1,))."""
-    sizes = [d.dimension for d in data.dims]
+    static size-1 axes that broadcast and a batch axis (one bias per sequence), or a scalar (RETURNN adds it
+    made compatible to the output); :func:`bias_value` shapes it for the channel-last output."""
+    sizes = [d.dimension for i, d in enumerate(data.dims) if i != data.batch_dim_axis]
     if not sizes and not data.sparse:  # a scalar: RETURNN's copy_compatible_to broadcasts it to every channel
         return
-    if data.batch_dim_axis is not None or data.sparse or sizes.count(n_out) < 1 or \
+    if data.sparse or sizes.count(n_out) < 1 or \
             any(n not in (1, n_out) for n in sizes) or (n_out != 1 and sizes.count(n_out) != 1) or \
-            data.batch_ndim > len(layer.plan.windows) + 1:
+            len(sizes) > len(layer.plan.windows) + 1:
         raise NetworkError("%s: bias %r %s must have one static axis of the n_out %i channels (and size-1 axes)"
                            % (layer.desc, layer.opt("bias"), data.short_repr(), n_out))

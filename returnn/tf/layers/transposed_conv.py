@@ -21,7 +21,7 @@ from returnn.errors import NetworkError
 from returnn.tensor import Data, Dim, DimTypes
 from returnn.tf.activations import get_activation
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
-from returnn.tf.layers.conv import WINDOW_OPTIONS, check_bias_layer
+from returnn.tf.layers.conv import WINDOW_OPTIONS, bias_value, check_bias_layer
 from returnn.tf.layers.helpers import concat_inputs, dense_value, math_dim
 from returnn.tf.layers.options import Option
 from returnn.tf.layers.params import Param, reshaped
@@ -139,7 +139,7 @@ class TransposedConvLayer(Layer):
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         plan = self.plan
-        bias = tf.reshape(sources[-1].tensor, [-1]) if self.bias_ref else self.bias
+        bias = bias_value(sources[-1], 2 + len(plan.windows)) if self.bias_ref else self.bias
         sources = sources[:len(sources) - int(self.bias_ref)]
         x = dense_value(concat_inputs(self, plan.concat_data, plan.concat_plan, sources, ctx))
         # RETURNN reads the padded frames as they are (a layer before may have computed values there) unless
