@@ -147,3 +147,25 @@ def test_variable_of_dims_initialized_by_a_layer(tmp_path, init):
     np.testing.assert_allclose(weight, init.T)
     assert [d.match_priority for d in net.layers["weight"].output.dims] == [1, 0]
     np.testing.assert_allclose(np.asarray(res["output"].tensor), x @ weight, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("ref", ["split/0", "base:split/0"])
+def test_sub_output_of_a_layer_in_a_sub_network(ref):
+    """RETURNN: a sub-network's layer reads a split's part as 'split/0' (returnn_common's self-attention:
+    'base:split/0' from the nested dot_attention); the old code took 'self_att' as the layer with the
+    sub-output 'split/0' of the flattened name 'self_att/split/0' ("unknown layer")."""
+    time, feat = Dim(None, description="time"), Dim(6, description="f", kind="feature")
+    a, b = Dim(2, description="a", kind="feature"), Dim(4, description="b", kind="feature")
+    extern = {"data": Data("data", dims=[batch_dim, time, feat])}
+    inner = {"split": {"class": "split", "from": "data", "axis": feat, "out_dims": (a, b)}}
+    if ref.startswith("base:"):
+        inner["inner"] = {"class": "subnetwork", "from": [], "subnetwork": {"output": {"class": "copy", "from": ref}}}
+        inner["output"] = {"class": "copy", "from": "inner"}
+    else:
+        inner["output"] = {"class": "copy", "from": ref}
+    net = TFNetwork({"s": {"class": "subnetwork", "from": "data", "subnetwork": inner},
+                     "output": {"class": "copy", "from": "s"}}, extern)
+    x = np.arange(2 * 3 * 6, dtype=np.float32).reshape(2, 3, 6)
+    out = net.forward({"data": tf.constant(x), size_key("data", extern["data"], 1): tf.constant([3, 2])},
+                      RunContext(False), only=["output"])["output"]
+    np.testing.assert_allclose(np.asarray(out.tensor), x[..., :2])

@@ -113,12 +113,14 @@ def base_layer_name(ref: str, layers) -> str:
     sub-layers (a rec sub-network, or a class listing ``sub_output_names`` such as forced_align's
     ``scores``; ``layers`` maps names to their dicts or built layers)."""
     if ref not in layers and "/" in ref:
-        parent = ref.split("/", 1)[0]
-        layer = layers.get(parent)
-        if isinstance(layer, Mapping):
-            cls = LAYER_CLASSES.get(layer.get("class"))
-            if isinstance(layer.get("unit"), Mapping) or (cls is not None and cls.has_sub_output(layer, ref.split("/", 1)[1])):
+        parts = ref.split("/")
+        for cut in range(len(parts) - 1, 0, -1):  # a flattened sub-network's layer ("sub/split/0"): the longest parent
+            parent, sub = "/".join(parts[:cut]), "/".join(parts[cut:])
+            layer = layers.get(parent)
+            if isinstance(layer, Mapping):
+                cls = LAYER_CLASSES.get(layer.get("class"))
+                if isinstance(layer.get("unit"), Mapping) or (cls is not None and cls.has_sub_output(layer, sub)):
+                    return parent
+            elif hasattr(layer, "sub_template"):
                 return parent
-        elif hasattr(layer, "sub_template"):
-            return parent
     return ref

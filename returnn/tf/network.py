@@ -388,9 +388,9 @@ class TFNetwork(tf.Module):
         kind, ref = parse_source(source)
         if kind == "data":
             return self.extern_data[ref]
-        if ref not in self.layers and base_layer_name(ref, self.layers) in self.layers:
-            rec, sub = ref.split("/", 1)
-            return self.layers[rec].sub_template(sub)
+        rec = base_layer_name(ref, self.layers)
+        if ref not in self.layers and rec in self.layers:  # ("sub/split/0" of a flattened sub-network: "sub/split")
+            return self.layers[rec].sub_template(ref[len(rec) + 1:])
         return self.layers[ref].output
 
     def _find_output_layer(self) -> Optional[str]:
