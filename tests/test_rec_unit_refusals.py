@@ -84,3 +84,14 @@ def test_rec_last_output_needs_need_last():
     with pytest.raises(NetworkError, match="need_last"):
         _build_and_run(net(False))
     assert _build_and_run(net(True))["output"].tensor.shape == (2, 2)
+
+
+def test_loop_over_a_source_ended_by_its_end_layer_is_refused():
+    """A rec loop over a source whose unit has an 'end' sub-layer and nothing that gives its length (no
+    size_target, target or target-fed choice): RETURNN's loop runs along a new time axis until 'end' (with
+    max_seq_len; without, it asserts), not along the source as this engine did; refused in one line."""
+    unit = {"h": {"class": "linear", "n_out": 2, "activation": "tanh", "from": ["data:source", "prev:h"]},
+            "end": {"class": "compare", "from": "h", "kind": "greater", "value": 0.5},
+            "output": {"class": "copy", "from": "h"}}
+    with pytest.raises(NetworkError, match="'output'.*'end' sub-layer runs until 'end'"):
+        _build_and_run({"output": {"class": "rec", "from": "data", "unit": unit, "max_seq_len": 5}})

@@ -219,7 +219,7 @@ class TFNetwork(tf.Module):
                           if (k != "from" or has_axis_pairs(v)) and k not in EXTRA_NET_OPTIONS}
             n_out_fallback = self._infer_n_out(name, layer_opts)
             templates = [self.template_of(s) for s in srcs]
-            with reuse.resolving(self._built_layer, self.sources), undefined_dims.leading(name, self._leading_data(name, opts)):
+            with reuse.resolving(self._built_layer, self.sources), undefined_dims.leading(name, self._leading_data(name, opts, templates)):
                 if hasattr(cls, "outer_sources"):  # it reads its own 'from' (to tell it from the rest)
                     layer = build_with_n_out(lambda o: cls(
                         name, dict(o, **{"from": opts.get("from", ["data"])}), templates, seed=seed,
@@ -361,11 +361,15 @@ class TFNetwork(tf.Module):
             return None
         return {"n_out": n_out}
 
-    def _leading_data(self, name: str, opts: Mapping[str, Any]) -> List[Data]:
+    def _leading_data(self, name: str, opts: Mapping[str, Any], templates: Sequence[Data] = ()) -> List[Data]:
         """The data whose dims fill the layer's undefined output dims before its sources' (RETURNN:
         ``size_target`` when the network evaluates, else ``target`` in a training network)."""
-        size_target = opts.get("size_target")  # (a rec layer reads it itself: the loop's length)
-        if size_target and self.eval_flag and (reads_size_target(opts) or opts.get("class") == "rec"):
+        size_target = opts.get("size_target")  # (a rec layer reads it itself: the loop's length, only when its
+        # sources have no time axis or its unit ends by an 'end' layer: RETURNN's RecLayer._get_output_time_dim)
+        rec_reads = opts.get("class") == "rec" and (
+            not any(t.time_dim_axis is not None for t in templates)
+            or (isinstance(opts.get("unit"), Mapping) and "end" in opts["unit"]))
+        if size_target and self.eval_flag and (reads_size_target(opts) or rec_reads):
             if not isinstance(size_target, str) or self._target_template(size_target) is None:
                 raise NetworkError("layer %r: 'size_target' %r is not a data key (known: %s)"
                                    % (name, size_target, ", ".join(sorted(self.extern_data))))

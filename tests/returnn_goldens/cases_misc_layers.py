@@ -216,3 +216,28 @@ case("reduce_all_time", "reduce", dict(_POS, output={"class": "reduce", "mode": 
      extern={"data": {"dim": 4}}, lens={"data": [7, 2, 1]})
 case("reduce_any_feature", "reduce", dict(_POS, output={"class": "reduce", "mode": "any", "axis": "F", "from": "pos"}),
      extern={"data": {"dim": 4}})
+# --- a rec loop over a source whose unit has an 'end' sub-layer: RETURNN's loop then runs along the size_target's
+# time axis (else the rec layer's target in training, else a target-fed choice's), reading the source's frames per
+# step; this engine looped over the source's length (sizes 7, 4, 1 instead of 5, 6, 2)
+_END_UNIT = {"h": {"class": "linear", "n_out": 3, "activation": "tanh", "from": ["data:source", "prev:h"]},
+             "r": {"class": "reduce", "mode": "max", "axis": "F", "from": "h"},
+             "end": {"class": "compare", "from": "r", "kind": "greater", "value": 1e9},
+             "output": {"class": "copy", "from": "h"}}
+_XC3 = {"data": {"dim": 3}, "classes": {"dim": 4, "sparse": True}}
+case("rec_source_end_size_target", "rec", {"output": {"class": "rec", "from": "data", "size_target": "classes",
+                                                      "unit": _END_UNIT}},
+     extern=_XC3, lens={"data": [7, 4, 1], "classes": [5, 6, 2]})
+case("rec_source_end_target_train", "rec", {"output": {"class": "rec", "from": "data", "target": "classes",
+                                                       "unit": _END_UNIT}},
+     extern=_XC3, lens={"data": [7, 4, 1], "classes": [5, 6, 2]}, train=True)
+case("rec_source_end_choice_target", "rec", {"output": {"class": "rec", "from": "data", "unit": {
+    "emb": {"class": "linear", "activation": None, "from": "prev:output", "n_out": 5},
+    "s": {"class": "rnn_cell", "unit": "GRU", "from": ["prev:emb", "data:source"], "n_out": 7},
+    "prob": {"class": "softmax", "from": ["s"], "target": "classes", "loss": "ce"},
+    "output": {"class": "choice", "initial_output": 0, "from": "prob", "target": "classes", "beam_size": 3},
+    "end": {"class": "compare", "from": "output", "value": 0}}}},
+    extern={"data": {"dim": 4}, "classes": {"dim": 3, "sparse": True}}, lens={"data": [7, 4, 1], "classes": [5, 6, 2]})
+# a rec layer over a source without an 'end' sub-layer reads no size_target (RETURNN: the source's time axis), also
+# one that names no data key (refused here before: mutate --train seed 55)
+case("rec_cell_size_target_unread", "rec", {"output": {"class": "rec", "unit": "gru", "n_out": 4, "from": "data",
+                                                       "size_target": "classes"}}, extern={"data": {"dim": 3}})

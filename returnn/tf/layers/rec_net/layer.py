@@ -42,7 +42,7 @@ from returnn.tf.net_dict import FROM_DEFAULT, TRAIN_NET, has_axis_pairs, search_
 from returnn.tf.net_sources import check_from_given
 from returnn.tf.subnetwork import MASKED_BY
 from returnn.tf.layers.rec_net.unit_dict import (  # noqa: F401  (unit_layers, rec_targets: read from here too)
-    SubOutputLayer, as_list, length_targets, loop_searches, opts_class, rec_targets, unit_layers,
+    SubOutputLayer, as_list, length_targets, loop_searches, opts_class, rec_targets, source_loop_key, unit_layers,
 )
 
 # Options of sub-layers that only the rec layer reads.
@@ -122,6 +122,8 @@ class RecSubnetLayer(AssumedTemplates, Layer):
         if not search:
             has_source = any(f != "none" for f in as_list(opts.get("from", ["data"])))
             extra += ["data:" + t for t in rec_targets(opts, name, size_target=not has_source)]
+            if has_source and source_loop_key(opts, opts["unit"], search, name):
+                extra.append("data:" + source_loop_key(opts, opts["unit"], search, name))
         else:  # the choices that are their target in search too (search: False), and the references of cheating
             from returnn.tf.layers.rec_net.search_scores import cheating_targets
             extra += ["data:" + t for sub in unit.values() if isinstance(sub, Mapping) and fed_target(sub, True)
@@ -199,7 +201,15 @@ class RecSubnetLayer(AssumedTemplates, Layer):
             if self.source_template.time_dim is None:
                 raise NetworkError("%s: the source has no time axis (%s)" % (self.desc, self.source_template.short_repr()))
             self.time_dim = self.source_template.time_dim
-            self.length_key: Optional[str] = None
+            self.length_key: Optional[str] = source_loop_key(opts, self.opt("unit"), search, name)
+            if self.length_key is not None:  # the loop as long as that data, reading the source's frames per step
+                tmpl = self.outer["data:" + self.length_key]
+                if tmpl.time_dim is None:
+                    raise NetworkError("%s: %r has no time axis" % (self.desc, self.length_key))
+                self.time_dim = tmpl.time_dim
+                self.source_in_template = self.source_template
+                self.source_template = self.source_template.copy_template_replace_dim_tag(
+                    self.source_template.time_dim_axis, self.time_dim)
             if self.opt("axis") is not None and \
                     self.axis(self.source_template, self.opt("axis"), "axis") != self.source_template.time_dim_axis:
                 raise NetworkError("%s: 'axis' %r: only the source's time axis is supported as the loop axis"

@@ -75,6 +75,24 @@ def _invariant(x: tf.Tensor) -> tf.TensorShape:
     return tf.TensorShape([None if i == 0 else d for i, d in enumerate(dims)])
 
 
+def _source_along(src: LayerOutput, template: Data, length: LayerOutput, dim: Dim) -> LayerOutput:
+    """The source of a loop that runs along ``length``'s time axis ``dim`` (RETURNN's rec loop over a unit with
+    an 'end' sub-layer and a size_target / target): its frames per step, cut to the loop's extent (a loop longer
+    than the source reads zeros here; RETURNN's TensorArray read fails there)."""
+    ax = src.data.time_dim_axis
+    n = tf.shape(length.tensor)[frames.time_axis_of(length.data, dim, is_data=True)]
+    have = tf.shape(src.tensor)[ax]
+    tensor = tf.gather(src.tensor, tf.range(tf.minimum(n, have)), axis=ax)
+    paddings = [[0, 0]] * src.data.batch_ndim
+    paddings[ax] = [0, tf.maximum(n - have, 0)]
+    tensor = tf.pad(tensor, paddings)
+    sizes = {d: s for d, s in src.sizes.items() if d is not src.data.dims[ax]}
+    sizes[dim] = length.size(frames.time_axis_of(length.data, dim, is_data=True))
+    out = LayerOutput(tensor, template, sizes)
+    out.computed_padding = src.computed_padding
+    return out
+
+
 class UnitRun:
     """One call of a rec sub-network on a batch."""
 
@@ -87,13 +105,17 @@ class UnitRun:
         self.source: Optional[LayerOutput] = None
         if rec.n_from:
             srcs = sources[:rec.n_from]
+            template = rec.source_template if rec.length_key is None else rec.source_in_template
             if rec._source_plan is None:
-                self.source = srcs[0].with_tensor(srcs[0].tensor, rec.source_template)
+                self.source = srcs[0].with_tensor(srcs[0].tensor, template)
                 # its padded frames as the layer before computed them: RETURNN's loop reads them past an end
                 self.source.computed_padding = srcs[0].computed_padding
             else:
-                self.source = concat_inputs(rec, rec.source_template, rec._source_plan, srcs, RunContext(False))
+                self.source = concat_inputs(rec, template, rec._source_plan, srcs, RunContext(False))
             length_value = self.source
+            if rec.length_key is not None:  # (layer.py: a unit with 'end') the loop as long as that data
+                length_value = self.outer["data:" + rec.length_key]
+                self.source = _source_along(self.source, rec.source_template, length_value, rec.time_dim)
         else:
             key = getattr(rec, "length_source", None) or ("data:" + rec.length_key if rec.length_key else None)
             length_value = self.outer[key] if key else None  # a target's, or an input's (rec_unstack, axis)

@@ -3,7 +3,7 @@
 their own, :class:`SubOutputLayer`), whether its loop searches, and its targets."""
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from returnn.tensor import Data
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext
@@ -101,3 +101,23 @@ def length_targets(opts: Mapping[str, Any], rec_name: str = "?", search: bool = 
     if TRAIN_NET.get() or (EVAL_NET.get() and not SEARCH_TASK.get()):
         return rec_targets(opts, rec_name, search)
     return rec_targets(dict(opts, target=None), rec_name, search)
+
+
+def source_loop_key(opts: Mapping[str, Any], unit: Mapping[str, Any], search: bool = False,
+                    rec_name: str = "?") -> Optional[str]:
+    """The data key whose time axis a rec loop over a source runs along instead of the source's: RETURNN's
+    RecLayer.transform_source_and_axis takes the source's time axis unless the unit has an ``end`` sub-layer;
+    then the ``size_target``, else the rec layer's own ``target`` where the network evaluates (train and eval
+    tasks), else a choice's target (the labels fed in), else a new axis the ``end`` sub-layer ends (not
+    supported here: one line)."""
+    from returnn.errors import NetworkError
+    if search or not isinstance(unit, Mapping) or "end" not in unit or opts.get("axis") is not None:
+        return None
+    size_target = as_list(opts.get("size_target"))
+    keys = [t for t in size_target[:1] + length_targets(opts, rec_name, search)
+            if isinstance(t, str) and t not in ("none", "")]
+    if keys:
+        return keys[0]
+    raise NetworkError("rec layer %r: a loop over a source whose unit has an 'end' sub-layer runs until 'end' "
+                       "(RETURNN: a new time axis, needs max_seq_len), not along the source: not supported (give "
+                       "'size_target', or no 'end')" % rec_name)
