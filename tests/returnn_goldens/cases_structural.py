@@ -120,3 +120,7 @@ case("rec_last_output", "rec_access", {
 case("top_k_feature_k0", "top_k", {
     "top": {"class": "top_k", "from": "data", "axis": "F", "k": 0},
     "output": {"class": "copy", "from": "top/indices"}})
+# squeeze of 'F' on sparse data: the description names no axis and RETURNN squeezes nothing (refused here before,
+# chain seed 306)
+case("squeeze_feature_of_sparse_no_op", "squeeze", {"output": {"class": "squeeze", "axis": "F", "from": "data"}},
+     extern={"data": {"dim": 7, "sparse": True}})

@@ -306,7 +306,8 @@ class SqueezeLayer(_ShapeLayer):
         self.dynamic = [a for a in named if data.dims[a].is_dynamic() and a != data.batch_dim_axis] \
             if len(named) == 1 and not axes else []
         axes += self.dynamic
-        if not axes and not self.opt("allow_no_op"):
+        if not axes and named and not self.opt("allow_no_op"):  # (an axis description naming no axis, e.g. 'F'
+            # of sparse data: RETURNN squeezes nothing)
             raise NetworkError("%s: no axis of size 1 matches %r in %s" % (self.desc, self.opt("axis"),
                                                                          data.short_repr()))
         if data.batch_dim_axis in axes:
