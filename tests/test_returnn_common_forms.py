@@ -169,3 +169,62 @@ def test_sub_output_of_a_layer_in_a_sub_network(ref):
     out = net.forward({"data": tf.constant(x), size_key("data", extern["data"], 1): tf.constant([3, 2])},
                       RunContext(False), only=["output"])["output"]
     np.testing.assert_allclose(np.asarray(out.tensor), x[..., :2])
+
+
+def _run(layers, extern, x, lens, names=("output",)):
+    net = TFNetwork(layers, extern)
+    batch = {"data": tf.constant(x), size_key("data", extern["data"], 1): tf.constant(lens)}
+    return net, net.forward(batch, RunContext(False), only=list(names))
+
+
+def test_conv_in_dim_out_spatial_dims_and_merge_dims_out_dim():
+    """RETURNN's conv takes 'in_dim' (the channel axis) and 'out_spatial_dims' (the computed output axes
+    declared the same as these); merge_dims declares its merged dim the same as 'out_dim' (returnn_common
+    gives all three, e.g. its conformer's frontend). The old code refused in_dim/out_spatial_dims and made a
+    merged dim of its own (the out_shape naming out_dim then failed)."""
+    time, feat, chan = Dim(None, description="time"), Dim(3, description="f", kind="feature"), \
+        Dim(2, description="c", kind="feature")
+    out_time = time.ceildiv_right(2)
+    extern = {"data": Data("data", dims=[batch_dim, time, feat])}
+    layers = {
+        "conv": {"class": "conv", "from": "data", "in_dim": feat, "out_dim": chan, "filter_size": [3],
+                 "padding": "same", "strides": 2, "in_spatial_dims": [time], "out_spatial_dims": [out_time],
+                 "out_shape": {batch_dim, out_time, chan}},
+        "output": {"class": "merge_dims", "from": "conv", "axes": [out_time, chan], "out_dim": Dim(None, description="m"),
+                   "is_output_layer": True}}
+    x = np.random.RandomState(1).normal(size=(2, 5, 3)).astype(np.float32)
+    net, res = _run(layers, extern, x, [5, 3], ("conv", "output"))
+    assert net.layers["conv"].output.dims[1] == out_time
+    w = np.asarray(tf.convert_to_tensor(net.layers["conv"].own_params["W"]))
+    b = np.asarray(tf.convert_to_tensor(net.layers["conv"].own_params["bias"]))
+    xp = np.pad(x, [(0, 0), (1, 1), (0, 0)])
+    ref = np.stack([np.einsum("bkf,kfc->bc", xp[:, 2 * t:2 * t + 3], w) + b for t in range(3)], 1)
+    np.testing.assert_allclose(np.asarray(res["conv"].tensor), ref, rtol=1e-5, atol=1e-5)
+    assert res["conv"].sizes[out_time].numpy().tolist() == [3, 2]
+    with pytest.raises(NetworkError, match="'out_spatial_dims': cannot declare"):
+        TFNetwork({"output": dict(layers["conv"], out_spatial_dims=[Dim(4, description="four")], out_shape=None)},
+                  extern)
+    static = {"data": Data("data", dims=[batch_dim, Dim(4, description="s"), feat])}
+    s_dim, m_dim = static["data"].dims[1], static["data"].dims[1] * feat
+    net = TFNetwork({"output": {"class": "merge_dims", "from": "data", "axes": [s_dim, feat], "out_dim": m_dim,
+                                "out_shape": {batch_dim, m_dim}}}, static)
+    assert net.layers["output"].output.dims[1] == m_dim
+
+
+def test_length_and_range_of_a_dim_math_axis():
+    """RETURNN's length and range_in_axis read any dim: a dim-math dim of the source's axes (returnn_common's
+    relative positional encoding: range over time + -1, the length of time.ceildiv_right(4)), and
+    range_in_axis takes no source for a static Dim. The old code found no such axis in the source."""
+    time, feat = Dim(None, description="time"), Dim(4, description="f", kind="feature")
+    shorter, quarter = time + (-1), time.ceildiv_right(4)
+    extern = {"data": Data("data", dims=[batch_dim, time, feat])}
+    layers = {"len": {"class": "length", "from": "data", "axis": quarter, "is_output_layer": True},
+              "range": {"class": "range_in_axis", "from": "data", "axis": shorter, "is_output_layer": True},
+              "static": {"class": "range_in_axis", "from": [], "axis": feat, "is_output_layer": True},
+              "output": {"class": "copy", "from": "data"}}
+    x = np.zeros((2, 9, 4), np.float32)
+    _, res = _run(layers, extern, x, [9, 5], ("len", "range", "static"))
+    assert np.asarray(res["len"].tensor).tolist() == [3, 2]
+    assert np.asarray(res["range"].tensor).tolist() == list(range(8))
+    assert res["range"].sizes[shorter].numpy().tolist() == [8, 4]
+    assert np.asarray(res["static"].tensor).tolist() == [0, 1, 2, 3]

@@ -120,6 +120,19 @@ def _same(a: Operand, b: Operand) -> bool:
     return a == b
 
 
+def dynamic_leaves(dim: "Dim") -> List["Dim"]:  # noqa: F821
+    """The dynamic dims without dim math that the sizes of ``dim`` are computed from (``dim`` itself when it
+    has no ``derived_from_op``)."""
+    op = getattr(dim, "derived_from_op", None)
+    if op is None:
+        return [dim] if dim.dimension is None else []
+    out: List[Any] = []
+    for x in op[1]:
+        if not isinstance(x, int):
+            out += [d for d in dynamic_leaves(x) if not any(d is o for o in out)]
+    return out
+
+
 def dyn_size_of(dim: "Dim", sizes_of: Callable[["Dim"], Any]) -> Any:  # noqa: F821
     """Per-sequence sizes of ``dim``: ``sizes_of(d)`` for a dim with sizes of its own, else computed
     from its ``derived_from_op`` inputs (works on numpy arrays and TF tensors alike; a static

@@ -383,24 +383,49 @@ class RangeInAxisLayer(Layer):
 
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
         super().__init__(name, opts, sources, seed)
-        check_sources(self, sources, 1, 1)
+        check_sources(self, sources, 0, 1)
         for key in ("unbroadcast", "keepdims"):
             if self.opt(key):
                 raise NetworkError("%s: option %r is not supported" % (self.desc, key))
+        if not sources:  # RETURNN: 'from': [] with a static Dim as axis (returnn_common's range_over_dim)
+            axis = self.opt("axis")
+            if not isinstance(axis, Dim) or axis.dimension is None:
+                raise NetworkError("%s: without a source 'axis' must be a static Dim, got %r" % (self.desc, axis))
+            self.ax, self.dim = None, axis
+            self.output = Data(name, dims=[axis], dtype=str(self.opt("dtype")),
+                               sparse_dim=axis if self.opt("sparse") else None, feature_dim_axis=None)
+            return
         data = sources[0]
         if self.opt("axis") == "sparse_dim":
             if data.sparse_dim is None:
                 raise NetworkError("%s: the input %s is not sparse" % (self.desc, data.short_repr()))
             self.ax, self.dim = None, data.sparse_dim
         else:
-            self.ax = self.axis(data, self.opt("axis"), "axis")
-            self.dim = data.dims[self.ax]
+            axis = self.opt("axis")
+            from returnn.tensor.dim_math import dynamic_leaves
+            leaves = dynamic_leaves(axis) if isinstance(axis, Dim) and axis.derived_from_op is not None else []
+            # RETURNN ranges over any dim: a dim-math dim of the input's axes (returnn_common's relative positions
+            # over time + time - 1) has the sizes computed from theirs, its extent their maximum
+            self.math = leaves and not any(d == axis for d in data.dims) and all(
+                any(d == x for x in data.dims) for d in leaves)
+            if self.math:
+                self.ax, self.dim = None, axis
+            else:
+                self.ax = self.axis(data, axis, "axis")
+                self.dim = data.dims[self.ax]
         self.output = Data(name, dims=[self.dim], dtype=str(self.opt("dtype")),
                            sparse_dim=self.dim if self.opt("sparse") else None, feature_dim_axis=None,
                            batch_dim_axis=0 if self.dim.is_batch_dim() else None)
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
+        if not sources:
+            return self.make_output(tf.range(self.dim.dimension, dtype=tf.as_dtype(self.output.dtype)), [])
         x = sources[0]
+        if getattr(self, "math", False):
+            from returnn.tensor.dim_math import dyn_size_of
+            sizes = tf.convert_to_tensor(dyn_size_of(self.dim, lambda d: x.sizes[d]))
+            n = tf.reduce_max(sizes) if sizes.shape.rank else sizes
+            return self.make_output(tf.range(n, dtype=tf.as_dtype(self.output.dtype)), [x], {self.dim: sizes})
         n = self.dim.dimension if self.ax is None else tf.shape(x.tensor)[self.ax]
         return self.make_output(tf.range(n, dtype=tf.as_dtype(self.output.dtype)), [x])
 

@@ -30,6 +30,7 @@ WINDOW_OPTIONS = (
     Option("strides", None, "int or one int per spatial axis"),
     Option("dilation_rate", 1, "int or one int per spatial axis"),
     Option("in_spatial_dims", None, "axis descriptions of the spatial axes to slide over (default: all)"),
+    Option("in_dim", None, "Dim: the input's channel axis (RETURNN: made the feature axis; default the feature axis)"),
     Option("input_add_feature_dim", False, "append a feature axis of size 1 first (old feature axis becomes spatial)"),
     Option("input_expand_dims", 0, "add this many spatial axes of size 1 to the input"),
     Option("input_split_feature_dim", None, "n: split the input feature axis F into (spatial F/n, feature n)"),
@@ -49,6 +50,8 @@ class ConvLayer(Layer):
     layer_class = "conv"
     ref_options = ("filter", "bias")
     options = WINDOW_OPTIONS + (
+        Option("out_spatial_dims", None, "Dims of the output's spatial axes (RETURNN: the computed ones are declared "
+                                         "the same as these)"),
         Option("filter_size", None, "window size per spatial axis, e.g. [3] or [3, 3]"),
         Option("activation", None, "activation after the convolution"),
         Option("with_bias", None, "add a bias (default: True from behavior_version 10, else False; RETURNN's)"),
@@ -198,6 +201,8 @@ class PoolLayer(Layer):
 
     layer_class = "pool"
     options = WINDOW_OPTIONS + (
+        Option("out_spatial_dims", None, "Dims of the output's spatial axes (RETURNN: the computed ones are declared "
+                                         "the same as these)"),
         Option("padding", "valid", "'same', 'valid', 'same_static', or explicit padding: an int or one per spatial "
                                    "axis (max: -inf, avg: zeros, counted)"),
         Option("mode", "max", "'max' or 'avg'"),

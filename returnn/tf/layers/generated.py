@@ -147,8 +147,15 @@ class LengthLayer(Layer):
         axis = self.opt("axis")
         check_sources(self, sources, 1, None if isinstance(axis, Dim) else 1)
         self.src = 0
+        self.math = False  # the sizes computed from the source's by the axis' dim math
         if isinstance(axis, Dim):
             found = [i for i, s in enumerate(sources) if any(d == axis for d in s.dims) or s.sparse_dim == axis]
+            # RETURNN reads any dim's sizes: a dim-math dim (``time.ceildiv_right(4)``) of a source's axes too
+            from returnn.tensor.dim_math import dynamic_leaves
+            leaves = dynamic_leaves(axis) if axis.derived_from_op is not None else []
+            self.math = not found and bool(leaves)
+            found = found or [i for i, s in enumerate(sources) if leaves and all(any(d == x for x in s.dims)
+                                                                                 for d in leaves)]
             if not found:
                 raise NetworkError("%s: no source has the axis %r" % (self.desc, axis))
             self.src = found[0]
@@ -180,7 +187,10 @@ class LengthLayer(Layer):
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         x = sources[self.src]
-        if self.dim.is_dynamic():
+        if self.math:
+            from returnn.tensor.dim_math import dyn_size_of
+            sizes = dyn_size_of(self.dim, lambda d: x.sizes[d])
+        elif self.dim.is_dynamic():
             if self.dim not in x.sizes:
                 raise NetworkError("%s: the sizes of %r did not reach this layer" % (self.desc, self.dim))
             sizes = x.sizes[self.dim]

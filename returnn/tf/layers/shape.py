@@ -180,6 +180,14 @@ class MergeDimsLayer(_ShapeLayer):
         size = None if any(d.is_dynamic() for d in merged) else int(np.prod([d.dimension for d in merged]))
         self.new = Dim(size, kind=DimTypes.Feature if is_feat else DimTypes.Spatial,
                        description="%s_merge_dims" % name)
+        out_dim = self.opt("out_dim")
+        if out_dim is not None:  # RETURNN: the merged dim is declared the same as out_dim
+            if not isinstance(out_dim, Dim):
+                raise NetworkError("%s: 'out_dim' must be a Dim, got %r" % (self.desc, out_dim))
+            try:
+                self.new.declare_same_as(out_dim)
+            except ValueError as exc:
+                raise NetworkError("%s: 'out_dim': %s" % (self.desc, exc)) from None
         self.target = data.feature_dim_axis - sum(a < data.feature_dim_axis for a in axes) if is_feat else min(axes)
         rest = [i for i in range(data.batch_ndim) if i not in axes]
         self.perm = rest[:self.target] + axes + rest[self.target:]

@@ -111,6 +111,12 @@ class SpatialPlan:
                                "it first (a linear layer)" % (layer.desc, data.short_repr()))
         if data.feature_dim_axis is None or data.batch_dim_axis is None:
             raise NetworkError("%s: input needs a batch and a feature axis, got %s" % (layer.desc, data.short_repr()))
+        in_dim = layer.opt("in_dim") if "in_dim" in layer.known_options else None
+        if in_dim is not None:  # RETURNN's transform_input: that axis becomes the feature (channel) axis
+            if not isinstance(in_dim, Dim):
+                raise NetworkError("%s: 'in_dim' must be a Dim, got %r" % (layer.desc, in_dim))
+            if data.feature_dim != in_dim:
+                data = self.concat_data = data.copy(feature_dim_axis=layer.axis(data, in_dim, "in_dim"))
         self.reshapes: List[Callable[[tf.Tensor], tf.Tensor]] = []  # shape-only input transforms, in order
         n_given = len(data.get_spatial_batch_axes())
         data = self.data = self._transform_input(data)
@@ -164,6 +170,22 @@ class SpatialPlan:
                 out.math_description = returnn_description(in_dim.description, -(cut // 2), -(cut - cut // 2),
                                                            window.stride)
             self.windows.append(window._replace(out_dim=out))
+        self._declare_out_spatial_dims(layer)
+
+    def _declare_out_spatial_dims(self, layer) -> None:
+        """RETURNN's ``out_spatial_dims``: each computed output axis is declared the same as the given Dim."""
+        given = layer.opt("out_spatial_dims") if "out_spatial_dims" in layer.known_options else None
+        if given is None:
+            return
+        if not isinstance(given, (list, tuple)) or len(given) != len(self.windows) or \
+                not all(isinstance(d, Dim) for d in given):
+            raise NetworkError("%s: 'out_spatial_dims' must be %i Dims (one per spatial axis), got %r"
+                               % (layer.desc, len(self.windows), given))
+        for w, dim in zip(self.windows, given):
+            try:
+                w.out_dim.declare_same_as(dim)
+            except ValueError as exc:
+                raise NetworkError("%s: 'out_spatial_dims': %s" % (layer.desc, exc)) from None
 
     def _check_same_static(self, w: AxisWindow) -> None:
         """The ``same_static`` windows RETURNN implements (module docstring)."""
