@@ -228,3 +228,22 @@ def test_length_and_range_of_a_dim_math_axis():
     assert np.asarray(res["range"].tensor).tolist() == list(range(8))
     assert res["range"].sizes[shorter].numpy().tolist() == [8, 4]
     assert np.asarray(res["static"].tensor).tolist() == [0, 1, 2, 3]
+
+
+def test_constant_filled_to_dims_of_shape_deps():
+    """RETURNN's constant: a scalar filled to a shape of batch and dynamic Dims, their sizes from the layers
+    of 'shape_deps' (also 'base:' ones of a sub-network: list-valued layer options are mapped there);
+    'sparse_dim' makes the values class indices (returnn_common's ones_like, zeros, prev_target_seq). The
+    old code refused shape_deps and sparse_dim (and did not map lists of layers in sub-networks)."""
+    from returnn.tensor.marked_dim import ImplicitSparseDim
+    time, feat, classes = Dim(None, description="time"), Dim(2, description="f", kind="feature"), \
+        Dim(5, description="classes")
+    extern = {"data": Data("data", dims=[batch_dim, time, feat])}
+    layers = {"sub": {"class": "subnetwork", "from": [], "subnetwork": {
+        "output": {"class": "constant", "value": 3, "shape": [batch_dim, time], "shape_deps": ["base:data"],
+                   "sparse_dim": classes, "out_shape": {batch_dim, time, ImplicitSparseDim(classes)}}}},
+        "output": {"class": "copy", "from": "sub"}}
+    net, res = _run(layers, extern, np.zeros((2, 4, 2), np.float32), [4, 2])
+    out = res["output"]
+    assert out.data.sparse_dim == classes and np.asarray(out.tensor).tolist() == [[3] * 4] * 2
+    assert out.sizes[time].numpy().tolist() == [4, 2]

@@ -72,6 +72,8 @@ def map_layer_refs(where: str, opts: Dict[str, Any], fn: Callable[[str], str]) -
     for key in tuple(getattr(cls, "ref_options", ())) + (MASKED_BY, "masked_from"):
         if isinstance(new.get(key), str):
             new[key] = fn(new[key])
+        elif isinstance(new.get(key), (list, tuple)) and all(isinstance(v, str) for v in new[key]):
+            new[key] = [fn(v) for v in new[key]]  # (a list of layers: shape_deps)
     if isinstance(new.get("initial_state"), (str, dict, list, tuple)):
         from returnn.tf.layers.rec_state import state_layer_refs
         new["initial_state"] = _map_nested(new["initial_state"], lambda v: fn(v) if state_layer_refs(v) else v)
@@ -122,6 +124,8 @@ def _map_unit_base_refs(unit: Dict[str, Any], map_outer: Callable[[str], str], d
         for key in layer_ref_options(new.get("class")) + ["initial_output", "masked_from"]:
             if isinstance(new.get(key), str):
                 new[key] = ref(new[key])
+            elif isinstance(new.get(key), (list, tuple)) and all(isinstance(v, str) for v in new[key]):
+                new[key] = [ref(v) for v in new[key]]
         if isinstance(new.get("initial_state"), (str, dict, list, tuple)):
             new["initial_state"] = _map_nested(new["initial_state"], ref)
         if new.get("class") == "subnetwork" and isinstance(new.get("subnetwork"), dict):

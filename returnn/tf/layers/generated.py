@@ -14,6 +14,7 @@ from returnn.tensor.dim import batch_dim
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
 from returnn.tf.layers.helpers import check_sources
 from returnn.tf.layers.options import Option
+from returnn.tf.layers.random_layers import RefsLayer, _check_dynamic, _shape_dims, _shape_value
 
 
 def _dtype(layer: Layer, value: Any, default: str) -> tf.DType:
@@ -24,23 +25,27 @@ def _dtype(layer: Layer, value: Any, default: str) -> tf.DType:
 
 
 @register_layer
-class ConstantLayer(Layer):
+class ConstantLayer(RefsLayer):
     """A constant ``value`` (a number or a numpy array), without batch axis (it broadcasts in combine),
-    or with ``with_batch_dim`` repeated over the batch. ``shape`` (RETURNN's: ints or static Dims)
-    checks a list value's shape, fills it with a scalar value, and gives the axes those Dims."""
+    or with ``with_batch_dim`` repeated over the batch. ``shape`` (RETURNN's: ints or Dims) checks a list
+    value's shape, fills it with a scalar value, and gives the axes those Dims; a scalar value also fills
+    the batch and dynamic Dims, their sizes from the layers of ``shape_deps`` (RETURNN's, as returnn_common's
+    ``zeros``/``ones_like`` write it). ``sparse_dim``: the value holds class indices of that Dim."""
 
     layer_class = "constant"
     default_from = ()
+    ref_options = ("shape_deps",)
     options = (
         Option("value", 0.0, "the value: a number or a numpy array (a list is refused, as RETURNN)"),
         Option("dtype", None, "dtype (default: from the value)"),
         Option("with_batch_dim", False, "add a batch axis (first): the value repeated per sequence"),
-        Option("shape", None, "ints or static Dims: the value's shape (a scalar is filled to it), the Dims its axes"),
+        Option("shape", None, "ints or Dims: the value's shape (a scalar is filled to it), the Dims its axes"),
+        Option("shape_deps", (), "layers that have the batch and dynamic axes of 'shape'"),
+        Option("sparse_dim", None, "Dim: the values are class indices of it"),
     )
 
-    def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
+    def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42, **_outer: Any):
         super().__init__(name, opts, sources, seed)
-        check_sources(self, sources, 0, 0)
         if isinstance(self.opt("value"), (list, tuple)):  # RETURNN's template_from_constant: a TypeError
             raise NetworkError("%s: 'value' as a list is refused, as RETURNN does: give a number or a numpy array "
                                "(numpy.array(...))" % self.desc)
@@ -55,12 +60,21 @@ class ConstantLayer(Layer):
                                                                               self.dtype.name))
         shape = self.opt("shape")
         given: List[Any] = [None] * value.ndim
+        self.fill = None
+        if isinstance(shape, (list, tuple)) and any(isinstance(d, Dim) and d.dimension is None for d in shape):
+            if value.ndim != 0:  # RETURNN: a value of another shape fails in tf.fill / broadcasting
+                raise NetworkError("%s: a 'shape' with batch or dynamic Dims needs a scalar value" % self.desc)
+            self.fill = _shape_dims(self, shape, False)
+            _check_dynamic(self, self.fill, sources, "'shape_deps'")
+            self.value = value.astype(self.dtype.as_numpy_dtype)
+            self.with_batch = False
+            self.output = Data(name, dims=self.fill, dtype=self.dtype.name, sparse_dim=self._sparse_dim())
+            return
         if shape is not None:
             given = list(shape) if isinstance(shape, (list, tuple)) else [shape]
             sizes = [d.dimension if isinstance(d, Dim) else d for d in given]
             if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in sizes):
-                raise NetworkError("%s: 'shape' must be ints or static Dims (dynamic ones need RETURNN's shape_deps, "
-                                   "not supported here), got %r" % (self.desc, shape))
+                raise NetworkError("%s: 'shape' must be ints >= 0 or Dims, got %r" % (self.desc, shape))
             if value.ndim == 0:
                 value = np.full(sizes, value)
             elif tuple(sizes) != value.shape:
@@ -75,9 +89,19 @@ class ConstantLayer(Layer):
         self.with_batch = bool(self.opt("with_batch_dim"))
         if self.with_batch:
             dims = [batch_dim] + dims
-        self.output = Data(name, dims=dims, dtype=self.dtype.name)
+        self.output = Data(name, dims=dims, dtype=self.dtype.name, sparse_dim=self._sparse_dim())
+
+    def _sparse_dim(self) -> Any:
+        sparse_dim = self.opt("sparse_dim")
+        if sparse_dim is not None and (not isinstance(sparse_dim, Dim) or not self.dtype.is_integer):
+            raise NetworkError("%s: 'sparse_dim' must be a Dim, with an int value, got %r" % (self.desc, sparse_dim))
+        return sparse_dim
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
+        if self.fill is not None:
+            shape = _shape_value(self, self.fill, sources, ctx)
+            shape_t = tf.stack([tf.cast(n, tf.int32) for n in shape])
+            return self.make_output(tf.fill(shape_t, tf.constant(self.value)), sources)
         value = tf.constant(self.value)
         if self.with_batch:
             if ctx.batch_size is None:
