@@ -44,6 +44,11 @@ RETURNN_PYTHON = os.path.join(REPO, ".bench-venv-returnn", "bin", "python")
 MODULES = ("conformer", "attention", "conv", "loop", "cond", "array", "generated_layers", "rec", "normalization",
            "masked_computation", "math", "container", "base", "const", "encoder", "transformer", "utils", "loss",
            "rand", "asr_specaugment")
+# RETURNN builds a deep net (a conformer) by recursion: returnn_common's tests raise the limits first
+DEEP_NETS = ("import resource, sys\n"
+             "try:\n    resource.setrlimit(resource.RLIMIT_STACK, (2 ** 29, -1))\n"
+             "except (ValueError, OSError):\n    pass\n"
+             "sys.setrecursionlimit(10 ** 5)\n\n")
 
 
 # ---- RETURNN's side (its venv, returnn_common on sys.path)
@@ -138,7 +143,7 @@ def dump_side(rc_root: str, out_dir: str, modules: List[str]) -> Dict[str, Any]:
                 case = "%s__%s__%i" % (short, name[len("test_"):], i)
                 config = os.path.join(sites, case + ".config")
                 with open(config, "w") as f:
-                    f.write("#!rnn.py\n# returnn_common %s.%s\n" % (mod_name, name) + code)
+                    f.write("#!rnn.py\n# returnn_common %s.%s\n" % (mod_name, name) + DEEP_NETS + code)
                 with open(os.path.join(out_dir, case + ".json"), "w") as f:
                     json.dump({"config_mode": {"dir": sites, "argv": [config], "env": {"PYTHONPATH": rc_root}},
                                "skip": "" if error is None else "test failed in RETURNN: " + error}, f, indent=1)
