@@ -41,6 +41,15 @@ case("unflatten_nd_two_axes", "unflatten_nd", {
               "out_type": {"dims": [dim_ref("batch"), dim_marker("two", 2, "feature")], "dtype": "int32"}},
     "output": {"class": "unflatten_nd", "from": "data", "sizes": "sizes", "num_axes": 2}}, lens=EVEN)
 
+# batch_norm over two dynamic axes: RETURNN flattens only (batch, time) (copy_time_flattened) and takes
+# tf.nn.moments there, so the padded positions of the other dynamic axis (unflatten_nd's zeros) count
+case("batch_norm_two_dynamic_axes", "unflatten_nd", {
+    "len": {"class": "length", "from": "data"},
+    "sizes": {"class": "eval", "from": "len", "eval": "tf.concat([source(0) * 0 + 2, source(0) // 2], axis=1)",
+              "out_type": {"dims": [dim_ref("batch"), dim_marker("two", 2, "feature")], "dtype": "int32"}},
+    "grid": {"class": "unflatten_nd", "from": "data", "sizes": "sizes", "num_axes": 2},
+    "output": {"class": "batch_norm", "from": "grid", "momentum": 0.1}}, lens=EVEN, train=True)
+
 # --- boolean_mask
 case("boolean_mask_batch_time", "boolean_mask", {
     "red": {"class": "reduce", "mode": "sum", "axis": "F", "from": "data"},

@@ -194,10 +194,23 @@ class BatchNorm(tf.Module):
     def batch_moments(self, x: LayerOutput):
         """Mean and biased variance, shape (D,), over the real positions of ``x`` (all positions
         without ``masked_time``)."""
-        axes = [a for a in range(x.data.batch_ndim) if a != x.data.feature_dim_axis]
+        data = x.data
+        axes = [a for a in range(data.batch_ndim) if a != data.feature_dim_axis]
         mask = x.full_mask() if self.masked_time else None
         if mask is None:
             return tf.nn.moments(x.tensor, axes=axes)
+        b, t = data.batch_dim_axis, data.time_dim_axis
+        if b is not None and t is not None and data.feature_dim_axis is not None and x.size(t) is not None \
+                and x.size(t).shape.rank == 1 and getattr(data.dims[t], "sizes_over", None) is None:
+            # RETURNN (copy_time_flattened, then tf.nn.moments): the real frames of (batch, time) in
+            # batch-major order, other axes as read; the same sums in the same order as RETURNN's
+            perm = [b, t] + [a for a in range(data.batch_ndim) if a not in (b, t)]
+            value = x.as_read()
+            flat = tf.boolean_mask(value if perm == sorted(perm) else tf.transpose(value, perm), x.sequence_mask(t))
+            feat = perm.index(data.feature_dim_axis) - 1
+            mean, var = tf.nn.moments(flat, axes=[a for a in range(data.batch_ndim - 1) if a != feat])
+            some = tf.shape(flat)[0] > 0  # no real frame at all: 0, not RETURNN's NaN statistics
+            return tf.where(some, mean, 0.0), tf.where(some, var, 0.0)
         weight = tf.where(mask, tf.ones_like(x.tensor), 0.0)
         count = tf.maximum(tf.reduce_sum(weight, axis=axes), 1.0)
         mean = tf.reduce_sum(weight * tf.where(mask, x.tensor, 0.0), axis=axes) / count
