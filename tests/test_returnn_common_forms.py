@@ -247,3 +247,17 @@ def test_constant_filled_to_dims_of_shape_deps():
     out = res["output"]
     assert out.data.sparse_dim == classes and np.asarray(out.tensor).tolist() == [[3] * 4] * 2
     assert out.sizes[time].numpy().tolist() == [4, 2]
+
+
+def test_rec_lstm_in_dim():
+    """RETURNN's rec layer takes 'in_dim' (its input's feature axis; returnn_common's LSTM gives it): here
+    it must be the input's feature axis (one line otherwise). The old code refused the option."""
+    time, feat, out = Dim(None, description="time"), Dim(3, description="f", kind="feature"), \
+        Dim(4, description="o", kind="feature")
+    extern = {"data": Data("data", dims=[batch_dim, time, feat])}
+    net = TFNetwork({"output": {"class": "rec", "unit": "nativelstm2", "from": "data", "in_dim": feat, "out_dim": out,
+                                "axis": time}}, extern)
+    assert net.layers["output"].output.feature_dim == out
+    with pytest.raises(NetworkError, match="'in_dim' .* must be the feature axis"):
+        TFNetwork({"output": {"class": "rec", "unit": "nativelstm2", "from": "data", "in_dim": out, "out_dim": out,
+                              "axis": time}}, extern)

@@ -102,6 +102,7 @@ class RecLayer(Layer):
         Option("sampling", 1, "Theano-era RETURNN: subsampling of the recurrence; only 1 (none)"),
         Option("initial_state", None, "the state each sequence starts from: zeros, ones, var, keep_over_epoch, a "
                                       "layer, or {'c': .., 'h': ..} (see returnn.tf.layers.rec_state)"),
+        Option("in_dim", None, "Dim: the input's feature axis (RETURNN: made the feature axis; here it must be it)"),
     ) + SUBNET_ONLY_OPTIONS + (INPUT_PROJECTION, LOOP_AXIS)
 
     @staticmethod
@@ -151,6 +152,10 @@ class RecLayer(Layer):
         self.state_sources = state_sources = list(sources[len(sources) - n_state:])
         sources = list(sources[:len(sources) - n_state])
         check_loop_axis(self, sources, self.opt("axis"))
+        in_dim = self.opt("in_dim")
+        if in_dim is not None and (len(sources) != 1 or sources[0].feature_dim != in_dim):
+            raise NetworkError("%s: 'in_dim' %r must be the feature axis of the one input here, got %s"
+                               % (self.desc, in_dim, [s.short_repr() for s in sources]))
         if self.unit in NO_INITIAL_STATE_UNITS and not is_zero(self.opt("initial_state")) or (
                 self.unit == "nativelstm" and self.opt("initial_state") is not None):  # RETURNN: zeros too
             raise NetworkError("%s: initial_state %r with unit %r: %s" % (
