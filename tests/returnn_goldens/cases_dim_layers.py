@@ -153,3 +153,9 @@ case("reinterpret_data_set_two_dim_tags", "reinterpret_data", {
     "n": {"class": "reinterpret_data", "from": "s", "set_dim_tags": {"static:0": dim_marker("heads", 2),
                                                                     "static:1": dim_marker("inner", 3)}},
     "output": {"class": "reduce", "mode": "sum", "axis": "stag:heads", "from": "n"}}, extern={"data": {"dim": 6}})
+# length with add_time_axis: RETURNN's (B, 1) has an engine-made time axis of size 1, which broadcasts against the
+# time axis of another source (this engine kept both axes: (B, T, 1, F); mutate --train seed 62)
+case("length_add_time_axis_broadcasts", "length", {
+    "len": {"class": "length", "from": "data", "add_time_axis": True},
+    "c": {"class": "cast", "dtype": "float32", "from": "len"},
+    "output": {"class": "combine", "kind": "add", "from": ["data", "c"]}}, extern={"data": {"dim": 3}})

@@ -200,7 +200,8 @@ class LengthLayer(Layer):
         if self.add_time and not self.per_seq:
             raise NetworkError("%s: add_time_axis needs an axis with sizes per sequence, got %r" % (self.desc, self.dim))
         if self.add_time:
-            one = Dim(1, kind=DimTypes.Spatial, description="%s:time" % name)
+            # (RETURNN: Data(shape=[1]) makes it an engine-made dim, which broadcasts against another axis)
+            one = Dim(1, kind=DimTypes.Spatial, description="%s:time" % name, auto_generated=True)
             self.output = Data(name, dims=[batch_dim, one], dtype=self.dtype.name, time_dim_axis=1,
                                feature_dim_axis=None, sparse_dim=sparse_dim)
         else:
