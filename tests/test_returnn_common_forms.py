@@ -261,3 +261,23 @@ def test_rec_lstm_in_dim():
     with pytest.raises(NetworkError, match="'in_dim' .* must be the feature axis"):
         TFNetwork({"output": {"class": "rec", "unit": "nativelstm2", "from": "data", "in_dim": out, "out_dim": out,
                               "axis": time}}, extern)
+
+
+@pytest.mark.parametrize("flag", [True, False])
+def test_cond_in_a_sub_network(flag):
+    """RETURNN resolves a cond's condition and branches in the network around the cond, also in a
+    sub-network (returnn_common's specaugment: a cond on a constant or train_flag in its module); the old
+    code left those names unmapped when it flattened the sub-network ('unknown layer')."""
+    time, feat = Dim(None, description="time"), Dim(2, description="f", kind="feature")
+    extern = {"data": Data("data", dims=[batch_dim, time, feat])}
+    branch = {"class": "subnetwork", "from": [], "subnetwork": {
+        "scaled": {"class": "eval", "from": "base:data", "eval": "source(0) * 2."},
+        "output": {"class": "copy", "from": "scaled"}}}
+    inner = {"flag": {"class": "constant", "value": flag, "shape": (), "dtype": "bool"},
+             "cond": {"class": "cond", "from": [], "condition": "flag", "true_layer": branch,
+                      "false_layer": {"class": "copy", "from": "data"}},
+             "output": {"class": "copy", "from": "cond"}}
+    x = np.arange(2 * 3 * 2, dtype=np.float32).reshape(2, 3, 2)
+    _, res = _run({"sub": {"class": "subnetwork", "from": "data", "subnetwork": inner},
+                   "output": {"class": "copy", "from": "sub"}}, extern, x, [3, 2])
+    np.testing.assert_allclose(np.asarray(res["output"].tensor), x * 2 if flag else x)

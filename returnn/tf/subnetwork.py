@@ -83,6 +83,15 @@ def map_layer_refs(where: str, opts: Dict[str, Any], fn: Callable[[str], str]) -
         new["extra_deps"] = [fn(d) for d in from_entries(new["extra_deps"])]
     if new.get("class") == "rec" and isinstance(new.get("unit"), dict):
         new["unit"] = _map_unit_base_refs(new["unit"], fn)
+    if new.get("class") == "cond":  # its condition and branches name layers of the network around it
+        for key in ("condition", "true_layer", "false_layer"):
+            branch = new.get(key)
+            if isinstance(branch, str):
+                new[key] = fn(branch)
+            elif isinstance(branch, dict):  # a layer dict of that network; a sub-network's layers reach it by base:
+                new[key] = map_layer_refs(where, branch, fn)
+                if branch.get("class") == "subnetwork" and isinstance(branch.get("subnetwork"), dict):
+                    new[key]["subnetwork"] = _map_unit_base_refs(branch["subnetwork"], fn)
     return new
 
 
