@@ -281,3 +281,22 @@ def test_cond_in_a_sub_network(flag):
     _, res = _run({"sub": {"class": "subnetwork", "from": "data", "subnetwork": inner},
                    "output": {"class": "copy", "from": "sub"}}, extern, x, [3, 2])
     np.testing.assert_allclose(np.asarray(res["output"].tensor), x * 2 if flag else x)
+
+
+def test_reshape_into_a_dim_math_dim_with_data_extra_deps():
+    """returnn_common's window: a reshape into a dim-math dim (time * 2 here) with 'extra_deps':
+    ['base:data:data']; RETURNN computes its sizes from the data's. The old code failed on the data key
+    among extra_deps when it ran only the needed layers (KeyError: a CRASH) and then knew no sizes for the
+    new dim."""
+    time, feat = Dim(None, description="time"), Dim(4, description="f", kind="feature")
+    two = Dim(2, description="two", kind="feature")
+    merged, double = Dim(None, description="merged"), time * 2
+    extern = {"data": Data("data", dims=[batch_dim, time, feat])}
+    layers = {"merge": {"class": "merge_dims", "from": "data", "axes": [time, feat], "out_dim": merged},
+              "output": {"class": "reshape", "from": "merge", "in_dims": [merged], "out_dims": [double, two],
+                         "extra_deps": ["data:data"]}}
+    x = np.arange(2 * 3 * 4, dtype=np.float32).reshape(2, 3, 4)
+    _, res = _run(layers, extern, x, [3, 2])
+    out = res["output"]
+    np.testing.assert_allclose(np.asarray(out.tensor), x.reshape(2, 6, 2))
+    assert out.sizes[double].numpy().tolist() == [6, 4]

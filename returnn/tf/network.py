@@ -475,7 +475,8 @@ class TFNetwork(tf.Module):
             needed.add(name)
             todo.extend(base_layer_name(ref, self.layers)
                         for kind, ref in map(parse_source, self.sources[name]) if kind == "layer")
-            todo.extend(self.extra_deps.get(name, ()))
+            todo.extend(base_layer_name(ref, self.layers)  # (extra_deps may name data keys: 'base:data:data')
+                        for kind, ref in map(parse_source, self.extra_deps.get(name, ())) if kind == "layer")
         return needed
 
     @tf.autograph.experimental.do_not_convert

@@ -104,12 +104,17 @@ class ReshapeLayer(Layer):
         tensor = tf.reshape(tensor, tf.concat([moved[:self.insert], tf.stack(new_shape),
                                                moved[self.insert + self.n_in:]], 0))
         sizes = {}
+        from returnn.tensor.dim_math import dyn_size_of, dynamic_leaves
         for d in self.new_dynamic:
             for src in sources:
                 if d in src.sizes:
                     sizes[d] = src.sizes[d]
                     break
             else:
+                known = {k: v for src in reversed(sources) for k, v in src.sizes.items()}
+                if d.derived_from_op is not None and all(leaf in known for leaf in dynamic_leaves(d)):
+                    sizes[d] = dyn_size_of(d, known.__getitem__)  # RETURNN: a dim-math dim's sizes from its inputs'
+                    continue
                 raise NetworkError("%s: no sizes known for the new dynamic dim %r (give a layer that has it in "
                                    "'extra_deps')" % (self.desc, d))
         return self.make_output(tensor, sources[:1], sizes)
