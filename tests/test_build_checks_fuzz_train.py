@@ -55,6 +55,9 @@ def _rec(unit):
      "'output' \\(seq_len_mask\\): 'axis' 'F' is the static axis"),
     # NormLayer: 'axis' is an alias of 'axes'; both given: an assertion
     ({"output": {"class": "norm", "axis": "T", "axes": "F", "from": "data"}}, "'output' \\(norm\\): give 'axes' or 'axis'"),
+    # CombineLayer: each source copy_compatible_to the output, which asserts the dtype (float data and an int)
+    ({"i": {"class": "cast", "dtype": "int32", "from": "data"},
+      "output": {"class": "combine", "kind": "sub", "from": ["data", "i"]}}, "'output' \\(combine\\): sources of different dtypes"),
     # EvalLayer passes kind="eval" to CombineLayer.__init__: a 'kind' of its own is a TypeError (mutate seed 52)
     ({"output": {"class": "eval", "eval": "source(0)", "kind": "eval", "from": "data"}},
      "'output' \\(eval\\): takes no 'kind'"),

@@ -331,6 +331,10 @@ class CombineLayer(Layer):
         if any(sparse) and not all(sparse):
             raise NetworkError("%s: sources must be all dense or all sparse, got sparse %s and dense %s" % (
                 self.desc, [s.name for s in sources if s.sparse], [s.name for s in sources if not s.sparse]))
+        if len({s.dtype for s in sources}) > 1:  # RETURNN: copy_compatible_to(output) asserts the dtype of each
+            raise NetworkError("%s: sources of different dtypes %s (RETURNN asserts each source's dtype is the "
+                               "output's); cast first" % (self.desc, ", ".join("%s %s" % (s.name, s.dtype)
+                                                                             for s in sources)))
         if all(sparse) and (self.kind not in _INDEX_KINDS or self.opt("activation") is not None):
             raise NetworkError("%s: on sparse sources (class indices) only kinds %s without activation keep "
                                "indices (got kind %r, activation %r)" % (self.desc, ", ".join(_INDEX_KINDS),
