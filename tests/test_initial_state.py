@@ -232,3 +232,50 @@ def test_rec_units_not_here_say_why_and_unknown_units_list_every_unit():
             TFNetwork({"output": {"class": "rec", "unit": unit, "n_out": 3, "from": "data"}}, extern)
     with pytest.raises(NetworkError, match=r"unknown unit 'lstn' \(known: .*\bgru\b.*\brhn\b"):
         TFNetwork({"output": {"class": "rec", "unit": "lstn", "n_out": 3, "from": "data"}}, extern)
+
+
+# ---- RETURNN's explicit 'state' (LayerBase option): the state a step continues from, given by layers
+def _state_net(state, feedback=("source(0) * 0.5", "source(0) - 0.25 * source(1)")):
+    return TFNetwork({"output": {"class": "rec", "from": "data", "unit": {
+        "_s": {"class": "rnn_cell", "unit": "LSTMBlock", "n_out": 4, "from": "data:source", "state": state},
+        "_s_c": {"class": "get_last_hidden_state", "from": "_s", "key": "c", "n_out": 4},
+        "_s_h": {"class": "get_last_hidden_state", "from": "_s", "key": "h", "n_out": 4},
+        "s_c": {"class": "eval", "from": "_s_c", "eval": feedback[0]},
+        "s_h": {"class": "eval", "from": ["_s_h", "_s_c"], "eval": feedback[1]},
+        "output": {"class": "copy", "from": "_s"}}}}, _extern())
+
+
+def test_explicit_state_of_an_lstm_cell_in_a_loop():
+    """i6's masked decoders: rnn_cell with state LSTMStateTuple('prev:s_c', 'prev:s_h'): each step continues from
+    those layers' values (c halved, h minus c/4 here), in RETURNN's (c, h) order; a dict by key is the same."""
+    x = np.random.RandomState(3).randn(2, 5, 3).astype("float32")
+    lens = [5, 3]
+    outs = []
+    for state in (tf.compat.v1.nn.rnn_cell.LSTMStateTuple("prev:s_c", "prev:s_h"), {"h": "prev:s_h", "c": "prev:s_c"},
+                  ["prev:s_c", "prev:s_h"]):
+        net = _state_net(state)
+        cell = net.layers["output"].layers["_s"]
+        for v in cell.trainable_variables:
+            v.assign(tf.random.stateless_normal(v.shape, [1, len(v.name)]) * 0.5)
+        outs.append(net.forward(_batch(x, lens), RunContext(False))["output"].tensor.numpy())
+        w, w_re, b, fb = cell.W.numpy(), cell.W_re.numpy(), cell.bias.numpy(), cell.forget_bias
+    np.testing.assert_allclose(outs[1], outs[0], rtol=1e-6)
+    np.testing.assert_allclose(outs[2], outs[0], rtol=1e-6)
+    for seq, n in enumerate(lens):
+        h, c = np.zeros(4, "float32"), np.zeros(4, "float32")
+        for t in range(n):
+            y, h_new, c_new = _np_lstm(x[seq, t:t + 1], w, w_re, b, h, c, forget_bias=fb)
+            np.testing.assert_allclose(outs[0][seq, t], y[0], rtol=1e-4, atol=1e-5)
+            c, h = c_new * 0.5, h_new - 0.25 * c_new
+
+
+def test_explicit_state_refusals():
+    with pytest.raises(NetworkError, match="option 'state': RETURNN's state is a structure of layer names"):
+        _state_net({"c": None, "h": "prev:s_h"})
+    with pytest.raises(NetworkError, match="'state' .RETURNN's explicit state of a step. is supported in a rec loop"):
+        TFNetwork({"output": {"class": "rnn_cell", "unit": "LSTMBlock", "n_out": 4, "from": "data",
+                              "state": {"c": "data", "h": "data"}}}, _extern(dim=4))
+    with pytest.raises(NetworkError, match="'state' is RETURNN's state of one step .its single_step_dim.: the input"):
+        TFNetwork({"r": {"class": "reduce", "mode": "mean", "axis": "T", "from": "data"},
+                   "output": {"class": "rec", "unit": "lstm", "n_out": 3, "from": "data",
+                              "state": {"c": "r", "h": "r"}}}, _extern())

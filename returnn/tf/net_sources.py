@@ -8,7 +8,7 @@ from typing import Any, Dict, List, Mapping, Tuple
 
 from returnn.errors import NetworkError
 from returnn.tf.layers.base import LAYER_CLASSES
-from returnn.tf.layers.rec_state import state_layer_refs
+from returnn.tf.layers.rec_state import explicit_state_refs, state_layer_refs
 from returnn.tf.net_dict import AXIS_PAIR_FROM_CLASSES, FROM_DEFAULT, from_entries, source_name
 
 # RETURNN's layer classes whose transform_config_dict fills in "from" itself (their inputs are options, or
@@ -71,8 +71,8 @@ def layer_sources(name: str, opts: Dict[str, Any], default_target: str = "classe
         if not isinstance(e, str):
             raise NetworkError("layer %r: 'from' must be a name or a list of names, got %r" % (name, opts.get("from")))
     refs = [ref_option_value(opts[k]) for k in getattr(cls, "ref_options", ()) if isinstance(opts.get(k), str)]
-    if getattr(cls, "initial_state_refs", False):  # recurrent units: the layers initial_state names
-        refs += state_layer_refs(opts.get("initial_state"))
+    if getattr(cls, "initial_state_refs", False):  # recurrent units: the layers initial_state and state name
+        refs += state_layer_refs(opts.get("initial_state")) + explicit_state_refs(opts.get("state"))
     return list(src) + refs
 
 

@@ -205,3 +205,16 @@ case("rec_subnet_reads_source_padding", "reduce_padding", {
         "h": {"class": "linear", "n_out": 3, "activation": "tanh", "from": ["data:source", "prev:h"]},
         "output": {"class": "copy", "from": "h"}}},
     "output": {"class": "reduce", "mode": "sum", "axes": "T", "use_time_mask": False, "from": "r"}})
+
+# RETURNN's LayerBase option 'state' (the explicit rec state): a rec layer's one step (an input without time axis)
+# from the state given by layers (its test_reclayer_single_step), and in a rec loop an rnn_cell continuing from
+# layers' values instead of its carried state (i6's masked decoders: LSTMStateTuple('prev:s_c', 'prev:s_h'))
+case("rec_single_step_state", "explicit_state", {
+    "linear": {"class": "linear", "from": "data", "n_out": 5},
+    "reduce": {"class": "reduce", "mode": "mean", "from": "linear", "axis": "T"},
+    "output": {"class": "rec", "unit": "lstm", "n_out": 5, "from": "reduce", "state": {"h": "reduce", "c": "reduce"}}})
+
+case("rnn_cell_gru_in_loop_state", "explicit_state", {"output": {"class": "rec", "from": "data", "unit": {
+    "_s": {"class": "rnn_cell", "unit": "gru", "n_out": 4, "from": "data:source", "state": "prev:x"},
+    "x": {"class": "linear", "activation": "tanh", "n_out": 4, "from": "_s"},
+    "output": {"class": "copy", "from": "_s"}}}})

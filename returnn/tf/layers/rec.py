@@ -44,7 +44,8 @@ from returnn.tf.layers.merged_batch import MergedAxes
 from returnn.tf.layers.options import Option, rate
 from returnn.tf.layers.params import Param, same
 from returnn.tf.layers.rec_params import check_native_unit_opts, check_state_cell_unit_opts, unit_params
-from returnn.tf.layers.rec_state import LSTM_KEYS, SINGLE_KEYS, InitialState, is_zero, state_layer_refs
+from returnn.tf.layers.rec_state import (LSTM_KEYS, SINGLE_KEYS, ExplicitState, InitialState, explicit_state_refs,
+                                         is_zero, state_layer_refs)
 from returnn.tf.layers.rnn_cell import (
     INPUT_PROJECTION, LOOP_AXIS, SUBNET_ONLY_OPTIONS, cell_clip_opt, check_input_projection, check_loop_axis,
     check_unrolled_length, is_step_template, unrolled_max_len,
@@ -103,6 +104,8 @@ class RecLayer(Layer):
         Option("initial_state", None, "the state each sequence starts from: zeros, ones, var, keep_over_epoch, a "
                                       "layer, or {'c': .., 'h': ..} (see returnn.tf.layers.rec_state)"),
         Option("in_dim", None, "Dim: the input's feature axis (RETURNN: made the feature axis; here it must be it)"),
+        Option("state", None, "RETURNN's explicit state: one step (an input without time axis) continues from the "
+                              "state these layers give ({'c': .., 'h': ..}), not from initial_state"),
     ) + SUBNET_ONLY_OPTIONS + (INPUT_PROJECTION, LOOP_AXIS)
 
     @staticmethod
@@ -136,7 +139,15 @@ class RecLayer(Layer):
             raise NetworkError("%s: direction must be 1 or -1, got %r" % (self.desc, self.direction))
         unit_opts = dict(self.opt("unit_opts") or {})
         check_native_unit_opts(self.desc, self.unit, unit_opts)  # RETURNN's native LSTMs: forget_bias 0, ...
-        if self.opt("initial_state") is not None:
+        n_init = len(state_layer_refs(self.opt("initial_state")))
+        n_all = n_init + len(explicit_state_refs(self.opt("state")))
+        state_spec, state_sources = self.opt("initial_state"), list(sources[len(sources) - n_all:][:n_init])
+        if self.opt("state") is not None:  # (RETURNN: the one step's previous state; initial_state unused)
+            ExplicitState(self, self.opt("state"), SINGLE_KEYS if self.unit == LOWMEM else LSTM_KEYS,
+                          self.require_n_out(), sources[len(sources) - n_all + n_init:])
+            state_spec, state_sources = self.opt("state"), list(sources[len(sources) - n_all + n_init:])
+        self.n_state_sources = n_all  # (initial_state's and state's layers, appended to the sources)
+        if state_spec is not None:
             check_state_cell_unit_opts(self.desc, self.unit, unit_opts)
         known_unit_opts = (("forget_bias",) if self.unit in TF_CELL_UNITS else UNIT_OPTS) + (
             ("use_peepholes", "cell_clip") if self.unit in PEEPHOLE_UNITS else ())
@@ -148,18 +159,17 @@ class RecLayer(Layer):
         # RETURNN's NativeLSTM2 option: dropout on the recurrent weights W_re, one mask per training step
         self.rec_weight_dropout = rate(self.desc, "rec_weight_dropout", unit_opts.get("rec_weight_dropout"))
         check_input_projection(self.desc, self.unit, self.opt("input_projection"))
-        n_state = len(state_layer_refs(self.opt("initial_state")))
-        self.state_sources = state_sources = list(sources[len(sources) - n_state:])
-        sources = list(sources[:len(sources) - n_state])
+        self.state_sources = state_sources
+        sources = list(sources[:len(sources) - n_all])
         check_loop_axis(self, sources, self.opt("axis"))
         in_dim = self.opt("in_dim")
         if in_dim is not None and (len(sources) != 1 or sources[0].feature_dim != in_dim):
             raise NetworkError("%s: 'in_dim' %r must be the feature axis of the one input here, got %s"
                                % (self.desc, in_dim, [s.short_repr() for s in sources]))
-        if self.unit in NO_INITIAL_STATE_UNITS and not is_zero(self.opt("initial_state")) or (
-                self.unit == "nativelstm" and self.opt("initial_state") is not None):  # RETURNN: zeros too
+        if self.unit in NO_INITIAL_STATE_UNITS and not is_zero(state_spec) or (
+                self.unit == "nativelstm" and state_spec is not None):  # RETURNN: zeros too
             raise NetworkError("%s: initial_state %r with unit %r: %s" % (
-                self.desc, self.opt("initial_state"), self.unit, NO_INITIAL_STATE_UNITS[self.unit]))
+                self.desc, state_spec, self.unit, NO_INITIAL_STATE_UNITS[self.unit]))
         self.max_len = unrolled_max_len(self, self.opt("max_seq_len"),
                                         bool(self.opt("unroll")) and self.unit in TF_CELL_UNITS)
         if self.opt("sampling") != 1:
@@ -179,9 +189,12 @@ class RecLayer(Layer):
             self.one_step = Dim(None, kind=DimTypes.Spatial, description="%s:single-step" % name)
             sources = [s.copy_add_dim_by_tag(self.one_step, axis=s.batch_dim_axis + 1).copy(
                 time_dim_axis=s.batch_dim_axis + 1) for s in sources]
+        elif self.opt("state") is not None:
+            raise NetworkError("%s: 'state' is RETURNN's state of one step (its single_step_dim): the input must have "
+                               "no time axis, got %s" % (self.desc, [s.short_repr() for s in sources]))
         self.merged = MergedAxes(self.desc, sources)  # RETURNN: axes besides batch, time, feature merged into batch
         if self.merged.extra:
-            if not _same_for_every_row(self.opt("initial_state")):  # zeros, ones: any batch, also the merged one
+            if not _same_for_every_row(state_spec):  # zeros, ones: any batch, also the merged one
                 raise NetworkError("%s: initial_state var, from a layer or kept over the epoch with an input of more "
                                    "axes than (batch, time, feature) (%s, merged into the batch) is not supported"
                                    % (self.desc, self.merged.extra))
@@ -206,8 +219,8 @@ class RecLayer(Layer):
         self.cell_clip = cell_clip_opt(self.desc, unit_opts.get("cell_clip"))  # TensorFlow's LSTMCell: c clipped
         self.state = None
         self.prev_state = None  # moved out of a rec loop that reads prev: of it (see make_prev_state)
-        if not is_zero(self.opt("initial_state")):
-            self.state = InitialState(self, self.opt("initial_state"), SINGLE_KEYS if self.unit == LOWMEM else LSTM_KEYS,
+        if not is_zero(state_spec):
+            self.state = InitialState(self, state_spec, SINGLE_KEYS if self.unit == LOWMEM else LSTM_KEYS,
                                       n_out, "rec/", state_sources)
             self.state_vars = self.state.trainable()  # tracked by tf.Module here
         self.updates_in_training = self.state is not None and self.state.keeps
@@ -250,10 +263,9 @@ class RecLayer(Layer):
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         if self.one_step is None:
             return self._forward_seq(sources, ctx)
-        n_state = len(self.state.refs) if self.state is not None else 0
         stepped = []
         for i, src in enumerate(sources):
-            if i < len(sources) - n_state:
+            if i < len(sources) - self.n_state_sources:
                 axis = src.data.batch_dim_axis + 1
                 ones = tf.ones(tf.shape(src.tensor)[src.data.batch_dim_axis:src.data.batch_dim_axis + 1], tf.int32)
                 src = LayerOutput(tf.expand_dims(src.tensor, axis), self.sources[i].copy_add_dim_by_tag(
@@ -271,7 +283,8 @@ class RecLayer(Layer):
 
     def _forward_seq(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         n_state = len(self.state.refs) if self.state is not None else 0
-        state_values, sources = sources[len(sources) - n_state:], sources[:len(sources) - n_state]
+        state_values = sources[len(sources) - n_state:]  # (initial_state's or state's layers: the last ones)
+        sources = sources[:len(sources) - self.n_state_sources]
         sources = dropout_sources(self, check_unrolled_length(self, sources, self.max_len), ctx)
         given = sources
         if self.merged.extra:

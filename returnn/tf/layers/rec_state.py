@@ -212,3 +212,45 @@ class InitialState:
     def trainable(self) -> List[tf.Variable]:
         """The ``var`` variables (the layer holds them in an attribute: tf.Module tracks them there)."""
         return [self.entries[key][1] for key in self.keys if self.entries[key][0] == "var"]
+
+
+# ---- RETURNN's ``state`` option (LayerBase): the rec state a layer continues from, given by layers
+def _plain(spec: Any) -> Any:
+    """``spec`` with a namedtuple such as LSTMStateTuple(c, h) as a list."""
+    if isinstance(spec, Mapping):
+        return {k: _plain(v) for k, v in spec.items()}
+    if isinstance(spec, (list, tuple)):
+        return [_plain(v) for v in spec]
+    return spec
+
+
+def explicit_state_refs(spec: Any) -> List[str]:
+    """The layer names of a ``state`` option, in :func:`state_layer_refs`'s order."""
+    return [] if spec is None else state_layer_refs(_plain(spec))
+
+
+class ExplicitState:
+    """RETURNN's ``state`` option of a recurrent unit: the state a step continues from is given by
+    layers (``{"c": "prev:s_c", "h": "prev:s_h"}``, ``LSTMStateTuple("prev:s_c", "prev:s_h")``, one
+    name for a one-vector state). RETURNN fails on a None part (it looks up every part as a layer)."""
+
+    def __init__(self, layer, spec: Any, keys: Sequence[str], size: int, sources: Sequence[Data]):
+        where = "%s: option 'state'" % layer.desc
+
+        def check(value: Any) -> None:
+            if isinstance(value, Mapping):
+                for v in value.values():
+                    check(v)
+            elif isinstance(value, (list, tuple)):
+                for v in value:
+                    check(v)
+            elif not isinstance(value, str) or value in KEYWORDS or value in REFUSED:
+                raise NetworkError("%s: RETURNN's state is a structure of layer names like the unit's state (%s), "
+                                   "got %r" % (where, ", ".join(keys), value))
+        check(spec)
+        self.parsed = InitialState(layer, _plain(spec), keys, size, "", sources, where="state")
+        self.refs = self.parsed.refs
+
+    def values(self, batch: tf.Tensor, values: Sequence[LayerOutput]) -> Dict[str, tf.Tensor]:
+        """The state by key: the given layers' values (``values``: those of :attr:`refs`)."""
+        return self.parsed.initial(batch, values)

@@ -60,7 +60,8 @@ from returnn.tf.layers.params import Param, same
 from returnn.tf.layers.rec_params import (
     NATIVE_UNIT_OPTS, check_native_unit_opts, check_state_cell_unit_opts, unit_layout, unit_params,
 )
-from returnn.tf.layers.rec_state import LSTM_KEYS, SINGLE_KEYS, InitialState, is_zero, state_layer_refs
+from returnn.tf.layers.rec_state import (LSTM_KEYS, SINGLE_KEYS, ExplicitState, InitialState, explicit_state_refs,
+                                         is_zero, state_layer_refs)
 from returnn.tf.lstm_kernels import final_state_fn, get_kernel, lstm_sequence, lstm_step
 from returnn.tf.util.tensor_array import stacked
 
@@ -120,6 +121,9 @@ class RnnCellLayer(Layer):
         Option("max_seq_len", None, "not an option of RETURNN's rnn_cell", only=(None,)),
         Option("unroll", False, "not an option of RETURNN's rnn_cell", only=(False,)),
         Option("direction", 1, "1 only (a cell runs forward in time)"),
+        Option("state", None, "RETURNN's explicit state, in a rec loop: the state a step continues from, given by "
+                              "layers ({'c': 'prev:s_c', 'h': 'prev:s_h'}, LSTMStateTuple(c, h), one name for a "
+                              "one-vector state)"),
     )
     directions = (1,)  # over a whole sequence
     merges_extra_axes = False  # RETURNN's rec layer merges axes besides (batch, time, feature) into the batch
@@ -158,6 +162,9 @@ class RnnCellLayer(Layer):
             from returnn.tf.layers.norm import behavior_version
             use_out = behavior_version() >= 17
         self.zoneout_output = bool(use_out)  # the output is the zoned-out h (else the LSTM's own)
+        self.n_explicit = n_explicit = len(explicit_state_refs(self.opt("state")))  # (RETURNN's 'state': last)
+        explicit_sources = list(sources[len(sources) - n_explicit:]) if n_explicit else []
+        sources = list(sources[:len(sources) - n_explicit])
         n_state = len(state_layer_refs(self.opt("initial_state")))
         self.state_sources = list(sources[len(sources) - n_state:])
         sources = list(sources[:len(sources) - n_state])
@@ -219,6 +226,12 @@ class RnnCellLayer(Layer):
             self.peepholes = tuple(self.weight("rec/lstm_cell/w_%s_diag" % g, [n], "xavier") for g in "ifo")
         self.cell_clip = cell_clip_opt(self.desc, unit_opts.get("cell_clip"))  # TensorFlow's LSTMCell: c clipped
         self.state_keys = STATE_KEYS.get(self.kind, SINGLE_KEYS)
+        self.explicit = None
+        if self.opt("state") is not None:
+            if not self.step_mode:
+                raise NetworkError("%s: 'state' (RETURNN's explicit state of a step) is supported in a rec loop only, "
+                                   "here the cell runs over a sequence" % self.desc)
+            self.explicit = ExplicitState(self, self.opt("state"), self.state_keys, n, explicit_sources)
         self.state = None  # the initial state of its own recurrence
         self.prev_state = None  # a cell moved out of a rec loop: the first prev: value (RETURNN's loop state)
         if not is_zero(self.opt("initial_state")):
@@ -353,12 +366,16 @@ class RnnCellLayer(Layer):
 
     def _own_sources(self, sources: List[LayerOutput]) -> Tuple[List[LayerOutput], List[LayerOutput]]:
         """(the sources of the cell's input, the values of the layers initial_state names)."""
+        sources = sources[:len(sources) - self.n_explicit]  # (those of 'state', last)
         n = len(self.state_sources)
         return list(sources[:len(sources) - n]), list(sources[len(sources) - n:])
 
     def step(self, sources: List[LayerOutput], state: Tuple[tf.Tensor, ...], ctx: RunContext, t: Any = None
              ) -> Tuple[LayerOutput, Tuple[tf.Tensor, ...]]:
         """One step inside a rec loop: sources are (B, F) values."""
+        if self.explicit is not None:  # RETURNN's 'state': the given layers replace the carried state
+            values = sources[len(sources) - self.n_explicit:]
+            state = self._state_tuple(self.explicit.values(tf.shape(state[0])[0], values))
         sources = self._own_sources(sources)[0]
         seed = ctx.layer_seed(self.layer_name) if ctx.train else None
         y, state = self._cell(self._input_proj(sources, ctx), state, seed)

@@ -104,7 +104,7 @@ def layer_ref_options(class_name: Any) -> List[str]:
 
 
 def layer_refs(name: str, layer: Mapping[str, Any], rec_name: str = "?") -> List[Ref]:
-    """All references of the sub-layer ``name`` (``from``, layer-valued options, ``initial_output``)."""
+    """All references of the sub-layer ``name`` (``from``, layer-valued options, a unit's ``state``)."""
     if not isinstance(layer, Mapping):
         raise NetworkError("rec layer %r, sub-layer %r: expected a dict, got %r" % (rec_name, name, layer))
     raw: List[Any] = [source_name(e) for e in from_entries(layer.get("from", _default_from(layer.get("class"))))
@@ -115,6 +115,9 @@ def layer_refs(name: str, layer: Mapping[str, Any], rec_name: str = "?") -> List
                    if isinstance(v, str))
     # RETURNN's extra_deps (copy family, reshape): layers built and run with this one, values unused
     raw.extend(v for v in _as_list(layer.get("extra_deps")) if isinstance(v, str))
+    if layer.get("class") in ("rec", "rnn_cell") and layer.get("state") is not None:  # read at each step
+        from returnn.tf.layers.rec_state import explicit_state_refs
+        raw.extend(explicit_state_refs(layer["state"]))
     refs = []
     for r in raw:
         if not isinstance(r, str):
