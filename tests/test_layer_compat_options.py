@@ -118,6 +118,11 @@ def test_extern_data_entries_in_the_num_outputs_form():
 
 def test_layers_and_losses_that_need_rasr_are_one_line_naming_the_layer():
     extern = {"data": Data("data", shape=(None, 3)), "classes": Data("classes", shape=(None,), sparse=True, dim=4)}
+    # a class older RETURNN had (its demo-tf-neural-transducer.12ax): one line saying so, not the list of known classes
+    with pytest.raises(NetworkError, match=r"layer 'output': layer class 'neural_transducer' is not available here: "
+                                           r"RETURNN removed it in Sep 2021"):
+        TFNetwork(outputs({"output": {"class": "neural_transducer", "loss": "neural_transducer", "n_out": 3,
+                                      "from": "data"}}), extern)
     with pytest.raises(NetworkError, match=r"layer 'bw': layer class 'fast_bw' is not available here: .*RASR"):
         TFNetwork(outputs({"bw": {"class": "fast_bw", "from": "data"}}), extern)
     with pytest.raises(NetworkError, match=r"layer 'bw': layer class 'fast_bw' with align_target 'staircase' is not "

@@ -538,6 +538,9 @@ NOT_HERE = {
     "parametric_wiener_filter": "it needs i6's tfSi6Proc package (its TfParametricWienerFilter), which is not public",
 }
 NOT_YET: tuple = ()
+# layer classes of older RETURNN versions that today's RETURNN no longer has (nor this engine)
+REMOVED_FROM_RETURNN = {"neural_transducer": "RETURNN removed it in Sep 2021 (ac3a9e2b0, its demo-tf-neural-"
+                                             "transducer fails there too); define the transducer with rec layers"}
 # Losses likewise: RETURNN's full-sum losses computed by RASR.
 LOSSES_NOT_HERE = {"fast_bw": NOT_HERE["fast_bw"],
                    "sprint": "it is computed by RASR (Sprint); train with 'ce' on alignments dumped to HDF "
@@ -555,8 +558,9 @@ def get_layer_class(name: str, layer_name: str, opts: Optional[Mapping[str, Any]
             raise NetworkError("layer %r: layer class 'fast_bw' with align_target %r is not available here: RETURNN's "
                                "native Baum-Welch op over its own automata is not built here (no RASR is needed for "
                                "them); train with a 'ctc' loss instead" % (layer_name, opts.get("align_target")))
-        if name in NOT_HERE:
-            raise NetworkError("layer %r: layer class %r is not available here: %s" % (layer_name, name, NOT_HERE[name]))
+        if name in NOT_HERE or name in REMOVED_FROM_RETURNN:
+            raise NetworkError("layer %r: layer class %r is not available here: %s"
+                               % (layer_name, name, NOT_HERE.get(name) or REMOVED_FROM_RETURNN[name]))
         raise NetworkError("layer %r: unknown layer class %r (known: %s)" % (layer_name, name, known_list(LAYER_CLASSES)))
     cls = LAYER_CLASSES[name]
     loss = opts.get("loss") if opts is not None else None
