@@ -300,3 +300,21 @@ def test_reshape_into_a_dim_math_dim_with_data_extra_deps():
     out = res["output"]
     np.testing.assert_allclose(np.asarray(out.tensor), x.reshape(2, 6, 2))
     assert out.sizes[double].numpy().tolist() == [6, 4]
+
+
+def test_cond_branch_reads_a_sub_output():
+    """RETURNN: a cond branch's layer reads another's sub-output ('split/0', as returnn_common's
+    self-attention in a cond does); the old code dropped the split from the branch and found
+    'output/split/0' nowhere ('unknown layer')."""
+    time, feat = Dim(None, description="time"), Dim(6, description="f", kind="feature")
+    a, b = Dim(2, description="a", kind="feature"), Dim(4, description="b", kind="feature")
+    extern = {"data": Data("data", dims=[batch_dim, time, feat])}
+    branch = {"class": "subnetwork", "from": [], "subnetwork": {
+        "split": {"class": "split", "from": "base:data", "axis": feat, "out_dims": (a, b)},
+        "output": {"class": "copy", "from": "split/0"}}}
+    layers = {"flag": {"class": "constant", "value": True, "shape": (), "dtype": "bool"},
+              "output": {"class": "cond", "from": [], "condition": "flag", "true_layer": branch,
+                         "false_layer": {"class": "slice", "from": "data", "axis": feat, "slice_end": 2, "out_dim": a}}}
+    x = np.arange(2 * 3 * 6, dtype=np.float32).reshape(2, 3, 6)
+    _, res = _run(layers, extern, x, [3, 2])
+    np.testing.assert_allclose(np.asarray(res["output"].tensor), x[..., :2])

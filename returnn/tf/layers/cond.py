@@ -22,6 +22,7 @@ from returnn.tensor import Data, Dim
 from returnn.tf.layers import reuse
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, get_layer_class, register_layer
 from returnn.tf.layers.options import Option
+from returnn.tf.net_sources import base_layer_name
 
 BRANCH_KEYS = ("condition", "true_layer", "false_layer")
 _SHARING: List[Any] = []  # the ParamsByScope of the conds whose branches are being built (nested conds share it)
@@ -40,7 +41,8 @@ def _flat_branch(name: str, key: str, desc: Any) -> Dict[str, Dict[str, Any]]:
     flat = expand_subnetworks({name: dict(desc)})
 
     def refs(n: str) -> List[str]:
-        return [ref for kind, ref in map(parse_source, layer_sources(n, flat[n])) if kind == "layer"]
+        return [base_layer_name(ref, flat) for kind, ref in map(parse_source, layer_sources(n, flat[n]))
+                if kind == "layer"]
     keep = needed_layers(flat, refs, extra_roots=[name])
     return {n: flat[n] for n in flat if n in keep}
 
@@ -125,7 +127,7 @@ class _Branch(tf.Module):
             layer_opts = {k: v for k, v in opts.items() if k not in ("from", FROM_DEFAULT)}
             if kw.get("infer_n_out") is not None:
                 kw["infer_n_out"](n, layer_opts)
-            templates = [self.layers[s].output if s in self.layers else outer[s] for s in self.sources[n]]
+            templates = [self._template(s, outer) for s in self.sources[n]]
             with reuse.resolving(get_layer):
                 if hasattr(cls, "outer_sources"):
                     layer = cls(n, dict(layer_opts, **{"from": opts.get("from", ["data"])}), templates, seed=seed,
@@ -152,13 +154,20 @@ class _Branch(tf.Module):
                 raise NetworkError("%s: dependency cycle in %s at %r" % (where, self.key, n))
             state[n] = 1
             for s in self.sources[n]:
-                if s in flat:
-                    visit(s)
+                if base_layer_name(s, flat) in flat:
+                    visit(base_layer_name(s, flat))
             state[n] = 2
             order.append(n)
         for n in flat:
             visit(n)
         return order
+
+    def _template(self, s: str, outer: Mapping[str, Data]) -> Data:
+        """The template of source ``s``: a branch layer's, its sub-output's ('x/split/0'), else the outer one."""
+        if s in self.layers or s in outer:
+            return self.layers[s].output if s in self.layers else outer[s]
+        base = base_layer_name(s, self.layers)
+        return self.layers[base].sub_template(s[len(base) + 1:])
 
     @property
     def output(self) -> Data:
@@ -197,8 +206,8 @@ class CondLayer(Layer):
             if isinstance(branch, str):
                 out.append(branch)
                 continue
-            for n, o in branch.items():
-                out += [s for s in layer_sources(n, o, default_target, search) if s not in branch]
+            for n, o in branch.items():  # (a branch layer's sub-output 'x/split/0': of the branch)
+                out += [s for s in layer_sources(n, o, default_target, search) if base_layer_name(s, branch) not in branch]
         return list(dict.fromkeys(out))
 
     @classmethod
