@@ -125,6 +125,9 @@ def build_ours(entry: Dict[str, Any], shapes_fn=None, run: str = "returnn") -> D
         network = TFNetwork(net, specs, default_target=opts.get("target") or "classes", search=(mode == "search"))
         if shapes_fn is not None:
             shapes = {k: tuple(v) for k, v in shapes_fn(network).items()}
+            from returnn.tf.layers import param_noise
+            if mode == "train" and param_noise.uses_returnn_generator(network):  # as a training checkpoint holds it
+                shapes[param_noise.RETURNN_GENERATOR_STATE] = (3,)
         else:
             shapes = _variable_shapes(network)
     except Exception as exc:  # noqa: BLE001 (any failure is a result)
@@ -133,7 +136,8 @@ def build_ours(entry: Dict[str, Any], shapes_fn=None, run: str = "returnn") -> D
         set_global_config(old)
     params = sorted([name, list(shape)] for name, shape in shapes.items())
     return {"built": True, "mode": mode, "error": None, "params": params,
-            "num_params": sum(_size(shape) for _, shape in params)}
+            "num_params": sum(_size(shape) for name, shape in params  # (RETURNN counts no generator state)
+                              if name != "global_random_generator/random_generator/StateVar")}
 
 
 def _size(shape: Sequence[Optional[int]]) -> int:
