@@ -411,3 +411,15 @@ case("transposed_conv_remove_padding", "transposed_conv", {
                "remove_padding": 1, "n_out": 3, "from": "data"}}, lens={"data": LENS_LONG})
 # repetitions 0 (RETURNN's tf.repeat: every sequence empty; refused here before, mutate --train seed 55)
 case("repeat_time_zero", "repeat", {"output": {"class": "repeat", "repetitions": 0, "axis": "T", "from": "data"}})
+# repeat: RETURNN's output is batch-major with the repeated axis right after the batch axis (first without a batch
+# axis, then only a static axis an int number of times); this engine kept the axis in place and refused batch-less
+# inputs (found with Zettelkasten/returnn-self-attention's key-chunk mask)
+case("repeat_feature_layout", "repeat", {
+    "r": {"class": "repeat", "from": "data", "axis": "F", "repetitions": 2},
+    "output": {"class": "merge_dims", "axes": "except_batch", "from": "r"}}, config={"behavior_version": 0})
+case("repeat_batchless_static", "repeat", {
+    "r": {"class": "range", "start": 0, "limit": 3, "delta": 1},
+    "rr": {"class": "repeat", "from": "r", "axis": "F", "repetitions": 2},
+    "rf": {"class": "cast", "dtype": "float32", "from": "rr"},
+    "output": {"class": "combine", "kind": "add", "from": ["data", "rf"], "allow_broadcast_all_sources": True}},
+    extern={"data": {"dim": 6}})

@@ -283,9 +283,12 @@ class RepeatLayer(Layer):
         if self.opt("axis") is None:
             raise NetworkError("%s: needs 'axis' (RETURNN has no default for it)" % self.desc)
         self.ax = self.axis(data, self.opt("axis"), "axis")
-        if data.batch_dim_axis is None or self.ax == data.batch_dim_axis:
-            raise NetworkError("%s: needs a batch axis and a non-batch 'axis'" % self.desc)
         old = data.dims[self.ax]
+        # without a batch axis (RETURNN adds a broadcast one): a static axis repeated an int number of times
+        self.batchless = data.batch_dim_axis is None and not self.reps_layer and old.dimension is not None
+        if (data.batch_dim_axis is None and not self.batchless) or self.ax == data.batch_dim_axis:
+            raise NetworkError("%s: needs a non-batch 'axis', and a batch axis unless it is a static axis repeated "
+                               "an int number of times" % self.desc)
         static = None
         if not self.reps_layer:
             reps = self.opt("repetitions")  # RETURNN takes 0 (tf.repeat: an empty axis), not a negative count
@@ -293,10 +296,15 @@ class RepeatLayer(Layer):
             static = None if old.dimension is None else old.dimension * self.reps
         out_dim = opts.get("out_dim")
         self.new = out_dim if isinstance(out_dim, Dim) else _new_dim(name, old, static, "repeat")
-        self.output = data.copy_template_replace_dim_tag(self.ax, self.new).copy(name)
+        # RETURNN's layout: batch-major, the repeated axis right after the batch axis (first without one)
+        lead = [] if self.batchless else [data.batch_dim_axis]
+        self.out_perm = lead + [self.ax] + [i for i in range(data.batch_ndim) if i not in lead + [self.ax]]
+        self.output = data.copy_transpose(self.out_perm).copy_template_replace_dim_tag(len(lead), self.new).copy(name)
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         x = sources[0]
+        if self.batchless:
+            return self.make_output(tf.transpose(tf.repeat(x.tensor, self.reps, axis=self.ax), self.out_perm), [x])
         b = x.data.batch_dim_axis
         perm = [b, self.ax] + [i for i in range(x.data.batch_ndim) if i not in (b, self.ax)]
         x_bt = tf.transpose(x.tensor, perm)  # (B, T, ...)
@@ -316,10 +324,9 @@ class RepeatLayer(Layer):
         ends = tf.cumsum(counts, axis=1)  # (B, T)
         j = tf.broadcast_to(tf.range(n_new)[None], [n_b, n_new])
         src = tf.minimum(tf.searchsorted(ends, j, side="right"), n_t - 1)
-        y = tf.gather(x_bt, src, batch_dims=1)  # (B, T', ...)
-        inv = [perm.index(i) for i in range(len(perm))]
+        y = tf.gather(x_bt, src, batch_dims=1)  # (B, T', ...): the output's layout (out_perm)
         sizes = {self.new: lengths} if self.new.is_dynamic() else {}
-        return self.make_output(tf.transpose(y, inv), [x], sizes)
+        return self.make_output(y, [x], sizes)
 
 
 @register_layer
