@@ -251,7 +251,9 @@ def test_explicit_state_of_an_lstm_cell_in_a_loop():
     x = np.random.RandomState(3).randn(2, 5, 3).astype("float32")
     lens = [5, 3]
     outs = []
-    for state in (tf.compat.v1.nn.rnn_cell.LSTMStateTuple("prev:s_c", "prev:s_h"), {"h": "prev:s_h", "c": "prev:s_c"},
+    import collections  # (TF's LSTMStateTuple(c, h) is such a namedtuple; TF 2.16+ may lack tf.compat.v1.nn.rnn_cell)
+    state_tuple = collections.namedtuple("LSTMStateTuple", ["c", "h"])
+    for state in (state_tuple("prev:s_c", "prev:s_h"), {"h": "prev:s_h", "c": "prev:s_c"},
                   ["prev:s_c", "prev:s_h"]):
         net = _state_net(state)
         cell = net.layers["output"].layers["_s"]
