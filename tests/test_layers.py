@@ -80,6 +80,9 @@ def test_linear_with_transposed_weights():
     assert layer.W.shape == (5, 4)
     out = run(layer, [lo(x, None, has_time=False)])
     np.testing.assert_allclose(out.logits.numpy(), x @ layer.W.numpy().T + layer.bias.numpy(), atol=1e-5)
+    # an option of RETURNN's LayerBase: every layer class takes it (published LMs set it on positional_encoding too)
+    for cls, opts in (("positional_encoding", {"add_to_input": True}), ("copy", {}), ("rec", {"n_out": 3})):
+        make(cls, dict(opts, param_device="CPU"), [spec(4)])
 
 
 def test_sparse_input_is_embedding_and_padding_indices_are_ignored():

@@ -138,6 +138,8 @@ class Layer(tf.Module):
                                      "'map', 'custom', 'auto_create_missing'): see returnn/tf/layers/reuse.py"),
         Option("collocate_with", None, "RETURNN: place the layer's ops on the device of these layers",
                noop="device placement only; the computed values are the same"),
+        Option("param_device", None, "RETURNN (every layer): the device ('CPU', 'GPU') that holds the parameters",
+               noop="a device placement only: the parameters and every value computed are the same"),
         Option("spatial_smoothing", 0.0, "adds s * (smoothing energy of the output over its real frames) to the "
                                          "training objective (returnn/tf/constraints.py)"),
         Option("darc1", 0.0, "adds d * max over features of the summed |pre-activation values| over real frames "

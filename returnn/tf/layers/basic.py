@@ -34,8 +34,6 @@ class LinearLayer(Layer):
         Option("forward_weights_init", "glorot_uniform", "init of the weights (RETURNN init spec)"),
         Option("bias_init", 0.0, "init of the bias (RETURNN init spec)"),
         Option("use_transposed_weights", False, "store W as (n_out, n_in) (e.g. to share it with an embedding)"),
-        Option("param_device", None, "RETURNN: the device ('CPU', 'GPU') that holds the parameters",
-               noop="a device placement only: the parameters and every value computed are the same"),
         Option("grad_filter", None, "threshold: a sequence whose gradient at the pre-activation values has a "
                                     "max(grad ** 2) over its frames and features >= it gets none (RETURNN's)"),
     )
