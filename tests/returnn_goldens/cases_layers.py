@@ -423,3 +423,8 @@ case("repeat_batchless_static", "repeat", {
     "rf": {"class": "cast", "dtype": "float32", "from": "rr"},
     "output": {"class": "combine", "kind": "add", "from": ["data", "rf"], "allow_broadcast_all_sources": True}},
     extern={"data": {"dim": 6}})
+# repetitions 1: RETURNN's out dim is tag * 1, the axis itself, so it combines with the input frame by frame (this
+# engine made a new axis and refused the combine)
+case("repeat_one_same_axis", "repeat", {
+    "r": {"class": "repeat", "from": "data", "axis": "T", "repetitions": 1},
+    "output": {"class": "combine", "kind": "add", "from": ["data", "r"]}})

@@ -295,7 +295,12 @@ class RepeatLayer(Layer):
             self.reps = 0 if reps == 0 and reps is not False else positive_int(self.desc, "repetitions", reps)
             static = None if old.dimension is None else old.dimension * self.reps
         out_dim = opts.get("out_dim")
-        self.new = out_dim if isinstance(out_dim, Dim) else _new_dim(name, old, static, "repeat")
+        if isinstance(out_dim, Dim):
+            self.new = out_dim
+        elif not self.reps_layer and self.reps == 1:  # RETURNN's dim math: tag * 1 is the tag itself
+            self.new = old
+        else:
+            self.new = _new_dim(name, old, static, "repeat")
         # RETURNN's layout: batch-major, the repeated axis right after the batch axis (first without one)
         lead = [] if self.batchless else [data.batch_dim_axis]
         self.out_perm = lead + [self.ax] + [i for i in range(data.batch_ndim) if i not in lead + [self.ax]]
