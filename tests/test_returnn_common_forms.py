@@ -318,3 +318,18 @@ def test_cond_branch_reads_a_sub_output():
     x = np.arange(2 * 3 * 6, dtype=np.float32).reshape(2, 3, 6)
     _, res = _run(layers, extern, x, [3, 2])
     np.testing.assert_allclose(np.asarray(res["output"].tensor), x[..., :2])
+
+
+def test_rec_builds_a_need_last_sub_layer_read_by_rec_last_output():
+    """RETURNN's rec cell builds the sub-layers with need_last (returnn_common's loop state read after the
+    loop by rec_last_output) even when the unit's output does not read them; the old code did not build them
+    ("no sub-layer 'acc'")."""
+    time, feat = Dim(None, description="time"), Dim(2, description="f", kind="feature")
+    extern = {"data": Data("data", dims=[batch_dim, time, feat])}
+    layers = {"loop": {"class": "rec", "from": "data", "unit": {
+        "acc": {"class": "combine", "kind": "add", "from": ["prev:acc", "data:source"], "need_last": True},
+        "output": {"class": "copy", "from": "data:source"}}},
+        "output": {"class": "rec_last_output", "rec_layer": "loop", "sub_layer_name": "acc"}}
+    x = np.arange(2 * 3 * 2, dtype=np.float32).reshape(2, 3, 2)
+    _, res = _run(layers, extern, x, [3, 2])
+    np.testing.assert_allclose(np.asarray(res["output"].tensor), np.stack([x[0, :3].sum(0), x[1, :2].sum(0)]))

@@ -109,8 +109,8 @@ def is_root(local_name: str, opts: Any, in_rec_unit: bool = False, search: bool 
         return True
     if opts.get("loss"):
         return not (nested or in_rec_unit) or EVAL_NET.get()
-    if in_rec_unit:
-        return search and local_name == "end"
+    if in_rec_unit:  # RETURNN's rec cell also builds the layers with need_last (read by rec_last_output)
+        return (search and local_name == "end") or bool(opts.get("need_last"))
     return bool(opts.get("register_as_extern_data"))
 
 
