@@ -8,8 +8,9 @@ returnn_fuzz (AGREE, DIFFER, GAP, LAX, CRASH, BOTH-FAIL).
 
 Usage::
 
-    .venv/bin/python benchmarks/self_attention_nets.py [--mirror GITDIR] [--only SUBSTR ...] [--list]
-                                                      [--dump DIR] [--keep DIR] [--returnn-python PY]
+    .venv/bin/python benchmarks/self_attention_nets.py [--mirror GITDIR] [--only SUBSTR ...] [--list] [--modern]
+                                                      [--behavior-version V] [--dump DIR] [--keep DIR]
+                                                      [--returnn-python PY] [--trace]
 
 ``--list`` prints the case names; ``--dump DIR`` writes each case as JSON (no run).
 
@@ -35,12 +36,15 @@ What is not JSON or not a RETURNN layer is rewritten, keeping the meaning:
 A net holding an LSH and a vanilla attention gives a case of each (:func:`prune`: both engines build
 every layer of a net dict).
 
-State (RETURNN 1.20261022): 76 cases, 30 AGREE (vanilla self-attention in and outside rec loops, with
-past_only / mask_current / shared keys; the full-LSH cross attention; the vanilla halves of the LSH
-tests), 46 BOTH-FAIL: the chunked LSH attention needs the branch's axis semantics (distinct dims of one
-size stay apart); released RETURNN below behavior version 16 takes static dims of one size in one
-elementwise op as the same axis (key-chunk-offset with other-key-chunk-offset), and from version 7 on it
-refuses the order-dependent axes (``static:-1``) these nets use; this engine does the same.
+State (RETURNN 1.20261022): 76 cases. As the branch's nets are (no behavior version): 30 AGREE (vanilla
+self-attention in and outside rec loops, with past_only / mask_current / shared keys; the full-LSH cross
+attention; the vanilla halves of the LSH tests), 46 BOTH-FAIL: released RETURNN below behavior version 16
+takes static dims of one size in one elementwise op as the same axis (key-chunk-offset with
+other-key-chunk-offset; this engine does the same), and from version 7 on refuses the order-dependent axes
+(``static:-1``) these nets use. ``--modern`` (:func:`modernize`, behavior version 21): 48 AGREE (also every
+chunked LSH self-attention outside a loop: past_only, mask_current, chunk sizes and counts, one and two
+heads, duplicates, both chunk alignments), 28 BOTH-FAIL (the LSH in a rec loop and the chunked LSH cross
+attention: their axes by name mix the loop's time axis and the history's, which RETURNN asserts on too).
 
 Random ops (``shuffle_kv``'s shuffle, hash drop-in draws with rate 0) draw differently in the
 engines; cases with ``shuffle_kv`` are named ``..._shuffle`` (their outputs may differ on ties).
@@ -161,6 +165,7 @@ def translate(d: Dict[str, Any], dims: Dict[str, Optional[int]], outer: Optional
         descrs = descrs if isinstance(descrs, list) else [descrs]
         src = layer["from"][0] if isinstance(layer["from"], list) else layer["from"]
         set_tags: Dict[str, Any] = {}
+        dim_keys: List[List[Any]] = []  # set_dim_tags keyed by a Dim (golden_dims' keyed dict)
         for ax, descr in zip(axes, descrs):
             if descr is None:
                 continue
@@ -169,16 +174,25 @@ def translate(d: Dict[str, Any], dims: Dict[str, Optional[int]], outer: Optional
                 chunk = {DIM_KEY: "%s@%s" % (descrs[axes.index("T")], split.pop("name")), "dimension": None,
                          "kind": "spatial"}
                 split["dims"] = [chunk, _marker(descr, dims)]
-            elif ax.endswith("+1"):  # the axis a merge_dims made
-                _producer(d, src, ("merge_dims",)).update(out_dim=_marker(descr, dims), name=None)
-            elif ax.startswith("stag:repeated"):
-                _producer(d, src, ("repeat",)).update(out_dim=_marker(descr, dims), name=None)
+                if outer is not None:  # in a loop, by its Dim ('T' is the loop's axis there)
+                    set_tags.pop("T", None)
+                    dim_keys.append([{DIM_KEY: chunk[DIM_KEY]}, _marker(descrs[axes.index("T")], dims)])
+            elif ax.endswith("+1") or ax.startswith("stag:repeated"):  # the axis a merge_dims / repeat made
+                made = _producer(d, src, ("merge_dims",) if ax.endswith("+1") else ("repeat",))
+                if MODERN[0]:  # (RETURNN finds no stag of a dim declared the same as out_dim: named after it)
+                    made["out_dim"] = {DIM_KEY: "made@" + made.pop("name"), "dimension": dims[descr], "kind": "spatial"}
+                    dim_keys.append([{DIM_KEY: made["out_dim"][DIM_KEY]}, _marker(descr, dims)])
+                else:
+                    made.update(out_dim=_marker(descr, dims), name=None)
             else:
                 set_tags[ax] = _marker(descr, dims)
         for layer_ in d.values():
             if layer_ is not None and "name" in layer_:
                 del layer_["name"]
         opts = {k: v for k, v in layer.items() if k not in ("class", "axis", "description")}
+        if dim_keys:
+            d[name] = dict(opts, **{"class": "reinterpret_data", "set_dim_tags": {"__dict__": dim_keys}})
+            continue
         if set_tags and any(ax == "F" or descr.startswith("other-") for ax, descr in zip(axes, descrs) if descr):
             # named: no feature axis (else matched with another of its size); RETURNN unsets it before naming
             d[name + "_tagged"] = dict(opts, **{"class": "reinterpret_data", "set_dim_tags": set_tags})
@@ -187,6 +201,62 @@ def translate(d: Dict[str, Any], dims: Dict[str, Optional[int]], outer: Optional
             d[name] = dict(opts, **{"class": "reinterpret_data", "set_dim_tags": set_tags})
         else:
             d[name] = dict(opts, **{"class": "copy"})
+
+
+def modernize(d: Dict[str, Any], outer: Optional[Dict[str, Any]] = None) -> None:
+    """``--modern``: the order-dependent axes (``static:N``) named (in place, before :func:`translate`), so that
+    the nets build at a behavior version from 16 on, where dims of one size stay apart unless they are one Dim
+    (the branch's semantics) and ``static:N`` is refused: the hash generator's variable gets Dims (heads,
+    rounds, key, half the hash classes) and a concat of its two halves an out_dim ``hash-classes``; a split of
+    the heads Dims (heads, a feature Dim of the layer); ``static:-1``/``-2`` of dots and reduces by name."""
+    def marker(name: str, n: int, kind: str = "spatial") -> Dict[str, Any]:
+        return {DIM_KEY: name, "dimension": n, "kind": kind}
+    for name, layer in list(d.items()):
+        if not isinstance(layer, dict):
+            continue
+        if layer.get("class") == "rec" and isinstance(layer.get("unit"), dict):
+            modernize(layer["unit"], d)
+        if layer.get("class") == "name_axis" and layer["axis"] == ["static:0", "static:1"]:
+            src = d[layer["from"][0]]
+            if src["class"] == "variable":  # (else a copy of the outer one, named there)
+                n, r, k, h = src["shape"]
+                src["shape"] = [marker("att-heads", n), marker("att-rounds", r), marker("hash-key", k),
+                                marker("hash-half", h, "feature")]
+            d[name] = {"class": "copy", "from": layer["from"]}
+        elif layer.get("class") == "name_axis" and layer["axis"] == "static:-2":
+            d[name] = {"class": "copy", "from": layer["from"]}  # (the split_dims before names the heads)
+        elif layer.get("class") == "split_dims" and layer.get("axis") == "F" and len(layer["dims"]) == 2 and all(
+                isinstance(n, int) for n in layer["dims"]):
+            n, f = layer["dims"]
+            layer["dims"] = [marker("att-heads", n), marker("%s-feature" % name, f, "feature")]
+        elif layer.get("class") == "merge_dims" and layer.get("axes") == "static":
+            layer["axes"] = ["stag:att-heads", "F"]
+        elif layer.get("class") in ("combine", "compare") and len(layer.get("from") or []) > 1:
+            layer["allow_broadcast_all_sources"] = True
+        elif layer.get("class") == "copy" and name.endswith("_hash_gen") and len(layer.get("from", [])) == 2:
+            d[name] = {"class": "concat", "from": [[src, "F"] for src in layer["from"]],
+                       "out_dim": marker("hash-classes", 2 * _hash_half(d, layer["from"][0], outer))}
+        elif layer.get("class") == "dot":
+            hashing = layer.get("red1") == "static:-2"
+            for key in ("red1", "red2", "var1", "var2"):
+                value = layer.get(key)
+                values = value if isinstance(value, list) else [value]
+                values = [("stag:hash-key" if v == "static:-2" else "stag:hash-classes" if hashing else "F")
+                          if isinstance(v, str) and v.startswith("static:") else v for v in values]
+                if value is not None:
+                    layer[key] = values if isinstance(value, list) else values[0]
+        elif layer.get("class") == "reduce" and layer.get("axes") == "static:-1":
+            layer["axes"] = "stag:hash-classes"
+
+
+def _hash_half(d: Dict[str, Any], top: str, outer: Optional[Dict[str, Any]] = None) -> int:
+    """Half the hash classes: the last size of the hash generator's variable (behind its name_axis copy)."""
+    layer = d[top]
+    while layer["class"] != "variable":
+        src = layer["from"][0] if isinstance(layer["from"], list) else layer["from"]
+        layer = outer[src[len("base:"):]] if src.startswith("base:") else d[src]
+    last = layer["shape"][-1]
+    return last["dimension"] if isinstance(last, dict) else last
 
 
 def _lsh_dims(num_heads: int, num_rounds: int, chunk_size: int, before: int, after: int,
@@ -252,12 +322,15 @@ def _case(name: str, network: Dict[str, Any], extern: Dict[str, Any], lens: Dict
           output: str = "output", train: bool = True, dims: Optional[Dict[str, Optional[int]]] = None
           ) -> Dict[str, Any]:
     network = prune(copy.deepcopy(network), output)  # one translation per case (a test's net gives several)
+    if MODERN[0]:
+        modernize(network)
     translate(network, dims or {})
     network = json.loads(json.dumps(network))  # tuples -> lists, markers -> dicts, floats as JSON
     return dict(name="selfatt_" + name, family="self_attention", network=network, extern=extern, config={},
                 output=output, lens=lens, train=train, notes="Zettelkasten/returnn-self-attention " + name)
 
 
+MODERN = [False]  # --modern (module doc of modernize)
 X6 = {"data": {"dim": 6}}
 LENS13 = {"data": [13, 11, 6]}
 LENS7 = {"data": [7, 5, 3]}
@@ -441,7 +514,12 @@ def main() -> int:
     parser.add_argument("--returnn-python", default=os.path.join(REPO, ".bench-venv-returnn", "bin", "python"))
     parser.add_argument("--trace", action="store_true")
     parser.add_argument("--behavior-version", type=int, help="the cases' behavior_version (default: none)")
+    parser.add_argument("--modern", action="store_true", help="name the order-dependent axes (modernize) and "
+                                                                   "build at behavior version 21")
     args = parser.parse_args()
+    MODERN[0] = args.modern
+    if args.modern and args.behavior_version is None:
+        args.behavior_version = 21
     all_cases = cases(load_modules(args.mirror))
     if args.behavior_version is not None:
         for c in all_cases:

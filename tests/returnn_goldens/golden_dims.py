@@ -4,7 +4,8 @@ Dim is written as a marker dict ``{"__dim__": NAME, "dimension": N or None, "kin
 extern_data and network) is the same Dim object, and ``{"__dim__": NAME}`` alone refers to a Dim
 declared elsewhere in the case. NAME "batch" is the batch dim. ``{"__tuple__": [...]}`` is a tuple
 (JSON has lists only; RETURNN compares an eval's ``out_type`` shape with a tuple); ``{"__dict__": [[KEY, VALUE], ...]}``
-is a dict with keys that are not strings (JSON makes them strings: ``label_map``'s int keys, ``declare_same_sizes_as``).
+is a dict with keys that are not strings (JSON makes them strings: ``label_map``'s int keys, ``declare_same_sizes_as``;
+a key may be a Dim marker: ``set_dim_tags`` by Dim).
 Both sides resolve the markers
 with their own Dim class: make_goldens.py with RETURNN's, tests/test_returnn_goldens.py with this
 engine's (pure Python, no imports: loaded by path from both venvs).
@@ -91,7 +92,7 @@ def _replace(obj: Any, get: Callable[[str], Any]) -> Any:
         if TUPLE_KEY in obj:
             return tuple(_replace(v, get) for v in obj[TUPLE_KEY])
         if DICT_KEY in obj:
-            return {k: _replace(v, get) for k, v in obj[DICT_KEY]}
+            return {_replace(k, get) if isinstance(k, dict) else k: _replace(v, get) for k, v in obj[DICT_KEY]}
         return {k: _replace(v, get) for k, v in obj.items()}
     if isinstance(obj, list):
         return [_replace(v, get) for v in obj]
