@@ -261,7 +261,7 @@ def test_sparse_and_no_op_refusals():
 
 def test_combine_of_sparse_sources_keeps_indices_or_is_refused():
     """RETURNN combines class indices (golden fuzz_combine_sparse_*): the result is sparse with the
-    first largest source's class dim. Dense with sparse sources, or kinds and activations that give
+    first largest source's class dim. Dense floats with sparse sources, or kinds and activations that give
     no indices (RETURNN: a dtype error or floats in an int template), are refused here."""
     old = get_global_config()
     set_global_config(Config({}))
@@ -270,8 +270,7 @@ def test_combine_of_sparse_sources_keeps_indices_or_is_refused():
     try:
         net = TFNetwork({"output": {"class": "combine", "kind": "sub", "from": ["data", "data"]}}, extern)
         assert net.layers["output"].output.sparse_dim is extern["data"].sparse_dim
-        for opts, match in (({"from": ["data", "data:feat"]}, r"all dense or all sparse, got sparse \['data'\] and "
-                                                              r"dense \['feat'\]"),
+        for opts, match in (({"from": ["data", "data:feat"]}, r"sources of different dtypes data int32, feat float32"),
                             ({"from": ["data", "data"], "kind": "truediv"}, r"only kinds .* \(got kind 'truediv'"),
                             ({"from": ["data", "data"], "activation": "relu"}, "activation 'relu'")):
             with pytest.raises(NetworkError, match=match):

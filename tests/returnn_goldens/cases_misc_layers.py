@@ -241,3 +241,10 @@ case("rec_source_end_choice_target", "rec", {"output": {"class": "rec", "from": 
 # one that names no data key (refused here before: mutate --train seed 55)
 case("rec_cell_size_target_unread", "rec", {"output": {"class": "rec", "unit": "gru", "n_out": 4, "from": "data",
                                                        "size_target": "classes"}}, extern={"data": {"dim": 3}})
+# combine of sparse and dense int sources: RETURNN makes each compatible to the output with check_sparse=False,
+# the output being the first largest source's template (refused here before: mutate --train seed 68)
+case("combine_sparse_and_dense_ints", "combine", {
+    "len": {"class": "length", "from": "data", "sparse": True},
+    "r": {"class": "range_in_axis", "axis": "T", "from": "data"},
+    "output": {"class": "combine", "kind": "sub", "from": ["r", "len"], "allow_broadcast_all_sources": True}},
+    extern={"data": {"dim": 3}})

@@ -325,15 +325,14 @@ class CombineLayer(Layer):
         super().__init__(name, opts, sources, seed)
         check_sources(self, sources)
         self.kind = one_of(self.desc, "kind", self.opt("kind"), COMBINE_KINDS)
-        sparse = [s.sparse for s in sources]
-        if any(sparse) and not all(sparse):
-            raise NetworkError("%s: sources must be all dense or all sparse, got sparse %s and dense %s" % (
-                self.desc, [s.name for s in sources if s.sparse], [s.name for s in sources if not s.sparse]))
+        # (RETURNN: copy_compatible_to(check_sparse=False): sparse and dense sources of one dtype combine; the
+        # output is the common template's, the first largest source's)
         if len({s.dtype for s in sources}) > 1:  # RETURNN: copy_compatible_to(output) asserts the dtype of each
             raise NetworkError("%s: sources of different dtypes %s (RETURNN asserts each source's dtype is the "
                                "output's); cast first" % (self.desc, ", ".join("%s %s" % (s.name, s.dtype)
                                                                              for s in sources)))
-        if all(sparse) and (self.kind not in _INDEX_KINDS or self.opt("activation") is not None):
+        base_sparse = sources[max(range(len(sources)), key=lambda i: (sources[i].batch_ndim, -i))].sparse
+        if base_sparse and (self.kind not in _INDEX_KINDS or self.opt("activation") is not None):
             raise NetworkError("%s: on sparse sources (class indices) only kinds %s without activation keep "
                                "indices (got kind %r, activation %r)" % (self.desc, ", ".join(_INDEX_KINDS),
                                                                          self.kind, self.opt("activation")))
@@ -350,7 +349,7 @@ class CombineLayer(Layer):
                           ("time_dim_axis", sources[base]._time_dim_axis)):
             special[key] = self.maps[base][axis] if isinstance(axis, int) else axis
         # sparse sources (RETURNN computes on the indices): the first largest source's class dim and dtype
-        self.output = Data(name, dims=dims, dtype=sources[base if all(sparse) else 0].dtype,
+        self.output = Data(name, dims=dims, dtype=sources[base if base_sparse else 0].dtype,
                            sparse_dim=sources[base].sparse_dim, **special)
         if self.kind in ("truediv", "/") and self.output.dtype.startswith(("int", "uint")):
             raise NetworkError("%s: kind %r of %s sources gives floats, and RETURNN's template keeps %s (its raw "
