@@ -141,7 +141,7 @@ def test_ranges():
     ({"class": "shift_axis", "from": "data", "axis": "T", "amount": 0}, "'amount' must be a non-zero int"),
     ({"class": "tile", "from": "data", "multiples": 2}, "'multiples' must be a dict"),
     ({"class": "seq_len_mask", "from": "data"}, "'mask_value' must be a number"),
-    ({"class": "repeat", "from": "data", "repetitions": 0, "axis": "T"}, "repetitions"),
+    ({"class": "repeat", "from": "data", "repetitions": -1, "axis": "T"}, "repetitions"),  # (0 is RETURNN's empty axis)
 ])
 def test_bad_options_are_one_line(layer, message):
     with pytest.raises(NetworkError, match=message):
