@@ -17,12 +17,16 @@ their value runs (``dummy_run_net_single_custom``) run as written. A test that f
 listed with its first error line; the configs it made before failing are kept.
 
 The snapshot: ``git --git-dir=/work/.mirror/rwth-i6+returnn_common/repo archive HEAD | tar -x -C
-RC/returnn_common``; its test setup wants a git work tree there (``git init; git add -A; git commit``),
-which ``--dump`` makes when missing.
+RC/returnn_common`` (``--dump`` makes it when missing). Its ``nn`` follows RETURNN of 2023 and fails to
+build most modules with today's RETURNN (``ControlFlowContext`` arguments, dim math): ``--gen-path`` puts
+an older RETURNN package first on the path for the generation only (e.g. 1.20230810 from PyPI:
+``pip download --no-deps returnn==1.20230810.14513``, unpacked, its ``returnn/`` in that directory); the
+comparison runs ``--returnn-python``'s own RETURNN. ``tests/_setup_test_env`` is replaced by a stub (only
+RETURNN's log), and ``nn.gating`` splits ``2 * out`` into ``out`` halves (see :func:`_gating_halves`).
 
 Usage::
 
-    .venv/bin/python benchmarks/returnn_common_nets.py --dump DIR [--rc RC] [--modules conformer loop ...]
+    .venv/bin/python benchmarks/returnn_common_nets.py --dump DIR --gen-path OLD [--rc RC] [--modules conformer ...]
     .venv/bin/python benchmarks/returnn_fuzz.py --kind configs --cases-dir DIR [--only SUBSTR ...]
     .venv/bin/python benchmarks/returnn_common_nets.py --dump DIR --compare   # both steps
 """
@@ -153,17 +157,12 @@ def dump_side(rc_root: str, out_dir: str, modules: List[str]) -> Dict[str, Any]:
 
 # ---- the driver (this engine's venv)
 def prepare_snapshot(rc: str) -> None:
-    """A work tree of returnn_common's newest stored snapshot at ``rc/returnn_common`` (a git repo)."""
+    """A work tree of returnn_common's newest stored snapshot at ``rc/returnn_common``."""
     target = os.path.join(rc, "returnn_common")
     if not os.path.exists(os.path.join(target, "__init__.py")):
         os.makedirs(target, exist_ok=True)
         archive = subprocess.run(["git", "--git-dir=" + MIRROR, "archive", "HEAD"], check=True, capture_output=True)
         subprocess.run(["tar", "-x", "-C", target], input=archive.stdout, check=True)
-    if not os.path.exists(os.path.join(target, ".git")):
-        git = ["git", "-C", target, "-c", "user.name=snapshot", "-c", "user.email=snapshot@localhost"]
-        subprocess.run(git + ["init", "-q"], check=True)
-        subprocess.run(git + ["add", "-A"], check=True)
-        subprocess.run(git + ["commit", "-qm", "snapshot"], check=True)
 
 
 def dump(out_dir: str, rc: str, modules: List[str], returnn_python: str, timeout: float, gen_path: str = ""
