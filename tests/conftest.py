@@ -129,6 +129,16 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.fixture(autouse=True)
+def _restore_global_config():
+    """The process's global config (its behavior_version, ...) as each test found it: a test that loads a config
+    file (load_config_from_args sets it) must not change the tests after it on the same worker."""
+    from returnn import config as config_module
+    saved = config_module._global_config
+    yield
+    config_module._global_config = saved
+
+
+@pytest.fixture(autouse=True)
 def _mpi_timing_lock(request):
     """Under pytest-xdist: the lock of :data:`EXCLUSIVE_MPI_GROUPS` (one per test run, in the temp dir)."""
     mode = getattr(request.node, "returnn_mpi_lock", None)

@@ -189,7 +189,7 @@ def test_conv_in_dim_out_spatial_dims_and_merge_dims_out_dim():
     layers = {
         "conv": {"class": "conv", "from": "data", "in_dim": feat, "out_dim": chan, "filter_size": [3],
                  "padding": "same", "strides": 2, "in_spatial_dims": [time], "out_spatial_dims": [out_time],
-                 "out_shape": {batch_dim, out_time, chan}},
+                 "with_bias": True, "out_shape": {batch_dim, out_time, chan}},
         "output": {"class": "merge_dims", "from": "conv", "axes": [out_time, chan], "out_dim": Dim(None, description="m"),
                    "is_output_layer": True}}
     x = np.random.RandomState(1).normal(size=(2, 5, 3)).astype(np.float32)
@@ -333,3 +333,17 @@ def test_rec_builds_a_need_last_sub_layer_read_by_rec_last_output():
     x = np.arange(2 * 3 * 2, dtype=np.float32).reshape(2, 3, 2)
     _, res = _run(layers, extern, x, [3, 2])
     np.testing.assert_allclose(np.asarray(res["output"].tensor), np.stack([x[0, :3].sum(0), x[1, :2].sum(0)]))
+
+
+def test_in_dim_of_every_layer_class():
+    """'in_dim' is an option of RETURNN's LayerBase (returnn_common writes it on batch_norm, the zoneout cell, ...):
+    the input's feature dim; RETURNN makes another axis the feature axis, refused here in one line. The old code
+    refused the option on every class without its own in_dim."""
+    time, feat = Dim(None, description="time"), Dim(3, description="f", kind="feature")
+    extern = {"data": Data("data", dims=[batch_dim, time, feat])}
+    for opts in ({"class": "batch_norm", "masked_time": True}, {"class": "rec", "unit": "zoneoutlstm", "n_out": 4},
+                 {"class": "copy"}):
+        net = TFNetwork({"output": dict(opts, **{"from": "data", "in_dim": feat})}, extern)
+        assert net.layers["output"].output.feature_dim_axis == 2
+        with pytest.raises(NetworkError, match="'in_dim' .* must be the feature dim of the input here"):
+            TFNetwork({"output": dict(opts, **{"from": "data", "in_dim": time})}, extern)

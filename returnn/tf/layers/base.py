@@ -24,7 +24,8 @@ from returnn.errors import NetworkError, known_list
 from returnn.tensor import AxisError, Data, Dim
 from returnn.tf.layers import param_noise
 from returnn.tf.layers.initializers import initial_value
-from returnn.tf.layers.options import Option, check_unknown, declared_options, non_negative, positive_int, rate
+from returnn.tf.layers.options import (Option, check_in_dim, check_unknown, declared_options, non_negative,
+                                      positive_int, rate)
 from returnn.tf.layers.output import LayerOutput
 from returnn.tf.layers.packed import PackedFrames
 from returnn.tf.layers.params import Param, same
@@ -138,6 +139,8 @@ class Layer(tf.Module):
                                      "'map', 'custom', 'auto_create_missing'): see returnn/tf/layers/reuse.py"),
         Option("collocate_with", None, "RETURNN: place the layer's ops on the device of these layers",
                noop="device placement only; the computed values are the same"),
+        Option("in_dim", None, "RETURNN (every layer): the input's feature dim, a Dim; here it must be the feature "
+                               "(or sparse) dim of the input (classes with an own in_dim: see theirs)"),
         Option("param_device", None, "RETURNN (every layer): the device ('CPU', 'GPU') that holds the parameters",
                noop="a device placement only: the parameters and every value computed are the same"),
         Option("spatial_smoothing", 0.0, "adds s * (smoothing energy of the output over its real frames) to the "
@@ -190,6 +193,8 @@ class Layer(tf.Module):
         self.desc = "layer %r (%s)" % (name, self.layer_class)
         self.known_options = declared_options(type(self))
         check_unknown(self.desc, opts, self.known_options)
+        if opts.get("in_dim") is not None and self.known_options["in_dim"] is Layer.options_by_name["in_dim"]:
+            check_in_dim(self.desc, opts["in_dim"], sources)
         # read-only view: tf.Module would wrap a plain dict (and nested ones) in its tracking types,
         # which then show up in error messages instead of the user's dicts and lists
         self.opts = types.MappingProxyType(opts)

@@ -17,7 +17,7 @@ either has its RETURNN effect (the layer's code reads it), or is declared with
 from __future__ import annotations
 
 import difflib
-from typing import Any, Dict, NamedTuple, Optional, Tuple
+from typing import Any, Dict, NamedTuple, Optional, Sequence, Tuple
 
 from returnn.errors import NetworkError
 
@@ -129,3 +129,11 @@ def constant_fits(layer_desc: str, key: str, value: Any, dtype: str) -> None:
     if isinstance(value, float) and (dtype.startswith(("int", "uint")) or dtype == "bool"):
         raise NetworkError("%s: %r %r is a float but the data is %s (RETURNN: TensorFlow cannot convert it; give an "
                            "int)" % (layer_desc, key, value, dtype))
+
+
+def check_in_dim(desc: str, in_dim: Any, sources: Sequence[Any]) -> None:
+    """RETURNN's LayerBase ``in_dim``: the input's feature dim (RETURNN makes another axis the feature axis; here
+    that is one line)."""
+    if not sources or not any(d is not None and d == in_dim for d in (sources[0].feature_dim, sources[0].sparse_dim)):
+        raise NetworkError("%s: 'in_dim' %r must be the feature dim of the input here, got %s"
+                           % (desc, in_dim, [s.short_repr() for s in sources[:1]]))
