@@ -153,37 +153,29 @@ def test_dot_optional_var_axis_is_an_old_form_refused_with_a_behavior_version():
     """'stag:NAME?' in dot's var1/var2 (an axis used when present) came from RETURNN's 2021 branch
     frithjof-self-attention (Zettelkasten/returnn-self-attention); released RETURNN has no such axis form
     (1.20261022: 'no spatial tag found with name ...?'). Kept without a behavior_version, one line with one."""
-    from returnn.config import Config, get_global_config, set_global_config
+    from returnn.config import Config, set_global_config
     net_dict = {"q": {"class": "split_dims", "axis": "F", "dims": (1, 3), "from": "data"},
                 "output": {"class": "dot", "from": ["q", "q"], "red1": "static:-1", "red2": "static:-1",
                            "var1": "T?", "var2": "T"}}
     batch, _ = _batch()
     out = TFNetwork(outputs(net_dict), {"data": Data("data", shape=(None, 3))}).forward(batch, RunContext(False))
     assert out["output"].tensor.shape[-2:] == (4, 4)
-    old = get_global_config()
-    set_global_config(Config({"behavior_version": 1}))
-    try:
-        with pytest.raises(NetworkError, match="'output'.*var1 'T\\?'.*optional axis"):
-            TFNetwork(outputs(net_dict), {"data": Data("data", shape=(None, 3))}).forward(batch, RunContext(False))
-    finally:
-        set_global_config(old)
+    set_global_config(Config({"behavior_version": 1}))  # (the suite's fixture restores the global config)
+    with pytest.raises(NetworkError, match="'output'.*var1 'T\\?'.*optional axis"):
+        TFNetwork(outputs(net_dict), {"data": Data("data", shape=(None, 3))}).forward(batch, RunContext(False))
 
 
 def test_cum_concat_without_out_spatial_dim_is_an_old_form_refused_with_a_behavior_version():
     """RETURNN's CumConcatLayer requires its dim (new_dim from 2021-08, out_spatial_dim from 2021-11;
     1.20261022: TypeError, missing 'out_spatial_dim'); only the 2021 branch frithjof-self-attention made one
     (Zettelkasten/returnn-self-attention's nets). Kept without a behavior_version, one line with one."""
-    from returnn.config import Config, get_global_config, set_global_config
+    from returnn.config import Config, set_global_config
     net_dict = {"output": {"class": "rec", "from": "data", "unit": {
         "acc": {"class": "cum_concat", "from": "data:source"},
         "output": {"class": "reduce", "mode": "sum", "axis": "stag:acc:cum-concat", "from": "acc"}}}}
     batch, x = _batch()
     out = TFNetwork(outputs(net_dict), {"data": Data("data", shape=(None, 3))}).forward(batch, RunContext(False))
     np.testing.assert_allclose(out["output"].tensor.numpy()[0], np.cumsum(x[0], 0), rtol=1e-5)
-    old = get_global_config()
-    set_global_config(Config({"behavior_version": 1}))
-    try:
-        with pytest.raises(NetworkError, match="'output/acc'.*needs 'out_spatial_dim'"):
-            TFNetwork(outputs(net_dict), {"data": Data("data", shape=(None, 3))}).forward(batch, RunContext(False))
-    finally:
-        set_global_config(old)
+    set_global_config(Config({"behavior_version": 1}))  # (the suite's fixture restores the global config)
+    with pytest.raises(NetworkError, match="'output/acc'.*needs 'out_spatial_dim'"):
+        TFNetwork(outputs(net_dict), {"data": Data("data", shape=(None, 3))}).forward(batch, RunContext(False))
