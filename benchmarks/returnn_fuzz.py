@@ -27,6 +27,7 @@ import json
 import os
 import random
 import re
+import shutil
 import sys
 import tempfile
 from collections import Counter
@@ -210,6 +211,15 @@ def main() -> int:
                  and not re.search(r'"zoneout_factor_\w+": (?!0\.0\b)', json.dumps(c["network"]))]
     out_dir = args.keep or tempfile.mkdtemp(prefix="returnn_fuzz_")
     os.makedirs(out_dir, exist_ok=True)
+    try:
+        return _judge_all(args, cases, out_dir)
+    finally:
+        if not args.keep:  # RETURNN's outputs and parameters (GBs for the published LMs)
+            shutil.rmtree(out_dir, ignore_errors=True)
+
+
+def _judge_all(args: argparse.Namespace, cases, out_dir: str) -> int:
+    """Runs ``cases`` in RETURNN (into ``out_dir``), then here; prints the verdicts; the exit code."""
     failed = (returnn_fuzz_loss.run_returnn if args.kind == "loss" else run_returnn)(
         cases, out_dir, args.returnn_python, args.trace)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")

@@ -53,6 +53,7 @@ import json
 import math
 import os
 import re
+import shutil
 import subprocess
 import sys
 import zlib
@@ -555,6 +556,12 @@ def run(cases_dir: str, returnn_python: str, keep: Optional[str], show: List[str
             print("%-9s %s (%s)\n          %s" % (kind, c["name"], c["reason"][:60], detail), flush=True)
         else:
             print("%-9s %s %s" % (kind, c["name"], detail), flush=True)
+        if not keep:  # (RETURNN's parameters of an LM are GBs)
+            for path in (npz, npz + ".returnn.json", npz + ".ours.json", case_path):
+                if os.path.exists(path):
+                    os.remove(path)
+    if not keep:
+        shutil.rmtree(out_dir, ignore_errors=True)
     print("\n%i config cases: %s" % (len(cases), ", ".join("%s %i" % kv for kv in sorted(counts.items()))))
     return counts
 
