@@ -414,3 +414,16 @@ def test_fold_unchunk_as_returnn_test():
     assert layer.output.dims[0] is layer.new and layer.output.dims[1].is_batch_dim()
     assert out.tensor.numpy().T.tolist() == [[1, 2, 3, 4, 5], [6, 7, 8, 9, 0], [11, 12, 13, 0, 0]]
     assert out.sizes[layer.new].numpy().tolist() == [5, 4, 3]
+
+
+# ---- reverse_sequence (a RETURNN fork's class: the backward 2D-LSTM of its ICASSP 2019 configs)
+def test_reverse_sequence():
+    net, out, x, _, _ = _run({"r": {"class": "reverse_sequence", "from": "data"},
+                              "tm": {"class": "reverse_sequence", "from": "data_tm"},
+                              "data_tm": {"class": "swap_axes", "axis1": "B", "axis2": "T", "from": "data"}})
+    for b, n in enumerate(LENS):  # (padded frames hold NaN: they must stay out of the real ones)
+        np.testing.assert_array_equal(out["r"].tensor.numpy()[b, :n], x[b, :n][::-1])
+        np.testing.assert_array_equal(out["tm"].tensor.numpy()[:n, b], x[b, :n][::-1])
+    assert net.layers["r"].output.dims == net.layers["r"].sources[0].dims
+    with pytest.raises(NetworkError, match="'axis' must be a dynamic axis"):
+        TFNetwork(outputs({"r": {"class": "reverse_sequence", "from": "data", "axis": "F"}}), _extern())

@@ -59,8 +59,9 @@ def layer_tables() -> str:
     """docs/compat.md: every RETURNN layer class, rec unit and loss class with its status here."""
     from returnn.tf.layers import catalog
     from returnn.tf.losses import loss_table
-    return "\n".join([catalog.summary(), ""] + catalog.layers_table() + [""] + catalog.units_table() + [""]
-                     + loss_table())
+    extra = [catalog.extra_classes_line(), ""] if catalog.extra_classes_line() else []
+    return "\n".join([catalog.summary(), ""] + extra + catalog.layers_table() + [""] + catalog.units_table() + [""]
+                      + loss_table())
 
 
 BLOCKS: Dict[str, Callable[[], str]] = {"supported": supported_table, "layer-tables": layer_tables}

@@ -103,6 +103,16 @@ def summary() -> str:
                units.count("yes"), len(units)))
 
 
+def extra_classes_line() -> str:
+    """One line: the layer classes here that RETURNN's release does not have (classes of RETURNN forks that
+    published configs use), or "" if none."""
+    from returnn.tf import layers as _all  # noqa: F401  (fills the registry)
+    from returnn.tf.layers.base import LAYER_CLASSES
+    extra = sorted(n for n in LAYER_CLASSES if n not in RETURNN_LAYER_CLASSES and not n.startswith("_"))
+    return ("Also here, not in RETURNN's release (classes of RETURNN forks that published configs use): %s."
+            % ", ".join("`%s`" % n for n in extra)) if extra else ""
+
+
 def returnn_class_name(layer_class: str) -> str:
     """RETURNN's Python class name of a layer class name: ``softmax_over_spatial`` -> ``SoftmaxOverSpatialLayer``."""
     return "".join(part[:1].upper() + part[1:] for part in layer_class.split("_")) + "Layer"

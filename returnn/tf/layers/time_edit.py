@@ -9,6 +9,9 @@
   named tuple takes no int keys); GRU and plain RNN cells, ``nativelstmlowmem`` (its ``c``): ``"*"``
   or None); several sources are concatenated (``combine: "concat"``) or
   added (``"add"``). Output ``(B, n_out)``.
+- ``reverse_sequence`` (not in RETURNN's release: the class of the RETURNN fork its 2D-LSTM paper configs
+  use, e.g. the backward 2D-LSTM's ``encoder_reversed``): each sequence's real frames along ``axis``
+  (default the time axis) in reverse order, padded frames left after them (``tf.reverse_sequence``).
 """
 from __future__ import annotations
 
@@ -20,7 +23,7 @@ from returnn.errors import NetworkError
 from returnn.tensor import Data, Dim
 from returnn.tensor.dim import batch_dim
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
-from returnn.tf.layers.helpers import check_sources
+from returnn.tf.layers.helpers import check_sources, concat_inputs, concat_output
 from returnn.tf.layers.options import Option, constant_fits, one_of, positive_int
 from returnn.tf.layers.output import align_tensor
 
@@ -150,3 +153,26 @@ class GetLastHiddenStateLayer(Layer):
         if out.shape[-1] is not None and out.shape[-1] != self.n_out:
             raise NetworkError("%s: the state has size %i, n_out is %i" % (self.desc, out.shape[-1], self.n_out))
         return self.make_output(out)
+
+
+@register_layer
+class ReverseSequenceLayer(Layer):
+    """See the module docstring."""
+
+    layer_class = "reverse_sequence"
+    options = (Option("axis", "T", "the dynamic axis reversed within each sequence's length"),)
+
+    def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
+        super().__init__(name, opts, sources, seed)
+        check_sources(self, sources)
+        self.output, self.plan = concat_output(self, sources)
+        self.ax = self.axis(self.output, self.opt("axis"), "axis")
+        if not self.output.dims[self.ax].is_dynamic() or self.output.batch_dim_axis is None:
+            raise NetworkError("%s: 'axis' must be a dynamic axis of an input with batch axis, got %s"
+                               % (self.desc, self.output.short_repr()))
+
+    def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
+        x = concat_inputs(self, self.output, self.plan, sources, ctx)
+        lens = x.sizes[self.output.dims[self.ax]]
+        return self.make_output(tf.reverse_sequence(x.tensor, tf.cast(lens, tf.int64), seq_axis=self.ax,
+                                                    batch_axis=self.output.batch_dim_axis), sources)
