@@ -347,3 +347,26 @@ def test_in_dim_of_every_layer_class():
         assert net.layers["output"].output.feature_dim_axis == 2
         with pytest.raises(NetworkError, match="'in_dim' .* must be the feature dim of the input here"):
             TFNetwork({"output": dict(opts, **{"from": "data", "in_dim": time})}, extern)
+
+
+def test_max_seq_len_via_refusals():
+    """RETURNN's rec option max_seq_len_via (the most steps from a layer's value; values: goldens
+    rc_loop_max_seq_len_via_*) asserts a scalar layer and no max_seq_len with it; its cell units assert no
+    max_seq_len. One line each here (the old code refused the option as unknown)."""
+    time, feat = Dim(None, description="time"), Dim(2, description="f", kind="feature")
+    extern = {"data": Data("data", dims=[batch_dim, time, feat])}
+    unit = {"add": {"class": "eval", "from": "prev:add", "eval": "source(0) + 1.0", "initial_output": "base:init"},
+            "end": {"class": "compare", "kind": "greater_equal", "from": "add", "value": 3.0},
+            "output": {"class": "copy", "from": "add"}}
+    base = {"init": {"class": "reduce", "mode": "max", "axis": "T", "from": "data"},
+            "len": {"class": "length", "from": "data"}, "limit": {"class": "constant", "value": 5}}
+    loop = {"class": "rec", "from": [], "unit": unit, "axis": Dim(None, description="loop")}
+    net = TFNetwork(dict(base, output=dict(loop, max_seq_len_via="limit")), extern)
+    assert loop["axis"] in net.layers["output"].output.dims
+    for opts, match in (({"max_seq_len_via": "len"}, "max_seq_len_via 'len' must be a scalar int32"),
+                        ({"max_seq_len_via": "limit", "max_seq_len": 4}, "are exclusive")):
+        with pytest.raises(NetworkError, match=match):
+            TFNetwork(dict(base, output=dict(loop, **opts)), extern)
+    with pytest.raises(NetworkError, match="max_seq_len_via"):
+        TFNetwork(dict(base, output={"class": "rec", "unit": "nativelstm2", "n_out": 3, "from": "data",
+                                     "max_seq_len_via": "limit"}), extern)

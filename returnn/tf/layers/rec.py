@@ -97,6 +97,8 @@ class RecLayer(Layer):
                     "RETURNN's LSTM kernels ignore it"),
         Option("max_seq_len", None, "with unroll of RETURNN's TensorFlow cells (%s): the longest input (checked)"
                % ", ".join(TF_CELL_UNITS)),
+        Option("max_seq_len_via", None, "RETURNN: max_seq_len from a layer; its cell units assert none (unroll aside)",
+               only=(None,)),
         Option("forward_weights_init", "glorot_uniform", "init of the input weights W (RETURNN init spec)"),
         Option("recurrent_weights_init", "glorot_uniform", "init of the recurrent weights W_re"),
         Option("bias_init", 0.0, "init of the bias"),

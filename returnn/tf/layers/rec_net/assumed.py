@@ -1,7 +1,8 @@
 """The one-frame templates a rec unit assumes for ``prev:x`` before ``x`` is built (a mixin of the rec
 layer, returnn/tf/layers/rec_net/layer.py): from ``out_type`` or ``n_out`` (as (batch, feature), or in a
 second attempt following the sources' axes), a ``generic_attention``'s base without the attended axis,
-a parameter-free shape-changing layer (dot, merge_dims, ...) built on its sources' assumed templates,
+the template of a ``base:`` layer given as its
+``initial_output`` (as RETURNN), a parameter-free shape-changing layer (dot, merge_dims, ...) built on its sources' assumed templates,
 else the first source's template. The rec layer checks every assumption against the built layer."""
 from __future__ import annotations
 
@@ -71,6 +72,9 @@ class AssumedTemplates:
         if (from_out_type is None and self._follow_axes and opts.get("class") == "generic_attention"
                 and isinstance(opts.get("base"), str)):
             from_out_type = self._attention_guess(sub, opts["base"], where)
+        initial = opts.get("initial_output")
+        if from_out_type is None and isinstance(initial, str) and initial.startswith("base:"):
+            from_out_type = self._template(initial, True, where).copy(sub)  # RETURNN: that layer's template
         if from_out_type is not None:
             guess = from_out_type
         elif n_out is not None and opts.get("class") != "choice":

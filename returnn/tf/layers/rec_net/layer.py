@@ -70,6 +70,8 @@ class RecSubnetLayer(AssumedTemplates, Layer):
         Option("unit", None, "dict of sub-layers"),
         Option("max_seq_len", None, "search, or a loop ended by its 'end' sub-layer: the most steps (number or "
                                     "expression); a loop of known length ignores it"),
+        Option("max_seq_len_via", None, "like max_seq_len, from a layer of the network: its scalar value (RETURNN: "
+                                        "not with max_seq_len; the layer must be a scalar)"),
         Option("include_eos", False, "search, or a loop ended by 'end': the frame where 'end' is True counts in the "
                                      "output length"),
         Option("size_target", None, "data key that gives the loop length (instead of 'target')"),
@@ -134,6 +136,8 @@ class RecSubnetLayer(AssumedTemplates, Layer):
         if isinstance(opts.get("max_seq_len"), str):  # e.g. "max_len_from('base:encoder') * 2"
             extra += [m.group(2) if m.group(1) == "base:" else "data:" + m.group(2)
                       for m in re.finditer(r"['\"](base:|data:)([^'\"]+)['\"]", opts["max_seq_len"])]
+        if opts.get("max_seq_len_via"):  # RETURNN: a layer of the network the rec layer is in
+            extra.append(opts["max_seq_len_via"])
         return as_list(opts.get("from", ["data"])) + list(dict.fromkeys(extra))
 
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42, *,
@@ -170,18 +174,21 @@ class RecSubnetLayer(AssumedTemplates, Layer):
             if not self.unit[c].get("target") and self.unit[c].get("search") is not True:
                 raise NetworkError("%s, sub-layer %r: a choice without 'target' needs search (the labels in training)"
                                    % (self.desc, c))
-        # RETURNN's loop without a length (no source, target, axis, declare_rec_time): its 'end' sub-layer ends
-        # each sequence, at most max_seq_len steps (loop.py)
-        self.ends = not search and not self.n_from and "end" in self.opt("unit") and self.opt("axis") is None and \
+        from returnn.tf.layers.rec_net.loop import check_max_seq_len_via, new_loop_axis
+        self.has_max_len = check_max_seq_len_via(self)
+        # RETURNN's loop without a length (no source, target, axis of an input, declare_rec_time): its 'end'
+        # sub-layer ends each sequence, at most max_seq_len steps (loop.py); a new 'axis' Dim is then its time axis
+        self.ends = not search and not self.n_from and "end" in self.opt("unit") and \
+            new_loop_axis(self.opt("axis"), self.outer) and \
             not length_targets(opts, name, search) and not _declares_rec_time(self.unit)
         if self.ends:
             self.unit = read_only(unit_layers(self.opt("unit"), name, search, extra_roots=("end",)))
-            if self.opt("max_seq_len") is None:
+            if not self.has_max_len:
                 raise NetworkError("%s: a loop ended by its 'end' sub-layer needs max_seq_len (RETURNN asserts it)"
                                    % self.desc)
             step_only.append("end")
         if search and "end" in self.unit and self.opt("axis") is None and not self.opt("size_target") \
-                and self.opt("max_seq_len") is None:  # RETURNN's loop then has no length: "specify max_seq_len"
+                and not self.has_max_len:  # RETURNN's loop then has no length: "specify max_seq_len"
             raise NetworkError("%s: a search ended by its 'end' sub-layer needs max_seq_len (RETURNN asserts it)"
                                % self.desc)
         if search:
@@ -215,7 +222,7 @@ class RecSubnetLayer(AssumedTemplates, Layer):
                 raise NetworkError("%s: 'axis' %r: only the source's time axis is supported as the loop axis"
                                    % (self.desc, self.opt("axis")))
         elif self.ends:
-            self.time_dim = Dim(None, kind=Dim.Types.Spatial, description="%s:dyn-time" % name)
+            self.time_dim = self.opt("axis") or Dim(None, kind=Dim.Types.Spatial, description="%s:dyn-time" % name)
             self.length_key = None
         elif not search and (self.opt("axis") is not None or not length_targets(opts, name, search)):
             from returnn.tf.layers.rec_access import loop_from_unit  # rec_unstack's declare_rec_time, axis Dim

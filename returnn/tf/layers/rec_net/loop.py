@@ -33,6 +33,30 @@ def step_context(ctx: RunContext, t: tf.Tensor, batch_size: Optional[tf.Tensor] 
     return RunContext(ctx.train, ctx.seed + offset, batch_size if batch_size is not None else ctx.batch_size, t)
 
 
+def check_max_seq_len_via(rec: Any) -> bool:
+    """Whether the rec layer ``rec`` gives a most steps (``max_seq_len`` or ``max_seq_len_via``). RETURNN asserts
+    ``max_seq_len_via`` is not given with ``max_seq_len`` and is a scalar layer (its value is the most steps)."""
+    via = rec.opt("max_seq_len_via")
+    if via is None:
+        return rec.opt("max_seq_len") is not None
+    if rec.opt("max_seq_len") is not None:
+        raise NetworkError("%s: max_seq_len_via and max_seq_len are exclusive (RETURNN asserts)" % rec.desc)
+    if not isinstance(via, str) or via not in rec.outer:
+        raise NetworkError("%s: max_seq_len_via must name a layer, got %r" % (rec.desc, via))
+    data = rec.outer[via]
+    if data.batch_ndim != 0 or data.dtype != "int32":  # RETURNN: "not scalar"; tf.less(step, it) wants int32
+        raise NetworkError("%s: max_seq_len_via %r must be a scalar int32, got %s"
+                           % (rec.desc, via, data.short_repr()))
+    return True
+
+
+def new_loop_axis(axis: Any, outer: Mapping[str, Data]) -> bool:
+    """No ``axis`` given, or a dynamic Dim no input of the loop has (RETURNN: the time axis of a loop that its
+    'end' sub-layer ends, its sizes those the loop gives)."""
+    return axis is None or (isinstance(axis, Dim) and axis.dimension is None
+                            and not any(axis in tmpl.dims for tmpl in outer.values()))
+
+
 def has_state(layer) -> bool:
     return bool(getattr(layer, "step_mode", False)) and hasattr(layer, "initial_state")
 
@@ -282,6 +306,8 @@ class UnitRun:
         if self.n_time is not None:
             return self.n_time
         spec = self.rec.opt("max_seq_len")
+        if self.rec.opt("max_seq_len_via") is not None:  # a scalar layer's value (checked: check_max_seq_len_via)
+            return tf.cast(self.value("base:" + self.rec.opt("max_seq_len_via")).tensor, tf.int32)
 
         def max_len_from(ref: str) -> tf.Tensor:
             value = self.value(ref if ref.startswith(("base:", "data:")) else "base:" + ref)
