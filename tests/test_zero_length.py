@@ -271,6 +271,7 @@ CASES: Dict[str, Dict[str, Any]] = {
     "reshape": {"net": {"output": {"class": "reshape", "from": "data", "in_dims": ["F"],
                                    "out_dims": [FeatureDim("r2", 2), FeatureDim("r3", 3)]}}, "extern": X6},
     "resize": {"net": {"output": {"axis": "T", "class": "resize", "factor": 2, "from": "data", "kind": "nn"}}},
+    "reverse_sequence": {"net": {"output": {"class": "reverse_sequence", "from": "data"}}},
     "rnn_cell": {"net": {"output": {"class": "rnn_cell", "from": "data", "n_out": 3, "unit": "LSTMBlock"}}},
     "scaled_grad": {"net": {"output": {"class": "scaled_grad", "from": "data", "scale": -0.5}}},
     "scatter_nd": {"net": {"pos": {"class": "range_in_axis", "from": "data", "axis": "T"},
