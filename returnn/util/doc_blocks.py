@@ -59,7 +59,8 @@ def layer_tables() -> str:
     """docs/compat.md: every RETURNN layer class, rec unit and loss class with its status here."""
     from returnn.tf.layers import catalog
     from returnn.tf.losses import loss_table
-    extra = [catalog.extra_classes_line(), ""] if catalog.extra_classes_line() else []
+    line = catalog.extra_classes_line()
+    extra = [line, ""] if line else []
     return "\n".join([catalog.summary(), ""] + extra + catalog.layers_table() + [""] + catalog.units_table() + [""]
                       + loss_table())
 

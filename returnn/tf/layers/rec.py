@@ -44,8 +44,8 @@ from returnn.tf.layers.merged_batch import MergedAxes
 from returnn.tf.layers.options import Option, rate
 from returnn.tf.layers.params import Param, same
 from returnn.tf.layers.rec_params import check_native_unit_opts, check_state_cell_unit_opts, unit_params
-from returnn.tf.layers.rec_state import (LSTM_KEYS, SINGLE_KEYS, ExplicitState, InitialState, explicit_state_refs,
-                                         is_zero, state_layer_refs)
+from returnn.tf.layers.rec_state import (LSTM_KEYS, SINGLE_KEYS, InitialState, check_state_layers,
+                                         explicit_state_refs, is_zero, state_layer_refs)
 from returnn.tf.layers.rnn_cell import (
     INPUT_PROJECTION, LOOP_AXIS, SUBNET_ONLY_OPTIONS, cell_clip_opt, check_input_projection, check_loop_axis,
     check_unrolled_length, is_step_template, unrolled_max_len,
@@ -143,11 +143,12 @@ class RecLayer(Layer):
         check_native_unit_opts(self.desc, self.unit, unit_opts)  # RETURNN's native LSTMs: forget_bias 0, ...
         n_init = len(state_layer_refs(self.opt("initial_state")))
         n_all = n_init + len(explicit_state_refs(self.opt("state")))
-        state_spec, state_sources = self.opt("initial_state"), list(sources[len(sources) - n_all:][:n_init])
+        appended = list(sources[len(sources) - n_all:])  # initial_state's layers, then state's
+        state_spec, state_sources = self.opt("initial_state"), appended[:n_init]
         if self.opt("state") is not None:  # (RETURNN: the one step's previous state; initial_state unused)
-            ExplicitState(self, self.opt("state"), SINGLE_KEYS if self.unit == LOWMEM else LSTM_KEYS,
-                          self.require_n_out(), sources[len(sources) - n_all + n_init:])
-            state_spec, state_sources = self.opt("state"), list(sources[len(sources) - n_all + n_init:])
+            check_state_layers("%s: option 'state'" % self.desc, self.opt("state"),
+                               SINGLE_KEYS if self.unit == LOWMEM else LSTM_KEYS)
+            state_spec, state_sources = self.opt("state"), appended[n_init:]
         self.n_state_sources = n_all  # (initial_state's and state's layers, appended to the sources)
         if state_spec is not None:
             check_state_cell_unit_opts(self.desc, self.unit, unit_opts)

@@ -229,25 +229,26 @@ def explicit_state_refs(spec: Any) -> List[str]:
     return [] if spec is None else state_layer_refs(_plain(spec))
 
 
+def check_state_layers(where: str, spec: Any, keys: Sequence[str]) -> None:
+    """A ``state`` option names a layer in every part (RETURNN looks up each part as a layer)."""
+    if isinstance(spec, Mapping):
+        for v in spec.values():
+            check_state_layers(where, v, keys)
+    elif isinstance(spec, (list, tuple)):
+        for v in spec:
+            check_state_layers(where, v, keys)
+    elif not isinstance(spec, str) or spec in KEYWORDS or spec in REFUSED:
+        raise NetworkError("%s: RETURNN's state is a structure of layer names like the unit's state (%s), got %r"
+                           % (where, ", ".join(keys), spec))
+
+
 class ExplicitState:
     """RETURNN's ``state`` option of a recurrent unit: the state a step continues from is given by
     layers (``{"c": "prev:s_c", "h": "prev:s_h"}``, ``LSTMStateTuple("prev:s_c", "prev:s_h")``, one
     name for a one-vector state). RETURNN fails on a None part (it looks up every part as a layer)."""
 
     def __init__(self, layer, spec: Any, keys: Sequence[str], size: int, sources: Sequence[Data]):
-        where = "%s: option 'state'" % layer.desc
-
-        def check(value: Any) -> None:
-            if isinstance(value, Mapping):
-                for v in value.values():
-                    check(v)
-            elif isinstance(value, (list, tuple)):
-                for v in value:
-                    check(v)
-            elif not isinstance(value, str) or value in KEYWORDS or value in REFUSED:
-                raise NetworkError("%s: RETURNN's state is a structure of layer names like the unit's state (%s), "
-                                   "got %r" % (where, ", ".join(keys), value))
-        check(spec)
+        check_state_layers("%s: option 'state'" % layer.desc, spec, keys)
         self.parsed = InitialState(layer, _plain(spec), keys, size, "", sources, where="state")
         self.refs = self.parsed.refs
 
