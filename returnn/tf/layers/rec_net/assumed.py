@@ -17,9 +17,10 @@ from returnn.tf.net_dict import has_axis_pairs
 
 # classes whose output keeps the source's axes and sets the feature dim to n_out (see _frame_wise_guess)
 FRAME_WISE_N_OUT = frozenset(("linear", "combine", "activation", "copy", "softmax", "dropout", "layer_norm"))
-# parameter-free classes that change the shape: 'prev:' of one is assumed as built on its sources' templates
+# parameter-free classes that change the shape (or its axes' roles: reinterpret_data's set_axes, which makes the
+# frames the feature axis a choice picks from): 'prev:' of one is assumed as built on its sources' templates
 SHAPE_GUESS_CLASSES = frozenset(("dot", "merge_dims", "split_dims", "reduce", "squeeze", "expand_dims", "gather",
-                                 "gather_nd", "compare", "edit_distance_table"))  # compare: bool, not its source's labels
+                                 "gather_nd", "compare", "edit_distance_table", "reinterpret_data"))  # compare: bool, not its source's labels
 # of these, the option naming the index layer: assumed one index per sequence (B,) when its own shape is in a
 # cycle through the layer (hard attention: prev:att = gather_nd of the encoder at the chosen position)
 INDEX_OPTIONS = {"gather": "position", "gather_nd": "position"}
