@@ -106,6 +106,10 @@ _net("tf_native_ctc_zero_infinity", "bool", None, "RETURNN's native CTC (the ctc
 _net("conv_pad_seq_len_to_power", "float", None, "RETURNN pads conv inputs' dynamic axes to a power of this (graph "
      "caching): the same results, except with strides and padding 'same' there (refused: the windows follow the "
      "padded length).")
+_net("debug_print_layer_output", "bool|dict", False, "Every layer (without its own option of that name) prints its "
+     "name and output values whenever computed: True or {'summarize': n} (RETURNN; default summarize 10).")
+_net("debug_print_layer_output_shape", "bool", False, "Every layer prints its name, template and output shape "
+     "whenever computed (RETURNN).")
 _net("param_variational_noise", "float", 0.0, "RETURNN's weight noise for every layer without its own option: in "
      "training each layer reads its parameters plus N(0, this) noise, one draw per step (returnn/tf/layers/"
      "param_noise.py).", minimum=0)

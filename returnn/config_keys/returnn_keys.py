@@ -94,8 +94,8 @@ IGNORED: Tuple[Tuple[str, str], ...] = (
      debug_shell_in_runner debug_shell_in_runner_step log_batch_size log_grad_norm tf_log_memory_usage
      torch_log_memory_usage watch_memory statistics statistics_dtype statistics_save_prefix
      store_metadata_mod_step store_tf_profile tensorboard_opts use_tensorboard analyze_dataset log_format
-     debug_add_check_numerics_on_output debug_objective_loss_summaries debug_print_layer_output
-     debug_print_layer_output_shape debug_print_layer_output_template debug_rec_layer debug_runtime_sanity_checks
+     debug_add_check_numerics_on_output debug_objective_loss_summaries
+     debug_print_layer_output_template debug_rec_layer debug_runtime_sanity_checks
      debug_unnormalized_loss_summaries wrap_tf_session"""),
     ("how RETURNN's TF graph is constructed (flat construction, rec move-out optimisation); the same results",
      "flat_net_construction optimize_move_layers_out"),

@@ -22,7 +22,7 @@ import tensorflow as tf
 
 from returnn.errors import NetworkError, known_list
 from returnn.tensor import AxisError, Data, Dim
-from returnn.tf.layers import param_noise
+from returnn.tf.layers import output_hooks, param_noise
 from returnn.tf.layers.initializers import initial_value
 from returnn.tf.layers.options import (Option, check_in_dim, check_unknown, declared_options, non_negative,
                                       positive_int, rate)
@@ -159,7 +159,7 @@ class Layer(tf.Module):
                                       "step (None: the config key; returnn/tf/layers/param_noise.py)"),
         Option("param_dropout_min_ndim", None, "param_dropout only on parameters of at least this many dims "
                                                "(None: the config key, default 0)"),
-    )
+    ) + output_hooks.OPTIONS
 
     def __init_subclass__(cls, **kwargs):
         """Every layer class's ``__init__`` ends with :meth:`post_init` (once, after the outermost
@@ -212,6 +212,8 @@ class Layer(tf.Module):
             from returnn.tf.layers.helpers import dropout_axes
             dropout_axes(self, sources[0])  # checked on the input now (RETURNN: only with dropout), used in training
         self.post_bn = None  # RETURNN's batch_norm option: set by post_init
+        output_hooks.check(self.desc, opts)
+        output_hooks.configure(self)
         self.source_data_names: Optional[List[Optional[str]]] = None  # set by the network (returnn_data_name)
         self._rng = np.random.RandomState((zlib.crc32(name.encode("utf8")) + int(seed) * 1000003) % (2 ** 32))
         self._new_out_dim: Optional[Dim] = None
@@ -484,6 +486,7 @@ class Layer(tf.Module):
             out = self.forward(sources, ctx)
             if self.post_bn is not None:
                 out = out.with_tensor(self.post_bn.apply(out, ctx))
+            out = output_hooks.apply(self, out, sources, ctx)
         if beam is not None and out.beam is None:
             from returnn.tf.layers.beam_values import with_beam
             with_beam(out, beam)
