@@ -35,6 +35,12 @@ def test_replaced_time_axis_by_a_static_dim_is_no_time_axis():
     # RETURNN's LayerBase asserts an explicit n_out equals the output dim, for every layer
     ({"output": {"class": "merge_dims", "axes": "static", "from": "data", "n_out": 5}},
      "'output' \\(merge_dims\\): n_out 5 does not match the output dim"),
+    # RETURNN's merge target axis is min() of the merged axes (an error on none)
+    ({"m": {"class": "merge_dims", "axes": ["B", "T"], "from": "data"},
+      "output": {"class": "merge_dims", "axes": "spatial", "from": "m", "keep_order": False}},
+     "'output' \\(merge_dims\\): 'axes' 'spatial' match no axis"),
+    ({"m": {"class": "merge_dims", "axes": ["B", "T"], "from": "data"},
+      "output": {"class": "merge_dims", "axes": ["spatial"], "from": "m"}}, "'output' \\(merge_dims\\).*match no axis"),
     ({"output": {"class": "reduce", "mode": "argmax", "axis": "T", "from": "data", "n_out": 2}},
      "'output' \\(reduce\\): n_out 2 does not match"),
     ({"output": {"class": "reduce", "mode": "max", "axes": ["B", "T"], "from": "data", "keep_dims": True}},

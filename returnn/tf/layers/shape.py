@@ -164,6 +164,9 @@ class MergeDimsLayer(_ShapeLayer):
                 axes += found
         else:  # in the input's order, the batch axis first (RETURNN: so that split_batch_time can undo it)
             axes = sorted(self.axes(data, axes_opt, "axes"), key=lambda a: (a != data.batch_dim_axis, a))
+        if not axes:  # RETURNN's merge target is min() of the merged axes: it fails on none
+            raise NetworkError("%s: 'axes' %r match no axis of %s (RETURNN fails on nothing to merge)"
+                               % (self.desc, axes_opt, data.short_repr()))
         self.batch_merge = None
         if data.batch_dim_axis in axes:  # into the batch axis (RETURNN: padding included)
             from returnn.tf.layers.batch_fold import BatchMerge
