@@ -157,7 +157,9 @@ def _misc(rng):
               "prefix_in_time", "expand_dims", "copy", "time_chunking", "repeat", "tile", "top_k", "resize",
               "range_from_length", "squeeze", "gather", "compare", "cast", "constant_pad_eval")
     o: Layer = {"class": kind}
-    if kind == "seq_len_mask":
+    if kind == "reverse_sequence":  # an extra class of this engine, not RETURNN's: a reversed feature axis instead
+        o = {"class": "slice", "axis": "F", "slice_step": -1}
+    elif kind == "seq_len_mask":
         o.update(mask_value=_c(rng, 0.0, -1.0), axis=_c(rng, "T", "F"))
     elif kind == "range_in_axis":
         o["axis"] = _c(rng, "T", "F", "B")
