@@ -237,6 +237,19 @@ case("rec_source_end_choice_target", "rec", {"output": {"class": "rec", "from": 
     "output": {"class": "choice", "initial_output": 0, "from": "prob", "target": "classes", "beam_size": 3},
     "end": {"class": "compare", "from": "output", "value": 0}}}},
     extern={"data": {"dim": 4}, "classes": {"dim": 3, "sparse": True}}, lens={"data": [7, 4, 1], "classes": [5, 6, 2]})
+# ... its layers moved out of the loop read the source whole, along the source's own time axis (RETURNN's
+# data:source outside the loop): the full-sum transducers of jotix16's returnn_template_project (rnnt_2021) build
+# their (B, T, U+1, V) scores so
+case("rec_source_end_moved_out_reads_source_axis", "rec", {
+    "output": {"class": "rec", "from": "data", "unit": {
+        "am": {"class": "copy", "from": "data:source"},
+        "lp": {"class": "linear", "from": "am", "n_out": 2, "activation": "tanh", "is_output_layer": True},
+        "emb": {"class": "linear", "from": "prev:output", "n_out": 2, "activation": None},
+        "prob": {"class": "softmax", "from": "emb", "target": "classes", "loss": "ce"},
+        "output": {"class": "choice", "target": "classes", "from": "prob", "beam_size": 2, "initial_output": 0},
+        "end": {"class": "compare", "from": "output", "value": 0}}},
+    "lp": {"class": "copy", "from": "output/lp", "is_output_layer": True}},
+    extern=_XC3, lens={"data": [7, 4, 1], "classes": [5, 6, 2]}, train=True, output="lp")
 # a rec layer over a source without an 'end' sub-layer reads no size_target (RETURNN: the source's time axis), also
 # one that names no data key (refused here before: mutate --train seed 55)
 case("rec_cell_size_target_unread", "rec", {"output": {"class": "rec", "unit": "gru", "n_out": 4, "from": "data",

@@ -461,8 +461,8 @@ class RecSubnetLayer(AssumedTemplates, Layer):
         if ref.kind == "step":  # after the loop: the frames' indices (RETURNN's ':i' moved out)
             return Data(":i", dims=() if in_loop else (self.time_dim,), dtype="int32")
         if ref.kind == "data":
-            if ref.name == "source":
-                data = self.source_template
+            if ref.name == "source":  # moved out of a loop along another axis: the source along its own (RETURNN)
+                data = self.source_template if in_loop or self.length_key is None else self.source_in_template
             else:
                 data = self.data_template(ref.name)
             return frames.step_template(data, self.time_dim, is_data=True) if in_loop else data

@@ -127,6 +127,9 @@ class UnitRun:
         self.ctx = ctx
         self.outer = dict(zip(rec.outer_names[rec.n_from:], sources[rec.n_from:]))
         self.source: Optional[LayerOutput] = None
+        # the source along its own time axis where the loop runs along another one: RETURNN's data:source
+        # for the layers moved out of the loop (the loop's steps read self.source, cut to the loop's axis)
+        self.source_whole: Optional[LayerOutput] = None
         if rec.n_from:
             srcs = sources[:rec.n_from]
             template = rec.source_template if rec.length_key is None else rec.source_in_template
@@ -139,6 +142,7 @@ class UnitRun:
             length_value = self.source
             if rec.length_key is not None:  # (layer.py: a unit with 'end') the loop as long as that data
                 length_value = self.outer["data:" + rec.length_key]
+                self.source_whole = self.source
                 self.source = _source_along(self.source, rec.source_template, length_value, rec.time_dim)
         else:
             key = getattr(rec, "length_source", None) or ("data:" + rec.length_key if rec.length_key else None)
@@ -158,6 +162,8 @@ class UnitRun:
         known = dict(self.outer)
         if self.source is not None:
             known["data:source"] = self.source
+        if self.source_whole is not None:
+            known["data:source (whole)"] = self.source_whole
         batched = [v for v in known.values() if v.data.batch_dim_axis is not None]
         if batched:
             self.batch = tf.shape(batched[0].tensor)[batched[0].data.batch_dim_axis]
@@ -179,7 +185,7 @@ class UnitRun:
         ref = Ref.parse(ref_str)
         if ref.kind == "data":
             if ref.name == "source":
-                return self.source
+                return self.source if self.source_whole is None else self.source_whole
             return frames.value_on_loop_time(self.outer["data:" + ref.name], self.rec.data_template(ref.name))
         if ref.kind == "base":
             return self.outer[ref.name]
@@ -334,7 +340,8 @@ class UnitRun:
         if ref.kind == "step":
             return LayerOutput(t, Data(":i", dims=(), dtype="int32"))
         if ref.kind == "data":
-            return self._frame(ref_str if ref.name != "source" else "data:source", self.value(ref_str), t, True)
+            whole = self.source if ref.name == "source" else self.value(ref_str)
+            return self._frame(ref_str if ref.name != "source" else "data:source", whole, t, True)
         if ref.kind == "base":
             return self.outer[ref.name]
         if ref.name in self.rec.in_loop:

@@ -112,6 +112,8 @@ class BeamSearchRun(UnitRun):
         self.outer = {k: expand_beam(v, self.k) for k, v in self.outer.items()}
         if self.source is not None:
             self.source = expand_beam(self.source, self.k)
+        if self.source_whole is not None:
+            self.source_whole = expand_beam(self.source_whole, self.k)
         self.full = {k: expand_beam(v, self.k) for k, v in self.full.items()}
         if self.seq_len is not None:
             self.seq_len = tf.repeat(self.seq_len, self.k, axis=0)
