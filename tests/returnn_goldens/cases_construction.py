@@ -119,6 +119,10 @@ case("positional_encoding_n_out_merged_spatial_axis", "positional_encoding", dic
 case("positional_encoding_offset_spatial_axis", "positional_encoding", dict(SPLIT8, off={
     "class": "length", "from": "data"}, output={
     "class": "positional_encoding", "add_to_input": True, "offset": "off", "from": "split"}), extern=X6)
+# an offset (B, 1) (length's add_time_axis): RETURNN broadcasts its size-1 axis as one offset per sequence
+case("positional_encoding_offset_with_a_size_one_axis", "positional_encoding", dict(SPLIT8, off={
+    "class": "length", "from": "data", "add_time_axis": True}, output={
+    "class": "positional_encoding", "add_to_input": True, "offset": "off", "from": "split"}), extern=X6)
 
 _ = (LENS_LONG, X5)
 # only_on_eval / only_on_search layers are no roots where the network does not evaluate / search, but a layer

@@ -291,8 +291,10 @@ class PositionalEncodingLayer(Layer):
             self.output = Data(name, dims=list(data.dims[:-1]) + [self.out_feature_dim()])
         if self.has_offset:
             offset = sources[-1]
+            # RETURNN's copy_compatible_to broadcasts a static axis of size 1 (length's add_time_axis: (B, 1))
+            self.offset_per_seq = offset.batch_ndim == 1 or (offset.batch_ndim == 2 and offset.dims[1].dimension == 1)
             if offset.dtype[:3] not in ("int", "uin") or offset.batch_ndim not in (1, 2) or offset.batch_dim_axis != 0 \
-                    or (offset.batch_ndim == 2 and not self.step_mode and offset.dims[1] != data.dims[self.ax]):
+                    or (not self.offset_per_seq and not self.step_mode and offset.dims[1] != data.dims[self.ax]):
                 raise NetworkError("%s: offset must be (B,) or (B, T) integers (T the positions' axis), got %s"
                                    % (self.desc, offset.short_repr()))
         self.constant = int(self.opt("constant"))
@@ -317,6 +319,8 @@ class PositionalEncodingLayer(Layer):
                                                                                    for i in range(n)]), shape[:-1])
             if self.has_offset:
                 offset = tf.cast(sources[-1].tensor, tf.int32)  # (B,) or (B, T): onto the batch and positions' axes
+                if self.offset_per_seq:
+                    offset = tf.reshape(offset, [-1])
                 b = x.data.batch_dim_axis
                 if len(offset.shape) == 2 and self.ax < b:
                     offset = tf.transpose(offset)
