@@ -22,6 +22,10 @@ case("fuzz_pad_time_value_bv21", "fuzz_pad", {
 case("fuzz_pad_time_left_only_symmetric_bv21", "fuzz_pad", {
     "output": {"class": "pad", "axes": "T", "padding": (2, 0), "mode": "symmetric", "from": "data"}},
     extern=X5, config={"behavior_version": 21}, lens={"data": LENS_LONG})
+# no padding at all: RETURNN's input as it is, whatever the mode says (it checks the mode only in tf.pad)
+case("fuzz_pad_zero_padding_any_mode", "fuzz_pad", {
+    "output": {"class": "pad", "axes": ["T", "F"], "padding": [(0, 0), (0, 0)], "mode": "avg", "from": "data"}},
+    extern=X5, lens={"data": LENS_LONG})
 case("fuzz_slice_feature_reversed", "fuzz_slice", {
     "output": {"class": "slice", "axis": "F", "slice_step": -2, "from": "data"}}, extern=X5)
 case("fuzz_softmax_over_spatial_window_size_alone", "fuzz_softmax_over_spatial", {

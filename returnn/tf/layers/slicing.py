@@ -162,9 +162,10 @@ class PadLayer(_ShapeLayer):
             raise NetworkError("%s: 'padding' must be an int, (left, right) or one pair per axis, got %r"
                                % (self.desc, padding))
         self.pairs = pairs
-        self.mode = one_of(self.desc, "mode", str(self.opt("mode")).lower(),
-                           ("constant", "reflect", "symmetric", "replication"))
-        if self.mode == "replication" and len(pairs) != 1:
+        self.mode = str(self.opt("mode")).lower()
+        if any(left or right for left, right in pairs):  # RETURNN: no padding at all is the input, in any mode
+            one_of(self.desc, "mode", self.mode, ("constant", "reflect", "symmetric", "replication"))
+        if self.mode == "replication" and len(pairs) != 1 and any(left or right for left, right in pairs):
             raise NetworkError("%s: mode 'replication' pads one axis only (as RETURNN), got axes %r"
                                % (self.desc, self.opt("axes")))
         handle = self.opt("handle_dynamic_dims")
@@ -208,6 +209,8 @@ class PadLayer(_ShapeLayer):
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         x = self.inputs(sources, ctx)
+        if not any(left or right for left, right in self.pairs):  # RETURNN: the input as it is (no masking)
+            return self.make_output(x.tensor, sources)
         value = self.opt("value")
         tensor = x.tensor
         sizes = {}
