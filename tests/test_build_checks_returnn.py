@@ -41,6 +41,10 @@ def test_replaced_time_axis_by_a_static_dim_is_no_time_axis():
      "'output' \\(merge_dims\\): 'axes' 'spatial' match no axis"),
     ({"m": {"class": "merge_dims", "axes": ["B", "T"], "from": "data"},
       "output": {"class": "merge_dims", "axes": ["spatial"], "from": "m"}}, "'output' \\(merge_dims\\).*match no axis"),
+    # RETURNN's slice_nd bounds the positions of a static axis by x.batch_shape[1] (None here: TypeError)
+    ({"start": {"class": "range_in_axis", "from": "data", "axis": "B"},
+      "output": {"class": "slice_nd", "from": "data", "start": "start", "size": 2, "axis": "F"}},
+     "'output' \\(slice_nd\\): a 'start' layer on the static axis"),
     ({"output": {"class": "reduce", "mode": "argmax", "axis": "T", "from": "data", "n_out": 2}},
      "'output' \\(reduce\\): n_out 2 does not match"),
     ({"output": {"class": "reduce", "mode": "max", "axes": ["B", "T"], "from": "data", "keep_dims": True}},

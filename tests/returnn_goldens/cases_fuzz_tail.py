@@ -201,6 +201,12 @@ case("fuzz_slice_nd_size_of_static_axis_diagonal", "fuzz_slice_nd", {
     "start": {"class": "range_in_axis", "from": "data", "axis": "B"},
     "output": {"class": "slice_nd", "from": "data", "start": "start", "size": 2}},
     extern={"data": {"shape": (None, 2, 3)}}, lens={"data": LENS_LONG})
+# slice_nd with a start layer on a static axis: RETURNN bounds the positions by the input's axis 1, right only when
+# that is the sliced axis (elsewhere refused here: test_build_checks_returnn)
+case("fuzz_slice_nd_start_layer_static_axis_one", "fuzz_slice_nd", {
+    "start": {"class": "range_in_axis", "from": "data", "axis": "B"},
+    "output": {"class": "slice_nd", "from": "data", "start": "start", "size": 2, "axis": "stag:spatial0:static4:data"}},
+    extern={"data": {"shape": (4, 3), "time_dim_axis": None}})
 # slice with a non-negative end on the time axis: RETURNN's static axis of ceil((end - start) / step) frames (not
 # derived from T, so it broadcasts against T); a stepped slice is dim math named after T ('stag:time' finds it)
 case("fuzz_slice_end_static_on_time_broadcast", "fuzz_slice", {

@@ -89,6 +89,13 @@ class SliceNdLayer(Layer):
         self.in_dim = data.dims[self.ax]
         if self.in_dim.is_batch_dim():
             raise NetworkError("%s: cannot slice the batch axis" % self.desc)
+        if self.start_layer and not self.in_dim.is_dynamic() and self.ax != 1:
+            # RETURNN bounds the gathered positions of a static axis by the input's axis 1 (x.batch_shape[1]):
+            # a TypeError where that is dynamic or the batch, positions masked by the wrong size otherwise
+            raise NetworkError("%s: a 'start' layer on the static axis %r, which is not axis 1 of the input %s, is "
+                               "refused: RETURNN bounds the slice by the size of axis 1 there (a TypeError on a "
+                               "dynamic axis, wrong frames on a static one)"
+                               % (self.desc, self.in_dim.description, data.short_repr()))
         start_dims = [] if self.start_data is None else [d for d in self.start_data.dims if not d.is_batch_dim()]
         kept = [d for i, d in enumerate(data.dims) if i != self.ax and not d.is_batch_dim()]
         if any(any(d == o for o in kept) for d in start_dims):
