@@ -105,3 +105,18 @@ def test_debug_print_layer_output_option_and_config_key(capfd):
     assert "output [[[" not in capfd.readouterr().out
     with pytest.raises(NetworkError, match=r"debug_print_layer_output \(option\): unknown print option\(s\) 'first_n'"):
         _net({"debug_print_layer_output": {"first_n": 2}})
+
+
+@pytest.mark.parametrize("opts", [{"debug_print_layer_output": True}, {"control_dependencies_on_output": lambda l: []},
+                                  {"control_dependencies_on_output": lambda l: [tf.constant(1)]}, {"batch_norm": True}])
+def test_a_rec_layer_keeps_its_sub_layers_values(opts, capfd):
+    """The hooks (and the batch_norm option) act on the rec layer's output only: its sub-layers stay readable
+    ('rec/sub', the unit's losses; jotix16's dot_fusion sets debug_print_layer_output_shape and reads its
+    full-sum loss sub-layer)."""
+    unit = {"h": {"class": "linear", "from": ["data:source", "prev:h"], "n_out": 2, "activation": "tanh"},
+            "output": {"class": "copy", "from": "h"}}
+    net = TFNetwork({"output": dict({"class": "rec", "from": "data", "unit": unit}, **opts),
+                     "h": {"class": "copy", "from": "output/h", "is_output_layer": True}}, _extern(), train_flag=False)
+    out = net.forward(_feed(), RunContext(False), only=["h"])
+    capfd.readouterr()
+    assert "output/h" in out and out["h"].tensor.shape[-1] == 2

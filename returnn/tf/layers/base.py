@@ -485,7 +485,7 @@ class Layer(tf.Module):
         with param_noise.step_scope(ctx.train, ctx.seed), param_noise.layer_view(self):
             out = self.forward(sources, ctx)
             if self.post_bn is not None:
-                out = out.with_tensor(self.post_bn.apply(out, ctx))
+                out = out.with_normalised(self.post_bn.apply(out, ctx))
             out = output_hooks.apply(self, out, sources, ctx)
         if beam is not None and out.beam is None:
             from returnn.tf.layers.beam_values import with_beam

@@ -8,6 +8,8 @@ operation that mixes positions.
 """
 from __future__ import annotations
 
+import copy
+
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 import tensorflow as tf
@@ -125,6 +127,20 @@ class LayerOutput:
         merged = dict(self.sizes)
         merged.update(sizes or {})
         return LayerOutput(tensor, data or self.data, merged, logits, packed)
+
+    def with_identity(self, tensor: tf.Tensor) -> "LayerOutput":
+        """The same value as another tensor (an identity after control dependencies or prints): all else kept
+        (sub-layers' values, state, beam, packed rows)."""
+        out = copy.copy(self)
+        out.tensor = tensor
+        return out
+
+    def with_normalised(self, tensor: tf.Tensor) -> "LayerOutput":
+        """A new value of the same shape computed from this one (the batch_norm option on a layer's output):
+        the layer's sub-layers' values, final state and beam stay (RETURNN normalises the output only)."""
+        out = self.with_tensor(tensor)
+        out.sub_outputs, out.last_state, out.beam = self.sub_outputs, self.last_state, self.beam
+        return out
 
     def copy_transpose(self, perm: Sequence[int]) -> "LayerOutput":
         perm = list(perm)

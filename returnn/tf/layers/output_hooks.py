@@ -127,7 +127,7 @@ def apply(layer: Any, out: Any, sources: Sequence[Any], ctx: Any) -> Any:
     if prints:
         with tf.control_dependencies(prints):
             tensor = tf.identity(tensor)
-    return out if tensor is out.tensor else out.with_tensor(tensor)
+    return out if tensor is out.tensor else out.with_identity(tensor)
 
 
 def configure(layer: Any) -> None:
