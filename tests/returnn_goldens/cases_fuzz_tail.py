@@ -23,6 +23,14 @@ case("fuzz_time_chunking_time_major_round_trip", "fuzz_time_chunking", {
     "ch": {"class": "time_chunking", "chunk_size": 4, "chunk_step": 2, "from": "data"},
     "a": {"class": "cumsum", "from": "ch"},
     "output": {"class": "time_unchunking", "chunking_layer": "ch", "from": "a"}}, extern=XTM6)
+# time_chunking's 'axis' (RETURNN's option; refused here before): the time axis by its tag, a static axis
+case("fuzz_time_chunking_axis_by_tag", "fuzz_time_chunking", {
+    "output": {"class": "time_chunking", "chunk_size": 3, "chunk_step": 3, "axis": "stag:time", "from": "data"}},
+    extern={"data": {"dim_tags": [{"__dim__": "batch"}, {"__dim__": "time", "dimension": None, "kind": "spatial"},
+                                  {"__dim__": "fa", "dimension": 4, "kind": "feature"}]}}, lens={"data": LENS_LONG})
+case("fuzz_time_chunking_static_axis", "fuzz_time_chunking", {
+    "output": {"class": "time_chunking", "chunk_size": 3, "chunk_step": 2, "axis": "stag:spatial0:static5:data",
+               "from": "data"}}, extern={"data": {"shape": (5, 2), "time_dim_axis": None}})
 # a position without batch axis (range_in_axis over time: (T,), per-sequence sizes) is taken for every sequence
 for _cls, _extra in (("gather_nd", {}), ("gather", {"axis": "T"})):
     case("fuzz_%s_position_without_batch" % _cls, "fuzz_gather", {

@@ -408,6 +408,7 @@ class TimeChunkingLayer(_ShapeLayer):
     options = (
         Option("chunk_size", None, "frames per chunk"),
         Option("chunk_step", None, "frames between chunk starts"),
+        Option("axis", "T", "the axis cut into chunks (the chunk axis becomes the output's time axis)"),
     )
 
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
@@ -415,16 +416,24 @@ class TimeChunkingLayer(_ShapeLayer):
         data = self.input
         self.size = positive_int(self.desc, "chunk_size", self.opt("chunk_size"))
         self.step = positive_int(self.desc, "chunk_step", self.opt("chunk_step"))
-        if data.batch_dim_axis is None or data.time_dim_axis is None:
-            raise NetworkError("%s: input must have a batch and a time axis, got %s" % (self.desc, data.short_repr()))
+        if data.batch_dim_axis is None:
+            raise NetworkError("%s: input must have a batch axis, got %s" % (self.desc, data.short_repr()))
+        ax = self.axis(data, self.opt("axis"), "axis")
+        if ax == data.batch_dim_axis:
+            raise NetworkError("%s: cannot chunk the batch axis" % self.desc)
         refuse_non_float32(self.desc, data)
-        rest = [i for i in range(data.batch_ndim) if i not in (data.batch_dim_axis, data.time_dim_axis)]
-        self.perm = [data.batch_dim_axis, data.time_dim_axis] + rest  # RETURNN chunks any layout (e.g. time-major)
+        rest = [i for i in range(data.batch_ndim) if i not in (data.batch_dim_axis, ax)]
+        if any(data.dims[i].is_dynamic() for i in rest):
+            raise NetworkError("%s: chunking %r while the input keeps the dynamic axis %r is refused (its lengths stay "
+                               "those of the unchunked batch)" % (self.desc, data.dims[ax].description,
+                                                                  [data.dims[i] for i in rest if data.dims[i].is_dynamic()][0].description))
+        self.perm = [data.batch_dim_axis, ax] + rest  # RETURNN chunks any layout (e.g. time-major)
         data = data.copy_transpose(self.perm)
-        self.chunk_dim = Dim(None, kind=DimTypes.Spatial, description="%s:chunk" % name, derived_from=data.time_dim)
+        self.in_dim = data.dims[1]
+        self.chunk_dim = Dim(None, kind=DimTypes.Spatial, description="%s:chunk" % name, derived_from=self.in_dim)
         self.chunk_dim.chunk_step = self.step  # read by time_unchunking
         self.chunk_dim.chunk_size = self.size
-        self.output = data.copy_template_replace_dim_tag(1, self.chunk_dim).copy(name)
+        self.output = data.copy_template_replace_dim_tag(1, self.chunk_dim).copy(name, time_dim_axis=1)
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         x = self.inputs(sources, ctx)
@@ -437,7 +446,7 @@ class TimeChunkingLayer(_ShapeLayer):
         shape = tf.shape(frames)
         frames = tf.reshape(frames, tf.concat([[-1], shape[2:]], 0))
         starts = tf.range(n) * self.step
-        sizes = tf.clip_by_value(_time_lengths(x, self.input.time_dim, tf.shape(tensor)[0])[:, None] - starts[None, :],
+        sizes = tf.clip_by_value(_time_lengths(x, self.in_dim, tf.shape(tensor)[0])[:, None] - starts[None, :],
                                  0, self.size)
         return self.make_output(frames, sources, {self.chunk_dim: tf.reshape(sizes, [-1])})
 
