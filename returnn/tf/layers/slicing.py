@@ -423,10 +423,10 @@ class TimeChunkingLayer(_ShapeLayer):
             raise NetworkError("%s: cannot chunk the batch axis" % self.desc)
         refuse_non_float32(self.desc, data)
         rest = [i for i in range(data.batch_ndim) if i not in (data.batch_dim_axis, ax)]
-        if any(data.dims[i].is_dynamic() for i in rest):
+        kept_dynamic = [data.dims[i].description for i in rest if data.dims[i].is_dynamic()]
+        if kept_dynamic:
             raise NetworkError("%s: chunking %r while the input keeps the dynamic axis %r is refused (its lengths stay "
-                               "those of the unchunked batch)" % (self.desc, data.dims[ax].description,
-                                                                  [data.dims[i] for i in rest if data.dims[i].is_dynamic()][0].description))
+                               "those of the unchunked batch)" % (self.desc, data.dims[ax].description, kept_dynamic[0]))
         self.perm = [data.batch_dim_axis, ax] + rest  # RETURNN chunks any layout (e.g. time-major)
         data = data.copy_transpose(self.perm)
         self.in_dim = data.dims[1]
