@@ -179,3 +179,27 @@ def test_cum_concat_without_out_spatial_dim_is_an_old_form_refused_with_a_behavi
     set_global_config(Config({"behavior_version": 1}))  # (the suite's fixture restores the global config)
     with pytest.raises(NetworkError, match="'output/acc'.*needs 'out_spatial_dim'"):
         TFNetwork(outputs(net_dict), {"data": Data("data", shape=(None, 3))}).forward(batch, RunContext(False))
+
+
+def test_initial_output_naming_no_layer_outside_a_loop_is_refused_with_a_behavior_version():
+    """RETURNN's LayerBase.transform_config_dict looks a layer's initial_output up as a layer (get_layer) also
+    outside rec loops (since 2019-08; ignored there before): 'base:init' at top level is LayerNotFound in
+    1.20261022 (returnn_fuzz mutate --train seed 83). Kept without a behavior_version, one line with one; names of
+    the net, of a subnetwork (relative, 'base:' one level up) and RETURNN's keywords pass."""
+    from returnn.config import Config, set_global_config
+    data = {"data": Data("data", shape=(None, 3))}
+    bad = {"output": {"class": "copy", "from": "data", "initial_output": "base:init"}}
+    TFNetwork(outputs(bad), data)
+    set_global_config(Config({"behavior_version": 1}))  # (the suite's fixture restores the global config)
+    with pytest.raises(NetworkError, match="'output': 'initial_output' 'base:init' names no layer"):
+        TFNetwork(outputs(bad), data)
+    with pytest.raises(NetworkError, match="'output': 'initial_output' names unknown data key 'nope'"):
+        TFNetwork(outputs({"output": {"class": "copy", "from": "data", "initial_output": "data:nope"}}), data)
+    for net in ({"a": {"class": "copy", "from": "data"},
+                 "output": {"class": "copy", "from": "data", "initial_output": "a"}},
+                {"output": {"class": "copy", "from": "data", "initial_output": "zeros"}},
+                {"i": {"class": "copy", "from": "data"}, "output": {"class": "subnetwork", "from": "data", "subnetwork": {
+                    "a": {"class": "copy", "from": "data"},
+                    "b": {"class": "copy", "from": "data", "initial_output": "a"},
+                    "output": {"class": "copy", "from": "b", "initial_output": "base:i"}}}}):
+        TFNetwork(outputs(net), data)

@@ -124,3 +124,28 @@ def base_layer_name(ref: str, layers) -> str:
             elif hasattr(layer, "sub_template"):
                 return parent
     return ref
+
+
+# RETURNN's initial_output keywords; any other string names a layer (LayerBase.transform_config_dict: get_layer)
+INITIAL_OUTPUT_KEYWORDS = frozenset(("zeros", "ones", "var", "keep_over_epoch", "keep_over_epoch_no_init", "apply(0)"))
+
+
+def check_initial_output_refs(net_dict: Mapping[str, Any], data_keys) -> None:
+    """RETURNN's LayerNotFound / DataNotFound for a layer of the net (not of a rec unit) whose ``initial_output``
+    names no layer or data key: it resolves it with get_layer also where nothing reads it (since 2019; older
+    RETURNN ignored it there, kept without a behavior_version as the caller decides)."""
+    for name, opts in net_dict.items():
+        ref = opts.get("initial_output") if isinstance(opts, Mapping) else None
+        if not isinstance(ref, str) or not ref or ref in INITIAL_OUTPUT_KEYWORDS:
+            continue
+        scope = name.split("/")[:-1]  # a flattened subnetwork's layer: its name relative to that subnetwork
+        while ref.startswith("base:") and scope:
+            ref, scope = ref[len("base:"):], scope[:-1]
+        kind, key = parse_source(ref)
+        key = "/".join(scope + [key]) if kind != "data" else key
+        if kind == "data" and key not in data_keys:
+            raise NetworkError("layer %r: 'initial_output' names unknown data key %r (known: %s)"
+                               % (name, key, ", ".join(sorted(data_keys))))
+        if kind != "data" and base_layer_name(key, net_dict) not in net_dict:
+            raise NetworkError("layer %r: 'initial_output' %r names no layer of its network (RETURNN looks it up "
+                               "as a layer: LayerNotFound)" % (name, opts["initial_output"]))

@@ -31,7 +31,8 @@ from returnn.tf.net_dict import EVAL_NET, EXTRA_NET_OPTIONS, SEARCH, SEARCH_TASK
 from returnn.tf.layers.rec_net import layer_targets
 from returnn.tf.target_names import check_size_target_keys, check_target_keys, layer_named_targets, \
     reads_size_target
-from returnn.tf.net_sources import base_layer_name, check_from_given, layer_sources, parse_source, topological_order  # noqa: F401
+from returnn.tf.net_sources import base_layer_name, check_from_given, check_initial_output_refs, layer_sources, \
+    parse_source, topological_order  # noqa: F401
 from returnn.tf.preload import load_on_init_entries
 from returnn.tf.subnetwork import expand_subnetworks, map_layer_refs
 
@@ -176,6 +177,8 @@ class TFNetwork(tf.Module):
                     self.data_layers[t] = t[len("layer:"):]
         check_target_keys(net_dict, list(extern) + list(self.data_layers), search)
         check_size_target_keys(net_dict, list(extern) + list(self.data_layers), search, eval_flag)
+        if behavior_version() >= 1:
+            check_initial_output_refs(net_dict, list(extern) + list(self.data_layers))
         self.net_dict = types.MappingProxyType(net_dict)  # not tf.Module-tracked: errors show the user's dicts
         self.search = search  # built for beam search: rec sub-networks choose their labels
         self.raw_sources = {name: layer_sources(name, opts, default_target, self.search_of(name))
