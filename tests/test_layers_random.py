@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 
 from returnn.errors import NetworkError
-from returnn.tensor import Data, batch_dim
+from returnn.tensor import Data, Dim, DimTypes, batch_dim
 from returnn.tf.layers import RunContext
 from returnn.tf.network import TFNetwork
 from returnn.tf.returnn_params import returnn_param_shapes
@@ -90,11 +90,66 @@ def test_rand_int_range_and_steps():
     assert not np.array_equal(a.tensor.numpy(), b.tensor.numpy())
 
 
-def test_random_in_rec_loop_new_numbers_per_step():
+def test_random_in_rec_loop_moved_out_with_the_loop_axis():
+    """RETURNN moves a random layer out of a loop without an "end" layer, the loop's axis first in
+    its shape (one time-major draw, new numbers per frame); with "end" it stays in the loop."""
     feat = FEAT
     net = _net({"output": {"class": "rec", "from": "data", "unit": {
         "rnd": {"class": "random", "shape": [batch_dim, feat], "distribution": "normal"},
         "output": {"class": "combine", "kind": "add", "from": ["data:source", "rnd"]}}}})
-    assert "rnd" in net.layers["output"].plan.in_loop
+    assert "rnd" in net.layers["output"].plan.out_of_loop
     y = _run(net, 1)["output"].tensor.numpy()
-    assert not np.allclose(y[:, 0], y[:, 1])
+    assert y.shape == (2, 5, 3) and not np.allclose(y[:, 0], y[:, 1])
+    from returnn.tf.layers.rec_net.deps import analyse_unit
+    plan = analyse_unit({"rnd": {"class": "random", "shape": [batch_dim, feat], "distribution": "normal"},
+                         "end": {"class": "compare", "from": "rnd", "value": 0.0, "kind": "greater"},
+                         "output": {"class": "copy", "from": "rnd"}}, "r", step_only=["end"])
+    assert "rnd" in plan.in_loop
+
+
+STATE = Dim(3, kind=DimTypes.Feature, description="random_PHILOX_state")
+
+
+def _state_net(unit_or_layer):
+    return _net({"rs": {"class": "random_state_init", "seed": 5, "out_dim": STATE},
+                 "var": {"class": "variable", "shape": [STATE], "dtype": "int64", "init_by_layer": "rs",
+                         "trainable": False, "param_name": "param"}, **unit_or_layer})
+
+
+def _generator():
+    return tf.random.Generator.from_state(tf.random.create_rng_state(5, "philox"), alg="philox")
+
+
+def test_random_explicit_state_variable_auto_update_as_tf_generator():
+    """returnn_common's nn.random: an int64 variable initialised by random_state_init, read and advanced
+    by each draw (auto_update_state): RETURNN's numbers are TensorFlow's Generator's on that state."""
+    net = _state_net({"output": {"class": "random", "shape": [batch_dim, TIME, FEAT], "distribution": "normal",
+                                 "mean": 1.0, "stddev": 2.0, "explicit_state": "var", "auto_update_state": True,
+                                 "shape_deps": ["data"]},
+                      "u": {"class": "random", "shape": [4], "distribution": "uniform", "minval": -1.0, "maxval": 3.0,
+                            "explicit_state": "rs", "is_output_layer": True}})
+    var = net.layers["var"].var
+    assert var.dtype == tf.int64 and not var.trainable
+    assert returnn_param_shapes(net) == {"var/param": (3,)}
+    gen = _generator()
+    for _ in range(2):  # the variable advances: the second run draws the generator's next numbers
+        out = _run(net, 1)
+        np.testing.assert_allclose(out["output"].tensor.numpy(), gen.normal([2, 5, 3], 1.0, 2.0).numpy(), rtol=1e-6)
+        np.testing.assert_array_equal(var.numpy(), gen.state.numpy())
+        np.testing.assert_allclose(out["u"].tensor.numpy(), _generator().uniform([4], -1.0, 3.0).numpy(), rtol=1e-6)
+    with pytest.raises(NetworkError, match="auto_update_state needs explicit_state to be a variable"):
+        _state_net({"output": {"class": "random", "shape": [3], "distribution": "normal", "explicit_state": "rs",
+                               "auto_update_state": True}})
+    with pytest.raises(NetworkError, match="'dtype' must be one of"):
+        _net({"output": {"class": "variable", "shape": [3], "dtype": "float16"}})
+
+
+def test_random_explicit_state_in_rec_loop_one_time_major_draw():
+    """returnn_common's test_random_in_loop: moved out of the loop, RETURNN draws (T, B, F) at once."""
+    net = _state_net({"output": {"class": "rec", "from": [], "axis": TIME, "unit": {
+        "u": {"class": "rec_unstack", "from": "base:data", "axis": TIME},
+        "rnd": {"class": "random", "shape": [batch_dim, FEAT], "distribution": "normal", "explicit_state": "base:var",
+                "auto_update_state": True, "shape_deps": ["base:data"]},
+        "output": {"class": "combine", "kind": "add", "from": ["u", "rnd"]}}}})
+    y = _run(net, 1)["output"].tensor.numpy()
+    np.testing.assert_allclose(y, _generator().normal([5, 2, 3]).numpy().transpose(1, 0, 2), rtol=1e-6)

@@ -6,7 +6,8 @@
   an index outside the axis gives zeros (RETURNN on GPU; on CPU TensorFlow fails there).
 - ``gather_nd`` (RETURNN's old layer): ``position`` (B, ...) indexes the time axis of ``from``
   (B, T, ...) per sequence; ``gather`` on ``"T"`` with only the batch axis gathered per entry.
-- ``variable``: a trainable parameter of ``shape`` (ints or static Dims, RETURNN's; ``init``, ``dtype``; or
+- ``variable``: a trainable parameter of ``shape`` (ints or static Dims, RETURNN's; ``init``, ``dtype``
+  float32, or int32/int64, never trained (e.g. returnn_common's random state variables); or
   ``init_by_layer``: the initial value is that layer's, e.g. returnn_common's static ``random`` layer, a layer
   that reads no data, computed once when the variable is made, its axes matched to ``shape`` by dim); ``add_batch_axis``
   repeats it per sequence (first axis), ``add_time_axis`` adds a time axis of size 1 after it (engine-made,
@@ -17,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Dict, List, Sequence, Tuple
 
+import numpy as np
 import tensorflow as tf
 
 from returnn.errors import NetworkError
@@ -24,6 +26,7 @@ from returnn.tensor import Data, Dim, DimTypes
 from returnn.tensor.dim import batch_dim
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
 from returnn.tf.layers.helpers import check_sources
+from returnn.tf.layers.initializers import initial_value
 from returnn.tf.layers.options import Option
 from returnn.tf.layers.params import Param
 
@@ -190,6 +193,9 @@ class GatherNdLayer(GatherLayer):
         return [(data.batch_dim_axis, pos.batch_dim_axis)] if both else []
 
 
+VARIABLE_DTYPES = ("float32", "int32", "int64")
+
+
 @register_layer
 class VariableLayer(Layer):
     """See the module docstring."""
@@ -227,12 +233,19 @@ class VariableLayer(Layer):
         param_name = self.opt("param_name") or name.rsplit("/", 1)[-1]
         if not isinstance(param_name, str):
             raise NetworkError("%s: 'param_name' must be a str, got %r" % (self.desc, param_name))
-        if self.opt("dtype") != "float32":
-            raise NetworkError("%s: only float32 variables are supported, got %r" % (self.desc, self.opt("dtype")))
+        dtype = self.opt("dtype")
+        if dtype not in VARIABLE_DTYPES:
+            raise NetworkError("%s: 'dtype' must be one of %s, got %r" % (self.desc, ", ".join(VARIABLE_DTYPES), dtype))
+        # an integer parameter gets no gradient: it is never trained (RETURNN's random state variables)
+        trainable = None if dtype.startswith("float") else False
         if self.opt("init_by_layer") is not None:
-            self.var = self.variable(param_name, self._value_of_init_layer(sources[0], dims))
+            value = self._value_of_init_layer(sources[0], dims)
         else:
-            self.var = self.weight(param_name, sizes, self.opt("init"))
+            try:
+                value = initial_value(self.opt("init"), sizes, self._rng)
+            except ValueError as exc:
+                raise NetworkError("%s: option 'init': %s" % (self.desc, exc)) from None
+        self.var = self.variable(param_name, np.asarray(value).astype(dtype), trainable=trainable)
         self.with_batch = bool(self.opt("add_batch_axis"))
         self.with_time = bool(self.opt("add_time_axis"))
         if self.with_time:
@@ -240,7 +253,8 @@ class VariableLayer(Layer):
             dims = [Dim(1, kind=DimTypes.Spatial, description="%s:dummy-time" % name, auto_generated=True)] + dims
         if self.with_batch:
             dims = [batch_dim] + dims
-        self.output = Data(name, dims=dims, time_dim_axis=(1 if self.with_batch else 0) if self.with_time else None)
+        self.output = Data(name, dims=dims, dtype=dtype,
+                           time_dim_axis=(1 if self.with_batch else 0) if self.with_time else None)
 
     def _value_of_init_layer(self, init: Data, dims: List[Dim]) -> Any:
         """RETURNN's init_by_layer: the layer's value (``copy_compatible_to`` the variable's dims: its axes
@@ -267,7 +281,7 @@ class VariableLayer(Layer):
         if len(perm) != len(init.dims):
             raise NetworkError("%s: 'init_by_layer' %s does not have the axes of 'shape' %s"
                                % (self.desc, init.short_repr(), [x.short_repr() for x in dims]))
-        return tf.cast(tf.transpose(value, perm), tf.float32).numpy()
+        return tf.transpose(value, perm).numpy()
 
     def returnn_params(self) -> List[Param]:
         return [dataclasses.replace(p, saveable=bool(self.opt("saveable")), critical=not self.opt("non_critical_for_restore"))

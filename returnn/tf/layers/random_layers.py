@@ -14,13 +14,17 @@ The random stream is TensorFlow's stateless one (Philox), reproducible given the
   gives the advance);
 - ``static`` True: numbers that depend only on ``seed`` (or the layer's construction seed), the
   same in every step, as RETURNN's;
-- ``explicit_state`` (a layer holding a Philox state, e.g. ``random_state_init``): the numbers
-  depend only on that state's value, as RETURNN's generator without ``auto_update_state``.
+- ``explicit_state`` (a layer holding a Philox state, e.g. ``random_state_init`` or an int64
+  ``variable`` it initialises): RETURNN's numbers exactly, as TensorFlow's ``Generator`` draws them
+  from that state (counter: its first two entries, key: the third); ``auto_update_state`` True (the
+  state a ``variable`` layer): every draw also advances that variable by the number of values drawn
+  (TensorFlow's ``rng_read_and_skip``), so the next draw (next step, next loop frame) differs.
 
-What differs from RETURNN: the numbers themselves (RETURNN's generator draws from its own state
-counter, here the step's seed selects the stream), ``auto_update_state`` True (refused: it needs an
-int64 variable layer), algorithms other than Philox (refused). Inside a rec loop the layer stays
-in the loop (new numbers per step, as RETURNN's, which adds the loop axis when it moves it out).
+What differs from RETURNN without an explicit state: the numbers themselves (RETURNN's generator
+draws from its own state counter, here the step's seed selects the stream); algorithms other than
+Philox (refused). In a rec loop, as RETURNN: with an ``end`` layer in the unit it stays in the loop
+(a draw per step), else it is moved out of the loop (when nothing in the loop feeds it) with the
+loop's axis first in ``shape``: one draw of all frames (time-major), frames read per step.
 ``random_state_init``: RETURNN's ``create_rng_state(seed, philox)`` (int64 (3,)); ``seed`` None
 takes seeds from the layer's construction seed (RETURNN: the network's random generator).
 """
@@ -28,13 +32,17 @@ from __future__ import annotations
 
 import math
 import zlib
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
+from tensorflow.python.ops import gen_stateful_random_ops, gen_stateless_random_ops_v2
 
 from returnn.errors import NetworkError
 from returnn.tensor import Data, Dim, DimTypes
+from returnn.tf.layers import reuse
+from returnn.tf.layers.helpers import moved_out_loop_dims
+from returnn.tf.layers.rnn_cell import is_step_template
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
 from returnn.tf.layers.options import Option, one_of
 
@@ -133,7 +141,7 @@ class RandomLayer(RefsLayer):
     """See the module docstring."""
 
     layer_class = "random"
-    stays_in_loop = True
+    stays_in_loop_with_end = True  # (RETURNN collocates it with a loop's "end" layer, else moves it out)
     ref_options = _DIST_REFS + ("explicit_state", "shape_deps")
     options = (
         Option("shape", None, "list of Dims or ints"),
@@ -149,8 +157,8 @@ class RandomLayer(RefsLayer):
         Option("seed", None, "int or list of ints: initial state / static key (default: the layer's seed)"),
         Option("algorithm", None, "random algorithm: Philox only here", only=ALGORITHMS),
         Option("explicit_state", None, "layer holding a Philox state (int64 (3,)): the numbers depend on it only"),
-        Option("auto_update_state", None, "RETURNN: advance the explicit state variable (True not supported here)",
-               only=(None, False)),
+        Option("auto_update_state", None, "True: every draw advances the explicit state (a variable layer)",
+               only=(None, False, True)),
         Option("static", None, "True: the same numbers in every step, from the seed only"),
         Option("shape_deps", (), "layers that have the dynamic axes of 'shape'"),
         Option("stop_grad", False, "no gradient to layer-valued distribution parameters"),
@@ -161,7 +169,11 @@ class RandomLayer(RefsLayer):
         self.refs = self._split_refs(opts, sources)
         self.dist = one_of(self.desc, "distribution", self.opt("distribution"), ("uniform", "normal", "truncated_normal"))
         self.dims = _shape_dims(self, self.opt("shape"), False)
+        loop_dims = [] if is_step_template(sources) else moved_out_loop_dims()
+        self.loop_dim = loop_dims[0] if loop_dims and loop_dims[0] not in self.dims else None
         _check_dynamic(self, self.dims, sources, "'shape_deps'")
+        if self.loop_dim is not None:  # moved out of a rec loop: a draw per frame (RETURNN's), loop axis first
+            self.dims = [self.loop_dim] + self.dims
         for key in _DIST_REFS:
             value = self.opt(key)
             if isinstance(value, str) and sources[self.refs[key]].batch_ndim != 0:
@@ -179,6 +191,11 @@ class RandomLayer(RefsLayer):
             if st.dtype != "int64" or [d.dimension for d in st.dims] != [3]:
                 raise NetworkError("%s: explicit_state must be a Philox state, int64 (3,), got %s"
                                    % (self.desc, st.short_repr()))
+            self.state_var = _state_variable(self, state) if self.opt("auto_update_state") else None
+        elif self.opt("auto_update_state") is (not self.static):
+            raise NetworkError("%s: auto_update_state %s %s" % (self.desc, self.opt("auto_update_state"), (
+                "and static True exclude each other" if self.static else
+                "needs an explicit_state (without one and not static, the state always advances)")))
         elif not self.static:
             init_seed = self.opt("seed")
             if init_seed is None:
@@ -227,29 +244,30 @@ class RandomLayer(RefsLayer):
         return value
 
     def _seed(self, sources: List[LayerOutput], ctx: RunContext) -> tf.Tensor:
-        if self.opt("explicit_state") is not None:
-            st = tf.cast(sources[self.refs["explicit_state"]].tensor, tf.int64)
-            return tf.stack([st[2], st[0] + st[1]])
         if self.static:
             return self.static_seed
         st = tf.convert_to_tensor(self.state_var)
         return ctx.layer_seed(self.layer_name) + tf.stack([st[2], st[0]])
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
-        shape = _shape_value(self, self.dims, sources, ctx)
+        loop_sizes = {}
+        if self.loop_dim is not None:  # the rec loop running it before the loop gives its axis' sizes
+            dim, n_time, seq_len = getattr(ctx, "moved_out_time", None) or (None, None, None)
+            if dim != self.loop_dim:
+                raise NetworkError("%s: internal error: moved out of a loop over %r, run for %r"
+                                   % (self.desc, self.loop_dim, dim))
+            loop_sizes = {self.loop_dim: seq_len}
+            shape = [n_time] + _shape_value(self, self.dims[1:], sources, ctx)
+        else:
+            shape = _shape_value(self, self.dims, sources, ctx)
         shape_t = tf.stack([tf.cast(s, tf.int32) for s in shape]) if shape else tf.constant([], tf.int32)
-        seed = self._seed(sources, ctx)
         dtype = tf.as_dtype(self.output.dtype)
         mean, std = self._param("mean", sources, 0.0), self._param("stddev", sources, 1.0)
+        if self.opt("explicit_state") is not None:
+            return self.make_output(self._from_state(sources, shape_t, dtype, mean, std), sources, loop_sizes)
+        seed = self._seed(sources, ctx)
         if self.dist == "uniform":
-            if self.opt("maxval") is not None:
-                lo, hi = self._param("minval", sources, 0), self._param("maxval", sources, None)
-            elif self.opt("bound") is not None:
-                b = self._param("bound", sources, None)
-                lo, hi = -b, b
-            else:
-                half = math.sqrt(3.0) * std
-                lo, hi = mean - half, mean + half
+            lo, hi = self._bounds(sources, mean, std)
             if dtype.is_integer:
                 y = tf.random.stateless_uniform(shape_t, seed, minval=tf.cast(lo, dtype), maxval=tf.cast(hi, dtype),
                                                 dtype=dtype)
@@ -261,7 +279,55 @@ class RandomLayer(RefsLayer):
         else:
             y = tf.cast(mean, dtype) + tf.cast(std, dtype) * tf.random.stateless_truncated_normal(shape_t, seed,
                                                                                                  dtype=dtype)
-        return self.make_output(y, sources)
+        return self.make_output(y, sources, loop_sizes)
+
+    def _from_state(self, sources: List[LayerOutput], shape_t: tf.Tensor, dtype: tf.DType, mean: Any, std: Any
+                    ) -> tf.Tensor:
+        """RETURNN's draw from its explicit state: TensorFlow's ``Generator`` on that state (read and
+        advanced by the number of values when ``auto_update_state``)."""
+        if self.state_var is not None:
+            state = gen_stateful_random_ops.rng_read_and_skip(
+                self.state_var.handle, alg=tf.constant(1, tf.int32), delta=tf.cast(tf.reduce_prod(shape_t), tf.uint64))
+        else:
+            state = tf.cast(sources[self.refs["explicit_state"]].tensor, tf.int64)
+        key, counter = tf.bitcast(state[2:3], tf.uint64), tf.bitcast(state[:2], tf.uint64)
+        kw = dict(shape=shape_t, key=key, counter=counter, alg=1)
+        if self.dist == "uniform":
+            lo, hi = self._bounds(sources, mean, std)
+            lo, hi = tf.cast(lo, dtype), tf.cast(hi, dtype)
+            if dtype.is_integer:
+                return gen_stateless_random_ops_v2.stateless_random_uniform_int_v2(minval=lo, maxval=hi, **kw)
+            return gen_stateless_random_ops_v2.stateless_random_uniform_v2(dtype=dtype, **kw) * (hi - lo) + lo
+        op = gen_stateless_random_ops_v2.stateless_random_normal_v2 if self.dist == "normal" else \
+            gen_stateless_random_ops_v2.stateless_truncated_normal_v2
+        return op(dtype=dtype, **kw) * tf.cast(std, dtype) + tf.cast(mean, dtype)
+
+    def _bounds(self, sources: List[LayerOutput], mean: Any, std: Any) -> Tuple[Any, Any]:
+        """uniform's [lo, hi) from minval/maxval, bound or mean/stddev."""
+        if self.opt("maxval") is not None:
+            return self._param("minval", sources, 0), self._param("maxval", sources, None)
+        if self.opt("bound") is not None:
+            b = self._param("bound", sources, None)
+            return -b, b
+        half = math.sqrt(3.0) * std
+        return mean - half, mean + half
+
+
+def _state_variable(layer: Layer, name: str) -> tf.Variable:
+    """The int64 variable of the ``variable`` layer ``name`` (RETURNN's ``auto_update_state``)."""
+    get = reuse.outer_resolver()
+    target = None
+    if get is not None:
+        try:
+            target = get(name)
+        except KeyError:
+            pass
+    var = getattr(target, "var", None) if getattr(target, "layer_class", None) == "variable" else None
+    if not isinstance(var, tf.Variable) or target.output.batch_dim_axis is not None or \
+            target.output.time_dim_axis is not None:
+        raise NetworkError("%s: auto_update_state needs explicit_state to be a variable layer (int64 (3,)) that "
+                           "it can advance, got %r" % (layer.desc, name))
+    return var
 
 
 @register_layer

@@ -79,13 +79,14 @@ def _default_from(class_name: Any) -> List[str]:
     return list(cls.default_from) if cls is not None else ["data"]
 
 
-def _stays_in_loop(opts: Mapping[str, Any]) -> bool:
+def _stays_in_loop(opts: Mapping[str, Any], has_end: bool = False) -> bool:
     """Whether this layer never runs over the whole sequence (moved out of the loop): its class
-    says so (``stays_in_loop``, e.g. ``random``: new numbers in every step), or its state starts
-    from its ``initial_output`` (``state_from_initial_output``: a cumsum with an initial_output)."""
+    says so (``stays_in_loop``, e.g. ``cum_concat``; ``stays_in_loop_with_end`` when the unit has an
+    ``end`` layer: ``random``, which RETURNN collocates with it), or its state starts from its
+    ``initial_output`` (``state_from_initial_output``: a cumsum with an initial_output)."""
     from returnn.tf.layers.base import LAYER_CLASSES
     cls = LAYER_CLASSES.get(opts.get("class"))
-    return bool(getattr(cls, "stays_in_loop", False)) or (
+    return bool(getattr(cls, "stays_in_loop", False)) or (has_end and getattr(cls, "stays_in_loop_with_end", False)) or (
         bool(getattr(cls, "state_from_initial_output", False)) and opts.get("initial_output") is not None)
 
 
@@ -257,7 +258,7 @@ def analyse_unit(unit: Mapping[str, Any], rec_name: str, base_layers: Sequence[s
     masked = {n for n in names if unit[n].get(MASKED_BY)}  # a masked_computation's layers keep their
     in_loop |= masked  # previous output and state where the mask is False: they run step by step
     prev_used |= masked
-    in_loop |= {n for n in names if _stays_in_loop(unit[n])}
+    in_loop |= {n for n in names if _stays_in_loop(unit[n], "end" in unit)}
     core = set(in_loop)  # what must run step by step: cycles, forced layers and what they read in the loop
     # readers of ':i' are not moved before the loop (RETURNN's input_can_move_out); after it (nothing in the
     # loop reads them) they run over the stacked frames, ':i' there the range of the loop's frames; those

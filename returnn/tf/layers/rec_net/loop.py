@@ -8,6 +8,8 @@ reach its real frames (they only flow forward in time), and the losses ignore th
 """
 from __future__ import annotations
 
+import copy
+
 from typing import Any, Dict, List, Mapping, Optional
 
 import tensorflow as tf
@@ -266,11 +268,15 @@ class UnitRun:
         return tf.cast(value, tf.as_dtype(template.dtype))
 
     def run_moved_out(self) -> None:
+        ctx = copy.copy(self.ctx)  # a layer that adds the loop's axis itself (random) reads its sizes here
+        if self.seq_len is not None:  # (a search loop has no frames before it)
+            n_time = self.n_time if self.n_time is not None else tf.reduce_max(tf.concat([self.seq_len, [0]], 0))
+            ctx.moved_out_time = (self.rec.time_dim, n_time, self.seq_len)
         for sub in self.rec._build_order():
             if sub in self.rec.in_loop:
                 continue
             srcs = [self.value(s) for s in self.rec.sub_sources[sub]]
-            self.full[sub] = self.rec.layers[sub](srcs, self.ctx)
+            self.full[sub] = self.rec.layers[sub](srcs, ctx)
 
     # ---- the loop
     def _frame(self, key: str, value: LayerOutput, t: Optional[tf.Tensor], is_data: bool = False
