@@ -124,3 +124,11 @@ case("top_k_feature_k0", "top_k", {
 # chain seed 306)
 case("squeeze_feature_of_sparse_no_op", "squeeze", {"output": {"class": "squeeze", "axis": "F", "from": "data"}},
      extern={"data": {"dim": 7, "sparse": True}})
+# an explicit time axis (reinterpret_data set_axes 't' on a static axis) stays the time axis through frame-wise layers
+# (RETURNN's copy_template keeps time_dim_axis): a later 'T' names it, not the first dynamic axis
+case("time_axis_set_static_kept_by_linear", "reinterpret_data", {
+    "sp": {"class": "split_dims", "axis": "F", "dims": (2, 3), "from": "data"},
+    "ri": {"class": "reinterpret_data", "set_axes": {"t": "dim:2"}, "from": "sp"},
+    "lin": {"class": "linear", "n_out": 4, "activation": "tanh", "from": "ri"},
+    "output": {"class": "reduce", "mode": "max", "axes": "T", "from": "lin"}},
+    extern={"data": {"dim": 6}})

@@ -22,6 +22,7 @@ import tensorflow as tf
 
 from returnn.errors import NetworkError
 from returnn.tensor import Data, Dim, DimTypes
+from returnn.tensor.data import NotSpecified
 from returnn.tf.layers.output import LayerOutput, align_tensor
 from returnn.tf.util.dense import dense_dot
 
@@ -329,6 +330,9 @@ class FeaturePlan(NamedTuple):
     maps: List[List[int]]  # per source: positions of its non-feature axes in ``dims``
     feature_axes: List[Optional[int]]  # per source: its feature axis (None when sparse)
     in_dims: List[int]  # per source: its feature size (class count when sparse)
+    # the first source's time axis where set explicitly (reinterpret_data set_axes 't'): RETURNN's templates made by
+    # copy_template keep it, so it stays the output's time axis (else the default rule picks)
+    time_dim: Optional[Dim] = None
 
 
 def feature_plan(layer, sources: Sequence[Data]) -> FeaturePlan:
@@ -344,13 +348,19 @@ def feature_plan(layer, sources: Sequence[Data]) -> FeaturePlan:
         in_dims.append(src.dim)
         rest.append([d for i, d in enumerate(src.dims) if i != feat])
     dims, maps = common_dims(rest, layer=layer)
-    return FeaturePlan(dims, maps, feats, in_dims)
+    first = sources[0]
+    time_dim = None
+    if first._time_dim_axis is not NotSpecified and first.time_dim_axis is not None \
+            and first.time_dim_axis != first.feature_dim_axis:
+        time_dim = dims[maps[0][[i for i in range(first.batch_ndim) if i != feats[0]].index(first.time_dim_axis)]]
+    return FeaturePlan(dims, maps, feats, in_dims, time_dim)
 
 
 def plan_output(name: str, plan: FeaturePlan, feature: Dim, sparse_dim: Optional[Dim] = None) -> Data:
     """The template ``plan.dims + [feature]``."""
+    time = NotSpecified if plan.time_dim is None else plan.dims.index(plan.time_dim)
     return Data(name, dims=plan.dims + [feature], sparse_dim=sparse_dim,
-                feature_dim_axis=len(plan.dims) if sparse_dim is None else None)
+                feature_dim_axis=len(plan.dims) if sparse_dim is None else None, time_dim_axis=time)
 
 
 def feature_last(tensor: tf.Tensor, feature_axis: Optional[int]) -> tf.Tensor:
