@@ -102,8 +102,9 @@ def _map_reuse(spec: Any, fn: Callable[[str], str]) -> Any:
     if not isinstance(spec, dict):
         return spec
     out = dict(spec)
-    if isinstance(out.get("reuse_layer"), str):
-        out["reuse_layer"] = fn(out["reuse_layer"])
+    for key in ("reuse_layer", "layer_output"):
+        if isinstance(out.get(key), str):
+            out[key] = fn(out[key])
     if isinstance(out.get("map"), dict):
         out["map"] = {k: _map_reuse(v, fn) for k, v in out["map"].items()}
     return out

@@ -28,6 +28,7 @@ from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Seque
 import tensorflow as tf
 
 from returnn.errors import NetworkError
+from returnn.tf.layers.reuse_layer_output import layer_output_param, map_entry, returnn_view
 
 _RESOLVERS: List[Callable[[str], Any]] = []
 _SOURCES: List[Optional[Mapping[str, Sequence[str]]]] = []  # per resolver: the network's layer -> its source names
@@ -79,7 +80,7 @@ def referenced_layers(spec: Any) -> List[str]:
         return [spec]
     if not isinstance(spec, dict):
         return []
-    out = [spec["reuse_layer"]] if isinstance(spec.get("reuse_layer"), str) else []
+    out = [spec[k] for k in ("reuse_layer", "layer_output") if isinstance(spec.get(k), str)]
     for value in (spec.get("map") or {}).values():
         out += referenced_layers(value) if isinstance(value, (str, dict)) else []
     return out
@@ -117,9 +118,11 @@ class ReuseParams:
         unknown = sorted(set(spec) - set(_OPTIONS))
         if unknown:
             raise NetworkError("%s: 'reuse_params': unknown key(s) %s (known: %s)" % (where, unknown, ", ".join(_OPTIONS)))
-        if spec.get("layer_output") is not None:
-            raise NetworkError("%s: 'reuse_params' with 'layer_output' (a parameter that is a layer's output) is "
-                               "not supported here" % where)
+        self.layer_output = spec.get("layer_output")  # the parameter is this layer's output (reuse_layer_output)
+        if self.layer_output is not None and (not isinstance(self.layer_output, str) or set(spec) - {
+                "layer_output", "shape"}):
+            raise NetworkError("%s: 'reuse_params' 'layer_output' must name a layer, with only 'shape' beside it, got %r"
+                               % (where, spec))
         # RETURNN resolves the layer when a parameter asks for it: a layer without parameters may name any
         self._layer_name = spec.get("reuse_layer") or None
         self._layer: Any = None
@@ -146,11 +149,23 @@ class ReuseParams:
         """The shared parameter ``name`` of ``base_layer``: another layer's variable, a
         :class:`ComputedParam`, or None (``base_layer`` makes its own)."""
         shape = tuple(int(d) for d in shape)
-        if self.shape is not None and tuple(getattr(d, "dimension", d) for d in self.shape) != shape:
+        if self.shape is not None and self.layer_output is None and tuple(getattr(d, "dimension", d) for d in self.shape) != shape:
             raise NetworkError("%s: 'reuse_params' shape %r but parameter %r has shape %s" % (self.where, self.shape, name, shape))
         if self.custom is not None:
             return self._custom(base_layer, name, shape, getter)
+        if self.layer_output is not None:  # (a map entry of this engine's name, or every parameter)
+            view = returnn_view(base_layer, name, shape)
+            if view is None:
+                raise NetworkError("%s: 'reuse_params' 'layer_output' for %r: this layer's parameter is kept in "
+                                   "another layout here, not known for 'layer_output'" % (self.where, name))
+            return layer_output_param(self.where, self.layer_output, self.shape, shape, view[1], _resolve,
+                                      ComputedParam)
         if self.map is not None:
+            key, convert = map_entry(self.map, base_layer, name, shape)
+            if key is not None:
+                entry = self.map[key]
+                return layer_output_param(self.where, entry.layer_output, entry.shape, shape, convert, _resolve,
+                                          ComputedParam)
             if name in self.map:
                 return self.map[name].lookup(base_layer, name, shape, getter)
             if not self.auto_create_missing:
