@@ -7,7 +7,7 @@ Each net keeps its test's extern data (``num_inputs``/``num_outputs`` turned int
 dim tags as golden_dims markers so shared axes stay shared), its config keys and the behavior version
 RETURNN's tests run it with. Nets are built for training as their tests build them (RETURNN then
 builds the layers of losses too, as this engine's network does; a choice reads its target), except
-those with dropout or zoneout (random masks differ between the engines): forward mode. Nets without ``output`` compare their last output or loss layer, else their last layer (:func:`compared_layer`). Nets RETURNN built only in search mode and nets whose
+those with dropout, zoneout or weight noise (random masks differ between the engines): forward mode. Nets without ``output`` compare their last output or loss layer, else their last layer (:func:`compared_layer`). Nets RETURNN built only in search mode and nets whose
 extern data the golden inputs cannot feed (no batch axis, two dynamic axes) are left out (counted).
 ``--start``/``--n`` select a slice of the usable nets; ``--seed`` is unused.
 """
@@ -113,7 +113,8 @@ def all_cases() -> Tuple[List[Dict[str, Any]], Dict[str, int]]:
                 case = dict(name="testnet_" + re.sub(r"\W", "_", entry["id"]), family="testnets",
                             network=tuples_kept(_markers(net)), extern=extern, config=config, output=compared,
                             lens={key: [7, 4, 1] for key in extern}, notes=entry["file"], search=False,
-                            train="dropout" not in entry["net"] and "zoneout" not in entry["net"])
+                            train=not any(noise in entry["net"] + entry["config"] for noise in (
+                                "dropout", "zoneout", "param_variational_noise")))
                 json.dumps(case)
             except (TypeError, ValueError):
                 reason = "not JSON (functions or objects in the net)"
