@@ -290,3 +290,39 @@ def test_loop_ended_by_its_end_layer():
         np.testing.assert_array_equal(out.tensor.numpy()[0, :lens[0]], np.arange(lens[0]))
     with pytest.raises(NetworkError, match="max_seq_len"):
         run(False, None)
+
+
+def test_rec_last_output_through_a_subnetwork_and_copies():
+    """RETURNN's rec_last_output follows a subnetwork (its output layer) and copies of one source to the
+    rec layer (returnn_common's nn.Loop in a module: rec_layer is the module's subnetwork)."""
+    loop = {"class": "rec", "from": "data", "unit": {
+        "h": {"class": "combine", "kind": "add", "from": ["prev:h", "data:source"], "need_last": True},
+        "output": {"class": "copy", "from": "h"}}}
+    _, out, x = _run({
+        "sub": {"class": "subnetwork", "from": "data", "subnetwork": {
+            "loop": loop, "c": {"class": "copy", "from": "loop"}, "output": {"class": "copy", "from": "c"}}},
+        "last": {"class": "rec_last_output", "rec_layer": "sub", "sub_layer_name": "h"}})
+    ref = _running_sum(x)
+    np.testing.assert_allclose(out["last"].tensor.numpy()[:2], [ref[0, 4], ref[1, 2]], rtol=1e-5)
+
+
+@pytest.mark.parametrize("k", [0, 2])
+def test_loop_over_a_top_k_axis_of_one_size_for_the_batch(k):
+    """A top_k axis of a scalar k has one size for the whole batch: no implicit batch in out_shape
+    (RETURNN's dyn_size_ext is a scalar); a loop over it of no frames gives its initial output last."""
+    time, kd = SpatialDim("time"), SpatialDim("k")
+    feat = FeatureDim("feat", 3)
+    _, out, x = _run({
+        "k": {"class": "constant", "value": k},
+        "top_k": {"class": "top_k", "from": "data", "axis": time, "k": "k", "k_dim": kd},
+        "range": {"class": "range_in_axis", "from": "top_k", "axis": kd, "out_shape": {kd}},
+        "loop": {"class": "rec", "from": [], "axis": kd, "unit": {
+            "u": {"class": "rec_unstack", "from": "base:range", "axis": kd},
+            "w": {"class": "eval", "from": "prev:w", "eval": "source(0) * 0.0 + 1.0", "initial_output": "base:data",
+                  "need_last": True},
+            "output": {"class": "copy", "from": "u"}}},
+        "last": {"class": "rec_last_output", "rec_layer": "loop", "sub_layer_name": "w"}},
+        extern={"data": Data("data", dims=[batch_dim, time, feat])})
+    last = out["last"].tensor.numpy()
+    assert last.shape == (3, 5, 3)
+    np.testing.assert_array_equal(last[0], x[0] if k == 0 else np.ones((5, 3)))

@@ -61,7 +61,7 @@ def out_shape_problems(data: Any, out_shape: Iterable[Any], optional: Sequence[D
     """What does not hold of ``out_shape`` (a set of dims and marked dims) for ``data`` (a
     :class:`returnn.tensor.Data`), as RETURNN's ``Data.verify_out_shape``: each of the output's dims and
     each dim it has implicitly (its sparse dim when not an axis; the batch when it has a dynamic axis but
-    no batch axis, the axis' lengths being per sequence) named once, marked or not; an
+    no batch axis, the axis' lengths being per sequence, not one for the batch: ``scalar_sizes``) named once, marked or not; an
     ``ImplicitDim`` must be implicit; an ``OptionalDim`` and the ``optional`` dims may be missing (and
     imply nothing)."""
     out_shape = list(out_shape)
@@ -69,7 +69,9 @@ def out_shape_problems(data: Any, out_shape: Iterable[Any], optional: Sequence[D
     implicit: List[Dim] = []
     if data.sparse_dim is not None and not any(data.sparse_dim == o for o in dims):
         implicit.append(data.sparse_dim)
-    dynamic = [o for o in dims if o.dimension is None and not o.is_batch_dim() and not any(o == d for d in optional)]
+    # (a dim of one size for the whole batch, e.g. top_k's with a scalar k: no implicit batch)
+    dynamic = [o for o in dims if o.dimension is None and not o.is_batch_dim() and not any(o == d for d in optional)
+               and not getattr(o, "scalar_sizes", False)]
     if dynamic and not any(o.is_batch_dim() for o in dims):
         from returnn.tensor.dim import batch_dim
         implicit.append(batch_dim)

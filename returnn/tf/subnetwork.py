@@ -83,6 +83,8 @@ def map_layer_refs(where: str, opts: Dict[str, Any], fn: Callable[[str], str]) -
         new["extra_deps"] = [fn(d) for d in from_entries(new["extra_deps"])]
     if new.get("class") == "rec" and isinstance(new.get("unit"), dict):
         new["unit"] = _map_unit_base_refs(new["unit"], fn)
+    if new.get("class") == "rec_last_output" and isinstance(new.get("rec_layer"), str):
+        new["rec_layer"] = fn(new["rec_layer"])
     if new.get("class") == "cond":  # its condition and branches name layers of the network around it
         for key in ("condition", "true_layer", "false_layer"):
             branch = new.get(key)
@@ -225,7 +227,26 @@ def expand_subnetworks(net_dict: Dict[str, Any], in_rec_unit: bool = False) -> D
                 _map_ref, prefix=prefix, data_name=data_name, where=where, inputs=inputs))
         own = {k: v for k, v in opts.items() if k not in _OWN_OPTIONS}
         out[name] = dict(own, **{"class": "copy", "from": [prefix + "output"]})
-    return out
+    return out if in_rec_unit else _rec_last_output_to_rec(out)
+
+
+def _rec_last_output_to_rec(net: Dict[str, Any]) -> Dict[str, Any]:
+    """RETURNN's rec_last_output takes its ``rec_layer`` through a subnetwork (its ``output``) and
+    copies of one source to the rec layer they show: here the flattened names, followed likewise."""
+    for name, opts in list(net.items()):
+        if not isinstance(opts, dict) or opts.get("class") != "rec_last_output":
+            continue
+        rec, seen = opts.get("rec_layer"), set()
+        while isinstance(rec, str) and rec not in seen and isinstance(net.get(rec), dict) and \
+                net[rec].get("class") == "copy" and len(from_entries(net[rec].get("from", []))) == 1:
+            seen.add(rec)
+            src = from_entries(net[rec]["from"])[0]
+            if not isinstance(src, str) or ":" in src:
+                break
+            rec = src
+        if rec != opts.get("rec_layer") and isinstance(net.get(rec), dict) and net[rec].get("class") == "rec":
+            net[name] = dict(opts, rec_layer=rec)
+    return net
 
 
 def refuse_load_on_init(desc: Any, where: str) -> None:

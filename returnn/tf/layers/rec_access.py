@@ -148,7 +148,12 @@ class RecLastOutputLayer(Layer):
             init = tf.cast(initial(self.opt("sub_layer_name")), last.dtype)  # in the frame's order
             init = tf.transpose(init, [frame.index(i) for i in current])
             empty = tf.reshape(lens <= 0, [-1] + [1] * (len(last.shape) - 1))
-            last = tf.where(empty, tf.broadcast_to(init, tf.shape(last)), last)
+            frames = last
+            # a loop of no frames at all: its stacked frames may lack the sub-layer's other axes' extents too
+            no_frames = tf.concat([[n_batch], tf.shape(init)[1:]], 0) if len(init.shape) == len(last.shape) else None
+            last = tf.cond(tf.shape(tensor)[1] > 0 if no_frames is not None else tf.constant(True),
+                           lambda: tf.where(empty, tf.broadcast_to(init, tf.shape(frames)), frames),
+                           lambda: tf.broadcast_to(init, no_frames if no_frames is not None else tf.shape(frames)))
         back = [current.index(i) for i in frame]
         return self.make_output(tf.transpose(last, back) if back != sorted(back) else last, [whole])
 
