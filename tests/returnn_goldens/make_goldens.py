@@ -139,6 +139,8 @@ def _inputs(c, extern, padding):
     for i, key in enumerate(sorted(c["extern"])):
         data = extern.data[key]
         lens = np.array(c["lens"][key], np.int32)
+        if data.time_dim_axis is not None and data.batch_shape[data.time_dim_axis] is not None:
+            lens = np.full_like(lens, data.batch_shape[data.time_dim_axis])  # a static time axis: all frames real
         t = int(lens.max())
         order = _batch_array_axes(data)
         shape = [B] + [t if s is None else s for s in (data.batch_shape[i] for i in order[1:])]
@@ -270,7 +272,7 @@ def run_case(c):
                     data = net.extern_data.data[key]
                     order = _batch_array_axes(data)
                     feed_dict[data.placeholder] = arr.transpose([order.index(i) for i in range(arr.ndim)])
-                    if data.time_dim_axis is not None:
+                    if data.time_dim_axis is not None and data.batch_shape[data.time_dim_axis] is None:
                         feed_dict[data.size_placeholder[data.time_dim_axis_excluding_batch]] = lens
                 if net.epoch_step is not None:  # initial_state keep_over_epoch reads it: the epoch's first step
                     feed_dict[net.epoch_step] = 0
