@@ -79,3 +79,23 @@ def test_config_with_subnetwork_trains_and_resumes(tmp_path):
     assert_one_line_error(run_rnn(train_args(bad, tmp_path / "b"), timeout=300),
                           "layer 'block/output': 'from' names unknown layer 'block/fff'")
 
+
+
+def test_rec_loop_in_a_cond_branch_in_a_subnetwork_reads_outer_data():
+    """returnn_common's specaugment_v2: a subnetwork holds a cond whose branch runs a rec loop that reads
+    the top-level data (base: from the unit, the branch and the subnetwork); its unit's base: references
+    are mapped one level more than the branch's."""
+    loop = {"class": "rec", "from": "base:base:data:data", "unit": {
+        "s": {"class": "combine", "kind": "add", "from": ["prev:s", "data:source"]},
+        "total": {"class": "reduce", "from": "base:base:base:data:data", "mode": "sum", "axis": "T"},
+        "output": {"class": "combine", "kind": "add", "from": ["s", "total"]}}}
+    net = TFNetwork({
+        "sub": {"class": "subnetwork", "from": [], "subnetwork": {
+            "c": {"class": "constant", "value": True, "dtype": "bool"},
+            "output": {"class": "cond", "from": [], "condition": "c",
+                       "true_layer": {"class": "subnetwork", "from": [], "subnetwork": {"output": loop}},
+                       "false_layer": {"class": "copy", "from": "base:data:data"}}}},
+        "output": {"class": "copy", "from": "sub"}}, {"data": Data("data", shape=(None, 3))})
+    x = np.random.RandomState(0).randn(2, 4, 3).astype("float32")
+    y = net.forward({"data": tf.constant(x), "data:seq_len": tf.constant([4, 4])}, RunContext(False))["output"]
+    np.testing.assert_allclose(y.tensor.numpy(), np.cumsum(x, axis=1) + x.sum(axis=1, keepdims=True), rtol=1e-5)

@@ -115,8 +115,8 @@ def _map_reuse(spec: Any, fn: Callable[[str], str]) -> Any:
 def _map_unit_base_refs(unit: Dict[str, Any], map_outer: Callable[[str], str], depth: int = 1) -> Dict[str, Any]:
     """A rec unit inside a flattened subnetwork: its references to the network around the rec layer
     (``depth`` times ``base:``; ``base:base:x`` leaves that network too) as the flattened network
-    names them (``map_outer`` maps a name of that network). Nested subnetworks in the unit count one
-    ``base:`` more."""
+    names them (``map_outer`` maps a name of that network). Nested subnetworks and rec units in the
+    unit count one ``base:`` more."""
     from returnn.tf.layers.rec_net.deps import layer_ref_options
 
     def ref(r: Any) -> Any:
@@ -142,6 +142,8 @@ def _map_unit_base_refs(unit: Dict[str, Any], map_outer: Callable[[str], str], d
             new["initial_state"] = _map_nested(new["initial_state"], ref)
         if new.get("class") == "subnetwork" and isinstance(new.get("subnetwork"), dict):
             new["subnetwork"] = _map_unit_base_refs(new["subnetwork"], map_outer, depth + 1)
+        if new.get("class") == "rec" and isinstance(new.get("unit"), dict):  # (e.g. a loop in a cond branch)
+            new["unit"] = _map_unit_base_refs(new["unit"], map_outer, depth + 1)
         if new.get("class") == "masked_computation" and isinstance(new.get("unit"), dict):
             new["unit"] = _map_unit_base_refs({"_": new["unit"]}, map_outer, depth)["_"]
         out[name] = new
