@@ -135,6 +135,29 @@ def mutate(rng: random.Random, layer: Dict[str, Any], sig: Dict[str, Dict[str, A
     return None
 
 
+def _markers(obj: Any) -> Iterator[Dict[str, Any]]:
+    """Every dim marker dict in ``obj``."""
+    if isinstance(obj, dict):
+        if "__dim__" in obj:
+            yield obj
+        for value in obj.values():
+            yield from _markers(value)
+    elif isinstance(obj, list):
+        for value in obj:
+            yield from _markers(value)
+
+
+def _redeclare_dims(old: Any, net: Dict[str, Any], extern: Any) -> None:
+    """A Dim declared in a replaced or dropped option value (``old``) and still referenced elsewhere is declared
+    at its first reference instead (else the case names a Dim that it never declares)."""
+    declared = {m["__dim__"]: m for m in _markers(old) if len(m) > 1}
+    left = list(_markers(extern)) + list(_markers(net))
+    for name, spec in declared.items():
+        refs = [m for m in left if m["__dim__"] == name]
+        if refs and all(len(m) == 1 for m in refs):
+            refs[0].update(copy.deepcopy(spec))
+
+
 def draw(seed: int, index: int, cases: List[Dict[str, Any]], sigs: Dict[str, Dict[str, Dict[str, Any]]],
          pool: Dict[str, List[Any]]) -> Dict[str, Any]:
     """The mutated case (seed, index)."""
@@ -153,10 +176,12 @@ def draw(seed: int, index: int, cases: List[Dict[str, Any]], sigs: Dict[str, Dic
         if change is None:
             continue
         key, value = change
+        old = layer.get(key)
         if value is MISSING:
             del layer[key]
         else:
             layer[key] = copy.deepcopy(value)
+        _redeclare_dims(old, net, base.get("extern"))
         what = "%s.%s=%s" % ("/".join(p for p in path if p not in ("unit", "subnetwork")), key,
                              "<dropped>" if value is MISSING else json.dumps(value)[:60])
         return dict(base, name="mutate_s%i_%i" % (seed, index), family="%s: %s" % (base["name"], what),
