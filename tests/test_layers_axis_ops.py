@@ -163,3 +163,13 @@ def test_scaled_grad_train_flag_global_step_and_identity():
     np.testing.assert_array_equal(out["same"].tensor.numpy(), x.numpy())
     assert bool(out["flag"].tensor.numpy()) and int(out["step"].tensor.numpy()) == 7
     assert not bool(net.forward(batch, RunContext(False))["flag"].tensor.numpy())
+
+
+def test_range_from_length_of_lengths_per_frame():
+    """RETURNN's range_from_length of lengths over (B, T) (returnn_common's test): a range up to their
+    maximum (padded frames included, as RETURNN's reduce_max), the new axis' sizes per (B, T)."""
+    net, out, _, reps = _run({"rl": {"class": "range_from_length", "from": "data:reps"}})
+    assert out["rl"].tensor.numpy().tolist() == list(range(int(reps.max())))
+    dim = out["rl"].data.dims[0]
+    assert [d.is_batch_dim() for d in dim.sizes_over] == [True, False]
+    np.testing.assert_array_equal(out["rl"].sizes[dim].numpy(), reps)

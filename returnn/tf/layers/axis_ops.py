@@ -24,7 +24,9 @@ tile, range_in_axis, range_from_length.
 - ``range_in_axis``: ``0 .. n-1`` over ``axis`` of the input, shaped as that one axis.
 - ``range_from_length``: from lengths ``(B,)`` a range over a new dynamic axis with those sizes;
   lengths straight from a ``length`` layer give that layer's axis itself (RETURNN finds the dim
-  whose size tensor they are), e.g. the data's time axis.
+  whose size tensor they are), e.g. the data's time axis. Lengths of other axes (e.g. one per frame,
+  ``(B, T)``) are the new axis' sizes per position of those axes (``sizes_over``), the range up to
+  their maximum.
 """
 from __future__ import annotations
 
@@ -457,9 +459,8 @@ class RangeFromLengthLayer(Layer):
         super().__init__(name, opts, sources, seed)
         check_sources(self, sources, 1, 1)
         data = sources[0]
-        if data.dtype not in ("int32", "int64") or not (data.batch_ndim == 0 or (data.batch_ndim == 1 and data.batch_dim_axis == 0)):
-            raise NetworkError("%s: the input must be lengths (batch,) or one length (scalar), int32, got %s"
-                               % (self.desc, data.short_repr()))
+        if data.dtype not in ("int32", "int64"):
+            raise NetworkError("%s: the input must be lengths (int32/int64), got %s" % (self.desc, data.short_repr()))
         out_dim = self.opt("out_spatial_dim")
         known = getattr(data, "length_of_dim", None)  # lengths straight from a length layer: that dim, as RETURNN
         if known is not None:
@@ -471,6 +472,8 @@ class RangeFromLengthLayer(Layer):
                                                                      description="%s:length" % name)
         if data.batch_ndim == 0:  # one length for all sequences (e.g. the batch size): scalar sizes
             self.dim.scalar_sizes = True
+        elif not (data.batch_ndim == 1 and data.batch_dim_axis == 0):  # RETURNN: lengths of any axes (its
+            self.dim.sizes_over = tuple(data.dims)  # dyn_size_ext), e.g. (B, T): a length per frame
         self.output = Data(name, dims=[self.dim], dtype=str(self.opt("dtype")),
                            sparse_dim=self.dim if self.opt("sparse") else None, feature_dim_axis=None,
                            batch_dim_axis=None)
