@@ -109,6 +109,16 @@ case("fuzz_gather_feature_per_frame", "fuzz_gather", dict(_ARGMAX, output={
     "class": "gather", "from": "data", "position": "pos", "axis": "F"}), extern={"data": {"dim": 5}})
 case("fuzz_gather_time_common_spatial", "fuzz_gather", dict(_ARGMAX, output={
     "class": "gather", "from": "data", "position": "pos", "axis": "T"}), extern={"data": {"shape": (None, 2, 3)}})
+# gather on the batch axis by a position layer (refused here before): the position's batch axis replaces it, a
+# common axis (T) gathered per entry; sequences of one length (the gathered rows keep the lengths of the position's)
+case("fuzz_gather_batch_per_frame", "fuzz_gather", dict(_ARGMAX, output={
+    "class": "gather", "from": "data", "position": "pos", "axis": "B"}), extern={"data": {"shape": (None, 2, 3)}},
+    lens={"data": [5, 5, 5]})
+case("fuzz_gather_batch_per_sequence", "fuzz_gather", {
+    "r": {"class": "range_in_axis", "from": "data", "axis": "B"},
+    "pos": {"class": "eval", "from": "r", "eval": "2 - source(0)"},
+    "output": {"class": "gather", "from": "data", "position": "pos", "axis": "B"}}, extern={"data": {"dim": 4}},
+    lens={"data": [5, 5, 5]})
 # a window over the (default) feature axis before behavior version 18: RETURNN's default feature axis of the new
 # layout is the window axis (the last static one), which a linear layer then contracts
 case("fuzz_window_feature_linear_bv0", "fuzz_window", {

@@ -3,7 +3,9 @@
 - ``gather``: ``from`` indexed on ``axis`` by ``position`` (an int, or a layer of integer indices);
   every axis both have (besides ``axis``; e.g. the batch; also a static spatial axis of one size, not
   a user-made one from behavior_version 16) is gathered per entry (RETURNN's ``batch_dims``, these axes first); ``axis`` is replaced by the position's other axes. Padded index positions gather too (as RETURNN);
-  an index outside the axis gives zeros (RETURNN on GPU; on CPU TensorFlow fails there).
+  an index outside the axis gives zeros (RETURNN on GPU; on CPU TensorFlow fails there). On the batch axis
+  (a position layer only) the position's batch axis replaces it: rows of other sequences, their lengths those of
+  the position's sequences (as RETURNN).
 - ``gather_nd`` (RETURNN's old layer): ``position`` (B, ...) indexes the time axis of ``from``
   (B, T, ...) per sequence; ``gather`` on ``"T"`` with only the batch axis gathered per entry.
 - ``variable``: a trainable parameter of ``shape`` (ints or static Dims, RETURNN's; ``init``, ``dtype``
@@ -56,8 +58,9 @@ class GatherLayer(Layer):
         if axis_opt is None:
             raise NetworkError("%s: needs 'axis'" % self.desc)
         self.ax = self.axis(data, axis_opt, "axis")
-        if data.dims[self.ax].is_batch_dim():
-            raise NetworkError("%s: cannot gather on the batch axis" % self.desc)
+        if data.dims[self.ax].is_batch_dim() and not self.pos_layer:
+            raise NetworkError("%s: an int position on the batch axis is refused (a position layer gathers there)"
+                               % self.desc)
         self.clip = bool(self.opt("clip_to_valid"))
         dynamic = data.dims[self.ax].is_dynamic()
         if self.clip and dynamic and (data.batch_dim_axis is None or (self.pos_layer and sources[-1].batch_dim_axis is None)):
