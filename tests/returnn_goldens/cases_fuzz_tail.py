@@ -119,6 +119,11 @@ case("fuzz_gather_batch_per_sequence", "fuzz_gather", {
     "pos": {"class": "eval", "from": "r", "eval": "2 - source(0)"},
     "output": {"class": "gather", "from": "data", "position": "pos", "axis": "B"}}, extern={"data": {"dim": 4}},
     lens={"data": [5, 5, 5]})
+case("fuzz_gather_batch_by_a_batchless_position", "fuzz_gather", {
+    "r": {"class": "range_in_axis", "from": "data", "axis": "T"},
+    "pos": {"class": "eval", "from": "r", "eval": "source(0) % 2"},
+    "output": {"class": "gather", "from": "data", "position": "pos", "axis": "B"}}, extern={"data": {"dim": 4}},
+    lens={"data": [5, 5, 5]})
 # a window over the (default) feature axis before behavior version 18: RETURNN's default feature axis of the new
 # layout is the window axis (the last static one), which a linear layer then contracts
 case("fuzz_window_feature_linear_bv0", "fuzz_window", {
