@@ -247,3 +247,20 @@ def test_in_a_loop_labels_where_the_mask_is_false_are_not_embedded():
     np.testing.assert_allclose(emb[0, 4], w[2] + bias, rtol=1e-5)
     np.testing.assert_array_equal(emb[1, :2], 0)  # no label kept yet: the initial output
     np.testing.assert_allclose(emb[1, 2], w[3] + bias, rtol=1e-5)
+
+
+def test_plain_unit_reading_base_data_in_a_subnetwork_is_packed():
+    """returnn_common's boolean_mask (random_frame_drop): a masked_computation in a subnetwork whose plain
+    unit reads 'base:data:data' (RETURNN's get_layer of the masked layer's network: the network around)
+    gets those frames packed by the mask, as a unit reading its 'from'."""
+    net = TFNetwork(outputs({"sub": {"class": "subnetwork", "from": [], "subnetwork": {
+        "sum": {"class": "reduce", "from": "base:data:data", "mode": "sum", "axis": "F"},
+        "mask": {"class": "compare", "from": "sum", "value": 0.0, "kind": "greater"},
+        "output": {"class": "masked_computation", "mask": "mask", "from": [],
+                   "unit": {"class": "copy", "from": "base:data:data"}}}}}), _extern())
+    batch, x, _ = _batch()
+    out = net.forward(batch, RunContext(False))["sub"]
+    for b, n in enumerate(LENS):
+        ref = x[b, :n][x[b, :n].sum(axis=-1) > 0]
+        assert int(out.seq_len[b]) == len(ref)
+        np.testing.assert_allclose(out.tensor.numpy()[b, :len(ref)], ref, rtol=1e-6)

@@ -358,7 +358,7 @@ def _unit_refs(unit: Dict[str, Any]) -> List[str]:
 
 def _map_unit_outer_refs(unit: Dict[str, Any], outer: Callable[[str], str]) -> Dict[str, Any]:
     """A masked_computation unit whose references to the network around it (RETURNN resolves them
-    there: a plain unit's names other than ``data``, a subnetwork unit's ``base:`` names) are
+    there: a plain unit's names other than ``data`` (``base:`` ones too), a subnetwork unit's ``base:`` names) are
     mapped by ``outer`` (to a ``base:`` name)."""
     if unit.get("class") == "subnetwork":
         inner = unit.get("subnetwork")
@@ -367,4 +367,5 @@ def _map_unit_outer_refs(unit: Dict[str, Any], outer: Callable[[str], str]) -> D
         fn = (lambda r: outer(r[len("base:"):]) if r.startswith("base:") and not r.startswith("base:base:") else r)
         return dict(unit, subnetwork={k: map_layer_refs(k, v, fn) if isinstance(v, dict) and v.get("class") != "rec"
                                       else v for k, v in inner.items()})
-    return map_layer_refs("unit", unit, lambda r: r if r == "data" or r.startswith("base:") else outer(r))
+    # (a plain unit's base:X: RETURNN's get_layer of the masked layer's network takes it from the one around)
+    return map_layer_refs("unit", unit, lambda r: r if r == "data" else outer(r))
