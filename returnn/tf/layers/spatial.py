@@ -2,7 +2,8 @@
 
 The input (sources concatenated on the feature axis; sparse inputs refused, as RETURNN) is laid out
 channel-last ``(B, s_1, ..., s_n, C)``; ``in_spatial_dims`` picks the axes (default: all spatial
-axes), ``input_add_feature_dim`` first appends a feature axis of size 1 (so the old feature axis
+axes; in conv and pool the input's other axes are then merged into the batch and come first in the
+output, in their order, as RETURNN's ``transform_input``), ``input_add_feature_dim`` first appends a feature axis of size 1 (so the old feature axis
 becomes spatial, e.g. 2-D conv over time x frequency); ``input_expand_dims`` and
 ``input_split_feature_dim`` add spatial axes as in RETURNN.
 
@@ -134,11 +135,15 @@ class SpatialPlan:
                                    layer.desc, sizes_opt, n, data.short_repr(), len(axes),
                                    [data.dims[a].description for a in axes]))
         others = [a for a in range(data.batch_ndim) if a not in axes + [data.batch_dim_axis, data.feature_dim_axis]]
-        if others:
+        # RETURNN (ConvLayer.transform_input with in_spatial_dims): the other axes are merged into the batch,
+        # in their order, and come first in the output (e.g. a 1D pool over a feature-like axis of (B, T, F', C))
+        if others and (in_spatial is None or self.reshapes or layer.opt("use_channel_first") or
+                       getattr(layer, "layer_class", None) not in ("conv", "pool")):
             raise NetworkError("%s: input axes %s are neither batch, feature nor in_spatial_dims" % (
                 layer.desc, [data.dims[a].description for a in others]))
+        self.batch_axes = [a for a in range(data.batch_ndim) if a not in axes + [data.feature_dim_axis]]
         self.spatial_axes = axes
-        self.perm = [data.batch_dim_axis] + axes + [data.feature_dim_axis]
+        self.perm = self.batch_axes + axes + [data.feature_dim_axis]
         sizes = int_tuple(layer, sizes_opt, raw, len(axes))
         strides_opt = layer.opt("strides")
         strides = sizes if strides_opt is None and default_stride_is_size else \
@@ -244,11 +249,11 @@ class SpatialPlan:
     def output_data(self, name: str, feature: Dim) -> Data:
         """``(B, out spatial..., feature)``, or ``(B, feature, out spatial...)`` with
         ``use_channel_first``."""
-        batch = self.data.dims[self.data.batch_dim_axis]
+        batch = [self.data.dims[a] for a in self.batch_axes]
         spatial = [w.out_dim for w in self.windows]
-        self.out_last = Data(name, dims=[batch] + spatial + [feature], feature_dim_axis=len(spatial) + 1)
+        self.out_last = Data(name, dims=batch + spatial + [feature], feature_dim_axis=len(batch) + len(spatial))
         if self.layer.opt("use_channel_first"):
-            return Data(name, dims=[batch, feature] + spatial, feature_dim_axis=1)
+            return Data(name, dims=batch + [feature] + spatial, feature_dim_axis=1)
         return self.out_last
 
     def channel_last_input(self, x: LayerOutput, fill: Optional[float] = 0.0, pad_fill: Optional[float] = None
@@ -262,6 +267,8 @@ class SpatialPlan:
         for reshape in self.reshapes:
             tensor = reshape(tensor)
         tensor = tf.transpose(tensor, self.perm)
+        if len(self.batch_axes) > 1:  # the batch and the other axes merged: one batch axis
+            tensor = tf.reshape(tensor, tf.concat([[-1], tf.shape(tensor)[len(self.batch_axes):]], 0))
         explicit = [[0, 0]] + [self._explicit_pads(w, p) for w, p in zip(self.windows, self.pads)] + [[0, 0]]
         value = pad_fill if pad_fill is not None else (fill or 0.0)
         extent = tf.ones_like(tensor[..., :1], dtype=tf.float32)
@@ -315,6 +322,9 @@ class SpatialPlan:
         mask them), channel-first if asked."""
         sizes = dict(x.sizes)
         sizes.update(self.out_sizes(x))
+        if len(self.batch_axes) > 1:  # the merged axes split again
+            extents = tf.stack([tf.shape(x.tensor)[a] for a in self.batch_axes])
+            y = tf.reshape(y, tf.concat([extents, tf.shape(y)[1:]], 0))
         if layer.opt("use_channel_first"):
             n = len(self.windows)
             y = tf.transpose(y, [0, n + 1] + list(range(1, n + 1)))
