@@ -178,6 +178,20 @@ def test_keep_over_epoch_in_a_loop_and_initial_output_with_state_are_refused():
         net.forward(_batch(np.zeros([1, 2, 3], np.float32), [2]), RunContext(False))
 
 
+@pytest.mark.parametrize("net", [
+    {"output": {"class": "rnn_cell", "unit": "LSTMBlock", "n_out": 3, "initial_state": "keep_over_epoch",
+                "from": "data"}},
+    {"output": {"class": "rec", "from": "data", "unit": {  # moved out of the loop (it reads no prev:)
+        "cell": {"class": "rnn_cell", "unit": "GRU", "n_out": 3, "initial_state": "keep_over_epoch",
+                 "from": "data:source"},
+        "output": {"class": "copy", "from": "cell"}}}}])
+def test_keep_over_epoch_of_an_rnn_cell_over_whole_sequences_is_refused(net):
+    """RETURNN's RnnCellLayer gets its kept state without a rec layer there: 'assert rec_layer is not None'
+    (1.20261022, and since the option exists; returnn_fuzz mutate --train seed 94). A rec layer keeps it."""
+    with pytest.raises(NetworkError, match="keep_over_epoch' of an rnn_cell over whole sequences"):
+        TFNetwork(net, _extern())
+
+
 def test_initial_output_forms():
     """True is 1 (RETURNN's number rule), "var" a trainable (F,) vector init_<name>_var, "apply(0)"
     the layer on zero inputs (here: tanh of the bias)."""

@@ -32,7 +32,8 @@ Cells (``unit``, case-insensitive), following RETURNN's choice of implementation
 are ``initial_c``/``initial_h`` (LSTMs) or ``initial_var`` in the layer's scope inside a rec loop,
 ``rec/initial_*`` over whole sequences (RETURNN's two code paths; a cell moved out of a loop whose
 ``prev:`` is read also gets the loop's ``initial_*`` for that first ``prev:`` value, as RETURNN
-does); ``keep_over_epoch`` only over whole sequences. The units that RETURNN runs as TensorFlow's
+does); ``keep_over_epoch`` only for a ``rec`` layer over whole sequences (an ``rnn_cell`` there: RETURNN asserts; in
+a loop: not supported here). The units that RETURNN runs as TensorFlow's
 ``LSTMCell`` take its ``use_peepholes`` (parameters ``rec/lstm_cell/w_{i,f,o}_diag``) and ``cell_clip``. Padded frames
 (t >= length) keep the state and output 0.
 
@@ -112,8 +113,9 @@ class RnnCellLayer(Layer):
     options = (
         Option("unit", None, "cell name: %s" % ", ".join(CELL_UNITS)),
         Option("unit_opts", None, "dict, e.g. {'forget_bias': 0.0}"),
-        Option("initial_state", None, "the state it starts from: zeros, ones, var, keep_over_epoch (over whole "
-                                      "sequences), a layer, or {'c': .., 'h': ..} (see returnn.tf.layers.rec_state)"),
+        Option("initial_state", None, "the state it starts from: zeros, ones, var, keep_over_epoch (a rec layer over "
+                                      "whole sequences; refused on rnn_cell), a layer, or {'c': .., 'h': ..} (see "
+                                      "returnn.tf.layers.rec_state)"),
         Option("forward_weights_init", None, "init of the input weights (default: weights_init)"),
         Option("recurrent_weights_init", None, "init of the recurrent weights (default: weights_init)"),
         Option("bias_init", 0.0, "init of the bias"),
@@ -239,7 +241,12 @@ class RnnCellLayer(Layer):
                                       "" if self.step_mode else "rec/", self.state_sources)
             if self.state.keeps and self.step_mode:
                 raise NetworkError("%s: initial_state 'keep_over_epoch' inside a rec loop is not supported here "
-                                   "(only over whole sequences)" % self.desc)
+                                   "(a rec layer of that unit keeps its state over whole sequences)" % self.desc)
+            if self.state.keeps and self.layer_class == "rnn_cell":  # RETURNN's RnnCellLayer passes no rec layer for
+                # the kept state there (asserts); its rec layer does
+                raise NetworkError("%s: initial_state 'keep_over_epoch' of an rnn_cell over whole sequences (also one "
+                                   "moved out of a loop) is refused, as RETURNN asserts; a rec layer of that unit "
+                                   "keeps its state" % self.desc)
             self.state_vars = self.state.trainable()  # tracked by tf.Module here
             self.updates_in_training = self.state.keeps
             if self.step_mode:
