@@ -153,3 +153,14 @@ def test_random_explicit_state_in_rec_loop_one_time_major_draw():
         "output": {"class": "combine", "kind": "add", "from": ["u", "rnd"]}}}})
     y = _run(net, 1)["output"].tensor.numpy()
     np.testing.assert_allclose(y, _generator().normal([5, 2, 3]).numpy().transpose(1, 0, 2), rtol=1e-6)
+
+
+def test_random_shape_with_dim_math_of_a_shape_deps_axis():
+    """returnn_common's cond_dim: a random shape with time * 2 (dim math), shape_deps having time: its
+    extent and sizes from time's (RETURNN's get_dim_value / dyn_size_ext)."""
+    time2 = TIME * 2
+    net = _net({"output": {"class": "random", "shape": [batch_dim, time2, FEAT], "distribution": "normal",
+                           "shape_deps": ["data"], "static": True}})
+    out = _run(net, 1)["output"]
+    assert out.tensor.shape == (2, 10, 3)
+    assert out.sizes[time2].numpy().tolist() == [2 * n for n in LENS]

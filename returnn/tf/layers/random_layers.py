@@ -1,6 +1,7 @@
 """Random numbers as layer outputs: RETURNN's ``random``, ``rand_int`` and ``random_state_init``.
 
-``random``: ``shape`` (Dims or ints; an int is a new static axis ``NAME:dimI``), ``distribution``
+``random``: ``shape`` (Dims or ints; an int is a new static axis ``NAME:dimI``; a dynamic Dim, or dim math of
+one such as ``time * 2``, from a source that has it: ``shape_deps``), ``distribution``
 ``uniform`` (``minval``/``maxval``, or ``bound`` for [-b, b), or ``mean``/``stddev``), ``normal`` or
 ``truncated_normal`` (``mean``, ``stddev``; cut at 2 stddev), parameters as numbers or names of
 scalar layers. ``rand_int``: integers in ``[minval, maxval)``.
@@ -120,12 +121,30 @@ def _shape_value(layer: Layer, dims: Sequence[Dim], sources: Sequence[LayerOutpu
                 if any(d == s for s in src.data.dims):
                     out.append(tf.shape(src.tensor)[[i for i, s in enumerate(src.data.dims) if s == d][0]])
                     break
+            else:  # dim math of the sources' axes (e.g. time * 2): RETURNN's get_dim_value, the longest
+                sizes = tf.convert_to_tensor(_math_sizes([d], sources)[d])
+                out.append(tf.reduce_max(sizes) if sizes.shape.rank else sizes)
     return out
 
 
+def _math_sizes(dims: Sequence[Dim], sources: Sequence[LayerOutput]) -> Dict[Dim, Any]:
+    """Sizes of the dims of ``dims`` that no source has, computed by their dim math from the sources'."""
+    from returnn.tensor.dim_math import dyn_size_of
+
+    def sizes_of(x: Dim) -> Any:
+        return next(src.sizes[s] for src in sources for s in src.data.dims if s == x and s in src.sizes)
+    return {d: dyn_size_of(d, sizes_of) for d in dims if d.is_dynamic() and not d.is_batch_dim()
+            and getattr(d, "derived_from_op", None) is not None
+            and not any(d == s for src in sources for s in src.data.dims)}
+
+
 def _check_dynamic(layer: Layer, dims: Sequence[Dim], sources: Sequence[Data], where: str) -> None:
+    from returnn.tensor.dim_math import dynamic_leaves
     for d in dims:
-        if d.is_dynamic() and not d.is_batch_dim() and not any(d == s for src in sources for s in src.dims):
+        have = [s for src in sources for s in src.dims]
+        leaves = dynamic_leaves(d) if getattr(d, "derived_from_op", None) is not None else [d]
+        if d.is_dynamic() and not d.is_batch_dim() and not any(d == s for s in have) and \
+                not (leaves and all(any(x == s for s in have) for x in leaves)):
             raise NetworkError("%s: the dynamic axis %r of 'shape' needs a layer that has it in %s (its sizes come from "
                                "there; a Dim holds no sizes here)" % (layer.desc, d.description, where))
 
@@ -260,6 +279,7 @@ class RandomLayer(RefsLayer):
             shape = [n_time] + _shape_value(self, self.dims[1:], sources, ctx)
         else:
             shape = _shape_value(self, self.dims, sources, ctx)
+        loop_sizes.update(_math_sizes(self.dims, sources))
         shape_t = tf.stack([tf.cast(s, tf.int32) for s in shape]) if shape else tf.constant([], tf.int32)
         dtype = tf.as_dtype(self.output.dtype)
         mean, std = self._param("mean", sources, 0.0), self._param("stddev", sources, 1.0)
