@@ -264,3 +264,19 @@ def test_plain_unit_reading_base_data_in_a_subnetwork_is_packed():
         ref = x[b, :n][x[b, :n].sum(axis=-1) > 0]
         assert int(out.seq_len[b]) == len(ref)
         np.testing.assert_allclose(out.tensor.numpy()[b, :len(ref)], ref, rtol=1e-6)
+
+
+def test_a_mask_with_more_axes_than_the_batch_in_a_loop_is_refused():
+    """RETURNN's MaskedComputationLayer inside a rec loop asserts a bool mask of shape () per step: a reduce with
+    keep_dims gives (batch, 1), refused here in one line as well (it was reshaped to (batch,) and built: LAX in
+    returnn_fuzz mutate --train seed 95)."""
+    net = {"output": {"class": "rec", "from": "data", "optimize_move_layers_out": False, "unit": {
+        "red": {"class": "reduce", "mode": "sum", "axis": "F", "from": "data:source", "keep_dims": True},
+        "mask": {"class": "compare", "kind": "greater", "value": 0.0, "from": "red"},
+        "masked": {"class": "masked_computation", "from": "data:source", "mask": "mask",
+                   "unit": {"class": "rnn_cell", "unit": "LSTMBlock", "n_out": 4, "from": "data"}},
+        "unmask": {"class": "unmask", "from": "masked", "mask": "mask"},
+        "output": {"class": "linear", "activation": "tanh", "n_out": 3, "from": "unmask"}}}}
+    with pytest.raises(NetworkError, match="sub-layer 'masked': its masked_computation's mask 'mask' must be a bool "
+                                           "\\(batch,\\) layer"):
+        TFNetwork(net, _extern())

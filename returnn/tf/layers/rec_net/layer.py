@@ -288,6 +288,7 @@ class RecSubnetLayer(AssumedTemplates, Layer):
                     raise NetworkError("%s, sub-layer %r: its initial output or state reads %r, which runs in the loop "
                                        "(only layers outside it, base: layers or data)" % (self.desc, sub, r.name))
         check_cur_and_prev_moved_out(self.plan, self.unit, self.desc)
+        _unmask.check_step_masks(self.desc, self.unit, self.layers, self.plan.in_loop)
         self._check_output_per_step_time()
         if "output" not in self.in_loop and self.time_dim not in self.layers["output"].output.dims:
             raise NetworkError("%s: the output computed over the whole sequence has no loop time axis %r (%s); "

@@ -7,7 +7,7 @@ moved out too) it is the plain :class:`returnn.tf.layers.masked.UnmaskLayer` ove
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Sequence, Tuple
 
 import tensorflow as tf
 
@@ -64,3 +64,21 @@ class UnmaskInUnitLayer(UnmaskLayer):
         if self.step_mode:
             raise NetworkError("%s: runs only inside a rec loop" % self.desc)
         return super().forward(sources, ctx)
+
+
+def check_step_masks(desc: str, unit: Mapping[str, Any], layers: Dict[str, Layer], in_loop: Sequence[str]) -> None:
+    """RETURNN's MaskedComputationLayer in a loop asserts a bool mask of shape () per step (batch only): a
+    sub-layer of a masked_computation run in the loop whose mask, computed in the loop too, is anything else
+    (e.g. a reduce with keep_dims: (batch, 1)) is refused in one line."""
+    from returnn.tf.subnetwork import MASKED_BY
+    for sub in in_loop:
+        ref = unit[sub].get(MASKED_BY) if isinstance(unit.get(sub), Mapping) else None
+        if not isinstance(ref, str):
+            continue
+        name = ref[len("prev:"):] if ref.startswith("prev:") else ref
+        if name not in in_loop or name not in layers:
+            continue
+        data = layers[name].output
+        if data.dtype != "bool" or data.batch_ndim != 1 or data.batch_dim_axis is None:
+            raise NetworkError("%s, sub-layer %r: its masked_computation's mask %r must be a bool (batch,) layer in "
+                               "the loop (RETURNN asserts), got %s" % (desc, sub.split("/")[0], ref, data.short_repr()))
