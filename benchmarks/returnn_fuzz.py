@@ -102,7 +102,12 @@ def _ours_builds(c) -> Optional[str]:
             batch[key] = tf.cast(rng.randint(0, data.dim, shape) if data.sparse else rng.normal(size=shape),
                                  data.dtype)  # as RETURNN's feed converts (int data, bool masks)
             batch[key + ":seq_len"] = tf.constant(lens)
-        net.forward(batch, RunContext(bool(c.get("train"))), only=[c.get("output", "output")])
+        name = c.get("output", "output")
+        from returnn.tf.net_sources import base_layer_name
+        if base_layer_name(name, net.layers) not in net.layers:  # e.g. an only_on_eval output where the network
+            from returnn.errors import NetworkError  # does not evaluate (RETURNN builds no such layer either)
+            raise NetworkError("layer %r is not built in this network" % name)
+        net.forward(batch, RunContext(bool(c.get("train"))), only=[name])
     return None
 
 
