@@ -224,7 +224,7 @@ class RecSubnetLayer(AssumedTemplates, Layer):
         elif self.ends:
             self.time_dim = self.opt("axis") or Dim(None, kind=Dim.Types.Spatial, description="%s:dyn-time" % name)
             self.length_key = None
-        elif not search and (self.opt("axis") is not None or not length_targets(opts, name, search)):
+        elif self.opt("axis") is not None or (not search and not length_targets(opts, name, search)):
             from returnn.tf.layers.rec_access import loop_from_unit  # rec_unstack's declare_rec_time, axis Dim
             found = loop_from_unit(self.desc, self.unit, self.outer, self.opt("axis"))
             if found is None:
