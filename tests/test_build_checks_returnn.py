@@ -45,6 +45,9 @@ def test_replaced_time_axis_by_a_static_dim_is_no_time_axis():
     ({"start": {"class": "range_in_axis", "from": "data", "axis": "B"},
       "output": {"class": "slice_nd", "from": "data", "start": "start", "size": 2, "axis": "F"}},
      "'output' \\(slice_nd\\): a 'start' layer on the static axis"),
+    # TensorFlow's range (RETURNN's RangeLayer) fails where start never reaches limit by delta
+    ({"output": {"class": "range", "limit": 3, "delta": -1, "from": []}}, "'output' \\(range\\): start 0 never reaches"),
+    ({"output": {"class": "range", "start": 3, "limit": 1, "from": []}}, "'output' \\(range\\): start 3 never reaches"),
     ({"output": {"class": "reduce", "mode": "argmax", "axis": "T", "from": "data", "n_out": 2}},
      "'output' \\(reduce\\): n_out 2 does not match"),
     ({"output": {"class": "reduce", "mode": "max", "axes": ["B", "T"], "from": "data", "keep_dims": True}},

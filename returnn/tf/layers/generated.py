@@ -132,6 +132,9 @@ class RangeLayer(Layer):
         if any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in (start, limit, delta)) or delta == 0:
             raise NetworkError("%s: start, limit, delta must be numbers (delta != 0), got %r"
                                % (self.desc, (start, limit, delta)))
+        if (delta > 0 and start > limit) or (delta < 0 and start < limit):  # TensorFlow's range (in RETURNN) fails
+            raise NetworkError("%s: start %r never reaches limit %r by delta %r (RETURNN: TensorFlow's range fails)"
+                               % (self.desc, start, limit, delta))
         all_int = all(isinstance(v, int) for v in (start, limit, delta))
         self.dtype = _dtype(self, self.opt("dtype"), "int32" if all_int else "float32")
         self.values = np.arange(start, limit, delta).astype(self.dtype.as_numpy_dtype)
