@@ -172,10 +172,16 @@ def test_target_dim_must_match_the_output_dim():
     {"output": {"class": "rnn_cell", "unit": "LSTMBlock", "n_out": 2, "from": "data", "initial_output": 1}},
     _rec({"c": {"class": "rnn_cell", "unit": "LSTMBlock", "n_out": 2, "from": ["data:source", "prev:c"],
                 "initial_output": "zeros"}, "output": {"class": "copy", "from": "c"}}),
+    # 0 too, in the loop and moved out of it (RETURNN 1.20261022: 'set initial_state instead' for both; mutate
+    # --train seed 116)
+    _rec({"c": {"class": "rnn_cell", "unit": "LSTMBlock", "n_out": 2, "from": ["data:source", "prev:c"],
+                "initial_output": 0}, "output": {"class": "copy", "from": "c"}}),
+    _rec({"c": {"class": "rnn_cell", "unit": "LSTMBlock", "n_out": 2, "from": "data:source", "initial_output": 0},
+          "output": {"class": "copy", "from": "c"}}),
 ])
 def test_rnn_cell_initial_output_refused(net):
-    """RETURNN's RnnCellLayer asserts initial_output is None ('set initial_state instead'); in a loop its
-    get_rec_initial_output allows 0 with a zero initial state only."""
+    """RETURNN's RnnCellLayer asserts initial_output is None ('set initial_state instead', since 2017), also for a
+    cell in a rec loop, where its kwargs carry the initial_output too (0 included)."""
     with pytest.raises(NetworkError, match="'initial_output' .*on an rnn_cell is refused"):
         _build_and_run(net)
 

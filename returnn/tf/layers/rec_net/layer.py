@@ -523,7 +523,7 @@ class RecSubnetLayer(AssumedTemplates, Layer):
         if getattr(self.layers[sub], "state", None) is not None and opts.get("initial_output") not in (None, 0):
             raise NetworkError("%s: 'initial_output' %r with a non-zero 'initial_state': set initial_state only (its "
                                "output comes from it; RETURNN's rule)" % (where, opts["initial_output"]))
-        if opts["class"] == "rnn_cell" and opts.get("initial_output") not in (None, 0):  # its get_rec_initial_output
+        if opts["class"] == "rnn_cell" and opts.get("initial_output") is not None:  # RnnCellLayer asserts None
             raise NetworkError("%s: 'initial_output' %r on an rnn_cell is refused, as RETURNN asserts (set "
                                "initial_state instead)" % (where, opts["initial_output"]))
         if in_loop and hasattr(self.layers[sub], "step") and self.layers[sub].post_bn is not None:
