@@ -262,6 +262,9 @@ def run_case(c):
                                             device_count={"GPU": 0})
         with tf.compat.v1.Session(graph=graph, config=sess_cfg) as sess:
             sess.run(tf.compat.v1.global_variables_initializer())
+            # RETURNN's global_step lives in the GLOBAL_STEP collection only (an eval reading it: CondLayer tests)
+            sess.run(tf.compat.v1.variables_initializer(tf.compat.v1.get_collection(
+                tf.compat.v1.GraphKeys.GLOBAL_STEP)))
 
             def run(padding):
                 for p in params:  # again before each run: batch_norm may update its statistics in eval
