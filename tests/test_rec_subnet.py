@@ -84,10 +84,14 @@ def test_step_loop_equals_whole_sequence(cell):
     (cells over whole sequences, causal self-attention): same outputs, loss and gradients."""
     unit = dict(UNIT_LSTM, s=dict(UNIT_LSTM["s"], unit=cell))
     results = []
+    # the unit has 'end' and a target-fed choice: its loop runs along the classes' time axis, the layers moved out
+    # of it read data:source along the data's (RETURNN): the two data keys share their time axis here
+    extern = _extern()
+    extern["classes"] = Data("classes", dims=extern["data"].dims[:2], sparse_dim=extern["classes"].sparse_dim)
     for move_out in (True, False):
         net = TFNetwork({"dec": {"class": "rec", "from": "data", "unit": unit, "optimize_move_layers_out": move_out,
                                  "is_output_layer": True}},
-                        _extern())
+                        extern)
         rec = net.layers["dec"]
         if move_out:
             assert rec.plan.in_loop == []  # teacher forcing: nothing depends on the loop
