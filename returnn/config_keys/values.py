@@ -319,6 +319,8 @@ CHECKED_WHEN_BUILT: Dict[str, str] = {
     "search_train_network_layers": "returnn/tf/extra_nets.py (search_train_roots) when the Engine builds the network "
                                    "(a name that is no layer, or no name, is one line)",
     "context_window": "returnn/datasets/context_window.py (parse_context_window) when the engine builds its datasets",
+    "debug_print_layer_output": "returnn/tf/layers/output_hooks.py (configure) when each layer is built (a value "
+                                "that is no bool or print-option dict is one line naming the layer)",
 }
 """Declared keys with dict/list values checked by the module that reads them, during start-up."""
 
