@@ -10,8 +10,8 @@
 
 The function of ``control_dependencies_on_output`` gets a view of the layer as RETURNN's ``LayerBase``
 offers it to config code: ``name``, ``output`` (the template with ``placeholder`` and sizes),
-``network`` (``train_flag``, ``search_flag``, ``get_config()``), ``sources`` (their values), and
-``search_choices`` None outside a search; in a search this engine has no RETURNN ``SearchChoices`` to
+``network`` (``train_flag``, ``search_flag``, ``get_config()``, ``get_layer`` of a source), ``sources``
+(their values), and ``search_choices`` None outside a search; in a search this engine has no RETURNN ``SearchChoices`` to
 give, and a function reaching for them ends the run in one line naming the layer. Applied in RETURNN's
 order: after the ``batch_norm`` option, the dependencies, then the prints.
 """
@@ -35,12 +35,11 @@ _PRINT_KEYS = ("summarize",)
 
 
 def check(desc: str, opts: Mapping[str, Any]) -> None:
-    """One line for a value RETURNN could not use."""
+    """One line for a function option RETURNN could not call (the print options: :func:`configure`)."""
     fn = opts.get("control_dependencies_on_output")
     if fn is not None and not callable(fn):
         raise NetworkError("%s: 'control_dependencies_on_output' must be a function (layer) -> list of ops, got %r"
                            % (desc, fn))
-    _print_opts(desc, opts.get("debug_print_layer_output"), "option")
 
 
 def _print_opts(desc: str, spec: Any, where: str) -> Any:
@@ -58,38 +57,23 @@ def _print_opts(desc: str, spec: Any, where: str) -> Any:
     raise NetworkError("%s: debug_print_layer_output (%s) must be a bool or a dict, got %r" % (desc, where, spec))
 
 
-class _NetworkView:
-    """``layer.network`` as the function sees it."""
-
-    def __init__(self, train: bool, search: bool):
-        self.train_flag, self.search_flag = train, search
-
-    @staticmethod
-    def get_config():
-        from returnn.config import get_global_config
-        return get_global_config()
-
-
 class _LayerView:
-    """The layer as RETURNN's ``LayerBase`` offers it to the function (see the module docstring)."""
+    """The layer as RETURNN's ``LayerBase`` offers it to the function (see the module docstring); its
+    ``network`` and ``sources`` are the proxies config layer classes get (config_layer.py)."""
 
     def __init__(self, layer: Any, out: Any, sources: Sequence[Any], train: bool, search: bool):
+        from returnn.tf.layers.config_layer import _NetworkProxy, _SourceProxy
         self.name = layer.layer_name
         self.layer_class = layer.layer_class
         self.output = out.data.with_value(out.tensor, out.sizes)
-        self.network = _NetworkView(train, search)
-        self.sources = [_SourceView(s) for s in sources]
+        self.sources = [_SourceProxy(s.data.name, s.data.with_value(s.tensor, s.sizes)) for s in sources]
+        self.network = _NetworkProxy(layer.desc, self.sources, train)
+        self.network.search_flag = search
         if not search:
             self.search_choices = None
 
     def __repr__(self) -> str:
         return "<layer %r %s>" % (self.name, self.output.short_repr())
-
-
-class _SourceView:
-    def __init__(self, src: Any):
-        self.name = src.data.name
-        self.output = src.data.with_value(src.tensor, src.sizes)
 
 
 def in_search(layer: Any) -> bool:
