@@ -277,7 +277,7 @@ num_epochs = 2
 batch_size = 50
 max_seqs = 5
 optimizer = {"class": "momentum", "momentum": 0.9, "use_nesterov": True}
-learning_rate = 0.05
+learning_rate = 0.01
 """),
     # CTC data filtered by the label length (max_seq_length per key) and min_seq_length
     "ctc_len_filter": ("ctc_", "", CTC + """
@@ -493,7 +493,7 @@ num_epochs = 2
 batch_size = 60
 max_seqs = 6
 optimizer = {"class": "momentum", "momentum": 0.9, "use_locking": True}
-learning_rate = 0.05
+learning_rate = 0.01
 learning_rate_control = "constant"
 """),
     # TF's v1 Ftrl with beta (added to the l2 strength as beta / (2 * lr)) and its own slot names
