@@ -8,7 +8,7 @@ parameters (``param`` reduce), evaluate dev/eval sets, record scores, save a che
 from __future__ import annotations
 
 import time
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional
 
 import numpy as np
 import tensorflow as tf
@@ -32,22 +32,19 @@ from returnn.util.output_guard import check_run_outputs
 from returnn.util.watchdog import Watchdog
 from returnn.learning_rate_control import LearningRateControl
 from returnn.log import log
-from returnn.tf.checkpoint import CheckpointManager, is_complete, prepare_model_dir, stored_epoch_of
-from returnn.tf.checkpoint_format import epoch_from_filename
+from returnn.tf.checkpoint import CheckpointManager, prepare_model_dir
 from returnn.tf.evaluation import evaluate_dataset
 from returnn.tf.gradients import GradientOptions
 from returnn.tf.model_cleanup import cleanup_old_models, cleanup_options
 from returnn.tf.network import TFNetwork
 from returnn.tf.network_schedule import ConfigOverlay, NetworkSchedule, carry_params, split_net_dict
 from returnn.tf.optimizers import create_optimizer
-from returnn.tf.preload import apply_load_on_init, preload_from_files
 from returnn.tf.progress import ProgressReporter
-from returnn.tf.resume import (
-    empty_epoch_message, make_run_state, map_resume_position, order_digest, reconcile_learning_rates, stored_steps,
-)
+from returnn.tf.resume import empty_epoch_message, make_run_state, order_digest
 from returnn.tf.returnn_params import network_params
 from returnn.tf.engine_best_model import CHECKPOINT_STALL_FACTOR, BestModel
 from returnn.tf.engine_inference import InferenceTasks
+from returnn.tf.engine_restore import TrainingRestore
 from returnn.tf.search_task import search_output_layers
 from returnn.tf.reporting import (
     EpochTimer, breakdown_line, finished_line, format_scores, with_exp_scores,
@@ -59,7 +56,7 @@ from returnn.util.basic import hms
 
 
 
-class Engine(BestModel, InferenceTasks):
+class Engine(BestModel, InferenceTasks, TrainingRestore):
     """Everything a run needs, built once from the config."""
 
     def __init__(self, config: Config, dist: DistributedContext):
@@ -298,85 +295,6 @@ class Engine(BestModel, InferenceTasks):
                 self.dist.watchdog = None
         print("Finished training in epoch %i." % self.num_epochs, file=log.v3)
 
-    def _restore_for_training(self) -> int:
-        """Loads the newest complete checkpoint (rank 0's choice) and syncs all ranks to it.
-        Without one, RETURNN's initial models: ``import_model_train_epoch1`` (parameters for epoch
-        1), else ``load`` (parameters of its epoch N; training continues with epoch N+1)."""
-        start = self._start_epoch()
-        # RETURNN's get_epoch_model: 'load' with a start_epoch comes before the checkpoints of 'model'
-        new_from_load = start is not None and bool(self.config.value("load"))
-        point = self.checkpoints.find_resume_point(start) if self.dist.is_chief and not new_from_load else None
-        initial = self._initial_model(start) if self.dist.is_chief and point is None else None
-        self.dist.meet("building the network and finding the checkpoint to resume from")
-        completed = int(self._broadcast_scalar(point[1] if point else (initial[1] if initial else 0)))
-        interrupted = self._broadcast_scalar(1.0 if point and point[0] == self.checkpoints.interrupted_prefix else 0.0)
-        self._continues_interrupted = bool(interrupted)  # (all ranks)
-        # the network the checkpoint was written from: of its epoch, or of the next one if interrupted in it
-        self._use_network_of_epoch(max(1, completed + (1 if interrupted else 0)))
-        if not point and self.dist.is_chief:  # RETURNN's custom initialisers (restored parameters win)
-            apply_load_on_init(self.network)
-        if point:
-            self.checkpoints.ignore_missing_vars = self.config.bool("load_ignore_missing_vars")
-            self.checkpoints.restore(point[0])
-            print("loaded checkpoint %s (after epoch %i, global step %i)"
-                  % (point[0], completed, int(self.global_step_var.numpy())), file=log.v4)
-        elif initial:
-            self.checkpoints.ignore_missing_vars = self.config.bool("load_ignore_missing_vars")
-            self.checkpoints.restore(initial[0], params_only=True)
-            # RETURNN: a new training (its epoch None) counts its steps from 0 (the global step is imported)
-            new_training = initial[2] == "import_model_train_epoch1" or start is not None
-            self.meta_step_offset = -int(self.global_step_var.numpy()) if new_training else 0
-            print("loaded the parameters of %s (%s); training starts with epoch %i"
-                  % (initial[0], initial[2], completed + 1), file=log.v3)
-        if not point and self.dist.is_chief and completed == 0:  # RETURNN's init_for_train preloading
-            preload_from_files(self.config.typed_value("preload_from_files"), self.network, starting_training=True)
-        self.dist.meet("restoring the checkpoint", CHECKPOINT_STALL_FACTOR)
-        self._sync_from_chief()
-        self.global_step = int(self._broadcast_scalar(float(self.global_step_var.numpy())))  # rank 0's
-        self.global_step_var.assign(self.global_step)
-        if point:
-            stored = self.checkpoints.run_state(point[0])
-            reconcile_learning_rates(self.lr_control, stored, completed, point[0])
-            self._resume = (stored, self.checkpoints.epoch_step, point[0])
-        elif completed:  # the other ranks take part in rank 0's resume decisions (same collectives)
-            self._resume = (None, 0, "")
-        return completed + 1
-
-    def _initial_model(self, start: Optional[int]) -> Optional[Tuple[str, int, str]]:
-        """(prefix, epoch it counts as, config key) of RETURNN's initial model of a training without
-        own checkpoints: ``import_model_train_epoch1`` (epoch 0: training starts with epoch 1),
-        else ``load`` (its epoch: ``load_epoch`` or the number in its name). ``load`` with a
-        ``start_epoch`` (whatever its value) is RETURNN's import for a new training: epoch 0, and it
-        comes first (RETURNN's get_epoch_model gives epoch None, so its training starts with epoch 1)."""
-        keys = ("load",) if start is not None and self.config.value("load") else ("import_model_train_epoch1", "load")
-        for key in keys:
-            value = self.config.value(key)
-            if not value or (key == "import_model_train_epoch1" and start not in (None, 1)):
-                continue
-            prefix = value[:-len(".index")] if value.endswith(".index") else value
-            if not is_complete(prefix):
-                raise ConfigError("config key %r: checkpoint %s is missing or incomplete (expected %s.index and its "
-                                  "data)" % (key, prefix, prefix))
-            if key == "import_model_train_epoch1":
-                epoch = 0
-            elif start is not None:  # RETURNN: load's parameters, a new training (from epoch 1)
-                epoch = 0
-            else:
-                epoch = self.config.int("load_epoch") or epoch_from_filename(prefix) or stored_epoch_of(prefix)
-            return prefix, epoch, key
-        return None
-
-    def _start_epoch(self) -> Optional[int]:
-        """``start_epoch`` (RETURNN's key): ``"auto"`` (default, resume from the newest checkpoint) or N
-        (continue after ``<model>.N-1``; 1 = from scratch)."""
-        value = self.config.value("start_epoch")
-        if value == "auto":
-            return None
-        epoch = self.config.int("start_epoch")
-        if epoch < 1:
-            raise ConfigError("config key 'start_epoch': expected \"auto\" or an epoch >= 1, got %r" % value)
-        return epoch
-
     def _train_and_report_epoch(self, epoch: int, watchdog: Optional[Watchdog]) -> None:
         if self.config.bool("reinit_network_each_epoch") and not self._continues_interrupted:
             # RETURNN builds network and updater anew each epoch (parameters carried over); an interrupted
@@ -444,27 +362,6 @@ class Engine(BestModel, InferenceTasks):
             line += " %s: %s" % (name, format_scores(scores, False))
         print(line, file=log.v1)  # RETURNN's level for the epoch score line
         self.summaries.epoch(epoch, lr, train_scores, eval_scores, timer.computing_fraction)
-
-    def _resume_start(self, epoch: int) -> int:
-        """Position in ``epoch``'s batch order to start from: non-zero only in the first epoch after
-        resuming an interrupted state (rank 0 checks it against this run's order; all ranks get it)."""
-        if self._resume is None:
-            return 0
-        (stored, position, prefix), self._resume = self._resume, None
-        if self.dist.is_chief:
-            digest, batches = self.epoch_order
-            position = map_resume_position(stored, position, self.dist.size, self.dist.shards_batches, digest,
-                                           batches, prefix)
-        position = int(self._broadcast_scalar(float(position)))
-        if position:
-            print("continuing epoch %i after the first %i batches of its batch order (interrupted run)"
-                  % (epoch, position), file=log.v3)
-            before = 0
-            if self.dist.is_chief:
-                before = int(stored.get("epoch_steps", stored_steps(stored, position)))
-                self._scores_before = stored.get("epoch_scores")
-            self.epoch_steps_before = int(self._broadcast_scalar(float(before)))
-        return position
 
     def _epoch_batches(self, epoch: int):
         """(dataset, this rank's batch slices of ``epoch``, start position in the epoch's batch order):
