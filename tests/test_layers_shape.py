@@ -262,6 +262,9 @@ def test_swap_axes_pool_dilation_and_softmax_on_channel_first():
         np.testing.assert_allclose(pout.tensor.numpy()[bi, :len(ref)], ref)
     with pytest.raises(NetworkError, match="strides > 1 together with dilation_rate > 1"):  # TF's pool (RETURNN) too
         make("pool", {"mode": "max", "pool_size": (2,), "dilation_rate": 2, "strides": 2}, [data], name="p2")
+    with pytest.raises(NetworkError, match="padding 'same' together with dilation_rate > 1"):  # tf.nn.pool refuses
+        make("pool", {"mode": "avg", "pool_size": (3,), "dilation_rate": 2, "strides": 1, "padding": "same"}, [data])
+    make("pool", {"mode": "max", "pool_size": (1,), "dilation_rate": 2, "strides": 1, "padding": "same"}, [data])
     assert make("copy", {"batch_norm": True}, [data]).post_bn is not None  # RETURNN's batch norm of the output
     assert make("copy", {"batch_norm": False}, [data]).post_bn is None
 

@@ -225,6 +225,10 @@ class PoolLayer(Layer):
         if max(w.stride for w in self.plan.windows) > 1 and max(w.dilation for w in self.plan.windows) > 1:
             raise NetworkError("%s: strides > 1 together with dilation_rate > 1 is not supported (RETURNN's tf.nn.pool "
                                "refuses it too)" % self.desc)
+        identity = all(w.size == 1 and w.stride == 1 for w in self.plan.windows)  # RETURNN skips tf.nn.pool then
+        if self.plan.padding == "same" and max(w.dilation for w in self.plan.windows) > 1 and not identity:
+            raise NetworkError("%s: padding 'same' together with dilation_rate > 1 is not supported (RETURNN's tf.nn.pool "
+                               "refuses it; use 'same_static' or explicit padding)" % self.desc)
         self.output = self.plan.output_data(name, self.plan.data.feature_dim)
         self.check_n_out(self.output.dim)
 
