@@ -11,166 +11,22 @@ one column per target key in sorted order (at least 2 columns, as RETURNN's read
 """
 from __future__ import annotations
 
-import io
 import os
-import re
-import socket
 import time
-import uuid
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 from returnn.datasets.base import Dataset
 from returnn.datasets.hdf_file import encode_hdf_string
+from returnn.datasets.hdf_output_sink import (  # noqa: F401 (discard_unfinished_outputs: the writers' API)
+    OutputSink, discard_unfinished_outputs, drop_unfinished, mark_finished, remove_stale_hdf_temp_files, temp_name,
+)
 from returnn.errors import DataError, output_write_error
 
 import h5py
 
 ExtraType = Tuple[Optional[int], int, str]  # (dim, ndim, dtype); ndim counts the time axis
-
-
-def _tmp_name(filename: str) -> str:
-    """``.<name>.tmp-<host>-<pid>-<random>`` next to ``filename``: hidden, and saying which process
-    on which host writes it, so a later writer can remove it once that process is gone."""
-    directory, base = os.path.split(os.path.abspath(filename))
-    return os.path.join(directory, ".%s.tmp-%s-%i-%s" % (base, _host(), os.getpid(), uuid.uuid4().hex[:8]))
-
-
-_TMP_RE = re.compile(r"^\.(?P<base>.+)\.tmp-(?:(?P<host>.+)-)?(?P<pid>\d+)-[0-9a-f]{8}$")
-
-
-def _host() -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]", "_", socket.gethostname()) or "localhost"
-
-
-def remove_stale_hdf_temp_files(directory: str) -> List[str]:
-    """Removes the temporary files of HDF writers (:class:`SimpleHDFWriter`, :func:`dump_dataset_to_hdf`,
-    i.e. forward outputs, hdf_dump layers and tools/hdf_dump.py) in ``directory`` whose process is
-    gone: written by this host (or by an older version that did not name the host) under a PID
-    that no longer runs here. A killed writer's full-size leftover is thus removed by the next
-    writer into the same directory. Returns the removed paths."""
-    from returnn.util.run_lock import pid_alive
-    removed = []
-    try:
-        names = os.listdir(directory)
-    except OSError:
-        return removed
-    host = _host()
-    for name in names:
-        m = _TMP_RE.match(name)
-        if not m or (m.group("host") is not None and m.group("host") != host) or pid_alive(int(m.group("pid"))):
-            continue
-        path = os.path.join(directory, name)
-        try:
-            if os.path.isfile(path) and not os.path.islink(path):
-                os.remove(path)
-                removed.append(path)
-        except OSError:
-            pass  # not ours to remove after all (permissions): it never counts as an output
-    return removed
-
-
-_UNFINISHED: set = set()  # temporary files this process created and has not yet renamed or removed
-
-
-def discard_unfinished_outputs() -> List[str]:
-    """Removes the temporary files of this process's writers that were neither renamed into place
-    nor removed: a stop signal (an exception raised at any bytecode) can land between a file's
-    creation and the ``try`` that drops it, or inside the cleanup itself. Called once when the
-    process ends (``rnn.py``'s exit path). Returns the removed paths."""
-    return [path for path in sorted(_UNFINISHED) if _drop_unfinished(path)]
-
-
-def _drop_unfinished(path: str) -> bool:
-    """Removes ``path`` if this process created it and has not renamed it (a file, never a link);
-    from then on it is no leftover of this process. Whether a file was removed."""
-    removed = False
-    if path in _UNFINISHED:
-        try:
-            if os.path.isfile(path) and not os.path.islink(path):
-                os.remove(path)
-                removed = True
-        except OSError:
-            pass
-    _UNFINISHED.discard(path)
-    return removed
-
-
-class OutputSink(io.RawIOBase):
-    """The file h5py writes an output through (h5py's file-object driver), created new and never
-    through a link. libhdf5 is not robust against a write that fails (a full disk, a quota): it
-    crashes the process when the file is closed afterwards. So a failed write is recorded in
-    :attr:`error` and then ignored (the bytes are dropped); the writers check :attr:`error` after
-    every batch and at the end, drop the file and raise one line naming the output. The cost is a
-    Python call per libhdf5 I/O request, measured at about 10% of writing 160 MB."""
-
-    def __init__(self, path: str):
-        super().__init__()
-        from returnn.util.safe_files import check_no_foreign_link, open_nofollow
-        self.path = path
-        self.error: Optional[OSError] = None
-        check_no_foreign_link(os.path.dirname(os.path.abspath(path)))  # not through another user's link
-        _UNFINISHED.add(path)  # before it exists: a signal right after the creation still finds it
-        # a new file (O_EXCL), never through a link (O_NOFOLLOW); read and written by libhdf5
-        try:
-            fd = open_nofollow(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
-        except OSError:
-            _UNFINISHED.discard(path)  # not created by us (e.g. it existed): never ours to remove
-            raise
-        self._f = os.fdopen(fd, "r+b", buffering=0)
-
-    def readable(self) -> bool:
-        return True
-
-    def writable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def readinto(self, buffer) -> int:
-        return self._f.readinto(buffer)
-
-    def write(self, data) -> int:
-        if self.error is None:
-            try:
-                return self._f.write(data)
-            except OSError as exc:
-                self.error = exc
-        return len(data)
-
-    def seek(self, pos: int, whence: int = 0) -> int:
-        return self._f.seek(pos, whence)
-
-    def tell(self) -> int:
-        return self._f.tell()
-
-    def truncate(self, size: Optional[int] = None) -> int:
-        try:
-            return self._f.truncate(size)
-        except OSError as exc:
-            self.error = self.error or exc
-            return self.tell() if size is None else size
-
-    def flush(self) -> None:
-        pass
-
-    def fsync(self) -> None:
-        """Makes the written bytes durable (a failure, e.g. a delayed full disk, is recorded)."""
-        if self.error is None:
-            try:
-                os.fsync(self._f.fileno())
-            except OSError as exc:
-                self.error = exc
-
-    def close(self) -> None:
-        if not self.closed:
-            try:
-                self._f.close()
-            except OSError as exc:
-                self.error = self.error or exc
-        super().close()
 
 
 def tag_bytes(tags: Sequence[Any], owner: str) -> np.ndarray:
@@ -240,7 +96,7 @@ class SimpleHDFWriter:
         self.dim = dim
         self.ndim = int(ndim)
         self.labels = list(labels) if labels is not None else None
-        self.tmp_filename = _tmp_name(filename)
+        self.tmp_filename = temp_name(filename)
         self._extra_labels = {k: list(v) for k, v in (extra_labels or {}).items()}
         self._init_extra_type = extra_type
         remove_stale_hdf_temp_files(os.path.dirname(self.tmp_filename))
@@ -417,10 +273,10 @@ class SimpleHDFWriter:
         try:
             check_replaceable(self.filename)
         except OSError:
-            _drop_unfinished(self.tmp_filename)
+            drop_unfinished(self.tmp_filename)
             raise
         os.replace(self.tmp_filename, self.filename)
-        _UNFINISHED.discard(self.tmp_filename)  # renamed into place
+        mark_finished(self.tmp_filename)  # renamed into place
 
     def abort(self) -> None:
         """Drops the temporary file; nothing is written under ``filename``."""
@@ -433,7 +289,7 @@ class SimpleHDFWriter:
         if getattr(self, "_sink", None) is not None:
             self._sink.close()
             self._sink = None
-        _drop_unfinished(self.tmp_filename)
+        drop_unfinished(self.tmp_filename)
 
     def __enter__(self) -> "SimpleHDFWriter":
         return self
@@ -479,7 +335,7 @@ def dump_dataset_to_hdf(dataset: Dataset, out_path: str, epoch: int = 1, start_s
     lengths = np.asarray(dataset.seq_lengths_in_order(), dtype=np.int64)[start:start + count]
     lengths = lengths.reshape(count, len(keys))
     col = {k: i for i, k in enumerate(keys)}
-    tmp = _tmp_name(out_path)
+    tmp = temp_name(out_path)
     remove_stale_hdf_temp_files(out_dir)  # what killed dumps left here
     sink: Optional[OutputSink] = None
     try:
@@ -541,11 +397,11 @@ def dump_dataset_to_hdf(dataset: Dataset, out_path: str, epoch: int = 1, start_s
         from returnn.interrupts import raise_if_stop_pending
         raise_if_stop_pending()  # a stop signal cleared on the way by C code: nothing is put into place
         os.replace(tmp, out_path)
-        _UNFINISHED.discard(tmp)  # renamed into place
+        mark_finished(tmp)  # renamed into place
     except BaseException:
         if sink is not None:
             sink.close()
-        _drop_unfinished(tmp)
+        drop_unfinished(tmp)
         raise
     if progress is not None and count == 0:
         progress(0, 0)
