@@ -99,16 +99,7 @@ def legacy_misfit(shapes: Mapping[str, Sequence[int]], network: tf.Module) -> Op
     # a parameter of a layer that exists on both sides is a changed layer, not a renamed one
     new_layers = {l: p for l, p in missing.items() if l not in _by_layer(stored.values())}
     gone_layers = {l: p for l, p in extra.items() if l not in _by_layer(have.values())}
-    parts = []
-    if missing:
-        parts.append("the checkpoint lacks %s %s of the network" % ("layer" if new_layers == missing else "parameters of layer",
-                                                                     _describe(missing)))
-    if extra:
-        parts.append("the network lacks %s %s of the checkpoint" % ("layer" if gone_layers == extra else "parameters of layer",
-                                                                    _describe(extra)))
-    if not parts:
-        return None
-    return "; ".join(parts) + (" (renamed?)" if new_layers and gone_layers else (" (removed?)" if gone_layers else ""))
+    return _mismatch_text(missing, extra, new_layers, gone_layers)
 
 
 def legacy_removed_layers(shapes: Mapping[str, Sequence[int]], network: tf.Module) -> List[str]:
@@ -156,6 +147,22 @@ def named_misfit(shapes: Mapping[str, Sequence[int]], params: Mapping[str, "NetP
     stored_layers = {_split(n, params)[0] for n in stored}
     new_layers = {l: p for l, p in missing.items() if l not in stored_layers}
     gone_layers = {l: p for l, p in extra.items() if l not in have_layers}
+    return _mismatch_text(missing, extra, new_layers, gone_layers)
+
+
+def named_removed_layers(shapes: Mapping[str, Sequence[int]], params: Mapping[str, "NetParam"],
+                         layer_names) -> List[str]:
+    """Layers with parameters in the checkpoint that the network does not have at all (neither
+    built nor in its dict)."""
+    have = {_split(n, params)[0] for n in params} | set(layer_names)
+    return sorted({_split(n, params)[0] for n in stored_params(shapes) if n not in params} - have)
+
+
+def _mismatch_text(missing: Dict[str, List[str]], extra: Dict[str, List[str]], new_layers: Dict[str, List[str]],
+                   gone_layers: Dict[str, List[str]]) -> Optional[str]:
+    """The line for parameters (by layer) the checkpoint lacks (``missing``) and has in excess
+    (``extra``); ``new_layers`` / ``gone_layers``: those of them whose whole layer is new / gone.
+    None when nothing differs."""
     parts = []
     if missing:
         parts.append("the checkpoint lacks %s %s of the network" % ("layer" if new_layers == missing else "parameters of layer",
@@ -166,11 +173,3 @@ def named_misfit(shapes: Mapping[str, Sequence[int]], params: Mapping[str, "NetP
     if not parts:
         return None
     return "; ".join(parts) + (" (renamed?)" if new_layers and gone_layers else (" (removed?)" if gone_layers else ""))
-
-
-def named_removed_layers(shapes: Mapping[str, Sequence[int]], params: Mapping[str, "NetParam"],
-                         layer_names) -> List[str]:
-    """Layers with parameters in the checkpoint that the network does not have at all (neither
-    built nor in its dict)."""
-    have = {_split(n, params)[0] for n in params} | set(layer_names)
-    return sorted({_split(n, params)[0] for n in stored_params(shapes) if n not in params} - have)
