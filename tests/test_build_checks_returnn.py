@@ -69,6 +69,11 @@ def test_replaced_time_axis_by_a_static_dim_is_no_time_axis():
  *[({"output": {"class": "transposed_conv", "filter_size": [2], "n_out": 2, "from": "data", **opt}},
     "'output' \\(transposed_conv\\): '%s' must be a list" % key)
    for key, opt in (("strides", {"strides": 2}), ("filter_size", {"filter_size": 2}))],
+    # RETURNN's window over the batch: its new axis derived from the batch has no value (padding 'same' with
+    # stride 1 keeps the batch dim and builds)
+ *[({"output": {"class": "window", "window_size": 2, "axis": "B", "from": "data", **opt}},
+    "'output' \\(window\\): a window over the batch axis needs padding 'same' and stride 1")
+   for opt in ({"padding": "valid"}, {"stride": 2})],
 ])
 def test_returnn_refuses_at_build(net, match):
     with pytest.raises(NetworkError, match=match):

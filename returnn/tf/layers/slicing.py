@@ -301,6 +301,9 @@ class WindowLayer(_ShapeLayer):
         if self.padding == "same" and self.stride == 1:
             self.out_dim = given_dim(self, "out_spatial_dim", self.opt("out_spatial_dim"), old.dimension) or old
         else:
+            if old.is_batch_dim():  # RETURNN: its new dim derived from the batch has no value (sanity_check fails)
+                raise NetworkError("%s: a window over the batch axis needs padding 'same' and stride 1 (RETURNN "
+                                   "cannot size the new axis otherwise)" % self.desc)
             n = None
             if old.is_static():
                 n = (old.dimension + self.stride - 1) // self.stride if self.padding == "same" else \
