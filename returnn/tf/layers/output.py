@@ -95,8 +95,9 @@ class LayerOutput:
         if len(mask.shape) == 1:
             return align_tensor(mask, [axis], self.data.batch_ndim)
         batch_axis = self.data.batch_dim_axis
-        if batch_axis is None:
-            raise ValueError("%s: per-sequence sizes without batch axis" % self.data.short_repr())
+        if batch_axis is None:  # a batch-less value over an axis of per-sequence sizes (a rec loop that reads
+            # nothing with a batch axis, RETURNN's (T, F) of it): no sequences of its own, real up to the longest
+            return align_tensor(tf.reduce_any(mask, axis=0), [axis], self.data.batch_ndim)
         return align_tensor(mask, [batch_axis, axis], self.data.batch_ndim)
 
     def full_mask(self) -> Optional[tf.Tensor]:

@@ -3,17 +3,20 @@ layer, returnn/tf/layers/rec_net/layer.py): from ``out_type`` or ``n_out`` (as (
 second attempt following the sources' axes), a ``generic_attention``'s base without the attended axis,
 the template of a ``base:`` layer given as its
 ``initial_output`` (as RETURNN), a parameter-free shape-changing layer (dot, merge_dims, ...) built on its sources' assumed templates,
-else the first source's template. The rec layer checks every assumption against the built layer."""
+else the first source's template; without batch axis for a sub-layer that reads nothing with one (RETURNN's
+``prev:`` templates start batch-less: a counter's loop output is (T, F)). The rec layer checks every assumption
+against the built layer."""
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional, Sequence, Tuple
+from typing import Any, Mapping, Optional, Sequence, Set, Tuple
 
 from returnn.errors import NetworkError
 from returnn.tensor import Data, Dim
 from returnn.tf.layers.base import get_layer_class
-from returnn.tf.layers.rec_net.deps import Ref
+from returnn.tf.layers.rec_net.deps import Ref, initial_refs
 from returnn.tf.layers.rnn_cell import building_loop_step
 from returnn.tf.net_dict import has_axis_pairs
+from returnn.tf.subnetwork import MASKED_BY
 
 # classes whose output keeps the source's axes and sets the feature dim to n_out (see _frame_wise_guess)
 FRAME_WISE_N_OUT = frozenset(("linear", "combine", "activation", "copy", "softmax", "dropout", "layer_norm"))
@@ -110,8 +113,50 @@ class AssumedTemplates:
                 raise NetworkError("%s: cannot tell the shape of 'prev:%s' before it is computed; give it 'n_out'"
                                    % (where, sub))
             guess = guess.copy(sub)
+        if guess.batch_dim_axis is not None and sub in self.batchless_subs():
+            guess = guess.copy_template_excluding_axis(guess.batch_dim_axis).copy(sub)
         self._guessed[sub] = guess
         return guess
+
+    def batchless_subs(self) -> Set[str]:
+        """The sub-layers that read nothing with a batch axis, through any chain of same-step or ``prev:``
+        references (no ``data:``, no ``base:`` layer with a batch axis, no such ``initial_output``): RETURNN
+        starts every ``prev:`` template without a batch axis and only its sources add one, so these stay
+        without it (a counter over ``prev:`` and constants: its output (T, F)). Not in a search (its beam)."""
+        cached = getattr(self, "_batchless_cache", None)
+        if cached is not None:
+            return cached
+        carriers: Set[str] = set()
+        if self.search:
+            carriers = set(self.unit)
+        changed = True
+        while changed:
+            changed = False
+            for sub in self.unit:
+                if sub in carriers:
+                    continue
+                refs = [Ref.parse(s) for s in self.sub_source_names(sub)] + initial_refs(self.unit[sub])
+                if self.unit[sub].get(MASKED_BY):
+                    refs.append(Ref.parse(self.unit[sub][MASKED_BY]))
+                if any(self._ref_has_batch(r, carriers) for r in refs):
+                    carriers.add(sub)
+                    changed = True
+        self._batchless_cache = set(self.unit) - carriers
+        return self._batchless_cache
+
+    def _ref_has_batch(self, ref: Ref, carriers: Set[str]) -> bool:
+        """Whether what ``ref`` names has a batch axis (sub-layers: whether they are in ``carriers``)."""
+        if ref.kind == "step":
+            return False
+        if ref.kind in ("self", "prev"):
+            return ref.name in carriers or ref.name not in self.unit
+        if ref.kind == "base":
+            data = self.outer.get(ref.name)
+        elif ref.name == "source":
+            data = self.source_template
+        else:
+            data = self.outer.get("data:" + ref.name)
+        return data is None or data.batch_dim_axis is not None
 
     def _shape_guess(self, sub: str, opts: Mapping[str, Any], src_names: Sequence[str], where: str,
                      seen: Tuple[str, ...]) -> Optional[Data]:

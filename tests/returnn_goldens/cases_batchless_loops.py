@@ -1,0 +1,58 @@
+"""Golden cases of rec loops whose unit reads nothing with a batch axis (loaded by make_goldens.py): RETURNN
+starts every ``prev:`` template without a batch axis and only sources add one, so a counter over ``prev:`` and
+constants stays batch-less and the loop's output is (T, F) (its time axis the loop's: the source's, the target's,
+or the one its 'end' sub-layer ends). As RETURNN's test nets test_engine_rec_subnet_count and
+test_SplitLayer_move_out_as_output_layer (layers moved out of the loop after a batch-less one stay batch-less),
+and a batch-less counter read by a layer with the source (that one has the batch axis)."""
+from make_goldens import case
+
+X3 = {"data": {"dim": 3}}
+X3_CLASSES = {"data": {"dim": 3}, "classes": {"dim": 4, "sparse": True}}
+
+# the loop along the source's time axis, which its unit never reads (RETURNN's test_engine_rec_subnet_count):
+# (T, 1), frames 1, 2, ... up to the longest; the one-frame template of prev:output from its out_type, batch-less
+case("rec_batchless_count", "batchless_loops", {
+    "output": {"class": "rec", "from": "data", "unit": {
+        "output": {"class": "activation", "activation": "identity + 1", "from": "prev:output", "initial_output": 0,
+                   "out_type": {"dim": 1, "dtype": "int32"}}}}}, extern=X3)
+
+# a constant counter (its template from the constant, batch-less already before) and a layer after it
+case("rec_batchless_count_constant", "batchless_loops", {
+    "output": {"class": "rec", "from": "data", "unit": {
+        "one": {"class": "constant", "value": 1.0, "shape": [1]},
+        "i": {"class": "combine", "kind": "add", "from": ["prev:i", "one"], "initial_output": 0},
+        "output": {"class": "eval", "from": "i", "eval": "source(0) * 2.0"}}}}, extern=X3)
+
+# a batch-less linear recurrence along the target's time axis (training), its split and a linear moved out of the
+# loop: all (T, F)
+case("rec_batchless_split_moved_out", "batchless_loops", {
+    "output": {"class": "rec", "from": [], "target": "classes", "unit": {
+        "input": {"class": "linear", "n_out": 5, "from": "prev:input", "with_bias": True},
+        "split": {"class": "split", "from": "input", "size_splits": [2, 3]},
+        "output": {"class": "linear", "from": ["split/0", "split/1"], "n_out": 4, "activation": "tanh"}}}},
+    extern=X3_CLASSES, train=True)
+
+# the counter batch-less, the sum with the source's frame has the batch axis; the loop's output the sum
+case("rec_batchless_count_plus_source", "batchless_loops", {
+    "loop": {"class": "rec", "from": "data", "unit": {
+        "one": {"class": "constant", "value": 1.0, "shape": [3]},
+        "i": {"class": "combine", "kind": "add", "from": ["prev:i", "one"], "initial_output": 0},
+        "output": {"class": "combine", "kind": "add", "from": ["i", "data:source"]}}},
+    "output": {"class": "copy", "from": "loop"}}, extern=X3)
+
+# the counter read from outside (loop/i): batch-less (T, 3)
+case("rec_batchless_sub_layer_outside", "batchless_loops", {
+    "loop": {"class": "rec", "from": "data", "unit": {
+        "one": {"class": "constant", "value": 1.0, "shape": [3]},
+        "i": {"class": "combine", "kind": "add", "from": ["prev:i", "one"], "initial_output": 0},
+        "output": {"class": "combine", "kind": "add", "from": ["i", "data:source"]}}},
+    "output": {"class": "copy", "from": "loop/i"}}, extern=X3)
+
+# no source, no target: the loop ended by its batch-less 'end' (one length for all sequences, a scalar)
+case("rec_batchless_end", "batchless_loops", {
+    "output": {"class": "rec", "from": [], "max_seq_len": 10, "unit": {
+        "i": {"class": "activation", "activation": "identity + 1", "from": "prev:i", "initial_output": 0,
+              "out_type": {"dim": 1}},
+        "cmp": {"class": "compare", "kind": "greater_equal", "from": "i", "value": 4.0},
+        "end": {"class": "squeeze", "from": "cmp", "axis": "F"},
+        "output": {"class": "eval", "from": "i", "eval": "source(0) * 3.0"}}}}, extern=X3)
