@@ -74,6 +74,9 @@ def test_replaced_time_axis_by_a_static_dim_is_no_time_axis():
  *[({"output": {"class": "window", "window_size": 2, "axis": "B", "from": "data", **opt}},
     "'output' \\(window\\): a window over the batch axis needs padding 'same' and stride 1")
    for opt in ({"padding": "valid"}, {"stride": 2})],
+    # RETURNN's slice_nd with start 0 and no size gives its new axis the input axis' own size tensor (an assert)
+ *[({"output": {"class": "slice_nd", "from": "data", "size": None, **opt}},
+    "'output' \\(slice_nd\\): start 0 and size None on the dynamic axis") for opt in ({"start": 0}, {})],
 ])
 def test_returnn_refuses_at_build(net, match):
     with pytest.raises(NetworkError, match=match):

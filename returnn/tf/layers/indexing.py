@@ -115,6 +115,12 @@ class SliceNdLayer(Layer):
                 self.static_size = max(size.dimension, min_size or 0)
         elif size is None:
             slice_dim = None
+            if not self.start_layer and start == 0 and self.in_dim.is_dynamic() and \
+                    self.opt("out_spatial_dim") is not self.in_dim:
+                # RETURNN takes the axis' own size tensor as the new axis' sizes: set_tag_on_size_tensor asserts
+                raise NetworkError("%s: start 0 and size None on the dynamic axis %r is refused (RETURNN fails on it: "
+                                   "the slice's new axis would take that axis' own sizes); a copy layer does this"
+                                   % (self.desc, self.in_dim.description))
             if self.in_dim.dimension is not None and not self.start_layer:
                 self.static_size = max(self.in_dim.dimension - start, min_size or 0)
         elif _is_int(size) and size >= 0:
