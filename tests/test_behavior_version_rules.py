@@ -169,3 +169,12 @@ def test_softmax_activation_applied_before_behavior_version_1_refused_after():
     assert (out >= 0).all() and not np.allclose(out.sum(-1), 1.0)  # relu, not softmax
     with pytest.raises(NetworkError, match="'output' \\(softmax\\): 'activation' is refused"):
         _net(net, behavior_version=1)
+
+
+def test_alternating_real_to_complex_refused_with_a_behavior_version():
+    """Today's RETURNN fails on every alternating_real_to_complex (its strided slices lose the static feature
+    dim; checked with RETURNN 1.20261022, returnn_fuzz chain seed 322); older RETURNN built it."""
+    net = {"output": {"class": "alternating_real_to_complex", "from": "data:data6"}}
+    assert _net(net).layers["output"].output.dtype == "complex64"
+    with pytest.raises(NetworkError, match="'output'.*refused with a behavior_version: today's RETURNN fails"):
+        _net(net, behavior_version=12)
