@@ -264,3 +264,10 @@ case("fuzz_pool_padding_list_longer", "fuzz_padding_list", {
 case("fuzz_conv_padding_list_longer", "fuzz_padding_list", {
     "output": {"class": "conv", "filter_size": [3], "padding": [2, 0], "n_out": 3, "from": "data"}},
     extern={"data": {"dim": 5}})
+# batch_norm (masked_time) on a value whose time axis is static: RETURNN's copy_time_flattened then only merges
+# batch and time, nothing masked (the padding of another dynamic axis counts) (returnn_fuzz chain seed 330)
+case("fuzz_batch_norm_static_time_axis_unmasked", "fuzz_batch_norm", {
+    "l0": {"class": "split_dims", "axis": "T", "dims": [2, -1], "from": "data"},
+    "l1": {"class": "reinterpret_data", "set_axes": {"T": "F"}, "from": "l0"},
+    "output": {"class": "batch_norm", "use_shift": False, "momentum": 0.1, "from": "l1"}},
+    extern={"data": {"dim": 5}}, lens={"data": [4, 2, 3]})

@@ -200,6 +200,10 @@ class BatchNorm(tf.Module):
         if mask is None:
             return tf.nn.moments(x.tensor, axes=axes)
         b, t = data.batch_dim_axis, data.time_dim_axis
+        if b is not None and t is not None and data.dims[t].is_static():
+            # RETURNN's copy_time_flattened of a static time axis merges batch and time unmasked: every position
+            # counts, also the padding of another dynamic axis
+            return tf.nn.moments(x.as_read(), axes=axes)
         if b is not None and t is not None and data.feature_dim_axis is not None and x.size(t) is not None \
                 and x.size(t).shape.rank == 1 and getattr(data.dims[t], "sizes_over", None) is None:
             # RETURNN (copy_time_flattened, then tf.nn.moments): the real frames of (batch, time) in
