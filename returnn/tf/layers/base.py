@@ -129,6 +129,12 @@ class Layer(tf.Module):
         self.desc = "layer %r (%s)" % (name, self.layer_class)
         self.known_options = declared_options(type(self))
         check_unknown(self.desc, opts, self.known_options)
+        if self.layer_class in FAILS_IN_TODAYS_RETURNN:
+            from returnn.tf.layers.norm import behavior_version
+            if behavior_version() >= 1:  # docs/compat.md "Old config forms"
+                raise NetworkError("%s: refused with a behavior_version: today's RETURNN fails on every use of this "
+                                   "layer class (%s); older RETURNN built it (taken without a behavior_version)"
+                                   % (self.desc, FAILS_IN_TODAYS_RETURNN[self.layer_class]))
         if opts.get("in_dim") is not None and self.known_options["in_dim"] is Layer.options_by_name["in_dim"]:
             check_in_dim(self.desc, opts["in_dim"], sources)
         # read-only view: tf.Module would wrap a plain dict (and nested ones) in its tracking types,
@@ -487,6 +493,17 @@ NOT_YET: tuple = ()
 # layer classes of older RETURNN versions that today's RETURNN no longer has (nor this engine)
 REMOVED_FROM_RETURNN = {"neural_transducer": "RETURNN removed it in Sep 2021 (ac3a9e2b0, its demo-tf-neural-"
                                              "transducer fails there too); define the transducer with rec layers"}
+# layer classes older RETURNN built that today's RETURNN (1.20261022, TF 2) fails on whatever the options:
+# refused with a behavior_version, built without one (docs/compat.md "Old config forms")
+FAILS_IN_TODAYS_RETURNN = {
+    "alternating_real_to_complex": "its strided slices end at a dynamic shape: the static feature dim is lost",
+    "complex_to_alternating_real": "its output keeps the complex dtype of the input over a float32 value",
+    "batch_median_pooling": "its output template reads the placeholder of a template",
+    "tile_features": "its output template indexes a (T, F) shape at 2",
+    "fill_unused": "it calls tf.expand_dims with 'dim', which TF 2 removed",
+    "swap_time_feature": "its output template sets the dim of a Tensor to None",
+    "flatten_time": "its output template sets the dim of a Tensor to None",
+}
 # Losses likewise: RETURNN's full-sum losses computed by RASR.
 LOSSES_NOT_HERE = {"fast_bw": NOT_HERE["fast_bw"],
                    "sprint": "it is computed by RASR (Sprint); train with 'ce' on alignments dumped to HDF "

@@ -73,11 +73,6 @@ class AlternatingRealToComplexLayer(_FramesLayer):
         data = self._frames_input(sources)
         if data.dim % 2:
             raise NetworkError("%s: needs an even feature dim, got %s" % (self.desc, data.short_repr()))
-        from returnn.tf.layers.norm import behavior_version
-        if behavior_version() >= 1:  # docs/compat.md "Old config forms"
-            raise NetworkError("%s: refused with a behavior_version: today's RETURNN fails on this layer (its "
-                               "strided slices lose the static feature dim, which its Tensor check requires)"
-                               % self.desc)
         self.output = self._btf(data, self._feature(data.dim // 2, "complex"), "complex64")
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
