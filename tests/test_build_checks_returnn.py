@@ -77,6 +77,10 @@ def test_replaced_time_axis_by_a_static_dim_is_no_time_axis():
     # RETURNN's slice_nd with start 0 and no size gives its new axis the input axis' own size tensor (an assert)
  *[({"output": {"class": "slice_nd", "from": "data", "size": None, **opt}},
     "'output' \\(slice_nd\\): start 0 and size None on the dynamic axis") for opt in ({"start": 0}, {})],
+    # RETURNN's dot raises where a reduce description matches no axis of a source (here F of a (B, T) value)
+    ({"n": {"class": "math_norm", "p": 2, "axis": "F", "from": "data"},
+      "output": {"class": "dot", "from": ["n", "n"], "reduce": "F", "var1": "T"}},
+     "'output' \\(dot\\): reduce axis red1 'F', red2 'F' not found in the sources"),
 ])
 def test_returnn_refuses_at_build(net, match):
     with pytest.raises(NetworkError, match=match):

@@ -56,6 +56,9 @@ class DotLayer(Layer):
         var1, var2 = self._var_options(red1, red2)
         self.red_a = [x for d in _axis_list(red1) for x in self.axes(a, d, "red1")]
         self.red_b = [x for d in _axis_list(red2) for x in self.axes(b, d, "red2")]
+        if not self.red_a or not self.red_b:  # RETURNN's get_out_data_from_opts raises on it
+            raise NetworkError("%s: reduce axis red1 %r, red2 %r not found in the sources %s, %s"
+                               % (self.desc, red1, red2, a.short_repr(), b.short_repr()))
         if len(self.red_a) != len(self.red_b) or any(
                 a.dims[i].dimension != b.dims[j].dimension for i, j in zip(self.red_a, self.red_b)):
             raise NetworkError("%s: red1 %s and red2 %s must pair axes of equal size" % (
