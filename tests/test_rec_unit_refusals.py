@@ -95,3 +95,24 @@ def test_loop_over_a_source_ended_by_its_end_layer_is_refused():
             "output": {"class": "copy", "from": "h"}}
     with pytest.raises(NetworkError, match="'output'.*'end' sub-layer runs until 'end'"):
         _build_and_run({"output": {"class": "rec", "from": "data", "unit": unit, "max_seq_len": 5}})
+
+
+_COUNTER = {"class": "rec", "from": "data", "unit": {"output": {
+    "class": "activation", "activation": "identity + 1", "from": "prev:output", "initial_output": 0,
+    "out_type": {"dim": 1}}}}
+
+
+@pytest.mark.parametrize("net, match", [
+    # a batch-less loop output (T, 1) with the data's per-sequence lengths: a mask by them needs the batch axis
+    # (RETURNN asserts that a mask's sizes have no axes the value lacks: its issue 721)
+    ({"loop": _COUNTER, "output": {"class": "reduce", "mode": "sum", "axis": "T", "from": "loop"}}, "cannot be masked"),
+    # a cell over prev: alone is batch-less: RETURNN fails on its state too (cannot set batch_dim_axis)
+    ({"output": {"class": "rec", "from": "data", "unit": {
+        "s": {"class": "rnn_cell", "unit": "BasicLSTM", "n_out": 3, "from": "prev:s"},
+        "output": {"class": "copy", "from": "s"}}}}, r"one step must be \(batch, feature\)"),
+])
+def test_batchless_loop_refusals(net, match):
+    """A rec unit that reads nothing with a batch axis is batch-less (RETURNN's (T, F)); what RETURNN cannot build
+    of it is refused in one line."""
+    with pytest.raises(NetworkError, match=match):
+        _build_and_run(net)

@@ -423,8 +423,8 @@ def _real(out) -> tf.Tensor:
         return out.tensor
     try:
         return out.masked(0)
-    except ValueError:  # dynamic axes without batch axis (range_in_axis over T): nothing per sequence
-        return out.tensor
+    except (ValueError, ReturnnError):  # dynamic axes without batch axis (range_in_axis over T): nothing per
+        return out.tensor  # sequence (LayerOutput.broadcast_mask refuses such a mask)
 
 
 def _float(a: np.ndarray) -> bool:

@@ -56,3 +56,8 @@ case("rec_batchless_end", "batchless_loops", {
         "cmp": {"class": "compare", "kind": "greater_equal", "from": "i", "value": 4.0},
         "end": {"class": "squeeze", "from": "cmp", "axis": "F"},
         "output": {"class": "eval", "from": "i", "eval": "source(0) * 3.0"}}}}, extern=X3)
+
+# a trainable initial output ('var') of a batch-less sub-layer: RETURNN's (F,) variable, not tiled over a batch
+case("rec_batchless_initial_output_var", "batchless_loops", {
+    "output": {"class": "rec", "from": "data", "unit": {
+        "output": {"class": "linear", "n_out": 2, "from": "prev:output", "initial_output": "var"}}}}, extern=X3)

@@ -95,9 +95,12 @@ class LayerOutput:
         if len(mask.shape) == 1:
             return align_tensor(mask, [axis], self.data.batch_ndim)
         batch_axis = self.data.batch_dim_axis
-        if batch_axis is None:  # a batch-less value over an axis of per-sequence sizes (a rec loop that reads
-            # nothing with a batch axis, RETURNN's (T, F) of it): no sequences of its own, real up to the longest
-            return align_tensor(tf.reduce_any(mask, axis=0), [axis], self.data.batch_ndim)
+        if batch_axis is None:  # e.g. the (T, F) of a rec loop reading nothing with a batch axis (RETURNN asserts
+            # that a mask's sizes have no axes the value lacks, its issue 721)
+            from returnn.errors import NetworkError
+            raise NetworkError("%r %s: a value without batch axis over an axis of per-sequence lengths (e.g. the output "
+                               "of a rec loop that reads nothing with a batch axis) cannot be masked by them; RETURNN "
+                               "refuses that too" % (self.data.name, self.data.short_repr()))
         return align_tensor(mask, [batch_axis, axis], self.data.batch_ndim)
 
     def full_mask(self) -> Optional[tf.Tensor]:
@@ -118,7 +121,16 @@ class LayerOutput:
     def as_read(self) -> tf.Tensor:
         """:attr:`tensor` as RETURNN's layers read it: padded positions as the layer before computed
         them (:attr:`computed_padding`), else (extern data) as zero frames, what its datasets feed."""
-        return self.tensor if self.computed_padding else self.masked(0)
+        if self.computed_padding or self._per_sequence_without_batch():
+            return self.tensor  # batch-less over per-sequence lengths: no sequences of its own, real up to the longest
+        return self.masked(0)
+
+    def _per_sequence_without_batch(self) -> bool:
+        """No batch axis, but a dynamic axis with per-sequence sizes (the (T, F) of a rec loop that reads
+        nothing with a batch axis, as RETURNN builds it)."""
+        return self.data.batch_dim_axis is None and any(
+            len(self.sizes[d].shape) == 1 and getattr(d, "sizes_over", None) is None
+            for d in self.data.dims if d.is_dynamic() and d in self.sizes)
 
     # ---- derived values
     def with_tensor(self, tensor: tf.Tensor, data: Optional[Data] = None,

@@ -533,12 +533,12 @@ class RecSubnetLayer(AssumedTemplates, Layer):
 
     def _make_initial_output_var(self, sub: str) -> None:
         """RETURNN's ``initial_output: "var"``: a trainable (feature,) vector, zeros at first, named
-        ``init_<sub>_var`` in the sub-layer's scope; the sub-layer's one-frame output must be (B, F)."""
+        ``init_<sub>_var`` in the sub-layer's scope; the sub-layer's one-frame output must be (B, F) or (F,)."""
         layer = self.layers[sub]
         step = layer.output if sub in self.in_loop else frames.step_template(layer.output, self.time_dim)
         static = [d.dimension for d in step.dims if not d.is_batch_dim()]
-        if step.sparse or step.batch_dim_axis is None or None in static or int(np.prod(static)) != (step.dim or 0):
-            raise NetworkError("%s, sub-layer %r: initial_output 'var' needs a dense (batch, feature) output, got %s"
+        if step.sparse or None in static or int(np.prod(static)) != (step.dim or 0):  # RETURNN's asserts
+            raise NetworkError("%s, sub-layer %r: initial_output 'var' needs a dense ([batch,] feature) output, got %s"
                                % (self.desc, sub, step.short_repr()))
         name = "init_%s_var" % sub.rsplit("/", 1)[-1]
         layer.initial_output_var = layer.variable(name, np.zeros([step.dim], np.dtype(step.dtype)))
