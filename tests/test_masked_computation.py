@@ -47,7 +47,8 @@ def test_masked_copy_packs_the_kept_frames_and_unmask_repeats_the_last_one():
     net = TFNetwork(outputs(dict(MASK_LAYER, **{
         "packed": {"class": "masked_computation", "from": "data", "mask": "mask", "unit": {"class": "copy"}},
         "labels": {"class": "masked_computation", "from": "data:classes", "mask": "mask", "unit": {"class": "copy"}},
-        "back": {"class": "unmask", "from": "packed", "mask": "mask"}})), _extern())
+        "packed_c": {"class": "copy", "from": "packed"},  # RETURNN unmasks no masked_computation outside loops
+        "back": {"class": "unmask", "from": "packed_c", "mask": "mask"}})), _extern())
     batch, x, y = _batch()
     out = net.forward(batch, RunContext(False))
     packed = out["packed"]
@@ -71,6 +72,16 @@ def test_masked_copy_packs_the_kept_frames_and_unmask_repeats_the_last_one():
             if MASK[b, t]:
                 last = x[b, t]
             np.testing.assert_array_equal(back[b, t], last)
+
+
+def test_unmask_of_a_masked_computation_outside_loops_refused():
+    """RETURNN's unmask asks its source for the initial output of the rec layer around it: a masked_computation
+    outside loops has none (AttributeError; before March 2022 an assert), at every version (returnn_fuzz chain
+    seed 327); a layer after it has its zeros."""
+    with pytest.raises(NetworkError, match="'back' \\(unmask\\): unmasking a masked_computation outside a rec loop"):
+        TFNetwork(outputs(dict(MASK_LAYER, **{
+            "packed": {"class": "masked_computation", "from": "data", "mask": "mask", "unit": {"class": "copy"}},
+            "back": {"class": "unmask", "from": "packed", "mask": "mask"}})), _extern())
 
 
 def test_unit_runs_on_the_packed_frames_only():
@@ -110,7 +121,8 @@ def _loop_net(extra_unit=None):
                 "lin": {"class": "linear", "activation": "tanh", "n_out": 5, "from": "data"},
                 "lstm": {"class": "rec", "unit": "nativelstm2", "n_out": 4, "from": "lin"},
                 "output": {"class": "copy", "from": "lstm"}}}},
-        "ref": {"class": "unmask", "from": "ref_lm", "mask": "mask"},
+        "ref_lm_c": {"class": "copy", "from": "ref_lm"},
+        "ref": {"class": "unmask", "from": "ref_lm_c", "mask": "mask"},
     }
 
 

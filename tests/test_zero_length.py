@@ -352,7 +352,8 @@ CASES: Dict[str, Dict[str, Any]] = {
                        "mask": {"class": "compare", "from": "r", "kind": "greater", "value": 0.0},
                        "packed": {"class": "masked_computation", "from": "data", "mask": "mask",
                                   "unit": {"class": "copy"}},
-                       "output": {"class": "unmask", "from": "packed", "mask": "mask"}}},
+                       "packed_c": {"class": "copy", "from": "packed"},  # (RETURNN: not from the masked_computation)
+                       "output": {"class": "unmask", "from": "packed_c", "mask": "mask"}}},
     "unsegment_input": {"net": {"seg": {"class": "segment_input", "from": "data", "window": 3},
                                 "output": {"class": "unsegment_input", "from": "seg"}}},
     "variable": {"net": {"v": {"class": "variable", "shape": [5]},

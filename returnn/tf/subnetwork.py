@@ -182,6 +182,14 @@ def expand_subnetworks(net_dict: Dict[str, Any], in_rec_unit: bool = False) -> D
         if cls_name == "masked_computation":
             out.update(_expand_masked(name, opts, in_rec_unit, in_rec_unit and _reads_prev(net_dict, name)))
             continue
+        if cls_name == "unmask" and not in_rec_unit and not opts.get("skip_initial") and any(
+                isinstance(net_dict.get(src), dict) and net_dict[src].get("class") == "masked_computation"
+                for src in from_entries(opts.get("from", "data"))):
+            # RETURNN's unmask asks its source for the initial output of the rec layer around it: outside a rec
+            # loop there is none (AttributeError on None.cell, for a masked_computation source at every version;
+            # skip_initial, of the RETURNN fork the segmental transducer configs were written for, has no initial)
+            raise NetworkError("layer %r (unmask): unmasking a masked_computation outside a rec loop is refused "
+                               "(RETURNN fails on it: the initial output needs a rec layer around)" % name)
         if cls_name == "unmask" and in_rec_unit:
             if set(from_entries(opts.get("from", "data"))) & packed_in_unit:  # picks the packed frame per step
                 out[name] = dict(opts, **{"class": "_unmask_in_unit"})
