@@ -223,3 +223,20 @@ def test_int_axis_refused_where_returnn_never_takes_one(layer):
     """RETURNN reads these axis options with allow_int=False: an int is an error at every behavior version."""
     with pytest.raises(NetworkError, match="'output'.*option 'axis': axis -1 as an int is refused"):
         _build_and_run({"output": layer})
+
+
+@pytest.mark.parametrize("unit, refused", [
+    *[(u, True) for u in ("gru", "standardlstm", "basiclstm", "rhn", "layernormvariantslstm", "vanillalstm",
+                          "zoneoutlstm", "basicrnn", "nativelstmlowmem")],
+    *[(u, False) for u in ("lstm", "lstmp", "nativelstm", "nativelstm2", "lstmblock", "cudnnlstm")]])
+def test_rec_unit_sparse_input(unit, refused):
+    """RETURNN's whole-sequence rec layer embeds class indices only in its native LSTM ops (their input projection);
+    its TensorFlow cells assert a dense input, as NativeLstmLowMem ("not supported") (checked with RETURNN
+    1.20261022, returnn_fuzz chain seed 332)."""
+    extern = {"data": Data("data", shape=(None,), dim=7, sparse=True)}
+    net_dict = {"output": {"class": "rec", "unit": unit, "n_out": 4, "from": "data"}}
+    if refused:
+        with pytest.raises(NetworkError, match="'output' \\(rec\\): unit '%s' takes no sparse input" % unit):
+            TFNetwork(net_dict, extern)
+    else:
+        TFNetwork(net_dict, extern)

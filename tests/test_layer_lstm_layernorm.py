@@ -99,18 +99,19 @@ def test_forget_bias_initialisation_follows_returnn():
     np.testing.assert_allclose(plain.cell.b.numpy(), [0, 0, 0, 0, 1.5, 1.5, 0, 0])
 
 
-def test_dropout_only_in_training_and_sparse_input():
+def test_dropout_only_in_training():
+    """(A sparse input is refused, as RETURNN's TF cell asserts a dense one: test_build_checks_returnn.)"""
     idx = np.array([[1, 0, 2, 2, 1], [0, 1, 2, 0, 0], [2, 0, 0, 0, 0]], np.int32)
     layer = make("rec", {"unit": "layernormvariantslstm", "n_out": 4,
-                         "unit_opts": {"dropout": 0.5, "dropout_h": 0.3}}, [spec(3, sparse=True)])
-    value = lo(idx, LENS, dim=3, sparse=True)
+                         "unit_opts": {"dropout": 0.5, "dropout_h": 0.3}}, [spec(3)])
+    value = lo(np.eye(3, dtype=np.float32)[idx], LENS)
     a, b = run(layer, [value]).tensor.numpy(), run(layer, [value]).tensor.numpy()
     np.testing.assert_array_equal(a, b)
     train = run(layer, [value], train=True).tensor.numpy()
     assert np.isfinite(train).all() and not np.allclose(train, a)
     with tf.GradientTape() as tape:
         loss = tf.reduce_sum(run(layer, [value], train=True).tensor)
-    grads = tape.gradient(loss, layer.trainable_variables)  # W's: the embedded rows only (IndexedSlices)
+    grads = tape.gradient(loss, layer.trainable_variables)
     assert all(g is not None and np.isfinite(tf.convert_to_tensor(g).numpy()).all() for g in grads)
 
 

@@ -136,6 +136,8 @@ class RecLayer(Layer):
             raise NetworkError("%s: unknown unit %r (known: %s)" % (self.desc, unit,
                                                                     known_list(set(LSTM_UNITS) | set(rec_cell_units()))))
         self.unit = unit.lower()
+        from returnn.tf.layers.rec_params import check_sparse_input
+        check_sparse_input(self.desc, self.unit, sources)
         self.direction = self.opt("direction")
         if self.direction not in (1, -1):
             raise NetworkError("%s: direction must be 1 or -1, got %r" % (self.desc, self.direction))

@@ -17,7 +17,7 @@ them by the implementation it runs for the unit name, under the layer's ``rec/``
 """
 from __future__ import annotations
 
-from typing import Dict, List
+from typing import Any, Dict, List, Sequence
 
 from returnn.errors import NetworkError
 from returnn.tf.layers.params import Param, native_lstm_gates, same, stacked_rows
@@ -115,3 +115,16 @@ def check_native_unit_opts(desc: str, unit: str, unit_opts: Dict) -> None:
     if float(unit_opts.get("forget_bias", 0.0)) != 0.0:
         raise NetworkError("%s: unit %r: RETURNN's native LSTM takes forget_bias 0 only (use bias_init, or unit "
                            "standardlstm)" % (desc, unit))
+
+
+# units whose whole-sequence run in RETURNN (TF 2, CPU) is a native op with its own input projection, which embeds
+# sparse inputs; the TensorFlow cells (and nativelstmlowmem) assert a dense input
+SPARSE_INPUT_UNITS = ("lstm", "lstmp", "nativelstm", "nativelstm2", "lstmblock", "lstmblockfused", "cudnnlstm")
+
+
+def check_sparse_input(desc: str, unit: str, sources: Sequence[Any]) -> None:
+    """RETURNN's refusal of sparse inputs to a whole-sequence rec layer whose unit is no native LSTM."""
+    if unit not in SPARSE_INPUT_UNITS and any(getattr(s, "sparse", False) for s in sources):
+        raise NetworkError("%s: unit %r takes no sparse input (RETURNN asserts a dense one: only the native LSTM units "
+                           "%s embed class indices); put a linear layer before it" % (desc, unit,
+                                                                                      ", ".join(SPARSE_INPUT_UNITS)))

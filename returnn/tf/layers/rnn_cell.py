@@ -538,6 +538,8 @@ class RecStepLayer(RnnCellLayer):
         check_input_projection(self.desc, self.unit, self.opt("input_projection"))
         if not self.step_mode:
             check_loop_axis(self, sources, self.opt("axis"))
+            from returnn.tf.layers.rec_params import check_sparse_input
+            check_sparse_input(self.desc, self.unit, sources)
         if self.step_mode and self.unit == "nativelstm":  # its loop state is an initial state to RETURNN
             raise NetworkError("%s: unit 'nativelstm' in a rec loop: RETURNN's NativeLstm (v1) refuses the loop's state as "
                                "initial_state (broken support): use nativelstm2" % self.desc)
