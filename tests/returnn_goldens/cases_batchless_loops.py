@@ -61,3 +61,25 @@ case("rec_batchless_end", "batchless_loops", {
 case("rec_batchless_initial_output_var", "batchless_loops", {
     "output": {"class": "rec", "from": "data", "unit": {
         "output": {"class": "linear", "n_out": 2, "from": "prev:output", "initial_output": "var"}}}}, extern=X3)
+
+# a batch-less 'end': one length (RETURNN's scalar size), also of a reduce over the loop's frames afterwards
+END_UNIT = {
+    "i": {"class": "activation", "activation": "identity + 1", "from": "prev:i", "initial_output": 0,
+          "out_type": {"dim": 1}},
+    "cmp": {"class": "compare", "kind": "greater_equal", "from": "i", "value": 4.0},
+    "end": {"class": "squeeze", "from": "cmp", "axis": "F"},
+    "output": {"class": "eval", "from": "i", "eval": "source(0) * 3.0"}}
+case("rec_batchless_end_reduce", "batchless_loops", {
+    "loop": {"class": "rec", "from": [], "max_seq_len": 10, "unit": END_UNIT},
+    "output": {"class": "reduce", "mode": "sum", "axis": "T", "from": "loop"}}, extern=X3)
+
+# the same length for an output with the batch axis (from a base: layer), frames scaled by ':i' too
+case("rec_batchless_end_batch_output", "batchless_loops", {
+    "red": {"class": "reduce", "mode": "mean", "axis": "T", "from": "data"},
+    "loop": {"class": "rec", "from": [], "max_seq_len": 10, "unit": {
+        "one": {"class": "constant", "value": 1.0},
+        "i": {"class": "combine", "kind": "add", "from": ["prev:i", "one"], "initial_output": 0},
+        "end": {"class": "compare", "kind": "greater_equal", "from": "i", "value": 3.0},
+        "pos": {"class": "cast", "from": ":i", "dtype": "float32"},
+        "output": {"class": "combine", "kind": "mul", "from": ["i", "pos", "base:red"]}}},
+    "output": {"class": "reduce", "mode": "mean", "axis": "T", "from": "loop"}}, extern=X3)

@@ -195,7 +195,8 @@ class UnitRun:
             return self.full[ref.name]
         if ref.kind == "prev":
             return self._shifted(ref.name)
-        n_time = self.n_time if self.n_time is not None else tf.reduce_max(tf.concat([self.seq_len, [0]], 0))
+        n_time = self.n_time if self.n_time is not None else \
+            tf.reduce_max(tf.concat([tf.reshape(self.seq_len, [-1]), [0]], 0))
         return LayerOutput(tf.range(n_time), Data(":i", dims=(self.rec.time_dim,), dtype="int32"),
                            {self.rec.time_dim: self.seq_len})  # ':i' after the loop: the frames' indices
 
@@ -457,8 +458,10 @@ class UnitRun:
         n_keep = None
         if ends:  # the loop's lengths; its frames up to the longest (RETURNN stacks up to there)
             self.seq_len = fin[1]
-            self.sizes[rec.time_dim] = self.seq_len
             n_keep = tf.reduce_max(tf.concat([self.seq_len, [0]], 0))
+            if rec.layers["end"].output.batch_dim_axis is None:  # RETURNN: one length (a scalar) for all sequences
+                self.seq_len = n_keep
+            self.sizes[rec.time_dim] = self.seq_len
         out = {}
         for n in names:  # stacked also when no step ran (T = 0: every sequence of the batch empty)
             empty = [0] + frames.frame_shape(rec.layers[n].output, self.batch)
