@@ -188,8 +188,9 @@ def expand_subnetworks(net_dict: Dict[str, Any], in_rec_unit: bool = False) -> D
             # RETURNN's unmask asks its source for the initial output of the rec layer around it: outside a rec
             # loop there is none (AttributeError on None.cell, for a masked_computation source at every version;
             # skip_initial, of the RETURNN fork the segmental transducer configs were written for, has no initial)
-            raise NetworkError("layer %r (unmask): unmasking a masked_computation outside a rec loop is refused "
-                               "(RETURNN fails on it: the initial output needs a rec layer around)" % name)
+            # refused when built (RETURNN builds only the layers something needs: an unused one is no error)
+            out[name] = dict(opts, **{"class": "_unmask_outside_loop"})
+            continue
         if cls_name == "unmask" and in_rec_unit:
             if set(from_entries(opts.get("from", "data"))) & packed_in_unit:  # picks the packed frame per step
                 out[name] = dict(opts, **{"class": "_unmask_in_unit"})

@@ -168,6 +168,18 @@ class UnmaskLayer(_MaskedLayer):
                                 {self.time: mask.size(mask.data.time_dim_axis)})
 
 
+@register_layer
+class UnmaskOutsideLoopLayer(Layer):
+    """An ``unmask`` of a ``masked_computation`` outside rec loops (see ``expand_subnetworks``): refused
+    when built, as RETURNN fails on it then (its unmask asks for the initial output of a rec layer)."""
+
+    layer_class = "_unmask_outside_loop"
+
+    def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
+        raise NetworkError("layer %r (unmask): unmasking a masked_computation outside a rec loop is refused (RETURNN "
+                           "fails on it: the initial output needs a rec layer around)" % name)
+
+
 def _bt_mask(x: LayerOutput, ax: int, x_bt: tf.Tensor) -> tf.Tensor:
     """The sequence mask of axis ``ax`` of ``x`` as ``(B, T, 1, ...)`` for ``x_bt``."""
     m = x.sequence_mask(ax)  # (B, T)
