@@ -15,7 +15,7 @@ Dims or ints, in the order of the operation (``2 * time``: ``mul`` of ``[2, time
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, List, Optional, Union
+from typing import Any, Callable, List, Optional, Sequence, Union
 
 Operand = Union["Dim", int]  # noqa: F821
 
@@ -160,3 +160,15 @@ def returnn_description(base: str, left: int = 0, right: int = 0, stride: int = 
     if stride != 1:
         desc = "\u2308%s/%i\u2309" % (br(desc), stride)
     return desc
+
+
+def returnn_product_description(dims: Sequence[Any]) -> str:
+    """RETURNN's description of the product of ``dims`` (its merge_dims axis, by dim math): the factors' descriptions
+    joined by ``*``, one with ``+``, ``-``, ``/`` or a space bracketed, an unnamed static one as its size."""
+    def one(d: Any) -> str:
+        desc = d.description or ""
+        if desc.startswith("unnamed_") and d.dimension is not None:
+            return str(d.dimension)
+        return "(%s)" % desc if re.search("[+\\-/ ]", desc) else desc
+    return "*".join(one(d) for d in dims)
+

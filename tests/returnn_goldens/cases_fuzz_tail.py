@@ -271,3 +271,9 @@ case("fuzz_batch_norm_static_time_axis_unmasked", "fuzz_batch_norm", {
     "l1": {"class": "reinterpret_data", "set_axes": {"T": "F"}, "from": "l0"},
     "output": {"class": "batch_norm", "use_shift": False, "momentum": 0.1, "from": "l1"}},
     extern={"data": {"dim": 5}}, lens={"data": [4, 2, 3]})
+# merge_dims' axis is RETURNN's dim-math product, described "time:var:extern_data:data*feature:data": 'stag:time'
+# finds it (returnn_fuzz chain seed 323)
+case("fuzz_merge_dims_product_found_by_stag", "fuzz_merge_dims", {
+    "l0": {"class": "merge_dims", "axes": "except_batch", "from": "data"},
+    "output": {"class": "softmax_over_spatial", "axis": "stag:time", "energy_factor": 0.5, "log_space": True,
+               "window_size": 3, "from": "l0"}}, extern={"data": {"dim": 5}})

@@ -181,8 +181,9 @@ class MergeDimsLayer(_ShapeLayer):
         merged = [data.dims[a] for a in axes]
         is_feat = data.feature_dim_axis in axes
         size = None if any(d.is_dynamic() for d in merged) else int(np.prod([d.dimension for d in merged]))
+        from returnn.tensor.dim_math import returnn_product_description  # (searched by 'stag:' descriptions)
         self.new = Dim(size, kind=DimTypes.Feature if is_feat else DimTypes.Spatial,
-                       description="%s_merge_dims" % name)
+                       description=returnn_product_description(merged))
         out_dim = self.opt("out_dim")
         if out_dim is not None:  # RETURNN: the merged dim is declared the same as out_dim
             if not isinstance(out_dim, Dim):
