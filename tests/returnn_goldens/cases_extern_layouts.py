@@ -45,3 +45,8 @@ case("extern_tbf_self_attention", "extern_layout", {
 case("extern_tbf_sparse_linear", "extern_layout", {
     "output": {"class": "linear", "activation": None, "n_out": 4, "from": "data"}},
     extern={"data": {"dim": 7, "sparse": True, "shape": (None,), "batch_dim_axis": 1}}, lens=L)
+# a static time axis (13 frames, no lengths): every key position is attended (RETURNN's
+# test_SelfAttentionLayer_static_time; the key mask needed lengths here: ValueError)
+case("extern_static_time_self_attention", "extern_layout", {
+    "output": {"class": "self_attention", "num_heads": 2, "total_key_dim": 8, "n_out": 8, "from": "data"}},
+    extern={"data": {"shape": (13, 5), "time_dim_axis": 1}}, lens={"data": [13, 13, 13]})

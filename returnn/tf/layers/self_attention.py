@@ -240,6 +240,8 @@ class SelfAttentionLayer(Layer):
             mask = tf.concat([tf.ones([n_t, n_prev], tf.bool), mask], 1)[None, None]
         else:  # (RETURNN: by position < seq_len over the carried and new keys together)
             seq_len = own[0].seq_len
+            if seq_len is None:  # a static time axis: every sequence has all its frames
+                seq_len = tf.fill([n_b], n_t)
             mask = tf.sequence_mask(seq_len, maxlen=n_prev + n_t)[:, None, None, :]
         energy = tf.where(mask, energy, tf.constant(float("-inf"), energy.dtype))
         weights = tf.nn.softmax(energy, axis=-1)
