@@ -6,7 +6,7 @@ import tensorflow as tf
 
 from helpers import outputs
 from returnn.errors import NetworkError
-from returnn.tensor import Data, Dim
+from returnn.tensor import Data, Dim, batch_dim
 from returnn.tf.layers import RunContext
 from returnn.tf.network import TFNetwork
 
@@ -81,6 +81,9 @@ def test_replaced_time_axis_by_a_static_dim_is_no_time_axis():
     ({"n": {"class": "math_norm", "p": 2, "axis": "F", "from": "data"},
       "output": {"class": "dot", "from": ["n", "n"], "reduce": "F", "var1": "T"}},
      "'output' \\(dot\\): reduce axis red1 'F', red2 'F' not found in the sources"),
+    # RETURNN's length of the batch axis is its int32 batch size whatever the dtype (its Tensor check raises)
+    ({"output": {"class": "length", "from": "data", "axis": "B", "dtype": "float32"}},
+     "'output' \\(length\\): dtype 'float32' of the batch axis' length is refused"),
 ])
 def test_returnn_refuses_at_build(net, match):
     with pytest.raises(NetworkError, match=match):
@@ -240,3 +243,14 @@ def test_rec_unit_sparse_input(unit, refused):
             TFNetwork(net_dict, extern)
     else:
         TFNetwork(net_dict, extern)
+
+
+def test_rec_loop_over_a_static_time_axis_refused():
+    """RETURNN's rec loop over its source's static time axis (fixed-length extern data) asserts ('fixed_seq_len
+    ... without dim tag'); its plain recurrent units run over such an axis (goldens static_time_rec_*)."""
+    static = Dim(6, kind=Dim.Types.Spatial, description="static-time")
+    data = Data("data", dims=[batch_dim, static, Dim(5, kind=Dim.Types.Feature, description="feat")], time_dim_axis=1)
+    with pytest.raises(NetworkError, match="'output' \\(rec\\): a loop over the static axis 'static-time'"):
+        TFNetwork({"output": {"class": "rec", "from": "data", "unit": {
+            "h": {"class": "linear", "activation": "tanh", "n_out": 3, "from": ["data:source", "prev:h"]},
+            "output": {"class": "copy", "from": "h"}}}}, {"data": data})

@@ -197,6 +197,10 @@ class LengthLayer(Layer):
             data = sources[0]
             self.dim = data.dims[self.axis(data, axis, "axis")]
         self.dtype = _dtype(self, self.opt("dtype"), "int32")
+        if self.dim.is_batch_dim() and self.dtype.name != "int32":  # RETURNN: the batch size tensor, int32 as it is
+            raise NetworkError("%s: dtype %r of the batch axis' length is refused (RETURNN's value is the int32 batch "
+                               "size, which its %s template check refuses); cast it" % (self.desc, self.dtype.name,
+                                                                                         self.dtype.name))
         sparse_dim = self.dim if self.opt("sparse") else None
         self.per_seq = self.dim.is_dynamic() and not getattr(self.dim, "scalar_sizes", False)
         self.add_time = bool(self.opt("add_time_axis"))
