@@ -376,6 +376,8 @@ NOT_RUNNABLE: Dict[str, str] = {
     "tikhonov_regularization": "refused by this engine at construction (one line)",
     "_unmask_in_unit": "no config class: what 'unmask' becomes in a rec unit whose masked_computation has "
                        "masked_from (tests/test_layer_refs.py); registered once rec units are imported",
+    "_unmask_outside_loop": "no config class: what 'unmask' of a masked_computation outside rec loops becomes; "
+                            "refused when built (tests/test_masked_computation.py)",
 }
 
 

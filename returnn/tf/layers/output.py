@@ -63,6 +63,17 @@ class LayerOutput:
         dim = self.data.dims[self._axis(axis)]
         return self.sizes.get(dim) if dim.is_dynamic() else None
 
+    def lengths(self, axis: Union[int, Dim, str, None] = None) -> tf.Tensor:
+        """Per-sequence sizes of ``axis`` (default: time); a static axis (e.g. fixed-length extern data)
+        has its full size for every sequence (RETURNN's ``get_sequence_lengths``)."""
+        axis = self._axis(axis)
+        size = self.size(axis)
+        if size is not None:
+            return size
+        if self.data.batch_dim_axis is None:
+            return tf.constant(self.data.dims[axis].dimension, tf.int32)
+        return tf.fill([tf.shape(self.tensor)[self.data.batch_dim_axis]], tf.constant(self.dim_value(axis), tf.int32))
+
     @property
     def seq_len(self) -> Optional[tf.Tensor]:
         """Sizes of the time axis (None without a dynamic time axis)."""

@@ -207,7 +207,7 @@ class RecLayer(Layer):
         self.plan = feature_plan(self, sources)
         dims = self.plan.dims
         self.time_major = len(dims) == 2 and dims[1].is_batch_dim()  # (T, B, F) input (output: batch-major)
-        if len(dims) != 2 or not any(d.is_batch_dim() for d in dims) or not any(d.is_dynamic() for d in dims):
+        if len(dims) != 2 or not any(d.is_batch_dim() for d in dims):
             raise NetworkError("%s: input must be (batch, time, feature), got %s"
                                % (self.desc, [s.short_repr() for s in sources]))
         n_out = self.require_n_out()
@@ -294,7 +294,7 @@ class RecLayer(Layer):
         given = sources
         if self.merged.extra:
             sources = [self.merged.merge(s, i) for i, s in enumerate(sources)]
-        seq_len = {d: size for s in sources for d, size in s.sizes.items()}[self.output.dims[1]]
+        seq_len = next(s for s in sources if self.output.dims[1] in s.data.dims).lengths(self.output.dims[1])
         if self.cell is not None:  # batch-major recursion
             x = project_sources(self.plan, sources, self.cell.W)
             if self.time_major:

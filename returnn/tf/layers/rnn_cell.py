@@ -411,7 +411,7 @@ class RnnCellLayer(Layer):
     def _over_time(self, sources: List[LayerOutput], state_values: List[LayerOutput], ctx: RunContext
                    ) -> Tuple[tf.Tensor, Any]:
         """The cell over (B, T, F) sources: the (B, T, H) output and a function giving its last state."""
-        seq_len = {d: size for s in sources for d, size in s.sizes.items()}[self.output.dims[1]]
+        seq_len = next(s for s in sources if self.output.dims[1] in s.data.dims).lengths(self.output.dims[1])
         backward = self.direction == -1  # each sequence reversed within its length, and the output back
 
         def rev(t: tf.Tensor, time_axis: int) -> tf.Tensor:

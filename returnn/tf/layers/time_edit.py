@@ -60,7 +60,9 @@ class _InTimeLayer(Layer):
         else:  # RETURNN: tf.constant(value, dtype=the data's dtype)
             constant_fits(self.desc, self.value_key, value, data.dtype)
         old = data.dims[self.ax]
-        self.time = Dim(None, kind=old.kind, description="%s:%s-time" % (name, self.layer_class), derived_from=old)
+        # (a static time axis, e.g. of fixed-length extern data, stays static: RETURNN's dim math old + repeat)
+        self.time = Dim(None if old.dimension is None else old.dimension + self.repeat, kind=old.kind,
+                        description="%s:%s-time" % (name, self.layer_class), derived_from=old)
         self.output = data.copy_template_replace_dim_tag(self.ax, self.time).copy(name)
 
     def _value(self, x: LayerOutput, sources: List[LayerOutput], shape: tf.Tensor) -> tf.Tensor:
@@ -75,6 +77,9 @@ class _InTimeLayer(Layer):
         seq_len = x.size(self.ax)
         shape = tf.tensor_scatter_nd_update(tf.shape(x.tensor), [[self.ax]], [self.repeat])
         added = self._value(x, sources, shape)
+        if seq_len is None:  # a static time axis: every frame real, no lengths
+            parts = [x.tensor, added] if self.at_end else [added, x.tensor]
+            return self.make_output(tf.concat(parts, axis=self.ax), [x])
         if not self.at_end:
             out = tf.concat([added, x.tensor], axis=self.ax)
             return self.make_output(out, [x], {self.time: seq_len + self.repeat})

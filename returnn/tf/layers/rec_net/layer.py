@@ -18,7 +18,7 @@ import types
 
 import numpy as np
 import tensorflow as tf
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from returnn.errors import NetworkError, known_list
 from returnn.tensor import Data, Dim
@@ -38,6 +38,7 @@ from returnn.tf.layers.rec_net.deps import (
 )
 from returnn.tf.layers.rec_net.sparse_initial import check_sparse_initial_outputs
 from returnn.tf.layers.rnn_cell import building_loop_step, cell_class_for
+from returnn.tf.layers.rec_net.checks import check_loop_axis_dynamic, check_output_per_step_time
 from returnn.tf.net_dict import FROM_DEFAULT, TRAIN_NET, has_axis_pairs, search_length_key
 from returnn.tf.net_sources import check_from_given
 from returnn.tf.subnetwork import MASKED_BY
@@ -217,6 +218,8 @@ class RecSubnetLayer(AssumedTemplates, Layer):
                 self.source_in_template = self.source_template
                 self.source_template = self.source_template.copy_template_replace_dim_tag(
                     self.source_template.time_dim_axis, self.time_dim)
+            if self.length_key is None:
+                check_loop_axis_dynamic(self)
             if self.opt("axis") is not None and \
                     self.axis(self.source_template, self.opt("axis"), "axis") != self.source_template.time_dim_axis:
                 raise NetworkError("%s: 'axis' %r: only the source's time axis is supported as the loop axis"
@@ -289,7 +292,7 @@ class RecSubnetLayer(AssumedTemplates, Layer):
                                        "(only layers outside it, base: layers or data)" % (self.desc, sub, r.name))
         check_cur_and_prev_moved_out(self.plan, self.unit, self.desc)
         _unmask.check_step_masks(self.desc, self.unit, self.layers, self.plan.in_loop)
-        self._check_output_per_step_time()
+        check_output_per_step_time(self)
         if "output" not in self.in_loop and self.time_dim not in self.layers["output"].output.dims:
             raise NetworkError("%s: the output computed over the whole sequence has no loop time axis %r (%s); "
                                "RETURNN refuses that" % (self.desc, self.time_dim.description,
@@ -300,35 +303,6 @@ class RecSubnetLayer(AssumedTemplates, Layer):
                                "layer over the loop's time); RETURNN refuses that (reduce or attend over it first)"
                                % (self.desc, self.time_dim.description))
         self.output = self.sub_template("output")
-
-    def _check_output_per_step_time(self) -> None:
-        """RETURNN builds every sub-layer's template per step first, with ``base:`` layers whole (never
-        cut into frames). A layer computed from ``base:`` layers alone (no frame of the loop) has the
-        same template per step as over the whole sequence, with the loop's time axis where a ``base:``
-        layer has it: RETURNN refuses it as "output" (its per-step template has that axis:
-        _check_output_template_shape), and a layer in the loop reading it gets all its frames in the
-        template but one frame per step when it runs (moved out of the loop: fails). Here such a layer
-        runs before the loop and the loop reads it per frame: refused as RETURNN, in one line."""
-        outer_only: Set[str] = set()
-        changed = True
-        while changed:
-            changed = False
-            for sub in set(self.unit) - self.in_loop - outer_only:
-                refs = self.plan.deps[sub]
-                if refs and self.unit[sub].get("class") != "rec_unstack" and all(
-                        r.kind == "base" or (r.kind == "self" and r.name in outer_only) for r in refs):
-                    outer_only.add(sub)
-                    changed = True
-        whole = {sub for sub in outer_only if sub in self.layers and self.time_dim in self.layers[sub].output.dims}
-        read = [(n, r.name) for n in self.plan.in_loop for r in self.plan.deps[n]
-                if r.kind in ("self", "prev") and r.name in whole]
-        if "output" in whole or read:
-            sub = "output" if "output" in whole else read[0][1]
-            raise NetworkError("%s: sub-layer %r reads only base: layers and has the loop's time axis %r: RETURNN's "
-                               "template of it per step has all those frames, so %s; refused (reduce or attend over "
-                               "that axis first)" % (self.desc, sub, self.time_dim.description,
-                                                     "the output per step has them" if sub == "output" else
-                                                     "the loop (%r) cannot read it per frame" % read[0][0]))
 
     # ---- building
     def _build_outside_loop(self, name: str, search: bool, step_only: List[str]) -> None:
