@@ -93,7 +93,7 @@ class LearningRateControl:
             learning_rates=config.typed_value("learning_rates"),
             filename=config.value("learning_rate_file"),
             min_learning_rate=config.float("min_learning_rate"),
-            decay=_factor_from_config(config, "decay"),
+            decay=_decay_from_config(config),
             relative_error_threshold=config.float("newbob_relative_error_threshold"),
             error_threshold=config.float("newbob_error_threshold"),
             multi_num_epochs=config.int("newbob_multi_num_epochs"),
@@ -103,7 +103,7 @@ class LearningRateControl:
             relative_error_div_by_old=config.bool("newbob_relative_error_div_by_old"),
             relative_error_relative_lr=config.bool("learning_rate_control_relative_error_relative_lr"),
             min_num_epochs_per_new_lr=config.int("learning_rate_control_min_num_epochs_per_new_lr"),
-            growth=_factor_from_config(config, "growth"),
+            growth=_growth_from_config(config),
             relative_error_grow_threshold=config.float("newbob_relative_error_grow_threshold"),
         )
 
@@ -326,18 +326,28 @@ class LearningRateControl:
         return max(done) if done else 0
 
 
-def _factor_from_config(config: Config, which: str) -> Any:
-    """``learning_rate_<which>`` (RETURNN reads it first), else ``newbob_learning_rate_<which>``
-    (``which``: growth or decay): a factor or a function lr -> new lr; the newbob key's default
-    when neither is set."""
-    keys = ("learning_rate_" + which, "newbob_learning_rate_" + which)
-    for key in keys:
+def _growth_from_config(config: Config) -> Any:
+    """``learning_rate_growth`` (RETURNN reads it first), else ``newbob_learning_rate_growth``: a
+    factor or a function lr -> new lr."""
+    for key in ("learning_rate_growth", "newbob_learning_rate_growth"):
         value = config.typed_value(key)
         if callable(value):
             return value
         if value is not None:
             return config.float(key)
-    return config.float(keys[1])
+    return 1.0
+
+
+def _decay_from_config(config: Config) -> Any:
+    """``learning_rate_decay`` (RETURNN reads it first), else ``newbob_learning_rate_decay``: a
+    factor or a function lr -> new lr."""
+    for key in ("learning_rate_decay", "newbob_learning_rate_decay"):
+        value = config.typed_value(key)
+        if callable(value):
+            return value
+        if value is not None:
+            return config.float(key)
+    return config.float("newbob_learning_rate_decay")
 
 
 def parse_learning_rates_string(config: Config) -> None:

@@ -205,7 +205,10 @@ def test_initial_output_forms():
     rec = net.layers["output"]
     assert returnn_param_shapes(net)["output/rec/v/init_v_var"] == (3,)
     rec.layers["v"].initial_output_var.assign([1.0, -1.0, 2.0])
-    y = net.forward(_batch(np.zeros([2, 2, 3], np.float32), [2, 2]), RunContext(False))["output"].tensor.numpy()
+    out = net.forward(_batch(np.zeros([2, 2, 3], np.float32), [2, 2]), RunContext(False))["output"]
+    # (one and v read nothing with a batch axis: batch-less (T, F) as in RETURNN, so the output's layout
+    # follows its first source: (T, B, F))
+    y = np.moveaxis(out.tensor.numpy(), out.data.batch_dim_axis, 0)
     np.testing.assert_allclose(y[:, 0, :3], 1.0)
     np.testing.assert_allclose(y[:, 0, 3:6], [[1.0, -1.0, 2.0]] * 2)
     np.testing.assert_allclose(y[:, 0, 6:], [np.tanh(rec.layers["a"].bias.numpy())] * 2, rtol=1e-6)
