@@ -194,3 +194,9 @@ def align_tensor(tensor: tf.Tensor, axis_map: Sequence[int], out_ndim: int) -> t
         if pos not in present:
             tensor = tf.expand_dims(tensor, pos)
     return tensor
+
+
+def lengths_along(outputs: Sequence[LayerOutput], dim: Dim) -> tf.Tensor:
+    """:meth:`LayerOutput.lengths` of ``dim`` from the first of ``outputs`` that has it (full lengths for
+    a static ``dim``)."""
+    return next(o for o in outputs if dim in o.data.dims).lengths(dim)

@@ -38,6 +38,7 @@ import tensorflow as tf
 from returnn.errors import NetworkError, known_list
 from returnn.tensor import Data, Dim, DimTypes
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
+from returnn.tf.layers.output import lengths_along
 from returnn.tf.layers.helpers import dropout, dropout_sources, feature_plan, plan_output, project_sources
 from returnn.tf.layers.lstm_layernorm import LayerNormLstm
 from returnn.tf.layers.merged_batch import MergedAxes
@@ -294,7 +295,7 @@ class RecLayer(Layer):
         given = sources
         if self.merged.extra:
             sources = [self.merged.merge(s, i) for i, s in enumerate(sources)]
-        seq_len = next(s for s in sources if self.output.dims[1] in s.data.dims).lengths(self.output.dims[1])
+        seq_len = lengths_along(sources, self.output.dims[1])
         if self.cell is not None:  # batch-major recursion
             x = project_sources(self.plan, sources, self.cell.W)
             if self.time_major:

@@ -54,6 +54,7 @@ import tensorflow as tf
 from returnn.errors import NetworkError, known_list
 from returnn.tensor import Data
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
+from returnn.tf.layers.output import lengths_along
 from returnn.tf.layers.helpers import dropout_scale, dropout_sources, feature_plan, plan_output, project_sources
 from returnn.tf.layers.merged_batch import MergedAxes
 from returnn.tf.layers.options import Option, positive_int, rate
@@ -411,7 +412,7 @@ class RnnCellLayer(Layer):
     def _over_time(self, sources: List[LayerOutput], state_values: List[LayerOutput], ctx: RunContext
                    ) -> Tuple[tf.Tensor, Any]:
         """The cell over (B, T, F) sources: the (B, T, H) output and a function giving its last state."""
-        seq_len = next(s for s in sources if self.output.dims[1] in s.data.dims).lengths(self.output.dims[1])
+        seq_len = lengths_along(sources, self.output.dims[1])
         backward = self.direction == -1  # each sequence reversed within its length, and the output back
 
         def rev(t: tf.Tensor, time_axis: int) -> tf.Tensor:
