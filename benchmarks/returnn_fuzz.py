@@ -31,7 +31,7 @@ import shutil
 import sys
 import tempfile
 from collections import Counter
-from typing import Dict, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
 
@@ -173,6 +173,9 @@ def main() -> int:
     parser.add_argument("--trace", action="store_true", help="print RETURNN's traceback of the first case it fails on")
     parser.add_argument("--show", nargs="*", default=["DIFFER", "GAP", "LAX", "CRASH"], help="verdicts to list")
     parser.add_argument("--only", nargs="+", metavar="SUBSTR", help="only the drawn cases whose name holds one of these")
+    parser.add_argument("--static-time", action="store_true",
+                        help="chain/rec/loss: dense (T, F) inputs become a static time axis of 6 frames (extern data "
+                             "shape (6, F), every sequence full length)")
     parser.add_argument("--behavior-versions", type=int, nargs="+", metavar="V",
                         help="draw each case's behavior_version from these (by the case's seed and index)")
     args = parser.parse_args()
@@ -209,6 +212,8 @@ def main() -> int:
         for i, c in zip(range(args.start, args.start + args.n), cases):
             version = random.Random("%i/%i/behavior_version" % (args.seed, i)).choice(args.behavior_versions)
             c["config"] = dict(c.get("config") or {}, behavior_version=version)
+    if args.static_time:
+        cases = [c for c in (static_time_case(c) for c in cases) if c is not None]
     if args.only:
         cases = [c for c in cases if any(s in c["name"] for s in args.only)]
     if args.train:  # random masks differ between the engines: no dropout (or zoneout) in training-mode draws
@@ -221,6 +226,26 @@ def main() -> int:
     finally:
         if not args.keep:  # RETURNN's outputs and parameters (GBs for the published LMs)
             shutil.rmtree(out_dir, ignore_errors=True)
+
+
+STATIC_FRAMES = 6
+
+
+def static_time_case(c: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+    """``c`` with its dense ``(T, F)`` extern data of a static time axis of :data:`STATIC_FRAMES` frames (RETURNN's
+    fixed-length data: no sequence lengths, every sequence full), or None when it has no such input."""
+    extern, out = c.get("extern") or {}, {}
+    for key, value in extern.items():
+        dim = value.get("dim")
+        plain = set(value) <= {"dim", "available_for_inference"} or value.get("shape") in ((None, dim), [None, dim])
+        if value.get("sparse") or dim is None or not plain:
+            return None
+        out[key] = dict({k: v for k, v in value.items() if k != "dim"}, shape=[STATIC_FRAMES, dim], time_dim_axis=1)
+    if not out:
+        return None
+    lens = {key: [STATIC_FRAMES] * len(v) for key, v in (c.get("lens") or {}).items()}
+    return dict(c, name=c["name"] + "_static", extern=out, lens=lens,
+                notes=(c.get("notes") or "") + " (static time axis of %i frames)" % STATIC_FRAMES)
 
 
 def _judge_all(args: argparse.Namespace, cases, out_dir: str) -> int:
