@@ -174,7 +174,7 @@ def main() -> int:
     parser.add_argument("--show", nargs="*", default=["DIFFER", "GAP", "LAX", "CRASH"], help="verdicts to list")
     parser.add_argument("--only", nargs="+", metavar="SUBSTR", help="only the drawn cases whose name holds one of these")
     parser.add_argument("--static-time", action="store_true",
-                        help="chain/rec/loss: dense (T, F) inputs become a static time axis of 6 frames (extern data "
+                        help="chain/rec: dense (T, F) inputs become a static time axis of 6 frames (extern data "
                              "shape (6, F), every sequence full length)")
     parser.add_argument("--behavior-versions", type=int, nargs="+", metavar="V",
                         help="draw each case's behavior_version from these (by the case's seed and index)")
