@@ -202,11 +202,14 @@ def test_combine_kinds(kind, fn):
 
 
 def test_length_as_sparse_labels_over_the_axis():
-    """length with sparse: the lengths are class indices over the measured axis (RETURNN's
-    transducer configs compare step indices with it)."""
+    """length with sparse: a static axis' length is a class index over the axis; a dynamic axis' sizes
+    are RETURNN's size data itself, int32 and dense whatever sparse/dtype say (RETURNN's transducer
+    configs compare step indices with it)."""
     data = Data("x", shape=(None, 3))
-    layer = make("length", {"sparse": True}, [data])
-    assert layer.output.sparse and layer.output.sparse_dim == data.time_dim
+    layer = make("length", {"sparse": True, "dtype": "float32"}, [data])
+    assert not layer.output.sparse and layer.output.dtype == "int32"
+    static = make("length", {"sparse": True, "axis": "F"}, [data])
+    assert static.output.sparse and static.output.sparse_dim == data.feature_dim_or_sparse_dim
     out = run(layer, [LayerOutput(tf.zeros([2, 5, 3]), data, {data.time_dim: tf.constant([5, 2])})])
     assert out.tensor.numpy().tolist() == [5, 2]
     # add_time_axis: (B, 1); the batch axis and a static axis give scalars (RETURNN)

@@ -156,7 +156,8 @@ class RangeLayer(Layer):
 class LengthLayer(Layer):
     """The size of ``axis`` (default T; a description, a Dim of a source, or ``"sparse_dim"``), as
     RETURNN: a dynamic axis gives its sizes (``(B,)``, or a scalar for an axis whose size does not
-    vary per sequence, e.g. ``boolean_mask``'s), the batch axis and a static axis a scalar.
+    vary per sequence, e.g. ``boolean_mask``'s; as RETURNN's, int32 and dense whatever ``dtype`` and
+    ``sparse`` say), the batch axis and a static axis a scalar.
     ``add_time_axis`` (RETURNN: "should not be used") gives ``(B, 1)`` with the sizes on a time axis
     of size 1."""
 
@@ -164,8 +165,9 @@ class LengthLayer(Layer):
     no_int_axes = ("axis",)  # RETURNN: allow_int=False
     options = (
         Option("axis", "T", "axis description, Dim, or 'sparse_dim'"),
-        Option("dtype", "int32", "dtype of the lengths"),
-        Option("sparse", False, "the lengths are class indices over the measured axis (RETURNN: its dim tag)"),
+        Option("dtype", "int32", "dtype of a static axis' length (a dynamic axis' sizes stay int32, as RETURNN's)"),
+        Option("sparse", False, "a static axis' length is a class index over the measured axis (RETURNN: its dim "
+                                  "tag; a dynamic axis' sizes stay dense, as RETURNN's)"),
         Option("add_time_axis", False, "the sizes (B,) as (B, 1) with a time axis of size 1"),
     )
 
@@ -204,6 +206,8 @@ class LengthLayer(Layer):
         sparse_dim = self.dim if self.opt("sparse") else None
         self.per_seq = self.dim.is_dynamic() and not getattr(self.dim, "scalar_sizes", False)
         self.add_time = bool(self.opt("add_time_axis"))
+        if self.dim.is_dynamic() and not self.add_time:  # RETURNN's output is the dim's size data itself
+            self.dtype, sparse_dim = tf.int32, None  # (int32 and dense, whatever dtype and sparse say)
         if self.add_time and not self.per_seq:
             raise NetworkError("%s: add_time_axis needs an axis with sizes per sequence, got %r" % (self.desc, self.dim))
         if self.add_time:
