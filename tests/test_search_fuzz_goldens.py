@@ -9,6 +9,8 @@ here with RETURNN's parameters and inputs; labels, lengths and score must match 
   their padded encoder frame, whose score counts (RETURNN's TensorArray of the padded tensor; stored
   with zero padding: the encoder's frame there is tanh of its bias). The search read that frame as
   zeros.
+- ``fuzzsearch_batchless_36_67`` (beam 4, attention): draw 36/67 with a batch-less counter (``prev:i`` plus a
+  constant) among the scores' inputs: no batch axis, so no beam; the reordering of the hypotheses leaves it.
 """
 import os
 import sys

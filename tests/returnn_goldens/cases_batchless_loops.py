@@ -83,3 +83,41 @@ case("rec_batchless_end_batch_output", "batchless_loops", {
         "pos": {"class": "cast", "from": ":i", "dtype": "float32"},
         "output": {"class": "combine", "kind": "mul", "from": ["i", "pos", "base:red"]}}},
     "output": {"class": "reduce", "mode": "mean", "axis": "T", "from": "loop"}}, extern=X3)
+
+# in a searched loop (a choice with search True over a declared axis, as rc_loop_search_over_declared_axis): a
+# batch-less sub-layer has no beam either, the choice's reordering of the hypotheses leaves it as it is; read by
+# the scores (the labels tell), as the loop's output ((T, 2), from the constant's template, or (T, 1) from its
+# out_type), the choice's labels exported beside it
+from golden_dims import dim_marker, dim_ref  # noqa: E402
+
+X4_DIMS = {"data": {"dim_tags": [dim_ref("batch"), dim_marker("time"), dim_marker("feat", 4, "feature")]}}
+
+
+def _search_unit(extra, out="choice"):
+    """The searched unit: log-probabilities of the unstacked encoder frame, a beam-3 choice, a counter."""
+    unit = {"u": {"class": "rec_unstack", "from": "base:enc", "axis": dim_ref("time")},
+            "one": {"class": "constant", "value": 1.0, "shape": [2]},
+            "i": {"class": "combine", "kind": "add", "from": ["prev:i", "one"], "initial_output": 0},
+            "lin": {"class": "linear", "activation": "log_softmax", "with_bias": True,
+                    "out_dim": dim_marker("cls", 3, "feature"), "from": "u"},
+            "choice": {"class": "choice", "from": "lin", "target": None, "beam_size": 3, "search": True,
+                       "input_type": "log_prob", "length_normalization": False},
+            "output": {"class": "copy", "from": out}}
+    unit.update(extra)
+    return {"enc": {"class": "linear", "activation": "tanh", "with_bias": True,
+                    "out_dim": dim_marker("enc", 5, "feature"), "from": "data"},
+            "loop": {"class": "rec", "from": [], "axis": dim_ref("time"), "unit": unit},
+            "output": {"class": "copy", "from": "loop"}}
+
+
+case("rec_batchless_search_scores_read", "batchless_loops", _search_unit({
+    "lin": {"class": "linear", "activation": "log_softmax", "with_bias": True, "out_dim": dim_marker("cls", 3, "feature"),
+            "from": ["u", "i"]}}), extern=X4_DIMS, lens={"data": [7, 4, 2]})
+case("rec_batchless_search_loop_output", "batchless_loops", _search_unit({
+    "labels": {"class": "copy", "from": "choice", "is_output_layer": True}}, out="i"),
+    extern=X4_DIMS, lens={"data": [7, 4, 2]})
+case("rec_batchless_search_count_out_type", "batchless_loops", _search_unit({
+    "i": {"class": "activation", "activation": "identity + 1", "from": "prev:i", "initial_output": 0,
+          "out_type": {"dim": 1}},
+    "labels": {"class": "copy", "from": "choice", "is_output_layer": True}}, out="i"),
+    extern=X4_DIMS, lens={"data": [7, 4, 2]})

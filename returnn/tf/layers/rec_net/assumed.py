@@ -122,13 +122,15 @@ class AssumedTemplates:
         """The sub-layers that read nothing with a batch axis, through any chain of same-step or ``prev:``
         references (no ``data:``, no ``base:`` layer with a batch axis, no such ``initial_output``): RETURNN
         starts every ``prev:`` template without a batch axis and only its sources add one, so these stay
-        without it (a counter over ``prev:`` and constants: its output (T, F)). Not in a search (its beam)."""
+        without it (a counter over ``prev:`` and constants: its output (T, F)). In a search too: such a layer has
+        no beam either (the beam rides on the batch axis), so the choice's reordering leaves it as it is; the
+        choices themselves carry the batch (their target's, or their scores' with the beam)."""
         cached = getattr(self, "_batchless_cache", None)
         if cached is not None:
             return cached
         carriers: Set[str] = set()
         if self.search:
-            carriers = set(self.unit)
+            carriers = {n for n, o in self.unit.items() if isinstance(o, Mapping) and o.get("class") == "choice"}
         changed = True
         while changed:
             changed = False

@@ -24,7 +24,7 @@ scores stay 0, and the loop's output is the predicted frames up to ``end``.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional, Set
 
 import tensorflow as tf
 
@@ -48,9 +48,11 @@ LOGITS_SUB = "\0logits:"  # key prefix of an exported layer's logits (softmax: i
 expand_beam = repeat_batch  # each sequence of a value repeated k times on the batch axis (also its sizes)
 
 
-def _reorder(x: Any, index: tf.Tensor) -> Any:
-    """Batch-first tensors (nested) gathered by ``index`` on axis 0; scalars unchanged."""
-    return tf.nest.map_structure(lambda t: tf.gather(t, index) if len(t.shape) else t, x)
+def _reorder(x: Mapping[str, Any], index: tf.Tensor, batchless: Set[str]) -> Dict[str, Any]:
+    """Per sub-layer, batch-first tensors (nested) gathered by ``index`` on axis 0; scalars and the values of
+    the ``batchless`` sub-layers (no batch axis) unchanged."""
+    return {n: v if n in batchless else tf.nest.map_structure(lambda t: tf.gather(t, index) if len(t.shape) else t, v)
+            for n, v in x.items()}
 
 
 def _reorder_value(v: LayerOutput, index: tf.Tensor) -> LayerOutput:
@@ -132,6 +134,7 @@ class BeamSearchRun(UnitRun):
         self.prepare_frames()
         k = self.k
         names = rec.plan.in_loop
+        batchless = rec.batchless_subs()  # no batch axis, so no beam: the choice's reordering leaves them
         prev0 = {n: self.initial(n, self._prev_template(n)) for n in names if n in rec.plan.prev_used}
         state0 = {n: self.initial_state(n, n_max) for n in names if has_state(rec.layers[n])}
         scores0 = tf.tile(tf.concat([[0.0], tf.fill([k - 1], NEG_INF)], 0)[None], [base_batch, 1])
@@ -211,7 +214,7 @@ class BeamSearchRun(UnitRun):
                     scores, best = tf.math.top_k(tf.reshape(total, [base_batch, k * n_labels]), k)
                 src_beam, label = best // n_labels, best % n_labels
                 index = tf.reshape(src_beam + offsets, [-1])
-                prev, state, new_state = _reorder(prev, index), _reorder(state, index), _reorder(new_state, index)
+                prev, state, new_state = (_reorder(x, index, batchless) for x in (prev, state, new_state))
                 vals = {m: _reorder_value(v, index) for m, v in vals.items()}
                 ended, lens = tf.gather(ended, index), tf.gather(lens, index)
                 ctx.prev_end = ended
@@ -268,7 +271,9 @@ class BeamSearchRun(UnitRun):
         n_out = k if self.keep_beams else 1
         beams = _backtrack(src_ta.stack(), final, n_steps)  # (T, B, K'): their beam at each step
 
-        def resolved(x: tf.Tensor) -> tf.Tensor:  # (T, B, K, ...) -> (T, B * K', ...) along the hypotheses
+        def resolved(x: tf.Tensor, batchless: bool = False) -> tf.Tensor:  # (T, B, K, ...) -> (T, B * K', ...)
+            if batchless:  # frames without batch axis (T, ...): one for all hypotheses
+                return x
             x = tf.gather(x, beams, axis=2, batch_dims=2)
             return tf.reshape(x, tf.concat([tf.shape(x)[:1], [base_batch * n_out], tf.shape(x)[3:]], 0))
 
@@ -276,8 +281,10 @@ class BeamSearchRun(UnitRun):
         if self.seq_len is not None:  # a loop over the source: the source's lengths
             seq_len = self.seq_len if self.keep_beams else tf.reshape(self.seq_len, [base_batch, k])[:, 0]
         sizes = {rec.time_dim: seq_len}
-        logits = {n[len(LOGITS_SUB):]: resolved(outs.pop(n).stack()) for n in list(outs) if n.startswith(LOGITS_SUB)}
-        stacked = {n: frames.stack_steps(resolved(ta.stack()), templates[n], rec.time_dim, with_derived_sizes(
+        logits = {n[len(LOGITS_SUB):]: resolved(outs.pop(n).stack(), templates[n].batch_dim_axis is None)
+                  for n in list(outs) if n.startswith(LOGITS_SUB)}
+        stacked = {n: frames.stack_steps(resolved(ta.stack(), templates[n].batch_dim_axis is None), templates[n],
+                                         rec.time_dim, with_derived_sizes(
                                              {**self._outer_sizes(templates[n], base_batch, k), **sizes}, templates[n]),
                                          logits.get(n))
                    for n, ta in outs.items()}  # (T, B * K', ...) frames of the hypotheses
@@ -331,8 +338,10 @@ def _combined_labels(ids: tf.Tensor, src_rows: tf.Tensor, pruned, beams: List[in
 
 
 def _by_beam(value: LayerOutput, batch: tf.Tensor, k: int) -> tf.Tensor:
-    """A step's batch-first frames (B * K, ...) as (B, K, ...)."""
+    """A step's batch-first frames (B * K, ...) as (B, K, ...); frames without batch axis as they are."""
     x = value.tensor
+    if value.data.batch_dim_axis is None:
+        return x
     if value.data.batch_dim_axis not in (0, None):
         x = tf.transpose(x, [value.data.batch_dim_axis] + [a for a in range(len(x.shape)) if a != value.data.batch_dim_axis])
     return tf.reshape(x, tf.concat([[batch, k], tf.shape(x)[1:]], 0))
