@@ -55,8 +55,8 @@ case("rc_loop_concat_prev_of_initial_output", "rc_loops", {
     "output": {"class": "copy", "from": "loop"}}, extern=X4_DIMS, lens=LENS)
 
 # returnn_common's test_ctc_search: a beam search in a loop over a declared axis (rec_unstack, 'axis' without
-# 'from'): the sequences' lengths end the loop, each hypothesis after its last real frame (the second and third
-# beams of the shorter sequences tell)
+# 'from'): the sequences' lengths end the loop; as any loop without 'end', the step at a sequence's length still
+# chooses, on the frame its layers computed there (the second and third beams of the shorter sequences tell)
 CLS = dim_marker("cls", 3, "feature")
 case("rc_loop_search_over_declared_axis", "rc_loops", {
     "enc": {"class": "linear", "activation": "tanh", "with_bias": True, "out_dim": dim_marker("enc", 5, "feature"),
@@ -68,3 +68,14 @@ case("rc_loop_search_over_declared_axis", "rc_loops", {
                    "input_type": "log_prob", "length_normalization": False},
         "output": {"class": "copy", "from": "choice"}}},
     "output": {"class": "copy", "from": "loop"}}, extern=X4_DIMS, lens={"data": [9, 6, 3]})
+# the same with the padded frames mattering: the step past a shorter sequence's end reorders its beams by the scores
+# computed on the padded frame (read as masked zeros here before, and no step past the end: mutate seed 152)
+case("rc_loop_search_step_past_the_end", "rc_loops", {
+    "enc": {"class": "linear", "activation": "tanh", "out_dim": dim_marker("enc", 5, "feature"), "from": "data"},
+    "loop": {"class": "rec", "from": [], "axis": dim_ref("time"), "unit": {
+        "u": {"class": "rec_unstack", "from": "base:enc", "axis": dim_ref("time")},
+        "lin": {"class": "linear", "activation": "log_softmax", "out_dim": CLS, "from": "u"},
+        "choice": {"class": "choice", "from": "lin", "target": None, "beam_size": 3, "search": True,
+                   "input_type": "log_prob", "length_normalization": False},
+        "output": {"class": "copy", "from": "choice"}}},
+    "output": {"class": "copy", "from": "loop"}}, extern=X4_DIMS, lens={"data": [9, 2, 5]})

@@ -55,7 +55,9 @@ def repeat_batch(value: LayerOutput, k: int) -> LayerOutput:
         return value
     sizes = {d: (tf.repeat(s, k, axis=0) if len(s.shape) == 1 else s) for d, s in value.sizes.items()}
     logits = None if value.logits is None else tf.repeat(value.logits, k, axis=ax)
-    return LayerOutput(tf.repeat(value.tensor, k, axis=ax), value.data, sizes, logits)
+    out = LayerOutput(tf.repeat(value.tensor, k, axis=ax), value.data, sizes, logits)
+    out.computed_padding = value.computed_padding  # a layer's padded frames stay what it computed there
+    return out
 
 
 def tiled(values: Sequence[LayerOutput], beam: Beam) -> List[LayerOutput]:

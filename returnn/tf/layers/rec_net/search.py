@@ -60,7 +60,9 @@ def _reorder_value(v: LayerOutput, index: tf.Tensor) -> LayerOutput:
     if ax is None:
         return v
     logits = None if v.logits is None else tf.gather(v.logits, index, axis=ax)
-    return LayerOutput(tf.gather(v.tensor, index, axis=ax), v.data, v.sizes, logits)
+    out = LayerOutput(tf.gather(v.tensor, index, axis=ax), v.data, v.sizes, logits)
+    out.computed_padding = v.computed_padding
+    return out
 
 
 class BeamSearchRun(UnitRun):
@@ -99,9 +101,6 @@ class BeamSearchRun(UnitRun):
         # a loop over its source without 'end' ends each sequence at the source's length too (RETURNN's seq_lens)
         self.fixed_length = (not rec.n_from and rec.length_key is not None) or (
             (bool(rec.n_from) or getattr(rec, "length_source", None) is not None) and "end" not in rec.unit)
-        # a loop over a declared axis (rec_unstack's, 'axis' without 'from'): RETURNN's hypotheses end after
-        # their last real frame (no step past the end chooses)
-        self.ends_at_last_frame = not rec.n_from and getattr(rec, "length_source", None) is not None
         check_cheating("%s, sub-layer %r" % (rec.desc, self.choice), opts)
         self.sample_scale = float(opts.get("random_sample_scale") or 0.0)  # RETURNN's Gumbel noise (search_scores.py)
         self.cheating = opts.get("cheating") or False  # the reference kept as the beam's last hypothesis
@@ -233,7 +232,7 @@ class BeamSearchRun(UnitRun):
                 scores = add_fed_scores(fed, scores, self.step_value(fed.scores_from, t, prev, vals),
                                         vals[fed.name].tensor, ended, base_batch, k, NEG_INF)
             if self.fixed_length:  # RETURNN: a hypothesis ends after its target's length (its 'end' is not read)
-                end = t >= self.seq_len - (1 if self.include_eos or self.ends_at_last_frame else 0)
+                end = t >= self.seq_len - (1 if self.include_eos else 0)
             else:
                 end = tf.cast(vals["end"].tensor, tf.bool) if "end" in vals else tf.zeros_like(ended)
             end = tf.reshape(end, [-1])
