@@ -10,6 +10,8 @@ tests/returnn_goldens/make_goldens.py) builds and runs each with fixed parameter
 - ``LAX``       RETURNN refuses it, this engine builds it (a missing build-time check, or RETURNN's bug)
 - ``CRASH``     this engine fails with a traceback-worthy error (not one of its one-line errors)
 - ``BOTH-FAIL`` neither builds it (fine)
+- ``RBUG``      RETURNN fails by a bug of its own this engine does not copy (named in the detail; search kind:
+                returnn_fuzz_search.RETURNN_BUG), this engine builds it
 
 Usage::
 

@@ -132,6 +132,8 @@ def draw(seed: int, index: int) -> Dict[str, Any]:
         choice[rng.choice(["prob_scale", "base_beam_score_scale"])] = rng.choice([0.5, 2.0])
     if teacher:
         choice["search"] = False
+        if rng.random() < 0.5:  # RETURNN builds a teacher-forced search only so (see RETURNN_BUG)
+            choice["add_to_beam_scores"] = False
     unit["output"] = choice
     if time_sync:
         network["output"] = {"class": "rec", "from": "enc", "target": "classes", "unit": unit}
@@ -150,7 +152,7 @@ def draw(seed: int, index: int) -> Dict[str, Any]:
     family = "search[%s%s%s%s%s,beam%i%s]" % (
         "timesync:" if time_sync else "", state_kind, "+att" if with_att else "",
         "+" + readout[-1] if readout[-1].startswith("hist") else "", "+logp" if log_prob else "",
-        choice["beam_size"], ",teacher" if teacher else "")
+        choice["beam_size"], (",teacher" + ("-noscores" if "add_to_beam_scores" in choice else "")) if teacher else "")
     return dict(name="fuzzsearch_%i_%i" % (seed, index), family=family, network=network, extern=extern,
                 config={}, output="decision", lens={"data": lens, "classes": rng.choice(LENS)}, search=True,
                 notes="returnn_fuzz --kind search seed %i index %i" % (seed, index))
@@ -217,14 +219,38 @@ def _ours_builds(c: Dict[str, Any]) -> None:
         _run(net, c["output"], batch)
 
 
+RETURNN_BUG = ("RETURNN's template of a choice with search False in a search net, where no other choice searches, "
+               "has a beam of beam_size (add_to_beam_scores defaults to True there) that its output lacks: "
+               "SearchChoices asserts 'without beam' (beam_size > 1; the error shown is then LayerNotFound of its "
+               "target, a stray template its reconstruction loop meets) or copy_as_prev_time_frame asserts a beam "
+               "(beam_size 1); the layer itself adds scores only where its sources have a beam. Built here as "
+               "teacher forcing (as RETURNN with add_to_beam_scores False)")
+
+
+def returnn_bug(c: Dict[str, Any]) -> Optional[str]:
+    """RETURNN_BUG where case ``c``'s rec unit meets it (a choice with ``search: False`` whose
+    ``add_to_beam_scores`` is not False, no searching choice beside it), else None."""
+    for layer in c["network"].values():
+        unit = layer.get("unit") if layer.get("class") == "rec" else None
+        if not isinstance(unit, dict):
+            continue
+        choices = [o for o in unit.values() if isinstance(o, dict) and o.get("class") == "choice"]
+        if choices and all(o.get("search") is False for o in choices) and any(
+                o.get("add_to_beam_scores") is not False for o in choices):
+            return RETURNN_BUG
+    return None
+
+
 def verdict(c: Dict[str, Any], out_dir: str, returnn_error: Optional[str]) -> Tuple[str, str]:
-    """(verdict, detail) of one search case (see returnn_fuzz's doc)."""
+    """(verdict, detail) of one search case (see returnn_fuzz's doc; RBUG: RETURNN fails by
+    :data:`RETURNN_BUG`, this engine builds and searches it)."""
     from returnn.tf.returnn_params import returnn_param_shapes, set_returnn_param_values
     from test_returnn_goldens import case_config, load_case
     try:
         if returnn_error is not None:
             _ours_builds(c)
-            return "LAX", "RETURNN: " + returnn_error
+            bug = returnn_bug(c)
+            return ("RBUG", bug + " | RETURNN: " + returnn_error) if bug else ("LAX", "RETURNN: " + returnn_error)
         meta, arrays = load_case(os.path.join(out_dir, c["name"] + ".npz"))
         with case_config(meta):
             net = _build(meta)

@@ -11,6 +11,12 @@ here with RETURNN's parameters and inputs; labels, lengths and score must match 
   zeros.
 - ``fuzzsearch_batchless_36_67`` (beam 4, attention): draw 36/67 with a batch-less counter (``prev:i`` plus a
   constant) among the scores' inputs: no batch axis, so no beam; the reordering of the hypotheses leaves it.
+- ``fuzzsearch_37_87`` (a teacher-forced choice, ``search: False``, with ``add_to_beam_scores: False``): the
+  loop runs over the given classes; ``fuzzsearch_fed_choice_no_scores``: draw 36/67 with a second choice fed
+  the classes that way beside the searching one: its scores' layer is not built (RETURNN drops its ``from``),
+  nothing is added to the hypotheses, and the search runs as long as the classes (RETURNN reads them with the
+  beam, which gives its loop, over its target's time dim, those lengths; 'end' does not end it). The option
+  was unknown here; without it RETURNN fails on such nets (returnn_fuzz_search.RETURNN_BUG).
 """
 import os
 import sys
@@ -34,3 +40,13 @@ def test_search_as_returnn(path):
 
 def test_search_goldens_present():
     assert FILES, "expected search goldens in %s" % GOLDEN_DIR
+
+
+def test_teacher_forced_search_classified_as_returnn_bug():
+    """A choice with search False and add_to_beam_scores not False, no other choice searching: RETURNN's
+    template asserts a beam (returnn_fuzz_search.RETURNN_BUG); with add_to_beam_scores False it builds."""
+    teacher = returnn_fuzz_search.draw(37, 30)
+    assert teacher["network"]["output"]["unit"]["output"]["search"] is False
+    assert returnn_fuzz_search.returnn_bug(teacher) == returnn_fuzz_search.RETURNN_BUG
+    assert returnn_fuzz_search.returnn_bug(returnn_fuzz_search.draw(37, 87)) is None  # add_to_beam_scores False
+    assert returnn_fuzz_search.returnn_bug(returnn_fuzz_search.draw(37, 0)) is None  # a searching choice

@@ -60,17 +60,28 @@ EVAL_NET: contextvars.ContextVar = contextvars.ContextVar("eval_net", default=Tr
 
 
 def search_length_key(opts: Mapping[str, Any]) -> Optional[str]:
-    """The data key whose lengths a searching rec layer outside the search task takes as its own
-    (RETURNN: the rec layer's undefined time dim is its ``size_target``'s, else in a training network
-    its ``target``'s; the search then runs that many steps, ``end`` does not end it); None otherwise."""
+    """The data key whose lengths a searching rec layer takes as its own (RETURNN: the rec layer's undefined
+    time dim is its ``size_target``'s, else in a training network its ``target``'s; the search then runs that
+    many steps, ``end`` does not end it). In the search task: its ``target``'s where a choice of its unit that
+    does not search is fed that target (RETURNN reads it with the beam, which gives the rec layer's time dim,
+    its target's, sizes in the search); None otherwise."""
+    target = opts.get("target")
+    target = target[0] if isinstance(target, (list, tuple)) and target else target
     if SEARCH_TASK.get():
-        return None
+        return target if isinstance(target, str) and _fed_in_search(opts.get("unit"), target) else None
     size_target = opts.get("size_target")
     if isinstance(size_target, str):
         return size_target
-    target = opts.get("target")
-    target = target[0] if isinstance(target, (list, tuple)) and target else target
     return target if TRAIN_NET.get() and isinstance(target, str) else None
+
+
+def _fed_in_search(unit: Any, key: str) -> bool:
+    """Whether a choice of ``unit`` (a rec layer's dict) with ``search: False`` is fed the data ``key``."""
+    from returnn.tf.layers.rec_net.deps import fed_target
+    if not isinstance(unit, Mapping):
+        return False
+    return any(isinstance(o, Mapping) and fed_target(o, True) and key in from_entries(o.get("target"))
+               for o in unit.values())
 
 
 def without_search_only(net_dict: Dict[str, Any], search: bool, eval_flag: bool = True,

@@ -51,6 +51,10 @@ class ChoiceLayer(Layer):
                                "search_train_network_layers); True: also in training (the rec layer then searches "
                                "and gives all hypotheses); False: never (its value is its target, in search its "
                                "score of the target label is added to the hypotheses' scores)"),
+        Option("add_to_beam_scores", None, "a choice that does not search (search False) where another one does: "
+                                           "its score of its target label is added to the hypotheses' scores (None: "
+                                           "where the network searches; False: not, and its 'from' is not built)",
+               only=(None, True, False)),
         Option("cheating", False, "search: the reference label kept as the beam's last hypothesis (True; 'exclusive': "
                                   "not also among the others); outside search the reference is fed anyway, so it "
                                   "changes nothing (as in RETURNN); rec_net/search_scores.py",

@@ -345,16 +345,20 @@ def read_by(plan: UnitPlan, name: str) -> List[str]:
     return [n for n in plan.deps if n in found]
 
 
-def needed_unit(unit: Mapping[str, Any], rec_name: str, search: bool = False, extra_roots: Sequence[str] = ()
-                ) -> Dict[str, Any]:
+def needed_unit(unit: Mapping[str, Any], rec_name: str, search: bool = False, extra_roots: Sequence[str] = (),
+                net_search: Optional[bool] = None) -> Dict[str, Any]:
     """The sub-layers of ``unit`` RETURNN builds (:func:`returnn.tf.net_dict.needed_layers`:
     ``output``, layers with a loss or ``is_output_layer``, ``end`` in search, and what they read,
-    ``prev:`` and ``initial_output`` included; a choice with a target reads only its target outside
-    search), in the unit's order."""
+    ``prev:`` and ``initial_output`` included; a choice with a target that does not search reads only its
+    target unless it adds its scores to the beam: :func:`choice_reads_scores`), in the unit's order.
+    ``search``: whether the loop searches; ``net_search``: the network's flag (default ``search``)."""
+    net_search = search if net_search is None else net_search
+
     def refs_of(name: str) -> List[str]:
         layer = unit[name]
-        # a choice fed its target: RETURNN builds what its 'from' names only in search (it adds their scores)
-        teacher_forced = isinstance(layer, Mapping) and not search and fed_target(layer, search)
+        # a choice fed its target: RETURNN builds what its 'from' names only where it adds their scores
+        teacher_forced = isinstance(layer, Mapping) and is_target_choice(layer) and \
+            not choice_reads_scores(layer, net_search)
         refs = layer_refs(name, layer, rec_name) if isinstance(layer, Mapping) and not teacher_forced else []
         init = initial_refs(unit[name]) if isinstance(unit[name], Mapping) else []
         return [r.name for r in refs + init + loss_target_refs(layer) if r.kind in ("self", "prev")]
@@ -392,3 +396,17 @@ def samples_in_training(opts: Mapping[str, Any], searching: bool) -> bool:
 def choice_searches(opts: Mapping[str, Any], net_search: bool) -> bool:
     """Whether a choice searches: its ``search`` option, else the network's flag (RETURNN's rule)."""
     return bool(net_search if opts.get("search") is None else opts.get("search"))
+
+
+def choice_adds_scores(opts: Mapping[str, Any], net_search: bool) -> bool:
+    """RETURNN's ``add_to_beam_scores`` of a choice: the option, else whether it searches or the network does."""
+    adds = opts.get("add_to_beam_scores")
+    return bool(choice_searches(opts, net_search) or net_search) if adds is None else bool(adds)
+
+
+def choice_reads_scores(opts: Mapping[str, Any], net_search: bool) -> bool:
+    """Whether a choice reads its ``from`` (RETURNN's ``ChoiceLayer.transform_config_dict`` drops it otherwise):
+    where it searches, adds its scores to the beam (:func:`choice_adds_scores`) or samples from them
+    (``scheduled_sampling``)."""
+    return choice_searches(opts, net_search) or choice_adds_scores(opts, net_search) or \
+        bool(opts.get("scheduled_sampling"))

@@ -5,7 +5,9 @@
   score of the target label to every hypothesis (RETURNN's ``add_to_beam_scores``: the
   hypotheses' scores times its ``base_beam_score_scale``, plus the target's log-probability times
   its ``prob_scale``; a hypothesis that ended adds 0 for label 0). RETURNN asserts that such a
-  choice has no ``length_normalization``, ``random_sample_scale`` or ``custom_score_combine``.
+  choice has no ``length_normalization``, ``random_sample_scale`` or ``custom_score_combine``. With
+  ``add_to_beam_scores`` False it adds nothing (and its ``from`` is not built); True: also where only
+  the loop searches (a choice with ``search: True`` in a training network).
 - ``random_sample_scale`` (s > 0): Gumbel noise ``s * -log(-log(u))``, ``u`` uniform in [0, 1) per
   candidate, is added to the combined scores before top-k (sampling; with ``base_beam_score_scale``
   0 and beam 1 a sample of the label distribution). It stays in the hypotheses' scores, as in RETURNN.
@@ -25,7 +27,7 @@ import tensorflow as tf
 
 from returnn.errors import NetworkError
 from returnn.tf.layers.output import LayerOutput
-from returnn.tf.layers.rec_net.deps import Ref, fed_target
+from returnn.tf.layers.rec_net.deps import Ref, choice_adds_scores, fed_target
 
 
 @dataclass
@@ -41,14 +43,13 @@ class FedChoice:
 
 def fed_choices(rec, choice: str) -> List[FedChoice]:
     """The choices of ``rec``'s loop that are their target and add their scores (in a network built for
-    search only, RETURNN's default of ``add_to_beam_scores``)."""
+    search, RETURNN's default of its ``add_to_beam_scores``, else where that option is True)."""
     from returnn.tf.network import layer_sources
-    if not getattr(rec, "net_search", False):
-        return []
     out = []
     for n in rec.plan.in_loop:
         opts = rec.unit[n]
-        if n == choice or not isinstance(opts, Mapping) or not fed_target(opts, True):
+        if n == choice or not isinstance(opts, Mapping) or not fed_target(opts, True) or \
+                not choice_adds_scores(opts, bool(getattr(rec, "net_search", False))):
             continue
         where = "%s, sub-layer %r" % (rec.desc, n)
         for key, default in (("length_normalization", True), ("random_sample_scale", 0.0),

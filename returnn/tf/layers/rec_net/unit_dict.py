@@ -34,7 +34,8 @@ def unit_layers(unit: Mapping[str, Any], rec_name: str, search: bool = False, ex
     layers of their own (:data:`SUB_OUTPUT_CLASS`), and only what RETURNN builds (:func:`deps.needed_unit`;
     ``extra_roots``: also these, e.g. ``end`` of a loop that it ends)."""
     flat = without_search_only(expand_subnetworks(dict(unit), in_rec_unit=True), search, in_rec_unit=True)
-    return needed_unit(with_sub_output_layers(flat, rec_name), rec_name, loop_searches(flat, search), extra_roots)
+    return needed_unit(with_sub_output_layers(flat, rec_name), rec_name, loop_searches(flat, search), extra_roots,
+                       net_search=search)
 
 
 def loop_searches(unit: Mapping[str, Any], net_search: bool) -> bool:
