@@ -84,6 +84,9 @@ def test_replaced_time_axis_by_a_static_dim_is_no_time_axis():
     # RETURNN's length of the batch axis is its int32 batch size whatever the dtype (its Tensor check raises)
     ({"output": {"class": "length", "from": "data", "axis": "B", "dtype": "float32"}},
      "'output' \\(length\\): dtype 'float32' of the batch axis' length is refused"),
+    # RETURNN declares its window of window_size the same as window_dim: their sizes must agree (mutate seed 159)
+    ({"output": {"class": "window", "window_size": 2, "window_dim": Dim(3, description="win"), "from": "data"}},
+     "'output' \\(window\\): window_size 2 contradicts window_dim"),
 ])
 def test_returnn_refuses_at_build(net, match):
     with pytest.raises(NetworkError, match=match):

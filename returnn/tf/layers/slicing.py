@@ -279,6 +279,10 @@ class WindowLayer(_ShapeLayer):
         data = self.input
         wdim = self.opt("window_dim")
         size = wdim.dimension if isinstance(wdim, Dim) else positive_int(self.desc, "window_size", self.opt("window_size"))
+        if isinstance(wdim, Dim) and self.opt("window_size") and self.opt("window_size") != wdim.dimension:
+            raise NetworkError("%s: window_size %r contradicts window_dim %r (RETURNN declares its window of window_size "
+                               "the same as window_dim and asserts their sizes agree)" % (
+                                   self.desc, self.opt("window_size"), wdim))
         self.size = size
         self.stride = positive_int(self.desc, "stride", self.opt("stride"))
         self.padding = one_of(self.desc, "padding", str(self.opt("padding")).lower(), ("same", "valid"))
