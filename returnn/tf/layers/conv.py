@@ -207,9 +207,8 @@ class PoolLayer(Layer):
                                    "axis (max: -inf, avg: zeros, counted)"),
         Option("mode", "max", "'max' or 'avg'"),
         Option("pool_size", None, "window size per spatial axis, e.g. [2] or [1, 2]"),
-        Option("use_time_mask", False, "True: padded input frames are left out (max: -inf), as RETURNN masks them "
-                                        "(avg over a dynamic axis: refused, RETURNN fails); False: they take part "
-                                        "as zeros (module docstring)"),
+        Option("use_time_mask", False, "True: padded input frames are left out (max: -inf, avg: 0 counted), "
+                                        "as RETURNN masks them; False: they take part as zeros (module docstring)"),
     )
 
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
@@ -230,10 +229,6 @@ class PoolLayer(Layer):
         if self.plan.padding == "same" and max(w.dilation for w in self.plan.windows) > 1 and not identity:
             raise NetworkError("%s: padding 'same' together with dilation_rate > 1 is not supported (RETURNN's tf.nn.pool "
                                "refuses it; use 'same_static' or explicit padding)" % self.desc)
-        if self.mode == "avg" and self.opt("use_time_mask") and any(
-                self.plan.data.dims[a].is_dynamic() for a in self.plan.spatial_axes):
-            raise NetworkError("%s: use_time_mask with mode 'avg' over a dynamic axis is refused (RETURNN masks with "
-                               "the int 0 there: a TypeError in its tf.where)" % self.desc)
         self.output = self.plan.output_data(name, self.plan.data.feature_dim)
         self.check_n_out(self.output.dim)
 
