@@ -75,7 +75,7 @@ def layer_classes() -> List[Type[Layer]]:
     """Every layer class: registered ones (aliases included), class_selector targets (the rec
     sub-network, the rec step cell, eval for combine) and any other subclass of Layer."""
     from returnn.tf.layers.rec_net.layer import RecSubnetLayer  # noqa: F401  (class_selector target)
-    from returnn.tf.layers.rnn_cell import RecStepLayer  # noqa: F401  (rec in a loop)
+    from returnn.tf.layers.rec_step import RecStepLayer  # noqa: F401  (rec in a loop)
     classes = set(LAYER_CLASSES.values()) | set(_subclasses(Layer))
     return sorted((c for c in classes if c.__module__.startswith("returnn.")), key=lambda c: (c.__module__, c.__name__))
 

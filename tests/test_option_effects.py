@@ -116,7 +116,7 @@ def np_gru(x, n, layer):
 
 @pytest.mark.parametrize("direction", [1, -1])
 def test_rec_gru_unit_over_sequences_both_directions(direction):
-    from returnn.tf.layers.rnn_cell import RecStepLayer
+    from returnn.tf.layers.rec_step import RecStepLayer
     data, val, x = btf(3, LENS)
     layer = make("rec", {"unit": "gru", "n_out": 4, "direction": direction}, [data])
     assert isinstance(layer, RecStepLayer) and [p.name for p in layer.returnn_params()] == [

@@ -26,7 +26,7 @@ with unknown T). Padded frames (t >= seq_len) never influence real frames; their
 ``direction: -1`` runs over each sequence reversed within its own length.
 
 Other cell units (``gru``, ``basicrnn``, ``zoneoutlstm``, ...: RETURNN runs TensorFlow's cells) and
-LSTM units inside a rec loop run as :class:`returnn.tf.layers.rnn_cell.RecStepLayer`; a dict unit is a
+LSTM units inside a rec loop run as :class:`returnn.tf.layers.rec_step.RecStepLayer`; a dict unit is a
 sub-network (:class:`returnn.tf.layers.rec_net.layer.RecSubnetLayer`).
 """
 from __future__ import annotations
@@ -47,10 +47,11 @@ from returnn.tf.layers.params import Param, same
 from returnn.tf.layers.rec_params import check_native_unit_opts, check_state_cell_unit_opts, unit_params
 from returnn.tf.layers.rec_state import (LSTM_KEYS, SINGLE_KEYS, InitialState, check_state_layers,
                                          explicit_state_refs, is_zero, state_layer_refs)
-from returnn.tf.layers.rnn_cell import (
-    INPUT_PROJECTION, LOOP_AXIS, SUBNET_ONLY_OPTIONS, cell_clip_opt, check_input_projection, check_loop_axis,
-    check_unrolled_length, is_step_template, unrolled_max_len,
+from returnn.tf.layers.rec_step import (
+    INPUT_PROJECTION, LOOP_AXIS, SUBNET_ONLY_OPTIONS, check_input_projection, check_loop_axis, check_unrolled_length,
+    unrolled_max_len,
 )
+from returnn.tf.layers.rnn_cell import cell_clip_opt, is_step_template
 from returnn.tf.lstm_kernels import final_state_fn, get_kernel, lstm_sequence
 
 # unit name -> default forget bias (RETURNN's: native kernels 0, TensorFlow's LSTM cells 1)
@@ -115,13 +116,13 @@ class RecLayer(Layer):
     def class_selector(opts: Mapping[str, Any]):
         """A dict ``unit`` is a sub-network: :class:`returnn.tf.layers.rec_net.layer.RecSubnetLayer`; a
         cell unit that is no LSTM here (``gru``, ``basicrnn``, ...) runs as that cell:
-        :class:`returnn.tf.layers.rnn_cell.RecStepLayer`."""
+        :class:`returnn.tf.layers.rec_step.RecStepLayer`."""
         unit = opts.get("unit", "lstm")
         if isinstance(unit, Mapping):
             from returnn.tf.layers.rec_net.layer import RecSubnetLayer
             return RecSubnetLayer
         if isinstance(unit, str) and unit.lower() not in LSTM_UNITS:
-            from returnn.tf.layers.rnn_cell import RecStepLayer, rec_cell_units
+            from returnn.tf.layers.rec_step import RecStepLayer, rec_cell_units
             if unit.lower() in rec_cell_units():
                 return RecStepLayer
         return None
@@ -133,7 +134,7 @@ class RecLayer(Layer):
             if isinstance(unit, str) and unit.lower() in UNITS_NOT_HERE:
                 raise NetworkError("%s: unit %r is not available here: %s" % (self.desc, unit,
                                                                                UNITS_NOT_HERE[unit.lower()]))
-            from returnn.tf.layers.rnn_cell import rec_cell_units
+            from returnn.tf.layers.rec_step import rec_cell_units
             raise NetworkError("%s: unknown unit %r (known: %s)" % (self.desc, unit,
                                                                     known_list(set(LSTM_UNITS) | set(rec_cell_units()))))
         self.unit = unit.lower()

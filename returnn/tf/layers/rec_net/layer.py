@@ -37,7 +37,8 @@ from returnn.tf.layers.rec_net.deps import (
     initial_refs, layer_refs, read_by, with_readers,
 )
 from returnn.tf.layers.rec_net.sparse_initial import check_sparse_initial_outputs
-from returnn.tf.layers.rnn_cell import building_loop_step, cell_class_for
+from returnn.tf.layers.rec_step import cell_class_for
+from returnn.tf.layers.rnn_cell import building_loop_step
 from returnn.tf.layers.rec_net.checks import check_loop_axis_dynamic, check_output_per_step_time
 from returnn.tf.net_dict import FROM_DEFAULT, TRAIN_NET, has_axis_pairs, search_length_key
 from returnn.tf.net_sources import check_from_given
