@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import types
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
@@ -29,69 +29,12 @@ from returnn.tf.extra_nets import (EXTRA_OF, ParamsByScope, expand_extra_nets, s
 from returnn.tf.layers.params import is_own_name_scope, layer_scope
 from returnn.tf.net_dict import EVAL_NET, EXTRA_NET_OPTIONS, SEARCH, SEARCH_TASK, TRAIN_NET
 from returnn.tf.layers.rec_net import layer_targets
-from returnn.tf.target_names import check_size_target_keys, check_target_keys, layer_named_targets, \
-    reads_size_target
+from returnn.tf.target_names import build_with_n_out, check_size_target_keys, check_target_keys, infer_target, \
+    layer_named_targets, layer_target_keys, reads_size_target
 from returnn.tf.net_sources import base_layer_name, check_from_given, check_initial_output_refs, layer_sources, \
     parse_source, topological_order  # noqa: F401
 from returnn.tf.preload import load_on_init_entries
 from returnn.tf.subnetwork import expand_subnetworks, map_layer_refs
-
-
-def _targets(opts: Mapping[str, Any], default_target: str) -> List[str]:
-    """Target keys a layer (and the sub-layers of a rec unit) name."""
-    out = [opts.get("target") or (default_target if opts.get("loss") else None)]
-    unit = opts.get("unit")
-    if isinstance(unit, Mapping):
-        out += [_targets(sub, default_target) for sub in unit.values() if isinstance(sub, Mapping)]
-    flat: List[str] = []
-    for t in out:
-        flat += t if isinstance(t, list) else [t]
-    return [t for t in flat if isinstance(t, str)]
-
-
-def infer_target(opts: Mapping[str, Any], default_target: str, name: str = "?") -> Optional[str]:
-    """The target a layer's output dim is inferred from (RETURNN): its ``target`` (the first of a
-    list), else the default target when its loss needs one; None otherwise."""
-    target = opts.get("target")
-    if isinstance(target, (list, tuple)):
-        target = target[0] if target else None
-    if target:
-        return target if isinstance(target, str) else None
-    loss = opts.get("loss")
-    if isinstance(loss, str) and loss:
-        cls = get_loss_class(loss, name)  # an unknown loss: one line naming it (before n_out is missed)
-        return default_target if cls.need_target else None
-    return None
-
-
-# classes whose output dim RETURNN does not assert against the n_out a target gives (build_with_n_out): they
-# take n_out for themselves (merge_dims, get_last_hidden_state, rec), refuse another size themselves (choice),
-# relabel the copy's dim (CopyLayer's get_out_data_from_opts: batch_norm, cast, copy, dropout, scaled_grad) or
-# give a dummy (framewise_statistics: outputs 0 here, docs/compat.md; RETURNN's asserts, its dim being None)
-_TARGET_N_OUT_UNCHECKED = frozenset({"merge_dims", "get_last_hidden_state", "rec", "choice", "batch_norm", "cast",
-                                     "copy", "dropout", "scaled_grad", "framewise_statistics"})
-
-
-def build_with_n_out(build: Callable[[Dict[str, Any]], Layer], opts: Dict[str, Any],
-                     fallback: Optional[Dict[str, Any]]) -> Layer:
-    """``build(opts)``; when that fails for want of ``n_out`` and the target gives one
-    (``fallback``, see ``TFNetwork._infer_n_out``), ``build`` with it."""
-    if not fallback:
-        return build(opts)
-    try:
-        layer = build(opts)
-    except NetworkError as exc:
-        if "needs 'n_out'" not in str(exc) and "needs n_out" not in str(exc):
-            raise
-        return build(dict(opts, **fallback))
-    # RETURNN passes the target's dim as n_out to every layer class but linear/softmax, and its LayerBase
-    # asserts the output's dim equals it; not checked here: what keeps n_out for itself, what refuses another
-    # size itself, and what RETURNN's CopyLayer family relabels (the values stay those of the copy)
-    if opts.get("class") not in _TARGET_N_OUT_UNCHECKED and layer.output.dim != fallback["n_out"]:
-        raise NetworkError("%s: its target's dim %r (RETURNN's n_out from the target) does not match the output dim "
-                           "%r (RETURNN asserts): set n_out or out_dim" % (layer.desc, fallback["n_out"],
-                                                                          layer.output.dim))
-    return layer
 
 
 def extern_value(data: Data, tensor: tf.Tensor, sizes: Mapping[int, tf.Tensor]) -> LayerOutput:
@@ -172,7 +115,7 @@ class TFNetwork(tf.Module):
             opts["register_as_extern_data"]: name for name, opts in net_dict.items()
             if isinstance(opts.get("register_as_extern_data"), str)}
         for opts in net_dict.values():  # RETURNN's "target": "layer:NAME": the output of layer NAME
-            for t in _targets(opts, default_target):
+            for t in layer_target_keys(opts, default_target):
                 if t.startswith("layer:") and t[len("layer:"):] in net_dict:
                     self.data_layers[t] = t[len("layer:"):]
         check_target_keys(net_dict, list(extern) + list(self.data_layers), search)
@@ -191,7 +134,7 @@ class TFNetwork(tf.Module):
             name: [opts["extra_deps"]] if isinstance(opts["extra_deps"], str) else list(opts["extra_deps"])
             for name, opts in net_dict.items() if opts.get("extra_deps")}
         for name, opts in net_dict.items():  # a registered target key: that layer's template is built first
-            deps[name] += [self.data_layers[t] for t in _targets(opts, default_target) if t in self.data_layers]
+            deps[name] += [self.data_layers[t] for t in layer_target_keys(opts, default_target) if t in self.data_layers]
             deps[name] += self.extra_deps.get(name, [])
             for ref in reuse.referenced_layers(opts.get("reuse_params")):  # layers whose parameters it shares
                 if base_layer_name(ref, net_dict) in net_dict:  # (RETURNN: an unknown one fails when a parameter

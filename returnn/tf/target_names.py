@@ -6,10 +6,13 @@ same rec unit) means that layer's output, as ``"layer:lin"`` does, and a layer o
 over a data key of the same name. Outside search, the data key must then exist (RETURNN raises
 DataNotFound), also on layers without a loss; older RETURNN ignored the target of a layer without a
 loss, so configs without a ``behavior_version`` keep that (docs/compat.md, "Old config forms").
+
+Also the target keys a layer names (:func:`layer_target_keys`) and the target its output dim is inferred from
+(:func:`infer_target`, :func:`build_with_n_out`: RETURNN's ``n_out`` from the target).
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Iterable, Mapping
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional
 
 from returnn.errors import NetworkError
 
@@ -99,3 +102,61 @@ def _with_unit_layers(net_dict: Mapping[str, Any], unit_layers: Any, search: boo
         if isinstance(unit, Mapping) and "output" in unit:
             for sub, sub_opts in unit_layers(unit, name, search).items():
                 yield "%s/%s" % (name, sub), sub_opts
+
+
+def layer_target_keys(opts: Mapping[str, Any], default_target: str) -> List[str]:
+    """Target keys a layer (and the sub-layers of a rec unit) name."""
+    out = [opts.get("target") or (default_target if opts.get("loss") else None)]
+    unit = opts.get("unit")
+    if isinstance(unit, Mapping):
+        out += [layer_target_keys(sub, default_target) for sub in unit.values() if isinstance(sub, Mapping)]
+    flat: List[str] = []
+    for t in out:
+        flat += t if isinstance(t, list) else [t]
+    return [t for t in flat if isinstance(t, str)]
+
+
+def infer_target(opts: Mapping[str, Any], default_target: str, name: str = "?") -> Optional[str]:
+    """The target a layer's output dim is inferred from (RETURNN): its ``target`` (the first of a
+    list), else the default target when its loss needs one; None otherwise."""
+    target = opts.get("target")
+    if isinstance(target, (list, tuple)):
+        target = target[0] if target else None
+    if target:
+        return target if isinstance(target, str) else None
+    loss = opts.get("loss")
+    if isinstance(loss, str) and loss:
+        from returnn.tf.losses import get_loss_class  # (the losses import the layers, which import this module)
+        cls = get_loss_class(loss, name)  # an unknown loss: one line naming it (before n_out is missed)
+        return default_target if cls.need_target else None
+    return None
+
+
+# classes whose output dim RETURNN does not assert against the n_out a target gives (build_with_n_out): they
+# take n_out for themselves (merge_dims, get_last_hidden_state, rec), refuse another size themselves (choice),
+# relabel the copy's dim (CopyLayer's get_out_data_from_opts: batch_norm, cast, copy, dropout, scaled_grad) or
+# give a dummy (framewise_statistics: outputs 0 here, docs/compat.md; RETURNN's asserts, its dim being None)
+_TARGET_N_OUT_UNCHECKED = frozenset({"merge_dims", "get_last_hidden_state", "rec", "choice", "batch_norm", "cast",
+                                     "copy", "dropout", "scaled_grad", "framewise_statistics"})
+
+
+def build_with_n_out(build: Callable[[Dict[str, Any]], "Layer"], opts: Dict[str, Any],
+                     fallback: Optional[Dict[str, Any]]) -> "Layer":  # noqa: F821
+    """``build(opts)``; when that fails for want of ``n_out`` and the target gives one
+    (``fallback``, see ``TFNetwork._infer_n_out``), ``build`` with it."""
+    if not fallback:
+        return build(opts)
+    try:
+        layer = build(opts)
+    except NetworkError as exc:
+        if "needs 'n_out'" not in str(exc) and "needs n_out" not in str(exc):
+            raise
+        return build(dict(opts, **fallback))
+    # RETURNN passes the target's dim as n_out to every layer class but linear/softmax, and its LayerBase
+    # asserts the output's dim equals it; not checked here: what keeps n_out for itself, what refuses another
+    # size itself, and what RETURNN's CopyLayer family relabels (the values stay those of the copy)
+    if opts.get("class") not in _TARGET_N_OUT_UNCHECKED and layer.output.dim != fallback["n_out"]:
+        raise NetworkError("%s: its target's dim %r (RETURNN's n_out from the target) does not match the output dim "
+                           "%r (RETURNN asserts): set n_out or out_dim" % (layer.desc, fallback["n_out"],
+                                                                          layer.output.dim))
+    return layer

@@ -41,6 +41,7 @@ from returnn.tf.layers.rec_step import cell_class_for
 from returnn.tf.layers.rnn_cell import building_loop_step
 from returnn.tf.layers.rec_net.checks import check_loop_axis_dynamic, check_output_per_step_time
 from returnn.tf.net_dict import FROM_DEFAULT, TRAIN_NET, has_axis_pairs, search_length_key
+from returnn.tf.target_names import build_with_n_out
 from returnn.tf.net_sources import check_from_given
 from returnn.tf.subnetwork import MASKED_BY
 from returnn.tf.layers.rec_net.unit_dict import (  # noqa: F401  (unit_layers, rec_targets: read from here too)
@@ -474,7 +475,6 @@ class RecSubnetLayer(AssumedTemplates, Layer):
         if not layer_targets.n_out_from_unit_target(layer_opts, self.layers, opts["class"]) and \
                 self._infer_n_out is not None:
             n_out_fallback = self._infer_n_out(sub, layer_opts)
-        from returnn.tf.network import build_with_n_out
         full_name = "%s/%s" % (self.layer_name, sub)
         if opts["class"] == SUB_OUTPUT_CLASS:  # X/sub: X's sub-output (X is built: it is its only source)
             layer_opts = {"sub": opts["sub"], "parent": self.layers[opts["from"]]}
