@@ -202,13 +202,22 @@ def test_combine_kinds(kind, fn):
 
 
 def test_length_as_sparse_labels_over_the_axis():
-    """length with sparse: a static axis' length is a class index over the axis; a dynamic axis' sizes
-    are RETURNN's size data itself, int32 and dense whatever sparse/dtype say (RETURNN's transducer
-    configs compare step indices with it)."""
+    """length with sparse: the lengths are class indices over the measured axis (RETURNN's
+    transducer configs compare step indices with it); with a behavior_version a dynamic axis' sizes
+    are today's RETURNN's size data itself, int32 and dense whatever sparse/dtype say."""
     data = Data("x", shape=(None, 3))
-    layer = make("length", {"sparse": True, "dtype": "float32"}, [data])
-    assert not layer.output.sparse and layer.output.dtype == "int32"
-    static = make("length", {"sparse": True, "axis": "F"}, [data])
+    layer = make("length", {"sparse": True}, [data])
+    assert layer.output.sparse and layer.output.sparse_dim == data.time_dim
+    assert make("length", {"dtype": "float32"}, [data]).output.dtype == "float32"  # RETURNN of 2019
+    from returnn.config import Config, get_global_config, set_global_config
+    old = get_global_config(raise_exception=False)
+    set_global_config(Config({"behavior_version": 12}))
+    try:
+        today = make("length", {"sparse": True, "dtype": "float32"}, [data])
+        static = make("length", {"sparse": True, "axis": "F"}, [data])
+    finally:
+        set_global_config(old)
+    assert not today.output.sparse and today.output.dtype == "int32"
     assert static.output.sparse and static.output.sparse_dim == data.feature_dim_or_sparse_dim
     out = run(layer, [LayerOutput(tf.zeros([2, 5, 3]), data, {data.time_dim: tf.constant([5, 2])})])
     assert out.tensor.numpy().tolist() == [5, 2]

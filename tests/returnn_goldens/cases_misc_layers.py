@@ -261,11 +261,12 @@ case("combine_sparse_and_dense_ints", "combine", {
     "r": {"class": "range_in_axis", "axis": "T", "from": "data"},
     "output": {"class": "combine", "kind": "sub", "from": ["r", "len"], "allow_broadcast_all_sources": True}},
     extern={"data": {"dim": 3}})
-# a dynamic axis' length is RETURNN's size data itself: int32 whatever dtype says, so it combines with int32 positions
-# (refused here before as sources of different dtypes: mutate seed 151)
+# a dynamic axis' length is today's RETURNN's size data itself: int32 whatever dtype says, so it combines with int32
+# positions (refused here before as sources of different dtypes: mutate seed 151); without a behavior_version the
+# dtype is taken, as the RETURNN of 2019 configs
 case("length_dynamic_axis_dtype_stays_int32", "length", {
     "len": {"class": "length", "from": "data", "dtype": "float32"},
     "r": {"class": "range_in_axis", "axis": "T", "from": "data"},
     "p": {"class": "combine", "kind": "sub", "from": ["r", "len"], "allow_broadcast_all_sources": True},
     "output": {"class": "gather", "position": "p", "axis": "T", "from": "data", "clip_to_valid": True}},
-    extern={"data": {"dim": 3}})
+    extern={"data": {"dim": 3}}, config={"behavior_version": 12})

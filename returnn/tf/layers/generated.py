@@ -156,8 +156,8 @@ class RangeLayer(Layer):
 class LengthLayer(Layer):
     """The size of ``axis`` (default T; a description, a Dim of a source, or ``"sparse_dim"``), as
     RETURNN: a dynamic axis gives its sizes (``(B,)``, or a scalar for an axis whose size does not
-    vary per sequence, e.g. ``boolean_mask``'s; as RETURNN's, int32 and dense whatever ``dtype`` and
-    ``sparse`` say), the batch axis and a static axis a scalar.
+    vary per sequence, e.g. ``boolean_mask``'s; with a behavior_version as today's RETURNN: int32 and
+    dense whatever ``dtype`` and ``sparse`` say), the batch axis and a static axis a scalar.
     ``add_time_axis`` (RETURNN: "should not be used") gives ``(B, 1)`` with the sizes on a time axis
     of size 1."""
 
@@ -165,9 +165,10 @@ class LengthLayer(Layer):
     no_int_axes = ("axis",)  # RETURNN: allow_int=False
     options = (
         Option("axis", "T", "axis description, Dim, or 'sparse_dim'"),
-        Option("dtype", "int32", "dtype of a static axis' length (a dynamic axis' sizes stay int32, as RETURNN's)"),
-        Option("sparse", False, "a static axis' length is a class index over the measured axis (RETURNN: its dim "
-                                  "tag; a dynamic axis' sizes stay dense, as RETURNN's)"),
+        Option("dtype", "int32", "dtype of the lengths (with a behavior_version, a dynamic axis' sizes stay int32, "
+                                  "as today's RETURNN's)"),
+        Option("sparse", False, "the lengths are class indices over the measured axis (RETURNN: its dim tag; with a "
+                                  "behavior_version, a dynamic axis' sizes stay dense, as today's RETURNN's)"),
         Option("add_time_axis", False, "the sizes (B,) as (B, 1) with a time axis of size 1"),
     )
 
@@ -206,8 +207,11 @@ class LengthLayer(Layer):
         sparse_dim = self.dim if self.opt("sparse") else None
         self.per_seq = self.dim.is_dynamic() and not getattr(self.dim, "scalar_sizes", False)
         self.add_time = bool(self.opt("add_time_axis"))
-        if self.dim.is_dynamic() and not self.add_time:  # RETURNN's output is the dim's size data itself
-            self.dtype, sparse_dim = tf.int32, None  # (int32 and dense, whatever dtype and sparse say)
+        from returnn.tf.layers.norm import behavior_version
+        if self.dim.is_dynamic() and not self.add_time and behavior_version() >= 1:
+            # today's RETURNN: the output is the dim's size data itself, int32 and dense whatever dtype and sparse
+            # say; without a behavior_version both are taken, as the RETURNN of the 2019 configs that use them
+            self.dtype, sparse_dim = tf.int32, None
         if self.add_time and not self.per_seq:
             raise NetworkError("%s: add_time_axis needs an axis with sizes per sequence, got %r" % (self.desc, self.dim))
         if self.add_time:
