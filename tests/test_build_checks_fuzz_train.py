@@ -291,3 +291,15 @@ def test_sparse_previous_output_needs_an_initial_output_in_training(kwargs, sub)
               _SPARSE_X)
     if sub == "output":
         TFNetwork(_decoder(**kwargs), _SPARSE_X, train_flag=False, eval_flag=False)
+
+
+def test_sparse_need_last_in_the_loop_needs_an_initial_output():
+    """need_last on a sparse sub-layer that stays in the loop: RETURNN counts its previous output as needed (to
+    keep each sequence's last frame), so it asks for an initial_output ('You must explicitly provide an initial
+    output value for sparse data'); returnn_fuzz mutate (declared-axis search, loop/output.need_last) was LAX."""
+    net = _decoder(choice_init=0)
+    net["output"]["unit"]["lab"] = {"class": "copy", "from": "output", "need_last": True, "is_output_layer": True}
+    with pytest.raises(NetworkError, match="sub-layer 'lab': its output is sparse .*need_last"):
+        TFNetwork(net, _SPARSE_X)
+    net["output"]["unit"]["lab"]["initial_output"] = 0
+    TFNetwork(net, _SPARSE_X)

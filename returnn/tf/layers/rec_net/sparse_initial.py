@@ -5,7 +5,8 @@ needs must set ``initial_output`` (there is no natural "zeros" label); RETURNN r
 Its previous output is needed where another layer (or the layer itself) reads ``prev:NAME``; for a
 ``choice`` only where another layer reads it (RETURNN's own prev dependency of a choice takes any
 value); for the unit of a ``masked_computation`` in the loop always (it keeps its last output where
-the mask is False: RETURNN takes its initial output from the unit).
+the mask is False: RETURNN takes its initial output from the unit); for a layer with ``need_last`` in the
+loop (not a choice: RETURNN counts its previous output as needed, to keep the last frame of each sequence).
 """
 from __future__ import annotations
 
@@ -33,9 +34,11 @@ def check_sparse_initial_outputs(desc: str, unit: Mapping[str, Any], layers: Map
             continue
         others = readers.get(name, set()) - ({name} if opts.get("class") == "choice" else set())
         masked_unit = name in in_loop and opts.get(MASKED_BY) is not None and name.endswith("/output")
-        if others or masked_unit:
+        need_last = name in in_loop and bool(opts.get("need_last")) and opts.get("class") != "choice"
+        if others or masked_unit or need_last:
             raise NetworkError("%s, sub-layer %r: its output is sparse (%s) and %s, which needs an 'initial_output' "
                                "(e.g. 0): RETURNN asks for it ('You must explicitly provide an initial output value "
                                "for sparse data')" % (desc, name, layer.output.short_repr(),
                                                       "its previous output is read" if others else
-                                                      "the masked computation keeps its previous output"))
+                                                      "the masked computation keeps its previous output"
+                                                      if masked_unit else "need_last keeps its last frame in the loop"))
