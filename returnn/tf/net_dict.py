@@ -5,8 +5,9 @@ RETURNN constructs only what is needed: in a network, the layer ``output``, ever
 what they depend on; in a subnetwork that is built, the same rule among its own layers (here
 ``NAME/x`` after flattening, :mod:`returnn.tf.subnetwork`); in a rec unit, ``output``, layers
 with a loss or ``is_output_layer``, and ``end`` when searching. A layer nothing needs gets no
-parameters, no L2, no computation. ``only_on_search`` layers exist only in networks built for
-search, ``only_on_eval`` layers not in the forward task.
+parameters, no L2, no computation. ``only_on_search`` layers are no roots outside networks built for
+search, ``only_on_eval`` layers none in the forward task (a layer that reads one builds it); in a rec unit
+neither flag counts (RETURNN's rec cell takes its roots without looking at them).
 
 No TensorFlow here: the network (:mod:`returnn.tf.network`) and rec units
 (:mod:`returnn.tf.layers.rec_net`) both use it.
@@ -84,28 +85,21 @@ def _fed_in_search(unit: Any, key: str) -> bool:
                for o in unit.values())
 
 
-def without_search_only(net_dict: Dict[str, Any], search: bool, eval_flag: bool = True,
-                        in_rec_unit: bool = False) -> Dict[str, Any]:
-    """A rec unit's ``net_dict`` without the layers marked ``only_on_search`` unless it is built for search
-    (a layer of an extra net: unless that is), and without ``only_on_eval`` layers unless ``eval_flag``
-    (RETURNN: every task but forward); at top level they stay, as no roots (:func:`is_root`): a layer
-    that reads one builds it, as RETURNN's ``get_layer``. A rec unit of the search task's network also loses its layers' losses:
+def without_search_only(net_dict: Dict[str, Any], search: bool, in_rec_unit: bool = False) -> Dict[str, Any]:
+    """``net_dict`` as built: the layers marked ``only_on_search`` or ``only_on_eval`` stay (at top level they are
+    no roots, :func:`is_root`, and a layer that reads one builds it, as RETURNN's ``get_layer``; in a rec unit
+    RETURNN's rec cell does not look at the flags: its ``output``, ``is_output_layer`` layers and what they read
+    are built whatever they say). A rec unit of the search task's network loses its layers' losses:
     RETURNN neither computes them nor builds a layer for its loss alone there (a transducer's full-sum
     loss layer in the unit is skipped in decoding)."""
-    def keep(opts: Any) -> bool:  # (at top level they stay: no root, built where a layer reads them, is_root)
-        if not isinstance(opts, Mapping) or not in_rec_unit:
-            return True
-        return (opts.get(SEARCH, search) or not opts.get("only_on_search")) and \
-            (eval_flag or not opts.get("only_on_eval"))
-
     def no_loss(opts: Any) -> Any:
         if not (in_rec_unit and SEARCH_TASK.get() and isinstance(opts, Mapping) and opts.get(SEARCH, search)
                 and opts.get("loss")):
             return opts
         return {k: v for k, v in opts.items() if k not in ("loss", "loss_scale", "loss_opts")}
-    if all(keep(v) and no_loss(v) is v for v in net_dict.values()):
+    if all(no_loss(v) is v for v in net_dict.values()):
         return net_dict
-    return {k: no_loss(v) for k, v in net_dict.items() if keep(v)}
+    return {k: no_loss(v) for k, v in net_dict.items()}
 
 
 def is_root(local_name: str, opts: Any, in_rec_unit: bool = False, search: bool = False, nested: bool = False) -> bool:
@@ -113,8 +107,10 @@ def is_root(local_name: str, opts: Any, in_rec_unit: bool = False, search: bool 
     (``nested``: in a rec unit or subnetwork, where a loss counts only in a network that evaluates)."""
     if not isinstance(opts, Mapping):
         return False
-    # RETURNN skips them as roots only (ignore_layer); a layer that reads one builds it (get_layer)
-    if (opts.get("only_on_search") and not opts.get(SEARCH, search)) or (opts.get("only_on_eval") and not EVAL_NET.get()):
+    # RETURNN skips them as roots only (ignore_layer, construct_from_dict's: not in a rec unit, whose cell takes
+    # its roots itself); a layer that reads one builds it (get_layer)
+    if (nested or not in_rec_unit) and ((opts.get("only_on_search") and not opts.get(SEARCH, search))
+                            or (opts.get("only_on_eval") and not EVAL_NET.get())):
         return False
     if local_name == "output" or opts.get("is_output_layer"):
         return True

@@ -107,7 +107,7 @@ class TFNetwork(tf.Module):
         net_dict = expand_extra_nets(net_dict, lambda n, o: layer_sources(n, o, default_target, search),
                                      map_layer_refs, searched)
         extra_roots = list(extra_roots) + searched
-        net_dict = without_search_only(net_dict, search, eval_flag)
+        net_dict = without_search_only(net_dict, search)
         extern = dict(extern_data)  # plus the keys layers register, below
         self.extern_data = types.MappingProxyType(extern)  # read-only view, not tf.Module-tracked
         # data keys registered by layers ("register_as_extern_data"): key -> layer name

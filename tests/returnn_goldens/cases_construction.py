@@ -3,7 +3,8 @@
 names, ``ones``, layers, per-state dicts), ``initial_output`` forms of rec sub-layers (``var``,
 ``apply(0)``, True), LSTM peepholes (``use_peepholes``), references (``split/0`` in rec units,
 ``extra.NAME:layer``), output dims inferred from the target, and rec cell units over inputs with an
-extra axis (RETURNN merges it into the batch)."""
+extra axis (RETURNN merges it into the batch), and rec sub-layers marked ``only_on_eval`` / ``only_on_search``
+(RETURNN's rec cell builds its output and what it reads whatever the flags say)."""
 from make_goldens import LENS_LONG, X5, X5_CLASSES6, X6, case
 
 INIT = {"proj": {"class": "linear", "activation": "tanh", "n_out": 4, "from": "data"},
@@ -133,3 +134,19 @@ case("only_on_eval_read_by_output", "construction", {
 case("only_on_search_read_by_output", "construction", {
     "s": {"class": "linear", "from": "data", "n_out": 2, "only_on_search": True},
     "output": {"class": "copy", "from": "s"}})
+
+
+# --- only_on_eval / only_on_search in a rec unit: no effect there (RETURNN's rec cell takes its roots without
+# looking at them; were dropped here: an empty unit, or an unknown sub-layer for its reader)
+def _flagged_unit(sub, flag):
+    unit = {"a": {"class": "linear", "activation": "tanh", "n_out": 3, "from": ["data:source", "prev:a"]},
+            "b": {"class": "linear", "activation": None, "n_out": 2, "from": "a"},
+            "output": {"class": "copy", "from": "b"}}
+    unit[sub][flag] = True
+    return {"loop": {"class": "rec", "from": "data", "unit": unit}, "output": {"class": "copy", "from": "loop"}}
+
+
+case("rec_unit_only_on_eval_output_in_forward", "construction", _flagged_unit("output", "only_on_eval"))
+case("rec_unit_only_on_search_output_in_training", "construction", _flagged_unit("output", "only_on_search"),
+     train=True)
+case("rec_unit_only_on_search_read_in_training", "construction", _flagged_unit("b", "only_on_search"), train=True)

@@ -29,8 +29,8 @@ def as_list(value: Any) -> List[Any]:
 
 def unit_layers(unit: Mapping[str, Any], rec_name: str, search: bool = False, extra_roots: Sequence[str] = ()
                 ) -> Dict[str, Any]:
-    """The sub-layers of a rec unit that are built: subnetworks flattened, ``only_on_search``
-    layers only in search, sub-outputs read as ``X/sub`` (``split/0``, also ``prev:split/0``) as
+    """The sub-layers of a rec unit that are built: subnetworks flattened (``only_on_search`` and
+    ``only_on_eval`` do not count in a rec unit, as in RETURNN's rec cell), sub-outputs read as ``X/sub`` (``split/0``, also ``prev:split/0``) as
     layers of their own (:data:`SUB_OUTPUT_CLASS`), and only what RETURNN builds (:func:`deps.needed_unit`;
     ``extra_roots``: also these, e.g. ``end`` of a loop that it ends)."""
     flat = without_search_only(expand_subnetworks(dict(unit), in_rec_unit=True), search, in_rec_unit=True)
