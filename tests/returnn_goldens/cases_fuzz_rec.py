@@ -305,3 +305,8 @@ case("fuzzrec_global_rec_step_offset_unread", "fuzzrec_options", {"output": {
 # ... initial_output 'var' there: RETURNN makes no parameter for it (returnn_fuzz --kind mutate --train seed 50: an
 # extra parameter init_masked_var here)
 case("fuzzrec_masked_initial_output_var_unused", "fuzz_rec", _rna_net("var"), extern=_XS, train=True, lens=_SS_LENS)
+# gather's clip_to_valid on an empty sequence: RETURNN's tf.clip_by_value bounds above first, so the position becomes
+# 0 (its padded frame 0 read), not -1 (zeros here before: mutate --train seed 164)
+case("fuzzrec_loop_ended_by_end_clip_to_valid_empty", "fuzzrec_ending", dict(ENC, output={
+    "class": "rec", "from": [], "include_eos": True, "max_seq_len": "max_len_from('base:data') + 1",
+    "unit": dict(ENDING_UNIT, pos=dict(ENDING_UNIT["pos"], clip_to_valid=True))}), extern=X4, lens={"data": [5, 3, 0]})

@@ -132,9 +132,11 @@ class GatherLayer(Layer):
             n = tf.shape(x.tensor)[self.ax]
             index = tf.minimum(tf.constant(int(self.opt("position"))), n - 1)
             if self.clip:
+                if x.size(self.ax) is not None:  # per sequence: RETURNN's position clipped to 0 .. each length - 1
+                    # (tf.clip_by_value's order: the upper bound first, so an empty sequence reads its frame 0)
+                    return self.make_output(self._per_sequence(x, tf.maximum(tf.minimum(index, x.size(self.ax) - 1),
+                                                                             0)), [x])
                 index = tf.maximum(index, 0)
-                if x.size(self.ax) is not None:  # per sequence: RETURNN's position clipped to each length - 1
-                    return self.make_output(self._per_sequence(x, tf.minimum(index, x.size(self.ax) - 1)), [x])
             return self.make_output(tf.gather(x.tensor, index, axis=self.ax), [x])
         tensor = x.tensor
         if self.params_perm != sorted(self.params_perm):
@@ -150,13 +152,14 @@ class GatherLayer(Layer):
 
     def _clipped(self, index: tf.Tensor, x: LayerOutput, pos: Data) -> tf.Tensor:
         """``index`` (in the order ``index_perm`` of the position's axes) clipped to 0 .. length - 1 of the
-        gathered axis: its static size, or each sequence's length (-1 for an empty one: zeros)."""
+        gathered axis: its static size, or each sequence's length (RETURNN's tf.clip_by_value bounds above
+        first: an empty sequence reads its padded frame 0)."""
         size = x.size(self.ax)
         if size is None:
             return tf.clip_by_value(index, 0, tf.shape(x.tensor)[self.ax] - 1)
         where = [pos.dims[j].is_batch_dim() for j in self.index_perm].index(True)
         shape = [1] * where + [-1] + [1] * (len(self.index_perm) - where - 1)
-        return tf.minimum(tf.maximum(index, 0), tf.reshape(tf.cast(size, index.dtype), shape) - 1)
+        return tf.maximum(tf.minimum(index, tf.reshape(tf.cast(size, index.dtype), shape) - 1), 0)
 
     def _per_sequence(self, x: LayerOutput, index: tf.Tensor) -> tf.Tensor:
         """``x`` at ``index`` (B,) on the gathered axis, per sequence (-1: zeros), the axis removed."""
