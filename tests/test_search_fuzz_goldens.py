@@ -17,6 +17,9 @@ here with RETURNN's parameters and inputs; labels, lengths and score must match 
   nothing is added to the hypotheses, and the search runs as long as the classes (RETURNN reads them with the
   beam, which gives its loop, over its target's time dim, those lengths; 'end' does not end it). The option
   was unknown here; without it RETURNN fails on such nets (returnn_fuzz_search.RETURNN_BUG).
+- ``fuzzsearch_keep_beams_36_65`` (beam 3, attention, length normalization): draw 36/65 with the choice's
+  ``keep_beams``: after the first step each hypothesis continues with its best label (RETURNN's beam_search with
+  keep_beams); refused here before.
 """
 import os
 import sys

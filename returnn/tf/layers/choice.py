@@ -61,8 +61,9 @@ class ChoiceLayer(Layer):
                only=(False, True, "exclusive", None)),
         Option("scheduled_sampling", False, "where it does not search: sample the label from 'from' (True or "
                                              "{'gold_mixin_prob': p}: the target with probability p)"),
-        Option("keep_beams", False, "RETURNN's search keeping each incoming hypothesis with beam_size / beam_in "
-                                    "continuations: refused where the choice searches (no effect where it does not)"),
+        Option("keep_beams", False, "search: each incoming hypothesis keeps beam_size / beam_in continuations "
+                                    "(after the first step its best label), RETURNN's; no effect where the choice "
+                                    "does not search"),
         Option("prob_scale", 1.0, "search: factor of the log-probabilities"),
         Option("base_beam_score_scale", 1.0, "search: factor of the previous beam score (RETURNN's)"),
         Option("random_sample_scale", 0.0, "search: factor of Gumbel noise added to the combined scores (RETURNN's "
@@ -110,9 +111,6 @@ class ChoiceLayer(Layer):
         if not isinstance(targets, (list, tuple)):
             sources = sources[-1:]
         self.searching = not sources[0].sparse  # in search: built on the label scores, the loop picks the labels
-        if self.opt("keep_beams") and self.searching:
-            raise NetworkError("%s: option 'keep_beams' = True is not supported here in a search (RETURNN's "
-                               "beam_size / beam_in continuations of each incoming hypothesis)" % self.desc)
         if self.opt("input_type") == "regression":
             self._init_regression(sources)
             return

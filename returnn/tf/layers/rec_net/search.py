@@ -104,6 +104,11 @@ class BeamSearchRun(UnitRun):
         check_cheating("%s, sub-layer %r" % (rec.desc, self.choice), opts)
         self.sample_scale = float(opts.get("random_sample_scale") or 0.0)  # RETURNN's Gumbel noise (search_scores.py)
         self.cheating = opts.get("cheating") or False  # the reference kept as the beam's last hypothesis
+        # RETURNN's keep_beams: each incoming hypothesis keeps beam_size / beam_in continuations (after the first
+        # step, beam_in = beam_size: its best label each), instead of the best beam_size of all
+        self.expand_each = bool(opts.get("keep_beams"))
+        if self.expand_each and self.cheating:
+            raise NetworkError("%s, sub-layer %r: keep_beams with cheating is not supported here" % (rec.desc, self.choice))
         self.custom = opts.get("custom_score_combine")  # RETURNN's: replaces prob_scale, base_beam_score_scale
         self.n_explicit = len(rec.layers[self.choice].explicit_names)  # its explicit search sources (after 'from')
 
@@ -209,6 +214,8 @@ class BeamSearchRun(UnitRun):
                     reference = reference_frame(self.value("data:" + rec.unit[n]["target"]), t)
                     scores, best = top_k_cheating(tf.reshape(total, [base_batch, k, n_labels]), k, reference, t,
                                                   self.cheating == "exclusive")
+                elif self.expand_each:
+                    scores, best = _expand_each(tf.reshape(total, [base_batch, k, n_labels]), t, k)
                 else:
                     scores, best = tf.math.top_k(tf.reshape(total, [base_batch, k * n_labels]), k)
                 src_beam, label = best // n_labels, best % n_labels
@@ -300,6 +307,17 @@ class BeamSearchRun(UnitRun):
                 scores = scores / tf.cast(steps, scores.dtype)
             self.beam = Beam(k, scores, rec.layer_name)
         return main
+
+
+def _expand_each(total: tf.Tensor, t: tf.Tensor, k: int):
+    """RETURNN's ``beam_search`` with ``keep_beams``: (scores, flat indices) (B, k) as ``tf.math.top_k`` of
+    ``total`` (B, k, V), where each incoming hypothesis keeps its best label (at step 0 the one hypothesis
+    there is, RETURNN's beam_in 1, its k best)."""
+    n_labels = tf.shape(total)[2]
+    first_scores, first_best = tf.math.top_k(tf.reshape(total, [tf.shape(total)[0], -1]), k)
+    each_scores, each_label = tf.math.top_k(total, 1)  # (B, k, 1)
+    each_best = tf.range(k)[None, :] * n_labels + each_label[:, :, 0]
+    return tf.where(t > 0, each_scores[:, :, 0], first_scores), tf.where(t > 0, each_best, first_best)
 
 
 def _debeam(size: tf.Tensor, base_batch: tf.Tensor, k: int) -> tf.Tensor:
