@@ -79,3 +79,14 @@ case("rc_loop_search_step_past_the_end", "rc_loops", {
                    "input_type": "log_prob", "length_normalization": False},
         "output": {"class": "copy", "from": "choice"}}},
     "output": {"class": "copy", "from": "loop"}}, extern=X4_DIMS, lens={"data": [9, 2, 5]})
+# a choice reading a log_softmax layer as 'prob' (its default input_type): RETURNN's get_log_output undoes only a
+# softmax, so it takes safe_log of the (negative) log-probabilities: all ties (mutate seed 169: log_softmax here)
+case("rc_loop_search_log_softmax_read_as_prob", "rc_loops", {
+    "enc": {"class": "linear", "activation": "tanh", "out_dim": dim_marker("enc", 5, "feature"), "from": "data"},
+    "loop": {"class": "rec", "from": [], "axis": dim_ref("time"), "unit": {
+        "u": {"class": "rec_unstack", "from": "base:enc", "axis": dim_ref("time")},
+        "lin": {"class": "linear", "activation": "log_softmax", "out_dim": CLS, "from": "u"},
+        "choice": {"class": "choice", "from": "lin", "target": None, "beam_size": 3, "search": True,
+                   "length_normalization": False},
+        "output": {"class": "copy", "from": "choice"}}},
+    "output": {"class": "copy", "from": "loop"}}, extern=X4_DIMS, lens={"data": [9, 6, 3]})

@@ -85,12 +85,17 @@ def _depends_on(rec, names: List[str], target: str) -> bool:
 
 def log_scores(src: LayerOutput, input_type: str) -> tf.Tensor:
     """A choice's source as log-probabilities (RETURNN's ``ChoiceLayer._get_scores``): as they are
-    (``log_prob``), the log-softmax of a softmax layer's logits, else ``log(max(p, 1e-30))``."""
+    (``log_prob``), the log-softmax of a softmax layer's logits, else RETURNN's ``safe_log``,
+    ``log(max(p, 1e-20))`` (also of a log_softmax layer's values, every entry <= 0, which its
+    ``get_log_output`` does not undo: a choice reading those as ``prob`` sees ties)."""
+    x = tf.cast(src.tensor, tf.float32)
     if input_type == "log_prob":
-        return tf.cast(src.tensor, tf.float32)
-    if src.logits is not None:
-        return tf.nn.log_softmax(tf.cast(src.logits, tf.float32))
-    return tf.math.log(tf.maximum(tf.cast(src.tensor, tf.float32), 1e-30))
+        return x
+    safe = tf.math.log(tf.maximum(x, 1e-20))
+    if src.logits is not None:  # softmax or log_softmax (basic.LOGIT_ACTIVATIONS): a softmax row sums to 1 > 0
+        return tf.where(tf.reduce_all(x <= 0, axis=-1, keepdims=True), safe,
+                        tf.nn.log_softmax(tf.cast(src.logits, tf.float32)))
+    return safe
 
 
 def add_fed_scores(fed: FedChoice, scores: tf.Tensor, src: LayerOutput, label: tf.Tensor, ended: tf.Tensor,
