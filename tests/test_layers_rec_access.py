@@ -233,15 +233,40 @@ def test_window_over_the_frames_so_far(in_loop):
             np.testing.assert_allclose(got[b, t], padded[b, t:t + 3], rtol=1e-6)
 
 
+def _window_unit(**opts):
+    return {"r": {"class": "reduce", "mode": "sum", "from": "prev:w", "axes": "except_batch"},
+            "x": {"class": "eval", "from": ["data:source", "r"], "eval": "source(0) + 0 * source(1)"},
+            "w": dict({"class": "window", "from": "x", "window_size": 3}, **opts),
+            "output": {"class": "copy", "from": "w"}}
+
+
 def test_window_in_a_loop_needs_a_window_into_the_past():
+    """With a behavior_version, as today's RETURNN asserts (since Nov 2021)."""
+    from returnn.config import Config, get_global_config, set_global_config
     extern = {"data": Data("data", shape=(None, 3))}
-    for opts, msg in (({}, "set window_right=0"), ({"window_right": 1}, "only reach into the past")):
-        unit = {"r": {"class": "reduce", "mode": "sum", "from": "prev:w", "axes": "except_batch"},
-                "x": {"class": "eval", "from": ["data:source", "r"], "eval": "source(0) + 0 * source(1)"},
-                "w": dict({"class": "window", "from": "x", "window_size": 3}, **opts),
-                "output": {"class": "copy", "from": "w"}}
-        with pytest.raises(NetworkError, match=msg):
-            TFNetwork(outputs({"output": {"class": "rec", "from": "data", "unit": unit}}), extern)
+    old = get_global_config(raise_exception=False)
+    set_global_config(Config({"behavior_version": 12}))
+    try:
+        for opts, msg in (({}, "set window_right=0"), ({"window_right": 1}, "only reach into the past"),
+                          ({"window_left": 3}, "window_left \\+ window_right \\+ 1 must equal")):
+            with pytest.raises(NetworkError, match=msg):
+                TFNetwork(outputs({"output": {"class": "rec", "from": "data", "unit": _window_unit(**opts)}}), extern)
+    finally:
+        set_global_config(old)
+
+
+@pytest.mark.parametrize("opts", [{}, {"window_left": 3}, {"window_right": 1}, {"window_left": 0, "window_right": 2}],
+                         ids=["unset", "left_3", "right_1", "centered_other_way"])
+def test_window_in_a_loop_of_an_old_config_takes_the_frames_so_far(opts):
+    """Without a behavior_version, as RETURNN before Nov 2021 (a published 2022 decoder sets window_left 5 with
+    window_size 5): in the loop the last window_size frames, whatever window_left/window_right say."""
+    net, out, x = _run({"output": {"class": "rec", "from": "data", "unit": _window_unit(**opts)}})
+    assert "w" in net.layers["output"].plan.in_loop
+    got = out["output"].tensor.numpy()
+    padded = np.concatenate([np.zeros((3, 2, 3), np.float32), x], axis=1)
+    for b, n in enumerate(LENS):
+        for t in range(n):
+            np.testing.assert_allclose(got[b, t], padded[b, t:t + 3], rtol=1e-6)
 
 
 @pytest.mark.parametrize("in_loop", [True, False], ids=["in_loop", "moved_out"])

@@ -286,7 +286,16 @@ class WindowLayer(_ShapeLayer):
         self.size = size
         self.stride = positive_int(self.desc, "stride", self.opt("stride"))
         self.padding = one_of(self.desc, "padding", str(self.opt("padding")).lower(), ("same", "valid"))
+        self.window_dim = wdim if isinstance(wdim, Dim) else Dim(size, kind=DimTypes.Spatial, description="%s:window" % name)
         self.left, self.right = 0, 0
+        axis = self.opt("axis")
+        in_loop = data.time_dim_axis is None and (axis is None or (isinstance(axis, str) and axis.upper() in ("T", "TIME"))
+                                                  or (isinstance(axis, Dim) and "single" in axis.description.lower()))
+        if in_loop and behavior_version() < 1 and self.padding == "same":
+            # RETURNN before Nov 2021 (a984d0c0): its recurrent variant took the last window_size frames whatever
+            # window_left/window_right said (a published 2022 decoder sets window_left 5 with window_size 5)
+            self._init_step_mode(name, old_config=True)
+            return
         if self.padding == "valid" and (self.opt("window_left") is not None or self.opt("window_right") is not None):
             raise NetworkError("%s: window_left/window_right do not go with padding 'valid' (RETURNN asserts they are "
                                "unset; valid windows start at each frame)" % self.desc)
@@ -294,10 +303,7 @@ class WindowLayer(_ShapeLayer):
             self.left, self.right = _window_sides(size, self.opt("window_left"), self.opt("window_right"))
             if self.left < 0 or self.right < 0 or self.left + self.right + 1 != size:
                 raise NetworkError("%s: window_left + window_right + 1 must equal window_size" % self.desc)
-        self.window_dim = wdim if isinstance(wdim, Dim) else Dim(size, kind=DimTypes.Spatial, description="%s:window" % name)
-        axis = self.opt("axis")
-        if data.time_dim_axis is None and (axis is None or (isinstance(axis, str) and axis.upper() in ("T", "TIME"))
-                                           or (isinstance(axis, Dim) and "single" in axis.description.lower())):
+        if in_loop:
             self._init_step_mode(name)
             return
         self.ax = self.axis(data, axis, "axis")
@@ -351,15 +357,22 @@ class WindowLayer(_ShapeLayer):
 
     step_mode = False  # inside a rec loop over its time axis: a window over the frames so far (below)
 
-    def _init_step_mode(self, name: str) -> None:
+    def _init_step_mode(self, name: str, old_config: bool = False) -> None:
         """RETURNN's recurrent variant: in a rec loop (one frame per step, the loop's time axis
         meant) the output at step t holds the frames t - window_size + 1 .. t (zeros before the
-        first), the window axis after the batch axis; only windows into the past."""
-        if self.opt("window_left") is None and self.opt("window_right") is None:
+        first), the window axis after the batch axis; only windows into the past (``old_config``:
+        without a behavior_version, window_left/window_right not looked at, as RETURNN before Nov 2021)."""
+        if old_config:
+            pass
+        elif self.opt("window_left") is None and self.opt("window_right") is None:
             raise NetworkError("%s: inside a rec loop, set window_right=0 or window_left=window_size-1 (RETURNN asserts "
                                "it)" % self.desc)
-        if (self.opt("window_right") not in (None, 0)) or self.opt("window_left") not in (None, self.size - 1) \
-                or self.stride != 1 or self.padding != "same":
+        elif (self.opt("window_right") not in (None, 0)) or self.opt("window_left") not in (None, self.size - 1):
+            raise NetworkError("%s: inside a rec loop the window can only reach into the past (window_right 0, "
+                               "window_left window_size - 1), as in RETURNN (which took the last window_size frames "
+                               "whatever these say before Nov 2021: configs without a behavior_version get that)"
+                               % self.desc)
+        if self.stride != 1 or self.padding != "same":
             raise NetworkError("%s: inside a rec loop the window can only reach into the past (window_right 0, stride 1, "
                                "padding 'same'), as in RETURNN" % self.desc)
         data = self.input
