@@ -189,14 +189,15 @@ def test_softmax_over_spatial_time_mask_on_a_static_axis_and_dct_without_time_ar
 
 def test_rec_loop_rules_found_by_the_rec_fuzzer():
     """A cumsum's initial_output is its running sum's start in a rec loop (goldens
-    fuzzrec_cumsum_*); elsewhere RETURNN adds it to the whole sum: refused here. A layer reading a
+    fuzzrec_cumsum_*); elsewhere RETURNN adds it to the whole sum: so here for a number, 'zeros' or 'ones'
+    (golden cumsum_initial_output_outside_loop), other forms refused. A layer reading a
     per-frame value and a base: layer over the loop's own time is computed over the whole sequence
     where that builds (as RETURNN moves it out: the frames pair up by the shared time axis; golden
     fuzzrec_attention_energies_moved_out), else in the loop (golden
     fuzzrec_attention_query_of_frame); an output then without the loop's time axis is refused, as
     RETURNN does."""
-    with pytest.raises(NetworkError, match="'initial_output' 1 on a sum that is not over a rec loop's frames"):
-        _net({"output": {"class": "cumsum", "from": "data", "initial_output": 1}})
+    with pytest.raises(NetworkError, match="'initial_output' 'var' on a sum that is not over a rec loop's frames"):
+        _net({"output": {"class": "cumsum", "from": "data", "initial_output": "var"}})
     enc = {"class": "linear", "activation": "tanh", "n_out": 6, "from": "data"}
     unit = {"q": {"class": "linear", "activation": None, "n_out": 6, "from": "data:source"},
             "c": {"class": "combine", "kind": "add", "from": ["base:enc", "q"]},

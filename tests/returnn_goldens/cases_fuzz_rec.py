@@ -15,6 +15,15 @@ for init in ("ones", 0.5):
         "s0": {"class": "cumsum", "from": "data:source", "initial_output": init},
         "output": {"class": "combine", "kind": "add", "from": ["s0", "prev:output"]}}}}, extern=X4,
         lens={"data": [7, 4, 0]})
+# a reverse cumsum in a loop reading nothing of the loop: RETURNN moves it out and adds its initial_output to the whole
+# sum (returnn_fuzz --kind mutate seed 111; was refused: 'the sum runs forward only'); so does one outside any loop
+case("fuzzrec_cumsum_initial_output_ones_reverse", "fuzzrec_cumsum", {"output": {"class": "rec", "from": "data", "unit": {
+    "s0": {"class": "cumsum", "from": "data:source", "initial_output": "ones", "reverse": True},
+    "output": {"class": "combine", "kind": "add", "from": ["s0", "prev:output"]}}}}, extern=X4,
+    lens={"data": [7, 4, 0]})
+case("cumsum_initial_output_outside_loop", "fuzzrec_cumsum", {
+    "output": {"class": "cumsum", "from": "data", "initial_output": 0.5, "reverse": True}}, extern=X4,
+    lens={"data": [7, 4, 0]})
 case("fuzzrec_cumsum_initial_output_var", "fuzzrec_cumsum", {"output": {"class": "rec", "from": "data", "unit": {
     "s0": {"class": "linear", "activation": "tanh", "n_out": 3, "from": ["data:source", "prev:output"]},
     "output": {"class": "cumsum", "from": "s0", "initial_output": "var"}}}}, extern=X4)

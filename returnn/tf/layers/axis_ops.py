@@ -73,6 +73,7 @@ class CumsumLayer(Layer):
     )
 
     step_mode = False  # inside a rec loop over its time axis: the running sum as loop state (below)
+    start = None  # outside that: the initial_output added to the whole sum
     # in a rec loop the sum starts from the layer's initial_output (RETURNN's state); such a layer
     # stays in the loop (the loop's initial value machinery gives that start)
     state_from_initial_output = True
@@ -94,9 +95,12 @@ class CumsumLayer(Layer):
                                    % self.desc)
             self.step_mode = True
             return
-        if self.opt("initial_output") is not None:
-            raise NetworkError("%s: 'initial_output' %r on a sum that is not over a rec loop's frames is not "
-                               "supported (RETURNN adds it to the whole sum)" % (self.desc, self.opt("initial_output")))
+        init = self.opt("initial_output")
+        # RETURNN adds its initial output to the whole sum (a cumsum moved out of a rec loop gives the loop's numbers)
+        self.start = {"zeros": 0.0, "ones": 1.0}.get(init, init) if isinstance(init, str) else init
+        if self.start is not None and (isinstance(self.start, (bool, str)) or not isinstance(self.start, (int, float))):
+            raise NetworkError("%s: 'initial_output' %r on a sum that is not over a rec loop's frames: only a number, "
+                               "'zeros' or 'ones' here (RETURNN adds it to the whole sum)" % (self.desc, init))
         self.ax = self.axis(sources[0], axis, "axis")
 
     def initial_state(self, batch: tf.Tensor, n_time: tf.Tensor) -> tf.Tensor:
@@ -119,7 +123,10 @@ class CumsumLayer(Layer):
             raise NetworkError("%s: a sum over the loop's frames runs only inside a rec layer's unit" % self.desc)
         x = self.apply_dropout(sources[0], ctx)
         value = self._summand(x.tensor)  # padded frames as they are (RETURNN's tf.cumsum of the padded tensor)
-        return self.make_output(tf.cumsum(value, axis=self.ax, reverse=bool(self.opt("reverse"))), [x])
+        total = tf.cumsum(value, axis=self.ax, reverse=bool(self.opt("reverse")))
+        if self.start:
+            total = total + tf.cast(self.start, total.dtype)
+        return self.make_output(total, [x])
 
 
 @register_layer

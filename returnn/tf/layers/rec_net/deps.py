@@ -83,11 +83,13 @@ def _stays_in_loop(opts: Mapping[str, Any], has_end: bool = False) -> bool:
     """Whether this layer never runs over the whole sequence (moved out of the loop): its class
     says so (``stays_in_loop``, e.g. ``cum_concat``; ``stays_in_loop_with_end`` when the unit has an
     ``end`` layer: ``random``, which RETURNN collocates with it), or its state starts from its
-    ``initial_output`` (``state_from_initial_output``: a cumsum with an initial_output)."""
+    ``initial_output`` (``state_from_initial_output``: a cumsum with an initial_output; a reverse one is moved out
+    where it can be, as RETURNN, which then adds the initial output to the whole sum)."""
     from returnn.tf.layers.base import LAYER_CLASSES
     cls = LAYER_CLASSES.get(opts.get("class"))
     return bool(getattr(cls, "stays_in_loop", False)) or (has_end and getattr(cls, "stays_in_loop_with_end", False)) or (
-        bool(getattr(cls, "state_from_initial_output", False)) and opts.get("initial_output") is not None)
+        bool(getattr(cls, "state_from_initial_output", False)) and opts.get("initial_output") is not None
+        and not opts.get("reverse"))
 
 
 def _ref_options(class_name: Any) -> List[str]:

@@ -22,7 +22,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from returnn.errors import NetworkError, known_list
 from returnn.tensor import Data, Dim
-from returnn.tf.layers.base import Layer, LayerOutput, RunContext, get_layer_class
+from returnn.tf.layers.base import LAYER_CLASSES, Layer, LayerOutput, RunContext, get_layer_class
 from returnn.tf.layers.helpers import concat_output
 from returnn.tf.layers.options import Option
 from returnn.tf.layers import param_noise, reuse
@@ -471,6 +471,9 @@ class RecSubnetLayer(AssumedTemplates, Layer):
         templates = [self._template(s, in_loop, where) for s in src_names]
         layer_opts = {k: v for k, v in opts.items()
                       if (k != "from" or has_axis_pairs(v)) and k not in REC_ONLY_SUB_OPTIONS}
+        if not in_loop and "initial_output" in opts and getattr(
+                LAYER_CLASSES.get(opts["class"]), "state_from_initial_output", False):
+            layer_opts["initial_output"] = opts["initial_output"]  # (a moved-out cumsum adds it to the whole sum)
         n_out_fallback = None
         if not layer_targets.n_out_from_unit_target(layer_opts, self.layers, opts["class"]) and \
                 self._infer_n_out is not None:
