@@ -85,21 +85,18 @@ def _fed_in_search(unit: Any, key: str) -> bool:
                for o in unit.values())
 
 
-def without_search_only(net_dict: Dict[str, Any], search: bool, in_rec_unit: bool = False) -> Dict[str, Any]:
-    """``net_dict`` as built: the layers marked ``only_on_search`` or ``only_on_eval`` stay (at top level they are
-    no roots, :func:`is_root`, and a layer that reads one builds it, as RETURNN's ``get_layer``; in a rec unit
-    RETURNN's rec cell does not look at the flags: its ``output``, ``is_output_layer`` layers and what they read
-    are built whatever they say). A rec unit of the search task's network loses its layers' losses:
-    RETURNN neither computes them nor builds a layer for its loss alone there (a transducer's full-sum
-    loss layer in the unit is skipped in decoding)."""
+def without_search_task_losses(unit: Dict[str, Any], search: bool) -> Dict[str, Any]:
+    """A rec unit's layers as built: in the search task's network without their losses (RETURNN neither computes
+    them nor builds a layer for its loss alone there: a transducer's full-sum loss layer in the unit is skipped in
+    decoding). Its ``only_on_search``/``only_on_eval`` layers stay: RETURNN's rec cell does not look at the flags
+    (at top level they are no roots, :func:`is_root`, and a layer that reads one builds it)."""
     def no_loss(opts: Any) -> Any:
-        if not (in_rec_unit and SEARCH_TASK.get() and isinstance(opts, Mapping) and opts.get(SEARCH, search)
-                and opts.get("loss")):
+        if not (SEARCH_TASK.get() and isinstance(opts, Mapping) and opts.get(SEARCH, search) and opts.get("loss")):
             return opts
         return {k: v for k, v in opts.items() if k not in ("loss", "loss_scale", "loss_opts")}
-    if all(no_loss(v) is v for v in net_dict.values()):
-        return net_dict
-    return {k: no_loss(v) for k, v in net_dict.items()}
+    if all(no_loss(v) is v for v in unit.values()):
+        return unit
+    return {k: no_loss(v) for k, v in unit.items()}
 
 
 def is_root(local_name: str, opts: Any, in_rec_unit: bool = False, search: bool = False, nested: bool = False) -> bool:

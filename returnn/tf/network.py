@@ -22,7 +22,7 @@ from returnn.tf.layers.norm import behavior_version
 from returnn.tf.layers.output import LayerOutput
 from returnn.tf.config_loss import config_loss_class, expected_dim
 from returnn.tf.losses import Loss, LossValues, get_loss_class
-from returnn.tf.net_dict import has_axis_pairs, needed_layers, without_search_only
+from returnn.tf.net_dict import has_axis_pairs, needed_layers
 from returnn.tf.layers.beam_values import tile_like
 from returnn.tf.extra_nets import (EXTRA_OF, ParamsByScope, expand_extra_nets, search_train_roots, shared_param_opts,
                                     sharing_layers)
@@ -107,7 +107,6 @@ class TFNetwork(tf.Module):
         net_dict = expand_extra_nets(net_dict, lambda n, o: layer_sources(n, o, default_target, search),
                                      map_layer_refs, searched)
         extra_roots = list(extra_roots) + searched
-        net_dict = without_search_only(net_dict, search)
         extern = dict(extern_data)  # plus the keys layers register, below
         self.extern_data = types.MappingProxyType(extern)  # read-only view, not tf.Module-tracked
         # data keys registered by layers ("register_as_extern_data"): key -> layer name

@@ -10,7 +10,7 @@ from returnn.tf.layers.base import Layer, LayerOutput, RunContext
 from returnn.tf.layers.options import Option
 from returnn.tf.layers.rec_net import deps
 from returnn.tf.layers.rec_net.deps import choice_searches, initial_refs, is_target_choice, layer_refs, needed_unit
-from returnn.tf.net_dict import without_search_only
+from returnn.tf.net_dict import without_search_task_losses
 from returnn.tf.subnetwork import expand_subnetworks
 
 SUB_OUTPUT_CLASS = deps.SUB_OUTPUT_CLASS
@@ -33,7 +33,7 @@ def unit_layers(unit: Mapping[str, Any], rec_name: str, search: bool = False, ex
     ``only_on_eval`` do not count in a rec unit, as in RETURNN's rec cell), sub-outputs read as ``X/sub`` (``split/0``, also ``prev:split/0``) as
     layers of their own (:data:`SUB_OUTPUT_CLASS`), and only what RETURNN builds (:func:`deps.needed_unit`;
     ``extra_roots``: also these, e.g. ``end`` of a loop that it ends)."""
-    flat = without_search_only(expand_subnetworks(dict(unit), in_rec_unit=True), search, in_rec_unit=True)
+    flat = without_search_task_losses(expand_subnetworks(dict(unit), in_rec_unit=True), search)
     return needed_unit(with_sub_output_layers(flat, rec_name), rec_name, loop_searches(flat, search), extra_roots,
                        net_search=search)
 
