@@ -178,6 +178,9 @@ def test_prev_mask_inside_a_loop_and_gradients():
     ({"class": "masked_computation", "from": "data", "mask": "mask", "unit": "copy"}, "'unit' must be a layer dict"),
     ({"class": "masked_computation", "from": "data", "mask": "data:flag", "unit": {"class": "copy"}},
      r"layer 'm' \(masked_computation\): 'mask' must be a bool \(batch, time\) layer"),
+    # RETURNN: a name is not among the input's dim tags, no out_spatial_dim is made, its assert fails (fuzz s174)
+    ({"class": "masked_computation", "from": "data", "mask": "mask", "unit": {"class": "copy"}, "in_spatial_dim": "T"},
+     "'in_spatial_dim' outside a rec loop must be a Dim, got 'T'"),
 ])
 def test_bad_masked_computation_is_one_line(layer, message):
     with pytest.raises(NetworkError, match=message):

@@ -323,6 +323,10 @@ def _expand_masked(name: str, opts: Dict[str, Any], in_rec_unit: bool, prev_read
         sources = [masked_from]
         step_wise = False
     elif not in_rec_unit:
+        if opts.get("in_spatial_dim") is not None and not isinstance(opts["in_spatial_dim"], Dim):
+            # RETURNN looks the option up among the input's dim tags: a name is never found, it packs nothing
+            raise NetworkError("%s: 'in_spatial_dim' outside a rec loop must be a Dim, got %r (RETURNN asserts)"
+                               % (where, opts["in_spatial_dim"]))
         # one packed time axis for the input and every other layer of the network the unit reads
         time = opts.get("out_spatial_dim") or Dim(None, kind=Dim.Types.Spatial, description="%s:masked-time" % name)
         pack = {"class": "_masked_pack", "mask": mask, "out_spatial_dim": time}
