@@ -7,6 +7,9 @@
   at least ``min_size``). Frames beyond the sequence (or the entry's size) are zeros. An int size equal
   to an engine-made static spatial axis of the input (extern data without dim tags) with start ``(B,)``:
   RETURNN's gather takes both as one axis, slice frame ``i`` from that axis' entry ``i`` (a diagonal).
+  An input without batch axis (e.g. a variable, or ``(T, F)`` of a range) is sliced per entry of a ``start``
+  layer with a batch axis; the output is then the input's axes before the sliced one, start's axes, the slice,
+  the input's axes after it (RETURNN's gather order).
 - ``scatter_nd``: the inverse of gathering: the input (updates) is written into a new axis at the
   indices ``position`` holds along its ``position_axis``; the output is ``position``'s layout with
   that axis replaced by ``out_spatial_dim`` (or ``output_dim_via_time_from``'s time axis), plus
@@ -71,10 +74,12 @@ class SliceNdLayer(Layer):
         check_sources(self, own)
         self.input, self.plan = concat_output(self, own)
         data = self.input
-        if data.batch_dim_axis is None:
-            raise NetworkError("%s: the input needs a batch axis, got %s" % (self.desc, data.short_repr()))
         refs = list(sources[len(own):])
         self.start_data = refs.pop(0) if self.start_layer else None
+        self.batchless = data.batch_dim_axis is None
+        if self.batchless and (self.start_data is None or self.start_data.batch_dim_axis is None):
+            raise NetworkError("%s: an input without batch axis (%s) needs a 'start' layer with a batch axis here"
+                               % (self.desc, data.short_repr()))
         self.size_data = refs.pop(0) if self.size_layer else None
         start, size, min_size = self.opt("start"), self.opt("size"), self.opt("min_size")
         if start is None:
@@ -89,6 +94,9 @@ class SliceNdLayer(Layer):
         self.in_dim = data.dims[self.ax]
         if self.in_dim.is_batch_dim():
             raise NetworkError("%s: cannot slice the batch axis" % self.desc)
+        if self.batchless and size is None and not self.in_dim.is_dynamic():
+            raise NetworkError("%s: size None on the static axis %r of an input without batch axis is refused (RETURNN "
+                               "fails on it: the new axis' sizes stay undefined)" % (self.desc, self.in_dim.description))
         if self.start_layer and not self.in_dim.is_dynamic() and self.ax != 1:
             # RETURNN bounds the gathered positions of a static axis by the input's axis 1 (x.batch_shape[1]):
             # a TypeError where that is dynamic or the batch, positions masked by the wrong size otherwise
@@ -140,15 +148,24 @@ class SliceNdLayer(Layer):
         self.slice_dim = slice_dim
         self.start_value = start
         self.diag = self._twin(data, size, given)
-        batch = data.dims[data.batch_dim_axis]
+        batch = data.dims[data.batch_dim_axis] if not self.batchless else \
+            self.start_data.dims[self.start_data.batch_dim_axis]
         before = [d for i, d in enumerate(data.dims[:self.ax]) if i != data.batch_dim_axis]
         after = [d for i, d in enumerate(data.dims) if i > self.ax and i != data.batch_dim_axis]
         dims = [batch] + before + start_dims + [slice_dim] + after
         self.gathered_dims = dims
         if self.diag is not None:
             dims = [d for d in dims if d is not slice_dim]
-        self.perm = [data.batch_dim_axis] + [i for i in range(data.batch_ndim) if i != data.batch_dim_axis]
-        self.bm_axis = self.perm.index(self.ax)
+        if self.batchless:
+            # RETURNN's gather: the input's axes before the sliced one, then start's axes (with the batch) as start
+            # has them, the slice, then the input's axes after it
+            dims = before + list(self.start_data.dims) + [slice_dim] + after
+        self.out_perm = [self.gathered_dims.index(d) for d in dims] if self.batchless else None
+        if self.batchless:  # the input gets a batch axis first (broadcast)
+            self.perm, self.bm_axis = None, self.ax + 1
+        else:
+            self.perm = [data.batch_dim_axis] + [i for i in range(data.batch_ndim) if i != data.batch_dim_axis]
+            self.bm_axis = self.perm.index(self.ax)
         # RETURNN's gather template: the time axis by the default rule (the first dynamic spatial axis; none when
         # the slice has a static size)
         self.output = relaid(name, data, dims, time_dim_axis=Data("t", dims=dims).time_dim_axis)
@@ -164,6 +181,10 @@ class SliceNdLayer(Layer):
                  and d.dimension == size and d.auto_generated and d.kind == DimTypes.Spatial]
         if not twins:
             return None
+        if self.batchless:
+            raise NetworkError("%s: a slice of size %i of an input without batch axis with its engine-made axis %r of "
+                               "that size is refused: RETURNN takes them as one axis and fails"
+                               % (self.desc, size, twins[0].description))
         if not self.start_layer or self.start_dims:
             raise NetworkError("%s: a slice of size %i with the input's engine-made axis %r of that size %s is refused: "
                                "RETURNN takes them as one axis and fails" % (
@@ -195,9 +216,15 @@ class SliceNdLayer(Layer):
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         x = concat_inputs(self, self.input, self.plan, sources[:len(self.sources)], ctx)
-        tensor = tf.transpose(x.tensor, self.perm)  # batch first
-        n_batch, extent = tf.shape(tensor)[0], tf.shape(tensor)[self.bm_axis]
-        start = self._start_tensor(sources, n_batch)  # (B, S...)
+        if self.batchless:
+            start = self._start_tensor(sources, None)  # (B, S...)
+            n_batch = tf.shape(start)[0]
+            tensor = tf.broadcast_to(x.tensor[None], tf.concat([[n_batch], tf.shape(x.tensor)], 0))
+        else:
+            tensor = tf.transpose(x.tensor, self.perm)  # batch first
+            n_batch = tf.shape(tensor)[0]
+            start = self._start_tensor(sources, n_batch)  # (B, S...)
+        extent = tf.shape(tensor)[self.bm_axis]
         n_s = len(start.shape) - 1
         if self.in_dim.is_dynamic():
             seq_len = x.sizes[self.in_dim]
@@ -238,12 +265,14 @@ class SliceNdLayer(Layer):
         out = tf.where(mask, out, tf.zeros_like(out))
         if self.diag is not None:
             out = self._diagonal(out)
+        if self.out_perm is not None:
+            out = tf.transpose(out, self.out_perm)
         sizes = {}
         if self.slice_dim.is_dynamic() and self.slice_dim not in x.sizes:
             if size is None:
                 raise NetworkError("%s: no sizes for the sliced axis" % self.desc)
             if n_s:  # a size per entry of start: sizes over (B, start's axes), see LayerOutput.broadcast_mask
-                self.slice_dim.sizes_over = (self.output.dims[0],) + tuple(self.start_dims)
+                self.slice_dim.sizes_over = (self.gathered_dims[0],) + tuple(self.start_dims)
             sizes[self.slice_dim] = size
         return self.make_output(out, sources, sizes)
 

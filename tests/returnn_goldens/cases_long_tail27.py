@@ -1,0 +1,25 @@
+"""Golden cases of issue 27's long tail (nets RETURNN builds that were refused here): slice_nd of an input without
+batch axis (the start per sequence)."""
+from make_goldens import LENS_ZERO, case
+
+# slice_nd of an input without batch axis, the start per sequence: the gather takes the batch from the start
+_START_HALF = {"len": {"class": "length", "from": "data"},
+               "start": {"class": "eval", "from": "len", "eval": "source(0) // 2"}}
+_TF = {"r": {"class": "range_in_axis", "from": "data", "axis": "T"},
+       "rf": {"class": "cast", "from": "r", "dtype": "float32"},
+       "w": {"class": "variable", "shape": [4]},
+       "tf": {"class": "combine", "kind": "mul", "from": ["rf", "w"], "allow_broadcast_all_sources": True}}
+case("slice_nd_batchless_dynamic_input", "slice_nd_batchless", dict(_START_HALF, **_TF, **{
+    "output": {"class": "slice_nd", "from": "tf", "start": "start", "size": 2}}), lens={"data": LENS_ZERO})
+case("slice_nd_batchless_dynamic_input_size_none", "slice_nd_batchless", dict(_START_HALF, **_TF, **{
+    "output": {"class": "slice_nd", "from": "tf", "start": "start", "size": None}}), lens={"data": LENS_ZERO})
+case("slice_nd_batchless_variable_feature_axis", "slice_nd_batchless", dict(_START_HALF, **{
+    "v": {"class": "variable", "shape": [3, 6]},
+    "output": {"class": "slice_nd", "from": "v", "start": "start", "size": 2, "axis": "F"}}), lens={"data": LENS_ZERO})
+case("slice_nd_batchless_variable_per_frame_start", "slice_nd_batchless", {
+    "t": {"class": "range_in_axis", "from": "data", "axis": "T"},
+    "len": {"class": "length", "from": "data"},
+    "start": {"class": "combine", "kind": "eval", "from": ["t", "len"], "allow_broadcast_all_sources": True,
+              "eval": "tf.minimum(source(0), source(1)) - 1"},  # (B, T), -1 at the first frame
+    "v": {"class": "variable", "shape": [3, 6]},
+    "output": {"class": "slice_nd", "from": "v", "start": "start", "size": 2, "axis": "F"}}, lens={"data": LENS_ZERO})
