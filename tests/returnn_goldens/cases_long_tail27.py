@@ -1,5 +1,5 @@
 """Golden cases of issue 27's long tail (nets RETURNN builds that were refused here): slice_nd of an input without
-batch axis (the start per sequence)."""
+batch axis (the start per sequence), transposed_conv/conv bias layers of size-1 axes only."""
 from make_goldens import LENS_ZERO, case
 
 # slice_nd of an input without batch axis, the start per sequence: the gather takes the batch from the start
@@ -23,3 +23,19 @@ case("slice_nd_batchless_variable_per_frame_start", "slice_nd_batchless", {
               "eval": "tf.minimum(source(0), source(1)) - 1"},  # (B, T), -1 at the first frame
     "v": {"class": "variable", "shape": [3, 6]},
     "output": {"class": "slice_nd", "from": "v", "start": "start", "size": 2, "axis": "F"}}, lens={"data": LENS_ZERO})
+
+# transposed_conv / conv with a 'bias' layer of size-1 axes only (one value for every channel) or of only a batch
+# axis: RETURNN adds it made compatible to the output (refused here before); a bias with the input's time axis
+# (RETURNN: cannot match the axes) stays refused
+for _n, _b in (("size1", {"class": "variable", "shape": [1]}),
+               ("size1_n_out1", {"class": "variable", "shape": [1]}),
+               ("size1x1", {"class": "variable", "shape": [1, 1]}),
+               ("batch_only", {"class": "reduce", "mode": "sum", "axis": ["T", "F"], "from": "data"})):
+    case("transposed_conv_bias_%s" % _n, "transposed_conv_bias", {
+        "b": _b,
+        "output": {"class": "transposed_conv", "filter_size": [2], "strides": [2], "n_out": 1 if "n_out1" in _n else 3,
+                   "bias": "b", "from": "data"}}, lens={"data": LENS_ZERO})
+case("conv_bias_size1", "transposed_conv_bias", {
+    "b": {"class": "variable", "shape": [1]},
+    "output": {"class": "conv", "filter_size": [3], "padding": "same", "n_out": 3, "bias": "b", "from": "data"}},
+    lens={"data": LENS_ZERO})

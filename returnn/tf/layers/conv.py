@@ -283,13 +283,13 @@ def bias_value(bias: LayerOutput, rank: int) -> tf.Tensor:
 
 def check_bias_layer(layer: Layer, data: Data, n_out: int) -> None:
     """The ``bias`` layer's output of a conv / transposed_conv ``layer`` must be the n_out channels, maybe with
-    static size-1 axes that broadcast and a batch axis (one bias per sequence), or a scalar (RETURNN adds it
-    made compatible to the output); :func:`bias_value` shapes it for the channel-last output."""
+    static size-1 axes that broadcast and a batch axis (one bias per sequence), or a scalar or size-1 axes only
+    (one value for every channel; RETURNN adds it made compatible to the output); :func:`bias_value` shapes it for the channel-last output."""
     sizes = [d.dimension for i, d in enumerate(data.dims) if i != data.batch_dim_axis]
     if not sizes and not data.sparse:  # a scalar: RETURNN's copy_compatible_to broadcasts it to every channel
         return
-    if data.sparse or sizes.count(n_out) < 1 or \
-            any(n not in (1, n_out) for n in sizes) or (n_out != 1 and sizes.count(n_out) != 1) or \
+    # size-1 axes only (e.g. a variable of shape (1,)): broadcast to every channel as well
+    if data.sparse or any(n not in (1, n_out) for n in sizes) or (n_out != 1 and sizes.count(n_out) > 1) or \
             len(sizes) > len(layer.plan.windows) + 1:
-        raise NetworkError("%s: bias %r %s must have one static axis of the n_out %i channels (and size-1 axes)"
-                           % (layer.desc, layer.opt("bias"), data.short_repr(), n_out))
+        raise NetworkError("%s: bias %r %s must have at most one static axis of the n_out %i channels (and size-1 "
+                           "axes)" % (layer.desc, layer.opt("bias"), data.short_repr(), n_out))
