@@ -159,3 +159,32 @@ case("length_add_time_axis_broadcasts", "length", {
     "len": {"class": "length", "from": "data", "add_time_axis": True},
     "c": {"class": "cast", "dtype": "float32", "from": "len"},
     "output": {"class": "combine", "kind": "add", "from": ["data", "c"]}}, extern={"data": {"dim": 3}})
+
+# --- dim math makes a fold's (a pad's) axis the one the window (the conv) cut: RETURNN's linear terms cancel,
+# ``2 + ((-1+time)+-1) + 0`` is ``time`` itself, with its sizes (returnn_fuzz mutate seed 158: a new axis here, of
+# size 2 for a sequence of 0 or 1 frames, and not the data's time axis)
+for _lens, _sfx in (([5, 3, 0], "zero_len"), ([5, 1, 2], "short")):
+    case("fold_valid_after_valid_window_" + _sfx, "fold", {
+        "win": {"class": "window", "from": "data", "window_size": 3, "padding": "valid", "window_dim": dim_marker("win", 3),
+                "out_spatial_dim": dim_marker("wtime")},
+        "fold": {"class": "fold", "from": "win", "mode": "mean", "padding": "valid", "window_left": 2,
+                 "in_spatial_dim": dim_ref("wtime"), "window_dim": dim_ref("win")},
+        "output": {"class": "copy", "from": "fold"}}, extern=X6_DIMS, lens={"data": _lens})
+    case("pad_after_valid_conv_" + _sfx, "pad", {
+        "conv": {"class": "conv", "from": "data", "filter_size": [3], "padding": "valid", "n_out": 6,
+                 "activation": None},
+        "pad": {"class": "pad", "from": "conv", "axes": "T", "padding": 1},
+        "output": {"class": "combine", "kind": "add", "from": ["pad", "data"]}}, extern=X6_DIMS, lens={"data": _lens})
+case("fold_same_is_the_time_axis", "fold", {
+    "win": {"class": "window", "from": "data", "window_size": 3, "window_dim": dim_marker("win", 3)},
+    "fold": {"class": "fold", "from": "win", "mode": "sum", "in_spatial_dim": dim_ref("time"), "window_dim": dim_ref("win")},
+    "output": {"class": "combine", "kind": "add", "from": ["fold", "data"]}}, extern=X6_DIMS, lens={"data": [5, 3, 0]})
+# the other int forms of window_left/window_right: RETURNN merges an int side with the valid window's cut next to it
+for _k, _sides in ((4, {"window_right": 0}), (4, {"window_left": 1, "window_right": 1}), (3, {"window_left": 0}),
+                   (4, {"window_left": 3})):
+    case("fold_valid_after_valid_window_k%i_%s" % (_k, "_".join("%s%i" % (k[7], v) for k, v in _sides.items())),
+         "fold", {
+             "win": {"class": "window", "from": "data", "window_size": _k, "padding": "valid",
+                     "window_dim": dim_marker("win", _k), "out_spatial_dim": dim_marker("wtime")},
+             "output": {"class": "fold", "from": "win", "mode": "sum", "padding": "valid", "in_spatial_dim": dim_ref("wtime"),
+                        "window_dim": dim_ref("win"), **_sides}}, extern=X6_DIMS, lens={"data": [6, 2, 0]})

@@ -246,11 +246,15 @@ class FoldLayer(Layer):
         if right is None:
             right = (w - 1) - left
         self.left, self.right = left, right
+        # RETURNN's sides: an int as given, else a dim of the window (``(window_dim - 1) // 2`` ...)
+        self.int_sides = (self.opt("window_left") is not None, self.opt("window_right") is not None)
         self.extra = 0 if self.padding == "same" else left + right
         size = None if self.in_dim.dimension is None else self.in_dim.dimension * self.stride + self.extra
         new = self.opt("out_spatial_dim")
         if new is not None and (not isinstance(new, Dim) or (new.dimension is not None and new.dimension != size)):
             raise NetworkError("%s: out_spatial_dim %r does not fit the folded size %r" % (self.desc, new, size))
+        if new is None and self.padding == "same" and self.stride == 1:
+            new = self.in_dim  # RETURNN's dim math: ``in_spatial_dim * 1`` is the axis itself
         self.new = new or Dim(size, kind=DimTypes.Spatial, description="%s:fold" % name, derived_from=self.in_dim)
         self.rest = [a for a in range(data.batch_ndim) if a not in (self.in_ax, self.win_ax)]
         special = {"time_dim_axis": 0} if data.time_dim_axis == self.in_ax else {}
@@ -279,11 +283,32 @@ class FoldLayer(Layer):
             out = out / tf.maximum(count, 1.0)
         sizes = {}
         if self.in_dim.is_dynamic():
-            sizes[self.new] = x.sizes[self.in_dim] * self.stride + self.extra
-            length = tf.reduce_max(tf.concat([tf.reshape(sizes[self.new], [-1]), [0]], 0))
+            lens = self._valid_sizes(x)
+            if self.new is not self.in_dim:
+                sizes[self.new] = lens
+            length = tf.reduce_max(tf.concat([tf.reshape(lens, [-1]), [0]], 0))
         else:
             length = self.new.dimension
         if self.padding == "same":
             out = out[self.left:]
         out = out[:length]
         return self.make_output(out, sources, sizes)
+
+    def _valid_sizes(self, x: LayerOutput) -> tf.Tensor:
+        """Sizes of the new axis. RETURNN's dim math: after a valid window (stride 1) of ``time``, the
+        axis is ``(c1 + time) + c2`` (negative cuts, sizes clipped at 0 at each step), and an int
+        window_left/window_right of the fold merges with the cut next to it (``2 + ((-1+time)+-1)``
+        is ``(1+time)+-1``: its sizes are ``time``'s, not the cut ones plus 2); a side that is a dim
+        of the window is added to the whole."""
+        cut = getattr(self.in_dim, "_valid_cut", None)
+        if self.padding != "valid" or self.stride != 1 or cut is None or cut[0] not in x.sizes:
+            return x.sizes[self.in_dim] * self.stride + self.extra
+        root, c1, c2 = cut
+        lens = x.sizes[root]
+        int_left, int_right = self.int_sides
+        for const in (c1 + (self.left if int_left else 0), c2 + (self.right if int_right else 0)):
+            if const:
+                lens = lens + const
+                if const < 0:
+                    lens = tf.maximum(lens, 0)
+        return lens + (0 if int_left else self.left) + (0 if int_right else self.right)

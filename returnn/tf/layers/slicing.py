@@ -321,6 +321,11 @@ class WindowLayer(_ShapeLayer):
             self.out_dim = given_dim(self, "out_spatial_dim", self.opt("out_spatial_dim"), n) or \
                 Dim(n, kind=old.kind or DimTypes.Spatial, description="%s:%s" % (name, old.description),
                     derived_from=old)
+        if self.padding == "valid" and self.stride == 1 and old.is_dynamic():
+            # RETURNN's dim math of the valid axis, ``(-left_cut + old) + -right_cut``: a fold adding int sides
+            # merges them with these constants (returnn/tf/layers/resize.py)
+            cut = size - 1
+            self.out_dim._valid_cut = (old, -(cut // 2), -(cut - cut // 2))
         dims = list(data.dims)
         dims[self.ax] = self.out_dim
         dims.insert(self.ax + 1, self.window_dim)
