@@ -59,10 +59,11 @@ def data_from_opts(key: str, opts: Dict[str, Any], config_key: str = "extern_dat
     if batch_axis is not None and (isinstance(batch_axis, bool) or not isinstance(batch_axis, int)):
         raise ConfigError("%s: 'batch_dim_axis' must be an int or None, got %r" % (where, batch_axis))
     if dim is None and shape is None and opts.get("dim_tags", opts.get("dims")) is None:
-        if "dim" not in opts:
+        if "dim" not in opts and opts.get("sparse_dim") is None:
             raise ConfigError("%s needs 'dim' or 'shape'" % where)
-        # RETURNN's default shape with 'dim': None given: a time axis, then (dense) a feature axis of unknown size
-        kwargs["shape"] = (None,) if opts.get("sparse") else (None, None)
+        # RETURNN's default shape with 'dim': None given (or a sparse_dim): a time axis, then (dense) a feature axis of
+        # unknown size
+        kwargs["shape"] = (None,) if opts.get("sparse") or opts.get("sparse_dim") is not None else (None, None)
     if dim is None and shape is not None and not opts.get("sparse") and shape and shape[-1] is not None:
         kwargs["dim"] = shape[-1]
     try:

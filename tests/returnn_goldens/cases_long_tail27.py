@@ -1,5 +1,6 @@
 """Golden cases of issue 27's long tail (nets RETURNN builds that were refused here): slice_nd of an input without
-batch axis (the start per sequence), transposed_conv/conv bias layers of size-1 axes only."""
+batch axis (the start per sequence), transposed_conv/conv bias layers of size-1 axes only,
+dot reducing a sparse dim."""
 from make_goldens import LENS_ZERO, case
 
 # slice_nd of an input without batch axis, the start per sequence: the gather takes the batch from the start
@@ -39,3 +40,24 @@ case("conv_bias_size1", "transposed_conv_bias", {
     "b": {"class": "variable", "shape": [1]},
     "output": {"class": "conv", "filter_size": [3], "padding": "same", "n_out": 3, "bias": "b", "from": "data"}},
     lens={"data": LENS_ZERO})
+
+# dot reducing the sparse dim of one source (RETURNN's DotLayer: then a gather of the other source's rows, an
+# embedding lookup), e.g. of a window of sparse data
+_VOCAB = {"__dim__": "vocab", "dimension": 7, "kind": "feature"}
+_SPARSE_VOCAB = {"data": {"sparse_dim": _VOCAB}}
+_EMB = {"class": "variable", "shape": [{"__dim__": "vocab"}, 4]}
+case("dot_sparse_window", "dot_sparse", {
+    "win": {"class": "window", "window_size": 3, "from": "data"},
+    "emb": _EMB,
+    "output": {"class": "dot", "from": ["win", "emb"], "reduce": {"__dim__": "vocab"}}},
+    extern=_SPARSE_VOCAB, lens={"data": LENS_ZERO}, config={"behavior_version": 16})
+# the sparse source second: the dense first source's reduced axis after its own axes (before them RETURNN reshapes the
+# gathered rows into the wrong order, a RETURNN bug refused here)
+case("dot_sparse_second", "dot_sparse", {
+    "emb": {"class": "variable", "shape": [4, {"__dim__": "vocab"}]},
+    "output": {"class": "dot", "from": ["emb", "data"], "reduce": {"__dim__": "vocab"}}},
+    extern=_SPARSE_VOCAB, lens={"data": LENS_ZERO}, config={"behavior_version": 16})
+case("dot_sparse_plain", "dot_sparse", {
+    "emb": _EMB,
+    "output": {"class": "dot", "from": ["data", "emb"], "reduce": {"__dim__": "vocab"}}},
+    extern=_SPARSE_VOCAB, lens={"data": LENS_ZERO}, config={"behavior_version": 16})

@@ -25,7 +25,8 @@ class DotLayer(Layer):
     non-reduced axis is common and the common axes of ``a`` and ``b`` are paired in order (e.g. the
     size-1 head axes of two split_dims). Otherwise the axes are matched by dim tags. Shared axes
     come first, then ``a``'s own, then ``b``'s own axes. Padded positions of reduced dynamic axes
-    do not count."""
+    do not count. A sparse source reduced by its sparse dim (given as that Dim) picks the other's
+    entries of its indices (RETURNN's gather, an embedding lookup)."""
 
     layer_class = "dot"
     options = (
@@ -46,13 +47,15 @@ class DotLayer(Layer):
         super().__init__(name, opts, sources, seed)
         check_sources(self, sources, 2, 2)
         a, b = sources
-        if a.sparse or b.sparse:
-            raise NetworkError("%s: sources must be dense" % self.desc)
         red1, red2 = self.opt("red1"), self.opt("red2")
         if self.opts.get("reduce") is not None:
             if "red1" in self.opts or "red2" in self.opts:
                 raise NetworkError("%s: give 'reduce' or 'red1'/'red2', not both (RETURNN asserts it)" % self.desc)
             red1 = red2 = self.opts["reduce"]
+        self.one_hot = [x.sparse for x in (a, b)]
+        if a.sparse or b.sparse:
+            a, b = self._one_hot_views(a, b, red1, red2)
+        self.views = (a, b)
         var1, var2 = self._var_options(red1, red2)
         self.red_a = [x for d in _axis_list(red1) for x in self.axes(a, d, "red1")]
         self.red_b = [x for d in _axis_list(red2) for x in self.axes(b, d, "red2")]
@@ -87,6 +90,10 @@ class DotLayer(Layer):
             [p for p in map_b if p not in shared]
         self.equation = "%s,%s->%s" % ("".join(sub_a), "".join(sub_b), "".join(common[p] for p in order))
         out_dims = [dims[p] for p in order]
+        if any(self.one_hot):
+            self._check_sparse_layout([p for p in map_a if p not in shared], [p for p in map_b if p not in shared],
+                                      [i for i, p in zip(rest_a, map_a) if p not in shared],
+                                      [j for j, p in zip(rest_b, map_b) if p not in shared])
         add_var2 = self.opt("add_var2_if_empty")
         if add_var2 and behavior_version() >= 3:
             raise NetworkError("%s: add_var2_if_empty is not allowed from behavior version 3 (RETURNN)" % self.desc)
@@ -95,6 +102,37 @@ class DotLayer(Layer):
         if self.expand:
             out_dims.append(Dim(1, kind=DimTypes.Spatial, description="%s:dot-var2" % name))
         self.output = Data(name, dims=out_dims, dtype=a.dtype)
+
+    def _one_hot_views(self, a: Data, b: Data, red1: Any, red2: Any) -> Tuple[Data, Data]:
+        """RETURNN's dot reducing the sparse dim of one source (given as that Dim): a gather of the other's entries
+        (an embedding lookup). Here the sparse source becomes a one-hot view with its sparse dim as a last axis
+        (the sum over it picks the same entries); other sparse forms are refused."""
+        views = []
+        for x, other, red, key in ((a, b, red1, "red1"), (b, a, red2, "red2")):
+            if not x.sparse:
+                views.append(x)
+                continue
+            reds = _axis_list(red)
+            if other.sparse or len(reds) != 1 or not isinstance(reds[0], Dim) or reds[0] != x.sparse_dim:
+                raise NetworkError("%s: a sparse source %s only with its sparse dim as %s and a dense other source (an "
+                                   "embedding lookup, as RETURNN), got %s %r" % (self.desc, x.short_repr(), key, key, red))
+            views.append(Data(x.name, dims=list(x.dims) + [x.sparse_dim], dtype=other.dtype))
+        return views[0], views[1]
+
+    def _check_sparse_layout(self, own_a: List[int], own_b: List[int], var_a: List[int], var_b: List[int]) -> None:
+        """RETURNN gathers the dense source's entries in its axis order (reduced axis after or before its own axes)
+        and then reshapes (not transposes) the result to (shared, a's own, b's own): where the dense source's
+        reduced axis comes before its own axes (a sparse first source) or after them (a sparse second one), both
+        sources with own axes, its values land in the wrong places; refused."""
+        if not own_a or not own_b:
+            return
+        if self.one_hot[0] and self.red_b[0] > min(var_b) or self.one_hot[1] and self.red_a[0] < min(var_a):
+            dense = "second" if self.one_hot[0] else "first"
+            raise NetworkError("%s: the dense %s source's reduced axis %s its own axes: RETURNN's sparse dot then "
+                               "reshapes the gathered entries into the wrong order (a RETURNN bug); put the reduced "
+                               "axis %s (e.g. a transpose layer)" % (
+                                   self.desc, dense, "after" if self.one_hot[0] else "before",
+                                   "first" if self.one_hot[0] else "last"))
 
     def _var_options(self, red1: Any, red2: Any):
         """(var1, var2) by RETURNN's rules: before behavior version 3 the defaults red1 -1, red2 -2,
@@ -169,7 +207,8 @@ class DotLayer(Layer):
         return dims, ([pos_a[i] for i in rest_a], [pos_b[j] for j in rest_b])
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
-        a, b = dropout_sources(self, sources, ctx)
+        a, b = [LayerOutput(tf.one_hot(x.tensor, x.data.sparse_dim.dimension, dtype=view.dtype), view, x.sizes)
+                if hot else x for x, view, hot in zip(dropout_sources(self, sources, ctx), self.views, self.one_hot)]
         if not self.opt("use_mask"):  # RETURNN sums the padded positions too, as they are read (computed, data's zeros)
             return self._output(tf.einsum(self.equation, a.as_read(), b.as_read()), sources)
         ta, tb = a.tensor, b.tensor

@@ -1,0 +1,60 @@
+"""Issue 27's long tail: the forms next to the ones implemented after RETURNN (goldens in
+tests/returnn_goldens/cases_long_tail27.py) that stay refused, each with one line naming the layer."""
+import pytest
+
+from helpers import outputs
+from returnn.config import Config, get_global_config, set_global_config
+from returnn.errors import NetworkError
+from returnn.extern_data import data_from_opts
+from returnn.tensor import Data, Dim
+from returnn.tf.network import TFNetwork
+
+VOCAB = Dim(7, kind=Dim.Types.Feature, description="vocab")
+
+
+def _build(net_dict, data, behavior_version=16):
+    old = get_global_config()
+    set_global_config(Config({"behavior_version": behavior_version}))
+    try:
+        return TFNetwork(outputs(net_dict), {"data": data})
+    finally:
+        set_global_config(old)
+
+
+def test_extern_data_of_a_sparse_dim_only_is_sparse_over_time():
+    """RETURNN's default shape of data given just a sparse_dim: (B, T) class indices."""
+    data = data_from_opts("data", {"sparse_dim": VOCAB})
+    assert data.sparse and data.sparse_dim is VOCAB and data.batch_shape == (None, None)
+
+
+@pytest.mark.parametrize("net, match", [
+    # RETURNN gathers the rows of (vocab, 4) and reshapes (4, B, T) from (B, T, 4): values in the wrong places
+    ({"emb": {"class": "variable", "shape": [VOCAB, 4]},
+      "output": {"class": "dot", "from": ["emb", "data"], "reduce": VOCAB}},
+     "'output' \\(dot\\): the dense first source's reduced axis before its own axes"),
+    ({"emb": {"class": "variable", "shape": [4, VOCAB]},
+      "output": {"class": "dot", "from": ["data", "emb"], "reduce": VOCAB}},
+     "'output' \\(dot\\): the dense second source's reduced axis after its own axes"),
+    # a sparse source is reduced only by its sparse dim (RETURNN's gather)
+    ({"emb": {"class": "variable", "shape": [VOCAB, 4]},
+      "output": {"class": "dot", "from": ["data", "emb"], "red1": "T", "red2": VOCAB}},
+     "'output' \\(dot\\): a sparse source .* only with its sparse dim as red1"),
+])
+def test_sparse_dot_refusals(net, match):
+    with pytest.raises(NetworkError, match=match):
+        _build(net, Data("data", sparse_dim=VOCAB, shape=(None,)))
+
+
+@pytest.mark.parametrize("net, match", [
+    ({"v": {"class": "variable", "shape": [3, 6]},
+      "output": {"class": "slice_nd", "from": "v", "start": 1, "size": 2, "axis": "F"}},
+     "'output' \\(slice_nd\\): an input without batch axis .* needs a 'start' layer with a batch axis"),
+    # RETURNN leaves the new axis' sizes undefined there (its Tensor sanity check fails)
+    ({"len": {"class": "length", "from": "data"},
+      "v": {"class": "variable", "shape": [3, 6]},
+      "output": {"class": "slice_nd", "from": "v", "start": "len", "size": None, "axis": "F"}},
+     "'output' \\(slice_nd\\): size None on the static axis"),
+])
+def test_slice_nd_batchless_refusals(net, match):
+    with pytest.raises(NetworkError, match=match):
+        _build(net, Data("data", shape=(None, 5)))
