@@ -188,3 +188,12 @@ for _k, _sides in ((4, {"window_right": 0}), (4, {"window_left": 1, "window_righ
                      "window_dim": dim_marker("win", _k), "out_spatial_dim": dim_marker("wtime")},
              "output": {"class": "fold", "from": "win", "mode": "sum", "padding": "valid", "in_spatial_dim": dim_ref("wtime"),
                         "window_dim": dim_ref("win"), **_sides}}, extern=X6_DIMS, lens={"data": [6, 2, 0]})
+# the padded axis alone, and after a valid window: RETURNN's sizes are time's (``1 + ((-1+time)+-1) + 1`` is time)
+case("pad_after_valid_conv_alone", "pad", {
+    "conv": {"class": "conv", "from": "data", "filter_size": [3], "padding": "valid", "n_out": 6, "activation": None},
+    "output": {"class": "pad", "from": "conv", "axes": "T", "padding": 1}}, extern=X6_DIMS, lens={"data": [5, 1, 0]})
+case("pad_after_valid_window", "pad", {
+    "win": {"class": "window", "from": "data", "window_size": 3, "padding": "valid"},
+    "red": {"class": "reduce", "mode": "sum", "from": "win", "axis": "static:0"},
+    "pad": {"class": "pad", "from": "red", "axes": "T", "padding": 1},
+    "output": {"class": "combine", "kind": "add", "from": ["pad", "data"]}}, extern=X6_DIMS, lens={"data": [5, 1, 0]})

@@ -93,7 +93,7 @@ class SliceLayer(_ShapeLayer):
         index = [slice(None)] * self.input.batch_ndim
         index[self.ax] = slice(self.opt("slice_start"), self.end, self.step)
         sizes = {}
-        if self.new.is_dynamic() and self.new is not self.input.dims[self.ax]:
+        if self.new.is_dynamic() and self.new is not self.input.dims[self.ax] and self.new not in x.sizes:
             length = x.sizes[self.input.dims[self.ax]]
             end = length if self.end is None else (
                 tf.minimum(length, self.end) if self.end >= 0 else length + self.end)
@@ -218,7 +218,9 @@ class PadLayer(_ShapeLayer):
             old = self.input.dims[a]
             if old.is_dynamic() and self.handle_dynamic:
                 tensor = tf.where(x.broadcast_mask(a), tensor, tf.cast(value, tensor.dtype))
-            if a in self.new and self.new[a].is_dynamic():
+            if a in self.new and self.new[a].is_dynamic() and self.new[a] not in x.sizes:
+                # (a shift that cancels out is the axis the input was cut from, with its own sizes: RETURNN's
+                # 1 + ((-1+time)+-1) + 1 is time)
                 sizes[self.new[a]] = x.sizes[old] + left + right
         paddings = [[0, 0]] * self.input.batch_ndim
         for a, pair in zip(self.pad_axes, self.pairs):
@@ -318,9 +320,13 @@ class WindowLayer(_ShapeLayer):
             if old.is_static():
                 n = (old.dimension + self.stride - 1) // self.stride if self.padding == "same" else \
                     max(old.dimension - size, -1) // self.stride + 1
-            self.out_dim = given_dim(self, "out_spatial_dim", self.opt("out_spatial_dim"), n) or \
+            cut = size - 1
+            self.out_dim = given_dim(self, "out_spatial_dim", self.opt("out_spatial_dim"), n) or (
+                # RETURNN's dim math (T - (k - 1)): the axis of a valid conv of that size, which a pad undoes
+                shifted_dim(old, -cut, returnn_description(old.description, -(cut // 2), -(cut - cut // 2)))
+                if self.padding == "valid" and self.stride == 1 and old.is_dynamic() else
                 Dim(n, kind=old.kind or DimTypes.Spatial, description="%s:%s" % (name, old.description),
-                    derived_from=old)
+                    derived_from=old))
         if self.padding == "valid" and self.stride == 1 and old.is_dynamic():
             # RETURNN's dim math of the valid axis, ``(-left_cut + old) + -right_cut``: a fold adding int sides
             # merges them with these constants (returnn/tf/layers/resize.py)
@@ -412,7 +418,7 @@ class WindowLayer(_ShapeLayer):
         frames = tf.signal.frame(tensor, self.size, self.stride, axis=self.ax)
         sizes = {}
         old = self.input.dims[self.ax]
-        if self.out_dim is not old and self.out_dim.is_dynamic():
+        if self.out_dim is not old and self.out_dim.is_dynamic() and self.out_dim not in x.sizes:
             lens = x.sizes[old]
             sizes[self.out_dim] = (lens + self.stride - 1) // self.stride if self.padding == "same" else \
                 tf.maximum(lens - self.size, -1) // self.stride + 1

@@ -307,7 +307,7 @@ class SpatialPlan:
         """Sizes of the new dynamic output dims."""
         out = {}
         for axis, w in zip(self.spatial_axes, self.windows):
-            if w.out_dim.is_dynamic() and w.out_dim is not w.in_dim:
+            if w.out_dim.is_dynamic() and w.out_dim is not w.in_dim and w.out_dim not in x.sizes:
                 out[w.out_dim] = out_size(x.sizes[w.in_dim], w, self.padding, self.pads[self.windows.index(w)])
         return out
 
