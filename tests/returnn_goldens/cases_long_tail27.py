@@ -1,6 +1,6 @@
 """Golden cases of issue 27's long tail (nets RETURNN builds that were refused here): slice_nd of an input without
 batch axis (the start per sequence), transposed_conv/conv bias layers of size-1 axes only,
-dot reducing a sparse dim."""
+dot reducing a sparse dim, get_rec_accumulated of an only_on_eval sub-layer."""
 from make_goldens import LENS_ZERO, case
 
 # slice_nd of an input without batch axis, the start per sequence: the gather takes the batch from the start
@@ -61,3 +61,16 @@ case("dot_sparse_plain", "dot_sparse", {
     "emb": _EMB,
     "output": {"class": "dot", "from": ["data", "emb"], "reduce": {"__dim__": "vocab"}}},
     extern=_SPARSE_VOCAB, lens={"data": LENS_ZERO}, config={"behavior_version": 16})
+
+# get_rec_accumulated of a rec unit's sub-layer that is only_on_eval (RETURNN: the sub-layer's accumulated output)
+_UNIT_EVAL = {
+    "h": {"class": "linear", "activation": "tanh", "n_out": 3, "from": ["data:source", "prev:h"]},
+    "e": {"class": "linear", "activation": None, "n_out": 2, "from": "h", "only_on_eval": True, "is_output_layer": True},
+    "output": {"class": "copy", "from": "h"}}
+case("get_rec_accumulated_only_on_eval", "get_rec_accumulated_only_on_eval", {
+    "rec": {"class": "rec", "from": "data", "unit": _UNIT_EVAL},
+    "output": {"class": "get_rec_accumulated", "from": "rec", "sub_layer": "e"}}, lens={"data": LENS_ZERO})
+case("get_rec_accumulated_only_on_eval_recurrent", "get_rec_accumulated_only_on_eval", {
+    "rec": {"class": "rec", "from": "data", "unit": dict(_UNIT_EVAL, e=dict(
+        _UNIT_EVAL["e"], **{"from": ["h", "prev:e"]}))},
+    "output": {"class": "get_rec_accumulated", "from": "rec", "sub_layer": "e"}}, lens={"data": LENS_ZERO})
