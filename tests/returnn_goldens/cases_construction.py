@@ -124,6 +124,14 @@ case("positional_encoding_offset_spatial_axis", "positional_encoding", dict(SPLI
 case("positional_encoding_offset_with_a_size_one_axis", "positional_encoding", dict(SPLIT8, off={
     "class": "length", "from": "data", "add_time_axis": True}, output={
     "class": "positional_encoding", "add_to_input": True, "offset": "off", "from": "split"}), extern=X6)
+# an offset over any of the output's axes but the feature axis (RETURNN's copy_compatible_to): a scalar (the length
+# of a static axis) or (T,) (returnn_fuzz mutate seed 182, GAP)
+case("positional_encoding_scalar_offset", "positional_encoding", dict(SPLIT8, off={
+    "class": "length", "from": "data", "axis": "f"}, output={
+    "class": "positional_encoding", "add_to_input": True, "offset": "off", "from": "split"}), extern=X6)
+case("positional_encoding_offset_over_time_only", "positional_encoding", dict(SPLIT8, off={
+    "class": "range_in_axis", "from": "data", "axis": "T"}, output={
+    "class": "positional_encoding", "add_to_input": True, "offset": "off", "from": "split"}), extern=X6)
 
 _ = (LENS_LONG, X5)
 # only_on_eval / only_on_search layers are no roots where the network does not evaluate / search, but a layer

@@ -13,6 +13,7 @@ from returnn.tensor import Data, Dim, DimTypes
 from returnn.tensor.dim import batch_dim
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
 from returnn.tf.layers.helpers import check_sources
+from returnn.tf.layers.output import align_tensor
 from returnn.tf.layers.options import Option
 from returnn.tf.layers.random_layers import RefsLayer, _check_dynamic, _shape_dims, _shape_value
 
@@ -270,7 +271,8 @@ class PositionalEncodingLayer(Layer):
     """Sinusoidal encoding of the positions on the time axis (or ``axis``): ``(B, T, n_out)``, or
     added to the input with ``add_to_input``; other axes of the input (e.g. ``(B, T, S, F)``) get
     the same encoding (RETURNN's broadcast/tile); ``constant`` >= 0 uses that position everywhere; ``offset`` (a
-    layer, (B,) or (B, T) ints) is added to the positions."""
+    layer of ints over some of the output's axes but the feature axis, e.g. (B,), (B, T) or a scalar) is added to
+    the positions."""
 
     layer_class = "positional_encoding"
     no_int_axes = ("axis",)  # RETURNN: allow_int=False
@@ -278,7 +280,7 @@ class PositionalEncodingLayer(Layer):
     options = (
         Option("add_to_input", False, "output input + encoding"),
         Option("constant", -1, "if >= 0: this position for all frames"),
-        Option("offset", None, "layer with position offsets, (B,) or (B, T)"),
+        Option("offset", None, "layer with position offsets over some of the axes but the feature axis, e.g. (B,) or (B, T)"),
         Option("axis", "T", "the axis of the positions"),
     )
 
@@ -305,15 +307,37 @@ class PositionalEncodingLayer(Layer):
             self.channels = self.require_n_out()
             self.output = Data(name, dims=list(data.dims[:-1]) + [self.out_feature_dim()])
         if self.has_offset:
-            offset = sources[-1]
-            # RETURNN's copy_compatible_to broadcasts a static axis of size 1 (length's add_time_axis: (B, 1))
-            self.offset_per_seq = offset.batch_ndim == 1 or (offset.batch_ndim == 2 and offset.dims[1].dimension == 1)
-            if offset.dtype[:3] not in ("int", "uin") or offset.batch_ndim not in (1, 2) or offset.batch_dim_axis != 0 \
-                    or (not self.offset_per_seq and not self.step_mode and offset.dims[1] != data.dims[self.ax]):
-                raise NetworkError("%s: offset must be (B,) or (B, T) integers (T the positions' axis), got %s"
-                                   % (self.desc, offset.short_repr()))
+            self.offset_map = self._offset_axes(sources[-1], data)
         self.constant = int(self.opt("constant"))
         check_encoding_channels(self.desc, self.channels)
+
+    def _offset_axes(self, offset: Data, data: Data) -> List[int]:
+        """Per axis of ``offset`` its position among the output's axes without the feature axis (-1: a static
+        size-1 axis that is squeezed), as RETURNN's copy_compatible_to onto them: any subset of those axes, a
+        scalar too (e.g. the length of a static axis)."""
+        targets = list(data.dims[:1] if self.step_mode else data.dims[:-1])
+        where: List[int] = []
+        for d in offset.dims:
+            match = [j for j, t in enumerate(targets) if t == d and j not in where]
+            if match:
+                where.append(match[0])
+            elif d.dimension == 1:  # RETURNN broadcasts it (length's add_time_axis: (B, 1))
+                where.append(-1)
+            else:
+                where = []
+                break
+        if offset.dtype[:3] not in ("int", "uin") or len(where) != offset.batch_ndim:
+            raise NetworkError("%s: offset must be integers over axes of the input other than its feature axis, "
+                               "got %s" % (self.desc, offset.short_repr()))
+        return where
+
+    def _offset_onto(self, offset: tf.Tensor, n: int) -> tf.Tensor:
+        """The offset values laid out to broadcast against ``n`` axes (the output's without the feature axis)."""
+        squeeze = [i for i, j in enumerate(self.offset_map) if j < 0]
+        if squeeze:
+            offset = tf.squeeze(offset, squeeze)
+        kept = [j for j in self.offset_map if j >= 0]
+        return align_tensor(offset, kept, n)
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         x = sources[0]
@@ -324,7 +348,7 @@ class PositionalEncodingLayer(Layer):
             position = self.constant if self.constant >= 0 else tf.cast(ctx.step, tf.int32)
             positions = tf.fill(shape[:1], position)
             if self.has_offset:
-                positions += tf.reshape(tf.cast(sources[-1].tensor, tf.int32), [-1])
+                positions += self._offset_onto(tf.cast(sources[-1].tensor, tf.int32), 1)
         else:  # all axes but the feature axis (last)
             n = len(x.data.dims) - 1
             if self.constant >= 0:
@@ -333,15 +357,7 @@ class PositionalEncodingLayer(Layer):
                 positions = tf.broadcast_to(tf.reshape(tf.range(shape[self.ax]), [-1 if i == self.ax else 1
                                                                                    for i in range(n)]), shape[:-1])
             if self.has_offset:
-                offset = tf.cast(sources[-1].tensor, tf.int32)  # (B,) or (B, T): onto the batch and positions' axes
-                if self.offset_per_seq:
-                    offset = tf.reshape(offset, [-1])
-                b = x.data.batch_dim_axis
-                if len(offset.shape) == 2 and self.ax < b:
-                    offset = tf.transpose(offset)
-                keep = (b,) if len(offset.shape) == 1 else (b, self.ax)
-                positions += tf.reshape(offset, [tf.shape(offset)[sorted(keep).index(i)] if i in keep else 1
-                                                 for i in range(n)])
+                positions += self._offset_onto(tf.cast(sources[-1].tensor, tf.int32), n)
         signal = positional_encoding(positions, self.channels)
         if self.opt("add_to_input"):
             signal = signal + x.tensor
