@@ -116,6 +116,9 @@ class DotLayer(Layer):
             if other.sparse or len(reds) != 1 or not isinstance(reds[0], Dim) or reds[0] != x.sparse_dim:
                 raise NetworkError("%s: a sparse source %s only with its sparse dim as %s and a dense other source (an "
                                    "embedding lookup, as RETURNN), got %s %r" % (self.desc, x.short_repr(), key, key, red))
+            if x.sparse_dim.dimension is None:
+                raise NetworkError("%s: the sparse dim of %s has no static size (not supported here)"
+                                   % (self.desc, x.short_repr()))
             views.append(Data(x.name, dims=list(x.dims) + [x.sparse_dim], dtype=other.dtype))
         return views[0], views[1]
 
