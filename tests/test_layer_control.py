@@ -69,7 +69,7 @@ def test_switch_between_two_constants():
     net = TFNetwork(outputs({
         "mask": {"class": "compare", "from": "data", "kind": "greater", "value": 0.0},
         "f": {"class": "switch", "condition": "mask", "true_from": 2.5, "false_from": -1.0},
-        "i": {"class": "switch", "condition": "mask", "true_from": 3, "false_from": 0.5},
+        "i": {"class": "switch", "condition": "mask", "true_from": 3, "false_from": 0},
         "output": {"class": "copy", "from": "f"},
     }), {"data": Data("data", shape=(None, 3))})
     assert net.layers["f"].output.dims == net.layers["mask"].output.dims and net.layers["f"].output.dtype == "float32"
@@ -78,3 +78,23 @@ def test_switch_between_two_constants():
     out = net.forward({"data": tf.constant(x), "data:seq_len": tf.constant([4, 2])}, RunContext(False))
     np.testing.assert_array_equal(out["f"].tensor.numpy(), np.where(x > 0, 2.5, -1.0))
     np.testing.assert_array_equal(out["i"].tensor.numpy(), np.where(x > 0, 3, 0))
+
+
+@pytest.mark.parametrize("true_from, false_from, message", [
+    (3, 0.5, "false_from 0.5 cannot be a constant of the output's dtype int32"),  # TypeError in tf.constant
+    ("data", "i", "false_from has dtype int32, the output float32"),  # copy_compatible_to asserts the dtype
+    ("mask", 0, "false_from 0 cannot be a constant of the output's dtype bool"),
+    ("const1", 0.0, "false_from 0.0 cannot be a constant of the output's dtype int32"),  # returnn_fuzz mutate s185
+])
+def test_switch_values_of_another_dtype_refused_as_returnn(true_from, false_from, message):
+    """Checked with RETURNN 1.20261022: it converts a constant with tf.constant(value, output dtype) and asserts
+    a layer's dtype is the output's (true_from's, else false_from's); a float layer with an int constant and an
+    int layer with a bool constant build (as here)."""
+    net = {"mask": {"class": "compare", "from": "data", "kind": "greater", "value": 0.0},
+           "i": {"class": "cast", "from": "data", "dtype": "int32"}, "const1": {"class": "constant", "value": 1},
+           "output": {"class": "switch", "condition": "mask", "true_from": true_from, "false_from": false_from}}
+    with pytest.raises(NetworkError, match="'output' \\(switch\\): " + message):
+        TFNetwork(net, {"data": Data("data", shape=(None, 3))})
+    for true_from, false_from in (("data", 0), ("i", True)):
+        TFNetwork(dict(net, output=dict(net["output"], true_from=true_from, false_from=false_from)),
+                  {"data": Data("data", shape=(None, 3))})

@@ -148,8 +148,27 @@ class SwitchLayer(Layer):
         # RETURNN: the dtype of true_from (else false_from) when a layer, else of the constant true_from:
         # bool, int32 or float32 by its Python type
         dtype = self.refs[value_refs[0]].dtype if value_refs else _constant_dtype(self.opt("true_from"))
+        self._check_value_dtypes(dtype, value_refs)
         self.order = ["condition"] + value_refs
         self.output, self.maps = _common_template(self, [self.refs[k] for k in self.order], dtype)
+
+    def _check_value_dtypes(self, dtype: str, value_refs: List[str]) -> None:
+        """RETURNN converts a constant with ``tf.constant(value, dtype)`` of the output's dtype (a float into an
+        int or bool dtype, an int into bool: TypeError) and asserts a layer's dtype is the output's
+        (``copy_compatible_to``); refused here in one line instead of cast."""
+        out = tf.as_dtype(dtype)
+        for key in ("true_from", "false_from"):
+            if key in value_refs:
+                if self.refs[key].dtype != dtype:
+                    raise NetworkError("%s: %s has dtype %s, the output %s (true_from's): refused as RETURNN "
+                                       "asserts; cast one first" % (self.desc, key, self.refs[key].dtype, dtype))
+                continue
+            value = self.opt(key)
+            if isinstance(value, bool):
+                continue
+            if (isinstance(value, float) and (out.is_integer or out.is_bool)) or (isinstance(value, int) and out.is_bool):
+                raise NetworkError("%s: %s %r cannot be a constant of the output's dtype %s (RETURNN's tf.constant: "
+                                   "TypeError)" % (self.desc, key, value, dtype))
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         by_key = dict(zip([k for k in self.ref_options if k in self.refs], sources))
