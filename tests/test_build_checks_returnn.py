@@ -257,3 +257,21 @@ def test_rec_loop_over_a_static_time_axis_refused():
         TFNetwork({"output": {"class": "rec", "from": "data", "unit": {
             "h": {"class": "linear", "activation": "tanh", "n_out": 3, "from": ["data:source", "prev:h"]},
             "output": {"class": "copy", "from": "h"}}}}, {"data": data})
+
+
+def test_prefix_postfix_in_time_axes_are_named_as_returnns_dim_math():
+    """RETURNN's postfix_in_time axis is ``in_dim + repeat`` (described ``time+1``), prefix_in_time's
+    ``repeat + in_dim`` (``2+time``); 'stag:' finds them by that description only, so 'stag:time' after a
+    split_dims of the time axis (no 'time' left in the names) fails there (checked with RETURNN 1.20261022,
+    returnn_fuzz chain seed 366 #40); it was found here in the old name 'l1:postfix_in_time-time'."""
+    split = {"l0": {"class": "split_dims", "axis": "T", "dims": [2, -1], "from": "data"}}
+    net = TFNetwork(outputs(dict(split, post={"class": "postfix_in_time", "postfix": 0.0, "from": "l0"},
+                                 pre={"class": "prefix_in_time", "repeat": 2, "from": "data"},
+                                 output={"class": "cumsum", "axis": "stag:l0_split_dims1_rem+1", "from": "post"})),
+                    {"data": Data("data", shape=(None, 3))})
+    assert net.layers["post"].output.dims[2].description == "l0_split_dims1_rem+1"
+    assert net.layers["pre"].output.dims[1].description == "2+" + net.extern_data["data"].dims[1].description
+    with pytest.raises(NetworkError, match="'output' \\(cumsum\\): option 'axis': axis 'stag:time': no dim tag"):
+        TFNetwork(dict(split, post={"class": "postfix_in_time", "postfix": 0.0, "from": "l0"},
+                       output={"class": "cumsum", "axis": "stag:time", "from": "post"}),
+                  {"data": Data("data", shape=(None, 3))})

@@ -22,6 +22,7 @@ import tensorflow as tf
 from returnn.errors import NetworkError
 from returnn.tensor import Data, Dim
 from returnn.tensor.dim import batch_dim
+from returnn.tensor.dim_math import returnn_description
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
 from returnn.tf.layers.helpers import check_sources, concat_inputs, concat_output
 from returnn.tf.layers.options import Option, constant_fits, one_of, positive_int
@@ -61,8 +62,10 @@ class _InTimeLayer(Layer):
             constant_fits(self.desc, self.value_key, value, data.dtype)
         old = data.dims[self.ax]
         # (a static time axis, e.g. of fixed-length extern data, stays static: RETURNN's dim math old + repeat)
+        # described as RETURNN's dim math (``time+1``, prefix ``1+time``), which 'stag:' descriptions search
+        desc = returnn_description(old.description, 0 if self.at_end else self.repeat, self.repeat if self.at_end else 0)
         self.time = Dim(None if old.dimension is None else old.dimension + self.repeat, kind=old.kind,
-                        description="%s:%s-time" % (name, self.layer_class), derived_from=old)
+                        description=desc, derived_from=old)
         self.output = data.copy_template_replace_dim_tag(self.ax, self.time).copy(name)
 
     def _value(self, x: LayerOutput, sources: List[LayerOutput], shape: tf.Tensor) -> tf.Tensor:
