@@ -58,3 +58,24 @@ def test_sparse_dot_refusals(net, match):
 def test_slice_nd_batchless_refusals(net, match):
     with pytest.raises(NetworkError, match=match):
         _build(net, Data("data", shape=(None, 5)))
+
+
+def test_custom_score_combine_sees_the_choices_cheating_option():
+    """RETURNN's ChoiceLayer keeps 'cheating' as given; the 2022-approx-recombination config's
+    custom_score_combine reads layer.cheating (AttributeError here before)."""
+    import numpy as np
+    import tensorflow as tf
+    from returnn.tf.layers import RunContext
+    seen = []
+
+    def combine(layer, scores_in, scores_base, **_kwargs):
+        seen.append((layer.cheating, layer.search_flag))
+        return scores_in + scores_base
+
+    extern = {"data": Data("data", shape=(None, 4)), "classes": Data("classes", dim=4, sparse=True)}
+    net = TFNetwork({"output": {"class": "rec", "from": "data", "unit": {
+        "output": {"class": "choice", "from": "data:source", "input_type": "log_prob", "target": None,
+                   "beam_size": 2, "custom_score_combine": combine}}}}, extern, search=True)
+    logp = np.log(np.full((2, 3, 4), 0.25, np.float32))
+    net.forward({"data": tf.constant(logp), "data:seq_len": tf.constant([3, 2])}, RunContext(False), only=["output"])
+    assert seen and all(s == (False, True) for s in seen)

@@ -74,3 +74,14 @@ case("get_rec_accumulated_only_on_eval_recurrent", "get_rec_accumulated_only_on_
     "rec": {"class": "rec", "from": "data", "unit": dict(_UNIT_EVAL, e=dict(
         _UNIT_EVAL["e"], **{"from": ["h", "prev:e"]}))},
     "output": {"class": "get_rec_accumulated", "from": "rec", "sub_layer": "e"}}, lens={"data": LENS_ZERO})
+
+# split_dims of the batch axis into int dims with one -1 (RETURNN: the -1 axis a batch axis, the others static;
+# a plain reshape); here the golden batch of 3 -> (1, 3)
+_RED = {"red": {"class": "reduce", "mode": "mean", "axis": "T", "from": "data"}}
+case("split_dims_batch_axis", "split_dims_batch", dict(_RED, output={
+    "class": "split_dims", "axis": "B", "dims": [-1, 3], "from": "red"}), lens={"data": LENS_ZERO})
+case("split_dims_batch_axis_static_first", "split_dims_batch", dict(_RED, output={
+    "class": "split_dims", "axis": "B", "dims": [3, -1], "from": "red"}), lens={"data": LENS_ZERO})
+case("split_dims_batch_axis_then_reduce", "split_dims_batch", dict(_RED, **{
+    "s": {"class": "split_dims", "axis": "B", "dims": [-1, 3], "from": "red"},
+    "output": {"class": "reduce", "mode": "sum", "axis": "stag:s_split_dims1", "from": "s"}}), lens={"data": LENS_ZERO})

@@ -91,6 +91,8 @@ class Layer(tf.Module):
         return sub in cls.sub_output_names
     # True: the layer updates state in training steps, so it runs there even when no loss needs it
     updates_in_training = False
+    # True: the output carries no beam even where a source does (split_dims of the batch axis takes it out)
+    removes_beam = False
     # RETURNN's variable scope inside the layer's own for all its parameters (rec layers: "rec/")
     param_subscope = ""
     # axis options RETURNN reads with allow_int=False: an int there is refused at every behavior version
@@ -429,7 +431,7 @@ class Layer(tf.Module):
             if self.post_bn is not None:
                 out = out.with_normalised(self.post_bn.apply(out, ctx))
             out = output_hooks.apply(self, out, sources, ctx)
-        if beam is not None and out.beam is None:
+        if beam is not None and out.beam is None and not self.removes_beam:
             from returnn.tf.layers.beam_values import with_beam
             with_beam(out, beam)
         return out

@@ -8,7 +8,9 @@ Here the beam exists only inside a searched rec loop (:mod:`returnn.tf.layers.re
   hypotheses after this step's choice, float32 ``(B * K,)``;
 - ``choice_get_src_beams``: the hypothesis (0..K-1) each one continues, int32 ``(B * K,)``;
 
-both need a searched choice as source (RETURNN: "the source has no search choices"): without search
+``choice_get_beam_scores`` of a searched rec layer in training (its value has all hypotheses,
+:mod:`returnn.tf.layers.beam_values`): the scores of its final beam, ``(B * K,)``. Both need a searched choice
+as source (RETURNN: "the source has no search choices"): without search
 (teacher forcing) they are an error when the step runs. ``decide_keep_beam``: its input unchanged
 (RETURNN marks the beam as decided without resolving it). ``split_batch_beam``: ``(B * K, ...)`` ->
 ``(B, K, ...)`` with ``beam_dim`` (a Dim of size K) as the new axis after the batch axis; here
@@ -24,6 +26,7 @@ import tensorflow as tf
 from returnn.errors import NetworkError
 from returnn.tensor import Data, Dim
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
+from returnn.tf.layers.beam_values import beam_of
 from returnn.tf.layers.helpers import check_sources
 from returnn.tf.layers.options import Option
 
@@ -48,6 +51,10 @@ class _ChoiceBeamLayer(Layer):
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         value = sources[0].sub_outputs.get(self.key)
+        beam = beam_of(sources[0])
+        if value is None and self.key == BEAM_SCORES and beam is not None and not beam.decided:
+            # a searched rec layer's value in training (beam_values.py): its final beam's scores, (B * K,)
+            return LayerOutput(tf.reshape(beam.scores, [-1]), self.output)
         if value is None:
             raise NetworkError("%s: the source has no search choices (it must be a choice inside a searched rec "
                                "loop)" % self.desc)

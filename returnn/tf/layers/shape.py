@@ -47,7 +47,8 @@ class _ShapeLayer(Layer):
 class SplitDimsLayer(_ShapeLayer):
     """Splits ``axis`` into ``dims`` (ints, one may be -1; or Dims). A dynamic axis is padded
     with ``pad_value`` to a multiple of the static part; the remaining dynamic dim gets sizes
-    ``ceil(L / prod(static))``. The time/feature axis moves to the remaining / last new dim."""
+    ``ceil(L / prod(static))``. The time/feature axis moves to the remaining / last new dim.
+    The batch axis splits into int dims with one -1 (the batch), see :meth:`_init_batch_split`."""
 
     layer_class = "split_dims"
     options = (
@@ -62,8 +63,10 @@ class SplitDimsLayer(_ShapeLayer):
         data = self.input
         self.ax = self.axis(data, self.opt("axis"), "axis")
         old = data.dims[self.ax]
-        if old.is_batch_dim():
-            raise NetworkError("%s: splitting the batch axis is not supported" % self.desc)
+        self.batch_split = old.is_batch_dim()
+        if self.batch_split:
+            self._init_batch_split(name, data)
+            return
         dims = self.opt("dims")
         if not isinstance(dims, (list, tuple)) or not dims:
             raise NetworkError("%s: 'dims' must be a non-empty list, got %r" % (self.desc, dims))
@@ -113,7 +116,47 @@ class SplitDimsLayer(_ShapeLayer):
             special["feature_dim_axis"] = data.feature_dim_axis + (len(new) - 1 if data.feature_dim_axis > self.ax else 0)
         self.output = out.copy(**{k: v for k, v in special.items() if v != getattr(out, k)})
 
+    def _init_batch_split(self, name: str, data: Data) -> None:
+        """RETURNN's split of the batch axis into int ``dims`` with one -1: a plain reshape, the -1 axis is the
+        batch axis (of the split batch) and the others static axes, e.g. ``(-1, K)`` takes the ``K``
+        hypotheses of a search's ``B * K`` rows apart (row ``b * K + k``): ``(B, K)``, without beam."""
+        dims = self.opt("dims")
+        if not isinstance(dims, (list, tuple)) or any(isinstance(d, bool) or not isinstance(d, int) for d in dims) \
+                or list(dims).count(-1) != 1 or any(d < 1 and d != -1 for d in dims):
+            raise NetworkError("%s: splitting the batch axis: only int 'dims' with one -1 (the batch) are supported "
+                               "here, got %r" % (self.desc, dims))
+        if data.get_dynamic_axes():
+            raise NetworkError("%s: splitting the batch axis of %s with dynamic axes (sizes per sequence) is not "
+                               "supported here" % (self.desc, data.short_repr()))
+        self.removes_beam = True
+        self.rem = list(dims).index(-1)
+        self.new = [data.dims[self.ax] if i == self.rem else
+                    Dim(d, kind=DimTypes.Spatial, description="%s_split_dims%i" % (name, i)) for i, d in enumerate(dims)]
+        out_dims = list(data.dims[:self.ax]) + self.new + list(data.dims[self.ax + 1:])
+        feature = data.feature_dim_axis
+        if feature is not None:
+            feature += len(dims) - 1 if feature > self.ax else 0
+        self.output = Data(name, dims=out_dims, dtype=data.dtype, sparse_dim=data.sparse_dim, time_dim_axis=None)
+        if feature is not None and self.output.feature_dim_axis != feature:
+            self.output = self.output.copy(feature_dim_axis=feature)
+
+    def _forward_batch_split(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
+        from returnn.tf.layers.beam_values import beam_of
+        from returnn.tf.layers.norm import behavior_version
+        beam = beam_of(sources[0])
+        if beam is not None and beam.k > 1 and behavior_version() >= 1:
+            raise NetworkError("%s: splitting the batch axis of a search's hypotheses (a beam) is refused from "
+                               "behavior version 1: today's RETURNN asserts on it (its output batch has no beam); "
+                               "the RETURNN of 2021 reshaped it as here" % self.desc)
+        x = self.inputs(sources, ctx)
+        shape = tf.shape(x.tensor)
+        new_shape = [-1 if i == self.rem else d.dimension for i, d in enumerate(self.new)]
+        tensor = tf.reshape(x.tensor, tf.concat([shape[:self.ax], new_shape, shape[self.ax + 1:]], 0))
+        return self.make_output(tensor, sources)
+
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
+        if self.batch_split:
+            return self._forward_batch_split(sources, ctx)
         x = self.inputs(sources, ctx)
         tensor = x.tensor
         old = self.input.dims[self.ax]

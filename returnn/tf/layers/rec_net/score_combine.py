@@ -43,6 +43,8 @@ class ChoiceView:
         self.explicit_search_sources = explicit
         self.input_type = layer.opt("input_type")
         self.length_normalization = bool(layer.opt("length_normalization"))
+        self.cheating = layer.opt("cheating")  # RETURNN's ChoiceLayer keeps the option as given (False, True, "exclusive")
+        self.search_flag = True
 
     def __repr__(self) -> str:
         return "<choice %r (search)>" % self.name
