@@ -287,6 +287,22 @@ def test_allow_broadcast_all_sources_and_out_shape():
             make("eval", {"eval": "source(0) + source(1)", "out_shape": set(dims[:-1])}, [a, b])
 
 
+def test_combine_with_two_new_static_axes_of_one_size():
+    """RETURNN's get_common_data adds a source's missing axes one by one and the second of one size meets the first:
+    a variable of shape [1, 1] gives one axis (goldens fuzz_combine_variable_shape1x1_*); of shape [3, 3] RETURNN
+    then fails, refused here in one line."""
+    from returnn.tf.network import TFNetwork
+    extern = {"data": Data("data", shape=(None, 5))}
+    with behavior_version(12):
+        for shape, ndim in (([1, 1], 4), ([1, 3], 5)):
+            net = TFNetwork({"v": {"class": "variable", "shape": shape}, "output": {
+                "class": "combine", "kind": "add", "from": ["data", "v"], "allow_broadcast_all_sources": True}}, extern)
+            assert net.layers["output"].output.batch_ndim == ndim
+        with pytest.raises(NetworkError, match="'output'.*'v:var0'.*'v:var1'.*size 3"):
+            TFNetwork({"v": {"class": "variable", "shape": [3, 3]}, "output": {
+                "class": "combine", "kind": "add", "from": ["data", "v"], "allow_broadcast_all_sources": True}}, extern)
+
+
 def test_rec_subnetwork_axis_back_prop_unit_opts():
     from returnn.tf.network import TFNetwork
     extern = {"data": Data("data", shape=(None, 3))}

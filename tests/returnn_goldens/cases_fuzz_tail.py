@@ -277,3 +277,22 @@ case("fuzz_merge_dims_product_found_by_stag", "fuzz_merge_dims", {
     "l0": {"class": "merge_dims", "axes": "except_batch", "from": "data"},
     "output": {"class": "softmax_over_spatial", "axis": "stag:time", "energy_factor": 0.5, "log_space": True,
                "window_size": 3, "from": "l0"}}, extern={"data": {"dim": 5}})
+# ... and with add_time_axis (a static time axis of size 1 first; returnn_fuzz mutate seed 170). RETURNN's
+# get_common_data adds the variable's two size-1 axes one by one and the second meets the first: one axis (here
+# two before). (With the variable first at behavior version 0 RETURNN's template and its tensor disagree.)
+for _bv in (0, 12, 21):
+    case("fuzz_combine_variable_add_time_axis_bv%i_broadcast_all" % _bv, "fuzz_combine", {
+        "v": {"class": "variable", "shape": [1], "add_time_axis": True},
+        "output": {"class": "combine", "kind": "add", "from": ["data", "v"], "allow_broadcast_all_sources": True}},
+        extern={"data": {"dim": 5}}, config={"behavior_version": _bv})
+    if _bv:
+        case("fuzz_combine_variable_add_time_axis_bv%i_reversed" % _bv, "fuzz_combine", {
+            "v": {"class": "variable", "shape": [1], "add_time_axis": True},
+            "output": {"class": "combine", "kind": "mul", "from": ["v", "data"], "allow_broadcast_all_sources": True}},
+            extern={"data": {"dim": 5}}, config={"behavior_version": _bv})
+# (of shape [3, 3] the two axes are one as well, and RETURNN fails: refused, tests/test_long_tail27.py)
+for _shape in ([1, 1], [1, 3]):
+    case("fuzz_combine_variable_shape%s_bv12_broadcast_all" % "x".join(map(str, _shape)), "fuzz_combine", {
+        "v": {"class": "variable", "shape": _shape},
+        "output": {"class": "combine", "kind": "add", "from": ["data", "v"], "allow_broadcast_all_sources": True}},
+        extern={"data": {"dim": 5}}, config={"behavior_version": 12})

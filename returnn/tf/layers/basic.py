@@ -10,7 +10,7 @@ from returnn.tensor import Data, Dim
 from returnn.tf.activations import get_activation, get_activation_with_opts
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
 from returnn.tf.layers.helpers import (
-    check_sources, common_dims, concat_inputs, concat_output, dropout_scale, dropout_sources, feature_plan,
+    check_sources, common_dims, concat_inputs, merge_added_axes, concat_output, dropout_scale, dropout_sources, feature_plan,
     last_axis_bias, noise_broadcast_axes, plan_output, project_sources, returnn_common_order,
 )
 from returnn.tf.layers.options import Option, one_of
@@ -342,7 +342,9 @@ class CombineLayer(Layer):
         base = max(range(len(sources)), key=lambda i: (sources[i].batch_ndim, -i))
         order = [base] + [i for i in range(len(sources)) if i != base]
         unit = _broadcast_unit_features(sources)
-        dims, maps = returnn_common_order(sources[base], *common_dims([unit[i] for i in order], layer=self))
+        dims, maps = common_dims([unit[i] for i in order], layer=self)
+        added = dims[sources[base].batch_ndim:]
+        dims, maps = merge_added_axes(self, *returnn_common_order(sources[base], dims, maps), added)
         self.maps = [maps[order.index(i)] for i in range(len(sources))]
         special = {}
         for key, axis in (("feature_dim_axis", sources[base]._feature_dim_axis),

@@ -190,6 +190,36 @@ def common_dims(dims_lists: Sequence[Sequence[Dim]], strict: bool = False, layer
     return common, maps
 
 
+def merge_added_axes(layer, dims: List[Dim], maps: List[List[int]], added: Sequence[Dim]
+                     ) -> Tuple[List[Dim], List[List[int]]]:
+    """RETURNN's get_common_data adds the axes the first largest source lacks (``added``, in that order) one by
+    one, each looked up among the common axes so far, those just added too: a static engine-made axis of the size
+    of one added before it (e.g. a variable of shape [1, 1]: its two axes) takes that one's place in ``dims``. Of
+    size 1 the source axis it replaces broadcasts away (its map entry -1: squeezed, see
+    :func:`~returnn.tf.layers.output.align_tensor`); of another size RETURNN then fails (two source axes on
+    one), refused here."""
+    from returnn.tf.layers.norm import behavior_version
+    kept: List[Dim] = []
+    for d in added:
+        prev = next((e for e in kept if d.dimension is not None and e.dimension == d.dimension
+                     and not d.is_batch_dim() and not e.is_batch_dim()
+                     and (behavior_version() < 16 or not (_user_made(d) or _user_made(e)))), None)
+        if prev is None:
+            kept.append(d)
+            continue
+        if d.dimension != 1:
+            raise NetworkError("%s: the axes %r and %r (both of size %i, new to the first largest source) are one "
+                               "axis to RETURNN's get_common_data, which then fails to map the sources onto it"
+                               % (layer.desc, prev.description, d.description, d.dimension))
+        j = next(k for k, e in enumerate(dims) if e is prev)
+        i = next(k for k, e in enumerate(dims) if e is d)
+        kept[kept.index(prev)] = d
+        dims = [d if k == j else e for k, e in enumerate(dims) if k != i]
+        maps = [[-1 if p == j else (j if p == i else p) - (p > i and p != j) - (p == i and j > i)
+                 for p in m] for m in maps]
+    return dims, maps
+
+
 def returnn_common_order(base: Data, dims: List[Dim], maps: List[List[int]]) -> Tuple[List[Dim], List[List[int]]]:
     """RETURNN's ``get_common_data`` layout: ``dims`` (from :func:`common_dims` with the base source's
     dims first, the others' new dims appended) with each new dim inserted where RETURNN puts it
@@ -206,7 +236,7 @@ def returnn_common_order(base: Data, dims: List[Dim], maps: List[List[int]]) -> 
         cur = cur.copy_add_dim_by_tag(dims[j], axis=axis)
         order.insert(axis, j)
     new_pos = {old: new for new, old in enumerate(order)}
-    return [dims[o] for o in order], [[new_pos[p] for p in m] for m in maps]
+    return [dims[o] for o in order], [[new_pos[p] if p >= 0 else p for p in m] for m in maps]
 
 
 _LOOP_AXES: List[Dim] = []  # time axes of rec loops whose sub-layers are being built over whole sequences

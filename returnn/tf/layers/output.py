@@ -185,7 +185,11 @@ class LayerOutput:
 def align_tensor(tensor: tf.Tensor, axis_map: Sequence[int], out_ndim: int) -> tf.Tensor:
     """``tensor`` with its axes moved to the positions ``axis_map`` (axis ``i`` goes
     to ``axis_map[i]``) and size-1 axes inserted for the other positions of an ``out_ndim`` result,
-    so it broadcasts against tensors of the common layout (see ``helpers.common_dims``)."""
+    so it broadcasts against tensors of the common layout (see ``helpers.common_dims``); an axis mapped to -1
+    is of size 1 and squeezed (``helpers.merge_added_axes``)."""
+    if any(p < 0 for p in axis_map):
+        tensor = tf.squeeze(tensor, [i for i, p in enumerate(axis_map) if p < 0])
+        axis_map = [p for p in axis_map if p >= 0]
     order: List[int] = sorted(range(len(axis_map)), key=lambda i: axis_map[i])
     if order != list(range(len(order))):
         tensor = tf.transpose(tensor, order)
