@@ -290,7 +290,7 @@ for _bv in (0, 12, 21):
             "v": {"class": "variable", "shape": [1], "add_time_axis": True},
             "output": {"class": "combine", "kind": "mul", "from": ["v", "data"], "allow_broadcast_all_sources": True}},
             extern={"data": {"dim": 5}}, config={"behavior_version": _bv})
-# (of shape [3, 3] the two axes are one as well, and RETURNN fails: refused, tests/test_long_tail27.py)
+# (of shape [3, 3] the two axes are one as well, and RETURNN fails: refused, tests/test_option_effects.py)
 for _shape in ([1, 1], [1, 3]):
     case("fuzz_combine_variable_shape%s_bv12_broadcast_all" % "x".join(map(str, _shape)), "fuzz_combine", {
         "v": {"class": "variable", "shape": _shape},
