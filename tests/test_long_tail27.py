@@ -79,3 +79,26 @@ def test_custom_score_combine_sees_the_choices_cheating_option():
     logp = np.log(np.full((2, 3, 4), 0.25, np.float32))
     net.forward({"data": tf.constant(logp), "data:seq_len": tf.constant([3, 2])}, RunContext(False), only=["output"])
     assert seen and all(s == (False, True) for s in seen)
+
+
+def test_extra_search_decoder_shares_a_subnetwork_sublayers_parameters():
+    """A subnetwork inside the searched decoder (the 2022-approx-recombination config's LM) shares its layers'
+    parameters with the trained decoder's, as RETURNN (checked with RETURNN 1.20261022: one set of variables,
+    these names); here the extra net's subnetwork layers made their own (a name clash)."""
+    from returnn.tf.returnn_params import returnn_param_shapes
+
+    def dec():
+        return {"class": "rec", "from": [], "target": "classes", "max_seq_len": 4, "unit": {
+            "emb": {"class": "linear", "from": "prev:output", "n_out": 3, "activation": None},
+            "lm": {"class": "subnetwork", "from": "emb", "trainable": False, "subnetwork": {
+                "input": {"class": "linear", "from": "data", "n_out": 3, "activation": "tanh"},
+                "output": {"class": "linear", "from": "input", "n_out": 5, "activation": None}}},
+            "prob": {"class": "softmax", "from": ["emb", "lm"], "target": "classes", "loss": "ce"},
+            "output": {"class": "choice", "from": "prob", "target": "classes", "beam_size": 2, "initial_output": 0},
+            "end": {"class": "compare", "from": "output", "value": 0}}}
+    extern = {"data": data_from_opts("data", {"dim": 2}),
+              "classes": data_from_opts("classes", {"dim": 5, "sparse": True})}
+    net = TFNetwork({"output": dec(), "extra.search:output": dec(),
+                     "decision": {"class": "decide", "from": "extra.search:output", "is_output_layer": True}}, extern)
+    assert sorted(returnn_param_shapes(net)) == [
+        "output/rec/%s/%s" % (layer, p) for layer in ("emb", "lm/input", "lm/output", "prob") for p in ("W", "b")]

@@ -148,6 +148,22 @@ class ParamsByScope:
         return get
 
 
+def _shared_subnetwork(subnet: Dict[str, Any], scope: str, params: ParamsByScope) -> Dict[str, Any]:
+    """A subnetwork's layer dicts (of a rec unit's sub-layer at ``scope``) sharing their parameters by name,
+    in ``scope/<layer>`` (RETURNN: a subnetwork's layers directly in its scope), nested subnetworks too."""
+    from returnn.tf.layers.params import layer_scope
+    out = {}
+    for name, opts in subnet.items():
+        if isinstance(opts, dict) and not opts.get("reuse_params"):
+            rel, absolute = layer_scope(name, opts.get("name_scope"))
+            inner = rel if absolute else "%s/%s" % (scope, rel)
+            opts = dict(opts, reuse_params={"custom": params.custom(inner)})
+            if opts.get("class") == "subnetwork" and isinstance(opts.get("subnetwork"), dict):
+                opts["subnetwork"] = _shared_subnetwork(opts["subnetwork"], inner, params)
+        out[name] = opts
+    return out
+
+
 def shared_param_opts(opts: Dict[str, Any], scope: str, params: ParamsByScope, own_scope: bool = False) -> Dict[str, Any]:
     """``opts`` of a layer that shares its parameters by name, at the absolute RETURNN ``scope``:
     ``name_scope`` fixed to it (an :class:`EngineScope` standing in unless ``own_scope``: the layer's own
@@ -165,8 +181,10 @@ def shared_param_opts(opts: Dict[str, Any], scope: str, params: ParamsByScope, o
             if isinstance(sub_opts, dict) and not sub_opts.get("reuse_params"):
                 rel, absolute = layer_scope(sub, sub_opts.get("name_scope"))
                 rec = "rec/" if not own_scope else ""  # RETURNN: a rec layer with a name_scope has no rec/ subscope
-                sub_opts = dict(sub_opts, reuse_params={"custom": params.custom(rel if absolute else
-                                                                                  "%s/%s%s" % (scope, rec, rel))})
+                sub_scope = rel if absolute else "%s/%s%s" % (scope, rec, rel)
+                sub_opts = dict(sub_opts, reuse_params={"custom": params.custom(sub_scope)})
+                if sub_opts.get("class") == "subnetwork" and isinstance(sub_opts.get("subnetwork"), dict):
+                    sub_opts["subnetwork"] = _shared_subnetwork(sub_opts["subnetwork"], sub_scope, params)
             new_unit[sub] = sub_opts
         new["unit"] = new_unit
     return new
