@@ -47,8 +47,8 @@ def test_sparse_dot_refusals(net, match):
 
 @pytest.mark.parametrize("net, match", [
     ({"v": {"class": "variable", "shape": [3, 6]},
-      "output": {"class": "slice_nd", "from": "v", "start": 1, "size": 2, "axis": "F"}},
-     "'output' \\(slice_nd\\): an input without batch axis .* needs a 'start' layer with a batch axis"),
+      "output": {"class": "slice_nd", "from": "v", "start": 1, "size": None, "axis": "F"}},
+     "'output' \\(slice_nd\\): an input without batch axis .* needs a 'start' layer with a batch axis, or an int"),
     # RETURNN leaves the new axis' sizes undefined there (its Tensor sanity check fails)
     ({"len": {"class": "length", "from": "data"},
       "v": {"class": "variable", "shape": [3, 6]},

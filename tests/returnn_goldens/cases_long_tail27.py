@@ -85,3 +85,11 @@ case("split_dims_batch_axis_static_first", "split_dims_batch", dict(_RED, output
 case("split_dims_batch_axis_then_reduce", "split_dims_batch", dict(_RED, **{
     "s": {"class": "split_dims", "axis": "B", "dims": [-1, 3], "from": "red"},
     "output": {"class": "reduce", "mode": "sum", "axis": "stag:s_split_dims1", "from": "s"}}), lens={"data": LENS_ZERO})
+
+# slice_nd of an input without batch axis by an int start and size: RETURNN's plain slice, no batch axis
+case("slice_nd_batchless_int_start", "slice_nd_batchless", {
+    "v": {"class": "variable", "shape": [3, 6]},
+    "output": {"class": "slice_nd", "from": "v", "start": 1, "size": 2, "axis": "F"}}, lens={"data": LENS_ZERO})
+case("slice_nd_batchless_int_start_dynamic_input", "slice_nd_batchless", {
+    "r": {"class": "range_in_axis", "from": "data", "axis": "T"},
+    "output": {"class": "slice_nd", "from": "r", "start": 1, "size": 2}}, lens={"data": LENS_ZERO})

@@ -8,8 +8,9 @@
   to an engine-made static spatial axis of the input (extern data without dim tags) with start ``(B,)``:
   RETURNN's gather takes both as one axis, slice frame ``i`` from that axis' entry ``i`` (a diagonal).
   An input without batch axis (e.g. a variable, or ``(T, F)`` of a range) is sliced per entry of a ``start``
-  layer with a batch axis; the output is then the input's axes before the sliced one, start's axes, the slice,
-  the input's axes after it (RETURNN's gather order).
+  layer with a batch axis; the output is then the input's axes before the sliced one, start's axes, the
+  slice, the input's axes after it (RETURNN's gather order). With an int start and size it is a plain slice
+  (the output has no batch axis either).
 - ``scatter_nd``: the inverse of gathering: the input (updates) is written into a new axis at the
   indices ``position`` holds along its ``position_axis``; the output is ``position``'s layout with
   that axis replaced by ``out_spatial_dim`` (or ``output_dim_via_time_from``'s time axis), plus
@@ -77,7 +78,13 @@ class SliceNdLayer(Layer):
         refs = list(sources[len(own):])
         self.start_data = refs.pop(0) if self.start_layer else None
         self.batchless = data.batch_dim_axis is None
-        if self.batchless and (self.start_data is None or self.start_data.batch_dim_axis is None):
+        # an input without batch axis sliced by an int start and size: RETURNN's plain slice (no batch axis)
+        self.plain = self.batchless and not self.start_layer
+        if self.plain and not (_is_int(opts.get("size")) and opts["size"] >= 0 and
+                               _is_int(opts.get("start") or 0) and (opts.get("start") or 0) >= 0):
+            raise NetworkError("%s: an input without batch axis (%s) needs a 'start' layer with a batch axis, or an "
+                               "int start >= 0 and an int size here" % (self.desc, data.short_repr()))
+        if self.batchless and self.start_layer and self.start_data.batch_dim_axis is None:
             raise NetworkError("%s: an input without batch axis (%s) needs a 'start' layer with a batch axis here"
                                % (self.desc, data.short_repr()))
         self.size_data = refs.pop(0) if self.size_layer else None
@@ -148,6 +155,10 @@ class SliceNdLayer(Layer):
         self.slice_dim = slice_dim
         self.start_value = start
         self.diag = self._twin(data, size, given)
+        if self.plain:
+            dims = [slice_dim if i == self.ax else d for i, d in enumerate(data.dims)]
+            self.output = relaid(name, data, dims, time_dim_axis=Data("t", dims=dims).time_dim_axis)
+            return
         batch = data.dims[data.batch_dim_axis] if not self.batchless else \
             self.start_data.dims[self.start_data.batch_dim_axis]
         before = [d for i, d in enumerate(data.dims[:self.ax]) if i != data.batch_dim_axis]
@@ -216,6 +227,12 @@ class SliceNdLayer(Layer):
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         x = concat_inputs(self, self.input, self.plan, sources[:len(self.sources)], ctx)
+        if self.plain:  # frames start .. start + size - 1 of the tensor (zeros beyond its end)
+            part = tf.gather(x.tensor, tf.range(self.start_value, tf.minimum(
+                self.start_value + self.static_size, tf.shape(x.tensor)[self.ax])), axis=self.ax)
+            pads = [[0, 0] for _ in range(self.input.batch_ndim)]
+            pads[self.ax] = [0, self.static_size - tf.shape(part)[self.ax]]
+            return self.make_output(tf.pad(part, pads), sources)
         if self.batchless:
             start = self._start_tensor(sources, None)  # (B, S...)
             n_batch = tf.shape(start)[0]
