@@ -91,8 +91,7 @@ class DotLayer(Layer):
         self.equation = "%s,%s->%s" % ("".join(sub_a), "".join(sub_b), "".join(common[p] for p in order))
         out_dims = [dims[p] for p in order]
         if any(self.one_hot):
-            self._check_sparse_layout([p for p in map_a if p not in shared], [p for p in map_b if p not in shared],
-                                      [i for i, p in zip(rest_a, map_a) if p not in shared],
+            self._check_sparse_layout([i for i, p in zip(rest_a, map_a) if p not in shared],
                                       [j for j, p in zip(rest_b, map_b) if p not in shared])
         add_var2 = self.opt("add_var2_if_empty")
         if add_var2 and behavior_version() >= 3:
@@ -122,12 +121,12 @@ class DotLayer(Layer):
             views.append(Data(x.name, dims=list(x.dims) + [x.sparse_dim], dtype=other.dtype))
         return views[0], views[1]
 
-    def _check_sparse_layout(self, own_a: List[int], own_b: List[int], var_a: List[int], var_b: List[int]) -> None:
+    def _check_sparse_layout(self, var_a: List[int], var_b: List[int]) -> None:
         """RETURNN gathers the dense source's entries in its axis order (reduced axis after or before its own axes)
         and then reshapes (not transposes) the result to (shared, a's own, b's own): where the dense source's
         reduced axis comes before its own axes (a sparse first source) or after them (a sparse second one), both
-        sources with own axes, its values land in the wrong places; refused."""
-        if not own_a or not own_b:
+        sources with own axes (``var_a``, ``var_b``), its values land in the wrong places; refused."""
+        if not var_a or not var_b:
             return
         if self.one_hot[0] and self.red_b[0] > min(var_b) or self.one_hot[1] and self.red_a[0] < min(var_a):
             dense = "second" if self.one_hot[0] else "first"
