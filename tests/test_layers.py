@@ -485,6 +485,27 @@ def test_batch_norm_use_sample_force_sample_unmasked_and_inits():
         make("batch_norm", {"param_version": 7}, [spec(4)])
 
 
+def test_batch_norm_fused_path_as_returnn():
+    """RETURNN's fused_batch_norm path (param_version 2, masked_time False, use_shift/use_std, use_sample 0): the
+    moving variance moves towards the Bessel-corrected batch variance (TF's kernel), evaluation updates nothing
+    even where update_sample_only_in_training is False (here: behavior_version 0), epsilon at least 1.001e-5."""
+    x, lens = dense(0)
+    layer = make("batch_norm", {"momentum": 0.25, "epsilon": 1e-8, "masked_time": False, "param_version": 2},
+                 [spec(4)])
+    assert layer.bn.fused and not layer.bn.update_only_in_training
+    g = garble(x, lens, value=0.0)
+    flat = g.reshape(-1, 4)
+    mean, var = flat.mean(0), flat.var(0)
+    out = run(layer, [lo(g, lens)], train=True).tensor.numpy()
+    real_frames_close(out, (g - mean) / np.sqrt(var + 1.001e-5), lens, atol=1e-4)
+    np.testing.assert_allclose(layer.bn.moving_mean.numpy(), 0.25 * mean, atol=1e-5)
+    np.testing.assert_allclose(layer.bn.moving_variance.numpy(), 0.75 + 0.25 * flat.var(0, ddof=1), atol=1e-5)
+    mm, mv = layer.bn.moving_mean.numpy(), layer.bn.moving_variance.numpy()
+    ev = run(layer, [lo(g, lens)], train=False).tensor.numpy()
+    real_frames_close(ev, (g - mm) / np.sqrt(mv + 1.001e-5), lens, atol=1e-4)
+    np.testing.assert_array_equal(layer.bn.moving_mean.numpy(), mm)
+
+
 # ------------------------------------------------------------------ errors / registry
 
 def test_unknown_option_class_and_activation_errors_name_the_layer():

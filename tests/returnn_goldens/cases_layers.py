@@ -356,6 +356,14 @@ case("conv1d_groups_depthwise", "conv", {"output": {"class": "conv", "filter_siz
 case("batch_norm_default_bv_unmasked", "batch_norm", {"output": {"class": "batch_norm", "masked_time": False,
                                                                  "from": "data"}},
      notes="masked_time False: batch statistics include the padded positions")
+# RETURNN's fused path (param_version 2, masked_time False, use_sample 0): evaluation normalises with the stored
+# statistics and updates nothing, also where update_sample_only_in_training is False (behavior_version < 12)
+# (returnn_fuzz mutate seed 189, DIFFER)
+case("batch_norm_fused_param_version2_eval", "batch_norm", {"output": {
+    "class": "batch_norm", "masked_time": False, "param_version": 2, "from": "data"}})
+case("batch_norm_option_fused_param_version2_eval", "batch_norm", {"output": {
+    "class": "linear", "activation": None, "n_out": 4, "from": "data",
+    "batch_norm": {"masked_time": False, "param_version": 2, "momentum": 0.5}}})
 case("rec_layernormvariantslstm_opts", "rec_lstm", {
     "output": {"class": "rec", "unit": "layernormvariantslstm", "n_out": 4, "from": "data",
                "unit_opts": {"global_norm": False, "per_gate_norm": True, "hidden_norm": True, "cell_norm_in_output": False,

@@ -13,7 +13,8 @@ with the moving ones (unless ``force_sample``). Defaults that RETURNN changed wi
 version 12 follow the config's ``behavior_version``: before 12, ``momentum`` 0.99, the moving
 statistics are also updated in evaluation steps (``update_sample_only_in_training`` False), and the
 updated values are used at once (``delay_sample_update`` False); from 12 on, 0.1, training only,
-delayed.
+delayed. RETURNN's fused path (``param_version`` 2, ``masked_time`` False, ``use_sample`` 0, shift and
+scale, no ``force_sample``) differs: see :meth:`BatchNorm.apply_fused`.
 """
 from __future__ import annotations
 
@@ -151,6 +152,9 @@ class BatchNorm(tf.Module):
                                "(its copy_time_flattened; RETURNN of 2018 took it); set masked_time False"
                                % (desc, data.short_repr()))
         self.epsilon = float(o["epsilon"])
+        # RETURNN's fused path (TF's fused_batch_norm; see apply_fused)
+        self.fused = self.param_version >= 2 and not self.masked_time and bool(o["use_shift"]) and \
+            bool(o["use_std"]) and self.use_sample == 0 and not self.force_sample
         if o["axes"] is not None:
             names = o["axes"] if isinstance(o["axes"], (list, tuple)) else [o["axes"]]
             if [owner.axis(data, a, "axes") for a in names] != [data.feature_dim_axis]:
@@ -222,8 +226,28 @@ class BatchNorm(tf.Module):
         var = tf.reduce_sum(tf.square(centered), axis=axes) / count
         return mean, var
 
+    def apply_fused(self, x: LayerOutput, ctx: RunContext) -> tf.Tensor:
+        """RETURNN's fused_batch_norm path (param_version 2, masked_time False, use_shift, use_std, use_sample 0,
+        no force_sample): training normalises with the batch's statistics and moves the moving ones towards the
+        mean and the Bessel-corrected variance (TF's kernel); evaluation uses the moving statistics and updates
+        nothing, whatever update_sample_only_in_training says; epsilon at least 1.001e-5 (TF's minimum)."""
+        eps = max(self.epsilon, 1.001e-5)
+        if ctx.train:
+            mean, var = self.batch_moments(x)
+            n = tf.cast(tf.size(x.tensor) // max(self.data.dim, 1), tf.float32)
+            unbiased = var * n / tf.maximum(n - 1.0, 1.0)
+            m = self.momentum
+            self.moving_mean.assign_add((tf.stop_gradient(mean) - self.moving_mean.read_value()) * m)
+            self.moving_variance.assign_add((tf.stop_gradient(unbiased) - self.moving_variance.read_value()) * m)
+        else:
+            mean, var = self.moving_mean.read_value(), self.moving_variance.read_value()
+        y = (x.tensor - self.per_feature(mean)) * tf.math.rsqrt(self.per_feature(var) + eps)
+        return y * self.per_feature(self.gamma) + self.per_feature(self.beta)
+
     def apply(self, x: LayerOutput, ctx: RunContext) -> tf.Tensor:
         """The normalised values of ``x`` (laid out as ``data``); updates the moving statistics."""
+        if self.fused:
+            return self.apply_fused(x, ctx)
         update = ctx.train or not self.update_only_in_training
         use_batch = (ctx.train or self.force_sample) and self.use_sample < 1.0
         # values before this batch's update (read first: in a tf.function reads follow program order)
