@@ -116,3 +116,18 @@ def test_batchless_loop_refusals(net, match):
     of it is refused in one line."""
     with pytest.raises(NetworkError, match=match):
         _build_and_run(net)
+
+
+def test_end_layer_with_more_than_the_batch_axis_is_refused():
+    """RETURNN asserts its loop's 'end' sub-layer has the shape () (one flag per sequence, or one for all): an end
+    compared with a length of add_time_axis (B, 1) fails there (checked with RETURNN 1.20261022, returnn_fuzz
+    mutate seed 190 #30); it was built here. The same loop with the plain (B,) length builds."""
+    def net(add_time_axis):
+        return {"n": {"class": "length", "from": "data", "add_time_axis": add_time_axis},
+                "output": {"class": "rec", "from": [], "max_seq_len": 4, "unit": {
+                    "h": {"class": "linear", "n_out": 2, "activation": "tanh", "from": "prev:h"},
+                    "end": {"class": "compare", "kind": "greater_equal", "from": [":i", "base:n"]},
+                    "output": {"class": "copy", "from": "h"}}}}
+    with pytest.raises(NetworkError, match="'output' \\(rec\\): its 'end' sub-layer must give one flag per sequence"):
+        _build_and_run(net(True))
+    assert _build_and_run(net(False))["output"].tensor.shape[-1] == 2

@@ -105,6 +105,13 @@ case("fuzzrec_loop_ended_by_step", "fuzzrec_ending", dict(ENC, output={
     "class": "rec", "from": [], "include_eos": True, "max_seq_len": 5,
     "unit": dict(ENDING_UNIT, end={"class": "compare", "kind": "greater_equal", "from": ":i", "value": 2})}),
     extern=X4, lens={"data": [7, 4, 1]})
+# ... with an 'end' that alone reads a base: layer (RETURNN always builds 'end'; here that layer was not found)
+case("fuzzrec_loop_ended_by_end_alone_reading_base", "fuzzrec_ending", dict(ENC, output={
+    "class": "rec", "from": [], "max_seq_len": 6, "unit": {
+        "s": {"class": "linear", "activation": "tanh", "n_out": 3, "from": ["prev:s", "prev:output"]},
+        "output": {"class": "linear", "activation": "tanh", "n_out": 3, "from": ["s"]},
+        "end": {"class": "compare", "kind": "greater_equal", "from": [":i", "base:enc_len"]}}}),
+    extern=X4, lens={"data": [5, 3, 1]})
 # ... with the rec layer's own target: its length only where RETURNN's train_flag is not False (training, eval);
 # in the forward task 'end' ends the loop (returnn_fuzz --kind mutate --train seed 48: the target's length was used)
 XC = dict(X4, classes={"dim": 5, "sparse": True, "available_for_inference": False})

@@ -108,7 +108,9 @@ class RecSubnetLayer(AssumedTemplates, Layer):
         unit = opts.get("unit")
         if not isinstance(unit, Mapping):
             raise NetworkError("rec layer %r: 'unit' must be a dict of layers" % name)
-        unit = unit_layers(unit, name, search)
+        # RETURNN's template construction always builds 'end' (rec.py): what it reads is read here too, also
+        # where nothing else in the loop reads it
+        unit = unit_layers(unit, name, search, extra_roots=("end",) if "end" in unit else ())
         search = loop_searches(unit, search)
         extra: List[str] = []
         for sub, sub_opts in unit.items():
@@ -295,6 +297,10 @@ class RecSubnetLayer(AssumedTemplates, Layer):
         check_cur_and_prev_moved_out(self.plan, self.unit, self.desc)
         _unmask.check_step_masks(self.desc, self.unit, self.layers, self.plan.in_loop)
         check_output_per_step_time(self)
+        end = self.layers.get("end") if (self.ends or search) else None
+        if end is not None and any(not d.is_batch_dim() for d in end.output.dims):
+            raise NetworkError("%s: its 'end' sub-layer must give one flag per sequence (or one for all), got %s "
+                               "(RETURNN asserts the shape ())" % (self.desc, end.output.short_repr()))
         if "output" not in self.in_loop and self.time_dim not in self.layers["output"].output.dims:
             raise NetworkError("%s: the output computed over the whole sequence has no loop time axis %r (%s); "
                                "RETURNN refuses that" % (self.desc, self.time_dim.description,
