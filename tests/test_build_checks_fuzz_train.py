@@ -303,3 +303,18 @@ def test_sparse_need_last_in_the_loop_needs_an_initial_output():
         TFNetwork(net, _SPARSE_X)
     net["output"]["unit"]["lab"]["initial_output"] = 0
     TFNetwork(net, _SPARSE_X)
+
+
+def test_eval_with_a_batch_axis_from_batchless_sources_only_is_one_line():
+    """An eval whose sources have no batch axis but whose out_type declares one: source() gives size 1 there and
+    RETURNN goes on with a batch of 1 (its unflatten_nd then keeps the first sequence only); refused in one line
+    (was a GatherV2 traceback in unflatten_nd: returnn_fuzz mutate --train seed 192 #13). The same eval with a
+    source that has the batch axis runs."""
+    def net(axis):
+        return {"len": {"class": "length", "from": "data", "axis": axis},
+                "sizes": {"class": "eval", "from": "len", "eval": "tf.concat([source(0) // 2, source(0) * 0 + 2], axis=1)",
+                          "out_type": {"dims": [Dim(None, kind=Dim.Types.Batch, description="batch"),
+                                                Dim(2, kind=Dim.Types.Feature, description="two")], "dtype": "int32"}}}
+    with pytest.raises(NetworkError, match="'sizes' \\(eval\\): eval returned shape \\[1, 2\\], size 1 at the batch"):
+        _build_and_run(net("f"))
+    assert _build_and_run(net("T"))["sizes"].tensor.numpy().tolist() == [[2, 2], [1, 2]]

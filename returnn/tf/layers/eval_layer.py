@@ -367,7 +367,7 @@ class EvalLayer(Layer):
         if unused:
             raise NetworkError("%s: eval does not use source(s) %s (from %s)"
                                % (self.desc, unused, [self.opts_source_name(i) for i in unused]))
-        return self._finish(result, sources)
+        return self._finish(result, sources, ctx)
 
     def opts_source_name(self, i: int) -> str:
         return self.sources[i].name if i < len(self.sources) else str(i)
@@ -400,7 +400,7 @@ class EvalLayer(Layer):
                     feature_dim_axis=None if src.feature_dim_axis is None else self.maps[i][src.feature_dim_axis])
         return LayerOutput(tensor, data, value.sizes, None)
 
-    def _finish(self, result: tf.Tensor, sources: List[LayerOutput]) -> LayerOutput:
+    def _finish(self, result: tf.Tensor, sources: List[LayerOutput], ctx: Optional[RunContext] = None) -> LayerOutput:
         want = self.output.batch_ndim
         if result.shape.rank is not None and result.shape.rank != want:
             raise NetworkError("%s: eval returned a tensor of rank %i, the output %s has rank %i (set 'out_type')"
@@ -412,6 +412,15 @@ class EvalLayer(Layer):
                                        "'Mismatching shape'; set 'out_type')" % (
                                            self.desc, result.shape.as_list(), self.output.short_repr(),
                                            dim.dimension, pos))
+        b = self.output.batch_dim_axis
+        real_batch = tf.get_static_value(ctx.batch_size) if ctx is not None and ctx.batch_size is not None else None
+        if b is not None and result.shape.rank is not None and result.shape[b] == 1 and real_batch != 1 and \
+                sources and not any(s.data.batch_dim_axis is not None for s in sources):
+            # no source has a batch axis: source(i) gives size 1 there, and RETURNN keeps that as a batch of 1
+            raise NetworkError("%s: eval returned shape %s, size 1 at the batch axis of the output %s, as no source "
+                               "has a batch axis (RETURNN would go on with a batch of 1): broadcast it in the eval "
+                               "or declare no batch axis in 'out_type'" % (
+                                   self.desc, result.shape.as_list(), self.output.short_repr()))
         if self.same_layout and sources:
             result = _broadcast_to_layout(result, sources, self.maps)
         if result.dtype.name != self.output.dtype:
