@@ -303,6 +303,21 @@ def test_combine_with_two_new_static_axes_of_one_size():
                 "class": "combine", "kind": "add", "from": ["data", "v"], "allow_broadcast_all_sources": True}}, extern)
 
 
+def test_valid_conv_and_slice_from_two_are_two_axes():
+    """RETURNN's dim math keeps each side's cut: a valid conv of size 3 ('(-1+time)+-1') and a crop of one frame on
+    each side are one axis (golden combine_valid_conv_and_crop), a slice from 2 ('-2+time') another one, which
+    RETURNN then fails to match: refused in one line (here one axis before)."""
+    from returnn.tf.network import TFNetwork
+    extern = {"data": Data("data", shape=(None, 6))}
+    conv = {"class": "conv", "from": "data", "filter_size": [3], "padding": "valid", "n_out": 6, "activation": None}
+    net = {"conv": conv, "crop": {"class": "slice", "from": "data", "axis": "T", "slice_start": 1, "slice_end": -1},
+           "output": {"class": "combine", "kind": "add", "from": ["conv", "crop"]}}
+    assert TFNetwork(net, extern).layers["output"].output.batch_ndim == 3
+    net["crop"] = {"class": "slice", "from": "data", "axis": "T", "slice_start": 2}
+    with pytest.raises(NetworkError, match="'output'.*both derive from"):
+        TFNetwork(net, extern)
+
+
 def test_rec_subnetwork_axis_back_prop_unit_opts():
     from returnn.tf.network import TFNetwork
     extern = {"data": Data("data", shape=(None, 3))}

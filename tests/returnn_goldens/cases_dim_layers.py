@@ -197,3 +197,18 @@ case("pad_after_valid_window", "pad", {
     "red": {"class": "reduce", "mode": "sum", "from": "win", "axis": "static:0"},
     "pad": {"class": "pad", "from": "red", "axes": "T", "padding": 1},
     "output": {"class": "combine", "kind": "add", "from": ["pad", "data"]}}, extern=X6_DIMS, lens={"data": [5, 1, 0]})
+# RETURNN's dim math keeps the cut of each side apart ((a + time) + b, sizes clipped at 0 after a negative term,
+# an int of a later pad or slice merged into the side it is on): a valid conv then a pad on the left only is
+# time + -1, and a slice from 2 then a pad on the right is (-2+time)+1 (not one rule T + offset)
+CONV3 = {"class": "conv", "from": "data", "filter_size": [3], "padding": "valid", "n_out": 6, "activation": None}
+case("pad_left_after_valid_conv", "pad", {
+    "conv": CONV3, "output": {"class": "pad", "from": "conv", "axes": "T", "padding": [(1, 0)]}},
+    extern=X6_DIMS, lens={"data": [5, 1, 0]})
+case("pad_right_after_slice", "pad", {
+    "sl": {"class": "slice", "from": "data", "axis": "T", "slice_start": 2},
+    "output": {"class": "pad", "from": "sl", "axes": "T", "padding": [(0, 1)]}}, extern=X6_DIMS, lens={"data": [5, 1, 0]})
+case("combine_valid_conv_and_crop", "pad", {
+    "conv": CONV3, "crop": {"class": "slice", "from": "data", "axis": "T", "slice_start": 1, "slice_end": -1},
+    "output": {"class": "combine", "kind": "add", "from": ["conv", "crop"]}}, extern=X6_DIMS, lens={"data": [5, 2, 0]})
+# (a valid conv and a slice from 2, '(-1+time)+-1' and '-2+time', are two axes to RETURNN, which then fails to match
+# them: refused, tests/test_option_effects.py)

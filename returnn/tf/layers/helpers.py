@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import contextlib
 
-from typing import Any, Iterator, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
@@ -259,21 +259,38 @@ def moved_out_loop_dims() -> List[Dim]:
     return [_LOOP_AXES[-1]] if _LOOP_AXES else []
 
 
-def shifted_dim(old: Dim, delta: int, description: str) -> Dim:
-    """The dynamic axis whose sizes are ``old``'s plus ``delta`` (a valid convolution, a slice by
-    fixed amounts, a padding). As RETURNN's dim math makes ``T - 2 - 2`` and ``T - 4`` one dim,
-    every such axis is kept per (root axis, total offset): two layers that shorten the time axis by
-    the same amount (a valid conv and a crop, as in a residual block) give the same axis."""
-    root, offset = getattr(old, "_shift_of", None) or (old, 0)
-    offset += delta
-    if offset == 0:
+def shifted_dim(old: Dim, left: int, right: int, description: str) -> Dim:
+    """The dynamic axis ``(left + old) + right`` (a valid convolution or window: negative sides, a slice by fixed
+    amounts, a padding), as RETURNN's dim math: the ints of each side merge with those of the axis ``old`` was
+    cut from (a pad by 1 of a valid conv of size 3 is the time axis again), so every such axis is kept per (root
+    axis, left, right): a valid conv and a crop of one frame on each side give one axis (a residual block), a
+    slice from 2 another one."""
+    root, a, b = getattr(old, "_shift_of", None) or (old, 0, 0)
+    a, b = a + left, b + right
+    if a == 0 and b == 0:
         return root
     cache = root.__dict__.setdefault("_shifted", {})
-    if offset not in cache:
+    if (a, b) not in cache:
         new = Dim(None, kind=old.kind or Dim.Types.Spatial, description=description, derived_from=old)
-        new._shift_of = (root, offset)
-        cache[offset] = new
-    return cache[offset]
+        new._shift_of = (root, a, b)
+        cache[(a, b)] = new
+    return cache[(a, b)]
+
+
+def shifted_sizes(dim: Dim, sizes: Mapping[Dim, tf.Tensor], left: int = 0, right: int = 0) -> Optional[tf.Tensor]:
+    """Per-sequence sizes of ``(left + dim) + right`` for a :func:`shifted_dim` ``dim`` (or its root), from the
+    root axis's sizes as RETURNN computes them: ``(a + time) + b``, clipped at 0 after adding a negative side;
+    None when ``sizes`` lacks the root's."""
+    root, a, b = getattr(dim, "_shift_of", None) or (dim, 0, 0)
+    if root not in sizes:
+        return None
+    lens = sizes[root]
+    for side in (a + left, b + right):
+        if side:
+            lens = lens + side
+            if side < 0:
+                lens = tf.maximum(lens, 0)
+    return lens
 
 
 def math_dim(old: Dim, key: Tuple[Any, ...], description: str) -> Dim:

@@ -25,7 +25,7 @@ import tensorflow as tf
 from returnn.errors import NetworkError
 from returnn.tensor import Data, Dim, DimTypes
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
-from returnn.tf.layers.helpers import check_sources, concat_inputs, concat_output, relaid
+from returnn.tf.layers.helpers import check_sources, concat_inputs, concat_output, relaid, shifted_sizes
 from returnn.tf.layers.options import Option, one_of, positive_int
 
 RESIZE_KINDS = ("nn", "nearest_neighbor", "linear", "cubic", "fill")
@@ -296,19 +296,14 @@ class FoldLayer(Layer):
 
     def _valid_sizes(self, x: LayerOutput) -> tf.Tensor:
         """Sizes of the new axis. RETURNN's dim math: after a valid window (stride 1) of ``time``, the
-        axis is ``(c1 + time) + c2`` (negative cuts, sizes clipped at 0 at each step), and an int
+        axis is ``(c1 + time) + c2`` (negative cuts, sizes clipped at 0 at each step, helpers.shifted_sizes), and an int
         window_left/window_right of the fold merges with the cut next to it (``2 + ((-1+time)+-1)``
         is ``(1+time)+-1``: its sizes are ``time``'s, not the cut ones plus 2); a side that is a dim
         of the window is added to the whole."""
-        cut = getattr(self.in_dim, "_valid_cut", None)
-        if self.padding != "valid" or self.stride != 1 or cut is None or cut[0] not in x.sizes:
-            return x.sizes[self.in_dim] * self.stride + self.extra
-        root, c1, c2 = cut
-        lens = x.sizes[root]
         int_left, int_right = self.int_sides
-        for const in (c1 + (self.left if int_left else 0), c2 + (self.right if int_right else 0)):
-            if const:
-                lens = lens + const
-                if const < 0:
-                    lens = tf.maximum(lens, 0)
+        lens = None
+        if self.padding == "valid" and self.stride == 1:
+            lens = shifted_sizes(self.in_dim, x.sizes, self.left if int_left else 0, self.right if int_right else 0)
+        if lens is None:
+            return x.sizes[self.in_dim] * self.stride + self.extra
         return lens + (0 if int_left else self.left) + (0 if int_right else self.right)

@@ -13,7 +13,7 @@ import tensorflow as tf
 from returnn.errors import NetworkError
 from returnn.tensor import Data, Dim, DimTypes
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
-from returnn.tf.layers.helpers import shifted_dim
+from returnn.tf.layers.helpers import shifted_dim, shifted_sizes
 from returnn.tensor.dim_math import returnn_description
 from returnn.tf.layers.norm import behavior_version
 from returnn.tf.layers.options import Option, one_of, positive_int
@@ -74,7 +74,7 @@ class SliceLayer(_ShapeLayer):
                 raise NetworkError("%s: slice_end %i, slice_start %i, slice_step %i: RETURNN's slice declares a negative "
                                    "size (and fails)" % (self.desc, self.end, self.start, self.step))
         if not isinstance(new, Dim) and old.is_dynamic() and self.step == 1 and (self.end is None or self.end < 0):
-            new = shifted_dim(old, -self.start + (self.end or 0),  # T - start - |end|, named as RETURNN's dim math
+            new = shifted_dim(old, -self.start, self.end or 0,  # (-start + T) + end, named as RETURNN's dim math
                               returnn_description(old.description, -self.start, self.end or 0))
         elif not isinstance(new, Dim):  # named as RETURNN's dim math ('stag:' finds it)
             desc = returnn_description("%s:slice-end" % name, stride=abs(self.step)) if self.end is not None and \
@@ -97,7 +97,8 @@ class SliceLayer(_ShapeLayer):
             length = x.sizes[self.input.dims[self.ax]]
             end = length if self.end is None else (
                 tf.minimum(length, self.end) if self.end >= 0 else length + self.end)
-            sizes[self.new] = tf.maximum(end - self.start + self.step - 1, 0) // self.step
+            lens = shifted_sizes(self.new, x.sizes) if hasattr(self.new, "_shift_of") else None
+            sizes[self.new] = lens if lens is not None else tf.maximum(end - self.start + self.step - 1, 0) // self.step
         # a static end reads padded frames as real ones: as they are where a layer computed them, else zero frames
         # (RETURNN's datasets pad with zeros)
         value = (x.as_read() if self.static_end else x.tensor)[tuple(index)]
@@ -186,7 +187,7 @@ class PadLayer(_ShapeLayer):
             if left or right or given is not None:
                 size = None if old.is_dynamic() else old.dimension + left + right
                 new = given_dim(self, "out_dims", given[i] if given is not None else None, size) or (
-                    shifted_dim(old, left + right, returnn_description(old.description, left, right))
+                    shifted_dim(old, left, right, returnn_description(old.description, left, right))
                     if old.is_dynamic() else
                     Dim(size, kind=old.kind, description="%s:pad" % name, derived_from=old))
                 dims[a] = self.new[a] = new
@@ -220,8 +221,9 @@ class PadLayer(_ShapeLayer):
                 tensor = tf.where(x.broadcast_mask(a), tensor, tf.cast(value, tensor.dtype))
             if a in self.new and self.new[a].is_dynamic() and self.new[a] not in x.sizes:
                 # (a shift that cancels out is the axis the input was cut from, with its own sizes: RETURNN's
-                # 1 + ((-1+time)+-1) + 1 is time)
-                sizes[self.new[a]] = x.sizes[old] + left + right
+                # 1 + ((-1+time)+-1) + 1 is time; else its sizes from that axis's, helpers.shifted_sizes)
+                lens = shifted_sizes(old, x.sizes, left, right)
+                sizes[self.new[a]] = lens if lens is not None else x.sizes[old] + left + right
         paddings = [[0, 0]] * self.input.batch_ndim
         for a, pair in zip(self.pad_axes, self.pairs):
             paddings[a] = list(pair)
@@ -323,15 +325,17 @@ class WindowLayer(_ShapeLayer):
             cut = size - 1
             self.out_dim = given_dim(self, "out_spatial_dim", self.opt("out_spatial_dim"), n) or (
                 # RETURNN's dim math (T - (k - 1)): the axis of a valid conv of that size, which a pad undoes
-                shifted_dim(old, -cut, returnn_description(old.description, -(cut // 2), -(cut - cut // 2)))
+                shifted_dim(old, -(cut // 2), -(cut - cut // 2),
+                            returnn_description(old.description, -(cut // 2), -(cut - cut // 2)))
                 if self.padding == "valid" and self.stride == 1 and old.is_dynamic() else
                 Dim(n, kind=old.kind or DimTypes.Spatial, description="%s:%s" % (name, old.description),
                     derived_from=old))
-        if self.padding == "valid" and self.stride == 1 and old.is_dynamic():
-            # RETURNN's dim math of the valid axis, ``(-left_cut + old) + -right_cut``: a fold adding int sides
-            # merges them with these constants (returnn/tf/layers/resize.py)
+        if self.padding == "valid" and self.stride == 1 and old.is_dynamic() and size > 1 and \
+                not hasattr(self.out_dim, "_shift_of"):
+            # a given out_spatial_dim is RETURNN's dim math of the valid axis too, ``(-left_cut + old) + -right_cut``:
+            # a pad or a fold with int sides merges with these (helpers.shifted_dim)
             cut = size - 1
-            self.out_dim._valid_cut = (old, -(cut // 2), -(cut - cut // 2))
+            self.out_dim._shift_of = shifted_dim(old, -(cut // 2), -(cut - cut // 2), self.out_dim.description)._shift_of
         dims = list(data.dims)
         dims[self.ax] = self.out_dim
         dims.insert(self.ax + 1, self.window_dim)
@@ -420,7 +424,9 @@ class WindowLayer(_ShapeLayer):
         old = self.input.dims[self.ax]
         if self.out_dim is not old and self.out_dim.is_dynamic() and self.out_dim not in x.sizes:
             lens = x.sizes[old]
-            sizes[self.out_dim] = (lens + self.stride - 1) // self.stride if self.padding == "same" else \
+            shifted = shifted_sizes(self.out_dim, x.sizes) if hasattr(self.out_dim, "_shift_of") else None
+            sizes[self.out_dim] = shifted if shifted is not None else \
+                (lens + self.stride - 1) // self.stride if self.padding == "same" else \
                 tf.maximum(lens - self.size, -1) // self.stride + 1
         if self.perm is not None and self.perm != sorted(self.perm):  # RETURNN's order from behavior version 18
             frames = tf.transpose(frames, self.perm)

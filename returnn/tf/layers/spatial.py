@@ -34,7 +34,7 @@ import tensorflow as tf
 
 from returnn.errors import NetworkError
 from returnn.tensor import Data, Dim, DimTypes
-from returnn.tf.layers.helpers import check_sources, concat_output, dense_value, shifted_dim
+from returnn.tf.layers.helpers import check_sources, concat_output, dense_value, shifted_dim, shifted_sizes
 from returnn.tensor.dim_math import returnn_description
 from returnn.tf.layers.options import positive_int
 from returnn.tf.layers.output import LayerOutput
@@ -166,7 +166,8 @@ class SpatialPlan:
                         layer.desc, in_dim.description, in_dim.dimension, window.k_eff))
                 out = Dim(size, kind=DimTypes.Spatial, description=new_name)
             elif window.stride == 1 and not self.pads[i] and self.padding in ("valid", "explicit"):  # T - (k - 1): the same axis as other such cuts
-                out = shifted_dim(in_dim, 1 - window.k_eff, new_name)
+                cut = window.k_eff - 1
+                out = shifted_dim(in_dim, -(cut // 2), -(cut - cut // 2), new_name)
             else:  # as RETURNN: a new axis per layer, derived from the input's (two such never match)
                 out = Dim(None, kind=in_dim.kind or DimTypes.Spatial, derived_from=in_dim, description=new_name)
             if out.is_dynamic() and out is not in_dim and out.math_description is None and not self.pads[i]:
@@ -308,7 +309,9 @@ class SpatialPlan:
         out = {}
         for axis, w in zip(self.spatial_axes, self.windows):
             if w.out_dim.is_dynamic() and w.out_dim is not w.in_dim and w.out_dim not in x.sizes:
-                out[w.out_dim] = out_size(x.sizes[w.in_dim], w, self.padding, self.pads[self.windows.index(w)])
+                lens = shifted_sizes(w.out_dim, x.sizes) if hasattr(w.out_dim, "_shift_of") else None
+                out[w.out_dim] = lens if lens is not None else \
+                    out_size(x.sizes[w.in_dim], w, self.padding, self.pads[self.windows.index(w)])
         return out
 
     def subsample(self, y: tf.Tensor, strided: bool) -> tf.Tensor:
