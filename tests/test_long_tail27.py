@@ -102,3 +102,19 @@ def test_extra_search_decoder_shares_a_subnetwork_sublayers_parameters():
                      "decision": {"class": "decide", "from": "extra.search:output", "is_output_layer": True}}, extern)
     assert sorted(returnn_param_shapes(net)) == [
         "output/rec/%s/%s" % (layer, p) for layer in ("emb", "lm/input", "lm/output", "prob") for p in ("W", "b")]
+
+
+@pytest.mark.parametrize("e_opts, ok", [({}, False), ({"is_output_layer": True}, True)])
+def test_get_rec_accumulated_of_a_sub_layer_the_loop_does_not_build(e_opts, ok):
+    """RETURNN asserts 'maybe 'e' not with is_output_layer?' where nothing in the loop needs the sub-layer
+    (checked with RETURNN 1.20261022); refused here too (the loop does not build it)."""
+    net = {"rec": {"class": "rec", "from": "data", "unit": {
+        "h": {"class": "linear", "activation": "tanh", "n_out": 3, "from": ["data:source", "prev:h"]},
+        "e": dict({"class": "linear", "activation": None, "n_out": 2, "from": "h"}, **e_opts),
+        "output": {"class": "copy", "from": "h"}}},
+        "output": {"class": "get_rec_accumulated", "from": "rec", "sub_layer": "e"}}
+    if ok:
+        _build(net, Data("data", shape=(None, 5)))
+        return
+    with pytest.raises(NetworkError, match="layer 'rec' \\(rec\\): no sub-layer 'e'"):
+        _build(net, Data("data", shape=(None, 5)))
