@@ -93,3 +93,8 @@ case("slice_nd_batchless_int_start", "slice_nd_batchless", {
 case("slice_nd_batchless_int_start_dynamic_input", "slice_nd_batchless", {
     "r": {"class": "range_in_axis", "from": "data", "axis": "T"},
     "output": {"class": "slice_nd", "from": "r", "start": 1, "size": 2}}, lens={"data": LENS_ZERO})
+# the dense source with the batch axis too (one table per sequence): RETURNN's gather with batch_dims 1
+case("dot_sparse_per_sequence_table", "dot_sparse", {
+    "emb": {"class": "variable", "shape": [{"__dim__": "vocab"}, 4], "add_batch_axis": True},
+    "output": {"class": "dot", "from": ["data", "emb"], "reduce": {"__dim__": "vocab"}}},
+    extern=_SPARSE_VOCAB, lens={"data": LENS_ZERO}, config={"behavior_version": 16})
