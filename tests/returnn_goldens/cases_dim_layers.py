@@ -212,3 +212,10 @@ case("combine_valid_conv_and_crop", "pad", {
     "output": {"class": "combine", "kind": "add", "from": ["conv", "crop"]}}, extern=X6_DIMS, lens={"data": [5, 2, 0]})
 # (a valid conv and a slice from 2, '(-1+time)+-1' and '-2+time', are two axes to RETURNN, which then fails to match
 # them: refused, tests/test_option_effects.py)
+# a valid pool over a batch shorter than its window: no frame (TF's pool), then padded (returnn dimfuzz seed 2 #35;
+# here the pool ran on the batch padded to the window: one frame more)
+case("pool_valid_on_a_too_short_batch_then_pad", "pad", {
+    "sl": {"class": "slice", "from": "data", "axis": "T", "slice_start": 2, "slice_end": -1},
+    "pool": {"class": "pool", "from": "sl", "pool_size": [3], "padding": "valid", "mode": "max"},
+    "output": {"class": "pad", "from": "pool", "axes": "T", "padding": [(0, 2)]}}, extern=X6_DIMS,
+    lens={"data": [5, 1, 2]})

@@ -330,12 +330,14 @@ class WindowLayer(_ShapeLayer):
                 if self.padding == "valid" and self.stride == 1 and old.is_dynamic() else
                 Dim(n, kind=old.kind or DimTypes.Spatial, description="%s:%s" % (name, old.description),
                     derived_from=old))
-        if self.padding == "valid" and self.stride == 1 and old.is_dynamic() and size > 1 and \
-                not hasattr(self.out_dim, "_shift_of"):
+        if self.padding == "valid" and self.stride == 1 and old.is_dynamic() and self.opt("out_spatial_dim") is not None \
+                and not hasattr(self.out_dim, "_shift_of"):
             # a given out_spatial_dim is RETURNN's dim math of the valid axis too, ``(-left_cut + old) + -right_cut``:
             # a pad or a fold with int sides merges with these (helpers.shifted_dim)
-            cut = size - 1
-            self.out_dim._shift_of = shifted_dim(old, -(cut // 2), -(cut - cut // 2), self.out_dim.description)._shift_of
+            root, a, b = getattr(old, "_shift_of", None) or (old, 0, 0)
+            a, b = a - (size - 1) // 2, b - (size - 1 - (size - 1) // 2)
+            if a or b:
+                self.out_dim._shift_of = (root, a, b)
         dims = list(data.dims)
         dims[self.ax] = self.out_dim
         dims.insert(self.ax + 1, self.window_dim)

@@ -277,6 +277,7 @@ class SpatialPlan:
             tensor = tf.pad(tensor, explicit, constant_values=0.0 if self.padding == "same_static" else value)
             extent = tf.pad(extent, explicit, constant_values=1.0)
         pads = [[0, 0]] + [self._pads(w, tf.shape(tensor)[i + 1]) for i, w in enumerate(self.windows)] + [[0, 0]]
+        self._lengths = [tf.shape(tensor)[i + 1] for i in range(len(self.windows))]  # (for finish)
         return tf.pad(tensor, pads, constant_values=value), tf.pad(extent, pads)
 
     def _explicit_pads(self, w: AxisWindow, pad: int) -> List[int]:
@@ -325,6 +326,10 @@ class SpatialPlan:
         mask them), channel-first if asked."""
         sizes = dict(x.sizes)
         sizes.update(self.out_sizes(x))
+        if self.padding in ("valid", "explicit") and getattr(self, "_lengths", None) is not None:
+            # a batch shorter than a valid window: no frame (TF's pool gives none; here the op ran on it padded)
+            y = y[(slice(None),) + tuple(slice(None, tf.maximum((n - w.k_eff) // w.stride + 1, 0))
+                                         for n, w in zip(self._lengths, self.windows))]
         if len(self.batch_axes) > 1:  # the merged axes split again
             extents = tf.stack([tf.shape(x.tensor)[a] for a in self.batch_axes])
             y = tf.reshape(y, tf.concat([extents, tf.shape(y)[1:]], 0))
