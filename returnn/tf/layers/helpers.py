@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import contextlib
 
-from typing import Any, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
@@ -257,40 +257,6 @@ def moved_out_loop_dims() -> List[Dim]:
     """While a rec unit builds a sub-layer moved out of its loop (:func:`loop_axis`): the loop's time
     axis; elsewhere none."""
     return [_LOOP_AXES[-1]] if _LOOP_AXES else []
-
-
-def shifted_dim(old: Dim, left: int, right: int, description: str) -> Dim:
-    """The dynamic axis ``(left + old) + right`` (a valid convolution or window: negative sides, a slice by fixed
-    amounts, a padding), as RETURNN's dim math: the ints of each side merge with those of the axis ``old`` was
-    cut from (a pad by 1 of a valid conv of size 3 is the time axis again), so every such axis is kept per (root
-    axis, left, right): a valid conv and a crop of one frame on each side give one axis (a residual block), a
-    slice from 2 another one."""
-    root, a, b = getattr(old, "_shift_of", None) or (old, 0, 0)
-    a, b = a + left, b + right
-    if a == 0 and b == 0:
-        return root
-    cache = root.__dict__.setdefault("_shifted", {})
-    if (a, b) not in cache:
-        new = Dim(None, kind=old.kind or Dim.Types.Spatial, description=description, derived_from=old)
-        new._shift_of = (root, a, b)
-        cache[(a, b)] = new
-    return cache[(a, b)]
-
-
-def shifted_sizes(dim: Dim, sizes: Mapping[Dim, tf.Tensor], left: int = 0, right: int = 0) -> Optional[tf.Tensor]:
-    """Per-sequence sizes of ``(left + dim) + right`` for a :func:`shifted_dim` ``dim`` (or its root), from the
-    root axis's sizes as RETURNN computes them: ``(a + time) + b``, clipped at 0 after adding a negative side;
-    None when ``sizes`` lacks the root's."""
-    root, a, b = getattr(dim, "_shift_of", None) or (dim, 0, 0)
-    if root not in sizes:
-        return None
-    lens = sizes[root]
-    for side in (a + left, b + right):
-        if side:
-            lens = lens + side
-            if side < 0:
-                lens = tf.maximum(lens, 0)
-    return lens
 
 
 def math_dim(old: Dim, key: Tuple[Any, ...], description: str) -> Dim:

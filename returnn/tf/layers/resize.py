@@ -25,7 +25,8 @@ import tensorflow as tf
 from returnn.errors import NetworkError
 from returnn.tensor import Data, Dim, DimTypes
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
-from returnn.tf.layers.helpers import check_sources, concat_inputs, concat_output, relaid, shifted_sizes
+from returnn.tf.layers.dim_shift import shifted_sizes
+from returnn.tf.layers.helpers import check_sources, concat_inputs, concat_output, relaid
 from returnn.tf.layers.options import Option, one_of, positive_int
 
 RESIZE_KINDS = ("nn", "nearest_neighbor", "linear", "cubic", "fill")
@@ -295,15 +296,12 @@ class FoldLayer(Layer):
         return self.make_output(out, sources, sizes)
 
     def _valid_sizes(self, x: LayerOutput) -> tf.Tensor:
-        """Sizes of the new axis. RETURNN's dim math: after a valid window (stride 1) of ``time``, the
-        axis is ``(c1 + time) + c2`` (negative cuts, sizes clipped at 0 at each step, helpers.shifted_sizes), and an int
-        window_left/window_right of the fold merges with the cut next to it (``2 + ((-1+time)+-1)``
-        is ``(1+time)+-1``: its sizes are ``time``'s, not the cut ones plus 2); a side that is a dim
-        of the window is added to the whole."""
-        int_left, int_right = self.int_sides
-        lens = None
-        if self.padding == "valid" and self.stride == 1:
-            lens = shifted_sizes(self.in_dim, x.sizes, self.left if int_left else 0, self.right if int_right else 0)
-        if lens is None:
+        """Sizes of the new axis: RETURNN's dim math ``window_left + in + window_right`` (dim_shift): an int side
+        merges with an int term of the input axis's (after a valid window ``2 + ((-1+time)+-1)`` is ``(1+time)+-1``:
+        its sizes are ``time``'s, not the cut ones plus 2); a side that is a dim of the window (the default) is
+        added as it is."""
+        if self.padding != "valid" or self.stride != 1:
             return x.sizes[self.in_dim] * self.stride + self.extra
-        return lens + (0 if int_left else self.left) + (0 if int_right else self.right)
+        sides = [side if given else ("dim", side) for side, given in zip((self.left, self.right), self.int_sides)]
+        lens = shifted_sizes(self.in_dim, x.sizes, [("add_left", sides[0]), ("add_right", sides[1])])
+        return x.sizes[self.in_dim] * self.stride + self.extra if lens is None else lens

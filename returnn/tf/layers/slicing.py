@@ -13,7 +13,7 @@ import tensorflow as tf
 from returnn.errors import NetworkError
 from returnn.tensor import Data, Dim, DimTypes
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
-from returnn.tf.layers.helpers import shifted_dim, shifted_sizes
+from returnn.tf.layers.dim_shift import mark_shifted, shifted_dim, shifted_sizes
 from returnn.tensor.dim_math import returnn_description
 from returnn.tf.layers.norm import behavior_version
 from returnn.tf.layers.options import Option, one_of, positive_int
@@ -74,8 +74,8 @@ class SliceLayer(_ShapeLayer):
                 raise NetworkError("%s: slice_end %i, slice_start %i, slice_step %i: RETURNN's slice declares a negative "
                                    "size (and fails)" % (self.desc, self.end, self.start, self.step))
         if not isinstance(new, Dim) and old.is_dynamic() and self.step == 1 and (self.end is None or self.end < 0):
-            new = shifted_dim(old, -self.start, self.end or 0,  # (-start + T) + end, named as RETURNN's dim math
-                              returnn_description(old.description, -self.start, self.end or 0))
+            # RETURNN: old.sub_left(start), then - (-end)
+            new = shifted_dim(old, [("sub_left", self.start), ("sub_right", -(self.end or 0))])  # RETURNN's dim math, its description too
         elif not isinstance(new, Dim):  # named as RETURNN's dim math ('stag:' finds it)
             desc = returnn_description("%s:slice-end" % name, stride=abs(self.step)) if self.end is not None and \
                 self.end >= 0 else returnn_description(old.description, -self.start, self.end or 0, abs(self.step))
@@ -187,7 +187,7 @@ class PadLayer(_ShapeLayer):
             if left or right or given is not None:
                 size = None if old.is_dynamic() else old.dimension + left + right
                 new = given_dim(self, "out_dims", given[i] if given is not None else None, size) or (
-                    shifted_dim(old, left, right, returnn_description(old.description, left, right))
+                    shifted_dim(old, [("add_left", left), ("add_right", right)])
                     if old.is_dynamic() else
                     Dim(size, kind=old.kind, description="%s:pad" % name, derived_from=old))
                 dims[a] = self.new[a] = new
@@ -221,8 +221,8 @@ class PadLayer(_ShapeLayer):
                 tensor = tf.where(x.broadcast_mask(a), tensor, tf.cast(value, tensor.dtype))
             if a in self.new and self.new[a].is_dynamic() and self.new[a] not in x.sizes:
                 # (a shift that cancels out is the axis the input was cut from, with its own sizes: RETURNN's
-                # 1 + ((-1+time)+-1) + 1 is time; else its sizes from that axis's, helpers.shifted_sizes)
-                lens = shifted_sizes(old, x.sizes, left, right)
+                # 1 + ((-1+time)+-1) + 1 is time; else its sizes from that axis's, dim_shift)
+                lens = shifted_sizes(old, x.sizes, [("add_left", left), ("add_right", right)])
                 sizes[self.new[a]] = lens if lens is not None else x.sizes[old] + left + right
         paddings = [[0, 0]] * self.input.batch_ndim
         for a, pair in zip(self.pad_axes, self.pairs):
@@ -325,19 +325,15 @@ class WindowLayer(_ShapeLayer):
             cut = size - 1
             self.out_dim = given_dim(self, "out_spatial_dim", self.opt("out_spatial_dim"), n) or (
                 # RETURNN's dim math (T - (k - 1)): the axis of a valid conv of that size, which a pad undoes
-                shifted_dim(old, -(cut // 2), -(cut - cut // 2),
-                            returnn_description(old.description, -(cut // 2), -(cut - cut // 2)))
+                shifted_dim(old, [("sub_left", cut // 2), ("sub_right", cut - cut // 2)])
                 if self.padding == "valid" and self.stride == 1 and old.is_dynamic() else
                 Dim(n, kind=old.kind or DimTypes.Spatial, description="%s:%s" % (name, old.description),
                     derived_from=old))
         if self.padding == "valid" and self.stride == 1 and old.is_dynamic() and self.opt("out_spatial_dim") is not None \
                 and not hasattr(self.out_dim, "_shift_of"):
             # a given out_spatial_dim is RETURNN's dim math of the valid axis too, ``(-left_cut + old) + -right_cut``:
-            # a pad or a fold with int sides merges with these (helpers.shifted_dim)
-            root, a, b = getattr(old, "_shift_of", None) or (old, 0, 0)
-            a, b = a - (size - 1) // 2, b - (size - 1 - (size - 1) // 2)
-            if a or b:
-                self.out_dim._shift_of = (root, a, b)
+            # a pad or a fold with int sides merges with these (dim_shift)
+            mark_shifted(self.out_dim, old, [("sub_left", (size - 1) // 2), ("sub_right", size - 1 - (size - 1) // 2)])
         dims = list(data.dims)
         dims[self.ax] = self.out_dim
         dims.insert(self.ax + 1, self.window_dim)

@@ -34,7 +34,8 @@ import tensorflow as tf
 
 from returnn.errors import NetworkError
 from returnn.tensor import Data, Dim, DimTypes
-from returnn.tf.layers.helpers import check_sources, concat_output, dense_value, shifted_dim, shifted_sizes
+from returnn.tf.layers.dim_shift import shifted_dim, shifted_sizes
+from returnn.tf.layers.helpers import check_sources, concat_output, dense_value
 from returnn.tensor.dim_math import returnn_description
 from returnn.tf.layers.options import positive_int
 from returnn.tf.layers.output import LayerOutput
@@ -167,7 +168,7 @@ class SpatialPlan:
                 out = Dim(size, kind=DimTypes.Spatial, description=new_name)
             elif window.stride == 1 and not self.pads[i] and self.padding in ("valid", "explicit"):  # T - (k - 1): the same axis as other such cuts
                 cut = window.k_eff - 1
-                out = shifted_dim(in_dim, -(cut // 2), -(cut - cut // 2), new_name)
+                out = shifted_dim(in_dim, [("sub_left", cut // 2), ("sub_right", cut - cut // 2)], new_name)
             else:  # as RETURNN: a new axis per layer, derived from the input's (two such never match)
                 out = Dim(None, kind=in_dim.kind or DimTypes.Spatial, derived_from=in_dim, description=new_name)
             if out.is_dynamic() and out is not in_dim and out.math_description is None and not self.pads[i]:

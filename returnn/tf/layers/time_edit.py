@@ -24,6 +24,7 @@ from returnn.tensor import Data, Dim
 from returnn.tensor.dim import batch_dim
 from returnn.tensor.dim_math import returnn_description
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
+from returnn.tf.layers.dim_shift import shifted_dim, shifted_sizes
 from returnn.tf.layers.helpers import check_sources, concat_inputs, concat_output
 from returnn.tf.layers.options import Option, constant_fits, one_of, positive_int
 from returnn.tf.layers.output import align_tensor
@@ -64,8 +65,12 @@ class _InTimeLayer(Layer):
         # (a static time axis, e.g. of fixed-length extern data, stays static: RETURNN's dim math old + repeat)
         # described as RETURNN's dim math (``time+1``, prefix ``1+time``), which 'stag:' descriptions search
         desc = returnn_description(old.description, 0 if self.at_end else self.repeat, self.repeat if self.at_end else 0)
-        self.time = Dim(None if old.dimension is None else old.dimension + self.repeat, kind=old.kind,
-                        description=desc, derived_from=old)
+        self.shift_ops = [("add_right" if self.at_end else "add_left", self.repeat)]  # RETURNN: in + n, n + in
+        if old.is_dynamic() and not old.is_batch_dim():  # RETURNN's dim math: merges with the cuts of old (dim_shift)
+            self.time = old if not self.repeat else shifted_dim(old, self.shift_ops)
+        else:
+            self.time = Dim(None if old.dimension is None else old.dimension + self.repeat, kind=old.kind,
+                            description=desc, derived_from=old)
         self.output = data.copy_template_replace_dim_tag(self.ax, self.time).copy(name)
 
     def _value(self, x: LayerOutput, sources: List[LayerOutput], shape: tf.Tensor) -> tf.Tensor:
@@ -83,9 +88,13 @@ class _InTimeLayer(Layer):
         if seq_len is None:  # a static time axis: every frame real, no lengths
             parts = [x.tensor, added] if self.at_end else [added, x.tensor]
             return self.make_output(tf.concat(parts, axis=self.ax), [x])
+        sizes = {}
+        if self.time not in x.sizes:
+            lens = shifted_sizes(x.data.dims[self.ax], x.sizes, self.shift_ops)
+            sizes[self.time] = seq_len + self.repeat if lens is None else lens
         if not self.at_end:
             out = tf.concat([added, x.tensor], axis=self.ax)
-            return self.make_output(out, [x], {self.time: seq_len + self.repeat})
+            return self.make_output(out, [x], sizes)
         padded = tf.concat([x.masked(0), tf.zeros_like(added)], axis=self.ax)
         real = tf.sequence_mask(seq_len, maxlen=tf.shape(padded)[self.ax])  # (B, T') or (T',)
         if len(real.shape) == 1:
@@ -94,7 +103,7 @@ class _InTimeLayer(Layer):
             real = align_tensor(real, [x.data.batch_dim_axis, self.ax], x.data.batch_ndim)
         full_shape = tf.shape(padded)
         out = tf.where(tf.broadcast_to(real, full_shape), padded, self._value(x, sources, full_shape))
-        return self.make_output(out, [x], {self.time: seq_len + self.repeat})
+        return self.make_output(out, [x], sizes)
 
 
 @register_layer
