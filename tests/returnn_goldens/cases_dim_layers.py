@@ -219,3 +219,18 @@ case("pool_valid_on_a_too_short_batch_then_pad", "pad", {
     "pool": {"class": "pool", "from": "sl", "pool_size": [3], "padding": "valid", "mode": "max"},
     "output": {"class": "pad", "from": "pool", "axes": "T", "padding": [(0, 2)]}}, extern=X6_DIMS,
     lens={"data": [5, 1, 2]})
+# RETURNN's dim-math tree (returnn/tf/layers/dim_shift.py): postfix_in_time then a slice from 3 is -3+(time+1),
+# sizes relu(T-2) (here relu(T-3)+1 before), and a pad after it -1+(time+3) (returnn dimfuzz seed 11 #52, #46,
+# #23: a pad after a postfix after a valid conv)
+case("postfix_then_slice_from_3", "postfix_in_time", {
+    "post": {"class": "postfix_in_time", "from": "data", "postfix": 0.5, "repeat": 2},
+    "output": {"class": "slice", "from": "post", "axis": "T", "slice_start": 3, "slice_end": -1}},
+    extern=X6_DIMS, lens={"data": [5, 1, 2]})
+case("postfix_then_slice_then_pad", "postfix_in_time", {
+    "post": {"class": "postfix_in_time", "from": "data", "postfix": 0.5, "repeat": 2},
+    "sl": {"class": "slice", "from": "post", "axis": "T", "slice_start": 1, "slice_end": -1},
+    "output": {"class": "pad", "from": "sl", "axes": "T", "padding": [(0, 2)]}}, extern=X6_DIMS, lens={"data": [7, 3, 0]})
+case("valid_conv_then_postfix_then_pad", "postfix_in_time", {
+    "conv": CONV3, "post": {"class": "postfix_in_time", "from": "conv", "postfix": 0.5, "repeat": 1},
+    "output": {"class": "pad", "from": "post", "axes": "T", "padding": [(1, 1)]}}, extern=X6_DIMS,
+    lens={"data": [5, 1, 0]})
