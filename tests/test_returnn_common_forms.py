@@ -358,7 +358,8 @@ def test_max_seq_len_via_refusals():
     unit = {"add": {"class": "eval", "from": "prev:add", "eval": "source(0) + 1.0", "initial_output": "base:init"},
             "end": {"class": "compare", "kind": "greater_equal", "from": "add", "value": 3.0},
             "output": {"class": "copy", "from": "add"}}
-    base = {"init": {"class": "reduce", "mode": "max", "axis": "T", "from": "data"},
+    # (an 'end' of one flag per sequence: RETURNN asserts its shape (), see test_rec_unit_refusals)
+    base = {"init": {"class": "reduce", "mode": "max", "axis": ["T", "F"], "from": "data"},
             "len": {"class": "length", "from": "data"}, "limit": {"class": "constant", "value": 5}}
     loop = {"class": "rec", "from": [], "unit": unit, "axis": Dim(None, description="loop")}
     net = TFNetwork(dict(base, output=dict(loop, max_seq_len_via="limit")), extern)

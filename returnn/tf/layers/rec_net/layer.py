@@ -297,7 +297,9 @@ class RecSubnetLayer(AssumedTemplates, Layer):
         check_cur_and_prev_moved_out(self.plan, self.unit, self.desc)
         _unmask.check_step_masks(self.desc, self.unit, self.layers, self.plan.in_loop)
         check_output_per_step_time(self)
-        end = self.layers.get("end") if (self.ends or search) else None
+        # (where 'end' ends the loop: RETURNN's searched loop of a training net takes its target's length and
+        # builds an 'end' of another shape)
+        end = self.layers.get("end") if (self.ends or (search and not TRAIN_NET.get())) else None
         if end is not None and any(not d.is_batch_dim() for d in end.output.dims):
             raise NetworkError("%s: its 'end' sub-layer must give one flag per sequence (or one for all), got %s "
                                "(RETURNN asserts the shape ())" % (self.desc, end.output.short_repr()))
