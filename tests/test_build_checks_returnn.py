@@ -275,3 +275,33 @@ def test_prefix_postfix_in_time_axes_are_named_as_returnns_dim_math():
         TFNetwork(dict(split, post={"class": "postfix_in_time", "postfix": 0.0, "from": "l0"},
                        output={"class": "cumsum", "axis": "stag:time", "from": "post"}),
                   {"data": Data("data", shape=(None, 3))})
+
+
+@pytest.mark.parametrize("tail, sources, refused", [
+    ("f2_f3", ["tail", "data"], True),  # returnn_fuzz chain seed 367 #49 (reshape to (1, 6) features)
+    ("f2_f3", ["data", "tail"], True),
+    ("split", ["tail", "data"], True),  # split_dims of the feature axis: both parts feature-kind
+    ("s2_f3", ["tail", "data"], False),  # a spatial extra axis: the other source is broadcast
+    ("f2_f3", ["tail", "tail2"], False),  # both have it
+])
+def test_concat_of_sources_where_only_some_have_an_extra_feature_kind_axis(tail, sources, refused):
+    """RETURNN's concatenated sources (copy, linear, ... of several sources) take a common template that drops
+    feature-kind axes besides the feature axis (get_common_data ignore_feature_dim): where only some sources have
+    such an axis its tf.concat fails at build time (checked with RETURNN 1.20261022); built here before."""
+    feat = Dim(6, kind=Dim.Types.Feature, description="feat")
+    time = Dim(None, kind=Dim.Types.Spatial, description="time")
+    kinds = {"f2_f3": (Dim.Types.Feature, Dim.Types.Feature), "s2_f3": (Dim.Types.Spatial, Dim.Types.Feature)}
+    if tail == "split":
+        tail_layer = {"class": "split_dims", "axis": "F", "dims": [2, 3], "from": "data"}
+    else:
+        k0, k1 = kinds[tail]
+        tail_layer = {"class": "reshape", "in_dims": [feat], "from": "data",
+                      "out_dims": [Dim(2, kind=k0, description="a"), Dim(3, kind=k1, description="b")]}
+    net = {"tail": tail_layer, "tail2": {"class": "activation", "activation": "tanh", "from": "tail"},
+           "output": {"class": "copy", "from": sources}}
+    extern = {"data": Data("data", dims=[batch_dim, time, feat])}
+    if refused:
+        with pytest.raises(NetworkError, match="'output' \\(copy\\): source .* has the feature-kind axis"):
+            TFNetwork(net, extern)
+    else:
+        TFNetwork(net, extern)

@@ -360,6 +360,12 @@ def feature_plan(layer, sources: Sequence[Data]) -> FeaturePlan:
         feats.append(feat)
         in_dims.append(src.dim)
         rest.append([d for i, d in enumerate(src.dims) if i != feat])
+    for i, own in enumerate(rest):  # RETURNN's common template (ignore_feature_dim) drops feature-kind axes:
+        for d in own:  # one that only some sources have fails its tf.concat
+            if d.kind == DimTypes.Feature and len(sources) > 1 and any(d not in other for other in rest):
+                raise NetworkError("%s: source %r has the feature-kind axis %r besides its feature axis, another "
+                                   "source has not: RETURNN's concatenation fails on that" % (
+                                       layer.desc, sources[i].name, d.description))
     dims, maps = common_dims(rest, layer=layer)
     first = sources[0]
     time_dim = None
