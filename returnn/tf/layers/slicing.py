@@ -74,8 +74,8 @@ class SliceLayer(_ShapeLayer):
                 raise NetworkError("%s: slice_end %i, slice_start %i, slice_step %i: RETURNN's slice declares a negative "
                                    "size (and fails)" % (self.desc, self.end, self.start, self.step))
         if not isinstance(new, Dim) and old.is_dynamic() and self.step == 1 and (self.end is None or self.end < 0):
-            # RETURNN: old.sub_left(start), then - (-end)
-            new = shifted_dim(old, [("sub_left", self.start), ("sub_right", -(self.end or 0))])  # RETURNN's dim math, its description too
+            # RETURNN's dim math (its description too): old.sub_left(start), then - (-end)
+            new = shifted_dim(old, [("sub_left", self.start), ("sub_right", -(self.end or 0))])
         elif not isinstance(new, Dim):  # named as RETURNN's dim math ('stag:' finds it)
             desc = returnn_description("%s:slice-end" % name, stride=abs(self.step)) if self.end is not None and \
                 self.end >= 0 else returnn_description(old.description, -self.start, self.end or 0, abs(self.step))
