@@ -15,7 +15,7 @@ tests/returnn_goldens/make_goldens.py) builds and runs each with fixed parameter
 
 Usage::
 
-    .venv/bin/python benchmarks/returnn_fuzz.py [--seed S] [--n N] [--kind chain|rec|search|loss|testnets|batches] [--returnn-python PY]
+    .venv/bin/python benchmarks/returnn_fuzz.py [--seed S] [--n N] [--kind chain|rec|search|loss|testnets|batches|dims] [--returnn-python PY]
                                                 [--keep DIR] [--only-verdicts DIFFER GAP ...]
                                                 [--behavior-versions V [V ...]]
 
@@ -157,7 +157,7 @@ def main() -> int:
     parser.add_argument("--n", type=int, default=100)
     parser.add_argument("--start", type=int, default=0, help="first index (default 0)")
     parser.add_argument("--kind", choices=["chain", "rec", "search", "loss", "testnets", "published", "configs",
-                                           "mutate", "batches"],
+                                           "mutate", "batches", "dims"],
                         default="chain",
                         help="chains of plain layers (returnn_fuzz_cases), rec loops (returnn_fuzz_rec), "
                              "searched decoders (returnn_fuzz_search), losses and their gradients "
@@ -165,7 +165,8 @@ def main() -> int:
                              "--start/--n slice them, --seed unused), published configs' nets (--cases-dir) or published "
                              "configs whose net is not JSON, loaded as configs (--cases-dir; returnn_fuzz_configs), agreeing "
                              "nets with one option of one layer changed (returnn_fuzz_mutate), sequence orders and "
-                             "batches (returnn_fuzz_batches)")
+                             "batches (returnn_fuzz_batches), chains that cut, pad or stretch the time axis on "
+                             "sequences of 0 and 1 frames (returnn_fuzz_dims)")
     parser.add_argument("--cases-dir", help="--kind published: the JSON cases benchmarks/published_configs.py "
                                             "--dump-nets wrote")
     parser.add_argument("--returnn-python", default=os.path.join(REPO, ".bench-venv-returnn", "bin", "python"))
@@ -208,6 +209,9 @@ def main() -> int:
                                                os.path.dirname(os.path.dirname(args.returnn_python)))
     elif args.kind == "published":
         cases = returnn_fuzz_testnets.published_cases(args.cases_dir, args.start, args.n)
+    elif args.kind == "dims":
+        import returnn_fuzz_dims
+        cases = [returnn_fuzz_dims.draw(args.seed, i) for i in range(args.start, args.start + args.n)]
     else:
         cases = [returnn_fuzz_cases.draw(args.seed, i, args.train) for i in range(args.start, args.start + args.n)]
     if args.behavior_versions:

@@ -234,3 +234,9 @@ case("valid_conv_then_postfix_then_pad", "postfix_in_time", {
     "conv": CONV3, "post": {"class": "postfix_in_time", "from": "conv", "postfix": 0.5, "repeat": 1},
     "output": {"class": "pad", "from": "post", "axes": "T", "padding": [(1, 1)]}}, extern=X6_DIMS,
     lens={"data": [5, 1, 0]})
+# repeat: each sequence's frames beyond its new length are zeros (RETURNN appends one zero frame and repeats it
+# there), which a strided conv reads (returnn_fuzz --kind dims seed 1 #22, #44: here the last frame of the batch)
+case("repeat_then_strided_conv", "repeat", {
+    "r": {"class": "repeat", "from": "data", "repetitions": 2, "axis": "T"},
+    "output": {"class": "conv", "from": "r", "filter_size": [3], "padding": "same", "strides": [2], "n_out": 6,
+               "activation": None}}, extern=X6_DIMS, lens={"data": [5, 1, 2]})

@@ -339,6 +339,9 @@ class RepeatLayer(Layer):
         j = tf.broadcast_to(tf.range(n_new)[None], [n_b, n_new])
         src = tf.minimum(tf.searchsorted(ends, j, side="right"), n_t - 1)
         y = tf.gather(x_bt, src, batch_dims=1)  # (B, T', ...): the output's layout (out_perm)
+        # RETURNN: each sequence's frames beyond its new length are zeros (its one zero frame appended and repeated)
+        inside = tf.reshape(j < lengths[:, None], tf.concat([[n_b, n_new], tf.ones([tf.rank(y) - 2], tf.int32)], 0))
+        y = tf.where(inside, y, tf.zeros_like(y))
         sizes = {self.new: lengths} if self.new.is_dynamic() else {}
         return self.make_output(y, [x], sizes)
 
