@@ -305,3 +305,15 @@ def test_concat_of_sources_where_only_some_have_an_extra_feature_kind_axis(tail,
             TFNetwork(net, extern)
     else:
         TFNetwork(net, extern)
+
+
+def test_positional_encoding_sparse_offset_refused():
+    """RETURNN copies the offset onto the dense output's axes with check_sparse (asserts for a sparse offset, checked
+    with RETURNN 1.20261022: returnn_fuzz mutate seed 199 #7); the same offset dense builds."""
+    def net(sparse):
+        return {"lin": {"class": "linear", "activation": None, "n_out": 8, "from": "data"},
+                "off": {"class": "range_in_axis", "from": "data", "axis": "T", "sparse": sparse},
+                "output": {"class": "positional_encoding", "add_to_input": True, "offset": "off", "from": "lin"}}
+    with pytest.raises(NetworkError, match="'output' \\(positional_encoding\\): offset must be dense"):
+        _build_and_run(net(True))
+    assert _build_and_run(net(False))["output"].tensor.shape == (2, 4, 8)

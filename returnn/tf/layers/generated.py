@@ -329,6 +329,8 @@ class PositionalEncodingLayer(Layer):
         if offset.dtype[:3] not in ("int", "uin") or len(where) != offset.batch_ndim:
             raise NetworkError("%s: offset must be integers over axes of the input other than its feature axis, "
                                "got %s" % (self.desc, offset.short_repr()))
+        if offset.sparse:  # RETURNN's copy_compatible_to checks sparse against the dense output (asserts)
+            raise NetworkError("%s: offset must be dense, got the sparse %s" % (self.desc, offset.short_repr()))
         return where
 
     def _offset_onto(self, offset: tf.Tensor, n: int) -> tf.Tensor:
