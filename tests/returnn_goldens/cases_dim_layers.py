@@ -240,3 +240,10 @@ case("repeat_then_strided_conv", "repeat", {
     "r": {"class": "repeat", "from": "data", "repetitions": 2, "axis": "T"},
     "output": {"class": "conv", "from": "r", "filter_size": [3], "padding": "same", "strides": [2], "n_out": 6,
                "activation": None}}, extern=X6_DIMS, lens={"data": [5, 1, 2]})
+# a valid window over a batch shorter than it: no window (returnn_fuzz --kind dims seed 5 #57: here one of padding,
+# which a shift_axis moved into the sequences)
+case("window_valid_on_a_too_short_batch_then_shift", "window", {
+    "sl": {"class": "slice", "from": "data", "axis": "T", "slice_start": 1, "slice_end": -1},
+    "w": {"class": "window", "from": "sl", "window_size": 3, "padding": "valid"},
+    "red": {"class": "reduce", "mode": "sum", "from": "w", "axis": "static:0"},
+    "output": {"class": "shift_axis", "from": "red", "axis": "T", "amount": 1}}, extern=X6_DIMS, lens={"data": [4, 0, 3]})

@@ -418,6 +418,10 @@ class WindowLayer(_ShapeLayer):
         pads[self.ax] = [0, needed]
         tensor = tf.pad(tensor, pads)
         frames = tf.signal.frame(tensor, self.size, self.stride, axis=self.ax)
+        if self.padding == "valid":  # a batch shorter than the window: no window (RETURNN), not one of padding
+            index = [slice(None)] * len(frames.shape)
+            index[self.ax] = slice(None, tf.maximum((length - self.size) // self.stride + 1, 0))
+            frames = frames[tuple(index)]
         sizes = {}
         old = self.input.dims[self.ax]
         if self.out_dim is not old and self.out_dim.is_dynamic() and self.out_dim not in x.sizes:
