@@ -148,18 +148,18 @@ class ParamsByScope:
         return get
 
 
-def _shared_subnetwork(subnet: Dict[str, Any], scope: str, params: ParamsByScope) -> Dict[str, Any]:
-    """A subnetwork's layer dicts (of a rec unit's sub-layer at ``scope``) sharing their parameters by name,
-    in ``scope/<layer>`` (RETURNN: a subnetwork's layers directly in its scope), nested subnetworks too."""
+def _shared_layers(layers: Dict[str, Any], scope: str, params: ParamsByScope) -> Dict[str, Any]:
+    """The layer dicts of a rec unit or a subnetwork at ``scope`` sharing their parameters by name, each in
+    ``scope/<layer>`` (unless it has its own reuse_params or an absolute name_scope), nested subnetworks too."""
     from returnn.tf.layers.params import layer_scope
     out = {}
-    for name, opts in subnet.items():
+    for name, opts in layers.items():
         if isinstance(opts, dict) and not opts.get("reuse_params"):
             rel, absolute = layer_scope(name, opts.get("name_scope"))
             inner = rel if absolute else "%s/%s" % (scope, rel)
             opts = dict(opts, reuse_params={"custom": params.custom(inner)})
             if opts.get("class") == "subnetwork" and isinstance(opts.get("subnetwork"), dict):
-                opts["subnetwork"] = _shared_subnetwork(opts["subnetwork"], inner, params)
+                opts["subnetwork"] = _shared_layers(opts["subnetwork"], inner, params)
         out[name] = opts
     return out
 
@@ -175,16 +175,6 @@ def shared_param_opts(opts: Dict[str, Any], scope: str, params: ParamsByScope, o
         new["reuse_params"] = {"custom": params.custom(scope)}
     unit = new.get("unit")
     if new.get("class") == "rec" and isinstance(unit, dict):
-        from returnn.tf.layers.params import layer_scope
-        new_unit = {}
-        for sub, sub_opts in unit.items():
-            if isinstance(sub_opts, dict) and not sub_opts.get("reuse_params"):
-                rel, absolute = layer_scope(sub, sub_opts.get("name_scope"))
-                rec = "rec/" if not own_scope else ""  # RETURNN: a rec layer with a name_scope has no rec/ subscope
-                sub_scope = rel if absolute else "%s/%s%s" % (scope, rec, rel)
-                sub_opts = dict(sub_opts, reuse_params={"custom": params.custom(sub_scope)})
-                if sub_opts.get("class") == "subnetwork" and isinstance(sub_opts.get("subnetwork"), dict):
-                    sub_opts["subnetwork"] = _shared_subnetwork(sub_opts["subnetwork"], sub_scope, params)
-            new_unit[sub] = sub_opts
-        new["unit"] = new_unit
+        # RETURNN: a rec layer with a name_scope has no rec/ subscope
+        new["unit"] = _shared_layers(unit, scope if own_scope else scope + "/rec", params)
     return new

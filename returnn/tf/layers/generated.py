@@ -313,7 +313,7 @@ class PositionalEncodingLayer(Layer):
 
     def _offset_axes(self, offset: Data, data: Data) -> List[int]:
         """Per axis of ``offset`` its position among the output's axes without the feature axis (-1: a static
-        size-1 axis that is squeezed), as RETURNN's copy_compatible_to onto them: any subset of those axes, a
+        size-1 axis that is squeezed, see align_tensor), as RETURNN's copy_compatible_to onto them: any subset of those axes, a
         scalar too (e.g. the length of a static axis)."""
         targets = list(data.dims[:1] if self.step_mode else data.dims[:-1])
         where: List[int] = []
@@ -333,14 +333,6 @@ class PositionalEncodingLayer(Layer):
             raise NetworkError("%s: offset must be dense, got the sparse %s" % (self.desc, offset.short_repr()))
         return where
 
-    def _offset_onto(self, offset: tf.Tensor, n: int) -> tf.Tensor:
-        """The offset values laid out to broadcast against ``n`` axes (the output's without the feature axis)."""
-        squeeze = [i for i, j in enumerate(self.offset_map) if j < 0]
-        if squeeze:
-            offset = tf.squeeze(offset, squeeze)
-        kept = [j for j in self.offset_map if j >= 0]
-        return align_tensor(offset, kept, n)
-
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         x = sources[0]
         shape = tf.shape(x.tensor)
@@ -350,7 +342,7 @@ class PositionalEncodingLayer(Layer):
             position = self.constant if self.constant >= 0 else tf.cast(ctx.step, tf.int32)
             positions = tf.fill(shape[:1], position)
             if self.has_offset:
-                positions += self._offset_onto(tf.cast(sources[-1].tensor, tf.int32), 1)
+                positions += align_tensor(tf.cast(sources[-1].tensor, tf.int32), self.offset_map, 1)
         else:  # all axes but the feature axis (last)
             n = len(x.data.dims) - 1
             if self.constant >= 0:
@@ -359,7 +351,7 @@ class PositionalEncodingLayer(Layer):
                 positions = tf.broadcast_to(tf.reshape(tf.range(shape[self.ax]), [-1 if i == self.ax else 1
                                                                                    for i in range(n)]), shape[:-1])
             if self.has_offset:
-                positions += self._offset_onto(tf.cast(sources[-1].tensor, tf.int32), n)
+                positions += align_tensor(tf.cast(sources[-1].tensor, tf.int32), self.offset_map, n)
         signal = positional_encoding(positions, self.channels)
         if self.opt("add_to_input"):
             signal = signal + x.tensor

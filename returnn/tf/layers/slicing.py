@@ -97,7 +97,7 @@ class SliceLayer(_ShapeLayer):
             length = x.sizes[self.input.dims[self.ax]]
             end = length if self.end is None else (
                 tf.minimum(length, self.end) if self.end >= 0 else length + self.end)
-            lens = shifted_sizes(self.new, x.sizes) if hasattr(self.new, "_shift_of") else None
+            lens = shifted_sizes(self.new, x.sizes)
             sizes[self.new] = lens if lens is not None else tf.maximum(end - self.start + self.step - 1, 0) // self.step
         # a static end reads padded frames as real ones: as they are where a layer computed them, else zero frames
         # (RETURNN's datasets pad with zeros)
@@ -413,20 +413,13 @@ class WindowLayer(_ShapeLayer):
         pads = [[0, 0]] * self.input.batch_ndim
         pads[self.ax] = [self.left, self.right]
         tensor = tf.pad(tensor, pads)
-        length = tf.shape(tensor)[self.ax]
-        needed = tf.maximum(self.size - length, 0)  # valid on a too short batch: no full window
-        pads[self.ax] = [0, needed]
-        tensor = tf.pad(tensor, pads)
+        # (a batch shorter than the window: no window, as RETURNN)
         frames = tf.signal.frame(tensor, self.size, self.stride, axis=self.ax)
-        if self.padding == "valid":  # a batch shorter than the window: no window (RETURNN), not one of padding
-            index = [slice(None)] * len(frames.shape)
-            index[self.ax] = slice(None, tf.maximum((length - self.size) // self.stride + 1, 0))
-            frames = frames[tuple(index)]
         sizes = {}
         old = self.input.dims[self.ax]
         if self.out_dim is not old and self.out_dim.is_dynamic() and self.out_dim not in x.sizes:
             lens = x.sizes[old]
-            shifted = shifted_sizes(self.out_dim, x.sizes) if hasattr(self.out_dim, "_shift_of") else None
+            shifted = shifted_sizes(self.out_dim, x.sizes)
             sizes[self.out_dim] = shifted if shifted is not None else \
                 (lens + self.stride - 1) // self.stride if self.padding == "same" else \
                 tf.maximum(lens - self.size, -1) // self.stride + 1

@@ -106,6 +106,8 @@ class SpatialPlan:
     def __init__(self, layer, sources: Sequence[Data], sizes_opt: str, default_stride_is_size: bool):
         check_sources(layer, sources)
         self.layer = layer
+        # the input's extents on the window axes before the window padding, set by channel_last_input for finish
+        self._lengths: Optional[List[tf.Tensor]] = None
         self.concat_data, self.concat_plan = concat_output(layer, sources)
         data = self.concat_data
         if data.sparse:  # RETURNN asserts dense input in conv and transposed_conv (pool refuses it itself)
@@ -311,7 +313,7 @@ class SpatialPlan:
         out = {}
         for axis, w in zip(self.spatial_axes, self.windows):
             if w.out_dim.is_dynamic() and w.out_dim is not w.in_dim and w.out_dim not in x.sizes:
-                lens = shifted_sizes(w.out_dim, x.sizes) if hasattr(w.out_dim, "_shift_of") else None
+                lens = shifted_sizes(w.out_dim, x.sizes)
                 out[w.out_dim] = lens if lens is not None else \
                     out_size(x.sizes[w.in_dim], w, self.padding, self.pads[self.windows.index(w)])
         return out
@@ -327,7 +329,7 @@ class SpatialPlan:
         mask them), channel-first if asked."""
         sizes = dict(x.sizes)
         sizes.update(self.out_sizes(x))
-        if self.padding in ("valid", "explicit") and getattr(self, "_lengths", None) is not None:
+        if self.padding in ("valid", "explicit") and self._lengths is not None:
             # a batch shorter than a valid window: no frame (TF's pool gives none; here the op ran on it padded)
             y = y[(slice(None),) + tuple(slice(None, tf.maximum((n - w.k_eff) // w.stride + 1, 0))
                                          for n, w in zip(self._lengths, self.windows))]

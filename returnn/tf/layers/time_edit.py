@@ -63,12 +63,13 @@ class _InTimeLayer(Layer):
             constant_fits(self.desc, self.value_key, value, data.dtype)
         old = data.dims[self.ax]
         # (a static time axis, e.g. of fixed-length extern data, stays static: RETURNN's dim math old + repeat)
-        # described as RETURNN's dim math (``time+1``, prefix ``1+time``), which 'stag:' descriptions search
-        desc = returnn_description(old.description, 0 if self.at_end else self.repeat, self.repeat if self.at_end else 0)
         self.shift_ops = [("add_right" if self.at_end else "add_left", self.repeat)]  # RETURNN: in + n, n + in
         if old.is_dynamic() and not old.is_batch_dim():  # RETURNN's dim math: merges with the cuts of old (dim_shift)
             self.time = old if not self.repeat else shifted_dim(old, self.shift_ops)
         else:
+            # described as RETURNN's dim math (``time+1``, prefix ``1+time``), which 'stag:' descriptions search
+            desc = returnn_description(old.description, 0 if self.at_end else self.repeat,
+                                       self.repeat if self.at_end else 0)
             self.time = Dim(None if old.dimension is None else old.dimension + self.repeat, kind=old.kind,
                             description=desc, derived_from=old)
         self.output = data.copy_template_replace_dim_tag(self.ax, self.time).copy(name)
