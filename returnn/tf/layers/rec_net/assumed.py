@@ -8,7 +8,7 @@ else the first source's template; without batch axis for a sub-layer that reads 
 against the built layer."""
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Mapping, Optional, Sequence, Set, Tuple
 
 from returnn.errors import NetworkError
 from returnn.tensor import Data, Dim
@@ -126,11 +126,28 @@ class AssumedTemplates:
         no beam either (the beam rides on the batch axis), so the choice's reordering leaves it as it is; the
         choices themselves carry the batch (their target's, or their scores' with the beam)."""
         cached = getattr(self, "_batchless_cache", None)
-        if cached is not None:
-            return cached
-        carriers: Set[str] = set()
-        if self.search:
-            carriers = {n for n, o in self.unit.items() if isinstance(o, Mapping) and o.get("class") == "choice"}
+        if cached is None:
+            choices = self._choice_subs() if self.search else set()
+            self._batchless_cache = set(self.unit) - self._reaching(choices, self._ref_has_batch)
+        return self._batchless_cache
+
+    def beam_free_subs(self) -> Set[str]:
+        """In a search, the sub-layers that read no choice, through any chain of same-step or ``prev:``
+        references: RETURNN gives them no search choices, so their frames have no beam (a counter with a
+        constant ``with_batch_dim``: batch B, not B * K). Here they run on the beam's rows like all others,
+        each hypothesis with the same values; the search gives one of them per sequence. A reference to what
+        is not a sub-layer of the unit (a sub-layer of a sub-network) counts as reading a choice."""
+        choices = self._choice_subs()
+        return set(self.unit) - self._reaching(choices, lambda ref, carriers: ref.kind in ("self", "prev") and (
+            ref.name in carriers or ref.name not in self.unit))
+
+    def _choice_subs(self) -> Set[str]:
+        return {n for n, o in self.unit.items() if isinstance(o, Mapping) and o.get("class") == "choice"}
+
+    def _reaching(self, carriers: Set[str], carries: Callable[[Ref, Set[str]], bool]) -> Set[str]:
+        """``carriers`` and every sub-layer that reads one of them (``carries(ref, carriers)``) through its
+        sources, its initial output or state, or its mask, to a fixpoint."""
+        carriers = set(carriers)
         changed = True
         while changed:
             changed = False
@@ -140,11 +157,10 @@ class AssumedTemplates:
                 refs = [Ref.parse(s) for s in self.sub_source_names(sub)] + initial_refs(self.unit[sub])
                 if self.unit[sub].get(MASKED_BY):
                     refs.append(Ref.parse(self.unit[sub][MASKED_BY]))
-                if any(self._ref_has_batch(r, carriers) for r in refs):
+                if any(carries(r, carriers) for r in refs):
                     carriers.add(sub)
                     changed = True
-        self._batchless_cache = set(self.unit) - carriers
-        return self._batchless_cache
+        return carriers
 
     def _ref_has_batch(self, ref: Ref, carriers: Set[str]) -> bool:
         """Whether what ``ref`` names has a batch axis (sub-layers: whether they are in ``carriers``)."""

@@ -558,7 +558,7 @@ class RecSubnetLayer(AssumedTemplates, Layer):
         no_grad = self.opt("back_prop") is False  # RETURNN's while_loop(back_prop=False): no gradient through the loop
         if self.search:
             from returnn.tf.layers.rec_net.search import BeamSearchRun
-            from returnn.tf.layers.beam_values import Beam, with_beam
+            from returnn.tf.layers.beam_values import Beam
             run = BeamSearchRun(self, sources, ctx)
             out = run.run()
             beam, exported = getattr(run, "beam", None), dict(run.exported)
@@ -569,7 +569,9 @@ class RecSubnetLayer(AssumedTemplates, Layer):
                 beam = beam and Beam(beam.k, tf.stop_gradient(beam.scores), beam.owner)
             result = LayerOutput(out.tensor, self.output, out.sizes)
             result.sub_outputs = dict(exported, output=result)
-            return with_beam(result, beam)
+            for name, value in result.sub_outputs.items():  # the beam-free sub-layers' values have none (search.py)
+                value.beam = None if name in run.beam_free else beam
+            return result
         from returnn.tf.layers.rec_net.loop import run_unit
         return run_unit(self, sources, ctx, back_prop=not no_grad)
 

@@ -111,11 +111,17 @@ class BeamSearchRun(UnitRun):
             raise NetworkError("%s, sub-layer %r: keep_beams with cheating is not supported here" % (rec.desc, self.choice))
         self.custom = opts.get("custom_score_combine")  # RETURNN's: replaces prob_scale, base_beam_score_scale
         self.n_explicit = len(rec.layers[self.choice].explicit_names)  # its explicit search sources (after 'from')
+        # with all hypotheses kept: the sub-layers reading no choice are given without the beam (one row per
+        # sequence, as RETURNN), where the loop's length does not depend on a choice (else RETURNN fails)
+        self.beam_free: Set[str] = set()
+        if self.keep_beams:
+            free = rec.beam_free_subs()
+            self.beam_free = free if self.fixed_length or "end" in free else set()
 
-    def _outer_sizes(self, template, base_batch: tf.Tensor, k: int) -> Dict[Any, tf.Tensor]:
+    def _outer_sizes(self, template, base_batch: tf.Tensor, k: int, per_hyp: bool) -> Dict[Any, tf.Tensor]:
         """The sizes of the other dynamic axes of an exported in-loop layer (e.g. attention weights over
-        the encoder frames), per sequence (per hypothesis when all are kept)."""
-        return {d: self.sizes[d] if self.keep_beams else _debeam(self.sizes[d], base_batch, k) for d in template.dims
+        the encoder frames), per sequence (per hypothesis when ``per_hyp``)."""
+        return {d: self.sizes[d] if per_hyp else _debeam(self.sizes[d], base_batch, k) for d in template.dims
                 if d.is_dynamic() and d != self.rec.time_dim and d in self.sizes}
 
     def _expand_inputs(self) -> None:
@@ -277,8 +283,8 @@ class BeamSearchRun(UnitRun):
         n_out = k if self.keep_beams else 1
         beams = _backtrack(src_ta.stack(), final, n_steps)  # (T, B, K'): their beam at each step
 
-        def resolved(x: tf.Tensor, batchless: bool = False) -> tf.Tensor:  # (T, B, K, ...) -> (T, B * K', ...)
-            if batchless:  # frames without batch axis (T, ...): one for all hypotheses
+        def resolved(x: tf.Tensor, template) -> tf.Tensor:  # (T, B, K, ...) -> (T, B * K', ...)
+            if template.batch_dim_axis is None:  # frames without batch axis (T, ...): one for all hypotheses
                 return x
             x = tf.gather(x, beams, axis=2, batch_dims=2)
             return tf.reshape(x, tf.concat([tf.shape(x)[:1], [base_batch * n_out], tf.shape(x)[3:]], 0))
@@ -287,15 +293,23 @@ class BeamSearchRun(UnitRun):
         if self.seq_len is not None:  # a loop over the source: the source's lengths
             seq_len = self.seq_len if self.keep_beams else tf.reshape(self.seq_len, [base_batch, k])[:, 0]
         sizes = {rec.time_dim: seq_len}
-        logits = {n[len(LOGITS_SUB):]: resolved(outs.pop(n).stack(), templates[n].batch_dim_axis is None)
-                  for n in list(outs) if n.startswith(LOGITS_SUB)}
-        stacked = {n: frames.stack_steps(resolved(ta.stack(), templates[n].batch_dim_axis is None), templates[n],
-                                         rec.time_dim, with_derived_sizes(
-                                             {**self._outer_sizes(templates[n], base_batch, k), **sizes}, templates[n]),
-                                         logits.get(n))
-                   for n, ta in outs.items()}  # (T, B * K', ...) frames of the hypotheses
+        free_sizes = {rec.time_dim: _debeam(seq_len, base_batch, n_out)}  # of the beam-free sub-layers: (B,)
+
+        def one_row(n: str, x: tf.Tensor) -> tf.Tensor:  # the frames (T, B, ...) of a beam-free sub-layer
+            return x if templates[n].batch_dim_axis is None else x[:, :, 0]
+
+        def stacked_value(n: str, x: tf.Tensor, logits: Optional[tf.Tensor]) -> LayerOutput:
+            free = n in self.beam_free
+            x = one_row(n, x) if free else resolved(x, templates[n])
+            outer = self._outer_sizes(templates[n], base_batch, k, self.keep_beams and not free)
+            return frames.stack_steps(x, templates[n], rec.time_dim, with_derived_sizes(
+                {**outer, **(free_sizes if free else sizes)}, templates[n]), logits)
+
+        logits = {n[len(LOGITS_SUB):]: outs.pop(n).stack() for n in list(outs) if n.startswith(LOGITS_SUB)}
+        logits = {n: one_row(n, x) if n in self.beam_free else resolved(x, templates[n]) for n, x in logits.items()}
+        stacked = {n: stacked_value(n, ta.stack(), logits.get(n)) for n, ta in outs.items()}  # (T, B * K', ...)
         main = stacked.pop(CHOICE_SUB + "value") if self.regression else \
-            frames.stack_steps(resolved(labels_ta.stack()), choice_tmpl, rec.time_dim, sizes)
+            frames.stack_steps(resolved(labels_ta.stack(), choice_tmpl), choice_tmpl, rec.time_dim, sizes)
         main.sub_outputs = {n[len(CHOICE_SUB):]: stacked.pop(n) for n in list(stacked) if n.startswith(CHOICE_SUB)}
         if "output" in stacked:  # another choice searched (e.g. hard attention's position): its labels as its own
             stacked[self.choice] = main
