@@ -160,6 +160,17 @@ def test_target_that_is_no_data_key_nor_layer_refused_from_behavior_version_1():
               output=dict(net["output"], target="lin")), behavior_version=1)  # a layer's name: that layer
 
 
+def test_unknown_target_of_a_rec_units_end_refused_where_the_loop_does_not_search():
+    """RETURNN makes a template of a rec unit's ``end`` (looking its target up) also where the loop runs over its
+    input and never builds ``end`` (returnn_fuzz mutate --train seed 202 #18: built here)."""
+    unit = {"output": {"class": "linear", "n_out": 2, "from": "prev:output"},
+            "end": {"class": "compare", "kind": "greater", "value": 0, "from": "output", "target": "nokey"}}
+    net = {"output": {"class": "rec", "from": [], "size_target": "data", "unit": unit}}
+    _net(net)
+    with pytest.raises(NetworkError, match="layer 'output/end': target 'nokey' is not a data key"):
+        _net(net, behavior_version=1)
+
+
 def test_softmax_activation_applied_before_behavior_version_1_refused_after():
     """RETURNN's softmax layer took an 'activation' until September 2021 (applied instead of softmax); since then
     it raises a TypeError. Configs without a behavior_version keep the old effect."""

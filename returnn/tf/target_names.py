@@ -94,13 +94,14 @@ def check_size_target_keys(net_dict: Mapping[str, Any], known: Iterable[str], se
 
 def _with_unit_layers(net_dict: Mapping[str, Any], unit_layers: Any, search: bool) -> Iterable[Any]:
     """(name, opts) of the layers of ``net_dict`` and of the sub-layers of its rec units that RETURNN
-    builds (``rec/sub``): RETURNN's rec sub-network looks a sub-layer's target up in the data too
-    (``network.get_extern_data``) outside search."""
+    makes a template of (``rec/sub``): RETURNN's rec sub-network looks a sub-layer's target up in the data too
+    (``network.get_extern_data``) outside search; its templates start at ``end`` too, also where the loop does
+    not search (it then ends by its target's length and never builds ``end``)."""
     for name, opts in net_dict.items():
         yield name, opts
         unit = opts.get("unit") if isinstance(opts, Mapping) else None
         if isinstance(unit, Mapping) and "output" in unit:
-            for sub, sub_opts in unit_layers(unit, name, search).items():
+            for sub, sub_opts in unit_layers(unit, name, search, ("end",) if "end" in unit else ()).items():
                 yield "%s/%s" % (name, sub), sub_opts
 
 
