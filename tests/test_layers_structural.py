@@ -427,3 +427,18 @@ def test_reverse_sequence():
     assert net.layers["r"].output.dims == net.layers["r"].sources[0].dims
     with pytest.raises(NetworkError, match="'axis' must be a dynamic axis"):
         TFNetwork(outputs({"r": {"class": "reverse_sequence", "from": "data", "axis": "F"}}), _extern())
+
+
+def test_fold_with_a_stride_has_every_frame_of_its_sizes():
+    """A valid fold with stride 2: the sizes (RETURNN's n * 2 + 2) reach one frame past the windows; that frame
+    is there, zero (RETURNN's value stops short of its sizes: returnn_fuzz mutate --train seed 212 #4)."""
+    from data_utils import make_layer, run_layer
+    from returnn.tf.layers import LayerOutput
+    n_dim, win = SpatialDim("in"), Dim(3, name="win")
+    data = Data("src", dims=[batch_dim, n_dim, win])
+    x = np.arange(1, 13, dtype="float32").reshape(2, 2, 3)
+    layer = make_layer("fold", {"mode": "sum", "in_spatial_dim": n_dim, "window_dim": win, "padding": "valid",
+                                "stride": 2}, [data])
+    out = run_layer(layer, [LayerOutput(tf.constant(x), data, {n_dim: tf.constant([2, 1])})])
+    assert out.sizes[layer.new].numpy().tolist() == [6, 4]
+    assert out.tensor.numpy().T.tolist() == [[1, 2, 3 + 4, 5, 6, 0], [7, 8, 9, 0, 0, 0]]

@@ -82,6 +82,18 @@ case("fold_mean_valid_stride0", "fold", {
     "output": {"class": "fold", "from": "win", "mode": "mean", "padding": "valid", "stride": 0,
                "in_spatial_dim": dim_ref("time"), "window_dim": dim_ref("win")}}, extern=X6_DIMS)
 
+# a stride over 1: RETURNN's new axis (n * stride + the sides) is longer than the frames the windows reach; those
+# frames are zeros here (its value stops short of its own sizes; returnn_fuzz mutate --train seed 212 #4)
+case("fold_mean_valid_stride2", "fold", {
+    "win": {"class": "window", "from": "data", "window_size": 3, "padding": "valid", "window_dim": dim_marker("win", 3),
+            "out_spatial_dim": dim_marker("wtime")},
+    "output": {"class": "fold", "from": "win", "mode": "mean", "padding": "valid", "stride": 2,
+               "in_spatial_dim": dim_ref("wtime"), "window_dim": dim_ref("win")}}, extern=X6_DIMS, lens={"data": [7, 5, 3]})
+case("fold_sum_same_stride3_window2", "fold", {
+    "win": {"class": "window", "from": "data", "window_size": 2, "window_dim": dim_marker("win", 2)},
+    "output": {"class": "fold", "from": "win", "mode": "sum", "stride": 3, "in_spatial_dim": dim_ref("time"),
+               "window_dim": dim_ref("win")}}, extern=X6_DIMS)
+
 # --- range, range_from_length
 case("range_over_feature", "range", {
     "r": {"class": "range", "limit": 12, "start": 0, "delta": 2, "dtype": "float32", "out_spatial_dim": dim_ref("feat")},

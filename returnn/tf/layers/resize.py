@@ -275,13 +275,6 @@ class FoldLayer(Layer):
         shape = tf.shape(value)
         n_in, w = shape[0], shape[1]
         index = tf.reshape(tf.range(n_in)[:, None] * self.stride + tf.range(w)[None, :], [-1, 1])
-        extent = n_in * self.stride + w - self.stride
-        out = tf.scatter_nd(index, tf.reshape(value, tf.concat([[-1], shape[2:]], 0)), tf.concat([[extent], shape[2:]], 0))
-        if self.mode == "mean":
-            count = ones if mask is None else tf.cast(tf.broadcast_to(mask, tf.shape(ones)), ones.dtype)
-            count = tf.reshape(tf.transpose(count, perm), tf.concat([[-1], shape[2:]], 0))
-            count = tf.scatter_nd(index, count, tf.concat([[extent], shape[2:]], 0))
-            out = out / tf.maximum(count, 1.0)
         sizes = {}
         if self.in_dim.is_dynamic():
             lens = self._valid_sizes(x)
@@ -290,6 +283,16 @@ class FoldLayer(Layer):
             length = tf.reduce_max(tf.concat([tf.reshape(lens, [-1]), [0]], 0))
         else:
             length = self.new.dimension
+        # the windows reach n_in * stride + w - stride frames; the new axis (RETURNN's dim math: n_in * stride + the
+        # sides) can be longer by stride - 1 (a valid window dropped them): those frames are zeros, as no window
+        # covers them (RETURNN's value stops short of its own sizes there)
+        extent = tf.maximum(n_in * self.stride + w - self.stride, length + (self.left if self.padding == "same" else 0))
+        out = tf.scatter_nd(index, tf.reshape(value, tf.concat([[-1], shape[2:]], 0)), tf.concat([[extent], shape[2:]], 0))
+        if self.mode == "mean":
+            count = ones if mask is None else tf.cast(tf.broadcast_to(mask, tf.shape(ones)), ones.dtype)
+            count = tf.reshape(tf.transpose(count, perm), tf.concat([[-1], shape[2:]], 0))
+            count = tf.scatter_nd(index, count, tf.concat([[extent], shape[2:]], 0))
+            out = out / tf.maximum(count, 1.0)
         if self.padding == "same":
             out = out[self.left:]
         out = out[:length]
