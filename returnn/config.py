@@ -325,6 +325,15 @@ class Config:
             raise ConfigError("config key %r: expected a boolean, got %r" % (key, value))
         return bool(value)
 
+    def bool_or_other(self, key: str, default: Any = None) -> Any:
+        """``key`` as it is, a string as a bool where it reads as one (RETURNN's), or ``default``."""
+        value = self.typed_dict.get(key)
+        if value is None or value == "":
+            return default
+        if isinstance(value, str) and value.strip().lower() in ("true", "yes", "on", "1", "false", "no", "off", "0"):
+            return value.strip().lower() in ("true", "yes", "on", "1")
+        return value
+
     def is_true(self, key: str, default: Any = _UNSET) -> Any:
         """Same as :meth:`bool`."""
         return self.bool(key, default)

@@ -59,14 +59,15 @@ def _listed_from(net: Dict[str, Any], name: str, output: bool) -> List[str]:
         raise ConfigError("pretrain: output layer %r has no 'from': RETURNN's pretrain construction (from_output) "
                           "needs it (it fails with KeyError 'from'); write \"from\": [\"data\"]" % name)
     src = layer.get("from", ["data"])
-    _refuse_string_from(name, src, "from_output")
+    _refuse_string_from(name, src, "from_output", any_length=output)  # RETURNN sums the outputs' lists
     return list(src)
 
 
-def _refuse_string_from(name: str, src: Any, algo: str) -> None:
+def _refuse_string_from(name: str, src: Any, algo: str, any_length: bool = False) -> None:
     """RETURNN's pretrain constructions iterate ``from`` by character: a string of more than one
-    character fails there (a one-character one names that layer); ConfigError naming the layer."""
-    if isinstance(src, str) and len(src) > 1:
+    character fails there (a one-character one names that layer; an output layer's fails in any case,
+    ``any_length``); ConfigError naming the layer."""
+    if isinstance(src, str) and (len(src) > 1 or any_length):
         raise ConfigError("pretrain: layer %r has \"from\": %r, a string: RETURNN's pretrain construction "
                           "(%s) needs a list (it iterates the string by character and fails); write "
                           "\"from\": [%r]" % (name, src, algo, src))
@@ -158,14 +159,16 @@ class Pretrain:
             new_sources, deleted = set(), set()
             for out in self.output_layers:
                 for src in _listed_from(net, out, output=True):
-                    if src in self.input_layers or src.startswith("data:"):
+                    if src in self.input_layers:
                         new_sources.add(src)
                     elif src in net:
                         new_sources.update(_listed_from(net, src, output=False))
                         del net[src]
                         deleted.add(src)
-                    elif src not in deleted:
-                        raise ConfigError("pretrain: layer %r reads unknown layer %r" % (out, src))
+                    else:  # RETURNN asserts (also on a 'data:' source, or one another output layer just removed)
+                        raise ConfigError("pretrain: output layer %r reads %r, which RETURNN's pretrain construction "
+                                          "(from_output) cannot shrink: neither one of its input_layers %r nor a "
+                                          "layer left in the step" % (out, src, self.input_layers))
             current = set(s for out in self.output_layers for s in layer_from(net[out]))
             if new_sources == current:
                 return None
@@ -178,27 +181,35 @@ class Pretrain:
             return net
 
     def _descendants(self, sources: Sequence[str]) -> List[str]:
+        """The layers reading one of ``sources``, by name; as RETURNN tests it, a string 'from' reads every
+        source it contains ('data:classes' reads 'data'), and the step with it is then refused."""
         return [name for name, layer in sorted(self.original.items())
-                if any(s in layer_from(layer) for s in sources)]
+                if any(s in layer.get("from", ["data"]) for s in sources)]
 
     def _existing_inputs(self, net: NetDict, name: str) -> List[str]:
-        """Sources of ``name`` in the original net, skipping (transitively) layers not in ``net``."""
+        """Sources of ``name`` in the original net, skipping (transitively) layers not in ``net``; RETURNN's
+        from_input keeps ``data`` itself only (its ``input_layers`` are not read there) and fails on a source
+        that is no layer (``data:classes``: KeyError)."""
         found: List[str] = []
         seen = {name}
         todo = list(layer_from(self.original[name]))
         while todo:
             src = todo.pop(0)
-            if src in net or src in self.input_layers:
+            if src in net or src == "data":
                 if src not in found:
                     found.append(src)
-            elif src not in seen and src in self.original:
+            elif src not in seen:
+                if src not in self.original:
+                    raise ConfigError("pretrain: layer %r reads %r, which RETURNN's pretrain construction (from_input) "
+                                      "cannot follow (no layer of the network; it fails with KeyError)" % (name, src))
                 seen.add(src)
+                _refuse_string_from(src, self.original[src].get("from"), "from_input")  # followed by character
                 todo = list(layer_from(self.original[src])) + todo
         return found
 
     def _from_input_step(self, depth: int) -> Optional[NetDict]:
         net: NetDict = {}
-        sources = list(self.input_layers)
+        sources = ["data"]  # RETURNN's from_input: its input_layers are not read
         while True:  # non-trainable layers on the input (windows, feature extraction) come first
             added = [n for n in self._descendants(sources) if n not in net and not self.original[n].get("trainable", True)]
             if not added:
@@ -218,13 +229,13 @@ class Pretrain:
                 net[name] = copy.deepcopy(self.original[name])
         for name in sorted(net):  # RETURNN rewires the step here: KeyError (e.g. 'd') on a string 'from'
             _refuse_string_from(name, net[name].get("from"), "from_input")
-        missing = {s for layer in net.values() for s in layer_from(layer)} - set(net) - set(self.input_layers)
+        missing = {s for layer in net.values() for s in layer_from(layer)} - set(net) - {"data"}
         if not missing:
             return None  # this is the full topology
         for name in sorted(net):
             rewired = self._existing_inputs(net, name)
             if rewired != layer_from(net[name]):
-                net[name]["from"] = [s for s in rewired if s not in self.input_layers]
+                net[name]["from"] = [s for s in rewired if s != "data"]
         return net
 
     def _construct_from_input(self) -> List[NetDict]:
@@ -253,8 +264,12 @@ class Pretrain:
         elif isinstance(repetitions, dict):
             opts = dict(repetitions)
             counts = [int(opts.pop("default", 1))] * n
+            steps_named = [k for k in opts if not (k == "final" or (isinstance(k, int) and -n <= k < n))]
+            if steps_named or ("final" in opts and len(opts) > 1):  # RETURNN sorts the keys and indexes a list
+                raise ConfigError("pretrain: repetitions %r: besides 'default', give either 'final' or step indices "
+                                  "(ints below the %i steps), as RETURNN takes them" % (repetitions, n))
             for key, value in opts.items():
-                counts[n - 1 if key == "final" else int(key)] = int(value)
+                counts[n - 1 if key == "final" else key] = int(value)
         else:
             counts = [int(r) for r in (repetitions if isinstance(repetitions, (list, tuple)) else [repetitions])]
             if len(counts) > n:
@@ -299,10 +314,18 @@ def pretrain_from_config(config) -> Optional[Pretrain]:
     if not isinstance(network, dict) or not network:
         raise ConfigError("config key 'pretrain' needs 'network' (the full net dict)")
     opts = dict(value) if isinstance(value, dict) else {}
-    for key, opt in (("pretrain_copy_output_layer", "copy_output_layer"), ("pretrain_greedy", "greedy"),
-                     ("pretrain_repetitions", "repetitions"), ("pretrain_construction_algo", "construction_algo")):
-        if config.has(key):
-            opts.setdefault(opt, config.typed_value(key))
+    if config.has("pretrain_copy_output_layer"):
+        opts.setdefault("copy_output_layer", config.bool_or_other("pretrain_copy_output_layer", "ifpossible"))
+    if config.has("pretrain_greedy"):
+        opts.setdefault("greedy", config.bool("pretrain_greedy", None))
+    if config.has("pretrain_repetitions"):  # a string (command line, plain-text config): a list of ints
+        reps = config.typed_value("pretrain_repetitions")
+        opts.setdefault("repetitions", config.int_list("pretrain_repetitions", None) if isinstance(reps, str) else reps)
+    if config.has("pretrain_construction_algo"):
+        if callable(config.typed_value("pretrain_construction_algo")):  # RETURNN reads it as a string: an error
+            raise ConfigError("config key 'pretrain_construction_algo' takes the name of an algorithm (RETURNN reads it "
+                              "as a string); give a function as pretrain = {'construction_algo': f}")
+        opts.setdefault("construction_algo", config.value("pretrain_construction_algo", None))
     try:
         return Pretrain(network, **opts)
     except TypeError as exc:

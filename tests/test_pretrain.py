@@ -50,10 +50,11 @@ def test_repetitions_int_list_dict_and_hash_key():
     assert pretrain_of(NET, {"repetitions": 2}).get_train_num_epochs() == 4
     p = pretrain_of(blstm(3), {"repetitions": [1, 3]})  # the last entry repeats for later steps
     assert p.repetitions == [1, 3, 3] and p.get_train_num_epochs() == 7
-    p = pretrain_of(blstm(3), {"repetitions": {"default": 2, "final": 1, 0: 3}})
-    assert p.repetitions == [3, 2, 1]
+    p = pretrain_of(blstm(3), {"repetitions": {"default": 2, 0: 3}})
+    assert p.repetitions == [3, 2, 2]
     assert sorted(p.get_network_json_for_epoch(3)) == ["lstm0_bw", "lstm0_fw", "output"]
     assert sorted(p.get_network_json_for_epoch(4)) == ["lstm0_bw", "lstm0_fw", "lstm1_bw", "lstm1_fw", "output"]
+    assert pretrain_of(blstm(3), {"repetitions": {"default": 0, "final": 6}}).repetitions == [0, 0, 6]
     assert pretrain_of(NET, pretrain_repetitions=3).get_train_num_epochs() == 6
 
 
@@ -192,3 +193,66 @@ def test_from_input_needs_listed_sources_as_returnn():
     with pytest.raises(ConfigError, match="pretrain: layer 'hidden_0' has \"from\": 'data', a string.*from_input"):
         pretrain_of(net, {"construction_algo": "from_input"})
     assert pretrain_of(NET, {"construction_algo": "from_input"}).get_train_num_epochs() >= 2
+
+
+@pytest.mark.parametrize("reps", [{"default": 2, "final": 1, 0: 3}, {"default": 1, "first": 2}, {5: 2}])
+def test_repetitions_dict_refused_where_returnn_fails(reps):
+    """RETURNN sorts the dict's items (an int and 'final' do not compare: TypeError) and indexes the steps'
+    list with each key (another string, or an index past the steps: an error); found by
+    benchmarks/returnn_fuzz_pretrain.py (LAX)."""
+    with pytest.raises(ConfigError, match="repetitions"):
+        pretrain_of(blstm(3), {"repetitions": reps})
+
+
+def test_pretrain_keys_read_as_returnn_reads_them():
+    """pretrain_repetitions as a string is a list of ints; pretrain_construction_algo is read as a string,
+    so a function there fails in RETURNN (it is taken in the pretrain dict only)."""
+    assert pretrain_of(blstm(3), pretrain_repetitions="1,2").repetitions == [1, 2, 2]
+    assert pretrain_of(blstm(3), pretrain_construction_algo="from_input").construction_algo == "from_input"
+    with pytest.raises(ConfigError, match="pretrain_construction_algo"):
+        pretrain_of(blstm(3), pretrain_construction_algo=lambda idx, net_dict: None)
+
+
+def test_constructions_refuse_data_key_sources_as_returnn_fails():
+    """from_output shrinks toward input_layers only (a 'data:classes' source of an output: RETURNN asserts);
+    from_input follows layers and 'data' only (KeyError on 'data:classes')."""
+    net = {"a": {"class": "linear", "n_out": 3, "from": ["data"]},
+           "b": {"class": "linear", "n_out": 3, "from": ["a", "data:classes"]},
+           "output": {"class": "softmax", "loss": "ce", "from": ["b"]}}
+    with pytest.raises(ConfigError, match="from_input.*KeyError"):
+        pretrain_of(net, {"construction_algo": "from_input"})
+    net2 = dict(net, b={"class": "linear", "n_out": 3, "from": ["a"]},
+                output={"class": "softmax", "loss": "ce", "from": ["b", "data:classes"]})
+    with pytest.raises(ConfigError, match="from_output"):
+        pretrain_of(net2)
+    one_char = {"v": {"class": "linear", "n_out": 3, "from": ["data"]},
+                "output": {"class": "softmax", "loss": "ce", "from": "v"}}
+    with pytest.raises(ConfigError, match="from_output"):  # RETURNN sums the outputs' 'from' lists
+        pretrain_of(one_char)
+
+
+def test_from_input_starts_from_data_not_input_layers():
+    """RETURNN's from_input reads 'data' itself, not input_layers (only from_output reads those)."""
+    net = blstm(2)
+    plain = pretrain_of(net, {"construction_algo": "from_input"})
+    other = pretrain_of(net, {"construction_algo": "from_input", "input_layers": ["data", "lstm0_fw"]})
+    assert other.get_train_num_epochs() == plain.get_train_num_epochs()
+    for e in range(1, plain.get_train_num_epochs() + 1):
+        assert other.get_network_json_for_epoch(e) == plain.get_network_json_for_epoch(e)
+
+
+def test_from_input_string_from_reads_what_it_contains():
+    """RETURNN's from_input tests a string 'from' by containment: 'data:classes' reads 'data', so the layer
+    joins the first step, whose rewiring then fails (KeyError 'd' there); refused here in one line."""
+    net = {"l0": {"class": "linear", "n_out": 3, "from": ["data"]},
+           "l2": {"class": "linear", "n_out": 3, "from": "data:classes"},
+           "output": {"class": "softmax", "loss": "ce", "from": ["l0"]}}
+    with pytest.raises(ConfigError, match="from_input"):
+        pretrain_of(net, {"construction_algo": "from_input"})
+    # a string 'from' of a layer the first step skips, followed when rewiring the output (KeyError 'l' there)
+    net = {"l0": {"class": "constant", "from": [], "trainable": False},
+           "l1": {"class": "combine", "kind": "add", "from": ["l0", "data"]},
+           "l3": {"class": "copy", "from": "l0"},
+           "output": {"class": "softmax", "loss": "ce", "from": ["l1", "l3"]}}
+    with pytest.raises(ConfigError, match="'l3'.*from_input"):
+        pretrain_of(net, {"construction_algo": "from_input"})
