@@ -38,6 +38,17 @@ def test_linear_and_softmax_take_the_targets_dim_tag_and_ctc_one_more():
     assert net.layers["output"].output.dim == 4
 
 
+def test_a_loss_with_target_none_gives_no_dim():
+    """RETURNN takes the default target only for a layer without a 'target' key: ``"target": None`` is no target,
+    so nothing gives the dim (returnn_fuzz mutate seed 211 #61: built here with the dim of 'classes')."""
+    with pytest.raises(NetworkError, match="needs 'n_out' or 'out_dim'"):
+        TFNetwork({"output": {"class": "softmax", "loss": "ce", "target": None, "from": "data"}}, _extern())
+    unit = {"prob": {"class": "softmax", "from": "prev:output", "loss": "ce", "target": None},
+            "output": {"class": "choice", "beam_size": 2, "from": "prob", "target": "classes", "initial_output": 0}}
+    with pytest.raises(NetworkError, match="needs 'n_out' or 'out_dim'"):
+        TFNetwork({"output": {"class": "rec", "from": "data", "target": "classes", "unit": unit}}, _extern())
+
+
 def test_other_classes_use_the_target_dim_only_where_they_need_one():
     """RETURNN's templates take the target's dim, its layers keep the dim they compute (e.g. a copy of
     a ctc softmax with an edit_distance loss: one more than the target, demo-timit-lstm-ctc)."""

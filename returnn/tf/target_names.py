@@ -119,12 +119,15 @@ def layer_target_keys(opts: Mapping[str, Any], default_target: str) -> List[str]
 
 def infer_target(opts: Mapping[str, Any], default_target: str, name: str = "?") -> Optional[str]:
     """The target a layer's output dim is inferred from (RETURNN): its ``target`` (the first of a
-    list), else the default target when its loss needs one; None otherwise."""
+    list), else the default target when its loss needs one and it sets no ``target`` (RETURNN: ``"target": None``
+    given is no target); None otherwise."""
     target = opts.get("target")
     if isinstance(target, (list, tuple)):
         target = target[0] if target else None
     if target:
         return target if isinstance(target, str) else None
+    if "target" in opts:
+        return None
     loss = opts.get("loss")
     if isinstance(loss, str) and loss:
         from returnn.tf.losses import get_loss_class  # (the losses import the layers, which import this module)
