@@ -317,15 +317,15 @@ def pretrain_from_config(config) -> Optional[Pretrain]:
     if config.has("pretrain_copy_output_layer"):
         opts.setdefault("copy_output_layer", config.bool_or_other("pretrain_copy_output_layer", "ifpossible"))
     if config.has("pretrain_greedy"):
-        opts.setdefault("greedy", config.bool("pretrain_greedy", None))
+        opts.setdefault("greedy", config.bool("pretrain_greedy"))
     if config.has("pretrain_repetitions"):  # a string (command line, plain-text config): a list of ints
         reps = config.typed_value("pretrain_repetitions")
-        opts.setdefault("repetitions", config.int_list("pretrain_repetitions", None) if isinstance(reps, str) else reps)
+        opts.setdefault("repetitions", config.int_list("pretrain_repetitions") if isinstance(reps, str) else reps)
     if config.has("pretrain_construction_algo"):
         if callable(config.typed_value("pretrain_construction_algo")):  # RETURNN reads it as a string: an error
             raise ConfigError("config key 'pretrain_construction_algo' takes the name of an algorithm (RETURNN reads it "
                               "as a string); give a function as pretrain = {'construction_algo': f}")
-        opts.setdefault("construction_algo", config.value("pretrain_construction_algo", None))
+        opts.setdefault("construction_algo", config.value("pretrain_construction_algo"))
     try:
         return Pretrain(network, **opts)
     except TypeError as exc:

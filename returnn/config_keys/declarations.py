@@ -119,7 +119,7 @@ _net("param_dropout_min_ndim", "int", 0, "param_dropout only on parameters of at
      "layout; 2: not on biases), for every layer without its own option.")
 _net("pretrain", "bool|str|dict", None, "Layer-wise pretraining: 'default', True or an options dict (RETURNN's).")
 _net("pretrain_repetitions", "int|list|dict", None, "Old style: pretrain 'repetitions' (the pretrain dict wins).")
-_net("pretrain_construction_algo", "str|callable", None, "Old style: pretrain 'construction_algo'.")
+_net("pretrain_construction_algo", "str", None, "Old style: pretrain 'construction_algo' (read as a string, as RETURNN reads it; a function goes into the pretrain dict).")
 _net("pretrain_copy_output_layer", "bool|str", None, "Old style: pretrain 'copy_output_layer'.")
 _net("pretrain_greedy", "bool", None, "Old style: pretrain 'greedy' (not supported: an error when true).")
 _net("get_network", "callable", None, "get_network(epoch, **kwargs) -> net dict, called every epoch (instead of 'network').")
