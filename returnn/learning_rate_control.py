@@ -11,8 +11,7 @@ When newbob decides not to decay, ``learning_rate_growth`` (``newbob_learning_ra
 default 1) multiplies the rate (``newbob_multi_epoch``: when the mean relative change is below
 ``newbob_relative_error_grow_threshold``, default ``newbob_relative_error_threshold``).
 ``learning_rate_control_min_num_epochs_per_new_lr`` = N keeps a new rate (and the first one) for at
-least N epochs before the control may change it again. A ``learning_rate_control_error_measure``
-ending in ``:exp`` compares ``exp`` of the score (perplexity for a cross-entropy score).
+least N epochs before the control may change it again. Which score it looks at: :meth:`LearningRateControl.error_key`.
 
 The learning-rate file (``returnn/learning_rate_file.py``: RETURNN's format, parsed without
 evaluating it) holds, per epoch, the learning rate used and the scores measured. It is written
@@ -233,9 +232,12 @@ class LearningRateControl:
         return rel
 
     def error_key(self, epoch: int) -> Optional[str]:
-        """The score the control looks at: ``learning_rate_control_error_measure`` (or it with
-        ``_output``), else ``dev_score`` (of the layer ``output`` first), another dev score, any dev
-        value, ``train_score``, and finally the alphabetically first key."""
+        """The score the control looks at, RETURNN's ``get_error_key``: each of
+        ``learning_rate_control_error_measure`` (or it with ``_output``), else ``dev_score`` or
+        ``dev_score_output``, the sub-layer score of ``output`` (``dev_score_output/output``, or one starting with
+        ``dev_score_output/output_``), another ``dev_score_output/`` one, any ``dev_`` value (by name),
+        ``train_score`` or ``train_score_output``, and finally the alphabetically first key. A measure
+        ``name:exp`` is the score RETURNN records with ``calculate_exp_loss`` (absent: the next candidate)."""
         data = self.epochs.get(epoch)
         if data is None or not data.error:
             return None
@@ -245,44 +247,28 @@ class LearningRateControl:
         preferred = []
         for measure in self._measures():
             preferred += [measure, measure + "_output"]
-            if measure.endswith("_output"):  # RETURNN's name when our single loss is "score"
-                preferred.append(measure[:-len("_output")])
         for key in preferred + ["dev_score", "dev_score_output"]:
             if key in errors:
                 return key
-        for prefix in ("dev_score", "dev_"):
-            keys = sorted(k for k in errors if k.startswith(prefix))
-            if keys:
-                return keys[0]
+        keys = sorted(errors)
+        for test in (lambda k: k == "dev_score_output/output" or k.startswith("dev_score_output/output_"),
+                     lambda k: k.startswith("dev_score_output/"), lambda k: k.startswith("dev_")):
+            found = [k for k in keys if test(k)]
+            if found:
+                return found[0]
         for key in ("train_score", "train_score_output"):
             if key in errors:
                 return key
-        keys = sorted(k for k in errors if k.startswith("train_score"))
-        return keys[0] if keys else sorted(errors)[0]
+        return keys[0]
 
     def _measures(self) -> List[str]:
-        """The error measures (a list: RETURNN tries them in order), without ``:exp`` suffixes."""
-        measures = self.error_measure if isinstance(self.error_measure, (list, tuple)) else \
+        """The error measures (a list: RETURNN tries them in order)."""
+        return list(self.error_measure) if isinstance(self.error_measure, (list, tuple)) else \
             [self.error_measure] if self.error_measure else []
-        return [m[:-len(":exp")] if m.endswith(":exp") else m for m in measures]
-
-    def _exp_measure(self, key: str) -> bool:
-        """Whether the measure that chose ``key`` asks for ``exp`` (``name:exp``)."""
-        measures = self.error_measure if isinstance(self.error_measure, (list, tuple)) else [self.error_measure]
-        for m in measures:
-            base = m[:-len(":exp")] if m and m.endswith(":exp") else None
-            if base and (key in (base, base + "_output") or (base.endswith("_output") and key == base[:-7])):
-                return True
-        return False
 
     def _error(self, epoch: int) -> Optional[float]:
         key = self.error_key(epoch)
-        if not key:
-            return None
-        value = self.epochs[epoch].error[key]
-        if self._exp_measure(key) and not key.endswith(":exp"):
-            value = math.exp(min(value, 700.0))  # perplexity of a cross-entropy score
-        return value
+        return self.epochs[epoch].error[key] if key else None
 
     # ---- scores and the file
     def set_epoch_error(self, epoch: int, errors: Dict[str, float]) -> None:

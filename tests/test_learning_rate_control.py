@@ -296,19 +296,33 @@ def test_min_num_epochs_from_config():
     assert drive(control, [1.0, 1.1, 1.2, 1.3, 1.4]) == [1.0, 1.0, 0.5, 0.5, 0.25, 0.25]
 
 
-def test_error_measure_exp_suffix_compares_perplexities():
-    """CE 2.015 -> 2.0: relative change -0.0075 (decay at threshold -0.01), but the perplexity
-    changes by 1 - e^0.015 = -0.0151 (no decay)."""
+def test_error_measure_exp_suffix_is_the_recorded_exp_score():
+    """RETURNN's get_error_key looks for the measure's key as it is: 'dev_score:exp' is the score the engine
+    records with calculate_exp_loss; without it the control falls back to dev_score (found by
+    benchmarks/returnn_fuzz_lr.py: this engine computed exp itself). CE 2.015 -> 2.0: relative change
+    -0.0075 (decay at threshold -0.01); the perplexity changes by 1 - e^0.015 = -0.0151 (no decay)."""
     errors = [2.015, 2.0]
     ce = drive(LearningRateControl("newbob", default_learning_rate=1.0, error_measure="dev_score"), errors)
     assert ce == [1.0, 1.0, 0.5]
     for measure in ("dev_score:exp", "dev_score_output:exp"):
-        ppl = drive(LearningRateControl("newbob", default_learning_rate=1.0, error_measure=measure), errors)
-        assert ppl == [1.0, 1.0, 1.0], measure
-    # scores written with calculate_exp_loss carry their own ':exp' entry; it is used as is
+        fallback = drive(LearningRateControl("newbob", default_learning_rate=1.0, error_measure=measure), errors)
+        assert fallback == [1.0, 1.0, 0.5], measure
     both = [{"dev_score": e, "dev_score:exp": math.exp(e)} for e in errors]
     ppl = drive(LearningRateControl("newbob", default_learning_rate=1.0, error_measure="dev_score:exp"), both)
     assert ppl == [1.0, 1.0, 1.0]
+
+
+def test_error_key_prefers_the_output_sub_layer_score_as_returnn():
+    """Several scores of a rec layer 'output' (dev_score_output/ce, dev_score_output/output): RETURNN looks at
+    dev_score_output/output; without dev scores of 'output', at the first 'dev_' key by name (dev_error_...
+    before dev_score_...)."""
+    control = LearningRateControl("newbob", default_learning_rate=1.0)
+    control.set_epoch_error(1, {"dev_score_output/ce": 1.0, "dev_score_output/output": 2.0, "train_score": 3.0})
+    assert control.error_key(1) == "dev_score_output/output"
+    control.set_epoch_error(2, {"dev_score_ctc": 1.0, "dev_error_ctc": 0.5, "train_score": 3.0})
+    assert control.error_key(2) == "dev_error_ctc"
+    control.set_epoch_error(3, {"dev_score_output/ctc": 1.0, "dev_score_output/att": 2.0})
+    assert control.error_key(3) == "dev_score_output/att"
 
 
 def test_set_default_learning_rate_keeps_a_stored_rate():
