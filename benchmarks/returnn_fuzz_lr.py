@@ -9,7 +9,9 @@ nested ``{"dev_score": {"cost:output": ..., "cost:ctc": ...}}`` flattened as RET
 ``dev_score``, several ``dev_score_output``, ``dev_score_ctc``; ``:exp`` variants; ``dev_error``; epochs
 without dev scores; a loss that appears later; equal scores; nan). Both engines run the epochs (rate, then
 scores), then give the rate of the epoch after, and RETURNN's ``get_last_best_epoch`` for random filters;
-the rates must agree to 1e-9 (relative) and the best epochs exactly.
+the rates must agree to 1e-9 (relative), the best epochs and score keys exactly. Then each engine continues
+from the learning-rate file the other wrote (RETURNN's format both ways) and must give the same rate after,
+best epochs and keys.
 
 Verdicts: AGREE, BOTH-FAIL, DIFFER, LAX (runs here, RETURNN fails), GAP (RETURNN runs, refused here).
 
@@ -122,8 +124,11 @@ def _value(v: Any) -> Any:
     return v
 
 
-def run_cases(cases_file: str, out_file: str) -> None:
-    """Runs in either engine's Python (``returnn`` on the path)."""
+def run_cases(cases_file: str, out_file: str, files: str, read_from: Optional[str] = None) -> None:
+    """Runs in either engine's Python (``returnn`` on the path). Without ``read_from``: the epochs, the
+    learning-rate file written to ``files`` after the last scores. With it: the control loaded from the
+    other engine's file there (a copy in ``files``) gives the rest (the rate after, best epochs, keys)."""
+    import shutil
     from returnn.config import Config
     try:
         from returnn.learning_rate_control import load_learning_rate_control_from_config as make
@@ -136,16 +141,22 @@ def run_cases(cases_file: str, out_file: str) -> None:
     results = {}
     for case in cases:
         try:
+            filename = os.path.join(files, case["name"] + ".txt")
+            if read_from:
+                shutil.copy(os.path.join(read_from, case["name"] + ".txt"), filename)
             config = Config()
             for key, value in case["config"].items():
                 config.set(key, _value(value))
+            config.set("learning_rate_file", filename)
             control = make(config)
             rates = []
-            for epoch, scores in enumerate(case["scores"], 1):
-                rates.append(control.get_learning_rate_for_epoch(epoch))
-                control.set_epoch_error(epoch, dict(scores))
-            rates.append(control.get_learning_rate_for_epoch(len(case["scores"]) + 1))
+            if not read_from:
+                for epoch, scores in enumerate(case["scores"], 1):
+                    rates.append(control.get_learning_rate_for_epoch(epoch))
+                    control.set_epoch_error(epoch, dict(scores))
+                control.save()
             last = len(case["scores"])
+            rates.append(control.get_learning_rate_for_epoch(last + 1))
             best = [getattr(control, best_name)(last, **b) for b in case["best"]]
             key_of = getattr(control, "get_error_key", None) or control.error_key
             results[case["name"]] = {"rates": rates, "best": best, "keys": [key_of(e) for e in range(1, last + 1)]}
@@ -155,11 +166,15 @@ def run_cases(cases_file: str, out_file: str) -> None:
         json.dump(results, f)
 
 
-def _engine(python: str, cases_file: str, out_file: str, ours: bool) -> Dict[str, Any]:
+def _engine(python: str, tmp: str, out: str, ours: bool, read_from: Optional[str] = None) -> Dict[str, Any]:
     env = dict(os.environ, DISABLE_CUDA="1", TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=REPO if ours else "")
-    subprocess.run([python, os.path.abspath(__file__), "--run", cases_file, out_file], check=True, env=env,
+    files = os.path.join(tmp, out + "_files")
+    os.makedirs(files)
+    args = [os.path.join(tmp, "cases.json"), os.path.join(tmp, out + ".json"), files] + (
+        [os.path.join(tmp, read_from + "_files")] if read_from else [])
+    subprocess.run([python, os.path.abspath(__file__), "--run"] + args, check=True, env=env,
                    cwd=REPO if ours else tempfile.gettempdir(), stdout=subprocess.DEVNULL)
-    with open(out_file) as f:
+    with open(os.path.join(tmp, out + ".json")) as f:
         return json.load(f)
 
 
@@ -178,7 +193,8 @@ def verdict(ours: Dict[str, Any], theirs: Dict[str, Any]) -> str:
         return "GAP"
     if "error" in theirs:
         return "LAX"
-    return "AGREE" if _same(ours["rates"], theirs["rates"]) and ours["best"] == theirs["best"] else "DIFFER"
+    same = _same(ours["rates"], theirs["rates"]) and ours["best"] == theirs["best"] and ours["keys"] == theirs["keys"]
+    return "AGREE" if same and "file" not in ours else "DIFFER"  # file: a run continued from the other's file
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -187,7 +203,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--n", type=int, default=300)
     parser.add_argument("--returnn-python", default=RETURNN_PYTHON)
     parser.add_argument("--show", nargs="*", default=["DIFFER", "LAX", "GAP"])
-    parser.add_argument("--run", nargs=2, metavar=("CASES", "OUT"), help=argparse.SUPPRESS)
+    parser.add_argument("--run", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.run:
         run_cases(*args.run)
@@ -198,11 +214,22 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 2
     cases = draw(args.seed, args.n)
     with tempfile.TemporaryDirectory(prefix="fuzz_lr_") as tmp:
-        cases_file = os.path.join(tmp, "cases.json")
-        with open(cases_file, "w") as f:
+        with open(os.path.join(tmp, "cases.json"), "w") as f:
             json.dump(cases, f)
-        theirs = _engine(args.returnn_python, cases_file, os.path.join(tmp, "returnn.json"), ours=False)
-        ours = _engine(sys.executable, cases_file, os.path.join(tmp, "ours.json"), ours=True)
+        theirs = _engine(args.returnn_python, tmp, "returnn", ours=False)
+        ours = _engine(sys.executable, tmp, "ours", ours=True)
+        # the learning-rate files both ways: each engine continues from the other's file
+        ours_read = _engine(sys.executable, tmp, "ours_reads", ours=True, read_from="returnn")
+        theirs_read = _engine(args.returnn_python, tmp, "returnn_reads", ours=False, read_from="ours")
+    continued = 0
+    for name, res in list(ours.items()):  # a continued run must give what the run itself gave
+        for read, other in ((ours_read[name], theirs[name]), (theirs_read[name], ours[name])):
+            if "error" not in res and "error" not in other:
+                continued += 1
+                if "error" in read or not _same(read["rates"], other["rates"][-1:]) or read["best"] != other["best"] \
+                        or read["keys"] != other["keys"]:
+                    ours[name] = dict(res, file=read)
+    print("runs continued from the other engine's learning-rate file: %i" % continued)
     counts: Dict[str, int] = {}
     for case in cases:
         name = case["name"]
