@@ -168,6 +168,21 @@ def test_target_dim_must_match_the_output_dim():
     _build_and_run(net)
 
 
+def test_target_dim_of_a_copy_in_a_rec_unit_must_match():
+    """A copy relabels its template to its target's dim (RETURNN's CopyLayer), which at top level leaves the
+    value alone; in a rec unit RETURNN's cell then finds its template and value apart and asserts (the loop's
+    output, moved out or not: returnn_fuzz mutate seeds 219 #50, 221 #22; built here)."""
+    net = _rec({"cell": {"class": "rnn_cell", "unit": "LSTMBlock", "n_out": 3, "from": "data:source"},
+                "output": {"class": "copy", "from": "cell", "target": "data"}})
+    net["output"]["unit"]["cell"]["n_out"] = 2
+    with pytest.raises(NetworkError, match="'output/output' \\(copy\\): its target's dim 3 .* output dim 2"):
+        _build_and_run(net)
+    net["output"]["unit"]["cell"]["n_out"] = 3
+    _build_and_run(net)
+    _build_and_run({"cell": {"class": "linear", "n_out": 2, "from": "data"},
+                    "output": {"class": "copy", "from": "cell", "target": "data"}})  # top level: built
+
+
 @pytest.mark.parametrize("net", [
     {"output": {"class": "rnn_cell", "unit": "LSTMBlock", "n_out": 2, "from": "data", "initial_output": 1}},
     _rec({"c": {"class": "rnn_cell", "unit": "LSTMBlock", "n_out": 2, "from": ["data:source", "prev:c"],

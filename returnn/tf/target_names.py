@@ -138,16 +138,19 @@ def infer_target(opts: Mapping[str, Any], default_target: str, name: str = "?") 
 
 # classes whose output dim RETURNN does not assert against the n_out a target gives (build_with_n_out): they
 # take n_out for themselves (merge_dims, get_last_hidden_state, rec), refuse another size themselves (choice),
-# relabel the copy's dim (CopyLayer's get_out_data_from_opts: batch_norm, cast, copy, dropout, scaled_grad) or
-# give a dummy (framewise_statistics: outputs 0 here, docs/compat.md; RETURNN's asserts, its dim being None)
-_TARGET_N_OUT_UNCHECKED = frozenset({"merge_dims", "get_last_hidden_state", "rec", "choice", "batch_norm", "cast",
-                                     "copy", "dropout", "scaled_grad", "framewise_statistics"})
+# relabel the copy's dim (CopyLayer's get_out_data_from_opts: _RELABELLING) or give a dummy (framewise_statistics:
+# outputs 0 here, docs/compat.md; RETURNN's asserts, its dim being None)
+_RELABELLING = frozenset({"batch_norm", "cast", "copy", "dropout", "scaled_grad"})
+_TARGET_N_OUT_UNCHECKED = frozenset({"merge_dims", "get_last_hidden_state", "rec", "choice",
+                                     "framewise_statistics"}) | _RELABELLING
 
 
 def build_with_n_out(build: Callable[[Dict[str, Any]], "Layer"], opts: Dict[str, Any],
-                     fallback: Optional[Dict[str, Any]]) -> "Layer":  # noqa: F821
+                     fallback: Optional[Dict[str, Any]], in_rec_unit: bool = False) -> "Layer":  # noqa: F821
     """``build(opts)``; when that fails for want of ``n_out`` and the target gives one
-    (``fallback``, see ``TFNetwork._infer_n_out``), ``build`` with it."""
+    (``fallback``, see ``TFNetwork._infer_n_out``), ``build`` with it. ``in_rec_unit``: a rec unit's sub-layer,
+    where RETURNN's relabelled template (of the target's dim) meets the value: its rec cell asserts they match
+    (the loop's output, its accumulated and previous frames)."""
     if not fallback:
         return build(opts)
     try:
@@ -159,7 +162,8 @@ def build_with_n_out(build: Callable[[Dict[str, Any]], "Layer"], opts: Dict[str,
     # RETURNN passes the target's dim as n_out to every layer class but linear/softmax, and its LayerBase
     # asserts the output's dim equals it; not checked here: what keeps n_out for itself, what refuses another
     # size itself, and what RETURNN's CopyLayer family relabels (the values stay those of the copy)
-    if opts.get("class") not in _TARGET_N_OUT_UNCHECKED and layer.output.dim != fallback["n_out"]:
+    unchecked = _TARGET_N_OUT_UNCHECKED - (_RELABELLING if in_rec_unit else frozenset())
+    if opts.get("class") not in unchecked and layer.output.dim != fallback["n_out"]:
         raise NetworkError("%s: its target's dim %r (RETURNN's n_out from the target) does not match the output dim "
                            "%r (RETURNN asserts): set n_out or out_dim" % (layer.desc, fallback["n_out"],
                                                                           layer.output.dim))

@@ -503,7 +503,7 @@ class RecSubnetLayer(AssumedTemplates, Layer):
         loop = contextlib.nullcontext() if in_step else loop_axis(self.time_dim)
         with reuse.resolving(self._get_reused_layer), loop, building_loop_step(in_step):
             self.layers[sub] = build_with_n_out(lambda o: cls(full_name, o, templates, seed=self.seed), layer_opts,
-                                                n_out_fallback)
+                                                n_out_fallback, in_rec_unit=True)
         if hasattr(self.layers[sub], "take_target_templates") and self._target_template is not None:
             self.layers[sub].take_target_templates(self._target_template)  # a searching choice (choice.py)
         if getattr(self.layers[sub], "state", None) is not None and opts.get("initial_output") not in (None, 0):
