@@ -171,6 +171,18 @@ def test_unknown_target_of_a_rec_units_end_refused_where_the_loop_does_not_searc
         _net(net, behavior_version=1)
 
 
+def test_remove_refused_with_a_behavior_version():
+    """RETURNN 1.20261022 fails on every remove layer (returnn_fuzz mutate seeds 213 #3, 222 #40: built here);
+    older RETURNN built it: built without a behavior_version, refused with one."""
+    net = {"i": {"class": "cast", "dtype": "int32", "from": "data"},
+           "r": {"class": "reduce", "mode": "max", "axis": "F", "from": "i"},
+           "s": {"class": "reinterpret_data", "from": "r", "set_sparse": True, "set_sparse_dim": 4},
+           "output": {"class": "remove", "symbol": 0, "from": "s"}}
+    assert _net(net).layers["output"].output is not None
+    with pytest.raises(NetworkError, match="'output'.*refused with a behavior_version: today's RETURNN fails"):
+        _net(net, behavior_version=12)
+
+
 def test_softmax_activation_applied_before_behavior_version_1_refused_after():
     """RETURNN's softmax layer took an 'activation' until September 2021 (applied instead of softmax); since then
     it raises a TypeError. Configs without a behavior_version keep the old effect."""
