@@ -141,19 +141,20 @@ def test_time_chunking_and_unchunking(size, step):
     chunk = make("time_chunking", {"chunk_size": size, "chunk_step": step}, [data], name="chunk")
     out = run(chunk, [val])
     n = max(-(-(7 - size) // step), 0) + 1
-    assert out.tensor.shape == (3 * n, size, 3)
+    assert out.tensor.shape == (size, 3 * n, 3)  # time-major, as RETURNN's
     for b, length in enumerate(LENS):
         for i in range(n):
             real = x[b, :length][i * step:i * step + size]
             assert out.seq_len.numpy()[b * n + i] == len(real)
-            np.testing.assert_array_equal(out.tensor.numpy()[b * n + i, :len(real)], real)
+            np.testing.assert_array_equal(out.tensor.numpy()[:len(real), b * n + i], real)
     lin = make("linear", {"n_out": 2, "activation": "tanh"}, [chunk.output], name="lin")
     hidden = run(lin, [out])
     unchunk = make("time_unchunking", {"chunking_layer": "chunk"}, [lin.output, chunk.output], name="un")
     back = run(unchunk, [hidden, out])
     assert unchunk.output.time_dim == data.time_dim and back.seq_len is val.seq_len
     ref = np.tanh(x @ lin.W.numpy() + lin.bias.numpy())  # framewise: every chunk copy is equal
+    assert unchunk.output.time_dim_axis == 0 and unchunk.output.batch_dim_axis == 1
     for b, length in enumerate(LENS):
-        np.testing.assert_allclose(back.tensor.numpy()[b, :length], ref[b, :length], atol=1e-5)
+        np.testing.assert_allclose(back.tensor.numpy()[:length, b], ref[b, :length], atol=1e-5)
     with pytest.raises(NetworkError, match="'un'.*chunking_layer"):
         make("time_unchunking", {}, [data], name="un")

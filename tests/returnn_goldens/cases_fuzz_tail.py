@@ -23,6 +23,14 @@ case("fuzz_time_chunking_time_major_round_trip", "fuzz_time_chunking", {
     "ch": {"class": "time_chunking", "chunk_size": 4, "chunk_step": 2, "from": "data"},
     "a": {"class": "cumsum", "from": "ch"},
     "output": {"class": "time_unchunking", "chunking_layer": "ch", "from": "a"}}, extern=XTM6)
+# time_chunking's and time_unchunking's outputs are time-major, as RETURNN's: an eval reads the raw axes (returnn_fuzz
+# chain seed 372 #55: batch-major here, the cumsum ran over another axis)
+case("fuzz_time_chunking_eval_raw_axes", "fuzz_time_chunking", {
+    "ch": {"class": "time_chunking", "chunk_size": 4, "chunk_step": 1, "from": "data"},
+    "a": {"class": "eval", "eval": "tf.math.cumsum(source(0), axis=0)", "from": "ch"},
+    "tail": {"class": "time_unchunking", "chunking_layer": "ch", "from": "a"},
+    "output": {"class": "eval", "eval": "tf.math.cumsum(source(0), axis=1)", "from": "tail"}},
+    extern={"data": {"shape": (None, 2, 3)}}, lens={"data": LENS_LONG})
 # time_chunking's 'axis' (RETURNN's option; refused here before): the time axis by its tag, a static axis
 case("fuzz_time_chunking_axis_by_tag", "fuzz_time_chunking", {
     "output": {"class": "time_chunking", "chunk_size": 3, "chunk_step": 3, "axis": "stag:time", "from": "data"}},

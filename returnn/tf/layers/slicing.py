@@ -431,7 +431,7 @@ class WindowLayer(_ShapeLayer):
 @register_layer
 class TimeChunkingLayer(_ShapeLayer):
     """Cuts the time axis into chunks of ``chunk_size`` every ``chunk_step`` frames and folds them
-    into the batch: ``(B, T, ...)`` -> ``(B * N, chunk_size, ...)`` with
+    into the batch: ``(B, T, ...)`` -> ``(chunk_size, B * N, ...)`` (time-major, as RETURNN's) with
     ``N = max(ceil((T - size) / step), 0) + 1``; chunk ``n`` of sequence ``b`` is row ``b * N + n``
     and has ``clip(L_b - n * step, 0, size)`` real frames. Undo with ``time_unchunking``."""
 
@@ -465,7 +465,9 @@ class TimeChunkingLayer(_ShapeLayer):
         self.chunk_dim = Dim(None, kind=DimTypes.Spatial, description="%s:chunk" % name, derived_from=self.in_dim)
         self.chunk_dim.chunk_step = self.step  # read by time_unchunking
         self.chunk_dim.chunk_size = self.size
-        self.output = data.copy_template_replace_dim_tag(1, self.chunk_dim).copy(name, time_dim_axis=1)
+        # RETURNN's layout: (chunk, chunked batch, the rest in the input's order)
+        self.output = data.copy_template_replace_dim_tag(1, self.chunk_dim).copy_move_axis(1, 0).copy(
+            name, time_dim_axis=0)
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         x = self.inputs(sources, ctx)
@@ -476,7 +478,8 @@ class TimeChunkingLayer(_ShapeLayer):
         pads[1] = [0, (n - 1) * self.step + self.size - length]
         frames = tf.signal.frame(tf.pad(tensor, pads), self.size, self.step, axis=1)  # (B, N, C, ...)
         shape = tf.shape(frames)
-        frames = tf.reshape(frames, tf.concat([[-1], shape[2:]], 0))
+        frames = tf.reshape(frames, tf.concat([[-1], shape[2:]], 0))  # (B * N, C, ...)
+        frames = tf.transpose(frames, [1, 0] + list(range(2, self.input.batch_ndim)))
         starts = tf.range(n) * self.step
         sizes = tf.clip_by_value(_time_lengths(x, self.in_dim, tf.shape(tensor)[0])[:, None] - starts[None, :],
                                  0, self.size)
@@ -485,8 +488,9 @@ class TimeChunkingLayer(_ShapeLayer):
 
 @register_layer
 class TimeUnchunkingLayer(_ShapeLayer):
-    """Inverse of ``time_chunking`` (``chunking_layer``): ``(B * N, C, ...)`` -> ``(B, T, ...)``;
-    frames covered by several chunks are the mean over those chunks."""
+    """Inverse of ``time_chunking`` (``chunking_layer``): ``(C, B * N, ...)`` (the chunk and batch axes anywhere)
+    -> ``(T, B, ...)`` (time-major, as RETURNN's); frames covered by several chunks are the mean over those
+    chunks."""
 
     layer_class = "time_unchunking"
     ref_options = ("chunking_layer",)
@@ -497,21 +501,28 @@ class TimeUnchunkingLayer(_ShapeLayer):
             raise NetworkError("layer %r (time_unchunking): needs 'chunking_layer' (a layer name)" % name)
         super().__init__(name, opts, sources[:-1], seed)
         data = self.input
-        chunk_dim = sources[-1].dims[1] if sources[-1].batch_ndim > 1 else None
-        if chunk_dim is None or not hasattr(chunk_dim, "chunk_step") or data.batch_ndim < 2 or data.dims[1] != chunk_dim:
-            raise NetworkError("%s: input must be (batch, chunk, ...) of the time_chunking layer %r"
+        chunk_dim = next((d for d in sources[-1].dims if hasattr(d, "chunk_step")), None)
+        if chunk_dim is None or chunk_dim not in data.dims or data.batch_dim_axis is None:
+            raise NetworkError("%s: input must have the batch and chunk axes of the time_chunking layer %r"
                                % (self.desc, opts["chunking_layer"]))
         refuse_non_float32(self.desc, data)
+        chunk_ax = data.dims.index(chunk_dim)
+        # (chunked batch, chunk, the rest in the input's order) here; RETURNN's output: (time, batch, the rest)
+        self.perm = [data.batch_dim_axis, chunk_ax] + [
+            i for i in range(data.batch_ndim) if i not in (data.batch_dim_axis, chunk_ax)]
+        data = data.copy_transpose(self.perm)
+        self.chunk_size = chunk_dim.chunk_size
         self.step = chunk_dim.chunk_step
         self.time_dim = chunk_dim.derived_from
-        self.output = data.copy_template_replace_dim_tag(1, self.time_dim).copy(name)
+        self.output = data.copy_template_replace_dim_tag(1, self.time_dim).copy_move_axis(1, 0).copy(
+            name, time_dim_axis=0)
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
-        x = self.inputs(sources[:-1], ctx)
+        x = self.inputs(sources[:-1], ctx).copy_transpose(self.perm)
         if self.time_dim.is_dynamic():
             lens = x.sizes[self.time_dim]
         else:  # a static time axis: its number of chunks is static too
-            t, size = self.time_dim.dimension, self.input.dims[1].chunk_size
+            t, size = self.time_dim.dimension, self.chunk_size
             n_chunks = max(-(-(t - size) // self.step), 0) + 1
             lens = _time_lengths(x, self.time_dim, tf.shape(x.tensor)[0] // n_chunks)
         batch = tf.shape(lens)[0]
@@ -527,8 +538,8 @@ class TimeUnchunkingLayer(_ShapeLayer):
         total = fold(frames)
         count = fold(mask * tf.ones_like(frames))
         y = tf.where(count > 0, total / tf.maximum(count, 1e-8), 0.0)
-        inv = [0, rank - 1] + list(range(1, rank - 1))
-        y = tf.transpose(y, inv)[:, :tf.reduce_max(lens)]
+        inv = [rank - 1, 0] + list(range(1, rank - 1))  # (T, B, ...)
+        y = tf.transpose(y, inv)[:tf.reduce_max(lens)]
         return self.make_output(y, sources[:-1])
 
 
