@@ -80,6 +80,9 @@ class DataCompat:
     """The methods listed in the module docstring (``self`` is a ``Data``)."""
 
     placeholder: Any = None
+    # RETURNN marks a template built from not yet known sources in a rec unit's first construction pass
+    # ``undefined``; this engine builds every template from known ones (config layer classes test it)
+    undefined = False
 
     # ---- values
     @property

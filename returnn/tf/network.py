@@ -66,6 +66,15 @@ class LossInfo:
 FRAME_WISE_LAYERS = frozenset({"linear", "softmax", "copy", "dropout", "activation", "combine", "source", "layer_norm"})
 
 
+class CannotHandleUndefinedSourcesException(NetworkError):
+    """RETURNN's: a config layer class raises it in ``get_out_data_from_opts`` when all its sources are
+    ``undefined``; here no source is (templates are built from known ones), so it ends the build as an error."""
+
+    def __init__(self, layer_name: str, layer_desc: Any = None, extended_info_str: str = ""):
+        super().__init__("layer %r cannot handle undefined sources %s" % (layer_name, extended_info_str))
+        self.layer_name, self.layer_desc = layer_name, layer_desc
+
+
 class TFNetwork(tf.Module):
     """The layers of a net dict, built in dependency order, plus their losses."""
 

@@ -297,3 +297,10 @@ from returnn.tf.util.eval_helpers import (batch_gather, check_input_ndim, get_ra
 
 # RETURNN's compilers of a config's own native code and TF ops (returnn/tf/util/op_compiler.py)
 from returnn.tf.util.op_compiler import NativeCodeCompiler, OpCodeCompiler  # noqa: E402,F401
+
+# linear alignments of transducer configs (returnn/tf/util/alignment.py)
+from returnn.tf.util.alignment import get_linear_alignment_out_to_in_indices, get_rnnt_linear_aligned_output  # noqa: E402,F401
+
+# random warping of configs' data augmentation (returnn/tf/util/image_warp.py)
+from returnn.tf.util.image_warp import (create_random_warp_flow_2d, dense_image_warp, gaussian_blur_2d,  # noqa: E402,F401
+                                        gaussian_kernel_2d, interpolate_bilinear)

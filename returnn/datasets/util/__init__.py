@@ -1,0 +1,1 @@
+"""RETURNN's ``returnn.datasets.util`` package path, as configs import from it (``.vocabulary``)."""
