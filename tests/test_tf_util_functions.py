@@ -103,3 +103,18 @@ def test_old_module_name_in_config_code(tmp_path):
     config.load_file(str(path))
     assert config.typed_value("f")() is get_rnnt_linear_aligned_output
     assert abs(config.typed_value("lr") - 0.2) < 1e-12
+
+
+def test_get_initializer_as_get_variable_takes_it():
+    """TFUtil.get_initializer in config layer classes: tf.compat.v1.get_variable(initializer=...)."""
+    from returnn.tf.util.basic import get_initializer
+    np.testing.assert_array_equal(get_initializer(0.5)([2, 3]), np.full((2, 3), 0.5, np.float32))
+    glorot = np.asarray(get_initializer("glorot_uniform", seed=3)([30, 50]))
+    assert np.abs(glorot).max() <= np.sqrt(6.0 / 80) and glorot.std() > 0.05
+    np.testing.assert_array_equal(glorot, get_initializer("glorot_uniform", seed=3)([30, 50]))
+    with tf.Graph().as_default():
+        var = tf.compat.v1.get_variable("w", shape=(4, 2), initializer=get_initializer(
+            "variance_scaling_initializer(scale=2.0)", seed=1))
+        assert var.shape == (4, 2)
+    with pytest.raises(ValueError, match="eval_local_ns"):
+        get_initializer("layer.foo", eval_local_ns={"layer": None})

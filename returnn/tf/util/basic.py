@@ -283,6 +283,25 @@ def matrix_triangular(shape, dtype=tf.float32, lower: bool = False, upper: bool 
     return tf.linalg.band_part(tf.ones(shape, dtype=dtype), -1 if lower else 0, -1 if upper else 0)
 
 
+def get_initializer(s, seed: Optional[int] = None, eval_local_ns=None, dtype=tf.float32):
+    """RETURNN's: the initializer of an init spec as layers take it (a number, a name such as
+    ``"glorot_uniform"``, ``"variance_scaling_initializer(scale=2.0)"``, a dict with ``class``; see
+    :mod:`returnn.tf.layers.initializers`), as TF's ``get_variable`` calls one: ``(shape, dtype=None,
+    partition_info=None)``, its draws from ``seed``. ``eval_local_ns`` adds names to RETURNN's eval of a
+    string spec; here a spec naming something else than initializers and ``math`` is an error."""
+    from returnn.tf.layers.initializers import get_init
+    if eval_local_ns and isinstance(s, str) and any(k in s for k in eval_local_ns):
+        raise ValueError("get_initializer(%r): names of eval_local_ns (%s) in an init string are not supported here"
+                         % (s, ", ".join(sorted(eval_local_ns))))
+    init, rng = get_init(s), np.random.RandomState(seed)
+
+    def initializer(shape, dtype=dtype, partition_info=None, **_kwargs) -> tf.Tensor:
+        shape = [int(d) for d in shape]
+        return tf.constant(np.asarray(init(shape, rng), np.float32).reshape(shape), dtype=tf.as_dtype(dtype or tf.float32))
+
+    return initializer
+
+
 def get_shared_vocab(vocab_strings: Sequence[str]) -> tf.Tensor:
     """The vocabulary as a string tensor (shape (len,)), placed on the CPU."""
     with tf.device("/cpu:0"):
