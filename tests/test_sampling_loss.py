@@ -117,6 +117,53 @@ def test_candidates_follow_tensorflows_sampler(kind, tf_sampler):
             np.mean([d[i].numpy().mean() for d in theirs]), rel=0.05)
 
 
+def _tf_learned_unigram_probs(batches, num_sampled: int = 2):
+    """TensorFlow's own stateful op, one instance run once per batch of targets: each class's
+    probability at that run (its true expected count without unique sampling / num_sampled)."""
+    graph = tf.Graph()
+    with graph.as_default():
+        true = tf.compat.v1.placeholder(tf.int64, [None, 1])
+        every = tf.constant([[c] for c in range(V)], tf.int64)
+        op = tf.random.learned_unigram_candidate_sampler(tf.concat([true, every], 0), 1, num_sampled, False, V, seed=3)
+        with tf.compat.v1.Session(graph=graph) as sess:
+            probs = [sess.run(op.true_expected_count, {true: np.array(b)[:, None]})[len(b):, 0] / num_sampled
+                     for b in batches]
+    return probs
+
+
+def test_learned_unigram_learns_the_targets_counts_as_tensorflows_op():
+    """learned_unigram (was refused): the distribution the draws of a step use is TF's op state at
+    that run: weight 1 per class at the start, each target adding 1 after the step's draws (the
+    classes of the op's own calls here counted too: it sees all of them as targets)."""
+    batches = [[0, 0, 2], [5, 5, 5, 19], [2]]
+    want = _tf_learned_unigram_probs(batches)
+    sampler = Sampler("learned_unigram", V, {}, "test")
+    every = list(range(V))
+    for b, probs in zip(batches, want):
+        got = sampler.at_split(0).prob(tf.constant(every)).numpy()
+        np.testing.assert_allclose(got, probs, rtol=1e-6)
+        sampler.update(0, tf.constant(b + every))
+    assert sampler.counts[0].numpy().sum() == V + sum(len(b) + V for b in batches)
+
+
+def test_learned_unigram_in_training_steps_counts_the_real_frames():
+    """Through the loss: per split its own counts, 1 + the targets of the real frames of each step
+    (padding and the length-0 sequence not counted); the loss finite; the counts no parameter."""
+    net = _net({"num_sampled": 4, "num_splits": 2, "sampler": "learned_unigram"})
+    step = _stepper(net, True)
+    batch = _batch()
+    for seed in (1, 2):
+        assert np.isfinite(step(batch, [seed, 0])).all()
+    y = batch["classes"].numpy()
+    real = np.concatenate([y[b, :n] for b, n in enumerate(LENS)])
+    half = len(real) // 2
+    counts = net.losses[0].loss.sampler.counts
+    for split, part in enumerate((real[:half], real[half:])):
+        np.testing.assert_array_equal(counts[split].numpy(), 1 + 2 * np.bincount(part, minlength=V))
+    assert all(not v.trainable for v in counts)
+    assert sorted(v.name for v in net.trainable_variables) == ["W:0", "b:0"]
+
+
 def test_parameters_and_their_names_unchanged():
     sampled, full = _net({"num_sampled": 4}), _net({"use_full_softmax": True})
     for net in (sampled, full):
@@ -127,8 +174,9 @@ def test_parameters_and_their_names_unchanged():
 
 def test_refusals_are_one_line():
     cases = [({"num_sampled": 4}, {"use_transposed_weights": False}, "use_transposed_weights True"),
-             ({"num_sampled": 4, "sampler": "learned_unigram"}, {}, "learned_unigram"),
              ({"num_sampled": 4, "sampler": "uniform", "sampler_args": {"seed": 1}}, {}, "sampler_args 'seed'"),
+             ({"num_sampled": 4, "sampler": "learned_unigram", "sampler_args": {"unigrams": [1]}}, {},
+              "sampler_args 'unigrams'"),
              ({"num_sampled": V + 1}, {}, "num_sampled 21"),
              ({"num_sampled": 4}, {"with_bias": False}, "bias"),
              ({"num_sampled": 4, "remove_accidental_hits": 1}, {}, "remove_accidental_hits")]

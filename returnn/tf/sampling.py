@@ -8,13 +8,16 @@ replacement) from the target classes' range, ``num_splits`` draws per batch. The
 TensorFlow's algorithms (draw with replacement until ``num_sampled`` distinct classes, in the order
 drawn; expected counts from the number of draws, ``-expm1(tries * log1p(-p))``), made stateless:
 the draws come from the step's seed (:meth:`RunContext.layer_seed`), so a step is repeatable and a
-resumed run draws what the uninterrupted one would.
+resumed run draws what the uninterrupted one would. ``learned_unigram`` keeps TensorFlow's op state:
+per split a weight per class, 1 at the start, each target frame adding 1 to its class after the
+draws of its step (training and evaluation steps alike, as RETURNN's one graph); like the op's, the
+counts are not saved, so a resumed run learns them anew.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import tensorflow as tf
 
@@ -43,14 +46,11 @@ class Sampler:
     """A candidate distribution over ``range_max`` classes: ``draw`` (stateless, with replacement)
     and ``prob`` of class ids."""
 
-    def __init__(self, kind: str, range_max: int, args: Dict[str, Any], where: str):
+    def __init__(self, kind: str, range_max: int, args: Dict[str, Any], where: str, splits: int = 1):
         self.kind, self.range_max = kind, int(range_max)
         args = dict(args or {})
         self.weights: Optional[tf.Tensor] = None
-        if kind == "learned_unigram":
-            raise NetworkError("%s: sampler 'learned_unigram' (TensorFlow's stateful sampler learning the counts of "
-                               "the targets) is not implemented here; use 'log_uniform', 'uniform' or 'fixed_unigram'"
-                               % where)
+        self.counts: List[tf.Variable] = []
         if kind not in SAMPLERS:
             raise NetworkError("%s: sampler must be one of %s, got %r" % (where, ", ".join(map(repr, SAMPLERS)), kind))
         allowed = {"fixed_unigram": ("unigrams", "distortion", "num_reserved_ids")}.get(kind, ())
@@ -71,6 +71,33 @@ class Sampler:
             total = sum(w)
             self.weights = tf.constant([x / total for x in w], tf.float64)
             self.cdf = tf.math.cumsum(self.weights)
+        if kind == "learned_unigram":  # TF's op state: a weight per class, 1 at the start (per split: per op)
+            with tf.init_scope():  # transient, as the op's state: no parameter, never saved
+                self.counts = [tf.Variable(tf.ones([self.range_max], tf.int64), trainable=False,
+                                           name="learned_unigram_counts_%i" % i) for i in range(splits)]
+
+    def at_split(self, split: int) -> "Sampler":
+        """The distribution the draws of ``split`` use: for ``learned_unigram`` the counts of that
+        split's targets so far (read once, before :meth:`update`), else this sampler."""
+        if not self.counts:
+            return self
+        view = Sampler.__new__(Sampler)
+        view.kind, view.range_max, view.counts = self.kind, self.range_max, []
+        counts = tf.cast(self.counts[split].read_value(), tf.float64)
+        view.weights = counts / tf.reduce_sum(counts)
+        view.cdf = tf.math.cumsum(view.weights)
+        return view
+
+    def update(self, split: int, labels: tf.Tensor) -> None:
+        """``learned_unigram``: each target of the split adds 1 to its class's weight after the
+        draws (TF's order), as long as the total stays below 2**31 (TF's int32 weights)."""
+        if not self.counts:
+            return
+        var = self.counts[split]
+        labels = tf.reshape(tf.cast(labels, tf.int32), [-1])
+        room = tf.cast(2 ** 31 - 1 - tf.reduce_sum(var), tf.int32)
+        labels = labels[:tf.maximum(tf.minimum(tf.size(labels), room), 0)]
+        var.assign_add(tf.math.bincount(labels, minlength=self.range_max, maxlength=self.range_max, dtype=tf.int64))
 
     def draw(self, seed: tf.Tensor, n: int) -> tf.Tensor:
         """``n`` classes (int64) drawn with replacement."""
@@ -142,7 +169,8 @@ def sampled_frame_losses(inputs: tf.Tensor, labels: tf.Tensor, weights: tf.Tenso
             lab, x = labels[split * part:end], inputs[split * part:end]
         else:
             lab, x = labels, inputs
-        values = unique_candidates(sampler, lab, num_sampled, seed + tf.constant([split * 7919, 0], tf.int64))
+        values = unique_candidates(sampler.at_split(split), lab, num_sampled,
+                                   seed + tf.constant([split * 7919, 0], tf.int64))
         if nce:
             from tensorflow.python.ops import nn_impl
             logits, targets = nn_impl._compute_sampled_logits(
@@ -156,6 +184,7 @@ def sampled_frame_losses(inputs: tf.Tensor, labels: tf.Tensor, weights: tf.Tenso
                                               num_sampled=num_sampled, num_classes=sampler.range_max, num_true=1,
                                               sampled_values=values, remove_accidental_hits=remove_accidental_hits)
         out.append(loss)
+        sampler.update(split, lab)
     return out[0] if len(out) == 1 else tf.concat(out, axis=0)
 
 
@@ -220,8 +249,8 @@ class SamplingLoss(losses.CrossEntropyLoss):
                                           "sampled estimate (training and evaluation)"),
         Option("num_sampled", 128, "classes sampled (distinct, TensorFlow's unique sampling) per split"),
         Option("num_splits", 1, "the frames split into this many parts, each with its own candidates"),
-        Option("sampler", "log_uniform", "candidate sampler: log_uniform, uniform, fixed_unigram (learned_unigram: "
-                                         "refused)"),
+        Option("sampler", "log_uniform", "candidate sampler: log_uniform, uniform, learned_unigram (the targets' "
+                                         "counts so far, from 1 each), fixed_unigram"),
         Option("sampler_args", None, "options of the sampler (fixed_unigram: unigrams, distortion, num_reserved_ids)"),
         Option("remove_accidental_hits", None, "sampled classes equal to the target left out (None: not with nce_loss)"),
         Option("nce_loss", False, "noise-contrastive estimation instead of the sampled softmax"),
@@ -280,7 +309,8 @@ class SamplingLoss(losses.CrossEntropyLoss):
                                % (self.where, self.num_sampled, target.dim))
         if self.layer is not None:
             check_layer(self.where, self.layer, target.dim)
-        self.sampler = Sampler(self.sampler_kind, target.dim, self.sampler_args, self.where)
+        if self.sampler is None or self.sampler.range_max != target.dim:  # one sampler (learned counts) per loss
+            self.sampler = Sampler(self.sampler_kind, target.dim, self.sampler_args, self.where, self.num_splits)
 
     def compute(self, output: LayerOutput, target: Optional[LayerOutput], train: bool = False) -> losses.LossValues:
         if self.full:
@@ -291,7 +321,7 @@ class SamplingLoss(losses.CrossEntropyLoss):
                                "depends on the previous step's output) is not supported here" % self.where)
         output, target = self.checked(self._layout(output, "output"), losses.int32_labels(self._layout(target, "target")))
         if self.sampler is None:
-            self.sampler = Sampler(self.sampler_kind, target.data.dim, self.sampler_args, self.where)
+            self.sampler = Sampler(self.sampler_kind, target.data.dim, self.sampler_args, self.where, self.num_splits)
         x, labels = flat_inputs(inputs, target)
         frame_loss = sampled_frame_losses(
             x, labels, self.layer.W, self.layer.bias, self.sampler, inputs.seed, self.num_sampled, self.num_splits,
