@@ -198,3 +198,18 @@ def test_generic_attention_pairs_base_axes_by_size_from_the_last_as_returnn():
                       LayerOutput(tf.constant(v), base_d, {enc_time: tf.constant(ENC_LENS)})]).tensor.numpy()
     for b, n in enumerate(ENC_LENS):
         np.testing.assert_allclose(out[b, 0], w[b, 0, :n, 0] @ v[b, :n, 0], atol=1e-5)
+
+
+def test_softmax_over_spatial_without_axis_needs_a_time_axis():
+    """RETURNN asserts a time axis when no 'axis' is given; after a merge_dims of the time axis into the features
+    (behavior version 21) the merged dynamic axis is none (returnn_fuzz chain seed 372 #34: taken here)."""
+    from returnn.config import Config, get_global_config, set_global_config
+    old = get_global_config()
+    set_global_config(Config({"behavior_version": 21}))
+    try:
+        with pytest.raises(NetworkError, match="'output' \\(softmax_over_spatial\\): .*no time axis"):
+            TFNetwork(outputs({"m": {"class": "merge_dims", "axes": ["F", "T"], "from": "data"},
+                               "output": {"class": "softmax_over_spatial", "from": "m"}}),
+                      {"data": Data("data", shape=(None, 3))})
+    finally:
+        set_global_config(old)

@@ -30,16 +30,15 @@ from returnn.tf.layers.output import align_tensor
 
 
 def _attention_axis(layer: Layer, data: Data, axis: Any) -> int:
-    """``axis``, else the input's time axis (with several dynamic axes: the first, which is the
-    encoder's in energies built from the encoder, e.g. (B, T_enc, T_dec) over whole sequences)."""
+    """``axis``, else the input's time axis (with several dynamic axes the first, which is the encoder's in
+    energies built from the encoder, e.g. (B, T_enc, T_dec) over whole sequences); none is refused, as RETURNN
+    asserts (e.g. after a merge_dims of the time axis into the features, whose dynamic axis is no time axis)."""
     if axis is not None:
         return layer.axis(data, axis, "axis")
-    if data.time_dim_axis is not None:
-        return data.time_dim_axis
-    dyn = [i for i in data.get_dynamic_axes() if not data.dims[i].is_batch_dim()]
-    if not dyn:
-        raise NetworkError("%s: input %s has no dynamic axis to attend over" % (layer.desc, data.short_repr()))
-    return dyn[0]
+    if data.time_dim_axis is None:
+        raise NetworkError("%s: input %s has no time axis to attend over (RETURNN asserts one without 'axis')"
+                           % (layer.desc, data.short_repr()))
+    return data.time_dim_axis
 
 
 def masked_softmax(x: LayerOutput, axis: int, use_mask: bool = True) -> tf.Tensor:

@@ -505,6 +505,8 @@ FAILS_IN_TODAYS_RETURNN = {
     "fill_unused": "it calls tf.expand_dims with 'dim', which TF 2 removed",
     "swap_time_feature": "its output template sets the dim of a Tensor to None",
     "flatten_time": "its output template sets the dim of a Tensor to None",
+    "batch_softmax": "its tf.where takes a (B*T,) mask against (B*T, F) values, which TensorFlow 2 broadcasts "
+                     "as rows",
     "remove": "its template's sanity check finds the new axis without sizes ('dynamic dim ... undefined'), with or "
               "without out_dim",
 }
