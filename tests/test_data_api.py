@@ -98,3 +98,13 @@ def test_dim_math():
     x = Data("x", dims=(batch_dim, time.ceildiv_right(2), feat))
     x = x.with_value(tf.zeros((2, 3, 6)), {time: tf.constant([5, 3])})
     assert x.get_sequence_lengths().numpy().tolist() == [3, 2]  # derived from time's sizes
+
+
+def test_old_constructor_without_batch_axis_has_returnns_time_axis():
+    """RETURNN keeps time_dim_axis unspecified when not given, so its first dynamic axis is the time axis also
+    without a batch axis (benchmarks/returnn_fuzz_data_api.py: None here before, get_time_dim_tag failed)."""
+    x = Data("x", shape=(1, None, 1), dim=1, batch_dim_axis=None)
+    assert x.time_dim_axis == 1 and x.feature_dim_axis == 2
+    assert x.get_time_dim_tag() is x.dims[1]
+    assert Data("y", shape=(None, 3), batch_dim_axis=None).copy_as_time_major().dims[0].is_dynamic()
+    assert Data("z", shape=(4, 1), batch_dim_axis=None).time_dim_axis is None  # no dynamic axis: none

@@ -399,6 +399,6 @@ def dims_from_shape(name: str, shape: Optional[Sequence[Optional[int]]], dim: An
             n_spatial += 1
             desc = "%s:var:extern_data:%s" % (what, name) if size is None else "%s:static%i:%s" % (what, size, name)
             dims.append(Dim(size, kind=DimTypes.Spatial, description=desc, auto_generated=True))
-    default_time = [i for i, d in enumerate(dims) if d.is_dynamic()][:1]
-    keep_time = NotSpecified if (time_axis is None and not default_time) or [time_axis] == default_time else time_axis
-    return dims, keep_time
+    # not given: RETURNN keeps it unspecified, so its property finds the first dynamic axis of the dims (also
+    # without a batch axis, where the shape's own default above names no time axis)
+    return dims, NotSpecified if time_dim_axis is NotSpecified else time_axis

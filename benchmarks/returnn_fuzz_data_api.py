@@ -1,0 +1,201 @@
+#!/usr/bin/env python3
+"""Differential check of RETURNN's ``Data`` template API as config code calls it (eval layers with
+``as_data``, config layer classes' ``get_out_data_from_opts``) against the real RETURNN (issue 27: config code
+using RETURNN's Python API). Templates are plain Python in both engines.
+
+Each case: a template from RETURNN's old constructor keywords (``shape`` with dynamic and static axes,
+``batch_dim_axis``, ``time_dim_axis``, ``feature_dim_axis``, ``sparse`` with ``dim``, ``dtype``), then a chain
+of one to three calls: layout copies (``copy_as_batch_major``, ``copy_as_time_major``, ``copy_move_axis``,
+``copy_add_spatial_dim``, ``copy_template_excluding_axis``, ...), axis lookups (``get_axis_from_description``
+with "T", "B", "F", "spatial", "dyn", "static", "stag:", ints, ...) and properties. Per step both give a summary:
+for a template its axes (each named by the input axis it is, or "new"), batch shape, the batch, time and
+feature axis, sparse, dim and dtype; for other results the value (axes, bools, shapes). They must be equal.
+
+Verdicts: AGREE, BOTH-FAIL, DIFFER, LAX (a result here, RETURNN fails), GAP (RETURNN gives one, refused here).
+
+Usage: .venv/bin/python benchmarks/returnn_fuzz_data_api.py [--seed S] [--n N] [--show DIFFER LAX GAP]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+from typing import Any, Dict, List, Optional
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+RETURNN_PYTHON = os.path.join(REPO, ".bench-venv-returnn", "bin", "python")
+
+PROPERTIES = ["batch_shape", "shape", "dim", "batch_ndim", "ndim", "time_dim_axis", "feature_dim_axis",
+              "batch_dim_axis", "time_dim_axis_excluding_batch", "feature_dim_axis_or_unspecified",
+              "is_batch_major", "is_time_major", "have_time_axis()", "have_batch_axis()", "have_feature_axis()",
+              "get_spatial_batch_axes()", "get_spatial_axes()", "get_dynamic_axes()", "get_static_axes()",
+              "get_time_dim_tag()", "get_dynamic_batch_shape_desc"]
+DESCRIPTIONS = ["T", "B", "F", "t", "b", "f", "spatial", "dyn", "static", "spatial:0", "spatial:-1", "dyn:0",
+                "static:0", "*", "stag:time", "stag:feat", 0, 1, -1, 2, "T?"]
+
+
+def _template(rng: random.Random) -> Dict[str, Any]:
+    n = rng.randint(0, 3)
+    shape = [rng.choice([None, None, 3, 4, 1]) for _ in range(n)]
+    t: Dict[str, Any] = {"shape": shape}
+    if rng.random() < 0.25:
+        t["sparse"] = True
+        t["dim"] = rng.randint(3, 7)
+    elif shape and shape[-1] is not None:
+        t["dim"] = shape[-1]
+    elif rng.random() < 0.5:
+        t["dim"] = None
+    r = rng.random()
+    if r < 0.15:
+        t["batch_dim_axis"] = None
+    elif r < 0.4:
+        t["batch_dim_axis"] = rng.randint(0, n)
+    if rng.random() < 0.2:
+        t["time_dim_axis"] = rng.choice([None, 0, 1, 2])
+    if rng.random() < 0.15:
+        t["feature_dim_axis"] = rng.choice([None, 0, 1, 2, 3])
+    if rng.random() < 0.1:
+        t["dtype"] = rng.choice(["int32", "float32", "bool"])
+    return t
+
+
+def _call(rng: random.Random) -> List[Any]:
+    k = lambda: rng.randint(-2, 3)  # noqa: E731
+    return rng.choice([
+        ["copy_as_batch_major"], ["copy_as_time_major"], ["copy_as_bt_or_tb_major"], ["copy_as_batch_feature_major"],
+        ["copy_as_time_batch_major"], ["copy_as_batch_spatial_major"], ["copy_with_feature_last"],
+        ["copy_with_feature_dim_axis", k()], ["copy_add_batch_dim", k()], ["copy_add_spatial_dim", k()],
+        ["copy_add_feature_dim"], ["copy_template_excluding_axis", k()], ["copy_template_excluding_time_dim"],
+        ["copy_template_excluding_spatial_dim", rng.randint(0, 1)], ["copy_move_axis", k(), k()],
+        ["copy_swap_axes", k(), k()], ["copy_split_feature_dim", rng.choice([1, 2])], ["copy_with_batch_dim_axis", k()],
+        ["copy_with_time_dim_axis", k()], ["copy_template_excluding_batch_dim"] if False else ["copy_as_batch_major"],
+        ["get_axis_from_description", rng.choice(DESCRIPTIONS)], ["get_axes_from_description", rng.choice(DESCRIPTIONS)],
+        ["get_batch_axis_excluding_batch", k()], ["get_batch_axis", k()], ["property", rng.choice(PROPERTIES)],
+    ])
+
+
+def draw(seed: int, n: int) -> List[Dict[str, Any]]:
+    rng = random.Random(seed)
+    return [{"name": "data_%i_%i" % (seed, i), "template": _template(rng),
+             "calls": [_call(rng) for _ in range(rng.randint(1, 3))]} for i in range(n)]
+
+
+def _summary(value: Any, tags: List[Any]) -> Any:
+    """A result as JSON: a template's structure with its axes named by the input's axes they are."""
+    def tag_name(tag) -> Any:
+        for i, t in enumerate(tags):
+            if t is tag or t == tag:
+                return i
+        return "batch" if getattr(tag, "is_batch_dim", lambda: False)() else "new"
+
+    if hasattr(value, "dim_tags") and hasattr(value, "batch_shape"):
+        return {"axes": [tag_name(t) for t in value.dim_tags], "batch_shape": list(value.batch_shape),
+                "batch": value.batch_dim_axis, "time": value.time_dim_axis, "feature": value.feature_dim_axis,
+                "sparse": bool(value.sparse), "dim": value.dim, "dtype": str(value.dtype)}
+    if hasattr(value, "is_batch_dim") and hasattr(value, "dimension"):  # a Dim
+        return {"dim_of": tag_name(value)}
+    if isinstance(value, (list, tuple)):
+        return [_summary(v, tags) for v in value]
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if hasattr(value, "__bool__"):  # a flag usable as a bool and as a call (this engine's is_batch_major)
+        return bool(value)
+    return repr(type(value).__name__)
+
+
+def run_cases(cases_file: str, out_file: str) -> None:
+    """Runs in either engine's Python (``returnn`` on the path)."""
+    try:
+        from returnn.tf.util.data import Data
+    except ImportError:
+        from returnn.tensor import Data
+    with open(cases_file) as f:
+        cases = json.load(f)
+    results = {}
+    for case in cases:
+        steps: List[Any] = []
+        try:
+            data = Data(name="x", **case["template"])
+            tags = list(data.dim_tags)
+            steps.append(_summary(data, tags))
+            for call in case["calls"]:
+                if not (hasattr(data, "dim_tags") and hasattr(data, "batch_shape")):
+                    break
+                if call[0] == "property":
+                    name = call[1]
+                    value = getattr(data, name.rstrip("()"))
+                    value = value() if name.endswith("()") else value
+                else:
+                    value = getattr(data, call[0])(*call[1:])
+                steps.append(_summary(value, tags))
+                data = value
+            results[case["name"]] = {"steps": steps}
+        except Exception as exc:  # noqa: BLE001 -- an engine's refusal is a verdict
+            results[case["name"]] = {"steps": steps, "error": ("%s: %s" % (type(exc).__name__, exc)).splitlines()[0][:200]}
+    with open(out_file, "w") as f:
+        json.dump(results, f)
+
+
+def _engine(python: str, cases_file: str, out_file: str, ours: bool) -> Dict[str, Any]:
+    env = dict(os.environ, DISABLE_CUDA="1", TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=REPO if ours else "")
+    subprocess.run([python, os.path.abspath(__file__), "--run", cases_file, out_file], check=True, env=env,
+                   cwd=REPO if ours else tempfile.gettempdir(), stdout=subprocess.DEVNULL)
+    with open(out_file) as f:
+        return json.load(f)
+
+
+def verdict(ours: Dict[str, Any], theirs: Dict[str, Any]) -> str:
+    n = min(len(ours["steps"]), len(theirs["steps"]))
+    if ours["steps"][:n] != theirs["steps"][:n]:
+        return "DIFFER"
+    if "error" in ours and "error" in theirs and len(ours["steps"]) == len(theirs["steps"]):
+        return "BOTH-FAIL"
+    if len(ours["steps"]) < len(theirs["steps"]) or ("error" in ours and "error" not in theirs):
+        return "GAP"
+    if len(ours["steps"]) > len(theirs["steps"]) or "error" in theirs:
+        return "LAX"
+    return "AGREE"
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--n", type=int, default=500)
+    parser.add_argument("--returnn-python", default=RETURNN_PYTHON)
+    parser.add_argument("--show", nargs="*", default=["DIFFER", "LAX", "GAP"])
+    parser.add_argument("--run", nargs=2, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.run:
+        run_cases(*args.run)
+        return 0
+    if not os.path.exists(args.returnn_python):
+        print("the real RETURNN is needed: %s is missing (see tests/returnn_goldens/make_goldens.py)"
+              % args.returnn_python)
+        return 2
+    cases = draw(args.seed, args.n)
+    with tempfile.TemporaryDirectory(prefix="fuzz_data_") as tmp:
+        cases_file = os.path.join(tmp, "cases.json")
+        with open(cases_file, "w") as f:
+            json.dump(cases, f)
+        theirs = _engine(args.returnn_python, cases_file, os.path.join(tmp, "returnn.json"), ours=False)
+        ours = _engine(sys.executable, cases_file, os.path.join(tmp, "ours.json"), ours=True)
+    counts: Dict[str, int] = {}
+    for case in cases:
+        name = case["name"]
+        v = verdict(ours[name], theirs[name])
+        counts[v] = counts.get(v, 0) + 1
+        if v in args.show:
+            print("%-9s %s %s %s\n          here    %s\n          RETURNN %s" % (
+                v, name, json.dumps(case["template"]), json.dumps(case["calls"]), json.dumps(ours[name])[:500],
+                json.dumps(theirs[name])[:500]))
+    print("data api seed %i: %s" % (args.seed, ", ".join("%s %i" % kv for kv in sorted(counts.items()))))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
