@@ -227,3 +227,15 @@ def test_length_as_sparse_labels_over_the_axis():
     assert out.tensor.numpy().tolist() == [[5], [2]] and out.data.time_dim_axis == 1
     assert run(make("length", {"axis": "B"}, [data]), [lens]).tensor.numpy() == 2
     assert run(make("length", {"axis": data.time_dim}, [data]), [lens]).tensor.numpy().tolist() == [5, 2]
+
+
+@pytest.mark.parametrize("batch", [False, True])
+def test_variable_dummy_time_axis_is_no_time_axis(batch):
+    """RETURNN's variable with add_time_axis: the dummy time axis (size 1) is static, so its output has no time
+    axis (RETURNN's default time axis is a dynamic one) and "T" names none (returnn_fuzz chain seed 374 #36)."""
+    layer = make("variable", {"shape": [5], "add_time_axis": True, "add_batch_axis": batch}, [])
+    assert layer.output.time_dim_axis is None and layer.output.dims[int(batch)].dimension == 1
+    with pytest.raises(NetworkError, match="has no t axis"):
+        TFNetwork({"v": {"class": "variable", "shape": [5], "add_time_axis": True, "add_batch_axis": batch},
+                   "output": {"class": "math_norm", "p": 1, "axis": "T", "from": "v"}},
+                  {"data": Data("data", shape=(None, 3))})

@@ -259,8 +259,8 @@ class VariableLayer(Layer):
             dims = [Dim(1, kind=DimTypes.Spatial, description="%s:dummy-time" % name, auto_generated=True)] + dims
         if self.with_batch:
             dims = [batch_dim] + dims
-        self.output = Data(name, dims=dims, dtype=dtype,
-                           time_dim_axis=(1 if self.with_batch else 0) if self.with_time else None)
+        # no time axis (RETURNN's default: a dynamic axis only), the dummy time axis is a static one
+        self.output = Data(name, dims=dims, dtype=dtype, time_dim_axis=None)
 
     def _value_of_init_layer(self, init: Data, dims: List[Dim]) -> Any:
         """RETURNN's init_by_layer: the layer's value (``copy_compatible_to`` the variable's dims: its axes
