@@ -259,3 +259,12 @@ case("window_valid_on_a_too_short_batch_then_shift", "window", {
     "w": {"class": "window", "from": "sl", "window_size": 3, "padding": "valid"},
     "red": {"class": "reduce", "mode": "sum", "from": "w", "axis": "static:0"},
     "output": {"class": "shift_axis", "from": "red", "axis": "T", "amount": 1}}, extern=X6_DIMS, lens={"data": [4, 0, 3]})
+
+# postfix_in_time / prefix_in_time over a static axis (RETURNN's 'axis'; refused here before: returnn_fuzz mutate
+# seed 214 #44): the number appended to / put before that axis
+case("postfix_in_time_feature_axis", "postfix_in_time", {
+    "post": {"class": "postfix_in_time", "from": "data", "postfix": 0.5, "repeat": 2, "axis": "F"},
+    "output": {"class": "slice", "from": "post", "axis": "T", "slice_start": 1}}, extern=X6_DIMS)
+case("prefix_in_time_static_spatial_axis", "postfix_in_time", {
+    "output": {"class": "prefix_in_time", "from": "data", "prefix": -1.0, "repeat": 1,
+               "axis": "stag:spatial1:static3:data"}}, extern={"data": {"shape": (None, 3, 4)}})

@@ -3,7 +3,8 @@
 - ``postfix_in_time`` / ``prefix_in_time``: ``repeat`` frames of ``postfix`` / ``prefix`` (a
   number, or a layer without time axis broadcast to the frame shape) after each sequence's own
   last frame / before its first. The time axis is a new dim whose sizes are the old ones +
-  ``repeat``.
+  ``repeat``. ``axis`` another static axis (e.g. the features): ``repeat`` entries of the number appended / put
+  before, the axis a new static dim.
 - ``get_last_hidden_state``: the final state of recurrent sources (LSTM: ``key`` ``"*"`` gives
   ``[c, h]`` concatenated as RETURNN's LSTM state tuple, ``"c"`` or ``"h"`` one of them (RETURNN's
   named tuple takes no int keys); GRU and plain RNN cells, ``nativelstmlowmem`` (its ``c``): ``"*"``
@@ -36,7 +37,8 @@ class _InTimeLayer(Layer):
     value_key = ""
     at_end = True
     options = (Option("repeat", 1, "number of frames to add"),
-               Option("axis", "T", "the axis to extend (RETURNN's option): only the input's time axis here"))
+               Option("axis", "T", "the axis to extend (RETURNN's option): the time axis, or a static axis (with a "
+                                   "number as the value)"))
 
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
         self.value_layer = isinstance(opts.get(self.value_key), str)
@@ -45,10 +47,14 @@ class _InTimeLayer(Layer):
         check_sources(self, own, 1, 1)
         data = own[0]
         self.ax = data.time_dim_axis
+        if self.opt("axis") not in ("T", "t"):  # RETURNN's any axis: the time axis, or a static one
+            self.ax = self.axis(data, self.opt("axis"), "axis")
+            if self.ax != data.time_dim_axis and (data.dims[self.ax].is_batch_dim() or data.dims[self.ax].is_dynamic()
+                                                  or self.value_layer):
+                raise NetworkError("%s: 'axis' %r: only the input's time axis or a static axis (with a number as %s) is "
+                                   "supported here" % (self.desc, self.opt("axis"), self.value_key))
         if self.ax is None:
             raise NetworkError("%s: the input %s has no time axis" % (self.desc, data.short_repr()))
-        if self.opt("axis") not in ("T", "t") and self.axis(data, self.opt("axis"), "axis") != self.ax:
-            raise NetworkError("%s: 'axis' %r: only the input's time axis is supported here" % (self.desc, self.opt("axis")))
         repeat = self.opt("repeat")  # RETURNN: 0 adds nothing (prefix_in_time asserts repeat >= 0)
         self.repeat = 0 if repeat == 0 and isinstance(repeat, int) and not isinstance(repeat, bool) else \
             positive_int(self.desc, "repeat", repeat)
