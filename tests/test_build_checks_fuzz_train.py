@@ -333,3 +333,19 @@ def test_eval_with_a_batch_axis_from_batchless_sources_only_is_one_line():
     with pytest.raises(NetworkError, match="'sizes' \\(eval\\): eval returned shape \\[1, 2\\], size 1 at the batch"):
         _build_and_run(net("f"))
     assert _build_and_run(net("T"))["sizes"].tensor.numpy().tolist() == [[2, 2], [1, 2]]
+
+
+def test_loss_on_a_batchless_sub_layer_in_the_loop_refused():
+    """A loop over a batch-less range: a sub-layer in the loop that reads only ``prev:`` of itself and the frame has no
+    batch axis; RETURNN's loop loss asserts a value with one (returnn_fuzz mutate seed 210 #93: built here). Without
+    evaluation (no losses) it is built."""
+    net = {"len": {"class": "length", "from": "data"},
+           "max_len": {"class": "reduce", "from": "len", "mode": "max", "axis": "B", "out_shape": ()},
+           "range": {"class": "range_from_length", "from": "max_len"},
+           "rec": {"class": "rec", "from": "range", "unit": {
+               "add": {"class": "combine", "kind": "add", "from": ["data:source", "prev:add"], "loss": "as_is"},
+               "output": {"class": "copy", "from": "add"}}},
+           "output": {"class": "copy", "from": "rec"}}
+    with pytest.raises(NetworkError, match="'rec/add': a loss on a sub-layer in the loop without batch axis"):
+        _build_and_run(net)
+    TFNetwork(outputs(net), {"data": Data("data", shape=(None, 3))}, eval_flag=False, train_flag=False)

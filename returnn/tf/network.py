@@ -197,6 +197,7 @@ class TFNetwork(tf.Module):
             self._add_loss(name, opts)
             subs = layer.sub_layer_dicts() if hasattr(layer, "sub_layer_dicts") else {}
             for sub, sub_opts in subs.items():
+                _check_loop_loss_batch(name, sub, sub_opts, layer, self.eval_flag)
                 key = layer_targets.network_target_key(name, sub_opts)
                 if key and sub_opts.get("loss") and not self.search:  # "layer:X" of the unit: REC/X (layer_targets.py)
                     self.data_layers[key] = key[len("layer:"):]
@@ -541,3 +542,17 @@ class TFNetwork(tf.Module):
         terms = [layer.l2 * tf.add_n([tf.reduce_sum(tf.square(v)) for v in layer.l2_variables()])
                  for layer in layers if layer.l2 and layer.l2_variables()]
         return tf.add_n(terms) if terms else tf.constant(0.0)
+
+
+def _check_loop_loss_batch(name: str, sub: str, opts: Mapping[str, Any], layer: Layer, eval_flag: bool) -> None:
+    """RETURNN computes the loss of a rec unit's sub-layer in the loop per frame over the batch (its loop loss asserts a
+    value with a batch axis; a per-frame value without one it takes as the batch): a loss on a sub-layer in the loop
+    without batch axis (reading only ``prev:`` of itself, constants, ``:i``) is refused when the network evaluates."""
+    in_loop = getattr(layer, "in_loop", ())
+    if not (eval_flag and opts.get("loss") and sub in in_loop):
+        return
+    data = layer.sub_layers()[sub].output
+    if data.batch_dim_axis is None:
+        raise NetworkError("layer '%s/%s': a loss on a sub-layer in the loop without batch axis (%s) is refused (RETURNN "
+                           "computes loop losses per batch entry: its loop loss asserts or takes another axis as the "
+                           "batch)" % (name, sub, data.short_repr()))
