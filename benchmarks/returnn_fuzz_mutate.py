@@ -26,7 +26,7 @@ SKIPPED = {"name", "network", "output", "sources", "from", "class", "_name", "_n
            "collocate_with", "control_dependencies_on_output", "param_device", "trainable", "updater_opts",
            "spatial_smoothing", "L2", "darc1", "grad_filter", "register_as_extern_data", "only_on_search",
            "search", "subnetwork", "unit"}
-NOISE = ("dropout", "zoneout", "noise", "random", "seed")
+NOISE = ("dropout", "zoneout", "noise", "random", "seed", "scheduled_sampling")  # (draws of the label too)
 MISSING = {"__missing__": True}  # the mutation drops the option
 _SIGNATURES_SCRIPT = r"""
 import inspect, json, sys
