@@ -198,6 +198,11 @@ class Dataset:
         """RETURNN's ``num_outputs`` form: key -> [dim, ndim]."""
         return {k: [i.dim, i.ndim] for k, i in self.data_infos().items()}
 
+    @property
+    def labels(self) -> Dict[str, List[str]]:
+        """RETURNN's ``labels``: data key -> its label list (the keys that have one)."""
+        return {k: list(i.labels) for k, i in self.data_infos().items() if i.labels}
+
     def _info(self, key: str) -> DataInfo:
         infos = self.data_infos()
         if key not in infos:

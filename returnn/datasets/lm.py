@@ -15,9 +15,9 @@ import numpy as np
 
 from returnn.datasets.base import DataInfo, Dataset, register_dataset
 from returnn.datasets.lexicon import Lexicon  # noqa: F401  (RETURNN configs import it from here)
-from returnn.datasets.text_files import (is_bliss, labels_of_map, load_seq_list, load_symbol_list,
+from returnn.datasets.text_files import (is_bliss, labels_of_map, load_seq_list, load_symbol_list, read_corpus_lines,
                                          load_symbol_map, read_bliss_orths, read_lines, read_text)
-from returnn.errors import DataError
+from returnn.errors import ConfigError, DataError
 
 
 class TokenStore:
@@ -155,6 +155,9 @@ class LmDataset(Dataset):
         else:
             if isinstance(orth_vocab, dict) and isinstance(orth_vocab.get("vocab_file"), str):
                 self.watch_file(orth_vocab["vocab_file"])
+            if self.auto_replace:  # RETURNN asserts it: the vocabulary's unknown_label replaces unknown words
+                raise DataError("%s: auto_replace_unknown_symbol is controlled by orth_vocab's unknown_label (RETURNN "
+                                "fails on both)" % owner)
             self._word_vocab = self._load_orth_vocab(orth_vocab, owner)
             self.symbol_map = self._word_vocab["map"]
             labels = labels_of_map(self.symbol_map)
@@ -191,12 +194,14 @@ class LmDataset(Dataset):
         files = [files] if isinstance(files, str) else list(files)
         self._store = TokenStore(keys)
         self._tag_numbers: List[int] = []
+        self._line_sizes: List[int] = []  # what RETURNN's orderings sort by: the line's size in the file
         line_no = 0
         for path in files:
             self.watch_file(str(path))
             bliss = is_bliss(str(path), owner)
-            lines = read_bliss_orths(str(path), owner) if bliss else read_lines(str(path), owner, skip_empty_lines)
-            for text in lines:
+            lines = ((o, len(o.encode("utf8"))) for o in read_bliss_orths(str(path), owner)) if bliss else \
+                read_corpus_lines(str(path), owner, skip_empty_lines)
+            for text, size in lines:
                 ids = self._encode(text, str(path), line_no)
                 if ids is not None:
                     seq = {"data": ids}
@@ -204,6 +209,7 @@ class LmDataset(Dataset):
                         seq["delayed"] = [start_id] + ids[:-1]
                     self._store.add(seq)
                     self._tag_numbers.append(line_no)
+                    self._line_sizes.append(size)
                 line_no += 1
         self._store.finish()
         self._lengths = self._store.lengths()
@@ -218,34 +224,31 @@ class LmDataset(Dataset):
 
     @staticmethod
     def _load_orth_vocab(opts: Any, owner: str) -> Dict[str, Any]:
-        """``orth_vocab``: a word vocabulary file (``vocab_file``, ``unknown_label`` default "UNK",
-        ``seq_postfix``), or ``{"class": "Utf8ByteTargets"}`` (the UTF-8 bytes, dim 256)."""
+        """``orth_vocab``: the options of a RETURNN vocabulary (:class:`Vocabulary`, ``BytePairEncoding`` with a
+        ``bpe_file``, ``CharacterTargets``; ``unknown_label`` default "UNK", ``seq_postfix``), or
+        ``{"class": "Utf8ByteTargets"}`` (the UTF-8 bytes, dim 256)."""
         if isinstance(opts, dict) and opts.get("class") == "Utf8ByteTargets":
             return {"bytes": True, "map": {("%c" % i if 32 <= i < 127 else "<0x%02X>" % i): i for i in range(256)}}
-        if not isinstance(opts, dict) or "vocab_file" not in opts or opts.get("class", "Vocabulary") != "Vocabulary":
-            raise DataError("%s: orth_vocab must be {'vocab_file': ...} (a word vocabulary) or "
-                            "{'class': 'Utf8ByteTargets'}; got %r" % (owner, opts))
-        bad = [k for k in opts if k not in ("vocab_file", "unknown_label", "seq_postfix", "class")]
-        if bad:
-            raise DataError("%s: orth_vocab options %s are not supported" % (owner, ", ".join(sorted(bad))))
-        symbols = load_symbol_map(str(opts["vocab_file"]), owner)
-        unknown = opts.get("unknown_label", "UNK")
-        if unknown is not None and unknown not in symbols:
-            raise DataError("%s: orth_vocab unknown_label %r is not in %s" % (owner, unknown, opts["vocab_file"]))
-        return {"map": symbols, "unknown": unknown, "postfix": list(opts.get("seq_postfix") or [])}
+        if not isinstance(opts, dict) or ("vocab_file" not in opts and "labels" not in opts):
+            raise DataError("%s: orth_vocab must be the options of a vocabulary ({'vocab_file': ...}, with 'bpe_file' "
+                            "for BPE) or {'class': 'Utf8ByteTargets'}; got %r" % (owner, opts))
+        from returnn.datasets.vocabulary import Vocabulary
+        try:
+            vocab = Vocabulary.create_vocab(**opts)
+        except (ConfigError, TypeError, ValueError) as exc:
+            raise DataError("%s: orth_vocab %r: %s" % (owner, opts, exc)) from None
+        return {"vocab": vocab, "map": dict(vocab.vocab)}
 
     def _encode(self, text: str, path: str, line_no: int) -> Optional[List[int]]:
         """Indices of one line; None when it is skipped (unknown symbol, error_on_invalid_seq off)."""
         if self._word_vocab is not None and self._word_vocab.get("bytes"):
             return list(text.encode("utf8"))
-        if self._word_vocab is not None:
-            vocab = self._word_vocab
-            unk = vocab["unknown"]
+        if self._word_vocab is not None:  # RETURNN: the vocabulary's get_seq; a label it lacks is an error
             try:
-                ids = [vocab["map"][w] if w in vocab["map"] or unk is None else vocab["map"][unk] for w in text.split()]
+                return list(self._word_vocab["vocab"].get_seq(text))
             except KeyError as exc:
-                return self._invalid(path, line_no, exc.args[0])
-            return ids + vocab["postfix"]
+                raise DataError("%s: %s: sequence line-%i: %s (orth_vocab has no unknown_label)"
+                                % (self.describe(), path, line_no, exc.args[0] if exc.args else exc)) from None
         syms = parse_orthography(text, **self.parse_opts)
         if self.replace_map:
             syms = [r for s in syms for r in self.replace_map.get(s, [s])]
@@ -283,6 +286,10 @@ class LmDataset(Dataset):
 
     def _corpus_load(self, corpus_indices: Sequence[int]) -> List[Dict[str, np.ndarray]]:
         return [self._store.get(int(i)) for i in corpus_indices]
+
+    def _ordering_lengths(self) -> np.ndarray:
+        """RETURNN's LmDataset sorts by the lines' sizes in bytes, not by their symbols."""
+        return np.asarray(self._line_sizes, dtype=np.int64)
 
     def _corpus_tag(self, corpus_index: int) -> str:
         number = self._tag_numbers[corpus_index]

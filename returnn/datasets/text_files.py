@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 import gzip
 import os
-from typing import Dict, Iterator, List, Union
+from typing import Dict, Iterator, List, Tuple, Union
 
 from returnn.errors import DataError
 
@@ -52,6 +52,29 @@ def read_lines(path: str, what: str, skip_empty: bool = False) -> Iterator[str]:
             if skip_empty and not line:
                 continue
             yield line
+    except (OSError, EOFError, gzip.BadGzipFile) as exc:
+        raise DataError("%s: cannot read %s: %s" % (what, path, str(exc).splitlines()[0] if str(exc) else exc))
+    finally:
+        f.close()
+
+
+def read_corpus_lines(path: str, what: str, skip_empty: bool) -> Iterator[Tuple[str, int]]:
+    """RETURNN's LmDataset lines of a text file, each stripped, with the size its orderings sort by: a plain
+    file's line as it is in bytes (so a line of blanks is not empty: it is kept with ``skip_empty``), a gzipped
+    file's line stripped (skipped when empty)."""
+    gz = path.endswith(".gz")
+    f = _open_binary(path, what)
+    try:
+        for raw in f:
+            raw = raw[:-1] if raw.endswith(b"\n") else raw
+            size = len(raw.strip()) if gz else len(raw)
+            if skip_empty and not size:
+                continue
+            try:
+                line = raw.decode("utf8")
+            except UnicodeDecodeError:
+                line = raw.decode("latin_1")
+            yield line.strip(), size
     except (OSError, EOFError, gzip.BadGzipFile) as exc:
         raise DataError("%s: cannot read %s: %s" % (what, path, str(exc).splitlines()[0] if str(exc) else exc))
     finally:

@@ -6,8 +6,8 @@ vocabulary file, words to ids (:meth:`Vocabulary.get_seq`) and back.
   datasets read symbol maps: never unpickled) or ``labels``; ``unknown_label`` (default ``"UNK"`` as
   RETURNN: None or a label the vocabulary lacks means no unknown label), ``bos_label``,
   ``eos_label``, ``pad_label``, ``num_labels`` (checked), ``seq_postfix`` (ids appended by get_seq).
-- :class:`BytePairEncoding` (``bpe_file``): the same vocabulary; splitting words into BPE units
-  (get_seq) is refused in one line: not implemented here.
+- :class:`BytePairEncoding` (``bpe_file``): the same vocabulary; get_seq splits words into BPE units
+  with the merge codes (:mod:`returnn.datasets.bpe`).
 - :class:`CharacterTargets`: one label per character.
 - :meth:`Vocabulary.create_vocab`: the class by ``class`` or ``bpe_file``, as RETURNN.
 """
@@ -120,17 +120,22 @@ class Vocabulary:
 
 
 class BytePairEncoding(Vocabulary):
-    """RETURNN's BPE vocabulary: ``vocab_file`` and ``bpe_file`` (the merge codes). Its labels and ids
-    are here; splitting words into BPE units is not (refused in one line)."""
+    """RETURNN's BPE vocabulary: ``vocab_file`` and ``bpe_file`` (the merge codes); :meth:`get_seq` splits
+    the words into BPE units on the fly (:mod:`returnn.datasets.bpe`)."""
 
     def __init__(self, vocab_file: str, bpe_file: str, *, seq_postfix: Optional[Sequence[int]] = None,
                  unknown_label: Any = _DEFAULT, **kwargs: Any):
         super().__init__(vocab_file, seq_postfix=seq_postfix, unknown_label=unknown_label, **kwargs)
         self.bpe_file = str(bpe_file)
+        from returnn.datasets.bpe import BpeCodes, BpeEncoder
+        try:
+            self.bpe = BpeEncoder(BpeCodes(self.bpe_file, "vocabulary bpe_file"), self._labels)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
 
     def get_seq(self, sentence: str) -> List[int]:
-        raise ConfigError("BytePairEncoding.get_seq (splitting words into BPE units with %s) is not available here"
-                          % self.bpe_file)
+        """The ids of the BPE units of ``sentence`` (unknown ones: the unknown label), then ``seq_postfix``."""
+        return [self.label_to_id(piece) for piece in self.bpe.segment_sentence(sentence)] + self.seq_postfix
 
 
 class CharacterTargets(Vocabulary):

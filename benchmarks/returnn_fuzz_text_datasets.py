@@ -1,0 +1,231 @@
+#!/usr/bin/env python3
+"""Differential check of the text datasets against the real RETURNN (issue 27: the model sees the same
+inputs): ``LmDataset`` over a random corpus, its symbols given as ``orth_symbols_file`` (characters or words),
+``orth_symbols_map_file`` ("symbol index" lines or a dict literal), or ``orth_vocab`` (a ``Vocabulary`` from
+a dict-literal or line-based vocab file, a ``BytePairEncoding`` with random merges, ``CharacterTargets``),
+with ``word_based``, ``word_end_symbol``, ``seq_end_symbol``, ``unknown_symbol``,
+``auto_replace_unknown_symbol``, ``add_delayed_seq_data``, ``skip_empty_lines``, ``orth_replace_map_file``,
+``seq_ordering`` and ``partition_epoch``. Lines have extra spaces, empty lines, unknown words and symbols,
+non-ASCII letters. Both engines give, for epochs 1 and 2, every sequence's tag and its values per data key
+(and the labels of ``data``); they must be equal.
+
+Verdicts: AGREE, BOTH-FAIL, DIFFER, LAX (runs here, RETURNN fails), GAP (RETURNN runs, refused here).
+
+Usage: .venv/bin/python benchmarks/returnn_fuzz_text_datasets.py [--seed S] [--n N] [--show DIFFER LAX GAP]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from typing import Any, Dict, List, Optional
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+RETURNN_PYTHON = os.path.join(REPO, ".bench-venv-returnn", "bin", "python")
+WORDS = ["hello", "world", "the", "cat", "a", "dog", "sat", "übung", "[NOISE]", "mat"]
+SPECIALS = ["[END]", "[UNKNOWN]", "[START]"]
+
+
+def _corpus(rng: random.Random) -> List[str]:
+    lines = []
+    for _ in range(rng.randint(1, 8)):
+        if rng.random() < 0.1:
+            lines.append("")
+            continue
+        words = [rng.choice(WORDS + ["zebra", "qq"]) for _ in range(rng.randint(1, 6))]
+        sep = rng.choice([" ", " ", "  "])
+        lines.append((" " if rng.random() < 0.1 else "") + sep.join(words) + (" " if rng.random() < 0.1 else ""))
+    return lines
+
+
+def _bpe(rng: random.Random, known: List[str]):
+    """Random merges over the letters of the known words, and a vocab of the pieces they make."""
+    merges, pieces = [], set()
+    for w in known:
+        if w.startswith("["):
+            continue
+        letters = list(w)
+        for i in range(len(letters) - 1):
+            if rng.random() < 0.5:
+                merges.append("%s %s" % (letters[i], letters[i + 1]))
+    merges = list(dict.fromkeys(merges))
+    letters = sorted({c for w in known if not w.startswith("[") for c in w})
+    pieces = ["<s>", "</s>", "<unk>"] + [c for c in letters] + [c + "@@" for c in letters]
+    for m in merges:
+        joined = m.replace(" ", "")
+        pieces += [joined, joined + "@@"]
+    return ["#version: 0.2"] + merges, list(dict.fromkeys(pieces))
+
+
+def draw_case(seed: int, index: int) -> Dict[str, Any]:
+    rng = random.Random(seed * 100003 + index)
+    files: Dict[str, str] = {"corpus.txt": "\n".join(_corpus(rng)) + "\n"}
+    opts: Dict[str, Any] = {"class": "LmDataset", "corpus_file": "corpus.txt"}
+    kind = rng.choice(["chars", "words_list", "words_map", "words_map_dict", "vocab", "vocab_lines", "bpe", "chars_vocab"])
+    known = rng.sample(WORDS, rng.randint(3, len(WORDS)))
+    if kind == "chars":
+        chars = sorted({c for w in known for c in w}) + [" "]
+        symbols = SPECIALS + chars if rng.random() < 0.8 else chars
+        files["symbols.txt"] = "\n".join(symbols) + "\n"
+        opts["orth_symbols_file"] = "symbols.txt"
+    elif kind == "words_list":
+        files["symbols.txt"] = "\n".join(SPECIALS + known) + "\n"
+        opts.update(orth_symbols_file="symbols.txt", word_based=True)
+    elif kind in ("words_map", "words_map_dict"):
+        symbols = SPECIALS + known
+        if kind == "words_map":
+            files["map.txt"] = "\n".join("%s %i" % (s, i) for i, s in enumerate(symbols)) + "\n"
+        else:
+            files["map.txt"] = repr({s: i for i, s in enumerate(symbols)})
+        opts.update(orth_symbols_map_file="map.txt", word_based=True)
+    else:
+        vocab: Dict[str, Any]
+        if kind == "bpe":
+            codes, pieces = _bpe(rng, known)
+            files["codes.txt"] = "\n".join(codes) + "\n"
+            files["vocab.txt"] = repr({p: i for i, p in enumerate(pieces)})
+            vocab = {"class": "BytePairEncoding", "bpe_file": "codes.txt", "vocab_file": "vocab.txt",
+                     "unknown_label": "<unk>"}
+        elif kind == "chars_vocab":
+            chars = ["<unk>", "</s>"] + sorted({c for w in known for c in w}) + [" "]
+            files["vocab.txt"] = repr({c: i for i, c in enumerate(chars)})
+            vocab = {"class": "CharacterTargets", "vocab_file": "vocab.txt", "unknown_label": "<unk>"}
+        else:
+            labels = ["<s>", "</s>", "<unk>"] + known
+            files["vocab.txt"] = repr({w: i for i, w in enumerate(labels)}) if kind == "vocab" else "\n".join(labels)
+            vocab = {"vocab_file": "vocab.txt", "unknown_label": rng.choice(["<unk>", "<unk>", None])}
+        if rng.random() < 0.4:
+            vocab["seq_postfix"] = [1]
+        opts["orth_vocab"] = vocab
+    symbol_opts = {
+        "seq_end_symbol": lambda: rng.choice(["[END]", None]),
+        "unknown_symbol": lambda: rng.choice(["[UNKNOWN]", None]),
+        "auto_replace_unknown_symbol": lambda: rng.choice([True, False]),
+        "word_end_symbol": lambda: rng.choice([None, " "]) if kind == "chars" else None,
+        "add_delayed_seq_data": lambda: rng.choice([True, False]),
+        "skip_empty_lines": lambda: rng.choice([True, False]),
+        "error_on_invalid_seq": lambda: rng.choice([True, False]),
+        "seq_ordering": lambda: rng.choice(["default", "sorted", "sorted_reverse", "random", "laplace:2"]),
+        "partition_epoch": lambda: rng.choice([1, 2]),
+    }
+    for key in rng.sample(sorted(symbol_opts), rng.randint(0, 5)):
+        value = symbol_opts[key]()
+        if value is not None or key in ("seq_end_symbol", "unknown_symbol"):
+            opts[key] = value
+    if rng.random() < 0.1 and kind in ("words_list", "words_map"):
+        files["replace.json"] = json.dumps({"cat": "dog", "zebra": "mat"})
+        opts["orth_replace_map_file"] = "replace.json"
+    return {"name": "text_%i_%i" % (seed, index), "files": files, "dataset": opts}
+
+
+def _paths(value: Any, base: str) -> Any:
+    """File names of the options as paths in ``base``."""
+    if isinstance(value, dict):
+        return {k: _paths(v, base) if k.endswith("_file") or isinstance(v, dict) else v for k, v in value.items()}
+    return os.path.join(base, value) if isinstance(value, str) else value
+
+
+def run_cases(cases_file: str, out_file: str, work: str) -> None:
+    """Runs in either engine's Python (``returnn`` on the path)."""
+    import numpy as np
+    from returnn.datasets import init_dataset
+
+    def timeout(*_args):
+        raise TimeoutError("no result within 20 s")
+    signal.signal(signal.SIGALRM, timeout)
+    with open(cases_file) as f:
+        cases = json.load(f)
+    results = {}
+    for case in cases:
+        base = os.path.join(work, case["name"])
+        os.makedirs(base, exist_ok=True)
+        for name, text in case["files"].items():
+            with open(os.path.join(base, name), "w", encoding="utf8") as f:
+                f.write(text)
+        epochs = []
+        signal.alarm(20)  # RETURNN loops forever on some (an unknown symbol replaced by an unknown one)
+        try:
+            ds = init_dataset(_paths(case["dataset"], base))
+            for epoch in (1, 2):
+                ds.init_seq_order(epoch=epoch)
+                seqs, i = [], 0
+                while ds.is_less_than_num_seqs(i) and i < 100:
+                    ds.load_seqs(i, i + 1)
+                    seqs.append([ds.get_tag(i)] + [[k, np.asarray(ds.get_data(i, k)).tolist()]
+                                                   for k in sorted(ds.get_data_keys())])
+                    i += 1
+                epochs.append(seqs)
+            labels = getattr(ds, "labels", {}) or {}
+            results[case["name"]] = {"epochs": epochs, "labels": list(labels.get("data") or [])}
+        except Exception as exc:  # noqa: BLE001 -- an engine's refusal is a verdict
+            results[case["name"]] = {"epochs": epochs, "error": ("%s: %s" % (type(exc).__name__, exc)).splitlines()[0][:200]}
+        signal.alarm(0)
+        shutil.rmtree(base, ignore_errors=True)
+    with open(out_file, "w") as f:
+        json.dump(results, f)
+
+
+def _engine(python: str, tmp: str, out: str, ours: bool) -> Dict[str, Any]:
+    env = dict(os.environ, DISABLE_CUDA="1", TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=REPO if ours else "")
+    work = os.path.join(tmp, out + "_work")
+    subprocess.run([python, os.path.abspath(__file__), "--run", os.path.join(tmp, "cases.json"),
+                    os.path.join(tmp, out + ".json"), work], check=True, env=env,
+                   cwd=REPO if ours else tempfile.gettempdir(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    with open(os.path.join(tmp, out + ".json")) as f:
+        return json.load(f)
+
+
+def verdict(ours: Dict[str, Any], theirs: Dict[str, Any]) -> str:
+    if "error" in ours and "error" in theirs:
+        return "BOTH-FAIL" if ours["epochs"] == theirs["epochs"] else "DIFFER"
+    if "error" in ours:
+        return "GAP"
+    if "error" in theirs:
+        return "LAX"
+    same = ours["epochs"] == theirs["epochs"] and (not theirs["labels"] or ours["labels"] == theirs["labels"])
+    return "AGREE" if same else "DIFFER"
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--n", type=int, default=200)
+    parser.add_argument("--returnn-python", default=RETURNN_PYTHON)
+    parser.add_argument("--show", nargs="*", default=["DIFFER", "LAX", "GAP"])
+    parser.add_argument("--run", nargs=3, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.run:
+        run_cases(*args.run)
+        return 0
+    if not os.path.exists(args.returnn_python):
+        print("the real RETURNN is needed: %s is missing (see tests/returnn_goldens/make_goldens.py)"
+              % args.returnn_python)
+        return 2
+    cases = [draw_case(args.seed, i) for i in range(args.n)]
+    with tempfile.TemporaryDirectory(prefix="fuzz_text_") as tmp:
+        with open(os.path.join(tmp, "cases.json"), "w") as f:
+            json.dump(cases, f)
+        theirs = _engine(args.returnn_python, tmp, "returnn", ours=False)
+        ours = _engine(sys.executable, tmp, "ours", ours=True)
+    counts: Dict[str, int] = {}
+    for case in cases:
+        name = case["name"]
+        v = verdict(ours[name], theirs[name])
+        counts[v] = counts.get(v, 0) + 1
+        if v in args.show:
+            print("%-9s %s %s\n          files   %s\n          here    %s\n          RETURNN %s" % (
+                v, name, json.dumps(case["dataset"]), json.dumps(case["files"])[:500], json.dumps(ours[name])[:500],
+                json.dumps(theirs[name])[:500]))
+    print("text datasets seed %i: %s" % (args.seed, ", ".join("%s %i" % kv for kv in sorted(counts.items()))))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
