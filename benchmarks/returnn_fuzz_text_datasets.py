@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Differential check of the text datasets against the real RETURNN (issue 27: the model sees the same
-inputs): ``LmDataset`` over a random corpus, its symbols given as ``orth_symbols_file`` (characters or words),
+inputs): ``TranslationDataset`` (source and target lines, vocabularies, postfixes, unknown labels, source only,
+seq lists) and ``LmDataset`` over a random corpus, its symbols given as ``orth_symbols_file`` (characters or words),
 ``orth_symbols_map_file`` ("symbol index" lines or a dict literal), or ``orth_vocab`` (a ``Vocabulary`` from
 a dict-literal or line-based vocab file, a ``BytePairEncoding`` with random merges, ``CharacterTargets``),
 with ``word_based``, ``word_end_symbol``, ``seq_end_symbol``, ``unknown_symbol``,
@@ -64,8 +65,41 @@ def _bpe(rng: random.Random, known: List[str]):
     return ["#version: 0.2"] + merges, list(dict.fromkeys(pieces))
 
 
+def _translation_case(rng: random.Random) -> Dict[str, Any]:
+    """A ``TranslationDataset``: source and target lines (as many), vocabularies as RETURNN's pickles and as the
+    text files this engine reads (the same dicts)."""
+    n = rng.randint(1, 6)
+    files: Dict[str, Any] = {}
+    opts: Dict[str, Any] = {"class": "TranslationDataset", "path": ".", "file_postfix": "train"}
+    for prefix in ("source", "target"):
+        known = rng.sample(WORDS, rng.randint(3, len(WORDS)))
+        vocab = {w: i for i, w in enumerate(["<S>", "</S>", "<UNK>"] + known)}
+        if rng.random() < 0.2:
+            vocab["<s>"] = 0  # two labels of one index: RETURNN's labels take the last in sorted order
+        files["%s.vocab.txt" % prefix] = repr(vocab)
+        files["__pickle__%s.vocab.pkl" % prefix] = vocab
+        files["%s.train" % prefix] = "\n".join(" ".join(rng.choice(known + ["qq"] * (rng.random() < 0.3))
+                                                        for _ in range(rng.randint(0, 5))) for _ in range(n)) + "\n"
+    extra = {
+        "source_postfix": lambda: rng.choice(["", " </S>"]),
+        "target_postfix": lambda: rng.choice(["", " </S>"]),
+        "unknown_label": lambda: rng.choice([None, "<UNK>", {"data": "<UNK>", "classes": None}]),
+        "source_only": lambda: rng.choice([True, False]),
+        "seq_ordering": lambda: rng.choice(["default", "sorted", "sorted_reverse", "random", "laplace:2"]),
+        "partition_epoch": lambda: rng.choice([1, 2]),
+    }
+    for key in rng.sample(sorted(extra), rng.randint(0, 4)):
+        opts[key] = extra[key]()
+    if rng.random() < 0.15:
+        files["seqs.txt"] = "\n".join(str(rng.randrange(n)) for _ in range(rng.randint(1, 4))) + "\n"
+        opts["seq_list_file"] = "seqs.txt"
+    return {"files": files, "dataset": opts}
+
+
 def draw_case(seed: int, index: int) -> Dict[str, Any]:
     rng = random.Random(seed * 100003 + index)
+    if rng.random() < 0.25:
+        return dict(_translation_case(rng), name="text_%i_%i" % (seed, index))
     files: Dict[str, str] = {"corpus.txt": "\n".join(_corpus(rng)) + "\n"}
     opts: Dict[str, Any] = {"class": "LmDataset", "corpus_file": "corpus.txt"}
     kind = rng.choice(["chars", "words_list", "words_map", "words_map_dict", "vocab", "vocab_lines", "bpe", "chars_vocab"])
@@ -126,10 +160,11 @@ def draw_case(seed: int, index: int) -> Dict[str, Any]:
 
 
 def _paths(value: Any, base: str) -> Any:
-    """File names of the options as paths in ``base``."""
+    """File names of the options (``*_file``, ``path``) as paths in ``base``."""
     if isinstance(value, dict):
-        return {k: _paths(v, base) if k.endswith("_file") or isinstance(v, dict) else v for k, v in value.items()}
-    return os.path.join(base, value) if isinstance(value, str) else value
+        return {k: _paths(v, base) if k.endswith("_file") or k == "path" or isinstance(v, dict) else v
+                for k, v in value.items()}
+    return os.path.normpath(os.path.join(base, value)) if isinstance(value, str) else value
 
 
 def run_cases(cases_file: str, out_file: str, work: str) -> None:
@@ -147,6 +182,11 @@ def run_cases(cases_file: str, out_file: str, work: str) -> None:
         base = os.path.join(work, case["name"])
         os.makedirs(base, exist_ok=True)
         for name, text in case["files"].items():
+            if name.startswith("__pickle__"):  # RETURNN's TranslationDataset vocabulary (this engine reads the .txt)
+                import pickle
+                with open(os.path.join(base, name[len("__pickle__"):]), "wb") as f:
+                    pickle.dump(text, f)
+                continue
             with open(os.path.join(base, name), "w", encoding="utf8") as f:
                 f.write(text)
         epochs = []
@@ -164,7 +204,8 @@ def run_cases(cases_file: str, out_file: str, work: str) -> None:
                 epochs.append(seqs)
             labels = getattr(ds, "labels", {}) or {}
             results[case["name"]] = {"epochs": epochs, "labels": list(labels.get("data") or [])}
-        except Exception as exc:  # noqa: BLE001 -- an engine's refusal is a verdict
+        except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001 -- a refusal is a verdict (RETURNN's loader
+            # thread interrupts the main thread on its errors)
             results[case["name"]] = {"epochs": epochs, "error": ("%s: %s" % (type(exc).__name__, exc)).splitlines()[0][:200]}
         signal.alarm(0)
         shutil.rmtree(base, ignore_errors=True)

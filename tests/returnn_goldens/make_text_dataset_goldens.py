@@ -1,4 +1,4 @@
-"""Goldens of RETURNN's LmDataset over random corpora (benchmarks/returnn_fuzz_text_datasets.py's cases: symbol
+"""Goldens of RETURNN's TranslationDataset and LmDataset over random corpora (benchmarks/returnn_fuzz_text_datasets.py's cases: symbol
 files, symbol maps, word vocabularies, BPE with random merges, CharacterTargets, orderings by line size,
 partitions), for tests/test_returnn_text_datasets.py: the cases of seeds 2 and 3 that RETURNN reads without an
 error, with its sequences of epochs 1 and 2. Run with RETURNN's venv from outside this repo::
