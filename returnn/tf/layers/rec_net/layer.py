@@ -197,16 +197,19 @@ class RecSubnetLayer(AssumedTemplates, Layer):
             raise NetworkError("%s: a search ended by its 'end' sub-layer needs max_seq_len (RETURNN asserts it)"
                                % self.desc)
         if search:
-            if len(searching) != 1:
-                raise NetworkError("%s: search needs exactly one searching 'choice' sub-layer, got %s"
-                                   % (self.desc, known_list(searching) if searching else "none"))
-            self.search_choice = searching[0]
+            if not searching:
+                raise NetworkError("%s: search needs a searching 'choice' sub-layer, got none" % self.desc)
             step_only += choices + (["end"] if "end" in self.unit else [])
         self.plan = analyse_unit(self.unit, name, has_source=self.n_from > 0, teacher_forcing=not search,
                                  step_only=step_only)
         if search and self.plan.after_loop:  # in search they run in the loop: their frames follow the hypotheses
             self.plan = analyse_unit(self.unit, name, has_source=self.n_from > 0, teacher_forcing=False,
                                      step_only=step_only + list(self.plan.after_loop))
+        # several searching choices (a factored decoder's outputs): each extends the beam in step order (search.py);
+        # the last one's labels are the loop's
+        self.earlier_choices = [n for n in self.plan.in_loop if n in searching][:-1] if search else []
+        if search:
+            self.search_choice = [n for n in self.plan.in_loop if n in searching][-1]
         self.source_template: Optional[Data] = None
         if self.n_from:
             self.source_template, self._source_plan = concat_output(self, list(sources[:self.n_from]))

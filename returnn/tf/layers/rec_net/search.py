@@ -111,6 +111,11 @@ class BeamSearchRun(UnitRun):
             raise NetworkError("%s, sub-layer %r: keep_beams with cheating is not supported here" % (rec.desc, self.choice))
         self.custom = opts.get("custom_score_combine")  # RETURNN's: replaces prob_scale, base_beam_score_scale
         self.n_explicit = len(rec.layers[self.choice].explicit_names)  # its explicit search sources (after 'from')
+        # choices that search before the last one in each step (a factored decoder): plain ones (see _earlier_choice)
+        self.earlier = {n: _earlier_choice_opts(rec, n, self.k) for n in getattr(rec, "earlier_choices", [])}
+        if self.earlier and self.regression:
+            raise NetworkError("%s, sub-layer %r: a regression choice with other searching choices is not supported "
+                               "here" % (rec.desc, self.choice))
         # with all hypotheses kept: the sub-layers reading no choice are given without the beam (one row per
         # sequence, as RETURNN), where the loop's length does not depend on a choice (else RETURNN fails)
         self.beam_free: Set[str] = set()
@@ -134,6 +139,25 @@ class BeamSearchRun(UnitRun):
         if self.seq_len is not None:
             self.seq_len = tf.repeat(self.seq_len, self.k, axis=0)
         self._set_known()
+
+    def _extend(self, logp: tf.Tensor, scores: tf.Tensor, ended: tf.Tensor, t: tf.Tensor, co: Dict[str, Any]):
+        """A plain choice's step (:func:`_earlier_choice_opts`): the best ``k`` of all continuations of the
+        hypotheses' scores ``(B, K)`` by the label log-scores ``logp`` ``(B * K, V)`` (an ended hypothesis keeps
+        label 0 at score 0; with the length normalization its score is scaled first). Returns the new scores,
+        the source beams and labels ``(B, K)`` and the flat rows to reorder by."""
+        k, base_batch = self.k, tf.shape(scores)[0]
+        n_labels = tf.shape(logp)[-1]
+        frozen = tf.concat([tf.zeros_like(logp[:, :1]), tf.fill(tf.shape(logp[:, 1:]), NEG_INF)], 1)
+        logp = tf.where(ended[:, None], frozen, logp)
+        if co["length_norm"]:
+            steps = tf.cast(t, tf.float32)
+            scale = tf.pow((steps + 1.0) / tf.maximum(steps, 1.0), co["length_exp"])
+            scores = tf.where(tf.reshape(ended, [base_batch, k]), scores * scale, scores)
+        base = scores if co["base_scale"] == 1.0 else tf.where(scores > NEG_INF / 2, scores * co["base_scale"], scores)
+        total = base[:, :, None] + tf.reshape(logp, [base_batch, k, n_labels])
+        scores, best = tf.math.top_k(tf.reshape(total, [base_batch, k * n_labels]), k)
+        src_beam, label = best // n_labels, best % n_labels
+        return scores, src_beam, label, tf.reshape(src_beam + tf.range(base_batch)[:, None] * k, [-1])
 
     def run(self) -> LayerOutput:
         rec = self.rec
@@ -175,7 +199,23 @@ class BeamSearchRun(UnitRun):
             ctx.prev_end = ended  # RETURNN's prev end flag (reordered with the beam at the choice)
             vals: Dict[str, LayerOutput] = {}
             new_state: Dict[str, Any] = {}
+            step_src = None  # the beams of this step so far: (B, K) rows of the step's start of each hypothesis
             for n in names:
+                if n in self.earlier:  # an earlier choice extends the beam as the last one does, without its options
+                    co = self.earlier[n]
+                    logp = tf.cast(log_scores(self.step_value(rec.sub_sources[n][0], t, prev, vals), co["input_type"]),
+                                   tf.float32) * co["prob_scale"]
+                    scores, src_beam, label, index = self._extend(logp, scores, ended, t, co)
+                    prev, state, new_state = (_reorder(x, index, batchless) for x in (prev, state, new_state))
+                    vals = {m: _reorder_value(v, index) for m, v in vals.items()}
+                    ended, lens = tf.gather(ended, index), tf.gather(lens, index)
+                    ctx.prev_end = ended
+                    step_src = src_beam if step_src is None else tf.gather(step_src, src_beam, batch_dims=1)
+                    tmpl = rec.layers[n].output
+                    vals[n] = LayerOutput(tf.reshape(label, [-1]), tmpl, self.sizes)
+                    vals[n].sub_outputs = {"beam_scores": LayerOutput(tf.reshape(scores, [-1]), tmpl),
+                                           "src_beams": LayerOutput(tf.reshape(src_beam, [-1]), tmpl)}
+                    continue
                 if n != self.choice:
                     vals[n] = self.step_layer(n, t, prev, state, vals, new_state, ctx)
                     continue
@@ -236,7 +276,8 @@ class BeamSearchRun(UnitRun):
                     subs = {"out_%i" % i: LayerOutput(lab, rec.layers[n].parts[i], self.sizes)
                             for i, lab in enumerate(per_source)}
                     label = tf.reshape(per_source[0], [base_batch, k])
-                labels_ta, src_ta = labels_ta.write(t, label), src_ta.write(t, src_beam)
+                whole_step = src_beam if step_src is None else tf.gather(step_src, src_beam, batch_dims=1)
+                labels_ta, src_ta = labels_ta.write(t, label), src_ta.write(t, whole_step)
                 vals[n] = LayerOutput(tf.reshape(label, [-1]), choice_tmpl, self.sizes)
                 # the beam after this choice, for choice_get_beam_scores / choice_get_src_beams (layers/beam.py)
                 vals[n].sub_outputs = {"beam_scores": LayerOutput(tf.reshape(scores, [-1]), choice_tmpl),
@@ -321,6 +362,30 @@ class BeamSearchRun(UnitRun):
                 scores = scores / tf.cast(steps, scores.dtype)
             self.beam = Beam(k, scores, rec.layer_name)
         return main
+
+
+def _earlier_choice_opts(rec, name: str, k: int) -> Dict[str, Any]:
+    """The options of a searching choice before the loop's last one (``rec.earlier_choices``): its source's
+    scores, ``prob_scale``, ``base_beam_score_scale`` and the length normalization; the same ``beam_size``. Its
+    other search options are refused in one line (not supported here for such a choice)."""
+    opts = rec.unit[name]
+    where = "%s, sub-layer %r" % (rec.desc, name)
+    if int(opts.get("beam_size", 1) or 1) != k:
+        raise NetworkError("%s: the searching choices of one loop need one beam_size here (got %r and %i)"
+                           % (where, opts.get("beam_size"), k))
+    bad = [key for key in ("custom_score_combine", "cheating", "keep_beams", "random_sample_scale",
+                           "explicit_search_sources", "source_beam_sizes") if opts.get(key)]
+    if isinstance(opts.get("target"), (list, tuple)) and len(opts["target"]) > 1:
+        bad.append("target (a list)")
+    if opts.get("input_type", "prob") not in ("prob", "log_prob"):
+        bad.append("input_type %r" % opts.get("input_type"))
+    if bad:
+        raise NetworkError("%s: a searching choice before the loop's last one (%r) with %s is not supported here"
+                           % (where, rec.search_choice, ", ".join(bad)))
+    return {"input_type": opts.get("input_type", "prob"), "prob_scale": float(opts.get("prob_scale", 1.0)),
+            "base_scale": float(opts.get("base_beam_score_scale", 1.0)),
+            "length_norm": bool(opts.get("length_normalization", True)),
+            "length_exp": float(opts.get("length_normalization_exponent", 1.0))}
 
 
 def _expand_each(total: tf.Tensor, t: tf.Tensor, k: int):
