@@ -17,18 +17,15 @@ Usage: .venv/bin/python benchmarks/returnn_fuzz_data_api.py [--seed S] [--n N] [
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import random
-import subprocess
 import sys
 import tempfile
 from typing import Any, Dict, List, Optional
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(HERE)
-RETURNN_PYTHON = os.path.join(REPO, ".bench-venv-returnn", "bin", "python")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import returnn_fuzz_pyside as pyside  # noqa: E402
 
 PROPERTIES = ["batch_shape", "shape", "dim", "batch_ndim", "ndim", "time_dim_axis", "feature_dim_axis",
               "batch_dim_axis", "time_dim_axis_excluding_batch", "feature_dim_axis_or_unspecified",
@@ -141,14 +138,6 @@ def run_cases(cases_file: str, out_file: str) -> None:
         json.dump(results, f)
 
 
-def _engine(python: str, cases_file: str, out_file: str, ours: bool) -> Dict[str, Any]:
-    env = dict(os.environ, DISABLE_CUDA="1", TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=REPO if ours else "")
-    subprocess.run([python, os.path.abspath(__file__), "--run", cases_file, out_file], check=True, env=env,
-                   cwd=REPO if ours else tempfile.gettempdir(), stdout=subprocess.DEVNULL)
-    with open(out_file) as f:
-        return json.load(f)
-
-
 def verdict(ours: Dict[str, Any], theirs: Dict[str, Any]) -> str:
     n = min(len(ours["steps"]), len(theirs["steps"]))
     if ours["steps"][:n] != theirs["steps"][:n]:
@@ -162,38 +151,19 @@ def verdict(ours: Dict[str, Any], theirs: Dict[str, Any]) -> str:
     return "AGREE"
 
 
+def _describe(case: Dict[str, Any], ours: Dict[str, Any], theirs: Dict[str, Any]) -> str:
+    return "%s %s\n          here    %s\n          RETURNN %s" % (
+        json.dumps(case["template"]), json.dumps(case["calls"]), pyside.short(ours), pyside.short(theirs))
+
+
 def main(argv: Optional[List[str]] = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--n", type=int, default=500)
-    parser.add_argument("--returnn-python", default=RETURNN_PYTHON)
-    parser.add_argument("--show", nargs="*", default=["DIFFER", "LAX", "GAP"])
-    parser.add_argument("--run", nargs=2, help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
-    if args.run:
-        run_cases(*args.run)
-        return 0
-    if not os.path.exists(args.returnn_python):
-        print("the real RETURNN is needed: %s is missing (see tests/returnn_goldens/make_goldens.py)"
-              % args.returnn_python)
-        return 2
+    args = pyside.start(__doc__, 500, run_cases, argv)
+    if args is None:
+        return 0 if "--run" in (argv or sys.argv) else 2
     cases = draw(args.seed, args.n)
     with tempfile.TemporaryDirectory(prefix="fuzz_data_") as tmp:
-        cases_file = os.path.join(tmp, "cases.json")
-        with open(cases_file, "w") as f:
-            json.dump(cases, f)
-        theirs = _engine(args.returnn_python, cases_file, os.path.join(tmp, "returnn.json"), ours=False)
-        ours = _engine(sys.executable, cases_file, os.path.join(tmp, "ours.json"), ours=True)
-    counts: Dict[str, int] = {}
-    for case in cases:
-        name = case["name"]
-        v = verdict(ours[name], theirs[name])
-        counts[v] = counts.get(v, 0) + 1
-        if v in args.show:
-            print("%-9s %s %s %s\n          here    %s\n          RETURNN %s" % (
-                v, name, json.dumps(case["template"]), json.dumps(case["calls"]), json.dumps(ours[name])[:500],
-                json.dumps(theirs[name])[:500]))
-    print("data api seed %i: %s" % (args.seed, ", ".join("%s %i" % kv for kv in sorted(counts.items()))))
+        theirs, ours = pyside.both_engines(__file__, args.returnn_python, cases, tmp)
+    pyside.report("data api", args.seed, cases, ours, theirs, verdict, args.show, _describe)
     return 0
 
 

@@ -19,19 +19,16 @@ Usage: .venv/bin/python benchmarks/returnn_fuzz_lr.py [--seed S] [--n N] [--show
 """
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
 import random
-import subprocess
 import sys
 import tempfile
 from typing import Any, Dict, List, Optional
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(HERE)
-RETURNN_PYTHON = os.path.join(REPO, ".bench-venv-returnn", "bin", "python")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import returnn_fuzz_pyside as pyside  # noqa: E402
 LAMBDA = "__lambda__"
 KINDS = ["constant", "newbob", "newbob_rel", "newbob_relative", "newbob_abs", "newbob_multi_epoch"]
 MEASURES = [None, "dev_score", "dev_error", "dev_score_output", "dev_score_output:exp", "dev_score_ctc",
@@ -167,13 +164,13 @@ def run_cases(cases_file: str, out_file: str, files: str, read_from: Optional[st
 
 
 def _engine(python: str, tmp: str, out: str, ours: bool, read_from: Optional[str] = None) -> Dict[str, Any]:
-    env = dict(os.environ, DISABLE_CUDA="1", TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=REPO if ours else "")
+    """One engine's results; its learning-rate files in ``<tmp>/<out>_files`` (continuing from the other
+    engine's, ``read_from``, when given)."""
     files = os.path.join(tmp, out + "_files")
     os.makedirs(files)
     args = [os.path.join(tmp, "cases.json"), os.path.join(tmp, out + ".json"), files] + (
         [os.path.join(tmp, read_from + "_files")] if read_from else [])
-    subprocess.run([python, os.path.abspath(__file__), "--run"] + args, check=True, env=env,
-                   cwd=REPO if ours else tempfile.gettempdir(), stdout=subprocess.DEVNULL)
+    pyside.run_engine(__file__, python, args, ours)
     with open(os.path.join(tmp, out + ".json")) as f:
         return json.load(f)
 
@@ -187,31 +184,23 @@ def _same(a: Any, b: Any) -> bool:
 
 
 def verdict(ours: Dict[str, Any], theirs: Dict[str, Any]) -> str:
-    if "error" in ours and "error" in theirs:
-        return "BOTH-FAIL"
-    if "error" in ours:
-        return "GAP"
-    if "error" in theirs:
-        return "LAX"
+    failed = pyside.error_verdict(ours, theirs)
+    if failed:
+        return failed
     same = _same(ours["rates"], theirs["rates"]) and ours["best"] == theirs["best"] and ours["keys"] == theirs["keys"]
     return "AGREE" if same and "file" not in ours else "DIFFER"  # file: a run continued from the other's file
 
 
+def _describe(case: Dict[str, Any], ours: Dict[str, Any], theirs: Dict[str, Any]) -> str:
+    return "%s\n          scores %s\n          here    %s\n          RETURNN %s" % (
+        json.dumps(case["config"]), pyside.short(case["scores"][:3], 400), pyside.short(ours, 400),
+        pyside.short(theirs, 400))
+
+
 def main(argv: Optional[List[str]] = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--n", type=int, default=300)
-    parser.add_argument("--returnn-python", default=RETURNN_PYTHON)
-    parser.add_argument("--show", nargs="*", default=["DIFFER", "LAX", "GAP"])
-    parser.add_argument("--run", nargs="+", help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
-    if args.run:
-        run_cases(*args.run)
-        return 0
-    if not os.path.exists(args.returnn_python):
-        print("the real RETURNN is needed: %s is missing (see tests/returnn_goldens/make_goldens.py)"
-              % args.returnn_python)
-        return 2
+    args = pyside.start(__doc__, 300, run_cases, argv)
+    if args is None:
+        return 0 if "--run" in (argv or sys.argv) else 2
     cases = draw(args.seed, args.n)
     with tempfile.TemporaryDirectory(prefix="fuzz_lr_") as tmp:
         with open(os.path.join(tmp, "cases.json"), "w") as f:
@@ -230,16 +219,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                         or read["keys"] != other["keys"]:
                     ours[name] = dict(res, file=read)
     print("runs continued from the other engine's learning-rate file: %i" % continued)
-    counts: Dict[str, int] = {}
-    for case in cases:
-        name = case["name"]
-        v = verdict(ours[name], theirs[name])
-        counts[v] = counts.get(v, 0) + 1
-        if v in args.show:
-            print("%-9s %s %s\n          scores %s\n          here    %s\n          RETURNN %s" % (
-                v, name, json.dumps(case["config"]), json.dumps(case["scores"][:3])[:400],
-                json.dumps(ours[name])[:400], json.dumps(theirs[name])[:400]))
-    print("lr seed %i: %s" % (args.seed, ", ".join("%s %i" % kv for kv in sorted(counts.items()))))
+    pyside.report("lr", args.seed, cases, ours, theirs, verdict, args.show, _describe)
     return 0
 
 

@@ -19,18 +19,17 @@ Usage: .venv/bin/python benchmarks/returnn_fuzz_pretrain.py [--seed S] [--n N] [
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import random
-import subprocess
 import sys
 import tempfile
 from typing import Any, Dict, List, Optional
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(HERE)
-RETURNN_PYTHON = os.path.join(REPO, ".bench-venv-returnn", "bin", "python")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import returnn_fuzz_pyside as pyside  # noqa: E402
+
+REPO = pyside.REPO
 WRAP = "__wrap_epoch__"  # marker of a WrapEpochValue: the lambda's source
 
 # config functions a case may name as its construction_algo (the forms published configs use)
@@ -219,23 +218,8 @@ def run_cases(cases_file: str, out_file: str) -> None:
         json.dump(results, f)
 
 
-def _engine(python: str, cases_file: str, out_file: str, ours: bool) -> Dict[str, Any]:
-    env = dict(os.environ, DISABLE_CUDA="1", TF_CPP_MIN_LOG_LEVEL="3")
-    env["PYTHONPATH"] = REPO if ours else ""
-    subprocess.run([python, os.path.abspath(__file__), "--run", cases_file, out_file], check=True, env=env,
-                   cwd=REPO if ours else tempfile.gettempdir())
-    with open(out_file) as f:
-        return json.load(f)
-
-
 def verdict(ours: Dict[str, Any], theirs: Dict[str, Any]) -> str:
-    if "error" in ours and "error" in theirs:
-        return "BOTH-FAIL"
-    if "error" in ours:
-        return "GAP"
-    if "error" in theirs:
-        return "LAX"
-    return "AGREE" if ours == theirs else "DIFFER"
+    return pyside.error_verdict(ours, theirs) or ("AGREE" if ours == theirs else "DIFFER")
 
 
 def _first_difference(ours: Dict[str, Any], theirs: Dict[str, Any]) -> str:
@@ -250,39 +234,20 @@ def _first_difference(ours: Dict[str, Any], theirs: Dict[str, Any]) -> str:
     return "?"
 
 
+def _describe(case: Dict[str, Any], ours: Dict[str, Any], theirs: Dict[str, Any]) -> str:
+    detail = _first_difference(ours, theirs) if verdict(ours, theirs) == "DIFFER" else \
+        (ours.get("error") or "") + " | RETURNN: " + (theirs.get("error") or "")
+    return "%s\n          %s\n          %s" % (json.dumps(case["config"]), pyside.short(case["network"], 600), detail)
+
+
 def main(argv: Optional[List[str]] = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--n", type=int, default=200)
-    parser.add_argument("--returnn-python", default=RETURNN_PYTHON)
-    parser.add_argument("--show", nargs="*", default=["DIFFER", "LAX", "GAP"])
-    parser.add_argument("--run", nargs=2, metavar=("CASES", "OUT"), help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
-    if args.run:
-        run_cases(*args.run)
-        return 0
-    if not os.path.exists(args.returnn_python):
-        print("the real RETURNN is needed: %s is missing (see tests/returnn_goldens/make_goldens.py)"
-              % args.returnn_python)
-        return 2
+    args = pyside.start(__doc__, 200, run_cases, argv)
+    if args is None:
+        return 0 if "--run" in (argv or sys.argv) else 2
     cases = draw(args.seed, args.n)
     with tempfile.TemporaryDirectory(prefix="fuzz_pretrain_") as tmp:
-        cases_file = os.path.join(tmp, "cases.json")
-        with open(cases_file, "w") as f:
-            json.dump(cases, f)
-        theirs = _engine(args.returnn_python, cases_file, os.path.join(tmp, "returnn.json"), ours=False)
-        ours = _engine(sys.executable, cases_file, os.path.join(tmp, "ours.json"), ours=True)
-    counts: Dict[str, int] = {}
-    for case in cases:
-        name = case["name"]
-        v = verdict(ours[name], theirs[name])
-        counts[v] = counts.get(v, 0) + 1
-        if v in args.show:
-            detail = _first_difference(ours[name], theirs[name]) if v == "DIFFER" else \
-                (ours[name].get("error") or "") + " | RETURNN: " + (theirs[name].get("error") or "")
-            print("%-9s %s %s\n          %s\n          %s" % (v, name, json.dumps(case["config"]),
-                                                            json.dumps(case["network"])[:600], detail))
-    print("pretrain seed %i: %s" % (args.seed, ", ".join("%s %i" % kv for kv in sorted(counts.items()))))
+        theirs, ours = pyside.both_engines(__file__, args.returnn_python, cases, tmp)
+    pyside.report("pretrain", args.seed, cases, ours, theirs, verdict, args.show, _describe)
     return 0
 
 

@@ -16,20 +16,17 @@ Usage: .venv/bin/python benchmarks/returnn_fuzz_text_datasets.py [--seed S] [--n
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import random
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 from typing import Any, Dict, List, Optional
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(HERE)
-RETURNN_PYTHON = os.path.join(REPO, ".bench-venv-returnn", "bin", "python")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import returnn_fuzz_pyside as pyside  # noqa: E402
 WORDS = ["hello", "world", "the", "cat", "a", "dog", "sat", "übung", "[NOISE]", "mat"]
 SPECIALS = ["[END]", "[UNKNOWN]", "[START]"]
 
@@ -213,58 +210,30 @@ def run_cases(cases_file: str, out_file: str, work: str) -> None:
         json.dump(results, f)
 
 
-def _engine(python: str, tmp: str, out: str, ours: bool) -> Dict[str, Any]:
-    env = dict(os.environ, DISABLE_CUDA="1", TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=REPO if ours else "")
-    work = os.path.join(tmp, out + "_work")
-    subprocess.run([python, os.path.abspath(__file__), "--run", os.path.join(tmp, "cases.json"),
-                    os.path.join(tmp, out + ".json"), work], check=True, env=env,
-                   cwd=REPO if ours else tempfile.gettempdir(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    with open(os.path.join(tmp, out + ".json")) as f:
-        return json.load(f)
-
-
 def verdict(ours: Dict[str, Any], theirs: Dict[str, Any]) -> str:
-    if "error" in ours and "error" in theirs:
-        return "BOTH-FAIL" if ours["epochs"] == theirs["epochs"] else "DIFFER"
-    if "error" in ours:
-        return "GAP"
-    if "error" in theirs:
-        return "LAX"
+    failed = pyside.error_verdict(ours, theirs)
+    if failed == "BOTH-FAIL" and ours["epochs"] != theirs["epochs"]:
+        return "DIFFER"  # both stopped, after other sequences
+    if failed:
+        return failed
     same = ours["epochs"] == theirs["epochs"] and (not theirs["labels"] or ours["labels"] == theirs["labels"])
     return "AGREE" if same else "DIFFER"
 
 
+def _describe(case: Dict[str, Any], ours: Dict[str, Any], theirs: Dict[str, Any]) -> str:
+    return "%s\n          files   %s\n          here    %s\n          RETURNN %s" % (
+        json.dumps(case["dataset"]), pyside.short(case["files"]), pyside.short(ours), pyside.short(theirs))
+
+
 def main(argv: Optional[List[str]] = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--n", type=int, default=200)
-    parser.add_argument("--returnn-python", default=RETURNN_PYTHON)
-    parser.add_argument("--show", nargs="*", default=["DIFFER", "LAX", "GAP"])
-    parser.add_argument("--run", nargs=3, help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
-    if args.run:
-        run_cases(*args.run)
-        return 0
-    if not os.path.exists(args.returnn_python):
-        print("the real RETURNN is needed: %s is missing (see tests/returnn_goldens/make_goldens.py)"
-              % args.returnn_python)
-        return 2
+    args = pyside.start(__doc__, 200, run_cases, argv)
+    if args is None:
+        return 0 if "--run" in (argv or sys.argv) else 2
     cases = [draw_case(args.seed, i) for i in range(args.n)]
     with tempfile.TemporaryDirectory(prefix="fuzz_text_") as tmp:
-        with open(os.path.join(tmp, "cases.json"), "w") as f:
-            json.dump(cases, f)
-        theirs = _engine(args.returnn_python, tmp, "returnn", ours=False)
-        ours = _engine(sys.executable, tmp, "ours", ours=True)
-    counts: Dict[str, int] = {}
-    for case in cases:
-        name = case["name"]
-        v = verdict(ours[name], theirs[name])
-        counts[v] = counts.get(v, 0) + 1
-        if v in args.show:
-            print("%-9s %s %s\n          files   %s\n          here    %s\n          RETURNN %s" % (
-                v, name, json.dumps(case["dataset"]), json.dumps(case["files"])[:500], json.dumps(ours[name])[:500],
-                json.dumps(theirs[name])[:500]))
-    print("text datasets seed %i: %s" % (args.seed, ", ".join("%s %i" % kv for kv in sorted(counts.items()))))
+        theirs, ours = pyside.both_engines(__file__, args.returnn_python, cases, tmp,
+                                           extra=lambda name: [os.path.join(tmp, name + "_work")])
+    pyside.report("text datasets", args.seed, cases, ours, theirs, verdict, args.show, _describe)
     return 0
 
 
