@@ -58,7 +58,6 @@ def test_replaced_time_axis_by_a_static_dim_is_no_time_axis():
     ({"output": {"class": "linear", "with_bias": False, "bias_init": 0.5, "n_out": 2, "from": "data"}},
      "'output' \\(linear\\): bias_init 0.5 with with_bias False"),
     ({"output": {"class": "gather_nd", "position": 2, "from": "data"}}, "'output' \\(gather_nd\\): 'position' must name"),
-    ({"output": {"class": "postfix_in_time", "axis": "F", "from": "data"}}, "'axis' 'F': only the input's time axis"),
     ({"output": {"class": "softmax_over_spatial", "energy_factor": -0.5, "axis": "T", "from": "data"}},
      "negative energy_factor -0.5 with the time mask is refused"),
     ({"output": {"class": "rec", "unit": "standardlstm", "n_out": 2, "unroll": True, "from": "data"}},
