@@ -111,7 +111,7 @@ class BeamSearchRun(UnitRun):
             raise NetworkError("%s, sub-layer %r: keep_beams with cheating is not supported here" % (rec.desc, self.choice))
         self.custom = opts.get("custom_score_combine")  # RETURNN's: replaces prob_scale, base_beam_score_scale
         self.n_explicit = len(rec.layers[self.choice].explicit_names)  # its explicit search sources (after 'from')
-        # choices that search before the last one in each step (a factored decoder): plain ones (see _earlier_choice)
+        # choices that search before the last one in each step (a factored decoder): plain ones (_earlier_choice_opts)
         self.earlier = {n: _earlier_choice_opts(rec, n, self.k) for n in getattr(rec, "earlier_choices", [])}
         if self.earlier and self.regression:
             raise NetworkError("%s, sub-layer %r: a regression choice with other searching choices is not supported "
