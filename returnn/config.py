@@ -173,6 +173,12 @@ def split_cmd_args(args: Sequence[str]) -> Tuple[List[str], List[Tuple[str, str]
     return files, overrides
 
 
+def _bool_word(text: str) -> Optional[bool]:
+    """A string that reads as a bool ("true", "yes", "on", "1" / "false", "no", "off", "0"), else None."""
+    low = text.strip().lower()
+    return True if low in ("true", "yes", "on", "1") else False if low in ("false", "no", "off", "0") else None
+
+
 class Config:
     """Holds config entries; typed getters with defaults."""
 
@@ -317,12 +323,10 @@ class Config:
             return default
         value = self.typed_dict[key]
         if isinstance(value, str):
-            low = value.strip().lower()
-            if low in ("true", "yes", "on", "1"):
-                return True
-            if low in ("false", "no", "off", "0", ""):
-                return False
-            raise ConfigError("config key %r: expected a boolean, got %r" % (key, value))
+            word = _bool_word(value)
+            if word is None and value.strip():
+                raise ConfigError("config key %r: expected a boolean, got %r" % (key, value))
+            return bool(word)
         return bool(value)
 
     def bool_or_other(self, key: str, default: Any = None) -> Any:
@@ -330,9 +334,8 @@ class Config:
         value = self.typed_dict.get(key)
         if value is None or value == "":
             return default
-        if isinstance(value, str) and value.strip().lower() in ("true", "yes", "on", "1", "false", "no", "off", "0"):
-            return value.strip().lower() in ("true", "yes", "on", "1")
-        return value
+        word = _bool_word(value) if isinstance(value, str) else None
+        return value if word is None else word
 
     def is_true(self, key: str, default: Any = _UNSET) -> Any:
         """Same as :meth:`bool`."""

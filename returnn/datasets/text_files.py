@@ -39,23 +39,33 @@ def _check_not_pickle(path: str, head: bytes, what: str) -> None:
         raise DataError("%s: %s is a pickle file; %s" % (what, path, PICKLE_HINT % (path, txt)))
 
 
-def read_lines(path: str, what: str, skip_empty: bool = False) -> Iterator[str]:
-    """Lines of a text file (``.gz`` is decompressed), stripped; UTF-8, else Latin-1 per line."""
+def _raw_lines(path: str, what: str) -> Iterator[bytes]:
+    """The lines of a text file (``.gz`` decompressed) as bytes, without their newline; a read error is one
+    DataError naming the file."""
     f = _open_binary(path, what)
     try:
         for raw in f:
-            try:
-                line = raw.decode("utf8")
-            except UnicodeDecodeError:
-                line = raw.decode("latin_1")
-            line = line.strip()
-            if skip_empty and not line:
-                continue
-            yield line
+            yield raw[:-1] if raw.endswith(b"\n") else raw
     except (OSError, EOFError, gzip.BadGzipFile) as exc:
         raise DataError("%s: cannot read %s: %s" % (what, path, str(exc).splitlines()[0] if str(exc) else exc))
     finally:
         f.close()
+
+
+def _decoded(raw: bytes) -> str:
+    """UTF-8, else Latin-1."""
+    try:
+        return raw.decode("utf8")
+    except UnicodeDecodeError:
+        return raw.decode("latin_1")
+
+
+def read_lines(path: str, what: str, skip_empty: bool = False) -> Iterator[str]:
+    """Lines of a text file (``.gz`` is decompressed), stripped; UTF-8, else Latin-1 per line."""
+    for raw in _raw_lines(path, what):
+        line = _decoded(raw).strip()
+        if not (skip_empty and not line):
+            yield line
 
 
 def read_corpus_lines(path: str, what: str, skip_empty: bool) -> Iterator[Tuple[str, int]]:
@@ -63,22 +73,10 @@ def read_corpus_lines(path: str, what: str, skip_empty: bool) -> Iterator[Tuple[
     file's line as it is in bytes (so a line of blanks is not empty: it is kept with ``skip_empty``), a gzipped
     file's line stripped (skipped when empty)."""
     gz = path.endswith(".gz")
-    f = _open_binary(path, what)
-    try:
-        for raw in f:
-            raw = raw[:-1] if raw.endswith(b"\n") else raw
-            size = len(raw.strip()) if gz else len(raw)
-            if skip_empty and not size:
-                continue
-            try:
-                line = raw.decode("utf8")
-            except UnicodeDecodeError:
-                line = raw.decode("latin_1")
-            yield line.strip(), size
-    except (OSError, EOFError, gzip.BadGzipFile) as exc:
-        raise DataError("%s: cannot read %s: %s" % (what, path, str(exc).splitlines()[0] if str(exc) else exc))
-    finally:
-        f.close()
+    for raw in _raw_lines(path, what):
+        size = len(raw.strip()) if gz else len(raw)
+        if not (skip_empty and not size):
+            yield _decoded(raw).strip(), size
 
 
 def is_bliss(path: str, what: str) -> bool:

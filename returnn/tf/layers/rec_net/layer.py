@@ -207,9 +207,10 @@ class RecSubnetLayer(AssumedTemplates, Layer):
                                      step_only=step_only + list(self.plan.after_loop))
         # several searching choices (a factored decoder's outputs): each extends the beam in step order (search.py);
         # the last one's labels are the loop's
-        self.earlier_choices = [n for n in self.plan.in_loop if n in searching][:-1] if search else []
+        in_order = [n for n in self.plan.in_loop if n in searching] if search else []
+        self.earlier_choices = in_order[:-1]
         if search:
-            self.search_choice = [n for n in self.plan.in_loop if n in searching][-1]
+            self.search_choice = in_order[-1]
         self.source_template: Optional[Data] = None
         if self.n_from:
             self.source_template, self._source_plan = concat_output(self, list(sources[:self.n_from]))

@@ -65,6 +65,31 @@ def _reorder_value(v: LayerOutput, index: tf.Tensor) -> LayerOutput:
     return out
 
 
+def _reorder_step(index: tf.Tensor, batchless: Set[str], prev, state, new_state, vals, ended, lens):
+    """Everything of the step so far, its hypotheses reordered by ``index`` (flat rows) at a choice."""
+    prev, state, new_state = (_reorder(x, index, batchless) for x in (prev, state, new_state))
+    vals = {m: _reorder_value(v, index) for m, v in vals.items()}
+    return prev, state, new_state, vals, tf.gather(ended, index), tf.gather(lens, index)
+
+
+def _ended_and_normalized(logp: tf.Tensor, scores: tf.Tensor, ended: tf.Tensor, t: tf.Tensor, k: int,
+                          length_norm: bool, length_exp: float):
+    """A choice's label log-scores ``(B * K, V)`` with an ended hypothesis allowed label 0 at score 0 only, and
+    the beam scores ``(B, K)`` with RETURNN's length normalization of the ended ones (module docstring)."""
+    frozen = tf.concat([tf.zeros_like(logp[:, :1]), tf.fill(tf.shape(logp[:, 1:]), NEG_INF)], 1)
+    logp = tf.where(ended[:, None], frozen, logp)
+    if length_norm:
+        steps = tf.cast(t, tf.float32)
+        scale = tf.pow((steps + 1.0) / tf.maximum(steps, 1.0), length_exp)
+        scores = tf.where(tf.reshape(ended, [tf.shape(scores)[0], k]), scores * scale, scores)
+    return logp, scores
+
+
+def _base_scaled(scores: tf.Tensor, scale: float) -> tf.Tensor:
+    """RETURNN's base_beam_score_scale on the beam scores (the unused beams of step 0 stay out)."""
+    return scores if scale == 1.0 else tf.where(scores > NEG_INF / 2, scores * scale, scores)
+
+
 class BeamSearchRun(UnitRun):
     """One beam search of a rec sub-network on a batch."""
 
@@ -147,13 +172,8 @@ class BeamSearchRun(UnitRun):
         the source beams and labels ``(B, K)`` and the flat rows to reorder by."""
         k, base_batch = self.k, tf.shape(scores)[0]
         n_labels = tf.shape(logp)[-1]
-        frozen = tf.concat([tf.zeros_like(logp[:, :1]), tf.fill(tf.shape(logp[:, 1:]), NEG_INF)], 1)
-        logp = tf.where(ended[:, None], frozen, logp)
-        if co["length_norm"]:
-            steps = tf.cast(t, tf.float32)
-            scale = tf.pow((steps + 1.0) / tf.maximum(steps, 1.0), co["length_exp"])
-            scores = tf.where(tf.reshape(ended, [base_batch, k]), scores * scale, scores)
-        base = scores if co["base_scale"] == 1.0 else tf.where(scores > NEG_INF / 2, scores * co["base_scale"], scores)
+        logp, scores = _ended_and_normalized(logp, scores, ended, t, k, co["length_norm"], co["length_exp"])
+        base = _base_scaled(scores, co["base_scale"])
         total = base[:, :, None] + tf.reshape(logp, [base_batch, k, n_labels])
         scores, best = tf.math.top_k(tf.reshape(total, [base_batch, k * n_labels]), k)
         src_beam, label = best // n_labels, best % n_labels
@@ -206,9 +226,8 @@ class BeamSearchRun(UnitRun):
                     logp = tf.cast(log_scores(self.step_value(rec.sub_sources[n][0], t, prev, vals), co["input_type"]),
                                    tf.float32) * co["prob_scale"]
                     scores, src_beam, label, index = self._extend(logp, scores, ended, t, co)
-                    prev, state, new_state = (_reorder(x, index, batchless) for x in (prev, state, new_state))
-                    vals = {m: _reorder_value(v, index) for m, v in vals.items()}
-                    ended, lens = tf.gather(ended, index), tf.gather(lens, index)
+                    prev, state, new_state, vals, ended, lens = _reorder_step(
+                        index, batchless, prev, state, new_state, vals, ended, lens)
                     ctx.prev_end = ended
                     step_src = src_beam if step_src is None else tf.gather(step_src, src_beam, batch_dims=1)
                     tmpl = rec.layers[n].output
@@ -239,21 +258,13 @@ class BeamSearchRun(UnitRun):
                 else:
                     logp = logps[0]
                 n_labels = tf.shape(logp)[-1]
-                frozen = tf.concat([tf.zeros_like(logp[:, :1]), tf.fill(tf.shape(logp[:, 1:]), NEG_INF)], 1)
-                logp = tf.where(ended[:, None], frozen, logp)
-                if self.length_norm:  # RETURNN's: the ended hypotheses' scores scaled (see the module docstring)
-                    steps = tf.cast(t, tf.float32)
-                    scale = tf.pow((steps + 1.0) / tf.maximum(steps, 1.0), self.length_exp)
-                    scores = tf.where(tf.reshape(ended, [base_batch, k]), scores * scale, scores)
+                logp, scores = _ended_and_normalized(logp, scores, ended, t, k, self.length_norm, self.length_exp)
                 if self.custom:  # the config's combination (rec_net/score_combine.py)
                     explicit = {e: self.step_value(e, t, prev, vals) for e in rec.sub_sources[n][len(from_names):]}
                     view = choice_view(rec.layers[n], ctx, src_values, explicit)
                     total = custom_combine(self.custom, view, logp, scores, ended, t, base_batch, k, NEG_INF)
                 else:
-                    base = scores  # RETURNN's base_beam_score_scale (the unused beams of step 0 stay out)
-                    if self.base_scale != 1.0:
-                        base = tf.where(scores > NEG_INF / 2, scores * self.base_scale, scores)
-                    total = base[:, :, None] + tf.reshape(logp, [base_batch, k, n_labels])
+                    total = _base_scaled(scores, self.base_scale)[:, :, None] + tf.reshape(logp, [base_batch, k, n_labels])
                     if self.sample_scale:
                         total = gumbel_noise(total, self.sample_scale, ctx.layer_seed(rec.layers[n].layer_name))
                 if self.cheating:
@@ -266,9 +277,8 @@ class BeamSearchRun(UnitRun):
                     scores, best = tf.math.top_k(tf.reshape(total, [base_batch, k * n_labels]), k)
                 src_beam, label = best // n_labels, best % n_labels
                 index = tf.reshape(src_beam + offsets, [-1])
-                prev, state, new_state = (_reorder(x, index, batchless) for x in (prev, state, new_state))
-                vals = {m: _reorder_value(v, index) for m, v in vals.items()}
-                ended, lens = tf.gather(ended, index), tf.gather(lens, index)
+                prev, state, new_state, vals, ended, lens = _reorder_step(
+                    index, batchless, prev, state, new_state, vals, ended, lens)
                 ctx.prev_end = ended
                 subs = {}
                 if self.multi:  # the label of each source: the combination's index into its kept labels
