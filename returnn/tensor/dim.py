@@ -240,6 +240,59 @@ class Dim:
     def is_same_size_tensor(self, x: Any) -> bool:
         return False
 
+    # ---- RETURNN's comparison API for config code (returnn.tensor.dim_compare)
+    special = False  # RETURNN's special dims (never axes) do not exist here
+    undefined = False  # every dim is defined when config code sees it
+
+    def is_equal(self, other: Any, **opts: Any) -> bool:
+        """RETURNN's ``Dim.is_equal(other, allow_same_spatial_dim=..., ...)`` (looser than ``==``)."""
+        from returnn.tensor.dim_compare import is_equal
+        return is_equal(self, other, **opts)
+
+    def get_same_derived_base(self, same_dim: bool = False) -> "Dim":
+        from returnn.tensor.dim_compare import same_derived_base
+        return same_derived_base(self, same_dim)
+
+    def get_derived_bases_set(self) -> set:
+        from returnn.tensor.dim_compare import derived_bases_set
+        return derived_bases_set(self)
+
+    def is_dynamic_seq_length(self) -> bool:
+        return self.is_dynamic()
+
+    def can_be_used_as_dim(self) -> bool:
+        return True
+
+    def need_masking(self) -> bool:
+        """A dynamic axis has padded frames to mask."""
+        return self.is_dynamic()
+
+    def is_constant_static_dim(self) -> bool:
+        return False
+
+    def get_dim_value(self) -> int:
+        """The static size (RETURNN also gives a dynamic one's maximum as a tensor; here that is the value's
+        shape: ``tf.shape(x.placeholder)[axis]``)."""
+        if self.dimension is None:
+            raise ValueError("%s: get_dim_value of a dynamic dim has no number here; take tf.shape of the value"
+                             % self.short_repr())
+        return self.dimension
+
+    @classmethod
+    def get_existing_tag_from_collection(cls, other: "Dim", tags: Any, is_equal_opts: Any = None) -> Optional["Dim"]:
+        from returnn.tensor.dim_compare import existing_tag_from_collection
+        return existing_tag_from_collection(other, list(tags), is_equal_opts)
+
+    @classmethod
+    def get_all_dimension_tags(cls, data_list: Any, is_equal_opts: Any = None, unique_separate_axes: bool = True):
+        from returnn.tensor.dim_compare import all_dimension_tags
+        return all_dimension_tags(data_list, is_equal_opts, unique_separate_axes)
+
+    @classmethod
+    def get_uniq_collection(cls, tags: Any, is_equal_opts: Any = None) -> List["Dim"]:
+        from returnn.tensor.dim_compare import uniq_collection
+        return uniq_collection(tags, is_equal_opts)
+
 
 batch_dim = Dim(None, kind=DimTypes.Batch, description="batch")
 single_step_dim = Dim(1, kind=DimTypes.Spatial, description="single-step")
