@@ -37,3 +37,43 @@ def test_shifts_that_cancel_are_the_axis_and_one_tree_is_one_dim():
     assert shifted_dim(time, [("sub_left", 1), ("sub_right", 1)]) is cut  # a crop of one frame each side: one axis
     assert shifted_dim(time, [("sub_left", 2)]) is not cut
     assert shifted_dim(time, [("add_right", 2), ("sub_right", 2)]) is time  # (time+2)-2 is time
+
+
+@pytest.mark.parametrize("ops, desc, sizes", [
+    (CUT3 + [("ceildiv", 2)], "\u2308((-1+time)+-1)/2\u2309", [2, 0, 0, 0]),  # a valid strided conv (RETURNN)
+    ([("ceildiv", 2)], "\u2308time/2\u2309", [3, 1, 1, 0]),
+    ([("mul", 2), ("mul", 3)], "time*6", [30, 6, 12, 0]),  # (x*a)*b is x*(a*b)
+    ([("ceildiv", 2), ("ceildiv", 2)], "\u2308time/4\u2309", [2, 1, 1, 0]),
+    ([("ceildiv", 2), ("mul", 2)], "(\u2308time/2\u2309)*2", [6, 2, 2, 0]),
+    ([("add_left", 2), ("add_right", 2), ("mul", 2)], "((2+time)+2)*2", [18, 10, 12, 8]),
+])
+def test_strides_and_upsamplings_as_returnn(ops, desc, sizes):
+    time = Dim(None, description="time")
+    dim = shifted_dim(time, ops)
+    assert dim.description == desc
+    lens = np.array([5, 1, 2, 0], np.int32)
+    np.testing.assert_array_equal(shifted_sizes(dim, {time: lens}).numpy(), sizes)
+
+
+def test_a_stride_after_an_upsampling_by_it_is_the_axis_before():
+    time = Dim(None, description="time")
+    strided = shifted_dim(time, CUT3 + [("ceildiv", 2)])
+    assert shifted_dim(strided, [("mul", 2), ("ceildiv", 2)]) is strided
+    assert shifted_dim(time, [("mul", 2), ("ceildiv", 2)]) is time
+    assert shifted_dim(strided, [("ceildiv", 2), ("mul", 2)]) is not strided  # ceildiv(x, 2) * 2 is no x
+    conv = Dim(None, description="l0:conv:s0")  # a conv's own dim, declared the same as its dim math
+    conv.declare_same_as(shifted_dim(time, [("ceildiv", 2)]))
+    assert shifted_dim(conv, [("mul", 2), ("ceildiv", 2)]) == conv
+
+
+def test_derived_root_stops_at_a_dim_declared_the_same_as_another():
+    """RETURNN's get_same_derived_base(same_dim=True): a same_as link is followed but not taken as the root."""
+    from returnn.tf.layers.helpers import derived_root
+    time = Dim(None, description="time")
+    up = shifted_dim(time, [("mul", 2)])
+    assert derived_root(up) is time
+    conv = Dim(None, description="l1:conv:s0")
+    conv.declare_same_as(shifted_dim(up, [("ceildiv", 2)]))  # the conv cancels the upsampling: same as time
+    assert conv == time and derived_root(conv) is conv
+    padded = shifted_dim(conv, [("add_left", 2), ("add_right", 2)])
+    assert derived_root(padded) is conv

@@ -35,11 +35,14 @@ def test_combining_an_axis_with_one_derived_from_it_is_refused(first):
         _net({"l0": first, "output": {"class": "combine", "kind": "add", "from": ["l0", "data"]}})
 
 
-def test_two_strided_convs_give_two_axes_but_two_equal_upsamplings_one():
-    """RETURNN: a conv's output axis is new per layer; a transposed conv's is dim math (one per formula)."""
+def test_two_equal_strided_convs_and_two_equal_upsamplings_share_their_axis():
+    """RETURNN: a conv's output axis is its own dim, declared the same as its dim math (``ceildiv_right``), so two
+    equal strided convs share it; a transposed conv's is the dim math itself (one per formula)."""
     conv = {"class": "conv", "filter_size": [2], "strides": 2, "n_out": 6, "padding": "same", "from": "data"}
-    with pytest.raises(NetworkError, match="both derive from"):
-        _net({"a": conv, "b": dict(conv), "output": {"class": "combine", "kind": "add", "from": ["a", "b"]}})
+    net = _net({"a": conv, "b": dict(conv), "output": {"class": "combine", "kind": "add", "from": ["a", "b"]}})
+    a, b = net.layers["a"].output.dims[1], net.layers["b"].output.dims[1]
+    assert a is not b and a == b and a.description == "a:conv:s0"
+    assert net.layers["output"].output.batch_ndim == 3
     up = {"class": "transposed_conv", "filter_size": [2], "strides": [2], "n_out": 6, "from": "data"}
     net = _net({"a": up, "b": dict(up), "output": {"class": "combine", "kind": "add", "from": ["a", "b"]}})
     assert net.layers["a"].output.dims[1] is net.layers["b"].output.dims[1]

@@ -268,3 +268,40 @@ case("postfix_in_time_feature_axis", "postfix_in_time", {
 case("prefix_in_time_static_spatial_axis", "postfix_in_time", {
     "output": {"class": "prefix_in_time", "from": "data", "prefix": -1.0, "repeat": 1,
                "axis": "stag:spatial1:static3:data"}}, extern={"data": {"shape": (None, 3, 4)}})
+
+# RETURNN's dim math for strided convs and pools (ceildiv_right), upsamplings (transposed conv, resize, repeat:
+# ``in * n``) and its simplifications: ceildiv(x * n, n) is x. Two equal strided convs share their axis, a pool
+# of stride 2 after an upsampling by 2 is the axis before it (returnn_fuzz --kind dims seeds 14, 18-20: refused
+# here before as "both derive from" the time axis)
+STRIDED_SAME = {"class": "conv", "from": "data", "filter_size": [2], "padding": "same", "strides": [2], "n_out": 6,
+                "activation": None}
+case("two_equal_strided_convs_share_their_axis", "conv", {
+    "a": STRIDED_SAME, "b": dict(STRIDED_SAME),
+    "output": {"class": "combine", "kind": "add", "from": ["a", "b"]}}, extern=X6_DIMS, lens={"data": [7, 5, 0]})
+case("valid_conv_upsampled_then_pooled_is_its_axis", "conv", {
+    "l0": {"class": "conv", "from": "data", "filter_size": [3], "padding": "valid", "strides": [2], "n_out": 6,
+           "activation": None},
+    "l1": {"class": "transposed_conv", "from": "l0", "filter_size": [2], "strides": [2], "n_out": 6,
+           "activation": None, "padding": "same"},
+    "l2": {"class": "pool", "from": "l1", "pool_size": [2], "padding": "same", "strides": [2], "mode": "avg"},
+    "output": {"class": "combine", "kind": "add", "from": ["l2", "l0"]}}, extern=X6_DIMS, lens={"data": [7, 5, 1]})
+case("resize_pool_resize_is_one_axis", "resize", {
+    "l0": {"class": "resize", "from": "data", "factor": 2, "axis": "T", "kind": "nn"},
+    "l1": {"class": "pool", "from": "l0", "pool_size": [2], "padding": "same", "strides": [2], "mode": "avg"},
+    "l2": {"class": "resize", "from": "l1", "factor": 2, "axis": "T", "kind": "nn"},
+    "output": {"class": "combine", "kind": "add", "from": ["l2", "l0"]}}, extern=X6_DIMS, lens={"data": [6, 3, 0]})
+case("repeat_then_strided_conv_is_the_time_axis", "repeat", {
+    "l0": {"class": "repeat", "from": "data", "repetitions": 2, "axis": "T"},
+    "l1": {"class": "conv", "from": "l0", "filter_size": [3], "padding": "same", "strides": [2], "n_out": 6,
+           "activation": None},
+    "output": {"class": "combine", "kind": "add", "from": ["l1", "data"]}}, extern=X6_DIMS, lens={"data": [5, 1, 2]})
+# the conv that cancels the upsampling has its own dim, declared the same as the time axis: a pad and an upsampling
+# after it derive from that dim, not from the time axis, so RETURNN (behavior version 0) broadcasts both axes
+case("axis_derived_from_a_cancelling_conv_is_another_axis", "conv", {
+    "l0": {"class": "resize", "from": "data", "factor": 2, "axis": "T", "kind": "nn"},
+    "l1": {"class": "conv", "from": "l0", "filter_size": [3], "padding": "same", "strides": [2], "n_out": 6,
+           "activation": None},
+    "l2": {"class": "pad", "from": "l1", "axes": "T", "padding": [[2, 2]]},
+    "l3": {"class": "transposed_conv", "from": "l2", "filter_size": [2], "strides": [2], "n_out": 6,
+           "activation": None, "padding": "valid"},
+    "output": {"class": "combine", "kind": "add", "from": ["l3", "data"]}}, extern=X6_DIMS, lens={"data": [5, 3, 0]})

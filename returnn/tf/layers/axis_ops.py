@@ -37,6 +37,7 @@ import tensorflow as tf
 from returnn.errors import NetworkError
 from returnn.tensor import Data, Dim, DimTypes
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
+from returnn.tf.layers.dim_shift import shifted_dim
 from returnn.tf.layers.helpers import check_sources
 from returnn.tf.layers.options import Option, constant_fits, positive_int
 from returnn.tf.layers.output import align_tensor
@@ -306,7 +307,9 @@ class RepeatLayer(Layer):
         out_dim = opts.get("out_dim")
         if isinstance(out_dim, Dim):
             self.new = out_dim
-        elif not self.reps_layer and self.reps == 1:  # RETURNN's dim math: tag * 1 is the tag itself
+        elif not self.reps_layer and old.is_dynamic():  # RETURNN's dim math ``tag * repetitions`` (``* 1``: the tag)
+            self.new = shifted_dim(old, [("mul", self.reps)])
+        elif not self.reps_layer and self.reps == 1:
             self.new = old
         else:
             self.new = _new_dim(name, old, static, "repeat")

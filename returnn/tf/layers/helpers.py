@@ -259,17 +259,6 @@ def moved_out_loop_dims() -> List[Dim]:
     return [_LOOP_AXES[-1]] if _LOOP_AXES else []
 
 
-def math_dim(old: Dim, key: Tuple[Any, ...], description: str) -> Dim:
-    """The dynamic axis computed from ``old`` by the length function ``key`` (e.g. ``("ceildiv",
-    2)``, ``("transposed_conv", ...)``). As RETURNN's dim math keeps one dim per (base, operation),
-    two layers computing the same function of the same axis (two strided convs, two upsamplings
-    sharing a kernel) give one axis, which their outputs then share."""
-    cache = old.__dict__.setdefault("_math", {})
-    if key not in cache:
-        cache[key] = Dim(None, kind=old.kind or Dim.Types.Spatial, description=description, derived_from=old)
-    return cache[key]
-
-
 def check_broadcast(layer, dims_lists: Sequence[Sequence[Dim]], common: List[Dim], maps: List[List[int]]) -> None:
     """RETURNN (behavior_version >= 4): when several sources all need broadcasting to their common
     layout (none has all its axes, e.g. [B,T1,F] + [B,T2,F]), the layer is refused unless it
@@ -297,12 +286,23 @@ def check_broadcast(layer, dims_lists: Sequence[Sequence[Dim]], common: List[Dim
                        % (layer.desc, axes(common), ", ".join(axes(dims) for dims in dims_lists)))
 
 def derived_root(dim: Dim) -> Dim:
-    """The dim ``dim`` was computed from through dynamic dims (a pooled, sliced or split-off time
-    axis -> the input time axis), as RETURNN's ``get_same_derived_base(same_dim=True)``."""
-    d = dim.get_same_base()
-    while d.derived_from is not None and d.derived_from.dimension == d.dimension:
-        d = d.derived_from.get_same_base()
-    return d
+    """RETURNN's ``get_same_derived_base(same_dim=True)``: following ``same_as`` and ``derived_from`` links
+    from ``dim``, the last dim reached through a ``derived_from`` link that has ``dim``'s size (``dim`` when
+    none). A pooled or cut time axis leads to the input time axis; a conv's dim declared the same as the
+    input's axis (a stride cancelled by an upsampling) stops the walk: dims computed from it derive from
+    that dim, not from the input axis."""
+    last, base, seen = dim, dim, set()
+    while id(base) not in seen:
+        seen.add(id(base))
+        if base.same_as is not None:
+            base = base.same_as
+        elif base.derived_from is not None:
+            base = base.derived_from
+            if base.dimension == dim.dimension:
+                last = base
+        else:
+            break
+    return last
 
 
 def _batch_contents(dim: Dim) -> Any:

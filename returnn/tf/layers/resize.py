@@ -25,7 +25,7 @@ import tensorflow as tf
 from returnn.errors import NetworkError
 from returnn.tensor import Data, Dim, DimTypes
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
-from returnn.tf.layers.dim_shift import shifted_sizes
+from returnn.tf.layers.dim_shift import shifted_dim, shifted_sizes
 from returnn.tf.layers.helpers import check_sources, concat_inputs, concat_output, relaid
 from returnn.tf.layers.options import Option, one_of, positive_int
 
@@ -101,6 +101,8 @@ class ResizeLayer(Layer):
         new = self.opts.get("out_dim")
         if new is not None and (not isinstance(new, Dim) or new.dimension != size):
             raise NetworkError("%s: out_dim %r does not fit the resized size %r" % (self.desc, new, size))
+        if new is None and size is None and self.int_factor and not self.factor_layer and not self.fill_dropout:
+            new = shifted_dim(old, [("mul", factor)])  # RETURNN: ``tag * factor``, dim math (two such share it)
         self.new = new or Dim(size, kind=old.kind, description="%s_resize" % name, derived_from=old)
         rest = [a for a in range(data.batch_ndim) if a not in (data.batch_dim_axis, self.ax)]
         self.perm = [data.batch_dim_axis, self.ax] + rest

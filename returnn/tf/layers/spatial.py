@@ -36,7 +36,6 @@ from returnn.errors import NetworkError
 from returnn.tensor import Data, Dim, DimTypes
 from returnn.tf.layers.dim_shift import shifted_dim, shifted_sizes
 from returnn.tf.layers.helpers import check_sources, concat_output, dense_value
-from returnn.tensor.dim_math import returnn_description
 from returnn.tf.layers.options import positive_int
 from returnn.tf.layers.output import LayerOutput
 
@@ -168,18 +167,20 @@ class SpatialPlan:
                     raise NetworkError("%s: static axis %r of size %i is smaller than the window %i" % (
                         layer.desc, in_dim.description, in_dim.dimension, window.k_eff))
                 out = Dim(size, kind=DimTypes.Spatial, description=new_name)
-            elif window.stride == 1 and not self.pads[i] and self.padding in ("valid", "explicit"):  # T - (k - 1): the same axis as other such cuts
-                cut = window.k_eff - 1
-                out = shifted_dim(in_dim, [("sub_left", cut // 2), ("sub_right", cut - cut // 2)], new_name)
-            else:  # as RETURNN: a new axis per layer, derived from the input's (two such never match)
-                out = Dim(None, kind=in_dim.kind or DimTypes.Spatial, derived_from=in_dim, description=new_name)
-            if out.is_dynamic() and out is not in_dim and out.math_description is None and not self.pads[i]:
-                # RETURNN's tag is the same as its dim math (T - (k - 1) // 2 - ..., then / stride): 'stag:' finds both
-                cut = window.k_eff - 1 if self.padding in ("valid", "explicit") else 0
-                out.math_description = returnn_description(in_dim.description, -(cut // 2), -(cut - cut // 2),
-                                                           window.stride)
+            else:  # RETURNN: a new dim per layer, declared the same as its dim math (two such convs share it)
+                out = Dim(None, kind=DimTypes.Spatial, description=new_name)
+                out.declare_same_as(shifted_dim(in_dim, self._dim_math(window, self.pads[i])))
             self.windows.append(window._replace(out_dim=out))
         self._declare_out_spatial_dims(layer)
+
+    def _dim_math(self, w: AxisWindow, pad: int) -> List[Tuple[str, int]]:
+        """RETURNN's ``ConvLayer.calc_out_dim`` as dim math: ``pad + in + pad``, less the window's sides when
+        valid, then ``ceildiv_right(stride)``."""
+        ops = [("add_left", pad), ("add_right", pad)] if pad else []
+        if self.padding in ("valid", "explicit"):
+            cut = w.k_eff - 1
+            ops += [("sub_left", cut // 2), ("sub_right", cut - cut // 2)]
+        return ops + [("ceildiv", w.stride)]
 
     def _declare_out_spatial_dims(self, layer) -> None:
         """RETURNN's ``out_spatial_dims``: each computed output axis is declared the same as the given Dim."""

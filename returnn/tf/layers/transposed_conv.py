@@ -13,7 +13,7 @@ hold what RETURNN computes there (the bias, contributions of the last frames), n
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
@@ -22,7 +22,8 @@ from returnn.tensor import Data, Dim, DimTypes
 from returnn.tf.activations import get_activation
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
 from returnn.tf.layers.conv import WINDOW_OPTIONS, bias_value, check_bias_layer
-from returnn.tf.layers.helpers import concat_inputs, dense_value, math_dim
+from returnn.tf.layers.dim_shift import shifted_dim
+from returnn.tf.layers.helpers import concat_inputs, dense_value
 from returnn.tf.layers.options import Option
 from returnn.tf.layers.params import Param, reshaped
 from returnn.tf.layers.spatial import SpatialPlan
@@ -39,6 +40,16 @@ def transposed_length(n: Any, k: int, s: int, padding: str, output_padding: Opti
         pad = k // 2 if padding == "same" else 0
         length = (n - 1) * s + k - 2 * pad + output_padding
     return length - 2 * remove
+
+
+def _dim_math(k: int, s: int, padding: str, output_padding: Optional[int], remove: int) -> List[Tuple[str, int]]:
+    """:func:`transposed_length` as RETURNN's dim math (``calc_transposed_conv_out_length``): ``in * s``, plus
+    the window's excess over the stride, less ``remove_padding`` on both sides."""
+    if output_padding is None:
+        extra = max(k - s, 0) if padding == "valid" else 0
+    else:
+        extra = k - s - 2 * (k // 2 if padding == "same" else 0) + output_padding
+    return [("mul", s), ("add_right", extra), ("sub_left", remove), ("sub_right", remove)]
 
 
 def _per_axis(layer: Layer, key: str, value: Any, n: int, allow_none: bool) -> List[Any]:
@@ -116,7 +127,7 @@ class TransposedConvLayer(Layer):
                                                                                  w.in_dim.description))
                 out = Dim(size, kind=DimTypes.Spatial, description="%s:%s" % (name, w.in_dim.description))
             else:
-                out = math_dim(w.in_dim, ("transposed_conv",) + args, "%s:%s" % (name, w.in_dim.description))
+                out = shifted_dim(w.in_dim, _dim_math(*args))
             self.out_dims.append(out)
         given = self.opt("out_spatial_dims")
         if given is not None:
