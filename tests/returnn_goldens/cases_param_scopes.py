@@ -47,3 +47,11 @@ case("param_scope_masked_name_scope", "param_scopes", {
     "output": {"class": "masked_computation", "from": "data", "mask": "data:mask", "name_scope": "foo",
                "unit": {"class": "rec", "unit": "lstm", "from": "data", "n_out": 3}}}, extern=_MASKED,
     notes="RETURNN: the masked layer's name_scope is its unit's: foo/W (no rec subscope)")
+case("param_scope_rec_unit_batch_norm", "param_scopes", {
+    "output": {"class": "rec", "from": "data", "batch_norm": {"masked_time": False, "param_version": 2, "momentum": 0.5},
+               "unit": {"cell": {"class": "rnn_cell", "unit": "GRU", "n_out": 4, "from": "data:source"},
+                        "output": {"class": "copy", "from": "cell"}}},
+    "named": {"class": "rec", "from": "data", "name_scope": "nm", "batch_norm": True,
+              "unit": {"output": {"class": "linear", "n_out": 3, "from": "data:source"}}}}, extern=X,
+    notes="returnn_fuzz mutate seed 239 #72: the batch_norm option of a rec layer with a unit dict puts its "
+          "parameters in output/rec/batch_norm/ (RETURNN's rec scope), with a name_scope directly in it")

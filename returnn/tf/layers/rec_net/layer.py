@@ -67,6 +67,7 @@ class RecSubnetLayer(AssumedTemplates, Layer):
     """``{"class": "rec", "unit": {...}, "from": [...], "target": ...}``; see the module doc."""
 
     layer_class = "rec"
+    param_subscope = "rec/"  # RETURNN's rec layer scope: its batch_norm option's parameters in <rec>/rec/
     keep_beams = False  # search: give all hypotheses with their beam (set by a network outside the search task)
     decide_length_norm = False  # search task: a decide with length_normalization reads it (set by the network)
     options = (
