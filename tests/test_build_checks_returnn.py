@@ -52,6 +52,9 @@ def test_replaced_time_axis_by_a_static_dim_is_no_time_axis():
      "'output' \\(reduce\\): n_out 2 does not match"),
     ({"output": {"class": "reduce", "mode": "max", "axes": ["B", "T"], "from": "data", "keep_dims": True}},
      "'output' \\(reduce\\): keep_dims over the batch and the time axis"),
+    # RETURNN's mean there is scaled per sequence, a (batch, 1, 1) value (DIFFER, returnn_fuzz mutate seed 240 #5)
+    ({"output": {"class": "reduce", "mode": "mean", "axes": ["B", "T", "F"], "from": "data", "keep_dims": True}},
+     "'output' \\(reduce\\): mode mean with keep_dims over the batch and a dynamic axis"),
     ({"sub": {"class": "subnetwork", "from": "data", "n_out": 15,
               "subnetwork": {"output": {"class": "linear", "n_out": 4, "from": "data"}}},
       "output": {"class": "copy", "from": "sub"}}, "'sub' \\(copy\\): n_out 15 does not match the output dim 4"),

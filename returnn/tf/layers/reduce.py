@@ -84,6 +84,13 @@ class ReduceLayer(Layer):
             # RETURNN flattens batch and time for the mask there: "not yet implemented otherwise"
             raise NetworkError("%s: keep_dims over the batch and the time axis with the time mask is refused, as "
                                "RETURNN asserts (set use_time_mask False or drop keep_dims)" % self.desc)
+        if self.keep_dims and self.use_mask and self.mode in ("mean", "avg") and data.batch_dim_axis in self.red_axes \
+                and any(data.dims[a].is_dynamic() for a in self.red_axes):
+            # RETURNN keeps the batch axis in the sizes' layout there: its mean over all positions is scaled
+            # per sequence by (padded length / length), a (batch, 1, ..) value, no mean
+            raise NetworkError("%s: mode mean with keep_dims over the batch and a dynamic axis with the time mask is "
+                               "refused: RETURNN scales the mean per sequence there (set use_time_mask False or drop "
+                               "keep_dims)" % self.desc)
         if self.arg and len(self.red_axes) != 1:
             raise NetworkError("%s: %s reduces exactly one axis" % (self.desc, self.mode))
         self.kept: Dict[int, Dim] = {}
