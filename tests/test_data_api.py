@@ -30,7 +30,7 @@ def test_layout_copies_move_the_value():
     assert x.copy_with_feature_dim_axis(1).dims == (batch_dim, feat, time)  # RETURNN: moves the feature axis
     assert x.copy_move_axis(2, 0).placeholder.shape == (2, 2, 3)
     assert x.copy_transpose([time, batch_dim, feat]).dims == (time, batch_dim, feat)
-    assert tb.copy_as_bt_or_tb_major() is tb
+    assert tb.copy_as_bt_or_tb_major() == tb  # RETURNN: a copy in the same layout
     assert x.copy_template().placeholder is None and x.copy_template().dims == x.dims
 
 

@@ -18,6 +18,8 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from returnn.tensor.data_compat import DataCompat
+from returnn.tensor.data_layout import DataLayout
+from returnn.tensor.data_query import DataQuery
 from returnn.tensor.dim import Dim, DimTypes, batch_dim
 
 
@@ -34,7 +36,7 @@ class _NotSpecified:
 NotSpecified: Any = _NotSpecified()
 
 
-class Data(DataCompat):
+class Data(DataCompat, DataLayout, DataQuery):
     """Static description of a tensor: dims, dtype, sparse_dim, special axes.
 
     Construct from ``dims`` (RETURNN's ``dim_tags``), or the old way from ``shape`` (without the
@@ -240,11 +242,16 @@ class Data(DataCompat):
         perm.insert(new_axis % self.batch_ndim, old_axis % self.batch_ndim)
         return self.copy_transpose(perm)
 
-    def copy_template_excluding_axis(self, axis: int) -> "Data":
-        """Without ``axis`` (if it was the time or feature axis, the default rule picks anew)."""
+    def copy_template_excluding_axis(self, axis: int, name: Optional[str] = None) -> "Data":
+        """Without ``axis`` (negative: from the end), as RETURNN: the time axis (when there is one) and an
+        explicitly set feature axis kept explicitly where they are not the one removed, else the default rule
+        picks anew."""
+        if not -self.batch_ndim <= axis < self.batch_ndim:
+            raise ValueError("copy_template_excluding_axis: %s has no axis %r" % (self.short_repr(), axis))
         axis %= self.batch_ndim
-        inv = {i: i - (i > axis) for i in range(self.batch_ndim) if i != axis}
-        return self._with_dims([d for i, d in enumerate(self.dims) if i != axis], inv)
+        keep = {k: a - (a > axis) if isinstance(a, int) and a != axis else NotSpecified
+                for k, a in (("time_dim_axis", self.time_dim_axis), ("feature_dim_axis", self._feature_dim_axis))}
+        return self.copy(name, dims=[d for i, d in enumerate(self.dims) if i != axis], **keep)
 
     def copy_template_replace_dim_tag(self, axis: int, new_dim: Dim, name: Optional[str] = None) -> "Data":
         """``axis`` replaced by ``new_dim``, as RETURNN: explicit time/feature axes stay (dropped where

@@ -200,15 +200,19 @@ class DataCompat:
 
     # ---- axes
     def get_batch_axis(self, axis_wo_b: int) -> int:
-        """Axis counted with batch of ``axis_wo_b`` (counted without)."""
+        """Axis counted with batch of ``axis_wo_b`` (counted without). As RETURNN, a negative one is given back
+        as it is (counted from the end, it names the same axis when the batch axis is not after it)."""
         b = self.batch_dim_axis
-        if axis_wo_b < 0:
-            axis_wo_b += self.batch_ndim - (b is not None)
         return axis_wo_b if b is None or axis_wo_b < b else axis_wo_b + 1
 
     def get_batch_axis_excluding_batch(self, axis: int) -> Optional[int]:
+        """``axis`` (counted with batch; negative from the end) counted without batch, None for the batch axis.
+        As RETURNN, a positive one past the end is not checked (counted on from the batch axis)."""
         b = self.batch_dim_axis
-        axis %= self.batch_ndim
+        if axis < 0:
+            if axis + self.batch_ndim < 0:
+                raise ValueError("get_batch_axis_excluding_batch: %s has no axis %i" % (self.short_repr(), axis))
+            axis += self.batch_ndim
         if b is None or axis < b:
             return axis
         return None if axis == b else axis - 1
@@ -303,37 +307,59 @@ class DataCompat:
         return out if out.feature_dim_axis is None else out._moved(out.feature_dim_axis, 1)
 
     def copy_as_bt_or_tb_major(self):
-        if self.batch_dim_axis == 0 and self.time_dim_axis in (1, None):
-            return self
-        if self.time_dim_axis == 0 and self.batch_dim_axis == 1:
-            return self
-        out = self.copy_as_batch_major()
-        return out if out.time_dim_axis is None else out._moved(out.time_dim_axis, 1)
-
-    def _expanded(self, dim, axis: int):
-        return self.copy_add_dim_by_tag(dim, axis=axis)  # the value follows (Data.copy_add_dim_by_tag)
+        """Batch-time or time-batch major (RETURNN's: the batch or the time axis first, whichever already is or
+        comes first, the other second)."""
+        if not (self.have_batch_axis() and self.have_time_axis()):
+            raise ValueError("copy_as_bt_or_tb_major: %s needs a batch and a time axis" % self.short_repr())
+        if self.batch_dim_axis == 0:
+            return self.copy_with_time_dim_axis(1)
+        if self.time_dim_axis == 0:
+            return self.copy_with_batch_dim_axis(1)
+        first = self.copy_as_time_major() if self.batch_dim_axis > self.time_dim_axis else self.copy_as_batch_major()
+        return first.copy_as_bt_or_tb_major()
 
     def copy_add_batch_dim(self, batch_dim_axis: int = 0, batch: Any = None, dim_tag: Any = None):
-        """A batch axis of size 1 (broadcasting) at ``batch_dim_axis``."""
+        """A batch axis at ``batch_dim_axis`` (negative: from the end); a value gets one of size 1 (broadcasting)."""
         from returnn.tensor.dim import batch_dim
         if self.batch_dim_axis is not None:
-            raise ValueError("%s already has a batch axis" % self.short_repr())
-        return self._expanded(dim_tag or batch_dim, batch_dim_axis)
+            raise ValueError("copy_add_batch_dim: %s already has a batch axis" % self.short_repr())
+        return self._copy_add_dim_returnn(dim_tag or batch_dim, batch_dim_axis, unbroadcast=False, keep_explicit=False)
 
-    def copy_add_spatial_dim(self, spatial_dim_axis: Optional[int] = None, dim: int = 1,
+    def copy_add_spatial_dim(self, spatial_dim_axis: Optional[int] = None, dim: Optional[int] = 1,
                              auto_time_dim_axis: bool = True):
+        """A new spatial axis of size ``dim`` at ``spatial_dim_axis`` (default: where RETURNN puts a new spatial
+        dim, :meth:`get_default_new_axis_for_dim_tag`); without a time axis (``auto_time_dim_axis``) it is the
+        time axis. A value gets the new axis repeated to ``dim``."""
         from returnn.tensor.dim import Dim, DimTypes
-        if dim != 1 and self.placeholder is not None:
-            raise ValueError("copy_add_spatial_dim: a value gets a new axis of size 1 only (got dim=%r)" % dim)
-        axis = self.batch_ndim if spatial_dim_axis is None else spatial_dim_axis
-        new = Dim(dim, kind=DimTypes.Spatial, description="%s:spatial%i" % (self.name, axis), auto_generated=True)
-        return self._expanded(new, axis)
+        if dim is None and self.placeholder is not None:
+            raise ValueError("copy_add_spatial_dim: a value gets no new axis of dynamic size (dim=None)")
+        new = Dim(dim, kind=DimTypes.Spatial, description="added_spatial", auto_generated=True)
+        if spatial_dim_axis is None:
+            spatial_dim_axis = self.get_default_new_axis_for_dim_tag(new)
+        out = self._copy_add_dim_returnn(new, spatial_dim_axis)
+        if auto_time_dim_axis and self.time_dim_axis is None:
+            if spatial_dim_axis < 0:  # RETURNN sets it as given and asserts it in range
+                raise ValueError("copy_add_spatial_dim: %s has no time axis and spatial_dim_axis %i is negative "
+                                 "(RETURNN takes it as the time axis and fails)" % (self.short_repr(), spatial_dim_axis))
+            out = out._derived(out.copy(time_dim_axis=spatial_dim_axis), out.placeholder)
+        return out
 
     def copy_add_feature_dim(self, axis: Optional[int] = None):
+        """A new feature axis of size 1 (default: after the feature axis, else last); on sparse data a spatial
+        axis instead (:meth:`copy_add_spatial_dim`), as RETURNN."""
+        from returnn.tensor.data import NotSpecified
         from returnn.tensor.dim import Dim, DimTypes
-        axis = self.batch_ndim if axis is None else axis
-        new = Dim(1, kind=DimTypes.Feature, description="%s:feature-dim" % self.name, auto_generated=True)
-        return self._expanded(new, axis).copy_with_feature_axis_at(axis % (self.batch_ndim + 1))
+        if self.sparse:
+            return self.copy_add_spatial_dim(spatial_dim_axis=axis)
+        new = Dim(1, kind=DimTypes.Feature, description="feature1", auto_generated=True)
+        if axis is None:
+            axis = self.get_default_new_axis_for_dim_tag(new)
+        out = self._copy_add_dim_returnn(new, axis)
+        out = out._derived(out.copy(feature_dim_axis=NotSpecified), out.placeholder)
+        axis %= out.batch_ndim
+        if out.feature_dim_axis != axis:
+            out = out._derived(out.copy(feature_dim_axis=axis), out.placeholder)
+        return out
 
     def copy_squeeze_axes(self, axes: Sequence[int]):
         out = self
@@ -356,10 +382,12 @@ class DataCompat:
         return out
 
     def copy_template_excluding_time_dim(self, name: Optional[str] = None):
-        return self.copy_template_excluding_axis(self.time_dim_axis).copy(name)
+        if self.time_dim_axis is None:
+            raise ValueError("copy_template_excluding_time_dim: %s has no time axis" % self.short_repr())
+        return self.copy_template_excluding_axis(self.time_dim_axis, name)
 
     def copy_template_excluding_spatial_dim(self, spatial_axis_num: int, name: Optional[str] = None):
-        return self.copy_template_excluding_axis(self.get_spatial_batch_axes()[spatial_axis_num]).copy(name)
+        return self.copy_template_excluding_axis(self.get_spatial_batch_axes()[spatial_axis_num], name)
 
     def copy_template_adding_time_dim(self, name: Optional[str] = None, time_dim_axis: int = 0):
         from returnn.tensor.dim import Dim, DimTypes
