@@ -77,3 +77,34 @@ def test_derived_root_stops_at_a_dim_declared_the_same_as_another():
     assert conv == time and derived_root(conv) is conv
     padded = shifted_dim(conv, [("add_left", 2), ("add_right", 2)])
     assert derived_root(padded) is conv
+
+
+@pytest.mark.parametrize("expr, desc", [  # what RETURNN 1.20261022 gives for a config's dim math (its descriptions)
+    ("T - 1", "time+-1"), ("T.sub_left(1)", "-1+time"), ("T.sub_right(1)", "time+-1"), ("1 + T", "1+time"),
+    ("T * 2", "time*2"), ("T // 2", "time//2"), ("T.ceildiv_right(2)", "\u2308time/2\u2309"), ("(T + 2) + (-2)", "<T>"),
+    ("(T + 2) - 2", "<T>"), ("(T * 2).ceildiv_right(2)", "<T>"), ("(T * 2) // 2", "<T>"), ("(1 + T) + 1", "(1+time)+1"),
+    ("T.sub_left(1).sub_right(1)", "(-1+time)+-1"), ("(T - 1) + 1", "<T>"),
+    ("(T.sub_left(1).sub_right(1)).ceildiv_right(2)", "\u2308((-1+time)+-1)/2\u2309"),
+    ("T.ceildiv_right(2).ceildiv_right(3)", "\u2308time/6\u2309"), ("F * 2", "f*2"), ("F + 1", "f+1"),
+])
+def test_config_dim_math_as_returnn(expr, desc):
+    """A config's dim math of a dynamic dim with an int is the layers' dim-math tree: RETURNN's simplifications and
+    descriptions, and the same Dim as a layer's equal computation (here ``time - 1`` was ``time-1`` and
+    ``sub_left(1)`` was ``1 - time``)."""
+    T, F = Dim(None, description="time"), Dim(3, description="f")  # noqa: N806
+    dim = eval(expr)
+    assert (dim.description if dim is not T else "<T>") == desc
+    if dim.dimension is None and dim is not T:
+        assert shifted_dim(T, []) is T
+        from returnn.tensor.dim_math import dyn_size_of
+        lens = np.array([5, 1, 0], np.int32)
+        want = {"time+-1": [4, 0, 0], "-1+time": [4, 0, 0], "(-1+time)+-1": [3, 0, 0], "1+time": [6, 2, 1],
+                "time*2": [10, 2, 0], "time//2": [2, 0, 0]}.get(desc)
+        if want is not None:
+            np.testing.assert_array_equal(dyn_size_of(dim, lambda d: lens), want)
+
+
+def test_config_dim_math_is_the_layers_dim():
+    T = Dim(None, description="time")  # noqa: N806
+    assert T.sub_left(1).sub_right(1) is shifted_dim(T, CUT3)  # a valid conv of 3's axis
+    assert T * 2 is shifted_dim(T, [("mul", 2)])  # a resize by 2

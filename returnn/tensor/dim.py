@@ -214,7 +214,16 @@ class Dim:
         return -1 * self
 
     add_right, add_left = __add__, __radd__
-    sub_right, sub_left = __sub__, __rsub__
+    sub_right = __sub__
+
+    def sub_left(self, other):
+        """RETURNN: ``(-other) + self``, ``other`` taken from the left (``(c + x).sub_left(c)`` is ``x``)."""
+        if isinstance(other, int) and self.dimension is None:
+            from returnn.tensor.dim_tree import shifted_dim
+            return shifted_dim(self, [("sub_left", other)])
+        from returnn.tensor.dim_math import bin_op
+        return bin_op("add", -other, self)
+
     mul_right, mul_left = __mul__, __rmul__
     div_right = __truediv__
 

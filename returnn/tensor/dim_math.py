@@ -15,7 +15,7 @@ Dims or ints, in the order of the operation (``2 * time``: ``mul`` of ``[2, time
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, List, Optional, Sequence, Union
+from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
 
 Operand = Union["Dim", int]  # noqa: F821
 
@@ -57,6 +57,10 @@ def bin_op(kind: str, left: Operand, right: Operand) -> "Dim":  # noqa: F821
     for x in (left, right):
         if not isinstance(x, (Dim, int)) or isinstance(x, bool):
             raise TypeError("dim math: operands must be Dims or ints, got %r" % (x,))
+    tree = _tree_op(kind, left, right)
+    if tree is not None:
+        from returnn.tensor.dim_tree import shifted_dim
+        return shifted_dim(tree[0], [tree[1]])
     # RETURNN's simplifications
     if kind in ("add", "sub") and right == 0 and isinstance(right, int):
         return left
@@ -100,6 +104,19 @@ def bin_op(kind: str, left: Operand, right: Operand) -> "Dim":  # noqa: F821
     return out
 
 
+_TREE_OPS = {"add": "add_right", "sub": "sub_right", "mul": "mul", "ceildiv": "ceildiv", "floordiv": "floordiv",
+             "truediv": "truediv"}
+
+
+def _tree_op(kind: str, left: Operand, right: Operand) -> Optional[Tuple["Dim", Tuple[str, int]]]:  # noqa: F821
+    """A dynamic dim with an int: (dim, op) of RETURNN's simplifying dim math (:mod:`returnn.tensor.dim_tree`)."""
+    if isinstance(right, int) and not isinstance(left, int) and left.dimension is None and kind in _TREE_OPS:
+        return left, (_TREE_OPS[kind], right)
+    if kind == "add" and isinstance(left, int) and not isinstance(right, int) and right.dimension is None:
+        return right, ("add_left", left)
+    return None
+
+
 def _representative(dims: List["Dim"]) -> "Dim":  # noqa: F821
     """RETURNN's ``_representative_tag``: the dim a dim-math result derives from (its
     ``derived_from_tag``): of the user's dims if any, the first dynamic one, else the first of a
@@ -141,9 +158,23 @@ def dyn_size_of(dim: "Dim", sizes_of: Callable[["Dim"], Any]) -> Any:  # noqa: F
     if op is None:
         return sizes_of(dim)
     kind, inputs = op
+    if kind == "tree":  # returnn.tensor.dim_tree: evaluated from its root's sizes
+        from returnn.tensor.dim_tree import evaluate, tree_of
+        root, tree = tree_of(dim)
+        lens = root.dimension if root.dimension is not None else dyn_size_of(root, sizes_of)
+        return evaluate(tree, lens, _maximum)
     values = [x if isinstance(x, int) else (x.dimension if x.dimension is not None else dyn_size_of(x, sizes_of))
               for x in inputs]
     return _OPS[kind](values[0], values[1])
+
+
+def _maximum(a: Any, b: Any) -> Any:
+    """``maximum`` of numpy arrays and ints, or of TF tensors."""
+    if type(a).__module__.startswith("numpy") or isinstance(a, int):
+        import numpy
+        return numpy.maximum(a, b)
+    import tensorflow as tf
+    return tf.maximum(a, b)
 
 
 def returnn_description(base: str, left: int = 0, right: int = 0, stride: int = 1) -> str:
