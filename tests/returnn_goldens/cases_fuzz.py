@@ -154,3 +154,11 @@ for _bv in (15, 16):
                                       {"__dim__": "su", "dimension": 3, "kind": "spatial"},
                                       {"__dim__": "fu", "dimension": 4, "kind": "feature"}]}},
         config={"behavior_version": _bv}, lens={"data": [6, 4, 1]})
+# slice with a non-negative slice_end on the time axis: RETURNN's static axis of (end - start) is engine-made
+# (auto_generated); of size 1 it broadcasts over another source's time axis before behavior_version 11
+# (returnn_fuzz mutate seed 240 #77: was an axis of its own; from behavior_version 4 on refused, both broadcast)
+case("fuzz_slice_static_end_size1_broadcasts_bv0", "fuzz_slice", {
+    "conv": {"class": "conv", "from": "data", "filter_size": [3], "padding": "valid", "n_out": 6, "activation": None},
+    "crop": {"class": "slice", "from": "data", "axis": "T", "slice_start": 1, "slice_end": 2},
+    "output": {"class": "combine", "kind": "add", "from": ["conv", "crop"]}},
+    extern={"data": {"dim": 6}}, config={"behavior_version": 0}, lens={"data": [7, 5, 3]})

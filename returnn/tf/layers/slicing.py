@@ -79,8 +79,11 @@ class SliceLayer(_ShapeLayer):
         elif not isinstance(new, Dim):  # named as RETURNN's dim math ('stag:' finds it)
             desc = returnn_description("%s:slice-end" % name, stride=abs(self.step)) if self.end is not None and \
                 self.end >= 0 else returnn_description(old.description, -self.start, self.end or 0, abs(self.step))
+            # RETURNN: a non-negative end makes an engine-made (auto_generated) dim, which its common layout
+            # matches as such (e.g. size 1 broadcasting before behavior_version 11)
             new = Dim(size, kind=old.kind or DimTypes.Spatial, description=desc,
-                      derived_from=None if self.static_end else old)
+                      derived_from=None if self.static_end else old,
+                      auto_generated=self.end is not None and self.end >= 0)
         elif new.dimension != size:
             raise NetworkError("%s: out_dim %r does not have size %r" % (self.desc, new, size))
         if self.start == 0 and self.end is None and self.step == 1:
