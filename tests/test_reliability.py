@@ -61,6 +61,20 @@ def _config(num_epochs: int, steps_per_epoch: int = STEPS_PER_EPOCH) -> str:
     """CONFIG with ``num_epochs`` epochs of ``steps_per_epoch`` steps (10 sequences each)."""
     return CONFIG % {"num_epochs": num_epochs, "num_seqs": 10 * steps_per_epoch}
 
+# A dataset whose construction writes a marker file, then waits (up to 60 s): a run held in its start-up.
+SLOW_START_DATASET = '''
+import time
+from returnn.datasets.base import register_dataset
+from returnn.datasets.generating import Task12AXDataset
+
+@register_dataset
+class SlowStartDataset(Task12AXDataset):
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        open(%(marker)r, "w").close()
+        time.sleep(60)
+'''
+
 # Epoch 1 is normal, from epoch 2 on every input frame is NaN.
 NAN_CONFIG = '''#!rnn.py
 import numpy as np
@@ -304,12 +318,16 @@ def _catches(pid: int, signum: int) -> bool:
 def test_stop_signal_during_startup_exits_at_once_without_traceback(tmp_path):
     """SIGTERM while the run is still starting (TensorFlow import, data, network): nothing has been
     trained, so it exits at once with 128 + signum and one explanatory line, writing nothing."""
+    # the dev dataset's construction (start-up) says it is there, then waits: the signal surely lands in start-up
+    # (polling the handler alone raced the start-up on a loaded machine, and the signal reached the training loop)
+    marker = tmp_path / "in-startup"
     config = tmp_path / "sig.config"
-    config.write_text(_config(3))
+    config.write_text(_config(3).replace('dev = {"class": "Task12AXDataset"', 'dev = {"class": "SlowStartDataset"')
+                      + SLOW_START_DATASET % {"marker": str(marker)})
     model = tmp_path / "out" / "model"
     run = Run(_train_args(config, model), tmp_path, "startup")
-    assert run.wait_until(lambda: _catches(run.proc.pid, signal.SIGTERM), timeout=60, interval=0.01), \
-        run.describe()
+    assert run.wait_until(lambda: marker.exists() and _catches(run.proc.pid, signal.SIGTERM), timeout=60,
+                          interval=0.01), run.describe()
     run.kill(signal.SIGTERM)
     assert run.wait(60) == 128 + signal.SIGTERM, run.describe()
     assert "stopped by SIGTERM outside the training loop" in run.stderr
