@@ -4,6 +4,7 @@ from functools import partial
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from data_utils import btf as make_btf, make_layer as make, run_layer as run
 from returnn.errors import NetworkError
@@ -158,3 +159,23 @@ def test_time_chunking_and_unchunking(size, step):
         np.testing.assert_allclose(back.tensor.numpy()[:length, b], ref[b, :length], atol=1e-5)
     with pytest.raises(NetworkError, match="'un'.*chunking_layer"):
         make("time_unchunking", {}, [data], name="un")
+
+
+def _tiled_window_reference(x: np.ndarray, w: int) -> np.ndarray:
+    """RETURNN's windowed_nd (valid, stride 1) over axis 0 of ``x`` in numpy: tile ``w`` times, append ``w`` zero
+    frames, reshape into ``w`` rows of ``n + 1`` frames, keep ``[:n - w + 1]`` (a negative count from the end)."""
+    n, rest = x.shape[0], x.shape[1:]
+    flat = np.concatenate([np.tile(x, (w,) + (1,) * len(rest)), np.zeros((w,) + rest, x.dtype)])
+    rows = flat.reshape((w, n + 1) + rest)
+    return np.moveaxis(rows, 0, 1)[:n - w + 1]
+
+
+@pytest.mark.parametrize("n, w", [(1, 3), (2, 5), (3, 6), (0, 4), (4, 3), (5, 5), (2, 3)])
+def test_valid_window_frames_as_returnn_on_a_batch_shorter_than_the_window(n, w):
+    """A batch of fewer than w - 1 frames: RETURNN's valid window keeps 2n - w + 2 frames (returnn_fuzz mutate
+    seed 250 #35: a shift_axis read one of them; no frame before)."""
+    from returnn.tf.layers.window_frames import valid_frames
+    x = np.arange(1, 1 + 2 * n * 3, dtype=np.float32).reshape((2, n, 3))
+    ours = valid_frames(tf.constant(x), w, 1).numpy()
+    ref = np.stack([_tiled_window_reference(x[b], w) for b in range(2)])
+    np.testing.assert_array_equal(ours, ref)

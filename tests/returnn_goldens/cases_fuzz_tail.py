@@ -304,3 +304,10 @@ for _shape in ([1, 1], [1, 3]):
         "v": {"class": "variable", "shape": _shape},
         "output": {"class": "combine", "kind": "add", "from": ["data", "v"], "allow_broadcast_all_sources": True}},
         extern={"data": {"dim": 5}}, config={"behavior_version": 12})
+# a valid window over a slice shorter than it, shifted (returnn_fuzz mutate seed 250 #35)
+case("fuzz_window_valid_after_slice_from_2_then_shift", "window", {
+    "sl": {"class": "slice", "from": "data", "axis": "T", "slice_start": 2, "slice_end": -1},
+    "w": {"class": "window", "from": "sl", "window_size": 3, "padding": "valid"},
+    "red": {"class": "reduce", "mode": "sum", "from": "w", "axis": "static:0"},
+    "output": {"class": "shift_axis", "from": "red", "axis": "T", "amount": 1}}, extern={"data": {"dim": 6}},
+    lens={"data": [4, 0, 3]})

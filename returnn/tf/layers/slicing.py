@@ -12,6 +12,7 @@ import tensorflow as tf
 
 from returnn.errors import NetworkError
 from returnn.tensor import Data, Dim, DimTypes
+from returnn.tf.layers import window_frames
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
 from returnn.tf.layers.dim_shift import mark_shifted, shifted_dim, shifted_sizes
 from returnn.tensor.dim_math import returnn_description
@@ -73,9 +74,10 @@ class SliceLayer(_ShapeLayer):
             if size < 0:  # (a step may round end - start = -1 up to 0: then an empty axis)
                 raise NetworkError("%s: slice_end %i, slice_start %i, slice_step %i: RETURNN's slice declares a negative "
                                    "size (and fails)" % (self.desc, self.end, self.start, self.step))
-        if not isinstance(new, Dim) and old.is_dynamic() and self.step == 1 and (self.end is None or self.end < 0):
-            # RETURNN's dim math (its description too): old.sub_left(start), then - (-end)
-            new = shifted_dim(old, [("sub_left", self.start), ("sub_right", -(self.end or 0))])
+        if not isinstance(new, Dim) and old.is_dynamic() and (self.end is None or self.end < 0):
+            # RETURNN's dim math (its description too): old.sub_left(start), then - (-end), then ceildiv by the step
+            new = shifted_dim(old, [("sub_left", self.start), ("sub_right", -(self.end or 0)),
+                                    ("ceildiv", abs(self.step))])
         elif not isinstance(new, Dim):  # named as RETURNN's dim math ('stag:' finds it)
             desc = returnn_description("%s:slice-end" % name, stride=abs(self.step)) if self.end is not None and \
                 self.end >= 0 else returnn_description(old.description, -self.start, self.end or 0, abs(self.step))
@@ -326,10 +328,11 @@ class WindowLayer(_ShapeLayer):
                 n = (old.dimension + self.stride - 1) // self.stride if self.padding == "same" else \
                     max(old.dimension - size, -1) // self.stride + 1
             cut = size - 1
+            cuts = [("sub_left", cut // 2), ("sub_right", cut - cut // 2)] if self.padding == "valid" else []
             self.out_dim = given_dim(self, "out_spatial_dim", self.opt("out_spatial_dim"), n) or (
-                # RETURNN's dim math (T - (k - 1)): the axis of a valid conv of that size, which a pad undoes
-                shifted_dim(old, [("sub_left", cut // 2), ("sub_right", cut - cut // 2)])
-                if self.padding == "valid" and self.stride == 1 and old.is_dynamic() else
+                # RETURNN's dim math (ConvLayer.calc_out_dim): the axis of a conv of that size and stride, which a
+                # pad undoes
+                shifted_dim(old, cuts + [("ceildiv", self.stride)]) if old.is_dynamic() else
                 Dim(n, kind=old.kind or DimTypes.Spatial, description="%s:%s" % (name, old.description),
                     derived_from=old))
         if self.padding == "valid" and self.stride == 1 and old.is_dynamic() and self.opt("out_spatial_dim") is not None \
@@ -416,8 +419,10 @@ class WindowLayer(_ShapeLayer):
         pads = [[0, 0]] * self.input.batch_ndim
         pads[self.ax] = [self.left, self.right]
         tensor = tf.pad(tensor, pads)
-        # (a batch shorter than the window: no window, as RETURNN)
-        frames = tf.signal.frame(tensor, self.size, self.stride, axis=self.ax)
+        if self.padding == "valid" and self.stride == 1:  # RETURNN's frames of a batch shorter than the window too
+            frames = window_frames.valid_frames(tensor, self.size, self.ax)
+        else:
+            frames = tf.signal.frame(tensor, self.size, self.stride, axis=self.ax)
         sizes = {}
         old = self.input.dims[self.ax]
         if self.out_dim is not old and self.out_dim.is_dynamic() and self.out_dim not in x.sizes:
