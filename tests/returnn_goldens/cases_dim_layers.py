@@ -305,3 +305,13 @@ case("axis_derived_from_a_cancelling_conv_is_another_axis", "conv", {
     "l3": {"class": "transposed_conv", "from": "l2", "filter_size": [2], "strides": [2], "n_out": 6,
            "activation": None, "padding": "valid"},
     "output": {"class": "combine", "kind": "add", "from": ["l3", "data"]}}, extern=X6_DIMS, lens={"data": [5, 3, 0]})
+# a slice with a step and a strided window are the same dim math (ceildiv_right) as a strided conv or pool
+case("slice_step_2_is_a_strided_convs_axis", "slice", {
+    "sl": {"class": "slice", "from": "data", "axis": "T", "slice_step": 2},
+    "conv": dict(STRIDED_SAME),
+    "output": {"class": "combine", "kind": "add", "from": ["sl", "conv"]}}, extern=X6_DIMS, lens={"data": [7, 4, 1]})
+case("strided_window_is_a_strided_pools_axis", "window", {
+    "w": {"class": "window", "from": "data", "window_size": 3, "padding": "valid", "stride": 2},
+    "red": {"class": "reduce", "mode": "max", "from": "w", "axis": "stag:w:window"},
+    "pool": {"class": "pool", "from": "data", "pool_size": [3], "padding": "valid", "strides": [2], "mode": "max"},
+    "output": {"class": "combine", "kind": "sub", "from": ["red", "pool"]}}, extern=X6_DIMS, lens={"data": [7, 4, 3]})

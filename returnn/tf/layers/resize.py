@@ -18,7 +18,7 @@ resize, remove, fold.
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
@@ -256,8 +256,8 @@ class FoldLayer(Layer):
         new = self.opt("out_spatial_dim")
         if new is not None and (not isinstance(new, Dim) or (new.dimension is not None and new.dimension != size)):
             raise NetworkError("%s: out_spatial_dim %r does not fit the folded size %r" % (self.desc, new, size))
-        if new is None and self.padding == "same" and self.stride == 1:
-            new = self.in_dim  # RETURNN's dim math: ``in_spatial_dim * 1`` is the axis itself
+        if new is None and self.in_dim.is_dynamic():  # RETURNN's dim math: ``in * stride`` (``* 1``: the axis itself)
+            new = shifted_dim(self.in_dim, [("mul", self.stride)] + self._side_ops())
         self.new = new or Dim(size, kind=DimTypes.Spatial, description="%s:fold" % name, derived_from=self.in_dim)
         self.rest = [a for a in range(data.batch_ndim) if a not in (self.in_ax, self.win_ax)]
         special = {"time_dim_axis": 0} if data.time_dim_axis == self.in_ax else {}
@@ -305,8 +305,12 @@ class FoldLayer(Layer):
         merges with an int term of the input axis's (after a valid window ``2 + ((-1+time)+-1)`` is ``(1+time)+-1``:
         its sizes are ``time``'s, not the cut ones plus 2); a side that is a dim of the window (the default) is
         added as it is."""
-        if self.padding != "valid" or self.stride != 1:
-            return x.sizes[self.in_dim] * self.stride + self.extra
-        sides = [side if given else ("dim", side) for side, given in zip((self.left, self.right), self.int_sides)]
-        lens = shifted_sizes(self.in_dim, x.sizes, [("add_left", sides[0]), ("add_right", sides[1])])
+        lens = shifted_sizes(self.in_dim, x.sizes, [("mul", self.stride)] + self._side_ops())
         return x.sizes[self.in_dim] * self.stride + self.extra if lens is None else lens
+
+    def _side_ops(self) -> List[Tuple[str, Any]]:
+        """Valid padding: ``window_left + x + window_right`` (RETURNN's dim math; see :meth:`_valid_sizes`)."""
+        if self.padding != "valid":
+            return []
+        sides = [side if given else ("dim", side) for side, given in zip((self.left, self.right), self.int_sides)]
+        return [("add_left", sides[0]), ("add_right", sides[1])]
