@@ -25,7 +25,8 @@ SKIPPED = {"name", "network", "output", "sources", "from", "class", "_name", "_n
            "_src_common_search_choices", "encapsulate", "custom_param_importer", "debug_print_layer_output",
            "collocate_with", "control_dependencies_on_output", "param_device", "trainable", "updater_opts",
            "spatial_smoothing", "L2", "darc1", "grad_filter", "register_as_extern_data", "only_on_search",
-           "search", "subnetwork", "unit"}
+           "search", "subnetwork", "unit",
+           "saveable"}  # (a saveable False variable keeps its random init on each side: mutate seed 250 #44)
 NOISE = ("dropout", "zoneout", "noise", "random", "seed", "scheduled_sampling")  # (draws of the label too)
 MISSING = {"__missing__": True}  # the mutation drops the option
 _SIGNATURES_SCRIPT = r"""

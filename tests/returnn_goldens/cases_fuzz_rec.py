@@ -326,3 +326,19 @@ case("fuzzrec_masked_initial_output_var_unused", "fuzz_rec", _rna_net("var"), ex
 case("fuzzrec_loop_ended_by_end_clip_to_valid_empty", "fuzzrec_ending", dict(ENC, output={
     "class": "rec", "from": [], "include_eos": True, "max_seq_len": "max_len_from('base:data') + 1",
     "unit": dict(ENDING_UNIT, pos=dict(ENDING_UNIT["pos"], clip_to_valid=True))}), extern=X4, lens={"data": [5, 3, 0]})
+# need_last on a layer in the loop: RETURNN keeps its last frame in the steps after a sequence's end (where it
+# takes prev: of it), which a linear resize after the loop reads (returnn_fuzz mutate seed 250 #53)
+case("fuzzrec_loop_need_last_padding_resize_linear", "fuzz_rec", {
+    "r": {"class": "rec", "from": "data", "unit": {"output": {
+        "class": "linear", "n_out": 3, "activation": "tanh", "from": ["data:source", "prev:output"], "need_last": True}}},
+    "output": {"class": "resize", "factor": 2, "axis": "T", "kind": "linear", "from": "r"}}, extern=X4,
+    lens={"data": [6, 4, 1]})
+case("fuzzrec_loop_need_last_ended_by_end_layer", "fuzz_rec", {
+    "enc": {"class": "reduce", "mode": "mean", "axis": "T", "from": "data"},
+    "len": {"class": "length", "from": "data"},
+    "r": {"class": "rec", "from": [], "max_seq_len": 6, "unit": {
+        "output": {"class": "linear", "n_out": 3, "activation": "tanh", "from": ["base:enc", "prev:output"],
+                   "need_last": True},
+        "end": {"class": "compare", "kind": "greater_equal", "from": [":i", "base:len"]}}},
+    "output": {"class": "resize", "factor": 2, "axis": "T", "kind": "linear", "from": "r"}}, extern=X4,
+    lens={"data": [6, 4, 1]})

@@ -387,11 +387,25 @@ class UnitRun:
                 new_state[n] = tf.nest.map_structure(lambda a, b: _where_rows(mask, a, b), new_state[n], state[n])
         return out
 
+    def _kept_last(self, out: LayerOutput, prev: tf.Tensor, t: tf.Tensor, ended: Optional[tf.Tensor]) -> LayerOutput:
+        """RETURNN's need_last: the previous output where the sequence has ended at step ``t`` (``ended``: the
+        loop's end flag, RETURNN's 'end' or with include_eos 'prev:end'; with known lengths ``t >= len``, with
+        include_eos ``t >= len - 1``)."""
+        if ended is None:
+            if self.seq_len is None:
+                return out
+            ended = t >= self.seq_len - (1 if self.rec.opt("include_eos") else 0)
+        if out.data.batch_dim_axis != 0:  # (a layer without batch axis in the loop: one value for all)
+            return out
+        return out.with_tensor(_where_rows(tf.logical_not(ended), out.tensor, tf.cast(prev, out.tensor.dtype)))
+
     def run_loop(self) -> Dict[str, LayerOutput]:
         rec = self.rec
         names = rec.plan.in_loop
         self.prepare_frames()
-        prev_names = [n for n in names if n in rec.plan.prev_used]
+        # RETURNN's need_last in the loop: a layer's frames after its sequence's end repeat its last frame
+        keep_last = [n for n in names if rec.unit[n].get("need_last") and rec.unit[n].get("class") != "choice"]
+        prev_names = [n for n in names if n in rec.plan.prev_used or n in keep_last]
         prev0 = {n: self.initial(n, self._prev_template(n)) for n in prev_names}
         state0 = {n: self.initial_state(n) for n in names if has_state(rec.layers[n])}
         ends = getattr(rec, "ends", False)  # ended by its 'end' sub-layer (no known length)
@@ -431,12 +445,17 @@ class UnitRun:
                         ended = tf.reshape(flag, [-1])
                     out = vals[n] = out.with_tensor(flag)
                     fin = (ended, fin[1] + tf.where(fin[0] if include_eos else ended, 0, 1))
+                if n in keep_last:  # written below, once the step's end flag is known
+                    continue
                 tas[n] = tas[n].write(t, out.tensor)
                 for d in step_dims.get(n, ()):
                     size_ranks[_size_key(n, d)] = len(out.sizes[d].shape)
                     tas[_size_key(n, d)] = tas[_size_key(n, d)].write(t, out.sizes[d])
                 if n in logit_tas:
                     logit_tas[n] = logit_tas[n].write(t, out.logits)
+            for n in keep_last:
+                vals[n] = self._kept_last(vals[n], prev[n], t, ctx.prev_end if include_eos else fin[0] if ends else None)
+                tas[n] = tas[n].write(t, vals[n].tensor)
             new_prev = {n: keep_shape(tf.cast(vals[n].tensor, prev[n].dtype), prev[n]) for n in prev}
             new_state = {n: tf.nest.map_structure(keep_shape, new_state[n], state[n]) for n in state}
             return t + 1, new_prev, new_state, tas, logit_tas, fin
