@@ -31,14 +31,27 @@ PROPERTIES = ["batch_shape", "shape", "dim", "batch_ndim", "ndim", "time_dim_axi
               "batch_dim_axis", "time_dim_axis_excluding_batch", "feature_dim_axis_or_unspecified",
               "is_batch_major", "is_time_major", "have_time_axis()", "have_batch_axis()", "have_feature_axis()",
               "get_spatial_batch_axes()", "get_spatial_axes()", "get_dynamic_axes()", "get_static_axes()",
-              "get_time_dim_tag()", "get_dynamic_batch_shape_desc"]
+              "get_time_dim_tag()", "get_dynamic_batch_shape_desc",
+              # seeds >= 6: RETURNN's further lookups (returnn/tensor/data_query.py)
+              "shape_dense", "batch_shape_dense", "ndim_dense", "batch_ndim_dense", "dim_tags_sparse",
+              "is_batch_feature_major", "get_axes_with_size()", "get_feature_batch_axes()", "get_feature_axes()",
+              "get_bc_spatial_batch_shape()", "get_batch_shape_dim_tags()", "get_dyn_size_tags()",
+              "get_static_batch_dim()", "get_batch_dim_tag()", "remaining_dims()", "is_time_axis_dynamic()",
+              "time_dim_axis_or_unspecified"]
+IS_EQUAL_OPTS = [{}, {"allow_same_feature_dim": True}, {"allow_same_spatial_dim": True},
+                 {"treat_feature_as_spatial": True, "allow_same_spatial_dim": True}, {"broadcast_matches": True},
+                 {"ignore_feature_dim": True}, {"unknown_spatial_matches": True}, {"derived_matches": True}]
+BC_OPTS = [{}, {"T": 1}, {"F": "x"}, {"B": -1}, {"*": None}, {"spatial": None, "F": 1}, {"T": 1, "time": 1}]
 DESCRIPTIONS = ["T", "B", "F", "t", "b", "f", "spatial", "dyn", "static", "spatial:0", "spatial:-1", "dyn:0",
                 "static:0", "*", "stag:time", "stag:feat", 0, 1, -1, 2, "T?"]
 
 
-def _template(rng: random.Random) -> Dict[str, Any]:
+def _template(rng: random.Random, static: bool = False) -> Dict[str, Any]:
+    """Old-style keywords; ``static``: no dynamic axes (RETURNN's dynamic dims of a template made outside a network
+    are 'undefined' and match any other dynamic dim in get_common_data; its network's dims, as all dims here, do
+    not)."""
     n = rng.randint(0, 3)
-    shape = [rng.choice([None, None, 3, 4, 1]) for _ in range(n)]
+    shape = [rng.choice([3, 4, 1] if static else [None, None, 3, 4, 1]) for _ in range(n)]
     t: Dict[str, Any] = {"shape": shape}
     if rng.random() < 0.25:
         t["sparse"] = True
@@ -61,7 +74,7 @@ def _template(rng: random.Random) -> Dict[str, Any]:
     return t
 
 
-def _call(rng: random.Random) -> List[Any]:
+def _call(rng: random.Random, seed: int) -> List[Any]:
     k = lambda: rng.randint(-2, 3)  # noqa: E731
     return rng.choice([
         ["copy_as_batch_major"], ["copy_as_time_major"], ["copy_as_bt_or_tb_major"], ["copy_as_batch_feature_major"],
@@ -73,13 +86,24 @@ def _call(rng: random.Random) -> List[Any]:
         ["copy_with_time_dim_axis", k()], ["copy_template_excluding_batch_dim"] if False else ["copy_as_batch_major"],
         ["get_axis_from_description", rng.choice(DESCRIPTIONS)], ["get_axes_from_description", rng.choice(DESCRIPTIONS)],
         ["get_batch_axis_excluding_batch", k()], ["get_batch_axis", k()], ["property", rng.choice(PROPERTIES)],
-    ])
+    ] + ([] if seed < 6 else [  # seeds >= 6: RETURNN's further methods and the Dim comparison API
+        ["copy_template_dense"], ["copy_template_replace_dim", k(), rng.choice([None, 2, 5])],
+        ["get_axes_by_tag_name", rng.choice(["time", "feat", "spatial", "x", "static"]), rng.random() < 0.5],
+        ["get_axis_by_tag_name", rng.choice(["time", "feat", "spatial0", "static"]), rng.random() < 0.5],
+        ["get_special_axes_dict", rng.random() < 0.5, rng.random() < 0.5], ["get_description_from_axis", k()],
+        ["get_bc_shape", rng.choice(BC_OPTS)], ["get_batch_shape", 7], ["is_axis_dynamic", k()],
+        ["dims_is_equal", k(), k(), rng.choice(IS_EQUAL_OPTS)],
+        ["other", "is_equal_with", _template(rng), k(), k(), rng.choice(IS_EQUAL_OPTS)],
+        ["other", "common_with", _template(rng, static=True)], ["other", "common_with_part", k()],
+        ["other", "matching_map_with", _template(rng)],
+        ["other", "all_dims_with", _template(rng), rng.choice(IS_EQUAL_OPTS)],
+    ]))
 
 
 def draw(seed: int, n: int) -> List[Dict[str, Any]]:
     rng = random.Random(seed)
     return [{"name": "data_%i_%i" % (seed, i), "template": _template(rng),
-             "calls": [_call(rng) for _ in range(rng.randint(1, 3))]} for i in range(n)]
+             "calls": [_call(rng, seed) for _ in range(rng.randint(1, 3))]} for i in range(n)]
 
 
 def _summary(value: Any, tags: List[Any]) -> Any:
@@ -98,6 +122,10 @@ def _summary(value: Any, tags: List[Any]) -> Any:
         return {"dim_of": tag_name(value)}
     if isinstance(value, (list, tuple)):
         return [_summary(v, tags) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _summary(v, tags) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))}
+    if type(value).__name__ == "_NotSpecified" or getattr(value, "__name__", None) == "NotSpecified":
+        return "NotSpecified"  # (RETURNN's is a class)
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if hasattr(value, "__bool__"):  # a flag usable as a bool and as a call (this engine's is_batch_major)
@@ -123,7 +151,11 @@ def run_cases(cases_file: str, out_file: str) -> None:
             for call in case["calls"]:
                 if not (hasattr(data, "dim_tags") and hasattr(data, "batch_shape")):
                     break
-                if call[0] == "property":
+                if call[0] == "other":  # a second template (its dims named after the first's in the summaries)
+                    value = _with_other(Data, data, call[1:], tags)
+                elif call[0] == "dims_is_equal":
+                    value = data.dim_tags[call[1]].is_equal(data.dim_tags[call[2]], **call[3])
+                elif call[0] == "property":
                     name = call[1]
                     value = getattr(data, name.rstrip("()"))
                     value = value() if name.endswith("()") else value
@@ -136,6 +168,26 @@ def run_cases(cases_file: str, out_file: str) -> None:
             results[case["name"]] = {"steps": steps, "error": ("%s: %s" % (type(exc).__name__, exc)).splitlines()[0][:200]}
     with open(out_file, "w") as f:
         json.dump(results, f)
+
+
+def _with_other(data_class: Any, data: Any, call: List[Any], tags: List[Any]) -> Any:
+    """The calls with a second template ``call[1]`` (``tags`` extended by its dims)."""
+    kind, template = call[0], call[1]
+    if kind == "common_with_part":
+        template = {"shape": []}
+    other = data_class(name="x" if kind == "is_equal_with" else "y", **template)
+    tags.extend(t for t in other.dim_tags if not any(t is u for u in tags))
+    if kind == "is_equal_with":
+        return data.dim_tags[call[2]].is_equal(other.dim_tags[call[3]], **call[4])
+    if kind == "common_with":
+        return data_class.get_common_data([data, other])
+    if kind == "common_with_part":  # with a template of some of its own axes
+        return data_class.get_common_data([data.copy_template_excluding_axis(call[1]), data])
+    if kind == "matching_map_with":
+        return data.find_matching_dim_map(other, list(range(other.batch_ndim)))
+    if kind == "all_dims_with":
+        return type(data.dim_tags[0]).get_all_dimension_tags([data, other], call[2])[0]
+    raise ValueError(kind)
 
 
 def verdict(ours: Dict[str, Any], theirs: Dict[str, Any]) -> str:

@@ -63,7 +63,9 @@ class Data(DataCompat, DataLayout, DataQuery):
             sparse_dim = Dim(dim, kind=DimTypes.Feature, description="%s:sparse-dim" % name, auto_generated=True)
         if dims is None:
             dims, time_dim_axis = dims_from_shape(name, shape, dim, sparse_dim is not None, batch_dim_axis,
-                                                  time_dim_axis, feature_dim_axis)
+                                                  time_dim_axis, feature_dim_axis, set(size_placeholder or ()))
+            if feature_dim_axis is NotSpecified and sparse_dim is None:
+                dim = NotSpecified  # RETURNN checks 'dim' against an explicit feature axis only
         self.dims: Tuple[Dim, ...] = tuple(dims)
         if same_dim_tags_as:  # RETURNN's {axis description: Dim}: that axis is this Dim
             from returnn.tensor.axes import resolve_axis
@@ -78,6 +80,12 @@ class Data(DataCompat, DataLayout, DataQuery):
         self.dtype = str(dtype or ("int32" if sparse_dim is not None else "float32"))
         self._time_dim_axis = self._valid_axis_or_marker(time_dim_axis)
         self._feature_dim_axis = self._valid_axis_or_marker(feature_dim_axis)
+        for key, axis in (("time_dim_axis", self._time_dim_axis), ("feature_dim_axis", self._feature_dim_axis)):
+            if isinstance(axis, int) and axis == self.batch_dim_axis:  # (RETURNN's sanity check)
+                raise ValueError("data %r: %s %i is the batch axis" % (name, key, axis))
+        if self.sparse_dim is not None and isinstance(self._feature_dim_axis, int):
+            raise ValueError("data %r: sparse data (class indices) has no feature axis (got feature_dim_axis %i)"
+                             % (name, self._feature_dim_axis))
         self.available_for_inference = available_for_inference
         if dim is not NotSpecified and dim is not None and self.dim != dim:
             raise ValueError("data %r: dim %r does not match the dims %s" % (name, dim, self.short_repr()))
@@ -238,6 +246,10 @@ class Data(DataCompat, DataLayout, DataQuery):
         return out
 
     def copy_move_axis(self, old_axis: int, new_axis: int) -> "Data":
+        """``old_axis`` moved to ``new_axis`` (negative: from the end; out of range fails, as RETURNN)."""
+        for axis in (old_axis, new_axis):
+            if not isinstance(axis, int) or not -self.batch_ndim <= axis < self.batch_ndim:
+                raise ValueError("copy_move_axis: %s has no axis %r" % (self.short_repr(), axis))
         perm = [i for i in range(self.batch_ndim) if i != old_axis % self.batch_ndim]
         perm.insert(new_axis % self.batch_ndim, old_axis % self.batch_ndim)
         return self.copy_transpose(perm)
@@ -282,7 +294,7 @@ class Data(DataCompat, DataLayout, DataQuery):
         if dim.is_dynamic() and self.get_dynamic_axes():
             return self.get_dynamic_axes()[-1] + 1
         if dim.is_spatial_dim():
-            spatial = [i for i in range(self.batch_ndim) if i != self.batch_dim_axis and i != self.feature_dim_axis]
+            spatial = self.get_spatial_batch_axes()  # (with a dynamic feature axis or one that is the time axis)
             if spatial:
                 return spatial[-1] + 1
             if self.feature_dim_axis is not None:
@@ -362,8 +374,8 @@ class _AxesOnly:
 
 
 def dims_from_shape(name: str, shape: Optional[Sequence[Optional[int]]], dim: Any, sparse: bool,
-                    batch_dim_axis: Optional[int], time_dim_axis: Any, feature_dim_axis: Any
-                    ) -> Tuple[List[Dim], Any]:
+                    batch_dim_axis: Optional[int], time_dim_axis: Any, feature_dim_axis: Any,
+                    sized_axes: Any = ()) -> Tuple[List[Dim], Any]:
     """RETURNN's old-style description -> dims (new dims, described like RETURNN's extern data).
 
     Default shape: ``(None,)`` sparse, else ``(None, dim)``. Returns the dims and the explicit
@@ -385,6 +397,8 @@ def dims_from_shape(name: str, shape: Optional[Sequence[Optional[int]]], dim: An
         dyn = [i for i, s in enumerate(batch_shape) if s is None]
         time_axis = dyn[0] if dyn and batch_dim_axis is not None else None
     else:
+        if time_dim_axis is not None and time_dim_axis >= n:
+            raise ValueError("data %r: time_dim_axis %r out of range for %i axes" % (name, time_dim_axis, n))
         time_axis = time_dim_axis % n if time_dim_axis is not None else None
     if feature_dim_axis is NotSpecified and not sparse:
         rest = [i for i in range(n) if i not in (batch_dim_axis, time_axis)]
@@ -399,7 +413,9 @@ def dims_from_shape(name: str, shape: Optional[Sequence[Optional[int]]], dim: An
     for i, size in enumerate(batch_shape):
         if size == "B":
             dims.append(batch_dim)
-        elif i == feature_axis and i != time_axis and size is not None:
+        elif i == feature_axis and i != time_axis and (i - (batch_dim_axis is not None and i > batch_dim_axis)
+                                                        not in sized_axes):
+            # (RETURNN: also a dynamic feature axis without given sizes is a feature dim)
             dims.append(Dim(size, kind=DimTypes.Feature, description="feature:%s" % name, auto_generated=True))
         else:
             what = "time" if i == time_axis else "spatial%i" % n_spatial

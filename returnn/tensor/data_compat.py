@@ -275,22 +275,22 @@ class DataCompat:
     def _transposed(self, perm: Sequence[int]):
         return self.copy_transpose(perm)  # the value follows (Data.copy_transpose)
 
-    def _moved(self, old: int, new: int):
-        perm = [i for i in range(self.batch_ndim) if i != old % self.batch_ndim]
-        perm.insert(new % self.batch_ndim, old % self.batch_ndim)
-        return self._transposed(perm)
+    def _moved(self, old: Optional[int], new: int, what: str = "axis"):
+        if old is None:
+            raise ValueError("%s has no %s" % (self.short_repr(), what))
+        return self.copy_move_axis(old, new)
 
     def copy_as_batch_major(self):
         return self.copy_with_batch_dim_axis(0)
 
     def copy_as_time_major(self):
-        return self._moved(self.time_dim_axis, 0)
+        return self._moved(self.time_dim_axis, 0, "time axis")
 
     def copy_with_batch_dim_axis(self, batch_dim_axis: int):
-        return self._moved(self.batch_dim_axis, batch_dim_axis)
+        return self._moved(self.batch_dim_axis, batch_dim_axis, "batch axis")
 
     def copy_with_time_dim_axis(self, time_dim_axis: int):
-        return self._moved(self.time_dim_axis, time_dim_axis)
+        return self._moved(self.time_dim_axis, time_dim_axis, "time axis")
 
     def copy_with_feature_dim_axis(self, feature_dim_axis: int):
         """RETURNN's: the feature axis moved to ``feature_dim_axis``."""
@@ -303,8 +303,11 @@ class DataCompat:
         return self._derived(self.copy(feature_dim_axis=axis), self.placeholder)
 
     def copy_as_batch_feature_major(self):
+        """Batch first, feature second (RETURNN needs both)."""
+        if self.batch_dim_axis is None or self.feature_dim_axis is None:
+            raise ValueError("copy_as_batch_feature_major: %s needs a batch and a feature axis" % self.short_repr())
         out = self.copy_as_batch_major()
-        return out if out.feature_dim_axis is None else out._moved(out.feature_dim_axis, 1)
+        return out._moved(out.feature_dim_axis, 1)
 
     def copy_as_bt_or_tb_major(self):
         """Batch-time or time-batch major (RETURNN's: the batch or the time axis first, whichever already is or
@@ -333,7 +336,7 @@ class DataCompat:
         from returnn.tensor.dim import Dim, DimTypes
         if dim is None and self.placeholder is not None:
             raise ValueError("copy_add_spatial_dim: a value gets no new axis of dynamic size (dim=None)")
-        new = Dim(dim, kind=DimTypes.Spatial, description="added_spatial", auto_generated=True)
+        new = Dim(dim, kind=DimTypes.Spatial, description="added_spatial")  # (RETURNN: not auto_generated)
         if spatial_dim_axis is None:
             spatial_dim_axis = self.get_default_new_axis_for_dim_tag(new)
         out = self._copy_add_dim_returnn(new, spatial_dim_axis)
@@ -351,7 +354,7 @@ class DataCompat:
         from returnn.tensor.dim import Dim, DimTypes
         if self.sparse:
             return self.copy_add_spatial_dim(spatial_dim_axis=axis)
-        new = Dim(1, kind=DimTypes.Feature, description="feature1", auto_generated=True)
+        new = Dim(1, kind=DimTypes.Feature, description="feature1")
         if axis is None:
             axis = self.get_default_new_axis_for_dim_tag(new)
         out = self._copy_add_dim_returnn(new, axis)

@@ -103,6 +103,7 @@ class DataLayout:
     def copy_split_feature_dim(self, new_feature_dim: int):
         """The feature axis of size ``n * new_feature_dim`` split into a spatial axis of size ``n`` and a feature
         axis of size ``new_feature_dim`` (in that order); a value is reshaped."""
+        from returnn.tensor.data import NotSpecified
         from returnn.tensor.dim import Dim, DimTypes
         method = "copy_split_feature_dim"
         _check(not self.sparse, self, method, "is sparse")
@@ -116,7 +117,7 @@ class DataLayout:
         time = self.time_dim_axis
         # (RETURNN: the time axis kept explicitly, the feature axis by the default rule)
         out = self.copy(dims=self.dims[:axis] + (split, new) + self.dims[axis + 1:],
-                        time_dim_axis=None if time is None else time + (time > axis))
+                        time_dim_axis=NotSpecified if time is None else time + (time > axis))
         value = None
         if self.placeholder is not None:
             import tensorflow as tf

@@ -6,6 +6,7 @@
   ``get_description_from_axis``, ``find_matching_dims``, ``find_matching_dim_map``, ``remaining_dims``;
 - shapes: ``get_batch_shape``, ``get_bc_spatial_batch_shape``, ``get_bc_shape``, ``shape_dense``,
   ``batch_shape_dense``, ``ndim_dense``, ``batch_ndim_dense``, ``dim_tags_sparse``, ``dims_set``,
+  ``dim_tags_set_implicit(_only)``, ``time_dim_axis_or_unspecified``,
   ``get_batch_shape_dim_tags``, ``get_batch_dim_tag``, ``get_static_batch_dim``, ``get_dyn_size_tags``,
   ``get_placeholder_kwargs``, ``get_dim`` and ``get_dynamic_batch_shape`` (with a value);
 - predicates: ``is_batch_feature_major``, ``is_time_axis_dynamic``, ``is_axis_dynamic``, ``has_dynamic_size``;
@@ -187,6 +188,21 @@ class DataQuery:
     def dims_set(self) -> set:
         return set(self.dims)
 
+    @property
+    def dim_tags_set_implicit_only(self) -> set:
+        """Dims the data has without an axis: its sparse dim, the batch its axes' lengths vary over."""
+        from returnn.tensor.dim import batch_dim
+        out = set()
+        if self.sparse_dim is not None and self.sparse_dim not in self.dims:
+            out.add(self.sparse_dim)
+        if self.batch_dim_axis is None and any(d.is_dynamic() for d in self.dims):
+            out.add(batch_dim)
+        return out
+
+    @property
+    def dim_tags_set_implicit(self) -> set:
+        return set(self.dims) | self.dim_tags_set_implicit_only
+
     def get_batch_shape_dim_tags(self) -> tuple:
         return self.dims
 
@@ -218,8 +234,15 @@ class DataQuery:
         return [self.get_dim(i) for i in range(self.batch_ndim)]
 
     # ---- predicates
-    def is_batch_feature_major(self) -> bool:
-        return self.batch_dim_axis == 0 and self.feature_dim_axis == 1
+    @property
+    def is_batch_feature_major(self) -> Any:
+        """RETURNN's property (calling it works too, as ``is_batch_major``)."""
+        from returnn.tensor.data_compat import _Flag
+        return _Flag(self.batch_dim_axis == 0 and self.feature_dim_axis == 1)
+
+    @property
+    def time_dim_axis_or_unspecified(self) -> Any:
+        return self._time_dim_axis
 
     def is_time_axis_dynamic(self) -> bool:
         if self.time_dim_axis is None:
@@ -268,19 +291,28 @@ class DataQuery:
     @classmethod
     def get_common_data(cls, sources: Sequence[Any], ignore_feature_dim: bool = False,
                         allow_broadcast_all_sources: Any = None, name: Optional[str] = None) -> Any:
-        """The template all ``sources`` broadcast to: the first one with the most axes, the others' new dims
-        added where RETURNN puts them (the layout combining layers build, see ``returnn.tf.layers.helpers``);
-        None without sources."""
+        """The template all ``sources`` broadcast to, as RETURNN: a template of the first source with the most
+        axes; each distinct dim of all sources (``Dim.get_all_dimension_tags`` with RETURNN's options: a feature
+        counts as spatial, static dims of one size match, dims derived from one match, before behavior_version 11
+        a size-1 engine-made dim broadcasts) looked up in it: a match is replaced by that dim where they differ,
+        a dim without a match is added where RETURNN adds a new dim. None without sources."""
+        from returnn.tensor.dim_compare import all_dimension_tags, existing_tag_from_collection
+        from returnn.util.basic import BehaviorVersion
         if not sources:
             return None
         if len(sources) == 1:
             return sources[0].copy_template(name=name)
-        from returnn.tf.layers.helpers import common_dims, returnn_common_order
-        base = max(range(len(sources)), key=lambda i: (sources[i].batch_ndim, -i))
-        order = [base] + [i for i in range(len(sources)) if i != base]
-        dims, maps = returnn_common_order(sources[base], *common_dims([sources[i].dims for i in order]))
-        b = sources[base]
-        special = {k: maps[0][a] if isinstance(a, int) else a
-                   for k, a in (("time_dim_axis", b._time_dim_axis), ("feature_dim_axis", b._feature_dim_axis))}
-        out = b.copy_template(name=name)
-        return out.copy(dims=dims, **special)
+        common = max(sources, key=lambda s: s.batch_ndim).copy_template(name=name)
+        opts: Dict[str, Any] = dict(ignore_feature_dim=ignore_feature_dim, treat_feature_as_spatial=True,
+                                    allow_same_spatial_dim=True, undefined_matches=True, derived_matches=True)
+        if BehaviorVersion.get() < 11:
+            opts["broadcast_matches"] = True
+        for tag in all_dimension_tags(sources, opts)[0]:
+            found = existing_tag_from_collection(tag, common.dims, opts)
+            if found is None:
+                common = common._copy_add_dim_returnn(tag, common.get_default_new_axis_for_dim_tag(tag))
+            elif found is not tag and found != tag:
+                axis = next(i for i, d in enumerate(common.dims) if d is found)
+                common = common.copy_template_replace_dim_tag(axis, tag)
+        common.placeholder = None
+        return common

@@ -24,6 +24,13 @@ def _simple_equality() -> bool:
         return False
 
 
+def _no_sizes(dim) -> bool:
+    """RETURNN's ``dim.dyn_size is None``: a static dim, or a dynamic one outside a network build (sizes travel
+    with the values here; RETURNN's dims of a network carry theirs, a standalone template's have none)."""
+    from returnn.tensor import dim as dim_module
+    return dim.dimension is not None or not dim_module._BUILDING[0]
+
+
 def same_derived_base(dim, same_dim: bool = False):
     """Through ``same_as`` and ``derived_from`` to the first dim (RETURNN's ``get_same_derived_base``); with
     ``same_dim`` the last one on the way of ``dim``'s size."""
@@ -99,8 +106,7 @@ def is_equal(self, other, *, ignore_feature_dim: bool = False, allow_same_featur
                 return True
             if broadcast_matches and (self.dimension == 1 or other.dimension == 1):
                 return True
-        # no dim carries its sizes here (they travel with the values): RETURNN's "dyn_size is None" holds
-        if unknown_spatial_matches and (self.dimension is None or other.dimension is None):
+        if unknown_spatial_matches and (_no_sizes(self) or _no_sizes(other)):
             return True
     return bool(self.auto_generated and other.auto_generated and self.description == other.description)
 
