@@ -311,3 +311,11 @@ case("fuzz_window_valid_after_slice_from_2_then_shift", "window", {
     "red": {"class": "reduce", "mode": "sum", "from": "w", "axis": "static:0"},
     "output": {"class": "shift_axis", "from": "red", "axis": "T", "amount": 1}}, extern={"data": {"dim": 6}},
     lens={"data": [4, 0, 3]})
+# pad in mode replication (or reflect) with handle_dynamic_dims (behavior_version 21) and no right padding: RETURNN
+# masks nothing, so an empty sequence replicates the input's padded frame 0 (zeros), not 'value' (returnn_fuzz
+# chain seed 382 #12)
+for _mode in ("replication", "reflect"):
+    case("fuzz_pad_%s_left_bv21_empty_sequence" % _mode, "fuzz_pad", {
+        "output": {"class": "pad", "axes": "spatial", "padding": [2, 0], "mode": _mode, "value": -2.0,
+                   "from": "data"}}, extern={"data": {"dim": 6}}, config={"behavior_version": 21},
+        lens={"data": [5, 3, 0]})

@@ -222,7 +222,9 @@ class PadLayer(_ShapeLayer):
         sizes = {}
         for a, (left, right) in zip(self.pad_axes, self.pairs):
             old = self.input.dims[a]
-            if old.is_dynamic() and self.handle_dynamic:
+            if old.is_dynamic() and self.handle_dynamic and self.mode == "constant" and any(r for _, r in self.pairs):
+                # RETURNN masks (with value) only what comes after the sequences where some axis is padded on the
+                # right; the left padding of mode replication/reflect reads the padded frames as they are
                 tensor = tf.where(x.broadcast_mask(a), tensor, tf.cast(value, tensor.dtype))
             if a in self.new and self.new[a].is_dynamic() and self.new[a] not in x.sizes:
                 # (a shift that cancels out is the axis the input was cut from, with its own sizes: RETURNN's
