@@ -315,3 +315,13 @@ case("strided_window_is_a_strided_pools_axis", "window", {
     "red": {"class": "reduce", "mode": "max", "from": "w", "axis": "stag:w:window"},
     "pool": {"class": "pool", "from": "data", "pool_size": [3], "padding": "valid", "strides": [2], "mode": "max"},
     "output": {"class": "combine", "kind": "sub", "from": ["red", "pool"]}}, extern=X6_DIMS, lens={"data": [7, 4, 3]})
+# a Dim the config gives for a computed axis (out_dim, out_dims, out_spatial_dim) is declared the same as the dim math
+# (RETURNN's out_dim_.declare_same_as(out_dim)): it equals the same computation without one
+case("resize_out_dim_is_the_same_resize_without", "resize", {
+    "a": {"class": "resize", "from": "data", "factor": 2, "axis": "T", "kind": "nn", "out_dim": dim_marker("up")},
+    "b": {"class": "resize", "from": "data", "factor": 2, "axis": "T", "kind": "linear"},
+    "output": {"class": "combine", "kind": "add", "from": ["a", "b"]}}, extern=X6_DIMS, lens={"data": [5, 2, 0]})
+case("pad_out_dims_is_the_same_pad_without", "pad", {
+    "a": {"class": "pad", "from": "data", "axes": "T", "padding": [[1, 2]], "out_dims": dim_marker("padded")},
+    "b": {"class": "pad", "from": "data", "axes": "T", "padding": [[1, 2]], "value": 1.0},
+    "output": {"class": "combine", "kind": "add", "from": ["a", "b"]}}, extern=X6_DIMS, lens={"data": [5, 2, 0]})

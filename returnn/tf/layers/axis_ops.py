@@ -37,7 +37,7 @@ import tensorflow as tf
 from returnn.errors import NetworkError
 from returnn.tensor import Data, Dim, DimTypes
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
-from returnn.tf.layers.dim_shift import shifted_dim
+from returnn.tf.layers.dim_shift import math_or_given
 from returnn.tf.layers.helpers import check_sources
 from returnn.tf.layers.options import Option, constant_fits, positive_int
 from returnn.tf.layers.output import align_tensor
@@ -305,10 +305,10 @@ class RepeatLayer(Layer):
             self.reps = 0 if reps == 0 and reps is not False else positive_int(self.desc, "repetitions", reps)
             static = None if old.dimension is None else old.dimension * self.reps
         out_dim = opts.get("out_dim")
-        if isinstance(out_dim, Dim):
+        if not self.reps_layer and old.is_dynamic():  # RETURNN's dim math ``tag * repetitions`` (``* 1``: the tag)
+            self.new = math_or_given(out_dim if isinstance(out_dim, Dim) else None, old, [("mul", self.reps)])
+        elif isinstance(out_dim, Dim):
             self.new = out_dim
-        elif not self.reps_layer and old.is_dynamic():  # RETURNN's dim math ``tag * repetitions`` (``* 1``: the tag)
-            self.new = shifted_dim(old, [("mul", self.reps)])
         elif not self.reps_layer and self.reps == 1:
             self.new = old
         else:

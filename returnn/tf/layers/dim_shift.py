@@ -10,13 +10,21 @@ from returnn.tensor import Dim
 from returnn.tensor.dim_tree import Ops, apply, description, evaluate, shifted_dim, tree_of  # noqa: F401
 
 
-def mark_shifted(dim: Dim, old: Dim, ops: Ops) -> None:
-    """A Dim the config gave for ``old`` after ``ops`` (RETURNN declares it the same as its dim math): later
-    shifts and sizes see through it."""
-    root, tree = tree_of(old)
-    tree = apply(tree, ops)
-    if not hasattr(dim, "_shift_of") and isinstance(tree, tuple):
-        dim._shift_of = (root, tree)
+def math_or_given(given: Optional[Dim], old: Dim, ops: Ops) -> Dim:
+    """The axis ``old`` after ``ops`` (RETURNN's dim math), or ``given`` declared the same as it
+    (:func:`given_same_as`)."""
+    return given_same_as(given, shifted_dim(old, ops))
+
+
+def given_same_as(given: Optional[Dim], math: Dim) -> Dim:
+    """A dynamic Dim the config gave for the axis ``math`` is declared the same as it (RETURNN's
+    ``out_dim_.declare_same_as(out_dim)``), so it equals the same computation elsewhere, and is the axis; one
+    ``math`` derives from (the input axis itself) is taken as it is. Without one: ``math``."""
+    if given is None:
+        return math
+    if given.is_dynamic() and math.is_dynamic() and given != math and tree_of(math)[0] != given:
+        given.declare_same_as(math)
+    return given
 
 
 def shifted_sizes(dim: Dim, sizes: Mapping[Dim, tf.Tensor], ops: Ops = ()) -> Optional[tf.Tensor]:

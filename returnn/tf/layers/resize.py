@@ -25,7 +25,7 @@ import tensorflow as tf
 from returnn.errors import NetworkError
 from returnn.tensor import Data, Dim, DimTypes
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
-from returnn.tf.layers.dim_shift import shifted_dim, shifted_sizes
+from returnn.tf.layers.dim_shift import math_or_given, shifted_sizes
 from returnn.tf.layers.helpers import check_sources, concat_inputs, concat_output, relaid
 from returnn.tf.layers.options import Option, one_of, positive_int
 
@@ -101,8 +101,8 @@ class ResizeLayer(Layer):
         new = self.opts.get("out_dim")
         if new is not None and (not isinstance(new, Dim) or new.dimension != size):
             raise NetworkError("%s: out_dim %r does not fit the resized size %r" % (self.desc, new, size))
-        if new is None and size is None and self.int_factor and not self.factor_layer and not self.fill_dropout:
-            new = shifted_dim(old, [("mul", factor)])  # RETURNN: ``tag * factor``, dim math (two such share it)
+        if size is None and self.int_factor and not self.factor_layer and not self.fill_dropout:
+            new = math_or_given(new, old, [("mul", factor)])  # RETURNN: ``tag * factor``, dim math (two such share it)
         self.new = new or Dim(size, kind=old.kind, description="%s_resize" % name, derived_from=old)
         rest = [a for a in range(data.batch_ndim) if a not in (data.batch_dim_axis, self.ax)]
         self.perm = [data.batch_dim_axis, self.ax] + rest
@@ -256,8 +256,8 @@ class FoldLayer(Layer):
         new = self.opt("out_spatial_dim")
         if new is not None and (not isinstance(new, Dim) or (new.dimension is not None and new.dimension != size)):
             raise NetworkError("%s: out_spatial_dim %r does not fit the folded size %r" % (self.desc, new, size))
-        if new is None and self.in_dim.is_dynamic():  # RETURNN's dim math: ``in * stride`` (``* 1``: the axis itself)
-            new = shifted_dim(self.in_dim, [("mul", self.stride)] + self._side_ops())
+        if self.in_dim.is_dynamic():  # RETURNN's dim math: ``in * stride`` (``* 1``: the axis itself)
+            new = math_or_given(new, self.in_dim, [("mul", self.stride)] + self._side_ops())
         self.new = new or Dim(size, kind=DimTypes.Spatial, description="%s:fold" % name, derived_from=self.in_dim)
         self.rest = [a for a in range(data.batch_ndim) if a not in (self.in_ax, self.win_ax)]
         special = {"time_dim_axis": 0} if data.time_dim_axis == self.in_ax else {}

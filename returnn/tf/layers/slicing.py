@@ -14,7 +14,7 @@ from returnn.errors import NetworkError
 from returnn.tensor import Data, Dim, DimTypes
 from returnn.tf.layers import window_frames
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
-from returnn.tf.layers.dim_shift import mark_shifted, shifted_dim, shifted_sizes
+from returnn.tf.layers.dim_shift import math_or_given, shifted_sizes
 from returnn.tensor.dim_math import returnn_description
 from returnn.tf.layers.norm import behavior_version
 from returnn.tf.layers.options import Option, one_of, positive_int
@@ -74,10 +74,13 @@ class SliceLayer(_ShapeLayer):
             if size < 0:  # (a step may round end - start = -1 up to 0: then an empty axis)
                 raise NetworkError("%s: slice_end %i, slice_start %i, slice_step %i: RETURNN's slice declares a negative "
                                    "size (and fails)" % (self.desc, self.end, self.start, self.step))
-        if not isinstance(new, Dim) and old.is_dynamic() and (self.end is None or self.end < 0):
-            # RETURNN's dim math (its description too): old.sub_left(start), then - (-end), then ceildiv by the step
-            new = shifted_dim(old, [("sub_left", self.start), ("sub_right", -(self.end or 0)),
-                                    ("ceildiv", abs(self.step))])
+        if old.is_dynamic() and (self.end is None or self.end < 0) and (new is None or isinstance(new, Dim)):
+            # RETURNN's dim math (its description too): old.sub_left(start), then - (-end), then ceildiv by the step;
+            # a given out_dim is declared the same as it
+            if isinstance(new, Dim) and new.dimension is not None:
+                raise NetworkError("%s: out_dim %r does not have size %r" % (self.desc, new, size))
+            new = math_or_given(new, old, [("sub_left", self.start), ("sub_right", -(self.end or 0)),
+                                           ("ceildiv", abs(self.step))])
         elif not isinstance(new, Dim):  # named as RETURNN's dim math ('stag:' finds it)
             desc = returnn_description("%s:slice-end" % name, stride=abs(self.step)) if self.end is not None and \
                 self.end >= 0 else returnn_description(old.description, -self.start, self.end or 0, abs(self.step))
@@ -191,10 +194,9 @@ class PadLayer(_ShapeLayer):
                                    "(RETURNN: not implemented)" % (self.desc, self.mode))
             if left or right or given is not None:
                 size = None if old.is_dynamic() else old.dimension + left + right
-                new = given_dim(self, "out_dims", given[i] if given is not None else None, size) or (
-                    shifted_dim(old, [("add_left", left), ("add_right", right)])
-                    if old.is_dynamic() else
-                    Dim(size, kind=old.kind, description="%s:pad" % name, derived_from=old))
+                mine = given_dim(self, "out_dims", given[i] if given is not None else None, size)
+                new = math_or_given(mine, old, [("add_left", left), ("add_right", right)]) if old.is_dynamic() else \
+                    mine or Dim(size, kind=old.kind, description="%s:pad" % name, derived_from=old)
                 dims[a] = self.new[a] = new
         self._check_float_value(data, pairs)
         self.output = data.copy(name, dims=dims, time_dim_axis=data.time_dim_axis,
@@ -331,17 +333,12 @@ class WindowLayer(_ShapeLayer):
                     max(old.dimension - size, -1) // self.stride + 1
             cut = size - 1
             cuts = [("sub_left", cut // 2), ("sub_right", cut - cut // 2)] if self.padding == "valid" else []
-            self.out_dim = given_dim(self, "out_spatial_dim", self.opt("out_spatial_dim"), n) or (
-                # RETURNN's dim math (ConvLayer.calc_out_dim): the axis of a conv of that size and stride, which a
-                # pad undoes
-                shifted_dim(old, cuts + [("ceildiv", self.stride)]) if old.is_dynamic() else
-                Dim(n, kind=old.kind or DimTypes.Spatial, description="%s:%s" % (name, old.description),
-                    derived_from=old))
-        if self.padding == "valid" and self.stride == 1 and old.is_dynamic() and self.opt("out_spatial_dim") is not None \
-                and not hasattr(self.out_dim, "_shift_of"):
-            # a given out_spatial_dim is RETURNN's dim math of the valid axis too, ``(-left_cut + old) + -right_cut``:
-            # a pad or a fold with int sides merges with these (dim_shift)
-            mark_shifted(self.out_dim, old, [("sub_left", (size - 1) // 2), ("sub_right", size - 1 - (size - 1) // 2)])
+            given = given_dim(self, "out_spatial_dim", self.opt("out_spatial_dim"), n)
+            # RETURNN's dim math (ConvLayer.calc_out_dim): the axis of a conv of that size and stride, which a pad
+            # undoes; a given out_spatial_dim is declared the same as it
+            self.out_dim = math_or_given(given, old, cuts + [("ceildiv", self.stride)]) if old.is_dynamic() else \
+                given or Dim(n, kind=old.kind or DimTypes.Spatial, description="%s:%s" % (name, old.description),
+                             derived_from=old)
         dims = list(data.dims)
         dims[self.ax] = self.out_dim
         dims.insert(self.ax + 1, self.window_dim)

@@ -22,7 +22,7 @@ from returnn.tensor import Data, Dim, DimTypes
 from returnn.tf.activations import get_activation
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
 from returnn.tf.layers.conv import WINDOW_OPTIONS, bias_value, check_bias_layer
-from returnn.tf.layers.dim_shift import shifted_dim
+from returnn.tf.layers.dim_shift import given_same_as, shifted_dim
 from returnn.tf.layers.helpers import concat_inputs, dense_value
 from returnn.tf.layers.options import Option
 from returnn.tf.layers.params import Param, reshaped
@@ -135,7 +135,7 @@ class TransposedConvLayer(Layer):
                     not all(isinstance(d, Dim) and d.dimension == o.dimension for d, o in zip(given, self.out_dims)):
                 raise NetworkError("%s: 'out_spatial_dims' must be %i Dims of sizes %s, got %r" % (
                     self.desc, len(windows), [o.dimension for o in self.out_dims], given))
-            self.out_dims = list(given)
+            self.out_dims = [given_same_as(d, o) for d, o in zip(given, self.out_dims)]
         batch = self.plan.data.dims[self.plan.data.batch_dim_axis]
         self.output = Data(name, dims=[batch] + self.out_dims + [self.out_feature_dim()],
                            feature_dim_axis=len(self.out_dims) + 1)
