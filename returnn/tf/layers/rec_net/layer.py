@@ -30,10 +30,10 @@ from returnn.tf.layers.helpers import loop_axis
 from returnn.tf.layers.rec_net import deps, frames
 from returnn.tf.layers.rec_net import layer_targets
 from returnn.tf.layers.rec_net.assumed import AssumedTemplates
+from returnn.tf.layers.rec_net.build_order import BuildOrder
 from returnn.tf.layers.rec_net import unmask as _unmask  # noqa: F401  (registers _unmask_in_unit)
 from returnn.tf.layers.rec_net.deps import (
     Ref, analyse_unit, check_cur_and_prev_moved_out, choice_searches, fed_target, frame_and_whole_readers,
-    samples_in_training,
     initial_refs, layer_refs, read_by, with_readers,
 )
 from returnn.tf.layers.rec_net.sparse_initial import check_sparse_initial_outputs
@@ -63,7 +63,7 @@ def _shape_key(data: Data) -> Tuple[Any, ...]:
             None if data.sparse_dim is None else data.sparse_dim.dimension)
 
 
-class RecSubnetLayer(AssumedTemplates, Layer):
+class RecSubnetLayer(BuildOrder, AssumedTemplates, Layer):
     """``{"class": "rec", "unit": {...}, "from": [...], "target": ...}``; see the module doc."""
 
     layer_class = "rec"
@@ -382,29 +382,6 @@ class RecSubnetLayer(AssumedTemplates, Layer):
         raise NetworkError("%s, sub-layer %r: cannot settle the shape of 'prev:%s' (last %s); give it 'n_out'"
                            % (self.desc, sub, sub, real.short_repr()))
 
-    def _build_order(self) -> List[str]:
-        """Moved-out layers ordered by all their references (no cycles there), then the loop's."""
-        return self._reused_first(self._ordered(self.plan.out_of_loop)) + self._reused_first(self.plan.in_loop)
-
-    def _reused_first(self, names: Sequence[str]) -> List[str]:
-        """``names`` with each layer after the sub-layers whose parameters it reuses (``reuse_params``)."""
-        order: List[str] = []
-        subset = set(names)
-
-        def visit(n: str, path: Tuple[str, ...]) -> None:
-            if n in order or n in path:
-                return
-            # what it reads in the same step, the layers whose parameters it reuses, its unit loss target
-            firsts = [r.name for r in map(Ref.parse, self.sub_source_names(n)) if r.kind == "self"]
-            firsts += list(reuse.referenced_layers(self.unit[n].get("reuse_params"))) + layer_targets.first(self.unit[n])
-            for target in firsts:
-                if target in subset:
-                    visit(target, path + (n,))
-            order.append(n)
-        for n in names:
-            visit(n, ())
-        return order
-
     def _get_reused_layer(self, name: str) -> Layer:
         """A layer that a sub-layer's ``reuse_params`` names: a sub-layer built before, or ``base:x``."""
         if name.startswith("base:"):
@@ -412,39 +389,6 @@ class RecSubnetLayer(AssumedTemplates, Layer):
                 raise KeyError(name)
             return self._outer_layer(name[len("base:"):])
         return self.layers[name]
-
-    def _ordered(self, names: Sequence[str]) -> List[str]:
-        """``names`` (acyclic among themselves) ordered by their same-step and ``prev:`` references."""
-        order: List[str] = []
-        subset = set(names)
-        visiting = set()
-
-        def visit(n: str) -> None:
-            if n in order or n in visiting:
-                return
-            visiting.add(n)
-            for r in map(Ref.parse, self.sub_source_names(n)):  # a teacher-forced choice reads its target only
-                if r.kind in ("self", "prev") and r.name in subset and r.name != n:
-                    visit(r.name)
-            order.append(n)
-
-        for n in names:
-            visit(n)
-        return order
-
-    def sub_source_names(self, sub: str) -> List[str]:
-        """The sources of sub-layer ``sub`` as the layer class takes them (``from``, then its
-        reference options); a teacher-forced choice reads its target."""
-        from returnn.tf.network import layer_sources
-        opts = self.unit[sub]
-        if fed_target(opts, self.search):
-            return ["data:" + t for t in as_list(opts["target"])]
-        if samples_in_training(opts, self.search):  # its target, then the scores it samples from (choice.py)
-            return ["data:" + t for t in as_list(opts["target"])] + layer_sources(sub, opts)
-        if self.search and opts.get("class") == "choice":  # its explicit_search_sources (choice.py) after 'from'
-            from returnn.tf.layers.choice import explicit_search_names
-            return layer_sources(sub, opts) + explicit_search_names("%s/%s" % (self.desc, sub), opts)
-        return layer_sources(sub, opts)
 
     def _template(self, ref_str: str, in_loop: bool, where: str) -> Data:
         ref = Ref.parse(ref_str)
