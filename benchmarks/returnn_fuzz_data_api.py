@@ -97,6 +97,9 @@ def _call(rng: random.Random, seed: int) -> List[Any]:
         ["other", "common_with", _template(rng, static=True)], ["other", "common_with_part", k()],
         ["other", "matching_map_with", _template(rng)],
         ["other", "all_dims_with", _template(rng), rng.choice(IS_EQUAL_OPTS)],
+    ]) + ([] if seed < 8 else [  # seeds >= 8: copy_compatible_to
+        ["other", "compatible_to_common", _template(rng, static=True), rng.random() < 0.3],
+        ["other", "compatible_to_swapped", k(), k()], ["other", "compatible_to", _template(rng), rng.random() < 0.3],
     ]))
 
 
@@ -173,7 +176,7 @@ def run_cases(cases_file: str, out_file: str) -> None:
 def _with_other(data_class: Any, data: Any, call: List[Any], tags: List[Any]) -> Any:
     """The calls with a second template ``call[1]`` (``tags`` extended by its dims)."""
     kind, template = call[0], call[1]
-    if kind == "common_with_part":
+    if kind in ("common_with_part", "compatible_to_swapped"):
         template = {"shape": []}
     other = data_class(name="x" if kind == "is_equal_with" else "y", **template)
     tags.extend(t for t in other.dim_tags if not any(t is u for u in tags))
@@ -185,6 +188,12 @@ def _with_other(data_class: Any, data: Any, call: List[Any], tags: List[Any]) ->
         return data_class.get_common_data([data.copy_template_excluding_axis(call[1]), data])
     if kind == "matching_map_with":
         return data.find_matching_dim_map(other, list(range(other.batch_ndim)))
+    if kind == "compatible_to_common":  # to the common template with another one (as RETURNN's layers do)
+        return data.copy_compatible_to(data_class.get_common_data([data, other]), unbroadcast=call[2])
+    if kind == "compatible_to_swapped":
+        return data.copy_compatible_to(data.copy_swap_axes(call[1], call[2]))
+    if kind == "compatible_to":
+        return data.copy_compatible_to(other, unbroadcast=call[2], check_sparse=False, check_dtype=False)
     if kind == "all_dims_with":
         return type(data.dim_tags[0]).get_all_dimension_tags([data, other], call[2])[0]
     raise ValueError(kind)

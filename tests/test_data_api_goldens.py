@@ -1,8 +1,8 @@
 """RETURNN's Data/Tensor and Dim API as config code calls it, against RETURNN (tests/data/returnn_data_api.json, from
-tests/returnn_goldens/make_data_api_goldens.py): the cases of benchmarks/returnn_fuzz_data_api.py seeds 6 and 7 that
+tests/returnn_goldens/make_data_api_goldens.py): the cases of benchmarks/returnn_fuzz_data_api.py seeds 6 to 8 that
 RETURNN runs without an error give the same result at every step here (layout copies such as copy_swap_axes,
 copy_split_feature_dim, copy_as_batch_spatial_major, copy_add_spatial_dim; axis lookups; get_common_data,
-find_matching_dim_map; Dim.is_equal with its options, Dim.get_all_dimension_tags)."""
+find_matching_dim_map, copy_compatible_to; Dim.is_equal with its options, Dim.get_all_dimension_tags)."""
 import collections
 import json
 import pathlib
@@ -22,7 +22,8 @@ def test_goldens_cover_the_new_methods():
                                  for c in CASES for call in c["calls"])
     for kind in ("copy_swap_axes", "copy_split_feature_dim", "copy_as_batch_spatial_major", "copy_with_feature_last",
                  "copy_as_time_batch_major", "copy_template_dense", "get_bc_shape", "get_axes_by_tag_name",
-                 "dims_is_equal", "is_equal_with", "common_with", "matching_map_with", "all_dims_with"):
+                 "dims_is_equal", "is_equal_with", "common_with", "matching_map_with", "all_dims_with",
+                 "compatible_to", "compatible_to_common", "compatible_to_swapped"):
         assert counts[kind] >= 3, (kind, counts[kind])
 
 

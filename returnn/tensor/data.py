@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from returnn.tensor.data_compat import DataCompat
+from returnn.tensor.data_compatible import DataCompatible
 from returnn.tensor.data_layout import DataLayout
 from returnn.tensor.data_query import DataQuery
 from returnn.tensor.dim import Dim, DimTypes, batch_dim
@@ -36,7 +37,7 @@ class _NotSpecified:
 NotSpecified: Any = _NotSpecified()
 
 
-class Data(DataCompat, DataLayout, DataQuery):
+class Data(DataCompat, DataLayout, DataQuery, DataCompatible):
     """Static description of a tensor: dims, dtype, sparse_dim, special axes.
 
     Construct from ``dims`` (RETURNN's ``dim_tags``), or the old way from ``shape`` (without the
@@ -64,8 +65,14 @@ class Data(DataCompat, DataLayout, DataQuery):
         if dims is None:
             dims, time_dim_axis = dims_from_shape(name, shape, dim, sparse_dim is not None, batch_dim_axis,
                                                   time_dim_axis, feature_dim_axis, set(size_placeholder or ()))
-            if feature_dim_axis is NotSpecified and sparse_dim is None:
-                dim = NotSpecified  # RETURNN checks 'dim' against an explicit feature axis only
+            if sparse_dim is None and feature_dim_axis is not NotSpecified and dim is not NotSpecified:
+                # RETURNN checks 'dim' against an explicit feature axis only (None: no feature axis, no dim)
+                size = None if feature_dim_axis is None else dims[feature_dim_axis].dimension
+                if size != dim:
+                    raise ValueError("data %r: dim %r does not match the size %r of the feature axis %r"
+                                     % (name, dim, size, feature_dim_axis))
+            if sparse_dim is None:
+                dim = NotSpecified
         self.dims: Tuple[Dim, ...] = tuple(dims)
         if same_dim_tags_as:  # RETURNN's {axis description: Dim}: that axis is this Dim
             from returnn.tensor.axes import resolve_axis

@@ -1,7 +1,7 @@
 """Goldens of RETURNN's Data/Tensor and Dim API as config code calls it (benchmarks/returnn_fuzz_data_api.py's
-cases of seeds 6 and 7: templates from the old keywords, chains of copy_* / axis lookups / properties, RETURNN's
+cases of seeds 6 to 8: templates from the old keywords, chains of copy_* / axis lookups / properties, RETURNN's
 further methods (copy_swap_axes, copy_split_feature_dim, copy_as_batch_spatial_major, get_common_data,
-find_matching_dim_map, Dim.is_equal, Dim.get_all_dimension_tags, ...)), for tests/test_data_api_goldens.py: the
+find_matching_dim_map, copy_compatible_to, Dim.is_equal, Dim.get_all_dimension_tags, ...)), for tests/test_data_api_goldens.py: the
 cases RETURNN runs without an error, with its result per step. Run with RETURNN's venv from outside this repo::
 
     cd /tmp && DISABLE_CUDA=1 /work/main/.bench-venv-returnn/bin/python \\
@@ -18,7 +18,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "benchma
 import returnn_fuzz_data_api as fuzz  # noqa: E402
 
 OUT = os.path.join(os.path.dirname(HERE), "data", "returnn_data_api.json")
-SEEDS = (6, 7)
+SEEDS = (6, 7, 8)
 
 
 def main():

@@ -1,0 +1,65 @@
+"""RETURNN's further Data methods for config code carry the value along (returnn/tensor/data_layout.py,
+data_compatible.py, data_query.py), checked against numpy: copy_swap_axes, copy_split_feature_dim,
+copy_with_feature_last, copy_as_time_batch_major, copy_as_batch_spatial_major, copy_compatible_to (transposed,
+broadcast or repeated axes), get_dim; and Dim.is_equal / get_common_data on dims of a config."""
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+
+from returnn.tensor import Data, Dim, FeatureDim, SpatialDim, batch_dim
+
+
+def btf():
+    time, feat = SpatialDim("time"), FeatureDim("feat", 6)
+    values = np.arange(2 * 3 * 6, dtype=np.float32).reshape((2, 3, 6))
+    return Data("x", dims=(batch_dim, time, feat)).with_value(tf.constant(values), {time: tf.constant([3, 1])}), \
+        values, time, feat
+
+
+def test_swap_split_and_feature_last_move_the_value():
+    x, values, time, feat = btf()
+    swapped = x.copy_swap_axes(0, 2)
+    assert swapped.dims == (feat, time, batch_dim)
+    np.testing.assert_array_equal(swapped.placeholder.numpy(), np.transpose(values, (2, 1, 0)))
+    split = x.copy_split_feature_dim(2)
+    assert split.batch_shape == (None, None, 3, 2) and split.feature_dim_axis == 3 and split.time_dim_axis == 1
+    np.testing.assert_array_equal(split.placeholder.numpy(), values.reshape((2, 3, 3, 2)))
+    last = x.copy_swap_axes(1, 2).copy_with_feature_last()
+    assert last.dims == (batch_dim, time, feat)
+    np.testing.assert_array_equal(last.placeholder.numpy(), values)
+    tbm = x.copy_as_time_batch_major()
+    assert tbm.dims == (time, batch_dim, feat)
+    np.testing.assert_array_equal(tbm.placeholder.numpy(), np.transpose(values, (1, 0, 2)))
+    # a value's sizes are known: its dynamic axes come right after the batch axis
+    fbt = x.copy_swap_axes(1, 2).copy_swap_axes(0, 1)
+    assert fbt.copy_as_batch_spatial_major().dims == (batch_dim, time, feat)
+    assert x.get_dim(1).numpy() == 3 and x.get_dim(2) == 6
+
+
+def test_copy_compatible_to_transposes_and_broadcasts():
+    x, values, time, feat = btf()
+    extra = SpatialDim("extra", 4)
+    target = Data("t", dims=(time, batch_dim, extra, feat))
+    out = x.copy_compatible_to(target)
+    assert out.batch_shape == (None, None, 1, 6) and out.dims[:2] == (time, batch_dim) and out.dims[3] == feat
+    np.testing.assert_array_equal(out.placeholder.numpy(), np.transpose(values, (1, 0, 2))[:, :, None, :])
+    out = x.copy_compatible_to(target, unbroadcast=True)
+    assert out.dims == (time, batch_dim, extra, feat)
+    np.testing.assert_array_equal(out.placeholder.numpy(),
+                                  np.repeat(np.transpose(values, (1, 0, 2))[:, :, None, :], 4, axis=2))
+    labels = Data("y", dims=(time, batch_dim), sparse_dim=feat)
+    assert labels.copy_compatible_to(Data("l", dims=(batch_dim, time), sparse_dim=feat)).dims == (batch_dim, time)
+
+
+def test_dim_is_equal_options_and_common_data():
+    time, feat = SpatialDim("time"), FeatureDim("feat", 3)
+    other_feat = FeatureDim("other", 3)
+    assert not feat.is_equal(other_feat)
+    assert feat.is_equal(other_feat, allow_same_feature_dim=True) and feat.is_equal(other_feat, ignore_feature_dim=True)
+    assert not time.is_equal(SpatialDim("time"))  # the user's dims: only themselves (or declared the same)
+    a = Data("a", dims=(batch_dim, time, feat))
+    b = Data("b", dims=(batch_dim, SpatialDim("spatial", 5)))
+    common = Data.get_common_data([a, b])
+    assert common.batch_shape == (None, None, 5, 3) and common.dims[1] == time and common.dims[3] == feat
+    assert Data.get_common_data([]) is None and Dim.get_uniq_collection([feat, feat, other_feat]) == [feat, other_feat]
