@@ -68,7 +68,8 @@ def test_a_stride_after_an_upsampling_by_it_is_the_axis_before():
 
 def test_derived_root_stops_at_a_dim_declared_the_same_as_another():
     """RETURNN's get_same_derived_base(same_dim=True): a same_as link is followed but not taken as the root."""
-    from returnn.tf.layers.helpers import derived_root
+    def derived_root(dim):
+        return dim.get_same_derived_base(same_dim=True)
     time = Dim(None, description="time")
     up = shifted_dim(time, [("mul", 2)])
     assert derived_root(up) is time

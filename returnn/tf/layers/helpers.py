@@ -285,26 +285,6 @@ def check_broadcast(layer, dims_lists: Sequence[Sequence[Dim]], common: List[Dim
                        "this from behavior_version 4 unless allow_broadcast_all_sources (different time axes?)"
                        % (layer.desc, axes(common), ", ".join(axes(dims) for dims in dims_lists)))
 
-def derived_root(dim: Dim) -> Dim:
-    """RETURNN's ``get_same_derived_base(same_dim=True)``: following ``same_as`` and ``derived_from`` links
-    from ``dim``, the last dim reached through a ``derived_from`` link that has ``dim``'s size (``dim`` when
-    none). A pooled or cut time axis leads to the input time axis; a conv's dim declared the same as the
-    input's axis (a stride cancelled by an upsampling) stops the walk: dims computed from it derive from
-    that dim, not from the input axis."""
-    last, base, seen = dim, dim, set()
-    while id(base) not in seen:
-        seen.add(id(base))
-        if base.same_as is not None:
-            base = base.same_as
-        elif base.derived_from is not None:
-            base = base.derived_from
-            if base.dimension == dim.dimension:
-                last = base
-        else:
-            break
-    return last
-
-
 def _batch_contents(dim: Dim) -> Any:
     """What a batch axis holds: None for the plain batch, else what flatten_batch/merge_dims put in it."""
     packed = getattr(dim, "packed", None)
@@ -322,6 +302,12 @@ def _check_batch_contents(layer, dims_lists: Sequence[Sequence[Dim]]) -> None:
                                                            % c[0].description for c in contents))))
 
 
+def _derived_root(dim: Dim) -> Dim:
+    """RETURNN's ``get_same_derived_base(same_dim=True)``: a cut or pooled time axis leads to the time axis; a conv's
+    dim declared the same as the input's axis (a stride cancelling an upsampling) stops the walk there."""
+    return dim.get_same_derived_base(same_dim=True)
+
+
 def _check_derived_axes(layer, dims_lists: Sequence[Sequence[Dim]], common: List[Dim]) -> None:
     """RETURNN's get_common_data takes two different dynamic axes derived from the same one
     (``derived_matches``: a time axis and its pooled or split version) as one axis, then fails to
@@ -329,11 +315,11 @@ def _check_derived_axes(layer, dims_lists: Sequence[Sequence[Dim]], common: List
     dyn = [d for d in common if d.dimension is None and not d.is_batch_dim() and not any(d == a for a in _LOOP_AXES)]
     for i, a in enumerate(dyn):
         for b in dyn[i + 1:]:
-            if derived_root(a) is derived_root(b) and not any(
+            if _derived_root(a) is _derived_root(b) and not any(
                     any(a == d for d in dims) and any(b == d for d in dims) for dims in dims_lists):
                 raise NetworkError("%s: the sources' axes %r and %r both derive from %r but differ in length; RETURNN "
                                    "takes them as one axis and fails to match the sources"
-                                   % (layer.desc, a.description, b.description, derived_root(a).description))
+                                   % (layer.desc, a.description, b.description, _derived_root(a).description))
 
 
 class FeaturePlan(NamedTuple):
