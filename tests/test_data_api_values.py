@@ -63,3 +63,39 @@ def test_dim_is_equal_options_and_common_data():
     common = Data.get_common_data([a, b])
     assert common.batch_shape == (None, None, 5, 3) and common.dims[1] == time and common.dims[3] == feat
     assert Data.get_common_data([]) is None and Dim.get_uniq_collection([feat, feat, other_feat]) == [feat, other_feat]
+
+
+def test_eval_sets_the_lengths_of_its_out_type_dim():
+    """An eval function gives the lengths of a dynamic dim its out_type made (RETURNN's
+    ``self.output.set_dynamic_size(1, seq_lens)`` or ``self.output.size_placeholder[0] = seq_lens``; published
+    chunkwise-attention configs); before, the output had no lengths for it."""
+    from data_utils import btf as make_btf, make_layer, run_layer
+    a, va, x = make_btf(2, [3, 1])
+    new_time = SpatialDim("first-two")
+
+    def out_type(sources, name, **_):
+        return Data("%s_output" % name, dims=(batch_dim, new_time, sources[0].output.feature_dim))
+
+    for setter in ("self.output.set_dynamic_size(1, lens)", "self.output.size_placeholder.__setitem__(0, lens)"):
+        def f(self, source, **_):
+            lens = tf.minimum(source(0, as_data=True).get_sequence_lengths(), 2)
+            eval(setter)  # noqa: S307
+            return source(0)[:, :2]
+        out = run_layer(make_layer("eval", {"eval": f, "out_type": out_type}, [a]), [va])
+        assert out.data.dims[1] is new_time and out.size(1).numpy().tolist() == [2, 1]
+        np.testing.assert_array_equal(out.tensor.numpy()[0], x[0, :2])
+        np.testing.assert_array_equal(out.tensor.numpy()[1, :1], x[1, :1])
+
+
+def test_verify_out_shape():
+    """RETURNN's ``Data.verify_out_shape`` (returnn_common's and published RF configs' checks)."""
+    import pytest
+    from returnn.tensor.marked_dim import ImplicitSparseDim
+    time, classes = SpatialDim("time"), FeatureDim("classes", 3)
+    labels = Data("y", dims=(batch_dim, time), sparse_dim=classes)
+    labels.verify_out_shape({batch_dim, time, ImplicitSparseDim(classes)})
+    labels.verify_out_shape({batch_dim, time}, allow_missing_implicit_dims=True)
+    with pytest.raises(ValueError, match="missing in 'out_shape': classes"):
+        labels.verify_out_shape({batch_dim, time})
+    with pytest.raises(TypeError, match="expects a set"):
+        labels.verify_out_shape([batch_dim, time])

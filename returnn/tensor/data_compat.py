@@ -51,6 +51,21 @@ class SizesOf:
     __array__ = __index__ = __int__ = __float__ = __bool__ = _no_value
 
 
+class _SizePlaceholder(dict):
+    """RETURNN's ``size_placeholder`` view: ``data.size_placeholder[axis] = lengths`` sets them on ``data``."""
+
+    def __init__(self, data: Any):
+        super().__init__()
+        self._data = data
+
+    def __setitem__(self, axis_wo_b: int, sizes: Any) -> None:
+        self._data.set_dynamic_size(self._data.get_batch_axis(axis_wo_b), sizes)
+        super().__setitem__(axis_wo_b, sizes)
+
+    def __delitem__(self, axis_wo_b: int) -> None:
+        raise ValueError("%s: cannot delete items from size_placeholder (as RETURNN)" % self._data.short_repr())
+
+
 class _Flag:
     """A bool that can also be called (``data.is_time_major`` is RETURNN's property; code written
     against a method form calls it)."""
@@ -105,8 +120,9 @@ class DataCompat:
 
     @property
     def size_placeholder(self) -> Dict[int, Any]:
-        """RETURNN's ``{axis counted without batch: lengths}`` of the dynamic axes with known sizes."""
-        out = {}
+        """RETURNN's ``{axis counted without batch: lengths}`` of the dynamic axes with known sizes; assigning an
+        item sets that axis' sizes (:meth:`set_dynamic_size`)."""
+        out = _SizePlaceholder(self)
         for i, d in enumerate(self.dims):
             if d.is_batch_dim():
                 continue
@@ -114,20 +130,26 @@ class DataCompat:
             if size is None and d.dimension is None and self.placeholder is None:
                 size = SizesOf(d)  # a template while the network is built
             if size is not None:
-                out[self.get_batch_axis_excluding_batch(i)] = size
+                dict.__setitem__(out, self.get_batch_axis_excluding_batch(i), size)
         return out
 
     @size_placeholder.setter
     def size_placeholder(self, value: Optional[Dict[int, Any]]) -> None:
-        sizes = self.dyn_sizes
         for axis_wo_b, size in (value or {}).items():
-            axis = self.get_batch_axis(axis_wo_b)
-            if isinstance(size, SizesOf):  # the lengths of another template's Dim: that axis is that Dim
-                dims = list(self.dims)
-                dims[axis] = size.dim
-                self.dims = tuple(dims)
-                continue
-            sizes[self.dims[axis]] = size
+            self.set_dynamic_size(self.get_batch_axis(axis_wo_b), size)
+
+    def set_dynamic_size(self, axis: int, sizes: Any) -> None:
+        """The lengths (B,) of ``axis`` (counted with batch); the lengths of another template's Dim
+        (:class:`SizesOf`) make the axis that Dim. In an eval function, ``self.output.set_dynamic_size(axis,
+        lengths)`` gives the lengths of a dynamic dim its ``out_type`` made."""
+        if isinstance(sizes, SizesOf):
+            dims = list(self.dims)
+            dims[axis] = sizes.dim
+            self.dims = tuple(dims)
+            return
+        if not self.dims[axis].is_dynamic():
+            raise ValueError("set_dynamic_size: axis %i of %s is not dynamic" % (axis, self.short_repr()))
+        self.dyn_sizes[self.dims[axis]] = sizes
 
     def _size_of(self, dim) -> Any:
         for d, size in self.dyn_sizes.items():

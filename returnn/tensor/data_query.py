@@ -10,6 +10,7 @@
   ``get_batch_shape_dim_tags``, ``get_batch_dim_tag``, ``get_static_batch_dim``, ``get_dyn_size_tags``,
   ``get_placeholder_kwargs``, ``get_dim`` and ``get_dynamic_batch_shape`` (with a value);
 - predicates: ``is_batch_feature_major``, ``is_time_axis_dynamic``, ``is_axis_dynamic``, ``has_dynamic_size``;
+  ``verify_out_shape`` (a layer's ``out_shape`` check);
 - text: ``get_description``, ``get_batch_axes_short_description`` (RETURNN's format, this engine's dim names);
 - ``Data.get_common_data(sources)``: the template all sources broadcast to (the layout combining layers use).
 """
@@ -255,6 +256,22 @@ class DataQuery:
     def has_dynamic_size(self, axis: int) -> bool:
         """Whether ``axis`` has per-sequence sizes (see ``copy_as_batch_spatial_major``)."""
         return self._has_sizes(axis)
+
+    def verify_out_shape(self, out_shape: Any, allow_missing_implicit_dims: bool = False) -> None:
+        """RETURNN's check of a layer's ``out_shape`` (a set of dims and marked dims, see
+        :mod:`returnn.tensor.marked_dim`): a ValueError naming what does not hold."""
+        from returnn.tensor.marked_dim import out_shape_problems
+        if not out_shape and not self.dims and not self.dim_tags_set_implicit_only:
+            return
+        if out_shape and not isinstance(out_shape, (set, frozenset)):
+            raise TypeError("%s verify_out_shape: expects a set, got %s" % (self.short_repr(), type(out_shape)))
+        problems = out_shape_problems(self, out_shape or ())
+        if allow_missing_implicit_dims:  # (RETURNN: the implicit dims may be left out then)
+            implicit = [d.short_repr() for d in self.dim_tags_set_implicit_only]
+            problems = [p for p in problems if not (p.startswith("missing in") and all(
+                x in implicit for x in p.split(": ", 1)[1].split(", ")))]
+        if problems:
+            raise ValueError("%s verify_out_shape: %s" % (self.short_repr(), "; ".join(problems)))
 
     # ---- text
     def get_batch_axes_short_description(self, special_axes: bool = True) -> List[str]:

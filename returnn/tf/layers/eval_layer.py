@@ -427,7 +427,9 @@ class EvalLayer(Layer):
             result = tf.cast(result, self.output.dtype)
         if self.bias is not None:
             result = result + self.bias
-        return self.make_output(self.activation(result), sources)
+        # lengths the eval code gave a dim of its out_type (RETURNN's self.output.set_dynamic_size / size_placeholder)
+        made = self.output.__dict__.pop("_dyn_sizes", None) or None
+        return self.make_output(self.activation(result), sources, sizes=made)
 
 
 def _broadcast_to_layout(result: tf.Tensor, sources: List[LayerOutput], maps: List[List[int]]) -> tf.Tensor:
