@@ -325,3 +325,7 @@ case("pad_out_dims_is_the_same_pad_without", "pad", {
     "a": {"class": "pad", "from": "data", "axes": "T", "padding": [[1, 2]], "out_dims": dim_marker("padded")},
     "b": {"class": "pad", "from": "data", "axes": "T", "padding": [[1, 2]], "value": 1.0},
     "output": {"class": "combine", "kind": "add", "from": ["a", "b"]}}, extern=X6_DIMS, lens={"data": [5, 2, 0]})
+case("concat_out_dim_is_the_same_concat_without", "concat", {
+    "a": {"class": "concat", "from": [("data", "T"), ("data", "T")], "out_dim": dim_marker("cat")},
+    "b": {"class": "concat", "from": [("data", "T"), ("data", "T")]},
+    "output": {"class": "combine", "kind": "add", "from": ["a", "b"]}}, extern=X6_DIMS, lens={"data": [5, 2, 0]})

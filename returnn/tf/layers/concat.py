@@ -26,6 +26,7 @@ import tensorflow as tf
 
 from returnn.errors import NetworkError
 from returnn.tensor import Data, Dim
+from returnn.tf.layers.dim_shift import given_same_as
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
 from returnn.tf.layers.helpers import check_sources, common_dims, dropout_sources
 from returnn.tf.layers.options import Option
@@ -81,6 +82,8 @@ class ConcatLayer(Layer):
             if out_dim.dimension != static:
                 raise NetworkError("%s: out_dim %r does not match the concatenated size %r"
                                    % (self.desc, out_dim, static))
+            if static is None:  # RETURNN: the sum of the parts declared the same as the given dim
+                out_dim = given_same_as(out_dim, functools.reduce(operator.add, parts))
         elif static is None:  # RETURNN: sum(parts), dim math: derived from the first dynamic part (so
             # get_common_data takes it as that part: Data.get_common_data), one dim per same parts
             out_dim = functools.reduce(operator.add, parts)
