@@ -257,6 +257,8 @@ class Data(DataCompat, DataLayout, DataQuery, DataCompatible):
         for axis in (old_axis, new_axis):
             if not isinstance(axis, int) or not -self.batch_ndim <= axis < self.batch_ndim:
                 raise ValueError("copy_move_axis: %s has no axis %r" % (self.short_repr(), axis))
+        if old_axis % self.batch_ndim == new_axis % self.batch_ndim:
+            return self.copy()  # (RETURNN: a copy, special axes as they were set)
         perm = [i for i in range(self.batch_ndim) if i != old_axis % self.batch_ndim]
         perm.insert(new_axis % self.batch_ndim, old_axis % self.batch_ndim)
         return self.copy_transpose(perm)
