@@ -329,3 +329,7 @@ case("concat_out_dim_is_the_same_concat_without", "concat", {
     "a": {"class": "concat", "from": [("data", "T"), ("data", "T")], "out_dim": dim_marker("cat")},
     "b": {"class": "concat", "from": [("data", "T"), ("data", "T")]},
     "output": {"class": "combine", "kind": "add", "from": ["a", "b"]}}, extern=X6_DIMS, lens={"data": [5, 2, 0]})
+case("postfix_out_dim_is_the_same_postfix_without", "postfix_in_time", {
+    "a": {"class": "postfix_in_time", "from": "data", "postfix": 0.5, "repeat": 2, "out_dim": dim_marker("post")},
+    "b": {"class": "postfix_in_time", "from": "data", "postfix": -1.0, "repeat": 2},
+    "output": {"class": "combine", "kind": "add", "from": ["a", "b"]}}, extern=X6_DIMS, lens={"data": [5, 2, 0]})

@@ -25,7 +25,7 @@ from returnn.tensor import Data, Dim
 from returnn.tensor.dim import batch_dim
 from returnn.tensor.dim_math import returnn_description
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
-from returnn.tf.layers.dim_shift import shifted_dim, shifted_sizes
+from returnn.tf.layers.dim_shift import given_same_as, shifted_dim, shifted_sizes
 from returnn.tf.layers.helpers import check_sources, concat_inputs, concat_output
 from returnn.tf.layers.options import Option, constant_fits, one_of, positive_int
 from returnn.tf.layers.output import align_tensor
@@ -38,7 +38,9 @@ class _InTimeLayer(Layer):
     at_end = True
     options = (Option("repeat", 1, "number of frames to add"),
                Option("axis", "T", "the axis to extend (RETURNN's option): the time axis, or a static axis (with a "
-                                   "number as the value)"))
+                                   "number as the value)"),
+               Option("out_dim", None, "Dim of the extended axis (declared the same as the axis plus 'repeat', as "
+                                       "RETURNN)"))
 
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
         self.value_layer = isinstance(opts.get(self.value_key), str)
@@ -70,8 +72,15 @@ class _InTimeLayer(Layer):
         old = data.dims[self.ax]
         # (a static time axis, e.g. of fixed-length extern data, stays static: RETURNN's dim math old + repeat)
         self.shift_ops = [("add_right" if self.at_end else "add_left", self.repeat)]  # RETURNN: in + n, n + in
+        given = self.opt("out_dim")
+        if given is not None and (not isinstance(given, Dim) or given.dimension != (
+                None if old.dimension is None else old.dimension + self.repeat)):
+            raise NetworkError("%s: out_dim %r does not fit the extended axis %r plus %i" % (
+                self.desc, given, old.description, self.repeat))
         if old.is_dynamic() and not old.is_batch_dim():  # RETURNN's dim math: merges with the cuts of old (dim_shift)
-            self.time = old if not self.repeat else shifted_dim(old, self.shift_ops)
+            self.time = given_same_as(given, shifted_dim(old, self.shift_ops))
+        elif given is not None:
+            self.time = given
         else:
             # described as RETURNN's dim math (``time+1``, prefix ``1+time``), which 'stag:' descriptions search
             desc = returnn_description(old.description, 0 if self.at_end else self.repeat,
