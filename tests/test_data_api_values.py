@@ -99,3 +99,13 @@ def test_verify_out_shape():
         labels.verify_out_shape({batch_dim, time})
     with pytest.raises(TypeError, match="expects a set"):
         labels.verify_out_shape([batch_dim, time])
+
+
+def test_copy_masked_and_num_elements():
+    x, values, time, feat = btf()
+    masked = x.copy_masked(-1.0)
+    ref = values.copy()
+    ref[1, 1:] = -1.0  # lengths [3, 1]
+    np.testing.assert_array_equal(masked.placeholder.numpy(), ref)
+    np.testing.assert_array_equal(x.copy_masked(0.0, dims=[feat]).placeholder.numpy(), values)  # static: no mask
+    assert int(x.num_elements()) == (3 + 1) * 6 and Data("s", dims=(FeatureDim("f", 3), SpatialDim("s", 4))).num_elements() == 12

@@ -1,7 +1,8 @@
 """More of RETURNN's ``Data``/``Tensor`` layout copies for config code, mixed into
 :class:`~returnn.tensor.data.Data` (as RETURNN's ``_tensor_extra``): ``copy_swap_axes``, ``copy_with_feature_last``,
 ``copy_as_time_batch_major``, ``copy_as_batch_spatial_major``, ``copy_split_feature_dim``, ``copy_template_dense``,
-``copy_template_replace_dim``. A value (``placeholder``) is transformed along, as RETURNN does.
+``copy_template_replace_dim``; with a value: ``copy_masked`` (padded frames set), ``num_elements``. A value
+(``placeholder``) is transformed along, as RETURNN does.
 
 RETURNN asserts its preconditions (a feature axis, a batch and a time axis, ...); here they fail with a
 ValueError naming the method.
@@ -150,3 +151,42 @@ class DataLayout:
             out.dyn_sizes[tag] = new_size
         return out
 
+    def copy_masked(self, mask_value: Any, *, dims: Any = None, allow_int: Any = None):
+        """The value with its padded frames (of ``dims``, default all dynamic axes over the batch) set to
+        ``mask_value``."""
+        _check(self.placeholder is not None, self, "copy_masked", "has no value")
+        import tensorflow as tf
+        axes = range(self.batch_ndim) if dims is None else [self.get_axis_from_description(d) for d in dims]
+        mask = None
+        for axis in axes:
+            if not self.dims[axis].is_dynamic() or self.batch_dim_axis is None:
+                continue  # (RETURNN: static axes, and sizes over a batch the value lacks, need no mask)
+            _check(self._size_of(self.dims[axis]) is not None, self, "copy_masked",
+                   "has no sizes for axis %i" % axis)
+            m = self.get_sequence_mask_broadcast(axis)
+            mask = m if mask is None else tf.logical_and(mask, m)
+        if mask is None:
+            return self.copy()
+        value = tf.where(mask, self.placeholder, tf.cast(mask_value, self.placeholder.dtype))
+        return self._derived(self.copy(), value)
+
+    def num_elements(self) -> Any:
+        """The number of elements without padding (RETURNN's, masked): the static product, else over the batch
+        the product of each sequence's lengths times the static sizes (a scalar tensor)."""
+        static, dynamic = 1, []
+        for axis, d in enumerate(self.dims):
+            if d.dimension is not None:
+                static *= d.dimension
+            elif axis != self.batch_dim_axis:
+                dynamic.append(d)
+        if self.batch_dim_axis is None and not dynamic:
+            return static
+        _check(self.placeholder is not None, self, "num_elements", "has dynamic axes and no value")
+        import tensorflow as tf
+        if self.batch_dim_axis is None:  # (lengths over a batch the value lacks: its padded shape)
+            return tf.size(self.placeholder)
+        per_seq = tf.fill(tf.shape(self.placeholder)[self.batch_dim_axis:self.batch_dim_axis + 1], 1)
+        for d in dynamic:
+            _check(self._size_of(d) is not None, self, "num_elements", "has no sizes for %s" % d.short_repr())
+            per_seq = per_seq * tf.cast(self._size_of(d), tf.int32)
+        return tf.reduce_sum(per_seq) * static
