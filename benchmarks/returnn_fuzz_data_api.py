@@ -100,6 +100,7 @@ def _call(rng: random.Random, seed: int) -> List[Any]:
     ]) + ([] if seed < 8 else [  # seeds >= 8: copy_compatible_to
         ["other", "compatible_to_common", _template(rng, static=True), rng.random() < 0.3],
         ["other", "compatible_to_swapped", k(), k()], ["other", "compatible_to", _template(rng), rng.random() < 0.3],
+        ["other", "compatible_to_dims", _template(rng), rng.randint(0, 99), rng.random() < 0.5],
     ]))
 
 
@@ -112,8 +113,8 @@ def draw(seed: int, n: int) -> List[Dict[str, Any]]:
 def _summary(value: Any, tags: List[Any]) -> Any:
     """A result as JSON: a template's structure with its axes named by the input's axes they are."""
     def tag_name(tag) -> Any:
-        for i, t in enumerate(tags):
-            if t is tag or t == tag:
+        for i, t in enumerate(tags):  # (a batch dim by identity: a size-1 broadcast one is another)
+            if t is tag or (t == tag and not tag.is_batch_dim()):
                 return i
         return "batch" if getattr(tag, "is_batch_dim", lambda: False)() else "new"
 
@@ -194,6 +195,12 @@ def _with_other(data_class: Any, data: Any, call: List[Any], tags: List[Any]) ->
         return data.copy_compatible_to(data.copy_swap_axes(call[1], call[2]))
     if kind == "compatible_to":
         return data.copy_compatible_to(other, unbroadcast=call[2], check_sparse=False, check_dtype=False)
+    if kind == "compatible_to_dims":  # its dims shuffled, maybe with another template's last one
+        dims = list(data.dim_tags)
+        random.Random(call[2]).shuffle(dims)
+        if call[3] and other.dim_tags:
+            dims.insert(call[2] % (len(dims) + 1), other.dim_tags[-1])
+        return data.copy_compatible_to_dims(dims)
     if kind == "all_dims_with":
         return type(data.dim_tags[0]).get_all_dimension_tags([data, other], call[2])[0]
     raise ValueError(kind)

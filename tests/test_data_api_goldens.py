@@ -23,7 +23,7 @@ def test_goldens_cover_the_new_methods():
     for kind in ("copy_swap_axes", "copy_split_feature_dim", "copy_as_batch_spatial_major", "copy_with_feature_last",
                  "copy_as_time_batch_major", "copy_template_dense", "get_bc_shape", "get_axes_by_tag_name",
                  "dims_is_equal", "is_equal_with", "common_with", "matching_map_with", "all_dims_with",
-                 "compatible_to", "compatible_to_common", "compatible_to_swapped"):
+                 "compatible_to", "compatible_to_common", "compatible_to_swapped", "compatible_to_dims"):
         assert counts[kind] >= 3, (kind, counts[kind])
 
 

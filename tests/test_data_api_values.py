@@ -109,3 +109,17 @@ def test_copy_masked_and_num_elements():
     np.testing.assert_array_equal(masked.placeholder.numpy(), ref)
     np.testing.assert_array_equal(x.copy_masked(0.0, dims=[feat]).placeholder.numpy(), values)  # static: no mask
     assert int(x.num_elements()) == (3 + 1) * 6 and Data("s", dims=(FeatureDim("f", 3), SpatialDim("s", 4))).num_elements() == 12
+
+
+def test_copy_compatible_to_dims_permutes_and_adds():
+    """RETURNN's copy_compatible_to_dims / copy_compatible_to_dims_raw (74 + 10 uses in the mirrored configs)."""
+    x, values, time, feat = btf()
+    extra = SpatialDim("extra", 2)
+    out = x.copy_compatible_to_dims([feat, extra, batch_dim, time])
+    assert out.batch_shape == (6, 1, None, None) and out.dims[0] is feat and out.dims[3] is time
+    assert out.time_dim_axis == 3 and out.feature_dim_axis == 0
+    ref = np.transpose(values, (2, 0, 1))[:, None]
+    np.testing.assert_array_equal(out.placeholder.numpy(), ref)
+    raw = x.copy_compatible_to_dims_raw([feat, extra, batch_dim, time], unbroadcast=True)
+    np.testing.assert_array_equal(raw.numpy(), np.repeat(ref, 2, axis=1))
+    assert x.copy_compatible_to_dims([batch_dim, time, feat]).dims == x.dims

@@ -7,10 +7,14 @@ Each axis of the source is matched to one of the target (``find_matching_dim_map
 static dims of any kind but batch, then broadcasting, then one dynamic dim); the source's axes are swapped into the
 target's order and the target's other dims added (as broadcast axes of size 1, or repeated with ``unbroadcast``);
 the time and feature axes become the target's. A value is transposed and expanded along.
+
+``copy_compatible_to_dims(dims)`` / ``copy_compatible_to_dims_raw(dims)``: the simpler form by dim equality
+(``get_out_permutation_to_dims``; of several equal axes the one of the highest match_priority), missing dims as
+size-1 axes (``..._bc_dim1``) or repeated; the time and feature axes stay on their dims.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional, Sequence
 
 
 class DataCompatible:
@@ -102,3 +106,67 @@ class DataCompatible:
             v = v._derived(v.copy(feature_dim_axis=NotSpecified, sparse_dim=self.sparse_dim, dtype=self.dtype),
                            v.placeholder)
         return v
+
+    def get_out_permutation_to_dims(self, dims: Sequence[Any]) -> List[int]:
+        """For each of ``dims`` (a superset of this data's) the axis here that is it, or -1."""
+        perm: List[int] = []
+        taken: set = set()
+        for dim in dims:
+            cands: List[int] = []
+            for j, d in enumerate(self.dims):
+                if j in taken:
+                    continue
+                if d is dim:
+                    cands = [j]
+                    break
+                if d == dim:
+                    cands.append(j)
+            if len(cands) > 1:
+                top = max(self.dims[j].match_priority for j in cands)
+                cands = [j for j in cands if self.dims[j].match_priority == top]
+                if len(cands) > 1:
+                    raise ValueError("%s: dim %s is ambiguous in %s" % (self.short_repr(), dim.short_repr(), dims))
+            perm.append(cands[0] if cands else -1)
+            taken.update(cands[:1])
+        if len(taken) != self.batch_ndim:
+            raise ValueError("%s: not all its dims are in %s" % (self.short_repr(), list(dims)))
+        return perm
+
+    def _raw_to_dims(self, dims: Sequence[Any], perm: List[int], unbroadcast: bool) -> Any:
+        import tensorflow as tf
+        value = tf.transpose(self.placeholder, [p for p in perm if p >= 0])
+        shape = tf.shape(self.placeholder)
+        value = tf.reshape(value, tf.stack([shape[p] if p >= 0 else 1 for p in perm]))
+        if unbroadcast and -1 in perm:
+            value = tf.tile(value, tf.stack([self._unbroadcast_size(dims[i]) if p < 0 else 1
+                                             for i, p in enumerate(perm)]))
+        return value
+
+    def copy_compatible_to_dims(self, dims: Sequence[Any], *, add_dims: bool = True, unbroadcast: bool = False):
+        """This data with its axes in the order of ``dims`` and the missing ones added (see the module docstring)."""
+        from returnn.tensor.data import NotSpecified
+        from returnn.tensor.dim import Dim
+        perm = self.get_out_permutation_to_dims(dims)
+        if perm == list(range(self.batch_ndim)):
+            return self.copy()
+        if not add_dims and -1 in perm:
+            raise ValueError("%s: copy_compatible_to_dims(add_dims=False): %s missing" % (
+                self.short_repr(), dims[perm.index(-1)].short_repr()))
+        out_dims = [dims[i] if p >= 0 or unbroadcast else
+                    Dim(1, kind=dims[i].kind, description="%s_bc_dim1" % (dims[i].description or "unnamed"),
+                        auto_generated=True) for i, p in enumerate(perm)]
+        res = self.copy(dims=out_dims, time_dim_axis=NotSpecified, feature_dim_axis=NotSpecified)
+        for key in ("time_dim_axis", "feature_dim_axis"):
+            old = getattr(self, key)
+            want = None if old is None else perm.index(old)
+            if getattr(res, key) != want:
+                res = res.copy(**{key: want})
+        value = None if self.placeholder is None else self._raw_to_dims(dims, perm, unbroadcast)
+        return self._derived(res, value)
+
+    def copy_compatible_to_dims_raw(self, dims: Sequence[Any], *, add_dims: bool = True,
+                                    unbroadcast: bool = False) -> Any:
+        """The value of :meth:`copy_compatible_to_dims`."""
+        if self.placeholder is None:
+            raise ValueError("copy_compatible_to_dims_raw: %s has no value" % self.short_repr())
+        return self.copy_compatible_to_dims(dims, add_dims=add_dims, unbroadcast=unbroadcast).placeholder
