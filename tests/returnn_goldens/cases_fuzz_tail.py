@@ -319,3 +319,9 @@ for _mode in ("replication", "reflect"):
         "output": {"class": "pad", "axes": "spatial", "padding": [2, 0], "mode": _mode, "value": -2.0,
                    "from": "data"}}, extern={"data": {"dim": 6}}, config={"behavior_version": 21},
         lens={"data": [5, 3, 0]})
+# swap_axes of T and F in (B, T, S, F) without an explicit feature axis: RETURNN leaves the feature axis to its
+# default rule on the new layout, the static S (a linear after it reads S: returnn_fuzz chain seed 384 #84)
+case("fuzz_swap_axes_time_feature_unspecified_feature_then_linear", "fuzz_swap_axes", {
+    "sw": {"class": "swap_axes", "axis1": "T", "axis2": "F", "from": "data"},
+    "output": {"class": "linear", "n_out": 5, "activation": "tanh", "from": "sw"}},
+    extern={"data": {"shape": (None, 3, 4)}}, config={"behavior_version": 12})

@@ -10,6 +10,7 @@ import tensorflow as tf
 
 from returnn.errors import NetworkError
 from returnn.tensor import Data, Dim, DimTypes
+from returnn.tensor.data import NotSpecified
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
 from returnn.tf.layers.helpers import check_sources, concat_inputs, concat_output
 from returnn.tf.layers.options import Option, positive_int
@@ -425,7 +426,12 @@ class SwapAxesLayer(_ShapeLayer):
                                % (self.desc, self.opt("axis1"), self.opt("axis2")))
         self.perm = list(range(self.input.batch_ndim))
         self.perm[a], self.perm[b] = b, a
-        self.output = self.input.copy_transpose(self.perm).copy(name)
+        out = self.input.copy_transpose(self.perm)
+        if self.input.feature_dim_axis_or_unspecified is NotSpecified:
+            # RETURNN moves the time axis along but leaves an unspecified feature axis to the default rule on
+            # the new layout (the last static axis but batch and time: e.g. (B, F, S, T) has S)
+            out = out.copy(feature_dim_axis=NotSpecified, time_dim_axis=out.time_dim_axis)
+        self.output = out.copy(name)
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         return self.make_output(tf.transpose(self.inputs(sources, ctx).tensor, self.perm), sources)
