@@ -325,3 +325,10 @@ case("fuzz_swap_axes_time_feature_unspecified_feature_then_linear", "fuzz_swap_a
     "sw": {"class": "swap_axes", "axis1": "T", "axis2": "F", "from": "data"},
     "output": {"class": "linear", "n_out": 5, "activation": "tanh", "from": "sw"}},
     extern={"data": {"shape": (None, 3, 4)}}, config={"behavior_version": 12})
+# split_dims of the batch axis into dims the batch is no multiple of: RETURNN pads the batch (a dynamic dim, so
+# pad_to_multiples by default) with pad_value, the golden batch of 3 -> (2, 2) (returnn_fuzz mutate seed 236 #96:
+# a traceback here, the reshape failed); without padding RETURNN fails as here
+case("fuzz_split_dims_batch_axis_padded", "split_dims_batch", {
+    "red": {"class": "reduce", "mode": "mean", "axis": "T", "from": "data"},
+    "output": {"class": "split_dims", "axis": "B", "dims": [2, -1], "pad_value": 0.5, "from": "red"}},
+    extern={"data": {"dim": 5}})

@@ -131,6 +131,9 @@ class SplitDimsLayer(_ShapeLayer):
                                "supported here" % (self.desc, data.short_repr()))
         self.removes_beam = True
         self.rem = list(dims).index(-1)
+        # RETURNN pads the batch (a dynamic dim: pad_to_multiples by default) to a multiple of the static dims
+        pad = self.opt("pad_to_multiples")
+        self.batch_pad = int(np.prod([d for d in dims if d != -1])) if pad is None or pad else 1
         self.new = [data.dims[self.ax] if i == self.rem else
                     Dim(d, kind=DimTypes.Spatial, description="%s_split_dims%i" % (name, i)) for i, d in enumerate(dims)]
         out_dims = list(data.dims[:self.ax]) + self.new + list(data.dims[self.ax + 1:])
@@ -150,9 +153,14 @@ class SplitDimsLayer(_ShapeLayer):
                                "behavior version 1: today's RETURNN asserts on it (its output batch has no beam); "
                                "the RETURNN of 2021 reshaped it as here" % self.desc)
         x = self.inputs(sources, ctx)
-        shape = tf.shape(x.tensor)
+        tensor = x.tensor
+        if self.batch_pad > 1:
+            pads = [[0, 0]] * self.input.batch_ndim
+            pads[self.ax] = [0, (-tf.shape(tensor)[self.ax]) % self.batch_pad]
+            tensor = tf.pad(tensor, pads, constant_values=tf.cast(self.opt("pad_value"), tensor.dtype))
+        shape = tf.shape(tensor)
         new_shape = [-1 if i == self.rem else d.dimension for i, d in enumerate(self.new)]
-        tensor = tf.reshape(x.tensor, tf.concat([shape[:self.ax], new_shape, shape[self.ax + 1:]], 0))
+        tensor = tf.reshape(tensor, tf.concat([shape[:self.ax], new_shape, shape[self.ax + 1:]], 0))
         return self.make_output(tensor, sources)
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
