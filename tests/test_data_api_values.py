@@ -123,3 +123,12 @@ def test_copy_compatible_to_dims_permutes_and_adds():
     raw = x.copy_compatible_to_dims_raw([feat, extra, batch_dim, time], unbroadcast=True)
     np.testing.assert_array_equal(raw.numpy(), np.repeat(ref, 2, axis=1))
     assert x.copy_compatible_to_dims([batch_dim, time, feat]).dims == x.dims
+
+
+def test_sanity_check_version_and_size_dtype():
+    import pytest
+    x, values, time, feat = btf()
+    x.sanity_check()
+    assert x.version == 1 and x.size_dtype == "int32"
+    with pytest.raises(ValueError, match="sanity_check: the value's shape"):
+        x.with_value(tf.zeros((2, 3, 5))).sanity_check()

@@ -273,6 +273,26 @@ class DataQuery:
         if problems:
             raise ValueError("%s verify_out_shape: %s" % (self.short_repr(), "; ".join(problems)))
 
+    @property
+    def version(self) -> int:
+        """RETURNN's Data version of the TF backend (1: with time_dim_axis)."""
+        return 1
+
+    size_dtype = "int32"
+
+    def sanity_check(self, ignore_placeholder: bool = False, assume_complete: bool = True) -> None:
+        """RETURNN's check: the special axes valid, and a value of this rank with the static sizes."""
+        for key in self.SpecialAxesNames:
+            axis = getattr(self, key)
+            if axis is not None and (not 0 <= axis < self.batch_ndim or axis == self.batch_dim_axis):
+                raise ValueError("%s sanity_check: invalid %s %r" % (self.short_repr(), key, axis))
+        if ignore_placeholder or self.placeholder is None:
+            return
+        shape = self.placeholder.shape
+        if shape.rank is not None and (shape.rank != self.batch_ndim or any(
+                d.dimension is not None and s is not None and s != d.dimension for d, s in zip(self.dims, shape))):
+            raise ValueError("%s sanity_check: the value's shape %s does not match" % (self.short_repr(), shape))
+
     # ---- text
     def get_batch_axes_short_description(self, special_axes: bool = True) -> List[str]:
         """Per axis RETURNN's short text: ``B``, ``T|'time'[B]``, ``F|F'feature'(40)``."""
