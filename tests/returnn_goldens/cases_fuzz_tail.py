@@ -332,3 +332,8 @@ case("fuzz_split_dims_batch_axis_padded", "split_dims_batch", {
     "red": {"class": "reduce", "mode": "mean", "axis": "T", "from": "data"},
     "output": {"class": "split_dims", "axis": "B", "dims": [2, -1], "pad_value": 0.5, "from": "red"}},
     extern={"data": {"dim": 5}})
+# shift_axis along the batch axis: RETURNN shifts the rows (sequences) as they are, each row keeping the sizes of
+# its position (returnn_fuzz mutate seed 245 #35: a traceback here)
+case("fuzz_shift_axis_batch", "fuzz_shift_axis", {
+    "output": {"class": "shift_axis", "axis": "b", "amount": 1, "pad_value": 0.5, "from": "data"}},
+    extern={"data": {"dim": 5}})

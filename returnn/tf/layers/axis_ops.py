@@ -216,6 +216,12 @@ class ShiftAxisLayer(Layer):
         self.amount = amount
         old = data.dims[self.ax]
         self.new = None
+        if old.is_batch_dim():  # RETURNN shifts the rows (sequences) as they are; no sizes follow (none are per row)
+            if not self.opt("pad"):
+                raise NetworkError("%s: pad False on the batch axis is refused (a shorter batch than the sizes of the "
+                                   "other axes)" % self.desc)
+            self.output = data.copy(name)
+            return
         if old.is_dynamic() and not self.opt("pad") and not self.opt("adjust_size_info"):
             # RETURNN keeps the old lengths over the shortened axis: the longest sequences exceed it
             raise NetworkError("%s: pad False with adjust_size_info False on the dynamic axis %r is refused: RETURNN "
