@@ -132,3 +132,14 @@ def test_sanity_check_version_and_size_dtype():
     assert x.version == 1 and x.size_dtype == "int32"
     with pytest.raises(ValueError, match="sanity_check: the value's shape"):
         x.with_value(tf.zeros((2, 3, 5))).sanity_check()
+
+
+def test_axis_descriptions_take_allow_int():
+    """RETURNN's ``get_axis_from_description(axis, allow_int=...)`` (published self-attention configs pass it;
+    before: a TypeError)."""
+    import pytest
+    from returnn.tensor.axes import AxisError
+    x, values, time, feat = btf()
+    assert x.get_axis_from_description(1, allow_int=True) == 1 and x.get_axes_from_description("T", allow_int=False) == [1]
+    with pytest.raises(AxisError, match="allow_int=False"):
+        x.get_axes_from_description(["F", 0], allow_int=False)

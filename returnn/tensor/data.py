@@ -201,13 +201,16 @@ class Data(DataCompat, DataLayout, DataQuery, DataCompatible):
         return [i for i, d in enumerate(self.dims) if d.is_static()]
 
     # ---- axis descriptions
-    def get_axes_from_description(self, axes: Any) -> List[int]:
-        """Axes (counted with batch) for RETURNN's descriptions; see :mod:`returnn.tensor.axes`."""
+    def get_axes_from_description(self, axes: Any, allow_int: Any = NotSpecified) -> List[int]:
+        """Axes (counted with batch) for RETURNN's descriptions; see :mod:`returnn.tensor.axes`. With
+        ``allow_int=False`` an int axis is refused, as RETURNN (config code passes it)."""
         from returnn.tensor.axes import resolve_axes
+        _check_int_axes(self, axes, allow_int)
         return resolve_axes(self, axes)
 
-    def get_axis_from_description(self, axis: Any) -> int:
+    def get_axis_from_description(self, axis: Any, allow_int: Any = NotSpecified) -> int:
         from returnn.tensor.axes import resolve_axis
+        _check_int_axes(self, axis, allow_int)
         return resolve_axis(self, axis)
 
     def get_dim_tag_from_description(self, axis: Any) -> Dim:
@@ -370,6 +373,15 @@ class Data(DataCompat, DataLayout, DataQuery, DataCompatible):
 
     def __repr__(self) -> str:
         return "Data{%r, %s, %s}" % (self.name, self.short_repr(), self.dtype)
+
+
+def _check_int_axes(data: "Data", axes: Any, allow_int: Any) -> None:
+    """RETURNN: ``allow_int=False`` refuses an int axis (in a list too)."""
+    if allow_int is False and any(isinstance(a, int) and not isinstance(a, bool)
+                                  for a in (axes if isinstance(axes, (list, tuple)) else [axes])):
+        from returnn.tensor.axes import AxisError
+        raise AxisError("%s: axis %r given as int with allow_int=False (RETURNN: 'Do not specify axis as int but as "
+                        "str or Dim instead')" % (data.short_repr(), axes))
 
 
 class _AxesOnly:
