@@ -143,3 +143,11 @@ def test_axis_descriptions_take_allow_int():
     assert x.get_axis_from_description(1, allow_int=True) == 1 and x.get_axes_from_description("T", allow_int=False) == [1]
     with pytest.raises(AxisError, match="allow_int=False"):
         x.get_axes_from_description(["F", 0], allow_int=False)
+
+
+def test_dim_types_time_is_spatial():
+    """``DimensionTag(kind=DimensionTag.Types.Time, ...)`` (published self-attention configs; an AttributeError
+    before)."""
+    from returnn.tensor import DimensionTag
+    tag = DimensionTag(kind=DimensionTag.Types.Time, description="query-chunk")
+    assert tag.is_spatial_dim() and DimensionTag.Types.Types == ("batch", "spatial", "feature")

@@ -21,6 +21,8 @@ class DimTypes:
     Batch = "batch"
     Spatial = "spatial"
     Feature = "feature"
+    Time = Spatial  # RETURNN's old name (DimensionTag.Types.Time): a spatial axis
+    Types = (Batch, Spatial, Feature)
 
 
 # > 0 while a network builds its layers: the dims made then are the engine's (RETURNN's layers make theirs
