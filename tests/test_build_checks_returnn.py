@@ -89,6 +89,10 @@ def test_replaced_time_axis_by_a_static_dim_is_no_time_axis():
     # RETURNN declares its window of window_size the same as window_dim: their sizes must agree (mutate seed 159)
     ({"output": {"class": "window", "window_size": 2, "window_dim": Dim(3, description="win"), "from": "data"}},
      "'output' \\(window\\): window_size 2 contradicts window_dim"),
+    # RETURNN stacks one comparison per bin: no bins is an IndexError (LAX, returnn_fuzz mutate seed 247 #83)
+    ({"sm": {"class": "softmax", "from": "data", "n_out": 6},
+      "output": {"class": "framewise_statistics", "sil_label_idx": 0, "from": "sm", "histogram_num_bins": -1}},
+     "'output' \\(framewise_statistics\\): histogram_num_bins must be an int >= 1"),
 ])
 def test_returnn_refuses_at_build(net, match):
     with pytest.raises(NetworkError, match=match):

@@ -56,6 +56,10 @@ class FramewiseStatisticsLayer(Layer):
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
         super().__init__(name, opts, sources, seed)
         check_sources(self, sources)
+        bins = self.opt("histogram_num_bins")
+        if isinstance(bins, bool) or not isinstance(bins, int) or bins < 1:  # RETURNN: tf.stack of no bins fails
+            raise NetworkError("%s: histogram_num_bins must be an int >= 1, got %r (RETURNN fails on it)"
+                               % (self.desc, bins))
         self.output = Data(name, dims=(), dtype="int32")
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
