@@ -31,3 +31,10 @@ EXTERN = {"data": {"dim": 3}, "classes": {"dim": 4, "sparse": True}}
 LENS = {"data": [5, 3, 4], "classes": [4, 3, 2]}
 case("fed_choice_search_in_training_default", "fed_choices", _net(None), extern=EXTERN, lens=LENS, train=True)
 case("fed_choice_search_in_training_adds_scores", "fed_choices", _net(True), extern=EXTERN, lens=LENS, train=True)
+# the fed choice with scheduled_sampling (RETURNN samples its label from its scores, each engine from its own random
+# stream: mutate seed 227 #33 differed in the labels): with gold_mixin_prob 1.0 every sample is the target label,
+# so the rest of the wiring (scores added, prev:fed) is compared
+_SAMPLED = _net(True)
+_SAMPLED["loop"]["unit"]["fed"]["scheduled_sampling"] = {"gold_mixin_prob": 1.0}
+case("fed_choice_search_in_training_scheduled_sampling_gold", "fed_choices", _SAMPLED, extern=EXTERN, lens=LENS,
+     train=True)

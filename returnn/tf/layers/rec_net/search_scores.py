@@ -7,7 +7,8 @@
   its ``prob_scale``; a hypothesis that ended adds 0 for label 0). RETURNN asserts that such a
   choice has no ``length_normalization``, ``random_sample_scale`` or ``custom_score_combine``. With
   ``add_to_beam_scores`` False it adds nothing (and its ``from`` is not built); True: also where only
-  the loop searches (a choice with ``search: True`` in a training network).
+  the loop searches (a choice with ``search: True`` in a training network). A choice with ``search: False``
+  and ``scheduled_sampling`` adds its score of the label it sampled (its target where ``gold_mixin_prob`` says).
 - ``random_sample_scale`` (s > 0): Gumbel noise ``s * -log(-log(u))``, ``u`` uniform in [0, 1) per
   candidate, is added to the combined scores before top-k (sampling; with ``base_beam_score_scale``
   0 and beam 1 a sample of the label distribution). It stays in the hypotheses' scores, as in RETURNN.
@@ -27,7 +28,7 @@ import tensorflow as tf
 
 from returnn.errors import NetworkError
 from returnn.tf.layers.output import LayerOutput
-from returnn.tf.layers.rec_net.deps import Ref, choice_adds_scores, fed_target
+from returnn.tf.layers.rec_net.deps import Ref, choice_adds_scores, fed_target, samples_in_training
 
 
 @dataclass
@@ -48,9 +49,12 @@ def fed_choices(rec, choice: str) -> List[FedChoice]:
     out = []
     for n in rec.plan.in_loop:
         opts = rec.unit[n]
-        if n == choice or not isinstance(opts, Mapping) or not fed_target(opts, True) or \
-                not choice_adds_scores(opts, bool(getattr(rec, "net_search", False))):
+        # (a choice sampling its label, scheduled_sampling, adds its score of that label as RETURNN's does)
+        if n == choice or not isinstance(opts, Mapping) or not (fed_target(opts, True) or samples_in_training(
+                opts, True)) or not choice_adds_scores(opts, bool(getattr(rec, "net_search", False))):
             continue
+        if opts.get("input_type") == "regression" and samples_in_training(opts, True):
+            continue  # RETURNN adds no scores of a regression
         where = "%s, sub-layer %r" % (rec.desc, n)
         for key, default in (("length_normalization", True), ("random_sample_scale", 0.0),
                              ("custom_score_combine", None)):
