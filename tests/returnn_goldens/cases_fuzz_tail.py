@@ -337,3 +337,8 @@ case("fuzz_split_dims_batch_axis_padded", "split_dims_batch", {
 case("fuzz_shift_axis_batch", "fuzz_shift_axis", {
     "output": {"class": "shift_axis", "axis": "b", "amount": 1, "pad_value": 0.5, "from": "data"}},
     extern={"data": {"dim": 5}})
+# softmax_over_spatial with log_space: RETURNN's log_softmax of the masked energies, also below log(1e-30) where the
+# weights underflow (here clamped at log(1e-30) = -69.08 before; found beside returnn_fuzz chain seed 387 #10)
+case("fuzz_softmax_over_spatial_log_space_peaked", "fuzz_softmax_over_spatial", {
+    "output": {"class": "softmax_over_spatial", "energy_factor": 60.0, "log_space": True, "from": "data"}},
+    extern={"data": {"dim": 4}})

@@ -41,13 +41,18 @@ def _attention_axis(layer: Layer, data: Data, axis: Any) -> int:
     return data.time_dim_axis
 
 
-def masked_softmax(x: LayerOutput, axis: int, use_mask: bool = True) -> tf.Tensor:
-    """Softmax over ``axis`` with padded positions of that axis excluded (weight 0); without
-    ``use_mask`` over all positions of the padded tensor."""
+def masked_energy(x: LayerOutput, axis: int, use_mask: bool = True) -> tf.Tensor:
+    """The energies with the padded positions of ``axis`` at -inf (``use_mask`` and a dynamic axis)."""
     energy = x.tensor
     if use_mask and x.data.dims[axis].is_dynamic():
         energy = tf.where(x.broadcast_mask(axis), energy, tf.constant(float("-inf"), energy.dtype))
-    weights = tf.nn.softmax(energy, axis=axis)
+    return energy
+
+
+def masked_softmax(x: LayerOutput, axis: int, use_mask: bool = True) -> tf.Tensor:
+    """Softmax over ``axis`` with padded positions of that axis excluded (weight 0); without
+    ``use_mask`` over all positions of the padded tensor."""
+    weights = tf.nn.softmax(masked_energy(x, axis, use_mask), axis=axis)
     return tf.where(tf.math.is_nan(weights), tf.zeros_like(weights), weights)  # an empty sequence: all 0
 
 
@@ -133,9 +138,10 @@ class SoftmaxOverSpatialLayer(Layer):
             start = tf.cast(tf.reshape(sources[-1].tensor, [-1]), tf.int32)  # (B,)
             inside = align_tensor(pos[None, :] >= start[:, None], [0, self.ax], x.data.batch_ndim)
             x = x.with_tensor(tf.where(inside, x.tensor, tf.constant(float("-inf"), x.tensor.dtype)))
-        w = masked_softmax(x, self.ax, self.use_mask)
-        if self.opt("log_space"):
-            w = tf.math.log(tf.maximum(w, 1e-30))
+        if self.opt("log_space"):  # RETURNN's log_softmax of the masked energies (-inf at masked positions)
+            w = tf.nn.log_softmax(masked_energy(x, self.ax, self.use_mask), axis=self.ax)
+        else:
+            w = masked_softmax(x, self.ax, self.use_mask)
         if self.out_perm is not None:
             w = tf.transpose(w, self.out_perm)
         return self.make_output(w, sources)
