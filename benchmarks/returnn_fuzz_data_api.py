@@ -7,7 +7,10 @@ Each case: a template from RETURNN's old constructor keywords (``shape`` with dy
 ``batch_dim_axis``, ``time_dim_axis``, ``feature_dim_axis``, ``sparse`` with ``dim``, ``dtype``), then a chain
 of one to three calls: layout copies (``copy_as_batch_major``, ``copy_as_time_major``, ``copy_move_axis``,
 ``copy_add_spatial_dim``, ``copy_template_excluding_axis``, ...), axis lookups (``get_axis_from_description``
-with "T", "B", "F", "spatial", "dyn", "static", "stag:", ints, ...) and properties. Per step both give a summary:
+with "T", "B", "F", "spatial", "dyn", "static", "stag:", ints, ...) and properties. From seed 6 also RETURNN's further
+lookups (get_bc_shape, get_axes_by_tag_name, get_description_from_axis, *_dense shapes, ...) and calls with a second
+template: Dim.is_equal with its options, Dim.get_all_dimension_tags, get_common_data, find_matching_dim_map; from
+seed 8 copy_compatible_to and copy_compatible_to_dims. Per step both give a summary:
 for a template its axes (each named by the input axis it is, or "new"), batch shape, the batch, time and
 feature axis, sparse, dim and dtype; for other results the value (axes, bools, shapes). They must be equal.
 
