@@ -87,6 +87,7 @@ def test_derived_root_stops_at_a_dim_declared_the_same_as_another():
     ("T.sub_left(1).sub_right(1)", "(-1+time)+-1"), ("(T - 1) + 1", "<T>"),
     ("(T.sub_left(1).sub_right(1)).ceildiv_right(2)", "\u2308((-1+time)+-1)/2\u2309"),
     ("T.ceildiv_right(2).ceildiv_right(3)", "\u2308time/6\u2309"), ("F * 2", "f*2"), ("F + 1", "f+1"),
+    ("1 + ((T - 1) + T)", "1+((time+-1)+time)"),  # returnn_common's rel_shift pad (here '1+(time+-1+time)' before)
 ])
 def test_config_dim_math_as_returnn(expr, desc):
     """A config's dim math of a dynamic dim with an int is the layers' dim-math tree: RETURNN's simplifications and

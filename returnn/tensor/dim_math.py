@@ -49,6 +49,12 @@ def _desc(x: Operand) -> str:
     return str(x) if isinstance(x, int) else x.description
 
 
+def _operand_desc(x: Operand) -> str:
+    """RETURNN's ``_get_description(brackets=True)``: an operand with ``+``, ``-``, ``/`` or a space bracketed."""
+    desc = _desc(x)
+    return "(%s)" % desc if not isinstance(x, int) and re.search("[+\\-/ ]", desc) else desc
+
+
 def bin_op(kind: str, left: Operand, right: Operand) -> "Dim":  # noqa: F821
     """``left <kind> right`` as a Dim (one of them is a Dim); cached on the Dim operand's base."""
     from returnn.tensor.dim import Dim, DimTypes
@@ -95,7 +101,7 @@ def bin_op(kind: str, left: Operand, right: Operand) -> "Dim":  # noqa: F821
     # RETURNN's _get_merged_dim_kind: feature if a feature dim takes part, else spatial
     kinds = {x.kind for x in (left, right) if isinstance(x, Dim) and not x.is_batch_dim()}
     out = Dim(size, kind=DimTypes.Feature if DimTypes.Feature in kinds else DimTypes.Spatial,
-              description="%s%s%s" % (_desc(left), _SYMBOL[kind], _desc(right)),
+              description="%s%s%s" % (_operand_desc(left), _SYMBOL[kind], _operand_desc(right)),
               derived_from=_representative([x for x in (left, right) if isinstance(x, Dim)]), auto_generated=True)
     out.derived_from_op = (kind, [left, right])
     if negative is not None:
