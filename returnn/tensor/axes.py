@@ -88,15 +88,14 @@ _LAYER_SCOPES = re.compile(r"[^\s:/]+/")
 
 def _tag_axes(data, name: str, spatial_only: bool) -> List[int]:
     """Axes whose dim description contains ``name`` (RETURNN's get_axes_by_tag_name; a conv's dim
-    also by its dim math, ``math_description``, RETURNN's same-base description). A description
+    also by its dim math, the description of its same base, as RETURNN). A description
     also counts without the layer path (``sliced-time:output/segments0`` as RETURNN's
     ``sliced-time:segments0``: RETURNN names dims by a layer's name inside its rec unit or subnetwork)."""
     spatial = data.get_spatial_batch_axes()
     name = name.lower()
 
     def names(d) -> List[str]:
-        descs = [d.description.lower(), d.get_same_base().description.lower(),
-                 (d.math_description or "").lower()]
+        descs = [d.description.lower(), d.get_same_base().description.lower()]
         return descs + [_LAYER_SCOPES.sub("", x) for x in descs]
     return [i for i, d in enumerate(data.dims)
             if any(name in x for x in names(d)) and (not spatial_only or i in spatial or d.is_spatial_dim())]

@@ -86,9 +86,6 @@ class Dim:
         # dim unshifted (its adjusted sizes then count as the same dim's and are dropped); that layer's name
         self.untied_sizes = False
         self.sizes_tied_by: Optional[str] = None
-        # RETURNN's description of the dim math this dim is the same as, where its own differs (a conv's
-        # "output:conv:s0" is "(-1+time)+-1"): 'stag:NAME' axis descriptions search it too
-        self.math_description: Optional[str] = None
 
     @property
     def name(self) -> str:
