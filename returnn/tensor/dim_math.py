@@ -14,7 +14,6 @@ Dims or ints, in the order of the operation (``2 * time``: ``mul`` of ``[2, time
 """
 from __future__ import annotations
 
-import re
 from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
 
 Operand = Union["Dim", int]  # noqa: F821
@@ -50,9 +49,9 @@ def _desc(x: Operand) -> str:
 
 
 def _operand_desc(x: Operand) -> str:
-    """RETURNN's ``_get_description(brackets=True)``: an operand with ``+``, ``-``, ``/`` or a space bracketed."""
-    desc = _desc(x)
-    return "(%s)" % desc if not isinstance(x, int) and re.search("[+\\-/ ]", desc) else desc
+    """RETURNN's ``_get_description(brackets=True)`` of an operand (an int as it is)."""
+    from returnn.tensor.dim_tree import bracketed
+    return str(x) if isinstance(x, int) else bracketed(x.description)
 
 
 def bin_op(kind: str, left: Operand, right: Operand) -> "Dim":  # noqa: F821
@@ -187,8 +186,7 @@ def returnn_description(base: str, left: int = 0, right: int = 0, stride: int = 
     """RETURNN's description of the dim-math dim ``ceildiv(left + base + right, stride)`` (signed ``left`` and
     ``right``: a pad's ``2+time``, a slice's ``-1+time`` and ``time+-2``, a valid conv's ``(-1+time)+-1``, a
     strided one's ``⌈(time+-1)/2⌉``), which ``stag:NAME`` axis descriptions search (RETURNN's _get_description)."""
-    def br(x: str) -> str:
-        return "(%s)" % x if re.search("[+\\-/ ]", x) else x
+    from returnn.tensor.dim_tree import bracketed as br
     desc = base
     if left:
         desc = "%i+%s" % (left, br(desc))
@@ -202,10 +200,12 @@ def returnn_description(base: str, left: int = 0, right: int = 0, stride: int = 
 def returnn_product_description(dims: Sequence[Any]) -> str:
     """RETURNN's description of the product of ``dims`` (its merge_dims axis, by dim math): the factors' descriptions
     joined by ``*``, one with ``+``, ``-``, ``/`` or a space bracketed, an unnamed static one as its size."""
+    from returnn.tensor.dim_tree import bracketed
+
     def one(d: Any) -> str:
         desc = d.description or ""
         if desc.startswith("unnamed_") and d.dimension is not None:
             return str(d.dimension)
-        return "(%s)" % desc if re.search("[+\\-/ ]", desc) else desc
+        return bracketed(desc)
     return "*".join(one(d) for d in dims)
 

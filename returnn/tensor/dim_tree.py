@@ -149,9 +149,25 @@ def shifted_dim(old: "Dim", ops: Ops) -> "Dim":  # noqa: F821
     return cache[tree]
 
 
+def bracketed(desc: str) -> str:
+    """RETURNN's ``_get_description(brackets=True)``: an operand's description with ``+``, ``-``, ``/`` or a space
+    in brackets."""
+    return "(%s)" % desc if re.search("[+\\-/ ]", desc) else desc
+
+
 def _bracketed(tree: Tree, desc: str) -> str:
-    """RETURNN's ``_get_description(brackets=True)`` of an operand."""
-    return "(%s)" % desc if not isinstance(tree, int) and re.search("[+\\-/ ]", desc) else desc
+    """:func:`bracketed` of a tree operand (an int as it is)."""
+    return desc if isinstance(tree, int) else bracketed(desc)
+
+
+def conv_ops(k_eff: int, stride: int, valid: bool, pad: int = 0) -> Ops:
+    """RETURNN's ``ConvLayer.calc_out_dim`` as dim math (conv, pool, window): ``pad + in + pad``, less the
+    window's sides when valid (``sub_left((k-1)//2)``, then the rest), then ``ceildiv_right(stride)``."""
+    cut = k_eff - 1
+    ops = [("add_left", pad), ("add_right", pad)] if pad else []
+    if valid:
+        ops += [("sub_left", cut // 2), ("sub_right", cut - cut // 2)]
+    return ops + [("ceildiv", stride)]
 
 
 def evaluate(tree: Tree, lens: Any, maximum: Callable[[Any, Any], Any]) -> Any:

@@ -14,6 +14,7 @@ from returnn.errors import NetworkError
 from returnn.tensor import Data, Dim, DimTypes
 from returnn.tf.layers import window_frames
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
+from returnn.tensor.dim_tree import conv_ops
 from returnn.tf.layers.dim_shift import math_or_given, shifted_sizes
 from returnn.tensor.dim_math import returnn_description
 from returnn.tf.layers.norm import behavior_version
@@ -331,12 +332,10 @@ class WindowLayer(_ShapeLayer):
             if old.is_static():
                 n = (old.dimension + self.stride - 1) // self.stride if self.padding == "same" else \
                     max(old.dimension - size, -1) // self.stride + 1
-            cut = size - 1
-            cuts = [("sub_left", cut // 2), ("sub_right", cut - cut // 2)] if self.padding == "valid" else []
             given = given_dim(self, "out_spatial_dim", self.opt("out_spatial_dim"), n)
             # RETURNN's dim math (ConvLayer.calc_out_dim): the axis of a conv of that size and stride, which a pad
             # undoes; a given out_spatial_dim is declared the same as it
-            self.out_dim = math_or_given(given, old, cuts + [("ceildiv", self.stride)]) if old.is_dynamic() else \
+            self.out_dim = math_or_given(given, old, conv_ops(size, self.stride, self.padding == "valid")) if old.is_dynamic() else \
                 given or Dim(n, kind=old.kind or DimTypes.Spatial, description="%s:%s" % (name, old.description),
                              derived_from=old)
         dims = list(data.dims)

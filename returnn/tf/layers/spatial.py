@@ -34,6 +34,7 @@ import tensorflow as tf
 
 from returnn.errors import NetworkError
 from returnn.tensor import Data, Dim, DimTypes
+from returnn.tensor.dim_tree import conv_ops
 from returnn.tf.layers.dim_shift import shifted_dim, shifted_sizes
 from returnn.tf.layers.helpers import check_sources, concat_output, dense_value
 from returnn.tf.layers.options import positive_int
@@ -169,18 +170,10 @@ class SpatialPlan:
                 out = Dim(size, kind=DimTypes.Spatial, description=new_name)
             else:  # RETURNN: a new dim per layer, declared the same as its dim math (two such convs share it)
                 out = Dim(None, kind=DimTypes.Spatial, description=new_name)
-                out.declare_same_as(shifted_dim(in_dim, self._dim_math(window, self.pads[i])))
+                out.declare_same_as(shifted_dim(in_dim, conv_ops(window.k_eff, window.stride,
+                                                                  self.padding in ("valid", "explicit"), self.pads[i])))
             self.windows.append(window._replace(out_dim=out))
         self._declare_out_spatial_dims(layer)
-
-    def _dim_math(self, w: AxisWindow, pad: int) -> List[Tuple[str, int]]:
-        """RETURNN's ``ConvLayer.calc_out_dim`` as dim math: ``pad + in + pad``, less the window's sides when
-        valid, then ``ceildiv_right(stride)``."""
-        ops = [("add_left", pad), ("add_right", pad)] if pad else []
-        if self.padding in ("valid", "explicit"):
-            cut = w.k_eff - 1
-            ops += [("sub_left", cut // 2), ("sub_right", cut - cut // 2)]
-        return ops + [("ceildiv", w.stride)]
 
     def _declare_out_spatial_dims(self, layer) -> None:
         """RETURNN's ``out_spatial_dims``: each computed output axis is declared the same as the given Dim."""
