@@ -339,7 +339,7 @@ def test_loop_over_a_top_k_axis_of_one_size_for_the_batch(k):
     feat = FeatureDim("feat", 3)
     _, out, x = _run({
         "k": {"class": "constant", "value": k},
-        "top_k": {"class": "top_k", "from": "data", "axis": feat, "k": "k", "k_dim": kd},
+        "top_k": {"class": "top_k", "from": "data", "axis": time, "k": "k", "k_dim": kd},
         "range": {"class": "range_in_axis", "from": "top_k", "axis": kd, "out_shape": {kd}},
         "loop": {"class": "rec", "from": [], "axis": kd, "unit": {
             "u": {"class": "rec_unstack", "from": "base:range", "axis": kd},

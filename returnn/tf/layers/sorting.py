@@ -5,8 +5,7 @@
   dynamic axis left, whose lengths would be per sequence); the other axes are kept, the searched ones replaced by a new last axis
   ``k_dim`` (no feature axis). The positions are the sub-outputs ``NAME/indices`` (one axis) or
   ``NAME/indices0`` ... (one per axis of a list), class indices over that axis. Padded positions
-  never win (they count as the dtype's minimum); a dynamic axis is searched only in an input of no other
-  axes than its sizes' (e.g. the time axis of a (B, T), not of a (B, T, F): RETURNN's masking fails there). ``k``: an int or a layer (a scalar, else its
+  never win (they count as the dtype's minimum). ``k``: an int or a layer (a scalar, else its
   maximum; then ``k_dim`` is dynamic with those values as sizes).
 - ``search_sorted``: for each entry of ``values``, its insertion index into ``sorted_sequence``
   along ``axis`` (``side`` "left" or "right", as ``tf.searchsorted``); all other axes of
@@ -29,28 +28,6 @@ from returnn.tf.layers.options import Option, one_of
 
 def _axes_list(value: Any) -> List[Any]:
     return list(value) if isinstance(value, (list, tuple)) else [value]
-
-
-def _mask_ndim(dim: Dim) -> int:
-    """Number of axes of RETURNN's mask of a dynamic ``dim`` (its sizes' axes and ``dim``); 0 when RETURNN does
-    not mask it (scalar sizes, one for the whole batch: its ``need_masking`` is False)."""
-    over = getattr(dim, "sizes_over", None)
-    if over is not None:
-        return len(over) + 1
-    return 0 if getattr(dim, "scalar_sizes", False) else 2
-
-
-def _check_masked_axes(layer: Layer, data: Data, axes: Sequence[int]) -> None:
-    """RETURNN (from 2023-08) masks each searched dynamic axis with a ``where_bc`` of its mask, which asserts the mask
-    has as many axes as the input ("ndim does not match"): e.g. the time axis of a (B, T, F) input. Refused alike."""
-    for a in axes:
-        dim = data.dims[a]
-        n = _mask_ndim(dim) if dim.is_dynamic() else 0
-        if n and n != data.batch_ndim:
-            raise NetworkError("%s: top_k over the dynamic axis %s of %s, whose mask has %i axes, is refused: RETURNN "
-                               "masks it by a where_bc that needs as many axes as the input (it fails with 'ndim does "
-                               "not match'); reduce or merge the other axes first" % (
-                                   layer.desc, dim.description, data.short_repr(), n))
 
 
 @register_layer
@@ -95,7 +72,6 @@ class TopKLayer(Layer):
         if over_batch and dyn_rest:  # (RETURNN builds it, with lengths per sequence but no sequences left)
             raise NetworkError("%s: top_k over the batch axis keeps the dynamic axis %s, whose lengths are per "
                                "sequence: not supported (reduce or pad it first)" % (self.desc, dyn_rest[0].description))
-        _check_masked_axes(self, data, self.axes)
         k = self.opt("k")
         k_dim = self.opt("k_dim")
         if self.k_layer:
