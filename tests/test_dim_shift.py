@@ -110,3 +110,36 @@ def test_config_dim_math_is_the_layers_dim():
     T = Dim(None, description="time")  # noqa: N806
     assert T.sub_left(1).sub_right(1) is shifted_dim(T, CUT3)  # a valid conv of 3's axis
     assert T * 2 is shifted_dim(T, [("mul", 2)])  # a resize by 2
+
+
+DIM_DIM_MATH = [  # what RETURNN 1.20261022 gives for dim math over two dims: (expression, description, size)
+    ("T + T", "2*time", None), ("T - T", "unnamed_spatial_dim_0", 0), ("(T + T) + T", "3*time", None),
+    ("T + (T + T)", "3*time", None), ("2 * T + T", "3*time", None), ("T * 2 + T", "time*2+time", None),
+    ("(1 + T) + T", "1+2*time", None), ("(T + 1) + T", "(time+1)+time", None), ("T - U", "time+(-1*u)", None),
+    ("(T + U) - U", "<T>", None), ("(T - U) + U", "<T>", None), ("-(2 * T)", "-2*time", None), ("2 * T - T", "<T>", None),
+    ("2 * T - 2 * T", "unnamed_spatial_dim_0", 0), ("T - F", "time+(-1*f)", None), ("F - F", "unnamed_spatial_dim_0", 0),
+    ("F + F", "2*f", 6), ("(U + T) + T", "u+2*time", None), ("3 * (2 * T)", "6*time", None),
+    ("F * 2 - F", "f*2+(-1*f)", 3), ("T - T + 1", "unnamed_spatial_dim_1", 1), ("((T + U) + T)", "(time+u)+time", None),
+]
+
+
+@pytest.mark.parametrize("expr, desc, size", DIM_DIM_MATH)
+def test_dim_dim_math_as_returnn(expr, desc, size):
+    """Dim math over two dims finds RETURNN's matching terms (here ``T + T`` was ``time+time``, ``T - T`` a dynamic
+    ``time-time``, ``(T + U) - U`` a new axis), and the sizes are the arithmetic's."""
+    T, U, F = Dim(None, description="time"), Dim(None, description="u"), Dim(3, description="f")  # noqa: N806
+    dim = eval(expr)
+    assert (dim.description if dim is not T else "<T>") == desc
+    assert dim.dimension == size
+    if dim.dimension is None and dim is not T:
+        from returnn.tensor.dim_math import dyn_size_of
+        lens = {T: np.array([5, 1, 0]), U: np.array([2, 3, 0])}
+        t, u = lens[T], lens[U]
+        want = eval(expr.replace("T", "t").replace("U", "u").replace("F", "3"))
+        np.testing.assert_array_equal(dyn_size_of(dim, lambda d: lens[d]), want)
+
+
+def test_dim_dim_math_is_one_dim():
+    T = Dim(None, description="time")  # noqa: N806
+    assert T + T is 2 * T and (T + T) + T is 3 * T
+    assert (T - 1) + T is (T - 1) + T

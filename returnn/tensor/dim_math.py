@@ -62,10 +62,30 @@ def bin_op(kind: str, left: Operand, right: Operand) -> "Dim":  # noqa: F821
     for x in (left, right):
         if not isinstance(x, (Dim, int)) or isinstance(x, bool):
             raise TypeError("dim math: operands must be Dims or ints, got %r" % (x,))
+    from returnn.tensor import dim_match
+    if kind == "mul":
+        res = dim_match.multiplicative(left, right)
+        if res is not None:
+            return res
     tree = _tree_op(kind, left, right)
     if tree is not None:
         from returnn.tensor.dim_tree import shifted_dim
         return shifted_dim(tree[0], [tree[1]])
+    if kind == "sub" and isinstance(left, Dim):  # RETURNN's sub_right: (a + b) - b is a, else a + (-b)
+        op = dim_match.op_of(left)
+        if op and op[0] == "add" and _same(op[1][1], right):
+            return op[1][0]
+        return bin_op("add", left, -right)
+    if kind == "add":
+        res = dim_match.additive(left, right)
+        if res is not None:
+            return res
+    return generic(kind, left, right)
+
+
+def generic(kind: str, left: Operand, right: Operand) -> "Dim":  # noqa: F821
+    """``left <kind> right`` as a Dim of its own (cached), after RETURNN's plain simplifications."""
+    from returnn.tensor.dim import Dim, DimTypes
     # RETURNN's simplifications
     if kind in ("add", "sub") and right == 0 and isinstance(right, int):
         return left

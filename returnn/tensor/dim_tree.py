@@ -23,7 +23,7 @@ to (RETURNN's ``derived_from_tag``).
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, Sequence, Tuple, Union
+from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
 
 ROOT = "root"
 Tree = Union[int, str, Tuple[Any, ...]]
@@ -132,13 +132,18 @@ def description(tree: Tree, root: "Dim") -> str:  # noqa: F821
 def shifted_dim(old: "Dim", ops: Ops) -> "Dim":  # noqa: F821
     """The axis ``old`` after ``ops``: its root axis when they cancel (``old`` itself when it is the root),
     else one Dim per (root, tree)."""
-    from returnn.tensor.dim import Dim
     root, start = tree_of(old)
     tree = apply(start, ops)
     if tree == ROOT:
         return old if start == ROOT else root
     if isinstance(tree, int):
         raise ValueError("dim math of %r gives the static size %i" % (old.description, tree))
+    return _tree_dim(root, tree, old)
+
+
+def _tree_dim(root: "Dim", tree: Tree, old: "Dim") -> "Dim":  # noqa: F821
+    """The one Dim of ``tree`` on ``root`` (made from ``old`` the first time)."""
+    from returnn.tensor.dim import Dim
     cache = root.__dict__.setdefault("_shift_dims", {})
     if tree not in cache:
         new = Dim(None, kind=old.kind or Dim.Types.Spatial, description=description(tree, root),
@@ -147,6 +152,26 @@ def shifted_dim(old: "Dim", ops: Ops) -> "Dim":  # noqa: F821
         new.derived_from_op = ("tree", [root])  # sizes: evaluate(tree, root's sizes), see dim_math.dyn_size_of
         cache[tree] = new
     return cache[tree]
+
+
+_KINDS = {"+": "add", "*": "mul", "/^": "ceildiv", "//": "floordiv", "/": "truediv"}
+
+
+def node_op(dim: "Dim") -> Optional[Tuple[str, List[Any]]]:  # noqa: F821
+    """RETURNN's ``derived_from_op`` of a dim-math dim as (kind, [operands]): its tree's top node, each operand an
+    int, the root axis or the Dim of the sub-tree (``(-1+time)+-1`` is ``add`` of ``[-1+time, -1]``); None for the
+    root axis itself."""
+    root, tree = tree_of(dim)
+    if not isinstance(tree, tuple) or tree[0] == "dim":
+        return None
+
+    def operand(t: Tree) -> Any:
+        if isinstance(t, int):
+            return t
+        if t == ROOT:
+            return root
+        return t[1] if t[0] == "dim" else _tree_dim(root, t, root)
+    return _KINDS[tree[0]], [operand(t) for t in tree[1:]]
 
 
 def bracketed(desc: str) -> str:
