@@ -143,3 +143,4 @@ def test_dim_dim_math_is_one_dim():
     T = Dim(None, description="time")  # noqa: N806
     assert T + T is 2 * T and (T + T) + T is 3 * T
     assert (T - 1) + T is (T - 1) + T
+    assert (T - T).is_constant_static_dim() and not T.is_constant_static_dim()

@@ -276,7 +276,8 @@ class Dim:
         return self.is_dynamic()
 
     def is_constant_static_dim(self) -> bool:
-        return False
+        """RETURNN: a static dim made from an int by dim math (``time - time``, see dim_match.constant)."""
+        return bool(getattr(self, "_constant", False))
 
     def get_dim_value(self) -> int:
         """The static size (RETURNN also gives a dynamic one's maximum as a tensor; here that is the value's
