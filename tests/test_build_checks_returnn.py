@@ -323,3 +323,20 @@ def test_positional_encoding_sparse_offset_refused():
     with pytest.raises(NetworkError, match="'output' \\(positional_encoding\\): offset must be dense"):
         _build_and_run(net(True))
     assert _build_and_run(net(False))["output"].tensor.shape == (2, 4, 8)
+
+
+@pytest.mark.parametrize("shape, out_shape", [([5, 5], None), ([5, 5, 3], None), ([5, 3], (None, None, 5, 3)),
+                                              ([3, 5], (None, None, 3, 5)), ([5], (None, None, 5))])
+def test_combine_two_axes_of_one_source_on_one_common_axis_refused(shape, out_shape):
+    """RETURNN's get_common_data looks an axis new to the (B, T, 5) data (a constant's second axis of size 5) up among
+    the common axes once more, where its loose equality (same size) takes the data's features, onto which the
+    constant's first axis is mapped already: RETURNN fails ("cannot match the axes", mutate seed 258 #44, checked
+    with RETURNN 1.20261022 at behavior_version 0 and 21); the other shapes build with RETURNN's layout."""
+    net = {"c": {"class": "constant", "value": 2.5, "shape": shape},
+           "output": {"class": "combine", "kind": "mul", "from": ["data", "c"]}}
+    extern = {"data": Data("data", shape=(None, 5))}
+    if out_shape is None:
+        with pytest.raises(NetworkError, match="'output' \\(combine\\): the axis .*two axes on one"):
+            TFNetwork(net, extern)
+    else:
+        assert TFNetwork(net, extern).layers["output"].output.batch_shape == out_shape

@@ -199,6 +199,7 @@ def merge_added_axes(layer, dims: List[Dim], maps: List[List[int]], added: Seque
     :func:`~returnn.tf.layers.output.align_tensor`); of another size RETURNN then fails (two source axes on
     one), refused here."""
     from returnn.tf.layers.norm import behavior_version
+    _check_added_on_taken_base_axis(layer, dims, maps, added)
     kept: List[Dim] = []
     for d in added:
         prev = next((e for e in kept if d.dimension is not None and e.dimension == d.dimension
@@ -218,6 +219,31 @@ def merge_added_axes(layer, dims: List[Dim], maps: List[List[int]], added: Seque
         maps = [[-1 if p == j else (j if p == i else p) - (p > i and p != j) - (p == i and j > i)
                  for p in m] for m in maps]
     return dims, maps
+
+
+def _check_added_on_taken_base_axis(layer, dims: List[Dim], maps: List[List[int]], added: Sequence[Dim]) -> None:
+    """RETURNN's get_common_data looks each axis new to the first largest source up among the common axes again,
+    without the per-source exclusion of its first pass: a static axis (not of size 1) that RETURNN's loose equality
+    takes for an axis of the first largest source (same size; user-made ones only before behavior_version 16) replaces
+    it there. When its own source maps another of its axes onto that axis (e.g. a constant of shape (5, 5) beside
+    (B, T, 5) data, both 5s matching the data's features), the source then has two axes on one and RETURNN fails
+    ("cannot match the axes"): refused alike."""
+    from returnn.tf.layers.norm import behavior_version
+    added_ids = {id(d) for d in added}
+    for m in maps:
+        mine = [dims[p] for p in m if p >= 0]
+        for d in mine:
+            if id(d) not in added_ids or d.dimension in (None, 1) or d.is_batch_dim():
+                continue
+            for e in mine:
+                if id(e) in added_ids or e.is_batch_dim() or e.dimension != d.dimension:
+                    continue
+                if behavior_version() >= 16 and (_user_made(d) or _user_made(e)):
+                    continue
+                raise NetworkError("%s: the axis %r of one source (size %i, new to the first largest source) is the "
+                                   "axis %r to RETURNN's get_common_data, onto which that source's other axis of this "
+                                   "size is mapped too: RETURNN then fails to map it (two axes on one)"
+                                   % (layer.desc, d.description, d.dimension, e.description))
 
 
 def returnn_common_order(base: Data, dims: List[Dim], maps: List[List[int]]) -> Tuple[List[Dim], List[List[int]]]:
