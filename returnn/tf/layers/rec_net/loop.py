@@ -387,6 +387,11 @@ class UnitRun:
                 new_state[n] = tf.nest.map_structure(lambda a, b: _where_rows(mask, a, b), new_state[n], state[n])
         return out
 
+    def keep_last(self, names: List[str]) -> List[str]:
+        """RETURNN's need_last in the loop: the layers whose frames after the sequence's (or hypothesis') end
+        repeat its last frame (see :meth:`_kept_last`)."""
+        return [n for n in names if self.rec.unit[n].get("need_last") and self.rec.unit[n].get("class") != "choice"]
+
     def _kept_last(self, out: LayerOutput, prev: tf.Tensor, t: tf.Tensor, ended: Optional[tf.Tensor]) -> LayerOutput:
         """RETURNN's need_last: the previous output where the sequence has ended at step ``t`` (``ended``: the
         loop's end flag, RETURNN's 'end' or with include_eos 'prev:end'; with known lengths ``t >= len``, with
@@ -403,8 +408,7 @@ class UnitRun:
         rec = self.rec
         names = rec.plan.in_loop
         self.prepare_frames()
-        # RETURNN's need_last in the loop: a layer's frames after its sequence's end repeat its last frame
-        keep_last = [n for n in names if rec.unit[n].get("need_last") and rec.unit[n].get("class") != "choice"]
+        keep_last = self.keep_last(names)
         prev_names = [n for n in names if n in rec.plan.prev_used or n in keep_last]
         prev0 = {n: self.initial(n, self._prev_template(n)) for n in prev_names}
         state0 = {n: self.initial_state(n) for n in names if has_state(rec.layers[n])}

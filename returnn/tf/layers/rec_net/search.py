@@ -189,7 +189,8 @@ class BeamSearchRun(UnitRun):
         k = self.k
         names = rec.plan.in_loop
         batchless = rec.batchless_subs()  # no batch axis, so no beam: the choice's reordering leaves them
-        prev0 = {n: self.initial(n, self._prev_template(n)) for n in names if n in rec.plan.prev_used}
+        keep_last = self.keep_last(names)
+        prev0 = {n: self.initial(n, self._prev_template(n)) for n in names if n in rec.plan.prev_used or n in keep_last}
         state0 = {n: self.initial_state(n, n_max) for n in names if has_state(rec.layers[n])}
         scores0 = tf.tile(tf.concat([[0.0], tf.fill([k - 1], NEG_INF)], 0)[None], [base_batch, 1])
         ended0 = tf.zeros([self.batch], tf.bool)
@@ -300,6 +301,11 @@ class BeamSearchRun(UnitRun):
             else:
                 end = tf.cast(vals["end"].tensor, tf.bool) if "end" in vals else tf.zeros_like(ended)
             end = tf.reshape(end, [-1])
+            # RETURNN's need_last: where the hypothesis has ended (its 'end' ORed with the previous one's; with
+            # include_eos the previous step's; a fixed length's end step), the layer keeps its previous frame
+            past_end = end if self.fixed_length else ended if self.include_eos else ended | end
+            for n in keep_last:
+                vals[n] = self._kept_last(vals[n], prev[n], t, past_end)
             step_counts = tf.logical_not(ended) if self.include_eos else tf.logical_not(ended | end)
             lens = lens + tf.cast(step_counts, tf.int32)
             ended = ended | end
@@ -366,6 +372,8 @@ class BeamSearchRun(UnitRun):
             stacked[self.choice] = main
             main = stacked["output"]
         self.exported = {n: LayerOutput(v.tensor, rec.sub_template(n), v.sizes, v.logits) for n, v in stacked.items()}
+        for v in self.exported.values():  # the steps past a hypothesis' end are computed (RETURNN stacks them
+            v.computed_padding = True  # unmasked; a need_last layer's repeat its last frame there)
         if self.keep_beams:
             if self.length_norm:  # RETURNN's final step of the length normalization: over the loop's steps
                 steps = tf.reduce_max(tf.concat([seq_len, [0]], 0)) + (0 if self.include_eos else 1)
