@@ -340,3 +340,34 @@ def test_combine_two_axes_of_one_source_on_one_common_axis_refused(shape, out_sh
             TFNetwork(net, extern)
     else:
         assert TFNetwork(net, extern).layers["output"].output.batch_shape == out_shape
+
+
+_MASK = {"r": {"class": "reduce", "mode": "max", "axis": "F", "from": "data"},
+         "m": {"class": "compare", "from": "r", "kind": "greater", "value": 0.0}}
+_LSTM = {"class": "rec", "unit": "lstm", "from": "data", "n_out": 3}
+
+
+@pytest.mark.parametrize("net, refused", [
+    ({"output": dict(_LSTM, name_scope="")}, True),
+    ({"output": dict(_LSTM, name_scope="/")}, True),
+    ({"output": {"class": "rnn_cell", "unit": "LSTMBlock", "from": "data", "n_out": 3, "name_scope": ""}}, True),
+    ({"output": {"class": "rec", "from": "data", "name_scope": "", "unit": {
+        "output": {"class": "linear", "from": ["data:source", "prev:output"], "n_out": 3}}}}, True),
+    (dict(_MASK, output={"class": "masked_computation", "from": "data", "mask": "m", "name_scope": "",
+                         "unit": dict(_LSTM)}), True),
+    ({"output": dict(_LSTM, name_scope="x")}, False),
+    ({"output": {"class": "subnetwork", "from": "data", "subnetwork": {"output": dict(_LSTM, name_scope="")}}}, False),
+    (dict(_MASK, output={"class": "masked_computation", "from": "data", "mask": "m", "name_scope": "",
+                         "unit": {"class": "linear", "from": "data", "n_out": 3}}), False),
+])
+def test_rec_layer_params_in_the_root_scope_refused(net, refused):
+    """RETURNN's rec and rnn_cell layers keep the variables under their scope's name plus '/': in the root scope
+    ("" at the top level, "/", a masked_computation's "" given to its unit) none, so RETURNN neither trains nor saves
+    them (mutate seed 265 #29: its parameter list was empty; checked with RETURNN 1.20261022). One line here; in a
+    subnetwork's scope, or for other layers in the root scope, RETURNN keeps them."""
+    extern = {"data": Data("data", shape=(None, 5))}
+    if refused:
+        with pytest.raises(NetworkError, match="its parameters are in the root scope"):
+            TFNetwork(net, extern)
+    else:
+        TFNetwork(net, extern)

@@ -29,6 +29,7 @@ from returnn.tf.extra_nets import (EXTRA_OF, ParamsByScope, expand_extra_nets, s
 from returnn.tf.layers.params import is_own_name_scope, layer_scope
 from returnn.tf.net_dict import EVAL_NET, EXTRA_NET_OPTIONS, SEARCH, SEARCH_TASK, TRAIN_NET
 from returnn.tf.layers.rec_net import layer_targets
+from returnn.tf.returnn_params import check_rec_params_in_root_scope
 from returnn.tf.target_names import build_with_n_out, check_size_target_keys, check_target_keys, infer_target, \
     layer_named_targets, layer_target_keys, reads_size_target
 from returnn.tf.net_sources import base_layer_name, check_from_given, check_initial_output_refs, layer_sources, \
@@ -205,6 +206,7 @@ class TFNetwork(tf.Module):
                     sub_opts = dict(sub_opts, target=key)
                 self._add_loss("%s/%s" % (name, sub), sub_opts, top=False)
         self.output_layer_name = self._find_output_layer()
+        check_rec_params_in_root_scope(self)
 
     def _data_name(self, source: str) -> Optional[str]:
         """The name of RETURNN's output data of ``source`` (a built layer's, or the data key), None if unknown."""

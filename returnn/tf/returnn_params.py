@@ -145,3 +145,18 @@ def set_returnn_param_values(network, values: Mapping[str, np.ndarray], ignore_m
 def _names(names: List[str], limit: int = 6) -> str:
     shown = ", ".join(repr(n) for n in names[:limit])
     return shown + (" and %i more" % (len(names) - limit) if len(names) > limit else "")
+
+
+def check_rec_params_in_root_scope(network) -> None:
+    """RETURNN's rec (and rnn_cell) layer collects its parameters as the variables under its scope's name plus "/":
+    in the root scope (``name_scope`` "" at the top level, or "/"; also a masked_computation's unit, which takes the
+    masked layer's name_scope) that prefix is "/", which no variable has, so the layer keeps none: RETURNN never
+    trains them (nor saves a cell unit's). Refused in one line instead of training what RETURNN leaves fixed."""
+    for name, scope, layer in _layer_entries(network):
+        if scope or getattr(layer, "layer_class", None) not in ("rec", "rnn_cell"):
+            continue
+        if list(layer.all_returnn_params()) or any(
+                list(sub.all_returnn_params()) for _, _, sub in _sub_entries(layer, scope)):
+            raise NetworkError("%s: its parameters are in the root scope (name_scope '' or '/'), where RETURNN's %s "
+                               "layer finds none of them (it looks under '/'), so RETURNN neither trains nor saves "
+                               "them; give the layer a non-empty name_scope" % (layer.desc, layer.layer_class))
