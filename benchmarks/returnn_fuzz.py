@@ -95,6 +95,8 @@ def _ours_builds(c, nonfinite: bool = False) -> Optional[str]:
     meta = {"extern_data": c["extern"], "network": c["network"], "config": c["config"], "train_flag": bool(c.get("train"))}
     with case_config(meta):
         net = build_network(meta)
+        if c.get("train"):  # a net built to train evaluates: RETURNN checks its losses' targets then (Loss._check_init)
+            net.check_losses()
         batch = {}
         rng = np.random.RandomState(0)
         for key, data in net.extern_data.items():

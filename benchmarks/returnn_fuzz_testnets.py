@@ -163,6 +163,18 @@ def without_noise(value: Any) -> Any:
     return value
 
 
+def without_checkpoint_loads(value: Any) -> Any:
+    """``value`` (a net dict) without ``load_on_init`` (a subnetwork's checkpoint at the config's site): the
+    harness sets every parameter itself, so the values compared do not depend on it, and RETURNN's side
+    would fail reading a file that exists only there (this engine applies it when its training starts,
+    not when the net is built: a missing file is ``published_configs.py``'s FILE)."""
+    if isinstance(value, dict):
+        return {k: without_checkpoint_loads(v) for k, v in value.items() if k != "load_on_init"}
+    if isinstance(value, list):
+        return [without_checkpoint_loads(v) for v in value]
+    return value
+
+
 def _published_lens(dumped: Dict[str, Any]) -> Dict[str, List[int]]:
     """{data key: lengths}: [23, 15, 9], but the probe list's ``lengths`` (published_configs_synth): a fixed
     length (one speaker label per sequence) or ``"/N"`` (the input length divided by N, rounded up)."""
@@ -194,7 +206,7 @@ def published_cases(cases_dir: str, start: int, n: int) -> List[Dict[str, Any]]:
             skipped[reason] = skipped.get(reason, 0) + 1
             continue
         cases.append(dict(name="published_%03d_%s" % (len(cases), re.sub(r"\W", "_", fn[:-5])[-60:]), family="published",
-                          network=without_noise(dumped["network"]), extern={k: v for k, v in dumped["extern"].items()},
+                          network=without_noise(without_checkpoint_loads(dumped["network"])), extern={k: v for k, v in dumped["extern"].items()},
                           config=without_noise(dumped["config"]), output="output", notes=fn, search=False,
                           lens=_published_lens(dumped), param_scale="fan_in", train=True))
     print("published: %i usable of %i; left out: %s" % (
