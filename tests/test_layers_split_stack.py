@@ -76,7 +76,10 @@ def test_math_norm():
     ({"class": "split", "from": "data"}, "give 'num_splits'"),
     ({"class": "norm", "from": "data"}, "needs 'axes'"),
     ({"class": "math_norm", "from": "data", "axes": "F"}, "'p' must be a positive number"),
+    # RETURNN sets its float |x| ** p on a complex copy: 'dtype does not match' (chain seed 396 #0)
+    ({"class": "math_norm", "from": "c", "axes": "F", "p": 2}, "a complex input is refused"),
 ])
 def test_bad_options_are_one_line(layer, message):
     with pytest.raises(NetworkError, match=message):
-        TFNetwork(outputs({"output": layer}), {"data": Data("data", shape=(None, 6))})
+        TFNetwork(outputs({"c": {"class": "stft", "from": "data:w", "frame_shift": 2, "frame_size": 4},
+                           "output": layer}), {"data": Data("data", shape=(None, 6)), "w": Data("w", shape=(None, 1))})

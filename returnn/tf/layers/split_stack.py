@@ -204,6 +204,10 @@ class MathNormLayer(ReduceLayer):
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
         if opts.get("mode", "sum") != "sum":
             raise NetworkError("layer %r (math_norm): has no 'mode'" % name)
+        if any(s.dtype.startswith("complex") for s in sources):  # RETURNN: its float |x| ** p set on a complex copy
+            raise NetworkError("layer %r (math_norm): a complex input is refused, as RETURNN fails on it (its |x| ** p "
+                               "is float, set on a copy of the complex input: 'dtype does not match'); take the "
+                               "magnitude first (e.g. an eval with tf.abs)" % name)
         super().__init__(name, dict(opts, mode="sum"), sources, seed)
         p = self.opt("p")
         if not isinstance(p, (int, float)) or isinstance(p, bool) or p <= 0:
