@@ -132,3 +132,12 @@ case("time_axis_set_static_kept_by_linear", "reinterpret_data", {
     "lin": {"class": "linear", "n_out": 4, "activation": "tanh", "from": "ri"},
     "output": {"class": "reduce", "mode": "max", "axes": "T", "from": "lin"}},
     extern={"data": {"dim": 6}})
+# slice_nd of an input whose feature axis is by the default rule (resize of F puts it before T): RETURNN's gather
+# template leaves the feature axis to the default rule, the last static axis, which is the static slice, not the
+# input's features (chain seed 398 #97: the linear read the 12 features here, 3 slice frames in RETURNN)
+case("slice_nd_static_slice_after_default_features", "slice_nd", {
+    "pre": {"class": "resize", "factor": 2, "axis": "F", "kind": "nn", "from": "data"},
+    "len": {"class": "length", "from": "pre"},
+    "start": {"class": "eval", "from": "len", "eval": "source(0) // 3"},
+    "tail": {"class": "slice_nd", "from": "pre", "start": "start", "size": 3, "min_size": 2},
+    "output": {"class": "linear", "n_out": 3, "from": "tail"}}, extern={"data": {"dim": 6}}, lens={"data": LENS_LONG})

@@ -29,10 +29,26 @@ import tensorflow as tf
 
 from returnn.errors import NetworkError
 from returnn.tensor import Data, Dim, DimTypes
+from returnn.tensor.data import NotSpecified
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
 from returnn.tf.layers.helpers import check_sources, concat_inputs, concat_output, relaid
 from returnn.tf.layers.options import Option
 from returnn.tf.layers.output import align_tensor
+
+
+def _gather_template(name: str, data: Data, start: Optional[Data], dims: List[Dim]) -> Data:
+    """RETURNN's template of slice_nd (its gather of the input at start's positions): the time axis by the default
+    rule; the feature axis on the input's feature dim where the input sets it explicitly, else on start's where start
+    does, else by the default rule (the last static axis: e.g. a static slice after the input's features)."""
+    time = Data("t", dims=dims).time_dim_axis
+    if data._feature_dim_axis is not NotSpecified:
+        return relaid(name, data, dims, time_dim_axis=time)
+    special: Dict[str, Any] = {}
+    if start is not None and start._feature_dim_axis is not NotSpecified and start.feature_dim_axis is not None:
+        hit = [i for i, d in enumerate(dims) if d is start.dims[start.feature_dim_axis]]
+        if hit:
+            special["feature_dim_axis"] = hit[0]
+    return Data(name, dims=dims, dtype=data.dtype, sparse_dim=data.sparse_dim, time_dim_axis=time, **special)
 
 
 def _is_int(value: Any) -> bool:
@@ -157,7 +173,7 @@ class SliceNdLayer(Layer):
         self.diag = self._twin(data, size, given)
         if self.plain:
             dims = [slice_dim if i == self.ax else d for i, d in enumerate(data.dims)]
-            self.output = relaid(name, data, dims, time_dim_axis=Data("t", dims=dims).time_dim_axis)
+            self.output = _gather_template(name, data, self.start_data, dims)
             return
         batch = data.dims[data.batch_dim_axis] if not self.batchless else \
             self.start_data.dims[self.start_data.batch_dim_axis]
@@ -179,7 +195,7 @@ class SliceNdLayer(Layer):
             self.bm_axis = self.perm.index(self.ax)
         # RETURNN's gather template: the time axis by the default rule (the first dynamic spatial axis; none when
         # the slice has a static size)
-        self.output = relaid(name, data, dims, time_dim_axis=Data("t", dims=dims).time_dim_axis)
+        self.output = _gather_template(name, data, self.start_data, dims)
 
     def _twin(self, data: Data, size: Any, given: Any) -> Optional[Dim]:
         """RETURNN gathers the slice through its gather layer, whose common axes take the new static slice axis
