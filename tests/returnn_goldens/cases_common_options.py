@@ -114,3 +114,13 @@ _both("conv_time_major_strided_same", "conv", {"output": {
     "class": "conv", "filter_size": [4], "strides": 2, "padding": "same", "n_out": 3, "with_bias": True,
     "from": "data"}}, extern={"data": {"dim": 5, "time_dim_axis": 0, "batch_dim_axis": 1}})
 _both("reduce_argmax_time", "reduce", {"output": {"class": "reduce", "mode": "argmax", "axes": "T", "from": "data"}})
+
+# --- combine before behavior_version 11 where a source with a size-1 feature axis also has the other sources'
+# feature axis: its size-1 axis broadcasts as any axis (here it took that feature axis a second time: refused)
+for bv in (0, 10):
+    case("combine_unit_feature_beside_wide_bv%i" % bv, "combine", {
+        "e": {"class": "expand_dims", "from": "data", "axis": "F", "dim": 1},
+        "output": {"class": "combine", "kind": "add", "from": ["data", "e"]}}, config={"behavior_version": bv})
+    case("combine_unit_feature_variable_beside_wide_bv%i" % bv, "combine", {
+        "v": {"class": "variable", "shape": [5, 1]},
+        "output": {"class": "combine", "kind": "add", "from": ["data", "v"]}}, config={"behavior_version": bv})

@@ -402,10 +402,19 @@ def _broadcast_unit_features(sources: Sequence[Data]) -> List[List[Dim]]:
     out = []
     for s in sources:
         dims = list(s.dims)
-        if len(wide) == 1 and s.feature_dim_axis is not None and s.dim == 1:
+        unit = s.feature_dim_axis is not None and s.dim == 1
+        if len(wide) == 1 and unit and not _has_axis_like(s, next(iter(wide))):
             dims[s.feature_dim_axis] = next(iter(wide))
         out.append(dims)
     return out
+
+
+def _has_axis_like(source: Data, wide: Dim) -> bool:
+    """Whether ``source`` has another axis that RETURNN's get_common_data takes for ``wide`` (it, or a static one of
+    its size): its size-1 feature axis then broadcasts as any size-1 axis (taking ``wide`` too would put two of its
+    axes on one)."""
+    return any(d == wide or (d.dimension == wide.dimension and not d.is_batch_dim())
+               for i, d in enumerate(source.dims) if i != source.feature_dim_axis)
 
 
 # RETURNN's API for layer classes defined in configs (``from returnn.tf.layers.basic import LayerBase,
