@@ -141,3 +141,9 @@ case("slice_nd_static_slice_after_default_features", "slice_nd", {
     "start": {"class": "eval", "from": "len", "eval": "source(0) // 3"},
     "tail": {"class": "slice_nd", "from": "pre", "start": "start", "size": 3, "min_size": 2},
     "output": {"class": "linear", "n_out": 3, "from": "tail"}}, extern={"data": {"dim": 6}}, lens={"data": LENS_LONG})
+# the same rule in gather: positions of a constant (3,) gathered from T of that input: the positions' axis is last
+case("gather_static_positions_after_default_features", "gather", {
+    "pre": {"class": "resize", "factor": 2, "axis": "F", "kind": "nn", "from": "data"},
+    "pos": {"class": "constant", "value": 1, "shape": [3], "dtype": "int32"},
+    "g": {"class": "gather", "from": "pre", "position": "pos", "axis": "T"},
+    "output": {"class": "linear", "n_out": 2, "from": "g"}}, extern={"data": {"dim": 6}}, lens={"data": LENS_LONG})
