@@ -1,0 +1,142 @@
+#!/usr/bin/env python3
+"""Differential check of the common layout of several sources against the real RETURNN (issue 27): the
+template of a ``combine`` layer (RETURNN's ``Data.get_common_data`` of its sources, each source then brought
+into it by ``copy_compatible_to``), and ``Data.get_common_data`` as config code calls it.
+
+Each case: 2-3 sources, each of up to 3 axes drawn from two dynamic dims (``time``, ``u``), config-made static
+dims of size 3 (features ``f``, ``g``, a spatial ``s``), engine-made ones (``a3``, a feature ``a3f``: a
+variable's shape, extern data without dim tags; ``a1`` of size 1), mostly with the batch axis, in random
+order; at a random behavior_version (0, 10, 12, 16). RETURNN's side gives the template's dims (by
+description), feature and time axis, or the error; here ``Data.get_common_data`` and ``CombineLayer``'s output.
+
+Verdicts (per case, of the combine layer; ``Data.get_common_data``'s differences count as DIFFER too):
+AGREE, BOTH-FAIL, DIFFER, LAX (built here, RETURNN fails: its ``copy_compatible_to`` cannot map a source),
+GAP (RETURNN builds, refused here), and QUIRK: RETURNN's template keeps an engine-made size-1 axis where a
+source's larger axis broadcasts into it (its template then says size 1 over a value that is not); here
+that axis is the larger one, as the value is.
+
+Usage: .venv/bin/python benchmarks/returnn_fuzz_common_layout.py [--seed S] [--n N] [--show DIFFER LAX GAP]
+"""
+from __future__ import annotations
+
+import json
+import os
+import random
+import sys
+import tempfile
+from typing import Any, Dict, List
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import returnn_fuzz_pyside as pyside  # noqa: E402
+
+NAMES = ["time", "u", "f", "g", "s", "a1", "a3", "a3f"]
+
+
+def make_cases(seed: int, n: int) -> List[Dict[str, Any]]:
+    rng = random.Random(seed)
+    cases = []
+    for i in range(n):
+        srcs = []
+        for _ in range(rng.choice([2, 2, 3])):
+            dims = rng.sample(NAMES, rng.randint(0, 3))
+            if rng.random() < 0.85 or not dims:
+                dims.insert(rng.randint(0, len(dims)), "B")
+            srcs.append(dims)
+        cases.append({"name": "layout_%i_%i" % (seed, i), "sources": srcs, "bv": rng.choice([0, 0, 10, 12, 16])})
+    return cases
+
+
+def run_cases(cases_file: str, out_file: str) -> None:
+    """In either engine's Python (``--run``): each case's templates."""
+    import tensorflow as tf
+    from returnn.tensor import Dim, batch_dim
+    from returnn.util.basic import BehaviorVersion
+    try:
+        import returnn.tensor.dim_tree  # noqa: F401  (this repository's package)
+        ours = True
+    except ImportError:
+        ours = False
+    if ours:
+        from returnn.tensor import Data
+        from returnn.tf.layers.basic import CombineLayer
+    else:
+        from returnn.tensor import Tensor as Data
+        tf.compat.v1.disable_eager_execution()
+
+    def pool() -> Dict[str, Any]:
+        sp, ft = Dim.Types.Spatial, Dim.Types.Feature
+        p = {"time": Dim(None, kind=sp, description="time"), "u": Dim(None, kind=sp, description="u"),
+             "f": Dim(3, kind=ft, description="f"), "g": Dim(3, kind=ft, description="g"),
+             "s": Dim(3, kind=sp, description="s"), "a1": Dim(1, kind=sp, description="a1", auto_generated=True),
+             "a3": Dim(3, kind=sp, description="a3", auto_generated=True),
+             "a3f": Dim(3, kind=ft, description="a3f", auto_generated=True), "B": batch_dim}
+        if not ours:  # RETURNN's templates check that a dynamic dim has sizes
+            for k in ("time", "u"):
+                p[k].dyn_size_ext = Data(k + "_len", dim_tags=[batch_dim], dtype="int32")
+                p[k].dyn_size_ext.placeholder = tf.compat.v1.placeholder(tf.int32, [None], name=k + "_len")
+        return p
+
+    def desc(t: Any) -> List[Any]:
+        dims = t.dims if ours else t.dim_tags
+        return [["B" if d.is_batch_dim() else d.description for d in dims], t.feature_dim_axis, t.time_dim_axis]
+
+    def error(e: Exception) -> str:
+        return "%s: %s" % (type(e).__name__, str(e).split("\n")[0][:150])
+
+    out = {}
+    for case in json.load(open(cases_file)):
+        if ours:
+            BehaviorVersion.set(case["bv"])
+        else:  # (RETURNN's set also switches its dim equality: simple from 16)
+            BehaviorVersion._reset()
+            BehaviorVersion.set(case["bv"])
+        p = pool()
+        datas = [Data("s%i" % i, **{"dims" if ours else "dim_tags": [p[n] for n in ds]})
+                 for i, ds in enumerate(case["sources"])]
+        res: Dict[str, Any] = {}
+        try:
+            res["common"] = desc(Data.get_common_data(datas))
+        except Exception as e:  # noqa: BLE001 (the verdict)
+            res["common_error"] = error(e)
+        try:
+            if ours:
+                layer = CombineLayer("c", {"kind": "add"}, datas).output
+            else:
+                layer = Data.get_common_data(datas, name="c")
+                for d in datas:
+                    d.copy_compatible_to(layer)
+            res["layer"] = desc(layer)
+        except Exception as e:  # noqa: BLE001
+            res["error"] = error(e)
+        out[case["name"]] = res
+    json.dump(out, open(out_file, "w"))
+
+
+def verdict(ours: Dict[str, Any], theirs: Dict[str, Any]) -> str:
+    v = pyside.error_verdict(ours, theirs)
+    if v is None:
+        if ours["layer"] != theirs["layer"]:
+            a, b = ours["layer"][0], theirs["layer"][0]
+            quirk = len(a) == len(b) and "a1" in b and "a1" not in a
+            v = "QUIRK" if quirk else "DIFFER"
+        else:
+            v = "AGREE"
+    if "common" in theirs and ours.get("common") != theirs["common"]:
+        return "DIFFER"  # (config code's get_common_data has no refusals of its own beyond RETURNN's)
+    return v
+
+
+def main() -> None:
+    args = pyside.start(__doc__, 300, run_cases)
+    if args is None:
+        return
+    cases = make_cases(args.seed, args.n)
+    with tempfile.TemporaryDirectory() as tmp:
+        theirs, ours = pyside.both_engines(__file__, args.returnn_python, cases, tmp)
+    pyside.report("common layout", args.seed, cases, ours, theirs, verdict, args.show,
+                  lambda c, o, t: "bv %i %s\n          here    %s\n          RETURNN %s" % (
+                      c["bv"], c["sources"], pyside.short(o), pyside.short(t)))
+
+
+if __name__ == "__main__":
+    main()
