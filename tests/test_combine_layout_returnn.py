@@ -8,6 +8,8 @@ import pytest
 
 from returnn.tensor import Data, Dim, batch_dim
 from returnn.tf.layers.basic import CombineLayer
+from returnn.tf.layers.control import CompareLayer
+from returnn.tf.layers.eval_layer import EvalLayer
 from returnn.util.basic import BehaviorVersion
 
 
@@ -42,5 +44,18 @@ def test_combine_axes_as_returnn(sources, want):
         assert got == want
         names = {id(d): n for n, d in p.items()}
         assert all(id(d) in names for d in out.dims)  # the sources' own Dim objects
+    finally:
+        BehaviorVersion.set(None)
+
+
+@pytest.mark.parametrize("cls, opts", [(CompareLayer, {"kind": "equal"}), (EvalLayer, {"eval": "source(0)"})])
+def test_compare_and_eval_axes_as_returnn(cls, opts):
+    """compare and eval (RETURNN: a CombineLayer) take RETURNN's template too (here before: a3)."""
+    BehaviorVersion.set(0)
+    try:
+        p = _pool()
+        out = cls("c", opts, [Data("s%i" % i, dims=[p[n] for n in ds])
+                              for i, ds in enumerate([["f"], ["time", "a3"], ["B"]])]).output
+        assert [("B" if d.is_batch_dim() else d.description) for d in out.dims] == ["B", "time", "f"]
     finally:
         BehaviorVersion.set(None)

@@ -11,7 +11,7 @@ from returnn.tf.activations import get_activation, get_activation_with_opts
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
 from returnn.tf.layers.helpers import (
     check_sources, common_dims, concat_inputs, merge_added_axes, concat_output, dropout_scale, dropout_sources, feature_plan,
-    last_axis_bias, noise_broadcast_axes, plan_output, project_sources, returnn_common_order,
+    last_axis_bias, noise_broadcast_axes, plan_output, project_sources, returnn_common_order, returnn_dim_objects,
 )
 from returnn.tf.layers.options import Option, one_of
 from returnn.tf.layers.output import align_tensor
@@ -407,30 +407,6 @@ def _broadcast_unit_features(sources: Sequence[Data]) -> List[List[Dim]]:
         if len(wide) == 1 and unit and not _has_axis_like(s, next(iter(wide))):
             dims[s.feature_dim_axis] = next(iter(wide))
         out.append(dims)
-    return out
-
-
-def returnn_dim_objects(sources: Sequence[Data], dims: List[Dim]) -> List[Dim]:
-    """``dims`` (the common layout of ``sources``) with each axis the Dim RETURNN's ``get_common_data`` puts there,
-    where its template has the same axes: of two static axes of one size that it takes for one, it keeps the later
-    source's (a config's ``f`` where the first largest source has a variable's axis of that size). Where its
-    template differs otherwise (RETURNN fails on it, or keeps a size-1 axis a larger one broadcasts into), ``dims``."""
-    try:
-        theirs = Data.get_common_data(list(sources)).dims
-    except Exception:  # (refused as RETURNN does, or not, by the layer's own checks)
-        return dims
-    if len(theirs) != len(dims):
-        return dims
-    out = []
-    for a, b in zip(dims, theirs):
-        if a is b or a.is_batch_dim() or b.is_batch_dim() or a.dimension is None or b.dimension is None:
-            if a is not b and not (a.is_batch_dim() and b.is_batch_dim()) and a != b:
-                return dims
-            out.append(a)
-        elif a.dimension != b.dimension:
-            return dims
-        else:
-            out.append(b)
     return out
 
 

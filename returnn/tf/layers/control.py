@@ -23,7 +23,8 @@ import tensorflow as tf
 from returnn.errors import NetworkError
 from returnn.tensor import Data
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
-from returnn.tf.layers.helpers import check_broadcast, check_sources, common_dims, returnn_common_order
+from returnn.tf.layers.helpers import (check_broadcast, check_sources, common_dims, returnn_common_order,
+                                      returnn_dim_objects)
 from returnn.tf.layers.options import Option, one_of
 from returnn.tf.layers.output import align_tensor
 
@@ -39,6 +40,7 @@ def _common_template(layer, sources: Sequence[Data], dtype: str):
     base = max(sources, key=lambda s: s.batch_ndim)
     dims, maps = returnn_common_order(base, *common_dims([base.dims] + [s.dims for s in sources]))
     check_broadcast(layer, [s.dims for s in sources], dims, maps[1:])
+    dims = returnn_dim_objects(sources, dims)
     feat = None if base.feature_dim_axis is None or base.sparse else maps[0][base.feature_dim_axis]
     time = None if base.time_dim_axis is None else maps[0][base.time_dim_axis]
     return Data(name, dims=dims, dtype=dtype, time_dim_axis=time, feature_dim_axis=feat), maps[1:]

@@ -35,7 +35,8 @@ from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_laye
 from returnn.tf.layers.basic import CombineLayer
 from returnn.tf.layers.beam_values import beam_of
 from returnn.tf.layers.norm import behavior_version
-from returnn.tf.layers.helpers import check_broadcast, common_dims, last_axis_bias, new_feature_dim, returnn_common_order
+from returnn.tf.layers.helpers import (check_broadcast, common_dims, last_axis_bias, new_feature_dim, returnn_common_order,
+                                      returnn_dim_objects)
 from returnn.tf.layers.options import Option
 from returnn.tf.layers.output import align_tensor
 from returnn.tf.layers.undefined_dims import fill_dynamic, leading_data
@@ -234,8 +235,9 @@ class EvalLayer(Layer):
         # auto_convert layout: the union of the sources' dims, the source with most axes first
         base = max(sources, key=lambda s: s.batch_ndim) if sources else None
         layout, maps = common_dims(([base.dims] if base else []) + [s.dims for s in sources])
-        if base is not None:  # new axes where RETURNN's get_common_data puts them
+        if base is not None:  # new axes where RETURNN's get_common_data puts them, its Dims
             layout, maps = returnn_common_order(base, layout, maps)
+            layout = returnn_dim_objects(sources, layout)
         if not callable(self.opt("out_type")):
             check_broadcast(self, [s.dims for s in sources], layout, maps[1:])
         self.layout, self.maps, self.n = layout, maps[1:], len(layout)

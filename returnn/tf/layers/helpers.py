@@ -265,6 +265,30 @@ def returnn_common_order(base: Data, dims: List[Dim], maps: List[List[int]]) -> 
     return [dims[o] for o in order], [[new_pos[p] if p >= 0 else p for p in m] for m in maps]
 
 
+def returnn_dim_objects(sources: Sequence[Data], dims: List[Dim]) -> List[Dim]:
+    """``dims`` (the common layout of ``sources``) with each axis the Dim RETURNN's ``get_common_data`` puts there,
+    where its template has the same axes: of two static axes of one size that it takes for one, it keeps the later
+    source's (a config's ``f`` where the first largest source has a variable's axis of that size). Where its
+    template differs otherwise (RETURNN fails on it, or keeps a size-1 axis a larger one broadcasts into), ``dims``."""
+    try:
+        theirs = Data.get_common_data(list(sources)).dims
+    except Exception:  # (refused as RETURNN does, or not, by the layer's own checks)
+        return dims
+    if len(theirs) != len(dims):
+        return dims
+    out = []
+    for a, b in zip(dims, theirs):
+        if a is b or a.is_batch_dim() or b.is_batch_dim() or a.dimension is None or b.dimension is None:
+            if a is not b and not (a.is_batch_dim() and b.is_batch_dim()) and a != b:
+                return dims
+            out.append(a)
+        elif a.dimension != b.dimension:
+            return dims
+        else:
+            out.append(b)
+    return out
+
+
 _LOOP_AXES: List[Dim] = []  # time axes of rec loops whose sub-layers are being built over whole sequences
 
 
