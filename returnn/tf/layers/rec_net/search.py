@@ -340,20 +340,24 @@ class BeamSearchRun(UnitRun):
         n_out = k if self.keep_beams else 1
         beams = _backtrack(src_ta.stack(), final, n_steps)  # (T, B, K'): their beam at each step
 
-        def resolved(x: tf.Tensor, template) -> tf.Tensor:  # (T, B, K, ...) -> (T, B * K', ...)
-            if template.batch_dim_axis is None:  # frames without batch axis (T, ...): one for all hypotheses
-                return x
-            x = tf.gather(x, beams, axis=2, batch_dims=2)
-            return tf.reshape(x, tf.concat([tf.shape(x)[:1], [base_batch * n_out], tf.shape(x)[3:]], 0))
-
         seq_len = tf.reshape(tf.gather(lens, final, batch_dims=1), [-1])
         if self.seq_len is not None:  # a loop over the source: the source's lengths
             seq_len = self.seq_len if self.keep_beams else tf.reshape(self.seq_len, [base_batch, k])[:, 0]
+        # RETURNN's frames: as many as the longest hypothesis given out has (without include_eos the loop's last
+        # step, where the last one ended, is none)
+        n_frames = tf.reduce_max(tf.concat([seq_len, [0]], 0))
+
+        def resolved(x: tf.Tensor, template) -> tf.Tensor:  # (T, B, K, ...) -> (T, B * K', ...)
+            x = x[:n_frames]
+            if template.batch_dim_axis is None:  # frames without batch axis (T, ...): one for all hypotheses
+                return x
+            x = tf.gather(x, beams[:n_frames], axis=2, batch_dims=2)
+            return tf.reshape(x, tf.concat([tf.shape(x)[:1], [base_batch * n_out], tf.shape(x)[3:]], 0))
         sizes = {rec.time_dim: seq_len}
         free_sizes = {rec.time_dim: _debeam(seq_len, base_batch, n_out)}  # of the beam-free sub-layers: (B,)
 
         def one_row(n: str, x: tf.Tensor) -> tf.Tensor:  # the frames (T, B, ...) of a beam-free sub-layer
-            return x if templates[n].batch_dim_axis is None else x[:, :, 0]
+            return x[:n_frames] if templates[n].batch_dim_axis is None else x[:n_frames, :, 0]
 
         def stacked_value(n: str, x: tf.Tensor, logits: Optional[tf.Tensor]) -> LayerOutput:
             free = n in self.beam_free
