@@ -371,3 +371,14 @@ def test_rec_layer_params_in_the_root_scope_refused(net, refused):
             TFNetwork(net, extern)
     else:
         TFNetwork(net, extern)
+
+
+def test_window_of_an_input_without_batch_axis_refused():
+    """RETURNN's window template is batch-major (copy_as_batch_major asserts a batch axis): a boolean_mask over
+    (B, T) leaves none, and RETURNN fails (chain seed 390 #40, checked with RETURNN 1.20261022)."""
+    net = {"red": {"class": "reduce", "mode": "sum", "axis": "F", "from": "data"},
+           "mask": {"class": "compare", "kind": "greater", "value": 0.0, "from": "red"},
+           "tail": {"class": "boolean_mask", "from": "data", "mask": "mask", "dims": [batch_dim, "T"]},
+           "output": {"class": "window", "window_size": 4, "window_right": 1, "from": "tail"}}
+    with pytest.raises(NetworkError, match="'output' \\(window\\): an input without batch axis"):
+        TFNetwork(net, {"data": Data("data", shape=(None, 3))})

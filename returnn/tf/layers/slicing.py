@@ -291,6 +291,9 @@ class WindowLayer(_ShapeLayer):
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
         super().__init__(name, opts, sources, seed)
         data = self.input
+        if data.batch_dim_axis is None:  # RETURNN's template: copy_as_batch_major asserts a batch axis
+            raise NetworkError("%s: an input without batch axis (%s) is refused, as RETURNN's window asserts one "
+                               "(e.g. after a boolean_mask over the batch)" % (self.desc, data.short_repr()))
         wdim = self.opt("window_dim")
         size = wdim.dimension if isinstance(wdim, Dim) else positive_int(self.desc, "window_size", self.opt("window_size"))
         if isinstance(wdim, Dim) and self.opt("window_size") and self.opt("window_size") != wdim.dimension:
