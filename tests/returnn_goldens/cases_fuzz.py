@@ -162,3 +162,11 @@ case("fuzz_slice_static_end_size1_broadcasts_bv0", "fuzz_slice", {
     "crop": {"class": "slice", "from": "data", "axis": "T", "slice_start": 1, "slice_end": 2},
     "output": {"class": "combine", "kind": "add", "from": ["conv", "crop"]}},
     extern={"data": {"dim": 6}}, config={"behavior_version": 0}, lens={"data": [7, 5, 3]})
+# pad with the batch axis among 'axes' and zero padding there: tf.pad's no-op in RETURNN (refused here before, mutate
+# seed 253 #70); other padding of the batch axis stays refused (RETURNN's template cannot size it)
+case("fuzz_pad_batch_axis_zero_padding", "fuzz_pad", {
+    "output": {"class": "pad", "axes": ["B", "T"], "padding": [[0, 0], [1, 2]], "value": 0.5, "from": "data"}},
+    extern={"data": {"dim": 3}}, config={"behavior_version": 21}, lens={"data": LENS_LONG})
+case("fuzz_pad_batch_axis_zero_padding_only", "fuzz_pad", {
+    "output": {"class": "pad", "axes": ["B", "T"], "padding": [[0, 0], [0, 0]], "mode": "reflect", "from": "data"}},
+    extern={"data": {"dim": 3}}, lens={"data": LENS_LONG})

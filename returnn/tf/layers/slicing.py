@@ -188,8 +188,10 @@ class PadLayer(_ShapeLayer):
             raise NetworkError("%s: 'out_dims' must be a Dim or one Dim per padded axis, got %r" % (self.desc, given))
         for i, (a, (left, right)) in enumerate(zip(self.pad_axes, pairs)):
             old = data.dims[a]
-            if old.is_batch_dim():
-                raise NetworkError("%s: cannot pad the batch axis" % self.desc)
+            if old.is_batch_dim():  # RETURNN: zero padding there is tf.pad's no-op; other padding fails its template
+                if left or right:
+                    raise NetworkError("%s: cannot pad the batch axis" % self.desc)
+                continue
             if old.is_dynamic() and self.mode != "constant" and self.handle_dynamic and any(r for _, r in pairs):
                 raise NetworkError("%s: mode %r with right padding of a dynamic axis needs handle_dynamic_dims False "
                                    "(RETURNN: not implemented)" % (self.desc, self.mode))
@@ -225,6 +227,8 @@ class PadLayer(_ShapeLayer):
         sizes = {}
         for a, (left, right) in zip(self.pad_axes, self.pairs):
             old = self.input.dims[a]
+            if old.is_batch_dim():  # (zero padding there, __init__)
+                continue
             if old.is_dynamic() and self.handle_dynamic and self.mode == "constant" and any(r for _, r in self.pairs):
                 # RETURNN masks (with value) only what comes after the sequences where some axis is padded on the
                 # right; the left padding of mode replication/reflect reads the padded frames as they are
