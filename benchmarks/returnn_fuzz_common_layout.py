@@ -11,9 +11,10 @@ description), feature and time axis, or the error; here ``Data.get_common_data``
 
 Verdicts (per case, of the combine layer; ``Data.get_common_data``'s differences count as DIFFER too):
 AGREE, BOTH-FAIL, DIFFER, LAX (built here, RETURNN fails: its ``copy_compatible_to`` cannot map a source),
-GAP (RETURNN builds, refused here), and QUIRK: RETURNN's template keeps an engine-made size-1 axis where a
-source's larger axis broadcasts into it (its template then says size 1 over a value that is not); here
-that axis is the larger one, as the value is.
+GAP (RETURNN builds, refused here). RETURNN's side sets the sources' values and the sum as the template's
+value, as its layer does: a template that keeps an engine-made size-1 axis where a source's larger axis
+broadcasts into it fails there ("Mismatching shape"). QUIRK (kept for such a template without that check):
+RETURNN's template differs from this engine's only by such a size-1 axis.
 
 Usage: .venv/bin/python benchmarks/returnn_fuzz_common_layout.py [--seed S] [--n N] [--show DIFFER LAX GAP]
 """
@@ -101,10 +102,12 @@ def run_cases(cases_file: str, out_file: str) -> None:
         try:
             if ours:
                 layer = CombineLayer("c", {"kind": "add"}, datas).output
-            else:
+            else:  # as its CombineLayer: the sources' values brought into the template, added, set as its value
                 layer = Data.get_common_data(datas, name="c")
                 for d in datas:
-                    d.copy_compatible_to(layer)
+                    d.placeholder = tf.compat.v1.placeholder(tf.float32, d.batch_shape)
+                value = sum(d.copy_compatible_to(layer).placeholder for d in datas)
+                layer.copy_template().placeholder = value  # (RETURNN's check of the value's shape)
             res["layer"] = desc(layer)
         except Exception as e:  # noqa: BLE001
             res["error"] = error(e)

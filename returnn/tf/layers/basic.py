@@ -346,7 +346,7 @@ class CombineLayer(Layer):
         added = dims[sources[base].batch_ndim:]
         dims, maps = merge_added_axes(self, *returnn_common_order(sources[base], dims, maps), added)
         self.maps = [maps[order.index(i)] for i in range(len(sources))]
-        dims = returnn_dim_objects(sources, dims)
+        dims = returnn_dim_objects(sources, dims, self)
         special = {}
         for key, axis in (("feature_dim_axis", sources[base]._feature_dim_axis),
                           ("time_dim_axis", sources[base]._time_dim_axis)):

@@ -176,17 +176,26 @@ def returnn_common_order(base: Data, dims: List[Dim], maps: List[List[int]]) -> 
     return [dims[o] for o in order], [[new_pos[p] if p >= 0 else p for p in m] for m in maps]
 
 
-def returnn_dim_objects(sources: Sequence[Data], dims: List[Dim]) -> List[Dim]:
+def returnn_dim_objects(sources: Sequence[Data], dims: List[Dim], layer=None) -> List[Dim]:
     """``dims`` (the common layout of ``sources``) with each axis the Dim RETURNN's ``get_common_data`` puts there,
     where its template has the same axes: of two static axes of one size that it takes for one, it keeps the later
     source's (a config's ``f`` where the first largest source has a variable's axis of that size). Where its
-    template differs otherwise (RETURNN fails on it, or keeps a size-1 axis a larger one broadcasts into), ``dims``."""
+    template differs otherwise (RETURNN fails on it), ``dims``. With ``layer`` (combine, compare): where its template
+    keeps an engine-made size-1 axis of the first largest source that another source's larger axis broadcasts into
+    (before behavior_version 11), RETURNN's value then has that larger size there and its template check fails
+    ("Mismatching shape"): refused alike."""
     try:
         theirs = Data.get_common_data(list(sources)).dims
     except Exception:  # (refused as RETURNN does, or not, by the layer's own checks)
         return dims
     if len(theirs) != len(dims):
         return dims
+    for a, b in zip(dims, theirs):
+        if layer is not None and b.dimension == 1 and b.auto_generated and not b.is_batch_dim() and a.dimension != 1:
+            raise NetworkError("%s: RETURNN's common template keeps the size-1 axis %r where a source's axis %r "
+                               "broadcasts into it, and then fails on the value's shape ('Mismatching shape'); "
+                               "squeeze the size-1 axis first or set behavior_version >= 11"
+                               % (layer.desc, b.description, a.description))
     out = []
     for a, b in zip(dims, theirs):
         if a is b or a.is_batch_dim() or b.is_batch_dim() or a.dimension is None or b.dimension is None:

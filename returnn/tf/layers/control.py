@@ -40,7 +40,7 @@ def _common_template(layer, sources: Sequence[Data], dtype: str):
     base = max(sources, key=lambda s: s.batch_ndim)
     dims, maps = returnn_common_order(base, *common_dims([base.dims] + [s.dims for s in sources]))
     check_broadcast(layer, [s.dims for s in sources], dims, maps[1:])
-    dims = returnn_dim_objects(sources, dims)
+    dims = returnn_dim_objects(sources, dims, layer)
     feat = None if base.feature_dim_axis is None or base.sparse else maps[0][base.feature_dim_axis]
     time = None if base.time_dim_axis is None else maps[0][base.time_dim_axis]
     return Data(name, dims=dims, dtype=dtype, time_dim_axis=time, feature_dim_axis=feat), maps[1:]
