@@ -9,9 +9,10 @@ from returnn.errors import NetworkError
 from returnn.tensor import Data, Dim
 from returnn.tf.activations import get_activation, get_activation_with_opts
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
+from returnn.tf.layers.common_layout import common_dims, merge_added_axes, returnn_common_order, returnn_dim_objects
 from returnn.tf.layers.helpers import (
-    check_sources, common_dims, concat_inputs, merge_added_axes, concat_output, dropout_scale, dropout_sources, feature_plan,
-    last_axis_bias, noise_broadcast_axes, plan_output, project_sources, returnn_common_order, returnn_dim_objects,
+    check_sources, concat_inputs, concat_output, dropout_scale, dropout_sources, feature_plan, last_axis_bias,
+    noise_broadcast_axes, plan_output, project_sources,
 )
 from returnn.tf.layers.options import Option, one_of
 from returnn.tf.layers.output import align_tensor

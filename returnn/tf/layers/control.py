@@ -23,8 +23,8 @@ import tensorflow as tf
 from returnn.errors import NetworkError
 from returnn.tensor import Data
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
-from returnn.tf.layers.helpers import (check_broadcast, check_sources, common_dims, returnn_common_order,
-                                      returnn_dim_objects)
+from returnn.tf.layers.common_layout import check_broadcast, common_dims, returnn_common_order, returnn_dim_objects
+from returnn.tf.layers.helpers import check_sources
 from returnn.tf.layers.options import Option, one_of
 from returnn.tf.layers.output import align_tensor
 

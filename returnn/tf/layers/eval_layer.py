@@ -35,8 +35,8 @@ from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_laye
 from returnn.tf.layers.basic import CombineLayer
 from returnn.tf.layers.beam_values import beam_of
 from returnn.tf.layers.norm import behavior_version
-from returnn.tf.layers.helpers import (check_broadcast, common_dims, last_axis_bias, new_feature_dim, returnn_common_order,
-                                      returnn_dim_objects)
+from returnn.tf.layers.common_layout import check_broadcast, common_dims, returnn_common_order, returnn_dim_objects
+from returnn.tf.layers.helpers import last_axis_bias, new_feature_dim
 from returnn.tf.layers.options import Option
 from returnn.tf.layers.output import align_tensor
 from returnn.tf.layers.undefined_dims import fill_dynamic, leading_data
