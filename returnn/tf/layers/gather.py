@@ -28,7 +28,7 @@ from returnn.tensor import Data, Dim, DimTypes
 from returnn.tensor.dim import batch_dim
 from returnn.tensor.data import NotSpecified
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
-from returnn.tf.layers.helpers import check_sources
+from returnn.tf.layers.helpers import check_sources, explicit_feature_positions
 from returnn.tf.layers.initializers import initial_value
 from returnn.tf.layers.options import Option
 from returnn.tf.layers.params import Param
@@ -89,11 +89,9 @@ class GatherLayer(Layer):
         kwargs = {}
         if data._feature_dim_axis is NotSpecified:
             # RETURNN's template: by the default rule (the last static axis), unless position sets its feature axis
-            pos = sources[-1] if self.pos_layer else None
-            if pos is not None and pos._feature_dim_axis is not NotSpecified and pos.feature_dim_axis is not None:
-                hit = [i for i, d in enumerate(dims) if d is pos.dims[pos.feature_dim_axis]]
-                if hit:
-                    kwargs["feature_dim_axis"] = hit[-1]
+            hit = explicit_feature_positions(sources[-1] if self.pos_layer else None, dims)
+            if hit:
+                kwargs["feature_dim_axis"] = hit[-1]
         elif feat is not None and feat != self.ax:  # an explicit feature axis stays the feature axis
             kwargs["feature_dim_axis"] = [i for i, d in enumerate(dims) if d is data.dims[feat]][-1]
         self.output = Data(name, dims=dims, dtype=data.dtype, sparse_dim=data.sparse_dim, **kwargs)

@@ -268,6 +268,14 @@ def concat_inputs(layer, data: Data, plan: Optional[FeaturePlan], sources: List[
     return out
 
 
+def explicit_feature_positions(src: Optional[Data], dims: Sequence[Dim]) -> List[int]:
+    """The positions among ``dims`` of ``src``'s feature dim where ``src`` sets its feature axis explicitly
+    (RETURNN's gather template keeps such a feature axis; else its default rule picks one), else []."""
+    if src is None or src._feature_dim_axis is NotSpecified or src.feature_dim_axis is None:
+        return []
+    return [i for i, d in enumerate(dims) if d is src.dims[src.feature_dim_axis]]
+
+
 def new_feature_dim(layer_name: str, size: int) -> Dim:
     """A fresh feature dim for a layer's output."""
     return Dim(size, kind=DimTypes.Feature, description="%s:feature-dense" % layer_name, auto_generated=True)

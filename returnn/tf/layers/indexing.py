@@ -31,7 +31,7 @@ from returnn.errors import NetworkError
 from returnn.tensor import Data, Dim, DimTypes
 from returnn.tensor.data import NotSpecified
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
-from returnn.tf.layers.helpers import check_sources, concat_inputs, concat_output, relaid
+from returnn.tf.layers.helpers import check_sources, concat_inputs, concat_output, explicit_feature_positions, relaid
 from returnn.tf.layers.options import Option
 from returnn.tf.layers.output import align_tensor
 
@@ -44,10 +44,9 @@ def _gather_template(name: str, data: Data, start: Optional[Data], dims: List[Di
     if data._feature_dim_axis is not NotSpecified:
         return relaid(name, data, dims, time_dim_axis=time)
     special: Dict[str, Any] = {}
-    if start is not None and start._feature_dim_axis is not NotSpecified and start.feature_dim_axis is not None:
-        hit = [i for i, d in enumerate(dims) if d is start.dims[start.feature_dim_axis]]
-        if hit:
-            special["feature_dim_axis"] = hit[0]
+    hit = explicit_feature_positions(start, dims)
+    if hit:
+        special["feature_dim_axis"] = hit[0]
     return Data(name, dims=dims, dtype=data.dtype, sparse_dim=data.sparse_dim, time_dim_axis=time, **special)
 
 
