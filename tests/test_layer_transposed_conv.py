@@ -98,3 +98,24 @@ def test_upsampling_back_to_frame_rate_trains(tmp_path):
     config = write_config(tmp_path / "up.config", CONFIG)
     proc = run_rnn(train_args(config, tmp_path), timeout=300)
     assert proc.returncode == 0, describe(proc)
+    # forwarding with a 'valid' conv (up to 2 frames fewer than the data): one line, no half-written file
+    short = write_config(tmp_path / "short.config", config_12ax(network=NETWORK.replace('"same"', '"valid"'),
+                                                                 num_epochs=1))
+    out = tmp_path / "fwd.hdf"
+    proc = run_rnn(train_args(short, tmp_path, "++task", "forward", "++eval", "config:dev", "++forward_batch_size",
+                              "400", "++output_file", str(out), "++load", str(tmp_path / "model.001")), timeout=300)
+    assert proc.returncode == 2, describe(proc)
+    assert "size_base 'data' has a sequence of" in proc.stderr.strip().splitlines()[-1], describe(proc)
+    assert not out.exists() and "Traceback" not in proc.stderr
+
+
+def test_size_base_longer_than_the_values_is_one_line(tmp_path):
+    """A 'valid' conv of stride 3 and back: up to 2 frames fewer than the data's sequences. RETURNN fails on
+    its masks later; here the step stops with one line naming the layer, the dataset and the sequences."""
+    config = write_config(tmp_path / "short.config", config_12ax(network=NETWORK.replace('"same"', '"valid"'),
+                                                                 num_epochs=1))
+    proc = run_rnn(train_args(config, tmp_path), timeout=300)
+    assert proc.returncode == 2, describe(proc)
+    last = proc.stderr.strip().splitlines()[-1]
+    assert "layer 'frames'" in last and "size_base 'data' has a sequence of" in last and "dataset" in last, last
+    assert "Traceback" not in proc.stderr

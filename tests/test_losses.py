@@ -54,6 +54,24 @@ def test_ce_masked_sum_and_frame_error(with_logits):
     assert vals["error_sum"] == 2.0
 
 
+@pytest.mark.parametrize("with_logits", [True, False])
+def test_ce_output_with_more_padding_than_the_target(with_logits):
+    """An output of the target's lengths with more padded frames (reinterpret_data's size_base keeps an
+    upsampled axis's extra frames, as RETURNN): the same loss as on the real frames alone."""
+    longer = np.concatenate([LOGITS, np.full([2, 2, 3], 7.0, np.float32)], axis=1)
+    vals = compute("ce", output(longer, LENS, with_logits), sparse_target(LABELS, LENS, 3))
+    assert vals == compute("ce", output(LOGITS, LENS, with_logits), sparse_target(LABELS, LENS, 3))
+
+
+def test_mse_target_with_more_padding_than_the_output():
+    out = np.arange(2 * 3 * 2, dtype=np.float32).reshape(2, 3, 2)
+    tgt = np.ones([2, 5, 2], np.float32)
+    vals = compute("mse", value(tf.constant(out), tf.constant([3, 1]), spec(2)),
+                   value(tf.constant(tgt), tf.constant([3, 1]), spec(2)))
+    expected = ((out[0] - 1) ** 2).mean(-1).sum() + ((out[1, 0] - 1) ** 2).mean()
+    assert vals == {"loss_sum": pytest.approx(expected), "norm": 4.0, "error_sum": 4.0, "error_norm": 4.0}
+
+
 def test_ce_uses_the_logits_of_a_softmax_output_far_below_the_probability_floor():
     """A label with probability e^-40 (below float32 softmax resolution): the loss is the exact 40
     from the logits, and its gradient is the full softmax gradient, not the zero of a clipped log."""

@@ -119,8 +119,10 @@ def _write_dataset(steps: StepFunctions, dataset: Dataset, batching: BatchOption
         for sl, batch in zip(slices, BatchPrefetcher(dataset, slices, keys, batching.prefetch,
                                                             transform=steps.to_tensors)):
             tags = [dataset.get_tag(int(i)) for i in sl.seq_idxs]
-            for writer, (values, seq_len) in zip(writers, step_fn(batch)):
-                writer.insert_batch(values.numpy(), seq_len.numpy(), tags)
+            with reporting_misalignment(dataset, sl):  # a data check failing in the step: one line
+                values_per_writer = [(v.numpy(), n.numpy()) for v, n in step_fn(batch)]
+            for writer, (values, seq_len) in zip(writers, values_per_writer):
+                writer.insert_batch(values, seq_len, tags)
             count += len(tags)
             raise_if_stop_pending()  # a stop signal that C code cleared on the way still stops the pass
         dataset.check_files_unchanged()  # nothing computed from a changed data file is written

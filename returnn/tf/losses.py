@@ -20,6 +20,7 @@ from returnn.tensor import Data
 from returnn.tf.layers.options import Option
 from returnn.tf.layers.output import LayerOutput
 from returnn.tf.layers.packed import PackedFrames
+from returnn.tf.util.data_check import failed_check
 
 
 @dataclass
@@ -128,6 +129,9 @@ class Loss:
         output, target = self.checked(output, target)
         if self.frame_local and output.packed is not None and target is not None and target.data.have_time_axis():
             output, target = _packed_views(output, target)
+        elif self.framewise and output.packed is None and target is not None and output.data.have_time_axis() \
+                and target.data.have_time_axis():
+            output = _padded_like(output, target)
         return self.compute_btf(output, target, train)
 
     def checked(self, output: LayerOutput, target: Optional[LayerOutput]) -> Tuple[LayerOutput, Optional[LayerOutput]]:
@@ -172,6 +176,20 @@ def _after_check(x: LayerOutput) -> LayerOutput:
     rows = x.packed
     packed = None if rows is None else PackedFrames(ident(rows.values), rows.index, rows.outer, ident(rows.logits))
     return x.with_tensor(ident(x.tensor), logits=ident(x.logits), packed=packed)
+
+
+def _padded_like(output: LayerOutput, target: LayerOutput) -> LayerOutput:
+    """``output`` (B, T, ...) cut or zero-padded on T to the target's padded length: a framewise loss's two
+    sides have the same lengths (checked), but one may carry more padding (reinterpret_data's size_base keeps
+    an upsampled axis's extra frames, as RETURNN). Only padding changes; equal lengths pass through."""
+    length = tf.shape(target.tensor)[1]
+    def fit(t: Optional[tf.Tensor]) -> Optional[tf.Tensor]:
+        if t is None or (t.shape[1] is not None and t.shape[1] == target.tensor.shape[1]):
+            return t
+        pad = tf.scatter_nd([[1, 1]], [tf.maximum(length - tf.shape(t)[1], 0)], [len(t.shape), 2])
+        size = tf.tensor_scatter_nd_update(-tf.ones([len(t.shape)], tf.int32), [[1]], [length])
+        return tf.slice(tf.pad(t, pad), tf.zeros([len(t.shape)], tf.int32), size)
+    return output.with_tensor(fit(output.tensor), logits=fit(output.logits))
 
 
 def _packed_views(output: LayerOutput, target: LayerOutput) -> Tuple[LayerOutput, LayerOutput]:
@@ -471,12 +489,18 @@ def get_loss_class(name: str, layer_name: str) -> Type[Loss]:
 
 def alignment_error(exc: Exception, dataset, batch) -> Optional[DataError]:
     """The DataError naming the sequence, when ``exc`` is the step's alignment check failing on
-    ``batch`` (a BatchSlices of ``dataset``); else None."""
+    ``batch`` (a BatchSlices of ``dataset``), or naming the batch's sequences when it is another data
+    check (:mod:`returnn.tf.util.data_check`); else None."""
     text = str(getattr(exc, "message", None) or exc)
     m = re.search(re.escape(ALIGNMENT_MARK) + r"\|(.*?)\|(.*?)\|.*?\[seq\] \[(\d+)\] \[lengths\] \[(\d+)\] \[(\d+)\]",
                   text, re.S)
     if m is None:
-        return None
+        check = failed_check(exc)
+        if check is None:
+            return None
+        tags = [dataset.get_tag(entry[0]) for entry in batch.entries()]
+        return DataError("dataset %s: a batch of sequences %s: %s" % (
+            dataset.name, ", ".join(map(repr, tags[:5])) + (", ..." if len(tags) > 5 else ""), check))
     layer, target, index, out_len, target_len = m.groups()
     entries = batch.entries()
     seq_idx = entries[int(index)][0] if int(index) < len(entries) else None

@@ -28,6 +28,7 @@ from returnn.datasets.prefetch import BatchPrefetcher
 from returnn.errors import ConfigError, output_write_error
 from returnn.interrupts import raise_if_stop_pending
 from returnn.tf.eval_output import returnn_better_repr
+from returnn.tf.losses import reporting_misalignment
 from returnn.tf.steps import StepFunctions
 from returnn.util.output_guard import remove_stale_temp_files
 from returnn.util.safe_files import UnsafePathError, atomic_write_bytes
@@ -122,7 +123,8 @@ def run_search(steps: StepFunctions, dataset: Dataset, batching: BatchOptions, e
         step, keys = (lambda batch: [steps.forward_step(batch)]), steps.forward_keys
     for sl, batch in zip(slices, BatchPrefetcher(dataset, slices, keys, batching.prefetch,
                                                  transform=steps.to_tensors)):
-        outputs = [tuple(x.numpy() for x in out) for out in step(batch)]
+        with reporting_misalignment(dataset, sl):  # a data check failing in the step: one line
+            outputs = [tuple(x.numpy() for x in out) for out in step(batch)]
         for row, seq_idx in enumerate(sl.seq_idxs):
             per_layer = [_beam_hypotheses(out, row) for out in outputs]
             labels = per_layer[0]

@@ -14,6 +14,7 @@ from returnn.tensor.data import NotSpecified
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
 from returnn.tf.layers.helpers import check_sources, concat_inputs, concat_output
 from returnn.tf.layers.options import Option, positive_int
+from returnn.tf.util.data_check import checked
 
 
 def batch_axis_perm(layer: Layer, data: Data, enforce: Any) -> Optional[List[int]]:
@@ -545,17 +546,12 @@ class ReinterpretDataLayer(_ShapeLayer):
                     new.sizes_over = over
         if self.has_base:
             base = sources[-1]
-            sizes[self.base.time_dim] = base.sizes[self.base.time_dim]
-            tensor = _fit_axis(tensor, self.output.time_dim_axis, tf.shape(base.tensor)[base.data.time_dim_axis])
+            new_sizes = sizes[self.base.time_dim] = base.sizes[self.base.time_dim]
+            # RETURNN takes the base's sizes and keeps the values as they are: frames past the base's longest
+            # sequence stay (an upsampled axis a few frames longer), a layer reading them sees them
+            frames, longest = tf.shape(tensor)[self.output.time_dim_axis], tf.reduce_max(new_sizes)
+            tensor = checked(tensor, longest <= frames,  # (no sequence: the lowest int)
+                             "%s: size_base %r has a sequence of %%s frames, the values only %%s" % (
+                                 self.desc, self.opt("size_base")), longest, frames)
         return self.make_output(tensor, own, sizes)
 
-
-def _fit_axis(tensor: tf.Tensor, axis: int, length: tf.Tensor) -> tf.Tensor:
-    """``tensor`` cut or zero-padded to ``length`` on ``axis`` (e.g. an upsampled time axis a few
-    frames longer than the frames its new sizes come from; real frames are unchanged)."""
-    pad = tf.maximum(length - tf.shape(tensor)[axis], 0)
-    paddings = tf.scatter_nd([[axis, 1]], [pad], [len(tensor.shape), 2])
-    tensor = tf.pad(tensor, paddings)
-    begin = tf.zeros([len(tensor.shape)], tf.int32)
-    size = tf.tensor_scatter_nd_update(-tf.ones([len(tensor.shape)], tf.int32), [[axis]], [length])
-    return tf.slice(tensor, begin, size)
