@@ -139,6 +139,26 @@ def test_dim_dim_math_as_returnn(expr, desc, size):
         np.testing.assert_array_equal(dyn_size_of(dim, lambda d: lens[d]), want)
 
 
+SUB_LEFT = [  # what RETURNN 1.20261022 gives for sub_left: (expression, description or the dim it is, size)
+    ("(T + U).sub_left(T)", "<U>", None), ("(T + U).sub_left(U)", "(-1*u)+(time+u)", None),
+    ("(3 + T).sub_left(3)", "<T>", None), ("(T + 3).sub_left(T)", "unnamed_dim_3", 3),
+    ("(F + G).sub_left(F)", "<G>", 3), ("(F + G).sub_left(G)", "(-1*g)+(f+g)", 5), ("T.sub_left(2)", "-2+time", None),
+    ("(T + U + F).sub_left(T)", "(-1*time)+((time+u)+f)", None), ("(T + T).sub_left(T)", "<T>", None),
+    ("F.sub_left(G)", "(-1*g)+f", 2), ("(G + F).sub_left(G)", "<F>", 5),
+]
+
+
+@pytest.mark.parametrize("expr, desc, size", SUB_LEFT)
+def test_sub_left_as_returnn(expr, desc, size):
+    """``(a + b).sub_left(a)`` is ``b`` (here it was ``(-1*a)+(a+b)``, a new axis), an int ``b`` a constant dim."""
+    T, U = Dim(None, description="time"), Dim(None, description="u")  # noqa: N806
+    F, G = Dim(5, description="f"), Dim(3, description="g")  # noqa: N806
+    dim = eval(expr)
+    named = {id(T): "<T>", id(U): "<U>", id(F): "<F>", id(G): "<G>"}
+    assert named.get(id(dim), dim.description) == desc
+    assert dim.dimension == size
+
+
 def test_dim_dim_math_is_one_dim():
     T = Dim(None, description="time")  # noqa: N806
     assert T + T is 2 * T and (T + T) + T is 3 * T

@@ -217,10 +217,15 @@ class Dim:
 
     def sub_left(self, other):
         """RETURNN: ``(-other) + self``, ``other`` taken from the left (``(c + x).sub_left(c)`` is ``x``)."""
+        from returnn.tensor import dim_match
+        from returnn.tensor.dim_math import bin_op
+        op = dim_match.op_of(self)  # RETURNN: (a + b).sub_left(a) is b
+        if op and op[0] == "add" and len(op[1]) == 2 and dim_match._same(op[1][0], other):
+            rest = op[1][1]
+            return dim_match.constant(rest, spatial=False) if isinstance(rest, int) else rest
         if isinstance(other, int) and self.dimension is None:
             from returnn.tensor.dim_tree import shifted_dim
             return shifted_dim(self, [("sub_left", other)])
-        from returnn.tensor.dim_math import bin_op
         return bin_op("add", -other, self)
 
     mul_right, mul_left = __mul__, __rmul__

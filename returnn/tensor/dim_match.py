@@ -26,10 +26,12 @@ def op_of(x: Operand) -> Optional[Tuple[str, List[Operand]]]:
     return op[0], list(op[1])
 
 
-def constant(value: int) -> "Dim":  # noqa: F821
-    """RETURNN's constant static dim (``T - T`` is one of size 0)."""
+def constant(value: int, spatial: bool = True) -> "Dim":  # noqa: F821
+    """RETURNN's constant static dim (``T - T`` is one of size 0, spatial; an int operand of dim math is one of
+    no kind)."""
     from returnn.tensor.dim import Dim, DimTypes
-    out = Dim(value, kind=DimTypes.Spatial, description="unnamed_spatial_dim_%i" % value, auto_generated=True)
+    out = Dim(value, kind=DimTypes.Spatial if spatial else DimTypes.Unspecified,
+              description="unnamed_%sdim_%i" % ("spatial_" if spatial else "", value), auto_generated=True)
     out._constant = True
     return out
 
