@@ -73,6 +73,9 @@ _batch("on_size_limit", "str", "ignore", "RETURNN's: 'chunk' cuts dev/eval seque
 _batch("max_seq_length", "int|float|dict", 0, "Training and the 'dev' set (RETURNN's): skip sequences (chunks, when "
        "chunking) longer than this: int for every key, negative for 'classes', or {key: length}; 0: no limit. Other "
        "scored sets, forward and search keep every sequence.")
+_batch("inc_seq_length", "int|float", 0, "Training: an int max_seq_length grows by this int before each train epoch "
+       "(epoch e: max_seq_length + e * this; the dev set keeps the limit its batches were first cut with while its "
+       "order stays); a float, or a float or dict max_seq_length, changes nothing (RETURNN's).")
 _batch("min_seq_length", "int|float|dict", 0, "Training: skip sequences (chunks, when chunking) shorter than this in "
        "some key: int for every key, or {key: length}; 0: no limit (RETURNN's).")
 _batch("max_pad_size", "int|dict", None, "Training: a batch ends before an entry that would make its padded frames "

@@ -142,7 +142,7 @@ REFUSED: Tuple[Tuple[str, Dict[str, Any]], ...] = (
       "init_new_network_callback": None, "init_train_epoch_posthook": None,
       "startup_callback": None, "dry_run": False}),
     ("RETURNN data or batching option not implemented by this engine",
-     {"exclude": None, "inc_seq_length": 0,
+     {"exclude": None,
       "share_batches": False, "shuffle_frames_of_nseqs": 0,
       "lm_dataset_debug_limit_line_count": None, "use_dummy_datasets": False, "start_batch": "auto"}),
     ("RETURNN network option not implemented by this engine",

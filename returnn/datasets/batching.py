@@ -332,8 +332,12 @@ class BatchOptions:
     seq_drop: float = 0.0  # training of a recurrent network (see generate_batches(), _train_batches())
     seq_drop_freq: float = 10.0
     used_keys: Optional[List[str]] = None  # data keys the network reads (fit_network; see generate_batches())
+    inc_seq_length: int = 0  # growth of max_seq_length per train epoch (see start_train_epoch())
+    base_max_seq_length: Any = 0  # the config's max_seq_length, which inc_seq_length grows from
     # the train batch list kept while the order stays the same: (dataset, order, batches, shuffling generator)
     _kept: Any = field(default=None, repr=False, compare=False)
+    # with inc_seq_length: id(dev dataset) -> (its order, the limit its kept batch list was cut with)
+    _dev_cuts: Dict[int, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def from_config(cls, config) -> "BatchOptions":
@@ -348,6 +352,8 @@ class BatchOptions:
                   min_seq_length=config.typed_value("min_seq_length") or 0,
                   max_pad_size=config.typed_value("max_pad_size"), shuffle_batches=config.bool("shuffle_batches"),
                   seq_drop=config.float("seq_drop"), seq_drop_freq=config.float("seq_drop_freq"))
+        out.base_max_seq_length = max_seq_length
+        out.inc_seq_length = _seq_length_growth(config)
         from returnn.errors import ConfigError
         if out.seq_drop > 1.0:  # RETURNN: assert seq_drop <= 1.0 when it cuts the first train epoch
             raise ConfigError("config key 'seq_drop': %r is above 1 (a probability; RETURNN asserts seq_drop <= 1)"
@@ -358,6 +364,19 @@ class BatchOptions:
         chunk_options(out.chunking, out.min_chunk_size, out.chunking_variance)  # errors now, naming the key
         chunk_options(out.eval_chunking)
         return out
+
+    def start_train_epoch(self, epoch: int) -> Optional[int]:
+        """RETURNN's ``inc_seq_length``: train epoch ``epoch`` (and the dev scoring after it) limits the
+        lengths at ``max_seq_length + epoch * inc_seq_length`` (RETURNN adds it before each epoch, and
+        ``(start_epoch - 1)`` times when training starts later); the kept train batches are cut anew.
+        Returns the new limit where it grew."""
+        if not self.inc_seq_length:
+            return None
+        limit = self.base_max_seq_length + epoch * self.inc_seq_length
+        if limit == self.max_seq_length:
+            return None
+        self.max_seq_length, self._kept = limit, None
+        return limit
 
     def fit_network(self, network: Any) -> None:
         """What the network decides about its batches: frames packed when no layer is recurrent (RETURNN's
@@ -398,9 +417,22 @@ class BatchOptions:
         if purpose not in ("train", "eval", "forward"):
             raise ValueError("purpose: expected train, eval or forward, got %r" % (purpose,))
         dataset.init_seq_order(epoch)
+        if purpose == "eval" and self.inc_seq_length and self.max_seq_length:
+            self.max_seq_length = self._dev_limit(dataset)
         if purpose == "train" and getattr(dataset, "reuses_batch_list", False):
             return shard_batches(self._train_batches(dataset, packed, epoch), rank, size)
         return shard_batches(self._cut(dataset, purpose, packed), rank, size)
+
+    def _dev_limit(self, dataset: Dataset) -> Any:
+        """The length limit of the dev set's batches with ``inc_seq_length``: RETURNN cuts them anew only
+        where the dataset's order changed (not an HDFDataset's fixed order), so those keep the limit of
+        the epoch they were first cut in."""
+        order = np.asarray(dataset.seq_order)
+        kept = self._dev_cuts.get(id(dataset))
+        if kept is not None and getattr(dataset, "reuses_batch_list", False) and np.array_equal(kept[0], order):
+            return kept[1]
+        self._dev_cuts[id(dataset)] = (order.copy(), self.max_seq_length)
+        return self.max_seq_length
 
     def _train_batches(self, dataset: Dataset, packed: bool, epoch: int) -> List[BatchSlices]:
         """RETURNN's engine keeps the batch list of a dataset that caches it (HDFDataset) while the
@@ -434,6 +466,16 @@ class BatchOptions:
                                 self.max_seq_length, context=context, min_seq_length=self.min_seq_length if train else 0,
                                 max_pad_size=self.max_pad_size if train else None, used_keys=self.used_keys,
                                 seq_drop=self.seq_drop if train and not self.pack_frames else 0.0)
+
+
+def _seq_length_growth(config) -> int:
+    """RETURNN's ``inc_seq_length`` as it takes effect: added to ``max_seq_length`` before every train
+    epoch only where both are ints (not bools) and ``max_seq_length`` is set (not 0): its first addition
+    makes any other number a float, which it then no longer grows."""
+    inc, limit = config.typed_value("inc_seq_length"), config.typed_value("max_seq_length")
+    if all(isinstance(x, int) and not isinstance(x, bool) for x in (inc, limit)) and limit:
+        return inc
+    return 0
 
 
 def eval_chunking(config) -> Any:

@@ -214,6 +214,10 @@ class Engine(BestModel, InferenceTasks, TrainingRestore):
         ``learning_rate`` as the epoch's rate."""
         check_epoch_config(self.net_dict, epoch)  # get_network's: known only now
         overrides = split_net_dict(self.net_dict)[1].get("#config") or {}
+        growing = {"max_seq_length", "inc_seq_length"} & set(overrides)
+        if growing and (self.batching.inc_seq_length or overrides.get("inc_seq_length")):
+            raise ConfigError("network of epoch %i, '#config': %s with inc_seq_length is not supported (RETURNN "
+                              "grows max_seq_length before it applies '#config')" % (epoch, sorted(growing)[0]))
         for key, (old, new) in self.config_overlay.apply(overrides).items():
             print("epoch %i: config key %r: %r -> %r (#config)" % (epoch, key, old, new), file=log.v3)
             self.batching = BatchOptions.from_config(self.config)
@@ -307,6 +311,9 @@ class Engine(BestModel, InferenceTasks, TrainingRestore):
                 self._sync_from_chief()
             self._trace()
         self._apply_epoch_config(epoch)
+        grown = self.batching.start_train_epoch(epoch)
+        if grown is not None:
+            print("increasing sequence lengths to %i (inc_seq_length)" % grown, file=log.v3)
         lr = self._broadcast_scalar(self._learning_rate_of_epoch(epoch))
         effective = lr * self.dist.learning_rate_factor()
         self.optimizer.learning_rate.assign(effective)
