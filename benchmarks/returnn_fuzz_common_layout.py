@@ -100,8 +100,10 @@ def run_cases(cases_file: str, out_file: str) -> None:
         except Exception as e:  # noqa: BLE001 (the verdict)
             res["common_error"] = error(e)
         try:
-            if ours:
-                layer = CombineLayer("c", {"kind": "add"}, datas).output
+            if ours:  # (as in a network build: dynamic dims have sizes, RETURNN's side gives them placeholders)
+                from returnn.tensor.dim import building_network
+                with building_network():
+                    layer = CombineLayer("c", {"kind": "add"}, datas).output
             else:  # as its CombineLayer: the sources' values brought into the template, added, set as its value
                 layer = Data.get_common_data(datas, name="c")
                 for d in datas:

@@ -73,3 +73,68 @@ def test_size1_axis_a_larger_one_broadcasts_into_refused(sources):
                                                 for i, ds in enumerate(sources)])
     finally:
         BehaviorVersion.set(None)
+
+
+# RETURNN 1.20261022's (dims, feature axis, time axis) and where each source's axes go (its copy_compatible_to), for
+# sources this engine laid out otherwise: before, an extra size-1 axis (common layout seed 6 #151), or refused
+# (seed 2 #180, #207, seed 3 #234)
+ADOPTED = [
+    (0, [["a3f", "B", "a3", "a1"], ["a1", "B", "u"]], (["a3f", "B", "a3", "u"], 2, 3), [[0, 1, 2, 3], [0, 1, 3]]),
+    (10, [["B", "a3f", "s", "a1"], ["B", "a1", "u"]], (["B", "a3f", "s", "u"], 2, 3), [[0, 1, 2, 3], [0, 1, 3]]),
+    (16, [["B", "f", "a3"], ["a3", "a3f", "B"]], (["B", "f", "a3f"], 2, None), [[0, 1, 2], [2, 1, 0]]),
+    (0, [["a3", "u", "g"], ["a3f", "a1", "s"]], (["a3", "u", "g"], 2, 1), [[0, 1, 2], [0, 1, 2]]),
+]
+
+
+@pytest.mark.parametrize("bv, sources, want, maps", ADOPTED)
+def test_combine_takes_returnns_template_where_it_maps_the_sources_otherwise(bv, sources, want, maps):
+    import numpy as np
+    import tensorflow as tf
+    from data_utils import run_layer
+    from returnn.tensor.dim import building_network
+    from returnn.tf.layers import LayerOutput
+    BehaviorVersion.set(bv)
+    try:
+        p = _pool()
+        datas = [Data("s%i" % i, dims=[p[n] for n in ds]) for i, ds in enumerate(sources)]
+        with building_network():
+            layer = CombineLayer("c", {"kind": "add"}, datas)
+        out = layer.output
+        got = (["B" if d.is_batch_dim() else d.description for d in out.dims], out.feature_dim_axis,
+               out.time_dim_axis)
+        assert got == want
+        # the sum broadcasts each source's axes where RETURNN's copy_compatible_to puts them
+        sizes = {"B": 2, "time": 4, "u": 5}
+        rng = np.random.RandomState(0)
+        xs = [rng.randn(*[sizes.get(n, p[n].dimension) for n in ds]).astype(np.float32) for ds in sources]
+        values = [LayerOutput(tf.constant(x), d, {p[n]: tf.constant([sizes[n]] * 2) for n in ds if n in ("time", "u")})
+                  for x, d, ds in zip(xs, datas, sources)]
+        y = run_layer(layer, values).tensor.numpy()
+        want_value = 0
+        for x, m in zip(xs, maps):
+            shape = [1] * len(want[0])
+            for a, t in enumerate(m):
+                shape[t] = x.shape[a]
+            want_value = want_value + np.transpose(x, np.argsort(m)).reshape(shape)
+        np.testing.assert_allclose(y, want_value, rtol=1e-6)
+    finally:
+        BehaviorVersion.set(None)
+
+
+@pytest.mark.parametrize("bv, sources", [
+    (10, [["a1", "B", "s", "a3"], ["a1", "u", "B"], ["u", "B"]]), (0, [["a1", "g", "u"], ["g", "a3", "f", "B"]]),
+    (0, [["s", "a1", "u"], ["g"], ["g", "time", "s"]]), (10, [["time", "B", "g", "u"], ["a1", "a3", "B", "time"]]),
+])
+def test_combine_refused_where_returnn_cannot_map_a_source(bv, sources):
+    """RETURNN's copy_compatible_to fails to map a source into the template (common layout seeds 1, 4, 3, 6): here
+    it was built."""
+    from returnn.errors import NetworkError
+    from returnn.tensor.dim import building_network
+    BehaviorVersion.set(bv)
+    try:
+        p = _pool()
+        with building_network(), pytest.raises(NetworkError, match="RETURNN (cannot bring source . .* into its common|then fails to map)"):
+            CombineLayer("c", {"kind": "add"}, [Data("s%i" % i, dims=[p[n] for n in ds])
+                                                for i, ds in enumerate(sources)])
+    finally:
+        BehaviorVersion.set(None)

@@ -9,7 +9,8 @@ from returnn.errors import NetworkError
 from returnn.tensor import Data, Dim
 from returnn.tf.activations import get_activation, get_activation_with_opts
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
-from returnn.tf.layers.common_layout import common_dims, merge_added_axes, returnn_common_order, returnn_dim_objects
+from returnn.tf.layers.common_layout import (check_broadcast, common_dims, layer_layout, merge_added_axes,
+                                            returnn_common_order)
 from returnn.tf.layers.helpers import (
     check_sources, concat_inputs, concat_output, dropout_scale, dropout_sources, feature_plan, last_axis_bias,
     noise_broadcast_axes, plan_output, project_sources,
@@ -343,15 +344,26 @@ class CombineLayer(Layer):
         base = max(range(len(sources)), key=lambda i: (sources[i].batch_ndim, -i))
         order = [base] + [i for i in range(len(sources)) if i != base]
         unit = _broadcast_unit_features(sources)
-        dims, maps = common_dims([unit[i] for i in order], layer=self)
-        added = dims[sources[base].batch_ndim:]
-        dims, maps = merge_added_axes(self, *returnn_common_order(sources[base], dims, maps), added)
-        self.maps = [maps[order.index(i)] for i in range(len(sources))]
-        dims = returnn_dim_objects(sources, dims, self)
+        try:
+            dims, maps = common_dims([unit[i] for i in order])
+            added = dims[sources[base].batch_ndim:]
+            dims, maps = merge_added_axes(self, *returnn_common_order(sources[base], dims, maps), added)
+            maps, own_error = [maps[order.index(i)] for i in range(len(sources))], None
+        except NetworkError as exc:  # where RETURNN's template maps every source, it builds it
+            dims, maps, own_error = None, None, exc
+        try:
+            dims, self.maps, theirs = layer_layout(self, sources, dims, maps)
+        except (ValueError, NetworkError):
+            if own_error is not None:  # (RETURNN fails too: this engine's refusal says more)
+                raise own_error from None
+            raise
+        check_broadcast(self, [unit[i] for i in order], dims, [[p for p in self.maps[i] if p >= 0] for i in order])
         special = {}
         for key, axis in (("feature_dim_axis", sources[base]._feature_dim_axis),
                           ("time_dim_axis", sources[base]._time_dim_axis)):
             special[key] = self.maps[base][axis] if isinstance(axis, int) else axis
+            if theirs is not None:
+                special[key] = getattr(theirs, "_" + key)
         # sparse sources (RETURNN computes on the indices): the first largest source's class dim and dtype
         self.output = Data(name, dims=dims, dtype=sources[base if base_sparse else 0].dtype,
                            sparse_dim=sources[base].sparse_dim, **special)

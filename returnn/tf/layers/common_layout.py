@@ -2,6 +2,8 @@
 compare, eval, switch, stack, the linear map of several sources, ...): :func:`common_dims` (the union of their
 dims and where each source's axes go), :func:`returnn_common_order` (new axes where RETURNN puts them),
 :func:`merge_added_axes`, :func:`returnn_dim_objects` (RETURNN's template's Dims), :func:`check_broadcast`.
+Combine and compare then take RETURNN's template itself where it maps the sources otherwise (:func:`layer_layout`,
+:func:`returnn_layout`: its ``get_common_data`` and ``copy_compatible_to``), and refuse where RETURNN cannot map one.
 
 The common layout follows RETURNN: axes are matched by dim equality; an unmatched static axis is
 matched to the unique unused axis of the same kind and size (e.g. two feature axes of equal size),
@@ -176,26 +178,77 @@ def returnn_common_order(base: Data, dims: List[Dim], maps: List[List[int]]) -> 
     return [dims[o] for o in order], [[new_pos[p] if p >= 0 else p for p in m] for m in maps]
 
 
-def returnn_dim_objects(sources: Sequence[Data], dims: List[Dim], layer=None) -> List[Dim]:
+_COPY_OPTS = dict(allow_same_feature_dim=True, allow_same_spatial_dim=True, treat_feature_as_spatial=True,
+                 ignore_feature_dim=True)
+
+
+def returnn_layout(layer, sources: Sequence[Data]) -> Optional[Tuple[Data, List[List[int]]]]:
+    """RETURNN's template of a combine or compare layer (``Data.get_common_data`` of its sources) and per source
+    where its axes go (the ``find_matching_dim_map`` of RETURNN's ``copy_compatible_to``); None where
+    ``get_common_data`` fails (the layer's own checks refuse it, or not) or the layer states its output (``out_type``,
+    ``out_shape``). Refused in one line where RETURNN then fails: ``copy_compatible_to`` cannot map a source, or
+    (before behavior_version 11) the template keeps an engine-made size-1 axis that a source's larger axis maps
+    onto (its value has the larger size there: "Mismatching shape")."""
+    if {"out_type", "out_shape"} & {k for k, v in layer.opts.items() if v is not None}:
+        return None
+    try:
+        common = Data.get_common_data(list(sources))
+    except Exception:  # (refused as RETURNN does, or not, by the layer's own checks)
+        return None
+    maps = []
+    for i, source in enumerate(sources):
+        try:
+            source.copy_compatible_to(common, check_sparse=False, check_dtype=False)
+            found = common.find_matching_dim_map(source, list(range(source.batch_ndim)), _COPY_OPTS)
+        except ValueError:
+            raise NetworkError("%s: RETURNN cannot bring source %i %s into its common template %s (its "
+                               "copy_compatible_to fails on the axes); reorder or squeeze the sources' axes first"
+                               % (layer.desc, i, source.short_repr(), common.short_repr())) from None
+        maps.append([found[a] for a in range(source.batch_ndim)])
+        for a, t in enumerate(maps[-1]):
+            c = common.dims[t]
+            if c.dimension == 1 and not c.is_batch_dim() and source.dims[a].dimension != 1:
+                raise NetworkError("%s: RETURNN's common template keeps the size-1 axis %r where a source's axis %r "
+                                   "broadcasts into it, and then fails on the value's shape ('Mismatching shape'); "
+                                   "squeeze the size-1 axis first or set behavior_version >= 11"
+                                   % (layer.desc, c.description, source.dims[a].description))
+    return common, maps
+
+
+def layer_layout(layer, sources: Sequence[Data], dims: Optional[List[Dim]], maps: Optional[List[List[int]]]
+                 ) -> Tuple[List[Dim], List[List[int]], Optional[Data]]:
+    """The common layout of a combine or compare layer: ``dims`` and ``maps`` (this engine's, per source in
+    ``sources``' order; None where its own rules refused) with RETURNN's Dims (:func:`returnn_dim_objects`)
+    where RETURNN's template (:func:`returnn_layout`) puts each source's axes at the same places; else RETURNN's
+    template, its maps and itself (for its feature and time axes; e.g. an engine-made size-1 axis that RETURNN
+    lets a time axis broadcast into). Without RETURNN's template: ``dims`` and ``maps``."""
+    try:
+        theirs = returnn_layout(layer, sources)
+    except NetworkError:
+        if dims is not None:  # this engine's more specific refusal of the layout first (e.g. derived axes)
+            check_broadcast(layer, [s.dims for s in sources], dims, [[p for p in m if p >= 0] for m in maps])
+        raise
+    if theirs is None:
+        if dims is None:
+            raise ValueError("layer_layout: no layout")
+        return dims, maps, None
+    common, tmaps = theirs
+    if dims is not None and len(dims) == len(common.dims) and maps == tmaps:
+        return returnn_dim_objects(sources, dims), maps, None
+    return list(common.dims), tmaps, common
+
+
+def returnn_dim_objects(sources: Sequence[Data], dims: List[Dim]) -> List[Dim]:
     """``dims`` (the common layout of ``sources``) with each axis the Dim RETURNN's ``get_common_data`` puts there,
     where its template has the same axes: of two static axes of one size that it takes for one, it keeps the later
     source's (a config's ``f`` where the first largest source has a variable's axis of that size). Where its
-    template differs otherwise (RETURNN fails on it), ``dims``. With ``layer`` (combine, compare): where its template
-    keeps an engine-made size-1 axis of the first largest source that another source's larger axis broadcasts into
-    (before behavior_version 11), RETURNN's value then has that larger size there and its template check fails
-    ("Mismatching shape"): refused alike."""
+    template differs otherwise (RETURNN fails on it), ``dims``."""
     try:
         theirs = Data.get_common_data(list(sources)).dims
     except Exception:  # (refused as RETURNN does, or not, by the layer's own checks)
         return dims
     if len(theirs) != len(dims):
         return dims
-    for a, b in zip(dims, theirs):
-        if layer is not None and b.dimension == 1 and b.auto_generated and not b.is_batch_dim() and a.dimension != 1:
-            raise NetworkError("%s: RETURNN's common template keeps the size-1 axis %r where a source's axis %r "
-                               "broadcasts into it, and then fails on the value's shape ('Mismatching shape'); "
-                               "squeeze the size-1 axis first or set behavior_version >= 11"
-                               % (layer.desc, b.description, a.description))
     out = []
     for a, b in zip(dims, theirs):
         if a is b or a.is_batch_dim() or b.is_batch_dim() or a.dimension is None or b.dimension is None:

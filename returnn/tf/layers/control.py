@@ -23,7 +23,7 @@ import tensorflow as tf
 from returnn.errors import NetworkError
 from returnn.tensor import Data
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
-from returnn.tf.layers.common_layout import check_broadcast, common_dims, returnn_common_order, returnn_dim_objects
+from returnn.tf.layers.common_layout import check_broadcast, common_dims, layer_layout, returnn_common_order
 from returnn.tf.layers.helpers import check_sources
 from returnn.tf.layers.options import Option, one_of
 from returnn.tf.layers.output import align_tensor
@@ -39,11 +39,14 @@ def _common_template(layer, sources: Sequence[Data], dtype: str):
     name = layer.layer_name
     base = max(sources, key=lambda s: s.batch_ndim)
     dims, maps = returnn_common_order(base, *common_dims([base.dims] + [s.dims for s in sources]))
-    check_broadcast(layer, [s.dims for s in sources], dims, maps[1:])
-    dims = returnn_dim_objects(sources, dims, layer)
+    dims, tmaps, theirs = layer_layout(layer, sources, dims, maps[1:])
+    check_broadcast(layer, [s.dims for s in sources], dims, tmaps)
+    if theirs is not None:  # RETURNN's template where it maps the sources otherwise
+        return Data(name, dims=dims, dtype=dtype, time_dim_axis=theirs._time_dim_axis,
+                    feature_dim_axis=theirs._feature_dim_axis), tmaps
     feat = None if base.feature_dim_axis is None or base.sparse else maps[0][base.feature_dim_axis]
     time = None if base.time_dim_axis is None else maps[0][base.time_dim_axis]
-    return Data(name, dims=dims, dtype=dtype, time_dim_axis=time, feature_dim_axis=feat), maps[1:]
+    return Data(name, dims=dims, dtype=dtype, time_dim_axis=time, feature_dim_axis=feat), tmaps
 
 
 def _common_shape(tensors: List[tf.Tensor]) -> tf.Tensor:
