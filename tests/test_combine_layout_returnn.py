@@ -138,3 +138,19 @@ def test_combine_refused_where_returnn_cannot_map_a_source(bv, sources):
                                                 for i, ds in enumerate(sources)])
     finally:
         BehaviorVersion.set(None)
+
+
+@pytest.mark.parametrize("bv, sources, want, maps", ADOPTED[:2])
+def test_eval_takes_returnns_template_too(bv, sources, want, maps):
+    """eval (RETURNN: a CombineLayer, the same template): here before an extra size-1 axis or refused."""
+    from returnn.tensor.dim import building_network
+    BehaviorVersion.set(bv)
+    try:
+        p = _pool()
+        with building_network():
+            out = EvalLayer("c", {"eval": "source(0) + source(1)"},
+                            [Data("s%i" % i, dims=[p[n] for n in ds]) for i, ds in enumerate(sources)]).output
+        assert (["B" if d.is_batch_dim() else d.description for d in out.dims], out.feature_dim_axis,
+                out.time_dim_axis) == want
+    finally:
+        BehaviorVersion.set(None)

@@ -215,16 +215,20 @@ def returnn_layout(layer, sources: Sequence[Data]) -> Optional[Tuple[Data, List[
     return common, maps
 
 
-def layer_layout(layer, sources: Sequence[Data], dims: Optional[List[Dim]], maps: Optional[List[List[int]]]
-                 ) -> Tuple[List[Dim], List[List[int]], Optional[Data]]:
+def layer_layout(layer, sources: Sequence[Data], dims: Optional[List[Dim]], maps: Optional[List[List[int]]],
+                 strict: bool = True) -> Tuple[List[Dim], List[List[int]], Optional[Data]]:
     """The common layout of a combine or compare layer: ``dims`` and ``maps`` (this engine's, per source in
     ``sources``' order; None where its own rules refused) with RETURNN's Dims (:func:`returnn_dim_objects`)
     where RETURNN's template (:func:`returnn_layout`) puts each source's axes at the same places; else RETURNN's
     template, its maps and itself (for its feature and time axes; e.g. an engine-made size-1 axis that RETURNN
-    lets a time axis broadcast into). Without RETURNN's template: ``dims`` and ``maps``."""
+    lets a time axis broadcast into). Without RETURNN's template: ``dims`` and ``maps``. Not ``strict`` (eval:
+    RETURNN brings a source into the template only where the code reads it with auto_convert): where RETURNN
+    cannot map a source, ``dims`` and ``maps`` too."""
     try:
         theirs = returnn_layout(layer, sources)
     except NetworkError:
+        if not strict and dims is not None:
+            return dims, maps, None
         if dims is not None:  # this engine's more specific refusal of the layout first (e.g. derived axes)
             check_broadcast(layer, [s.dims for s in sources], dims, [[p for p in m if p >= 0] for m in maps])
         raise

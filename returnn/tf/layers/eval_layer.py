@@ -35,7 +35,7 @@ from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_laye
 from returnn.tf.layers.basic import CombineLayer
 from returnn.tf.layers.beam_values import beam_of
 from returnn.tf.layers.norm import behavior_version
-from returnn.tf.layers.common_layout import check_broadcast, common_dims, returnn_common_order, returnn_dim_objects
+from returnn.tf.layers.common_layout import check_broadcast, common_dims, layer_layout, returnn_common_order
 from returnn.tf.layers.helpers import last_axis_bias, new_feature_dim
 from returnn.tf.layers.options import Option
 from returnn.tf.layers.output import align_tensor
@@ -235,9 +235,10 @@ class EvalLayer(Layer):
         # auto_convert layout: the union of the sources' dims, the source with most axes first
         base = max(sources, key=lambda s: s.batch_ndim) if sources else None
         layout, maps = common_dims(([base.dims] if base else []) + [s.dims for s in sources])
-        if base is not None:  # new axes where RETURNN's get_common_data puts them, its Dims
+        if base is not None:  # new axes where RETURNN's get_common_data puts them, its Dims (or its template)
             layout, maps = returnn_common_order(base, layout, maps)
-            layout = returnn_dim_objects(sources, layout)
+            layout, own, self.theirs = layer_layout(self, sources, layout, maps[1:], strict=False)
+            maps = maps[:1] + own
         if not callable(self.opt("out_type")):
             check_broadcast(self, [s.dims for s in sources], layout, maps[1:])
         self.layout, self.maps, self.n = layout, maps[1:], len(layout)
@@ -266,7 +267,11 @@ class EvalLayer(Layer):
             if not isinstance(out, Data):
                 raise NetworkError("%s: option 'out_type' must return a Data, got %r" % (self.desc, out))
             return out.copy(name), False
-        if base is not None:
+        theirs = getattr(self, "theirs", None)
+        if theirs is not None:  # RETURNN's template (it lays the sources out otherwise)
+            out = Data(name, dims=layout, dtype=base.dtype, sparse_dim=base.sparse_dim,
+                       time_dim_axis=theirs._time_dim_axis, feature_dim_axis=theirs._feature_dim_axis)
+        elif base is not None:
             m = base_map[0]
             out = Data(name, dims=layout, dtype=base.dtype, sparse_dim=base.sparse_dim,
                        time_dim_axis=None if base.time_dim_axis is None else m[base.time_dim_axis],
