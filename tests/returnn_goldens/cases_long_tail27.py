@@ -98,3 +98,14 @@ case("dot_sparse_per_sequence_table", "dot_sparse", {
     "emb": {"class": "variable", "shape": [{"__dim__": "vocab"}, 4], "add_batch_axis": True},
     "output": {"class": "dot", "from": ["data", "emb"], "reduce": {"__dim__": "vocab"}}},
     extern=_SPARSE_VOCAB, lens={"data": LENS_ZERO}, config={"behavior_version": 16})
+# a masked mean as RETURNN rounds it (mean over the padded axis times padded / real length): 3 * the mean of
+# |x| over 3 frames ties with the cumsum's last frame; search_sorted shows which side of it the rounding falls
+# (chain seed 400 #61: sum / length here was one ulp above, an index one further)
+case("fuzz_reduce_mean_returnn_rounding", "fuzz_reduce", {
+    "abs": {"class": "activation", "activation": "abs", "from": "data"},
+    "cs": {"class": "cumsum", "axis": "T", "from": "abs"},
+    "srt": {"class": "gather", "axis": "F", "position": 0, "from": "cs"},
+    "v1": {"class": "eval", "from": "abs", "eval": "source(0) * 3.0"},
+    "vals": {"class": "reduce", "mode": "mean", "axes": "T", "from": "v1"},
+    "output": {"class": "search_sorted", "sorted_sequence": "srt", "values": "vals", "axis": "T"}},
+    extern={"data": {"dim": 3}}, lens={"data": [7, 3, 3]})

@@ -127,7 +127,29 @@ class ReduceLayer(Layer):
         if not self.use_mask and mask is not None:  # RETURNN's use_time_mask False: padding as it is read, counted
             tensor, mask = x.as_read(), None
         y = self._reduce(tensor, mask)
+        if mask is not None and self.mode in ("mean", "avg"):
+            # (a padded size 0, e.g. a batch of empty sequences: 0 where RETURNN's mean of nothing is nan)
+            y = tf.math.multiply_no_nan(y, self._mean_correction(x, tensor))
         return self.make_output(y, sources)
+
+    def _mean_correction(self, x: LayerOutput, tensor: tf.Tensor) -> tf.Tensor:
+        """RETURNN's masked mean: the mean over all positions (padding as 0) times, per dynamic reduced
+        axis, (its padded size / its real size, at least 1), summed over the other reduced axes its sizes
+        have (e.g. the batch); this float order gives RETURNN's roundings (a search_sorted or compare
+        after a mean sees its ties)."""
+        axes = self.red_axes
+        factor = None
+        for a in axes:
+            if not x.data.dims[a].is_dynamic():
+                continue
+            mask = tf.cast(x.broadcast_mask(a), tf.float32)
+            over = [b for b in axes if b == a or mask.shape[b] != 1]
+            size_all = tf.reduce_prod(tf.gather(tf.shape(tensor), over))
+            real = tf.reduce_sum(mask, axis=over, keepdims=True)
+            f = tf.cast(size_all, tf.float32) / tf.maximum(real, 1.0)
+            factor = f if factor is None else factor * f
+        factor = tf.reduce_max(factor, axis=axes, keepdims=self.keep_dims)  # size 1 there: only drops them
+        return tf.cast(factor, tensor.dtype)
 
     def _reduce(self, x: tf.Tensor, mask) -> tf.Tensor:
         axes, keep = self.red_axes, self.keep_dims
@@ -143,9 +165,8 @@ class ReduceLayer(Layer):
                 tf.where(mask, x, self.mode == "all"), axis=axes, keepdims=keep)
         if self.mode == "sum":
             return tf.reduce_sum(tf.where(mask, x, 0.0), axis=axes, keepdims=keep)
-        if self.mode in ("mean", "avg"):
-            count = tf.reduce_sum(tf.where(mask, tf.ones_like(x), 0.0), axis=axes, keepdims=keep)
-            return tf.reduce_sum(tf.where(mask, x, 0.0), axis=axes, keepdims=keep) / tf.maximum(count, 1.0)
+        if self.mode in ("mean", "avg"):  # scaled by forward's _mean_correction, as RETURNN
+            return tf.reduce_mean(tf.where(mask, x, tf.zeros_like(x)), axis=axes, keepdims=keep)
         # RETURNN's replacement of padded positions: the dtype's lowest (max, logsumexp) or highest (min)
         # value, so that over an empty sequence these give that value
         fill = x.dtype.min if self.mode in ("max", "logsumexp", "argmax") else x.dtype.max
