@@ -16,7 +16,10 @@ value, as its layer does: a template that keeps an engine-made size-1 axis where
 broadcasts into it fails there ("Mismatching shape"). QUIRK (kept for such a template without that check):
 RETURNN's template differs from this engine's only by such a size-1 axis.
 
-Usage: .venv/bin/python benchmarks/returnn_fuzz_common_layout.py [--seed S] [--n N] [--show DIFFER LAX GAP]
+``--layer`` compare, switch (the last source is the bool condition; of two sources the false branch is the
+constant 0.0) or stack instead of combine: each as RETURNN's layer builds its template from ``get_common_data``.
+
+Usage: .venv/bin/python benchmarks/returnn_fuzz_common_layout.py [--seed S] [--n N] [--layer L] [--show ...]
 """
 from __future__ import annotations
 
@@ -33,7 +36,10 @@ import returnn_fuzz_pyside as pyside  # noqa: E402
 NAMES = ["time", "u", "f", "g", "s", "a1", "a3", "a3f"]
 
 
-def make_cases(seed: int, n: int) -> List[Dict[str, Any]]:
+LAYERS = ("combine", "compare", "switch", "stack")
+
+
+def make_cases(seed: int, n: int, layer: str = "combine") -> List[Dict[str, Any]]:
     rng = random.Random(seed)
     cases = []
     for i in range(n):
@@ -43,7 +49,8 @@ def make_cases(seed: int, n: int) -> List[Dict[str, Any]]:
             if rng.random() < 0.85 or not dims:
                 dims.insert(rng.randint(0, len(dims)), "B")
             srcs.append(dims)
-        cases.append({"name": "layout_%i_%i" % (seed, i), "sources": srcs, "bv": rng.choice([0, 0, 10, 12, 16])})
+        cases.append({"name": "layout_%i_%i" % (seed, i), "sources": srcs, "bv": rng.choice([0, 0, 10, 12, 16]),
+                      "layer": layer})
     return cases
 
 
@@ -71,7 +78,11 @@ def run_cases(cases_file: str, out_file: str) -> None:
              "s": Dim(3, kind=sp, description="s"), "a1": Dim(1, kind=sp, description="a1", auto_generated=True),
              "a3": Dim(3, kind=sp, description="a3", auto_generated=True),
              "a3f": Dim(3, kind=ft, description="a3f", auto_generated=True), "B": batch_dim}
-        if not ours:  # RETURNN's templates check that a dynamic dim has sizes
+        if not ours:  # RETURNN's templates check that a dynamic dim has sizes (the batch too, to unbroadcast to it)
+            bsize = tf.compat.v1.placeholder(tf.int32, [], name="batch_size")
+            p["B"] = Dim(None, kind=Dim.Types.Batch, description="batch")
+            p["B"].dyn_size_ext = Data("batch_size", dim_tags=[], dtype="int32")
+            p["B"].dyn_size_ext.placeholder = bsize
             for k in ("time", "u"):
                 p[k].dyn_size_ext = Data(k + "_len", dim_tags=[batch_dim], dtype="int32")
                 p[k].dyn_size_ext.placeholder = tf.compat.v1.placeholder(tf.int32, [None], name=k + "_len")
@@ -99,22 +110,77 @@ def run_cases(cases_file: str, out_file: str) -> None:
             res["common"] = desc(Data.get_common_data(datas))
         except Exception as e:  # noqa: BLE001 (the verdict)
             res["common_error"] = error(e)
+        kind = case.get("layer", "combine")
+        if kind == "switch":  # [true, (false,) condition]: the last source is the bool condition
+            datas[-1] = Data("s%i" % (len(datas) - 1), dtype="bool",
+                             **{"dims" if ours else "dim_tags": [p[n] for n in case["sources"][-1]]})
         try:
             if ours:  # (as in a network build: dynamic dims have sizes, RETURNN's side gives them placeholders)
-                from returnn.tensor.dim import building_network
-                with building_network():
-                    layer = CombineLayer("c", {"kind": "add"}, datas).output
-            else:  # as its CombineLayer: the sources' values brought into the template, added, set as its value
-                layer = Data.get_common_data(datas, name="c")
-                for d in datas:
-                    d.placeholder = tf.compat.v1.placeholder(tf.float32, d.batch_shape)
-                value = sum(d.copy_compatible_to(layer).placeholder for d in datas)
-                layer.copy_template().placeholder = value  # (RETURNN's check of the value's shape)
+                layer = our_layer(kind, datas)
+            else:
+                layer = returnn_layer(kind, datas)
             res["layer"] = desc(layer)
         except Exception as e:  # noqa: BLE001
             res["error"] = error(e)
         out[case["name"]] = res
     json.dump(out, open(out_file, "w"))
+
+
+def our_layer(kind: str, datas: List[Any]) -> Any:
+    """This engine's layer of ``kind`` on ``datas`` (switch: true, false (or the constant 0.0), condition)."""
+    from returnn.tensor.dim import building_network
+    from returnn.tf.layers.basic import CombineLayer
+    from returnn.tf.layers.control import CompareLayer, SwitchLayer
+    from returnn.tf.layers.split_stack import StackLayer
+    with building_network():
+        if kind == "combine":
+            return CombineLayer("c", {"kind": "add"}, datas).output
+        if kind == "compare":
+            return CompareLayer("c", {"kind": "less"}, datas).output
+        if kind == "stack":
+            return StackLayer("c", {}, datas).output
+        opts = {"condition": "cond", "true_from": "t", "false_from": "f" if len(datas) > 2 else 0.0}
+        refs = [datas[-1], datas[0]] + ([datas[1]] if len(datas) > 2 else [])
+        return SwitchLayer("c", opts, refs).output
+
+
+def returnn_layer(kind: str, datas: List[Any]) -> Any:
+    """RETURNN's layer of ``kind`` as its code builds it: the template, each source brought into it by
+    ``copy_compatible_to`` and the result set as its value (its check of the value's shape)."""
+    import tensorflow as tf
+    from returnn.tensor import Dim, Tensor as Data
+    for d in datas:
+        d.placeholder = tf.compat.v1.placeholder(tf.as_dtype(d.dtype), d.batch_shape)
+    if kind == "switch":
+        true, cond = datas[0], datas[-1]
+        false = datas[1] if len(datas) > 2 else Data.template_from_constant(0.0, name="f", dtype="float32")
+        if len(datas) == 2:
+            false.placeholder = tf.constant(0.0)
+        out = Data.get_common_data([true, false, cond.copy_template()])
+        out.dtype, out.sparse_dim = true.dtype, true.sparse_dim
+        out = out.copy(name="c")
+        value = tf.where(cond.copy_compatible_to(out, check_dtype=False, check_sparse=False).placeholder,
+                         true.copy_compatible_to(out).placeholder, false.copy_compatible_to(out).placeholder)
+        out.copy_template().placeholder = value
+        return out
+    if kind == "stack":
+        common = Data.get_common_data(datas, name="c_sources")
+        axis = common.get_default_new_axis_for_dim_tag(Dim(kind=Dim.Types.Spatial, dimension=1))
+        new = Dim(kind=Dim.Types.Spatial, description="c:stack", dimension=len(datas), auto_generated=True)
+        out = common.copy_template(name="c").copy_add_dim_by_tag(axis=axis, dim_tag=new, unbroadcast=True)
+        srcs = [d.copy_compatible_to(common, unbroadcast=True).placeholder for d in datas]
+        out.copy_template().placeholder = tf.stack(srcs, axis=axis)
+        return out
+    common = Data.get_common_data(datas, name="c")
+    if kind == "compare":
+        common = common.copy_template()
+        value = sum(d.copy_compatible_to(common, check_dtype=False, check_sparse=False).placeholder for d in datas)
+        common.dtype, common.sparse_dim = "bool", None
+        common.copy_template().placeholder = tf.less(value, 0.0)
+        return common
+    value = sum(d.copy_compatible_to(common).placeholder for d in datas)
+    common.copy_template().placeholder = value
+    return common
 
 
 def verdict(ours: Dict[str, Any], theirs: Dict[str, Any]) -> str:
@@ -132,10 +198,17 @@ def verdict(ours: Dict[str, Any], theirs: Dict[str, Any]) -> str:
 
 
 def main() -> None:
+    layer = "combine"
+    if "--layer" in sys.argv:  # (this script's own option: which layer's template, see LAYERS)
+        i = sys.argv.index("--layer")
+        layer = sys.argv[i + 1]
+        del sys.argv[i:i + 2]
+        if layer not in LAYERS:
+            sys.exit("--layer must be one of %s" % ", ".join(LAYERS))
     args = pyside.start(__doc__, 300, run_cases)
     if args is None:
         return
-    cases = make_cases(args.seed, args.n)
+    cases = make_cases(args.seed, args.n, layer)
     with tempfile.TemporaryDirectory() as tmp:
         theirs, ours = pyside.both_engines(__file__, args.returnn_python, cases, tmp)
     pyside.report("common layout", args.seed, cases, ours, theirs, verdict, args.show,

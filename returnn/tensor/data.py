@@ -29,12 +29,7 @@ _RETURNN_NOOP_OPTS = ("batch", "beam", "version", "control_flow_ctx", "auto_crea
                       "dim_tags_sparse", "feature_dim", "shape_sparse")
 
 
-class _NotSpecified:
-    def __repr__(self) -> str:
-        return "NotSpecified"
-
-
-NotSpecified: Any = _NotSpecified()
+from returnn.tensor.not_specified import NotSpecified  # noqa: E402  (config code imports it from here)
 
 
 class Data(DataCompat, DataLayout, DataQuery, DataCompatible):

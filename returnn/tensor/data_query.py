@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Sequence
 
+from returnn.tensor.not_specified import NotSpecified
+
 
 class DataQuery:
     """The methods listed in the module docstring (``self`` is a ``Data``)."""
@@ -327,12 +329,14 @@ class DataQuery:
     # ---- several templates
     @classmethod
     def get_common_data(cls, sources: Sequence[Any], ignore_feature_dim: bool = False,
-                        allow_broadcast_all_sources: Any = None, name: Optional[str] = None) -> Any:
+                        allow_broadcast_all_sources: Any = NotSpecified, name: Optional[str] = None) -> Any:
         """The template all ``sources`` broadcast to, as RETURNN: a template of the first source with the most
         axes; each distinct dim of all sources (``Dim.get_all_dimension_tags`` with RETURNN's options: a feature
         counts as spatial, static dims of one size match, dims derived from one match, before behavior_version 11
         a size-1 engine-made dim broadcasts) looked up in it: a match is replaced by that dim where they differ,
-        a dim without a match is added where RETURNN adds a new dim. None without sources."""
+        a dim without a match is added where RETURNN adds a new dim. None without sources. Where every source
+        has fewer axes than the result (all need broadcasting), ``allow_broadcast_all_sources`` decides as in RETURNN:
+        True allows it, False (or None) fails, NotSpecified fails from behavior_version 4 on."""
         from returnn.tensor.dim_compare import all_dimension_tags, existing_tag_from_collection
         from returnn.util.basic import BehaviorVersion
         if not sources:
@@ -352,4 +356,12 @@ class DataQuery:
                 axis = next(i for i, d in enumerate(common.dims) if d is found)
                 common = common.copy_template_replace_dim_tag(axis, tag)
         common.placeholder = None
+        if all(s.batch_ndim < common.batch_ndim for s in sources):
+            message = "All inputs %s require broadcasting to %s. This must be explicitly allowed, e.g. by specifying " \
+                      "out_shape." % (", ".join(s.short_repr() for s in sources), common.short_repr())
+            if allow_broadcast_all_sources is NotSpecified or getattr(allow_broadcast_all_sources, "__name__", None) \
+                    == "NotSpecified":  # (this one, or returnn.util.basic's)
+                BehaviorVersion.require(False, message, version=4)
+            elif not allow_broadcast_all_sources:
+                raise ValueError(message)
         return common

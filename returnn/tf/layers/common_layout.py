@@ -192,7 +192,7 @@ def returnn_layout(layer, sources: Sequence[Data]) -> Optional[Tuple[Data, List[
     if {"out_type", "out_shape"} & {k for k, v in layer.opts.items() if v is not None}:
         return None
     try:
-        common = Data.get_common_data(list(sources))
+        common = Data.get_common_data(list(sources), allow_broadcast_all_sources=True)  # (check_broadcast's)
     except Exception:  # (refused as RETURNN does, or not, by the layer's own checks)
         return None
     maps = []
@@ -220,8 +220,9 @@ def layer_layout(layer, sources: Sequence[Data], dims: Optional[List[Dim]], maps
     """The common layout of a combine or compare layer: ``dims`` and ``maps`` (this engine's, per source in
     ``sources``' order; None where its own rules refused) with RETURNN's Dims (:func:`returnn_dim_objects`)
     where RETURNN's template (:func:`returnn_layout`) puts each source's axes at the same places; else RETURNN's
-    template, its maps and itself (for its feature and time axes; e.g. an engine-made size-1 axis that RETURNN
-    lets a time axis broadcast into). Without RETURNN's template: ``dims`` and ``maps``. Not ``strict`` (eval:
+    template's dims and maps (e.g. an engine-made size-1 axis that RETURNN lets a time axis broadcast into). The
+    third value is RETURNN's template (for its feature and time axes), None without one: then ``dims`` and
+    ``maps``. Not ``strict`` (eval:
     RETURNN brings a source into the template only where the code reads it with auto_convert): where RETURNN
     cannot map a source, ``dims`` and ``maps`` too."""
     try:
@@ -238,7 +239,8 @@ def layer_layout(layer, sources: Sequence[Data], dims: Optional[List[Dim]], maps
         return dims, maps, None
     common, tmaps = theirs
     if dims is not None and len(dims) == len(common.dims) and maps == tmaps:
-        return returnn_dim_objects(sources, dims), maps, None
+        dims = returnn_dim_objects(sources, dims)
+        return dims, maps, common if [d.dimension for d in dims] == [d.dimension for d in common.dims] else None
     return list(common.dims), tmaps, common
 
 
@@ -248,7 +250,7 @@ def returnn_dim_objects(sources: Sequence[Data], dims: List[Dim]) -> List[Dim]:
     source's (a config's ``f`` where the first largest source has a variable's axis of that size). Where its
     template differs otherwise (RETURNN fails on it), ``dims``."""
     try:
-        theirs = Data.get_common_data(list(sources)).dims
+        theirs = Data.get_common_data(list(sources), allow_broadcast_all_sources=True).dims
     except Exception:  # (refused as RETURNN does, or not, by the layer's own checks)
         return dims
     if len(theirs) != len(dims):

@@ -41,7 +41,7 @@ def _common_template(layer, sources: Sequence[Data], dtype: str):
     dims, maps = returnn_common_order(base, *common_dims([base.dims] + [s.dims for s in sources]))
     dims, tmaps, theirs = layer_layout(layer, sources, dims, maps[1:])
     check_broadcast(layer, [s.dims for s in sources], dims, tmaps)
-    if theirs is not None:  # RETURNN's template where it maps the sources otherwise
+    if theirs is not None:  # RETURNN's template's special axes (as it set them, or by its default rule)
         return Data(name, dims=dims, dtype=dtype, time_dim_axis=theirs._time_dim_axis,
                     feature_dim_axis=theirs._feature_dim_axis), tmaps
     feat = None if base.feature_dim_axis is None or base.sparse else maps[0][base.feature_dim_axis]
@@ -154,7 +154,7 @@ class SwitchLayer(Layer):
         # bool, int32 or float32 by its Python type
         dtype = self.refs[value_refs[0]].dtype if value_refs else _constant_dtype(self.opt("true_from"))
         self._check_value_dtypes(dtype, value_refs)
-        self.order = ["condition"] + value_refs
+        self.order = value_refs + ["condition"]  # RETURNN's get_common_data([true, false, condition])
         self.output, self.maps = _common_template(self, [self.refs[k] for k in self.order], dtype)
 
     def _check_value_dtypes(self, dtype: str, value_refs: List[str]) -> None:

@@ -101,28 +101,20 @@ class StackLayer(Layer):
         check_sources(self, sources, 1)
         if len({s.dtype for s in sources}) > 1:
             raise NetworkError("%s: sources must have one dtype, got %s" % (self.desc, [s.dtype for s in sources]))
-        dims, self.maps = common_dims([s.dims for s in sources])
-        first = sources[0]
+        common, self.maps = stack_layout(self, sources)
         new = self.opt("out_spatial_dim")
         if new is not None and (not isinstance(new, Dim) or new.dimension != len(sources)):
             raise NetworkError("%s: 'out_spatial_dim' must be a Dim of size %i" % (self.desc, len(sources)))
-        self.new = new or Dim(len(sources), kind=DimTypes.Spatial, description="%s:stack" % name)
-        feat = first.dims[first.feature_dim_axis] if first.feature_dim_axis is not None else None
+        self.new = new or Dim(len(sources), kind=DimTypes.Spatial, description="%s:stack" % name, auto_generated=True)
+        n = common.batch_ndim
         axis = self.opt("axis")
-        if axis is None:
-            axis = dims.index(feat) if feat is not None and feat in dims else len(dims)
-        elif not isinstance(axis, int) or not -len(dims) - 1 <= axis <= len(dims):
+        if axis is None:  # RETURNN: where a new spatial axis goes in the common template
+            axis = common.get_default_new_axis_for_dim_tag(Dim(1, kind=DimTypes.Spatial, description="dummy"))
+        elif isinstance(axis, bool) or not isinstance(axis, int) or not -n - 1 <= axis <= n:
             raise NetworkError("%s: 'axis' must be an int position, got %r" % (self.desc, axis))
-        self.pos = axis % (len(dims) + 1)
-        self.n_common = len(dims)
-        out_dims = dims[:self.pos] + [self.new] + dims[self.pos:]
-        # RETURNN adds the axis to the common template: a feature axis set explicitly stays on its dim, the
-        # default one is the default of the new layout (e.g. the new axis when it is last and static)
-        explicit = first._feature_dim_axis is not NotSpecified
-        self.output = Data(name, dims=out_dims, dtype=first.dtype, sparse_dim=first.sparse_dim,
-                           batch_dim_axis=next((i for i, d in enumerate(out_dims) if d.is_batch_dim()), None),
-                           feature_dim_axis=(out_dims.index(feat) if feat is not None and feat in out_dims else None)
-                           if explicit else NotSpecified)
+        self.pos = axis % (n + 1)
+        self.n_common = n
+        self.output = common.copy_template(name).copy_add_dim_by_tag_returnn(self.new, unbroadcast=True, axis=self.pos)
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         xs = [align_tensor(s.tensor, m, self.n_common) for s, m in zip(sources, self.maps)]
@@ -216,3 +208,35 @@ class MathNormLayer(ReduceLayer):
 
     def _reduce(self, x: tf.Tensor, mask) -> tf.Tensor:
         return super()._reduce(tf.pow(tf.abs(x), self.p), mask) ** (1.0 / self.p)
+
+
+def stack_layout(layer, sources: Sequence[Data]):
+    """RETURNN's stack template: ``Data.get_common_data`` of the sources (all needing broadcasting refused from
+    behavior_version 4, as RETURNN), each source's axes where its ``copy_compatible_to`` puts them; refused in
+    one line where RETURNN fails: a source it cannot map, or an axis of one size mapped onto one of another
+    (a size-1 axis is not repeated: RETURNN's tf.stack fails on the shapes)."""
+    try:
+        common = Data.get_common_data(list(sources), name=layer.layer_name)
+    except ValueError as exc:
+        raise NetworkError("%s: %s" % (layer.desc, exc)) from None
+    opts = dict(allow_same_feature_dim=True, allow_same_spatial_dim=True, treat_feature_as_spatial=True,
+                ignore_feature_dim=True)
+    maps = []
+    for i, source in enumerate(sources):
+        try:
+            source.copy_compatible_to(common, check_sparse=False, check_dtype=False)
+            found = common.find_matching_dim_map(source, list(range(source.batch_ndim)), opts)
+        except ValueError:
+            raise NetworkError("%s: RETURNN cannot bring source %i %s into the common template %s (its "
+                               "copy_compatible_to fails on the axes)" % (layer.desc, i, source.short_repr(),
+                                                                          common.short_repr())) from None
+        maps.append([found[a] for a in range(source.batch_ndim)])
+        for a, t in enumerate(maps[-1]):
+            mine, theirs = source.dims[a].dimension, common.dims[t].dimension
+            if mine != theirs and (mine is not None and theirs is not None) and not common.dims[t].is_batch_dim():
+                raise NetworkError("%s: source %i's axis %r (size %s) is the common axis %r (size %s) to RETURNN, "
+                                   "whose tf.stack then fails on the shapes" % (
+                                       layer.desc, i, source.dims[a].description, mine, common.dims[t].description,
+                                       theirs))
+    return common, maps
+

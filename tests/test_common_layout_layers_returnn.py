@@ -1,0 +1,56 @@
+"""compare, switch and stack lay their sources out as RETURNN's templates do (``Data.get_common_data``; switch of
+[true, false, condition] in that order; stack's new axis where RETURNN adds a spatial one, its special axes by
+RETURNN's ``copy_add_dim_by_tag``), as the real RETURNN 1.20261022 gave them for these sources
+(benchmarks/returnn_fuzz_common_layout.py --layer compare|switch|stack, seed 9: before, DIFFER 9, 28 and 68)."""
+import pytest
+
+from returnn.errors import NetworkError
+from returnn.tensor import Data
+from returnn.tensor.dim import building_network
+from returnn.tf.layers.control import CompareLayer, SwitchLayer
+from returnn.tf.layers.split_stack import StackLayer
+from returnn.util.basic import BehaviorVersion
+from test_combine_layout_returnn import _pool
+
+
+def _build(kind, bv, sources):
+    BehaviorVersion.set(bv)
+    try:
+        p = _pool()
+        datas = [Data("s%i" % i, dims=[p[n] for n in ds], dtype="bool" if kind == "switch" and i == len(sources) - 1
+                      else "float32") for i, ds in enumerate(sources)]
+        with building_network():
+            if kind == "compare":
+                return CompareLayer("c", {"kind": "less"}, datas).output
+            if kind == "stack":
+                return StackLayer("c", {}, datas).output
+            opts = {"condition": "cond", "true_from": "t", "false_from": "f" if len(datas) > 2 else 0.0}
+            return SwitchLayer("c", opts, [datas[-1], datas[0]] + datas[1:-1]).output
+    finally:
+        BehaviorVersion.set(None)
+
+
+@pytest.mark.parametrize("kind, bv, sources, want", [
+    ("compare", 0, [["a3", "B"], ["time", "B", "u"]], (["time", "B", "u", "a3"], 3, 0)),  # before: feature u
+    ("compare", 0, [["u", "B"], ["a3", "s", "a1"]], (["B", "a3", "s", "u"], 2, 3)),
+    ("switch", 10, [["B", "a3", "time"], ["B", "f"]], (["B", "a3", "time"], 1, 2)),  # before: the condition's f
+    ("switch", 0, [["s", "a3f", "B", "u"], ["B", "g"]], (["s", "a3f", "B", "u"], 1, 3)),
+    ("switch", 12, [["B"], ["g", "B"], ["B", "s"]], (["g", "B"], 0, None)),
+    ("stack", 0, [["B"], ["B", "a3f", "time"]], (["B", "a3f", "time", "c:stack"], 3, 2)),  # before: feature a3f
+    ("stack", 16, [["B"], ["B"], ["s", "B"]], (["c:stack", "s", "B"], 1, None)),  # before: [B, s, stack]
+    ("stack", 0, [["f", "u", "a3f", "B"], ["a3f", "time", "B"], ["u", "time", "B", "g"]],
+     (["f", "u", "time", "c:stack", "a3f", "B"], 4, 1)),
+])
+def test_layout_as_returnn(kind, bv, sources, want):
+    out = _build(kind, bv, sources)
+    assert (["B" if d.is_batch_dim() else d.description for d in out.dims], out.feature_dim_axis,
+            out.time_dim_axis) == want
+
+
+@pytest.mark.parametrize("bv, sources, match", [
+    (0, [["B", "a1"], ["B", "f", "g"]], "tf.stack then fails"),  # a size-1 axis is not repeated
+    (16, [["f"], ["a3", "s", "g"]], "All inputs .* require broadcasting"),  # before: built
+])
+def test_stack_refused_where_returnn_fails(bv, sources, match):
+    with pytest.raises(NetworkError, match=match):
+        _build("stack", bv, sources)
