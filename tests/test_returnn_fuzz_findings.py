@@ -321,3 +321,16 @@ def test_size_one_feature_axis_broadcasts_only_before_behavior_version_11(behavi
             _net(net, behavior_version=behavior_version)
     else:
         assert _net(net, behavior_version=behavior_version).layers["output"].output.batch_shape == (None, None, 6)
+
+
+@pytest.mark.parametrize("opts, what", [
+    ({"factor": 1.5}, "the float factor 1.5"), ({"factor": 2.0}, "the float factor 2.0"),
+    ({"factor": 2, "kind": "fill", "fill_value": 0.0, "fill_dropout": 0.5}, "fill_dropout")])
+def test_resize_of_a_static_axis_by_a_non_int_factor_refused(opts, what):
+    """RETURNN gives such a resize a new axis of unknown size without sizes, which its tensor check refuses
+    ('dynamic dim undefined'; mutate seed 278 #26: factor 1.5 on the feature axis); an int factor is taken."""
+    with pytest.raises(NetworkError, match="static axis .* resized by %s is refused" % what):
+        _net({"output": dict({"class": "resize", "axis": "F", "kind": "nn", "from": "data"}, **opts)})
+    assert _net({"output": {"class": "resize", "axis": "F", "factor": 2, "kind": "nn", "from": "data"}}) \
+        .layers["output"].output.dims[1].dimension == 12  # (the resized axis moves after the batch)
+    _net({"output": {"class": "resize", "axis": "T", "factor": 1.5, "kind": "nn", "from": "data"}})  # dynamic: sizes

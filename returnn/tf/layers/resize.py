@@ -43,7 +43,8 @@ class ResizeLayer(Layer):
     layer_class = "resize"
     ref_options = ("factor",)
     options = (
-        Option("factor", None, "out length = in length * factor: an int, a float or a scalar layer"),
+        Option("factor", None, "out length = in length * factor: an int, a float or a scalar layer (a static axis: an "
+                               "int only, as RETURNN)"),
         Option("axis", None, "the axis to resize"),
         Option("kind", "nn", "'nn', 'linear', 'cubic' or 'fill'"),
         Option("fill_value", None, "kind 'fill': the value of the new frames"),
@@ -92,6 +93,12 @@ class ResizeLayer(Layer):
         if old.is_batch_dim():
             raise NetworkError("%s: cannot resize the batch axis" % self.desc)
         self.old = old
+        if old.dimension is not None and (self.factor_layer or not _is_int(factor) or self.fill_dropout):
+            # RETURNN: a new axis of unknown size without sizes there; its tensor check fails ('dynamic dim undefined')
+            raise NetworkError("%s: the static axis %r resized by %s is refused, as RETURNN fails on it (the new axis "
+                               "has no sizes: 'dynamic dim undefined'); only an int factor resizes a static axis"
+                               % (self.desc, old.description, "fill_dropout" if self.fill_dropout else
+                                  "a factor layer" if self.factor_layer else "the float factor %r" % factor))
         if self.int_factor and not self.factor_layer and not self.fill_dropout:
             size = None if old.dimension is None else old.dimension * factor
         elif not self.factor_layer and not self.fill_dropout and old.dimension is not None:
