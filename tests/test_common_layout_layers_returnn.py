@@ -54,3 +54,36 @@ def test_layout_as_returnn(kind, bv, sources, want):
 def test_stack_refused_where_returnn_fails(bv, sources, match):
     with pytest.raises(NetworkError, match=match):
         _build("stack", bv, sources)
+
+
+def test_copy_add_dim_by_tag_as_returnn():
+    """Config code's Data.copy_add_dim_by_tag is RETURNN's (1.20261022: 420 cases of 8 layouts, 5 new dims, every
+    axis, with and without unbroadcast agree): without unbroadcast a size-1 stand-in dim; the special axes by
+    RETURNN's rules (here before: the dim itself, and the feature axis kept on its dim)."""
+    from returnn.tensor import Dim, batch_dim
+    T, F = Dim(None, kind=Dim.Types.Spatial, description="time"), Dim(3, kind=Dim.Types.Feature, description="f")
+    new = Dim(2, kind=Dim.Types.Spatial, description="new")
+    x = Data("x", dims=[batch_dim, T, F])
+    y = x.copy_add_dim_by_tag(new, axis=1)
+    assert [d.description for d in y.dims[1:]] == ["new_dummy_dim1", "time", "f"] and y.dims[1].dimension == 1
+    z = x.copy_add_dim_by_tag(new, unbroadcast=True, axis=3)
+    assert z.dims[3] is new and (z.feature_dim_axis, z.time_dim_axis) == (3, 1)  # the new static axis is last
+    assert x.copy_add_dim_by_tag(new, True, 3).dims == z.dims  # RETURNN's positional form
+    e = Data("x", dims=[batch_dim, T, F], feature_dim_axis=2).copy_add_dim_by_tag(new, unbroadcast=True, axis=3)
+    assert e.feature_dim_axis == 2  # an explicit feature axis follows its dim
+
+
+def test_get_common_data_allow_broadcast_all_sources_as_returnn():
+    from returnn.tensor import Dim, batch_dim
+    T, U = Dim(None, description="t"), Dim(None, description="u")
+    a, b = Data("a", dims=[batch_dim, T]), Data("b", dims=[batch_dim, U])
+    assert Data.get_common_data([a, b]).dims == (batch_dim, T, U)  # behavior_version 0: allowed
+    assert Data.get_common_data([a, b], allow_broadcast_all_sources=True).dims == (batch_dim, T, U)
+    with pytest.raises(ValueError, match="All inputs .* require broadcasting"):
+        Data.get_common_data([a, b], allow_broadcast_all_sources=False)
+    BehaviorVersion.set(4)
+    try:
+        with pytest.raises(ValueError, match="All inputs"):
+            Data.get_common_data([a, b])
+    finally:
+        BehaviorVersion.set(None)

@@ -69,7 +69,7 @@ def test_feature_axis_prefers_last_static_and_explicit_axes_follow_transposes():
     assert back.feature_dim == chan and back.feature_dim_axis == 3
     dropped = explicit.copy_template_excluding_axis(2)
     assert dropped.dims == (batch_dim, chan, freq) and dropped.feature_dim_axis == 1
-    added = data.copy_add_dim_by_tag(FeatureDim("one", 1), -1).copy_with_feature_dim_axis(4)
+    added = data.copy_insert_dim(FeatureDim("one", 1), -1).copy_with_feature_dim_axis(4)
     assert added.get_spatial_batch_axes() == [1, 2, 3]  # the old feature axis became spatial
 
 

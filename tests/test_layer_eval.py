@@ -239,7 +239,7 @@ def test_new_axes_where_returnns_get_common_data_puts_them():
     bf = Data("bf", dims=[batch_dim, am.feature_dim])
     assert bf.get_default_new_axis_for_dim_tag(SpatialDim("s", 5)) == 1
     assert vam.data.get_default_new_axis_for_dim_tag(FeatureDim("g", 2)) == 3
-    assert list(bf.copy_add_dim_by_tag(lm.time_dim).dims) == [batch_dim, lm.time_dim, am.feature_dim]
+    assert list(bf.copy_add_dim_by_tag(lm.time_dim, unbroadcast=True).dims) == [batch_dim, lm.time_dim, am.feature_dim]
 
 
 def test_auto_convert_of_a_source_with_more_axes_than_the_output_fails_as_in_returnn():

@@ -308,18 +308,11 @@ class Data(DataCompat, DataLayout, DataQuery, DataCompatible):
                 return self.feature_dim_axis
         return self.batch_ndim
 
-    def copy_add_dim_by_tag(self, dim: Dim, *args: Any, unbroadcast: bool = False,
-                            axis: Optional[int] = None) -> "Data":
-        """A new axis ``dim`` inserted before ``axis`` (negative: counted from the end, -1 = last).
-        RETURNN's signature ``(dim_tag, unbroadcast=False, axis=None)`` works too (a bool second
-        argument is ``unbroadcast``); default axis: :meth:`get_default_new_axis_for_dim_tag`. A value
-        gets a new axis of size 1 (repeated to ``dim`` with ``unbroadcast``)."""
-        if args:
-            if isinstance(args[0], bool):
-                unbroadcast = args[0]
-                axis = args[1] if len(args) > 1 else axis
-            else:
-                axis = args[0]
+    def copy_insert_dim(self, dim: Dim, axis: Optional[int] = None, unbroadcast: bool = False) -> "Data":
+        """A new axis ``dim`` inserted before ``axis`` (negative: counted from the end, -1 = last; default:
+        :meth:`get_default_new_axis_for_dim_tag`), the special axes staying on their dims (this engine's layers;
+        config code gets RETURNN's :meth:`copy_add_dim_by_tag`). A value gets a new axis of size 1 (repeated to
+        ``dim`` with ``unbroadcast``)."""
         if axis is None:
             axis = self.get_default_new_axis_for_dim_tag(dim)
         if axis < 0:
@@ -334,6 +327,13 @@ class Data(DataCompat, DataLayout, DataQuery, DataCompatible):
                 value = tf.repeat(value, dim.dimension, axis=axis)
             out.placeholder = value
         return out
+
+    def copy_add_dim_by_tag(self, dim_tag: Dim, unbroadcast: bool = False, axis: Optional[int] = None) -> "Data":
+        """RETURNN's ``copy_add_dim_by_tag``: without ``unbroadcast`` a size-1 stand-in of ``dim_tag`` (the batch
+        dim: a broadcast batch axis), with it ``dim_tag`` itself (a value repeated along it); at ``axis`` (default:
+        :meth:`get_default_new_axis_for_dim_tag`); the time axis and an explicitly set feature axis follow, the
+        others by the default rules (:meth:`copy_add_dim_by_tag_returnn`)."""
+        return self.copy_add_dim_by_tag_returnn(dim_tag, unbroadcast=bool(unbroadcast), axis=axis)
 
     def _with_dims(self, dims: Sequence[Dim], mapping: Dict[int, int]) -> "Data":
         """New dims; the time and feature axes follow ``mapping`` (old -> new axis) and are kept

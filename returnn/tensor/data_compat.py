@@ -417,7 +417,7 @@ class DataCompat:
     def copy_template_adding_time_dim(self, name: Optional[str] = None, time_dim_axis: int = 0):
         from returnn.tensor.dim import Dim, DimTypes
         time = Dim(None, kind=DimTypes.Spatial, description="%s:time" % (name or self.name), auto_generated=True)
-        out = self.copy_template().copy_add_dim_by_tag(time, axis=time_dim_axis)
+        out = self.copy_template().copy_insert_dim(time, axis=time_dim_axis)
         return out.copy(name, time_dim_axis=time_dim_axis % out.batch_ndim)
 
     def copy_template_new_dim_tags(self, new_dim_tags: Sequence[Any], name: Optional[str] = None,

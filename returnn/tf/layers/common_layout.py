@@ -172,7 +172,7 @@ def returnn_common_order(base: Data, dims: List[Dim], maps: List[List[int]]) -> 
     order = list(range(n))
     for j in range(n, len(dims)):
         axis = cur.get_default_new_axis_for_dim_tag(dims[j])
-        cur = cur.copy_add_dim_by_tag(dims[j], axis=axis)
+        cur = cur.copy_insert_dim(dims[j], axis=axis)
         order.insert(axis, j)
     new_pos = {old: new for new, old in enumerate(order)}
     return [dims[o] for o in order], [[new_pos[p] if p >= 0 else p for p in m] for m in maps]

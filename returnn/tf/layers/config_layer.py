@@ -172,7 +172,7 @@ class LayerBase:
             base = base.copy_template_replace_dim_tag(base.feature_dim_axis, new)
         elif base.feature_dim_axis is None and base.sparse:
             new = out_dim or FeatureDim("%s:feature-dense" % name, dim)
-            base = base.copy(sparse_dim=None, dtype=opts.get("dtype", "float32")).copy_add_dim_by_tag(new, axis=-1)
+            base = base.copy(sparse_dim=None, dtype=opts.get("dtype", "float32")).copy_insert_dim(new, axis=-1)
         return base.copy(dtype=opts["dtype"]) if "dtype" in opts else base
 
 

@@ -60,7 +60,7 @@ class CumConcatLayer(Layer):
             raise NetworkError("%s: out_spatial_dim must be a dynamic Dim, got %r" % (self.desc, dim))
         self.new = dim
         self.pos = 0 if data.batch_dim_axis is None else data.batch_dim_axis + 1
-        self.output = data.copy_add_dim_by_tag(dim, self.pos).copy(name)
+        self.output = data.copy_insert_dim(dim, self.pos).copy(name)
 
     def initial_state(self, batch: tf.Tensor, n_time: tf.Tensor):
         """The frames so far: zeros of the output's shape, the new axis as long as the loop."""

@@ -318,7 +318,7 @@ class EvalLayer(Layer):
             # sparse -> dense: with 'dim', the values get a new feature axis (e.g. tf.one_hot)
             out = out.copy(sparse_dim=None, dtype=dtype or "float32")
             if dim is not None:
-                return out.copy_add_dim_by_tag(new_feature_dim(self.layer_name, dim), out.batch_ndim) \
+                return out.copy_insert_dim(new_feature_dim(self.layer_name, dim), out.batch_ndim) \
                     .copy_with_feature_axis_at(out.batch_ndim)
         if dim is not None and dim != out.dim:
             axis = out.feature_dim_axis

@@ -229,7 +229,7 @@ def dense_template(data: Data) -> Data:
     """The template of :func:`dense_value`: a sparse one as one-hot floats, feature axis last."""
     if not data.sparse:
         return data
-    return data.copy_add_dim_by_tag(data.sparse_dim, -1).copy(sparse_dim=None, dtype="float32")
+    return data.copy_insert_dim(data.sparse_dim, -1).copy(sparse_dim=None, dtype="float32")
 
 
 def refuse_sparse_concat(layer, sources: Sequence[Data]) -> None:

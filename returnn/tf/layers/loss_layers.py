@@ -112,7 +112,7 @@ class LossLayer(Layer):
         else:
             t_ax = target.data.feature_dim_axis
             t_last = target.copy_transpose([a for a in range(target.data.batch_ndim) if a != t_ax] + [t_ax])
-            labels = tf.broadcast_to(_aligned(t_last, self.frames.copy_add_dim_by_tag(
+            labels = tf.broadcast_to(_aligned(t_last, self.frames.copy_insert_dim(
                 target.data.dims[t_ax], -1), self), tf.shape(out_last.tensor))
         tgt = LayerOutput(labels, target.data.copy(dims=self.frames.dims if target.data.sparse else
                                                    list(self.frames.dims) + [target.data.dims[t_ax]],

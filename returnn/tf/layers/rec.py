@@ -194,7 +194,7 @@ class RecLayer(Layer):
                 raise NetworkError("%s: an input without time axis needs a batch axis, got %s"
                                    % (self.desc, [s.short_repr() for s in sources]))
             self.one_step = Dim(None, kind=DimTypes.Spatial, description="%s:single-step" % name)
-            sources = [s.copy_add_dim_by_tag(self.one_step, axis=s.batch_dim_axis + 1).copy(
+            sources = [s.copy_insert_dim(self.one_step, axis=s.batch_dim_axis + 1).copy(
                 time_dim_axis=s.batch_dim_axis + 1) for s in sources]
         elif self.opt("state") is not None:
             raise NetworkError("%s: 'state' is RETURNN's state of one step (its single_step_dim): the input must have "
@@ -275,7 +275,7 @@ class RecLayer(Layer):
             if i < len(sources) - self.n_state_sources:
                 axis = src.data.batch_dim_axis + 1
                 ones = tf.ones(tf.shape(src.tensor)[src.data.batch_dim_axis:src.data.batch_dim_axis + 1], tf.int32)
-                src = LayerOutput(tf.expand_dims(src.tensor, axis), self.sources[i].copy_add_dim_by_tag(
+                src = LayerOutput(tf.expand_dims(src.tensor, axis), self.sources[i].copy_insert_dim(
                     self.one_step, axis=axis).copy(time_dim_axis=axis), {**src.sizes, self.one_step: ones})
             stepped.append(src)
         outer, self.output = self.output, self.seq_output

@@ -324,7 +324,7 @@ class ExpandDimsLayer(_ShapeLayer):
             kind = DimTypes.Feature if key in ("f", "feature") else DimTypes.Spatial
             new = Dim(positive_int(self.desc, "dim", dim), kind=kind, description="%s_expand_dims" % name)
         self.new, self.pos = new, pos
-        out = data.copy_add_dim_by_tag(new, pos).copy(name)
+        out = data.copy_insert_dim(new, pos).copy(name)
         if new.is_feature_dim() and not out.sparse:
             out = out.copy_with_feature_axis_at(pos)
         if key in ("t", "time", "spatial") and out.time_dim_axis is None and pos not in (

@@ -402,7 +402,7 @@ class WindowLayer(_ShapeLayer):
         data = self.input
         self.step_mode = True
         self.pos = 0 if data.batch_dim_axis is None else data.batch_dim_axis + 1
-        self.output = data.copy_add_dim_by_tag(self.window_dim, self.pos).copy(name)
+        self.output = data.copy_insert_dim(self.window_dim, self.pos).copy(name)
 
     def initial_state(self, batch: tf.Tensor, n_time: tf.Tensor) -> tf.Tensor:
         """The window before the first frame: zeros."""

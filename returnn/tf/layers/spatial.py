@@ -224,7 +224,7 @@ class SpatialPlan:
         for i in range(int(layer.opt("input_expand_dims") or 0)):
             spatial = data.get_spatial_batch_axes()
             pos = spatial[-1] + 1 if spatial else data.batch_ndim
-            data = data.copy_add_dim_by_tag(Dim(1, kind=DimTypes.Spatial, description="%s:expand%i" % (name, i)), pos)
+            data = data.copy_insert_dim(Dim(1, kind=DimTypes.Spatial, description="%s:expand%i" % (name, i)), pos)
             self.reshapes.append(lambda t, pos=pos: tf.expand_dims(t, pos))
         split = layer.opt("input_split_feature_dim")
         if split:
@@ -240,7 +240,7 @@ class SpatialPlan:
                 t, tf.concat([tf.shape(t)[:a], [k, n], tf.shape(t)[a + 1:]], 0)))
         if layer.opt("input_add_feature_dim"):
             feat = Dim(1, kind=DimTypes.Feature, description="%s:input-feature" % name)
-            data = data.copy_add_dim_by_tag(feat, -1).copy_with_feature_axis_at(data.batch_ndim)
+            data = data.copy_insert_dim(feat, -1).copy_with_feature_axis_at(data.batch_ndim)
             self.reshapes.append(lambda t: t[..., None])
         return data
 

@@ -59,7 +59,7 @@ def stacked_position(step: Data) -> int:
 def stacked_template(step: Data, time_dim: Dim) -> Data:
     """The whole-sequence template of per-step values ``step``."""
     pos = stacked_position(step)
-    out = step.copy_add_dim_by_tag(time_dim, pos)
+    out = step.copy_insert_dim(time_dim, pos)
     return out if out.time_dim_axis == pos else out.copy(time_dim_axis=pos)
 
 
