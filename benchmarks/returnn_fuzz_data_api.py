@@ -10,7 +10,7 @@ of one to three calls: layout copies (``copy_as_batch_major``, ``copy_as_time_ma
 with "T", "B", "F", "spatial", "dyn", "static", "stag:", ints, ...) and properties. From seed 6 also RETURNN's further
 lookups (get_bc_shape, get_axes_by_tag_name, get_description_from_axis, *_dense shapes, ...) and calls with a second
 template: Dim.is_equal with its options, Dim.get_all_dimension_tags, get_common_data, find_matching_dim_map; from
-seed 8 copy_compatible_to and copy_compatible_to_dims. Per step both give a summary:
+seed 8 copy_compatible_to and copy_compatible_to_dims; from seed 15 copy_add_dim_by_tag. Per step both give a summary:
 for a template its axes (each named by the input axis it is, or "new"), batch shape, the batch, time and
 feature axis, sparse, dim and dtype; for other results the value (axes, bools, shapes). They must be equal.
 
@@ -104,6 +104,8 @@ def _call(rng: random.Random, seed: int) -> List[Any]:
         ["other", "compatible_to_common", _template(rng, static=True), rng.random() < 0.3],
         ["other", "compatible_to_swapped", k(), k()], ["other", "compatible_to", _template(rng), rng.random() < 0.3],
         ["other", "compatible_to_dims", _template(rng), rng.randint(0, 99), rng.random() < 0.5],
+    ]) + ([] if seed < 15 else [  # seeds >= 15: copy_add_dim_by_tag of another template's dim
+        ["other", "add_dim_of", _template(rng), rng.choice([None, -1, 0, 1, 2, 3]), rng.random() < 0.5],
     ]))
 
 
@@ -204,6 +206,9 @@ def _with_other(data_class: Any, data: Any, call: List[Any], tags: List[Any]) ->
         if call[3] and other.dim_tags:
             dims.insert(call[2] % (len(dims) + 1), other.dim_tags[-1])
         return data.copy_compatible_to_dims(dims)
+    if kind == "add_dim_of":  # its last dim (or the batch dim) added at an axis
+        dim = other.dim_tags[-1] if other.dim_tags else data.dim_tags[0]
+        return data.copy_add_dim_by_tag(dim, unbroadcast=call[3], axis=call[2])
     if kind == "all_dims_with":
         return type(data.dim_tags[0]).get_all_dimension_tags([data, other], call[2])[0]
     raise ValueError(kind)
