@@ -334,3 +334,19 @@ def test_resize_of_a_static_axis_by_a_non_int_factor_refused(opts, what):
     assert _net({"output": {"class": "resize", "axis": "F", "factor": 2, "kind": "nn", "from": "data"}}) \
         .layers["output"].output.dims[1].dimension == 12  # (the resized axis moves after the batch)
     _net({"output": {"class": "resize", "axis": "T", "factor": 1.5, "kind": "nn", "from": "data"}})  # dynamic: sizes
+
+
+def _loop(unit, **rec_opts):
+    return _net({"output": dict({"class": "rec", "from": "data", "unit": unit}, **rec_opts)}, dim=4)
+
+
+def test_loop_reading_a_moved_out_running_sum_as_cur_and_prev_refused():
+    """RETURNN moves a cumsum with an initial_output that reads nothing of the loop out of it (kept in it here:
+    the same sums) and then refuses reading it both per frame and as prev: ('currently cannot use both cur + prev
+    frame'; rec seed 92 #84). With optimize_move_layers_out False, or one of the two reads, it builds."""
+    unit = {"s0": {"class": "cumsum", "from": "data:source", "initial_output": "zeros"},
+            "output": {"class": "linear", "activation": None, "n_out": 4, "from": ["s0", "prev:output", "prev:s0"]}}
+    with pytest.raises(NetworkError, match="reads 's0' .* both as 's0' and as 'prev:s0'"):
+        _loop(unit)
+    _loop(unit, optimize_move_layers_out=False)
+    _loop(dict(unit, output=dict(unit["output"], **{"from": ["s0", "prev:output"]})))

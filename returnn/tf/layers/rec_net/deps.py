@@ -92,6 +92,14 @@ def _stays_in_loop(opts: Mapping[str, Any], has_end: bool = False) -> bool:
         and not opts.get("reverse"))
 
 
+def _state_from_initial_output(opts: Mapping[str, Any]) -> bool:
+    """Whether only its initial_output keeps this layer in the loop (see :func:`_stays_in_loop`)."""
+    from returnn.tf.layers.base import LAYER_CLASSES
+    cls = LAYER_CLASSES.get(opts.get("class"))
+    return not getattr(cls, "stays_in_loop", False) and not getattr(cls, "stays_in_loop_with_end", False) and bool(
+        getattr(cls, "state_from_initial_output", False))
+
+
 def _ref_options(class_name: Any) -> List[str]:
     """Options whose string values name layers: the class's own ``ref_options`` (the registry
     says it) plus the names of :data:`LAYER_REF_OPTS` for classes not implemented here."""
@@ -290,11 +298,17 @@ def analyse_unit(unit: Mapping[str, Any], rec_name: str, base_layers: Sequence[s
                     deps=deps)
 
 
-def check_cur_and_prev_moved_out(plan: UnitPlan, unit: Mapping[str, Any], desc: str) -> None:
+def check_cur_and_prev_moved_out(plan: UnitPlan, unit: Mapping[str, Any], desc: str, moves_out: bool = True) -> None:
     """RETURNN's loop reads a layer moved out before it either per frame or as ``prev:``, not both
-    ("currently cannot use both cur + prev frame", its get_input_moved_out): refused here too."""
+    ("currently cannot use both cur + prev frame", its get_input_moved_out): refused here too. RETURNN also
+    moves out a running sum with an initial_output that reads nothing of the loop (kept in it here: the same
+    values), unless ``optimize_move_layers_out`` is False (``moves_out``)."""
     read = {(r.kind, r.name) for n in plan.in_loop for r in layer_refs(n, unit[n]) if r.kind in ("self", "prev")}
-    both = [n for n in plan.out_of_loop if ("self", n) in read and ("prev", n) in read]
+    moved = list(plan.out_of_loop)
+    if moves_out:
+        moved += [n for n in plan.in_loop if _stays_in_loop(unit[n]) and _state_from_initial_output(unit[n])
+                  and not unit[n].get(MASKED_BY) and all(r.kind in ("base", "data") for r in layer_refs(n, unit[n]))]
+    both = [n for n in moved if ("self", n) in read and ("prev", n) in read]
     if both:
         raise NetworkError("%s: the loop reads %r (computed before the loop) both as %r and as 'prev:%s'; RETURNN "
                            "refuses that (currently cannot use both cur + prev frame)" % (desc, both[0], both[0], both[0]))

@@ -299,7 +299,7 @@ class RecSubnetLayer(BuildOrder, AssumedTemplates, Layer):
                 if r.kind == "self" and r.name in self.in_loop:
                     raise NetworkError("%s, sub-layer %r: its initial output or state reads %r, which runs in the loop "
                                        "(only layers outside it, base: layers or data)" % (self.desc, sub, r.name))
-        check_cur_and_prev_moved_out(self.plan, self.unit, self.desc)
+        check_cur_and_prev_moved_out(self.plan, self.unit, self.desc, bool(self.opt("optimize_move_layers_out")))
         _unmask.check_step_masks(self.desc, self.unit, self.layers, self.plan.in_loop)
         check_output_per_step_time(self)
         # (where 'end' ends the loop: RETURNN's searched loop of a training net takes its target's length and
