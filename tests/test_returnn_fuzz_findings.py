@@ -350,3 +350,14 @@ def test_loop_reading_a_moved_out_running_sum_as_cur_and_prev_refused():
         _loop(unit)
     _loop(unit, optimize_move_layers_out=False)
     _loop(dict(unit, output=dict(unit["output"], **{"from": ["s0", "prev:output"]})))
+
+
+def test_moved_out_running_sum_with_initial_output_var_refused():
+    """RETURNN's initial_output 'var' asserts a fully static shape, which the moved-out sum (with the time axis)
+    lacks (rec seed 93 #66); in the loop (it reads the loop's output) it is taken."""
+    unit = {"s0": {"class": "cumsum", "from": "data:source", "initial_output": "var"},
+            "output": {"class": "linear", "activation": None, "n_out": 4, "from": ["s0", "prev:output"]}}
+    with pytest.raises(NetworkError, match="sub-layer 's0' .* initial_output 'var' fails"):
+        _loop(unit)
+    _loop(unit, optimize_move_layers_out=False)
+    _loop(dict(unit, s0=dict(unit["s0"], **{"from": "prev:output"})))

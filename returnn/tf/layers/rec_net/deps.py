@@ -302,13 +302,17 @@ def check_cur_and_prev_moved_out(plan: UnitPlan, unit: Mapping[str, Any], desc: 
     """RETURNN's loop reads a layer moved out before it either per frame or as ``prev:``, not both
     ("currently cannot use both cur + prev frame", its get_input_moved_out): refused here too. RETURNN also
     moves out a running sum with an initial_output that reads nothing of the loop (kept in it here: the same
-    values), unless ``optimize_move_layers_out`` is False (``moves_out``)."""
+    values), unless ``optimize_move_layers_out`` is False (``moves_out``); its initial_output 'var' fails there."""
     read = {(r.kind, r.name) for n in plan.in_loop for r in layer_refs(n, unit[n]) if r.kind in ("self", "prev")}
-    moved = list(plan.out_of_loop)
-    if moves_out:
-        moved += [n for n in plan.in_loop if _stays_in_loop(unit[n]) and _state_from_initial_output(unit[n])
-                  and not unit[n].get(MASKED_BY) and all(r.kind in ("base", "data") for r in layer_refs(n, unit[n]))]
-    both = [n for n in moved if ("self", n) in read and ("prev", n) in read]
+    sums = [n for n in plan.in_loop if _stays_in_loop(unit[n]) and _state_from_initial_output(unit[n])
+            and not unit[n].get(MASKED_BY) and all(r.kind in ("base", "data") for r in layer_refs(n, unit[n]))]
+    sums = sums if moves_out else []
+    for n in sums:
+        if unit[n].get("initial_output") == "var":  # RETURNN's var needs a shape without the moved-out time axis
+            raise NetworkError("%s: sub-layer %r (%s) reads nothing of the loop, so RETURNN moves it out of it, where "
+                               "its initial_output 'var' fails (its variable asserts a fully static shape)"
+                               % (desc, n, unit[n].get("class")))
+    both = [n for n in list(plan.out_of_loop) + sums if ("self", n) in read and ("prev", n) in read]
     if both:
         raise NetworkError("%s: the loop reads %r (computed before the loop) both as %r and as 'prev:%s'; RETURNN "
                            "refuses that (currently cannot use both cur + prev frame)" % (desc, both[0], both[0], both[0]))
