@@ -87,3 +87,18 @@ def test_get_common_data_allow_broadcast_all_sources_as_returnn():
             Data.get_common_data([a, b])
     finally:
         BehaviorVersion.set(None)
+
+
+@pytest.mark.parametrize("dims, kw, axis, want", [
+    (["B", "f"], {}, 1, (["B", "unknown_time", "f"], 2, 1)),
+    (["B", "f"], {"feature_dim_axis": None}, 2, (["B", "f", "unknown_time"], 1, 2)),  # before: no feature axis
+    (["f"], {}, -1, (["f", "unknown_time"], 0, 1)),
+])
+def test_copy_template_adding_time_dim_as_returnn(dims, kw, axis, want):
+    """RETURNN 1.20261022's results (its explicit feature axis None is not kept; an axis past the end fails)."""
+    p = _pool()
+    out = Data("x", dims=[p[n] for n in dims], **kw).copy_template_adding_time_dim(time_dim_axis=axis)
+    assert (["B" if d.is_batch_dim() else d.description for d in out.dims], out.feature_dim_axis,
+            out.time_dim_axis) == want
+    with pytest.raises(ValueError, match="no position"):
+        Data("x", dims=[p["f"]]).copy_template_adding_time_dim(time_dim_axis=2)  # before: built, time axis wrong

@@ -25,6 +25,8 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Sequence
 
+from returnn.tensor.not_specified import NotSpecified
+
 
 def _tf():
     import tensorflow as tf
@@ -415,10 +417,19 @@ class DataCompat:
         return self.copy_template_excluding_axis(self.get_spatial_batch_axes()[spatial_axis_num], name)
 
     def copy_template_adding_time_dim(self, name: Optional[str] = None, time_dim_axis: int = 0):
+        """RETURNN's: a new dynamic axis ``unknown_time`` at ``time_dim_axis`` (negative: from the end), the time
+        axis; the feature axis (when there is one) shifted and set explicitly."""
         from returnn.tensor.dim import Dim, DimTypes
-        time = Dim(None, kind=DimTypes.Spatial, description="%s:time" % (name or self.name), auto_generated=True)
-        out = self.copy_template().copy_insert_dim(time, axis=time_dim_axis)
-        return out.copy(name, time_dim_axis=time_dim_axis % out.batch_ndim)
+        n = self.batch_ndim
+        axis = time_dim_axis + n + 1 if time_dim_axis < 0 else time_dim_axis
+        if not 0 <= axis <= n:
+            raise ValueError("copy_template_adding_time_dim: %s has no position %r for a new axis"
+                             % (self.short_repr(), time_dim_axis))
+        time = Dim(None, kind=DimTypes.Spatial, description="unknown_time", auto_generated=True)
+        feat = self.feature_dim_axis
+        dims = tuple(self.dims[:axis]) + (time,) + tuple(self.dims[axis:])
+        return self.copy_template().copy(name, dims=dims, time_dim_axis=axis,
+                                         feature_dim_axis=NotSpecified if feat is None else feat + (feat >= axis))
 
     def copy_template_new_dim_tags(self, new_dim_tags: Sequence[Any], name: Optional[str] = None,
                                    keep_special_axes: bool = False):
