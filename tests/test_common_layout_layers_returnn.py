@@ -102,3 +102,14 @@ def test_copy_template_adding_time_dim_as_returnn(dims, kw, axis, want):
             out.time_dim_axis) == want
     with pytest.raises(ValueError, match="no position"):
         Data("x", dims=[p["f"]]).copy_template_adding_time_dim(time_dim_axis=2)  # before: built, time axis wrong
+
+
+def test_copy_template_new_dim_tags_keep_special_axes_as_returnn():
+    """RETURNN keeps only the explicitly set special axes (as positions); the others by the default rules on the
+    new dims (here before: the resolved axes kept as positions, e.g. time on the batch axis: refused)."""
+    p = _pool()
+    x = Data("x", dims=[p["B"], p["time"], p["f"]])
+    y = x.copy_template_new_dim_tags([p["time"], p["B"], p["f"]], keep_special_axes=True)
+    assert (y.feature_dim_axis, y.time_dim_axis, y.batch_dim_axis) == (2, 0, 1)
+    z = x.copy_template_new_dim_tags([p["B"], p["f"], p["time"]], keep_special_axes=True)
+    assert (z.feature_dim_axis, z.time_dim_axis) == (1, 2)

@@ -433,7 +433,12 @@ class DataCompat:
 
     def copy_template_new_dim_tags(self, new_dim_tags: Sequence[Any], name: Optional[str] = None,
                                    keep_special_axes: bool = False):
+        """RETURNN's: ``new_dim_tags`` (as many as here with ``keep_special_axes``), the special axes by the default
+        rules; with ``keep_special_axes`` the explicitly set ones kept as positions."""
         if keep_special_axes:
-            return self.copy(name, dims=tuple(new_dim_tags), time_dim_axis=self.time_dim_axis,
-                             feature_dim_axis=self.feature_dim_axis)
-        return self.copy(name, dims=tuple(new_dim_tags))
+            if len(new_dim_tags) != self.batch_ndim:
+                raise ValueError("copy_template_new_dim_tags: %i dims for %s (keep_special_axes)"
+                                 % (len(new_dim_tags), self.short_repr()))
+            return self.copy(name, dims=tuple(new_dim_tags), time_dim_axis=self._time_dim_axis,
+                             feature_dim_axis=self._feature_dim_axis)
+        return self.copy(name, dims=tuple(new_dim_tags), time_dim_axis=NotSpecified, feature_dim_axis=NotSpecified)
