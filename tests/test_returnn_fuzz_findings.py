@@ -361,3 +361,9 @@ def test_moved_out_running_sum_with_initial_output_var_refused():
         _loop(unit)
     _loop(unit, optimize_move_layers_out=False)
     _loop(dict(unit, s0=dict(unit["s0"], **{"from": "prev:output"})))
+    # read by nothing of the loop: RETURNN moves it after the loop (rec seed 94 #72)
+    after = {"s1": {"class": "linear", "activation": "tanh", "n_out": 4, "from": ["data:source", "prev:s1"]},
+             "s2": {"class": "cumsum", "from": "s1", "initial_output": "var"}, "output": {"class": "copy", "from": "s2"}}
+    with pytest.raises(NetworkError, match="sub-layer 's2' .* initial_output 'var' fails"):
+        _loop(after)
+    _loop(dict(after, s1=dict(after["s1"], **{"from": ["data:source", "prev:output"]})))  # read in the loop: taken

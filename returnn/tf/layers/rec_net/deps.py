@@ -307,15 +307,33 @@ def check_cur_and_prev_moved_out(plan: UnitPlan, unit: Mapping[str, Any], desc: 
     sums = [n for n in plan.in_loop if _stays_in_loop(unit[n]) and _state_from_initial_output(unit[n])
             and not unit[n].get(MASKED_BY) and all(r.kind in ("base", "data") for r in layer_refs(n, unit[n]))]
     sums = sums if moves_out else []
-    for n in sums:
-        if unit[n].get("initial_output") == "var":  # RETURNN's var needs a shape without the moved-out time axis
-            raise NetworkError("%s: sub-layer %r (%s) reads nothing of the loop, so RETURNN moves it out of it, where "
-                               "its initial_output 'var' fails (its variable asserts a fully static shape)"
+    for n in sums + (_moved_after_loop(plan, unit) if moves_out else []):
+        if _state_from_initial_output(unit[n]) and unit[n].get("initial_output") == "var":  # RETURNN's var needs a shape without the moved-out time axis
+            raise NetworkError("%s: sub-layer %r (%s): RETURNN moves it out of the loop (it reads nothing of the loop, "
+                               "or nothing in the loop reads it), where its initial_output 'var' fails (its variable "
+                               "asserts a fully static shape)"
                                % (desc, n, unit[n].get("class")))
     both = [n for n in list(plan.out_of_loop) + sums if ("self", n) in read and ("prev", n) in read]
     if both:
         raise NetworkError("%s: the loop reads %r (computed before the loop) both as %r and as 'prev:%s'; RETURNN "
                            "refuses that (currently cannot use both cur + prev frame)" % (desc, both[0], both[0], both[0]))
+
+
+def _moved_after_loop(plan: UnitPlan, unit: Mapping[str, Any]) -> List[str]:
+    """The layers RETURNN moves after the loop (its output_can_move_out, repeated): no layer left in the loop
+    reads them (per frame or as prev:), they read no prev: of themselves, and are no choice or 'end'."""
+    refs = {n: {(r.kind, r.name) for r in layer_refs(n, unit[n])} for n in plan.in_loop}
+    left, moved, changed = set(plan.in_loop), [], True
+    while changed:
+        changed = False
+        for n in [m for m in plan.in_loop if m in left]:
+            if n == "end" or unit[n].get("class") in TARGET_CHOICE_CLASSES or ("prev", n) in refs[n]:
+                continue
+            if not any((k, n) in refs[m] for m in left if m != n for k in ("self", "prev")):
+                left.discard(n)
+                moved.append(n)
+                changed = True
+    return moved
 
 
 def outer_key(ref: Ref) -> Optional[str]:
