@@ -119,3 +119,17 @@ def test_size_base_longer_than_the_values_is_one_line(tmp_path):
     last = proc.stderr.strip().splitlines()[-1]
     assert "layer 'frames'" in last and "size_base 'data' has a sequence of" in last and "dataset" in last, last
     assert "Traceback" not in proc.stderr
+
+
+def test_size_base_output_added_to_a_shorter_value_is_one_line(tmp_path):
+    """The upsampled frames (up to 2 more than the data's) added to a value of the data's frames: RETURNN fails on
+    the shapes; here one line naming the combine layer (was TensorFlow's shape error with a traceback)."""
+    net = NETWORK.replace('"output": {"class": "softmax", "loss": "ce", "from": "frames"},',
+                          '"res": {"class": "combine", "kind": "add", "from": ["frames", "emb2"]},\n'
+                          '    "emb2": {"class": "linear", "from": "data", "n_out": 8, "activation": None},\n'
+                          '    "output": {"class": "softmax", "loss": "ce", "from": "res"},')
+    config = write_config(tmp_path / "res.config", config_12ax(network=net, num_epochs=1))
+    proc = run_rnn(train_args(config, tmp_path), timeout=300)
+    assert proc.returncode == 2, describe(proc)
+    last = proc.stderr.strip().splitlines()[-1]
+    assert "layer 'res' (combine): its sources have" in last and "Traceback" not in proc.stderr, last

@@ -18,6 +18,7 @@ from returnn.tf.layers.helpers import (
 from returnn.tf.layers.options import Option, one_of
 from returnn.tf.layers.output import align_tensor
 from returnn.tf.layers.packed import has_frame_sizes, pack, packable
+from returnn.tf.util.data_check import same_extents
 from returnn.tf.util.dense import matmul_2d
 
 LOGIT_ACTIVATIONS = ("softmax", "log_softmax")
@@ -378,7 +379,8 @@ class CombineLayer(Layer):
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         sources = dropout_sources(self, sources, ctx)
         n = self.output.batch_ndim
-        xs = [align_tensor(s.tensor, m, n) for s, m in zip(sources, self.maps)]
+        xs = same_extents(self.desc, [align_tensor(s.tensor, m, n) for s, m in zip(sources, self.maps)],
+                          self.output.dims)
         y = xs[0]
         for x in xs[1:]:
             y = COMBINE_OPS[self.kind](y, x)

@@ -27,6 +27,7 @@ from returnn.tf.layers.common_layout import check_broadcast, common_dims, layer_
 from returnn.tf.layers.helpers import check_sources
 from returnn.tf.layers.options import Option, one_of
 from returnn.tf.layers.output import align_tensor
+from returnn.tf.util.data_check import same_extents
 
 COMPARE_OPS = {"equal": tf.equal, "not_equal": tf.not_equal, "less": tf.less, "less_equal": tf.less_equal,
                "greater": tf.greater, "greater_equal": tf.greater_equal}
@@ -87,7 +88,7 @@ class CompareLayer(Layer):
         self.output, self.maps = _common_template(self, sources, "bool")
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
-        xs = _aligned(sources, self.maps, self.output.batch_ndim)
+        xs = same_extents(self.desc, _aligned(sources, self.maps, self.output.batch_ndim), self.output.dims)
         result = None
         for a, b in zip(xs, xs[1:] + ([None] if self.value is not None else [])):
             b = tf.cast(self.value, a.dtype) if b is None else tf.cast(b, a.dtype)
@@ -177,7 +178,9 @@ class SwitchLayer(Layer):
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         by_key = dict(zip([k for k in self.ref_options if k in self.refs], sources))
-        values = dict(zip(self.order, _aligned([by_key[k] for k in self.order], self.maps, self.output.batch_ndim)))
+        aligned = same_extents(self.desc, _aligned([by_key[k] for k in self.order], self.maps,
+                                                    self.output.batch_ndim), self.output.dims)
+        values = dict(zip(self.order, aligned))
         dtype = tf.as_dtype(self.output.dtype)
 
         def pick(key):

@@ -2,7 +2,7 @@
 input that are longer than its values): the step stops with one line naming the layer, and the engine
 names the dataset and the batch's sequences (:func:`returnn.tf.losses.alignment_error`)."""
 import re
-from typing import Optional
+from typing import List, Optional, Sequence
 
 import tensorflow as tf
 
@@ -30,3 +30,25 @@ def failed_check(exc: Exception) -> Optional[str]:
         return line % values
     except TypeError:
         return line
+
+
+def same_extents(desc: str, tensors: List[tf.Tensor], dims: Sequence) -> List[tf.Tensor]:
+    """``tensors`` (aligned to ``dims``; static size 1 where one broadcasts) after the check that on each dynamic
+    axis all that have it have one padded extent. They differ where one value is longer than its sizes
+    (reinterpret_data's size_base after upsampling keeps the extra frames, as RETURNN, which fails there too):
+    one line naming the layer, not TensorFlow's shape error."""
+    checks = []
+    for axis, dim in enumerate(dims):
+        if dim.dimension is not None or dim.is_batch_dim():
+            continue
+        have = [t for t in tensors if t.shape.rank == len(dims) and t.shape[axis] != 1]
+        extents = [tf.shape(t)[axis] for t in have]
+        for other in extents[1:]:
+            checks.append(tf.debugging.Assert(tf.equal(extents[0], other), [
+                "%s|%s: its sources have %%s and %%s frames on the axis %r (one value longer than its sizes, e.g. "
+                "reinterpret_data's size_base after upsampling?); RETURNN fails here too|" % (
+                    DATA_CHECK_MARK, desc, dim.description), extents[0], other], summarize=1))
+    if not checks:
+        return tensors
+    with tf.control_dependencies(checks):
+        return [tf.identity(t) for t in tensors]
