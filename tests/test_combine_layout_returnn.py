@@ -154,3 +154,21 @@ def test_eval_takes_returnns_template_too(bv, sources, want, maps):
                 out.time_dim_axis) == want
     finally:
         BehaviorVersion.set(None)
+
+
+def test_combine_refused_where_returnn_maps_a_feature_axis_onto_one_of_another_size():
+    """RETURNN's copy_compatible_to takes any two feature dims for one (ignore_feature_dim): a variable of shape
+    [3, 3] beside (B, T, 5) data maps its feature axis onto the data's, and the sum fails ('Dimensions must be
+    equal'; RETURNN 1.20261022, checked); with a size-1 feature axis it broadcasts."""
+    from returnn.errors import NetworkError
+    from returnn.tensor.dim import building_network
+    BehaviorVersion.set(12)
+    try:
+        t, f5 = Dim(None, description="time"), Dim(5, kind=Dim.Types.Feature, description="f5")
+        data = Data("data", dims=[batch_dim, t, f5])
+        var = [Dim(3, description="v0", auto_generated=True),
+               Dim(3, kind=Dim.Types.Feature, description="v1", auto_generated=True)]
+        with building_network(), pytest.raises(NetworkError, match="'v1' .*'f5'|'v0'.*'v1'.*size 3"):
+            CombineLayer("c", {"kind": "add", "allow_broadcast_all_sources": True}, [data, Data("v", dims=var)])
+    finally:
+        BehaviorVersion.set(None)

@@ -195,6 +195,26 @@ def returnn_layout(layer, sources: Sequence[Data]) -> Optional[Tuple[Data, List[
         common = Data.get_common_data(list(sources), allow_broadcast_all_sources=True)  # (check_broadcast's)
     except Exception:  # (refused as RETURNN does, or not, by the layer's own checks)
         return None
+    maps = source_maps(layer, sources, common)
+    for source, m in zip(sources, maps):
+        for a, t in enumerate(m):
+            c, mine = common.dims[t], source.dims[a].dimension
+            if c.dimension not in (None, 1) and mine not in (None, 1, c.dimension) and not c.is_batch_dim():
+                raise NetworkError("%s: RETURNN's copy_compatible_to puts a source's axis %r (size %s) on the common "
+                                   "axis %r (size %s, both feature dims), and then fails on the value ('Dimensions "
+                                   "must be equal')" % (layer.desc, source.dims[a].description, mine, c.description,
+                                                        c.dimension))
+            if c.dimension == 1 and not c.is_batch_dim() and mine != 1:
+                raise NetworkError("%s: RETURNN's common template keeps the size-1 axis %r where a source's axis %r "
+                                   "broadcasts into it, and then fails on the value's shape ('Mismatching shape'); "
+                                   "squeeze the size-1 axis first or set behavior_version >= 11"
+                                   % (layer.desc, c.description, source.dims[a].description))
+    return common, maps
+
+
+def source_maps(layer, sources: Sequence[Data], common: Data) -> List[List[int]]:
+    """Per source, where RETURNN's ``copy_compatible_to`` puts its axes in ``common`` (its ``find_matching_dim_map``);
+    refused in one line where it cannot map one (RETURNN fails there when the network is built)."""
     maps = []
     for i, source in enumerate(sources):
         try:
@@ -205,14 +225,7 @@ def returnn_layout(layer, sources: Sequence[Data]) -> Optional[Tuple[Data, List[
                                "copy_compatible_to fails on the axes); reorder or squeeze the sources' axes first"
                                % (layer.desc, i, source.short_repr(), common.short_repr())) from None
         maps.append([found[a] for a in range(source.batch_ndim)])
-        for a, t in enumerate(maps[-1]):
-            c = common.dims[t]
-            if c.dimension == 1 and not c.is_batch_dim() and source.dims[a].dimension != 1:
-                raise NetworkError("%s: RETURNN's common template keeps the size-1 axis %r where a source's axis %r "
-                                   "broadcasts into it, and then fails on the value's shape ('Mismatching shape'); "
-                                   "squeeze the size-1 axis first or set behavior_version >= 11"
-                                   % (layer.desc, c.description, source.dims[a].description))
-    return common, maps
+    return maps
 
 
 def layer_layout(layer, sources: Sequence[Data], dims: Optional[List[Dim]], maps: Optional[List[List[int]]],

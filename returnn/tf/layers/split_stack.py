@@ -19,6 +19,7 @@ from returnn.errors import NetworkError
 from returnn.tensor import Data, Dim, DimTypes
 from returnn.tensor.data import NotSpecified
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
+from returnn.tf.layers.common_layout import source_maps
 from returnn.tf.layers.helpers import check_dense, check_sources, common_dims
 from returnn.tf.layers.options import Option, positive_int
 from returnn.tf.layers.output import align_tensor
@@ -219,19 +220,9 @@ def stack_layout(layer, sources: Sequence[Data]):
         common = Data.get_common_data(list(sources), name=layer.layer_name)
     except ValueError as exc:
         raise NetworkError("%s: %s" % (layer.desc, exc)) from None
-    opts = dict(allow_same_feature_dim=True, allow_same_spatial_dim=True, treat_feature_as_spatial=True,
-                ignore_feature_dim=True)
-    maps = []
-    for i, source in enumerate(sources):
-        try:
-            source.copy_compatible_to(common, check_sparse=False, check_dtype=False)
-            found = common.find_matching_dim_map(source, list(range(source.batch_ndim)), opts)
-        except ValueError:
-            raise NetworkError("%s: RETURNN cannot bring source %i %s into the common template %s (its "
-                               "copy_compatible_to fails on the axes)" % (layer.desc, i, source.short_repr(),
-                                                                          common.short_repr())) from None
-        maps.append([found[a] for a in range(source.batch_ndim)])
-        for a, t in enumerate(maps[-1]):
+    maps = source_maps(layer, sources, common)
+    for i, (source, m) in enumerate(zip(sources, maps)):
+        for a, t in enumerate(m):
             mine, theirs = source.dims[a].dimension, common.dims[t].dimension
             if mine != theirs and (mine is not None and theirs is not None) and not common.dims[t].is_batch_dim():
                 raise NetworkError("%s: source %i's axis %r (size %s) is the common axis %r (size %s) to RETURNN, "
