@@ -360,11 +360,9 @@ class CombineLayer(Layer):
             raise
         check_broadcast(self, [unit[i] for i in order], dims, [[p for p in self.maps[i] if p >= 0] for i in order])
         special = {}
-        for key, axis in (("feature_dim_axis", sources[base]._feature_dim_axis),
-                          ("time_dim_axis", sources[base]._time_dim_axis)):
-            special[key] = self.maps[base][axis] if isinstance(axis, int) else axis
-            if theirs is not None:
-                special[key] = getattr(theirs, "_" + key)
+        for key in ("feature_dim_axis", "time_dim_axis"):  # RETURNN's template's, else the first largest source's
+            axis = getattr(theirs if theirs is not None else sources[base], "_" + key)
+            special[key] = self.maps[base][axis] if theirs is None and isinstance(axis, int) else axis
         # sparse sources (RETURNN computes on the indices): the first largest source's class dim and dtype
         self.output = Data(name, dims=dims, dtype=sources[base if base_sparse else 0].dtype,
                            sparse_dim=sources[base].sparse_dim, **special)

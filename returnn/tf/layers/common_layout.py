@@ -252,20 +252,16 @@ def layer_layout(layer, sources: Sequence[Data], dims: Optional[List[Dim]], maps
         return dims, maps, None
     common, tmaps = theirs
     if dims is not None and len(dims) == len(common.dims) and maps == tmaps:
-        dims = returnn_dim_objects(sources, dims)
+        dims = returnn_dim_objects(dims, common.dims)
         return dims, maps, common if [d.dimension for d in dims] == [d.dimension for d in common.dims] else None
     return list(common.dims), tmaps, common
 
 
-def returnn_dim_objects(sources: Sequence[Data], dims: List[Dim]) -> List[Dim]:
-    """``dims`` (the common layout of ``sources``) with each axis the Dim RETURNN's ``get_common_data`` puts there,
-    where its template has the same axes: of two static axes of one size that it takes for one, it keeps the later
-    source's (a config's ``f`` where the first largest source has a variable's axis of that size). Where its
-    template differs otherwise (RETURNN fails on it), ``dims``."""
-    try:
-        theirs = Data.get_common_data(list(sources), allow_broadcast_all_sources=True).dims
-    except Exception:  # (refused as RETURNN does, or not, by the layer's own checks)
-        return dims
+def returnn_dim_objects(dims: List[Dim], theirs: Sequence[Dim]) -> List[Dim]:
+    """``dims`` (this engine's common layout) with each axis the Dim RETURNN's template (its ``get_common_data``,
+    dims ``theirs``) puts there, where the template has the same axes: of two static axes of one size that it
+    takes for one, it keeps the later source's (a config's ``f`` where the first largest source has a variable's
+    axis of that size). Where the template differs otherwise, ``dims``."""
     if len(theirs) != len(dims):
         return dims
     out = []

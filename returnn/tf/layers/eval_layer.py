@@ -235,6 +235,7 @@ class EvalLayer(Layer):
         # auto_convert layout: the union of the sources' dims, the source with most axes first
         base = max(sources, key=lambda s: s.batch_ndim) if sources else None
         layout, maps = common_dims(([base.dims] if base else []) + [s.dims for s in sources])
+        self.theirs: Optional[Data] = None  # RETURNN's template where it lays the sources out otherwise
         if base is not None:  # new axes where RETURNN's get_common_data puts them, its Dims (or its template)
             layout, maps = returnn_common_order(base, layout, maps)
             layout, own, self.theirs = layer_layout(self, sources, layout, maps[1:], strict=False)
@@ -267,10 +268,9 @@ class EvalLayer(Layer):
             if not isinstance(out, Data):
                 raise NetworkError("%s: option 'out_type' must return a Data, got %r" % (self.desc, out))
             return out.copy(name), False
-        theirs = getattr(self, "theirs", None)
-        if theirs is not None:  # RETURNN's template (it lays the sources out otherwise)
+        if self.theirs is not None:  # RETURNN's template (it lays the sources out otherwise)
             out = Data(name, dims=layout, dtype=base.dtype, sparse_dim=base.sparse_dim,
-                       time_dim_axis=theirs._time_dim_axis, feature_dim_axis=theirs._feature_dim_axis)
+                       time_dim_axis=self.theirs._time_dim_axis, feature_dim_axis=self.theirs._feature_dim_axis)
         elif base is not None:
             m = base_map[0]
             out = Data(name, dims=layout, dtype=base.dtype, sparse_dim=base.sparse_dim,

@@ -17,10 +17,9 @@ import tensorflow as tf
 
 from returnn.errors import NetworkError
 from returnn.tensor import Data, Dim, DimTypes
-from returnn.tensor.data import NotSpecified
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
 from returnn.tf.layers.common_layout import source_maps
-from returnn.tf.layers.helpers import check_dense, check_sources, common_dims
+from returnn.tf.layers.helpers import check_dense, check_sources
 from returnn.tf.layers.options import Option, positive_int
 from returnn.tf.layers.output import align_tensor
 from returnn.tf.layers.reduce import ReduceLayer

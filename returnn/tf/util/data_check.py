@@ -12,9 +12,13 @@ DATA_CHECK_MARK = "data check failed"
 def checked(tensor: tf.Tensor, ok: tf.Tensor, text: str, *values: tf.Tensor) -> tf.Tensor:
     """``tensor`` after the check that the scalar bool ``ok`` holds; else the step fails with ``text``
     (``%s`` in it filled by ``values``, scalars)."""
-    check = tf.debugging.Assert(ok, ["%s|%s|" % (DATA_CHECK_MARK, text), *values], summarize=1)
-    with tf.control_dependencies([check]):
+    with tf.control_dependencies([_check_op(ok, text, *values)]):
         return tf.identity(tensor)
+
+
+def _check_op(ok: tf.Tensor, text: str, *values: tf.Tensor) -> tf.Operation:
+    """The Assert op of a data check (its text marked for :func:`failed_check`)."""
+    return tf.debugging.Assert(ok, ["%s|%s|" % (DATA_CHECK_MARK, text), *values], summarize=1)
 
 
 def failed_check(exc: Exception) -> Optional[str]:
@@ -44,10 +48,10 @@ def same_extents(desc: str, tensors: List[tf.Tensor], dims: Sequence) -> List[tf
         have = [t for t in tensors if t.shape.rank == len(dims) and t.shape[axis] != 1]
         extents = [tf.shape(t)[axis] for t in have]
         for other in extents[1:]:
-            checks.append(tf.debugging.Assert(tf.equal(extents[0], other), [
-                "%s|%s: its sources have %%s and %%s frames on the axis %r (one value longer than its sizes, e.g. "
-                "reinterpret_data's size_base after upsampling?); RETURNN fails here too|" % (
-                    DATA_CHECK_MARK, desc, dim.description), extents[0], other], summarize=1))
+            checks.append(_check_op(tf.equal(extents[0], other), "%s: its sources have %%s and %%s frames on the axis %r "
+                                    "(one value longer than its sizes, e.g. reinterpret_data's size_base after "
+                                    "upsampling?); RETURNN fails here too" % (desc, dim.description),
+                                    extents[0], other))
     if not checks:
         return tensors
     with tf.control_dependencies(checks):
