@@ -342,3 +342,11 @@ case("fuzz_shift_axis_batch", "fuzz_shift_axis", {
 case("fuzz_softmax_over_spatial_log_space_peaked", "fuzz_softmax_over_spatial", {
     "output": {"class": "softmax_over_spatial", "energy_factor": 60.0, "log_space": True, "from": "data"}},
     extern={"data": {"dim": 4}})
+# dot of sparse indices reducing another axis than their sparse dim (T): RETURNN multiplies the int indices as they
+# are (its matmul, padded frames masked; with float values beside them it fails). Was refused here (returnn_fuzz
+# chain seed 400 #85 GAP)
+for _bv, _vars in ((0, {"var1": None, "var2": "F"}), (12, {})):
+    case("fuzz_dot_sparse_indices_reduce_time_bv%i" % _bv, "fuzz_dot", {
+        "l0": {"class": "pad", "axes": "T", "padding": [1, 2], "mode": "replication", "from": "data"},
+        "output": dict({"class": "dot", "from": ["l0", "l0"], "reduce": "T"}, **_vars)},
+        extern={"data": {"dim": 7, "sparse": True}}, config={"behavior_version": _bv}, lens={"data": [5, 3, 1]})

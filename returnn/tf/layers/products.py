@@ -53,7 +53,9 @@ class DotLayer(Layer):
                 raise NetworkError("%s: give 'reduce' or 'red1'/'red2', not both (RETURNN asserts it)" % self.desc)
             red1 = red2 = self.opts["reduce"]
         self.one_hot = [x.sparse for x in (a, b)]
-        if a.sparse or b.sparse:
+        if (a.sparse or b.sparse) and not self._by_sparse_dim(a, b, red1, red2):
+            a, b = self._index_views(a, b)
+        elif a.sparse or b.sparse:
             a, b = self._one_hot_views(a, b, red1, red2)
         self.views = (a, b)
         var1, var2 = self._var_options(red1, red2)
@@ -101,6 +103,25 @@ class DotLayer(Layer):
         if self.expand:
             out_dims.append(Dim(1, kind=DimTypes.Spatial, description="%s:dot-var2" % name))
         self.output = Data(name, dims=out_dims, dtype=a.dtype)
+
+    @staticmethod
+    def _by_sparse_dim(a: Data, b: Data, red1: Any, red2: Any) -> bool:
+        """Whether RETURNN's dot reduces a sparse source's sparse dim (``red1 == a.sparse_dim`` or
+        ``red2 == b.sparse_dim``, its gather); otherwise it multiplies the sparse sources' indices as they are."""
+        return any(x.sparse and isinstance(red, Dim) and red == x.sparse_dim for x, red in ((a, red1), (b, red2)))
+
+    def _index_views(self, a: Data, b: Data) -> Tuple[Data, Data]:
+        """RETURNN's dot reducing other axes than a sparse dim: the sparse sources' indices are multiplied as
+        plain int tensors (its matmul; the output is dense, of the first dense source's dtype, else ``b``'s).
+        Its matmul needs one dtype: an int index beside float values is refused, as RETURNN fails there."""
+        if a.dtype != b.dtype:
+            raise NetworkError("%s: a sparse source reduced by other axes than its sparse dim multiplies its %s indices "
+                               "with the other source's %s values (RETURNN's matmul of two dtypes fails); reduce "
+                               "its sparse dim (an embedding lookup)" % (self.desc, (a if a.sparse else b).dtype,
+                                                                         (b if a.sparse else a).dtype))
+        self.one_hot = [False, False]
+        return tuple(x.copy(sparse_dim=None, dtype=x.dtype) if x.sparse else x  # type: ignore[return-value]
+                     for x in (a, b))
 
     def _one_hot_views(self, a: Data, b: Data, red1: Any, red2: Any) -> Tuple[Data, Data]:
         """RETURNN's dot reducing the sparse dim of one source (given as that Dim): a gather of the other's entries
@@ -217,7 +238,8 @@ class DotLayer(Layer):
         for x, axes, which in ((a, self.red_a, 0), (b, self.red_b, 1)):
             for axis in axes:
                 if x.data.dims[axis].is_dynamic():
-                    masked = tf.where(x.broadcast_mask(axis), ta if which == 0 else tb, 0.0)
+                    value = ta if which == 0 else tb
+                    masked = tf.where(x.broadcast_mask(axis), value, tf.zeros_like(value))
                     ta, tb = (masked, tb) if which == 0 else (ta, masked)
         return self._output(tf.einsum(self.equation, ta, tb), sources)
 
