@@ -350,3 +350,14 @@ for _bv, _vars in ((0, {"var1": None, "var2": "F"}), (12, {})):
         "l0": {"class": "pad", "axes": "T", "padding": [1, 2], "mode": "replication", "from": "data"},
         "output": dict({"class": "dot", "from": ["l0", "l0"], "reduce": "T"}, **_vars)},
         extern={"data": {"dim": 7, "sparse": True}}, config={"behavior_version": _bv}, lens={"data": [5, 3, 1]})
+# positional_encoding along the batch axis ("b"): RETURNN's positions are the sequences' indices (plus the offset);
+# on a (B, F) input too, not one rec step (returnn_fuzz mutate seed 269 #56 GAP: refused here)
+case("fuzz_positional_encoding_batch_axis_offset", "fuzz_positional_encoding", {
+    "lin": {"class": "linear", "activation": None, "n_out": 8, "from": "data"},
+    "split": {"class": "split_dims", "axis": "F", "dims": [2, 4], "from": "lin"},
+    "off": {"class": "length", "from": "data"},
+    "output": {"class": "positional_encoding", "add_to_input": True, "offset": "off", "from": "split", "axis": "b"}},
+    extern={"data": {"dim": 5}})
+case("fuzz_positional_encoding_batch_axis_no_time", "fuzz_positional_encoding", {
+    "red": {"class": "reduce", "mode": "mean", "axis": "T", "from": "data"},
+    "output": {"class": "positional_encoding", "n_out": 6, "from": "red", "axis": "b"}}, extern={"data": {"dim": 5}})

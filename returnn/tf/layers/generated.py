@@ -292,10 +292,12 @@ class PositionalEncodingLayer(Layer):
         data = own[0]
         # one step inside a rec loop: (batch, feature), the position is the step index
         self.step_mode = data.batch_dim_axis == 0 and data.batch_ndim == 2 and data.feature_dim_axis == 1
-        if not self.step_mode:  # RETURNN: any axes, the feature axis last; positions along 'axis', the others
-            self.ax = self.axis(data, self.opt("axis"), "axis")  # broadcast (e.g. (B, T, S, F))
+        if self.step_mode and opts.get("axis") in ("b", "B", "batch"):  # RETURNN: positions along the batch axis
+            self.step_mode = False
+        if not self.step_mode:  # RETURNN: any axes, the feature axis last; positions along 'axis' (the batch axis
+            self.ax = self.axis(data, self.opt("axis"), "axis")  # too), the others broadcast (e.g. (B, T, S, F))
             if data.batch_dim_axis is None or data.feature_dim_axis != data.batch_ndim - 1 or \
-                    self.ax in (data.batch_dim_axis, data.feature_dim_axis):
+                    self.ax == data.feature_dim_axis:
                 raise NetworkError("%s: input must have a batch axis and the feature axis last, the positions on "
                                    "another axis (or one step (batch, feature) in a rec loop), got %s"
                                    % (self.desc, data.short_repr()))
