@@ -61,7 +61,7 @@ def test_slice_negative_step_on_a_static_axis(start, end, step):
         np.testing.assert_array_equal(out.tensor.numpy()[b, :n], ref[b, :n])
 
 
-def test_slice_sizes_returnn_declares_wrongly_and_reversed_dynamic_axes_are_refused():
+def test_slice_sizes_returnn_declares_wrongly_are_refused():
     data, _, _ = btf(5)
     with pytest.raises(NetworkError, match=r"x\[None:-1:-1\] .* has 0 entries, RETURNN's slice declares 4"):
         make("slice", {"axis": "F", "slice_end": -1, "slice_step": -1}, [data])
@@ -69,8 +69,32 @@ def test_slice_sizes_returnn_declares_wrongly_and_reversed_dynamic_axes_are_refu
         make("slice", {"axis": "F", "slice_start": 4, "slice_step": -2}, [data])
     with pytest.raises(NetworkError, match=r"has 5 entries, RETURNN's slice declares 7"):
         make("slice", {"axis": "F", "slice_end": 7}, [data])
-    with pytest.raises(NetworkError, match="negative slice_step on the dynamic axis.*reverse_sequence"):
-        make("slice", {"axis": "T", "slice_step": -1}, [data])
+    with pytest.raises(NetworkError, match="negative slice_step with slice_end 1 on the dynamic axis .* declares "
+                                           "the size -2"):
+        make("slice", {"axis": "T", "slice_start": 3, "slice_end": 1, "slice_step": -1}, [data])
+
+
+@pytest.mark.parametrize("start,step", [(None, -1), (3, -1), (5, -2), (6, -3)])
+def test_slice_negative_step_on_a_dynamic_axis_reverses_the_padded_tensor(start, step):
+    """RETURNN: x[start::step] of the padded tensor, sizes by its dim math ceil((length - start) / |step|), so shorter
+    sequences start with padding, read as RETURNN reads it (data's zero frames; goldens fuzz_slice_negative_step_dynamic_*; returnn_fuzz rec seed 93 #61)."""
+    data, val, x = btf(3)
+    out = run(make("slice", {"axis": "T", "slice_start": start, "slice_step": step}, [data]), [val])
+    ref = (x * (np.arange(x.shape[1])[None, :, None] < LENS[:, None, None]))[:, start::step]  # zero padding
+    lens = np.maximum(-(-(LENS - (start or 0)) // -step), 0)
+    np.testing.assert_array_equal(out.seq_len.numpy(), lens)
+    for b, n in enumerate(lens):
+        np.testing.assert_array_equal(out.tensor.numpy()[b, :n], ref[b, :n])
+
+
+@pytest.mark.parametrize("start,end,step", [(1, None, -2), (5, -1, -1)])
+def test_slice_negative_step_sizes_beyond_the_reversed_frames_stop_the_step(start, end, step):
+    """RETURNN's sizes may exceed the reversed slice's frames (x[1::-2] of 7 frames: 1 frame, sizes 3, 2, 0;
+    x[5:-1:-1]: none, sizes 1, 0, 0): the step stops with one line, not reading beyond."""
+    data, val, _ = btf(3)
+    layer = make("slice", {"axis": "T", "slice_start": start, "slice_end": end, "slice_step": step}, [data])
+    with pytest.raises(tf.errors.InvalidArgumentError, match="reversed slice of the padded tensor has"):
+        run(layer, [val])
 
 
 def test_pad_time_goes_after_each_sequence_and_feature():

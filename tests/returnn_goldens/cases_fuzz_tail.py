@@ -361,3 +361,11 @@ case("fuzz_positional_encoding_batch_axis_offset", "fuzz_positional_encoding", {
 case("fuzz_positional_encoding_batch_axis_no_time", "fuzz_positional_encoding", {
     "red": {"class": "reduce", "mode": "mean", "axis": "T", "from": "data"},
     "output": {"class": "positional_encoding", "n_out": 6, "from": "red", "axis": "b"}}, extern={"data": {"dim": 5}})
+# a negative slice_step on a dynamic axis: RETURNN slices the padded tensor (reversed from slice_start) and takes its
+# dim math's sizes (length - start) / |step|, so shorter sequences start with padding frames (returnn_fuzz rec seed
+# 93 #61 GAP: refused here). Where those sizes exceed the slice's frames the step stops (tests/test_slice_layer.py)
+for _start, _step in ((None, -1), (3, -1), (5, -2)):
+    case("fuzz_slice_negative_step_dynamic_start%s_step%i" % (_start, -_step), "fuzz_slice", {
+        "lin": {"class": "linear", "activation": "tanh", "n_out": 3, "from": "data"},
+        "output": {"class": "slice", "axis": "T", "slice_start": _start, "slice_step": _step, "from": "lin"}},
+        extern={"data": {"dim": 4}})

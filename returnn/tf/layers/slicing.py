@@ -20,6 +20,7 @@ from returnn.tensor.dim_math import returnn_description
 from returnn.tf.layers.norm import behavior_version
 from returnn.tf.layers.options import Option, one_of, positive_int
 from returnn.tf.layers.shape import _ShapeLayer
+from returnn.tf.util.data_check import checked
 
 
 def _int(layer: Layer, key: str, value: Any, allow_none: bool = True) -> Any:
@@ -32,8 +33,8 @@ def _int(layer: Layer, key: str, value: Any, allow_none: bool = True) -> Any:
 
 @register_layer
 class SliceLayer(_ShapeLayer):
-    """``x[start:end:step]`` on ``axis`` (start >= 0, end may be negative; a negative step on
-    static axes only). A non-negative end on a dynamic axis gives a static axis of ``ceil((end - start) /
+    """``x[start:end:step]`` on ``axis`` (start >= 0, end may be negative; a negative step on a dynamic axis
+    (no end >= 0): RETURNN's slice of the padded tensor, sizes by its dim math, checked in the step to fit it). A non-negative end on a dynamic axis gives a static axis of ``ceil((end - start) /
     step)`` frames (RETURNN's slice-end dim), whatever the lengths."""
 
     layer_class = "slice"
@@ -41,7 +42,7 @@ class SliceLayer(_ShapeLayer):
         Option("axis", None, "axis description, e.g. 'T' or 'F'"),
         Option("slice_start", None, "first index (>= 0)"),
         Option("slice_end", None, "end index (exclusive; negative: from the end)"),
-        Option("slice_step", None, "step (negative: static axes only)"),
+        Option("slice_step", None, "step (negative on a dynamic axis: the padded tensor reversed)"),
         Option("out_dim", None, "Dim for the new axis"),
     )
 
@@ -57,10 +58,12 @@ class SliceLayer(_ShapeLayer):
         old = data.dims[self.ax]
         if old.is_batch_dim():
             raise NetworkError("%s: cannot slice the batch axis" % self.desc)
-        if self.step < 0 and old.is_dynamic():
-            raise NetworkError("%s: a negative slice_step on the dynamic axis %r would reverse the padded tensor (as "
-                               "RETURNN does: shorter sequences then start with padding); use reverse_sequence"
-                               % (self.desc, old.description))
+        if self.step < 0 and old.is_dynamic() and self.end is not None and self.end >= 0 and self.end != self.start:
+            # RETURNN declares the static size end - start, which the reversed slice of the padded tensor does not
+            # have (negative, or more than its 0 frames): it fails
+            raise NetworkError("%s: a negative slice_step with slice_end %i on the dynamic axis %r: RETURNN declares "
+                               "the size %i (and fails); use reverse_sequence" % (
+                                   self.desc, self.end, old.description, self.end - self.start))
         size = len(range(old.dimension)[self.opt("slice_start"):self.end:self.step]) if old.is_static() else None
         if size is not None and size != _returnn_static_size(old.dimension, self.start, self.end, self.step):
             raise NetworkError("%s: x[%s:%s:%s] of the axis %r (size %i) has %i entries, RETURNN's slice declares %i "
@@ -107,10 +110,18 @@ class SliceLayer(_ShapeLayer):
             end = length if self.end is None else (
                 tf.minimum(length, self.end) if self.end >= 0 else length + self.end)
             lens = shifted_sizes(self.new, x.sizes)
-            sizes[self.new] = lens if lens is not None else tf.maximum(end - self.start + self.step - 1, 0) // self.step
-        # a static end reads padded frames as real ones: as they are where a layer computed them, else zero frames
-        # (RETURNN's datasets pad with zeros)
-        value = (x.as_read() if self.static_end else x.tensor)[tuple(index)]
+            step = abs(self.step)  # a negative step (no end): the padded tensor reversed from start, as RETURNN's,
+            # with its dim math's sizes (length - start) / |step|: shorter sequences then start with padding
+            sizes[self.new] = lens if lens is not None else tf.maximum(end - self.start + step - 1, 0) // step
+        # a static end (or a reversed dynamic axis) reads padded frames as real ones: as they are where a layer
+        # computed them, else zero frames (RETURNN's datasets pad with zeros)
+        reversed_dynamic = self.step < 0 and self.input.dims[self.ax].is_dynamic()  # padded frames become real ones
+        value = (x.as_read() if self.static_end or reversed_dynamic else x.tensor)[tuple(index)]
+        if self.step < 0 and self.new in sizes:  # RETURNN's sizes of the padded tensor's reversed slice may exceed
+            # its frames (e.g. x[1::-2] of 7 frames: 1 frame, sizes up to 3): stop there, not read beyond
+            frames, most = tf.shape(value)[self.ax], tf.reduce_max(tf.concat([sizes[self.new], [0]], 0))
+            value = checked(value, most <= frames, "%s: the reversed slice of the padded tensor has %%s frames, RETURNN's "
+                            "sizes of it reach %%s (its dim math); use reverse_sequence" % self.desc, frames, most)
         if self.static_end:  # RETURNN's static size; a batch shorter than the end gets zero frames up to it
             missing = self.new.dimension - tf.shape(value)[self.ax]
             pads = [[0, 0]] * self.input.batch_ndim
