@@ -369,3 +369,11 @@ for _start, _step in ((None, -1), (3, -1), (5, -2)):
         "lin": {"class": "linear", "activation": "tanh", "n_out": 3, "from": "data"},
         "output": {"class": "slice", "axis": "T", "slice_start": _start, "slice_step": _step, "from": "lin"}},
         extern={"data": {"dim": 4}})
+# elemwise_prod over no axes ('spatial' where there is no static one): RETURNN's W is a scalar (returnn_fuzz chain
+# seed 405 #83 GAP: refused here)
+case("fuzz_elemwise_prod_no_axes_after_reduce", "elemwise_prod", {
+    "pre": {"class": "reduce", "mode": "logsumexp", "axis": ["T", "F"], "from": "data"},
+    "output": {"class": "elemwise_prod", "from": "pre", "axes": "spatial"}}, extern={"data": {"dim": 5}})
+case("fuzz_elemwise_prod_no_axes_batch_feature", "elemwise_prod", {
+    "pre": {"class": "reduce", "mode": "max", "axis": "T", "from": "data"},
+    "output": {"class": "elemwise_prod", "from": "pre", "axes": "spatial"}}, extern={"data": {"dim": 5}})

@@ -135,7 +135,7 @@ class ElemwiseProdLayer(_WeightedBase):
         super().__init__(name, opts, sources, seed)
         data = self.input
         axes = sorted(self.axes(data, self.opt("axes"), "axes"))
-        if not axes or any(data.dims[a].dimension is None or data.dims[a].is_batch_dim() for a in axes):
+        if any(data.dims[a].dimension is None or data.dims[a].is_batch_dim() for a in axes):  # none: a scalar W
             raise NetworkError("%s: 'axes' must be static axes, got %s" % (self.desc, [data.dims[a] for a in axes]))
         shape = [data.dims[a].dimension for a in axes]
         size = self.opt("size")
