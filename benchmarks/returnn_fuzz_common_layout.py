@@ -17,7 +17,9 @@ broadcasts into it fails there ("Mismatching shape"). QUIRK (kept for such a tem
 RETURNN's template differs from this engine's only by such a size-1 axis.
 
 ``--layer`` compare, switch (the last source is the bool condition; of two sources the false branch is the
-constant 0.0) or stack instead of combine: each as RETURNN's layer builds its template from ``get_common_data``.
+constant 0.0), stack or eval instead of combine: each as RETURNN's layer builds its template from
+``get_common_data``; eval runs ``source(0) + source(1) + ...`` (each source read with ``auto_convert``:
+``copy_compatible_to`` the output template, which fails for some sources where the template was made).
 
 Usage: .venv/bin/python benchmarks/returnn_fuzz_common_layout.py [--seed S] [--n N] [--layer L] [--show ...]
 """
@@ -36,7 +38,7 @@ import returnn_fuzz_pyside as pyside  # noqa: E402
 NAMES = ["time", "u", "f", "g", "s", "a1", "a3", "a3f"]
 
 
-LAYERS = ("combine", "compare", "switch", "stack")
+LAYERS = ("combine", "compare", "switch", "stack", "eval")
 
 
 def make_cases(seed: int, n: int, layer: str = "combine") -> List[Dict[str, Any]]:
@@ -133,6 +135,8 @@ def our_layer(kind: str, datas: List[Any]) -> Any:
     from returnn.tf.layers.control import CompareLayer, SwitchLayer
     from returnn.tf.layers.split_stack import StackLayer
     with building_network():
+        if kind == "eval":
+            return _our_eval(datas)
         if kind == "combine":
             return CombineLayer("c", {"kind": "add"}, datas).output
         if kind == "compare":
@@ -142,6 +146,21 @@ def our_layer(kind: str, datas: List[Any]) -> Any:
         opts = {"condition": "cond", "true_from": "t", "false_from": "f" if len(datas) > 2 else 0.0}
         refs = [datas[-1], datas[0]] + ([datas[1]] if len(datas) > 2 else [])
         return SwitchLayer("c", opts, refs).output
+
+
+def _our_eval(datas: List[Any]) -> Any:
+    """This engine's eval layer of ``source(0) + source(1) + ...``, run on zeros (its sources read in the step)."""
+    import tensorflow as tf
+    from returnn.tf.layers.eval_layer import EvalLayer
+    from returnn.tf.layers.output import LayerOutput
+    layer = EvalLayer("c", {"eval": " + ".join("source(%i)" % i for i in range(len(datas)))}, datas)
+    values = []
+    for d in datas:
+        sizes = {dim: tf.fill([2], 4) for dim in d.dims if dim.is_dynamic()}
+        shape = [2 if dim.is_batch_dim() else (4 if dim.dimension is None else dim.dimension) for dim in d.dims]
+        values.append(LayerOutput(tf.zeros(shape), d, sizes))
+    layer.forward(values, None)
+    return layer.output
 
 
 def returnn_layer(kind: str, datas: List[Any]) -> Any:
@@ -172,6 +191,10 @@ def returnn_layer(kind: str, datas: List[Any]) -> Any:
         out.copy_template().placeholder = tf.stack(srcs, axis=axis)
         return out
     common = Data.get_common_data(datas, name="c")
+    if kind == "eval":  # EvalLayer: source(i) is copy_compatible_to(output, check_dtype=False, check_sparse=False)
+        value = sum(d.copy_compatible_to(common, check_dtype=False, check_sparse=False).placeholder for d in datas)
+        common.copy_template().placeholder = value
+        return common
     if kind == "compare":
         common = common.copy_template()
         value = sum(d.copy_compatible_to(common, check_dtype=False, check_sparse=False).placeholder for d in datas)

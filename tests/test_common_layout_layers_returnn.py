@@ -113,3 +113,37 @@ def test_copy_template_new_dim_tags_keep_special_axes_as_returnn():
     assert (y.feature_dim_axis, y.time_dim_axis, y.batch_dim_axis) == (2, 0, 1)
     z = x.copy_template_new_dim_tags([p["B"], p["f"], p["time"]], keep_special_axes=True)
     assert (z.feature_dim_axis, z.time_dim_axis) == (1, 2)
+
+
+def _eval(bv, sources, code):
+    """This engine's eval layer of ``code`` on zero values of ``sources`` (the step reads the sources)."""
+    import tensorflow as tf
+    from returnn.tf.layers.eval_layer import EvalLayer
+    from returnn.tf.layers.output import LayerOutput
+    BehaviorVersion.set(bv)
+    try:
+        p = _pool()
+        datas = [Data("s%i" % i, dims=[p[n] for n in ds]) for i, ds in enumerate(sources)]
+        with building_network():
+            layer = EvalLayer("c", {"eval": code}, datas)
+            values = [LayerOutput(tf.zeros([2 if d.is_batch_dim() else d.dimension or 4 for d in x.dims]), x,
+                                  {d: tf.fill([2], 4) for d in x.dims if d.is_dynamic()}) for x in datas]
+            return layer.forward(values, None)
+    finally:
+        BehaviorVersion.set(None)
+
+
+@pytest.mark.parametrize("bv, sources, match", [
+    (0, [["time", "f", "B"], ["a1", "time", "g"]], "cannot bring source 1"),  # RETURNN: cannot match the axes
+    (0, [["B"], ["a1", "B"], ["f", "B"]], "keeps the size-1 axis"),  # RETURNN: Mismatching shape
+    (0, [["u", "B"], ["f", "B", "g"], ["u", "f", "B", "time"]], "cannot bring source 1"),
+])
+def test_eval_auto_convert_refused_where_returnn_fails(bv, sources, match):
+    """RETURNN's source(i) brings the source into its template (get_common_data, copy_compatible_to) and fails
+    where that template takes no such source (benchmarks/returnn_fuzz_common_layout.py --layer eval, seed 1:
+    21 LAX before, built here in this engine's own layout); with auto_convert=False the source is read as it is."""
+    code = " + ".join("source(%i)" % i for i in range(len(sources)))
+    with pytest.raises(NetworkError, match=match + ".*read by source"):
+        _eval(bv, sources, code)
+    with pytest.raises(NetworkError, match="eval returned a tensor of rank"):  # (read, then not the output's rank)
+        _eval(bv, sources, "[%s][0]" % ", ".join("source(%i, auto_convert=False)" % i for i in range(len(sources))))

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import contextlib
 
-from typing import Any, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from returnn.errors import NetworkError
 from returnn.tensor import Data, Dim
@@ -197,35 +197,59 @@ def returnn_layout(layer, sources: Sequence[Data]) -> Optional[Tuple[Data, List[
         return None
     maps = source_maps(layer, sources, common)
     for source, m in zip(sources, maps):
-        for a, t in enumerate(m):
-            c, mine = common.dims[t], source.dims[a].dimension
-            if c.dimension not in (None, 1) and mine not in (None, 1, c.dimension) and not c.is_batch_dim():
-                raise NetworkError("%s: RETURNN's copy_compatible_to puts a source's axis %r (size %s) on the common "
-                                   "axis %r (size %s, both feature dims), and then fails on the value ('Dimensions "
-                                   "must be equal')" % (layer.desc, source.dims[a].description, mine, c.description,
-                                                        c.dimension))
-            if c.dimension == 1 and not c.is_batch_dim() and mine != 1:
-                raise NetworkError("%s: RETURNN's common template keeps the size-1 axis %r where a source's axis %r "
-                                   "broadcasts into it, and then fails on the value's shape ('Mismatching shape'); "
-                                   "squeeze the size-1 axis first or set behavior_version >= 11"
-                                   % (layer.desc, c.description, source.dims[a].description))
+        _check_mapped(layer, source, m, common)
     return common, maps
+
+
+def _check_mapped(layer, source: Data, m: List[int], common: Data) -> None:
+    """Refused in one line where RETURNN fails on the value of ``source`` brought into ``common`` by the map ``m``."""
+    for a, t in enumerate(m):
+        c, mine = common.dims[t], source.dims[a].dimension
+        if c.dimension not in (None, 1) and mine not in (None, 1, c.dimension) and not c.is_batch_dim():
+            raise NetworkError("%s: RETURNN's copy_compatible_to puts a source's axis %r (size %s) on the common "
+                               "axis %r (size %s, both feature dims), and then fails on the value ('Dimensions "
+                               "must be equal')" % (layer.desc, source.dims[a].description, mine, c.description,
+                                                    c.dimension))
+        if c.dimension == 1 and not c.is_batch_dim() and mine != 1:
+            raise NetworkError("%s: RETURNN's common template keeps the size-1 axis %r where a source's axis %r "
+                               "broadcasts into it, and then fails on the value's shape ('Mismatching shape'); "
+                               "squeeze the size-1 axis first or set behavior_version >= 11"
+                               % (layer.desc, c.description, source.dims[a].description))
+
+
+def _source_map(layer, i: int, source: Data, common: Data) -> List[int]:
+    """Where RETURNN's ``copy_compatible_to`` puts the axes of source ``i`` in ``common``; refused where it fails."""
+    try:
+        source.copy_compatible_to(common, check_sparse=False, check_dtype=False)
+        found = common.find_matching_dim_map(source, list(range(source.batch_ndim)), _COPY_OPTS)
+    except ValueError:
+        raise NetworkError("%s: RETURNN cannot bring source %i %s into its common template %s (its "
+                           "copy_compatible_to fails on the axes); reorder or squeeze the sources' axes first"
+                           % (layer.desc, i, source.short_repr(), common.short_repr())) from None
+    return [found[a] for a in range(source.batch_ndim)]
 
 
 def source_maps(layer, sources: Sequence[Data], common: Data) -> List[List[int]]:
     """Per source, where RETURNN's ``copy_compatible_to`` puts its axes in ``common`` (its ``find_matching_dim_map``);
     refused in one line where it cannot map one (RETURNN fails there when the network is built)."""
-    maps = []
+    return [_source_map(layer, i, source, common) for i, source in enumerate(sources)]
+
+
+def unconvertible_sources(layer, sources: Sequence[Data]) -> Dict[int, str]:
+    """The eval layer's sources that RETURNN's ``source(i)`` (``auto_convert``: ``copy_compatible_to`` its template,
+    ``get_common_data`` of the sources) cannot bring into the template, or whose value then fails there, each with
+    the one-line reason (RETURNN fails when the code reads such a source with auto_convert)."""
+    try:
+        common = Data.get_common_data(list(sources), allow_broadcast_all_sources=True)
+    except Exception:  # (RETURNN's template fails: the layer's own checks refuse it)
+        return {}
+    errors: Dict[int, str] = {}
     for i, source in enumerate(sources):
         try:
-            source.copy_compatible_to(common, check_sparse=False, check_dtype=False)
-            found = common.find_matching_dim_map(source, list(range(source.batch_ndim)), _COPY_OPTS)
-        except ValueError:
-            raise NetworkError("%s: RETURNN cannot bring source %i %s into its common template %s (its "
-                               "copy_compatible_to fails on the axes); reorder or squeeze the sources' axes first"
-                               % (layer.desc, i, source.short_repr(), common.short_repr())) from None
-        maps.append([found[a] for a in range(source.batch_ndim)])
-    return maps
+            _check_mapped(layer, source, _source_map(layer, i, source, common), common)
+        except NetworkError as exc:
+            errors[i] = str(exc)
+    return errors
 
 
 def layer_layout(layer, sources: Sequence[Data], dims: Optional[List[Dim]], maps: Optional[List[List[int]]],

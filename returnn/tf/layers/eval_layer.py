@@ -35,7 +35,8 @@ from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_laye
 from returnn.tf.layers.basic import CombineLayer
 from returnn.tf.layers.beam_values import beam_of
 from returnn.tf.layers.norm import behavior_version
-from returnn.tf.layers.common_layout import check_broadcast, common_dims, layer_layout, returnn_common_order
+from returnn.tf.layers.common_layout import (check_broadcast, common_dims, layer_layout, returnn_common_order,
+                                            unconvertible_sources)
 from returnn.tf.layers.helpers import last_axis_bias, new_feature_dim
 from returnn.tf.layers.options import Option
 from returnn.tf.layers.output import align_tensor
@@ -240,6 +241,9 @@ class EvalLayer(Layer):
             layout, maps = returnn_common_order(base, layout, maps)
             layout, own, self.theirs = layer_layout(self, sources, layout, maps[1:], strict=False)
             maps = maps[:1] + own
+        # sources RETURNN's source(i) cannot bring into its template (it fails where the code reads one)
+        self.unconvertible: Dict[int, str] = (unconvertible_sources(self, sources) if base is not None
+                                              and self.theirs is None and self.opt("out_type") is None else {})
         if not callable(self.opt("out_type")):
             check_broadcast(self, [s.dims for s in sources], layout, maps[1:])
         self.layout, self.maps, self.n = layout, maps[1:], len(layout)
@@ -381,7 +385,11 @@ class EvalLayer(Layer):
 
     def _check_convertible(self, i: int, src: Data) -> None:
         """RETURNN's ``source(i)`` makes the source compatible with the output (``copy_compatible_to``),
-        which fails when the source has a batch axis and the output none, or more axes than the output."""
+        which fails when the source has a batch axis and the output none, or more axes than the output, or where
+        RETURNN's template (its get_common_data) differs from this engine's layout and takes no such source."""
+        if i in self.unconvertible:
+            raise NetworkError("%s (read by source(%i) with auto_convert; source(%i, auto_convert=False) gives it "
+                               "unchanged)" % (self.unconvertible[i], i, i))
         out = self.output
         why = None
         if src.batch_dim_axis is not None and out.batch_dim_axis is None:
