@@ -17,9 +17,11 @@ broadcasts into it fails there ("Mismatching shape"). QUIRK (kept for such a tem
 RETURNN's template differs from this engine's only by such a size-1 axis.
 
 ``--layer`` compare, switch (the last source is the bool condition; of two sources the false branch is the
-constant 0.0), stack or eval instead of combine: each as RETURNN's layer builds its template from
+constant 0.0), stack, eval or eval_out instead of combine: each as RETURNN's layer builds its template from
 ``get_common_data``; eval runs ``source(0) + source(1) + ...`` (each source read with ``auto_convert``:
-``copy_compatible_to`` the output template, which fails for some sources where the template was made).
+``copy_compatible_to`` the output template, which fails for some sources where the template was made);
+eval_out the same with ``out_type={"dims": ...}``: the largest source's dims shuffled, maybe another source's
+dim added (each source brought into that template).
 
 Usage: .venv/bin/python benchmarks/returnn_fuzz_common_layout.py [--seed S] [--n N] [--layer L] [--show ...]
 """
@@ -38,7 +40,7 @@ import returnn_fuzz_pyside as pyside  # noqa: E402
 NAMES = ["time", "u", "f", "g", "s", "a1", "a3", "a3f"]
 
 
-LAYERS = ("combine", "compare", "switch", "stack", "eval")
+LAYERS = ("combine", "compare", "switch", "stack", "eval", "eval_out")
 
 
 def make_cases(seed: int, n: int, layer: str = "combine") -> List[Dict[str, Any]]:
@@ -51,8 +53,16 @@ def make_cases(seed: int, n: int, layer: str = "combine") -> List[Dict[str, Any]
             if rng.random() < 0.85 or not dims:
                 dims.insert(rng.randint(0, len(dims)), "B")
             srcs.append(dims)
-        cases.append({"name": "layout_%i_%i" % (seed, i), "sources": srcs, "bv": rng.choice([0, 0, 10, 12, 16]),
-                      "layer": layer})
+        case = {"name": "layout_%i_%i" % (seed, i), "sources": srcs, "bv": rng.choice([0, 0, 10, 12, 16]),
+                "layer": layer}
+        if layer == "eval_out":
+            out = list(max(srcs, key=len))
+            rng.shuffle(out)
+            extra = [n for s in srcs for n in s if n not in out]
+            if extra and rng.random() < 0.5:
+                out.insert(rng.randint(0, len(out)), rng.choice(extra))
+            case["out"] = out
+        cases.append(case)
     return cases
 
 
@@ -117,10 +127,11 @@ def run_cases(cases_file: str, out_file: str) -> None:
             datas[-1] = Data("s%i" % (len(datas) - 1), dtype="bool",
                              **{"dims" if ours else "dim_tags": [p[n] for n in case["sources"][-1]]})
         try:
+            out_dims = [p[n] for n in case["out"]] if "out" in case else None
             if ours:  # (as in a network build: dynamic dims have sizes, RETURNN's side gives them placeholders)
-                layer = our_layer(kind, datas)
+                layer = our_layer(kind, datas, out_dims)
             else:
-                layer = returnn_layer(kind, datas)
+                layer = returnn_layer(kind, datas, out_dims)
             res["layer"] = desc(layer)
         except Exception as e:  # noqa: BLE001
             res["error"] = error(e)
@@ -128,15 +139,15 @@ def run_cases(cases_file: str, out_file: str) -> None:
     json.dump(out, open(out_file, "w"))
 
 
-def our_layer(kind: str, datas: List[Any]) -> Any:
+def our_layer(kind: str, datas: List[Any], out_dims: Any = None) -> Any:
     """This engine's layer of ``kind`` on ``datas`` (switch: true, false (or the constant 0.0), condition)."""
     from returnn.tensor.dim import building_network
     from returnn.tf.layers.basic import CombineLayer
     from returnn.tf.layers.control import CompareLayer, SwitchLayer
     from returnn.tf.layers.split_stack import StackLayer
     with building_network():
-        if kind == "eval":
-            return _our_eval(datas)
+        if kind in ("eval", "eval_out"):
+            return _our_eval(datas, out_dims)
         if kind == "combine":
             return CombineLayer("c", {"kind": "add"}, datas).output
         if kind == "compare":
@@ -148,12 +159,15 @@ def our_layer(kind: str, datas: List[Any]) -> Any:
         return SwitchLayer("c", opts, refs).output
 
 
-def _our_eval(datas: List[Any]) -> Any:
+def _our_eval(datas: List[Any], out_dims: Any = None) -> Any:
     """This engine's eval layer of ``source(0) + source(1) + ...``, run on zeros (its sources read in the step)."""
     import tensorflow as tf
     from returnn.tf.layers.eval_layer import EvalLayer
     from returnn.tf.layers.output import LayerOutput
-    layer = EvalLayer("c", {"eval": " + ".join("source(%i)" % i for i in range(len(datas)))}, datas)
+    opts: Dict[str, Any] = {"eval": " + ".join("source(%i)" % i for i in range(len(datas)))}
+    if out_dims is not None:
+        opts["out_type"] = {"dims": out_dims}
+    layer = EvalLayer("c", opts, datas)
     values = []
     for d in datas:
         sizes = {dim: tf.fill([2], 4) for dim in d.dims if dim.is_dynamic()}
@@ -163,7 +177,7 @@ def _our_eval(datas: List[Any]) -> Any:
     return layer.output
 
 
-def returnn_layer(kind: str, datas: List[Any]) -> Any:
+def returnn_layer(kind: str, datas: List[Any], out_dims: Any = None) -> Any:
     """RETURNN's layer of ``kind`` as its code builds it: the template, each source brought into it by
     ``copy_compatible_to`` and the result set as its value (its check of the value's shape)."""
     import tensorflow as tf
@@ -190,6 +204,12 @@ def returnn_layer(kind: str, datas: List[Any]) -> Any:
         srcs = [d.copy_compatible_to(common, unbroadcast=True).placeholder for d in datas]
         out.copy_template().placeholder = tf.stack(srcs, axis=axis)
         return out
+    if kind == "eval_out":  # the template from out_type (Data(**out_type), name and dtype from the layer)
+        Data.get_common_data(datas)  # (CombineLayer's, for an out_type with 'dims': fails where all need broadcasting)
+        common = Data(name="c", dim_tags=out_dims, dtype=datas[0].dtype)
+        value = sum(d.copy_compatible_to(common, check_dtype=False, check_sparse=False).placeholder for d in datas)
+        common.copy_template().placeholder = value
+        return common
     common = Data.get_common_data(datas, name="c")
     if kind == "eval":  # EvalLayer: source(i) is copy_compatible_to(output, check_dtype=False, check_sparse=False)
         value = sum(d.copy_compatible_to(common, check_dtype=False, check_sparse=False).placeholder for d in datas)

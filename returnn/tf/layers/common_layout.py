@@ -24,6 +24,7 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from returnn.errors import NetworkError
 from returnn.tensor import Data, Dim
+from returnn.tensor.not_specified import NotSpecified
 
 
 def _match(common: List[Dim], used: set, dim: Dim, own: Sequence[Dim], strict: bool) -> Optional[int]:
@@ -182,13 +183,14 @@ _COPY_OPTS = dict(allow_same_feature_dim=True, allow_same_spatial_dim=True, trea
                  ignore_feature_dim=True)
 
 
-def returnn_layout(layer, sources: Sequence[Data]) -> Optional[Tuple[Data, List[List[int]]]]:
+def returnn_layout(layer, sources: Sequence[Data], values: bool = True) -> Optional[Tuple[Data, List[List[int]]]]:
     """RETURNN's template of a combine or compare layer (``Data.get_common_data`` of its sources) and per source
     where its axes go (the ``find_matching_dim_map`` of RETURNN's ``copy_compatible_to``); None where
     ``get_common_data`` fails (the layer's own checks refuse it, or not) or the layer states its output (``out_type``,
     ``out_shape``). Refused in one line where RETURNN then fails: ``copy_compatible_to`` cannot map a source, or
     (before behavior_version 11) the template keeps an engine-made size-1 axis that a source's larger axis maps
-    onto (its value has the larger size there: "Mismatching shape")."""
+    onto (its value has the larger size there: "Mismatching shape"); not ``values`` (eval, whose code makes the value
+    from the sources: its result is checked against the template instead): only where it cannot map a source."""
     if {"out_type", "out_shape"} & {k for k, v in layer.opts.items() if v is not None}:
         return None
     try:
@@ -197,7 +199,8 @@ def returnn_layout(layer, sources: Sequence[Data]) -> Optional[Tuple[Data, List[
         return None
     maps = source_maps(layer, sources, common)
     for source, m in zip(sources, maps):
-        _check_mapped(layer, source, m, common)
+        if values:
+            _check_mapped(layer, source, m, common)
     return common, maps
 
 
@@ -237,19 +240,28 @@ def source_maps(layer, sources: Sequence[Data], common: Data) -> List[List[int]]
 
 def unconvertible_sources(layer, sources: Sequence[Data]) -> Dict[int, str]:
     """The eval layer's sources that RETURNN's ``source(i)`` (``auto_convert``: ``copy_compatible_to`` its template,
-    ``get_common_data`` of the sources) cannot bring into the template, or whose value then fails there, each with
-    the one-line reason (RETURNN fails when the code reads such a source with auto_convert)."""
+    ``get_common_data`` of the sources) cannot bring into the template, each with the one-line reason (RETURNN fails
+    when the code reads such a source with auto_convert)."""
     try:
         common = Data.get_common_data(list(sources), allow_broadcast_all_sources=True)
     except Exception:  # (RETURNN's template fails: the layer's own checks refuse it)
         return {}
+    return mapped_onto(layer, sources, common)[2]
+
+
+def mapped_onto(layer, sources: Sequence[Data], template: Data) -> Tuple[List[List[int]], int, Dict[int, str]]:
+    """Per source, where RETURNN's ``copy_compatible_to`` puts its axes in ``template`` (empty where it cannot), the
+    template's number of axes, and the sources it cannot bring in, each with the one-line reason (an eval's source(i):
+    what its code makes of them is checked against the template as its result)."""
+    maps: List[List[int]] = []
     errors: Dict[int, str] = {}
     for i, source in enumerate(sources):
         try:
-            _check_mapped(layer, source, _source_map(layer, i, source, common), common)
+            m = _source_map(layer, i, source, template)
         except NetworkError as exc:
-            errors[i] = str(exc)
-    return errors
+            errors[i], m = str(exc), []
+        maps.append(m)
+    return maps, template.batch_ndim, errors
 
 
 def layer_layout(layer, sources: Sequence[Data], dims: Optional[List[Dim]], maps: Optional[List[List[int]]],
@@ -259,11 +271,11 @@ def layer_layout(layer, sources: Sequence[Data], dims: Optional[List[Dim]], maps
     where RETURNN's template (:func:`returnn_layout`) puts each source's axes at the same places; else RETURNN's
     template's dims and maps (e.g. an engine-made size-1 axis that RETURNN lets a time axis broadcast into). The
     third value is RETURNN's template (for its feature and time axes), None without one: then ``dims`` and
-    ``maps``. Not ``strict`` (eval:
-    RETURNN brings a source into the template only where the code reads it with auto_convert): where RETURNN
-    cannot map a source, ``dims`` and ``maps`` too."""
+    ``maps``. Not ``strict`` (eval: RETURNN brings a source into the template only where the code reads it with
+    auto_convert, and checks the code's result against the template): where RETURNN cannot map a source, ``dims``
+    and ``maps`` too; no checks of the sources' values in the template (:func:`returnn_layout`'s ``values``)."""
     try:
-        theirs = returnn_layout(layer, sources)
+        theirs = returnn_layout(layer, sources, values=strict)
     except NetworkError:
         if not strict and dims is not None:
             return dims, maps, None
@@ -277,7 +289,11 @@ def layer_layout(layer, sources: Sequence[Data], dims: Optional[List[Dim]], maps
     common, tmaps = theirs
     if dims is not None and len(dims) == len(common.dims) and maps == tmaps:
         dims = returnn_dim_objects(dims, common.dims)
-        return dims, maps, common if [d.dimension for d in dims] == [d.dimension for d in common.dims] else None
+        if [d.dimension for d in dims] == [d.dimension for d in common.dims]:
+            return dims, maps, common
+        if strict:
+            return dims, maps, None
+        # (eval: RETURNN's template keeps e.g. a size-1 axis a source's larger axis maps onto; its result is checked)
     return list(common.dims), tmaps, common
 
 
@@ -346,6 +362,26 @@ def check_broadcast(layer, dims_lists: Sequence[Sequence[Dim]], common: List[Dim
     raise NetworkError("%s: every source needs broadcasting to the common axes %s (sources: %s); RETURNN refuses "
                        "this from behavior_version 4 unless allow_broadcast_all_sources (different time axes?)"
                        % (layer.desc, axes(common), ", ".join(axes(dims) for dims in dims_lists)))
+
+def check_stated_broadcast(layer, sources: Sequence[Data], common: List[Dim]) -> None:
+    """:func:`check_broadcast` for a layer that states its output's dims (an eval's ``out_type`` with ``dims``):
+    RETURNN's CombineLayer still builds ``get_common_data`` of its sources, so whether every source needs
+    broadcasting is decided on RETURNN's common template (not this engine's ``common`` layout); allowed for an
+    ``out_type`` with ``shape`` or ``dim_tags`` (not ``dims``), ``out_shape``, or moved out of a rec loop."""
+    dims_lists = [s.dims for s in sources]
+    _check_derived_axes(layer, dims_lists, common)
+    _check_batch_contents(layer, dims_lists)
+    allow = layer.opts.get("allow_broadcast_all_sources")
+    if allow is None:
+        out_type = layer.opts.get("out_type") or {}
+        allow = True if layer.opts.get("out_shape") or {"shape", "dim_tags"} & set(out_type) or _LOOP_AXES \
+            else NotSpecified
+    try:
+        Data.get_common_data(list(sources), allow_broadcast_all_sources=allow)
+    except Exception as exc:  # noqa: BLE001  (RETURNN's error, in one line)
+        text = str(exc).strip().splitlines()
+        raise NetworkError("%s: %s" % (layer.desc, text[0] if text else type(exc).__name__)) from None
+
 
 def _batch_contents(dim: Dim) -> Any:
     """What a batch axis holds: None for the plain batch, else what flatten_batch/merge_dims put in it."""

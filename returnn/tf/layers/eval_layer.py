@@ -35,8 +35,8 @@ from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_laye
 from returnn.tf.layers.basic import CombineLayer
 from returnn.tf.layers.beam_values import beam_of
 from returnn.tf.layers.norm import behavior_version
-from returnn.tf.layers.common_layout import (check_broadcast, common_dims, layer_layout, returnn_common_order,
-                                            unconvertible_sources)
+from returnn.tf.layers.common_layout import (check_broadcast, check_stated_broadcast, common_dims, layer_layout,
+                                            mapped_onto, returnn_common_order, unconvertible_sources)
 from returnn.tf.layers.helpers import last_axis_bias, new_feature_dim
 from returnn.tf.layers.options import Option
 from returnn.tf.layers.output import align_tensor
@@ -244,17 +244,17 @@ class EvalLayer(Layer):
         # sources RETURNN's source(i) cannot bring into its template (it fails where the code reads one)
         self.unconvertible: Dict[int, str] = (unconvertible_sources(self, sources) if base is not None
                                               and self.theirs is None and self.opt("out_type") is None else {})
-        if not callable(self.opt("out_type")):
+        out_type = self.opt("out_type")
+        if isinstance(out_type, dict) and {"dims", "dim_tags", "shape"} & set(out_type):
+            check_stated_broadcast(self, sources, layout)
+        elif not callable(out_type):
             check_broadcast(self, [s.dims for s in sources], layout, maps[1:])
         self.layout, self.maps, self.n = layout, maps[1:], len(layout)
         self.output, self.same_layout = self._output_template(name, list(sources), base, layout, maps[:1])
-        out_type = self.opt("out_type")
         if isinstance(out_type, dict) and {"dims", "dim_tags", "shape"} & set(out_type):
-            # RETURNN's source(i) is the source made compatible with the output template: its axes
-            # where the output has them, size-1 axes for the others (e.g. (B,) -> (B, 1) for a (B, F) out)
-            to_out = [_map_onto(s.dims, self.output.dims) for s in sources]
-            if all(m is not None for m in to_out):
-                self.maps, self.n = to_out, self.output.batch_ndim
+            # RETURNN's source(i) is the source made compatible with the output template (copy_compatible_to): its
+            # axes where that puts them, size-1 axes for the others (e.g. (B,) -> (B, 1) for a (B, F) out)
+            self.maps, self.n, self.unconvertible = mapped_onto(self, sources, self.output)
         self.activation = get_activation(self.opt("activation"), name)
         self.bias = last_axis_bias(self, self.output) if self.opt("with_bias") else None
 
@@ -387,9 +387,6 @@ class EvalLayer(Layer):
         """RETURNN's ``source(i)`` makes the source compatible with the output (``copy_compatible_to``),
         which fails when the source has a batch axis and the output none, or more axes than the output, or where
         RETURNN's template (its get_common_data) differs from this engine's layout and takes no such source."""
-        if i in self.unconvertible:
-            raise NetworkError("%s (read by source(%i) with auto_convert; source(%i, auto_convert=False) gives it "
-                               "unchanged)" % (self.unconvertible[i], i, i))
         out = self.output
         why = None
         if src.batch_dim_axis is not None and out.batch_dim_axis is None:
@@ -399,6 +396,9 @@ class EvalLayer(Layer):
         if why:
             raise NetworkError("%s: source(%i) %s %s (RETURNN's auto_convert fails too; source(%i, "
                                "auto_convert=False) gives it unchanged)" % (self.desc, i, src.short_repr(), why, i))
+        if i in self.unconvertible:
+            raise NetworkError("%s (read by source(%i) with auto_convert; source(%i, auto_convert=False) gives it "
+                               "unchanged)" % (self.unconvertible[i], i, i))
 
     def _converted(self, i: int, value: LayerOutput) -> LayerOutput:
         """Source ``i`` in the layout: its axes at their layout positions, size-1 axes for the
@@ -460,18 +460,6 @@ def _broadcast_to_layout(result: tf.Tensor, sources: List[LayerOutput], maps: Li
                     break
         target.append(size if size is not None else tf.shape(result)[pos])
     return tf.broadcast_to(result, tf.stack(target)) if changed else result
-
-
-def _map_onto(dims: Sequence[Dim], target: Sequence[Dim]) -> Optional[List[int]]:
-    """The positions of ``dims`` in ``target`` (each a different one, in order of first match), or
-    None when one is missing."""
-    taken: List[int] = []
-    for dim in dims:
-        pos = next((j for j, t in enumerate(target) if j not in taken and t == dim), None)
-        if pos is None:
-            return None
-        taken.append(pos)
-    return taken
 
 
 def _first_line(exc: BaseException) -> str:
