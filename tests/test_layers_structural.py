@@ -236,6 +236,21 @@ def test_boolean_mask():
     assert out["n"].tensor.numpy() == mask.sum()
 
 
+def test_boolean_mask_takes_padded_frames_where_the_mask_is_true_there():
+    """RETURNN's tf.boolean_mask of the padded tensors: a mask True on padded frames (a compare of their zeros, as
+    RETURNN reads data) takes those frames too (returnn_fuzz mutate seed 281 #98: real frames only here before)."""
+    batch, x, _, _ = _batch()
+    read = np.nan_to_num(x, nan=0.0)  # zero padding, as RETURNN's datasets feed
+    batch["data"] = tf.constant(read)
+    net = TFNetwork(outputs({
+        "f0": {"class": "gather", "from": "data", "axis": "F", "position": 0},
+        "m": {"class": "compare", "from": "f0", "kind": "greater", "value": -1.0},
+        "sel": {"class": "boolean_mask", "from": "data", "mask": "m", "dims": ["B", "T"]}}), _extern())
+    out = net.forward(batch, RunContext(False))
+    assert (read[..., 0] > -1.0).sum() > sum(LENS)
+    np.testing.assert_array_equal(out["sel"].tensor.numpy(), read[read[..., 0] > -1.0])
+
+
 # ---- top_k, search_sorted
 def test_top_k_single_and_joint():
     _, out, x, _, _ = _run({

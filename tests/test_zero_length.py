@@ -88,7 +88,8 @@ CASES: Dict[str, Dict[str, Any]] = {
     "batch_softmax": {"net": {"output": {"class": "batch_softmax", "from": "data"}}},
     "boolean_mask": {"net": {"r": {"class": "reduce", "mode": "sum", "axes": "F", "from": "data"},
                              "m": {"class": "compare", "from": "r", "kind": "greater", "value": 0.0},
-                             "output": {"class": "boolean_mask", "from": "data", "mask": "m", "dims": ["B", "T"]}}},
+                             "output": {"class": "boolean_mask", "from": "data", "mask": "m", "dims": ["B", "T"]}},
+                     "reads_padding": True},  # as RETURNN: padded frames taken where the mask is True there
     "cast": {"net": {"output": {"class": "cast", "from": "data", "dtype": "float64"}}},
     "choice": {"net": _search_net({}, END), "search": True},
     "choice_get_beam_scores": {"net": _search_net({"bs": {"class": "choice_get_beam_scores", "from": "output",

@@ -8,7 +8,8 @@ takes ``len(range(start, limit, delta))``: "'float' object cannot be interpreted
 ``cum_concat`` attention whose query reads ``prev:output`` (its loop template: "dynamic dim
 Dim{'hist'} value unknown"; the same net without the prev: reference kept in the loop builds).
 ``boolean_mask`` over (B, T): RETURNN's tf.boolean_mask also takes padded frames where the mask
-layer is True there (stored with zero padding); this engine takes real frames only.
+layer is True there (stored with zero padding), as this engine does (it took real frames only before:
+returnn_fuzz mutate seed 281 #98).
 """
 from golden_dims import dim_marker, dim_ref
 from make_goldens import CASES, case
@@ -57,6 +58,12 @@ case("boolean_mask_batch_time", "boolean_mask", {
     "output": {"class": "boolean_mask", "from": "data", "mask": "mask", "dims": [dim_ref("batch"), dim_ref("time")],
                "out_dim": dim_marker("masked")}}, extern=X6_DIMS,
     notes="the frames with a positive feature sum, all sequences packed into one axis (batch-less output)")
+case("boolean_mask_batch_time_padded_frames_true", "boolean_mask", {
+    "red": {"class": "reduce", "mode": "sum", "axis": "F", "from": "data"},
+    "mask": {"class": "compare", "kind": "greater", "value": -1, "from": "red"},
+    "output": {"class": "boolean_mask", "from": "data", "mask": "mask", "dims": [dim_ref("batch"), dim_ref("time")],
+               "out_dim": dim_marker("masked")}}, extern=X6_DIMS,
+    notes="the mask True on padded frames too (their sum 0 > -1): RETURNN takes them")
 
 # --- fold (the inverse of window)
 case("fold_mean_same", "fold", {

@@ -18,7 +18,8 @@
   indices outside the new axis are dropped (``filter_invalid_indices``; without it RETURNN fails
   there on CPU and drops them on GPU). Updates to the same index are summed.
 - ``boolean_mask``: the entries of the input where ``mask`` (over the axes ``dims``) is True
-  (padded positions of the mask count as False), as one new axis ``out_dim`` (first), followed by
+  (RETURNN's tf.boolean_mask of the padded tensors: padded positions count where the mask, as read, is True
+  there), as one new axis ``out_dim`` (first), followed by
   the input's other axes. The new axis has one size for the whole batch (the count).
 """
 from __future__ import annotations
@@ -465,14 +466,12 @@ class BooleanMaskLayer(Layer):
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         x = self.apply_dropout(sources[0], ctx)
         mask_v = sources[-1]
-        mask = mask_v.tensor
-        full = mask_v.full_mask()
-        if full is not None:
-            mask = mask & full
-        mask = tf.transpose(mask, self.mask_perm)
+        # RETURNN's tf.boolean_mask of the padded tensors: padded frames count where the mask is True there, as read
+        # (a layer's computed padding, else data's zero frames: False)
+        mask = tf.transpose(mask_v.as_read(), self.mask_perm)
         n_mask = len(self.mask_dims)
         n = n_mask + len(self.output.dims) - 1
-        tensor = align_tensor(x.tensor, self.x_map, n)
+        tensor = align_tensor(x.as_read(), self.x_map, n)
         rest_axes = [a for a, m in enumerate(self.x_map) if m >= n_mask]
         if rest_axes:
             shape = tf.concat([tf.shape(mask), tf.stack([tf.shape(x.tensor)[a] for a in rest_axes])], 0)
