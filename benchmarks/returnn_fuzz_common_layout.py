@@ -21,7 +21,9 @@ constant 0.0), stack, eval or eval_out instead of combine: each as RETURNN's lay
 ``get_common_data``; eval runs ``source(0) + source(1) + ...`` (each source read with ``auto_convert``:
 ``copy_compatible_to`` the output template, which fails for some sources where the template was made);
 eval_out the same with ``out_type={"dims": ...}``: the largest source's dims shuffled, maybe another source's
-dim added (each source brought into that template).
+dim added (each source brought into that template); concat: a copy layer of several sources (RETURNN's
+concat_sources: ``get_common_data`` with ``ignore_feature_dim``, the feature dims summed, each source brought in by
+``copy_compatible_to(except_feature=True, unbroadcast=True)``, ``tf.concat`` on the feature axis).
 
 Usage: .venv/bin/python benchmarks/returnn_fuzz_common_layout.py [--seed S] [--n N] [--layer L] [--show ...]
 """
@@ -40,7 +42,7 @@ import returnn_fuzz_pyside as pyside  # noqa: E402
 NAMES = ["time", "u", "f", "g", "s", "a1", "a3", "a3f"]
 
 
-LAYERS = ("combine", "compare", "switch", "stack", "eval", "eval_out")
+LAYERS = ("combine", "compare", "switch", "stack", "eval", "eval_out", "concat")
 
 
 def make_cases(seed: int, n: int, layer: str = "combine") -> List[Dict[str, Any]]:
@@ -133,6 +135,10 @@ def run_cases(cases_file: str, out_file: str) -> None:
             else:
                 layer = returnn_layer(kind, datas, out_dims)
             res["layer"] = desc(layer)
+            if kind == "concat":  # (this engine puts the new feature axis last, its own dim: the axes as a set)
+                names, f, t = res["layer"]
+                names = ["F*" if a == f else n for a, n in enumerate(names)]
+                res["layer"] = [sorted(names), None if t is None else names[t]]
         except Exception as e:  # noqa: BLE001
             res["error"] = error(e)
         out[case["name"]] = res
@@ -150,6 +156,8 @@ def our_layer(kind: str, datas: List[Any], out_dims: Any = None) -> Any:
             return _our_eval(datas, out_dims)
         if kind == "combine":
             return CombineLayer("c", {"kind": "add"}, datas).output
+        if kind == "concat":
+            return _our_concat(datas)
         if kind == "compare":
             return CompareLayer("c", {"kind": "less"}, datas).output
         if kind == "stack":
@@ -157,6 +165,22 @@ def our_layer(kind: str, datas: List[Any], out_dims: Any = None) -> Any:
         opts = {"condition": "cond", "true_from": "t", "false_from": "f" if len(datas) > 2 else 0.0}
         refs = [datas[-1], datas[0]] + ([datas[1]] if len(datas) > 2 else [])
         return SwitchLayer("c", opts, refs).output
+
+
+def _our_concat(datas: List[Any]) -> Any:
+    """This engine's copy layer of several sources, run on zeros."""
+    import tensorflow as tf
+    from returnn.tf.layers.basic import CopyLayer
+    from returnn.tf.layers.output import LayerOutput
+    layer = CopyLayer("c", {}, datas)
+    values = []
+    for d in datas:
+        sizes = {dim: tf.fill([2], 4) for dim in d.dims if dim.is_dynamic()}
+        shape = [2 if dim.is_batch_dim() else (4 if dim.dimension is None else dim.dimension) for dim in d.dims]
+        values.append(LayerOutput(tf.zeros(shape), d, sizes))
+    out = layer.forward(values, None)
+    assert out.tensor.shape.rank == layer.output.batch_ndim
+    return layer.output
 
 
 def _our_eval(datas: List[Any], out_dims: Any = None) -> Any:
@@ -203,6 +227,18 @@ def returnn_layer(kind: str, datas: List[Any], out_dims: Any = None) -> Any:
         out = common.copy_template(name="c").copy_add_dim_by_tag(axis=axis, dim_tag=new, unbroadcast=True)
         srcs = [d.copy_compatible_to(common, unbroadcast=True).placeholder for d in datas]
         out.copy_template().placeholder = tf.stack(srcs, axis=axis)
+        return out
+    if kind == "concat":  # get_concat_sources_data_template, then concat_sources
+        common = Data.get_common_data(datas, ignore_feature_dim=True)
+        if not common.have_feature_axis():
+            raise Exception("no feature axis in the common template %s (RETURNN's concat_sources fails)" % common)
+        dim = None
+        for d in datas:
+            if d.have_feature_axis() and d.feature_dim_or_sparse_dim.dimension is not None:
+                dim = d.feature_dim_or_sparse_dim if dim is None else dim + d.feature_dim_or_sparse_dim
+        out = common.copy_template_replace_dim_tag(name="c", axis=common.feature_dim_axis, new_dim_tag=dim)
+        parts = [d.copy_compatible_to(out, unbroadcast=True, except_feature=True).placeholder for d in datas]
+        out.placeholder = tf.concat(parts, axis=out.feature_dim_axis)
         return out
     if kind == "eval_out":  # the template from out_type (Data(**out_type), name and dtype from the layer)
         Data.get_common_data(datas)  # (CombineLayer's, for an out_type with 'dims': fails where all need broadcasting)

@@ -165,3 +165,40 @@ def test_eval_out_type_dims_sources_as_returnn(bv, sources, out, want):
     assert [d.description if not d.is_batch_dim() else "B" for d in res.data.dims] == out
     assert (res.data.feature_dim_axis, res.data.time_dim_axis) == want
     assert res.tensor.shape.rank == len(out)
+
+
+def _concat(bv, sources):
+    """This engine's copy layer of several sources (their feature concatenation), run on zeros."""
+    import tensorflow as tf
+    from returnn.tf.layers.basic import CopyLayer
+    from returnn.tf.layers.output import LayerOutput
+    BehaviorVersion.set(bv)
+    try:
+        p = _pool()
+        datas = [Data("s%i" % i, dims=[p[n] for n in ds]) for i, ds in enumerate(sources)]
+        with building_network():
+            layer = CopyLayer("c", {}, datas)
+            values = [LayerOutput(tf.zeros([2 if d.is_batch_dim() else d.dimension or 4 for d in x.dims]), x,
+                                  {d: tf.fill([2], 4) for d in x.dims if d.is_dynamic()}) for x in datas]
+            return layer.forward(values, None)
+    finally:
+        BehaviorVersion.set(None)
+
+
+@pytest.mark.parametrize("bv, sources, match", [
+    (0, [["time", "s", "B"], ["B", "g"]], "cannot be brought into its template"),  # s is s0's feature axis
+    (10, [["a1", "B", "g"], ["s"]], r"tf.concat fails: the sources have sizes \[1, 3\]"),
+    (12, [["time", "a3", "B"], ["B", "time", "s", "a1"]], "Mismatching shape"),
+    (12, [["a3f"], ["B", "a1"], ["B", "s"]], "All inputs .* require broadcasting"),
+])
+def test_concat_refused_where_returnn_fails(bv, sources, match):
+    """RETURNN's concat_sources (every layer's input of several sources) fails on these at build time (RETURNN
+    1.20261022: benchmarks/returnn_fuzz_common_layout.py --layer concat, seeds 1-2: 33 and 25 LAX before)."""
+    with pytest.raises(NetworkError, match="concatenation of its sources fails.*" + match):
+        _concat(bv, sources)
+
+
+def test_concat_as_returnn_builds():
+    out = _concat(12, [["time", "f", "B"], ["B", "time", "g"]])
+    assert [d.description for d in out.data.dims if not d.is_batch_dim()][:1] == ["time"]
+    assert out.data.dim == 6 and out.tensor.shape[-1] == 6

@@ -121,6 +121,9 @@ def feature_plan(layer, sources: Sequence[Data]) -> FeaturePlan:
     """Plan for concatenating / projecting ``sources`` on their feature axes (labels only alone: RETURNN)."""
     check_sources(layer, sources)
     refuse_sparse_concat(layer, sources)
+    if len(sources) > 1:
+        from returnn.tf.layers.concat_check import check_returnn_concat
+        check_returnn_concat(layer, sources)
     rest, feats, in_dims = [], [], []
     for src in sources:
         if src.dim is None:
