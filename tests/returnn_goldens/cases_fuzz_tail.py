@@ -377,3 +377,15 @@ case("fuzz_elemwise_prod_no_axes_after_reduce", "elemwise_prod", {
 case("fuzz_elemwise_prod_no_axes_batch_feature", "elemwise_prod", {
     "pre": {"class": "reduce", "mode": "max", "axis": "T", "from": "data"},
     "output": {"class": "elemwise_prod", "from": "pre", "axes": "spatial"}}, extern={"data": {"dim": 5}})
+# the batch_norm option normalises a layer's padded frames too (RETURNN's placeholder as a whole): a resize after it
+# reads them (returnn_fuzz mutate seed 289 #33 DIFFER: zeros here); on a copy of data its zero frames normalised
+case("fuzz_batch_norm_option_padded_frames_rec_need_last_resize", "fuzz_batch_norm_option", {
+    "r": {"class": "rec", "from": "data", "batch_norm": True, "unit": {
+        "output": {"class": "linear", "n_out": 3, "activation": "tanh", "from": ["data:source", "prev:output"],
+                   "need_last": True}}},
+    "output": {"class": "resize", "factor": 2, "axis": "T", "kind": "linear", "from": "r"}},
+    extern={"data": {"dim": 4}}, lens={"data": [6, 4, 1]})
+case("fuzz_batch_norm_option_padded_frames_copy_resize", "fuzz_batch_norm_option", {
+    "c": {"class": "copy", "from": "data", "batch_norm": True},
+    "output": {"class": "resize", "factor": 2, "axis": "T", "kind": "linear", "from": "c"}},
+    extern={"data": {"dim": 4}}, lens={"data": [6, 4, 1]})

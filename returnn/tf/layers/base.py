@@ -429,7 +429,8 @@ class Layer(tf.Module):
         with param_noise.step_scope(ctx.train, ctx.seed), param_noise.layer_view(self):
             out = self.forward(sources, ctx)
             if self.post_bn is not None:
-                out = out.with_normalised(self.post_bn.apply(out, ctx))
+                read = out if out.computed_padding else out.with_identity(out.as_read())  # RETURNN normalises its
+                out = out.with_normalised(self.post_bn.apply(read, ctx))  # padded frames too, as it holds them
             out = output_hooks.apply(self, out, sources, ctx)
         if beam is not None and out.beam is None and not self.removes_beam:
             from returnn.tf.layers.beam_values import with_beam

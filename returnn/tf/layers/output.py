@@ -161,9 +161,11 @@ class LayerOutput:
 
     def with_normalised(self, tensor: tf.Tensor) -> "LayerOutput":
         """A new value of the same shape computed from this one (the batch_norm option on a layer's output):
-        the layer's sub-layers' values, final state and beam stay (RETURNN normalises the output only)."""
+        the layer's sub-layers' values, final state and beam stay (RETURNN normalises the output only); its
+        padded frames are computed ones (RETURNN normalises them too: a layer reading them sees those)."""
         out = self.with_tensor(tensor)
         out.sub_outputs, out.last_state, out.beam = self.sub_outputs, self.last_state, self.beam
+        out.computed_padding = True
         return out
 
     def copy_transpose(self, perm: Sequence[int]) -> "LayerOutput":
