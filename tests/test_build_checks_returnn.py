@@ -217,6 +217,15 @@ def test_int_data_into_float32_only_layers(extern, layer, match):
         TFNetwork(outputs({"output": dict(layer, **{"from": "data"})}), {"data": Data("data", **extern)})
 
 
+@pytest.mark.parametrize("extra", [{"n_out": 3}, {"out_type": {"dim": 3}}])
+def test_pool_refuses_n_out_and_out_type(extra):
+    """RETURNN's PoolLayer asserts neither n_out nor out_type is given, even one that matches (returnn_fuzz mutate
+    seed 286 #89 LAX)."""
+    pool = dict({"class": "pool", "mode": "max", "pool_size": (2,), "from": "data"}, **extra)
+    with pytest.raises(NetworkError, match="'output' \\(pool\\): '%s' is refused, as RETURNN's pool" % list(extra)[0]):
+        TFNetwork(outputs({"output": pool}), {"data": Data("data", shape=(None, 3))})
+
+
 def test_float32_pool_and_chunking_still_build():
     for layer in ({"class": "pool", "mode": "max", "pool_size": (2,)},
                   {"class": "time_chunking", "chunk_size": 3, "chunk_step": 2}):

@@ -229,8 +229,11 @@ class PoolLayer(Layer):
         if self.plan.padding == "same" and max(w.dilation for w in self.plan.windows) > 1 and not identity:
             raise NetworkError("%s: padding 'same' together with dilation_rate > 1 is not supported (RETURNN's tf.nn.pool "
                                "refuses it; use 'same_static' or explicit padding)" % self.desc)
+        given = [k for k in ("n_out", "out_type") if self.opts.get(k) is not None]
+        if given:  # RETURNN's PoolLayer asserts neither is given (since 2017), even where it matches
+            raise NetworkError("%s: %s is refused, as RETURNN's pool asserts (the output keeps the input's channels)"
+                               % (self.desc, " and ".join(repr(k) for k in given)))
         self.output = self.plan.output_data(name, self.plan.data.feature_dim)
-        self.check_n_out(self.output.dim)
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         plan = self.plan
