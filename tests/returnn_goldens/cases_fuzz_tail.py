@@ -389,3 +389,13 @@ case("fuzz_batch_norm_option_padded_frames_copy_resize", "fuzz_batch_norm_option
     "c": {"class": "copy", "from": "data", "batch_norm": True},
     "output": {"class": "resize", "factor": 2, "axis": "T", "kind": "linear", "from": "c"}},
     extern={"data": {"dim": 4}}, lens={"data": [6, 4, 1]})
+# prefix_in_time's size_base: RETURNN's output takes that layer's time dim and sizes over the prefix and the input's
+# frames as they are (returnn_fuzz mutate seed 288 #33 GAP: an unknown option here)
+case("fuzz_prefix_in_time_size_base_own_input", "fuzz_prefix_in_time", {
+    "output": {"class": "prefix_in_time", "prefix": 0.5, "from": "data", "size_base": "data"}},
+    extern={"data": {"dim": 4}})
+case("fuzz_prefix_in_time_size_base_longer", "fuzz_prefix_in_time", {
+    "post": {"class": "postfix_in_time", "postfix": 1.0, "repeat": 2, "from": "data"},
+    "lin": {"class": "linear", "activation": "tanh", "n_out": 3, "from": "data"},
+    "pre": {"class": "prefix_in_time", "prefix": -0.5, "repeat": 2, "from": "lin", "size_base": "post"},
+    "output": {"class": "combine", "kind": "add", "from": ["pre", "post"]}}, extern={"data": {"dim": 3}})

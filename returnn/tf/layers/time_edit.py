@@ -3,7 +3,8 @@
 - ``postfix_in_time`` / ``prefix_in_time``: ``repeat`` frames of ``postfix`` / ``prefix`` (a
   number, or a layer without time axis broadcast to the frame shape) after each sequence's own
   last frame / before its first. The time axis is a new dim whose sizes are the old ones +
-  ``repeat``. ``axis`` another static axis (e.g. the features): ``repeat`` entries of the number appended / put
+  ``repeat`` (prefix_in_time's ``size_base``: that layer's time dim and sizes instead, RETURNN's). ``axis`` another
+  static axis (e.g. the features): ``repeat`` entries of the number appended / put
   before, the axis a new static dim.
 - ``get_last_hidden_state``: the final state of recurrent sources (LSTM: ``key`` ``"*"`` gives
   ``[c, h]`` concatenated as RETURNN's LSTM state tuple, ``"c"`` or ``"h"`` one of them (RETURNN's
@@ -29,6 +30,7 @@ from returnn.tf.layers.dim_shift import given_same_as, shifted_dim, shifted_size
 from returnn.tf.layers.helpers import check_sources, concat_inputs, concat_output
 from returnn.tf.layers.options import Option, constant_fits, one_of, positive_int
 from returnn.tf.layers.output import align_tensor
+from returnn.tf.util.data_check import checked
 
 
 class _InTimeLayer(Layer):
@@ -44,10 +46,13 @@ class _InTimeLayer(Layer):
 
     def __init__(self, name: str, opts: Dict[str, Any], sources: Sequence[Data], seed: int = 42):
         self.value_layer = isinstance(opts.get(self.value_key), str)
-        own = list(sources[:-1] if self.value_layer else sources)
+        self.size_base = sources[-1] if isinstance(opts.get("size_base"), str) else None  # (prefix_in_time's)
+        own = list(sources[:len(sources) - self.value_layer - (self.size_base is not None)])
         super().__init__(name, opts, own, seed)
         check_sources(self, own, 1, 1)
         data = own[0]
+        if opts.get("size_base") is not None and self.size_base is None:
+            raise NetworkError("%s: 'size_base' must be a layer name, got %r" % (self.desc, opts["size_base"]))
         self.ax = data.time_dim_axis
         if self.opt("axis") not in ("T", "t"):  # RETURNN's any axis: the time axis, or a static one
             self.ax = self.axis(data, self.opt("axis"), "axis")
@@ -77,8 +82,13 @@ class _InTimeLayer(Layer):
                 None if old.dimension is None else old.dimension + self.repeat)):
             raise NetworkError("%s: out_dim %r does not fit the extended axis %r plus %i" % (
                 self.desc, given, old.description, self.repeat))
-        if old.is_dynamic() and not old.is_batch_dim():  # RETURNN's dim math: merges with the cuts of old (dim_shift)
-            self.time = given_same_as(given, shifted_dim(old, self.shift_ops))
+        if self.size_base is not None:  # RETURNN: the size_base's time dim, the frames as they are (no out_dim)
+            if given is not None or self.size_base.time_dim_axis is None:
+                raise NetworkError("%s: size_base needs a time axis (%s) and no out_dim (RETURNN asserts both)"
+                                   % (self.desc, self.size_base.short_repr()))
+            self.time = self.size_base.dims[self.size_base.time_dim_axis]
+        elif old.is_dynamic() and not old.is_batch_dim():  # RETURNN's dim math: merges with the cuts of old
+            self.time = given_same_as(given, shifted_dim(old, self.shift_ops))  # (dim_shift)
         elif given is not None:
             self.time = given
         else:
@@ -105,6 +115,15 @@ class _InTimeLayer(Layer):
             parts = [x.tensor, added] if self.at_end else [added, x.tensor]
             return self.make_output(tf.concat(parts, axis=self.ax), [x])
         sizes = {}
+        if self.size_base is not None:  # its sizes for the prefix and the input's frames (one padded tensor)
+            lens = sources[-1].size(self.size_base.time_dim_axis)
+            sizes[self.time] = lens
+            out = tf.concat([added, x.tensor], axis=self.ax)
+            if lens is not None:
+                frames, most = tf.shape(out)[self.ax], tf.reduce_max(tf.concat([tf.reshape(lens, [-1]), [0]], 0))
+                out = checked(out, most <= frames, "%s: size_base's sizes reach %%s, the prefix and the input have %%s "
+                              "frames" % self.desc, most, frames)
+            return self.make_output(out, [x], sizes)
         if self.time not in x.sizes:
             lens = shifted_sizes(x.data.dims[self.ax], x.sizes, self.shift_ops)
             sizes[self.time] = seq_len + self.repeat if lens is None else lens
@@ -141,8 +160,10 @@ class PrefixInTimeLayer(_InTimeLayer):
     no_int_axes = ("axis",)  # RETURNN: allow_int=False
     value_key = "prefix"
     at_end = False
-    ref_options = ("prefix",)
-    options = (Option("prefix", 0.0, "the added frames' value: a number or a layer"),)
+    ref_options = ("prefix", "size_base")
+    options = (Option("prefix", 0.0, "the added frames' value: a number or a layer"),
+               Option("size_base", None, "a layer whose time dim (and sizes) the output takes (RETURNN's: the frames "
+                                         "are the prefix and the input's, as they are)"))
 
 
 STATE_KEYS = {"*": None, "c": 0, "h": 1, None: None}
