@@ -202,3 +202,42 @@ def test_concat_as_returnn_builds():
     out = _concat(12, [["time", "f", "B"], ["B", "time", "g"]])
     assert [d.description for d in out.data.dims if not d.is_batch_dim()][:1] == ["time"]
     assert out.data.dim == 6 and out.tensor.shape[-1] == 6
+
+
+@pytest.mark.parametrize("bv, sources", [
+    (0, [["B", "time", "a3f", "f"], ["f", "B", "a1"]]),
+    (12, [["B", "f", "a3f"], ["a1", "B", "s", "a3f"]]),
+    (10, [["B", "s", "a3f"], ["time", "a3f", "B", "g"]]),
+    (0, [["B", "time", "a3", "f"], ["B", "a1"]]),  # (s1's size-1 feature axis broadcasts over time in RETURNN)
+])
+def test_concat_builds_where_returnn_does(bv, sources):
+    """RETURNN builds these concatenations (returnn_fuzz_common_layout.py --layer concat, seeds 1-2: 9 GAP before,
+    refused here for an extra feature-kind axis)."""
+    out = _concat(bv, sources)
+    assert out.tensor.shape.rank == out.data.batch_ndim
+
+
+def test_concat_takes_the_axis_returnn_puts_on_the_feature_axis():
+    """RETURNN concatenates the axis its copy_compatible_to puts on the template's feature axis: here source 1's
+    'a3f' (feature-kind), not its feature axis 's' (returnn_fuzz_common_layout.py --layer concat seed 1 #136)."""
+    import numpy as np
+    import tensorflow as tf
+    from returnn.tf.layers.basic import CopyLayer
+    from returnn.tf.layers.output import LayerOutput
+    BehaviorVersion.set(16)
+    try:
+        p = _pool()
+        s0 = Data("s0", dims=[p[n] for n in ["s", "u", "B", "g"]])
+        s1 = Data("s1", dims=[p[n] for n in ["u", "a3f", "B", "s"]])
+        v1 = np.arange(4 * 3 * 2 * 3, dtype="float32").reshape([4, 3, 2, 3])
+        with building_network():
+            layer = CopyLayer("c", {}, [s0, s1])
+            out = layer.forward([LayerOutput(tf.zeros([3, 4, 2, 3]), s0, {p["u"]: tf.fill([2], 4)}),
+                                 LayerOutput(tf.constant(v1), s1, {p["u"]: tf.fill([2], 4)})], None)
+    finally:
+        BehaviorVersion.set(None)
+    names = ["B" if d.is_batch_dim() else d.description for d in out.data.dims]
+    assert names[:3] == ["s", "u", "B"] and out.data.feature_dim_axis == 3
+    # source 1's part: its (u, a3f, B, s) values as (s, u, B, a3f)
+    np.testing.assert_array_equal(out.tensor.numpy()[..., 3:], v1.transpose([3, 0, 2, 1]))
+    np.testing.assert_array_equal(out.tensor.numpy()[..., :3], 0)

@@ -179,7 +179,7 @@ def returnn_common_order(base: Data, dims: List[Dim], maps: List[List[int]]) -> 
     return [dims[o] for o in order], [[new_pos[p] if p >= 0 else p for p in m] for m in maps]
 
 
-_COPY_OPTS = dict(allow_same_feature_dim=True, allow_same_spatial_dim=True, treat_feature_as_spatial=True,
+COPY_OPTS = dict(allow_same_feature_dim=True, allow_same_spatial_dim=True, treat_feature_as_spatial=True,
                  ignore_feature_dim=True)
 
 
@@ -224,7 +224,7 @@ def _source_map(layer, i: int, source: Data, common: Data) -> List[int]:
     """Where RETURNN's ``copy_compatible_to`` puts the axes of source ``i`` in ``common``; refused where it fails."""
     try:
         source.copy_compatible_to(common, check_sparse=False, check_dtype=False)
-        found = common.find_matching_dim_map(source, list(range(source.batch_ndim)), _COPY_OPTS)
+        found = common.find_matching_dim_map(source, list(range(source.batch_ndim)), COPY_OPTS)
     except ValueError:
         raise NetworkError("%s: RETURNN cannot bring source %i %s into its common template %s (its "
                            "copy_compatible_to fails on the axes); reorder or squeeze the sources' axes first"
@@ -344,8 +344,7 @@ def check_broadcast(layer, dims_lists: Sequence[Sequence[Dim]], common: List[Dim
     (``allow_broadcast_all_sources`` True; False refuses it whatever the behavior_version). A rec
     loop's own time axis does not count (a layer moved out of the loop sees it, the same layer in
     the loop does not)."""
-    _check_derived_axes(layer, dims_lists, common)
-    _check_batch_contents(layer, dims_lists)
+    check_source_dims(layer, dims_lists, common)
     allow = layer.opts.get("allow_broadcast_all_sources")
     loop = [i for i, d in enumerate(common) if any(d == a for a in _LOOP_AXES)]
     if allow is True or len(dims_lists) < 2 or any(len(set(m) | set(loop)) == len(common) for m in maps):
@@ -363,14 +362,20 @@ def check_broadcast(layer, dims_lists: Sequence[Sequence[Dim]], common: List[Dim
                        "this from behavior_version 4 unless allow_broadcast_all_sources (different time axes?)"
                        % (layer.desc, axes(common), ", ".join(axes(dims) for dims in dims_lists)))
 
+def check_source_dims(layer, dims_lists: Sequence[Sequence[Dim]], common: List[Dim]) -> None:
+    """This engine's checks of several sources' dims in their common layout ``common`` (derived axes, batch
+    contents), made before the broadcast checks."""
+    _check_derived_axes(layer, dims_lists, common)
+    _check_batch_contents(layer, dims_lists)
+
+
 def check_stated_broadcast(layer, sources: Sequence[Data], common: List[Dim]) -> None:
     """:func:`check_broadcast` for a layer that states its output's dims (an eval's ``out_type`` with ``dims``):
     RETURNN's CombineLayer still builds ``get_common_data`` of its sources, so whether every source needs
     broadcasting is decided on RETURNN's common template (not this engine's ``common`` layout); allowed for an
     ``out_type`` with ``shape`` or ``dim_tags`` (not ``dims``), ``out_shape``, or moved out of a rec loop."""
     dims_lists = [s.dims for s in sources]
-    _check_derived_axes(layer, dims_lists, common)
-    _check_batch_contents(layer, dims_lists)
+    check_source_dims(layer, dims_lists, common)
     allow = layer.opts.get("allow_broadcast_all_sources")
     if allow is None:
         out_type = layer.opts.get("out_type") or {}

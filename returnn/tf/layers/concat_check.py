@@ -8,15 +8,17 @@ concatenation (feature axis last, see ``helpers.feature_plan``), whose values ar
 """
 from __future__ import annotations
 
-from typing import List, Optional, Sequence
+from typing import List, Optional, Sequence, Tuple
 
 from returnn.errors import NetworkError
 from returnn.tensor import Data
 from returnn.tensor.not_specified import NotSpecified
 
 
-def check_returnn_concat(layer, sources: Sequence[Data]) -> None:
-    """Refused in one line where RETURNN's ``concat_sources`` of the dense ``sources`` (two or more) fails."""
+def check_returnn_concat(layer, sources: Sequence[Data]) -> Tuple[Data, List[Optional[List[int]]]]:
+    """Refused in one line where RETURNN's ``concat_sources`` of the dense ``sources`` (two or more) fails; else
+    RETURNN's template and, per source, where its ``copy_compatible_to`` puts each of its axes there (None where
+    this engine does not find that map)."""
     from returnn.tf.layers.common_layout import moved_out_loop_dims
     allow = True if moved_out_loop_dims() else NotSpecified
     try:
@@ -34,7 +36,9 @@ def check_returnn_concat(layer, sources: Sequence[Data]) -> None:
     from returnn.tensor import Dim
     feature = Dim(total, kind=Dim.Types.Feature, description="%s:concat" % layer.layer_name, auto_generated=True)
     out = common.copy_template_replace_dim_tag(common.feature_dim_axis, feature)
+    from returnn.tf.layers.common_layout import COPY_OPTS
     shapes: List[List[Optional[int]]] = []
+    maps: List[Optional[List[int]]] = []
     for i, s in enumerate(sources):
         try:
             mine = s.copy_compatible_to(out, unbroadcast=True, except_feature=True, check_dtype=False)
@@ -42,6 +46,11 @@ def check_returnn_concat(layer, sources: Sequence[Data]) -> None:
             _refuse(layer, "source %i %s cannot be brought into its template %s: %s"
                     % (i, s.short_repr(), out.short_repr(), _first_line(exc)))
         shapes.append([None if d.is_batch_dim() else d.dimension for d in mine.dims])
+        try:
+            found = out.find_matching_dim_map(s, list(range(s.batch_ndim)), COPY_OPTS)
+            maps.append([found[a] for a in range(s.batch_ndim)])
+        except Exception:  # noqa: BLE001  (then this engine's own layout)
+            maps.append(None)
     axis = out.feature_dim_axis
     result: List[Optional[int]] = []
     for a in range(out.batch_ndim):
@@ -58,6 +67,7 @@ def check_returnn_concat(layer, sources: Sequence[Data]) -> None:
     if any(x is not None and w is not None and x != w for x, w in zip(result, want)):
         _refuse(layer, "the concatenation has shape %s, its template %s another ('Mismatching shape')"
                 % (result, out.short_repr()))
+    return out, maps
 
 
 def _first_line(exc: BaseException) -> str:

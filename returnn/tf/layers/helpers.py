@@ -121,30 +121,50 @@ def feature_plan(layer, sources: Sequence[Data]) -> FeaturePlan:
     """Plan for concatenating / projecting ``sources`` on their feature axes (labels only alone: RETURNN)."""
     check_sources(layer, sources)
     refuse_sparse_concat(layer, sources)
-    if len(sources) > 1:
-        from returnn.tf.layers.concat_check import check_returnn_concat
-        check_returnn_concat(layer, sources)
-    rest, feats, in_dims = [], [], []
+    feats = []
     for src in sources:
         if src.dim is None:
             raise NetworkError("%s: source %r has no feature axis (%s)" % (layer.desc, src.name, src.short_repr()))
-        feat = src.feature_dim_axis
-        feats.append(feat)
-        in_dims.append(src.dim)
-        rest.append([d for i, d in enumerate(src.dims) if i != feat])
-    for i, own in enumerate(rest):  # RETURNN's common template (ignore_feature_dim) drops feature-kind axes:
-        for d in own:  # one that only some sources have fails its tf.concat
-            if d.kind == DimTypes.Feature and len(sources) > 1 and any(d not in other for other in rest):
-                raise NetworkError("%s: source %r has the feature-kind axis %r besides its feature axis, another "
-                                   "source has not: RETURNN's concatenation fails on that" % (
-                                       layer.desc, sources[i].name, d.description))
-    dims, maps = common_dims(rest, layer=layer)
+        feats.append(src.feature_dim_axis)
+    planned = _returnn_plan(layer, sources, feats) if len(sources) > 1 else None
+    if planned is not None:
+        dims, maps, feats = planned
+    else:
+        dims, maps = common_dims([[d for i, d in enumerate(s.dims) if i != f] for s, f in zip(sources, feats)],
+                                 layer=layer)
+    in_dims = [s.dim if f == s.feature_dim_axis else s.dims[f].dimension for s, f in zip(sources, feats)]
     first = sources[0]
     time_dim = None
     if first._time_dim_axis is not NotSpecified and first.time_dim_axis is not None \
-            and first.time_dim_axis != first.feature_dim_axis:
+            and first.time_dim_axis != feats[0]:
         time_dim = dims[maps[0][[i for i in range(first.batch_ndim) if i != feats[0]].index(first.time_dim_axis)]]
     return FeaturePlan(dims, maps, feats, in_dims, time_dim)
+
+
+def _returnn_plan(layer, sources: Sequence[Data], feats: List[int]
+                  ) -> Optional[Tuple[List[Dim], List[List[int]], List[int]]]:
+    """The common non-feature dims of several sources, each source's map into them and the axis it is concatenated
+    on, from RETURNN's ``concat_sources`` template (refused where RETURNN fails:
+    ``concat_check.check_returnn_concat``): RETURNN concatenates the axis its ``copy_compatible_to`` puts on the
+    template's feature axis. None where this engine finds no map, or a source has no axis there (its size-1 feature
+    axis broadcast elsewhere, a size-1 stand-in on the feature axis: the same values as this engine's own layout,
+    ``common_layout.common_dims``, used then)."""
+    from returnn.tf.layers.common_layout import check_source_dims
+    from returnn.tf.layers.concat_check import check_returnn_concat
+    out, full = check_returnn_concat(layer, sources)
+    f = out.feature_dim_axis
+    if any(m is None or f not in m for m in full):
+        return None  # (e.g. a source's size-1 feature axis that RETURNN maps elsewhere: the same values either way)
+    feats = [m.index(f) for m in full]
+    for src, m, feat in zip(sources, full, feats):
+        if src.dims[feat].dimension is None:
+            raise NetworkError("%s: RETURNN's concatenation of its sources puts the axis %r of source %r on the "
+                               "feature axis of its template %s" % (layer.desc, src.dims[feat].description, src.name,
+                                                                    out.short_repr()))
+    dims = [d for j, d in enumerate(out.dims) if j != f]
+    maps = [[t - (t > f) for a, t in enumerate(m) if a != feat] for m, feat in zip(full, feats)]
+    check_source_dims(layer, [[d for i, d in enumerate(s.dims) if i != feat] for s, feat in zip(sources, feats)], dims)
+    return dims, maps, feats
 
 
 def plan_output(name: str, plan: FeaturePlan, feature: Dim, sparse_dim: Optional[Dim] = None) -> Data:
