@@ -115,24 +115,28 @@ def test_copy_template_new_dim_tags_keep_special_axes_as_returnn():
     assert (z.feature_dim_axis, z.time_dim_axis) == (1, 2)
 
 
-def _eval(bv, sources, code, out=None):
-    """This engine's eval layer of ``code`` on zero values of ``sources`` (the step reads the sources); ``out``:
-    the names of its ``out_type``'s dims."""
+def _run(cls, bv, sources, opts):
+    """This engine's layer ``cls`` with ``opts`` (a callable of the dims pool) on zero values of ``sources``."""
     import tensorflow as tf
-    from returnn.tf.layers.eval_layer import EvalLayer
     from returnn.tf.layers.output import LayerOutput
     BehaviorVersion.set(bv)
     try:
         p = _pool()
         datas = [Data("s%i" % i, dims=[p[n] for n in ds]) for i, ds in enumerate(sources)]
         with building_network():
-            opts = {"eval": code, "out_type": {"dims": [p[n] for n in out]}} if out else {"eval": code}
-            layer = EvalLayer("c", opts, datas)
+            layer = cls("c", opts(p), datas)
             values = [LayerOutput(tf.zeros([2 if d.is_batch_dim() else d.dimension or 4 for d in x.dims]), x,
                                   {d: tf.fill([2], 4) for d in x.dims if d.is_dynamic()}) for x in datas]
             return layer.forward(values, None)
     finally:
         BehaviorVersion.set(None)
+
+
+def _eval(bv, sources, code, out=None):
+    """The eval layer of ``code`` (``out``: the names of its ``out_type``'s dims)."""
+    from returnn.tf.layers.eval_layer import EvalLayer
+    return _run(EvalLayer, bv, sources, lambda p: {"eval": code, "out_type": {"dims": [p[n] for n in out]}}
+                if out else {"eval": code})
 
 
 @pytest.mark.parametrize("bv, sources, match", [
@@ -168,21 +172,9 @@ def test_eval_out_type_dims_sources_as_returnn(bv, sources, out, want):
 
 
 def _concat(bv, sources):
-    """This engine's copy layer of several sources (their feature concatenation), run on zeros."""
-    import tensorflow as tf
+    """The copy layer of several sources (their feature concatenation)."""
     from returnn.tf.layers.basic import CopyLayer
-    from returnn.tf.layers.output import LayerOutput
-    BehaviorVersion.set(bv)
-    try:
-        p = _pool()
-        datas = [Data("s%i" % i, dims=[p[n] for n in ds]) for i, ds in enumerate(sources)]
-        with building_network():
-            layer = CopyLayer("c", {}, datas)
-            values = [LayerOutput(tf.zeros([2 if d.is_batch_dim() else d.dimension or 4 for d in x.dims]), x,
-                                  {d: tf.fill([2], 4) for d in x.dims if d.is_dynamic()}) for x in datas]
-            return layer.forward(values, None)
-    finally:
-        BehaviorVersion.set(None)
+    return _run(CopyLayer, bv, sources, lambda p: {})
 
 
 @pytest.mark.parametrize("bv, sources, match", [
