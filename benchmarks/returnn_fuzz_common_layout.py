@@ -23,7 +23,10 @@ constant 0.0), stack, eval or eval_out instead of combine: each as RETURNN's lay
 eval_out the same with ``out_type={"dims": ...}``: the largest source's dims shuffled, maybe another source's
 dim added (each source brought into that template); concat: a copy layer of several sources (RETURNN's
 concat_sources: ``get_common_data`` with ``ignore_feature_dim``, the feature dims summed, each source brought in by
-``copy_compatible_to(except_feature=True, unbroadcast=True)``, ``tf.concat`` on the feature axis).
+``copy_compatible_to(except_feature=True, unbroadcast=True)``, ``tf.concat`` on the feature axis); concat_layer:
+the ``concat`` layer of each source on one of its axes (drawn), with or without ``allow_broadcast`` (RETURNN's
+template: ``get_common_data`` of the sources with that axis replaced by the summed dim; each source brought into it
+by ``copy_compatible_to(add_dims=allow_broadcast)`` with its own part there).
 
 Usage: .venv/bin/python benchmarks/returnn_fuzz_common_layout.py [--seed S] [--n N] [--layer L] [--show ...]
 """
@@ -42,7 +45,7 @@ import returnn_fuzz_pyside as pyside  # noqa: E402
 NAMES = ["time", "u", "f", "g", "s", "a1", "a3", "a3f"]
 
 
-LAYERS = ("combine", "compare", "switch", "stack", "eval", "eval_out", "concat")
+LAYERS = ("combine", "compare", "switch", "stack", "eval", "eval_out", "concat", "concat_layer")
 
 
 def make_cases(seed: int, n: int, layer: str = "combine") -> List[Dict[str, Any]]:
@@ -57,6 +60,12 @@ def make_cases(seed: int, n: int, layer: str = "combine") -> List[Dict[str, Any]
             srcs.append(dims)
         case = {"name": "layout_%i_%i" % (seed, i), "sources": srcs, "bv": rng.choice([0, 0, 10, 12, 16]),
                 "layer": layer}
+        if layer == "concat_layer":
+            for src in srcs:
+                if not [n for n in src if n != "B"]:
+                    src.append(rng.choice(NAMES))
+            case["axes"] = [rng.choice([n for n in src if n != "B"]) for src in srcs]
+            case["allow_broadcast"] = rng.random() < 0.5
         if layer == "eval_out":
             out = list(max(srcs, key=len))
             rng.shuffle(out)
@@ -130,7 +139,10 @@ def run_cases(cases_file: str, out_file: str) -> None:
                              **{"dims" if ours else "dim_tags": [p[n] for n in case["sources"][-1]]})
         try:
             out_dims = [p[n] for n in case["out"]] if "out" in case else None
-            if ours:  # (as in a network build: dynamic dims have sizes, RETURNN's side gives them placeholders)
+            if kind == "concat_layer":
+                pairs = [(d, p[a]) for d, a in zip(datas, case["axes"])]
+                layer = (_our_concat_layer if ours else _returnn_concat_layer)(pairs, case["allow_broadcast"])
+            elif ours:  # (as in a network build: dynamic dims have sizes, RETURNN's side gives them placeholders)
                 layer = our_layer(kind, datas, out_dims)
             else:
                 layer = returnn_layer(kind, datas, out_dims)
@@ -181,6 +193,52 @@ def _our_concat(datas: List[Any]) -> Any:
     out = layer.forward(values, None)
     assert out.tensor.shape.rank == layer.output.batch_ndim
     return layer.output
+
+
+def _zero_values(datas: List[Any]) -> List[Any]:
+    """Zero values of the templates ``datas`` (batch 2, dynamic axes 4 frames)."""
+    import tensorflow as tf
+    from returnn.tf.layers.output import LayerOutput
+    values = []
+    for d in datas:
+        sizes = {dim: tf.fill([2], 4) for dim in d.dims if dim.is_dynamic()}
+        shape = [2 if dim.is_batch_dim() else (4 if dim.dimension is None else dim.dimension) for dim in d.dims]
+        values.append(LayerOutput(tf.zeros(shape), d, sizes))
+    return values
+
+
+def _our_concat_layer(pairs: List[Any], allow_broadcast: bool) -> Any:
+    """This engine's concat layer of (source, axis) pairs, run on zeros."""
+    from returnn.tensor.dim import building_network
+    from returnn.tf.layers.concat import ConcatLayer
+    datas = [d for d, _ in pairs]
+    with building_network():
+        layer = ConcatLayer("c", {"from": [("s%i" % i, a) for i, (_, a) in enumerate(pairs)],
+                                  "allow_broadcast": allow_broadcast}, datas)
+        layer.forward(_zero_values(datas), None)
+    return layer.output
+
+
+def _returnn_concat_layer(pairs: List[Any], allow_broadcast: bool) -> Any:
+    """RETURNN's ConcatLayer as its code builds it (template, then each source into it, then the value)."""
+    import tensorflow as tf
+    from returnn.tensor import Tensor as Data
+    from returnn.tf.util.basic import concat_with_opt_broadcast
+    for d, _ in pairs:
+        d.placeholder = tf.compat.v1.placeholder(tf.as_dtype(d.dtype), d.batch_shape)
+    axes = [d.get_axis_from_description(a) for d, a in pairs]
+    parts = [d.dim_tags[a] for (d, _), a in zip(pairs, axes)]
+    out_dim = sum(parts)
+    out = Data.get_common_data([d.copy_template_replace_dim_tag(axis=a, new_dim_tag=out_dim)
+                                for (d, _), a in zip(pairs, axes)], allow_broadcast_all_sources=True, name="c")
+    out_axis = out.get_axis_from_description(out_dim)
+    srcs = []
+    for (d, _), a in zip(pairs, axes):
+        ref = out.copy_template().copy_template_replace_dim_tag(axis=out_axis, new_dim_tag=d.dim_tags[a])
+        srcs.append(d.copy_compatible_to(ref, add_dims=allow_broadcast, unbroadcast=False))
+    out.placeholder = concat_with_opt_broadcast([x.placeholder for x in srcs], axis=out_axis,
+                                                allow_broadcast=[allow_broadcast] * len(srcs))
+    return out
 
 
 def _our_eval(datas: List[Any], out_dims: Any = None) -> Any:

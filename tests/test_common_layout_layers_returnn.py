@@ -233,3 +233,23 @@ def test_concat_takes_the_axis_returnn_puts_on_the_feature_axis():
     # source 1's part: its (u, a3f, B, s) values as (s, u, B, a3f)
     np.testing.assert_array_equal(out.tensor.numpy()[..., 3:], v1.transpose([3, 0, 2, 1]))
     np.testing.assert_array_equal(out.tensor.numpy()[..., :3], 0)
+
+
+@pytest.mark.parametrize("bv, sources, axes, broadcast, want", [
+    (12, [["B", "s"], ["B", "f"]], ["s", "f"], False, (["B", "s+f"], 1, None)),  # before: a fresh dim 'c:concat'
+    (10, [["B", "s"], ["u", "f", "a3f", "B"]], ["s", "a3f"], True, (["u", "f", "s+a3f", "B"], 2, 0)),
+    (12, [["B", "f"], ["B", "a3", "a3f"]], ["f", "a3"], True, (["B", "f+a3", "a3f"], 2, None)),
+    (12, [["a3", "B"], ["s", "B", "u", "a3"]], ["a3", "a3"], True, (["s", "B", "u", "2*a3"], 3, 2)),
+    (0, [["B", "f"], ["B", "time", "f", "g"]], ["f", "time"], True, (["B", "f+time", "f", "g"], 3, 1)),
+])
+def test_concat_layer_template_as_returnn(bv, sources, axes, broadcast, want):
+    """The concat layer's output is RETURNN's template: get_common_data of the sources with their concat axes
+    replaced by the summed dim (RETURNN's dim math, static too), its order and special axes (RETURNN 1.20261022:
+    returnn_fuzz_common_layout.py --layer concat_layer seed 1, 118 DIFFER before; e.g. a linear after the last
+    one projects 'g' in RETURNN, here it took 'f+time')."""
+    from returnn.tf.layers.concat import ConcatLayer
+    out = _run(ConcatLayer, bv, sources, lambda p: {"from": [("s%i" % i, p[a]) for i, a in enumerate(axes)],
+                                                    "allow_broadcast": broadcast})
+    assert (["B" if d.is_batch_dim() else d.description for d in out.data.dims], out.data.feature_dim_axis,
+            out.data.time_dim_axis) == want
+    assert out.tensor.shape.rank == len(want[0])

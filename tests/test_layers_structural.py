@@ -62,7 +62,7 @@ def test_concat_features_and_packed_time():
         np.testing.assert_array_equal(cat[b, :n, :3], x[b, :n])
         np.testing.assert_allclose(cat[b, :n, 3:], out["lin"].tensor.numpy()[b, :n], rtol=1e-6)
     # along time, features of size 3 and 2 are two different axes: each source lacks one of them
-    with pytest.raises(NetworkError, match="lacks the axes"):
+    with pytest.raises(NetworkError, match="allow_broadcast=True repeats it"):
         TFNetwork(outputs({"c": {"class": "concat", "from": [("data", "T"), ("data:other", "T")]}}), _extern())
 
 

@@ -2,9 +2,10 @@
 
 ``{"class": "concat", "from": [("a", "F"), ("b", "F"), ("data", "T")]}``: every entry of ``from``
 is a (layer, axis) pair; the named axes are joined into one new axis (RETURNN's sum of their dims,
-or ``out_dim``), all other axes are matched by their dims (the common layout of the sources, as
-elsewhere: ``helpers.common_dims``). A source that lacks one of the other axes is an error unless
-``allow_broadcast`` (then it is repeated along it).
+or ``out_dim``). The output is RETURNN's template: ``Data.get_common_data`` of the sources, each with its
+concat axis replaced by the new dim (its axis order and special axes); each source's axes go where RETURNN's
+``copy_compatible_to`` puts them there. A source that lacks one of the other axes is an error unless
+``allow_broadcast`` (then it is repeated along it); where RETURNN fails on the layout, refused in one line.
 
 The network has no general support for (layer, axis) pairs in ``from`` yet, so this class reads
 its own ``from`` (``outer_sources``): the network builds the named layers and passes their
@@ -28,7 +29,7 @@ from returnn.errors import NetworkError
 from returnn.tensor import Data, Dim
 from returnn.tf.layers.dim_shift import given_same_as
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
-from returnn.tf.layers.helpers import check_sources, common_dims, dropout_sources
+from returnn.tf.layers.helpers import check_sources, dropout_sources
 from returnn.tf.layers.options import Option
 from returnn.tf.layers.output import align_tensor
 
@@ -84,35 +85,67 @@ class ConcatLayer(Layer):
                                    % (self.desc, out_dim, static))
             if static is None:  # RETURNN: the sum of the parts declared the same as the given dim
                 out_dim = given_same_as(out_dim, functools.reduce(operator.add, parts))
-        elif static is None:  # RETURNN: sum(parts), dim math: derived from the first dynamic part (so
-            # get_common_data takes it as that part: Data.get_common_data), one dim per same parts
+        else:  # RETURNN: sum(parts), dim math (dynamic: derived from the first dynamic part, so get_common_data
+            # takes it as that part: Data.get_common_data), one dim per same parts ('s+f', '2*f')
             out_dim = functools.reduce(operator.add, parts)
-        else:
-            out_dim = Dim(static, kind=parts[0].kind, description="%s:concat" % name)
         self.parts, self.new = parts, out_dim
-        # the common layout: each source with its concat axis as the new dim
-        dims_lists = [list(src.dims[:a]) + [out_dim] + list(src.dims[a + 1:]) for src, a in zip(sources, self.axes)]
-        dims, self.maps = common_dims(dims_lists)
-        self.out_axis = dims.index(out_dim)
-        if not self.opt("allow_broadcast"):
-            for src, m in zip(sources, self.maps):
-                missing = [dims[i].short_repr() for i in range(len(dims)) if i not in m]
-                if missing:
-                    raise NetworkError("%s: source %r lacks the axes %s of the others (allow_broadcast=True repeats "
-                                       "it along them)" % (self.desc, src.name, ", ".join(missing)))
+        # RETURNN's template: get_common_data of the sources, each with its concat axis replaced by the new dim
+        self.output, self.maps, self.out_axis = self._returnn_layout(name, sources, out_dim)
+
+    def _returnn_layout(self, name: str, sources: Sequence[Data], out_dim: Dim) -> Tuple[Data, List[List[int]], int]:
+        """RETURNN's template of the concatenation, per source where its ``copy_compatible_to`` puts its axes there
+        (with its own part on the new axis), and the new axis; refused in one line where RETURNN fails."""
+        from returnn.tf.layers.common_layout import COPY_OPTS
+        replaced = [src.copy_template_replace_dim_tag(a, out_dim) for src, a in zip(sources, self.axes)]
+        try:
+            common = Data.get_common_data(replaced, allow_broadcast_all_sources=True)
+        except Exception as exc:  # noqa: BLE001  (RETURNN's error, in one line)
+            raise NetworkError("%s: RETURNN's common template of the sources fails: %s"
+                               % (self.desc, str(exc).strip().split("\n")[0])) from None
+        out_axis = next((i for i, d in enumerate(common.dims) if d == out_dim), None)
+        if out_axis is None:  # (a dynamic sum derived from a part another source's axis matches)
+            raise NetworkError("%s: the concatenated dim %r is not in RETURNN's common template %s of the sources "
+                               "(it takes it for another source's axis), where RETURNN fails"
+                               % (self.desc, out_dim.description, common.short_repr()))
+        allow = bool(self.opt("allow_broadcast"))
+        maps: List[List[int]] = []
+        axes = list(self.axes)
+        for src, part, axis in zip(sources, self.parts, self.axes):
+            ref = common.copy_template_replace_dim_tag(out_axis, part)
+            try:
+                src.copy_compatible_to(ref, add_dims=allow, check_sparse=False, check_dtype=False)
+                found = ref.find_matching_dim_map(src, list(range(src.batch_ndim)), COPY_OPTS)
+            except Exception as exc:  # noqa: BLE001
+                missing = "" if allow else " (allow_broadcast=True repeats it along the axes it lacks)"
+                raise NetworkError("%s: RETURNN cannot bring source %r %s into its template %s: %s%s" % (
+                    self.desc, src.name, src.short_repr(), ref.short_repr(), str(exc).strip().split("\n")[0],
+                    missing)) from None
+            m = [found[a] for a in range(src.batch_ndim)]
+            if m[axis] != out_axis and ref.dims[m[axis]] == part:  # (the part's dim twice in the template: on it)
+                m = [out_axis if a == axis else (m[axis] if t == out_axis else t) for a, t in enumerate(m)]
+            if m[axis] != out_axis:  # RETURNN concatenates the source's axis its map puts there, if of that size
+                other = m.index(out_axis) if out_axis in m else None
+                if other is None or src.dims[other].dimension is None or \
+                        src.dims[other].dimension != part.dimension:
+                    raise NetworkError("%s: RETURNN's copy_compatible_to puts the concatenated axis %r of source %r on "
+                                       "%r of its template %s, and its concatenation then fails on the shape "
+                                       "('Mismatching shape')" % (self.desc, src.dims[axis].description, src.name,
+                                                                  ref.dims[m[axis]].description, ref.short_repr()))
+                axes[len(maps)] = other
+            for a, t in enumerate(m):
+                mine, theirs = src.dims[a].dimension, common.dims[t].dimension
+                if t != out_axis and mine is not None and theirs is not None and mine != theirs \
+                        and not (allow and mine == 1):
+                    raise NetworkError("%s: source %r has size %i on the axis %r that RETURNN's template puts on "
+                                       "%r (size %i), and its tf.concat fails" % (
+                                           self.desc, src.name, mine, src.dims[a].description,
+                                           common.dims[t].description, theirs))
+            maps.append(m)
         first = sources[0]
-        feat = first.feature_dim_axis
-        kwargs = {}
-        if feat is not None and feat != self.axes[0]:
-            kwargs["feature_dim_axis"] = self.maps[0][feat]
-        elif feat is not None and out_dim.is_feature_dim():
-            kwargs["feature_dim_axis"] = self.out_axis
-        if first.time_dim_axis is not None and first.time_dim_axis != self.axes[0]:
-            kwargs["time_dim_axis"] = self.maps[0][first.time_dim_axis]
-        elif first.time_dim_axis is not None:
-            kwargs["time_dim_axis"] = self.out_axis
-        out = Data(name, dims=dims, dtype=first.dtype, sparse_dim=first.sparse_dim)
-        self.output = out.copy(**{k: v for k, v in kwargs.items() if v != getattr(out, k)})
+        out = Data(name, dims=list(common.dims), dtype=first.dtype, sparse_dim=first.sparse_dim,
+                   time_dim_axis=common._time_dim_axis, feature_dim_axis=common._feature_dim_axis)
+        self.axes = axes
+        return out, maps, out_axis
 
     def forward(self, sources: List[LayerOutput], ctx: RunContext) -> LayerOutput:
         sources = dropout_sources(self, sources, ctx)
