@@ -105,20 +105,39 @@ def test_upsampling_back_to_frame_rate_trains(tmp_path):
     proc = run_rnn(train_args(short, tmp_path, "++task", "forward", "++eval", "config:dev", "++forward_batch_size",
                               "400", "++output_file", str(out), "++load", str(tmp_path / "model.001")), timeout=300)
     assert proc.returncode == 2, describe(proc)
-    assert "size_base 'data' has a sequence of" in proc.stderr.strip().splitlines()[-1], describe(proc)
+    assert "the output has a sequence of" in proc.stderr.strip().splitlines()[-1], describe(proc)
     assert not out.exists() and "Traceback" not in proc.stderr
 
 
 def test_size_base_longer_than_the_values_is_one_line(tmp_path):
-    """A 'valid' conv of stride 3 and back: up to 2 frames fewer than the data's sequences. RETURNN fails on
-    its masks later; here the step stops with one line naming the layer, the dataset and the sequences."""
+    """A 'valid' conv of stride 3 and back: up to 2 frames fewer than the data's sequences. RETURNN fails in its
+    loss (the output's and the target's flattened frames differ); here the step stops with one line naming the
+    loss's layer, the dataset and the sequences."""
     config = write_config(tmp_path / "short.config", config_12ax(network=NETWORK.replace('"same"', '"valid"'),
                                                                  num_epochs=1))
     proc = run_rnn(train_args(config, tmp_path), timeout=300)
     assert proc.returncode == 2, describe(proc)
     last = proc.stderr.strip().splitlines()[-1]
-    assert "layer 'frames'" in last and "size_base 'data' has a sequence of" in last and "dataset" in last, last
+    assert "layer 'output': loss 'ce'" in last and "the output's values only" in last and "dataset" in last, last
     assert "Traceback" not in proc.stderr
+
+
+def test_size_base_longer_than_values_of_equal_extent_trains(tmp_path):
+    """A language model's shift (published 2019 cross-sentence LM, prev_cco_transfo_24): input and target cut by
+    one frame, each given the data's sizes by size_base. RETURNN keeps the values (masks cut at their extent) and
+    trains, its loss's two flattenings equal (returnn_fuzz --kind published #116, CRASH before: the step stopped
+    at reinterpret_data)."""
+    net = """{
+    "x": {"class": "slice", "axis": "T", "slice_end": -1, "from": "data"},
+    "x2": {"class": "reinterpret_data", "from": "x", "size_base": "data"},
+    "y": {"class": "slice", "axis": "T", "slice_start": 1, "from": "data:classes"},
+    "y2": {"class": "reinterpret_data", "from": "y", "size_base": "data", "register_as_extern_data": "shifted"},
+    "lin": {"class": "linear", "from": "x2", "n_out": 6, "activation": "tanh"},
+    "output": {"class": "softmax", "loss": "ce", "target": "shifted", "from": "lin"},
+}"""
+    config = write_config(tmp_path / "shift.config", config_12ax(network=net, num_epochs=1))
+    proc = run_rnn(train_args(config, tmp_path), timeout=300)
+    assert proc.returncode == 0, describe(proc)
 
 
 def test_size_base_output_added_to_a_shorter_value_is_one_line(tmp_path):

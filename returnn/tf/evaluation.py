@@ -122,6 +122,13 @@ def _write_dataset(steps: StepFunctions, dataset: Dataset, batching: BatchOption
             with reporting_misalignment(dataset, sl):  # a data check failing in the step: one line
                 values_per_writer = [(v.numpy(), n.numpy()) for v, n in step_fn(batch)]
             for writer, (values, seq_len) in zip(writers, values_per_writer):
+                if np.ndim(seq_len) == 1 and np.ndim(values) >= 2 and len(seq_len) and seq_len.max() > values.shape[1]:
+                    # values shorter than their sizes (reinterpret_data's size_base): RETURNN's writer fails too
+                    raise DataError("dataset %s: a batch of sequences %s: the output has a sequence of %i frames, "
+                                    "its values only %i (reinterpret_data's size_base longer than the values?)" % (
+                                        dataset.name, ", ".join(map(repr, tags[:5])) + (", ..." if len(tags) > 5
+                                                                                       else ""),
+                                        int(seq_len.max()), values.shape[1]))
                 writer.insert_batch(values, seq_len, tags)
             count += len(tags)
             raise_if_stop_pending()  # a stop signal that C code cleared on the way still stops the pass

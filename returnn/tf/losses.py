@@ -20,7 +20,7 @@ from returnn.tensor import Data
 from returnn.tf.layers.options import Option
 from returnn.tf.layers.output import LayerOutput
 from returnn.tf.layers.packed import PackedFrames
-from returnn.tf.util.data_check import failed_check
+from returnn.tf.util.data_check import checked as data_checked, failed_check
 
 
 @dataclass
@@ -127,10 +127,12 @@ class Loss:
         output = self._layout(output, "output")
         target = None if target is None else int32_labels(self._layout(target, "target"))
         output, target = self.checked(output, target)
+        both_in_time = target is not None and output.data.have_time_axis() and target.data.have_time_axis()
+        if self.framewise and both_in_time:
+            output = _covering_extents(output, target, "layer %r: loss %r" % (self.layer_name, self.loss_class))
         if self.frame_local and output.packed is not None and target is not None and target.data.have_time_axis():
             output, target = _packed_views(output, target)
-        elif self.framewise and output.packed is None and target is not None and output.data.have_time_axis() \
-                and target.data.have_time_axis():
+        elif self.framewise and output.packed is None and both_in_time:
             output = _padded_like(output, target)
         return self.compute_btf(output, target, train)
 
@@ -176,6 +178,26 @@ def _after_check(x: LayerOutput) -> LayerOutput:
     rows = x.packed
     packed = None if rows is None else PackedFrames(ident(rows.values), rows.index, rows.outer, ident(rows.logits))
     return x.with_tensor(ident(x.tensor), logits=ident(x.logits), packed=packed)
+
+
+def _covering_extents(output: LayerOutput, target: LayerOutput, where: str) -> LayerOutput:
+    """``output`` after the check that RETURNN's two flattenings of a framewise loss (each side masked by the
+    sizes up to its own value's extent) keep the same frames: the extents are equal, or both cover the sizes.
+    A value shorter than its sizes (reinterpret_data's size_base of a longer base) beside a longer one makes
+    RETURNN fail: one line here. The packed rows are checked too (they come from the values)."""
+    rows = output.packed  # its padded extent without computing the padded tensor
+    n_out = tf.cast(rows.outer[1], tf.int32) if rows is not None else tf.shape(output.tensor)[1]
+    n_target = tf.shape(target.tensor)[1]
+    longest = tf.reduce_max(target.seq_len) if target.seq_len is not None else n_target
+    ok = tf.logical_or(tf.equal(n_out, n_target), longest <= tf.minimum(n_out, n_target))
+    text = ("%s: a sequence of %%s frames, the output's values only %%s frames, the target's %%s (reinterpret_data's "
+            "size_base longer than the values?); RETURNN fails here too" % where)
+    def check(t: Optional[tf.Tensor]) -> Optional[tf.Tensor]:
+        return None if t is None else data_checked(t, ok, text, longest, n_out, n_target)
+    if rows is not None:
+        return output.with_tensor(output.tensor, logits=output.logits, packed=PackedFrames(
+            check(rows.values), rows.index, rows.outer, check(rows.logits), rows.fill))
+    return output.with_tensor(check(output.tensor), logits=check(output.logits))
 
 
 def _padded_like(output: LayerOutput, target: LayerOutput) -> LayerOutput:

@@ -14,7 +14,6 @@ from returnn.tensor.data import NotSpecified
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
 from returnn.tf.layers.helpers import check_sources, concat_inputs, concat_output
 from returnn.tf.layers.options import Option, positive_int
-from returnn.tf.util.data_check import checked
 
 
 def batch_axis_perm(layer: Layer, data: Data, enforce: Any) -> Optional[List[int]]:
@@ -548,10 +547,7 @@ class ReinterpretDataLayer(_ShapeLayer):
             base = sources[-1]
             new_sizes = sizes[self.base.time_dim] = base.sizes[self.base.time_dim]
             # RETURNN takes the base's sizes and keeps the values as they are: frames past the base's longest
-            # sequence stay (an upsampled axis a few frames longer), a layer reading them sees them
-            frames, longest = tf.shape(tensor)[self.output.time_dim_axis], tf.reduce_max(new_sizes)
-            tensor = checked(tensor, longest <= frames,  # (no sequence: the lowest int)
-                             "%s: size_base %r has a sequence of %%s frames, the values only %%s" % (
-                                 self.desc, self.opt("size_base")), longest, frames)
+            # sequence stay (an upsampled axis a few frames longer), a layer reading them sees them; values shorter
+            # than the sizes stay too (its masks cut at the values' extent; a framewise loss checks, Loss.compute)
         return self.make_output(tensor, own, sizes)
 
