@@ -180,6 +180,8 @@ def _after_check(x: LayerOutput) -> LayerOutput:
     return x.with_tensor(ident(x.tensor), logits=ident(x.logits), packed=packed)
 
 
+@tf.autograph.experimental.do_not_convert  # (plain TF ops: the newest TF's autograph cache called one
+# converted helper in place of another in the compiled step, see network.py)
 def _covering_extents(output: LayerOutput, target: LayerOutput, where: str) -> LayerOutput:
     """``output`` after the check that RETURNN's two flattenings of a framewise loss (each side masked by the
     sizes up to its own value's extent) keep the same frames: the extents are equal, or both cover the sizes.
@@ -200,6 +202,7 @@ def _covering_extents(output: LayerOutput, target: LayerOutput, where: str) -> L
     return output.with_tensor(check(output.tensor), logits=check(output.logits))
 
 
+@tf.autograph.experimental.do_not_convert
 def _padded_like(output: LayerOutput, target: LayerOutput) -> LayerOutput:
     """``output`` (B, T, ...) cut or zero-padded on T to the target's padded length: a framewise loss's two
     sides have the same lengths (checked), but one may carry more padding (reinterpret_data's size_base keeps
@@ -214,6 +217,7 @@ def _padded_like(output: LayerOutput, target: LayerOutput) -> LayerOutput:
     return output.with_tensor(fit(output.tensor), logits=fit(output.logits))
 
 
+@tf.autograph.experimental.do_not_convert
 def _packed_views(output: LayerOutput, target: LayerOutput) -> Tuple[LayerOutput, LayerOutput]:
     """Output (B, T, F) and target (B, T[, F]) of equal lengths as their real frames, (N, F) and
     (N[, F]): each frame a batch entry without time axis, no padding to mask."""
