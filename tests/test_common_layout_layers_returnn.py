@@ -253,3 +253,11 @@ def test_concat_layer_template_as_returnn(bv, sources, axes, broadcast, want):
     assert (["B" if d.is_batch_dim() else d.description for d in out.data.dims], out.data.feature_dim_axis,
             out.data.time_dim_axis) == want
     assert out.tensor.shape.rank == len(want[0])
+
+
+def test_concat_of_sources_with_only_a_feature_axis():
+    """Two values of only a feature axis (e.g. two variables without batch axis, ``copy`` of both): RETURNN
+    concatenates them; here the broadcast shape of no common axes was a float tensor and ConcatV2 failed
+    (returnn_fuzz_common_layout.py --layer concat seed 5 #229)."""
+    out = _concat(0, [["a3f"], ["f"]])
+    assert out.tensor.shape.as_list() == [6] and out.data.dim == 6

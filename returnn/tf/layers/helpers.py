@@ -201,6 +201,8 @@ def concat_features(plan: FeaturePlan, sources: Sequence[LayerOutput]) -> tf.Ten
                 size = tf.shape(parts[i])[pos]
                 break
         shape.append(size)
+    if not shape:  # (only feature axes: e.g. two variables' values)
+        return tf.concat(parts, -1)
     return tf.concat([tf.broadcast_to(p, tf.concat([tf.stack(shape), tf.shape(p)[-1:]], 0)) for p in parts], -1)
 
 
