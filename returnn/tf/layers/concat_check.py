@@ -59,6 +59,10 @@ def check_returnn_concat(layer, sources: Sequence[Data]) -> Tuple[Data, List[Opt
             result.append(None if any(x is None for x in sizes) else sum(sizes))
             continue
         known = sorted({x for x in sizes if x is not None})
+        if known == [1] and any(x is None for x in sizes):
+            _refuse(layer, "a source's axis of size 1 and another's dynamic axis are both on the axis %r of its "
+                           "template %s: tf.concat fails when run (unless every sequence is 1 frame)"
+                    % (out.dims[a].description, out.short_repr()))
         if len(known) > 1:
             _refuse(layer, "tf.concat fails: the sources have sizes %s on axis %i %r of its template %s"
                     % (known, a, out.dims[a].description, out.short_repr()))
