@@ -105,3 +105,9 @@ class TrainingInterrupted(Stopped):
 def known_list(names) -> str:
     """Formats a collection of names for error messages: 'a, b, c'."""
     return ", ".join(sorted(names))
+
+
+def first_line(exc: BaseException, limit: int = 300) -> str:
+    """The first line of an error's text (at most ``limit`` characters), or its type's name: for one-line errors."""
+    text = str(exc).strip().splitlines()
+    return text[0][:limit] if text else type(exc).__name__

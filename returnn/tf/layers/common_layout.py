@@ -22,7 +22,7 @@ import contextlib
 
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
-from returnn.errors import NetworkError
+from returnn.errors import NetworkError, first_line
 from returnn.tensor import Data, Dim
 from returnn.tensor.not_specified import NotSpecified
 
@@ -179,7 +179,7 @@ def returnn_common_order(base: Data, dims: List[Dim], maps: List[List[int]]) -> 
     return [dims[o] for o in order], [[new_pos[p] if p >= 0 else p for p in m] for m in maps]
 
 
-COPY_OPTS = dict(allow_same_feature_dim=True, allow_same_spatial_dim=True, treat_feature_as_spatial=True,
+_COPY_OPTS = dict(allow_same_feature_dim=True, allow_same_spatial_dim=True, treat_feature_as_spatial=True,
                  ignore_feature_dim=True)
 
 
@@ -198,8 +198,8 @@ def returnn_layout(layer, sources: Sequence[Data], values: bool = True) -> Optio
     except Exception:  # (refused as RETURNN does, or not, by the layer's own checks)
         return None
     maps = source_maps(layer, sources, common)
-    for source, m in zip(sources, maps):
-        if values:
+    if values:
+        for source, m in zip(sources, maps):
             _check_mapped(layer, source, m, common)
     return common, maps
 
@@ -220,16 +220,22 @@ def _check_mapped(layer, source: Data, m: List[int], common: Data) -> None:
                                % (layer.desc, c.description, source.dims[a].description))
 
 
+def returnn_map(template: Data, source: Data) -> List[int]:
+    """Per axis of ``source``, the axis of ``template`` RETURNN's ``copy_compatible_to`` puts it on (its
+    ``find_matching_dim_map``); ValueError where it finds none."""
+    found = template.find_matching_dim_map(source, list(range(source.batch_ndim)), _COPY_OPTS)
+    return [found[a] for a in range(source.batch_ndim)]
+
+
 def _source_map(layer, i: int, source: Data, common: Data) -> List[int]:
     """Where RETURNN's ``copy_compatible_to`` puts the axes of source ``i`` in ``common``; refused where it fails."""
     try:
         source.copy_compatible_to(common, check_sparse=False, check_dtype=False)
-        found = common.find_matching_dim_map(source, list(range(source.batch_ndim)), COPY_OPTS)
+        return returnn_map(common, source)
     except ValueError:
         raise NetworkError("%s: RETURNN cannot bring source %i %s into its common template %s (its "
                            "copy_compatible_to fails on the axes); reorder or squeeze the sources' axes first"
                            % (layer.desc, i, source.short_repr(), common.short_repr())) from None
-    return [found[a] for a in range(source.batch_ndim)]
 
 
 def source_maps(layer, sources: Sequence[Data], common: Data) -> List[List[int]]:
@@ -384,8 +390,7 @@ def check_stated_broadcast(layer, sources: Sequence[Data], common: List[Dim]) ->
     try:
         Data.get_common_data(list(sources), allow_broadcast_all_sources=allow)
     except Exception as exc:  # noqa: BLE001  (RETURNN's error, in one line)
-        text = str(exc).strip().splitlines()
-        raise NetworkError("%s: %s" % (layer.desc, text[0] if text else type(exc).__name__)) from None
+        raise NetworkError("%s: %s" % (layer.desc, first_line(exc))) from None
 
 
 def _batch_contents(dim: Dim) -> Any:

@@ -25,7 +25,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
-from returnn.errors import NetworkError
+from returnn.errors import NetworkError, first_line
 from returnn.tensor import Data, Dim
 from returnn.tf.layers.dim_shift import given_same_as
 from returnn.tf.layers.base import Layer, LayerOutput, RunContext, register_layer
@@ -95,13 +95,13 @@ class ConcatLayer(Layer):
     def _returnn_layout(self, name: str, sources: Sequence[Data], out_dim: Dim) -> Tuple[Data, List[List[int]], int]:
         """RETURNN's template of the concatenation, per source where its ``copy_compatible_to`` puts its axes there
         (with its own part on the new axis), and the new axis; refused in one line where RETURNN fails."""
-        from returnn.tf.layers.common_layout import COPY_OPTS
+        from returnn.tf.layers.common_layout import returnn_map
         replaced = [src.copy_template_replace_dim_tag(a, out_dim) for src, a in zip(sources, self.axes)]
         try:
             common = Data.get_common_data(replaced, allow_broadcast_all_sources=True)
         except Exception as exc:  # noqa: BLE001  (RETURNN's error, in one line)
             raise NetworkError("%s: RETURNN's common template of the sources fails: %s"
-                               % (self.desc, str(exc).strip().split("\n")[0])) from None
+                               % (self.desc, first_line(exc))) from None
         out_axis = next((i for i, d in enumerate(common.dims) if d == out_dim), None)
         if out_axis is None:  # (a dynamic sum derived from a part another source's axis matches)
             raise NetworkError("%s: the concatenated dim %r is not in RETURNN's common template %s of the sources "
@@ -114,13 +114,11 @@ class ConcatLayer(Layer):
             ref = common.copy_template_replace_dim_tag(out_axis, part)
             try:
                 src.copy_compatible_to(ref, add_dims=allow, check_sparse=False, check_dtype=False)
-                found = ref.find_matching_dim_map(src, list(range(src.batch_ndim)), COPY_OPTS)
+                m = returnn_map(ref, src)
             except Exception as exc:  # noqa: BLE001
                 missing = "" if allow else " (allow_broadcast=True repeats it along the axes it lacks)"
                 raise NetworkError("%s: RETURNN cannot bring source %r %s into its template %s: %s%s" % (
-                    self.desc, src.name, src.short_repr(), ref.short_repr(), str(exc).strip().split("\n")[0],
-                    missing)) from None
-            m = [found[a] for a in range(src.batch_ndim)]
+                    self.desc, src.name, src.short_repr(), ref.short_repr(), first_line(exc), missing)) from None
             if m[axis] != out_axis and ref.dims[m[axis]] == part:  # (the part's dim twice in the template: on it)
                 m = [out_axis if a == axis else (m[axis] if t == out_axis else t) for a, t in enumerate(m)]
             if m[axis] != out_axis:  # RETURNN concatenates the source's axis its map puts there, if of that size

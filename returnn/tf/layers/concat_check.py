@@ -3,28 +3,28 @@ layer with several sources), checked as RETURNN builds it: the template is ``Dat
 (``ignore_feature_dim``) with the summed feature dim on its feature axis, each source is brought into it by
 ``copy_compatible_to(unbroadcast=True, except_feature=True)``, then ``tf.concat`` on the feature axis, and the value
 must have the template's static shape. Where any step fails in RETURNN when the network is built, the layer is
-refused here in one line (:func:`check_returnn_concat`); this engine then builds its own layout of the
-concatenation (feature axis last, see ``helpers.feature_plan``), whose values are RETURNN's up to the axis order.
+refused here in one line (:func:`check_returnn_concat`); ``helpers.feature_plan`` then takes the template's axes
+and maps (its own feature axis last: RETURNN's values up to the axis order).
 """
 from __future__ import annotations
 
 from typing import List, Optional, Sequence, Tuple
 
-from returnn.errors import NetworkError
-from returnn.tensor import Data
+from returnn.errors import NetworkError, first_line
+from returnn.tensor import Data, Dim
 from returnn.tensor.not_specified import NotSpecified
+from returnn.tf.layers.common_layout import moved_out_loop_dims, returnn_map
 
 
 def check_returnn_concat(layer, sources: Sequence[Data]) -> Tuple[Data, List[Optional[List[int]]]]:
     """Refused in one line where RETURNN's ``concat_sources`` of the dense ``sources`` (two or more) fails; else
     RETURNN's template and, per source, where its ``copy_compatible_to`` puts each of its axes there (None where
     this engine does not find that map)."""
-    from returnn.tf.layers.common_layout import moved_out_loop_dims
     allow = True if moved_out_loop_dims() else NotSpecified
     try:
         common = Data.get_common_data(list(sources), ignore_feature_dim=True, allow_broadcast_all_sources=allow)
     except Exception as exc:  # noqa: BLE001  (RETURNN's error, in one line)
-        _refuse(layer, "its common template fails: %s" % _first_line(exc))
+        _refuse(layer, "its common template fails: %s" % first_line(exc))
     if common.feature_dim_axis is None:
         _refuse(layer, "its common template %s has no feature axis to concatenate on" % common.short_repr())
     total = 0
@@ -33,10 +33,8 @@ def check_returnn_concat(layer, sources: Sequence[Data]) -> Tuple[Data, List[Opt
             total = None if total is None or s.dim is None else total + s.dim
     if total == 0:
         _refuse(layer, "no source has a feature axis")
-    from returnn.tensor import Dim
     feature = Dim(total, kind=Dim.Types.Feature, description="%s:concat" % layer.layer_name, auto_generated=True)
     out = common.copy_template_replace_dim_tag(common.feature_dim_axis, feature)
-    from returnn.tf.layers.common_layout import COPY_OPTS
     shapes: List[List[Optional[int]]] = []
     maps: List[Optional[List[int]]] = []
     for i, s in enumerate(sources):
@@ -44,11 +42,10 @@ def check_returnn_concat(layer, sources: Sequence[Data]) -> Tuple[Data, List[Opt
             mine = s.copy_compatible_to(out, unbroadcast=True, except_feature=True, check_dtype=False)
         except Exception as exc:  # noqa: BLE001
             _refuse(layer, "source %i %s cannot be brought into its template %s: %s"
-                    % (i, s.short_repr(), out.short_repr(), _first_line(exc)))
+                    % (i, s.short_repr(), out.short_repr(), first_line(exc)))
         shapes.append([None if d.is_batch_dim() else d.dimension for d in mine.dims])
         try:
-            found = out.find_matching_dim_map(s, list(range(s.batch_ndim)), COPY_OPTS)
-            maps.append([found[a] for a in range(s.batch_ndim)])
+            maps.append(returnn_map(out, s))
         except Exception:  # noqa: BLE001  (then this engine's own layout)
             maps.append(None)
     axis = out.feature_dim_axis
@@ -72,11 +69,6 @@ def check_returnn_concat(layer, sources: Sequence[Data]) -> Tuple[Data, List[Opt
         _refuse(layer, "the concatenation has shape %s, its template %s another ('Mismatching shape')"
                 % (result, out.short_repr()))
     return out, maps
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0][:300] if text else type(exc).__name__
 
 
 def _refuse(layer, why: str) -> None:
