@@ -181,16 +181,9 @@ def our_layer(kind: str, datas: List[Any], out_dims: Any = None) -> Any:
 
 def _our_concat(datas: List[Any]) -> Any:
     """This engine's copy layer of several sources, run on zeros."""
-    import tensorflow as tf
     from returnn.tf.layers.basic import CopyLayer
-    from returnn.tf.layers.output import LayerOutput
     layer = CopyLayer("c", {}, datas)
-    values = []
-    for d in datas:
-        sizes = {dim: tf.fill([2], 4) for dim in d.dims if dim.is_dynamic()}
-        shape = [2 if dim.is_batch_dim() else (4 if dim.dimension is None else dim.dimension) for dim in d.dims]
-        values.append(LayerOutput(tf.zeros(shape), d, sizes))
-    out = layer.forward(values, None)
+    out = layer.forward(_zero_values(datas), None)
     assert out.tensor.shape.rank == layer.output.batch_ndim
     return layer.output
 
@@ -243,19 +236,12 @@ def _returnn_concat_layer(pairs: List[Any], allow_broadcast: bool) -> Any:
 
 def _our_eval(datas: List[Any], out_dims: Any = None) -> Any:
     """This engine's eval layer of ``source(0) + source(1) + ...``, run on zeros (its sources read in the step)."""
-    import tensorflow as tf
     from returnn.tf.layers.eval_layer import EvalLayer
-    from returnn.tf.layers.output import LayerOutput
     opts: Dict[str, Any] = {"eval": " + ".join("source(%i)" % i for i in range(len(datas)))}
     if out_dims is not None:
         opts["out_type"] = {"dims": out_dims}
     layer = EvalLayer("c", opts, datas)
-    values = []
-    for d in datas:
-        sizes = {dim: tf.fill([2], 4) for dim in d.dims if dim.is_dynamic()}
-        shape = [2 if dim.is_batch_dim() else (4 if dim.dimension is None else dim.dimension) for dim in d.dims]
-        values.append(LayerOutput(tf.zeros(shape), d, sizes))
-    layer.forward(values, None)
+    layer.forward(_zero_values(datas), None)
     return layer.output
 
 
